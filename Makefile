@@ -1,0 +1,41 @@
+# Everything kint needs on a fresh machine, installed by the two commands the README opens with.
+# Every step is idempotent: a stamp file records that a step finished with the inputs it had.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.kint-installed
+NODE_STAMP := node_modules/.kint-installed
+PYTEST_ARGS ?=
+
+.PHONY: all venv node demo test bench clean
+
+all: venv node
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+node: $(NODE_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+
+demo: venv node
+	$(VENV)/bin/kint demo
+
+# pytest exits 5 when it collected nothing: that is a failure here, never a green run.
+test: venv node
+	SIBYL_MEMORY_TELEMETRY=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: no tests ran" >&2; exit 1; fi; exit $$rc
+
+bench: venv node
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) node_modules

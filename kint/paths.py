@@ -1,0 +1,125 @@
+"""Where kint keeps its files, and how it writes them.
+
+Everything lives under KINT_HOME (default ~/.kint, mode 0700). State files are written
+0600 and replaced atomically, so a reader never sees half a file and a crash never leaves
+one. The ZeroMQ sockets live in `run/`, or, when that path would be too long for a unix
+socket, in a short private folder under the system temp directory (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+# sun_path is 108 bytes on Linux (104 on macOS) including the NUL; stay well inside.
+MAX_SOCKET_PATH_BYTES = 100
+
+FRONT_SOCKET = "kint.sock"
+BACK_SOCKET = "workers.sock"
+
+
+class UnsafePathError(Exception):
+    """A folder kint must own privately exists with another owner, mode or type."""
+
+
+def kint_home() -> Path:
+    raw = os.environ.get("KINT_HOME")
+    home = Path(raw).expanduser() if raw else Path.home() / ".kint"
+    return home.absolute()
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` (and parents) as 0700, or tighten it to 0700 if it is ours.
+
+    A path that is a symlink, not a folder, or owned by another user is refused: someone
+    else could then read or replace what kint puts there.
+    """
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{path} is not a plain folder")
+    if st.st_uid != os.getuid():
+        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by this user")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` as 0600 through a temp file, fsync, and rename."""
+    ensure_private_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def run_dir(home: Path | None = None) -> Path:
+    return (home or kint_home()) / "run"
+
+
+def socket_dir(home: Path | None = None) -> Path:
+    """The folder holding the sockets: `run/`, or a short private temp folder.
+
+    The fallback's name is a hash of KINT_HOME, so every client computes the same place
+    without reading anything; `run/socket-dir` records it for a person looking around.
+    """
+    home = home or kint_home()
+    preferred = run_dir(home)
+    longest = max(len(FRONT_SOCKET), len(BACK_SOCKET))
+    if len(os.fsencode(str(preferred / ("x" * longest)))) <= MAX_SOCKET_PATH_BYTES:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(str(home))).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"kint-{os.getuid()}-{digest}"
+
+
+def front_address(home: Path | None = None) -> str:
+    return f"ipc://{socket_dir(home) / FRONT_SOCKET}"
+
+
+def back_address(home: Path | None = None) -> str:
+    return f"ipc://{socket_dir(home) / BACK_SOCKET}"
+
+
+def log_path(home: Path | None = None) -> Path:
+    return (home or kint_home()) / "supervisor.log"
+
+
+def space_files(home: Path, space16: str) -> dict[str, Path]:
+    """Every file of one space under KINT_HOME, by the name the seed gives it."""
+    return {
+        "enrol": home / f"enrol-{space16}.json",
+        "wraps": home / f"wraps-{space16}.json",
+        "vault": home / f"vault-{space16}.aes",
+        "recovery": home / f"RECOVERY-{space16}.txt",
+        "mirror": home / f"mirror-{space16}.json",
+        "watermark": home / f"watermark-{space16}.json",
+        "pending": home / f"pending-{space16}.json",
+        "head_lock": home / f"head-{space16}.lock",
+        "epochs": home / "epochs" / space16,
+    }
+
+
+def footprint_bytes(home: Path | None = None) -> int:
+    """Bytes of every file under KINT_HOME (the kint half of the cap gate's count)."""
+    total = 0
+    for root, _dirs, files in os.walk(home or kint_home()):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total

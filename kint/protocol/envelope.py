@@ -1,0 +1,233 @@
+"""The request and reply envelopes (DESIGN §2): one ZeroMQ frame, one orjson object.
+
+`decode_request` is the single gate every inbound client message passes: it either returns
+a `Request` whose every field has the declared type and bounds, or raises `ProtocolError`
+with the code to answer with. It never raises anything else, whatever the bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, ProtocolError
+from kint.protocol.limits import (
+    DEFAULT_TIMEOUT_MS,
+    MAX_ID_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_PATH_CHARS,
+    MAX_SPACE_LABEL_CHARS,
+    MAX_TENANT_CHARS,
+    MAX_TIMEOUT_MS,
+    MIN_TIMEOUT_MS,
+)
+from kint.protocol.ops import OPS
+
+PROTOCOL_VERSION = 1
+
+_REQUEST_KEYS = frozenset(
+    {"v", "id", "op", "tenant", "db", "space", "args", "timeout_ms", "cast"}
+)
+
+
+@dataclass
+class Request:
+    id: str
+    op: str
+    tenant: str | None = None
+    db: str | None = None
+    space: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    cast: bool = False
+    v: int = PROTOCOL_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "v": self.v, "id": self.id, "op": self.op, "tenant": self.tenant,
+            "db": self.db, "space": self.space, "args": self.args,
+            "timeout_ms": self.timeout_ms,
+        }
+        if self.cast:
+            out["cast"] = True
+        return out
+
+
+@dataclass
+class Reply:
+    id: str | None
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    message: str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.ok:
+            return {"v": PROTOCOL_VERSION, "id": self.id, "ok": True, "result": self.result or {}}
+        return {"v": PROTOCOL_VERSION, "id": self.id, "ok": False, "error": self.error,
+                "message": self.message, "hint": self.hint}
+
+
+def new_request_id() -> str:
+    return os.urandom(8).hex()
+
+
+def encode_request(request: Request) -> bytes:
+    return orjson.dumps(request.to_dict())
+
+
+def ok_reply(request_id: str | None, result: dict[str, Any]) -> Reply:
+    return Reply(id=request_id, ok=True, result=result)
+
+
+def error_reply(
+    request_id: str | None, code: ErrorCode, message: str, hint: str | None = None
+) -> Reply:
+    code = ErrorCode(code)
+    return Reply(id=request_id, ok=False, error=code.value, message=message,
+                 hint=hint if hint is not None else DEFAULT_HINTS[code])
+
+
+def reply_from_error(err: ProtocolError) -> Reply:
+    return error_reply(err.request_id, err.code, err.message, err.hint)
+
+
+def encode_reply(reply: Reply) -> bytes:
+    return orjson.dumps(reply.to_dict())
+
+
+def _load_object(data: bytes) -> dict[str, Any]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "a message must be bytes")
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE,
+            f"message of {len(data)} bytes is over the limit of {MAX_MESSAGE_BYTES}",
+        )
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "message is not valid JSON") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "message must be a JSON object")
+    return obj
+
+
+def _readable_id(obj: dict[str, Any]) -> str | None:
+    rid = obj.get("id")
+    if isinstance(rid, str) and 0 < len(rid) <= MAX_ID_CHARS:
+        return rid
+    return None
+
+
+def _opt_str(obj: dict[str, Any], key: str, max_chars: int, rid: str | None) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{key!r} must be a non-empty string or null",
+                            request_id=rid)
+    if len(value) > max_chars:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{key!r} is longer than {max_chars} characters",
+                            request_id=rid)
+    if "\x00" in value:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{key!r} contains a NUL character",
+                            request_id=rid)
+    return value
+
+
+def decode_request(data: bytes) -> Request:
+    """Validate one inbound frame completely, in the order a reply code is decided:
+    size, JSON, version, id, op, then field types and bounds, then the op's arguments."""
+    obj = _load_object(data)
+    rid = _readable_id(obj)
+    version = obj.get("v")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "'v' must be an integer", request_id=rid)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"protocol version {version} is not supported (this supervisor speaks "
+            f"{PROTOCOL_VERSION})",
+            request_id=rid,
+        )
+    if rid is None:
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"'id' must be a string of 1 to {MAX_ID_CHARS} characters")
+    unknown = set(obj) - _REQUEST_KEYS
+    if unknown:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown field(s): {sorted(unknown)}",
+                            request_id=rid)
+    op = obj.get("op")
+    if not isinstance(op, str):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "'op' must be a string", request_id=rid)
+    spec = OPS.get(op)
+    if spec is None:
+        shown = op if len(op) <= 64 else op[:64] + "..."
+        raise ProtocolError(ErrorCode.UNKNOWN_OP, f"unknown op {shown!r}", request_id=rid)
+    tenant = _opt_str(obj, "tenant", MAX_TENANT_CHARS, rid)
+    db = _opt_str(obj, "db", MAX_PATH_CHARS, rid)
+    if db is not None and not db.startswith("/"):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "'db' must be an absolute path",
+                            request_id=rid)
+    space = _opt_str(obj, "space", MAX_SPACE_LABEL_CHARS, rid)
+    args = obj.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "'args' must be an object", request_id=rid)
+    timeout_ms = obj.get("timeout_ms", DEFAULT_TIMEOUT_MS)
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "'timeout_ms' must be an integer",
+                            request_id=rid)
+    if not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
+        raise ProtocolError(
+            ErrorCode.BAD_REQUEST,
+            f"'timeout_ms' must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS}",
+            request_id=rid,
+        )
+    cast = obj.get("cast", False)
+    if not isinstance(cast, bool):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "'cast' must be true or false",
+                            request_id=rid)
+    if spec.needs_space and tenant is None:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{op} needs a 'tenant'", request_id=rid)
+    if spec.needs_space and db is None:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{op} needs a 'db'", request_id=rid)
+    spec.validate_args(args, rid)
+    return Request(id=rid, op=op, tenant=tenant, db=db, space=space, args=args,
+                   timeout_ms=min(timeout_ms, spec.max_timeout_ms), cast=cast, v=version)
+
+
+def decode_reply(data: bytes) -> Reply:
+    """Validate a reply on the client side; a malformed one is an INTERNAL error."""
+    try:
+        obj = _load_object(data)
+    except ProtocolError as err:
+        raise ProtocolError(ErrorCode.INTERNAL, f"malformed reply: {err.message}") from None
+    rid = obj.get("id")
+    if rid is not None and not isinstance(rid, str):
+        raise ProtocolError(ErrorCode.INTERNAL, "malformed reply: 'id' is not a string")
+    ok = obj.get("ok")
+    if ok is True:
+        result = obj.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolError(ErrorCode.INTERNAL, "malformed reply: 'result' is not an object")
+        return Reply(id=rid, ok=True, result=result)
+    if ok is False:
+        code = obj.get("error")
+        try:
+            ErrorCode(code)
+        except ValueError:
+            raise ProtocolError(ErrorCode.INTERNAL,
+                                f"malformed reply: unknown error code {code!r}") from None
+        message = obj.get("message")
+        hint = obj.get("hint")
+        return Reply(id=rid, ok=False, error=code,
+                     message=message if isinstance(message, str) else "",
+                     hint=hint if isinstance(hint, str) else None)
+    raise ProtocolError(ErrorCode.INTERNAL, "malformed reply: 'ok' is not true or false")

@@ -1,0 +1,87 @@
+"""The closed set of error codes a kint reply can carry, and the one exception that holds one.
+
+Codes are arranged by what went wrong, so a caller can decide what to do from the code
+alone: the request itself (fix the call), capacity and time (wait or retry), the chain
+(pull, or check the endpoint), the space's worker (look at `kint supervisor status`).
+Every code has a default hint; a handler that knows more passes its own.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ErrorCode(str, Enum):
+    # The request itself is wrong: fix the call.
+    BAD_REQUEST = "BAD_REQUEST"
+    UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
+    TOO_LARGE = "TOO_LARGE"
+    UNKNOWN_OP = "UNKNOWN_OP"
+    SPACE_CONFLICT = "SPACE_CONFLICT"
+    # Capacity and time: the work may still be going on, or may go through later.
+    TIMEOUT = "TIMEOUT"
+    BUSY = "BUSY"
+    # The chain and the memory's state: pull, push from a terminal, or check the endpoint.
+    HELD = "HELD"
+    CHAIN_MOVED = "CHAIN_MOVED"
+    FORK = "FORK"
+    STALE_RPC = "STALE_RPC"
+    GAP = "GAP"
+    NOT_CONNECTED = "NOT_CONNECTED"
+    NO_DATA_KEY = "NO_DATA_KEY"
+    RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
+    # The space's worker process.
+    WORKER_DOWN = "WORKER_DOWN"
+    QUARANTINED = "QUARANTINED"
+    # A fault in kint itself.
+    INTERNAL = "INTERNAL"
+
+
+DEFAULT_HINTS: dict[ErrorCode, str] = {
+    ErrorCode.BAD_REQUEST: "the message was not a valid kint request; check the client version",
+    ErrorCode.UNSUPPORTED_VERSION: "the client and the supervisor speak different protocol "
+    "versions; run `kint supervisor restart` after upgrading kint",
+    ErrorCode.TOO_LARGE: "send a smaller request",
+    ErrorCode.UNKNOWN_OP: "run `kint --help` for the operations this kint knows",
+    ErrorCode.SPACE_CONFLICT: "set KINT_SPACE to give this store a space of its own",
+    ErrorCode.TIMEOUT: "the work goes on in the worker; see `kint supervisor status`",
+    ErrorCode.BUSY: "wait for the running work to finish, then try again",
+    ErrorCode.HELD: "nothing was anchored and nothing was dropped",
+    ErrorCode.CHAIN_MOVED: "run `kint pull` first",
+    ErrorCode.FORK: "run `kint pull --discard-local` to restore the anchored state",
+    ErrorCode.STALE_RPC: "check KINT_RPC_URLS: the endpoint answered with an old or different head",
+    ErrorCode.GAP: "run `kint pull` again",
+    ErrorCode.NOT_CONNECTED: "run `kint connect` first",
+    ErrorCode.NO_DATA_KEY: "nothing was dropped, the changes stay in the store until the next push",
+    ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URLS and the endpoint, then try again",
+    ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
+    "`kint supervisor status`",
+    ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "
+    "`kint supervisor restart SPACE`",
+    ErrorCode.INTERNAL: "this is a bug in kint; the supervisor log has the details",
+}
+
+
+class ProtocolError(Exception):
+    """A refusal with a code, one human line, and a hint: what a reply's error carries.
+
+    `request_id` is set when the failing message had a readable id, so the reply can be
+    matched by the client that sent it.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        hint: str | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code)
+        self.message = message
+        self.hint = hint if hint is not None else DEFAULT_HINTS[self.code]
+        self.request_id = request_id
+
+    def __repr__(self) -> str:
+        return f"ProtocolError({self.code.value}, {self.message!r})"

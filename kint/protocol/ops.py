@@ -1,0 +1,101 @@
+"""Every operation a client may ask for: who serves it, what arguments it takes, and the
+longest deadline it may carry.
+
+An op not in `OPS` is answered with UNKNOWN_OP. Arguments are checked here, before any
+handler runs, so a handler only ever sees arguments of the declared types and bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kint.protocol.errors import ErrorCode, ProtocolError
+from kint.protocol.limits import MAX_ARG_STRING_CHARS
+
+Target = Literal["supervisor", "worker"]
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    kind: Literal["str", "int", "bool"]
+    required: bool = False
+    max_chars: int = MAX_ARG_STRING_CHARS
+    min_value: int | None = None
+    max_value: int | None = None
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    target: Target
+    summary: str
+    max_timeout_ms: int = 60_000
+    args: dict[str, ArgSpec] = field(default_factory=dict)
+    # Ops that need a space (tenant, store) to route to.
+    needs_space: bool = False
+
+    def validate_args(self, args: dict[str, Any], request_id: str | None) -> None:
+        for name in args:
+            if name not in self.args:
+                raise ProtocolError(
+                    ErrorCode.BAD_REQUEST,
+                    f"{self.name}: unknown argument {name!r}",
+                    request_id=request_id,
+                )
+        for name, spec in self.args.items():
+            if name not in args or args[name] is None:
+                if spec.required:
+                    raise ProtocolError(
+                        ErrorCode.BAD_REQUEST,
+                        f"{self.name}: argument {name!r} is required",
+                        request_id=request_id,
+                    )
+                continue
+            _check_arg(self.name, name, spec, args[name], request_id)
+
+
+def _check_arg(op: str, name: str, spec: ArgSpec, value: Any, request_id: str | None) -> None:
+    def bad(why: str) -> ProtocolError:
+        return ProtocolError(ErrorCode.BAD_REQUEST, f"{op}: argument {name!r} {why}",
+                             request_id=request_id)
+
+    if spec.kind == "str":
+        if not isinstance(value, str):
+            raise bad("must be a string")
+        if len(value) > spec.max_chars:
+            raise bad(f"is longer than {spec.max_chars} characters")
+        if "\x00" in value:
+            raise bad("contains a NUL character")
+    elif spec.kind == "int":
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise bad("must be an integer")
+        if spec.min_value is not None and value < spec.min_value:
+            raise bad(f"must be at least {spec.min_value}")
+        if spec.max_value is not None and value > spec.max_value:
+            raise bad(f"must be at most {spec.max_value}")
+    elif spec.kind == "bool":
+        if not isinstance(value, bool):
+            raise bad("must be true or false")
+
+
+def _ops(*specs: OpSpec) -> dict[str, OpSpec]:
+    return {spec.name: spec for spec in specs}
+
+
+OPS: dict[str, OpSpec] = _ops(
+    # Served by the supervisor itself.
+    OpSpec("sup.ping", "supervisor", "answer if the supervisor is up", 10_000),
+    OpSpec("sup.status", "supervisor", "one row per space: worker state, op, restarts", 10_000),
+    OpSpec("sup.spaces", "supervisor", "the spaces the supervisor knows, with their stores",
+           10_000),
+    OpSpec("sup.stop", "supervisor", "stop every worker, then the supervisor", 60_000),
+    OpSpec("sup.restart", "supervisor", "restart one space's worker (by space id or tenant)",
+           60_000, args={"target": ArgSpec("str", required=True, max_chars=512)}),
+    # Served by the space's worker.
+    OpSpec("status", "worker", "the space's tenant, store, row counts and kint files",
+           30_000, needs_space=True),
+)
+
+# Ops the supervisor sends to a worker on the back socket; never accepted from a client.
+WORKER_CONTROL_OPS = frozenset({"worker.stop"})

@@ -1,0 +1,113 @@
+"""Turning results into the lines a person reads. Kept apart from the CLI's wiring so the
+formats can be tested and reused (the demo prints the same tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STATUS_COLUMNS = ["SPACE", "TENANT", "STORE", "PID", "STATE", "OP", "RPC", "HEAD",
+                  "UNANCHORED", "HELD", "RESTARTS", "LAST BEAT", "UPTIME"]
+
+
+def _shorten(text: str, width: int, keep_end: bool = False) -> str:
+    if len(text) <= width:
+        return text
+    return ("..." + text[-(width - 3):]) if keep_end else (text[: width - 3] + "...")
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _rpc(row: dict[str, Any]) -> str:
+    rpc = row.get("rpc")
+    if not rpc:
+        return "-"
+    if rpc.get("call"):
+        return f"{rpc['call']} {_age(rpc.get('age_s'))}"
+    if rpc.get("down_since_s") is not None:
+        return f"down {_age(rpc['down_since_s'])}"
+    return "ok"
+
+
+def _state(row: dict[str, Any]) -> str:
+    state = row["state"]
+    if state == "quarantined" and row.get("retry_in_s") is not None:
+        return f"quarantined (retry {_age(row['retry_in_s'])})"
+    return state
+
+
+def status_rows(status: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for row in status["spaces"]:
+        op = row.get("op")
+        head = row.get("head")
+        held = row.get("held")
+        rows.append([
+            row["space"],
+            _shorten(row["tenant"], 14),
+            _shorten(row["store"], 40, keep_end=True),
+            str(row["pid"]) if row.get("pid") else "-",
+            _state(row),
+            f"{op['name']} {_age(op['age_s'])}" if op else "-",
+            _rpc(row),
+            f"{head['seq']}@{head['block']}" if head else "-",
+            str(row["unanchored"]) if row.get("unanchored") is not None else "-",
+            (held.get("reason") or "held") if held else "-",
+            str(row["restarts"]),
+            _age(row.get("last_beat_age_s")),
+            _age(row.get("uptime_s")),
+        ])
+    return rows
+
+
+def table(columns: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(columns[i]), *(len(r[i]) for r in rows)) if rows else len(columns[i])
+              for i in range(len(columns))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def supervisor_status_text(status: dict[str, Any]) -> str:
+    sup = status["supervisor"]
+    head = f"supervisor pid {sup['pid']}, up {_age(sup['uptime_s'])}, {sup['kint_home']}"
+    if not status["spaces"]:
+        return head + "\nno spaces yet (a worker starts on the first request for its space)"
+    text = head + "\n" + table(STATUS_COLUMNS, status_rows(status))
+    exits = [(r["space"], r["last_exit"]) for r in status["spaces"] if r.get("last_exit")]
+    for space, reason in exits:
+        text += f"\nlast exit of {space}: {reason}"
+    return text
+
+
+def space_status_text(result: dict[str, Any]) -> str:
+    store = result["store"]
+    if store["exists"]:
+        where = f"{store['path']} ({store['size_bytes']} bytes)"
+    else:
+        where = f"{store['path']} (not created yet)"
+    rows = result.get("rows")
+    row_text = (", ".join(f"{tier} {n}" for tier, n in rows.items()) if rows is not None
+                else "-")
+    files = result["files"]
+    present = [name for name, value in files.items() if value and name != "epochs"]
+    file_text = ", ".join(present) if present else "none yet"
+    if files.get("epochs"):
+        file_text += f"; {files['epochs']} cached epoch(s)"
+    worker = result["worker"]
+    return "\n".join([
+        f"space:   {result['space']} ({result['label']})",
+        f"tenant:  {result['tenant']}",
+        f"store:   {where}",
+        f"rows:    {row_text}",
+        f"files:   {file_text} (under {result['kint_home']})",
+        f"worker:  pid {worker['pid']}, up {_age(worker['uptime_s'])}",
+    ])

@@ -1,0 +1,10 @@
+"""The supervisor: one daemon per KINT_HOME that routes requests by space and keeps one
+worker process per space alive (DESIGN §3).
+
+- `settings`: the tunables, read once from the environment.
+- `spawner`: the forkserver that makes workers cheap to start.
+- `workers`: one `WorkerHandle` per space and the rules of its lifecycle.
+- `daemon`: the event loop over the two sockets.
+- `commands`: the supervisor's own ops (ping, status, spaces, stop, restart).
+- `autostart`: how a client starts a supervisor on demand, exactly once.
+"""

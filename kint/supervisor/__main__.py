@@ -1,0 +1,19 @@
+"""`python -m kint.supervisor --home PATH`: the daemon process that `kint supervisor
+start` and on-demand starts launch."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from kint.supervisor.autostart import run_foreground
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="kint.supervisor")
+    parser.add_argument("--home", required=True, type=Path)
+    args = parser.parse_args()
+    return run_foreground(args.home.absolute())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The supervisor's own ops, one function each. A function returns the reply to send now,
+or None when the reply comes later (a stop answers once every worker is down)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+from kint import __version__
+from kint.protocol import ErrorCode, ProtocolError, Request
+from kint.protocol.envelope import Reply, ok_reply
+from kint.supervisor.status import supervisor_status
+
+if TYPE_CHECKING:
+    from kint.supervisor.daemon import Supervisor
+
+Command = Callable[["Supervisor", bytes, Request], "Reply | None"]
+
+
+def ping(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    import os
+
+    return ok_reply(req.id, {"pid": os.getpid(), "version": __version__,
+                             "uptime_s": round(time.monotonic() - sup.started_at, 3)})
+
+
+def status(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    return ok_reply(req.id, supervisor_status(sup))
+
+
+def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    return ok_reply(req.id, {"spaces": [
+        {"space": h.space16, "space_id": h.space_id, "label": h.label, "tenant": h.tenant,
+         "store": h.db, "state": h.state}
+        for h in sorted(sup.handles.values(), key=lambda h: h.label)]})
+
+
+def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
+    sup.add_stop_waiter(identity, req.id)
+    if not sup.shutting_down:
+        sup.begin_shutdown()
+    return None
+
+
+def restart(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    """Restart the workers matching TARGET: a space (16 or 64 hex), a label or a tenant.
+    A quarantined space is released and tried at once; this is not counted as a crash."""
+    target = req.args["target"]
+    matches = [h for h in sup.handles.values()
+               if target in (h.space16, h.space_id, h.label, h.tenant)]
+    if not matches:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"no space matches {target!r}",
+                            "`kint supervisor status` lists the spaces")
+    if sup.shutting_down:
+        raise ProtocolError(ErrorCode.WORKER_DOWN, "the supervisor is stopping")
+    now = time.monotonic()
+    for handle in matches:
+        handle.crash_times.clear()
+        handle.backoff_s = None
+        handle.quarantined_until = None
+        if handle.alive:
+            sup.stop_worker(handle, "restart", now)
+        else:
+            sup.spawn(handle)
+    return ok_reply(req.id, {"restarted": sorted(h.space16 for h in matches)})
+
+
+COMMANDS: dict[str, Command] = {
+    "sup.ping": ping,
+    "sup.status": status,
+    "sup.spaces": spaces,
+    "sup.stop": stop,
+    "sup.restart": restart,
+}

@@ -1,0 +1,129 @@
+"""One `WorkerHandle` per space: the worker process, its last heartbeat, its requests,
+and the rules of its lifecycle (DESIGN §3).
+
+The rules, in one place:
+- A crash restarts that space's worker alone (one_for_one, transient).
+- More than `max_restarts_in_window` crashes in `restart_window_s` quarantines the space;
+  it is retried after a backoff that doubles (30 s to 10 min) and never gives up for good.
+- A commanded stop, a restart by command, or an idle exit is not a crash.
+- No beat for `heartbeat_timeout_s` is a hang: SIGTERM, then SIGKILL after a grace.
+
+All times are `time.monotonic()`; wall-clock time is used for display only.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined", "idle",
+                "stopping", "stopped"]
+StopReason = Literal["idle", "stop", "restart"]
+
+# States in which the space is serving or can serve on demand.
+HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
+
+
+@dataclass
+class Pending:
+    """A request forwarded to (or waiting for) a worker, under the supervisor's own id."""
+
+    internal_id: str
+    client: bytes | None  # the front socket identity; None for a cast
+    client_id: str
+    op: str
+    deadline: float
+    timeout_ms: int
+    message: dict[str, Any]
+    forwarded: bool = False
+
+
+@dataclass
+class WorkerHandle:
+    space_id: str
+    label: str
+    tenant: str
+    db: str
+    state: State = "idle"
+    process: Any = None
+    pid: int | None = None
+    spawned_at: float | None = None
+    hello_at: float | None = None
+    last_beat_at: float | None = None
+    beat: dict[str, Any] = field(default_factory=dict)
+    last_activity: float = field(default_factory=time.monotonic)
+    stop_reason: StopReason | None = None
+    stop_deadline: float | None = None
+    kill_at: float | None = None
+    hung_reason: str | None = None
+    fatal_reason: str | None = None
+    crash_times: collections.deque[float] = field(default_factory=collections.deque)
+    restarts: int = 0
+    last_exit: str | None = None
+    quarantined_until: float | None = None
+    backoff_s: float | None = None
+    retry_started_at: float | None = None
+    pending: dict[str, Pending] = field(default_factory=dict)
+
+    @property
+    def space16(self) -> str:
+        return self.space_id[:16]
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None
+
+    def waiting(self) -> int:
+        return len(self.pending)
+
+    def queued(self) -> list[Pending]:
+        return [p for p in self.pending.values() if not p.forwarded]
+
+    def doing(self, now: float) -> str:
+        """What the worker is doing, in words, for a TIMEOUT message or a status row."""
+        if self.state == "hung":
+            return f"hung ({self.hung_reason})"
+        if self.state == "starting":
+            return "starting"
+        if self.state == "quarantined":
+            return "quarantined"
+        op = self.beat.get("op")
+        if op:
+            age = self.beat.get("op_age_s") or 0.0
+            if self.last_beat_at is not None:
+                age += now - self.last_beat_at
+            return f"running {op} for {age:.1f}s"
+        return self.state
+
+    # -- lifecycle decisions ---------------------------------------------------------------
+
+    def record_crash(self, now: float, reason: str, window_s: float) -> int:
+        self.restarts += 1
+        self.last_exit = reason
+        self.crash_times.append(now)
+        while self.crash_times and now - self.crash_times[0] > window_s:
+            self.crash_times.popleft()
+        return len(self.crash_times)
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "exited (status unknown)"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"

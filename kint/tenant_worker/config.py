@@ -1,0 +1,26 @@
+"""What a worker is told when it is spawned: which space it owns and where everything is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    space_id: str
+    label: str
+    tenant: str
+    db: str
+    kint_home: str
+    back_address: str
+    supervisor_pid: int
+    threads: int = 4
+
+    @property
+    def space16(self) -> str:
+        return self.space_id[:16]
+
+    @property
+    def home(self) -> Path:
+        return Path(self.kint_home)

@@ -1,0 +1,242 @@
+"""The worker process: one per space, spawned by the supervisor from its forkserver.
+
+The main thread owns the DEALER socket: it receives requests, hands them to a small
+thread pool, forwards the pool's replies (through an inproc socket, since a ZeroMQ socket
+belongs to one thread), and beats once a second with what it is doing. It never runs a
+handler itself, so a slow op never stops the heartbeat: slow is *busy*, not *hung*.
+
+The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
+which exits when the supervisor does) and, on every beat, a check that the supervisor's
+pid is still alive.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+import zmq
+
+from kint.logs import setup_file_logging
+from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.protocol import worker_wire
+from kint.protocol.envelope import encode_reply, error_reply, ok_reply
+from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.handlers import HANDLERS, SpaceContext
+from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
+
+log = logging.getLogger("kint.worker")
+
+BEAT_SECONDS = 1.0
+# How long a commanded stop waits for ops in flight before exiting anyway.
+STOP_GRACE_SECONDS = 10.0
+# Exit code of a worker that refused to start (the supervisor counts it as a crash).
+EXIT_FATAL = 3
+_REPLIES_ADDRESS = "inproc://replies"
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class InFlight:
+    """The ops running in the pool, for the heartbeat. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ops: dict[str, tuple[str, float]] = {}
+
+    def start(self, rid: str, op: str) -> None:
+        with self._lock:
+            self._ops[rid] = (op, time.monotonic())
+
+    def finish(self, rid: str) -> None:
+        with self._lock:
+            self._ops.pop(rid, None)
+
+    def snapshot(self) -> tuple[int, str | None, float | None]:
+        with self._lock:
+            if not self._ops:
+                return 0, None, None
+            op, started = min(self._ops.values(), key=lambda item: item[1])
+            return len(self._ops), op, time.monotonic() - started
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.ctx = SpaceContext(config=config, store=StoreReader(config.db, config.tenant))
+        self.inflight = InFlight()
+        self.zctx = zmq.Context()
+        self.dealer = self.zctx.socket(zmq.DEALER)
+        self.dealer.setsockopt(zmq.IDENTITY, config.space16.encode())
+        self.dealer.setsockopt(zmq.LINGER, 2000)
+        self.replies = self.zctx.socket(zmq.PULL)
+        self.replies.bind(_REPLIES_ADDRESS)
+        self.pool = ThreadPoolExecutor(max_workers=config.threads,
+                                       thread_name_prefix=f"kint-{config.space16}")
+        self._local = threading.local()
+        self.stopping = False
+        self.stop_requested = threading.Event()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any]) -> None:
+        message["pid"] = os.getpid()
+        self.dealer.send(worker_wire.encode(message))
+
+    def _beat(self) -> None:
+        count, op, age = self.inflight.snapshot()
+        self._send({"kind": "beat", "state": {
+            "op": op, "op_age_s": round(age, 3) if age is not None else None,
+            "inflight": count, "rpc": None, "head": None, "unanchored": None, "held": None,
+            "last_error": None, "has_work": count > 0,
+        }})
+
+    # -- running ops -----------------------------------------------------------------------
+
+    def _reply_socket(self) -> zmq.Socket:
+        sock = getattr(self._local, "push", None)
+        if sock is None:
+            sock = self.zctx.socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(_REPLIES_ADDRESS)
+            self._local.push = sock
+        return sock
+
+    def _run(self, request: dict[str, Any]) -> None:
+        rid = str(request.get("id"))
+        try:
+            req = decode_request(worker_wire.encode(request))
+            handler = HANDLERS.get(req.op)
+            if handler is None:
+                raise ProtocolError(ErrorCode.UNKNOWN_OP, f"this worker does not serve {req.op!r}",
+                                    request_id=req.id)
+            reply = ok_reply(rid, handler(self.ctx, req.args))
+        except ProtocolError as err:
+            reply = error_reply(rid, err.code, err.message, err.hint)
+        except Exception:
+            log.error("op failed in space %s:\n%s", self.config.space16, traceback.format_exc())
+            reply = error_reply(rid, ErrorCode.INTERNAL,
+                                f"{request.get('op')} failed inside the worker")
+        finally:
+            self.inflight.finish(rid)
+        self._reply_socket().send(encode_reply(reply))
+
+    def _dispatch(self, raw: bytes) -> None:
+        try:
+            msg = worker_wire.decode_from_supervisor(raw)
+        except ProtocolError as err:
+            log.warning("dropped a bad message from the supervisor: %s", err.message)
+            return
+        if msg["kind"] == "stop":
+            log.info("stop requested (%s)", msg.get("reason"))
+            self.stopping = True
+            return
+        request = msg["request"]
+        rid = str(request.get("id"))
+        if self.stopping:
+            self._send({"kind": "reply", "reply": error_reply(
+                rid, ErrorCode.WORKER_DOWN, "the worker is stopping").to_dict()})
+            return
+        self.inflight.start(rid, str(request.get("op")))
+        self.pool.submit(self._run, request)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        cfg = self.config
+        self.dealer.connect(cfg.back_address)
+        self._send({"kind": "hello", "space": cfg.space16})
+        poller = zmq.Poller()
+        poller.register(self.dealer, zmq.POLLIN)
+        poller.register(self.replies, zmq.POLLIN)
+        next_beat = time.monotonic()
+        stop_deadline: float | None = None
+        while True:
+            now = time.monotonic()
+            if now >= next_beat:
+                if not _pid_alive(cfg.supervisor_pid):
+                    log.warning("supervisor %d is gone; exiting", cfg.supervisor_pid)
+                    return 0
+                self._beat()
+                next_beat = now + BEAT_SECONDS
+            if self.stop_requested.is_set():
+                self.stopping = True
+            if self.stopping:
+                count, _, _ = self.inflight.snapshot()
+                if stop_deadline is None:
+                    stop_deadline = now + STOP_GRACE_SECONDS
+                if count == 0 or now >= stop_deadline:
+                    return 0
+            timeout = max(0.0, min(next_beat - time.monotonic(), 0.2 if self.stopping else 1.0))
+            for sock, _ in poller.poll(timeout * 1000):
+                if sock is self.dealer:
+                    while True:
+                        try:
+                            raw = self.dealer.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._dispatch(raw)
+                else:
+                    while True:
+                        try:
+                            raw = self.replies.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._send({"kind": "reply", "reply": orjson.loads(raw)})
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.replies.close(linger=0)
+        self.dealer.close()
+        self.zctx.term()
+
+
+def run_worker(config: WorkerConfig) -> None:
+    """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
+    setup_file_logging(config.home)
+    worker = Worker(config)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
+    try:
+        check_openable(config.db)
+    except StoreUnreadable as err:
+        log.error("space %s cannot start: %s", config.space16, err)
+        worker.dealer.connect(config.back_address)
+        worker._send({"kind": "fatal", "reason": str(err)})
+        worker.close()
+        logging.shutdown()
+        os._exit(EXIT_FATAL)
+    log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
+    code = worker.serve()
+    log.info("worker for space %s exits (%d)", config.space16, code)
+    worker.close()
+    logging.shutdown()
+    os._exit(code)

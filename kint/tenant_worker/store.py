@@ -1,0 +1,119 @@
+"""Read-only access to the space's Sibyl store.
+
+kint never writes Sibyl's file behind Sibyl's back: every read here goes through a
+`mode=ro` SQLite connection. Row counts are cached against the store's and its WAL's
+size and modification time, so a status call on an unchanged store costs a few stats.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import threading
+import urllib.parse
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+# The four tiers the SDK writes, and the table behind each.
+TIER_TABLES: dict[str, str] = {
+    "entity": "entities",
+    "state": "state_documents",
+    "reference": "reference_documents",
+    "journal": "journal_events",
+}
+
+
+class StoreUnreadable(Exception):
+    """The store exists but cannot be read as a SQLite database."""
+
+
+@dataclass(frozen=True)
+class StoreFacts:
+    exists: bool
+    rows: dict[str, int] | None
+    size_bytes: int | None
+
+
+def check_openable(db: str) -> None:
+    """Fail fast at worker start when the store path can never work.
+
+    A missing store is fine (Sibyl creates it on the first write); a folder, a special
+    file or a file that is not SQLite is not, and no restart will fix it.
+    """
+    path = Path(db)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreUnreadable(f"store {db} is a symlink (Sibyl refuses symlinked stores)")
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreUnreadable(f"store {db} is not a regular file")
+    with closing(_connect_ro(db)) as conn:
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
+
+
+def _connect_ro(db: str) -> sqlite3.Connection:
+    uri = "file:" + urllib.parse.quote(db) + "?mode=ro"
+    try:
+        return sqlite3.connect(uri, uri=True, timeout=2.0, check_same_thread=False)
+    except sqlite3.Error as err:
+        raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
+
+
+def _signature(db: str) -> tuple[int, ...] | None:
+    sig: list[int] = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(db + suffix)
+        except FileNotFoundError:
+            if suffix == "":
+                return None
+            sig += [0, 0]
+            continue
+        sig += [st.st_mtime_ns, st.st_size]
+    return tuple(sig)
+
+
+class StoreReader:
+    """Counts of this tenant's rows per tier, re-read only when the files change."""
+
+    def __init__(self, db: str, tenant: str) -> None:
+        self.db = db
+        self.tenant = tenant
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
+
+    def facts(self) -> StoreFacts:
+        sig = _signature(self.db)
+        if sig is None:
+            return StoreFacts(exists=False, rows=None, size_bytes=None)
+        with self._lock:
+            if self._cached is not None and self._cached[0] == sig:
+                return self._cached[1]
+            facts = StoreFacts(exists=True, rows=self._count_rows(), size_bytes=sig[1] + sig[3])
+            self._cached = (sig, facts)
+            return facts
+
+    def _count_rows(self) -> dict[str, int]:
+        with closing(_connect_ro(self.db)) as conn:
+            try:
+                present = {row[0] for row in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                counts: dict[str, int] = {}
+                for tier, table in TIER_TABLES.items():
+                    if table not in present:
+                        counts[tier] = 0
+                        continue
+                    (n,) = conn.execute(
+                        f"SELECT count(*) FROM {table} WHERE tenant_id = ?", (self.tenant,)
+                    ).fetchone()
+                    counts[tier] = int(n)
+                return counts
+            except sqlite3.DatabaseError as err:
+                raise StoreUnreadable(f"store {self.db} cannot be read: {err}") from None
