@@ -68,7 +68,9 @@ class Client:
         return (socket_dir(self.home) / FRONT_SOCKET).exists()
 
     def ping(self, timeout_s: float = 1.0) -> bool:
-        if not self.socket_exists():
+        from kint.supervisor.autostart import running_pid
+
+        if not self.socket_exists() or running_pid(self.home) is None:
             return False
         try:
             self._roundtrip(Request(id=new_request_id(), op="sup.ping", timeout_ms=1000),

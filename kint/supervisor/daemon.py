@@ -111,6 +111,11 @@ class Supervisor:
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()
+        for address in (front_address(self.home), back_address(self.home)):
+            try:
+                os.unlink(address.removeprefix("ipc://"))
+            except FileNotFoundError:
+                pass
 
     @staticmethod
     def _drain(sock: zmq.Socket, handler: Any) -> None:

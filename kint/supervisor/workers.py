@@ -24,6 +24,9 @@ State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined"
                 "stopping", "stopped"]
 StopReason = Literal["idle", "stop", "restart"]
 
+# A worker beats every second; this long without one is worth saying in a TIMEOUT.
+SILENT_AFTER_S = 1.5
+
 # States in which the space is serving or can serve on demand.
 HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
 
@@ -91,6 +94,8 @@ class WorkerHandle:
             return "starting"
         if self.state == "quarantined":
             return "quarantined"
+        if self.last_beat_at is not None and now - self.last_beat_at > SILENT_AFTER_S:
+            return f"silent: no heartbeat for {now - self.last_beat_at:.1f}s"
         op = self.beat.get("op")
         if op:
             age = self.beat.get("op_age_s") or 0.0

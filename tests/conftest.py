@@ -1,0 +1,171 @@
+"""Shared test set-up: every test runs hermetic.
+
+- The test process itself gets a temporary HOME and KINT_HOME before anything imports
+  Sibyl, and SIBYL_MEMORY_TELEMETRY=0.
+- Sibyl's own network guard is on for every test, and a test that tried to leave
+  127.0.0.1 fails even if it swallowed the refusal.
+- A `Sandbox` is one machine: its own HOME, KINT_HOME and HERMES_HOME, real Sibyl stores,
+  and a real supervisor started through the real `kint` command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
+os.environ["HOME"] = str(_SESSION_ROOT / "home")
+os.environ["KINT_HOME"] = str(_SESSION_ROOT / "kint-home-unused")
+os.environ["SIBYL_MEMORY_TELEMETRY"] = "0"
+for _var in ("SIBYL_MEMORY_DB", "SIBYL_CREDENTIALS", "HERMES_HOME", "KINT_SPACE", "KINT_TENANT"):
+    os.environ.pop(_var, None)
+(_SESSION_ROOT / "home").mkdir()
+
+from sibyl_memory_client import MemoryClient  # noqa: E402
+from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
+
+from kint.client import Client  # noqa: E402
+from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
+from kint.supervisor.autostart import running_pid  # noqa: E402
+
+KINT = str(Path(sys.executable).parent / "kint")
+TENANT = SIBYL_DEFAULT_TENANT
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_home_untouched():
+    before = sibyl_testing.real_home_snapshot()
+    yield
+    changed = sibyl_testing.real_home_changes(before)
+    shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
+    assert not changed, f"tests changed the real home: {changed}"
+
+
+@pytest.fixture(autouse=True)
+def _network_guard(monkeypatch):
+    sibyl_testing.assert_home_is_not_real()
+    sibyl_testing.forbid_external_network(monkeypatch)
+    start = len(sibyl_testing.refused_connections())
+    yield
+    sibyl_testing.assert_no_external_attempts(start)
+
+
+def write_store(db: Path, rows: dict[str, Any] | None = None, tenant: str = TENANT) -> Path:
+    """A real Sibyl store, written through Sibyl's own client. The account gate is Sibyl's
+    NullEntitlementGate (its test support, passed in code): these tests are not about the
+    account gate, and no credentials exist in the sandbox."""
+    client = MemoryClient.local(str(db), tenant_id=tenant,
+                                entitlement_gate=sibyl_testing.NullEntitlementGate())
+    for name, body in (rows or {"release-gate": {"rule": "never ship on a Friday"}}).items():
+        client.set_entity("rules", name, body)
+    client.write_event(acted=["wrote the rules"])
+    client.storage.close()
+    return db
+
+
+@dataclass
+class Sandbox:
+    """One machine: HOME, KINT_HOME, HERMES_HOME and the environment its processes get."""
+
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def kint_home(self) -> Path:
+        return self.root / "kint"
+
+    @property
+    def hermes_home(self) -> Path:
+        return self.root / "home" / ".hermes"
+
+    @property
+    def sibyl_db(self) -> Path:
+        return self.home / ".sibyl-memory" / "memory.db"
+
+    def profile_db(self, profile: str) -> Path:
+        return self.hermes_home / "sibyl" / "profiles" / profile / "memory.db"
+
+    def label(self, db: Path, tenant: str = TENANT) -> str:
+        if db == self.sibyl_db:
+            return tenant
+        return f"{tenant}@hermes:{db.parent.name}"
+
+    def kint(self, *args: str, timeout: float = 90, env: dict[str, str] | None = None,
+             ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KINT, *args], env={**self.env, **(env or {})}, text=True,
+                              capture_output=True, timeout=timeout)
+
+    def client(self) -> Client:
+        return Client(self.kint_home, autostart=False)
+
+    def call(self, op: str, db: Path | None = None, timeout_s: float = 10, **kw: Any) -> dict:
+        with self.client() as client:
+            if db is not None:
+                kw.update(tenant=TENANT, db=str(db), space=self.label(db))
+            return client.call(op, timeout_s=timeout_s, **kw)
+
+    def start(self) -> int:
+        out = self.kint("supervisor", "start")
+        assert out.returncode == 0, out.stderr
+        pid = running_pid(self.kint_home)
+        assert pid and pid > 0
+        return pid
+
+    def sup_status(self) -> dict:
+        return self.call("sup.status")
+
+    def row(self, db: Path) -> dict:
+        rows = [r for r in self.sup_status()["spaces"] if r["store"] == str(db)]
+        assert len(rows) == 1, rows
+        return rows[0]
+
+    def wait_for(self, predicate, timeout: float = 30, interval: float = 0.1, what: str = ""):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out waiting for {what or predicate}: last={last!r}")
+
+    def shutdown(self) -> None:
+        pid = running_pid(self.kint_home)
+        if pid is None:
+            return
+        self.kint("supervisor", "stop", timeout=60)
+        pid = running_pid(self.kint_home)
+        if pid and pid > 0:  # a test left it wedged: do not leak processes into the next one
+            os.kill(pid, signal.SIGKILL)
+
+
+def make_sandbox(root: Path, **env: str) -> Sandbox:
+    root.mkdir(parents=True, exist_ok=True)
+    sb = Sandbox(root=root)
+    sb.home.mkdir(parents=True, exist_ok=True)
+    base = {k: v for k, v in os.environ.items()
+            if k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "SYSTEMROOT")}
+    sb.env = {**base, "HOME": str(sb.home), "KINT_HOME": str(sb.kint_home),
+              "HERMES_HOME": str(sb.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0", **env}
+    return sb
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    sb = make_sandbox(tmp_path / "machine")
+    yield sb
+    sb.shutdown()

@@ -1,0 +1,122 @@
+"""Starting and stopping: on demand exactly once, a clean stop that records no crash,
+workers that die with a killed supervisor, idle workers that leave and come back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import KINT, write_store
+from kint.supervisor.autostart import running_pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _supervisors_of(home: Path) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"kint.supervisor" in cmd and str(home).encode() in cmd and _alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def test_stop_is_clean_and_status_then_reports_no_supervisor(sandbox):
+    write_store(sandbox.sibyl_db)
+    write_store(sandbox.profile_db("work"))
+    sandbox.start()
+    pids = [sandbox.call("status", db)["worker"]["pid"]
+            for db in (sandbox.sibyl_db, sandbox.profile_db("work"))]
+    out = sandbox.kint("supervisor", "stop")
+    assert out.returncode == 0 and "stopped" in out.stdout
+    assert not any(_alive(pid) for pid in pids)
+    assert running_pid(sandbox.kint_home) is None
+    log = (sandbox.kint_home / "supervisor.log").read_text()
+    assert log.count("(commanded: stop)") == 2
+    assert "quarantined" not in log and "hung" not in log
+    status = sandbox.kint("supervisor", "status")
+    assert status.returncode == 3 and "no supervisor is running" in status.stderr
+    again = sandbox.kint("supervisor", "stop")
+    assert again.returncode == 0 and "no supervisor is running" in again.stdout
+
+
+def test_workers_exit_when_the_supervisor_is_killed_and_the_next_call_restarts_it(sandbox):
+    write_store(sandbox.sibyl_db)
+    write_store(sandbox.profile_db("a"))
+    sup = sandbox.start()
+    workers = [sandbox.call("status", db)["worker"]["pid"]
+               for db in (sandbox.sibyl_db, sandbox.profile_db("a"))]
+    os.kill(sup, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers), "workers outlived their supervisor"
+
+    out = sandbox.kint("--db", str(sandbox.sibyl_db), "status", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["worker"]["pid"] not in workers
+    new_sup = running_pid(sandbox.kint_home)
+    assert new_sup and new_sup != sup
+
+
+def test_ten_racing_calls_start_exactly_one_supervisor(sandbox):
+    write_store(sandbox.sibyl_db)
+    procs = [subprocess.Popen([KINT, "status", "--json"], env=sandbox.env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(10)]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=90)
+        assert proc.returncode == 0, stderr
+        results.append(json.loads(stdout))
+    assert len({r["worker"]["pid"] for r in results}) == 1
+    assert len(_supervisors_of(sandbox.kint_home)) == 1
+    status = json.loads(sandbox.kint("supervisor", "status", "--json").stdout)
+    assert len(status["spaces"]) == 1 and status["spaces"][0]["restarts"] == 0
+
+
+def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_path):
+    from conftest import make_sandbox
+
+    sb = make_sandbox(tmp_path / "idle", KINT_WORKER_IDLE_SECONDS="1.5")
+    try:
+        write_store(sb.sibyl_db)
+        sb.start()
+        first = sb.call("status", sb.sibyl_db)["worker"]["pid"]
+        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["state"] == "idle" and r,
+                          timeout=15, what="the worker going idle")
+        assert row["pid"] is None and row["restarts"] == 0 and row["last_exit"] is None
+        assert not _alive(first)
+        assert sb.kint("supervisor", "status").returncode == 0
+        second = sb.call("status", sb.sibyl_db)["worker"]["pid"]
+        assert second != first
+    finally:
+        sb.shutdown()
+
+
+def test_a_supervisor_started_twice_keeps_one(sandbox):
+    first = sandbox.start()
+    out = subprocess.run([KINT, "supervisor", "start", "--foreground"], env=sandbox.env,
+                         text=True, capture_output=True, timeout=30)
+    assert out.returncode == 0 and "already running" in out.stderr
+    assert running_pid(sandbox.kint_home) == first
