@@ -208,5 +208,5 @@ def demo_cmd(keep: bool) -> None:
     sys.exit(run_demo(keep=keep))
 
 
-if __name__ == "__main__":  # pragma: no cover
+if __name__ == "__main__":
     main()

@@ -60,6 +60,19 @@ def _network_guard(monkeypatch):
     sibyl_testing.assert_no_external_attempts(start)
 
 
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def write_store(db: Path, rows: dict[str, Any] | None = None, tenant: str = TENANT) -> Path:
     """A real Sibyl store, written through Sibyl's own client. The account gate is Sibyl's
     NullEntitlementGate (its test support, passed in code): these tests are not about the

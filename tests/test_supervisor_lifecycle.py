@@ -10,21 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import KINT, write_store
+from conftest import KINT, pid_alive, write_store
 from kint.supervisor.autostart import running_pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _supervisors_of(home: Path) -> list[int]:
@@ -36,7 +23,7 @@ def _supervisors_of(home: Path) -> list[int]:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"kint.supervisor" in cmd and str(home).encode() in cmd and _alive(int(entry)):
+        if b"kint.supervisor" in cmd and str(home).encode() in cmd and pid_alive(int(entry)):
             found.append(int(entry))
     return found
 
@@ -49,7 +36,7 @@ def test_stop_is_clean_and_status_then_reports_no_supervisor(sandbox):
             for db in (sandbox.sibyl_db, sandbox.profile_db("work"))]
     out = sandbox.kint("supervisor", "stop")
     assert out.returncode == 0 and "stopped" in out.stdout
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(pid_alive(pid) for pid in pids)
     assert running_pid(sandbox.kint_home) is None
     log = (sandbox.kint_home / "supervisor.log").read_text()
     assert log.count("(commanded: stop)") == 2
@@ -68,9 +55,9 @@ def test_workers_exit_when_the_supervisor_is_killed_and_the_next_call_restarts_i
                for db in (sandbox.sibyl_db, sandbox.profile_db("a"))]
     os.kill(sup, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+    while any(pid_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in workers), "workers outlived their supervisor"
+    assert not any(pid_alive(pid) for pid in workers), "workers outlived their supervisor"
 
     out = sandbox.kint("--db", str(sandbox.sibyl_db), "status", "--json")
     assert out.returncode == 0, out.stderr
@@ -106,7 +93,7 @@ def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_pat
         row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["state"] == "idle" and r,
                           timeout=15, what="the worker going idle")
         assert row["pid"] is None and row["restarts"] == 0 and row["last_exit"] is None
-        assert not _alive(first)
+        assert not pid_alive(first)
         assert sb.kint("supervisor", "status").returncode == 0
         second = sb.call("status", sb.sibyl_db)["worker"]["pid"]
         assert second != first

@@ -22,7 +22,7 @@ from typing import Any
 import zmq
 
 from kint import __version__
-from kint.paths import back_address, ensure_private_dir, front_address, run_dir, socket_dir
+from kint.paths import atomic_write, back_address, ensure_private_dir, front_address, run_dir, socket_dir
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, encode_reply, error_reply, ok_reply, reply_from_error
@@ -63,7 +63,7 @@ class Supervisor:
         ensure_private_dir(run_dir(self.home))
         sockets = ensure_private_dir(socket_dir(self.home))
         if sockets != run_dir(self.home):
-            (run_dir(self.home) / "socket-dir").write_text(str(sockets) + "\n")
+            atomic_write(run_dir(self.home) / "socket-dir", f"{sockets}\n".encode())
         self.front.setsockopt(zmq.LINGER, 0)
         self.front.setsockopt(zmq.MAXMSGSIZE, SOCKET_MAX_MESSAGE_BYTES)
         self.back.setsockopt(zmq.LINGER, 0)

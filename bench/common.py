@@ -1,0 +1,316 @@
+"""What every kint benchmark shares: a hermetic environment with its own supervisor, real
+Sibyl stores, percentiles, /proc memory readings and the JSON output.
+
+Hermetic means: a fresh temp folder holds HOME, KINT_HOME and HERMES_HOME; every KINT_*,
+SIBYL_* and HERMES_* variable of the caller is dropped (KINT_SPACE, SIBYL_MEMORY_DB and
+friends would change which space a store maps to); SIBYL_MEMORY_TELEMETRY=0. All of it is
+set in os.environ before anything starts, because the supervisor a client autostarts
+inherits the environment of this process. On the way out, always (try/finally): the
+supervisor is stopped with `sup.stop`, its log is kept under bench/out/, the temp folder
+is removed and os.environ is restored.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+BENCH_DIR = Path(__file__).resolve().parent
+OUT_DIR = BENCH_DIR / "out"
+TENANT = "kint-bench"
+
+_DROPPED_PREFIXES = ("KINT_", "SIBYL_", "HERMES_")
+
+
+@dataclass
+class BenchEnv:
+    name: str
+    root: Path
+    # Filled in on the way out.
+    supervisor_log_problems: list[str] = field(default_factory=list)
+    supervisor_log_copy: str | None = None
+    cleanup_notes: list[str] = field(default_factory=list)
+
+    @property
+    def kint_home(self) -> Path:
+        return self.root / "kint"
+
+    @property
+    def hermes_home(self) -> Path:
+        return self.root / "hermes"
+
+    def profile_db(self, profile: str) -> Path:
+        """A Hermes profile store: its own space, labelled `<tenant>@hermes:<profile>`."""
+        return self.hermes_home / "sibyl" / "profiles" / profile / "memory.db"
+
+    def report(self) -> dict[str, Any]:
+        return {"supervisor_log_problems": self.supervisor_log_problems,
+                "supervisor_log_copy": self.supervisor_log_copy,
+                "cleanup_notes": self.cleanup_notes}
+
+
+@contextmanager
+def hermetic(name: str) -> Iterator[BenchEnv]:
+    saved = dict(os.environ)
+    root = Path(tempfile.mkdtemp(prefix=f"kb-{name}-"))
+    env = BenchEnv(name=name, root=root)
+    try:
+        for key in list(os.environ):
+            if key.startswith(_DROPPED_PREFIXES):
+                del os.environ[key]
+        os.environ["HOME"] = str(root)
+        os.environ["KINT_HOME"] = str(env.kint_home)
+        os.environ["HERMES_HOME"] = str(env.hermes_home)
+        os.environ["SIBYL_MEMORY_TELEMETRY"] = "0"
+        yield env
+    finally:
+        try:
+            stop_supervisor(env)
+        finally:
+            try:
+                _keep_log(env)
+            finally:
+                _remove_socket_fallback(env)
+                shutil.rmtree(root, ignore_errors=True)
+                os.environ.clear()
+                os.environ.update(saved)
+
+
+# -- the supervisor --------------------------------------------------------------------------
+
+
+def stop_supervisor(env: BenchEnv) -> None:
+    """`sup.stop`, then make sure the supervisor and everything under it has exited.
+
+    Only a supervisor that is running is asked (a Client autostarts one otherwise). Any
+    process of this benchmark's supervisor tree still alive afterwards is noted and killed
+    by pid.
+    """
+    from kint.client import Client
+    from kint.supervisor.autostart import running_pid
+
+    pid = running_pid(env.kint_home)
+    if pid is None:
+        return
+    tree = descendants(pid) if pid > 0 else []
+    try:
+        with Client(env.kint_home) as client:
+            client.call("sup.stop", timeout_s=60)
+    except Exception as err:  # noqa: BLE001 - recorded, then the pid fallback below
+        env.cleanup_notes.append(f"sup.stop failed: {type(err).__name__}: {err}")
+    deadline = time.monotonic() + 20
+    while running_pid(env.kint_home) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if running_pid(env.kint_home) is not None and pid > 0:
+        env.cleanup_notes.append(f"supervisor {pid} still running 20 s after sup.stop; SIGKILL")
+        _kill(pid)
+    # Workers die with the supervisor, the forkserver when its pipe closes; check both.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(p) for p in tree):
+        time.sleep(0.05)
+    for child in tree:
+        if alive(child):
+            env.cleanup_notes.append(f"process {child} of the supervisor tree outlived it; "
+                                     "SIGKILL")
+            _kill(child)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _keep_log(env: BenchEnv) -> None:
+    from kint.paths import log_path
+
+    path = log_path(env.kint_home)
+    if not path.exists():
+        return
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    copy = OUT_DIR / f"{env.name}.supervisor.log"
+    shutil.copyfile(path, copy)
+    env.supervisor_log_copy = str(copy.relative_to(BENCH_DIR.parent))
+    for line in path.read_text(errors="replace").splitlines():
+        if any(word in line for word in (" WARNING ", " ERROR ", " CRITICAL ", "Traceback",
+                                         "Error", "Exception")):
+            env.supervisor_log_problems.append(line)
+
+
+def _remove_socket_fallback(env: BenchEnv) -> None:
+    """The sockets live in run/ unless KINT_HOME is long; then in a folder under /tmp."""
+    from kint.paths import socket_dir
+
+    folder = socket_dir(env.kint_home)
+    if not str(folder).startswith(str(env.root)):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- stores ----------------------------------------------------------------------------------
+
+
+def make_store(db: Path, tenant: str = TENANT) -> None:
+    """A real Sibyl store holding one entity, written through Sibyl's own client."""
+    from sibyl_memory_client import MemoryClient
+    # NullEntitlementGate is Sibyl's own test support (sibyl_memory_client.testing): an
+    # always-fresh gate injected by constructor, so a benchmark needs no Sibyl account.
+    from sibyl_memory_client.testing import NullEntitlementGate
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    client = MemoryClient.local(db, tenant_id=tenant, entitlement_gate=NullEntitlementGate())
+    try:
+        client.set_entity("rules", "r1", {"rule": "never ship on a Friday; every release "
+                                                  "needs a green test and a second reviewer"})
+    finally:
+        client.storage.close()
+
+
+def make_profile_stores(env: BenchEnv, profiles: list[str], tenant: str = TENANT) -> None:
+    """One real Sibyl store per Hermes profile, at $HERMES_HOME/sibyl/profiles/<p>/memory.db.
+
+    Sibyl's free-tier cap (5 MB) is per machine: before each write it sums every store it
+    can resolve, every Hermes profile included, and an empty store is ~0.75 MB of schema,
+    so the 7th profile store written in place is refused (CapExceededError). Each store is
+    therefore written in a staging folder outside $HERMES_HOME, where the walk sees only
+    itself, and its folder is renamed into place once all are written. kint only reads.
+    """
+    staging = env.root / "staging"
+    for profile in profiles:
+        make_store(staging / profile / "memory.db", tenant)
+    target = env.hermes_home / "sibyl" / "profiles"
+    target.mkdir(parents=True, exist_ok=True)
+    for profile in profiles:
+        os.rename(staging / profile, target / profile)
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    if not values:
+        raise ValueError("no samples")
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summarize(values: list[float], unit: str) -> dict[str, Any]:
+    return {
+        "unit": unit,
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "mean": sum(values) / len(values),
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+# -- processes and memory --------------------------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name may hold spaces and parentheses; the fields follow the last ')'.
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def parent_pid(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            ppid = parent_pid(int(entry.name))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def smaps_rollup(pid: int) -> dict[str, int]:
+    """The kB fields of /proc/<pid>/smaps_rollup (Rss, Pss, Private_Dirty, ...)."""
+    fields: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            fields[key.strip()] = int(parts[0])
+    return fields
+
+
+def memory_row(pid: int) -> dict[str, Any]:
+    """PSS, USS (private clean + dirty) and RSS of one process, in MiB."""
+    fields = smaps_rollup(pid)
+    return {
+        "pid": pid,
+        "pss_mib": fields["Pss"] / 1024,
+        "uss_mib": (fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)) / 1024,
+        "rss_mib": fields["Rss"] / 1024,
+    }
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    import zmq
+
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "platform": platform.platform(),
+        "pyzmq": zmq.__version__,
+        "libzmq": zmq.zmq_version(),
+        "loadavg_1_5_15": list(os.getloadavg()),
+    }
+
+
+def write_json(name: str, data: dict[str, Any]) -> Path:
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    path = OUT_DIR / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path

@@ -1,0 +1,148 @@
+"""Run every kint benchmark in one process and print a summary table.
+
+    .venv/bin/python bench/run_all.py           # the full run (`make bench`)
+    .venv/bin/python bench/run_all.py --quick   # fewer iterations, a smoke test
+
+Each benchmark runs in its own hermetic temp folder with its own supervisor, stopped at
+the end whatever happens. Results go to bench/out/<name>.json and bench/out/summary.json;
+each supervisor's log is copied to bench/out/<name>.supervisor.log. Exits 1 if a benchmark
+failed to run (a missed target is reported, not an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_memory  # noqa: E402
+import bench_roundtrip  # noqa: E402
+import bench_spawn  # noqa: E402
+import common  # noqa: E402
+
+BENCHMARKS: list[tuple[str, Callable[[bool], dict[str, Any]]]] = [
+    ("roundtrip", bench_roundtrip.run),
+    ("spawn", bench_spawn.run),
+    ("memory", bench_memory.run),
+]
+
+
+def _met(flag: bool) -> str:
+    return "yes" if flag else "NO"
+
+
+def table_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """(measure, value, same-run baseline, target, met) for every figure the issue asks."""
+    rows = []
+    rt = results.get("roundtrip")
+    if rt:
+        b, r, ratio = rt["bare_echo_us"], rt["routed_status_us"], rt["ratio_routed_over_bare"]
+        p = rt["context_sup_ping_us"]
+        rows += [
+            ("status round trip p50 (us)", f"{r['p50']:.0f}", f"bare echo {b['p50']:.0f}",
+             "", ""),
+            ("status round trip p99 (us)", f"{r['p99']:.0f}", f"bare echo {b['p99']:.0f}",
+             "", ""),
+            ("  ratio routed/bare p50", f"{ratio['p50']:.2f}x", "", "<= 2x",
+             _met(rt["target"]["met"])),
+            ("  ratio routed/bare p99", f"{ratio['p99']:.2f}x", "", "", ""),
+            ("  (context) sup.ping p50/p99 (us)", f"{p['p50']:.0f} / {p['p99']:.0f}", "", "",
+             ""),
+        ]
+    sp = results.get("spawn")
+    if sp:
+        f, s = sp["first_request_incl_spawn_ms"], sp["second_request_same_space_ms"]
+        rows += [
+            ("new space, first request p50 (ms)", f"{f['p50']:.1f}",
+             f"2nd request {s['p50']:.1f}", "< 500", _met(sp["target"]["met"])),
+            ("new space, first request p99 (ms)", f"{f['p99']:.1f}",
+             f"2nd request {s['p99']:.1f}", "", ""),
+            ("  spawn cost p50 (first - second, ms)", f"{sp['spawn_cost_p50_ms']:.1f}", "", "",
+             ""),
+            ("  (context) cold: first space after autostart (ms)",
+             f"{sp['cold']['first_request_ms']:.0f}", "", "", ""),
+        ]
+    mem = results.get("memory")
+    if mem:
+        pss, base = mem["worker_pss_mib"], mem["baseline_fresh_interpreter"]
+        n = mem["params"]["n_workers"]
+        rows += [
+            (f"idle worker PSS mean, {n} workers (MiB)", f"{pss['mean']:.1f}",
+             f"fresh python {base['pss_mib']:.1f}", "", ""),
+            (f"idle worker PSS max, {n} workers (MiB)", f"{pss['max']:.1f}", "", "< 25",
+             _met(mem["target"]["met"])),
+            ("  (context) worker USS mean (MiB)", f"{mem['worker_uss_mib']['mean']:.1f}",
+             f"fresh python {base['uss_mib']:.1f}", "", ""),
+            ("  (context) supervisor + forkserver PSS (MiB)",
+             f"{mem['supervisor']['pss_mib']:.1f} + "
+             f"{sum(f['pss_mib'] for f in mem['forkserver']):.1f}", "", "", ""),
+        ]
+    return rows
+
+
+def print_table(rows: list[tuple[str, str, str, str, str]]) -> None:
+    header = ("measure", "value", "same-run baseline", "target", "met")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(line.format(*header))
+    print(line.format(*("-" * w for w in widths)))
+    for row in rows:
+        print(line.format(*row))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Run kint's benchmarks.")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations and spaces")
+    args = parser.parse_args()
+
+    started = time.monotonic()
+    results: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for name, run in BENCHMARKS:
+        t0 = time.monotonic()
+        print(f"running {name}{' (quick)' if args.quick else ''} ...", flush=True)
+        try:
+            result = run(args.quick)
+        except Exception:  # noqa: BLE001 - report it, run the others, exit 1
+            failed[name] = traceback.format_exc()
+            print(failed[name], file=sys.stderr)
+            continue
+        result["wall_s"] = time.monotonic() - t0
+        results[name] = result
+        common.write_json(name, result)
+        print(f"  done in {result['wall_s']:.1f} s", flush=True)
+
+    print()
+    print(f"kint benchmarks{' (quick)' if args.quick else ''}: "
+          f"{common.machine()['nproc']} cpu, Python {common.machine()['python']}, "
+          f"{time.monotonic() - started:.0f} s")
+    print_table(table_rows(results))
+
+    problems = [(name, line) for name, r in results.items()
+                for line in r["env"]["supervisor_log_problems"] + r["env"]["cleanup_notes"]]
+    if problems:
+        print("\nsupervisor log warnings/errors and clean-up notes:")
+        for name, line in problems:
+            print(f"  [{name}] {line}")
+    if failed:
+        print(f"\nFAILED: {', '.join(failed)}")
+
+    common.write_json("summary", {
+        "quick": args.quick,
+        "machine": common.machine(),
+        "wall_s": time.monotonic() - started,
+        "targets_met": {name: r["target"]["met"] for name, r in results.items()},
+        "failed": failed,
+        "table": [dict(zip(("measure", "value", "baseline", "target", "met"), row))
+                  for row in table_rows(results)],
+    })
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

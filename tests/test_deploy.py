@@ -1,0 +1,56 @@
+"""The service files in deploy/ parse, and the command they name runs the supervisor in
+the foreground and stops cleanly on the signal the service manager sends."""
+
+from __future__ import annotations
+
+import configparser
+import plistlib
+import signal
+import subprocess
+from pathlib import Path
+
+from conftest import KINT, pid_alive, write_store
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+
+
+def _systemd_command() -> list[str]:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str
+    unit.read(DEPLOY / "kint-supervisor.service")
+    assert unit["Install"]["WantedBy"] == "default.target"
+    assert unit["Service"]["KillSignal"] == "SIGTERM"
+    return unit["Service"]["ExecStart"].split()
+
+
+def _launchd_command() -> list[str]:
+    with open(DEPLOY / "com.kint.supervisor.plist", "rb") as fh:
+        plist = plistlib.load(fh)
+    assert plist["Label"] == "com.kint.supervisor"
+    assert plist["KeepAlive"] == {"SuccessfulExit": False}
+    return plist["ProgramArguments"]
+
+
+def _runs_in_foreground_and_stops_on_sigterm(sandbox, args: list[str]) -> None:
+    assert Path(args[0]).name == "kint"
+    assert args[1:] == ["supervisor", "start", "--foreground"]
+    write_store(sandbox.sibyl_db)
+    proc = subprocess.Popen([KINT, *args[1:]], env=sandbox.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        sandbox.wait_for(lambda: sandbox.client().ping(0.5), what="the foreground supervisor")
+        worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sandbox.wait_for(lambda: not pid_alive(worker), timeout=5, what="the worker exiting")
+
+
+def test_systemd_unit_runs_the_supervisor(sandbox):
+    _runs_in_foreground_and_stops_on_sigterm(sandbox, _systemd_command())
+
+
+def test_launchd_plist_runs_the_supervisor(sandbox):
+    _runs_in_foreground_and_stops_on_sigterm(sandbox, _launchd_command())

@@ -1,0 +1,88 @@
+"""Nothing listens beyond a 0700 folder, and every file kint writes is 0600."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.paths import socket_dir
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def _files_under(root: Path):
+    for base, dirs, files in os.walk(root):
+        for name in dirs:
+            yield Path(base) / name
+        for name in files:
+            yield Path(base) / name
+
+
+def test_run_folder_and_files_are_private(sandbox):
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    sandbox.call("status", sandbox.sibyl_db)
+    assert mode(sandbox.kint_home) == 0o700
+    assert mode(sandbox.kint_home / "run") == 0o700
+    for path in _files_under(sandbox.kint_home):
+        st = path.lstat()
+        if stat.S_ISDIR(st.st_mode):
+            assert mode(path) == 0o700, path
+        elif stat.S_ISSOCK(st.st_mode):
+            assert path.parent == sandbox.kint_home / "run"
+            assert mode(path) & 0o077 == 0, path
+        else:
+            assert mode(path) == 0o600, path
+    assert (sandbox.kint_home / "run" / "kint.sock").exists()
+
+
+# The venv's interpreter may sit where another user cannot read; any system one will do.
+SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
+                      if os.access(p, os.X_OK)), None)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
+                    reason="needs root (to act as another user) and a system python3")
+def test_another_user_cannot_reach_the_sockets(sandbox):
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    sock = sandbox.kint_home / "run" / "kint.sock"
+    # Let the other user walk down to run/, so that run/'s own mode is what stops it.
+    for parent in [sandbox.kint_home.parent, *sandbox.kint_home.parent.parents]:
+        os.chmod(parent, os.stat(parent).st_mode | 0o011)
+    os.chmod(sandbox.kint_home, 0o711)
+    try:
+        probe = ("import socket,sys\n"
+                 "s=socket.socket(socket.AF_UNIX)\n"
+                 "try:\n s.connect(sys.argv[1]); print('CONNECTED')\n"
+                 "except PermissionError: print('DENIED')\n")
+        out = subprocess.run([SYSTEM_PYTHON, "-c", probe, str(sock)], user="nobody",
+                             capture_output=True, text=True, timeout=30)
+        assert out.stdout.strip() == "DENIED", out.stdout + out.stderr
+    finally:
+        os.chmod(sandbox.kint_home, 0o700)
+
+
+def test_a_long_kint_home_puts_the_sockets_in_a_short_private_folder(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    sb = make_sandbox(deep)
+    assert len(str(sb.kint_home / "run" / "workers.sock")) > 107
+    write_store(sb.sibyl_db)
+    try:
+        sb.start()
+        assert sb.call("status", sb.sibyl_db)["rows"]["entity"] == 1
+        short = socket_dir(sb.kint_home)
+        assert short != sb.kint_home / "run" and len(str(short)) < 100
+        assert mode(short) == 0o700 and short.stat().st_uid == os.getuid()
+        assert (sb.kint_home / "run" / "socket-dir").read_text().strip() == str(short)
+        assert mode(sb.kint_home / "run" / "socket-dir") == 0o600
+    finally:
+        sb.shutdown()
+    assert not (short / "kint.sock").exists()

@@ -1,0 +1,154 @@
+"""The decoder is the one gate every inbound message passes: it returns a valid request
+or raises the protocol's own error with the code to answer, for any bytes at all."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.protocol import worker_wire
+from kint.protocol.envelope import decode_reply, encode_reply, error_reply, ok_reply
+from kint.protocol.limits import MAX_MESSAGE_BYTES, MAX_TIMEOUT_MS
+
+GOOD = {"v": 1, "id": "r1", "op": "status", "tenant": "t", "db": "/tmp/m.db",
+        "space": None, "args": {}, "timeout_ms": 5000}
+
+
+def code_of(obj_or_bytes) -> ErrorCode:
+    data = obj_or_bytes if isinstance(obj_or_bytes, bytes) else orjson.dumps(obj_or_bytes)
+    with pytest.raises(ProtocolError) as err:
+        decode_request(data)
+    return err.value.code
+
+
+def test_a_good_request_decodes_with_every_field():
+    req = decode_request(orjson.dumps(GOOD))
+    assert (req.id, req.op, req.tenant, req.db, req.space, req.args, req.timeout_ms) == (
+        "r1", "status", "t", "/tmp/m.db", None, {}, 5000)
+
+
+def test_timeout_is_capped_by_the_op():
+    req = decode_request(orjson.dumps({**GOOD, "op": "sup.ping", "timeout_ms": MAX_TIMEOUT_MS}))
+    assert req.timeout_ms == 10_000
+
+
+@pytest.mark.parametrize("mutation, code", [
+    ({"v": 2}, ErrorCode.UNSUPPORTED_VERSION),
+    ({"v": "1"}, ErrorCode.BAD_REQUEST),
+    ({"v": True}, ErrorCode.BAD_REQUEST),
+    ({"id": ""}, ErrorCode.BAD_REQUEST),
+    ({"id": "x" * 65}, ErrorCode.BAD_REQUEST),
+    ({"op": "nope"}, ErrorCode.UNKNOWN_OP),
+    ({"op": "worker.stop"}, ErrorCode.UNKNOWN_OP),
+    ({"op": 3}, ErrorCode.BAD_REQUEST),
+    ({"tenant": 3}, ErrorCode.BAD_REQUEST),
+    ({"tenant": None}, ErrorCode.BAD_REQUEST),
+    ({"tenant": "t" * 201}, ErrorCode.BAD_REQUEST),
+    ({"db": "relative/path"}, ErrorCode.BAD_REQUEST),
+    ({"db": "/a\x00b"}, ErrorCode.BAD_REQUEST),
+    ({"db": None}, ErrorCode.BAD_REQUEST),
+    ({"args": []}, ErrorCode.BAD_REQUEST),
+    ({"args": {"unexpected": 1}}, ErrorCode.BAD_REQUEST),
+    ({"timeout_ms": 0}, ErrorCode.BAD_REQUEST),
+    ({"timeout_ms": 1.5}, ErrorCode.BAD_REQUEST),
+    ({"timeout_ms": MAX_TIMEOUT_MS + 1}, ErrorCode.BAD_REQUEST),
+    ({"cast": "yes"}, ErrorCode.BAD_REQUEST),
+    ({"extra": 1}, ErrorCode.BAD_REQUEST),
+])
+def test_each_bad_field_gets_its_code(mutation, code):
+    assert code_of({**GOOD, **mutation}) == code
+
+
+def test_op_arguments_are_typed():
+    base = {"v": 1, "id": "a", "op": "sup.restart"}
+    assert code_of({**base, "args": {}}) == ErrorCode.BAD_REQUEST
+    assert code_of({**base, "args": {"target": 5}}) == ErrorCode.BAD_REQUEST
+    assert decode_request(orjson.dumps({**base, "args": {"target": "abc"}})).args == {
+        "target": "abc"}
+
+
+def test_size_json_and_shape():
+    assert code_of(b"x" * (MAX_MESSAGE_BYTES + 1)) == ErrorCode.TOO_LARGE
+    assert code_of(b"{") == ErrorCode.BAD_REQUEST
+    assert code_of(b"\xff\xfe") == ErrorCode.BAD_REQUEST
+    assert code_of(b"[]") == ErrorCode.BAD_REQUEST
+    assert code_of(b"null") == ErrorCode.BAD_REQUEST
+
+
+def test_an_error_keeps_the_request_id_when_it_could_be_read():
+    with pytest.raises(ProtocolError) as err:
+        decode_request(orjson.dumps({**GOOD, "op": "nope"}))
+    assert err.value.request_id == "r1"
+    assert err.value.hint
+
+
+def test_replies_round_trip():
+    ok = decode_reply(encode_reply(ok_reply("a", {"n": 1})))
+    assert ok.ok and ok.result == {"n": 1} and ok.id == "a"
+    bad = decode_reply(encode_reply(error_reply("b", ErrorCode.BUSY, "busy")))
+    assert not bad.ok and bad.error == "BUSY" and bad.hint
+    with pytest.raises(ProtocolError) as err:
+        decode_reply(b'{"ok": false, "error": "MADE_UP"}')
+    assert err.value.code == ErrorCode.INTERNAL
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=2048))
+def test_fuzz_bytes_decode_or_raise_the_protocol_error(data):
+    try:
+        decode_request(data)
+    except ProtocolError:
+        pass
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "v": st.sampled_from([1, 2, "1", None, True]),
+    "id": st.text(max_size=70) | st.integers(),
+    "op": st.sampled_from(["status", "sup.ping", "sup.restart", "x"]) | st.text(max_size=10),
+    "tenant": st.none() | st.text(max_size=30) | st.integers(),
+    "db": st.none() | st.text(max_size=30) | st.just("/abs/path"),
+    "space": st.none() | st.text(max_size=30),
+    "args": _json,
+    "timeout_ms": st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    "cast": _json,
+}, ) | _json)
+def test_fuzz_json_shapes_decode_or_raise_the_protocol_error(obj):
+    try:
+        req = decode_request(json.dumps(obj).encode())
+    except ProtocolError:
+        return
+    assert isinstance(req.id, str) and isinstance(req.args, dict)
+    assert isinstance(req.timeout_ms, int) and req.timeout_ms >= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=512) | _json.map(lambda o: json.dumps(o).encode()))
+def test_fuzz_worker_messages_decode_or_raise_the_protocol_error(data):
+    try:
+        worker_wire.decode_from_worker(data)
+    except ProtocolError:
+        pass
+
+
+def test_beats_are_type_checked():
+    good = {"kind": "beat", "pid": 5, "state": {"op": None, "inflight": 0, "has_work": False}}
+    assert worker_wire.decode_from_worker(orjson.dumps(good))["state"]["inflight"] == 0
+    for state in ({"inflight": "3"}, {"has_work": 1}, {"surprise": 1}, {"op_age_s": True}):
+        with pytest.raises(ProtocolError):
+            worker_wire.decode_from_worker(orjson.dumps({**good, "state": state}))
+    with pytest.raises(ProtocolError):
+        worker_wire.decode_from_worker(orjson.dumps({**good, "pid": 0}))
