@@ -111,3 +111,30 @@ def space_status_text(result: dict[str, Any]) -> str:
         f"files:   {file_text} (under {result['kint_home']})",
         f"worker:  pid {worker['pid']}, up {_age(worker['uptime_s'])}",
     ])
+
+
+def verify_lines(result: dict[str, Any]) -> list[str]:
+    """`kint verify` without --json: seed 000's lines."""
+    verdict = result["verdict"]
+    lines = [f"query: {result['query']}",
+             f"sibyl verdict: {verdict['code']}  hits: {len(result['hits'])}"]
+    for check in result["checks"]:
+        category = check.get("category")
+        name = f"{category}/{check['key']}" if category is not None else check["key"]
+        lines.append(f"{check['status']} {check['tier']} {name}: {check['reason']}")
+    lines.append(f"DECISION: {result['decision'].upper()}: {result['reason']}")
+    if result.get("refusal_entity"):
+        lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
+    return lines
+
+
+def history_lines(result: dict[str, Any]) -> list[str]:
+    """`kint history`: one line per anchored version, oldest first."""
+    lines = []
+    for v in result["versions"]:
+        if v["deleted"]:
+            lines.append(f"epoch {v['seq']} block <= {v['block']}: DELETED")
+        else:
+            lines.append(f"epoch {v['seq']} block <= {v['block']} leaf {v['leaf'][:16]}: "
+                         f"{v['body']}")
+    return lines

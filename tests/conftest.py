@@ -39,6 +39,7 @@ from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.autostart import running_pid  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
+SUPPORT = Path(__file__).resolve().parent / "support"
 TENANT = SIBYL_DEFAULT_TENANT
 
 
@@ -73,6 +74,13 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def sibyl_client(db: Path, tenant: str = TENANT) -> MemoryClient:
+    """Sibyl's own client on `db`, as an agent's tools would hold it (NullEntitlementGate:
+    Sibyl's test support, passed in code; the test process has no Sibyl account)."""
+    return MemoryClient.local(str(db), tenant_id=tenant,
+                              entitlement_gate=sibyl_testing.NullEntitlementGate())
+
+
 def write_store(db: Path, rows: dict[str, Any] | None = None, tenant: str = TENANT) -> Path:
     """A real Sibyl store, written through Sibyl's own client. The account gate is Sibyl's
     NullEntitlementGate (its test support, passed in code): these tests are not about the
@@ -92,6 +100,7 @@ class Sandbox:
 
     root: Path
     env: dict[str, str] = field(default_factory=dict)
+    tenant: str = TENANT
 
     @property
     def home(self) -> Path:
@@ -112,7 +121,8 @@ class Sandbox:
     def profile_db(self, profile: str) -> Path:
         return self.hermes_home / "sibyl" / "profiles" / profile / "memory.db"
 
-    def label(self, db: Path, tenant: str = TENANT) -> str:
+    def label(self, db: Path, tenant: str | None = None) -> str:
+        tenant = tenant or self.tenant
         if db == self.sibyl_db:
             return tenant
         return f"{tenant}@hermes:{db.parent.name}"
@@ -128,7 +138,7 @@ class Sandbox:
     def call(self, op: str, db: Path | None = None, timeout_s: float = 10, **kw: Any) -> dict:
         with self.client() as client:
             if db is not None:
-                kw.update(tenant=TENANT, db=str(db), space=self.label(db))
+                kw.update(tenant=self.tenant, db=str(db), space=self.label(db))
             return client.call(op, timeout_s=timeout_s, **kw)
 
     def start(self) -> int:
@@ -137,6 +147,25 @@ class Sandbox:
         pid = running_pid(self.kint_home)
         assert pid and pid > 0
         return pid
+
+    def start_entitled(self) -> str:
+        """Start the test supervisor (tests/support/run_supervisor.py): the real one, with
+        Sibyl's real account gate in every worker trusting a throwaway `TestSigner` key, and
+        an entitled HOME for it. Returns the tenant the sandbox's credentials resolve to."""
+        signer = sibyl_testing.TestSigner()
+        sibyl_testing.install_entitled_home(self.home, signer)
+        self.env["KINT_TEST_TRUSTED_KEY"] = f"{signer.kid}:{signer.public_raw.hex()}"
+        # The worker forkserver imports its preload by name and ignores sys.path changes.
+        self.env["PYTHONPATH"] = str(SUPPORT)
+        self.kint_home.mkdir(mode=0o700, exist_ok=True)
+        log = open(self.root / "test-supervisor.err", "ab")
+        subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
+                          str(self.kint_home)], env=self.env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        log.close()
+        self.wait_for(lambda: self.client().ping(0.5), what="the test supervisor")
+        self.tenant = sibyl_testing.TEST_ACCOUNT_ID
+        return self.tenant
 
     def sup_status(self) -> dict:
         return self.call("sup.status")

@@ -33,6 +33,8 @@ class ErrorCode(str, Enum):
     # The space's worker process.
     WORKER_DOWN = "WORKER_DOWN"
     QUARANTINED = "QUARANTINED"
+    # Sibyl refused (its account gate, its cap, a store it cannot read): its words, its hint.
+    SIBYL_ERROR = "SIBYL_ERROR"
     # A fault in kint itself.
     INTERNAL = "INTERNAL"
 
@@ -58,6 +60,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     "`kint supervisor status`",
     ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "
     "`kint supervisor restart SPACE`",
+    ErrorCode.SIBYL_ERROR: "run `sibyl status` to see the state of your Sibyl account and store",
     ErrorCode.INTERNAL: "this is a bug in kint; the supervisor log has the details",
 }
 

@@ -95,6 +95,19 @@ OPS: dict[str, OpSpec] = _ops(
     # Served by the space's worker.
     OpSpec("status", "worker", "the space's tenant, store, row counts and kint files",
            30_000, needs_space=True),
+    OpSpec("verify", "worker", "check recalled rows against what was anchored: proceed or "
+           "refuse", 120_000, needs_space=True, args={
+               "query": ArgSpec("str", required=True, max_chars=4096),
+               "limit": ArgSpec("int", min_value=1, max_value=100),
+               "write": ArgSpec("bool"),
+           }),
+    OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",
+           60_000, needs_space=True, args={
+               "tier": ArgSpec("str", required=True, max_chars=16),
+               "key": ArgSpec("str", required=True, max_chars=1024),
+               "category": ArgSpec("str", max_chars=1024),
+               "block": ArgSpec("int", min_value=0),
+           }),
 )
 
 # Ops the supervisor sends to a worker on the back socket; never accepted from a client.

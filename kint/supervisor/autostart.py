@@ -67,10 +67,14 @@ def running_pid(home: Path) -> int | None:
         os.close(fd)
 
 
-def run_foreground(home: Path) -> int:
-    """Run the supervisor in this process until it is stopped. Returns the exit code."""
+def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
+    """Run the supervisor in this process until it is stopped. Returns the exit code.
+
+    `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
+    worker forkserver imports first."""
     from kint.supervisor.daemon import Supervisor
     from kint.supervisor.settings import Settings
+    from kint.supervisor.spawner import Spawner
 
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
@@ -80,7 +84,7 @@ def run_foreground(home: Path) -> int:
     except AlreadyRunning:
         print(f"kint: a supervisor is already running for {home}", file=sys.stderr)
         return 0
-    sup = Supervisor(home, Settings.from_env())
+    sup = Supervisor(home, Settings.from_env(), Spawner(extra_preload))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)
     try:

@@ -26,9 +26,13 @@ PRELOAD = [
 
 
 class Spawner:
-    def __init__(self) -> None:
+    """`extra_preload` names more modules for the forkserver to import first. It is set in
+    code only: the test suite and the sandboxed demo use it to install Sibyl's test account
+    gate in every worker; nothing a user sets can reach it."""
+
+    def __init__(self, extra_preload: tuple[str, ...] = ()) -> None:
         self._ctx = multiprocess.get_context("forkserver")
-        self._ctx.set_forkserver_preload(PRELOAD)
+        self._ctx.set_forkserver_preload([*PRELOAD, *extra_preload])
 
     def warm_up(self) -> None:
         """Start the forkserver now, so the first request does not pay for the imports."""

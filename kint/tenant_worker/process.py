@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 import zmq
+from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError, decode_request
@@ -140,6 +141,12 @@ class Worker:
             reply = ok_reply(rid, handler(self.ctx, req.args))
         except ProtocolError as err:
             reply = error_reply(rid, err.code, err.message, err.hint)
+        except SibylMemoryError as err:
+            lines = str(err).strip().splitlines() or [type(err).__name__]
+            hint = getattr(err, "recovery", None) or getattr(err, "next", None)
+            reply = error_reply(rid, ErrorCode.SIBYL_ERROR,
+                                f"Sibyl refused {request.get('op')}: {lines[0]}",
+                                hint if isinstance(hint, str) and hint else None)
         except Exception:
             log.error("op failed in space %s:\n%s", self.config.space16, traceback.format_exc())
             reply = error_reply(rid, ErrorCode.INTERNAL,

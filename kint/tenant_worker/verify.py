@@ -1,0 +1,232 @@
+"""Verify before acting (seed 000): Sibyl finds the row, kint re-reads its exact stored
+text, hashes it into a leaf, and checks the leaf against what this machine last saw
+anchored. The answer is `proceed` or `refuse`, with the evidence.
+
+The decision walks seed 000's seven checks in order and stops at the first that applies.
+Reasons are the seed's words. A refusal over a drifted or missing row is written back into
+the store through Sibyl's own `set_entity`, so the next session finds it with Sibyl's
+tools.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from kint.rows.canon import Row, row_label
+from kint.rows.export import read_row
+from kint.rows.merkle import verify_proof
+from kint.tenant_worker.chain_head import HeadReading
+from kint.tenant_worker.statefiles import CorruptStateFile, Mirror, SpaceState
+
+REFUSAL_CATEGORY = "kint_refusal"
+REFUSAL_NAME_MAX = 200
+
+REASON_VERIFIED = "stored text matches the leaf anchored on Base"
+REASON_UNANCHORED = ("this row was written after the last anchored epoch; nothing on the "
+                     "chain vouches for it yet (push first)")
+REASON_MISSING = "the row the search returned is no longer in the store"
+REASON_PROOF_FAILED = "leaf matches but the inclusion proof against the anchored rows_root failed"
+REASON_NEVER = "this machine has never pulled or pushed: nothing on the chain has been checked"
+REASON_ALL_UNANCHORED = ("every candidate is unanchored: nothing on the chain vouches for it "
+                         "yet; push, then verify")
+
+
+def _short(hexstr: str | None) -> str | None:
+    return hexstr[:16] if hexstr else None
+
+
+def verdict_copy(verdict: Any) -> dict[str, Any]:
+    """kint's own copy of Sibyl's verdict: code, returned, recovery, tokens, gate (only
+    when set), explain."""
+    out: dict[str, Any] = {"code": verdict.code.value, "returned": int(verdict.returned),
+                           "recovery": verdict.recovery, "tokens": list(verdict.tokens)}
+    if verdict.gate is not None:
+        out["gate"] = verdict.gate.value
+    out["explain"] = verdict.explain()
+    return out
+
+
+def _hit_json(hit: dict[str, Any]) -> dict[str, Any]:
+    return {k: hit.get(k) for k in ("tier", "key", "category", "snippet", "rank", "ts")}
+
+
+@dataclass
+class Check:
+    tier: str
+    key: str
+    category: str | None
+    status: str
+    reason: str
+    local_leaf: str | None = None
+    anchored_leaf: str | None = None
+    anchored_seq: int | None = None
+    anchored_block: int | None = None
+    anchored_tx: str | None = None
+    head_seq: int | None = None
+    head_block: int | None = None
+    rows_root: str | None = None
+    proof: list[list[str | bool]] | None = None
+    proof_ok: bool | None = None
+
+    @property
+    def label(self) -> str:
+        return row_label(self.tier, self.category, self.key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in (
+            "tier", "key", "category", "status", "local_leaf", "anchored_leaf", "anchored_seq",
+            "anchored_block", "anchored_tx", "head_seq", "head_block", "rows_root", "proof",
+            "proof_ok", "reason")}
+
+
+def check_hit(state: SpaceState, mirror: Mirror, stored: Row | None, hit: dict[str, Any]
+              ) -> Check:
+    """One hit's status: verified, drifted, unanchored or missing (seed 000's table)."""
+    head = mirror.head
+    base = dict(tier=hit["tier"], key=hit["key"], category=hit.get("category"),
+                head_seq=head.seq, head_block=head.block, rows_root=mirror.anchored_root)
+    if stored is None:
+        return Check(status="missing", reason=REASON_MISSING, **base)
+    base["key"] = stored.key  # a journal event is known by its content key, not its uuid
+    local = stored.leaf.hex()
+    anchored = mirror.rows.get(stored.canonical_id)
+    if anchored is None:
+        return Check(status="unanchored", reason=REASON_UNANCHORED, local_leaf=local, **base)
+    meta = state.meta(anchored.seq)
+    evidence = dict(local_leaf=local, anchored_leaf=anchored.leaf.hex(),
+                    anchored_seq=anchored.seq, anchored_block=meta.block, anchored_tx=meta.tx)
+    if anchored.leaf != stored.leaf:
+        reason = (f"the stored text of this row no longer matches what was anchored: the chain "
+                  f"vouches for {_short(anchored.leaf.hex())} (epoch {anchored.seq}, no later "
+                  f"than block {meta.block}), the store now holds {_short(local)} (unanchored, "
+                  f"head epoch {head.seq} at block {head.block})")
+        return Check(status="drifted", reason=reason, **evidence, **base)
+    proof = mirror.proof(stored.canonical_id)
+    root = bytes.fromhex(mirror.anchored_root) if mirror.anchored_root else b""
+    ok = verify_proof(stored.leaf, proof, root)
+    return Check(status="verified" if ok else "drifted",
+                 reason=REASON_VERIFIED if ok else REASON_PROOF_FAILED,
+                 proof=proof, proof_ok=ok, **evidence, **base)
+
+
+def refusal_name(check: Check) -> str:
+    name = f"{check.tier}-{check.category or ''}-{check.key}-{_short(check.local_leaf) or 'missing'}"
+    return name[:REFUSAL_NAME_MAX]
+
+
+def refusal_body(check: Check, query: str, reason: str) -> dict[str, Any]:
+    return {
+        "refused": True, "query": query, "tier": check.tier, "category": check.category,
+        "key": check.key, "reason": reason, "local_leaf": check.local_leaf,
+        "anchored_leaf": check.anchored_leaf, "anchored_seq": check.anchored_seq,
+        "anchored_block": check.anchored_block, "anchored_tx": check.anchored_tx,
+        "head_seq": check.head_seq, "head_block": check.head_block,
+        "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    }
+
+
+def _mirror_incomplete_why(mirror: Mirror) -> str | None:
+    if mirror.head.seq == 0:
+        return None
+    if mirror.skipped:
+        listed = ", ".join(str(s) for s in mirror.skipped)
+        return f"epochs {listed} could not be applied on the last pull"
+    if not mirror.root_matches:
+        return "the local mirror's root does not equal the rows_root anchored on the chain"
+    return None
+
+
+def search(client: Any, query: str, limit: int) -> Any:
+    """Sibyl's own two-stage search, every precision gate armed (never `client.search`)."""
+    from sibyl_memory_client.multi_record import multi_record_search
+
+    return multi_record_search(client, query, limit=limit)
+
+
+def verify(*, client: Any, conn: sqlite3.Connection, tenant: str, state: SpaceState,
+           query: str, limit: int, head: HeadReading, write_refusal: bool) -> dict[str, Any]:
+    """The whole of `memory_verify` / `kint verify` for one space."""
+    return decide(search(client, query, limit), client=client, conn=conn, tenant=tenant,
+                  state=state, query=query, head=head, write_refusal=write_refusal)
+
+
+def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
+           state: SpaceState, query: str, head: HeadReading, write_refusal: bool
+           ) -> dict[str, Any]:
+    """Seed 000's seven checks over what the search returned. Each hit is re-read from the
+    store now, so a row deleted since the search ran comes back `missing`."""
+    verdict = results.verdict
+    hits = list(results)
+    out: dict[str, Any] = {"query": query, "verdict": verdict_copy(verdict),
+                           "decision": "refuse", "reason": "",
+                           "hits": [_hit_json(h) for h in hits], "checks": [],
+                           "refusal_entity": None, "chain_head": None,
+                           "head_unavailable": head.unavailable}
+
+    # 1. Nothing ranked to act on.
+    if verdict.code.value != "ok" or not hits:
+        out["reason"] = f"no ranked candidate to act on: Sibyl's verdict is {verdict.code.value}"
+        return out
+    try:
+        mirror = state.mirror()
+        # 2. Never pulled or pushed.
+        if mirror is None:
+            out["reason"] = REASON_NEVER
+            return out
+        state.watermark()  # a garbled freshness floor is refused like a garbled mirror
+        # 3. An incomplete picture.
+        why = _mirror_incomplete_why(mirror)
+        if why is not None:
+            out["reason"] = (f"this machine's picture of the memory is not the one the chain "
+                             f"vouches for: {why}; pull again")
+            return out
+        # 4. The chain moved past what this machine saw.
+        if head.head is not None:
+            out["chain_head"] = head.head.to_json()
+            if (head.head.seq, head.head.digest) != (mirror.head.seq, mirror.head.digest):
+                out["reason"] = (
+                    f"chain moved to seq {head.head.seq} at block {head.head.block}, pull "
+                    f"first: this machine last saw seq {mirror.head.seq} "
+                    f"({mirror.head.digest[:12]}), so the row it would check may be superseded")
+                return out
+        checks = [check_hit(state, mirror,
+                            read_row(conn, tenant, h["tier"], h.get("category"), h["key"]), h)
+                  for h in hits]
+    except CorruptStateFile as err:
+        out["reason"] = (f"kint's state file {err.path} {err.why}: refusing to check against "
+                         f"it; nothing was rewritten")
+        out["corrupt_file"] = str(err.path)
+        return out
+    out["checks"] = [c.to_json() for c in checks]
+
+    # 5. A drifted or missing row refuses, and the refusal is written back.
+    bad = next((c for c in checks if c.status in ("drifted", "missing")), None)
+    if bad is not None:
+        out["reason"] = f"{bad.label}: {bad.reason}"
+        if write_refusal:
+            name = refusal_name(bad)
+            client.set_entity(REFUSAL_CATEGORY, name, refusal_body(bad, query, out["reason"]),
+                              status="refused")
+            out["refusal_entity"] = f"{REFUSAL_CATEGORY}/{name}"
+        return out
+    verified = [i for i, c in enumerate(checks) if c.status == "verified"]
+    # 6. Nothing verified.
+    if not verified:
+        out["reason"] = REASON_ALL_UNANCHORED
+        return out
+    # 7. Proceed on the highest-ranked verified hit.
+    top = checks[verified[0]]
+    reason = (f"{top.label} verified against rows_root {_short(mirror.anchored_root)} "
+              f"anchored at epoch {mirror.head.seq}, block {mirror.head.block}")
+    above = [c for c in checks[: verified[0]] if c.status == "unanchored"]
+    if above:
+        names = ", ".join(c.label for c in above)
+        reason += (f"; NOTE {len(above)} higher-ranked hit(s) are UNANCHORED and not vouched "
+                   f"for by the chain ({names}): act on the verified row, push before relying "
+                   f"on the others")
+    out["decision"] = "proceed"
+    out["reason"] = reason
+    return out

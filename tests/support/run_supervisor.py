@@ -1,0 +1,16 @@
+"""The test suite's supervisor launcher: `python run_supervisor.py --home PATH`.
+
+It is kint's own `run_foreground`, with `kint_test_gate` preloaded into the worker
+forkserver (see that module). Everything else is the real supervisor.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kint.supervisor.autostart import run_foreground  # noqa: E402
+
+if __name__ == "__main__":
+    home = Path(sys.argv[sys.argv.index("--home") + 1]).absolute()
+    sys.exit(run_foreground(home, extra_preload=("kint_test_gate",)))

@@ -1,0 +1,290 @@
+"""Verify before acting (seed 000), end to end: real Sibyl stores, the mirror and epoch
+cache written by kint's recording function, and `kint verify` / `kint history` served by
+the space's worker through the real supervisor, with Sibyl's real account gate."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+from sibyl_memory_client.multi_record import multi_record_search
+
+from anchoring import anchor, connect_empty, state_for
+from conftest import make_sandbox, sibyl_client
+
+RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
+RULE_2 = ("never ship on a Friday; every release needs a green deadlift test, a second "
+          "reviewer, AND a passing kint verify")
+OFFLINE = ("kint: chain head unavailable (this machine is not connected to a chain); "
+           "verifying against the local mirror only")
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    sb = make_sandbox(tmp_path_factory.mktemp("verify"))
+    sb.start_entitled()
+    yield sb
+    sb.shutdown()
+
+
+def verify(sb, db, query, *extra):
+    return sb.kint("--db", str(db), "verify", query, *extra)
+
+
+def verify_json(sb, db, query, *extra):
+    out = verify(sb, db, query, "--json", *extra)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def seed_beat(sb, profile):
+    """Seed 000's beat: the release rule anchored at epoch 1, edited, anchored at epoch 2."""
+    db = sb.profile_db(profile)
+    client = sibyl_client(db, sb.tenant)
+    client.set_entity("rules", "release-gate", {"rule": RULE_1})
+    anchor(sb.kint_home, sb.label(db), db, sb.tenant, block=51081867)
+    client.set_entity("rules", "release-gate", {"rule": RULE_2})
+    anchor(sb.kint_home, sb.label(db), db, sb.tenant, block=51081880)
+    return db, client
+
+
+def test_the_beat_proceed_then_drift_refused_and_history(box):
+    db, _ = seed_beat(box, "beat")
+    mirror = state_for(box.kint_home, box.label(db)).mirror()
+    root16 = mirror.anchored_root[:16]
+
+    out = verify(box, db, "release rule")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "query: release rule"
+    assert lines[1] == "sibyl verdict: ok  hits: 1"
+    assert lines[2] == ("verified entity rules/release-gate: stored text matches the leaf "
+                        "anchored on Base")
+    assert lines[3] == (f"DECISION: PROCEED: entity rules/release-gate verified against "
+                        f"rows_root {root16} anchored at epoch 2, block 51081880")
+    assert OFFLINE in out.stderr
+
+    anchored_leaf = mirror.rows["entity\x00rules\x00release-gate"].leaf.hex()
+    conn = sqlite3.connect(db)
+    conn.execute("update entities set body = replace(body, 'never', 'always') "
+                  "where name = 'release-gate'")
+    conn.commit()
+    conn.close()
+
+    out = verify(box, db, "release rule")
+    assert out.returncode == 1
+    result = verify_json(box, db, "release rule", "--no-write")
+    check = result["checks"][0]
+    assert check["status"] == "drifted"
+    local16 = check["local_leaf"][:16]
+    reason = (f"the stored text of this row no longer matches what was anchored: the chain "
+              f"vouches for {anchored_leaf[:16]} (epoch 2, no later than block 51081880), the "
+              f"store now holds {local16} (unanchored, head epoch 2 at block 51081880)")
+    assert f"drifted entity rules/release-gate: {reason}" in out.stdout
+    assert f"DECISION: REFUSE: entity rules/release-gate: {reason}" in out.stdout
+    name = f"entity-rules-release-gate-{local16}"
+    assert f"refusal written back as Sibyl entity kint_refusal/{name}" in out.stdout
+    assert (check["anchored_seq"], check["anchored_block"], check["head_seq"],
+            check["head_block"]) == (2, 51081880, 2, 51081880)
+    assert result["refusal_entity"] is None  # --no-write
+
+    # A new client (the next session) finds the refusal with Sibyl's own search.
+    fresh = sibyl_client(db, box.tenant)
+    found = multi_record_search(fresh, "refused release gate", limit=10)
+    refusals = [h for h in found if h["category"] == "kint_refusal"]
+    assert [h["key"] for h in refusals] == [name]
+    body = fresh.get_entity("kint_refusal", name)
+    assert body["status"] == "refused"
+    fields = body["body"]
+    assert fields["refused"] is True and fields["query"] == "release rule"
+    assert fields["local_leaf"] == check["local_leaf"]
+    assert fields["anchored_leaf"] == anchored_leaf and fields["anchored_seq"] == 2
+    assert fields["anchored_block"] == 51081880 and fields["head_block"] == 51081880
+    assert fields["anchored_tx"] == check["anchored_tx"] and fields["at"].endswith("Z")
+    assert fields["reason"].startswith("entity rules/release-gate: the stored text")
+
+    out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category", "rules")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"epoch 1 block <= 51081867 leaf [0-9a-f]{16}: "
+                        + re.escape(json.dumps({"rule": RULE_1}, separators=(",", ":"))), lines[0])
+    assert lines[1].startswith(f"epoch 2 block <= 51081880 leaf {anchored_leaf[:16]}: ")
+    assert RULE_2 in lines[1]
+    # Without --category an entity never matches.
+    assert box.kint("--db", str(db), "history", "entity", "release-gate").stdout == ""
+    at = json.loads(box.kint("--db", str(db), "history", "entity", "release-gate",
+                             "--category", "rules", "--block", "51081870").stdout)
+    assert at["seq"] == 1 and at["deleted"] is False and RULE_1 in at["body"]
+    assert box.kint("--db", str(db), "history", "entity", "release-gate", "--category",
+                    "rules", "--block", "100").stdout.strip() == "null"
+
+
+def test_unanchored_hit_ranked_first_is_named_and_not_credited(box):
+    db, client = seed_beat(box, "ranked")
+    client.set_entity("rules", "release-gate-v2", {"rule": "ship on a Friday whenever"})
+    result = verify_json(box, db, "release rule")
+    assert [c["key"] for c in result["checks"]] == ["release-gate-v2", "release-gate"]
+    assert [c["status"] for c in result["checks"]] == ["unanchored", "verified"]
+    assert result["decision"] == "proceed"
+    assert result["reason"].startswith("entity rules/release-gate verified against rows_root ")
+    assert result["reason"].endswith(
+        "; NOTE 1 higher-ranked hit(s) are UNANCHORED and not vouched for by the chain "
+        "(entity rules/release-gate-v2): act on the verified row, push before relying on "
+        "the others")
+    check = result["checks"][1]
+    assert check["proof_ok"] is True and check["proof"] == []  # one anchored row: leaf = root
+    assert result["reason"].split()[5] == check["rows_root"][:16]
+    assert result["refusal_entity"] is None
+
+
+def test_verdicts_other_than_ok_refuse(box):
+    db, client = seed_beat(box, "verdicts")
+    result = verify_json(box, db, "Friday spaceship")
+    assert result["verdict"]["code"] == "abstained_on"
+    assert result["verdict"]["tokens"] == ["spaceship"]
+    assert result["decision"] == "refuse" and result["checks"] == []
+    assert result["reason"] == "no ranked candidate to act on: Sibyl's verdict is abstained_on"
+    assert set(result["verdict"]) == {"code", "returned", "recovery", "tokens", "explain"}
+    # Sibyl's plain primitive, which verify never uses, would have answered with rows.
+    plain = client.search("Friday spaceship")
+    assert plain.verdict.code.value == "ok" and len(plain) >= 1
+
+    negated = verify_json(box, db, "not Friday")
+    assert negated["verdict"]["code"] == "negation_abstain" and negated["decision"] == "refuse"
+
+    empty_db = box.profile_db("empty")
+    sibyl_client(empty_db, box.tenant).storage.close()
+    empty = verify_json(box, empty_db, "release rule")
+    assert empty["verdict"]["code"] == "empty_store"
+    assert empty["reason"] == "no ranked candidate to act on: Sibyl's verdict is empty_store"
+    out = verify(box, empty_db, "release rule")
+    assert out.returncode == 1 and "DECISION: REFUSE: no ranked candidate" in out.stdout
+
+
+def test_no_mirror_and_empty_mirror(box):
+    db = box.profile_db("fresh")
+    client = sibyl_client(db, box.tenant)
+    client.set_entity("rules", "release-gate", {"rule": RULE_1})
+    result = verify_json(box, db, "release rule")
+    assert result["reason"] == ("this machine has never pulled or pushed: nothing on the "
+                                "chain has been checked")
+    assert result["checks"] == [] and result["refusal_entity"] is None
+    connect_empty(box.kint_home, box.label(db))
+    result = verify_json(box, db, "release rule")
+    assert [c["status"] for c in result["checks"]] == ["unanchored"]
+    assert result["reason"] == ("every candidate is unanchored: nothing on the chain vouches "
+                                "for it yet; push, then verify")
+    assert result["refusal_entity"] is None
+
+
+def test_incomplete_mirror_refuses(box):
+    db, _ = seed_beat(box, "incomplete")
+    state = state_for(box.kint_home, box.label(db))
+    mirror = state.mirror()
+    mirror.anchored_root = "ab" * 32
+    state.save_mirror(mirror)
+    result = verify_json(box, db, "release rule")
+    assert result["reason"] == (
+        "this machine's picture of the memory is not the one the chain vouches for: the "
+        "local mirror's root does not equal the rows_root anchored on the chain; pull again")
+    mirror = state.mirror()
+    mirror.skipped = [3]
+    state.save_mirror(mirror)
+    result = verify_json(box, db, "release rule")
+    assert result["reason"] == (
+        "this machine's picture of the memory is not the one the chain vouches for: epochs 3 "
+        "could not be applied on the last pull; pull again")
+
+
+@pytest.mark.parametrize("victim", ["mirror", "watermark", "meta"])
+def test_garbled_state_files_refuse_naming_the_file_and_stay_untouched(box, victim):
+    db, _ = seed_beat(box, f"garbled-{victim}")
+    state = state_for(box.kint_home, box.label(db))
+    path = {"mirror": state.files["mirror"], "watermark": state.files["watermark"],
+            "meta": state.epoch_path(2, ".meta.json")}[victim]
+    garbled = path.read_bytes()[: len(path.read_bytes()) // 2]
+    path.write_bytes(garbled)
+    result = verify_json(box, db, "release rule")
+    assert result["decision"] == "refuse"
+    assert str(path) in result["reason"] and "nothing was rewritten" in result["reason"]
+    assert result["corrupt_file"] == str(path)
+    assert path.read_bytes() == garbled
+    if victim == "meta":
+        plain = state.epoch_path(2, ".json")
+        plain.write_bytes(b"{not json")
+        out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category",
+                       "rules")
+        assert out.returncode == 2 and str(plain) in out.stderr
+        assert plain.read_bytes() == b"{not json"
+
+
+def test_without_a_sibyl_account_the_real_gate_refuses(sandbox):
+    """kint builds its client with Sibyl's own account gate: no credentials, no verify."""
+    from conftest import write_store
+
+    write_store(sandbox.sibyl_db)
+    sandbox.start()  # the plain supervisor: nothing replaces Sibyl's gate
+    out = sandbox.kint("verify", "release rule")
+    assert out.returncode == 2
+    assert "[SIBYL_ERROR]" in out.stderr and "Sibyl refused verify" in out.stderr
+    assert "hint: " in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_row_deleted_after_the_search_comes_back_missing(tmp_path):
+    """Sibyl's search joins its content tables, so a deleted row is never a hit; a row is
+    `missing` when it goes between Sibyl's search and kint's re-read. The test deletes it
+    at exactly that seam, in process, with the real search and the real decision."""
+    from kint.rows.export import connect_ro
+    from kint.tenant_worker.chain_head import HeadReading
+    from kint.tenant_worker.verify import decide, search
+
+    db = tmp_path / "store" / "memory.db"
+    db.parent.mkdir()
+    client = sibyl_client(db, "t")
+    client.set_entity("rules", "release-gate", {"rule": RULE_1})
+    home = tmp_path / "kint"
+    anchor(home, "t", db, "t", block=10)
+    results = search(client, "release rule", 5)
+    assert [h["key"] for h in results] == ["release-gate"]
+    client.delete_entity("rules", "release-gate")
+    conn = connect_ro(str(db))
+    out = decide(results, client=client, conn=conn, tenant="t", state=state_for(home, "t"),
+                 query="release rule", head=HeadReading(None, "test"), write_refusal=True)
+    assert out["checks"][0]["status"] == "missing"
+    assert out["reason"] == ("entity rules/release-gate: the row the search returned is no "
+                             "longer in the store")
+    name = "entity-rules-release-gate-missing"
+    assert out["refusal_entity"] == f"kint_refusal/{name}"
+    assert client.get_entity("kint_refusal", name)["body"]["local_leaf"] is None
+
+
+def test_chain_moved_refuses_before_checking_rows(tmp_path):
+    """Step 4 with a head from the interface the chain will plug into."""
+    from kint.rows.export import connect_ro
+    from kint.tenant_worker.chain_head import ChainHead, HeadReading
+    from kint.tenant_worker.verify import decide, search
+
+    db = tmp_path / "store" / "memory.db"
+    db.parent.mkdir()
+    client = sibyl_client(db, "t")
+    client.set_entity("rules", "release-gate", {"rule": RULE_1})
+    home = tmp_path / "kint"
+    anchor(home, "t", db, "t", block=10)
+    state = state_for(home, "t")
+    digest = state.mirror().head.digest
+    conn = connect_ro(str(db))
+    moved = decide(search(client, "release rule", 5), client=client, conn=conn, tenant="t",
+                   state=state, query="release rule",
+                   head=HeadReading(ChainHead(3, "cd" * 32, 99)), write_refusal=True)
+    assert moved["reason"] == (f"chain moved to seq 3 at block 99, pull first: this machine "
+                               f"last saw seq 1 ({digest[:12]}), so the row it would check may "
+                               f"be superseded")
+    assert moved["checks"] == [] and moved["chain_head"] == {"seq": 3, "digest": "cd" * 32,
+                                                            "block": 99}
+    same = decide(search(client, "release rule", 5), client=client, conn=conn, tenant="t",
+                  state=state, query="release rule",
+                  head=HeadReading(ChainHead(1, digest, 10)), write_refusal=True)
+    assert same["decision"] == "proceed" and same["chain_head"]["seq"] == 1
