@@ -1,12 +1,14 @@
 """Round trip of op `status`: kint.client.Client -> supervisor -> worker -> back, against a
 bare pyzmq DEALER/ROUTER echo between two processes, both measured in the same run.
 
-Routed: one Client, reused; 200 warm-up calls (the first spawns the space's worker), then
-N=2000 timed calls of `client.call("status", ...)`. Bare: a child process runs a ROUTER
-that echoes every message over ipc:// in the temp folder; this process's DEALER sends one
-frame (the encoded bytes of the same status request) and waits for the echo; same warm-up
-and N. For context only, it also times `sup.ping` through the same Client (client ->
-supervisor -> client, no worker).
+Routed: one Client, reused; one call that autostarts the supervisor and spawns the space's
+worker, 200 warm-up calls, then N=2000 timed calls of `client.call("status", ...)`. Bare:
+a child process runs a ROUTER that echoes every message over ipc:// in the temp folder;
+this process's DEALER sends one frame (the encoded bytes of the same status request) and
+waits for the echo; same warm-up and N. For context only, `sup.ping` through the same
+Client (client -> supervisor -> client, no worker). The three series are timed in
+alternating blocks of 100 calls, with the echo child and the supervisor both up
+throughout, so the baseline and the routed figures see the same machine.
 
 Target: routed p50 within 2x of bare p50.
 """
@@ -17,7 +19,7 @@ import argparse
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import zmq
 
@@ -42,55 +44,53 @@ ctx.term()
 """
 
 TARGET_RATIO_P50 = 2.0
+# The three series are measured in alternating blocks of this many calls, so that drift in
+# the machine (this is often a VM with noisy neighbours) lands on all of them alike.
+BLOCK = 100
 
 
-def _bare_echo(env: common.BenchEnv, payload: bytes, warmup: int, n: int) -> list[float]:
-    address = f"ipc://{env.root / 'echo.sock'}"
-    child = subprocess.Popen([sys.executable, "-c", ECHO_CHILD, address],
-                             stdout=subprocess.PIPE, text=True)
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    try:
-        if child.stdout is None or child.stdout.readline().strip() != "ready":
+class BareEcho:
+    """A child process echoing on a ROUTER over ipc://, and this process's DEALER."""
+
+    def __init__(self, env: common.BenchEnv) -> None:
+        self.address = f"ipc://{env.root / 'echo.sock'}"
+        self.child = subprocess.Popen([sys.executable, "-c", ECHO_CHILD, self.address],
+                                      stdout=subprocess.PIPE, text=True)
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if self.child.stdout is None or self.child.stdout.readline().strip() != "ready":
+            self.close()
             raise RuntimeError("the echo child did not start")
-        sock.connect(address)
-        samples: list[float] = []
-        for i in range(warmup + n):
-            t0 = time.perf_counter_ns()
-            sock.send(payload)
-            if not sock.poll(10_000):
-                raise RuntimeError("the echo child did not answer within 10 s")
-            echoed = sock.recv()
-            dt = time.perf_counter_ns() - t0
-            if echoed != payload:
-                raise RuntimeError("the echo child answered something else")
-            if i >= warmup:
-                samples.append(dt / 1000.0)
-        sock.send(b"stop")
-        sock.poll(2000)
-        return samples
-    finally:
-        sock.close(linger=0)
+        self.sock.connect(self.address)
+
+    def call(self, payload: bytes) -> None:
+        self.sock.send(payload)
+        if not self.sock.poll(10_000):
+            raise RuntimeError("the echo child did not answer within 10 s")
+        if self.sock.recv() != payload:
+            raise RuntimeError("the echo child answered something else")
+
+    def close(self) -> None:
         try:
-            child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+            if self.child.poll() is None:
+                self.sock.send(b"stop")
+                self.sock.poll(2000)
+        finally:
+            self.sock.close(linger=0)
+            try:
+                self.child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
 
 
-def _routed(client: Any, op: str, kwargs: dict[str, Any], warmup: int, n: int,
-            check: Any = None) -> list[float]:
-    samples: list[float] = []
-    for i in range(warmup + n):
+def _timed(fn: Callable[[], Any], count: int, into: list[float] | None) -> None:
+    for _ in range(count):
         t0 = time.perf_counter_ns()
-        result = client.call(op, **kwargs)
+        fn()
         dt = time.perf_counter_ns() - t0
-        if check is not None and (i == 0 or i == warmup + n - 1):
-            check(result)
-        if i >= warmup:
-            samples.append(dt / 1000.0)
-    return samples
+        if into is not None:
+            into.append(dt / 1000.0)
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -109,18 +109,31 @@ def run(quick: bool = False) -> dict[str, Any]:
         payload = encode_request(Request(id=new_request_id(), op="status",
                                          tenant=common.TENANT, db=str(db), space=space.label,
                                          args={}, timeout_ms=10_000))
-
-        bare = _bare_echo(env, payload, warmup, n)
-
-        def check(result: dict[str, Any]) -> None:
-            if result.get("space") != space.space16 or result["rows"]["entity"] != 1:
-                raise RuntimeError(f"unexpected status result: {result}")
-
-        with Client(env.kint_home) as client:
-            routed = _routed(client, "status", kwargs, warmup, n, check)
-            ping = _routed(client, "sup.ping", {"timeout_s": 10}, warmup, n)
-            reply_bytes = len(encode_reply(ok_reply(new_request_id(),
-                                                    client.call("status", **kwargs))))
+        bare: list[float] = []
+        routed: list[float] = []
+        ping: list[float] = []
+        echo = BareEcho(env)
+        try:
+            with Client(env.kint_home) as client:
+                first = client.call("status", **kwargs)  # autostart, spawn the worker
+                if first.get("space") != space.space16 or first["rows"]["entity"] != 1:
+                    raise RuntimeError(f"unexpected status result: {first}")
+                reply_bytes = len(encode_reply(ok_reply(new_request_id(), first)))
+                series = [
+                    (lambda: echo.call(payload), bare),
+                    (lambda: client.call("status", **kwargs), routed),
+                    (lambda: client.call("sup.ping", timeout_s=10), ping),
+                ]
+                for fn, _ in series:
+                    _timed(fn, warmup, None)
+                for _ in range(n // BLOCK):
+                    for fn, samples in series:
+                        _timed(fn, BLOCK, samples)
+                last = client.call("status", **kwargs)
+                if last["worker"]["pid"] != first["worker"]["pid"]:
+                    raise RuntimeError("the space's worker changed during the run")
+        finally:
+            echo.close()
 
     bare_s = common.summarize(bare, "us")
     routed_s = common.summarize(routed, "us")
@@ -131,7 +144,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "name": "roundtrip",
         "quick": quick,
         "machine": common.machine(),
-        "params": {"warmup": warmup, "n": n, "request_frame_bytes": len(payload),
+        "params": {"warmup": warmup, "n": n, "interleaved_block": BLOCK,
+                   "request_frame_bytes": len(payload),
                    "status_reply_frame_bytes": reply_bytes},
         "bare_echo_us": bare_s,
         "routed_status_us": routed_s,

@@ -306,7 +306,36 @@ def machine() -> dict[str, Any]:
         "pyzmq": zmq.__version__,
         "libzmq": zmq.zmq_version(),
         "loadavg_1_5_15": list(os.getloadavg()),
+        "code": code_info(),
     }
+
+
+def code_info() -> dict[str, Any]:
+    """Which kint was measured: where `import kint` resolved in this process, and, when
+    that is a git checkout, its commit and whether kint/ had uncommitted changes.
+
+    The supervisor runs `python -m kint.supervisor` with this process's cwd and
+    environment, so it imports kint from the cwd first, then PYTHONPATH: run the
+    benchmarks from the checkout (as `make bench` does) or from the folder on PYTHONPATH,
+    or the two sides measure different code. Both are recorded here."""
+    import subprocess
+
+    import kint
+
+    package = Path(kint.__file__).resolve().parent
+    info: dict[str, Any] = {"kint_path": str(package), "kint_version": kint.__version__,
+                            "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH")}
+    try:
+        head = subprocess.run(["git", "-C", str(package), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            dirty = subprocess.run(["git", "-C", str(package), "status", "--porcelain", "--",
+                                    "."], capture_output=True, text=True, timeout=10)
+            info["git_head"] = head.stdout.strip()
+            info["kint_uncommitted"] = dirty.stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
 
 
 def write_json(name: str, data: dict[str, Any]) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-KINT = [sys.executable, "-m", "kint.cli"]
+KINT = [sys.executable, "-P", "-m", "kint.cli"]
 
 
 def _step(text: str) -> None:

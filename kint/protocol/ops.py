@@ -101,6 +101,16 @@ OPS: dict[str, OpSpec] = _ops(
                "limit": ArgSpec("int", min_value=1, max_value=100),
                "write": ArgSpec("bool"),
            }),
+    OpSpec("connect", "worker", "enrol this machine in the space: a fresh vault, or the "
+           "recovery code", 300_000, needs_space=True, args={
+               "dev": ArgSpec("bool"),
+               "recovery_code": ArgSpec("str", max_chars=200),
+               "owner": ArgSpec("str", max_chars=64),
+           }),
+    OpSpec("push", "worker", "anchor the store's changes on chain", 900_000, needs_space=True,
+           args={"snapshot": ArgSpec("bool")}),
+    OpSpec("pull", "worker", "restore the chain's epochs into the store", 1_800_000,
+           needs_space=True, args={"full": ArgSpec("bool"), "discard_local": ArgSpec("bool")}),
     OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",
            60_000, needs_space=True, args={
                "tier": ArgSpec("str", required=True, max_chars=16),

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -103,11 +104,16 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
     ensure_private_dir(run_dir(home))
     fd = os.open(log_path(home), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "kint.supervisor", "--home", str(home)],
+        # -P and cwd="/": the daemon imports the installed kint, never a `kint/` folder
+        # that happens to sit in the caller's working directory.
+        proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "kint.supervisor", "--home", str(home)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, cwd="/",
         )
+        # Reap it when it exits, so a long-lived client never holds a zombie.
+        threading.Thread(target=proc.wait, name="kint-reap-supervisor", daemon=True).start()
+        return proc
     finally:
         os.close(fd)
 

@@ -25,6 +25,10 @@ PRELOAD = [
 ]
 
 
+def _noop() -> None:
+    return None
+
+
 class Spawner:
     """`extra_preload` names more modules for the forkserver to import first. It is set in
     code only: the test suite and the sandboxed demo use it to install Sibyl's test account
@@ -35,10 +39,11 @@ class Spawner:
         self._ctx.set_forkserver_preload([*PRELOAD, *extra_preload])
 
     def warm_up(self) -> None:
-        """Start the forkserver now, so the first request does not pay for the imports."""
-        from multiprocess import forkserver
-
-        forkserver.ensure_running()
+        """Start the forkserver and let it finish its imports now: `Process.start` waits for
+        the fork, so a cold forkserver would stall the supervisor's loop on its first spawn."""
+        proc = self._ctx.Process(target=_noop, name="kint-forkserver-warm-up")
+        proc.start()
+        proc.join(timeout=60)
 
     def spawn(self, config: WorkerConfig) -> Any:
         from kint.tenant_worker.process import run_worker

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,30 @@ class NotConnected:
 
     def read(self, timeout_s: float) -> HeadReading:
         return HeadReading(None, "this machine is not connected to a chain")
+
+
+class ChainHeadSource:
+    """The head of (owner, space) on the configured chain. Reads through its own
+    connection whose timeout is verify's head budget, and not at all while this space's
+    endpoint is stuck or failed in the last 30 s."""
+
+    def __init__(self, chain: Any, tracker: Any, owner: str, space_id: str) -> None:
+        self.chain, self.tracker, self.owner, self.space_id = chain, tracker, owner, space_id
+
+    def read(self, timeout_s: float) -> HeadReading:
+        from dataclasses import replace
+
+        from kint.chain.anchor import Anchor
+        from kint.chain.rpc import RpcUnavailable
+
+        if self.tracker.unresponsive():
+            return HeadReading(None, "rpc unresponsive")
+        try:
+            anchor = Anchor(replace(self.chain, rpc_timeout_s=timeout_s), self.tracker)
+            head = anchor.head(self.owner, self.space_id)
+        except RpcUnavailable:
+            return HeadReading(None, "rpc unresponsive")
+        return HeadReading(ChainHead(head.seq, head.digest, head.block))
 
 
 def read_head(source: HeadSource, timeout_s: float) -> HeadReading:

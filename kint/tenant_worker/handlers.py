@@ -9,69 +9,20 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kint.paths import space_files
 from kint.protocol import ErrorCode, ProtocolError
-from kint.rows.export import connect_ro
 from kint.tenant_worker import history as history_mod
-from kint.tenant_worker.chain_head import HeadSource, NotConnected, read_head
-from kint.tenant_worker.config import WorkerConfig
-from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
-from kint.tenant_worker.store import StoreReader, StoreUnreadable
+from kint.tenant_worker.chain_head import read_head
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import CorruptStateFile
+from kint.tenant_worker.store import StoreUnreadable
 from kint.tenant_worker.verify import verify as run_verify
 
 log = logging.getLogger("kint.worker")
 
-# How long verify's own head read may wait (KINT_VERIFY_HEAD_SECONDS).
-VERIFY_HEAD_SECONDS = 2.0
-
-
-@dataclass
-class SpaceContext:
-    """What every handler of one space shares. Lives as long as the worker process."""
-
-    config: WorkerConfig
-    store: StoreReader
-    started_monotonic: float = field(default_factory=time.monotonic)
-    head_source: HeadSource = field(default_factory=NotConnected)
-    _state: SpaceState | None = None
-    _client: Any = None
-    _client_lock: threading.Lock = field(default_factory=threading.Lock)
-    _local: threading.local = field(default_factory=threading.local)
-
-    @property
-    def state(self) -> SpaceState:
-        if self._state is None:
-            self._state = SpaceState(self.config.home, self.config.space_id)
-        return self._state
-
-    def client(self) -> Any:
-        """The space's MemoryClient, built on first need (never at start: a status call
-        must not wait on it, and a store that does not exist must not be created by one)."""
-        with self._client_lock:
-            if self._client is None:
-                from kint.tenant_worker.sibyl_client import open_client
-
-                self._client = open_client(self.config.db, self.config.tenant,
-                                           self.config.home)
-            return self._client
-
-    def ro_connection(self) -> sqlite3.Connection:
-        """This thread's read-only connection to the store."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = connect_ro(self.config.db)
-            except sqlite3.Error as err:
-                raise ProtocolError(ErrorCode.INTERNAL,
-                                    f"store {self.config.db} cannot be opened: {err}") from None
-            self._local.conn = conn
-        return conn
 
 
 Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
@@ -113,7 +64,7 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not os.path.exists(ctx.config.db):
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"store {ctx.config.db} does not exist",
                             "check --db or SIBYL_MEMORY_DB")
-    head = read_head(ctx.head_source, VERIFY_HEAD_SECONDS)
+    head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable:
         log.info("verify: chain head unavailable (%s); verifying against the local mirror only",
                  head.unavailable)
@@ -140,8 +91,29 @@ def history(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"versions": entries, "count": len(entries)}
 
 
+def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.connect import connect as run
+
+    return run(ctx, args)
+
+
+def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.push import push as run
+
+    return run(ctx, args)
+
+
+def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.pull import pull as run
+
+    return run(ctx, args)
+
+
 HANDLERS: dict[str, Handler] = {
     "status": status,
     "verify": verify,
     "history": history,
+    "connect": connect,
+    "push": push,
+    "pull": pull,
 }

@@ -32,7 +32,8 @@ from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
 from kint.protocol.envelope import encode_reply, error_reply, ok_reply
 from kint.tenant_worker.config import WorkerConfig
-from kint.tenant_worker.handlers import HANDLERS, SpaceContext
+from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
 
 log = logging.getLogger("kint.worker")

@@ -1,0 +1,74 @@
+"""`kint status`, `kint verify`, `kint history`: a space's facts, and verify before acting."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from kint import render
+from kint.commands.common import Ctx, echo_json, space_call
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def status_cmd(obj: Ctx, as_json: bool) -> None:
+    """The space of this store: tenant, store, row counts per tier, kint's files."""
+    result = space_call(obj, "status", {}, timeout_s=30)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(render.space_status_text(result))
+
+
+@click.command("verify")
+@click.argument("query")
+@click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 100),
+              help="How many hits Sibyl returns and kint checks.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the whole result as JSON (exit 0 either way: read `decision`).")
+@click.option("--no-write", is_flag=True, help="Do not write a refusal entity.")
+@click.pass_obj
+def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) -> None:
+    """Check what Sibyl recalls for QUERY against what was anchored: proceed or refuse.
+
+    Exit code 0 on proceed, 1 on refuse (always 0 with --json).
+    """
+    result = space_call(obj, "verify", {"query": query, "limit": limit,
+                                         "write": not no_write}, timeout_s=120)
+    if result.get("head_unavailable"):
+        click.echo(f"kint: chain head unavailable ({result['head_unavailable']}); verifying "
+                   f"against the local mirror only", err=True)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo("\n".join(render.verify_lines(result)))
+    sys.exit(0 if result["decision"] == "proceed" else 1)
+
+
+@click.command("history")
+@click.argument("tier", type=click.Choice(["entity", "state", "reference"]))
+@click.argument("key")
+@click.option("--category", default=None,
+              help="The entity's category (part of its identity; required for entities).")
+@click.option("--block", default=None, type=click.IntRange(min=0),
+              help="Print the version live at this block as JSON, or null.")
+@click.pass_obj
+def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int | None) -> None:
+    """Every anchored version of one row, oldest first, from this machine's epoch cache.
+
+    Each block is an upper bound: the version existed no later than that block.
+    """
+    args: dict[str, Any] = {"tier": tier, "key": key}
+    if category is not None:
+        args["category"] = category
+    if block is not None:
+        args["block"] = block
+    result = space_call(obj, "history", args, timeout_s=60)
+    if block is not None:
+        echo_json(result["version"])
+        return
+    for line in render.history_lines(result):
+        click.echo(line)

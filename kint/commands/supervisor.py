@@ -1,0 +1,126 @@
+"""`kint supervisor ...`: run and inspect the supervisor and its per-space workers."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from kint import render, spaces
+from kint.client import KintError
+from kint.commands.common import EXIT_NO_SUPERVISOR, Ctx, echo_json, fail
+from kint.paths import kint_home
+
+
+@click.group("supervisor")
+def supervisor_group() -> None:
+    """Run and inspect the supervisor and its per-space workers."""
+
+
+@supervisor_group.command("start")
+@click.option("--foreground", is_flag=True,
+              help="Run in this process (for systemd and launchd) instead of as a daemon.")
+@click.pass_obj
+def supervisor_start(obj: Ctx, foreground: bool) -> None:
+    """Start the supervisor of KINT_HOME (nothing happens if one is running)."""
+    home = kint_home()
+    if foreground:
+        from kint.supervisor.autostart import run_foreground
+
+        sys.exit(run_foreground(home))
+    client = obj.client()
+    try:
+        client.ensure_running()
+        info = client.call("sup.ping", timeout_s=5)
+    except KintError as err:
+        fail(err, obj.debug)
+    click.echo(f"supervisor running, pid {info['pid']} ({home})")
+
+
+@supervisor_group.command("stop")
+@click.pass_obj
+def supervisor_stop(obj: Ctx) -> None:
+    """Stop every worker cleanly, then the supervisor."""
+    from kint.supervisor.autostart import running_pid
+
+    home = kint_home()
+    client = obj.client(autostart=False)
+    if running_pid(home) is None and not client.ping(0.5):
+        click.echo(f"no supervisor is running for {home}")
+        return
+    try:
+        client.call("sup.stop", timeout_s=60)
+    except KintError as err:
+        fail(err, obj.debug)
+    deadline = time.monotonic() + 10
+    while running_pid(home) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    click.echo("supervisor stopped")
+
+
+@supervisor_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
+@click.pass_obj
+def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
+    """One row per space: worker state, op in flight, RPC, head, restarts.
+
+    Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
+    restarting or quarantined; 3 when no supervisor runs.
+    """
+    client = obj.client(autostart=False)
+    while True:
+        if not client.ping(1.0):
+            click.echo(f"kint: no supervisor is running for {kint_home()}", err=True)
+            sys.exit(EXIT_NO_SUPERVISOR)
+        try:
+            status = client.call("sup.status", timeout_s=5)
+        except KintError as err:
+            fail(err, obj.debug)
+        if as_json:
+            echo_json(status)
+        else:
+            if watch:
+                click.clear()
+            click.echo(render.supervisor_status_text(status))
+        if not watch:
+            sys.exit(1 if status["degraded"] else 0)
+        try:
+            time.sleep(1.0)
+        except KeyboardInterrupt:
+            return
+
+
+@supervisor_group.command("restart")
+@click.argument("target")
+@click.pass_obj
+def supervisor_restart(obj: Ctx, target: str) -> None:
+    """Restart the worker of TARGET: a space id, a space label or a tenant.
+
+    A quarantined space is released and tried again at once.
+    """
+    try:
+        with obj.client() as client:
+            result = client.call("sup.restart", args={"target": target}, timeout_s=30)
+    except KintError as err:
+        fail(err, obj.debug)
+    click.echo("restarted: " + ", ".join(result["restarted"]))
+
+
+@supervisor_group.command("discover")
+@click.option("--json", "as_json", is_flag=True, help="Print the stores as JSON.")
+@click.pass_obj
+def supervisor_discover(obj: Ctx, as_json: bool) -> None:
+    """Every Sibyl store on this machine (Sibyl's own, Hermes profiles) with its space."""
+    found = spaces.discover(obj.tenant)
+    rows = [{"space": ref.space16, "space_id": ref.space_id, "label": ref.label,
+             "tenant": ref.tenant, "store": ref.db} for ref in found]
+    if as_json:
+        echo_json({"stores": rows})
+        return
+    if not rows:
+        click.echo("no Sibyl stores found")
+        return
+    click.echo(render.table(["SPACE", "LABEL", "STORE"],
+                            [[r["space"], r["label"], r["store"]] for r in rows]))

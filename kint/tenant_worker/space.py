@@ -1,0 +1,133 @@
+"""`SpaceContext`: what every op of one space shares, for the life of the worker process.
+
+It owns the space's state files, its Sibyl client (built on first need), a read-only
+connection per thread, the chain settings and RPC tracker, and the keys once unlocked
+(the session key costs one scrypt unlock, done once and never per request).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
+from kint.chain.rpc import RpcTracker
+from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.export import connect_ro
+from kint.tenant_worker.chain_head import HeadSource, NotConnected
+from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.enrolment import Enrolment, load_enrolment
+from kint.tenant_worker.statefiles import SpaceState
+from kint.tenant_worker.store import StoreReader
+
+DEFAULT_VERIFY_HEAD_SECONDS = 2.0
+
+
+def _env_seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+@dataclass
+class SpaceContext:
+    config: WorkerConfig
+    store: StoreReader
+    started_monotonic: float = field(default_factory=time.monotonic)
+    tracker: RpcTracker = field(default_factory=RpcTracker)
+    verify_head_seconds: float = field(
+        default_factory=lambda: _env_seconds("KINT_VERIFY_HEAD_SECONDS",
+                                             DEFAULT_VERIFY_HEAD_SECONDS))
+    # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
+    head_ops: threading.Lock = field(default_factory=threading.Lock)
+    _state: SpaceState | None = None
+    _client: Any = None
+    _client_lock: threading.Lock = field(default_factory=threading.Lock)
+    _local: threading.local = field(default_factory=threading.local)
+    _session: Any = None
+    _session_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def state(self) -> SpaceState:
+        if self._state is None:
+            self._state = SpaceState(self.config.home, self.config.space_id)
+        return self._state
+
+    # -- Sibyl -------------------------------------------------------------------------
+
+    def client(self) -> Any:
+        """The space's MemoryClient, built on first need (never at start: a status call
+        must not wait on it, and a store that does not exist must not be created by one)."""
+        with self._client_lock:
+            if self._client is None:
+                from kint.tenant_worker.sibyl_client import open_client
+
+                self._client = open_client(self.config.db, self.config.tenant,
+                                           self.config.home)
+            return self._client
+
+    def reset_client(self) -> None:
+        """Close the client (a pull that moved the store aside builds a new one)."""
+        with self._client_lock:
+            if self._client is not None:
+                try:
+                    self._client.storage.close()
+                except Exception:  # noqa: BLE001 - closing is best effort
+                    pass
+                self._client = None
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def ro_connection(self) -> sqlite3.Connection:
+        """This thread's read-only connection to the store."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = connect_ro(self.config.db)
+            except sqlite3.Error as err:
+                raise ProtocolError(ErrorCode.INTERNAL,
+                                    f"store {self.config.db} cannot be opened: {err}") from None
+            self._local.conn = conn
+        return conn
+
+    # -- chain and keys ----------------------------------------------------------------
+
+    def chain(self) -> ChainConfig | None:
+        try:
+            return load_chain_config(self.config.home)
+        except ChainConfigError as err:
+            raise ProtocolError(ErrorCode.NOT_CONNECTED, str(err)) from None
+
+    def enrolment(self) -> Enrolment | None:
+        return load_enrolment(self.state.files["enrol"])
+
+    def head_source(self) -> HeadSource:
+        from kint.tenant_worker.chain_head import ChainHeadSource
+
+        chain = self.chain()
+        enrolment = self.enrolment()
+        if chain is None or enrolment is None:
+            return NotConnected()
+        return ChainHeadSource(chain, self.tracker, enrolment.owner, self.config.space_id)
+
+    def session_account(self) -> Any:
+        """This machine's session key, unlocked once per worker (one scrypt at a time
+        machine-wide, inside `unlock_session_key`)."""
+        from kint.tenant_worker.keys import unlock_session_key
+
+        with self._session_lock:
+            if self._session is None:
+                self._session = unlock_session_key(self.config.home)
+            return self._session
+
+    def forget_session(self) -> None:
+        with self._session_lock:
+            self._session = None
