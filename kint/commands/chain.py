@@ -14,10 +14,12 @@ from kint.commands.common import Ctx, echo_json, space_call
               help="Restore on a new machine with the space's recovery code.")
 @click.option("--owner", default=None, metavar="ADDRESS",
               help="The owner's address (with --recovery-code, or on a real chain).")
+@click.option("--rpc-urls", default=None, metavar="URL[,URL]",
+              help="This space's own JSON-RPC endpoints (default: the machine's chain).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def connect_cmd(obj: Ctx, dev: bool, recovery_code: str | None, owner: str | None,
-                as_json: bool) -> None:
+                rpc_urls: str | None, as_json: bool) -> None:
     """Enrol this machine in its space: a fresh vault (first machine), or the recovery code
     (a new machine). Writes the recovery code to RECOVERY-<space>.txt for a fresh vault."""
     args: dict = {"dev": dev}
@@ -25,6 +27,8 @@ def connect_cmd(obj: Ctx, dev: bool, recovery_code: str | None, owner: str | Non
         args["recovery_code"] = recovery_code
     if owner is not None:
         args["owner"] = owner
+    if rpc_urls is not None:
+        args["rpc_urls"] = rpc_urls
     result = space_call(obj, "connect", args, timeout_s=300)
     if as_json:
         echo_json(result)

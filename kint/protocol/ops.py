@@ -106,6 +106,7 @@ OPS: dict[str, OpSpec] = _ops(
                "dev": ArgSpec("bool"),
                "recovery_code": ArgSpec("str", max_chars=200),
                "owner": ArgSpec("str", max_chars=64),
+               "rpc_urls": ArgSpec("str", max_chars=4096),
            }),
     OpSpec("push", "worker", "anchor the store's changes on chain", 900_000, needs_space=True,
            args={"snapshot": ArgSpec("bool")}),

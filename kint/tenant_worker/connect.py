@@ -73,6 +73,11 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                 "space": cfg.space16, "session": existing.session_address,
                 "writer": existing.writer}
     chain = ctx.chain()
+    rpc_urls = [u.strip() for u in (args.get("rpc_urls") or "").split(",") if u.strip()]
+    if chain is not None and rpc_urls:
+        from dataclasses import replace
+
+        chain = replace(chain, rpc_urls=tuple(rpc_urls))
     if chain is None:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, "no chain is configured",
                             "run `kint devchain start` (local) or set KINT_RPC_URLS, "
@@ -165,7 +170,8 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                           chain_id=chain.chain_id, anchor=chain.anchor,
                           session_address=session.address, writer=writer.address,
                           key_ids=[keys.data_key_id(data_key).hex()],
-                          vault_created=recovery_code is not None)
+                          vault_created=recovery_code is not None,
+                          rpc_urls=rpc_urls or None)
     save_enrolment(state.files["enrol"], enrolment)
     if state.mirror() is None:
         empty_mirror(state)

@@ -27,6 +27,9 @@ class Enrolment:
     key_ids: list[str] = field(default_factory=list)
     # True on the machine that made the vault: it must keep RECOVERY-<space>.txt.
     vault_created: bool = False
+    # This space's own endpoints (`kint connect --rpc-urls`), so one tenant's endpoint,
+    # hung or not, is never another's. None: the machine's chain settings.
+    rpc_urls: list[str] | None = None
     v: int = ENROL_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -116,9 +116,20 @@ class Worker:
         count, op, age = self.inflight.snapshot()
         self._send({"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
-            "inflight": count, "rpc": None, "head": None, "unanchored": None, "held": None,
-            "last_error": None, "has_work": count > 0,
+            "inflight": count, "rpc": self.ctx.tracker.beat(), "head": self._head(),
+            "unanchored": None, "held": None, "last_error": None,
+            "has_work": count > 0 or self.ctx.state.files["pending"].exists(),
         }})
+
+    def _head(self) -> dict[str, Any] | None:
+        """The mirror's head, as last saved (cached by the file's identity: a stat a beat)."""
+        try:
+            mirror = self.ctx.state.mirror()
+        except Exception:  # noqa: BLE001 - a corrupt mirror is reported by the ops, not here
+            return None
+        if mirror is None:
+            return None
+        return {"seq": mirror.head.seq, "block": mirror.head.block}
 
     # -- running ops -----------------------------------------------------------------------
 

@@ -101,10 +101,17 @@ class SpaceContext:
     # -- chain and keys ----------------------------------------------------------------
 
     def chain(self) -> ChainConfig | None:
+        """The machine's chain settings, with this space's own endpoints when it has them."""
+        from dataclasses import replace
+
         try:
-            return load_chain_config(self.config.home)
+            config = load_chain_config(self.config.home)
         except ChainConfigError as err:
             raise ProtocolError(ErrorCode.NOT_CONNECTED, str(err)) from None
+        enrolment = self.enrolment()
+        if config is not None and enrolment is not None and enrolment.rpc_urls:
+            config = replace(config, rpc_urls=tuple(enrolment.rpc_urls))
+        return config
 
     def enrolment(self) -> Enrolment | None:
         return load_enrolment(self.state.files["enrol"])
