@@ -1,105 +1,180 @@
-"""`kint demo`: kint's main job, end to end, in a throwaway sandbox.
+"""`kint demo`: kint's main job, end to end, in a throwaway sandbox on the devchain.
 
-The sandbox has its own HOME, KINT_HOME and HERMES_HOME, so nothing of the person's own
-memory or kint state is read or touched. The stores are written through Sibyl's own client
-with Sibyl's test gate (`NullEntitlementGate`, passed in code): the sandbox has no Sibyl
-account, and the demo is about kint, not the account gate.
+It plays seed 000's beat: remember a rule through Sibyl's client, push, verify (proceed),
+edit the row straight in SQLite behind Sibyl's back, verify again (refuse, naming the block
+that anchored the good value and the head block), and read both anchored versions with
+history. Then a second machine (its own HOME and KINT_HOME) connects with the recovery
+code, pulls through Sibyl's own write methods, and verifies (proceed).
 
-What it shows today: three real Sibyl stores (Sibyl's own and two Hermes profiles), one
-supervisor, one worker per space, each answering for its own store. It leaves nothing
-running and, unless `--keep`, nothing on disk.
+The sandbox has no Sibyl account, so its stores are written, and its workers run, with
+Sibyl's test gate (`NullEntitlementGate`), passed in code (see `demo_gate`). The OS
+keyring is left alone. It leaves nothing running and, unless `--keep`, nothing on disk.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import click
 
+from kint.demo_supervisor import SANDBOX_MARKER
+
 KINT = [sys.executable, "-P", "-m", "kint.cli"]
+RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
+RULE_2 = ("never ship on a Friday; every release needs a green deadlift test, a second "
+          "reviewer, AND a passing kint verify")
+
+
+class DemoFailed(Exception):
+    pass
+
+
+class Machine:
+    def __init__(self, root: Path, name: str) -> None:
+        self.name = name
+        self.home = root / name / "home"
+        self.kint_home = root / name / "kint"
+        self.home.mkdir(parents=True)
+        self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+        self.env.update(HOME=str(self.home), KINT_HOME=str(self.kint_home),
+                        HERMES_HOME=str(self.home / ".hermes"), SIBYL_MEMORY_TELEMETRY="0",
+                        PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
+        self.supervisor: subprocess.Popen[bytes] | None = None
+
+    @property
+    def db(self) -> Path:
+        return self.home / ".sibyl-memory" / "memory.db"
+
+    def kint(self, *args: str, expect: int | None = 0, secret: str | None = None) -> str:
+        shown = shlex.join(args)
+        if secret:
+            shown = shown.replace(secret, "<the code in RECOVERY-<space>.txt>")
+        click.echo(click.style(f"[{self.name}] $ kint {shown}", fg="cyan"))
+        out = subprocess.run([*KINT, *args], env=self.env, text=True, capture_output=True,
+                             timeout=300)
+        for line in (out.stdout + out.stderr).rstrip().splitlines():
+            click.echo(f"  {line}")
+        if expect is not None and out.returncode != expect:
+            raise DemoFailed(f"`kint {shown}` exited {out.returncode}, not {expect}")
+        return out.stdout
+
+    def start_supervisor(self) -> None:
+        self.kint_home.mkdir(mode=0o700, exist_ok=True)
+        self.supervisor = subprocess.Popen(
+            [sys.executable, "-P", "-m", "kint.demo_supervisor", "--home", str(self.kint_home)],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
+        from kint.client import Client
+
+        deadline = time.monotonic() + 30
+        with Client(self.kint_home, autostart=False) as client:
+            while not client.ping(0.5):
+                if self.supervisor.poll() is not None or time.monotonic() > deadline:
+                    raise DemoFailed(f"the {self.name} supervisor did not start")
+
+    def stop(self) -> None:
+        if self.supervisor is not None and self.supervisor.poll() is None:
+            self.supervisor.send_signal(signal.SIGTERM)
+            try:
+                self.supervisor.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.supervisor.kill()
+
+    def sibyl(self):  # noqa: ANN201 - the SDK's client
+        from sibyl_memory_client import MemoryClient
+        from sibyl_memory_client.testing import NullEntitlementGate
+
+        return MemoryClient.local(str(self.db), entitlement_gate=NullEntitlementGate())
 
 
 def _step(text: str) -> None:
     click.echo(click.style(f"\n== {text}", bold=True))
 
 
-def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    shown = " ".join(["kint", *args])
-    click.echo(f"$ {shown}")
-    out = subprocess.run([*KINT, *args], env=env, text=True, capture_output=True, timeout=120)
-    if out.stdout:
-        click.echo(out.stdout.rstrip())
-    if out.stderr:
-        click.echo(out.stderr.rstrip(), err=True)
-    return out
+def _play(root: Path, a: Machine, b: Machine) -> None:
+    _step("machine A: the local chain, a supervisor, and this machine connected")
+    a.kint("devchain", "start")
+    a.start_supervisor()
+    connected = a.kint("connect", "--dev", "--json")
+    import orjson
 
+    info = orjson.loads(connected)
+    owner, space = info["owner"], info["space"]
 
-def _write_store(db: Path, tenant: str, rows: dict[str, dict[str, str]]) -> None:
-    from sibyl_memory_client import MemoryClient
-    from sibyl_memory_client.testing import NullEntitlementGate
+    _step("remember a rule through Sibyl's own client, and anchor it")
+    saved_home = os.environ.get("HOME")
+    os.environ["HOME"] = str(a.home)
+    try:
+        client = a.sibyl()
+        client.set_entity("rules", "release-gate", {"rule": RULE_1})
+        click.echo(f"  set_entity rules/release-gate: {RULE_1!r}")
+        a.kint("push")
+        client.set_entity("rules", "release-gate", {"rule": RULE_2})
+        click.echo(f"  set_entity rules/release-gate: {RULE_2!r}")
+        client.storage.close()
+    finally:
+        if saved_home is not None:
+            os.environ["HOME"] = saved_home
+    a.kint("push")
 
-    client = MemoryClient.local(str(db), tenant_id=tenant,
-                                entitlement_gate=NullEntitlementGate())
-    for name, body in rows.items():
-        client.set_entity("rules", name, body)
-    client.write_event(acted=[f"wrote {len(rows)} rule(s)"])
-    client.storage.close()
+    _step("verify before acting: the stored text matches what was anchored")
+    a.kint("verify", "release rule")
+
+    _step("an edit straight into Sibyl's SQLite file, behind Sibyl's back")
+    sql = ("update entities set body = replace(body, 'never', 'always') "
+           "where name = 'release-gate'")
+    click.echo(f"  $ sqlite3 {a.db} \"{sql}\"")
+    conn = sqlite3.connect(a.db)
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+    a.kint("verify", "release rule", expect=1)
+
+    _step("what the row held at every anchored epoch")
+    a.kint("history", "entity", "release-gate", "--category", "rules")
+
+    _step("machine B: a new machine restores with the recovery code")
+    target = b.kint_home / "devchain"
+    target.mkdir(parents=True, mode=0o700)
+    b.kint_home.chmod(0o700)
+    shutil.copy(a.kint_home / "devchain" / "devchain.json", target / "devchain.json")
+    b.start_supervisor()
+    code = (a.kint_home / f"RECOVERY-{space}.txt").read_text().splitlines()[0].strip()
+    b.kint("connect", "--recovery-code", code, "--owner", owner, secret=code)
+    b.kint("pull")
+    b.kint("verify", "release rule")
 
 
 def run_demo(keep: bool = False) -> int:
-    from kint.spaces import SIBYL_DEFAULT_TENANT
-
     root = Path(tempfile.mkdtemp(prefix="kint-demo-"))
-    home, kint_home, hermes = root / "home", root / "kint", root / "home" / ".hermes"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
-    env.update(HOME=str(home), KINT_HOME=str(kint_home), HERMES_HOME=str(hermes),
-               SIBYL_MEMORY_TELEMETRY="0")
-    saved = {k: os.environ.get(k) for k in ("HOME", "HERMES_HOME")}
-    failed = False
+    (root / SANDBOX_MARKER).write_text("a kint demo sandbox: safe to delete\n")
+    a, b = Machine(root, "machine-a"), Machine(root, "machine-b")
+    failed = None
     try:
-        _step(f"a sandbox machine in {root}")
-        os.environ.update(HOME=str(home), HERMES_HOME=str(hermes))
-        tenant = SIBYL_DEFAULT_TENANT
-        stores = {
-            home / ".sibyl-memory" / "memory.db":
-                {"release-gate": {"rule": "never ship on a Friday"}},
-            hermes / "sibyl" / "profiles" / "research" / "memory.db":
-                {"sources": {"rule": "cite the primary source"},
-                 "scope": {"rule": "stay on the question asked"}},
-            hermes / "sibyl" / "profiles" / "ops" / "memory.db":
-                {"on-call": {"rule": "page the owner before a rollback"}},
-        }
-        for db, rows in stores.items():
-            db.parent.mkdir(parents=True, exist_ok=True)
-            _write_store(db, tenant, rows)
-            click.echo(f"wrote {len(rows)} rule(s) with Sibyl's client into {db}")
-
-        _step("the supervisor starts on demand; each store gets its own worker")
-        for db in stores:
-            failed |= _run(env, "--db", str(db), "status").returncode != 0
-
-        _step("one row per space")
-        failed |= _run(env, "supervisor", "status").returncode != 0
+        _step(f"a sandbox in {root} (its own HOME and KINT_HOME per machine)")
+        _play(root, a, b)
+    except DemoFailed as err:
+        failed = str(err)
     finally:
-        _step("stop: every worker, then the supervisor")
-        _run(env, "supervisor", "stop")
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _step("cleaning up: supervisors and the devchain stop")
+        for machine in (a, b):
+            machine.stop()
+        subprocess.run([*KINT, "devchain", "stop"], env=a.env, capture_output=True, timeout=60)
         if keep:
             click.echo(f"sandbox kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
     if failed:
-        click.echo("demo: a step failed (see above)", err=True)
+        click.echo(f"demo: failed: {failed}", err=True)
         return 1
     click.echo("\ndemo: done")
     return 0

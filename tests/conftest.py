@@ -27,6 +27,8 @@ _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
 os.environ["HOME"] = str(_SESSION_ROOT / "home")
 os.environ["KINT_HOME"] = str(_SESSION_ROOT / "kint-home-unused")
 os.environ["SIBYL_MEMORY_TELEMETRY"] = "0"
+# Never the real OS keyring: kint's machine secret falls back to local.secret in tests.
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 for _var in ("SIBYL_MEMORY_DB", "SIBYL_CREDENTIALS", "HERMES_HOME", "KINT_SPACE", "KINT_TENANT"):
     os.environ.pop(_var, None)
 (_SESSION_ROOT / "home").mkdir()
@@ -202,7 +204,8 @@ def make_sandbox(root: Path, **env: str) -> Sandbox:
     base = {k: v for k, v in os.environ.items()
             if k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "SYSTEMROOT")}
     sb.env = {**base, "HOME": str(sb.home), "KINT_HOME": str(sb.kint_home),
-              "HERMES_HOME": str(sb.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0", **env}
+              "HERMES_HOME": str(sb.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0",
+              "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", **env}
     return sb
 
 

@@ -1,8 +1,8 @@
-"""`kint demo` (what `make demo` runs) plays its story end to end and leaves nothing behind."""
+"""`kint demo` (what `make demo` runs) plays the seed's beat end to end on the devchain and
+leaves nothing behind."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -10,16 +10,34 @@ from pathlib import Path
 from conftest import KINT
 
 
-def test_demo_shows_three_spaces_and_cleans_up(sandbox):
+def test_demo_plays_the_beat_and_cleans_up(sandbox):
     before = set(Path(tempfile.gettempdir()).glob("kint-demo-*"))
     out = subprocess.run([KINT, "demo"], env=sandbox.env, text=True, capture_output=True,
-                         timeout=180)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.rstrip().endswith("demo: done")
-    rows = [line for line in out.stdout.splitlines()
-            if re.match(r"^[0-9a-f]{16}  .* ready ", line)]
-    assert len(rows) == 3, out.stdout
-    assert "@hermes:research" in out.stdout and "@hermes:ops" in out.stdout
-    assert "supervisor stopped" in out.stdout
+                         timeout=300)
+    text = out.stdout
+    assert out.returncode == 0, text + out.stderr
+    assert text.rstrip().endswith("demo: done")
+    proceeds = [line for line in text.splitlines() if "DECISION: PROCEED: entity rules/" in line]
+    assert len(proceeds) == 2  # machine A before the edit, machine B after its pull
+    refuse = [line for line in text.splitlines() if "DECISION: REFUSE:" in line]
+    assert len(refuse) == 1
+    assert "the chain vouches for" in refuse[0] and "(epoch 2, no later than block" in refuse[0]
+    assert "(unanchored, head epoch 2 at block" in refuse[0]
+    history = [line for line in text.splitlines() if line.strip().startswith("epoch ")
+               and " block <= " in line]
+    assert [h.split()[1] for h in history] == ["1", "2"]
+    assert "store root matches the anchored root" in text
+    assert "<the code in RECOVERY-<space>.txt>" in text
     assert set(Path(tempfile.gettempdir()).glob("kint-demo-*")) == before
     assert not sandbox.kint_home.exists(), "the demo must not use the caller's KINT_HOME"
+    leftovers = subprocess.run(["pgrep", "-f", "kint-demo-"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == "", "the demo left processes running"
+
+
+def test_the_demo_supervisor_refuses_a_home_outside_a_sandbox(sandbox):
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "kint.demo_supervisor", "--home",
+                          str(sandbox.kint_home)], env=sandbox.env, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 2 and "not inside a kint demo sandbox" in out.stderr
