@@ -18,25 +18,75 @@ import os
 import platform
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 BENCH_DIR = Path(__file__).resolve().parent
 OUT_DIR = BENCH_DIR / "out"
+REPO_DIR = BENCH_DIR.parent
+# The test suite's supervisor launcher and the module it preloads into the worker
+# forkserver (tests/support/kint_test_gate.py): with KINT_TEST_GATE=null every worker's
+# Sibyl client gets Sibyl's own NullEntitlementGate, passed in code, so no account is needed.
+TEST_SUPPORT = REPO_DIR / "tests" / "support"
 TENANT = "kint-bench"
 
 _DROPPED_PREFIXES = ("KINT_", "SIBYL_", "HERMES_")
 
 
 @dataclass
+class Machine:
+    """One more machine inside a benchmark's temp folder: its own HOME, KINT_HOME and
+    HERMES_HOME, and the environment its supervisor runs with."""
+
+    name: str
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def kint_home(self) -> Path:
+        return self.root / "kint"
+
+    @property
+    def hermes_home(self) -> Path:
+        return self.home / ".hermes"
+
+    @property
+    def sibyl_db(self) -> Path:
+        """Sibyl's default store for this HOME; its space label is the tenant."""
+        return self.home / ".sibyl-memory" / "memory.db"
+
+    def env(self) -> dict[str, str]:
+        """The supervisor's environment: this machine's homes, the test gate, no keyring."""
+        base = {k: v for k, v in os.environ.items()
+                if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+        return {**base, "HOME": str(self.home), "KINT_HOME": str(self.kint_home),
+                "HERMES_HOME": str(self.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0",
+                "PYTHON_KEYRING_BACKEND": KEYRING_OFF, "KINT_TEST_GATE": "null",
+                # The worker forkserver imports its preload by name: it must be on the path.
+                "PYTHONPATH": str(TEST_SUPPORT)}
+
+
+# Never the caller's OS keyring: kint's machine secret falls back to local.secret.
+KEYRING_OFF = "keyring.backends.fail.Keyring"
+
+
+@dataclass
 class BenchEnv:
     name: str
     root: Path
+    # Machines with their own supervisor (the chain benchmark's A and B), stopped on exit.
+    machines: list[Machine] = field(default_factory=list)
+    # Called on the way out, last registered first (e.g. stopping the devchain).
+    on_exit: list[Callable[[], None]] = field(default_factory=list)
     # Filled in on the way out.
     supervisor_log_problems: list[str] = field(default_factory=list)
     supervisor_log_copy: str | None = None
@@ -73,15 +123,28 @@ def hermetic(name: str) -> Iterator[BenchEnv]:
         os.environ["KINT_HOME"] = str(env.kint_home)
         os.environ["HERMES_HOME"] = str(env.hermes_home)
         os.environ["SIBYL_MEMORY_TELEMETRY"] = "0"
+        os.environ["PYTHON_KEYRING_BACKEND"] = KEYRING_OFF
         yield env
     finally:
         try:
             stop_supervisor(env)
+            for machine in env.machines:
+                stop_supervisor_at(machine.kint_home, env.cleanup_notes, machine.name)
+            for callback in reversed(env.on_exit):
+                try:
+                    callback()
+                except Exception as err:  # noqa: BLE001 - noted; the rest still runs
+                    env.cleanup_notes.append(f"clean-up {callback!r} failed: "
+                                             f"{type(err).__name__}: {err}")
         finally:
             try:
                 _keep_log(env)
+                for machine in env.machines:
+                    _keep_log(env, machine)
             finally:
-                _remove_socket_fallback(env)
+                _remove_socket_fallback(env.kint_home, root)
+                for machine in env.machines:
+                    _remove_socket_fallback(machine.kint_home, root)
                 shutil.rmtree(root, ignore_errors=True)
                 os.environ.clear()
                 os.environ.update(saved)
@@ -97,23 +160,29 @@ def stop_supervisor(env: BenchEnv) -> None:
     process of this benchmark's supervisor tree still alive afterwards is noted and killed
     by pid.
     """
+    stop_supervisor_at(env.kint_home, env.cleanup_notes)
+
+
+def stop_supervisor_at(kint_home: Path, notes: list[str], who: str = "") -> None:
+    """`stop_supervisor` for the supervisor of any KINT_HOME; problems go to `notes`."""
     from kint.client import Client
     from kint.supervisor.autostart import running_pid
 
-    pid = running_pid(env.kint_home)
+    tag = f"[{who}] " if who else ""
+    pid = running_pid(kint_home)
     if pid is None:
         return
     tree = descendants(pid) if pid > 0 else []
     try:
-        with Client(env.kint_home) as client:
+        with Client(kint_home, autostart=False) as client:
             client.call("sup.stop", timeout_s=60)
     except Exception as err:  # noqa: BLE001 - recorded, then the pid fallback below
-        env.cleanup_notes.append(f"sup.stop failed: {type(err).__name__}: {err}")
+        notes.append(f"{tag}sup.stop failed: {type(err).__name__}: {err}")
     deadline = time.monotonic() + 20
-    while running_pid(env.kint_home) is not None and time.monotonic() < deadline:
+    while running_pid(kint_home) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
-    if running_pid(env.kint_home) is not None and pid > 0:
-        env.cleanup_notes.append(f"supervisor {pid} still running 20 s after sup.stop; SIGKILL")
+    if running_pid(kint_home) is not None and pid > 0:
+        notes.append(f"{tag}supervisor {pid} still running 20 s after sup.stop; SIGKILL")
         _kill(pid)
     # Workers die with the supervisor, the forkserver when its pipe closes; check both.
     deadline = time.monotonic() + 10
@@ -121,9 +190,39 @@ def stop_supervisor(env: BenchEnv) -> None:
         time.sleep(0.05)
     for child in tree:
         if alive(child):
-            env.cleanup_notes.append(f"process {child} of the supervisor tree outlived it; "
-                                     "SIGKILL")
+            notes.append(f"{tag}process {child} of the supervisor tree outlived it; SIGKILL")
             _kill(child)
+
+
+def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30) -> int:
+    """Start the test suite's supervisor (tests/support/run_supervisor.py: kint's own
+    `run_foreground` with the test gate preloaded) for `machine`, and wait until it
+    answers. The machine is registered with `env`, so it is stopped on the way out."""
+    from kint.client import Client
+    from kint.supervisor.autostart import running_pid
+
+    if machine not in env.machines:
+        env.machines.append(machine)
+    machine.home.mkdir(parents=True, exist_ok=True)
+    machine.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    err = open(machine.root / "supervisor.stderr", "ab")
+    try:
+        subprocess.Popen([sys.executable, str(TEST_SUPPORT / "run_supervisor.py"), "--home",
+                          str(machine.kint_home)], env=machine.env(), cwd=str(REPO_DIR),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                         start_new_session=True)
+    finally:
+        err.close()
+    deadline = time.monotonic() + timeout_s
+    with Client(machine.kint_home, autostart=False) as client:
+        while not client.ping(0.5):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the test supervisor of {machine.name} did not answer "
+                                   f"within {timeout_s:.0f} s; see {machine.root}")
+            time.sleep(0.05)
+    pid = running_pid(machine.kint_home)
+    assert pid is not None
+    return pid
 
 
 def _kill(pid: int) -> None:
@@ -133,28 +232,37 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _keep_log(env: BenchEnv) -> None:
+def _keep_log(env: BenchEnv, machine: Machine | None = None) -> None:
     from kint.paths import log_path
 
-    path = log_path(env.kint_home)
+    path = log_path(machine.kint_home if machine else env.kint_home)
     if not path.exists():
         return
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    copy = OUT_DIR / f"{env.name}.supervisor.log"
+    name = f"{env.name}.{machine.name}" if machine else env.name
+    copy = OUT_DIR / f"{name}.supervisor.log"
     shutil.copyfile(path, copy)
-    env.supervisor_log_copy = str(copy.relative_to(BENCH_DIR.parent))
-    for line in path.read_text(errors="replace").splitlines():
+    if machine is None:
+        env.supervisor_log_copy = str(copy.relative_to(BENCH_DIR.parent))
+    tag = f"[{machine.name}] " if machine else ""
+    lines = path.read_text(errors="replace").splitlines()
+    if machine is not None:
+        stderr = machine.root / "supervisor.stderr"
+        if stderr.exists():
+            lines += [f"stderr: {line}" for line in stderr.read_text(errors="replace")
+                      .splitlines()]
+    for line in lines:
         if any(word in line for word in (" WARNING ", " ERROR ", " CRITICAL ", "Traceback",
                                          "Error", "Exception")):
-            env.supervisor_log_problems.append(line)
+            env.supervisor_log_problems.append(tag + line)
 
 
-def _remove_socket_fallback(env: BenchEnv) -> None:
+def _remove_socket_fallback(kint_home: Path, root: Path) -> None:
     """The sockets live in run/ unless KINT_HOME is long; then in a folder under /tmp."""
     from kint.paths import socket_dir
 
-    folder = socket_dir(env.kint_home)
-    if not str(folder).startswith(str(env.root)):
+    folder = socket_dir(kint_home)
+    if not str(folder).startswith(str(root)):
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -59,3 +59,102 @@ def test_push_on_a_pull_on_b_verify_on_both(machines):
         sqlite3.connect(b.sibyl_db).execute(ev).fetchall()
     result = kjson(b, "verify", "release rule")
     assert result["decision"] == "proceed", result["reason"]
+
+
+def _entity(sb, name):
+    row = sqlite3.connect(sb.sibyl_db).execute(
+        "select body from entities where name = ?", (name,)).fetchone()
+    return row[0] if row else None
+
+
+def test_chain_moved_fork_and_discard_local(machines):
+    """B pushes; A's push refuses CHAIN_MOVED and A's verify refuses 'chain moved ... pull
+    first'; A pulls and proceeds. Unanchored changes on A plus a moved chain: pull refuses
+    as a fork; --discard-local restores and keeps the backups."""
+    a, b = machines
+    ok(b.kint("pull"))
+    cb = sibyl_client(b.sibyl_db, b.tenant)
+    cb.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
+    pushed = kjson(b, "push")
+    head = pushed["epochs"][-1]
+
+    ca = sibyl_client(a.sibyl_db, a.tenant)
+    ca.set_entity("rules", "local-only", {"rule": "written on A, never anchored"})
+    out = a.kint("push")
+    assert out.returncode == 2 and "[CHAIN_MOVED]" in out.stderr
+    assert "nothing was dropped" in out.stderr
+    moved = kjson(a, "verify", "release rule")
+    assert moved["decision"] == "refuse"
+    assert moved["reason"].startswith(f"chain moved to seq {head['seq']} at block "
+                                      f"{head['block']}, pull first: this machine last saw seq")
+
+    fork = a.kint("pull")
+    assert fork.returncode == 2 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
+    assert _entity(a, "local-only") is not None  # nothing lost by the refusal
+
+    restored = kjson(a, "pull", "--discard-local")
+    assert restored["store_root_matches"] is True and len(restored["backups"]) >= 1
+    assert _entity(a, "local-only") is None
+    assert _entity(a, "deploy-window") == '{"rule":"deploys only before 3pm"}'
+    backup = [p for p in restored["backups"] if p.endswith(tuple("0123456789Z"))][0]
+    kept = sqlite3.connect(backup).execute(
+        "select body from entities where name = 'local-only'").fetchone()
+    assert kept == ('{"rule":"written on A, never anchored"}',)
+    assert ".kint-backup-" in backup
+    assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+
+
+def test_snapshot_then_diffs_and_full_backfill(machines, tmp_path_factory, chain_home):
+    """A snapshot epoch, then diff epochs: a new machine's pull stops at the snapshot;
+    history starts there; --full caches every epoch before it for history."""
+    a, b = machines
+    ok(a.kint("pull"))
+    ca = sibyl_client(a.sibyl_db, a.tenant)
+    compact = kjson(a, "compact")
+    snap_seq = compact["epochs"][0]["seq"]
+    ca.set_entity("rules", "release-gate", {"rule": "v-after-snapshot"})
+    kjson(a, "push")
+    space = kjson(a, "status")["space"]
+
+    c = new_machine(tmp_path_factory.mktemp("machine-c"), chain_home)
+    try:
+        owner = json_owner(a, space)
+        kjson(c, "connect", "--recovery-code", recovery_code(a, space), "--owner", owner)
+        pulled = kjson(c, "pull")
+        assert pulled["applied"][0] == snap_seq and pulled["store_root_matches"] is True
+        lines = ok(c.kint("history", "entity", "release-gate", "--category", "rules")).stdout
+        seqs = [int(line.split()[1]) for line in lines.splitlines()]
+        assert seqs[0] == snap_seq and min(seqs) == snap_seq
+        full = kjson(c, "pull", "--full")
+        assert full["store_root_matches"] is True
+        lines = ok(c.kint("history", "entity", "release-gate", "--category", "rules")).stdout
+        seqs = [int(line.split()[1]) for line in lines.splitlines()]
+        assert seqs[0] == 1, lines  # the version anchored before the snapshot is back
+        assert snap_seq not in seqs  # the snapshot carried it unchanged: no invented version
+        assert kjson(c, "verify", "release rule")["decision"] == "proceed"
+    finally:
+        c.shutdown()
+
+
+def json_owner(sb, space16):
+    import json as _json
+
+    return _json.loads((sb.kint_home / f"enrol-{space16}.json").read_text())["owner"]
+
+
+def test_a_wrong_recovery_code_changes_nothing(machines, tmp_path_factory, chain_home):
+    a, _ = machines
+    space = kjson(a, "status")["space"]
+    d = new_machine(tmp_path_factory.mktemp("machine-d"), chain_home)
+    try:
+        out = d.kint("connect", "--recovery-code", "AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA",
+                     "--owner", json_owner(a, space))
+        assert out.returncode == 2
+        assert "the recovery code does not open this space's key wraps" in out.stderr
+        assert "AAAA" not in out.stderr
+        assert not (d.kint_home / f"enrol-{space}.json").exists()
+        assert not (d.kint_home / f"vault-{space}.aes").exists()
+        push = d.kint("push")
+        assert push.returncode == 2 and "[NOT_CONNECTED]" in push.stderr
+    finally:
+        d.shutdown()

@@ -186,8 +186,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if mirror.skipped != gap:
         mirror.skipped = gap
         state.save_mirror(mirror)
-    if full:
-        _backfill(ctx, anchor, owner, fetched, held, chain.chain_id)
+    backfilled = _backfill(ctx, anchor, owner, head, held, chain.chain_id) if full else []
     rows = _store_rows(ctx)
     ordered = sorted(rows, key=lambda r: r.canonical_id.encode("utf-8"))
     store_root = merkle_root([r.leaf for r in ordered]).hex()
@@ -195,7 +194,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     report = ("store root matches the anchored root" if matches else
               "store root does not match the anchored root (the store holds unanchored changes)")
     result = {"applied": applied, "head": {"seq": mirror.head.seq, "block": mirror.head.block},
-              "gap": gap, "warnings": warnings, "backups": backups,
+              "gap": gap, "warnings": warnings, "backups": backups, "backfilled": backfilled,
               "store_root_matches": matches, "report": report}
     if gap:
         result["message"] = (f"epochs {', '.join(map(str, gap))} could not be applied (sealed "
@@ -260,15 +259,14 @@ def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Any, base: int, f
     return out
 
 
-def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, fetched: list[Fetched],
-              held: dict[bytes, bytes], chain_id: int) -> None:
-    """`--full`: cache, for history, the epochs below what this pull walked that this machine
-    has not decrypted (those a snapshot let an earlier pull skip)."""
-    if not fetched:
-        return
+def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Any,
+              held: dict[bytes, bytes], chain_id: int) -> list[int]:
+    """`--full`: walk from the head to epoch 1 and cache, for history, every epoch this
+    machine has not decrypted (those a snapshot let an earlier pull skip). Returns the seqs
+    cached; epochs under a key this machine lacks stay closed."""
     cached = set(ctx.state.cached_seqs())
-    oldest = fetched[0].log
-    seq, block, expect = oldest.seq - 1, oldest.prev_block, oldest.prev
+    added: list[int] = []
+    seq, block, expect = head.seq, head.block, head.digest
     while seq >= 1:
         ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
         if ev is None or ev.digest != expect:
@@ -277,7 +275,9 @@ def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, fetched: list[Fetch
             f = _fetch(ctx, anchor, owner, ev, held, chain_id)
             if f.plaintext is not None:
                 _cache_only(ctx, f)
+                added.append(seq)
         seq, block, expect = seq - 1, ev.prev_block, ev.prev
+    return sorted(added)
 
 
 def _cache_only(ctx: SpaceContext, f: Fetched) -> None:
