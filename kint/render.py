@@ -103,12 +103,33 @@ def space_status_text(result: dict[str, Any]) -> str:
     if files.get("epochs"):
         file_text += f"; {files['epochs']} cached epoch(s)"
     worker = result["worker"]
+    chain_lines = []
+    if result.get("connected"):
+        head = result.get("head")
+        chain_head = result.get("chain_head")
+        here = f"epoch {head['seq']} at block {head['block']}" if head else "none"
+        if chain_head is not None:
+            there = f"epoch {chain_head['seq']} at block {chain_head['block']}"
+        else:
+            there = f"unavailable ({result.get('chain_head_unavailable')})"
+        step = "in step" if result.get("in_step") else "NOT in step: pull"
+        chain_lines = [f"owner:   {result['owner']}",
+                       f"head:    this machine {here}; chain {there}; {step}",
+                       f"changes: {result.get('unanchored')} unanchored row change(s)"]
+    else:
+        chain_lines = ["chain:   not connected (run `kint connect`)"]
+    cap = result.get("cap")
+    if cap:
+        chain_lines.append(
+            f"cap:     Sibyl's stores {cap['sibyl_bytes']} B + kint's state {cap['kint_bytes']} B"
+            f" = {cap['volunteered_total']} B of {cap['cap_bytes']} B")
     return "\n".join([
         f"space:   {result['space']} ({result['label']})",
         f"tenant:  {result['tenant']}",
         f"store:   {where}",
         f"rows:    {row_text}",
         f"files:   {file_text} (under {result['kint_home']})",
+        *chain_lines,
         f"worker:  pid {worker['pid']}, up {_age(worker['uptime_s'])}",
     ])
 

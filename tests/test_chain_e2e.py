@@ -158,3 +158,19 @@ def test_a_wrong_recovery_code_changes_nothing(machines, tmp_path_factory, chain
         assert push.returncode == 2 and "[NOT_CONNECTED]" in push.stderr
     finally:
         d.shutdown()
+
+
+def test_status_shows_head_in_step_and_the_cap(machines):
+    a, _ = machines
+    ok(a.kint("pull"))
+    status = kjson(a, "status")
+    assert status["connected"] is True and status["in_step"] is True
+    assert status["head"]["seq"] == status["chain_head"]["seq"] >= 1
+    cap = status["cap"]
+    assert cap["volunteered_total"] == cap["sibyl_bytes"] + cap["kint_bytes"]
+    assert cap["kint_bytes"] > 0 and cap["cap_bytes"] == 5_242_880
+    assert cap["db_path"] == str(a.sibyl_db)
+    text = ok(a.kint("status")).stdout
+    assert "; in step" in text and "cap:     Sibyl's stores" in text
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "fresh", {"rule": "x"})
+    assert kjson(a, "status")["unanchored"] == 1

@@ -46,6 +46,8 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         else:
             files[name] = path.exists()
     return {
+        **_chain_status(ctx),
+        "cap": _cap(ctx),
         "tenant": cfg.tenant,
         "space": cfg.space16,
         "space_id": cfg.space_id,
@@ -57,6 +59,44 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         "worker": {"pid": os.getpid(),
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
     }
+
+
+def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
+    """The mirror's head, the chain's (read within verify's head budget), and whether they
+    are the same (`in_step`)."""
+    try:
+        enrolment = ctx.enrolment()
+        mirror = ctx.state.mirror()
+    except CorruptStateFile as err:
+        return {"connected": None, "owner": None, "head": None, "chain_head": None,
+                "in_step": False, "unanchored": None, "state_error": str(err)}
+    head = mirror.head.to_json() if mirror is not None else None
+    reading = read_head(ctx.head_source(), ctx.verify_head_seconds)
+    chain_head = reading.head.to_json() if reading.head is not None else None
+    in_step = (chain_head is not None and head is not None
+               and (chain_head["seq"], chain_head["digest"]) == (head["seq"], head["digest"]))
+    unanchored = None
+    if mirror is not None and os.path.exists(ctx.config.db):
+        from kint.rows.export import export_rows
+        from kint.tenant_worker.changes import diff
+
+        unanchored = len(diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant)))
+    return {"connected": enrolment is not None,
+            "owner": enrolment.owner if enrolment else None,
+            "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
+            "in_step": in_step, "unanchored": unanchored}
+
+
+def _cap(ctx: SpaceContext) -> dict[str, Any]:
+    """Sibyl's own measurement, kint's footprint, and their sum against the cap (the cap
+    gate enforces the sum)."""
+    from sibyl_memory_client import FREE_TIER_CAP_BYTES
+
+    from kint.tenant_worker.sibyl_client import cap_sizes
+
+    sibyl, kint = cap_sizes(ctx.config.db, ctx.config.home)
+    return {"sibyl_bytes": sibyl, "kint_bytes": kint, "volunteered_total": sibyl + kint,
+            "cap_bytes": FREE_TIER_CAP_BYTES, "db_path": ctx.config.db}
 
 
 def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
