@@ -34,6 +34,7 @@ REPO_DIR = BENCH_DIR.parent
 # forkserver (tests/support/kint_test_gate.py): with KINT_TEST_GATE=null every worker's
 # Sibyl client gets Sibyl's own NullEntitlementGate, passed in code, so no account is needed.
 TEST_SUPPORT = REPO_DIR / "tests" / "support"
+BENCH_SUPPORT = BENCH_DIR / "support"
 TENANT = "kint-bench"
 
 _DROPPED_PREFIXES = ("KINT_", "SIBYL_", "HERMES_")
@@ -90,6 +91,7 @@ class BenchEnv:
     # Filled in on the way out.
     supervisor_log_problems: list[str] = field(default_factory=list)
     supervisor_log_copy: str | None = None
+    machine_log_copies: dict[str, str] = field(default_factory=dict)
     cleanup_notes: list[str] = field(default_factory=list)
 
     @property
@@ -105,9 +107,12 @@ class BenchEnv:
         return self.hermes_home / "sibyl" / "profiles" / profile / "memory.db"
 
     def report(self) -> dict[str, Any]:
-        return {"supervisor_log_problems": self.supervisor_log_problems,
-                "supervisor_log_copy": self.supervisor_log_copy,
-                "cleanup_notes": self.cleanup_notes}
+        out = {"supervisor_log_problems": self.supervisor_log_problems,
+               "supervisor_log_copy": self.supervisor_log_copy,
+               "cleanup_notes": self.cleanup_notes}
+        if self.machine_log_copies:
+            out["machine_log_copies"] = self.machine_log_copies
+        return out
 
 
 @contextmanager
@@ -194,10 +199,13 @@ def stop_supervisor_at(kint_home: Path, notes: list[str], who: str = "") -> None
             _kill(child)
 
 
-def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30) -> int:
+def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30, *,
+                          launcher: Path | None = None,
+                          extra_env: dict[str, str] | None = None) -> int:
     """Start the test suite's supervisor (tests/support/run_supervisor.py: kint's own
     `run_foreground` with the test gate preloaded) for `machine`, and wait until it
-    answers. The machine is registered with `env`, so it is stopped on the way out."""
+    answers. The machine is registered with `env`, so it is stopped on the way out.
+    `launcher` and `extra_env` are for the diagnostic launcher in bench/support/."""
     from kint.client import Client
     from kint.supervisor.autostart import running_pid
 
@@ -207,8 +215,9 @@ def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30
     machine.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     err = open(machine.root / "supervisor.stderr", "ab")
     try:
-        subprocess.Popen([sys.executable, str(TEST_SUPPORT / "run_supervisor.py"), "--home",
-                          str(machine.kint_home)], env=machine.env(), cwd=str(REPO_DIR),
+        subprocess.Popen([sys.executable, str(launcher or TEST_SUPPORT / "run_supervisor.py"),
+                          "--home", str(machine.kint_home)],
+                         env={**machine.env(), **(extra_env or {})}, cwd=str(REPO_DIR),
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                          start_new_session=True)
     finally:
@@ -244,6 +253,8 @@ def _keep_log(env: BenchEnv, machine: Machine | None = None) -> None:
     shutil.copyfile(path, copy)
     if machine is None:
         env.supervisor_log_copy = str(copy.relative_to(BENCH_DIR.parent))
+    else:
+        env.machine_log_copies[machine.name] = str(copy.relative_to(BENCH_DIR.parent))
     tag = f"[{machine.name}] " if machine else ""
     lines = path.read_text(errors="replace").splitlines()
     if machine is not None:

@@ -14,7 +14,14 @@ import sys
 import click
 
 from kint import __version__
-from kint.commands.chain import compact_cmd, connect_cmd, pull_cmd, push_cmd
+from kint.commands.chain import (
+    compact_cmd,
+    connect_cmd,
+    pull_cmd,
+    push_cmd,
+    recovery_code_cmd,
+    rekey_cmd,
+)
 from kint.commands.common import Ctx
 from kint.commands.devchain import devchain_group
 from kint.commands.memory import history_cmd, status_cmd, verify_cmd
@@ -49,7 +56,7 @@ def demo_cmd(keep: bool) -> None:
 
 
 for command in (status_cmd, verify_cmd, history_cmd, connect_cmd, push_cmd, pull_cmd,
-                compact_cmd, supervisor_group, devchain_group):
+                compact_cmd, rekey_cmd, recovery_code_cmd, supervisor_group, devchain_group):
     main.add_command(command)
 
 

@@ -174,3 +174,71 @@ def test_status_shows_head_in_step_and_the_cap(machines):
     assert "; in step" in text and "cap:     Sibyl's stores" in text
     sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "fresh", {"rule": "x"})
     assert kjson(a, "status")["unanchored"] == 1
+
+
+def test_rekey_leaves_a_gap_where_the_new_key_is_not_held(machines):
+    """After A's rekey, B (which holds only the old key) cannot open the new epochs: its pull
+    stops at the gap, verify refuses naming it, push refuses; with the new recovery code B
+    takes the new key and the next pull applies them."""
+    a, b = machines
+    ok(a.kint("pull"))
+    ok(b.kint("pull"))
+    space = kjson(a, "status")["space"]
+    rekeyed = kjson(a, "rekey")
+    snap = rekeyed["snapshot"][0]["seq"]
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-rekey", {"rule": "new key"})
+    kjson(a, "push")
+    assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+
+    gap = kjson(b, "pull")
+    assert gap["gap"] == [snap, snap + 1] and gap["applied"] == []
+    assert "could not be applied" in gap["message"]
+    refused = kjson(b, "verify", "release rule")
+    assert refused["reason"] == (
+        f"this machine's picture of the memory is not the one the chain vouches for: epochs "
+        f"{snap}, {snap + 1} could not be applied on the last pull; pull again")
+    assert "[GAP]" in b.kint("push").stderr
+
+    adopted = kjson(b, "connect", "--recovery-code", recovery_code(a, space), "--owner",
+                    json_owner(a, space))
+    assert adopted["adopted_key"] is True
+    pulled = kjson(b, "pull")
+    assert pulled["applied"] == [snap, snap + 1] and pulled["gap"] == []
+    assert pulled["store_root_matches"] is True
+    assert kjson(b, "verify", "release rule")["decision"] == "proceed"
+    assert _entity(b, "after-rekey") == '{"rule":"new key"}'
+
+
+def test_an_expired_vault_refuses_push_and_pull_and_drops_nothing(machines):
+    a, _ = machines
+    ok(a.kint("pull"))
+    space = kjson(a, "status")["space"]
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "pending-change", {"rule": "kept"})
+    vault = a.kint_home / f"vault-{space}.aes"
+    saved = vault.read_bytes()
+    # An expired vault, sealed by kint's own code with a clock a year back.
+    import time as _time
+
+    from kint.tenant_worker import keys
+
+    secret = keys.machine_secret(a.kint_home)  # local.secret: the tests have no keyring
+    assert secret.source == "local.secret"
+    key = keys.open_vault(a.kint_home, _space_id(a, space), secret.secret)
+    keys.write_vault(a.kint_home, _space_id(a, space), key, secret.secret,
+                     now=_time.time() - 366 * 86400)
+    try:
+        for op in ("push", "pull"):
+            out = a.kint(op)
+            assert out.returncode == 2 and "[NO_DATA_KEY]" in out.stderr, out.stderr
+            assert "nothing was dropped, the changes stay in the store until the next push" \
+                in out.stderr
+        assert _entity(a, "pending-change") == '{"rule":"kept"}'
+    finally:
+        vault.write_bytes(saved)
+    assert kjson(a, "push")["pushed"] >= 1
+
+
+def _space_id(sb, space16):
+    import json as _json
+
+    return _json.loads((sb.kint_home / f"enrol-{space16}.json").read_text())["space"]

@@ -90,3 +90,28 @@ def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     click.echo(result["message"])
+
+
+@click.command("rekey")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def rekey_cmd(obj: Ctx, as_json: bool) -> None:
+    """A new data key and recovery code, new wraps, and a snapshot under the new key.
+    Epochs under the old key stay readable only where the old key is held."""
+    result = space_call(obj, "rekey", {}, timeout_s=900)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"new data key {result['key_id']}; snapshot epoch "
+               f"{result['snapshot'][0]['seq']} sealed under it")
+    click.echo(f"new recovery code written to {result['recovery_file']}: other machines need "
+               f"it (`kint connect --recovery-code`) to read epochs from here on")
+
+
+@click.command("recovery-code")
+@click.pass_obj
+def recovery_code_cmd(obj: Ctx) -> None:
+    """Issue a new recovery code for this space's data key and write it to
+    RECOVERY-<space>.txt (the old code stops working)."""
+    result = space_call(obj, "recovery_code", {}, timeout_s=300)
+    click.echo(f"new recovery code written to {result['recovery_file']}")

@@ -112,6 +112,10 @@ OPS: dict[str, OpSpec] = _ops(
            args={"snapshot": ArgSpec("bool")}),
     OpSpec("pull", "worker", "restore the chain's epochs into the store", 1_800_000,
            needs_space=True, args={"full": ArgSpec("bool"), "discard_local": ArgSpec("bool")}),
+    OpSpec("rekey", "worker", "a new data key and recovery code, then a snapshot under it",
+           900_000, needs_space=True),
+    OpSpec("recovery_code", "worker", "a new recovery code for the data key, published and "
+           "written to RECOVERY-<space>.txt", 300_000, needs_space=True),
     OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",
            60_000, needs_space=True, args={
                "tier": ArgSpec("str", required=True, max_chars=16),

@@ -65,10 +65,69 @@ def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         ctx.head_ops.release()
 
 
+def _key_from_wraps(anchor: Anchor, owner: str, space_id: str, code_text: str
+                    ) -> tuple[bytes, list[dict[str, Any]]]:
+    """The data key the recovery code opens among the wraps on chain, and those wraps."""
+    try:
+        code = keys.parse_recovery_code(code_text)
+    except keys.BadRecoveryCode as err:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
+    blob = anchor.latest_wraps(owner, space_id)
+    if blob is None:
+        raise ProtocolError(ErrorCode.NOT_CONNECTED,
+                            f"no key wraps are published for space {space_id[:16]} of owner "
+                            f"{owner}", "check --owner and the tenant")
+    wraps = keys.decode_wraps(blob)
+    for wrap in wraps:
+        if wrap.get("kind") == "recovery":
+            try:
+                return keys.unwrap(wrap, space_id=space_id, recovery_code=code), wraps
+            except keys.WrongSecret:
+                continue
+    raise ProtocolError(ErrorCode.BAD_REQUEST,
+                        "the recovery code does not open this space's key wraps; nothing was "
+                        "changed", "check the code in RECOVERY-<space>.txt")
+
+
+def _adopt_new_key(ctx: SpaceContext, enrolment: Enrolment, code_text: str) -> dict[str, Any]:
+    """A connected machine takes the data key of a `kint rekey` made elsewhere."""
+    from kint.paths import atomic_write
+
+    cfg = ctx.config
+    chain = ctx.chain()
+    if chain is None:
+        raise ProtocolError(ErrorCode.NOT_CONNECTED, "no chain is configured")
+    anchor = Anchor(chain, ctx.tracker)
+    data_key, wraps = _key_from_wraps(anchor, enrolment.owner, cfg.space_id, code_text)
+    key_id = keys.data_key_id(data_key).hex()
+    result = {"connected": True, "already": True, "owner": enrolment.owner,
+              "space": cfg.space16, "session": enrolment.session_address,
+              "writer": enrolment.writer, "key_id": key_id}
+    if key_id in enrolment.key_ids[-1:]:
+        return result
+    session = ctx.session_account()
+    tag = session.address.lower()
+    wraps = [w for w in wraps if not (w.get("kind") == "machine" and w.get("tag") == tag)]
+    wraps.append(keys.wrap_for_machine(data_key, bytes(session.key), tag, cfg.space_id))
+    blob = keys.encode_wraps(wraps)
+    writer = keys.writer_account(bytes(session.key), cfg.space_id)
+    anchor.transact(writer, anchor.contract.functions.publishWraps(
+        enrolment.owner, bytes.fromhex(cfg.space_id), blob))
+    atomic_write(ctx.state.files["wraps"], blob)
+    keys.write_vault(cfg.home, cfg.space_id, data_key,
+                     keys.machine_secret(cfg.home).secret)
+    enrolment.key_ids.append(key_id)
+    save_enrolment(ctx.state.files["enrol"], enrolment)
+    result["adopted_key"] = True
+    return result
+
+
 def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     cfg, state = ctx.config, ctx.state
     existing = ctx.enrolment()
     if existing is not None:
+        if args.get("recovery_code") is not None:
+            return _adopt_new_key(ctx, existing, args["recovery_code"])
         return {"connected": True, "already": True, "owner": existing.owner,
                 "space": cfg.space16, "session": existing.session_address,
                 "writer": existing.writer}
@@ -102,28 +161,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
     # The data key: from the wraps on chain (a new machine) or fresh (the first one).
     if code_text is not None:
-        try:
-            code = keys.parse_recovery_code(code_text)
-        except keys.BadRecoveryCode as err:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
-        blob = anchor.latest_wraps(owner, cfg.space_id)
-        if blob is None:
-            raise ProtocolError(ErrorCode.NOT_CONNECTED,
-                                f"no key wraps are published for space {cfg.space16} of "
-                                f"owner {owner}", "check --owner and the tenant")
-        wraps = keys.decode_wraps(blob)
-        data_key = None
-        for wrap in wraps:
-            if wrap.get("kind") == "recovery":
-                try:
-                    data_key = keys.unwrap(wrap, space_id=cfg.space_id, recovery_code=code)
-                    break
-                except keys.WrongSecret:
-                    continue
-        if data_key is None:
-            raise ProtocolError(ErrorCode.BAD_REQUEST,
-                                "the recovery code does not open this space's key wraps; "
-                                "nothing was changed", "check the code in RECOVERY-<space>.txt")
+        data_key, wraps = _key_from_wraps(anchor, owner, cfg.space_id, code_text)
         recovery_code = None
     else:
         data_key = keys.new_data_key()

@@ -149,7 +149,21 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
+def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.rekey import rekey as run
+
+    return run(ctx, args)
+
+
+def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.rekey import recovery_code as run
+
+    return run(ctx, args)
+
+
 HANDLERS: dict[str, Handler] = {
+    "rekey": rekey,
+    "recovery_code": recovery_code,
     "status": status,
     "verify": verify,
     "history": history,

@@ -1,0 +1,284 @@
+"""A loopback JSON-RPC proxy in front of the test's real anvil, whose behaviour the test
+switches while kint's workers talk through it (DESIGN §11: faults made for real).
+
+Modes (`RpcProxy.set_mode`):
+
+- `forward`: every request goes to anvil and its answer comes back unchanged.
+- `hang`: the connection is accepted and the request read, then nothing is ever answered:
+  the handler sleeps until `release()` (or a mode change, or `stop()`), bounded by
+  `max_hang_s` so the test suite can always finish. The client's own timeout is what ends
+  the call on its side.
+- `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
+  older block (`block=N`): a real older head, read from anvil's historical state.
+- `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
+- `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
+  of its ciphertext argument altered, so keccak(calldata) is not the event's digest.
+- `tampered_ciphertext` (`tx=HASH`): a consistent liar. The push `tx` comes back with a
+  byte of its ciphertext's encrypted body altered, and the digest of the real ciphertext is
+  replaced by the digest of the altered one wherever it appears (the head, the Epoch log),
+  so every hash the client can check agrees and only the AES-GCM tag can tell.
+
+Lies are rewrites of chosen requests or responses; anything not matched is forwarded as
+is. Batch requests (a JSON array) are handled element by element. The server is a
+threaded `http.server` on 127.0.0.1 port 0; every response closes its connection, so no
+handler thread outlives its request, and `stop()` joins them all.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from eth_hash.auto import keccak
+
+HEAD_SELECTOR = "0x" + keccak(b"head(address,bytes32)")[:4].hex()
+PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,uint64,bytes32,bytes)")[:4].hex()
+# In push calldata: selector, owner, space, seq, prev, offset of the bytes, their length.
+CIPHERTEXT_OFFSET = 4 + 6 * 32
+HEADER_SIZE = 104  # kint's clear epoch header (epoch_format.HEADER_SIZE)
+MODES = ("forward", "hang", "stale_head", "same_seq_other_digest", "bad_calldata",
+         "tampered_ciphertext")
+THREAD_PREFIX = "kint-test-rpc-proxy"
+_ALL: list["RpcProxy"] = []
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+def _call_data(params: Any) -> str:
+    if isinstance(params, list) and params and isinstance(params[0], dict):
+        return str(params[0].get("data") or params[0].get("input") or "")
+    return ""
+
+
+class RpcProxy:
+    def __init__(self, upstream: str, max_hang_s: float = 30.0) -> None:
+        parts = urlsplit(upstream)
+        if parts.hostname not in ("127.0.0.1", "localhost"):
+            raise ValueError(f"the proxy only fronts a loopback endpoint, not {upstream}")
+        self.upstream_host = parts.hostname
+        self.upstream_port = parts.port or 80
+        self.max_hang_s = max_hang_s
+        self._lock = threading.Lock()
+        self._mode = "forward"
+        self._params: dict[str, Any] = {}
+        self._release = threading.Event()
+        self.calls: list[str] = []  # every JSON-RPC method seen, in order
+        self.lies: list[str] = []  # what was rewritten, one line each
+        self.hanging = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # one request per connection
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                proxy._handle(self)
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = False
+        self._server.block_on_close = True  # server_close() joins every handler thread
+        self._thread: threading.Thread | None = None
+        self._handlers: set[threading.Thread] = set()
+        _ALL.append(self)
+
+    # -- control -----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    def start(self) -> "RpcProxy":
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name=f"{THREAD_PREFIX}-{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def set_mode(self, mode: str, **params: Any) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown proxy mode {mode!r}")
+        if mode == "tampered_ciphertext":
+            params = {**params, **self._prepare_tamper(params["tx"])}
+        with self._lock:
+            self.release()
+            self._release = threading.Event()
+            self._mode, self._params = mode, params
+
+    def forward(self) -> None:
+        self.set_mode("forward")
+
+    def release(self) -> None:
+        """Wake every hung handler (it closes its connection without an answer)."""
+        self._release.set()
+
+    def threads(self) -> list[threading.Thread]:
+        with self._lock:
+            handlers = list(self._handlers)
+        return ([self._thread] if self._thread is not None else []) + handlers
+
+    def stop(self) -> None:
+        self.release()
+        self._server.shutdown()
+        self._server.server_close()  # joins the handler threads
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> "RpcProxy":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- upstream ----------------------------------------------------------------------
+
+    def upstream(self, body: bytes) -> bytes:
+        conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=30)
+        try:
+            conn.request("POST", "/", body=body, headers={"Content-Type": "application/json"})
+            return conn.getresponse().read()
+        finally:
+            conn.close()
+
+    def upstream_call(self, method: str, params: list[Any]) -> Any:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        answer = json.loads(self.upstream(body.encode()))
+        if "error" in answer:
+            raise RuntimeError(f"{method}: {answer['error']}")
+        return answer["result"]
+
+    def _prepare_tamper(self, tx_hash: str) -> dict[str, Any]:
+        tx_hash = tx_hash if tx_hash.startswith("0x") else "0x" + tx_hash
+        tx = self.upstream_call("eth_getTransactionByHash", [tx_hash])
+        data = bytes.fromhex(tx["input"][2:])
+        if "0x" + data[:4].hex() != PUSH_SELECTOR:
+            raise ValueError(f"{tx_hash} is not a push")
+        length = int.from_bytes(data[CIPHERTEXT_OFFSET - 32:CIPHERTEXT_OFFSET], "big")
+        original = data[CIPHERTEXT_OFFSET:CIPHERTEXT_OFFSET + length]
+        tampered = _flip(original, HEADER_SIZE + 7)  # inside the encrypted body
+        new_input = data[:CIPHERTEXT_OFFSET] + tampered + data[CIPHERTEXT_OFFSET + length:]
+        return {"tx": tx_hash.lower(), "input": "0x" + new_input.hex(),
+                "digest": keccak(original).hex(), "fake_digest": keccak(tampered).hex()}
+
+    # -- serving -----------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        me = threading.current_thread()
+        with self._lock:
+            self._handlers.add(me)
+        try:
+            self._serve(handler)
+        finally:
+            with self._lock:
+                self._handlers.discard(me)
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length)
+        with self._lock:
+            mode, params, release = self._mode, dict(self._params), self._release
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        items = request if isinstance(request, list) else [request]
+        with self._lock:
+            self.calls += [str(i.get("method")) if isinstance(i, dict) else "?" for i in items]
+        if mode == "hang":
+            with self._lock:
+                self.hanging += 1
+            try:
+                release.wait(self.max_hang_s)
+            finally:
+                with self._lock:
+                    self.hanging -= 1
+            return  # close the connection without a word
+        if request is None or (isinstance(request, list) and not request):
+            answer = self.upstream(body)
+        elif isinstance(request, list):
+            answer = json.dumps([self._one(item, mode, params) for item in request]).encode()
+        else:
+            answer = json.dumps(self._one(request, mode, params)).encode()
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(answer)))
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(answer)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _lie(self, what: str) -> None:
+        with self._lock:
+            self.lies.append(what)
+
+    def _one(self, item: Any, mode: str, params: dict[str, Any]) -> Any:
+        if not isinstance(item, dict):
+            return json.loads(self.upstream(json.dumps(item).encode()))
+        method = item.get("method")
+        is_head = method == "eth_call" and _call_data(item.get("params")).startswith(HEAD_SELECTOR)
+        if mode == "stale_head" and is_head:
+            old = dict(item)
+            old["params"] = [item["params"][0], hex(int(params["block"]))]
+            self._lie(f"head read at block {params['block']}")
+            return json.loads(self.upstream(json.dumps(old).encode()))
+        answer = json.loads(self.upstream(json.dumps(item).encode()))
+        result = answer.get("result") if isinstance(answer, dict) else None
+        if mode == "same_seq_other_digest" and is_head and isinstance(result, str):
+            raw = bytes.fromhex(result[2:])
+            other = keccak(b"kint-test-lie" + raw[32:64])
+            answer["result"] = "0x" + (raw[:32] + other + raw[64:]).hex()
+            self._lie(f"head digest {raw[32:64].hex()[:12]} -> {other.hex()[:12]}")
+        elif (mode == "bad_calldata" and method == "eth_getTransactionByHash"
+              and isinstance(result, dict) and str(result.get("input", "")).startswith(PUSH_SELECTOR)):
+            data = bytes.fromhex(result["input"][2:])
+            result["input"] = "0x" + _flip(data, CIPHERTEXT_OFFSET + HEADER_SIZE + 7).hex()
+            self._lie(f"calldata of {result.get('hash')} altered")
+        elif mode == "tampered_ciphertext" and result is not None:
+            if method == "eth_getTransactionByHash" and isinstance(result, dict) and \
+                    str(result.get("hash", "")).lower() == params["tx"]:
+                result["input"] = params["input"]
+                self._lie(f"ciphertext of {params['tx']} tampered")
+            elif method in ("eth_call", "eth_getLogs"):
+                text = json.dumps(result)
+                if params["digest"] in text:
+                    answer["result"] = json.loads(text.replace(params["digest"],
+                                                               params["fake_digest"]))
+                    self._lie(f"{method}: digest {params['digest'][:12]} -> "
+                              f"{params['fake_digest'][:12]}")
+        return answer
+
+
+def live_proxy_threads() -> list[threading.Thread]:
+    """Threads of any proxy made in this process that still run (a module's teardown
+    asserts there are none)."""
+    out: list[threading.Thread] = []
+    for proxy in _ALL:
+        out += [t for t in proxy.threads() if t.is_alive()]
+    return out
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
