@@ -100,17 +100,14 @@ def _overhead_split(env: common.BenchEnv, m: common.Machine, queries: list[str],
                     db: str, label: str, rounds: int) -> dict[str, Any]:
     """Diagnostic pass, after the headline figures: the same routed verify calls through a
     supervisor whose workers time their verify handler and request runner
-    (bench/support/bench_worker_timing.py), to split the routed time into the handler,
+    (bench/support/bench_worker_probe.py), to split the routed time into the handler,
     the worker's own wrapping (decode, encode, hand-off) and the rest (client <->
     supervisor <-> worker transport, the pool hand-off, the supervisor's routing)."""
     from kint.client import Client
 
     common.stop_supervisor_at(m.kint_home, env.cleanup_notes, m.name)
     timing = env.root / "worker-timing.txt"
-    common.start_test_supervisor(
-        env, m, launcher=common.BENCH_SUPPORT / "run_supervisor_timed.py",
-        extra_env={"KINT_BENCH_TIMING": str(timing),
-                   "PYTHONPATH": f"{common.TEST_SUPPORT}:{common.BENCH_SUPPORT}"})
+    common.start_probed_supervisor(env, m, {"KINT_BENCH_TIMING": str(timing)})
     routed: list[float] = []
     with Client(m.kint_home, autostart=False) as kc:
         for r in range(rounds + 1):

@@ -241,6 +241,30 @@ def _kill(pid: int) -> None:
         pass
 
 
+def start_probed_supervisor(env: BenchEnv, machine: Machine, probe_env: dict[str, str],
+                            timeout_s: float = 30) -> int:
+    """`start_test_supervisor` through bench/support/run_supervisor_probed.py: the same
+    supervisor with bench/support/bench_worker_probe.py preloaded into its workers
+    (timers or cProfile, as `probe_env` asks). For diagnostic passes only."""
+    return start_test_supervisor(
+        env, machine, timeout_s, launcher=BENCH_SUPPORT / "run_supervisor_probed.py",
+        extra_env={**probe_env, "PYTHONPATH": f"{TEST_SUPPORT}:{BENCH_SUPPORT}"})
+
+
+def profile_summary(paths: list[Path], top: int = 30) -> dict[str, list[str]]:
+    """The top entries of one or more cProfile dumps, by cumulative and by own time."""
+    import io
+    import pstats
+
+    out: dict[str, list[str]] = {}
+    for key in ("cumulative", "tottime"):
+        buf = io.StringIO()
+        stats = pstats.Stats(*map(str, paths), stream=buf)
+        stats.strip_dirs().sort_stats(key).print_stats(top)
+        out[f"top_by_{key}"] = [line for line in buf.getvalue().splitlines() if line.strip()]
+    return out
+
+
 def _keep_log(env: BenchEnv, machine: Machine | None = None) -> None:
     from kint.paths import log_path
 

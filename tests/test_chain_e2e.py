@@ -1,5 +1,8 @@
 """Memory travels: push on machine A, pull on machine B, verify on both, against a real
-anvil, real supervisors and workers, real Sibyl stores (seed 001)."""
+anvil, real supervisors and workers, real Sibyl stores (seed 001).
+
+The tests of this module are one story on one chain and run in file order: the first
+connects machine A and the others build on what it anchored."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kint.commands.common import Ctx, echo_json, space_call
+from kint.commands.common import Ctx, call_with_progress, echo_json, space_call
 
 
 @click.command("connect")
@@ -44,7 +44,7 @@ def connect_cmd(obj: Ctx, dev: bool, recovery_code: str | None, owner: str | Non
 
 
 def _push(obj: Ctx, snapshot: bool, as_json: bool) -> None:
-    result = space_call(obj, "push", {"snapshot": snapshot}, timeout_s=900)
+    result = call_with_progress(obj, "push", {"snapshot": snapshot}, timeout_s=900)
     if as_json:
         echo_json(result)
         return
@@ -80,8 +80,8 @@ def compact_cmd(obj: Ctx, as_json: bool) -> None:
 @click.pass_obj
 def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
     """Restore the chain's epochs into the store through Sibyl's own write methods."""
-    result = space_call(obj, "pull", {"full": full, "discard_local": discard_local},
-                        timeout_s=1800)
+    result = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
+                                timeout_s=1800)
     if as_json:
         echo_json(result)
         return

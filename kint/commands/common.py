@@ -42,6 +42,46 @@ def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
+def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
+                       ) -> dict[str, Any]:
+    """`space_call`, showing the worker's progress on stderr when it is a terminal: the
+    call runs in a thread while this one reads the space's heartbeat once a second."""
+    import threading
+
+    if not sys.stderr.isatty():
+        return space_call(obj, op, args, timeout_s)
+    ref = spaces.resolve(obj.tenant, obj.db)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with obj.client() as client:
+                box["result"] = client.call(op, tenant=ref.tenant, db=ref.db, space=ref.label,
+                                            args=args, timeout_s=timeout_s)
+        except KintError as err:
+            box["error"] = err
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    shown = ""
+    with obj.client(autostart=False) as watcher:
+        while worker.is_alive():
+            worker.join(1.0)
+            try:
+                rows = watcher.call("sup.status", timeout_s=2)["spaces"]
+            except KintError:
+                continue
+            line = next((r.get("progress") for r in rows if r["space"] == ref.space16), None)
+            if line and line != shown:
+                click.echo(f"\r\x1b[2K{line}", err=True, nl=False)
+                shown = line
+    if shown:
+        click.echo("\r\x1b[2K", err=True, nl=False)
+    if "error" in box:
+        fail(box["error"], obj.debug)
+    return box["result"]
+
+
 def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     ref = spaces.resolve(obj.tenant, obj.db)
     try:

@@ -31,6 +31,7 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "held": (dict,),
     "last_error": (str,),
     "has_work": (bool,),
+    "progress": (str,),
 }
 
 

@@ -43,6 +43,7 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "head": beat.get("head"),
         "unanchored": beat.get("unanchored"),
         "held": beat.get("held"),
+        "progress": beat.get("progress"),
         "restarts": handle.restarts,
         "last_exit": handle.last_exit,
         "last_beat_age_s": (round(now - handle.last_beat_at, 3)

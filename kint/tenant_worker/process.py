@@ -119,6 +119,7 @@ class Worker:
             "inflight": count, "rpc": self.ctx.tracker.beat(), "head": self._head(),
             "unanchored": None, "held": None, "last_error": None,
             "has_work": count > 0 or self.ctx.state.files["pending"].exists(),
+            "progress": self.ctx.progress if count else None,
         }})
 
     def _head(self) -> dict[str, Any] | None:

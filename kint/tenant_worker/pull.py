@@ -67,6 +67,7 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
     finally:
+        ctx.progress = None
         ctx.head_ops.release()
 
 
@@ -164,7 +165,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     applied: list[int] = []
     warnings: list[str] = []
     prev_digest = mirror.head.digest
-    for f in fetched[start:]:
+    todo = fetched[start:]
+    for number, f in enumerate(todo, 1):
+        ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
         if f.plaintext is None:
             gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
             break
@@ -246,6 +249,7 @@ def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Any, base: int, f
     out: list[Fetched] = []
     seq, block, expect = head.seq, head.block, head.digest
     while seq > base:
+        ctx.progress = f"pull: checking epoch {seq} (walking back from {head.seq})"
         ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
         if ev is None:
             raise _stale(f"no Epoch event for seq {seq} at block {block}")

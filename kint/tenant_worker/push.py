@@ -80,6 +80,7 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except HeadLockBusy as err:
         raise ProtocolError(ErrorCode.BUSY, str(err)) from None
     finally:
+        ctx.progress = None
         ctx.head_ops.release()
 
 
@@ -140,7 +141,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"{err}; {NOTHING_DROPPED}") from None
     pushed: list[dict[str, Any]] = []
     current: Mirror | None = mirror
-    for chunk in chunks:
+    for number, chunk in enumerate(chunks, 1):
+        ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk)} rows)"
         current = _push_epoch(ctx, anchor, enrolment.owner, chain.chain_id, key, writer,
                               current, chunk, as_snapshot)
         meta = state.meta(current.head.seq)

@@ -46,6 +46,8 @@ class SpaceContext:
                                              DEFAULT_VERIFY_HEAD_SECONDS))
     # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
     head_ops: threading.Lock = field(default_factory=threading.Lock)
+    # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.
+    progress: str | None = None
     _state: SpaceState | None = None
     _client: Any = None
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
