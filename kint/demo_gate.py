@@ -5,6 +5,6 @@ not inside a sandbox the demo made."""
 
 from sibyl_memory_client.testing import NullEntitlementGate
 
-from kint.tenant_worker import sibyl_client
+from kint import sibyl_client
 
 sibyl_client.GATE_FACTORY = lambda _credentials_path: NullEntitlementGate()

@@ -81,7 +81,11 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         from kint.tenant_worker.changes import diff
 
         unanchored = len(diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant)))
-    return {"connected": enrolment is not None,
+    held = None
+    if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
+        hold = ctx.drift.evaluate(ctx.ro_connection(), ctx.config.tenant, mirror, "status")
+        held = hold.to_json() if hold is not None else None
+    return {"connected": enrolment is not None, "held": held,
             "owner": enrolment.owner if enrolment else None,
             "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
             "in_step": in_step, "unanchored": unanchored}
@@ -92,7 +96,7 @@ def _cap(ctx: SpaceContext) -> dict[str, Any]:
     gate enforces the sum)."""
     from sibyl_memory_client import FREE_TIER_CAP_BYTES
 
-    from kint.tenant_worker.sibyl_client import cap_sizes
+    from kint.sibyl_client import cap_sizes
 
     sibyl, kint = cap_sizes(ctx.config.db, ctx.config.home)
     return {"sibyl_bytes": sibyl, "kint_bytes": kint, "volunteered_total": sibyl + kint,
@@ -161,7 +165,21 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
+def _session_op(name: str) -> Handler:
+    def run(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+        from kint.tenant_worker import sessions
+
+        return getattr(sessions, name)(ctx, args)
+
+    run.__name__ = name
+    return run
+
+
 HANDLERS: dict[str, Handler] = {
+    "attach": _session_op("attach"),
+    "detach": _session_op("detach"),
+    "note_write": _session_op("note_write"),
+    "exit_push": _session_op("exit_push"),
     "rekey": rekey,
     "recovery_code": recovery_code,
     "status": status,

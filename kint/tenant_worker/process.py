@@ -117,10 +117,20 @@ class Worker:
         self._send({"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
             "inflight": count, "rpc": self.ctx.tracker.beat(), "head": self._head(),
-            "unanchored": None, "held": None, "last_error": None,
-            "has_work": count > 0 or self.ctx.state.files["pending"].exists(),
+            "unanchored": None, "last_error": None,
+            "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
+            "has_work": self._has_work(count),
             "progress": self.ctx.progress if count else None,
         }})
+
+    def _has_work(self, inflight: int) -> bool:
+        """Anything that must keep this worker alive: ops in flight, a push to finish,
+        sessions attached, or a dirty store the watcher has yet to push."""
+        from kint.tenant_worker.sessions import live_sessions
+
+        watcher = self.ctx.watcher
+        return bool(inflight or self.ctx.state.files["pending"].exists()
+                    or live_sessions(self.ctx) or (watcher is not None and watcher.dirty))
 
     def _head(self) -> dict[str, Any] | None:
         """The mirror's head, as last saved (cached by the file's identity: a stat a beat)."""

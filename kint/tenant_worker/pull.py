@@ -191,6 +191,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         state.save_mirror(mirror)
     backfilled = _backfill(ctx, anchor, owner, head, held, chain.chain_id) if full else []
     rows = _store_rows(ctx)
+    if ctx.drift.active:
+        ctx.drift.reset(rows)
     ordered = sorted(rows, key=lambda r: r.canonical_id.encode("utf-8"))
     store_root = merkle_root([r.leaf for r in ordered]).hex()
     matches = store_root == mirror.anchored_root

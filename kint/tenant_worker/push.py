@@ -76,7 +76,8 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BUSY, "a push is already running")
     try:
         with head_lock(ctx.state.files["head_lock"]):
-            return _chain_errors(lambda: _push(ctx, bool(args.get("snapshot"))))
+            return _chain_errors(lambda: _push(ctx, bool(args.get("snapshot")),
+                                               args.get("hold_reason")))
     except HeadLockBusy as err:
         raise ProtocolError(ErrorCode.BUSY, str(err)) from None
     finally:
@@ -93,7 +94,10 @@ def connected(ctx: SpaceContext) -> tuple[Any, Any]:
     return chain, enrolment
 
 
-def _push(ctx: SpaceContext, as_snapshot: bool) -> dict[str, Any]:
+def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None
+          ) -> dict[str, Any]:
+    """The push itself. `hold_reason` (watcher, exit, tool) marks a server-side push: it
+    passes the hold first. A push from a terminal has none and is never held."""
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
     if enrolment.vault_created and not state.files["recovery"].exists():
@@ -113,6 +117,12 @@ def _push(ctx: SpaceContext, as_snapshot: bool) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.GAP, "the last pull left a gap at epoch(s) "
                             + ", ".join(map(str, mirror.skipped)) + f"; {NOTHING_DROPPED}",
                             "run `kint pull` to apply it first")
+    if hold_reason is not None:
+        from kint.tenant_worker.drift import hold_error
+
+        hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
+        if hold is not None:
+            raise hold_error(hold)
     rows = export_rows(ctx.ro_connection(), cfg.tenant)
     changes = snapshot(rows) if as_snapshot else diff(mirror, rows)
     if not changes:
@@ -149,6 +159,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool) -> dict[str, Any]:
         pushed.append({"seq": meta.seq, "block": meta.block, "tx": meta.tx,
                        "rows": len(chunk), "bytes": meta.cost["bytes"] if meta.cost else None,
                        "gas": meta.cost["gas"] if meta.cost else None})
+    if ctx.drift.active:
+        ctx.drift.reset(export_rows(ctx.ro_connection(), cfg.tenant))
     return {"pushed": sum(p["rows"] for p in pushed), "epochs": pushed,
             "message": f"anchored {sum(p['rows'] for p in pushed)} row change(s) in "
                        f"{len(pushed)} epoch(s), head epoch {current.head.seq} at block "

@@ -20,6 +20,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.export import connect_ro
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.statefiles import SpaceState
 from kint.tenant_worker.store import StoreReader
@@ -48,6 +49,11 @@ class SpaceContext:
     head_ops: threading.Lock = field(default_factory=threading.Lock)
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.
     progress: str | None = None
+    # The agent sessions over this store (id -> last seen), the drift baseline of their
+    # writes, and the one watcher of the space.
+    sessions: dict[str, float] = field(default_factory=dict)
+    drift: DriftBaseline = field(default_factory=DriftBaseline)
+    watcher: Any = None
     _state: SpaceState | None = None
     _client: Any = None
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,7 +74,7 @@ class SpaceContext:
         must not wait on it, and a store that does not exist must not be created by one)."""
         with self._client_lock:
             if self._client is None:
-                from kint.tenant_worker.sibyl_client import open_client
+                from kint.sibyl_client import open_client
 
                 self._client = open_client(self.config.db, self.config.tenant,
                                            self.config.home)

@@ -28,7 +28,7 @@ def _install() -> None:
     from sibyl_memory_client import _entitlement
     from sibyl_memory_client import testing
 
-    from kint.tenant_worker import sibyl_client
+    from kint import sibyl_client
 
     testing.forbid_external_network(_Patcher())
     if os.environ.get("KINT_TEST_GATE") == "null":

@@ -1,0 +1,119 @@
+"""The drift baseline and the hold (seed 001, "When a push is held").
+
+Every kint-server over a store reports each write its tool path made (`note_write`); the
+baseline is the whole store's leaves at the last attach, pull or push, moved row by row by
+those notes. Before a server-side push (the watcher's, the exit's, `memory_push`), a row
+whose stored leaf differs from the mirror's holds the push when a `kint_refusal` entity
+names exactly the value it holds now, or when it changed (or an anchored row vanished)
+with no note from any session to explain it. A row that was never anchored is not drift.
+A held push anchors nothing and drops nothing. `kint push` from a terminal is never held.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from kint.rows.canon import Row
+from kint.rows.export import export_rows
+from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.verify import REFUSAL_CATEGORY
+
+log = logging.getLogger("kint.worker")
+
+HOLD_HINT = "nothing was anchored and nothing was dropped; memory_verify still refuses the row"
+
+
+@dataclass
+class Hold:
+    message: str
+    reason: str  # what tried to push: watcher, exit, tool, or status
+    at: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"message": self.message, "reason": self.reason, "at": self.at}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class DriftBaseline:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leaves: dict[str, str | None] | None = None
+        self._logged: set[str] = set()
+        self.held: Hold | None = None
+
+    @property
+    def active(self) -> bool:
+        with self._lock:
+            return self._leaves is not None
+
+    def reset(self, rows: list[Row]) -> None:
+        """The whole store becomes the baseline (attach, and after a pull or push)."""
+        with self._lock:
+            self._leaves = {r.canonical_id: r.leaf.hex() for r in rows}
+
+    def note(self, canonical: str, leaf: str | None) -> None:
+        """A session's tool path wrote this row (leaf None: it deleted it)."""
+        with self._lock:
+            if self._leaves is not None:
+                self._leaves[canonical] = leaf
+
+    def evaluate(self, conn: sqlite3.Connection, tenant: str, mirror: Mirror | None,
+                 reason: str) -> Hold | None:
+        """The hold for a server-side push now, or None. Records it for `memory_status`."""
+        rows = export_rows(conn, tenant)
+        current = {r.canonical_id: r for r in rows}
+        anchored = mirror.rows if mirror is not None else {}
+        refusals = {r.key for r in rows if r.tier == "entity" and r.category == REFUSAL_CATEGORY}
+        with self._lock:
+            baseline = dict(self._leaves) if self._leaves is not None else None
+        refused: list[str] = []
+        behind: list[str] = []
+        for cid, old in anchored.items():
+            row = current.get(cid)
+            leaf = row.leaf.hex() if row is not None else None
+            if leaf == old.leaf.hex():
+                continue
+            label = old.row.label()
+            if row is not None:
+                name = (f"{row.tier}-{row.category or ''}-{row.key}-{leaf[:16]}")[:200]
+                if name in refusals:
+                    refused.append(label)
+                    continue
+            if baseline is not None and baseline.get(cid, old.leaf.hex()) != leaf:
+                behind.append(label)
+        hold = None
+        if behind:
+            hold = Hold(
+                f"refusing to anchor: {len(behind)} row(s) changed behind Sibyl's tools while "
+                f"this server was running ({', '.join(behind)}). Anchoring would make the chain "
+                f"vouch for a value kint cannot account for. Check the store, then `kint push` "
+                f"from your own terminal (or `kint pull --discard-local` to restore the "
+                f"anchored value).", reason, _now())
+        elif refused:
+            hold = Hold(
+                f"refusing to anchor: {len(refused)} row(s) hold a value memory_verify refused "
+                f"({', '.join(refused)}). Anchoring would make the chain vouch for it. Check "
+                f"the store, then `kint push` from your own terminal (or `kint pull "
+                f"--discard-local` to restore the anchored value).", reason, _now())
+        with self._lock:
+            self.held = hold
+            first = hold is not None and hold.message not in self._logged
+            if first:
+                self._logged.add(hold.message)
+        if first and hold is not None:
+            log.warning("push HELD (%s): %s", reason, hold.message)
+        return hold
+
+
+def hold_error(hold: Hold) -> Any:
+    from kint.protocol import ErrorCode, ProtocolError
+
+    return ProtocolError(ErrorCode.HELD, hold.message, HOLD_HINT)

@@ -1,0 +1,108 @@
+"""The agent sessions (kint-server processes) over this space's store, and what they ask
+of the worker: attach and detach, the note of every write their tool path made, the
+server-side push that passes the hold, and the exit push that outlives its server.
+
+A session that vanished without detaching (a SIGKILLed server) is forgotten after
+SESSION_TTL_S without a keepalive, so the worker can still go idle.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import canonical_id
+from kint.rows.export import export_rows
+from kint.tenant_worker.space import SpaceContext
+
+log = logging.getLogger("kint.worker")
+
+SESSION_TTL_S = 180.0
+_lock = threading.Lock()
+
+
+def live_sessions(ctx: SpaceContext) -> int:
+    now = time.monotonic()
+    with _lock:
+        for sid in [s for s, seen in ctx.sessions.items() if now - seen > SESSION_TTL_S]:
+            del ctx.sessions[sid]
+        return len(ctx.sessions)
+
+
+def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
+    """(changed, deleted) rows not yet anchored, or None when this space cannot push."""
+    from kint.tenant_worker import keys
+    from kint.tenant_worker.changes import diff
+
+    try:
+        if ctx.enrolment() is None or ctx.chain() is None:
+            return None
+        keys.open_vault(ctx.config.home, ctx.config.space_id,
+                        keys.machine_secret(ctx.config.home).secret)
+        mirror = ctx.state.mirror()
+        if mirror is None or not os.path.exists(ctx.config.db):
+            return None
+        changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
+    except Exception:  # noqa: BLE001 - any trouble means: do not push from the watcher
+        return None
+    deleted = sum(1 for c in changes if c["op"] == "del")
+    return len(changes) - deleted, deleted
+
+
+def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
+    from kint.tenant_worker.push import push
+
+    return push(ctx, {"hold_reason": reason})
+
+
+def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    with _lock:
+        first = not ctx.sessions
+        ctx.sessions[args["session"]] = time.monotonic()
+    if not ctx.drift.active and os.path.exists(ctx.config.db):
+        ctx.drift.reset(export_rows(ctx.ro_connection(), ctx.config.tenant))
+    if args.get("watcher") and ctx.watcher is None:
+        from kint.tenant_worker.watcher import Watcher
+
+        ctx.watcher = Watcher(ctx.config.db, lambda: _counts(ctx),
+                              lambda reason: server_push(ctx, reason))
+        ctx.watcher.start()
+    if first:
+        log.info("space %s: a session attached", ctx.config.space16)
+    return {"sessions": live_sessions(ctx), "watcher": ctx.watcher is not None}
+
+
+def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    with _lock:
+        ctx.sessions.pop(args["session"], None)
+    return {"sessions": live_sessions(ctx)}
+
+
+def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    leaf = args.get("leaf")
+    if leaf is not None and (len(leaf) != 64 or any(c not in "0123456789abcdef" for c in leaf)):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "note_write: leaf must be 64 hex characters")
+    tier = args["tier"]
+    if tier not in ("entity", "state", "reference", "journal"):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"note_write: unknown tier {tier!r}")
+    ctx.drift.note(canonical_id(tier, args.get("category"), args["key"]), leaf)
+    return {"noted": True}
+
+
+def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    """One push, under the hold, for a server that is closing; it runs here to completion
+    after that server is gone."""
+    with _lock:
+        ctx.sessions.pop(args.get("session") or "", None)
+    try:
+        result = server_push(ctx, "exit")
+        log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))
+        return result
+    except ProtocolError as err:
+        log.info("space %s: exit push not made (%s): %s", ctx.config.space16, err.code.value,
+                 err.message)
+        raise

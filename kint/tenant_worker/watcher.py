@@ -1,0 +1,122 @@
+"""The watcher (seed 001, "When push runs"): one per space, in the space's worker, however
+many agent sessions use the store.
+
+Every KINT_POLL_SECONDS it reads the modification time of the store and its -wal; a change
+marks the store dirty. It pushes (through the hold) once the store has stayed unchanged
+for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the estimated
+unanchored change (400 bytes a row) passes KINT_SIZE_TRIGGER_BYTES. When that diff finds
+nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
+connected or the data key is not cached, and after a held push it waits for the next store
+change instead of retrying.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from kint.protocol import ProtocolError
+from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
+
+log = logging.getLogger("kint.worker")
+
+SIZE_CHECK_INTERVAL_S = 60.0
+
+
+def _setting(name: str, default: float, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        log.warning("%s=%r is not a number; using %s", name, raw, default)
+        return default
+    return max(value, minimum)
+
+
+class Watcher:
+    def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
+                 push: Callable[[str], Any]) -> None:
+        self.db = db
+        self.poll_s = _setting("KINT_POLL_SECONDS", 15.0, minimum=1.0)
+        self.quiet_s = _setting("KINT_QUIET_SECONDS", 300.0)
+        self.size_trigger = _setting("KINT_SIZE_TRIGGER_BYTES", 32768.0)
+        self._count = count_unanchored  # (changed, deleted), or None when it cannot push
+        self._push = push
+        self._stop = threading.Event()
+        self.dirty = False
+        self._last_change = time.monotonic()
+        self._last_size_check = 0.0
+        self._held_at_signature: tuple[int, ...] | None = None
+        self._signature = self._read_signature()
+        self._thread = threading.Thread(target=self._run, name="kint-watcher", daemon=True)
+
+    def _read_signature(self) -> tuple[int, ...]:
+        sig: list[int] = []
+        for suffix in ("", "-wal"):
+            try:
+                st = os.stat(self.db + suffix)
+                sig += [st.st_mtime_ns, st.st_size]
+            except FileNotFoundError:
+                sig += [0, 0]
+        return tuple(sig)
+
+    def start(self) -> None:
+        counts = self._count()
+        if counts and (counts[0] or counts[1]):
+            self.dirty = True
+            log.info("watcher: %d changed and %d deleted row(s) were left unanchored by an "
+                     "earlier session; they are pushed at the next quiet period", *counts)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.tick(time.monotonic())
+            except Exception:  # noqa: BLE001 - the watcher must outlive one bad tick
+                log.exception("watcher tick failed")
+
+    def tick(self, now: float) -> None:
+        sig = self._read_signature()
+        if sig != self._signature:
+            self._signature = sig
+            self.dirty = True
+            self._last_change = now
+        if not self.dirty or sig == self._held_at_signature:
+            return
+        if now - self._last_change >= self.quiet_s:
+            self._fire("watcher", sig)
+            return
+        if now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
+            self._last_size_check = now
+            counts = self._count()
+            if counts is None:
+                return
+            if counts == (0, 0):
+                self.dirty = False
+            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW >= self.size_trigger:
+                self._fire("watcher", sig)
+
+    def _fire(self, reason: str, sig: tuple[int, ...]) -> None:
+        counts = self._count()
+        if counts is None:
+            return  # not connected, or no data key: nothing to push with
+        if counts == (0, 0):
+            self.dirty = False
+            return
+        try:
+            self._push(reason)
+            self.dirty = False
+            self._signature = self._read_signature()
+        except ProtocolError as err:
+            if err.code.value == "HELD":
+                self._held_at_signature = sig  # wait for the next store change
+            else:
+                log.info("watcher push failed (%s): %s", err.code.value, err.message)
