@@ -53,9 +53,10 @@ class Client:
             self._sock = sock
         return self._sock
 
-    def close(self) -> None:
+    def close(self, linger_ms: int = 0) -> None:
+        """Close the socket; `linger_ms` lets queued casts leave first."""
         if self._sock is not None:
-            self._sock.close(linger=0)
+            self._sock.close(linger=linger_ms)
             self._sock = None
 
     def __enter__(self) -> "Client":
@@ -102,6 +103,17 @@ class Client:
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}
+
+    def cast(self, op: str, *, tenant: str | None = None, db: str | None = None,
+             space: str | None = None, args: dict[str, Any] | None = None,
+             timeout_s: float = 60) -> None:
+        """Send a request that gets no reply (a note, an exit push): queued on the socket,
+        delivered once it is connected."""
+        if self.autostart and (not self.socket_exists() or self._sock is None):
+            self.ensure_running()
+        request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
+                          args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
+        self._socket().send(encode_request(request))
 
     def _roundtrip(self, request: Request, wait_s: float, *, fresh_socket: bool = False) -> Reply:
         sock: zmq.Socket

@@ -104,6 +104,8 @@ class DriftBaseline:
                 f"the store, then `kint push` from your own terminal (or `kint pull "
                 f"--discard-local` to restore the anchored value).", reason, _now())
         with self._lock:
+            if hold is not None and self.held is not None and self.held.message == hold.message:
+                hold = self.held  # the same hold: keep who found it first, and when
             self.held = hold
             first = hold is not None and hold.message not in self._logged
             if first:

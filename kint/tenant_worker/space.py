@@ -89,21 +89,29 @@ class SpaceContext:
                 except Exception:  # noqa: BLE001 - closing is best effort
                     pass
                 self._client = None
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            held[0].close()
             self._local.conn = None
 
     def ro_connection(self) -> sqlite3.Connection:
-        """This thread's read-only connection to the store."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = connect_ro(self.config.db)
-            except sqlite3.Error as err:
-                raise ProtocolError(ErrorCode.INTERNAL,
-                                    f"store {self.config.db} cannot be opened: {err}") from None
-            self._local.conn = conn
+        """This thread's read-only connection to the store, reopened when the store file
+        was replaced (a pull with --discard-local moves it aside)."""
+        try:
+            inode = os.stat(self.config.db).st_ino
+        except FileNotFoundError:
+            inode = None
+        held = getattr(self._local, "conn", None)
+        if held is not None and held[1] == inode:
+            return held[0]
+        if held is not None:
+            held[0].close()
+        try:
+            conn = connect_ro(self.config.db)
+        except sqlite3.Error as err:
+            raise ProtocolError(ErrorCode.INTERNAL,
+                                f"store {self.config.db} cannot be opened: {err}") from None
+        self._local.conn = (conn, inode)
         return conn
 
     # -- chain and keys ----------------------------------------------------------------

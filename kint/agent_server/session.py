@@ -1,0 +1,74 @@
+"""One kint-server session: its link to the space's worker through the supervisor.
+
+It attaches at start (and every KEEPALIVE_S, so the worker knows a session is alive), sends
+a `note_write` cast for every write its tool path made, and on the way out casts one
+`exit_push`, which the worker runs to completion after this process is gone. Calls from
+tool threads share one lock, because a ZeroMQ socket belongs to one thread at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from kint.client import Client, KintError
+from kint.spaces import SpaceRef
+
+log = logging.getLogger("kint.server")
+
+KEEPALIVE_S = 60.0
+
+
+class AgentSession:
+    def __init__(self, ref: SpaceRef, home: Any) -> None:
+        self.ref = ref
+        self.id = os.urandom(8).hex()
+        self._client = Client(home)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._keepalive: threading.Thread | None = None
+        self.watcher = os.environ.get("KINT_NO_WATCHER") != "1"
+
+    def call(self, op: str, args: dict[str, Any] | None = None, timeout_s: float = 60
+             ) -> dict[str, Any]:
+        with self._lock:
+            return self._client.call(op, tenant=self.ref.tenant, db=self.ref.db,
+                                     space=self.ref.label, args=args or {},
+                                     timeout_s=timeout_s)
+
+    def cast(self, op: str, args: dict[str, Any], timeout_s: float = 900) -> None:
+        with self._lock:
+            try:
+                self._client.cast(op, tenant=self.ref.tenant, db=self.ref.db,
+                                  space=self.ref.label, args=args, timeout_s=timeout_s)
+            except KintError as err:
+                log.warning("%s not sent: %s", op, err.message)
+
+    def attach(self) -> None:
+        self.call("attach", {"session": self.id, "watcher": self.watcher}, timeout_s=30)
+        self._keepalive = threading.Thread(target=self._keep, name="kint-keepalive",
+                                           daemon=True)
+        self._keepalive.start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(KEEPALIVE_S):
+            try:
+                self.call("attach", {"session": self.id, "watcher": self.watcher}, 30)
+            except KintError as err:
+                log.info("keepalive: %s", err.message)
+
+    def note_write(self, tier: str, category: str | None, key: str, leaf: str | None) -> None:
+        args: dict[str, Any] = {"tier": tier, "key": key}
+        if category is not None:
+            args["category"] = category
+        if leaf is not None:
+            args["leaf"] = leaf
+        self.cast("note_write", args, timeout_s=30)
+
+    def close(self) -> None:
+        """Ask the worker for one exit push and let go: it finishes after we are gone."""
+        self._stop.set()
+        self.cast("exit_push", {"session": self.id})
+        self._client.close(linger_ms=2000)

@@ -1,0 +1,79 @@
+"""kint's six MCP tools, forwarded to the space's worker (seed 001, "Write: Sibyl's tools,
+unchanged"): memory_status, memory_connect, memory_pull, memory_push, memory_verify,
+memory_history. Each returns `ok: true` with its result, or `ok: false` with `error`,
+`message` and `hint`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kint.agent_server.session import AgentSession
+from kint.agent_server.wrapped_client import SharedClient
+from kint.client import KintError
+
+
+def _forward(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return {"ok": True, **fn()}
+    except KintError as err:
+        return {"ok": False, "error": err.code, "message": err.message, "hint": err.hint}
+
+
+def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None:
+    @mcp.tool()
+    def memory_status() -> dict[str, Any]:
+        """kint's view of this memory: connected, the anchored head and the chain's
+        (`in_step`), unanchored changes, `held` (why server-side pushes are held, or null),
+        and `cap` (Sibyl's bytes, kint's bytes, their sum against the cap)."""
+        return _forward(lambda: session.call("status", timeout_s=30))
+
+    @mcp.tool()
+    def memory_connect(dev: bool = False, recovery_code: str | None = None,
+                       owner: str | None = None) -> dict[str, Any]:
+        """Enrol this machine: `dev` on the local devchain, or `recovery_code` with the
+        `owner` address to restore on a new machine."""
+        args: dict[str, Any] = {"dev": dev}
+        if recovery_code is not None:
+            args["recovery_code"] = recovery_code
+        if owner is not None:
+            args["owner"] = owner
+        return _forward(lambda: session.call("connect", args, timeout_s=300))
+
+    @mcp.tool()
+    def memory_pull(full: bool = False, discard_local: bool = False) -> dict[str, Any]:
+        """Restore the chain's epochs into this store through Sibyl's write methods.
+        `discard_local` moves the store aside first (the fork way out)."""
+        def run() -> dict[str, Any]:
+            result = session.call("pull", {"full": full, "discard_local": discard_local},
+                                  timeout_s=1800)
+            shared.refresh_if_replaced()
+            return result
+        return _forward(run)
+
+    @mcp.tool()
+    def memory_push(snapshot: bool = False) -> dict[str, Any]:
+        """Anchor the store's changes on chain now. Held (HELD, nothing anchored, nothing
+        dropped) when a row changed behind Sibyl's tools or holds a refused value."""
+        return _forward(lambda: session.call("push", {"snapshot": snapshot,
+                                                      "hold_reason": "tool"}, timeout_s=900))
+
+    @mcp.tool()
+    def memory_verify(query: str, limit: int = 5) -> dict[str, Any]:
+        """Before acting on a recalled row: proceed, or refuse with the blocks that prove
+        the change. A refusal over a drifted or missing row is written back as a Sibyl
+        entity in category kint_refusal."""
+        shared.refresh_if_replaced()
+        return _forward(lambda: session.call("verify", {"query": query, "limit": limit,
+                                                        "write": True}, timeout_s=120))
+
+    @mcp.tool()
+    def memory_history(tier: str, key: str, category: str | None = None,
+                       block: int | None = None) -> dict[str, Any]:
+        """Every anchored version of a row (entity, state or reference), oldest first; with
+        `block`, the version live at that block (an upper bound, never a wall-clock time)."""
+        args: dict[str, Any] = {"tier": tier, "key": key}
+        if category is not None:
+            args["category"] = category
+        if block is not None:
+            args["block"] = block
+        return _forward(lambda: session.call("history", args, timeout_s=60))

@@ -1,0 +1,96 @@
+"""`kint-server`: the MCP stdio server agents run (seed 001).
+
+Sibyl's eight tools exactly as shipped (from `sibyl_memory_mcp.server.build_server()`), on
+kint's one client, plus kint's six tools forwarded to the space's worker. stdout is the MCP
+transport, so the log goes to $KINT_HOME/kint.log. At start it attaches to the worker and
+waits up to KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM, SIGHUP) it asks
+the worker for one push and exits at once: the worker finishes the push after it is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from kint.paths import ensure_private_dir, kint_home
+
+log = logging.getLogger("kint.server")
+DEFAULT_BOOTSTRAP_SECONDS = 20.0
+
+
+def _log_to_file(home: Any) -> None:
+    ensure_private_dir(home)
+    path = home / "kint.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def _bootstrap(session: Any) -> None:
+    from kint.client import KintError
+
+    try:
+        seconds = float(os.environ.get("KINT_BOOTSTRAP_SECONDS", DEFAULT_BOOTSTRAP_SECONDS))
+    except ValueError:
+        seconds = DEFAULT_BOOTSTRAP_SECONDS
+    try:
+        result = session.call("pull", {}, timeout_s=seconds)
+        log.info("bootstrap: %s", result.get("message"))
+    except KintError as err:
+        if err.code == "TIMEOUT" or err.code == "SUPERVISOR_UNAVAILABLE":
+            log.info("bootstrap: still running; serving now, the pull finishes in the "
+                     "background")
+        else:
+            log.info("bootstrap: no pull (%s): %s; serving the local store as it is",
+                     err.code, err.message)
+
+
+def main() -> None:
+    home = kint_home()
+    _log_to_file(home)
+    from kint import spaces
+    from kint.agent_server.session import AgentSession
+    from kint.agent_server.tools import install_tools
+    from kint.agent_server.wrapped_client import SharedClient
+
+    ref = spaces.resolve()
+    session = AgentSession(ref, home)
+    shared = SharedClient(ref.db, ref.tenant, home, session)
+    from sibyl_memory_mcp import server as sibyl_server  # reads its paths at import
+
+    shared.install()
+    mcp = sibyl_server.build_server()
+    install_tools(mcp, session, shared)
+    try:
+        session.attach()
+    except Exception as err:  # noqa: BLE001 - serve Sibyl's tools even without the worker
+        log.warning("could not attach to the space's worker: %s", err)
+    boot = threading.Thread(target=_bootstrap, args=(session,), daemon=True)
+    boot.start()
+    boot.join()
+
+    def unwind(signum: int, _frame: Any) -> None:
+        # Only unwind here: nothing may touch the chain inside a Sibyl write.
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, unwind)
+    signal.signal(signal.SIGHUP, unwind)
+    log.info("kint-server serving space %s (%s) for %s", ref.space16, ref.label, ref.db)
+    try:
+        mcp.run()
+    finally:
+        session.close()
+        log.info("kint-server exits; the exit push is the worker's now")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

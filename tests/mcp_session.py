@@ -1,0 +1,78 @@
+"""A real MCP client (the `mcp` SDK's stdio client) driving a real kint-server process,
+for tests written as plain functions: `AgentProcess` runs one client session on its own
+event loop thread and exposes `call(tool, **args) -> dict`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+SUPPORT = Path(__file__).resolve().parent / "support"
+
+
+class AgentProcess:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self._session: ClientSession | None = None
+        self._stop: asyncio.Event | None = None
+        self._done: Any = None
+        self.tools: list[str] = []
+
+    def _run(self, coro: Any, timeout: float = 120) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self, timeout: float = 120) -> "AgentProcess":
+        ready = threading.Event()
+
+        async def main() -> None:
+            params = StdioServerParameters(
+                command=sys.executable, args=[str(SUPPORT / "run_kint_server.py")],
+                env=self.env)
+            self._stop = asyncio.Event()
+            async with stdio_client(params) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    self.tools = [t.name for t in (await session.list_tools()).tools]
+                    self._session = session
+                    ready.set()
+                    await self._stop.wait()
+
+        self._done = asyncio.run_coroutine_threadsafe(main(), self.loop)
+        if not ready.wait(timeout):
+            if self._done.done():
+                self._done.result()
+            raise TimeoutError("kint-server did not list its tools in time")
+        return self
+
+    def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        assert self._session is not None
+        result = self._run(self._session.call_tool(tool, args))
+        text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = {"raw": text}
+        if result.isError:
+            payload.setdefault("isError", True)
+        return payload
+
+    def close(self, timeout: float = 30) -> None:
+        """Close the client: stdin closes, kint-server exits on its own."""
+        if self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+            try:
+                self._done.result(timeout)
+            except Exception:  # noqa: BLE001 - the server may already be gone
+                pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)

@@ -1,0 +1,17 @@
+"""The test suite's kint-server launcher: `python run_kint_server.py`.
+
+It installs the test account gate in this process (kint_test_gate: Sibyl's real gate
+trusting the test's throwaway key, and Sibyl's network guard), then runs kint's own
+`kint.mcp_server.main`, the same code as the `kint-server` command.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import kint_test_gate  # noqa: E402,F401  (installs the gate and the guard)
+from kint.mcp_server import main  # noqa: E402
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""kint-server for agents (seed 001), driven by a real MCP client from the `mcp` SDK over
+stdio, on a real anvil, with real supervisors and workers."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+
+from chain_machines import new_machine, ok, kjson
+from conftest import make_sandbox
+from mcp_session import AgentProcess
+
+SIBYL_TOOLS = {"memory_remember", "memory_recall", "memory_search", "memory_list",
+               "memory_forget", "memory_set_state", "memory_get_state", "memory_record_event"}
+KINT_TOOLS = {"memory_status", "memory_connect", "memory_pull", "memory_push", "memory_verify",
+              "memory_history"}
+RULE = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
+
+
+@pytest.fixture(scope="module")
+def chain_home(tmp_path_factory):
+    sb = make_sandbox(tmp_path_factory.mktemp("agent-chain"))
+    ok(sb.kint("devchain", "start"))
+    yield sb.kint_home
+    sb.kint("devchain", "stop")
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory, chain_home):
+    sb = new_machine(tmp_path_factory.mktemp("agent"), chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="2")
+    yield sb
+    sb.shutdown()
+
+
+def wait_for(fn, timeout=60, interval=0.25, what=""):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+
+
+def edit_behind_sibyls_back(db, word_from, word_to):
+    conn = sqlite3.connect(db)
+    conn.execute("update entities set body = replace(body, ?, ?) where name = 'release-gate'",
+                 (word_from, word_to))
+    conn.commit()
+    conn.close()
+
+
+def test_tools_verify_the_hold_and_the_ways_out(box):
+    agent = AgentProcess(box.env).start()
+    try:
+        assert SIBYL_TOOLS | KINT_TOOLS <= set(agent.tools)
+        assert agent.call("memory_connect", dev=True)["ok"] is True
+        assert agent.call("memory_remember", category="rules", name="release-gate",
+                          body={"rule": RULE})["ok"] is True
+        pushed = agent.call("memory_push")
+        assert pushed["ok"] is True and pushed["pushed"] >= 1, pushed
+        verified = agent.call("memory_verify", query="release rule")
+        assert verified["ok"] is True and verified["decision"] == "proceed", verified
+
+        edit_behind_sibyls_back(box.sibyl_db, "never", "always")
+        log_path = box.kint_home / "supervisor.log"
+        wait_for(lambda: "push HELD (watcher)" in log_path.read_text(),
+                 what="the watcher's push to be held")
+        held = agent.call("memory_status")["held"]
+        assert held["reason"] == "watcher" and held["at"].endswith("Z")
+        assert held["message"].startswith(
+            "refusing to anchor: 1 row(s) changed behind Sibyl's tools while this server was "
+            "running (entity rules/release-gate). Anchoring would make the chain vouch for a "
+            "value kint cannot account for.")
+        time.sleep(2.5)  # the watcher waits for the next store change instead of retrying
+        assert log_path.read_text().count("push HELD (") == 1
+        refused = agent.call("memory_verify", query="release rule")
+        assert refused["decision"] == "refuse" and refused["refusal_entity"].startswith(
+            "kint_refusal/entity-rules-release-gate-")
+        tool_push = agent.call("memory_push")
+        assert tool_push["ok"] is False and tool_push["error"] == "HELD"
+        assert tool_push["hint"] == ("nothing was anchored and nothing was dropped; "
+                                     "memory_verify still refuses the row")
+        head_before = kjson(box, "status")["head"]["seq"]
+        assert head_before == kjson(box, "status")["chain_head"]["seq"]  # nothing anchored
+
+        # Way out 1: restore the anchored value from the chain.
+        restored = kjson(box, "pull", "--discard-local")
+        assert restored["store_root_matches"] is True and restored["backups"]
+        again = agent.call("memory_verify", query="release rule")
+        assert again["decision"] == "proceed", again
+        assert agent.call("memory_recall", category="rules", name="release-gate")["ok"]
+
+        # Way out 2: check the store, then anchor it as it is from a terminal.
+        edit_behind_sibyls_back(box.sibyl_db, "never", "rarely")
+        wait_for(lambda: agent.call("memory_status")["held"], what="a second hold")
+        pushed = kjson(box, "push")
+        assert pushed["pushed"] >= 1
+        assert agent.call("memory_status")["held"] is None
+        assert agent.call("memory_verify", query="release rule")["decision"] == "proceed"
+        history = agent.call("memory_history", tier="entity", key="release-gate",
+                             category="rules")
+        assert history["ok"] is True and history["count"] >= 2
+        assert "rarely" in history["versions"][-1]["body"]
+    finally:
+        agent.close()
+
+
+def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
+    one = AgentProcess(box.env).start()
+    two = AgentProcess(box.env).start()
+    try:
+        before = kjson(box, "status")["head"]["seq"]
+        assert one.call("memory_remember", category="notes", name="from-one",
+                        body={"text": "written by session one"})["ok"]
+        assert two.call("memory_remember", category="notes", name="from-two",
+                        body={"text": "written by session two"})["ok"]
+        assert two.call("memory_set_state", key="focus", body={"now": "two sessions"})["ok"]
+        status = wait_for(lambda: (s := kjson(box, "status"))["unanchored"] == 0 and s,
+                          what="the watcher's push")
+        assert status["head"]["seq"] == before + 1  # one push for both sessions
+        assert one.call("memory_status")["held"] is None
+        assert "push HELD" not in (box.kint_home / "supervisor.log").read_text().split(
+            "(entity rules/release-gate)")[-1]
+    finally:
+        one.close()
+        two.close()
