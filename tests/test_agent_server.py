@@ -130,3 +130,74 @@ def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
     finally:
         one.close()
         two.close()
+
+
+def test_the_exit_push_lands_after_the_server_is_killed(box):
+    import os
+    import signal
+
+    agent = AgentProcess({**box.env, "KINT_QUIET_SECONDS": "3600"}).start()
+    before = kjson(box, "status")["head"]["seq"]
+    assert agent.call("memory_remember", category="notes", name="last-words",
+                      body={"text": "written just before the session closed"})["ok"]
+    servers = _kint_server_pids(box)
+    agent.close(timeout=0.5)
+    time.sleep(0.5)
+    for pid in servers:  # what Claude Code does half a second after closing a server
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    landed = wait_for(lambda: (s := kjson(box, "status"))["head"]["seq"] > before and s,
+                      what="the exit push on chain")
+    assert landed["unanchored"] == 0 and landed["in_step"] is True
+
+
+def _kint_server_pids(sb):
+    import os
+    from pathlib import Path
+
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            env = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"run_kint_server.py" in cmd and str(sb.kint_home).encode() in env:
+            pids.append(int(entry))
+    assert pids, "no kint-server process found"
+    return pids
+
+
+def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
+        tmp_path_factory, chain_home):
+    from rpc_proxy import RpcProxy
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=60).start()
+    sb = new_machine(tmp_path_factory.mktemp("agent-hung"), chain_home)
+    try:
+        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        proxy.set_mode("hang")
+        started = time.monotonic()
+        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "3"}).start(timeout=60)
+        listed_after = time.monotonic() - started
+        try:
+            assert SIBYL_TOOLS | KINT_TOOLS <= set(agent.tools)
+            assert listed_after < 3 + 5, f"tools listed after {listed_after:.1f}s"
+            log = (sb.kint_home / "kint.log").read_text()
+            assert "bootstrap: still running; serving now, the pull finishes in the background" \
+                in log
+            # Sibyl's own tools serve the local store meanwhile.
+            assert agent.call("memory_remember", category="notes", name="offline",
+                              body={"text": "written while the endpoint hangs"})["ok"]
+        finally:
+            proxy.release()
+            proxy.forward()
+            agent.close()
+    finally:
+        proxy.stop()
+        sb.shutdown()
