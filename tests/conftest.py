@@ -103,6 +103,7 @@ class Sandbox:
     root: Path
     env: dict[str, str] = field(default_factory=dict)
     tenant: str = TENANT
+    signer: Any = None
 
     @property
     def home(self) -> Path:
@@ -155,6 +156,7 @@ class Sandbox:
         Sibyl's real account gate in every worker trusting a throwaway `TestSigner` key, and
         an entitled HOME for it. Returns the tenant the sandbox's credentials resolve to."""
         signer = sibyl_testing.TestSigner()
+        self.signer = signer
         sibyl_testing.install_entitled_home(self.home, signer)
         self.env["KINT_TEST_TRUSTED_KEY"] = f"{signer.kid}:{signer.public_raw.hex()}"
         # The worker forkserver imports its preload by name and ignores sys.path changes.

@@ -1,0 +1,86 @@
+"""kint under Hermes: Sibyl's own Hermes adapter (through kint's plugin) on three profiles
+gives three spaces and three workers, and Hermes' own writes are noted, so they never hold
+a server-side push, while an edit behind Sibyl's back does."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+from sibyl_memory_client import testing as sibyl_testing
+
+from chain_machines import kjson, new_machine, ok
+from conftest import make_sandbox
+from kint.client import Client, KintError
+from kint.spaces import resolve
+
+PROFILES = ("alpha", "beta", "gamma")
+
+
+@pytest.fixture(scope="module")
+def chain_home(tmp_path_factory):
+    sb = make_sandbox(tmp_path_factory.mktemp("hermes-chain"))
+    ok(sb.kint("devchain", "start"))
+    yield sb.kint_home
+    sb.kint("devchain", "stop")
+
+
+def test_three_profiles_three_workers_and_hermes_writes_never_hold(
+        tmp_path_factory, chain_home, monkeypatch):
+    from pathlib import Path
+
+    from kint.hermes_plugin import KintSibylAdapter
+
+    sb = new_machine(tmp_path_factory.mktemp("hermes"), chain_home)
+    # This process plays Hermes: Sibyl's real account gate, trusting the sandbox's signer.
+    sibyl_testing.patch_trusted_keys(monkeypatch, sb.signer)
+    sibyl_testing.install_entitled_home(Path.home(), sb.signer)
+    monkeypatch.setenv("HERMES_HOME", str(sb.hermes_home))
+    monkeypatch.setenv("KINT_HOME", str(sb.kint_home))
+    adapters = []
+    try:
+        for profile in PROFILES:
+            adapter = KintSibylAdapter()
+            adapter.initialize(f"session-{profile}", hermes_home=str(sb.hermes_home),
+                               agent_identity=profile)
+            adapters.append(adapter)
+            adapter._sibyl.remember("rules", f"{profile}-rule", {"rule": f"{profile} v1"})
+        status = json.loads(ok(sb.kint("supervisor", "status", "--json")).stdout)
+        labels = {r["label"]: r for r in status["spaces"]}
+        assert set(labels) == {f"{sb.tenant}@hermes:{p}" for p in PROFILES}
+        assert len({r["pid"] for r in labels.values()}) == 3
+        assert {r["store"] for r in labels.values()} == {str(sb.profile_db(p)) for p in PROFILES}
+
+        alpha = sb.profile_db("alpha")
+        ok(sb.kint("--db", str(alpha), "connect", "--dev"))
+        ok(sb.kint("--db", str(alpha), "push"))
+        # Hermes writes again, through its provider: noted, so a server-side push anchors.
+        adapters[0]._sibyl.remember("rules", "alpha-rule", {"rule": "alpha v2"})
+        ref = resolve(None, alpha)
+        with Client(sb.kint_home, autostart=False) as client:
+            pushed = client.call("push", tenant=ref.tenant, db=ref.db, space=ref.label,
+                                 args={"hold_reason": "tool"}, timeout_s=120)
+            assert pushed["pushed"] == 1
+            # The same kind of change made behind Sibyl's back holds.
+            conn = sqlite3.connect(alpha)
+            conn.execute("update entities set body = replace(body, 'v2', 'v3') "
+                         "where name = 'alpha-rule'")
+            conn.commit()
+            conn.close()
+            with pytest.raises(KintError) as held:
+                client.call("push", tenant=ref.tenant, db=ref.db, space=ref.label,
+                            args={"hold_reason": "tool"}, timeout_s=120)
+            assert held.value.code == "HELD" and "entity rules/alpha-rule" in held.value.message
+        assert kjson(sb, "--db", str(alpha), "verify", "alpha rule")["decision"] == "refuse"
+        # The other two profiles' workers kept serving their own stores.
+        for profile in ("beta", "gamma"):
+            assert kjson(sb, "--db", str(sb.profile_db(profile)), "status")["rows"]["entity"] == 1
+    finally:
+        for adapter in adapters:
+            adapter.shutdown()
+        time.sleep(0.2)
+        sb.shutdown()
+        for name in ("credentials.json", "entitlement.json"):  # leave the session HOME bare
+            (Path.home() / ".sibyl-memory" / name).unlink(missing_ok=True)
