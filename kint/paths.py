@@ -37,7 +37,18 @@ def ensure_private_dir(path: Path) -> Path:
     A path that is a symlink, not a folder, or owned by another user is refused: someone
     else could then read or replace what kint puts there.
     """
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):  # every folder kint creates is 0700, parents included
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        else:
+            os.chmod(folder, 0o700)
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise UnsafePathError(f"{path} is not a plain folder")

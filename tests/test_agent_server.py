@@ -201,3 +201,16 @@ def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
     finally:
         proxy.stop()
         sb.shutdown()
+
+
+def test_doctor_names_each_check(box, tmp_path):
+    good = box.kint("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
+    assert set(checks) == {"kint home placement", "permissions", "supervisor reachable",
+                           "chain reachable", "keys present", "store readable"}
+    assert good.returncode == 0, good.stdout
+    assert all(c["ok"] for c in checks.values())
+    inside = box.home / ".sibyl-memory" / "kint"
+    bad = box.kint("doctor", env={"KINT_HOME": str(inside)})
+    assert bad.returncode == 1
+    assert "FAIL  kint home placement" in bad.stdout and "FAIL  supervisor reachable" in bad.stdout

@@ -130,6 +130,8 @@ OPS: dict[str, OpSpec] = _ops(
            900_000, needs_space=True),
     OpSpec("recovery_code", "worker", "a new recovery code for the data key, published and "
            "written to RECOVERY-<space>.txt", 300_000, needs_space=True),
+    OpSpec("doctor", "worker", "the space's checks: store, chain, keys", 60_000,
+           needs_space=True),
     OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",
            60_000, needs_space=True, args={
                "tier": ArgSpec("str", required=True, max_chars=16),

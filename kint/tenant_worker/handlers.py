@@ -175,7 +175,14 @@ def _session_op(name: str) -> Handler:
     return run
 
 
+def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.doctor import doctor as run
+
+    return run(ctx, args)
+
+
 HANDLERS: dict[str, Handler] = {
+    "doctor": doctor,
     "attach": _session_op("attach"),
     "detach": _session_op("detach"),
     "note_write": _session_op("note_write"),

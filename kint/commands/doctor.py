@@ -1,0 +1,79 @@
+"""`kint doctor`: named checks, each passing or failing with what to do."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kint import spaces
+from kint.client import KintError
+from kint.commands.common import Ctx, echo_json
+from kint.paths import kint_home
+
+
+def _placement(home: Path) -> dict[str, Any]:
+    sibyl_dir = (Path.home() / ".sibyl-memory").resolve()
+    resolved = home.resolve()
+    inside = resolved == sibyl_dir or sibyl_dir in resolved.parents
+    return {"name": "kint home placement", "ok": not inside,
+            "detail": f"{home}" + (" is inside ~/.sibyl-memory: its files would be counted "
+                                   "twice by the cap" if inside else " is outside Sibyl's paths"),
+            "hint": "" if not inside else "set KINT_HOME outside ~/.sibyl-memory"}
+
+
+def _permissions(home: Path) -> dict[str, Any]:
+    loose = []
+    for root, dirs, files in os.walk(home):
+        for name in dirs + files:
+            path = Path(root) / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISDIR(st.st_mode) and mode != 0o700:
+                loose.append(f"{path} {oct(mode)}")
+            elif stat.S_ISREG(st.st_mode) and mode & 0o077:
+                loose.append(f"{path} {oct(mode)}")
+    if home.exists() and stat.S_IMODE(home.stat().st_mode) != 0o700:
+        loose.insert(0, f"{home} {oct(stat.S_IMODE(home.stat().st_mode))}")
+    return {"name": "permissions", "ok": not loose,
+            "detail": "; ".join(loose[:5]) if loose else "folders 0700, files 0600",
+            "hint": "" if not loose else "chmod 700 the folders and 600 the files listed"}
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_obj
+def doctor_cmd(obj: Ctx, as_json: bool) -> None:
+    """Named checks: kint home placement, permissions, supervisor reachable, chain
+    reachable, keys present, store readable. Exit code 1 when any fails."""
+    home = kint_home()
+    checks = [_placement(home), _permissions(home)]
+    client = obj.client(autostart=False)
+    reachable = client.ping(2.0)
+    checks.append({"name": "supervisor reachable", "ok": reachable,
+                   "detail": "answering" if reachable else f"no supervisor for {home}",
+                   "hint": "" if reachable else "run `kint supervisor start`"})
+    if reachable:
+        ref = spaces.resolve(obj.tenant, obj.db)
+        try:
+            checks += client.call("doctor", tenant=ref.tenant, db=ref.db, space=ref.label,
+                                  timeout_s=60)["checks"]
+        except KintError as err:
+            checks.append({"name": "space", "ok": False, "detail": err.message,
+                           "hint": err.hint or ""})
+    failed = [c for c in checks if not c["ok"]]
+    if as_json:
+        echo_json({"checks": checks, "ok": not failed})
+    else:
+        for c in checks:
+            click.echo(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {c['detail']}")
+            if not c["ok"] and c.get("hint"):
+                click.echo(f"      hint: {c['hint']}")
+    sys.exit(1 if failed else 0)
