@@ -18,8 +18,11 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 
 
 class AgentProcess:
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], command: list[str] | None = None) -> None:
         self.env = env
+        # The test launcher by default (Sibyl's gate trusting the test key); a config's own
+        # command (the real `kint-server`) when given.
+        self.command = command or [sys.executable, str(SUPPORT / "run_kint_server.py")]
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -35,9 +38,8 @@ class AgentProcess:
         ready = threading.Event()
 
         async def main() -> None:
-            params = StdioServerParameters(
-                command=sys.executable, args=[str(SUPPORT / "run_kint_server.py")],
-                env=self.env)
+            params = StdioServerParameters(command=self.command[0], args=self.command[1:],
+                                           env=self.env)
             self._stop = asyncio.Event()
             async with stdio_client(params) as (read, write):
                 async with ClientSession(read, write) as session:

@@ -54,3 +54,44 @@ def test_systemd_unit_runs_the_supervisor(sandbox):
 
 def test_launchd_plist_runs_the_supervisor(sandbox):
     _runs_in_foreground_and_stops_on_sigterm(sandbox, _launchd_command())
+
+
+
+def _hermes_config() -> dict:
+    import json
+
+    # Hermes reads YAML; this file is written in YAML's JSON-compatible flow style (plus
+    # comments), so the standard library can parse it here.
+    text = (DEPLOY / "mcp" / "hermes.yaml").read_text()
+    return json.loads("\n".join(line for line in text.splitlines()
+                                if not line.lstrip().startswith("#")))
+
+
+def _mcp_servers() -> dict[str, dict]:
+    import json
+    import tomllib
+
+    claude = json.loads((DEPLOY / "mcp" / "claude-code.json").read_text())["mcpServers"]["kint"]
+    codex = tomllib.loads((DEPLOY / "mcp" / "codex.toml").read_text())["mcp_servers"]["kint"]
+    hermes = _hermes_config()["mcp_servers"]["kint"]
+    return {"claude-code": claude, "codex": codex, "hermes": hermes}
+
+
+def test_mcp_configs_name_kint_server_and_it_serves_fourteen_tools(sandbox):
+    from mcp_session import AgentProcess
+
+    servers = _mcp_servers()
+    for name, server in servers.items():
+        assert server["command"] == "kint-server", name
+        assert server.get("args", []) == [], name
+        assert server["env"]["SIBYL_MEMORY_TELEMETRY"] == "0", name
+    server = servers["claude-code"]
+    command = str(Path(KINT).parent / server["command"])
+    agent = AgentProcess({**sandbox.env, **server["env"]}, command=[command]).start(timeout=90)
+    try:
+        assert len(set(agent.tools)) == 14
+        assert {"memory_verify", "memory_remember"} <= set(agent.tools)
+        status = agent.call("memory_status")
+        assert status["ok"] is True and status["connected"] is False
+    finally:
+        agent.close()
