@@ -104,7 +104,9 @@ def space_status_text(result: dict[str, Any]) -> str:
         file_text += f"; {files['epochs']} cached epoch(s)"
     worker = result["worker"]
     chain_lines = []
-    if result.get("connected"):
+    if "connected" not in result:
+        chain_lines = []
+    elif result.get("connected"):
         head = result.get("head")
         chain_head = result.get("chain_head")
         here = f"epoch {head['seq']} at block {head['block']}" if head else "none"
@@ -118,6 +120,8 @@ def space_status_text(result: dict[str, Any]) -> str:
                        f"changes: {result.get('unanchored')} unanchored row change(s)"]
     else:
         chain_lines = ["chain:   not connected (run `kint connect`)"]
+    if result.get("held"):
+        chain_lines.append(f"held:    {result['held']['message']} ({result['held']['reason']})")
     cap = result.get("cap")
     if cap:
         chain_lines.append(

@@ -25,7 +25,7 @@ def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None
         """kint's view of this memory: connected, the anchored head and the chain's
         (`in_step`), unanchored changes, `held` (why server-side pushes are held, or null),
         and `cap` (Sibyl's bytes, kint's bytes, their sum against the cap)."""
-        return _forward(lambda: session.call("status", timeout_s=30))
+        return _forward(lambda: session.call("status", {"chain": True}, timeout_s=30))
 
     @mcp.tool()
     def memory_connect(dev: bool = False, recovery_code: str | None = None,

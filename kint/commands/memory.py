@@ -16,7 +16,7 @@ from kint.commands.common import Ctx, echo_json, space_call
 @click.pass_obj
 def status_cmd(obj: Ctx, as_json: bool) -> None:
     """The space of this store: tenant, store, row counts per tier, kint's files."""
-    result = space_call(obj, "status", {}, timeout_s=30)
+    result = space_call(obj, "status", {"chain": True}, timeout_s=30)
     if as_json:
         echo_json(result)
     else:

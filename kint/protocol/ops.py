@@ -93,8 +93,9 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("sup.restart", "supervisor", "restart one space's worker (by space id or tenant)",
            60_000, args={"target": ArgSpec("str", required=True, max_chars=512)}),
     # Served by the space's worker.
-    OpSpec("status", "worker", "the space's tenant, store, row counts and kint files",
-           30_000, needs_space=True),
+    OpSpec("status", "worker", "the space's tenant, store, row counts and kint files; with "
+           "`chain`, the heads, in_step, unanchored changes, the hold and the cap too",
+           30_000, needs_space=True, args={"chain": ArgSpec("bool")}),
     OpSpec("verify", "worker", "check recalled rows against what was anchored: proceed or "
            "refuse", 120_000, needs_space=True, args={
                "query": ArgSpec("str", required=True, max_chars=4096),

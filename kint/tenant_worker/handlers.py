@@ -45,9 +45,9 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                 files[name] = 0
         else:
             files[name] = path.exists()
+    extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
     return {
-        **_chain_status(ctx),
-        "cap": _cap(ctx),
+        **extra,
         "tenant": cfg.tenant,
         "space": cfg.space16,
         "space_id": cfg.space_id,
