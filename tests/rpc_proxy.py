@@ -29,7 +29,6 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -247,7 +246,8 @@ class RpcProxy:
             answer["result"] = "0x" + (raw[:32] + other + raw[64:]).hex()
             self._lie(f"head digest {raw[32:64].hex()[:12]} -> {other.hex()[:12]}")
         elif (mode == "bad_calldata" and method == "eth_getTransactionByHash"
-              and isinstance(result, dict) and str(result.get("input", "")).startswith(PUSH_SELECTOR)):
+              and isinstance(result, dict)
+              and str(result.get("input", "")).startswith(PUSH_SELECTOR)):
             data = bytes.fromhex(result["input"][2:])
             result["input"] = "0x" + _flip(data, CIPHERTEXT_OFFSET + HEADER_SIZE + 7).hex()
             self._lie(f"calldata of {result.get('hash')} altered")
@@ -274,11 +274,3 @@ def live_proxy_threads() -> list[threading.Thread]:
         out += [t for t in proxy.threads() if t.is_alive()]
     return out
 
-
-def wait_until(predicate: Any, timeout: float, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)

@@ -100,4 +100,10 @@ class TrackedHTTPProvider(HTTPProvider):
 
 
 def connect(url: str, timeout_s: float, tracker: RpcTracker) -> Web3:
-    return Web3(TrackedHTTPProvider(url, timeout_s, tracker))
+    w3 = Web3(TrackedHTTPProvider(url, timeout_s, tracker))
+    # web3's validation layer asks eth_chainId around every call (three round trips for
+    # one head read); kint sets the chain id on every transaction itself. ENS names are
+    # never used.
+    for name in ("validation", "ens_name_to_address"):
+        w3.middleware_onion.remove(name)
+    return w3

@@ -235,6 +235,20 @@ def _record_landed(ctx: SpaceContext, anchor: Anchor, pending: dict[str, Any],
     return mirror
 
 
+def resolve_pending_at_start(ctx: SpaceContext) -> None:
+    """A worker that starts with a pending file looks at the head at once (DESIGN §9),
+    under the head lock; when the chain cannot be read, the next push or pull does it."""
+    if not ctx.state.files["pending"].exists():
+        return
+    try:
+        chain, enrolment = connected(ctx)
+        with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
+            resolve_pending(ctx, Anchor(chain, ctx.tracker), enrolment.owner)
+    except (ProtocolError, RpcUnavailable, HeadLockBusy) as err:
+        log.warning("space %s: an interrupted push is left for the next push or pull: %s",
+                    ctx.config.space16, err)
+
+
 def resolve_pending(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
     the same signed transaction, or drop it), or the chain moved past it (CHAIN_MOVED)."""
@@ -247,6 +261,20 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
         raise ProtocolError(ErrorCode.INTERNAL, f"{path} is corrupt; it was left as it is",
                             "move it aside and run `kint pull`") from None
     head = anchor.head(owner, ctx.config.space_id)
+    mirror = ctx.state.mirror()
+    if mirror is not None and (mirror.head.seq, mirror.head.digest) == (pending["seq"],
+                                                                         pending["digest"]):
+        # Killed after the mirror was saved: finish the last two steps.
+        from kint.tenant_worker.statefiles import Watermark
+
+        mark = ctx.state.watermark()
+        if mark is None or mark.seq < pending["seq"]:
+            ctx.state.save_watermark(Watermark(pending["seq"], pending["digest"],
+                                               mirror.head.block))
+        path.unlink(missing_ok=True)
+        log.info("space %s: finished recording epoch %d after an interrupted push",
+                 ctx.config.space16, pending["seq"])
+        return
     if head.seq == pending["seq"] and head.digest == pending["digest"]:
         log_ = anchor.epoch_log(owner, ctx.config.space_id, head.seq, head.block)
         if log_ is None:

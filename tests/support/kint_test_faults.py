@@ -76,8 +76,8 @@ def _install() -> None:
 
     if getattr(Anchor.send_raw, "__kint_test_faults__", False):
         return
-    Anchor.send_raw = _around(Anchor.send_raw, "before_send", "after_send")  # type: ignore[method-assign]
-    Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore[method-assign]
+    Anchor.send_raw = _around(Anchor.send_raw, "before_send", "after_send")  # type: ignore
+    Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore
     push.record_epoch = _around(push.record_epoch, None, "after_mirror_save")
 
 
