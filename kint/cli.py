@@ -26,6 +26,7 @@ from kint.commands.common import Ctx
 from kint.commands.devchain import devchain_group
 from kint.commands.doctor import doctor_cmd
 from kint.commands.memory import history_cmd, status_cmd, verify_cmd
+from kint.commands.session_key import session_key_group
 from kint.commands.supervisor import supervisor_group
 
 
@@ -57,8 +58,8 @@ def demo_cmd(keep: bool) -> None:
 
 
 for command in (status_cmd, verify_cmd, history_cmd, connect_cmd, push_cmd, pull_cmd,
-                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, supervisor_group,
-                devchain_group):
+                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group,
+                supervisor_group, devchain_group):
     main.add_command(command)
 
 

@@ -245,3 +245,23 @@ def _space_id(sb, space16):
     import json as _json
 
     return _json.loads((sb.kint_home / f"enrol-{space16}.json").read_text())["space"]
+
+
+def test_session_key_rotate_moves_the_space_to_the_new_key(machines):
+    a, _ = machines
+    ok(a.kint("pull"))
+    space = kjson(a, "status")["space"]
+    enrol = a.kint_home / f"enrol-{space}.json"
+    import json as _json
+
+    before = _json.loads(enrol.read_text())
+    out = ok(a.kint("session-key", "rotate"))
+    assert "session key rotated" in out.stdout
+    assert (a.kint_home / "session.key.old").exists()
+    after = _json.loads(enrol.read_text())
+    assert after["session_address"] != before["session_address"]
+    assert after["writer"] != before["writer"]
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-rotate", {"rule": "new key"})
+    pushed = kjson(a, "push")
+    assert pushed["pushed"] == 1
+    assert kjson(a, "verify", "release rule")["decision"] == "proceed"

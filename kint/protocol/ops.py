@@ -131,6 +131,8 @@ OPS: dict[str, OpSpec] = _ops(
            900_000, needs_space=True),
     OpSpec("recovery_code", "worker", "a new recovery code for the data key, published and "
            "written to RECOVERY-<space>.txt", 300_000, needs_space=True),
+    OpSpec("reenrol", "worker", "move the space to this machine's new session key", 300_000,
+           needs_space=True),
     OpSpec("doctor", "worker", "the space's checks: store, chain, keys", 60_000,
            needs_space=True),
     OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",

@@ -209,7 +209,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                           session_address=session.address, writer=writer.address,
                           key_ids=[keys.data_key_id(data_key).hex()],
                           vault_created=recovery_code is not None,
-                          rpc_urls=rpc_urls or None)
+                          rpc_urls=rpc_urls or None, db=cfg.db, label=cfg.label)
     save_enrolment(state.files["enrol"], enrolment)
     if state.mirror() is None:
         empty_mirror(state)

@@ -30,6 +30,10 @@ class Enrolment:
     # This space's own endpoints (`kint connect --rpc-urls`), so one tenant's endpoint,
     # hung or not, is never another's. None: the machine's chain settings.
     rpc_urls: list[str] | None = None
+    # The store and space label this enrolment was made for (machine-wide commands such
+    # as `kint session-key rotate` route to each space with them).
+    db: str | None = None
+    label: str | None = None
     v: int = ENROL_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -181,7 +181,14 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
+def reenrol(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.reenrol import reenrol as run
+
+    return run(ctx, args)
+
+
 HANDLERS: dict[str, Handler] = {
+    "reenrol": reenrol,
     "doctor": doctor,
     "attach": _session_op("attach"),
     "detach": _session_op("detach"),
