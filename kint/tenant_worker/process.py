@@ -66,6 +66,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _runs_inline(request: dict[str, Any]) -> bool:
+    """The plain status (a few stats, cached counts) runs on the main thread: a thread
+    hand-off would cost more than the op. Everything else runs on the pool, so a slow op
+    never delays a heartbeat."""
+    args = request.get("args")
+    return request.get("op") == "status" and not (isinstance(args, dict) and args.get("chain"))
+
+
 class InFlight:
     """The ops running in the pool, for the heartbeat. Thread-safe."""
 
@@ -153,7 +161,10 @@ class Worker:
             self._local.push = sock
         return sock
 
-    def _run(self, request: dict[str, Any]) -> None:
+    def _run_in_pool(self, request: dict[str, Any]) -> None:
+        self._reply_socket().send(encode_reply(self._run(request)))
+
+    def _run(self, request: dict[str, Any]) -> Any:
         rid = str(request.get("id"))
         try:
             req = decode_request(worker_wire.encode(request))
@@ -176,7 +187,7 @@ class Worker:
                                 f"{request.get('op')} failed inside the worker")
         finally:
             self.inflight.finish(rid)
-        self._reply_socket().send(encode_reply(reply))
+        return reply
 
     def _dispatch(self, raw: bytes) -> None:
         try:
@@ -195,7 +206,10 @@ class Worker:
                 rid, ErrorCode.WORKER_DOWN, "the worker is stopping").to_dict()})
             return
         self.inflight.start(rid, str(request.get("op")))
-        self.pool.submit(self._run, request)
+        if _runs_inline(request):
+            self._send({"kind": "reply", "reply": self._run(request).to_dict()})
+        else:
+            self.pool.submit(self._run_in_pool, request)
 
     # -- the loop --------------------------------------------------------------------------
 
