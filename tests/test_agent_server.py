@@ -214,3 +214,43 @@ def test_doctor_names_each_check(box, tmp_path):
     bad = box.kint("doctor", env={"KINT_HOME": str(inside)})
     assert bad.returncode == 1
     assert "FAIL  kint home placement" in bad.stdout and "FAIL  supervisor reachable" in bad.stdout
+
+
+def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_factory,
+                                                               chain_home):
+    """The cap gate counts Sibyl's stores plus every byte under KINT_HOME. A filler file
+    under KINT_HOME (any file there counts) takes the total past the cap: a tool write then
+    meets Sibyl's own gate, and so does a pull's replay on a machine over the cap."""
+    agent = AgentProcess(box.env).start()
+    filler = box.kint_home / "filler.bin"
+    try:
+        before = agent.call("memory_status")["cap"]
+        assert before["volunteered_total"] == before["sibyl_bytes"] + before["kint_bytes"]
+        filler.write_bytes(b"\0" * (before["cap_bytes"] + 1))
+        filler.chmod(0o600)
+        over = agent.call("memory_remember", category="notes", name="over-the-cap",
+                          body={"text": "one write too many"})
+        assert over.get("ok") is not True, over
+        assert "CAP_EXCEEDED" in json.dumps(over), over
+        cap = agent.call("memory_status")["cap"]
+        assert cap["volunteered_total"] > cap["cap_bytes"]
+    finally:
+        filler.unlink(missing_ok=True)
+        agent.close()
+
+    # A second machine over the cap: its pull's replay meets the same gate.
+    from chain_machines import recovery_code
+
+    space = kjson(box, "status")["space"]
+    owner = json.loads((box.kint_home / f"enrol-{space}.json").read_text())["owner"]
+    other = new_machine(tmp_path_factory.mktemp("agent-over-cap"), chain_home)
+    try:
+        ok(other.kint("connect", "--recovery-code", recovery_code(box, space), "--owner", owner))
+        (other.kint_home / "filler.bin").write_bytes(b"\0" * 5_300_000)
+        out = other.kint("pull")
+        assert out.returncode == 2 and "[SIBYL_ERROR]" in out.stderr, out.stderr
+        assert "cap" in out.stderr.lower()
+        (other.kint_home / "filler.bin").unlink()
+        assert kjson(other, "pull")["store_root_matches"] is True
+    finally:
+        other.shutdown()
