@@ -382,10 +382,11 @@ def run(quick: bool = False) -> dict[str, Any]:
                     break
                 attempt -= 100
     offline = None if quick else _offline_sizing(10000)
-    env = {"supervisor_log_problems": [p for s in per_size
-                                       for p in s["env"]["supervisor_log_problems"]],
-           "cleanup_notes": [p for s in per_size for p in s["env"]["cleanup_notes"]],
-           "supervisor_log_copy": None}
+    envs = [s["env"] for s in per_size] + ([offline["env"]] if offline else [])
+    env = {"supervisor_log_problems": [p for e in envs for p in e["supervisor_log_problems"]],
+           "cleanup_notes": [p for e in envs for p in e["cleanup_notes"]],
+           "supervisor_log_copy": None,
+           "machine_log_copies": [e.get("machine_log_copies") for e in envs]}
     measured = [s for s in per_size if not s["refused_by_cap"]]
     return {
         "name": "chain",

@@ -254,6 +254,11 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
             if not met_in or not met_sup:
                 profiles["in_process_verify"] = _profile(in_process, queries, 2)
                 profiles["bare_search"] = _profile(bare, queries, 2)
+                found = {q: bare(q) for q in queries}
+                profiles["decide_only"] = _profile(
+                    lambda q: decide(found[q], client=client, conn=conn, tenant=tenant,
+                                     state=state, query=q, head=head, write_refusal=False),
+                    queries, 5)
         finally:
             conn.close()
             client.storage.close()
@@ -294,7 +299,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     env = {"supervisor_log_problems": [p for s in per_size
                                        for p in s["env"]["supervisor_log_problems"]],
            "cleanup_notes": [p for s in per_size for p in s["env"]["cleanup_notes"]],
-           "supervisor_log_copy": [s["env"]["supervisor_log_copy"] for s in per_size]}
+           "supervisor_log_copy": None,
+           "machine_log_copies": [s["env"].get("machine_log_copies") for s in per_size]}
     return {
         "name": "verify",
         "quick": quick,

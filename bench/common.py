@@ -73,7 +73,9 @@ class Machine:
                 "HERMES_HOME": str(self.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0",
                 "PYTHON_KEYRING_BACKEND": KEYRING_OFF, "KINT_TEST_GATE": "null",
                 # The worker forkserver imports its preload by name: it must be on the path.
-                "PYTHONPATH": str(TEST_SUPPORT)}
+                # The checkout this bench folder belongs to comes next, so the supervisor
+                # runs the same kint as this process (not the editable install's).
+                "PYTHONPATH": f"{TEST_SUPPORT}:{REPO_DIR}"}
 
 
 # Never the caller's OS keyring: kint's machine secret falls back to local.secret.
@@ -248,7 +250,7 @@ def start_probed_supervisor(env: BenchEnv, machine: Machine, probe_env: dict[str
     (timers or cProfile, as `probe_env` asks). For diagnostic passes only."""
     return start_test_supervisor(
         env, machine, timeout_s, launcher=BENCH_SUPPORT / "run_supervisor_probed.py",
-        extra_env={**probe_env, "PYTHONPATH": f"{TEST_SUPPORT}:{BENCH_SUPPORT}"})
+        extra_env={**probe_env, "PYTHONPATH": f"{TEST_SUPPORT}:{BENCH_SUPPORT}:{REPO_DIR}"})
 
 
 def profile_summary(paths: list[Path], top: int = 30) -> dict[str, list[str]]:

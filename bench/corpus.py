@@ -17,6 +17,7 @@ the ids and timestamps Sibyl itself stamps on write (the uuids and `created_at` 
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,11 +125,9 @@ def _entity(p: _Prose, i: int) -> Row:
     if rng.random() < 0.5:
         body["tags"] = [w.lower() for w in p.words(rng.randint(1, 4))]
     # Grow to the target with more prose, then trim at a word boundary.
-    import json as _json
-
-    while len(_json.dumps(body)) < target:
+    while len(json.dumps(body)) < target:
         body["note"] = (body.get("note", "") + " " + p.sentence()).strip()
-    while len(_json.dumps(body)) > 400 and "note" in body:
+    while len(json.dumps(body)) > 400 and "note" in body:
         cut = body["note"].rsplit(" ", 1)[0]
         if cut == body["note"]:
             del body["note"]

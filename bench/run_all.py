@@ -20,15 +20,19 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_chain  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_roundtrip  # noqa: E402
 import bench_spawn  # noqa: E402
+import bench_verify  # noqa: E402
 import common  # noqa: E402
 
 BENCHMARKS: list[tuple[str, Callable[[bool], dict[str, Any]]]] = [
     ("roundtrip", bench_roundtrip.run),
     ("spawn", bench_spawn.run),
     ("memory", bench_memory.run),
+    ("verify", bench_verify.run),
+    ("chain", bench_chain.run),
 ]
 
 
@@ -82,6 +86,76 @@ def table_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, 
              f"{mem['supervisor']['pss_mib']:.1f} + "
              f"{sum(f['pss_mib'] for f in mem['forkserver']):.1f}", "", "", ""),
         ]
+    rows += _verify_rows(results.get("verify"))
+    rows += _chain_rows(results.get("chain"))
+    return rows
+
+
+def _rows_label(size: dict[str, Any]) -> str:
+    n, asked = size["rows"], size["rows_requested"]
+    instead = size.get("instead_of")
+    if instead:
+        return (f"{n} rows (largest that restores; A held {instead['rows_a_held']} of "
+                f"{instead['rows_requested']} asked)")
+    return f"{n} rows" if n == asked else f"{n} rows (asked {asked}; Sibyl's cap)"
+
+
+def _verify_rows(ve: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    for s in (ve or {}).get("sizes", []):
+        i, r = s["in_process_ms"], s["supervisor_ms"]
+        ri, rs = s["ratio_in_process"], s["ratio_supervisor"]
+        rows += [
+            (f"verify, {_rows_label(s)}, in-process p50/p99 (ms)",
+             f"{i['verify']['p50']:.2f} / {i['verify']['p99']:.2f}",
+             f"search {i['bare']['p50']:.2f} / {i['bare']['p99']:.2f}", "", ""),
+            ("  ratio verify/search in-process p50 / p99",
+             f"{ri['p50']:.2f}x / {ri['p99']:.2f}x", "", "<= 1.15x",
+             _met(s["met"]["in_process"])),
+            ("  through the supervisor p50/p99 (ms)",
+             f"{r['verify']['p50']:.2f} / {r['verify']['p99']:.2f}",
+             f"search {r['bare']['p50']:.2f} / {r['bare']['p99']:.2f}", "", ""),
+            ("  ratio routed verify/search p50 / p99",
+             f"{rs['p50']:.2f}x / {rs['p99']:.2f}x", "", "<= 1.25x",
+             _met(s["met"]["supervisor"])),
+        ]
+    return rows
+
+
+def _chain_rows(ch: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    for s in (ch or {}).get("sizes", []):
+        b, g = s["bytes"], s["gas"]
+        rows += [
+            (f"chain, {_rows_label(s)}: bytes on chain", f"{b['on_chain_envelopes']}",
+             f"gzip -9 {b['gzip9']['baseline']}", "", ""),
+            (f"  ratio envelopes/gzip -9 ({len(s['push']['epochs'])} epochs)",
+             f"{b['ratio_envelopes_over_gzip9']:.3f}x", "", "<= 1.3x", _met(s["met"]["bytes"])),
+            ("  gas per row", f"{g['per_row']:.0f}",
+             f"gzip calldata floor {g['baseline_calldata_floor_of_gzip9_one_tx'] / s['rows']:.0f}",
+             "", ""),
+            ("  push wall time, 1 confirmation, automine (s)", f"{s['push']['wall_s']:.2f}", "",
+             "", ""),
+        ]
+        r, w = s["restore"], s["sibyl_write_baseline"]
+        if r["median_s"]:
+            rows += [
+                ("  full restore (pull on a 2nd machine) (s)", f"{r['median_s']:.2f}",
+                 f"Sibyl writes {w['fastest_s']:.2f}", "", ""),
+                ("  restore throughput / Sibyl write throughput",
+                 f"{s['ratio_restore_throughput_over_sibyl_write']:.2f}x", "", ">= 0.8x",
+                 _met(s["met"]["restore"])),
+            ]
+        else:
+            first = r["samples"][0]
+            rows.append(("  full restore", f"REFUSED ({first.get('code')})",
+                         f"Sibyl writes {w['fastest_s']:.2f}", ">= 0.8x", "n/a"))
+    off = (ch or {}).get("offline_sizing")
+    if off:
+        rows.append((f"chain, {off['rows']} rows offline (split+seal, no push): ratio",
+                     f"{off['ratio_envelopes_over_gzip9']:.3f}x",
+                     f"gzip -9 {off['gzip9']['baseline']}", "<= 1.3x",
+                     _met(off["ratio_envelopes_over_gzip9"] <= 1.3)))
     return rows
 
 
