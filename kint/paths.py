@@ -124,10 +124,31 @@ def space_files(home: Path, space16: str) -> dict[str, Path]:
     }
 
 
+_FOOTPRINT_TTL_S = 1.0
+_footprint_cache: dict[Path, tuple[float, int]] = {}
+
+
 def footprint_bytes(home: Path | None = None) -> int:
-    """Bytes of every file under KINT_HOME (the kint half of the cap gate's count)."""
+    """Bytes of every file under KINT_HOME (the kint half of the cap gate's count).
+
+    Sibyl asks for it on every write; a replay of thousands of rows would otherwise walk
+    the folder thousands of times. The walk is reused for one second, a window in which
+    kint's state grows by at most the epochs being recorded, which the next walk counts."""
+    import time
+
+    home = home or kint_home()
+    now = time.monotonic()
+    hit = _footprint_cache.get(home)
+    if hit is not None and now - hit[0] < _FOOTPRINT_TTL_S:
+        return hit[1]
+    total = _walk_bytes(home)
+    _footprint_cache[home] = (now, total)
+    return total
+
+
+def _walk_bytes(home: Path) -> int:
     total = 0
-    for root, _dirs, files in os.walk(home or kint_home()):
+    for root, _dirs, files in os.walk(home):
         for name in files:
             try:
                 total += os.lstat(os.path.join(root, name)).st_size

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import orjson
 
+from kint.envsettings import env_float
+
 DEFAULT_CONFIRMATIONS = 2
 DEFAULT_RPC_TIMEOUT_S = 10.0
 
@@ -38,20 +40,12 @@ class ChainConfig:
         return self.devchain or os.environ.get("KINT_ALLOW_SINGLE_RPC") == "1"
 
 
-def _float_env(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def devchain_record(home: Path) -> Path:
     return home / "devchain" / "devchain.json"
 
 
 def load_chain_config(home: Path) -> ChainConfig | None:
-    timeout = _float_env("KINT_RPC_TIMEOUT", DEFAULT_RPC_TIMEOUT_S)
+    timeout = env_float("KINT_RPC_TIMEOUT", DEFAULT_RPC_TIMEOUT_S, minimum=0.1)
     urls = os.environ.get("KINT_RPC_URLS")
     if urls:
         rpc = tuple(u.strip() for u in urls.split(",") if u.strip())

@@ -29,6 +29,7 @@ from web3 import Web3
 
 from kint.chain.artifact import load_artifact
 from kint.chain.config import devchain_record
+from kint.envsettings import pid_alive
 from kint.paths import atomic_write, ensure_private_dir
 
 CHAIN_ID = 31337
@@ -62,16 +63,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _answers(url: str) -> bool:
     try:
         r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId",
@@ -94,7 +85,7 @@ def read_record(home: Path) -> dict[str, Any] | None:
 def status(home: Path) -> dict[str, Any] | None:
     """The running devchain's record, or None when none runs."""
     record = read_record(home)
-    if record is None or not _pid_alive(int(record["pid"])) or not _answers(record["rpc_url"]):
+    if record is None or not pid_alive(int(record["pid"])) or not _answers(record["rpc_url"]):
         return None
     return record
 
@@ -155,17 +146,17 @@ def stop(home: Path, timeout_s: float = 15.0) -> bool:
     if record is None:
         return False
     pid = int(record["pid"])
-    was_running = _pid_alive(pid)
+    was_running = pid_alive(pid)
     if was_running:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while _pid_alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
             time.sleep(0.05)
-        if _pid_alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
     # Keep the anchor address for the next start; drop what is no longer true.
     atomic_write(devchain_record(home), orjson.dumps(

@@ -8,6 +8,7 @@ on a second machine.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Iterable, Literal
@@ -66,8 +67,9 @@ class Row:
     def canonical_id(self) -> str:
         return canonical_id(self.tier, self.category, self.key)
 
-    @property
+    @functools.cached_property
     def leaf(self) -> bytes:
+        """Computed once per row object (a row's fields never change after it is made)."""
         return leaf(self.tier, self.category, self.key, self.fields)
 
     def label(self) -> str:

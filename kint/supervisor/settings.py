@@ -3,26 +3,9 @@ never fatal: a typo in an environment variable must not take every tenant down."
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
 
-log = logging.getLogger("kint.supervisor")
-
-
-def _env_float(name: str, default: float, minimum: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        log.warning("%s=%r is not a number; using %s", name, raw, default)
-        return default
-    if value < minimum:
-        log.warning("%s=%s is below %s; using %s", name, raw, minimum, minimum)
-        return minimum
-    return value
+from kint.envsettings import env_float
 
 
 @dataclass(frozen=True)
@@ -41,10 +24,10 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> "Settings":
-        backoff = _env_float("KINT_QUARANTINE_BACKOFF_SECONDS", 30.0, 0.1)
+        backoff = env_float("KINT_QUARANTINE_BACKOFF_SECONDS", 30.0, 0.1)
         return cls(
-            heartbeat_timeout_s=_env_float("KINT_WORKER_HEARTBEAT_TIMEOUT", 10.0, 1.0),
-            idle_s=_env_float("KINT_WORKER_IDLE_SECONDS", 900.0, 1.0),
+            heartbeat_timeout_s=env_float("KINT_WORKER_HEARTBEAT_TIMEOUT", 10.0, 1.0),
+            idle_s=env_float("KINT_WORKER_IDLE_SECONDS", 900.0, 1.0),
             backoff_initial_s=backoff,
             backoff_max_s=max(backoff, 600.0),
         )

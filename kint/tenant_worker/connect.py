@@ -50,9 +50,31 @@ def _session(ctx: SpaceContext) -> Any:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, str(err)) from None
 
 
+def ensure_authorized(anchor: Anchor, chain: Any, owner: str, session: Any) -> int:
+    """Make sure `owner` has authorized `session` on chain; returns the expiry to give the
+    writer's delegation. On the devchain the owner authorizes it here (impersonated) and
+    the session key is funded; on a real chain the owner's wallet must have done it."""
+    expiry = int(time.time()) + SESSION_DAYS * 86400
+    if anchor.can_write(owner, session.address):
+        return expiry
+    if not chain.devchain:
+        raise ProtocolError(
+            ErrorCode.NOT_CONNECTED,
+            f"the owner {owner} has not authorized this machine's session key "
+            f"{session.address}",
+            f"have the owner call authorize({session.address}, expiry) on EpochAnchor "
+            f"{chain.anchor}, then run this again")
+    url = chain.rpc_urls[0]
+    data = anchor.contract.encode_abi("authorize", args=[session.address, expiry])
+    devchain.send_as(url, owner, anchor.address, data)
+    devchain.fund(url, session.address, DEV_SESSION_FUNDING_WEI)
+    return expiry
+
+
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push is already running")
+        raise ProtocolError(ErrorCode.BUSY, "a push, pull or connect is already running for "
+                            "this space")
     try:
         return _connect(ctx, args)
     except RpcUnavailable as err:
@@ -173,20 +195,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     owner = Web3.to_checksum_address(owner)
 
     session = _session(ctx)
-    expiry = int(time.time()) + SESSION_DAYS * 86400
-    if not anchor.can_write(owner, session.address):
-        if not chain.devchain:
-            raise ProtocolError(
-                ErrorCode.NOT_CONNECTED,
-                f"the owner {owner} has not authorized this machine's session key "
-                f"{session.address}",
-                f"have the owner call authorize({session.address}, expiry) on EpochAnchor "
-                f"{chain.anchor}, then run `kint connect` again")
-        url = chain.rpc_urls[0]
-        data = anchor.contract.encode_abi("authorize", args=[session.address, expiry])
-        devchain.send_as(url, owner, anchor.address, data)
-        devchain.fund(url, session.address, DEV_SESSION_FUNDING_WEI)
-
+    expiry = ensure_authorized(anchor, chain, owner, session)
     writer = keys.writer_account(bytes(session.key), cfg.space_id)
     anchor.transact(session, anchor.contract.functions.delegate(owner, writer.address, expiry))
     anchor.transfer(session, writer.address, WRITER_FUNDING_WEI)

@@ -27,6 +27,7 @@ import orjson
 import zmq
 from sibyl_memory_client.exceptions import SibylMemoryError
 
+from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
@@ -54,16 +55,6 @@ def _die_with_parent() -> None:
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         except OSError:
             pass
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _runs_inline(request: dict[str, Any]) -> bool:
@@ -225,7 +216,7 @@ class Worker:
         while True:
             now = time.monotonic()
             if now >= next_beat:
-                if not _pid_alive(cfg.supervisor_pid):
+                if not pid_alive(cfg.supervisor_pid):
                     log.warning("supervisor %d is gone; exiting", cfg.supervisor_pid)
                     return 0
                 self._beat()

@@ -58,7 +58,8 @@ class Fetched:
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push is already running")
+        raise ProtocolError(ErrorCode.BUSY, "a push, pull or connect is already running for "
+                            "this space")
     try:
         with head_lock(ctx.state.files["head_lock"]):
             return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")))

@@ -8,17 +8,14 @@ for the new key and published; the enrolment records the new addresses.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from web3 import Web3
 
-from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.paths import atomic_write
-from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import keys
-from kint.tenant_worker.connect import DEV_SESSION_FUNDING_WEI, SESSION_DAYS, WRITER_FUNDING_WEI
+from kint.tenant_worker.connect import WRITER_FUNDING_WEI, ensure_authorized
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.push import connected, data_key
 from kint.tenant_worker.rekey import _locked
@@ -36,19 +33,7 @@ def reenrol(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             return {"space": cfg.space16, "session": session.address, "changed": False}
         anchor = Anchor(chain, ctx.tracker)
         owner = Web3.to_checksum_address(enrolment.owner)
-        expiry = int(time.time()) + SESSION_DAYS * 86400
-        if not anchor.can_write(owner, session.address):
-            if not chain.devchain:
-                raise ProtocolError(
-                    ErrorCode.NOT_CONNECTED,
-                    f"the owner {owner} has not authorized the new session key "
-                    f"{session.address}", f"have the owner call authorize({session.address}, "
-                    f"expiry) on EpochAnchor {chain.anchor}, then run this again")
-            url = chain.rpc_urls[0]
-            devchain.send_as(url, owner, anchor.address,
-                             anchor.contract.encode_abi("authorize",
-                                                        args=[session.address, expiry]))
-            devchain.fund(url, session.address, DEV_SESSION_FUNDING_WEI)
+        expiry = ensure_authorized(anchor, chain, owner, session)
         writer = keys.writer_account(bytes(session.key), cfg.space_id)
         anchor.transact(session, anchor.contract.functions.delegate(owner, writer.address,
                                                                     expiry))

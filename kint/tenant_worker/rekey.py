@@ -39,7 +39,8 @@ def _publish(ctx: SpaceContext, anchor: Anchor, owner: str, key: bytes, code: st
 
 def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
     if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push is already running")
+        raise ProtocolError(ErrorCode.BUSY, "a push, pull or connect is already running for "
+                            "this space")
     try:
         with head_lock(ctx.state.files["head_lock"]):
             return fn()

@@ -16,6 +16,7 @@ from typing import Any
 
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker
+from kint.envsettings import env_float
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.export import connect_ro
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
@@ -28,14 +29,6 @@ from kint.tenant_worker.store import StoreReader
 DEFAULT_VERIFY_HEAD_SECONDS = 2.0
 
 
-def _env_seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 @dataclass
 class SpaceContext:
     config: WorkerConfig
@@ -43,8 +36,8 @@ class SpaceContext:
     started_monotonic: float = field(default_factory=time.monotonic)
     tracker: RpcTracker = field(default_factory=RpcTracker)
     verify_head_seconds: float = field(
-        default_factory=lambda: _env_seconds("KINT_VERIFY_HEAD_SECONDS",
-                                             DEFAULT_VERIFY_HEAD_SECONDS))
+        default_factory=lambda: env_float("KINT_VERIFY_HEAD_SECONDS",
+                                          DEFAULT_VERIFY_HEAD_SECONDS, minimum=0.1))
     # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
     head_ops: threading.Lock = field(default_factory=threading.Lock)
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.

@@ -104,6 +104,7 @@ class Mirror:
     rows: dict[str, MirrorRow] = field(default_factory=dict)
     _tree: MerkleTree | None = None
     _order: dict[str, int] | None = None
+    _proofs: dict[str, tuple[list[list[str | bool]], bool]] | None = None
 
     def _build(self) -> None:
         ids = sorted(self.rows, key=lambda cid: cid.encode("utf-8"))
@@ -122,6 +123,22 @@ class Mirror:
             self._build()
         assert self._tree is not None and self._order is not None
         return self._tree.proof(self._order[cid])
+
+    def checked_proof(self, cid: str) -> tuple[list[list[str | bool]], bool]:
+        """The row's inclusion proof and whether it reproduces the anchored root, computed
+        once per mirror as loaded (the mirror is immutable once parsed; a new file is a new
+        object)."""
+        from kint.rows.merkle import verify_proof
+
+        if self._proofs is None:
+            self._proofs = {}
+        hit = self._proofs.get(cid)
+        if hit is None:
+            proof = self.proof(cid)
+            root = bytes.fromhex(self.anchored_root) if self.anchored_root else b""
+            hit = (proof, verify_proof(self.rows[cid].leaf, proof, root))
+            self._proofs[cid] = hit
+        return hit
 
     @property
     def root_matches(self) -> bool:

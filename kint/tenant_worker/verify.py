@@ -17,7 +17,6 @@ from typing import Any
 
 from kint.rows.canon import Row, row_label
 from kint.rows.export import read_row
-from kint.rows.merkle import verify_proof
 from kint.tenant_worker.chain_head import HeadReading
 from kint.tenant_worker.statefiles import CorruptStateFile, Mirror, SpaceState
 
@@ -104,9 +103,8 @@ def check_hit(state: SpaceState, mirror: Mirror, stored: Row | None, hit: dict[s
                   f"than block {meta.block}), the store now holds {_short(local)} (unanchored, "
                   f"head epoch {head.seq} at block {head.block})")
         return Check(status="drifted", reason=reason, **evidence, **base)
-    proof = mirror.proof(stored.canonical_id)
-    root = bytes.fromhex(mirror.anchored_root) if mirror.anchored_root else b""
-    ok = verify_proof(stored.leaf, proof, root)
+    # The stored leaf equals the mirror's here, so the mirror's checked proof is this row's.
+    proof, ok = mirror.checked_proof(stored.canonical_id)
     return Check(status="verified" if ok else "drifted",
                  reason=REASON_VERIFIED if ok else REASON_PROOF_FAILED,
                  proof=proof, proof_ok=ok, **evidence, **base)

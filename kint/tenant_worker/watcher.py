@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from kint.envsettings import env_float
 from kint.protocol import ProtocolError
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 
@@ -26,25 +27,13 @@ log = logging.getLogger("kint.worker")
 SIZE_CHECK_INTERVAL_S = 60.0
 
 
-def _setting(name: str, default: float, minimum: float = 0.0) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        log.warning("%s=%r is not a number; using %s", name, raw, default)
-        return default
-    return max(value, minimum)
-
-
 class Watcher:
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
                  push: Callable[[str], Any]) -> None:
         self.db = db
-        self.poll_s = _setting("KINT_POLL_SECONDS", 15.0, minimum=1.0)
-        self.quiet_s = _setting("KINT_QUIET_SECONDS", 300.0)
-        self.size_trigger = _setting("KINT_SIZE_TRIGGER_BYTES", 32768.0)
+        self.poll_s = env_float("KINT_POLL_SECONDS", 15.0, minimum=1.0)
+        self.quiet_s = env_float("KINT_QUIET_SECONDS", 300.0, minimum=0.0)
+        self.size_trigger = env_float("KINT_SIZE_TRIGGER_BYTES", 32768.0, minimum=0.0)
         self._count = count_unanchored  # (changed, deleted), or None when it cannot push
         self._push = push
         self._stop = threading.Event()
