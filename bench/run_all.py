@@ -21,6 +21,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_chain  # noqa: E402
+import bench_mcp  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_roundtrip  # noqa: E402
 import bench_spawn  # noqa: E402
@@ -33,6 +34,7 @@ BENCHMARKS: list[tuple[str, Callable[[bool], dict[str, Any]]]] = [
     ("memory", bench_memory.run),
     ("verify", bench_verify.run),
     ("chain", bench_chain.run),
+    ("mcp", bench_mcp.run),
 ]
 
 
@@ -88,6 +90,7 @@ def table_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, 
         ]
     rows += _verify_rows(results.get("verify"))
     rows += _chain_rows(results.get("chain"))
+    rows += _mcp_rows(results.get("mcp"))
     return rows
 
 
@@ -156,6 +159,28 @@ def _chain_rows(ch: dict[str, Any] | None) -> list[tuple[str, str, str, str, str
                      f"{off['ratio_envelopes_over_gzip9']:.3f}x",
                      f"gzip -9 {off['gzip9']['baseline']}", "<= 1.3x",
                      _met(off["ratio_envelopes_over_gzip9"] <= 1.3)))
+    return rows
+
+
+def _mcp_rows(mc: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    for s in (mc or {}).get("sizes", []):
+        ms, ratio = s["ms"], s["ratio_mcp_verify_over_mcp_search"]
+        decisions = s["memory_verify_decisions"]
+        rows += [
+            (f"MCP, {_rows_label(s)}: memory_verify p50/p99 (ms)",
+             f"{ms['mcp_verify']['p50']:.2f} / {ms['mcp_verify']['p99']:.2f}",
+             f"memory_search {ms['mcp_search']['p50']:.2f} / {ms['mcp_search']['p99']:.2f}",
+             "", ""),
+            ("  ratio memory_verify/memory_search p50 / p99",
+             f"{ratio['p50']:.2f}x / {ratio['p99']:.2f}x", "", "<= 1.3x (p50)", _met(s["met"])),
+            ("  (context) op verify / in-process search p50 (ms)",
+             f"{ms['routed_verify']['p50']:.2f}", f"search {ms['bare_search']['p50']:.2f}", "",
+             ""),
+            ("  memory_verify decisions; store unchanged",
+             ", ".join(f"{k} {v}" for k, v in decisions.items())
+             + f"; {'yes' if s['store_unchanged_by_timed_calls'] else 'NO'}", "", "", ""),
+        ]
     return rows
 
 
