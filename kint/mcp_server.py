@@ -32,6 +32,9 @@ def _log_to_file(home: Any) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    # The MCP SDK logs every request at INFO; the log counts against the cap (it lives
+    # under KINT_HOME), so only its warnings are kept.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def _bootstrap(session: Any) -> None:

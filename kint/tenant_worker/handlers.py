@@ -109,9 +109,11 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"store {ctx.config.db} does not exist",
                             "check --db or SIBYL_MEMORY_DB")
     head = read_head(ctx.head_source(), ctx.verify_head_seconds)
-    if head.unavailable:
+    if head.unavailable and head.unavailable != ctx.last_head_unavailable:
+        # Once per change of reason: the log lives under KINT_HOME and counts against the cap.
         log.info("verify: chain head unavailable (%s); verifying against the local mirror only",
                  head.unavailable)
+    ctx.last_head_unavailable = head.unavailable
     return run_verify(client=ctx.client(), conn=ctx.ro_connection(), tenant=ctx.config.tenant,
                       state=ctx.state, query=args["query"], limit=args.get("limit") or 5,
                       head=head, write_refusal=args.get("write", True) is not False)
