@@ -211,6 +211,18 @@ def make_sandbox(root: Path, **env: str) -> Sandbox:
     return sb
 
 
+@pytest.fixture(scope="session")
+def chain_home(tmp_path_factory):
+    """One devchain (a real anvil) for the whole test session, in a KINT_HOME of its own.
+    Machines join it with a copy of its record (chain_machines.join_devchain); every
+    `connect --dev` makes a fresh owner, so the modules' spaces never meet."""
+    sb = make_sandbox(tmp_path_factory.mktemp("devchain"))
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 0, out.stdout + out.stderr
+    yield sb.kint_home
+    sb.kint("devchain", "stop")
+
+
 @pytest.fixture
 def sandbox(tmp_path):
     sb = make_sandbox(tmp_path / "machine")

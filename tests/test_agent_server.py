@@ -10,7 +10,7 @@ import time
 import pytest
 
 from chain_machines import new_machine, ok, kjson
-from conftest import make_sandbox
+
 from mcp_session import AgentProcess
 
 SIBYL_TOOLS = {"memory_remember", "memory_recall", "memory_search", "memory_list",
@@ -18,14 +18,6 @@ SIBYL_TOOLS = {"memory_remember", "memory_recall", "memory_search", "memory_list
 KINT_TOOLS = {"memory_status", "memory_connect", "memory_pull", "memory_push", "memory_verify",
               "memory_history"}
 RULE = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
-
-
-@pytest.fixture(scope="module")
-def chain_home(tmp_path_factory):
-    sb = make_sandbox(tmp_path_factory.mktemp("agent-chain"))
-    ok(sb.kint("devchain", "start"))
-    yield sb.kint_home
-    sb.kint("devchain", "stop")
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,7 @@ import sqlite3
 import pytest
 
 from chain_machines import RULE_1, kjson, new_machine, ok, recovery_code
-from conftest import make_sandbox, sibyl_client
-
-
-@pytest.fixture(scope="module")
-def chain_home(tmp_path_factory):
-    sb = make_sandbox(tmp_path_factory.mktemp("chain"))
-    ok(sb.kint("devchain", "start"))
-    yield sb.kint_home
-    sb.kint("devchain", "stop")
+from conftest import sibyl_client
 
 
 @pytest.fixture(scope="module")

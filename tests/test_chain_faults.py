@@ -17,13 +17,12 @@ import threading
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 from eth_hash.auto import keccak
 from web3 import Web3
 
 from chain_machines import RULE_1, kjson, new_machine, ok, recovery_code
-from conftest import KINT, make_sandbox, sibyl_client
+from conftest import KINT, sibyl_client
 from rpc_proxy import CIPHERTEXT_OFFSET, RpcProxy, live_proxy_threads
 from kint.chain.artifact import load_artifact
 from kint.rows.export import connect_ro, export_rows
@@ -40,16 +39,13 @@ MARGIN_S = 4.0  # a CLI's start and the round trips, on a loaded 2-core box
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory):
-    sb = make_sandbox(tmp_path_factory.mktemp("chain"))
-    ok(sb.kint("devchain", "start"))
-    record = json.loads((sb.kint_home / "devchain" / "devchain.json").read_text())
+def chain(chain_home):
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10},
                                 exception_retry_configuration=None))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
                                abi=load_artifact()["abi"])
-    yield {"home": sb.kint_home, "url": record["rpc_url"], "w3": w3, "contract": contract}
-    sb.kint("devchain", "stop")
+    yield {"home": chain_home, "url": record["rpc_url"], "w3": w3, "contract": contract}
 
 
 @pytest.fixture(scope="module")

@@ -12,19 +12,11 @@ import pytest
 from sibyl_memory_client import testing as sibyl_testing
 
 from chain_machines import kjson, new_machine, ok
-from conftest import make_sandbox
+
 from kint.client import Client, KintError
 from kint.spaces import resolve
 
 PROFILES = ("alpha", "beta", "gamma")
-
-
-@pytest.fixture(scope="module")
-def chain_home(tmp_path_factory):
-    sb = make_sandbox(tmp_path_factory.mktemp("hermes-chain"))
-    ok(sb.kint("devchain", "start"))
-    yield sb.kint_home
-    sb.kint("devchain", "stop")
 
 
 def test_three_profiles_three_workers_and_hermes_writes_never_hold(
