@@ -246,3 +246,27 @@ def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_fac
         assert kjson(other, "pull")["store_root_matches"] is True
     finally:
         other.shutdown()
+
+
+def test_the_watcher_says_what_an_earlier_session_left_and_defaults_bad_settings(
+        tmp_path_factory, chain_home):
+    from conftest import sibyl_client
+
+    sb = new_machine(tmp_path_factory.mktemp("agent-watcher"), chain_home,
+                     KINT_POLL_SECONDS="often", KINT_QUIET_SECONDS="3600")
+    try:
+        ok(sb.kint("connect", "--dev"))
+        client = sibyl_client(sb.sibyl_db, sb.tenant)
+        client.set_entity("notes", "anchored", {"text": "pushed from a terminal"})
+        ok(sb.kint("push"))
+        client.set_entity("notes", "left-behind", {"text": "written with no server running"})
+        agent = AgentProcess(sb.env).start()
+        try:
+            log = (sb.kint_home / "supervisor.log").read_text()
+            assert ("watcher: 1 changed and 0 deleted row(s) were left unanchored by an "
+                    "earlier session; they are pushed at the next quiet period") in log
+            assert "KINT_POLL_SECONDS='often' is not a number; using 15.0" in log
+        finally:
+            agent.close()
+    finally:
+        sb.shutdown()
