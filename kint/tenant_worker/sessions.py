@@ -41,13 +41,16 @@ def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
     try:
         if ctx.enrolment() is None or ctx.chain() is None:
             return None
+        ctx.enrolment_checked = True
         keys.open_vault(ctx.config.home, ctx.config.space_id,
                         keys.machine_secret(ctx.config.home).secret)
         mirror = ctx.state.mirror()
         if mirror is None or not os.path.exists(ctx.config.db):
             return None
         changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
-    except Exception:  # noqa: BLE001 - any trouble means: do not push from the watcher
+    except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
+        if ctx.enrolment_checked:
+            log.info("watcher: cannot count unanchored rows (%s: %s)", type(err).__name__, err)
         return None
     deleted = sum(1 for c in changes if c["op"] == "del")
     return len(changes) - deleted, deleted

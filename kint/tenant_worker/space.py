@@ -40,6 +40,8 @@ class SpaceContext:
                                           DEFAULT_VERIFY_HEAD_SECONDS, minimum=0.1))
     # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
     head_ops: threading.Lock = field(default_factory=threading.Lock)
+    # Set once this space is connected: the watcher then says why it cannot count.
+    enrolment_checked: bool = False
     # The last reason verify could not read the head (logged once per change).
     last_head_unavailable: str | None = None
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.

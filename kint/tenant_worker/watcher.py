@@ -89,21 +89,29 @@ class Watcher:
             if counts is None:
                 return
             if counts == (0, 0):
-                self.dirty = False
+                self._settle(sig)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW >= self.size_trigger:
                 self._fire("watcher", sig)
+
+    def _settle(self, sig: tuple[int, ...]) -> None:
+        """Clear the dirty mark only if the store has not changed since `sig` was read: a
+        write that lands while the diff or the push runs must not be lost."""
+        self._signature = sig
+        if self._read_signature() == sig:
+            self.dirty = False
 
     def _fire(self, reason: str, sig: tuple[int, ...]) -> None:
         counts = self._count()
         if counts is None:
             return  # not connected, or no data key: nothing to push with
         if counts == (0, 0):
-            self.dirty = False
+            self._settle(sig)
             return
         try:
             self._push(reason)
-            self.dirty = False
-            self._signature = self._read_signature()
+            # What the push anchored is what the store held at `sig` or later; a change
+            # made while it ran shows as a new signature at the next tick.
+            self._settle(sig)
         except ProtocolError as err:
             if err.code.value == "HELD":
                 self._held_at_signature = sig  # wait for the next store change
