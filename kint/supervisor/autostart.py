@@ -34,16 +34,27 @@ class AlreadyRunning(Exception):
     pass
 
 
+# A client checking whether a supervisor runs holds a shared lock on the pid file for an
+# instant; a starting supervisor retries this long before deciding another one runs.
+PID_LOCK_RETRY_S = 3.0
+
+
 def _hold_pid_lock(home: Path) -> int:
     path = run_dir(home) / PID_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as err:
-        os.close(fd)
-        if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise AlreadyRunning(str(path)) from None
-        raise
+    deadline = time.monotonic() + PID_LOCK_RETRY_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as err:
+            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                os.close(fd)
+                raise
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise AlreadyRunning(str(path)) from None
+            time.sleep(0.02)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
