@@ -116,6 +116,8 @@ def space_status_text(result: dict[str, Any]) -> str:
             there = f"unavailable ({result.get('chain_head_unavailable')})"
         step = "in step" if result.get("in_step") else "NOT in step: pull"
         chain_lines = [f"owner:   {result['owner']}",
+                       f"keys:    session {result.get('session')} (funds the writer), "
+                       f"writer {result.get('writer')}",
                        f"head:    this machine {here}; chain {there}; {step}",
                        f"changes: {result.get('unanchored')} unanchored row change(s)"]
     else:

@@ -515,3 +515,57 @@ def test_a_restarted_worker_finishes_a_landed_push_on_its_own(killbox, chain):
                     f", the chain at seq {seq}")
     assert mirror(k, space16)["head"]["digest"] == digest
     assert not (k.kint_home / f"pending-{space16}.json").exists()
+
+
+# -- gas money ------------------------------------------------------------------------------
+
+
+def _set_balance(chain, address: str, wei: int) -> None:
+    chain["w3"].provider.make_request("anvil_setBalance", [address, hex(wei)])
+
+
+def _balance(chain, address: str) -> int:
+    return int(chain["w3"].eth.get_balance(Web3.to_checksum_address(address)))
+
+
+@pytest.fixture(scope="module")
+def wallet(tmp_path_factory, chain):
+    sb = new_machine(tmp_path_factory.mktemp("funds") / "machine", chain["home"])
+    yield sb
+    sb.shutdown()
+
+
+def test_a_push_tops_up_its_writer_and_names_the_key_to_fund_when_it_cannot(wallet, chain):
+    """The session key funds the space's writer (DESIGN §7). A writer that ran dry is
+    topped up before the epoch is signed; when the session key is dry too, the push refuses
+    with the address to fund, sends nothing and drops nothing; funded again, it goes on."""
+    sb = wallet
+    db = sb.profile_db("funds")
+    write(db, sb.tenant, first="anchored with the writer's first funds")
+    connected = jdb(sb, db, "connect", "--dev")
+    session, writer, space16 = connected["session"], connected["writer"], connected["space"]
+    assert jdb(sb, db, "push")["epochs"][-1]["seq"] == 1
+
+    _set_balance(chain, writer, 0)
+    session_before = _balance(chain, session)
+    write(db, sb.tenant, second="pushed by a writer the session key topped up")
+    assert [e["seq"] for e in jdb(sb, db, "push")["epochs"]] == [2]
+    assert _balance(chain, writer) > 0
+    assert _balance(chain, session) < session_before
+
+    _set_balance(chain, writer, 0)
+    _set_balance(chain, session, 0)
+    write(db, sb.tenant, third="waits in the store for gas money")
+    out = kdb(sb, db, "push")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "[NOT_CONNECTED]" in out.stderr, out.stderr
+    assert f"session key {session} holds 0.000000 ETH" in out.stderr, out.stderr
+    assert "nothing was dropped" in out.stderr, out.stderr
+    assert f"send ETH on chain 31337 to {session}" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (sb.kint_home / f"pending-{space16}.json").exists()
+    assert mirror(sb, space16)["head"]["seq"] == 2
+
+    _set_balance(chain, session, 10**18)
+    assert [e["seq"] for e in jdb(sb, db, "push")["epochs"]] == [3]
+    assert {r["key"] for r in mirror(sb, space16)["rows"]} == {"first", "second", "third"}

@@ -18,7 +18,8 @@ from eth_account.signers.local import LocalAccount
 from eth_hash.auto import keccak
 from web3 import Web3
 from web3.logs import DISCARD
-from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted, Web3Exception
+from web3.exceptions import (ContractCustomError, ContractLogicError, TimeExhausted, Web3Exception,
+                             Web3RPCError)
 
 from kint.chain.artifact import load_artifact
 from kint.chain.config import ChainConfig
@@ -26,6 +27,8 @@ from kint.chain.rpc import RpcTracker, RpcUnavailable, connect
 
 T = TypeVar("T")
 RECEIPT_TIMEOUT_S = 60.0
+# ChainRefused.error when the sender cannot pay for the gas.
+INSUFFICIENT_FUNDS = "InsufficientFunds"
 
 
 class ChainRefused(Exception):
@@ -74,6 +77,12 @@ def bounded(fn: Callable[[], T], what: str) -> T:
     except (requests.exceptions.RequestException, TimeExhausted, ConnectionError,
             OSError) as err:
         raise RpcUnavailable(f"{what}: {type(err).__name__}") from None
+    except Web3RPCError as err:
+        # The node refused the call. Too little ETH for the gas is the sender's to fix, not
+        # the endpoint's: it comes back as a refusal the ops can explain.
+        if "insufficient funds" in str(err).lower():
+            raise ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200]) from None
+        raise RpcUnavailable(f"{what}: the endpoint answered with an error ({err})") from None
     except ValueError as err:
         # web3 raises ValueError for JSON-RPC error objects it does not map.
         raise RpcUnavailable(f"{what}: the endpoint answered with an error ({err})") from None
@@ -92,6 +101,11 @@ class Anchor:
                         for e in art["abi"] if e.get("type") == "error"}
 
     # -- reads -------------------------------------------------------------------------
+
+    def balance(self, address: str) -> int:
+        """Wei held by `address` at the latest block."""
+        return int(bounded(lambda: self.w3.eth.get_balance(Web3.to_checksum_address(address)),
+                           "reading a balance"))
 
     def head(self, owner: str, space_id: str) -> Head:
         seq, digest, block = bounded(
@@ -186,6 +200,22 @@ class Anchor:
         except (ContractCustomError, ContractLogicError) as err:
             raise self._decode_revert(err) from None
         return bytes(account.sign_transaction(tx).raw_transaction)
+
+    @staticmethod
+    def max_cost(raw: bytes) -> int:
+        """The most a signed transaction can charge its sender: gas limit times the highest
+        price it accepts, plus the value it sends."""
+        from eth_account._utils.legacy_transactions import Transaction
+        from eth_account.typed_transactions import TypedTransaction
+        from hexbytes import HexBytes
+
+        if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
+            tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+            price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
+        else:
+            tx = Transaction.from_bytes(HexBytes(raw)).as_dict()
+            price = int(tx["gasPrice"])
+        return int(tx["gas"]) * price + int(tx.get("value", 0))
 
     def send_raw(self, raw: bytes) -> str:
         try:

@@ -27,13 +27,13 @@ from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import keys
 from kint.tenant_worker.enrolment import Enrolment, save_enrolment
+from kint.tenant_worker.funding import WRITER_FUNDING_WEI
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import empty_mirror
 
 log = logging.getLogger("kint.worker")
 
 SESSION_DAYS = 365
-WRITER_FUNDING_WEI = 5 * 10**16  # 0.05 ETH of the session key's funds per writer
 DEV_SESSION_FUNDING_WEI = 10**19
 
 

@@ -12,7 +12,6 @@ import os
 import time
 from typing import Any, Callable
 
-from kint.paths import space_files
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import read_head
@@ -37,14 +36,14 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.INTERNAL, str(err),
                             "check the store file; kint only reads it") from None
     files: dict[str, Any] = {}
-    for name, path in space_files(cfg.home, cfg.space16).items():
+    for name, path in ctx.state.file_names.items():
         if name == "epochs":
             try:
                 files[name] = sum(1 for entry in os.scandir(path) if entry.name.endswith(".bin"))
             except FileNotFoundError:
                 files[name] = 0
         else:
-            files[name] = path.exists()
+            files[name] = os.path.exists(path)
     extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
     return {
         **extra,
@@ -87,6 +86,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         held = hold.to_json() if hold is not None else None
     return {"connected": enrolment is not None, "held": held,
             "owner": enrolment.owner if enrolment else None,
+            "session": enrolment.session_address if enrolment else None,
+            "writer": enrolment.writer if enrolment else None,
             "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
             "in_step": in_step, "unanchored": unanchored}
 

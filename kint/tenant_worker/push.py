@@ -21,13 +21,14 @@ from typing import Any
 import orjson
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor, ChainRefused
+from kint.chain.anchor import INSUFFICIENT_FUNDS, Anchor, ChainRefused
 from kint.chain.rpc import RpcUnavailable
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.export import export_rows
 from kint.tenant_worker import epoch_format, keys
 from kint.tenant_worker.changes import diff, snapshot
+from kint.tenant_worker.funding import ensure_writer_funds
 from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
@@ -183,6 +184,8 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, chain_id: int, ke
                                           bytes.fromhex(prev), envelope)
     try:
         raw = anchor.build(writer, call)
+        ensure_writer_funds(anchor, ctx.session_account(), writer.address,
+                            anchor.max_cost(raw), NOTHING_DROPPED)
     except ChainRefused as err:
         raise _refused(err) from None
     pending = {"v": 1, "seq": seq, "prev": prev, "digest": digest, "raw": raw.hex(),
@@ -207,6 +210,12 @@ def _refused(err: ChainRefused) -> ProtocolError:
         return ProtocolError(ErrorCode.NOT_CONNECTED,
                              f"the chain refused the epoch: this machine may not write for "
                              f"the owner; {NOTHING_DROPPED}", "run `kint connect` again")
+    if err.error == INSUFFICIENT_FUNDS:
+        return ProtocolError(ErrorCode.NOT_CONNECTED,
+                             f"the chain refused the epoch: this space's writer cannot pay "
+                             f"for the gas; {NOTHING_DROPPED}",
+                             "send ETH to this machine's session key (the `session` address "
+                             "`kint connect` printed), then push again")
     return ProtocolError(ErrorCode.INTERNAL, f"the chain refused the epoch: {err}")
 
 

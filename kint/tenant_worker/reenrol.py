@@ -15,7 +15,8 @@ from web3 import Web3
 from kint.chain.anchor import Anchor
 from kint.paths import atomic_write
 from kint.tenant_worker import keys
-from kint.tenant_worker.connect import WRITER_FUNDING_WEI, ensure_authorized
+from kint.tenant_worker.connect import ensure_authorized
+from kint.tenant_worker.funding import WRITER_FUNDING_WEI
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.push import connected, data_key
 from kint.tenant_worker.rekey import _locked

@@ -294,6 +294,8 @@ class SpaceState:
         self.home = home
         self.space_id = space_id
         self.files = space_files(home, space_id[:16])
+        # The same paths as strings: `status` stats each of them on every call.
+        self.file_names = {name: str(path) for name, path in self.files.items()}
         self._lock = threading.Lock()
         self._cache: dict[Path, tuple[tuple[int, int, int], Any]] = {}
 
