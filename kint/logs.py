@@ -1,28 +1,69 @@
 """One log file per KINT_HOME for the supervisor and its workers (stdout belongs to the
 MCP transport in kint-server, and a daemon has no terminal). Lines carry the pid, so one
-worker's story can be read out of the shared file."""
+worker's story can be read out of the shared file.
+
+The file is bounded: every byte under KINT_HOME counts against the user's Sibyl storage
+cap. Every process writes through a `WatchedFileHandler`, which reopens the path when the
+file under it has been renamed away; the supervisor alone rotates (`rotate_if_large`),
+keeping one backup, `supervisor.log.1`."""
 
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 from pathlib import Path
 
+from kint.envsettings import env_float
 from kint.paths import ensure_private_dir, log_path
 
 _FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+
+DEFAULT_LOG_MAX_BYTES = 256 * 1024
+MIN_LOG_MAX_BYTES = 1024
+
+
+class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
+    """A WatchedFileHandler whose file, first opened or reopened after a rotation, is
+    created 0600 (whatever the umask): the log names stores and tenants."""
+
+    def _open(self):  # type: ignore[override]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+        except BaseException:
+            os.close(fd)
+            raise
 
 
 def setup_file_logging(home: Path, level: int = logging.INFO) -> None:
     path = log_path(home)
     ensure_private_dir(path.parent)
-    # Create it 0600 before logging opens it: the log names stores and tenants.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    os.close(fd)
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    # The handler creates the file 0600 before it first writes, and again on every reopen.
+    handler = _PrivateWatchedFileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
     root.setLevel(level)
+
+
+def log_max_bytes() -> int:
+    """KINT_LOG_MAX_BYTES: the size over which the supervisor rotates the log."""
+    return int(env_float("KINT_LOG_MAX_BYTES", DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES))
+
+
+def rotate_if_large(home: Path, max_bytes: int) -> bool:
+    """Rename the log to `<name>.1` (replacing the older backup) when it is over
+    `max_bytes`. Call it from one process only, the supervisor: every process's next line
+    then reopens a fresh 0600 file. Returns whether it rotated."""
+    path = log_path(home)
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return False
+    if size <= max_bytes:
+        return False
+    os.replace(path, path.with_name(path.name + ".1"))
+    return True

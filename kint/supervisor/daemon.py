@@ -22,7 +22,9 @@ from typing import Any
 import zmq
 
 from kint import __version__
-from kint.paths import atomic_write, back_address, ensure_private_dir, front_address, run_dir, socket_dir
+from kint.logs import log_max_bytes, rotate_if_large
+from kint.paths import (atomic_write, back_address, ensure_private_dir, front_address, log_path,
+                        run_dir, socket_dir)
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, encode_reply, error_reply, ok_reply, reply_from_error
@@ -37,6 +39,8 @@ from kint.tenant_worker.config import WorkerConfig
 
 log = logging.getLogger("kint.supervisor")
 
+LOG_CHECK_EVERY_S = 5.0  # how often the supervisor looks at the log's size
+
 
 class Supervisor:
     def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None) -> None:
@@ -49,6 +53,9 @@ class Supervisor:
         self._deadlines: list[tuple[float, str, str]] = []
         self._ids = itertools.count(1)
         self.started_at = time.monotonic()
+        self.log_max_bytes = log_max_bytes()
+        self._log_check_at = self.started_at
+        self._log_rotate_failed = False
         self.shutting_down = False
         self._stop_waiters: list[tuple[bytes, str]] = []
         self._stop_signalled = False
@@ -431,6 +438,21 @@ class Supervisor:
                     and now - handle.hello_at >= s.stable_after_s):
                 handle.backoff_s = None
                 handle.retry_started_at = None
+        if now >= self._log_check_at:
+            self._log_check_at = now + LOG_CHECK_EVERY_S
+            self._rotate_log()
+
+    def _rotate_log(self) -> None:
+        """The supervisor alone rotates the shared log; every process reopens it itself."""
+        try:
+            if rotate_if_large(self.home, self.log_max_bytes):
+                log.info("log was over %d bytes: its older lines are in %s.1",
+                         self.log_max_bytes, log_path(self.home).name)
+            self._log_rotate_failed = False
+        except OSError as exc:
+            if not self._log_rotate_failed:  # once, not every few seconds into that log
+                log.warning("could not rotate the log: %s", exc)
+            self._log_rotate_failed = True
 
     def _check_alive(self, handle: WorkerHandle, now: float) -> None:
         s = self.settings

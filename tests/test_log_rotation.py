@@ -1,0 +1,179 @@
+"""The shared log is bounded: the supervisor alone renames it to `supervisor.log.1` when it
+is over KINT_LOG_MAX_BYTES, and every process's next line reopens a fresh file, 0600."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.logs import DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, log_max_bytes, rotate_if_large
+from kint.logs import setup_file_logging
+from kint.paths import log_path
+
+MAX = 2000
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _log_files(home: Path) -> list[str]:
+    return sorted(p.name for p in home.iterdir() if p.name.startswith("supervisor.log"))
+
+
+def _flush() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+
+
+@pytest.fixture
+def file_logging(tmp_path):
+    """setup_file_logging in this process on a temporary KINT_HOME; pytest's own handlers
+    are put back afterwards."""
+    root = logging.getLogger()
+    saved, level = list(root.handlers), root.level
+    home = tmp_path / "kint"
+    setup_file_logging(home)
+    yield home
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    for handler in saved:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def test_a_log_over_the_bound_moves_to_its_backup_and_the_next_line_opens_a_fresh_0600_file(
+        file_logging):
+    home, log = file_logging, logging.getLogger("kint.test")
+    path, backup = log_path(home), log_path(home).with_name("supervisor.log.1")
+    assert _mode(path) == 0o600
+    assert rotate_if_large(home, MAX) is False  # empty: nothing to do
+    for i in range(40):
+        log.info("old line %d %s", i, "x" * 60)
+    _flush()
+    assert path.stat().st_size > MAX
+    old = path.read_text()
+
+    old_umask = os.umask(0)  # the reopened file is 0600 whatever the umask
+    try:
+        assert rotate_if_large(home, MAX) is True
+        assert not path.exists() and backup.read_text() == old
+        log.info("new line")
+        _flush()
+    finally:
+        os.umask(old_umask)
+    assert path.exists() and "new line" in path.read_text() and "old line" not in path.read_text()
+    assert "new line" not in backup.read_text()
+    assert _mode(path) == 0o600 and _mode(backup) == 0o600
+    assert rotate_if_large(home, MAX) is False  # under the bound: left alone
+
+
+def test_many_rotations_keep_one_backup_and_a_bounded_total(file_logging):
+    home, log = file_logging, logging.getLogger("kint.test")
+    batch = 0
+    for round_ in range(50):
+        before = log_path(home).stat().st_size if log_path(home).exists() else 0
+        for i in range(10):
+            log.info("round %d line %d %s", round_, i, "y" * 80)
+        _flush()
+        batch = max(batch, log_path(home).stat().st_size - before)
+        rotate_if_large(home, MAX)
+        assert set(_log_files(home)) <= {"supervisor.log", "supervisor.log.1"}
+        total = sum((home / name).stat().st_size for name in _log_files(home))
+        assert total <= 2 * (MAX + batch)
+    assert _log_files(home) == ["supervisor.log.1"]  # the last round was over the bound
+    log.info("after")
+    _flush()
+    assert _log_files(home) == ["supervisor.log", "supervisor.log.1"]
+    assert all(_mode(home / name) == 0o600 for name in _log_files(home))
+    assert "round 49" in (home / "supervisor.log.1").read_text()
+
+
+def test_another_process_reopens_the_log_after_the_rotation(file_logging, tmp_path):
+    """Workers are other processes: their handler notices the rename by itself."""
+    home = file_logging
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import logging, sys\n"
+         "from pathlib import Path\n"
+         "from kint.logs import setup_file_logging\n"
+         "setup_file_logging(Path(sys.argv[1]))\n"
+         "log = logging.getLogger('kint.child')\n"
+         "log.info('child before %s', 'z' * 3000)\n"
+         "print('ready', flush=True)\n"
+         "sys.stdin.readline()\n"
+         "log.info('child after')\n",
+         str(home)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert rotate_if_large(home, MAX) is True
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+    current = log_path(home).read_text()
+    assert "child after" in current and "child before" not in current
+    assert "child before" in (home / "supervisor.log.1").read_text()
+    assert _mode(log_path(home)) == 0o600
+
+
+def test_the_bound_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("KINT_LOG_MAX_BYTES", raising=False)
+    assert log_max_bytes() == DEFAULT_LOG_MAX_BYTES == 256 * 1024
+    monkeypatch.setenv("KINT_LOG_MAX_BYTES", "2000")
+    assert log_max_bytes() == 2000
+    monkeypatch.setenv("KINT_LOG_MAX_BYTES", "lots")
+    assert log_max_bytes() == DEFAULT_LOG_MAX_BYTES
+    monkeypatch.setenv("KINT_LOG_MAX_BYTES", "10")
+    assert log_max_bytes() == MIN_LOG_MAX_BYTES
+
+
+def test_the_supervisor_rotates_the_shared_log_and_its_workers_follow(tmp_path):
+    sb = make_sandbox(tmp_path / "rotate", KINT_LOG_MAX_BYTES=str(MAX))
+    home = sb.kint_home
+    path, backup = log_path(home), home / "supervisor.log.1"
+    dbs = (sb.sibyl_db, sb.profile_db("a"))
+    for db in dbs:
+        write_store(db)
+
+    def burst_until_over() -> None:
+        # Each restart logs a stop and a start for both workers, about 1.2 kB.
+        while not path.exists() or path.stat().st_size <= MAX:
+            for db in dbs:
+                sb.call("status", db)
+            sb.call("sup.restart", args={"target": sb.tenant})
+
+    try:
+        sb.start()
+        burst_until_over()
+        sb.wait_for(backup.exists, timeout=20, what="the first rotation")
+        # These workers started before the rotation; their next lines go to the new file.
+        older = [sb.call("status", db)["worker"]["pid"] for db in dbs]
+        sb.wait_for(lambda: "log was over" in path.read_text(), timeout=10,
+                    what="the supervisor's line in the fresh log")
+        sb.call("sup.restart", args={"target": sb.tenant})
+        sb.wait_for(lambda: all(f"{pid} kint.worker INFO stop requested" in path.read_text()
+                                for pid in older), timeout=20,
+                    what="the older workers' lines in the fresh log")
+
+        burst_until_over()
+        sb.wait_for(lambda: "log was over" in backup.read_text(), timeout=20,
+                    what="the second rotation replacing the backup")
+        assert _log_files(home) == ["supervisor.log", "supervisor.log.1"]
+        assert _mode(path) == 0o600 and _mode(backup) == 0o600
+        # Bounded: each file is at most the bound plus the last burst before the check.
+        assert backup.stat().st_size <= MAX + 3000
+        assert path.stat().st_size <= MAX + 3000
+    finally:
+        sb.shutdown()
