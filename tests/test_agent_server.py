@@ -28,15 +28,8 @@ def box(tmp_path_factory, chain_home):
     sb.shutdown()
 
 
-def wait_for(fn, timeout=60, interval=0.25, what=""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+# Chain pushes and the watcher's quiet period are slower than Sandbox.wait_for's defaults.
+WAIT = {"timeout": 60, "interval": 0.25}
 
 
 def edit_behind_sibyls_back(db, word_from, word_to):
@@ -61,8 +54,8 @@ def test_tools_verify_the_hold_and_the_ways_out(box):
 
         edit_behind_sibyls_back(box.sibyl_db, "never", "always")
         log_path = box.kint_home / "supervisor.log"
-        wait_for(lambda: "push HELD (watcher)" in log_path.read_text(),
-                 what="the watcher's push to be held")
+        box.wait_for(lambda: "push HELD (watcher)" in log_path.read_text(),
+                     what="the watcher's push to be held", **WAIT)
         held = agent.call("memory_status")["held"]
         assert held["reason"] == "watcher" and held["at"].endswith("Z")
         assert held["message"].startswith(
@@ -81,8 +74,17 @@ def test_tools_verify_the_hold_and_the_ways_out(box):
         head_before = kjson(box, "status")["head"]["seq"]
         assert head_before == kjson(box, "status")["chain_head"]["seq"]  # nothing anchored
 
-        # Way out 1: restore the anchored value from the chain.
-        restored = kjson(box, "pull", "--discard-local")
+        # Way out 1: restore the anchored value from the chain. From a terminal, the move is
+        # refused while this server holds the store open (moving it under an open
+        # connection loses the restored rows when that connection closes); the agent's own
+        # memory_pull lets go of it first.
+        busy = box.kint("pull", "--discard-local")
+        assert busy.returncode == 2 and "[BUSY]" in busy.stderr, busy.stdout + busy.stderr
+        assert any(f"pid {pid} " in busy.stderr for pid in _kint_server_pids(box)), busy.stderr
+        assert "nothing was moved" in busy.stderr
+        assert not list(box.sibyl_db.parent.glob("*.kint-backup-*"))
+        restored = agent.call("memory_pull", discard_local=True)
+        assert restored["ok"] is True, restored
         assert restored["store_root_matches"] is True and restored["backups"]
         again = agent.call("memory_verify", query="release rule")
         assert again["decision"] == "proceed", again
@@ -90,7 +92,7 @@ def test_tools_verify_the_hold_and_the_ways_out(box):
 
         # Way out 2: check the store, then anchor it as it is from a terminal.
         edit_behind_sibyls_back(box.sibyl_db, "never", "rarely")
-        wait_for(lambda: agent.call("memory_status")["held"], what="a second hold")
+        box.wait_for(lambda: agent.call("memory_status")["held"], what="a second hold", **WAIT)
         pushed = kjson(box, "push")
         assert pushed["pushed"] >= 1
         assert agent.call("memory_status")["held"] is None
@@ -113,8 +115,8 @@ def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
         assert two.call("memory_remember", category="notes", name="from-two",
                         body={"text": "written by session two"})["ok"]
         assert two.call("memory_set_state", key="focus", body={"now": "two sessions"})["ok"]
-        status = wait_for(lambda: (s := kjson(box, "status"))["unanchored"] == 0 and s,
-                          what="the watcher's push")
+        status = box.wait_for(lambda: (s := kjson(box, "status"))["unanchored"] == 0 and s,
+                              what="the watcher's push", **WAIT)
         assert status["head"]["seq"] == before + 1  # one push for both sessions
         assert one.call("memory_status")["held"] is None
         assert "push HELD" not in (box.kint_home / "supervisor.log").read_text().split(
@@ -140,8 +142,8 @@ def test_the_exit_push_lands_after_the_server_is_killed(box):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    landed = wait_for(lambda: (s := kjson(box, "status"))["head"]["seq"] > before and s,
-                      what="the exit push on chain")
+    landed = box.wait_for(lambda: (s := kjson(box, "status"))["head"]["seq"] > before and s,
+                          what="the exit push on chain", **WAIT)
     assert landed["unanchored"] == 0 and landed["in_step"] is True
 
 

@@ -6,7 +6,9 @@ connects machine A and the others build on what it anchored."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -29,6 +31,7 @@ def test_push_on_a_pull_on_b_verify_on_both(machines):
     client.set_entity("rules", "release-gate", {"rule": RULE_1})
     client.set_state("focus", {"now": "the release"})
     client.write_event(acted=["wrote the release rule"], ts="2026-01-01T00:00:00Z")
+    client.storage.close()
     connected = kjson(a, "connect", "--dev")
     space = connected["space"]
     pushed = kjson(a, "push")
@@ -44,22 +47,26 @@ def test_push_on_a_pull_on_b_verify_on_both(machines):
     pulled = kjson(b, "pull")
     assert pulled["applied"] == [1] and pulled["store_root_matches"] is True, pulled
     assert pulled["warnings"] == []
-    rows_a = sqlite3.connect(a.sibyl_db).execute(
-        "select category, name, status, body from entities order by name").fetchall()
-    rows_b = sqlite3.connect(b.sibyl_db).execute(
-        "select category, name, status, body from entities order by name").fetchall()
+    rows_a = _query(a.sibyl_db, "select category, name, status, body from entities order by name")
+    rows_b = _query(b.sibyl_db, "select category, name, status, body from entities order by name")
     assert rows_a == rows_b
     ev = "select ts, evaluated, acted, forward, extra from journal_events"
-    assert sqlite3.connect(a.sibyl_db).execute(ev).fetchall() == \
-        sqlite3.connect(b.sibyl_db).execute(ev).fetchall()
+    assert _query(a.sibyl_db, ev) == _query(b.sibyl_db, ev)
     result = kjson(b, "verify", "release rule")
     assert result["decision"] == "proceed", result["reason"]
 
 
 def _entity(sb, name):
-    row = sqlite3.connect(sb.sibyl_db).execute(
-        "select body from entities where name = ?", (name,)).fetchone()
-    return row[0] if row else None
+    rows = _query(sb.sibyl_db, "select body from entities where name = ?", (name,))
+    return rows[0][0] if rows else None
+
+
+def _query(db, sql: str, args: tuple = ()) -> list[tuple]:
+    """Read and close at once: a sqlite3 connection left to the garbage collector (3.11's
+    statement cache makes a cycle) would hold the store open, and `pull --discard-local`
+    rightly refuses to move a store another process holds."""
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute(sql, args).fetchall()
 
 
 def test_chain_moved_fork_and_discard_local(machines):
@@ -87,14 +94,20 @@ def test_chain_moved_fork_and_discard_local(machines):
     assert fork.returncode == 2 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
     assert _entity(a, "local-only") is not None  # nothing lost by the refusal
 
+    # This process still holds A's store open (ca): the store is not moved under it.
+    busy = a.kint("pull", "--discard-local")
+    assert busy.returncode == 2 and "[BUSY]" in busy.stderr, busy.stdout + busy.stderr
+    assert f"pid {os.getpid()} " in busy.stderr and "nothing was moved" in busy.stderr
+    assert not list(a.sibyl_db.parent.glob("*.kint-backup-*"))
+    ca.storage.close()
+    cb.storage.close()
     restored = kjson(a, "pull", "--discard-local")
     assert restored["store_root_matches"] is True and len(restored["backups"]) >= 1
     assert _entity(a, "local-only") is None
     assert _entity(a, "deploy-window") == '{"rule":"deploys only before 3pm"}'
     backup = [p for p in restored["backups"] if p.endswith(tuple("0123456789Z"))][0]
-    kept = sqlite3.connect(backup).execute(
-        "select body from entities where name = 'local-only'").fetchone()
-    assert kept == ('{"rule":"written on A, never anchored"}',)
+    kept = _query(backup, "select body from entities where name = 'local-only'")
+    assert kept == [('{"rule":"written on A, never anchored"}',)]
     assert ".kint-backup-" in backup
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
 

@@ -44,8 +44,14 @@ def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None
         """Restore the chain's epochs into this store through Sibyl's write methods.
         `discard_local` moves the store aside first (the fork way out)."""
         def run() -> dict[str, Any]:
-            result = session.call("pull", {"full": full, "discard_local": discard_local},
-                                  timeout_s=1800)
+            if discard_local:
+                shared.close()  # this server's own connection must not hold the store
+            try:
+                result = session.call("pull", {"full": full, "discard_local": discard_local},
+                                      timeout_s=1800)
+            finally:
+                if discard_local:
+                    shared.install()
             shared.refresh_if_replaced()
             return result
         return _forward(run)

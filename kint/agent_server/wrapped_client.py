@@ -99,6 +99,21 @@ class SharedClient:
         self._inode = self._store_inode()
         return client
 
+    def close(self) -> None:
+        """Close the client and take it out of Sibyl's cache (before a pull moves the store
+        aside: an open connection must not hold it). `install` builds a new one."""
+        from sibyl_memory_mcp import server as sibyl_server
+
+        with sibyl_server._client_lock:
+            if sibyl_server._client_cache.get("client") is self.client:
+                sibyl_server._client_cache["client"] = None
+        if self.client is not None:
+            try:
+                self.client.storage.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+        self.client = None
+
     def refresh_if_replaced(self) -> None:
         inode = self._store_inode()
         if inode is not None and inode != self._inode:

@@ -360,9 +360,23 @@ class SpaceState:
 
     def save_mirror(self, mirror: Mirror) -> None:
         atomic_write(self.files["mirror"], orjson.dumps(mirror.to_json()))
+        self._remember(self.files["mirror"], mirror)
 
     def save_watermark(self, mark: Watermark) -> None:
         atomic_write(self.files["watermark"], orjson.dumps(mark.to_json()))
+        self._remember(self.files["watermark"], mark)
+
+    def _remember(self, path: Path, value: Any) -> None:
+        """Cache what was just written under the new file's identity. Parsing the mirror
+        re-hashes every row (a leaf that is not the hash of its fields is refused), so a
+        restore that re-read it after each of its epochs hashed the whole store each time.
+        Only this space's worker writes these files (under the head lock)."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return
+        with self._lock:
+            self._cache[path] = ((st.st_ino, st.st_size, st.st_mtime_ns), value)
 
 
 class EpochRejected(Exception):

@@ -1,0 +1,54 @@
+"""Which other processes have a Sibyl store open, before `pull --discard-local` moves it.
+
+Moving a store aside under an open SQLite connection is not safe in WAL mode: the other
+process keeps writing into the moved-aside files, and when its last connection closes,
+SQLite checkpoints and deletes the WAL *by its path*, which by then is the restored
+store's WAL. The restored rows vanish for every later reader. So the move happens only
+when no other process holds the store (its file, -wal or -shm) open.
+
+Linux only, from /proc: on other systems the list is empty and the move goes ahead as
+before (the README says so). Only processes this user may inspect are seen, which are the
+ones that can hold a store in this user's home.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def other_holders(db: str) -> list[int]:
+    """Pids of processes other than this one with the store or its -wal/-shm open."""
+    if not os.path.isdir("/proc/self/fd"):
+        return []
+    targets = {os.path.realpath(db + suffix) for suffix in ("", "-wal", "-shm")}
+    me = os.getpid()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        fd_dir = f"/proc/{name}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:  # gone, or another user's process
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") in targets:
+                    found.append(int(name))
+                    break
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def describe(pids: list[int]) -> str:
+    """`1234 (kint-server), 5678 (python)`: what a refusal names."""
+    parts = []
+    for pid in pids[:5]:
+        try:
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
+                parts.append(f"{pid} ({fh.read().strip()})")
+        except OSError:
+            parts.append(str(pid))
+    more = f" and {len(pids) - 5} more" if len(pids) > 5 else ""
+    return ", ".join(parts) + more
