@@ -7,12 +7,11 @@ For each size (10,000 rows asked; `--quick`: 1,000), in its own hermetic folder:
    KINT_HOME: Sibyl's default store `~/.sibyl-memory/memory.db`, Sibyl's default tenant
    (no credentials), the space labelled by that tenant. That is the store kint-server
    serves when started with m's environment. The store is written from `corpus.rows(n)`
-   through Sibyl's own methods. At 10,000 rows, which Sibyl's free-tier cap (5 MB for
-   every store it resolves) stops at ~2,047, the FIXTURE writer alone uses
-   `corpus.PaidTierStandIn`, a stand-in for a paid account's uncapped tier
-   (`corpus.write_store(..., paid_tier_stand_in=True)`): the same Sibyl write methods
-   without the cap decision. What is timed only reads the store; kint-server and the
-   worker keep Sibyl's real cap gate. `--quick`'s 1,000 rows keep the free-tier gate
+   through Sibyl's own methods. At 10,000 rows, which Sibyl's free-tier cap (5 MiB for
+   every store it resolves) stops at ~2,047, the fixture is written by a Pro account on a
+   throwaway signing key (bench/pro_account.py: Sibyl's real gates, uncapped for that
+   account). What is timed only reads the store; kint-server and the worker keep the
+   machine's own (free-tier) gates. `--quick`'s 1,000 rows are written on the free tier
    (they fit). The JSON says which gate wrote the store and whether anything stopped it
    (`rows` vs `rows_requested`, `store.cap_gate`, `store.stopped_by`).
 2. Every row is anchored as epoch 1 through kint's own `record_epoch`
@@ -68,14 +67,15 @@ from typing import Any, Iterator
 
 import common
 import corpus
+from pro_account import ProAccount
 from bench_verify import _candidate_queries  # the same query recipe as issue 3
 
 TARGET_P50 = 1.3
 LIMIT = 5
 ANCHOR_BLOCK = 100
-# Sizes whose fixture store is written with corpus.PaidTierStandIn (a stand-in for a paid
-# account's uncapped tier; the free tier's 5 MB cap stops at ~2,047 rows). Fixture only.
-PAID_TIER_STAND_IN_SIZES = frozenset({10000})
+# Sizes whose fixture store is written by a Pro account (bench/pro_account.py: Sibyl's
+# real gates, no cap); the free tier's 5 MiB cap stops at ~2,047 rows. Fixture only.
+PRO_ACCOUNT_SIZES = frozenset({10000})
 REFUSAL_CATEGORY = "kint_refusal"
 TESTS_DIR = common.REPO_DIR / "tests"
 HEADLINE = ("mcp_search", "mcp_verify")
@@ -184,7 +184,8 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
         tenant, label = ref.tenant, ref.label
         data = corpus.rows(n)
         written = corpus.write_store(db, tenant, data,
-                                     paid_tier_stand_in=n in PAID_TIER_STAND_IN_SIZES)
+                                     account=ProAccount.signed_in_here()
+                                     if n in PRO_ACCOUNT_SIZES else None)
         n_rows = written.written
         t0 = time.perf_counter()
         anchor(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)

@@ -7,14 +7,12 @@ folder:
 1. A real Sibyl store at machine m's `~/.sibyl-memory/memory.db` (space label = the
    tenant) is written through Sibyl's own methods from `corpus.rows(n)` (85% entities,
    3% state documents, 12% journal events). At 1,000 rows (and `--quick`'s sizes) the
-   writer keeps Sibyl's free-tier CapGate; 1,000 rows fit under its 5 MB cap. At 10,000
-   rows, which the free tier stops at ~2,047, the FIXTURE writer alone uses
-   `corpus.PaidTierStandIn`, a stand-in for a paid account's uncapped tier
-   (`corpus.write_store(..., paid_tier_stand_in=True)`): the same Sibyl write methods
-   without the cap decision. What is timed only reads the store, and kint's own client
-   (the worker's) keeps Sibyl's real cap gate. The JSON says which gate wrote the store
-   (`store.cap_gate`) and whether anything stopped it (`store.written`,
-   `store.stopped_by`).
+   writer is a free-tier client; 1,000 rows fit under its 5 MiB cap. At 10,000 rows,
+   which the free tier stops at ~2,047, the fixture is written by a Pro account on a
+   throwaway signing key (bench/pro_account.py): Sibyl's real EntitlementGate and
+   CapGate, uncapped for that account. What is timed only reads the store. The JSON says
+   which gate wrote the store (`store.cap_gate`) and whether anything stopped it
+   (`store.written`, `store.stopped_by`).
 2. Every row is anchored as epoch 1 through kint's own recording function
    (`tests/anchoring.py: anchor`, which calls `record_epoch`), so the mirror, watermark and
    epoch cache are the real files verify reads.
@@ -54,14 +52,15 @@ from typing import Any
 
 import common
 import corpus
+from pro_account import ProAccount
 
 TARGET_IN_PROCESS = 1.15
 TARGET_SUPERVISOR = 1.25
 LIMIT = 5
 ANCHOR_BLOCK = 100
-# Sizes whose fixture store is written with corpus.PaidTierStandIn (a stand-in for a paid
-# account's uncapped tier; the free tier's 5 MB cap stops at ~2,047 rows). Fixture only.
-PAID_TIER_STAND_IN_SIZES = frozenset({10000})
+# Sizes whose fixture store is written by a Pro account (bench/pro_account.py: Sibyl's
+# real gates, no cap); the free tier's 5 MiB cap stops at ~2,047 rows. Fixture only.
+PRO_ACCOUNT_SIZES = frozenset({10000})
 
 
 def _anchor_fn() -> Any:
@@ -159,7 +158,8 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
         db, label = m.sibyl_db, tenant  # Sibyl's default store: the space label is the tenant
         data = corpus.rows(n)
         written = corpus.write_store(db, tenant, data,
-                                     paid_tier_stand_in=n in PAID_TIER_STAND_IN_SIZES)
+                                     account=ProAccount.signed_in_here()
+                                     if n in PRO_ACCOUNT_SIZES else None)
         n_rows = written.written
         t0 = time.perf_counter()
         _anchor_fn()(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)

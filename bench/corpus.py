@@ -21,7 +21,10 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pro_account import ProAccount
 
 _WORDS = """
 the of and to a in is it you that he was for on are with as his they be at one have this
@@ -188,87 +191,22 @@ def write(client: Any, row: Row) -> None:
                            forward=a["forward"])
 
 
-def open_client(db: Path, tenant: str, *, cap_gate: Any = None) -> Any:
+def open_client(db: Path, tenant: str) -> Any:
     """Sibyl's MemoryClient.local with its NullEntitlementGate (Sibyl's test support,
-    passed in code: the benchmarks have no Sibyl account). `cap_gate=None` keeps Sibyl's
-    own CapGate (the free tier's 5 MB cap); `write_store(..., paid_tier_stand_in=True)`
-    passes a `PaidTierStandIn` instead."""
-    from sibyl_memory_client import MemoryClient, Storage
+    passed in code: the benchmarks have no Sibyl account) and Sibyl's own CapGate: the free
+    tier's 5 MiB cap. `write_store(..., account=...)` opens a Pro account's client instead."""
+    from sibyl_memory_client import MemoryClient
     from sibyl_memory_client.testing import NullEntitlementGate
 
     db.parent.mkdir(parents=True, exist_ok=True)
-    if cap_gate is None:
-        return MemoryClient.local(db, tenant_id=tenant, entitlement_gate=NullEntitlementGate())
-    # MemoryClient.local takes no cap_gate: this is its body, plus the gate.
-    return MemoryClient(Storage(db), tenant_id=tenant, entitlement_gate=NullEntitlementGate(),
-                        cap_gate=cap_gate)
-
-
-class PaidTierStandIn:
-    """A stand-in for a PAID Sibyl account's uncapped tier, for writing a benchmark's
-    FIXTURE store only.
-
-    Why: issues 3 and 5 ask for verify timed on a store of 10,000 rows, but Sibyl's free
-    tier caps every store on the machine at 5 MB (~2,047 of `rows()`'s rows), and a paid
-    account (no cap) cannot be had on the benchmark machine. What is timed (verify and
-    search, in-process, through the supervisor and through MCP) only READS the store, so
-    the cap plays no part in it; only writing the fixture meets it.
-
-    What: passed as `cap_gate=` to Sibyl's `MemoryClient`, in place of the `CapGate` it
-    builds by default. It implements every method `MemoryClient` calls on its cap gate:
-    `check(proposed_delta_bytes=...)` before each write, and `check_total_local(total)`
-    inside the write transaction (`MemoryClient._verify_committed_size`), plus the rest of
-    `CapGate`'s public surface (`check_total`, `decides_locally`, `current_cap`,
-    `invalidate_cache`), and every one allows the write, as a paid tier's gate does
-    (`current_cap()` is None, Sibyl's "uncapped"). The rows still go through Sibyl's own
-    `set_entity` / `set_state` / `write_event`, unchanged apart from that decision, so the
-    store's text, FTS index and trigram shadow are what a paid account's would be. It
-    counts the checks and the largest total it was shown, so a benchmark's JSON can say
-    how far past the free-tier cap the fixture went.
-
-    Where: only `write_store(..., paid_tier_stand_in=True)`, called by `bench_verify.py`
-    and `bench_mcp.py` for their 10,000-row size. kint's own clients (the worker's and
-    kint-server's, `kint.sibyl_client`) keep Sibyl's real `CapGate`, and so does every
-    other benchmark write (`bench_chain.py`'s stores and its restore, which writes through
-    kint's client, still stop at the free-tier cap).
-    """
-
-    #: Read by `MemoryClient` through getattr (tier lookup, CAP-2 fallback); none apply.
-    account_id = None
-    _cache = None
-    _db_size_fn = None
-
-    def __init__(self) -> None:
-        self.checks = 0
-        self.largest_total_bytes = 0
-
-    def check(self, proposed_delta_bytes: int = 0) -> None:
-        """Before each write: allowed (a paid tier has no cap)."""
-        self.checks += 1
-
-    def check_total_local(self, total_size_bytes: int) -> None:
-        """Inside the write transaction, with the store's resulting size: allowed."""
-        self.largest_total_bytes = max(self.largest_total_bytes, total_size_bytes)
-
-    def check_total(self, total_size_bytes: int) -> None:
-        self.check_total_local(total_size_bytes)
-
-    def decides_locally(self, proposed_delta_bytes: int = 0) -> bool:
-        return True
-
-    def current_cap(self) -> None:
-        return None
-
-    def invalidate_cache(self) -> None:
-        pass
+    return MemoryClient.local(db, tenant_id=tenant, entitlement_gate=NullEntitlementGate())
 
 
 @dataclass
 class Written:
     """What `write_store` did: how many rows it wrote, in how long, and why it stopped
     early (Sibyl's CapExceededError message), if it did; and which cap gate the writes
-    went through (`cap_gate`: Sibyl's free-tier CapGate, or the paid-tier stand-in, with
-    how many checks it allowed and the largest store size it was shown)."""
+    went through (`cap_gate`: the free tier's, or a Pro account's)."""
 
     requested: int
     written: int
@@ -284,29 +222,30 @@ class Written:
 
 
 FREE_TIER = "Sibyl's CapGate (free tier, 5 MB cap)"
-STAND_IN = ("PaidTierStandIn: a stand-in for a paid account's uncapped tier, for writing "
-            "this fixture store only (kint's own clients keep Sibyl's CapGate)")
+PRO_ACCOUNT = ("Sibyl's EntitlementGate and CapGate for a Pro account on a throwaway "
+               "signing key (bench/pro_account.py): uncapped")
 
 
 def write_store(db: Path, tenant: str, data: list[Row], *,
-                paid_tier_stand_in: bool = False) -> Written:
+                account: ProAccount | None = None) -> Written:
     """Write `data` in order into the store at `db` through Sibyl's own write methods,
     timing the writes (opening the client is not timed). Stops at the first
     CapExceededError.
 
-    By default the client keeps Sibyl's own CapGate: the free tier's 5 MB cap, counted
-    over every store Sibyl can resolve on the machine, stops the writes at ~2,047 rows.
-    `paid_tier_stand_in=True` opens the client with `PaidTierStandIn` as its cap gate, a
-    stand-in for a paid account's uncapped tier (see its docstring): the same Sibyl write
-    methods, without the cap decision. It is for a benchmark's fixture store only, whose
-    measured part only reads the store; kint's own clients (worker, kint-server) keep
-    Sibyl's real cap gate. The default stays the free tier everywhere else."""
+    By default the client is the free tier's: the 5 MiB cap, counted over every store
+    Sibyl can resolve on the machine, stops the writes at ~2,047 rows. With `account`
+    (a `ProAccount` installed in this process's HOME) the writes go through Sibyl's real
+    gates for that Pro account, which has no cap; the store's folder gets the account's
+    tier cache first, as a signed-in Pro machine holds it."""
     import time
 
     from sibyl_memory_client.exceptions import CapExceededError
 
-    stand_in = PaidTierStandIn() if paid_tier_stand_in else None
-    client = open_client(db, tenant, cap_gate=stand_in)
+    if account is None:
+        client = open_client(db, tenant)
+    else:
+        account.mark_uncapped(db.parent)
+        client = account.open_client(db, tenant, Path.home())
     stopped_by = None
     written = 0
     try:
@@ -321,8 +260,5 @@ def write_store(db: Path, tenant: str, data: list[Row], *,
         seconds = time.perf_counter() - t0
     finally:
         client.storage.close()
-    gate: dict[str, Any] = {"kind": STAND_IN if stand_in else FREE_TIER}
-    if stand_in is not None:
-        gate.update(checks_allowed=stand_in.checks,
-                    largest_total_bytes=stand_in.largest_total_bytes)
-    return Written(len(data), written, seconds, stopped_by, gate)
+    return Written(len(data), written, seconds, stopped_by,
+                   {"kind": FREE_TIER if account is None else PRO_ACCOUNT})

@@ -101,9 +101,9 @@ def _rows_label(size: dict[str, Any]) -> str:
         return (f"{n} rows (largest that restores; A held {instead['rows_a_held']} of "
                 f"{instead['rows_requested']} asked)")
     gate = ((size.get("store") or {}).get("cap_gate") or {}).get("kind") or ""
-    if gate.startswith("PaidTierStandIn"):
-        # The fixture was written past the free-tier cap by corpus.PaidTierStandIn.
-        return f"{n} rows (fixture: paid-tier stand-in)"
+    if "Pro account" in gate:
+        # Written past the free-tier cap by a Pro account (bench/pro_account.py).
+        return f"{n} rows (Pro account)"
     return f"{n} rows" if n == asked else f"{n} rows (asked {asked}; Sibyl's cap)"
 
 
