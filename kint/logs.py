@@ -20,6 +20,7 @@ from kint.paths import ensure_private_dir, log_path
 _FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
 
 DEFAULT_LOG_MAX_BYTES = 256 * 1024
+SERVER_LOG = "kint.log"  # kint-server's (its stdout is the MCP transport)
 MIN_LOG_MAX_BYTES = 1024
 
 
@@ -36,8 +37,10 @@ class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
             raise
 
 
-def setup_file_logging(home: Path, level: int = logging.INFO) -> None:
-    path = log_path(home)
+def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None = None) -> None:
+    """Send this process's log to `name` under KINT_HOME (default: the supervisor's and
+    workers' shared log; kint-server passes its own, kint.log)."""
+    path = home / name if name else log_path(home)
     ensure_private_dir(path.parent)
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -49,16 +52,21 @@ def setup_file_logging(home: Path, level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
+def rotated_logs(home: Path) -> list[Path]:
+    """The logs the supervisor keeps bounded: its own shared log and kint-server's."""
+    return [log_path(home), home / SERVER_LOG]
+
+
 def log_max_bytes() -> int:
     """KINT_LOG_MAX_BYTES: the size over which the supervisor rotates the log."""
     return int(env_float("KINT_LOG_MAX_BYTES", DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES))
 
 
-def rotate_if_large(home: Path, max_bytes: int) -> bool:
-    """Rename the log to `<name>.1` (replacing the older backup) when it is over
-    `max_bytes`. Call it from one process only, the supervisor: every process's next line
-    then reopens a fresh 0600 file. Returns whether it rotated."""
-    path = log_path(home)
+def rotate_if_large(home: Path, max_bytes: int, path: Path | None = None) -> bool:
+    """Rename the log (default: the shared one) to `<name>.1`, replacing the older backup,
+    when it is over `max_bytes`. Call it from one process only, the supervisor: every
+    process's next line then reopens a fresh 0600 file. Returns whether it rotated."""
+    path = path or log_path(home)
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:

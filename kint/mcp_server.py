@@ -16,22 +16,16 @@ import sys
 import threading
 from typing import Any
 
-from kint.paths import ensure_private_dir, kint_home
+from kint.logs import SERVER_LOG, setup_file_logging
+from kint.paths import kint_home
 
 log = logging.getLogger("kint.server")
 DEFAULT_BOOTSTRAP_SECONDS = 20.0
 
 
 def _log_to_file(home: Any) -> None:
-    ensure_private_dir(home)
-    path = home / "kint.log"
-    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(
-        "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
+    # Reopened when the supervisor rotates it (at KINT_LOG_MAX_BYTES, like its own).
+    setup_file_logging(home, name=SERVER_LOG)
     # The MCP SDK logs every request at INFO; the log counts against the cap (it lives
     # under KINT_HOME), so only its warnings are kept.
     logging.getLogger("mcp").setLevel(logging.WARNING)

@@ -154,8 +154,15 @@ def test_the_supervisor_rotates_the_shared_log_and_its_workers_follow(tmp_path):
                 sb.call("status", db)
             sb.call("sup.restart", args={"target": sb.tenant})
 
+    # kint-server's log, as a server that logged a lot would leave it: rotated the same way.
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    server_log = home / "kint.log"
+    server_log.write_text("x" * (MAX + 1))
+    server_log.chmod(0o600)
     try:
         sb.start()
+        sb.wait_for(lambda: (home / "kint.log.1").exists() and not server_log.exists(),
+                    timeout=20, what="kint.log rotated by the supervisor")
         burst_until_over()
         sb.wait_for(backup.exists, timeout=20, what="the first rotation")
         # These workers started before the rotation; their next lines go to the new file.

@@ -109,11 +109,17 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     return 0
 
 
+DAEMON_STDERR = "supervisor.stderr"
+
+
 def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
-    """Start a detached supervisor: its own session, no terminal, stderr to the log."""
+    """Start a detached supervisor: its own session, no terminal. Its raw stderr (what
+    bypasses logging: a crash before logging is set up, interpreter warnings), and its
+    workers', goes to run/supervisor.stderr, emptied at each start: the shared log is
+    rotated by renaming, and a file descriptor held since start would follow the rename."""
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
-    fd = os.open(log_path(home), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(run_dir(home) / DAEMON_STDERR, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o600)
     try:
         # -P and cwd="/": the daemon imports the installed kint, never a `kint/` folder
         # that happens to sit in the caller's working directory.
@@ -157,7 +163,7 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
             if ping(0.5):
                 return
         raise TimeoutError(f"the supervisor did not answer within {wait_s:.0f}s "
-                           f"(see {log_path(home)})")
+                           f"(see {log_path(home)} and {run_dir(home) / DAEMON_STDERR})")
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)

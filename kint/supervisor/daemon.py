@@ -22,8 +22,8 @@ from typing import Any
 import zmq
 
 from kint import __version__
-from kint.logs import log_max_bytes, rotate_if_large
-from kint.paths import (atomic_write, back_address, ensure_private_dir, front_address, log_path,
+from kint.logs import log_max_bytes, rotate_if_large, rotated_logs
+from kint.paths import (atomic_write, back_address, ensure_private_dir, front_address,
                         run_dir, socket_dir)
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
@@ -445,9 +445,10 @@ class Supervisor:
     def _rotate_log(self) -> None:
         """The supervisor alone rotates the shared log; every process reopens it itself."""
         try:
-            if rotate_if_large(self.home, self.log_max_bytes):
-                log.info("log was over %d bytes: its older lines are in %s.1",
-                         self.log_max_bytes, log_path(self.home).name)
+            for path in rotated_logs(self.home):
+                if rotate_if_large(self.home, self.log_max_bytes, path):
+                    log.info("%s was over %d bytes: its older lines are in %s.1",
+                             path.name, self.log_max_bytes, path.name)
             self._log_rotate_failed = False
         except OSError as exc:
             if not self._log_rotate_failed:  # once, not every few seconds into that log
