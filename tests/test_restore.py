@@ -77,3 +77,27 @@ def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
     content = keys[0]
     assert keys == [content, f"{content}:1", f"{content}:2", f"{content}:3"], keys
     assert kjson(b, "verify", "rewritten later epoch")["decision"] == "proceed"
+
+
+def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
+    """The pull's one read-back, on its own: a row whose stored text differs from what was
+    anchored, one that is gone, an entity deleted on chain that is still there; rows the
+    pull did not write are not its to judge."""
+    from kint.rows.canon import Row
+    from kint.tenant_worker.pull import _not_back
+    from kint.tenant_worker.statefiles import Mirror, MirrorRow
+
+    def row(key: str, body: str) -> Row:
+        return Row("entity", "notes", key, {"status": None, "body": body})
+
+    anchored = {r.canonical_id: MirrorRow(row=r, leaf=r.leaf, seq=1)
+                for r in (row("same", "a"), row("changed", "b"), row("gone", "c"),
+                          row("untouched", "d"))}
+    mirror = Mirror(space_id="00" * 32, rows=anchored)
+    stored = [row("same", "a"), row("changed", "B"), row("deleted", "x"), row("untouched", "D")]
+    written = {row(k, "").canonical_id for k in ("same", "changed", "gone", "deleted")}
+    assert _not_back(mirror, stored, written) == [
+        "entity notes/changed: did not come back byte-exact after replay",
+        "entity notes/deleted: deleted on chain but still in the store",
+        "entity notes/gone: did not come back byte-exact after replay",
+    ]

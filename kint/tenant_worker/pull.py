@@ -28,7 +28,7 @@ from kint.chain.anchor import Anchor, EpochLog
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
-from kint.rows.export import export_rows, read_row
+from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import epoch_format, keys
 from kint.tenant_worker.changes import diff
@@ -143,13 +143,14 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # 2. Fork.
     mirror = state.mirror()
     backups: list[str] = []
-    present: dict[str, bytes] = {}  # the store's leaves, carried epoch to epoch
+    present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
+    written: set[str] = set()  # the rows this pull wrote or deleted
     if discard:
         backups = discard_local(ctx)
         mirror = empty_mirror(state)
     else:
         rows = _store_rows(ctx)
-        present = {r.canonical_id: r.leaf for r in rows}
+        present = {r.canonical_id: r for r in rows}
         if mirror is None and rows:
             raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
                                 "has no mirror: pull never merges them blindly",
@@ -191,8 +192,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         if not f.header.snapshot and f.log.prev != prev_digest:
             raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
-        replayed, present = _replay(ctx, mirror, f.plaintext, present)
-        warnings += replayed
+        warnings += _replay(ctx, mirror, f.plaintext, present, written)
         meta = EpochMeta(seq=f.log.seq, digest=f.log.digest, prev=f.log.prev, block=f.log.block,
                          tx=f.log.tx, bucket=f.header.bucket, rows_root=f.plaintext["rows_root"],
                          writer=f.log.writer)
@@ -213,6 +213,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         state.save_mirror(mirror)
     backfilled = _backfill(ctx, anchor, owner, head, held, chain.chain_id) if full else []
     rows = _store_rows(ctx)
+    warnings += _not_back(mirror, rows, written)
     if ctx.drift.active:
         ctx.drift.reset(rows)
     ordered = sorted(rows, key=lambda r: r.canonical_id.encode("utf-8"))
@@ -327,14 +328,16 @@ def _loads(text: str | None) -> Any:
 
 
 def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: dict[str, Any],
-            present: dict[str, bytes]) -> tuple[list[str], dict[str, bytes]]:
-    """Write one epoch's rows through Sibyl's own write methods, then re-read each row it
-    wrote and compare. Rows the store already holds byte for byte are not written again.
+            present: dict[str, Row], written: set[str]) -> list[str]:
+    """Write one epoch's rows through Sibyl's own write methods. Rows the store already
+    holds byte for byte are not written again.
 
-    `present` is the store's leaves before the epoch; the leaves after it come back, for
-    the next epoch. Only the rows written are read back (by key; a journal event by the
-    id Sibyl gave it), so an epoch costs what it writes, not what the store holds: the
-    whole store is exported once, when the pull ends, for its root."""
+    `present` is what the store holds, by canonical id (a row's leaf is worked out only
+    when an epoch carries a row of the same id); it is brought up to date here for the
+    next epoch. The ids written go into `written`: the pull reads the store back once, when it
+    ends (one export, which the store root needs anyway), and names any written row that
+    did not come back byte for byte. Reading each row back after each epoch cost more than
+    Sibyl's own writes on a long restore."""
     client = ctx.client()
     warnings: list[str] = []
     items = list(plaintext["rows"])
@@ -342,29 +345,25 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: dict[str, Any],
         carried = {canonical_id(r["tier"], r.get("category"), r["key"]) for r in items}
         items += [{"op": "del", "tier": m.row.tier, "category": m.row.category, "key": m.row.key}
                   for cid, m in mirror.rows.items() if cid not in carried]
-    after = dict(present)
-    expected: dict[str, Row] = {}
-    written: list[tuple[str, str, str | None, str]] = []  # (id, tier, category, read-back key)
     for item in items:
         tier, category, key = item["tier"], item.get("category"), item["key"]
         cid = canonical_id(tier, category, key)
+        held = present.get(cid)
         if item["op"] == "del":
-            expected.pop(cid, None)
-            if cid not in present:
+            if held is None:
                 continue
             if tier == "entity":
                 client.delete_entity(category, key)
-                after.pop(cid, None)
+                present.pop(cid, None)
+                written.add(cid)
             else:
                 warnings.append(f"{tier} {key}: deleted on chain; Sibyl has no delete for this "
                                 f"tier, so it stays in the store")
             continue
         row = Row(tier, category, key, item["fields"])
-        expected[cid] = row
-        if present.get(cid) == row.leaf:
+        if held is not None and held.leaf == row.leaf:
             continue
         f = item["fields"]
-        lookup = key
         if tier == "entity":
             client.set_entity(category, key, _loads(f.get("body")), status=f.get("status"))
         elif tier == "state":
@@ -372,19 +371,24 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: dict[str, Any],
         elif tier == "reference":
             client.set_reference(key, f.get("body"), metadata=_loads(f.get("metadata")))
         elif tier == "journal":
-            lookup = client.write_event(ts=f.get("ts"), evaluated=_loads(f.get("evaluated")),
-                                        acted=_loads(f.get("acted")),
-                                        forward=_loads(f.get("forward")),
-                                        extra=_loads(f.get("extra")))
-        written.append((cid, tier, category, lookup))
-    conn = ctx.ro_connection()
-    for cid, tier, category, lookup in written:
-        back = read_row(conn, ctx.config.tenant, tier, category, lookup)
-        if back is None:
-            after.pop(cid, None)
-        else:
-            after[back.canonical_id] = back.leaf
-    for cid, row in expected.items():
-        if after.get(cid) != row.leaf:
-            warnings.append(f"{row.label()}: did not come back byte-exact after replay")
-    return warnings, after
+            client.write_event(ts=f.get("ts"), evaluated=_loads(f.get("evaluated")),
+                               acted=_loads(f.get("acted")), forward=_loads(f.get("forward")),
+                               extra=_loads(f.get("extra")))
+        present[cid] = row
+        written.add(cid)
+    return warnings
+
+
+def _not_back(mirror: Mirror, rows: list[Row], written: set[str]) -> list[str]:
+    """The rows this pull wrote that the store does not hold as anchored."""
+    stored = {r.canonical_id: r for r in rows if r.canonical_id in written}
+    out = []
+    for cid in sorted(written):
+        anchored = mirror.rows.get(cid)
+        back = stored.get(cid)
+        if anchored is None:
+            if back is not None and back.tier == "entity":
+                out.append(f"{back.label()}: deleted on chain but still in the store")
+        elif back is None or back.leaf != anchored.leaf:
+            out.append(f"{anchored.row.label()}: did not come back byte-exact after replay")
+    return out
