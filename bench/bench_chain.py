@@ -21,10 +21,12 @@ hermetic folder:
   command when present): the baseline for bytes. Where the difference goes (each epoch's
   own gzip, padding to its bucket, the 104-byte header and the 16-byte tag) is taken
   from A's epoch cache;
-- B (and C in a full run): `connect` with A's recovery code and owner, then `pull`,
-  timed: a full restore. Then the same rows are written straight through Sibyl's methods
-  into a fresh store, in this process, timed: the other baseline samples. Restore
-  throughput is compared with the fastest baseline sample (the strictest reading);
+- B (and C and E in a full run): `connect` with A's recovery code and owner, then
+  `pull`, timed: a full restore. After each, the same rows are written straight through
+  Sibyl's methods into a fresh store, in this process, timed: the baseline samples, taken
+  in turn with the restores. Restore throughput is the median baseline write over the
+  median restore; the JSON also keeps the old, strict reading (the fastest baseline write,
+  A's included, over the median restore), which compares a minimum with a median;
 - D: one more restore through bench/support/run_supervisor_probed.py, whose worker runs
   `pull` (and a second `push` on A is not needed) under cProfile: where restore time goes.
   Its wall time is inflated by the profiler and is reported apart.
@@ -280,7 +282,7 @@ def _cycle(n: int, quick: bool, tag: str) -> dict[str, Any]:
         leaves_a = [(r.canonical_id, r.leaf.hex()) for r in rows_a]
         restores = []
         baseline_writes = [written_a.to_json() | {"where": "machine A's store, before push"}]
-        for name in (["b"] if quick else ["b", "c"]):
+        for name in (["b"] if quick else ["b", "c", "e"]):
             restore = _restore(env, chain, name, code, connected["owner"], account)
             if restore["ok"]:
                 restore["rows_match_a"] = restore.pop("rows") == leaves_a
@@ -303,7 +305,15 @@ def _cycle(n: int, quick: bool, tag: str) -> dict[str, Any]:
     restore_s = statistics.median(r["pull_s"] for r in good) if good else None
     fastest_write_s = min(w["seconds"] for w in baseline_writes
                           if w["written"] == rows_n)
-    throughput_ratio = (fastest_write_s / restore_s) if restore_s else None
+    # The headline: the medians of the same number of samples, taken in turn (a restore,
+    # then the same rows written straight through Sibyl, and again). The old reading, the
+    # fastest of all baseline writes (A's included) against the median restore, compares
+    # a minimum with a median and is kept as `strict`.
+    interleaved = [w["seconds"] for w in baseline_writes[1:] if w["written"] == rows_n]
+    baseline_median_s = statistics.median(interleaved) if interleaved else None
+    throughput_ratio = (baseline_median_s / restore_s) if restore_s and baseline_median_s \
+        else None
+    strict_ratio = (fastest_write_s / restore_s) if restore_s else None
     gz_bytes = gz["baseline"]
     return {
         "rows_requested": n,
@@ -330,8 +340,11 @@ def _cycle(n: int, quick: bool, tag: str) -> dict[str, Any]:
                     "rows_per_s": rows_n / restore_s if restore_s else None},
         "restore_profiled": profiled,
         "sibyl_write_baseline": {"samples": baseline_writes, "fastest_s": fastest_write_s,
-                                 "rows_per_s": rows_n / fastest_write_s},
+                                 "median_interleaved_s": baseline_median_s,
+                                 "rows_per_s": rows_n / baseline_median_s
+                                 if baseline_median_s else None},
         "ratio_restore_throughput_over_sibyl_write": throughput_ratio,
+        "ratio_strict_fastest_write_over_median_restore": strict_ratio,
         "refused_by_cap": any(r.get("refused_by_cap") for r in restores),
         "met": {"bytes": total_bytes / gz_bytes <= TARGET_BYTES_RATIO,
                 "restore": throughput_ratio is not None
@@ -452,10 +465,13 @@ def main() -> int:
               f"gas/row {g['per_row']:.0f}; push {s['push']['wall_s']:.2f} s")
         r = s["restore"]
         if r["median_s"]:
-            print(f"  restore {r['median_s']:.2f} s ({r['rows_per_s']:.0f} rows/s) vs Sibyl "
-                  f"writes {s['sibyl_write_baseline']['fastest_s']:.2f} s "
-                  f"({s['sibyl_write_baseline']['rows_per_s']:.0f} rows/s): "
-                  f"{s['ratio_restore_throughput_over_sibyl_write']:.2f}x")
+            w = s["sibyl_write_baseline"]
+            print(f"  restore median {r['median_s']:.2f} s ({r['rows_per_s']:.0f} rows/s) vs "
+                  f"Sibyl writes median {w['median_interleaved_s']:.2f} s "
+                  f"({w['rows_per_s']:.0f} rows/s): "
+                  f"{s['ratio_restore_throughput_over_sibyl_write']:.2f}x (strict, fastest "
+                  f"write {w['fastest_s']:.2f} s: "
+                  f"{s['ratio_strict_fastest_write_over_median_restore']:.2f}x)")
         else:
             print("  restore refused: " + "; ".join(x.get("message", "") for x in r["samples"]))
     if result["offline_sizing"]:
