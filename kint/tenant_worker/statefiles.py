@@ -42,9 +42,10 @@ class CorruptStateFile(Exception):
         self.why = why
 
 
-def _load_json(path: Path) -> Any:
+def _load_json(path: Path | str) -> Any:
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except FileNotFoundError:
         raise
     except OSError as err:
@@ -297,9 +298,10 @@ class SpaceState:
         # The same paths as strings: `status` stats each of them on every call.
         self.file_names = {name: str(path) for name, path in self.files.items()}
         self._lock = threading.Lock()
-        self._cache: dict[Path, tuple[tuple[int, int, int], Any]] = {}
+        self._cache: dict[Path | str, tuple[tuple[int, int, int], Any]] = {}
+        self._meta_paths: dict[int, str] = {}
 
-    def _cached(self, path: Path, parse: Any) -> Any:
+    def _cached(self, path: Path | str, parse: Any) -> Any:
         """Parse `path` (or raise FileNotFoundError), reusing the last parse if unchanged."""
         try:
             st = os.stat(path)
@@ -335,7 +337,10 @@ class SpaceState:
             return None
 
     def meta(self, seq: int) -> EpochMeta:
-        path = self.epoch_path(seq, ".meta.json")
+        # verify asks once per hit: the path string is built once per seq.
+        path = self._meta_paths.get(seq)
+        if path is None:
+            path = self._meta_paths[seq] = str(self.epoch_path(seq, ".meta.json"))
         try:
             meta = self._cached(path, parse_meta)
         except FileNotFoundError:
