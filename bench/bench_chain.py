@@ -56,7 +56,6 @@ mines each transaction at once, so that wait is a receipt poll).
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import math
 import shutil
@@ -449,14 +448,7 @@ def run(quick: bool = False, sizes: list[int] | None = None) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--sizes", type=int, nargs="+", metavar="N",
-                        help="row counts to run instead of the default sizes")
-    args = parser.parse_args()
-    result = run(args.quick, args.sizes)
-    path = common.write_json("chain", result)
+def report(result: dict[str, Any], path: Path) -> None:
     for s in result["sizes"]:
         b, g = s["bytes"], s["gas"]
         print(f"{s['rows']} rows (asked {s['rows_requested']}): {len(s['push']['epochs'])} "
@@ -479,7 +471,15 @@ def main() -> int:
         print(f"offline {o['rows']} rows: {o['epochs']} epochs, {o['envelope_bytes']} B vs "
               f"gzip -9 {o['gzip9']['baseline']} B = {o['ratio_envelopes_over_gzip9']:.3f}x")
     print(f"-> {path}")
-    return 0
+
+
+def _options(parser: Any) -> None:
+    parser.add_argument("--sizes", type=int, nargs="+", metavar="N",
+                        help="row counts to run instead of the default sizes")
+
+
+def main() -> int:
+    return common.bench_main("chain", __doc__, run, report, _options)
 
 
 if __name__ == "__main__":

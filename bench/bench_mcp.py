@@ -55,7 +55,6 @@ Target (issue 5): `memory_verify` p50 within 1.3x of `memory_search` p50, both t
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -503,12 +502,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    result = run(args.quick)
-    path = common.write_json("mcp", result)
+def report(result: dict[str, Any], path: Path) -> None:
     for s in result["sizes"]:
         ms, ratio = s["ms"], s["ratio_mcp_verify_over_mcp_search"]
         print(f"store {s['store']['size_bytes'] / 1e6:.2f} MB written through "
@@ -531,7 +525,10 @@ def main() -> int:
     for line in result["env"]["supervisor_log_problems"] + result["env"]["cleanup_notes"]:
         print(f"  note: {line}")
     print(f"-> {path}")
-    return 0
+
+
+def main() -> int:
+    return common.bench_main("mcp", __doc__, run, report)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ Target: an idle worker under 25 MB PSS (judged on the largest of the N, in MiB).
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import common
@@ -100,17 +100,15 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    result = run(args.quick)
-    path = common.write_json("memory", result)
+def report(result: dict[str, Any], path: Path) -> None:
     p, u, b = result["worker_pss_mib"], result["worker_uss_mib"], result["baseline_fresh_interpreter"]
     print(f"worker PSS mean {p['mean']:.1f} MiB  max {p['max']:.1f} MiB  "
           f"(USS mean {u['mean']:.1f} MiB)")
     print(f"baseline fresh interpreter PSS {b['pss_mib']:.1f} MiB  -> {path}")
-    return 0
+
+
+def main() -> int:
+    return common.bench_main("memory", __doc__, run, report)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ Target: routed p50 within 2x of bare p50.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import zmq
@@ -157,19 +157,17 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    result = run(args.quick)
-    path = common.write_json("roundtrip", result)
+def report(result: dict[str, Any], path: Path) -> None:
     b, r, p = result["bare_echo_us"], result["routed_status_us"], result["context_sup_ping_us"]
     print(f"bare echo       p50 {b['p50']:8.1f} us  p99 {b['p99']:8.1f} us")
     print(f"routed status   p50 {r['p50']:8.1f} us  p99 {r['p99']:8.1f} us")
     print(f"sup.ping        p50 {p['p50']:8.1f} us  p99 {p['p99']:8.1f} us")
     print(f"ratio p50 {result['ratio_routed_over_bare']['p50']:.2f}x  "
           f"p99 {result['ratio_routed_over_bare']['p99']:.2f}x  -> {path}")
-    return 0
+
+
+def main() -> int:
+    return common.bench_main("roundtrip", __doc__, run, report)
 
 
 if __name__ == "__main__":

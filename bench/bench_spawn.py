@@ -15,9 +15,9 @@ Target: first request to a new space (spawn included) under 0.5 s at p50.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import common
@@ -88,18 +88,16 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    result = run(args.quick)
-    path = common.write_json("spawn", result)
+def report(result: dict[str, Any], path: Path) -> None:
     f, s, c = (result["first_request_incl_spawn_ms"], result["second_request_same_space_ms"],
                result["cold"])
     print(f"first request (spawn)  p50 {f['p50']:7.1f} ms  p99 {f['p99']:7.1f} ms")
     print(f"second request         p50 {s['p50']:7.1f} ms  p99 {s['p99']:7.1f} ms")
     print(f"cold (right after autostart) first {c['first_request_ms']:.1f} ms  -> {path}")
-    return 0
+
+
+def main() -> int:
+    return common.bench_main("spawn", __doc__, run, report)
 
 
 if __name__ == "__main__":

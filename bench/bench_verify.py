@@ -40,7 +40,6 @@ for "met". When a target is missed, the benchmark records a cProfile of the veri
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import io
 import pstats
@@ -326,12 +325,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    result = run(args.quick)
-    path = common.write_json("verify", result)
+def report(result: dict[str, Any], path: Path) -> None:
     for s in result["sizes"]:
         i, r = s["in_process_ms"], s["supervisor_ms"]
         print(f"{s['rows']} rows (asked {s['rows_requested']}), {s['queries']['kept']} queries"
@@ -344,7 +338,10 @@ def main() -> int:
               f"  verify p50 {r['verify']['p50']:.2f} p99 {r['verify']['p99']:.2f} ms  "
               f"ratio {s['ratio_supervisor']['p50']:.3f}x / {s['ratio_supervisor']['p99']:.3f}x")
     print(f"-> {path}")
-    return 0
+
+
+def main() -> int:
+    return common.bench_main("verify", __doc__, run, report)
 
 
 if __name__ == "__main__":

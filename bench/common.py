@@ -488,3 +488,20 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
     path = OUT_DIR / f"{name}.json"
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path
+
+
+def bench_main(name: str, doc: str | None, run: Callable[..., dict[str, Any]],
+               report: Callable[[dict[str, Any], Path], None],
+               add_args: Callable[[Any], None] | None = None) -> int:
+    """The command line every bench script shares: `--quick` (plus the script's own
+    options, passed to `run` by name), then bench/out/<name>.json and the script's
+    summary lines."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(doc or name).splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer samples")
+    if add_args is not None:
+        add_args(parser)
+    result = run(**vars(parser.parse_args()))
+    report(result, write_json(name, result))
+    return 0
