@@ -106,7 +106,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     finally:
         sup.close()
         os.close(pid_fd)
-    return 0
+    return sup.exit_code
 
 
 DAEMON_STDERR = "supervisor.stderr"

@@ -32,6 +32,7 @@ from kint.protocol.limits import MAX_WAITING_PER_SPACE, SOCKET_MAX_MESSAGE_BYTES
 from kint.protocol.ops import OPS
 from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
+from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
 from kint.supervisor.workers import Pending, WorkerHandle, describe_exit
@@ -54,6 +55,10 @@ class Supervisor:
         self._ids = itertools.count(1)
         self.started_at = time.monotonic()
         self.log_max_bytes = log_max_bytes()
+        self._code = code_signature()
+        # Set once kint's installed files changed: stop when nothing is in flight.
+        self.upgraded = False
+        self.exit_code = 0
         self._log_check_at = self.started_at
         self._log_rotate_failed = False
         self.shutting_down = False
@@ -441,6 +446,19 @@ class Supervisor:
         if now >= self._log_check_at:
             self._log_check_at = now + LOG_CHECK_EVERY_S
             self._rotate_log()
+            self._check_upgrade()
+        if (self.upgraded and not self.shutting_down
+                and not any(h.pending for h in self.handles.values())):
+            log.info("nothing in flight: stopping for the new version of kint")
+            self.begin_shutdown()
+
+    def _check_upgrade(self) -> None:
+        if self.upgraded or self.shutting_down or code_signature() == self._code:
+            return
+        self.upgraded = True
+        self.exit_code = EXIT_UPGRADED
+        log.warning("kint's installed files changed (an upgrade): stopping once the requests "
+                    "in flight finish, so that the next call starts the new version")
 
     def _rotate_log(self) -> None:
         """The supervisor alone rotates the shared log; every process reopens it itself."""
