@@ -214,8 +214,8 @@ def _refused(err: ChainRefused) -> ProtocolError:
         return ProtocolError(ErrorCode.NOT_CONNECTED,
                              f"the chain refused the epoch: this space's writer cannot pay "
                              f"for the gas; {NOTHING_DROPPED}",
-                             "send ETH to this machine's session key (the `session` address "
-                             "`kint connect` printed), then push again")
+                             "send ETH to this machine's session key (`kint status` shows "
+                             "it on its `keys:` line), then push again")
     return ProtocolError(ErrorCode.INTERNAL, f"the chain refused the epoch: {err}")
 
 
