@@ -107,3 +107,29 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
                          text=True, capture_output=True, timeout=30)
     assert out.returncode == 0 and "already running" in out.stderr
     assert running_pid(sandbox.kint_home) == first
+
+
+def test_a_space_stays_bound_to_its_store_across_a_restart(sandbox):
+    """The binding outlives the supervisor (run/bindings.json, 0600): after a stop, another
+    store asking for the same space is still refused; once the bound store is gone, the
+    binding gives way."""
+    write_store(sandbox.sibyl_db)
+    other = write_store(sandbox.profile_db("alpha"))
+    space = {"KINT_SPACE": "one-space"}
+    first = sandbox.kint("status", "--json", env=space)
+    assert first.returncode == 0, first.stderr
+    assert sandbox.kint("supervisor", "stop").returncode == 0
+    saved = sandbox.kint_home / "run" / "bindings.json"
+    assert (saved.stat().st_mode & 0o777) == 0o600
+    assert [b["db"] for b in json.loads(saved.read_text()).values()] == [str(sandbox.sibyl_db)]
+
+    refused = sandbox.kint("--db", str(other), "status", env=space)  # a new supervisor
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "[SPACE_CONFLICT]" in refused.stderr and str(sandbox.sibyl_db) in refused.stderr
+
+    assert sandbox.kint("supervisor", "stop").returncode == 0
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{sandbox.sibyl_db}{suffix}").unlink(missing_ok=True)
+    moved_on = sandbox.kint("--db", str(other), "status", "--json", env=space)
+    assert moved_on.returncode == 0, moved_on.stderr
+    assert json.loads(moved_on.stdout)["store"]["path"] == str(other)

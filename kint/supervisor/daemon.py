@@ -32,6 +32,7 @@ from kint.protocol.limits import MAX_WAITING_PER_SPACE, SOCKET_MAX_MESSAGE_BYTES
 from kint.protocol.ops import OPS
 from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
+from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
@@ -49,6 +50,7 @@ class Supervisor:
         self.settings = settings
         self.spawner = spawner or Spawner()
         self.handles: dict[str, WorkerHandle] = {}
+        self.bindings = Bindings(home)
         self._by_identity: dict[bytes, WorkerHandle] = {}
         self._sentinels: dict[int, WorkerHandle] = {}
         self._deadlines: list[tuple[float, str, str]] = []
@@ -182,23 +184,16 @@ class Supervisor:
         label = request.space or space_label(request.tenant, Path(request.db))
         sid = compute_space_id(label)
         handle = self.handles.get(sid)
-        if handle is None:
-            handle = WorkerHandle(space_id=sid, label=label, tenant=request.tenant, db=request.db)
-            self.handles[sid] = handle
-            self._by_identity[handle.space16.encode()] = handle
+        if handle is not None:
+            _same_store(sid, label, handle.db, handle.tenant, request)
             return handle
-        if handle.db != request.db:
-            raise ProtocolError(
-                ErrorCode.SPACE_CONFLICT,
-                f"space {handle.space16} ({label}) is bound to the store {handle.db}; "
-                f"{request.db} cannot share it",
-            )
-        if handle.tenant != request.tenant:
-            raise ProtocolError(
-                ErrorCode.SPACE_CONFLICT,
-                f"space {handle.space16} ({label}) belongs to tenant {handle.tenant}, "
-                f"not {request.tenant}",
-            )
+        bound = self.bindings.get(sid)  # from before this supervisor started
+        if bound is not None:
+            _same_store(sid, label, bound.db, bound.tenant, request)
+        handle = WorkerHandle(space_id=sid, label=label, tenant=request.tenant, db=request.db)
+        self.handles[sid] = handle
+        self._by_identity[handle.space16.encode()] = handle
+        self.bindings.bind(sid, Binding(label, request.tenant, request.db))
         return handle
 
     def _route(self, identity: bytes, request: Any) -> None:
@@ -502,3 +497,18 @@ class Supervisor:
             log.info("space %s: idle for %.0fs; stopping its worker", handle.space16,
                      now - handle.last_activity)
             self.stop_worker(handle, "idle", now)
+
+
+def _same_store(sid: str, label: str, db: str, tenant: str, request: Any) -> None:
+    """A space is one store of one tenant: anything else asking for it is refused."""
+    if db != request.db:
+        raise ProtocolError(
+            ErrorCode.SPACE_CONFLICT,
+            f"space {sid[:16]} ({label}) is bound to the store {db}; "
+            f"{request.db} cannot share it",
+        )
+    if tenant != request.tenant:
+        raise ProtocolError(
+            ErrorCode.SPACE_CONFLICT,
+            f"space {sid[:16]} ({label}) belongs to tenant {tenant}, not {request.tenant}",
+        )

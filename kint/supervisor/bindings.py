@@ -1,0 +1,81 @@
+"""Which store each space is bound to, kept across supervisor restarts.
+
+A space is one store: a second store asking for a space already bound is refused
+SPACE_CONFLICT. The supervisor learns bindings from the requests it routes; kept only in
+memory, a restart (a crash, `kint supervisor stop`, an upgrade) forgot them and let the
+next store take the space. They are saved to run/bindings.json (0600, atomic) as they are
+made and read back at start. A binding whose store file no longer exists gives way to the
+next store that asks (a store moved or deleted is not a conflict).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from kint.paths import atomic_write, run_dir
+
+log = logging.getLogger("kint.supervisor")
+
+BINDINGS_FILE = "bindings.json"
+MAX_BINDINGS = 10_000  # far past any machine's stores: a bigger file is not ours
+
+
+@dataclass(frozen=True)
+class Binding:
+    label: str
+    tenant: str
+    db: str
+
+
+class Bindings:
+    def __init__(self, home: Path) -> None:
+        self.path = run_dir(home) / BINDINGS_FILE
+        self._by_space: dict[str, Binding] = self._load()
+
+    def _load(self) -> dict[str, Binding]:
+        try:
+            raw = orjson.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (OSError, orjson.JSONDecodeError) as err:
+            log.warning("ignoring %s: %s", self.path, err)
+            return {}
+        out: dict[str, Binding] = {}
+        if isinstance(raw, dict) and len(raw) <= MAX_BINDINGS:
+            for sid, item in raw.items():
+                if (isinstance(sid, str) and len(sid) == 64 and isinstance(item, dict)
+                        and all(isinstance(item.get(k), str) for k in ("label", "tenant", "db"))):
+                    out[sid] = Binding(item["label"], item["tenant"], item["db"])
+        if len(out) != (len(raw) if isinstance(raw, dict) else -1):
+            log.warning("ignoring malformed entries of %s", self.path)
+        return out
+
+    def get(self, space_id: str) -> Binding | None:
+        """The space's binding, unless its store is gone (then it is forgotten)."""
+        bound = self._by_space.get(space_id)
+        if bound is not None and not os.path.exists(bound.db):
+            log.info("space %s: its store %s is gone; the binding gives way", space_id[:16],
+                     bound.db)
+            del self._by_space[space_id]
+            self._save()
+            return None
+        return bound
+
+    def bind(self, space_id: str, binding: Binding) -> None:
+        if self._by_space.get(space_id) == binding:
+            return
+        self._by_space[space_id] = binding
+        self._save()
+
+    def _save(self) -> None:
+        data = {sid: {"label": b.label, "tenant": b.tenant, "db": b.db}
+                for sid, b in self._by_space.items()}
+        try:
+            atomic_write(self.path, orjson.dumps(data))
+        except OSError as err:
+            log.warning("could not save %s: %s", self.path, err)
