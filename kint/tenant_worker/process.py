@@ -1,9 +1,10 @@
 """The worker process: one per space, spawned by the supervisor from its forkserver.
 
 The main thread owns the DEALER socket: it receives requests, hands them to a small
-thread pool, forwards the pool's replies (through an inproc socket, since a ZeroMQ socket
-belongs to one thread), and beats once a second with what it is doing. It never runs a
-handler itself, so a slow op never stops the heartbeat: slow is *busy*, not *hung*.
+thread pool, forwards the pool's replies (encoded by the pool thread, passed through an
+inproc socket, since a ZeroMQ socket belongs to one thread), and beats once a second with
+what it is doing. The only handler it runs itself is the plain `status` (a few stats), so
+a slow op never stops the heartbeat: slow is *busy*, not *hung*.
 
 The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
 which exits when the supervisor does) and, on every beat, a check that the supervisor's
@@ -23,7 +24,6 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import orjson
 import zmq
 from sibyl_memory_client.exceptions import SibylMemoryError
 
@@ -31,7 +31,7 @@ from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
-from kint.protocol.envelope import encode_reply, error_reply, ok_reply
+from kint.protocol.envelope import error_reply, ok_reply
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
 from kint.tenant_worker.space import SpaceContext
@@ -153,7 +153,9 @@ class Worker:
         return sock
 
     def _run_in_pool(self, request: dict[str, Any]) -> None:
-        self._reply_socket().send(encode_reply(self._run(request)))
+        # Encoded here, once, as the back-socket message: the main thread only forwards it.
+        self._reply_socket().send(worker_wire.encode(
+            {"kind": "reply", "reply": self._run(request).to_dict(), "pid": os.getpid()}))
 
     def _run(self, request: dict[str, Any]) -> Any:
         rid = str(request.get("id"))
@@ -244,7 +246,7 @@ class Worker:
                             raw = self.replies.recv(zmq.NOBLOCK)
                         except zmq.Again:
                             break
-                        self._send({"kind": "reply", "reply": orjson.loads(raw)})
+                        self.dealer.send(raw)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
