@@ -88,6 +88,27 @@ def _ms(t0: int) -> float:
     return (time.perf_counter_ns() - t0) / 1e6
 
 
+def _alternate(queries: list[str], bare: Any, verify: Any, into: dict[str, list[float]],
+               warmup: int, rounds: int, what: str, after_each: Any = None) -> None:
+    """Time `bare` and `verify` on every query, round after round, alternating which goes
+    first (so drift in the machine lands on both); the warm-up rounds are not kept. A verify
+    that stops proceeding ends the run: the timings would no longer be of the same work."""
+    for r in range(warmup + rounds):
+        keep = r >= warmup
+        for i, q in enumerate(queries):
+            order = ("bare", "verify") if (i + r) % 2 == 0 else ("verify", "bare")
+            for which in order:
+                t0 = time.perf_counter_ns()
+                out = bare(q) if which == "bare" else verify(q)
+                took = _ms(t0)
+                if which == "verify" and out["decision"] != "proceed":
+                    raise RuntimeError(f"{what} stopped proceeding on {q!r}: {out['reason']}")
+                if keep:
+                    into[which].append(took)
+            if after_each is not None:
+                after_each(q, keep)
+
+
 def _profile(fn: Any, queries: list[str], rounds: int) -> dict[str, Any]:
     prof = cProfile.Profile()
     prof.enable()
@@ -194,31 +215,22 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
                                    f"{dropped}")
             hits_per_query = [len(bare(q)) for q in queries]
 
-            # In-process: bare search vs verify, alternating which goes first.
+            # In-process: bare search vs verify, alternating which goes first; and the same
+            # verify in its two halves (context: where its time goes).
+            def halves(q: str, keep: bool) -> None:
+                t0 = time.perf_counter_ns()
+                results = bare(q)
+                t1 = time.perf_counter_ns()
+                decide(results, client=client, conn=conn, tenant=tenant, state=state,
+                       query=q, head=head, write_refusal=False)
+                if keep:
+                    samples["search_part"].append((t1 - t0) / 1e6)
+                    samples["decide_part"].append(_ms(t1))
+
             samples: dict[str, list[float]] = {"bare": [], "verify": [], "search_part": [],
                                                "decide_part": []}
-            for r in range(warmup + rounds):
-                keep = r >= warmup
-                for i, q in enumerate(queries):
-                    order = ("bare", "verify") if (i + r) % 2 == 0 else ("verify", "bare")
-                    for which in order:
-                        t0 = time.perf_counter_ns()
-                        out = bare(q) if which == "bare" else in_process(q)
-                        took = _ms(t0)
-                        if which == "verify" and out["decision"] != "proceed":
-                            raise RuntimeError(f"verify stopped proceeding on {q!r}: "
-                                               f"{out['reason']}")
-                        if keep:
-                            samples[which].append(took)
-                    # The same verify, in its two halves (context: where its time goes).
-                    t0 = time.perf_counter_ns()
-                    results = bare(q)
-                    t1 = time.perf_counter_ns()
-                    decide(results, client=client, conn=conn, tenant=tenant, state=state,
-                           query=q, head=head, write_refusal=False)
-                    if keep:
-                        samples["search_part"].append((t1 - t0) / 1e6)
-                        samples["decide_part"].append(_ms(t1))
+            _alternate(queries, bare, in_process, samples, warmup, rounds, "verify",
+                       after_each=halves)
             in_proc = {k: common.summarize(v, "ms") for k, v in samples.items()}
             ratio_in = {p: in_proc["verify"][p] / in_proc["bare"][p] for p in ("p50", "p99")}
 
@@ -235,19 +247,8 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
                 t0 = time.perf_counter_ns()
                 first = via_supervisor(queries[0])
                 first_call_ms = _ms(t0)
-                for r in range(warmup + rounds):
-                    keep = r >= warmup
-                    for i, q in enumerate(queries):
-                        order = ("bare", "verify") if (i + r) % 2 == 0 else ("verify", "bare")
-                        for which in order:
-                            t0 = time.perf_counter_ns()
-                            out = bare(q) if which == "bare" else via_supervisor(q)
-                            took = _ms(t0)
-                            if which == "verify" and out["decision"] != "proceed":
-                                raise RuntimeError(f"routed verify did not proceed on {q!r}: "
-                                                   f"{out['reason']}")
-                            if keep:
-                                routed[which].append(took)
+                _alternate(queries, bare, via_supervisor, routed, warmup, rounds,
+                           "routed verify")
                 import orjson
 
                 reply_bytes = [len(orjson.dumps(via_supervisor(q))) for q in queries]
