@@ -6,21 +6,46 @@ SQLite checkpoints and deletes the WAL *by its path*, which by then is the resto
 store's WAL. The restored rows vanish for every later reader. So the move happens only
 when no other process holds the store (its file, -wal or -shm) open.
 
-Linux only, from /proc: on other systems the list is empty and the move goes ahead as
-before (the README says so). Only processes this user may inspect are seen, which are the
-ones that can hold a store in this user's home.
+Read from /proc on Linux; elsewhere (macOS) from `lsof`, when it is installed. Where
+neither is there, the list is empty and the move goes ahead (the README says so). Only
+processes this user may inspect are seen, which are the ones that can hold a store in
+this user's home.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+
+
+LSOF_TIMEOUT_S = 10.0
 
 
 def other_holders(db: str) -> list[int]:
     """Pids of processes other than this one with the store or its -wal/-shm open."""
-    if not os.path.isdir("/proc/self/fd"):
-        return []
     targets = {os.path.realpath(db + suffix) for suffix in ("", "-wal", "-shm")}
+    if os.path.isdir("/proc/self/fd"):
+        return _from_proc(targets)
+    return _from_lsof(targets)
+
+
+def _from_lsof(targets: set[str]) -> list[int]:
+    """`lsof -t FILE...`: the pids with any of the files open (exit 1 when none)."""
+    tool = shutil.which("lsof")
+    existing = sorted(t for t in targets if os.path.exists(t))
+    if tool is None or not existing:
+        return []
+    try:
+        done = subprocess.run([tool, "-t", "--", *existing], capture_output=True, text=True,
+                              timeout=LSOF_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    me = os.getpid()
+    return sorted({int(line) for line in done.stdout.split() if line.isdigit()} - {me})
+
+
+def _from_proc(targets: set[str]) -> list[int]:
     me = os.getpid()
     found: list[int] = []
     for name in os.listdir("/proc"):
