@@ -28,6 +28,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import keys
 from kint.tenant_worker.enrolment import Enrolment, save_enrolment
 from kint.tenant_worker.funding import WRITER_FUNDING_WEI
+from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import empty_mirror
 
@@ -72,19 +73,15 @@ def ensure_authorized(anchor: Anchor, chain: Any, owner: str, session: Any) -> i
 
 
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push, pull or connect is already running for "
-                            "this space")
     try:
-        return _connect(ctx, args)
+        with head_op(ctx, lock_file=False):
+            return _connect(ctx, args)
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
     except ChainRefused as err:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, f"the chain refused: {err}") from None
     except devchain.DevchainError as err:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, str(err)) from None
-    finally:
-        ctx.head_ops.release()
 
 
 def _key_from_wraps(anchor: Anchor, owner: str, space_id: str, code_text: str

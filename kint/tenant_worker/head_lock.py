@@ -1,6 +1,9 @@
 """The head lock (seed 001, "The head lock"): an exclusive flock on `head-<space>.lock`
 that push, pull, compact and rekey hold, so two processes on one machine take turns on a
-space's head instead of racing. Between machines, the chain head decides."""
+space's head instead of racing. Between machines, the chain head decides.
+
+`head_op` is how an op takes it: first this worker's own lock (a second head-moving op of
+the space is refused BUSY at once), then the file."""
 
 from __future__ import annotations
 
@@ -9,13 +12,18 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from kint.paths import ensure_private_dir
+from kint.protocol import ErrorCode, ProtocolError
+
+if TYPE_CHECKING:
+    from kint.tenant_worker.space import SpaceContext
 
 RETRY_S = 0.2
 WAIT_S = 30.0
 MESSAGE = "another kint process holds the head lock for this space"
+IN_THIS_WORKER = "a push, pull or connect is already running for this space"
 
 
 class HeadLockBusy(Exception):
@@ -43,3 +51,23 @@ def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def head_op(ctx: "SpaceContext", lock_file: bool = True) -> Iterator[None]:
+    """One head-moving op of the space at a time: BUSY at once when this worker already
+    runs one, BUSY when another process keeps the head lock past its wait. The op's
+    progress line is cleared when it ends, however it ends."""
+    if not ctx.head_ops.acquire(blocking=False):
+        raise ProtocolError(ErrorCode.BUSY, IN_THIS_WORKER)
+    try:
+        if lock_file:
+            with head_lock(ctx.state.files["head_lock"]):
+                yield
+        else:
+            yield
+    except HeadLockBusy as err:
+        raise ProtocolError(ErrorCode.BUSY, str(err)) from None
+    finally:
+        ctx.progress = None
+        ctx.head_ops.release()

@@ -32,7 +32,7 @@ from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import epoch_format, keys
 from kint.tenant_worker.changes import diff
-from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
+from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.push import connected, data_key, resolve_pending
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
@@ -57,19 +57,11 @@ class Fetched:
 
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push, pull or connect is already running for "
-                            "this space")
     try:
-        with head_lock(ctx.state.files["head_lock"]):
+        with head_op(ctx):
             return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")))
-    except HeadLockBusy as err:
-        raise ProtocolError(ErrorCode.BUSY, str(err)) from None
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
-    finally:
-        ctx.progress = None
-        ctx.head_ops.release()
 
 
 def _stale(message: str) -> ProtocolError:

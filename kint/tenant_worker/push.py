@@ -29,7 +29,7 @@ from kint.rows.export import export_rows
 from kint.tenant_worker import epoch_format, keys
 from kint.tenant_worker.changes import diff, snapshot
 from kint.tenant_worker.funding import ensure_writer_funds
-from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
+from kint.tenant_worker.head_lock import HeadLockBusy, head_lock, head_op
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -63,27 +63,12 @@ def data_key(ctx: SpaceContext) -> bytes:
         raise ProtocolError(ErrorCode.NO_DATA_KEY, f"{err}; {NOTHING_DROPPED}") from None
 
 
-def _chain_errors(fn: Any) -> Any:
+def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        return fn()
+        with head_op(ctx):
+            return _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
-    except HeadLockBusy as err:
-        raise ProtocolError(ErrorCode.BUSY, str(err)) from None
-
-
-def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push is already running")
-    try:
-        with head_lock(ctx.state.files["head_lock"]):
-            return _chain_errors(lambda: _push(ctx, bool(args.get("snapshot")),
-                                               args.get("hold_reason")))
-    except HeadLockBusy as err:
-        raise ProtocolError(ErrorCode.BUSY, str(err)) from None
-    finally:
-        ctx.progress = None
-        ctx.head_ops.release()
 
 
 def connected(ctx: SpaceContext) -> tuple[Any, Any]:

@@ -19,7 +19,7 @@ from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import keys
 from kint.tenant_worker.enrolment import save_enrolment
-from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
+from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.push import _push, connected, data_key
 from kint.tenant_worker.space import SpaceContext
 
@@ -38,18 +38,11 @@ def _publish(ctx: SpaceContext, anchor: Anchor, owner: str, key: bytes, code: st
 
 
 def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
-    if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, "a push, pull or connect is already running for "
-                            "this space")
     try:
-        with head_lock(ctx.state.files["head_lock"]):
+        with head_op(ctx):
             return fn()
-    except HeadLockBusy as err:
-        raise ProtocolError(ErrorCode.BUSY, str(err)) from None
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
-    finally:
-        ctx.head_ops.release()
 
 
 def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
