@@ -76,3 +76,14 @@ def open_client(db: str, tenant: str, kint_home: Path) -> Any:
         credentials_path=cred_path,
         entitlement_gate=gate,
     )
+
+
+def close_client(client: Any) -> None:
+    """Close a client's store connections, best effort: it is being replaced or let go of,
+    and a failure to close must not fail the op that replaces it."""
+    if client is None:
+        return
+    try:
+        client.storage.close()
+    except Exception:  # noqa: BLE001 - closing is best effort
+        pass

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from kint.agent_server.session import AgentSession
 from kint.rows.export import connect_ro, read_row
+from kint.sibyl_client import close_client
 
 log = logging.getLogger("kint.server")
 
@@ -86,11 +87,8 @@ class SharedClient:
             sibyl_server._client_cache["creds_path_exists"] = \
                 sibyl_server.DEFAULT_CRED_PATH.exists()
             sibyl_server._client_cache["ent_mtime"] = sibyl_server._entitlement_mtime()
-        if old is not None and old is not client:
-            try:
-                old.storage.close()
-            except Exception:  # noqa: BLE001 - closing the replaced client is best effort
-                pass
+        if old is not client:
+            close_client(old)
         try:
             sibyl_server._lifecycle_start(client)
         except Exception:  # noqa: BLE001 - Sibyl's own lifecycle is not kint's to fail
@@ -107,11 +105,7 @@ class SharedClient:
         with sibyl_server._client_lock:
             if sibyl_server._client_cache.get("client") is self.client:
                 sibyl_server._client_cache["client"] = None
-        if self.client is not None:
-            try:
-                self.client.storage.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
+        close_client(self.client)
         self.client = None
 
     def refresh_if_replaced(self) -> None:

@@ -19,6 +19,7 @@ from kint.chain.rpc import RpcTracker
 from kint.envsettings import env_float
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.export import connect_ro
+from kint.sibyl_client import close_client
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
@@ -80,12 +81,8 @@ class SpaceContext:
     def reset_client(self) -> None:
         """Close the client (a pull that moved the store aside builds a new one)."""
         with self._client_lock:
-            if self._client is not None:
-                try:
-                    self._client.storage.close()
-                except Exception:  # noqa: BLE001 - closing is best effort
-                    pass
-                self._client = None
+            close_client(self._client)
+            self._client = None
         held = getattr(self._local, "conn", None)
         if held is not None:
             held[0].close()
