@@ -62,11 +62,10 @@ def log_max_bytes() -> int:
     return int(env_float("KINT_LOG_MAX_BYTES", DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES))
 
 
-def rotate_if_large(home: Path, max_bytes: int, path: Path | None = None) -> bool:
-    """Rename the log (default: the shared one) to `<name>.1`, replacing the older backup,
-    when it is over `max_bytes`. Call it from one process only, the supervisor: every
-    process's next line then reopens a fresh 0600 file. Returns whether it rotated."""
-    path = path or log_path(home)
+def rotate_if_large(path: Path, max_bytes: int) -> bool:
+    """Rename the log at `path` to `<name>.1`, replacing the older backup, when it is over
+    `max_bytes`. Call it from one process only, the supervisor: every process's next line
+    then reopens a fresh 0600 file. Returns whether it rotated."""
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:

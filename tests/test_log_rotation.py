@@ -55,7 +55,7 @@ def test_a_log_over_the_bound_moves_to_its_backup_and_the_next_line_opens_a_fres
     home, log = file_logging, logging.getLogger("kint.test")
     path, backup = log_path(home), log_path(home).with_name("supervisor.log.1")
     assert _mode(path) == 0o600
-    assert rotate_if_large(home, MAX) is False  # empty: nothing to do
+    assert rotate_if_large(log_path(home), MAX) is False  # empty: nothing to do
     for i in range(40):
         log.info("old line %d %s", i, "x" * 60)
     _flush()
@@ -64,7 +64,7 @@ def test_a_log_over_the_bound_moves_to_its_backup_and_the_next_line_opens_a_fres
 
     old_umask = os.umask(0)  # the reopened file is 0600 whatever the umask
     try:
-        assert rotate_if_large(home, MAX) is True
+        assert rotate_if_large(log_path(home), MAX) is True
         assert not path.exists() and backup.read_text() == old
         log.info("new line")
         _flush()
@@ -73,7 +73,7 @@ def test_a_log_over_the_bound_moves_to_its_backup_and_the_next_line_opens_a_fres
     assert path.exists() and "new line" in path.read_text() and "old line" not in path.read_text()
     assert "new line" not in backup.read_text()
     assert _mode(path) == 0o600 and _mode(backup) == 0o600
-    assert rotate_if_large(home, MAX) is False  # under the bound: left alone
+    assert rotate_if_large(log_path(home), MAX) is False  # under the bound: left alone
 
 
 def test_many_rotations_keep_one_backup_and_a_bounded_total(file_logging):
@@ -85,7 +85,7 @@ def test_many_rotations_keep_one_backup_and_a_bounded_total(file_logging):
             log.info("round %d line %d %s", round_, i, "y" * 80)
         _flush()
         batch = max(batch, log_path(home).stat().st_size - before)
-        rotate_if_large(home, MAX)
+        rotate_if_large(log_path(home), MAX)
         assert set(_log_files(home)) <= {"supervisor.log", "supervisor.log.1"}
         total = sum((home / name).stat().st_size for name in _log_files(home))
         assert total <= 2 * (MAX + batch)
@@ -115,7 +115,7 @@ def test_another_process_reopens_the_log_after_the_rotation(file_logging, tmp_pa
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
-        assert rotate_if_large(home, MAX) is True
+        assert rotate_if_large(log_path(home), MAX) is True
         child.stdin.write("go\n")
         child.stdin.flush()
         assert child.wait(timeout=30) == 0

@@ -45,13 +45,14 @@ class Bindings:
         except (OSError, orjson.JSONDecodeError) as err:
             log.warning("ignoring %s: %s", self.path, err)
             return {}
-        out: dict[str, Binding] = {}
-        if isinstance(raw, dict) and len(raw) <= MAX_BINDINGS:
-            for sid, item in raw.items():
-                if (isinstance(sid, str) and len(sid) == 64 and isinstance(item, dict)
-                        and all(isinstance(item.get(k), str) for k in ("label", "tenant", "db"))):
-                    out[sid] = Binding(item["label"], item["tenant"], item["db"])
-        if len(out) != (len(raw) if isinstance(raw, dict) else -1):
+        if not isinstance(raw, dict) or len(raw) > MAX_BINDINGS:
+            log.warning("ignoring %s: not a map of bindings", self.path)
+            return {}
+        out = {sid: Binding(item["label"], item["tenant"], item["db"])
+               for sid, item in raw.items()
+               if isinstance(sid, str) and len(sid) == 64 and isinstance(item, dict)
+               and all(isinstance(item.get(k), str) for k in ("label", "tenant", "db"))}
+        if len(out) != len(raw):
             log.warning("ignoring malformed entries of %s", self.path)
         return out
 

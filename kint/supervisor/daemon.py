@@ -41,7 +41,7 @@ from kint.tenant_worker.config import WorkerConfig
 
 log = logging.getLogger("kint.supervisor")
 
-LOG_CHECK_EVERY_S = 5.0  # how often the supervisor looks at the log's size
+HOUSEKEEPING_EVERY_S = 5.0  # how often the supervisor checks its logs' size and kint's files
 
 
 class Supervisor:
@@ -61,7 +61,7 @@ class Supervisor:
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False
         self.exit_code = 0
-        self._log_check_at = self.started_at
+        self._housekeeping_at = self.started_at
         self._log_rotate_failed = False
         self.shutting_down = False
         self._stop_waiters: list[tuple[bytes, str]] = []
@@ -438,8 +438,8 @@ class Supervisor:
                     and now - handle.hello_at >= s.stable_after_s):
                 handle.backoff_s = None
                 handle.retry_started_at = None
-        if now >= self._log_check_at:
-            self._log_check_at = now + LOG_CHECK_EVERY_S
+        if now >= self._housekeeping_at:
+            self._housekeeping_at = now + HOUSEKEEPING_EVERY_S
             self._rotate_log()
             self._check_upgrade()
         if (self.upgraded and not self.shutting_down
@@ -459,7 +459,7 @@ class Supervisor:
         """The supervisor alone rotates the shared log; every process reopens it itself."""
         try:
             for path in rotated_logs(self.home):
-                if rotate_if_large(self.home, self.log_max_bytes, path):
+                if rotate_if_large(path, self.log_max_bytes):
                     log.info("%s was over %d bytes: its older lines are in %s.1",
                              path.name, self.log_max_bytes, path.name)
             self._log_rotate_failed = False

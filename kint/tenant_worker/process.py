@@ -152,10 +152,14 @@ class Worker:
             self._local.push = sock
         return sock
 
+    @staticmethod
+    def _reply_message(reply: Any) -> bytes:
+        return worker_wire.encode({"kind": "reply", "reply": reply.to_dict(),
+                                   "pid": os.getpid()})
+
     def _run_in_pool(self, request: dict[str, Any]) -> None:
         # Encoded here, once, as the back-socket message: the main thread only forwards it.
-        self._reply_socket().send(worker_wire.encode(
-            {"kind": "reply", "reply": self._run(request).to_dict(), "pid": os.getpid()}))
+        self._reply_socket().send(self._reply_message(self._run(request)))
 
     def _run(self, request: dict[str, Any]) -> Any:
         rid = str(request.get("id"))
@@ -200,7 +204,7 @@ class Worker:
             return
         self.inflight.start(rid, str(request.get("op")))
         if _runs_inline(request):
-            self._send({"kind": "reply", "reply": self._run(request).to_dict()})
+            self.dealer.send(self._reply_message(self._run(request)))
         else:
             self.pool.submit(self._run_in_pool, request)
 
