@@ -67,7 +67,7 @@ from typing import Any, Iterator
 import common
 import corpus
 from pro_account import ProAccount
-from bench_verify import _candidate_queries  # the same query recipe as issue 3
+from bench_verify import _candidate_queries, proceeding_queries  # issue 3's recipe
 
 TARGET_P50 = 1.3
 LIMIT = 5
@@ -302,23 +302,10 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
             # proceeds (write: False, so no refusal can be written while choosing).
             tried = [q for q in _candidate_queries(data, n_rows, 60 if quick else 120, seed=n)
                      if q not in cold_pool]
-            dropped: dict[str, int] = {}
-            queries: list[str] = []
             t0 = time.perf_counter_ns()
             routed(tried[0])
             started["first_routed_verify_ms"] = _ms(t0)
-            for q in tried:
-                out = routed(q)
-                if out["decision"] == "proceed":
-                    queries.append(q)
-                else:
-                    why = out["verdict"]["code"] if out["verdict"]["code"] != "ok" else \
-                        out["reason"][:60]
-                    dropped[why] = dropped.get(why, 0) + 1
-            queries = queries[:n_queries]
-            if len(queries) < 5:
-                raise RuntimeError(f"only {len(queries)} queries proceed at n={n_rows}: "
-                                   f"{dropped}")
+            queries, dropped = proceeding_queries(tried, routed, n_queries, n_rows)
 
             samples: dict[str, list[float]] = {k: [] for k in HEADLINE + CONTEXT}
             # (ms, series, round, query index, seconds since the timed loop began), for the

@@ -84,6 +84,25 @@ def _candidate_queries(data: list[corpus.Row], n_written: int, count: int,
     return list(dict.fromkeys(out))
 
 
+def proceeding_queries(tried: list[str], verify: Any, keep: int, n_rows: int
+                       ) -> tuple[list[str], dict[str, int]]:
+    """The first `keep` queries verify proceeds on, and why the others were dropped (Sibyl's
+    verdict, or the start of verify's reason). Fewer than 5 is not a benchmark."""
+    queries: list[str] = []
+    dropped: dict[str, int] = {}
+    for q in tried:
+        out = verify(q)
+        if out["decision"] == "proceed":
+            queries.append(q)
+        else:
+            why = out["verdict"]["code"] if out["verdict"]["code"] != "ok" else \
+                out["reason"][:60]
+            dropped[why] = dropped.get(why, 0) + 1
+    if len(queries[:keep]) < 5:
+        raise RuntimeError(f"only {len(queries)} queries proceed at n={n_rows}: {dropped}")
+    return queries[:keep], dropped
+
+
 def _ms(t0: int) -> float:
     return (time.perf_counter_ns() - t0) / 1e6
 
@@ -199,20 +218,8 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
 
             # The query set: rows' own words, kept when verify proceeds on them.
             tried = _candidate_queries(data, n_rows, 60 if quick else 120, seed=n)
-            dropped: dict[str, int] = {}
-            queries = []
-            for q in tried:
-                out = in_process(q)
-                if out["decision"] == "proceed":
-                    queries.append(q)
-                else:
-                    why = out["verdict"]["code"] if out["verdict"]["code"] != "ok" else \
-                        out["reason"][:60]
-                    dropped[why] = dropped.get(why, 0) + 1
-            queries = queries[: 20 if quick else 40]
-            if len(queries) < 5:
-                raise RuntimeError(f"only {len(queries)} queries proceed at n={n_rows}: "
-                                   f"{dropped}")
+            queries, dropped = proceeding_queries(tried, in_process, 20 if quick else 40,
+                                                  n_rows)
             hits_per_query = [len(bare(q)) for q in queries]
 
             # In-process: bare search vs verify, alternating which goes first; and the same
