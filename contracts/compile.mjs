@@ -1,16 +1,18 @@
 #!/usr/bin/env node
-// Compile contracts/EpochAnchor.sol with the pinned npm `solc` (standard-JSON API) and
-// write contracts/EpochAnchor.json. Deterministic: the same source and compiler give the
-// same bytes.
+// Compile the contracts in contracts/ with the pinned npm `solc` (standard-JSON API) and write
+// one artifact per contract inside the Python package, kint/chain/artifacts/<Name>.json, so a
+// wheel install carries exactly the bytes this compiler made of this source. Deterministic:
+// the same source and compiler give the same bytes (metadata bytecodeHash "none" keeps the
+// source path and comments out of the bytecode).
 //
-//   node contracts/compile.mjs           write the artifact
-//   node contracts/compile.mjs --check   compile, compare with the committed artifact;
-//                                        exit 1 (and say what differs) if not identical
+//   node contracts/compile.mjs           write the artifacts
+//   node contracts/compile.mjs --check   compile, compare with the committed artifacts;
+//                                        exit 1 (and say what differs) if any is not identical
 //
-// Exit codes: 0 ok, 1 artifact differs/missing (--check), 2 compilation failed, 64 usage.
+// Exit codes: 0 ok, 1 an artifact differs/missing (--check), 2 compilation failed, 64 usage.
 
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,53 +22,53 @@ const ROOT = dirname(HERE);
 const require = createRequire(join(ROOT, "package.json"));
 const solc = require("solc");
 
-const NAME = "EpochAnchor";
-const SOURCE = join(HERE, `${NAME}.sol`);
-const ARTIFACT = join(HERE, `${NAME}.json`);
-const EVM_VERSION = "cancun";
-const OPTIMIZER = { enabled: true, runs: 200 };
+// EpochAnchor is the product; TestSmartAccount is a test-only ERC-1271 account.
+const CONTRACTS = ["EpochAnchor", "TestSmartAccount"];
+const OUT_DIR = join(ROOT, "kint", "chain", "artifacts");
+// Everything that changes the bytecode, recorded verbatim in each artifact.
+const SETTINGS = {
+  evmVersion: "cancun",
+  optimizer: { enabled: true, runs: 200 },
+  metadata: { bytecodeHash: "none" },
+};
 
-function compile(sourceBytes) {
+function compile(name, sourceBytes) {
+  const file = `${name}.sol`;
   const input = {
     language: "Solidity",
-    sources: { [`${NAME}.sol`]: { content: sourceBytes.toString("utf8") } },
+    sources: { [file]: { content: sourceBytes.toString("utf8") } },
     settings: {
-      optimizer: OPTIMIZER,
-      evmVersion: EVM_VERSION,
-      outputSelection: {
-        [`${NAME}.sol`]: { [NAME]: ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"] },
-      },
+      ...SETTINGS,
+      outputSelection: { [file]: { [name]: ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"] } },
     },
   };
   let output;
   try {
     output = JSON.parse(solc.compile(JSON.stringify(input)));
   } catch (err) {
-    console.error(`compile.mjs: solc failed: ${err && err.stack ? err.stack : err}`);
+    console.error(`compile.mjs: solc failed on ${file}: ${err && err.stack ? err.stack : err}`);
     process.exit(2);
   }
   const problems = output.errors || [];
+  for (const p of problems) console.error((p.formattedMessage || p.message || JSON.stringify(p)).trimEnd());
   const errors = problems.filter((e) => e.severity === "error");
-  for (const p of problems) {
-    const text = (p.formattedMessage || p.message || JSON.stringify(p)).trimEnd();
-    console.error(text);
-  }
   if (errors.length) {
-    console.error(`compile.mjs: ${errors.length} error(s) compiling ${relative(ROOT, SOURCE)}`);
+    console.error(`compile.mjs: ${errors.length} error(s) compiling contracts/${file}`);
     process.exit(2);
   }
-  const contract = output.contracts?.[`${NAME}.sol`]?.[NAME];
+  const contract = output.contracts?.[file]?.[name];
   if (!contract || !contract.evm?.bytecode?.object) {
-    console.error(`compile.mjs: solc produced no bytecode for ${NAME}`);
+    console.error(`compile.mjs: solc produced no bytecode for ${name}`);
     process.exit(2);
   }
   return {
+    contractName: name,
+    source: `contracts/${file}`,
     abi: contract.abi,
     bytecode: `0x${contract.evm.bytecode.object}`,
     deployedBytecode: `0x${contract.evm.deployedBytecode.object}`,
     compiler: solc.version(),
-    evmVersion: EVM_VERSION,
-    optimizer: { enabled: OPTIMIZER.enabled, runs: OPTIMIZER.runs },
+    settings: SETTINGS,
     source_sha256: createHash("sha256").update(sourceBytes).digest("hex"),
   };
 }
@@ -113,25 +115,34 @@ if (args.some((a) => a !== "--check")) {
   process.exit(64);
 }
 
-const artifact = compile(readFileSync(SOURCE));
-const text = render(artifact);
-
-if (check) {
-  if (!existsSync(ARTIFACT)) {
-    console.error(`compile.mjs --check: ${relative(ROOT, ARTIFACT)} does not exist`);
-    process.exit(1);
+let stale = 0;
+for (const name of CONTRACTS) {
+  const artifact = compile(name, readFileSync(join(HERE, `${name}.sol`)));
+  const text = render(artifact);
+  const path = join(OUT_DIR, `${name}.json`);
+  const shown = relative(ROOT, path);
+  if (check) {
+    if (!existsSync(path)) {
+      console.error(`compile.mjs --check: ${shown} does not exist`);
+      stale += 1;
+      continue;
+    }
+    const committed = readFileSync(path, "utf8");
+    if (committed !== text) {
+      console.error(`compile.mjs --check: ${shown} differs from a fresh compile:`);
+      for (const line of describeDifferences(committed, artifact)) console.error(`  ${line}`);
+      stale += 1;
+      continue;
+    }
+    console.log(`${shown} is up to date (${artifact.compiler}, ${SETTINGS.evmVersion})`);
+  } else {
+    mkdirSync(OUT_DIR, { recursive: true });
+    writeFileSync(path, text);
+    console.log(`wrote ${shown} (${artifact.compiler}, ${SETTINGS.evmVersion}, ` +
+      `${(artifact.deployedBytecode.length - 2) / 2} bytes deployed)`);
   }
-  const committed = readFileSync(ARTIFACT, "utf8");
-  if (committed !== text) {
-    console.error(`compile.mjs --check: ${relative(ROOT, ARTIFACT)} differs from a fresh compile:`);
-    for (const line of describeDifferences(committed, artifact)) console.error(`  ${line}`);
-    console.error("run `node contracts/compile.mjs` to update it");
-    process.exit(1);
-  }
-  console.log(`${relative(ROOT, ARTIFACT)} is up to date (${artifact.compiler}, ${EVM_VERSION})`);
-  process.exit(0);
 }
-
-writeFileSync(ARTIFACT, text);
-console.log(`wrote ${relative(ROOT, ARTIFACT)} (${artifact.compiler}, ${EVM_VERSION}, ` +
-  `${(artifact.deployedBytecode.length - 2) / 2} bytes deployed)`);
+if (stale) {
+  console.error("run `node contracts/compile.mjs` to update them");
+  process.exit(1);
+}

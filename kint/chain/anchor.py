@@ -1,10 +1,17 @@
-"""The EpochAnchor contract as kint uses it: the head, the rights check, sending a push,
-and walking epochs back by exact-block log queries (DESIGN §7).
+"""The EpochAnchor contract as kint uses it: the head, the rights check, the session-key
+authorization, sending a push, and walking epochs back by exact-block log queries.
+
+The interface is kint v0.3.0's (docs: contract, epochs, keys): `push(owner, space, prev, ct)`
+with the seq assigned on chain, `Epoch(owner, space, writer; seq, prev, digest, prevBlock)`,
+session keys set by the owner or by its EIP-712 signature, and six custom errors.
 
 Every call is bounded (see rpc.py). Gas is always estimated: anvil silently drops a
-transaction below the calldata floor. Every receipt wait has a deadline. Low-level errors
-(a timeout, a refused connection, a malformed answer) become `RpcUnavailable` here, in one
-place.
+transaction below the calldata floor, and an estimate is where a revert shows up without
+spending gas. Every receipt wait has a deadline. Low-level errors (a timeout, a refused
+connection, a malformed answer) become `RpcUnavailable` here, in one place.
+
+Hex conventions: digests, spaces and transaction hashes are lowercase hex without 0x
+(either form is accepted as input); addresses are checksummed.
 """
 
 from __future__ import annotations
@@ -14,14 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import requests
+from eth_abi import decode as abi_decode
+from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
 from eth_hash.auto import keccak
 from web3 import Web3
-from web3.logs import DISCARD
-from web3.exceptions import (ContractCustomError, ContractLogicError, TimeExhausted, Web3Exception,
-                             Web3RPCError)
+from web3.exceptions import (ContractCustomError, ContractLogicError, TimeExhausted,
+                             TransactionNotFound, Web3Exception, Web3RPCError)
 
-from kint.chain.artifact import load_artifact
+from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, connect
 
@@ -29,45 +37,111 @@ T = TypeVar("T")
 RECEIPT_TIMEOUT_S = 60.0
 # ChainRefused.error when the sender cannot pay for the gas.
 INSUFFICIENT_FUNDS = "InsufficientFunds"
+ZERO_DIGEST = "00" * 32
+
+PUSH_SELECTOR = keccak(b"push(address,bytes32,bytes32,bytes)")[:4]  # 0xa2483825
+EPOCH_TOPIC = keccak(b"Epoch(address,bytes32,address,uint64,bytes32,bytes32,uint64)")
+_EPOCH_DATA = ("uint64", "bytes32", "bytes32", "uint64")
+_PUSH_ARGS = ("address", "bytes32", "bytes32", "bytes")
+
+# The EIP-712 type an owner signs to authorize a session key (setSessionKeyBySig).
+EIP712_DOMAIN_NAME = "kint EpochAnchor"
+EIP712_DOMAIN_VERSION = "1"
+AUTHORIZATION_TYPE = [
+    {"name": "owner", "type": "address"},
+    {"name": "key", "type": "address"},
+    {"name": "expiry", "type": "uint64"},
+    {"name": "nonce", "type": "uint256"},
+    {"name": "deadline", "type": "uint256"},
+]
 
 
 class ChainRefused(Exception):
-    """The contract reverted: `error` is the custom error's name (BadPrev, BadSeq,
-    NotAuthorized) when known."""
+    """The contract (or the node, for funds) refused a transaction. `error` is the custom
+    error's name (NotAuthorized, EmptyCiphertext, StaleHead, AuthorizationExpired,
+    BadSignature, SeqNotMonotone), INSUFFICIENT_FUNDS, or "reverted" when nothing names it;
+    `fields` holds the error's arguments by name (StaleHead: expected, got as 64 hex)."""
 
-    def __init__(self, error: str, detail: str = "") -> None:
-        super().__init__(f"{error}{': ' + detail if detail else ''}")
+    def __init__(self, error: str, detail: str = "", fields: dict[str, Any] | None = None) -> None:
         self.error = error
+        self.fields = dict(fields or {})
+        shown = (f"{error}({', '.join(f'{k}={v}' for k, v in self.fields.items())})"
+                 if self.fields else error)
+        super().__init__(f"{shown}{': ' + detail if detail else ''}")
+
+
+class CalldataRefused(Exception):
+    """A push transaction does not carry the epoch its Epoch event names: wrong contract,
+    not a push, other owner/space/prev, or a ciphertext whose keccak is not the digest."""
 
 
 @dataclass(frozen=True)
 class Head:
-    seq: int
+    """head(owner, space) on chain: all zeros (ZERO_DIGEST, 0, 0) before the first push."""
+
     digest: str  # 64 hex, no 0x
+    seq: int
     block: int
 
 
 @dataclass(frozen=True)
 class EpochLog:
+    """One decoded Epoch event and where it was emitted."""
+
     owner: str
-    space: str
+    space: str  # 64 hex
     seq: int
-    digest: str
-    prev: str
-    prev_block: int
-    writer: str
+    prev: str  # 64 hex
+    digest: str  # 64 hex: keccak256 of the ciphertext
+    prev_block: int  # the previous head's block, 0 for seq 1
+    writer: str  # msg.sender of the push: the owner or a session key
     block: int
-    tx: str
+    tx_hash: str  # 64 hex
 
 
 def _hex(value: bytes | str) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()
-    return value[2:] if value.startswith("0x") else value
+    return (value[2:] if value.startswith(("0x", "0X")) else value).lower()
 
 
-def _b32(hex64: str) -> bytes:
-    return bytes.fromhex(hex64)
+def _b32(value: str | bytes) -> bytes:
+    """32 bytes from 64 hex (with or without 0x) or from bytes; anything else is a bug."""
+    raw = bytes(value) if isinstance(value, (bytes, bytearray)) else bytes.fromhex(_hex(value))
+    if len(raw) != 32:
+        raise ValueError(f"expected 32 bytes, got {len(raw)}")
+    return raw
+
+
+def _addr(value: str) -> str:
+    return Web3.to_checksum_address(value)
+
+
+def _addr_topic(address: str) -> str:
+    return "0x" + bytes(12).hex() + _addr(address)[2:].lower()
+
+
+def authorization_typed_data(chain_id: int, contract: str, owner: str, key: str, expiry: int,
+                             nonce: int, deadline: int) -> dict[str, Any]:
+    """The EIP-712 typed data an owner signs so `key` may push until `expiry`
+    (setSessionKeyBySig). Its digest is what the contract's authorizationDigest returns on
+    `chain_id` at `contract`; `nonce` must be authNonce(owner) when it is submitted."""
+    return {
+        "types": {
+            "EIP712Domain": [
+                {"name": "name", "type": "string"},
+                {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"},
+                {"name": "verifyingContract", "type": "address"},
+            ],
+            "SessionKeyAuthorization": AUTHORIZATION_TYPE,
+        },
+        "primaryType": "SessionKeyAuthorization",
+        "domain": {"name": EIP712_DOMAIN_NAME, "version": EIP712_DOMAIN_VERSION,
+                   "chainId": int(chain_id), "verifyingContract": _addr(contract)},
+        "message": {"owner": _addr(owner), "key": _addr(key), "expiry": int(expiry),
+                    "nonce": int(nonce), "deadline": int(deadline)},
+    }
 
 
 def bounded(fn: Callable[[], T], what: str) -> T:
@@ -93,104 +167,214 @@ class Anchor:
         self.config = config
         self.url = config.rpc_urls[url_index]
         self.w3: Web3 = connect(self.url, config.rpc_timeout_s, tracker)
-        art = load_artifact()
-        self.address = Web3.to_checksum_address(config.anchor)
-        self.contract = self.w3.eth.contract(address=self.address, abi=art["abi"])
-        self._errors = {keccak(f"{e['name']}({','.join(i['type'] for i in e['inputs'])})"
-                               .encode())[:4].hex(): e["name"]
-                        for e in art["abi"] if e.get("type") == "error"}
+        abi = epoch_anchor_artifact()["abi"]
+        self.address = _addr(config.anchor)
+        self.contract = self.w3.eth.contract(address=self.address, abi=abi)
+        # selector -> (name, [(arg name, arg type)]) for every custom error in the ABI.
+        self._errors = {
+            keccak(f"{e['name']}({','.join(i['type'] for i in e['inputs'])})".encode())[:4]:
+                (e["name"], [(i["name"], i["type"]) for i in e["inputs"]])
+            for e in abi if e.get("type") == "error"}
 
     # -- reads -------------------------------------------------------------------------
 
+    def _view(self, what: str, fn: str, *args: Any) -> Any:
+        return bounded(lambda: getattr(self.contract.functions, fn)(*args).call(), what)
+
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""
-        return int(bounded(lambda: self.w3.eth.get_balance(Web3.to_checksum_address(address)),
-                           "reading a balance"))
-
-    def head(self, owner: str, space_id: str) -> Head:
-        seq, digest, block = bounded(
-            lambda: self.contract.functions.head(Web3.to_checksum_address(owner),
-                                                 _b32(space_id)).call(), "reading the head")
-        return Head(int(seq), _hex(digest), int(block))
-
-    def can_write(self, owner: str, caller: str) -> bool:
-        return bool(bounded(lambda: self.contract.functions.canWrite(
-            Web3.to_checksum_address(owner), Web3.to_checksum_address(caller)).call(),
-            "checking write rights"))
+        return int(bounded(lambda: self.w3.eth.get_balance(_addr(address)), "reading a balance"))
 
     def block_number(self) -> int:
         return int(bounded(lambda: self.w3.eth.block_number, "reading the block number"))
 
-    def epoch_log(self, owner: str, space_id: str, seq: int, block: int) -> EpochLog | None:
-        """The Epoch event for (owner, space, seq) in exactly `block`: one eth_getLogs with
-        fromBlock = toBlock and all three topics."""
-        event = self.contract.events.Epoch()
-        topics = [
-            "0x" + keccak(b"Epoch(address,bytes32,uint64,bytes32,bytes32,uint64,address)").hex(),
-            "0x" + bytes(12).hex() + Web3.to_checksum_address(owner)[2:].lower(),
-            "0x" + space_id,
-            "0x" + seq.to_bytes(32, "big").hex(),
-        ]
-        logs = bounded(lambda: self.w3.eth.get_logs({"fromBlock": block, "toBlock": block,
-                                                      "address": self.address,
-                                                      "topics": topics}), "reading an epoch log")
+    def head(self, owner: str, space_hex: str) -> Head:
+        """The newest epoch of (owner, space): digest, seq and the block it landed in."""
+        digest, seq, block = self._view("reading the head", "head", _addr(owner), _b32(space_hex))
+        return Head(_hex(digest), int(seq), int(block))
+
+    def can_write(self, owner: str, writer: str) -> bool:
+        """True when `writer` may push for `owner` now (the owner, or an unexpired key)."""
+        return bool(self._view("checking write rights", "canWrite", _addr(owner), _addr(writer)))
+
+    def session_key_expiry(self, owner: str, key: str) -> int:
+        """The unix expiry `owner` gave `key`; 0 when revoked or never set."""
+        return int(self._view("reading a session key's expiry", "sessionKeyExpiry",
+                              _addr(owner), _addr(key)))
+
+    def auth_nonce(self, owner: str) -> int:
+        """The nonce the owner's next setSessionKeyBySig signature must be made over."""
+        return int(self._view("reading the authorization nonce", "authNonce", _addr(owner)))
+
+    def start_seq(self, owner: str, space_hex: str) -> int:
+        """The owner's reader hint for `space`: the lowest seq it still vouches for (0: none)."""
+        return int(self._view("reading the start seq", "startSeq", _addr(owner), _b32(space_hex)))
+
+    def domain_separator(self) -> str:
+        """The contract's EIP-712 domain separator on this chain (64 hex)."""
+        return _hex(self._view("reading the domain separator", "DOMAIN_SEPARATOR"))
+
+    def authorization_digest(self, owner: str, key: str, expiry: int, nonce: int,
+                             deadline: int) -> str:
+        """The digest (64 hex) the owner signs to authorize `key`, as the contract computes
+        it: a client never rebuilds the domain by hand to find out what it must sign."""
+        return _hex(self._view("reading the authorization digest", "authorizationDigest",
+                               _addr(owner), _addr(key), int(expiry), int(nonce), int(deadline)))
+
+    def epoch_log(self, owner: str, space_hex: str, seq: int, block: int) -> EpochLog | None:
+        """The Epoch event of (owner, space, seq) in exactly `block`, or None.
+
+        One eth_getLogs with fromBlock = toBlock = block, filtered on this contract, the Epoch
+        topic, the owner and the space, so no RPC block-range cap is ever hit. What comes
+        back is checked against the filter too: an endpoint's answer is not trusted blindly."""
+        space = _hex(_b32(space_hex))
+        query = {"fromBlock": int(block), "toBlock": int(block), "address": self.address,
+                 "topics": ["0x" + EPOCH_TOPIC.hex(), _addr_topic(owner), "0x" + space]}
+        logs = bounded(lambda: self.w3.eth.get_logs(query), "reading an epoch log")
         for raw in logs:
-            ev = event.process_log(raw)
-            args = ev["args"]
-            return EpochLog(owner=args["owner"], space=_hex(args["space"]), seq=int(args["seq"]),
-                            digest=_hex(args["digest"]), prev=_hex(args["prev"]),
-                            prev_block=int(args["prevBlock"]), writer=args["writer"],
-                            block=int(raw["blockNumber"]), tx=_hex(raw["transactionHash"]))
+            if raw.get("blockNumber") is None:  # pending: not in `block` yet
+                continue
+            ev = self._decode_epoch(raw, int(raw["blockNumber"]))
+            if (ev is not None and ev.seq == seq and ev.block == block
+                    and ev.owner == _addr(owner) and ev.space == space):
+                return ev
         return None
 
-    def push_calldata(self, tx_hash: str, owner: str, space_id: str, seq: int, prev: str
-                      ) -> bytes | None:
-        """The ciphertext argument of the push transaction `tx_hash`, if that transaction is
-        a push to this contract whose owner, space, seq and prev match the event."""
-        tx = bounded(lambda: self.w3.eth.get_transaction("0x" + tx_hash), "reading a push")
-        if tx is None or tx.get("to") is None or Web3.to_checksum_address(tx["to"]) != self.address:
+    def push_calldata(self, tx_hash: str, owner: str, space_hex: str, prev: str,
+                      digest: str) -> bytes:
+        """The ciphertext carried by push transaction `tx_hash`, after checking that it is
+        the epoch the Epoch event describes: addressed to this contract, calling push, for
+        the same owner, space and prev, with keccak256(ct) equal to the event's digest.
+        Anything else raises CalldataRefused; nothing unchecked is ever returned."""
+        shown = "0x" + _hex(tx_hash)
+
+        def fetch() -> Any:
+            try:
+                return self.w3.eth.get_transaction(shown)
+            except TransactionNotFound:  # an answer, not a failure: bounded must not see it
+                return None
+
+        tx = bounded(fetch, "reading a push transaction")
+        if tx is None:
+            raise CalldataRefused(f"transaction {shown} is not served by the RPC "
+                                  f"(pruned, or the endpoint has no transaction index)")
+        to = tx.get("to")
+        if to is None or _addr(to) != self.address:
+            raise CalldataRefused(f"transaction {shown} is addressed to {to}, not EpochAnchor "
+                                  f"{self.address}")
+        data = bytes(tx.get("input") or b"")
+        if data[:4] != PUSH_SELECTOR:
+            raise CalldataRefused(f"transaction {shown} does not call push "
+                                  f"(selector 0x{data[:4].hex()})")
+        try:
+            got_owner, got_space, got_prev, ct = abi_decode(_PUSH_ARGS, data[4:])
+        except (DecodingError, ValueError) as err:
+            raise CalldataRefused(f"push calldata of {shown} does not decode ({err})") from None
+        if _addr(got_owner) != _addr(owner):
+            raise CalldataRefused(f"push {shown} is for owner {_addr(got_owner)}, not {_addr(owner)}")
+        if bytes(got_space) != _b32(space_hex):
+            raise CalldataRefused(f"push {shown} is for space {bytes(got_space).hex()}, "
+                                  f"not {_hex(space_hex)}")
+        if bytes(got_prev) != _b32(prev):
+            raise CalldataRefused(f"push {shown} names prev {bytes(got_prev).hex()}, "
+                                  f"not {_hex(prev)}")
+        if keccak(bytes(ct)) != _b32(digest):
+            raise CalldataRefused("ciphertext digest does not match the Epoch event")
+        return bytes(ct)
+
+    # -- calldata ----------------------------------------------------------------------
+
+    def _encode(self, fn: str, *args: Any) -> bytes:
+        return bytes.fromhex(_hex(self.contract.encode_abi(fn, args=list(args))))
+
+    def encode_push(self, owner: str, space_hex: str, prev: str, ct: bytes) -> bytes:
+        """Calldata of push(owner, space, prev, ct); prev is the current head digest."""
+        return self._encode("push", _addr(owner), _b32(space_hex), _b32(prev), bytes(ct))
+
+    def encode_set_session_key(self, key: str, expiry: int) -> bytes:
+        """Calldata of setSessionKey(key, expiry), sent by the owner (0 revokes)."""
+        return self._encode("setSessionKey", _addr(key), int(expiry))
+
+    def encode_revoke_session_key(self, key: str) -> bytes:
+        """Calldata of revokeSessionKey(key), sent by the owner."""
+        return self._encode("revokeSessionKey", _addr(key))
+
+    def encode_set_session_key_by_sig(self, owner: str, key: str, expiry: int, deadline: int,
+                                      signature: bytes) -> bytes:
+        """Calldata of setSessionKeyBySig: anyone (normally the key) submits the owner's
+        signature over authorization_digest(owner, key, expiry, authNonce(owner), deadline)."""
+        return self._encode("setSessionKeyBySig", _addr(owner), _addr(key), int(expiry),
+                            int(deadline), bytes(signature))
+
+    def encode_set_start_seq(self, space_hex: str, seq: int) -> bytes:
+        """Calldata of setStartSeq(space, seq), sent by the owner."""
+        return self._encode("setStartSeq", _b32(space_hex), int(seq))
+
+    # -- decoding ----------------------------------------------------------------------
+
+    def decode_revert(self, data: bytes | str | None) -> ChainRefused:
+        """A ChainRefused naming the custom error in revert `data` and its arguments
+        (bytes32 as 64 hex, addresses checksummed), or "reverted" when the data names none."""
+        raw = b""
+        if isinstance(data, (bytes, bytearray)):
+            raw = bytes(data)
+        elif isinstance(data, str) and data.startswith("0x"):
+            try:
+                raw = bytes.fromhex(data[2:])
+            except ValueError:
+                raw = b""
+        known = self._errors.get(raw[:4]) if len(raw) >= 4 else None
+        if known is None:
+            return ChainRefused("reverted", f"revert data 0x{raw.hex()}" if raw else "")
+        name, inputs = known
+        try:
+            values = abi_decode([t for _, t in inputs], raw[4:]) if inputs else ()
+        except (DecodingError, ValueError):
+            return ChainRefused(name, f"undecodable arguments 0x{raw[4:].hex()}")
+        fields = {}
+        for (arg, typ), value in zip(inputs, values):
+            fields[arg] = (_addr(value) if typ == "address"
+                           else bytes(value).hex() if typ.startswith("bytes") else value)
+        return ChainRefused(name, fields=fields)
+
+    def _decode_revert(self, err: Exception) -> ChainRefused:
+        refused = self.decode_revert(getattr(err, "data", None))
+        if refused.error == "reverted" and not refused.fields:
+            return ChainRefused("reverted", str(err)[:200])
+        return refused
+
+    def _decode_epoch(self, raw: Any, block: int) -> EpochLog | None:
+        """An Epoch event of this contract from a raw log, or None for any other log."""
+        topics = [bytes(t) for t in raw.get("topics") or []]
+        if (raw.get("removed") or _addr(raw["address"]) != self.address or len(topics) != 4
+                or topics[0] != EPOCH_TOPIC):
             return None
         try:
-            fn, args = self.contract.decode_function_input(tx["input"])
-        except (ValueError, Web3Exception):
+            seq, prev, digest, prev_block = abi_decode(_EPOCH_DATA, bytes(raw["data"]))
+        except (DecodingError, ValueError):
             return None
-        if fn.fn_name != "push":
-            return None
-        if (Web3.to_checksum_address(args["owner"]) != Web3.to_checksum_address(owner)
-                or _hex(args["space"]) != space_id or int(args["seq"]) != seq
-                or _hex(args["prev"]) != prev):
-            return None
-        return bytes(args["ciphertext"])
+        return EpochLog(owner=_addr(topics[1][12:]), space=topics[2].hex(), seq=int(seq),
+                        prev=bytes(prev).hex(), digest=bytes(digest).hex(),
+                        prev_block=int(prev_block), writer=_addr(topics[3][12:]), block=block,
+                        tx_hash=_hex(raw["transactionHash"]))
 
-    def latest_wraps(self, owner: str, space_id: str) -> bytes | None:
-        version, block = bounded(lambda: self.contract.functions.wraps(
-            Web3.to_checksum_address(owner), _b32(space_id)).call(), "reading the wraps")
-        if int(version) == 0:
-            return None
-        event = self.contract.events.Wraps()
-        logs = bounded(lambda: event.get_logs(
-            from_block=int(block), to_block=int(block),
-            argument_filters={"owner": Web3.to_checksum_address(owner),
-                              "space": _b32(space_id)}), "reading the wraps log")
-        best = None
-        for ev in logs:
-            if best is None or int(ev["args"]["version"]) > int(best["args"]["version"]):
-                best = ev
-        return bytes(best["args"]["blob"]) if best is not None else None
+    def epoch_from_receipt(self, receipt: Any) -> EpochLog | None:
+        """The Epoch event a push receipt carries (this contract's only), or None."""
+        for raw in receipt["logs"]:
+            ev = self._decode_epoch(raw, int(receipt["blockNumber"]))
+            if ev is not None:
+                return ev
+        return None
 
     # -- writes ------------------------------------------------------------------------
 
-    def _decode_revert(self, err: Exception) -> ChainRefused:
-        data = getattr(err, "data", None)
-        if isinstance(data, str) and data.startswith("0x") and len(data) >= 10:
-            name = self._errors.get(data[2:10])
-            if name:
-                return ChainRefused(name)
-        return ChainRefused("reverted", str(err)[:200])
-
     def build(self, account: LocalAccount, call: Any, value: int = 0,
               nonce: int | None = None) -> bytes:
-        """A signed transaction for `call`, gas estimated (a revert surfaces here)."""
+        """A signed transaction for `call` (a contract function call, or calldata from one of
+        the encode_* builders), gas estimated: a revert surfaces here as ChainRefused."""
+        if isinstance(call, (bytes, bytearray)):
+            fn, args = self.contract.decode_function_input(bytes(call))
+            call = fn(**args)
         sender = account.address
         try:
             tx = bounded(lambda: call.build_transaction({
@@ -231,7 +415,7 @@ class Anchor:
         receipt = None
         while time.monotonic() < deadline:
             try:
-                receipt = self.w3.eth.get_transaction_receipt("0x" + tx_hash)
+                receipt = self.w3.eth.get_transaction_receipt("0x" + _hex(tx_hash))
             except Web3Exception:
                 receipt = None
             except (requests.exceptions.RequestException, OSError) as err:
@@ -250,18 +434,9 @@ class Anchor:
     def transfer(self, account: LocalAccount, to: str, value: int) -> Any:
         sender = account.address
         tx = bounded(lambda: {
-            "from": sender, "to": Web3.to_checksum_address(to), "value": value,
+            "from": sender, "to": _addr(to), "value": value,
             "chainId": self.config.chain_id, "gas": 21_000,
             "gasPrice": self.w3.eth.gas_price,
             "nonce": self.w3.eth.get_transaction_count(sender, "pending")}, "preparing a transfer")
         raw = bytes(account.sign_transaction(tx).raw_transaction)
         return self.wait(self.send_raw(raw))
-
-    def epoch_from_receipt(self, receipt: Any) -> EpochLog | None:
-        for ev in self.contract.events.Epoch().process_receipt(receipt, errors=DISCARD):
-            a = ev["args"]
-            return EpochLog(owner=a["owner"], space=_hex(a["space"]), seq=int(a["seq"]),
-                            digest=_hex(a["digest"]), prev=_hex(a["prev"]),
-                            prev_block=int(a["prevBlock"]), writer=a["writer"],
-                            block=int(receipt["blockNumber"]), tx=_hex(receipt["transactionHash"]))
-        return None

@@ -3,8 +3,10 @@
 
 `--state` with `--state-interval` makes anvil dump its state every second and on exit, so a
 crash loses at most a second of chain, and a restart reloads it. EpochAnchor is deployed
-once from anvil's first well-known dev account; its address is recorded in
-`devchain/devchain.json`, which is how the rest of kint finds the devchain.
+once from anvil's first well-known dev account (from the artifact shipped in the package);
+its address is recorded in `devchain/devchain.json`, which is how the rest of kint finds the
+devchain. A recorded anchor whose code is not the current artifact's (a devchain from before
+a contract change) is replaced by a fresh deployment.
 
 Dev-only powers (funding with `anvil_setBalance`, acting as an owner with
 `anvil_impersonateAccount`) live here and nowhere else: on a real chain the owner's wallet
@@ -27,7 +29,7 @@ import requests
 from eth_account import Account
 from web3 import Web3
 
-from kint.chain.artifact import load_artifact
+from kint.chain.artifact import epoch_anchor_artifact, test_smart_account_artifact
 from kint.chain.config import devchain_record
 from kint.envsettings import pid_alive
 from kint.paths import atomic_write, ensure_private_dir
@@ -90,16 +92,39 @@ def status(home: Path) -> dict[str, Any] | None:
     return record
 
 
-def _deploy(w3: Web3) -> str:
-    art = load_artifact()
+def _deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
+    """Deploy `art` with constructor `args` from anvil's first dev account; its address."""
     deployer = Account.from_key(DEV_DEPLOYER_KEY)
     factory = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
-    tx = factory.constructor().build_transaction({
+    tx = factory.constructor(*args).build_transaction({
         "from": deployer.address, "chainId": CHAIN_ID,
         "nonce": w3.eth.get_transaction_count(deployer.address, "pending")})
     tx_hash = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
     receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
+    if receipt["status"] != 1:
+        raise DevchainError(f"deploying {art.get('contractName', 'a contract')} reverted")
     return str(receipt["contractAddress"])
+
+
+def _deploy(w3: Web3) -> str:
+    """A fresh EpochAnchor (it takes no constructor arguments)."""
+    return _deploy_artifact(w3, epoch_anchor_artifact())
+
+
+def _is_current_anchor(w3: Web3, address: str) -> bool:
+    """True when `address` holds exactly the runtime code of the packaged EpochAnchor."""
+    code = bytes(w3.eth.get_code(Web3.to_checksum_address(address)) or b"")
+    return code.hex() == epoch_anchor_artifact()["deployedBytecode"].removeprefix("0x")
+
+
+def deploy_test_smart_account(url: str, signer_address: str) -> str:
+    """Deploy a TestSmartAccount (a minimal ERC-1271 account, FOR TESTS ONLY) whose
+    signatures and calls come from `signer_address`; its address. Lets tests exercise the
+    contract's smart-account owner path on the devchain."""
+    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10},
+                                exception_retry_configuration=None))
+    return _deploy_artifact(w3, test_smart_account_artifact(),
+                            Web3.to_checksum_address(signer_address))
 
 
 def start(home: Path) -> dict[str, Any]:
@@ -132,7 +157,7 @@ def start(home: Path) -> dict[str, Any]:
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10},
                                 exception_retry_configuration=None))
     anchor = previous.get("anchor") if previous else None
-    if not anchor or w3.eth.get_code(Web3.to_checksum_address(anchor)) in (b"", None):
+    if not anchor or not _is_current_anchor(w3, anchor):
         anchor = _deploy(w3)
     record = {"pid": proc.pid, "rpc_url": url, "chain_id": CHAIN_ID, "anchor": anchor,
               "port": port, "state": str(state)}
