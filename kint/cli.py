@@ -14,14 +14,9 @@ import sys
 import click
 
 from kint import __version__
-from kint.commands.chain import (
-    compact_cmd,
-    connect_cmd,
-    pull_cmd,
-    push_cmd,
-    recovery_code_cmd,
-    rekey_cmd,
-)
+from kint.commands.canonical_payload import canonical_payload_cmd
+from kint.commands.chain import compact_cmd, pull_cmd, push_cmd, recovery_code_cmd, rekey_cmd
+from kint.commands.connect import connect_cmd
 from kint.commands.common import Ctx
 from kint.commands.devchain import devchain_group
 from kint.commands.doctor import doctor_cmd
@@ -57,7 +52,7 @@ def demo_cmd(keep: bool) -> None:
     sys.exit(run_demo(keep=keep))
 
 
-for command in (status_cmd, verify_cmd, history_cmd, connect_cmd, push_cmd, pull_cmd,
+for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd, push_cmd, pull_cmd,
                 compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group,
                 supervisor_group, devchain_group):
     main.add_command(command)

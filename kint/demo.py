@@ -3,8 +3,11 @@
 It plays seed 000's beat: remember a rule through Sibyl's client, push, verify (proceed),
 edit the row straight in SQLite behind Sibyl's back, verify again (refuse, naming the block
 that anchored the good value and the head block), and read both anchored versions with
-history. Then a second machine (its own HOME and KINT_HOME) connects with the recovery
-code, pulls through Sibyl's own write methods, and verifies (proceed).
+history. Then a second machine (its own HOME and KINT_HOME) connects the way a new machine
+does: the owner's wallet signs `kint canonical-payload` and the signature is piped to
+`kint connect --signature -` (the devchain owner's throwaway key plays the wallet); the data
+key comes out of the head epoch's header, and the machine pulls through Sibyl's own write
+methods and verifies (proceed).
 
 The sandbox has no Sibyl account, so its stores are written, and its workers run, with
 Sibyl's test gate (`NullEntitlementGate`), passed in code (see `demo_gate`). The OS
@@ -54,17 +57,20 @@ class Machine:
     def db(self) -> Path:
         return self.home / ".sibyl-memory" / "memory.db"
 
-    def kint(self, *args: str, expect: int | None = 0, secret: str | None = None) -> str:
+    def kint(self, *args: str, expect: int | None = 0, stdin: str | None = None,
+             shown_stdin: str | None = None) -> str:
         shown = shlex.join(args)
-        if secret:
-            shown = shown.replace(secret, "<the code in RECOVERY-<space>.txt>")
-        click.echo(click.style(f"[{self.name}] $ kint {shown}", fg="cyan"))
+        if shown_stdin:
+            shown = f"{shown_stdin} | kint {shown}"
+        else:
+            shown = f"kint {shown}"
+        click.echo(click.style(f"[{self.name}] $ {shown}", fg="cyan"))
         out = subprocess.run([*KINT, *args], env=self.env, text=True, capture_output=True,
-                             timeout=300)
+                             timeout=300, input=stdin)
         for line in (out.stdout + out.stderr).rstrip().splitlines():
             click.echo(f"  {line}")
         if expect is not None and out.returncode != expect:
-            raise DemoFailed(f"`kint {shown}` exited {out.returncode}, not {expect}")
+            raise DemoFailed(f"`{shown}` exited {out.returncode}, not {expect}")
         return out.stdout
 
     def start_supervisor(self) -> None:
@@ -108,7 +114,7 @@ def _play(root: Path, a: Machine, b: Machine) -> None:
     import orjson
 
     info = orjson.loads(connected)
-    owner, space = info["owner"], info["space"]
+    owner = info["owner"]
 
     _step("remember a rule through Sibyl's own client, and anchor it")
     saved_home = os.environ.get("HOME")
@@ -142,16 +148,34 @@ def _play(root: Path, a: Machine, b: Machine) -> None:
     _step("what the row held at every anchored epoch")
     a.kint("history", "entity", "release-gate", "--category", "rules")
 
-    _step("machine B: a new machine restores with the recovery code")
+    _step("machine B: a new machine, the same wallet's signature, the memory restored")
     target = b.kint_home / "devchain"
     target.mkdir(parents=True, mode=0o700)
     b.kint_home.chmod(0o700)
     shutil.copy(a.kint_home / "devchain" / "devchain.json", target / "devchain.json")
     b.start_supervisor()
-    code = (a.kint_home / f"RECOVERY-{space}.txt").read_text().splitlines()[0].strip()
-    b.kint("connect", "--recovery-code", code, "--owner", owner, secret=code)
+    payload = b.kint("canonical-payload", "--owner", owner)
+    signature = _wallet_sign(a.kint_home, owner, payload)
+    b.kint("connect", "--owner", owner, "--signature", "-", stdin=signature + "\n",
+           shown_stdin="cast wallet sign --data --from-file kint-canonical.json")
     b.kint("pull")
     b.kint("verify", "release rule")
+
+
+def _wallet_sign(kint_home: Path, owner: str, payload: str) -> str:
+    """What the owner's wallet does with the canonical payload: an EIP-712 signature. On the
+    devchain the owner is a throwaway key `kint connect --dev` kept under KINT_HOME."""
+    import json
+
+    from eth_account import Account
+
+    from kint.tenant_worker.dev_owner import load_owner
+
+    account = load_owner(kint_home, owner)
+    if account is None:
+        raise DemoFailed(f"no devchain key for owner {owner}")
+    signed = Account.sign_typed_data(account.key, full_message=json.loads(payload))
+    return "0x" + signed.signature.hex()
 
 
 def run_demo(keep: bool = False) -> int:

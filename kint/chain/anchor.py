@@ -408,12 +408,18 @@ class Anchor:
         except (ContractCustomError, ContractLogicError) as err:
             raise self._decode_revert(err) from None
 
-    def wait(self, tx_hash: str, timeout_s: float = RECEIPT_TIMEOUT_S) -> Any:
+    def wait(self, tx_hash: str, timeout_s: float = RECEIPT_TIMEOUT_S,
+             on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0) -> Any:
         """The receipt once it has `confirmations` blocks on top (counting its own), or
-        RpcUnavailable when the deadline passes first."""
+        RpcUnavailable when the deadline passes first. `on_slow` runs each `slow_after_s`
+        while the transaction is not mined (the nonce book's unstick)."""
         deadline = time.monotonic() + timeout_s
+        next_slow = time.monotonic() + slow_after_s
         receipt = None
         while time.monotonic() < deadline:
+            if on_slow is not None and receipt is None and time.monotonic() >= next_slow:
+                on_slow()
+                next_slow = time.monotonic() + slow_after_s
             try:
                 receipt = self.w3.eth.get_transaction_receipt("0x" + _hex(tx_hash))
             except Web3Exception:

@@ -1,117 +1,173 @@
-"""`kint connect`, `kint push`, `kint pull`, `kint compact`: enrol this machine, anchor the
-store's changes, restore the chain's epochs. All run in the space's worker."""
+"""`kint push`, `kint compact`, `kint pull`, `kint rekey`, `kint recovery-code`: anchor the
+store's changes, restore the chain's epochs, rotate the data key. All run in the space's
+worker; exit statuses as 09-cli.md gives them (kint.commands.exit_codes)."""
 
 from __future__ import annotations
+
+import getpass
+import os
 
 import click
 
 from kint.commands.common import Ctx, call_with_progress, echo_json, space_call
+from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature, usage
+from kint.commands.secrets import read_passphrase_stdin
+
+CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
+                      "uses 1].")
 
 
-@click.command("connect")
-@click.option("--dev", is_flag=True, help="On the devchain: make and fund a fresh owner.")
-@click.option("--recovery-code", default=None, metavar="CODE",
-              help="Restore on a new machine with the space's recovery code.")
-@click.option("--owner", default=None, metavar="ADDRESS",
-              help="The owner's address (with --recovery-code, or on a real chain).")
-@click.option("--rpc-urls", default=None, metavar="URL[,URL]",
-              help="This space's own JSON-RPC endpoints (default: the machine's chain).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.pass_obj
-def connect_cmd(obj: Ctx, dev: bool, recovery_code: str | None, owner: str | None,
-                rpc_urls: str | None, as_json: bool) -> None:
-    """Enrol this machine in its space: a fresh vault (first machine), or the recovery code
-    (a new machine). Writes the recovery code to RECOVERY-<space>.txt for a fresh vault."""
-    args: dict = {"dev": dev}
-    if recovery_code is not None:
-        args["recovery_code"] = recovery_code
-    if owner is not None:
-        args["owner"] = owner
-    if rpc_urls is not None:
-        args["rpc_urls"] = rpc_urls
-    result = space_call(obj, "connect", args, timeout_s=300)
-    if as_json:
-        echo_json(result)
-        return
-    if result.get("already"):
-        click.echo(f"already connected: space {result['space']}, owner {result['owner']}")
-        return
-    click.echo(f"connected: space {result['space']}, owner {result['owner']}")
-    click.echo(f"session key {result['session']}, writer {result['writer']}")
-    if result.get("recovery_file"):
-        click.echo(f"recovery code written to {result['recovery_file']}: keep it safe, it is "
-                   f"the only way to restore this memory on a new machine")
+def _offline() -> bool:
+    return os.environ.get("KINT_OFFLINE") == "1"
 
 
-def _push(obj: Ctx, snapshot: bool, as_json: bool) -> None:
-    result = call_with_progress(obj, "push", {"snapshot": snapshot}, timeout_s=900)
-    if as_json:
-        echo_json(result)
-        return
+def _print_epochs(result: dict) -> None:
     for epoch in result["epochs"]:
-        click.echo(f"epoch {epoch['seq']} block {epoch['block']}: {epoch['rows']} row(s), "
-                   f"{epoch['bytes']} bytes, {epoch['gas']} gas, tx {epoch['tx']}")
+        if result.get("dry_run"):
+            click.echo(f"would anchor epoch {epoch['seq']}: {epoch['rows']} row(s), "
+                       f"{epoch['deleted']} deletion(s), ~{epoch['bytes']} bytes compressed")
+            continue
+        cost = epoch.get("cost_wei")
+        click.echo(f"epoch {epoch['seq']} tx {epoch['tx']} block {epoch['block']} bucket "
+                   f"{epoch['bucket']}: {epoch['rows']} row(s), {epoch['deleted']} "
+                   f"deletion(s), {epoch['gas']} gas"
+                   + (f", {cost / 1e18:.9f} ETH" if cost is not None else ""))
+
+
+def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
+    result = call_with_progress(obj, "push", args, timeout_s=900, command=command)
+    if as_json:
+        echo_json(result)
+        return
+    _print_epochs(result)
     click.echo(result["message"])
 
 
 @click.command("push")
+@click.option("--dry-run", is_flag=True,
+              help="Read the chain head and report what would be anchored; send nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def push_cmd(obj: Ctx, as_json: bool) -> None:
-    """Anchor the store's changes on chain, in encrypted epochs. Never held: from a
-    terminal, push anchors what the store holds."""
-    _push(obj, False, as_json)
+def push_cmd(obj: Ctx, dry_run: bool, as_json: bool) -> None:
+    """Anchor the store's changes on Base: one transaction per epoch from this machine's
+    session key. Never held: from a terminal, push anchors what the store holds."""
+    _push(obj, "push", {"dry_run": dry_run}, as_json)
 
 
 @click.command("compact")
+@click.option("--over-skipped", is_flag=True,
+              help="Anchor the snapshot on the chain head even though the last pull stopped "
+                   "at an epoch this machine could not apply.")
+@click.option("--dry-run", is_flag=True, help="Report what would be anchored; send nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def compact_cmd(obj: Ctx, as_json: bool) -> None:
-    """Anchor a snapshot: every row in one epoch, so a new machine's pull stops there."""
-    _push(obj, True, as_json)
+def compact_cmd(obj: Ctx, over_skipped: bool, dry_run: bool, as_json: bool) -> None:
+    """Anchor one snapshot epoch carrying the whole state, even when nothing changed: a cold
+    start stops at the newest snapshot."""
+    _push(obj, "compact", {"snapshot": True, "over_skipped": over_skipped, "dry_run": dry_run},
+          as_json)
 
 
 @click.command("pull")
 @click.option("--full", is_flag=True,
-              help="Walk past snapshots and cache every epoch this machine has not decrypted.")
+              help="Walk past snapshot epochs to the first epoch, and cache every epoch this "
+                   "machine has not decrypted, for history.")
 @click.option("--discard-local", is_flag=True,
               help="Move the store aside (.kint-backup-<time>) and restore from the chain.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
-    """Restore the chain's epochs into the store through Sibyl's own write methods."""
+    """Restore or refresh the store from Base, through Sibyl's own write methods."""
     result = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
-                                timeout_s=1800)
+                                timeout_s=1800, command="pull")
     if as_json:
         echo_json(result)
         return
     for path in result["backups"]:
         click.echo(f"moved aside: {path}")
+    for entry in result.get("skipped", []):
+        tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "
+                f"carried on)" if entry.get("superseded_by") else "")
+        click.echo(f"SKIPPED epoch {entry['seq']} block {entry['block']}: {entry['reason']}"
+                   f"{tail}")
+    for entry in result.get("closed", []):
+        click.echo(f"CLOSED epoch {entry['seq']} block {entry['block']}: {entry['reason']}")
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     click.echo(result["message"])
 
 
 @click.command("rekey")
+@click.option("--signature", default=None, metavar="-|PATH",
+              help="`-` reads the 65-byte hex derive signature from stdin; a path is read, "
+                   "then unlinked.")
+@click.option("--signature-file", default=None, metavar="PATH",
+              help="The derive signature from a file, read then unlinked.")
+@click.option("--smart-account", is_flag=True,
+              help="Carry over the vault passphrase wrap (prompted); combine with a signature "
+                   "to carry both.")
+@click.option("--passphrase-stdin", is_flag=True,
+              help="One passphrase from stdin: the salt when a signature is given, otherwise "
+                   "the vault passphrase.")
+@click.option("--passphrase-prompt", is_flag=True,
+              help="EOA mode: the passphrase that salts the wallet key, prompted.")
+@click.option("--add-passphrase", is_flag=True,
+              help="Also carry over the extra passphrase wrap, prompted.")
+@click.option("--drop-missing", is_flag=True,
+              help="Rotate even though a key that opens the vault today was not supplied.")
+@click.option("--over-skipped", is_flag=True,
+              help="Rotate even though the last pull stopped at an epoch this machine could "
+                   "not apply: the new snapshot chains on the chain head.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def rekey_cmd(obj: Ctx, as_json: bool) -> None:
-    """A new data key and recovery code, new wraps, and a snapshot under the new key.
-    Epochs under the old key stay readable only where the old key is held."""
-    result = space_call(obj, "rekey", {}, timeout_s=900)
+def rekey_cmd(obj: Ctx, signature: str | None, signature_file: str | None, smart_account: bool,
+              passphrase_stdin: bool, passphrase_prompt: bool, add_passphrase: bool,
+              drop_missing: bool, over_skipped: bool, as_json: bool) -> None:
+    """Rotate the data key: a new key wrapped under every key supplied, one snapshot epoch
+    sealed under it, and a new recovery code. Nothing on this machine changes until the
+    snapshot is on Base. CLI only: no MCP tool rotates the key."""
+    if passphrase_stdin and signature == "-":
+        usage("--passphrase-stdin and --signature - cannot share stdin: use "
+              "--passphrase-prompt or --signature-file")
+    args: dict = {"drop_missing": drop_missing, "over_skipped": over_skipped,
+                  "offline": _offline()}
+    sig = read_signature(signature, signature_file)
+    if sig is not None:
+        args["signature"] = sig
+        if passphrase_stdin:
+            args["salt_passphrase"] = read_passphrase_stdin()
+        elif passphrase_prompt:
+            args["salt_passphrase"] = getpass.getpass(SALT_PROMPT)
+        if smart_account:
+            args["passphrase"] = getpass.getpass(VAULT_PROMPT)
+    elif smart_account or passphrase_stdin:
+        args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
+                              else getpass.getpass(VAULT_PROMPT))
+    if add_passphrase:
+        extra = getpass.getpass(EXTRA_PROMPT)
+        if extra:
+            args["extra_passphrase"] = extra
+    if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):
+        usage("rekey needs every key that is to keep opening the vault: --signature -, "
+              "--signature-file PATH and/or --smart-account")
+    result = space_call(obj, "rekey", args, timeout_s=900, command="rekey")
     if as_json:
         echo_json(result)
         return
-    click.echo(f"new data key {result['key_id']}; snapshot epoch "
-               f"{result['snapshot'][0]['seq']} sealed under it")
-    click.echo(f"new recovery code written to {result['recovery_file']}: other machines need "
-               f"it (`kint connect --recovery-code`) to read epochs from here on")
+    snap = result["snapshot"][0]
+    click.echo(f"data key {result['old_dek_id']} -> {result['new_dek_id']}")
+    click.echo(f"snapshot epoch {snap['seq']} tx {snap['tx']} block {snap['block']}")
+    click.echo(f"keys carried over: {result['carried']}; dropped: "
+               f"{', '.join(result['dropped']) or 'none'}")
+    click.echo(f"recovery code written to {result['recovery_file']}")
+    click.echo(result["note"])
 
 
 @click.command("recovery-code")
 @click.pass_obj
 def recovery_code_cmd(obj: Ctx) -> None:
-    """Issue a new recovery code for this space's data key and write it to
-    RECOVERY-<space>.txt (the old code stops working)."""
-    result = space_call(obj, "recovery_code", {}, timeout_s=300)
-    click.echo(f"new recovery code written to {result['recovery_file']}")
+    """Write RECOVERY-<space16>.txt (mode 0600) again from the cached data key: the fix when
+    push refuses because the machine that created the vault lost its recovery file."""
+    result = space_call(obj, "recovery_code", {"offline": _offline()}, timeout_s=300,
+                        command="recovery-code")
+    click.echo(f"recovery code written to {result['recovery_file']}")

@@ -13,7 +13,8 @@ from kint import spaces
 from kint.client import Client, KintError
 from kint.paths import kint_home
 
-EXIT_ERROR = 2
+from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
+
 EXIT_NO_SUPERVISOR = 3
 
 
@@ -27,7 +28,9 @@ class Ctx:
         return Client(kint_home(), autostart=autostart)
 
 
-def fail(err: KintError, debug: bool = False) -> NoReturn:
+def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoReturn:
+    """Print the refusal (what happened, what to do) and exit with the status the CLI
+    reference gives `command` for it (2 when no command is named)."""
     if debug:
         import traceback
 
@@ -35,21 +38,21 @@ def fail(err: KintError, debug: bool = False) -> NoReturn:
     click.echo(f"kint: error: {err.message} [{err.code}]", err=True)
     if err.hint:
         click.echo(f"hint: {err.hint}", err=True)
-    sys.exit(EXIT_ERROR)
+    sys.exit(exit_code_for(command, err.code) if command else EXIT_ERROR)
 
 
 def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
-def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
-                       ) -> dict[str, Any]:
+def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
+                       command: str | None = None) -> dict[str, Any]:
     """`space_call`, showing the worker's progress on stderr when it is a terminal: the
     call runs in a thread while this one reads the space's heartbeat once a second."""
     import threading
 
     if not sys.stderr.isatty():
-        return space_call(obj, op, args, timeout_s)
+        return space_call(obj, op, args, timeout_s, command)
     ref = spaces.resolve(obj.tenant, obj.db)
     box: dict[str, Any] = {}
 
@@ -78,15 +81,16 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     if shown:
         click.echo("\r\x1b[2K", err=True, nl=False)
     if "error" in box:
-        fail(box["error"], obj.debug)
+        fail(box["error"], obj.debug, command)
     return box["result"]
 
 
-def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
+               command: str | None = None) -> dict[str, Any]:
     ref = spaces.resolve(obj.tenant, obj.db)
     try:
         with obj.client() as client:
             return client.call(op, tenant=ref.tenant, db=ref.db, space=ref.label, args=args,
                                timeout_s=timeout_s)
     except KintError as err:
-        fail(err, obj.debug)
+        fail(err, obj.debug, command)

@@ -29,7 +29,11 @@ class ErrorCode(str, Enum):
     GAP = "GAP"
     NOT_CONNECTED = "NOT_CONNECTED"
     NO_DATA_KEY = "NO_DATA_KEY"
+    NO_SESSION_KEY = "NO_SESSION_KEY"
+    WRONG_KEY = "WRONG_KEY"
     RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
+    # A state file under KINT_HOME that cannot be trusted (named in the message).
+    CORRUPT_STATE = "CORRUPT_STATE"
     # The space's worker process.
     WORKER_DOWN = "WORKER_DOWN"
     QUARANTINED = "QUARANTINED"
@@ -51,11 +55,16 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.HELD: "nothing was anchored and nothing was dropped",
     ErrorCode.CHAIN_MOVED: "run `kint pull` first",
     ErrorCode.FORK: "run `kint pull --discard-local` to restore the anchored state",
-    ErrorCode.STALE_RPC: "check KINT_RPC_URLS: the endpoint answered with an old or different head",
+    ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2: the endpoint answered with an old or different head",
     ErrorCode.GAP: "run `kint pull` again",
     ErrorCode.NOT_CONNECTED: "run `kint connect` first",
     ErrorCode.NO_DATA_KEY: "nothing was dropped, the changes stay in the store until the next push",
-    ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URLS and the endpoint, then try again",
+    ErrorCode.NO_SESSION_KEY: "run `kint session-key create` (or check KINT_SESSION_PASSPHRASE: the "
+    "session key is sealed under the local passphrase it was made with)",
+    ErrorCode.WRONG_KEY: "the key given does not open this vault; nothing was changed",
+    ErrorCode.CORRUPT_STATE: "the file named was left as it is; move it aside and run "
+    "`kint pull` (or `kint connect` for a key file)",
+    ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then try again",
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
     "`kint supervisor status`",
     ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "

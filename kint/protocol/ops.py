@@ -102,15 +102,23 @@ OPS: dict[str, OpSpec] = _ops(
                "limit": ArgSpec("int", min_value=1, max_value=100),
                "write": ArgSpec("bool"),
            }),
-    OpSpec("connect", "worker", "enrol this machine in the space: a fresh vault, or the "
-           "recovery code", 300_000, needs_space=True, args={
-               "dev": ArgSpec("bool"),
-               "recovery_code": ArgSpec("str", max_chars=200),
+    # Secrets (signature, passphrases, recovery code) travel only over the 0700 ipc socket
+    # to the space's worker, which needs them to derive the key; no log line names them.
+    OpSpec("connect", "worker", "connect this machine to the owner's vault: local wraps, the "
+           "head epoch's header, or a fresh vault", 300_000, needs_space=True, args={
                "owner": ArgSpec("str", max_chars=64),
+               "signature": ArgSpec("str", max_chars=200),
+               "salt_passphrase": ArgSpec("str", max_chars=4096),
+               "passphrase": ArgSpec("str", max_chars=4096),
+               "extra_passphrase": ArgSpec("str", max_chars=4096),
+               "recovery_code": ArgSpec("str", max_chars=200),
+               "dev": ArgSpec("bool"),
+               "offline": ArgSpec("bool"),
                "rpc_urls": ArgSpec("str", max_chars=4096),
            }),
     OpSpec("push", "worker", "anchor the store's changes on chain", 900_000, needs_space=True,
-           args={"snapshot": ArgSpec("bool"), "hold_reason": ArgSpec("str", max_chars=16)}),
+           args={"snapshot": ArgSpec("bool"), "hold_reason": ArgSpec("str", max_chars=16),
+                 "over_skipped": ArgSpec("bool"), "dry_run": ArgSpec("bool")}),
     OpSpec("attach", "worker", "a kint-server session over this store (keepalive too)",
            30_000, needs_space=True, args={"session": ArgSpec("str", required=True,
                                                               max_chars=64),
@@ -127,12 +135,18 @@ OPS: dict[str, OpSpec] = _ops(
            900_000, needs_space=True, args={"session": ArgSpec("str", max_chars=64)}),
     OpSpec("pull", "worker", "restore the chain's epochs into the store", 1_800_000,
            needs_space=True, args={"full": ArgSpec("bool"), "discard_local": ArgSpec("bool")}),
-    OpSpec("rekey", "worker", "a new data key and recovery code, then a snapshot under it",
-           900_000, needs_space=True),
-    OpSpec("recovery_code", "worker", "a new recovery code for the data key, published and "
-           "written to RECOVERY-<space>.txt", 300_000, needs_space=True),
-    OpSpec("reenrol", "worker", "move the space to this machine's new session key", 300_000,
-           needs_space=True),
+    OpSpec("rekey", "worker", "a new data key wrapped under the keys supplied, anchored in a "
+           "snapshot, then a new recovery code", 900_000, needs_space=True, args={
+               "signature": ArgSpec("str", max_chars=200),
+               "salt_passphrase": ArgSpec("str", max_chars=4096),
+               "passphrase": ArgSpec("str", max_chars=4096),
+               "extra_passphrase": ArgSpec("str", max_chars=4096),
+               "drop_missing": ArgSpec("bool"),
+               "over_skipped": ArgSpec("bool"),
+               "offline": ArgSpec("bool"),
+           }),
+    OpSpec("recovery_code", "worker", "write RECOVERY-<space16>.txt again from the cached "
+           "data key", 300_000, needs_space=True, args={"offline": ArgSpec("bool")}),
     OpSpec("doctor", "worker", "the space's checks: store, chain, keys", 60_000,
            needs_space=True),
     OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",

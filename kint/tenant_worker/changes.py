@@ -4,8 +4,9 @@ store does not (seed 001, push step 4)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
+from kint.epochs.plaintext import Deletion, deletion_of
 from kint.rows.canon import Row
 from kint.tenant_worker.statefiles import Mirror
 
@@ -13,23 +14,26 @@ from kint.tenant_worker.statefiles import Mirror
 ESTIMATED_BYTES_PER_ROW = 400
 
 
-def put(row: Row) -> dict[str, Any]:
-    return {"op": "put", "tier": row.tier, "category": row.category, "key": row.key,
-            "fields": row.fields}
+@dataclass
+class Changes:
+    """Rows to put, in the store's rowid order, and rows deleted, in the mirror's order."""
+
+    rows: list[Row] = field(default_factory=list)
+    deleted: list[Deletion] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.deleted)
 
 
-def diff(mirror: Mirror | None, rows: list[Row]) -> list[dict[str, Any]]:
-    """Puts in the store's rowid order, then deletions in the mirror's order."""
+def diff(mirror: Mirror | None, rows: list[Row]) -> Changes:
     anchored = mirror.rows if mirror is not None else {}
     current = {r.canonical_id: r for r in rows}
-    out = [put(r) for cid, r in current.items()
-           if (old := anchored.get(cid)) is None or old.leaf != r.leaf]
-    for cid, old in anchored.items():
-        if cid not in current:
-            out.append({"op": "del", "tier": old.row.tier, "category": old.row.category,
-                        "key": old.row.key})
+    out = Changes(rows=[r for cid, r in current.items()
+                        if (old := anchored.get(cid)) is None or old.leaf != r.leaf])
+    out.deleted = [deletion_of(old.row) for cid, old in anchored.items() if cid not in current]
     return out
 
 
-def snapshot(rows: list[Row]) -> list[dict[str, Any]]:
-    return [put(r) for r in rows]
+def snapshot(mirror: Mirror | None, rows: list[Row]) -> Changes:
+    """The whole state; the deletions since the mirror travel too, for history only."""
+    return Changes(rows=list(rows), deleted=diff(mirror, rows).deleted)

@@ -13,10 +13,19 @@ def _check(name: str, ok: bool, detail: str, hint: str = "") -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, "hint": hint if not ok else ""}
 
 
+MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold
+
+
 def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.chain.anchor import Anchor
+    from kint.chain.config import redact_url
     from kint.chain.rpc import RpcUnavailable
-    from kint.tenant_worker import keys
+    from kint.custody.errors import CustodyError
+    from kint.custody.recovery_code import recovery_file_present
+    from kint.custody.session_key import session_address, session_key_exists
+    from kint.custody.wraps import read_wraps
+    from kint.protocol import ProtocolError
+    from kint.tenant_worker.data_key import current_data_key
     from kint.tenant_worker.store import StoreUnreadable, check_openable
 
     cfg = ctx.config
@@ -30,35 +39,51 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         checks.append(_check("store readable", False, str(err), "check the store file"))
     enrolment = ctx.enrolment()
     chain = ctx.chain()
-    if chain is None or enrolment is None:
-        checks.append(_check("chain reachable", False, "this space is not connected",
-                             "run `kint devchain start` and `kint connect --dev`, or "
-                             "`kint connect` on a real chain"))
+    anchor = Anchor(chain, ctx.tracker)
+    if enrolment is None:
+        checks.append(_check("enrolment", False, "this space is not connected",
+                             "run `kint connect --owner ADDRESS` (or `kint connect --dev` on "
+                             "the devchain)"))
     else:
         try:
-            head = Anchor(chain, ctx.tracker).head(enrolment.owner, cfg.space_id)
+            head = anchor.head(enrolment.owner, cfg.space_id)
             checks.append(_check("chain reachable", True,
-                                 f"{chain.rpc_urls[0]}: chain {chain.chain_id}, head epoch "
-                                 f"{head.seq}"))
+                                 f"{redact_url(chain.rpc_urls[0])}: chain {chain.chain_id}, "
+                                 f"contract {chain.anchor}, head epoch {head.seq}"))
         except RpcUnavailable as err:
             checks.append(_check("chain reachable", False, str(err),
-                                 "check KINT_RPC_URLS or the space's --rpc-urls"))
+                                 "check KINT_RPC_URL or the space's --rpc-urls"))
     problems = []
-    if not keys.session_key_path(cfg.home).exists():
-        problems.append("no session key")
     if enrolment is not None:
         try:
-            keys.open_vault(cfg.home, cfg.space_id, keys.machine_secret(cfg.home).secret)
-        except keys.KeysError as err:
+            current_data_key(ctx)
+        except ProtocolError as err:
+            problems.append(err.message)
+        if enrolment.vault_created and not recovery_file_present(cfg.home, cfg.space_id):
+            problems.append(f"{ctx.state.files['recovery'].name} is missing or empty")
+        try:
+            if read_wraps(cfg.home, cfg.space_id) is None:
+                problems.append("no key wraps recorded")
+        except CustodyError as err:
             problems.append(str(err))
-        if enrolment.vault_created and not ctx.state.files["recovery"].exists():
-            problems.append(f"{ctx.state.files['recovery'].name} is gone")
-        if not ctx.state.files["wraps"].exists():
-            problems.append("no key wraps recorded")
-    else:
-        problems.append("not connected")
-    checks.append(_check("keys present", not problems,
-                         "; ".join(problems) if problems else "session key, vault, wraps",
-                         "run `kint connect` (or `kint recovery-code` for a lost recovery "
-                         "file)"))
+        checks.append(_check("data key", not problems,
+                             "; ".join(problems) if problems else "cached, wraps recorded",
+                             "run `kint connect` (or `kint recovery-code` for a lost recovery "
+                             "file)"))
+    if not session_key_exists(cfg.home):
+        checks.append(_check("session key", False, "no session key on this machine",
+                             "run `kint session-key create`"))
+    elif enrolment is not None:
+        try:
+            address = session_address(cfg.home)
+            balance = anchor.balance(address)
+            authorized = anchor.can_write(enrolment.owner, address)
+            ok = authorized and balance >= MIN_SESSION_BALANCE_WEI
+            checks.append(_check(
+                "session key", ok, f"{address}: {balance / 1e18:.6f} ETH, "
+                f"{'authorized' if authorized else 'NOT authorized'} for {enrolment.owner}",
+                "fund it with a few cents of ETH and authorize it (kint authorize)"))
+        except (CustodyError, RpcUnavailable) as err:
+            checks.append(_check("session key", False, str(err), "check the session key file "
+                                 "and the RPC"))
     return {"checks": checks}

@@ -1,18 +1,25 @@
-"""`enrol-<space>.json`: who owns this space on chain, which chain, which keys this machine
-holds for it. Its presence is what "this machine is connected" means for a space."""
+"""`enrol-<space16>.json`: who owns this space on chain and how this machine opens it. Its
+presence is what "this machine is connected" means for a space.
+
+v0.3.0's file holds the owner, tenant, space, account kind, the kek tags of the current
+wraps and the contract (10-configuration.md); this kint adds what its supervisor needs to
+route machine-wide commands to each space (the store and the space label) and the space's
+own RPC endpoints, an extension (`kint connect --rpc-urls`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from kint.paths import atomic_write
 from kint.tenant_worker.statefiles import CorruptStateFile
 
-ENROL_VERSION = 1
+ENROL_VERSION = 2
+AccountKind = Literal["eoa", "smart"]
 
 
 @dataclass
@@ -20,18 +27,14 @@ class Enrolment:
     space: str
     tenant: str
     owner: str
+    account: AccountKind
+    contract: str
     chain_id: int
-    anchor: str
-    session_address: str
-    writer: str
-    key_ids: list[str] = field(default_factory=list)
-    # True on the machine that made the vault: it must keep RECOVERY-<space>.txt.
+    key_tags: list[str] = field(default_factory=list)
+    session_address: str | None = None
+    # True on the machine that made the vault: it must keep RECOVERY-<space16>.txt.
     vault_created: bool = False
-    # This space's own endpoints (`kint connect --rpc-urls`), so one tenant's endpoint,
-    # hung or not, is never another's. None: the machine's chain settings.
     rpc_urls: list[str] | None = None
-    # The store and space label this enrolment was made for (machine-wide commands such
-    # as `kint session-key rotate` route to each space with them).
     db: str | None = None
     label: str | None = None
     v: int = ENROL_VERSION
@@ -47,11 +50,20 @@ def load_enrolment(path: Path) -> Enrolment | None:
         return None
     try:
         obj = orjson.loads(raw)
-        if obj.get("v") != ENROL_VERSION:
-            raise CorruptStateFile(path, f"has unknown version {obj.get('v')!r}")
-        return Enrolment(**obj)
-    except (orjson.JSONDecodeError, TypeError, AttributeError):
-        raise CorruptStateFile(path, "is not a valid enrolment file") from None
+    except orjson.JSONDecodeError:
+        raise CorruptStateFile(path, "is not valid JSON (truncated or garbled)") from None
+    if not isinstance(obj, dict):
+        raise CorruptStateFile(path, "is not an enrolment file")
+    if obj.get("v") != ENROL_VERSION:
+        raise CorruptStateFile(path, f"is from another kint (version {obj.get('v')!r}); run "
+                                     f"`kint connect` again")
+    try:
+        enrolment = Enrolment(**obj)
+    except TypeError:
+        raise CorruptStateFile(path, "does not have the fields of an enrolment") from None
+    if not isinstance(enrolment.owner, str) or enrolment.account not in ("eoa", "smart"):
+        raise CorruptStateFile(path, "names no owner or account kind")
+    return enrolment
 
 
 def save_enrolment(path: Path, enrolment: Enrolment) -> None:

@@ -87,7 +87,7 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     return {"connected": enrolment is not None, "held": held,
             "owner": enrolment.owner if enrolment else None,
             "session": enrolment.session_address if enrolment else None,
-            "writer": enrolment.writer if enrolment else None,
+            "contract": enrolment.contract if enrolment else None,
             "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
             "in_step": in_step, "unanchored": unanchored}
 
@@ -184,14 +184,7 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
-def reenrol(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    from kint.tenant_worker.reenrol import reenrol as run
-
-    return run(ctx, args)
-
-
 HANDLERS: dict[str, Handler] = {
-    "reenrol": reenrol,
     "doctor": doctor,
     "attach": _session_op("attach"),
     "detach": _session_op("detach"),

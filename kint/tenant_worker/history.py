@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kint.rows.canon import Row
+from kint.rows.canon import canonical_id
 from kint.tenant_worker.statefiles import SpaceState
 
 
@@ -19,32 +19,26 @@ def versions(state: SpaceState, tier: str, key: str, category: str | None) -> li
     out: list[dict[str, Any]] = []
     last_leaf: str | None = None
     present = False
+    wanted = canonical_id(tier, category, key)
     for seq in state.cached_seqs():
         plaintext = state.plaintext(seq)
         meta = state.meta(seq)
-        match = next((r for r in plaintext["rows"]
-                      if r["tier"] == tier and r["key"] == key
-                      and r.get("category") == category), None)
-        snapshot = plaintext["snapshot"]
+        match = next((r for r in plaintext.rows if r.canonical_id == wanted), None)
+        deleted = any(canonical_id(*d) == wanted for d in plaintext.deleted)
         if match is None:
-            if snapshot and present:
+            if present and (plaintext.snapshot or deleted):
                 # A snapshot is the whole state: a row it does not carry was deleted.
                 out.append({"seq": seq, "block": meta.block, "tx": meta.tx, "deleted": True})
                 present, last_leaf = False, None
             continue
-        if match["op"] == "del":
-            if present:
-                out.append({"seq": seq, "block": meta.block, "tx": meta.tx, "deleted": True})
-            present, last_leaf = False, None
-            continue
-        fields = match["fields"]
-        leaf = Row(tier, category, key, fields).leaf.hex()  # type: ignore[arg-type]
-        if snapshot and leaf == last_leaf:
+        row = match.to_row()
+        leaf = row.leaf.hex()
+        if plaintext.snapshot and leaf == last_leaf:
             continue
         entry: dict[str, Any] = {"seq": seq, "block": meta.block, "tx": meta.tx, "leaf": leaf,
-                                 "body": fields.get("body"), "status": fields.get("status"),
-                                 "deleted": False}
-        if snapshot:
+                                 "body": row.fields.get("body"),
+                                 "status": row.fields.get("status"), "deleted": False}
+        if plaintext.snapshot:
             entry["snapshot"] = True
         out.append(entry)
         present, last_leaf = True, leaf

@@ -277,7 +277,7 @@ def run_worker(config: WorkerConfig) -> None:
         os._exit(EXIT_FATAL)
     log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
     if worker.ctx.state.files["pending"].exists():
-        from kint.tenant_worker.push import resolve_pending_at_start
+        from kint.tenant_worker.pending import resolve_pending_at_start
 
         worker.pool.submit(resolve_pending_at_start, worker.ctx)
     code = worker.serve()

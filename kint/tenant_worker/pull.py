@@ -24,36 +24,56 @@ from typing import Any
 
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor, EpochLog
+from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
+from kint.custody import errors as custody_errors
+from kint.epochs.envelope import Header, Opened, open_epoch, parse_header
+from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
+from kint.epochs.plaintext import Plaintext
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
 from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
-from kint.tenant_worker import epoch_format, keys
 from kint.tenant_worker.changes import diff
+from kint.tenant_worker.custody_errors import as_protocol_error
+from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.head_lock import head_op
-from kint.tenant_worker.push import connected, data_key, resolve_pending
+from kint.tenant_worker.pending import resolve_pending
+from kint.tenant_worker.push import connected, sender_for
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
     EpochRejected,
     Mirror,
-    ZERO_DIGEST,
+    cache_epoch,
     empty_mirror,
-    parse_plaintext,
     record_epoch,
 )
 
 log = logging.getLogger("kint.worker")
 
 
+SECOND_OPINION_RETRY_S = 3.0
+
+
 @dataclass
 class Fetched:
     log: EpochLog
     envelope: bytes
-    header: Any
-    plaintext: dict[str, Any] | None  # None: sealed under a key this machine lacks
+    header: Header | None  # None: the bytes do not parse as a kint header
+    opened: Opened | None  # None: this machine cannot open it (`reason` says why)
+    reason: str | None = None
+    # True when nobody can walk past it (it opened and contradicts itself, or is garbage
+    # inside a valid seal); False for an epoch a later snapshot can supersede.
+    final: bool = False
+
+    @property
+    def snapshot(self) -> bool:
+        return self.opened is not None and self.opened.plaintext.snapshot
+
+    def entry(self, **extra: Any) -> dict[str, Any]:
+        return {"seq": self.log.seq, "block": self.log.block, "tx": self.log.tx_hash,
+                "reason": self.reason, **extra}
 
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +82,8 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
+    except custody_errors.CustodyError as err:
+        raise as_protocol_error(err) from None
 
 
 def _stale(message: str) -> ProtocolError:
@@ -102,35 +124,63 @@ def discard_local(ctx: SpaceContext) -> list[str]:
     return moved
 
 
+def _cold_start(ctx: SpaceContext, chain: Any, owner: str, head: Head) -> bool | None:
+    """A pull with no watermark asks a second, independent endpoint for the head (v0.3.0's
+    03-new-machine.md, "Freshness"). Returns whether it agreed (None: not asked)."""
+    from kint.chain.config import redact_url
+
+    if chain.devchain:
+        return None
+    single_ok = chain.single_rpc_ok
+    if chain.second_is_same_endpoint:
+        if single_ok:
+            return None
+        raise ProtocolError(ErrorCode.STALE_RPC,
+                            "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
+                            "resolves to the same endpoint as the primary",
+                            "set KINT_RPC_URL_2 to another operator's endpoint, or "
+                            "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+    second = Anchor(chain, ctx.tracker, 1)
+    for attempt in range(2):
+        try:
+            other = second.head(owner, ctx.config.space_id)
+        except RpcUnavailable:
+            if single_ok:
+                return None
+            raise ProtocolError(ErrorCode.STALE_RPC, f"could not get a second opinion on the "
+                                f"head from {redact_url(chain.rpc_urls[1])}",
+                                "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1") from None
+        if (other.seq, other.digest) == (head.seq, head.digest):
+            return True
+        if attempt == 0:
+            time.sleep(SECOND_OPINION_RETRY_S)
+    raise _stale(f"two RPCs disagree on the head: seq {head.seq} ({head.digest[:12]}) against "
+                 f"seq {other.seq} ({other.digest[:12]}); refusing to restore from a contested "
+                 f"head")
+
+
 def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
-    key = data_key(ctx)
-    held = {keys.data_key_id(key): key}
+    held = held_keys(ctx)
     owner = enrolment.owner
     anchor = Anchor(chain, ctx.tracker)
-    resolve_pending(ctx, anchor, owner)
+    resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
     head = anchor.head(owner, cfg.space_id)
 
     # 1. Freshness.
     mark = state.watermark()
+    agreed = None
     if mark is not None:
         if head.seq < mark.seq:
             raise _stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
-                         f"machine saw (seq {mark.seq}): a stale or lying RPC")
+                         f"machine saw (seq {mark.seq}): a stale or lying RPC, refusing")
         if head.seq == mark.seq and head.digest != mark.digest:
             raise _stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
-                         f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC")
-    elif not chain.single_rpc_ok:
-        if len(chain.rpc_urls) < 2:
-            raise ProtocolError(ErrorCode.STALE_RPC,
-                                "a cold-start pull needs two different RPC endpoints that agree "
-                                "on the head", "list two in KINT_RPC_URLS, or set "
-                                "KINT_ALLOW_SINGLE_RPC=1")
-        other = Anchor(chain, ctx.tracker, 1).head(owner, cfg.space_id)
-        if (other.seq, other.digest) != (head.seq, head.digest):
-            raise _stale(f"the two RPC endpoints disagree on the head (seq {head.seq} vs "
-                         f"{other.seq})")
+                         f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
+                         f"refusing")
+    else:
+        agreed = _cold_start(ctx, chain, owner, head)
 
     # 2. Fork.
     mirror = state.mirror()
@@ -153,24 +203,27 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         if local and moved:
             raise ProtocolError(
                 ErrorCode.FORK,
-                f"the store has {len(local)} unanchored change(s) and the chain moved to seq "
-                f"{head.seq}: pulling would lose them, so this pull refuses (a fork)",
-                "`kint pull --discard-local` moves the store aside (keeping a backup) and "
-                "restores the anchored state")
+                f"the chain moved to seq {head.seq} and this store has {len(local.rows)} "
+                f"changed and {len(local.deleted)} deleted rows that were never anchored: a "
+                f"fork. Pulling would lose them, and pushing is impossible because the head "
+                f"moved",
+                "save what you need out of the store, then `kint pull --discard-local` moves "
+                "it aside (keeping a backup) and restores the anchored state")
     if mirror is None:
         mirror = empty_mirror(state)
     base = mirror.head.seq
 
     # 3. Walk, and 4. check every epoch before anything is written.
-    fetched = _walk(ctx, anchor, owner, head, base, full, held, chain.chain_id)
+    fetched = _walk(ctx, anchor, owner, head, base, full, held)
     fetched.reverse()  # oldest first
     start = 0
     for i, f in enumerate(fetched):  # resume at the newest snapshot that opens past a gap
-        if f.plaintext is None:
-            later = [j for j in range(i + 1, len(fetched))
-                     if fetched[j].plaintext is not None and fetched[j].header.snapshot]
+        if f.opened is None and not f.final:
+            later = [j for j in range(i + 1, len(fetched)) if fetched[j].snapshot]
             if later:
                 start = later[-1]
+    skipped = [f.entry(superseded_by=fetched[start].log.seq)
+               for f in fetched[:start] if f.opened is None]
     gap: list[int] = []
     applied: list[int] = []
     warnings: list[str] = []
@@ -178,18 +231,17 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     todo = fetched[start:]
     for number, f in enumerate(todo, 1):
         ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
-        if f.plaintext is None:
+        if f.opened is None:
             gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
+            skipped.append(f.entry())
             break
-        if not f.header.snapshot and f.log.prev != prev_digest:
+        plaintext = f.opened.plaintext
+        if not plaintext.snapshot and f.log.prev != prev_digest:
             raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
-        warnings += _replay(ctx, mirror, f.plaintext, present, written)
-        meta = EpochMeta(seq=f.log.seq, digest=f.log.digest, prev=f.log.prev, block=f.log.block,
-                         tx=f.log.tx, bucket=f.header.bucket, rows_root=f.plaintext["rows_root"],
-                         writer=f.log.writer)
+        warnings += _replay(ctx, mirror, plaintext, present, written)
         try:
-            mirror = record_epoch(state, f.plaintext, f.envelope, meta)
+            mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f))
         except EpochRejected as err:
             raise _stale(str(err)) from None
         applied.append(f.log.seq)
@@ -203,7 +255,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if mirror.skipped != gap:
         mirror.skipped = gap
         state.save_mirror(mirror)
-    backfilled = _backfill(ctx, anchor, owner, head, held, chain.chain_id) if full else []
+    backfilled, closed = _backfill(ctx, anchor, owner, head, held) if full else ([], [])
     rows = _store_rows(ctx)
     warnings += _not_back(mirror, rows, written)
     if ctx.drift.active:
@@ -213,13 +265,17 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     matches = store_root == mirror.anchored_root
     report = ("store root matches the anchored root" if matches else
               "store root does not match the anchored root (the store holds unanchored changes)")
-    result = {"applied": applied, "head": {"seq": mirror.head.seq, "block": mirror.head.block},
-              "gap": gap, "warnings": warnings, "backups": backups, "backfilled": backfilled,
-              "store_root_matches": matches, "report": report}
+    if not gap:
+        renew(ctx, next(iter(held.values())))
+    result = {"applied": applied, "head": {"seq": mirror.head.seq, "block": mirror.head.block,
+                                           "digest": mirror.head.digest},
+              "gap": gap, "skipped": skipped, "closed": closed, "warnings": warnings,
+              "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
+              "store_root_matches": matches, "rpcs_agreed": agreed, "report": report}
     if gap:
-        result["message"] = (f"epochs {', '.join(map(str, gap))} could not be applied (sealed "
-                             f"under a data key this machine does not hold); the mirror stays "
-                             f"at epoch {mirror.head.seq}")
+        result["message"] = (f"stopped at epoch {gap[0]}: {skipped[-1]['reason']}; the mirror "
+                             f"stays at epoch {mirror.head.seq}, and push and verify refuse "
+                             f"until it applies")
     elif not applied:
         result["message"] = f"already at the chain head (epoch {mirror.head.seq})"
     else:
@@ -228,98 +284,108 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     return result
 
 
+def _meta(f: Fetched) -> EpochMeta:
+    assert f.opened is not None
+    return EpochMeta(seq=f.log.seq, digest=f.log.digest, prev=f.log.prev, block=f.log.block,
+                     tx=f.log.tx_hash, bucket=f.opened.header.bucket,
+                     rows_root=f.opened.plaintext.rows_root, writer=f.log.writer)
+
+
 def _fetch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
-           held: dict[bytes, bytes], chain_id: int) -> Fetched:
+           held: dict[bytes, bytes]) -> Fetched:
+    """The epoch's ciphertext (from the cache when its keccak is the event's digest, else
+    from the push calldata, checked), opened with the key its header names."""
     state = ctx.state
-    cached = state.epoch_path(ev.seq, ".bin")
     envelope = None
     try:
-        data = cached.read_bytes()
+        data = state.epoch_path(ev.seq, ".bin").read_bytes()
         if keccak(data).hex() == ev.digest:
             envelope = data
     except FileNotFoundError:
         pass
     if envelope is None:
-        envelope = anchor.push_calldata(ev.tx, owner, ctx.config.space_id, ev.seq, ev.prev)
-        if envelope is None:
-            raise _stale(f"epoch {ev.seq}: transaction {ev.tx[:12]} is not a push of this "
-                         f"epoch")
-        if keccak(envelope).hex() != ev.digest:
-            raise _stale(f"epoch {ev.seq}: its calldata does not hash to the event digest")
+        try:
+            envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
+                                            ev.digest)
+        except CalldataRefused as err:
+            raise _stale(f"epoch {ev.seq}: {err}") from None
     try:
-        header = epoch_format.Header.decode(envelope[: epoch_format.HEADER_SIZE])
-        if header.seq != ev.seq or header.prev.hex() != ev.prev:
-            raise _stale(f"epoch {ev.seq}: its header does not agree with the chain")
-        _, plaintext = epoch_format.open_envelope(envelope, keys=held, chain_id=chain_id,
-                                                  owner=owner, space=ctx.config.space_id)
-    except epoch_format.UnknownDataKey:
-        return Fetched(ev, envelope, header, None)
-    except epoch_format.EnvelopeError as err:
+        header = parse_header(envelope)
+    except HeaderError as err:
+        return Fetched(ev, envelope, None, None, f"not a kint epoch ({err})")
+    key = held.get(header.dek_id)
+    if key is None:
+        return Fetched(ev, envelope, header, None,
+                       "sealed under a data key this machine does not hold (rotated)")
+    try:
+        opened = open_epoch(envelope, dek=key, owner=owner, space=ctx.config.space_id,
+                            seq=ev.seq, prev=ev.prev)
+    except Unopenable as err:
+        return Fetched(ev, envelope, header, None, str(err))
+    except Disagreement as err:
+        if err.field == "snapshot":
+            return Fetched(ev, envelope, header, None, str(err), final=True)
         raise _stale(f"epoch {ev.seq}: {err}") from None
-    parse_plaintext(state.epoch_path(ev.seq, ".json"), plaintext, ctx.config.space_id)
-    return Fetched(ev, envelope, header, plaintext)
+    except Malformed as err:
+        return Fetched(ev, envelope, header, None, f"its content is not an epoch ({err})",
+                       final=True)
+    return Fetched(ev, envelope, header, opened)
 
 
-def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Any, base: int, full: bool,
-          held: dict[bytes, bytes], chain_id: int) -> list[Fetched]:
-    """Newest first, from the head down to the epoch after `base` (or the newest snapshot)."""
+def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,
+          held: dict[bytes, bytes]) -> list[Fetched]:
+    """Newest first, from the head down to the epoch after `base` (or the newest snapshot
+    that opens, unless `full`)."""
     out: list[Fetched] = []
     seq, block, expect = head.seq, head.block, head.digest
     while seq > base:
         ctx.progress = f"pull: checking epoch {seq} (walking back from {head.seq})"
         ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
         if ev is None:
-            raise _stale(f"no Epoch event for seq {seq} at block {block}")
+            raise _stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
+                         f"pruned or lying")
         if ev.digest != expect:
             raise _stale(f"epoch {seq}: its event digest is not the one the next epoch chains on")
-        f = _fetch(ctx, anchor, owner, ev, held, chain_id)
+        f = _fetch(ctx, anchor, owner, ev, held)
         out.append(f)
-        if f.header.snapshot and f.plaintext is not None and not full:
+        if f.snapshot and not full:
             break
+        if f.opened is None and f.header is not None and f.header.snapshot and not full:
+            log.warning("pull: epoch %d claims to be a snapshot but cannot be applied; walking "
+                        "the full history instead", seq)
         seq, block, expect = seq - 1, ev.prev_block, ev.prev
     return out
 
 
-def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Any,
-              held: dict[bytes, bytes], chain_id: int) -> list[int]:
+def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
+              held: dict[bytes, bytes]) -> tuple[list[int], list[dict[str, Any]]]:
     """`--full`: walk from the head to epoch 1 and cache, for history, every epoch this
     machine has not decrypted (those a snapshot let an earlier pull skip). Returns the seqs
-    cached; epochs under a key this machine lacks stay closed."""
+    cached, and the epochs it could not open (CLOSED)."""
     cached = set(ctx.state.cached_seqs())
     added: list[int] = []
+    closed: list[dict[str, Any]] = []
     seq, block, expect = head.seq, head.block, head.digest
     while seq >= 1:
         ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
         if ev is None or ev.digest != expect:
             raise _stale(f"epoch {seq}: no matching Epoch event at block {block}")
         if seq not in cached:
-            f = _fetch(ctx, anchor, owner, ev, held, chain_id)
-            if f.plaintext is not None:
-                _cache_only(ctx, f)
+            f = _fetch(ctx, anchor, owner, ev, held)
+            if f.opened is not None:
+                cache_epoch(ctx.state, f.opened.raw, f.envelope, _meta(f))
                 added.append(seq)
+            else:
+                closed.append(f.entry())
         seq, block, expect = seq - 1, ev.prev_block, ev.prev
-    return sorted(added)
-
-
-def _cache_only(ctx: SpaceContext, f: Fetched) -> None:
-    import orjson
-
-    from kint.paths import atomic_write
-
-    state = ctx.state
-    meta = EpochMeta(seq=f.log.seq, digest=f.log.digest, prev=f.log.prev, block=f.log.block,
-                     tx=f.log.tx, bucket=f.header.bucket, rows_root=f.plaintext["rows_root"],
-                     writer=f.log.writer)
-    atomic_write(state.epoch_path(f.log.seq, ".bin"), f.envelope)
-    atomic_write(state.epoch_path(f.log.seq, ".json"), orjson.dumps(f.plaintext))
-    atomic_write(state.epoch_path(f.log.seq, ".meta.json"), orjson.dumps(meta.to_json()))
+    return sorted(added), closed
 
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: dict[str, Any],
+def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
             present: dict[str, Row], written: set[str]) -> list[str]:
     """Write one epoch's rows through Sibyl's own write methods. Rows the store already
     holds byte for byte are not written again.
@@ -332,37 +398,38 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: dict[str, Any],
     Sibyl's own writes on a long restore."""
     client = ctx.client()
     warnings: list[str] = []
-    items = list(plaintext["rows"])
-    if plaintext["snapshot"]:
-        carried = {canonical_id(r["tier"], r.get("category"), r["key"]) for r in items}
-        items += [{"op": "del", "tier": m.row.tier, "category": m.row.category, "key": m.row.key}
-                  for cid, m in mirror.rows.items() if cid not in carried]
-    for item in items:
-        tier, category, key = item["tier"], item.get("category"), item["key"]
+    if plaintext.snapshot:  # the whole state: what it does not carry is gone
+        carried = {r.canonical_id for r in plaintext.rows}
+        deletions = [(m.row.tier, m.row.category, m.row.key)
+                     for cid, m in mirror.rows.items() if cid not in carried]
+    else:
+        deletions = list(plaintext.deleted)
+    for tier, category, key in deletions:
         cid = canonical_id(tier, category, key)
-        held = present.get(cid)
-        if item["op"] == "del":
-            if held is None:
-                continue
-            if tier == "entity":
-                client.delete_entity(category, key)
-                present.pop(cid, None)
-                written.add(cid)
-            else:
-                warnings.append(f"{tier} {key}: deleted on chain; Sibyl has no delete for this "
-                                f"tier, so it stays in the store")
+        if present.get(cid) is None:
             continue
-        row = Row(tier, category, key, item["fields"])
+        if tier == "entity":
+            client.delete_entity(category, key)
+            present.pop(cid, None)
+            written.add(cid)
+        else:
+            warnings.append(f"{tier} {key}: deleted on chain; Sibyl has no delete for this "
+                            f"tier, so it stays in the store")
+    for wire in plaintext.rows:
+        row = wire.to_row()
+        cid = row.canonical_id
+        held = present.get(cid)
         if held is not None and held.leaf == row.leaf:
             continue
-        f = item["fields"]
-        if tier == "entity":
-            client.set_entity(category, key, _loads(f.get("body")), status=f.get("status"))
-        elif tier == "state":
-            client.set_state(key, _loads(f.get("body")))
-        elif tier == "reference":
-            client.set_reference(key, f.get("body"), metadata=_loads(f.get("metadata")))
-        elif tier == "journal":
+        f = row.fields
+        if row.tier == "entity":
+            client.set_entity(row.category, row.key, _loads(f.get("body")),
+                              status=f.get("status"))
+        elif row.tier == "state":
+            client.set_state(row.key, _loads(f.get("body")))
+        elif row.tier == "reference":
+            client.set_reference(row.key, f.get("body"), metadata=_loads(f.get("metadata")))
+        elif row.tier == "journal":
             client.write_event(ts=f.get("ts"), evaluated=_loads(f.get("evaluated")),
                                acted=_loads(f.get("acted")), forward=_loads(f.get("forward")),
                                extra=_loads(f.get("extra")))

@@ -1,40 +1,46 @@
-"""`kint rekey` and `kint recovery-code` (DESIGN §8).
+"""`kint rekey` and `kint recovery-code` (05-keys.md, "Rotate the data key", "The recovery
+code").
 
-rekey: a new data key and recovery code, new wraps published on chain, the vault and the
-recovery file replaced, then a snapshot sealed under the new key. Epochs under the old key
-stay readable only where the old key is held (a machine that never gets the new code sees a
-gap from the snapshot on).
+rekey replaces the data key and keeps the keys that open it, in v0.3.0's order: connected;
+the head lock; the newest readable header (the wraps a new machine sees decide what must be
+carried over; local wraps count only when the chain has no epochs); a KEK from every key
+supplied, each of which must open a current wrap; the current data key unwrapped and its
+dek_id checked against the header; the wraps not supplied refused by name unless
+`--drop-missing`; a new data key wrapped under each supplied key; one snapshot sealed under
+it and anchored with push's checks; only then the local wraps, key cache, recovery file and
+enrolment rewritten. If the push fails, nothing on this machine has changed.
 
-recovery-code: a new recovery code for the same data key, its wrap published in place of
-the old one, and `RECOVERY-<space>.txt` written again.
+recovery-code writes `RECOVERY-<space16>.txt` again from the cached data key, refusing when
+that key is not the one the head epoch was sealed with.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kint.chain.anchor import Anchor
 from kint.chain.rpc import RpcUnavailable
-from kint.paths import atomic_write
+from kint.custody import errors as custody_errors
+from kint.custody.data_key import dek_id, new_data_key
+from kint.custody.recovery_code import write_recovery_file
+from kint.custody.vault_cache import cache_data_key
+from kint.custody.wraps import Wrap, find_wrap, read_wraps, unwrap, wrap_data_key, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker import keys
+from kint.tenant_worker.connect import SuppliedKey, _supplied
+from kint.tenant_worker.custody_errors import as_protocol_error
+from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.enrolment import save_enrolment
+from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
-from kint.tenant_worker.push import _push, connected, data_key
+from kint.tenant_worker.push import _push, connected
 from kint.tenant_worker.space import SpaceContext
 
+log = logging.getLogger("kint.worker")
 
-def _publish(ctx: SpaceContext, anchor: Anchor, owner: str, key: bytes, code: str) -> None:
-    cfg = ctx.config
-    session = ctx.session_account()
-    wraps = [keys.wrap_with_recovery_code(key, keys.parse_recovery_code(code), cfg.space_id),
-             keys.wrap_for_machine(key, bytes(session.key), session.address.lower(),
-                                   cfg.space_id)]
-    blob = keys.encode_wraps(wraps)
-    writer = keys.writer_account(bytes(session.key), cfg.space_id)
-    anchor.transact(writer, anchor.contract.functions.publishWraps(
-        owner, bytes.fromhex(cfg.space_id), blob))
-    atomic_write(ctx.state.files["wraps"], blob)
+OLD_CODE_NOTE = ("the old recovery code no longer opens this vault; copy the new one somewhere "
+                 "that is not this machine")
+KIND_NAMES = {0x01: "wallet signature", 0x02: "passphrase", 0x03: "webauthn", 0x04: "smart"}
 
 
 def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
@@ -43,24 +49,82 @@ def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
             return fn()
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
+    except custody_errors.CustodyError as err:
+        raise as_protocol_error(err) from None
+
+
+def _current_wraps(ctx: SpaceContext, anchor: Anchor, owner: str, offline: bool
+                   ) -> tuple[tuple[Wrap, ...], bytes]:
+    """The wraps a new machine sees, and the dek_id they hold: the newest readable header,
+    or the local wraps when the chain has no epochs (or is not asked)."""
+    space = ctx.config.space_id
+    if not offline:
+        head = read_head(anchor, owner, space)
+        if head.seq > 0:
+            found = newest_readable_header(anchor, owner, space, head)
+            return found.header.wraps, found.header.dek_id
+    local = read_wraps(ctx.config.home, space)
+    if local is None:
+        raise ProtocolError(ErrorCode.NOT_CONNECTED, "this machine holds no key wraps for this "
+                            "space", "run `kint connect` first")
+    return local.wraps, local.dek_id
+
+
+def _describe(wrap: Wrap) -> str:
+    return f"{KIND_NAMES.get(wrap.kind, f'kind {wrap.kind}')} (tag {wrap.tag.hex()[:8]})"
 
 
 def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
         chain, enrolment = connected(ctx)
-        data_key(ctx)  # refuse as push would when the current key is not at hand
+        owner = enrolment.owner
         anchor = Anchor(chain, ctx.tracker)
-        key, code = keys.new_data_key(), keys.new_recovery_code()
-        _publish(ctx, anchor, enrolment.owner, key, code)
-        keys.write_vault(cfg.home, cfg.space_id, key, keys.machine_secret(cfg.home).secret)
-        path = keys.write_recovery_file(cfg.home, cfg.space16, code)
-        enrolment.key_ids.append(keys.data_key_id(key).hex())
+        current, current_id = _current_wraps(ctx, anchor, owner, bool(args.get("offline")))
+        supplied: list[SuppliedKey] = _supplied(ctx, owner, args)
+        if args.get("passphrase") is not None and args.get("signature") is not None:
+            supplied += _supplied(ctx, owner, {"passphrase": args["passphrase"]})
+        if args.get("extra_passphrase"):
+            supplied += _supplied(ctx, owner, {"passphrase": args["extra_passphrase"]})
+        if not supplied:
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "rekey needs every key that is to keep "
+                                "opening the vault: a derive signature and/or the vault "
+                                "passphrase")
+        old_key = None
+        for key in supplied:
+            wrap = find_wrap(current, key.tag)
+            if wrap is None:
+                raise ProtocolError(ErrorCode.WRONG_KEY, f"this key (tag {key.tag.hex()[:8]}) "
+                                    f"does not open a current wrap of the vault: rekey re-wraps "
+                                    f"keys that work today and cannot add a new one")
+            old_key = unwrap(wrap, key.kek)
+        assert old_key is not None
+        if dek_id(old_key) != current_id:
+            raise ProtocolError(ErrorCode.WRONG_KEY, "the supplied key opens a data key the "
+                                "newest epoch was not sealed with")
+        tags = {k.tag for k in supplied}
+        missing = [w for w in current if w.tag not in tags]
+        if missing and not args.get("drop_missing"):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "rekey would drop "
+                                + ", ".join(_describe(w) for w in missing)
+                                + ": supply those keys too, or pass --drop-missing")
+        dek = new_data_key()
+        wraps = tuple(wrap_data_key(dek, k.kek, k.kind) for k in supplied)
+        pushed = _push(ctx, True, over_skipped=bool(args.get("over_skipped")),
+                       new_key=(dek, wraps))
+        # The snapshot is on chain: only now does this machine move to the new key.
+        write_wraps(cfg.home, cfg.space_id, dek_id(dek), wraps)
+        cache_data_key(cfg.home, cfg.space_id, dek)
+        path = write_recovery_file(cfg.home, owner, cfg.space_id, dek)
+        enrolment.key_tags = [w.tag.hex() for w in wraps]
         enrolment.vault_created = True
         save_enrolment(ctx.state.files["enrol"], enrolment)
-        pushed = _push(ctx, True)
-        return {"key_id": keys.data_key_id(key).hex(), "recovery_file": str(path),
-                "snapshot": pushed["epochs"]}
+        log.info("space %s: data key rotated %s -> %s", cfg.space16, current_id.hex(),
+                 dek_id(dek).hex())
+        return {"old_dek_id": current_id.hex(), "new_dek_id": dek_id(dek).hex(),
+                "snapshot": pushed["epochs"], "carried": len(wraps),
+                "dropped": [_describe(w) for w in missing], "recovery_file": str(path),
+                "note": OLD_CODE_NOTE}
 
     return _locked(ctx, run)
 
@@ -69,12 +133,22 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
         chain, enrolment = connected(ctx)
-        key = data_key(ctx)
-        code = keys.new_recovery_code()
-        _publish(ctx, Anchor(chain, ctx.tracker), enrolment.owner, key, code)
-        path = keys.write_recovery_file(cfg.home, cfg.space16, code)
-        enrolment.vault_created = True
-        save_enrolment(ctx.state.files["enrol"], enrolment)
+        try:
+            key = current_data_key(ctx)
+        except ProtocolError:
+            raise ProtocolError(ErrorCode.NO_DATA_KEY, "no data key cached on this machine: "
+                                "kint connect first") from None
+        if not args.get("offline"):
+            anchor = Anchor(chain, ctx.tracker)
+            head = read_head(anchor, enrolment.owner, cfg.space_id)
+            if head.seq > 0:
+                found = newest_readable_header(anchor, enrolment.owner, cfg.space_id, head)
+                if found.header.dek_id != dek_id(key):
+                    raise ProtocolError(ErrorCode.WRONG_KEY,
+                                        "the cached data key is not the one the head epoch was "
+                                        "sealed with (the key was rotated on another machine)",
+                                        "run `kint connect` again first")
+        path = write_recovery_file(cfg.home, enrolment.owner, cfg.space_id, key)
         return {"recovery_file": str(path)}
 
     return _locked(ctx, run)

@@ -35,15 +35,14 @@ def live_sessions(ctx: SpaceContext) -> int:
 
 def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
     """(changed, deleted) rows not yet anchored, or None when this space cannot push."""
-    from kint.tenant_worker import keys
+    from kint.tenant_worker.data_key import current_data_key
     from kint.tenant_worker.changes import diff
 
     try:
-        if ctx.enrolment() is None or ctx.chain() is None:
+        if ctx.enrolment() is None:
             return None
         ctx.enrolment_checked = True
-        keys.open_vault(ctx.config.home, ctx.config.space_id,
-                        keys.machine_secret(ctx.config.home).secret)
+        current_data_key(ctx)  # no cached key: nothing the watcher could push
         mirror = ctx.state.mirror()
         if mirror is None or not os.path.exists(ctx.config.db):
             return None
@@ -52,8 +51,7 @@ def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
         if ctx.enrolment_checked:
             log.info("watcher: cannot count unanchored rows (%s: %s)", type(err).__name__, err)
         return None
-    deleted = sum(1 for c in changes if c["op"] == "del")
-    return len(changes) - deleted, deleted
+    return len(changes.rows), len(changes.deleted)
 
 
 def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:

@@ -110,16 +110,17 @@ class SpaceContext:
 
     # -- chain and keys ----------------------------------------------------------------
 
-    def chain(self) -> ChainConfig | None:
-        """The machine's chain settings, with this space's own endpoints when it has them."""
+    def chain(self) -> ChainConfig:
+        """The machine's chain settings (Base mainnet unless a devchain or KINT_RPC_URL says
+        otherwise), with this space's own endpoints when it has them."""
         from dataclasses import replace
 
         try:
             config = load_chain_config(self.config.home)
         except ChainConfigError as err:
-            raise ProtocolError(ErrorCode.NOT_CONNECTED, str(err)) from None
+            raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
         enrolment = self.enrolment()
-        if config is not None and enrolment is not None and enrolment.rpc_urls:
+        if enrolment is not None and enrolment.rpc_urls:
             config = replace(config, rpc_urls=tuple(enrolment.rpc_urls))
         return config
 
@@ -129,20 +130,25 @@ class SpaceContext:
     def head_source(self) -> HeadSource:
         from kint.tenant_worker.chain_head import ChainHeadSource
 
-        chain = self.chain()
         enrolment = self.enrolment()
-        if chain is None or enrolment is None:
+        if enrolment is None:
             return NotConnected()
-        return ChainHeadSource(chain, self.tracker, enrolment.owner, self.config.space_id)
+        return ChainHeadSource(self.chain(), self.tracker, enrolment.owner,
+                               self.config.space_id)
 
     def session_account(self) -> Any:
         """This machine's session key, unlocked once per worker (one scrypt at a time
-        machine-wide, inside `unlock_session_key`)."""
-        from kint.tenant_worker.keys import unlock_session_key
+        machine-wide, inside `unlock_session_key`). NO_SESSION_KEY when it cannot be."""
+        from kint.custody.errors import CustodyError
+        from kint.custody.session_key import unlock_session_key
+        from kint.tenant_worker.custody_errors import as_protocol_error
 
         with self._session_lock:
             if self._session is None:
-                self._session = unlock_session_key(self.config.home)
+                try:
+                    self._session = unlock_session_key(self.config.home)
+                except CustodyError as err:
+                    raise as_protocol_error(err) from None
             return self._session
 
     def forget_session(self) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 from eth_hash.auto import keccak
 
+from kint.epochs.errors import PlaintextError
+from kint.epochs.plaintext import Plaintext, parse_plaintext
 from kint.paths import atomic_write, space_files
 from kint.rows.canon import TIERS, Row, canonical_id
 from kint.rows.merkle import MerkleTree
@@ -260,30 +262,15 @@ def parse_meta(path: Path, obj: Any) -> EpochMeta:
                      obj["bucket"], obj["rows_root"], obj["writer"], cost)
 
 
-def parse_plaintext(path: Path, obj: Any, space_id: str) -> dict[str, Any]:
-    """An epoch's decrypted plaintext (DESIGN §9), checked field by field."""
-    _require(isinstance(obj, dict), path, "is not a JSON object")
-    _require(obj.get("v") == 1, path, f"has unknown version {obj.get('v')!r}")
-    _require(obj.get("space") == space_id, path, "belongs to another space")
-    _require(_is_int(obj.get("seq")) and obj["seq"] >= 1, path, "seq is malformed")
-    _require(_is_hex64(obj.get("prev")), path, "prev is malformed")
-    _require(isinstance(obj.get("snapshot"), bool), path, "snapshot is malformed")
-    _require(_is_hex64(obj.get("rows_root")), path, "rows_root is malformed")
-    rows = obj.get("rows")
-    _require(isinstance(rows, list), path, "rows is not a list")
-    for item in rows:
-        _require(isinstance(item, dict) and item.get("op") in ("put", "del"), path,
-                 "a row has no op")
-        _require(item.get("tier") in TIERS and isinstance(item.get("key"), str), path,
-                 "a row has no tier or key")
-        _require(item.get("category") is None or isinstance(item.get("category"), str), path,
-                 "a row's category is not text")
-        if item["op"] == "put":
-            fields = item.get("fields")
-            _require(isinstance(fields, dict) and all(
-                v is None or isinstance(v, str) for v in fields.values()), path,
-                f"row {item['key']!r} has malformed fields")
-    return obj
+def load_plaintext(path: Path | str, raw: bytes, space_id: str) -> Plaintext:
+    """A cached epoch's plaintext: the exact bytes the epoch decrypted to, parsed and checked
+    as an epoch reader checks them."""
+    try:
+        plaintext = parse_plaintext(raw)
+    except PlaintextError as err:
+        raise CorruptStateFile(path, f"is not an epoch plaintext ({err})") from None
+    _require(plaintext.space == space_id, path, "belongs to another space")
+    return plaintext
 
 
 class SpaceState:
@@ -313,6 +300,24 @@ class SpaceState:
             if hit is not None and hit[0] == sig:
                 return hit[1]
         value = parse(path, _load_json(path))
+        with self._lock:
+            self._cache[path] = (sig, value)
+        return value
+
+    def _cached_raw(self, path: Path | str, parse: Any) -> Any:
+        """`_cached` for a file parsed from its raw bytes (an epoch's plaintext)."""
+        st = os.stat(path)
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            hit = self._cache.get(path)
+            if hit is not None and hit[0] == sig:
+                return hit[1]
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError as err:
+            raise CorruptStateFile(path, f"cannot be read ({err.strerror})") from None
+        value = parse(path, raw)
         with self._lock:
             self._cache[path] = (sig, value)
         return value
@@ -348,10 +353,13 @@ class SpaceState:
         _require(meta.seq == seq, path, f"holds seq {meta.seq}, not {seq}")
         return meta
 
-    def plaintext(self, seq: int) -> dict[str, Any]:
+    def plaintext(self, seq: int) -> Plaintext:
         path = self.epoch_path(seq, ".json")
-        obj = self._cached(path, lambda p, o: parse_plaintext(p, o, self.space_id))
-        _require(obj["seq"] == seq, path, f"holds seq {obj['seq']}, not {seq}")
+        try:
+            obj = self._cached_raw(path, lambda p, raw: load_plaintext(p, raw, self.space_id))
+        except FileNotFoundError:
+            raise CorruptStateFile(path, "is missing from the epoch cache") from None
+        _require(obj.seq == seq, path, f"holds seq {obj.seq}, not {seq}")
         return obj
 
     def cached_seqs(self) -> list[int]:
@@ -388,41 +396,43 @@ class EpochRejected(Exception):
     """An epoch that cannot be recorded on top of this machine's picture."""
 
 
-def apply_rows(mirror: Mirror | None, space_id: str, plaintext: dict[str, Any]) -> Mirror:
-    """The mirror after `plaintext`, as a new object. A snapshot replaces the picture; a row
-    it carries unchanged keeps the epoch that last changed it (its provenance)."""
-    seq = plaintext["seq"]
+def apply_rows(mirror: Mirror | None, space_id: str, plaintext: Plaintext) -> Mirror:
+    """The mirror after `plaintext`, as a new object. A snapshot replaces the picture (its
+    `deleted` list is history only); a row carried unchanged keeps the epoch that last
+    changed it (its provenance)."""
+    seq = plaintext.seq
     old = mirror.rows if mirror is not None else {}
-    rows: dict[str, MirrorRow] = {} if plaintext["snapshot"] else dict(old)
-    for item in plaintext["rows"]:
-        cid = canonical_id(item["tier"], item.get("category"), item["key"])
-        if item["op"] == "del":
-            rows.pop(cid, None)
-            continue
-        row = Row(item["tier"], item.get("category"), item["key"], dict(item["fields"]))
+    rows: dict[str, MirrorRow] = {} if plaintext.snapshot else dict(old)
+    if not plaintext.snapshot:
+        for tier, category, key in plaintext.deleted:
+            rows.pop(canonical_id(tier, category, key), None)
+    for wire in plaintext.rows:
+        row = wire.to_row()
+        cid = row.canonical_id
         leaf = row.leaf
         before = old.get(cid)
         provenance = before.seq if before is not None and before.leaf == leaf else seq
         rows[cid] = MirrorRow(row=row, leaf=leaf, seq=provenance)
-    return Mirror(space_id=space_id, anchored_root=plaintext["rows_root"],
+    return Mirror(space_id=space_id, anchored_root=plaintext.rows_root,
                   skipped=list(mirror.skipped) if mirror is not None else [], rows=rows)
 
 
-def record_epoch(state: SpaceState, plaintext: dict[str, Any], ciphertext: bytes,
+def record_epoch(state: SpaceState, raw: bytes, plaintext: Plaintext, ciphertext: bytes,
                  meta: EpochMeta) -> Mirror:
-    """Apply one epoch to this machine's picture: cache it, save the mirror, raise the
-    watermark. Returns the new mirror; its `root_matches` says whether the replayed rows
-    reproduce the anchored root."""
-    where = state.epoch_path(meta.seq, ".json")
-    parse_plaintext(where, plaintext, state.space_id)
+    """Apply one epoch to this machine's picture: cache it (the ciphertext as sent, the
+    plaintext bytes as decrypted, the metadata), save the mirror, raise the watermark.
+    Returns the new mirror; its `root_matches` says whether the rows reproduce the
+    anchored root."""
+    if plaintext.space != state.space_id:
+        raise EpochRejected(f"epoch {meta.seq}: its plaintext belongs to another space")
     if keccak(ciphertext).hex() != meta.digest:
         raise EpochRejected(f"epoch {meta.seq}: the ciphertext does not hash to its digest")
-    if (plaintext["seq"], plaintext["prev"], plaintext["rows_root"]) != (
+    if (plaintext.seq, plaintext.prev, plaintext.rows_root) != (
             meta.seq, meta.prev, meta.rows_root):
         raise EpochRejected(f"epoch {meta.seq}: plaintext and metadata disagree")
     mirror = state.mirror()
     current = mirror.head if mirror is not None else Head()
-    if not plaintext["snapshot"]:
+    if not plaintext.snapshot:
         if meta.seq != current.seq + 1 or meta.prev != current.digest:
             raise EpochRejected(
                 f"epoch {meta.seq} does not follow seq {current.seq} ({current.digest[:12]})")
@@ -430,14 +440,20 @@ def record_epoch(state: SpaceState, plaintext: dict[str, Any], ciphertext: bytes
         raise EpochRejected(f"snapshot epoch {meta.seq} is not past seq {current.seq}")
     new = apply_rows(mirror, state.space_id, plaintext)
     new.head = Head(meta.seq, meta.digest, meta.block, meta.bucket, meta.tx)
-    atomic_write(state.epoch_path(meta.seq, ".bin"), ciphertext)
-    atomic_write(state.epoch_path(meta.seq, ".json"), orjson.dumps(plaintext))
-    atomic_write(state.epoch_path(meta.seq, ".meta.json"), orjson.dumps(meta.to_json()))
+    cache_epoch(state, raw, ciphertext, meta)
     state.save_mirror(new)
     mark = state.watermark()
     if mark is None or meta.seq > mark.seq:
         state.save_watermark(Watermark(meta.seq, meta.digest, meta.block))
     return new
+
+
+def cache_epoch(state: SpaceState, raw: bytes, ciphertext: bytes, meta: EpochMeta) -> None:
+    """The three cache files of one epoch; the metadata last, since `cached_seqs` lists an
+    epoch by its metadata."""
+    atomic_write(state.epoch_path(meta.seq, ".bin"), ciphertext)
+    atomic_write(state.epoch_path(meta.seq, ".json"), raw)
+    atomic_write(state.epoch_path(meta.seq, ".meta.json"), orjson.dumps(meta.to_json()))
 
 
 def empty_mirror(state: SpaceState) -> Mirror:

@@ -1,0 +1,181 @@
+"""One nonce sequence, many workers: the machine's session key sends every push of every
+space (DESIGN §8), from one worker process per space.
+
+Two workers asking the endpoint for the next nonce at the same moment get the same
+number, and one of their pushes is lost. So nonces are allocated here, machine-wide, under
+a lock file in `$KINT_HOME/nonces/` (a 0700 folder only the user can write), and every
+allocated nonce gets an entry holding the signed transaction once it exists.
+
+A nonce sequence also has a worse failure: a transaction that never reaches the chain
+(its space's RPC hangs after signing; its worker is stopped or killed between signing and
+broadcast) holds back every later nonce, so every other space's push waits behind it.
+A worker whose own transaction is not mined within `KINT_NONCE_RETRY_SECONDS` (15) calls
+`unstick`: it re-broadcasts, through its own endpoint, every signed transaction below its
+own nonce that the chain has not mined, and fills a nonce whose transaction was never
+signed (its worker is dead, or gave it back) with a zero-value transfer to itself. The
+owner of a re-broadcast epoch finds it landed the next time it looks at its pending file.
+
+Times are `time.monotonic()`: the system-wide monotonic clock, comparable between the
+processes of one boot, and never moved by a wall-clock change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import orjson
+
+from kint.envsettings import env_float, pid_alive
+from kint.paths import atomic_write, ensure_private_dir
+
+log = logging.getLogger("kint.nonces")
+
+DEFAULT_RETRY_S = 15.0
+# An entry with no signed transaction this old is abandoned even if its process lives
+# (signing takes milliseconds once the nonce is allocated).
+UNSIGNED_STALE_S = 60.0
+
+
+def retry_seconds() -> float:
+    return env_float("KINT_NONCE_RETRY_SECONDS", DEFAULT_RETRY_S, minimum=0.5)
+
+
+@dataclass
+class NonceEntry:
+    nonce: int
+    address: str
+    space16: str
+    pid: int
+    allocated_at: float
+    raw: str | None = None  # the signed transaction, hex, once there is one
+    abandoned: bool = False  # given back without being sent: fill it
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class NonceBook:
+    """The session key's allocated nonces, one JSON file each, under one flock."""
+
+    def __init__(self, home: Path) -> None:
+        self.folder = home / "nonces"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        ensure_private_dir(self.folder)
+        fd = os.open(self.folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _path(self, nonce: int) -> Path:
+        return self.folder / f"{nonce:012d}.json"
+
+    def _entries(self) -> list[NonceEntry]:
+        out = []
+        try:
+            names = sorted(os.listdir(self.folder))
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if not (name.endswith(".json") and name[:-5].isdigit()):
+                continue
+            try:
+                obj = orjson.loads((self.folder / name).read_bytes())
+                out.append(NonceEntry(**obj))
+            except (OSError, orjson.JSONDecodeError, TypeError):
+                # A torn or foreign file: it names no usable transaction. Set it aside
+                # (never silently deleted) so it cannot block the sequence.
+                (self.folder / name).rename(self.folder / f"{name}.corrupt")
+                log.warning("nonce entry %s was unreadable; moved aside", name)
+        return out
+
+    def _save(self, entry: NonceEntry) -> None:
+        atomic_write(self._path(entry.nonce), orjson.dumps(entry.to_json()))
+
+    def allocate(self, address: str, chain_count: int, space16: str) -> int:
+        """The next nonce of `address`, given the count of its mined transactions."""
+        address = address.lower()
+        with self._locked():
+            highest = chain_count - 1
+            for entry in self._entries():
+                if entry.address != address or entry.nonce < chain_count:
+                    self._path(entry.nonce).unlink(missing_ok=True)  # mined, or another key's
+                    continue
+                highest = max(highest, entry.nonce)
+            nonce = highest + 1
+            self._save(NonceEntry(nonce, address, space16, os.getpid(), time.monotonic()))
+            return nonce
+
+    def record(self, nonce: int, raw: bytes) -> None:
+        """The signed transaction of `nonce`, written before it is sent."""
+        with self._locked():
+            entry = self._entry(nonce)
+            if entry is not None:
+                entry.raw = raw.hex()
+                self._save(entry)
+
+    def give_back(self, nonce: int) -> None:
+        """`nonce` will not be sent (the estimate reverted, the endpoint refused it). The
+        highest nonce is simply forgotten; one below others is marked for filling."""
+        with self._locked():
+            entries = self._entries()
+            if entries and max(e.nonce for e in entries) == nonce:
+                self._path(nonce).unlink(missing_ok=True)
+                return
+            entry = self._entry(nonce)
+            if entry is not None:
+                entry.abandoned, entry.raw = True, None
+                self._save(entry)
+
+    def _entry(self, nonce: int) -> NonceEntry | None:
+        try:
+            return NonceEntry(**orjson.loads(self._path(nonce).read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (orjson.JSONDecodeError, TypeError):
+            return None
+
+    def blocking(self, address: str, chain_count: int, below: int) -> list[NonceEntry]:
+        """The entries between the chain's count and `below`: what holds `below` back."""
+        address = address.lower()
+        with self._locked():
+            return [e for e in self._entries()
+                    if e.address == address and chain_count <= e.nonce < below]
+
+
+def unstick(book: NonceBook, address: str, own_nonce: int, chain_count: int,
+            send_raw: Callable[[bytes], Any], fill: Callable[[int], bytes]) -> list[int]:
+    """Push through what holds `own_nonce` back. `send_raw` broadcasts through this worker's
+    endpoint; `fill(nonce)` signs a zero-value transfer to self at `nonce`. Returns the
+    nonces it acted on."""
+    acted = []
+    now = time.monotonic()
+    for entry in book.blocking(address, chain_count, own_nonce):
+        raw: bytes | None = bytes.fromhex(entry.raw) if entry.raw else None
+        if raw is None:
+            dead = entry.pid != os.getpid() and not pid_alive(entry.pid)
+            if not (entry.abandoned or dead or now - entry.allocated_at > UNSIGNED_STALE_S):
+                continue  # its worker is signing it right now
+            raw = fill(entry.nonce)
+            book.record(entry.nonce, raw)
+            log.info("nonce %d of %s was never sent (space %s): filled with a transfer to "
+                     "self", entry.nonce, address, entry.space16)
+        else:
+            log.info("nonce %d of %s (space %s) is not mined: re-broadcast", entry.nonce,
+                     address, entry.space16)
+        try:
+            send_raw(raw)
+        except Exception as err:  # noqa: BLE001 - already known, or mined meanwhile
+            log.info("re-broadcast of nonce %d: %s", entry.nonce, type(err).__name__)
+        acted.append(entry.nonce)
+    return acted

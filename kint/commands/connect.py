@@ -1,0 +1,143 @@
+"""`kint connect`: connect this machine to the owner's vault for this space.
+
+The data key comes from the first of: the wraps this machine already holds, the header of
+the newest readable epoch on chain, or a fresh vault when the chain has no epochs for this
+owner and space. Three ways in, checked in this order: `--recovery-code-stdin` (the code is
+the data key itself), `--smart-account` (a vault passphrase), otherwise an EOA owner's
+derive signature over `kint canonical-payload`, piped on stdin (`--signature -`) or in a
+file that is deleted after reading (`--signature-file`).
+
+No secret ever travels on argv: `--signature` takes `-` or a path, never the signature.
+`--dev` (devchain only) makes a throwaway owner, signs its vault message and authorizes
+this machine's session key, so the demo is one command.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+
+import click
+
+from kint.commands.common import Ctx, echo_json, space_call
+from kint.commands.secrets import read_passphrase_stdin, read_secret_file, read_stdin_line
+
+VAULT_PROMPT = "vault passphrase: "
+SALT_PROMPT = "salt passphrase: "
+EXTRA_PROMPT = "extra passphrase wrap (empty to skip): "
+
+
+def usage(message: str) -> None:
+    click.echo(f"kint: {message}", err=True)
+    sys.exit(2)
+
+
+def read_signature(signature: str | None, signature_file: str | None) -> str | None:
+    """`-` reads stdin; anything else is a path, read then unlinked (09-cli.md)."""
+    if signature is not None and signature_file is not None:
+        usage("give one of --signature and --signature-file")
+    path = signature_file if signature_file is not None else signature
+    if path is None:
+        return None
+    if path == "-":
+        return read_stdin_line("the signature")
+    return read_secret_file(path, "the signature")
+
+
+def connect_args(owner: str | None, signature: str | None, signature_file: str | None,
+                 smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool,
+                 add_passphrase: bool, recovery_code_stdin: bool) -> dict:
+    """The worker's arguments for the three ways in, secrets read from stdin, a file or a
+    prompt. Shared by `connect` and `join`."""
+    args: dict = {}
+    if owner is None:
+        usage("--owner 0x... is required")
+    args["owner"] = owner
+    if passphrase_stdin and signature == "-":
+        usage("--passphrase-stdin and --signature - cannot share stdin: use "
+              "--passphrase-prompt or --signature-file")
+    if recovery_code_stdin:
+        if passphrase_stdin or signature == "-":
+            usage("--recovery-code-stdin reads stdin: give nothing else on it")
+        args["recovery_code"] = read_stdin_line("the recovery code")
+        return args
+    if smart_account:
+        args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
+                              else getpass.getpass(VAULT_PROMPT))
+    else:
+        sig = read_signature(signature, signature_file)
+        if sig is None:
+            usage("an EOA owner connects with its derive signature: `kint canonical-payload "
+                  "--owner ADDRESS`, sign it, and pipe the signature to --signature - (or "
+                  "--smart-account, or --recovery-code-stdin)")
+        args["signature"] = sig
+        if passphrase_stdin:
+            args["salt_passphrase"] = read_passphrase_stdin()
+        elif passphrase_prompt:
+            args["salt_passphrase"] = getpass.getpass(SALT_PROMPT)
+    if add_passphrase:
+        extra = getpass.getpass(EXTRA_PROMPT)
+        if extra:
+            args["extra_passphrase"] = extra
+    return args
+
+
+@click.command("connect")
+@click.option("--owner", default=None, metavar="ADDRESS", help="The owner wallet address.")
+@click.option("--signature", default=None, metavar="-|PATH",
+              help="`-` reads the 65-byte hex derive signature from stdin; a path is read, "
+                   "then unlinked.")
+@click.option("--signature-file", default=None, metavar="PATH",
+              help="The derive signature from a file, read then unlinked.")
+@click.option("--smart-account", is_flag=True,
+              help="The owner is a smart account (Base Account): a vault passphrase is the key.")
+@click.option("--passphrase-stdin", is_flag=True, help="Read the passphrase from stdin.")
+@click.option("--passphrase-prompt", is_flag=True,
+              help="EOA mode: salt the wallet key with a passphrase, prompted.")
+@click.option("--add-passphrase", is_flag=True,
+              help="EOA mode: also add a passphrase wrap for the data key, prompted.")
+@click.option("--recovery-code-stdin", is_flag=True, help="Read the recovery code from stdin.")
+@click.option("--dev", is_flag=True,
+              help="Devchain only: a throwaway owner, its vault signature and this machine's "
+                   "authorization, made here.")
+@click.option("--rpc-urls", default=None, metavar="URL[,URL]",
+              help="This space's own JSON-RPC endpoints (a kint extension; default: the "
+                   "machine's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
+                signature_file: str | None, smart_account: bool, passphrase_stdin: bool,
+                passphrase_prompt: bool, add_passphrase: bool, recovery_code_stdin: bool,
+                dev: bool, rpc_urls: str | None, as_json: bool) -> None:
+    """Connect this machine to the vault: the data key from this machine's wraps, the head
+    epoch's header on chain, or a fresh vault (whose recovery code goes to
+    RECOVERY-<space16>.txt). Never prints the signature or a key."""
+    if dev:
+        args: dict = {"dev": True}
+        if owner is not None:
+            usage("--dev makes its own owner: drop --owner")
+    else:
+        args = connect_args(owner, signature, signature_file, smart_account,
+                            passphrase_stdin, passphrase_prompt, add_passphrase,
+                            recovery_code_stdin)
+    if rpc_urls is not None:
+        args["rpc_urls"] = rpc_urls
+    if os.environ.get("KINT_OFFLINE") == "1":
+        args["offline"] = True
+    result = space_call(obj, "connect", args, timeout_s=300)
+    if as_json:
+        echo_json(result)
+        return
+    print_connected(result)
+
+
+def print_connected(result: dict) -> None:
+    click.echo(f"connected: owner {result['owner']}")
+    click.echo(f"space {result['space']}  key tag {result.get('key_tag') or '-'}  data key "
+               f"from {result['source']}")
+    click.echo(f"session key: {result['session']}")
+    if result.get("recovery_file"):
+        click.echo(f"fresh vault: recovery code written to {result['recovery_file']}")
+        click.echo("Keep it somewhere that is not this machine. It opens the vault without "
+                   "the wallet.")

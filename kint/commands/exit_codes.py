@@ -1,0 +1,56 @@
+"""The exit status of every command, as kint v0.3.0's CLI reference (09-cli.md) gives it.
+
+One table, so a script can branch on `$?` the same way against either kint:
+
+| status | meaning |
+|---|---|
+| 0 | done; `verify` decided proceed |
+| 1 | `verify` refused; `doctor` found a failing check; a degraded supervisor |
+| 2 | an error: bad input, a refusal from `connect`, `authorize`, `recovery-code` |
+| 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` too, for the session key) |
+| 4 | `push`, `compact`, `rekey`: the chain moved; `pull`: a fork |
+| 5 | `push`, `compact`, `rekey`, `pull`: any other push or pull refusal (a pull with no cached data key lands here) |
+| 6 | `pull`: a freshness refusal (a stale RPC, two RPCs that disagree on a cold start) |
+"""
+
+from __future__ import annotations
+
+from kint.protocol import ErrorCode
+
+OK = 0
+REFUSE = 1
+ERROR = 2
+KEY_EXPIRED = 3
+CHAIN_MOVED = 4
+PUSH_PULL_REFUSED = 5
+FRESHNESS = 6
+
+# `rekey` exits 2 for its own refusals (a key it cannot carry over) but shares push's codes
+# for what its snapshot push meets.
+_ANCHORING = frozenset({"push", "compact", "rekey"})
+_RESTORING = frozenset({"pull", "join"})
+
+
+def exit_code_for(command: str, code: ErrorCode | str) -> int:
+    """The status `command` exits with when its request failed with `code`."""
+    if command not in _ANCHORING | _RESTORING:
+        return ERROR
+    try:
+        code = ErrorCode(code)
+    except ValueError:  # the client's own codes (no supervisor): the push or pull failed
+        return PUSH_PULL_REFUSED
+    if code is ErrorCode.NO_SESSION_KEY:
+        return KEY_EXPIRED
+    if code in (ErrorCode.CHAIN_MOVED, ErrorCode.FORK):
+        return CHAIN_MOVED
+    if command in _ANCHORING:
+        if code is ErrorCode.NO_DATA_KEY:
+            return KEY_EXPIRED
+        if command == "rekey" and code in (ErrorCode.BAD_REQUEST, ErrorCode.WRONG_KEY):
+            return ERROR
+        return PUSH_PULL_REFUSED
+    if code is ErrorCode.STALE_RPC:
+        return FRESHNESS
+    if command == "join" and code is ErrorCode.BAD_REQUEST:
+        return ERROR
+    return PUSH_PULL_REFUSED

@@ -1,0 +1,57 @@
+"""Reading a secret the way a terminal user hands it over: from stdin, or from a file that
+is deleted after reading. Never argv, never echoed, never logged."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+# A signature is 132 hex characters; a recovery code 55; a passphrase is a line. Anything
+# much longer is not what the user meant to pipe.
+MAX_SECRET_BYTES = 4096
+
+
+def _refuse(message: str) -> None:
+    click.echo(f"kint: {message}", err=True)
+    sys.exit(2)
+
+
+def read_stdin_line(what: str) -> str:
+    """The first line of stdin, surrounding whitespace stripped."""
+    if sys.stdin is None or sys.stdin.closed:
+        _refuse(f"{what} was to come on stdin, and stdin is closed")
+    data = sys.stdin.read(MAX_SECRET_BYTES + 1)
+    if len(data) > MAX_SECRET_BYTES:
+        _refuse(f"{what} on stdin is longer than {MAX_SECRET_BYTES} bytes")
+    text = data.strip()
+    if not text:
+        _refuse(f"{what} was to come on stdin, and stdin was empty")
+    return text.splitlines()[0].strip()
+
+
+def read_passphrase_stdin() -> str:
+    """One passphrase from stdin, leading and trailing whitespace stripped (so a
+    passphrase must not start or end with a space: the prompt keeps them)."""
+    return read_stdin_line("the passphrase")
+
+
+def read_secret_file(path: str, what: str) -> str:
+    """Read `path`, then unlink it: the file held a key and should not outlive its use."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = fh.read(MAX_SECRET_BYTES + 1)
+    except FileNotFoundError:
+        _refuse(f"{what} file {path} does not exist (--signature takes `-` for stdin or a "
+                f"path, never the signature itself)")
+    except (OSError, UnicodeDecodeError) as err:
+        _refuse(f"{what} file {path} cannot be read: {err}")
+    try:
+        os.unlink(path)
+    except OSError as err:
+        click.echo(f"kint: warning: could not delete {path} after reading it: {err}", err=True)
+    text = data.strip()
+    if not text or len(data) > MAX_SECRET_BYTES:
+        _refuse(f"{what} file {path} does not hold one {what}")
+    return text.splitlines()[0].strip()

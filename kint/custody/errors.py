@@ -1,0 +1,170 @@
+"""Every refusal the custody package makes.
+
+Why one module: callers (the CLI, the worker) map these to exit codes and tool errors, and
+want one base class to catch. Each message is one line, names the file or the value that is
+wrong and, where there is one, what to do; none ever contains a secret, a key, a signature,
+a code or the bytes of a file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class CustodyError(Exception):
+    """Base of every custody refusal."""
+
+
+# -- shapes of values handed in -------------------------------------------------------------
+
+
+class BadOwner(CustodyError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("owner must be a 20-byte address (0x and 40 hex characters)")
+
+
+class BadSpace(CustodyError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("space must be 32 bytes (64 hex characters)")
+
+
+class BadDataKey(CustodyError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("a data key is 32 bytes")
+
+
+class BadKek(CustodyError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("a key-encryption key is 32 bytes")
+
+
+# -- the derive signature and the passphrases -----------------------------------------------
+
+
+class BadDeriveSignature(CustodyError, ValueError):
+    """A signature that is not a well-formed 65-byte secp256k1 signature."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"derive signature {why}")
+
+
+class WrongSigner(CustodyError):
+    """The derive signature is valid but was made by another key than the owner's."""
+
+    def __init__(self, recovered: str, expected: str) -> None:
+        super().__init__(f"derive signature recovers to {recovered}, expected {expected}; "
+                         f"refusing to derive a key from it")
+        self.recovered = recovered
+        self.expected = expected
+
+
+class EmptyPassphrase(CustodyError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("the passphrase is empty; kint refuses an empty passphrase")
+
+
+# -- wraps ---------------------------------------------------------------------------------
+
+
+class KekTagMismatch(CustodyError):
+    def __init__(self) -> None:
+        super().__init__("kek_tag mismatch: this key does not open this wrap")
+
+
+class WrapAltered(CustodyError):
+    """The tag matched (so the key is the right one) but AES-GCM refused: the wrap changed."""
+
+    def __init__(self) -> None:
+        super().__init__("this wrap carries this key's tag but does not open: its bytes were "
+                         "altered")
+
+
+class WrapsFileCorrupt(CustodyError):
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}; it was left as it is (connect again to rewrite it)")
+        self.path = path
+        self.why = why
+
+
+# -- the recovery code ---------------------------------------------------------------------
+
+
+class BadRecoveryCode(CustodyError, ValueError):
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or "a recovery code is 55 characters, letters A-Z and "
+                         "digits 2-7, in groups of 4 separated by hyphens (case and spaces "
+                         "do not matter)")
+
+
+class RecoveryChecksumFailed(BadRecoveryCode):
+    def __init__(self) -> None:
+        super().__init__("recovery code checksum failed (typo?)")
+
+
+# -- the local secret ----------------------------------------------------------------------
+
+
+class NoLocalPassphrase(CustodyError):
+    def __init__(self) -> None:
+        super().__init__("no local passphrase: set KINT_SESSION_PASSPHRASE")
+
+
+class LocalSecretUnsafe(CustodyError):
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}; kint will not use it as the local passphrase (make "
+                         f"it a regular file of yours with mode 0600, or remove it)")
+        self.path = path
+
+
+class LocalSecretCorrupt(CustodyError):
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}; it was left as it is")
+        self.path = path
+
+
+class LockUnsafe(CustodyError):
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"the lock {path} {why}; remove it and try again")
+        self.path = path
+
+
+# -- the session key -----------------------------------------------------------------------
+
+
+class SessionKeyMissing(CustodyError):
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"no session key at {path}; run kint session-key create")
+        self.path = path
+
+
+class SessionKeyCorrupt(CustodyError):
+    """A keystore that is truncated, garbled, or not a V3 keystore. Named, never replaced."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}; it was left as it is (kint session-key rotate "
+                         f"moves it aside and makes a new key)")
+        self.path = path
+        self.why = why
+
+
+class SessionKeyLocked(CustodyError):
+    """A well-formed keystore that does not open with this machine's local passphrase."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        super().__init__(f"{path} does not open with the local passphrase from {source}; "
+                         f"use the source it was made with (KINT_SESSION_PASSPHRASE, the "
+                         f"Keychain, or local.secret)")
+        self.path = path
+        self.source = source
+
+
+# -- the vault key cache -------------------------------------------------------------------
+
+
+class VaultCacheCorrupt(CustodyError):
+    """A cache file that is garbled or was altered. Named, never rewritten behind the user."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}; it was left as it is (kint connect writes it again)")
+        self.path = path
+        self.why = why

@@ -1,0 +1,57 @@
+"""The two identifiers every custody derivation binds: the owner address and the space id.
+
+Why a module of its own: the KEK info, the vault message, the file names and the recovery
+file all need the same bytes from the same inputs, and a caller may hold either form (a
+checksummed string from the CLI, a lowercase one from a file, raw bytes from a header).
+Normalising in one place keeps a different spelling from ever giving a different key.
+"""
+
+from __future__ import annotations
+
+import re
+
+from eth_utils import to_checksum_address
+
+from kint.custody.errors import BadOwner, BadSpace
+
+_ADDRESS = re.compile(r"(?:0[xX])?[0-9a-fA-F]{40}")
+_SPACE_HEX = re.compile(r"(?:0[xX])?[0-9a-fA-F]{64}")
+
+
+def owner_bytes(owner: str | bytes) -> bytes:
+    """The owner's 20 bytes, from an address string in any case (with or without 0x) or
+    from 20 raw bytes. The checksum of a mixed-case string is not enforced: the owner is
+    always re-derived from bytes, and refusing a casing would only lock a user out."""
+    if isinstance(owner, (bytes, bytearray)):
+        if len(owner) != 20:
+            raise BadOwner()
+        return bytes(owner)
+    if not isinstance(owner, str) or not _ADDRESS.fullmatch(owner.strip()):
+        raise BadOwner()
+    return bytes.fromhex(owner.strip()[-40:])
+
+
+def owner_address(owner: str | bytes) -> str:
+    """The owner as an EIP-55 checksummed `0x...` string (what messages and files show)."""
+    return to_checksum_address(owner_bytes(owner))
+
+
+def space_bytes(space: str | bytes) -> bytes:
+    """The space id's 32 bytes, from 64 hex characters (any case, optional 0x) or bytes."""
+    if isinstance(space, (bytes, bytearray)):
+        if len(space) != 32:
+            raise BadSpace()
+        return bytes(space)
+    if not isinstance(space, str) or not _SPACE_HEX.fullmatch(space.strip()):
+        raise BadSpace()
+    return bytes.fromhex(space.strip()[-64:])
+
+
+def space_hex(space: str | bytes) -> str:
+    """The space id as 64 lowercase hex characters, no prefix."""
+    return space_bytes(space).hex()
+
+
+def space16(space: str | bytes) -> str:
+    """The first 16 hex characters of the space id: what names a space's files."""
+    return space_hex(space)[:16]

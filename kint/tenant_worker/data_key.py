@@ -1,0 +1,40 @@
+"""The space's data key as the worker's ops reach it: the cached key, or the refusal that
+says why there is none (05-keys.md, "The vault key cache")."""
+
+from __future__ import annotations
+
+from kint.custody import errors as custody_errors
+from kint.custody.data_key import dek_id
+from kint.custody.vault_cache import CachedKey, cache_data_key, read_cached_key
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.custody_errors import as_protocol_error
+from kint.tenant_worker.space import SpaceContext
+
+
+def current_data_key(ctx: SpaceContext) -> bytes:
+    """The cached data key, or NO_DATA_KEY saying why (missing, expired, another local
+    passphrase); nothing is dropped either way."""
+    try:
+        found = read_cached_key(ctx.config.home, ctx.config.space_id)
+    except custody_errors.CustodyError as err:
+        raise as_protocol_error(err) from None
+    if not isinstance(found, CachedKey):
+        raise ProtocolError(ErrorCode.NO_DATA_KEY, found.message,
+                            "run `kint connect --owner ADDRESS` with the wallet's signature, "
+                            "the vault passphrase or the recovery code")
+    return found.dek
+
+
+def held_keys(ctx: SpaceContext) -> dict[bytes, bytes]:
+    """The data keys this machine holds, by dek_id (an epoch names its key by dek_id)."""
+    key = current_data_key(ctx)
+    return {dek_id(key): key}
+
+
+def renew(ctx: SpaceContext, key: bytes) -> None:
+    """After a successful push or pull, the cached key gets a fresh deadline (so a server in
+    use does not lapse)."""
+    try:
+        cache_data_key(ctx.config.home, ctx.config.space_id, key)
+    except custody_errors.CustodyError:
+        pass  # the push or pull itself succeeded; the next connect renews it

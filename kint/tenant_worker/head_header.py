@@ -1,0 +1,81 @@
+"""The newest readable epoch header on chain: where a machine finds the wraps of the data
+key (05-keys.md, "One data key, many wraps"; 06-epochs.md, "An epoch nobody can open").
+
+Connect, rekey and recovery-code all start here. The head epoch's header decides which
+keys open the vault, unless its bytes do not parse as a kint header (an epoch a leaked
+session key appended, say): then the walk goes back through `prevBlock`, at most 32
+epochs, to the newest one that does. Only a header that does not parse is stepped over; a
+header that parses but whose wraps none of the supplied keys open stops the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kint.chain.anchor import Anchor, CalldataRefused, Head
+from kint.chain.rpc import RpcUnavailable
+from kint.epochs.envelope import Header, MalformedHeader, parse_header
+from kint.protocol import ErrorCode, ProtocolError
+
+log = logging.getLogger("kint.worker")
+
+MAX_WALK_BACK = 32
+
+
+@dataclass(frozen=True)
+class ReadableHeader:
+    seq: int
+    block: int
+    header: Header
+    blob: bytes
+
+
+def _unreadable(message: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.RPC_UNAVAILABLE, message,
+                         "that is a transport failure, never a verdict on the vault: try "
+                         "again, or change the RPC (KINT_RPC_URL)")
+
+
+def read_head(anchor: Anchor, owner: str, space: str) -> Head:
+    try:
+        return anchor.head(owner, space)
+    except RpcUnavailable as err:
+        raise _unreadable(f"cannot read the chain head: {err}") from None
+
+
+def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head
+                           ) -> ReadableHeader:
+    """The header of the head epoch, or of the newest within 32 before it that parses."""
+    seq, block, digest = head.seq, head.block, head.digest
+    for _ in range(MAX_WALK_BACK + 1):
+        if seq < 1:
+            break
+        try:
+            event = anchor.epoch_log(owner, space, seq, block)
+        except RpcUnavailable as err:
+            raise _unreadable(f"cannot read the head epoch: {err}") from None
+        if event is None or event.digest != digest:
+            raise _unreadable(f"cannot read the head epoch: no Epoch event for seq {seq} at "
+                              f"block {block}; the RPC may be pruned or lying")
+        try:
+            blob = anchor.push_calldata(event.tx_hash, owner, space, event.prev, event.digest)
+        except CalldataRefused as err:
+            raise ProtocolError(ErrorCode.STALE_RPC, str(err),
+                                "the RPC served bytes the Epoch event does not vouch for; "
+                                "connect never walks past that") from None
+        except RpcUnavailable as err:
+            raise _unreadable(f"cannot fetch the calldata of epoch {seq}: {err}") from None
+        try:
+            header = parse_header(blob)
+        except MalformedHeader as err:
+            log.warning("connect: the head epoch %d at block %d is not a readable kint epoch "
+                        "(%s)", seq, block, err)
+            seq, block, digest = seq - 1, event.prev_block, event.prev
+            continue
+        if seq != head.seq:
+            log.warning("connect: using epoch %d at block %d, the newest readable one",
+                        seq, block)
+        return ReadableHeader(seq, block, header, blob)
+    raise _unreadable(f"cannot read the head epoch: no epoch within {MAX_WALK_BACK} of the "
+                      f"head (seq {head.seq}) has a header that parses")

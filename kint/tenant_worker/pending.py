@@ -1,0 +1,183 @@
+"""The pending-epoch journal (DESIGN §8): `pending-<space16>.json`, written before a push
+sends its signed transaction, so a push killed at any step is settled from the chain head
+later instead of reading as a fork.
+
+It holds the epoch (seq, prev, digest, the sealed envelope and its plaintext bytes) and the
+signed transaction with its nonce. `resolve_pending` compares it with the head: landed
+(record it), not landed and still next (re-send the same signed transaction), or overtaken
+(CHAIN_MOVED: the pull decides).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from eth_hash.auto import keccak
+
+from kint.chain.anchor import Anchor, ChainRefused
+from kint.chain.rpc import RpcUnavailable
+from kint.epochs.plaintext import parse_plaintext
+from kint.paths import atomic_write
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import (
+    EpochMeta,
+    EpochRejected,
+    Mirror,
+    Watermark,
+    record_epoch,
+)
+
+log = logging.getLogger("kint.worker")
+
+PENDING_VERSION = 2
+
+
+@dataclass(frozen=True)
+class PendingEpoch:
+    seq: int
+    prev: str
+    digest: str
+    nonce: int
+    raw_tx: bytes
+    bucket: int
+    plaintext: bytes
+    envelope: bytes
+    sender: str
+
+    def save(self, path: Path) -> None:
+        atomic_write(path, orjson.dumps({
+            "v": PENDING_VERSION, "seq": self.seq, "prev": self.prev, "digest": self.digest,
+            "nonce": self.nonce, "raw_tx": self.raw_tx.hex(), "bucket": self.bucket,
+            "plaintext": self.plaintext.hex(), "envelope": self.envelope.hex(),
+            "sender": self.sender}))
+
+    @classmethod
+    def load(cls, path: Path) -> PendingEpoch | None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            obj = orjson.loads(raw)
+            if obj.get("v") != PENDING_VERSION:
+                raise ValueError("version")
+            pending = cls(seq=int(obj["seq"]), prev=str(obj["prev"]), digest=str(obj["digest"]),
+                          nonce=int(obj["nonce"]), raw_tx=bytes.fromhex(obj["raw_tx"]),
+                          bucket=int(obj["bucket"]),
+                          plaintext=bytes.fromhex(obj["plaintext"]),
+                          envelope=bytes.fromhex(obj["envelope"]), sender=str(obj["sender"]))
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+            raise ProtocolError(ErrorCode.CORRUPT_STATE,
+                                f"{path}: is not a pending-epoch file; it was left as it is",
+                                "move it aside and run `kint pull`") from None
+        if keccak(pending.envelope).hex() != pending.digest:
+            raise ProtocolError(ErrorCode.CORRUPT_STATE,
+                                f"{path}: its envelope does not hash to its digest; it was "
+                                f"left as it is", "move it aside and run `kint pull`")
+        return pending
+
+
+def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
+                  receipt: Any) -> Mirror:
+    """The epoch landed: check the event against what was sent, record it, drop the file."""
+    state = ctx.state
+    event = anchor.epoch_from_receipt(receipt)
+    if event is None or event.digest != pending.digest or event.seq != pending.seq:
+        raise ProtocolError(ErrorCode.INTERNAL,
+                            f"epoch {pending.seq} landed but the Epoch event digest does not "
+                            f"match what was sent", "run `kint pull` to re-read it")
+    gas = int(receipt["gasUsed"])
+    price = int(receipt.get("effectiveGasPrice", 0) or 0)
+    l1_fee = receipt.get("l1Fee")
+    l1 = int(l1_fee, 16) if isinstance(l1_fee, str) else int(l1_fee or 0)
+    plaintext = parse_plaintext(pending.plaintext)
+    meta = EpochMeta(seq=pending.seq, digest=event.digest, prev=pending.prev,
+                     block=event.block, tx=event.tx_hash, bucket=pending.bucket,
+                     rows_root=plaintext.rows_root, writer=event.writer,
+                     cost={"gas": gas, "bytes": len(pending.envelope),
+                           "effective_gas_price": price, "l1_fee": l1,
+                           "cost_wei": gas * price + l1})
+    try:
+        mirror = record_epoch(state, pending.plaintext, plaintext, pending.envelope, meta)
+    except EpochRejected as err:
+        raise ProtocolError(ErrorCode.INTERNAL, f"could not record epoch: {err}") from None
+    state.files["pending"].unlink(missing_ok=True)
+    log.info("space %s: epoch %d anchored at block %d (%d bytes, %d gas)",
+             ctx.config.space16, meta.seq, meta.block, len(pending.envelope), gas)
+    return mirror
+
+
+def resolve_pending_at_start(ctx: SpaceContext) -> None:
+    """A worker that starts with a pending file looks at the head at once, under the head
+    lock; when the chain cannot be read, the next push or pull does it."""
+    from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
+    from kint.tenant_worker.push import connected, sender_for
+
+    if not ctx.state.files["pending"].exists():
+        return
+    try:
+        chain, enrolment = connected(ctx)
+        anchor = Anchor(chain, ctx.tracker)
+        with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
+            resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
+    except (ProtocolError, RpcUnavailable, HeadLockBusy) as err:
+        log.warning("space %s: an interrupted push is left for the next push or pull: %s",
+                    ctx.config.space16, err)
+
+
+def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) -> None:
+    """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
+    the same signed transaction, or drop it), or the chain moved past it (CHAIN_MOVED)."""
+    path = ctx.state.files["pending"]
+    pending = PendingEpoch.load(path)
+    if pending is None:
+        return
+    space16 = ctx.config.space16
+    mirror = ctx.state.mirror()
+    if mirror is not None and (mirror.head.seq, mirror.head.digest) == (pending.seq,
+                                                                         pending.digest):
+        # Killed after the mirror was saved: finish the last two steps.
+        mark = ctx.state.watermark()
+        if mark is None or mark.seq < pending.seq:
+            ctx.state.save_watermark(Watermark(pending.seq, pending.digest, mirror.head.block))
+        path.unlink(missing_ok=True)
+        log.info("space %s: finished recording epoch %d after an interrupted push", space16,
+                 pending.seq)
+        return
+    head = anchor.head(owner, ctx.config.space_id)
+    if head.seq == pending.seq and head.digest == pending.digest:
+        event = anchor.epoch_log(owner, ctx.config.space_id, head.seq, head.block)
+        if event is None:
+            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the head's Epoch log is missing")
+        receipt = anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash)
+        record_landed(ctx, anchor, pending, receipt)
+        log.info("space %s: a push killed mid-way had landed; recorded epoch %d", space16,
+                 head.seq)
+        return
+    if head.seq == pending.seq - 1 and head.digest == pending.prev:
+        if sender.mined_count() > pending.nonce:
+            # Its nonce was spent by another transaction (a filler): it can never land.
+            path.unlink(missing_ok=True)
+            log.info("space %s: dropped a pending epoch whose nonce was spent", space16)
+            return
+        try:
+            from kint.tenant_worker.session_sender import Signed
+
+            signed = Signed(pending.nonce, pending.raw_tx)
+            tx = anchor.send_raw(pending.raw_tx)
+            receipt = sender.wait(tx, signed)
+        except ChainRefused:
+            path.unlink(missing_ok=True)  # its nonce or prev is spent: nothing was anchored
+            log.info("space %s: dropped a pending epoch that can no longer land", space16)
+            return
+        record_landed(ctx, anchor, pending, receipt)
+        log.info("space %s: re-sent and recorded pending epoch %d", space16, pending.seq)
+        return
+    raise ProtocolError(ErrorCode.CHAIN_MOVED,
+                        f"a push of epoch {pending.seq} was interrupted and the chain has "
+                        f"since moved to seq {head.seq}", "run `kint pull`")
