@@ -1,9 +1,9 @@
 """Building a space's mirror and epoch cache the way push and pull will: through kint's
 one recording function, `record_epoch`.
 
-Until the chain lands (the next issue), there is no envelope encryption and no chain: the
-"ciphertext" recorded here is the plaintext's bytes behind a marker, its digest is their
-keccak, and the block and transaction are numbers the test chooses. Everything verify and
+No envelope encryption and no chain: the "ciphertext" recorded here is the plaintext's
+bytes behind a marker, its digest is their keccak, and the block and transaction are numbers
+the test chooses (the chain tests anchor for real). Everything verify and
 history read (mirror, watermark, epoch cache) is written by the real code.
 """
 
@@ -14,10 +14,13 @@ from pathlib import Path
 import orjson
 from eth_hash.auto import keccak
 
+from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
 from kint.rows.merkle import merkle_root
 from kint.spaces import space_id
+from kint.tenant_worker.changes import diff
+from kint.tenant_worker.changes import snapshot as snapshot_of
 from kint.tenant_worker.statefiles import (
     EpochMeta,
     Mirror,
@@ -53,26 +56,18 @@ def anchor(kint_home: Path, label: str, db: Path, tenant: str, *, block: int,
     head_seq = mirror.head.seq if mirror else 0
     prev = mirror.head.digest if mirror else ZERO_DIGEST
     rows = store_rows(db, tenant)
+    changes = snapshot_of(mirror, rows) if snapshot else diff(mirror, rows)
     current = {r.canonical_id: r for r in rows}
-    changes: list[dict] = []
-    for cid, row in current.items():
-        old = mirror.rows.get(cid) if mirror else None
-        if snapshot or old is None or old.leaf != row.leaf:
-            changes.append({"op": "put", "tier": row.tier, "category": row.category,
-                            "key": row.key, "fields": row.fields})
-    if mirror and not snapshot:
-        for cid, old in mirror.rows.items():
-            if cid not in current:
-                changes.append({"op": "del", "tier": old.row.tier, "category": old.row.category,
-                                "key": old.row.key})
     ordered = sorted(current, key=lambda c: c.encode("utf-8"))
     root = merkle_root([current[c].leaf for c in ordered]).hex()
     seq = head_seq + 1
-    plaintext = {"v": 1, "space": state.space_id, "seq": seq, "prev": prev,
-                 "snapshot": snapshot, "rows_root": root, "rows": changes}
-    ciphertext = b"kint-test-epoch:" + orjson.dumps(plaintext)
+    plaintext = make_plaintext(tenant=label, space=state.space_id, seq=seq, prev=prev,
+                               rows=wire_rows(changes.rows), deleted=changes.deleted,
+                               rows_root=root, n_rows=len(current), snapshot=snapshot)
+    raw = plaintext.encode()
+    ciphertext = b"kint-test-epoch:" + raw
     meta = EpochMeta(seq=seq, digest=keccak(ciphertext).hex(), prev=prev, block=block,
                      tx=keccak(b"tx" + ciphertext).hex(), bucket=len(ciphertext),
                      rows_root=root, writer="0x" + "11" * 20)
-    record_epoch(state, plaintext, ciphertext, meta)
+    record_epoch(state, raw, plaintext, ciphertext, meta)
     return seq

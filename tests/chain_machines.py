@@ -9,6 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+
 from conftest import Sandbox, make_sandbox
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
@@ -38,4 +41,53 @@ def kjson(sb: Sandbox, *args: str) -> dict:
 
 
 def recovery_code(sb: Sandbox, space16: str) -> str:
-    return (sb.kint_home / f"RECOVERY-{space16}.txt").read_text().splitlines()[0].strip()
+    """The code in RECOVERY-<space16>.txt: its last non-empty line."""
+    lines = (sb.kint_home / f"RECOVERY-{space16}.txt").read_text().splitlines()
+    return [line for line in lines if line.strip()][-1].strip()
+
+
+def owner_account(first: Sandbox, owner: str) -> LocalAccount:
+    """The owner wallet `kint connect --dev` made on `first` (a throwaway devchain key)."""
+    from kint.tenant_worker.dev_owner import load_owner
+
+    account = load_owner(first.kint_home, owner)
+    assert account is not None, f"no devchain key for {owner} under {first.kint_home}"
+    return account
+
+
+def wallet_signature(account: LocalAccount, payload: str) -> str:
+    """What the owner's wallet (`cast wallet sign --data`) makes of `kint canonical-payload`."""
+    signed = Account.sign_typed_data(account.key, full_message=json.loads(payload))
+    return "0x" + signed.signature.hex()
+
+
+def connect_with_wallet(machine: Sandbox, account: LocalAccount, *extra: str) -> dict:
+    """A new machine connects the way an EOA owner does it: canonical-payload, the wallet
+    signs, the signature piped on stdin."""
+    payload = ok(machine.kint("canonical-payload", "--owner", account.address)).stdout
+    out = ok(machine.kint("connect", "--owner", account.address, "--signature", "-", *extra,
+                          "--json", input=wallet_signature(account, payload) + "\n"))
+    return json.loads(out.stdout)
+
+
+def connect_with_code(machine: Sandbox, owner: str, code: str) -> dict:
+    out = ok(machine.kint("connect", "--owner", owner, "--recovery-code-stdin", "--json",
+                          input=code + "\n"))
+    return json.loads(out.stdout)
+
+
+def devchain_anchor(chain_home: Path):  # noqa: ANN201 - kint.chain.anchor.Anchor
+    from kint.chain.anchor import Anchor
+    from kint.chain.config import load_chain_config
+    from kint.chain.rpc import RpcTracker
+
+    return Anchor(load_chain_config(chain_home), RpcTracker())
+
+
+def authorize_machine(chain_home: Path, owner: LocalAccount, session_address: str) -> None:
+    """The owner (an EOA here) authorizes a machine's session key and the key gets gas
+    money, as `kint authorize direct` and a transfer would on Base."""
+    from kint.tenant_worker.dev_owner import authorize
+
+    anchor = devchain_anchor(chain_home)
+    authorize(anchor, anchor.config.rpc_urls[0], owner, session_address)

@@ -131,9 +131,12 @@ class Sandbox:
         return f"{tenant}@hermes:{db.parent.name}"
 
     def kint(self, *args: str, timeout: float = 90, env: dict[str, str] | None = None,
-             ) -> subprocess.CompletedProcess[str]:
+             input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run `kint`; `input` goes to its stdin (a signature, a passphrase, a code), and
+        without it stdin is closed, as in a script."""
         return subprocess.run([KINT, *args], env={**self.env, **(env or {})}, text=True,
-                              capture_output=True, timeout=timeout)
+                              capture_output=True, timeout=timeout, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
 
     def client(self) -> Client:
         return Client(self.kint_home, autostart=False)

@@ -1,272 +1,362 @@
-"""Memory travels: push on machine A, pull on machine B, verify on both, against a real
-anvil, real supervisors and workers, real Sibyl stores (seed 001).
+"""Memory travels the way kint v0.3.0 carries it: an owner's wallet opens the vault on every
+machine, epochs go on chain in v0.3.0's envelope, and every machine reads them back
+(a real anvil, real supervisors and workers, real Sibyl stores).
 
 The tests of this module are one story on one chain and run in file order: the first
-connects machine A and the others build on what it anchored."""
+connects machine A with the owner's wallet signature and the others build on what it
+anchored. The owner is an EOA the test holds (it plays the wallet: it signs the vault
+message and authorizes machines)."""
 
 from __future__ import annotations
 
-import os
+import json
 import sqlite3
+import time
 from contextlib import closing
 
 import pytest
+from eth_account import Account
 
-from chain_machines import RULE_1, kjson, new_machine, ok, recovery_code
+from chain_machines import (
+    RULE_1,
+    authorize_machine,
+    connect_with_code,
+    connect_with_wallet,
+    devchain_anchor,
+    kjson,
+    new_machine,
+    ok,
+    recovery_code,
+    wallet_signature,
+)
 from conftest import sibyl_client
+
+RULE_DRIFT = "never ship on a Friday, except when it is urgent"
 
 
 @pytest.fixture(scope="module")
-def machines(tmp_path_factory, chain_home):
+def story(tmp_path_factory, chain_home):
     a = new_machine(tmp_path_factory.mktemp("machine-a"), chain_home)
     b = new_machine(tmp_path_factory.mktemp("machine-b"), chain_home)
-    yield a, b
-    a.shutdown()
-    b.shutdown()
-
-
-def test_push_on_a_pull_on_b_verify_on_both(machines):
-    a, b = machines
-    client = sibyl_client(a.sibyl_db, a.tenant)
-    client.set_entity("rules", "release-gate", {"rule": RULE_1})
-    client.set_state("focus", {"now": "the release"})
-    client.write_event(acted=["wrote the release rule"], ts="2026-01-01T00:00:00Z")
-    client.storage.close()
-    connected = kjson(a, "connect", "--dev")
-    space = connected["space"]
-    pushed = kjson(a, "push")
-    assert pushed["pushed"] == 3 and len(pushed["epochs"]) == 1
-    assert kjson(a, "push")["message"] == ("nothing to push: the store matches the last "
-                                           "anchored epoch")
-    result = kjson(a, "verify", "release rule")
-    assert result["decision"] == "proceed", result["reason"]
-    assert result["chain_head"]["seq"] == 1 and result["head_unavailable"] is None
-
-    code = recovery_code(a, space)
-    kjson(b, "connect", "--recovery-code", code, "--owner", connected["owner"])
-    pulled = kjson(b, "pull")
-    assert pulled["applied"] == [1] and pulled["store_root_matches"] is True, pulled
-    assert pulled["warnings"] == []
-    rows_a = _query(a.sibyl_db, "select category, name, status, body from entities order by name")
-    rows_b = _query(b.sibyl_db, "select category, name, status, body from entities order by name")
-    assert rows_a == rows_b
-    ev = "select ts, evaluated, acted, forward, extra from journal_events"
-    assert _query(a.sibyl_db, ev) == _query(b.sibyl_db, ev)
-    result = kjson(b, "verify", "release rule")
-    assert result["decision"] == "proceed", result["reason"]
-
-
-def _entity(sb, name):
-    rows = _query(sb.sibyl_db, "select body from entities where name = ?", (name,))
-    return rows[0][0] if rows else None
+    owner = Account.create()
+    box = {"a": a, "b": b, "owner": owner, "chain_home": chain_home,
+           "root": tmp_path_factory}
+    yield box
+    for machine in (a, b):
+        machine.shutdown()
 
 
 def _query(db, sql: str, args: tuple = ()) -> list[tuple]:
-    """Read and close at once: a sqlite3 connection left to the garbage collector (3.11's
-    statement cache makes a cycle) would hold the store open, and `pull --discard-local`
-    rightly refuses to move a store another process holds."""
     with closing(sqlite3.connect(db)) as conn:
         return conn.execute(sql, args).fetchall()
 
 
-def test_chain_moved_fork_and_discard_local(machines):
-    """B pushes; A's push refuses CHAIN_MOVED and A's verify refuses 'chain moved ... pull
-    first'; A pulls and proceeds. Unanchored changes on A plus a moved chain: pull refuses
-    as a fork; --discard-local restores and keeps the backups."""
-    a, b = machines
-    ok(b.kint("pull"))
-    cb = sibyl_client(b.sibyl_db, b.tenant)
-    cb.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
-    pushed = kjson(b, "push")
-    head = pushed["epochs"][-1]
+def _all_rows(db) -> list[list[tuple]]:
+    return [_query(db, "select category, name, status, body from entities "
+                       "where category != 'kint_refusal' order by category, name"),
+            _query(db, "select document_key, body from state_documents order by document_key"),
+            _query(db, "select ts, evaluated, acted, forward, extra from journal_events "
+                       "order by ts")]
 
-    ca = sibyl_client(a.sibyl_db, a.tenant)
-    ca.set_entity("rules", "local-only", {"rule": "written on A, never anchored"})
-    out = a.kint("push")
-    assert out.returncode == 2 and "[CHAIN_MOVED]" in out.stderr
-    assert "nothing was dropped" in out.stderr
-    moved = kjson(a, "verify", "release rule")
-    assert moved["decision"] == "refuse"
-    assert moved["reason"].startswith(f"chain moved to seq {head['seq']} at block "
-                                      f"{head['block']}, pull first: this machine last saw seq")
 
-    fork = a.kint("pull")
-    assert fork.returncode == 2 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
-    assert _entity(a, "local-only") is not None  # nothing lost by the refusal
+def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
+    a, b, owner = story["a"], story["b"], story["owner"]
+    client = sibyl_client(a.sibyl_db, a.tenant)
+    client.set_entity("rules", "release-gate", {"rule": RULE_1})
+    client.set_state("focus", {"now": "the release", "note": "ünïcode 🔥"})
+    client.write_event(acted=["wrote the release rule"], ts="2026-01-01T00:00:00Z")
+    client.storage.close()
 
-    # This process still holds A's store open (ca): the store is not moved under it.
-    busy = a.kint("pull", "--discard-local")
-    assert busy.returncode == 2 and "[BUSY]" in busy.stderr, busy.stdout + busy.stderr
-    assert f"pid {os.getpid()} " in busy.stderr and "nothing was moved" in busy.stderr
-    assert not list(a.sibyl_db.parent.glob("*.kint-backup-*"))
-    ca.storage.close()
-    cb.storage.close()
-    restored = kjson(a, "pull", "--discard-local")
-    assert restored["store_root_matches"] is True and len(restored["backups"]) >= 1
-    assert _entity(a, "local-only") is None
-    assert _entity(a, "deploy-window") == '{"rule":"deploys only before 3pm"}'
-    backup = [p for p in restored["backups"] if p.endswith(tuple("0123456789Z"))][0]
-    kept = _query(backup, "select body from entities where name = 'local-only'")
-    assert kept == [('{"rule":"written on A, never anchored"}',)]
-    assert ".kint-backup-" in backup
+    connected = connect_with_wallet(a, owner)
+    assert connected["source"] == "fresh vault" and connected["fresh_vault"] is True
+    assert connected["owner"] == owner.address
+    space = story["space"] = connected["space"]
+    code = recovery_code(a, space)
+    assert len(code.replace("-", "")) == 55 and len(code.split("-")) == 14
+    # Not yet authorized: the push refuses with v0.3.0's words and exit 5, sending nothing.
+    refused = a.kint("push")
+    assert refused.returncode == 5, refused.stderr
+    assert (f"session key {connected['session']} is not authorized for owner "
+            f"{owner.address}: authorize it (kint authorize) and fund it") in refused.stderr
+    authorize_machine(story["chain_home"], owner, connected["session"])
+    pushed = kjson(a, "push")
+    assert pushed["pushed"] == 3 and len(pushed["epochs"]) == 1
+    assert pushed["epochs"][0]["bucket"] == 4096
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
 
+    joined = connect_with_wallet(b, owner)
+    assert joined["source"] == "chain head header"
+    assert joined["key_tag"] == connected["key_tag"]
+    assert not (b.kint_home / f"RECOVERY-{space}.txt").exists()
+    pulled = kjson(b, "pull")
+    assert pulled["applied"] == [1] and pulled["store_root_matches"] is True, pulled
+    assert pulled["warnings"] == []
+    assert _all_rows(a.sibyl_db) == _all_rows(b.sibyl_db)
+    assert kjson(b, "verify", "release rule")["decision"] == "proceed"
 
-def test_snapshot_then_diffs_and_full_backfill(machines, tmp_path_factory, chain_home):
-    """A snapshot epoch, then diff epochs: a new machine's pull stops at the snapshot;
-    history starts there; --full caches every epoch before it for history."""
-    a, b = machines
-    ok(a.kint("pull"))
-    ca = sibyl_client(a.sibyl_db, a.tenant)
-    compact = kjson(a, "compact")
-    snap_seq = compact["epochs"][0]["seq"]
-    ca.set_entity("rules", "release-gate", {"rule": "v-after-snapshot"})
-    kjson(a, "push")
-    space = kjson(a, "status")["space"]
+    # An edit behind Sibyl's back on B is refused by B's verify.
+    with closing(sqlite3.connect(b.sibyl_db)) as conn:
+        conn.execute("update entities set body = replace(body, 'never', 'always') "
+                     "where name = 'release-gate'")
+        conn.commit()
+    refused = kjson(b, "verify", "release rule", "--no-write")
+    assert refused["decision"] == "refuse"
+    assert "no longer matches what was anchored" in refused["reason"]
 
+
+def test_a_wrong_signature_is_refused_with_the_documented_message(story, tmp_path_factory,
+                                                                  chain_home):
+    owner = story["owner"]
+    d = new_machine(tmp_path_factory.mktemp("machine-wrong"), chain_home)
+    try:
+        payload = ok(d.kint("canonical-payload", "--owner", owner.address)).stdout
+        stranger = Account.create()
+        out = d.kint("connect", "--owner", owner.address, "--signature", "-",
+                     input=wallet_signature(stranger, payload) + "\n")
+        assert out.returncode == 2
+        assert (f"derive signature recovers to {stranger.address}, expected {owner.address}; "
+                f"refusing to derive a key from it") in out.stderr
+        assert not list(d.kint_home.glob("enrol-*.json"))
+        assert not list(d.kint_home.glob("vault-*.aes"))
+        # A signature on argv is a path, never the signature itself.
+        argv = d.kint("connect", "--owner", owner.address, "--signature", "0x" + "ab" * 65)
+        assert argv.returncode == 2 and "does not exist" in argv.stderr
+        assert "ab" * 65 not in argv.stderr
+    finally:
+        d.shutdown()
+
+
+def test_a_third_machine_restores_with_the_recovery_code_on_stdin(story, tmp_path_factory,
+                                                                  chain_home):
+    a, owner, space = story["a"], story["owner"], story["space"]
     c = new_machine(tmp_path_factory.mktemp("machine-c"), chain_home)
     try:
-        owner = json_owner(a, space)
-        kjson(c, "connect", "--recovery-code", recovery_code(a, space), "--owner", owner)
+        typo = recovery_code(a, space).replace("-", "")
+        typo = ("B" if typo[0] != "B" else "C") + typo[1:]
+        out = c.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                     input=typo + "\n")
+        assert out.returncode == 2 and "recovery code checksum failed (typo?)" in out.stderr
+        from kint.custody.data_key import new_data_key
+        from kint.custody.recovery_code import encode_recovery_code
+
+        other = c.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                       input=encode_recovery_code(new_data_key()) + "\n")
+        assert other.returncode == 2
+        assert ("this recovery code does not belong to the vault anchored under this owner"
+                in other.stderr)
+        connected = connect_with_code(c, owner.address, recovery_code(a, space))
+        assert connected["source"] == "recovery code" and connected["key_tag"] is None
         pulled = kjson(c, "pull")
-        assert pulled["applied"][0] == snap_seq and pulled["store_root_matches"] is True
-        lines = ok(c.kint("history", "entity", "release-gate", "--category", "rules")).stdout
-        seqs = [int(line.split()[1]) for line in lines.splitlines()]
-        assert seqs[0] == snap_seq and min(seqs) == snap_seq
-        full = kjson(c, "pull", "--full")
-        assert full["store_root_matches"] is True
-        lines = ok(c.kint("history", "entity", "release-gate", "--category", "rules")).stdout
-        seqs = [int(line.split()[1]) for line in lines.splitlines()]
-        assert seqs[0] == 1, lines  # the version anchored before the snapshot is back
-        assert snap_seq not in seqs  # the snapshot carried it unchanged: no invented version
+        assert pulled["store_root_matches"] is True
+        assert _all_rows(a.sibyl_db) == _all_rows(c.sibyl_db)
         assert kjson(c, "verify", "release rule")["decision"] == "proceed"
     finally:
         c.shutdown()
 
 
-def json_owner(sb, space16):
-    import json as _json
+def test_chain_moved_fork_and_discard_local(story, chain_home):
+    """B pushes; A's push refuses CHAIN_MOVED (exit 4) and A's verify refuses 'chain moved
+    ... pull first'; unanchored changes on A plus a moved chain: pull refuses as a fork;
+    --discard-local restores and keeps the backups."""
+    a, b, owner = story["a"], story["b"], story["owner"]
+    authorize_machine(chain_home, owner, kjson(b, "status")["session"])
+    with closing(sqlite3.connect(b.sibyl_db)) as conn:  # undo the edit of the first test
+        conn.execute("delete from entities where category = 'kint_refusal'")
+        conn.commit()
+    ok(b.kint("pull", "--discard-local"))
+    cb = sibyl_client(b.sibyl_db, b.tenant)
+    cb.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
+    cb.storage.close()
+    head = kjson(b, "push")["epochs"][-1]
 
-    return _json.loads((sb.kint_home / f"enrol-{space16}.json").read_text())["owner"]
+    ca = sibyl_client(a.sibyl_db, a.tenant)
+    ca.set_entity("rules", "local-only", {"rule": "written on A, never anchored"})
+    ca.storage.close()
+    out = a.kint("push")
+    assert out.returncode == 4 and "[CHAIN_MOVED]" in out.stderr
+    assert "nothing was dropped" in out.stderr
+    moved = kjson(a, "verify", "release rule")
+    assert moved["decision"] == "refuse"
+    assert moved["reason"].startswith(f"chain moved to seq {head['seq']} at block "
+                                      f"{head['block']}, pull first")
+    fork = a.kint("pull")
+    assert fork.returncode == 4 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
+    restored = kjson(a, "pull", "--discard-local")
+    assert restored["store_root_matches"] is True and len(restored["backups"]) >= 1
+    assert kjson(a, "verify", "release rule")["decision"] == "proceed"
 
 
-def test_a_wrong_recovery_code_changes_nothing(machines, tmp_path_factory, chain_home):
-    a, _ = machines
-    space = kjson(a, "status")["space"]
-    d = new_machine(tmp_path_factory.mktemp("machine-d"), chain_home)
+def test_smart_account_owner_with_a_passphrase(story, tmp_path_factory, chain_home):
+    """A Base Account-like owner (an ERC-1271 contract account): the vault passphrase is the
+    key (wrap kind 0x02); the account authorizes the session key with an ERC-1271
+    signature through setSessionKeyBySig; a second machine opens the vault with the same
+    passphrase."""
+    from web3 import Web3
+
+    from kint.chain import devchain
+    from kint.chain.anchor import authorization_typed_data
+
+    anchor = devchain_anchor(chain_home)
+    url = anchor.config.rpc_urls[0]
+    signer = Account.create()
+    account = devchain.deploy_test_smart_account(url, signer.address)
+    m = new_machine(tmp_path_factory.mktemp("smart-1"), chain_home)
+    n = new_machine(tmp_path_factory.mktemp("smart-2"), chain_home)
     try:
-        out = d.kint("connect", "--recovery-code", "AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA",
-                     "--owner", json_owner(a, space))
-        assert out.returncode == 2
-        assert "the recovery code does not open this space's key wraps" in out.stderr
-        assert "AAAA" not in out.stderr
-        assert not (d.kint_home / f"enrol-{space}.json").exists()
-        assert not (d.kint_home / f"vault-{space}.aes").exists()
-        push = d.kint("push")
-        assert push.returncode == 2 and "[NOT_CONNECTED]" in push.stderr
+        sibyl_client(m.sibyl_db, m.tenant).set_entity("rules", "smart", {"rule": "passkeys"})
+        connected = json.loads(ok(m.kint("connect", "--owner", account, "--smart-account",
+                                         "--passphrase-stdin", "--json",
+                                         input="correct horse battery\n")).stdout)
+        assert connected["source"] == "fresh vault"
+        session = connected["session"]
+        # The account's owner signs the EIP-712 authorization; the session key submits it.
+        expiry, deadline = int(time.time()) + 86400, int(time.time()) + 3600
+        nonce = anchor.auth_nonce(account)
+        typed = authorization_typed_data(anchor.config.chain_id, anchor.address, account,
+                                         session, expiry, nonce, deadline)
+        signature = Account.sign_typed_data(signer.key, full_message=typed).signature
+        devchain.fund(url, session, 10**18)
+        funder = Account.create()
+        devchain.fund(url, funder.address, 10**18)
+        anchor.transact(funder, anchor.encode_set_session_key_by_sig(
+            account, session, expiry, deadline, bytes(signature)))
+        assert anchor.can_write(account, session)
+        assert kjson(m, "push")["pushed"] == 1
+
+        wrong = n.kint("connect", "--owner", account, "--smart-account", "--passphrase-stdin",
+                       input="wrong horse battery\n")
+        assert wrong.returncode == 2
+        assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stderr
+        joined = json.loads(ok(n.kint("connect", "--owner", account, "--smart-account",
+                                      "--passphrase-stdin", "--json",
+                                      input="correct horse battery\n")).stdout)
+        assert joined["source"] == "chain head header"
+        assert kjson(n, "pull")["store_root_matches"] is True
+        assert _all_rows(m.sibyl_db) == _all_rows(n.sibyl_db)
+        assert Web3.is_address(account)
     finally:
-        d.shutdown()
+        m.shutdown()
+        n.shutdown()
 
 
-def test_status_shows_head_in_step_and_the_cap(machines):
-    a, _ = machines
+def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory, chain_home):
+    a, owner = story["a"], story["owner"]
     ok(a.kint("pull"))
-    status = kjson(a, "status")
-    assert status["connected"] is True and status["in_step"] is True
-    assert status["head"]["seq"] == status["chain_head"]["seq"] >= 1
-    cap = status["cap"]
-    assert cap["volunteered_total"] == cap["sibyl_bytes"] + cap["kint_bytes"]
-    assert cap["kint_bytes"] > 0 and cap["cap_bytes"] == 5_242_880
-    assert cap["db_path"] == str(a.sibyl_db)
-    text = ok(a.kint("status")).stdout
-    assert "; in step" in text and "cap:     Sibyl's stores" in text
-    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "fresh", {"rule": "x"})
-    assert kjson(a, "status")["unanchored"] == 1
+    compact = kjson(a, "compact")
+    snap = compact["epochs"][0]["seq"]
+    ca = sibyl_client(a.sibyl_db, a.tenant)
+    ca.set_entity("rules", "release-gate", {"rule": "after the snapshot"})
+    ca.storage.close()
+    kjson(a, "push")
+    e = new_machine(tmp_path_factory.mktemp("machine-e"), chain_home)
+    try:
+        connect_with_wallet(e, owner)
+        pulled = kjson(e, "pull")
+        assert pulled["applied"] == [snap, snap + 1] and pulled["store_root_matches"] is True
+        lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
+        assert int(lines.splitlines()[0].split()[1]) == snap
+        full = kjson(e, "pull", "--full")
+        assert 1 in full["backfilled"]
+        lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
+        assert int(lines.splitlines()[0].split()[1]) == 1
+    finally:
+        e.shutdown()
 
 
-def test_rekey_leaves_a_gap_where_the_new_key_is_not_held(machines):
-    """After A's rekey, B (which holds only the old key) cannot open the new epochs: its pull
-    stops at the gap, verify refuses naming it, push refuses; with the new recovery code B
-    takes the new key and the next pull applies them."""
-    a, b = machines
+def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, chain_home):
+    """A leaked session key appends bytes no key opens. A new machine's connect walks back
+    to the newest readable header; pulls stop at the bad epoch and push refuses naming
+    `kint compact --over-skipped`; the owner's snapshot over it lets every later pull stop
+    at the snapshot, and a --full walk reports the bad epoch as superseded."""
+    a, b, owner = story["a"], story["b"], story["owner"]
     ok(a.kint("pull"))
     ok(b.kint("pull"))
-    space = kjson(a, "status")["space"]
-    rekeyed = kjson(a, "rekey")
-    snap = rekeyed["snapshot"][0]["seq"]
-    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-rekey", {"rule": "new key"})
-    kjson(a, "push")
-    assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+    anchor = devchain_anchor(chain_home)
+    space_id = json.loads((a.kint_home / f"enrol-{story['space']}.json").read_text())["space"]
+    leaked = Account.create()
+    authorize_machine(chain_home, owner, leaked.address)
+    head = anchor.head(owner.address, space_id)
+    anchor.transact(leaked, anchor.encode_push(owner.address, space_id, head.digest,
+                                               b"\x07 not a kint epoch " * 8))
+    bad = head.seq + 1
 
-    gap = kjson(b, "pull")
-    assert gap["gap"] == [snap, snap + 1] and gap["applied"] == []
-    assert "could not be applied" in gap["message"]
-    refused = kjson(b, "verify", "release rule")
-    assert refused["reason"] == (
-        f"this machine's picture of the memory is not the one the chain vouches for: epochs "
-        f"{snap}, {snap + 1} could not be applied on the last pull; pull again")
-    assert "[GAP]" in b.kint("push").stderr
-
-    adopted = kjson(b, "connect", "--recovery-code", recovery_code(a, space), "--owner",
-                    json_owner(a, space))
-    assert adopted["adopted_key"] is True
-    pulled = kjson(b, "pull")
-    assert pulled["applied"] == [snap, snap + 1] and pulled["gap"] == []
-    assert pulled["store_root_matches"] is True
-    assert kjson(b, "verify", "release rule")["decision"] == "proceed"
-    assert _entity(b, "after-rekey") == '{"rule":"new key"}'
-
-
-def test_an_expired_vault_refuses_push_and_pull_and_drops_nothing(machines):
-    a, _ = machines
-    ok(a.kint("pull"))
-    space = kjson(a, "status")["space"]
-    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "pending-change", {"rule": "kept"})
-    vault = a.kint_home / f"vault-{space}.aes"
-    saved = vault.read_bytes()
-    # An expired vault, sealed by kint's own code with a clock a year back.
-    import time as _time
-
-    from kint.tenant_worker import keys
-
-    secret = keys.machine_secret(a.kint_home)  # local.secret: the tests have no keyring
-    assert secret.source == "local.secret"
-    key = keys.open_vault(a.kint_home, _space_id(a, space), secret.secret)
-    keys.write_vault(a.kint_home, _space_id(a, space), key, secret.secret,
-                     now=_time.time() - 366 * 86400)
+    f = new_machine(tmp_path_factory.mktemp("machine-f"), chain_home)
     try:
-        for op in ("push", "pull"):
-            out = a.kint(op)
-            assert out.returncode == 2 and "[NO_DATA_KEY]" in out.stderr, out.stderr
-            assert "nothing was dropped, the changes stay in the store until the next push" \
-                in out.stderr
-        assert _entity(a, "pending-change") == '{"rule":"kept"}'
+        assert connect_with_wallet(f, owner)["source"] == "chain head header"
     finally:
-        vault.write_bytes(saved)
-    assert kjson(a, "push")["pushed"] >= 1
+        f.shutdown()
+    stopped = kjson(a, "pull")
+    assert stopped["gap"] == [bad] and stopped["applied"] == []
+    assert "not a kint epoch" in stopped["skipped"][0]["reason"]
+    refused = a.kint("push")
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-bad", {"rule": "kept"})
+    refused = a.kint("push")
+    assert refused.returncode == 5 and "[GAP]" in refused.stderr
+    assert "kint compact --over-skipped" in refused.stderr
+    assert kjson(a, "verify", "release rule")["decision"] == "refuse"
 
-
-def _space_id(sb, space16):
-    import json as _json
-
-    return _json.loads((sb.kint_home / f"enrol-{space16}.json").read_text())["space"]
-
-
-def test_session_key_rotate_moves_the_space_to_the_new_key(machines):
-    a, _ = machines
-    ok(a.kint("pull"))
-    space = kjson(a, "status")["space"]
-    enrol = a.kint_home / f"enrol-{space}.json"
-    import json as _json
-
-    before = _json.loads(enrol.read_text())
-    out = ok(a.kint("session-key", "rotate"))
-    assert "session key rotated" in out.stdout
-    assert (a.kint_home / "session.key.old").exists()
-    after = _json.loads(enrol.read_text())
-    assert after["session_address"] != before["session_address"]
-    assert after["writer"] != before["writer"]
-    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-rotate", {"rule": "new key"})
-    pushed = kjson(a, "push")
-    assert pushed["pushed"] == 1
+    over = kjson(a, "compact", "--over-skipped")
+    snap = over["epochs"][0]["seq"]
+    assert snap == bad + 1
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+    g = new_machine(tmp_path_factory.mktemp("machine-g"), chain_home)
+    try:
+        connect_with_wallet(g, owner)
+        pulled = kjson(g, "pull")
+        assert pulled["applied"] == [snap] and pulled["store_root_matches"] is True
+    finally:
+        g.shutdown()
+    walked = kjson(b, "pull", "--full")
+    assert [s["seq"] for s in walked["skipped"]] == [bad]
+    assert walked["skipped"][0]["superseded_by"] == snap and walked["gap"] == []
+    assert kjson(b, "verify", "release rule")["decision"] == "proceed"
+
+
+def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_home):
+    """rekey with the wallet's signature: a snapshot under the new key; B (old key cached)
+    stops at it until it connects again with the same wallet, which the header hands the
+    new key; the old recovery code no longer opens the vault."""
+    a, b, owner, space = story["a"], story["b"], story["owner"], story["space"]
+    ok(a.kint("pull"))
+    ok(b.kint("pull"))
+    old_code = recovery_code(a, space)
+    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+    rekeyed = json.loads(ok(a.kint("rekey", "--signature", "-", "--json",
+                                   input=wallet_signature(owner, payload) + "\n")).stdout)
+    assert rekeyed["old_dek_id"] != rekeyed["new_dek_id"] and rekeyed["carried"] == 1
+    snap = rekeyed["snapshot"][0]["seq"]
+    assert recovery_code(a, space) != old_code
+    assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+
+    closed = kjson(b, "pull")
+    assert closed["gap"] == [snap]
+    assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
+    assert connect_with_wallet(b, owner)["source"] == "chain head header"
+    pulled = kjson(b, "pull")
+    assert pulled["applied"] == [snap] and pulled["store_root_matches"] is True
+    h = new_machine(tmp_path_factory.mktemp("machine-h"), chain_home)
+    try:
+        out = h.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                     input=old_code + "\n")
+        assert out.returncode == 2 and "does not belong to the vault" in out.stderr
+    finally:
+        h.shutdown()
+
+
+def test_an_expired_key_refuses_push_and_pull_and_drops_nothing(story):
+    from kint.custody.vault_cache import cache_data_key, read_cached_key
+
+    a, space = story["a"], story["space"]
+    ok(a.kint("pull"))
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "pending-change", {"rule": "kept"})
+    space_id = json.loads((a.kint_home / f"enrol-{space}.json").read_text())["space"]
+    key = read_cached_key(a.kint_home, space_id).dek
+    cache_data_key(a.kint_home, space_id, key, ttl=60, now=time.time() - 86400)
+    for op, code in (("push", 3), ("pull", 5)):
+        out = a.kint(op)
+        assert out.returncode == code and "[NO_DATA_KEY]" in out.stderr, out.stderr
+        assert "expired" in out.stderr and "nothing was dropped" in out.stderr
+    rows = _query(a.sibyl_db, "select body from entities where name = 'pending-change'")
+    assert rows == [('{"rule":"kept"}',)]
+    cache_data_key(a.kint_home, space_id, key)
+    assert kjson(a, "push")["pushed"] >= 1

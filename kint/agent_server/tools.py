@@ -19,6 +19,51 @@ def _forward(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {"ok": False, "error": err.code, "message": err.message, "hint": err.hint}
 
 
+def human_steps(owner: str | None) -> list[str]:
+    who = owner or "0x..."
+    return [
+        f"EOA wallet (Ledger, MetaMask, Rabby, keystore): kint canonical-payload --owner {who} "
+        f"> kint-canonical.json && cast wallet sign --data --from-file kint-canonical.json "
+        f"--ledger | kint connect --owner {who} --signature -",
+        f"Base Account / smart wallet owner: kint connect --owner {who} --smart-account "
+        f"--passphrase-stdin",
+        f"Lost both? kint connect --owner {who} --recovery-code-stdin",
+    ]
+
+
+def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: str | None,
+                 owner: str | None, dev: bool) -> dict[str, Any]:
+    """memory_connect as v0.3.0's 08-tools.md gives it."""
+    if recovery_code is None and passphrase is None and not dev:
+        status = session.call("status", {"keys": True}, timeout_s=30)
+        known = status.get("owner") or owner
+        if status.get("data_key_cached") and status.get("owner"):
+            return {"connected": True, "owner": status["owner"]}
+        return {"connected": False, "owner": known, "human_steps": human_steps(known)}
+    args: dict[str, Any] = {}
+    if dev:
+        args["dev"] = True
+    else:
+        known = owner or session.call("status", {"keys": True}, timeout_s=30).get("owner")
+        if not known:
+            raise KintError("OWNER_REQUIRED", "no owner was passed and none is enrolled",
+                            "pass owner=0x... (the owner wallet's address)")
+        args["owner"] = known
+        if recovery_code is not None:
+            args["recovery_code"] = recovery_code
+        else:
+            args["passphrase"] = passphrase
+    result = session.call("connect", args, timeout_s=300)
+    out = {"connected": True, "owner": result["owner"], "space": result["space"],
+           "kek_tag8": result.get("key_tag") or "none", "fresh_vault": result["fresh_vault"],
+           "dek_source": result["source"]}
+    if result.get("recovery_file"):
+        out["recovery_code_file"] = result["recovery_file"]
+        out["note"] = ("a fresh vault: copy the recovery code in that file somewhere that is "
+                       "not this machine")
+    return out
+
+
 def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None:
     @mcp.tool()
     def memory_status() -> dict[str, Any]:
@@ -28,16 +73,16 @@ def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None
         return _forward(lambda: session.call("status", {"chain": True}, timeout_s=30))
 
     @mcp.tool()
-    def memory_connect(dev: bool = False, recovery_code: str | None = None,
-                       owner: str | None = None) -> dict[str, Any]:
-        """Enrol this machine: `dev` on the local devchain, or `recovery_code` with the
-        `owner` address to restore on a new machine."""
-        args: dict[str, Any] = {"dev": dev}
-        if recovery_code is not None:
-            args["recovery_code"] = recovery_code
-        if owner is not None:
-            args["owner"] = owner
-        return _forward(lambda: session.call("connect", args, timeout_s=300))
+    def memory_connect(passphrase: str | None = None, recovery_code: str | None = None,
+                       owner: str | None = None, dev: bool = False) -> dict[str, Any]:
+        """Connect this machine to the owner's vault, or say exactly what the human must
+        run. `passphrase` is a Base Account owner's vault passphrase, `recovery_code` the
+        recovery code (used first when both are given); `owner` is required on the first
+        connect. The wallet's derive signature is never accepted here: it travels on stdin
+        through `kint connect --signature -`. Anything typed into an agent chat lands in
+        the transcript: prefer the terminal. `dev` (a kint extension, devchain only) makes a
+        throwaway owner."""
+        return _forward(lambda: connect_tool(session, passphrase, recovery_code, owner, dev))
 
     @mcp.tool()
     def memory_pull(full: bool = False, discard_local: bool = False) -> dict[str, Any]:

@@ -43,7 +43,8 @@ def read_secret_file(path: str, what: str) -> str:
         with open(path, encoding="utf-8") as fh:
             data = fh.read(MAX_SECRET_BYTES + 1)
     except FileNotFoundError:
-        _refuse(f"{what} file {path} does not exist (--signature takes `-` for stdin or a "
+        # The path is not echoed: a user who pasted the secret itself would see it again.
+        _refuse(f"{what} file given does not exist (--signature takes `-` for stdin or a "
                 f"path, never the signature itself)")
     except (OSError, UnicodeDecodeError) as err:
         _refuse(f"{what} file {path} cannot be read: {err}")

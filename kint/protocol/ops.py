@@ -95,7 +95,7 @@ OPS: dict[str, OpSpec] = _ops(
     # Served by the space's worker.
     OpSpec("status", "worker", "the space's tenant, store, row counts and kint files; with "
            "`chain`, the heads, in_step, unanchored changes, the hold and the cap too",
-           30_000, needs_space=True, args={"chain": ArgSpec("bool")}),
+           30_000, needs_space=True, args={"chain": ArgSpec("bool"), "keys": ArgSpec("bool")}),
     OpSpec("verify", "worker", "check recalled rows against what was anchored: proceed or "
            "refuse", 120_000, needs_space=True, args={
                "query": ArgSpec("str", required=True, max_chars=4096),

@@ -45,6 +45,8 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         else:
             files[name] = os.path.exists(path)
     extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
+    if args.get("chain") or args.get("keys"):
+        extra.update(_key_status(ctx))
     return {
         **extra,
         "tenant": cfg.tenant,
@@ -90,6 +92,23 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
             "contract": enrolment.contract if enrolment else None,
             "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
             "in_step": in_step, "unanchored": unanchored}
+
+
+def _key_status(ctx: SpaceContext) -> dict[str, Any]:
+    """The owner this space is enrolled under and whether its data key is cached."""
+    from kint.custody.errors import CustodyError
+    from kint.custody.vault_cache import CachedKey, read_cached_key
+
+    try:
+        enrolment = ctx.enrolment()
+    except CorruptStateFile as err:
+        return {"owner": None, "data_key_cached": False, "key_error": str(err)}
+    try:
+        cached = isinstance(read_cached_key(ctx.config.home, ctx.config.space_id), CachedKey)
+    except CustodyError as err:
+        return {"owner": enrolment.owner if enrolment else None, "data_key_cached": False,
+                "key_error": str(err)}
+    return {"owner": enrolment.owner if enrolment else None, "data_key_cached": cached}
 
 
 def _cap(ctx: SpaceContext) -> dict[str, Any]:

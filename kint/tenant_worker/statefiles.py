@@ -413,8 +413,10 @@ def apply_rows(mirror: Mirror | None, space_id: str, plaintext: Plaintext) -> Mi
         before = old.get(cid)
         provenance = before.seq if before is not None and before.leaf == leaf else seq
         rows[cid] = MirrorRow(row=row, leaf=leaf, seq=provenance)
-    return Mirror(space_id=space_id, anchored_root=plaintext.rows_root,
-                  skipped=list(mirror.skipped) if mirror is not None else [], rows=rows)
+    # A snapshot is the whole state: an epoch skipped before it no longer leaves a gap.
+    skipped = list(mirror.skipped) if mirror is not None and not plaintext.snapshot else []
+    return Mirror(space_id=space_id, anchored_root=plaintext.rows_root, skipped=skipped,
+                  rows=rows)
 
 
 def record_epoch(state: SpaceState, raw: bytes, plaintext: Plaintext, ciphertext: bytes,

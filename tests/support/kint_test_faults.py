@@ -6,7 +6,7 @@ It wraps, inside the worker process only, the functions a push goes through:
 - `before_send`:        `Anchor.send_raw`, before the signed transaction is sent;
 - `after_send`:         `Anchor.send_raw`, once the endpoint accepted the transaction;
 - `after_receipt`:      `Anchor.wait`, once the confirmed receipt is back;
-- `after_mirror_save`:  `record_epoch` as `kint.tenant_worker.push` imported it, once the
+- `after_mirror_save`:  `record_epoch` as `kint.tenant_worker.pending` imported it, once the
                         epoch is cached, the mirror saved and the watermark raised (the
                         pending file is still there).
 
@@ -72,13 +72,13 @@ def _around(fn: Callable[..., Any], before: str | None, after: str | None) -> Ca
 
 def _install() -> None:
     from kint.chain.anchor import Anchor
-    from kint.tenant_worker import push
+    from kint.tenant_worker import pending
 
     if getattr(Anchor.send_raw, "__kint_test_faults__", False):
         return
     Anchor.send_raw = _around(Anchor.send_raw, "before_send", "after_send")  # type: ignore
     Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore
-    push.record_epoch = _around(push.record_epoch, None, "after_mirror_save")
+    pending.record_epoch = _around(pending.record_epoch, None, "after_mirror_save")
 
 
 _install()
