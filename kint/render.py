@@ -116,8 +116,9 @@ def space_status_text(result: dict[str, Any]) -> str:
             there = f"unavailable ({result.get('chain_head_unavailable')})"
         step = "in step" if result.get("in_step") else "NOT in step: pull"
         chain_lines = [f"owner:   {result['owner']}",
-                       f"keys:    session {result.get('session')} (funds the writer), "
-                       f"writer {result.get('writer')}",
+                       f"keys:    session key {result.get('session')} (pays for every push); "
+                       f"data key {'cached' if result.get('data_key_cached') else 'NOT cached'}",
+                       f"contract: {result.get('contract')}",
                        f"head:    this machine {here}; chain {there}; {step}",
                        f"changes: {result.get('unanchored')} unanchored row change(s)"]
     else:
