@@ -44,28 +44,33 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
 
 
 @click.command("push")
+@click.option("--confirmations", type=click.IntRange(1, 64), default=None,
+              help=CONFIRMATIONS_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Read the chain head and report what would be anchored; send nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def push_cmd(obj: Ctx, dry_run: bool, as_json: bool) -> None:
+def push_cmd(obj: Ctx, confirmations: int | None, dry_run: bool, as_json: bool) -> None:
     """Anchor the store's changes on Base: one transaction per epoch from this machine's
     session key. Never held: from a terminal, push anchors what the store holds."""
-    _push(obj, "push", {"dry_run": dry_run}, as_json)
+    _push(obj, "push", {"dry_run": dry_run, "confirmations": confirmations}, as_json)
 
 
 @click.command("compact")
+@click.option("--confirmations", type=click.IntRange(1, 64), default=None,
+              help=CONFIRMATIONS_HELP)
 @click.option("--over-skipped", is_flag=True,
               help="Anchor the snapshot on the chain head even though the last pull stopped "
                    "at an epoch this machine could not apply.")
 @click.option("--dry-run", is_flag=True, help="Report what would be anchored; send nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def compact_cmd(obj: Ctx, over_skipped: bool, dry_run: bool, as_json: bool) -> None:
+def compact_cmd(obj: Ctx, confirmations: int | None, over_skipped: bool, dry_run: bool,
+                as_json: bool) -> None:
     """Anchor one snapshot epoch carrying the whole state, even when nothing changed: a cold
     start stops at the newest snapshot."""
-    _push(obj, "compact", {"snapshot": True, "over_skipped": over_skipped, "dry_run": dry_run},
-          as_json)
+    _push(obj, "compact", {"snapshot": True, "over_skipped": over_skipped, "dry_run": dry_run,
+                           "confirmations": confirmations}, as_json)
 
 
 @click.command("pull")
@@ -98,6 +103,8 @@ def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
 
 
 @click.command("rekey")
+@click.option("--confirmations", type=click.IntRange(1, 64), default=None,
+              help=CONFIRMATIONS_HELP)
 @click.option("--signature", default=None, metavar="-|PATH",
               help="`-` reads the 65-byte hex derive signature from stdin; a path is read, "
                    "then unlinked.")
@@ -122,7 +129,8 @@ def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
 @click.pass_obj
 def rekey_cmd(obj: Ctx, signature: str | None, signature_file: str | None, smart_account: bool,
               passphrase_stdin: bool, passphrase_prompt: bool, add_passphrase: bool,
-              drop_missing: bool, over_skipped: bool, as_json: bool) -> None:
+              drop_missing: bool, over_skipped: bool, confirmations: int | None,
+              as_json: bool) -> None:
     """Rotate the data key: a new key wrapped under every key supplied, one snapshot epoch
     sealed under it, and a new recovery code. Nothing on this machine changes until the
     snapshot is on Base. CLI only: no MCP tool rotates the key."""
@@ -130,7 +138,7 @@ def rekey_cmd(obj: Ctx, signature: str | None, signature_file: str | None, smart
         usage("--passphrase-stdin and --signature - cannot share stdin: use "
               "--passphrase-prompt or --signature-file")
     args: dict = {"drop_missing": drop_missing, "over_skipped": over_skipped,
-                  "offline": _offline()}
+                  "offline": _offline(), "confirmations": confirmations}
     sig = read_signature(signature, signature_file)
     if sig is not None:
         args["signature"] = sig

@@ -19,6 +19,7 @@ worker starts.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from eth_hash.auto import keccak
@@ -57,7 +58,8 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         with head_op(ctx):
             return _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                          over_skipped=bool(args.get("over_skipped")),
-                         dry_run=bool(args.get("dry_run")))
+                         dry_run=bool(args.get("dry_run")),
+                         confirmations=args.get("confirmations"))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
     except custody_errors.CustodyError as err:
@@ -79,7 +81,8 @@ def sender_for(ctx: SpaceContext, anchor: Anchor) -> SessionSender:
 
 def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, *,
           over_skipped: bool = False, dry_run: bool = False,
-          new_key: tuple[bytes, tuple[Any, ...]] | None = None) -> dict[str, Any]:
+          new_key: tuple[bytes, tuple[Any, ...]] | None = None,
+          confirmations: int | None = None) -> dict[str, Any]:
     """The push itself. `hold_reason` (watcher, exit, tool) marks a server-side push: it
     passes the hold first. A push from a terminal has none and is never held.
     `over_skipped` (compact and rekey from a terminal only) chains a snapshot on the chain
@@ -103,6 +106,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     wraps = local.wraps
     if new_key is not None:
         key, wraps = new_key
+    if confirmations is not None:
+        chain = replace(chain, confirmations=confirmations)
     anchor = Anchor(chain, ctx.tracker)
     sender = sender_for(ctx, anchor)
     resolve_pending(ctx, anchor, sender, enrolment.owner)

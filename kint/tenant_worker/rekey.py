@@ -111,7 +111,7 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         dek = new_data_key()
         wraps = tuple(wrap_data_key(dek, k.kek, k.kind) for k in supplied)
         pushed = _push(ctx, True, over_skipped=bool(args.get("over_skipped")),
-                       new_key=(dek, wraps))
+                       new_key=(dek, wraps), confirmations=args.get("confirmations"))
         # The snapshot is on chain: only now does this machine move to the new key.
         write_wraps(cfg.home, cfg.space_id, dek_id(dek), wraps)
         cache_data_key(cfg.home, cfg.space_id, dek)

@@ -1,0 +1,154 @@
+"""One session key, many spaces: a stuck transaction of one space must not hold back
+another space's push beyond a retry interval (DESIGN §8, the protocol issue's item 7).
+
+Two Hermes profile stores on one machine are two spaces with two workers, and the machine's
+one session key sends for both, so they share one nonce sequence. Space P1's transaction
+gets stuck for real in two ways: its endpoint (a loopback proxy in front of the devchain)
+swallows `eth_sendRawTransaction` and never answers, or its worker is SIGKILLed after
+signing and before the broadcast. Either way P2's push, at the next nonce, is not mined
+until P1's nonce is; P2's worker re-broadcasts P1's signed transaction from the machine's
+nonce book through its own endpoint, both land, and P1 records its epoch afterwards from
+its pending file.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from chain_machines import devchain_anchor, kjson, new_machine, ok
+from conftest import KINT, sibyl_client
+from kint.spaces import space_id
+
+
+class SendSwallower:
+    """Forwards JSON-RPC to the devchain, except that once armed it reads
+    `eth_sendRawTransaction` and never answers it (until released or stopped)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream)
+        self.armed = threading.Event()
+        self.released = threading.Event()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if proxy.armed.is_set() and b"eth_sendRawTransaction" in body:
+                    proxy.released.wait(120)
+                    return  # the connection closes with no answer
+                conn = http.client.HTTPConnection(proxy.upstream.hostname,
+                                                  proxy.upstream.port, timeout=30)
+                conn.request("POST", proxy.upstream.path or "/", body,
+                             {"Content-Type": "application/json"})
+                answer = conn.getresponse().read()
+                conn.close()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, fmt: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _signed_entry(kint_home: Path, space16: str, timeout: float = 60) -> dict:
+    """The nonce-book entry of `space16` once its transaction is signed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in (kint_home / "nonces").glob("*.json"):
+            try:
+                entry = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if entry.get("space16") == space16 and entry.get("raw"):
+                return entry
+        time.sleep(0.1)
+    raise AssertionError(f"space {space16} never signed a transaction")
+
+
+def _two_profiles(sb) -> tuple[Path, Path]:
+    dbs = (sb.profile_db("p1"), sb.profile_db("p2"))
+    for i, db in enumerate(dbs, 1):
+        db.parent.mkdir(parents=True, exist_ok=True)
+        client = sibyl_client(db, sb.tenant)
+        client.set_entity("rules", f"rule-{i}", {"rule": f"profile {i}'s rule"})
+        client.storage.close()
+    return dbs
+
+
+@pytest.mark.parametrize("stuck_by", ["hung_rpc", "killed_worker"])
+def test_a_stuck_space_does_not_hold_back_another(stuck_by, tmp_path, chain_home):
+    anchor = devchain_anchor(chain_home)
+    swallower = SendSwallower(anchor.config.rpc_urls[0])
+    flag = tmp_path / "crash-flag"
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_NONCE_RETRY_SECONDS="1",
+                     KINT_RPC_TIMEOUT="60", KINT_TEST_CRASH_FLAG=str(flag))
+    p1, p2 = _two_profiles(sb)
+    space1 = space_id(sb.label(p1))
+    try:
+        extra = ["--rpc-urls", swallower.url] if stuck_by == "hung_rpc" else []
+        c1 = kjson(sb, "--db", str(p1), "connect", "--dev", *extra)
+        c2 = kjson(sb, "--db", str(p2), "connect", "--dev")
+        assert c1["session"] == c2["session"]  # one session key for the machine
+        if stuck_by == "hung_rpc":
+            swallower.armed.set()
+        else:
+            flag.write_text(f"before_send {space1[:16]}")
+        first = subprocess.Popen([KINT, "--db", str(p1), "push"], env=sb.env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        stuck = _signed_entry(sb.kint_home, space1[:16])
+        if stuck_by == "killed_worker":
+            first.wait(timeout=60)  # the worker died: the CLI got WORKER_DOWN
+            assert first.returncode != 0
+
+        # P2's push lands while P1's transaction is stuck: its worker pushed P1's through.
+        pushed = kjson(sb, "--db", str(p2), "push")
+        assert pushed["pushed"] == 1
+        assert anchor.head(c1["owner"], space1).seq == 1
+        assert anchor.w3.eth.get_transaction_count(c1["session"]) > stuck["nonce"]
+
+        # P1 finds its epoch landed and records it (from its pending file).
+        swallower.released.set()
+        if first.poll() is None:
+            first.wait(timeout=120)
+        status = kjson(sb, "--db", str(p1), "status")
+        if not status["in_step"]:
+            ok(sb.kint("--db", str(p1), "pull"))
+            status = kjson(sb, "--db", str(p1), "status")
+        assert status["in_step"] is True and status["head"]["seq"] == 1
+        assert not (sb.kint_home / f"pending-{space1[:16]}.json").exists()
+        verdict = kjson(sb, "--db", str(p1), "verify", "profile 1's rule")
+        assert verdict["decision"] == "proceed", verdict
+        text = (sb.kint_home / "supervisor.log").read_text(errors="replace")
+        if stuck_by == "hung_rpc":  # only P2's worker could push P1's transaction through
+            assert "pushed them through" in text, text[-3000:]
+        else:  # P2's worker, or P1's restarted worker from its pending file, whichever first
+            assert ("pushed them through" in text
+                    or "re-sent and recorded pending epoch 1" in text), text[-3000:]
+    finally:
+        swallower.stop()
+        sb.shutdown()
