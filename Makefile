@@ -6,9 +6,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kint-installed
 NODE_STAMP := node_modules/.kint-installed
+BROWSER_STAMP := node_modules/.kint-browser
+CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 
-.PHONY: all venv node demo test bench clean
+.PHONY: all venv node browser demo test bench clean
 
 all: venv node
 
@@ -26,11 +28,27 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $@
 
+# The authorize page's test drives Debian's chromium through the pinned playwright-core (never
+# a browser of its own download). apt-get installs it when it is missing: directly as root
+# (CI), else through sudo.
+browser: $(BROWSER_STAMP)
+
+$(BROWSER_STAMP): $(NODE_STAMP)
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  echo "installing Debian's chromium for the authorize page test"; \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium >/dev/null; \
+	fi
+	@test -x $(CHROMIUM) || { echo "make browser: $(CHROMIUM) is still missing" >&2; exit 1; }
+	@touch $@
+
 demo: venv node
 	$(VENV)/bin/kint demo
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a green run.
-test: venv node
+test: venv node browser
 	SIBYL_MEMORY_TELEMETRY=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests ran" >&2; exit 1; fi; exit $$rc
 

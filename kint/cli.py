@@ -14,6 +14,7 @@ import sys
 import click
 
 from kint import __version__
+from kint.commands.authorize import authorize_group
 from kint.commands.canonical_payload import canonical_payload_cmd
 from kint.commands.chain import compact_cmd, pull_cmd, push_cmd, recovery_code_cmd, rekey_cmd
 from kint.commands.connect import connect_cmd
@@ -53,7 +54,7 @@ def demo_cmd(keep: bool) -> None:
 
 
 for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd, push_cmd, pull_cmd,
-                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group,
+                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group, authorize_group,
                 supervisor_group, devchain_group):
     main.add_command(command)
 

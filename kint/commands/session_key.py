@@ -1,54 +1,99 @@
-"""`kint session-key rotate`: a new session key for this machine, the old one kept."""
+"""`kint session-key create | show | rotate`: this machine's session key.
+
+The session key is a plain EOA in `$KINT_HOME/session.key` (a V3 scrypt keystore, 0600,
+kint.custody.session_key) that pays for epochs and decrypts nothing. Creating and rotating
+are local: neither touches the chain, and a new key needs the owner's authorization
+(`kint authorize`) and a little ETH before it can push. `show` is the one that asks the
+chain, so a person can see at a glance whether this machine can write.
+"""
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
+from typing import Any
 
 import click
-import orjson
 
-from kint.client import KintError
-from kint.commands.common import Ctx
+from kint.commands.common import Ctx, echo_json
+from kint.chain.anchor import ChainRefused
+from kint.chain.rpc import RpcUnavailable
+from kint.commands.onchain import (checked_address, connected_owner, eth, open_anchor, refuse,
+                                   session_key_address)
+from kint.custody.errors import CustodyError
+from kint.custody.session_key import (create_session_key, rotate_session_key,
+                                      session_key_exists, session_key_path)
 from kint.paths import kint_home
 
 
 @click.group("session-key")
 def session_key_group() -> None:
-    """This machine's session key (session.key, a V3 scrypt keystore)."""
+    """This machine's session key: a plain EOA in KINT_HOME/session.key (a V3 scrypt
+    keystore, mode 0600) that signs EpochAnchor transactions and decrypts nothing. Its
+    password is the local secret: KINT_SESSION_PASSPHRASE, else the macOS Keychain item
+    dev.kint-session-key (skipped with KINT_NO_KEYCHAIN=1), else KINT_HOME/local.secret."""
 
 
-@session_key_group.command("rotate")
-@click.pass_obj
-def rotate_cmd(obj: Ctx) -> None:
-    """Make a new session key (the old one is kept as session.key.old) and move every
-    connected space on this machine to it: authorized by the owner (on the devchain, done
-    here), a new writer delegated and funded, the data key's machine wrap made again."""
-    from kint.tenant_worker import keys
-
-    home = kint_home()
+@session_key_group.command("create", short_help="Create the session key (an existing one is kept).")
+def create_cmd() -> None:
+    """Create the session key: prints `created: 0x...`, or `exists: 0x...` when there is
+    one already (it is left alone). Does not touch the chain."""
     try:
-        old, new = keys.rotate_session_key(home)
-    except keys.KeysError as err:
-        click.echo(f"kint: error: {err}", err=True)
-        sys.exit(2)
-    click.echo(f"session key rotated: {old} -> {new} (the old one is in session.key.old)")
-    failed = False
-    with obj.client() as client:
-        for enrol in sorted(home.glob("enrol-*.json")):
-            info = orjson.loads(enrol.read_bytes())
-            if not info.get("db") or not info.get("label"):
-                failed = True
-                click.echo(f"space {enrol.stem[6:]}: its enrolment predates this kint; run "
-                           f"`kint connect` for its store again", err=True)
-                continue
-            try:
-                result = client.call("reenrol", tenant=info["tenant"], db=info["db"],
-                                     space=info["label"], args={}, timeout_s=300)
-            except KintError as err:
-                failed = True
-                click.echo(f"space {enrol.stem[6:]}: {err.message}", err=True)
-                if err.hint:
-                    click.echo(f"hint: {err.hint}", err=True)
-                continue
-            click.echo(f"space {result['space']}: writer {result.get('writer', '-')}")
-    sys.exit(1 if failed else 0)
+        address, existed = create_session_key(kint_home())
+    except CustodyError as err:
+        refuse(str(err))
+    click.echo(f"{'exists' if existed else 'created'}: {address}")
+
+
+@session_key_group.command("rotate",
+                           short_help="Keep the old key as session.key.old; make a new one.")
+def rotate_cmd() -> None:
+    """Move session.key to session.key.old and create a new key. Local only: the new key
+    needs its own authorization and ETH, and the old one stays authorized on chain until
+    its expiry unless the owner revokes it (revokeSessionKey)."""
+    try:
+        old, new = rotate_session_key(kint_home())
+    except CustodyError as err:
+        refuse(str(err))
+    click.echo(f"rotated: {old or '(no previous key)'} -> {new}")
+    click.echo(f"the old keystore is {session_key_path(kint_home(), old=True)}; authorize the "
+               f"new key (kint authorize) and send it a little ETH", err=True)
+
+
+@session_key_group.command("show", short_help="JSON: address, path, balance, authorized, expiry.")
+@click.option("--owner", default=None, metavar="ADDRESS",
+              help="The owner to check the authorization against [default: the connected "
+                   "owner].")
+@click.pass_obj
+def show_cmd(obj: Ctx, owner: str | None) -> None:
+    """JSON: address, path, exists, and when the chain answers balance_wei, balance_eth,
+    and (for a known owner) authorized and expiry."""
+    home = kint_home()
+    path = session_key_path(home)
+    out: dict[str, Any] = {"address": None, "path": str(path),
+                           "exists": session_key_exists(home)}
+    if out["exists"]:
+        out["address"] = session_key_address(home)
+    owner = checked_address(owner) if owner else connected_owner(obj.tenant, obj.db, home)
+    if owner is not None:
+        out["owner"] = owner
+    if out["address"] is not None:
+        out.update(_from_chain(home, out["address"], owner))
+    echo_json(out)
+
+
+def _from_chain(home: Path, address: str, owner: str | None) -> dict[str, Any]:
+    """Balance and, for an owner, authorization: what the chain says, or nothing at all
+    when it does not answer (the local half of `show` still prints)."""
+    try:
+        anchor = open_anchor(home)
+        balance = anchor.balance(address)
+        found: dict[str, Any] = {"balance_wei": balance,
+                                 "balance_eth": eth(balance)}
+        if owner is not None:
+            found["authorized"] = anchor.can_write(owner, address)
+            found["expiry"] = anchor.session_key_expiry(owner, address)
+        return found
+    except (RpcUnavailable, ChainRefused) as err:
+        click.echo(f"kint: warning: the chain did not answer ({err}); showing the local "
+                   f"half only", err=True)
+        return {}

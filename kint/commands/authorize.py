@@ -1,0 +1,404 @@
+"""`kint authorize direct | payload | submit | page | burn-nonce`: give this machine's
+session key the right to push under an owner, on EpochAnchor.
+
+The contract lets `key` push for `owner` while sessionKeyExpiry[owner][key] is in the
+future. The lanes differ only in who signs and who pays (docs/authorize.md):
+
+- `direct`: the owner key from KINT_OWNER_KEY (the environment only, never argv) sends
+  setSessionKey(key, now + days).
+- `payload`, then `submit`: the owner signs EIP-712 typed data offline (a hardware wallet);
+  the session key submits setSessionKeyBySig and pays.
+- `page`: a one-shot page on 127.0.0.1 asks the browser's wallet to send setSessionKey.
+- `burn-nonce`: the owner re-sends the key's current expiry, which only consumes authNonce
+  and so kills any signed authorization that was never submitted.
+
+Every lane needs this machine's session key and an owner (`--owner`, else the owner this
+machine is connected to for the caller's space). The flags are also accepted before the
+action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import click
+import orjson
+from eth_account import Account
+from eth_account.messages import _hash_eip191_message, encode_typed_data
+from eth_account.signers.local import LocalAccount
+
+from kint.chain.anchor import INSUFFICIENT_FUNDS, Anchor, ChainRefused, authorization_typed_data
+from kint.chain.nonces import NonceBook
+from kint.commands.common import Ctx
+from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse, resolve_owner,
+                                   session_key_address, tx_line, when)
+from kint.commands.secrets import read_secret_file, read_stdin_line
+from kint.envsettings import env_float
+from kint.paths import kint_home
+
+OWNER_KEY_ENV = "KINT_OWNER_KEY"
+DEFAULT_DAYS = 30
+MAX_DAYS = 36500  # a hundred years: far inside uint64, and no key should need more
+DEADLINE_S = 300
+# The page lane's waits (docs: 900 s for the page, then canWrite every 3 s, 120 times).
+# Overridable for tests and slow wallets; the defaults are v0.3.0's.
+PAGE_TIMEOUT_ENV = "KINT_AUTHORIZE_PAGE_TIMEOUT"
+POLL_SECONDS_ENV = "KINT_AUTHORIZE_POLL_SECONDS"
+POLL_COUNT_ENV = "KINT_AUTHORIZE_POLL_COUNT"
+PAGE_TIMEOUT_S = 900.0
+POLL_SECONDS = 3.0
+POLL_COUNT = 120
+_PRE = "kint.authorize.pre"
+
+
+# -- the flags, accepted before or after the action -------------------------------------------
+
+
+def _pre_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The lanes' flags on the group too (hidden), for `kint authorize --days 7 direct`."""
+    for flag, kw in reversed([
+            ("--owner", {}), ("--days", {"type": int}), ("--deadline", {"type": int}),
+            ("--expiry", {"type": int}), ("--signature", {})]):
+        fn = click.option(flag, default=None, hidden=True, **kw)(fn)
+    return fn
+
+
+def _flag(ctx: click.Context, name: str, value: Any, applies: bool = True) -> Any:
+    """The subcommand's value, else the one given before the action. A flag given before
+    an action it does not apply to is refused rather than silently ignored."""
+    pre = ctx.meta.get(_PRE, {})
+    if name in pre and not applies:
+        refuse(f"--{name} does not apply to `kint authorize {ctx.info_name}`")
+    return value if value is not None else pre.get(name)
+
+
+def _days(ctx: click.Context, days: int | None) -> int:
+    value = _flag(ctx, "days", days)
+    value = DEFAULT_DAYS if value is None else value
+    if value < 1:
+        refuse(f"--days {value}: the authorization must last at least one day")
+    if value > MAX_DAYS:
+        refuse(f"--days {value} is more than {MAX_DAYS} days; authorize again when it expires")
+    return value
+
+
+def _no_others(ctx: click.Context, *names: str) -> None:
+    for name in names:
+        _flag(ctx, name, None, applies=False)
+
+
+owner_option = click.option(
+    "--owner", default=None, metavar="ADDRESS",
+    help="The owner wallet address [default: the connected owner].")
+days_option = click.option(
+    "--days", type=int, default=None, metavar="N",
+    help=f"The authorization's lifetime in days, from now [default: {DEFAULT_DAYS}].")
+
+
+@click.group("authorize")
+@_pre_options
+@click.pass_context
+def authorize_group(ctx: click.Context, **pre: Any) -> None:
+    """Authorize this machine's session key to push under the owner, in one of five lanes.
+    Every lane needs a session key (kint session-key create) and an owner (--owner, else
+    the connected owner)."""
+    ctx.meta[_PRE] = {k: v for k, v in pre.items() if v is not None}
+
+
+# -- shared steps -----------------------------------------------------------------------------
+
+
+def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
+    obj: Ctx = ctx.find_object(Ctx) or Ctx(None, None, False)
+    home = kint_home()
+    owner_addr = resolve_owner(_flag(ctx, "owner", owner), obj.tenant, obj.db, home)
+    return owner_addr, session_key_address(home)
+
+
+def _owner_account(owner: str) -> LocalAccount:
+    """The owner's key from KINT_OWNER_KEY, refused unless it is the owner's. The value is
+    never printed, and is read from the environment only."""
+    raw = os.environ.get(OWNER_KEY_ENV, "").strip()
+    if not raw:
+        refuse(f"{OWNER_KEY_ENV} is not set: this lane reads the owner's private key from the "
+               f"environment (never argv)")
+    try:
+        account: LocalAccount = Account.from_key(raw if raw.startswith("0x") else "0x" + raw)
+    except Exception:
+        refuse(f"{OWNER_KEY_ENV} is not a private key (32 bytes as 64 hex characters)")
+    if account.address != owner:
+        refuse(f"{OWNER_KEY_ENV} is {account.address}, not the owner {owner}")
+    return account
+
+
+def _send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> Any:
+    """Send owner calldata to EpochAnchor and wait for it, with the refusals a person can
+    act on."""
+    try:
+        return anchor.transact(account, calldata)
+    except ChainRefused as err:
+        if err.error == INSUFFICIENT_FUNDS:
+            refuse(f"the owner {account.address} cannot pay for the transaction: send it a "
+                   f"little ETH on chain {anchor.config.chain_id}")
+        refuse(f"EpochAnchor refused the owner's transaction ({err})")
+
+
+def _funding_hint(anchor: Anchor, key: str) -> None:
+    """An authorized key still pays for its own pushes: say so when it holds nothing."""
+    try:
+        empty = anchor.balance(key) == 0
+    except Exception:  # noqa: BLE001 - a hint, never a failure
+        return
+    if empty:
+        click.echo(f"the session key {key} holds no ETH yet: send it a little on chain "
+                   f"{anchor.config.chain_id} before it pushes", err=True)
+
+
+def _expiry_line(owner: str, key: str, expiry: int) -> str:
+    return (f"authorized: session key {key} may push for owner {owner} until {when(expiry)} "
+            f"(expiry {expiry})")
+
+
+# -- direct -----------------------------------------------------------------------------------
+
+
+@authorize_group.command("direct",
+                         short_help="The owner key in KINT_OWNER_KEY sends setSessionKey.")
+@owner_option
+@days_option
+@click.pass_context
+def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
+    """The owner key in KINT_OWNER_KEY (environment only) sends setSessionKey(key, now +
+    days) and pays. Refused when that key is not the owner's."""
+    _no_others(ctx, "deadline", "expiry", "signature")
+    days_n = _days(ctx, days)
+    owner_addr, key = _owner_and_key(ctx, owner)
+    account = _owner_account(owner_addr)
+    with chain_errors("authorize direct"):
+        anchor = open_anchor(kint_home())
+        expiry = chain_now(anchor) + days_n * 86400
+        receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
+    click.echo(_expiry_line(owner_addr, key, expiry))
+    click.echo(tx_line(receipt, f"the owner {owner_addr}"))
+    _funding_hint(anchor, key)
+
+
+# -- burn-nonce -------------------------------------------------------------------------------
+
+
+@authorize_group.command("burn-nonce", short_help="Consume authNonce: unsubmitted signatures die.")
+@owner_option
+@click.pass_context
+def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
+    """The owner key in KINT_OWNER_KEY re-sends setSessionKey with the key's current expiry:
+    nothing changes but authNonce, so every signed, unsubmitted authorization dies."""
+    _no_others(ctx, "days", "deadline", "expiry", "signature")
+    owner_addr, key = _owner_and_key(ctx, owner)
+    account = _owner_account(owner_addr)
+    with chain_errors("authorize burn-nonce"):
+        anchor = open_anchor(kint_home())
+        current = anchor.session_key_expiry(owner_addr, key)
+        receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, current))
+        nonce = anchor.auth_nonce(owner_addr)
+    click.echo(f"nonce consumed: authNonce({owner_addr}) is now {nonce}")
+    click.echo(tx_line(receipt, f"the owner {owner_addr}"))
+
+
+# -- payload and submit -----------------------------------------------------------------------
+
+
+def _typed_data_hash(typed: dict[str, Any]) -> str:
+    return _hash_eip191_message(encode_typed_data(full_message=typed)).hex()
+
+
+@authorize_group.command("payload", short_help="Print the typed data the owner signs offline.")
+@owner_option
+@days_option
+@click.pass_context
+def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
+    """Print the SessionKeyAuthorization typed data for the owner to sign offline (stdout,
+    one line, as `cast wallet sign --data --from-file` reads it), with authNonce(owner) from
+    the chain and a deadline 300 s out. The nonce, deadline, expiry and the `submit` line
+    go to stderr."""
+    _no_others(ctx, "deadline", "expiry", "signature")
+    days_n = _days(ctx, days)
+    owner_addr, key = _owner_and_key(ctx, owner)
+    with chain_errors("authorize payload"):
+        anchor = open_anchor(kint_home())
+        now = chain_now(anchor)
+        expiry, deadline = now + days_n * 86400, now + DEADLINE_S
+        nonce = anchor.auth_nonce(owner_addr)
+        typed = authorization_typed_data(anchor.config.chain_id, anchor.address, owner_addr,
+                                         key, expiry, nonce, deadline)
+        # The contract computes the digest itself: a payload it would not accept (another
+        # contract at that address, another chain) is refused here, before anyone signs.
+        onchain = anchor.authorization_digest(owner_addr, key, expiry, nonce, deadline)
+    if onchain != _typed_data_hash(typed):
+        refuse(f"the contract at {anchor.address} computes another digest for this "
+               f"authorization than kint's typed data: it is not the EpochAnchor kint knows")
+    click.echo(orjson.dumps(typed).decode())
+    click.echo(f"authNonce({owner_addr}): {nonce}", err=True)
+    click.echo(f"deadline: {deadline} ({when(deadline)}, {DEADLINE_S} s from now: submit "
+               f"before then)", err=True)
+    click.echo(f"expiry: {expiry} ({when(expiry)}, {days_n} days)", err=True)
+    click.echo("sign it with the owner wallet and pipe the signature to:", err=True)
+    click.echo(f"kint authorize submit --owner {owner_addr} --deadline {deadline} --expiry "
+               f"{expiry} --signature -", err=True)
+
+
+def _read_signature(source: str) -> bytes:
+    """`-` reads stdin; anything else is a path, read and then deleted (09-cli.md)."""
+    text = (read_stdin_line("the signature") if source == "-"
+            else read_secret_file(source, "the signature"))
+    hex_text = text[2:] if text.lower().startswith("0x") else text
+    try:
+        signature = bytes.fromhex(hex_text)
+    except ValueError:
+        refuse("the signature is not hex (65 bytes for an EOA owner; an ERC-1271 account's "
+               "may be longer)")
+    if not signature:
+        refuse("the signature is empty")
+    return signature
+
+
+def _submit_refusal(err: ChainRefused, anchor: Anchor, owner: str, key: str, deadline: int,
+                    expiry: int) -> str:
+    if err.error == "AuthorizationExpired":
+        return (f"EpochAnchor refused the authorization: its deadline {deadline} "
+                f"({when(deadline)}) has passed (AuthorizationExpired); run kint authorize "
+                f"payload again and submit within {DEADLINE_S} s")
+    if err.error == "BadSignature":
+        try:
+            nonce: Any = anchor.auth_nonce(owner)
+        except Exception:  # noqa: BLE001 - the refusal matters, the nonce only explains it
+            nonce = "?"
+        return (f"EpochAnchor refused the signature (BadSignature): it does not verify for "
+                f"owner {owner}, key {key}, expiry {expiry}, deadline {deadline} at "
+                f"authNonce {nonce}; it was signed over other values, already used, or "
+                f"cancelled by an owner transaction (burn-nonce); run kint authorize payload "
+                f"again")
+    return f"EpochAnchor refused setSessionKeyBySig ({err})"
+
+
+@authorize_group.command("submit", short_help="Send the owner's signature from the session key.")
+@owner_option
+@click.option("--deadline", type=int, default=None, metavar="UNIX",
+              help="The deadline `payload` printed.")
+@click.option("--expiry", type=int, default=None, metavar="UNIX",
+              help="The expiry `payload` printed.")
+@click.option("--signature", default=None, metavar="-|PATH",
+              help="The owner's authorization signature: `-` reads stdin, a path is read "
+                   "then deleted [default: -].")
+@click.pass_context
+def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
+               expiry: int | None, signature: str | None) -> None:
+    """Send setSessionKeyBySig from the session key, which pays the gas, with the owner's
+    signature over the typed data `payload` printed. Works once: authNonce moves on."""
+    _no_others(ctx, "days")
+    deadline = _flag(ctx, "deadline", deadline)
+    expiry = _flag(ctx, "expiry", expiry)
+    if deadline is None or expiry is None:
+        refuse("--deadline and --expiry are required: pass the values kint authorize payload "
+               "printed")
+    if not 0 <= expiry < 2**64 or deadline < 0:
+        refuse("--expiry and --deadline are unix times (expiry a uint64): pass the values kint "
+               "authorize payload printed")
+    owner_addr, key = _owner_and_key(ctx, owner)
+    sig = _read_signature(_flag(ctx, "signature", signature) or "-")
+    home = kint_home()
+    with chain_errors("authorize submit"):
+        from kint.custody.session_key import unlock_session_key
+        from kint.protocol import ProtocolError
+        from kint.tenant_worker.session_sender import SessionSender
+
+        anchor = open_anchor(home)
+        account = unlock_session_key(home)
+        sender = SessionSender(anchor, account, NonceBook(home), "machine")
+        calldata = anchor.encode_set_session_key_by_sig(owner_addr, key, expiry, deadline, sig)
+        try:
+            signed = sender.sign(calldata, "nothing was sent")
+            receipt = sender.wait(sender.send(signed), signed)
+        except ChainRefused as err:
+            refuse(_submit_refusal(err, anchor, owner_addr, key, deadline, expiry))
+        except ProtocolError as err:
+            refuse(f"{err}; {err.hint}" if getattr(err, "hint", None) else str(err))
+        nonce = anchor.auth_nonce(owner_addr)
+    click.echo(_expiry_line(owner_addr, key, expiry))
+    click.echo(tx_line(receipt, f"the session key {key}"))
+    click.echo(f"authNonce({owner_addr}) is now {nonce}")
+
+
+# -- page -------------------------------------------------------------------------------------
+
+
+@authorize_group.command("page", short_help="A loopback page: the browser wallet authorizes.")
+@owner_option
+@days_option
+@click.pass_context
+def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
+    """Serve one page on 127.0.0.1 (random port, 32-byte token in the path) that asks the
+    browser's wallet (EIP-6963, or the bundled Base Account SDK) to send setSessionKey(key,
+    now + days) from the owner; then poll canWrite(owner, key) every 3 s, 120 times. The
+    page refuses any account but the owner; no secret crosses it."""
+    from kint.authorize_page.server import AuthorizePage, PageRequest
+
+    _no_others(ctx, "deadline", "expiry", "signature")
+    days_n = _days(ctx, days)
+    owner_addr, key = _owner_and_key(ctx, owner)
+    timeout = env_float(PAGE_TIMEOUT_ENV, PAGE_TIMEOUT_S, minimum=1.0)
+    interval = env_float(POLL_SECONDS_ENV, POLL_SECONDS, minimum=0.05)
+    count = max(1, int(env_float(POLL_COUNT_ENV, POLL_COUNT, minimum=1)))
+    with chain_errors("authorize page"):
+        anchor = open_anchor(kint_home())
+        expiry = chain_now(anchor) + days_n * 86400
+        request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
+                              chain_id=anchor.config.chain_id, anchor=anchor.address,
+                              calldata="0x" + anchor.encode_set_session_key(key, expiry).hex())
+    page = AuthorizePage(request, on_refused=lambda why: click.echo(
+        f"kint: warning: refused a result sent to the page server: {why}", err=True))
+    try:
+        url = page.start()
+        click.echo(f"open this page in the browser that holds the owner wallet {owner_addr}:")
+        click.echo(f"  {url}")
+        click.echo(f"it asks the wallet to send setSessionKey({key}, {expiry}) to EpochAnchor "
+                   f"{anchor.address} on chain {anchor.config.chain_id}; waiting up to "
+                   f"{timeout:g} s", err=True)
+        result = page.wait(timeout)
+    except KeyboardInterrupt:
+        refuse("stopped; the page server is closed")
+    finally:
+        page.close()
+    if result is None:
+        refuse(f"no result from the page within {timeout:g} s; the page server is closed: run "
+               f"kint authorize page again")
+    click.echo(f"the wallet reported transaction {result.tx}; checking canWrite({owner_addr}, "
+               f"{key}) every {interval:g} s, up to {count} times", err=True)
+    authorized, last_error = _poll_can_write(anchor, owner_addr, key, interval, count)
+    if not authorized:
+        why = f" (last error: {last_error})" if last_error else ""
+        refuse(f"canWrite({owner_addr}, {key}) is still false after {count} checks{why}: look "
+               f"up the transaction in the wallet, then kint session-key show")
+    with chain_errors("authorize page"):
+        expiry_now = anchor.session_key_expiry(owner_addr, key)
+    click.echo(_expiry_line(owner_addr, key, expiry_now))
+    _funding_hint(anchor, key)
+
+
+def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
+                    count: int) -> tuple[bool, str | None]:
+    """canWrite(owner, key) up to `count` times, `interval` apart. A check the chain does
+    not answer counts as a miss, not as the end: the transaction may land meanwhile."""
+    from kint.chain.rpc import RpcUnavailable
+
+    last_error = None
+    for attempt in range(count):
+        try:
+            if anchor.can_write(owner, key):
+                return True, None
+        except RpcUnavailable as err:
+            last_error = str(err)
+        if attempt + 1 < count:
+            time.sleep(interval)
+    return False, last_error

@@ -1,0 +1,152 @@
+"""What `kint session-key` and `kint authorize` share: the owner they act for, the chain
+they talk to, this machine's session key, and one way to refuse.
+
+Why these run in the CLI process and not in a space's worker: they act for the machine
+(one session key serves every space) and for an owner, not for a store, and each is one
+short exchange with the chain that a terminal user waits for. No supervisor is needed.
+
+Every refusal is one line on stderr, `kint: error: ...`, with exit status 2 (09-cli.md's
+status table: a refusal from `authorize` is an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import sys
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+import orjson
+from eth_utils import is_address, to_checksum_address
+from web3 import Web3
+from web3.exceptions import Web3Exception
+
+from kint import spaces
+from kint.chain.anchor import Anchor, bounded
+from kint.chain.config import ChainConfigError, load_chain_config
+from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.commands.exit_codes import ERROR
+from kint.custody.errors import CustodyError
+from kint.custody.session_key import session_address
+from kint.paths import UnsafePathError, space_files
+
+
+def refuse(message: str) -> NoReturn:
+    """One line on stderr and exit 2."""
+    click.echo(f"kint: error: {message}", err=True)
+    sys.exit(ERROR)
+
+
+def checked_address(value: str, flag: str = "--owner") -> str:
+    """`value` checksummed, or a refusal naming the flag."""
+    if not is_address(value):
+        refuse(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
+    return to_checksum_address(value)
+
+
+def connected_owner(tenant: str | None, db: str | None, home: Path) -> str | None:
+    """The owner this machine is connected to for the caller's space: the `owner` field of
+    `enrol-<space16>.json`, or None when this space is not connected here."""
+    ref = spaces.resolve(tenant, db)
+    path = space_files(home, ref.space16)["enrol"]
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError):
+        refuse(f"{path} cannot be read as JSON; pass --owner 0x... or run kint connect again")
+    owner = data.get("owner") if isinstance(data, dict) else None
+    if not isinstance(owner, str) or not is_address(owner):
+        refuse(f"{path} names no owner address; pass --owner 0x... or run kint connect again")
+    return to_checksum_address(owner)
+
+
+def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
+                  home: Path) -> str:
+    """`--owner` when given, else the connected owner; a refusal when there is neither."""
+    if explicit:
+        return checked_address(explicit)
+    owner = connected_owner(tenant, db, home)
+    if owner is None:
+        ref = spaces.resolve(tenant, db)
+        refuse(f"--owner 0x... is required: this machine is not connected for space "
+               f"{ref.space16} (tenant {ref.tenant})")
+    return owner
+
+
+def session_key_address(home: Path) -> str:
+    """This machine's session key address, read from the keystore without unlocking it."""
+    try:
+        return session_address(home)
+    except CustodyError as err:
+        refuse(str(err))
+
+
+def open_anchor(home: Path) -> Anchor:
+    """EpochAnchor on the chain this machine is configured for (a devchain under KINT_HOME,
+    or Base)."""
+    try:
+        return Anchor(load_chain_config(home), RpcTracker())
+    except ChainConfigError as err:
+        refuse(str(err))
+
+
+@contextlib.contextmanager
+def chain_errors(what: str) -> Iterator[None]:
+    """Turn the chain's and the custody's failures into one-line refusals."""
+    try:
+        yield
+    except RpcUnavailable as err:
+        refuse(f"{what}: the chain did not answer ({err})")
+    except (CustodyError, UnsafePathError, ChainConfigError) as err:
+        refuse(str(err))
+    except Web3Exception as err:  # e.g. KINT_CONTRACT names something that is not EpochAnchor
+        refuse(f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "
+               f"{str(err)[:200]})")
+
+
+def chain_now(anchor: Anchor) -> int:
+    """Now, as the contract will see it: the later of this clock and the newest block.
+
+    The contract compares expiries and deadlines with block.timestamp, so a deadline must
+    never start from a clock behind the chain's; a chain whose newest block is old (an idle
+    devchain mines only on demand) must not pull it into the past either."""
+    block = bounded(lambda: anchor.w3.eth.get_block("latest"), "reading the newest block")
+    return max(int(time.time()), int(block["timestamp"]))
+
+
+def when(unix: int) -> str:
+    """A unix time as UTC ISO 8601, for people."""
+    stamp = _dt.datetime.fromtimestamp(int(unix), tz=_dt.timezone.utc)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def eth(wei: int) -> str:
+    """Wei as an exact decimal ETH string, trailing zeros dropped ("0" for none)."""
+    value = Web3.from_wei(int(wei), "ether")
+    text = format(Decimal(value).normalize(), "f")
+    return text
+
+
+def receipt_cost(receipt: Any) -> int:
+    """What a mined transaction cost its sender in wei: gas used times the effective price,
+    plus the L1 data fee an OP-stack chain such as Base adds to its receipts."""
+    cost = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice") or 0)
+    l1_fee = receipt.get("l1Fee")
+    if l1_fee is not None:
+        cost += int(l1_fee, 16) if isinstance(l1_fee, str) else int(l1_fee)
+    return cost
+
+
+def tx_line(receipt: Any, payer: str) -> str:
+    """`tx 0x..., block N, cost X ETH (paid by ...)`."""
+    tx_hash = receipt["transactionHash"]
+    shown = tx_hash.hex() if isinstance(tx_hash, (bytes, bytearray)) else str(tx_hash)
+    shown = shown if shown.startswith("0x") else "0x" + shown
+    return (f"tx {shown}, block {int(receipt['blockNumber'])}, cost {eth(receipt_cost(receipt))} "
+            f"ETH (paid by {payer})")

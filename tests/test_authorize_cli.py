@@ -1,0 +1,266 @@
+"""`kint session-key` and the CLI lanes of `kint authorize` on the session's devchain.
+
+Each lane authorizes a real session key on a real EpochAnchor (anvil on 127.0.0.1), driven
+through the `kint` command as a user runs it, in a machine of its own (HOME, KINT_HOME). The
+owner's signature in the payload lane is made outside kint, with eth-account over the typed
+data kint printed. The refusals and messages are kint v0.3.0's (docs: keys, contract, cli).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+
+import pytest
+from eth_account import Account
+
+from authorize_support import ADDRESS, Machine, new_machine
+from conftest import TENANT
+from kint.spaces import space_id
+
+DAY = 86400
+
+
+@pytest.fixture
+def machine(tmp_path, chain_home) -> Machine:
+    return new_machine(tmp_path / "machine", chain_home)
+
+
+def ok(out):
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
+    return out
+
+
+def refused(out, text: str):
+    assert out.returncode == 2, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
+    assert text in out.stderr, out.stderr
+    return out
+
+
+def sign(owner, typed: dict) -> str:
+    return "0x" + Account.sign_typed_data(owner.key, full_message=typed).signature.hex()
+
+
+def payload(m: Machine, *args: str) -> tuple[dict, str]:
+    """(typed data, the submit line kint printed) of `kint authorize payload`."""
+    out = ok(m.kint("authorize", "payload", *args))
+    assert out.stdout.count("\n") == 1, "the typed data is one line"
+    submit_line = out.stderr.strip().splitlines()[-1]
+    assert submit_line.startswith("kint authorize submit ")
+    return json.loads(out.stdout), submit_line
+
+
+def run_line(m: Machine, line: str, stdin: str):
+    argv = shlex.split(line)
+    assert argv[0] == "kint"
+    return m.kint(*argv[1:], input=stdin)
+
+
+# -- session-key ------------------------------------------------------------------------------
+
+
+def test_session_key_create_show_rotate(tmp_path, chain_home):
+    m = new_machine(tmp_path / "machine", chain_home, create_key=False)
+    shown = json.loads(ok(m.kint("session-key", "show")).stdout)
+    assert shown == {"address": None, "path": str(m.sb.kint_home / "session.key"),
+                     "exists": False}
+
+    first = ok(m.kint("session-key", "create")).stdout.strip()
+    assert first.startswith("created: ") and ADDRESS.fullmatch(first.split(": ")[1])
+    address = first.split(": ")[1]
+    assert ok(m.kint("session-key", "create")).stdout.strip() == f"exists: {address}"
+    keystore = m.sb.kint_home / "session.key"
+    assert stat.S_IMODE(keystore.stat().st_mode) == 0o600
+    assert stat.S_IMODE(m.sb.kint_home.stat().st_mode) == 0o700
+
+    shown = json.loads(ok(m.kint("session-key", "show")).stdout)
+    assert shown == {"address": address, "path": str(keystore), "exists": True,
+                     "balance_wei": 0, "balance_eth": "0"}
+    owner = m.owner(0)
+    m.key = address
+    m.fund_key(25 * 10**15)
+    shown = json.loads(ok(m.kint("session-key", "show", "--owner", owner.address)).stdout)
+    assert shown["balance_wei"] == 25 * 10**15 and shown["balance_eth"] == "0.025"
+    assert shown["owner"] == owner.address
+    assert shown["authorized"] is False and shown["expiry"] == 0
+
+    out = ok(m.kint("session-key", "rotate"))
+    old, new = out.stdout.strip().removeprefix("rotated: ").split(" -> ")
+    assert old == address and ADDRESS.fullmatch(new) and new != address
+    assert "session.key.old" in out.stderr
+    assert json.loads((m.sb.kint_home / "session.key.old").read_text())["address"].lower() \
+        == address[2:].lower()
+    assert json.loads(ok(m.kint("session-key", "show")).stdout)["address"] == new
+
+
+def test_show_and_lanes_default_to_the_connected_owner(machine):
+    owner = machine.owner()
+    enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
+    enrol.write_text(json.dumps({"owner": owner.address.lower(), "tenant": TENANT}))
+    shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
+    assert shown["owner"] == owner.address and shown["authorized"] is False
+    typed, line = payload(machine)
+    assert typed["message"]["owner"] == owner.address and f"--owner {owner.address}" in line
+    # Another tenant's space is not connected here: its owner must be given.
+    refused(machine.kint("--tenant", "someone-else", "authorize", "payload"),
+            "--owner 0x... is required")
+
+
+# -- direct -----------------------------------------------------------------------------------
+
+
+def test_direct_lane_authorizes_from_the_owner_key(machine):
+    owner, stranger = machine.owner(), machine.owner()
+    refused(machine.kint("authorize", "direct", "--owner", owner.address),
+            "KINT_OWNER_KEY is not set")
+    out = refused(machine.kint("authorize", "direct", "--owner", owner.address,
+                               env={"KINT_OWNER_KEY": stranger.key.hex()}),
+                  f"KINT_OWNER_KEY is {stranger.address}, not the owner {owner.address}")
+    assert stranger.key.hex().removeprefix("0x") not in out.stdout + out.stderr
+    assert machine.tx_count(stranger.address) == 0 and machine.tx_count(owner.address) == 0
+    refused(machine.kint("authorize", "direct", "--owner", owner.address,
+                         env={"KINT_OWNER_KEY": "0x1234"}), "KINT_OWNER_KEY is not a private key")
+
+    before = machine.now()
+    out = ok(machine.kint("authorize", "direct", "--owner", owner.address,
+                          env={"KINT_OWNER_KEY": owner.key.hex()}))
+    assert owner.key.hex().removeprefix("0x") not in out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith(f"authorized: session key {machine.key} may push for owner "
+                               f"{owner.address} until ")
+    assert lines[1].startswith("tx 0x") and ", block " in lines[1]
+    assert lines[1].endswith(f" ETH (paid by the owner {owner.address})")
+    assert machine.anchor.can_write(owner.address, machine.key)
+    expiry = machine.anchor.session_key_expiry(owner.address, machine.key)
+    assert before + 30 * DAY <= expiry <= machine.now() + 30 * DAY + 60
+    assert machine.anchor.auth_nonce(owner.address) == 1
+
+    # The flags may come before the action, as v0.3.0's parser takes them.
+    ok(machine.kint("authorize", "--days", "7", "direct", "--owner", owner.address,
+                    env={"KINT_OWNER_KEY": owner.key.hex().removeprefix("0x")}))
+    expiry = machine.anchor.session_key_expiry(owner.address, machine.key)
+    assert machine.now() + 7 * DAY - 60 <= expiry <= machine.now() + 7 * DAY + 60
+
+
+# -- payload and submit -----------------------------------------------------------------------
+
+
+def test_payload_then_submit_with_a_signature_made_outside_kint(machine):
+    owner = machine.owner(0)  # the owner never pays in this lane
+    typed, line = payload(machine, "--owner", owner.address, "--days", "3")
+    message = typed["message"]
+    assert typed["primaryType"] == "SessionKeyAuthorization"
+    assert typed["domain"] == {"name": "kint EpochAnchor", "version": "1", "chainId": 31337,
+                               "verifyingContract": machine.anchor.address}
+    assert message["owner"] == owner.address and message["key"] == machine.key
+    assert message["nonce"] == 0
+    assert abs(message["deadline"] - machine.now() - 300) <= 30
+    assert abs(message["expiry"] - machine.now() - 3 * DAY) <= 30
+    assert line == (f"kint authorize submit --owner {owner.address} --deadline "
+                    f"{message['deadline']} --expiry {message['expiry']} --signature -")
+    signature = sign(owner, typed)
+
+    out = refused(run_line(machine, line, signature), "too little for the next transaction")
+    assert machine.tx_count(machine.key) == 0
+    machine.fund_key()
+    out = ok(run_line(machine, line, signature))
+    assert out.stdout.startswith(f"authorized: session key {machine.key} may push for owner "
+                                 f"{owner.address}")
+    assert f"(paid by the session key {machine.key})" in out.stdout
+    assert f"authNonce({owner.address}) is now 1" in out.stdout
+    assert machine.anchor.can_write(owner.address, machine.key)
+    assert machine.anchor.session_key_expiry(owner.address, machine.key) == message["expiry"]
+    assert machine.tx_count(owner.address) == 0
+
+    # A replayed signature: the nonce moved on, so the contract's BadSignature, nothing sent.
+    sent = machine.tx_count(machine.key)
+    path = machine.sb.root / "signature.txt"
+    path.write_text(signature + "\n")
+    refused(machine.kint(*shlex.split(line)[1:-1], str(path)), "(BadSignature)")
+    assert not path.exists(), "a signature file is deleted after reading"
+    assert machine.tx_count(machine.key) == sent
+    assert machine.anchor.auth_nonce(owner.address) == 1
+
+
+def test_an_expired_deadline_is_refused(machine):
+    owner = machine.owner(0)
+    machine.fund_key()
+    typed, _ = payload(machine, "--owner", owner.address)
+    typed["message"]["deadline"] = machine.now() - 1  # the owner signed too late a payload
+    m = typed["message"]
+    out = refused(machine.kint("authorize", "submit", "--owner", owner.address, "--deadline",
+                               str(m["deadline"]), "--expiry", str(m["expiry"]),
+                               input=sign(owner, typed)),
+                  "(AuthorizationExpired)")
+    assert "run kint authorize payload again" in out.stderr
+    assert not machine.anchor.can_write(owner.address, machine.key)
+    assert machine.anchor.auth_nonce(owner.address) == 0 and machine.tx_count(machine.key) == 0
+
+
+# -- burn-nonce -------------------------------------------------------------------------------
+
+
+def test_burn_nonce_kills_an_unsubmitted_signature(machine):
+    owner, stranger = machine.owner(), machine.owner()
+    machine.fund_key()
+    typed, line = payload(machine, "--owner", owner.address)
+    withheld = sign(owner, typed)
+
+    refused(machine.kint("authorize", "burn-nonce", "--owner", owner.address,
+                         env={"KINT_OWNER_KEY": stranger.key.hex()}),
+            f"KINT_OWNER_KEY is {stranger.address}, not the owner {owner.address}")
+    out = ok(machine.kint("authorize", "burn-nonce", "--owner", owner.address,
+                          env={"KINT_OWNER_KEY": owner.key.hex()}))
+    assert out.stdout.splitlines()[0] == f"nonce consumed: authNonce({owner.address}) is now 1"
+    assert machine.anchor.session_key_expiry(owner.address, machine.key) == 0  # unchanged
+
+    refused(run_line(machine, line, withheld), "(BadSignature)")
+    assert not machine.anchor.can_write(owner.address, machine.key)
+
+    # On an authorized key it keeps the expiry and only moves the nonce.
+    ok(machine.kint("authorize", "direct", "--owner", owner.address,
+                    env={"KINT_OWNER_KEY": owner.key.hex()}))
+    expiry = machine.anchor.session_key_expiry(owner.address, machine.key)
+    out = ok(machine.kint("authorize", "burn-nonce", "--owner", owner.address,
+                          env={"KINT_OWNER_KEY": owner.key.hex()}))
+    assert f"authNonce({owner.address}) is now 3" in out.stdout
+    assert machine.anchor.session_key_expiry(owner.address, machine.key) == expiry
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
+    m = new_machine(tmp_path / "machine", chain_home, create_key=False)
+    owner = m.owner(0).address
+    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ")
+    refused(m.kint("authorize", "payload", "--owner", "0x1234"), "is not an address")
+    refused(m.kint("authorize", "submit", "--owner", owner), "--deadline and --expiry are required")
+    refused(m.kint("authorize", "--signature", "-", "direct"),
+            "--signature does not apply to `kint authorize direct`")
+    refused(m.kint("authorize", "payload", "--owner", owner, "--days", "0"), "at least one day")
+    ok(m.kint("session-key", "create"))
+    refused(m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry", "2",
+                   input="not hex\n"), "the signature is not hex")
+    refused(m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry", "2",
+                   "--signature", str(tmp_path / "missing")), "does not exist")
+    for out in (m.kint("authorize", "payload", "--owner", "0x1234"),):
+        assert len(out.stderr.strip().splitlines()) == 1
+    assert os.environ.get("KINT_OWNER_KEY") is None
+
+
+def test_payload_lane_for_a_smart_account_owner(machine):
+    """A deployed contract account (ERC-1271) owner: its signer signs the same printed typed
+    data, and the contract asks the account whether the signature is good."""
+    from kint.chain import devchain
+
+    signer = machine.owner(0)
+    account = devchain.deploy_test_smart_account(machine.url, signer.address)
+    machine.fund_key()
+    typed, line = payload(machine, "--owner", account)
+    assert typed["message"]["owner"] == account
+    refused(run_line(machine, line, sign(machine.owner(0), typed)), "(BadSignature)")
+    ok(run_line(machine, line, sign(signer, typed)))
+    assert machine.anchor.can_write(account, machine.key)
