@@ -83,6 +83,10 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert pushed["pushed"] == 3 and len(pushed["epochs"]) == 1
     assert pushed["epochs"][0]["bucket"] == 4096
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+    status = ok(a.kint("status")).stdout
+    assert "in step" in status and connected["session"] in status and "data key cached" in status
+    doctor = a.kint("doctor")
+    assert "session key" in doctor.stdout and "authorized" in doctor.stdout, doctor.stdout
 
     joined = connect_with_wallet(b, owner)
     assert joined["source"] == "chain head header"

@@ -34,6 +34,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
 from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
+from kint.tenant_worker import apply_journal
 from kint.tenant_worker.changes import diff
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
@@ -189,6 +190,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     written: set[str] = set()  # the rows this pull wrote or deleted
     if discard:
         backups = discard_local(ctx)
+        apply_journal.end(state)  # the store it described is the one moved aside
         mirror = empty_mirror(state)
     else:
         rows = _store_rows(ctx)
@@ -199,6 +201,12 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                                 "`kint pull --discard-local` moves the store aside and restores "
                                 "from the chain")
         local = diff(mirror, rows) if mirror is not None else []
+        resumed = apply_journal.interrupted(state) if mirror is not None else None
+        if resumed is not None and local:
+            local = apply_journal.unexplained(local, resumed, mirror)
+            if not local:
+                log.info("pull: finishing epoch %d, which an interrupted pull had begun to "
+                         "apply", resumed.seq)
         moved = mirror is None or (head.seq, head.digest) != (mirror.head.seq, mirror.head.digest)
         if local and moved:
             raise ProtocolError(
@@ -239,11 +247,13 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         if not plaintext.snapshot and f.log.prev != prev_digest:
             raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
+        apply_journal.begin(state, f.opened.raw)
         warnings += _replay(ctx, mirror, plaintext, present, written)
         try:
             mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f))
         except EpochRejected as err:
             raise _stale(str(err)) from None
+        apply_journal.end(state)
         applied.append(f.log.seq)
         prev_digest = f.log.digest
     # The root is checked once, for the newest epoch applied: building the tree after every

@@ -6,6 +6,8 @@ It wraps, inside the worker process only, the functions a push goes through:
 - `before_send`:        `Anchor.send_raw`, before the signed transaction is sent;
 - `after_send`:         `Anchor.send_raw`, once the endpoint accepted the transaction;
 - `after_receipt`:      `Anchor.wait`, once the confirmed receipt is back;
+- `after_set_entity`:   Sibyl's `MemoryClient.set_entity`, once one row is written (a pull
+                        killed half-way through an epoch's replay);
 - `after_mirror_save`:  `record_epoch` as `kint.tenant_worker.pending` imported it, once the
                         epoch is cached, the mirror saved and the watermark raised (the
                         pending file is still there).
@@ -25,7 +27,8 @@ import signal
 from typing import Any, Callable
 
 FLAG_ENV = "KINT_TEST_CRASH_FLAG"
-STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save")
+STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
+         "after_set_entity")
 
 
 def _crash_if(step: str) -> None:
@@ -79,6 +82,10 @@ def _install() -> None:
     Anchor.send_raw = _around(Anchor.send_raw, "before_send", "after_send")  # type: ignore
     Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore
     pending.record_epoch = _around(pending.record_epoch, None, "after_mirror_save")
+    from sibyl_memory_client import MemoryClient
+
+    MemoryClient.set_entity = _around(MemoryClient.set_entity, None,  # type: ignore
+                                      "after_set_entity")
 
 
 _install()

@@ -1,0 +1,64 @@
+"""The pull's apply journal: `applying-<space16>.json`, written before an epoch's rows are
+replayed into the store and removed once the epoch is recorded.
+
+Why: a pull killed (or stopped by a full disk) half-way through an epoch leaves the store
+holding some of that epoch's rows while the mirror still says the epoch before it. Without
+a record, the next pull sees rows this machine never anchored and a moved chain, and
+refuses it as a fork. With it, the next pull recognises exactly those rows as the
+interrupted epoch's, walks again, and finishes it (replay skips rows already in place):
+nothing to discard, nothing lost. Changes the journal does not explain are still a fork.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from kint.epochs.errors import PlaintextError
+from kint.epochs.plaintext import Plaintext, parse_plaintext
+from kint.paths import atomic_write
+from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import canonical_id
+from kint.tenant_worker.changes import Changes
+from kint.tenant_worker.statefiles import Mirror, SpaceState
+
+
+def journal_path(state: SpaceState) -> Path:
+    return state.home / f"applying-{state.space_id[:16]}.json"
+
+
+def begin(state: SpaceState, raw: bytes) -> None:
+    atomic_write(journal_path(state), orjson.dumps({"v": 1, "plaintext": raw.hex()}))
+
+
+def end(state: SpaceState) -> None:
+    journal_path(state).unlink(missing_ok=True)
+
+
+def interrupted(state: SpaceState) -> Plaintext | None:
+    """The epoch a killed pull was applying, or None."""
+    path = journal_path(state)
+    try:
+        obj = orjson.loads(path.read_bytes())
+        return parse_plaintext(bytes.fromhex(obj["plaintext"]))
+    except FileNotFoundError:
+        return None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, PlaintextError):
+        raise ProtocolError(ErrorCode.CORRUPT_STATE,
+                            f"{path}: is not a pull's apply journal; it was left as it is",
+                            "move it aside and run `kint pull` (or `kint pull "
+                            "--discard-local`)") from None
+
+
+def unexplained(local: Changes, epoch: Plaintext, mirror: Mirror) -> Changes:
+    """The local changes the interrupted epoch does not account for: a row it carries with
+    the same leaf was put by it; a row it deletes (or, as a snapshot, does not carry) was
+    removed by it."""
+    carried = {row.canonical_id: row.leaf for row in epoch.rows}
+    removed = {canonical_id(*d) for d in epoch.deleted}
+    if epoch.snapshot:
+        removed |= {cid for cid in mirror.rows if cid not in carried}
+    rows = [r for r in local.rows if carried.get(r.canonical_id) != r.leaf]
+    deleted = [d for d in local.deleted if canonical_id(*d) not in removed]
+    return Changes(rows=rows, deleted=deleted)

@@ -1,0 +1,77 @@
+"""A pull interrupted is a pull resumed (issue 14, item 1): a pull killed with SIGKILL
+half-way through an epoch's replay leaves the store holding part of that epoch; the next
+pull finishes it, in step with the chain and byte-exact, with nothing to discard (it used
+to refuse the partial rows as a fork)."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+
+from chain_machines import connect_with_wallet, kjson, new_machine, ok, owner_account
+from conftest import sibyl_client
+
+
+def _entities(db) -> list[tuple]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("select category, name, status, body from entities "
+                            "order by category, name").fetchall()
+
+
+def test_a_pull_killed_mid_epoch_is_finished_by_the_next(tmp_path, chain_home):
+    a = new_machine(tmp_path / "a", chain_home)
+    flag = tmp_path / "crash-flag"
+    b = new_machine(tmp_path / "b", chain_home, KINT_TEST_CRASH_FLAG=str(flag))
+    try:
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        for i in range(5):
+            client.set_entity("rules", f"rule-{i}", {"rule": f"rule number {i}"})
+        client.storage.close()
+        connected = kjson(a, "connect", "--dev")
+        assert kjson(a, "push")["pushed"] == 5
+        connect_with_wallet(b, owner_account(a, connected["owner"]))
+
+        flag.write_text(f"after_set_entity {connected['space']}")
+        killed = b.kint("pull")
+        assert killed.returncode != 0  # the worker died under the request
+        assert not flag.exists()
+        partial = _entities(b.sibyl_db)
+        assert 1 <= len(partial) < 5  # part of the epoch is in the store
+
+        pulled = kjson(b, "pull")
+        assert pulled["applied"] == [1] and pulled["store_root_matches"] is True, pulled
+        assert pulled["backups"] == []
+        assert _entities(b.sibyl_db) == _entities(a.sibyl_db)
+        assert kjson(b, "verify", "rule number")["decision"] == "proceed"
+        assert not list(b.kint_home.glob("applying-*.json"))
+        log = (b.kint_home / "supervisor.log").read_text(errors="replace")
+        assert "an interrupted pull had begun to apply" in log
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+def test_changes_the_interrupted_epoch_does_not_explain_are_still_a_fork(tmp_path,
+                                                                         chain_home):
+    a = new_machine(tmp_path / "a", chain_home)
+    flag = tmp_path / "crash-flag"
+    b = new_machine(tmp_path / "b", chain_home, KINT_TEST_CRASH_FLAG=str(flag))
+    try:
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        for i in range(3):
+            client.set_entity("rules", f"rule-{i}", {"rule": f"rule number {i}"})
+        client.storage.close()
+        connected = kjson(a, "connect", "--dev")
+        kjson(a, "push")
+        connect_with_wallet(b, owner_account(a, connected["owner"]))
+        flag.write_text(f"after_set_entity {connected['space']}")
+        assert b.kint("pull").returncode != 0
+        own = sibyl_client(b.sibyl_db, b.tenant)
+        own.set_entity("rules", "mine", {"rule": "written on B, never anchored"})
+        own.storage.close()
+        fork = b.kint("pull")
+        assert fork.returncode == 4 and "[FORK]" in fork.stderr
+        ok(b.kint("status"))
+    finally:
+        a.shutdown()
+        b.shutdown()
