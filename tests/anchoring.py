@@ -1,8 +1,8 @@
 """Building a space's mirror and epoch cache the way push and pull will: through kint's
 one recording function, `record_epoch`.
 
-No envelope encryption and no chain: the "ciphertext" recorded here is the plaintext's
-bytes behind a marker, its digest is their keccak, and the block and transaction are numbers
+No chain: each epoch is sealed for real (v0.3.0's envelope, under a throwaway data key no
+test machine holds), its digest is its keccak, and the block and transaction are numbers
 the test chooses (the chain tests anchor for real). Everything verify and
 history read (mirror, watermark, epoch cache) is written by the real code.
 """
@@ -14,6 +14,8 @@ from pathlib import Path
 import orjson
 from eth_hash.auto import keccak
 
+from kint.custody.wraps import KIND_PASSPHRASE, wrap_data_key
+from kint.epochs.envelope import seal
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
@@ -29,6 +31,11 @@ from kint.tenant_worker.statefiles import (
     empty_mirror,
     record_epoch,
 )
+
+
+TEST_DEK = bytes(range(32))
+TEST_OWNER = "0x" + "42" * 20
+TEST_WRAP = wrap_data_key(TEST_DEK, bytes(range(32, 64)), KIND_PASSPHRASE)
 
 
 def store_rows(db: Path, tenant: str) -> list[Row]:
@@ -65,9 +72,12 @@ def anchor(kint_home: Path, label: str, db: Path, tenant: str, *, block: int,
                                rows=wire_rows(changes.rows), deleted=changes.deleted,
                                rows_root=root, n_rows=len(current), snapshot=snapshot)
     raw = plaintext.encode()
-    ciphertext = b"kint-test-epoch:" + raw
+    ciphertext, header = seal(raw, dek=TEST_DEK, owner=TEST_OWNER, space=state.space_id,
+                              seq=seq, prev=prev, rows_root=root, wraps=[TEST_WRAP],
+                              snapshot=snapshot,
+                              bucket_floor=(mirror.head.bucket or 0) if mirror else 0)
     meta = EpochMeta(seq=seq, digest=keccak(ciphertext).hex(), prev=prev, block=block,
-                     tx=keccak(b"tx" + ciphertext).hex(), bucket=len(ciphertext),
+                     tx=keccak(b"tx" + ciphertext).hex(), bucket=header.bucket,
                      rows_root=root, writer="0x" + "11" * 20)
     record_epoch(state, raw, plaintext, ciphertext, meta)
     return seq

@@ -205,7 +205,8 @@ def test_garbled_state_files_refuse_naming_the_file_and_stay_untouched(box, vict
     state = state_for(box.kint_home, box.label(db))
     path = {"mirror": state.files["mirror"], "watermark": state.files["watermark"],
             "meta": state.epoch_path(2, ".meta.json")}[victim]
-    garbled = path.read_bytes()[: len(path.read_bytes()) // 2]
+    original = path.read_bytes()
+    garbled = original[: len(original) // 2]
     path.write_bytes(garbled)
     result = verify_json(box, db, "release rule")
     assert result["decision"] == "refuse"
@@ -213,12 +214,33 @@ def test_garbled_state_files_refuse_naming_the_file_and_stay_untouched(box, vict
     assert result["corrupt_file"] == str(path)
     assert path.read_bytes() == garbled
     if victim == "meta":
+        path.write_bytes(original)
         plain = state.epoch_path(2, ".json")
         plain.write_bytes(b"{not json")
         out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category",
                        "rules")
         assert out.returncode == 2 and str(plain) in out.stderr
         assert plain.read_bytes() == b"{not json"
+
+
+def test_history_never_shows_an_edited_epoch_cache(box):
+    """The cache is not the truth (issue 14, item 6): a cached plaintext edited to say
+    something else (valid JSON, a body the chain never vouched for) is refused by name,
+    without the data key, because its rows no longer reproduce the anchored rows_root."""
+    db, _ = seed_beat(box, "edited-cache")
+    state = state_for(box.kint_home, box.label(db))
+    plain = state.epoch_path(1, ".json")
+    original = plain.read_bytes()
+    assert b"never ship on a Friday" in original
+    plain.write_bytes(original.replace(b"never ship", b"always ship"))
+    out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category", "rules")
+    assert out.returncode == 2 and "[CORRUPT_STATE]" in out.stderr
+    assert str(plain) in out.stderr and "rows_root" in out.stderr
+    assert "always ship" not in out.stdout
+    plain.write_bytes(original)
+    shown = json.loads(box.kint("--db", str(db), "history", "entity", "release-gate",
+                                "--category", "rules", "--json").stdout)
+    assert all(v["checked"] for v in shown["versions"] if not v["deleted"]), shown
 
 
 def test_without_a_sibyl_account_the_real_gate_refuses(sandbox):

@@ -55,8 +55,12 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
               help="The entity's category (part of its identity; required for entities).")
 @click.option("--block", default=None, type=click.IntRange(min=0),
               help="Print the version live at this block as JSON, or null.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print every version as JSON (`checked`: its rows were checked against "
+                   "what was anchored).")
 @click.pass_obj
-def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int | None) -> None:
+def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int | None,
+                as_json: bool) -> None:
     """Every anchored version of one row, oldest first, from this machine's epoch cache.
 
     Each block is an upper bound: the version existed no later than that block.
@@ -69,6 +73,9 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
     result = space_call(obj, "history", args, timeout_s=60)
     if block is not None:
         echo_json(result["version"])
+        return
+    if as_json:
+        echo_json(result)
         return
     for line in render.history_lines(result):
         click.echo(line)

@@ -139,6 +139,20 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                       head=head, write_refusal=args.get("write", True) is not False)
 
 
+def _cache_reader(ctx: SpaceContext) -> Any:
+    """The epoch cache, each epoch checked against what was anchored before it is shown;
+    the data key opens it again when it is cached (history works without it too)."""
+    from kint.tenant_worker.cache_check import checked_reader
+    from kint.tenant_worker.data_key import held_keys
+
+    enrolment = ctx.enrolment()
+    try:
+        keys = held_keys(ctx) if enrolment is not None else {}
+    except ProtocolError:
+        keys = {}
+    return checked_reader(ctx.state, enrolment.owner if enrolment else None, keys)
+
+
 def history(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Every anchored version of one row, or the one live at `block`."""
     tier = args["tier"]
@@ -146,11 +160,12 @@ def history(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"tier must be entity, state or reference, not {tier!r}")
     try:
-        entries = history_mod.versions(ctx.state, tier, args["key"], args.get("category"))
+        entries = history_mod.versions(ctx.state, tier, args["key"], args.get("category"),
+                                       _cache_reader(ctx))
     except CorruptStateFile as err:
-        raise ProtocolError(ErrorCode.INTERNAL,
-                            f"kint's state file {err.path} {err.why}; nothing was rewritten",
-                            "move the file aside and run `kint pull` to fetch the epoch "
+        raise ProtocolError(ErrorCode.CORRUPT_STATE,
+                            f"kint's state file {err.path} {err.why}; nothing was shown",
+                            "move the file aside and run `kint pull --full` to fetch the epoch "
                             "again") from None
     if args.get("block") is not None:
         return {"at_block": args["block"], "version": history_mod.at_block(entries, args["block"])}

@@ -8,20 +8,30 @@ invents a version.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from kint.epochs.plaintext import Plaintext
+from kint.tenant_worker.cache_check import RootTracker
 from kint.rows.canon import canonical_id
 from kint.tenant_worker.statefiles import SpaceState
 
 
-def versions(state: SpaceState, tier: str, key: str, category: str | None) -> list[dict[str, Any]]:
-    """Every anchored version of one row, oldest first."""
+def versions(state: SpaceState, tier: str, key: str, category: str | None,
+             read: Callable[[int], tuple[Plaintext, bool]]) -> list[dict[str, Any]]:
+    """Every anchored version of one row, oldest first. `read` gives each cached epoch's
+    plaintext checked against what was anchored (kint.tenant_worker.cache_check), and
+    whether its rows could be checked."""
     out: list[dict[str, Any]] = []
     last_leaf: str | None = None
     present = False
     wanted = canonical_id(tier, category, key)
-    for seq in state.cached_seqs():
-        plaintext = state.plaintext(seq)
+    plaintexts: dict[int, tuple[Plaintext, bool]] = {}
+    for seq in sorted(state.cached_seqs(), reverse=True):
+        plaintexts[seq] = read(seq)  # newest first: the digests chain down from the head
+    tracker = RootTracker()
+    for seq in sorted(plaintexts):
+        plaintext, checked = plaintexts[seq]
+        checked = tracker.check(state, seq, plaintext) or checked
         meta = state.meta(seq)
         match = next((r for r in plaintext.rows if r.canonical_id == wanted), None)
         deleted = any(canonical_id(*d) == wanted for d in plaintext.deleted)
@@ -37,7 +47,8 @@ def versions(state: SpaceState, tier: str, key: str, category: str | None) -> li
             continue
         entry: dict[str, Any] = {"seq": seq, "block": meta.block, "tx": meta.tx, "leaf": leaf,
                                  "body": row.fields.get("body"),
-                                 "status": row.fields.get("status"), "deleted": False}
+                                 "status": row.fields.get("status"), "deleted": False,
+                                 "checked": checked}
         if plaintext.snapshot:
             entry["snapshot"] = True
         out.append(entry)
