@@ -41,6 +41,10 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
     Every command goes to the supervisor of KINT_HOME (default ~/.kint), which runs one
     worker process per tenant space; it is started on demand.
     """
+    for name, value in (("--tenant", tenant), ("--db", db)):
+        if value is not None and not value.strip():
+            click.echo(f"kint: {name} is empty: give a value or leave the option out", err=True)
+            sys.exit(2)
     ctx.obj = Ctx(tenant, db, debug)
 
 

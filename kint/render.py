@@ -67,7 +67,17 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def printable(text: str) -> str:
+    """`text` with control characters escaped (`\\n`, `\\x1b`): a path with a newline in it
+    must not break a table or a status line, nor a terminal escape reach the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 def table(columns: list[str], rows: list[list[str]]) -> str:
+    rows = [[printable(c) for c in r] for r in rows]
     widths = [max(len(columns[i]), *(len(r[i]) for r in rows)) if rows else len(columns[i])
               for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
@@ -90,10 +100,11 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
 
 def space_status_text(result: dict[str, Any]) -> str:
     store = result["store"]
+    path = printable(store["path"])
     if store["exists"]:
-        where = f"{store['path']} ({store['size_bytes']} bytes)"
+        where = f"{path} ({store['size_bytes']} bytes)"
     else:
-        where = f"{store['path']} (not created yet)"
+        where = f"{path} (not created yet)"
     rows = result.get("rows")
     row_text = (", ".join(f"{tier} {n}" for tier, n in rows.items()) if rows is not None
                 else "-")

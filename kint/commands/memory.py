@@ -53,7 +53,7 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
 @click.argument("key")
 @click.option("--category", default=None,
               help="The entity's category (part of its identity; required for entities).")
-@click.option("--block", default=None, type=click.IntRange(min=0),
+@click.option("--block", default=None, type=click.IntRange(0, 2**63 - 1),
               help="Print the version live at this block as JSON, or null.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print every version as JSON (`checked`: its rows were checked against "
@@ -77,5 +77,10 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
     if as_json:
         echo_json(result)
         return
+    if not result["versions"]:
+        label = f"{tier} {category}/{key}" if category is not None else f"{tier} {key}"
+        click.echo(f"kint: no anchored version of {label} in this machine's epoch cache "
+                   f"(`kint pull --full` fills in older epochs)", err=True)
+        sys.exit(2)
     for line in render.history_lines(result):
         click.echo(line)

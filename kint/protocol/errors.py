@@ -44,7 +44,8 @@ class ErrorCode(str, Enum):
 
 
 DEFAULT_HINTS: dict[ErrorCode, str] = {
-    ErrorCode.BAD_REQUEST: "the message was not a valid kint request; check the client version",
+    ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
+    "command takes)",
     ErrorCode.UNSUPPORTED_VERSION: "the client and the supervisor speak different protocol "
     "versions; run `kint supervisor restart` after upgrading kint",
     ErrorCode.TOO_LARGE: "send a smaller request",

@@ -156,7 +156,7 @@ OPS: dict[str, OpSpec] = _ops(
                "tier": ArgSpec("str", required=True, max_chars=16),
                "key": ArgSpec("str", required=True, max_chars=1024),
                "category": ArgSpec("str", max_chars=1024),
-               "block": ArgSpec("int", min_value=0),
+               "block": ArgSpec("int", min_value=0, max_value=2**63 - 1),
            }),
 )
 

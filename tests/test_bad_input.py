@@ -1,0 +1,62 @@
+"""Bad input gets a clear one-line error and the exit code the CLI reference gives, never a
+traceback, never a silent default (issue 14, item 10). One table: the input, the exit
+status, a phrase the error must carry."""
+
+from __future__ import annotations
+
+import pytest
+
+OWNER = "0x19E7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
+
+CASES = [
+    # (what, argv, stdin, exit status, phrase on stderr)
+    ("a block past 63 bits", ["history", "entity", "x", "--category", "c", "--block",
+                              str(2**64)], None, 2, "is not in the range"),
+    ("an empty tenant", ["--tenant", "", "status"], None, 2, "--tenant is empty"),
+    ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
+    ("a history with nothing anchored", ["history", "entity", "nothing", "--category", "c"],
+     None, 2, "no anchored version of entity c/nothing"),
+    ("a verify limit of 0", ["verify", "q", "--limit", "0"], None, 2, "is not in the range"),
+    ("an owner that is not an address", ["canonical-payload", "--owner", "0x123"], None, 2,
+     "is not an address"),
+    ("connect without any key", ["connect", "--owner", OWNER], None, 2,
+     "an EOA owner connects with its derive signature"),
+    ("connect without an owner", ["connect", "--signature", "-"], "0xab\n", 2,
+     "--owner 0x... is required"),
+    ("two secrets on one stdin", ["connect", "--owner", OWNER, "--signature", "-",
+                                  "--passphrase-stdin"], "x\n", 2, "cannot share stdin"),
+    ("a malformed signature", ["connect", "--owner", OWNER, "--signature", "-"],
+     "0xnothex\n", 2, "derive signature must be 65 bytes"),
+    ("an empty stdin", ["connect", "--owner", OWNER, "--recovery-code-stdin"], "", 2,
+     "stdin was empty"),
+    ("a recovery code that is not one", ["connect", "--owner", OWNER,
+                                         "--recovery-code-stdin"], "hello\n", 2,
+     "recovery code"),
+]
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    from conftest import make_sandbox, write_store
+
+    sb = make_sandbox(tmp_path_factory.mktemp("bad-input"))
+    write_store(sb.sibyl_db)
+    sb.start()
+    yield sb
+    sb.shutdown()
+
+
+@pytest.mark.parametrize("what,argv,stdin,status,phrase", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_table(machine, what, argv, stdin, status, phrase):
+    out = machine.kint(*argv, input=stdin)
+    assert out.returncode == status, (what, out.returncode, out.stdout, out.stderr)
+    assert phrase in out.stderr, (what, out.stderr)
+    assert "Traceback" not in out.stderr and "check the client version" not in out.stderr
+
+
+def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_path):
+    odd = tmp_path / "a\nb" / "memory.db"
+    out = machine.kint("--db", str(odd), "status", env={"KINT_SPACE": "odd-path"})
+    assert out.returncode == 0, out.stderr
+    store_lines = [line for line in out.stdout.splitlines() if line.startswith("store:")]
+    assert len(store_lines) == 1 and "a\\nb" in store_lines[0]
