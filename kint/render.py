@@ -134,6 +134,8 @@ def space_status_text(result: dict[str, Any]) -> str:
                        f"changes: {result.get('unanchored')} unanchored row change(s)"]
     else:
         chain_lines = ["chain:   not connected (run `kint connect`)"]
+    for problem in result.get("state_problems") or []:
+        chain_lines.append(f"PROBLEM: {printable(problem)}")
     if result.get("held"):
         chain_lines.append(f"held:    {result['held']['message']} ({result['held']['reason']})")
     cap = result.get("cap")

@@ -34,6 +34,8 @@ class ErrorCode(str, Enum):
     RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
     # A state file under KINT_HOME that cannot be trusted (named in the message).
     CORRUPT_STATE = "CORRUPT_STATE"
+    # The disk under KINT_HOME or the store is full.
+    DISK_FULL = "DISK_FULL"
     # The space's worker process.
     WORKER_DOWN = "WORKER_DOWN"
     QUARANTINED = "QUARANTINED"
@@ -65,6 +67,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.WRONG_KEY: "the key given does not open this vault; nothing was changed",
     ErrorCode.CORRUPT_STATE: "the file named was left as it is; move it aside and run "
     "`kint pull` (or `kint connect` for a key file)",
+    ErrorCode.DISK_FULL: "free some space, then run the command again",
     ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then try again",
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
     "`kint supervisor status`",

@@ -13,10 +13,11 @@ def _check(name: str, ok: bool, detail: str, hint: str = "") -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, "hint": hint if not ok else ""}
 
 
-MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold
+MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold (ok above it)
 
 
 def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.protocol import ProtocolError
     from kint.chain.anchor import Anchor
     from kint.chain.config import redact_url
     from kint.chain.rpc import RpcUnavailable
@@ -24,7 +25,6 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.custody.recovery_code import recovery_file_present
     from kint.custody.session_key import session_address, session_key_exists
     from kint.custody.wraps import read_wraps
-    from kint.protocol import ProtocolError
     from kint.tenant_worker.data_key import current_data_key
     from kint.tenant_worker.store import StoreUnreadable, check_openable
 
@@ -37,8 +37,17 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                              f"{cfg.db} (not created yet)"))
     except StoreUnreadable as err:
         checks.append(_check("store readable", False, str(err), "check the store file"))
-    enrolment = ctx.enrolment()
-    chain = ctx.chain()
+    from kint.tenant_worker.statefiles import CorruptStateFile
+
+    try:
+        enrolment = ctx.enrolment()
+    except CorruptStateFile:
+        enrolment = None  # the "state files" check below names it
+    try:
+        chain = ctx.chain()
+    except ProtocolError as err:
+        checks.append(_check("chain settings", False, err.message, err.hint))
+        return {"checks": checks}
     anchor = Anchor(chain, ctx.tracker)
     if enrolment is None:
         checks.append(_check("enrolment", False, "this space is not connected",
@@ -70,6 +79,12 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                              "; ".join(problems) if problems else "cached, wraps recorded",
                              "run `kint connect` (or `kint recovery-code` for a lost recovery "
                              "file)"))
+    from kint.tenant_worker.state_health import problems
+
+    broken = problems(ctx)
+    checks.append(_check("state files", not broken, "; ".join(broken) if broken else
+                         "every file of this space reads", "move the file named aside and run "
+                         "`kint pull` (or `kint connect` for a key file)"))
     if not session_key_exists(cfg.home):
         checks.append(_check("session key", False, "no session key on this machine",
                              "run `kint session-key create`"))
@@ -78,7 +93,7 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             address = session_address(cfg.home)
             balance = anchor.balance(address)
             authorized = anchor.can_write(enrolment.owner, address)
-            ok = authorized and balance >= MIN_SESSION_BALANCE_WEI
+            ok = authorized and balance > MIN_SESSION_BALANCE_WEI
             checks.append(_check(
                 "session key", ok, f"{address}: {balance / 1e18:.6f} ETH, "
                 f"{'authorized' if authorized else 'NOT authorized'} for {enrolment.owner}",

@@ -16,6 +16,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import read_head
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
 from kint.tenant_worker.store import StoreUnreadable
 from kint.tenant_worker.verify import verify as run_verify
@@ -70,7 +71,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         mirror = ctx.state.mirror()
     except CorruptStateFile as err:
         return {"connected": None, "owner": None, "head": None, "chain_head": None,
-                "in_step": False, "unanchored": None, "state_error": str(err)}
+                "in_step": False, "unanchored": None, "state_error": str(err),
+                "state_problems": [f"{err.path} {err.why}"]}
     head = mirror.head.to_json() if mirror is not None else None
     reading = read_head(ctx.head_source(), ctx.verify_head_seconds)
     chain_head = reading.head.to_json() if reading.head is not None else None
@@ -86,7 +88,12 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
         hold = ctx.drift.evaluate(ctx.ro_connection(), ctx.config.tenant, mirror, "status")
         held = hold.to_json() if hold is not None else None
-    return {"connected": enrolment is not None, "held": held,
+    from kint.tenant_worker.state_health import problems
+
+    broken = problems(ctx)
+    if broken:
+        in_step = False
+    return {"connected": enrolment is not None, "held": held, "state_problems": broken,
             "owner": enrolment.owner if enrolment else None,
             "session": enrolment.session_address if enrolment else None,
             "contract": enrolment.contract if enrolment else None,
@@ -218,7 +225,7 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
-HANDLERS: dict[str, Handler] = {
+HANDLERS: dict[str, Handler] = {name: guarded(fn) for name, fn in {
     "doctor": doctor,
     "attach": _session_op("attach"),
     "detach": _session_op("detach"),
@@ -232,4 +239,4 @@ HANDLERS: dict[str, Handler] = {
     "connect": connect,
     "push": push,
     "pull": pull,
-}
+}.items()}

@@ -24,7 +24,7 @@ from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
-from kint.tenant_worker.statefiles import SpaceState
+from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 
 DEFAULT_VERIFY_HEAD_SECONDS = 2.0
@@ -119,7 +119,10 @@ class SpaceContext:
             config = load_chain_config(self.config.home)
         except ChainConfigError as err:
             raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
-        enrolment = self.enrolment()
+        try:
+            enrolment = self.enrolment()
+        except CorruptStateFile:
+            return config  # every op that needs the enrolment refuses it by name
         if enrolment is not None and enrolment.rpc_urls:
             config = replace(config, rpc_urls=tuple(enrolment.rpc_urls))
         return config
