@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from kint.logs import SERVER_LOG, setup_file_logging
@@ -31,13 +32,25 @@ def _log_to_file(home: Any) -> None:
     logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
-def _bootstrap(session: Any) -> None:
+def bootstrap_seconds() -> float:
+    try:
+        return max(0.5, float(os.environ.get("KINT_BOOTSTRAP_SECONDS",
+                                             DEFAULT_BOOTSTRAP_SECONDS)))
+    except ValueError:
+        log.info("KINT_BOOTSTRAP_SECONDS=%r is not a number; using %s",
+                 os.environ.get("KINT_BOOTSTRAP_SECONDS"), DEFAULT_BOOTSTRAP_SECONDS)
+        return DEFAULT_BOOTSTRAP_SECONDS
+
+
+def _bootstrap(session: Any, deadline: float) -> None:
+    """The start-up pull, within what is left of the start-up budget (the attach came
+    first out of the same budget), so a bare handshake is never held past it."""
     from kint.client import KintError
 
-    try:
-        seconds = float(os.environ.get("KINT_BOOTSTRAP_SECONDS", DEFAULT_BOOTSTRAP_SECONDS))
-    except ValueError:
-        seconds = DEFAULT_BOOTSTRAP_SECONDS
+    seconds = deadline - time.monotonic()
+    if seconds < 0.5:
+        log.info("bootstrap: no time left in KINT_BOOTSTRAP_SECONDS for a pull; serving now")
+        return
     try:
         result = session.call("pull", {}, timeout_s=seconds)
         log.info("bootstrap: %s", result.get("message"))
@@ -66,13 +79,14 @@ def main() -> None:
     shared.install()
     mcp = sibyl_server.build_server()
     install_tools(mcp, session, shared)
+    deadline = time.monotonic() + bootstrap_seconds()  # one budget for attach and pull
     try:
-        session.attach()
+        session.attach(timeout_s=max(0.5, deadline - time.monotonic()))
     except Exception as err:  # noqa: BLE001 - serve Sibyl's tools even without the worker
         log.warning("could not attach to the space's worker: %s", err)
-    boot = threading.Thread(target=_bootstrap, args=(session,), daemon=True)
+    boot = threading.Thread(target=_bootstrap, args=(session, deadline), daemon=True)
     boot.start()
-    boot.join()
+    boot.join(max(0.0, deadline - time.monotonic()) + 1.0)
 
     def unwind(signum: int, _frame: Any) -> None:
         # Only unwind here: nothing may touch the chain inside a Sibyl write.

@@ -30,6 +30,10 @@ class AgentSession:
         self._stop = threading.Event()
         self._keepalive: threading.Thread | None = None
         self.watcher = os.environ.get("KINT_NO_WATCHER") != "1"
+        # Whether this session's tools wrote anything: a session that wrote nothing (a
+        # health check, a handshake) asks for no exit push, which on Base costs gas; the
+        # space's worker and its watcher already own any rows left unanchored.
+        self.wrote = False
 
     def call(self, op: str, args: dict[str, Any] | None = None, timeout_s: float = 60
              ) -> dict[str, Any]:
@@ -46,8 +50,8 @@ class AgentSession:
             except KintError as err:
                 log.warning("%s not sent: %s", op, err.message)
 
-    def attach(self) -> None:
-        self.call("attach", {"session": self.id, "watcher": self.watcher}, timeout_s=30)
+    def attach(self, timeout_s: float = 30) -> None:
+        self.call("attach", {"session": self.id, "watcher": self.watcher}, timeout_s=timeout_s)
         self._keepalive = threading.Thread(target=self._keep, name="kint-keepalive",
                                            daemon=True)
         self._keepalive.start()
@@ -60,6 +64,7 @@ class AgentSession:
                 log.info("keepalive: %s", err.message)
 
     def note_write(self, tier: str, category: str | None, key: str, leaf: str | None) -> None:
+        self.wrote = True
         args: dict[str, Any] = {"tier": tier, "key": key}
         if category is not None:
             args["category"] = category
@@ -68,7 +73,11 @@ class AgentSession:
         self.cast("note_write", args, timeout_s=30)
 
     def close(self) -> None:
-        """Ask the worker for one exit push and let go: it finishes after we are gone."""
+        """Ask the worker for one exit push when this session wrote, and let go: it
+        finishes after we are gone. Either way the worker learns the session ended."""
         self._stop.set()
-        self.cast("exit_push", {"session": self.id})
+        if self.wrote:
+            self.cast("exit_push", {"session": self.id})
+        else:
+            self.cast("detach", {"session": self.id}, timeout_s=30)
         self._client.close(linger_ms=2000)
