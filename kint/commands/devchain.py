@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -11,34 +13,57 @@ from kint.commands.common import echo_json
 from kint.paths import kint_home
 
 
+def _or_exit(action: Callable[[], Any]) -> Any:
+    """Run `action`; a DevchainError prints as what happened and what to do, exit 2."""
+    try:
+        return action()
+    except devchain.DevchainError as err:
+        click.echo(f"kint: error: {err}", err=True)
+        if err.hint:
+            click.echo(f"hint: {err.hint}", err=True)
+        sys.exit(2)
+
+
 @click.group("devchain")
 def devchain_group() -> None:
-    """Run the local chain: anvil from the pinned npm package, state under KINT_HOME."""
+    """Run the local chain (anvil), its state under KINT_HOME/devchain.
+
+    anvil is KINT_ANVIL when set; else, in kint's source checkout, the pinned npm package
+    (`make node`); else `anvil` on PATH; else ~/.foundry/bin/anvil. To install one:
+    `npm install -g @foundry-rs/anvil@<the pinned version>` or Foundry's `foundryup`.
+    """
 
 
 @devchain_group.command("start")
 def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
-    try:
-        record = devchain.start(kint_home())
-    except devchain.DevchainError as err:
-        click.echo(f"kint: error: {err}", err=True)
-        sys.exit(2)
+    record = _or_exit(lambda: devchain.start(kint_home()))
     click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), EpochAnchor "
                f"{record['anchor']}")
 
 
 @devchain_group.command("stop")
 def devchain_stop() -> None:
-    """Stop anvil; its state stays under KINT_HOME/devchain for the next start."""
-    click.echo("devchain stopped" if devchain.stop(kint_home()) else "no devchain was running")
+    """Stop this KINT_HOME's anvil; its state stays under KINT_HOME/devchain for the next
+    start. Nothing else is ever signalled: not running is not an error."""
+    home = kint_home()
+    outcome = _or_exit(lambda: devchain.stop(home))
+    if outcome == "stopped":
+        click.echo("devchain stopped")
+    elif outcome == "elsewhere":
+        record = _or_exit(lambda: devchain.read_record(home)) or {}
+        click.echo(f"no devchain of this KINT_HOME is running; the one recorded here (pid "
+                   f"{record.get('pid')}, state {record.get('state')}) was started from another "
+                   f"KINT_HOME: stop it there")
+    else:
+        click.echo("no devchain was running")
 
 
 @devchain_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def devchain_status(as_json: bool) -> None:
     """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not."""
-    record = devchain.status(kint_home())
+    record = _or_exit(lambda: devchain.status(kint_home()))
     if as_json:
         echo_json(record)
     elif record is None:

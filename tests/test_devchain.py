@@ -1,0 +1,408 @@
+"""`kint devchain`: which anvil it runs, what a failed start leaves behind (nothing), and the
+one rule of `stop` and `status`: nothing is ever signalled but the anvil this KINT_HOME
+started, checked by what runs under the recorded pid (its command line and start time).
+
+Real anvils are started only by the session's devchain (conftest's `chain_home`) and by
+tests/test_wheel.py; here a small fake anvil (a Python JSON-RPC server that answers
+`eth_chainId` and refuses everything else) stands in, through KINT_ANVIL, wherever a process
+must be started, failed or stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+import requests
+
+from conftest import KINT, make_sandbox, pid_alive
+from kint.chain import devchain
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FAKE_ANVIL = f"""#!{sys.executable}
+# A stand-in for anvil: serves eth_chainId (31337) on --port, refuses every other method,
+# writes its pid to $FAKE_ANVIL_PIDFILE. FAKE_ANVIL_MODE=exit: exits at once instead.
+import http.server, json, os, sys
+if os.environ.get("FAKE_ANVIL_MODE") == "exit":
+    print("fake anvil: refusing to start", file=sys.stderr)
+    sys.exit(1)
+port = int(sys.argv[sys.argv.index("--port") + 1])
+if os.environ.get("FAKE_ANVIL_PIDFILE"):
+    open(os.environ["FAKE_ANVIL_PIDFILE"], "w").write(str(os.getpid()))
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if req.get("method") == "eth_chainId":
+            body = {{"jsonrpc": "2.0", "id": req.get("id"), "result": "0x7a69"}}
+        else:
+            body = {{"jsonrpc": "2.0", "id": req.get("id"),
+                    "error": {{"code": -32601, "message": "fake anvil: no such method"}}}}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+@pytest.fixture
+def fake_anvil(tmp_path) -> Path:
+    path = tmp_path / "bin" / "anvil"
+    path.parent.mkdir()
+    path.write_text(FAKE_ANVIL)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def sentinel():
+    """A process group of our own: a `sleep` leads it, and `kint` runs inside it. If kint
+    signalled pid 0 (its own group) or the group, the sleep would die with it."""
+    proc = subprocess.Popen(["sleep", "300"], process_group=0)  # same session, own group
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def _kint_in(sb, group: subprocess.Popen | None, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KINT, *args], env=sb.env, text=True, capture_output=True, timeout=90,
+                          stdin=subprocess.DEVNULL,
+                          process_group=group.pid if group is not None else None)
+
+
+def _record(sb) -> Path:
+    return sb.kint_home / "devchain" / "devchain.json"
+
+
+def _write_record(sb, record: dict) -> None:
+    folder = sb.kint_home / "devchain"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sb.kint_home.chmod(0o700)
+    _record(sb).write_bytes(orjson.dumps(record))
+
+
+def _wait_gone(pid: int, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# --- which anvil ------------------------------------------------------------------------------
+
+def test_the_pinned_anvil_is_the_one_package_json_pins():
+    pins = json.loads((ROOT / "package.json").read_text())["dependencies"]
+    assert pins["@foundry-rs/anvil"] == devchain.ANVIL_VERSION
+    assert f"@foundry-rs/anvil@{devchain.ANVIL_VERSION}" in devchain.INSTALL_HINT
+
+
+def test_anvil_lookup_order(tmp_path, monkeypatch, fake_anvil):
+    """KINT_ANVIL, then the checkout's npm package, then PATH (an npm shim followed to its
+    binary), then ~/.foundry/bin; none of them: the hint names how to install one."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("KINT_ANVIL", str(fake_anvil))
+    assert devchain.anvil_binary() == fake_anvil
+    monkeypatch.setenv("KINT_ANVIL", str(tmp_path / "nowhere" / "anvil"))
+    with pytest.raises(devchain.DevchainError) as err:
+        devchain.anvil_binary()
+    assert "is not an executable file" in str(err.value)
+    assert f"npm install -g @foundry-rs/anvil@{devchain.ANVIL_VERSION}" in err.value.hint
+    monkeypatch.delenv("KINT_ANVIL")
+
+    # In this checkout: the pinned npm package that `make node` installed.
+    package = devchain._platform_package()
+    pinned = ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
+    assert pinned.exists(), "run `make node`"
+    assert devchain.anvil_binary() == pinned
+
+    # Installed from a wheel: no checkout around it.
+    monkeypatch.setattr(devchain, "PROJECT_ROOT", tmp_path / "site-packages")
+    with pytest.raises(devchain.DevchainError) as err:
+        devchain.anvil_binary()
+    assert "anvil was not found" in str(err.value)
+    assert f"npm install -g @foundry-rs/anvil@{devchain.ANVIL_VERSION}" in err.value.hint
+    assert "foundryup" in err.value.hint and "KINT_ANVIL" in err.value.hint
+
+    # ~/.foundry/bin/anvil, as foundryup leaves it.
+    foundry = tmp_path / "home" / ".foundry" / "bin" / "anvil"
+    foundry.parent.mkdir(parents=True)
+    shutil.copy(fake_anvil, foundry)
+    assert devchain.anvil_binary() == foundry
+
+    # On PATH: `npm install -g @foundry-rs/anvil` links a node shim; kint runs the binary
+    # the shim would run, so the pid it records is anvil's own.
+    prefix = tmp_path / "npm-global"
+    shim_dir = prefix / "lib" / "node_modules" / "@foundry-rs" / "anvil"
+    binary = shim_dir / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
+    binary.parent.mkdir(parents=True)
+    shutil.copy(fake_anvil, binary)
+    (shim_dir / "bin.mjs").write_text("#!/usr/bin/env node\n")
+    (shim_dir / "bin.mjs").chmod(0o755)
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "anvil").symlink_to(shim_dir / "bin.mjs")
+    monkeypatch.setenv("PATH", str(prefix / "bin"))
+    assert devchain.anvil_binary() == binary
+    # Any other anvil on PATH is used as it is.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(fake_anvil, plain / "anvil")
+    monkeypatch.setenv("PATH", str(plain))
+    assert devchain.anvil_binary() == plain / "anvil"
+
+
+# --- a start that fails leaves nothing -------------------------------------------------------
+
+def test_a_failed_deploy_stops_the_anvil_it_started(tmp_path, fake_anvil):
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(fake_anvil),
+                      FAKE_ANVIL_PIDFILE=str(tmp_path / "anvil.pid"))
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "kint: error: deploying EpochAnchor failed" in out.stderr
+    assert "hint: the anvil this start began is stopped" in out.stderr
+    assert "Traceback" not in out.stderr
+    pid = int((tmp_path / "anvil.pid").read_text())
+    assert _wait_gone(pid, timeout=1), "the fake anvil outlived the failed start"
+    assert not _record(sb).exists()
+    status = sb.kint("devchain", "status")
+    assert status.returncode == 3 and "no devchain is running" in status.stdout
+    stop = sb.kint("devchain", "stop")
+    assert stop.returncode == 0 and "no devchain was running" in stop.stdout
+
+
+def test_an_anvil_that_does_not_start_leaves_no_record(tmp_path, fake_anvil):
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(fake_anvil), FAKE_ANVIL_MODE="exit")
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"anvil ({fake_anvil}) did not start" in out.stderr
+    assert "fake anvil: refusing to start" in out.stderr  # the log's tail
+    assert "Traceback" not in out.stderr
+    assert not _record(sb).exists()
+
+
+def test_a_missing_kint_anvil_is_an_error_with_a_hint(tmp_path):
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(tmp_path / "no-such-anvil"))
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "is not an executable file" in out.stderr
+    assert f"npm install -g @foundry-rs/anvil@{devchain.ANVIL_VERSION}" in out.stderr
+    assert not _record(sb).exists()
+
+
+# --- stop and status signal nothing but their own anvil ----------------------------------------
+
+def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subprocess.Popen, dict]:
+    """A fake anvil running as `kint devchain start` would run it for `home`, and the record
+    start would have written for it."""
+    home = home or sb.kint_home
+    port = devchain._free_port()
+    state = home / "devchain" / "state.json"
+    argv = [str(fake_anvil), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337",
+            "--state", str(state), "--state-interval", "1", "--preserve-historical-states"]
+    proc = subprocess.Popen(argv, env=sb.env, start_new_session=True, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15
+        while not devchain._answers(url):
+            assert proc.poll() is None and time.monotonic() < deadline, "the fake did not start"
+            time.sleep(0.05)
+        identity = devchain.process_identity(proc.pid)
+        # The kernel's command line: the script's interpreter, then what was run.
+        assert identity is not None and identity["cmdline"][-len(argv):] == argv
+    except BaseException:
+        _reap(proc)
+        raise
+    record = {"pid": proc.pid, "rpc_url": url, "chain_id": 31337,
+              "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3", "port": port,
+              "state": str(state), "anvil": str(fake_anvil), "identity": identity}
+    return proc, record
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def test_stop_twice_stops_the_anvil_once_and_the_callers_group_survives(
+        tmp_path, fake_anvil, sentinel):
+    sb = make_sandbox(tmp_path / "machine")
+    proc, record = _start_fake(sb, fake_anvil)
+    try:
+        _write_record(sb, record)
+        status = _kint_in(sb, sentinel, "devchain", "status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["pid"] == proc.pid
+
+        first = _kint_in(sb, sentinel, "devchain", "stop")
+        assert first.returncode == 0 and first.stdout.strip() == "devchain stopped", first.stderr
+        assert proc.wait(timeout=5) == -signal.SIGTERM  # asked to stop, and it did
+        assert not _record(sb).exists(), "the record outlived its anvil"
+        kept = orjson.loads((sb.kint_home / "devchain" / "anchor.json").read_bytes())
+        assert kept["anchor"] == record["anchor"]  # for the next start
+
+        second = _kint_in(sb, sentinel, "devchain", "stop")
+        assert second.returncode == 0, second.stderr
+        assert second.stdout.strip() == "no devchain was running"
+        assert "Traceback" not in second.stderr
+        status = _kint_in(sb, sentinel, "devchain", "status")
+        assert status.returncode == 3 and "no devchain is running" in status.stdout
+        assert sentinel.poll() is None, "kint devchain stop killed its caller's process group"
+    finally:
+        _reap(proc)
+
+
+@pytest.mark.parametrize("pid", [0, -1, "0", None, True])
+def test_a_record_with_no_real_pid_is_never_signalled(tmp_path, monkeypatch, pid):
+    """A record saying pid 0 (what an old `stop` left), a negative or a garbled pid: status
+    says not running, stop says so and removes the record; os.kill is never called."""
+    home = tmp_path / "kint"
+    (home / "devchain").mkdir(parents=True)
+    home.chmod(0o700)
+    (home / "devchain").chmod(0o700)
+    anchor = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+    record = {"pid": pid, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337, "anchor": anchor,
+              "stopped": True}
+    killed = []
+    monkeypatch.setattr(os, "kill", lambda *a: killed.append(a))
+    for action in (devchain.status, devchain.stop):
+        (home / "devchain" / "devchain.json").write_bytes(orjson.dumps(record))
+        result = action(home)
+        assert result in (None, "not running")
+        assert not (home / "devchain" / "devchain.json").exists()
+    assert killed == []
+    assert orjson.loads((home / "devchain" / "anchor.json").read_bytes())["anchor"] == anchor
+
+
+def test_the_old_stopped_record_with_pid_0_through_the_cli(tmp_path, sentinel):
+    """What issue 13 saw: a record with `"pid": 0` and a second stop that took the caller's
+    process group down."""
+    sb = make_sandbox(tmp_path / "machine")
+    _write_record(sb, {"pid": 0, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337,
+                       "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3", "stopped": True})
+    for _ in range(2):
+        out = _kint_in(sb, sentinel, "devchain", "stop")
+        assert out.returncode == 0 and out.stdout.strip() == "no devchain was running", out.stderr
+    out = _kint_in(sb, sentinel, "devchain", "status")
+    assert out.returncode == 3
+    assert sentinel.poll() is None, "kint devchain stop killed its caller's process group"
+
+
+def test_a_pid_that_is_not_the_recorded_anvil_is_never_signalled(tmp_path, fake_anvil):
+    """The recorded pid now runs something else (a reused pid): another program, or the
+    same command line started at another time. Neither is signalled; the record, which
+    outlived its anvil, goes."""
+    sb = make_sandbox(tmp_path / "machine")
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    proc, record = _start_fake(sb, fake_anvil)
+    try:
+        cases = [
+            # another program under the pid
+            {**record, "pid": stranger.pid},
+            # the same program and arguments, started at another time
+            {**record, "identity": {**record["identity"], "started": "another-boot:12345"}},
+            # a record from before identities were kept, whose pid runs a non-anvil
+            {k: v for k, v in record.items() if k != "identity"} | {"pid": stranger.pid},
+        ]
+        for case in cases:
+            for command, code, text in (("status", 3, "no devchain is running"),
+                                        ("stop", 0, "no devchain was running")):
+                _write_record(sb, case)
+                out = sb.kint("devchain", command)
+                assert out.returncode == code and out.stdout.strip() == text, (case, out.stderr)
+                assert not _record(sb).exists()
+            assert stranger.poll() is None and proc.poll() is None
+    finally:
+        _reap(stranger)
+        _reap(proc)
+
+
+def test_a_record_of_an_older_kint_still_stops_its_anvil(tmp_path, fake_anvil):
+    """A devchain started by kint before identities were recorded: its anvil (this home's
+    state file and the recorded port on its command line) is still stopped."""
+    sb = make_sandbox(tmp_path / "machine")
+    proc, record = _start_fake(sb, fake_anvil)
+    try:
+        _write_record(sb, {k: v for k, v in record.items() if k not in ("identity", "anvil")})
+        out = sb.kint("devchain", "stop")
+        assert out.returncode == 0 and out.stdout.strip() == "devchain stopped", out.stderr
+        assert proc.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        _reap(proc)
+
+
+def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
+    """A second machine joins the session's devchain with a copy of its record: its status
+    sees the chain, its stop leaves that anvil (and the record) alone."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    sb = make_sandbox(tmp_path / "machine-b")
+    _write_record(sb, record)
+    out = sb.kint("devchain", "stop")
+    assert out.returncode == 0, out.stderr
+    assert "no devchain of this KINT_HOME is running" in out.stdout
+    assert "was started from another KINT_HOME" in out.stdout
+    assert _record(sb).exists()
+    assert requests.post(record["rpc_url"], json={"jsonrpc": "2.0", "id": 1,
+                                                  "method": "eth_chainId", "params": []},
+                         timeout=5).json()["result"] == "0x7a69"
+    status = sb.kint("devchain", "status", "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["pid"] == record["pid"]
+
+
+def test_status_removes_the_record_of_an_anvil_that_died(tmp_path, fake_anvil):
+    sb = make_sandbox(tmp_path / "machine")
+    proc, record = _start_fake(sb, fake_anvil)
+    _write_record(sb, record)
+    proc.kill()
+    proc.wait()
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3 and "no devchain is running" in out.stdout
+    assert not _record(sb).exists()
+    assert (sb.kint_home / "devchain" / "anchor.json").exists()
+
+
+def test_process_identity_of_nothing_is_none():
+    for pid in (0, -1, -os.getpgid(0), None, "1", 1.0, True):
+        assert devchain.process_identity(pid) is None
+    me = devchain.process_identity(os.getpid())
+    assert me is not None and me["started"]
+
+
+def test_start_never_runs_a_second_anvil_beside_a_hung_one(tmp_path, fake_anvil):
+    """The recorded anvil still runs but does not answer: start says so and starts nothing
+    beside it (two anvils on one state file would fight over it)."""
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(fake_anvil),
+                      FAKE_ANVIL_PIDFILE=str(tmp_path / "second.pid"))
+    hung = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        state = sb.kint_home / "devchain" / "state.json"
+        _write_record(sb, {"pid": hung.pid, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337,
+                           "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3", "port": 9,
+                           "state": str(state), "identity": devchain.process_identity(hung.pid)})
+        out = sb.kint("devchain", "start")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"the devchain's anvil (pid {hung.pid}) runs but does not answer" in out.stderr
+        assert "hint: run `kint devchain stop`, then `kint devchain start`" in out.stderr
+        assert not (tmp_path / "second.pid").exists() and hung.poll() is None
+        assert _record(sb).exists()
+    finally:
+        _reap(hung)
