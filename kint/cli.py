@@ -21,6 +21,8 @@ from kint.commands.connect import connect_cmd
 from kint.commands.common import Ctx
 from kint.commands.devchain import devchain_group
 from kint.commands.doctor import doctor_cmd
+from kint.commands.export import export_cmd
+from kint.commands.join import join_cmd
 from kint.commands.memory import history_cmd, status_cmd, verify_cmd
 from kint.commands.session_key import session_key_group
 from kint.commands.supervisor import supervisor_group
@@ -57,9 +59,10 @@ def demo_cmd(keep: bool) -> None:
     sys.exit(run_demo(keep=keep))
 
 
-for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd, push_cmd, pull_cmd,
-                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group, authorize_group,
-                supervisor_group, devchain_group):
+for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd,
+                push_cmd, pull_cmd, compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd,
+                session_key_group, authorize_group, supervisor_group, devchain_group, join_cmd,
+                export_cmd):
     main.add_command(command)
 
 

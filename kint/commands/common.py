@@ -4,7 +4,7 @@ sends a request for the caller's space."""
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 import click
 import orjson
@@ -45,14 +45,19 @@ def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
+# A caller's own way to report a refused call (`kint join` names the step); it must exit.
+OnError = Callable[[KintError], NoReturn]
+
+
 def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
-                       command: str | None = None) -> dict[str, Any]:
+                       command: str | None = None, *,
+                       on_error: OnError | None = None) -> dict[str, Any]:
     """`space_call`, showing the worker's progress on stderr when it is a terminal: the
     call runs in a thread while this one reads the space's heartbeat once a second."""
     import threading
 
     if not sys.stderr.isatty():
-        return space_call(obj, op, args, timeout_s, command)
+        return space_call(obj, op, args, timeout_s, command, on_error=on_error)
     ref = spaces.resolve(obj.tenant, obj.db)
     box: dict[str, Any] = {}
 
@@ -81,16 +86,21 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     if shown:
         click.echo("\r\x1b[2K", err=True, nl=False)
     if "error" in box:
+        if on_error is not None:
+            on_error(box["error"])
         fail(box["error"], obj.debug, command)
     return box["result"]
 
 
 def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
-               command: str | None = None) -> dict[str, Any]:
+               command: str | None = None, *,
+               on_error: OnError | None = None) -> dict[str, Any]:
     ref = spaces.resolve(obj.tenant, obj.db)
     try:
         with obj.client() as client:
             return client.call(op, tenant=ref.tenant, db=ref.db, space=ref.label, args=args,
                                timeout_s=timeout_s)
     except KintError as err:
+        if on_error is not None:
+            on_error(err)
         fail(err, obj.debug, command)

@@ -1,0 +1,50 @@
+"""`kint export`: the four tiers Sibyl's SDK writes, for the caller's tenant, one JSON object a
+line, read-only.
+
+A debug tool: it prints plaintext memory. It reads the store through a `mode=ro` connection
+(kint.rows.export, the same reader push, pull and verify use), so the text it prints is
+exactly what kint hashes into each row's leaf. Order: entity, state, reference, journal,
+each tier in rowid order. It needs no supervisor and touches no chain.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+
+import click
+import orjson
+
+from kint import spaces
+from kint.commands.common import Ctx
+from kint.commands.exit_codes import ERROR
+from kint.rows.export import connect_ro, export_rows
+
+
+@click.command("export", short_help="The tenant's rows as JSON lines (read-only, plaintext).")
+@click.pass_obj
+def export_cmd(obj: Ctx) -> None:
+    """Print the tenant's rows (entity, state, reference, journal; rowid order within each)
+    as one JSON object per line: tier, category, key, the stored columns and the leaf.
+    Read-only; the output is plaintext memory."""
+    ref = spaces.resolve(obj.tenant, obj.db)
+    if not os.path.exists(ref.db):
+        click.echo(f"kint: error: store {ref.db} does not exist", err=True)
+        click.echo("hint: check --db or SIBYL_MEMORY_DB", err=True)
+        sys.exit(ERROR)
+    try:
+        conn = connect_ro(ref.db)
+        try:
+            rows = export_rows(conn, ref.tenant)
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        click.echo(f"kint: error: store {ref.db} cannot be read: {err}", err=True)
+        sys.exit(ERROR)
+    out = sys.stdout.buffer
+    for row in rows:
+        line = {"tier": row.tier, "category": row.category, "key": row.key, **row.fields,
+                "leaf": row.leaf.hex()}
+        out.write(orjson.dumps(line) + b"\n")
+    out.flush()

@@ -1,0 +1,382 @@
+"""`kint join`: the read half of setting up a machine, in one command.
+
+Five steps, each reading the state first so a second run resumes instead of starting over,
+then a report:
+
+1. session key: kept when there is one, else created (kint.custody.session_key);
+2. vault: the chain head for (owner, space) is read here; with no epochs it stops, unless
+   `--new-vault` (or this machine already holds a vault for that owner and space);
+3. connect: the worker's `connect` op, with the same three ways in as `kint connect`
+   (`connect_args`, printed by `print_connected`);
+4. restore: the worker's `pull` op, `--full` and `--discard-local` passed through;
+5. harnesses: kint-server registered through `kint setup` (kint.commands.setup), with
+   KINT_TENANT pinned to the tenant joined;
+6. report: `writes: on` when the session key may push for the owner and holds at least
+   0.00002 ETH, else `writes: off until ...` and a `next:` line.
+
+It sends no transaction. A failure prints `join stopped at <step>: <message>` and exits 2
+when it stops before the restore, or with `kint pull`'s status (3, 4, 5, 6) when the
+restore refuses (kint.commands.exit_codes, command "join").
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from kint import settings, spaces
+from kint.client import KintError
+from kint.commands.common import Ctx, call_with_progress, space_call
+from kint.commands.connect import connect_args, print_connected
+from kint.commands.exit_codes import ERROR, exit_code_for
+from kint.commands.onchain import checked_address, eth, when
+from kint.paths import kint_home, space_files
+
+HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
+# The least a session key must hold for `writes: on` (v0.3.0's doctor threshold).
+MIN_WRITE_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH
+WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
+              "reads work now")
+
+STEP_SESSION_KEY = "session key"
+STEP_VAULT = "vault"
+STEP_CONNECT = "connect"
+STEP_RESTORE = "restore"
+STEP_HARNESSES = "harnesses"
+
+
+def stop(step: str, message: str, hint: str | None = None, code: int = ERROR) -> NoReturn:
+    """`join stopped at <step>: <message>` (and what to do) on stderr, then exit."""
+    click.echo(f"join stopped at {step}: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def _stopper(step: str, obj: Ctx) -> Any:
+    """The `on_error` for a worker call: steps before the restore exit 2, the restore with
+    pull's status for the refusal's code."""
+
+    def on_error(err: KintError) -> NoReturn:
+        if obj.debug:
+            import traceback
+
+            traceback.print_exc()
+        code = exit_code_for("join", err.code) if step == STEP_RESTORE else ERROR
+        stop(step, f"{err.message} [{err.code}]", err.hint, code)
+
+    return on_error
+
+
+def tenant_source(explicit: str | None) -> str:
+    """Where the tenant came from, in the order kint.spaces resolves it."""
+    if explicit:
+        return "--tenant"
+    if settings.value("KINT_TENANT"):
+        return "KINT_TENANT"
+    if spaces.resolve_tenant(None) != spaces.SIBYL_DEFAULT_TENANT:
+        return "credentials.json"
+    return "Sibyl's default"
+
+
+def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
+    """`--env K=V` pairs for the server process, checked before any step the way `kint
+    setup` checks them (kint.harnesses.parse_env: names, and no secret or PYTHONPATH);
+    KINT_TENANT is the tenant joined."""
+    try:
+        from kint.harnesses import SetupError, parse_env
+    except ImportError:  # no kint setup: only the shape is checked
+        SetupError, parse_env = ValueError, _parse_pairs  # noqa: N806
+    try:
+        env = parse_env(pairs)
+    except SetupError as err:
+        click.echo(f"kint: {err}", err=True)
+        sys.exit(ERROR)
+    if env.get("KINT_TENANT", tenant) != tenant:
+        click.echo(f"kint: --env KINT_TENANT={env['KINT_TENANT']} is not the tenant this join "
+                   f"uses ({tenant}); give --tenant {env['KINT_TENANT']} instead", err=True)
+        sys.exit(ERROR)
+    env["KINT_TENANT"] = tenant
+    return env
+
+
+def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env {pair!r} is not KEY=VALUE")
+        env[key] = value
+    return env
+
+
+# -- harness registration: the seam to `kint setup` ------------------------------------------
+#
+# kint.commands.setup (kint setup) provides `register(targets, env) -> list[str]`: it
+# registers kint-server in each target (`all` or one harness), with `env` pinned, and
+# returns the lines `kint setup` prints; a harness that fails is a `<name>: failed: ...`
+# line and the others carry on. It raises `SetupError` when setup cannot run at all (no
+# kint-server, an --env it refuses). join degrades to a line when that module is missing.
+
+
+def register_harnesses(target: str, env: dict[str, str]) -> list[str] | None:
+    """The lines `kint setup TARGET` reports for this registration, or None when this kint
+    has no `kint setup`."""
+    try:
+        from kint.commands.setup import register
+    except ImportError:
+        return None
+    return list(register([target], env))
+
+
+def _setup_error(err: Exception) -> bool:
+    try:
+        from kint.commands.setup import SetupError
+    except ImportError:
+        return False
+    return isinstance(err, SetupError)
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+
+def _session_key(home: Path) -> str:
+    from kint.custody.errors import CustodyError
+    from kint.custody.session_key import create_session_key
+
+    try:
+        address, existed = create_session_key(home)
+    except CustodyError as err:
+        stop(STEP_SESSION_KEY, str(err), "fix or move the file named, then run kint join again")
+    if existed:
+        click.echo(f"session key: {address} (kept)")
+    else:
+        click.echo(f"session key: {address} (created; it pays for this machine's epochs and "
+                   f"never decrypts)")
+    return address
+
+
+def _anchor(home: Path) -> Any:
+    """EpochAnchor on this machine's chain, or a stop at the vault step."""
+    from kint.chain.anchor import Anchor
+    from kint.chain.config import ChainConfigError, load_chain_config
+    from kint.chain.rpc import RpcTracker
+
+    try:
+        return Anchor(load_chain_config(home), RpcTracker())
+    except ChainConfigError as err:
+        stop(STEP_VAULT, str(err))
+
+
+def _enrolled_owner(home: Path, space16: str) -> str | None:
+    """The owner this machine is connected to for the space, if any."""
+    from kint.tenant_worker.enrolment import load_enrolment
+    from kint.tenant_worker.statefiles import CorruptStateFile
+
+    try:
+        enrolment = load_enrolment(space_files(home, space16)["enrol"])
+    except CorruptStateFile as err:
+        stop(STEP_VAULT, f"{err.path} {err.why}", "move it aside and run kint join again")
+    return enrolment.owner if enrolment is not None else None
+
+
+def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: str,
+           new_vault: bool) -> None:
+    """Read the head; with no epochs, stop unless a new vault is wanted (or is here)."""
+    from kint.chain.anchor import ChainRefused
+    from kint.chain.rpc import RpcUnavailable
+    from web3.exceptions import Web3Exception
+
+    if settings.value("KINT_OFFLINE"):
+        stop(STEP_VAULT, "KINT_OFFLINE=1, and join reads the chain head and restores from the "
+             "chain", "unset KINT_OFFLINE")
+    try:
+        head = anchor.head(owner, ref.space_id)
+    except RpcUnavailable as err:
+        stop(STEP_VAULT, f"cannot read the chain head: {err}",
+             "try again, or set KINT_RPC_URL to another endpoint")
+    except (ChainRefused, Web3Exception) as err:
+        stop(STEP_VAULT, f"the contract at {anchor.address} did not answer as EpochAnchor "
+             f"({type(err).__name__})", "check KINT_CONTRACT")
+    if head.seq > 0:
+        click.echo(f"vault: head epoch {head.seq} at block {head.block}")
+        return
+    if new_vault:
+        click.echo("vault: no epochs yet; --new-vault: a new vault starts here")
+        return
+    if _enrolled_owner(home, ref.space16) == owner:
+        click.echo("vault: no epochs yet; this machine already holds the vault for this owner "
+                   "and space")
+        return
+    stop(STEP_VAULT, f"the chain holds no epochs for owner {owner} under tenant {ref.tenant} "
+         f"({source}, space {ref.space16})",
+         "give the tenant the memory was anchored under (kint join --tenant T ...); to start "
+         "an empty vault here instead, pass --new-vault")
+
+
+def _print_restore(result: dict[str, Any]) -> None:
+    for path in result.get("backups", []):
+        click.echo(f"moved aside: {path}")
+    if result.get("rpcs_agreed"):
+        click.echo(f"pull: cold start, two RPCs agreed on head epoch {result['head']['seq']}")
+    for seq in result.get("applied", []):
+        click.echo(f"pull: applied epoch {seq}")
+    for entry in result.get("skipped", []):
+        tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "
+                f"carried on)" if entry.get("superseded_by") else "")
+        click.echo(f"  SKIPPED epoch {entry['seq']} block {entry['block']}: {entry['reason']}"
+                   f"{tail}")
+    for entry in result.get("closed", []):
+        click.echo(f"  CLOSED epoch {entry['seq']} block {entry['block']}: {entry['reason']}")
+    for warning in result.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
+    head = result["head"]
+    if result.get("gap"):
+        click.echo(f"restore: {result['message']}")
+    elif result.get("applied"):
+        click.echo(f"restore: restored {len(result['applied'])} epoch(s), "
+                   f"{result['rows_total']} rows; head epoch {head['seq']} at block "
+                   f"{head['block']}; {result['report']}")
+    elif head["seq"] == 0:
+        click.echo("restore: up to date (the vault has no epochs yet)")
+    else:
+        click.echo(f"restore: up to date at head epoch {head['seq']} (block {head['block']}); "
+                   f"{result['report']}")
+
+
+def _harnesses(target: str | None, env: dict[str, str]) -> None:
+    if target is None:
+        click.echo("harnesses: not registered (--no-setup)")
+        return
+    try:
+        lines = register_harnesses(target, env)
+    except Exception as err:  # noqa: BLE001 - reported as the step that stopped
+        if not _setup_error(err):
+            raise
+        stop(STEP_HARNESSES, str(err), f"fix it and run kint join again, or kint setup "
+             f"{target} on its own")
+    if lines is None:
+        click.echo("harnesses: not registered (kint setup is not available)")
+        return
+    for line in lines or ["nothing to register"]:
+        click.echo(f"harnesses: {line}")
+
+
+def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
+    from kint.chain.anchor import ChainRefused
+    from kint.chain.rpc import RpcUnavailable
+
+    try:
+        authorized = anchor.can_write(owner, address)
+        expiry = anchor.session_key_expiry(owner, address) if authorized else 0
+        balance = anchor.balance(address)
+    except (RpcUnavailable, ChainRefused) as err:
+        click.echo(f"writes: unknown, the chain did not answer ({err}); reads work now")
+        click.echo("next: kint session-key show, once the chain answers")
+        return
+    funded = balance >= MIN_WRITE_BALANCE_WEI
+    if authorized and funded:
+        click.echo("writes: on")
+        return
+    chain = "the devchain" if anchor.config.devchain else "Base"
+    how = ("kint authorize page" if base_account else
+           "kint authorize page, or kint authorize payload then submit (docs/authorize.md)")
+    click.echo(WRITES_OFF)
+    if not funded and not authorized:
+        click.echo(f"next: put a few cents of ETH on {address} ({chain}), then {how}")
+    elif not funded:
+        click.echo(f"next: put a few cents of ETH on {address} ({chain}; it holds "
+                   f"{eth(balance)} ETH and is authorized until {when(expiry)})")
+    else:
+        click.echo(f"next: {how} (the key holds {eth(balance)} ETH)")
+
+
+@click.command("join", short_help="A new machine's read half: key, connect, restore.")
+@click.option("--owner", default=None, metavar="ADDRESS",
+              help="The wallet that owns the memory (required).")
+@click.option("--base-account", is_flag=True,
+              help="The owner is a Base Account (a smart account): the vault passphrase is the "
+                   "key, prompted.")
+@click.option("--signature", default=None, metavar="-|PATH",
+              help="EOA owners: `-` reads the 65-byte hex derive signature from stdin; a path "
+                   "is read, then unlinked.")
+@click.option("--signature-file", default=None, metavar="PATH",
+              help="EOA owners: the derive signature from a file, read then unlinked.")
+@click.option("--recovery-code-stdin", is_flag=True,
+              help="Either owner: the recovery code on stdin.")
+@click.option("--passphrase-stdin", is_flag=True,
+              help="Read the passphrase from stdin instead of prompting.")
+@click.option("--passphrase-prompt", is_flag=True,
+              help="EOA mode: prompt for the passphrase that salts the wallet key.")
+@click.option("--new-vault", is_flag=True,
+              help="Start a vault here when the chain holds no epochs for this owner and "
+                   "tenant.")
+@click.option("--discard-local", is_flag=True,
+              help="Move the local store aside (.kint-backup-<time>) and restore from the "
+                   "chain.")
+@click.option("--full", is_flag=True,
+              help="Walk past snapshot epochs to the first epoch, for the older versions.")
+@click.option("--setup", "setup_target", type=click.Choice(HARNESS_TARGETS), default=None,
+              help="Which harnesses to register kint-server with [default: all].")
+@click.option("--no-setup", is_flag=True, help="Register no harness.")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Set in the server process, repeatable; KINT_TENANT is always the tenant "
+                   "joined.")
+@click.option("--tenant", default=None, metavar="TENANT",
+              help="The global --tenant, accepted after the command.")
+@click.option("--db", default=None, metavar="PATH",
+              help="The global --db, accepted after the command.")
+@click.pass_obj
+def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | None,
+             signature_file: str | None, recovery_code_stdin: bool, passphrase_stdin: bool,
+             passphrase_prompt: bool, new_vault: bool, discard_local: bool, full: bool,
+             setup_target: str | None, no_setup: bool, env_pairs: tuple[str, ...],
+             tenant: str | None, db: str | None) -> None:
+    """Join this machine to an owner's memory: session key, connect, restore, and kint-server
+    registered with the harnesses. Sends no transaction. Exit 2 when it stops before the
+    restore, kint pull's status (3-6) when the restore refuses."""
+    obj = Ctx(tenant or obj.tenant, db or obj.db, obj.debug)
+    if owner is None:
+        click.echo("kint: --owner 0x... is required", err=True)
+        sys.exit(ERROR)
+    owner = checked_address(owner)
+    ways = [base_account, signature is not None, signature_file is not None,
+            recovery_code_stdin]
+    if sum(ways) != 1:
+        click.echo("kint: give exactly one of --base-account, --signature -, --signature-file "
+                   "PATH and --recovery-code-stdin", err=True)
+        sys.exit(ERROR)
+    if no_setup and setup_target is not None:
+        click.echo("kint: give --setup or --no-setup, not both", err=True)
+        sys.exit(ERROR)
+    ref = spaces.resolve(obj.tenant, obj.db)
+    env = parse_env_pairs(env_pairs, ref.tenant)
+    if db is not None or obj.db is not None:
+        env.setdefault("SIBYL_MEMORY_DB", ref.db)
+    args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
+                        passphrase_prompt, False, recovery_code_stdin)
+    home = kint_home()
+    anchor = _anchor(home)
+    source = tenant_source(obj.tenant)
+
+    label = f" (label {ref.label})" if ref.label != ref.tenant else ""
+    click.echo(f"join: owner {owner}")
+    click.echo(f"      tenant {ref.tenant} (from {source}), space {ref.space16}{label}")
+    click.echo(f"      contract {anchor.address} on chain {anchor.config.chain_id}, store "
+               f"{ref.db}")
+    click.echo("      no transaction is sent, nothing is spent")
+
+    address = _session_key(home)
+    _vault(anchor, home, owner, ref, source, new_vault)
+    connected = space_call(obj, "connect", args, timeout_s=300,
+                           on_error=_stopper(STEP_CONNECT, obj))
+    print_connected(connected)
+    restored = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
+                                  timeout_s=1800, command="join",
+                                  on_error=_stopper(STEP_RESTORE, obj))
+    _print_restore(restored)
+    _harnesses(None if no_setup else (setup_target or "all"), env)
+    _writes(anchor, owner, address, base_account)

@@ -1,0 +1,259 @@
+"""`kint join` and `kint export` on the real devchain, with real supervisors.
+
+Machine A writes a memory through Sibyl's own client, connects (`--dev`, a throwaway EOA
+owner) and anchors it. Machine B is wiped (a new Sandbox: its own HOME and KINT_HOME): the
+owner's wallet signs the vault message and `kint join` does the rest. Machine C tries the
+ways join stops: a tenant with no epochs (the vault step, exit 2, until `--new-vault`), and
+a store holding rows the chain never saw (the restore, a fork: exit 4, then
+`--discard-local`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eth_account import Account
+
+from chain_machines import (RULE_1, authorize_machine, devchain_anchor, kjson, new_machine, ok,
+                            owner_account, wallet_signature)
+from conftest import sibyl_client, write_store
+from kint.rows.export import connect_ro, export_rows
+from kint.spaces import space_id
+
+MIN_WEI = 2 * 10**13  # 0.00002 ETH
+WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
+              "reads work now")
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory, chain_home):
+    """Machine A with an anchored memory, and its owner's wallet."""
+    a = new_machine(tmp_path_factory.mktemp("join-a"), chain_home)
+    client = sibyl_client(a.sibyl_db, a.tenant)
+    try:
+        client.set_entity("rules", "release-gate", {"rule": RULE_1})
+        client.set_entity("notes", "ünïcode", {"text": "naïve café ✓", "n": [1, 2.5, None]},
+                          status="open")
+        client.set_state("focus", {"now": "joining"})
+        client.set_reference("runbook", "step one, then step two", metadata={"v": 1})
+        for _ in range(2):  # identical events stay two rows
+            client.write_event(acted=["the same thing"], ts="2026-01-02T00:00:00Z")
+    finally:
+        client.storage.close()
+    connected = kjson(a, "connect", "--dev")
+    kjson(a, "push")
+    yield a, owner_account(a, connected["owner"]), connected
+    a.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine_b(tmp_path_factory, chain_home):
+    b = new_machine(tmp_path_factory.mktemp("join-b"), chain_home)
+    yield b
+    b.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine_c(tmp_path_factory, chain_home):
+    c = new_machine(tmp_path_factory.mktemp("join-c"), chain_home)
+    yield c
+    c.shutdown()
+
+
+def _rows(sb) -> list[tuple]:
+    conn = connect_ro(str(sb.sibyl_db))
+    try:
+        return [(r.tier, r.category, r.key, r.fields) for r in export_rows(conn, sb.tenant)]
+    finally:
+        conn.close()
+
+
+def _join(sb, account, *extra: str):
+    payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
+    return sb.kint("join", "--owner", account.address, "--signature", "-", *extra,
+                   input=wallet_signature(account, payload) + "\n", timeout=300)
+
+
+def _lines(out) -> list[str]:
+    return out.stdout.splitlines()
+
+
+def _set_balance(chain_home, address: str, wei: int) -> None:
+    """anvil_setBalance: the devchain's own way to put an exact balance on a key."""
+    anchor = devchain_anchor(chain_home)
+    anchor.w3.provider.make_request("anvil_setBalance", [address, hex(wei)])
+    assert anchor.balance(address) == wei
+
+
+def _session_check(sb) -> dict:
+    out = sb.kint("doctor", "--json")
+    checks = json.loads(out.stdout)["checks"]
+    return next(c for c in checks if c["name"] == "session key")
+
+
+def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b):
+    a, account, connected = vault
+    b = machine_b
+    assert not b.sibyl_db.exists()
+    out = _join(b, account, "--no-setup")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = _lines(out)
+    assert lines[0] == f"join: owner {account.address}"
+    assert f"tenant {b.tenant} (from credentials.json), space {connected['space']}" in lines[1]
+    assert any(l.startswith("session key: 0x") and "(created;" in l for l in lines), lines
+    assert any(l.startswith("vault: head epoch 1 at block") for l in lines), lines
+    assert (f"space {connected['space']}  key tag "
+            in out.stdout) and "data key from chain head header" in out.stdout
+    assert any(l.startswith("restore: restored 1 epoch(s), 6 rows; head epoch 1") and
+               l.endswith("store root matches the anchored root") for l in lines), lines
+    assert "harnesses: not registered (--no-setup)" in lines
+    assert lines[-2] == WRITES_OFF
+    assert lines[-1].startswith("next: put a few cents of ETH on 0x"), lines[-1]
+    assert "(the devchain)" in lines[-1]
+
+    assert _rows(b) == _rows(a)  # every row, byte for byte, in rowid order
+    verdict = kjson(b, "verify", "release rule")
+    assert verdict["decision"] == "proceed", verdict
+
+    # kint export: the same rows as JSON lines, read-only.
+    exported = ok(b.kint("export"))
+    got = [json.loads(line) for line in exported.stdout.splitlines()]
+    want = _rows(a)
+    assert [(g["tier"], g["category"], g["key"]) for g in got] == [w[:3] for w in want]
+    for g, (_, _, _, fields) in zip(got, want):
+        assert {k: g[k] for k in fields} == fields
+        assert len(g["leaf"]) == 64
+    assert set(got[0]) == {"tier", "category", "key", "status", "body", "leaf"}
+    assert json.loads(got[0]["body"]) == {"rule": RULE_1}
+
+
+def test_a_second_join_resumes_and_reports_writes_on_once_authorized(vault, machine_b,
+                                                                    chain_home):
+    _, account, _ = vault
+    b = machine_b
+    out = _join(b, account, "--no-setup")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = _lines(out)
+    session = next(l for l in lines if l.startswith("session key: 0x"))
+    assert session.endswith("(kept)"), session
+    address = session.split()[2]
+    assert "data key from local wraps" in out.stdout
+    assert any(l.startswith("restore: up to date at head epoch 1") for l in lines), lines
+    assert lines[-2] == WRITES_OFF
+
+    # kint doctor's session key check says the same, in its own words.
+    check = _session_check(b)
+    assert not check["ok"] and "NOT authorized" in check["detail"], check
+
+    authorize_machine(chain_home, account, address)  # authorized and funded (devchain)
+    out = _join(b, account, "--no-setup")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _lines(out)[-1] == "writes: on"
+    check = _session_check(b)
+    assert check["ok"] and f"{address}: " in check["detail"], check
+    assert "authorized for" in check["detail"] and "NOT" not in check["detail"]
+
+    # The threshold, 0.00002 ETH: join's writes are on at it, doctor wants more than it.
+    _set_balance(chain_home, address, MIN_WEI)
+    assert _lines(_join(b, account, "--no-setup"))[-1] == "writes: on"
+    assert not _session_check(b)["ok"]
+    _set_balance(chain_home, address, MIN_WEI + 1)
+    assert _session_check(b)["ok"]
+    _set_balance(chain_home, address, MIN_WEI - 1)
+    lines = _lines(_join(b, account, "--no-setup"))
+    assert lines[-2] == WRITES_OFF
+    assert lines[-1].startswith(f"next: put a few cents of ETH on {address} (the devchain; it "
+                                f"holds 0.000019999999999999 ETH and is authorized until "), lines
+    _set_balance(chain_home, address, 10**18)
+
+
+def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b):
+    """The harness step is `kint setup`'s own registration (here Codex, whose file setup
+    writes itself), with KINT_TENANT pinned to the tenant joined and the --env pairs."""
+    import tomllib
+
+    _, account, _ = vault
+    b = machine_b
+    out = _join(b, account, "--setup", "codex", "--env", "KINT_QUIET_SECONDS=60")
+    assert out.returncode == 0, out.stdout + out.stderr
+    config = b.home / ".codex" / "config.toml"
+    assert f"harnesses: codex: wrote [mcp_servers.kint] to {config}" in _lines(out)
+    table = tomllib.loads(config.read_text())["mcp_servers"]["kint"]
+    assert table["command"].endswith("kint-server")
+    assert table["env"]["KINT_TENANT"] == b.tenant
+    assert table["env"]["KINT_QUIET_SECONDS"] == "60"
+    assert table["env"]["KINT_HOME"] == str(b.kint_home)
+    assert table["env"]["SIBYL_MEMORY_DB"] == str(b.sibyl_db)
+
+    out = _join(b, account, "--setup", "codex", "--env", "KINT_QUIET_SECONDS=60")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert any(l.startswith("harnesses: codex: already configured") for l in _lines(out))
+
+
+def test_join_stops_at_the_vault_without_epochs_unless_new_vault(machine_c):
+    c = machine_c
+    fresh = Account.create()
+    tenant = "kint-join-empty"
+    out = _join(c, fresh, "--no-setup", "--tenant", tenant)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"tenant {tenant} (from --tenant)" in out.stdout
+    assert out.stderr.startswith(f"join stopped at vault: the chain holds no epochs for owner "
+                                 f"{fresh.address} under tenant {tenant}"), out.stderr
+    assert "--new-vault" in out.stderr
+    assert "connected:" not in out.stdout
+    assert not (c.kint_home / f"enrol-{space_id(tenant)[:16]}.json").exists()
+    assert not c.sibyl_db.exists()  # a failed join creates no store
+
+    out = _join(c, fresh, "--no-setup", "--tenant", tenant, "--new-vault")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "vault: no epochs yet; --new-vault" in out.stdout
+    assert "data key from fresh vault" in out.stdout
+    assert "restore: up to date (the vault has no epochs yet)" in out.stdout
+    assert (c.kint_home / f"RECOVERY-{space_id(tenant)[:16]}.txt").exists()
+
+    # Run again without --new-vault: the vault is this machine's, so it resumes.
+    out = _join(c, fresh, "--no-setup", "--tenant", tenant)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "this machine already holds the vault" in out.stdout
+    assert "data key from local wraps" in out.stdout
+
+
+def test_a_restore_refusal_exits_with_the_pull_status_then_discard_local(vault, machine_c):
+    a, account, _ = vault
+    c = machine_c
+    write_store(c.sibyl_db, {"stray": {"rule": "written before kint"}}, tenant=c.tenant)
+    out = _join(c, account, "--no-setup")
+    assert out.returncode == 4, out.stdout + out.stderr  # a fork, as kint pull exits
+    assert "connected: owner" in out.stdout
+    assert out.stderr.startswith("join stopped at restore: "), out.stderr
+    assert "[FORK]" in out.stderr and "--discard-local" in out.stderr
+
+    out = _join(c, account, "--no-setup", "--discard-local")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(kept)" in out.stdout and "data key from local wraps" in out.stdout
+    assert any(l.startswith("moved aside: ") for l in _lines(out)), out.stdout
+    assert _rows(c) == _rows(a)
+
+
+def test_join_refuses_bad_flags_before_any_step(vault, machine_c):
+    _, account, _ = vault
+    c = machine_c
+    cases = [
+        (["--owner", account.address, "--no-setup"], "exactly one of"),
+        (["--owner", account.address, "--base-account", "--recovery-code-stdin"],
+         "exactly one of"),
+        (["--owner", "0x1234", "--recovery-code-stdin"], "is not an address"),
+        (["--owner", account.address, "--recovery-code-stdin", "--setup", "claude",
+          "--no-setup"], "--setup or --no-setup"),
+        (["--owner", account.address, "--recovery-code-stdin", "--env", "NOEQUALS"],
+         "KEY=VALUE"),
+        (["--owner", account.address, "--recovery-code-stdin", "--env", "KINT_TENANT=other"],
+         "give --tenant other"),
+        (["--owner", account.address, "--recovery-code-stdin", "--env", "KINT_OWNER_KEY=0x1"],
+         "--env KINT_OWNER_KEY is refused"),
+    ]
+    for args, message in cases:
+        out = c.kint("join", *args, input="")
+        assert out.returncode == 2, (args, out.stdout + out.stderr)
+        assert message in out.stderr, (args, out.stderr)
+        assert "join: owner" not in out.stdout
