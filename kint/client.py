@@ -3,7 +3,10 @@
 It never imports the engine: it builds a request, sends it as one frame on a DEALER, and
 waits for the reply with the same id until a deadline computed once, a little past the
 request's own, so that the supervisor's TIMEOUT (which says what the worker is doing)
-arrives before the client gives up on its own.
+arrives before the client gives up on its own. While it waits it looks, once a second, at
+the supervisor's pid lock: a supervisor that died mid-request is reported within a second
+or so, not when a deadline of up to half an hour runs out. It connects only to a socket in
+a folder that is this user's alone.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from typing import Any
 
 import zmq
 
-from kint.paths import FRONT_SOCKET, front_address, kint_home, socket_dir
+from kint.paths import FRONT_SOCKET, is_private_dir, kint_home, socket_dir
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
 
 # How much longer than the request's own deadline the client waits for the reply.
 CLIENT_GRACE_S = 2.0
+# While waiting for a reply, how often the client checks that its supervisor still runs.
+LIVENESS_EVERY_S = 1.0
 
 
 class KintError(Exception):
@@ -45,12 +50,22 @@ class Client:
         self._zctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
 
+    def _connect(self) -> zmq.Socket:
+        """A DEALER on the front socket, if its folder is this user's alone: a socket in a
+        folder another user can write may be theirs, and would hear every request."""
+        folder = socket_dir(self.home)
+        if not is_private_dir(folder):
+            raise SupervisorUnavailable(
+                f"{folder} is not a private folder of this user; kint talks to no socket there",
+                "start the supervisor (`kint supervisor start`): it binds in a private folder")
+        sock = self._zctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(f"ipc://{folder / FRONT_SOCKET}")
+        return sock
+
     def _socket(self) -> zmq.Socket:
         if self._sock is None:
-            sock = self._zctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(front_address(self.home))
-            self._sock = sock
+            self._sock = self._connect()
         return self._sock
 
     def close(self, linger_ms: int = 0) -> None:
@@ -66,7 +81,8 @@ class Client:
         self.close()
 
     def socket_exists(self) -> bool:
-        return (socket_dir(self.home) / FRONT_SOCKET).exists()
+        folder = socket_dir(self.home)
+        return is_private_dir(folder) and (folder / FRONT_SOCKET).exists()
 
     def ping(self, timeout_s: float = 1.0) -> bool:
         from kint.supervisor.autostart import running_pid
@@ -86,20 +102,27 @@ class Client:
         try:
             ensure_running(self.home, lambda t: self.ping(t))
         except TimeoutError as err:
-            raise SupervisorUnavailable(str(err), "run `kint supervisor start --foreground` "
-                                        "to see why it does not start") from None
+            hint = getattr(err, "hint", None) or ("run `kint supervisor start --foreground` "
+                                                  "to see why it does not start")
+            raise SupervisorUnavailable(str(err), hint) from None
 
     def call(self, op: str, *, tenant: str | None = None, db: str | None = None,
              space: str | None = None, args: dict[str, Any] | None = None,
              timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request and return its result, or raise KintError with the refusal."""
-        if self.autostart:
-            if not self.socket_exists() or self._sock is None:
-                self.ensure_running()
+        from kint.supervisor.autostart import running_pid
+
+        serving = running_pid(self.home)
+        if self.autostart and (serving is None or self._sock is None
+                               or not self.socket_exists()):
+            # No supervisor holds the home (a stale socket file says nothing), or this
+            # client has not looked yet: make sure one answers.
+            self.ensure_running()
+            serving = running_pid(self.home)
         timeout_ms = int((timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_MS / 1000) * 1000)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=timeout_ms)
-        reply = self._roundtrip(request, timeout_ms / 1000 + CLIENT_GRACE_S)
+        reply = self._roundtrip(request, timeout_ms / 1000 + CLIENT_GRACE_S, serving=serving)
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}
@@ -109,29 +132,33 @@ class Client:
              timeout_s: float = 60) -> None:
         """Send a request that gets no reply (a note, an exit push): queued on the socket,
         delivered once it is connected."""
-        if self.autostart and (not self.socket_exists() or self._sock is None):
+        from kint.supervisor.autostart import running_pid
+
+        if self.autostart and (self._sock is None or not self.socket_exists()
+                               or running_pid(self.home) is None):
             self.ensure_running()
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
         self._socket().send(encode_request(request))
 
-    def _roundtrip(self, request: Request, wait_s: float, *, fresh_socket: bool = False) -> Reply:
-        sock: zmq.Socket
-        if fresh_socket:
-            sock = self._zctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(front_address(self.home))
-        else:
-            sock = self._socket()
+    def _roundtrip(self, request: Request, wait_s: float, *, fresh_socket: bool = False,
+                   serving: int | None = None) -> Reply:
+        """Send `request` and wait for its reply. `serving` is the pid of the supervisor
+        it goes to, watched while waiting (None: not known yet; a ping is not watched)."""
+        sock = self._connect() if fresh_socket else self._socket()
         try:
             sock.send(encode_request(request))
             deadline = time.monotonic() + wait_s
             while True:
                 left = deadline - time.monotonic()
-                if left <= 0 or not sock.poll(left * 1000, zmq.POLLIN):
+                if left <= 0:
                     raise SupervisorUnavailable(
                         f"no answer from the supervisor within {wait_s:.1f}s",
                         "see `kint supervisor status` and the supervisor log")
+                if not sock.poll(min(left, LIVENESS_EVERY_S) * 1000, zmq.POLLIN):
+                    if not fresh_socket:
+                        serving = self._check_serving(serving, request.op)
+                    continue
                 try:
                     reply = decode_reply(sock.recv())
                 except ProtocolError as err:
@@ -142,3 +169,22 @@ class Client:
         finally:
             if fresh_socket:
                 sock.close(linger=0)
+
+    def _check_serving(self, serving: int | None, op: str) -> int:
+        """While waiting on `op`: the pid of the supervisor that holds the request, or
+        SupervisorUnavailable when it exited (or none ever ran): a dead supervisor answers
+        nothing, and waiting out the deadline would only hide that."""
+        from kint.supervisor.autostart import running_pid
+
+        now = running_pid(self.home)
+        if now is None and serving is None:
+            raise SupervisorUnavailable(f"no supervisor is running for {self.home}",
+                                        "run `kint supervisor start`, or any command that "
+                                        "starts one")
+        if now is None or (serving not in (None, -1) and now != serving):
+            raise SupervisorUnavailable(
+                f"the supervisor (pid {serving}) exited before answering {op}; whether "
+                f"{op} ran is unknown",
+                "run the command again (it starts a new supervisor); the supervisor log "
+                "says why it exited")
+        return now if serving is None else serving

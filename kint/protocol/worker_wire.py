@@ -1,14 +1,23 @@
 """Messages on the back socket, between the supervisor and its workers.
 
-A worker connects a DEALER whose identity is its space's 16 hex characters and says
-`hello`, then `beat`s every second and sends `reply`s; before a deliberate non-zero exit
-it sends `fatal` with the reason. The supervisor sends `req` (a validated request under
-the supervisor's own id) and `stop`. Every message carries the sender's pid, so a message
-from a worker that was already replaced is recognised and dropped.
+A worker says `hello`, then `beat`s every second and sends `reply`s; before a deliberate
+non-zero exit it sends `fatal` with the reason. The supervisor sends `req` (a validated
+request under the supervisor's own id) and `stop`. Every message carries the sender's pid,
+so a message from a worker that was already replaced is recognised and dropped.
+
+Any process of the user can reach the back socket, so a worker proves who it is with a
+secret it did not choose: the supervisor makes a fresh token for each spawn and hands it
+to the child through the spawn's own pipe (never argv, the environment or a file). The
+worker's DEALER identity, its route, is derived from the token (`route_for`), so nobody
+else can name it, and every message it sends carries the token, which the supervisor
+checks before it believes a word.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from typing import Any, Literal
 
 import orjson
@@ -33,6 +42,33 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "has_work": (bool,),
     "progress": (str,),
 }
+
+TOKEN_BYTES = 32
+
+
+def new_token() -> bytes:
+    """A worker's secret for one spawn, made by the supervisor."""
+    return os.urandom(TOKEN_BYTES)
+
+
+def route_for(token: bytes) -> bytes:
+    """The worker's DEALER identity for this spawn, derived from the token one-way: only
+    the supervisor and this worker can name it, and it tells nothing of the token. It
+    starts with b"w": ZeroMQ keeps identities starting with a zero byte for itself."""
+    return b"w" + hashlib.sha256(b"kint worker route\0" + token).digest()[:16]
+
+
+def token_text(token: bytes) -> str:
+    return token.hex()
+
+
+def token_matches(message: dict[str, Any], token: bytes | None) -> bool:
+    """Whether `message` carries this spawn's token (in constant time). Checked by the
+    supervisor, against the spawn the message's route belongs to, not by the decoder."""
+    given = message.get("token")
+    if token is None or not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode(), token.hex().encode())
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -5,7 +5,13 @@ Two locks make "exactly one" hold however many clients race:
 - `run/supervisor.lock`, the start lock: a client takes it before it checks and starts,
   so ten racing CLI calls start one daemon and the other nine find it answering.
 - `run/supervisor.pid`, held by the running supervisor for its whole life: a second
-  daemon that gets past a client anyway sees it held and exits at once.
+  daemon that gets past a client anyway sees it held and exits at once. It reads
+  `PID` while the supervisor starts and `PID serving` once its sockets are bound, so a
+  client can tell a supervisor still starting from one that should answer and does not.
+
+A client that finds no answer never spins and never waits on nothing: it starts a
+supervisor when none holds the lock, says at once when the one it started exited, and
+gives up within seconds on a supervisor that is serving but does not answer.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kint.logs import setup_file_logging
-from kint.paths import ensure_private_dir, log_path, run_dir
+from kint.paths import ensure_private_dir, front_address, log_path, run_dir
 
 log = logging.getLogger("kint.supervisor")
 
@@ -32,6 +39,14 @@ PID_FILE = "supervisor.pid"
 
 class AlreadyRunning(Exception):
     pass
+
+
+class SupervisorNotReachable(TimeoutError):
+    """No supervisor answers, and waiting longer would not help. Carries what to do."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 # A client checking whether a supervisor runs holds a shared lock on the pid file for an
@@ -60,8 +75,26 @@ def _hold_pid_lock(home: Path) -> int:
     return fd
 
 
-def running_pid(home: Path) -> int | None:
-    """The pid of the live supervisor of `home`, or None. Reads the lock, never the socket."""
+SERVING = "serving"
+
+
+def mark_serving(pid_fd: int) -> None:
+    """Say in the held pid file that the sockets are bound: from now on a supervisor that
+    does not answer is stuck or stopped, not starting."""
+    os.pwrite(pid_fd, f"{os.getpid()} {SERVING}\n".encode(), 0)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The live supervisor of a home, as its pid file says: its pid (-1 when the file
+    cannot be read) and whether it has bound its sockets."""
+
+    pid: int
+    serving: bool
+
+
+def holder(home: Path) -> Holder | None:
+    """The live supervisor of `home`, or None. Reads the lock, never the socket."""
     path = run_dir(home) / PID_FILE
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -71,12 +104,19 @@ def running_pid(home: Path) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            return int(raw) if raw.isdigit() else -1
+            words = os.pread(fd, 64, 0).decode(errors="replace").split()
+            pid = int(words[0]) if words and words[0].isdigit() else -1
+            return Holder(pid, SERVING in words[1:])
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
+
+
+def running_pid(home: Path) -> int | None:
+    """The pid of the live supervisor of `home` (-1 when unreadable), or None."""
+    found = holder(home)
+    return found.pid if found is not None else None
 
 
 def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
@@ -85,6 +125,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
     worker forkserver imports first."""
     from kint.supervisor.daemon import Supervisor
+    from kint.supervisor.ownership import Ownership
     from kint.supervisor.settings import Settings
     from kint.supervisor.spawner import Spawner
 
@@ -96,12 +137,14 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     except AlreadyRunning:
         print(f"kint: a supervisor is already running for {home}", file=sys.stderr)
         return 0
-    sup = Supervisor(home, Settings.from_env(), Spawner(extra_preload))
+    sup = Supervisor(home, Settings.from_env(), Spawner(extra_preload),
+                     Ownership(run_dir(home) / PID_FILE, pid_fd))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)
     try:
         sup.spawner.warm_up()
         sup.bind()
+        mark_serving(pid_fd)
         sup.run()
     finally:
         sup.close()
@@ -135,10 +178,20 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
         os.close(fd)
 
 
+# A supervisor that says it is serving but does not answer for this long is stuck or
+# stopped: the client says so rather than wait out its whole start window.
+UNREACHABLE_AFTER_S = 10.0
+# Between two looks: ping returns at once when there is no socket, so without this pause
+# the wait would spin a CPU.
+RETRY_EVERY_S = 0.1
+
+
 def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
     """Make sure a supervisor answers on `home`'s socket, starting one if needed.
 
-    `ping(timeout_s) -> bool` asks the socket. Raises TimeoutError when none answers.
+    `ping(timeout_s) -> bool` asks the socket. Raises SupervisorNotReachable (a
+    TimeoutError) when none answers: at once when the supervisor this call started exited,
+    after UNREACHABLE_AFTER_S when one is serving but silent, after `wait_s` otherwise.
     """
     if ping(0.5):
         return
@@ -153,17 +206,69 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
                 break
             except OSError:
                 if time.monotonic() >= deadline:
-                    raise TimeoutError("another kint process holds the start lock") from None
+                    raise SupervisorNotReachable(
+                        "another kint process holds the start lock",
+                        "try again in a moment") from None
                 time.sleep(0.05)
-        if ping(0.5):
-            return
-        if running_pid(home) is None:
-            spawn_daemon(home)
-        while time.monotonic() < deadline:
-            if ping(0.5):
-                return
-        raise TimeoutError(f"the supervisor did not answer within {wait_s:.0f}s "
-                           f"(see {log_path(home)} and {run_dir(home) / DAEMON_STDERR})")
+        _wait_for_supervisor(home, ping, deadline, wait_s)
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)
+
+
+def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> None:
+    """Under the start lock: start a supervisor when none holds the pid lock, then wait
+    (never spinning) until one answers or waiting cannot help."""
+    started: subprocess.Popen[bytes] | None = None
+    silent_since: float | None = None
+    while True:
+        if ping(0.5):
+            return
+        now = time.monotonic()
+        found = holder(home)
+        if found is None:
+            silent_since = None
+            if started is None:
+                started = spawn_daemon(home)
+            elif started.poll() is not None:
+                raise SupervisorNotReachable(
+                    f"the supervisor exited with code {started.returncode} before it "
+                    f"answered{_last_words(home)}",
+                    f"see {log_path(home)}, or run `kint supervisor start --foreground` "
+                    "to watch it start")
+        elif found.serving:
+            silent_since = silent_since if silent_since is not None else now
+            if now - silent_since >= UNREACHABLE_AFTER_S:
+                raise SupervisorNotReachable(
+                    f"the supervisor (pid {found.pid}) runs but does not answer on "
+                    f"{front_address(home)}{_stopped_note(found.pid)}",
+                    f"see {log_path(home)}; `kill {found.pid}` lets the next command start "
+                    "a new one")
+        if now >= deadline:
+            raise SupervisorNotReachable(
+                f"the supervisor did not answer within {wait_s:.0f}s",
+                f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
+                "`kint supervisor start --foreground` to see why it does not start")
+        time.sleep(RETRY_EVERY_S)
+
+
+def _last_words(home: Path) -> str:
+    """The last line the daemon wrote to its raw stderr, for a start that failed."""
+    try:
+        with open(run_dir(home) / DAEMON_STDERR, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 2048))
+            lines = fh.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:300]}" if lines else ""
+
+
+def _stopped_note(pid: int) -> str:
+    """' (it is stopped)' when /proc says the process is stopped (SIGSTOP, a debugger)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            state = fh.read().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return ""
+    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if state in ("T", "t") else ""

@@ -6,6 +6,14 @@ hellos, beats and replies in, requests and stops out. Every request is validated
 it is routed; every request carries one monotonic deadline, computed when it arrives;
 when it passes the client gets TIMEOUT naming what the worker is doing, the work goes on,
 and the late reply is dropped by id.
+
+Every request gets exactly one answer: a reply the client's pipe cannot take yet waits in
+the `Outbox` instead of being dropped by the ROUTER. A worker is believed only on its
+spawn's token and route (`worker_wire`), and its hello only from the pid the supervisor
+spawned, where the kernel says it (`peer`). The supervisor checks every second that the
+home is still its own (`ownership`): it binds a removed socket again, steps down when its
+pid lock was taken from it, and unlinks only sockets it still owns. A turn of its loop
+that came late is its own pause, not its workers' silence (`pause`).
 """
 
 from __future__ import annotations
@@ -23,8 +31,7 @@ import zmq
 
 from kint import __version__
 from kint.logs import log_max_bytes, rotate_if_large, rotated_logs
-from kint.paths import (atomic_write, back_address, ensure_private_dir, front_address,
-                        run_dir, socket_dir)
+from kint.paths import BACK_SOCKET, FRONT_SOCKET, is_private_dir, prepare_socket_dir
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, encode_reply, error_reply, ok_reply, reply_from_error
@@ -34,6 +41,10 @@ from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
 from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from kint.supervisor.outbox import Outbox
+from kint.supervisor.ownership import Ownership
+from kint.supervisor.pause import ScheduleWatch
+from kint.supervisor.peer import peer_credentials
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
 from kint.supervisor.workers import Pending, WorkerHandle, describe_exit
@@ -42,16 +53,27 @@ from kint.tenant_worker.config import WorkerConfig
 log = logging.getLogger("kint.supervisor")
 
 HOUSEKEEPING_EVERY_S = 5.0  # how often the supervisor checks its logs' size and kint's files
+OWNERSHIP_EVERY_S = 1.0  # how often it checks that its pid lock and sockets are still its own
+# While replies wait for a client's pipe to drain, the loop looks again this soon.
+OUTBOX_RETRY_S = 0.02
+# Exit code of a supervisor that stepped down because its pid lock was taken: "start me
+# again" (EX_TEMPFAIL), so a service manager's restart finds whoever holds the home now.
+EXIT_STEPPED_DOWN = 75
+# Routes of unknown peers logged at most this many times (an impostor may flood).
+MAX_REFUSED_LOGGED = 32
 
 
 class Supervisor:
-    def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None) -> None:
+    def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None,
+                 ownership: Ownership | None = None) -> None:
         self.home = home
         self.settings = settings
         self.spawner = spawner or Spawner()
+        self.ownership = ownership or Ownership()
         self.handles: dict[str, WorkerHandle] = {}
         self.bindings = Bindings(home)
-        self._by_identity: dict[bytes, WorkerHandle] = {}
+        self._by_route: dict[bytes, WorkerHandle] = {}
+        self._refused_routes: set[bytes] = set()
         self._sentinels: dict[int, WorkerHandle] = {}
         self._deadlines: list[tuple[float, str, str]] = []
         self._ids = itertools.count(1)
@@ -62,35 +84,75 @@ class Supervisor:
         self.upgraded = False
         self.exit_code = 0
         self._housekeeping_at = self.started_at
+        self._ownership_at = self.started_at
         self._log_rotate_failed = False
+        self._schedule = ScheduleWatch(settings.tick_s,
+                                       min(1.0, settings.heartbeat_timeout_s / 4))
         self.shutting_down = False
         self._stop_waiters: list[tuple[bytes, str]] = []
         self._stop_signalled = False
         self.zctx = zmq.Context()
         self.front = self.zctx.socket(zmq.ROUTER)
         self.back = self.zctx.socket(zmq.ROUTER)
+        self.outbox = Outbox(self.front)
         self.poller = zmq.Poller()
+        self.front_path: Path | None = None
+        self.back_path: Path | None = None
+
+    @property
+    def front_address(self) -> str:
+        return f"ipc://{self.front_path}"
+
+    @property
+    def back_address(self) -> str:
+        return f"ipc://{self.back_path}"
 
     # -- set-up ----------------------------------------------------------------------------
 
     def bind(self) -> None:
-        ensure_private_dir(run_dir(self.home))
-        sockets = ensure_private_dir(socket_dir(self.home))
-        if sockets != run_dir(self.home):
-            atomic_write(run_dir(self.home) / "socket-dir", f"{sockets}\n".encode())
         self.front.setsockopt(zmq.LINGER, 0)
         self.front.setsockopt(zmq.MAXMSGSIZE, SOCKET_MAX_MESSAGE_BYTES)
+        # A reply the client's pipe cannot take raises EAGAIN instead of vanishing; the
+        # outbox keeps it until the pipe drains.
+        self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.back.setsockopt(zmq.LINGER, 0)
         self.back.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.back.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        old_umask = os.umask(0o077)
-        try:
-            self.front.bind(front_address(self.home))
-            self.back.bind(back_address(self.home))
-        finally:
-            os.umask(old_umask)
+        # No handover: a second connection claiming a worker's route is refused, never
+        # handed the route (routes are secret anyway, see worker_wire.route_for).
+        self.back.setsockopt(zmq.ROUTER_HANDOVER, 0)
+        self._bind_sockets()
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)
+
+    def _bind_sockets(self) -> None:
+        """Bind (or bind again) each socket whose file is not the one this supervisor
+        bound: at start, or after its socket folder or files were removed or replaced."""
+        folder, refused = prepare_socket_dir(self.home)
+        if refused:
+            log.warning("%s; the sockets are in %s instead", refused, folder)
+        for sock, name, attr in ((self.front, FRONT_SOCKET, "front_path"),
+                                 (self.back, BACK_SOCKET, "back_path")):
+            old: Path | None = getattr(self, attr)
+            path = folder / name
+            if old == path and self.ownership.socket_is_ours(path):
+                continue
+            if old is not None:
+                try:
+                    sock.unbind(f"ipc://{old}")
+                except zmq.ZMQError:
+                    pass
+                if self.ownership.socket_is_ours(old):  # the folder moved: leave no stale file
+                    old.unlink(missing_ok=True)
+                self.ownership.forget(old)
+                log.warning("%s was removed or replaced under the running supervisor; "
+                            "bound it again at %s", old, path)
+            old_umask = os.umask(0o077)
+            try:
+                sock.bind(f"ipc://{path}")
+            finally:
+                os.umask(old_umask)
+            setattr(self, attr, path)
+            self.ownership.bound(path)
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: begin a clean stop at the next turn of the loop."""
@@ -99,7 +161,7 @@ class Supervisor:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> None:
-        log.info("supervisor %d serving %s (kint %s)", os.getpid(), front_address(self.home),
+        log.info("supervisor %d serving %s (kint %s)", os.getpid(), self.front_address,
                  __version__)
         while True:
             if self._stop_signalled and not self.shutting_down:
@@ -109,44 +171,57 @@ class Supervisor:
             timeout = self.settings.tick_s
             if self._deadlines:
                 timeout = max(0.0, min(timeout, self._deadlines[0][0] - time.monotonic()))
-            for sock, _ in self.poller.poll(timeout * 1000):
+            if self.outbox.backlogged():
+                timeout = min(timeout, OUTBOX_RETRY_S)
+            events = self.poller.poll(timeout * 1000)
+            now = time.monotonic()
+            paused = self._schedule.turn(now)
+            if paused:
+                self._after_pause(paused, now)
+            for sock, _ in events:
                 if sock is self.front:
                     self._drain(self.front, self._on_front)
                 elif sock is self.back:
-                    self._drain(self.back, self._on_back)
+                    self._drain(self.back, self._on_back, copy=False)
                 elif isinstance(sock, int) and sock in self._sentinels:
                     self._on_exit(self._sentinels[sock])
+            self.outbox.flush()
             self.tick(time.monotonic())
         for identity, rid in self._stop_waiters:
             self._send_front(identity, ok_reply(rid, {"stopped": True}))
+        self.outbox.flush()
         log.info("supervisor %d stopped", os.getpid())
 
     def close(self) -> None:
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()
-        for address in (front_address(self.home), back_address(self.home)):
-            try:
-                os.unlink(address.removeprefix("ipc://"))
-            except FileNotFoundError:
-                pass
+        for path in self.ownership.release():
+            log.info("left %s alone: it is no longer this supervisor's", path)
 
     @staticmethod
-    def _drain(sock: zmq.Socket, handler: Any) -> None:
+    def _drain(sock: zmq.Socket, handler: Any, copy: bool = True) -> None:
         for _ in range(1000):  # bounded, so one busy client cannot starve the other socket
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=copy)
             except zmq.Again:
                 return
             handler(frames)
 
+    def _after_pause(self, paused: float, now: float) -> None:
+        """The loop did not run for `paused` seconds, until `now`: nobody read the workers'
+        beats, so their silence counts from now, once the beats that did arrive are read."""
+        level = logging.WARNING if paused >= self.settings.heartbeat_timeout_s else logging.INFO
+        log.log(level, "the supervisor did not run for %.1fs (stopped or starved); worker "
+                "silence is counted from now, not from before the pause", paused)
+        for handle in self.handles.values():
+            handle.excuse_silence(now)
+        self._drain(self.back, self._on_back, copy=False)
+
     # -- front: clients --------------------------------------------------------------------
 
     def _send_front(self, identity: bytes, reply: Reply) -> None:
-        try:
-            self.front.send_multipart([identity, encode_reply(reply)], zmq.NOBLOCK)
-        except zmq.ZMQError as err:
-            log.info("could not answer a client (%s); dropped", err)
+        self.outbox.send(identity, encode_reply(reply))
 
     def _on_front(self, frames: list[bytes]) -> None:
         identity = frames[0]
@@ -192,7 +267,6 @@ class Supervisor:
             _same_store(sid, label, bound.db, bound.tenant, request)
         handle = WorkerHandle(space_id=sid, label=label, tenant=request.tenant, db=request.db)
         self.handles[sid] = handle
-        self._by_identity[handle.space16.encode()] = handle
         self.bindings.bind(sid, Binding(label, request.tenant, request.db))
         return handle
 
@@ -224,16 +298,21 @@ class Supervisor:
         elif handle.state in ("ready", "busy"):
             self._forward(handle, pending)
 
-    def _forward(self, handle: WorkerHandle, pending: Pending) -> None:
+    def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
+        """Send one request to the worker. False when its pipe cannot take it now: the
+        request stays queued and the tick tries again."""
+        if handle.route is None:
+            return False
         try:
             self.back.send_multipart(
-                [handle.space16.encode(),
-                 worker_wire.encode({"kind": "req", "request": pending.message})],
+                [handle.route, worker_wire.encode({"kind": "req", "request": pending.message})],
                 zmq.NOBLOCK)
             pending.forwarded = True
+            return True
         except zmq.ZMQError as err:
             log.info("space %s: worker not reachable yet (%s); request stays queued",
                      handle.space16, err)
+            return False
 
     def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
         handle.pending.pop(pending.internal_id, None)
@@ -249,18 +328,31 @@ class Supervisor:
 
     # -- back: workers ---------------------------------------------------------------------
 
-    def _on_back(self, frames: list[bytes]) -> None:
+    def _refuse_peer(self, route: bytes, why: str) -> None:
+        """Drop a back-socket message from a peer that is not a worker of this supervisor;
+        logged once per route (up to a bound), since an impostor may send many."""
+        if route in self._refused_routes or len(self._refused_routes) >= MAX_REFUSED_LOGGED:
+            return
+        self._refused_routes.add(route)
+        log.warning("refused a message on %s from route %r: %s", BACK_SOCKET,
+                    route[:32], why)
+
+    def _on_back(self, frames: list[zmq.Frame]) -> None:
         if len(frames) != 2:
             return
-        identity, raw = frames
-        handle = self._by_identity.get(identity)
+        route = frames[0].bytes
+        handle = self._by_route.get(route)
         if handle is None:
-            log.warning("message from unknown worker identity %r dropped", identity[:32])
+            self._refuse_peer(route, "not the route of any worker this supervisor spawned")
             return
         try:
-            msg = worker_wire.decode_from_worker(raw)
+            msg = worker_wire.decode_from_worker(frames[1].bytes)
         except ProtocolError as err:
             log.warning("space %s: bad worker message dropped: %s", handle.space16, err.message)
+            return
+        if not worker_wire.token_matches(msg, handle.token):
+            self._refuse_peer(route, f"the token of space {handle.space16}'s worker is missing "
+                              "or wrong")
             return
         now = time.monotonic()
         kind = msg["kind"]
@@ -289,24 +381,42 @@ class Supervisor:
         if kind == "fatal":
             handle.fatal_reason = msg["reason"]
         elif kind == "hello":
+            refusal = self._hello_refusal(handle, frames[1])
+            if refusal is not None:
+                self._refuse_peer(route, refusal)
+                return
             handle.hello_at = now
-            handle.last_beat_at = now
+            handle.heard(now)
             if handle.state == "starting":
                 handle.state = "ready"
             for pending in handle.queued():
                 self._forward(handle, pending)
         elif kind == "beat":
             handle.beat = msg["state"]
-            handle.last_beat_at = now
+            handle.heard(now)
             if handle.state in ("ready", "busy"):
                 handle.state = "busy" if handle.beat.get("inflight") else "ready"
+
+    @staticmethod
+    def _hello_refusal(handle: WorkerHandle, frame: zmq.Frame) -> str | None:
+        """Why a hello with the right token is still refused, or None: the kernel says the
+        connection is another user's, or another process's than the one spawned."""
+        peer = peer_credentials(frame)
+        if peer is None:
+            return None  # the OS gives no credentials here: the token alone decides
+        if peer.uid != os.getuid():
+            return f"the peer runs as uid {peer.uid}, not {os.getuid()}"
+        if peer.pid is not None and peer.pid != handle.pid:
+            return (f"the peer is pid {peer.pid}, not the worker {handle.pid} spawned for "
+                    f"space {handle.space16}")
+        return None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def spawn(self, handle: WorkerHandle) -> None:
         config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
                               db=handle.db, kint_home=str(self.home),
-                              back_address=back_address(self.home),
+                              back_address=self.back_address,
                               supervisor_pid=os.getpid())
         now = time.monotonic()
         handle.stop_reason = None
@@ -318,14 +428,19 @@ class Supervisor:
         handle.last_beat_at = None
         handle.beat = {}
         handle.spawned_at = now
+        handle.excused_until = None
+        token = worker_wire.new_token()
         try:
-            proc = self.spawner.spawn(config)
+            proc = self.spawner.spawn(config, token)
         except Exception as err:
             log.exception("space %s: spawning a worker failed", handle.space16)
             self._crashed(handle, now, f"could not spawn: {err}")
             return
         handle.process = proc
         handle.pid = proc.pid
+        handle.token = token
+        handle.route = worker_wire.route_for(token)
+        self._by_route[handle.route] = handle
         handle.state = "starting"
         self._sentinels[proc.sentinel] = handle
         self.poller.register(proc.sentinel, zmq.POLLIN)
@@ -345,6 +460,10 @@ class Supervisor:
         pid = handle.pid
         handle.process = None
         handle.pid = None
+        if handle.route is not None:
+            self._by_route.pop(handle.route, None)
+        handle.route = None
+        handle.token = None
         reason = handle.fatal_reason or describe_exit(exitcode)
         if handle.hung_reason:
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
@@ -387,9 +506,12 @@ class Supervisor:
         handle.stop_reason = reason  # type: ignore[assignment]
         handle.stop_deadline = now + self.settings.stop_grace_s
         handle.state = "stopping"
+        if handle.route is None:
+            handle.signal(signal.SIGTERM)
+            return
         try:
             self.back.send_multipart(
-                [handle.space16.encode(), worker_wire.encode({"kind": "stop", "reason": reason})],
+                [handle.route, worker_wire.encode({"kind": "stop", "reason": reason})],
                 zmq.NOBLOCK)
         except zmq.ZMQError:
             handle.signal(signal.SIGTERM)
@@ -426,6 +548,10 @@ class Supervisor:
                 f"{pending.timeout_ms} ms: the worker is {handle.doing(now)}"))
         s = self.settings
         for handle in self.handles.values():
+            if handle.state in ("ready", "busy") and handle.pending:
+                for pending in handle.queued():  # a pipe that was full has room again
+                    if not self._forward(handle, pending):
+                        break
             if handle.alive:
                 self._check_alive(handle, now)
             elif (handle.state == "quarantined" and handle.quarantined_until is not None
@@ -438,6 +564,9 @@ class Supervisor:
                     and now - handle.hello_at >= s.stable_after_s):
                 handle.backoff_s = None
                 handle.retry_started_at = None
+        if now >= self._ownership_at:
+            self._ownership_at = now + OWNERSHIP_EVERY_S
+            self._check_ownership()
         if now >= self._housekeeping_at:
             self._housekeeping_at = now + HOUSEKEEPING_EVERY_S
             self._rotate_log()
@@ -446,6 +575,28 @@ class Supervisor:
                 and not any(h.pending for h in self.handles.values())):
             log.info("nothing in flight: stopping for the new version of kint")
             self.begin_shutdown()
+
+    def _check_ownership(self) -> None:
+        """Is KINT_HOME still this supervisor's? Its pid lock replaced or removed: another
+        supervisor may run (or start any moment), so this one steps down. Its sockets gone
+        or replaced while it holds the lock: it binds them again, so that clients reach it
+        instead of waiting on a supervisor they cannot see."""
+        if self.shutting_down:
+            return
+        if not self.ownership.holds_lock():
+            log.warning("%s is no longer the lock this supervisor holds (removed or "
+                        "replaced): stepping down, so that one supervisor serves %s",
+                        self.ownership.lock_path, self.home)
+            self.exit_code = EXIT_STEPPED_DOWN
+            self.begin_shutdown()
+            return
+        paths = (self.front_path, self.back_path)
+        if any(p is None or not is_private_dir(p.parent) or not self.ownership.socket_is_ours(p)
+               for p in paths):
+            try:
+                self._bind_sockets()
+            except (OSError, zmq.ZMQError) as err:
+                log.warning("could not bind the sockets again: %s; retrying", err)
 
     def _check_upgrade(self) -> None:
         if self.upgraded or self.shutting_down or code_signature() == self._code:
@@ -482,10 +633,10 @@ class Supervisor:
                 handle.signal(signal.SIGKILL)
                 handle.stop_deadline = None
             return
-        silent_since = handle.last_beat_at if handle.last_beat_at is not None else handle.spawned_at
+        silent = handle.silent_for(now)
         limit = s.heartbeat_timeout_s if handle.last_beat_at is not None else s.start_timeout_s
-        if silent_since is not None and now - silent_since > limit:
-            handle.hung_reason = f"no heartbeat for {now - silent_since:.0f}s"
+        if silent is not None and silent > limit:
+            handle.hung_reason = f"no heartbeat for {silent:.0f}s"
             handle.state = "hung"
             log.warning("space %s: worker %s is hung (%s); SIGTERM, SIGKILL in %.0fs",
                         handle.space16, handle.pid, handle.hung_reason, s.kill_grace_s)

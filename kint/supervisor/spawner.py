@@ -45,10 +45,13 @@ class Spawner:
         proc.start()
         proc.join(timeout=60)
 
-    def spawn(self, config: WorkerConfig) -> Any:
+    def spawn(self, config: WorkerConfig, token: bytes) -> Any:
+        """Start a worker for `config`. `token`, its secret for this spawn, travels with the
+        process object through the pipe the forkserver's child reads at start: it never
+        appears in argv, the environment or a file another process could read."""
         from kint.tenant_worker.process import run_worker
 
-        proc = self._ctx.Process(target=run_worker, args=(config,),
+        proc = self._ctx.Process(target=run_worker, args=(config, token),
                                  name=f"kint-worker-{config.space16}", daemon=False)
         proc.start()
         return proc

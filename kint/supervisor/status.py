@@ -58,14 +58,17 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
 def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
     import os
 
-    from kint.paths import front_address
-
     now = time.monotonic()
     rows = [space_row(h, now) for h in sorted(sup.handles.values(), key=lambda h: h.label)]
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "supervisor": {"pid": os.getpid(), "uptime_s": round(now - sup.started_at, 3),
-                       "kint_home": str(sup.home), "socket": front_address(sup.home)},
+                       "kint_home": str(sup.home), "socket": sup.front_address,
+                       # Replies waiting for a client's pipe to drain; replies dropped for
+                       # a client that reads none (the outbox's bound) or that went away.
+                       "replies_waiting": sup.outbox.waiting(),
+                       "replies_dropped": sup.outbox.dropped,
+                       "replies_to_gone_clients": sup.outbox.gone},
         "spaces": rows,
         "degraded": any(row["state"] in DEGRADED_STATES for row in rows),
     }

@@ -6,7 +6,10 @@ The rules, in one place:
 - More than `max_restarts_in_window` crashes in `restart_window_s` quarantines the space;
   it is retried after a backoff that doubles (30 s to 10 min) and never gives up for good.
 - A commanded stop, a restart by command, or an idle exit is not a crash.
-- No beat for `heartbeat_timeout_s` is a hang: SIGTERM, then SIGKILL after a grace.
+- No beat for `heartbeat_timeout_s` is a hang: SIGTERM, then SIGKILL after a grace. The
+  silence is counted only while the supervisor itself ran: after a pause of its own it
+  gives every worker a full timeout from its resume (`excuse_silence`), the time to be
+  heard again, so a stopped supervisor never finds its whole fleet hung.
 
 All times are `time.monotonic()`; wall-clock time is used for display only.
 """
@@ -54,9 +57,15 @@ class WorkerHandle:
     state: State = "idle"
     process: Any = None
     pid: int | None = None
+    # This spawn's secret and the DEALER identity derived from it (kint.protocol.worker_wire).
+    token: bytes | None = field(default=None, repr=False)
+    route: bytes | None = field(default=None, repr=False)
     spawned_at: float | None = None
     hello_at: float | None = None
     last_beat_at: float | None = None
+    # When the supervisor last resumed from a pause of its own: silence before that is not
+    # the worker's.
+    excused_until: float | None = None
     beat: dict[str, Any] = field(default_factory=dict)
     last_activity: float = field(default_factory=time.monotonic)
     stop_reason: StopReason | None = None
@@ -105,6 +114,27 @@ class WorkerHandle:
         return self.state
 
     # -- lifecycle decisions ---------------------------------------------------------------
+
+    def silent_for(self, now: float) -> float | None:
+        """How long the worker has said nothing while the supervisor was listening: since
+        its last beat (or its spawn, before its hello), or since the supervisor's own
+        resume when that is later."""
+        since = self.last_beat_at if self.last_beat_at is not None else self.spawned_at
+        if since is None:
+            return None
+        if self.excused_until is not None:
+            since = max(since, self.excused_until)
+        return now - since
+
+    def heard(self, now: float) -> None:
+        """A hello or a beat arrived."""
+        self.last_beat_at = now
+
+    def excuse_silence(self, now: float) -> None:
+        """The supervisor itself did not run until `now`: the worker's silence counts from
+        here. (Taking off only the pause would leave a worker that had been quiet for most
+        of a beat before it too little time to be heard again once both resume.)"""
+        self.excused_until = now
 
     def record_crash(self, now: float, reason: str, window_s: float) -> int:
         self.restarts += 1

@@ -9,6 +9,10 @@ a slow op never stops the heartbeat: slow is *busy*, not *hung*.
 The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
 which exits when the supervisor does) and, on every beat, a check that the supervisor's
 pid is still alive.
+
+It proves who it is with the token its supervisor made for this spawn (passed as an
+argument, through the spawn's pipe): its DEALER identity is the route derived from it, and
+every message it sends carries it (kint.protocol.worker_wire).
 """
 
 from __future__ import annotations
@@ -89,13 +93,14 @@ class InFlight:
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, token: bytes) -> None:
         self.config = config
+        self._token = worker_wire.token_text(token)
         self.ctx = SpaceContext(config=config, store=StoreReader(config.db, config.tenant))
         self.inflight = InFlight()
         self.zctx = zmq.Context()
         self.dealer = self.zctx.socket(zmq.DEALER)
-        self.dealer.setsockopt(zmq.IDENTITY, config.space16.encode())
+        self.dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
         self.dealer.setsockopt(zmq.LINGER, 2000)
         self.replies = self.zctx.socket(zmq.PULL)
         self.replies.bind(_REPLIES_ADDRESS)
@@ -107,20 +112,29 @@ class Worker:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any], flags: int = 0) -> None:
         message["pid"] = os.getpid()
-        self.dealer.send(worker_wire.encode(message))
+        message["token"] = self._token
+        self.dealer.send(worker_wire.encode(message), flags)
 
     def _beat(self) -> None:
+        """One beat, never waited on: while the supervisor does not read (it is stopped,
+        say) and the queue to it is full, a beat is skipped, not queued behind the rest."""
+        try:
+            self._send(self._beat_message(), zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+    def _beat_message(self) -> dict[str, Any]:
         count, op, age = self.inflight.snapshot()
-        self._send({"kind": "beat", "state": {
+        return {"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
             "inflight": count, "rpc": self.ctx.tracker.beat(), "head": self._head(),
             "unanchored": None, "last_error": None,
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "has_work": self._has_work(count),
             "progress": self.ctx.progress if count else None,
-        }})
+        }}
 
     def _has_work(self, inflight: int) -> bool:
         """Anything that must keep this worker alive: ops in flight, a push to finish,
@@ -152,10 +166,9 @@ class Worker:
             self._local.push = sock
         return sock
 
-    @staticmethod
-    def _reply_message(reply: Any) -> bytes:
+    def _reply_message(self, reply: Any) -> bytes:
         return worker_wire.encode({"kind": "reply", "reply": reply.to_dict(),
-                                   "pid": os.getpid()})
+                                   "pid": os.getpid(), "token": self._token})
 
     def _run_in_pool(self, request: dict[str, Any]) -> None:
         # Encoded here, once, as the back-socket message: the main thread only forwards it.
@@ -259,12 +272,13 @@ class Worker:
         self.zctx.term()
 
 
-def run_worker(config: WorkerConfig) -> None:
-    """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served."""
+def run_worker(config: WorkerConfig, token: bytes) -> None:
+    """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served.
+    `token` is this spawn's secret, made by the supervisor (see kint.protocol.worker_wire)."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     setup_file_logging(config.home)
-    worker = Worker(config)
+    worker = Worker(config, token)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
     try:
         check_openable(config.db)

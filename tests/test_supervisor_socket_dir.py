@@ -1,0 +1,114 @@
+"""Other users cannot block or intercept the sockets (issue 14, item 9, the supervisor's
+part).
+
+When KINT_HOME is too long for a unix socket path, the sockets go to a short folder under
+the system temp folder, at a name anyone can predict. Planted there first, by this user
+through a symlink or by another user as a folder of their own with a listener in it, it
+is refused: the supervisor binds in a fresh private folder, records it in run/socket-dir,
+and the CLI talks to it there; nothing reaches the planted folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import make_sandbox
+from kint.paths import socket_dir
+
+SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
+                      if os.access(p, os.X_OK)), None)
+NOBODY = 65534
+
+
+def _long_sandbox(tmp_path: Path):
+    sb = make_sandbox(tmp_path / ("d" * 60) / ("e" * 60))
+    assert len(str(sb.kint_home / "run" / "workers.sock")) > 107
+    return sb
+
+
+def _assert_private(folder: Path) -> None:
+    st = folder.lstat()
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid(), folder
+    assert stat.S_IMODE(st.st_mode) == 0o700, oct(st.st_mode)
+
+
+def _served_from_a_private_folder(sb, planted: Path) -> Path:
+    out = sb.kint("supervisor", "start")  # a CLI call that finds no supervisor starts one
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sb.kint("supervisor", "status").returncode == 0
+    used = socket_dir(sb.kint_home)
+    assert used != planted
+    _assert_private(used)
+    assert (used / "kint.sock").exists()
+    assert (sb.kint_home / "run" / "socket-dir").read_text().strip() == str(used)
+    return used
+
+
+def test_a_symlink_planted_at_the_short_socket_folder_is_not_followed(tmp_path):
+    sb = _long_sandbox(tmp_path)
+    planted = socket_dir(sb.kint_home)  # where the sockets would go: predictable
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o777)
+    planted.symlink_to(target)
+    used = None
+    try:
+        used = _served_from_a_private_folder(sb, planted)
+        assert list(target.iterdir()) == []
+    finally:
+        sb.shutdown()
+        planted.unlink()
+        if used is not None:
+            shutil.rmtree(used, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
+                    reason="needs root (to act as another user) and a system python3")
+def test_a_short_socket_folder_another_user_made_first_is_refused(tmp_path):
+    sb = _long_sandbox(tmp_path)
+    planted = socket_dir(sb.kint_home)
+    planted.mkdir(mode=0o777)
+    os.chown(planted, NOBODY, NOBODY)
+    # The other user listens where kint.sock would be, and reports any connection.
+    listener = ("import socket,sys\n"
+                "s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)\n"
+                "print('LISTENING', flush=True)\n"
+                "while True:\n"
+                "    c, _ = s.accept(); print('CONNECTED', flush=True)\n")
+    spy = subprocess.Popen([SYSTEM_PYTHON, "-c", listener, str(planted / "kint.sock")],
+                           user=NOBODY, stdout=subprocess.PIPE, text=True)
+    used = None
+    try:
+        assert spy.stdout.readline().strip() == "LISTENING"
+        used = _served_from_a_private_folder(sb, planted)
+        time.sleep(0.5)
+    finally:
+        spy.kill()
+        heard = spy.communicate(timeout=10)[0]
+        sb.shutdown()
+        shutil.rmtree(planted, ignore_errors=True)
+        if used is not None:
+            shutil.rmtree(used, ignore_errors=True)
+    assert "CONNECTED" not in heard, "a kint process connected to another user's socket"
+
+
+def test_a_short_socket_folder_of_our_own_left_open_is_not_used(tmp_path):
+    sb = _long_sandbox(tmp_path)
+    planted = socket_dir(sb.kint_home)
+    planted.mkdir(mode=0o700)
+    os.chmod(planted, 0o777)  # anyone could have put anything in it meanwhile
+    used = None
+    try:
+        used = _served_from_a_private_folder(sb, planted)
+        assert list(planted.iterdir()) == []
+    finally:
+        sb.shutdown()
+        shutil.rmtree(planted, ignore_errors=True)
+        if used is not None:
+            shutil.rmtree(used, ignore_errors=True)
