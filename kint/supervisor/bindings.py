@@ -43,11 +43,9 @@ class Bindings:
         except FileNotFoundError:
             return {}
         except (OSError, orjson.JSONDecodeError) as err:
-            log.warning("ignoring %s: %s", self.path, err)
-            return {}
+            return self._set_aside(f"it does not read ({err})")
         if not isinstance(raw, dict) or len(raw) > MAX_BINDINGS:
-            log.warning("ignoring %s: not a map of bindings", self.path)
-            return {}
+            return self._set_aside("it is not a map of bindings")
         out = {sid: Binding(item["label"], item["tenant"], item["db"])
                for sid, item in raw.items()
                if isinstance(sid, str) and len(sid) == 64 and isinstance(item, dict)
@@ -55,6 +53,19 @@ class Bindings:
         if len(out) != len(raw):
             log.warning("ignoring malformed entries of %s", self.path)
         return out
+
+    def _set_aside(self, why: str) -> dict[str, Binding]:
+        """A corrupt bindings file is never rewritten in place: it is kept, renamed, for the
+        user to read, and the supervisor starts with no bindings (it relearns them from
+        the stores that exist)."""
+        aside = self.path.with_name(f"{BINDINGS_FILE}.corrupt")
+        try:
+            os.replace(self.path, aside)
+        except OSError:
+            aside = self.path
+        log.warning("%s cannot be trusted (%s); kept as %s, and the spaces are bound again as "
+                    "their stores are used", self.path, why, aside)
+        return {}
 
     def get(self, space_id: str) -> Binding | None:
         """The space's binding, unless its store is gone (then it is forgotten)."""

@@ -258,17 +258,38 @@ class Supervisor:
         assert request.tenant is not None and request.db is not None
         label = request.space or space_label(request.tenant, Path(request.db))
         sid = compute_space_id(label)
+        exists = os.path.exists(request.db)
         handle = self.handles.get(sid)
         if handle is not None:
+            if handle.db != request.db and exists and not os.path.exists(handle.db):
+                self._move_space(handle, request)  # a typo's store never blocks the real one
             _same_store(sid, label, handle.db, handle.tenant, request)
+            if exists:
+                self.bindings.bind(sid, Binding(label, handle.tenant, handle.db))
             return handle
         bound = self.bindings.get(sid)  # from before this supervisor started
         if bound is not None:
             _same_store(sid, label, bound.db, bound.tenant, request)
         handle = WorkerHandle(space_id=sid, label=label, tenant=request.tenant, db=request.db)
         self.handles[sid] = handle
-        self.bindings.bind(sid, Binding(label, request.tenant, request.db))
+        if exists:  # only a store that exists binds its space (issue 14, item 5)
+            self.bindings.bind(sid, Binding(label, request.tenant, request.db))
         return handle
+
+    def _move_space(self, handle: WorkerHandle, request: Any) -> None:
+        """The space's worker serves a store that does not exist (a mistyped --db) and an
+        existing store asks for the space: the space moves to it. A worker still running a
+        request for the missing store keeps it until that request is answered (BUSY)."""
+        if any(p.forwarded for p in handle.pending.values()):
+            raise ProtocolError(ErrorCode.BUSY,
+                                f"space {handle.space16} is finishing a request for "
+                                f"{handle.db}, a store that does not exist; it moves to "
+                                f"{request.db} once that is answered")
+        log.info("space %s: its store %s does not exist; the space moves to %s",
+                 handle.space16, handle.db, request.db)
+        handle.db, handle.tenant = request.db, request.tenant
+        if handle.alive:
+            self.stop_worker(handle, "restart", time.monotonic())
 
     def _route(self, identity: bytes, request: Any) -> None:
         if self.shutting_down:
