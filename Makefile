@@ -7,10 +7,13 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kint-installed
 NODE_STAMP := node_modules/.kint-installed
 BROWSER_STAMP := node_modules/.kint-browser
+HERMES_VENV := .venv-hermes
+HERMES_STAMP := $(HERMES_VENV)/.kint-installed
+HERMES_LOCK := tests/harnesses/hermes-agent.lock
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 
-.PHONY: all venv node browser demo test bench clean
+.PHONY: all venv node browser hermes demo test bench clean
 
 all: venv node
 
@@ -44,11 +47,20 @@ $(BROWSER_STAMP): $(NODE_STAMP)
 	@test -x $(CHROMIUM) || { echo "make browser: $(CHROMIUM) is still missing" >&2; exit 1; }
 	@touch $@
 
+# hermes-agent, for the `kint setup` tests, in a venv of its own: its pins conflict with
+# kint's. (The node step installs the Claude Code and Codex CLIs those tests run.)
+hermes: $(HERMES_STAMP)
+
+$(HERMES_STAMP): $(HERMES_LOCK)
+	@test -x $(HERMES_VENV)/bin/python || $(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(HERMES_LOCK)
+	@touch $@
+
 demo: venv node
 	$(VENV)/bin/kint demo
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a green run.
-test: venv node browser
+test: venv node browser hermes
 	SIBYL_MEMORY_TELEMETRY=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests ran" >&2; exit 1; fi; exit $$rc
 
@@ -56,4 +68,4 @@ bench: venv node
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) node_modules
+	rm -rf $(VENV) $(HERMES_VENV) node_modules

@@ -25,6 +25,7 @@ from kint.commands.export import export_cmd
 from kint.commands.join import join_cmd
 from kint.commands.memory import history_cmd, status_cmd, verify_cmd
 from kint.commands.session_key import session_key_group
+from kint.commands.setup import setup_cmd
 from kint.commands.supervisor import supervisor_group
 
 
@@ -64,6 +65,7 @@ for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, conn
                 session_key_group, authorize_group, supervisor_group, devchain_group, join_cmd,
                 export_cmd):
     main.add_command(command)
+main.add_command(setup_cmd)
 
 
 if __name__ == "__main__":

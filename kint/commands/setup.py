@@ -1,0 +1,58 @@
+"""`kint setup all | claude | codex | hermes | openclaw [--env KEY=VALUE]...`: register
+kint-server in each harness's own configuration (kint/harnesses/, docs/harnesses.md).
+
+`register(targets, env) -> list[str]` is the same registration for other commands
+(`kint join`): it returns the lines this command prints.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kint.commands.common import Ctx
+from kint.commands.exit_codes import ERROR, REFUSE
+from kint.harnesses import TARGETS, SetupError, parse_env, register, run_setup
+
+__all__ = ["SetupError", "register", "setup_cmd"]
+
+
+@click.command("setup")
+@click.argument("target", type=click.Choice(["all", *TARGETS]), metavar="TARGET")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Set in the server's environment; repeatable (for example "
+                   "KINT_TENANT=kint-demo). Written into the harness's configuration in "
+                   "plain text: never a secret.")
+@click.option("--hermes-profile", "hermes_profiles", multiple=True, metavar="NAME",
+              help="Hermes only: register in this profile (repeatable) [default: the "
+                   "default profile and every profile under ~/.hermes/profiles].")
+@click.pass_obj
+def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
+              hermes_profiles: tuple[str, ...]) -> None:
+    """Register kint-server in a harness: all, claude, codex, hermes or openclaw.
+
+    \b
+    all runs claude, codex, hermes and openclaw in that order. Each registration names
+    the absolute kint-server (next to kint, else on PATH) and pins KINT_HOME, the store
+    (SIBYL_MEMORY_DB), KINT_TENANT when set (or --tenant), and every --env. A file is
+    copied to <file>.bak-<unix time> before it changes; a registration that is already
+    right is left alone. A harness whose CLI is missing is skipped.
+    """
+    try:
+        env = parse_env(env_pairs)
+        if obj.tenant:
+            env.setdefault("KINT_TENANT", obj.tenant)
+        if obj.db:
+            env.setdefault("SIBYL_MEMORY_DB", obj.db)
+        reports = run_setup([target], env, list(hermes_profiles) or None)
+    except SetupError as err:
+        click.echo(f"kint: error: {err.message}", err=True)
+        if err.hint:
+            click.echo(f"hint: {err.hint}", err=True)
+        sys.exit(ERROR)
+    for report in reports:
+        for line in report.lines:
+            click.echo(line)
+    if any(report.status == "failed" for report in reports):
+        sys.exit(REFUSE)

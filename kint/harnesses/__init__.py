@@ -1,0 +1,248 @@
+"""`kint setup`: register kint-server in each harness's own configuration.
+
+One plan for every harness (`Plan`): the absolute `kint-server` (next to the `kint` binary,
+else on PATH) and the environment it must be started with. Harnesses start MCP servers
+with very different environments: Claude Code passes its own whole environment, Codex only
+a short whitelist (HOME, PATH, ...) plus what the entry names in `env_vars`, Hermes a bare
+one (PATH, HOME, USER, LANG, ...). So the variables that decide *which* supervisor, store
+and tenant the server serves are written into every registration as values:
+
+- KINT_HOME, always (resolved, absolute): without it a server started under Codex or
+  Hermes falls back to `~/.kint` of whatever HOME it got and starts a second supervisor;
+- SIBYL_MEMORY_DB, always (absolute): Sibyl's store (a Hermes profile's store for Hermes);
+- KINT_TENANT and SIBYL_CREDENTIALS when set (in the environment, by `kint --tenant/--db`
+  or `--env`), and every `--env KEY=VALUE`, which wins.
+
+PYTHONPATH never reaches the server: a polluting one shadows the packages of kint's own
+environment. Each harness module says how it keeps it out.
+
+Each harness module has `setup(plan) -> list[Report]`. A file is copied to
+`<file>.bak-<unix time>` before setup changes it, and setup changes nothing when the
+registration already is what it would write, so a second run is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kint import spaces
+from kint.paths import kint_home
+
+TARGETS = ("claude", "codex", "hermes", "openclaw")
+SERVER_NAME = "kint"
+SERVER_NOT_FOUND = "kint-server not found next to kint or on PATH"
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Never written into a harness's configuration (plain text there): the owner's key, the
+# session key's passphrase, and PYTHONPATH, which setup keeps out of the server.
+REFUSED_ENV = {
+    "KINT_OWNER_KEY": "the owner's private key is read from the environment of `kint "
+                      "authorize` only",
+    "KINT_SESSION_PASSPHRASE": "a secret; leave it unset and let kint and kint-server "
+                               "both read ~/.kint/local.secret",
+    "PYTHONPATH": "setup keeps PYTHONPATH out of kint-server",
+}
+
+
+class SetupError(Exception):
+    """Setup cannot run at all (no kint-server, a bad --env); `hint` says what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+@dataclass
+class Report:
+    """What setup did for one target (or one Hermes profile)."""
+
+    target: str
+    status: str  # "changed", "unchanged", "skipped" or "failed"
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    server: Path
+    env: dict[str, str]          # what every registration pins (Hermes adds its own)
+    explicit: dict[str, str]     # what the caller set: --env, and --tenant/--db
+    hermes_profiles: list[str] | None = None  # None: every profile
+
+
+def find_kint_server() -> Path:
+    """`kint-server` next to the running `kint` binary, else on PATH, as an absolute path
+    (symlinks kept: a venv's or pipx's own link is the stable name)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if Path(argv0).name.startswith("kint"):
+        # A bare name was found on PATH by the shell; a path is where it is.
+        located = argv0 if os.sep in argv0 else shutil.which(argv0)
+        if located:
+            candidate = Path(located).absolute().parent / "kint-server"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+    found = shutil.which("kint-server")
+    if found:
+        return Path(found).absolute()
+    raise SetupError(SERVER_NOT_FOUND, "install kint with its kint-server command (the same "
+                     "package), or put the folder holding kint-server on PATH")
+
+
+def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`--env KEY=VALUE` pairs, in order (a later key wins)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SetupError(f"--env {pair!r} is not KEY=VALUE",
+                             "give each variable as --env KEY=VALUE")
+        key, value = pair.split("=", 1)
+        check_env_name(key)
+        env[key] = value
+    return env
+
+
+def check_env_name(key: str) -> None:
+    if not ENV_NAME.match(key):
+        raise SetupError(f"--env {key!r} is not a variable name",
+                         "a name is letters, digits and _, not starting with a digit")
+    if key in REFUSED_ENV:
+        raise SetupError(f"--env {key} is refused: {REFUSED_ENV[key]}",
+                         "setup writes --env values into the harness's configuration in "
+                         "plain text")
+
+
+def make_plan(env: dict[str, str], hermes_profiles: list[str] | None = None) -> Plan:
+    """The plan for `env` (the caller's --env pairs, and --tenant/--db as KINT_TENANT and
+    SIBYL_MEMORY_DB), resolved in this process's environment."""
+    for key in env:
+        check_env_name(key)
+    server = find_kint_server()
+    pinned: dict[str, str] = {"KINT_HOME": str(kint_home())}
+    db = env.get("SIBYL_MEMORY_DB")
+    pinned["SIBYL_MEMORY_DB"] = str(Path(db).expanduser().absolute() if db
+                                    else spaces.sibyl_default_db())
+    if os.environ.get("KINT_TENANT"):
+        pinned["KINT_TENANT"] = os.environ["KINT_TENANT"]
+    if os.environ.get("SIBYL_CREDENTIALS"):  # a path: the server's cwd is not this one
+        pinned["SIBYL_CREDENTIALS"] = str(Path(os.environ["SIBYL_CREDENTIALS"]).expanduser()
+                                          .absolute())
+    explicit = dict(env)
+    if db:
+        explicit["SIBYL_MEMORY_DB"] = pinned["SIBYL_MEMORY_DB"]
+    pinned.update(explicit)
+    return Plan(server=server, env=pinned, explicit=explicit, hermes_profiles=hermes_profiles)
+
+
+def env_command() -> str:
+    """`env`, to start the server with PYTHONPATH unset (and, for harnesses that take no
+    environment of their own, with kint's variables)."""
+    return "/usr/bin/env" if Path("/usr/bin/env").exists() else (shutil.which("env") or "env")
+
+
+def which(cli: str) -> str | None:
+    return shutil.which(cli)
+
+
+def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def tail(proc: subprocess.CompletedProcess[str], lines: int = 3) -> str:
+    text = "\n".join(x for x in (proc.stdout + "\n" + proc.stderr).splitlines() if x.strip())
+    last = text.splitlines()[-lines:]
+    return " | ".join(s.strip() for s in last) or f"exit status {proc.returncode}"
+
+
+def backup(path: Path) -> Path | None:
+    """Copy `path` to `<path>.bak-<unix time>` (mode kept) before it is changed."""
+    if not path.exists():
+        return None
+    stamp = int(time.time())
+    target = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        n += 1
+    shutil.copy2(path, target)
+    return target
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` through a temp file in its folder, keeping its mode (0600 if new). A
+    symlinked file (dotfiles kept elsewhere) is written where the link points."""
+    if path.is_symlink():
+        path = path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def backed_up(lines: list[str], target: str, copy: Path | None) -> None:
+    if copy is not None:
+        lines.append(f"  {target}: backup {copy}")
+
+
+def expand_targets(targets: list[str] | tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for target in targets:
+        names = TARGETS if target == "all" else (target,)
+        for name in names:
+            if name not in TARGETS:
+                raise SetupError(f"unknown harness {name!r}",
+                                 f"one of: all, {', '.join(TARGETS)}")
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
+              hermes_profiles: list[str] | None = None) -> list[Report]:
+    """Register kint-server in each target (`all` = claude, codex, hermes, openclaw, in that
+    order). A target that fails is reported and the rest carry on. Raises SetupError when
+    setup cannot run at all (no kint-server, a refused --env)."""
+    from kint.harnesses import claude, codex, hermes, openclaw
+
+    names = expand_targets(targets)
+    plan = make_plan(env, hermes_profiles)
+    modules = {"claude": claude, "codex": codex, "hermes": hermes, "openclaw": openclaw}
+    reports: list[Report] = []
+    for name in names:
+        try:
+            reports += modules[name].setup(plan, explicit_target="all" not in targets)
+        except Exception as err:  # noqa: BLE001 - one harness never stops the others
+            reports.append(Report(name, "failed", [f"{name}: failed: {err}"]))
+    return reports
+
+
+def register(targets: list[str], env: dict[str, str]) -> list[str]:
+    """The lines `kint setup` prints, for `kint join` and other callers: register
+    kint-server in `targets` (names as `kint setup` takes them) with `env` pinned (for
+    example {"KINT_TENANT": tenant}). Raises SetupError when setup cannot run at all."""
+    return [line for report in run_setup(targets, env) for line in report.lines]
+
+
+__all__ = ["Plan", "Report", "SetupError", "TARGETS", "find_kint_server", "make_plan",
+           "parse_env", "register", "run_setup"]

@@ -1,0 +1,82 @@
+"""Claude Code: a user-scope MCP server, written by Claude Code's own CLI
+(`claude mcp add-json --scope user kint '<json>'`) into `~/.claude.json` (or
+`$CLAUDE_CONFIG_DIR/.claude.json`), under `mcpServers`.
+
+Claude Code starts a server with its own whole environment plus the entry's `env`, so the
+entry launches `/usr/bin/env -u PYTHONPATH <kint-server>`: kint's variables pinned in
+`env`, the shell's PYTHONPATH dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
+                            tail, which)
+
+TIMEOUT = 60
+
+
+def config_path() -> Path:
+    raw = os.environ.get("CLAUDE_CONFIG_DIR")
+    return (Path(raw).expanduser() if raw else Path.home()) / ".claude.json"
+
+
+def entry(plan: Plan) -> dict[str, Any]:
+    return {"type": "stdio", "command": env_command(),
+            "args": ["-u", "PYTHONPATH", str(plan.server)], "env": dict(plan.env)}
+
+
+def user_servers(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    return servers if isinstance(servers, dict) else {}
+
+
+def same(current: Any, wanted: dict[str, Any]) -> bool:
+    if not isinstance(current, dict):
+        return False
+    return all(current.get(k, [] if k == "args" else None) == v for k, v in wanted.items())
+
+
+def sibyl_note(servers: dict[str, Any]) -> list[str]:
+    names = [n for n, s in servers.items() if n != SERVER_NAME and _is_sibyls(n, s)]
+    return [f"  claude: Sibyl's own server is registered too ({n}): `claude mcp remove -s user "
+            f"{n}` (one store, one server)" for n in names]
+
+
+def _is_sibyls(name: str, server: Any) -> bool:
+    text = json.dumps(server) if isinstance(server, dict) else ""
+    return name == "sibyl-memory" or "sibyl-memory-mcp" in text or "sibyl_memory_mcp" in text
+
+
+def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
+    cli = which("claude")
+    if cli is None:
+        return [Report("claude", "skipped", ["claude: CLI not found, skipped"])]
+    path = config_path()
+    wanted = entry(plan)
+    servers = user_servers(path)
+    if same(servers.get(SERVER_NAME), wanted):
+        return [Report("claude", "unchanged",
+                       ["claude: kint already registered (user scope), nothing changed",
+                        *sibyl_note(servers)])]
+    lines: list[str] = []
+    backed_up(lines, "claude", backup(path))
+    if SERVER_NAME in servers:
+        run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
+    added = run_cli([cli, "mcp", "add-json", "--scope", "user", SERVER_NAME,
+                     json.dumps(wanted)], timeout=TIMEOUT)
+    servers = user_servers(path)
+    if added.returncode != 0 or not same(servers.get(SERVER_NAME), wanted):
+        return [Report("claude", "failed",
+                       [f"claude: failed: `claude mcp add-json` did not register kint: "
+                        f"{tail(added)}", *lines])]
+    return [Report("claude", "changed",
+                   ["claude: registered kint (user scope)", *lines, *sibyl_note(servers)])]

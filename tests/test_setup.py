@@ -1,0 +1,277 @@
+"""`kint setup` without the real clients: the Codex file setup writes itself (read back
+with tomllib), the lines and exit codes, the refusals, OpenClaw through a stand-in CLI (the
+real one needs a newer Node than this machine has; see test_setup_clients.py), and the
+list of settings Codex forwards by name. The real Claude Code, Codex and Hermes are in
+test_setup_clients.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import KINT
+
+from kint.harnesses import codex as codex_mod
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = str(Path(KINT).parent / "kint-server")
+
+USER_CONFIG = """\
+# my Codex settings
+model = "o3"
+
+[mcp_servers.kint]
+command = "kint-server"
+args = []
+tool_timeout_sec = 300
+
+[mcp_servers.kint.env]
+SIBYL_MEMORY_TELEMETRY = "0"
+
+# the docs server
+[mcp_servers.docs]
+command = "docs-mcp"
+args = ["--port", "0"]
+
+[profiles.fast]
+model = "o4-mini"
+"""
+
+
+def bare_path(tmp_path: Path) -> str:
+    """A PATH with no harness CLI on it (and no kint-server: setup finds it next to kint)."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir(exist_ok=True)
+    return f"{empty}:/usr/bin:/bin"
+
+
+def setup(sandbox, *args: str, **env: str):
+    return sandbox.kint("setup", *args, env={"PATH": bare_path(sandbox.root), **env})
+
+
+def kint_at(sandbox, exe: Path, *args: str, path: str):
+    """A `kint` script copied elsewhere (what "next to kint" is measured against)."""
+    return subprocess.run([str(exe), *args], env={**sandbox.env, "PATH": path}, text=True,
+                          capture_output=True, timeout=90, stdin=subprocess.DEVNULL)
+
+
+def backups(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.bak-*"))
+
+
+def test_codex_pins_the_identity_forwards_the_rest_keeps_the_file_and_runs_once(sandbox):
+    config = sandbox.home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(USER_CONFIG)
+
+    out = setup(sandbox, "codex", "--env", "KINT_TENANT=kint-demo", "--env", "KINT_KEY_TTL=30d")
+    assert out.returncode == 0, out.stdout + out.stderr
+    copy = backups(config.parent)
+    assert len(copy) == 1 and copy[0].read_text() == USER_CONFIG
+    assert out.stdout.splitlines() == [f"codex: wrote [mcp_servers.kint] to {config}",
+                                       f"  codex: backup {copy[0]}"]
+    text = config.read_text()
+    doc = tomllib.loads(text)
+    kint = doc["mcp_servers"]["kint"]
+    assert kint["command"] == SERVER and kint["args"] == []
+    assert kint["env"] == {"KINT_HOME": str(sandbox.kint_home),
+                           "SIBYL_MEMORY_DB": str(sandbox.sibyl_db),
+                           "KINT_TENANT": "kint-demo", "KINT_KEY_TTL": "30d"}
+    # Settings not pinned reach the server by name only when Codex runs with them; the
+    # session passphrase is one of them, never written.
+    assert "KINT_SESSION_PASSPHRASE" in kint["env_vars"] and "KINT_TENANT" not in kint["env_vars"]
+    assert not {"PYTHONPATH", "KINT_OWNER_KEY", "KINT_HOME"} & set(kint["env_vars"])
+    # The user's own key in the table is kept; the missing timeout is added.
+    assert kint["tool_timeout_sec"] == 300 and kint["startup_timeout_sec"] == 90
+    # Everything else is as it was, comments included.
+    assert doc["model"] == "o3" and doc["profiles"] == {"fast": {"model": "o4-mini"}}
+    assert doc["mcp_servers"]["docs"] == {"command": "docs-mcp", "args": ["--port", "0"]}
+    assert text.startswith("# my Codex settings\n")
+    assert "# the docs server\n[mcp_servers.docs]" in text
+
+    again = setup(sandbox, "codex", "--env", "KINT_TENANT=kint-demo", "--env", "KINT_KEY_TTL=30d")
+    assert again.returncode == 0
+    assert again.stdout.splitlines() == [f"codex: already configured ({config}), nothing changed"]
+    assert config.read_text() == text and len(backups(config.parent)) == 1
+
+    # Another --env value replaces the pins (as re-running Claude Code's setup does).
+    changed = setup(sandbox, "codex", "--env", "KINT_TENANT=other")
+    assert changed.returncode == 0 and "wrote [mcp_servers.kint]" in changed.stdout
+    kint = tomllib.loads(config.read_text())["mcp_servers"]["kint"]
+    assert kint["env"]["KINT_TENANT"] == "other" and "KINT_KEY_TTL" not in kint["env"]
+    assert kint["tool_timeout_sec"] == 300
+
+
+def test_codex_home_and_the_global_tenant_and_db_are_honoured(sandbox, tmp_path):
+    codex_home = tmp_path / "codex-home"
+    db = tmp_path / "stores" / "memory.db"
+    out = sandbox.kint("--tenant", "team-a", "--db", str(db), "setup", "codex",
+                       env={"PATH": bare_path(tmp_path), "CODEX_HOME": str(codex_home)})
+    assert out.returncode == 0, out.stdout + out.stderr
+    env = tomllib.loads((codex_home / "config.toml").read_text())["mcp_servers"]["kint"]["env"]
+    assert env["KINT_TENANT"] == "team-a" and env["SIBYL_MEMORY_DB"] == str(db)
+    assert not (sandbox.home / ".codex").exists()
+
+
+def test_codex_kint_written_inline_is_left_alone(sandbox):
+    config = sandbox.home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    inline = '[mcp_servers]\nkint = { command = "kint-server" }\n'
+    config.write_text(inline)
+    out = setup(sandbox, "codex")
+    assert out.returncode == 1
+    assert out.stdout.startswith("codex: failed: mcp_servers.kint is written inline")
+    assert config.read_text() == inline and backups(config.parent) == []
+
+
+def test_all_runs_in_order_and_skips_what_is_not_installed(sandbox):
+    out = setup(sandbox, "all")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "claude: CLI not found, skipped",
+        f"codex: CLI not found and no {sandbox.home / '.codex'}, skipped",
+        "hermes: CLI not found, skipped",
+        "openclaw: CLI not found, skipped",
+    ]
+    # Named on its own, Codex needs no CLI: setup writes its file.
+    out = setup(sandbox, "codex")
+    assert out.returncode == 0 and (sandbox.home / ".codex" / "config.toml").is_file()
+
+
+def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tmp_path):
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(KINT, lone / "kint")
+    out = kint_at(sandbox, lone / "kint", "setup", "codex", path=bare_path(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == ("kint: error: kint-server not found next to kint "
+                                          "or on PATH")
+    assert out.stderr.splitlines()[1].startswith("hint: ")
+    assert not (sandbox.home / ".codex").exists()
+    on_path = kint_at(sandbox, lone / "kint", "setup", "codex",
+                              path=f"{Path(SERVER).parent}:{bare_path(tmp_path)}")
+    assert on_path.returncode == 0, on_path.stderr
+    env = tomllib.loads((sandbox.home / ".codex" / "config.toml").read_text())
+    assert env["mcp_servers"]["kint"]["command"] == SERVER
+
+
+@pytest.mark.parametrize("pair, message", [
+    ("KINT_TENANT", "--env 'KINT_TENANT' is not KEY=VALUE"),
+    ("1X=2", "--env '1X' is not a variable name"),
+    ("KINT_OWNER_KEY=0xabc", "--env KINT_OWNER_KEY is refused"),
+    ("KINT_SESSION_PASSPHRASE=pw", "--env KINT_SESSION_PASSPHRASE is refused"),
+    ("PYTHONPATH=/x", "--env PYTHONPATH is refused"),
+])
+def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, message):
+    out = setup(sandbox, "codex", "--env", pair)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"kint: error: {message}")
+    assert not (sandbox.home / ".codex").exists()
+
+
+STAND_IN_OPENCLAW = """\
+#!{python}
+# A stand-in for OpenClaw's CLI: `openclaw mcp set NAME JSON` saves the definition under
+# mcp.servers in ~/.openclaw/openclaw.json, and every call is logged.
+import json, os, sys
+from pathlib import Path
+home = Path(os.environ["HOME"]) / ".openclaw"
+home.mkdir(exist_ok=True)
+with open(home / "calls.log", "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+assert sys.argv[1:3] == ["mcp", "set"], sys.argv
+path = home / "openclaw.json"
+data = json.loads(path.read_text()) if path.exists() else {{}}
+data.setdefault("mcp", {{}}).setdefault("servers", {{}})[sys.argv[3]] = json.loads(sys.argv[4])
+path.write_text(json.dumps(data, indent=2))
+print("saved", sys.argv[3])
+"""
+
+
+def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "openclaw"
+    stand_in.write_text(STAND_IN_OPENCLAW.format(python=sys.executable))
+    stand_in.chmod(0o755)
+    path = f"{bin_dir}:{bare_path(tmp_path)}"
+    out = sandbox.kint("setup", "openclaw", "--env", "KINT_TENANT=kint-demo",
+                       env={"PATH": path})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)"]
+    config = sandbox.home / ".openclaw" / "openclaw.json"
+    saved = json.loads(config.read_text())["mcp"]["servers"]["kint"]
+    assert saved == {"command": "/usr/bin/env",
+                     "args": ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
+                              f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", "KINT_TENANT=kint-demo",
+                              SERVER]}
+    again = sandbox.kint("setup", "openclaw", "--env", "KINT_TENANT=kint-demo",
+                         env={"PATH": path})
+    assert again.stdout.splitlines() == ["openclaw: kint already saved, nothing changed"]
+    calls = (sandbox.home / ".openclaw" / "calls.log").read_text().splitlines()
+    assert len(calls) == 1
+    changed = sandbox.kint("setup", "openclaw", env={"PATH": path})
+    assert changed.returncode == 0
+    assert len(backups(config.parent)) == 1  # the file was copied before its second change
+
+
+def test_register_is_the_same_registration_for_other_commands(sandbox, monkeypatch):
+    from kint.harnesses import register
+
+    monkeypatch.setenv("HOME", str(sandbox.home))
+    monkeypatch.setenv("KINT_HOME", str(sandbox.kint_home))
+    monkeypatch.setenv("PATH", bare_path(sandbox.root))
+    monkeypatch.setattr(sys, "argv", [KINT, "join"])
+    lines = register(["codex"], {"KINT_TENANT": "joined"})
+    config = sandbox.home / ".codex" / "config.toml"
+    assert lines == [f"codex: wrote [mcp_servers.kint] to {config}"]
+    assert register(["codex"], {"KINT_TENANT": "joined"}) == [
+        f"codex: already configured ({config}), nothing changed"]
+    assert register(["all"], {"KINT_TENANT": "joined"})[0] == "claude: CLI not found, skipped"
+
+
+def test_codex_forwards_every_setting_kint_reads_that_it_does_not_pin():
+    """Codex drops what its entry does not name: every KINT_/SIBYL_ variable kint reads is
+    pinned, forwarded by name, or deliberately kept from the server."""
+    names: set[str] = set()
+    for source in (ROOT / "kint").rglob("*.py"):
+        names |= set(re.findall(r"[\"']((?:KINT|SIBYL)_[A-Z0-9_]+)[\"']", source.read_text()))
+    not_variables = {"SIBYL_ERROR"}  # an error code
+    pinned = {"KINT_HOME", "SIBYL_MEMORY_DB"}
+    known = set(codex_mod.FORWARDED) | set(codex_mod.NOT_FORWARDED) | pinned | not_variables
+    assert names - known == set(), "a new setting: add it to FORWARDED or NOT_FORWARDED"
+    assert not set(codex_mod.FORWARDED) & set(codex_mod.NOT_FORWARDED)
+
+
+def test_the_codex_edit_keeps_neighbouring_comments_and_appends_when_absent():
+    table = {"command": "/k/kint-server", "args": [], "env": {"KINT_HOME": "/h"}}
+    text = codex_mod.replace_table('model = "o3"\n', table)
+    assert text == ('model = "o3"\n\n[mcp_servers.kint]\ncommand = "/k/kint-server"\n'
+                    'args = []\n\n[mcp_servers.kint.env]\nKINT_HOME = "/h"\n')
+    quoted = '["mcp_servers"."kint"]\ncommand = "old"\n\n# keep me\n[other]\nx = 1\n'
+    text = codex_mod.replace_table(quoted, table)
+    assert tomllib.loads(text) == {"mcp_servers": {"kint": table}, "other": {"x": 1}}
+    assert "# keep me\n[other]" in text and "old" not in text
+
+
+def test_a_symlinked_codex_config_is_written_where_it_points(sandbox, tmp_path):
+    dotfiles = tmp_path / "dotfiles" / "codex.toml"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('[mcp_servers.kint]\ncommand = "kint-server"\n\n'
+                        '[mcp_servers.kint.tools.memory_push]\napproval_mode = "approve"\n')
+    link = sandbox.home / ".codex" / "config.toml"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles)
+    out = setup(sandbox, "codex")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert link.is_symlink() and link.resolve() == dotfiles
+    kint = tomllib.loads(dotfiles.read_text())["mcp_servers"]["kint"]
+    assert kint["command"] == SERVER
+    assert kint["tools"] == {"memory_push": {"approval_mode": "approve"}}  # the user's, kept
