@@ -12,7 +12,8 @@ Modes (`RpcProxy.set_mode`):
   older block (`block=N`): a real older head, read from anvil's historical state.
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
 - `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
-  of its ciphertext argument altered, so keccak(calldata) is not the event's digest.
+  of its ciphertext argument's encrypted body altered, so keccak(ct) is not the event's
+  digest.
 - `tampered_ciphertext` (`tx=HASH`): a consistent liar. The push `tx` comes back with a
   byte of its ciphertext's encrypted body altered, and the digest of the real ciphertext is
   replaced by the digest of the altered one wherever it appears (the head, the Epoch log),
@@ -35,11 +36,13 @@ from urllib.parse import urlsplit
 
 from eth_hash.auto import keccak
 
+from kint.custody.wraps import WRAP_LEN
+from kint.epochs.envelope import HEADER_LEN
+
 HEAD_SELECTOR = "0x" + keccak(b"head(address,bytes32)")[:4].hex()
-PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,uint64,bytes32,bytes)")[:4].hex()
-# In push calldata: selector, owner, space, seq, prev, offset of the bytes, their length.
-CIPHERTEXT_OFFSET = 4 + 6 * 32
-HEADER_SIZE = 104  # kint's clear epoch header (epoch_format.HEADER_SIZE)
+PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
+# In push calldata: selector, owner, space, prev, offset of the bytes, their length.
+CIPHERTEXT_OFFSET = 4 + 5 * 32
 MODES = ("forward", "hang", "stale_head", "same_seq_other_digest", "bad_calldata",
          "tampered_ciphertext")
 THREAD_PREFIX = "kint-test-rpc-proxy"
@@ -48,6 +51,18 @@ _ALL: list["RpcProxy"] = []
 
 def _flip(data: bytes, at: int) -> bytes:
     return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+def header_length(envelope: bytes) -> int:
+    """The clear header's length: 59 fixed bytes (the last one n_wraps), then 77 per wrap.
+    What follows it is the AES-GCM ciphertext."""
+    return HEADER_LEN + WRAP_LEN * envelope[HEADER_LEN - 1]
+
+
+def push_ciphertext(data: bytes) -> tuple[int, int]:
+    """(start, length) of the `ct` argument in push calldata."""
+    length = int.from_bytes(data[CIPHERTEXT_OFFSET - 32:CIPHERTEXT_OFFSET], "big")
+    return CIPHERTEXT_OFFSET, length
 
 
 def _call_data(params: Any) -> str:
@@ -168,9 +183,9 @@ class RpcProxy:
         data = bytes.fromhex(tx["input"][2:])
         if "0x" + data[:4].hex() != PUSH_SELECTOR:
             raise ValueError(f"{tx_hash} is not a push")
-        length = int.from_bytes(data[CIPHERTEXT_OFFSET - 32:CIPHERTEXT_OFFSET], "big")
+        _, length = push_ciphertext(data)
         original = data[CIPHERTEXT_OFFSET:CIPHERTEXT_OFFSET + length]
-        tampered = _flip(original, HEADER_SIZE + 7)  # inside the encrypted body
+        tampered = _flip(original, header_length(original) + 7)  # inside the encrypted body
         new_input = data[:CIPHERTEXT_OFFSET] + tampered + data[CIPHERTEXT_OFFSET + length:]
         return {"tx": tx_hash.lower(), "input": "0x" + new_input.hex(),
                 "digest": keccak(original).hex(), "fake_digest": keccak(tampered).hex()}
@@ -241,15 +256,16 @@ class RpcProxy:
         answer = json.loads(self.upstream(json.dumps(item).encode()))
         result = answer.get("result") if isinstance(answer, dict) else None
         if mode == "same_seq_other_digest" and is_head and isinstance(result, str):
-            raw = bytes.fromhex(result[2:])
-            other = keccak(b"kint-test-lie" + raw[32:64])
-            answer["result"] = "0x" + (raw[:32] + other + raw[64:]).hex()
-            self._lie(f"head digest {raw[32:64].hex()[:12]} -> {other.hex()[:12]}")
+            raw = bytes.fromhex(result[2:])  # head() returns (digest, seq, blockNumber)
+            other = keccak(b"kint-test-lie" + raw[:32])
+            answer["result"] = "0x" + (other + raw[32:]).hex()
+            self._lie(f"head digest {raw[:32].hex()[:12]} -> {other.hex()[:12]}")
         elif (mode == "bad_calldata" and method == "eth_getTransactionByHash"
               and isinstance(result, dict)
               and str(result.get("input", "")).startswith(PUSH_SELECTOR)):
             data = bytes.fromhex(result["input"][2:])
-            result["input"] = "0x" + _flip(data, CIPHERTEXT_OFFSET + HEADER_SIZE + 7).hex()
+            at = CIPHERTEXT_OFFSET + header_length(data[CIPHERTEXT_OFFSET:]) + 7
+            result["input"] = "0x" + _flip(data, at).hex()
             self._lie(f"calldata of {result.get('hash')} altered")
         elif mode == "tampered_ciphertext" and result is not None:
             if method == "eth_getTransactionByHash" and isinstance(result, dict) and \

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from chain_machines import new_machine, ok, kjson
+from chain_machines import connect_with_code, kjson, new_machine, ok, recovery_code
+from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 from mcp_session import AgentProcess
 
@@ -44,7 +45,16 @@ def test_tools_verify_the_hold_and_the_ways_out(box):
     agent = AgentProcess(box.env).start()
     try:
         assert SIBYL_TOOLS | KINT_TOOLS <= set(agent.tools)
-        assert agent.call("memory_connect", dev=True)["ok"] is True
+        # With nothing to connect with, memory_connect says what the human must run.
+        steps = agent.call("memory_connect")
+        assert steps["ok"] is True and steps["connected"] is False, steps
+        assert len(steps["human_steps"]) == 3 and "--signature -" in steps["human_steps"][0]
+        connected = agent.call("memory_connect", dev=True)
+        assert connected["ok"] is True and connected["connected"] is True, connected
+        assert connected["fresh_vault"] is True and connected["dek_source"] == "fresh vault"
+        assert connected["recovery_code_file"].endswith(f"RECOVERY-{connected['space']}.txt")
+        assert agent.call("memory_connect") == {"ok": True, "connected": True,
+                                                "owner": connected["owner"]}
         assert agent.call("memory_remember", category="rules", name="release-gate",
                           body={"rule": RULE})["ok"] is True
         pushed = agent.call("memory_push")
@@ -79,7 +89,8 @@ def test_tools_verify_the_hold_and_the_ways_out(box):
         # connection loses the restored rows when that connection closes); the agent's own
         # memory_pull lets go of it first.
         busy = box.kint("pull", "--discard-local")
-        assert busy.returncode == 2 and "[BUSY]" in busy.stderr, busy.stdout + busy.stderr
+        assert busy.returncode == PUSH_PULL_REFUSED and "[BUSY]" in busy.stderr, \
+            busy.stdout + busy.stderr
         assert any(f"pid {pid} " in busy.stderr for pid in _kint_server_pids(box)), busy.stderr
         assert "nothing was moved" in busy.stderr
         assert not list(box.sibyl_db.parent.glob("*.kint-backup-*"))
@@ -201,7 +212,8 @@ def test_doctor_names_each_check(box, tmp_path):
     good = box.kint("doctor", "--json")
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
     assert set(checks) == {"kint home placement", "permissions", "supervisor reachable",
-                           "chain reachable", "keys present", "store readable"}
+                           "store readable", "chain reachable", "data key", "state files",
+                           "session key"}
     assert good.returncode == 0, good.stdout
     assert all(c["ok"] for c in checks.values())
     inside = box.home / ".sibyl-memory" / "kint"
@@ -233,16 +245,14 @@ def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_fac
         agent.close()
 
     # A second machine over the cap: its pull's replay meets the same gate.
-    from chain_machines import recovery_code
-
     space = kjson(box, "status")["space"]
     owner = json.loads((box.kint_home / f"enrol-{space}.json").read_text())["owner"]
     other = new_machine(tmp_path_factory.mktemp("agent-over-cap"), chain_home)
     try:
-        ok(other.kint("connect", "--recovery-code", recovery_code(box, space), "--owner", owner))
+        connect_with_code(other, owner, recovery_code(box, space))
         (other.kint_home / "filler.bin").write_bytes(b"\0" * 5_300_000)
         out = other.kint("pull")
-        assert out.returncode == 2 and "[SIBYL_ERROR]" in out.stderr, out.stderr
+        assert out.returncode == PUSH_PULL_REFUSED and "[SIBYL_ERROR]" in out.stderr, out.stderr
         assert "cap" in out.stderr.lower()
         (other.kint_home / "filler.bin").unlink()
         assert kjson(other, "pull")["store_root_matches"] is True

@@ -1,5 +1,7 @@
 """Chain faults, made for real (issue 4's acceptance list, DESIGN §11): a lying RPC, a hung
 RPC for one tenant while another works, and kill -9 of a worker at each step of a push.
+Exit statuses are v0.3.0's (kint/commands/exit_codes.py): a pull's freshness refusal exits
+6, any other push or pull refusal 5.
 
 One real anvil for the module (`kint devchain start`), real supervisors and workers (the
 test supervisor: tests/support/run_supervisor.py), real Sibyl stores. Each space gets its
@@ -21,14 +23,15 @@ import pytest
 from eth_hash.auto import keccak
 from web3 import Web3
 
-from chain_machines import RULE_1, kjson, new_machine, ok, recovery_code
+from chain_machines import RULE_1, connect_with_wallet, kjson, new_machine, ok, owner_account
 from conftest import KINT, sibyl_client
-from rpc_proxy import CIPHERTEXT_OFFSET, RpcProxy, live_proxy_threads
+from rpc_proxy import RpcProxy, live_proxy_threads, push_ciphertext
 from kint.chain.artifact import load_artifact
+from kint.commands.exit_codes import FRESHNESS, PUSH_PULL_REFUSED
+from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
 from kint.rows.merkle import merkle_root
 from kint.spaces import space_id as space_id_of
-from kint.tenant_worker import epoch_format
 
 RPC_TIMEOUT_S = 2.0  # KINT_RPC_TIMEOUT of the hung-RPC machine
 VERIFY_HEAD_S = 2.0  # KINT_VERIFY_HEAD_SECONDS, its default
@@ -123,14 +126,15 @@ def entities(db: Path) -> list[tuple]:
 
 
 def chain_head(chain, owner: str, sid: str) -> tuple[int, str, int]:
-    """(seq, digest, block) of the space's head, read straight from the anvil."""
-    seq, digest, block = chain["contract"].functions.head(
+    """(seq, digest, block) of the space's head, read straight from the anvil (the contract
+    returns it as (digest, seq, blockNumber))."""
+    digest, seq, block = chain["contract"].functions.head(
         Web3.to_checksum_address(owner), bytes.fromhex(sid)).call()
     return int(seq), bytes(digest).hex(), int(block)
 
 
 def refused_stale(out: subprocess.CompletedProcess[str], reason: str) -> None:
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == FRESHNESS, out.stdout + out.stderr
     assert "[STALE_RPC]" in out.stderr, out.stderr
     assert reason in out.stderr, out.stderr
     assert "nothing was applied" in out.stderr, out.stderr
@@ -166,7 +170,9 @@ def test_the_proxy_answers_batches_element_by_element(chain, proxies):
     finally:
         proxy.forward()
     assert lied[0] == honest[0] and lied[1]["result"] != honest[1]["result"]
-    assert lied[1]["result"][:66] == honest[1]["result"][:66]  # the same seq
+    # head() is (digest, seq, blockNumber): another digest, the same seq and block
+    assert lied[1]["result"][:66] != honest[1]["result"][:66]
+    assert lied[1]["result"][66:] == honest[1]["result"][66:]
     assert proxy.calls[-2:] == ["eth_chainId", "eth_call"]
 
 
@@ -176,7 +182,10 @@ def test_the_proxy_answers_batches_element_by_element(chain, proxies):
 @pytest.fixture(scope="module")
 def liars(tmp_path_factory, chain, proxies):
     """Machine A pushes straight to the anvil; machine B reads through a proxy that lies
-    when told to. A anchors two epochs and B pulls both, so B's watermark is at seq 2."""
+    when told to. A anchors two epochs and B pulls both, so B's watermark is at seq 2. B
+    connects the way a second machine of an EOA owner does: the owner's wallet signs the
+    canonical payload and the data key comes from the head epoch's header, read through the
+    proxy."""
     a = new_machine(tmp_path_factory.mktemp("liar-a"), chain["home"])
     b = new_machine(tmp_path_factory.mktemp("liar-b"), chain["home"])
     proxy = proxies()
@@ -187,8 +196,9 @@ def liars(tmp_path_factory, chain, proxies):
         write(a.sibyl_db, a.tenant, **{"deploy-window": "deploys only before 3pm"})
         kjson(a, "push")
         space16 = connected["space"]
-        kjson(b, "connect", "--recovery-code", recovery_code(a, space16), "--owner",
-              connected["owner"], "--rpc-urls", proxy.url)
+        joined = connect_with_wallet(b, owner_account(a, connected["owner"]), "--rpc-urls",
+                                     proxy.url)
+        assert (joined["space"], joined["source"]) == (space16, "chain head header"), joined
         assert kjson(b, "pull")["applied"] == [1, 2]
         yield {"a": a, "b": b, "proxy": proxy, "space16": space16,
                "owner": connected["owner"]}
@@ -245,7 +255,7 @@ def test_calldata_that_does_not_hash_to_the_event_digest_is_refused(liars):
     before = picture(b, space16, b.sibyl_db)
     proxy.set_mode("bad_calldata")
     out = b.kint("pull")
-    refused_stale(out, f"epoch {seq + 1}: its calldata does not hash to the event digest")
+    refused_stale(out, f"epoch {seq + 1}: ciphertext digest does not match the Epoch event")
     assert any(lie.startswith("calldata of") for lie in proxy.lies)
     assert picture(b, space16, b.sibyl_db) == before
     assert _at_head(liars) == seq + 1  # the honest endpoint brings the same epoch in
@@ -255,22 +265,40 @@ def test_calldata_that_does_not_hash_to_the_event_digest_is_refused(liars):
 def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
     """The proxy alters a byte of the encrypted body and rewrites the digest in the head and
     the Epoch log to the altered ciphertext's keccak: every hash the client checks agrees,
-    and only the AES-GCM tag (bound to chain, owner, space and header) refuses it."""
+    and only the AES-GCM tag (bound to chain, owner, space and header) refuses it.
+
+    Under v0.3.0 (06-epochs.md, "An epoch nobody can open") an epoch AES-GCM refuses is not
+    a freshness refusal: the pull stops before it, names it in `skipped`, applies nothing,
+    and the mirror records the gap (push and verify refuse until it applies)."""
     a, b, proxy, space16 = liars["a"], liars["b"], liars["proxy"], liars["space16"]
     seq = _at_head(liars)
     write(a.sibyl_db, a.tenant, **{"tampered": "the proxy will alter this epoch"})
-    tx = kjson(a, "push")["epochs"][-1]["tx"]
+    pushed = kjson(a, "push")["epochs"][-1]
+    tx = pushed["tx"]
     before = picture(b, space16, b.sibyl_db)
     proxy.set_mode("tampered_ciphertext", tx=tx)
     lies = len(proxy.lies)
-    out = b.kint("pull")
-    refused_stale(out, f"epoch {seq + 1}: authentication failed: the envelope was altered")
+    out = b.kint("pull", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    stopped = json.loads(out.stdout)
+    assert stopped["applied"] == [] and stopped["gap"] == [seq + 1], stopped
+    assert [(e["seq"], e["block"], e["tx"]) for e in stopped["skipped"]] == [
+        (seq + 1, pushed["block"], tx)], stopped
+    assert stopped["skipped"][0]["reason"].startswith("AES-GCM refused the epoch: it was "
+                                                      "altered"), stopped
+    assert stopped["message"].startswith(f"stopped at epoch {seq + 1}: AES-GCM refused"), stopped
     told = proxy.lies[lies:]
     assert any(x.startswith("eth_call: digest") for x in told), told  # the head
     assert any(x.startswith("eth_getLogs: digest") for x in told), told  # the event
     assert any(x.startswith("ciphertext of") for x in told), told  # the calldata
-    assert picture(b, space16, b.sibyl_db) == before
+    after = picture(b, space16, b.sibyl_db)
+    held = json.loads(after.pop("mirror"))
+    assert held.pop("skipped") == [seq + 1]  # the gap, recorded
+    expected = json.loads(before.pop("mirror"))
+    assert expected.pop("skipped") == []
+    assert held == expected and after == before  # nothing else moved
     assert _at_head(liars) == seq + 1
+    assert mirror(b, space16)["skipped"] == []
     assert "tampered" in [e[1] for e in entities(b.sibyl_db)]
 
 
@@ -361,7 +389,9 @@ def test_a_hung_rpc_stalls_only_its_own_tenant(hung):
     try:
         stuck = None
         while "at" not in ended and stuck is None:
-            row = _status_row(m, x)
+            # The supervisor's status op through the client in this process: a `kint
+            # supervisor status` CLI per poll can take longer than the 2 s the call hangs.
+            row = m.row(x)
             if (row["op"] or {}).get("name") == "push" and (row["rpc"] or {}).get("call"):
                 stuck = row  # a beat sent while the push waits on the endpoint
         assert stuck is not None, "status never showed X's call in flight"
@@ -386,7 +416,7 @@ def test_a_hung_rpc_stalls_only_its_own_tenant(hung):
             push.kill()
         waiter.join()
     err, took = ended["err"], ended["at"] - started
-    assert push.returncode == 2, err
+    assert push.returncode == PUSH_PULL_REFUSED, err
     assert "[RPC_UNAVAILABLE]" in err, err
     assert took < RPC_TIMEOUT_S * 2 + MARGIN_S, took
 
@@ -427,9 +457,8 @@ def killbox(tmp_path_factory, chain):
 
 def _rows_root_on_chain(chain, tx: str) -> str:
     data = bytes(chain["w3"].eth.get_transaction("0x" + tx)["input"])
-    length = int.from_bytes(data[CIPHERTEXT_OFFSET - 32:CIPHERTEXT_OFFSET], "big")
-    envelope = data[CIPHERTEXT_OFFSET:CIPHERTEXT_OFFSET + length]
-    return epoch_format.Header.decode(envelope[:epoch_format.HEADER_SIZE]).rows_root.hex()
+    start, length = push_ciphertext(data)
+    return parse_header(data[start:start + length]).rows_root.hex()
 
 
 def _store_root(db: Path, tenant: str) -> str:
@@ -453,7 +482,8 @@ def test_kill_9_at_each_push_step_loses_nothing(killbox, chain, step):
     write(db, k.tenant, **{"second": f"in the push killed {step}"})
     flag.write_text(f"{step} {space16}")
     out = kdb(k, db, "push")
-    assert out.returncode == 2 and "[WORKER_DOWN]" in out.stderr, out.stdout + out.stderr
+    assert out.returncode == PUSH_PULL_REFUSED and "[WORKER_DOWN]" in out.stderr, \
+        out.stdout + out.stderr
     assert not flag.exists(), "the worker did not reach the step"
     pending = k.kint_home / f"pending-{space16}.json"
 
@@ -505,7 +535,9 @@ def test_a_restarted_worker_finishes_a_landed_push_on_its_own(killbox, chain):
     write(db, k.tenant, **{"second": "in the push killed after send"})
     flag.write_text(f"after_send {space16}")
     out = kdb(k, db, "push")
-    assert out.returncode == 2 and "[WORKER_DOWN]" in out.stderr and not flag.exists()
+    assert out.returncode == PUSH_PULL_REFUSED and "[WORKER_DOWN]" in out.stderr, \
+        out.stdout + out.stderr
+    assert not flag.exists()
     k.wait_for(lambda: (r := k.row(db))["pid"] not in (None, pid)
                and r["state"] in ("ready", "idle"), timeout=30, what="the restarted worker")
     seq, digest, _ = chain_head(chain, connected["owner"], sid)
@@ -535,29 +567,29 @@ def wallet(tmp_path_factory, chain):
     sb.shutdown()
 
 
-def test_a_push_tops_up_its_writer_and_names_the_key_to_fund_when_it_cannot(wallet, chain):
-    """The session key funds the space's writer (DESIGN §7). A writer that ran dry is
-    topped up before the epoch is signed; when the session key is dry too, the push refuses
-    with the address to fund, sends nothing and drops nothing; funded again, it goes on."""
+def test_the_session_key_pays_and_a_push_names_it_to_fund_when_it_cannot(wallet, chain):
+    """The machine's one session key sends and pays for every epoch (v0.3.0: there are no
+    per-space writers to top up). When it cannot pay for the next transaction, the push
+    refuses with the address to fund, sends nothing and drops nothing; funded again, it
+    goes on."""
     sb = wallet
     db = sb.profile_db("funds")
-    write(db, sb.tenant, first="anchored with the writer's first funds")
+    write(db, sb.tenant, first="anchored with the session key's first funds")
     connected = jdb(sb, db, "connect", "--dev")
-    session, writer, space16 = connected["session"], connected["writer"], connected["space"]
+    session, space16 = connected["session"], connected["space"]
     assert jdb(sb, db, "push")["epochs"][-1]["seq"] == 1
+    assert jdb(sb, db, "status")["session"] == session
 
-    _set_balance(chain, writer, 0)
     session_before = _balance(chain, session)
-    write(db, sb.tenant, second="pushed by a writer the session key topped up")
+    write(db, sb.tenant, second="pushed and paid for by the session key")
     assert [e["seq"] for e in jdb(sb, db, "push")["epochs"]] == [2]
-    assert _balance(chain, writer) > 0
     assert _balance(chain, session) < session_before
+    assert meta(sb, space16, 1)["writer"] == meta(sb, space16, 2)["writer"] == session
 
-    _set_balance(chain, writer, 0)
     _set_balance(chain, session, 0)
     write(db, sb.tenant, third="waits in the store for gas money")
     out = kdb(sb, db, "push")
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
     assert "[NOT_CONNECTED]" in out.stderr, out.stderr
     assert f"session key {session} holds 0.000000 ETH" in out.stderr, out.stderr
     assert "nothing was dropped" in out.stderr, out.stderr

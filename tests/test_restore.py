@@ -3,8 +3,10 @@ comes back byte for byte through Sibyl's own write methods, including what a per
 read-back is most likely to get wrong (identical journal events, a row changed in a later
 epoch, an entity deleted, a pull that resumes on a store that already holds some epochs).
 
-Machine A cuts its epochs small (KINT_EPOCH_MAX_BYTES), so a few dozen rows make several
-epochs and one pull applies them all."""
+An epoch carries at most 92,160 compressed bytes (v0.3.0's split, fixed: there is no knob
+to cut epochs smaller), so the notes carry random text that does not compress away: two
+dozen of them make three epochs, and one pull applies them all. Machine B comes in with the
+recovery code on stdin."""
 
 from __future__ import annotations
 
@@ -12,15 +14,16 @@ import os
 
 import pytest
 
-from chain_machines import kjson, new_machine, recovery_code
+from chain_machines import connect_with_code, kjson, new_machine, recovery_code
 from conftest import sibyl_client
 from kint.rows.export import connect_ro, export_rows
+
+NOTE_RANDOM_BYTES = 9000  # 18,000 hex characters a note: about 10 KB of gzip each
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("restore-a"), chain_home,
-                    KINT_EPOCH_MAX_BYTES="800")
+    a = new_machine(tmp_path_factory.mktemp("restore-a"), chain_home)
     b = new_machine(tmp_path_factory.mktemp("restore-b"), chain_home)
     yield a, b
     a.shutdown()
@@ -40,7 +43,8 @@ def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
     client = sibyl_client(a.sibyl_db, a.tenant)
     try:
         for i in range(24):
-            client.set_entity("notes", f"note-{i}", {"text": f"note {i}: {os.urandom(40).hex()}"},
+            text = f"note {i}: {os.urandom(NOTE_RANDOM_BYTES).hex()}"
+            client.set_entity("notes", f"note-{i}", {"text": text},
                               status="open" if i % 3 else None)
         for _ in range(3):  # identical events: one content key, occurrences 0, 1, 2
             client.write_event(acted=["the same thing again"], ts="2026-01-02T00:00:00Z")
@@ -50,10 +54,11 @@ def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
         client.storage.close()
     connected = kjson(a, "connect", "--dev")
     first = kjson(a, "push")
-    assert len(first["epochs"]) >= 3, first  # the small epoch limit split it
+    assert len(first["epochs"]) >= 3, first  # the 92,160-byte epoch limit split it
 
     code = recovery_code(a, connected["space"])
-    kjson(b, "connect", "--recovery-code", code, "--owner", connected["owner"])
+    joined = connect_with_code(b, connected["owner"], code)
+    assert (joined["space"], joined["source"]) == (connected["space"], "recovery code"), joined
     pulled = kjson(b, "pull")
     assert pulled["applied"] == [e["seq"] for e in first["epochs"]], pulled
     assert pulled["warnings"] == [] and pulled["store_root_matches"] is True, pulled
