@@ -14,9 +14,9 @@ For each size (10,000 rows asked; `--quick`: 1,000), in its own hermetic folder:
    machine's own (free-tier) gates. `--quick`'s 1,000 rows are written on the free tier
    (they fit). The JSON says which gate wrote the store and whether anything stopped it
    (`rows` vs `rows_requested`, `store.cap_gate`, `store.stopped_by`).
-2. Every row is anchored as epoch 1 through kint's own `record_epoch`
-   (`tests/anchoring.py: anchor`), so verify reaches its real checks (mirror, watermark,
-   epoch cache are the real files).
+2. Every row is anchored through kint's own `split_diff`, `seal` and `record_epoch`
+   (`bench/anchor_store.py: anchor`; as many epochs as push would make, no chain), so
+   verify reaches its real checks (mirror, watermark, epoch cache are the real files).
 3. The test supervisor (tests/support/run_supervisor.py, KINT_TEST_GATE=null) for m, then
    one kint-server (tests/support/run_kint_server.py: kint's own `kint.mcp_server.main`
    with the test gate) driven by a real `mcp` SDK stdio client (`tests/mcp_session.py:
@@ -82,7 +82,7 @@ CONTEXT = ("bare_search", "routed_verify", "mcp_ping")
 
 
 def _tests_import(name: str) -> Any:
-    """A module of tests/ (anchoring, mcp_session), imported with tests/ on the path."""
+    """A module of tests/ (mcp_session), imported with tests/ on the path."""
     import importlib
 
     sys.path.insert(0, str(TESTS_DIR))
@@ -170,7 +170,8 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
     warmup = 1 if quick else 2
     n_queries = 20 if quick else 40
     n_cold = 20 if quick else 80
-    anchor = _tests_import("anchoring").anchor
+    from anchor_store import anchor  # bench/anchor_store.py: kint's split, seal, record_epoch
+
     AgentProcess = _tests_import("mcp_session").AgentProcess
 
     with common.hermetic(f"mcp-{n}") as env:
@@ -187,7 +188,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
                                      if n in PRO_ACCOUNT_SIZES else None)
         n_rows = written.written
         t0 = time.perf_counter()
-        anchor(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)
+        anchored_epochs = anchor(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)
         anchor_s = time.perf_counter() - t0
         common.start_test_supervisor(env, m)
 
@@ -433,6 +434,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
             "rows": n_rows,
             "store": store,
             "anchor_s": anchor_s,
+            "anchored_epochs": anchored_epochs,
             "queries": {"tried": len(tried), "kept": len(queries), "dropped": dropped,
                         "examples": queries[:8],
                         "memory_search_count_mean":

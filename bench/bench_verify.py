@@ -13,9 +13,10 @@ folder:
    CapGate, uncapped for that account. What is timed only reads the store. The JSON says
    which gate wrote the store (`store.cap_gate`) and whether anything stopped it
    (`store.written`, `store.stopped_by`).
-2. Every row is anchored as epoch 1 through kint's own recording function
-   (`tests/anchoring.py: anchor`, which calls `record_epoch`), so the mirror, watermark and
-   epoch cache are the real files verify reads.
+2. Every row is anchored through kint's own split, seal and recording function
+   (`bench/anchor_store.py: anchor`: `split_diff`, `seal`, `record_epoch`; as many epochs
+   as push would make, no chain), so the mirror, watermark and epoch cache are the real
+   files verify reads.
 3. Queries: two or three of a row's distinctive words, for rows sampled from the store.
    A query is kept only when verify proceeds on it (Sibyl's verdict is ok and a hit is
    verified): the set "hits anchored rows". How many were tried and why others were
@@ -63,11 +64,8 @@ PRO_ACCOUNT_SIZES = frozenset({10000})
 
 
 def _anchor_fn() -> Any:
-    sys.path.insert(0, str(common.REPO_DIR / "tests"))
-    try:
-        from anchoring import anchor  # tests/anchoring.py: kint's real record_epoch
-    finally:
-        sys.path.remove(str(common.REPO_DIR / "tests"))
+    from anchor_store import anchor  # bench/anchor_store.py: kint's split, seal, record_epoch
+
     return anchor
 
 
@@ -201,7 +199,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
                                      if n in PRO_ACCOUNT_SIZES else None)
         n_rows = written.written
         t0 = time.perf_counter()
-        _anchor_fn()(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)
+        anchored_epochs = _anchor_fn()(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)
         anchor_s = time.perf_counter() - t0
 
         client = corpus.open_client(db, tenant)
@@ -293,6 +291,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
         "rows": n_rows,
         "store": store,
         "anchor_s": anchor_s,
+        "anchored_epochs": anchored_epochs,
         "queries": {"tried": len(tried), "kept": len(queries), "dropped": dropped,
                     "examples": queries[:8], "hits_per_query_mean":
                         sum(hits_per_query) / len(hits_per_query)},

@@ -166,7 +166,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     held = held_keys(ctx)
     owner = enrolment.owner
     anchor = Anchor(chain, ctx.tracker)
-    resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
+    if state.files["pending"].exists():  # the session key's unlock (a scrypt) only then
+        resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
     head = anchor.head(owner, cfg.space_id)
 
     # 1. Freshness.
