@@ -91,12 +91,15 @@ def test_sockets_removed_under_a_running_supervisor_are_bound_again(sandbox):
     # Running again, it binds them again, and the CLI that found none is answered.
     out = sandbox.kint("--db", str(db), "status", "--json")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert json.loads(out.stdout)["worker"]["pid"] == first  # the same supervisor and worker
-    assert running_pid(sandbox.kint_home) == sup
+    assert running_pid(sandbox.kint_home) == sup  # the same supervisor
+    # Its worker may have been replaced while the supervisor rebound workers.sock (the old
+    # connection went with the old socket); either way a worker serves the space.
+    now = json.loads(out.stdout)["worker"]["pid"]
+    assert first is not None and now is not None
 
     # A worker started after the repair finds the supervisor on the new workers.sock.
-    os.kill(first, signal.SIGKILL)
-    row = sandbox.wait_for(lambda: (r := sandbox.row(db))["pid"] not in (first, None)
+    os.kill(now, signal.SIGKILL)
+    row = sandbox.wait_for(lambda: (r := sandbox.row(db))["pid"] not in (now, None)
                            and r["state"] == "ready" and r, what="the worker restarted")
     assert sandbox.call("status", db)["worker"]["pid"] == row["pid"]
 
