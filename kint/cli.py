@@ -19,6 +19,7 @@ from kint.commands.canonical_payload import canonical_payload_cmd
 from kint.commands.chain import compact_cmd, pull_cmd, push_cmd, recovery_code_cmd, rekey_cmd
 from kint.commands.connect import connect_cmd
 from kint.commands.common import Ctx
+from kint.commands.config import config_group
 from kint.commands.devchain import devchain_group
 from kint.commands.doctor import doctor_cmd
 from kint.commands.export import export_cmd
@@ -60,11 +61,11 @@ def demo_cmd(keep: bool) -> None:
     sys.exit(run_demo(keep=keep))
 
 
-for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd,
-                push_cmd, pull_cmd, compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd,
-                session_key_group, authorize_group, supervisor_group, devchain_group, join_cmd,
-                export_cmd):
+for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd, push_cmd, pull_cmd,
+                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group, authorize_group,
+                supervisor_group, devchain_group, join_cmd, export_cmd):
     main.add_command(command)
+main.add_command(config_group)
 main.add_command(setup_cmd)
 
 

@@ -14,14 +14,14 @@ import logging.handlers
 import os
 from pathlib import Path
 
-from kint.envsettings import env_float
 from kint.paths import ensure_private_dir, log_path
+from kint.settings.schema import BY_NAME
 
 _FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
 
-DEFAULT_LOG_MAX_BYTES = 256 * 1024
+DEFAULT_LOG_MAX_BYTES = BY_NAME["KINT_LOG_MAX_BYTES"].default
 SERVER_LOG = "kint.log"  # kint-server's (its stdout is the MCP transport)
-MIN_LOG_MAX_BYTES = 1024
+MIN_LOG_MAX_BYTES = int(BY_NAME["KINT_LOG_MAX_BYTES"].minimum or 0)
 
 
 class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
@@ -59,7 +59,9 @@ def rotated_logs(home: Path) -> list[Path]:
 
 def log_max_bytes() -> int:
     """KINT_LOG_MAX_BYTES: the size over which the supervisor rotates the log."""
-    return int(env_float("KINT_LOG_MAX_BYTES", DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES))
+    from kint import settings
+
+    return int(settings.value("KINT_LOG_MAX_BYTES"))
 
 
 def rotate_if_large(path: Path, max_bytes: int) -> bool:

@@ -10,7 +10,6 @@ the worker for one push and exits at once: the worker finishes the push after it
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -21,7 +20,6 @@ from kint.logs import SERVER_LOG, setup_file_logging
 from kint.paths import kint_home
 
 log = logging.getLogger("kint.server")
-DEFAULT_BOOTSTRAP_SECONDS = 20.0
 
 
 def _log_to_file(home: Any) -> None:
@@ -33,13 +31,9 @@ def _log_to_file(home: Any) -> None:
 
 
 def bootstrap_seconds() -> float:
-    try:
-        return max(0.5, float(os.environ.get("KINT_BOOTSTRAP_SECONDS",
-                                             DEFAULT_BOOTSTRAP_SECONDS)))
-    except ValueError:
-        log.info("KINT_BOOTSTRAP_SECONDS=%r is not a number; using %s",
-                 os.environ.get("KINT_BOOTSTRAP_SECONDS"), DEFAULT_BOOTSTRAP_SECONDS)
-        return DEFAULT_BOOTSTRAP_SECONDS
+    from kint import settings
+
+    return float(settings.value("KINT_BOOTSTRAP_SECONDS"))
 
 
 def _bootstrap(session: Any, deadline: float) -> None:

@@ -29,7 +29,9 @@ class UnsafePathError(Exception):
 
 
 def kint_home() -> Path:
-    raw = os.environ.get("KINT_HOME")
+    from kint.settings.loader import environ_value
+
+    raw = environ_value("KINT_HOME")
     home = Path(raw).expanduser() if raw else Path.home() / ".kint"
     return home.absolute()
 

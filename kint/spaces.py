@@ -18,6 +18,8 @@ from pathlib import Path
 
 from eth_hash.auto import keccak
 
+from kint import settings
+
 # Sibyl's default tenant (sibyl_memory_client.client.DEFAULT_TENANT), the last rung of its
 # tenant ladder. Copied, not imported, so the CLI does not import the Sibyl SDK to start.
 SIBYL_DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
@@ -45,18 +47,16 @@ def space_id(label: str) -> str:
 
 
 def sibyl_default_db() -> Path:
-    raw = os.environ.get("SIBYL_MEMORY_DB")
+    raw = settings.value("SIBYL_MEMORY_DB")
     return (Path(raw).expanduser() if raw else Path.home() / ".sibyl-memory" / "memory.db").absolute()
 
 
 def sibyl_credentials_path() -> Path:
-    raw = os.environ.get("SIBYL_CREDENTIALS")
-    return Path(raw).expanduser() if raw else Path.home() / ".sibyl-memory" / "credentials.json"
+    return Path(settings.value("SIBYL_CREDENTIALS")).expanduser()
 
 
 def hermes_home() -> Path:
-    raw = os.environ.get("HERMES_HOME")
-    return (Path(raw).expanduser() if raw else Path.home() / ".hermes").absolute()
+    return Path(settings.value("HERMES_HOME")).expanduser().absolute()
 
 
 def resolve_tenant(explicit: str | None = None) -> str:
@@ -65,7 +65,7 @@ def resolve_tenant(explicit: str | None = None) -> str:
     not parse is treated as absent, as Sibyl's own server does."""
     if explicit:
         return explicit
-    env = os.environ.get("KINT_TENANT")
+    env = settings.value("KINT_TENANT")
     if env:
         return env
     path = sibyl_credentials_path()
@@ -93,7 +93,7 @@ def hermes_profile_of(db: Path) -> str | None:
 
 
 def space_label(tenant: str, db: Path) -> str:
-    explicit = os.environ.get("KINT_SPACE")
+    explicit = settings.value("KINT_SPACE")
     if explicit:
         return explicit
     profile = hermes_profile_of(db)

@@ -24,11 +24,18 @@ def _systemd_command() -> list[str]:
 
 
 def _launchd_command() -> list[str]:
+    """The kint command the plist runs: it is `exec`ed by a /bin/sh that first reads the
+    optional environment file (tests/test_settings_deploy.py runs the wrapper itself)."""
+    import shlex
+
     with open(DEPLOY / "com.kint.supervisor.plist", "rb") as fh:
         plist = plistlib.load(fh)
     assert plist["Label"] == "com.kint.supervisor"
     assert plist["KeepAlive"] == {"SuccessfulExit": False}
-    return plist["ProgramArguments"]
+    args = plist["ProgramArguments"]
+    if args[:2] == ["/bin/sh", "-c"]:
+        args = shlex.split(args[2].rsplit("exec ", 1)[1])
+    return args
 
 
 def _runs_in_foreground_and_stops_on_sigterm(sandbox, args: list[str]) -> None:

@@ -1,5 +1,10 @@
 """One kint-server session: its link to the space's worker through the supervisor.
 
+Every call carries the settings of this server's environment that the daemon reads (the
+harness's MCP configuration): the worker applies the call's own, and the watcher's timings
+on attach, and a line for each it does not use comes back in `notices` (logged here, and
+left in the tool's result for the agent).
+
 It attaches at start (and every KEEPALIVE_S, so the worker knows a session is alive), sends
 a `note_write` cast for every write its tool path made, and on the way out casts one
 `exit_push`, which the worker runs to completion after this process is gone. Calls from
@@ -13,7 +18,9 @@ import os
 import threading
 from typing import Any
 
+from kint import settings
 from kint.client import Client, KintError
+from kint.settings.wire import outgoing
 from kint.spaces import SpaceRef
 
 log = logging.getLogger("kint.server")
@@ -29,7 +36,8 @@ class AgentSession:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._keepalive: threading.Thread | None = None
-        self.watcher = os.environ.get("KINT_NO_WATCHER") != "1"
+        self.watcher = not settings.value("KINT_NO_WATCHER")
+        self._logged: set[str] = set()
         # Whether this session's tools wrote anything: a session that wrote nothing (a
         # health check, a handshake) asks for no exit push, which on Base costs gas; the
         # space's worker and its watcher already own any rows left unanchored.
@@ -38,15 +46,26 @@ class AgentSession:
     def call(self, op: str, args: dict[str, Any] | None = None, timeout_s: float = 60
              ) -> dict[str, Any]:
         with self._lock:
-            return self._client.call(op, tenant=self.ref.tenant, db=self.ref.db,
-                                     space=self.ref.label, args=args or {},
-                                     timeout_s=timeout_s)
+            result = self._client.call(op, tenant=self.ref.tenant, db=self.ref.db,
+                                       space=self.ref.label, args=self._args(args),
+                                       timeout_s=timeout_s)
+        for line in result.get("notices") or []:
+            if line not in self._logged:  # once per server: the log counts against the cap
+                self._logged.add(line)
+                log.warning("%s", line)
+        return result
+
+    @staticmethod
+    def _args(args: dict[str, Any] | None) -> dict[str, Any]:
+        sent = outgoing()
+        return {**(args or {}), "settings": sent} if sent else dict(args or {})
 
     def cast(self, op: str, args: dict[str, Any], timeout_s: float = 900) -> None:
         with self._lock:
             try:
                 self._client.cast(op, tenant=self.ref.tenant, db=self.ref.db,
-                                  space=self.ref.label, args=args, timeout_s=timeout_s)
+                                  space=self.ref.label, args=self._args(args),
+                                  timeout_s=timeout_s)
             except KintError as err:
                 log.warning("%s not sent: %s", op, err.message)
 

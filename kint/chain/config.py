@@ -5,16 +5,21 @@ Base mainnet is the default: chain 8453, the deployed EpochAnchor
 `0xa22E03f7a4145Bf4909a83595C90a38E14d79600` (`KINT_CONTRACT`), the primary endpoint
 `KINT_RPC_URL` (else `https://mainnet.base.org`) and an independent second opinion for a
 cold start, `KINT_RPC_URL_2` (else `https://base-rpc.publicnode.com` when the primary is
-`https://mainnet.base.org`, else `https://mainnet.base.org`).
+`https://mainnet.base.org`, else `https://mainnet.base.org`). Every value is read through
+kint.settings, so it may come from config.toml, the environment or (for a space) the
+file's `[spaces."<label>"]` table, and each carries its source.
 
-A devchain running under KINT_HOME (`kint devchain start`) overrides the defaults: its
-record names the endpoint and the contract it deployed. An explicit `KINT_RPC_URL` beats
-the devchain, so a machine can point at Base while a devchain runs.
+A devchain running under KINT_HOME (`kint devchain start`) replaces the defaults: its record
+names the endpoint, the chain id and the contract it deployed. A primary endpoint that
+something sets beats the devchain, so a machine can point at Base while a devchain runs;
+one that is the devchain's own endpoint gets the devchain's chain id and contract.
+
+The endpoints a space was given by `kint connect --rpc-urls` (kept in its enrolment) beat
+the machine's, and a `[spaces."<label>"]` table in config.toml beats those.
 """
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +27,14 @@ from pathlib import Path
 import orjson
 from eth_utils import is_address, to_checksum_address
 
-from kint.envsettings import env_float
+from kint import settings
+from kint.settings.schema import BASE_PUBLIC_RPC, DEFAULT_CONTRACT
 
 BASE_CHAIN_ID = 8453
-DEFAULT_CONTRACT = "0xa22E03f7a4145Bf4909a83595C90a38E14d79600"
-BASE_PUBLIC_RPC = "https://mainnet.base.org"
 BASE_SECOND_RPC = "https://base-rpc.publicnode.com"
 DEFAULT_CONFIRMATIONS = 2
-DEFAULT_RPC_TIMEOUT_S = 10.0
+DEVCHAIN_SOURCE = "devchain record"
+SPACE_URLS_SOURCE = "connect --rpc-urls"
 
 
 class ChainConfigError(Exception):
@@ -49,23 +54,25 @@ class ChainConfig:
     confirmations: int
     rpc_timeout_s: float
     devchain: bool = False
+    allow_single_rpc: bool = False
+    # Where the endpoints and the contract came from (a settings source, the devchain
+    # record, or the space's `connect --rpc-urls`) and, for a file, which file and table:
+    # for `kint config show` and the reports of values a caller gave that are not used.
+    rpc_source: str = "default"
+    rpc_where: str | None = None
+    contract_source: str = "default"
+    contract_where: str | None = None
 
     @property
     def single_rpc_ok(self) -> bool:
         """A cold-start pull needs two independent endpoints that agree, unless
         KINT_ALLOW_SINGLE_RPC=1; the devchain is one local process, so a second endpoint
         could only repeat it."""
-        return self.devchain or os.environ.get("KINT_ALLOW_SINGLE_RPC") == "1"
+        return self.devchain or self.allow_single_rpc
 
     @property
     def second_is_same_endpoint(self) -> bool:
         return len(self.rpc_urls) < 2 or same_endpoint(self.rpc_urls[0], self.rpc_urls[1])
-
-
-def _env(name: str) -> str | None:
-    """An empty value counts as unset (10-configuration.md)."""
-    value = os.environ.get(name)
-    return value if value else None
 
 
 def same_endpoint(a: str, b: str) -> bool:
@@ -81,7 +88,7 @@ def same_endpoint(a: str, b: str) -> bool:
 
 
 def second_rpc(primary: str) -> str:
-    explicit = _env("KINT_RPC_URL_2")
+    explicit = settings.value("KINT_RPC_URL_2")
     if explicit:
         return explicit
     return BASE_SECOND_RPC if same_endpoint(primary, BASE_PUBLIC_RPC) else BASE_PUBLIC_RPC
@@ -102,24 +109,78 @@ def devchain_record(home: Path) -> Path:
 
 
 def contract_address() -> str:
-    value = _env("KINT_CONTRACT") or DEFAULT_CONTRACT
+    value = settings.value("KINT_CONTRACT") or DEFAULT_CONTRACT
     if not is_address(value):
         raise ChainConfigError(f"KINT_CONTRACT={value!r} is not an address")
     return to_checksum_address(value)
 
 
-def load_chain_config(home: Path) -> ChainConfig:
-    timeout = env_float("KINT_RPC_TIMEOUT", DEFAULT_RPC_TIMEOUT_S, minimum=0.1)
-    primary = _env("KINT_RPC_URL")
+@dataclass(frozen=True)
+class Devchain:
+    rpc_url: str
+    chain_id: int
+    anchor: str
+
+
+def read_devchain(home: Path) -> Devchain | None:
+    """The devchain's record under `home`, or None when there is none."""
     record = devchain_record(home)
-    if primary is None and record.exists():
-        try:
-            data = orjson.loads(record.read_bytes())
-            return ChainConfig((data["rpc_url"],), int(data["chain_id"]),
-                               to_checksum_address(data["anchor"]), 1, timeout, devchain=True)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise ChainConfigError(f"{record} is corrupt; run `kint devchain stop` and "
-                                   f"`kint devchain start`") from None
-    primary = primary or BASE_PUBLIC_RPC
-    return ChainConfig((primary, second_rpc(primary)), BASE_CHAIN_ID, contract_address(),
-                       DEFAULT_CONFIRMATIONS, timeout)
+    try:
+        data = orjson.loads(record.read_bytes())
+        return Devchain(str(data["rpc_url"]), int(data["chain_id"]),
+                        to_checksum_address(data["anchor"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise ChainConfigError(f"{record} is corrupt; run `kint devchain stop` and "
+                               f"`kint devchain start`") from None
+
+
+def _source(value: settings.Value) -> tuple[str, str | None]:
+    if value.where and value.table:
+        return value.source, f'{value.where} [spaces."{value.table}"]'
+    return value.source, value.where
+
+
+def load_chain_config(home: Path, space_rpc_urls: list[str] | None = None) -> ChainConfig:
+    """The chain settings in force here. For a space, `space_rpc_urls` are the endpoints
+    its enrolment keeps (`kint connect --rpc-urls`): they, or a `[spaces."<label>"]` table
+    in config.toml, change how the space reaches its chain, never which chain it is."""
+    timeout = settings.value("KINT_RPC_TIMEOUT")
+    single = bool(settings.value("KINT_ALLOW_SINGLE_RPC"))
+    machine = settings.machine_lookup("KINT_RPC_URL")
+    primary = settings.lookup("KINT_RPC_URL")
+    contract = settings.lookup("KINT_CONTRACT")
+    try:
+        dev = read_devchain(home)
+    except ChainConfigError:
+        if machine.source == settings.DEFAULT:
+            raise
+        dev = None
+    on_devchain = dev is not None and (machine.source == settings.DEFAULT
+                                       or same_endpoint(machine.value, dev.rpc_url))
+    if on_devchain and machine.source == settings.DEFAULT:
+        assert dev is not None
+        urls, source = (dev.rpc_url,), (DEVCHAIN_SOURCE, str(devchain_record(home)))
+    elif on_devchain:
+        urls, source = (machine.value,), _source(machine)
+    else:
+        urls, source = (machine.value, second_rpc(machine.value)), _source(machine)
+    if primary.table is not None:
+        urls = (primary.value,) if on_devchain else (primary.value, second_rpc(primary.value))
+        source = _source(primary)
+    elif space_rpc_urls:
+        urls, source = tuple(space_rpc_urls), (SPACE_URLS_SOURCE, None)
+    sources = {"rpc_source": source[0], "rpc_where": source[1]}
+    if on_devchain:
+        assert dev is not None
+        anchor, (csource, cwhere) = dev.anchor, (DEVCHAIN_SOURCE, str(devchain_record(home)))
+        if contract.source != settings.DEFAULT:
+            anchor, (csource, cwhere) = contract_address(), _source(contract)
+        return ChainConfig(urls, dev.chain_id, anchor, 1, timeout, devchain=True,
+                           allow_single_rpc=single, contract_source=csource,
+                           contract_where=cwhere, **sources)
+    csource, cwhere = _source(contract)
+    return ChainConfig(urls, BASE_CHAIN_ID, contract_address(), DEFAULT_CONFIRMATIONS, timeout,
+                       allow_single_rpc=single, contract_source=csource, contract_where=cwhere,
+                       **sources)

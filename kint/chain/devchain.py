@@ -120,7 +120,9 @@ def _through_npm_shim(path: Path) -> Path:
 
 def anvil_binary() -> Path:
     """The anvil to run: KINT_ANVIL, the checkout's pinned npm package, PATH, ~/.foundry."""
-    explicit = os.environ.get("KINT_ANVIL")
+    from kint import settings
+
+    explicit = settings.value("KINT_ANVIL")
     if explicit:
         path = Path(explicit).expanduser()
         if not _executable(path):

@@ -32,19 +32,19 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from kint.envsettings import env_float, pid_alive
+from kint import settings
+from kint.envsettings import pid_alive
 from kint.paths import atomic_write, ensure_private_dir
 
 log = logging.getLogger("kint.nonces")
 
-DEFAULT_RETRY_S = 15.0
 # An entry with no signed transaction this old is abandoned even if its process lives
 # (signing takes milliseconds once the nonce is allocated).
 UNSIGNED_STALE_S = 60.0
 
 
 def retry_seconds() -> float:
-    return env_float("KINT_NONCE_RETRY_SECONDS", DEFAULT_RETRY_S, minimum=0.5)
+    return float(settings.value("KINT_NONCE_RETRY_SECONDS"))
 
 
 @dataclass

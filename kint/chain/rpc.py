@@ -50,6 +50,12 @@ class RpcTracker:
                 self.last_failure_at = now
                 self.last_failure = error
 
+    def forget_failures(self) -> None:
+        """The endpoints changed: what the old ones did says nothing about the new."""
+        with self._lock:
+            self.last_failure_at = None
+            self.last_failure = None
+
     def oldest_call(self) -> tuple[str, float] | None:
         with self._lock:
             if not self._inflight:

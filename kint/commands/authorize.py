@@ -19,7 +19,6 @@ action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable
 
@@ -35,7 +34,7 @@ from kint.commands.common import Ctx
 from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse, resolve_owner,
                                    session_key_address, tx_line, when)
 from kint.commands.secrets import read_secret_file, read_stdin_line
-from kint.envsettings import env_float
+from kint import settings
 from kint.paths import kint_home
 
 OWNER_KEY_ENV = "KINT_OWNER_KEY"
@@ -47,9 +46,6 @@ DEADLINE_S = 300
 PAGE_TIMEOUT_ENV = "KINT_AUTHORIZE_PAGE_TIMEOUT"
 POLL_SECONDS_ENV = "KINT_AUTHORIZE_POLL_SECONDS"
 POLL_COUNT_ENV = "KINT_AUTHORIZE_POLL_COUNT"
-PAGE_TIMEOUT_S = 900.0
-POLL_SECONDS = 3.0
-POLL_COUNT = 120
 _PRE = "kint.authorize.pre"
 
 
@@ -120,7 +116,7 @@ def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
 def _owner_account(owner: str) -> LocalAccount:
     """The owner's key from KINT_OWNER_KEY, refused unless it is the owner's. The value is
     never printed, and is read from the environment only."""
-    raw = os.environ.get(OWNER_KEY_ENV, "").strip()
+    raw = (settings.value(OWNER_KEY_ENV) or "").strip()
     if not raw:
         refuse(f"{OWNER_KEY_ENV} is not set: this lane reads the owner's private key from the "
                f"environment (never argv)")
@@ -347,9 +343,9 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
-    timeout = env_float(PAGE_TIMEOUT_ENV, PAGE_TIMEOUT_S, minimum=1.0)
-    interval = env_float(POLL_SECONDS_ENV, POLL_SECONDS, minimum=0.05)
-    count = max(1, int(env_float(POLL_COUNT_ENV, POLL_COUNT, minimum=1)))
+    timeout = float(settings.value(PAGE_TIMEOUT_ENV))
+    interval = float(settings.value(POLL_SECONDS_ENV))
+    count = int(settings.value(POLL_COUNT_ENV))
     with chain_errors("authorize page"):
         anchor = open_anchor(kint_home())
         expiry = chain_now(anchor) + days_n * 86400

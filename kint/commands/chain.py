@@ -5,7 +5,6 @@ worker; exit statuses as 09-cli.md gives them (kint.commands.exit_codes)."""
 from __future__ import annotations
 
 import getpass
-import os
 
 import click
 
@@ -15,10 +14,6 @@ from kint.commands.secrets import read_passphrase_stdin
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
-
-
-def _offline() -> bool:
-    return os.environ.get("KINT_OFFLINE") == "1"
 
 
 def _print_epochs(result: dict) -> None:
@@ -138,7 +133,7 @@ def rekey_cmd(obj: Ctx, signature: str | None, signature_file: str | None, smart
         usage("--passphrase-stdin and --signature - cannot share stdin: use "
               "--passphrase-prompt or --signature-file")
     args: dict = {"drop_missing": drop_missing, "over_skipped": over_skipped,
-                  "offline": _offline(), "confirmations": confirmations}
+                  "confirmations": confirmations}
     sig = read_signature(signature, signature_file)
     if sig is not None:
         args["signature"] = sig
@@ -176,6 +171,6 @@ def rekey_cmd(obj: Ctx, signature: str | None, signature_file: str | None, smart
 def recovery_code_cmd(obj: Ctx) -> None:
     """Write RECOVERY-<space16>.txt (mode 0600) again from the cached data key: the fix when
     push refuses because the machine that created the vault lost its recovery file."""
-    result = space_call(obj, "recovery_code", {"offline": _offline()}, timeout_s=300,
+    result = space_call(obj, "recovery_code", {}, timeout_s=300,
                         command="recovery-code")
     click.echo(f"recovery code written to {result['recovery_file']}")

@@ -45,6 +45,25 @@ def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
+def sent_settings(args: dict[str, Any]) -> dict[str, Any]:
+    """`args` with the settings this caller's environment gives (kint.settings.wire): the
+    worker applies the call's own, and reports the others it does not use."""
+    from kint.settings.wire import outgoing
+
+    sent = outgoing()
+    return {**args, "settings": sent} if sent else args
+
+
+def print_notices(result: dict[str, Any]) -> dict[str, Any]:
+    """Print, on stderr, the worker's lines about settings it did not use (one each)."""
+    from kint.settings.loader import printed
+
+    for line in result.pop("notices", None) or []:
+        if line not in printed:
+            click.echo(line, err=True)
+    return result
+
+
 # A caller's own way to report a refused call (`kint join` names the step); it must exit.
 OnError = Callable[[KintError], NoReturn]
 
@@ -59,6 +78,7 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     if not sys.stderr.isatty():
         return space_call(obj, op, args, timeout_s, command, on_error=on_error)
     ref = spaces.resolve(obj.tenant, obj.db)
+    args = sent_settings(args)
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -89,7 +109,7 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
         if on_error is not None:
             on_error(box["error"])
         fail(box["error"], obj.debug, command)
-    return box["result"]
+    return print_notices(box["result"])
 
 
 def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
@@ -98,8 +118,9 @@ def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
     ref = spaces.resolve(obj.tenant, obj.db)
     try:
         with obj.client() as client:
-            return client.call(op, tenant=ref.tenant, db=ref.db, space=ref.label, args=args,
-                               timeout_s=timeout_s)
+            return print_notices(client.call(op, tenant=ref.tenant, db=ref.db,
+                                             space=ref.label, args=sent_settings(args),
+                                             timeout_s=timeout_s))
     except KintError as err:
         if on_error is not None:
             on_error(err)

@@ -15,7 +15,6 @@ this machine's session key, so the demo is one command.
 from __future__ import annotations
 
 import getpass
-import os
 import sys
 
 import click
@@ -123,8 +122,6 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                             recovery_code_stdin)
     if rpc_urls is not None:
         args["rpc_urls"] = rpc_urls
-    if os.environ.get("KINT_OFFLINE") == "1":
-        args["offline"] = True
     result = space_call(obj, "connect", args, timeout_s=300)
     if as_json:
         echo_json(result)

@@ -12,7 +12,7 @@ import click
 
 from kint import spaces
 from kint.client import KintError
-from kint.commands.common import Ctx, echo_json
+from kint.commands.common import Ctx, echo_json, print_notices, sent_settings
 from kint.paths import kint_home
 
 
@@ -63,8 +63,9 @@ def doctor_cmd(obj: Ctx, as_json: bool) -> None:
     if reachable:
         ref = spaces.resolve(obj.tenant, obj.db)
         try:
-            checks += client.call("doctor", tenant=ref.tenant, db=ref.db, space=ref.label,
-                                  timeout_s=60)["checks"]
+            checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,
+                                                space=ref.label, args=sent_settings({}),
+                                                timeout_s=60))["checks"]
         except KintError as err:
             checks.append({"name": "space", "ok": False, "detail": err.message,
                            "hint": err.hint or ""})

@@ -21,14 +21,13 @@ restore refuses (kint.commands.exit_codes, command "join").
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from kint import spaces
+from kint import settings, spaces
 from kint.client import KintError
 from kint.commands.common import Ctx, call_with_progress, space_call
 from kint.commands.connect import connect_args, print_connected
@@ -76,7 +75,7 @@ def tenant_source(explicit: str | None) -> str:
     """Where the tenant came from, in the order kint.spaces resolves it."""
     if explicit:
         return "--tenant"
-    if os.environ.get("KINT_TENANT"):
+    if settings.value("KINT_TENANT"):
         return "KINT_TENANT"
     if spaces.resolve_tenant(None) != spaces.SIBYL_DEFAULT_TENANT:
         return "credentials.json"
@@ -191,7 +190,7 @@ def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: st
     from kint.chain.rpc import RpcUnavailable
     from web3.exceptions import Web3Exception
 
-    if os.environ.get("KINT_OFFLINE") == "1":
+    if settings.value("KINT_OFFLINE"):
         stop(STEP_VAULT, "KINT_OFFLINE=1, and join reads the chain head and restores from the "
              "chain", "unset KINT_OFFLINE")
     try:

@@ -59,6 +59,29 @@ def supervisor_stop(obj: Ctx) -> None:
     click.echo("supervisor stopped")
 
 
+@supervisor_group.command("reload")
+@click.pass_obj
+def supervisor_reload(obj: Ctx) -> None:
+    """Read $KINT_HOME/config.toml again now (it is also read whenever it changes). A value
+    the file gets wrong is named with its key, and the last good configuration keeps
+    serving (exit 2)."""
+    client = obj.client(autostart=False)
+    if not client.ping(1.0):
+        click.echo(f"kint: no supervisor is running for {kint_home()}; the next one reads "
+                   f"the config file when it starts", err=True)
+        sys.exit(EXIT_NO_SUPERVISOR)
+    try:
+        result = client.call("sup.reload", timeout_s=10)
+    except KintError as err:
+        fail(err, obj.debug)
+    if not result["exists"]:
+        click.echo(f"configuration read: {result['config_file']} is absent (defaults and the "
+                   f"supervisor's environment)")
+        return
+    click.echo(f"configuration read: {result['config_file']} ({len(result['machine'])} "
+               f"machine setting(s), {len(result['spaces'])} space table(s))")
+
+
 @supervisor_group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")

@@ -67,7 +67,9 @@ def _new_secret_text() -> str:
 
 
 def _keychain_enabled() -> bool:
-    return sys.platform == "darwin" and os.environ.get(NO_KEYCHAIN_ENV) != "1"
+    from kint import settings
+
+    return sys.platform == "darwin" and not settings.value(NO_KEYCHAIN_ENV)
 
 
 def _from_keychain(home: Path, create: bool) -> str | None:
@@ -138,7 +140,9 @@ def local_secret(home: Path | None = None, *, create: bool = True) -> LocalSecre
     `create=False` is for loading only: nothing is written, and NoLocalPassphrase is raised
     when no source has one.
     """
-    passphrase = os.environ.get(PASSPHRASE_ENV)
+    from kint import settings
+
+    passphrase = settings.value(PASSPHRASE_ENV)
     if passphrase:
         return LocalSecret(passphrase, "KINT_SESSION_PASSPHRASE")
     home = home_or_default(home)

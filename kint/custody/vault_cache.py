@@ -82,8 +82,10 @@ def parse_key_ttl(raw: str | None) -> Ttl:
 
 
 def key_ttl() -> Ttl:
-    """The TTL this process's environment asks for."""
-    return parse_key_ttl(os.environ.get(TTL_ENV))
+    """The TTL this call asks for (KINT_KEY_TTL: the caller's, else the space's)."""
+    from kint import settings
+
+    return parse_key_ttl(settings.value(TTL_ENV))
 
 
 # -- results -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kint import spaces
+from kint import settings, spaces
 from kint.paths import kint_home
 
 TARGETS = ("claude", "codex", "hermes", "openclaw")
@@ -129,11 +129,12 @@ def make_plan(env: dict[str, str], hermes_profiles: list[str] | None = None) -> 
     db = env.get("SIBYL_MEMORY_DB")
     pinned["SIBYL_MEMORY_DB"] = str(Path(db).expanduser().absolute() if db
                                     else spaces.sibyl_default_db())
-    if os.environ.get("KINT_TENANT"):
-        pinned["KINT_TENANT"] = os.environ["KINT_TENANT"]
-    if os.environ.get("SIBYL_CREDENTIALS"):  # a path: the server's cwd is not this one
-        pinned["SIBYL_CREDENTIALS"] = str(Path(os.environ["SIBYL_CREDENTIALS"]).expanduser()
-                                          .absolute())
+    tenant = settings.value("KINT_TENANT")
+    if tenant:
+        pinned["KINT_TENANT"] = tenant
+    credentials = settings.lookup("SIBYL_CREDENTIALS")
+    if credentials.source != settings.DEFAULT:  # a path: the server's cwd is not this one
+        pinned["SIBYL_CREDENTIALS"] = str(Path(credentials.value).expanduser().absolute())
     explicit = dict(env)
     if db:
         explicit["SIBYL_MEMORY_DB"] = pinned["SIBYL_MEMORY_DB"]

@@ -27,12 +27,11 @@ An entry whose command and env already are these is left alone. Otherwise the pr
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-from kint import spaces
+from kint import settings, spaces
 from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, run_cli, tail,
                             which)
 
@@ -43,10 +42,7 @@ PROFILE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # Hermes's own rule
 def hermes_root() -> Path:
     """Hermes's root: HERMES_HOME (its grandparent when it names a profile folder), else
     ~/.hermes."""
-    raw = os.environ.get("HERMES_HOME")
-    if not raw:
-        return Path.home() / ".hermes"
-    home = Path(raw).expanduser().absolute()
+    home = Path(settings.value("HERMES_HOME")).expanduser().absolute()
     return home.parent.parent if home.parent.name == "profiles" else home
 
 

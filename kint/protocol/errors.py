@@ -32,6 +32,8 @@ class ErrorCode(str, Enum):
     NO_SESSION_KEY = "NO_SESSION_KEY"
     WRONG_KEY = "WRONG_KEY"
     RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
+    # $KINT_HOME/config.toml refused (file and key named); the last good one serves.
+    CONFIG_INVALID = "CONFIG_INVALID"
     # A state file under KINT_HOME that cannot be trusted (named in the message).
     CORRUPT_STATE = "CORRUPT_STATE"
     # The disk under KINT_HOME or the store is full.
@@ -65,6 +67,8 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.NO_SESSION_KEY: "run `kint session-key create` (or check KINT_SESSION_PASSPHRASE: the "
     "session key is sealed under the local passphrase it was made with)",
     ErrorCode.WRONG_KEY: "the key given does not open this vault; nothing was changed",
+    ErrorCode.CONFIG_INVALID: "fix that key (docs/settings.md lists every setting); until then "
+    "the last good configuration keeps serving",
     ErrorCode.CORRUPT_STATE: "the file named was left as it is; move it aside and run "
     "`kint pull` (or `kint connect` for a key file)",
     ErrorCode.DISK_FULL: "free some space, then run the command again",

@@ -18,7 +18,7 @@ Target = Literal["supervisor", "worker"]
 
 @dataclass(frozen=True)
 class ArgSpec:
-    kind: Literal["str", "int", "bool"]
+    kind: Literal["str", "int", "bool", "settings"]
     required: bool = False
     max_chars: int = MAX_ARG_STRING_CHARS
     min_value: int | None = None
@@ -77,10 +77,27 @@ def _check_arg(op: str, name: str, spec: ArgSpec, value: Any, request_id: str | 
     elif spec.kind == "bool":
         if not isinstance(value, bool):
             raise bad("must be true or false")
+    elif spec.kind == "settings":
+        from kint.settings.wire import check_sent
+
+        why = check_sent(value)
+        if why is not None:
+            raise bad(why)
+
+
+# Every op a worker serves may carry the caller's settings (kint.settings.wire): the
+# names of settings the daemon reads, each with the caller's value (a secret: only "set").
+SETTINGS_ARG = "settings"
 
 
 def _ops(*specs: OpSpec) -> dict[str, OpSpec]:
-    return {spec.name: spec for spec in specs}
+    out: dict[str, OpSpec] = {}
+    for spec in specs:
+        if spec.target == "worker":
+            spec = OpSpec(spec.name, spec.target, spec.summary, spec.max_timeout_ms,
+                          {**spec.args, SETTINGS_ARG: ArgSpec("settings")}, spec.needs_space)
+        out[spec.name] = spec
+    return out
 
 
 OPS: dict[str, OpSpec] = _ops(
@@ -90,6 +107,8 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("sup.spaces", "supervisor", "the spaces the supervisor knows, with their stores",
            10_000),
     OpSpec("sup.stop", "supervisor", "stop every worker, then the supervisor", 60_000),
+    OpSpec("sup.reload", "supervisor", "read $KINT_HOME/config.toml again now (the workers "
+           "read it on their next request)", 10_000),
     OpSpec("sup.restart", "supervisor", "restart one space's worker (by space id or tenant)",
            60_000, args={"target": ArgSpec("str", required=True, max_chars=512)}),
     # Served by the space's worker.
@@ -113,7 +132,6 @@ OPS: dict[str, OpSpec] = _ops(
                "extra_passphrase": ArgSpec("str", max_chars=4096),
                "recovery_code": ArgSpec("str", max_chars=200),
                "dev": ArgSpec("bool"),
-               "offline": ArgSpec("bool"),
                "rpc_urls": ArgSpec("str", max_chars=4096),
            }),
     OpSpec("push", "worker", "anchor the store's changes on chain", 900_000, needs_space=True,
@@ -145,12 +163,13 @@ OPS: dict[str, OpSpec] = _ops(
                "drop_missing": ArgSpec("bool"),
                "confirmations": ArgSpec("int", min_value=1, max_value=64),
                "over_skipped": ArgSpec("bool"),
-               "offline": ArgSpec("bool"),
            }),
     OpSpec("recovery_code", "worker", "write RECOVERY-<space16>.txt again from the cached "
-           "data key", 300_000, needs_space=True, args={"offline": ArgSpec("bool")}),
+           "data key", 300_000, needs_space=True),
     OpSpec("doctor", "worker", "the space's checks: store, chain, keys", 60_000,
            needs_space=True),
+    OpSpec("config", "worker", "every setting this space and this call run with, and where "
+           "each value comes from", 30_000, needs_space=True),
     OpSpec("history", "worker", "every anchored version of one row, from the epoch cache",
            60_000, needs_space=True, args={
                "tier": ArgSpec("str", required=True, max_chars=16),

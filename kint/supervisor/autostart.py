@@ -137,7 +137,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     except AlreadyRunning:
         print(f"kint: a supervisor is already running for {home}", file=sys.stderr)
         return 0
-    sup = Supervisor(home, Settings.from_env(), Spawner(extra_preload),
+    sup = Supervisor(home, Settings.load(), Spawner(extra_preload),
                      Ownership(run_dir(home) / PID_FILE, pid_fd))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)

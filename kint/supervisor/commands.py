@@ -42,6 +42,20 @@ def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
     return None
 
 
+def reload(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    """Read the config file now: the answer says whether it was taken, naming the file and
+    the key it refuses (the last good configuration then keeps serving)."""
+    error = sup.check_config(force=True)
+    if error is not None:
+        raise ProtocolError(ErrorCode.CONFIG_INVALID,
+                            f"{error}; the last good configuration keeps serving")
+    from kint import settings as kint_settings
+
+    cfg, _ = kint_settings.watch(sup.home).current()
+    return ok_reply(req.id, {"config_file": str(cfg.path), "exists": cfg.exists,
+                             "machine": sorted(cfg.machine), "spaces": sorted(cfg.spaces)})
+
+
 def restart(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
     """Restart the workers matching TARGET: a space (16 or 64 hex), a label or a tenant.
     A quarantined space is released and tried at once; this is not counted as a crash."""
@@ -70,5 +84,6 @@ COMMANDS: dict[str, Command] = {
     "sup.status": status,
     "sup.spaces": spaces,
     "sup.stop": stop,
+    "sup.reload": reload,
     "sup.restart": restart,
 }

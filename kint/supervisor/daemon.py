@@ -30,7 +30,8 @@ from typing import Any
 import zmq
 
 from kint import __version__
-from kint.logs import log_max_bytes, rotate_if_large, rotated_logs
+from kint import settings as kint_settings
+from kint.logs import rotate_if_large, rotated_logs
 from kint.paths import BACK_SOCKET, FRONT_SOCKET, is_private_dir, prepare_socket_dir
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
@@ -67,6 +68,9 @@ class Supervisor:
     def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None,
                  ownership: Ownership | None = None) -> None:
         self.home = home
+        # This process is the daemon: its environment is the "daemon environment" of every
+        # setting, and its config file is this home's.
+        kint_settings.configure(home=home, daemon=True)
         self.settings = settings
         self.spawner = spawner or Spawner()
         self.ownership = ownership or Ownership()
@@ -78,7 +82,6 @@ class Supervisor:
         self._deadlines: list[tuple[float, str, str]] = []
         self._ids = itertools.count(1)
         self.started_at = time.monotonic()
-        self.log_max_bytes = log_max_bytes()
         self._code = code_signature()
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False
@@ -588,6 +591,7 @@ class Supervisor:
         if now >= self._ownership_at:
             self._ownership_at = now + OWNERSHIP_EVERY_S
             self._check_ownership()
+            self.check_config()
         if now >= self._housekeeping_at:
             self._housekeeping_at = now + HOUSEKEEPING_EVERY_S
             self._rotate_log()
@@ -618,6 +622,28 @@ class Supervisor:
                 self._bind_sockets()
             except (OSError, zmq.ZMQError) as err:
                 log.warning("could not bind the sockets again: %s; retrying", err)
+
+    def check_config(self, force: bool = False) -> kint_settings.ConfigError | None:
+        """Read $KINT_HOME/config.toml again when its stat changed (`force`: now, for
+        `kint supervisor reload`): the tunables follow it without a restart. A file that is
+        refused (named with its key in the log and the returned error) leaves the last good
+        configuration in force. Workers read the file themselves, on every request."""
+        watch = kint_settings.watch(self.home)
+        before = watch.generation
+        _, error = watch.reload() if force else watch.current()
+        if watch.generation != before:
+            new = Settings.load()
+            if new != self.settings:
+                changed = [f"{name} {getattr(self.settings, name)} -> {getattr(new, name)}"
+                           for name in new.__dataclass_fields__
+                           if getattr(new, name) != getattr(self.settings, name)]
+                log.info("settings changed: %s", ", ".join(changed))
+                self.settings = new
+        return error
+
+    @property
+    def log_max_bytes(self) -> int:
+        return self.settings.log_max_bytes
 
     def _check_upgrade(self) -> None:
         if self.upgraded or self.shutting_down or code_signature() == self._code:

@@ -1,11 +1,14 @@
-"""The supervisor's tunables, read once at start. A bad value is logged and defaulted,
-never fatal: a typo in an environment variable must not take every tenant down."""
+"""The supervisor's tunables: the machine's settings (kint.settings: config.toml, then the
+supervisor's environment, then the defaults) and the fixed timings around them. Made again
+whenever the config file changes (`Supervisor.check_config`), so a new value applies without
+a restart; a bad value is refused by name and the last good one kept (kint.settings.reload).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kint.envsettings import env_float
+from kint import settings as kint_settings
 
 
 @dataclass(frozen=True)
@@ -21,13 +24,16 @@ class Settings:
     backoff_max_s: float = 600.0
     stable_after_s: float = 60.0  # up this long after a retry: the backoff resets
     tick_s: float = 0.25
+    log_max_bytes: int = 262144  # KINT_LOG_MAX_BYTES
 
     @classmethod
-    def from_env(cls) -> "Settings":
-        backoff = env_float("KINT_QUARANTINE_BACKOFF_SECONDS", 30.0, 0.1)
+    def load(cls) -> "Settings":
+        """The tunables as the machine's settings give them now."""
+        backoff = float(kint_settings.value("KINT_QUARANTINE_BACKOFF_SECONDS"))
         return cls(
-            heartbeat_timeout_s=env_float("KINT_WORKER_HEARTBEAT_TIMEOUT", 10.0, 1.0),
-            idle_s=env_float("KINT_WORKER_IDLE_SECONDS", 900.0, 1.0),
+            heartbeat_timeout_s=float(kint_settings.value("KINT_WORKER_HEARTBEAT_TIMEOUT")),
+            idle_s=float(kint_settings.value("KINT_WORKER_IDLE_SECONDS")),
             backoff_initial_s=backoff,
             backoff_max_s=max(backoff, 600.0),
+            log_max_bytes=int(kint_settings.value("KINT_LOG_MAX_BYTES")),
         )

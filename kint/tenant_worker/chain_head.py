@@ -7,9 +7,10 @@ is unavailable and verify checks against the mirror alone, saying so.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from kint import settings
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class ChainHeadSource:
 
 
 def read_head(source: HeadSource, timeout_s: float) -> HeadReading:
-    """Verify's single head read: none at all under KINT_OFFLINE=1."""
-    if os.environ.get("KINT_OFFLINE") == "1":
+    """Verify's single head read: none at all under KINT_OFFLINE=1 (this call's, else the
+    space's settings)."""
+    if settings.value("KINT_OFFLINE"):
         return HeadReading(None, "KINT_OFFLINE=1")
     return source.read(timeout_s)

@@ -26,6 +26,7 @@ from typing import Any
 
 from web3 import Web3
 
+from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor, ChainRefused
 from kint.custody import errors as custody_errors
@@ -169,7 +170,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     header: ReadableHeader | None = None
     chain_error: ProtocolError | None = None
     chain_empty = False
-    if not args.get("offline"):
+    if not settings.value("KINT_OFFLINE"):
         try:
             head = read_head(anchor, owner, space)
             chain_empty = head.seq == 0

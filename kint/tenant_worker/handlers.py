@@ -12,7 +12,9 @@ import os
 import time
 from typing import Any, Callable
 
+from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
+from kint.settings.wire import apply as apply_settings
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import read_head
 from kint.tenant_worker.space import SpaceContext
@@ -22,7 +24,6 @@ from kint.tenant_worker.store import StoreUnreadable
 from kint.tenant_worker.verify import verify as run_verify
 
 log = logging.getLogger("kint.worker")
-
 
 
 Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
@@ -225,8 +226,48 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
-HANDLERS: dict[str, Handler] = {name: guarded(fn) for name, fn in {
+def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Every setting the daemon reads, as this space and this call run with it (the
+    chain's endpoints and contract as the chain config resolves them, the watcher's timings
+    as it runs), and the config file in force."""
+    from kint.settings import report
+    from kint.settings.schema import SETTINGS
+
+    cfg, error = settings.config()
+    entries = [report.entry(ctx.effective_setting(s.name, settings.lookup(s.name)))
+               for s in SETTINGS if s.sent]
+    return {"config_file": str(cfg.path), "config_exists": cfg.exists,
+            "config_error": str(error) if error else None, "settings": entries,
+            "space": ctx.config.space16, "label": ctx.config.label}
+
+
+def with_settings(op: str, handler: Handler) -> Handler:
+    """`handler` under this request's settings: the caller's call-scope values applied
+    for it, and a line in `notices` for each value it sent that is not used (and for a
+    config file that was refused). A refusal carries those lines in its hint."""
+
+    def run(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+        sent = args.pop("settings", None) or {}
+        values, notices = apply_settings(op, sent, label=ctx.config.label,
+                                         effective=ctx.effective_setting)
+        try:
+            with settings.overlay(values):
+                result = handler(ctx, args)
+        except ProtocolError as err:
+            if notices:
+                err.hint = "\n".join([err.hint, *notices]) if err.hint else "\n".join(notices)
+            raise
+        notices += result.pop("notices", None) or []
+        return {**result, "notices": notices} if notices else result
+
+    run.__name__ = getattr(handler, "__name__", op)
+    run.__doc__ = handler.__doc__
+    return run
+
+
+HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(fn)) for name, fn in {
     "doctor": doctor,
+    "config": config,
     "attach": _session_op("attach"),
     "detach": _session_op("detach"),
     "note_write": _session_op("note_write"),

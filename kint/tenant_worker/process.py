@@ -31,6 +31,7 @@ from typing import Any
 import zmq
 from sibyl_memory_client.exceptions import SibylMemoryError
 
+from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError, decode_request
@@ -278,6 +279,10 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     setup_file_logging(config.home)
+    # This process is the daemon, serving one space: its settings are the config file's
+    # (this space's table included) over the supervisor's environment, and each request's.
+    settings.configure(home=config.home, daemon=True,
+                       space=(config.label, config.space16, config.space_id))
     worker = Worker(config, token)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
     try:

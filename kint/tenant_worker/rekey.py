@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kint import settings
 from kint.chain.anchor import Anchor
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
@@ -80,7 +81,8 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         chain, enrolment = connected(ctx)
         owner = enrolment.owner
         anchor = Anchor(chain, ctx.tracker)
-        current, current_id = _current_wraps(ctx, anchor, owner, bool(args.get("offline")))
+        current, current_id = _current_wraps(ctx, anchor, owner,
+                                             bool(settings.value("KINT_OFFLINE")))
         supplied: list[SuppliedKey] = _supplied(ctx, owner, args)
         if args.get("passphrase") is not None and args.get("signature") is not None:
             supplied += _supplied(ctx, owner, {"passphrase": args["passphrase"]})
@@ -138,7 +140,7 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         except ProtocolError:
             raise ProtocolError(ErrorCode.NO_DATA_KEY, "no data key cached on this machine: "
                                 "kint connect first") from None
-        if not args.get("offline"):
+        if not settings.value("KINT_OFFLINE"):
             anchor = Anchor(chain, ctx.tracker)
             head = read_head(anchor, enrolment.owner, cfg.space_id)
             if head.seq > 0:

@@ -12,12 +12,17 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
+from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import canonical_id
 from kint.rows.export import export_rows
-from kint.tenant_worker.space import SpaceContext
+from kint.settings.loader import SESSION
+from kint.settings.schema import shown
+from kint.settings.wire import same, source_text
+from kint.tenant_worker.space import WATCHER_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
 
@@ -30,6 +35,8 @@ def live_sessions(ctx: SpaceContext) -> int:
     with _lock:
         for sid in [s for s, seen in ctx.sessions.items() if now - seen > SESSION_TTL_S]:
             del ctx.sessions[sid]
+        for sid in [s for s in ctx.session_settings if s not in ctx.sessions]:
+            del ctx.session_settings[sid]
         return len(ctx.sessions)
 
 
@@ -60,26 +67,56 @@ def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     return push(ctx, {"hold_reason": reason})
 
 
+def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
+    """Keep the watcher timings a session's kint-server sent when it first attached (its
+    own environment: the harness's MCP configuration); the newest live session's are the
+    ones the watcher runs with. A line for each of this session's that is not used."""
+    now = time.monotonic()
+    with _lock:
+        if sid not in ctx.session_settings:
+            given = {name: replace(value, source=SESSION) for name in WATCHER_SETTINGS
+                     if (value := settings.lookup(name)).source == settings.THIS_CALL}
+            ctx.session_settings[sid] = (now, given)
+        own = ctx.session_settings[sid][1]
+    notices = []
+    for name, mine in own.items():
+        running = ctx.watcher_setting(name)
+        if not same(mine.setting, mine.value, running.value):
+            notices.append(
+                f"kint: {name}={mine.raw} from this kint-server is not used: space "
+                f"{ctx.config.label}'s watcher runs with {shown(mine.setting, running.value)} "
+                f"({source_text(running)} that attached later); the newest session's "
+                f"timings apply while it runs")
+    return notices
+
+
 def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    sid = args["session"]
     with _lock:
         first = not ctx.sessions
-        ctx.sessions[args["session"]] = time.monotonic()
+        ctx.sessions[sid] = time.monotonic()
+    notices = _session_timings(ctx, sid)
     if not ctx.drift.active and os.path.exists(ctx.config.db):
         ctx.drift.reset(export_rows(ctx.ro_connection(), ctx.config.tenant))
     if args.get("watcher") and ctx.watcher is None:
         from kint.tenant_worker.watcher import Watcher
 
         ctx.watcher = Watcher(ctx.config.db, lambda: _counts(ctx),
-                              lambda reason: server_push(ctx, reason))
+                              lambda reason: server_push(ctx, reason),
+                              lambda name: ctx.watcher_setting(name))
         ctx.watcher.start()
     if first:
         log.info("space %s: a session attached", ctx.config.space16)
-    return {"sessions": live_sessions(ctx), "watcher": ctx.watcher is not None}
+    out: dict[str, Any] = {"sessions": live_sessions(ctx), "watcher": ctx.watcher is not None}
+    if notices:
+        out["notices"] = notices
+    return out
 
 
 def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     with _lock:
         ctx.sessions.pop(args["session"], None)
+        ctx.session_settings.pop(args["session"], None)
     return {"sessions": live_sessions(ctx)}
 
 
@@ -99,6 +136,7 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     after that server is gone."""
     with _lock:
         ctx.sessions.pop(args.get("session") or "", None)
+        ctx.session_settings.pop(args.get("session") or "", None)
     try:
         result = server_push(ctx, "exit")
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))

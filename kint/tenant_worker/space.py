@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kint import settings
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker
-from kint.envsettings import env_float
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.export import connect_ro
 from kint.sibyl_client import close_client
@@ -27,7 +27,8 @@ from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 
-DEFAULT_VERIFY_HEAD_SECONDS = 2.0
+WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES")
+CHAIN_SETTINGS = ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_CONTRACT")
 
 
 @dataclass
@@ -36,9 +37,6 @@ class SpaceContext:
     store: StoreReader
     started_monotonic: float = field(default_factory=time.monotonic)
     tracker: RpcTracker = field(default_factory=RpcTracker)
-    verify_head_seconds: float = field(
-        default_factory=lambda: env_float("KINT_VERIFY_HEAD_SECONDS",
-                                          DEFAULT_VERIFY_HEAD_SECONDS, minimum=0.1))
     # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
     head_ops: threading.Lock = field(default_factory=threading.Lock)
     # Set once this space is connected: the watcher then says why it cannot count.
@@ -50,14 +48,23 @@ class SpaceContext:
     # The agent sessions over this store (id -> last seen), the drift baseline of their
     # writes, and the one watcher of the space.
     sessions: dict[str, float] = field(default_factory=dict)
+    # The watcher's timings each session sent when it first attached (its kint-server's
+    # environment): id -> (first attach, values). The newest live session's win.
+    session_settings: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     drift: DriftBaseline = field(default_factory=DriftBaseline)
     watcher: Any = None
+    # The endpoints the last chain() returned: a change forgets the old ones' failures.
+    _endpoints: tuple[str, ...] | None = None
     _state: SpaceState | None = None
     _client: Any = None
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
     _local: threading.local = field(default_factory=threading.local)
     _session: Any = None
     _session_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def verify_head_seconds(self) -> float:
+        return settings.value("KINT_VERIFY_HEAD_SECONDS")
 
     @property
     def state(self) -> SpaceState:
@@ -111,21 +118,63 @@ class SpaceContext:
     # -- chain and keys ----------------------------------------------------------------
 
     def chain(self) -> ChainConfig:
-        """The machine's chain settings (Base mainnet unless a devchain or KINT_RPC_URL says
-        otherwise), with this space's own endpoints when it has them."""
-        from dataclasses import replace
-
-        try:
-            config = load_chain_config(self.config.home)
-        except ChainConfigError as err:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
+        """The chain settings in force for this space and this call (Base mainnet unless a
+        devchain or a setting says otherwise), with this space's own endpoints when it has
+        them. New endpoints (the config file changed) start with a clean record."""
         try:
             enrolment = self.enrolment()
         except CorruptStateFile:
-            return config  # every op that needs the enrolment refuses it by name
-        if enrolment is not None and enrolment.rpc_urls:
-            config = replace(config, rpc_urls=tuple(enrolment.rpc_urls))
+            enrolment = None  # every op that needs the enrolment refuses it by name
+        try:
+            config = load_chain_config(self.config.home,
+                                       enrolment.rpc_urls if enrolment is not None else None)
+        except ChainConfigError as err:
+            raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
+        if config.rpc_urls != self._endpoints:
+            if self._endpoints is not None:
+                self.tracker.forget_failures()
+            self._endpoints = config.rpc_urls
         return config
+
+    # -- settings ------------------------------------------------------------------------
+
+    def watcher_setting(self, name: str, running: "settings.Value | None" = None
+                        ) -> "settings.Value":
+        """A watcher timing: the newest live session's (its kint-server's environment,
+        sent on attach), else this space's settings."""
+        from kint.tenant_worker.sessions import live_sessions
+
+        live_sessions(self)  # forget sessions that went away without a word
+        newest = None
+        for sid, (first, values) in list(self.session_settings.items()):
+            if sid in self.sessions and name in values:
+                if newest is None or first > newest[0]:
+                    newest = (first, values[name])
+        if newest is not None:
+            return newest[1]
+        return running if running is not None else settings.lookup(name)
+
+    def effective_setting(self, name: str, running: "settings.Value") -> "settings.Value":
+        """What this space really runs with, for a report: the chain's endpoints and
+        contract as the chain config resolves them, the watcher's timings as it runs."""
+        if name in WATCHER_SETTINGS:
+            return self.watcher_setting(name, running)
+        if name not in CHAIN_SETTINGS:
+            return running
+        try:
+            chain = self.chain()
+        except ProtocolError:
+            return running
+        if name == "KINT_CONTRACT":
+            return settings.Value(running.setting, chain.anchor, chain.contract_source,
+                                  chain.contract_where)
+        index = 0 if name == "KINT_RPC_URL" else 1
+        url = chain.rpc_urls[index] if len(chain.rpc_urls) > index else None
+        if name == "KINT_RPC_URL_2":
+            # Set somewhere: as it is; else it follows the primary (or there is none).
+            return running if running.source != settings.DEFAULT else settings.Value(
+                running.setting, url, settings.DEFAULT)
+        return settings.Value(running.setting, url, chain.rpc_source, chain.rpc_where)
 
     def enrolment(self) -> Enrolment | None:
         return load_enrolment(self.state.files["enrol"])

@@ -1,6 +1,10 @@
 """The watcher (seed 001, "When push runs"): one per space, in the space's worker, however
 many agent sessions use the store.
 
+Its timings are read at every tick, so a change takes effect without a restart: the newest
+kint-server session's (sent on attach, from the harness's MCP configuration), else the
+space's settings (config.toml, the supervisor's environment, the defaults).
+
 Every KINT_POLL_SECONDS it reads the modification time of the store and its -wal; a change
 marks the store dirty. It pushes (through the hold) once the store has stayed unchanged
 for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the estimated
@@ -18,7 +22,6 @@ import threading
 import time
 from typing import Any, Callable
 
-from kint.envsettings import env_float
 from kint.protocol import ProtocolError
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 
@@ -29,11 +32,13 @@ SIZE_CHECK_INTERVAL_S = 60.0
 
 class Watcher:
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
-                 push: Callable[[str], Any]) -> None:
+                 push: Callable[[str], Any], timing: Callable[[str], Any] | None = None) -> None:
+        from kint import settings
+
         self.db = db
-        self.poll_s = env_float("KINT_POLL_SECONDS", 15.0, minimum=1.0)
-        self.quiet_s = env_float("KINT_QUIET_SECONDS", 300.0, minimum=0.0)
-        self.size_trigger = env_float("KINT_SIZE_TRIGGER_BYTES", 32768.0, minimum=0.0)
+        # name -> the settings Value in force (the newest session's, else the space's)
+        self._timing = timing or settings.lookup
+        self._shown: tuple[Any, ...] | None = None
         self._count = count_unanchored  # (changed, deleted), or None when it cannot push
         self._push = push
         self._stop = threading.Event()
@@ -54,7 +59,33 @@ class Watcher:
                 sig += [0, 0]
         return tuple(sig)
 
+    def _value(self, name: str) -> float:
+        return float(self._timing(name).value)
+
+    @property
+    def poll_s(self) -> float:
+        return self._value("KINT_POLL_SECONDS")
+
+    @property
+    def quiet_s(self) -> float:
+        return self._value("KINT_QUIET_SECONDS")
+
+    @property
+    def size_trigger(self) -> float:
+        return self._value("KINT_SIZE_TRIGGER_BYTES")
+
+    def _log_timings(self) -> None:
+        """One line whenever the timings in force change (and at start)."""
+        values = [self._timing(n) for n in ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS",
+                                            "KINT_SIZE_TRIGGER_BYTES")]
+        shown = tuple((v.value, v.source) for v in values)
+        if shown != self._shown:
+            self._shown = shown
+            log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s)",
+                     *(x for v in values for x in (v.value, v.described)))
+
     def start(self) -> None:
+        self._log_timings()
         counts = self._count()
         if counts and (counts[0] or counts[1]):
             self.dirty = True
@@ -73,6 +104,7 @@ class Watcher:
                 log.exception("watcher tick failed")
 
     def tick(self, now: float) -> None:
+        self._log_timings()
         sig = self._read_signature()
         if sig != self._signature:
             self._signature = sig

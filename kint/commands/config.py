@@ -1,0 +1,84 @@
+"""`kint config show` and `kint config check`: the settings in force, and the config file
+checked. docs/settings.md lists every setting and where it may be set."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from kint import settings
+from kint.commands.common import Ctx, echo_json, space_call
+from kint.settings import report
+from kint.settings.schema import SETTINGS
+
+
+@click.group("config")
+def config_group() -> None:
+    """The settings kint runs with ($KINT_HOME/config.toml, the environment, defaults)."""
+
+
+def _local_entries() -> list[dict]:
+    """The settings only this process reads, as it reads them (its environment is the
+    call's)."""
+    out = []
+    for s in SETTINGS:
+        if s.sent:
+            continue
+        v = settings.lookup(s.name)
+        if s.name == "KINT_HOME":
+            from kint.paths import kint_home
+
+            v = settings.Value(s, str(kint_home()), v.source)
+        elif s.kind == "path" and isinstance(v.value, str):
+            v = settings.Value(s, os.path.expanduser(v.value), v.source, v.where)
+        out.append(report.entry(v))
+    return out
+
+
+@config_group.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@click.pass_obj
+def config_show(obj: Ctx, as_json: bool) -> None:
+    """Every setting, its value and where it comes from: `default`, `file` (config.toml),
+    `daemon environment` (the supervisor's), or `this call` (this command's environment).
+    The daemon's settings are this space's. Secrets show only as set or unset."""
+    daemon = space_call(obj, "config", {}, timeout_s=30)
+    found = {e["name"]: e for e in daemon["settings"]}
+    found.update({e["name"]: e for e in _local_entries()})
+    result = {"schema_version": report.SCHEMA_VERSION, "config_file": daemon["config_file"],
+              "config_exists": daemon["config_exists"],
+              "config_error": daemon["config_error"], "space": daemon["space"],
+              "label": daemon["label"], "settings": report.ordered(found)}
+    if as_json:
+        echo_json(result)
+        return
+    state = ("refused: " + result["config_error"] if result["config_error"] else
+             "read" if result["config_exists"] else "absent: no value comes from a file")
+    click.echo(f"config file: {result['config_file']} ({state})")
+    click.echo(f"space: {result['label']} ({result['space']})")
+    for line in report.text_lines(result["settings"]):
+        click.echo(line)
+
+
+@config_group.command("check")
+def config_check() -> None:
+    """Check $KINT_HOME/config.toml as the supervisor will read it; exit 2 naming the
+    file and the key when a value is refused."""
+    from kint.settings.reload import config_path
+    from kint.settings.tomlfile import ConfigError, read_config
+
+    path = config_path(settings.loader.home())
+    try:
+        found = read_config(path)
+    except ConfigError as err:
+        click.echo(f"kint: error: {err}", err=True)
+        click.echo("hint: fix that key; until then the supervisor keeps serving the last good "
+                   "configuration", err=True)
+        sys.exit(2)
+    if not found.exists:
+        click.echo(f"{path}: absent (every setting has its default or its environment value)")
+        return
+    click.echo(f"{path}: ok ({len(found.machine)} machine setting(s), {len(found.spaces)} "
+               f"space table(s))")

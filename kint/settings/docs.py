@@ -1,0 +1,91 @@
+"""The tables of docs/settings.md, made from the schema, so the docs list each setting
+once and say the same as the code (tests/test_settings.py compares them)."""
+
+from __future__ import annotations
+
+from kint.settings.schema import GROUPS, SETTINGS, Setting
+
+BEGIN = "<!-- settings: generated from kint/settings/schema.py (python -m kint.settings.docs) -->"
+END = "<!-- settings: end -->"
+
+
+def _default(s: Setting) -> str:
+    if s.default_doc:
+        return s.default_doc
+    if s.default is None or s.default is False:
+        return "unset"
+    value = s.default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = f"`{value}`"
+    if s.minimum is not None and s.minimum > 0:
+        minimum = int(s.minimum) if float(s.minimum).is_integer() else s.minimum
+        text += f" (at least {minimum})"
+    return text
+
+
+def _read_by(s: Setting) -> str:
+    names = {"cli": "CLI", "server": "kint-server", "daemon": "supervisor"}
+    return ", ".join(names[r] for r in ("cli", "server", "daemon") if r in s.read_by)
+
+
+def where_set(s: Setting) -> str:
+    """Where a setting may be set, in words."""
+    places = []
+    if s.in_file:
+        table = " (top level, or a space's table)" if s.scope == "space" else ""
+        places.append(f"`{s.key}` in config.toml{table}")
+    if "daemon" in s.read_by and s.name != "KINT_HOME":
+        places.append("the supervisor's environment")
+    clients = s.read_by & {"cli", "server"}
+    if s.secret and "daemon" in s.read_by:
+        places.append("the command's environment too, the same value")
+    elif s.scope == "call" and "daemon" in s.read_by:
+        places.append("a command's or kint-server's environment, for that call")
+    elif s.applied_on:
+        places.append("kint-server's environment (sent when it attaches)")
+    elif s.name == "KINT_HOME":
+        places.append("every process's environment, the same value")
+    elif "daemon" in s.read_by and clients:
+        places.append("the command's environment, for what the command does itself (†)")
+    elif clients == {"cli"}:
+        places.append("the command's environment")
+    elif clients == {"server"}:
+        places.append("kint-server's environment")
+    elif clients:
+        places.append("the command's or kint-server's environment")
+    if s.secret:
+        places.append("never in config.toml")
+    return "; ".join(places)
+
+
+def tables() -> str:
+    """The generated block: one table per group, one row per setting."""
+    out = [BEGIN]
+    for group in GROUPS:
+        out += ["", f"### {group}", "",
+                "| variable | default | scope | where it may be set | read by | meaning |",
+                "|---|---|---|---|---|---|"]
+        for s in SETTINGS:
+            if s.group == group:
+                out.append(f"| `{s.name}` | {_default(s)} | {s.scope} | {where_set(s)} | "
+                           f"{_read_by(s)} | {s.doc} |")
+    out += ["", "† A command reads it for what it does itself (`kint authorize`, `kint "
+            "session-key`, `kint join`'s chain reads); the supervisor does not take a "
+            "command's value for a space: it reports a different one in one line.", "", END]
+    return "\n".join(out)
+
+
+def replace_block(text: str) -> str:
+    """`text` (docs/settings.md) with its generated block made again."""
+    start = text.index(BEGIN)
+    end = text.index(END) + len(END)
+    return text[:start] + tables() + text[end:]
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/settings.md")
+    path.write_text(replace_block(path.read_text()))

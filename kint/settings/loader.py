@@ -1,0 +1,237 @@
+"""Every setting's value in this process, and where it came from.
+
+The layers, lowest first:
+
+    default < config file (top level) < environment < config file ([spaces."<label>"]) < this call
+
+The environment is the process's own: in a `kint` command or kint-server it is the
+caller's ("this call"); in the supervisor and its workers it is the environment the
+supervisor was started with ("daemon environment"). A space's table in the config file
+beats the daemon's environment, so one space can be given its own endpoint on a machine
+whose service sets one for all. "This call" is what a client sent with the request: it
+applies to call-scope settings (and, on attach, to the watcher's timings); other values a
+client sent are compared, and a difference is reported (kint.settings.wire).
+
+In a worker, a request's values are set for the thread that runs it (`overlay`), so code
+anywhere below the handler reads the call's value with the same `value(name)`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from kint.settings.reload import ConfigWatch
+from kint.settings.schema import BY_NAME, SETTINGS, BadValue, Setting, given, parse
+from kint.settings.tomlfile import ConfigError, ConfigFile
+
+log = logging.getLogger("kint.settings")
+
+DEFAULT = "default"
+FILE = "file"
+DAEMON_ENV = "daemon environment"
+THIS_CALL = "this call"
+# A watcher timing the newest kint-server session sent when it attached.
+SESSION = "kint-server session"
+
+
+@dataclass(frozen=True)
+class Value:
+    """One setting's effective value. `value` has the setting's type (None: unset); `where`
+    says more about the source (the config file's table, the file a value came from)."""
+
+    setting: Setting
+    value: Any
+    source: str
+    where: str | None = None
+    raw: str | None = None
+    # The label of the config file's `[spaces."<label>"]` table the value came from.
+    table: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.setting.name
+
+    @property
+    def described(self) -> str:
+        """The source in words: `file /h/.kint/config.toml [spaces."x"]`, `default`."""
+        if self.source == FILE and self.where:
+            table = f' [spaces."{self.table}"]' if self.table else ""
+            return f"file {self.where}{table}"
+        return f"{self.source} ({self.where})" if self.where else self.source
+
+
+class _Process:
+    """What this process is: a client (its environment is the call's) or the daemon, the
+    KINT_HOME whose config it reads, and (in a worker) the names of its space."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.daemon = False
+        self.home: Path | None = None
+        self.space: tuple[str, ...] = ()
+        self.watches: dict[Path, ConfigWatch] = {}
+        self.warned: set[tuple[str, str]] = set()
+
+
+_process = _Process()
+_overlay: contextvars.ContextVar[dict[str, Value] | None] = contextvars.ContextVar(
+    "kint_settings_overlay", default=None)
+
+
+def configure(*, home: Path | None = None, daemon: bool | None = None,
+              space: tuple[str, ...] | None = None) -> None:
+    """Say what this process is (the supervisor and each worker do, at start)."""
+    with _process.lock:
+        if home is not None:
+            _process.home = Path(home)
+        if daemon is not None:
+            _process.daemon = daemon
+        if space is not None:
+            _process.space = tuple(space)
+
+
+def home() -> Path:
+    if _process.home is not None:
+        return _process.home
+    from kint.paths import kint_home
+
+    return kint_home()
+
+
+def watch(for_home: Path | None = None) -> ConfigWatch:
+    path = Path(for_home) if for_home is not None else home()
+    with _process.lock:
+        found = _process.watches.get(path)
+        if found is None:
+            found = _process.watches[path] = ConfigWatch(path)
+        return found
+
+
+def config() -> tuple[ConfigFile, ConfigError | None]:
+    """The configuration in force for this process (one stat), and why the file on disk
+    was refused, if it was."""
+    return watch().current()
+
+
+def env_source() -> str:
+    return DAEMON_ENV if _process.daemon else THIS_CALL
+
+
+def environ_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A variable as kint reads it: an empty value counts as unset."""
+    raw = (os.environ if environ is None else environ).get(name)
+    return raw if raw else None
+
+
+def _clamped(setting: Setting, value: Any, raw: str, origin: str) -> Any:
+    if setting.minimum is not None and value < setting.minimum:
+        _warn_once(setting.name, raw, f"{setting.name}={raw} is below {setting.minimum}; "
+                   f"using {setting.minimum}", origin)
+        return type(value)(setting.minimum)
+    return value
+
+
+def _warn_once(name: str, raw: str, line: str, origin: str) -> None:
+    key = (name, raw)
+    if key not in _process.warned:
+        _process.warned.add(key)
+        complain(f"{line} ({origin})")
+
+
+# The lines this process printed itself (a `kint` command): a worker's notice that says
+# the same is not printed twice.
+printed: set[str] = set()
+
+
+def complain(line: str) -> None:
+    """Say what is wrong with a setting: in the log of a process that keeps one (the
+    daemon, kint-server), else on stderr as a `kint:` line (a command)."""
+    import sys
+
+    if _process.daemon or logging.getLogger().handlers:
+        log.warning("%s", line)
+        return
+    text = f"kint: {line}"
+    if text not in printed:
+        printed.add(text)
+        print(text, file=sys.stderr)
+
+
+def parse_loose(setting: Setting, raw: str, origin: str,
+                fallback: Any) -> tuple[Any, str | None]:
+    """An environment value as the setting's type: a value that does not parse is logged
+    and not used (None, why), a number below the minimum is raised to it."""
+    try:
+        value = parse(setting, raw)
+    except BadValue as err:
+        _warn_once(setting.name, raw, f"{setting.name}={given(setting, raw)} {err}; using "
+                   f"{fallback}", origin)
+        return None, str(err)
+    return _clamped(setting, value, raw, origin), None
+
+
+def resolve(setting: Setting, cfg: ConfigFile, *, environ: Mapping[str, str] | None = None,
+            space: tuple[str, ...] = ()) -> Value:
+    """`setting` through the layers below "this call"."""
+    current = Value(setting, setting.default, DEFAULT)
+    if setting.name in cfg.machine:
+        current = Value(setting, cfg.machine[setting.name], FILE, str(cfg.path))
+    raw = environ_value(setting.name, environ)
+    if raw is not None:
+        source = env_source()
+        if setting.secret:
+            current = Value(setting, raw, source)
+        else:
+            value, bad = parse_loose(setting, raw, source, current.value)
+            if bad is None:
+                current = Value(setting, value, source, raw=raw)
+    if setting.scope == "space" and space:
+        found = cfg.space_table(space)
+        if found is not None and setting.name in found[1]:
+            current = Value(setting, found[1][setting.name], FILE, str(cfg.path),
+                            table=found[0])
+    return current
+
+
+def lookup(name: str) -> Value:
+    """The effective value of `name` here and now: this request's, else this process's."""
+    overlay = _overlay.get()
+    if overlay is not None and name in overlay:
+        return overlay[name]
+    cfg, _ = config()
+    return resolve(BY_NAME[name], cfg, space=_process.space)
+
+
+def machine_lookup(name: str) -> Value:
+    """`name` for the whole machine: the process's layers without a space's table."""
+    cfg, _ = config()
+    return resolve(BY_NAME[name], cfg)
+
+
+def value(name: str) -> Any:
+    """The one way kint reads a setting."""
+    return lookup(name).value
+
+
+def view(cfg: ConfigFile | None = None) -> dict[str, Value]:
+    """Every setting's value in this process (below any request's own)."""
+    if cfg is None:
+        cfg, _ = config()
+    return {s.name: resolve(s, cfg, space=_process.space) for s in SETTINGS}
+
+
+@contextmanager
+def overlay(values: dict[str, Value]) -> Iterator[None]:
+    """Run the block with `values` as this request's settings (this thread only)."""
+    token = _overlay.set(values)
+    try:
+        yield
+    finally:
+        _overlay.reset(token)

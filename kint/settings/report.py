@@ -1,0 +1,61 @@
+"""`kint config show`: every setting, its effective value and where it comes from.
+
+The settings the daemon reads are reported by the space's worker, as this space and this
+call run with them (the call's own values included); the ones only a client reads are
+this process's own. Secrets are shown as set or unset, never their value; URLs without
+their path or query (where an API key lives).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kint.settings.loader import Value
+from kint.settings.schema import GROUPS, SETTINGS, Setting, shown
+
+SCHEMA_VERSION = 1
+
+
+def json_value(setting: Setting, value: Any) -> Any:
+    """A value as `config show --json` gives it."""
+    if setting.secret:
+        return "set" if value else "unset"
+    if value is None:
+        return None
+    if setting.kind == "flag":
+        return bool(value)
+    if setting.kind in ("float", "int"):
+        return value
+    return shown(setting, value)
+
+
+def entry(v: Value) -> dict[str, Any]:
+    s = v.setting
+    return {"name": s.name, "value": json_value(s, v.value), "source": v.source,
+            "where": (f'{v.where} [spaces."{v.table}"]' if v.table else v.where),
+            "scope": s.scope, "read_by": sorted(s.read_by), "secret": s.secret,
+            "file_key": s.key if s.in_file else None}
+
+
+def ordered(found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries in the schema's order (the order of docs/settings.md)."""
+    return [found[s.name] for s in SETTINGS if s.name in found]
+
+
+def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    by_name = {e["name"]: e for e in shown_entries}
+    for group in GROUPS:
+        for s in SETTINGS:
+            if s.group != group or s.name not in by_name:
+                continue
+            e = by_name[s.name]
+            value = e["value"]
+            text = ("unset" if value is None else
+                    ("1" if value is True else "unset" if value is False else
+                     (str(int(value)) if isinstance(value, float) and value.is_integer()
+                      else str(value))))
+            source = e["source"] + (f" ({e['where']})" if e.get("where") else "")
+            rows.append((s.name, text, source))
+    width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]
+    return [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in rows]

@@ -1,0 +1,269 @@
+"""Every setting kint reads, once: its name, type, default, scope, who reads it, whether it
+is a secret, and the line the docs give it (docs/settings.md is made from this table).
+
+Scopes:
+
+- `machine`: one value for the machine (the config file's top level, or the daemon's
+  environment). A command given another value in its environment is told, in one line,
+  what the daemon runs with and how to change it.
+- `space`: like `machine`, and a `[spaces."<label>"]` table of the config file may give one
+  space its own value. Watcher timings are also taken from kint-server's environment, which
+  it sends when it attaches.
+- `call`: each call's own value applies: the caller's environment, sent with the request
+  when the daemon reads it. The config file and the daemon's environment give the value
+  of a call that sets none.
+
+`read_by` says which processes read the setting: `cli` (the `kint` command), `server`
+(kint-server), `daemon` (the supervisor and its workers). A setting the daemon reads is
+sent by a client that has it in its environment (a secret only as "set"), so the daemon
+can apply it or report that it did not.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["float", "int", "flag", "text", "url", "address", "ttl", "path"]
+Scope = Literal["machine", "space", "call"]
+
+BASE_PUBLIC_RPC = "https://mainnet.base.org"
+DEFAULT_CONTRACT = "0xa22E03f7a4145Bf4909a83595C90a38E14d79600"
+
+CLI = frozenset({"cli"})
+SERVER = frozenset({"server"})
+CLIENTS = frozenset({"cli", "server"})
+DAEMON = frozenset({"daemon"})
+CLI_DAEMON = frozenset({"cli", "daemon"})
+EVERYONE = frozenset({"cli", "server", "daemon"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: Kind
+    default: Any
+    scope: Scope
+    read_by: frozenset[str]
+    group: str
+    doc: str
+    default_doc: str = ""
+    minimum: float | None = None
+    secret: bool = False
+    # May it be set in config.toml? (Never a secret, never what locates the file.)
+    in_file: bool = True
+    # The ops on which a caller's value of a non-call setting is applied anyway (the
+    # watcher's timings, from kint-server's attach).
+    applied_on: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> str:
+        """Its key in config.toml: the name without `KINT_`, in lower case."""
+        return self.name.removeprefix("KINT_").lower()
+
+    @property
+    def sent(self) -> bool:
+        """Whether a client sends its value (or, for a secret, that it is set) with a
+        request: the daemon reads it, and it does not say which daemon to talk to."""
+        return "daemon" in self.read_by and self.name != "KINT_HOME"
+
+    def applies(self, op: str) -> bool:
+        """Whether a caller's value is used for `op` (else it is compared and reported)."""
+        return self.scope == "call" or op in self.applied_on
+
+
+def _s(name: str, kind: Kind, default: Any, scope: Scope, read_by: frozenset[str], group: str,
+       doc: str, default_doc: str = "", **kw: Any) -> Setting:
+    return Setting(name, kind, default, scope, read_by, group, doc, default_doc, **kw)
+
+
+PLACES = "Where kint and Sibyl keep things"
+CHAIN = "The chain"
+KEYS = "Keys"
+SUPERVISOR = "The supervisor and its workers"
+AGENTS = "Agents: kint-server and the watcher"
+
+SETTINGS: tuple[Setting, ...] = (
+    _s("KINT_HOME", "path", "~/.kint", "machine", EVERYONE, PLACES,
+       "all of kint's state (mode 0700) and `config.toml`; every process of one machine "
+       "must agree on it", in_file=False),
+    _s("KINT_TENANT", "text", None, "call", CLIENTS, PLACES,
+       "the Sibyl tenant; `--tenant` overrides it for one command",
+       "`tenant_id`, then `account_id` in Sibyl's credentials, then Sibyl's default tenant",
+       in_file=False),
+    _s("KINT_SPACE", "text", None, "call", CLIENTS, PLACES,
+       "the space label, to give a store a space of its own", "derived from the store",
+       in_file=False),
+    _s("SIBYL_MEMORY_DB", "path", "~/.sibyl-memory/memory.db", "call", CLIENTS, PLACES,
+       "Sibyl's store (Sibyl's own variable); `--db` overrides it for one command",
+       in_file=False),
+    _s("SIBYL_CREDENTIALS", "path", "~/.sibyl-memory/credentials.json", "call", CLIENTS, PLACES,
+       "Sibyl's credentials file, read for the tenant (Sibyl's own variable)", in_file=False),
+    _s("HERMES_HOME", "path", "~/.hermes", "call", CLIENTS, PLACES,
+       "where Hermes keeps its profiles' stores, so each profile store gets its space "
+       "`<tenant>@hermes:<profile>`", in_file=False),
+
+    _s("KINT_RPC_URL", "url", BASE_PUBLIC_RPC, "space", CLI_DAEMON, CHAIN,
+       "the primary endpoint", f"`{BASE_PUBLIC_RPC}` (a devchain running under `KINT_HOME` "
+       "is used when nothing sets it)"),
+    _s("KINT_RPC_URL_2", "url", None, "space", CLI_DAEMON, CHAIN,
+       "the independent second opinion a cold-start pull asks",
+       "`https://base-rpc.publicnode.com` when the primary is `mainnet.base.org`, else "
+       "`https://mainnet.base.org`"),
+    _s("KINT_CONTRACT", "address", DEFAULT_CONTRACT, "space", CLI_DAEMON, CHAIN,
+       "the EpochAnchor address"),
+    _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "space", DAEMON, CHAIN,
+       "`1`: a cold-start pull trusts one endpoint when the second is the same or "
+       "unreachable (never over a disagreement)", "unset"),
+    _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
+       "seconds for any one RPC call (web3's own retries are off)", minimum=0.1),
+    _s("KINT_VERIFY_HEAD_SECONDS", "float", 2.0, "call", DAEMON, CHAIN,
+       "how long verify's head read may wait", minimum=0.1),
+    _s("KINT_OFFLINE", "flag", False, "call", CLI_DAEMON, CHAIN,
+       "`1`: verify and status read no chain head; `connect`, `rekey` and `recovery-code` "
+       "read no header", "unset"),
+    _s("KINT_NONCE_RETRY_SECONDS", "float", 15.0, "call", CLI_DAEMON, CHAIN,
+       "how long a transaction waits before another space's stuck one is pushed through "
+       "(a kint extension)", minimum=0.5),
+    _s("KINT_ANVIL", "path", None, "call", CLI, CHAIN,
+       "the anvil binary `kint devchain start` runs",
+       "the checkout's pinned npm package, then `anvil` on `PATH`, then "
+       "`~/.foundry/bin/anvil`"),
+
+    _s("KINT_SESSION_PASSPHRASE", "text", None, "machine", CLI_DAEMON, KEYS,
+       "the local secret that seals `session.key` and the key cache (else the macOS "
+       "Keychain item `dev.kint-session-key`, else `KINT_HOME/local.secret`); the commands "
+       "and the supervisor must see the same one", "unset", secret=True, in_file=False),
+    _s("KINT_NO_KEYCHAIN", "flag", False, "machine", CLI_DAEMON, KEYS,
+       "`1`: never use the macOS Keychain", "unset"),
+    _s("KINT_KEY_TTL", "ttl", "24h", "call", DAEMON, KEYS,
+       "how long the unwrapped data key stays cached: seconds, or `30d`, `12h`, `15m`; "
+       "`session` keeps it in the worker's memory only"),
+    _s("KINT_OWNER_KEY", "text", None, "call", CLI, KEYS,
+       "the owner's private key, for `kint authorize direct` and `burn-nonce` only; from "
+       "the environment only, never argv; unset it afterwards", "unset", secret=True,
+       in_file=False),
+    _s("KINT_AUTHORIZE_PAGE_TIMEOUT", "float", 900.0, "call", CLI, KEYS,
+       "seconds `kint authorize page`'s server waits for a result", minimum=1.0),
+    _s("KINT_AUTHORIZE_POLL_SECONDS", "float", 3.0, "call", CLI, KEYS,
+       "seconds between `canWrite` polls after the page", minimum=0.05),
+    _s("KINT_AUTHORIZE_POLL_COUNT", "int", 120, "call", CLI, KEYS,
+       "how many polls after the page", minimum=1),
+
+    _s("KINT_WORKER_HEARTBEAT_TIMEOUT", "float", 10.0, "machine", DAEMON, SUPERVISOR,
+       "seconds without a heartbeat before a worker is hung (SIGTERM, SIGKILL 5 s later, "
+       "restarted)", minimum=1.0),
+    _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
+       "seconds with nothing to do before a worker exits", minimum=1.0),
+    _s("KINT_QUARANTINE_BACKOFF_SECONDS", "float", 30.0, "machine", DAEMON, SUPERVISOR,
+       "the first retry delay of a quarantined space; it doubles to 600", minimum=0.1),
+    _s("KINT_LOG_MAX_BYTES", "int", 262144, "machine", DAEMON, SUPERVISOR,
+       "the size over which `supervisor.log` and `kint.log` are moved to `<name>.1`",
+       "`262144` (256 KiB)", minimum=1024),
+
+    _s("KINT_BOOTSTRAP_SECONDS", "float", 20.0, "call", SERVER, AGENTS,
+       "how long kint-server waits for its start-up pull before serving", minimum=0.5),
+    _s("KINT_NO_WATCHER", "flag", False, "call", SERVER, AGENTS,
+       "`1`: this session asks for no watcher (the exit push still runs)", "unset"),
+    _s("KINT_QUIET_SECONDS", "float", 300.0, "space", DAEMON | SERVER, AGENTS,
+       "seconds without a store change before the watcher pushes", minimum=0.0,
+       applied_on=frozenset({"attach"})),
+    _s("KINT_POLL_SECONDS", "float", 15.0, "space", DAEMON | SERVER, AGENTS,
+       "how often the watcher looks at the store", minimum=1.0,
+       applied_on=frozenset({"attach"})),
+    _s("KINT_SIZE_TRIGGER_BYTES", "float", 32768.0, "space", DAEMON | SERVER, AGENTS,
+       "estimated unanchored size (400 B a row) that pushes without waiting for quiet",
+       "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
+SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
+# The value a client sends for a secret it has: never the secret itself.
+SECRET_SET = "set"
+GROUPS = (PLACES, CHAIN, KEYS, SUPERVISOR, AGENTS)
+
+
+class BadValue(ValueError):
+    """A value that does not parse as its setting's type (the message says why)."""
+
+
+_TTL = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
+
+
+def _number(setting: Setting, value: Any, integer: bool) -> float | int:
+    if isinstance(value, bool):
+        raise BadValue("is not a number")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise BadValue("is not a number") from None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadValue("is not a number")
+    if integer:
+        if value != int(value):
+            raise BadValue("is not a whole number")
+        return int(value)
+    return float(value)
+
+
+def parse(setting: Setting, value: Any) -> Any:
+    """`value` (an environment string or a TOML value) as the setting's type. BadValue when
+    it is not one; a number below the minimum is returned as it is (callers decide)."""
+    kind = setting.kind
+    if kind in ("float", "int"):
+        return _number(setting, value, kind == "int")
+    if kind == "flag":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            return value.strip() == "1"
+        raise BadValue("must be true or false")
+    if not isinstance(value, str):
+        raise BadValue("must be a string")
+    if kind == "url":
+        parts = urllib.parse.urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BadValue("is not an http(s) URL")
+        return value
+    if kind == "address":
+        if not re.fullmatch(r"0x[0-9a-fA-F]{40}", value):
+            raise BadValue("is not an address (0x and 40 hex characters)")
+        return value
+    if kind == "ttl":
+        text = value.strip().lower()
+        if text != "session" and _TTL.fullmatch(text) is None:
+            raise BadValue("is not a duration (seconds, or 30d, 12h, 15m, or session)")
+        return value
+    return value
+
+
+def given(setting: Setting, raw: Any) -> str:
+    """A value as given (possibly bad), for an error or a log line: quoted, and a URL
+    without its path or query, where an API key lives."""
+    if setting.kind == "url" and isinstance(raw, str):
+        from kint.chain.config import redact_url
+
+        return repr(redact_url(raw))
+    return repr(raw)
+
+
+def shown(setting: Setting, value: Any) -> str:
+    """A value as a report line prints it: secrets never, URLs without path or query."""
+    if setting.secret:
+        return SECRET_SET if value else "unset"
+    if value is None:
+        return "unset"
+    if setting.kind == "flag":
+        return "1" if value else "unset"
+    if setting.kind == "url":
+        from kint.chain.config import redact_url
+
+        return redact_url(value)
+    if isinstance(value, float) and value == int(value):
+        return str(int(value))
+    return str(value)

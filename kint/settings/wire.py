@@ -1,0 +1,147 @@
+"""Settings that travel with a request, and the one-line reports of those not used.
+
+A client sends, with every request to a worker, the value in its environment of each
+setting the daemon reads (`outgoing`); of a secret, only that it is set. The worker
+(`apply`) uses the call-scope ones for this call, and the watcher's timings on attach;
+every other value is compared with what the space runs with, and a difference comes back
+as one line naming the running value, where it comes from and how to change it. Nothing a
+caller sets is silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, Value, config,
+                                  environ_value, view)
+from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
+                                  shown)
+
+# Most settings a request may carry (there are fewer than this).
+MAX_SENT = 64
+MAX_SENT_CHARS = 4096
+
+Effective = Callable[[str, Value], Value]
+
+
+def outgoing(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a client sends: its environment's value of every setting the daemon reads."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for name in sorted(SENT):
+        raw = environ_value(name, env)
+        if raw is None:
+            continue
+        if BY_NAME[name].secret:
+            out[name] = SECRET_SET
+        elif len(raw) <= MAX_SENT_CHARS and "\x00" not in raw:
+            out[name] = raw
+    return out
+
+
+def check_sent(sent: Any) -> str | None:
+    """Why `sent` is not a settings mapping a request may carry, or None."""
+    if not isinstance(sent, dict):
+        return "must be an object of setting names to strings"
+    if len(sent) > MAX_SENT:
+        return f"carries more than {MAX_SENT} settings"
+    for name, raw in sent.items():
+        if name not in SENT:
+            return f"names {name[:64]!r}, which is not a setting the daemon reads"
+        if not isinstance(raw, str) or not raw or len(raw) > MAX_SENT_CHARS or "\x00" in raw:
+            return f"has a bad value for {name} (a string of 1 to {MAX_SENT_CHARS} characters)"
+        if BY_NAME[name].secret and raw != SECRET_SET:
+            return f"may only say that {name} is set, never its value"
+    return None
+
+
+def same(setting: Setting, a: Any, b: Any) -> bool:
+    if setting.kind == "flag":
+        return bool(a) == bool(b)
+    if a is None or b is None:
+        return a is b
+    if setting.kind == "url":
+        from kint.chain.config import same_endpoint
+
+        return same_endpoint(a, b)
+    if setting.kind == "address":
+        return str(a).lower() == str(b).lower()
+    if setting.kind == "ttl":
+        from kint.custody.vault_cache import parse_key_ttl
+
+        return parse_key_ttl(a) == parse_key_ttl(b)
+    if setting.kind in ("float", "int"):
+        return float(a) == float(b)
+    return a == b
+
+
+def source_text(v: Value) -> str:
+    if v.source == DEFAULT:
+        return "the default"
+    if v.source == DAEMON_ENV:
+        return "from the supervisor's environment"
+    return f"from {v.described}"
+
+
+def _how(setting: Setting, running: Value, label: str, path: str) -> str:
+    table = f'[spaces."{label}"]'
+    if setting.applied_on:
+        return (f"kint-server sends it when it attaches (set it in the harness's MCP "
+                f"configuration), or set {setting.key} under {table} in {path}")
+    if setting.scope == "space":
+        return (f"set {setting.key} under {table} in {path} (read again when it changes; at "
+                f"the top level it applies to every space)")
+    if running.source == DAEMON_ENV:
+        return ("the supervisor was started with it: change it in the service's environment "
+                "file and restart the service, or `kint supervisor stop` and run any command "
+                "from this environment")
+    return f"set {setting.key} in {path} (read again when it changes)"
+
+
+def report(setting: Setting, raw: str, running: Value, label: str, path: str) -> str:
+    """The one line for a value a caller gave that this call does not use."""
+    who = f"space {label}" if setting.scope == "space" else "the supervisor"
+    theirs = shown(setting, raw) if setting.kind == "url" else raw
+    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} runs "
+            f"with {shown(setting, running.value)} ({source_text(running)}); to change it, "
+            f"{_how(setting, running, label, path)}")
+
+
+def apply(op: str, sent: Mapping[str, str], *, label: str,
+          effective: Effective | None = None) -> tuple[dict[str, Value], list[str]]:
+    """This request's settings (the process's, with the call's on top where they apply)
+    and the lines to report: the config file refused, values not used."""
+    cfg, error = config()
+    values = view(cfg)
+    notices: list[str] = []
+    if error is not None:
+        notices.append(f"kint: {error}; the last good configuration keeps serving")
+    path = str(cfg.path)
+    for name, raw in sorted(sent.items()):
+        setting = BY_NAME[name]
+        running = values[name]
+        if effective is not None:
+            running = effective(name, running)
+        if setting.secret:
+            if not running.value:
+                notices.append(
+                    f"kint: {name} is set in this environment but the supervisor runs without "
+                    f"it, so its keys are sealed under another local secret; give the "
+                    f"supervisor the same (the service's environment file, or `kint "
+                    f"supervisor stop` and run any command from this environment)")
+            continue
+        try:
+            theirs = parse(setting, raw)
+        except BadValue as err:
+            notices.append(f"kint: {name}={given(setting, raw)} in this environment {err}, so "
+                           f"it is not used: this call runs with "
+                           f"{shown(setting, running.value)} ({source_text(running)})")
+            continue
+        if setting.minimum is not None and theirs < setting.minimum:
+            theirs = type(theirs)(setting.minimum)
+        if setting.applies(op):
+            values[name] = Value(setting, theirs, THIS_CALL, raw=raw)
+        elif not same(setting, theirs, running.value):
+            notices.append(report(setting, raw, running, label, path))
+    return values, notices

@@ -1,0 +1,429 @@
+"""Settings a long-lived daemon honours (issue 12), without a chain: the schema and its
+defaults, config.toml checked key by key and read again when it changes (the last good one
+serving while a broken one is refused), the request's settings checked by the protocol,
+`kint config show`, the one-line report of a value the supervisor does not take (one test
+per class of setting), secrets that never reach a file or a log, and docs/settings.md
+listing each setting once. The devchain half is tests/test_settings_chain.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.settings import loader
+from kint.settings.reload import ConfigWatch
+from kint.settings.schema import BY_NAME, SETTINGS
+from kint.settings.tomlfile import ConfigError, parse_config
+from kint.settings.wire import outgoing
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = {"default", "file", "daemon environment", "this call", "devchain record",
+           "connect --rpc-urls", "kint-server session"}
+SECRET = "correct-horse-battery-staple-7f3a"
+
+
+# -- the schema ------------------------------------------------------------------------------
+
+
+def test_the_seed_variables_keep_their_documented_defaults():
+    defaults = {name: BY_NAME[name].default for name in BY_NAME}
+    assert defaults["KINT_QUIET_SECONDS"] == 300
+    assert defaults["KINT_POLL_SECONDS"] == 15 and BY_NAME["KINT_POLL_SECONDS"].minimum == 1
+    assert defaults["KINT_SIZE_TRIGGER_BYTES"] == 32768
+    assert defaults["KINT_NO_WATCHER"] is False
+    assert defaults["KINT_BOOTSTRAP_SECONDS"] == 20
+    assert defaults["KINT_RPC_TIMEOUT"] == 10
+    assert defaults["KINT_VERIFY_HEAD_SECONDS"] == 2
+    assert defaults["KINT_KEY_TTL"] == "24h"
+    assert defaults["KINT_OFFLINE"] is False and defaults["KINT_ALLOW_SINGLE_RPC"] is False
+    assert defaults["KINT_RPC_URL"] == "https://mainnet.base.org"
+    assert defaults["KINT_CONTRACT"] == "0xa22E03f7a4145Bf4909a83595C90a38E14d79600"
+    assert defaults["KINT_HOME"] == "~/.kint"
+    assert defaults["KINT_WORKER_HEARTBEAT_TIMEOUT"] == 10
+    assert defaults["KINT_WORKER_IDLE_SECONDS"] == 900
+    assert defaults["KINT_LOG_MAX_BYTES"] == 262144
+    secrets = {s.name for s in SETTINGS if s.secret}
+    assert secrets == {"KINT_SESSION_PASSPHRASE", "KINT_OWNER_KEY"}
+    assert not any(s.in_file for s in SETTINGS if s.secret)
+
+
+def test_kint_reads_every_setting_one_way():
+    """No module reads a setting from os.environ or envsettings any more."""
+    names = {s.name for s in SETTINGS}
+    offenders = []
+    for path in (ROOT / "kint").rglob("*.py"):
+        if path.parts[-2] == "settings":
+            continue
+        text = path.read_text()
+        if "env_float" in text:
+            offenders.append(f"{path}: env_float")
+        for name in re.findall(r"os\.environ(?:\.get)?\(?\[?\"([A-Z_]+)\"", text):
+            if name in names:
+                offenders.append(f"{path}: {name}")
+    assert offenders == []
+
+
+# -- config.toml ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,key,why", [
+    ('rpc_url = "ftp://example.org"', "rpc_url", "is not an http(s) URL"),
+    ("quiet_seconds = \"soon\"", "quiet_seconds", "is not a number"),
+    ("poll_seconds = 0.5", "poll_seconds", "below the minimum, 1"),
+    ("contract = \"0x1234\"", "contract", "is not an address"),
+    ("offline = 1", "offline", "must be true or false"),
+    ("key_ttl = \"forever\"", "key_ttl", "is not a duration"),
+    ("quiet_secs = 5", "quiet_secs", "is not a kint setting"),
+    ('session_passphrase = "x"', "session_passphrase", "is a secret"),
+    ('owner_key = "x"', "owner_key", "is a secret"),
+    ('home = "/tmp"', "home", "cannot be set in config.toml"),
+    ('[spaces."alice"]\nworker_idle_seconds = 5', 'spaces."alice".worker_idle_seconds',
+     "not a per-space setting"),
+    ('[spaces."a@hermes:w"]\nrpc_url = 5', 'spaces."a@hermes:w".rpc_url', "must be a string"),
+    ("spaces = 3", "spaces", "must be tables"),
+    ("rpc_url = ", None, "is not valid TOML"),
+])
+def test_a_bad_value_is_refused_naming_the_file_and_the_key(tmp_path, text, key, why):
+    path = tmp_path / "config.toml"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(path, text.encode())
+    assert caught.value.key == key
+    assert str(caught.value).startswith(f"{path}: {key + ': ' if key else ''}")
+    assert why in str(caught.value)
+
+
+def test_a_good_file_gives_the_machine_and_each_space_their_values(tmp_path):
+    cfg = parse_config(tmp_path / "config.toml", b'''
+rpc_timeout = 3
+offline = true
+quiet_seconds = 60
+[spaces."alice@hermes:work"]
+quiet_seconds = 5
+rpc_url = "https://rpc.example/v1/KEY"
+''')
+    assert cfg.machine == {"KINT_RPC_TIMEOUT": 3.0, "KINT_OFFLINE": True,
+                           "KINT_QUIET_SECONDS": 60.0}
+    assert cfg.spaces["alice@hermes:work"] == {"KINT_QUIET_SECONDS": 5.0,
+                                               "KINT_RPC_URL": "https://rpc.example/v1/KEY"}
+
+
+def test_the_layers_default_file_environment_space_table(tmp_path, monkeypatch):
+    cfg = parse_config(tmp_path / "config.toml", b'''
+rpc_timeout = 3
+quiet_seconds = 60
+verify_head_seconds = 4
+[spaces."alice"]
+quiet_seconds = 5
+''')
+    env = {"KINT_QUIET_SECONDS": "90", "KINT_VERIFY_HEAD_SECONDS": "nope",
+           "KINT_POLL_SECONDS": "0.2"}
+    monkeypatch.setattr(loader._process, "daemon", True)
+
+    def at(name, space=("alice",)):
+        v = loader.resolve(BY_NAME[name], cfg, environ=env, space=space)
+        return v.value, v.source, v.table
+
+    assert at("KINT_SIZE_TRIGGER_BYTES") == (32768.0, "default", None)
+    assert at("KINT_RPC_TIMEOUT") == (3.0, "file", None)
+    assert at("KINT_QUIET_SECONDS", space=("bob",)) == (90.0, "daemon environment", None)
+    assert at("KINT_QUIET_SECONDS") == (5.0, "file", "alice")  # a space's table beats both
+    assert at("KINT_VERIFY_HEAD_SECONDS") == (4.0, "file", None)  # a bad env value: unused
+    assert at("KINT_POLL_SECONDS") == (1.0, "daemon environment", None)  # raised to its minimum
+
+
+def test_the_last_good_configuration_keeps_serving_in_every_process(tmp_path):
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    path = home / "config.toml"
+    path.write_text("quiet_seconds = 60\n")
+    first = ConfigWatch(home)
+    cfg, error = first.current()
+    assert error is None and cfg.machine == {"KINT_QUIET_SECONDS": 60.0}
+    assert (home / "config.last-good.toml").stat().st_mode & 0o777 == 0o600
+
+    path.write_text("quiet_seconds = -1\n")
+    cfg, error = first.current()
+    assert cfg.machine == {"KINT_QUIET_SECONDS": 60.0}
+    assert str(error) == f"{path}: quiet_seconds: -1 is below the minimum, 0"
+    # A process started while the file is broken (a worker spawned later) serves the copy.
+    cfg, error = ConfigWatch(home).current()
+    assert cfg.machine == {"KINT_QUIET_SECONDS": 60.0} and error is not None
+
+    path.write_text("quiet_seconds = 30\n")
+    assert first.current() == (parse_config(path, path.read_bytes()), None)
+    path.unlink()
+    cfg, error = first.current()
+    assert (cfg.machine, error) == ({}, None)
+    assert not (home / "config.last-good.toml").exists()
+
+
+# -- the request ----------------------------------------------------------------------------
+
+
+def _request(op: str, args: dict) -> dict:
+    return {"v": 1, "id": "r1", "op": op, "tenant": "t", "db": "/tmp/x.db", "args": args}
+
+
+def test_the_settings_a_request_carries_are_checked_like_any_argument():
+    ok = decode_request(orjson.dumps(_request("verify", {
+        "query": "q", "settings": {"KINT_OFFLINE": "1", "KINT_SESSION_PASSPHRASE": "set"}})))
+    assert ok.args["settings"] == {"KINT_OFFLINE": "1", "KINT_SESSION_PASSPHRASE": "set"}
+    for settings, why in [
+        ({"KINT_HOME": "/x"}, "not a setting the daemon reads"),
+        ({"KINT_OWNER_KEY": "set"}, "not a setting the daemon reads"),
+        ({"KINT_SESSION_PASSPHRASE": SECRET}, "only say that KINT_SESSION_PASSPHRASE is set"),
+        ({"KINT_OFFLINE": 1}, "bad value for KINT_OFFLINE"),
+        ({"KINT_OFFLINE": "x" * 5000}, "bad value for KINT_OFFLINE"),
+        ({"KINT_OFFLINE": ""}, "bad value for KINT_OFFLINE"),
+        (["KINT_OFFLINE"], "must be an object"),
+    ]:
+        with pytest.raises(ProtocolError) as caught:
+            decode_request(orjson.dumps(_request("verify", {"query": "q",
+                                                             "settings": settings})))
+        assert caught.value.code is ErrorCode.BAD_REQUEST
+        assert "'settings'" in caught.value.message and why in caught.value.message
+    with pytest.raises(ProtocolError):  # the supervisor's own ops take none
+        decode_request(orjson.dumps({"v": 1, "id": "r2", "op": "sup.status",
+                                     "args": {"settings": {}}}))
+
+
+def test_a_client_sends_what_the_daemon_reads_and_never_a_secret():
+    env = {"KINT_OFFLINE": "1", "KINT_RPC_URL": "http://127.0.0.1:9", "KINT_HOME": "/h",
+           "KINT_SESSION_PASSPHRASE": SECRET, "KINT_OWNER_KEY": "0x" + "11" * 32,
+           "KINT_TENANT": "t", "KINT_ANVIL": "/bin/anvil", "KINT_QUIET_SECONDS": "5",
+           "KINT_RPC_TIMEOUT": ""}
+    assert outgoing(env) == {"KINT_OFFLINE": "1", "KINT_RPC_URL": "http://127.0.0.1:9",
+                             "KINT_SESSION_PASSPHRASE": "set", "KINT_QUIET_SECONDS": "5"}
+
+
+# -- a real supervisor ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    """One machine whose supervisor was started with KINT_WORKER_IDLE_SECONDS=600 in its
+    environment, and nothing else of kint's."""
+    sb = make_sandbox(tmp_path_factory.mktemp("settings"))
+    write_store(sb.sibyl_db)
+    out = sb.kint("supervisor", "start", env={"KINT_WORKER_IDLE_SECONDS": "600"})
+    assert out.returncode == 0, out.stderr
+    yield sb
+    sb.shutdown()
+
+
+def show(sb, **env):
+    out = sb.kint("config", "show", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    return {e["name"]: e for e in json.loads(out.stdout)["settings"]}, out.stderr
+
+
+def config_file(sb, text: str) -> None:
+    path = sb.kint_home / "config.toml"
+    path.write_text(text)
+
+
+def test_config_show_names_the_source_of_every_value(box):
+    config_file(box, f'rpc_timeout = 3\n[spaces."{box.tenant}"]\nquiet_seconds = 45\n')
+    try:
+        found, stderr = show(box, KINT_OFFLINE="1", KINT_SESSION_PASSPHRASE=SECRET,
+                             KINT_ANVIL="/opt/anvil")
+    finally:
+        (box.kint_home / "config.toml").unlink()
+    assert set(found) == {s.name for s in SETTINGS}
+    for entry in found.values():
+        assert entry["source"] in SOURCES, entry
+    assert found["KINT_RPC_TIMEOUT"] == {**found["KINT_RPC_TIMEOUT"], "value": 3,
+                                         "source": "file",
+                                         "where": str(box.kint_home / "config.toml")}
+    assert found["KINT_QUIET_SECONDS"]["value"] == 45
+    assert found["KINT_QUIET_SECONDS"]["where"].endswith(f'[spaces."{box.tenant}"]')
+    assert (found["KINT_WORKER_IDLE_SECONDS"]["value"],
+            found["KINT_WORKER_IDLE_SECONDS"]["source"]) == (600, "daemon environment")
+    assert (found["KINT_OFFLINE"]["value"], found["KINT_OFFLINE"]["source"]) == (True,
+                                                                                  "this call")
+    assert (found["KINT_ANVIL"]["value"], found["KINT_ANVIL"]["source"]) == ("/opt/anvil",
+                                                                              "this call")
+    assert (found["KINT_POLL_SECONDS"]["value"], found["KINT_POLL_SECONDS"]["source"]) == (
+        15, "default")
+    assert found["KINT_HOME"]["value"] == str(box.kint_home)
+    # A secret: only whether it is set, and the supervisor's is not this command's.
+    assert found["KINT_SESSION_PASSPHRASE"]["value"] == "unset"
+    assert found["KINT_OWNER_KEY"]["value"] == "unset"
+    assert "KINT_SESSION_PASSPHRASE is set in this environment but the supervisor runs " \
+           "without it" in stderr
+    text = box.kint("config", "show", env={"KINT_OFFLINE": "1"}).stdout
+    assert re.search(r"^KINT_OFFLINE +1 +this call$", text, re.M), text
+    assert re.search(r"^KINT_WORKER_IDLE_SECONDS +600 +daemon environment$", text, re.M)
+
+
+def _reports(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "in this environment is not used" in line]
+
+
+def daemon(sb, **sent: str) -> dict:
+    """The `config` op straight from the test (no CLI start-up): the worker's settings, with
+    `sent` as a client's environment would send them."""
+    result = sb.call("config", sb.sibyl_db, timeout_s=30,
+                     args={"settings": sent} if sent else {})
+    result["values"] = {e["name"]: (e["value"], e["source"]) for e in result["settings"]}
+    return result
+
+
+# name: (a caller's value, what the supervisor runs with, how to change it)
+CLASSES = {
+    # space scope: a chain endpoint, the contract, the cold-start rule
+    "KINT_RPC_URL": ("http://127.0.0.1:9/secret-key", "https://mainnet.base.org (the default)",
+                     'set rpc_url under [spaces."{label}"] in {file}'),
+    "KINT_CONTRACT": ("0x" + "ab" * 20,
+                      "0xa22E03f7a4145Bf4909a83595C90a38E14d79600 (the default)",
+                      'set contract under [spaces."{label}"] in {file}'),
+    "KINT_ALLOW_SINGLE_RPC": ("1", "unset (the default)",
+                              'set allow_single_rpc under [spaces."{label}"] in {file}'),
+    # space scope, taken from kint-server when it attaches: the watcher's timings
+    "KINT_QUIET_SECONDS": ("5", "300 (the default)", "kint-server sends it when it attaches"),
+    # machine scope: from the default (the file would do), from the supervisor's environment
+    "KINT_NO_KEYCHAIN": ("1", "unset (the default)", "set no_keychain in {file}"),
+    "KINT_WORKER_IDLE_SECONDS": ("5", "600 (from the supervisor's environment)",
+                                 "the supervisor was started with it"),
+}
+
+
+def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
+    """One class of setting a line: each value a command's environment gives and the
+    supervisor does not take for the call is named with the running value, its source and
+    how to change it; the call runs with the supervisor's."""
+    env = {name: given for name, (given, _, _) in CLASSES.items()}
+    out = box.kint("status", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "notices" not in json.loads(out.stdout)
+    reports = _reports(out.stderr)
+    assert len(reports) == len(CLASSES), out.stderr
+    label, file = box.tenant, box.kint_home / "config.toml"
+    for name, (given, running, how) in CLASSES.items():
+        shown = "http://127.0.0.1:9/<redacted>" if name == "KINT_RPC_URL" else given
+        [line] = [r for r in reports if r.startswith(f"kint: {name}={shown} in this ")]
+        assert f"is not used: " in line and f"runs with {running}; to change it, " in line
+        assert how.format(label=label, file=file) in line, line
+    assert "secret-key" not in out.stderr
+    # The secret class: only that it is set travels, and the difference is said.
+    result = daemon(box, KINT_SESSION_PASSPHRASE="set")
+    assert result["values"]["KINT_SESSION_PASSPHRASE"] == ("unset", "default")
+    [line] = result["notices"]
+    assert line.startswith("kint: KINT_SESSION_PASSPHRASE is set in this environment but the "
+                           "supervisor runs without it")
+
+
+def test_a_call_setting_is_applied_and_a_bad_one_said(box):
+    result = daemon(box, KINT_RPC_TIMEOUT="0.5", KINT_KEY_TTL="1h", KINT_OFFLINE="1",
+                    KINT_VERIFY_HEAD_SECONDS="0.01", KINT_NONCE_RETRY_SECONDS="3")
+    assert "notices" not in result
+    assert {n: result["values"][n] for n in ("KINT_RPC_TIMEOUT", "KINT_KEY_TTL", "KINT_OFFLINE",
+                                             "KINT_VERIFY_HEAD_SECONDS",
+                                             "KINT_NONCE_RETRY_SECONDS")} == {
+        "KINT_RPC_TIMEOUT": (0.5, "this call"), "KINT_KEY_TTL": ("1h", "this call"),
+        "KINT_OFFLINE": (True, "this call"),
+        "KINT_VERIFY_HEAD_SECONDS": (0.1, "this call"),  # raised to its minimum
+        "KINT_NONCE_RETRY_SECONDS": (3.0, "this call")}
+    # The next call without them runs with the supervisor's again.
+    assert daemon(box)["values"]["KINT_RPC_TIMEOUT"] == (10.0, "default")
+    result = daemon(box, KINT_RPC_TIMEOUT="soon")
+    assert result["notices"] == ["kint: KINT_RPC_TIMEOUT='soon' in this environment is not a "
+                                 "number, so it is not used: this call runs with 10 (the "
+                                 "default)"]
+
+
+def test_a_changed_config_applies_on_the_next_request_and_a_broken_one_is_refused(box):
+    path = box.kint_home / "config.toml"
+    head = "KINT_VERIFY_HEAD_SECONDS"
+    try:
+        config_file(box, "verify_head_seconds = 7\n")
+        assert daemon(box)["values"][head] == (7, "file")
+        config_file(box, f'verify_head_seconds = 8\n[spaces."{box.tenant}"]\npoll_seconds = 3\n')
+        result = daemon(box)
+        assert result["values"][head] == (8, "file")
+        assert result["values"]["KINT_POLL_SECONDS"] == (3, "file")
+
+        config_file(box, "verify_head_seconds = 9\nquiet_seconds = 'later'\n")
+        refusal = (f"kint: {path}: quiet_seconds: 'later' is not a number; the last good "
+                   f"configuration keeps serving")
+        result = daemon(box)
+        assert result["values"][head] == (8, "file") and result["notices"] == [refusal]
+        assert result["config_error"] == f"{path}: quiet_seconds: 'later' is not a number"
+        out = box.kint("config", "show")  # the command says it once, on stderr
+        assert out.returncode == 0 and out.stderr.count(refusal) == 1, out.stderr
+        assert re.search(r"^KINT_VERIFY_HEAD_SECONDS +8 +file ", out.stdout, re.M)
+        check = box.kint("config", "check")
+        assert check.returncode == 2
+        assert f"kint: error: {path}: quiet_seconds: 'later' is not a number" in check.stderr
+        # A worker started while the file is broken serves the last good one too.
+        box.call("sup.restart", args={"target": box.tenant}, timeout_s=30)
+        result = daemon(box)
+        assert result["values"][head] == (8, "file") and result["notices"] == [refusal]
+
+        config_file(box, "verify_head_seconds = 9\n")
+        result = daemon(box)
+        assert result["values"][head] == (9, "file") and "notices" not in result
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_the_supervisor_reads_the_config_file_again_on_change_and_on_reload(box):
+    path, log = box.kint_home / "config.toml", box.kint_home / "supervisor.log"
+    try:
+        config_file(box, "worker_heartbeat_timeout = 12\n")  # no command: within a second
+        box.wait_for(lambda: "heartbeat_timeout_s 10.0 -> 12.0" in log.read_text(), timeout=15,
+                     what="the supervisor reading the changed file")
+        config_file(box, "worker_heartbeat_timeout = 'often'\n")
+        out = box.kint("supervisor", "reload")
+        assert out.returncode == 2
+        assert out.stderr.splitlines()[0] == (
+            f"kint: error: {path}: worker_heartbeat_timeout: 'often' is not a number; the last "
+            f"good configuration keeps serving [CONFIG_INVALID]")
+        config_file(box, "worker_heartbeat_timeout = 14\n")
+        out = box.kint("supervisor", "reload")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == (f"configuration read: {path} (1 machine setting(s), 0 "
+                                      f"space table(s))")
+        assert "heartbeat_timeout_s 12.0 -> 14.0" in log.read_text()
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_secrets_never_reach_the_config_file_a_log_or_a_reply(box):
+    config_file(box, f'session_passphrase = "{SECRET}"\n')
+    try:
+        out = box.kint("config", "check")
+        assert out.returncode == 2
+        assert "session_passphrase: KINT_SESSION_PASSPHRASE is a secret" in out.stderr
+        assert SECRET not in out.stderr
+    finally:
+        (box.kint_home / "config.toml").unlink()
+    env = {"KINT_SESSION_PASSPHRASE": SECRET, "KINT_OWNER_KEY": "0x" + "5e" * 32}
+    outputs = [box.kint(*args, env=env) for args in (("status", "--json"),
+                                                    ("config", "show", "--json"))]
+    for out in outputs:
+        assert SECRET not in out.stdout + out.stderr and "5e5e5e" not in out.stdout + out.stderr
+    for path in box.kint_home.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data and b"5e5e5e5e" not in data, path
+
+
+def test_docs_list_each_setting_once_with_where_it_may_be_set():
+    from kint.settings.docs import tables
+
+    text = (ROOT / "docs" / "settings.md").read_text()
+    assert tables() in text, "run python -m kint.settings.docs to regenerate the tables"
+    rows: dict[str, int] = {}  # rows of every table of settings ("| variable | ...")
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for table in re.findall(r"^\| variable \| default \|.*\n(?:\|.*\n)*", page.read_text(),
+                                re.M):
+            for name in re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", table, re.M):
+                rows[name] = rows.get(name, 0) + 1
+    assert {s.name: 1 for s in SETTINGS} == {n: c for n, c in rows.items() if n in BY_NAME}

@@ -1,0 +1,132 @@
+"""Settings a long-lived daemon honours (issue 12), on the devchain: per-call settings
+travel with the request (KINT_OFFLINE on verify and status), a space's endpoints changed in
+config.toml apply on the next request (a broken file refused while the last good one
+serves), a conflicting chain setting in a command's environment is reported in one line
+(or applied, for a call setting), and the watcher's timings set for kint-server take effect
+though another process started the supervisor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chain_machines import RULE_1, new_machine, ok
+from conftest import sibyl_client
+from mcp_session import AgentProcess
+
+OFFLINE_LINE = ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
+                "mirror only")
+DEAD = "http://127.0.0.1:1"
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """A machine connected on the devchain with one anchored row. Its supervisor was
+    started by the test launcher with none of the settings the tests give their commands."""
+    sb = new_machine(tmp_path_factory.mktemp("settings-chain"), chain_home)
+    ok(sb.kint("connect", "--dev"))
+    sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE_1})
+    ok(sb.kint("push"))
+    sb.devchain_url = json.loads((chain_home / "devchain" / "devchain.json").read_text())[
+        "rpc_url"]
+    yield sb
+    sb.shutdown()
+
+
+def status(sb, **sent: str) -> dict:
+    args: dict = {"chain": True}
+    if sent:
+        args["settings"] = sent
+    return sb.call("status", sb.sibyl_db, args=args, timeout_s=30)
+
+
+def verify(sb, **env: str):
+    out = sb.kint("verify", "release rule", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), out.stderr
+
+
+def test_offline_travels_with_the_call(machine):
+    result, stderr = verify(machine, KINT_OFFLINE="1")
+    assert result["chain_head"] is None and result["head_unavailable"] == "KINT_OFFLINE=1"
+    assert OFFLINE_LINE in stderr.splitlines()
+    assert result["decision"] == "proceed"  # against the mirror alone
+    result, stderr = verify(machine)
+    assert result["chain_head"] is not None and result["chain_head"]["seq"] >= 1
+    assert "chain head unavailable" not in stderr
+    # status too
+    assert status(machine, KINT_OFFLINE="1")["chain_head_unavailable"] == "KINT_OFFLINE=1"
+    assert status(machine)["chain_head"] is not None
+
+
+def test_a_spaces_endpoints_in_the_config_file_apply_on_the_next_request(machine):
+    path = machine.kint_home / "config.toml"
+    table = f'[spaces."{machine.label(machine.sibyl_db)}"]\n'
+    source = f'{path} [spaces."{machine.label(machine.sibyl_db)}"]'
+    try:
+        path.write_text(f'{table}rpc_url = "{DEAD}"\n')
+        now = status(machine)
+        assert (now["chain_head"], now["chain_head_unavailable"]) == (None, "rpc unresponsive")
+
+        path.write_text(f'{table}rpc_url = "{machine.devchain_url}"\n')
+        assert status(machine)["chain_head"] is not None
+        shown = {e["name"]: e for e in machine.call("config", machine.sibyl_db)["settings"]}
+        assert (shown["KINT_RPC_URL"]["source"], shown["KINT_RPC_URL"]["where"]) == ("file",
+                                                                                    source)
+
+        path.write_text(f'{table}rpc_url = "{DEAD}"\nrpc_timeout = "slow"\n')
+        now = status(machine)
+        assert now["chain_head"] is not None  # the last good configuration keeps serving
+        assert now["notices"] == [
+            f"kint: {path}: spaces.\"{machine.label(machine.sibyl_db)}\".rpc_timeout: "
+            f"KINT_RPC_TIMEOUT is not a per-space setting: set it at the top level; the last "
+            f"good configuration keeps serving"]
+
+        path.write_text(f'{table}rpc_url = "{DEAD}"\n')
+        assert status(machine)["chain_head"] is None
+    finally:
+        path.unlink(missing_ok=True)
+    assert status(machine)["chain_head"] is not None  # back on the devchain's record
+
+
+def test_a_conflicting_chain_setting_is_reported_or_applied(machine):
+    contract = "0x" + "12" * 20
+    result, stderr = verify(machine, KINT_RPC_URL=DEAD, KINT_CONTRACT=contract,
+                            KINT_RPC_TIMEOUT="5", KINT_VERIFY_HEAD_SECONDS="3")
+    assert result["chain_head"] is not None  # the space's endpoint, not the caller's
+    lines = [line for line in stderr.splitlines() if line.startswith("kint: KINT_")]
+    record = machine.kint_home / "devchain" / "devchain.json"
+    label, path = machine.label(machine.sibyl_db), machine.kint_home / "config.toml"
+    assert lines == [
+        f"kint: KINT_CONTRACT={contract} in this environment is not used: space {label} "
+        f"runs with {json.loads(record.read_text())['anchor']} (from devchain record "
+        f"({record})); to change it, set contract under [spaces.\"{label}\"] in {path} (read "
+        f"again when it changes; at the top level it applies to every space)",
+        f"kint: KINT_RPC_URL={DEAD} in this environment is not used: space {label} runs "
+        f"with {machine.devchain_url} (from devchain record ({record})); to change it, set "
+        f"rpc_url under [spaces.\"{label}\"] in {path} (read again when it changes; at the "
+        f"top level it applies to every space)",
+    ]  # the call settings (timeout, head budget) were applied: no line for them
+
+
+def test_the_watchers_timings_set_for_kint_server_take_effect(machine):
+    """The supervisor runs with the default quiet period (300 s); a kint-server whose MCP
+    configuration sets 1 s gets a push within seconds of its write."""
+    before = status(machine)["head"]["seq"]
+    agent = AgentProcess({**machine.env, "KINT_QUIET_SECONDS": "1",
+                          "KINT_POLL_SECONDS": "1"}).start()
+    try:
+        assert agent.call("memory_remember", category="notes", name="watched",
+                          body={"text": "pushed by the watcher"})["ok"] is True
+        now = machine.wait_for(lambda: (s := status(machine))["unanchored"] == 0 and s,
+                               timeout=60, interval=0.5, what="the watcher's push")
+        assert now["head"]["seq"] == before + 1
+        shown = json.loads(ok(machine.kint("config", "show", "--json")).stdout)
+        quiet = next(e for e in shown["settings"] if e["name"] == "KINT_QUIET_SECONDS")
+        assert (quiet["value"], quiet["source"]) == (1, "kint-server session")
+        log = (machine.kint_home / "supervisor.log").read_text()
+        assert ("watcher: quiet 1s (kint-server session), poll 1s (kint-server session), "
+                "size trigger 32768 bytes (default)") in log
+    finally:
+        agent.close()
