@@ -22,7 +22,6 @@ import heapq
 import itertools
 import logging
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -42,14 +41,14 @@ from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
 from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
 from kint.supervisor.ownership import Ownership
 from kint.supervisor.pause import ScheduleWatch
 from kint.supervisor.peer import peer_credentials
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
-from kint.supervisor.workers import Pending, WorkerHandle, describe_exit
-from kint.tenant_worker.config import WorkerConfig
+from kint.supervisor.workers import Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 
@@ -64,7 +63,7 @@ EXIT_STEPPED_DOWN = 75
 MAX_REFUSED_LOGGED = 32
 
 
-class Supervisor:
+class Supervisor(WorkerLifecycle):
     def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None,
                  ownership: Ownership | None = None) -> None:
         self.home = home
@@ -437,109 +436,6 @@ class Supervisor:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def spawn(self, handle: WorkerHandle) -> None:
-        config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
-                              db=handle.db, kint_home=str(self.home),
-                              back_address=self.back_address,
-                              supervisor_pid=os.getpid())
-        now = time.monotonic()
-        handle.stop_reason = None
-        handle.stop_deadline = None
-        handle.kill_at = None
-        handle.hung_reason = None
-        handle.fatal_reason = None
-        handle.hello_at = None
-        handle.last_beat_at = None
-        handle.beat = {}
-        handle.spawned_at = now
-        handle.excused_until = None
-        token = worker_wire.new_token()
-        try:
-            proc = self.spawner.spawn(config, token)
-        except Exception as err:
-            log.exception("space %s: spawning a worker failed", handle.space16)
-            self._crashed(handle, now, f"could not spawn: {err}")
-            return
-        handle.process = proc
-        handle.pid = proc.pid
-        handle.token = token
-        handle.route = worker_wire.route_for(token)
-        self._by_route[handle.route] = handle
-        handle.state = "starting"
-        self._sentinels[proc.sentinel] = handle
-        self.poller.register(proc.sentinel, zmq.POLLIN)
-        log.info("space %s: worker %d spawned for %s", handle.space16, proc.pid, handle.db)
-
-    def _on_exit(self, handle: WorkerHandle) -> None:
-        proc = handle.process
-        self.poller.unregister(proc.sentinel)
-        del self._sentinels[proc.sentinel]
-        proc.join(timeout=1.0)
-        exitcode = proc.exitcode
-        try:
-            proc.close()
-        except Exception:
-            pass
-        now = time.monotonic()
-        pid = handle.pid
-        handle.process = None
-        handle.pid = None
-        if handle.route is not None:
-            self._by_route.pop(handle.route, None)
-        handle.route = None
-        handle.token = None
-        reason = handle.fatal_reason or describe_exit(exitcode)
-        if handle.hung_reason:
-            reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
-        for pending in [p for p in handle.pending.values() if p.forwarded]:
-            self._answer(handle, pending, error_reply(
-                None, ErrorCode.WORKER_DOWN,
-                f"the worker of space {handle.space16} {reason} while running {pending.op}"))
-        stop_reason = handle.stop_reason
-        log.info("space %s: worker %s %s%s", handle.space16, pid, reason,
-                 f" (commanded: {stop_reason})" if stop_reason else "")
-        if stop_reason == "idle":
-            handle.state = "idle"
-            if handle.pending and not self.shutting_down:
-                self.spawn(handle)
-        elif stop_reason == "stop" or self.shutting_down:
-            handle.state = "stopped"
-        elif stop_reason == "restart":
-            self.spawn(handle)
-        else:
-            self._crashed(handle, now, reason)
-
-    def _crashed(self, handle: WorkerHandle, now: float, reason: str) -> None:
-        recent = handle.record_crash(now, reason, self.settings.restart_window_s)
-        if recent > self.settings.max_restarts_in_window:
-            s = self.settings
-            handle.backoff_s = (s.backoff_initial_s if handle.backoff_s is None
-                                else min(handle.backoff_s * 2, s.backoff_max_s))
-            handle.quarantined_until = now + handle.backoff_s
-            handle.state = "quarantined"
-            log.warning("space %s quarantined for %.0fs after %d crashes in %.0fs: %s",
-                        handle.space16, handle.backoff_s, recent, s.restart_window_s, reason)
-            message = self._quarantine_message(handle, now)
-            for pending in list(handle.pending.values()):
-                self._answer(handle, pending, error_reply(None, ErrorCode.QUARANTINED, message))
-            return
-        handle.state = "restarting"
-        self.spawn(handle)
-
-    def stop_worker(self, handle: WorkerHandle, reason: str, now: float) -> None:
-        handle.stop_reason = reason  # type: ignore[assignment]
-        handle.stop_deadline = now + self.settings.stop_grace_s
-        handle.state = "stopping"
-        if handle.route is None:
-            handle.signal(signal.SIGTERM)
-            return
-        try:
-            self.back.send_multipart(
-                [handle.route, worker_wire.encode({"kind": "stop", "reason": reason})],
-                zmq.NOBLOCK)
-        except zmq.ZMQError:
-            handle.signal(signal.SIGTERM)
-
     def begin_shutdown(self) -> None:
         self.shutting_down = True
         now = time.monotonic()
@@ -665,36 +561,6 @@ class Supervisor:
             if not self._log_rotate_failed:  # once, not every few seconds into that log
                 log.warning("could not rotate the log: %s", exc)
             self._log_rotate_failed = True
-
-    def _check_alive(self, handle: WorkerHandle, now: float) -> None:
-        s = self.settings
-        if handle.kill_at is not None:
-            if now >= handle.kill_at:
-                log.warning("space %s: worker %s did not exit; SIGKILL", handle.space16,
-                            handle.pid)
-                handle.signal(signal.SIGKILL)
-                handle.kill_at = None
-            return
-        if handle.state == "stopping":
-            if handle.stop_deadline is not None and now >= handle.stop_deadline:
-                handle.signal(signal.SIGKILL)
-                handle.stop_deadline = None
-            return
-        silent = handle.silent_for(now)
-        limit = s.heartbeat_timeout_s if handle.last_beat_at is not None else s.start_timeout_s
-        if silent is not None and silent > limit:
-            handle.hung_reason = f"no heartbeat for {silent:.0f}s"
-            handle.state = "hung"
-            log.warning("space %s: worker %s is hung (%s); SIGTERM, SIGKILL in %.0fs",
-                        handle.space16, handle.pid, handle.hung_reason, s.kill_grace_s)
-            handle.signal(signal.SIGTERM)
-            handle.kill_at = now + s.kill_grace_s
-            return
-        if (handle.state == "ready" and not handle.pending and not handle.beat.get("has_work")
-                and now - handle.last_activity >= s.idle_s and not self.shutting_down):
-            log.info("space %s: idle for %.0fs; stopping its worker", handle.space16,
-                     now - handle.last_activity)
-            self.stop_worker(handle, "idle", now)
 
 
 def _same_store(sid: str, label: str, db: str, tenant: str, request: Any) -> None:
