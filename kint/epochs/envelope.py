@@ -19,8 +19,6 @@ than the snapshot bit (0x01 is defined, never set) are ignored, never refused.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import struct
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eth_abi import encode as abi_encode
 from eth_hash.auto import keccak
 
+from kint.custody.data_key import DEK_ID_LEN, check_data_key, dek_id
 from kint.custody.wraps import WRAP_LEN, Wrap
 from kint.epochs import buckets, coerce
 from kint.epochs.errors import (
@@ -46,7 +45,7 @@ from kint.epochs.plaintext import Plaintext, parse_plaintext
 
 __all__ = ["CHAIN_ID", "FLAG_SALTED", "FLAG_SNAPSHOT", "GCM_TAG_LEN", "HEADER_LEN", "Header",
            "MalformedHeader", "Opened", "SNAPSHOT_DISAGREES", "VERSION", "aad",
-           "check_agreement", "dek_id", "open_epoch", "parse_header", "seal"]
+           "check_agreement", "open_epoch", "parse_header", "seal"]
 
 VERSION = 0x01
 FLAG_SALTED = 0x01  # a signature wrap salted with a passphrase: defined, set by no writer
@@ -55,31 +54,16 @@ CHAIN_ID = 8453  # in the AAD whatever chain the epoch is pushed to
 
 NONCE_LEN = 12
 ROOT_LEN = 32
-DEK_ID_LEN = 8
-DEK_LEN = 32
 GCM_TAG_LEN = 16
 MAX_WRAPS = 0xFF
 
 _FIXED = struct.Struct(">BB12s32s8sIB")
 HEADER_LEN = _FIXED.size  # 59
 
-DEK_ID_INFO = b"kint-dek-id-v1"
 _AAD_TYPES = ("uint256", "address", "bytes32", "uint64", "bytes32", "uint32", "bytes32",
               "bytes8")
 
 SNAPSHOT_DISAGREES = "snapshot flag disagrees between header and plaintext"
-
-
-def _require_dek(dek: bytes) -> bytes:
-    if not isinstance(dek, (bytes, bytearray)) or len(dek) != DEK_LEN:
-        raise ValueError(f"a data key is {DEK_LEN} bytes")
-    return bytes(dek)
-
-
-def dek_id(dek: bytes) -> bytes:
-    """`HMAC-SHA256(DEK, "kint-dek-id-v1")[:8]`: names the data key in the clear header
-    without revealing anything about it."""
-    return hmac.new(_require_dek(dek), DEK_ID_INFO, hashlib.sha256).digest()[:DEK_ID_LEN]
 
 
 def aad(*, owner: bytes | str, space: bytes | str, seq: int, prev: bytes | str, bucket: int,
@@ -208,7 +192,7 @@ def seal(plaintext: bytes, *, dek: bytes, owner: bytes | str, space: bytes | str
     `open_epoch` applies, so this never seals an epoch that kint would refuse to open.
     `nonce` is for test vectors only; by default it is 12 fresh random bytes.
     """
-    key = _require_dek(dek)
+    key = check_data_key(dek)
     if not wraps:
         raise ValueError("an epoch carries the wraps of its data key; none were given")
     if not isinstance(snapshot, bool):
@@ -239,7 +223,7 @@ def open_epoch(blob: bytes, *, dek: bytes, owner: bytes | str, space: bytes | st
     `AuthenticationFailed` (the `Unopenable` family); `PayloadError`, `PlaintextError`
     (`Malformed`); `Disagreement`.
     """
-    key = _require_dek(dek)
+    key = check_data_key(dek)
     header = Header.decode(blob)
     ciphertext = bytes(blob[header.length:])
     if len(ciphertext) != header.bucket + GCM_TAG_LEN:
