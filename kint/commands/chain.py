@@ -10,7 +10,7 @@ import click
 
 from kint.commands.common import Ctx, call_with_progress, echo_json, space_call
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature, usage
-from kint.commands.secrets import read_passphrase_stdin
+from kint.commands.secrets import read_passphrase_stdin, signature_options
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
@@ -100,11 +100,7 @@ def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
 @click.command("rekey")
 @click.option("--confirmations", type=click.IntRange(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
-@click.option("--signature", default=None, metavar="-|PATH",
-              help="`-` reads the 65-byte hex derive signature from stdin; a path is read, "
-                   "then unlinked.")
-@click.option("--signature-file", default=None, metavar="PATH",
-              help="The derive signature from a file, read then unlinked.")
+@signature_options()
 @click.option("--smart-account", is_flag=True,
               help="Carry over the vault passphrase wrap (prompted); combine with a signature "
                    "to carry both.")

@@ -20,7 +20,8 @@ import sys
 import click
 
 from kint.commands.common import Ctx, echo_json, space_call
-from kint.commands.secrets import read_passphrase_stdin, read_secret_file, read_stdin_line
+from kint.commands.secrets import (read_passphrase_stdin, read_secret_file, read_stdin_line,
+                                   signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
@@ -84,11 +85,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
 
 @click.command("connect")
 @click.option("--owner", default=None, metavar="ADDRESS", help="The owner wallet address.")
-@click.option("--signature", default=None, metavar="-|PATH",
-              help="`-` reads the 65-byte hex derive signature from stdin; a path is read, "
-                   "then unlinked.")
-@click.option("--signature-file", default=None, metavar="PATH",
-              help="The derive signature from a file, read then unlinked.")
+@signature_options()
 @click.option("--smart-account", is_flag=True,
               help="The owner is a smart account (Base Account): a vault passphrase is the key.")
 @click.option("--passphrase-stdin", is_flag=True, help="Read the passphrase from stdin.")

@@ -33,6 +33,7 @@ from kint.commands.common import Ctx, call_with_progress, space_call
 from kint.commands.connect import connect_args, print_connected
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.onchain import checked_address, eth, when
+from kint.commands.secrets import signature_options
 from kint.paths import kint_home, space_files
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
@@ -300,11 +301,7 @@ def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
 @click.option("--base-account", is_flag=True,
               help="The owner is a Base Account (a smart account): the vault passphrase is the "
                    "key, prompted.")
-@click.option("--signature", default=None, metavar="-|PATH",
-              help="EOA owners: `-` reads the 65-byte hex derive signature from stdin; a path "
-                   "is read, then unlinked.")
-@click.option("--signature-file", default=None, metavar="PATH",
-              help="EOA owners: the derive signature from a file, read then unlinked.")
+@signature_options("EOA owners: ")
 @click.option("--recovery-code-stdin", is_flag=True,
               help="Either owner: the recovery code on stdin.")
 @click.option("--passphrase-stdin", is_flag=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -56,3 +57,21 @@ def read_secret_file(path: str, what: str) -> str:
     if not text or len(data) > MAX_SECRET_BYTES:
         _refuse(f"{what} file {path} does not hold one {what}")
     return text.splitlines()[0].strip()
+
+
+def signature_options(who: str = "") -> Any:
+    """`--signature -|PATH` and `--signature-file PATH`, the two ways a derive signature is
+    handed over, with the same help on every command that takes one (connect, rekey, join).
+    `who` prefixes the help when only some owners use the option (join: "EOA owners: ")."""
+
+    def decorate(func: Any) -> Any:
+        func = click.option(
+            "--signature-file", default=None, metavar="PATH",
+            help=f"{who}{'the' if who else 'The'} derive signature from a file, read then "
+                 "unlinked.")(func)
+        return click.option(
+            "--signature", default=None, metavar="-|PATH",
+            help=f"{who}`-` reads the 65-byte hex derive signature from stdin; a path is "
+                 "read, then unlinked.")(func)
+
+    return decorate
