@@ -65,11 +65,20 @@ def ensure_private_dir(path: Path) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` as 0600 through a temp file, fsync, and rename."""
+    """Write `data` to `path` as 0600 through a temp file, fsync, and rename, in a folder
+    checked to be this user's own (0700): every file under KINT_HOME is written this way."""
     ensure_private_dir(path.parent)
+    replace_file(path, data, mode=0o600)
+
+
+def replace_file(path: Path, data: bytes, *, mode: int) -> None:
+    """Replace `path` with `data` (mode `mode`) through a temp file in its folder, fsync and
+    rename, so a reader or a crash sees the old file or the new one, never half of one. The
+    folder is not checked: `atomic_write` does that for KINT_HOME; a harness's own config
+    file (~/.codex/config.toml) lives in a folder kint does not own."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -28,13 +28,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kint import settings, spaces
-from kint.paths import kint_home
+from kint.paths import kint_home, replace_file
 
 TARGETS = ("claude", "codex", "hermes", "openclaw")
 SERVER_NAME = "kint"
@@ -185,20 +184,7 @@ def write_text_atomic(path: Path, text: str) -> None:
         path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    replace_file(path, text.encode("utf-8"), mode=mode)
 
 
 def backed_up(lines: list[str], target: str, copy: Path | None) -> None:
