@@ -130,13 +130,13 @@ def test_anvil_lookup_order(tmp_path, monkeypatch, fake_anvil):
     monkeypatch.delenv("KINT_ANVIL")
 
     # In this checkout: the pinned npm package that `make node` installed.
-    package = devchain._platform_package()
+    package = devchain.anvil.platform_package()
     pinned = ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
     assert pinned.exists(), "run `make node`"
     assert devchain.anvil_binary() == pinned
 
     # Installed from a wheel: no checkout around it.
-    monkeypatch.setattr(devchain, "PROJECT_ROOT", tmp_path / "site-packages")
+    monkeypatch.setattr(devchain.anvil, "PROJECT_ROOT", tmp_path / "site-packages")
     with pytest.raises(devchain.DevchainError) as err:
         devchain.anvil_binary()
     assert "anvil was not found" in str(err.value)
@@ -214,7 +214,7 @@ def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subproc
     """A fake anvil running as `kint devchain start` would run it for `home`, and the record
     start would have written for it."""
     home = home or sb.kint_home
-    port = devchain._free_port()
+    port = devchain.lifecycle.free_port()
     state = home / "devchain" / "state.json"
     argv = [str(fake_anvil), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337",
             "--state", str(state), "--state-interval", "1", "--preserve-historical-states"]
@@ -222,7 +222,7 @@ def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subproc
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 15
-        while not devchain._answers(url):
+        while not devchain.lifecycle.answers(url):
             assert proc.poll() is None and time.monotonic() < deadline, "the fake did not start"
             time.sleep(0.05)
         identity = devchain.process_identity(proc.pid)

@@ -187,7 +187,7 @@ def test_installed_devchain_start_status_stop_twice(tmp_path, venv):
         status = _kint(venv, env, cwd, "devchain", "status", "--json")
         assert status.returncode == 0, status.stderr
         record = json.loads(status.stdout)
-        package = devchain._platform_package()
+        package = devchain.anvil.platform_package()
         binary = ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
         assert record["anvil"] == str(binary)  # the binary itself, not node running the shim
         assert record["identity"]["cmdline"][0] == str(binary)
@@ -231,7 +231,7 @@ def _start_supervisor(venv: Path, env: dict, root: Path) -> subprocess.Popen:
 def test_installed_kint_connects_pushes_and_verifies_on_its_own_devchain(tmp_path, venv):
     """`kint devchain start`, `kint connect --dev`, `kint push`, `kint verify`, and `kint
     devchain stop` twice, all through the installed kint, anvil given by KINT_ANVIL."""
-    package = devchain._platform_package()
+    package = devchain.anvil.platform_package()
     anvil = ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
     assert anvil.exists(), "run `make node`"
     signer = sibyl_testing.TestSigner()

@@ -1,0 +1,21 @@
+"""The embedded local chain: anvil on 127.0.0.1, chain id 31337, its state kept under
+$KINT_HOME/devchain/ (DESIGN §7).
+
+- `anvil`: which anvil binary runs it, and how to install one.
+- `lifecycle`: start (deploying EpochAnchor once), status, stop.
+- `records`: the record of the running anvil, the anchor's address, the lock.
+- `identity`: which process is the recorded anvil (nothing else is ever signalled).
+- `powers`: dev-only powers (deploy, fund, impersonate an owner) that exist nowhere else.
+"""
+
+from kint.chain.devchain.anvil import ANVIL_VERSION, INSTALL_HINT, anvil_binary, checkout_root
+from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
+from kint.chain.devchain.lifecycle import start, status, stop
+from kint.chain.devchain.powers import (CHAIN_ID, deploy_test_smart_account, dev_rpc, fund,
+                                        send_as)
+from kint.chain.devchain.records import read_record
+
+__all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "anvil_binary",
+           "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund", "process_identity",
+           "read_record", "recorded_anvil_runs", "send_as", "start", "status", "stop"]

@@ -1,0 +1,212 @@
+"""The devchain's life: start anvil on 127.0.0.1 (chain id 31337) with its state under
+$KINT_HOME/devchain/, deploy EpochAnchor once, report, stop.
+
+`--state` with `--state-interval` makes anvil dump its state every second and on exit, so a
+crash loses at most a second of chain, and a restart reloads it. EpochAnchor is deployed
+once from anvil's first well-known dev account (from the artifact shipped in the package);
+its address is kept in `devchain/anchor.json` for the next start. A recorded anchor whose
+code is not the current artifact's (a devchain from before a contract change) is replaced by
+a fresh deployment. A start whose deployment fails stops the anvil it began.
+
+`devchain/devchain.json` exists only while its anvil runs: it is written once anvil answers
+and EpochAnchor is deployed, and removed by `stop`, or by `status`/`start` on finding that
+its anvil is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import requests
+from web3 import Web3
+
+from kint.chain.artifact import epoch_anchor_artifact
+from kint.chain.config import devchain_record
+from kint.chain.devchain.anvil import INSTALL_HINT, anvil_binary
+from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
+from kint.chain.devchain.powers import CHAIN_ID, deploy_artifact
+from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
+                                         read_record, started_here, state_path)
+from kint.paths import atomic_write
+
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answers(url: str) -> bool:
+    try:
+        r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId",
+                                     "params": []}, timeout=1.0)
+        return r.ok and int(r.json()["result"], 16) == CHAIN_ID
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return False
+
+
+def _running(home: Path) -> dict[str, Any] | None:
+    """The record of a running devchain, or None. A record whose anvil is gone (exited, or
+    its pid now someone else's) is removed. Call with the lock held."""
+    record = read_record(home)
+    if record is None:
+        return None
+    if not recorded_anvil_runs(record):
+        forget(home, record)
+        return None
+    url = record.get("rpc_url")
+    return record if isinstance(url, str) and answers(url) else None
+
+
+def status(home: Path) -> dict[str, Any] | None:
+    """The running devchain's record, or None when none runs."""
+    if read_record(home) is None:  # nothing to check, and nothing to create
+        return None
+    with locked(home):
+        return _running(home)
+
+
+def _deploy(w3: Web3) -> str:
+    """A fresh EpochAnchor (it takes no constructor arguments)."""
+    return deploy_artifact(w3, epoch_anchor_artifact())
+
+
+def _is_current_anchor(w3: Web3, address: str) -> bool:
+    """True when `address` holds exactly the runtime code of the packaged EpochAnchor."""
+    code = bytes(w3.eth.get_code(Web3.to_checksum_address(address)) or b"")
+    return code.hex() == epoch_anchor_artifact()["deployedBytecode"].removeprefix("0x")
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Stop an anvil this process started, and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start(home: Path) -> dict[str, Any]:
+    """Start anvil (or return the running one), deploying EpochAnchor on a fresh chain."""
+    with locked(home):
+        previous = read_record(home)
+        if previous is not None and recorded_anvil_runs(previous):
+            url = str(previous.get("rpc_url"))
+            if answers(url):
+                return previous
+            hint = ("run `kint devchain stop`, then `kint devchain start`"
+                    if started_here(previous, home) else
+                    "it was started from another KINT_HOME: see to it there")
+            raise DevchainError(f"the devchain's anvil (pid {previous['pid']}) runs but does not "
+                                f"answer at {url}", hint=hint)
+        if previous is not None:
+            forget(home, previous)
+        binary = anvil_binary()
+        folder = home / "devchain"
+        state = state_path(home)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--chain-id",
+                str(CHAIN_ID), "--state", str(state), "--state-interval", "1",
+                "--preserve-historical-states"]
+        log_path = folder / "anvil.log"
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                preexec_fn=lambda: os.umask(0o077))  # its state file is ours alone, 0600
+        except OSError as err:
+            raise DevchainError(f"could not run {binary}: {err}", hint=INSTALL_HINT) from None
+        finally:
+            os.close(log)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not answers(url):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = _log_tail(log_path)
+                    raise DevchainError(
+                        f"anvil ({binary}) did not start" + (f":\n{tail}" if tail else ""),
+                        hint=f"see {log_path}")
+                time.sleep(0.1)
+            identity = process_identity(proc.pid)
+            if identity is None:
+                raise DevchainError(f"anvil ({binary}) exited right after starting",
+                                    hint=f"see {log_path}")
+            w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10},
+                                        exception_retry_configuration=None))
+            anchor = previous_anchor(home, previous)
+            try:
+                if not anchor or not _is_current_anchor(w3, anchor):
+                    anchor = _deploy(w3)
+            except Exception as err:  # noqa: BLE001 - any failure: stop the anvil begun here
+                what = (str(err) if isinstance(err, DevchainError)
+                        else f"{type(err).__name__}: {err}")
+                raise DevchainError(f"deploying EpochAnchor failed: {what}",
+                                    hint=f"the anvil this start began is stopped; see "
+                                         f"{log_path}") from None
+            atomic_write(anchor_file(home), orjson.dumps({"anchor": anchor}))
+            record = {"pid": proc.pid, "rpc_url": url, "chain_id": CHAIN_ID, "anchor": anchor,
+                      "port": port, "state": str(state), "anvil": str(binary),
+                      "identity": identity}
+            atomic_write(devchain_record(home), orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        except BaseException:
+            _end(proc)
+            with contextlib.suppress(FileNotFoundError):
+                devchain_record(home).unlink()
+            raise
+        return record
+
+
+def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
+    """Stop this KINT_HOME's anvil (it dumps its state on the way out) and remove its
+    record. Returns "stopped"; "not running" when no anvil of this home runs (a stale record
+    is removed); or "elsewhere" when the record is a copy naming another KINT_HOME's
+    running anvil, which is left alone (and so is the record)."""
+    if read_record(home) is None:
+        return "not running"
+    with locked(home):
+        record = read_record(home)
+        if record is None:
+            return "not running"
+        if not recorded_anvil_runs(record):
+            forget(home, record)
+            return "not running"
+        if not started_here(record, home):
+            return "elsewhere"
+        pid = int(record["pid"])
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while recorded_anvil_runs(record) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # our own child only when started in-process
+            time.sleep(0.05)
+        if recorded_anvil_runs(record):  # still the same process: it ignored SIGTERM
+            os.kill(pid, signal.SIGKILL)
+            while recorded_anvil_runs(record) and time.monotonic() < deadline + 5:
+                time.sleep(0.05)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        forget(home, record)
+        return "stopped"

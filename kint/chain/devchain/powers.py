@@ -1,0 +1,77 @@
+"""Dev-only powers over the devchain: deploying contracts from anvil's first dev account,
+funding with `anvil_setBalance`, acting as an owner with `anvil_impersonateAccount`. They live
+here and nowhere else: on a real chain the owner's wallet authorizes a machine's session key
+itself.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import requests
+from eth_account import Account
+from web3 import Web3
+
+from kint.chain.artifact import test_smart_account_artifact
+from kint.chain.devchain.errors import DevchainError
+
+CHAIN_ID = 31337
+# anvil's first dev account: a published test key, funded by anvil at genesis.
+DEV_DEPLOYER_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+
+
+def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
+    """Deploy `art` with constructor `args` from anvil's first dev account; its address."""
+    deployer = Account.from_key(DEV_DEPLOYER_KEY)
+    factory = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
+    tx = factory.constructor(*args).build_transaction({
+        "from": deployer.address, "chainId": CHAIN_ID,
+        "nonce": w3.eth.get_transaction_count(deployer.address, "pending")})
+    tx_hash = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
+    if receipt["status"] != 1:
+        raise DevchainError(f"deploying {art.get('contractName', 'a contract')} reverted")
+    return str(receipt["contractAddress"])
+
+
+def deploy_test_smart_account(url: str, signer_address: str) -> str:
+    """Deploy a TestSmartAccount (a minimal ERC-1271 account, FOR TESTS ONLY) whose
+    signatures and calls come from `signer_address`; its address. Lets tests exercise the
+    contract's smart-account owner path on the devchain."""
+    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10},
+                                exception_retry_configuration=None))
+    return deploy_artifact(w3, test_smart_account_artifact(),
+                            Web3.to_checksum_address(signer_address))
+
+
+def dev_rpc(url: str, method: str, params: list[Any]) -> Any:
+    r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                      timeout=10)
+    body = r.json()
+    if "error" in body:
+        raise DevchainError(f"{method}: {body['error']}")
+    return body.get("result")
+
+
+def fund(url: str, address: str, wei: int) -> None:
+    dev_rpc(url, "anvil_setBalance", [address, hex(wei)])
+
+
+def send_as(url: str, sender: str, to: str, data: str, timeout_s: float = 30.0) -> None:
+    """Send a transaction from `sender` without its key (anvil impersonation)."""
+    dev_rpc(url, "anvil_impersonateAccount", [sender])
+    try:
+        fund(url, sender, 10**18)
+        tx_hash = dev_rpc(url, "eth_sendTransaction", [{"from": sender, "to": to, "data": data}])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            receipt = dev_rpc(url, "eth_getTransactionReceipt", [tx_hash])
+            if receipt is not None:
+                if int(receipt["status"], 16) != 1:
+                    raise DevchainError(f"transaction from {sender} reverted")
+                return
+            time.sleep(0.1)
+        raise DevchainError(f"no receipt for {tx_hash}")
+    finally:
+        dev_rpc(url, "anvil_stopImpersonatingAccount", [sender])
