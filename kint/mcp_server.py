@@ -1,10 +1,12 @@
 """`kint-server`: the MCP stdio server agents run (seed 001).
 
 Sibyl's eight tools exactly as shipped (from `sibyl_memory_mcp.server.build_server()`), on
-kint's one client, plus kint's six tools forwarded to the space's worker. stdout is the MCP
-transport, so the log goes to $KINT_HOME/kint.log. At start it attaches to the worker and
-waits up to KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM, SIGHUP) it asks
-the worker for one push and exits at once: the worker finishes the push after it is gone.
+kint's one client, plus kint's six tools forwarded to the space's worker, on a server named
+`kint` whose instructions tell the agent to verify before it acts (kint.agent_server.surface).
+stdout is the MCP transport, so the log goes to $KINT_HOME/kint.log. At start it attaches to
+the worker and waits up to KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM,
+SIGHUP) it asks the worker for one push (when this session wrote) and exits at once: the
+worker finishes the push after it is gone.
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ def main() -> None:
     home = kint_home()
     _log_to_file(home)
     from kint import spaces
+    from kint.agent_server import surface
     from kint.agent_server.session import AgentSession
-    from kint.agent_server.tools import install_tools
+    from kint.agent_server.tools import kint_tools
     from kint.agent_server.wrapped_client import SharedClient
 
     ref = spaces.resolve()
@@ -72,7 +75,7 @@ def main() -> None:
 
     shared.install()
     mcp = sibyl_server.build_server()
-    install_tools(mcp, session, shared)
+    surface.serve(mcp, kint_tools(session, shared))
     deadline = time.monotonic() + bootstrap_seconds()  # one budget for attach and pull
     try:
         session.attach(timeout_s=max(0.5, deadline - time.monotonic()))

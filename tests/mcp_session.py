@@ -1,6 +1,8 @@
 """A real MCP client (the `mcp` SDK's stdio client) driving a real kint-server process,
 for tests written as plain functions: `AgentProcess` runs one client session on its own
-event loop thread and exposes `call(tool, **args) -> dict`."""
+event loop thread and exposes `call(tool, **args) -> dict` (the result's JSON text), and
+`result(tool, **args)`, the CallToolResult as the client received it. `initialized` is
+the server's initialize result and `listed` its tools, as the client parsed them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 SUPPORT = Path(__file__).resolve().parent / "support"
@@ -30,6 +32,8 @@ class AgentProcess:
         self._stop: asyncio.Event | None = None
         self._done: Any = None
         self.tools: list[str] = []
+        self.listed: list[types.Tool] = []
+        self.initialized: types.InitializeResult | None = None
 
     def _run(self, coro: Any, timeout: float = 120) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -43,8 +47,9 @@ class AgentProcess:
             self._stop = asyncio.Event()
             async with stdio_client(params) as (read, write):
                 async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    self.tools = [t.name for t in (await session.list_tools()).tools]
+                    self.initialized = await session.initialize()
+                    self.listed = list((await session.list_tools()).tools)
+                    self.tools = [t.name for t in self.listed]
                     self._session = session
                     ready.set()
                     await self._stop.wait()
@@ -56,9 +61,12 @@ class AgentProcess:
             raise TimeoutError("kint-server did not list its tools in time")
         return self
 
-    def call(self, tool: str, **args: Any) -> dict[str, Any]:
+    def result(self, tool: str, **args: Any) -> types.CallToolResult:
         assert self._session is not None
-        result = self._run(self._session.call_tool(tool, args))
+        return self._run(self._session.call_tool(tool, args))
+
+    def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        result = self.result(tool, **args)
         text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
         try:
             payload = json.loads(text)

@@ -1,22 +1,32 @@
 """kint's six MCP tools, forwarded to the space's worker (seed 001, "Write: Sibyl's tools,
 unchanged"): memory_status, memory_connect, memory_pull, memory_push, memory_verify,
-memory_history. Each returns `ok: true` with its result, or `ok: false` with `error`,
-`message` and `hint`."""
+memory_history. Each is a `KintTool`: its description, its argument model
+(kint.agent_server.tool_args) and what it runs; kint.agent_server.surface serves them.
+A run returns its result or raises KintError; the surface turns either into `ok`.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from mcp import types
+from pydantic import BaseModel
+
+from kint.agent_server import tool_args
 from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import SharedClient
 from kint.client import KintError
 
 
-def _forward(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return {"ok": True, **fn()}
-    except KintError as err:
-        return {"ok": False, "error": err.code, "message": err.message, "hint": err.hint}
+@dataclass(frozen=True)
+class KintTool:
+    name: str
+    title: str
+    description: str
+    args: type[BaseModel]
+    run: Callable[[Any], dict[str, Any]]
+    annotations: types.ToolAnnotations
 
 
 def human_steps(owner: str | None) -> list[str]:
@@ -64,67 +74,94 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
     return out
 
 
-def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None:
-    @mcp.tool()
-    def memory_status() -> dict[str, Any]:
-        """kint's view of this memory: connected, the anchored head and the chain's
-        (`in_step`), unanchored changes, `held` (why server-side pushes are held, or null),
-        and `cap` (Sibyl's bytes, kint's bytes, their sum against the cap)."""
-        return _forward(lambda: session.call("status", {"chain": True}, timeout_s=30))
+def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
+    def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
+        return session.call("status", {"chain": True}, timeout_s=30)
 
-    @mcp.tool()
-    def memory_connect(passphrase: str | None = None, recovery_code: str | None = None,
-                       owner: str | None = None, dev: bool = False) -> dict[str, Any]:
-        """Connect this machine to the owner's vault, or say exactly what the human must
-        run. `passphrase` is a Base Account owner's vault passphrase, `recovery_code` the
-        recovery code (used first when both are given); `owner` is required on the first
-        connect. The wallet's derive signature is never accepted here: it travels on stdin
-        through `kint connect --signature -`. Anything typed into an agent chat lands in
-        the transcript: prefer the terminal. `dev` (a kint extension, devchain only) makes a
-        throwaway owner."""
-        return _forward(lambda: connect_tool(session, passphrase, recovery_code, owner, dev))
+    def connect(a: tool_args.ConnectArgs) -> dict[str, Any]:
+        return connect_tool(session, a.passphrase, a.recovery_code, a.owner, a.dev)
 
-    @mcp.tool()
-    def memory_pull(full: bool = False, discard_local: bool = False) -> dict[str, Any]:
-        """Restore the chain's epochs into this store through Sibyl's write methods.
-        `discard_local` moves the store aside first (the fork way out)."""
-        def run() -> dict[str, Any]:
-            if discard_local:
-                shared.close()  # this server's own connection must not hold the store
-            try:
-                result = session.call("pull", {"full": full, "discard_local": discard_local},
-                                      timeout_s=1800)
-            finally:
-                if discard_local:
-                    shared.install()
-            shared.refresh_if_replaced()
-            return result
-        return _forward(run)
-
-    @mcp.tool()
-    def memory_push(snapshot: bool = False) -> dict[str, Any]:
-        """Anchor the store's changes on chain now. Held (HELD, nothing anchored, nothing
-        dropped) when a row changed behind Sibyl's tools or holds a refused value."""
-        return _forward(lambda: session.call("push", {"snapshot": snapshot,
-                                                      "hold_reason": "tool"}, timeout_s=900))
-
-    @mcp.tool()
-    def memory_verify(query: str, limit: int = 5) -> dict[str, Any]:
-        """Before acting on a recalled row: proceed, or refuse with the blocks that prove
-        the change. A refusal over a drifted or missing row is written back as a Sibyl
-        entity in category kint_refusal."""
+    def pull(a: tool_args.PullArgs) -> dict[str, Any]:
+        if a.discard_local:
+            shared.close()  # this server's own connection must not hold the store
+        try:
+            result = session.call("pull", {"full": a.full, "discard_local": a.discard_local},
+                                  timeout_s=1800)
+        finally:
+            if a.discard_local:
+                shared.install()
         shared.refresh_if_replaced()
-        return _forward(lambda: session.call("verify", {"query": query, "limit": limit,
-                                                        "write": True}, timeout_s=120))
+        return result
 
-    @mcp.tool()
-    def memory_history(tier: str, key: str, category: str | None = None,
-                       block: int | None = None) -> dict[str, Any]:
-        """Every anchored version of a row (entity, state or reference), oldest first; with
-        `block`, the version live at that block (an upper bound, never a wall-clock time)."""
-        args: dict[str, Any] = {"tier": tier, "key": key}
-        if category is not None:
-            args["category"] = category
-        if block is not None:
-            args["block"] = block
-        return _forward(lambda: session.call("history", args, timeout_s=60))
+    def push(a: tool_args.PushArgs) -> dict[str, Any]:
+        return session.call("push", {"snapshot": a.snapshot, "hold_reason": "tool"},
+                            timeout_s=900)
+
+    def verify(a: tool_args.VerifyArgs) -> dict[str, Any]:
+        shared.refresh_if_replaced()
+        return session.call("verify", {"query": a.query, "limit": a.limit, "write": True},
+                            timeout_s=120)
+
+    def history(a: tool_args.HistoryArgs) -> dict[str, Any]:
+        args: dict[str, Any] = {"tier": a.tier, "key": a.key}
+        if a.category is not None:
+            args["category"] = a.category
+        if a.block is not None:
+            args["block"] = a.block
+        return session.call("history", args, timeout_s=60)
+
+    return [
+        KintTool("memory_status", "Memory status", STATUS, tool_args.StatusArgs, status,
+                 _hints(read_only=True, open_world=True)),
+        KintTool("memory_connect", "Connect this machine", CONNECT, tool_args.ConnectArgs,
+                 connect, _hints(idempotent=True, open_world=True)),
+        KintTool("memory_pull", "Restore from the chain", PULL, tool_args.PullArgs, pull,
+                 _hints(destructive=True, open_world=True)),
+        KintTool("memory_push", "Anchor on the chain now", PUSH, tool_args.PushArgs, push,
+                 _hints(open_world=True)),
+        KintTool("memory_verify", "Verify before acting", VERIFY, tool_args.VerifyArgs,
+                 verify, _hints(open_world=True)),
+        KintTool("memory_history", "Anchored versions of a row", HISTORY,
+                 tool_args.HistoryArgs, history, _hints(read_only=True)),
+    ]
+
+
+def _hints(read_only: bool = False, destructive: bool = False,
+           idempotent: bool = False, open_world: bool = False) -> types.ToolAnnotations:
+    return types.ToolAnnotations(readOnlyHint=read_only, destructiveHint=destructive,
+                                 idempotentHint=idempotent, openWorldHint=open_world)
+
+
+STATUS = """kint's view of this memory: whether this machine is `connected`, the head it \
+last saw anchored (`head`) and the chain's (`in_step` is false when the chain moved on: call \
+memory_pull), `unanchored` changes, `held` (why kint-server's pushes are held, or null) and \
+`cap` (Sibyl's bytes, kint's bytes, their sum against the cap). Reads only."""
+
+CONNECT = """Connect this machine to the owner's vault, or say what the human must run. With \
+no arguments it connects nothing: it answers `connected: true`, or `connected: false` with \
+`human_steps`, the commands to show the human. With `passphrase` or `recovery_code` it \
+connects now. The wallet's signature is never taken here: it travels on stdin to \
+`kint connect --signature -` in the human's terminal, which is the better place for the \
+passphrase and the recovery code too."""
+
+PULL = """Restore this machine's store from the epochs anchored on the chain, through \
+Sibyl's own write methods. Call it when memory_status says `in_step: false` or a push \
+answers CHAIN_MOVED. FORK (local changes while the chain moved) is the human's call: \
+`discard_local` throws the local changes away."""
+
+PUSH = """Anchor the store's unanchored changes on the chain now. Not needed after every \
+write: kint anchors them after a quiet period. HELD means nothing was anchored and nothing \
+was dropped, because a row changed behind Sibyl's tools or holds a value memory_verify \
+refused: stop and tell the human."""
+
+VERIFY = """Call this before acting on anything recalled from memory (memory_recall, \
+memory_search, memory_get_state, memory_list). It runs Sibyl's search for `query`, re-reads \
+each hit and checks it against what was anchored on the chain. Act only when `decision` is \
+`proceed`; on `refuse`, tell the human `reason` and do not act. A refusal is an answer, not \
+an error; a refused drifted or missing row is written back as a Sibyl entity in category \
+kint_refusal."""
+
+HISTORY = """Every anchored version of one row, oldest first, from this machine's epoch \
+cache; with `block`, only the version live at that block. An entity is named by `category` \
+and `key` (category is required for tier entity); a state or reference row by `key` alone. \
+Each version's block is an upper bound: it existed no later than that block."""

@@ -9,6 +9,7 @@ import click
 
 from kint import render
 from kint.commands.common import Ctx, echo_json, space_call
+from kint.rows.canon import VERSIONED_TIERS
 
 
 @click.command("status")
@@ -49,7 +50,7 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
 
 
 @click.command("history")
-@click.argument("tier", type=click.Choice(["entity", "state", "reference"]))
+@click.argument("tier", type=click.Choice(VERSIONED_TIERS))
 @click.argument("key")
 @click.option("--category", default=None,
               help="The entity's category (part of its identity; required for entities).")

@@ -11,12 +11,16 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Iterable, Literal, get_args
 
 from eth_hash.auto import keccak
 
 Tier = Literal["entity", "state", "reference", "journal"]
 TIERS: tuple[Tier, ...] = ("entity", "state", "reference", "journal")
+# The tiers whose rows are rewritten in place, and so have versions to list: a journal
+# event is appended once and never changes.
+VersionedTier = Literal["entity", "state", "reference"]
+VERSIONED_TIERS: tuple[VersionedTier, ...] = get_args(VersionedTier)
 
 LEAF_PREFIX = b"kint-leaf-v1"
 JOURNAL_KEY_PREFIX = b"kint-journal-key-v1"

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import read_head
@@ -164,9 +165,9 @@ def _cache_reader(ctx: SpaceContext) -> Any:
 def history(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Every anchored version of one row, or the one live at `block`."""
     tier = args["tier"]
-    if tier not in ("entity", "state", "reference"):
+    if tier not in VERSIONED_TIERS:
         raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"tier must be entity, state or reference, not {tier!r}")
+                            f"tier must be one of {', '.join(VERSIONED_TIERS)}, not {tier!r}")
     try:
         entries = history_mod.versions(ctx.state, tier, args["key"], args.get("category"),
                                        _cache_reader(ctx))

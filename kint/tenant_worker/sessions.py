@@ -17,7 +17,7 @@ from typing import Any
 
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
-from kint.rows.canon import canonical_id
+from kint.rows.canon import TIERS, canonical_id
 from kint.rows.export import export_rows
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
@@ -125,7 +125,7 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if leaf is not None and (len(leaf) != 64 or any(c not in "0123456789abcdef" for c in leaf)):
         raise ProtocolError(ErrorCode.BAD_REQUEST, "note_write: leaf must be 64 hex characters")
     tier = args["tier"]
-    if tier not in ("entity", "state", "reference", "journal"):
+    if tier not in TIERS:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"note_write: unknown tier {tier!r}")
     ctx.drift.note(canonical_id(tier, args.get("category"), args["key"]), leaf)
     return {"noted": True}

@@ -1,0 +1,154 @@
+"""What an agent sees of kint-server: the server's name, its instructions, and kint's six
+tools served beside Sibyl's eight.
+
+Sibyl's `build_server()` gives a FastMCP server whose eight tools (names, schemas,
+descriptions, error handling) kint serves exactly as shipped. kint's tools are served one
+layer out, on the SDK's lowlevel `Server` under it, the layer Sibyl's own argument guard
+wraps too: `tools/list` answers Sibyl's list plus kint's, and a `tools/call` for a kint
+tool never reaches FastMCP. That is what lets each kint tool's pydantic model
+(kint.agent_server.tool_args) be both the schema a harness shows and the check a call
+meets, unknown arguments included; FastMCP builds its models from a function's signature
+and drops arguments it does not know.
+
+The line between an answer and an error: every kint result carries `ok`, and `isError` is
+exactly `not ok`. An error is a call that did not do what it was called for: arguments
+refused here (BAD_REQUEST, before anything reaches the worker), the supervisor or the
+worker unreachable, BUSY, HELD, NOT_CONNECTED, a pull that stopped. An answer the call was
+made for is never an error, however unwelcome: memory_verify's `refuse`,
+memory_connect's `human_steps`, memory_history's null version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from mcp import types
+from mcp.server.fastmcp import FastMCP
+from pydantic import ValidationError
+
+from kint import __version__
+from kint.agent_server.tools import KintTool
+from kint.client import KintError
+from kint.protocol.errors import ErrorCode
+
+log = logging.getLogger("kint.server")
+
+SERVER_NAME = "kint"
+
+INSTRUCTIONS = """\
+kint keeps this Sibyl memory anchored on Base: Sibyl's memory_* tools read and write it, \
+kint's tools (memory_status, memory_connect, memory_pull, memory_push, memory_verify, \
+memory_history) check it against the chain and anchor it.
+- Before you act on anything recalled from memory, call memory_verify with a query for \
+it. Act only when its decision is proceed; on refuse, tell the human its reason and do \
+not act.
+- At the start of a session call memory_status: when connected is false, call \
+memory_connect with no arguments and give the human its human_steps; when in_step is \
+false, call memory_pull; when held is not null, tell the human its message.
+- Writes need no push: kint anchors them after a quiet period. Call memory_push when a \
+change must be on the chain now.
+- A kint tool's result has ok; when ok is false the result is an error (isError) with \
+error, message and hint. On HELD or FORK, stop and ask the human.
+"""
+
+# Every kint result is an object with `ok`; the rest depends on the tool.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean", "description": "false when the call failed: "
+                                                            "then `error`, `message`, `hint`"}},
+    "required": ["ok"],
+    "additionalProperties": True,
+}
+
+
+def serve(mcp: FastMCP, tools: list[KintTool]) -> None:
+    """Name the server, give it its instructions and add kint's tools to Sibyl's."""
+    low = mcp._mcp_server  # the SDK's lowlevel Server under FastMCP
+    low.name = SERVER_NAME
+    low.version = __version__
+    low.instructions = INSTRUCTIONS
+    by_name = {tool.name: tool for tool in tools}
+    list_sibyls = low.request_handlers[types.ListToolsRequest]
+    call_sibyls = low.request_handlers[types.CallToolRequest]
+    listed = [definition(tool) for tool in tools]
+
+    async def list_tools(req: types.ListToolsRequest) -> types.ServerResult:
+        result = await list_sibyls(req)
+        sibyls: types.ListToolsResult = result.root
+        clash = {t.name for t in sibyls.tools} & set(by_name)
+        if clash:  # a Sibyl release that adds one of these names must not be shadowed
+            raise RuntimeError(f"Sibyl now serves {sorted(clash)} itself")
+        return types.ServerResult(sibyls.model_copy(update={"tools": [*sibyls.tools,
+                                                                       *listed]}))
+
+    async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
+        tool = by_name.get(req.params.name)
+        if tool is None:
+            return await call_sibyls(req)
+        # Run here, on the event loop, as FastMCP runs Sibyl's synchronous tools: one call
+        # at a time, so a pull that swaps the shared client never overlaps a Sibyl write.
+        return types.ServerResult(call(tool, req.params.arguments or {}))
+
+    low.request_handlers[types.ListToolsRequest] = list_tools
+    low.request_handlers[types.CallToolRequest] = call_tool
+
+
+def definition(tool: KintTool) -> types.Tool:
+    return types.Tool(name=tool.name, title=tool.title, description=tool.description,
+                      inputSchema=tool.args.model_json_schema(), outputSchema=OUTPUT_SCHEMA,
+                      annotations=tool.annotations)
+
+
+def call(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
+    try:
+        args = tool.args.model_validate(arguments)
+    except ValidationError as err:
+        return result(refusal(tool, err))
+    try:
+        payload = {"ok": True, **tool.run(args)}
+    except KintError as err:
+        payload = {"ok": False, "error": err.code, "message": err.message, "hint": err.hint}
+    except Exception:  # noqa: BLE001 - a fault in kint is an error result, not a dead server
+        log.exception("%s failed", tool.name)
+        payload = {"ok": False, "error": ErrorCode.INTERNAL.value,
+                   "message": f"{tool.name} failed inside kint-server",
+                   "hint": "this is a bug in kint; kint.log under KINT_HOME has the details"}
+    return result(payload)
+
+
+def result(payload: dict[str, Any]) -> types.CallToolResult:
+    text = json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                structuredContent=payload, isError=not payload["ok"])
+
+
+def refusal(tool: KintTool, err: ValidationError) -> dict[str, Any]:
+    """Arguments the tool's model refused, each reason by the argument's name. The value
+    itself is never repeated: an agent may have put a secret in the wrong argument."""
+    takes = ", ".join(tool.args.model_fields) or "no arguments"
+    reasons = [_reason(e, takes) for e in err.errors(include_input=False, include_url=False)]
+    return {"ok": False, "error": ErrorCode.BAD_REQUEST.value,
+            "message": f"{tool.name}: {'; '.join(reasons)}",
+            "hint": f"nothing was done; call {tool.name} again with the arguments its input "
+                    f"schema lists ({takes})"}
+
+
+_SHOULD = re.compile(r"^(Input|String|Value) should ")
+
+
+def _reason(error: Any, takes: str) -> str:
+    where = error["loc"]
+    if not where:  # a rule across arguments (kint.agent_server.tool_args)
+        return str(error["ctx"]["error"])
+    name = str(where[0])
+    if error["type"] == "extra_forbidden":
+        return f"unknown argument {name!r} (it takes {takes})"
+    if error["type"] == "missing":
+        return f"argument {name!r} is required"
+    message = str(error["msg"])
+    if _SHOULD.match(message):
+        return f"argument {name!r} {_SHOULD.sub('must ', message)}"
+    return f"argument {name!r}: {message}"

@@ -1,0 +1,156 @@
+"""kint-server's tools as a model sees them (issue 13, item 4), through the official MCP
+client over a real stdio session, on a real anvil with a real supervisor and worker: the
+server's name and instructions, a description on every kint tool and argument, the bounds
+and the tiers in the schema, unknown arguments and broken rules refused before anything
+reaches the worker, `isError` on every failed call and never on an answer, and Sibyl's
+eight tools exactly as Sibyl's own `build_server()` lists them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from chain_machines import kjson, new_machine
+from kint.rows.canon import TIERS, VERSIONED_TIERS
+from mcp_session import AgentProcess
+
+SIBYL_TOOLS = {"memory_remember", "memory_recall", "memory_search", "memory_list",
+               "memory_forget", "memory_set_state", "memory_get_state", "memory_record_event"}
+KINT_TOOLS = {"memory_status", "memory_connect", "memory_pull", "memory_push", "memory_verify",
+              "memory_history"}
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory, chain_home):
+    # The watcher stays quiet: the tests below count what a call anchored, and nothing else
+    # may push meanwhile.
+    sb = new_machine(tmp_path_factory.mktemp("tools"), chain_home, KINT_QUIET_SECONDS="3600")
+    process = AgentProcess(sb.env).start()
+    process.box = sb
+    yield process
+    process.close()
+    sb.shutdown()
+
+
+def listed(agent):
+    return {tool.name: tool for tool in agent.listed}
+
+
+def refused(agent, tool, **args):
+    """A call refused for its arguments: an error result, BAD_REQUEST, one message."""
+    result = agent.result(tool, **args)
+    payload = json.loads(result.content[0].text)
+    assert result.isError is True, payload
+    assert payload["ok"] is False and payload["error"] == "BAD_REQUEST", payload
+    assert payload["message"].startswith(f"{tool}: ")
+    assert "version" not in payload["message"] + payload["hint"]  # the user's input, not ours
+    return payload["message"]
+
+
+def test_the_server_is_kint_and_tells_the_agent_to_verify_before_acting(agent):
+    init = agent.initialized
+    assert init.serverInfo.name == "kint"
+    assert "memory_verify" in init.instructions
+    assert "Before you act on anything recalled from memory, call memory_verify" in \
+        init.instructions
+    assert set(listed(agent)) == SIBYL_TOOLS | KINT_TOOLS
+
+
+def test_every_kint_tool_and_argument_is_described_and_closed(agent):
+    tools = listed(agent)
+    for name in KINT_TOOLS:
+        tool = tools[name]
+        assert tool.description and len(tool.description) > 80, name
+        schema = tool.inputSchema
+        assert schema["additionalProperties"] is False, name
+        for arg, spec in schema["properties"].items():
+            assert len(spec.get("description", "")) > 20, (name, arg)
+    assert tools["memory_status"].annotations.readOnlyHint is True
+    assert "before acting on anything recalled" in tools["memory_verify"].description
+
+
+def test_the_schemas_carry_the_bounds_and_the_tiers(agent):
+    tools = listed(agent)
+    verify = tools["memory_verify"].inputSchema["properties"]
+    assert (verify["limit"]["minimum"], verify["limit"]["maximum"]) == (1, 100)
+    assert verify["limit"]["default"] == 5
+    assert (verify["query"]["minLength"], verify["query"]["maxLength"]) == (1, 4096)
+    history = tools["memory_history"].inputSchema
+    assert history["properties"]["tier"]["enum"] == list(VERSIONED_TIERS)
+    assert set(VERSIONED_TIERS) < set(TIERS)  # journal events have no versions
+    block = history["properties"]["block"]["anyOf"][0]
+    assert (block["type"], block["minimum"], block["maximum"]) == ("integer", 0, 2**63 - 1)
+    assert sorted(history["required"]) == ["key", "tier"]
+    assert "Required when `tier` is `entity`" in history["properties"]["category"][
+        "description"]
+    assert "category is required for tier entity" in tools["memory_history"].description
+    owner = tools["memory_connect"].inputSchema["properties"]["owner"]["anyOf"][0]
+    assert owner["pattern"] == "^0x[0-9a-fA-F]{40}$"
+
+
+def test_sibyls_eight_are_listed_exactly_as_sibyl_builds_them(agent):
+    from sibyl_memory_mcp.server import build_server
+
+    shipped = {t.name: t.model_dump(mode="json", exclude_none=True)
+               for t in asyncio.run(build_server().list_tools())}
+    assert set(shipped) == SIBYL_TOOLS
+    served = {name: tool.model_dump(mode="json", exclude_none=True)
+              for name, tool in listed(agent).items() if name in SIBYL_TOOLS}
+    assert served == shipped
+
+
+def test_out_of_bounds_and_broken_rules_are_refused_by_name(agent):
+    assert refused(agent, "memory_verify", query="release rule", limit=0) == \
+        "memory_verify: argument 'limit' must be greater than or equal to 1"
+    assert "argument 'limit' must be less than or equal to 100" in refused(
+        agent, "memory_verify", query="release rule", limit=101)
+    assert "argument 'query' is required" in refused(agent, "memory_verify")
+    assert "argument 'block' must be greater than or equal to 0" in refused(
+        agent, "memory_history", tier="state", key="focus", block=-1)
+    assert "argument 'block' must be less than or equal to" in refused(
+        agent, "memory_history", tier="state", key="focus", block=2**63)
+    assert "argument 'tier' must be 'entity', 'state' or 'reference'" in refused(
+        agent, "memory_history", tier="journal", key="x")
+    assert refused(agent, "memory_history", tier="entity", key="release-gate") == (
+        "memory_history: an entity is named by its category and its key: pass `category` "
+        "with tier `entity`")
+    assert "only entities have a category" in refused(
+        agent, "memory_history", tier="state", key="focus", category="rules")
+    secret = "correct horse battery staple"
+    message = refused(agent, "memory_connect", owner=secret)
+    assert "argument 'owner' must match pattern" in message and secret not in message
+
+
+def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
+    box = agent.box
+    # Not connected: a failed call is an error; a refusal to vouch is an answer.
+    not_connected = agent.result("memory_push")
+    assert not_connected.isError is True
+    assert json.loads(not_connected.content[0].text)["error"] == "NOT_CONNECTED"
+    answer = agent.result("memory_verify", query="release rule")
+    assert answer.isError is False
+    assert answer.structuredContent["ok"] is True
+    assert answer.structuredContent["decision"] == "refuse"
+    steps = agent.result("memory_connect")
+    assert steps.isError is False and steps.structuredContent["connected"] is False
+
+    assert agent.call("memory_connect", dev=True)["connected"] is True
+    assert agent.call("memory_remember", category="rules", name="release-gate",
+                      body={"rule": "never ship on a Friday"})["ok"] is True
+    before = kjson(box, "status")
+    assert before["unanchored"] >= 1
+
+    assert refused(agent, "memory_push", compact=True) == \
+        "memory_push: unknown argument 'compact' (it takes snapshot)"
+    assert "unknown argument 'verbose' (it takes no arguments)" in refused(
+        agent, "memory_status", verbose=True)
+    after = kjson(box, "status")
+    assert after["chain_head"] == before["chain_head"] and after["unanchored"]
+
+    pushed = agent.result("memory_push")
+    assert pushed.isError is False and pushed.structuredContent["pushed"] >= 1
+    history = agent.result("memory_history", tier="entity", key="release-gate",
+                           category="rules")
+    assert history.isError is False and history.structuredContent["count"] == 1
