@@ -65,7 +65,9 @@ def ensure_private_dir(path: Path) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` as 0600 through a temp file, fsync, and rename."""
+    """Write `data` to `path` as 0600 through a temp file, fsync, and rename. A write that
+    fails (a full disk) leaves `path` as it was and raises an OSError naming `path`: the
+    error from write() names no file, and a refusal must say which one."""
     ensure_private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -75,11 +77,13 @@ def atomic_write(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
 
 
