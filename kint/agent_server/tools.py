@@ -69,6 +69,8 @@ def install_tools(mcp: Any, session: AgentSession, shared: SharedClient) -> None
     def memory_status() -> dict[str, Any]:
         """kint's view of this memory: connected, the anchored head and the chain's
         (`in_step`), unanchored changes, `held` (why server-side pushes are held, or null),
+        `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull
+        finishes, or null), `disk_problems` (a full disk under the store or kint's state)
         and `cap` (Sibyl's bytes, kint's bytes, their sum against the cap)."""
         return _forward(lambda: session.call("status", {"chain": True}, timeout_s=30))
 
