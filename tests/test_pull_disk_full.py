@@ -48,7 +48,8 @@ def _can_mount() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_can_mount() is not None, reason=str(_can_mount()))
+CANNOT_MOUNT = _can_mount()
+pytestmark = pytest.mark.skipif(CANNOT_MOUNT is not None, reason=str(CANNOT_MOUNT))
 
 
 def _mount(*args: str) -> None:
@@ -64,11 +65,15 @@ class SmallDisk:
         self.root.mkdir()
         _mount("-t", "tmpfs", "-o", f"size={DISK_BYTES},mode=0700", "tmpfs", str(self.root))
         self.mounts = [self.root]
-        for name, target in (("kint", sb.kint_home), ("sibyl-memory", sb.sibyl_db.parent)):
-            (self.root / name).mkdir(mode=0o700)
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _mount("--bind", str(self.root / name), str(target))
-            self.mounts.append(target)
+        try:
+            for name, target in (("kint", sb.kint_home), ("sibyl-memory", sb.sibyl_db.parent)):
+                (self.root / name).mkdir(mode=0o700)
+                target.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _mount("--bind", str(self.root / name), str(target))
+                self.mounts.append(target)
+        except BaseException:
+            self.unmount()
+            raise
 
     @property
     def ballast(self) -> Path:
@@ -101,29 +106,28 @@ def _write_rules(sb: Sandbox, version: int, count: int) -> None:
     client.storage.close()
 
 
-def _machine_on_small_disk(root: Path, chain_home: Path, flag: Path) -> tuple[Sandbox,
-                                                                              SmallDisk]:
-    sb = make_sandbox(root, KINT_TEST_CRASH_FLAG=str(flag))
-    disk = SmallDisk(sb)
-    join_devchain(chain_home, sb)
-    sb.start_entitled()
-    return sb, disk
-
-
 class TwoEpochs:
     """A anchors epoch 1 (ROWS rules), B (on the small disk) pulls it, A anchors epoch 2
     (every rule changed, two more). What B held at epoch 1 is `before`."""
 
-    def __init__(self, tmp_path: Path, chain_home: Path) -> None:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
         self.flag = tmp_path / "fault-flag"
-        self.a = new_machine(tmp_path / "a", chain_home)
+        self.a: Sandbox | None = None
         self.b: Sandbox | None = None
         self.disk: SmallDisk | None = None
+
+    def make(self, chain_home: Path) -> None:
+        tmp_path = self.tmp_path
+        self.a = new_machine(tmp_path / "a", chain_home)
         _write_rules(self.a, 1, ROWS)
         connected = kjson(self.a, "connect", "--dev")
         self.space16 = connected["space"]
         assert kjson(self.a, "push")["pushed"] == ROWS
-        self.b, self.disk = _machine_on_small_disk(tmp_path / "b", chain_home, self.flag)
+        self.b = make_sandbox(tmp_path / "b", KINT_TEST_CRASH_FLAG=str(self.flag))
+        self.disk = SmallDisk(self.b)
+        join_devchain(chain_home, self.b)
+        self.b.start_entitled()
         connect_with_wallet(self.b, owner_account(self.a, connected["owner"]))
         assert kjson(self.b, "pull")["applied"] == [1]
         self.before = _entities(self.b.sibyl_db)
@@ -136,18 +140,21 @@ class TwoEpochs:
         self.flag.write_text(f"{step} {self.space16} fill:{self.disk.root}")
 
     def close(self) -> None:
-        self.a.shutdown()
-        if self.b is not None:
-            self.b.shutdown()
+        for machine in (self.a, self.b):
+            if machine is not None:
+                machine.shutdown()
         if self.disk is not None:
             self.disk.unmount()
 
 
 @pytest.fixture
 def epochs(tmp_path, chain_home):
-    two = TwoEpochs(tmp_path, chain_home)
-    yield two
-    two.close()
+    two = TwoEpochs(tmp_path)
+    try:
+        two.make(chain_home)
+        yield two
+    finally:
+        two.close()
 
 
 def _refused_disk_full(b: Sandbox, flag: Path, names: str) -> None:
