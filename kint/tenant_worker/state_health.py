@@ -44,10 +44,10 @@ def _store_full(err: BaseException) -> bool:
     return False
 
 
-def disk_full_error(what: str, why: str, op: str) -> ProtocolError:
+def _disk_full(what: str, why: str, op: str) -> ProtocolError:
     hint = "free some space, then run the command again"
     if op == "pull":
-        hint += ": the pull finishes the epoch it was applying (nothing to discard)"
+        hint += ": the next pull picks up where this one stopped (nothing to discard)"
     return ProtocolError(ErrorCode.DISK_FULL,
                          f"the disk is full: writing {what} failed ({why}); what was already "
                          f"recorded stays as it was", hint)
@@ -66,11 +66,11 @@ def guarded(handler: Handler) -> Handler:
         except OSError as err:
             if err.errno not in _DISK_FULL:
                 raise
-            raise disk_full_error(err.filename or "a file", err.strerror, op) from None
+            raise _disk_full(err.filename or "a file", err.strerror, op) from None
         except (SibylMemoryError, sqlite3.Error) as err:
             if not _store_full(err):
                 raise
-            raise disk_full_error(f"Sibyl's store {ctx.config.db}", "database or disk is full",
+            raise _disk_full(f"Sibyl's store {ctx.config.db}", "database or disk is full",
                                   op) from None
 
     run.__name__ = op
