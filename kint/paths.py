@@ -73,7 +73,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def replace_file(path: Path, data: bytes, *, mode: int) -> None:
     """Replace `path` with `data` (mode `mode`) through a temp file in its folder, fsync and
-    rename, so a reader or a crash sees the old file or the new one, never half of one. The
+    rename, so a reader or a crash sees the old file or the new one, never half of one. A
+    write that fails (a full disk) leaves `path` as it was and raises an OSError naming
+    `path`: the error from write() names no file, and a refusal must say which one. The
     folder is not checked: `atomic_write` does that for KINT_HOME; a harness's own config
     file (~/.codex/config.toml) lives in a folder kint does not own."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -84,11 +86,13 @@ def replace_file(path: Path, data: bytes, *, mode: int) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
 
 

@@ -132,9 +132,11 @@ def space_status_text(result: dict[str, Any]) -> str:
                        f"contract: {result.get('contract')}",
                        f"head:    this machine {here}; chain {there}; {step}",
                        f"changes: {result.get('unanchored')} unanchored row change(s)"]
+        if result.get("interrupted_pull"):
+            chain_lines.append(f"pull:    {result['interrupted_pull']}")
     else:
         chain_lines = ["chain:   not connected (run `kint connect`)"]
-    for problem in result.get("state_problems") or []:
+    for problem in [*(result.get("state_problems") or []), *result.get("disk_problems", [])]:
         chain_lines.append(f"PROBLEM: {printable(problem)}")
     if result.get("held"):
         chain_lines.append(f"held:    {result['held']['message']} ({result['held']['reason']})")

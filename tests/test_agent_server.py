@@ -213,7 +213,7 @@ def test_doctor_names_each_check(box, tmp_path):
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
     assert set(checks) == {"kint home placement", "permissions", "supervisor reachable",
                            "store readable", "chain reachable", "data key", "state files",
-                           "session key"}
+                           "disk space", "pull", "session key"}
     assert good.returncode == 0, good.stdout
     assert all(c["ok"] for c in checks.values())
     inside = box.home / ".sibyl-memory" / "kint"

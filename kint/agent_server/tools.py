@@ -134,8 +134,10 @@ def _hints(read_only: bool = False, destructive: bool = False,
 
 STATUS = """kint's view of this memory: whether this machine is `connected`, the head it \
 last saw anchored (`head`) and the chain's (`in_step` is false when the chain moved on: call \
-memory_pull), `unanchored` changes, `held` (why kint-server's pushes are held, or null) and \
-`cap` (Sibyl's bytes, kint's bytes, their sum against the cap). Reads only."""
+memory_pull), `unanchored` changes, `held` (why kint-server's pushes are held, or null), \
+`interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
+null), `disk_problems` (a full disk under the store or kint's state) and `cap` (Sibyl's \
+bytes, kint's bytes, their sum against the cap). Reads only."""
 
 CONNECT = """Connect this machine to the owner's vault, or say what the human must run. With \
 no arguments it connects nothing: it answers `connected: true`, or `connected: false` with \

@@ -113,7 +113,8 @@ OPS: dict[str, OpSpec] = _ops(
            60_000, args={"target": ArgSpec("str", required=True, max_chars=512)}),
     # Served by the space's worker.
     OpSpec("status", "worker", "the space's tenant, store, row counts and kint files; with "
-           "`chain`, the heads, in_step, unanchored changes, the hold and the cap too",
+           "`chain`, the heads, in_step, unanchored changes, a half-done pull, the hold and the "
+           "cap too",
            30_000, needs_space=True, args={"chain": ArgSpec("bool"), "keys": ArgSpec("bool")}),
     OpSpec("verify", "worker", "check recalled rows against what was anchored: proceed or "
            "refuse", 120_000, needs_space=True, args={

@@ -7,10 +7,13 @@ a record, the next pull sees rows this machine never anchored and a moved chain,
 refuses it as a fork. With it, the next pull recognises exactly those rows as the
 interrupted epoch's, walks again, and finishes it (replay skips rows already in place):
 nothing to discard, nothing lost. Changes the journal does not explain are still a fork.
+`status` and `doctor` say the same (`half_done`): a half-applied epoch, not unanchored
+changes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -21,7 +24,7 @@ from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import canonical_id
 from kint.tenant_worker.changes import Changes
-from kint.tenant_worker.statefiles import Mirror, SpaceState
+from kint.tenant_worker.statefiles import Mirror, SpaceState, Watermark
 
 
 def journal_path(state: SpaceState) -> Path:
@@ -51,6 +54,16 @@ def interrupted(state: SpaceState) -> Plaintext | None:
                             "--discard-local`)") from None
 
 
+def settle_recorded(state: SpaceState, mirror: Mirror) -> None:
+    """The journal's epoch is already in the mirror: the pull stopped (a full disk, a kill)
+    after saving the mirror, before raising the watermark or removing the journal. Finish
+    those two steps, so the journal does not outlive its epoch."""
+    mark = state.watermark()
+    if mark is None or mark.seq < mirror.head.seq:
+        state.save_watermark(Watermark(mirror.head.seq, mirror.head.digest, mirror.head.block))
+    end(state)
+
+
 def unexplained(local: Changes, epoch: Plaintext, mirror: Mirror) -> Changes:
     """The local changes the interrupted epoch does not account for: a row it carries with
     the same leaf was put by it; a row it deletes (or, as a snapshot, does not carry) was
@@ -62,3 +75,34 @@ def unexplained(local: Changes, epoch: Plaintext, mirror: Mirror) -> Changes:
     rows = [r for r in local.rows if carried.get(r.canonical_id) != r.leaf]
     deleted = [d for d in local.deleted if canonical_id(*d) not in removed]
     return Changes(rows=rows, deleted=deleted)
+
+
+@dataclass
+class HalfDone:
+    """A pull left half-way through epoch `seq`, `in_store` of its row changes applied."""
+
+    seq: int
+    in_store: int
+    total: int
+
+    @property
+    def message(self) -> str:
+        return (f"a pull stopped half-way through epoch {self.seq} ({self.in_store} of its "
+                f"{self.total} row change(s) are in the store): `kint pull` finishes it, "
+                f"nothing to discard")
+
+
+def half_done(state: SpaceState, mirror: Mirror | None,
+              local: Changes) -> tuple[HalfDone | None, Changes]:
+    """The pull left half-done (None when there is none, or its epoch is already recorded)
+    and the local changes it does not explain: what `status` calls unanchored. A journal
+    that does not read is left to `state_health.problems`, which names it."""
+    try:
+        epoch = interrupted(state)
+    except ProtocolError:
+        return None, local
+    if epoch is None or mirror is None or epoch.seq <= mirror.head.seq:
+        return None, local
+    rest = unexplained(local, epoch, mirror)
+    total = len(epoch.rows) + len(epoch.deleted)
+    return HalfDone(epoch.seq, len(local) - len(rest), total), rest

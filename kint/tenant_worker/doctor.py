@@ -85,6 +85,7 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     checks.append(_check("state files", not broken, "; ".join(broken) if broken else
                          "every file of this space reads", "move the file named aside and run "
                          "`kint pull` (or `kint connect` for a key file)"))
+    checks += _disk_and_pull(ctx)
     if not session_key_exists(cfg.home):
         checks.append(_check("session key", False, "no session key on this machine",
                              "run `kint session-key create`"))
@@ -102,3 +103,32 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             checks.append(_check("session key", False, str(err), "check the session key file "
                                  "and the RPC"))
     return {"checks": checks}
+
+
+def _disk_and_pull(ctx: SpaceContext) -> list[dict[str, Any]]:
+    """Room on the disks under the store and KINT_HOME, and a pull left half-done (a full
+    disk or a kill stopped it): both are what a user needs to hear while a disk is full."""
+    from kint.rows.export import export_rows
+    from kint.tenant_worker.apply_journal import half_done
+    from kint.tenant_worker.changes import diff
+    from kint.tenant_worker.disk_space import rooms
+    from kint.tenant_worker.statefiles import CorruptStateFile
+    from kint.tenant_worker.store import StoreUnreadable
+
+    cfg = ctx.config
+    found = rooms(cfg.db, cfg.kint_home)
+    low = [room for room in found if room.low]
+    checks = [_check("disk space", not low, "; ".join(r.describe() for r in low or found),
+                     "free some space on that disk; kint and Sibyl resume where they stopped")]
+    half = None
+    try:
+        mirror = ctx.state.mirror()
+        if mirror is not None and os.path.exists(cfg.db):
+            local = diff(mirror, export_rows(ctx.ro_connection(), cfg.tenant))
+            half, _ = half_done(ctx.state, mirror, local)
+    except (CorruptStateFile, StoreUnreadable):
+        pass  # the "state files" and "store readable" checks name it
+    checks.append(_check("pull", half is None, half.message if half is not None else
+                         "no pull left half-done", "free space if a disk is full, then run "
+                         "`kint pull`"))
+    return checks

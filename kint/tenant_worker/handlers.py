@@ -50,8 +50,11 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
     if args.get("chain") or args.get("keys"):
         extra.update(_key_status(ctx))
+    from kint.tenant_worker.disk_space import full_disks
+
     return {
         **extra,
+        "disk_problems": full_disks(cfg.db, cfg.kint_home),
         "tenant": cfg.tenant,
         "space": cfg.space16,
         "space_id": cfg.space_id,
@@ -80,12 +83,15 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     chain_head = reading.head.to_json() if reading.head is not None else None
     in_step = (chain_head is not None and head is not None
                and (chain_head["seq"], chain_head["digest"]) == (head["seq"], head["digest"]))
-    unanchored = None
+    unanchored = half = None
     if mirror is not None and os.path.exists(ctx.config.db):
         from kint.rows.export import export_rows
+        from kint.tenant_worker.apply_journal import half_done
         from kint.tenant_worker.changes import diff
 
-        unanchored = len(diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant)))
+        local = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
+        half, local = half_done(ctx.state, mirror, local)
+        unanchored = len(local)
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
         hold = ctx.drift.evaluate(ctx.ro_connection(), ctx.config.tenant, mirror, "status")
@@ -100,7 +106,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
             "session": enrolment.session_address if enrolment else None,
             "contract": enrolment.contract if enrolment else None,
             "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
-            "in_step": in_step, "unanchored": unanchored}
+            "in_step": in_step, "unanchored": unanchored,
+            "interrupted_pull": half.message if half is not None else None}
 
 
 def _key_status(ctx: SpaceContext) -> dict[str, Any]:

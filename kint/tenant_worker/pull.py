@@ -203,6 +203,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                                 "from the chain")
         local = diff(mirror, rows) if mirror is not None else []
         resumed = apply_journal.interrupted(state) if mirror is not None else None
+        if resumed is not None and mirror is not None and resumed.seq <= mirror.head.seq:
+            apply_journal.settle_recorded(state, mirror)
+            resumed = None
         if resumed is not None and local:
             local = apply_journal.unexplained(local, resumed, mirror)
             if not local:

@@ -7,12 +7,16 @@ problems verify would refuse on instead of "in step" / "ok".
 from __future__ import annotations
 
 import errno
+import sqlite3
 from typing import Any, Callable
+
+from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.statefiles import CorruptStateFile
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+SQLITE_FULL = 13  # sqlite3.h: "Insertion failed because database is full"
 
 Handler = Callable[[Any, dict[str, Any]], dict[str, Any]]
 
@@ -24,9 +28,35 @@ def corrupt_error(err: CorruptStateFile) -> ProtocolError:
                          "file); kint never replaces a corrupt file by itself")
 
 
+def _store_full(err: BaseException) -> bool:
+    """Whether a write to Sibyl's store failed because its disk is full: SQLite says
+    SQLITE_FULL (Sibyl wraps it in its own StorageError, the sqlite3 error as the cause)."""
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, sqlite3.Error) and getattr(cur, "sqlite_errorcode", 0) & 0xFF \
+                == SQLITE_FULL:
+            return True
+        if isinstance(cur, OSError) and cur.errno in _DISK_FULL:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def _disk_full(what: str, why: str, op: str) -> ProtocolError:
+    hint = "free some space, then run the command again"
+    if op == "pull":
+        hint += ": the next pull picks up where this one stopped (nothing to discard)"
+    return ProtocolError(ErrorCode.DISK_FULL,
+                         f"the disk is full: writing {what} failed ({why}); what was already "
+                         f"recorded stays as it was", hint)
+
+
 def guarded(handler: Handler) -> Handler:
-    """`handler`, with the faults of the machine (a corrupt file, a full disk) answered as
-    what they are."""
+    """`handler`, with the faults of the machine (a corrupt file, a full disk under kint's
+    state or under Sibyl's store) answered as what they are, naming the file."""
+    op = getattr(handler, "__name__", "handler")
 
     def run(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -36,12 +66,14 @@ def guarded(handler: Handler) -> Handler:
         except OSError as err:
             if err.errno not in _DISK_FULL:
                 raise
-            raise ProtocolError(ErrorCode.DISK_FULL,
-                                f"the disk is full: writing {err.filename or 'a file'} failed "
-                                f"({err.strerror}); what was already recorded stays as it was",
-                                "free some space, then run the command again") from None
+            raise _disk_full(err.filename or "a file", err.strerror, op) from None
+        except (SibylMemoryError, sqlite3.Error) as err:
+            if not _store_full(err):
+                raise
+            raise _disk_full(f"Sibyl's store {ctx.config.db}", "database or disk is full",
+                                  op) from None
 
-    run.__name__ = getattr(handler, "__name__", "handler")
+    run.__name__ = op
     run.__doc__ = handler.__doc__
     return run
 
@@ -52,12 +84,14 @@ def problems(ctx: Any) -> list[str]:
     from kint.custody.session_key import read_keystore, session_key_path
     from kint.custody.vault_cache import read_cached_key
     from kint.custody.wraps import read_wraps
+    from kint.tenant_worker.apply_journal import interrupted
 
     found: list[str] = []
     state, home, space = ctx.state, ctx.config.home, ctx.config.space_id
     checks: list[Callable[[], Any]] = [
         ctx.enrolment, state.mirror, state.watermark,
-        lambda: read_wraps(home, space), lambda: read_cached_key(home, space)]
+        lambda: read_wraps(home, space), lambda: read_cached_key(home, space),
+        lambda: interrupted(state)]
     if session_key_path(home).exists():
         checks.append(lambda: read_keystore(session_key_path(home)))
     for check in checks:

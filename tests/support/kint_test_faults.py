@@ -1,5 +1,6 @@
 """Preloaded into the worker forkserver by the test supervisor (run_supervisor.py): lets a
-test kill a worker with SIGKILL at a precise step of a push.
+test kill a worker with SIGKILL, or fill a real (small, test-mounted) filesystem, at a
+precise step of a push or a pull.
 
 It wraps, inside the worker process only, the functions a push goes through:
 
@@ -10,17 +11,26 @@ It wraps, inside the worker process only, the functions a push goes through:
                         killed half-way through an epoch's replay);
 - `after_mirror_save`:  `record_epoch` as `kint.tenant_worker.pending` imported it, once the
                         epoch is cached, the mirror saved and the watermark raised (the
-                        pending file is still there).
+                        pending file is still there);
+- `before_record_epoch`: `record_epoch` as `kint.tenant_worker.pull` imported it, once every
+                        row of the epoch a pull applies is in the store and before kint
+                        records the epoch in its own state;
+- `between_mirror_and_watermark`: `SpaceState.save_mirror`, once the mirror is saved (in
+                        `record_epoch`, before the watermark is raised).
 
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
-and whose first word is the step. The worker deletes the file before it kills itself, so
-the restarted worker does not crash again. A second word, when given, limits the crash to
-the space whose 16 hex characters it is. kint's own code is unchanged; kint reads none of
-this.
+and whose first word is the step. The worker deletes the file before it acts, so it acts
+once. A second word, when given, limits it to the space whose 16 hex characters it is.
+The action is SIGKILL, unless a third word `fill:FOLDER` is given: then the worker writes a
+`ballast` file into FOLDER until the filesystem refuses with ENOSPC (the test mounted a
+small tmpfs there), and carries on, so that kint's next real write meets a really full disk
+at exactly that step; the test frees the space by deleting the ballast. kint's own code is
+unchanged; kint reads none of this.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import signal
@@ -28,7 +38,23 @@ from typing import Any, Callable
 
 FLAG_ENV = "KINT_TEST_CRASH_FLAG"
 STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
-         "after_set_entity")
+         "after_set_entity", "before_record_epoch", "between_mirror_and_watermark")
+BALLAST = "ballast"
+
+
+def _fill(folder: str) -> None:
+    """Write FOLDER/ballast until its filesystem is full: large blocks first, then single
+    bytes, so that not even a page is left."""
+    with open(os.path.join(folder, BALLAST), "ab", buffering=0) as fh:
+        for block in (1 << 20, 4096, 1):
+            chunk = b"\0" * block
+            while True:
+                try:
+                    fh.write(chunk)
+                except OSError as err:
+                    if err.errno != errno.ENOSPC:
+                        raise
+                    break
 
 
 def _crash_if(step: str) -> None:
@@ -48,6 +74,9 @@ def _crash_if(step: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         return  # another thread or process took it first
+    if len(words) > 2 and words[2].startswith("fill:"):
+        _fill(words[2][len("fill:"):])
+        return
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -75,13 +104,17 @@ def _around(fn: Callable[..., Any], before: str | None, after: str | None) -> Ca
 
 def _install() -> None:
     from kint.chain.anchor import Anchor
-    from kint.tenant_worker import pending
+    from kint.tenant_worker import pending, pull
+    from kint.tenant_worker.statefiles import SpaceState
 
     if getattr(Anchor.send_raw, "__kint_test_faults__", False):
         return
     Anchor.send_raw = _around(Anchor.send_raw, "before_send", "after_send")  # type: ignore
     Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore
     pending.record_epoch = _around(pending.record_epoch, None, "after_mirror_save")
+    pull.record_epoch = _around(pull.record_epoch, "before_record_epoch", None)
+    SpaceState.save_mirror = _around(SpaceState.save_mirror, None,  # type: ignore
+                                     "between_mirror_and_watermark")
     from sibyl_memory_client import MemoryClient
 
     MemoryClient.set_entity = _around(MemoryClient.set_entity, None,  # type: ignore

@@ -1,0 +1,59 @@
+"""How much room the disks under a space have left (issue 14: `status` and `doctor` tell
+the truth while the disk is full).
+
+Why: a full disk stops a pull, a push and Sibyl's own writes, and each of those refuses
+with DISK_FULL when it happens. Between those moments `status` and `doctor` still run (they
+only read), so they are where a user looks; they say which disk is full instead of "ok".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Below this, SQLite cannot count on growing its journal by a few pages, nor kint on
+# writing an epoch's cache: call it full.
+LOW_BYTES = 1 << 20
+
+
+@dataclass
+class Room:
+    what: str  # "Sibyl's store" or "kint's state"
+    path: str
+    free_bytes: int | None  # None: the folder cannot be examined
+
+    @property
+    def low(self) -> bool:
+        return self.free_bytes is not None and self.free_bytes < LOW_BYTES
+
+    def describe(self) -> str:
+        if self.free_bytes is None:
+            return f"{self.what} {self.path}: free space unknown"
+        if self.low:
+            return (f"the disk holding {self.what} {self.path} is full ({self.free_bytes} "
+                    f"bytes free): writes to it fail with DISK_FULL until space is freed")
+        return f"{self.what} {self.path}: {self.free_bytes // (1 << 20)} MiB free"
+
+
+def _free_bytes(path: str) -> int | None:
+    """Free bytes (for this user) on the filesystem of `path`, or of its nearest existing
+    folder when `path` is not created yet."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def rooms(db: str, kint_home: str) -> list[Room]:
+    return [Room("Sibyl's store", db, _free_bytes(db)),
+            Room("kint's state", kint_home, _free_bytes(kint_home))]
+
+
+def full_disks(db: str, kint_home: str) -> list[str]:
+    """One line per disk that is full, naming what lives on it (empty when none is)."""
+    return [room.describe() for room in rooms(db, kint_home) if room.low]
