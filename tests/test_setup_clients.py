@@ -338,6 +338,36 @@ def test_hermes_loads_kint_for_each_profile_on_its_own_store(sandbox, tmp_path):
     assert sorted(root.rglob("config.yaml.bak-*")) == baks
 
 
+def test_hermes_whose_python_lacks_kint_gets_no_plugin_and_is_told_why(sandbox, tmp_path):
+    """The same hermes-agent, run through a `hermes` script whose `#!` names a Python
+    without kint (this machine's /usr/bin/python3): setup registers kint-server, installs
+    no plugin and leaves the memory provider alone, and says how to install kint there."""
+    real = client_or_skip(ROOT / ".venv-hermes" / "bin" / "hermes",
+                          "hermes-agent (PyPI hermes-agent, in .venv-hermes)")
+    bare = Path("/usr/bin/python3")
+    if not bare.exists() or subprocess.run([str(bare), "-c", "import kint"], cwd="/",
+                                           capture_output=True).returncode == 0:
+        pytest.skip("needs a /usr/bin/python3 without kint")
+    wrapper = tmp_path / "hermes"
+    wrapper.write_text(f"#!{bare}\nimport os, sys\nos.execv({str(real)!r}, "
+                       f"[{str(real)!r}, *sys.argv[1:]])\n")
+    wrapper.chmod(0o755)
+    env = harness_env(sandbox, tmp_path, hermes=wrapper)
+    root = sandbox.hermes_home
+    ok = run([str(wrapper), "config", "set", "memory.provider", "sibyl"], env, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    out = kint_setup(sandbox, env, "hermes")
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"hermes[default]: registered kint (store {root / 'sibyl' / 'memory.db'})"
+    assert lines[-1] == (
+        f"  hermes[default]: plugin kint-sibyl not installed: Hermes' Python ({bare}) cannot "
+        f"import kint; install kint there ({bare} -m pip install kint), then run `kint setup "
+        "hermes` again")
+    assert not (root / "plugins").exists()
+    got = run([str(wrapper), "config", "get", "--json", "memory.provider"], env, cwd=tmp_path)
+    assert json.loads(got.stdout) == "sibyl"
+
+
 def test_openclaw_real_client():
     node = shutil.which("node")
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip() \

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from importlib import resources
 from pathlib import Path
@@ -62,23 +63,29 @@ def install(profile_dir: Path) -> bool:
 
 
 def hermes_python(cli: str) -> str | None:
-    """The Python the `hermes` command runs in: its script's `#!` line (pip writes one)."""
+    """The Python the `hermes` command runs in: its script's `#!` line (pip, pipx and uv
+    write one), `#!/usr/bin/env python3` included; None for anything else (a shell
+    wrapper)."""
     try:
         with open(os.path.realpath(cli), "rb") as fh:
             first = fh.readline(4096).decode("utf-8", "replace").strip()
     except OSError:
         return None
-    if not first.startswith("#!"):
+    words = first[2:].split() if first.startswith("#!") else []
+    if len(words) > 1 and os.path.basename(words[0]) == "env":
+        words = [shutil.which(words[1]) or ""]
+    python = words[0] if words else ""
+    if not os.path.basename(python).startswith("python") or not os.access(python, os.X_OK):
         return None
-    python = first[2:].strip().split()[0] if first[2:].strip() else ""
-    return python if python and os.access(python, os.X_OK) else None
+    return python
 
 
 def kint_importable(python: str) -> bool:
-    """Whether Hermes' Python can import kint's plugin, with no PYTHONPATH of this shell."""
+    """Whether Hermes' Python can import kint's plugin: without this shell's PYTHONPATH,
+    and from the root folder, so a kint checkout in the working folder does not count."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     try:
-        out = subprocess.run([python, "-c", "import kint.hermes_plugin"], env=env,
+        out = subprocess.run([python, "-c", "import kint.hermes_plugin"], env=env, cwd="/",
                              capture_output=True, timeout=TIMEOUT)
     except (OSError, subprocess.TimeoutExpired):
         return False
