@@ -47,13 +47,18 @@ $(BROWSER_STAMP): $(NODE_STAMP)
 	@test -x $(CHROMIUM) || { echo "make browser: $(CHROMIUM) is still missing" >&2; exit 1; }
 	@touch $@
 
-# hermes-agent, for the `kint setup` tests, in a venv of its own: its pins conflict with
-# kint's. (The node step installs the Claude Code and Codex CLIs those tests run.)
+# hermes-agent in a venv of its own, with kint installed beside it (editable, from this
+# checkout) the way a user installs kint into Hermes' environment for its memory-provider
+# plugin: the lock pins hermes-agent's tree and kint's dependencies together, and `pip check`
+# fails the step if kint's ranges do not fit hermes-agent's pins. (The node step installs
+# the Claude Code and Codex CLIs the `kint setup` tests run.)
 hermes: $(HERMES_STAMP)
 
-$(HERMES_STAMP): $(HERMES_LOCK)
+$(HERMES_STAMP): $(HERMES_LOCK) pyproject.toml
 	@test -x $(HERMES_VENV)/bin/python || $(PYTHON) -m venv $(HERMES_VENV)
 	$(HERMES_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(HERMES_LOCK)
+	$(HERMES_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(HERMES_VENV)/bin/pip check --disable-pip-version-check
 	@touch $@
 
 demo: venv node

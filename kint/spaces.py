@@ -1,18 +1,29 @@
 """Which space a store belongs to (DESIGN §5).
 
 A space is one Sibyl store of one tenant: `keccak256("kint-space-v1" || label)`, and files
-use its first 16 hex characters. The label is KINT_SPACE when set; else the tenant, for
-Sibyl's own store; else `<tenant>@hermes:<profile>` for a Hermes profile store, because
-Hermes profiles share a tenant but keep separate stores.
+use its first 16 hex characters. The label is KINT_SPACE when set; else
+`<tenant>@hermes:<profile>` for a Hermes profile store, because Hermes profiles share a
+tenant but keep separate stores; else the tenant.
 
-The client resolves the label in its own environment (its HOME, HERMES_HOME, credentials)
-and sends it; the supervisor only hashes and checks it.
+Which Hermes profile a store belongs to is read from its path alone, never from the
+shell's HERMES_HOME, SIBYL_MEMORY_DB or cwd: `kint --db <store>` must name the same space
+from any shell, and a profile store must never take the tenant's own space. Sibyl's Hermes
+adapter (sibyl-memory-hermes 0.5.0 under hermes-agent 0.19) keeps the default profile's
+store at `<root>/sibyl/memory.db` and profile p's at `<HERMES_HOME>/sibyl/profiles/p/memory.db`,
+where Hermes runs profile p with HERMES_HOME = `<root>/profiles/p`: so
+`<root>/profiles/p/sibyl/profiles/p/memory.db` (measured by driving the adapter through
+Hermes' own plugin loader; `<root>/sibyl/profiles/p/memory.db` when HERMES_HOME was not
+passed on to the agent).
+
+The client resolves the label in its own environment (its HOME, credentials) and sends it;
+the supervisor only hashes and checks it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +35,9 @@ from kint import settings
 # tenant ladder. Copied, not imported, so the CLI does not import the Sibyl SDK to start.
 SIBYL_DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
 SPACE_PREFIX = b"kint-space-v1"
+# Hermes' own rule for a profile name (hermes_cli.profiles._PROFILE_ID_RE).
+HERMES_PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+STORE_NAME = "memory.db"
 
 
 @dataclass(frozen=True)
@@ -55,8 +69,11 @@ def sibyl_credentials_path() -> Path:
     return Path(settings.value("SIBYL_CREDENTIALS")).expanduser()
 
 
-def hermes_home() -> Path:
-    return Path(settings.value("HERMES_HOME")).expanduser().absolute()
+def hermes_root() -> Path:
+    """Hermes' root: HERMES_HOME (its grandparent when it names a profile folder, as it does
+    inside `hermes -p <profile>`), else ~/.hermes."""
+    home = Path(settings.value("HERMES_HOME")).expanduser().absolute()
+    return home.parent.parent if home.parent.name == "profiles" else home
 
 
 def resolve_tenant(explicit: str | None = None) -> str:
@@ -83,12 +100,16 @@ def resolve_tenant(explicit: str | None = None) -> str:
 
 
 def hermes_profile_of(db: Path) -> str | None:
-    """`default` for `$HERMES_HOME/sibyl/memory.db`, `p` for `.../profiles/p/memory.db`."""
-    base = hermes_home() / "sibyl"
-    if db == base / "memory.db":
+    """The Hermes profile whose store `db` is, from its path alone: `p` for
+    `.../sibyl/profiles/<p>/memory.db`, `default` for `.../sibyl/memory.db`, else None."""
+    if db.name != STORE_NAME:
+        return None
+    folder = db.parent
+    if folder.name == "sibyl":
         return "default"
-    if db.name == "memory.db" and db.parent.parent == base / "profiles":
-        return db.parent.name
+    if (folder.parent.name == "profiles" and folder.parent.parent.name == "sibyl"
+            and HERMES_PROFILE.match(folder.name)):
+        return folder.name
     return None
 
 
@@ -97,9 +118,7 @@ def space_label(tenant: str, db: Path) -> str:
     if explicit:
         return explicit
     profile = hermes_profile_of(db)
-    if profile is not None and db != sibyl_default_db():
-        return f"{tenant}@hermes:{profile}"
-    return tenant
+    return tenant if profile is None else f"{tenant}@hermes:{profile}"
 
 
 def resolve(tenant: str | None = None, db: str | os.PathLike[str] | None = None) -> SpaceRef:
@@ -110,17 +129,25 @@ def resolve(tenant: str | None = None, db: str | os.PathLike[str] | None = None)
                     db=str(path))
 
 
+def hermes_stores(root: Path) -> list[Path]:
+    """Every profile store under a Hermes root that exists: the default profile's, each
+    profile's in its own folder, and any left under the root's own `sibyl/profiles/`."""
+    patterns = ("sibyl/memory.db", "profiles/*/sibyl/profiles/*/memory.db",
+                "sibyl/profiles/*/memory.db")
+    found: list[Path] = []
+    for pattern in patterns:
+        try:
+            found += sorted(p for p in root.glob(pattern) if hermes_profile_of(p) is not None)
+        except OSError:
+            pass
+    return found
+
+
 def discover(tenant: str | None = None) -> list[SpaceRef]:
-    """Every store this machine's Sibyl paths hold: Sibyl's own, the Hermes default and
-    every Hermes profile, with the space each one maps to. Only stores that exist."""
-    candidates: list[Path] = [sibyl_default_db(), Path.home() / ".sibyl-memory" / "memory.db",
-                              hermes_home() / "sibyl" / "memory.db"]
-    profiles = hermes_home() / "sibyl" / "profiles"
-    try:
-        if profiles.is_dir():
-            candidates += [p / "memory.db" for p in sorted(profiles.iterdir())]
-    except OSError:
-        pass
+    """Every store this machine's Sibyl paths hold: Sibyl's own, then every Hermes profile
+    store under Hermes' root, with the space each one maps to. Only stores that exist."""
+    candidates = [sibyl_default_db(), Path.home() / ".sibyl-memory" / STORE_NAME,
+                  *hermes_stores(hermes_root())]
     seen: set[Path] = set()
     found: list[SpaceRef] = []
     for path in candidates:

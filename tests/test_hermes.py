@@ -35,7 +35,10 @@ def test_three_profiles_three_workers_and_hermes_writes_never_hold(
     try:
         for profile in PROFILES:
             adapter = KintSibylAdapter()
-            adapter.initialize(f"session-{profile}", hermes_home=str(sb.hermes_home),
+            # What hermes-agent passes under `hermes -p <profile>`: HERMES_HOME is the
+            # profile's folder (tests/test_hermes_agent.py runs Hermes' own loader).
+            adapter.initialize(f"session-{profile}",
+                               hermes_home=str(sb.hermes_home / "profiles" / profile),
                                agent_identity=profile)
             adapters.append(adapter)
             adapter._sibyl.remember("rules", f"{profile}-rule", {"rule": f"{profile} v1"})

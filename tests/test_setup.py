@@ -275,3 +275,21 @@ def test_a_symlinked_codex_config_is_written_where_it_points(sandbox, tmp_path):
     kint = tomllib.loads(dotfiles.read_text())["mcp_servers"]["kint"]
     assert kint["command"] == SERVER
     assert kint["tools"] == {"memory_push": {"approval_mode": "approve"}}  # the user's, kept
+
+
+def test_the_python_hermes_runs_in_is_read_from_its_script(tmp_path):
+    """kint's Hermes plugin is installed only when this Python can import kint: pip's
+    `#!/abs/python`, `#!/usr/bin/env python3` and nothing else (a shell wrapper)."""
+    from kint.harnesses.hermes_provider import hermes_python
+
+    def script(name: str, first: str) -> str:
+        path = tmp_path / name
+        path.write_text(first + "\nimport sys\n")
+        path.chmod(0o755)
+        return str(path)
+
+    assert hermes_python(script("pip", f"#!{sys.executable}")) == sys.executable
+    assert hermes_python(script("env", "#!/usr/bin/env python3")) == shutil.which("python3")
+    assert hermes_python(script("sh", "#!/bin/sh")) is None
+    assert hermes_python(script("none", "import sys")) is None
+    assert hermes_python(str(tmp_path / "missing")) is None

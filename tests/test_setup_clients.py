@@ -12,7 +12,8 @@ there, the trap the issue measured on Codex):
   supervisor under `$HOME/.kint`;
 - Hermes (PyPI `hermes-agent[mcp]`, pinned, in .venv-hermes): registered in the default
   profile and two others, each on its own store and space, and `hermes -p <p> mcp test kint`
-  loads it through Hermes's bare-environment launcher.
+  loads it through Hermes's bare-environment launcher; kint's memory-provider plugin is
+  installed in each profile (tests/test_hermes_agent.py runs it through Hermes' loader).
 
 A second `kint setup` changes nothing in any of them. `make test` installs all three (the
 node step and `make hermes`). OpenClaw is not run here: see `test_openclaw_real_client`.
@@ -291,8 +292,15 @@ def test_hermes_loads_kint_for_each_profile_on_its_own_store(sandbox, tmp_path):
     out = kint_setup(sandbox, env, "hermes")
     stores = {"default": root / "sibyl" / "memory.db", "alpha": sandbox.profile_db("alpha"),
               "beta": sandbox.profile_db("beta")}
+    # kint is installed in Hermes' own venv (`make hermes`), so its memory-provider plugin
+    # goes into every profile too; these fresh profiles select no provider: left alone.
+    plugins = {"default": root / "plugins" / "kint-sibyl",
+               "alpha": root / "profiles" / "alpha" / "plugins" / "kint-sibyl",
+               "beta": root / "profiles" / "beta" / "plugins" / "kint-sibyl"}
     assert out.stdout.splitlines() == [
-        f"hermes[{p}]: registered kint (store {stores[p]})" for p in ("default", "alpha", "beta")]
+        line for p in ("default", "alpha", "beta")
+        for line in (f"hermes[{p}]: registered kint (store {stores[p]})",
+                     f"  hermes[{p}]: plugin kint-sibyl installed in {plugins[p]}")]
 
     tenant = sandbox.tenant
     for profile, store in stores.items():
@@ -301,7 +309,7 @@ def test_hermes_loads_kint_for_each_profile_on_its_own_store(sandbox, tmp_path):
         assert json.loads(got.stdout) == {
             "command": SERVER, "enabled": True,
             "env": {"KINT_HOME": str(sandbox.kint_home), "SIBYL_MEMORY_DB": str(store),
-                    "KINT_TENANT": tenant, "KINT_SPACE": f"{tenant}@hermes:{profile}"}}
+                    "KINT_TENANT": tenant}}
     for profile in ("alpha", "beta"):
         listed = run([str(hermes), "-p", profile, "mcp", "list"], env, cwd=tmp_path)
         assert re.search(r"^\s+kint\s+.*enabled", listed.stdout, re.M), listed.stdout
@@ -328,6 +336,36 @@ def test_hermes_loads_kint_for_each_profile_on_its_own_store(sandbox, tmp_path):
         for p in ("default", "alpha", "beta")]
     assert [c.read_bytes() for c in configs] == before
     assert sorted(root.rglob("config.yaml.bak-*")) == baks
+
+
+def test_hermes_whose_python_lacks_kint_gets_no_plugin_and_is_told_why(sandbox, tmp_path):
+    """The same hermes-agent, run through a `hermes` script whose `#!` names a Python
+    without kint (this machine's /usr/bin/python3): setup registers kint-server, installs
+    no plugin and leaves the memory provider alone, and says how to install kint there."""
+    real = client_or_skip(ROOT / ".venv-hermes" / "bin" / "hermes",
+                          "hermes-agent (PyPI hermes-agent, in .venv-hermes)")
+    bare = Path("/usr/bin/python3")
+    if not bare.exists() or subprocess.run([str(bare), "-c", "import kint"], cwd="/",
+                                           capture_output=True).returncode == 0:
+        pytest.skip("needs a /usr/bin/python3 without kint")
+    wrapper = tmp_path / "hermes"
+    wrapper.write_text(f"#!{bare}\nimport os, sys\nos.execv({str(real)!r}, "
+                       f"[{str(real)!r}, *sys.argv[1:]])\n")
+    wrapper.chmod(0o755)
+    env = harness_env(sandbox, tmp_path, hermes=wrapper)
+    root = sandbox.hermes_home
+    ok = run([str(wrapper), "config", "set", "memory.provider", "sibyl"], env, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    out = kint_setup(sandbox, env, "hermes")
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"hermes[default]: registered kint (store {root / 'sibyl' / 'memory.db'})"
+    assert lines[-1] == (
+        f"  hermes[default]: plugin kint-sibyl not installed: Hermes' Python ({bare}) cannot "
+        f"import kint; install kint there ({bare} -m pip install kint), then run `kint setup "
+        "hermes` again")
+    assert not (root / "plugins").exists()
+    got = run([str(wrapper), "config", "get", "--json", "memory.provider"], env, cwd=tmp_path)
+    assert json.loads(got.stdout) == "sibyl"
 
 
 def test_openclaw_real_client():

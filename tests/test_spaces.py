@@ -63,10 +63,66 @@ def test_hermes_profiles_are_separate_spaces(env, monkeypatch):
     hermes = env / "hh"
     monkeypatch.setenv("HERMES_HOME", str(hermes))
     default = spaces.resolve(db=hermes / "sibyl" / "memory.db")
-    work = spaces.resolve(db=hermes / "sibyl" / "profiles" / "work" / "memory.db")
+    work = spaces.resolve(db=hermes / "profiles" / "work" / "sibyl" / "profiles" / "work"
+                          / "memory.db")
     assert default.label == f"{TENANT}@hermes:default"
     assert work.label == f"{TENANT}@hermes:work"
     assert len({default.space_id, work.space_id, spaces.resolve().space_id}) == 3
+
+
+def test_a_profile_store_names_its_space_from_any_shell(env, monkeypatch, tmp_path):
+    """The store's path alone decides: no HERMES_HOME, Hermes' root, the profile's own
+    folder (inside `hermes -p work`), another profile's, an unrelated one; SIBYL_MEMORY_DB
+    set to the store itself (an MCP entry's environment); a relative --db from its folder."""
+    root = env / ".hermes"
+    layouts = {  # under `hermes -p work`, and where HERMES_HOME was not passed on
+        "work": root / "profiles" / "work" / "sibyl" / "profiles" / "work" / "memory.db",
+        "old": root / "sibyl" / "profiles" / "old" / "memory.db",
+        "default": root / "sibyl" / "memory.db",
+    }
+    shells = [None, root, root / "profiles" / "work", root / "profiles" / "other",
+              tmp_path / "unrelated"]
+    for profile, store in layouts.items():
+        for hermes_home in shells:
+            for own_db in (None, store):
+                if hermes_home is None:
+                    monkeypatch.delenv("HERMES_HOME", raising=False)
+                else:
+                    monkeypatch.setenv("HERMES_HOME", str(hermes_home))
+                if own_db is None:
+                    monkeypatch.delenv("SIBYL_MEMORY_DB", raising=False)
+                else:
+                    monkeypatch.setenv("SIBYL_MEMORY_DB", str(own_db))
+                assert spaces.resolve(db=store).label == f"{TENANT}@hermes:{profile}", \
+                    (store, hermes_home, own_db)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        monkeypatch.chdir(store.parent)
+        assert spaces.resolve(db="memory.db").label == f"{TENANT}@hermes:{profile}"
+    # Not a profile store: Sibyl's own, a store elsewhere, a folder name Hermes refuses.
+    for other in (env / ".sibyl-memory" / "memory.db", tmp_path / "x" / "memory.db",
+                  root / "sibyl" / "profiles" / "Bad Name" / "memory.db"):
+        assert spaces.resolve(db=other).label == TENANT
+
+
+def test_kint_db_of_a_profile_store_never_takes_the_tenants_space(sandbox, tmp_path):
+    """Issue 13: from a shell inside `hermes -p work` (HERMES_HOME = the profile's folder,
+    SIBYL_MEMORY_DB = its store, as an MCP entry sets them) `kint --db <store> status` bound
+    the tenant's own space to the profile's store, and the user's own store then met
+    SPACE_CONFLICT."""
+    work = sandbox.profile_db("work")
+    write_store(sandbox.sibyl_db)
+    write_store(work)
+    sandbox.start()
+    inside = {"HERMES_HOME": str(sandbox.hermes_home / "profiles" / "work"),
+              "SIBYL_MEMORY_DB": str(work)}
+    out = sandbox.kint("--db", str(work), "status", "--json", env=inside)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["store"]["path"] == str(work)
+    own = sandbox.kint("status", "--json")
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert json.loads(own.stdout)["store"]["path"] == str(sandbox.sibyl_db)
+    labels = {r["label"]: r["store"] for r in sandbox.sup_status()["spaces"]}
+    assert labels == {TENANT: str(sandbox.sibyl_db), f"{TENANT}@hermes:work": str(work)}
 
 
 def test_kint_space_overrides_and_sibyl_db_env_is_sibyls_own(env, monkeypatch, tmp_path):
@@ -80,18 +136,21 @@ def test_kint_space_overrides_and_sibyl_db_env_is_sibyls_own(env, monkeypatch, t
 
 def test_discover_lists_every_store_with_its_space(tmp_path):
     sb = make_sandbox(tmp_path / "m")
-    write_store(sb.sibyl_db)
-    write_store(sb.profile_db("one"))
-    write_store(sb.profile_db("two"))
-    write_store(sb.hermes_home / "sibyl" / "memory.db")
-    (sb.hermes_home / "sibyl" / "profiles" / "empty").mkdir()  # a profile with no store yet
-    out = sb.kint("supervisor", "discover", "--json")
-    assert out.returncode == 0, out.stderr
-    stores = {row["store"]: row for row in json.loads(out.stdout)["stores"]}
-    assert set(stores) == {str(sb.sibyl_db), str(sb.profile_db("one")),
-                           str(sb.profile_db("two")),
-                           str(sb.hermes_home / "sibyl" / "memory.db")}
+    old = sb.hermes_home / "sibyl" / "profiles" / "old" / "memory.db"
+    for db in (sb.sibyl_db, sb.profile_db("one"), sb.profile_db("two"), old,
+               sb.hermes_home / "sibyl" / "memory.db"):
+        write_store(db)
+    (sb.hermes_home / "profiles" / "empty").mkdir()  # a profile with no store yet
+    expected = {str(sb.sibyl_db), str(sb.profile_db("one")), str(sb.profile_db("two")),
+                str(old), str(sb.hermes_home / "sibyl" / "memory.db")}
+    # From Hermes' root, and from inside a profile (HERMES_HOME is the profile's folder).
+    for hermes_home in (sb.hermes_home, sb.hermes_home / "profiles" / "one"):
+        out = sb.kint("supervisor", "discover", "--json", env={"HERMES_HOME": str(hermes_home)})
+        assert out.returncode == 0, out.stderr
+        stores = {row["store"]: row for row in json.loads(out.stdout)["stores"]}
+        assert set(stores) == expected
     assert stores[str(sb.profile_db("two"))]["label"] == f"{TENANT}@hermes:two"
+    assert stores[str(old)]["label"] == f"{TENANT}@hermes:old"
     assert stores[str(sb.sibyl_db)]["space"] == spaces.space_id(TENANT)[:16]
     text = sb.kint("supervisor", "discover").stdout
     assert "SPACE" in text and f"{TENANT}@hermes:one" in text

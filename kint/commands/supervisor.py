@@ -135,7 +135,8 @@ def supervisor_restart(obj: Ctx, target: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the stores as JSON.")
 @click.pass_obj
 def supervisor_discover(obj: Ctx, as_json: bool) -> None:
-    """Every Sibyl store on this machine (Sibyl's own, Hermes profiles) with its space."""
+    """Every Sibyl store on this machine (Sibyl's own, every Hermes profile's under Hermes'
+    root) with its space."""
     found = spaces.discover(obj.tenant)
     rows = [{"space": ref.space16, "space_id": ref.space_id, "label": ref.label,
              "tenant": ref.tenant, "store": ref.db} for ref in found]

@@ -1,23 +1,21 @@
-"""Hermes: `mcp_servers.kint` in every profile's `config.yaml`, written by Hermes's own CLI
-(`hermes -p <profile> mcp add kint --command <kint-server> --env K=V ...`), which
+"""Hermes: in every profile, `mcp_servers.kint` in its `config.yaml` and kint's memory
+provider plugin (kint.harnesses.hermes_provider). The MCP entry is written by Hermes's own
+CLI (`hermes -p <profile> mcp add kint --command <kint-server> --env K=V ...`), which
 connects to the server and lists its tools before it saves anything.
 
 Hermes keeps the default profile in its root (`$HERMES_HOME`, default `~/.hermes`) and each
-other one under `<root>/profiles/<name>`, with a config of its own. It starts an MCP
-server with a bare environment (PATH, HOME, USER, LANG, LC_ALL, TERM, SHELL, TMPDIR,
-XDG_*) plus the entry's `env`: nothing else of the shell reaches it, PYTHONPATH included.
-So every entry pins, for its profile:
+other one under `<root>/profiles/<name>`, with a config of its own; `hermes -p <name>` runs
+with HERMES_HOME set to that folder. It starts an MCP server with a bare environment (PATH,
+HOME, USER, LANG, LC_ALL, TERM, SHELL, TMPDIR, XDG_*) plus the entry's `env`: nothing else
+of the shell reaches it, PYTHONPATH included. So every entry pins, for its profile:
 
 - KINT_HOME (the machine's one supervisor);
-- SIBYL_MEMORY_DB: the profile's own Sibyl store, `<root>/sibyl/memory.db` for the default
-  profile and `<root>/sibyl/profiles/<name>/memory.db` for the others (where kint's Hermes
-  plugin and `kint supervisor discover` find them), unless `--env SIBYL_MEMORY_DB=...`
-  names one store for all;
-- KINT_TENANT (resolved now: credentials, else Sibyl's default) and KINT_SPACE
-  `<tenant>@hermes:<profile>`: each profile is its own space with its own worker, the
-  same space kint's Hermes plugin uses for that store. (Without KINT_SPACE a server whose
-  SIBYL_MEMORY_DB is a profile store would take the tenant's own space, and two profiles
-  would collide on it.)
+- SIBYL_MEMORY_DB: the store Sibyl's Hermes adapter writes for that profile,
+  `<root>/sibyl/memory.db` for the default profile and
+  `<root>/profiles/<name>/sibyl/profiles/<name>/memory.db` for the others (kint.spaces
+  says why), unless `--env SIBYL_MEMORY_DB=...` names one store for all;
+- KINT_TENANT (resolved now: credentials, else Sibyl's default). The store's path alone
+  makes its space `<tenant>@hermes:<profile>`, the one kint's plugin uses for that store.
 
 An entry whose command and env already are these is left alone. Otherwise the profile's
 `config.yaml` is copied to `config.yaml.bak-<unix time>` and `mcp add` rewrites the entry
@@ -27,30 +25,21 @@ An entry whose command and env already are these is left alone. Otherwise the pr
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from kint import settings, spaces
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, run_cli, tail,
-                            which)
+from kint import spaces
+from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, hermes_provider,
+                            run_cli, tail, which)
 
 TIMEOUT = 120
-PROFILE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # Hermes's own rule
-
-
-def hermes_root() -> Path:
-    """Hermes's root: HERMES_HOME (its grandparent when it names a profile folder), else
-    ~/.hermes."""
-    home = Path(settings.value("HERMES_HOME")).expanduser().absolute()
-    return home.parent.parent if home.parent.name == "profiles" else home
 
 
 def profiles(root: Path) -> list[str]:
     found = ["default"]
     try:
         found += sorted(p.name for p in (root / "profiles").iterdir()
-                        if p.is_dir() and PROFILE_NAME.match(p.name) and p.name != "default")
+                        if p.is_dir() and spaces.HERMES_PROFILE.match(p.name) and p.name != "default")
     except OSError:
         pass
     return found
@@ -61,8 +50,11 @@ def profile_dir(root: Path, profile: str) -> Path:
 
 
 def profile_store(root: Path, profile: str) -> Path:
-    base = root / "sibyl"
-    return base / "memory.db" if profile == "default" else base / "profiles" / profile / "memory.db"
+    """Where Sibyl's Hermes adapter keeps the profile's store: under the profile's own
+    HERMES_HOME, in a `sibyl/profiles/<profile>` folder of its own."""
+    if profile == "default":
+        return root / "sibyl" / spaces.STORE_NAME
+    return profile_dir(root, profile) / "sibyl" / "profiles" / profile / spaces.STORE_NAME
 
 
 def entry_env(plan: Plan, root: Path, profile: str) -> dict[str, str]:
@@ -72,7 +64,6 @@ def entry_env(plan: Plan, root: Path, profile: str) -> dict[str, str]:
     tenant = plan.explicit.get("KINT_TENANT") or spaces.resolve_tenant()
     env["SIBYL_MEMORY_DB"] = str(profile_store(root, profile))
     env["KINT_TENANT"] = tenant
-    env.setdefault("KINT_SPACE", f"{tenant}@hermes:{profile}")
     return env
 
 
@@ -98,7 +89,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     cli = which("hermes")
     if cli is None:
         return [Report("hermes", "skipped", ["hermes: CLI not found, skipped"])]
-    root = hermes_root()
+    root = spaces.hermes_root()
     names = profiles(root)
     if plan.hermes_profiles:
         missing = [p for p in plan.hermes_profiles if p not in names]
@@ -106,23 +97,69 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
             return [Report("hermes", "failed", [f"hermes: failed: no Hermes profile "
                                                 f"{', '.join(missing)} under {root}"])]
         names = [p for p in names if p in plan.hermes_profiles]
-    return [one_profile(cli, plan, root, p) for p in names]
+    no_plugin = plugin_blocker(cli)
+    return [one_profile(cli, plan, root, p, no_plugin) for p in names]
 
 
-def one_profile(cli: str, plan: Plan, root: Path, profile: str) -> Report:
+def plugin_blocker(cli: str) -> str | None:
+    """Why kint's plugin cannot be installed for this `hermes`, or None when it can."""
+    python = hermes_provider.hermes_python(cli)
+    if python is None:
+        return f"cannot tell which Python runs {cli}"
+    if not hermes_provider.kint_importable(python):
+        return (f"Hermes' Python ({python}) cannot import kint; install kint there "
+                f"({python} -m pip install kint), then run `kint setup hermes` again")
+    return None
+
+
+def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str | None
+                ) -> Report:
     target = f"hermes[{profile}]"
     command = str(plan.server)
     env = entry_env(plan, root, profile)
     answered, current = current_entry(cli, profile)
-    if not answered:
+    provider = hermes_provider.memory_provider(cli, profile)
+    if not answered or provider is None:
         return Report(target, "failed",
                       [f"{target}: failed: `hermes -p {profile} config get` did not answer"])
     store = env["SIBYL_MEMORY_DB"]
-    if same(current, command, env):
-        return Report(target, "unchanged",
-                      [f"{target}: kint already registered (store {store}), nothing changed"])
+    switch = no_plugin is None and provider == hermes_provider.SIBYL_PROVIDER
+    register = not same(current, command, env)
     lines: list[str] = []
-    backed_up(lines, target, backup(profile_dir(root, profile) / "config.yaml"))
+    if register or switch:
+        backed_up(lines, target, backup(profile_dir(root, profile) / "config.yaml"))
+    if register:
+        failed = add_entry(cli, profile, command, env, current)
+        if failed:
+            return Report(target, "failed", [f"{target}: failed: {failed}", *lines])
+    changed = register
+    if no_plugin is not None:
+        lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} not installed: "
+                     f"{no_plugin}")
+    else:
+        folder = profile_dir(root, profile)
+        if hermes_provider.install(folder):
+            changed = True
+            lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} installed in "
+                         f"{hermes_provider.plugin_dir(folder)}")
+        if switch:
+            failed = hermes_provider.select(cli, profile)
+            if failed:
+                return Report(target, "failed", [f"{target}: failed: {failed}", *lines])
+            changed = True
+            lines.append(f"  {target}: memory provider {hermes_provider.SIBYL_PROVIDER} -> "
+                         f"{hermes_provider.PLUGIN_NAME}")
+    if not changed:
+        return Report(target, "unchanged", [
+            f"{target}: kint already registered (store {store}), nothing changed", *lines])
+    head = f"{target}: registered kint (store {store})" if register else \
+        f"{target}: kint already registered (store {store})"
+    return Report(target, "changed", [head, *lines])
+
+
+def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current: Any
+              ) -> str | None:
+    """`hermes mcp add` for kint; what went wrong, or None once Hermes reads it back."""
     argv = [cli, "-p", profile, "mcp", "add", SERVER_NAME, "--command", command,
             "--env", *[f"{k}={v}" for k, v in env.items()]]
     # `mcp add` asks to overwrite an existing entry, then to enable every tool it found.
@@ -130,8 +167,5 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str) -> Report:
     out = run_cli(argv, timeout=TIMEOUT, stdin=answers)
     _, saved = current_entry(cli, profile)
     if not same(saved, command, env):
-        return Report(target, "failed",
-                      [f"{target}: failed: `hermes mcp add` did not save kint: {tail(out)}",
-                       *lines])
-    return Report(target, "changed",
-                  [f"{target}: registered kint (store {store})", *lines])
+        return f"`hermes mcp add` did not save kint: {tail(out)}"
+    return None

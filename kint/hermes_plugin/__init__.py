@@ -1,6 +1,7 @@
 """A Hermes memory-provider plugin: Sibyl's own Hermes adapter, unchanged, with kint noting
-every write its provider makes (kint.hermes). Install it as described in
-deploy/hermes/README.md; select it as the memory provider of each profile."""
+every write its provider makes (kint.hermes). `kint setup hermes` installs it into every
+profile as `kint-sibyl` and selects it where Sibyl's adapter was (deploy/hermes/README.md);
+Hermes imports this package from its own Python, so kint must be installed there."""
 
 from __future__ import annotations
 

@@ -103,8 +103,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("SIBYL_CREDENTIALS", "path", "~/.sibyl-memory/credentials.json", "call", CLIENTS, PLACES,
        "Sibyl's credentials file, read for the tenant (Sibyl's own variable)", in_file=False),
     _s("HERMES_HOME", "path", "~/.hermes", "call", CLIENTS, PLACES,
-       "where Hermes keeps its profiles' stores, so each profile store gets its space "
-       "`<tenant>@hermes:<profile>`", in_file=False),
+       "Hermes' root (or, inside `hermes -p`, a profile's folder under it): where `kint "
+       "supervisor discover` and `kint setup hermes` look for profiles and their stores",
+       in_file=False),
 
     _s("KINT_RPC_URL", "url", BASE_PUBLIC_RPC, "space", CLI_DAEMON, CHAIN,
        "the primary endpoint", f"`{BASE_PUBLIC_RPC}` (a devchain running under `KINT_HOME` "

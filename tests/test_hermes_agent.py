@@ -1,0 +1,163 @@
+"""kint inside real Hermes (issue 13, item 3): hermes-agent from PyPI (pinned, in
+.venv-hermes, where `make hermes` installs kint beside it), two profiles made by Hermes' own
+CLI, `kint setup hermes` installing kint's memory-provider plugin into each and pointing
+each MCP entry at the store that plugin writes, and Hermes' own plugin loader and memory
+hooks driven without a model (tests/support/hermes_session.py, run by Hermes' Python):
+
+- each profile's store lands where Sibyl's Hermes adapter puts it under `hermes -p <p>`
+  (`<root>/profiles/<p>/sibyl/profiles/<p>/memory.db`), which is the store setup wrote into
+  that profile's MCP entry and the store `kint supervisor discover` finds;
+- two sessions give two spaces (`<tenant>@hermes:<p>`) and two workers;
+- `kint --db <a profile's store>` names that profile's space from a shell whose cwd and
+  HERMES_HOME are elsewhere;
+- a session that rewrote an anchored row through Hermes' tool hook ends with an exit push
+  that is not held, and lands.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from chain_machines import kjson, new_machine, ok
+from conftest import KINT, SUPPORT
+from test_setup_clients import ROOT, client_or_skip, harness_env, kint_setup, run
+
+from kint.spaces import space_id
+
+PROFILES = ("alpha", "beta")
+PYTHON = ROOT / ".venv-hermes" / "bin" / "python"
+WAIT = {"timeout": 120, "interval": 0.5}
+
+
+class HermesSession:
+    """One profile's session in Hermes' own Python (see tests/support/hermes_session.py)."""
+
+    def __init__(self, env: dict[str, str], profile: str, log: Path) -> None:
+        self.stderr = open(log, "ab")
+        self.proc = subprocess.Popen([str(PYTHON), str(SUPPORT / "hermes_session.py"), profile],
+                                     env=env, cwd=log.parent, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.info = self._read()
+
+    def _read(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, f"the Hermes session exited ({self.proc.wait(30)}): see {self.stderr.name}"
+        answer = json.loads(line)
+        assert "error" not in answer, answer
+        return answer
+
+    def send(self, op: str, **args: object) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.send("close") == {"closed": True}
+        assert self.proc.wait(120) == 0
+        self.stderr.close()
+
+
+def test_two_hermes_profiles_load_kints_plugin_and_end_with_an_exit_push(
+        tmp_path_factory, chain_home):
+    hermes = client_or_skip(ROOT / ".venv-hermes" / "bin" / "hermes",
+                            "hermes-agent (PyPI hermes-agent, in .venv-hermes)")
+    work = tmp_path_factory.mktemp("hermes-agent")
+    sb = new_machine(work / "machine", chain_home)
+    try:
+        _run(sb, hermes, work)
+    finally:
+        sb.shutdown()
+
+
+def _run(sb, hermes: Path, work: Path) -> None:
+    env = harness_env(sb, work, hermes=hermes)
+    root = sb.hermes_home
+    for profile in PROFILES:
+        ok(run([str(hermes), "profile", "create", profile, "--no-alias", "--no-skills"], env,
+               cwd=work))
+        # What Sibyl's own Hermes setup leaves: Sibyl's adapter as the memory provider.
+        ok(run([str(hermes), "-p", profile, "config", "set", "memory.provider", "sibyl"], env,
+               cwd=work))
+    assert not (root / "profiles" / "alpha" / "plugins").exists()
+
+    stores = {p: root / "profiles" / p / "sibyl" / "profiles" / p / "memory.db"
+              for p in PROFILES}
+    out = kint_setup(sb, env, "hermes", *[a for p in PROFILES for a in ("--hermes-profile", p)])
+    lines = out.stdout.splitlines()
+    for p in PROFILES:
+        plugin = root / "profiles" / p / "plugins" / "kint-sibyl"
+        assert f"hermes[{p}]: registered kint (store {stores[p]})" in lines, out.stdout
+        assert f"  hermes[{p}]: plugin kint-sibyl installed in {plugin}" in lines, out.stdout
+        assert f"  hermes[{p}]: memory provider sibyl -> kint-sibyl" in lines, out.stdout
+        entry = json.loads(ok(run([str(hermes), "-p", p, "config", "get", "--json",
+                                   "mcp_servers.kint"], env, cwd=work)).stdout)
+        assert entry["env"]["SIBYL_MEMORY_DB"] == str(stores[p])
+        assert "KINT_SPACE" not in entry["env"]
+
+    # Hermes' process environment: the user's shell (KINT_HOME included), the watcher's
+    # quiet period long, so only the exit pushes anchor.
+    session_env = {**sb.env, "KINT_QUIET_SECONDS": "3600"}
+    labels = {p: f"{sb.tenant}@hermes:{p}" for p in PROFILES}
+    sessions = {p: HermesSession(session_env, p, work / f"hermes-{p}-1.log") for p in PROFILES}
+    for p, session in sessions.items():
+        assert session.info == {
+            "provider": "kint-sibyl", "hermes_home": str(root / "profiles" / p),
+            "identity": p, "store": str(stores[p]),
+            "class": "kint.hermes_plugin.KintSibylAdapter",
+            "plugin": str(root / "profiles" / p / "plugins" / "kint-sibyl" / "__init__.py")
+        }, session.info
+
+    # Two spaces, two workers, each on its profile's store.
+    status = kjson(sb, "supervisor", "status")
+    rows = {r["label"]: r for r in status["spaces"]}
+    assert set(rows) == set(labels.values())
+    assert {rows[labels[p]]["store"] for p in PROFILES} == {str(s) for s in stores.values()}
+    assert len({rows[label]["pid"] for label in labels.values()}) == 2
+    found = {r["store"]: r["label"] for r in kjson(sb, "supervisor", "discover")["stores"]}
+    assert found == {str(stores[p]): labels[p] for p in PROFILES}
+
+    # `kint --db <store>` from other shells: another cwd, and HERMES_HOME the other
+    # profile's folder, or unset.
+    shells = {"alpha": {"HERMES_HOME": str(root / "profiles" / "beta")}, "beta": {}}
+    for p in PROFILES:
+        shell = {k: v for k, v in sb.env.items() if k != "HERMES_HOME"} | shells[p]
+        connected = subprocess.run([KINT, "--db", str(stores[p]), "connect", "--dev", "--json"],
+                                   env=shell, cwd=work, text=True, capture_output=True,
+                                   timeout=300, stdin=subprocess.DEVNULL)
+        assert connected.returncode == 0, connected.stdout + connected.stderr
+        assert json.loads(connected.stdout)["space"] == space_id(labels[p])[:16]
+
+    # First sessions: a tool call and a turn, then the end of the session.
+    for p, session in sessions.items():
+        assert session.send("remember", category="rules", name="release-gate",
+                            body={"rule": f"{p}: never ship on a Friday"})["ok"] is True
+        assert session.send("turn", user="what is the release rule?",
+                            assistant="never ship on a Friday")["ok"] is True
+        session.close()
+    heads = {p: _landed(sb, stores[p], 0) for p in PROFILES}
+
+    # Second sessions rewrite the anchored rule through Hermes' tool hook: noted by kint's
+    # plugin, so the exit push is not held (Sibyl's adapter alone would hold it).
+    for p in PROFILES:
+        session = HermesSession(session_env, p, work / f"hermes-{p}-2.log")
+        assert session.send("remember", category="rules", name="release-gate",
+                            body={"rule": f"{p}: never ship on a Friday or a Monday"})["ok"]
+        session.close()
+        _landed(sb, stores[p], heads[p])
+    log = (sb.kint_home / "supervisor.log").read_text(errors="replace")
+    assert "exit push not made" not in log
+    for p in PROFILES:
+        assert log.count(f"space {space_id(labels[p])[:16]}: exit push: ") == 2, log[-3000:]
+
+
+def _landed(sb, store: Path, before: int) -> int:
+    """Wait for the store's exit push on chain: head past `before`, nothing unanchored."""
+    def pushed():
+        status = kjson(sb, "--db", str(store), "status")
+        return status if status["head"]["seq"] > before and status["unanchored"] == 0 else None
+
+    return sb.wait_for(pushed, what=f"the exit push of {store}", **WAIT)["head"]["seq"]
