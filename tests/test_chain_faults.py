@@ -519,7 +519,7 @@ def test_kill_9_at_each_push_step_loses_nothing(killbox, chain, step):
     store_root = _store_root(db, k.tenant)
     assert held["anchored_root"] == store_root
     assert _rows_root_on_chain(chain, held["head"]["tx"]) == store_root
-    assert {r["key"] for r in held["rows"] if r["tier"] == "entity"} == {
+    assert {cid.split("\x00")[2] for cid in held["ids"] if cid.startswith("entity\x00")} == {
         "first", "second", "third"}
     assert jdb(k, db, "push")["pushed"] == 0  # nothing left behind
 
