@@ -136,8 +136,16 @@ def test_a_conversion_killed_half_way_finishes_on_the_next_read(tmp_path):
     state.epoch_path(1, ".json.gz").write_bytes(payload_1)
     state.epoch_path(1, ".meta.json").write_bytes(meta_1)
 
+    # ... and a pull killed mid-epoch had left its journal, the plaintext in hex.
+    raw_2 = state.epoch_path(2, ".json").read_bytes()
+    old_journal = sb.kint_home / f"applying-{state.space_id[:16]}.json"
+    old_journal.write_bytes(orjson.dumps({"v": 1, "plaintext": raw_2.hex()}))
+
     fresh = state_for(sb.kint_home, sb.label(db))
     mirror = fresh.mirror()
+    assert not old_journal.exists()
+    journal = sb.kint_home / f"applying-{state.space_id[:16]}.json.gz"
+    assert gzip.decompress(journal.read_bytes()) == raw_2
     assert mirror is not None and mirror.root_matches and mirror.head.seq == 2
     assert state.files["mirror"].read_bytes() == converted
     assert names(fresh) == ["00000001.json.gz", "00000001.meta.json", "00000002.json.gz",

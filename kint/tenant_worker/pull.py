@@ -249,7 +249,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         if not plaintext.snapshot and f.log.prev != prev_digest:
             raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
-        apply_journal.begin(state, f.opened.raw)
+        apply_journal.begin(state, f.opened.payload)
         warnings += _replay(ctx, mirror, plaintext, present, written)
         try:
             mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f),

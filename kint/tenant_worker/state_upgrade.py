@@ -12,7 +12,8 @@ the new layout needs is already on disk. What changes:
   `NNNNNNNN.json.gz` (kint's own gzip of the plaintext, which is what kint's `seal` put in
   the ciphertext) and the ciphertext's clear header, kept in `NNNNNNNN.meta.json`. The
   ciphertext must still hash to the digest its metadata records.
-- the watermark's version goes to 2.
+- the watermark's version goes to 2, and the apply journal of a pull killed mid-epoch
+  (`applying-<space>.json`, its plaintext in hex) becomes `applying-<space>.json.gz`.
 
 Every write is atomic and each step can be repeated, in the order: each epoch (new
 metadata, gzip, then the old plaintext and ciphertext removed), the new mirror, the
@@ -66,6 +67,7 @@ def convert(home: Path, space_id: str, files: dict[str, Path]) -> bool:
         return False
     mirror = _parse_old_mirror(old, load_json(old), space_id)
     epochs = _convert_epochs(files["epochs"], space_id)
+    _convert_journal(home, space_id[:16])
     atomic_write(files["mirror"], mirror.encode())
     _convert_watermark(files["watermark"])
     old.unlink()
@@ -156,6 +158,24 @@ def _convert_epoch(bin_path: Path, plain: Path, meta_path: Path, gz_path: Path, 
     meta = parse_meta(meta_path, {**obj, "header": blob[:header.length].hex()})
     atomic_write(meta_path, orjson.dumps(meta.to_json()))
     atomic_write(gz_path, gzip_bytes(raw))
+
+
+def _convert_journal(home: Path, space16: str) -> None:
+    """A pull killed mid-epoch under layout 1 left its journal as the plaintext in hex; the
+    next pull resumes from the gzip of it."""
+    old = home / f"applying-{space16}.json"
+    try:
+        obj = load_json(old)
+    except FileNotFoundError:
+        return
+    try:
+        raw = bytes.fromhex(obj["plaintext"])
+        parse_plaintext(raw)
+    except (KeyError, TypeError, ValueError, PlaintextError):
+        raise CorruptStateFile(old, "is not a pull's apply journal; move it aside and run "
+                                    "`kint pull`") from None
+    atomic_write(home / f"applying-{space16}.json.gz", gzip_bytes(raw))
+    old.unlink()
 
 
 def _convert_watermark(path: Path) -> None:
