@@ -25,9 +25,11 @@ logs are bounded by KINT_LOG_MAX_BYTES).
 Free tier: Sibyl's 5 MiB cap counts, for kint's own client, the store plus everything
 under KINT_HOME. From the two sizes' restores (B's store and B's whole KINT_HOME, each a
 straight line in rows), the rows that fit; then (not under `--quick`) one more cycle on the
-free tier at that size checks it: A writes through Sibyl (capped), pushes, and B restores
-(its replay is refused by the cap if it does not fit; the size then goes down by 100 rows,
-at most three times).
+free tier at that size checks it: A writes through Sibyl (capped: past ~2,047 of these rows
+Sibyl itself refuses A's writes, and A holds what it could), pushes, and B restores (its
+replay is refused by the cap if the store plus KINT_HOME does not fit; the size then goes
+down by 100 rows, at most three times). `--free-at N ...` runs only such cycles, to narrow
+the limit down.
 
 To measure another commit ("before"), export it (`git archive`), copy this folder into the
 export and run from there with PYTHONPATH set to it (bench/README.md): the bench only uses
@@ -166,23 +168,26 @@ def free_tier_check(estimate: int) -> list[dict[str, Any]]:
     for _ in range(3):
         result = cycle(n, f"free-{n}", free_tier=True)
         attempts.append(result)
-        if result["restore_ok"] and result["rows"] == n:
-            break
+        if result["restore_ok"]:
+            break  # (fewer rows than asked: Sibyl's own cap stopped A's writes there)
         n = min(n, result["rows"]) - 100
     return attempts
 
 
-def run(quick: bool = False, sizes: list[int] | None = None,
-        free_check: bool = True) -> dict[str, Any]:
+def run(quick: bool = False, sizes: list[int] | None = None, free_check: bool = True,
+        free_at: list[int] | None = None) -> dict[str, Any]:
+    """`free_at`: only free-tier cycles at those sizes (to narrow down the largest that
+    restores), no sizes and no fit."""
     load_before = list(os.getloadavg())
-    sizes = sizes or ([200, 1000] if quick else [1000, 10000])
+    sizes = [] if free_at else sizes or ([200, 1000] if quick else [1000, 10000])
     per_size = [cycle(n, str(n)) for n in sizes]
     estimate = fit(per_size)
-    check = free_tier_check(estimate["rows_store_and_kint_home"]) \
+    check = [cycle(n, f"free-{n}", free_tier=True) for n in free_at] if free_at else \
+        free_tier_check(estimate["rows_store_and_kint_home"]) \
         if estimate and free_check and not quick else None
-    met = all(s[side]["ratio_space_over_store"] <= TARGET_RATIO
-              for s in per_size for side in ("after_push", "after_restore") if side in s) \
-        and all(s["restore_ok"] for s in per_size)
+    met = bool(per_size) and all(s["restore_ok"] for s in per_size) and all(
+        s[side]["ratio_space_over_store"] <= TARGET_RATIO
+        for s in per_size for side in ("after_push", "after_restore"))
     envs = [s.pop("env") for s in per_size + (check or [])]
     return {
         "name": "footprint", "quick": quick, "machine": common.machine(),
@@ -215,9 +220,14 @@ def report(result: dict[str, Any], path: Path) -> None:
         print(f"free tier (5 MiB over store + KINT_HOME): ~{est['rows_store_and_kint_home']} "
               f"rows (the store alone: ~{est['rows_store_alone']})")
     for c in result["free_tier"]["check"] or []:
+        total = (c.get("after_restore") or {}).get("total_bytes")
+        store = (c.get("after_restore") or {}).get("store_bytes")
         print(f"  checked at {c['rows_requested']} rows: A held {c['rows']}, restore "
-              f"{'ok' if c['restore_ok'] else 'refused'}")
-    print(f"target met: {result['target']['met']}")
+              f"{'ok' if c['restore_ok'] else 'refused'}"
+              + (f" (B: store {store:,} + KINT_HOME {total:,} = {store + total:,} B)"
+                 if total else ""))
+    if result["sizes"]:
+        print(f"target met: {result['target']['met']}")
     print(f"-> {path}")
 
 
@@ -226,6 +236,8 @@ def _options(parser: Any) -> None:
                         help="row counts to run instead of the default sizes")
     parser.add_argument("--no-free-check", dest="free_check", action="store_false",
                         help="skip the free-tier restore at the estimated size")
+    parser.add_argument("--free-at", type=int, nargs="+", metavar="N",
+                        help="only free-tier cycles (write, push, restore) at these sizes")
 
 
 def main() -> int:
