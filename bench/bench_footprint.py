@@ -46,6 +46,7 @@ from typing import Any
 import common
 import corpus
 from bench_chain import _call, _join_devchain, _recovery_code, _restore, _start
+from bench_chain import _options as sizes_option
 from pro_account import ProAccount
 
 TARGET_RATIO = 0.10
@@ -232,8 +233,7 @@ def report(result: dict[str, Any], path: Path) -> None:
 
 
 def _options(parser: Any) -> None:
-    parser.add_argument("--sizes", type=int, nargs="+", metavar="N",
-                        help="row counts to run instead of the default sizes")
+    sizes_option(parser)
     parser.add_argument("--no-free-check", dest="free_check", action="store_false",
                         help="skip the free-tier restore at the estimated size")
     parser.add_argument("--free-at", type=int, nargs="+", metavar="N",
