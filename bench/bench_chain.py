@@ -144,18 +144,16 @@ def _gzip_sizes(plaintext: bytes, scratch: Path) -> dict[str, Any]:
     return out
 
 
-def _epoch_parts(seq: int, raw: bytes, blob: bytes, floor: int) -> dict[str, Any]:
-    """One sealed epoch in parts: `blob` = header || AES-GCM(uint32 len || gzip || zeros)."""
-    from kint.epochs.buckets import LENGTH_PREFIX, bucket_for, gzip_bytes
+def _epoch_parts(seq: int, raw: bytes, gz: int, header_bytes: bytes, floor: int
+                 ) -> dict[str, Any]:
+    """One sealed epoch in parts: header || AES-GCM(uint32 len || gzip || zeros), from its
+    clear header and the length of the gzip member sealed in it."""
+    from kint.epochs.buckets import LENGTH_PREFIX, bucket_for
     from kint.epochs.envelope import GCM_TAG_LEN, HEADER_LEN, parse_header
     from kint.epochs.plaintext import parse_plaintext
 
-    header = parse_header(blob)
-    gz = len(gzip_bytes(raw))
+    header = parse_header(header_bytes)
     own_bucket = bucket_for(gz)  # the smallest bucket this epoch fits, no ratchet
-    if len(blob) != header.length + header.bucket + GCM_TAG_LEN:
-        raise RuntimeError(f"epoch {seq}: {len(blob)} bytes is not header {header.length} + "
-                           f"bucket {header.bucket} + tag {GCM_TAG_LEN}")
     if header.bucket != bucket_for(gz, floor=floor):
         raise RuntimeError(f"epoch {seq}: bucket {header.bucket} is not what {gz} bytes of "
                            f"gzip over a floor of {floor} give")
@@ -167,7 +165,7 @@ def _epoch_parts(seq: int, raw: bytes, blob: bytes, floor: int) -> dict[str, Any
             "padding_from_ratchet": header.bucket - own_bucket,
             "bucket_over_gzip": header.bucket / gz,
             "header": header.length, "header_fixed": HEADER_LEN, "wraps": len(header.wraps),
-            "tag": GCM_TAG_LEN, "envelope": len(blob)}
+            "tag": GCM_TAG_LEN, "envelope": header.length + header.bucket + GCM_TAG_LEN}
 
 
 def _totals(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -186,8 +184,8 @@ def _totals(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _epoch_breakdown(machine: common.Machine) -> list[dict[str, Any]]:
-    """Each cached epoch of A in parts, from the exact plaintext and envelope bytes kept in
-    the epoch cache (`<seq>.json`, `<seq>.bin`)."""
+    """Each cached epoch of A in parts, from what the epoch cache keeps: the gzip member
+    sealed in it (`<seq>.json.gz`) and its clear header (in `<seq>.meta.json`)."""
     from kint.spaces import space_id
     from kint.tenant_worker.statefiles import SpaceState
 
@@ -195,9 +193,9 @@ def _epoch_breakdown(machine: common.Machine) -> list[dict[str, Any]]:
     out = []
     floor = 0
     for seq in state.cached_seqs():
-        raw = state.epoch_path(seq, ".json").read_bytes()
-        blob = state.epoch_path(seq, ".bin").read_bytes()
-        part = _epoch_parts(seq, raw, blob, floor)
+        cached = state.cached(seq)
+        part = _epoch_parts(seq, gzip.decompress(cached.payload), len(cached.payload),
+                            bytes.fromhex(state.meta(seq).header), floor)
         if part["bucket"] != state.meta(seq).bucket:
             raise RuntimeError(f"epoch {seq}: cached meta says bucket {state.meta(seq).bucket}")
         out.append(part)
@@ -220,6 +218,7 @@ def _offline_reseal(rows: list[Any], label: str, floor: int = 0) -> dict[str, An
     from eth_hash.auto import keccak
 
     from kint.custody.wraps import KIND_SIGNATURE, wrap_data_key
+    from kint.epochs.buckets import gzip_bytes
     from kint.epochs.envelope import seal
     from kint.epochs.plaintext import make_plaintext, wire_rows
     from kint.epochs.split import MerkleState, split_diff
@@ -242,7 +241,10 @@ def _offline_reseal(rows: list[Any], label: str, floor: int = 0) -> dict[str, An
         blob, header = seal(raw, dek=dek, owner=owner, space=sid, seq=seq, prev=prev,
                             rows_root=chunk.rows_root, wraps=wraps, snapshot=False,
                             bucket_floor=floor)
-        parts.append(_epoch_parts(seq, raw, blob, floor) | {"split_measure": chunk.measured})
+        part = _epoch_parts(seq, raw, len(gzip_bytes(raw)), blob, floor)
+        if part["envelope"] != len(blob):
+            raise RuntimeError(f"epoch {seq}: {len(blob)} bytes is not header + bucket + tag")
+        parts.append(part | {"split_measure": chunk.measured})
         floor = header.bucket
         prev = keccak(blob).hex()
     return {"epochs": parts, "totals": _totals(parts), "split_s": split_s,

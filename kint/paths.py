@@ -215,7 +215,7 @@ def space_files(home: Path, space16: str) -> dict[str, Path]:
         "wraps": home / f"wraps-{space16}.json",
         "vault": home / f"vault-{space16}.aes",
         "recovery": home / f"RECOVERY-{space16}.txt",
-        "mirror": home / f"mirror-{space16}.json",
+        "mirror": home / f"mirror-{space16}.json.gz",
         "watermark": home / f"watermark-{space16}.json",
         "pending": home / f"pending-{space16}.json",
         "head_lock": home / f"head-{space16}.lock",

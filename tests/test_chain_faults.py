@@ -11,6 +11,7 @@ in front of the anvil, switched by the test. Nothing leaves 127.0.0.1.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import sqlite3
@@ -20,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-from eth_hash.auto import keccak
 from web3 import Web3
 
 from chain_machines import RULE_1, connect_with_wallet, kjson, new_machine, ok, owner_account
@@ -102,14 +102,14 @@ def picture(sb, space16: str, db: Path) -> dict:
     """Everything a pull could change: the mirror and watermark bytes, the epoch cache, the
     store's rows."""
     cache = sb.kint_home / "epochs" / space16
-    return {"mirror": (sb.kint_home / f"mirror-{space16}.json").read_bytes(),
+    return {"mirror": gzip.decompress((sb.kint_home / f"mirror-{space16}.json.gz").read_bytes()),
             "watermark": (sb.kint_home / f"watermark-{space16}.json").read_bytes(),
             "epochs": {p.name: p.read_bytes() for p in sorted(cache.iterdir())},
             "store": store_rows(db)}
 
 
 def mirror(sb, space16: str) -> dict:
-    return json.loads((sb.kint_home / f"mirror-{space16}.json").read_text())
+    return json.loads(gzip.decompress((sb.kint_home / f"mirror-{space16}.json.gz").read_bytes()))
 
 
 def meta(sb, space16: str, seq: int) -> dict:
@@ -305,18 +305,20 @@ def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
 def test_a_corrupt_cached_epoch_is_refetched_from_calldata(liars):
     a, b, proxy, space16 = liars["a"], liars["b"], liars["proxy"], liars["space16"]
     head = _at_head(liars)
-    cached = b.kint_home / "epochs" / space16 / f"{1:08d}.bin"
-    digest = meta(b, space16, 1)["digest"]
-    assert keccak(cached.read_bytes()).hex() == digest
-    garbled = bytearray(cached.read_bytes())
-    garbled[200] ^= 0xFF  # one byte of the cached ciphertext, changed on disk
+    # The cache keeps no ciphertext: pull rebuilds it from the cached gzip and header with
+    # the data key, and uses it only when it hashes to the event's digest.
+    cached = b.kint_home / "epochs" / space16 / f"{1:08d}.json.gz"
+    assert not list(cached.parent.glob("*.bin"))
+    original = cached.read_bytes()
+    garbled = bytearray(original)
+    garbled[len(garbled) // 2] ^= 0xFF  # one byte of the cached epoch, changed on disk
     cached.write_bytes(bytes(garbled))
     calls = len(proxy.calls)
     restored = kjson(b, "pull", "--discard-local")  # replays every epoch from the cache
     assert restored["applied"] == list(range(1, head + 1)), restored
     assert restored["store_root_matches"] is True and restored["warnings"] == []
     assert proxy.calls[calls:].count("eth_getTransactionByHash") == 1  # epoch 1 alone
-    assert keccak(cached.read_bytes()).hex() == digest  # the cache holds calldata again
+    assert cached.read_bytes() == original  # the cache holds what the calldata sealed again
     assert entities(b.sibyl_db) == entities(a.sibyl_db)
     lines = ok(b.kint("history", "entity", "release-gate", "--category", "rules")).stdout
     assert lines.splitlines() and lines.split()[1] == "1", lines
@@ -517,7 +519,7 @@ def test_kill_9_at_each_push_step_loses_nothing(killbox, chain, step):
     store_root = _store_root(db, k.tenant)
     assert held["anchored_root"] == store_root
     assert _rows_root_on_chain(chain, held["head"]["tx"]) == store_root
-    assert {r["key"] for r in held["rows"] if r["tier"] == "entity"} == {
+    assert {cid.split("\x00")[2] for cid in held["ids"] if cid.startswith("entity\x00")} == {
         "first", "second", "third"}
     assert jdb(k, db, "push")["pushed"] == 0  # nothing left behind
 
@@ -603,4 +605,5 @@ def test_the_session_key_pays_and_a_push_names_it_to_fund_when_it_cannot(wallet,
 
     _set_balance(chain, session, 10**18)
     assert [e["seq"] for e in jdb(sb, db, "push")["epochs"]] == [3]
-    assert {r["key"] for r in mirror(sb, space16)["rows"]} == {"first", "second", "third"}
+    assert {cid.split("\x00")[2] for cid in mirror(sb, space16)["ids"]} == {"first", "second",
+                                                                             "third"}

@@ -14,7 +14,7 @@ from conftest import sibyl_client
 
 VICTIMS = [
     # (file, the op that reads it)
-    ("mirror-{s}.json", "push"),
+    ("mirror-{s}.json.gz", "push"),
     ("watermark-{s}.json", "pull"),
     ("enrol-{s}.json", "push"),
     ("wraps-{s}.json", "push"),

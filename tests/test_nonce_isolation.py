@@ -152,3 +152,28 @@ def test_a_stuck_space_does_not_hold_back_another(stuck_by, tmp_path, chain_home
     finally:
         swallower.stop()
         sb.shutdown()
+
+
+def test_a_mined_nonce_keeps_no_signed_transaction(tmp_path):
+    """A push's signed transaction is a whole epoch's calldata (~200 KB of hex at a full
+    bucket) under KINT_HOME, which Sibyl's cap counts (issue 15): once mined it is dropped,
+    the entry kept as the nonce's placeholder, and an endpoint a block behind never gets it
+    re-broadcast or filled."""
+    from kint.chain.nonces import NonceBook, unstick
+
+    book = NonceBook(tmp_path)
+    address = "0x" + "ab" * 20
+    first = book.allocate(address, chain_count=7, space16="a" * 16)
+    book.record(first, b"\x01" * 100_000)
+    second = book.allocate(address, chain_count=7, space16="b" * 16)
+    book.record(second, b"\x02" * 10)
+    assert (first, second) == (7, 8)
+    book.landed(first)
+    entry = json.loads((tmp_path / "nonces" / f"{first:012d}.json").read_text())
+    assert entry["raw"] is None and entry["mined"] is True
+    assert (tmp_path / "nonces" / f"{first:012d}.json").stat().st_size < 300
+    sent: list[bytes] = []
+    acted = unstick(book, address, own_nonce=9, chain_count=7, send_raw=sent.append,
+                    fill=lambda n: pytest.fail(f"filled mined nonce {n}"))
+    assert acted == [second] and sent == [b"\x02" * 10]
+    assert book.allocate(address, chain_count=7, space16="a" * 16) == 9  # still counted

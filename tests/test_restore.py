@@ -95,7 +95,7 @@ def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
     def row(key: str, body: str) -> Row:
         return Row("entity", "notes", key, {"status": None, "body": body})
 
-    anchored = {r.canonical_id: MirrorRow(row=r, leaf=r.leaf, seq=1)
+    anchored = {r.canonical_id: MirrorRow(r.tier, r.category, r.key, r.leaf, 1)
                 for r in (row("same", "a"), row("changed", "b"), row("gone", "c"),
                           row("untouched", "d"))}
     mirror = Mirror(space_id="00" * 32, rows=anchored)

@@ -4,6 +4,7 @@ the space's worker through the real supervisor, with Sibyl's real account gate."
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sqlite3
@@ -11,7 +12,9 @@ import sqlite3
 import pytest
 from sibyl_memory_client.multi_record import multi_record_search
 
-from anchoring import anchor, connect_empty, state_for
+from kint.epochs.buckets import gzip_bytes
+
+from anchoring import TEST_DEK, TEST_OWNER, anchor, connect_empty, state_for
 from conftest import make_sandbox, sibyl_client
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
@@ -215,7 +218,7 @@ def test_garbled_state_files_refuse_naming_the_file_and_stay_untouched(box, vict
     assert path.read_bytes() == garbled
     if victim == "meta":
         path.write_bytes(original)
-        plain = state.epoch_path(2, ".json")
+        plain = state.epoch_path(2, ".json.gz")
         plain.write_bytes(b"{not json")
         out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category",
                        "rules")
@@ -229,10 +232,11 @@ def test_history_never_shows_an_edited_epoch_cache(box):
     without the data key, because its rows no longer reproduce the anchored rows_root."""
     db, _ = seed_beat(box, "edited-cache")
     state = state_for(box.kint_home, box.label(db))
-    plain = state.epoch_path(1, ".json")
+    plain = state.epoch_path(1, ".json.gz")
     original = plain.read_bytes()
-    assert b"never ship on a Friday" in original
-    plain.write_bytes(original.replace(b"never ship", b"always ship"))
+    assert b"never ship on a Friday" in gzip.decompress(original)
+    plain.write_bytes(gzip_bytes(gzip.decompress(original).replace(b"never ship",
+                                                                   b"always ship")))
     out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category", "rules")
     assert out.returncode == 2 and "[CORRUPT_STATE]" in out.stderr
     assert str(plain) in out.stderr and "rows_root" in out.stderr
@@ -241,6 +245,35 @@ def test_history_never_shows_an_edited_epoch_cache(box):
     shown = json.loads(box.kint("--db", str(db), "history", "entity", "release-gate",
                                 "--category", "rules", "--json").stdout)
     assert all(v["checked"] for v in shown["versions"] if not v["deleted"]), shown
+
+
+def test_with_the_data_key_a_cached_epoch_must_rebuild_the_anchored_ciphertext(box):
+    """The cache keeps no ciphertext (issue 15): with the data key, each epoch's header and
+    gzip, as cached, rebuild the ciphertext, which must hash to the anchored digest. So an
+    edit the rows alone cannot show (same rows, another `created_at`) is refused by name
+    too, and the rows of an untouched cache count as checked."""
+    from kint.epochs.envelope import dek_id
+    from kint.tenant_worker.cache_check import checked_reader
+    from kint.tenant_worker.statefiles import CorruptStateFile
+
+    db, _ = seed_beat(box, "rebuilt-cache")
+    state = state_for(box.kint_home, box.label(db))
+    assert not list(state.files["epochs"].glob("*.bin"))
+    keys = {dek_id(TEST_DEK): TEST_DEK}
+    read = checked_reader(state, TEST_OWNER, keys)
+    assert read(2)[1] is True and read(1)[1] is True
+    plain = state.epoch_path(1, ".json.gz")
+    original = plain.read_bytes()
+    doc = json.loads(gzip.decompress(original))
+    doc["created_at"] = "2001-01-01T00:00:00Z"
+    plain.write_bytes(gzip_bytes(json.dumps(doc, separators=(",", ":"),
+                                            ensure_ascii=False).encode()))
+    assert checked_reader(state, TEST_OWNER, {})(1)[1] is False  # without the key: unseen
+    with pytest.raises(CorruptStateFile) as err:
+        checked_reader(state, TEST_OWNER, keys)(1)
+    assert err.value.path == plain and "does not rebuild the ciphertext" in err.value.why
+    plain.write_bytes(original)
+    assert checked_reader(state, TEST_OWNER, keys)(1)[1] is True
 
 
 def test_without_a_sibyl_account_the_real_gate_refuses(sandbox):

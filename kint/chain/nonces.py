@@ -56,6 +56,7 @@ class NonceEntry:
     allocated_at: float
     raw: str | None = None  # the signed transaction, hex, once there is one
     abandoned: bool = False  # given back without being sent: fill it
+    mined: bool = False  # its transaction is in a block: nothing left to send
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -124,6 +125,18 @@ class NonceBook:
                 entry.raw = raw.hex()
                 self._save(entry)
 
+    def landed(self, nonce: int) -> None:
+        """`nonce`'s transaction was mined: its signed bytes (a whole epoch's calldata, up
+        to ~200 KB of hex) are dropped, since everything under KINT_HOME counts against
+        Sibyl's storage cap. The entry stays, as the nonce's placeholder, until an
+        allocation sees the chain's count past it (an endpoint a block behind still
+        counts without it)."""
+        with self._locked():
+            entry = self._entry(nonce)
+            if entry is not None:
+                entry.raw, entry.mined = None, True
+                self._save(entry)
+
     def give_back(self, nonce: int) -> None:
         """`nonce` will not be sent (the estimate reverted, the endpoint refused it). The
         highest nonce is simply forgotten; one below others is marked for filling."""
@@ -161,6 +174,8 @@ def unstick(book: NonceBook, address: str, own_nonce: int, chain_count: int,
     acted = []
     now = time.monotonic()
     for entry in book.blocking(address, chain_count, own_nonce):
+        if entry.mined:
+            continue  # the endpoint is behind: it is already in a block
         raw: bytes | None = bytes.fromhex(entry.raw) if entry.raw else None
         if raw is None:
             dead = entry.pid != os.getpid() and not pid_alive(entry.pid)

@@ -45,7 +45,7 @@ from kint.epochs.plaintext import Plaintext, parse_plaintext
 
 __all__ = ["CHAIN_ID", "FLAG_SALTED", "FLAG_SNAPSHOT", "GCM_TAG_LEN", "HEADER_LEN", "Header",
            "MalformedHeader", "Opened", "SNAPSHOT_DISAGREES", "VERSION", "aad",
-           "check_agreement", "open_epoch", "parse_header", "seal"]
+           "check_agreement", "open_epoch", "parse_header", "rebuild", "seal"]
 
 VERSION = 0x01
 FLAG_SALTED = 0x01  # a signature wrap salted with a passphrase: defined, set by no writer
@@ -153,11 +153,13 @@ def parse_header(blob: bytes) -> Header:
 @dataclass(frozen=True)
 class Opened:
     """An epoch that opened and agrees with its header and the chain. `raw` is the exact
-    plaintext bytes (what the epoch cache keeps as `<seq>.json`)."""
+    plaintext bytes; `payload` is the gzip member they came out of, byte for byte (what the
+    epoch cache keeps: with the header and the data key it rebuilds the ciphertext)."""
 
     header: Header
     plaintext: Plaintext
     raw: bytes
+    payload: bytes = b""
 
     @property
     def snapshot(self) -> bool:
@@ -241,8 +243,28 @@ def open_epoch(blob: bytes, *, dek: bytes, owner: bytes | str, space: bytes | st
         raise AuthenticationFailed(
             "AES-GCM refused the epoch: it was altered, or it belongs to another owner, "
             "space or position in the chain") from None
-    raw = buckets.unpack(padded)
+    payload = buckets.unpad(padded)
+    raw = buckets.gunzip(payload)
     plaintext = parse_plaintext(raw)
     check_agreement(plaintext, snapshot_flag=header.snapshot, space=space, seq=seq, prev=prev,
                     rows_root=header.rows_root)
-    return Opened(header=header, plaintext=plaintext, raw=raw)
+    return Opened(header=header, plaintext=plaintext, raw=raw, payload=payload)
+
+
+def rebuild(header: bytes, payload: bytes, *, dek: bytes, owner: bytes | str,
+            space: bytes | str, seq: int, prev: bytes | str) -> bytes:
+    """The blob an epoch was sent as, from its clear header and the gzip member sealed in
+    it: AES-GCM is deterministic for one key, nonce (in the header) and AAD, so a machine
+    that keeps these two (a few hundred bytes more than the compressed plaintext) and holds
+    the data key can reproduce the ciphertext exactly and check its keccak against the
+    chain's digest, without keeping the padded ciphertext itself. Raises `HeaderError` on a
+    header that does not parse and `ValueError` on a payload that does not fit its bucket."""
+    key = check_data_key(dek)
+    parsed = Header.decode(header)
+    if parsed.length != len(header):
+        raise HeaderError(f"the header is {len(header)} bytes, but its wraps make it "
+                          f"{parsed.length}")
+    padded = buckets.pad(bytes(payload), parsed.bucket)
+    associated = aad(owner=owner, space=space, seq=seq, prev=prev, bucket=parsed.bucket,
+                     rows_root=parsed.rows_root, dek_id=parsed.dek_id)
+    return bytes(header) + AESGCM(key).encrypt(parsed.nonce, padded, associated)

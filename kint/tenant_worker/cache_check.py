@@ -1,15 +1,18 @@
 """The epoch cache is a copy, not the truth (issue 14, item 6): before `history` shows a
 cached epoch, its files are checked against what was anchored.
 
-- The ciphertext (`NNNNNNNN.bin`) must hash to the digest its metadata records, and the
-  digests must chain: each epoch's `prev` is the digest of the epoch before it, up to the
-  mirror's head, the digest this machine saw anchored.
-- With the data key at hand, the ciphertext is opened again and the plaintext file must be
-  the bytes it decrypts to. A plaintext that was edited is replaced by the decrypted bytes
-  (logged); a ciphertext that does not match is refused with the file named.
-- Without the key (it expired), the plaintext must agree with the ciphertext's clear header
-  and the metadata (rows_root, snapshot flag); its rows cannot be checked, and the entries
-  drawn from it say so (`checked: false`).
+- The digests must chain: each epoch's `prev` is the digest of the epoch before it, up to
+  the mirror's head, the digest this machine saw anchored.
+- The plaintext must agree with the clear header kept in its metadata (rows_root, snapshot
+  flag) and with the metadata (seq, prev).
+- With the data key at hand, the ciphertext is rebuilt from that header and the cached
+  gzip member (`kint.epochs.envelope.rebuild`) and must hash to the anchored digest: any
+  edit of the plaintext, the header or the metadata is refused with the file named. (The
+  previous layout kept the ciphertext and replaced an edited plaintext from it; this one
+  keeps no ciphertext, so the way back is `kint pull --full` once the file is moved aside.)
+- Without the key (it expired), the rows are checked by replay (`RootTracker` below)
+  against the rows_root recorded for each epoch; where they cannot be replayed, the
+  entries drawn from the epoch say so (`checked: false`).
 """
 
 from __future__ import annotations
@@ -19,15 +22,36 @@ from typing import Callable
 
 from eth_hash.auto import keccak
 
-from kint.epochs.envelope import open_epoch, parse_header
+from kint.epochs.envelope import rebuild
 from kint.epochs.errors import EpochError
 from kint.epochs.plaintext import Plaintext
-from kint.paths import atomic_write
+from kint.tenant_worker.epoch_cache import META_SUFFIX, PAYLOAD_SUFFIX
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 
 log = logging.getLogger("kint.worker")
 
 Reader = Callable[[int], tuple[Plaintext, bool]]
+
+
+def rebuilt_envelope(state: SpaceState, seq: int, keys: dict[bytes, bytes],
+                     owner: str) -> bytes | None:
+    """Epoch `seq`'s ciphertext, rebuilt from the cache with a key this machine holds, or
+    None (not cached, no key for it, or files that do not rebuild). The caller checks the
+    keccak against the digest it trusts."""
+    try:
+        meta = state.meta(seq)
+        cached = state.cached(seq)
+        header = meta.parsed_header()
+    except (CorruptStateFile, EpochError):
+        return None
+    key = keys.get(header.dek_id)
+    if key is None:
+        return None
+    try:
+        return rebuild(bytes.fromhex(meta.header), cached.payload, dek=key, owner=owner,
+                       space=state.space_id, seq=seq, prev=meta.prev)
+    except (EpochError, ValueError):
+        return None
 
 
 def checked_reader(state: SpaceState, owner: str | None, keys: dict[bytes, bytes]) -> Reader:
@@ -39,42 +63,34 @@ def checked_reader(state: SpaceState, owner: str | None, keys: dict[bytes, bytes
 
     def read(seq: int) -> tuple[Plaintext, bool]:
         meta = state.meta(seq)
-        bin_path = state.epoch_path(seq, ".bin")
-        try:
-            blob = bin_path.read_bytes()
-        except FileNotFoundError:
-            raise CorruptStateFile(bin_path, "is missing from the epoch cache") from None
-        if keccak(blob).hex() != meta.digest:
-            raise CorruptStateFile(bin_path, f"does not hash to the digest of epoch {seq}")
+        meta_path = state.epoch_path(seq, META_SUFFIX)
         want = expected.get(seq)
         if want is not None and want != meta.digest:
-            raise CorruptStateFile(state.epoch_path(seq, ".meta.json"),
-                                   f"names digest {meta.digest[:12]} for epoch {seq}, but the "
-                                   f"chain vouched for {want[:12]}")
+            raise CorruptStateFile(meta_path, f"names digest {meta.digest[:12]} for epoch "
+                                              f"{seq}, but the chain vouched for {want[:12]}")
         expected[seq - 1] = meta.prev
-        plaintext = state.plaintext(seq)
-        try:
-            header = parse_header(blob)
-        except EpochError as err:
-            raise CorruptStateFile(bin_path, f"is not a kint epoch ({err})") from None
-        if (plaintext.rows_root != meta.rows_root or header.rows_root.hex() != meta.rows_root
-                or header.snapshot != plaintext.snapshot):
-            raise CorruptStateFile(state.epoch_path(seq, ".json"),
+        cached = state.cached(seq)
+        plaintext = cached.plaintext
+        header = meta.parsed_header()
+        plain_path = state.epoch_path(seq, PAYLOAD_SUFFIX)
+        if (plaintext.rows_root != meta.rows_root or header.snapshot != plaintext.snapshot
+                or plaintext.prev != meta.prev):
+            raise CorruptStateFile(plain_path,
                                    f"does not agree with the anchored header of epoch {seq}")
         key = keys.get(header.dek_id)
         if key is None or owner is None:
             return plaintext, False
         try:
-            opened = open_epoch(blob, dek=key, owner=owner, space=state.space_id, seq=seq,
-                                prev=meta.prev)
-        except EpochError as err:
-            raise CorruptStateFile(bin_path, f"does not open as epoch {seq} ({err})") from None
-        json_path = state.epoch_path(seq, ".json")
-        if json_path.read_bytes() != opened.raw:
-            log.warning("epoch cache: %s was not what epoch %d decrypts to; replaced from the "
-                        "ciphertext", json_path.name, seq)
-            atomic_write(json_path, opened.raw)
-        return opened.plaintext, True
+            blob = rebuild(bytes.fromhex(meta.header), cached.payload, dek=key, owner=owner,
+                           space=state.space_id, seq=seq, prev=meta.prev)
+        except (EpochError, ValueError) as err:
+            raise CorruptStateFile(plain_path, f"does not fit the header of epoch {seq} "
+                                               f"({err})") from None
+        if keccak(blob).hex() != meta.digest:
+            raise CorruptStateFile(plain_path,
+                                   f"with its header does not rebuild the ciphertext anchored "
+                                   f"as epoch {seq} (digest {meta.digest[:12]}): edited")
+        return plaintext, True
 
     return read
 
@@ -106,7 +122,7 @@ class RootTracker:
         root, _ = self._state.apply(plaintext.rows, deleted)  # type: ignore[attr-defined]
         if root.hex() != plaintext.rows_root:
             self._state = None
-            raise CorruptStateFile(state.epoch_path(seq, ".json"),
+            raise CorruptStateFile(state.epoch_path(seq, PAYLOAD_SUFFIX),
                                    f"its rows do not reproduce the rows_root anchored by epoch "
                                    f"{seq} (edited?)")
         return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kint.epochs.plaintext import Deletion, deletion_of
+from kint.epochs.plaintext import Deletion
 from kint.rows.canon import Row
 from kint.tenant_worker.statefiles import Mirror
 
@@ -30,7 +30,7 @@ def diff(mirror: Mirror | None, rows: list[Row]) -> Changes:
     current = {r.canonical_id: r for r in rows}
     out = Changes(rows=[r for cid, r in current.items()
                         if (old := anchored.get(cid)) is None or old.leaf != r.leaf])
-    out.deleted = [deletion_of(old.row) for cid, old in anchored.items() if cid not in current]
+    out.deleted = [old.deletion for cid, old in anchored.items() if cid not in current]
     return out
 
 

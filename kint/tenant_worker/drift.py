@@ -81,7 +81,7 @@ class DriftBaseline:
             leaf = row.leaf.hex() if row is not None else None
             if leaf == old.leaf.hex():
                 continue
-            label = old.row.label()
+            label = old.label()
             if row is not None:
                 name = (f"{row.tier}-{row.category or ''}-{row.key}-{leaf[:16]}")[:200]
                 if name in refusals:

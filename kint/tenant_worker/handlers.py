@@ -42,7 +42,8 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     for name, path in ctx.state.file_names.items():
         if name == "epochs":
             try:
-                files[name] = sum(1 for entry in os.scandir(path) if entry.name.endswith(".bin"))
+                files[name] = sum(1 for entry in os.scandir(path)
+                                  if entry.name.endswith(".meta.json"))
             except FileNotFoundError:
                 files[name] = 0
         else:

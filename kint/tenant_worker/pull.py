@@ -35,6 +35,7 @@ from kint.rows.canon import Row, canonical_id
 from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal
+from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.changes import diff
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
@@ -251,10 +252,11 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         if not plaintext.snapshot and f.log.prev != prev_digest:
             raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
-        apply_journal.begin(state, f.opened.raw)
+        apply_journal.begin(state, f.opened.payload)
         warnings += _replay(ctx, mirror, plaintext, present, written)
         try:
-            mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f))
+            mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f),
+                                  payload=f.opened.payload)
         except EpochRejected as err:
             raise _stale(str(err)) from None
         apply_journal.end(state)
@@ -307,16 +309,11 @@ def _meta(f: Fetched) -> EpochMeta:
 
 def _fetch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
            held: dict[bytes, bytes]) -> Fetched:
-    """The epoch's ciphertext (from the cache when its keccak is the event's digest, else
-    from the push calldata, checked), opened with the key its header names."""
-    state = ctx.state
-    envelope = None
-    try:
-        data = state.epoch_path(ev.seq, ".bin").read_bytes()
-        if keccak(data).hex() == ev.digest:
-            envelope = data
-    except FileNotFoundError:
-        pass
+    """The epoch's ciphertext (rebuilt from the cache when it hashes to the event's digest,
+    else from the push calldata, checked), opened with the key its header names."""
+    envelope = rebuilt_envelope(ctx.state, ev.seq, held, owner)
+    if envelope is not None and keccak(envelope).hex() != ev.digest:
+        envelope = None
     if envelope is None:
         try:
             envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
@@ -387,7 +384,7 @@ def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
         if seq not in cached:
             f = _fetch(ctx, anchor, owner, ev, held)
             if f.opened is not None:
-                cache_epoch(ctx.state, f.opened.raw, f.envelope, _meta(f))
+                cache_epoch(ctx.state, f.opened.payload, f.envelope, _meta(f))
                 added.append(seq)
             else:
                 closed.append(f.entry())
@@ -414,8 +411,7 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
     warnings: list[str] = []
     if plaintext.snapshot:  # the whole state: what it does not carry is gone
         carried = {r.canonical_id for r in plaintext.rows}
-        deletions = [(m.row.tier, m.row.category, m.row.key)
-                     for cid, m in mirror.rows.items() if cid not in carried]
+        deletions = [m.deletion for cid, m in mirror.rows.items() if cid not in carried]
     else:
         deletions = list(plaintext.deleted)
     for tier, category, key in deletions:
@@ -463,5 +459,5 @@ def _not_back(mirror: Mirror, rows: list[Row], written: set[str]) -> list[str]:
             if back is not None and back.tier == "entity":
                 out.append(f"{back.label()}: deleted on chain but still in the store")
         elif back is None or back.leaf != anchored.leaf:
-            out.append(f"{anchored.row.label()}: did not come back byte-exact after replay")
+            out.append(f"{anchored.label()}: did not come back byte-exact after replay")
     return out

@@ -78,8 +78,10 @@ class SessionSender:
             raise
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
-        return self.anchor.wait(tx_hash, on_slow=lambda: self.unstick(signed.nonce),
-                                slow_after_s=retry_seconds())
+        receipt = self.anchor.wait(tx_hash, on_slow=lambda: self.unstick(signed.nonce),
+                                   slow_after_s=retry_seconds())
+        self.book.landed(signed.nonce)
+        return receipt
 
     def unstick(self, own_nonce: int) -> list[int]:
         """Re-broadcast or fill what holds `own_nonce` back (see kint.chain.nonces)."""
