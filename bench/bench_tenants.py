@@ -101,6 +101,7 @@ def _memory(kint_home: Path) -> dict[str, Any]:
     supervisor = common.memory_row(sup_pid)
     forkserver = [common.memory_row(p) for p in forkservers]
     return {"workers_live": len(workers),
+            "pids": {"supervisor": [sup_pid], "forkserver": forkservers, "workers": pids},
             "states": sorted({row["state"] for row in status["spaces"]}),
             "worker_pss_mib": {"mean": sum(pss) / len(pss), "max": max(pss), "min": min(pss)},
             "worker_uss_mib_mean": sum(w["uss_mib"] for w in workers) / len(workers),
@@ -171,14 +172,24 @@ def _latency(result: dict[str, Any]) -> dict[str, Any]:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int
-           ) -> dict[str, Any]:
-    """In process and routed, alternating, `repeats` times each; every sample pooled."""
+def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
+           pids: dict[str, list[int]]) -> dict[str, Any]:
+    """In process and routed, alternating, `repeats` times each; every sample pooled. The
+    CPU time of every part (this process, the supervisor, the forkserver, the workers, the
+    clients) and of the whole box is read around each pass (bench/cpu_account.py)."""
+    from cpu_account import CpuMeter
+
     shares = deal(calls, pool.n)
+    groups = {"bench_process": [os.getpid()], **pids, "clients": pool.pids}
     runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
+    cpu: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
     for _ in range(repeats):
-        runs["in_process"].append(inproc.run(calls))
-        runs["routed"].append(pool.run(shares, "count"))
+        for name, go in (("in_process", lambda: inproc.run(calls)),
+                         ("routed", lambda: pool.run(shares, "count"))):
+            meter = CpuMeter(groups)
+            meter.start()
+            runs[name].append(go())
+            cpu[name].append(meter.stop())
     out: dict[str, Any] = {}
     for name, results in runs.items():
         merged = {"latencies_ms": [x for r in results for x in r["latencies_ms"]],
@@ -189,7 +200,19 @@ def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int
                 merged["not_proceed"][k] = merged["not_proceed"].get(k, 0) + v
         out[name] = _latency(merged)
         out[name]["per_repeat_per_s"] = [r["calls"] / r["wall_s"] for r in results]
+        out[name]["cpu"] = _cpu_per_verify(cpu[name], merged["calls"])
     return out
+
+
+def _cpu_per_verify(readings: list[dict[str, Any]], calls: int) -> dict[str, Any]:
+    """CPU ms per verify by part, and the box's share that went to other tenants."""
+    parts = {k: sum(r["cpu_s"][k] for r in readings) * 1000.0 / calls
+             for k in readings[0]["cpu_s"]}
+    capacity = sum(r["box_capacity_s"] for r in readings)
+    return {"ms_per_verify": parts, "ms_per_verify_all_parts": sum(parts.values()),
+            "box_busy_share": sum(r["box_busy_s"] for r in readings) / capacity,
+            "others_share_of_box": sum(r["others_cpu_s"] for r in readings) / capacity,
+            "passes": readings}
 
 
 def _item3(m: common.Machine, pool: ClientPool, others: list[Call], hang: Space,
@@ -298,7 +321,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             status = _status_timing(m, p["status_cli_runs"], p["status_op_runs"])
 
             load_before = os.getloadavg()
-            item2 = _item2(pool, inproc, calls, p["repeats"])
+            item2 = _item2(pool, inproc, calls, p["repeats"], memory_idle["pids"])
             load_after = os.getloadavg()
             memory_loaded = _memory(m.kint_home)
 
@@ -394,6 +417,11 @@ def report(result: dict[str, Any], path: Path) -> None:
     print(f"  throughput ratio {i2['ratio_throughput_routed_over_in_process']:.2f}x "
           f"(>= {TARGET_THROUGHPUT}x: {yes[met['throughput']]}); p99/p50 "
           f"{i2['routed_p99_over_p50']:.2f} (<= {TARGET_P99_OVER_P50}: {yes[met['p99_over_p50']]})")
+    for name in ("in_process", "routed"):
+        c = i2[name]["cpu"]
+        print(f"  CPU ms a verify, {name}: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in c["ms_per_verify"].items() if v >= 0.005)
+            + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it")
     mi = i2["memory_idle"]
     print(f"idle worker PSS mean {mi['worker_pss_mib']['mean']:.1f} max "
           f"{mi['worker_pss_mib']['max']:.1f} MiB ({yes[met['idle_worker_pss']]}); supervisor "

@@ -39,7 +39,7 @@ def write_stores(root: Path, hermes_home: Path, spaces: list[Space], n: int) -> 
     renamed into place."""
     staging = root / "staging"
     with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
-        written = list(pool.map(_write_one, [str(staging / s.profile / "memory.db")
+        written = list(pool.map(write_one, [str(staging / s.profile / "memory.db")
                                              for s in spaces],
                                 [common.TENANT] * len(spaces), [n] * len(spaces),
                                 [s.seed for s in spaces]))
