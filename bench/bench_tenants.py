@@ -98,6 +98,9 @@ def _memory(kint_home: Path) -> dict[str, Any]:
     forkservers = sorted({p for p in (common.parent_pid(pid) for pid in pids)
                           if p and p != sup_pid})
     pss = [w["pss_mib"] for w in workers]
+    largest = max(workers, key=lambda w: w["pss_mib"])
+    largest["label"] = next(r["label"] for r in status["spaces"] if r["pid"] == largest["pid"])
+    largest["top_mappings"] = _top_mappings(largest["pid"])
     supervisor = common.memory_row(sup_pid)
     forkserver = [common.memory_row(p) for p in forkservers]
     return {"workers_live": len(workers),
@@ -105,10 +108,28 @@ def _memory(kint_home: Path) -> dict[str, Any]:
             "states": sorted({row["state"] for row in status["spaces"]}),
             "worker_pss_mib": {"mean": sum(pss) / len(pss), "max": max(pss), "min": min(pss)},
             "worker_uss_mib_mean": sum(w["uss_mib"] for w in workers) / len(workers),
+            "largest_worker": largest,
             "supervisor": supervisor, "forkserver": forkserver,
             "total_pss_mib": sum(pss) + supervisor["pss_mib"]
             + sum(f["pss_mib"] for f in forkserver),
             "workers": workers}
+
+
+def _top_mappings(pid: int, top: int = 8) -> list[str]:
+    """The mappings of a process that hold most of its PSS (/proc/<pid>/smaps), summed by
+    name ([heap], [anon], a library's path): where a large worker's memory sits."""
+    by_name: dict[str, list[int]] = {}
+    name = "?"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+        elif head and head[0] in ("Pss:", "Private_Dirty:"):
+            slot = by_name.setdefault(name, [0, 0])
+            slot[0 if head[0] == "Pss:" else 1] += int(head[1])
+    rows = sorted(by_name.items(), key=lambda item: -item[1][0])[:top]
+    return [f"{kb[0] / 1024:.1f} MiB PSS ({kb[1] / 1024:.1f} private dirty) {n}"
+            for n, kb in rows]
 
 
 def _status_timing(m: common.Machine, runs_cli: int, runs_op: int) -> dict[str, Any]:
