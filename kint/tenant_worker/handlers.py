@@ -17,7 +17,6 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.settings.wire import apply as apply_settings
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import read_head
-from kint.tenant_worker.memory_release import releasing
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
@@ -181,28 +180,24 @@ def history(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return {"versions": entries, "count": len(entries)}
 
 
-@releasing
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.connect import connect as run
 
     return run(ctx, args)
 
 
-@releasing
 def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.push import push as run
 
     return run(ctx, args)
 
 
-@releasing
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.pull import pull as run
 
     return run(ctx, args)
 
 
-@releasing
 def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.rekey import rekey as run
 

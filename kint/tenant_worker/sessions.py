@@ -22,7 +22,6 @@ from kint.rows.export import export_rows
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
-from kint.tenant_worker.memory_release import releasing
 from kint.tenant_worker.space import WATCHER_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -62,7 +61,6 @@ def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
     return len(changes.rows), len(changes.deleted)
 
 
-@releasing
 def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     from kint.tenant_worker.push import push
 
