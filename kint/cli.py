@@ -11,26 +11,57 @@ from __future__ import annotations
 
 import sys
 
+import importlib
+
 import click
 
 from kint import __version__
-from kint.commands.authorize import authorize_group
-from kint.commands.canonical_payload import canonical_payload_cmd
-from kint.commands.chain import compact_cmd, pull_cmd, push_cmd, recovery_code_cmd, rekey_cmd
-from kint.commands.connect import connect_cmd
 from kint.commands.common import Ctx
-from kint.commands.config import config_group
-from kint.commands.devchain import devchain_group
-from kint.commands.doctor import doctor_cmd
-from kint.commands.export import export_cmd
-from kint.commands.join import join_cmd
-from kint.commands.memory import history_cmd, status_cmd, verify_cmd
-from kint.commands.session_key import session_key_group
-from kint.commands.setup import setup_cmd
-from kint.commands.supervisor import supervisor_group
+
+# Every command but `demo`, by name: the module that defines it and its name there. A
+# command's module is imported only when that command runs (or `--help` lists them all):
+# `kint supervisor status` must not pay ~2 s on a busy box for web3 and eth_account, which
+# only the chain and key commands use.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "status": ("kint.commands.memory", "status_cmd"),
+    "verify": ("kint.commands.memory", "verify_cmd"),
+    "history": ("kint.commands.memory", "history_cmd"),
+    "canonical-payload": ("kint.commands.canonical_payload", "canonical_payload_cmd"),
+    "connect": ("kint.commands.connect", "connect_cmd"),
+    "push": ("kint.commands.chain", "push_cmd"),
+    "pull": ("kint.commands.chain", "pull_cmd"),
+    "compact": ("kint.commands.chain", "compact_cmd"),
+    "rekey": ("kint.commands.chain", "rekey_cmd"),
+    "recovery-code": ("kint.commands.chain", "recovery_code_cmd"),
+    "doctor": ("kint.commands.doctor", "doctor_cmd"),
+    "session-key": ("kint.commands.session_key", "session_key_group"),
+    "authorize": ("kint.commands.authorize", "authorize_group"),
+    "supervisor": ("kint.commands.supervisor", "supervisor_group"),
+    "devchain": ("kint.commands.devchain", "devchain_group"),
+    "join": ("kint.commands.join", "join_cmd"),
+    "export": ("kint.commands.export", "export_cmd"),
+    "config": ("kint.commands.config", "config_group"),
+    "setup": ("kint.commands.setup", "setup_cmd"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands in COMMANDS are imported when asked for by name."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            if command.name != cmd_name:
+                raise RuntimeError(f"{module}.{attribute} is `{command.name}`, not `{cmd_name}`")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--tenant", default=None, metavar="TENANT",
               help="Sibyl tenant [default: KINT_TENANT, then credentials.json, then "
                    "Sibyl's default].")
@@ -59,14 +90,6 @@ def demo_cmd(keep: bool) -> None:
     from kint.demo import run_demo
 
     sys.exit(run_demo(keep=keep))
-
-
-for command in (status_cmd, verify_cmd, history_cmd, canonical_payload_cmd, connect_cmd, push_cmd, pull_cmd,
-                compact_cmd, rekey_cmd, recovery_code_cmd, doctor_cmd, session_key_group, authorize_group,
-                supervisor_group, devchain_group, join_cmd, export_cmd):
-    main.add_command(command)
-main.add_command(config_group)
-main.add_command(setup_cmd)
 
 
 if __name__ == "__main__":

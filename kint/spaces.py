@@ -27,8 +27,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from eth_hash.auto import keccak
-
 from kint import settings
 
 # Sibyl's default tenant (sibyl_memory_client.client.DEFAULT_TENANT), the last rung of its
@@ -56,7 +54,11 @@ class SpaceRef:
 
 
 def space_id(label: str) -> str:
-    """The full space id, 64 hex characters."""
+    """The full space id, 64 hex characters. eth_hash is imported here, not with the
+    module: finding its backend costs a command that computes no space id (`kint
+    supervisor status`) a tenth of a second."""
+    from eth_hash.auto import keccak
+
     return keccak(SPACE_PREFIX + label.encode("utf-8")).hex()
 
 

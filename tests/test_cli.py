@@ -4,6 +4,8 @@ traceback, exit codes."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from conftest import TENANT, write_store
 
@@ -49,3 +51,35 @@ def test_help_names_every_command(sandbox):
         assert word in sup
     assert "Exit code 0" in sandbox.kint("supervisor", "status", "--help").stdout
     assert sandbox.kint("--version").stdout.startswith("kint, version ")
+
+
+# What `kint supervisor status` may not load: the chain and key libraries and the engine.
+ENGINE_MODULES = ("web3", "eth_account", "eth_keys", "eth_hash", "sibyl_memory_client",
+                  "kint.tenant_worker", "kint.chain", "kint.custody")
+_LOADED_AFTER_STATUS = """
+import json, sys
+from kint.cli import main
+try:
+    main(["supervisor", "status"], prog_name="kint")
+except SystemExit as done:
+    code = done.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_supervisor_status_loads_only_the_client(sandbox):
+    """The command a person runs to look at a busy or stuck box imports the CLI, the client
+    and the protocol, and no command module it does not run: web3 and eth_account alone
+    took ~2 s to import on a loaded two-core box (issue 15: status under 100 ms)."""
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    sandbox.call("status", sandbox.sibyl_db)
+    out = subprocess.run([sys.executable, "-c", _LOADED_AFTER_STATUS], env=sandbox.env,
+                         text=True, capture_output=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    loaded = json.loads(out.stdout.splitlines()[-1])
+    assert loaded["code"] == 0, out.stdout
+    assert sandbox.row(sandbox.sibyl_db)["space"] in out.stdout  # the space's row printed
+    heavy = [m for m in loaded["modules"]
+             if any(m == name or m.startswith(name + ".") for name in ENGINE_MODULES)]
+    assert heavy == []

@@ -87,7 +87,9 @@ def _command(path: tuple[str, ...]) -> click.Command:
     cmd: click.Command = main
     for name in path:
         assert isinstance(cmd, click.Group)
-        cmd = cmd.commands[name]
+        found = cmd.get_command(click.Context(cmd), name)  # `kint`'s own load on demand
+        assert found is not None, path
+        cmd = found
     return cmd
 
 

@@ -137,6 +137,33 @@ quiet_seconds = 5
     assert at("KINT_POLL_SECONDS") == (1.0, "daemon environment", None)  # raised to its minimum
 
 
+def test_a_request_sees_the_process_settings_resolving_only_what_it_reads(tmp_path,
+                                                                           monkeypatch):
+    """The worker's view of one request: the same values as every setting resolved at
+    once from the same reading of the file (the space's table, the environment, the
+    call's own on top), but only those the request reads are resolved."""
+    from kint.settings.wire import apply
+
+    (tmp_path / "config.toml").write_bytes(b'rpc_timeout = 3\n[spaces."alice"]\n'
+                                           b'quiet_seconds = 5\n')
+    monkeypatch.setenv("KINT_HOME", str(tmp_path))
+    monkeypatch.setenv("KINT_VERIFY_HEAD_SECONDS", "7")
+    monkeypatch.setattr(loader._process, "home", tmp_path)
+    monkeypatch.setattr(loader._process, "daemon", True)
+    monkeypatch.setattr(loader._process, "space", ("alice",))
+    values, notices = apply("verify", {"KINT_OFFLINE": "1"}, label="alice")
+    assert notices == []
+    assert len(values) == 1  # the call's own value; nothing else resolved yet
+    with loader.overlay(values):
+        assert loader.value("KINT_OFFLINE") is True  # the call's
+        assert loader.value("KINT_VERIFY_HEAD_SECONDS") == 7.0  # the environment's
+        assert loader.value("KINT_QUIET_SECONDS") == 5.0  # the space's table
+        assert loader.lookup("KINT_RPC_TIMEOUT").source == "file"
+    assert len(values) == 4
+    every = loader.view()
+    assert all(values[s.name] == every[s.name] for s in SETTINGS if s.name != "KINT_OFFLINE")
+
+
 def test_the_last_good_configuration_keeps_serving_in_every_process(tmp_path):
     home = tmp_path / "kint"
     home.mkdir(mode=0o700)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
-from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, Value, config,
-                                  environ_value, view)
+from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config,
+                                  environ_value)
 from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
                                   shown)
 
@@ -113,7 +113,7 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
     """This request's settings (the process's, with the call's on top where they apply)
     and the lines to report: the config file refused, values not used."""
     cfg, error = config()
-    values = view(cfg)
+    values: dict[str, Value] = RequestView(cfg)
     notices: list[str] = []
     if error is not None:
         notices.append(f"kint: {error}; the last good configuration keeps serving")

@@ -151,7 +151,10 @@ class WorkerLifecycle:
                 log.warning("space %s: worker %s did not exit; SIGKILL", handle.space16,
                             handle.pid)
                 handle.signal(signal.SIGKILL)
-                handle.kill_at = None
+                # Until its exit is read, a hung worker is only waited on (and killed again
+                # after another grace): judging it hung anew would send a second SIGTERM and
+                # overwrite why it was first found hung with a longer, later silence.
+                handle.kill_at = now + s.kill_grace_s
             return
         if handle.state == "stopping":
             if handle.stop_deadline is not None and now >= handle.stop_deadline:

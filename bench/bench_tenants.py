@@ -1,0 +1,470 @@
+"""Many tenants at once, and a neighbour that hangs (issue 15, items 2 and 3).
+
+One machine, one supervisor (the test launcher, tests/support/run_supervisor.py, with
+KINT_TEST_GATE=null, as bench_verify), 64 spaces (`--quick`: 12): each a Hermes profile
+store ($HERMES_HOME/sibyl/profiles/tNN/memory.db, label `<tenant>@hermes:tNN`) of ~500
+rows (`--quick`: 200) from `corpus.rows(n, seed)` with a seed of its own, so no two stores
+hold the same rows. Every store is written in a staging folder (Sibyl's free-tier cap walks
+every store of the machine) and renamed into place.
+
+Every space but one is anchored without a chain (`anchor_store.anchor`: kint's own split,
+seal and record_epoch). The last one, the "hanging" space, is connected for real:
+`connect` with `dev` on the devchain, its `rpc_urls` a loopback proxy (tests/rpc_proxy.py)
+in front of the anvil, then `push`. Its verifies read the chain head through the proxy.
+
+Item 2, many tenants. Queries: for each space, two or three of a row's own words, kept
+when verify proceeds on them. The calls: rounds x (queries per space) x (every space), in
+that order. They are made
+- in process, by one loop: `kint.tenant_worker.verify.verify` on each space's Sibyl
+  `MemoryClient.local` (NullEntitlementGate), `connect_ro(db)` and `SpaceState`, with the
+  head reading "bench" (as bench_verify; the hanging space's verifies through the
+  supervisor read its chain head, the in-process ones do not: 1/64 of the calls cost kint
+  one local eth_call more), and
+- through the supervisor by 16 client processes (`--quick`: 8; bench/tenant_clients.py),
+  op `verify` (limit 5, no write-back) via `kint.client.Client`, client k making calls
+  k, k+16, ..., all starting at one instant.
+The two alternate (in process, routed, in process, routed). Throughput = calls / wall time
+(routed: first start to last end). Also: the PSS (/proc/<pid>/smaps_rollup) of the
+supervisor, the forkserver and every worker, idle (3 s after the warm-up) and after the
+load; and the wall time of `kint supervisor status` (a fresh CLI process, as a person runs
+it) with every space live, against the `sup.status` round trip in this process.
+
+Item 3, a neighbour that hangs, in the same run: three phases of the same length, in
+which the clients cycle through the calls of the 62 other spaces (`--quick`: 10) and a
+thread in this process polls `sup.status` twice a second (the same in every phase):
+clean, faults, clean again. At the start of the faults phase a row is written to the
+hanging space's store, its proxy starts to take calls and never answer, and its `push`
+is sent; at the same moment the worker of another space (the "stopped" space) gets
+SIGSTOP, and one verify is sent to it. Recorded: what `sup.status` said of both spaces
+over time, what the push and the stopped space's verify were answered, `doctor` of the
+hanging space while its endpoint hangs, the stopped worker's restart, a verify on the
+stopped space after it, and a push of the hanging space once its endpoint answers again.
+`--quick` runs the supervisor with KINT_WORKER_HEARTBEAT_TIMEOUT=3 and KINT_RPC_TIMEOUT=3
+(defaults 10 and 10) so its phases can be shorter.
+
+Targets: routed throughput >= 1.6x the in-process loop; routed p99 <= 3x its p50; idle
+PSS of every worker < 25 MiB; `kint supervisor status` < 100 ms; in the faults phase, the
+other spaces' verify p99 <= 1.2x their p99 in the clean phases (both clean phases pooled;
+each is reported too); the hanging space reported, the stopped worker restarted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+import corpus
+from tenant_clients import Call, ClientPool, deal
+from tenant_setup import (InProcess, Space, connect_hanging, pick_queries, write_row_alone,
+                          write_stores)
+
+TARGET_THROUGHPUT = 1.6
+TARGET_P99_OVER_P50 = 3.0
+TARGET_PSS_MIB = 25.0
+TARGET_STATUS_MS = 100.0
+TARGET_FAULT_P99 = 1.2
+IDLE_SETTLE_S = 3.0
+ANCHOR_BLOCK = 100
+STATUS_POLL_S = 0.5
+
+
+def _params(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"spaces": 12, "rows": 200, "clients": 8, "queries_per_space": 4, "rounds": 2,
+                "repeats": 2, "phase_s": 12.0, "status_cli_runs": 5, "status_op_runs": 30,
+                "supervisor_env": {"KINT_WORKER_HEARTBEAT_TIMEOUT": "3",
+                                   "KINT_RPC_TIMEOUT": "3"}}
+    return {"spaces": 64, "rows": 500, "clients": 16, "queries_per_space": 6, "rounds": 3,
+            "repeats": 2, "phase_s": 25.0, "status_cli_runs": 10, "status_op_runs": 100,
+            "supervisor_env": {}}
+
+
+# -- readings --------------------------------------------------------------------------------
+
+
+def _memory(kint_home: Path) -> dict[str, Any]:
+    from kint.client import Client
+
+    with Client(kint_home, autostart=False) as kc:
+        status = kc.call("sup.status", timeout_s=30)
+    pids = [row["pid"] for row in status["spaces"] if row["pid"] is not None]
+    workers = [common.memory_row(pid) for pid in pids]
+    sup_pid = status["supervisor"]["pid"]
+    forkservers = sorted({p for p in (common.parent_pid(pid) for pid in pids)
+                          if p and p != sup_pid})
+    pss = [w["pss_mib"] for w in workers]
+    largest = max(workers, key=lambda w: w["pss_mib"])
+    largest["label"] = next(r["label"] for r in status["spaces"] if r["pid"] == largest["pid"])
+    largest["top_mappings"] = _top_mappings(largest["pid"])
+    supervisor = common.memory_row(sup_pid)
+    forkserver = [common.memory_row(p) for p in forkservers]
+    return {"workers_live": len(workers),
+            "pids": {"supervisor": [sup_pid], "forkserver": forkservers, "workers": pids},
+            "states": sorted({row["state"] for row in status["spaces"]}),
+            "worker_pss_mib": {"mean": sum(pss) / len(pss), "max": max(pss), "min": min(pss)},
+            "worker_uss_mib_mean": sum(w["uss_mib"] for w in workers) / len(workers),
+            "largest_worker": largest,
+            "supervisor": supervisor, "forkserver": forkserver,
+            "total_pss_mib": sum(pss) + supervisor["pss_mib"]
+            + sum(f["pss_mib"] for f in forkserver),
+            "workers": workers}
+
+
+def _top_mappings(pid: int, top: int = 8) -> list[str]:
+    """The mappings of a process that hold most of its PSS (/proc/<pid>/smaps), summed by
+    name ([heap], [anon], a library's path): where a large worker's memory sits."""
+    by_name: dict[str, list[int]] = {}
+    name = "?"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+        elif head and head[0] in ("Pss:", "Private_Dirty:"):
+            slot = by_name.setdefault(name, [0, 0])
+            slot[0 if head[0] == "Pss:" else 1] += int(head[1])
+    rows = sorted(by_name.items(), key=lambda item: -item[1][0])[:top]
+    return [f"{kb[0] / 1024:.1f} MiB PSS ({kb[1] / 1024:.1f} private dirty) {n}"
+            for n, kb in rows]
+
+
+def _status_timing(m: common.Machine, runs_cli: int, runs_op: int) -> dict[str, Any]:
+    """`kint supervisor status` as a person runs it (a fresh process, the human table) and
+    the `sup.status` round trip it makes, from this process."""
+    import orjson
+
+    from kint.client import Client
+
+    cli = []
+    codes = set()
+    command = [sys.executable, "-m", "kint.cli", "supervisor", "status"]
+    for _ in range(runs_cli):
+        t0 = time.monotonic()
+        out = subprocess.run(command, env=m.env(), cwd=str(common.REPO_DIR),
+                             capture_output=True, text=True, timeout=120)
+        cli.append((time.monotonic() - t0) * 1000.0)
+        codes.add(out.returncode)
+    rows = len(out.stdout.splitlines())
+    import_probe = subprocess.run(
+        [sys.executable, "-X", "importtime", *command[1:]], env=m.env(),
+        cwd=str(common.REPO_DIR), capture_output=True, text=True, timeout=120)
+    bare = []
+    for _ in range(runs_cli):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "pass"], timeout=60)
+        bare.append((time.monotonic() - t0) * 1000.0)
+    op = []
+    with Client(m.kint_home, autostart=False) as kc:
+        for _ in range(runs_op):
+            t0 = time.monotonic()
+            reply = kc.call("sup.status", timeout_s=30)
+            op.append((time.monotonic() - t0) * 1000.0)
+    return {"cli_ms": common.summarize(cli, "ms"), "cli_exit_codes": sorted(codes),
+            "cli_lines": rows, "cli_slowest_imports": _slowest_imports(import_probe.stderr),
+            "bare_python_ms": common.summarize(bare, "ms"),
+            "op_ms": common.summarize(op, "ms"), "op_reply_bytes": len(orjson.dumps(reply)),
+            "spaces_in_reply": len(reply["spaces"])}
+
+
+def _slowest_imports(importtime: str, top: int = 8) -> list[str]:
+    """The top-level imports (`-X importtime`) that took longest, cumulative."""
+    rows = []
+    for line in importtime.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            name = parts[2].rstrip()
+            if not name.startswith("  "):  # one level under the entry point
+                rows.append((int(parts[1]), name.strip()))
+    return [f"{us / 1000:.0f} ms {name}" for us, name in sorted(rows, reverse=True)[:top]]
+
+
+def _latency(result: dict[str, Any]) -> dict[str, Any]:
+    out = common.summarize(result["latencies_ms"], "ms")
+    out["calls"], out["wall_s"] = result["calls"], result["wall_s"]
+    out["per_s"] = result["calls"] / result["wall_s"]
+    out["not_proceed"] = result["not_proceed"]
+    return out
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
+           pids: dict[str, list[int]]) -> dict[str, Any]:
+    """In process and routed, alternating, `repeats` times each; every sample pooled. The
+    CPU time of every part (this process, the supervisor, the forkserver, the workers, the
+    clients) and of the whole box is read around each pass (bench/cpu_account.py)."""
+    from cpu_account import CpuMeter
+
+    shares = deal(calls, pool.n)
+    groups = {"bench_process": [os.getpid()], **pids, "clients": pool.pids}
+    runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
+    cpu: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
+    for _ in range(repeats):
+        for name, go in (("in_process", lambda: inproc.run(calls)),
+                         ("routed", lambda: pool.run(shares, "count"))):
+            meter = CpuMeter(groups)
+            meter.start()
+            runs[name].append(go())
+            cpu[name].append(meter.stop())
+    out: dict[str, Any] = {}
+    for name, results in runs.items():
+        merged = {"latencies_ms": [x for r in results for x in r["latencies_ms"]],
+                  "wall_s": sum(r["wall_s"] for r in results),
+                  "calls": sum(r["calls"] for r in results), "not_proceed": {}}
+        for r in results:
+            for k, v in r["not_proceed"].items():
+                merged["not_proceed"][k] = merged["not_proceed"].get(k, 0) + v
+        out[name] = _latency(merged)
+        out[name]["per_repeat_per_s"] = [r["calls"] / r["wall_s"] for r in results]
+        out[name]["cpu"] = _cpu_per_verify(cpu[name], merged["calls"])
+    return out
+
+
+def _cpu_per_verify(readings: list[dict[str, Any]], calls: int) -> dict[str, Any]:
+    """CPU ms per verify by part, and the box's share that went to other tenants."""
+    parts = {k: sum(r["cpu_s"][k] for r in readings) * 1000.0 / calls
+             for k in readings[0]["cpu_s"]}
+    capacity = sum(r["box_capacity_s"] for r in readings)
+    by_part: dict[str, float] = {}
+    for key, ms in parts.items():
+        by_part[key.split(".")[0]] = by_part.get(key.split(".")[0], 0.0) + ms
+    return {"ms_per_verify": by_part, "ms_per_verify_by_thread": parts,
+            "ms_per_verify_all_parts": sum(parts.values()),
+            "box_busy_share": sum(r["box_busy_s"] for r in readings) / capacity,
+            "others_share_of_box": sum(r["others_cpu_s"] for r in readings) / capacity,
+            "passes": readings}
+
+
+def _item3(m: common.Machine, pool: ClientPool, others: list[Call], hang: Space,
+           stopped: Space, proxy: Any, write_row: Any, phase_s: float) -> dict[str, Any]:
+    from tenant_faults import Faults, StatusWatch
+
+    shares = deal(others, pool.n)
+    phases: dict[str, Any] = {}
+    raw: dict[str, list[float]] = {}
+    faults_report = None
+    for name in ("clean", "faults", "clean_after"):
+        watch = StatusWatch(m.kint_home, [hang.label, stopped.label], STATUS_POLL_S).start()
+        faults = None
+        if name == "faults":
+            faults = Faults(m.kint_home, common.TENANT, hang, stopped, proxy, write_row)
+            faults.begin()
+        load = os.getloadavg()[0]
+        result = pool.run(shares, "duration", phase_s)
+        watch.stop()
+        phases[name] = _latency(result)
+        raw[name] = result["latencies_ms"]
+        phases[name]["status_poll_ms"] = common.summarize(watch.op_ms, "ms")
+        phases[name]["status_poll_errors"] = watch.errors
+        phases[name]["loadavg_1m_at_start"] = load
+        if faults is not None:
+            faults_report = faults.finish(watch)
+            faults_report["status_samples"] = watch.samples
+    return {"phases": phases, "faults": faults_report, "raw_ms": raw}
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from kint.chain import devchain
+    from kint.spaces import resolve
+
+    sys.path.insert(0, str(common.REPO_DIR / "tests"))
+    from rpc_proxy import RpcProxy  # tests/rpc_proxy.py: the loopback proxy that can hang
+
+    from anchor_store import anchor
+
+    p = _params(quick)
+    n, rows = p["spaces"], p["rows"]
+    timings: dict[str, float] = {}
+    with common.hermetic("tenants") as env:
+        m = common.Machine("m", env.root / "m")
+        m.kint_home.mkdir(parents=True, mode=0o700)
+        # This process resolves the spaces as the machine does (its HOME, HERMES_HOME).
+        os.environ.update(HOME=str(m.home), KINT_HOME=str(m.kint_home),
+                          HERMES_HOME=str(m.hermes_home))
+        spaces = [Space(f"t{i:02d}", seed=5000 + i, db=Path()) for i in range(n)]
+        for s in spaces:
+            s.db = m.hermes_home / "sibyl" / "profiles" / s.profile / "memory.db"
+        t = time.monotonic()
+        written = write_stores(env.root, m.hermes_home, spaces, rows)
+        timings["write_stores_s"] = time.monotonic() - t
+        for s in spaces:
+            ref = resolve(common.TENANT, s.db)
+            s.label = ref.label
+            s.space16 = ref.space16
+            assert s.label == f"{common.TENANT}@hermes:{s.profile}", s.label
+        hang, stopped = spaces[-1], spaces[-2]
+
+        t = time.monotonic()
+        for s in spaces[:-1]:
+            anchor(m.kint_home, s.label, s.db, common.TENANT, block=ANCHOR_BLOCK)
+        timings["anchor_s"] = time.monotonic() - t
+
+        chain = common.Machine("chain", env.root / "chain")
+        chain.kint_home.mkdir(parents=True, mode=0o700)
+        record = devchain.start(chain.kint_home)
+        env.on_exit.append(lambda: devchain.stop(chain.kint_home))
+        (m.kint_home / "devchain").mkdir(mode=0o700)
+        (m.kint_home / "devchain" / "devchain.json").write_bytes(
+            (chain.kint_home / "devchain" / "devchain.json").read_bytes())
+        proxy = RpcProxy(record["rpc_url"], max_hang_s=120).start()
+        env.on_exit.append(proxy.stop)
+        common.start_test_supervisor(env, m, extra_env=p["supervisor_env"])
+        t = time.monotonic()
+        hanging_setup = connect_hanging(m, hang, proxy.url)
+        timings["connect_and_push_hanging_s"] = time.monotonic() - t
+
+        inproc = InProcess(m.kint_home, spaces)
+        pool = None
+        try:
+            t = time.monotonic()
+            dropped = {s.label: pick_queries(s, rows, p["queries_per_space"],
+                                         lambda q, s=s: inproc.verify(s.label, q))
+                       for s in spaces}
+            timings["pick_queries_s"] = time.monotonic() - t
+            calls: list[Call] = [(str(s.db), s.label, s.queries[qi])
+                                 for _ in range(p["rounds"])
+                                 for qi in range(p["queries_per_space"]) for s in spaces]
+
+            t = time.monotonic()
+            pool = ClientPool(p["clients"], m.kint_home, common.TENANT)
+            timings["start_clients_s"] = time.monotonic() - t
+            # Warm-up: every space's worker spawned and every query seen once, routed.
+            t = time.monotonic()
+            warm = pool.run(deal(calls[:len(spaces) * p["queries_per_space"]], pool.n),
+                            "count")
+            timings["warm_up_s"] = time.monotonic() - t
+            if warm["not_proceed"]:
+                raise RuntimeError(f"routed verify did not proceed: {warm['not_proceed']}")
+            inproc.run(calls[:len(spaces)])  # the in-process loop's own warm-up
+            time.sleep(IDLE_SETTLE_S)
+            memory_idle = _memory(m.kint_home)
+            status = _status_timing(m, p["status_cli_runs"], p["status_op_runs"])
+
+            load_before = os.getloadavg()
+            item2 = _item2(pool, inproc, calls, p["repeats"], memory_idle["pids"])
+            load_after = os.getloadavg()
+            memory_loaded = _memory(m.kint_home)
+
+            others = [c for c in calls if c[1] not in (hang.label, stopped.label)]
+            extra = corpus.rows(rows + 1, seed=hang.seed)[-1]
+            item3 = _item3(m, pool, others, hang, stopped, proxy,
+                           lambda: write_row_alone(hang.db, env.root / "scratch", extra),
+                           p["phase_s"])
+        finally:
+            if pool is not None:
+                pool.close()
+            inproc.close()
+            proxy.forward()
+
+    return _result(quick, p, written, timings, hanging_setup, dropped, calls, memory_idle,
+                   memory_loaded, status, item2, item3, load_before, load_after, env)
+
+
+def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[str, float],
+            hanging_setup: dict[str, Any], dropped: dict[str, dict[str, int]],
+            calls: list[Call], memory_idle: dict[str, Any], memory_loaded: dict[str, Any],
+            status: dict[str, Any], item2: dict[str, Any], item3: dict[str, Any],
+            load_before: tuple[float, ...], load_after: tuple[float, ...],
+            env: common.BenchEnv) -> dict[str, Any]:
+    ip, rt = item2["in_process"], item2["routed"]
+    throughput_ratio = rt["per_s"] / ip["per_s"]
+    tail = rt["p99"] / rt["p50"]
+    raw = item3.pop("raw_ms")
+    clean = common.summarize(raw["clean"] + raw["clean_after"], "ms")
+    faulted = item3["phases"]["faults"]
+    fault_ratio = faulted["p99"] / clean["p99"]
+    faults = item3["faults"] or {}
+    seen = faults.get("seen_in_status", {})
+    answers = faults.get("answers", {})
+    doctor = (answers.get("doctor_hanging") or {}).get("result") or {}
+    chain_check = [c for c in doctor.get("checks", []) if c["name"] == "chain reachable"]
+    hung_reported = ("hanging_push_call_in_flight" in seen
+                     and bool(chain_check) and not chain_check[0]["ok"])
+    restarted = bool((faults.get("restart") or {}).get("restarted")) and \
+        faults.get("verify_stopped_after_restart", {}).get("decision") == "proceed"
+    met = {
+        "throughput": throughput_ratio >= TARGET_THROUGHPUT,
+        "p99_over_p50": tail <= TARGET_P99_OVER_P50,
+        "idle_worker_pss": memory_idle["worker_pss_mib"]["max"] < TARGET_PSS_MIB,
+        "status_cli": status["cli_ms"]["p50"] < TARGET_STATUS_MS,
+        "fault_p99": fault_ratio <= TARGET_FAULT_P99,
+        "hanging_reported": hung_reported,
+        "stopped_restarted": restarted,
+    }
+    return {
+        "name": "tenants",
+        "quick": quick,
+        "machine": common.machine(),
+        "params": {k: v for k, v in p.items()},
+        "setup": {"stores": {"rows_each": p["rows"], "written_rows_per_s_mean":
+                             sum(w["rows_per_s"] for w in written) / len(written)},
+                  "timings_s": timings, "hanging_space": hanging_setup,
+                  "queries_dropped": {k: v for k, v in dropped.items() if v},
+                  "calls_per_pass": len(calls)},
+        "loadavg_around_item2": {"before": list(load_before), "after": list(load_after)},
+        "item2": {
+            "in_process": ip, "routed": rt,
+            "ratio_throughput_routed_over_in_process": throughput_ratio,
+            "routed_p99_over_p50": tail,
+            "memory_idle": memory_idle, "memory_after_load": memory_loaded,
+            "status": status,
+        },
+        "item3": {"phases": item3["phases"], "clean_pooled_ms": clean,
+                  "ratio_faults_p99_over_clean_p99": fault_ratio,
+                  "ratio_faults_p99_over_each_clean": {
+                      k: faulted["p99"] / item3["phases"][k]["p99"]
+                      for k in ("clean", "clean_after")},
+                  "faults": faults},
+        "target": {"description": "issue 15 items 2 and 3: throughput >= 1.6x in-process, "
+                                  "p99 <= 3x p50, idle worker PSS < 25 MiB, status < 100 ms, "
+                                  "faulted p99 <= 1.2x clean, hung space reported, stopped "
+                                  "worker restarted",
+                   "items": met, "met": all(met.values())},
+        "env": env.report(),
+    }
+
+
+def report(result: dict[str, Any], path: Path) -> None:
+    i2, i3 = result["item2"], result["item3"]
+    ip, rt, st = i2["in_process"], i2["routed"], i2["status"]
+    met = result["target"]["items"]
+    yes = {True: "met", False: "NOT met"}
+    n = result["params"]["spaces"]
+    print(f"{n} spaces, {result['params']['clients']} clients, "
+          f"{result['setup']['calls_per_pass']} verifies a pass")
+    print(f"in process  {ip['per_s']:7.1f}/s  p50 {ip['p50']:6.2f} ms  p99 {ip['p99']:6.2f} ms")
+    print(f"routed      {rt['per_s']:7.1f}/s  p50 {rt['p50']:6.2f} ms  p99 {rt['p99']:6.2f} ms")
+    print(f"  throughput ratio {i2['ratio_throughput_routed_over_in_process']:.2f}x "
+          f"(>= {TARGET_THROUGHPUT}x: {yes[met['throughput']]}); p99/p50 "
+          f"{i2['routed_p99_over_p50']:.2f} (<= {TARGET_P99_OVER_P50}: {yes[met['p99_over_p50']]})")
+    for name in ("in_process", "routed"):
+        c = i2[name]["cpu"]
+        print(f"  CPU ms a verify, {name}: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in c["ms_per_verify_by_thread"].items() if v >= 0.005)
+            + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it")
+    mi = i2["memory_idle"]
+    print(f"idle worker PSS mean {mi['worker_pss_mib']['mean']:.1f} max "
+          f"{mi['worker_pss_mib']['max']:.1f} MiB ({yes[met['idle_worker_pss']]}); supervisor "
+          f"{mi['supervisor']['pss_mib']:.1f} MiB; total {mi['total_pss_mib']:.0f} MiB")
+    print(f"`kint supervisor status` p50 {st['cli_ms']['p50']:.0f} ms (bare python "
+          f"{st['bare_python_ms']['p50']:.0f} ms; sup.status op {st['op_ms']['p50']:.2f} ms) "
+          f"({yes[met['status_cli']]})")
+    ph = i3["phases"]
+    print(f"others' p99: clean {ph['clean']['p99']:.2f} / faults {ph['faults']['p99']:.2f} / "
+          f"clean after {ph['clean_after']['p99']:.2f} ms: "
+          f"{i3['ratio_faults_p99_over_clean_p99']:.2f}x ({yes[met['fault_p99']]})")
+    print(f"hanging space reported: {yes[met['hanging_reported']]}; stopped worker restarted: "
+          f"{yes[met['stopped_restarted']]}  -> {path}")
+
+
+def main() -> int:
+    return common.bench_main("tenants", __doc__, run, report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
