@@ -146,8 +146,9 @@ def _overhead_split(env: common.BenchEnv, m: common.Machine, queries: list[str],
     """Diagnostic pass, after the headline figures: the same routed verify calls through a
     supervisor whose workers time their verify handler and request runner
     (bench/support/bench_worker_probe.py), to split the routed time into the handler,
-    the worker's own wrapping (decode, encode, hand-off) and the rest (client <->
-    supervisor <-> worker transport, the pool hand-off, the supervisor's routing)."""
+    the worker's own wrapping of it (the reply object) and the rest (client <->
+    supervisor <-> worker transport, decoding and encoding at each end, the pool
+    hand-off, the supervisor's routing)."""
     from kint.client import Client
 
     common.stop_supervisor_at(m.kint_home, env.cleanup_notes, m.name)
