@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from kint.settings.reload import ConfigWatch
-from kint.settings.schema import BY_NAME, SETTINGS, BadValue, Setting, given, parse
+from kint.settings.schema import BY_NAME, BadValue, Setting, given, parse
 from kint.settings.tomlfile import ConfigError, ConfigFile
 
 log = logging.getLogger("kint.settings")
@@ -220,11 +220,9 @@ def value(name: str) -> Any:
     return lookup(name).value
 
 
-def view(cfg: ConfigFile | None = None) -> dict[str, Value]:
-    """Every setting's value in this process (below any request's own)."""
-    if cfg is None:
-        cfg, _ = config()
-    return {s.name: resolve(s, cfg, space=_process.space) for s in SETTINGS}
+def process_space() -> tuple[str, ...]:
+    """The space this process serves (a worker), or ()."""
+    return _process.space
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, Value, config,
-                                  environ_value, view)
+                                  environ_value, process_space, resolve)
 from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
                                   shown)
 
@@ -110,17 +110,20 @@ def report(setting: Setting, raw: str, running: Value, label: str, path: str) ->
 
 def apply(op: str, sent: Mapping[str, str], *, label: str,
           effective: Effective | None = None) -> tuple[dict[str, Value], list[str]]:
-    """This request's settings (the process's, with the call's on top where they apply)
-    and the lines to report: the config file refused, values not used."""
+    """This request's own settings, the values the caller sent that apply to this call
+    (`overlay` puts them over the process's; every other setting reads through the
+    process's layers as it is looked up), and the lines to report: the config file
+    refused, values not used. Only the settings the caller sent are resolved here: every
+    request passes through this, and resolving all of them cost more than a status."""
     cfg, error = config()
-    values = view(cfg)
+    values: dict[str, Value] = {}
     notices: list[str] = []
     if error is not None:
         notices.append(f"kint: {error}; the last good configuration keeps serving")
     path = str(cfg.path)
     for name, raw in sorted(sent.items()):
         setting = BY_NAME[name]
-        running = values[name]
+        running = resolve(setting, cfg, space=process_space())
         if effective is not None:
             running = effective(name, running)
         if setting.secret:
