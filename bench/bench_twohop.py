@@ -140,6 +140,18 @@ class BareTwoHop:
                     proc.wait()
 
 
+def cpu_ns(pid: int) -> int:
+    """CPU time a process has run, all its threads (ZeroMQ's I/O thread too), in ns: the
+    first field of each task's schedstat, which the scheduler keeps to the nanosecond."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended between the listing and the read
+    return total
+
+
 def _timed(fn: Callable[[], Any], into: list[float] | None) -> None:
     t0 = time.perf_counter_ns()
     fn()
@@ -241,6 +253,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                                          **where))
             return req, encode_reply(ok_reply(rid, result))
 
+        from kint.supervisor.autostart import running_pid
+
         with Client(m.kint_home, autostart=False) as kc:
             queries = _queries(kc, lambda q: verify(kc, q), data, written.written, n_queries)
             status_req, status_reply = frames("status", {}, status(kc))
@@ -251,8 +265,13 @@ def run(quick: bool = False) -> dict[str, Any]:
             bare = BareTwoHop(env.root, replies)
             samples: dict[str, list[float]] = {k: [] for k in ("bare_status", "kint_status",
                                                                "bare_verify", "kint_verify")}
+            # CPU of each process of each series, summed over its timed blocks: ns.
+            cpu: dict[str, list[int]] = {k: [0, 0, 0] for k in samples}
             try:
                 first_pid = status(kc)["worker"]["pid"]
+                sup_pid = running_pid(m.kint_home)
+                pids = {"kint": (os.getpid(), sup_pid, first_pid),
+                        "bare": (os.getpid(), bare.relay.pid, bare.worker.pid)}
                 series = [
                     ("bare_status", lambda keep: [_timed(lambda: bare.call(status_req),
                                                          samples["bare_status"] if keep
@@ -282,7 +301,11 @@ def run(quick: bool = False) -> dict[str, Any]:
                             continue
                         if name.endswith("verify") and r >= verify_rounds:
                             continue
+                        who = pids[name.split("_")[0]]
+                        before = [cpu_ns(pid) for pid in who]
                         block(True)
+                        after = [cpu_ns(pid) for pid in who]
+                        cpu[name] = [c + a - b for c, a, b in zip(cpu[name], after, before)]
                 if status(kc)["worker"]["pid"] != first_pid:
                     raise RuntimeError("the space's worker changed during the run")
                 load["after_headline"] = list(os.getloadavg())
@@ -293,6 +316,11 @@ def run(quick: bool = False) -> dict[str, Any]:
         load["after"] = list(os.getloadavg())
 
     summary = {k: common.summarize(v, "us") for k, v in samples.items()}
+    cpu_us = {k: dict(zip(("client", "middle", "worker"),
+                          (round(ns / 1000 / len(samples[k]), 1) for ns in v)))
+              for k, v in cpu.items()}
+    for v in cpu_us.values():
+        v["total"] = round(v["client"] + v["middle"] + v["worker"], 1)
     ratios = {op: _ratio(summary[f"kint_{op}"], summary[f"bare_{op}"])
               for op in ("status", "verify")}
     met = {op: r["p50"] <= TARGET_RATIO_P50 for op, r in ratios.items()}
@@ -313,6 +341,11 @@ def run(quick: bool = False) -> dict[str, Any]:
                                               / len(queries)},
         "us": summary,
         "ratio_kint_over_bare": ratios,
+        "cpu_us_per_call": {"note": "CPU time per timed call of each process, all threads, "
+                                    "from /proc/<pid>/task/*/schedstat: the client (this "
+                                    "process), the middle (kint's supervisor or the bare "
+                                    "relay) and the worker",
+                            **cpu_us},
         "verify_handler_split": split,
         "target": {"description": "kint's routed round trip within 1.5x of a bare two-hop "
                                   "relay of the same shape and message sizes, at p50, for "
@@ -321,6 +354,31 @@ def run(quick: bool = False) -> dict[str, Any]:
                    "met": all(met.values())},
         "env": env.report(),
     }
+
+
+def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """This benchmark's lines in run_all.py's table."""
+    us, p, met = result["us"], result["params"], result["target"]["met_by_op"]
+    rows = []
+    for op, size in (("status", f"{p['status_reply_bytes']} B reply"),
+                     ("verify", f"{p['verify_reply_bytes_mean']:.0f} B reply")):
+        k, b, r = us[f"kint_{op}"], us[f"bare_{op}"], result["ratio_kint_over_bare"][op]
+        rows += [
+            (f"two hops, {op} ({size}) p50/p99 (us)", f"{k['p50']:.0f} / {k['p99']:.0f}",
+             f"bare two-hop {b['p50']:.0f} / {b['p99']:.0f}", "", ""),
+            ("  ratio kint/bare p50 / p99", f"{r['p50']:.2f}x / {r['p99']:.2f}x", "",
+             "<= 1.5x (p50)", "yes" if met[op] else "NO"),
+        ]
+    for op in ("status", "verify"):
+        k, b = result["cpu_us_per_call"][f"kint_{op}"], result["cpu_us_per_call"][f"bare_{op}"]
+        rows.append((f"  (context) {op} CPU per call: client + middle + worker (us)",
+                     f"{k['client']:.0f} + {k['middle']:.0f} + {k['worker']:.0f}",
+                     f"bare {b['client']:.0f} + {b['middle']:.0f} + {b['worker']:.0f}", "", ""))
+    s = result["verify_handler_split"]
+    rows.append(("  (context) verify without its handler / bare p50",
+                 f"{s['ratio_kint_minus_handler_over_bare']['p50']:.2f}x",
+                 f"handler p50 {s['worker_verify_handler_us']['p50']:.0f} us", "", ""))
+    return rows
 
 
 def report(result: dict[str, Any], path: Path) -> None:
@@ -332,6 +390,10 @@ def report(result: dict[str, Any], path: Path) -> None:
         print(f"{op:7s} ({size} B)  bare p50 {b['p50']:8.1f} p99 {b['p99']:8.1f} us   "
               f"kint p50 {k['p50']:8.1f} p99 {k['p99']:8.1f} us   "
               f"ratio {r['p50']:.2f}x / {r['p99']:.2f}x")
+    for k, v in result["cpu_us_per_call"].items():
+        if k != "note":
+            print(f"cpu per call, {k:12s} client {v['client']:6.0f}  middle {v['middle']:6.0f}  "
+                  f"worker {v['worker']:6.0f}  total {v['total']:6.0f} us")
     s = result["verify_handler_split"]
     print(f"verify split: handler p50 {s['worker_verify_handler_us']['p50']:.0f} us, kint minus "
           f"handler p50 {s['kint_minus_handler_us']['p50']:.0f} us, bare "
