@@ -188,7 +188,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
     from kint.tenant_worker.statefiles import SpaceState
     from kint.tenant_worker.verify import decide, verify
 
-    rounds = 4 if quick else 12
+    rounds = 4 if quick else 6
     warmup = 1 if quick else 2
     tenant = common.TENANT
     with common.hermetic(f"verify-{n}") as env:
@@ -262,7 +262,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
             ratio_sup = {p: sup["verify"][p] / sup["bare"][p] for p in ("p50", "p99")}
             del first
             split = _overhead_split(env, m, queries, tenant, str(db), label,
-                                    rounds=2 if quick else 6)
+                                    rounds=2 if quick else 3)
 
             met_in = all(v <= TARGET_IN_PROCESS for v in ratio_in.values())
             met_sup = all(v <= TARGET_SUPERVISOR for v in ratio_sup.values())
