@@ -166,7 +166,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
     from kint.tenant_worker.statefiles import SpaceState
     from kint.tenant_worker.verify import verify
 
-    rounds = 4 if quick else 12
+    rounds = 4 if quick else 6
     warmup = 1 if quick else 2
     n_queries = 20 if quick else 40
     n_cold = 20 if quick else 80

@@ -146,8 +146,9 @@ def _overhead_split(env: common.BenchEnv, m: common.Machine, queries: list[str],
     """Diagnostic pass, after the headline figures: the same routed verify calls through a
     supervisor whose workers time their verify handler and request runner
     (bench/support/bench_worker_probe.py), to split the routed time into the handler,
-    the worker's own wrapping (decode, encode, hand-off) and the rest (client <->
-    supervisor <-> worker transport, the pool hand-off, the supervisor's routing)."""
+    the worker's own wrapping of it (the reply object) and the rest (client <->
+    supervisor <-> worker transport, decoding and encoding at each end, the pool
+    hand-off, the supervisor's routing)."""
     from kint.client import Client
 
     common.stop_supervisor_at(m.kint_home, env.cleanup_notes, m.name)
@@ -187,7 +188,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
     from kint.tenant_worker.statefiles import SpaceState
     from kint.tenant_worker.verify import decide, verify
 
-    rounds = 4 if quick else 12
+    rounds = 4 if quick else 6
     warmup = 1 if quick else 2
     tenant = common.TENANT
     with common.hermetic(f"verify-{n}") as env:
@@ -261,7 +262,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
             ratio_sup = {p: sup["verify"][p] / sup["bare"][p] for p in ("p50", "p99")}
             del first
             split = _overhead_split(env, m, queries, tenant, str(db), label,
-                                    rounds=2 if quick else 6)
+                                    rounds=2 if quick else 3)
 
             met_in = all(v <= TARGET_IN_PROCESS for v in ratio_in.values())
             met_sup = all(v <= TARGET_SUPERVISOR for v in ratio_sup.values())

@@ -2,40 +2,59 @@
 
     .venv/bin/python bench/run_all.py           # the full run (`make bench`)
     .venv/bin/python bench/run_all.py --quick   # fewer iterations, a smoke test
+    .venv/bin/python bench/run_all.py --only twohop tenants   # some of them
 
 Each benchmark runs in its own hermetic temp folder with its own supervisor, stopped at
 the end whatever happens. Results go to bench/out/<name>.json and bench/out/summary.json;
 each supervisor's log is copied to bench/out/<name>.supervisor.log. Exits 1 if a benchmark
 failed to run (a missed target is reported, not an error).
+
+Each benchmark is a module of this folder, imported by name when its turn comes: one that
+is not in this checkout (a branch that has not merged it yet) is reported "not present"
+and the others run. A module gives `run(quick) -> dict` (with `target.met` and `env`, as
+`common.BenchEnv.report` makes it) and, for its lines in the table, `table_rows(result)`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_chain  # noqa: E402
-import bench_mcp  # noqa: E402
-import bench_memory  # noqa: E402
-import bench_roundtrip  # noqa: E402
-import bench_spawn  # noqa: E402
-import bench_verify  # noqa: E402
 import common  # noqa: E402
 
-BENCHMARKS: list[tuple[str, Callable[[bool], dict[str, Any]]]] = [
-    ("roundtrip", bench_roundtrip.run),
-    ("spawn", bench_spawn.run),
-    ("memory", bench_memory.run),
-    ("verify", bench_verify.run),
-    ("chain", bench_chain.run),
-    ("mcp", bench_mcp.run),
+# (name, module), in the order they run.
+BENCHMARKS: list[tuple[str, str]] = [
+    ("roundtrip", "bench_roundtrip"),
+    ("spawn", "bench_spawn"),
+    ("memory", "bench_memory"),
+    ("twohop", "bench_twohop"),
+    ("verify", "bench_verify"),
+    ("chain", "bench_chain"),
+    ("mcp", "bench_mcp"),
+    ("footprint", "bench_footprint"),
+    ("tenants", "bench_tenants"),
 ]
+# The benchmarks whose table lines this file writes (below); any other gives its own.
+_ROWS_HERE = frozenset({"roundtrip", "spawn", "memory", "verify", "chain", "mcp"})
+
+
+def load(module: str) -> ModuleType | None:
+    """The benchmark's module, or None when this checkout has no such file. A module that
+    is there but fails to import raises: that is a benchmark that could not run."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+        return None
 
 
 def _met(flag: bool) -> str:
@@ -91,7 +110,23 @@ def table_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, 
     rows += _verify_rows(results.get("verify"))
     rows += _chain_rows(results.get("chain"))
     rows += _mcp_rows(results.get("mcp"))
+    for name, module in BENCHMARKS:
+        if name in _ROWS_HERE or name not in results:
+            continue
+        rows += _module_rows(name, module, results[name])
     return rows
+
+
+def _module_rows(name: str, module: str, result: dict[str, Any]
+                 ) -> list[tuple[str, str, str, str, str]]:
+    """A benchmark's own table lines (its `table_rows`), else one line with its target."""
+    found = sys.modules.get(module)
+    own = getattr(found, "table_rows", None)
+    if own is not None:
+        return [tuple(str(cell) for cell in row) for row in own(result)]  # type: ignore[misc]
+    target = result.get("target") or {}
+    return [(f"{name}: {target.get('description', 'see its JSON')}", "", "", "",
+             _met(bool(target.get("met"))))]
 
 
 def _rows_label(size: dict[str, Any]) -> str:
@@ -205,16 +240,27 @@ def print_table(rows: list[tuple[str, str, str, str, str]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run kint's benchmarks.")
     parser.add_argument("--quick", action="store_true", help="fewer iterations and spaces")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        choices=[name for name, _ in BENCHMARKS],
+                        help="run only these benchmarks")
     args = parser.parse_args()
 
     started = time.monotonic()
     results: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
-    for name, run in BENCHMARKS:
+    absent: list[str] = []
+    for name, module in BENCHMARKS:
+        if args.only and name not in args.only:
+            continue
         t0 = time.monotonic()
         print(f"running {name}{' (quick)' if args.quick else ''} ...", flush=True)
         try:
-            result = run(args.quick)
+            found = load(module)
+            if found is None:
+                absent.append(name)
+                print(f"  not present: bench/{module}.py is not in this checkout", flush=True)
+                continue
+            result = found.run(args.quick)
         except Exception:  # noqa: BLE001 - report it, run the others, exit 1
             failed[name] = traceback.format_exc()
             print(failed[name], file=sys.stderr)
@@ -231,11 +277,14 @@ def main() -> int:
     print_table(table_rows(results))
 
     problems = [(name, line) for name, r in results.items()
-                for line in r["env"]["supervisor_log_problems"] + r["env"]["cleanup_notes"]]
+                for line in (r.get("env", {}).get("supervisor_log_problems", [])
+                             + r.get("env", {}).get("cleanup_notes", []))]
     if problems:
         print("\nsupervisor log warnings/errors and clean-up notes:")
         for name, line in problems:
             print(f"  [{name}] {line}")
+    if absent:
+        print(f"\nnot present in this checkout: {', '.join(absent)}")
     if failed:
         print(f"\nFAILED: {', '.join(failed)}")
 
@@ -243,7 +292,10 @@ def main() -> int:
         "quick": args.quick,
         "machine": common.machine(),
         "wall_s": time.monotonic() - started,
-        "targets_met": {name: r["target"]["met"] for name, r in results.items()},
+        "targets_met": {name: (r.get("target") or {}).get("met")
+                        for name, r in results.items()},
+        "wall_s_by_benchmark": {name: r["wall_s"] for name, r in results.items()},
+        "not_present": absent,
         "failed": failed,
         "table": [dict(zip(("measure", "value", "baseline", "target", "met"), row))
                   for row in table_rows(results)],

@@ -136,19 +136,52 @@ def test_fuzz_json_shapes_decode_or_raise_the_protocol_error(obj):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=512) | _json.map(lambda o: json.dumps(o).encode()))
-def test_fuzz_worker_messages_decode_or_raise_the_protocol_error(data):
-    try:
-        worker_wire.decode_from_worker(data)
-    except ProtocolError:
-        pass
+@given(st.binary(max_size=512) | _json.map(lambda o: json.dumps(o).encode()),
+       st.binary(max_size=64))
+def test_fuzz_worker_messages_decode_or_raise_the_protocol_error(header, body):
+    for decode in (worker_wire.decode_from_worker, worker_wire.decode_from_supervisor):
+        try:
+            decode(header, body)
+        except ProtocolError:
+            pass
 
 
 def test_beats_are_type_checked():
     good = {"kind": "beat", "pid": 5, "state": {"op": None, "inflight": 0, "has_work": False}}
-    assert worker_wire.decode_from_worker(orjson.dumps(good))["state"]["inflight"] == 0
+    assert worker_wire.decode_from_worker(orjson.dumps(good), b"")["state"]["inflight"] == 0
     for state in ({"inflight": "3"}, {"has_work": 1}, {"surprise": 1}, {"op_age_s": True}):
         with pytest.raises(ProtocolError):
-            worker_wire.decode_from_worker(orjson.dumps({**good, "state": state}))
+            worker_wire.decode_from_worker(orjson.dumps({**good, "state": state}), b"")
     with pytest.raises(ProtocolError):
-        worker_wire.decode_from_worker(orjson.dumps({**good, "pid": 0}))
+        worker_wire.decode_from_worker(orjson.dumps({**good, "pid": 0}), b"")
+
+
+def test_a_request_and_its_reply_cross_the_supervisor_as_bytes():
+    """The back socket's two frames: the supervisor routes on the header and passes the
+    body on as it is, the client's request to the worker, the worker's reply (already under
+    the client's id) to the client; only a reply and a request have a body, and each side
+    refuses what breaks that."""
+    request = orjson.dumps(GOOD)
+    header, body = worker_wire.encode({"kind": "req", "id": "7"}, request)
+    assert body is request
+    assert worker_wire.decode_from_supervisor(header, body) == {"kind": "req", "id": "7"}
+    reply = encode_reply(ok_reply("r1", {"rows": 3}))
+    header, body = worker_wire.encode({"kind": "reply", "id": "7", "pid": 5}, reply)
+    assert worker_wire.decode_from_worker(header, body)["id"] == "7"
+    assert decode_reply(body).id == "r1"
+    refused = [
+        (worker_wire.decode_from_supervisor, {"kind": "req", "id": "7"}, b""),
+        (worker_wire.decode_from_supervisor, {"kind": "req"}, request),
+        (worker_wire.decode_from_worker, {"kind": "reply", "id": "7", "pid": 5}, b""),
+        (worker_wire.decode_from_worker, {"kind": "reply", "pid": 5}, reply),
+        (worker_wire.decode_from_worker, {"kind": "reply", "id": "x" * 65, "pid": 5}, reply),
+        (worker_wire.decode_from_worker, {"kind": "beat", "pid": 5, "state": {}}, b"x"),
+        (worker_wire.decode_from_worker, {"kind": "hello", "pid": 5}, reply),
+    ]
+    for decode, head, tail in refused:
+        with pytest.raises(ProtocolError):
+            decode(orjson.dumps(head), tail)
+    with pytest.raises(ProtocolError) as err:
+        worker_wire.decode_from_worker(orjson.dumps({"kind": "reply", "id": "7", "pid": 5}),
+                                       b"x" * (MAX_MESSAGE_BYTES + 1))
+    assert err.value.code == ErrorCode.TOO_LARGE

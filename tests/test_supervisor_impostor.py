@@ -19,6 +19,8 @@ import zmq
 
 from conftest import write_store
 from kint.paths import back_address
+from kint.protocol import worker_wire
+from kint.protocol.envelope import encode_reply, ok_reply
 from kint.supervisor.peer import peer_credentials
 
 
@@ -33,9 +35,11 @@ class Impostor(threading.Thread):
         self.stop = threading.Event()
         self.ready = threading.Event()
 
-    def _forged(self, rid: str) -> bytes:
-        return orjson.dumps({"kind": "reply", "pid": self.pid, "reply": {
-            "id": rid, "ok": True, "result": {"forged": True, "decision": "PROCEED"}}})
+    def _forged(self, rid: str) -> list[bytes]:
+        """A reply in the back socket's two frames, answering the supervisor's id `rid`."""
+        return worker_wire.encode({"kind": "reply", "id": rid, "pid": self.pid},
+                                  encode_reply(ok_reply(None, {"forged": True,
+                                                               "decision": "PROCEED"})))
 
     def run(self) -> None:
         sock = zmq.Context.instance().socket(zmq.DEALER)
@@ -44,18 +48,20 @@ class Impostor(threading.Thread):
         if self.identity is not None:
             sock.setsockopt(zmq.ROUTING_ID, self.identity)
         sock.connect(back_address(self.home))
-        sock.send(orjson.dumps({"kind": "hello", "space": self.space16, "pid": self.pid}))
+        sock.send_multipart(worker_wire.encode({"kind": "hello", "space": self.space16,
+                                                "pid": self.pid}))
         self.ready.set()
         try:
             while not self.stop.is_set():
                 for rid in range(1, 100):
-                    sock.send(self._forged(str(rid)), zmq.NOBLOCK)
-                sock.send(orjson.dumps({"kind": "beat", "pid": self.pid, "state": {}}))
+                    sock.send_multipart(self._forged(str(rid)), zmq.NOBLOCK)
+                sock.send_multipart(worker_wire.encode({"kind": "beat", "pid": self.pid,
+                                                        "state": {}}))
                 while sock.poll(200):
-                    msg = orjson.loads(sock.recv())
+                    msg = orjson.loads(sock.recv_multipart()[0])
                     self.received.append(msg)
                     if msg.get("kind") == "req":
-                        sock.send(self._forged(msg["request"]["id"]))
+                        sock.send_multipart(self._forged(msg["id"]))
         except zmq.Again:
             pass
         finally:

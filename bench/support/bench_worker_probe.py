@@ -3,7 +3,7 @@ Nothing of kint changes on disk; the wrapping lives only in the processes of a b
 own supervisor, and only for what these variables ask:
 
 - KINT_BENCH_TIMING=<file>: the worker's `verify` handler and its request runner
-  (`Worker._run`: decode, handler, encode, hand-off to the main thread) are timed, and one
+  (`Worker._run`: the handler and the reply it makes) are timed, and one
   line per verify request is appended: `<handler ms> <run ms>`.
 - KINT_BENCH_PROFILE_DIR=<folder> with KINT_BENCH_PROFILE_OPS=<op,op>: each request of
   those ops runs under cProfile, dumped to `<folder>/<op>-<pid>-<n>.prof`.
@@ -41,14 +41,14 @@ def _timed_verify() -> None:
         finally:
             _local.handler_ms = (time.perf_counter_ns() - t0) / 1e6
 
-    def run(self, request):  # noqa: ANN001, ANN202
+    def run(self, internal_id, request):  # noqa: ANN001, ANN202
         _local.handler_ms = None
         t0 = time.perf_counter_ns()
         try:
-            return original_run(self, request)
+            return original_run(self, internal_id, request)
         finally:
             took = (time.perf_counter_ns() - t0) / 1e6
-            if request.get("op") == "verify" and _local.handler_ms is not None:
+            if request.op == "verify" and _local.handler_ms is not None:
                 with _lock, open(_TIMING, "a") as fh:
                     fh.write(f"{_local.handler_ms:.4f} {took:.4f}\n")
 

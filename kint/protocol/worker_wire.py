@@ -1,9 +1,18 @@
 """Messages on the back socket, between the supervisor and its workers.
 
 A worker says `hello`, then `beat`s every second and sends `reply`s; before a deliberate
-non-zero exit it sends `fatal` with the reason. The supervisor sends `req` (a validated
-request under the supervisor's own id) and `stop`. Every message carries the sender's pid,
-so a message from a worker that was already replaced is recognised and dropped.
+non-zero exit it sends `fatal` with the reason. The supervisor sends `req` and `stop`.
+Every message carries the sender's pid, so a message from a worker that was already
+replaced is recognised and dropped.
+
+Every message is two frames: a small header (an orjson object: the kind, the pid, the
+token, the supervisor's id for the request) that the receiver decodes and checks, and a
+body that the supervisor passes on without decoding it. For a `req` the body is the
+client's request frame exactly as it arrived (the supervisor validated it before routing
+it; the worker decodes it again, as it trusts no socket); for a `reply` it is the reply
+frame the client gets, encoded once by the worker under the client's own id; every other
+kind has an empty body. So a request and its answer cross the supervisor as bytes: it
+routes on the header alone.
 
 Any process of the user can reach the back socket, so a worker proves who it is with a
 secret it did not choose: the supervisor makes a fresh token for each spawn and hands it
@@ -23,7 +32,7 @@ from typing import Any, Literal
 import orjson
 
 from kint.protocol.errors import ErrorCode, ProtocolError
-from kint.protocol.limits import MAX_MESSAGE_BYTES
+from kint.protocol.limits import MAX_ID_CHARS, MAX_MESSAGE_BYTES
 
 WorkerKind = Literal["hello", "beat", "reply", "fatal"]
 _WORKER_KINDS = frozenset({"hello", "beat", "reply", "fatal"})
@@ -44,6 +53,8 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 TOKEN_BYTES = 32
+# A header is a few hundred bytes (a beat's state is the largest).
+MAX_HEADER_BYTES = 64 * 1024
 
 
 def new_token() -> bytes:
@@ -71,31 +82,49 @@ def token_matches(message: dict[str, Any], token: bytes | None) -> bool:
     return hmac.compare_digest(given.encode(), token.hex().encode())
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    return orjson.dumps(message)
+def encode(header: dict[str, Any], body: bytes = b"") -> list[bytes]:
+    """The two frames of one back-socket message."""
+    return [orjson.dumps(header), body]
 
 
-def _load(data: bytes) -> dict[str, Any]:
-    if len(data) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket message over the size limit")
+def _load(header: bytes, body: Any) -> dict[str, Any]:
+    if len(header) > MAX_HEADER_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket header over the size limit")
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket body over the size limit")
     try:
-        obj = orjson.loads(data)
+        obj = orjson.loads(header)
     except orjson.JSONDecodeError:
-        raise ProtocolError(ErrorCode.BAD_REQUEST, "back-socket message is not JSON") from None
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "back-socket header is not JSON") from None
     if not isinstance(obj, dict):
-        raise ProtocolError(ErrorCode.BAD_REQUEST, "back-socket message is not an object")
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "back-socket header is not an object")
     return obj
 
 
-def decode_from_worker(data: bytes) -> dict[str, Any]:
-    """Validate what a worker sent. The supervisor trusts nothing it did not check."""
-    obj = _load(data)
+def _has_id(obj: dict[str, Any]) -> bool:
+    rid = obj.get("id")
+    return isinstance(rid, str) and 0 < len(rid) <= MAX_ID_CHARS
+
+
+def decode_from_worker(header: bytes, body: Any) -> dict[str, Any]:
+    """Validate what a worker sent: the header, and that only a reply has a body. The
+    body of a reply is the client's, checked by the client (`decode_reply`); the
+    supervisor trusts nothing else it did not check."""
+    obj = _load(header, body)
     kind = obj.get("kind")
     pid = obj.get("pid")
     if kind not in _WORKER_KINDS:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown worker message kind {kind!r}")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "worker message without a valid pid")
+    if kind == "reply":
+        if not _has_id(obj):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "reply without an id")
+        if not len(body):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "reply without a body")
+        return obj
+    if len(body):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{kind} with a body")
     if kind == "beat":
         state = obj.get("state")
         if not isinstance(state, dict):
@@ -107,23 +136,17 @@ def decode_from_worker(data: bytes) -> dict[str, Any]:
             if value is not None and (not isinstance(value, types)
                                       or (isinstance(value, bool) and bool not in types)):
                 raise ProtocolError(ErrorCode.BAD_REQUEST, f"beat field {name!r} has a bad type")
-    elif kind == "reply":
-        reply = obj.get("reply")
-        if not isinstance(reply, dict) or not isinstance(reply.get("id"), str):
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "reply without an id")
-        if not isinstance(reply.get("ok"), bool):
-            raise ProtocolError(ErrorCode.BAD_REQUEST, "reply without ok")
     elif kind == "fatal":
         if not isinstance(obj.get("reason"), str):
             raise ProtocolError(ErrorCode.BAD_REQUEST, "fatal without a reason")
     return obj
 
 
-def decode_from_supervisor(data: bytes) -> dict[str, Any]:
-    obj = _load(data)
+def decode_from_supervisor(header: bytes, body: bytes) -> dict[str, Any]:
+    obj = _load(header, body)
     kind = obj.get("kind")
     if kind not in _SUPERVISOR_KINDS:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown supervisor message kind {kind!r}")
-    if kind == "req" and not isinstance(obj.get("request"), dict):
-        raise ProtocolError(ErrorCode.BAD_REQUEST, "req without a request")
+    if kind == "req" and (not _has_id(obj) or not body):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "req without an id or a request")
     return obj

@@ -12,12 +12,12 @@
 
 from kint.settings.loader import (DAEMON_ENV, DEFAULT, FILE, SESSION, THIS_CALL, Value, config,
                                   configure, environ_value, lookup, machine_lookup, overlay,
-                                  value, view, watch)
+                                  value, watch)
 from kint.settings.schema import BY_NAME, SETTINGS, Setting
 from kint.settings.tomlfile import ConfigError, ConfigFile
 
 __all__ = [
     "BY_NAME", "DAEMON_ENV", "DEFAULT", "FILE", "SESSION", "SETTINGS", "THIS_CALL",
     "ConfigError", "ConfigFile", "Setting", "Value", "config", "configure", "environ_value",
-    "lookup", "machine_lookup", "overlay", "value", "view", "watch",
+    "lookup", "machine_lookup", "overlay", "value", "watch",
 ]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from kint.settings.reload import ConfigWatch
-from kint.settings.schema import BY_NAME, SETTINGS, BadValue, Setting, given, parse
+from kint.settings.schema import BY_NAME, BadValue, Setting, given, parse
 from kint.settings.tomlfile import ConfigError, ConfigFile
 
 log = logging.getLogger("kint.settings")
@@ -220,17 +220,10 @@ def value(name: str) -> Any:
     return lookup(name).value
 
 
-def view(cfg: ConfigFile | None = None) -> dict[str, Value]:
-    """Every setting's value in this process (below any request's own)."""
-    if cfg is None:
-        cfg, _ = config()
-    return {s.name: resolve(s, cfg, space=_process.space) for s in SETTINGS}
-
-
 class RequestView(dict):  # type: ignore[type-arg]
     """Every setting's value in this process as one reading of the config file gives them,
     each resolved the first time the request asks for it. A request reads two or three of
-    the ~30 settings; resolving them all up front (`view`) was ~7% of a verify's CPU in the
+    the ~30 settings; resolving them all up front was ~7% of a verify's CPU in the
     worker (issue 15's many-tenants benchmark)."""
 
     def __init__(self, cfg: ConfigFile) -> None:

@@ -3,9 +3,12 @@ one `zmq.Poller`, in a single thread that never waits on a worker.
 
 Front (`kint.sock`): clients' requests in, replies out. Back (`workers.sock`): workers'
 hellos, beats and replies in, requests and stops out. Every request is validated before
-it is routed; every request carries one monotonic deadline, computed when it arrives;
-when it passes the client gets TIMEOUT naming what the worker is doing, the work goes on,
-and the late reply is dropped by id.
+it is routed, then goes to its worker as the bytes the client sent, and the worker's
+reply comes back to the client as the bytes the worker encoded: the supervisor routes on
+the back socket's small header (`worker_wire`) and never decodes a reply's body. Every
+request carries one monotonic deadline, computed when it arrives; when it passes the
+client gets TIMEOUT naming what the worker is doing, the work goes on, and the late reply
+is dropped by id.
 
 Every request gets exactly one answer: a reply the client's pipe cannot take yet waits in
 the `Outbox` instead of being dropped by the ROUTER. A worker is believed only on its
@@ -61,6 +64,9 @@ OUTBOX_RETRY_S = 0.02
 EXIT_STEPPED_DOWN = 75
 # Routes of unknown peers logged at most this many times (an impostor may flood).
 MAX_REFUSED_LOGGED = 32
+# Space ids remembered by label; past this many the memory starts again (a client that
+# sends many labels costs keccaks, never memory).
+MAX_REMEMBERED_LABELS = 4096
 
 
 class Supervisor(WorkerLifecycle):
@@ -76,6 +82,7 @@ class Supervisor(WorkerLifecycle):
         self.handles: dict[str, WorkerHandle] = {}
         self.bindings = Bindings(home)
         self._by_route: dict[bytes, WorkerHandle] = {}
+        self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
         self._sentinels: dict[int, WorkerHandle] = {}
         self._deadlines: list[tuple[float, str, str]] = []
@@ -245,7 +252,7 @@ class Supervisor(WorkerLifecycle):
                 if reply is not None:
                     self._send_front(identity, reply)
             else:
-                self._route(identity, request)
+                self._route(identity, request, frames[1])
         except ProtocolError as err:
             err.request_id = request.id
             if not request.cast:
@@ -259,7 +266,7 @@ class Supervisor(WorkerLifecycle):
     def _handle_for(self, request: Any) -> WorkerHandle:
         assert request.tenant is not None and request.db is not None
         label = request.space or space_label(request.tenant, Path(request.db))
-        sid = compute_space_id(label)
+        sid = self._space_id(label)
         exists = os.path.exists(request.db)
         handle = self.handles.get(sid)
         if handle is not None:
@@ -278,6 +285,15 @@ class Supervisor(WorkerLifecycle):
             self.bindings.bind(sid, Binding(label, request.tenant, request.db))
         return handle
 
+    def _space_id(self, label: str) -> str:
+        """The label's space id, remembered: a keccak costs more than the rest of routing."""
+        sid = self._space_ids.get(label)
+        if sid is None:
+            if len(self._space_ids) >= MAX_REMEMBERED_LABELS:
+                self._space_ids.clear()
+            sid = self._space_ids[label] = compute_space_id(label)
+        return sid
+
     def _move_space(self, handle: WorkerHandle, request: Any) -> None:
         """The space's worker serves a store that does not exist (a mistyped --db) and an
         existing store asks for the space: the space moves to it. A worker still running a
@@ -293,7 +309,9 @@ class Supervisor(WorkerLifecycle):
         if handle.alive:
             self.stop_worker(handle, "restart", time.monotonic())
 
-    def _route(self, identity: bytes, request: Any) -> None:
+    def _route(self, identity: bytes, request: Any, body: bytes) -> None:
+        """Queue `request` for its space's worker; `body` is its frame as the client sent
+        it, which the worker gets as it is (worker_wire)."""
         if self.shutting_down:
             raise ProtocolError(ErrorCode.WORKER_DOWN, "the supervisor is stopping",
                                 "try again once it has stopped; the next call starts a new one")
@@ -307,12 +325,10 @@ class Supervisor(WorkerLifecycle):
                 f"space {handle.space16} already has {handle.waiting()} requests waiting",
             )
         internal_id = str(next(self._ids))
-        message = request.to_dict()
-        message["id"] = internal_id
         deadline = now + request.timeout_ms / 1000.0
         pending = Pending(internal_id=internal_id, client=None if request.cast else identity,
                           client_id=request.id, op=request.op, deadline=deadline,
-                          timeout_ms=request.timeout_ms, message=message)
+                          timeout_ms=request.timeout_ms, body=body)
         handle.pending[internal_id] = pending
         heapq.heappush(self._deadlines, (deadline, handle.space_id, internal_id))
         handle.last_activity = now
@@ -328,7 +344,8 @@ class Supervisor(WorkerLifecycle):
             return False
         try:
             self.back.send_multipart(
-                [handle.route, worker_wire.encode({"kind": "req", "request": pending.message})],
+                [handle.route, *worker_wire.encode({"kind": "req", "id": pending.internal_id},
+                                                   pending.body)],
                 zmq.NOBLOCK)
             pending.forwarded = True
             return True
@@ -338,10 +355,17 @@ class Supervisor(WorkerLifecycle):
             return False
 
     def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
+        """Answer `pending` with the supervisor's own reply (a TIMEOUT, a WORKER_DOWN)."""
         handle.pending.pop(pending.internal_id, None)
         if pending.client is not None:
             reply.id = pending.client_id
             self._send_front(pending.client, reply)
+
+    def _pass_on(self, handle: WorkerHandle, pending: Pending, body: Any) -> None:
+        """Answer `pending` with the worker's reply frame, as the worker encoded it."""
+        handle.pending.pop(pending.internal_id, None)
+        if pending.client is not None:
+            self.outbox.send(pending.client, body)
 
     def _quarantine_message(self, handle: WorkerHandle, now: float) -> str:
         retry = max(0.0, (handle.quarantined_until or now) - now)
@@ -361,15 +385,17 @@ class Supervisor(WorkerLifecycle):
                     route[:32], why)
 
     def _on_back(self, frames: list[zmq.Frame]) -> None:
-        if len(frames) != 2:
-            return
         route = frames[0].bytes
         handle = self._by_route.get(route)
         if handle is None:
             self._refuse_peer(route, "not the route of any worker this supervisor spawned")
             return
+        if len(frames) != 3:
+            log.warning("space %s: worker message of %d frames dropped", handle.space16,
+                        len(frames) - 1)
+            return
         try:
-            msg = worker_wire.decode_from_worker(frames[1].bytes)
+            msg = worker_wire.decode_from_worker(frames[1].bytes, frames[2])
         except ProtocolError as err:
             log.warning("space %s: bad worker message dropped: %s", handle.space16, err.message)
             return
@@ -380,24 +406,11 @@ class Supervisor(WorkerLifecycle):
         now = time.monotonic()
         kind = msg["kind"]
         if kind == "reply":
-            reply_obj = msg["reply"]
-            pending = handle.pending.get(reply_obj["id"])
+            pending = handle.pending.get(msg["id"])
             if pending is None:
-                log.info("space %s: late reply %s dropped", handle.space16, reply_obj["id"])
+                log.info("space %s: late reply %s dropped", handle.space16, msg["id"])
                 return
-            if reply_obj["ok"]:
-                result = reply_obj.get("result")
-                reply = ok_reply(None, result if isinstance(result, dict) else {})
-            else:
-                code = reply_obj.get("error")
-                try:
-                    code = ErrorCode(code)
-                except ValueError:
-                    code = ErrorCode.INTERNAL
-                reply = error_reply(None, code, str(reply_obj.get("message") or ""),
-                                    reply_obj.get("hint") if isinstance(reply_obj.get("hint"),
-                                                                        str) else None)
-            self._answer(handle, pending, reply)
+            self._pass_on(handle, pending, frames[2])
             return
         if msg["pid"] != handle.pid:
             return  # a worker that was already replaced

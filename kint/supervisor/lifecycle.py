@@ -139,7 +139,7 @@ class WorkerLifecycle:
             return
         try:
             self.back.send_multipart(
-                [handle.route, worker_wire.encode({"kind": "stop", "reason": reason})],
+                [handle.route, *worker_wire.encode({"kind": "stop", "reason": reason})],
                 zmq.NOBLOCK)
         except zmq.ZMQError:
             handle.signal(signal.SIGTERM)

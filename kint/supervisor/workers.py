@@ -36,7 +36,8 @@ HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
 
 @dataclass
 class Pending:
-    """A request forwarded to (or waiting for) a worker, under the supervisor's own id."""
+    """A request forwarded to (or waiting for) a worker, under the supervisor's own id;
+    `body` is the request's frame as the client sent it."""
 
     internal_id: str
     client: bytes | None  # the front socket identity; None for a cast
@@ -44,7 +45,7 @@ class Pending:
     op: str
     deadline: float
     timeout_ms: int
-    message: dict[str, Any]
+    body: bytes
     forwarded: bool = False
 
 

@@ -36,7 +36,7 @@ from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError, decode_request
 from kint.protocol import worker_wire
-from kint.protocol.envelope import error_reply, ok_reply
+from kint.protocol.envelope import Reply, Request, encode_reply, error_reply, ok_reply
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
 from kint.tenant_worker.space import SpaceContext
@@ -62,12 +62,11 @@ def _die_with_parent() -> None:
             pass
 
 
-def _runs_inline(request: dict[str, Any]) -> bool:
+def _runs_inline(request: Request) -> bool:
     """The plain status (a few stats, cached counts) runs on the main thread: a thread
     hand-off would cost more than the op. Everything else runs on the pool, so a slow op
     never delays a heartbeat."""
-    args = request.get("args")
-    return request.get("op") == "status" and not (isinstance(args, dict) and args.get("chain"))
+    return request.op == "status" and not request.args.get("chain")
 
 
 class InFlight:
@@ -116,7 +115,7 @@ class Worker:
     def _send(self, message: dict[str, Any], flags: int = 0) -> None:
         message["pid"] = os.getpid()
         message["token"] = self._token
-        self.dealer.send(worker_wire.encode(message), flags)
+        self.dealer.send_multipart(worker_wire.encode(message), flags)
 
     def _beat(self) -> None:
         """One beat, never waited on: while the supervisor does not read (it is stopped,
@@ -167,42 +166,44 @@ class Worker:
             self._local.push = sock
         return sock
 
-    def _reply_message(self, reply: Any) -> bytes:
-        return worker_wire.encode({"kind": "reply", "reply": reply.to_dict(),
-                                   "pid": os.getpid(), "token": self._token})
+    def _reply_message(self, internal_id: str, reply: Reply) -> list[bytes]:
+        """The reply's two frames: the header the supervisor routes on (its own id for the
+        request), and the reply frame the client gets, under the client's id."""
+        return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": os.getpid(),
+                                   "token": self._token}, encode_reply(reply))
 
-    def _run_in_pool(self, request: dict[str, Any]) -> None:
+    def _run_in_pool(self, internal_id: str, request: Request) -> None:
         # Encoded here, once, as the back-socket message: the main thread only forwards it.
-        self._reply_socket().send(self._reply_message(self._run(request)))
+        self._reply_socket().send_multipart(
+            self._reply_message(internal_id, self._run(internal_id, request)))
 
-    def _run(self, request: dict[str, Any]) -> Any:
-        rid = str(request.get("id"))
+    def _run(self, internal_id: str, req: Request) -> Reply:
         try:
-            req = decode_request(worker_wire.encode(request))
             handler = HANDLERS.get(req.op)
             if handler is None:
                 raise ProtocolError(ErrorCode.UNKNOWN_OP, f"this worker does not serve {req.op!r}",
                                     request_id=req.id)
-            reply = ok_reply(rid, handler(self.ctx, req.args))
+            reply = ok_reply(req.id, handler(self.ctx, req.args))
         except ProtocolError as err:
-            reply = error_reply(rid, err.code, err.message, err.hint)
+            reply = error_reply(req.id, err.code, err.message, err.hint)
         except SibylMemoryError as err:
             lines = str(err).strip().splitlines() or [type(err).__name__]
             hint = getattr(err, "recovery", None) or getattr(err, "next", None)
-            reply = error_reply(rid, ErrorCode.SIBYL_ERROR,
-                                f"Sibyl refused {request.get('op')}: {lines[0]}",
+            reply = error_reply(req.id, ErrorCode.SIBYL_ERROR,
+                                f"Sibyl refused {req.op}: {lines[0]}",
                                 hint if isinstance(hint, str) and hint else None)
         except Exception:
             log.error("op failed in space %s:\n%s", self.config.space16, traceback.format_exc())
-            reply = error_reply(rid, ErrorCode.INTERNAL,
-                                f"{request.get('op')} failed inside the worker")
+            reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
         finally:
-            self.inflight.finish(rid)
+            self.inflight.finish(internal_id)
         return reply
 
-    def _dispatch(self, raw: bytes) -> None:
+    def _dispatch(self, frames: list[bytes]) -> None:
         try:
-            msg = worker_wire.decode_from_supervisor(raw)
+            if len(frames) != 2:
+                raise ProtocolError(ErrorCode.BAD_REQUEST, f"{len(frames)} frames, not 2")
+            msg = worker_wire.decode_from_supervisor(frames[0], frames[1])
         except ProtocolError as err:
             log.warning("dropped a bad message from the supervisor: %s", err.message)
             return
@@ -210,17 +211,24 @@ class Worker:
             log.info("stop requested (%s)", msg.get("reason"))
             self.stopping = True
             return
-        request = msg["request"]
-        rid = str(request.get("id"))
-        if self.stopping:
-            self._send({"kind": "reply", "reply": error_reply(
-                rid, ErrorCode.WORKER_DOWN, "the worker is stopping").to_dict()})
+        internal_id = msg["id"]
+        try:
+            # The supervisor checked it before routing it; a worker trusts no socket.
+            request = decode_request(frames[1])
+        except ProtocolError as err:
+            self.dealer.send_multipart(self._reply_message(internal_id, error_reply(
+                err.request_id, err.code, err.message, err.hint)))
             return
-        self.inflight.start(rid, str(request.get("op")))
+        if self.stopping:
+            self.dealer.send_multipart(self._reply_message(internal_id, error_reply(
+                request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")))
+            return
+        self.inflight.start(internal_id, request.op)
         if _runs_inline(request):
-            self.dealer.send(self._reply_message(self._run(request)))
+            self.dealer.send_multipart(self._reply_message(internal_id,
+                                                           self._run(internal_id, request)))
         else:
-            self.pool.submit(self._run_in_pool, request)
+            self.pool.submit(self._run_in_pool, internal_id, request)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -254,17 +262,17 @@ class Worker:
                 if sock is self.dealer:
                     while True:
                         try:
-                            raw = self.dealer.recv(zmq.NOBLOCK)
+                            frames = self.dealer.recv_multipart(zmq.NOBLOCK)
                         except zmq.Again:
                             break
-                        self._dispatch(raw)
+                        self._dispatch(frames)
                 else:
                     while True:
                         try:
-                            raw = self.replies.recv(zmq.NOBLOCK)
+                            frames = self.replies.recv_multipart(zmq.NOBLOCK)
                         except zmq.Again:
                             break
-                        self.dealer.send(raw)
+                        self.dealer.send_multipart(frames)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
