@@ -8,7 +8,7 @@ is unavailable and verify checks against the mirror alone, saying so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from kint import settings
 
@@ -47,19 +47,21 @@ class ChainHeadSource:
     connection whose timeout is verify's head budget, and not at all while this space's
     endpoint is stuck or failed in the last 30 s."""
 
-    def __init__(self, chain: Any, tracker: Any, owner: str, space_id: str) -> None:
-        self.chain, self.tracker, self.owner, self.space_id = chain, tracker, owner, space_id
+    def __init__(self, chain: Any, tracker: Any, anchor_for: Callable[[Any], Any], owner: str,
+                 space_id: str) -> None:
+        # `anchor_for(config)` gives the Anchor to read through (the space keeps one).
+        self.chain, self.tracker, self.anchor_for = chain, tracker, anchor_for
+        self.owner, self.space_id = owner, space_id
 
     def read(self, timeout_s: float) -> HeadReading:
         from dataclasses import replace
 
-        from kint.chain.anchor import Anchor
         from kint.chain.rpc import RpcUnavailable
 
         if self.tracker.unresponsive():
             return HeadReading(None, "rpc unresponsive")
         try:
-            anchor = Anchor(replace(self.chain, rpc_timeout_s=timeout_s), self.tracker)
+            anchor = self.anchor_for(replace(self.chain, rpc_timeout_s=timeout_s))
             head = anchor.head(self.owner, self.space_id)
         except RpcUnavailable:
             return HeadReading(None, "rpc unresponsive")

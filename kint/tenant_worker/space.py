@@ -61,6 +61,9 @@ class SpaceContext:
     _local: threading.local = field(default_factory=threading.local)
     _session: Any = None
     _session_lock: threading.Lock = field(default_factory=threading.Lock)
+    # Verify's head reads: one Anchor per chain configuration (endpoints, contract, head
+    # budget), kept so its HTTP connections are reused from one verify to the next.
+    _head_anchor: tuple[Any, Any] | None = None
 
     @property
     def verify_head_seconds(self) -> float:
@@ -185,8 +188,23 @@ class SpaceContext:
         enrolment = self.enrolment()
         if enrolment is None:
             return NotConnected()
-        return ChainHeadSource(self.chain(), self.tracker, enrolment.owner,
+        return ChainHeadSource(self.chain(), self.tracker, self.head_anchor, enrolment.owner,
                                self.config.space_id)
+
+    def head_anchor(self, chain: ChainConfig) -> Any:
+        """The Anchor verify reads the head through, for `chain` (with its head budget as
+        the RPC timeout). A new Anchor per verify was a new web3 provider, a new HTTP
+        session and a new TCP connection each time, and memory the worker kept growing
+        (issue 15's many-tenants bench); it is made again only when the configuration
+        changes. web3 keeps one session per thread, so pool threads can share it."""
+        from kint.chain.anchor import Anchor
+
+        kept = self._head_anchor
+        if kept is not None and kept[0] == chain:
+            return kept[1]
+        anchor = Anchor(chain, self.tracker)
+        self._head_anchor = (chain, anchor)
+        return anchor
 
     def session_account(self) -> Any:
         """This machine's session key, unlocked once per worker (one scrypt at a time
