@@ -71,6 +71,28 @@ def _call_data(params: Any) -> str:
     return ""
 
 
+def post_json(host: str | None, port: int | None, body: bytes, path: str = "/") -> bytes:
+    """POST a JSON-RPC body to the upstream endpoint (the test's anvil); its raw answer.
+    The proxies of the tests forward through this."""
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("POST", path or "/", body=body, headers={"Content-Type": "application/json"})
+        return conn.getresponse().read()
+    finally:
+        conn.close()
+
+
+def answer_json(handler: BaseHTTPRequestHandler, answer: bytes, *, close: bool = False) -> None:
+    """Write `answer` as the handler's 200 JSON response (`close`: and end the connection)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(answer)))
+    if close:
+        handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.wfile.write(answer)
+
+
 class RpcProxy:
     def __init__(self, upstream: str, max_hang_s: float = 30.0) -> None:
         parts = urlsplit(upstream)
@@ -163,12 +185,7 @@ class RpcProxy:
     # -- upstream ----------------------------------------------------------------------
 
     def upstream(self, body: bytes) -> bytes:
-        conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=30)
-        try:
-            conn.request("POST", "/", body=body, headers={"Content-Type": "application/json"})
-            return conn.getresponse().read()
-        finally:
-            conn.close()
+        return post_json(self.upstream_host, self.upstream_port, body)
 
     def upstream_call(self, method: str, params: list[Any]) -> Any:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
@@ -230,12 +247,7 @@ class RpcProxy:
         else:
             answer = json.dumps(self._one(request, mode, params)).encode()
         try:
-            handler.send_response(200)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(answer)))
-            handler.send_header("Connection", "close")
-            handler.end_headers()
-            handler.wfile.write(answer)
+            answer_json(handler, answer, close=True)
         except (BrokenPipeError, ConnectionResetError):
             pass
 

@@ -9,7 +9,6 @@ worker must use no more connections than the worker has pool threads, not one pe
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chain_machines import new_machine, ok
+from rpc_proxy import answer_json, post_json
 from conftest import write_store
 from kint.tenant_worker.config import WorkerConfig
 
@@ -46,17 +46,7 @@ class KeepAliveCounter:
                 if method == "eth_call":
                     with counter._lock:
                         counter.call_ports.append(self.client_address[1])
-                conn = http.client.HTTPConnection(*counter.upstream, timeout=30)
-                try:
-                    conn.request("POST", "/", body, {"Content-Type": "application/json"})
-                    answer = conn.getresponse().read()
-                finally:
-                    conn.close()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                answer_json(self, post_json(*counter.upstream, body))
 
             def log_message(self, fmt: str, *args: Any) -> None:
                 pass

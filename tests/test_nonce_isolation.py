@@ -13,7 +13,6 @@ its pending file.
 
 from __future__ import annotations
 
-import http.client
 import json
 import subprocess
 import threading
@@ -26,6 +25,7 @@ import pytest
 
 from chain_machines import devchain_anchor, kjson, new_machine, ok
 from conftest import KINT, sibyl_client
+from rpc_proxy import answer_json, post_json
 from kint.spaces import space_id
 
 
@@ -45,17 +45,9 @@ class SendSwallower:
                 if proxy.armed.is_set() and b"eth_sendRawTransaction" in body:
                     proxy.released.wait(120)
                     return  # the connection closes with no answer
-                conn = http.client.HTTPConnection(proxy.upstream.hostname,
-                                                  proxy.upstream.port, timeout=30)
-                conn.request("POST", proxy.upstream.path or "/", body,
-                             {"Content-Type": "application/json"})
-                answer = conn.getresponse().read()
-                conn.close()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                answer = post_json(proxy.upstream.hostname, proxy.upstream.port, body,
+                                   proxy.upstream.path)
+                answer_json(self, answer)
 
             def log_message(self, fmt: str, *args: object) -> None:
                 pass
