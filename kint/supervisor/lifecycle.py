@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from typing import Any
+from typing import Any, Callable
 
 import zmq
 
@@ -34,12 +34,10 @@ class WorkerLifecycle:
     shutting_down: bool
     _by_route: dict[bytes, WorkerHandle]
     _sentinels: dict[Any, WorkerHandle]
-
-    def _answer(self, handle: WorkerHandle, pending: Any, reply: Any) -> None:
-        raise NotImplementedError
-
-    def _quarantine_message(self, handle: WorkerHandle, now: float) -> str:
-        raise NotImplementedError
+    # Supervisor's own methods, declared for the type checker (the mixin has no body of
+    # its own for them).
+    _answer: Callable[[WorkerHandle, Any, Any], None]
+    _quarantine_message: Callable[[WorkerHandle, float], str]
 
     def spawn(self, handle: WorkerHandle) -> None:
         config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
