@@ -223,6 +223,12 @@ def space_files(home: Path, space16: str) -> dict[str, Path]:
     }
 
 
+def apply_journal_path(home: Path, space16: str) -> Path:
+    """A pull's apply journal (kint.tenant_worker.apply_journal): present only while an
+    epoch's rows are being written, so not among the files `status` lists."""
+    return home / f"applying-{space16}.json.gz"
+
+
 _FOOTPRINT_TTL_S = 1.0
 _footprint_cache: dict[Path, tuple[float, int]] = {}
 

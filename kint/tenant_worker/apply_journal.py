@@ -19,7 +19,7 @@ from pathlib import Path
 from kint.epochs.buckets import gunzip
 from kint.epochs.errors import PayloadError, PlaintextError
 from kint.epochs.plaintext import Plaintext, parse_plaintext
-from kint.paths import atomic_write
+from kint.paths import apply_journal_path, atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import canonical_id
 from kint.tenant_worker.changes import Changes
@@ -27,7 +27,7 @@ from kint.tenant_worker.statefiles import Mirror, SpaceState, Watermark
 
 
 def journal_path(state: SpaceState) -> Path:
-    return state.home / f"applying-{state.space_id[:16]}.json.gz"
+    return apply_journal_path(state.home, state.space_id[:16])
 
 
 def begin(state: SpaceState, payload: bytes) -> None:

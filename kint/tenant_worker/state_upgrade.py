@@ -37,7 +37,7 @@ from kint.epochs.buckets import gzip_bytes
 from kint.epochs.envelope import parse_header
 from kint.epochs.errors import EpochError, PlaintextError
 from kint.epochs.plaintext import parse_plaintext
-from kint.paths import atomic_write
+from kint.paths import apply_journal_path, atomic_write
 from kint.rows.canon import TIERS, Row
 from kint.tenant_worker.epoch_cache import META_SUFFIX, PAYLOAD_SUFFIX, parse_meta
 from kint.tenant_worker.mirror_file import Mirror, MirrorRow, parse_head
@@ -45,6 +45,7 @@ from kint.tenant_worker.state_format import (
     PREVIOUS_VERSION,
     STATE_VERSION,
     CorruptStateFile,
+    is_int,
     load_json,
     read_bytes,
     require,
@@ -52,7 +53,7 @@ from kint.tenant_worker.state_format import (
 
 log = logging.getLogger("kint.worker")
 
-_OLD_META = re.compile(r"(\d{8})\.bin")
+_OLD_CIPHERTEXT = re.compile(r"(\d{8})\.bin")
 
 
 def previous_mirror(home: Path, space16: str) -> Path:
@@ -67,7 +68,8 @@ def convert(home: Path, space_id: str, files: dict[str, Path]) -> bool:
         return False
     mirror = _parse_old_mirror(old, load_json(old), space_id)
     epochs = _convert_epochs(files["epochs"], space_id)
-    _convert_journal(home, space_id[:16])
+    new_journal = apply_journal_path(home, space_id[:16])
+    _convert_journal(new_journal.with_name(f"applying-{space_id[:16]}.json"), new_journal)
     atomic_write(files["mirror"], mirror.encode())
     _convert_watermark(files["watermark"])
     old.unlink()
@@ -88,7 +90,7 @@ def _parse_old_row(path: Path, obj: Any) -> MirrorRow:
             path, f"row {key!r} has malformed fields")
     leaf, seq = obj.get("leaf"), obj.get("seq")
     require(isinstance(leaf, str) and len(leaf) == 64, path, f"row {key!r} has a malformed leaf")
-    require(isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1, path,
+    require(is_int(seq) and seq >= 1, path,
             f"row {key!r} has no epoch")
     row = Row(tier, category, key, fields)
     require(row.leaf.hex() == leaf, path, f"row {key!r}: its leaf is not the hash of its fields")
@@ -117,7 +119,7 @@ def _convert_epochs(folder: Path, space_id: str) -> int:
         return 0
     count = 0
     for name in sorted(names):
-        match = _OLD_META.fullmatch(name)
+        match = _OLD_CIPHERTEXT.fullmatch(name)
         if match is None:
             continue
         stem = folder / match.group(1)
@@ -160,10 +162,9 @@ def _convert_epoch(bin_path: Path, plain: Path, meta_path: Path, gz_path: Path, 
     atomic_write(gz_path, gzip_bytes(raw))
 
 
-def _convert_journal(home: Path, space16: str) -> None:
-    """A pull killed mid-epoch under layout 1 left its journal as the plaintext in hex; the
-    next pull resumes from the gzip of it."""
-    old = home / f"applying-{space16}.json"
+def _convert_journal(old: Path, new: Path) -> None:
+    """A pull killed mid-epoch under layout 1 left its journal (`old`) as the plaintext in
+    hex; the next pull resumes from the gzip of it (`new`)."""
     try:
         obj = load_json(old)
     except FileNotFoundError:
@@ -174,7 +175,7 @@ def _convert_journal(home: Path, space16: str) -> None:
     except (KeyError, TypeError, ValueError, PlaintextError):
         raise CorruptStateFile(old, "is not a pull's apply journal; move it aside and run "
                                     "`kint pull`") from None
-    atomic_write(home / f"applying-{space16}.json.gz", gzip_bytes(raw))
+    atomic_write(new, gzip_bytes(raw))
     old.unlink()
 
 
