@@ -263,21 +263,17 @@ class Worker:
                 if count == 0 or now >= stop_deadline:
                     return 0
             timeout = max(0.0, min(next_beat - time.monotonic(), 0.2 if self.stopping else 1.0))
+            # One message per ready socket per turn: the next poll returns at once while
+            # more wait, and draining until Again cost an exception per wake-up.
             for sock, _ in poller.poll(timeout * 1000):
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    continue
                 if sock is self.dealer:
-                    while True:
-                        try:
-                            frames = self.dealer.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self._dispatch(frames)
+                    self._dispatch(frames)
                 else:
-                    while True:
-                        try:
-                            frames = self.replies.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self.dealer.send_multipart(frames)
+                    self.dealer.send_multipart(frames)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
