@@ -56,9 +56,12 @@ class Client:
         self._zctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         self._holder = HolderWatch(self.home)
-        # (the supervisor's pid, its socket folder, its front socket): a supervisor binds
-        # in one folder for its whole life, so the folder is looked up again only for a new one.
-        self._front: tuple[int | None, str, str] | None = None
+        # The socket's folder and path as this client's socket was connected to them.
+        self._connected: tuple[str, str] | None = None
+        # (the pid of a supervisor that answered on that socket, the folder, the path): a
+        # supervisor binds in one folder for its whole life, so once it has answered, its
+        # folder is not looked up again; a supervisor still starting may yet record another.
+        self._front: tuple[int, str, str] | None = None
 
     def _connect(self) -> zmq.Socket:
         """A DEALER on the front socket, if its folder is this user's alone: a socket in a
@@ -75,7 +78,10 @@ class Client:
 
     def _socket(self) -> zmq.Socket:
         if self._sock is None:
+            folder = socket_dir(self.home)
             self._sock = self._connect()
+            self._connected = (str(folder), str(folder / FRONT_SOCKET))
+            self._front = None
         return self._sock
 
     def close(self, linger_ms: int = 0) -> None:
@@ -83,6 +89,7 @@ class Client:
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
+        self._connected = self._front = None
         self._holder.close()
 
     def __enter__(self) -> "Client":
@@ -93,11 +100,13 @@ class Client:
 
     def socket_exists(self, serving: int | None = None) -> bool:
         """Whether the front socket is there, in a private folder. `serving` is the pid of
-        the supervisor that holds the home: its folder is resolved once and remembered."""
-        if self._front is None or self._front[0] != serving:
+        the supervisor that holds the home: when it has answered this client before, the
+        folder it answered from is checked without being looked up again."""
+        if self._front is not None and self._front[0] == serving:
+            _, folder_text, front = self._front
+        else:
             folder = socket_dir(self.home)
-            self._front = (serving, str(folder), str(folder / FRONT_SOCKET))
-        _, folder_text, front = self._front
+            folder_text, front = str(folder), str(folder / FRONT_SOCKET)
         return is_private_dir(folder_text) and os.path.exists(front)
 
     def ping(self, timeout_s: float = 1.0) -> bool:
@@ -137,6 +146,8 @@ class Client:
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=timeout_ms)
         reply = self._roundtrip(request, timeout_ms / 1000 + CLIENT_GRACE_S, serving=serving)
+        if serving is not None and serving > 0 and self._connected is not None:
+            self._front = (serving, *self._connected)
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}
