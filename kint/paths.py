@@ -115,11 +115,11 @@ def _short_socket_dir(home: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"kint-{os.getuid()}-{digest}"
 
 
-def is_private_dir(path: Path) -> bool:
+def is_private_dir(path: Path | str) -> bool:
     """True when `path` is a plain folder (not a symlink) of this user that nobody else can
     enter or write: the only kind of folder kint binds or connects a socket in."""
     try:
-        st = path.lstat()
+        st = os.lstat(path)
     except OSError:
         return False
     return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()

@@ -41,11 +41,11 @@ def _timed_verify() -> None:
         finally:
             _local.handler_ms = (time.perf_counter_ns() - t0) / 1e6
 
-    def run(self, internal_id, request):  # noqa: ANN001, ANN202
+    def run(self, request):  # noqa: ANN001, ANN202
         _local.handler_ms = None
         t0 = time.perf_counter_ns()
         try:
-            return original_run(self, internal_id, request)
+            return original_run(self, request)
         finally:
             took = (time.perf_counter_ns() - t0) / 1e6
             if request.op == "verify" and _local.handler_ms is not None:

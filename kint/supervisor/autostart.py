@@ -93,22 +93,27 @@ class Holder:
     serving: bool
 
 
+def _holder_of(fd: int) -> Holder | None:
+    """Who holds the pid lock open on `fd`: a shared lock taken (and dropped at once)
+    means nobody does."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        words = os.pread(fd, 64, 0).decode(errors="replace").split()
+        pid = int(words[0]) if words and words[0].isdigit() else -1
+        return Holder(pid, SERVING in words[1:])
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+
+
 def holder(home: Path) -> Holder | None:
     """The live supervisor of `home`, or None. Reads the lock, never the socket."""
-    path = run_dir(home) / PID_FILE
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            words = os.pread(fd, 64, 0).decode(errors="replace").split()
-            pid = int(words[0]) if words and words[0].isdigit() else -1
-            return Holder(pid, SERVING in words[1:])
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        return _holder_of(fd)
     finally:
         os.close(fd)
 
@@ -117,6 +122,42 @@ def running_pid(home: Path) -> int | None:
     """The pid of the live supervisor of `home` (-1 when unreadable), or None."""
     found = holder(home)
     return found.pid if found is not None else None
+
+
+class HolderWatch:
+    """`running_pid` for a client that asks before every call: the pid file stays open,
+    so a look costs a stat, a flock and a pread instead of building the path, opening and
+    closing it each time. The stat compares the file at the path with the one held open:
+    a pid file removed or replaced (`run/` cleaned, a new supervisor's) is opened again,
+    so the answer is always about the file a supervisor would hold now."""
+
+    def __init__(self, home: Path) -> None:
+        self._path = str(run_dir(home) / PID_FILE)
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+
+    def pid(self) -> int | None:
+        """The pid of the live supervisor (-1 when unreadable), or None."""
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            self.close()
+            return None
+        if self._fd is None or (st.st_dev, st.st_ino) != self._ident:
+            self.close()
+            try:
+                fd = os.open(self._path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            opened = os.fstat(fd)
+            self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
+        found = _holder_of(self._fd)
+        return found.pid if found is not None else None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = self._ident = None
 
 
 def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:

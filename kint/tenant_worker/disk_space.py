@@ -38,12 +38,18 @@ class Room:
 
 def _free_bytes(path: str) -> int | None:
     """Free bytes (for this user) on the filesystem of `path`, or of its nearest existing
-    folder when `path` is not created yet."""
-    folder = Path(path)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder when `path` is not created yet. `status` asks on every call, so the usual case
+    (the path exists) is one statvfs; only a missing path walks up its folders."""
     try:
-        st = os.statvfs(folder)
+        st = os.statvfs(path)
+    except (FileNotFoundError, NotADirectoryError):
+        folder = Path(path).parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            return None
     except OSError:
         return None
     return st.f_bavail * st.f_frsize

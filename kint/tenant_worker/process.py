@@ -96,6 +96,8 @@ class Worker:
     def __init__(self, config: WorkerConfig, token: bytes) -> None:
         self.config = config
         self._token = worker_wire.token_text(token)
+        # Every message carries the pid; asked once, not with a system call per message.
+        self._pid = os.getpid()
         self.ctx = SpaceContext(config=config, store=StoreReader(config.db, config.tenant))
         self.inflight = InFlight()
         self.zctx = zmq.Context()
@@ -113,7 +115,7 @@ class Worker:
     # -- sending ---------------------------------------------------------------------------
 
     def _send(self, message: dict[str, Any], flags: int = 0) -> None:
-        message["pid"] = os.getpid()
+        message["pid"] = self._pid
         message["token"] = self._token
         self.dealer.send_multipart(worker_wire.encode(message), flags)
 
@@ -169,15 +171,20 @@ class Worker:
     def _reply_message(self, internal_id: str, reply: Reply) -> list[bytes]:
         """The reply's two frames: the header the supervisor routes on (its own id for the
         request), and the reply frame the client gets, under the client's id."""
-        return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": os.getpid(),
+        return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": self._pid,
                                    "token": self._token}, encode_reply(reply))
 
     def _run_in_pool(self, internal_id: str, request: Request) -> None:
-        # Encoded here, once, as the back-socket message: the main thread only forwards it.
-        self._reply_socket().send_multipart(
-            self._reply_message(internal_id, self._run(internal_id, request)))
+        """An op on a pool thread, counted in flight (the heartbeat reports it) until its
+        answer is made. Encoded here, once, as the back-socket message: the main thread
+        only forwards it."""
+        try:
+            reply = self._run(request)
+        finally:
+            self.inflight.finish(internal_id)
+        self._reply_socket().send_multipart(self._reply_message(internal_id, reply))
 
-    def _run(self, internal_id: str, req: Request) -> Reply:
+    def _run(self, req: Request) -> Reply:
         try:
             handler = HANDLERS.get(req.op)
             if handler is None:
@@ -195,8 +202,6 @@ class Worker:
         except Exception:
             log.error("op failed in space %s:\n%s", self.config.space16, traceback.format_exc())
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
-        finally:
-            self.inflight.finish(internal_id)
         return reply
 
     def _dispatch(self, frames: list[bytes]) -> None:
@@ -223,11 +228,11 @@ class Worker:
             self.dealer.send_multipart(self._reply_message(internal_id, error_reply(
                 request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")))
             return
-        self.inflight.start(internal_id, request.op)
         if _runs_inline(request):
-            self.dealer.send_multipart(self._reply_message(internal_id,
-                                                           self._run(internal_id, request)))
+            # Not counted in flight: it runs on the thread that beats, so no beat sees it.
+            self.dealer.send_multipart(self._reply_message(internal_id, self._run(request)))
         else:
+            self.inflight.start(internal_id, request.op)
             self.pool.submit(self._run_in_pool, internal_id, request)
 
     # -- the loop --------------------------------------------------------------------------
@@ -258,21 +263,17 @@ class Worker:
                 if count == 0 or now >= stop_deadline:
                     return 0
             timeout = max(0.0, min(next_beat - time.monotonic(), 0.2 if self.stopping else 1.0))
+            # One message per ready socket per turn: the next poll returns at once while
+            # more wait, and draining until Again cost an exception per wake-up.
             for sock, _ in poller.poll(timeout * 1000):
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    continue
                 if sock is self.dealer:
-                    while True:
-                        try:
-                            frames = self.dealer.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self._dispatch(frames)
+                    self._dispatch(frames)
                 else:
-                    while True:
-                        try:
-                            frames = self.replies.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self.dealer.send_multipart(frames)
+                    self.dealer.send_multipart(frames)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

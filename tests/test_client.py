@@ -1,0 +1,126 @@
+"""The client's cheap looks at its supervisor (issue 15, item 4): the pid file kept open
+between calls (`HolderWatch`), the socket folder resolved once per supervisor, and the
+wait done as a receive with a timeout. What they must keep: the answer is about the pid
+file a supervisor holds now, a supervisor that dies between two calls of one client is
+replaced by the next call, and one that never answers is given up on at the deadline.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from conftest import pid_alive, write_store
+from kint.client import Client, SupervisorUnavailable
+from kint.paths import FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir
+from kint.supervisor.autostart import PID_FILE, HolderWatch, running_pid
+
+
+def _hold(path: Path, words: str) -> int:
+    """A stand-in supervisor's claim: the pid file opened, locked and written, as
+    `run_foreground` does (flock is per open file, so this process's other descriptors
+    see it held)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{words}\n".encode())
+    return fd
+
+
+def test_the_kept_pid_file_follows_a_replaced_one(tmp_path):
+    home = tmp_path / "kint"
+    ensure_private_dir(run_dir(home))
+    path = run_dir(home) / PID_FILE
+    watch = HolderWatch(home)
+    try:
+        assert watch.pid() is None  # no file yet
+        first = _hold(path, "111 serving")
+        assert watch.pid() == 111 == running_pid(home)
+        # `run/` cleaned under a running supervisor, and a second one claims the home: the
+        # file at the path is a new one, and only its holder counts.
+        path.unlink()
+        second = _hold(path, "222 serving")
+        assert watch.pid() == 222 == running_pid(home)
+        os.close(first)
+        assert watch.pid() == 222
+        os.close(second)  # the second one exits: its lock goes with it
+        assert watch.pid() is None and running_pid(home) is None
+        path.unlink()
+        assert watch.pid() is None
+        third = _hold(path, "333")  # starting, not serving yet: still the holder
+        assert watch.pid() == 333
+        os.close(third)
+    finally:
+        watch.close()
+
+
+def test_one_client_outlives_its_supervisor_and_the_next_call_starts_another(sandbox,
+                                                                             monkeypatch):
+    """The same autostarting client, across a supervisor killed between two calls: the
+    next call finds nobody holding the (kept) pid file and starts a new supervisor."""
+    for name in ("HOME", "KINT_HOME", "HERMES_HOME"):
+        monkeypatch.setenv(name, sandbox.env[name])
+    db = str(write_store(sandbox.sibyl_db))
+    where = {"tenant": sandbox.tenant, "db": db, "space": sandbox.label(sandbox.sibyl_db)}
+    with Client(sandbox.kint_home, autostart=True) as client:
+        first_worker = client.call("status", **where, timeout_s=30)["worker"]["pid"]
+        first = running_pid(sandbox.kint_home)
+        assert first and first > 0
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pid_alive(first) or running_pid(sandbox.kint_home) == first:
+            assert time.monotonic() < deadline, "the killed supervisor still holds its lock"
+            time.sleep(0.05)
+        answer = client.call("status", **where, timeout_s=30)
+        second = running_pid(sandbox.kint_home)
+        assert second and second not in (first, -1)
+        assert answer["worker"]["pid"] != first_worker
+        # And it keeps answering on the new one.
+        assert client.call("status", **where, timeout_s=30)["worker"]["pid"] == \
+            answer["worker"]["pid"]
+
+
+def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
+    """A socket that takes requests and never answers, held by a live 'supervisor': the
+    client waits out its deadline (the request's own plus the grace), not forever, and
+    checks liveness once a second meanwhile without mistaking the live holder for a dead
+    one."""
+    home = tmp_path / "kint"
+    holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
+    folder, _ = prepare_socket_dir(home)
+    ctx = zmq.Context.instance()
+    silent = ctx.socket(zmq.ROUTER)
+    silent.setsockopt(zmq.LINGER, 0)
+    silent.bind(f"ipc://{folder / FRONT_SOCKET}")
+    heard: list[bytes] = []
+    done = threading.Event()
+
+    def listen() -> None:
+        while not done.is_set():
+            if silent.poll(100):
+                heard.append(silent.recv_multipart()[-1])
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    try:
+        with Client(home, autostart=False) as client:
+            # The grace is 2 s past the request's own deadline; keep the test short.
+            started = time.monotonic()
+            with pytest.raises(SupervisorUnavailable) as caught:
+                client.call("sup.ping", timeout_s=1.0)
+            took = time.monotonic() - started
+        assert "no answer from the supervisor within 3.0s" in caught.value.message
+        assert 2.5 <= took < 30, took
+        assert len(heard) == 1
+    finally:
+        done.set()
+        listener.join(5)
+        silent.close()
+        os.close(holder)
