@@ -18,10 +18,11 @@ A connected worker, in the same run (issue 15 found it at 28 MiB while the idle 
 15): one space on its own supervisor and the real devchain, 500 rows (200 with --quick),
 read after each step: fresh (one `status`), after `connect --dev`, after `push`, after
 180 verifies (60 with --quick) that each read the chain head, and after a few idle
-seconds. 11 idle workers (5 with --quick) run beside it, so its PSS splits the shared
-pages as among many spaces. Private_Dirty is the figure to watch: it is this worker's own memory whatever
+seconds; then, restarted (a connected space's steady state: a worker started after its
+connect and push), after as many verifies and a few idle seconds. 11 idle workers (5 with
+--quick) run beside it, so its PSS splits the shared pages as among many spaces. Private_Dirty is the figure to watch: it is this worker's own memory whatever
 the number of sharers, where PSS also depends on how many workers split the shared pages.
-The target is the same 25 MiB PSS, read at the end.
+The target is the same 25 MiB PSS, read at both idle points.
 """
 
 from __future__ import annotations
@@ -126,11 +127,32 @@ def _connected(quick: bool, probe_env: dict[str, str] | None = None) -> dict[str
             read(f"after {n_verifies} verifies")
             time.sleep(IDLE_SETTLE_S)
             read("idle")
+            # The steady state of a connected space: a worker started after the connect and
+            # the push (an idle exit, a restart), serving verifies that read the head.
+            rows = kc.call("sup.status", timeout_s=10)["spaces"]
+            space16 = next(r["space"] for r in rows if r["label"] == common.TENANT)
+            old_pid = next(r["pid"] for r in rows if r["label"] == common.TENANT)
+            kc.call("sup.restart", args={"target": space16}, timeout_s=60)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                rows = kc.call("sup.status", timeout_s=10)["spaces"]
+                pid = next(r["pid"] for r in rows if r["label"] == common.TENANT)
+                if pid not in (None, old_pid):
+                    break
+                time.sleep(0.2)
+            call("status")
+            read("restarted")
+            for i in range(n_verifies):
+                out = call("verify", {"query": queries[i % len(queries)], "write": False})
+                heads += out.get("chain_head") is not None
+            time.sleep(IDLE_SETTLE_S)
+            read(f"restarted, {n_verifies} verifies, idle")
+    idle = [s for s in steps if s["step"].endswith("idle")]
     return {"rows": written, "idle_neighbours": len(neighbours), "pushed": pushed["pushed"],
             "verifies": n_verifies,
             "verifies_that_read_the_head": heads, "steps": steps,
             "target": {"max_pss_mib": TARGET_PSS_MIB,
-                       "met": steps[-1]["pss_mib"] < TARGET_PSS_MIB}}
+                       "met": all(s["pss_mib"] < TARGET_PSS_MIB for s in idle)}}
 
 
 def run(quick: bool = False) -> dict[str, Any]:
