@@ -20,9 +20,10 @@ read after each step: fresh (one `status`), after `connect --dev`, after `push`,
 180 verifies (60 with --quick) that each read the chain head, and after a few idle
 seconds; then, restarted (a connected space's steady state: a worker started after its
 connect and push), after as many verifies and a few idle seconds. 11 idle workers (5 with
---quick) run beside it, so its PSS splits the shared pages as among many spaces. Private_Dirty is the figure to watch: it is this worker's own memory whatever
-the number of sharers, where PSS also depends on how many workers split the shared pages.
-The target is the same 25 MiB PSS, read at both idle points.
+--quick) run beside it, so its PSS splits the shared pages as among many spaces.
+Private_Dirty is the figure to watch: it is this worker's own memory whatever the number
+of sharers, where PSS also depends on how many workers split the shared pages. The target
+is the same 25 MiB PSS, read at both idle points.
 """
 
 from __future__ import annotations
