@@ -549,3 +549,35 @@ def test_decode_revert_names_every_error(dev):
     got = decode(bytes.fromhex(ERRORS["StaleHead(bytes32,bytes32)"][2:] + a + b))
     assert (got.error, got.fields) == ("StaleHead", {"expected": a, "got": b})
     assert decode("0xdeadbeef").error == "reverted" and decode(None).error == "reverted"
+
+
+def test_views_read_the_same_values_without_building_web3(dev):
+    """A view (verify's head read among them) is one eth_call encoded from the ABI and sent
+    through the tracked provider: web3's contract and middleware layers are built only for
+    logs and transactions. Running them for each head read made a worker that only verifies
+    ~4 MiB larger (issue 15; bench/bench_memory.py, the restarted connected worker). Every
+    view gives what web3's own contract call gives, after real state changes."""
+    owner, key, space = dev.actor(), dev.actor(0), _space()
+    r = dev.send(owner, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST, b"\x01ct"))
+    dev.send(owner, dev.anchor.encode_set_start_seq(space, 1))
+    expiry = dev.now() + 3600
+    dev.send(owner, dev.anchor.encode_set_session_key(key.address, expiry))
+
+    fresh = Anchor(dev.anchor.config, RpcTracker())
+    space_b = bytes.fromhex(space)
+    web3_views = dev.w3.eth.contract(address=dev.anchor.address,
+                                     abi=epoch_anchor_artifact()["abi"]).functions
+    digest, seq, block = web3_views.head(owner.address, space_b).call()
+    assert fresh.head(owner.address, space) == Head(bytes(digest).hex(), seq, block)
+    assert (seq, block) == (1, r["blockNumber"])
+    assert fresh.can_write(owner.address, key.address) is True
+    assert fresh.can_write(owner.address, dev.actor(0).address) is False
+    assert fresh.session_key_expiry(owner.address, key.address) == expiry == \
+        web3_views.sessionKeyExpiry(owner.address, key.address).call()
+    assert fresh.auth_nonce(owner.address) == web3_views.authNonce(owner.address).call()
+    assert fresh.start_seq(owner.address, space) == 1
+    assert fresh.domain_separator() == bytes(web3_views.DOMAIN_SEPARATOR().call()).hex()
+    assert fresh.authorization_digest(owner.address, key.address, expiry, 0, 99) == bytes(
+        web3_views.authorizationDigest(owner.address, key.address, expiry, 0, 99).call()).hex()
+    # None of it built web3 on this Anchor.
+    assert "w3" not in vars(fresh) and "contract" not in vars(fresh), sorted(vars(fresh))

@@ -7,6 +7,10 @@ own supervisor, and only for what these variables ask:
   line per verify request is appended: `<handler ms> <run ms>`.
 - KINT_BENCH_PROFILE_DIR=<folder> with KINT_BENCH_PROFILE_OPS=<op,op>: each request of
   those ops runs under cProfile, dumped to `<folder>/<op>-<pid>-<n>.prof`.
+- KINT_BENCH_MEMORY=<file>: after each request, one JSON line: the op, the worker's
+  smaps_rollup (kB), the modules imported since the fork, the garbage collector's counts
+  and frozen objects, and (with KINT_BENCH_TRACEMALLOC=1, tracing from the fork on) the
+  largest allocation sites alive.
 
 The headline figures are never measured through this launcher (they use
 tests/support/run_supervisor.py); it only shows where time goes inside the worker.
@@ -21,6 +25,7 @@ import threading
 import time
 
 _TIMING = os.environ.get("KINT_BENCH_TIMING")
+_MEMORY = os.environ.get("KINT_BENCH_MEMORY")
 _PROFILE_DIR = os.environ.get("KINT_BENCH_PROFILE_DIR")
 _PROFILE_OPS = {op for op in os.environ.get("KINT_BENCH_PROFILE_OPS", "").split(",") if op}
 _local = threading.local()
@@ -71,8 +76,57 @@ def _profiled(op: str) -> None:
     handlers.HANDLERS[op] = handler
 
 
+def _memory_after_each_request() -> None:
+    import gc
+    import json
+    import sys
+
+    from kint.tenant_worker import process
+
+    preloaded = set(sys.modules)
+    original_run = process.Worker._run
+    original_init = process.Worker.__init__
+    tracing = os.environ.get("KINT_BENCH_TRACEMALLOC") == "1"
+
+    def init(self, *args, **kwargs):  # noqa: ANN001, ANN202 - runs in the worker, after the fork
+        if tracing:
+            import tracemalloc
+
+            tracemalloc.start(8)
+        original_init(self, *args, **kwargs)
+
+    def run(self, internal_id, request):  # noqa: ANN001, ANN202
+        try:
+            return original_run(self, internal_id, request)
+        finally:
+            rollup = {}
+            with open("/proc/self/smaps_rollup") as fh:
+                for line in fh.readlines()[1:]:
+                    key, _, rest = line.partition(":")
+                    rollup[key.strip()] = int(rest.split()[0])
+            row = {"op": request.op, "pid": os.getpid(), "rollup_kb": rollup,
+                   "new_modules": sorted(set(sys.modules) - preloaded),
+                   "gc_count": gc.get_count(), "gc_frozen": gc.get_freeze_count(),
+                   "threads": threading.active_count()}
+            if tracing:
+                import tracemalloc
+
+                stats = tracemalloc.take_snapshot().statistics("traceback")
+                row["traced_kb"] = tracemalloc.get_traced_memory()[0] // 1024
+                row["top"] = [{"kb": st.size // 1024, "n": st.count,
+                               "where": [f"{f.filename}:{f.lineno}" for f in st.traceback][:4]}
+                              for st in stats[:25]]
+            with _lock, open(_MEMORY, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+    process.Worker.__init__ = init
+    process.Worker._run = run
+
+
 if _TIMING:
     _timed_verify()
+if _MEMORY:
+    _memory_after_each_request()
 if _PROFILE_DIR:
     for _op in sorted(_PROFILE_OPS):
         _profiled(_op)

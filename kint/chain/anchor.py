@@ -5,7 +5,12 @@ The interface is kint v0.3.0's (docs: contract, epochs, keys): `push(owner, spac
 with the seq assigned on chain, `Epoch(owner, space, writer; seq, prev, digest, prevBlock)`,
 session keys set by the owner or by its EIP-712 signature, and six custom errors.
 
-Every call is bounded (see rpc.py). Gas is always estimated: anvil silently drops a
+Every call is bounded (see rpc.py). The contract's views (the head, the rights check, the
+nonces) are one eth_call each, encoded and decoded here from the ABI and sent through the
+tracked provider as they are: web3's contract and middleware layers are built only when a
+log, a transaction or a transaction's data is needed. Building and running them for each
+head read made a worker that only verifies ~4 MiB larger: pages it shares with its
+forkserver became its own (issue 15). Gas is always estimated: anvil silently drops a
 transaction below the calldata floor, and an estimate is where a revert shows up without
 spending gas. Every receipt wait has a deadline. Low-level errors (a timeout, a refused
 connection, a malformed answer) become `RpcUnavailable` here, in one place.
@@ -16,12 +21,14 @@ Hex conventions: digests, spaces and transaction hashes are lowercase hex withou
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import requests
 from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
 from eth_hash.auto import keccak
@@ -31,7 +38,7 @@ from web3.exceptions import (ContractCustomError, ContractLogicError, TimeExhaus
 
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import ChainConfig
-from kint.chain.rpc import RpcTracker, RpcUnavailable, connect
+from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 
 T = TypeVar("T")
 RECEIPT_TIMEOUT_S = 60.0
@@ -162,24 +169,67 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         raise RpcUnavailable(f"{what}: the endpoint answered with an error ({err})") from None
 
 
+@functools.lru_cache(maxsize=None)
+def _views() -> dict[str, tuple[bytes, tuple[str, ...], tuple[str, ...]]]:
+    """name -> (selector, input types, output types) of every view of the contract."""
+    out = {}
+    for e in epoch_anchor_artifact()["abi"]:
+        if e.get("type") == "function" and e.get("stateMutability") in ("view", "pure"):
+            inputs = tuple(i["type"] for i in e["inputs"])
+            out[e["name"]] = (keccak(f"{e['name']}({','.join(inputs)})".encode())[:4], inputs,
+                              tuple(o["type"] for o in e["outputs"]))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _custom_errors() -> dict[bytes, tuple[str, list[tuple[str, str]]]]:
+    """selector -> (name, [(arg name, arg type)]) for every custom error in the ABI."""
+    return {
+        keccak(f"{e['name']}({','.join(i['type'] for i in e['inputs'])})".encode())[:4]:
+            (e["name"], [(i["name"], i["type"]) for i in e["inputs"]])
+        for e in epoch_anchor_artifact()["abi"] if e.get("type") == "error"}
+
+
 class Anchor:
     def __init__(self, config: ChainConfig, tracker: RpcTracker, url_index: int = 0) -> None:
         self.config = config
         self.url = config.rpc_urls[url_index]
-        self.w3: Web3 = connect(self.url, config.rpc_timeout_s, tracker)
-        abi = epoch_anchor_artifact()["abi"]
+        self.provider = TrackedHTTPProvider(self.url, config.rpc_timeout_s, tracker)
         self.address = _addr(config.anchor)
-        self.contract = self.w3.eth.contract(address=self.address, abi=abi)
-        # selector -> (name, [(arg name, arg type)]) for every custom error in the ABI.
-        self._errors = {
-            keccak(f"{e['name']}({','.join(i['type'] for i in e['inputs'])})".encode())[:4]:
-                (e["name"], [(i["name"], i["type"]) for i in e["inputs"]])
-            for e in abi if e.get("type") == "error"}
+        self._errors = _custom_errors()
+
+    @functools.cached_property
+    def w3(self) -> Web3:
+        """web3 over this Anchor's provider, built on first need (never for views)."""
+        return connect(self.provider)
+
+    @functools.cached_property
+    def contract(self) -> Any:
+        return self.w3.eth.contract(address=self.address, abi=epoch_anchor_artifact()["abi"])
 
     # -- reads -------------------------------------------------------------------------
 
     def _view(self, what: str, fn: str, *args: Any) -> Any:
-        return bounded(lambda: getattr(self.contract.functions, fn)(*args).call(), what)
+        """View `fn` at the latest block: its one value, or a tuple of its values."""
+        selector, inputs, outputs = _views()[fn]
+        data = "0x" + (selector + abi_encode(inputs, args)).hex()
+
+        def call() -> bytes:
+            answer = self.provider.make_request("eth_call", [{"to": self.address, "data": data},
+                                                             "latest"])
+            if "error" in answer:
+                raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+                                     f"({answer['error']})")
+            result = answer.get("result")
+            if not isinstance(result, str) or not result.startswith("0x"):
+                raise RpcUnavailable(f"{what}: the endpoint's answer has no result")
+            return bytes.fromhex(result[2:])
+
+        try:
+            values = abi_decode(outputs, bounded(call, what))
+        except (DecodingError, ValueError) as err:
+            raise RpcUnavailable(f"{what}: the endpoint's answer does not decode ({err})") from None
+        return values[0] if len(values) == 1 else values
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""

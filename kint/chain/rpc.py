@@ -105,8 +105,10 @@ class TrackedHTTPProvider(HTTPProvider):
         return response
 
 
-def connect(url: str, timeout_s: float, tracker: RpcTracker) -> Web3:
-    w3 = Web3(TrackedHTTPProvider(url, timeout_s, tracker))
+def connect(provider: TrackedHTTPProvider) -> Web3:
+    """web3 over `provider` (its timeout, no retries, the tracker), without the layers kint
+    does not use."""
+    w3 = Web3(provider)
     # web3's validation layer asks eth_chainId around every call (three round trips for
     # one head read); kint sets the chain id on every transaction itself. ENS names are
     # never used.

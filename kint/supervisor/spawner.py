@@ -3,7 +3,9 @@
 Workers come from a `multiprocess` forkserver whose preload has already imported the heavy
 modules (web3, eth_account, the Sibyl SDK, the worker itself). A fork of that server
 shares those pages copy-on-write, so a worker costs a few MB of its own and starts in a
-fraction of the seconds a fresh interpreter would need.
+fraction of the seconds a fresh interpreter would need. The preload ends with
+kint.supervisor.forkserver_heap: the modules workers load on first use, then a freeze of the
+heap, so a worker's garbage collections keep those pages shared.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ PRELOAD = [
     "eth_account",
     "web3",
 ]
+# Imported after every other preload, the test suite's too (see that module).
+HEAP_PRELOAD = "kint.supervisor.forkserver_heap"
 
 
 def _noop() -> None:
@@ -36,7 +40,7 @@ class Spawner:
 
     def __init__(self, extra_preload: tuple[str, ...] = ()) -> None:
         self._ctx = multiprocess.get_context("forkserver")
-        self._ctx.set_forkserver_preload([*PRELOAD, *extra_preload])
+        self._ctx.set_forkserver_preload([*PRELOAD, *extra_preload, HEAP_PRELOAD])
 
     def warm_up(self) -> None:
         """Start the forkserver and let it finish its imports now: `Process.start` waits for
