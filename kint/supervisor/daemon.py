@@ -8,7 +8,8 @@ reply comes back to the client as the bytes the worker encoded: the supervisor r
 the back socket's small header (`worker_wire`) and never decodes a reply's body. Every
 request carries one monotonic deadline, computed when it arrives; when it passes the
 client gets TIMEOUT naming what the worker is doing, the work goes on, and the late reply
-is dropped by id.
+is dropped by id. What the loop does between messages (deadlines and refused forwards at
+every turn, the sweep over every space once per tick) is `timed`'s.
 
 Every request gets exactly one answer: a reply the client's pipe cannot take yet waits in
 the `Outbox` instead of being dropped by the ROUTER. A worker is believed only on its
@@ -51,14 +52,13 @@ from kint.supervisor.pause import ScheduleWatch
 from kint.supervisor.peer import peer_credentials
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
-from kint.supervisor.workers import Pending, WorkerHandle
+from kint.supervisor.timed import TimedWork
+from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 
 HOUSEKEEPING_EVERY_S = 5.0  # how often the supervisor checks its logs' size and kint's files
 OWNERSHIP_EVERY_S = 1.0  # how often it checks that its pid lock and sockets are still its own
-# While replies wait for a client's pipe to drain, the loop looks again this soon.
-OUTBOX_RETRY_S = 0.02
 # Exit code of a supervisor that stepped down because its pid lock was taken: "start me
 # again" (EX_TEMPFAIL), so a service manager's restart finds whoever holds the home now.
 EXIT_STEPPED_DOWN = 75
@@ -69,7 +69,7 @@ MAX_REFUSED_LOGGED = 32
 MAX_REMEMBERED_LABELS = 4096
 
 
-class Supervisor(WorkerLifecycle):
+class Supervisor(WorkerLifecycle, TimedWork):
     def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None,
                  ownership: Ownership | None = None) -> None:
         self.home = home
@@ -86,12 +86,14 @@ class Supervisor(WorkerLifecycle):
         self._refused_routes: set[bytes] = set()
         self._sentinels: dict[int, WorkerHandle] = {}
         self._deadlines: list[tuple[float, str, str]] = []
+        self._stalled: set[str] = set()
         self._ids = itertools.count(1)
         self.started_at = time.monotonic()
         self._code = code_signature()
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False
         self.exit_code = 0
+        self._sweep_at = self.started_at
         self._housekeeping_at = self.started_at
         self._ownership_at = self.started_at
         self._log_rotate_failed = False
@@ -177,12 +179,7 @@ class Supervisor(WorkerLifecycle):
                 self.begin_shutdown()
             if self.shutting_down and not any(h.alive for h in self.handles.values()):
                 break
-            timeout = self.settings.tick_s
-            if self._deadlines:
-                timeout = max(0.0, min(timeout, self._deadlines[0][0] - time.monotonic()))
-            if self.outbox.backlogged():
-                timeout = min(timeout, OUTBOX_RETRY_S)
-            events = self.poller.poll(timeout * 1000)
+            events = self.poller.poll(self.poll_timeout(time.monotonic()) * 1000)
             now = time.monotonic()
             paused = self._schedule.turn(now)
             if paused:
@@ -194,7 +191,8 @@ class Supervisor(WorkerLifecycle):
                     self._drain(self.back, self._on_back, copy=False)
                 elif isinstance(sock, int) and sock in self._sentinels:
                     self._on_exit(self._sentinels[sock])
-            self.outbox.flush()
+            if self.outbox.backlogged():
+                self.outbox.flush()
             self.tick(time.monotonic())
         for identity, rid in self._stop_waiters:
             self._send_front(identity, ok_reply(rid, {"stopped": True}))
@@ -334,25 +332,8 @@ class Supervisor(WorkerLifecycle):
         handle.last_activity = now
         if handle.state in ("idle", "stopped") and not handle.alive:
             self.spawn(handle)
-        elif handle.state in ("ready", "busy"):
+        elif handle.state in SERVING_STATES:
             self._forward(handle, pending)
-
-    def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
-        """Send one request to the worker. False when its pipe cannot take it now: the
-        request stays queued and the tick tries again."""
-        if handle.route is None:
-            return False
-        try:
-            self.back.send_multipart(
-                [handle.route, *worker_wire.encode({"kind": "req", "id": pending.internal_id},
-                                                   pending.body)],
-                zmq.NOBLOCK)
-            pending.forwarded = True
-            return True
-        except zmq.ZMQError as err:
-            log.info("space %s: worker not reachable yet (%s); request stays queued",
-                     handle.space16, err)
-            return False
 
     def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
         """Answer `pending` with the supervisor's own reply (a TIMEOUT, a WORKER_DOWN)."""
@@ -425,12 +406,13 @@ class Supervisor(WorkerLifecycle):
             handle.heard(now)
             if handle.state == "starting":
                 handle.state = "ready"
-            for pending in handle.queued():
-                self._forward(handle, pending)
+            for pending in handle.queued():  # in order; a full pipe keeps the rest queued
+                if not self._forward(handle, pending):
+                    break
         elif kind == "beat":
             handle.beat = msg["state"]
             handle.heard(now)
-            if handle.state in ("ready", "busy"):
+            if handle.state in SERVING_STATES:
                 handle.state = "busy" if handle.beat.get("inflight") else "ready"
 
     @staticmethod
@@ -466,37 +448,11 @@ class Supervisor(WorkerLifecycle):
     def add_stop_waiter(self, identity: bytes, rid: str) -> None:
         self._stop_waiters.append((identity, rid))
 
-    # -- the tick: deadlines, heartbeats, quarantine retries, idle exits -------------------
+    # -- housekeeping, from the sweep (kint/supervisor/timed.py) -------------------------
 
-    def tick(self, now: float) -> None:
-        while self._deadlines and self._deadlines[0][0] <= now:
-            _, sid, internal_id = heapq.heappop(self._deadlines)
-            handle = self.handles.get(sid)
-            pending = handle.pending.get(internal_id) if handle else None
-            if handle is None or pending is None:
-                continue
-            self._answer(handle, pending, error_reply(
-                None, ErrorCode.TIMEOUT,
-                f"{pending.op} on space {handle.space16} did not finish within "
-                f"{pending.timeout_ms} ms: the worker is {handle.doing(now)}"))
-        s = self.settings
-        for handle in self.handles.values():
-            if handle.state in ("ready", "busy") and handle.pending:
-                for pending in handle.queued():  # a pipe that was full has room again
-                    if not self._forward(handle, pending):
-                        break
-            if handle.alive:
-                self._check_alive(handle, now)
-            elif (handle.state == "quarantined" and handle.quarantined_until is not None
-                  and now >= handle.quarantined_until and not self.shutting_down):
-                log.info("space %s: quarantine retry", handle.space16)
-                handle.retry_started_at = now
-                self.spawn(handle)
-            if (handle.backoff_s is not None and handle.state in ("ready", "busy")
-                    and handle.retry_started_at is not None and handle.hello_at is not None
-                    and now - handle.hello_at >= s.stable_after_s):
-                handle.backoff_s = None
-                handle.retry_started_at = None
+    def _housekeeping(self, now: float) -> None:
+        """The supervisor's own checks, each on its own period: is the home still its own,
+        did the config file change, is the log too large, was kint upgraded."""
         if now >= self._ownership_at:
             self._ownership_at = now + OWNERSHIP_EVERY_S
             self._check_ownership()
