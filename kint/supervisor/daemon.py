@@ -265,22 +265,20 @@ class Supervisor(WorkerLifecycle, TimedWork):
         assert request.tenant is not None and request.db is not None
         label = request.space or space_label(request.tenant, Path(request.db))
         sid = self._space_id(label)
-        exists = os.path.exists(request.db)
         handle = self.handles.get(sid)
         if handle is not None:
-            if handle.db != request.db and exists and not os.path.exists(handle.db):
+            if (handle.db != request.db and os.path.exists(request.db)
+                    and not os.path.exists(handle.db)):
                 self._move_space(handle, request)  # a typo's store never blocks the real one
             _same_store(sid, label, handle.db, handle.tenant, request)
-            if exists:
-                self.bindings.bind(sid, Binding(label, handle.tenant, handle.db))
+            self.bindings.bind_if_exists(sid, Binding(label, handle.tenant, handle.db))
             return handle
         bound = self.bindings.get(sid)  # from before this supervisor started
         if bound is not None:
             _same_store(sid, label, bound.db, bound.tenant, request)
         handle = WorkerHandle(space_id=sid, label=label, tenant=request.tenant, db=request.db)
         self.handles[sid] = handle
-        if exists:  # only a store that exists binds its space (issue 14, item 5)
-            self.bindings.bind(sid, Binding(label, request.tenant, request.db))
+        self.bindings.bind_if_exists(sid, Binding(label, request.tenant, request.db))
         return handle
 
     def _space_id(self, label: str) -> str:
