@@ -45,6 +45,7 @@ from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
 from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from kint.supervisor.frames import readable, recv_frames
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
 from kint.supervisor.ownership import Ownership
@@ -188,7 +189,7 @@ class Supervisor(WorkerLifecycle, TimedWork):
                 if sock is self.front:
                     self._drain(self.front, self._on_front)
                 elif sock is self.back:
-                    self._drain(self.back, self._on_back, copy=False)
+                    self._drain(self.back, self._on_back)
                 elif isinstance(sock, int) and sock in self._sentinels:
                     self._on_exit(self._sentinels[sock])
             if self.outbox.backlogged():
@@ -207,13 +208,15 @@ class Supervisor(WorkerLifecycle, TimedWork):
             log.info("left %s alone: it is no longer this supervisor's", path)
 
     @staticmethod
-    def _drain(sock: zmq.Socket, handler: Any, copy: bool = True) -> None:
+    def _drain(sock: zmq.Socket, handler: Any) -> None:
         for _ in range(1000):  # bounded, so one busy client cannot starve the other socket
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=copy)
+                frames = recv_frames(sock)
             except zmq.Again:
                 return
             handler(frames)
+            if not readable(sock):
+                return
 
     def _after_pause(self, paused: float, now: float) -> None:
         """The loop did not run for `paused` seconds, until `now`: nobody read the workers'
@@ -223,21 +226,22 @@ class Supervisor(WorkerLifecycle, TimedWork):
                 "silence is counted from now, not from before the pause", paused)
         for handle in self.handles.values():
             handle.excuse_silence(now)
-        self._drain(self.back, self._on_back, copy=False)
+        self._drain(self.back, self._on_back)
 
     # -- front: clients --------------------------------------------------------------------
 
     def _send_front(self, identity: bytes, reply: Reply) -> None:
         self.outbox.send(identity, encode_reply(reply))
 
-    def _on_front(self, frames: list[bytes]) -> None:
-        identity = frames[0]
+    def _on_front(self, frames: list[zmq.Frame]) -> None:
+        identity = frames[0].bytes
         if len(frames) != 2:
             self._send_front(identity, error_reply(
                 None, ErrorCode.BAD_REQUEST, "a request is exactly one frame"))
             return
+        body = frames[1].bytes
         try:
-            request = decode_request(frames[1])
+            request = decode_request(body)
         except ProtocolError as err:
             self._send_front(identity, reply_from_error(err))
             return
@@ -250,7 +254,7 @@ class Supervisor(WorkerLifecycle, TimedWork):
                 if reply is not None:
                     self._send_front(identity, reply)
             else:
-                self._route(identity, request, frames[1])
+                self._route(identity, request, body)
         except ProtocolError as err:
             err.request_id = request.id
             if not request.cast:

@@ -26,6 +26,7 @@ import zmq
 
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
+from kint.supervisor.frames import send_frames
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
@@ -92,10 +93,8 @@ class TimedWork:
         if handle.route is None:
             return False
         try:
-            self.back.send_multipart(
-                [handle.route, *worker_wire.encode({"kind": "req", "id": pending.internal_id},
-                                                   pending.body)],
-                zmq.NOBLOCK)
+            send_frames(self.back, (handle.route, *worker_wire.encode(
+                {"kind": "req", "id": pending.internal_id}, pending.body)))
             pending.forwarded = True
             return True
         except zmq.ZMQError as err:
