@@ -1,5 +1,6 @@
-"""The supervisor's event loop: two ROUTER sockets and the workers' exit sentinels under
-one `zmq.Poller`, in a single thread that never waits on a worker.
+"""The supervisor's event loop: two ROUTER sockets and the workers' exit sentinels (behind
+one descriptor, `exits`) under one `zmq.Poller`, in a single thread that never waits on a
+worker.
 
 Front (`kint.sock`): clients' requests in, replies out. Back (`workers.sock`): workers'
 hellos, beats and replies in, requests and stops out. Every request is validated before
@@ -45,6 +46,7 @@ from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
 from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from kint.supervisor.exits import ExitWatch
 from kint.supervisor.frames import readable, recv_frames
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
@@ -85,7 +87,7 @@ class Supervisor(WorkerLifecycle, TimedWork):
         self._by_route: dict[bytes, WorkerHandle] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
-        self._sentinels: dict[int, WorkerHandle] = {}
+        self.exits: ExitWatch[WorkerHandle] = ExitWatch()
         self._deadlines: list[tuple[float, str, str]] = []
         self._stalled: set[str] = set()
         self._ids = itertools.count(1)
@@ -135,6 +137,7 @@ class Supervisor(WorkerLifecycle, TimedWork):
         self._bind_sockets()
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)
+        self.poller.register(self.exits.fileno(), zmq.POLLIN)
 
     def _bind_sockets(self) -> None:
         """Bind (or bind again) each socket whose file is not the one this supervisor
@@ -190,8 +193,9 @@ class Supervisor(WorkerLifecycle, TimedWork):
                     self._drain(self.front, self._on_front)
                 elif sock is self.back:
                     self._drain(self.back, self._on_back)
-                elif isinstance(sock, int) and sock in self._sentinels:
-                    self._on_exit(self._sentinels[sock])
+                else:  # the exit watch's descriptor: a worker exited
+                    for handle in self.exits.exited():
+                        self._on_exit(handle)
             if self.outbox.backlogged():
                 self.outbox.flush()
             self.tick(time.monotonic())
@@ -204,6 +208,7 @@ class Supervisor(WorkerLifecycle, TimedWork):
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()
+        self.exits.close()
         for path in self.ownership.release():
             log.info("left %s alone: it is no longer this supervisor's", path)
 
