@@ -178,3 +178,20 @@ def test_a_silent_worker_is_judged_hung_at_the_first_sweep_past_its_timeout():
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_an_answered_request_leaves_no_deadline_to_wake_the_loop_for():
+    host = _Host(Settings(tick_s=0.25), start=1000.0)
+    handle = host.add(1)
+    handle.state = "busy"
+    host.tick(1000.0)  # the sweep: the next is due at 1000.25
+    answered = host.queue(handle, "1", deadline=1000.1)
+    waiting = host.queue(handle, "2", deadline=1000.2)
+    for i in range(3, 1003):  # a thousand more, each answered in turn
+        host._answer(handle, host.queue(handle, str(i), deadline=1000.05 + i * 1e-5), None)
+    host._answer(handle, answered, None)
+    # The loop wakes for the request still waiting, not for those answered before it.
+    assert abs(host.poll_timeout(1000.01) - 0.19) < 1e-9
+    assert host._deadlines == [(1000.2, handle.space_id, "2")]
+    host._answer(handle, waiting, None)
+    assert abs(host.poll_timeout(1000.01) - 0.24) < 1e-9 and host._deadlines == []

@@ -56,6 +56,7 @@ class TimedWork:
 
     def poll_timeout(self, now: float) -> float:
         """Seconds the loop may wait for a message before timed work is due."""
+        self._drop_answered()
         due = self._sweep_at
         if self._deadlines and self._deadlines[0][0] < due:
             due = self._deadlines[0][0]
@@ -74,6 +75,20 @@ class TimedWork:
         if now >= self._sweep_at:
             self._sweep_at = now + self.settings.tick_s
             self._sweep(now)
+
+    def _drop_answered(self) -> None:
+        """Pop the deadlines of requests already answered off the heap's head. Nearly
+        every request is answered long before its deadline; left in the heap, each would
+        wake the loop at its deadline for nothing, and the heap would hold every request
+        of the last timeout's span (tens of thousands under load) instead of the ones
+        still waiting."""
+        deadlines = self._deadlines
+        while deadlines:
+            _, sid, internal_id = deadlines[0]
+            handle = self.handles.get(sid)
+            if handle is not None and internal_id in handle.pending:
+                return
+            heapq.heappop(deadlines)
 
     def _expire(self, now: float) -> None:
         while self._deadlines and self._deadlines[0][0] <= now:
