@@ -82,7 +82,7 @@ def test_the_sweep_over_every_space_runs_once_per_tick_not_at_every_turn():
         host.tick(t0 + i * 0.0025)
     assert host.sweeps == [t0, t0 + 0.25]
     # Waiting, the loop sleeps no longer than until the next sweep is due.
-    assert abs(host.poll_timeout(t0 + 0.4) - 0.1) < 1e-9
+    assert host.poll_timeout_ms(t0 + 0.4) == 100
 
 
 def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
@@ -91,7 +91,7 @@ def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
     handle.state = "busy"
     host.tick(1000.0)  # the sweep: the next is due at 1000.25
     host.queue(handle, "7", deadline=1000.05)
-    assert abs(host.poll_timeout(1000.01) - 0.04) < 1e-9  # the loop wakes for it
+    assert host.poll_timeout_ms(1000.01) == 40  # the loop wakes for it
     host.tick(1000.04)
     assert host.answered == []
     host.tick(1000.06)  # past the deadline, long before the next sweep
@@ -128,7 +128,7 @@ def test_requests_a_full_pipe_refused_leave_in_order_at_the_next_turn(caplog):
                 for i in range(1, 6)]
         assert sent[0] and not all(sent)
         assert host._stalled == {handle.space_id}
-        assert host.poll_timeout(1000.01) <= RETRY_S
+        assert host.poll_timeout_ms(1000.01) <= RETRY_S * 1000
         for turn in range(1, 4):  # the worker still reads nothing: nothing leaves
             host.tick(1000.0 + turn * 0.001)
 
@@ -145,7 +145,7 @@ def test_requests_a_full_pipe_refused_leave_in_order_at_the_next_turn(caplog):
             == ["1", "2", "3", "4", "5"]
         assert all(p.forwarded for p in handle.pending.values())
         assert host._stalled == set()
-        assert host.poll_timeout(turn_at) > RETRY_S
+        assert host.poll_timeout_ms(turn_at) > RETRY_S * 1000
         stalls = [r for r in caplog.records if "request stays queued" in r.getMessage()]
         assert len(stalls) == 1, [r.getMessage() for r in stalls]
     finally:
@@ -191,7 +191,21 @@ def test_an_answered_request_leaves_no_deadline_to_wake_the_loop_for():
         host._answer(handle, host.queue(handle, str(i), deadline=1000.05 + i * 1e-5), None)
     host._answer(handle, answered, None)
     # The loop wakes for the request still waiting, not for those answered before it.
-    assert abs(host.poll_timeout(1000.01) - 0.19) < 1e-9
+    assert host.poll_timeout_ms(1000.01) == 190
     assert host._deadlines == [(1000.2, handle.space_id, "2")]
     host._answer(handle, waiting, None)
-    assert abs(host.poll_timeout(1000.01) - 0.24) < 1e-9 and host._deadlines == []
+    assert host.poll_timeout_ms(1000.01) == 240 and host._deadlines == []
+
+
+def test_the_loop_never_polls_without_waiting_while_work_is_not_yet_due():
+    """The poll takes whole milliseconds: work due in a fraction of one is waited for
+    a whole one (it comes under a millisecond late), never polled for with 0 in a spin."""
+    host = _Host(Settings(tick_s=0.25), start=1000.0)
+    handle = host.add(1)
+    handle.state = "busy"
+    host.tick(1000.0)  # the sweep: the next is due at 1000.25
+    assert host.poll_timeout_ms(1000.2496) == 1
+    assert host.poll_timeout_ms(1000.25) == 0  # due now: no wait
+    host.queue(handle, "1", deadline=1000.1003)
+    assert host.poll_timeout_ms(1000.1) == 1
+    assert host.poll_timeout_ms(1000.2) == 0

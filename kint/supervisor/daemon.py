@@ -183,7 +183,7 @@ class Supervisor(WorkerLifecycle, TimedWork):
                 self.begin_shutdown()
             if self.shutting_down and not any(h.alive for h in self.handles.values()):
                 break
-            events = self.poller.poll(self.poll_timeout(time.monotonic()) * 1000)
+            events = self.poller.poll(self.poll_timeout_ms(time.monotonic()))
             now = time.monotonic()
             paused = self._schedule.turn(now)
             if paused:

@@ -11,7 +11,7 @@
   64 times a second): walking every handle at each of them cost tens of µs a turn and
   told nothing new, since a worker's silence is judged in seconds.
 
-`poll_timeout` is how long the loop may wait for a message before one of these is due.
+`poll_timeout_ms` is how long the loop may wait for a message before one of these is due.
 A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the handles, the back
 socket and the heap.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 from typing import Any, Callable
 
 import zmq
@@ -54,8 +55,11 @@ class TimedWork:
     _housekeeping: Callable[[float], None]
     spawn: Callable[[WorkerHandle], None]
 
-    def poll_timeout(self, now: float) -> float:
-        """Seconds the loop may wait for a message before timed work is due."""
+    def poll_timeout_ms(self, now: float) -> int:
+        """Whole milliseconds the loop may wait for a message before timed work is due,
+        rounded up: the poll takes whole milliseconds, and a wait of 0.4 ms truncated to
+        0 made the loop spin, polling without waiting, until the work came due (hundreds
+        of empty turns a second, near each sweep and each deadline)."""
         self._drop_answered()
         due = self._sweep_at
         if self._deadlines and self._deadlines[0][0] < due:
@@ -63,7 +67,7 @@ class TimedWork:
         timeout = min(max(0.0, due - now), self.settings.tick_s)
         if self._stalled or self.outbox.backlogged():
             timeout = min(timeout, RETRY_S)
-        return timeout
+        return math.ceil(timeout * 1000 - 1e-6)  # a float's last bits add no millisecond
 
     def tick(self, now: float) -> None:
         """One turn's timed work: deadlines and refused forwards now, the sweep when due."""
