@@ -38,3 +38,32 @@ def test_a_corrupt_bindings_file_is_kept_not_rewritten(sandbox):
     sandbox.start()
     assert sandbox.kint("status").returncode == 0
     assert (run / "bindings.json.corrupt").read_text() == "{not json"
+
+
+def test_a_binding_needs_its_store_and_once_held_costs_no_stat(tmp_path, monkeypatch):
+    """Only a store that exists binds its space; a binding already held as it is asks
+    nothing of the disk, so routing a call to a bound space costs no stat of its store."""
+    import os
+
+    from kint.supervisor.bindings import Binding, Bindings
+
+    home = tmp_path / "kint"
+    (home / "run").mkdir(parents=True, mode=0o700)
+    store = tmp_path / "memory.db"
+    sid, binding = "ab" * 32, Binding("t@hermes:p", "t", str(store))
+    bindings = Bindings(home)
+    bindings.bind_if_exists(sid, binding)  # the store does not exist (a typo)
+    assert bindings.get(sid) is None and not bindings.path.exists()
+    store.write_bytes(b"")
+    bindings.bind_if_exists(sid, binding)
+    assert Bindings(home).get(sid) == binding  # saved, and read back at a start
+
+    stats: list[str] = []
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: stats.append(str(p)) or real_exists(p))
+    for _ in range(100):  # a hundred calls routed to the bound space
+        bindings.bind_if_exists(sid, binding)
+    assert stats == []
+    other = Binding("t@hermes:p", "t", str(tmp_path / "other.db"))
+    bindings.bind_if_exists(sid, other)  # a different store is looked at, and is missing
+    assert stats == [other.db] and bindings.get(sid) == binding

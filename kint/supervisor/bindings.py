@@ -78,8 +78,11 @@ class Bindings:
             return None
         return bound
 
-    def bind(self, space_id: str, binding: Binding) -> None:
-        if self._by_space.get(space_id) == binding:
+    def bind_if_exists(self, space_id: str, binding: Binding) -> None:
+        """Bind the space to its store, if the store exists: only a store that exists binds
+        its space (issue 14, item 5). A binding already held as it is asks nothing of the
+        disk, so routing a call to a bound space costs no stat of its store."""
+        if self._by_space.get(space_id) == binding or not os.path.exists(binding.db):
             return
         self._by_space[space_id] = binding
         self._save()

@@ -1,5 +1,6 @@
-"""The supervisor's event loop: two ROUTER sockets and the workers' exit sentinels under
-one `zmq.Poller`, in a single thread that never waits on a worker.
+"""The supervisor's event loop: two ROUTER sockets and the workers' exit sentinels (behind
+one descriptor, `exits`) under one `zmq.Poller`, in a single thread that never waits on a
+worker.
 
 Front (`kint.sock`): clients' requests in, replies out. Back (`workers.sock`): workers'
 hellos, beats and replies in, requests and stops out. Every request is validated before
@@ -8,7 +9,8 @@ reply comes back to the client as the bytes the worker encoded: the supervisor r
 the back socket's small header (`worker_wire`) and never decodes a reply's body. Every
 request carries one monotonic deadline, computed when it arrives; when it passes the
 client gets TIMEOUT naming what the worker is doing, the work goes on, and the late reply
-is dropped by id.
+is dropped by id. What the loop does between messages (deadlines and refused forwards at
+every turn, the sweep over every space once per tick) is `timed`'s.
 
 Every request gets exactly one answer: a reply the client's pipe cannot take yet waits in
 the `Outbox` instead of being dropped by the ROUTER. A worker is believed only on its
@@ -44,6 +46,8 @@ from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
 from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from kint.supervisor.exits import ExitWatch
+from kint.supervisor.frames import readable, recv_frames
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
 from kint.supervisor.ownership import Ownership
@@ -51,14 +55,13 @@ from kint.supervisor.pause import ScheduleWatch
 from kint.supervisor.peer import peer_credentials
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
-from kint.supervisor.workers import Pending, WorkerHandle
+from kint.supervisor.timed import TimedWork
+from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 
 HOUSEKEEPING_EVERY_S = 5.0  # how often the supervisor checks its logs' size and kint's files
 OWNERSHIP_EVERY_S = 1.0  # how often it checks that its pid lock and sockets are still its own
-# While replies wait for a client's pipe to drain, the loop looks again this soon.
-OUTBOX_RETRY_S = 0.02
 # Exit code of a supervisor that stepped down because its pid lock was taken: "start me
 # again" (EX_TEMPFAIL), so a service manager's restart finds whoever holds the home now.
 EXIT_STEPPED_DOWN = 75
@@ -69,7 +72,7 @@ MAX_REFUSED_LOGGED = 32
 MAX_REMEMBERED_LABELS = 4096
 
 
-class Supervisor(WorkerLifecycle):
+class Supervisor(WorkerLifecycle, TimedWork):
     def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None,
                  ownership: Ownership | None = None) -> None:
         self.home = home
@@ -84,14 +87,16 @@ class Supervisor(WorkerLifecycle):
         self._by_route: dict[bytes, WorkerHandle] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
-        self._sentinels: dict[int, WorkerHandle] = {}
+        self.exits: ExitWatch[WorkerHandle] = ExitWatch()
         self._deadlines: list[tuple[float, str, str]] = []
+        self._stalled: set[str] = set()
         self._ids = itertools.count(1)
         self.started_at = time.monotonic()
         self._code = code_signature()
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False
         self.exit_code = 0
+        self._sweep_at = self.started_at
         self._housekeeping_at = self.started_at
         self._ownership_at = self.started_at
         self._log_rotate_failed = False
@@ -132,6 +137,7 @@ class Supervisor(WorkerLifecycle):
         self._bind_sockets()
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)
+        self.poller.register(self.exits.fileno(), zmq.POLLIN)
 
     def _bind_sockets(self) -> None:
         """Bind (or bind again) each socket whose file is not the one this supervisor
@@ -177,12 +183,7 @@ class Supervisor(WorkerLifecycle):
                 self.begin_shutdown()
             if self.shutting_down and not any(h.alive for h in self.handles.values()):
                 break
-            timeout = self.settings.tick_s
-            if self._deadlines:
-                timeout = max(0.0, min(timeout, self._deadlines[0][0] - time.monotonic()))
-            if self.outbox.backlogged():
-                timeout = min(timeout, OUTBOX_RETRY_S)
-            events = self.poller.poll(timeout * 1000)
+            events = self.poller.poll(self.poll_timeout_ms(time.monotonic()))
             now = time.monotonic()
             paused = self._schedule.turn(now)
             if paused:
@@ -191,10 +192,12 @@ class Supervisor(WorkerLifecycle):
                 if sock is self.front:
                     self._drain(self.front, self._on_front)
                 elif sock is self.back:
-                    self._drain(self.back, self._on_back, copy=False)
-                elif isinstance(sock, int) and sock in self._sentinels:
-                    self._on_exit(self._sentinels[sock])
-            self.outbox.flush()
+                    self._drain(self.back, self._on_back)
+                else:  # the exit watch's descriptor: a worker exited
+                    for handle in self.exits.exited():
+                        self._on_exit(handle)
+            if self.outbox.backlogged():
+                self.outbox.flush()
             self.tick(time.monotonic())
         for identity, rid in self._stop_waiters:
             self._send_front(identity, ok_reply(rid, {"stopped": True}))
@@ -205,17 +208,20 @@ class Supervisor(WorkerLifecycle):
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()
+        self.exits.close()
         for path in self.ownership.release():
             log.info("left %s alone: it is no longer this supervisor's", path)
 
     @staticmethod
-    def _drain(sock: zmq.Socket, handler: Any, copy: bool = True) -> None:
+    def _drain(sock: zmq.Socket, handler: Any) -> None:
         for _ in range(1000):  # bounded, so one busy client cannot starve the other socket
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=copy)
+                frames = recv_frames(sock)
             except zmq.Again:
                 return
             handler(frames)
+            if not readable(sock):
+                return
 
     def _after_pause(self, paused: float, now: float) -> None:
         """The loop did not run for `paused` seconds, until `now`: nobody read the workers'
@@ -225,21 +231,22 @@ class Supervisor(WorkerLifecycle):
                 "silence is counted from now, not from before the pause", paused)
         for handle in self.handles.values():
             handle.excuse_silence(now)
-        self._drain(self.back, self._on_back, copy=False)
+        self._drain(self.back, self._on_back)
 
     # -- front: clients --------------------------------------------------------------------
 
     def _send_front(self, identity: bytes, reply: Reply) -> None:
         self.outbox.send(identity, encode_reply(reply))
 
-    def _on_front(self, frames: list[bytes]) -> None:
-        identity = frames[0]
+    def _on_front(self, frames: list[zmq.Frame]) -> None:
+        identity = frames[0].bytes
         if len(frames) != 2:
             self._send_front(identity, error_reply(
                 None, ErrorCode.BAD_REQUEST, "a request is exactly one frame"))
             return
+        body = frames[1].bytes
         try:
-            request = decode_request(frames[1])
+            request = decode_request(body)
         except ProtocolError as err:
             self._send_front(identity, reply_from_error(err))
             return
@@ -252,7 +259,7 @@ class Supervisor(WorkerLifecycle):
                 if reply is not None:
                     self._send_front(identity, reply)
             else:
-                self._route(identity, request, frames[1])
+                self._route(identity, request, body)
         except ProtocolError as err:
             err.request_id = request.id
             if not request.cast:
@@ -267,22 +274,20 @@ class Supervisor(WorkerLifecycle):
         assert request.tenant is not None and request.db is not None
         label = request.space or space_label(request.tenant, Path(request.db))
         sid = self._space_id(label)
-        exists = os.path.exists(request.db)
         handle = self.handles.get(sid)
         if handle is not None:
-            if handle.db != request.db and exists and not os.path.exists(handle.db):
+            if (handle.db != request.db and os.path.exists(request.db)
+                    and not os.path.exists(handle.db)):
                 self._move_space(handle, request)  # a typo's store never blocks the real one
             _same_store(sid, label, handle.db, handle.tenant, request)
-            if exists:
-                self.bindings.bind(sid, Binding(label, handle.tenant, handle.db))
+            self.bindings.bind_if_exists(sid, Binding(label, handle.tenant, handle.db))
             return handle
         bound = self.bindings.get(sid)  # from before this supervisor started
         if bound is not None:
             _same_store(sid, label, bound.db, bound.tenant, request)
         handle = WorkerHandle(space_id=sid, label=label, tenant=request.tenant, db=request.db)
         self.handles[sid] = handle
-        if exists:  # only a store that exists binds its space (issue 14, item 5)
-            self.bindings.bind(sid, Binding(label, request.tenant, request.db))
+        self.bindings.bind_if_exists(sid, Binding(label, request.tenant, request.db))
         return handle
 
     def _space_id(self, label: str) -> str:
@@ -334,25 +339,8 @@ class Supervisor(WorkerLifecycle):
         handle.last_activity = now
         if handle.state in ("idle", "stopped") and not handle.alive:
             self.spawn(handle)
-        elif handle.state in ("ready", "busy"):
+        elif handle.state in SERVING_STATES:
             self._forward(handle, pending)
-
-    def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
-        """Send one request to the worker. False when its pipe cannot take it now: the
-        request stays queued and the tick tries again."""
-        if handle.route is None:
-            return False
-        try:
-            self.back.send_multipart(
-                [handle.route, *worker_wire.encode({"kind": "req", "id": pending.internal_id},
-                                                   pending.body)],
-                zmq.NOBLOCK)
-            pending.forwarded = True
-            return True
-        except zmq.ZMQError as err:
-            log.info("space %s: worker not reachable yet (%s); request stays queued",
-                     handle.space16, err)
-            return False
 
     def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
         """Answer `pending` with the supervisor's own reply (a TIMEOUT, a WORKER_DOWN)."""
@@ -425,12 +413,13 @@ class Supervisor(WorkerLifecycle):
             handle.heard(now)
             if handle.state == "starting":
                 handle.state = "ready"
-            for pending in handle.queued():
-                self._forward(handle, pending)
+            for pending in handle.queued():  # in order; a full pipe keeps the rest queued
+                if not self._forward(handle, pending):
+                    break
         elif kind == "beat":
             handle.beat = msg["state"]
             handle.heard(now)
-            if handle.state in ("ready", "busy"):
+            if handle.state in SERVING_STATES:
                 handle.state = "busy" if handle.beat.get("inflight") else "ready"
 
     @staticmethod
@@ -466,37 +455,11 @@ class Supervisor(WorkerLifecycle):
     def add_stop_waiter(self, identity: bytes, rid: str) -> None:
         self._stop_waiters.append((identity, rid))
 
-    # -- the tick: deadlines, heartbeats, quarantine retries, idle exits -------------------
+    # -- housekeeping, from the sweep (kint/supervisor/timed.py) -------------------------
 
-    def tick(self, now: float) -> None:
-        while self._deadlines and self._deadlines[0][0] <= now:
-            _, sid, internal_id = heapq.heappop(self._deadlines)
-            handle = self.handles.get(sid)
-            pending = handle.pending.get(internal_id) if handle else None
-            if handle is None or pending is None:
-                continue
-            self._answer(handle, pending, error_reply(
-                None, ErrorCode.TIMEOUT,
-                f"{pending.op} on space {handle.space16} did not finish within "
-                f"{pending.timeout_ms} ms: the worker is {handle.doing(now)}"))
-        s = self.settings
-        for handle in self.handles.values():
-            if handle.state in ("ready", "busy") and handle.pending:
-                for pending in handle.queued():  # a pipe that was full has room again
-                    if not self._forward(handle, pending):
-                        break
-            if handle.alive:
-                self._check_alive(handle, now)
-            elif (handle.state == "quarantined" and handle.quarantined_until is not None
-                  and now >= handle.quarantined_until and not self.shutting_down):
-                log.info("space %s: quarantine retry", handle.space16)
-                handle.retry_started_at = now
-                self.spawn(handle)
-            if (handle.backoff_s is not None and handle.state in ("ready", "busy")
-                    and handle.retry_started_at is not None and handle.hello_at is not None
-                    and now - handle.hello_at >= s.stable_after_s):
-                handle.backoff_s = None
-                handle.retry_started_at = None
+    def _housekeeping(self, now: float) -> None:
+        """The supervisor's own checks, each on its own period: is the home still its own,
+        did the config file change, is the log too large, was kint upgraded."""
         if now >= self._ownership_at:
             self._ownership_at = now + OWNERSHIP_EVERY_S
             self._check_ownership()

@@ -2,7 +2,7 @@
 (one_for_one) or quarantine it after too many crashes, and judge it hung when it stops
 beating. A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the sockets, the
 poller and the handles these methods act on: `home`, `settings`, `spawner`, `poller`,
-`back`, `back_address`, `shutting_down`, `_by_route`, `_sentinels`, `_answer` and
+`back`, `back_address`, `shutting_down`, `_by_route`, `exits`, `_answer` and
 `_quarantine_message`.
 """
 
@@ -18,6 +18,7 @@ import zmq
 
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
+from kint.supervisor.exits import ExitWatch
 from kint.supervisor.workers import WorkerHandle, describe_exit
 from kint.tenant_worker.config import WorkerConfig
 
@@ -33,7 +34,7 @@ class WorkerLifecycle:
     back_address: str
     shutting_down: bool
     _by_route: dict[bytes, WorkerHandle]
-    _sentinels: dict[Any, WorkerHandle]
+    exits: ExitWatch[WorkerHandle]
     # Supervisor's own methods, declared for the type checker (the mixin has no body of
     # its own for them).
     _answer: Callable[[WorkerHandle, Any, Any], None]
@@ -68,14 +69,12 @@ class WorkerLifecycle:
         handle.route = worker_wire.route_for(token)
         self._by_route[handle.route] = handle
         handle.state = "starting"
-        self._sentinels[proc.sentinel] = handle
-        self.poller.register(proc.sentinel, zmq.POLLIN)
+        self.exits.watch(proc.sentinel, handle)
         log.info("space %s: worker %d spawned for %s", handle.space16, proc.pid, handle.db)
 
     def _on_exit(self, handle: WorkerHandle) -> None:
         proc = handle.process
-        self.poller.unregister(proc.sentinel)
-        del self._sentinels[proc.sentinel]
+        self.exits.forget(proc.sentinel)
         proc.join(timeout=1.0)
         exitcode = proc.exitcode
         try:

@@ -20,6 +20,8 @@ import logging
 
 import zmq
 
+from kint.supervisor.frames import send_frames
+
 log = logging.getLogger("kint.supervisor")
 
 # Per client: far more than any flood a well-behaved client reads back (a reply is a few
@@ -68,7 +70,7 @@ class Outbox:
         """Send now if the client's pipe has room. True when the reply is dealt with (sent,
         or its client is gone); False when it must wait."""
         try:
-            self.sock.send_multipart([identity, data], zmq.NOBLOCK)
+            send_frames(self.sock, (identity, data))
             return True
         except zmq.Again:
             return False

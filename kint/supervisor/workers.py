@@ -32,6 +32,8 @@ SILENT_AFTER_S = 1.5
 
 # States in which the space is serving or can serve on demand.
 HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
+# States in which the worker takes requests.
+SERVING_STATES = frozenset({"ready", "busy"})
 
 
 @dataclass

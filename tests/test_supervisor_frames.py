@@ -1,0 +1,61 @@
+"""The supervisor's multipart send and receive (kint/supervisor/frames.py), on real
+ZeroMQ sockets: whole messages in order, a refused send that queues nothing, and
+`readable` true exactly while a message waits."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+
+from kint.supervisor.frames import readable, recv_frames, send_frames
+
+
+@pytest.fixture
+def pair():
+    ctx = zmq.Context()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    router.setsockopt(zmq.SNDHWM, 1)
+    router.bind("inproc://frames")
+    dealer.setsockopt(zmq.ROUTING_ID, b"peer")
+    dealer.setsockopt(zmq.RCVHWM, 1)
+    dealer.connect("inproc://frames")
+    dealer.send(b"hello")
+    assert router.poll(5000)
+    yield router, dealer
+    router.close(linger=0)
+    dealer.close(linger=0)
+    ctx.term()
+
+
+def test_whole_messages_cross_in_order_and_readable_says_when_one_waits(pair):
+    router, dealer = pair
+    assert [f.bytes for f in recv_frames(router)] == [b"peer", b"hello"]
+    assert not readable(router)
+    with pytest.raises(zmq.Again):
+        recv_frames(router)
+    dealer.send_multipart([b"h", b"", b"body" * 100])
+    dealer.send_multipart([b"second"])
+    assert router.poll(5000)
+    assert [f.bytes for f in recv_frames(router)] == [b"peer", b"h", b"", b"body" * 100]
+    assert readable(router)
+    assert [f.bytes for f in recv_frames(router)] == [b"peer", b"second"]
+    assert not readable(router)
+
+
+def test_a_send_that_cannot_go_raises_at_its_first_frame_and_queues_nothing(pair):
+    router, dealer = pair
+    recv_frames(router)
+    with pytest.raises(zmq.ZMQError) as gone:
+        send_frames(router, (b"nobody", b"h", b"body"))
+    assert gone.value.errno == zmq.EHOSTUNREACH
+    sent = 0
+    with pytest.raises(zmq.Again):  # the peer reads nothing: its pipe fills
+        for sent in range(1, 100):
+            send_frames(router, (b"peer", b"h%d" % sent, b"body"))
+    got = []
+    while len(got) < sent - 1:
+        assert dealer.poll(5000)
+        got.append(dealer.recv_multipart())
+    assert got == [[b"h%d" % i, b"body"] for i in range(1, sent)]
+    assert not dealer.poll(100)  # the refused message left no frame behind

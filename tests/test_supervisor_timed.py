@@ -1,0 +1,211 @@
+"""The supervisor's timed work turn by turn (kint/supervisor/timed.py): deadlines and
+requests a full pipe refused at every turn, the sweep over every space once per tick.
+
+The host below is the part of `Supervisor` the timed work reads (its handles, settings,
+deadline heap, back socket and outbox); the real `Supervisor` is not built here because
+constructing it marks the whole test process as the daemon for every test that runs
+after (see test_supervisor_hung_judgement.py). The worker lifecycle is the real one, the
+sockets are real ZeroMQ sockets (inproc), the hung worker a real stopped process. Turns
+are given explicit monotonic times.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import signal
+import subprocess
+import sys
+import time
+
+import zmq
+
+from kint.protocol import worker_wire
+from kint.protocol.envelope import Reply
+from kint.supervisor.lifecycle import WorkerLifecycle
+from kint.supervisor.settings import Settings
+from kint.supervisor.timed import RETRY_S, TimedWork
+from kint.supervisor.workers import Pending, WorkerHandle
+
+
+class _Outbox:
+    """The outbox's one question the timed work asks; nothing waits for a client here."""
+
+    def backlogged(self) -> bool:
+        return False
+
+
+class _Host(WorkerLifecycle, TimedWork):
+    def __init__(self, settings: Settings, start: float, back: zmq.Socket | None = None) -> None:
+        self.settings = settings
+        self.shutting_down = False
+        self.handles: dict[str, WorkerHandle] = {}
+        self.back = back
+        self.outbox = _Outbox()
+        self._deadlines: list[tuple[float, str, str]] = []
+        self._stalled: set[str] = set()
+        self._sweep_at = start
+        self.sweeps: list[float] = []
+        self.answered: list[tuple[str, Reply]] = []
+
+    def _housekeeping(self, now: float) -> None:
+        self.sweeps.append(now)
+
+    def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
+        handle.pending.pop(pending.internal_id, None)
+        self.answered.append((pending.internal_id, reply))
+
+    def add(self, n: int) -> WorkerHandle:
+        handle = WorkerHandle(space_id=f"{n:064x}", label=f"t@hermes:p{n}", tenant="t",
+                              db=f"/p{n}.db")
+        self.handles[handle.space_id] = handle
+        return handle
+
+    def queue(self, handle: WorkerHandle, internal_id: str, deadline: float) -> Pending:
+        pending = Pending(internal_id=internal_id, client=b"c", client_id="r" + internal_id,
+                          op="status", deadline=deadline, timeout_ms=1000,
+                          body=b'{"op":"status"}')
+        handle.pending[internal_id] = pending
+        heapq.heappush(self._deadlines, (deadline, handle.space_id, internal_id))
+        return pending
+
+
+def test_the_sweep_over_every_space_runs_once_per_tick_not_at_every_turn():
+    settings = Settings(tick_s=0.25)
+    t0 = 1000.0
+    host = _Host(settings, start=t0)
+    for n in range(64):
+        host.add(n)
+    # A busy supervisor turns its loop at every request, reply and beat: 200 turns in
+    # half a second.
+    for i in range(200):
+        host.tick(t0 + i * 0.0025)
+    assert host.sweeps == [t0, t0 + 0.25]
+    # Waiting, the loop sleeps no longer than until the next sweep is due.
+    assert host.poll_timeout_ms(t0 + 0.4) == 100
+
+
+def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
+    host = _Host(Settings(tick_s=0.25), start=1000.0)
+    handle = host.add(1)
+    handle.state = "busy"
+    host.tick(1000.0)  # the sweep: the next is due at 1000.25
+    host.queue(handle, "7", deadline=1000.05)
+    assert host.poll_timeout_ms(1000.01) == 40  # the loop wakes for it
+    host.tick(1000.04)
+    assert host.answered == []
+    host.tick(1000.06)  # past the deadline, long before the next sweep
+    assert [(i, r.error) for i, r in host.answered] == [("7", "TIMEOUT")]
+    assert "did not finish within 1000 ms" in (host.answered[0][1].message or "")
+    assert host.sweeps == [1000.0]
+
+
+def test_requests_a_full_pipe_refused_leave_in_order_at_the_next_turn(caplog):
+    """The worker's pipe holds one message: the second request is refused (EAGAIN under
+    ROUTER_MANDATORY) and stays queued; once the worker reads, the next turn forwards the
+    rest, in order, without waiting for the sweep, and the stall is logged once."""
+    ctx = zmq.Context()
+    back = ctx.socket(zmq.ROUTER)
+    worker = ctx.socket(zmq.DEALER)
+    try:
+        back.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        back.setsockopt(zmq.SNDHWM, 1)
+        back.bind("inproc://timed-back")
+        token = worker_wire.new_token()
+        worker.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+        worker.setsockopt(zmq.RCVHWM, 1)
+        worker.connect("inproc://timed-back")
+        worker.send(b"hello")
+        assert back.poll(5000)
+        back.recv_multipart()
+
+        host = _Host(Settings(tick_s=0.25), start=1000.0, back=back)
+        handle = host.add(1)
+        handle.state, handle.route = "ready", worker_wire.route_for(token)
+        host.tick(1000.0)  # the sweep: the next is due at 1000.25
+        caplog.set_level(logging.INFO, logger="kint.supervisor")
+        sent = [host._forward(handle, host.queue(handle, str(i), deadline=2000.0))
+                for i in range(1, 6)]
+        assert sent[0] and not all(sent)
+        assert host._stalled == {handle.space_id}
+        assert host.poll_timeout_ms(1000.01) <= RETRY_S * 1000
+        for turn in range(1, 4):  # the worker still reads nothing: nothing leaves
+            host.tick(1000.0 + turn * 0.001)
+
+        received = []
+        turn_at = 1000.01
+        give_up = time.monotonic() + 30
+        while len(received) < 5 and time.monotonic() < give_up:
+            if worker.poll(10):
+                received.append(worker.recv_multipart())
+            turn_at += 0.0001
+            host.tick(turn_at)  # the loop's turns, well before the next sweep
+        assert turn_at < 1000.25 and host.sweeps == [1000.0]
+        assert [worker_wire.decode_from_supervisor(*frames)["id"] for frames in received] \
+            == ["1", "2", "3", "4", "5"]
+        assert all(p.forwarded for p in handle.pending.values())
+        assert host._stalled == set()
+        assert host.poll_timeout_ms(turn_at) > RETRY_S * 1000
+        stalls = [r for r in caplog.records if "request stays queued" in r.getMessage()]
+        assert len(stalls) == 1, [r.getMessage() for r in stalls]
+    finally:
+        worker.close(linger=0)
+        back.close(linger=0)
+        ctx.term()
+
+
+def test_a_silent_worker_is_judged_hung_at_the_first_sweep_past_its_timeout():
+    settings = Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0, tick_s=0.25)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        child.send_signal(signal.SIGSTOP)  # a stopped worker: it beats no more
+        t0 = time.monotonic()
+        host = _Host(settings, start=t0)
+        handle = host.add(1)
+        handle.process, handle.pid, handle.state = child, child.pid, "ready"
+        handle.spawned_at = handle.last_beat_at = t0
+        hung_at = None
+        for turn in range(350):  # a turn every 10 ms for 3.5 s; a sweep every 0.25 s
+            now = t0 + turn * 0.01
+            host.tick(now)
+            if hung_at is None and handle.state == "hung":
+                hung_at = now
+        # Judged at the first sweep past the timeout: at most one tick interval late.
+        assert hung_at is not None and t0 + 3.0 < hung_at <= t0 + 3.0 + 0.25 + 0.011
+        assert handle.hung_reason == "no heartbeat for 3s"
+        assert len(host.sweeps) <= 3.5 / 0.25 + 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_an_answered_request_leaves_no_deadline_to_wake_the_loop_for():
+    host = _Host(Settings(tick_s=0.25), start=1000.0)
+    handle = host.add(1)
+    handle.state = "busy"
+    host.tick(1000.0)  # the sweep: the next is due at 1000.25
+    answered = host.queue(handle, "1", deadline=1000.1)
+    waiting = host.queue(handle, "2", deadline=1000.2)
+    for i in range(3, 1003):  # a thousand more, each answered in turn
+        host._answer(handle, host.queue(handle, str(i), deadline=1000.05 + i * 1e-5), None)
+    host._answer(handle, answered, None)
+    # The loop wakes for the request still waiting, not for those answered before it.
+    assert host.poll_timeout_ms(1000.01) == 190
+    assert host._deadlines == [(1000.2, handle.space_id, "2")]
+    host._answer(handle, waiting, None)
+    assert host.poll_timeout_ms(1000.01) == 240 and host._deadlines == []
+
+
+def test_the_loop_never_polls_without_waiting_while_work_is_not_yet_due():
+    """The poll takes whole milliseconds: work due in a fraction of one is waited for
+    a whole one (it comes under a millisecond late), never polled for with 0 in a spin."""
+    host = _Host(Settings(tick_s=0.25), start=1000.0)
+    handle = host.add(1)
+    handle.state = "busy"
+    host.tick(1000.0)  # the sweep: the next is due at 1000.25
+    assert host.poll_timeout_ms(1000.2496) == 1
+    assert host.poll_timeout_ms(1000.25) == 0  # due now: no wait
+    host.queue(handle, "1", deadline=1000.1003)
+    assert host.poll_timeout_ms(1000.1) == 1
+    assert host.poll_timeout_ms(1000.2) == 0
