@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 STATUS_COLUMNS = ["SPACE", "TENANT", "STORE", "PID", "STATE", "OP", "RPC", "HEAD",
-                  "UNANCHORED", "HELD", "RESTARTS", "LAST BEAT", "UPTIME"]
+                  "UNANCHORED", "HELD", "RESTARTS", "LAST BEAT", "UPTIME", "MEMORY"]
 
 
 def _shorten(text: str, width: int, keep_end: bool = False) -> str:
@@ -63,6 +63,7 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
             str(row["restarts"]),
             _age(row.get("last_beat_age_s")),
             _age(row.get("uptime_s")),
+            f"{row['memory_mib']:.1f}M" if row.get("memory_mib") is not None else "-",
         ])
     return rows
 

@@ -21,6 +21,7 @@ from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.workers import WorkerHandle, describe_exit
 from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.own_memory import QUIET_SECONDS
 
 log = logging.getLogger("kint.supervisor")
 
@@ -99,7 +100,7 @@ class WorkerLifecycle:
         stop_reason = handle.stop_reason
         log.info("space %s: worker %s %s%s", handle.space16, pid, reason,
                  f" (commanded: {stop_reason})" if stop_reason else "")
-        if stop_reason == "idle":
+        if stop_reason in ("idle", "recycle"):
             handle.state = "idle"
             if handle.pending and not self.shutting_down:
                 self.spawn(handle)
@@ -168,8 +169,26 @@ class WorkerLifecycle:
             handle.signal(signal.SIGTERM)
             handle.kill_at = now + s.kill_grace_s
             return
-        if (handle.state == "ready" and not handle.pending and not handle.beat.get("has_work")
-                and now - handle.last_activity >= s.idle_s and not self.shutting_down):
-            log.info("space %s: idle for %.0fs; stopping its worker", handle.space16,
-                     now - handle.last_activity)
+        if (handle.state != "ready" or handle.pending or handle.beat.get("has_work")
+                or self.shutting_down):
+            return
+        quiet = now - handle.last_activity
+        if quiet >= s.idle_s:
+            log.info("space %s: idle for %.0fs; stopping its worker", handle.space16, quiet)
             self.stop_worker(handle, "idle", now)
+        elif quiet >= QUIET_SECONDS and self._over_memory(handle, now):
+            log.info("space %s: worker %s holds %.1f MiB (KINT_WORKER_RECYCLE_MIB %g) after "
+                     "%.0fs idle; stopping it, the next request starts a fresh one",
+                     handle.space16, handle.pid, handle.beat["pss_mib"], s.recycle_mib, quiet)
+            handle.recycled_at = now
+            self.stop_worker(handle, "recycle", now)
+
+    def _over_memory(self, handle: WorkerHandle, now: float) -> bool:
+        """Whether the worker's last memory figure (read after its last work, once quiet)
+        is over KINT_WORKER_RECYCLE_MIB, and the space was not recycled in the last
+        `recycle_every_s`: a worker big from birth is not restarted at every quiet spell."""
+        s = self.settings
+        pss = handle.beat.get("pss_mib")
+        return (s.recycle_mib > 0 and pss is not None and pss > s.recycle_mib
+                and (handle.recycled_at is None
+                     or now - handle.recycled_at >= s.recycle_every_s))

@@ -16,6 +16,8 @@ class Settings:
     heartbeat_timeout_s: float = 10.0  # KINT_WORKER_HEARTBEAT_TIMEOUT
     kill_grace_s: float = 5.0  # SIGTERM to SIGKILL for a hung worker
     idle_s: float = 900.0  # KINT_WORKER_IDLE_SECONDS
+    recycle_mib: float = 24.0  # KINT_WORKER_RECYCLE_MIB; 0: never
+    recycle_every_s: float = 600.0  # a space's worker is recycled at most this often
     start_timeout_s: float = 30.0  # a worker that never says hello is hung
     stop_grace_s: float = 15.0  # a commanded stop waits this long before SIGKILL
     restart_window_s: float = 60.0
@@ -33,6 +35,7 @@ class Settings:
         return cls(
             heartbeat_timeout_s=float(kint_settings.value("KINT_WORKER_HEARTBEAT_TIMEOUT")),
             idle_s=float(kint_settings.value("KINT_WORKER_IDLE_SECONDS")),
+            recycle_mib=float(kint_settings.value("KINT_WORKER_RECYCLE_MIB")),
             backoff_initial_s=backoff,
             backoff_max_s=max(backoff, 600.0),
             log_max_bytes=int(kint_settings.value("KINT_LOG_MAX_BYTES")),

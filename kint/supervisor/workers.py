@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined", "idle",
                 "stopping", "stopped"]
-StopReason = Literal["idle", "stop", "restart"]
+StopReason = Literal["idle", "recycle", "stop", "restart"]
 
 # A worker beats every second; this long without one is worth saying in a TIMEOUT.
 SILENT_AFTER_S = 1.5
@@ -72,6 +72,8 @@ class WorkerHandle:
     beat: dict[str, Any] = field(default_factory=dict)
     last_activity: float = field(default_factory=time.monotonic)
     stop_reason: StopReason | None = None
+    # When this space's worker was last replaced for its memory (KINT_WORKER_RECYCLE_MIB).
+    recycled_at: float | None = None
     stop_deadline: float | None = None
     kill_at: float | None = None
     hung_reason: str | None = None

@@ -39,6 +39,7 @@ from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, encode_reply, error_reply, ok_reply
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
 
@@ -100,6 +101,7 @@ class Worker:
         self._pid = os.getpid()
         self.ctx = SpaceContext(config=config, store=StoreReader(config.db, config.tenant))
         self.inflight = InFlight()
+        self.memory = MemoryReading()
         self.zctx = zmq.Context()
         self.dealer = self.zctx.socket(zmq.DEALER)
         self.dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
@@ -136,6 +138,7 @@ class Worker:
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "has_work": self._has_work(count),
             "progress": self.ctx.progress if count else None,
+            "pss_mib": self.memory.at_beat(time.monotonic(), count),
         }}
 
     def _has_work(self, inflight: int) -> bool:
@@ -182,6 +185,7 @@ class Worker:
             reply = self._run(request)
         finally:
             self.inflight.finish(internal_id)
+            self.memory.worked()
         self._reply_socket().send_multipart(self._reply_message(internal_id, reply))
 
     def _run(self, req: Request) -> Reply:
