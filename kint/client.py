@@ -21,6 +21,7 @@ from kint.paths import FRONT_SOCKET, is_private_dir, kint_home, socket_dir
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
+from kint.supervisor.pidlock import running_pid
 
 # How much longer than the request's own deadline the client waits for the reply.
 CLIENT_GRACE_S = 2.0
@@ -85,8 +86,6 @@ class Client:
         return is_private_dir(folder) and (folder / FRONT_SOCKET).exists()
 
     def ping(self, timeout_s: float = 1.0) -> bool:
-        from kint.supervisor.autostart import running_pid
-
         if not self.socket_exists() or running_pid(self.home) is None:
             return False
         try:
@@ -110,8 +109,6 @@ class Client:
              space: str | None = None, args: dict[str, Any] | None = None,
              timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request and return its result, or raise KintError with the refusal."""
-        from kint.supervisor.autostart import running_pid
-
         serving = running_pid(self.home)
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists()):
@@ -132,8 +129,6 @@ class Client:
              timeout_s: float = 60) -> None:
         """Send a request that gets no reply (a note, an exit push): queued on the socket,
         delivered once it is connected."""
-        from kint.supervisor.autostart import running_pid
-
         if self.autostart and (self._sock is None or not self.socket_exists()
                                or running_pid(self.home) is None):
             self.ensure_running()
@@ -174,8 +169,6 @@ class Client:
         """While waiting on `op`: the pid of the supervisor that holds the request, or
         SupervisorUnavailable when it exited (or none ever ran): a dead supervisor answers
         nothing, and waiting out the deadline would only hide that."""
-        from kint.supervisor.autostart import running_pid
-
         now = running_pid(self.home)
         if now is None and serving is None:
             raise SupervisorUnavailable(f"no supervisor is running for {self.home}",

@@ -1,0 +1,98 @@
+"""`run/supervisor.pid`: the lock a running supervisor holds for its whole life, and how
+anyone reads who holds it.
+
+It reads `PID` while the supervisor starts and `PID serving` once its sockets are bound,
+so a client can tell a supervisor still starting from one that should answer and does not.
+A second supervisor that finds it held exits at once.
+
+Kept apart from `autostart` (which starts supervisors) because every client call asks
+who holds the lock, and that question must not load what starting one needs: a fresh
+`kint supervisor status` pays for every module it imports.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kint.paths import run_dir
+
+PID_FILE = "supervisor.pid"
+SERVING = "serving"
+
+# A client checking whether a supervisor runs holds a shared lock on the pid file for an
+# instant; a starting supervisor retries this long before deciding another one runs.
+PID_LOCK_RETRY_S = 3.0
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+def hold_pid_lock(home: Path) -> int:
+    """Take the pid lock of `home` for this process and write its pid; returns the open
+    file, which must stay open while this process is the supervisor. Raises
+    AlreadyRunning when another supervisor holds it."""
+    path = run_dir(home) / PID_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + PID_LOCK_RETRY_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as err:
+            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                os.close(fd)
+                raise
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise AlreadyRunning(str(path)) from None
+            time.sleep(0.02)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def mark_serving(pid_fd: int) -> None:
+    """Say in the held pid file that the sockets are bound: from now on a supervisor that
+    does not answer is stuck or stopped, not starting."""
+    os.pwrite(pid_fd, f"{os.getpid()} {SERVING}\n".encode(), 0)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The live supervisor of a home, as its pid file says: its pid (-1 when the file
+    cannot be read) and whether it has bound its sockets."""
+
+    pid: int
+    serving: bool
+
+
+def holder(home: Path) -> Holder | None:
+    """The live supervisor of `home`, or None. Reads the lock, never the socket."""
+    path = run_dir(home) / PID_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            words = os.pread(fd, 64, 0).decode(errors="replace").split()
+            pid = int(words[0]) if words and words[0].isdigit() else -1
+            return Holder(pid, SERVING in words[1:])
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def running_pid(home: Path) -> int | None:
+    """The pid of the live supervisor of `home` (-1 when unreadable), or None."""
+    found = holder(home)
+    return found.pid if found is not None else None
