@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import TENANT, write_store
+from conftest import KINT, TENANT, write_store
 
 
 def test_status_text_for_a_store_not_created_yet_and_one_with_rows(sandbox):
@@ -99,3 +100,31 @@ def test_supervisor_status_loads_only_the_client(sandbox):
     ours = {m for m in loaded["modules"] if m == "kint" or m.startswith("kint.")}
     assert sorted(ours - STATUS_KINT_MODULES) == []
     assert "kint.supervisor.pidlock" in ours  # the list names what really loads
+
+
+_GC_AFTER_VERSION = """
+import atexit, gc, json, sys
+atexit.register(lambda: print(json.dumps({"enabled": gc.isenabled(),
+                                          "frozen": gc.get_freeze_count()})))
+sys.argv = ["kint", "--version"]
+from kint.entry import main
+main()
+"""
+
+
+def test_the_console_script_freezes_what_its_imports_made(sandbox):
+    """The `kint` script runs kint.entry.main, which loads the CLI with the collector paused
+    and then freezes the objects the imports made (~20% of a fresh `kint supervisor
+    status`): the collector is on again for the command, and a program that imports
+    kint.cli itself keeps its collector untouched."""
+    assert "from kint.entry import main" in Path(KINT).read_text()
+    out = subprocess.run([sys.executable, "-c", _GC_AFTER_VERSION], env=sandbox.env,
+                         text=True, capture_output=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("kint, version ")
+    after = json.loads(out.stdout.splitlines()[-1])
+    assert after["enabled"] and after["frozen"] > 1000, after
+    plain = subprocess.run([sys.executable, "-c", "import gc, kint.cli; "
+                            "print(gc.isenabled(), gc.get_freeze_count())"],
+                           env=sandbox.env, text=True, capture_output=True, timeout=90)
+    assert plain.stdout.split() == ["True", "0"], plain.stderr
