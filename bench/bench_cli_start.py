@@ -5,21 +5,23 @@ One supervisor (autostarted by this process's Client, as a CLI call starts one),
 with no spaces, then with N spaces (64; `--quick`: 8): Hermes profile stores
 ($HERMES_HOME/sibyl/profiles/sNN/memory.db, one entity each), each asked `status` once so
 that its worker runs and `sup.status` has a row for it. For each number of spaces, R rounds
-(20; `--quick`: 10); a round runs, one after the other, a bare `python -c pass` with this
-venv's interpreter, then each CLI to time, as its own fresh process with stdout and stderr
-read as a terminal would not (pipes, so the table is the plain one). Timed per process: the
-wall time (spawn to exit, as a person waits) and its CPU time (user + system, from wait4).
+(20; `--quick`: 10); a round runs, one after the other, a bare `python -c pass` of this
+venv, then each CLI to time (and the bare python of any other venv before its CLI), each a
+fresh process with stdout and stderr on pipes (so the table is the plain one). Timed per
+process: the wall time (spawn to exit, as a person waits) and its CPU time (user +
+system, from wait4).
 
 The CLIs timed: the `kint` console script beside this interpreter (what `pip install`
-gives a user), and `python -m kint.cli` (what bench_tenants times); `--kint PATH` adds
-another install's console script to the same rounds (another checkout's venv for a
-before/after, a venv with the wheel installed), with the bare `python -c pass` of its own
-venv, its baseline (a venv's `.pth` files are part of every start). Each runs with this
-run's HOME and KINT_HOME and without PYTHONPATH, so it imports the kint its install holds.
+gives a user), and `python -m kint.cli` (which skips the script's entry point,
+kint.entry); `--kint PATH` adds another install's console script to the same rounds
+(another checkout's venv for a before/after, a venv with the wheel installed), with the
+bare `python -c pass` of its own venv as its baseline (a venv's `.pth` files are part of
+every start). Each runs with this run's HOME and KINT_HOME and without PYTHONPATH, so it
+imports the kint its install holds.
 
 Afterwards, `python -X importtime` of the console script: the slowest imports one level
 under the entry point, and which modules `kint supervisor status` does not use were
-imported anyway (tests/test_cli_imports.py fails on those).
+imported anyway (tests/test_cli.py fails when it loads a kint module beyond the client's).
 
 Target (issue 15): p50 under 100 ms on a quiet box; reported as a ratio to the bare
 interpreter too, since the box (shared, two cores) moves both.
