@@ -4,8 +4,8 @@ A fresh `kint supervisor status` is mostly Python starting, importing click, Zer
 the client, and tearing it all down at exit (issue 15 asks for the whole command under
 100 ms). The tens of thousands of objects those imports make live as long as the process,
 so the cyclic collector is paused while they load and they are then frozen (`gc.freeze`):
-no collection walks them again, the one at exit included. Measured on the two-core box:
-~20% of a fresh status (147 ms -> 118 ms at p50, a wheel install, load ~4).
+no collection walks them again, the one at exit included. Measured on the two-core box
+(a wheel install, interleaved runs): ~20% of a fresh status's CPU time.
 
 Done here, in the process the console script starts, and not in `kint.cli`: a program
 that imports kint.cli (the tests, the docs check) keeps its collector as it had it. A
