@@ -270,7 +270,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                                          **where))
             return req, encode_reply(ok_reply(rid, result))
 
-        from kint.supervisor.autostart import running_pid
+        from kint.supervisor.pidlock import running_pid
 
         with Client(m.kint_home, autostart=False) as kc:
             queries = _queries(kc, lambda q: verify(kc, q), data, written.written, n_queries)

@@ -173,7 +173,7 @@ def stop_supervisor(env: BenchEnv) -> None:
 def stop_supervisor_at(kint_home: Path, notes: list[str], who: str = "") -> None:
     """`stop_supervisor` for the supervisor of any KINT_HOME; problems go to `notes`."""
     from kint.client import Client
-    from kint.supervisor.autostart import running_pid
+    from kint.supervisor.pidlock import running_pid
 
     tag = f"[{who}] " if who else ""
     pid = running_pid(kint_home)
@@ -209,7 +209,7 @@ def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30
     answers. The machine is registered with `env`, so it is stopped on the way out.
     `launcher` and `extra_env` are for the diagnostic launcher in bench/support/."""
     from kint.client import Client
-    from kint.supervisor.autostart import running_pid
+    from kint.supervisor.pidlock import running_pid
 
     if machine not in env.machines:
         env.machines.append(machine)

@@ -26,7 +26,7 @@ from kint.paths import FRONT_SOCKET, is_private_dir, kint_home, socket_dir
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
-from kint.supervisor.autostart import HolderWatch
+from kint.supervisor.pidlock import HolderWatch, running_pid
 
 # How much longer than the request's own deadline the client waits for the reply.
 CLIENT_GRACE_S = 2.0
@@ -110,8 +110,6 @@ class Client:
         return is_private_dir(folder_text) and os.path.exists(front)
 
     def ping(self, timeout_s: float = 1.0) -> bool:
-        from kint.supervisor.autostart import running_pid
-
         if not self.socket_exists() or running_pid(self.home) is None:
             return False
         try:

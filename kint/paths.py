@@ -11,10 +11,8 @@ no kint process talks to a socket in a folder that is not this user's alone.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 # sun_path is 108 bytes on Linux (104 on macOS) including the NUL; stay well inside.
@@ -29,7 +27,7 @@ class UnsafePathError(Exception):
 
 
 def kint_home() -> Path:
-    from kint.settings.loader import environ_value
+    from kint.settings.environ import environ_value
 
     raw = environ_value("KINT_HOME")
     home = Path(raw).expanduser() if raw else Path.home() / ".kint"
@@ -78,6 +76,8 @@ def replace_file(path: Path, data: bytes, *, mode: int) -> None:
     `path`: the error from write() names no file, and a refusal must say which one. The
     folder is not checked: `atomic_write` does that for KINT_HOME; a harness's own config
     file (~/.codex/config.toml) lives in a folder kint does not own."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, mode)
@@ -111,6 +111,9 @@ def _sockets_fit(folder: Path) -> bool:
 def _short_socket_dir(home: Path) -> Path:
     """The fallback's first choice: a hash of KINT_HOME, so every client computes it
     without reading anything."""
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(os.fsencode(str(home))).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"kint-{os.getuid()}-{digest}"
 
@@ -191,6 +194,8 @@ def prepare_socket_dir(home: Path) -> tuple[Path, str | None]:
         if recorded is not None and recorded != default:
             folder = recorded
         else:
+            import tempfile
+
             folder = Path(tempfile.mkdtemp(prefix=f"kint-{os.getuid()}-", dir=default.parent))
     atomic_write(run / SOCKET_DIR_RECORD, f"{folder}\n".encode())
     return folder, refused

@@ -38,7 +38,7 @@ from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
 
 from kint.client import Client  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
-from kint.supervisor.autostart import running_pid  # noqa: E402
+from kint.supervisor.pidlock import running_pid  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
 SUPPORT = Path(__file__).resolve().parent / "support"

@@ -20,7 +20,7 @@ import zmq
 from conftest import pid_alive, write_store
 from kint.client import Client, SupervisorUnavailable
 from kint.paths import FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir
-from kint.supervisor.autostart import PID_FILE, HolderWatch, running_pid
+from kint.supervisor.pidlock import PID_FILE, HolderWatch, running_pid
 
 
 def _hold(path: Path, words: str) -> int:

@@ -38,7 +38,7 @@ from anchoring import anchor
 from conftest import KINT, write_store
 
 from kint.spaces import space_id
-from kint.supervisor.autostart import running_pid
+from kint.supervisor.pidlock import running_pid
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = str(Path(KINT).parent / "kint-server")

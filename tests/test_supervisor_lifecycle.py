@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from conftest import KINT, pid_alive, write_store
-from kint.supervisor.autostart import running_pid
+from kint.supervisor.pidlock import running_pid
 
 
 def _supervisors_of(home: Path) -> list[int]:

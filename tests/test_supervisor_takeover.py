@@ -22,7 +22,7 @@ import time
 
 from conftest import KINT, pid_alive, write_store
 from kint.client import KintError
-from kint.supervisor.autostart import running_pid
+from kint.supervisor.pidlock import running_pid
 
 
 def _sockets(sb):

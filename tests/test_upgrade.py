@@ -17,7 +17,7 @@ from pathlib import Path
 
 import kint
 from conftest import KINT, write_store
-from kint.supervisor.autostart import running_pid
+from kint.supervisor.pidlock import running_pid
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 
 

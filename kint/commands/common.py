@@ -1,5 +1,9 @@
 """What every command shares: the context, error printing, JSON output, and the call that
-sends a request for the caller's space."""
+sends a request for the caller's space.
+
+Every command imports this module, so it imports only what `kint supervisor status` needs
+(the client, click, orjson): resolving a space (`kint.spaces`, which loads the settings)
+is imported by the calls that resolve one."""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any, Callable, NoReturn
 import click
 import orjson
 
-from kint import spaces
 from kint.client import Client, KintError
 from kint.paths import kint_home
 
@@ -75,6 +78,8 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     call runs in a thread while this one reads the space's heartbeat once a second."""
     import threading
 
+    from kint import spaces
+
     if not sys.stderr.isatty():
         return space_call(obj, op, args, timeout_s, command, on_error=on_error)
     ref = spaces.resolve(obj.tenant, obj.db)
@@ -115,6 +120,8 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
 def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
                command: str | None = None, *,
                on_error: OnError | None = None) -> dict[str, Any]:
+    from kint import spaces
+
     ref = spaces.resolve(obj.tenant, obj.db)
     try:
         with obj.client() as client:

@@ -10,7 +10,7 @@ import click
 
 from kint import settings
 from kint.commands.common import Ctx, echo_json, space_call
-from kint.settings import report
+from kint.settings import loader, report
 from kint.settings.schema import SETTINGS
 
 
@@ -69,7 +69,7 @@ def config_check() -> None:
     from kint.settings.reload import config_path
     from kint.settings.tomlfile import ConfigError, read_config
 
-    path = config_path(settings.loader.home())
+    path = config_path(loader.home())
     try:
         found = read_config(path)
     except ConfigError as err:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from kint import render, spaces
+from kint import render
 from kint.client import KintError
 from kint.commands.common import EXIT_NO_SUPERVISOR, Ctx, echo_json, fail
 from kint.paths import kint_home
@@ -42,7 +42,7 @@ def supervisor_start(obj: Ctx, foreground: bool) -> None:
 @click.pass_obj
 def supervisor_stop(obj: Ctx) -> None:
     """Stop every worker cleanly, then the supervisor."""
-    from kint.supervisor.autostart import running_pid
+    from kint.supervisor.pidlock import running_pid
 
     home = kint_home()
     client = obj.client(autostart=False)
@@ -137,6 +137,8 @@ def supervisor_restart(obj: Ctx, target: str) -> None:
 def supervisor_discover(obj: Ctx, as_json: bool) -> None:
     """Every Sibyl store on this machine (Sibyl's own, every Hermes profile's under Hermes'
     root) with its space."""
+    from kint import spaces
+
     found = spaces.discover(obj.tenant)
     rows = [{"space": ref.space16, "space_id": ref.space_id, "label": ref.label,
              "tenant": ref.tenant, "store": ref.db} for ref in found]

@@ -2,6 +2,10 @@
 
 Nothing in this package does I/O or imports the rest of kint, so every process (the CLI,
 the supervisor, a worker, a fuzzer) can decode and validate a message the same way.
+
+The table of ops (`kint.protocol.ops`) is imported by whoever checks a request (the
+supervisor, `decode_request`), not by this package: a client never needs it, and a fresh
+`kint supervisor status` pays for every module it loads.
 """
 
 from kint.protocol.envelope import (
@@ -16,13 +20,10 @@ from kint.protocol.envelope import (
     ok_reply,
 )
 from kint.protocol.errors import ErrorCode, ProtocolError
-from kint.protocol.ops import OPS, OpSpec
 
 __all__ = [
     "PROTOCOL_VERSION",
-    "OPS",
     "ErrorCode",
-    "OpSpec",
     "ProtocolError",
     "Reply",
     "Request",

@@ -24,7 +24,6 @@ from kint.protocol.limits import (
     MAX_TIMEOUT_MS,
     MIN_TIMEOUT_MS,
 )
-from kint.protocol.ops import OPS
 
 PROTOCOL_VERSION = 1
 
@@ -143,6 +142,10 @@ def _opt_str(obj: dict[str, Any], key: str, max_chars: int, rid: str | None) -> 
 def decode_request(data: bytes) -> Request:
     """Validate one inbound frame completely, in the order a reply code is decided:
     size, JSON, version, id, op, then field types and bounds, then the op's arguments."""
+    # Here, not at the top: a client encodes requests and decodes replies, and never
+    # needs the ops' table (a lookup in sys.modules per request, once it is loaded).
+    from kint.protocol.ops import OPS
+
     obj = _load_object(data)
     rid = _readable_id(obj)
     version = obj.get("v")

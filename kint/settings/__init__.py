@@ -1,5 +1,6 @@
 """kint's settings: one schema, one config file, one way to read a value.
 
+- `environ`: how a variable of kint's environment is read (empty counts as unset).
 - `schema`: every setting (name, type, default, scope, who reads it, secret, its docs line).
 - `tomlfile`: `$KINT_HOME/config.toml`, checked key by key (a bad value names file and key).
 - `reload`: the file read again when its stat changes; the last good one keeps serving.
@@ -8,16 +9,43 @@
 - `wire`: what a request carries, what the worker applies, the one-line reports.
 - `report`: `kint config show`'s entries.
 - `docs`: the tables of docs/settings.md, made from the schema.
+
+The names below are imported from their module the first time one is asked for
+(`settings.value`), not when the package is: `kint.paths` reads KINT_HOME through
+`kint.settings.environ`, and a fresh `kint supervisor status` must not pay for the schema,
+the config file's reader and logging it never uses.
 """
 
-from kint.settings.loader import (DAEMON_ENV, DEFAULT, FILE, SESSION, THIS_CALL, Value, config,
-                                  configure, environ_value, lookup, machine_lookup, overlay,
-                                  value, watch)
-from kint.settings.schema import BY_NAME, SETTINGS, Setting
-from kint.settings.tomlfile import ConfigError, ConfigFile
+from __future__ import annotations
 
-__all__ = [
-    "BY_NAME", "DAEMON_ENV", "DEFAULT", "FILE", "SESSION", "SETTINGS", "THIS_CALL",
-    "ConfigError", "ConfigFile", "Setting", "Value", "config", "configure", "environ_value",
-    "lookup", "machine_lookup", "overlay", "value", "watch",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kint.settings.environ import environ_value
+    from kint.settings.loader import (DAEMON_ENV, DEFAULT, FILE, SESSION, THIS_CALL, Value,
+                                      config, configure, lookup, machine_lookup, overlay,
+                                      value, watch)
+    from kint.settings.schema import BY_NAME, SETTINGS, Setting
+    from kint.settings.tomlfile import ConfigError, ConfigFile
+
+# Each exported name and the module that defines it.
+_MODULE_OF = {
+    **dict.fromkeys(("DAEMON_ENV", "DEFAULT", "FILE", "SESSION", "THIS_CALL", "Value", "config",
+                     "configure", "lookup", "machine_lookup", "overlay", "value", "watch"),
+                    "loader"),
+    "environ_value": "environ",
+    **dict.fromkeys(("BY_NAME", "SETTINGS", "Setting"), "schema"),
+    **dict.fromkeys(("ConfigError", "ConfigFile"), "tomlfile"),
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kint.settings' has no attribute {name!r}")
+    found = getattr(importlib.import_module(f"kint.settings.{module}"), name)
+    globals()[name] = found  # the next lookup is an ordinary attribute
+    return found

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from kint.settings.environ import environ_value
 from kint.settings.reload import ConfigWatch
 from kint.settings.schema import BY_NAME, BadValue, Setting, given, parse
 from kint.settings.tomlfile import ConfigError, ConfigFile
@@ -122,12 +122,6 @@ def config() -> tuple[ConfigFile, ConfigError | None]:
 
 def env_source() -> str:
     return DAEMON_ENV if _process.daemon else THIS_CALL
-
-
-def environ_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """A variable as kint reads it: an empty value counts as unset."""
-    raw = (os.environ if environ is None else environ).get(name)
-    return raw if raw else None
 
 
 def _clamped(setting: Setting, value: Any, raw: str, origin: str) -> Any:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
-from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config,
-                                  environ_value)
+from kint.settings.environ import environ_value
+from kint.settings.loader import DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config
 from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
                                   shown)
 

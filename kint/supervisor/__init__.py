@@ -7,6 +7,7 @@ worker process per space alive (DESIGN §3).
 - `daemon`: the event loop over the two sockets.
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, restart).
 - `autostart`: how a client starts a supervisor on demand, exactly once.
+- `pidlock`: the pid lock a running supervisor holds, and who holds it.
 - `ownership`: the pid lock and socket files a supervisor owns, so it never breaks another.
 - `outbox`: replies a client's pipe cannot take yet, kept instead of dropped.
 - `pause`: the supervisor's own pauses, told apart from its workers' silence.

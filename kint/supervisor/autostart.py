@@ -5,9 +5,7 @@ Two locks make "exactly one" hold however many clients race:
 - `run/supervisor.lock`, the start lock: a client takes it before it checks and starts,
   so ten racing CLI calls start one daemon and the other nine find it answering.
 - `run/supervisor.pid`, held by the running supervisor for its whole life: a second
-  daemon that gets past a client anyway sees it held and exits at once. It reads
-  `PID` while the supervisor starts and `PID serving` once its sockets are bound, so a
-  client can tell a supervisor still starting from one that should answer and does not.
+  daemon that gets past a client anyway sees it held and exits at once (`pidlock`).
 
 A client that finds no answer never spins and never waits on nothing: it starts a
 supervisor when none holds the lock, says at once when the one it started exited, and
@@ -16,7 +14,6 @@ gives up within seconds on a supervisor that is serving but does not answer.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
@@ -25,20 +22,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from kint.logs import setup_file_logging
 from kint.paths import ensure_private_dir, front_address, log_path, run_dir
+from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
+                                     mark_serving)
 
 log = logging.getLogger("kint.supervisor")
 
 START_LOCK = "supervisor.lock"
-PID_FILE = "supervisor.pid"
-
-
-class AlreadyRunning(Exception):
-    pass
 
 
 class SupervisorNotReachable(TimeoutError):
@@ -47,117 +40,6 @@ class SupervisorNotReachable(TimeoutError):
     def __init__(self, message: str, hint: str) -> None:
         super().__init__(message)
         self.hint = hint
-
-
-# A client checking whether a supervisor runs holds a shared lock on the pid file for an
-# instant; a starting supervisor retries this long before deciding another one runs.
-PID_LOCK_RETRY_S = 3.0
-
-
-def _hold_pid_lock(home: Path) -> int:
-    path = run_dir(home) / PID_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + PID_LOCK_RETRY_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as err:
-            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                os.close(fd)
-                raise
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise AlreadyRunning(str(path)) from None
-            time.sleep(0.02)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
-SERVING = "serving"
-
-
-def mark_serving(pid_fd: int) -> None:
-    """Say in the held pid file that the sockets are bound: from now on a supervisor that
-    does not answer is stuck or stopped, not starting."""
-    os.pwrite(pid_fd, f"{os.getpid()} {SERVING}\n".encode(), 0)
-
-
-@dataclass(frozen=True)
-class Holder:
-    """The live supervisor of a home, as its pid file says: its pid (-1 when the file
-    cannot be read) and whether it has bound its sockets."""
-
-    pid: int
-    serving: bool
-
-
-def _holder_of(fd: int) -> Holder | None:
-    """Who holds the pid lock open on `fd`: a shared lock taken (and dropped at once)
-    means nobody does."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        words = os.pread(fd, 64, 0).decode(errors="replace").split()
-        pid = int(words[0]) if words and words[0].isdigit() else -1
-        return Holder(pid, SERVING in words[1:])
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    return None
-
-
-def holder(home: Path) -> Holder | None:
-    """The live supervisor of `home`, or None. Reads the lock, never the socket."""
-    try:
-        fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        return _holder_of(fd)
-    finally:
-        os.close(fd)
-
-
-def running_pid(home: Path) -> int | None:
-    """The pid of the live supervisor of `home` (-1 when unreadable), or None."""
-    found = holder(home)
-    return found.pid if found is not None else None
-
-
-class HolderWatch:
-    """`running_pid` for a client that asks before every call: the pid file stays open,
-    so a look costs a stat, a flock and a pread instead of building the path, opening and
-    closing it each time. The stat compares the file at the path with the one held open:
-    a pid file removed or replaced (`run/` cleaned, a new supervisor's) is opened again,
-    so the answer is always about the file a supervisor would hold now."""
-
-    def __init__(self, home: Path) -> None:
-        self._path = str(run_dir(home) / PID_FILE)
-        self._fd: int | None = None
-        self._ident: tuple[int, int] | None = None
-
-    def pid(self) -> int | None:
-        """The pid of the live supervisor (-1 when unreadable), or None."""
-        try:
-            st = os.stat(self._path)
-        except FileNotFoundError:
-            self.close()
-            return None
-        if self._fd is None or (st.st_dev, st.st_ino) != self._ident:
-            self.close()
-            try:
-                fd = os.open(self._path, os.O_RDONLY)
-            except FileNotFoundError:
-                return None
-            opened = os.fstat(fd)
-            self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
-        found = _holder_of(self._fd)
-        return found.pid if found is not None else None
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = self._ident = None
 
 
 def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
@@ -174,7 +56,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     ensure_private_dir(run_dir(home))
     setup_file_logging(home)
     try:
-        pid_fd = _hold_pid_lock(home)
+        pid_fd = hold_pid_lock(home)
     except AlreadyRunning:
         print(f"kint: a supervisor is already running for {home}", file=sys.stderr)
         return 0
