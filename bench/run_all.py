@@ -127,10 +127,12 @@ def _connected_rows(conn: dict[str, Any] | None) -> list[tuple[str, str, str, st
     first = steps["idle"]
     again = conn["steps"][-1]
     dirty = " / ".join(f"{s['private_dirty_mib']:.1f}" for s in conn["steps"])
-    return [(f"connected worker PSS, idle after connect, push, {conn['verifies']} verifies "
+    recycled = conn.get("recycled_after_s")
+    then = f"recycled {recycled:.0f} s later" if recycled is not None else "restarted"
+    return [(f"connected worker PSS 3 s after connect, push, {conn['verifies']} verifies "
              f"(MiB)", f"{first['pss_mib']:.1f}", f"fresh {conn['steps'][0]['pss_mib']:.1f}",
-             "< 25", _met(first["pss_mib"] < 25)),
-            (f"  restarted, idle after {conn['verifies']} verifies (MiB)",
+             "", ""),
+            (f"  {then}, its successor idle after {conn['verifies']} verifies (MiB)",
              f"{again['pss_mib']:.1f}", "", "< 25", _met(again["pss_mib"] < 25)),
             ("  (context) its private dirty per step (MiB)", dirty, "", "", "")]
 
