@@ -26,9 +26,9 @@ alternating blocks, with every process up throughout, so all see the same machin
 Target: kint at most 1.5x the bare two-hop at p50, for each op (p99 reported too). verify
 through kint also runs verify itself (a few ms at 1,000 rows: Sibyl's own two-stage search
 is most of it), which the bare worker above does not, so a fifth series sets kint against
-the bare shape doing the same work: the same relay, and a worker (`WORK_CHILD`) that runs
-kint's `verify` function in-process on the same store, state files and query before it
-answers with the same reply bytes. kint over that series is what kint's route adds to a
+the bare shape doing the same work: the same relay, and the same worker given each
+request's query, which runs kint's `verify` function in-process on the same store, state
+files and query before it answers with the same reply bytes. kint over that series is what kint's route adds to a
 verify; kint over the plain bare relay is the issue's literal ratio, reported beside it.
 """
 
@@ -84,46 +84,27 @@ while True:
 WORKER_CHILD = r"""
 import pickle
 import sys
-import zmq
-
-with open(sys.argv[2], "rb") as fh:
-    replies = pickle.load(fh)
-ctx = zmq.Context()
-sock = ctx.socket(zmq.DEALER)
-sock.setsockopt(zmq.LINGER, 0)
-sock.setsockopt(zmq.ROUTING_ID, b"bare-worker")
-sock.connect(sys.argv[1])
-sock.send_multipart([b"", b"hello"])
-while True:
-    client, body = sock.recv_multipart()
-    if body == b"stop":
-        break
-    sock.send_multipart([client, replies[body]])
-"""
-
-
-WORK_CHILD = r"""
-import pickle
-import sys
-from pathlib import Path
 
 import zmq
-
-from kint.rows.export import connect_ro
-from kint.spaces import space_id
-from kint.tenant_worker.chain_head import HeadReading
-from kint.tenant_worker.statefiles import SpaceState
-from kint.tenant_worker.verify import verify
-
-import corpus
 
 with open(sys.argv[2], "rb") as fh:
     replies, work = pickle.load(fh)
-kint_home, db, tenant, label, limit = sys.argv[3:8]
-client = corpus.open_client(Path(db), tenant)
-conn = connect_ro(db)
-state = SpaceState(Path(kint_home), space_id(label))
-head = HeadReading(None, "bench")
+if work:  # the same-work worker: kint's verify on the same store first
+    from pathlib import Path
+
+    from kint.rows.export import connect_ro
+    from kint.spaces import space_id
+    from kint.tenant_worker.chain_head import HeadReading
+    from kint.tenant_worker.statefiles import SpaceState
+    from kint.tenant_worker.verify import verify
+
+    import corpus
+
+    kint_home, db, tenant, label, limit = sys.argv[3:8]
+    client = corpus.open_client(Path(db), tenant)
+    conn = connect_ro(db)
+    state = SpaceState(Path(kint_home), space_id(label))
+    head = HeadReading(None, "bench")
 ctx = zmq.Context()
 sock = ctx.socket(zmq.DEALER)
 sock.setsockopt(zmq.LINGER, 0)
@@ -158,14 +139,11 @@ class BareTwoHop:
                        f"ipc://{root / f'{name}-back.sock'}")
         self.relay = subprocess.Popen([sys.executable, "-c", RELAY_CHILD, front, back],
                                       stdout=subprocess.PIPE, text=True)
-        if work is None:
-            table.write_bytes(pickle.dumps(replies))
-            argv = [sys.executable, "-c", WORKER_CHILD, back, str(table)]
-        else:
+        table.write_bytes(pickle.dumps((replies, work or {})))
+        argv = [sys.executable, "-c", WORKER_CHILD, back, str(table)]
+        if work:
             assert verify_on is not None
-            table.write_bytes(pickle.dumps((replies, work)))
-            argv = [sys.executable, "-c", WORK_CHILD, back, str(table),
-                    *map(str, verify_on), str(LIMIT)]
+            argv += [*map(str, verify_on), str(LIMIT)]
         self.worker = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")])})
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
