@@ -50,7 +50,7 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "last_error": (str,),
     "has_work": (bool,),
     "progress": (str,),
-    "pss_mib": (float, int),
+    "own_mib": (float, int),
 }
 
 TOKEN_BYTES = 32

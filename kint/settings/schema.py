@@ -159,10 +159,10 @@ SETTINGS: tuple[Setting, ...] = (
        "restarted)", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
        "seconds with nothing to do before a worker exits", minimum=1.0),
-    _s("KINT_WORKER_RECYCLE_MIB", "float", 24.0, "machine", DAEMON, SUPERVISOR,
-       "a worker whose memory (PSS, MiB) is over this after 5 s with nothing to do is "
-       "stopped, and the next request starts a fresh one (at most once in 10 min a space); "
-       "`0`: never. Linux only", minimum=0.0),
+    _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
+       "a worker holding more than this many MiB of its own (USS: pages no other process "
+       "shares) after 5 s with nothing to do is stopped, and the next request starts a "
+       "fresh one (at most once in 10 min a space); `0`: never. Linux only", minimum=0.0),
     _s("KINT_QUARANTINE_BACKOFF_SECONDS", "float", 30.0, "machine", DAEMON, SUPERVISOR,
        "the first retry delay of a quarantined space; it doubles to 600", minimum=0.1),
     _s("KINT_LOG_MAX_BYTES", "int", 262144, "machine", DAEMON, SUPERVISOR,

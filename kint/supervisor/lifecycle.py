@@ -177,9 +177,9 @@ class WorkerLifecycle:
             log.info("space %s: idle for %.0fs; stopping its worker", handle.space16, quiet)
             self.stop_worker(handle, "idle", now)
         elif quiet >= QUIET_SECONDS and self._over_memory(handle, now):
-            log.info("space %s: worker %s holds %.1f MiB (KINT_WORKER_RECYCLE_MIB %g) after "
+            log.info("space %s: worker %s holds %.1f MiB of its own (KINT_WORKER_RECYCLE_MIB %g) after "
                      "%.0fs idle; stopping it, the next request starts a fresh one",
-                     handle.space16, handle.pid, handle.beat["pss_mib"], s.recycle_mib, quiet)
+                     handle.space16, handle.pid, handle.beat["own_mib"], s.recycle_mib, quiet)
             handle.recycled_at = now
             self.stop_worker(handle, "recycle", now)
 
@@ -188,7 +188,7 @@ class WorkerLifecycle:
         is over KINT_WORKER_RECYCLE_MIB, and the space was not recycled in the last
         `recycle_every_s`: a worker big from birth is not restarted at every quiet spell."""
         s = self.settings
-        pss = handle.beat.get("pss_mib")
-        return (s.recycle_mib > 0 and pss is not None and pss > s.recycle_mib
+        own = handle.beat.get("own_mib")
+        return (s.recycle_mib > 0 and own is not None and own > s.recycle_mib
                 and (handle.recycled_at is None
                      or now - handle.recycled_at >= s.recycle_every_s))

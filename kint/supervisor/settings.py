@@ -16,7 +16,7 @@ class Settings:
     heartbeat_timeout_s: float = 10.0  # KINT_WORKER_HEARTBEAT_TIMEOUT
     kill_grace_s: float = 5.0  # SIGTERM to SIGKILL for a hung worker
     idle_s: float = 900.0  # KINT_WORKER_IDLE_SECONDS
-    recycle_mib: float = 24.0  # KINT_WORKER_RECYCLE_MIB; 0: never
+    recycle_mib: float = 22.0  # KINT_WORKER_RECYCLE_MIB (USS); 0: never
     recycle_every_s: float = 600.0  # a space's worker is recycled at most this often
     start_timeout_s: float = 30.0  # a worker that never says hello is hung
     stop_grace_s: float = 15.0  # a commanded stop waits this long before SIGKILL

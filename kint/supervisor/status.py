@@ -44,7 +44,7 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "unanchored": beat.get("unanchored"),
         "held": beat.get("held"),
         "progress": beat.get("progress"),
-        "memory_mib": beat.get("pss_mib") if handle.alive else None,
+        "memory_mib": beat.get("own_mib") if handle.alive else None,
         "restarts": handle.restarts,
         "last_exit": handle.last_exit,
         "last_beat_age_s": (round(now - handle.last_beat_at, 3)

@@ -2,17 +2,20 @@
 
 A worker shares most of its pages with the forkserver it was forked from, but the pages
 its code writes become its own: connecting, signing a push and reading through web3 leave
-a worker holding ~28 MiB where one that only verified holds ~16, and nothing in Python can
+a worker holding ~26 MiB of its own where one that only verified holds ~9-19, and nothing in Python can
 give those pages back (they are live interpreter state, not garbage). So, as Celery's
 `worker_max_memory_per_child` does, a worker over `KINT_WORKER_RECYCLE_MIB` is replaced:
 the supervisor stops it once it has been idle a while and the next request starts a fresh
 one (kint.supervisor.lifecycle).
 
-The figure is the proportional set size (PSS: private pages, plus each shared page divided
-by the processes sharing it), what `smem` and the benchmarks report. Reading it walks every
-mapping of the process (`/proc/self/smaps_rollup`, ~1.7 ms once web3 is loaded), too dear
-for every beat: it is read once per quiet spell after work, when the number can matter.
-Where /proc is missing (macOS) it is never read and no worker is recycled.
+The figure is the worker's own memory, its unique set size (USS: the private pages, which
+no other process maps and which its exit would give back), not its PSS: PSS adds a share of
+every page the worker still shares with the forkserver, which is ~25 MiB with one worker
+and ~1 with sixty, so a limit on it would recycle a lone fresh worker for nothing. Reading
+it walks every mapping of the process (`/proc/self/smaps_rollup`, ~1.7 ms once web3 is
+loaded), too dear for every beat: it is read once per quiet spell after work, when the
+number can matter. Where /proc is missing (macOS) it is never read and no worker is
+recycled.
 """
 
 from __future__ import annotations
@@ -25,25 +28,29 @@ QUIET_SECONDS = 5.0
 _ROLLUP = "/proc/self/smaps_rollup"
 
 
-def proportional_mib(path: str = _ROLLUP) -> float | None:
-    """This process's PSS in MiB, or None where the kernel does not say."""
+def own_mib(path: str = _ROLLUP) -> float | None:
+    """This process's private memory (Private_Clean + Private_Dirty) in MiB, or None
+    where the kernel does not say."""
+    kib = 0
+    seen = False
     try:
         with open(path, "rb") as fh:
             for line in fh:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) / 1024.0
+                if line.startswith(b"Private_"):
+                    kib += int(line.split()[1])
+                    seen = True
     except (OSError, ValueError, IndexError):
         return None
-    return None
+    return kib / 1024.0 if seen else None
 
 
 class MemoryReading:
-    """The worker's PSS as last read, and when to read it again: after work, once the
-    worker has been quiet for QUIET_SECONDS. Ops mark work from pool threads; the main
+    """The worker's own memory as last read, and when to read it again: after work, once
+    the worker has been quiet for QUIET_SECONDS. Ops mark work from pool threads; the main
     thread reads, at a beat."""
 
     def __init__(self) -> None:
-        self.pss_mib: float | None = None
+        self.own_mib: float | None = None
         self._worked = False
         self._last_work = time.monotonic()
 
@@ -56,6 +63,6 @@ class MemoryReading:
         since it last worked."""
         if self._worked and not inflight and now - self._last_work >= QUIET_SECONDS:
             self._worked = False
-            read = proportional_mib()
-            self.pss_mib = round(read, 1) if read is not None else None
-        return self.pss_mib
+            read = own_mib()
+            self.own_mib = round(read, 1) if read is not None else None
+        return self.own_mib

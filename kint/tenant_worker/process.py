@@ -138,7 +138,7 @@ class Worker:
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "has_work": self._has_work(count),
             "progress": self.ctx.progress if count else None,
-            "pss_mib": self.memory.at_beat(time.monotonic(), count),
+            "own_mib": self.memory.at_beat(time.monotonic(), count),
         }}
 
     def _has_work(self, inflight: int) -> bool:
