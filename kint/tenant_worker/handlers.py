@@ -276,7 +276,7 @@ def with_settings(op: str, handler: Handler) -> Handler:
     return run
 
 
-HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(fn)) for name, fn in {
+HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(name, fn)) for name, fn in {
     "doctor": doctor,
     "config": config,
     "attach": _session_op("attach"),

@@ -53,10 +53,9 @@ def _disk_full(what: str, why: str, op: str) -> ProtocolError:
                          f"recorded stays as it was", hint)
 
 
-def guarded(handler: Handler) -> Handler:
-    """`handler`, with the faults of the machine (a corrupt file, a full disk under kint's
-    state or under Sibyl's store) answered as what they are, naming the file."""
-    op = getattr(handler, "__name__", "handler")
+def guarded(op: str, handler: Handler) -> Handler:
+    """`handler` (op `op`), with the faults of the machine (a corrupt file, a full disk
+    under kint's state or under Sibyl's store) answered as what they are, naming the file."""
 
     def run(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         try:
