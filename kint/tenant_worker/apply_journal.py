@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kint.epochs.buckets import gunzip
 from kint.epochs.errors import PayloadError, PlaintextError
@@ -22,7 +23,8 @@ from kint.epochs.plaintext import Plaintext, parse_plaintext
 from kint.paths import apply_journal_path, atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import canonical_id
-from kint.tenant_worker.changes import Changes
+from kint.rows.export import export_rows
+from kint.tenant_worker.changes import Changes, diff
 from kint.tenant_worker.statefiles import Mirror, SpaceState, Watermark
 
 
@@ -107,3 +109,10 @@ def half_done(state: SpaceState, mirror: Mirror | None,
     rest = unexplained(local, epoch, mirror)
     total = len(epoch.rows) + len(epoch.deleted)
     return HalfDone(epoch.seq, len(local) - len(rest), total), rest
+
+
+def store_changes(state: SpaceState, mirror: Mirror, conn: Any,
+                  tenant: str) -> tuple[HalfDone | None, Changes]:
+    """The store's rows now against `mirror`, split as `half_done` splits them: the pull
+    left half-done, and the changes it does not explain (`status`'s unanchored count)."""
+    return half_done(state, mirror, diff(mirror, export_rows(conn, tenant)))

@@ -108,9 +108,7 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 def _disk_and_pull(ctx: SpaceContext) -> list[dict[str, Any]]:
     """Room on the disks under the store and KINT_HOME, and a pull left half-done (a full
     disk or a kill stopped it): both are what a user needs to hear while a disk is full."""
-    from kint.rows.export import export_rows
-    from kint.tenant_worker.apply_journal import half_done
-    from kint.tenant_worker.changes import diff
+    from kint.tenant_worker.apply_journal import store_changes
     from kint.tenant_worker.disk_space import rooms
     from kint.tenant_worker.statefiles import CorruptStateFile
     from kint.tenant_worker.store import StoreUnreadable
@@ -124,8 +122,7 @@ def _disk_and_pull(ctx: SpaceContext) -> list[dict[str, Any]]:
     try:
         mirror = ctx.state.mirror()
         if mirror is not None and os.path.exists(cfg.db):
-            local = diff(mirror, export_rows(ctx.ro_connection(), cfg.tenant))
-            half, _ = half_done(ctx.state, mirror, local)
+            half, _ = store_changes(ctx.state, mirror, ctx.ro_connection(), cfg.tenant)
     except (CorruptStateFile, StoreUnreadable):
         pass  # the "state files" and "store readable" checks name it
     checks.append(_check("pull", half is None, half.message if half is not None else

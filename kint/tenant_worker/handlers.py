@@ -88,12 +88,9 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
                and (chain_head["seq"], chain_head["digest"]) == (head["seq"], head["digest"]))
     unanchored = half = None
     if mirror is not None and os.path.exists(ctx.config.db):
-        from kint.rows.export import export_rows
-        from kint.tenant_worker.apply_journal import half_done
-        from kint.tenant_worker.changes import diff
+        from kint.tenant_worker.apply_journal import store_changes
 
-        local = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
-        half, local = half_done(ctx.state, mirror, local)
+        half, local = store_changes(ctx.state, mirror, ctx.ro_connection(), ctx.config.tenant)
         unanchored = len(local)
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
