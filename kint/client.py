@@ -26,7 +26,7 @@ from kint.paths import FRONT_SOCKET, is_private_dir, kint_home, socket_dir
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
-from kint.supervisor.pidlock import HolderWatch, running_pid
+from kint.supervisor.pidlock import HolderWatch
 
 # How much longer than the request's own deadline the client waits for the reply.
 CLIENT_GRACE_S = 2.0
@@ -110,7 +110,7 @@ class Client:
         return is_private_dir(folder_text) and os.path.exists(front)
 
     def ping(self, timeout_s: float = 1.0) -> bool:
-        if not self.socket_exists() or running_pid(self.home) is None:
+        if not self.socket_exists() or self._holder.pid() is None:
             return False
         try:
             self._roundtrip(Request(id=new_request_id(), op="sup.ping", timeout_ms=1000),
