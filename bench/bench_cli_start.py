@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +41,6 @@ TARGET_MS = 100.0
 # Modules `kint supervisor status` has no use for; the imports probe reports any it sees.
 UNUSED_BY_STATUS = ("kint.spaces", "kint.settings.loader", "kint.supervisor.autostart",
                     "kint.logs", "logging", "tomllib", "eth_hash", "subprocess", "tempfile")
-
-
-def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """(wall ms, exit code) of one fresh process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proc.communicate(timeout=120)
-    return (time.perf_counter() - t0) * 1000.0, proc.returncode
 
 
 def _rounds(timed: dict[str, tuple[list[str], str]], env: dict[str, str],
@@ -67,7 +57,7 @@ def _rounds(timed: dict[str, tuple[list[str], str]], env: dict[str, str],
             # The child is reaped before _timed returns: its CPU time is what this
             # process's children's grew by.
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            ms, code = _timed(argv, env)
+            ms, code, _ = common.timed_process(argv, env)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             wall[name].append(ms)
             cpu[name].append((after.ru_utime - before.ru_utime

@@ -135,31 +135,32 @@ def _top_mappings(pid: int, top: int = 8) -> list[str]:
 
 def _status_timing(m: common.Machine, runs_cli: int, runs_op: int) -> dict[str, Any]:
     """`kint supervisor status` as a person runs it (a fresh process, the human table) and
-    the `sup.status` round trip it makes, from this process."""
+    the `sup.status` round trip it makes, from this process; a bare `python -c pass`
+    before each CLI run, timed the same way (common.timed_process), and the box's busy
+    share over those runs (what else was running: other tenants of the machine, or
+    kint's own workers)."""
     import orjson
+    from cpu_account import CpuMeter
 
     from kint.client import Client
 
-    cli = []
+    cli, bare = [], []
     codes = set()
     # The console script, as a person runs it (its entry point, kint.entry, is part of
     # the start: `python -m kint.cli` skips it).
     command = [str(Path(sys.executable).with_name("kint")), "supervisor", "status"]
+    meter = CpuMeter({})
+    meter.start()
     for _ in range(runs_cli):
-        t0 = time.monotonic()
-        out = subprocess.run(command, env=m.env(), cwd=str(common.REPO_DIR),
-                             capture_output=True, text=True, timeout=120)
-        cli.append((time.monotonic() - t0) * 1000.0)
-        codes.add(out.returncode)
-    rows = len(out.stdout.splitlines())
+        bare.append(common.timed_process([sys.executable, "-c", "pass"], m.env())[0])
+        ms, code, stdout = common.timed_process(command, m.env(), cwd=str(common.REPO_DIR))
+        cli.append(ms)
+        codes.add(code)
+    box = meter.stop()
+    rows = len(stdout.splitlines())
     import_probe = subprocess.run(
         [sys.executable, "-X", "importtime", *command], env=m.env(),
         cwd=str(common.REPO_DIR), capture_output=True, text=True, timeout=120)
-    bare = []
-    for _ in range(runs_cli):
-        t0 = time.monotonic()
-        subprocess.run([sys.executable, "-c", "pass"], timeout=60)
-        bare.append((time.monotonic() - t0) * 1000.0)
     op = []
     with Client(m.kint_home, autostart=False) as kc:
         for _ in range(runs_op):
@@ -169,6 +170,7 @@ def _status_timing(m: common.Machine, runs_cli: int, runs_op: int) -> dict[str, 
     return {"cli_ms": common.summarize(cli, "ms"), "cli_exit_codes": sorted(codes),
             "cli_lines": rows, "cli_slowest_imports": _slowest_imports(import_probe.stderr),
             "bare_python_ms": common.summarize(bare, "ms"),
+            "box_busy_share": box["box_busy_s"] / max(box["box_capacity_s"], 1e-9),
             "op_ms": common.summarize(op, "ms"), "op_reply_bytes": len(orjson.dumps(reply)),
             "spaces_in_reply": len(reply["spaces"])}
 
@@ -259,7 +261,9 @@ def _cpu_per_verify(readings: list[dict[str, Any]], calls: int) -> dict[str, Any
     by_part: dict[str, float] = {}
     for key, ms in parts.items():
         by_part[key.split(".")[0]] = by_part.get(key.split(".")[0], 0.0) + ms
+    counts = {k: sum(r["counts"][k] for r in readings) / calls for k in readings[0]["counts"]}
     return {"ms_per_verify": by_part, "ms_per_verify_by_thread": parts,
+            "counts_per_verify": {k: round(v, 1) for k, v in counts.items() if v},
             "ms_per_verify_all_parts": sum(parts.values()),
             "box_busy_share": sum(r["box_busy_s"] for r in readings) / capacity,
             "others_share_of_box": sum(r["others_cpu_s"] for r in readings) / capacity,
@@ -479,13 +483,15 @@ def report(result: dict[str, Any], path: Path) -> None:
         print(f"  CPU ms a verify, {name}: " + ", ".join(
             f"{k} {v:.2f}" for k, v in c["ms_per_verify_by_thread"].items() if v >= 0.005)
             + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it")
+        print(f"  per verify, {name}: " + ", ".join(
+            f"{k} {v:g}" for k, v in c["counts_per_verify"].items() if v >= 0.1))
     mi = i2["memory_idle"]
     print(f"idle worker PSS mean {mi['worker_pss_mib']['mean']:.1f} max "
           f"{mi['worker_pss_mib']['max']:.1f} MiB ({yes[met['idle_worker_pss']]}); supervisor "
           f"{mi['supervisor']['pss_mib']:.1f} MiB; total {mi['total_pss_mib']:.0f} MiB")
     print(f"`kint supervisor status` p50 {st['cli_ms']['p50']:.0f} ms (bare python "
-          f"{st['bare_python_ms']['p50']:.0f} ms; sup.status op {st['op_ms']['p50']:.2f} ms) "
-          f"({yes[met['status_cli']]})")
+          f"{st['bare_python_ms']['p50']:.0f} ms; sup.status op {st['op_ms']['p50']:.2f} ms; "
+          f"box {st['box_busy_share']:.0%} busy meanwhile) ({yes[met['status_cli']]})")
     ph = i3["phases"]
     print(f"others' p99: clean {ph['clean']['p99']:.2f} / faults {ph['faults']['p99']:.2f} / "
           f"clean after {ph['clean_after']['p99']:.2f} ms: "

@@ -46,6 +46,31 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
     return out
 
 
+def process_counts(pid: int) -> dict[str, int]:
+    """A process's minor page faults and context switches (voluntary: it waited;
+    involuntary: the scheduler took the core), every thread summed. Where one verify costs
+    more CPU in a worker than in one loop, these say whether it went to faulting pages in
+    or to being switched out."""
+    out = {"minflt": 0, "ctxsw_voluntary": 0, "ctxsw_involuntary": 0}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out
+    for tid in tids:
+        try:
+            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        out["minflt"] += int(raw[raw.rindex(")") + 2:].split()[7])
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                out["ctxsw_voluntary"] += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                out["ctxsw_involuntary"] += int(line.split()[1])
+    return out
+
+
 def box_cpu_s() -> tuple[float, float]:
     """(busy, all) CPU seconds of the whole machine since boot, every core."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -56,12 +81,13 @@ def box_cpu_s() -> tuple[float, float]:
 
 class CpuMeter:
     """`groups`: name -> pids. `start()` then `stop()` gives each group's CPU seconds by
-    kind of thread (`<group>.main`, `<group>.zmq_io`, `<group>.other_threads`), the box's
-    busy seconds, and the wall time."""
+    kind of thread (`<group>.main`, `<group>.zmq_io`, `<group>.other_threads`), its page
+    faults and context switches (`counts`), the box's busy seconds, and the wall time."""
 
     def __init__(self, groups: dict[str, list[int]]) -> None:
         self.groups = groups
         self._start: dict[str, float] = {}
+        self._start_counts: dict[str, int] = {}
         self._box = (0.0, 0.0)
         self._t0 = 0.0
 
@@ -74,7 +100,17 @@ class CpuMeter:
                     out[key] = out.get(key, 0.0) + cpu
         return out
 
+    def _read_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, pids in self.groups.items():
+            for pid in pids:
+                for kind, n in process_counts(pid).items():
+                    key = f"{name}.{kind}"
+                    out[key] = out.get(key, 0) + n
+        return out
+
     def start(self) -> None:
+        self._start_counts = self._read_counts()
         self._start = self._read()
         self._box = box_cpu_s()
         self._t0 = time.monotonic()
@@ -82,10 +118,13 @@ class CpuMeter:
     def stop(self) -> dict[str, float | dict[str, float]]:
         wall = time.monotonic() - self._t0
         end = self._read()
+        end_counts = self._read_counts()
         busy, total = box_cpu_s()
         ours = {key: end.get(key, 0.0) - self._start.get(key, 0.0)
                 for key in sorted(set(end) | set(self._start))}
         box_busy = busy - self._box[0]
-        return {"wall_s": wall, "cpu_s": ours, "box_busy_s": box_busy,
+        counts = {key: end_counts.get(key, 0) - self._start_counts.get(key, 0)
+                  for key in sorted(set(end_counts) | set(self._start_counts))}
+        return {"wall_s": wall, "cpu_s": ours, "counts": counts, "box_busy_s": box_busy,
                 "box_capacity_s": total - self._box[1],
                 "others_cpu_s": max(0.0, box_busy - sum(ours.values()))}
