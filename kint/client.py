@@ -84,6 +84,20 @@ class Client:
             self._front = None
         return self._sock
 
+    def _follow(self, serving: int | None) -> None:
+        """Before a request goes to a supervisor this client has not heard from yet: if
+        the socket's folder is no longer the one the socket was connected in (a long
+        KINT_HOME whose short folder was refused when this supervisor started, so it
+        bound in a fresh one), drop the socket and connect again where it is now. Kept,
+        the old socket would wait out every deadline on a path nobody serves, and
+        ZeroMQ would keep reconnecting it to a folder that may now be anyone's."""
+        if self._sock is None or (self._front is not None and self._front[0] == serving):
+            return
+        if self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
+            self._sock.close(linger=0)
+            self._sock = None
+            self._connected = None
+
     def close(self, linger_ms: int = 0) -> None:
         """Close the socket and the pid file; `linger_ms` lets queued casts leave first."""
         if self._sock is not None:
@@ -140,6 +154,7 @@ class Client:
             # client has not looked yet: make sure one answers.
             self.ensure_running()
             serving = self._holder.pid()
+        self._follow(serving)
         timeout_ms = int((timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_MS / 1000) * 1000)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=timeout_ms)
@@ -159,6 +174,7 @@ class Client:
             serving = self._holder.pid()
             if serving is None or self._sock is None or not self.socket_exists(serving):
                 self.ensure_running()
+        self._follow(self._holder.pid())
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
         self._socket().send(encode_request(request))

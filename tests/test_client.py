@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import threading
 import time
@@ -19,7 +20,8 @@ import zmq
 
 from conftest import pid_alive, write_store
 from kint.client import Client, SupervisorUnavailable
-from kint.paths import FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir
+from kint.paths import (FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir,
+                        socket_dir)
 from kint.supervisor.pidlock import PID_FILE, HolderWatch, running_pid
 
 
@@ -124,3 +126,34 @@ def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
         listener.join(5)
         silent.close()
         os.close(holder)
+
+
+def test_a_client_follows_its_supervisor_to_a_new_socket_folder(tmp_path):
+    """A long KINT_HOME: the sockets live in a short folder under the temp folder. When
+    the next supervisor finds that folder open to others and binds in a fresh one, a
+    client that talked to the first one connects again in the new folder: its next call
+    is answered there, not waited out on the old path (where anyone could now listen)."""
+    from test_supervisor_socket_dir import _long_sandbox
+
+    sb = _long_sandbox(tmp_path)
+    db = str(write_store(sb.sibyl_db))
+    where = {"tenant": sb.tenant, "db": db, "space": sb.label(sb.sibyl_db)}
+    first_folder = second_folder = None
+    try:
+        assert sb.kint("supervisor", "start").returncode == 0
+        first_folder = socket_dir(sb.kint_home)
+        with Client(sb.kint_home, autostart=False) as client:
+            assert client.call("status", **where, timeout_s=30)["label"] == where["space"]
+            assert sb.kint("supervisor", "stop").returncode == 0
+            os.chmod(first_folder, 0o777)  # anyone could put a socket there now
+            assert sb.kint("supervisor", "start").returncode == 0
+            second_folder = socket_dir(sb.kint_home)
+            assert second_folder != first_folder
+            answer = client.call("status", **where, timeout_s=10)
+            assert answer["label"] == where["space"]
+            assert running_pid(sb.kint_home) not in (None, -1)
+    finally:
+        sb.shutdown()
+        for folder in (first_folder, second_folder):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
