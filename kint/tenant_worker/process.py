@@ -1,8 +1,9 @@
 """The worker process: one per space, spawned by the supervisor from its forkserver.
 
 The main thread owns the DEALER socket: it receives requests, hands them to a small
-thread pool, forwards the pool's replies (encoded by the pool thread, passed through an
-inproc socket, since a ZeroMQ socket belongs to one thread), and beats once a second with
+thread pool (kint.tenant_worker.op_pool: the thread that went idle last runs the next
+op), forwards the pool's replies (encoded by the pool thread, passed through an inproc
+socket, since a ZeroMQ socket belongs to one thread), and beats once a second with
 what it is doing. The only handler it runs itself is the plain `status` (a few stats), so
 a slow op never stops the heartbeat: slow is *busy*, not *hung*.
 
@@ -25,7 +26,6 @@ import sys
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import zmq
@@ -39,6 +39,7 @@ from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, encode_reply, error_reply, ok_reply
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
@@ -108,8 +109,7 @@ class Worker:
         self.dealer.setsockopt(zmq.LINGER, 2000)
         self.replies = self.zctx.socket(zmq.PULL)
         self.replies.bind(_REPLIES_ADDRESS)
-        self.pool = ThreadPoolExecutor(max_workers=config.threads,
-                                       thread_name_prefix=f"kint-{config.space16}")
+        self.pool = OpPool(config.threads, f"kint-{config.space16}")
         self._local = threading.local()
         self.stopping = False
         self.stop_requested = threading.Event()
@@ -177,16 +177,20 @@ class Worker:
         return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": self._pid,
                                    "token": self._token}, encode_reply(reply))
 
-    def _run_in_pool(self, internal_id: str, request: Request) -> None:
+    def _run_in_pool(self, internal_id: str, request: Request) -> list[bytes]:
         """An op on a pool thread, counted in flight (the heartbeat reports it) until its
-        answer is made. Encoded here, once, as the back-socket message: the main thread
-        only forwards it."""
+        answer is made. Encoded here, once, as the back-socket message, which the pool
+        hands to `_send_reply` once this thread is idle again: the main thread only
+        forwards it."""
         try:
             reply = self._run(request)
         finally:
             self.inflight.finish(internal_id)
             self.memory.worked()
-        self._reply_socket().send_multipart(self._reply_message(internal_id, reply))
+        return self._reply_message(internal_id, reply)
+
+    def _send_reply(self, frames: list[bytes]) -> None:
+        self._reply_socket().send_multipart(frames)
 
     def _run(self, req: Request) -> Reply:
         try:
@@ -237,7 +241,7 @@ class Worker:
             self.dealer.send_multipart(self._reply_message(internal_id, self._run(request)))
         else:
             self.inflight.start(internal_id, request.op)
-            self.pool.submit(self._run_in_pool, internal_id, request)
+            self.pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -280,7 +284,7 @@ class Worker:
                     self.dealer.send_multipart(frames)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
         self.replies.close(linger=0)
         self.dealer.close()
         self.zctx.term()
