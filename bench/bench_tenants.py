@@ -23,8 +23,19 @@ that order. They are made
 - through the supervisor by 16 client processes (`--quick`: 8; bench/tenant_clients.py),
   op `verify` (limit 5, no write-back) via `kint.client.Client`, client k making calls
   k, k+16, ..., all starting at one instant.
-The two alternate (in process, routed, in process, routed). Throughput = calls / wall time
-(routed: first start to last end). Also: the PSS (/proc/<pid>/smaps_rollup) of the
+- through the bare shape at the same 64 spaces (bench/bare_shape.py): the same client
+  processes, calls and dealing, each call kint's own request bytes sent to a bare Python
+  ROUTER-ROUTER relay and on to one bare worker process a space (forked from a parent that
+  imported what verify needs, as kint's forkserver; one thread, no pool, no heartbeat, no
+  checks), which runs the same in-process verify on its own store and answers with the
+  reply bytes kint's supervisor would send (the in-process answer, encoded as kint
+  encodes it). Warmed up by the same pass as kint's workers. It is the shape DESIGN.md
+  specifies with none of kint's route: routed / bare shape is what kint's route costs at
+  64 spaces, bare shape / in process what the shape itself (64 processes sharing two
+  cores) allows.
+The three alternate (in process, routed, bare shape, twice). Throughput = calls / wall
+time (routed and bare: first start to last end); each pass's CPU is read by part
+(bench/cpu_account.py), the bare relay and bare workers as parts of their own. Also: the PSS (/proc/<pid>/smaps_rollup) of the
 supervisor, the forkserver and every worker, idle (3 s after the warm-up) and after the
 load; and the wall time of `kint supervisor status` (a fresh CLI process, as a person runs
 it) with every space live, against the `sup.status` round trip in this process.
@@ -60,9 +71,10 @@ from typing import Any
 
 import common
 import corpus
-from tenant_clients import Call, ClientPool, deal
-from tenant_setup import (InProcess, Space, connect_hanging, pick_queries, write_row_alone,
-                          write_stores)
+from bare_shape import BareShape
+from tenant_clients import BareCall, Call, ClientPool, deal
+from tenant_setup import (InProcess, Space, bare_workers, connect_hanging, pick_queries,
+                          write_row_alone, write_stores)
 
 TARGET_THROUGHPUT = 1.6
 TARGET_P99_OVER_P50 = 3.0
@@ -114,6 +126,19 @@ def _memory(kint_home: Path) -> dict[str, Any]:
             "total_pss_mib": sum(pss) + supervisor["pss_mib"]
             + sum(f["pss_mib"] for f in forkserver),
             "workers": workers}
+
+
+def _bare_memory(bare: BareShape) -> dict[str, Any]:
+    """The bare shape's processes after their warm-up: its workers' PSS and USS beside
+    kint's (whether one verify costs more in 64 processes than in one loop because of
+    64 heaps), the relay's and the forking parent's."""
+    workers = [common.memory_row(pid) for pid in bare.worker_pids]
+    pss = [w["pss_mib"] for w in workers]
+    return {"workers_live": len(workers),
+            "worker_pss_mib": {"mean": sum(pss) / len(pss), "max": max(pss), "min": min(pss)},
+            "worker_uss_mib_mean": sum(w["uss_mib"] for w in workers) / len(workers),
+            "relay": common.memory_row(bare.relay.pid),
+            "parent": common.memory_row(bare.parent.pid)}
 
 
 def _top_mappings(pid: int, top: int = 8) -> list[str]:
@@ -198,20 +223,29 @@ def _latency(result: dict[str, Any]) -> dict[str, Any]:
 # -- the run ---------------------------------------------------------------------------------
 
 
+PASSES = ("in_process", "routed", "bare_shape")
+
+
 def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
-           pids: dict[str, list[int]]) -> dict[str, Any]:
-    """In process and routed, alternating, `repeats` times each; every sample pooled. The
-    CPU time of every part (this process, the supervisor, the forkserver, the workers, the
-    clients) and of the whole box is read around each pass (bench/cpu_account.py)."""
+           pids: dict[str, list[int]], bare: BareShape,
+           bare_calls: list[BareCall]) -> dict[str, Any]:
+    """In process, routed and through the bare shape, alternating, `repeats` times each;
+    every sample pooled. The CPU time of every part (this process, the supervisor, the
+    forkserver, the workers, the clients, the bare relay and bare workers) and of the
+    whole box is read around each pass (bench/cpu_account.py)."""
     from cpu_account import CpuMeter
 
     shares = deal(calls, pool.n)
-    groups = {"bench_process": [os.getpid()], **pids, "clients": pool.pids}
-    runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
-    cpu: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
+    bare_shares = deal(bare_calls, pool.n)
+    groups = {"bench_process": [os.getpid()], **pids, "clients": pool.pids,
+              "bare_relay": [bare.relay.pid], "bare_workers": bare.worker_pids}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in PASSES}
+    cpu: dict[str, list[dict[str, Any]]] = {name: [] for name in PASSES}
     for _ in range(repeats):
         for name, go in (("in_process", lambda: inproc.run(calls)),
-                         ("routed", lambda: pool.run(shares, "count"))):
+                         ("routed", lambda: pool.run(shares, "count")),
+                         ("bare_shape", lambda: pool.run(bare_shares, "count",
+                                                         via=bare.front))):
             meter = CpuMeter(groups)
             meter.start()
             runs[name].append(go())
@@ -227,6 +261,8 @@ def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
         out[name] = _latency(merged)
         out[name]["per_repeat_per_s"] = [r["calls"] / r["wall_s"] for r in results]
         out[name]["cpu"] = _cpu_per_verify(cpu[name], merged["calls"])
+    if out["bare_shape"]["not_proceed"]:
+        raise RuntimeError(f"the bare shape did not answer: {out['bare_shape']['not_proceed']}")
     out["stretch"] = _stretch(calls, shares, runs)
     return out
 
@@ -244,9 +280,11 @@ def _stretch(calls: list[Call], shares: list[list[Call]],
             own.setdefault(call, []).append(ms)
     work = {call: statistics.median(v) for call, v in own.items()}
     order = [call for share in shares for call in share]  # ClientPool.run's sample order
-    stretch = [ms / work[call] for result in runs["routed"]
-               for call, ms in zip(order, result["latencies_ms"])]
-    out = {"stretch": common.summarize(stretch, "x"),
+
+    def stretch(name: str) -> dict[str, Any]:
+        return common.summarize([ms / work[call] for result in runs[name]
+                                 for call, ms in zip(order, result["latencies_ms"])], "x")
+    out = {"stretch": stretch("routed"), "bare_shape_stretch": stretch("bare_shape"),
            "work_ms": common.summarize([work[call] for call in calls], "ms")}
     for v in out.values():
         v["p99_over_p50"] = v["p99"] / v["p50"]
@@ -349,11 +387,16 @@ def run(quick: bool = False) -> dict[str, Any]:
         timings["connect_and_push_hanging_s"] = time.monotonic() - t
 
         inproc = InProcess(m.kint_home, spaces)
-        pool = None
+        pool = bare = None
+        answers: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def verify_kept(label: str, query: str) -> dict[str, Any]:
+            answers[(label, query)] = inproc.verify(label, query)
+            return answers[(label, query)]
         try:
             t = time.monotonic()
             dropped = {s.label: pick_queries(s, rows, p["queries_per_space"],
-                                         lambda q, s=s: inproc.verify(s.label, q))
+                                             lambda q, s=s: verify_kept(s.label, q))
                        for s in spaces}
             timings["pick_queries_s"] = time.monotonic() - t
             calls: list[Call] = [(str(s.db), s.label, s.queries[qi])
@@ -375,10 +418,26 @@ def run(quick: bool = False) -> dict[str, Any]:
             memory_idle = _memory(m.kint_home)
             status = _status_timing(m, p["status_cli_runs"], p["status_op_runs"])
 
+            t = time.monotonic()
+            specs, bare_by_call = bare_workers(m.kint_home, spaces, answers)
+            bare = BareShape(env.root, specs, name="shape")
+            bare_calls = [bare_by_call[(label, query)] for _, label, query in calls]
+            timings["start_bare_shape_s"] = time.monotonic() - t
+            t = time.monotonic()  # the same warm-up as kint's workers had
+            warm = pool.run(deal(bare_calls[:len(spaces) * p["queries_per_space"]], pool.n),
+                            "count", via=bare.front)
+            timings["warm_up_bare_shape_s"] = time.monotonic() - t
+            if warm["not_proceed"]:
+                raise RuntimeError(f"the bare shape did not answer: {warm['not_proceed']}")
+            memory_bare = _bare_memory(bare)
+
             load_before = os.getloadavg()
-            item2 = _item2(pool, inproc, calls, p["repeats"], memory_idle["pids"])
+            item2 = _item2(pool, inproc, calls, p["repeats"], memory_idle["pids"], bare,
+                           bare_calls)
             load_after = os.getloadavg()
             memory_loaded = _memory(m.kint_home)
+            bare.close()
+            bare = None
 
             others = [c for c in calls if c[1] not in (hang.label, stopped.label)]
             extra = corpus.rows(rows + 1, seed=hang.seed)[-1]
@@ -386,11 +445,14 @@ def run(quick: bool = False) -> dict[str, Any]:
                            lambda: write_row_alone(hang.db, env.root / "scratch", extra),
                            p["phase_s"])
         finally:
+            if bare is not None:
+                bare.close()
             if pool is not None:
                 pool.close()
             inproc.close()
             proxy.forward()
 
+    item2["memory_bare_shape"] = memory_bare
     return _result(quick, p, written, timings, hanging_setup, dropped, calls, memory_idle,
                    memory_loaded, status, item2, item3, load_before, load_after, env)
 
@@ -401,7 +463,7 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
             status: dict[str, Any], item2: dict[str, Any], item3: dict[str, Any],
             load_before: tuple[float, ...], load_after: tuple[float, ...],
             env: common.BenchEnv) -> dict[str, Any]:
-    ip, rt = item2["in_process"], item2["routed"]
+    ip, rt, bs = item2["in_process"], item2["routed"], item2["bare_shape"]
     throughput_ratio = rt["per_s"] / ip["per_s"]
     tail = rt["p99"] / rt["p50"]
     raw = item3.pop("raw_ms")
@@ -438,12 +500,16 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
                   "calls_per_pass": len(calls)},
         "loadavg_around_item2": {"before": list(load_before), "after": list(load_after)},
         "item2": {
-            "in_process": ip, "routed": rt,
+            "in_process": ip, "routed": rt, "bare_shape": bs,
             "ratio_throughput_routed_over_in_process": throughput_ratio,
+            "ratio_throughput_routed_over_bare_shape": rt["per_s"] / bs["per_s"],
+            "ratio_throughput_bare_shape_over_in_process": bs["per_s"] / ip["per_s"],
             "routed_p99_over_p50": tail,
             "in_process_p99_over_p50": ip["p99"] / ip["p50"],
+            "bare_shape_p99_over_p50": bs["p99"] / bs["p50"],
             "stretch": item2["stretch"],
             "memory_idle": memory_idle, "memory_after_load": memory_loaded,
+            "memory_bare_shape": item2["memory_bare_shape"],
             "status": status,
         },
         "item3": {"phases": item3["phases"], "clean_pooled_ms": clean,
@@ -463,7 +529,7 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
 
 def report(result: dict[str, Any], path: Path) -> None:
     i2, i3 = result["item2"], result["item3"]
-    ip, rt, st = i2["in_process"], i2["routed"], i2["status"]
+    ip, rt, bs, st = i2["in_process"], i2["routed"], i2["bare_shape"], i2["status"]
     met = result["target"]["items"]
     yes = {True: "met", False: "NOT met"}
     n = result["params"]["spaces"]
@@ -471,14 +537,19 @@ def report(result: dict[str, Any], path: Path) -> None:
           f"{result['setup']['calls_per_pass']} verifies a pass")
     print(f"in process  {ip['per_s']:7.1f}/s  p50 {ip['p50']:6.2f} ms  p99 {ip['p99']:6.2f} ms")
     print(f"routed      {rt['per_s']:7.1f}/s  p50 {rt['p50']:6.2f} ms  p99 {rt['p99']:6.2f} ms")
+    print(f"bare shape  {bs['per_s']:7.1f}/s  p50 {bs['p50']:6.2f} ms  p99 {bs['p99']:6.2f} ms")
     print(f"  throughput ratio {i2['ratio_throughput_routed_over_in_process']:.2f}x "
           f"(>= {TARGET_THROUGHPUT}x: {yes[met['throughput']]}); p99/p50 "
           f"{i2['routed_p99_over_p50']:.2f} (<= {TARGET_P99_OVER_P50}: {yes[met['p99_over_p50']]})")
+    print(f"  routed / bare shape {i2['ratio_throughput_routed_over_bare_shape']:.2f}x; bare "
+          f"shape / in process {i2['ratio_throughput_bare_shape_over_in_process']:.2f}x; bare "
+          f"shape p99/p50 {i2['bare_shape_p99_over_p50']:.2f}")
     sw = i2["stretch"]
     print(f"  p99/p50 of the in-process loop {i2['in_process_p99_over_p50']:.2f}, of each call's "
           f"own work {sw['work_ms']['p99_over_p50']:.2f}, of the routed stretch (routed / "
-          f"in-process, call by call) {sw['stretch']['p99_over_p50']:.2f}")
-    for name in ("in_process", "routed"):
+          f"in-process, call by call) {sw['stretch']['p99_over_p50']:.2f}, of the bare "
+          f"shape's {sw['bare_shape_stretch']['p99_over_p50']:.2f}")
+    for name in PASSES:
         c = i2[name]["cpu"]
         print(f"  CPU ms a verify, {name}: " + ", ".join(
             f"{k} {v:.2f}" for k, v in c["ms_per_verify_by_thread"].items() if v >= 0.005)
@@ -489,6 +560,10 @@ def report(result: dict[str, Any], path: Path) -> None:
     print(f"idle worker PSS mean {mi['worker_pss_mib']['mean']:.1f} max "
           f"{mi['worker_pss_mib']['max']:.1f} MiB ({yes[met['idle_worker_pss']]}); supervisor "
           f"{mi['supervisor']['pss_mib']:.1f} MiB; total {mi['total_pss_mib']:.0f} MiB")
+    mb = i2["memory_bare_shape"]
+    print(f"bare shape worker PSS mean {mb['worker_pss_mib']['mean']:.1f} max "
+          f"{mb['worker_pss_mib']['max']:.1f} MiB (USS mean {mb['worker_uss_mib_mean']:.1f}; "
+          f"kint's {mi['worker_uss_mib_mean']:.1f})")
     print(f"`kint supervisor status` p50 {st['cli_ms']['p50']:.0f} ms (bare python "
           f"{st['bare_python_ms']['p50']:.0f} ms; sup.status op {st['op_ms']['p50']:.2f} ms; "
           f"box {st['box_busy_share']:.0%} busy meanwhile) ({yes[met['status_cli']]})")
