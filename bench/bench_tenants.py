@@ -35,7 +35,11 @@ that order. They are made
   cores) allows.
 The three alternate (in process, routed, bare shape, twice). Throughput = calls / wall
 time (routed and bare: first start to last end); each pass's CPU is read by part
-(bench/cpu_account.py), the bare relay and bare workers as parts of their own. Also: the PSS (/proc/<pid>/smaps_rollup) of the
+(bench/cpu_account.py), the bare relay and bare workers as parts of their own. The same
+ratios are also given from CPU: each pass's own CPU a verify (the processes doing its
+work), the loop filling one core and the other two every core, as a box whose cores were
+all the benchmark's would give them (on a shared box the wall-clock ratios also carry what
+the other tenants took during each pass). Also: the PSS (/proc/<pid>/smaps_rollup) of the
 supervisor, the forkserver and every worker, idle (3 s after the warm-up) and after the
 load; and the wall time of `kint supervisor status` (a fresh CLI process, as a person runs
 it) with every space live, against the `sup.status` round trip in this process.
@@ -109,6 +113,11 @@ def _latency(result: dict[str, Any]) -> dict[str, Any]:
 
 
 PASSES = ("in_process", "routed", "bare_shape")
+# The processes that do each pass's work (its CPU reading's parts): what one verify costs
+# it, without what the other passes' idle processes spend meanwhile (kint's workers beat).
+PASS_PARTS = {"in_process": ("bench_process",),
+              "routed": ("clients", "supervisor", "forkserver", "workers"),
+              "bare_shape": ("clients", "bare_relay", "bare_workers")}
 
 
 def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
@@ -191,6 +200,20 @@ def _cpu_per_verify(readings: list[dict[str, Any]], calls: int) -> dict[str, Any
             "box_busy_share": sum(r["box_busy_s"] for r in readings) / capacity,
             "others_share_of_box": sum(r["others_cpu_s"] for r in readings) / capacity,
             "passes": readings}
+
+
+def _from_cpu(item2: dict[str, Any]) -> dict[str, Any]:
+    """The throughput ratios a box with every core free for the benchmark would give: each
+    pass's own CPU a verify (PASS_PARTS), and the cores it can fill. The in-process loop
+    fills one core, the routed and bare passes every core; on a shared box the wall-clock
+    ratios also carry what the other tenants took during each pass."""
+    cores = len(os.sched_getaffinity(0))
+    own = {name: sum(item2[name]["cpu"]["ms_per_verify"].get(part, 0.0)
+                     for part in PASS_PARTS[name]) for name in PASSES}
+    return {"cores": cores, "own_ms_per_verify": own,
+            "routed_over_in_process": cores * own["in_process"] / own["routed"],
+            "bare_shape_over_in_process": cores * own["in_process"] / own["bare_shape"],
+            "routed_over_bare_shape": own["bare_shape"] / own["routed"]}
 
 
 def _item3(m: common.Machine, pool: ClientPool, others: list[Call], hang: Space,
@@ -392,6 +415,7 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
             "routed_p99_over_p50": tail,
             "in_process_p99_over_p50": ip["p99"] / ip["p50"],
             "bare_shape_p99_over_p50": bs["p99"] / bs["p50"],
+            "ratio_throughput_from_cpu": _from_cpu(item2),
             "stretch": item2["stretch"],
             "memory_idle": memory_idle, "memory_after_load": memory_loaded,
             "memory_bare_shape": item2["memory_bare_shape"],
@@ -429,6 +453,12 @@ def report(result: dict[str, Any], path: Path) -> None:
     print(f"  routed / bare shape {i2['ratio_throughput_routed_over_bare_shape']:.2f}x; bare "
           f"shape / in process {i2['ratio_throughput_bare_shape_over_in_process']:.2f}x; bare "
           f"shape p99/p50 {i2['bare_shape_p99_over_p50']:.2f}")
+    fc = i2["ratio_throughput_from_cpu"]
+    print(f"  from CPU ({fc['cores']} free cores): routed / in process "
+          f"{fc['routed_over_in_process']:.2f}x, bare shape / in process "
+          f"{fc['bare_shape_over_in_process']:.2f}x, routed / bare shape "
+          f"{fc['routed_over_bare_shape']:.2f}x (own CPU ms a verify: " + ", ".join(
+              f"{k} {v:.2f}" for k, v in fc["own_ms_per_verify"].items()) + ")")
     sw = i2["stretch"]
     print(f"  p99/p50 of the in-process loop {i2['in_process_p99_over_p50']:.2f}, of each call's "
           f"own work {sw['work_ms']['p99_over_p50']:.2f}, of the routed stretch (routed / "
@@ -458,6 +488,40 @@ def report(result: dict[str, Any], path: Path) -> None:
           f"{i3['ratio_faults_p99_over_clean_p99']:.2f}x ({yes[met['fault_p99']]})")
     print(f"hanging space reported: {yes[met['hanging_reported']]}; stopped worker restarted: "
           f"{yes[met['stopped_restarted']]}  -> {path}")
+
+
+def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """This benchmark's lines in run_all.py's table."""
+    i2, met = result["item2"], result["target"]["items"]
+    ip, rt, bs, fc = (i2["in_process"], i2["routed"], i2["bare_shape"],
+                      i2["ratio_throughput_from_cpu"])
+    yes = {True: "yes", False: "NO"}
+    n, clients = result["params"]["spaces"], result["params"]["clients"]
+    return [
+        (f"tenants: verifies/s, {n} spaces, {clients} clients, routed / in process",
+         f"{i2['ratio_throughput_routed_over_in_process']:.2f}x",
+         f"{rt['per_s']:.0f} / {ip['per_s']:.0f}", ">= 1.6x", yes[met["throughput"]]),
+        ("  bare shape (relay + a bare worker a space) / in process",
+         f"{i2['ratio_throughput_bare_shape_over_in_process']:.2f}x",
+         f"{bs['per_s']:.0f} / {ip['per_s']:.0f}", "", ""),
+        ("  routed / bare shape", f"{i2['ratio_throughput_routed_over_bare_shape']:.2f}x",
+         "", "", ""),
+        ("  (context) the same from CPU: routed, bare shape / in process; routed / bare",
+         f"{fc['routed_over_in_process']:.2f}x, {fc['bare_shape_over_in_process']:.2f}x; "
+         f"{fc['routed_over_bare_shape']:.2f}x", "", "", ""),
+        ("  routed p99 / p50 (ms)", f"{i2['routed_p99_over_p50']:.2f}x",
+         f"{rt['p99']:.1f} / {rt['p50']:.1f}", "<= 3x", yes[met["p99_over_p50"]]),
+        ("  idle worker PSS, largest (MiB)",
+         f"{i2['memory_idle']['worker_pss_mib']['max']:.1f}", "", "< 25",
+         yes[met["idle_worker_pss"]]),
+        ("  `kint supervisor status` p50 (ms)", f"{i2['status']['cli_ms']['p50']:.0f}",
+         f"bare python {i2['status']['bare_python_ms']['p50']:.0f}", "< 100",
+         yes[met["status_cli"]]),
+        ("  others' p99, faults / clean; hung reported; stopped restarted",
+         f"{result['item3']['ratio_faults_p99_over_clean_p99']:.2f}x; "
+         f"{yes[met['hanging_reported']]}; {yes[met['stopped_restarted']]}", "", "<= 1.2x",
+         yes[met["fault_p99"] and met["hanging_reported"] and met["stopped_restarted"]]),
+    ]
 
 
 def main() -> int:
