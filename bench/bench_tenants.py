@@ -76,7 +76,7 @@ import common
 import corpus
 from bare_shape import BareShape
 from tenant_clients import BareCall, Call, ClientPool, deal
-from tenant_readings import bare_memory, memory, status_timing
+from tenant_readings import bare_memory, kint_pids, memory, status_timing
 from tenant_setup import (InProcess, Space, bare_workers, connect_hanging, pick_queries,
                           write_row_alone, write_stores)
 
@@ -121,18 +121,18 @@ PASS_PARTS = {"in_process": ("bench_process",),
 
 
 def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
-           pids: dict[str, list[int]], bare: BareShape,
-           bare_calls: list[BareCall]) -> dict[str, Any]:
+           kint_home: Path, bare: BareShape, bare_calls: list[BareCall]) -> dict[str, Any]:
     """In process, routed and through the bare shape, alternating, `repeats` times each;
     every sample pooled. The CPU time of every part (this process, the supervisor, the
     forkserver, the workers, the clients, the bare relay and bare workers) and of the
-    whole box is read around each pass (bench/cpu_account.py)."""
+    whole box is read around each pass (bench/cpu_account.py), kint's pids asked anew
+    before each (a worker recycled in one pass is replaced in a later one)."""
     from cpu_account import CpuMeter
 
     shares = deal(calls, pool.n)
     bare_shares = deal(bare_calls, pool.n)
-    groups = {"bench_process": [os.getpid()], **pids, "clients": pool.pids,
-              "bare_relay": [bare.relay.pid], "bare_workers": bare.worker_pids}
+    ours = {"bench_process": [os.getpid()], "clients": pool.pids,
+            "bare_relay": [bare.relay.pid], "bare_workers": bare.worker_pids}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in PASSES}
     cpu: dict[str, list[dict[str, Any]]] = {name: [] for name in PASSES}
     for _ in range(repeats):
@@ -140,7 +140,7 @@ def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
                          ("routed", lambda: pool.run(shares, "count")),
                          ("bare_shape", lambda: pool.run(bare_shares, "count",
                                                          via=bare.front))):
-            meter = CpuMeter(groups)
+            meter = CpuMeter({**ours, **kint_pids(kint_home)[0]})
             meter.start()
             runs[name].append(go())
             cpu[name].append(meter.stop())
@@ -187,17 +187,19 @@ def _stretch(calls: list[Call], shares: list[list[Call]],
 
 def _cpu_per_verify(readings: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     """CPU ms per verify by part, and the box's share that went to other tenants."""
-    parts = {k: sum(r["cpu_s"][k] for r in readings) * 1000.0 / calls
-             for k in readings[0]["cpu_s"]}
+    parts = {k: sum(r["cpu_s"].get(k, 0.0) for r in readings) * 1000.0 / calls
+             for k in sorted({k for r in readings for k in r["cpu_s"]})}
     capacity = sum(r["box_capacity_s"] for r in readings)
     by_part: dict[str, float] = {}
     for key, ms in parts.items():
         by_part[key.split(".")[0]] = by_part.get(key.split(".")[0], 0.0) + ms
-    counts = {k: sum(r["counts"][k] for r in readings) / calls for k in readings[0]["counts"]}
+    counts = {k: sum(r["counts"].get(k, 0) for r in readings) / calls
+              for k in sorted({k for r in readings for k in r["counts"]})}
     return {"ms_per_verify": by_part, "ms_per_verify_by_thread": parts,
             "counts_per_verify": {k: round(v, 1) for k, v in counts.items() if v},
             "ms_per_verify_all_parts": sum(parts.values()),
             "box_busy_share": sum(r["box_busy_s"] for r in readings) / capacity,
+            "processes_gone_mid_pass": sorted({pid for r in readings for pid in r["gone"]}),
             "others_share_of_box": sum(r["others_cpu_s"] for r in readings) / capacity,
             "passes": readings}
 
@@ -340,8 +342,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             memory_bare = bare_memory(bare)
 
             load_before = os.getloadavg()
-            item2 = _item2(pool, inproc, calls, p["repeats"], memory_idle["pids"], bare,
-                           bare_calls)
+            item2 = _item2(pool, inproc, calls, p["repeats"], m.kint_home, bare, bare_calls)
             load_after = os.getloadavg()
             memory_loaded = memory(m.kint_home)
             bare.close()
@@ -468,7 +469,9 @@ def report(result: dict[str, Any], path: Path) -> None:
         c = i2[name]["cpu"]
         print(f"  CPU ms a verify, {name}: " + ", ".join(
             f"{k} {v:.2f}" for k, v in c["ms_per_verify_by_thread"].items() if v >= 0.005)
-            + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it")
+            + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it"
+            + (f"; {len(c['processes_gone_mid_pass'])} process(es) ended mid-pass, their CPU "
+               "left out" if c["processes_gone_mid_pass"] else ""))
         print(f"  per verify, {name}: " + ", ".join(
             f"{k} {v:g}" for k, v in c["counts_per_verify"].items() if v >= 0.1))
     mi = i2["memory_idle"]

@@ -18,16 +18,24 @@ from bare_shape import BareShape
 # -- readings --------------------------------------------------------------------------------
 
 
-def memory(kint_home: Path) -> dict[str, Any]:
+def kint_pids(kint_home: Path) -> tuple[dict[str, list[int]], dict[str, Any]]:
+    """The pids of the supervisor, its forkserver and every live worker, as `sup.status`
+    gives them now, and that status."""
     from kint.client import Client
 
     with Client(kint_home, autostart=False) as kc:
         status = kc.call("sup.status", timeout_s=30)
     pids = [row["pid"] for row in status["spaces"] if row["pid"] is not None]
-    workers = [common.memory_row(pid) for pid in pids]
     sup_pid = status["supervisor"]["pid"]
     forkservers = sorted({p for p in (common.parent_pid(pid) for pid in pids)
                           if p and p != sup_pid})
+    return {"supervisor": [sup_pid], "forkserver": forkservers, "workers": pids}, status
+
+
+def memory(kint_home: Path) -> dict[str, Any]:
+    found, status = kint_pids(kint_home)
+    pids, sup_pid, forkservers = found["workers"], found["supervisor"][0], found["forkserver"]
+    workers = [common.memory_row(pid) for pid in pids]
     pss = [w["pss_mib"] for w in workers]
     largest = max(workers, key=lambda w: w["pss_mib"])
     largest["label"] = next(r["label"] for r in status["spaces"] if r["pid"] == largest["pid"])
@@ -35,7 +43,7 @@ def memory(kint_home: Path) -> dict[str, Any]:
     supervisor = common.memory_row(sup_pid)
     forkserver = [common.memory_row(p) for p in forkservers]
     return {"workers_live": len(workers),
-            "pids": {"supervisor": [sup_pid], "forkserver": forkservers, "workers": pids},
+            "pids": found,
             "states": sorted({row["state"] for row in status["spaces"]}),
             "worker_pss_mib": {"mean": sum(pss) / len(pss), "max": max(pss), "min": min(pss)},
             "worker_uss_mib_mean": sum(w["uss_mib"] for w in workers) / len(workers),
