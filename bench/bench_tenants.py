@@ -23,8 +23,23 @@ that order. They are made
 - through the supervisor by 16 client processes (`--quick`: 8; bench/tenant_clients.py),
   op `verify` (limit 5, no write-back) via `kint.client.Client`, client k making calls
   k, k+16, ..., all starting at one instant.
-The two alternate (in process, routed, in process, routed). Throughput = calls / wall time
-(routed: first start to last end). Also: the PSS (/proc/<pid>/smaps_rollup) of the
+- through the bare shape at the same 64 spaces (bench/bare_shape.py): the same client
+  processes, calls and dealing, each call kint's own request bytes sent to a bare Python
+  ROUTER-ROUTER relay and on to one bare worker process a space (forked from a parent that
+  imported what verify needs, as kint's forkserver; one thread, no pool, no heartbeat, no
+  checks), which runs the same in-process verify on its own store and answers with the
+  reply bytes kint's supervisor would send (the in-process answer, encoded as kint
+  encodes it). Warmed up by the same pass as kint's workers. It is the shape DESIGN.md
+  specifies with none of kint's route: routed / bare shape is what kint's route costs at
+  64 spaces, bare shape / in process what the shape itself (64 processes sharing two
+  cores) allows.
+The three alternate (in process, routed, bare shape, twice). Throughput = calls / wall
+time (routed and bare: first start to last end); each pass's CPU is read by part
+(bench/cpu_account.py), the bare relay and bare workers as parts of their own. The same
+ratios are also given from CPU: each pass's own CPU a verify (the processes doing its
+work), the loop filling one core and the other two every core, as a box whose cores were
+all the benchmark's would give them (on a shared box the wall-clock ratios also carry what
+the other tenants took during each pass). Also: the PSS (/proc/<pid>/smaps_rollup) of the
 supervisor, the forkserver and every worker, idle (3 s after the warm-up) and after the
 load; and the wall time of `kint supervisor status` (a fresh CLI process, as a person runs
 it) with every space live, against the `sup.status` round trip in this process.
@@ -52,7 +67,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,9 +74,11 @@ from typing import Any
 
 import common
 import corpus
-from tenant_clients import Call, ClientPool, deal
-from tenant_setup import (InProcess, Space, connect_hanging, pick_queries, write_row_alone,
-                          write_stores)
+from bare_shape import BareShape
+from tenant_clients import BareCall, Call, ClientPool, deal
+from tenant_readings import bare_memory, kint_pids, memory, status_timing
+from tenant_setup import (InProcess, Space, bare_workers, connect_hanging, pick_queries,
+                          write_row_alone, write_stores)
 
 TARGET_THROUGHPUT = 1.6
 TARGET_P99_OVER_P50 = 3.0
@@ -85,108 +101,6 @@ def _params(quick: bool) -> dict[str, Any]:
             "supervisor_env": {}}
 
 
-# -- readings --------------------------------------------------------------------------------
-
-
-def _memory(kint_home: Path) -> dict[str, Any]:
-    from kint.client import Client
-
-    with Client(kint_home, autostart=False) as kc:
-        status = kc.call("sup.status", timeout_s=30)
-    pids = [row["pid"] for row in status["spaces"] if row["pid"] is not None]
-    workers = [common.memory_row(pid) for pid in pids]
-    sup_pid = status["supervisor"]["pid"]
-    forkservers = sorted({p for p in (common.parent_pid(pid) for pid in pids)
-                          if p and p != sup_pid})
-    pss = [w["pss_mib"] for w in workers]
-    largest = max(workers, key=lambda w: w["pss_mib"])
-    largest["label"] = next(r["label"] for r in status["spaces"] if r["pid"] == largest["pid"])
-    largest["top_mappings"] = _top_mappings(largest["pid"])
-    supervisor = common.memory_row(sup_pid)
-    forkserver = [common.memory_row(p) for p in forkservers]
-    return {"workers_live": len(workers),
-            "pids": {"supervisor": [sup_pid], "forkserver": forkservers, "workers": pids},
-            "states": sorted({row["state"] for row in status["spaces"]}),
-            "worker_pss_mib": {"mean": sum(pss) / len(pss), "max": max(pss), "min": min(pss)},
-            "worker_uss_mib_mean": sum(w["uss_mib"] for w in workers) / len(workers),
-            "largest_worker": largest,
-            "supervisor": supervisor, "forkserver": forkserver,
-            "total_pss_mib": sum(pss) + supervisor["pss_mib"]
-            + sum(f["pss_mib"] for f in forkserver),
-            "workers": workers}
-
-
-def _top_mappings(pid: int, top: int = 8) -> list[str]:
-    """The mappings of a process that hold most of its PSS (/proc/<pid>/smaps), summed by
-    name ([heap], [anon], a library's path): where a large worker's memory sits."""
-    by_name: dict[str, list[int]] = {}
-    name = "?"
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and not head[0].endswith(":"):
-            name = head[5] if len(head) > 5 else "[anon]"
-        elif head and head[0] in ("Pss:", "Private_Dirty:"):
-            slot = by_name.setdefault(name, [0, 0])
-            slot[0 if head[0] == "Pss:" else 1] += int(head[1])
-    rows = sorted(by_name.items(), key=lambda item: -item[1][0])[:top]
-    return [f"{kb[0] / 1024:.1f} MiB PSS ({kb[1] / 1024:.1f} private dirty) {n}"
-            for n, kb in rows]
-
-
-def _status_timing(m: common.Machine, runs_cli: int, runs_op: int) -> dict[str, Any]:
-    """`kint supervisor status` as a person runs it (a fresh process, the human table) and
-    the `sup.status` round trip it makes, from this process; a bare `python -c pass`
-    before each CLI run, timed the same way (common.timed_process), and the box's busy
-    share over those runs (what else was running: other tenants of the machine, or
-    kint's own workers)."""
-    import orjson
-    from cpu_account import CpuMeter
-
-    from kint.client import Client
-
-    cli, bare = [], []
-    codes = set()
-    # The console script, as a person runs it (its entry point, kint.entry, is part of
-    # the start: `python -m kint.cli` skips it).
-    command = [str(Path(sys.executable).with_name("kint")), "supervisor", "status"]
-    meter = CpuMeter({})
-    meter.start()
-    for _ in range(runs_cli):
-        bare.append(common.timed_process([sys.executable, "-c", "pass"], m.env())[0])
-        ms, code, stdout = common.timed_process(command, m.env(), cwd=str(common.REPO_DIR))
-        cli.append(ms)
-        codes.add(code)
-    box = meter.stop()
-    rows = len(stdout.splitlines())
-    import_probe = subprocess.run(
-        [sys.executable, "-X", "importtime", *command], env=m.env(),
-        cwd=str(common.REPO_DIR), capture_output=True, text=True, timeout=120)
-    op = []
-    with Client(m.kint_home, autostart=False) as kc:
-        for _ in range(runs_op):
-            t0 = time.monotonic()
-            reply = kc.call("sup.status", timeout_s=30)
-            op.append((time.monotonic() - t0) * 1000.0)
-    return {"cli_ms": common.summarize(cli, "ms"), "cli_exit_codes": sorted(codes),
-            "cli_lines": rows, "cli_slowest_imports": _slowest_imports(import_probe.stderr),
-            "bare_python_ms": common.summarize(bare, "ms"),
-            "box_busy_share": box["box_busy_s"] / max(box["box_capacity_s"], 1e-9),
-            "op_ms": common.summarize(op, "ms"), "op_reply_bytes": len(orjson.dumps(reply)),
-            "spaces_in_reply": len(reply["spaces"])}
-
-
-def _slowest_imports(importtime: str, top: int = 8) -> list[str]:
-    """The top-level imports (`-X importtime`) that took longest, cumulative."""
-    rows = []
-    for line in importtime.splitlines():
-        parts = line.split("|")
-        if len(parts) == 3 and parts[1].strip().isdigit():
-            name = parts[2].rstrip()
-            if not name.startswith("  "):  # one level under the entry point
-                rows.append((int(parts[1]), name.strip()))
-    return [f"{us / 1000:.0f} ms {name}" for us, name in sorted(rows, reverse=True)[:top]]
-
-
 def _latency(result: dict[str, Any]) -> dict[str, Any]:
     out = common.summarize(result["latencies_ms"], "ms")
     out["calls"], out["wall_s"] = result["calls"], result["wall_s"]
@@ -198,21 +112,35 @@ def _latency(result: dict[str, Any]) -> dict[str, Any]:
 # -- the run ---------------------------------------------------------------------------------
 
 
+PASSES = ("in_process", "routed", "bare_shape")
+# The processes that do each pass's work (its CPU reading's parts): what one verify costs
+# it, without what the other passes' idle processes spend meanwhile (kint's workers beat).
+PASS_PARTS = {"in_process": ("bench_process",),
+              "routed": ("clients", "supervisor", "forkserver", "workers"),
+              "bare_shape": ("clients", "bare_relay", "bare_workers")}
+
+
 def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
-           pids: dict[str, list[int]]) -> dict[str, Any]:
-    """In process and routed, alternating, `repeats` times each; every sample pooled. The
-    CPU time of every part (this process, the supervisor, the forkserver, the workers, the
-    clients) and of the whole box is read around each pass (bench/cpu_account.py)."""
+           kint_home: Path, bare: BareShape, bare_calls: list[BareCall]) -> dict[str, Any]:
+    """In process, routed and through the bare shape, alternating, `repeats` times each;
+    every sample pooled. The CPU time of every part (this process, the supervisor, the
+    forkserver, the workers, the clients, the bare relay and bare workers) and of the
+    whole box is read around each pass (bench/cpu_account.py), kint's pids asked anew
+    before each (a worker recycled in one pass is replaced in a later one)."""
     from cpu_account import CpuMeter
 
     shares = deal(calls, pool.n)
-    groups = {"bench_process": [os.getpid()], **pids, "clients": pool.pids}
-    runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
-    cpu: dict[str, list[dict[str, Any]]] = {"in_process": [], "routed": []}
+    bare_shares = deal(bare_calls, pool.n)
+    ours = {"bench_process": [os.getpid()], "clients": pool.pids,
+            "bare_relay": [bare.relay.pid], "bare_workers": bare.worker_pids}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in PASSES}
+    cpu: dict[str, list[dict[str, Any]]] = {name: [] for name in PASSES}
     for _ in range(repeats):
         for name, go in (("in_process", lambda: inproc.run(calls)),
-                         ("routed", lambda: pool.run(shares, "count"))):
-            meter = CpuMeter(groups)
+                         ("routed", lambda: pool.run(shares, "count")),
+                         ("bare_shape", lambda: pool.run(bare_shares, "count",
+                                                         via=bare.front))):
+            meter = CpuMeter({**ours, **kint_pids(kint_home)[0]})
             meter.start()
             runs[name].append(go())
             cpu[name].append(meter.stop())
@@ -227,6 +155,8 @@ def _item2(pool: ClientPool, inproc: InProcess, calls: list[Call], repeats: int,
         out[name] = _latency(merged)
         out[name]["per_repeat_per_s"] = [r["calls"] / r["wall_s"] for r in results]
         out[name]["cpu"] = _cpu_per_verify(cpu[name], merged["calls"])
+    if out["bare_shape"]["not_proceed"]:
+        raise RuntimeError(f"the bare shape did not answer: {out['bare_shape']['not_proceed']}")
     out["stretch"] = _stretch(calls, shares, runs)
     return out
 
@@ -244,9 +174,11 @@ def _stretch(calls: list[Call], shares: list[list[Call]],
             own.setdefault(call, []).append(ms)
     work = {call: statistics.median(v) for call, v in own.items()}
     order = [call for share in shares for call in share]  # ClientPool.run's sample order
-    stretch = [ms / work[call] for result in runs["routed"]
-               for call, ms in zip(order, result["latencies_ms"])]
-    out = {"stretch": common.summarize(stretch, "x"),
+
+    def stretch(name: str) -> dict[str, Any]:
+        return common.summarize([ms / work[call] for result in runs[name]
+                                 for call, ms in zip(order, result["latencies_ms"])], "x")
+    out = {"stretch": stretch("routed"), "bare_shape_stretch": stretch("bare_shape"),
            "work_ms": common.summarize([work[call] for call in calls], "ms")}
     for v in out.values():
         v["p99_over_p50"] = v["p99"] / v["p50"]
@@ -255,19 +187,35 @@ def _stretch(calls: list[Call], shares: list[list[Call]],
 
 def _cpu_per_verify(readings: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     """CPU ms per verify by part, and the box's share that went to other tenants."""
-    parts = {k: sum(r["cpu_s"][k] for r in readings) * 1000.0 / calls
-             for k in readings[0]["cpu_s"]}
+    parts = {k: sum(r["cpu_s"].get(k, 0.0) for r in readings) * 1000.0 / calls
+             for k in sorted({k for r in readings for k in r["cpu_s"]})}
     capacity = sum(r["box_capacity_s"] for r in readings)
     by_part: dict[str, float] = {}
     for key, ms in parts.items():
         by_part[key.split(".")[0]] = by_part.get(key.split(".")[0], 0.0) + ms
-    counts = {k: sum(r["counts"][k] for r in readings) / calls for k in readings[0]["counts"]}
+    counts = {k: sum(r["counts"].get(k, 0) for r in readings) / calls
+              for k in sorted({k for r in readings for k in r["counts"]})}
     return {"ms_per_verify": by_part, "ms_per_verify_by_thread": parts,
             "counts_per_verify": {k: round(v, 1) for k, v in counts.items() if v},
             "ms_per_verify_all_parts": sum(parts.values()),
             "box_busy_share": sum(r["box_busy_s"] for r in readings) / capacity,
+            "processes_gone_mid_pass": sorted({pid for r in readings for pid in r["gone"]}),
             "others_share_of_box": sum(r["others_cpu_s"] for r in readings) / capacity,
             "passes": readings}
+
+
+def _from_cpu(item2: dict[str, Any]) -> dict[str, Any]:
+    """The throughput ratios a box with every core free for the benchmark would give: each
+    pass's own CPU a verify (PASS_PARTS), and the cores it can fill. The in-process loop
+    fills one core, the routed and bare passes every core; on a shared box the wall-clock
+    ratios also carry what the other tenants took during each pass."""
+    cores = len(os.sched_getaffinity(0))
+    own = {name: sum(item2[name]["cpu"]["ms_per_verify"].get(part, 0.0)
+                     for part in PASS_PARTS[name]) for name in PASSES}
+    return {"cores": cores, "own_ms_per_verify": own,
+            "routed_over_in_process": cores * own["in_process"] / own["routed"],
+            "bare_shape_over_in_process": cores * own["in_process"] / own["bare_shape"],
+            "routed_over_bare_shape": own["bare_shape"] / own["routed"]}
 
 
 def _item3(m: common.Machine, pool: ClientPool, others: list[Call], hang: Space,
@@ -349,11 +297,16 @@ def run(quick: bool = False) -> dict[str, Any]:
         timings["connect_and_push_hanging_s"] = time.monotonic() - t
 
         inproc = InProcess(m.kint_home, spaces)
-        pool = None
+        pool = bare = None
+        answers: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def verify_kept(label: str, query: str) -> dict[str, Any]:
+            answers[(label, query)] = inproc.verify(label, query)
+            return answers[(label, query)]
         try:
             t = time.monotonic()
             dropped = {s.label: pick_queries(s, rows, p["queries_per_space"],
-                                         lambda q, s=s: inproc.verify(s.label, q))
+                                             lambda q, s=s: verify_kept(s.label, q))
                        for s in spaces}
             timings["pick_queries_s"] = time.monotonic() - t
             calls: list[Call] = [(str(s.db), s.label, s.queries[qi])
@@ -372,13 +325,28 @@ def run(quick: bool = False) -> dict[str, Any]:
                 raise RuntimeError(f"routed verify did not proceed: {warm['not_proceed']}")
             inproc.run(calls[:len(spaces)])  # the in-process loop's own warm-up
             time.sleep(IDLE_SETTLE_S)
-            memory_idle = _memory(m.kint_home)
-            status = _status_timing(m, p["status_cli_runs"], p["status_op_runs"])
+            memory_idle = memory(m.kint_home)
+            status = status_timing(m, p["status_cli_runs"], p["status_op_runs"])
+
+            t = time.monotonic()
+            specs, bare_by_call = bare_workers(m.kint_home, spaces, answers)
+            bare = BareShape(env.root, specs, name="shape")
+            bare_calls = [bare_by_call[(label, query)] for _, label, query in calls]
+            timings["start_bare_shape_s"] = time.monotonic() - t
+            t = time.monotonic()  # the same warm-up as kint's workers had
+            warm = pool.run(deal(bare_calls[:len(spaces) * p["queries_per_space"]], pool.n),
+                            "count", via=bare.front)
+            timings["warm_up_bare_shape_s"] = time.monotonic() - t
+            if warm["not_proceed"]:
+                raise RuntimeError(f"the bare shape did not answer: {warm['not_proceed']}")
+            memory_bare = bare_memory(bare)
 
             load_before = os.getloadavg()
-            item2 = _item2(pool, inproc, calls, p["repeats"], memory_idle["pids"])
+            item2 = _item2(pool, inproc, calls, p["repeats"], m.kint_home, bare, bare_calls)
             load_after = os.getloadavg()
-            memory_loaded = _memory(m.kint_home)
+            memory_loaded = memory(m.kint_home)
+            bare.close()
+            bare = None
 
             others = [c for c in calls if c[1] not in (hang.label, stopped.label)]
             extra = corpus.rows(rows + 1, seed=hang.seed)[-1]
@@ -386,11 +354,14 @@ def run(quick: bool = False) -> dict[str, Any]:
                            lambda: write_row_alone(hang.db, env.root / "scratch", extra),
                            p["phase_s"])
         finally:
+            if bare is not None:
+                bare.close()
             if pool is not None:
                 pool.close()
             inproc.close()
             proxy.forward()
 
+    item2["memory_bare_shape"] = memory_bare
     return _result(quick, p, written, timings, hanging_setup, dropped, calls, memory_idle,
                    memory_loaded, status, item2, item3, load_before, load_after, env)
 
@@ -401,7 +372,7 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
             status: dict[str, Any], item2: dict[str, Any], item3: dict[str, Any],
             load_before: tuple[float, ...], load_after: tuple[float, ...],
             env: common.BenchEnv) -> dict[str, Any]:
-    ip, rt = item2["in_process"], item2["routed"]
+    ip, rt, bs = item2["in_process"], item2["routed"], item2["bare_shape"]
     throughput_ratio = rt["per_s"] / ip["per_s"]
     tail = rt["p99"] / rt["p50"]
     raw = item3.pop("raw_ms")
@@ -438,12 +409,17 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
                   "calls_per_pass": len(calls)},
         "loadavg_around_item2": {"before": list(load_before), "after": list(load_after)},
         "item2": {
-            "in_process": ip, "routed": rt,
+            "in_process": ip, "routed": rt, "bare_shape": bs,
             "ratio_throughput_routed_over_in_process": throughput_ratio,
+            "ratio_throughput_routed_over_bare_shape": rt["per_s"] / bs["per_s"],
+            "ratio_throughput_bare_shape_over_in_process": bs["per_s"] / ip["per_s"],
             "routed_p99_over_p50": tail,
             "in_process_p99_over_p50": ip["p99"] / ip["p50"],
+            "bare_shape_p99_over_p50": bs["p99"] / bs["p50"],
+            "ratio_throughput_from_cpu": _from_cpu(item2),
             "stretch": item2["stretch"],
             "memory_idle": memory_idle, "memory_after_load": memory_loaded,
+            "memory_bare_shape": item2["memory_bare_shape"],
             "status": status,
         },
         "item3": {"phases": item3["phases"], "clean_pooled_ms": clean,
@@ -463,7 +439,7 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
 
 def report(result: dict[str, Any], path: Path) -> None:
     i2, i3 = result["item2"], result["item3"]
-    ip, rt, st = i2["in_process"], i2["routed"], i2["status"]
+    ip, rt, bs, st = i2["in_process"], i2["routed"], i2["bare_shape"], i2["status"]
     met = result["target"]["items"]
     yes = {True: "met", False: "NOT met"}
     n = result["params"]["spaces"]
@@ -471,24 +447,41 @@ def report(result: dict[str, Any], path: Path) -> None:
           f"{result['setup']['calls_per_pass']} verifies a pass")
     print(f"in process  {ip['per_s']:7.1f}/s  p50 {ip['p50']:6.2f} ms  p99 {ip['p99']:6.2f} ms")
     print(f"routed      {rt['per_s']:7.1f}/s  p50 {rt['p50']:6.2f} ms  p99 {rt['p99']:6.2f} ms")
+    print(f"bare shape  {bs['per_s']:7.1f}/s  p50 {bs['p50']:6.2f} ms  p99 {bs['p99']:6.2f} ms")
     print(f"  throughput ratio {i2['ratio_throughput_routed_over_in_process']:.2f}x "
           f"(>= {TARGET_THROUGHPUT}x: {yes[met['throughput']]}); p99/p50 "
           f"{i2['routed_p99_over_p50']:.2f} (<= {TARGET_P99_OVER_P50}: {yes[met['p99_over_p50']]})")
+    print(f"  routed / bare shape {i2['ratio_throughput_routed_over_bare_shape']:.2f}x; bare "
+          f"shape / in process {i2['ratio_throughput_bare_shape_over_in_process']:.2f}x; bare "
+          f"shape p99/p50 {i2['bare_shape_p99_over_p50']:.2f}")
+    fc = i2["ratio_throughput_from_cpu"]
+    print(f"  from CPU ({fc['cores']} free cores): routed / in process "
+          f"{fc['routed_over_in_process']:.2f}x, bare shape / in process "
+          f"{fc['bare_shape_over_in_process']:.2f}x, routed / bare shape "
+          f"{fc['routed_over_bare_shape']:.2f}x (own CPU ms a verify: " + ", ".join(
+              f"{k} {v:.2f}" for k, v in fc["own_ms_per_verify"].items()) + ")")
     sw = i2["stretch"]
     print(f"  p99/p50 of the in-process loop {i2['in_process_p99_over_p50']:.2f}, of each call's "
           f"own work {sw['work_ms']['p99_over_p50']:.2f}, of the routed stretch (routed / "
-          f"in-process, call by call) {sw['stretch']['p99_over_p50']:.2f}")
-    for name in ("in_process", "routed"):
+          f"in-process, call by call) {sw['stretch']['p99_over_p50']:.2f}, of the bare "
+          f"shape's {sw['bare_shape_stretch']['p99_over_p50']:.2f}")
+    for name in PASSES:
         c = i2[name]["cpu"]
         print(f"  CPU ms a verify, {name}: " + ", ".join(
             f"{k} {v:.2f}" for k, v in c["ms_per_verify_by_thread"].items() if v >= 0.005)
-            + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it")
+            + f"; other tenants of the box took {c['others_share_of_box']:.0%} of it"
+            + (f"; {len(c['processes_gone_mid_pass'])} process(es) ended mid-pass, their CPU "
+               "left out" if c["processes_gone_mid_pass"] else ""))
         print(f"  per verify, {name}: " + ", ".join(
             f"{k} {v:g}" for k, v in c["counts_per_verify"].items() if v >= 0.1))
     mi = i2["memory_idle"]
     print(f"idle worker PSS mean {mi['worker_pss_mib']['mean']:.1f} max "
           f"{mi['worker_pss_mib']['max']:.1f} MiB ({yes[met['idle_worker_pss']]}); supervisor "
           f"{mi['supervisor']['pss_mib']:.1f} MiB; total {mi['total_pss_mib']:.0f} MiB")
+    mb = i2["memory_bare_shape"]
+    print(f"bare shape worker PSS mean {mb['worker_pss_mib']['mean']:.1f} max "
+          f"{mb['worker_pss_mib']['max']:.1f} MiB (USS mean {mb['worker_uss_mib_mean']:.1f}; "
+          f"kint's {mi['worker_uss_mib_mean']:.1f})")
     print(f"`kint supervisor status` p50 {st['cli_ms']['p50']:.0f} ms (bare python "
           f"{st['bare_python_ms']['p50']:.0f} ms; sup.status op {st['op_ms']['p50']:.2f} ms; "
           f"box {st['box_busy_share']:.0%} busy meanwhile) ({yes[met['status_cli']]})")
@@ -498,6 +491,40 @@ def report(result: dict[str, Any], path: Path) -> None:
           f"{i3['ratio_faults_p99_over_clean_p99']:.2f}x ({yes[met['fault_p99']]})")
     print(f"hanging space reported: {yes[met['hanging_reported']]}; stopped worker restarted: "
           f"{yes[met['stopped_restarted']]}  -> {path}")
+
+
+def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """This benchmark's lines in run_all.py's table."""
+    i2, met = result["item2"], result["target"]["items"]
+    ip, rt, bs, fc = (i2["in_process"], i2["routed"], i2["bare_shape"],
+                      i2["ratio_throughput_from_cpu"])
+    yes = {True: "yes", False: "NO"}
+    n, clients = result["params"]["spaces"], result["params"]["clients"]
+    return [
+        (f"tenants: verifies/s, {n} spaces, {clients} clients, routed / in process",
+         f"{i2['ratio_throughput_routed_over_in_process']:.2f}x",
+         f"{rt['per_s']:.0f} / {ip['per_s']:.0f}", ">= 1.6x", yes[met["throughput"]]),
+        ("  bare shape (relay + a bare worker a space) / in process",
+         f"{i2['ratio_throughput_bare_shape_over_in_process']:.2f}x",
+         f"{bs['per_s']:.0f} / {ip['per_s']:.0f}", "", ""),
+        ("  routed / bare shape", f"{i2['ratio_throughput_routed_over_bare_shape']:.2f}x",
+         "", "", ""),
+        ("  (context) the same from CPU: routed, bare shape / in process; routed / bare",
+         f"{fc['routed_over_in_process']:.2f}x, {fc['bare_shape_over_in_process']:.2f}x; "
+         f"{fc['routed_over_bare_shape']:.2f}x", "", "", ""),
+        ("  routed p99 / p50 (ms)", f"{i2['routed_p99_over_p50']:.2f}x",
+         f"{rt['p99']:.1f} / {rt['p50']:.1f}", "<= 3x", yes[met["p99_over_p50"]]),
+        ("  idle worker PSS, largest (MiB)",
+         f"{i2['memory_idle']['worker_pss_mib']['max']:.1f}", "", "< 25",
+         yes[met["idle_worker_pss"]]),
+        ("  `kint supervisor status` p50 (ms)", f"{i2['status']['cli_ms']['p50']:.0f}",
+         f"bare python {i2['status']['bare_python_ms']['p50']:.0f}", "< 100",
+         yes[met["status_cli"]]),
+        ("  others' p99, faults / clean; hung reported; stopped restarted",
+         f"{result['item3']['ratio_faults_p99_over_clean_p99']:.2f}x; "
+         f"{yes[met['hanging_reported']]}; {yes[met['stopped_restarted']]}", "", "<= 1.2x",
+         yes[met["fault_p99"] and met["hanging_reported"] and met["stopped_restarted"]]),
+    ]
 
 
 def main() -> int:

@@ -10,10 +10,12 @@ split, seal and record (bench/anchor_store.py). Two ops:
 - `verify` (limit 5, no write-back) over queries it proceeds on: its ~7.5 KB answer
   (hits, checks with proofs) is what the large reply measures.
 
-Bare: three processes, as kint has. This process's DEALER; a relay child, a Python
-ROUTER-ROUTER loop (front for clients, back for its worker) that forwards each message as
-its bytes, the client's identity as a frame; a worker child, a DEALER that answers each
-request with the reply it was given for it. The request and reply bytes are kint's own:
+Bare (bench/bare_shape.py): three processes, as kint has. This process's DEALER, which
+sends a route frame (the worker's name, as kint's request names its space) and the
+request; a relay child, a Python ROUTER-ROUTER loop (front for clients, back for its
+worker) that forwards each message as its bytes, the client's identity as a frame; a
+worker, a DEALER forked from a parent (as kint's workers are forked from its forkserver)
+that answers each request with the reply it was given for it. The request and reply bytes are kint's own:
 for each op (and each verify query), the exact request frame kint's client sends (the
 same fields, a fixed id) and the exact reply frame kint's supervisor sent back. It is the
 limit of the shape DESIGN.md specifies: two IPC round trips, a Python loop in the middle,
@@ -28,24 +30,21 @@ through kint also runs verify itself (a few ms at 1,000 rows: Sibyl's own two-st
 is most of it), which the bare worker above does not, so a fifth series sets kint against
 the bare shape doing the same work: the same relay, and the same worker given each
 request's query, which runs kint's `verify` function in-process on the same store, state
-files and query before it answers with the same reply bytes. kint over that series is what kint's route adds to a
-verify; kint over the plain bare relay is the issue's literal ratio, reported beside it.
+files and query before it answers with the same reply bytes (its parent imported what
+verify needs before the fork). kint over that series is what kint's route adds to a verify; kint over the plain bare relay is the issue's literal ratio, reported beside it.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-import zmq
-
 import common
 import corpus
+from bare_shape import BareShape, WorkerSpec
 
 TARGET_RATIO_P50 = 1.5
 LIMIT = 5
@@ -53,126 +52,7 @@ ROWS = 1000
 ANCHOR_BLOCK = 100
 STATUS_BLOCK = 50  # calls per block of the status series
 
-RELAY_CHILD = r"""
-import sys
-import zmq
-
-ctx = zmq.Context()
-front = ctx.socket(zmq.ROUTER)
-back = ctx.socket(zmq.ROUTER)
-for sock, address in ((front, sys.argv[1]), (back, sys.argv[2])):
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.bind(address)
-poller = zmq.Poller()
-poller.register(front, zmq.POLLIN)
-poller.register(back, zmq.POLLIN)
-worker = back.recv_multipart()[0]  # the worker's hello names its route
-print("ready", flush=True)
-while True:
-    for sock, _ in poller.poll():
-        if sock is front:
-            client, body = front.recv_multipart()
-            if body == b"stop":
-                back.send_multipart([worker, client, body])
-                sys.exit(0)
-            back.send_multipart([worker, client, body])
-        else:
-            _, client, body = back.recv_multipart()
-            front.send_multipart([client, body])
-"""
-
-WORKER_CHILD = r"""
-import pickle
-import sys
-
-import zmq
-
-with open(sys.argv[2], "rb") as fh:
-    replies, work = pickle.load(fh)
-if work:  # the same-work worker: kint's verify on the same store first
-    from pathlib import Path
-
-    from kint.rows.export import connect_ro
-    from kint.spaces import space_id
-    from kint.tenant_worker.chain_head import HeadReading
-    from kint.tenant_worker.statefiles import SpaceState
-    from kint.tenant_worker.verify import verify
-
-    import corpus
-
-    kint_home, db, tenant, label, limit = sys.argv[3:8]
-    client = corpus.open_client(Path(db), tenant)
-    conn = connect_ro(db)
-    state = SpaceState(Path(kint_home), space_id(label))
-    head = HeadReading(None, "bench")
-ctx = zmq.Context()
-sock = ctx.socket(zmq.DEALER)
-sock.setsockopt(zmq.LINGER, 0)
-sock.setsockopt(zmq.ROUTING_ID, b"bare-worker")
-sock.connect(sys.argv[1])
-sock.send_multipart([b"", b"hello"])
-while True:
-    client_id, body = sock.recv_multipart()
-    if body == b"stop":
-        break
-    query = work.get(body)
-    if query is not None:
-        out = verify(client=client, conn=conn, tenant=tenant, state=state, query=query,
-                     limit=int(limit), head=head, write_refusal=False)
-        if out["decision"] != "proceed":
-            sys.exit(f"the same-work worker did not proceed on {query!r}")
-    sock.send_multipart([client_id, replies[body]])
-"""
-
-
-class BareTwoHop:
-    """The relay child, the worker child, and this process's DEALER on the relay.
-
-    `work`, when given, makes the worker the same-work one: request bytes -> the verify
-    query it runs (on `verify_on`: KINT_HOME, db, tenant, label) before answering."""
-
-    def __init__(self, root: Path, replies: dict[bytes, bytes], *, name: str = "bare",
-                 work: dict[bytes, str] | None = None,
-                 verify_on: tuple[Path, Path, str, str] | None = None) -> None:
-        table = root / f"{name}-replies.pickle"
-        front, back = (f"ipc://{root / f'{name}-front.sock'}",
-                       f"ipc://{root / f'{name}-back.sock'}")
-        self.relay = subprocess.Popen([sys.executable, "-c", RELAY_CHILD, front, back],
-                                      stdout=subprocess.PIPE, text=True)
-        table.write_bytes(pickle.dumps((replies, work or {})))
-        argv = [sys.executable, "-c", WORKER_CHILD, back, str(table)]
-        if work:
-            assert verify_on is not None
-            argv += [*map(str, verify_on), str(LIMIT)]
-        self.worker = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")])})
-        self.sock = zmq.Context.instance().socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        if self.relay.stdout is None or self.relay.stdout.readline().strip() != "ready":
-            self.close()
-            raise RuntimeError("the bare relay did not start")
-        self.sock.connect(front)
-        self.replies = replies
-
-    def call(self, request: bytes) -> None:
-        self.sock.send(request)
-        if not self.sock.poll(10_000):
-            raise RuntimeError("the bare relay did not answer within 10 s")
-        if self.sock.recv() != self.replies[request]:
-            raise RuntimeError("the bare relay answered something else")
-
-    def close(self) -> None:
-        try:
-            if self.relay.poll() is None:
-                self.sock.send(b"stop")
-        finally:
-            self.sock.close(linger=200)
-            for proc in (self.relay, self.worker):
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+ROUTE = b"bare-worker"  # the bare relay's one worker
 
 
 def cpu_ns(pid: int) -> int:
@@ -257,10 +137,10 @@ def run(quick: bool = False) -> dict[str, Any]:
                                        verify(kc, q)) for q in queries}
             replies = {status_req: status_reply, **dict(verify_frames.values())}
             bare_requests = {q: req for q, (req, _) in verify_frames.items()}
-            bare = BareTwoHop(env.root, replies)
-            work = BareTwoHop(env.root, replies, name="work",
-                              work={req: q for q, req in bare_requests.items()},
-                              verify_on=(m.kint_home, db, tenant, label))
+            bare = BareShape(env.root, [WorkerSpec(ROUTE, replies)])
+            work = BareShape(env.root, [WorkerSpec(
+                ROUTE, replies, work={req: q for q, req in bare_requests.items()},
+                verify_on=(str(m.kint_home), str(db), tenant, label))], name="work")
             samples: dict[str, list[float]] = {k: [] for k in ("bare_status", "kint_status",
                                                                "bare_verify", "work_verify",
                                                                "kint_verify")}
@@ -270,8 +150,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                 first_pid = status(kc)["worker"]["pid"]
                 sup_pid = running_pid(m.kint_home)
                 pids = {"kint": (os.getpid(), sup_pid, first_pid),
-                        "bare": (os.getpid(), bare.relay.pid, bare.worker.pid),
-                        "work": (os.getpid(), work.relay.pid, work.worker.pid)}
+                        "bare": (os.getpid(), bare.relay.pid, bare.worker_pids[0]),
+                        "work": (os.getpid(), work.relay.pid, work.worker_pids[0])}
                 series = [
                     ("bare_status", lambda keep: [_timed(lambda: bare.call(status_req),
                                                          samples["bare_status"] if keep

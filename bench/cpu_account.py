@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import common
 
@@ -82,32 +83,26 @@ def box_cpu_s() -> tuple[float, float]:
 class CpuMeter:
     """`groups`: name -> pids. `start()` then `stop()` gives each group's CPU seconds by
     kind of thread (`<group>.main`, `<group>.zmq_io`, `<group>.other_threads`), its page
-    faults and context switches (`counts`), the box's busy seconds, and the wall time."""
+    faults and context switches (`counts`), the box's busy seconds, and the wall time.
+
+    A process that ended between the two readings (a worker recycled mid-phase) is left out
+    of both, so a group's figure never goes below zero; its pid is listed in `gone`, and
+    the CPU it spent in the phase is missing from its group's."""
 
     def __init__(self, groups: dict[str, list[int]]) -> None:
         self.groups = groups
-        self._start: dict[str, float] = {}
-        self._start_counts: dict[str, int] = {}
+        self._start: dict[tuple[str, int], dict[str, float]] = {}
+        self._start_counts: dict[tuple[str, int], dict[str, int]] = {}
         self._box = (0.0, 0.0)
         self._t0 = 0.0
 
-    def _read(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name, pids in self.groups.items():
-            for pid in pids:
-                for kind, cpu in thread_cpu_s(pid).items():
-                    key = f"{name}.{kind}"
-                    out[key] = out.get(key, 0.0) + cpu
-        return out
+    def _read(self) -> dict[tuple[str, int], dict[str, float]]:
+        return {(name, pid): thread_cpu_s(pid)
+                for name, pids in self.groups.items() for pid in pids}
 
-    def _read_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for name, pids in self.groups.items():
-            for pid in pids:
-                for kind, n in process_counts(pid).items():
-                    key = f"{name}.{kind}"
-                    out[key] = out.get(key, 0) + n
-        return out
+    def _read_counts(self) -> dict[tuple[str, int], dict[str, int]]:
+        return {(name, pid): process_counts(pid)
+                for name, pids in self.groups.items() for pid in pids}
 
     def start(self) -> None:
         self._start_counts = self._read_counts()
@@ -115,16 +110,28 @@ class CpuMeter:
         self._box = box_cpu_s()
         self._t0 = time.monotonic()
 
-    def stop(self) -> dict[str, float | dict[str, float]]:
+    def stop(self) -> dict[str, Any]:
         wall = time.monotonic() - self._t0
         end = self._read()
         end_counts = self._read_counts()
         busy, total = box_cpu_s()
-        ours = {key: end.get(key, 0.0) - self._start.get(key, 0.0)
-                for key in sorted(set(end) | set(self._start))}
+        gone = sorted({pid for _, pid in end if not common.alive(pid)})
+        ours = _deltas(self._start, end, gone)
         box_busy = busy - self._box[0]
-        counts = {key: end_counts.get(key, 0) - self._start_counts.get(key, 0)
-                  for key in sorted(set(end_counts) | set(self._start_counts))}
-        return {"wall_s": wall, "cpu_s": ours, "counts": counts, "box_busy_s": box_busy,
-                "box_capacity_s": total - self._box[1],
-                "others_cpu_s": max(0.0, box_busy - sum(ours.values()))}
+        return {"wall_s": wall, "cpu_s": ours,
+                "counts": _deltas(self._start_counts, end_counts, gone),
+                "box_busy_s": box_busy, "box_capacity_s": total - self._box[1],
+                "others_cpu_s": max(0.0, box_busy - sum(ours.values())), "gone": gone}
+
+
+def _deltas(start: dict[tuple[str, int], dict[str, Any]],
+            end: dict[tuple[str, int], dict[str, Any]], gone: list[int]) -> dict[str, Any]:
+    """`<group>.<kind>` -> end - start, summed over the group's processes alive at both."""
+    out: dict[str, Any] = {}
+    for (name, pid), reading in end.items():
+        for kind, value in reading.items():
+            key = f"{name}.{kind}"
+            out.setdefault(key, 0)
+            if pid not in gone:
+                out[key] += value - start[(name, pid)][kind]
+    return dict(sorted(out.items()))

@@ -10,6 +10,10 @@ CLOCK_MONOTONIC is one clock for every process), so the phases overlap exactly.
 A job is either a list of calls to make once (`count`) or a list to cycle through until a
 deadline (`duration`). Each call's start and latency are sent back, with every answer that
 was not `proceed` counted by what it was.
+
+A job can instead go through the bare shape (bench/bare_shape.py): its calls are then
+(route, request bytes) pairs sent on a DEALER on the bare relay's front, from the same
+processes, so both kinds of pass share the clients, their dealing and their CPU reading.
 """
 
 from __future__ import annotations
@@ -24,19 +28,29 @@ CALL_TIMEOUT_S = 60.0
 
 # (db, space label, query)
 Call = tuple[str, str, str]
+# (route, request bytes): a call through the bare shape
+BareCall = tuple[bytes, bytes]
 
 
 def _serve(kint_home: str, tenant: str, conn: Any) -> None:
     """The body of one client process: jobs in, samples out, until it is sent None."""
+    import zmq
+    from bare_shape import bare_call
+
     from kint.client import Client, KintError
 
     client = Client(Path(kint_home), autostart=False)
+    bare: dict[str, Any] = {}  # bare relay address -> this process's DEALER on it
     conn.send("ready")
     while True:
         job = conn.recv()
         if job is None:
             break
-        kind, calls, start_at, duration_s = job
+        kind, calls, start_at, duration_s, via = job
+        if via is not None and via not in bare:
+            bare[via] = zmq.Context.instance().socket(zmq.DEALER)
+            bare[via].setsockopt(zmq.LINGER, 0)
+            bare[via].connect(via)
         samples: list[tuple[float, float]] = []
         other: dict[str, int] = {}
         while time.monotonic() < start_at:
@@ -48,9 +62,17 @@ def _serve(kint_home: str, tenant: str, conn: Any) -> None:
                 break
             if end_at is None and i >= len(calls):
                 break
-            db, label, query = calls[i % len(calls)]
+            call = calls[i % len(calls)]
             i += 1
             t0 = time.monotonic()
+            if via is not None:
+                answered = bare_call(bare[via], *call, timeout_ms=int(CALL_TIMEOUT_S * 1000))
+                samples.append((t0, (time.monotonic() - t0) * 1000.0))
+                if not answered:  # its worker is gone: the pass is void, say so and stop
+                    other["bare timeout"] = other.get("bare timeout", 0) + 1
+                    break
+                continue
+            db, label, query = call
             try:
                 out = client.call("verify", tenant=tenant, db=db, space=label,
                                   args={"query": query, "limit": LIMIT, "write": False},
@@ -63,6 +85,8 @@ def _serve(kint_home: str, tenant: str, conn: Any) -> None:
             if what != "proceed":
                 other[what] = other.get(what, 0) + 1
         conn.send({"samples": samples, "not_proceed": other})
+    for sock in bare.values():
+        sock.close()
     client.close()
 
 
@@ -89,16 +113,18 @@ class ClientPool:
     def pids(self) -> list[int]:
         return [p.pid for p in self._procs if p.pid is not None]
 
-    def run(self, shares: list[list[Call]], kind: str, duration_s: float = 0.0,
-            lead_s: float = 0.3) -> dict[str, Any]:
+    def run(self, shares: list[list[Call]] | list[list[BareCall]], kind: str,
+            duration_s: float = 0.0, lead_s: float = 0.3,
+            via: str | None = None) -> dict[str, Any]:
         """Give client k the calls `shares[k]`; all start `lead_s` from now. Returns every
         sample (start, ms), the phase's wall time (first start to last end) and the
-        answers that were not `proceed`."""
+        answers that were not `proceed`. `via`: the bare relay's front address, for
+        shares of BareCalls."""
         if len(shares) != self.n:
             raise ValueError(f"{len(shares)} shares for {self.n} clients")
         start_at = time.monotonic() + lead_s
         for pipe, share in zip(self._pipes, shares):
-            pipe.send((kind, share, start_at, duration_s))
+            pipe.send((kind, share, start_at, duration_s, via))
         results = [pipe.recv() for pipe in self._pipes]
         samples = [s for r in results for s in r["samples"]]
         other: dict[str, int] = {}
@@ -123,6 +149,6 @@ class ClientPool:
                 proc.join(timeout=5)
 
 
-def deal(calls: list[Call], n: int) -> list[list[Call]]:
+def deal(calls: list[Any], n: int) -> list[list[Any]]:
     """Client k gets calls k, k+n, k+2n, ...: every client walks across the spaces."""
     return [calls[k::n] for k in range(n)]

@@ -1,6 +1,7 @@
 """Setting up bench_tenants.py: the stores, their queries, the hanging space's connection,
-and the in-process side of the comparison (each space's Sibyl client, read-only
-connection and state files in the benchmark process)."""
+the in-process side of the comparison (each space's Sibyl client, read-only connection
+and state files in the benchmark process) and the bare shape's workers (bench/bare_shape.py:
+each space's request and reply bytes, and its store to verify on)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from typing import Any
 
 import common
 import corpus
-from tenant_clients import Call
+from bare_shape import WorkerSpec
+from tenant_clients import BareCall, Call
 
 LIMIT = 5
+REQUEST_ID = "0" * 16  # a fixed id of kint's length: one request's bytes a call
+TIMEOUT_MS = 60_000
 
 
 @dataclass
@@ -136,6 +140,32 @@ class InProcess:
         for client, conn, _ in self.open.values():
             conn.close()
             client.storage.close()
+
+
+def bare_workers(kint_home: Path, spaces: list[Space],
+                 answers: dict[tuple[str, str], dict[str, Any]]
+                 ) -> tuple[list[WorkerSpec], dict[tuple[str, str], BareCall]]:
+    """One same-work bare worker a space, and each (label, query)'s bare call. The request
+    bytes are those kint's client sends for that verify (a fixed id); the reply bytes are
+    kint's reply frame for `answers[(label, query)]`, the same verify in this process, so
+    the bare shape carries kint's own message sizes."""
+    from kint.protocol import Request, encode_request
+    from kint.protocol.envelope import encode_reply, ok_reply
+
+    specs, bare_calls = [], {}
+    for s in spaces:
+        route = s.space16.encode()
+        replies, work = {}, {}
+        for q in s.queries:
+            request = encode_request(Request(
+                id=REQUEST_ID, op="verify", tenant=common.TENANT, db=str(s.db), space=s.label,
+                args={"query": q, "limit": LIMIT, "write": False}, timeout_ms=TIMEOUT_MS))
+            replies[request] = encode_reply(ok_reply(REQUEST_ID, answers[(s.label, q)]))
+            work[request] = q
+            bare_calls[(s.label, q)] = (route, request)
+        specs.append(WorkerSpec(route, replies, work,
+                                (str(kint_home), str(s.db), common.TENANT, s.label)))
+    return specs, bare_calls
 
 
 def connect_hanging(m: common.Machine, space: Space, proxy_url: str) -> dict[str, Any]:
