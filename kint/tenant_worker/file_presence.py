@@ -1,0 +1,82 @@
+"""Which of a space's files under KINT_HOME exist, and how many epochs it caches, for
+`status`: the files as they are now, at the cost of two stats when nothing changed.
+
+Why: `status` promises the files as they are at the call, and asking each of them (eight
+`access` calls and a listing of the epochs folder) was most of the plain status's system
+calls, which cost a microsecond or more each in a VM. A file appears or goes away only
+by a change to its folder's entries, and every such change sets the folder's modification
+time. So the answer is kept with the two folders' (inode, mtime) and asked again only
+when one of them differs.
+
+One race is closed by hand: the kernel stamps a folder with a coarse clock (a tick of a
+few ms), so two changes within one tick leave the same mtime, and a reading taken between
+them would be kept past the second. A reading is therefore kept only when both folders
+were last changed more than `SETTLED_NS` before it was taken; a folder changed more
+recently is read again at the next call (what `git` does for its index, for the same
+reason).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+# How long before a reading a folder's last change must be for the reading to be kept: far
+# past the kernel's timestamp tick (1-10 ms) and small clock steps.
+SETTLED_NS = 1_000_000_000
+
+Signature = tuple[int, int] | None
+
+
+def _folder_signature(path: str) -> Signature:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+class SpaceFilePresence:
+    """`current()`: {file name: exists} for the space's files in KINT_HOME, and for
+    `epochs` the number of epochs in its cache folder. `names` maps each name to its path;
+    every path but `epochs` must be directly in `home`."""
+
+    def __init__(self, home: str, names: dict[str, str]) -> None:
+        outside = [p for n, p in names.items() if n != "epochs" and os.path.dirname(p) != home]
+        if outside:
+            raise ValueError(f"not directly in {home}: {outside}")
+        self._home = home
+        self._epochs = names["epochs"]
+        self._names = names
+        self._lock = threading.Lock()
+        self._kept: tuple[tuple[Signature, Signature], dict[str, Any]] | None = None
+
+    def current(self) -> dict[str, Any]:
+        sig = (_folder_signature(self._home), _folder_signature(self._epochs))
+        with self._lock:
+            kept = self._kept
+            if kept is not None and kept[0] == sig:
+                return dict(kept[1])
+        taken_ns = time.time_ns()
+        files = self._read()
+        settled = all(s is None or taken_ns - s[1] > SETTLED_NS for s in sig)
+        with self._lock:
+            self._kept = (sig, files) if settled else None
+        return dict(files)
+
+    def _read(self) -> dict[str, Any]:
+        files: dict[str, Any] = {}
+        for name, path in self._names.items():
+            if name == "epochs":
+                try:
+                    files[name] = sum(1 for entry in os.scandir(path)
+                                      if entry.name.endswith(".meta.json"))
+                except (FileNotFoundError, NotADirectoryError):
+                    files[name] = 0
+            else:
+                # An access() check is the same answer as exists() here (our own 0700
+                # folder) without the exception exists() builds for each absent file.
+                files[name] = os.access(path, os.F_OK)
+        return files
