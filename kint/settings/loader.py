@@ -76,6 +76,10 @@ class _Process:
         self.home: Path | None = None
         self.space: tuple[str, ...] = ()
         self.watches: dict[Path, ConfigWatch] = {}
+        # The watch of `home` once asked for: `config()` runs on every request a worker
+        # serves, and finding it by path (a Path built, hashed and compared) cost more
+        # than the config file's stat.
+        self.own_watch: ConfigWatch | None = None
         self.warned: set[tuple[str, str]] = set()
 
 
@@ -90,6 +94,7 @@ def configure(*, home: Path | None = None, daemon: bool | None = None,
     with _process.lock:
         if home is not None:
             _process.home = Path(home)
+            _process.own_watch = None
         if daemon is not None:
             _process.daemon = daemon
         if space is not None:
@@ -116,7 +121,12 @@ def watch(for_home: Path | None = None) -> ConfigWatch:
 def config() -> tuple[ConfigFile, ConfigError | None]:
     """The configuration in force for this process (one stat), and why the file on disk
     was refused, if it was."""
-    return watch().current()
+    own = _process.own_watch
+    if own is None:
+        own = watch()
+        if _process.home is not None and own.home == _process.home:
+            _process.own_watch = own
+    return own.current()
 
 
 def env_source() -> str:
