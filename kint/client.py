@@ -83,6 +83,7 @@ class Client:
         if self._sock is None:
             folder = socket_dir(self.home)
             self._sock = self._connect()
+            self._rcvtimeo = None  # a new socket: no receive timeout set yet
             self._connected = (str(folder), str(folder / FRONT_SOCKET))
             self._front = None
         return self._sock
@@ -92,7 +93,6 @@ class Client:
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
-            self._rcvtimeo = None
         self._connected = self._front = None
         self._holder.close()
 

@@ -8,12 +8,13 @@ by a change to its folder's entries, and every such change sets the folder's mod
 time. So the answer is kept with the two folders' (inode, mtime) and asked again only
 when one of them differs.
 
-One race is closed by hand: the kernel stamps a folder with a coarse clock (a tick of a
-few ms), so two changes within one tick leave the same mtime, and a reading taken between
-them would be kept past the second. A reading is therefore kept only when both folders
-were last changed more than `SETTLED_NS` before it was taken; a folder changed more
-recently is read again at the next call (what `git` does for its index, for the same
-reason).
+One race is closed by hand: a folder's mtime has a granularity (a kernel tick of a few
+ms on ext4 and tmpfs, whole seconds on some file systems, two on FAT), so two changes
+within one step leave the same mtime, and a reading taken between them would be kept past
+the second. A reading is therefore kept only when both folders were last changed more
+than `SETTLED_NS` before it was taken: any later change then falls in a later step of the
+clock, and shows. A folder changed more recently is read again at the next call (what
+`git` does for its index, for the same reason).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import threading
 import time
 from typing import Any
 
-# How long before a reading a folder's last change must be for the reading to be kept: far
-# past the kernel's timestamp tick (1-10 ms) and small clock steps.
-SETTLED_NS = 1_000_000_000
+# How long before a reading a folder's last change must be for the reading to be kept: at
+# least the coarsest mtime step of a file system KINT_HOME may sit on (FAT's 2 s).
+SETTLED_NS = 3_000_000_000
 
 Signature = tuple[int, int] | None
 
