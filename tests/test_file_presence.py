@@ -110,3 +110,21 @@ def test_status_reports_the_files_as_they_are_at_each_call(tmp_path):
     files["mirror"].write_bytes(b"x")
     assert status(ctx, {})["files"]["mirror"] is True
     assert status(ctx, {})["worker"]["pid"] == os.getpid()
+
+
+def test_status_asks_a_disk_holding_store_and_home_once(tmp_path, monkeypatch):
+    """The store and KINT_HOME on one device: one statvfs a status, not two."""
+    from kint.tenant_worker import disk_space
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    db = tmp_path / "memory.db"
+    db.write_bytes(b"")
+    cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1)
+    ctx = SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
+    asked: list[str] = []
+    real = os.statvfs
+    monkeypatch.setattr(disk_space.os, "statvfs", lambda p: asked.append(str(p)) or real(p))
+    assert status(ctx, {})["disk_problems"] == []
+    assert asked == [str(db)]

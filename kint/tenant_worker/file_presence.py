@@ -5,8 +5,8 @@ Why: `status` promises the files as they are at the call, and asking each of the
 `access` calls and a listing of the epochs folder) was most of the plain status's system
 calls, which cost a microsecond or more each in a VM. A file appears or goes away only
 by a change to its folder's entries, and every such change sets the folder's modification
-time. So the answer is kept with the two folders' (inode, mtime) and asked again only
-when one of them differs.
+time. So the answer is kept with the two folders' (mtime, inode, device) and asked again
+only when one of them differs.
 
 One race is closed by hand: a folder's mtime has a granularity (a kernel tick of a few
 ms on ext4 and tmpfs, whole seconds on some file systems, two on FAT), so two changes
@@ -28,7 +28,7 @@ from typing import Any
 # least the coarsest mtime step of a file system KINT_HOME may sit on (FAT's 2 s).
 SETTLED_NS = 3_000_000_000
 
-Signature = tuple[int, int] | None
+Signature = tuple[int, int, int] | None  # (mtime, inode, device)
 
 
 def _folder_signature(path: str) -> Signature:
@@ -36,7 +36,7 @@ def _folder_signature(path: str) -> Signature:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return (st.st_ino, st.st_mtime_ns)
+    return (st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
 class SpaceFilePresence:
@@ -53,16 +53,20 @@ class SpaceFilePresence:
         self._names = names
         self._lock = threading.Lock()
         self._kept: tuple[tuple[Signature, Signature], dict[str, Any]] | None = None
+        # KINT_HOME's st_dev at the last reading (None: not there), for `status` to ask a
+        # disk that also holds the store for its free room once.
+        self.home_device: int | None = None
 
     def current(self) -> dict[str, Any]:
         sig = (_folder_signature(self._home), _folder_signature(self._epochs))
+        self.home_device = sig[0][2] if sig[0] is not None else None
         with self._lock:
             kept = self._kept
             if kept is not None and kept[0] == sig:
                 return dict(kept[1])
         taken_ns = time.time_ns()
         files = self._read()
-        settled = all(s is None or taken_ns - s[1] > SETTLED_NS for s in sig)
+        settled = all(s is None or taken_ns - s[0] > SETTLED_NS for s in sig)
         with self._lock:
             self._kept = (sig, files) if settled else None
         return dict(files)

@@ -39,13 +39,15 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except StoreUnreadable as err:
         raise ProtocolError(ErrorCode.INTERNAL, str(err),
                             "check the store file; kint only reads it") from None
-    files = ctx.state.presence.current()  # as they are now (file_presence.py)
+    presence = ctx.state.presence
+    files = presence.current()  # as they are now (file_presence.py)
+    same_disk = facts.device is not None and facts.device == presence.home_device
     extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
     if args.get("chain") or args.get("keys"):
         extra.update(_key_status(ctx))
     return {
         **extra,
-        "disk_problems": full_disks(cfg.db, cfg.kint_home),
+        "disk_problems": full_disks(cfg.db, cfg.kint_home, same_disk=same_disk),
         "tenant": cfg.tenant,
         "space": cfg.space16,
         "space_id": cfg.space_id,
