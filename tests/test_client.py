@@ -20,8 +20,6 @@ import zmq
 from conftest import pid_alive, write_store
 from kint.client import Client, SupervisorUnavailable
 from kint.paths import FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir
-from kint.protocol import decode_request
-from kint.protocol.envelope import encode_reply, ok_reply
 from kint.supervisor.pidlock import PID_FILE, HolderWatch, running_pid
 
 
@@ -89,45 +87,6 @@ def test_one_client_outlives_its_supervisor_and_the_next_call_starts_another(san
             answer["worker"]["pid"]
 
 
-def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
-    """A socket that takes requests and never answers, held by a live 'supervisor': the
-    client waits out its deadline (the request's own plus the grace), not forever, and
-    checks liveness once a second meanwhile without mistaking the live holder for a dead
-    one."""
-    home = tmp_path / "kint"
-    holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
-    folder, _ = prepare_socket_dir(home)
-    ctx = zmq.Context.instance()
-    silent = ctx.socket(zmq.ROUTER)
-    silent.setsockopt(zmq.LINGER, 0)
-    silent.bind(f"ipc://{folder / FRONT_SOCKET}")
-    heard: list[bytes] = []
-    done = threading.Event()
-
-    def listen() -> None:
-        while not done.is_set():
-            if silent.poll(100):
-                heard.append(silent.recv_multipart()[-1])
-
-    listener = threading.Thread(target=listen, daemon=True)
-    listener.start()
-    try:
-        with Client(home, autostart=False) as client:
-            # The grace is 2 s past the request's own deadline; keep the test short.
-            started = time.monotonic()
-            with pytest.raises(SupervisorUnavailable) as caught:
-                client.call("sup.ping", timeout_s=1.0)
-            took = time.monotonic() - started
-        assert "no answer from the supervisor within 3.0s" in caught.value.message
-        assert 2.5 <= took < 30, took
-        assert len(heard) == 1
-    finally:
-        done.set()
-        listener.join(5)
-        silent.close()
-        os.close(holder)
-
-
 def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
     """The client sets its socket's receive timeout only when a wait needs another than
     the one already set. A socket made again (after `close`, or for a supervisor bound in
@@ -135,6 +94,9 @@ def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
     that blocks past every deadline and every liveness look. Here the first call is
     answered (its wait set the usual one-second timeout), then the socket is made again
     and the next call is not answered: it must still give up at its deadline."""
+    from kint.protocol import decode_request
+    from kint.protocol.envelope import encode_reply, ok_reply
+
     home = tmp_path / "kint"
     holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
     folder, _ = prepare_socket_dir(home)
@@ -179,3 +141,43 @@ def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
         listener.join(5)
         front.close()
         os.close(holder)
+
+
+def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
+    """A socket that takes requests and never answers, held by a live 'supervisor': the
+    client waits out its deadline (the request's own plus the grace), not forever, and
+    checks liveness once a second meanwhile without mistaking the live holder for a dead
+    one."""
+    home = tmp_path / "kint"
+    holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
+    folder, _ = prepare_socket_dir(home)
+    ctx = zmq.Context.instance()
+    silent = ctx.socket(zmq.ROUTER)
+    silent.setsockopt(zmq.LINGER, 0)
+    silent.bind(f"ipc://{folder / FRONT_SOCKET}")
+    heard: list[bytes] = []
+    done = threading.Event()
+
+    def listen() -> None:
+        while not done.is_set():
+            if silent.poll(100):
+                heard.append(silent.recv_multipart()[-1])
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    try:
+        with Client(home, autostart=False) as client:
+            # The grace is 2 s past the request's own deadline; keep the test short.
+            started = time.monotonic()
+            with pytest.raises(SupervisorUnavailable) as caught:
+                client.call("sup.ping", timeout_s=1.0)
+            took = time.monotonic() - started
+        assert "no answer from the supervisor within 3.0s" in caught.value.message
+        assert 2.5 <= took < 30, took
+        assert len(heard) == 1
+    finally:
+        done.set()
+        listener.join(5)
+        silent.close()
+        os.close(holder)
+
