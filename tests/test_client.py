@@ -180,4 +180,3 @@ def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
         listener.join(5)
         silent.close()
         os.close(holder)
-
