@@ -32,6 +32,7 @@ from kint.supervisor.pidlock import HolderWatch
 CLIENT_GRACE_S = 2.0
 # While waiting for a reply, how often the client checks that its supervisor still runs.
 LIVENESS_EVERY_S = 1.0
+_RCVTIMEO = int(zmq.RCVTIMEO)
 
 
 class KintError(Exception):
@@ -55,6 +56,8 @@ class Client:
         self.autostart = autostart
         self._zctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
+        # The receive timeout set on `_sock` (ms): set again only when a wait needs another.
+        self._rcvtimeo: int | None = None
         self._holder = HolderWatch(self.home)
         # The socket's folder and path as this client's socket was connected to them.
         self._connected: tuple[str, str] | None = None
@@ -80,6 +83,7 @@ class Client:
         if self._sock is None:
             folder = socket_dir(self.home)
             self._sock = self._connect()
+            self._rcvtimeo = None  # a new socket: no receive timeout set yet
             self._connected = (str(folder), str(folder / FRONT_SOCKET))
             self._front = None
         return self._sock
@@ -184,10 +188,11 @@ class Client:
         """Send `request` and wait for its reply. `serving` is the pid of the supervisor
         it goes to, watched while waiting (None: not known yet; a ping is not watched)."""
         sock = self._connect() if fresh_socket else self._socket()
+        # The receive timeout on `sock` now: a kept socket keeps it from call to call.
+        waiting_ms = -1 if fresh_socket else self._rcvtimeo
         try:
             sock.send(encode_request(request))
             deadline = time.monotonic() + wait_s
-            waiting_ms = -1
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -198,8 +203,10 @@ class Client:
                 # wait: fewer calls into ZeroMQ than a poll followed by a receive.
                 wait_ms = max(1, int(min(left, LIVENESS_EVERY_S) * 1000))
                 if wait_ms != waiting_ms:
-                    sock.setsockopt(zmq.RCVTIMEO, wait_ms)
+                    sock.set(_RCVTIMEO, wait_ms)
                     waiting_ms = wait_ms
+                    if not fresh_socket:
+                        self._rcvtimeo = wait_ms
                 try:
                     frame = sock.recv()
                 except zmq.Again:

@@ -89,6 +89,62 @@ def test_one_client_outlives_its_supervisor_and_the_next_call_starts_another(san
             answer["worker"]["pid"]
 
 
+def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
+    """The client sets its socket's receive timeout only when a wait needs another than
+    the one already set. A socket made again (after `close`, or for a supervisor bound in
+    another folder) has none: it must be set there too, or the wait would be a receive
+    that blocks past every deadline and every liveness look. Here the first call is
+    answered (its wait set the usual one-second timeout), then the socket is made again
+    and the next call is not answered: it must still give up at its deadline."""
+    from kint.protocol import decode_request
+    from kint.protocol.envelope import encode_reply, ok_reply
+
+    home = tmp_path / "kint"
+    holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
+    folder, _ = prepare_socket_dir(home)
+    front = zmq.Context.instance().socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    front.bind(f"ipc://{folder / FRONT_SOCKET}")
+    done = threading.Event()
+
+    def answer_the_first_only() -> None:
+        answered = False
+        while not done.is_set():
+            if front.poll(100):
+                identity, body = front.recv_multipart()
+                if not answered:
+                    rid = decode_request(body).id
+                    front.send_multipart([identity, encode_reply(ok_reply(rid, {}))])
+                    answered = True
+
+    outcomes: list[BaseException | None] = []
+
+    def call(client: Client) -> None:
+        try:
+            client.call("sup.ping", timeout_s=1.0)
+            outcomes.append(None)
+        except BaseException as err:  # noqa: BLE001 - recorded for the assertion
+            outcomes.append(err)
+
+    listener = threading.Thread(target=answer_the_first_only, daemon=True)
+    listener.start()
+    try:
+        with Client(home, autostart=False) as client:
+            for _ in range(2):  # the second call is on a socket made again
+                caller = threading.Thread(target=call, args=(client,), daemon=True)
+                caller.start()
+                caller.join(30)
+                assert not caller.is_alive(), "the call did not give up at its deadline"
+                client.close()
+        assert outcomes[0] is None
+        assert isinstance(outcomes[1], SupervisorUnavailable), outcomes
+    finally:
+        done.set()
+        listener.join(5)
+        front.close()
+        os.close(holder)
+
+
 def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
     """A socket that takes requests and never answers, held by a live 'supervisor': the
     client waits out its deadline (the request's own plus the grace), not forever, and

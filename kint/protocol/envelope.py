@@ -27,6 +27,10 @@ from kint.protocol.limits import (
 
 PROTOCOL_VERSION = 1
 
+# The optional string fields of a request and their longest length, in the order checked.
+_STRING_FIELDS = (("tenant", MAX_TENANT_CHARS), ("db", MAX_PATH_CHARS),
+                  ("space", MAX_SPACE_LABEL_CHARS))
+
 _REQUEST_KEYS = frozenset(
     {"v", "id", "op", "tenant", "db", "space", "args", "timeout_ms", "cast"}
 )
@@ -139,17 +143,38 @@ def _opt_str(obj: dict[str, Any], key: str, max_chars: int, rid: str | None) -> 
     return value
 
 
-def decode_request(data: bytes) -> Request:
-    """Validate one inbound frame completely, in the order a reply code is decided:
-    size, JSON, version, id, op, then field types and bounds, then the op's arguments."""
-    # Here, not at the top: a client encodes requests and decodes replies, and never
-    # needs the ops' table (a lookup in sys.modules per request, once it is loaded).
+# The ops' table, loaded on the first request decoded: a client encodes requests and
+# decodes replies and never needs it (see `kint supervisor status`'s imports).
+_OPS: dict[str, Any] | None = None
+
+
+def _ops_table() -> dict[str, Any]:
+    global _OPS
     from kint.protocol.ops import OPS
 
+    _OPS = OPS
+    return OPS
+
+
+def _fine(value: Any, max_chars: int) -> bool:
+    """Whether an optional string field passes `_opt_str` (the common case, in one
+    expression; `_opt_str` says what is wrong with one that does not)."""
+    return value is None or (type(value) is str and 0 < len(value) <= max_chars
+                             and "\x00" not in value)
+
+
+def decode_request(data: bytes) -> Request:
+    """Validate one inbound frame completely, in the order a reply code is decided:
+    size, JSON, version, id, op, then field types and bounds, then the op's arguments.
+
+    Every request is decoded twice on its way (by the supervisor, then by the worker,
+    which trusts no socket), so the checks are written for the common case: orjson gives
+    exact types (`type(x) is int` is "an int, not a bool"), and a field that fails is
+    then named by the slower path that words the refusal."""
     obj = _load_object(data)
     rid = _readable_id(obj)
     version = obj.get("v")
-    if not isinstance(version, int) or isinstance(version, bool):
+    if type(version) is not int:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'v' must be an integer", request_id=rid)
     if version != PROTOCOL_VERSION:
         raise ProtocolError(
@@ -161,30 +186,32 @@ def decode_request(data: bytes) -> Request:
     if rid is None:
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"'id' must be a string of 1 to {MAX_ID_CHARS} characters")
-    unknown = set(obj) - _REQUEST_KEYS
-    if unknown:
-        raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown field(s): {sorted(unknown)}",
+    if not _REQUEST_KEYS.issuperset(obj):
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"unknown field(s): {sorted(set(obj) - _REQUEST_KEYS)}",
                             request_id=rid)
     op = obj.get("op")
-    if not isinstance(op, str):
+    if type(op) is not str:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'op' must be a string", request_id=rid)
-    spec = OPS.get(op)
+    spec = (_OPS or _ops_table()).get(op)
     if spec is None:
         shown = op if len(op) <= 64 else op[:64] + "..."
         raise ProtocolError(ErrorCode.UNKNOWN_OP, f"unknown op {shown!r}", request_id=rid)
-    tenant = _opt_str(obj, "tenant", MAX_TENANT_CHARS, rid)
-    db = _opt_str(obj, "db", MAX_PATH_CHARS, rid)
+    tenant, db, space = obj.get("tenant"), obj.get("db"), obj.get("space")
+    if not (_fine(tenant, MAX_TENANT_CHARS) and _fine(db, MAX_PATH_CHARS)
+            and _fine(space, MAX_SPACE_LABEL_CHARS)):
+        for key, max_chars in _STRING_FIELDS:
+            _opt_str(obj, key, max_chars, rid)  # raises for the first field that fails
     if db is not None and not db.startswith("/"):
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'db' must be an absolute path",
                             request_id=rid)
-    space = _opt_str(obj, "space", MAX_SPACE_LABEL_CHARS, rid)
-    args = obj.get("args", {})
+    args = obj.get("args")
     if args is None:
         args = {}
-    if not isinstance(args, dict):
+    elif type(args) is not dict:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'args' must be an object", request_id=rid)
     timeout_ms = obj.get("timeout_ms", DEFAULT_TIMEOUT_MS)
-    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool):
+    if type(timeout_ms) is not int:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'timeout_ms' must be an integer",
                             request_id=rid)
     if not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
@@ -194,14 +221,15 @@ def decode_request(data: bytes) -> Request:
             request_id=rid,
         )
     cast = obj.get("cast", False)
-    if not isinstance(cast, bool):
+    if type(cast) is not bool:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'cast' must be true or false",
                             request_id=rid)
     if spec.needs_space and tenant is None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"{op} needs a 'tenant'", request_id=rid)
     if spec.needs_space and db is None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"{op} needs a 'db'", request_id=rid)
-    spec.validate_args(args, rid)
+    if args or spec.required:
+        spec.validate_args(args, rid)
     return Request(id=rid, op=op, tenant=tenant, db=db, space=space, args=args,
                    timeout_ms=min(timeout_ms, spec.max_timeout_ms), cast=cast, v=version)
 

@@ -34,6 +34,13 @@ class OpSpec:
     args: dict[str, ArgSpec] = field(default_factory=dict)
     # Ops that need a space (tenant, store) to route to.
     needs_space: bool = False
+    # The names of the required arguments (from `args`): a request with no arguments
+    # needs checking only when there are some.
+    required: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "required",
+                           frozenset(n for n, a in self.args.items() if a.required))
 
     def validate_args(self, args: dict[str, Any], request_id: str | None) -> None:
         for name in args:

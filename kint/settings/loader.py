@@ -21,10 +21,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from kint.settings.environ import environ_value
 from kint.settings.reload import ConfigWatch
@@ -77,6 +76,10 @@ class _Process:
         self.home: Path | None = None
         self.space: tuple[str, ...] = ()
         self.watches: dict[Path, ConfigWatch] = {}
+        # The watch of `home` once asked for: `config()` runs on every request a worker
+        # serves, and finding it by path (a Path built, hashed and compared) cost more
+        # than the config file's stat.
+        self.own_watch: ConfigWatch | None = None
         self.warned: set[tuple[str, str]] = set()
 
 
@@ -91,6 +94,7 @@ def configure(*, home: Path | None = None, daemon: bool | None = None,
     with _process.lock:
         if home is not None:
             _process.home = Path(home)
+            _process.own_watch = None
         if daemon is not None:
             _process.daemon = daemon
         if space is not None:
@@ -117,7 +121,12 @@ def watch(for_home: Path | None = None) -> ConfigWatch:
 def config() -> tuple[ConfigFile, ConfigError | None]:
     """The configuration in force for this process (one stat), and why the file on disk
     was refused, if it was."""
-    return watch().current()
+    own = _process.own_watch
+    if own is None:
+        own = watch()
+        if _process.home is not None and own.home == _process.home:
+            _process.own_watch = own
+    return own.current()
 
 
 def env_source() -> str:
@@ -233,11 +242,18 @@ class RequestView(dict):  # type: ignore[type-arg]
         return name in BY_NAME or super().__contains__(name)
 
 
-@contextmanager
-def overlay(values: dict[str, Value]) -> Iterator[None]:
-    """Run the block with `values` as this request's settings (this thread only)."""
-    token = _overlay.set(values)
-    try:
-        yield
-    finally:
-        _overlay.reset(token)
+class overlay:
+    """`with overlay(values):` runs the block with `values` as this request's settings
+    (this thread only). A class, not a generator: it wraps every request a worker runs,
+    and a generator-based context manager costs several times as much to enter."""
+
+    __slots__ = ("_values", "_token")
+
+    def __init__(self, values: dict[str, Value]) -> None:
+        self._values = values
+
+    def __enter__(self) -> None:
+        self._token = _overlay.set(self._values)
+
+    def __exit__(self, *exc: object) -> None:
+        _overlay.reset(self._token)

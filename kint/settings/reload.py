@@ -28,7 +28,7 @@ def config_path(home: Path) -> Path:
     return home / CONFIG_NAME
 
 
-def _signature(path: Path) -> Signature:
+def _signature(path: Path | str) -> Signature:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -44,6 +44,7 @@ class ConfigWatch:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.path = config_path(home)
+        self._path_text = str(self.path)  # stat on every request: no Path conversion
         self.last_good_path = home / LAST_GOOD_NAME
         self._lock = threading.Lock()
         self._signature: Signature | str = "never read"
@@ -53,7 +54,7 @@ class ConfigWatch:
 
     def current(self) -> tuple[ConfigFile, ConfigError | None]:
         """The configuration in force and, when the file on disk was refused, why."""
-        sig = _signature(self.path)
+        sig = _signature(self._path_text)
         if sig != self._signature:
             with self._lock:
                 if sig != self._signature:

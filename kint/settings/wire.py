@@ -117,6 +117,8 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
     notices: list[str] = []
     if error is not None:
         notices.append(f"kint: {error}; the last good configuration keeps serving")
+    if not sent:  # most requests: nothing to compare
+        return values, notices
     path = str(cfg.path)
     for name, raw in sorted(sent.items()):
         setting = BY_NAME[name]

@@ -72,17 +72,30 @@ class Holder:
     serving: bool
 
 
-def _holder_of(fd: int) -> Holder | None:
-    """Who holds the pid lock open on `fd`: a shared lock taken (and dropped at once)
-    means nobody does."""
+_SHARED_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
+
+
+def _held_words(fd: int) -> list[str] | None:
+    """The words of the pid file open on `fd` when a supervisor holds its lock; None when
+    nobody does (a shared lock taken, and dropped at once)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, _SHARED_NOW)
     except OSError:
-        words = os.pread(fd, 64, 0).decode(errors="replace").split()
-        pid = int(words[0]) if words and words[0].isdigit() else -1
-        return Holder(pid, SERVING in words[1:])
+        return os.pread(fd, 64, 0).decode(errors="replace").split()
     fcntl.flock(fd, fcntl.LOCK_UN)
     return None
+
+
+def _pid_in(words: list[str]) -> int:
+    return int(words[0]) if words and words[0].isdigit() else -1
+
+
+def _holder_of(fd: int) -> Holder | None:
+    """Who holds the pid lock open on `fd`."""
+    words = _held_words(fd)
+    if words is None:
+        return None
+    return Holder(_pid_in(words), SERVING in words[1:])
 
 
 def holder(home: Path) -> Holder | None:
@@ -130,8 +143,8 @@ class HolderWatch:
                 return None
             opened = os.fstat(fd)
             self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
-        found = _holder_of(self._fd)
-        return found.pid if found is not None else None
+        words = _held_words(self._fd)
+        return _pid_in(words) if words is not None else None
 
     def close(self) -> None:
         if self._fd is not None:

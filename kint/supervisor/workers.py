@@ -36,7 +36,7 @@ HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
 SERVING_STATES = frozenset({"ready", "busy"})
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
     """A request forwarded to (or waiting for) a worker, under the supervisor's own id;
     `body` is the request's frame as the client sent it."""

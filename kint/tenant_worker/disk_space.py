@@ -55,11 +55,23 @@ def _free_bytes(path: str) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+def _places(db: str, kint_home: str) -> tuple[tuple[str, str], ...]:
+    return (("Sibyl's store", db), ("kint's state", kint_home))
+
+
 def rooms(db: str, kint_home: str) -> list[Room]:
-    return [Room("Sibyl's store", db, _free_bytes(db)),
-            Room("kint's state", kint_home, _free_bytes(kint_home))]
+    return [Room(what, path, _free_bytes(path)) for what, path in _places(db, kint_home)]
 
 
-def full_disks(db: str, kint_home: str) -> list[str]:
-    """One line per disk that is full, naming what lives on it (empty when none is)."""
-    return [room.describe() for room in rooms(db, kint_home) if room.low]
+def full_disks(db: str, kint_home: str, *, same_disk: bool = False) -> list[str]:
+    """One line per disk that is full, naming what lives on it (empty when none is).
+    Asked by every `status`: the rooms are built only for a disk that is full, and
+    `same_disk` (the caller saw both paths on one device, st_dev) asks that disk once."""
+    lines = []
+    free = None
+    for i, (what, path) in enumerate(_places(db, kint_home)):
+        if i == 0 or not same_disk:
+            free = _free_bytes(path)
+        if free is not None and free < LOW_BYTES:
+            lines.append(Room(what, path, free).describe())
+    return lines

@@ -39,25 +39,15 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except StoreUnreadable as err:
         raise ProtocolError(ErrorCode.INTERNAL, str(err),
                             "check the store file; kint only reads it") from None
-    files: dict[str, Any] = {}
-    for name, path in ctx.state.file_names.items():
-        if name == "epochs":
-            try:
-                files[name] = sum(1 for entry in os.scandir(path)
-                                  if entry.name.endswith(".meta.json"))
-            except FileNotFoundError:
-                files[name] = 0
-        else:
-            # Read fresh on every call (status promises the files as they are now); an
-            # access() check is the same answer as exists() here (our own 0700 folder)
-            # without the exception exists() builds for each file that is not there.
-            files[name] = os.access(path, os.F_OK)
+    presence = ctx.state.presence
+    files = presence.current()  # as they are now (file_presence.py)
+    same_disk = facts.device is not None and facts.device == presence.home_device
     extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
     if args.get("chain") or args.get("keys"):
         extra.update(_key_status(ctx))
     return {
         **extra,
-        "disk_problems": full_disks(cfg.db, cfg.kint_home),
+        "disk_problems": full_disks(cfg.db, cfg.kint_home, same_disk=same_disk),
         "tenant": cfg.tenant,
         "space": cfg.space16,
         "space_id": cfg.space_id,
@@ -66,7 +56,7 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         "rows": facts.rows,
         "kint_home": cfg.kint_home,
         "files": files,
-        "worker": {"pid": os.getpid(),
+        "worker": {"pid": ctx.pid,
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
     }
 

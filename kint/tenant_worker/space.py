@@ -36,6 +36,8 @@ class SpaceContext:
     config: WorkerConfig
     store: StoreReader
     started_monotonic: float = field(default_factory=time.monotonic)
+    # This worker's pid, asked once (status reports it on every call).
+    pid: int = field(default_factory=os.getpid)
     tracker: RpcTracker = field(default_factory=RpcTracker)
     # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
     head_ops: threading.Lock = field(default_factory=threading.Lock)

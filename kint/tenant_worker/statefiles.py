@@ -41,6 +41,7 @@ from kint.tenant_worker.epoch_cache import (
     load_plaintext,
     parse_meta,
 )
+from kint.tenant_worker.file_presence import SpaceFilePresence
 from kint.tenant_worker.mirror_file import (
     Head,
     Mirror,
@@ -76,6 +77,7 @@ class SpaceState:
         self.files = space_files(home, space_id[:16])
         # The same paths as strings: `status` stats each of them on every call.
         self.file_names = {name: str(path) for name, path in self.files.items()}
+        self.presence = SpaceFilePresence(str(home), self.file_names)
         self._lock = threading.Lock()
         self._cache: dict[Path | str, tuple[tuple[int, int, int], Any]] = {}
         self._meta_paths: dict[int, str] = {}

@@ -34,6 +34,8 @@ class StoreFacts:
     exists: bool
     rows: dict[str, int] | None
     size_bytes: int | None
+    # The store's st_dev: `status` asks a disk's free room once when KINT_HOME is on it too.
+    device: int | None = None
 
 
 def check_openable(db: str) -> None:
@@ -67,17 +69,16 @@ def _connect_ro(db: str) -> sqlite3.Connection:
 
 
 def _signature(db: str) -> tuple[int, ...] | None:
-    sig: list[int] = []
-    for suffix in ("", "-wal"):
-        try:
-            st = os.stat(db + suffix)
-        except FileNotFoundError:
-            if suffix == "":
-                return None
-            sig += [0, 0]
-            continue
-        sig += [st.st_mtime_ns, st.st_size]
-    return tuple(sig)
+    """(the store's mtime and size, its WAL's, the store's device), or None: no store."""
+    try:
+        st = os.stat(db)
+    except FileNotFoundError:
+        return None
+    try:
+        wal = os.stat(db + "-wal")
+    except FileNotFoundError:
+        return (st.st_mtime_ns, st.st_size, 0, 0, st.st_dev)
+    return (st.st_mtime_ns, st.st_size, wal.st_mtime_ns, wal.st_size, st.st_dev)
 
 
 class StoreReader:
@@ -96,7 +97,8 @@ class StoreReader:
         with self._lock:
             if self._cached is not None and self._cached[0] == sig:
                 return self._cached[1]
-            facts = StoreFacts(exists=True, rows=self._count_rows(), size_bytes=sig[1] + sig[3])
+            facts = StoreFacts(exists=True, rows=self._count_rows(), size_bytes=sig[1] + sig[3],
+                               device=sig[4])
             self._cached = (sig, facts)
             return facts
 
