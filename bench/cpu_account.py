@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import common
 
@@ -24,24 +24,35 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def _tasks(pid: int, *files: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """Each thread of a live process: its id and the text of the /proc files asked for
+    (`stat`, `comm`, `status`); a thread that ends meanwhile is skipped."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return
+    for tid in tids:
+        try:
+            yield tid, {name: Path(f"/proc/{pid}/task/{tid}/{name}").read_text()
+                        for name in files}
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+
+
+def _stat_after_name(stat: str) -> list[str]:
+    # The command name may hold spaces and parentheses; the fields follow the last ')'.
+    return stat[stat.rindex(")") + 2:].split()
+
+
 def thread_cpu_s(pid: int) -> dict[str, float]:
     """A process's CPU seconds by kind of thread: its main thread (the event loop), ZeroMQ's
     background I/O threads (`ZMQbg/...`), and every other thread (a worker's request pool
     and watcher)."""
     out = {"main": 0.0, "zmq_io": 0.0, "other_threads": 0.0}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return out
-    for tid in tids:
-        try:
-            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        fields = raw[raw.rindex(")") + 2:].split()
+    for tid, text in _tasks(pid, "stat", "comm"):
+        fields = _stat_after_name(text["stat"])
         cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-        kind = "main" if tid == str(pid) else "zmq_io" if comm.startswith("ZMQbg") \
+        kind = "main" if tid == str(pid) else "zmq_io" if text["comm"].startswith("ZMQbg") \
             else "other_threads"
         out[kind] += cpu
     return out
@@ -53,18 +64,9 @@ def process_counts(pid: int) -> dict[str, int]:
     more CPU in a worker than in one loop, these say whether it went to faulting pages in
     or to being switched out."""
     out = {"minflt": 0, "ctxsw_voluntary": 0, "ctxsw_involuntary": 0}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return out
-    for tid in tids:
-        try:
-            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        out["minflt"] += int(raw[raw.rindex(")") + 2:].split()[7])
-        for line in status.splitlines():
+    for _, text in _tasks(pid, "stat", "status"):
+        out["minflt"] += int(_stat_after_name(text["stat"])[7])
+        for line in text["status"].splitlines():
             if line.startswith("voluntary_ctxt_switches:"):
                 out["ctxsw_voluntary"] += int(line.split()[1])
             elif line.startswith("nonvoluntary_ctxt_switches:"):
