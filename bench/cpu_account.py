@@ -16,14 +16,6 @@ import common
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system seconds of a live process (0.0 once it is gone)."""
-    fields = common._stat_fields(pid)
-    if fields is None:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
 def _tasks(pid: int, *files: str) -> Iterator[tuple[str, dict[str, str]]]:
     """Each thread of a live process: its id and the text of the /proc files asked for
     (`stat`, `comm`, `status`); a thread that ends meanwhile is skipped."""
