@@ -236,8 +236,10 @@ def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler
         def _route(self) -> tuple[str, str] | None:
             """(token, rest) of a path under a token, or None; the host must be ours."""
             if self.headers.get("Host") != f"127.0.0.1:{page.port}":
-                self._send(403, b"wrong host\n")
+                # Noted before the answer goes out, as every other refusal is: whoever
+                # reads the 403 may look at the refusals at once.
                 page.refused(f"Host {_shown(self.headers.get('Host'))} is not this server's")
+                self._send(403, b"wrong host\n")
                 return None
             parts = urlsplit(self.path).path.split("/", 2)
             if len(parts) < 3 or parts[0] != "" or not page.token_matches(parts[1]):
