@@ -64,6 +64,19 @@ def test_each_bad_field_gets_its_code(mutation, code):
     assert code_of({**GOOD, **mutation}) == code
 
 
+def test_fields_are_refused_in_order_the_first_bad_one_named():
+    """tenant, db (then that db is absolute), space: a request wrong in two places is
+    refused for the first, whichever way the common case is checked."""
+    def message(mutation: dict) -> str:
+        with pytest.raises(ProtocolError) as err:
+            decode_request(orjson.dumps({**GOOD, **mutation}))
+        return err.value.message
+
+    assert message({"db": "relative", "space": 3}) == "'db' must be an absolute path"
+    assert message({"tenant": "", "db": "relative"}).startswith("'tenant' must be")
+    assert message({"space": "a\x00b"}) == "'space' contains a NUL character"
+
+
 def test_op_arguments_are_typed():
     base = {"v": 1, "id": "a", "op": "sup.restart"}
     assert code_of({**base, "args": {}}) == ErrorCode.BAD_REQUEST

@@ -27,10 +27,6 @@ from kint.protocol.limits import (
 
 PROTOCOL_VERSION = 1
 
-# The optional string fields of a request and their longest length, in the order checked.
-_STRING_FIELDS = (("tenant", MAX_TENANT_CHARS), ("db", MAX_PATH_CHARS),
-                  ("space", MAX_SPACE_LABEL_CHARS))
-
 _REQUEST_KEYS = frozenset(
     {"v", "id", "op", "tenant", "db", "space", "args", "timeout_ms", "cast"}
 )
@@ -127,10 +123,18 @@ def _readable_id(obj: dict[str, Any]) -> str | None:
     return None
 
 
+def _fine(value: Any, max_chars: int) -> bool:
+    """Whether an optional string field is None or a string of 1 to `max_chars`
+    characters without NUL (orjson gives exact types: `type(x) is str`)."""
+    return value is None or (type(value) is str and 0 < len(value) <= max_chars
+                             and "\x00" not in value)
+
+
 def _opt_str(obj: dict[str, Any], key: str, max_chars: int, rid: str | None) -> str | None:
+    """The optional string field `key`, or the refusal naming what is wrong with it."""
     value = obj.get(key)
-    if value is None:
-        return None
+    if _fine(value, max_chars):  # the common case, in one expression
+        return value
     if not isinstance(value, str) or not value:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"{key!r} must be a non-empty string or null",
                             request_id=rid)
@@ -154,13 +158,6 @@ def _ops_table() -> dict[str, Any]:
 
     _OPS = OPS
     return OPS
-
-
-def _fine(value: Any, max_chars: int) -> bool:
-    """Whether an optional string field passes `_opt_str` (the common case, in one
-    expression; `_opt_str` says what is wrong with one that does not)."""
-    return value is None or (type(value) is str and 0 < len(value) <= max_chars
-                             and "\x00" not in value)
 
 
 def decode_request(data: bytes) -> Request:
@@ -197,14 +194,12 @@ def decode_request(data: bytes) -> Request:
     if spec is None:
         shown = op if len(op) <= 64 else op[:64] + "..."
         raise ProtocolError(ErrorCode.UNKNOWN_OP, f"unknown op {shown!r}", request_id=rid)
-    tenant, db, space = obj.get("tenant"), obj.get("db"), obj.get("space")
-    if not (_fine(tenant, MAX_TENANT_CHARS) and _fine(db, MAX_PATH_CHARS)
-            and _fine(space, MAX_SPACE_LABEL_CHARS)):
-        for key, max_chars in _STRING_FIELDS:
-            _opt_str(obj, key, max_chars, rid)  # raises for the first field that fails
+    tenant = _opt_str(obj, "tenant", MAX_TENANT_CHARS, rid)
+    db = _opt_str(obj, "db", MAX_PATH_CHARS, rid)
     if db is not None and not db.startswith("/"):
         raise ProtocolError(ErrorCode.BAD_REQUEST, "'db' must be an absolute path",
                             request_id=rid)
+    space = _opt_str(obj, "space", MAX_SPACE_LABEL_CHARS, rid)
     args = obj.get("args")
     if args is None:
         args = {}
