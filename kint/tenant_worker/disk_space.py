@@ -65,13 +65,14 @@ def rooms(db: str, kint_home: str) -> list[Room]:
 
 def full_disks(db: str, kint_home: str, *, same_disk: bool = False) -> list[str]:
     """One line per disk that is full, naming what lives on it (empty when none is).
-    Asked by every `status`: the rooms are built only for a disk that is full, and
-    `same_disk` (the caller saw both paths on one device, st_dev) asks that disk once."""
+    Asked by every `status`: `same_disk` (the caller saw both paths on one device, st_dev)
+    asks that disk once."""
     lines = []
     free = None
     for i, (what, path) in enumerate(_places(db, kint_home)):
         if i == 0 or not same_disk:
             free = _free_bytes(path)
-        if free is not None and free < LOW_BYTES:
-            lines.append(Room(what, path, free).describe())
+        room = Room(what, path, free)
+        if room.low:
+            lines.append(room.describe())
     return lines
