@@ -98,9 +98,9 @@ class Worker:
     def __init__(self, config: WorkerConfig, token: bytes) -> None:
         self.config = config
         self._token = worker_wire.token_text(token)
-        # Every message carries the pid; asked once, not with a system call per message.
-        self._pid = os.getpid()
         self.ctx = SpaceContext(config=config, store=StoreReader(config.db, config.tenant))
+        # Every message carries the pid: the one the space's context asked for once.
+        self._pid = self.ctx.pid
         self.inflight = InFlight()
         self.memory = MemoryReading()
         self.zctx = zmq.Context()
