@@ -96,7 +96,8 @@ def _timed(fn: Callable[[], Any], count: int, into: list[float] | None) -> None:
 def run(quick: bool = False) -> dict[str, Any]:
     from kint.client import Client
     from kint.protocol import Request, encode_request
-    from kint.protocol.envelope import encode_reply, new_request_id, ok_reply
+    from kint.protocol.envelope import new_request_id, ok_reply
+    from kint.protocol.server_codec import encode_reply
     from kint.spaces import resolve
 
     warmup, n = (50, 300) if quick else (200, 2000)

@@ -96,7 +96,8 @@ def _ratio(kint: dict[str, Any], bare: dict[str, Any]) -> dict[str, float]:
 def run(quick: bool = False) -> dict[str, Any]:
     from kint.client import Client
     from kint.protocol import Request, encode_request
-    from kint.protocol.envelope import encode_reply, ok_reply
+    from kint.protocol.envelope import ok_reply
+    from kint.protocol.server_codec import encode_reply
 
     from anchor_store import anchor
 

@@ -150,7 +150,8 @@ def bare_workers(kint_home: Path, spaces: list[Space],
     kint's reply frame for `answers[(label, query)]`, the same verify in this process, so
     the bare shape carries kint's own message sizes."""
     from kint.protocol import Request, encode_request
-    from kint.protocol.envelope import encode_reply, ok_reply
+    from kint.protocol.envelope import ok_reply
+    from kint.protocol.server_codec import encode_reply
 
     specs, bare_calls = [], {}
     for s in spaces:

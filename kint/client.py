@@ -50,6 +50,14 @@ class SupervisorUnavailable(KintError):
         super().__init__("SUPERVISOR_UNAVAILABLE", message, hint)
 
 
+def _encoded(request: Request) -> bytes:
+    """The request's frame, or the KintError a caller reports when JSON cannot carry it."""
+    try:
+        return encode_request(request)
+    except ProtocolError as err:
+        raise KintError(err.code.value, err.message, err.hint) from None
+
+
 class Client:
     def __init__(self, home: Path | None = None, *, autostart: bool = True) -> None:
         self.home = home or kint_home()
@@ -181,7 +189,7 @@ class Client:
         self._follow(self._holder.pid())
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
-        self._socket().send(encode_request(request))
+        self._socket().send(_encoded(request))
 
     def _roundtrip(self, request: Request, wait_s: float, *, fresh_socket: bool = False,
                    serving: int | None = None) -> Reply:
@@ -191,7 +199,7 @@ class Client:
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
         try:
-            sock.send(encode_request(request))
+            sock.send(_encoded(request))
             deadline = time.monotonic() + wait_s
             while True:
                 left = deadline - time.monotonic()

@@ -96,8 +96,8 @@ def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
     that blocks past every deadline and every liveness look. Here the first call is
     answered (its wait set the usual one-second timeout), then the socket is made again
     and the next call is not answered: it must still give up at its deadline."""
-    from kint.protocol import decode_request
-    from kint.protocol.envelope import encode_reply, ok_reply
+    from kint.protocol.envelope import ok_reply
+    from kint.protocol.server_codec import decode_request, encode_reply
 
     home = tmp_path / "kint"
     holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")

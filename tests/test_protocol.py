@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
-from kint.protocol.envelope import decode_reply, encode_reply, error_reply, ok_reply
+from kint.protocol.client_codec import decode_reply, encode_request
+from kint.protocol.envelope import Request, error_reply, ok_reply
 from kint.protocol.limits import MAX_MESSAGE_BYTES, MAX_TIMEOUT_MS
+from kint.protocol.server_codec import decode_request, encode_reply
 
 GOOD = {"v": 1, "id": "r1", "op": "status", "tenant": "t", "db": "/tmp/m.db",
         "space": None, "args": {}, "timeout_ms": 5000}
@@ -108,6 +110,49 @@ def test_replies_round_trip():
     with pytest.raises(ProtocolError) as err:
         decode_reply(b'{"ok": false, "error": "MADE_UP"}')
     assert err.value.code == ErrorCode.INTERNAL
+
+
+def test_a_request_the_client_encodes_passes_the_gate_as_it_was_built():
+    """The client writes with the standard library, the gate reads with orjson: the same
+    request on both sides, non-ASCII text and nested arguments included."""
+    request = Request(id="c1", op="verify", tenant="ténant", db="/tmp/m.db",
+                      space="ténant@hermes:x", timeout_ms=5000,
+                      args={"query": "où est le café \u2603", "limit": 5, "write": False})
+    assert decode_request(encode_request(request)) == request
+    assert encode_request(request) == orjson.dumps(request.to_dict())  # the same bytes
+
+
+@pytest.mark.parametrize("args", [{"query": "lone \ud800 surrogate"}, {"limit": float("nan")},
+                                  {"limit": float("inf")}])
+def test_the_client_refuses_a_request_json_cannot_carry(args):
+    with pytest.raises(ProtocolError) as err:
+        encode_request(Request(id="c2", op="verify", args=args))
+    assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c2"
+
+
+@pytest.mark.parametrize("frame, why", [
+    (b"[1, 2]", "must be a JSON object"),
+    (b'{"ok": true, "result": NaN}', "not valid JSON"),
+    (b'{"ok": true, "result": {}, "x": \xff}', "not valid JSON"),
+    (b"[" * 100_000, "not valid JSON"),
+    (b'{"ok": true, "result": []}', "'result' is not an object"),
+    (b'{"ok": 1}', "'ok' is not true or false"),
+    (b'{"id": 7, "ok": true, "result": {}}', "'id' is not a string"),
+    (b" " * (MAX_MESSAGE_BYTES + 1), "over the limit"),
+])
+def test_a_malformed_reply_is_an_internal_error_naming_what_is_wrong(frame, why):
+    with pytest.raises(ProtocolError) as err:
+        decode_reply(frame)
+    assert err.value.code == ErrorCode.INTERNAL and why in err.value.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2048))
+def test_fuzz_bytes_decode_as_a_reply_or_raise_the_protocol_error(data):
+    try:
+        decode_reply(data)
+    except ProtocolError:
+        pass
 
 
 @settings(max_examples=400, deadline=None)

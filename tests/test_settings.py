@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from conftest import make_sandbox, write_store
-from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.server_codec import decode_request
 from kint.settings import loader
 from kint.settings.reload import ConfigWatch
 from kint.settings.schema import BY_NAME, SETTINGS

@@ -20,7 +20,8 @@ import zmq
 from conftest import write_store
 from kint.paths import back_address
 from kint.protocol import worker_wire
-from kint.protocol.envelope import encode_reply, ok_reply
+from kint.protocol.envelope import ok_reply
+from kint.protocol.server_codec import encode_reply
 from kint.supervisor.peer import peer_credentials
 
 

@@ -3,22 +3,16 @@
 Nothing in this package does I/O or imports the rest of kint, so every process (the CLI,
 the supervisor, a worker, a fuzzer) can decode and validate a message the same way.
 
-The table of ops (`kint.protocol.ops`) is imported by whoever checks a request (the
-supervisor, `decode_request`), not by this package: a client never needs it, and a fresh
-`kint supervisor status` pays for every module it loads.
+Each side imports its own codec: a client `kint.protocol.client_codec` (exported here),
+the supervisor and the workers `kint.protocol.server_codec` (the gate, `decode_request`,
+and `encode_reply`; not exported here, as it loads orjson). The table of ops
+(`kint.protocol.ops`) is imported by whoever checks a request, not by this package: a
+client never needs it, and a fresh `kint supervisor status` pays for every module it
+loads.
 """
 
-from kint.protocol.envelope import (
-    PROTOCOL_VERSION,
-    Reply,
-    Request,
-    decode_reply,
-    decode_request,
-    encode_reply,
-    encode_request,
-    error_reply,
-    ok_reply,
-)
+from kint.protocol.client_codec import decode_reply, encode_request
+from kint.protocol.envelope import PROTOCOL_VERSION, Reply, Request, error_reply, ok_reply
 from kint.protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -28,8 +22,6 @@ __all__ = [
     "Reply",
     "Request",
     "decode_reply",
-    "decode_request",
-    "encode_reply",
     "encode_request",
     "error_reply",
     "ok_reply",

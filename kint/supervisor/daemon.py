@@ -37,11 +37,12 @@ from kint import __version__
 from kint import settings as kint_settings
 from kint.logs import rotate_if_large, rotated_logs
 from kint.paths import BACK_SOCKET, FRONT_SOCKET, is_private_dir, prepare_socket_dir
-from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
-from kint.protocol.envelope import Reply, encode_reply, error_reply, ok_reply, reply_from_error
+from kint.protocol.envelope import Reply, error_reply, ok_reply, reply_from_error
 from kint.protocol.limits import MAX_WAITING_PER_SPACE, SOCKET_MAX_MESSAGE_BYTES
 from kint.protocol.ops import OPS
+from kint.protocol.server_codec import decode_request, encode_reply
 from kint.spaces import space_id as compute_space_id
 from kint.spaces import space_label
 from kint.supervisor.bindings import Binding, Bindings

@@ -16,8 +16,8 @@ import errno
 import fcntl
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kint.paths import run_dir
 
@@ -63,10 +63,10 @@ def mark_serving(pid_fd: int) -> None:
     os.pwrite(pid_fd, f"{os.getpid()} {SERVING}\n".encode(), 0)
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """The live supervisor of a home, as its pid file says: its pid (-1 when the file
-    cannot be read) and whether it has bound its sockets."""
+    cannot be read) and whether it has bound its sockets. (A NamedTuple: every client
+    loads this module, and `dataclasses` would load `inspect` with it.)"""
 
     pid: int
     serving: bool

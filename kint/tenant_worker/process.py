@@ -34,9 +34,10 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
-from kint.protocol import ErrorCode, ProtocolError, decode_request
+from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
-from kint.protocol.envelope import Reply, Request, encode_reply, error_reply, ok_reply
+from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
+from kint.protocol.server_codec import decode_request, encode_reply
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
 from kint.tenant_worker.op_pool import OpPool
