@@ -12,8 +12,10 @@ process: the wall time (spawn to exit, as a person waits) and its CPU time (user
 system, from wait4).
 
 The CLIs timed: the `kint` console script beside this interpreter (what `pip install`
-gives a user), and `python -m kint.cli` (which skips the script's entry point,
-kint.entry); `--kint PATH` adds another install's console script to the same rounds
+gives a user: its entry point, kint.entry, runs the plain `kint supervisor status` without
+click), the same script made to go through click (`kint --debug supervisor status`, the
+same function behind click's parsing), and `python -m kint.cli` (click, without the
+script's entry point); `--kint PATH` adds another install's console script to the same rounds
 (another checkout's venv for a before/after, a venv with the wheel installed), with the
 bare `python -c pass` of its own venv as its baseline (a venv's `.pth` files are part of
 every start). Each runs with this run's HOME and KINT_HOME and without PYTHONPATH, so it
@@ -40,7 +42,8 @@ import common
 TARGET_MS = 100.0
 # Modules `kint supervisor status` has no use for; the imports probe reports any it sees.
 UNUSED_BY_STATUS = ("kint.spaces", "kint.settings.loader", "kint.supervisor.autostart",
-                    "kint.logs", "logging", "tomllib", "eth_hash", "subprocess", "tempfile")
+                    "kint.logs", "logging", "tomllib", "eth_hash", "subprocess", "tempfile",
+                    "click", "orjson", "dataclasses", "inspect")
 
 
 def _rounds(timed: dict[str, tuple[list[str], str]], env: dict[str, str],
@@ -80,6 +83,8 @@ def _what_to_time(others: list[str]) -> dict[str, tuple[list[str], str]]:
     script = str(Path(sys.executable).with_name("kint"))
     timed = {bare: ([sys.executable, "-c", "pass"], bare),
              "kint supervisor status": ([script, "supervisor", "status"], bare),
+             "kint --debug supervisor status (through click)": (
+                 [script, "--debug", "supervisor", "status"], bare),
              "python -m kint.cli supervisor status": (
                  [sys.executable, "-m", "kint.cli", "supervisor", "status"], bare)}
     for other in others:

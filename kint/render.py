@@ -87,6 +87,12 @@ def table(columns: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def refusal_text(code: str, message: str, hint: str | None) -> str:
+    """A refused call as the CLI prints it on stderr: what happened, then what to do."""
+    text = f"kint: error: {message} [{code}]"
+    return f"{text}\nhint: {hint}" if hint else text
+
+
 def supervisor_status_text(status: dict[str, Any]) -> str:
     sup = status["supervisor"]
     head = f"supervisor pid {sup['pid']}, up {_age(sup['uptime_s'])}, {sup['kint_home']}"

@@ -65,9 +65,10 @@ ENGINE_MODULES = ("web3", "eth_account", "eth_keys", "eth_hash", "sibyl_memory_c
 # pays: issue 15 asks for the whole command under 100 ms, and click and ZeroMQ take most.
 STATUS_KINT_MODULES = frozenset({
     "kint", "kint.cli", "kint.client", "kint.commands", "kint.commands.common",
-    "kint.commands.exit_codes", "kint.commands.supervisor", "kint.paths", "kint.protocol",
-    "kint.protocol.envelope", "kint.protocol.errors", "kint.protocol.limits", "kint.render",
-    "kint.settings", "kint.settings.environ", "kint.supervisor", "kint.supervisor.pidlock",
+    "kint.commands.exit_codes", "kint.commands.supervisor", "kint.commands.supervisor_status",
+    "kint.paths", "kint.protocol", "kint.protocol.client_codec", "kint.protocol.envelope",
+    "kint.protocol.errors", "kint.protocol.limits", "kint.render", "kint.settings",
+    "kint.settings.environ", "kint.supervisor", "kint.supervisor.pidlock",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys
@@ -100,6 +101,54 @@ def test_supervisor_status_loads_only_the_client(sandbox):
     ours = {m for m in loaded["modules"] if m == "kint" or m.startswith("kint.")}
     assert sorted(ours - STATUS_KINT_MODULES) == []
     assert "kint.supervisor.pidlock" in ours  # the list names what really loads
+
+
+# What the console script's plain `kint supervisor status` loads, printed at exit.
+_LOADED_BY_THE_SCRIPT = """
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(sys.modules))))
+sys.argv = ["kint", *sys.argv[1:]]
+from kint.entry import main
+main()
+"""
+
+
+def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_prints(sandbox):
+    """`kint supervisor status` and `... --json`, exactly, run from the console script
+    without click, orjson or dataclasses (~25 ms of a fresh status: issue 15); any other
+    form goes through click to the same function, so the two print and exit alike."""
+    def script(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", _LOADED_BY_THE_SCRIPT, *args],
+                              env=sandbox.env, text=True, capture_output=True, timeout=90)
+
+    plain, through_click = script("supervisor", "status"), sandbox.kint("--debug", "supervisor",
+                                                                         "status")
+    assert plain.returncode == through_click.returncode == 3
+    assert plain.stderr == through_click.stderr == (f"kint: no supervisor is running for "
+                                                    f"{sandbox.kint_home}\n")
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    sandbox.call("status", sandbox.sibyl_db)
+    space = sandbox.row(sandbox.sibyl_db)["space"]
+    for args in (("supervisor", "status"), ("supervisor", "status", "--json")):
+        plain = script(*args)
+        assert plain.returncode == 0, plain.stderr
+        *printed, modules = plain.stdout.splitlines()
+        loaded = json.loads(modules)
+        assert not {"click", "orjson", "dataclasses", "inspect"} & set(loaded), loaded
+        assert {m for m in loaded if m.startswith("kint")} <= STATUS_KINT_MODULES | {"kint.entry"}
+        through_click = sandbox.kint("--debug", *args)
+        assert through_click.returncode == 0, through_click.stderr
+        if "--json" in args:
+            mine, theirs = json.loads("\n".join(printed)), json.loads(through_click.stdout)
+            assert [r["space"] for r in mine["spaces"]] == [space]
+            assert mine.keys() == theirs.keys() and mine["spaces"][0].keys() == theirs[
+                "spaces"][0].keys()
+        else:
+            assert printed[0].split(", up ")[0] == through_click.stdout.split(", up ")[0]
+            assert [line.split()[0] for line in printed[1:]] == [
+                line.split()[0] for line in through_click.stdout.splitlines()[1:]]
+            assert any(line.startswith(space) for line in printed[2:]), printed
 
 
 _GC_AFTER_VERSION = """

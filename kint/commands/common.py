@@ -13,12 +13,12 @@ from typing import Any, Callable, NoReturn
 import click
 import orjson
 
+from kint import render
 from kint.client import Client, KintError
 from kint.paths import kint_home
 
-from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
-
-EXIT_NO_SUPERVISOR = 3
+from kint.commands.exit_codes import ERROR as EXIT_ERROR, NO_SUPERVISOR as EXIT_NO_SUPERVISOR
+from kint.commands.exit_codes import exit_code_for
 
 
 class Ctx:
@@ -38,9 +38,7 @@ def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoR
         import traceback
 
         traceback.print_exc()
-    click.echo(f"kint: error: {err.message} [{err.code}]", err=True)
-    if err.hint:
-        click.echo(f"hint: {err.hint}", err=True)
+    click.echo(render.refusal_text(err.code, err.message, err.hint), err=True)
     sys.exit(exit_code_for(command, err.code) if command else EXIT_ERROR)
 
 

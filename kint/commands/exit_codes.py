@@ -7,6 +7,7 @@ One table, so a script can branch on `$?` the same way against either kint:
 | 0 | done; `verify` decided proceed |
 | 1 | `verify` refused; `doctor` found a failing check; a degraded supervisor |
 | 2 | an error: bad input, a refusal from `connect`, `authorize`, `recovery-code` |
+| 3 | `supervisor status`: no supervisor is running |
 | 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` too, for the session key) |
 | 4 | `push`, `compact`, `rekey`: the chain moved; `pull`: a fork |
 | 5 | `push`, `compact`, `rekey`, `pull`: any other push or pull refusal (a pull with no cached data key lands here) |
@@ -24,6 +25,8 @@ KEY_EXPIRED = 3
 CHAIN_MOVED = 4
 PUSH_PULL_REFUSED = 5
 FRESHNESS = 6
+# `kint supervisor status` (and `reload`) when no supervisor runs for KINT_HOME.
+NO_SUPERVISOR = 3
 
 # `rekey` exits 2 for its own refusals (a key it cannot carry over) but shares push's codes
 # for what its snapshot push meets.

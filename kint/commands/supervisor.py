@@ -92,27 +92,9 @@ def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
     Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
     restarting or quarantined; 3 when no supervisor runs.
     """
-    client = obj.client(autostart=False)
-    while True:
-        if not client.ping(1.0):
-            click.echo(f"kint: no supervisor is running for {kint_home()}", err=True)
-            sys.exit(EXIT_NO_SUPERVISOR)
-        try:
-            status = client.call("sup.status", timeout_s=5)
-        except KintError as err:
-            fail(err, obj.debug)
-        if as_json:
-            echo_json(status)
-        else:
-            if watch:
-                click.clear()
-            click.echo(render.supervisor_status_text(status))
-        if not watch:
-            sys.exit(1 if status["degraded"] else 0)
-        try:
-            time.sleep(1.0)
-        except KeyboardInterrupt:
-            return
+    from kint.commands.supervisor_status import run
+
+    sys.exit(run(as_json=as_json, watch=watch, debug=obj.debug))
 
 
 @supervisor_group.command("restart")

@@ -1,0 +1,95 @@
+"""`kint supervisor status`, without click: what the command does, and the plain forms the
+console script runs without loading the command line at all.
+
+People run this command in a loop to watch a busy or stuck box (issue 15 wants it under
+100 ms from a fresh process, two thirds of which is Python starting and importing). click
+(with `inspect`, which it loads) is ~12 ms of that, orjson and `dataclasses` ~13 ms more.
+So `kint.entry` hands `kint supervisor status` and `kint supervisor status --json`,
+exactly those words, to `run` here, which loads the client, the renderer and nothing else;
+every other form (`--watch`, `--help`, a global option such as `--debug`) goes through
+click, whose command (`kint.commands.supervisor`) calls the same `run`. One function, so
+the two ways cannot print or exit differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from kint import render
+from kint.client import Client, KintError
+from kint.commands.exit_codes import ERROR, NO_SUPERVISOR
+from kint.paths import kint_home
+
+_PLAIN_FORMS = {("supervisor", "status"): False, ("supervisor", "status", "--json"): True}
+_CLEAR_SCREEN = "\033[2J\033[1;1H"
+
+
+def plain_form(argv: list[str]) -> bool | None:
+    """For the console script: whether `argv` (without the program name) is one of the
+    plain forms, and then whether it asks for JSON; None for anything else."""
+    return _PLAIN_FORMS.get(tuple(argv))
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _show(status: dict[str, Any], as_json: bool, watch: bool) -> None:
+    if as_json:
+        _out(json.dumps(status, indent=2, ensure_ascii=False))
+        return
+    if watch and sys.stdout.isatty():
+        sys.stdout.write(_CLEAR_SCREEN)
+    _out(render.supervisor_status_text(status))
+
+
+def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> int:
+    """One row per space; the exit status the CLI reference gives: 0 when every space is
+    ready, busy, starting or idle, 1 when any is hung, restarting or quarantined, 2 when
+    the supervisor refused the call, 3 when no supervisor runs. With `watch`, again every
+    second until Ctrl-C (which ends it with 0)."""
+    client = Client(kint_home(), autostart=False)
+    while True:
+        if not client.ping(1.0):
+            _err(f"kint: no supervisor is running for {kint_home()}")
+            return NO_SUPERVISOR
+        try:
+            status = client.call("sup.status", timeout_s=5)
+        except KintError as err:
+            if debug:
+                import traceback
+
+                traceback.print_exc()
+            _err(render.refusal_text(err.code, err.message, err.hint))
+            return ERROR
+        _show(status, as_json, watch)
+        if not watch:
+            return 1 if status["degraded"] else 0
+        try:
+            time.sleep(1.0)
+        except KeyboardInterrupt:
+            return 0
+
+
+def run_plain(as_json: bool) -> int:
+    """`run` for the console script, with what click would otherwise do at the edges:
+    Ctrl-C ends it with "Aborted!" and 1, a closed pipe (`| head`) quietly with 1."""
+    try:
+        return run(as_json=as_json)
+    except KeyboardInterrupt:
+        _err("\nAborted!")
+        return 1
+    except BrokenPipeError:
+        # Nothing more reaches a closed pipe; the flush at exit goes to /dev/null instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
