@@ -156,7 +156,8 @@ SETTINGS: tuple[Setting, ...] = (
 
     _s("KINT_WORKER_HEARTBEAT_TIMEOUT", "float", 10.0, "machine", DAEMON, SUPERVISOR,
        "seconds without a heartbeat before a worker is hung (SIGTERM, SIGKILL 5 s later, "
-       "restarted)", minimum=1.0),
+       "restarted); an idle worker beats every quarter of it (1 to 3 s), and one spawned "
+       "before a reload shortened it is given two of its beats", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
        "seconds with nothing to do before a worker exits", minimum=1.0),
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,

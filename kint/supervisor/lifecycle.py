@@ -45,7 +45,9 @@ class WorkerLifecycle:
         config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
                               db=handle.db, kint_home=str(self.home),
                               back_address=self.back_address,
-                              supervisor_pid=os.getpid())
+                              supervisor_pid=os.getpid(),
+                              idle_beat_s=worker_wire.idle_beat_seconds(
+                                  self.settings.heartbeat_timeout_s))
         now = time.monotonic()
         handle.stop_reason = None
         handle.stop_deadline = None
@@ -160,7 +162,10 @@ class WorkerLifecycle:
                 handle.stop_deadline = None
             return
         silent = handle.silent_for(now)
-        limit = s.heartbeat_timeout_s if handle.last_beat_at is not None else s.start_timeout_s
+        # A worker spawned before a reload shortened the timeout may beat less often than
+        # the new timeout allows: it is given two of its beats (its next spawn follows it).
+        limit = (max(s.heartbeat_timeout_s, 2 * handle.beat_every_s())
+                 if handle.last_beat_at is not None else s.start_timeout_s)
         if silent is not None and silent > limit:
             handle.hung_reason = f"no heartbeat for {silent:.0f}s"
             handle.state = "hung"

@@ -49,6 +49,8 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "last_exit": handle.last_exit,
         "last_beat_age_s": (round(now - handle.last_beat_at, 3)
                             if handle.last_beat_at is not None and handle.alive else None),
+        # When the last beat said the next would come: 1 s at work, longer once idle.
+        "beat_every_s": handle.beat.get("every_s") if handle.alive else None,
         "uptime_s": (round(now - handle.spawned_at, 3)
                      if handle.spawned_at is not None and handle.alive else None),
         "waiting": handle.waiting(),

@@ -27,8 +27,9 @@ State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined"
                 "stopping", "stopped"]
 StopReason = Literal["idle", "recycle", "stop", "restart"]
 
-# A worker beats every second; this long without one is worth saying in a TIMEOUT.
-SILENT_AFTER_S = 1.5
+# Past the beat a worker said would be its next, this long without one is worth saying
+# in a TIMEOUT or a status row.
+SILENT_MARGIN_S = 0.5
 
 # States in which the space is serving or can serve on demand.
 HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
@@ -108,7 +109,8 @@ class WorkerHandle:
             return "starting"
         if self.state == "quarantined":
             return "quarantined"
-        if self.last_beat_at is not None and now - self.last_beat_at > SILENT_AFTER_S:
+        if (self.last_beat_at is not None
+                and now - self.last_beat_at > self.beat_every_s() + SILENT_MARGIN_S):
             return f"silent: no heartbeat for {now - self.last_beat_at:.1f}s"
         op = self.beat.get("op")
         if op:
@@ -119,6 +121,12 @@ class WorkerHandle:
         return self.state
 
     # -- lifecycle decisions ---------------------------------------------------------------
+
+    def beat_every_s(self) -> float:
+        """When the worker's last beat said the next would come (every second before it
+        said anything)."""
+        every = self.beat.get("every_s")
+        return float(every) if every else 1.0
 
     def silent_for(self, now: float) -> float | None:
         """How long the worker has said nothing while the supervisor was listening: since

@@ -3,9 +3,11 @@
 The main thread owns the DEALER socket: it receives requests, hands them to a small
 thread pool (kint.tenant_worker.op_pool: the thread that went idle last runs the next
 op), forwards the pool's replies (encoded by the pool thread, passed through an inproc
-socket, since a ZeroMQ socket belongs to one thread), and beats once a second with
-what it is doing. The only handler it runs itself is the plain `status` (a few stats), so
-a slow op never stops the heartbeat: slow is *busy*, not *hung*.
+socket, since a ZeroMQ socket belongs to one thread), and beats with what it is doing:
+every second while it works and for `idle_beat_s` after, then every `idle_beat_s`
+(each beat says when the next is due; a request makes the next one due within a second).
+The only handler it runs itself is the plain `status` (a few stats), so a slow op never
+stops the heartbeat: slow is *busy*, not *hung*.
 
 The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
 which exits when the supervisor does) and, on every beat, a check that the supervisor's
@@ -36,6 +38,7 @@ from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
+from kint.protocol.worker_wire import BEAT_SECONDS
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
 from kint.protocol.server_codec import decode_request, encode_reply
 from kint.tenant_worker.config import WorkerConfig
@@ -46,8 +49,6 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
 
 log = logging.getLogger("kint.worker")
-
-BEAT_SECONDS = 1.0
 # How long a commanded stop waits for ops in flight before exiting anyway.
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
@@ -114,6 +115,10 @@ class Worker:
         self._local = threading.local()
         self.stopping = False
         self.stop_requested = threading.Event()
+        # When a request last went to the pool or a reply came back (main thread only).
+        self._active_at = time.monotonic()
+        # When the next beat is due (monotonic).
+        self._next_beat = self._active_at
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -122,16 +127,27 @@ class Worker:
         message["token"] = self._token
         self.dealer.send_multipart(worker_wire.encode(message), flags)
 
-    def _beat(self) -> None:
+    def _beat(self, now: float) -> None:
         """One beat, never waited on: while the supervisor does not read (it is stopped,
-        say) and the queue to it is full, a beat is skipped, not queued behind the rest."""
+        say) and the queue to it is full, a beat is skipped, not queued behind the rest.
+        The next is due in a second while the worker works or worked lately, else in
+        `idle_beat_s`."""
+        count, op, age = self.inflight.snapshot()
+        idle_s = self.config.idle_beat_s
+        every = BEAT_SECONDS if count or now - self._active_at < idle_s else idle_s
+        self._next_beat = now + every
         try:
-            self._send(self._beat_message(), zmq.NOBLOCK)
+            self._send(self._beat_message(count, op, age, every), zmq.NOBLOCK)
         except zmq.Again:
             pass
 
-    def _beat_message(self) -> dict[str, Any]:
-        count, op, age = self.inflight.snapshot()
+    def _busy_now(self) -> None:
+        """A request went to the pool or its reply came back: beat within a second."""
+        self._active_at = now = time.monotonic()
+        self._next_beat = min(self._next_beat, now + BEAT_SECONDS)
+
+    def _beat_message(self, count: int, op: str | None, age: float | None,
+                      every: float) -> dict[str, Any]:
         return {"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
             "inflight": count, "rpc": self.ctx.tracker.beat(), "head": self._head(),
@@ -140,6 +156,7 @@ class Worker:
             "has_work": self._has_work(count),
             "progress": self.ctx.progress if count else None,
             "own_mib": self.memory.at_beat(time.monotonic(), count),
+            "every_s": every,
         }}
 
     def _has_work(self, inflight: int) -> bool:
@@ -242,6 +259,7 @@ class Worker:
             self.dealer.send_multipart(self._reply_message(internal_id, self._run(request)))
         else:
             self.inflight.start(internal_id, request.op)
+            self._busy_now()
             self.pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
 
     # -- the loop --------------------------------------------------------------------------
@@ -253,16 +271,14 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self.dealer, zmq.POLLIN)
         poller.register(self.replies, zmq.POLLIN)
-        next_beat = time.monotonic()
         stop_deadline: float | None = None
         while True:
             now = time.monotonic()
-            if now >= next_beat:
+            if now >= self._next_beat:
                 if not pid_alive(cfg.supervisor_pid):
                     log.warning("supervisor %d is gone; exiting", cfg.supervisor_pid)
                     return 0
-                self._beat()
-                next_beat = now + BEAT_SECONDS
+                self._beat(now)
             if self.stop_requested.is_set():
                 self.stopping = True
             if self.stopping:
@@ -271,7 +287,8 @@ class Worker:
                     stop_deadline = now + STOP_GRACE_SECONDS
                 if count == 0 or now >= stop_deadline:
                     return 0
-            timeout = max(0.0, min(next_beat - time.monotonic(), 0.2 if self.stopping else 1.0))
+            timeout = max(0.0, min(self._next_beat - time.monotonic(),
+                                   0.2 if self.stopping else 1.0))
             # One message per ready socket per turn: the next poll returns at once while
             # more wait, and draining until Again cost an exception per wake-up.
             for sock, _ in poller.poll(timeout * 1000):
@@ -283,6 +300,7 @@ class Worker:
                     self._dispatch(frames)
                 else:
                     self.dealer.send_multipart(frames)
+                    self._busy_now()
 
     def close(self) -> None:
         self.pool.shutdown()

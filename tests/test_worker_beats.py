@@ -1,0 +1,84 @@
+"""A worker's heartbeat cadence: every second while it works, less often once idle (64
+idle workers beating every second cost the box ~47 ms of CPU a second), each beat saying
+when the next is due, and the supervisor judging silence against what the worker said."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import write_store
+
+from kint.protocol.worker_wire import BEAT_SECONDS, idle_beat_seconds
+from kint.supervisor.lifecycle import WorkerLifecycle
+from kint.supervisor.settings import Settings
+from kint.supervisor.workers import WorkerHandle
+
+
+def test_an_idle_worker_beats_a_quarter_of_the_timeout_apart_at_most_three_seconds():
+    assert idle_beat_seconds(10.0) == 2.5
+    assert idle_beat_seconds(60.0) == 3.0
+    assert idle_beat_seconds(2.0) == BEAT_SECONDS  # never more often than a busy worker
+
+
+def _handle(every_s: float, last_beat_at: float) -> WorkerHandle:
+    handle = WorkerHandle(space_id="cd" * 32, label="t@hermes:x", tenant="t", db="/x.db")
+    handle.pid, handle.state = 4242, "ready"
+    handle.spawned_at = handle.last_beat_at = last_beat_at
+    handle.beat = {"every_s": every_s, "op": None}
+    return handle
+
+
+def test_silence_is_counted_from_the_beat_the_worker_said_would_come():
+    idle = _handle(2.5, 100.0)
+    assert idle.doing(102.9) == "ready"  # its next beat is not late yet
+    assert idle.doing(103.1).startswith("silent: no heartbeat for 3.1s")
+    busy = _handle(1.0, 100.0)
+    assert busy.doing(101.6).startswith("silent: no heartbeat for 1.6s")
+
+
+class _Host(WorkerLifecycle):
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.shutting_down = False
+
+
+def test_a_worker_that_beats_less_often_than_a_shortened_timeout_gets_two_of_its_beats():
+    """A reload can shorten KINT_WORKER_HEARTBEAT_TIMEOUT below what a running idle worker
+    was told at its spawn: it is judged hung after two of its own beats, not at once."""
+    host = _Host(Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0))
+    slow, usual = _handle(2.5, 100.0), _handle(1.0, 100.0)
+    for handle in (slow, usual):
+        handle.signal = lambda sig: None  # no process behind these handles
+    host._check_alive(slow, 104.0)
+    host._check_alive(usual, 104.0)
+    assert slow.state == "ready" and usual.state == "hung"
+    host._check_alive(slow, 105.5)
+    assert slow.state == "hung"
+
+
+def _every(sandbox, db) -> float | None:
+    return sandbox.row(db)["beat_every_s"]
+
+
+def _wait_for(what, deadline_s: float = 20.0):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.1)
+    return what()
+
+
+def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(sandbox):
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    sandbox.call("status", sandbox.sibyl_db)
+    # Default timeout 10 s: once idle for 2.5 s, its beats say 2.5 s.
+    assert _wait_for(lambda: _every(sandbox, sandbox.sibyl_db) == 2.5)
+    assert sandbox.row(sandbox.sibyl_db)["state"] == "ready"
+    # An op on the pool: the next beat comes within a second and says one second.
+    sandbox.call("status", sandbox.sibyl_db, args={"chain": True})
+    assert _wait_for(lambda: _every(sandbox, sandbox.sibyl_db) == 1.0, deadline_s=5.0)
+    assert _wait_for(lambda: _every(sandbox, sandbox.sibyl_db) == 2.5)
+    assert sandbox.row(sandbox.sibyl_db)["state"] == "ready"
