@@ -41,6 +41,7 @@ BENCHMARKS: list[tuple[str, str]] = [
     ("mcp", "bench_mcp"),
     ("footprint", "bench_footprint"),
     ("tenants", "bench_tenants"),
+    ("idle", "bench_idle"),
 ]
 # The benchmarks whose table lines this file writes (below); any other gives its own.
 _ROWS_HERE = frozenset({"roundtrip", "spawn", "memory", "verify", "chain", "mcp"})
