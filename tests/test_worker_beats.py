@@ -4,9 +4,12 @@ when the next is due, and the supervisor judging silence against what the worker
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 
-from conftest import write_store
+from conftest import make_sandbox, write_store
 
 from kint.protocol.worker_wire import BEAT_SECONDS, idle_beat_seconds
 from kint.supervisor.lifecycle import WorkerLifecycle
@@ -82,3 +85,36 @@ def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(sandb
     assert _wait_for(lambda: _every(sandbox, sandbox.sibyl_db) == 1.0, deadline_s=5.0)
     assert _wait_for(lambda: _every(sandbox, sandbox.sibyl_db) == 2.5)
     assert sandbox.row(sandbox.sibyl_db)["state"] == "ready"
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def test_an_idle_worker_sleeps_until_its_next_beat_yet_stops_at_once_on_sigterm(tmp_path):
+    """An idle worker's loop waits for its next beat (3 s apart under a 60 s timeout),
+    not a second at a time; a signal wakes it through its wake-up pipe, so SIGTERM right
+    after a beat stops it well before the next one would have woken it."""
+    sb = make_sandbox(tmp_path, KINT_WORKER_HEARTBEAT_TIMEOUT="60")
+    try:
+        write_store(sb.sibyl_db)
+        sb.start()
+        pid = sb.call("status", sb.sibyl_db)["worker"]["pid"]
+        space16 = sb.row(sb.sibyl_db)["space"]
+        assert _wait_for(lambda: _every(sb, sb.sibyl_db) == 3.0)
+        # Just after a beat: the next is ~3 s away.
+        assert _wait_for(lambda: (sb.row(sb.sibyl_db)["last_beat_age_s"] or 9) < 0.2)
+        os.kill(pid, signal.SIGTERM)
+        t0 = time.monotonic()
+        while _running(pid) and time.monotonic() - t0 < 10:
+            time.sleep(0.02)
+        assert time.monotonic() - t0 < 1.5
+        logged = [line for path in sb.kint_home.rglob("*.log")
+                  for line in path.read_text(errors="replace").splitlines()]
+        assert f"worker for space {space16} exits (0)" in "\n".join(logged)  # a clean stop
+    finally:
+        sb.shutdown()
