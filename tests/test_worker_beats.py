@@ -59,6 +59,19 @@ def test_a_worker_that_beats_less_often_than_a_shortened_timeout_gets_two_of_its
     assert slow.state == "hung"
 
 
+def test_a_beat_cannot_put_a_worker_out_of_reach_of_the_hung_judgement():
+    """The hung limit grows with the cadence the worker's beat claims; a claim past any
+    cadence a worker is given (a bug, a unit mix-up) is held to the longest, so a worker
+    that then falls silent is still judged hung, and its silence worded in time."""
+    host = _Host(Settings(heartbeat_timeout_s=10.0, kill_grace_s=5.0))
+    claims = _handle(1e9, 100.0)
+    claims.signal = lambda sig: None  # no process behind this handle
+    assert claims.doing(104.0).startswith("silent: no heartbeat for 4.0s")
+    host._check_alive(claims, 111.0)
+    assert claims.state == "hung"
+    assert _handle(-5.0, 100.0).doing(101.2) == "ready"  # nor a beat due in the past
+
+
 def _every(sandbox, db) -> float | None:
     return sandbox.row(db)["beat_every_s"]
 
