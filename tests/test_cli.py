@@ -151,6 +151,18 @@ def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_pr
             assert any(line.startswith(space) for line in printed[2:]), printed
 
 
+def test_status_with_a_closed_stream_still_exits_with_its_own_status(sandbox):
+    """`kint supervisor status 2>&-` (or `>&-`): Python gives the closed stream as None;
+    the command says nothing there, as click.echo does, and exits with its own status (3:
+    no supervisor), not 1 from an AttributeError, on the plain path and through click."""
+    for args in (("supervisor", "status"), ("--debug", "supervisor", "status"),
+                 ("supervisor", "status", "--json")):
+        for closed in ("2>&-", ">&- 2>&-"):
+            done = subprocess.run(["sh", "-c", f'exec "$0" "$@" {closed}', KINT, *args],
+                                  env=sandbox.env, timeout=90)
+            assert done.returncode == 3, (args, closed)
+
+
 _GC_AFTER_VERSION = """
 import atexit, gc, json, sys
 atexit.register(lambda: print(json.dumps({"enabled": gc.isenabled(),

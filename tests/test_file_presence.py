@@ -102,7 +102,8 @@ def test_status_reports_the_files_as_they_are_at_each_call(tmp_path):
     home.mkdir(mode=0o700)
     db = tmp_path / "memory.db"
     cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
-                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1)
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
     ctx = SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
     files = space_files(home, SPACE16)
     _age(home, 10)
@@ -121,7 +122,8 @@ def test_status_asks_a_disk_holding_store_and_home_once(tmp_path, monkeypatch):
     db = tmp_path / "memory.db"
     db.write_bytes(b"")
     cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
-                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1)
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
     ctx = SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
     asked: list[str] = []
     real = os.statvfs

@@ -120,10 +120,13 @@ def test_a_request_the_client_encodes_passes_the_gate_as_it_was_built():
                       args={"query": "où est le café \u2603", "limit": 5, "write": False})
     assert decode_request(encode_request(request)) == request
     assert encode_request(request) == orjson.dumps(request.to_dict())  # the same bytes
+    edges = Request(id="c3", op="history", args={"block": 2 ** 64 - 1, "n": -(2 ** 63)})
+    assert orjson.loads(encode_request(edges))["args"] == edges.args  # still integers
 
 
 @pytest.mark.parametrize("args", [{"query": "lone \ud800 surrogate"}, {"limit": float("nan")},
-                                  {"limit": float("inf")}])
+                                  {"limit": float("inf")}, {"block": 2 ** 64},
+                                  {"settings": {"x": [-(2 ** 63) - 1]}}])
 def test_the_client_refuses_a_request_json_cannot_carry(args):
     with pytest.raises(ProtocolError) as err:
         encode_request(Request(id="c2", op="verify", args=args))

@@ -59,6 +59,19 @@ def test_a_worker_that_beats_less_often_than_a_shortened_timeout_gets_two_of_its
     assert slow.state == "hung"
 
 
+def test_a_beat_cannot_put_a_worker_out_of_reach_of_the_hung_judgement():
+    """The hung limit grows with the cadence the worker's beat claims; a claim past any
+    cadence a worker is given (a bug, a unit mix-up) is held to the longest, so a worker
+    that then falls silent is still judged hung, and its silence worded in time."""
+    host = _Host(Settings(heartbeat_timeout_s=10.0, kill_grace_s=5.0))
+    claims = _handle(1e9, 100.0)
+    claims.signal = lambda sig: None  # no process behind this handle
+    assert claims.doing(104.0).startswith("silent: no heartbeat for 4.0s")
+    host._check_alive(claims, 111.0)
+    assert claims.state == "hung"
+    assert _handle(-5.0, 100.0).doing(101.2) == "ready"  # nor a beat due in the past
+
+
 def _every(sandbox, db) -> float | None:
     return sandbox.row(db)["beat_every_s"]
 
@@ -106,15 +119,50 @@ def test_an_idle_worker_sleeps_until_its_next_beat_yet_stops_at_once_on_sigterm(
         pid = sb.call("status", sb.sibyl_db)["worker"]["pid"]
         space16 = sb.row(sb.sibyl_db)["space"]
         assert _wait_for(lambda: _every(sb, sb.sibyl_db) == 3.0)
-        # Just after a beat: the next is ~3 s away.
+        # Just after a beat: the next is 3 s after it.
         assert _wait_for(lambda: (sb.row(sb.sibyl_db)["last_beat_age_s"] or 9) < 0.2)
+        next_beat_in = 3.0 - sb.row(sb.sibyl_db)["last_beat_age_s"]
         os.kill(pid, signal.SIGTERM)
         t0 = time.monotonic()
         while _running(pid) and time.monotonic() - t0 < 10:
             time.sleep(0.02)
-        assert time.monotonic() - t0 < 1.5
+        # Gone before its next beat was due: the signal woke it, not the beat.
+        assert time.monotonic() - t0 < next_beat_in - 0.3
         logged = [line for path in sb.kint_home.rglob("*.log")
                   for line in path.read_text(errors="replace").splitlines()]
         assert f"worker for space {space16} exits (0)" in "\n".join(logged)  # a clean stop
     finally:
         sb.shutdown()
+
+
+def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_runs(
+        tmp_path, monkeypatch):
+    """The store watcher's push runs on its own thread and the push journal's settling at
+    start on the pool without a request: both count as work (the first shows as progress,
+    the second is in flight), so status follows them every second, not every 2.5 s."""
+    from kint.tenant_worker import pending
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.process import Worker
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    cfg = WorkerConfig(space_id="ef" * 32, label="t", tenant="t", db=str(tmp_path / "m.db"),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    worker = Worker(cfg, b"\x01" * 32)  # not serving: its beats go nowhere
+    try:
+        now = time.monotonic() + 60  # long after its start: idle
+        worker._beat(now)
+        assert worker._next_beat == now + 2.5
+        worker.ctx.progress = "push: epoch 1 of 2 (10 rows)"
+        worker._beat(now)
+        assert worker._next_beat == now + BEAT_SECONDS
+        worker.ctx.progress = None
+        seen = []
+        monkeypatch.setattr(pending, "resolve_pending_at_start",
+                            lambda ctx: seen.append(worker.inflight.snapshot()[:2]))
+        worker.resolve_pending_at_start()
+        assert seen == [(1, "resolve_pending")]  # in flight while it runs
+        assert worker.inflight.snapshot()[0] == 0  # and no longer after
+    finally:
+        worker.close()

@@ -17,8 +17,7 @@ from kint import render
 from kint.client import Client, KintError
 from kint.paths import kint_home
 
-from kint.commands.exit_codes import ERROR as EXIT_ERROR, NO_SUPERVISOR as EXIT_NO_SUPERVISOR
-from kint.commands.exit_codes import exit_code_for
+from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
 
 
 class Ctx:

@@ -7,11 +7,13 @@ One table, so a script can branch on `$?` the same way against either kint:
 | 0 | done; `verify` decided proceed |
 | 1 | `verify` refused; `doctor` found a failing check; a degraded supervisor |
 | 2 | an error: bad input, a refusal from `connect`, `authorize`, `recovery-code` |
-| 3 | `supervisor status`: no supervisor is running |
 | 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` too, for the session key) |
 | 4 | `push`, `compact`, `rekey`: the chain moved; `pull`: a fork |
 | 5 | `push`, `compact`, `rekey`, `pull`: any other push or pull refusal (a pull with no cached data key lands here) |
 | 6 | `pull`: a freshness refusal (a stale RPC, two RPCs that disagree on a cold start) |
+
+And this kint's own: `supervisor status` and `supervisor reload` exit 3 when no
+supervisor runs for KINT_HOME (v0.3.0 has no supervisor).
 """
 
 from __future__ import annotations

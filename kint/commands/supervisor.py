@@ -9,7 +9,8 @@ import click
 
 from kint import render
 from kint.client import KintError
-from kint.commands.common import EXIT_NO_SUPERVISOR, Ctx, echo_json, fail
+from kint.commands.common import Ctx, echo_json, fail
+from kint.commands.exit_codes import NO_SUPERVISOR
 from kint.paths import kint_home
 
 
@@ -69,7 +70,7 @@ def supervisor_reload(obj: Ctx) -> None:
     if not client.ping(1.0):
         click.echo(f"kint: no supervisor is running for {kint_home()}; the next one reads "
                    f"the config file when it starts", err=True)
-        sys.exit(EXIT_NO_SUPERVISOR)
+        sys.exit(NO_SUPERVISOR)
     try:
         result = client.call("sup.reload", timeout_s=10)
     except KintError as err:
@@ -90,7 +91,8 @@ def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
     """One row per space: worker state, op in flight, RPC, head, restarts.
 
     Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
-    restarting or quarantined; 3 when no supervisor runs.
+    restarting or quarantined; 2 when the supervisor refuses the call; 3 when no
+    supervisor runs.
     """
     from kint.commands.supervisor_status import run
 

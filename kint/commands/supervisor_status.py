@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from kint import render
 from kint.client import Client, KintError
@@ -34,21 +34,28 @@ def plain_form(argv: list[str]) -> bool | None:
     return _PLAIN_FORMS.get(tuple(argv))
 
 
+def _write(stream: TextIO | None, text: str) -> None:
+    """`text` and a newline on `stream`; nothing when the stream is closed (`>&-` makes
+    it None), as click.echo does, so the exit status is still the command's own."""
+    if stream is None:
+        return
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def _out(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    _write(sys.stdout, text)
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
+    _write(sys.stderr, text)
 
 
 def _show(status: dict[str, Any], as_json: bool, watch: bool) -> None:
     if as_json:
         _out(json.dumps(status, indent=2, ensure_ascii=False))
         return
-    if watch and sys.stdout.isatty():
+    if watch and sys.stdout is not None and sys.stdout.isatty():
         sys.stdout.write(_CLEAR_SCREEN)
     _out(render.supervisor_status_text(status))
 

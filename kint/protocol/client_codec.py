@@ -18,9 +18,33 @@ from kint.protocol.errors import ErrorCode, ProtocolError
 from kint.protocol.limits import MAX_MESSAGE_BYTES
 
 
+# The integers the serving side's orjson reads as integers; it reads larger ones as
+# floats, which would reach a handler as another value than the one sent.
+_MIN_INT, _MAX_INT = -(2 ** 63), 2 ** 64 - 1
+
+
+def _big_int_in(value: Any) -> int | None:
+    """An integer in `value` (an argument, nested or not) outside what the gate reads."""
+    if type(value) is int:
+        return value if not _MIN_INT <= value <= _MAX_INT else None
+    children = value.values() if isinstance(value, dict) else (
+        value if isinstance(value, (list, tuple)) else ())
+    for child in children:
+        found = _big_int_in(child)
+        if found is not None:
+            return found
+    return None
+
+
 def encode_request(request: Request) -> bytes:
-    """The request's frame. Text that is not valid Unicode (a lone surrogate) or a float
-    JSON cannot carry (NaN, infinity) is refused here, before anything is sent."""
+    """The request's frame. Text that is not valid Unicode (a lone surrogate), a float JSON
+    cannot carry (NaN, infinity) or an integer outside 64 bits is refused here, before
+    anything is sent."""
+    big = _big_int_in(request.args)
+    if big is not None:
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"the request cannot be sent as JSON: the integer {big} is "
+                            f"outside 64 bits", request_id=request.id)
     try:
         return json.dumps(request.to_dict(), ensure_ascii=False, allow_nan=False,
                           separators=(",", ":")).encode()

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kint.protocol.worker_wire import BEAT_SECONDS, IDLE_BEAT_MAX_SECONDS
+
 State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined", "idle",
                 "stopping", "stopped"]
 StopReason = Literal["idle", "recycle", "stop", "restart"]
@@ -124,9 +126,12 @@ class WorkerHandle:
 
     def beat_every_s(self) -> float:
         """When the worker's last beat said the next would come (every second before it
-        said anything)."""
+        said anything), held to the cadences a worker may have (1 to 3 s): the hung limit
+        grows with it, and no beat may put a worker out of reach of that judgement."""
         every = self.beat.get("every_s")
-        return float(every) if every else 1.0
+        if not every:
+            return BEAT_SECONDS
+        return min(max(float(every), BEAT_SECONDS), IDLE_BEAT_MAX_SECONDS)
 
     def silent_for(self, now: float) -> float | None:
         """How long the worker has said nothing while the supervisor was listening: since

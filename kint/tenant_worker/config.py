@@ -15,10 +15,10 @@ class WorkerConfig:
     kint_home: str
     back_address: str
     supervisor_pid: int
-    threads: int = 4
     # How often this worker beats once idle (worker_wire.idle_beat_seconds of the
     # supervisor's heartbeat timeout when it was spawned).
-    idle_beat_s: float = 1.0
+    idle_beat_s: float
+    threads: int = 4
 
     @property
     def space16(self) -> str:

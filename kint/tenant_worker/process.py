@@ -38,7 +38,6 @@ from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
-from kint.protocol.worker_wire import BEAT_SECONDS
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
 from kint.protocol.server_codec import decode_request, encode_reply
 from kint.tenant_worker.config import WorkerConfig
@@ -49,6 +48,9 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
 
 log = logging.getLogger("kint.worker")
+
+# The in-flight id of the push journal's settling at start (no request carries it).
+_PENDING_AT_START = "pending-at-start"
 # How long a commanded stop waits for ops in flight before exiting anyway.
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
@@ -136,11 +138,13 @@ class Worker:
     def _beat(self, now: float) -> None:
         """One beat, never waited on: while the supervisor does not read (it is stopped,
         say) and the queue to it is full, a beat is skipped, not queued behind the rest.
-        The next is due in a second while the worker works or worked lately, else in
+        The next is due in a second while the worker works (an op in flight, or a push
+        the store watcher started, which shows as progress) or worked lately, else in
         `idle_beat_s`."""
         count, op, age = self.inflight.snapshot()
         idle_s = self.config.idle_beat_s
-        every = BEAT_SECONDS if count or now - self._active_at < idle_s else idle_s
+        working = count or self.ctx.progress is not None or now - self._active_at < idle_s
+        every = worker_wire.BEAT_SECONDS if working else idle_s
         self._next_beat = now + every
         try:
             self._send(self._beat_message(count, op, age, every), zmq.NOBLOCK)
@@ -150,7 +154,7 @@ class Worker:
     def _busy_now(self) -> None:
         """A request went to the pool or its reply came back: beat within a second."""
         self._active_at = now = time.monotonic()
-        self._next_beat = min(self._next_beat, now + BEAT_SECONDS)
+        self._next_beat = min(self._next_beat, now + worker_wire.BEAT_SECONDS)
 
     def _beat_message(self, count: int, op: str | None, age: float | None,
                       every: float) -> dict[str, Any]:
@@ -212,6 +216,17 @@ class Worker:
             self.inflight.finish(internal_id)
             self.memory.worked()
         return self._reply_message(internal_id, reply)
+
+    def resolve_pending_at_start(self) -> None:
+        """A push journal left by the last worker, settled before anything else, counted in
+        flight: the heartbeat says so, beats every second, and a stop waits for it."""
+        from kint.tenant_worker.pending import resolve_pending_at_start
+
+        self.inflight.start(_PENDING_AT_START, "resolve_pending")
+        try:
+            resolve_pending_at_start(self.ctx)
+        finally:
+            self.inflight.finish(_PENDING_AT_START)
 
     def _send_reply(self, frames: list[bytes]) -> None:
         self._reply_socket().send_multipart(frames)
@@ -334,8 +349,8 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     settings.configure(home=config.home, daemon=True,
                        space=(config.label, config.space16, config.space_id))
     worker = Worker(config, token)
+    signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
-    signal.set_wakeup_fd(worker._wake_w)
     try:
         check_openable(config.db)
     except StoreUnreadable as err:
@@ -347,9 +362,7 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         os._exit(EXIT_FATAL)
     log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
     if worker.ctx.state.files["pending"].exists():
-        from kint.tenant_worker.pending import resolve_pending_at_start
-
-        worker.pool.submit(resolve_pending_at_start, worker.ctx)
+        worker.pool.submit(worker.resolve_pending_at_start)
     code = worker.serve()
     log.info("worker for space %s exits (%d)", config.space16, code)
     worker.close()
