@@ -64,9 +64,14 @@ BEAT_SECONDS = 1.0
 IDLE_BEAT_MAX_SECONDS = 3.0
 
 
+def beat_seconds_in_range(seconds: float) -> float:
+    """`seconds` held to the cadences a worker may beat at (1 to 3 s)."""
+    return max(BEAT_SECONDS, min(IDLE_BEAT_MAX_SECONDS, seconds))
+
+
 def idle_beat_seconds(heartbeat_timeout_s: float) -> float:
     """How often an idle worker beats, for the supervisor's heartbeat timeout."""
-    return max(BEAT_SECONDS, min(IDLE_BEAT_MAX_SECONDS, heartbeat_timeout_s / 4))
+    return beat_seconds_in_range(heartbeat_timeout_s / 4)
 
 TOKEN_BYTES = 32
 # A header is a few hundred bytes (a beat's state is the largest).

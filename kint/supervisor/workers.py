@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kint.protocol.worker_wire import BEAT_SECONDS, IDLE_BEAT_MAX_SECONDS
+from kint.protocol.worker_wire import BEAT_SECONDS, beat_seconds_in_range
 
 State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined", "idle",
                 "stopping", "stopped"]
@@ -131,7 +131,7 @@ class WorkerHandle:
         every = self.beat.get("every_s")
         if not every:
             return BEAT_SECONDS
-        return min(max(float(every), BEAT_SECONDS), IDLE_BEAT_MAX_SECONDS)
+        return beat_seconds_in_range(float(every))
 
     def silent_for(self, now: float) -> float | None:
         """How long the worker has said nothing while the supervisor was listening: since
