@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import common
+import cpu_account
 
-_TICK = os.sysconf("SC_CLK_TCK")
 PASSES = {"baseline (beats every 1 s)": {"KINT_WORKER_HEARTBEAT_TIMEOUT": "4"},
           "default (idle beats every 2.5 s)": {}}
 # Long enough for every worker to fall to its idle cadence (2.5 s) and a settle after.
@@ -31,12 +31,10 @@ SETTLE_S = 6.0
 
 
 def _cpu_s(pid: int) -> float | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
+    """A process's CPU seconds, every thread (cpu_account's reading), or None: it is gone."""
+    if not common.alive(pid):
         return None
-    fields = raw[raw.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return sum(cpu_account.thread_cpu_s(pid).values())
 
 
 def _one_pass(n: int, window_s: float, extra_env: dict[str, str]
