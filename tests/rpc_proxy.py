@@ -14,6 +14,9 @@ Modes (`RpcProxy.set_mode`):
 - `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
   of its ciphertext argument's encrypted body altered, so keccak(ct) is not the event's
   digest.
+- `unmined`: `eth_getTransactionReceipt` is answered null, as for a transaction no block
+  holds yet (a slow block): a push sent meanwhile waits for its receipt until the mode
+  changes, while anvil has in fact mined it.
 - `tampered_ciphertext` (`tx=HASH`): a consistent liar. The push `tx` comes back with a
   byte of its ciphertext's encrypted body altered, and the digest of the real ciphertext is
   replaced by the digest of the altered one wherever it appears (the head, the Epoch log),
@@ -44,7 +47,7 @@ PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
 # In push calldata: selector, owner, space, prev, offset of the bytes, their length.
 CIPHERTEXT_OFFSET = 4 + 5 * 32
 MODES = ("forward", "hang", "stale_head", "same_seq_other_digest", "bad_calldata",
-         "tampered_ciphertext")
+         "tampered_ciphertext", "unmined")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -265,6 +268,8 @@ class RpcProxy:
             old["params"] = [item["params"][0], hex(int(params["block"]))]
             self._lie(f"head read at block {params['block']}")
             return json.loads(self.upstream(json.dumps(old).encode()))
+        if mode == "unmined" and method == "eth_getTransactionReceipt":
+            return {"jsonrpc": "2.0", "id": item.get("id"), "result": None}
         answer = json.loads(self.upstream(json.dumps(item).encode()))
         result = answer.get("result") if isinstance(answer, dict) else None
         if mode == "same_seq_other_digest" and is_head and isinstance(result, str):

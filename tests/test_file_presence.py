@@ -96,15 +96,20 @@ def test_paths_outside_the_home_are_refused(tmp_path):
                                           "enrol": str(tmp_path / "sub" / "enrol.json")})
 
 
+def _context(home: Path, db: Path) -> SpaceContext:
+    """A space's context as its worker holds it, for calling the status op in-process."""
+    cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    return SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
+
+
 def test_status_reports_the_files_as_they_are_at_each_call(tmp_path):
     """Through the status op itself, in a settled KINT_HOME."""
     home = tmp_path / "kint"
     home.mkdir(mode=0o700)
     db = tmp_path / "memory.db"
-    cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
-                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
-                       idle_beat_s=2.5)
-    ctx = SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
+    ctx = _context(home, db)
     files = space_files(home, SPACE16)
     _age(home, 10)
     assert status(ctx, {})["files"]["mirror"] is False
@@ -121,12 +126,48 @@ def test_status_asks_a_disk_holding_store_and_home_once(tmp_path, monkeypatch):
     home.mkdir(mode=0o700)
     db = tmp_path / "memory.db"
     db.write_bytes(b"")
-    cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
-                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
-                       idle_beat_s=2.5)
-    ctx = SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
+    ctx = _context(home, db)
     asked: list[str] = []
     real = os.statvfs
     monkeypatch.setattr(disk_space.os, "statvfs", lambda p: asked.append(str(p)) or real(p))
     assert status(ctx, {})["disk_problems"] == []
     assert asked == [str(db)]
+
+
+def _free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def test_status_asks_each_disk_when_kint_home_is_on_another_or_missing(tmp_path, monkeypatch):
+    """KINT_HOME on another device than the store (a tmpfs here), then removed: each
+    disk is asked for its own room, so with the "full" line drawn between the two disks'
+    free room exactly the fuller one is named. Taking the store's disk for KINT_HOME's
+    would name both or neither."""
+    import shutil
+    import tempfile
+
+    from kint.tenant_worker import disk_space
+
+    other = Path("/dev/shm")
+    if not other.is_dir() or other.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second device to put KINT_HOME on")
+    db = tmp_path / "memory.db"
+    db.write_bytes(b"")
+    home = Path(tempfile.mkdtemp(prefix="kint-test-home-", dir=other))
+    try:
+        store_free, home_free = _free(tmp_path), _free(other)
+        if abs(store_free - home_free) < (1 << 30):  # others write to both meanwhile
+            pytest.skip("the two disks have about the same room free")
+        monkeypatch.setattr(disk_space, "LOW_BYTES", (store_free + home_free) // 2)
+        fuller = "Sibyl's store" if store_free < home_free else "kint's state"
+        ctx = _context(home, db)
+        assert ctx.state.presence.home_device() == home.stat().st_dev
+        lines = status(ctx, {})["disk_problems"]
+        assert len(lines) == 1 and lines[0].startswith(f"the disk holding {fuller} "), lines
+        home.rmdir()  # missing: its room is its nearest folder's, still the other disk's
+        assert ctx.state.presence.home_device() is None
+        lines = status(ctx, {})["disk_problems"]
+        assert len(lines) == 1 and lines[0].startswith(f"the disk holding {fuller} "), lines
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -1,10 +1,8 @@
 """The supervisor's judgement of a hung worker, turn by turn (kint/supervisor/lifecycle.py),
 against a real process that is really stopped.
 
-The host below is the part of `Supervisor` that `_check_alive` reads (its settings); the
-real `Supervisor` is not built here because constructing it marks the whole test process
-as the daemon (`kint.settings.configure(daemon=True)`) for every test that runs after.
-The turns are given explicit monotonic times, so what happens between SIGKILL and the
+The host is the part of `Supervisor` that `_check_alive` reads (tests/support/
+lifecycle_host.py). The turns are given explicit monotonic times, so what happens between SIGKILL and the
 moment the loop reads the worker's exit is not left to the scheduler: on a busy
 supervisor, client requests wake the loop in that gap (the many-tenants benchmark saw it
 within 9 ms).
@@ -18,20 +16,15 @@ import subprocess
 import sys
 import time
 
-from kint.supervisor.lifecycle import WorkerLifecycle
+from support.lifecycle_host import LifecycleHost
+
 from kint.supervisor.settings import Settings
 from kint.supervisor.workers import WorkerHandle
 
 
-class _Host(WorkerLifecycle):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.shutting_down = False
-
-
 def test_a_hung_worker_is_judged_hung_once_until_its_exit_is_read(caplog):
     settings = Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0)
-    host = _Host(settings)
+    host = LifecycleHost(settings)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         child.send_signal(signal.SIGSTOP)  # a stopped worker: it beats no more

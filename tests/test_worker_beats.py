@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from conftest import make_sandbox, write_store
+from support.lifecycle_host import LifecycleHost
 
 from kint.protocol.worker_wire import BEAT_SECONDS, idle_beat_seconds
-from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
 from kint.supervisor.workers import WorkerHandle
 
@@ -39,16 +39,10 @@ def test_silence_is_counted_from_the_beat_the_worker_said_would_come():
     assert busy.doing(101.6).startswith("silent: no heartbeat for 1.6s")
 
 
-class _Host(WorkerLifecycle):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.shutting_down = False
-
-
 def test_a_worker_that_beats_less_often_than_a_shortened_timeout_gets_two_of_its_beats():
     """A reload can shorten KINT_WORKER_HEARTBEAT_TIMEOUT below what a running idle worker
     was told at its spawn: it is judged hung after two of its own beats, not at once."""
-    host = _Host(Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0))
+    host = LifecycleHost(Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0))
     slow, usual = _handle(2.5, 100.0), _handle(1.0, 100.0)
     for handle in (slow, usual):
         handle.signal = lambda sig: None  # no process behind these handles
@@ -63,7 +57,7 @@ def test_a_beat_cannot_put_a_worker_out_of_reach_of_the_hung_judgement():
     """The hung limit grows with the cadence the worker's beat claims; a claim past any
     cadence a worker is given (a bug, a unit mix-up) is held to the longest, so a worker
     that then falls silent is still judged hung, and its silence worded in time."""
-    host = _Host(Settings(heartbeat_timeout_s=10.0, kill_grace_s=5.0))
+    host = LifecycleHost(Settings(heartbeat_timeout_s=10.0, kill_grace_s=5.0))
     claims = _handle(1e9, 100.0)
     claims.signal = lambda sig: None  # no process behind this handle
     assert claims.doing(104.0).startswith("silent: no heartbeat for 4.0s")
@@ -157,6 +151,8 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         worker.ctx.progress = "push: epoch 1 of 2 (10 rows)"
         worker._beat(now)
         assert worker._next_beat == now + BEAT_SECONDS
+        beat = worker._beat_message(0, None, None, BEAT_SECONDS)["state"]
+        assert beat["progress"] == "push: epoch 1 of 2 (10 rows)"  # no op in flight
         worker.ctx.progress = None
         seen = []
         monkeypatch.setattr(pending, "resolve_pending_at_start",

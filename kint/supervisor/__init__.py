@@ -4,7 +4,12 @@ worker process per space alive (DESIGN §3).
 - `settings`: the tunables, read once from the environment.
 - `spawner`: the forkserver that makes workers cheap to start.
 - `workers`: one `WorkerHandle` per space and the rules of its lifecycle.
-- `daemon`: the event loop over the two sockets.
+- `daemon`: the event loop over the two sockets, and the state its parts share.
+- `routing`: clients' requests to their space's worker, and exactly one answer each.
+- `worker_messages`: the workers' hellos, beats and replies, believed only from them.
+- `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
+- `timed`: deadlines, refused forwards and the per-space sweep, between messages.
+- `housekeeping`: the supervisor's checks on itself (home, config, log, upgrade).
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, restart).
 - `autostart`: how a client starts a supervisor on demand, exactly once.
 - `pidlock`: the pid lock a running supervisor holds, and who holds it.

@@ -2,8 +2,8 @@
 (one_for_one) or quarantine it after too many crashes, and judge it hung when it stops
 beating. A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the sockets, the
 poller and the handles these methods act on: `home`, `settings`, `spawner`, `poller`,
-`back`, `back_address`, `shutting_down`, `_by_route`, `exits`, `_answer` and
-`_quarantine_message`.
+`back`, `back_address`, `shutting_down`, `_by_route` and `exits`; `_answer` and
+`_quarantine_message` are `ClientRouting`'s (kint/supervisor/routing.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class WorkerLifecycle:
     shutting_down: bool
     _by_route: dict[bytes, WorkerHandle]
     exits: ExitWatch[WorkerHandle]
-    # Supervisor's own methods, declared for the type checker (the mixin has no body of
+    # ClientRouting's own methods, declared for the type checker (the mixin has no body of
     # its own for them).
     _answer: Callable[[WorkerHandle, Any, Any], None]
     _quarantine_message: Callable[[WorkerHandle, float], str]

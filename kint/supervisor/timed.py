@@ -49,7 +49,8 @@ class TimedWork:
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
     _sweep_at: float
-    # Supervisor's and WorkerLifecycle's own methods, declared for the type checker.
+    # ClientRouting's, WorkerLifecycle's and Housekeeping's own methods, declared for the
+    # type checker.
     _answer: Callable[[WorkerHandle, Any, Any], None]
     _check_alive: Callable[[WorkerHandle, float], None]
     _housekeeping: Callable[[float], None]

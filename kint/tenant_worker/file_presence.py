@@ -53,13 +53,19 @@ class SpaceFilePresence:
         self._names = names
         self._lock = threading.Lock()
         self._kept: tuple[tuple[Signature, Signature], dict[str, Any]] | None = None
-        # KINT_HOME's st_dev at the last reading (None: not there), for `status` to ask a
-        # disk that also holds the store for its free room once.
-        self.home_device: int | None = None
+
+    def home_device(self) -> int | None:
+        """KINT_HOME's device (st_dev) now, or None when it cannot be read (not there):
+        `status` compares it with the store's so that a disk holding both is asked for
+        its free room once (disk_space.full_disks), and None asks each path's disk. Read
+        when asked, one stat, so the answer follows KINT_HOME whatever `current()` kept."""
+        try:
+            return os.stat(self._home).st_dev
+        except OSError:
+            return None
 
     def current(self) -> dict[str, Any]:
         sig = (_folder_signature(self._home), _folder_signature(self._epochs))
-        self.home_device = sig[0][2] if sig[0] is not None else None
         with self._lock:
             kept = self._kept
             if kept is not None and kept[0] == sig:

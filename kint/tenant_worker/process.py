@@ -164,7 +164,8 @@ class Worker:
             "unanchored": None, "last_error": None,
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "has_work": self._has_work(count),
-            "progress": self.ctx.progress if count else None,
+            # An op's, or a push the store watcher started with no op in flight.
+            "progress": self.ctx.progress,
             "own_mib": self.memory.at_beat(time.monotonic(), count),
             "every_s": every,
         }}

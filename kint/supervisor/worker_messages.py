@@ -1,0 +1,114 @@
+"""What the workers send on the back socket (`workers.sock`): hellos, beats, replies and
+fatal reasons, each believed only from the worker the supervisor spawned.
+
+A message counts only when it comes on the route of a worker this supervisor spawned and
+carries that spawn's token (`worker_wire`), and a hello only from the pid spawned, where
+the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
+bound, since an impostor may send many. A reply is passed on to its client as the bytes
+the worker encoded, never decoded here; one whose request was already answered (a
+TIMEOUT) is dropped by id.
+
+Kept apart from the loop (kint/supervisor/daemon.py) and from the clients' side
+(`routing`) because it is the supervisor's trust boundary towards its workers. A mixin of
+`Supervisor`, which owns the routes and handles these methods act on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable
+
+import zmq
+
+from kint.paths import BACK_SOCKET
+from kint.protocol import ProtocolError, worker_wire
+from kint.supervisor.peer import peer_credentials
+from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
+
+log = logging.getLogger("kint.supervisor")
+
+# Routes of unknown peers logged at most this many times (an impostor may flood).
+MAX_REFUSED_LOGGED = 32
+
+
+class WorkerMessages:
+    _by_route: dict[bytes, WorkerHandle]
+    _refused_routes: set[bytes]
+    # ClientRouting's and TimedWork's own methods, declared for the type checker.
+    _pass_on: Callable[[WorkerHandle, Pending, Any], None]
+    _forward: Callable[[WorkerHandle, Pending], bool]
+
+    def _refuse_peer(self, route: bytes, why: str) -> None:
+        """Drop a back-socket message from a peer that is not a worker of this supervisor;
+        logged once per route (up to a bound), since an impostor may send many."""
+        if route in self._refused_routes or len(self._refused_routes) >= MAX_REFUSED_LOGGED:
+            return
+        self._refused_routes.add(route)
+        log.warning("refused a message on %s from route %r: %s", BACK_SOCKET,
+                    route[:32], why)
+
+    def _on_back(self, frames: list[zmq.Frame]) -> None:
+        route = frames[0].bytes
+        handle = self._by_route.get(route)
+        if handle is None:
+            self._refuse_peer(route, "not the route of any worker this supervisor spawned")
+            return
+        if len(frames) != 3:
+            log.warning("space %s: worker message of %d frames dropped", handle.space16,
+                        len(frames) - 1)
+            return
+        try:
+            msg = worker_wire.decode_from_worker(frames[1].bytes, frames[2])
+        except ProtocolError as err:
+            log.warning("space %s: bad worker message dropped: %s", handle.space16, err.message)
+            return
+        if not worker_wire.token_matches(msg, handle.token):
+            self._refuse_peer(route, f"the token of space {handle.space16}'s worker is missing "
+                              "or wrong")
+            return
+        now = time.monotonic()
+        kind = msg["kind"]
+        if kind == "reply":
+            pending = handle.pending.get(msg["id"])
+            if pending is None:
+                log.info("space %s: late reply %s dropped", handle.space16, msg["id"])
+                return
+            self._pass_on(handle, pending, frames[2])
+            return
+        if msg["pid"] != handle.pid:
+            return  # a worker that was already replaced
+        if kind == "fatal":
+            handle.fatal_reason = msg["reason"]
+        elif kind == "hello":
+            refusal = self._hello_refusal(handle, frames[1])
+            if refusal is not None:
+                self._refuse_peer(route, refusal)
+                return
+            handle.hello_at = now
+            handle.heard(now)
+            if handle.state == "starting":
+                handle.state = "ready"
+            for pending in handle.queued():  # in order; a full pipe keeps the rest queued
+                if not self._forward(handle, pending):
+                    break
+        elif kind == "beat":
+            handle.beat = msg["state"]
+            handle.heard(now)
+            if handle.state in SERVING_STATES:
+                handle.state = "busy" if handle.beat.get("inflight") else "ready"
+
+    @staticmethod
+    def _hello_refusal(handle: WorkerHandle, frame: zmq.Frame) -> str | None:
+        """Why a hello with the right token is still refused, or None: the kernel says the
+        connection is another user's, or another process's than the one spawned."""
+        peer = peer_credentials(frame)
+        if peer is None:
+            return None  # the OS gives no credentials here: the token alone decides
+        if peer.uid != os.getuid():
+            return f"the peer runs as uid {peer.uid}, not {os.getuid()}"
+        if peer.pid is not None and peer.pid != handle.pid:
+            return (f"the peer is pid {peer.pid}, not the worker {handle.pid} spawned for "
+                    f"space {handle.space16}")
+        return None

@@ -1,0 +1,18 @@
+"""The part of `Supervisor` that `WorkerLifecycle._check_alive` reads (its settings and
+whether it is stopping), for tests that judge a worker's silence turn by turn with
+explicit monotonic times.
+
+The real `Supervisor` is not built for them because constructing it marks the whole test
+process as the daemon (`kint.settings.configure(daemon=True)`) for every test after.
+"""
+
+from __future__ import annotations
+
+from kint.supervisor.lifecycle import WorkerLifecycle
+from kint.supervisor.settings import Settings
+
+
+class LifecycleHost(WorkerLifecycle):
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.shutting_down = False

@@ -1,0 +1,52 @@
+"""A push the store watcher starts runs without a request in flight, yet `kint supervisor
+status` shows its progress: the worker's beat carries the progress line whenever one is
+set, not only while an op runs.
+
+Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py), the
+test supervisor and the space's worker, a real watcher started by a session's `attach`.
+The proxy answers every receipt null while the push runs (a slow block), so the push
+stays at its epoch long enough for a beat to carry its progress to the supervisor."""
+
+from __future__ import annotations
+
+import json
+
+from chain_machines import new_machine, ok
+from conftest import sibyl_client
+from rpc_proxy import RpcProxy
+
+# Watcher pushes, a beat a second and the chain are slower than wait_for's defaults.
+WAIT = {"timeout": 30, "interval": 0.2}
+
+
+def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, chain_home):
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="0")
+    try:
+        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        attached = sb.call("attach", sb.sibyl_db,
+                           args={"session": "watcher-progress", "watcher": True})
+        assert attached["watcher"] is True
+        proxy.set_mode("unmined")
+        client = sibyl_client(sb.sibyl_db, sb.tenant)
+        client.set_entity("notes", "watched", {"text": "pushed by the watcher"})
+        client.storage.close()
+
+        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["progress"] and r,
+                          what="the watcher's push in the supervisor's status", **WAIT)
+        assert row["progress"].startswith("push: epoch 1 of 1"), row
+        assert row["op"] is None  # no request in flight: the watcher's own push
+
+        assert row["head"]["seq"] == 0  # nothing anchored yet: the push waits for its receipt
+
+        proxy.forward()
+        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["progress"] is None
+                          and r["head"]["seq"] == 1 and r,
+                          what="the push to land and its progress line to clear", **WAIT)
+        assert sb.call("status", sb.sibyl_db, args={"chain": True})["unanchored"] == 0
+    finally:
+        proxy.forward()
+        sb.shutdown()
+        proxy.stop()
