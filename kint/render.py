@@ -43,6 +43,14 @@ def _state(row: dict[str, Any]) -> str:
     return state
 
 
+def _op(op: dict[str, Any] | None, progress: str | None) -> str:
+    """The OP column: the op in flight and its age, else what a push or pull started by the
+    store watcher is doing (it runs with no op in flight), else `-`."""
+    if op:
+        return f"{op['name']} {_age(op['age_s'])}"
+    return _shorten(progress, 24) if progress else "-"
+
+
 def status_rows(status: dict[str, Any]) -> list[list[str]]:
     rows = []
     for row in status["spaces"]:
@@ -55,7 +63,7 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
             _shorten(row["store"], 40, keep_end=True),
             str(row["pid"]) if row.get("pid") else "-",
             _state(row),
-            f"{op['name']} {_age(op['age_s'])}" if op else "-",
+            _op(op, row.get("progress")),
             _rpc(row),
             f"{head['seq']}@{head['block']}" if head else "-",
             str(row["unanchored"]) if row.get("unanchored") is not None else "-",

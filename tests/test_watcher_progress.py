@@ -38,6 +38,8 @@ def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, c
                           what="the watcher's push in the supervisor's status", **WAIT)
         assert row["progress"].startswith("push: epoch 1 of 1"), row
         assert row["op"] is None  # no request in flight: the watcher's own push
+        shown = ok(sb.kint("supervisor", "status")).stdout
+        assert "push: epoch 1 of 1" in shown, shown  # the table's OP column says so too
 
         assert row["head"]["seq"] == 0  # nothing anchored yet: the push waits for its receipt
 
