@@ -43,6 +43,13 @@ def _state(row: dict[str, Any]) -> str:
     return state
 
 
+def _head(head: dict[str, Any] | None) -> str:
+    """The HEAD column: `seq@block`, the seq alone before anything is anchored (no block)."""
+    if not head:
+        return "-"
+    return f"{head['seq']}@{head['block']}" if head.get("block") is not None else str(head["seq"])
+
+
 def _op(op: dict[str, Any] | None, progress: str | None) -> str:
     """The OP column: the op in flight and its age, else what a push or pull started by the
     store watcher is doing (it runs with no op in flight), else `-`."""
@@ -65,7 +72,7 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
             _state(row),
             _op(op, row.get("progress")),
             _rpc(row),
-            f"{head['seq']}@{head['block']}" if head else "-",
+            _head(head),
             str(row["unanchored"]) if row.get("unanchored") is not None else "-",
             (held.get("reason") or "held") if held else "-",
             str(row["restarts"]),

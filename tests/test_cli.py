@@ -189,3 +189,22 @@ def test_the_console_script_freezes_what_its_imports_made(sandbox):
                             "print(gc.isenabled(), gc.get_freeze_count())"],
                            env=sandbox.env, text=True, capture_output=True, timeout=90)
     assert plain.stdout.split() == ["True", "0"], plain.stderr
+
+
+def test_the_status_tables_head_and_op_columns_say_what_a_space_is_doing():
+    """HEAD is `seq@block`, the seq alone before anything is anchored (a null block, never
+    `0@None`); OP is the op in flight, else a watcher push's progress, else `-`."""
+    from kint import render
+
+    base = {"space": "s" * 16, "tenant": "t", "store": "/x/memory.db", "pid": 7,
+            "state": "ready", "rpc": None, "unanchored": None, "held": None, "restarts": 0,
+            "last_beat_age_s": 0.5, "uptime_s": 3.0, "memory_mib": None}
+    column = render.STATUS_COLUMNS.index
+    rows = render.status_rows({"spaces": [
+        {**base, "head": {"seq": 0, "block": None}, "op": None, "progress": None},
+        {**base, "head": {"seq": 2, "block": 41}, "op": {"name": "verify", "age_s": 0.25},
+         "progress": None},
+        {**base, "head": None, "op": None, "progress": "push: epoch 1 of 2 (10 rows)"},
+    ]})
+    assert [r[column("HEAD")] for r in rows] == ["0", "2@41", "-"]
+    assert [r[column("OP")] for r in rows] == ["-", "verify 0.2s", "push: epoch 1 of 2 (1..."]
