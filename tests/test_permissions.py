@@ -86,3 +86,25 @@ def test_a_long_kint_home_puts_the_sockets_in_a_short_private_folder(tmp_path):
     finally:
         sb.shutdown()
     assert not (short / "kint.sock").exists()
+
+
+def _umask(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError(f"no Umask line for pid {pid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status")
+def test_the_supervisor_and_its_workers_run_with_a_private_umask(sandbox):
+    """Whatever the umask of the shell that started it (0022 here), what the daemon and its
+    workers create is theirs alone, including files a library makes without a mode."""
+    write_store(sandbox.sibyl_db)
+    old = os.umask(0o022)
+    try:
+        supervisor = sandbox.start()
+    finally:
+        os.umask(old)
+    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    assert _umask(supervisor) == 0o077
+    assert _umask(worker) == 0o077

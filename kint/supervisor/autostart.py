@@ -32,6 +32,8 @@ from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, ho
 log = logging.getLogger("kint.supervisor")
 
 START_LOCK = "supervisor.lock"
+# The daemon's umask, inherited by the worker forkserver and every worker.
+PRIVATE_UMASK = 0o077
 
 
 class SupervisorNotReachable(TimeoutError):
@@ -52,6 +54,10 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     from kint.supervisor.settings import Settings
     from kint.supervisor.spawner import Spawner
 
+    # Everything this process, its forkserver and its workers create is the user's alone,
+    # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
+    # store journal, a temporary file) would otherwise follow the caller's umask (0022).
+    os.umask(PRIVATE_UMASK)
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
     setup_file_logging(home)
