@@ -293,3 +293,50 @@ def test_the_python_hermes_runs_in_is_read_from_its_script(tmp_path):
     assert hermes_python(script("sh", "#!/bin/sh")) is None
     assert hermes_python(script("none", "import sys")) is None
     assert hermes_python(str(tmp_path / "missing")) is None
+
+
+def test_a_config_backup_is_never_readable_by_others_while_it_is_written(tmp_path, monkeypatch):
+    """A harness's config can hold tokens (an MCP server's env). Its backup is created 0600
+    and only then given the original's mode, so no other user can open it half-written.
+    The file system is real; the two spies below only look at each file the moment it is
+    created (a window too short to catch from another process)."""
+    import builtins
+    import os
+    import stat
+
+    from kint.harnesses import backup
+
+    config = tmp_path / ".claude.json"
+    config.write_text('{"mcpServers": {"x": {"env": {"TOKEN": "s3cret"}}}}')
+    config.chmod(0o600)
+    seen: dict[str, int] = {}
+    real_open, real_os_open = builtins.open, os.open
+
+    def look(path) -> None:
+        if ".bak-" in str(path):
+            seen.setdefault(str(path), stat.S_IMODE(os.stat(path).st_mode))
+
+    def spy_open(file, *args, **kwargs):
+        handle = real_open(file, *args, **kwargs)
+        if isinstance(file, (str, os.PathLike)):
+            look(file)
+        return handle
+
+    def spy_os_open(path, *args, **kwargs):
+        fd = real_os_open(path, *args, **kwargs)
+        look(path)
+        return fd
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    old_umask = os.umask(0o022)
+    try:
+        first, second = backup(config), backup(config)
+    finally:
+        os.umask(old_umask)
+        monkeypatch.undo()
+    assert first != second and first.read_bytes() == second.read_bytes() == config.read_bytes()
+    assert seen == {str(first): 0o600, str(second): 0o600}
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    config.chmod(0o644)  # the original's mode is kept, once the bytes are in
+    assert stat.S_IMODE(backup(config).stat().st_mode) == 0o644

@@ -23,9 +23,11 @@ registration already is what it would write, so a second run is a no-op.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -164,16 +166,29 @@ def tail(proc: subprocess.CompletedProcess[str], lines: int = 3) -> str:
 
 
 def backup(path: Path) -> Path | None:
-    """Copy `path` to `<path>.bak-<unix time>` (mode kept) before it is changed."""
+    """Copy `path` to `<path>.bak-<unix time>` (mode kept) before it is changed.
+
+    The copy is created 0600 and only then given the original's mode: a harness's config
+    can hold tokens (an MCP server's env), and a copy made with the umask's mode (0644)
+    could be opened by another user while its bytes are written. A new name is claimed
+    with O_EXCL, never by a look and then a write."""
     if not path.exists():
         return None
+    data = path.read_bytes()
+    mode = stat.S_IMODE(path.stat().st_mode)
     stamp = int(time.time())
-    target = path.with_name(f"{path.name}.bak-{stamp}")
-    n = 1
-    while target.exists():
-        target = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        n += 1
-    shutil.copy2(path, target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for n in itertools.count():
+        target = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError:
+            continue
+        break
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        os.fchmod(fh.fileno(), mode)
+    shutil.copystat(path, target)
     return target
 
 
