@@ -168,11 +168,14 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     ("KINT_OWNER_KEY=0xabc", "--env KINT_OWNER_KEY is refused"),
     ("KINT_SESSION_PASSPHRASE=pw", "--env KINT_SESSION_PASSPHRASE is refused"),
     ("PYTHONPATH=/x", "--env PYTHONPATH is refused"),
+    ("KINT_RPC_URL=https://base.example/v2/K3Y",
+     "--env KINT_RPC_URL: https://base.example/<redacted> has a user, path or query part"),
 ])
 def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, message):
     out = setup(sandbox, "codex", "--env", pair)
     assert out.returncode == 2
     assert out.stderr.startswith(f"kint: error: {message}")
+    assert "K3Y" not in out.stderr
     assert not (sandbox.home / ".codex").exists()
 
 

@@ -106,8 +106,25 @@ def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
                              "give each variable as --env KEY=VALUE")
         key, value = pair.split("=", 1)
         check_env_name(key)
+        check_env_value(key, value)
         env[key] = value
     return env
+
+
+def check_env_value(key: str, value: str) -> None:
+    """An endpoint setting whose URL may carry an API key (a user, path or query part) is
+    refused: setup writes it into the harness's configuration in plain text, and some
+    harnesses take it on their command line. kint-server reads KINT_HOME/config.toml
+    itself, which is where such an endpoint belongs."""
+    from kint.chain.config import redact_url, url_may_hold_a_key
+    from kint.settings.schema import BY_NAME
+
+    setting = BY_NAME.get(key)
+    if setting is not None and setting.kind == "url" and url_may_hold_a_key(value):
+        raise SetupError(f"--env {key}: {redact_url(value.strip())} has a user, path or query "
+                         f"part, where providers put API keys",
+                         "kint-server reads $KINT_HOME/config.toml itself: give the endpoint "
+                         "there (docs/settings.md), not in the harness's configuration")
 
 
 def check_env_name(key: str) -> None:
