@@ -146,10 +146,13 @@ class Client:
         return True
 
     def ensure_running(self) -> None:
-        from kint.supervisor.autostart import ensure_running
+        from kint.paths import UnsafePathError
+        from kint.supervisor.autostart import UNSAFE_HOME_HINT, ensure_running
 
         try:
             ensure_running(self.home, lambda t: self.ping(t))
+        except UnsafePathError as err:  # refused, never followed or tightened
+            raise SupervisorUnavailable(str(err), UNSAFE_HOME_HINT) from None
         except TimeoutError as err:
             hint = getattr(err, "hint", None) or ("run `kint supervisor start --foreground` "
                                                   "to see why it does not start")

@@ -24,6 +24,39 @@ SERVER_LOG = "kint.log"  # kint-server's (its stdout is the MCP transport)
 MIN_LOG_MAX_BYTES = int(BY_NAME["KINT_LOG_MAX_BYTES"].minimum or 0)
 
 
+# Control characters (C0, DEL, C1) and Unicode's line and paragraph separators, written as
+# escapes: a value a client sent (a store path, a label) must not start a forged log line.
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPES.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character escaped, so it stays on its log line."""
+    return text.translate(_ESCAPES)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Each record's values (store paths, labels, error messages: some come from clients)
+    are written on the record's own line; a traceback (`exc_info`) keeps its lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.args:
+            record = logging.makeLogRecord(record.__dict__)
+            if isinstance(record.args, dict):
+                record.args = {k: _escaped(v) for k, v in record.args.items()}
+            else:
+                record.args = tuple(_escaped(v) for v in record.args or ())
+        return super().format(record)
+
+
+def _escaped(value: object) -> object:
+    """A log argument as it may be written: numbers and bytes as they are (their formats
+    need them, and a bytes repr is escaped already), anything else as escaped text."""
+    if value is None or isinstance(value, (int, float, bytes)):
+        return value
+    return one_line(str(value))
+
+
 class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
     """A WatchedFileHandler whose file, first opened or reopened after a rotation, is
     created 0600 (whatever the umask): the log names stores and tenants."""
@@ -47,7 +80,7 @@ def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None =
         root.removeHandler(handler)
     # The handler creates the file 0600 before it first writes, and again on every reopen.
     handler = _PrivateWatchedFileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(_FORMAT))
+    handler.setFormatter(_OneLineFormatter(_FORMAT))
     root.addHandler(handler)
     root.setLevel(level)
 

@@ -326,3 +326,23 @@ def test_the_bundled_base_account_sdk_loads_from_loopback_under_the_csp():
     assert "127.0.0.1" not in "".join(u.split("origin=")[0] for u in report["blocked"])
     assert not any(page.token in u for u in report["blocked"]), "the token never leaves"
     assert report["calls"] == []
+
+
+def test_a_connection_that_sends_nothing_is_closed_and_the_page_still_answers():
+    """Any local process can connect before it knows the token: one that sends nothing, or
+    less body than it announced, is cut off after the request timeout, never holding a
+    thread of the CLI for the page's whole wait."""
+    with AuthorizePage(request_for(), request_timeout_s=1) as page:
+        idle = socket.create_connection(("127.0.0.1", page.port), timeout=30)
+        short = socket.create_connection(("127.0.0.1", page.port), timeout=30)
+        short.sendall(f"POST /{page.token}/result HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+                      f"Origin: {page.origin}\r\nSec-Fetch-Site: same-origin\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{".encode())
+        try:
+            assert idle.recv(1024) == b"", "the idle connection is closed, unanswered"
+            assert short.recv(1024) == b"", "the short body is closed, unanswered"
+        finally:
+            idle.close()
+            short.close()
+        assert page.wait(0) is None
+        assert post(page).status_code == 200

@@ -32,6 +32,10 @@ CASES = [
     ("a recovery code that is not one", ["connect", "--owner", OWNER,
                                          "--recovery-code-stdin"], "hello\n", 2,
      "recovery code"),
+    ("an RPC URL with a key on the command line",
+     ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls",
+      "http://127.0.0.1:9,https://base.example/v2/K3Y-ON-ARGV"], "0xab\n", 2,
+     "--rpc-urls: https://base.example/<redacted> has a user, path or query part"),
 ]
 
 
@@ -52,6 +56,7 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert out.returncode == status, (what, out.returncode, out.stdout, out.stderr)
     assert phrase in out.stderr, (what, out.stderr)
     assert "Traceback" not in out.stderr and "check the client version" not in out.stderr
+    assert "K3Y-ON-ARGV" not in out.stdout + out.stderr
 
 
 def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_path):

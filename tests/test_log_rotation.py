@@ -1,5 +1,6 @@
 """The shared log is bounded: the supervisor alone renames it to `supervisor.log.1` when it
-is over KINT_LOG_MAX_BYTES, and every process's next line reopens a fresh file, 0600."""
+is over KINT_LOG_MAX_BYTES, and every process's next line reopens a fresh file, 0600. Each
+record is one line, whatever the values a client sent."""
 
 from __future__ import annotations
 
@@ -184,3 +185,31 @@ def test_the_supervisor_rotates_the_shared_log_and_its_workers_follow(tmp_path):
         assert path.stat().st_size <= MAX + 3000
     finally:
         sb.shutdown()
+
+
+FORGED = "kint.supervisor ERROR forged by a client"
+
+
+def test_a_value_with_control_characters_stays_on_its_record_line(file_logging):
+    log = logging.getLogger("kint.test")
+    log.info("worker spawned for %s (%s)", f"/tmp/a\n{FORGED}", "label\r\x1b[2K\u2028x")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        log.error("op failed in space %s", "s\n1", exc_info=True)
+    _flush()
+    lines = log_path(file_logging).read_text().splitlines()
+    assert lines[0].endswith(f"worker spawned for /tmp/a\\n{FORGED} "
+                             f"(label\\r\\x1b[2K\\u2028x)"), lines[0]
+    assert lines[1].endswith("op failed in space s\\n1")
+    assert lines[2] == "Traceback (most recent call last):"  # a traceback keeps its lines
+    assert lines[-1] == "RuntimeError: boom"
+
+
+def test_a_store_path_sent_with_a_newline_forges_no_line_in_the_supervisor_log(sandbox):
+    sandbox.start()
+    db = Path(f"/nonexistent/a\n{FORGED}/memory.db")
+    sandbox.call("status", db)
+    text = log_path(sandbox.kint_home).read_text()
+    assert f"\\n{FORGED}" in text
+    assert not any(line.startswith(FORGED) for line in text.splitlines())

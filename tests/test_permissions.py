@@ -86,3 +86,44 @@ def test_a_long_kint_home_puts_the_sockets_in_a_short_private_folder(tmp_path):
     finally:
         sb.shutdown()
     assert not (short / "kint.sock").exists()
+
+
+def _umask(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError(f"no Umask line for pid {pid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status")
+def test_the_supervisor_and_its_workers_run_with_a_private_umask(sandbox):
+    """Whatever the umask of the shell that started it (0022 here), what the daemon and its
+    workers create is theirs alone, including files a library makes without a mode."""
+    write_store(sandbox.sibyl_db)
+    old = os.umask(0o022)
+    try:
+        supervisor = sandbox.start()
+    finally:
+        os.umask(old)
+    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    assert _umask(supervisor) == 0o077
+    assert _umask(worker) == 0o077
+
+
+def test_a_kint_home_that_is_a_symlink_is_refused_in_one_line(tmp_path):
+    """A symlinked KINT_HOME could be swapped for a folder someone else reads: kint refuses
+    it (never follows or tightens it), with what to do, and no traceback."""
+    sb = make_sandbox(tmp_path / "m")
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    sb.kint_home.symlink_to(real)
+    write_store(sb.sibyl_db)
+    for argv in (("status",), ("supervisor", "start"), ("supervisor", "start", "--foreground")):
+        out = sb.kint(*argv)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert "Traceback" not in out.stderr, argv
+        assert out.stderr.startswith(f"kint: error: {sb.kint_home} is not a plain folder"), \
+            (argv, out.stderr)
+        assert "hint: KINT_HOME (default ~/.kint) must be a plain folder of this user" \
+            in out.stderr, argv
+    assert list(real.iterdir()) == [], "nothing was written through the link"

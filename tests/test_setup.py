@@ -168,11 +168,14 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     ("KINT_OWNER_KEY=0xabc", "--env KINT_OWNER_KEY is refused"),
     ("KINT_SESSION_PASSPHRASE=pw", "--env KINT_SESSION_PASSPHRASE is refused"),
     ("PYTHONPATH=/x", "--env PYTHONPATH is refused"),
+    ("KINT_RPC_URL=https://base.example/v2/K3Y",
+     "--env KINT_RPC_URL: https://base.example/<redacted> has a user, path or query part"),
 ])
 def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, message):
     out = setup(sandbox, "codex", "--env", pair)
     assert out.returncode == 2
     assert out.stderr.startswith(f"kint: error: {message}")
+    assert "K3Y" not in out.stderr
     assert not (sandbox.home / ".codex").exists()
 
 
@@ -293,3 +296,50 @@ def test_the_python_hermes_runs_in_is_read_from_its_script(tmp_path):
     assert hermes_python(script("sh", "#!/bin/sh")) is None
     assert hermes_python(script("none", "import sys")) is None
     assert hermes_python(str(tmp_path / "missing")) is None
+
+
+def test_a_config_backup_is_never_readable_by_others_while_it_is_written(tmp_path, monkeypatch):
+    """A harness's config can hold tokens (an MCP server's env). Its backup is created 0600
+    and only then given the original's mode, so no other user can open it half-written.
+    The file system is real; the two spies below only look at each file the moment it is
+    created (a window too short to catch from another process)."""
+    import builtins
+    import os
+    import stat
+
+    from kint.harnesses import backup
+
+    config = tmp_path / ".claude.json"
+    config.write_text('{"mcpServers": {"x": {"env": {"TOKEN": "s3cret"}}}}')
+    config.chmod(0o600)
+    seen: dict[str, int] = {}
+    real_open, real_os_open = builtins.open, os.open
+
+    def look(path) -> None:
+        if ".bak-" in str(path):
+            seen.setdefault(str(path), stat.S_IMODE(os.stat(path).st_mode))
+
+    def spy_open(file, *args, **kwargs):
+        handle = real_open(file, *args, **kwargs)
+        if isinstance(file, (str, os.PathLike)):
+            look(file)
+        return handle
+
+    def spy_os_open(path, *args, **kwargs):
+        fd = real_os_open(path, *args, **kwargs)
+        look(path)
+        return fd
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    old_umask = os.umask(0o022)
+    try:
+        first, second = backup(config), backup(config)
+    finally:
+        os.umask(old_umask)
+        monkeypatch.undo()
+    assert first != second and first.read_bytes() == second.read_bytes() == config.read_bytes()
+    assert seen == {str(first): 0o600, str(second): 0o600}
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    config.chmod(0o644)  # the original's mode is kept, once the bytes are in
+    assert stat.S_IMODE(backup(config).stat().st_mode) == 0o644

@@ -16,6 +16,7 @@ import threading
 import orjson
 import pytest
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from conftest import write_store
 from kint.paths import back_address
@@ -129,3 +130,30 @@ def test_the_kernel_names_the_process_behind_a_message(tmp_path):
         sender.kill()
         sender.wait()
         router.close()
+
+
+def test_a_huge_frame_on_the_back_socket_ends_that_connection_only(sandbox):
+    """A peer's frame larger than any a worker sends is refused by ZeroMQ at the socket (the
+    connection is dropped) instead of being read whole into the supervisor's memory; the
+    supervisor and its real worker go on."""
+    from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
+
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+    try:
+        sock.connect(back_address(sandbox.kint_home))
+        assert monitor.poll(10_000), "never connected"
+        assert recv_monitor_message(monitor)["event"] == zmq.EVENT_CONNECTED
+        sock.send_multipart([b"{}", b"x" * (SOCKET_MAX_MESSAGE_BYTES + 1)])
+        assert monitor.poll(10_000), "the connection was kept: the frame was read whole"
+        event = recv_monitor_message(monitor)["event"]
+        assert event == zmq.EVENT_DISCONNECTED
+    finally:
+        sock.disable_monitor()
+        monitor.close()
+        sock.close()
+    assert sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"] == worker

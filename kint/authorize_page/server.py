@@ -19,6 +19,9 @@ Why it is built this way:
   a Subresource Integrity check, and only if its SHA-256 is the pinned one.
 - Every response says `no-store` and `no-referrer`, so the token is neither cached nor sent
   to the wallet's own pages.
+- Each connection has `REQUEST_TIMEOUT_S` to send its request: any local process can open
+  connections to the port before it knows the token, and one that sends nothing (or less
+  body than it announced) must not hold a thread of the CLI until the page times out.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ SDK_FILE = f"base-account-{SDK_VERSION}.min.js"
 SDK_SHA256 = "fd307e471e738cc16604aa5d5263d7505d6f6b76e45355c977e8c67e985f52fe"
 
 MAX_RESULT_BYTES = 4096
+# Seconds a connection may take to send its request line, headers and body.
+REQUEST_TIMEOUT_S = 10.0
 _TX = re.compile(r"[A-Za-z0-9:_.\-]{1,256}")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 # What the Base Account SDK reaches from the page (its popup is a window of its own, which
@@ -99,8 +104,10 @@ class AuthorizePage:
     the timeout; `close()` stops the server (always call it)."""
 
     def __init__(self, request: PageRequest,
-                 on_refused: Callable[[str], None] | None = None) -> None:
+                 on_refused: Callable[[str], None] | None = None,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.request = request
+        self.request_timeout_s = request_timeout_s
         self.token = secrets.token_bytes(32).hex()
         self._on_refused = on_refused or (lambda why: None)
         self._result: PageResult | None = None
@@ -212,6 +219,9 @@ def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler
         server_version = "kint"
         sys_version = ""
         protocol_version = "HTTP/1.1"
+        # The socket's timeout: a request line or header that does not come in time ends
+        # the connection (http.server's own handling); a body, in do_POST.
+        timeout = page.request_timeout_s
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             """Silent: a request line carries the token."""
@@ -301,7 +311,12 @@ def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler
             if not 0 < length <= MAX_RESULT_BYTES:
                 self._refuse(413, "the body is empty, unsized or too large")
                 return
-            result = _parse_result(self.rfile.read(length), page.request.owner)
+            try:
+                raw = self.rfile.read(length)
+            except OSError:  # the body did not come in time
+                self.close_connection = True
+                return
+            result = _parse_result(raw, page.request.owner)
             if isinstance(result, str):
                 self._refuse(400, result)
                 return

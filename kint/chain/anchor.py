@@ -163,10 +163,33 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         # the endpoint's: it comes back as a refusal the ops can explain.
         if "insufficient funds" in str(err).lower():
             raise ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200]) from None
-        raise RpcUnavailable(f"{what}: the endpoint answered with an error ({err})") from None
+        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+                             f"({_endpoint_text(err)})") from None
     except ValueError as err:
         # web3 raises ValueError for JSON-RPC error objects it does not map.
-        raise RpcUnavailable(f"{what}: the endpoint answered with an error ({err})") from None
+        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+                             f"({_endpoint_text(err)})") from None
+    except (TypeError, KeyError, AttributeError, IndexError):
+        # An answer of the wrong shape (an object where a number was due, a receipt without
+        # its fields): a lying or broken endpoint, refused in words, never a traceback.
+        raise RpcUnavailable(f"{what}: the endpoint's answer is not what was asked for") from None
+
+
+def answer_int(value: Any) -> int:
+    """An endpoint's answer that must be a number (inside `bounded`: a TypeError there is
+    the endpoint's wrong answer)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"not a number: {type(value).__name__}")
+    return value
+
+
+# How much of an endpoint's own words an error quotes: its answer may be a whole web page.
+ENDPOINT_TEXT_CHARS = 200
+
+
+def _endpoint_text(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= ENDPOINT_TEXT_CHARS else text[:ENDPOINT_TEXT_CHARS] + "..."
 
 
 @functools.lru_cache(maxsize=None)
@@ -233,10 +256,11 @@ class Anchor:
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""
-        return int(bounded(lambda: self.w3.eth.get_balance(_addr(address)), "reading a balance"))
+        return bounded(lambda: answer_int(self.w3.eth.get_balance(_addr(address))),
+                       "reading a balance")
 
     def block_number(self) -> int:
-        return int(bounded(lambda: self.w3.eth.block_number, "reading the block number"))
+        return bounded(lambda: answer_int(self.w3.eth.block_number), "reading the block number")
 
     def head(self, owner: str, space_hex: str) -> Head:
         """The newest epoch of (owner, space): digest, seq and the block it landed in."""

@@ -104,6 +104,13 @@ def redact_url(url: str) -> str:
     return f"{p.scheme}://{netloc}{rest}"
 
 
+def url_may_hold_a_key(url: str) -> bool:
+    """Whether `url` has a part where providers put API keys or passwords (a user, a path,
+    a query, a fragment): the parts `redact_url` hides."""
+    p = urllib.parse.urlsplit(url.strip())
+    return bool(p.username or p.password or p.path.strip("/") or p.query or p.fragment)
+
+
 def devchain_record(home: Path) -> Path:
     return home / "devchain" / "devchain.json"
 

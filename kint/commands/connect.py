@@ -33,6 +33,21 @@ def usage(message: str) -> None:
     sys.exit(2)
 
 
+def checked_rpc_urls(value: str) -> str:
+    """`--rpc-urls`, refused when an endpoint has a part that may hold an API key: a command
+    line is readable by every local user (/proc/<pid>/cmdline) and stays in shell history.
+    Such an endpoint belongs in the config file's space table or in KINT_RPC_URL."""
+    from kint.chain.config import redact_url, url_may_hold_a_key
+
+    for url in value.split(","):
+        if url.strip() and url_may_hold_a_key(url):
+            usage(f"--rpc-urls: {redact_url(url.strip())} has a user, path or query part, where "
+                  f"providers put API keys, and a command line is readable by every local "
+                  f"user: give it as rpc_url in the space's table of $KINT_HOME/config.toml "
+                  f"([spaces.\"<label>\"], docs/settings.md), or in KINT_RPC_URL")
+    return value
+
+
 def read_signature(signature: str | None, signature_file: str | None) -> str | None:
     """`-` reads stdin; anything else is a path, read then unlinked (09-cli.md)."""
     if signature is not None and signature_file is not None:
@@ -99,7 +114,8 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
                    "authorization, made here.")
 @click.option("--rpc-urls", default=None, metavar="URL[,URL]",
               help="This space's own JSON-RPC endpoints (a kint extension; default: the "
-                   "machine's).")
+                   "machine's). One with a user, path or query part (an API key) is refused: "
+                   "argv is readable by every local user; use the config file's space table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
@@ -118,7 +134,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                             passphrase_stdin, passphrase_prompt, add_passphrase,
                             recovery_code_stdin)
     if rpc_urls is not None:
-        args["rpc_urls"] = rpc_urls
+        args["rpc_urls"] = checked_rpc_urls(rpc_urls)
     result = space_call(obj, "connect", args, timeout_s=300)
     if as_json:
         echo_json(result)

@@ -27,7 +27,7 @@ from web3 import Web3
 from web3.exceptions import Web3Exception
 
 from kint import spaces
-from kint.chain.anchor import Anchor, bounded
+from kint.chain.anchor import Anchor, answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.commands.exit_codes import ERROR
@@ -116,8 +116,9 @@ def chain_now(anchor: Anchor) -> int:
     The contract compares expiries and deadlines with block.timestamp, so a deadline must
     never start from a clock behind the chain's; a chain whose newest block is old (an idle
     devchain mines only on demand) must not pull it into the past either."""
-    block = bounded(lambda: anchor.w3.eth.get_block("latest"), "reading the newest block")
-    return max(int(time.time()), int(block["timestamp"]))
+    stamp = bounded(lambda: answer_int(anchor.w3.eth.get_block("latest")["timestamp"]),
+                    "reading the newest block")
+    return max(int(time.time()), stamp)
 
 
 def when(unix: int) -> str:

@@ -23,9 +23,11 @@ registration already is what it would write, so a second run is a no-op.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -104,8 +106,25 @@ def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
                              "give each variable as --env KEY=VALUE")
         key, value = pair.split("=", 1)
         check_env_name(key)
+        check_env_value(key, value)
         env[key] = value
     return env
+
+
+def check_env_value(key: str, value: str) -> None:
+    """An endpoint setting whose URL may carry an API key (a user, path or query part) is
+    refused: setup writes it into the harness's configuration in plain text, and some
+    harnesses take it on their command line. kint-server reads KINT_HOME/config.toml
+    itself, which is where such an endpoint belongs."""
+    from kint.chain.config import redact_url, url_may_hold_a_key
+    from kint.settings.schema import BY_NAME
+
+    setting = BY_NAME.get(key)
+    if setting is not None and setting.kind == "url" and url_may_hold_a_key(value):
+        raise SetupError(f"--env {key}: {redact_url(value.strip())} has a user, path or query "
+                         f"part, where providers put API keys",
+                         "kint-server reads $KINT_HOME/config.toml itself: give the endpoint "
+                         "there (docs/settings.md), not in the harness's configuration")
 
 
 def check_env_name(key: str) -> None:
@@ -164,16 +183,29 @@ def tail(proc: subprocess.CompletedProcess[str], lines: int = 3) -> str:
 
 
 def backup(path: Path) -> Path | None:
-    """Copy `path` to `<path>.bak-<unix time>` (mode kept) before it is changed."""
+    """Copy `path` to `<path>.bak-<unix time>` (mode kept) before it is changed.
+
+    The copy is created 0600 and only then given the original's mode: a harness's config
+    can hold tokens (an MCP server's env), and a copy made with the umask's mode (0644)
+    could be opened by another user while its bytes are written. A new name is claimed
+    with O_EXCL, never by a look and then a write."""
     if not path.exists():
         return None
+    data = path.read_bytes()
+    mode = stat.S_IMODE(path.stat().st_mode)
     stamp = int(time.time())
-    target = path.with_name(f"{path.name}.bak-{stamp}")
-    n = 1
-    while target.exists():
-        target = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-        n += 1
-    shutil.copy2(path, target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for n in itertools.count():
+        target = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError:
+            continue
+        break
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        os.fchmod(fh.fileno(), mode)
+    shutil.copystat(path, target)
     return target
 
 

@@ -3,8 +3,9 @@ the tests agree on what is too large or too long."""
 
 # A request or reply larger than this is refused with TOO_LARGE.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-# The front socket's ZMQ_MAXMSGSIZE: frames up to here are read and answered with TOO_LARGE;
-# larger ones make ZeroMQ drop the sender's connection before any byte reaches kint.
+# The supervisor's sockets' ZMQ_MAXMSGSIZE: frames up to here are read (the front answers
+# TOO_LARGE past MAX_MESSAGE_BYTES, the back drops them); larger ones make ZeroMQ drop the
+# sender's connection before any byte reaches kint.
 SOCKET_MAX_MESSAGE_BYTES = 2 * MAX_MESSAGE_BYTES
 
 MAX_ID_CHARS = 64

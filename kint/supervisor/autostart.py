@@ -25,13 +25,19 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
-from kint.paths import ensure_private_dir, front_address, log_path, run_dir
+from kint.paths import UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
 log = logging.getLogger("kint.supervisor")
 
 START_LOCK = "supervisor.lock"
+# The daemon's umask, inherited by the worker forkserver and every worker.
+PRIVATE_UMASK = 0o077
+# What to do when KINT_HOME (or run/ in it) is a symlink, not a folder, or another user's:
+# kint refuses it rather than keep keys where someone else could read or replace them.
+UNSAFE_HOME_HINT = ("KINT_HOME (default ~/.kint) must be a plain folder of this user (not a "
+                    "symlink): fix its owner, or set KINT_HOME to such a folder")
 
 
 class SupervisorNotReachable(TimeoutError):
@@ -52,8 +58,16 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     from kint.supervisor.settings import Settings
     from kint.supervisor.spawner import Spawner
 
-    ensure_private_dir(home)
-    ensure_private_dir(run_dir(home))
+    # Everything this process, its forkserver and its workers create is the user's alone,
+    # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
+    # store journal, a temporary file) would otherwise follow the caller's umask (0022).
+    os.umask(PRIVATE_UMASK)
+    try:
+        ensure_private_dir(home)
+        ensure_private_dir(run_dir(home))
+    except UnsafePathError as err:
+        print(f"kint: error: {err}\nhint: {UNSAFE_HOME_HINT}", file=sys.stderr)
+        return 2
     setup_file_logging(home)
     try:
         pid_fd = hold_pid_lock(home)

@@ -111,6 +111,9 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # outbox keeps it until the pipe drains.
         self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.back.setsockopt(zmq.LINGER, 0)
+        # Any process of the user can connect here too: a frame past what a worker ever
+        # sends ends that connection before ZeroMQ holds it in this process's memory.
+        self.back.setsockopt(zmq.MAXMSGSIZE, SOCKET_MAX_MESSAGE_BYTES)
         self.back.setsockopt(zmq.ROUTER_MANDATORY, 1)
         # No handover: a second connection claiming a worker's route is refused, never
         # handed the route (routes are secret anyway, see worker_wire.route_for).

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor, ChainRefused
+from kint.chain.anchor import Anchor, ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write
@@ -154,7 +154,8 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) 
         event = anchor.epoch_log(owner, ctx.config.space_id, head.seq, head.block)
         if event is None:
             raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the head's Epoch log is missing")
-        receipt = anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash)
+        receipt = bounded(lambda: anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash),
+                          "reading the landed push's receipt")
         record_landed(ctx, anchor, pending, receipt)
         log.info("space %s: a push killed mid-way had landed; recorded epoch %d", space16,
                  head.seq)

@@ -27,7 +27,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
 import zmq
@@ -248,7 +247,7 @@ class Worker:
                                 f"Sibyl refused {req.op}: {lines[0]}",
                                 hint if isinstance(hint, str) and hint else None)
         except Exception:
-            log.error("op failed in space %s:\n%s", self.config.space16, traceback.format_exc())
+            log.error("op failed in space %s", self.config.space16, exc_info=True)
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
         return reply
 

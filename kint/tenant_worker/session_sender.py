@@ -16,7 +16,7 @@ from typing import Any
 
 from web3 import Web3
 
-from kint.chain.anchor import Anchor, ChainRefused, bounded
+from kint.chain.anchor import Anchor, ChainRefused, answer_int, bounded
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.protocol import ErrorCode, ProtocolError
 
@@ -44,8 +44,9 @@ class SessionSender:
 
     def mined_count(self) -> int:
         address = self.account.address
-        return int(bounded(lambda: self.anchor.w3.eth.get_transaction_count(address, "latest"),
-                           "reading the session key's nonce"))
+        return bounded(lambda: answer_int(self.anchor.w3.eth.get_transaction_count(address,
+                                                                                 "latest")),
+                       "reading the session key's nonce")
 
     def sign(self, calldata: bytes, nothing_dropped: str) -> Signed:
         """A signed transaction for `calldata` at the next machine-wide nonce, gas estimated
@@ -95,7 +96,7 @@ class SessionSender:
     def _filler(self, nonce: int) -> bytes:
         """A zero-value transfer to self at `nonce`: it spends the nonce and nothing else."""
         address = self.account.address
-        price = int(bounded(lambda: self.anchor.w3.eth.gas_price, "reading the gas price"))
+        price = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price), "reading the gas price")
         tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
               "gasPrice": price * 2, "nonce": nonce, "chainId": self.anchor.config.chain_id}
         return bytes(self.account.sign_transaction(tx).raw_transaction)

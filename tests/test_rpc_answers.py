@@ -1,0 +1,63 @@
+"""An endpoint that answers with the wrong shape (an object where a number is due) or with a
+whole web page gets a clear refusal in one line: never a traceback, never the page quoted
+whole (DESIGN §10: a lying RPC is bad input). The endpoint is a real loopback HTTP server."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import pytest
+
+from conftest import make_sandbox
+
+PAGE = "<html>" + "a web page, not JSON-RPC " * 4000 + "</html>"
+
+
+class _Liar(http.server.BaseHTTPRequestHandler):
+    mode = "object"
+
+    def log_message(self, *args) -> None:  # noqa: D102 - quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.server.mode == "page":  # type: ignore[attr-defined]
+            data = PAGE.encode()
+        else:  # every result an object: no number, no receipt
+            data = json.dumps({"jsonrpc": "2.0", "id": req.get("id"),
+                               "result": {"number": "zz"}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def liar():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Liar)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("mode, said", [
+    ("object", "reading a balance: the endpoint's answer is not what was asked for"),
+    ("page", "reading a balance: the endpoint answered with an error (Could not decode"),
+])
+def test_a_lying_endpoint_is_refused_in_one_line(tmp_path, liar, mode, said):
+    liar.mode = mode
+    sb = make_sandbox(tmp_path / "m", KINT_RPC_URL=f"http://127.0.0.1:{liar.server_port}/",
+                      KINT_RPC_TIMEOUT="5")
+    assert sb.kint("session-key", "create").returncode == 0
+    out = sb.kint("session-key", "show")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert said in out.stderr
+    assert len(out.stderr) < 600, "the endpoint's page is not quoted whole"
+    assert json.loads(out.stdout)["exists"] is True
