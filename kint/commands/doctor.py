@@ -12,7 +12,7 @@ import click
 
 from kint import spaces
 from kint.client import KintError
-from kint.commands.common import Ctx, echo_json, print_notices, sent_settings
+from kint.commands.common import STORE_HINT, Ctx, echo_json, print_notices, sent_settings
 from kint.paths import kint_home
 
 
@@ -60,8 +60,12 @@ def doctor_cmd(obj: Ctx, as_json: bool) -> None:
     checks.append({"name": "supervisor reachable", "ok": reachable,
                    "detail": "answering" if reachable else f"no supervisor for {home}",
                    "hint": "" if reachable else "run `kint supervisor start`"})
-    if reachable:
-        ref = spaces.resolve(obj.tenant, obj.db)
+    ref = spaces.resolve(obj.tenant, obj.db)
+    problem = spaces.store_problem(ref.db)
+    if problem is not None:  # never sent: its worker would fail at every start
+        checks.append({"name": "store readable", "ok": False, "detail": f"{ref.db} {problem}",
+                       "hint": STORE_HINT})
+    elif reachable:
         try:
             checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,
                                                 space=ref.label, args=sent_settings({}),
