@@ -120,3 +120,19 @@ def test_only_a_path_that_can_be_a_store_binds_and_a_bad_binding_gives_way(tmp_p
     bindings = Bindings(home)
     bindings.bind_if_exists("ab" * 32, Binding("t", "t", str(store)))
     assert Bindings(home).get("ab" * 32) == Binding("t", "t", str(store))
+
+
+def test_a_conflict_over_a_store_that_does_not_exist_says_so(sandbox):
+    """The space is its real store's; a `--db` that does not exist is refused SPACE_CONFLICT,
+    and the hint names the missing path, not KINT_SPACE (which would split the memory)."""
+    from conftest import write_store
+
+    write_store(sandbox.sibyl_db)
+    assert sandbox.kint("status").returncode == 0
+    typo = sandbox.sibyl_db.parent / "memroy.db"
+    for command in (["status"], ["doctor"]):
+        out = sandbox.kint("--db", str(typo), *command)
+        assert out.returncode in (1, 2), out.stderr
+        assert (f"hint: {typo} does not exist: check --db or SIBYL_MEMORY_DB"
+                in out.stdout + out.stderr), (command, out.stdout, out.stderr)
+    assert not typo.exists()

@@ -83,6 +83,18 @@ def resolve_space(obj: Ctx) -> "SpaceRef":
     return ref
 
 
+def explained(err: KintError, ref: "SpaceRef") -> KintError:
+    """`err`, with a hint that fits what the caller asked for. A space bound to another
+    store refuses a store that does not exist: that is a mistyped `--db` or a relative
+    SIBYL_MEMORY_DB far more often than a second store wanting a space of its own."""
+    import os
+
+    if err.code == "SPACE_CONFLICT" and not os.path.exists(ref.db):
+        err.hint = (f"{ref.db} does not exist: check --db or SIBYL_MEMORY_DB (KINT_SPACE "
+                    "gives a new store a space of its own)")
+    return err
+
+
 # A caller's own way to report a refused call (`kint join` names the step); it must exit.
 OnError = Callable[[KintError], NoReturn]
 
@@ -106,7 +118,7 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
                 box["result"] = client.call(op, tenant=ref.tenant, db=ref.db, space=ref.label,
                                             args=args, timeout_s=timeout_s)
         except KintError as err:
-            box["error"] = err
+            box["error"] = explained(err, ref)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
@@ -141,6 +153,7 @@ def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
                                              space=ref.label, args=sent_settings(args),
                                              timeout_s=timeout_s))
     except KintError as err:
+        err = explained(err, ref)
         if on_error is not None:
             on_error(err)
         fail(err, obj.debug, command)

@@ -12,7 +12,8 @@ import click
 
 from kint import spaces
 from kint.client import KintError
-from kint.commands.common import STORE_HINT, Ctx, echo_json, print_notices, sent_settings
+from kint.commands.common import (STORE_HINT, Ctx, echo_json, explained, print_notices,
+                                  sent_settings)
 from kint.paths import kint_home
 
 
@@ -71,6 +72,7 @@ def doctor_cmd(obj: Ctx, as_json: bool) -> None:
                                                 space=ref.label, args=sent_settings({}),
                                                 timeout_s=60))["checks"]
         except KintError as err:
+            err = explained(err, ref)
             checks.append({"name": "space", "ok": False, "detail": err.message,
                            "hint": err.hint or ""})
     failed = [c for c in checks if not c["ok"]]
