@@ -14,6 +14,7 @@ from kint import spaces
 from kint.client import KintError
 from kint.commands.common import (STORE_HINT, Ctx, echo_json, explained, print_notices,
                                   sent_settings)
+from kint.commands.owner_flag import check_owner, owner_option
 from kint.paths import kint_home
 
 
@@ -49,11 +50,13 @@ def _permissions(home: Path) -> dict[str, Any]:
 
 
 @click.command("doctor")
+@owner_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
-def doctor_cmd(obj: Ctx, as_json: bool) -> None:
+def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """Named checks: kint home placement, permissions, supervisor reachable, chain
     reachable, keys present, store readable. Exit code 1 when any fails."""
+    check_owner(obj, owner)
     home = kint_home()
     checks = [_placement(home), _permissions(home)]
     client = obj.client(autostart=False)
