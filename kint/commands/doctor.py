@@ -83,7 +83,8 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
         echo_json({"checks": checks, "ok": not failed})
     else:
         for c in checks:
-            click.echo(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {c['detail']}")
+            # v0.3.0's line (09-cli.md): `[ok  ]` or `[FAIL]`, then the check.
+            click.echo(f"{'[ok  ]' if c['ok'] else '[FAIL]'} {c['name']}: {c['detail']}")
             if not c["ok"] and c.get("hint"):
-                click.echo(f"      hint: {c['hint']}")
+                click.echo(f"       hint: {c['hint']}")
     sys.exit(1 if failed else 0)
