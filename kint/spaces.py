@@ -135,14 +135,19 @@ def resolve(tenant: str | None = None, db: str | os.PathLike[str] | None = None)
                     db=str(path))
 
 
-def store_problem(db: str | os.PathLike[str]) -> str | None:
+def store_problem(db: str | os.PathLike[str], *, header: bool = True) -> str | None:
     """Why `db` can never be a Sibyl store (`is a folder, not a regular file`, ...), or None
     when it can. A store that does not exist yet can: Sibyl creates it on the first write.
 
     A path that never opens must be refused before a request names it: a worker started on
     it fails at every start until its space is quarantined, and a space is bound to the
     store it was asked for (kint.supervisor.bindings), so a mistyped `--db ~/notes` would
-    otherwise shut the tenant's real store out. One stat, and 16 bytes read."""
+    otherwise shut the tenant's real store out. One stat, and 16 bytes read.
+
+    `header=False` skips the read, and a process that holds SQLite connections to the store
+    (a worker) must pass it: closing any descriptor of a file drops every POSIX lock the
+    process holds on it, SQLite's own included, and a reader that lost its lock may see
+    the WAL reset under it."""
     try:
         st = os.lstat(db)
     except FileNotFoundError:
@@ -155,7 +160,7 @@ def store_problem(db: str | os.PathLike[str]) -> str | None:
         return "is a folder, not a regular file"
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
-    if st.st_size == 0:
+    if st.st_size == 0 or not header:
         return None
     try:
         with open(db, "rb") as f:

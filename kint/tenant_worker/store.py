@@ -44,7 +44,7 @@ def check_openable(db: str) -> None:
     A missing store is fine (Sibyl creates it on the first write); a folder, a special
     file or a file that is not SQLite is not, and no restart will fix it.
     """
-    problem = store_problem(db)
+    problem = store_problem(db, header=False)  # SQLite's open below reads the header
     if problem is not None:
         raise StoreUnreadable(f"store {db} {problem}")
     if not os.path.exists(db):
