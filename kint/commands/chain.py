@@ -35,6 +35,8 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
     if as_json:
         echo_json(result)
         return
+    if result.get("override"):
+        click.echo(result["override"])
     _print_epochs(result)
     click.echo(result["message"])
 
