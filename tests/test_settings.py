@@ -79,6 +79,7 @@ def test_kint_reads_every_setting_one_way():
     ("poll_seconds = 0.5", "poll_seconds", "below the minimum, 1"),
     ("contract = \"0x1234\"", "contract", "is not an address"),
     ("offline = 1", "offline", "must be true or false"),
+    ('offline = "yes"', "offline", "is not 1 (on) or 0 (off)"),
     ("key_ttl = \"forever\"", "key_ttl", "is not a duration"),
     ("quiet_secs = 5", "quiet_secs", "is not a kint setting"),
     ('session_passphrase = "x"', "session_passphrase", "is a secret"),
@@ -366,6 +367,12 @@ def test_a_call_setting_is_applied_and_a_bad_one_said(box):
     result = daemon(box, KINT_RPC_TIMEOUT="soon")
     assert result["notices"] == ["kint: KINT_RPC_TIMEOUT='soon' in this environment is not a "
                                  "number, so it is not used: this call runs with 10 (the "
+                                 "default)"]
+    # A switch is on for `1` only (v0.3.0's rule); `true` is said, not silently off.
+    result = daemon(box, KINT_OFFLINE="true")
+    assert result["values"]["KINT_OFFLINE"] == (False, "default")
+    assert result["notices"] == ["kint: KINT_OFFLINE='true' in this environment is not 1 (on) "
+                                 "or 0 (off), so it is not used: this call runs with unset (the "
                                  "default)"]
 
 
