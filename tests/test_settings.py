@@ -465,3 +465,17 @@ def test_docs_list_each_setting_once_with_where_it_may_be_set():
             for name in re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", table, re.M):
                 rows[name] = rows.get(name, 0) + 1
     assert {s.name: 1 for s in SETTINGS} == {n: c for n, c in rows.items() if n in BY_NAME}
+
+
+def test_config_check_names_a_key_or_the_file(tmp_path):
+    """`kint config check` says which to fix: the key it names, or, when the file is not
+    TOML at all (no key to name), the file."""
+    box = make_sandbox(tmp_path / "m")
+    box.kint_home.mkdir(mode=0o700)
+    path = box.kint_home / "config.toml"
+    for text, hint in (("quiet_seconds = \"later\"\n", "hint: fix that key;"),
+                       ("not toml [[[\n", "hint: fix the file;")):
+        path.write_text(text)
+        path.chmod(0o600)
+        out = box.kint("config", "check")
+        assert out.returncode == 2 and out.stderr.splitlines()[1].startswith(hint), out.stderr
