@@ -14,6 +14,8 @@ CASES = [
                               str(2**64)], None, 2, "is not in the range"),
     ("an empty tenant", ["--tenant", "", "status"], None, 2, "--tenant is empty"),
     ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
+    ("a store path that is a folder", ["--db", "/", "status"], None, 2,
+     "store / is a folder, not a regular file"),
     ("a history with nothing anchored", ["history", "entity", "nothing", "--category", "c"],
      None, 2, "no anchored version of entity c/nothing"),
     ("a verify limit of 0", ["verify", "q", "--limit", "0"], None, 2, "is not in the range"),
@@ -60,3 +62,20 @@ def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_
     assert out.returncode == 0, out.stderr
     store_lines = [line for line in out.stdout.splitlines() if line.startswith("store:")]
     assert len(store_lines) == 1 and "a\\nb" in store_lines[0]
+
+
+@pytest.mark.parametrize("argv", [["status"], ["config", "show"], ["session-key", "create"],
+                                  ["devchain", "status"], ["doctor"]], ids=" ".join)
+def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
+    """KINT_HOME naming a file (or a path under one) gave a Python traceback from whichever
+    module first touched it; every command now refuses it once, up front."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for home, why in ((afile, "is not a plain folder"),
+                      (afile / "sub", "cannot be used (Not a directory)")):
+        out = machine.kint(*argv, env={"KINT_HOME": str(home)})
+        assert out.returncode == 2, (argv, out.stdout, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"kint: error: KINT_HOME {home} {why}",
+            "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
+            "unset it for ~/.kint"], out.stderr
