@@ -83,3 +83,14 @@ def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
             f"kint: error: KINT_HOME {home} {why}",
             "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
             "unset it for ~/.kint"], out.stderr
+
+
+def test_a_blank_variable_counts_as_unset(machine):
+    """KINT_TENANT of spaces only named a tenant "  " (a space of its own, bound to the
+    user's store); like an empty value, it now counts as unset."""
+    import json
+
+    plain = json.loads(machine.kint("status", "--json").stdout)
+    blank = machine.kint("status", "--json", env={"KINT_TENANT": "  "})
+    assert blank.returncode == 0, blank.stderr
+    assert json.loads(blank.stdout)["tenant"] == plain["tenant"] != "  "
