@@ -94,3 +94,19 @@ def test_a_blank_variable_counts_as_unset(machine):
     blank = machine.kint("status", "--json", env={"KINT_TENANT": "  "})
     assert blank.returncode == 0, blank.stderr
     assert json.loads(blank.stdout)["tenant"] == plain["tenant"] != "  "
+
+
+def test_kint_server_takes_no_arguments(machine):
+    """`kint-server --help` in a terminal served MCP on it, silently; it now says what it is
+    (exit 0 for --help, 2 for anything else) and serves nothing."""
+    import subprocess
+    from pathlib import Path
+
+    from conftest import KINT
+
+    server = str(Path(KINT).with_name("kint-server"))
+    for args, status in ((["--help"], 0), (["--tenant", "x"], 2)):
+        out = subprocess.run([server, *args], env=machine.env, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=60)
+        assert out.returncode == status and out.stdout == "", (args, out)
+        assert out.stderr.startswith("kint-server takes no arguments"), out.stderr
