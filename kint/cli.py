@@ -17,6 +17,7 @@ import click
 
 from kint import __version__
 from kint.commands.common import Ctx
+from kint.paths import folder_problem, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
 # command's module is imported only when that command runs (or `--help` lists them all):
@@ -80,6 +81,13 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
         if value is not None and not value.strip():
             click.echo(f"kint: {name} is empty: give a value or leave the option out", err=True)
             sys.exit(2)
+    home = kint_home()
+    problem = folder_problem(home)
+    if problem is not None:  # every command keeps its files there: say so once, here
+        click.echo(f"kint: error: KINT_HOME {home} {problem}", err=True)
+        click.echo("hint: point KINT_HOME at a folder of your own (kint creates it, mode "
+                   "0700), or unset it for ~/.kint", err=True)
+        sys.exit(2)
     ctx.obj = Ctx(tenant, db, debug)
 
 

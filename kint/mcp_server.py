@@ -60,6 +60,12 @@ def _bootstrap(session: Any, deadline: float) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:]:
+        # It takes none (09-cli.md); said at once, rather than serving MCP on the terminal.
+        print("kint-server takes no arguments: it is the MCP stdio server a harness starts "
+              "(`kint setup` registers it, docs/harnesses.md); its tenant and store come "
+              "from KINT_TENANT and SIBYL_MEMORY_DB", file=sys.stderr)
+        sys.exit(0 if sys.argv[1:] in (["--help"], ["-h"]) else 2)
     home = kint_home()
     _log_to_file(home)
     from kint import spaces

@@ -52,14 +52,28 @@ def ensure_private_dir(path: Path) -> Path:
             pass
         else:
             os.chmod(folder, 0o700)
-    st = path.lstat()
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise UnsafePathError(f"{path} is not a plain folder")
-    if st.st_uid != os.getuid():
-        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by this user")
-    if stat.S_IMODE(st.st_mode) != 0o700:
+    problem = folder_problem(path)
+    if problem is not None:
+        raise UnsafePathError(f"{path} {problem}")
+    if stat.S_IMODE(path.lstat().st_mode) != 0o700:
         os.chmod(path, 0o700)
     return path
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why `path` cannot be a folder of kint's own (`is not a plain folder`, ...), or None
+    when it can: a folder of this user's, or nothing yet (kint creates it)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as err:  # a file where a parent folder should be, or no permission
+        return f"cannot be used ({err.strerror})"
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return "is not a plain folder"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by this user"
+    return None
 
 
 def atomic_write(path: Path, data: bytes) -> None:

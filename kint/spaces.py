@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,9 @@ SPACE_PREFIX = b"kint-space-v1"
 # Hermes' own rule for a profile name (hermes_cli.profiles._PROFILE_ID_RE).
 HERMES_PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 STORE_NAME = "memory.db"
+# The first 16 bytes of every SQLite database file (an empty file is one too: SQLite writes
+# the header on the first write).
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,41 @@ def resolve(tenant: str | None = None, db: str | os.PathLike[str] | None = None)
     resolved_tenant = resolve_tenant(tenant)
     return SpaceRef(label=space_label(resolved_tenant, path), tenant=resolved_tenant,
                     db=str(path))
+
+
+def store_problem(db: str | os.PathLike[str], *, header: bool = True) -> str | None:
+    """Why `db` can never be a Sibyl store (`is a folder, not a regular file`, ...), or None
+    when it can. A store that does not exist yet can: Sibyl creates it on the first write.
+
+    A path that never opens must be refused before a request names it: a worker started on
+    it fails at every start until its space is quarantined, and a space is bound to the
+    store it was asked for (kint.supervisor.bindings), so a mistyped `--db ~/notes` would
+    otherwise shut the tenant's real store out. One stat, and 16 bytes read.
+
+    `header=False` skips the read, and a process that holds SQLite connections to the store
+    (a worker) must pass it: closing any descriptor of a file drops every POSIX lock the
+    process holds on it, SQLite's own included, and a reader that lost its lock may see
+    the WAL reset under it."""
+    try:
+        st = os.lstat(db)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink (Sibyl refuses symlinked stores)"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a regular file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_size == 0 or not header:
+        return None
+    try:
+        with open(db, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    return None if header == SQLITE_HEADER else "is not a SQLite database"
 
 
 def hermes_stores(root: Path) -> list[Path]:

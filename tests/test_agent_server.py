@@ -219,7 +219,8 @@ def test_doctor_names_each_check(box, tmp_path):
     inside = box.home / ".sibyl-memory" / "kint"
     bad = box.kint("doctor", env={"KINT_HOME": str(inside)})
     assert bad.returncode == 1
-    assert "FAIL  kint home placement" in bad.stdout and "FAIL  supervisor reachable" in bad.stdout
+    assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
+    assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
 
 
 def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_factory,

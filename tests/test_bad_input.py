@@ -14,8 +14,14 @@ CASES = [
                               str(2**64)], None, 2, "is not in the range"),
     ("an empty tenant", ["--tenant", "", "status"], None, 2, "--tenant is empty"),
     ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
+    ("a store path that is a folder", ["--db", "/", "status"], None, 2,
+     "store / is a folder, not a regular file"),
     ("a history with nothing anchored", ["history", "entity", "nothing", "--category", "c"],
      None, 2, "no anchored version of entity c/nothing"),
+    ("an entity's history without its category", ["history", "entity", "x"], None, 2,
+     "--category is required for an entity"),
+    ("a state's history with a category", ["history", "state", "x", "--category", "c"], None,
+     2, "--category is for entities only"),
     ("a verify limit of 0", ["verify", "q", "--limit", "0"], None, 2, "is not in the range"),
     ("an owner that is not an address", ["canonical-payload", "--owner", "0x123"], None, 2,
      "is not an address"),
@@ -65,3 +71,47 @@ def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_
     assert out.returncode == 0, out.stderr
     store_lines = [line for line in out.stdout.splitlines() if line.startswith("store:")]
     assert len(store_lines) == 1 and "a\\nb" in store_lines[0]
+
+
+@pytest.mark.parametrize("argv", [["status"], ["config", "show"], ["session-key", "create"],
+                                  ["devchain", "status"], ["doctor"]], ids=" ".join)
+def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
+    """KINT_HOME naming a file (or a path under one) gave a Python traceback from whichever
+    module first touched it; every command now refuses it once, up front."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for home, why in ((afile, "is not a plain folder"),
+                      (afile / "sub", "cannot be used (Not a directory)")):
+        out = machine.kint(*argv, env={"KINT_HOME": str(home)})
+        assert out.returncode == 2, (argv, out.stdout, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"kint: error: KINT_HOME {home} {why}",
+            "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
+            "unset it for ~/.kint"], out.stderr
+
+
+def test_a_blank_variable_counts_as_unset(machine):
+    """KINT_TENANT of spaces only named a tenant "  " (a space of its own, bound to the
+    user's store); like an empty value, it now counts as unset."""
+    import json
+
+    plain = json.loads(machine.kint("status", "--json").stdout)
+    blank = machine.kint("status", "--json", env={"KINT_TENANT": "  "})
+    assert blank.returncode == 0, blank.stderr
+    assert json.loads(blank.stdout)["tenant"] == plain["tenant"] != "  "
+
+
+def test_kint_server_takes_no_arguments(machine):
+    """`kint-server --help` in a terminal served MCP on it, silently; it now says what it is
+    (exit 0 for --help, 2 for anything else) and serves nothing."""
+    import subprocess
+    from pathlib import Path
+
+    from conftest import KINT
+
+    server = str(Path(KINT).with_name("kint-server"))
+    for args, status in ((["--help"], 0), (["--tenant", "x"], 2)):
+        out = subprocess.run([server, *args], env=machine.env, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=60)
+        assert out.returncode == status and out.stdout == "", (args, out)
+        assert out.stderr.startswith("kint-server takes no arguments"), out.stderr

@@ -302,6 +302,8 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
     over = kjson(a, "compact", "--over-skipped")
     snap = over["epochs"][0]["seq"]
     assert snap == bad + 1
+    assert over["override"].startswith(  # the line 09-cli.md says --over-skipped prints
+        f"push: OVERRIDE, anchoring a snapshot on top of chain head seq {bad} (")
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
     g = new_machine(tmp_path_factory.mktemp("machine-g"), chain_home)
     try:

@@ -79,6 +79,7 @@ def test_kint_reads_every_setting_one_way():
     ("poll_seconds = 0.5", "poll_seconds", "below the minimum, 1"),
     ("contract = \"0x1234\"", "contract", "is not an address"),
     ("offline = 1", "offline", "must be true or false"),
+    ('offline = "yes"', "offline", "is not 1 (on) or 0 (off)"),
     ("key_ttl = \"forever\"", "key_ttl", "is not a duration"),
     ("quiet_secs = 5", "quiet_secs", "is not a kint setting"),
     ('session_passphrase = "x"', "session_passphrase", "is a secret"),
@@ -367,6 +368,12 @@ def test_a_call_setting_is_applied_and_a_bad_one_said(box):
     assert result["notices"] == ["kint: KINT_RPC_TIMEOUT='soon' in this environment is not a "
                                  "number, so it is not used: this call runs with 10 (the "
                                  "default)"]
+    # A switch is on for `1` only (v0.3.0's rule); `true` is said, not silently off.
+    result = daemon(box, KINT_OFFLINE="true")
+    assert result["values"]["KINT_OFFLINE"] == (False, "default")
+    assert result["notices"] == ["kint: KINT_OFFLINE='true' in this environment is not 1 (on) "
+                                 "or 0 (off), so it is not used: this call runs with unset (the "
+                                 "default)"]
 
 
 def test_a_changed_config_applies_on_the_next_request_and_a_broken_one_is_refused(box):
@@ -458,3 +465,17 @@ def test_docs_list_each_setting_once_with_where_it_may_be_set():
             for name in re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", table, re.M):
                 rows[name] = rows.get(name, 0) + 1
     assert {s.name: 1 for s in SETTINGS} == {n: c for n, c in rows.items() if n in BY_NAME}
+
+
+def test_config_check_names_a_key_or_the_file(tmp_path):
+    """`kint config check` says which to fix: the key it names, or, when the file is not
+    TOML at all (no key to name), the file."""
+    box = make_sandbox(tmp_path / "m")
+    box.kint_home.mkdir(mode=0o700)
+    path = box.kint_home / "config.toml"
+    for text, hint in (("quiet_seconds = \"later\"\n", "hint: fix that key;"),
+                       ("not toml [[[\n", "hint: fix the file;")):
+        path.write_text(text)
+        path.chmod(0o600)
+        out = box.kint("config", "check")
+        assert out.returncode == 2 and out.stderr.splitlines()[1].startswith(hint), out.stderr

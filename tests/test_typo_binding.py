@@ -67,3 +67,72 @@ def test_a_binding_needs_its_store_and_once_held_costs_no_stat(tmp_path, monkeyp
     other = Binding("t@hermes:p", "t", str(tmp_path / "other.db"))
     bindings.bind_if_exists(sid, other)  # a different store is looked at, and is missing
     assert stats == [other.db] and bindings.get(sid) == binding
+
+
+def test_a_folder_or_a_file_that_is_no_store_is_refused_and_binds_nothing(sandbox):
+    """`kint --db ~/notes` (a folder) or `--db README.md`: one BAD_REQUEST line naming the
+    path, exit 2, and nothing sent, so the tenant's space stays with its real store (a
+    worker started on such a path failed at every start, the space was quarantined and
+    bound to it, and the real store got SPACE_CONFLICT from then on)."""
+    from conftest import write_store
+
+    write_store(sandbox.sibyl_db)
+    notes = sandbox.root / "notes"
+    notes.mkdir()
+    readme = sandbox.root / "README.md"
+    readme.write_text("# not a store\n")
+    for path, why in ((notes, "is a folder, not a regular file"),
+                      (readme, "is not a SQLite database")):
+        for command in (["status"], ["verify", "release rule"], ["export"]):
+            out = sandbox.kint("--db", str(path), *command)
+            assert out.returncode == 2, (command, out.stdout, out.stderr)
+            assert out.stderr.splitlines() == [
+                f"kint: error: store {path} {why} [BAD_REQUEST]",
+                "hint: check --db or SIBYL_MEMORY_DB: give the store file itself (memory.db)",
+            ], out.stderr
+    out = sandbox.kint("status", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["store"]["path"] == str(sandbox.sibyl_db)
+
+
+def test_only_a_path_that_can_be_a_store_binds_and_a_bad_binding_gives_way(tmp_path):
+    """A folder, a symlink or a file that is not SQLite never binds its space, and one such
+    binding saved before (by a kint without this check) gives way at the next start."""
+    from kint.supervisor.bindings import Binding, Bindings
+
+    home = tmp_path / "kint"
+    (home / "run").mkdir(parents=True, mode=0o700)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    store = tmp_path / "memory.db"
+    store.write_bytes(b"")
+    link = tmp_path / "link.db"
+    link.symlink_to(store)
+    bindings = Bindings(home)
+    for path in (folder, text, link):
+        bindings.bind_if_exists("ab" * 32, Binding("t", "t", str(path)))
+        assert bindings.get("ab" * 32) is None, path
+    (home / "run" / "bindings.json").write_text(json.dumps(
+        {"cd" * 32: {"label": "t", "tenant": "t", "db": str(folder)}}))
+    assert Bindings(home).get("cd" * 32) is None
+    bindings = Bindings(home)
+    bindings.bind_if_exists("ab" * 32, Binding("t", "t", str(store)))
+    assert Bindings(home).get("ab" * 32) == Binding("t", "t", str(store))
+
+
+def test_a_conflict_over_a_store_that_does_not_exist_says_so(sandbox):
+    """The space is its real store's; a `--db` that does not exist is refused SPACE_CONFLICT,
+    and the hint names the missing path, not KINT_SPACE (which would split the memory)."""
+    from conftest import write_store
+
+    write_store(sandbox.sibyl_db)
+    assert sandbox.kint("status").returncode == 0
+    typo = sandbox.sibyl_db.parent / "memroy.db"
+    for command in (["status"], ["doctor"]):
+        out = sandbox.kint("--db", str(typo), *command)
+        assert out.returncode in (1, 2), out.stderr
+        assert (f"hint: {typo} does not exist: check --db or SIBYL_MEMORY_DB"
+                in out.stdout + out.stderr), (command, out.stdout, out.stderr)
+    assert not typo.exists()

@@ -10,6 +10,7 @@ import click
 
 from kint.commands.common import Ctx, call_with_progress, echo_json, space_call
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature, usage
+from kint.commands.owner_flag import check_owner, owner_option
 from kint.commands.secrets import read_passphrase_stdin, signature_options
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
@@ -34,24 +35,30 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
     if as_json:
         echo_json(result)
         return
+    if result.get("override"):
+        click.echo(result["override"])
     _print_epochs(result)
     click.echo(result["message"])
 
 
 @click.command("push")
+@owner_option()
 @click.option("--confirmations", type=click.IntRange(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Read the chain head and report what would be anchored; send nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def push_cmd(obj: Ctx, confirmations: int | None, dry_run: bool, as_json: bool) -> None:
+def push_cmd(obj: Ctx, owner: str | None, confirmations: int | None, dry_run: bool,
+             as_json: bool) -> None:
     """Anchor the store's changes on Base: one transaction per epoch from this machine's
     session key. Never held: from a terminal, push anchors what the store holds."""
+    check_owner(obj, owner)
     _push(obj, "push", {"dry_run": dry_run, "confirmations": confirmations}, as_json)
 
 
 @click.command("compact")
+@owner_option()
 @click.option("--confirmations", type=click.IntRange(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
 @click.option("--over-skipped", is_flag=True,
@@ -60,24 +67,31 @@ def push_cmd(obj: Ctx, confirmations: int | None, dry_run: bool, as_json: bool) 
 @click.option("--dry-run", is_flag=True, help="Report what would be anchored; send nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def compact_cmd(obj: Ctx, confirmations: int | None, over_skipped: bool, dry_run: bool,
-                as_json: bool) -> None:
+def compact_cmd(obj: Ctx, owner: str | None, confirmations: int | None, over_skipped: bool,
+                dry_run: bool, as_json: bool) -> None:
     """Anchor one snapshot epoch carrying the whole state, even when nothing changed: a cold
     start stops at the newest snapshot."""
+    check_owner(obj, owner)
     _push(obj, "compact", {"snapshot": True, "over_skipped": over_skipped, "dry_run": dry_run,
                            "confirmations": confirmations}, as_json)
 
 
 @click.command("pull")
+@owner_option()
 @click.option("--full", is_flag=True,
               help="Walk past snapshot epochs to the first epoch, and cache every epoch this "
                    "machine has not decrypted, for history.")
 @click.option("--discard-local", is_flag=True,
               help="Move the store aside (.kint-backup-<time>) and restore from the chain.")
+@click.option("--force-scan", is_flag=True,
+              help="Taken for kint v0.3.0's scripts, and does nothing (v0.3.0's pull never "
+                   "read it either).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
+def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force_scan: bool,
+             as_json: bool) -> None:
     """Restore or refresh the store from Base, through Sibyl's own write methods."""
+    check_owner(obj, owner)
     result = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
                                 timeout_s=1800, command="pull")
     if as_json:
@@ -98,6 +112,7 @@ def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
 
 
 @click.command("rekey")
+@owner_option()
 @click.option("--confirmations", type=click.IntRange(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
 @signature_options()
@@ -118,13 +133,14 @@ def pull_cmd(obj: Ctx, full: bool, discard_local: bool, as_json: bool) -> None:
                    "not apply: the new snapshot chains on the chain head.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def rekey_cmd(obj: Ctx, signature: str | None, signature_file: str | None, smart_account: bool,
+def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file: str | None, smart_account: bool,
               passphrase_stdin: bool, passphrase_prompt: bool, add_passphrase: bool,
               drop_missing: bool, over_skipped: bool, confirmations: int | None,
               as_json: bool) -> None:
     """Rotate the data key: a new key wrapped under every key supplied, one snapshot epoch
     sealed under it, and a new recovery code. Nothing on this machine changes until the
     snapshot is on Base. CLI only: no MCP tool rotates the key."""
+    check_owner(obj, owner)
     if passphrase_stdin and signature == "-":
         usage("--passphrase-stdin and --signature - cannot share stdin: use "
               "--passphrase-prompt or --signature-file")

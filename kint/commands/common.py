@@ -8,7 +8,7 @@ is imported by the calls that resolve one."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import click
 import orjson
@@ -18,6 +18,9 @@ from kint.client import Client, KintError
 from kint.paths import kint_home
 
 from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
+
+if TYPE_CHECKING:
+    from kint.spaces import SpaceRef
 
 
 class Ctx:
@@ -64,6 +67,34 @@ def print_notices(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+STORE_HINT = "check --db or SIBYL_MEMORY_DB: give the store file itself (memory.db)"
+
+
+def resolve_space(obj: Ctx) -> "SpaceRef":
+    """The caller's space (`--tenant`, `--db` and the environment), refused (exit 2) when its
+    store can never be one: a folder, a symlink, a file that is not SQLite. Such a store is
+    never sent to the supervisor, whose worker would fail on it at every start."""
+    from kint import spaces
+
+    ref = spaces.resolve(obj.tenant, obj.db)
+    problem = spaces.store_problem(ref.db)
+    if problem is not None:
+        fail(KintError("BAD_REQUEST", f"store {ref.db} {problem}", STORE_HINT), obj.debug)
+    return ref
+
+
+def explained(err: KintError, ref: "SpaceRef") -> KintError:
+    """`err`, with a hint that fits what the caller asked for. A space bound to another
+    store refuses a store that does not exist: that is a mistyped `--db` or a relative
+    SIBYL_MEMORY_DB far more often than a second store wanting a space of its own."""
+    import os
+
+    if err.code == "SPACE_CONFLICT" and not os.path.exists(ref.db):
+        err.hint = (f"{ref.db} does not exist: check --db or SIBYL_MEMORY_DB (KINT_SPACE "
+                    "gives a new store a space of its own)")
+    return err
+
+
 # A caller's own way to report a refused call (`kint join` names the step); it must exit.
 OnError = Callable[[KintError], NoReturn]
 
@@ -75,11 +106,9 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     call runs in a thread while this one reads the space's heartbeat once a second."""
     import threading
 
-    from kint import spaces
-
     if not sys.stderr.isatty():
         return space_call(obj, op, args, timeout_s, command, on_error=on_error)
-    ref = spaces.resolve(obj.tenant, obj.db)
+    ref = resolve_space(obj)
     args = sent_settings(args)
     box: dict[str, Any] = {}
 
@@ -89,7 +118,7 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
                 box["result"] = client.call(op, tenant=ref.tenant, db=ref.db, space=ref.label,
                                             args=args, timeout_s=timeout_s)
         except KintError as err:
-            box["error"] = err
+            box["error"] = explained(err, ref)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
@@ -117,15 +146,14 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
 def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
                command: str | None = None, *,
                on_error: OnError | None = None) -> dict[str, Any]:
-    from kint import spaces
-
-    ref = spaces.resolve(obj.tenant, obj.db)
+    ref = resolve_space(obj)
     try:
         with obj.client() as client:
             return print_notices(client.call(op, tenant=ref.tenant, db=ref.db,
                                              space=ref.label, args=sent_settings(args),
                                              timeout_s=timeout_s))
     except KintError as err:
+        err = explained(err, ref)
         if on_error is not None:
             on_error(err)
         fail(err, obj.debug, command)

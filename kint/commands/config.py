@@ -74,8 +74,8 @@ def config_check() -> None:
         found = read_config(path)
     except ConfigError as err:
         click.echo(f"kint: error: {err}", err=True)
-        click.echo("hint: fix that key; until then the supervisor keeps serving the last good "
-                   "configuration", err=True)
+        click.echo(f"hint: fix {'that key' if err.key else 'the file'}; until then the "
+                   f"supervisor keeps serving the last good configuration", err=True)
         sys.exit(2)
     if not found.exists:
         click.echo(f"{path}: absent (every setting has its default or its environment value)")

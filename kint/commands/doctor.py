@@ -12,7 +12,9 @@ import click
 
 from kint import spaces
 from kint.client import KintError
-from kint.commands.common import Ctx, echo_json, print_notices, sent_settings
+from kint.commands.common import (STORE_HINT, Ctx, echo_json, explained, print_notices,
+                                  sent_settings)
+from kint.commands.owner_flag import check_owner, owner_option
 from kint.paths import kint_home
 
 
@@ -48,11 +50,13 @@ def _permissions(home: Path) -> dict[str, Any]:
 
 
 @click.command("doctor")
+@owner_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
-def doctor_cmd(obj: Ctx, as_json: bool) -> None:
+def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """Named checks: kint home placement, permissions, supervisor reachable, chain
     reachable, keys present, store readable. Exit code 1 when any fails."""
+    check_owner(obj, owner)
     home = kint_home()
     checks = [_placement(home), _permissions(home)]
     client = obj.client(autostart=False)
@@ -60,13 +64,18 @@ def doctor_cmd(obj: Ctx, as_json: bool) -> None:
     checks.append({"name": "supervisor reachable", "ok": reachable,
                    "detail": "answering" if reachable else f"no supervisor for {home}",
                    "hint": "" if reachable else "run `kint supervisor start`"})
-    if reachable:
-        ref = spaces.resolve(obj.tenant, obj.db)
+    ref = spaces.resolve(obj.tenant, obj.db)
+    problem = spaces.store_problem(ref.db)
+    if problem is not None:  # never sent: its worker would fail at every start
+        checks.append({"name": "store readable", "ok": False, "detail": f"{ref.db} {problem}",
+                       "hint": STORE_HINT})
+    elif reachable:
         try:
             checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,
                                                 space=ref.label, args=sent_settings({}),
                                                 timeout_s=60))["checks"]
         except KintError as err:
+            err = explained(err, ref)
             checks.append({"name": "space", "ok": False, "detail": err.message,
                            "hint": err.hint or ""})
     failed = [c for c in checks if not c["ok"]]
@@ -74,7 +83,8 @@ def doctor_cmd(obj: Ctx, as_json: bool) -> None:
         echo_json({"checks": checks, "ok": not failed})
     else:
         for c in checks:
-            click.echo(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']}: {c['detail']}")
+            # v0.3.0's line (09-cli.md): `[ok  ]` or `[FAIL]`, then the check.
+            click.echo(f"{'[ok  ]' if c['ok'] else '[FAIL]'} {c['name']}: {c['detail']}")
             if not c["ok"] and c.get("hint"):
-                click.echo(f"      hint: {c['hint']}")
+                click.echo(f"       hint: {c['hint']}")
     sys.exit(1 if failed else 0)

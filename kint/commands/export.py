@@ -16,8 +16,7 @@ import sys
 import click
 import orjson
 
-from kint import spaces
-from kint.commands.common import Ctx
+from kint.commands.common import Ctx, resolve_space
 from kint.commands.exit_codes import ERROR
 from kint.rows.export import connect_ro, export_rows
 
@@ -28,7 +27,7 @@ def export_cmd(obj: Ctx) -> None:
     """Print the tenant's rows (entity, state, reference, journal; rowid order within each)
     as one JSON object per line: tier, category, key, the stored columns and the leaf.
     Read-only; the output is plaintext memory."""
-    ref = spaces.resolve(obj.tenant, obj.db)
+    ref = resolve_space(obj)
     if not os.path.exists(ref.db):
         click.echo(f"kint: error: store {ref.db} does not exist", err=True)
         click.echo("hint: check --db or SIBYL_MEMORY_DB", err=True)

@@ -29,7 +29,7 @@ import click
 
 from kint import settings, spaces
 from kint.client import KintError
-from kint.commands.common import Ctx, call_with_progress, space_call
+from kint.commands.common import Ctx, call_with_progress, resolve_space, space_call
 from kint.commands.connect import connect_args, print_connected
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.onchain import checked_address, eth, when
@@ -349,7 +349,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     if no_setup and setup_target is not None:
         click.echo("kint: give --setup or --no-setup, not both", err=True)
         sys.exit(ERROR)
-    ref = spaces.resolve(obj.tenant, obj.db)
+    ref = resolve_space(obj)
     env = parse_env_pairs(env_pairs, ref.tenant)
     if db is not None or obj.db is not None:
         env.setdefault("SIBYL_MEMORY_DB", ref.db)

@@ -66,6 +66,16 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
 
     Each block is an upper bound: the version existed no later than that block.
     """
+    # Only entities have a category (Sibyl keys them by category and name): a history
+    # asked for without it, or with one for another tier, could never match a row.
+    if tier == "entity" and category is None:
+        click.echo("kint: --category is required for an entity (Sibyl keys entities by "
+                   "category and name)", err=True)
+        sys.exit(2)
+    if tier != "entity" and category is not None:
+        click.echo(f"kint: --category is for entities only: a {tier} row is keyed by its "
+                   f"key alone", err=True)
+        sys.exit(2)
     args: dict[str, Any] = {"tier": tier, "key": key}
     if category is not None:
         args["category"] = category

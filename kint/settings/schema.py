@@ -227,6 +227,10 @@ def parse(setting: Setting, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         if isinstance(value, str):
+            # `1` is on, as in v0.3.0 (10-configuration.md); `true` or `yes` are off there
+            # too, but said here rather than silently ignored.
+            if value.strip() not in ("1", "0", ""):
+                raise BadValue("is not 1 (on) or 0 (off)")
             return value.strip() == "1"
         raise BadValue("must be true or false")
     if not isinstance(value, str):

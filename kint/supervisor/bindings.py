@@ -6,6 +6,10 @@ memory, a restart (a crash, `kint supervisor stop`, an upgrade) forgot them and 
 next store take the space. They are saved to run/bindings.json (0600, atomic) as they are
 made and read back at start. A binding whose store file no longer exists gives way to the
 next store that asks (a store moved or deleted is not a conflict).
+
+Only a path that can be a Sibyl store binds: a folder, a symlink or a file that is not
+SQLite (`kint --db ~/notes`) never opens, and bound it would shut the tenant's real store
+out of its space for good (kint.spaces.store_problem).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import orjson
 
 from kint.paths import atomic_write, run_dir
+from kint.spaces import store_problem
 
 log = logging.getLogger("kint.supervisor")
 
@@ -68,10 +73,11 @@ class Bindings:
         return {}
 
     def get(self, space_id: str) -> Binding | None:
-        """The space's binding, unless its store is gone (then it is forgotten)."""
+        """The space's binding, unless its store is gone or can never be one (then it is
+        forgotten)."""
         bound = self._by_space.get(space_id)
-        if bound is not None and not os.path.exists(bound.db):
-            log.info("space %s: its store %s is gone; the binding gives way", space_id[:16],
+        if bound is not None and not _is_store(bound.db):
+            log.info("space %s: %s is no store; the binding gives way", space_id[:16],
                      bound.db)
             del self._by_space[space_id]
             self._save()
@@ -79,10 +85,10 @@ class Bindings:
         return bound
 
     def bind_if_exists(self, space_id: str, binding: Binding) -> None:
-        """Bind the space to its store, if the store exists: only a store that exists binds
-        its space (issue 14, item 5). A binding already held as it is asks nothing of the
-        disk, so routing a call to a bound space costs no stat of its store."""
-        if self._by_space.get(space_id) == binding or not os.path.exists(binding.db):
+        """Bind the space to its store, if the store exists and can be one: only such a store
+        binds its space (issue 14, item 5). A binding already held as it is asks nothing of
+        the disk, so routing a call to a bound space costs no stat of its store."""
+        if self._by_space.get(space_id) == binding or not _is_store(binding.db):
             return
         self._by_space[space_id] = binding
         self._save()
@@ -94,3 +100,8 @@ class Bindings:
             atomic_write(self.path, orjson.dumps(data))
         except OSError as err:
             log.warning("could not save %s: %s", self.path, err)
+
+
+def _is_store(db: str) -> bool:
+    """`db` exists and can be a Sibyl store."""
+    return os.path.exists(db) and store_problem(db) is None

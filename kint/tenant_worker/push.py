@@ -131,10 +131,13 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     head = anchor.head(enrolment.owner, cfg.space_id)
     seen = mirror.head if mirror is not None else None
     base = mirror
+    said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
     if over_skipped and as_snapshot and mirror is not None and mirror.skipped:
-        log.warning("push: OVERRIDE, anchoring a snapshot on top of chain head seq %d (%s) "
-                    "although this machine stopped at seq %d and could not apply epoch(s) %s",
-                    head.seq, head.digest[:12], mirror.head.seq, mirror.skipped)
+        said["override"] = (f"push: OVERRIDE, anchoring a snapshot on top of chain head seq "
+                            f"{head.seq} ({head.digest[:12]}) although this machine stopped "
+                            f"at seq {mirror.head.seq} and could not apply epoch(s) "
+                            f"{mirror.skipped}")
+        log.warning("%s", said["override"])
     elif seen is None or (head.seq, head.digest) != (seen.seq, seen.digest):
         raise ProtocolError(
             ErrorCode.CHAIN_MOVED,
@@ -154,7 +157,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     except EpochTooLarge as err:
         raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
     if dry_run:
-        return {"pushed": 0, "dry_run": True, "epochs": [
+        return {**said, "pushed": 0, "dry_run": True, "epochs": [
             {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
              "bytes": c.measured} for i, c in enumerate(chunks, 1)],
             "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
@@ -177,7 +180,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     if ctx.drift.active:
         ctx.drift.reset(export_rows(ctx.ro_connection(), cfg.tenant))
     total = sum(p["rows"] + p["deleted"] for p in pushed)
-    return {"pushed": total, "epochs": pushed,
+    return {**said, "pushed": total, "epochs": pushed,
             "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
                        f"epoch {current.head.seq} at block {current.head.block}"}
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import threading
 import urllib.parse
 from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
+
+from kint.spaces import store_problem
 
 # The four tiers the SDK writes, and the table behind each.
 TIER_TABLES: dict[str, str] = {
@@ -44,15 +44,11 @@ def check_openable(db: str) -> None:
     A missing store is fine (Sibyl creates it on the first write); a folder, a special
     file or a file that is not SQLite is not, and no restart will fix it.
     """
-    path = Path(db)
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
+    problem = store_problem(db, header=False)  # SQLite's open below reads the header
+    if problem is not None:
+        raise StoreUnreadable(f"store {db} {problem}")
+    if not os.path.exists(db):
         return
-    if stat.S_ISLNK(st.st_mode):
-        raise StoreUnreadable(f"store {db} is a symlink (Sibyl refuses symlinked stores)")
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreUnreadable(f"store {db} is not a regular file")
     with closing(_connect_ro(db)) as conn:
         try:
             conn.execute("PRAGMA schema_version").fetchone()

@@ -1,0 +1,39 @@
+"""`--owner` on `push`, `compact`, `pull`, `rekey` and `doctor`, as kint v0.3.0's CLI
+reference (09-cli.md) gives it: "the owner wallet address", default the connected owner.
+
+This kint acts for the owner the space is connected to (its enrolment); a command does not
+switch owners. So the flag is taken, for the scripts written against v0.3.0, and checked:
+the connected owner passes, any other address is refused (exit 2) before anything is sent,
+and a space that is not connected is left to the command's own refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from kint.commands.common import Ctx
+
+OWNER_HELP = ("The owner wallet address; it must be the connected owner [default: the "
+              "connected owner].")
+
+
+def owner_option() -> Callable[[Any], Any]:
+    return click.option("--owner", default=None, metavar="ADDRESS", help=OWNER_HELP)
+
+
+def check_owner(obj: Ctx, owner: str | None) -> None:
+    """Refuse `--owner` unless it names the owner this space is connected to. web3's address
+    helpers load only when the flag is given."""
+    if owner is None:
+        return
+    from kint.commands.onchain import checked_address, connected_owner, refuse
+    from kint.paths import kint_home
+
+    given = checked_address(owner)
+    connected = connected_owner(obj.tenant, obj.db, kint_home())
+    if connected is not None and connected != given:
+        refuse(f"--owner {given} is not the owner this space is connected to ({connected}); "
+               f"this kint acts for the connected owner: leave --owner out, or run kint "
+               f"connect --owner {given} first")

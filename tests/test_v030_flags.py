@@ -1,0 +1,38 @@
+"""Flags kint v0.3.0's CLI reference (09-cli.md) gives and scripts written for it pass:
+`--owner` on `push`, `compact`, `pull`, `rekey` and `doctor` (default: the connected
+owner), and `pull --force-scan` (accepted, never read). This kint acts for the connected
+owner only, so any other `--owner` is refused before anything is sent (a real devchain,
+supervisor and worker)."""
+
+from __future__ import annotations
+
+from chain_machines import kjson, new_machine, ok
+from conftest import write_store
+
+OTHER = "0x000000000000000000000000000000000000dEaD"
+
+
+def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(tmp_path, chain_home):
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        owner = kjson(sb, "connect", "--dev")["owner"]
+        ok(sb.kint("push", "--owner", owner.lower()))
+        ok(sb.kint("compact", "--owner", owner, "--dry-run"))
+        ok(sb.kint("pull", "--owner", owner, "--force-scan"))
+        doctor = sb.kint("doctor", "--owner", owner)
+        assert "kint: error" not in doctor.stderr, doctor.stderr
+        head = kjson(sb, "status")["head"]
+        for command in (["push"], ["compact"], ["pull", "--force-scan"], ["doctor"],
+                        ["rekey", "--smart-account", "--passphrase-stdin"]):
+            out = sb.kint(*command, "--owner", OTHER, input="not read\n")
+            assert out.returncode == 2, (command, out.stdout, out.stderr)
+            assert out.stderr.splitlines() == [
+                f"kint: error: --owner {OTHER} is not the owner this space is connected to "
+                f"({owner}); this kint acts for the connected owner: leave --owner out, or "
+                f"run kint connect --owner {OTHER} first"], out.stderr
+        assert kjson(sb, "status")["head"] == head  # nothing was anchored
+        bad = sb.kint("push", "--owner", "0x12")
+        assert bad.returncode == 2 and "is not an address" in bad.stderr
+    finally:
+        sb.shutdown()
