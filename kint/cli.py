@@ -17,7 +17,7 @@ import click
 
 from kint import __version__
 from kint.commands.common import Ctx
-from kint.paths import folder_problem, kint_home
+from kint.paths import UNSAFE_HOME_HINT, folder_problem, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
 # command's module is imported only when that command runs (or `--help` lists them all):
@@ -85,8 +85,7 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
     problem = folder_problem(home)
     if problem is not None:  # every command keeps its files there: say so once, here
         click.echo(f"kint: error: KINT_HOME {home} {problem}", err=True)
-        click.echo("hint: point KINT_HOME at a folder of your own (kint creates it, mode "
-                   "0700), or unset it for ~/.kint", err=True)
+        click.echo(f"hint: {UNSAFE_HOME_HINT}", err=True)
         sys.exit(2)
     ctx.obj = Ctx(tenant, db, debug)
 

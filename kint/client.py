@@ -146,8 +146,8 @@ class Client:
         return True
 
     def ensure_running(self) -> None:
-        from kint.paths import UnsafePathError
-        from kint.supervisor.autostart import UNSAFE_HOME_HINT, ensure_running
+        from kint.paths import UNSAFE_HOME_HINT, UnsafePathError
+        from kint.supervisor.autostart import ensure_running
 
         try:
             ensure_running(self.home, lambda t: self.ping(t))

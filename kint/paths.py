@@ -26,6 +26,13 @@ class UnsafePathError(Exception):
     """A folder kint must own privately exists with another owner, mode or type."""
 
 
+# What to do about such a KINT_HOME: kint refuses it (never follows, never takes it over)
+# rather than keep keys where someone else could read or replace them. The one hint the
+# command line, the client and a foreground supervisor give.
+UNSAFE_HOME_HINT = ("point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
+                    "unset it for ~/.kint")
+
+
 def kint_home() -> Path:
     from kint.settings.environ import environ_value
 

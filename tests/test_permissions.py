@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_sandbox, write_store
-from kint.paths import socket_dir
+from kint.client import Client, SupervisorUnavailable
+from kint.paths import UNSAFE_HOME_HINT, socket_dir
 
 
 def mode(path: Path) -> int:
@@ -122,8 +123,12 @@ def test_a_kint_home_that_is_a_symlink_is_refused_in_one_line(tmp_path):
         out = sb.kint(*argv)
         assert out.returncode == 2, (argv, out.stderr)
         assert "Traceback" not in out.stderr, argv
-        assert out.stderr.startswith(f"kint: error: {sb.kint_home} is not a plain folder"), \
-            (argv, out.stderr)
-        assert "hint: KINT_HOME (default ~/.kint) must be a plain folder of this user" \
-            in out.stderr, argv
+        assert out.stderr.splitlines() == [
+            f"kint: error: KINT_HOME {sb.kint_home} is not a plain folder",
+            f"hint: {UNSAFE_HOME_HINT}"], (argv, out.stderr)
+    # A client that is not the command line (kint-server) gets the same refusal, coded.
+    with pytest.raises(SupervisorUnavailable) as refused:
+        Client(sb.kint_home).call("status", db=str(sb.sibyl_db))
+    assert refused.value.hint == UNSAFE_HOME_HINT
+    assert "is not a plain folder" in refused.value.message
     assert list(real.iterdir()) == [], "nothing was written through the link"

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
-from kint.paths import UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
+from kint.paths import UNSAFE_HOME_HINT, UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
@@ -34,10 +34,6 @@ log = logging.getLogger("kint.supervisor")
 START_LOCK = "supervisor.lock"
 # The daemon's umask, inherited by the worker forkserver and every worker.
 PRIVATE_UMASK = 0o077
-# What to do when KINT_HOME (or run/ in it) is a symlink, not a folder, or another user's:
-# kint refuses it rather than keep keys where someone else could read or replace them.
-UNSAFE_HOME_HINT = ("KINT_HOME (default ~/.kint) must be a plain folder of this user (not a "
-                    "symlink): fix its owner, or set KINT_HOME to such a folder")
 
 
 class SupervisorNotReachable(TimeoutError):
