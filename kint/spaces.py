@@ -164,10 +164,10 @@ def store_problem(db: str | os.PathLike[str], *, header: bool = True) -> str | N
         return None
     try:
         with open(db, "rb") as f:
-            header = f.read(len(SQLITE_HEADER))
+            first_bytes = f.read(len(SQLITE_HEADER))
     except OSError as err:
         return f"cannot be read ({err.strerror})"
-    return None if header == SQLITE_HEADER else "is not a SQLite database"
+    return None if first_bytes == SQLITE_HEADER else "is not a SQLite database"
 
 
 def hermes_stores(root: Path) -> list[Path]:
