@@ -135,6 +135,10 @@ def resolve(tenant: str | None = None, db: str | os.PathLike[str] | None = None)
                     db=str(path))
 
 
+# What to do about a store path `store_problem` refuses (the command line, the supervisor).
+STORE_HINT = "check --db or SIBYL_MEMORY_DB: give the store file itself (memory.db)"
+
+
 def store_problem(db: str | os.PathLike[str], *, header: bool = True) -> str | None:
     """Why `db` can never be a Sibyl store (`is a folder, not a regular file`, ...), or None
     when it can. A store that does not exist yet can: Sibyl creates it on the first write.

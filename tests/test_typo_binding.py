@@ -136,3 +136,26 @@ def test_a_conflict_over_a_store_that_does_not_exist_says_so(sandbox):
         assert (f"hint: {typo} does not exist: check --db or SIBYL_MEMORY_DB"
                 in out.stdout + out.stderr), (command, out.stdout, out.stderr)
     assert not typo.exists()
+
+
+def test_a_client_that_is_not_the_command_line_cannot_quarantine_a_space_either(sandbox):
+    """kint-server with SIBYL_MEMORY_DB naming a folder sends its requests as they are: the
+    supervisor refuses the path before it starts a worker on it, so the tenant's space is
+    never quarantined for its real store."""
+    import pytest
+    from conftest import write_store
+
+    from kint.client import KintError
+
+    write_store(sandbox.sibyl_db)
+    sandbox.start()
+    notes = sandbox.root / "notes"
+    notes.mkdir()
+    for _ in range(3):  # a worker failing at every start was quarantined after a few
+        with pytest.raises(KintError) as refused:
+            sandbox.call("status", notes)
+        assert refused.value.code == "BAD_REQUEST", refused.value.message
+        assert refused.value.message == f"store {notes} is a folder, not a regular file"
+    out = sandbox.kint("status", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["store"]["path"] == str(sandbox.sibyl_db)

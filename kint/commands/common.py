@@ -67,7 +67,6 @@ def print_notices(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-STORE_HINT = "check --db or SIBYL_MEMORY_DB: give the store file itself (memory.db)"
 
 
 def resolve_space(obj: Ctx) -> "SpaceRef":
@@ -79,7 +78,8 @@ def resolve_space(obj: Ctx) -> "SpaceRef":
     ref = spaces.resolve(obj.tenant, obj.db)
     problem = spaces.store_problem(ref.db)
     if problem is not None:
-        fail(KintError("BAD_REQUEST", f"store {ref.db} {problem}", STORE_HINT), obj.debug)
+        fail(KintError("BAD_REQUEST", f"store {ref.db} {problem}", spaces.STORE_HINT),
+             obj.debug)
     return ref
 
 

@@ -12,7 +12,7 @@ import click
 
 from kint import spaces
 from kint.client import KintError
-from kint.commands.common import (STORE_HINT, Ctx, echo_json, explained, print_notices,
+from kint.commands.common import (Ctx, echo_json, explained, print_notices,
                                   sent_settings)
 from kint.commands.owner_flag import check_owner, owner_option
 from kint.paths import kint_home
@@ -68,7 +68,7 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     problem = spaces.store_problem(ref.db)
     if problem is not None:  # never sent: its worker would fail at every start
         checks.append({"name": "store readable", "ok": False, "detail": f"{ref.db} {problem}",
-                       "hint": STORE_HINT})
+                       "hint": spaces.STORE_HINT})
     elif reachable:
         try:
             checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,

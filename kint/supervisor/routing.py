@@ -31,7 +31,7 @@ from kint.protocol.limits import MAX_WAITING_PER_SPACE
 from kint.protocol.ops import OPS
 from kint.protocol.server_codec import decode_request, encode_reply
 from kint.spaces import space_id as compute_space_id
-from kint.spaces import space_label
+from kint.spaces import STORE_HINT, space_label, store_problem
 from kint.supervisor.bindings import Binding, Bindings
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
@@ -103,6 +103,14 @@ class ClientRouting:
             _same_store(sid, label, handle.db, handle.tenant, request)
             self.bindings.bind_if_exists(sid, Binding(label, handle.tenant, handle.db))
             return handle
+        # A new worker is started only on a path that can be a store: one started on a folder
+        # or a file that is not SQLite fails at every start, and its space would stay
+        # quarantined for the real store until the supervisor stops. The command line
+        # refuses such a path before sending it; this is for every other client.
+        problem = store_problem(request.db)
+        if problem is not None:
+            raise ProtocolError(ErrorCode.BAD_REQUEST, f"store {request.db} {problem}",
+                                STORE_HINT)
         bound = self.bindings.get(sid)  # from before this supervisor started
         if bound is not None:
             _same_store(sid, label, bound.db, bound.tenant, request)
