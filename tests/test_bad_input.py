@@ -74,10 +74,13 @@ def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_
 
 
 @pytest.mark.parametrize("argv", [["status"], ["config", "show"], ["session-key", "create"],
-                                  ["devchain", "status"], ["doctor"]], ids=" ".join)
+                                  ["devchain", "status"], ["doctor"],
+                                  ["supervisor", "status"], ["supervisor", "status", "--json"]],
+                         ids=" ".join)
 def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
     """KINT_HOME naming a file (or a path under one) gave a Python traceback from whichever
-    module first touched it; every command now refuses it once, up front."""
+    module first touched it; every command now refuses it once, up front (`supervisor
+    status`, which runs without the command line, once it finds no supervisor)."""
     afile = tmp_path / "afile"
     afile.write_text("")
     for home, why in ((afile, "is not a plain folder"),
