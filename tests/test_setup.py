@@ -179,6 +179,22 @@ def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, 
     assert not (sandbox.home / ".codex").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (("claude", "--hermes-profile", "work"), "--hermes-profile is for hermes (or all), not claude"),
+    (("hermes", "--hermes-profile", "Bad Name"),
+     "--hermes-profile 'Bad Name' is not a Hermes profile name"),
+    (("all", "--hermes-profile", "ok", "--hermes-profile", "../x"),
+     "--hermes-profile '../x' is not a Hermes profile name"),
+])
+def test_a_hermes_profile_that_would_do_nothing_is_refused(sandbox, argv, message):
+    """Given with another target, or naming a profile Hermes cannot have, --hermes-profile
+    is refused (exit 2) before anything is written, not skipped or ignored."""
+    out = setup(sandbox, *argv)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[0] == f"kint: error: {message}"
+    assert not (sandbox.home / ".claude.json").exists()
+
+
 STAND_IN_OPENCLAW = """\
 #!{python}
 # A stand-in for OpenClaw's CLI: `openclaw mcp set NAME JSON` saves the definition under

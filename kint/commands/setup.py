@@ -14,8 +14,25 @@ import click
 from kint.commands.common import Ctx
 from kint.commands.exit_codes import ERROR, REFUSE
 from kint.harnesses import TARGETS, SetupError, parse_env, register, run_setup
+from kint.spaces import HERMES_PROFILE
 
 __all__ = ["SetupError", "register", "setup_cmd"]
+
+
+def check_hermes_profiles(target: str, names: tuple[str, ...]) -> None:
+    """`--hermes-profile` is for hermes (or all), and names a profile Hermes can have:
+    given with another target it would do nothing, and a name Hermes cannot have would be
+    reported as missing only once its CLI is found (or never, when it is not)."""
+    if not names:
+        return
+    if target not in ("hermes", "all"):
+        raise SetupError(f"--hermes-profile is for hermes (or all), not {target}",
+                         f"run `kint setup hermes --hermes-profile {names[0]}` for the profile")
+    bad = [name for name in names if not HERMES_PROFILE.match(name)]
+    if bad:
+        raise SetupError(f"--hermes-profile {bad[0]!r} is not a Hermes profile name",
+                         "a profile name is lowercase letters, digits, '-' and '_', "
+                         "up to 64 characters (`hermes profile list` shows yours)")
 
 
 @click.command("setup")
@@ -42,6 +59,7 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
     where Sibyl's provider was.
     """
     try:
+        check_hermes_profiles(target, hermes_profiles)
         env = parse_env(env_pairs)
         if obj.tenant:
             env.setdefault("KINT_TENANT", obj.tenant)
