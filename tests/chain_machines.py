@@ -13,6 +13,8 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from conftest import Sandbox, make_sandbox
+from kint.custody import session_key
+from kint.custody.local_secret import PASSPHRASE_ENV, LocalSecret
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
 
@@ -24,9 +26,35 @@ def join_devchain(chain_home: Path, machine: Sandbox) -> None:
     shutil.copy(chain_home / "devchain" / "devchain.json", target / "devchain.json")
 
 
-def new_machine(root: Path, chain_home: Path, **env: str) -> Sandbox:
+# The scrypt cost of the session keystores `make_session_key` writes. kint's production cost
+# (2^18) takes ~3 s to write a keystore and ~2 s for each worker to unlock it, at every
+# connect of every machine here; the keystore's format and reader are under test in
+# test_session_keystore.py at this same cost, and the production one still runs wherever
+# kint makes the key itself (`kint session-key create` and rotate in test_authorize_cli.py,
+# join in test_join.py, the installed wheel's connect, the demo).
+SESSION_SCRYPT_N = 2
+
+
+def make_session_key(sb: Sandbox) -> str:
+    """The machine's session key, written by kint's own writer (as `kint session-key create`
+    does) at SESSION_SCRYPT_N, under the local secret its processes will use (the sandbox's
+    KINT_SESSION_PASSPHRASE, else a local.secret in its KINT_HOME): connect, join and the
+    workers find it and keep it. Returns its address."""
+    passphrase = sb.env.get(PASSPHRASE_ENV)
+    secret = LocalSecret(passphrase, PASSPHRASE_ENV) if passphrase else None
+    address, existed = session_key.create_session_key(sb.kint_home, secret=secret,
+                                                      scrypt_n=SESSION_SCRYPT_N)
+    assert not existed, f"{sb.kint_home} already had a session key"
+    return address
+
+
+def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: str) -> Sandbox:
+    """A machine on the session's devchain, its test supervisor running; with `made_key`,
+    its session key made beforehand at a test's scrypt cost (`make_session_key`)."""
     sb = make_sandbox(root, **env)
     join_devchain(chain_home, sb)
+    if made_key:
+        make_session_key(sb)
     sb.start_entitled()
     return sb
 
