@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from conftest import Sandbox, make_sandbox
-from kint.custody import session_key
-from kint.custody.local_secret import PASSPHRASE_ENV, LocalSecret
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
 
@@ -37,15 +36,18 @@ SESSION_SCRYPT_N = 2
 
 def make_session_key(sb: Sandbox) -> str:
     """The machine's session key, written by kint's own writer (as `kint session-key create`
-    does) at SESSION_SCRYPT_N, under the local secret its processes will use (the sandbox's
-    KINT_SESSION_PASSPHRASE, else a local.secret in its KINT_HOME): connect, join and the
-    workers find it and keep it. Returns its address."""
-    passphrase = sb.env.get(PASSPHRASE_ENV)
-    secret = LocalSecret(passphrase, PASSPHRASE_ENV) if passphrase else None
-    address, existed = session_key.create_session_key(sb.kint_home, secret=secret,
-                                                      scrypt_n=SESSION_SCRYPT_N)
-    assert not existed, f"{sb.kint_home} already had a session key"
-    return address
+    does) at SESSION_SCRYPT_N, in a process with the machine's environment, so under the
+    local secret its processes will find (never the test process's own): connect, join and
+    the workers find the key and keep it. Returns its address."""
+    code = ("import sys\n"
+            "from kint.custody.session_key import create_session_key\n"
+            f"address, existed = create_session_key(scrypt_n={SESSION_SCRYPT_N})\n"
+            "print(address)\n"
+            "sys.exit(1 if existed else 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=sb.env, text=True,
+                         capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, f"no new session key in {sb.kint_home}: {out.stdout}{out.stderr}"
+    return out.stdout.strip()
 
 
 def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: str) -> Sandbox:
