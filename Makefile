@@ -19,9 +19,14 @@ all: venv node
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.lock
+# The lock's packages are installed from a wheelhouse of them (tests/wheelhouse.py, kept in
+# the venv per lock): tests/test_wheel.py installs kint's built wheel into a fresh venv from
+# the same wheelhouse, offline, so a fresh checkout builds it here once, not in the suite.
+$(STAMP): pyproject.toml requirements.lock tests/wheelhouse.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	house=$$($(PY) tests/wheelhouse.py) && \
+	  $(PY) -m pip install --quiet --disable-pip-version-check --no-index \
+	    --find-links "$$house" -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 

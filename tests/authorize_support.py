@@ -12,7 +12,7 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from chain_machines import join_devchain
+from chain_machines import join_devchain, make_session_key
 from conftest import KINT, Sandbox, make_sandbox
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
@@ -62,8 +62,6 @@ def new_machine(root: Path, chain_home: Path, create_key: bool = True) -> Machin
                          anchor=record["anchor"], confirmations=1, rpc_timeout_s=10.0,
                          devchain=True)
     machine = Machine(sb, record["rpc_url"], Anchor(config, RpcTracker()), key="")
-    if create_key:
-        out = machine.kint("session-key", "create")
-        assert out.returncode == 0, out.stderr
-        machine.key = out.stdout.split("created: ", 1)[1].strip()
+    if create_key:  # `kint session-key create` itself: test_session_key_create_show_rotate
+        machine.key = make_session_key(sb)
     return machine

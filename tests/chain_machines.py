@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from eth_account import Account
@@ -24,9 +25,38 @@ def join_devchain(chain_home: Path, machine: Sandbox) -> None:
     shutil.copy(chain_home / "devchain" / "devchain.json", target / "devchain.json")
 
 
-def new_machine(root: Path, chain_home: Path, **env: str) -> Sandbox:
+# The scrypt cost of the session keystores `make_session_key` writes. kint's production cost
+# (2^18) takes ~3 s to write a keystore and ~2 s for each worker to unlock it, at every
+# connect of every machine here; the keystore's format and reader are under test in
+# test_session_keystore.py at this same cost, and the production one still runs wherever
+# kint makes the key itself (`kint session-key create` and rotate in test_authorize_cli.py,
+# join in test_join.py, the installed wheel's connect, the demo).
+SESSION_SCRYPT_N = 2
+
+
+def make_session_key(sb: Sandbox) -> str:
+    """The machine's session key, written by kint's own writer (as `kint session-key create`
+    does) at SESSION_SCRYPT_N, in a process with the machine's environment, so under the
+    local secret its processes will find (never the test process's own): connect, join and
+    the workers find the key and keep it. Returns its address."""
+    code = ("import sys\n"
+            "from kint.custody.session_key import create_session_key\n"
+            f"address, existed = create_session_key(scrypt_n={SESSION_SCRYPT_N})\n"
+            "print(address)\n"
+            "sys.exit(1 if existed else 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=sb.env, text=True,
+                         capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, f"no new session key in {sb.kint_home}: {out.stdout}{out.stderr}"
+    return out.stdout.strip()
+
+
+def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: str) -> Sandbox:
+    """A machine on the session's devchain, its test supervisor running; with `made_key`,
+    its session key made beforehand at a test's scrypt cost (`make_session_key`)."""
     sb = make_sandbox(root, **env)
     join_devchain(chain_home, sb)
+    if made_key:
+        make_session_key(sb)
     sb.start_entitled()
     return sb
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import connect_with_wallet, join_devchain, kjson, new_machine, owner_account
+from chain_machines import (connect_with_wallet, join_devchain, kjson, make_session_key,
+                            new_machine, owner_account)
 from conftest import Sandbox, make_sandbox, sibyl_client
 
 CAP_SYS_ADMIN = 21
@@ -127,6 +128,7 @@ class TwoEpochs:
         self.b = make_sandbox(tmp_path / "b", KINT_TEST_CRASH_FLAG=str(self.flag))
         self.disk = SmallDisk(self.b)
         join_devchain(chain_home, self.b)
+        make_session_key(self.b)
         self.b.start_entitled()
         connect_with_wallet(self.b, owner_account(self.a, connected["owner"]))
         assert kjson(self.b, "pull")["applied"] == [1]

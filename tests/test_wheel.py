@@ -6,9 +6,13 @@ of its own.
   --no-build-isolation --no-index`), from a copy of pyproject.toml, README.md and kint/.
 - It is installed with `pip install --no-index --find-links <wheelhouse> -c requirements.lock`:
   pip resolves the wheel's own declared dependencies, at the lock's versions, from a
-  wheelhouse of the lock (`pip wheel -r requirements.lock`, built once per lock and kept in
-  this venv under kint-test-wheelhouse/, so a re-run is offline and quick). The fresh venv
-  sees no site-packages but its own, and nothing of the checkout is on its path.
+  wheelhouse of the lock (tests/wheelhouse.py: `pip wheel -r requirements.lock`, built once
+  per lock by `make venv`, which installs this venv from it, and kept in this venv under
+  kint-test-wheelhouse/, so a run is offline and quick). The fresh venv sees no
+  site-packages but its own, and nothing of the checkout is on its path. It is made without
+  pip of its own (bootstrapping one took ~9 s): this venv's pip installs into it (`pip
+  --python`), resolving against the fresh venv's packages, not its own; and without
+  compiling every module up front, since kint's runs compile what they import.
 - The installed `kint` finds anvil on PATH (the checkout's npm package, as `npm install`
   leaves it: node_modules/.bin) or through KINT_ANVIL, and names how to install it when it
   finds none.
@@ -19,13 +23,11 @@ makes sure it is gone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -35,6 +37,7 @@ from sibyl_memory_client import testing as sibyl_testing
 
 from conftest import SUPPORT, pid_alive, sibyl_client
 from kint.chain import devchain
+from wheelhouse import wheelhouse
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -48,24 +51,6 @@ def _run(argv: list[str], timeout: float = 600, **kw) -> subprocess.CompletedPro
                          stdin=subprocess.DEVNULL, **kw)
     assert out.returncode == 0, f"{argv}\n{out.stdout}\n{out.stderr}"
     return out
-
-
-def _wheelhouse() -> Path:
-    """Every package of requirements.lock as a wheel, kept per lock in this venv."""
-    digest = hashlib.sha256(LOCK.read_bytes()).hexdigest()[:16]
-    house = Path(sys.prefix) / "kint-test-wheelhouse" / digest
-    if (house / ".complete").exists():
-        return house
-    house.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix="building-", dir=house.parent))
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-cache-dir", "-r", str(LOCK),
-          "-w", str(building)], timeout=900)
-    (building / ".complete").touch()
-    try:
-        building.rename(house)
-    except OSError:  # another run finished first
-        shutil.rmtree(building, ignore_errors=True)
-    return house
 
 
 def _pinned(name: str) -> str:
@@ -96,10 +81,11 @@ def wheel(tmp_path_factory) -> Path:
 def venv(tmp_path_factory, wheel) -> Path:
     """A fresh venv (no system site-packages) with the wheel and its dependencies."""
     root = tmp_path_factory.mktemp("wheel-venv")
-    _run([sys.executable, "-m", "venv", str(root / "venv")])
+    _run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")])
     python = root / "venv" / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
-          str(_wheelhouse()), "-c", str(LOCK), str(wheel)], cwd=root)
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+          "--no-compile", "--no-index", "--find-links", str(wheelhouse()), "-c", str(LOCK),
+          str(wheel)], cwd=root)
     return root / "venv"
 
 
