@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -165,14 +164,18 @@ def test_killed_worker_is_restarted_and_answers(box):
 
 def test_store_that_never_opens_is_quarantined_and_retried(box):
     broken = box.profile_db("broken")
-    broken.mkdir(parents=True)  # a folder where the store should be: no restart fixes it
+    broken.parent.mkdir(parents=True)
+    # SQLite's header and nothing SQLite can read after it: the supervisor's check of the
+    # path passes (a folder would be refused before any worker starts, test_typo_binding),
+    # and the worker's open fails at every start; no restart fixes it.
+    broken.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
     with pytest.raises(KintError) as err:
         box.call("status", broken, timeout_s=20)
     assert err.value.code == "QUARANTINED"
-    assert "not a regular file" in err.value.message
+    assert "file is not a database" in err.value.message
     row = box.row(broken)
     assert row["state"] == "quarantined" and row["restarts"] == 6
-    assert "not a regular file" in row["last_exit"]
+    assert "file is not a database" in row["last_exit"]
 
     # Quarantined: refused at once, the others unaffected, the supervisor not looping.
     t0 = time.monotonic()
@@ -190,7 +193,7 @@ def test_store_that_never_opens_is_quarantined_and_retried(box):
     assert 2.0 < retried["retry_in_s"] <= 4.0
 
     # Fixed by hand and released by command: it serves.
-    shutil.rmtree(broken)
+    broken.unlink()
     write_store(broken)
     out = box.kint("supervisor", "restart", box.row(broken)["space"])
     assert out.returncode == 0, out.stderr
