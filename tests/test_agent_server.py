@@ -4,8 +4,10 @@ stdio, on a real anvil, with real supervisors and workers."""
 from __future__ import annotations
 
 import json
+import platform
 import sqlite3
 import time
+from importlib import metadata
 
 import pytest
 
@@ -209,18 +211,40 @@ def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
 
 
 def test_doctor_names_each_check(box, tmp_path):
-    good = box.kint("doctor", "--json")
+    good = box.kint("doctor", "--json", env={"PYTHONPATH": ""})
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
-    assert set(checks) == {"kint home placement", "permissions", "supervisor reachable",
+    assert set(checks) == {"Sibyl packages", "Python version", "PYTHONPATH",
+                           "kint home placement", "permissions", "supervisor reachable",
                            "store readable", "chain reachable", "data key", "state files",
                            "disk space", "pull", "session key"}
     assert good.returncode == 0, good.stdout
-    assert all(c["ok"] for c in checks.values())
+    assert all(c["ok"] and not c.get("warn") for c in checks.values()), checks
+    pins = {name: version for name, _, version in
+            (r.partition("==") for r in metadata.requires("kint")) if name.startswith("sibyl")}
+    assert len(pins) == 3 and all(f"{n} {v}" in checks["Sibyl packages"]["detail"]
+                                  for n, v in pins.items()), checks["Sibyl packages"]
+    assert checks["Python version"]["detail"].startswith(platform.python_version())
+    assert checks["PYTHONPATH"]["detail"] == "not set"
+
+    # A PYTHONPATH that shadows Sibyl's client with another version (here its metadata, as
+    # a folder of other packages would hold it): a [WARN] for the variable, a [FAIL] for
+    # the packages, and exit 1.
+    shadow = tmp_path / "shadow"
+    dist_info = shadow / "sibyl_memory_client-0.8.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: sibyl-memory-client\n"
+                                        "Version: 0.8.0\n")
     inside = box.home / ".sibyl-memory" / "kint"
-    bad = box.kint("doctor", env={"KINT_HOME": str(inside)})
+    bad = box.kint("doctor", env={"KINT_HOME": str(inside), "PYTHONPATH": str(shadow)})
     assert bad.returncode == 1
     assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
     assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
+    lines = bad.stdout.splitlines()
+    assert (f"[FAIL] Sibyl packages: sibyl-memory-client 0.8.0 installed where kint pins "
+            f"{pins['sibyl-memory-client']}") in lines, lines
+    warned = lines.index(f"[WARN] PYTHONPATH: set ({shadow}): its packages come before those "
+                         f"of kint's environment")
+    assert lines[warned + 1] == "       hint: run kint with it unset: env -u PYTHONPATH kint ..."
 
 
 def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_factory,

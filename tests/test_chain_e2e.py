@@ -94,6 +94,9 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert not (b.kint_home / f"RECOVERY-{space}.txt").exists()
     pulled = kjson(b, "pull")
     assert pulled["applied"] == [1] and pulled["store_root_matches"] is True, pulled
+    block = pushed["epochs"][0]["block"]
+    assert pulled["applied_epochs"] == [{"seq": 1, "block": block, "rows": 3, "deletions": 0}]
+    assert pulled["chain_head"] == {"seq": 1, "block": block, "digest": pulled["head"]["digest"]}
     assert pulled["warnings"] == []
     assert _all_rows(a.sibyl_db) == _all_rows(b.sibyl_db)
     assert kjson(b, "verify", "release rule")["decision"] == "proceed"
@@ -250,13 +253,19 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
     snap = compact["epochs"][0]["seq"]
     ca = sibyl_client(a.sibyl_db, a.tenant)
     ca.set_entity("rules", "release-gate", {"rule": "after the snapshot"})
+    ca.delete_entity("rules", "deploy-window")
     ca.storage.close()
-    kjson(a, "push")
+    after = kjson(a, "push")["epochs"][0]
     e = new_machine(tmp_path_factory.mktemp("machine-e"), chain_home)
     try:
         connect_with_wallet(e, owner)
         pulled = kjson(e, "pull")
         assert pulled["applied"] == [snap, snap + 1] and pulled["store_root_matches"] is True
+        # Each epoch's own rows and deletions (kint join prints them).
+        assert pulled["applied_epochs"][1] == {"seq": snap + 1, "block": after["block"],
+                                               "rows": 1, "deletions": 1}, pulled
+        assert pulled["applied_epochs"][0]["seq"] == snap
+        assert pulled["applied_epochs"][0]["block"] == compact["epochs"][0]["block"]
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == snap
         full = kjson(e, "pull", "--full")

@@ -144,9 +144,15 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
 
 def print_connected(result: dict) -> None:
     click.echo(f"connected: owner {result['owner']}")
-    click.echo(f"space {result['space']}  key tag {result.get('key_tag') or '-'}  data key "
+    click.echo(f"space {result['space']}  key tag {result.get('key_tag') or 'none'}  data key "
                f"from {result['source']}")
     click.echo(f"session key: {result['session']}")
+    print_fresh_vault(result)
+
+
+def print_fresh_vault(result: dict) -> None:
+    """The recovery file's lines, when the connect started a new vault (`kint connect` and
+    `kint join` both say it)."""
     if result.get("recovery_file"):
         click.echo(f"fresh vault: recovery code written to {result['recovery_file']}")
         click.echo("Keep it somewhere that is not this machine. It opens the vault without "

@@ -14,6 +14,7 @@ from kint import spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, echo_json, explained, print_notices,
                                   sent_settings)
+from kint.commands.doctor_env import environment_checks
 from kint.commands.owner_flag import check_owner, owner_option
 from kint.paths import kint_home
 
@@ -54,11 +55,12 @@ def _permissions(home: Path) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
-    """Named checks: kint home placement, permissions, supervisor reachable, chain
-    reachable, keys present, store readable. Exit code 1 when any fails."""
+    """Named checks: Sibyl's packages, the Python version, PYTHONPATH, kint home placement,
+    permissions, supervisor reachable, chain reachable, keys present, store readable. Exit
+    code 1 when any fails ([WARN] lines pass)."""
     check_owner(obj, owner)
     home = kint_home()
-    checks = [_placement(home), _permissions(home)]
+    checks = [*environment_checks(), _placement(home), _permissions(home)]
     client = obj.client(autostart=False)
     reachable = client.ping(2.0)
     checks.append({"name": "supervisor reachable", "ok": reachable,
@@ -83,8 +85,9 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
         echo_json({"checks": checks, "ok": not failed})
     else:
         for c in checks:
-            # v0.3.0's line (09-cli.md): `[ok  ]` or `[FAIL]`, then the check.
-            click.echo(f"{'[ok  ]' if c['ok'] else '[FAIL]'} {c['name']}: {c['detail']}")
-            if not c["ok"] and c.get("hint"):
+            # v0.3.0's line (09-cli.md): `[ok  ]`, `[WARN]` or `[FAIL]`, then the check.
+            mark = "[FAIL]" if not c["ok"] else "[WARN]" if c.get("warn") else "[ok  ]"
+            click.echo(f"{mark} {c['name']}: {c['detail']}")
+            if c.get("hint") and (not c["ok"] or c.get("warn")):
                 click.echo(f"       hint: {c['hint']}")
     sys.exit(1 if failed else 0)

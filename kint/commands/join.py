@@ -7,7 +7,7 @@ then a report:
 2. vault: the chain head for (owner, space) is read here; with no epochs it stops, unless
    `--new-vault` (or this machine already holds a vault for that owner and space);
 3. connect: the worker's `connect` op, with the same three ways in as `kint connect`
-   (`connect_args`, printed by `print_connected`);
+   (`connect_args`), reported on one line (`print_joined`);
 4. restore: the worker's `pull` op, `--full` and `--discard-local` passed through;
 5. harnesses: kint-server registered through `kint setup` (kint.commands.setup), with
    KINT_TENANT pinned to the tenant joined;
@@ -30,7 +30,7 @@ import click
 from kint import settings, spaces
 from kint.client import KintError
 from kint.commands.common import Ctx, call_with_progress, resolve_space, space_call
-from kint.commands.connect import connect_args, print_connected
+from kint.commands.connect import connect_args, print_fresh_vault
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.onchain import checked_address, eth, when
 from kint.commands.secrets import signature_options
@@ -155,8 +155,8 @@ def _session_key(home: Path) -> str:
     if existed:
         click.echo(f"session key: {address} (kept)")
     else:
-        click.echo(f"session key: {address} (created; it pays for this machine's epochs and "
-                   f"never decrypts)")
+        click.echo(f"session key: {address} (created; it signs epochs for this machine and "
+                   f"can never decrypt)")
     return address
 
 
@@ -218,13 +218,26 @@ def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: st
          "an empty vault here instead, pass --new-vault")
 
 
-def _print_restore(result: dict[str, Any]) -> None:
+def print_joined(connected: dict[str, Any]) -> None:
+    """join's one connect line (v0.3.0's); `kint connect` keeps its own three lines, and the
+    owner, space and session key are on join's earlier lines already."""
+    click.echo(f"connected: key tag {connected.get('key_tag') or 'none'}, data key from "
+               f"{connected['source']}")
+    print_fresh_vault(connected)
+
+
+def print_restore(result: dict[str, Any]) -> None:
+    """The restore step's lines, in v0.3.0's words: the cold start's agreement, one line per
+    epoch applied, then `restore:`; SKIPPED and CLOSED epochs and warnings as `kint pull`."""
     for path in result.get("backups", []):
         click.echo(f"moved aside: {path}")
     if result.get("rpcs_agreed"):
-        click.echo(f"pull: cold start, two RPCs agreed on head epoch {result['head']['seq']}")
-    for seq in result.get("applied", []):
-        click.echo(f"pull: applied epoch {seq}")
+        agreed = result["chain_head"]
+        click.echo(f"pull: cold start, both RPCs agree: head seq {agreed['seq']}, digest "
+                   f"{agreed['digest'][:16]}, block {agreed['block']}")
+    for epoch in result.get("applied_epochs", []):
+        click.echo(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
+                   f"{epoch['deletions']} deletions) from block {epoch['block']}")
     for entry in result.get("skipped", []):
         tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "
                 f"carried on)" if entry.get("superseded_by") else "")
@@ -239,12 +252,12 @@ def _print_restore(result: dict[str, Any]) -> None:
         click.echo(f"restore: {result['message']}")
     elif result.get("applied"):
         click.echo(f"restore: restored {len(result['applied'])} epoch(s), "
-                   f"{result['rows_total']} rows; head epoch {head['seq']} at block "
+                   f"{result['rows_total']} rows; head seq {head['seq']} at block "
                    f"{head['block']}; {result['report']}")
     elif head["seq"] == 0:
         click.echo("restore: up to date (the vault has no epochs yet)")
     else:
-        click.echo(f"restore: up to date at head epoch {head['seq']} (block {head['block']}); "
+        click.echo(f"restore: up to date; head seq {head['seq']} at block {head['block']}; "
                    f"{result['report']}")
 
 
@@ -362,18 +375,17 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     label = f" (label {ref.label})" if ref.label != ref.tenant else ""
     click.echo(f"join: owner {owner}")
     click.echo(f"      tenant {ref.tenant} (from {source}), space {ref.space16}{label}")
-    click.echo(f"      contract {anchor.address} on chain {anchor.config.chain_id}, store "
-               f"{ref.db}")
-    click.echo("      no transaction is sent, nothing is spent")
+    click.echo(f"      contract {anchor.address}, store {ref.db}")
+    click.echo("      this command writes nothing to the chain")
 
     address = _session_key(home)
     _vault(anchor, home, owner, ref, source, new_vault)
     connected = space_call(obj, "connect", args, timeout_s=300,
                            on_error=_stopper(STEP_CONNECT, obj))
-    print_connected(connected)
+    print_joined(connected)
     restored = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
                                   timeout_s=1800, command="join",
                                   on_error=_stopper(STEP_RESTORE, obj))
-    _print_restore(restored)
+    print_restore(restored)
     _harnesses(None if no_setup else (setup_target or "all"), env)
     _writes(anchor, owner, address, base_account)

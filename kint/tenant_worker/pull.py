@@ -239,6 +239,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                for f in fetched[:start] if f.opened is None]
     gap: list[int] = []
     applied: list[int] = []
+    applied_epochs: list[dict[str, int]] = []  # what each carried, for join's lines
     warnings: list[str] = []
     prev_digest = mirror.head.digest
     todo = fetched[start:]
@@ -261,6 +262,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
             raise _stale(str(err)) from None
         apply_journal.end(state)
         applied.append(f.log.seq)
+        applied_epochs.append({"seq": f.log.seq, "block": f.log.block,
+                               "rows": len(plaintext.rows), "deletions": len(plaintext.deleted)})
         prev_digest = f.log.digest
     # The root is checked once, for the newest epoch applied: building the tree after every
     # epoch of a long restore cost more than the replay's own reads, and what verify trusts
@@ -283,8 +286,10 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
               "store root does not match the anchored root (the store holds unanchored changes)")
     if not gap:
         renew(ctx, next(iter(held.values())))
-    result = {"applied": applied, "head": {"seq": mirror.head.seq, "block": mirror.head.block,
-                                           "digest": mirror.head.digest},
+    result = {"applied": applied, "applied_epochs": applied_epochs,
+              "head": {"seq": mirror.head.seq, "block": mirror.head.block,
+                       "digest": mirror.head.digest},
+              "chain_head": {"seq": head.seq, "block": head.block, "digest": head.digest},
               "gap": gap, "skipped": skipped, "closed": closed, "warnings": warnings,
               "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
               "store_root_matches": matches, "rpcs_agreed": agreed, "report": report}
