@@ -42,6 +42,9 @@ CASES = [
      ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls",
       "http://127.0.0.1:9,https://base.example/v2/K3Y-ON-ARGV"], "0xab\n", 2,
      "--rpc-urls: https://base.example/<redacted> has a user, path or query part"),
+    ("an RPC URL whose port is no number", ["connect", "--owner", OWNER, "--signature", "-",
+                                            "--rpc-urls", "https://base.example:K3Y-ON-ARGV/v2"],
+     "0xab\n", 2, "--rpc-urls: https://base.example:<bad port>/<redacted> has a user, path"),
 ]
 
 
