@@ -96,6 +96,16 @@ def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
             "unset it for ~/.kint"], out.stderr
 
 
+def test_the_demo_runs_whatever_kint_home_is(machine, tmp_path):
+    """`kint demo` makes a sandbox with a KINT_HOME of its own: the up-front check of the
+    caller's KINT_HOME does not refuse it."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = machine.kint("demo", "--help", env={"KINT_HOME": str(afile)})
+    assert out.returncode == 0, out.stderr
+    assert "throwaway sandbox" in out.stdout
+
+
 def test_a_blank_variable_counts_as_unset(machine):
     """KINT_TENANT of spaces only named a tenant "  " (a space of its own, bound to the
     user's store); like an empty value, it now counts as unset."""
