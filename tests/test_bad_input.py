@@ -131,3 +131,23 @@ def test_kint_server_takes_no_arguments(machine):
                              stdin=subprocess.DEVNULL, timeout=60)
         assert out.returncode == status and out.stdout == "", (args, out)
         assert out.stderr.startswith("kint-server takes no arguments"), out.stderr
+
+
+def test_kint_server_refuses_a_kint_home_that_is_not_a_folder(machine, tmp_path):
+    """kint-server named in a harness with KINT_HOME on a file stopped with a traceback
+    (its log is opened there first); it now says so in the command line's two lines."""
+    import subprocess
+    from pathlib import Path
+
+    from conftest import KINT
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = subprocess.run([str(Path(KINT).with_name("kint-server"))],
+                         env={**machine.env, "KINT_HOME": str(afile)}, capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.splitlines() == [
+        f"kint-server: error: KINT_HOME {afile} is not a plain folder",
+        "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
+        "unset it for ~/.kint"], out.stderr
