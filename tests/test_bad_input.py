@@ -68,6 +68,18 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert "K3Y-ON-ARGV" not in out.stdout + out.stderr
 
 
+def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):
+    """A signature file is unlinked once read: `--rpc-urls` with a key is refused first, so
+    the refusal does not cost the user the file."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "ab" * 65 + "\n")
+    out = machine.kint("connect", "--owner", OWNER, "--signature-file", str(signature),
+                       "--rpc-urls", "https://base.example/v2/K3Y-ON-ARGV")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--rpc-urls: https://base.example/<redacted>" in out.stderr
+    assert signature.exists()
+
+
 def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_path):
     odd = tmp_path / "a\nb" / "memory.db"
     out = machine.kint("--db", str(odd), "status", env={"KINT_SPACE": "odd-path"})
