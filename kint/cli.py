@@ -81,9 +81,11 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
         if value is not None and not value.strip():
             click.echo(f"kint: {name} is empty: give a value or leave the option out", err=True)
             sys.exit(2)
+    # Every command but `demo` (a sandbox with a KINT_HOME of its own) keeps its files
+    # there: a KINT_HOME that cannot be one is said once, here.
     home = kint_home()
-    problem = folder_problem(home)
-    if problem is not None:  # every command keeps its files there: say so once, here
+    problem = None if ctx.invoked_subcommand == "demo" else folder_problem(home)
+    if problem is not None:
         click.echo(f"kint: error: KINT_HOME {home} {problem}", err=True)
         click.echo(f"hint: {UNSAFE_HOME_HINT}", err=True)
         sys.exit(2)

@@ -42,6 +42,9 @@ CASES = [
      ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls",
       "http://127.0.0.1:9,https://base.example/v2/K3Y-ON-ARGV"], "0xab\n", 2,
      "--rpc-urls: https://base.example/<redacted> has a user, path or query part"),
+    ("an RPC URL whose port is no number", ["connect", "--owner", OWNER, "--signature", "-",
+                                            "--rpc-urls", "https://base.example:K3Y-ON-ARGV/v2"],
+     "0xab\n", 2, "--rpc-urls: https://base.example:<bad port>/<redacted> has a user, path"),
 ]
 
 
@@ -63,6 +66,18 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert phrase in out.stderr, (what, out.stderr)
     assert "Traceback" not in out.stderr and "check the client version" not in out.stderr
     assert "K3Y-ON-ARGV" not in out.stdout + out.stderr
+
+
+def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):
+    """A signature file is unlinked once read: `--rpc-urls` with a key is refused first, so
+    the refusal does not cost the user the file."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "ab" * 65 + "\n")
+    out = machine.kint("connect", "--owner", OWNER, "--signature-file", str(signature),
+                       "--rpc-urls", "https://base.example/v2/K3Y-ON-ARGV")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--rpc-urls: https://base.example/<redacted>" in out.stderr
+    assert signature.exists()
 
 
 def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_path):
@@ -93,6 +108,16 @@ def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
             "unset it for ~/.kint"], out.stderr
 
 
+def test_the_demo_runs_whatever_kint_home_is(machine, tmp_path):
+    """`kint demo` makes a sandbox with a KINT_HOME of its own: the up-front check of the
+    caller's KINT_HOME does not refuse it."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = machine.kint("demo", "--help", env={"KINT_HOME": str(afile)})
+    assert out.returncode == 0, out.stderr
+    assert "throwaway sandbox" in out.stdout
+
+
 def test_a_blank_variable_counts_as_unset(machine):
     """KINT_TENANT of spaces only named a tenant "  " (a space of its own, bound to the
     user's store); like an empty value, it now counts as unset."""
@@ -118,3 +143,23 @@ def test_kint_server_takes_no_arguments(machine):
                              stdin=subprocess.DEVNULL, timeout=60)
         assert out.returncode == status and out.stdout == "", (args, out)
         assert out.stderr.startswith("kint-server takes no arguments"), out.stderr
+
+
+def test_kint_server_refuses_a_kint_home_that_is_not_a_folder(machine, tmp_path):
+    """kint-server named in a harness with KINT_HOME on a file stopped with a traceback
+    (its log is opened there first); it now says so in the command line's two lines."""
+    import subprocess
+    from pathlib import Path
+
+    from conftest import KINT
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = subprocess.run([str(Path(KINT).with_name("kint-server"))],
+                         env={**machine.env, "KINT_HOME": str(afile)}, capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.splitlines() == [
+        f"kint-server: error: KINT_HOME {afile} is not a plain folder",
+        "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
+        "unset it for ~/.kint"], out.stderr

@@ -170,6 +170,9 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     ("PYTHONPATH=/x", "--env PYTHONPATH is refused"),
     ("KINT_RPC_URL=https://base.example/v2/K3Y",
      "--env KINT_RPC_URL: https://base.example/<redacted> has a user, path or query part"),
+    ("KINT_RPC_URL=https://base.example:K3Y/v2",  # a port that is no number: no traceback
+     "--env KINT_RPC_URL: https://base.example:<bad port>/<redacted> has a user, path or "
+     "query part"),
 ])
 def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, message):
     out = setup(sandbox, "codex", "--env", pair)

@@ -159,3 +159,23 @@ def test_a_client_that_is_not_the_command_line_cannot_quarantine_a_space_either(
     out = sandbox.kint("status", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["store"]["path"] == str(sandbox.sibyl_db)
+
+
+def test_a_space_serving_a_missing_store_does_not_move_to_a_folder(sandbox):
+    """A space whose worker serves a store that does not exist moves to an existing store
+    that asks for it; a folder (or any path that can never be a store) is refused instead,
+    as for a space with no worker: moved there, its worker would fail at every start."""
+    import pytest
+
+    from kint.client import KintError
+
+    sandbox.start()
+    typo = sandbox.root / "memroy.db"
+    sandbox.call("status", typo, timeout_s=60)  # the space's worker, on a missing store
+    assert not typo.exists()
+    notes = sandbox.root / "notes"
+    notes.mkdir()
+    with pytest.raises(KintError) as refused:
+        sandbox.call("status", notes, timeout_s=60)
+    assert refused.value.code == "BAD_REQUEST", refused.value.message
+    assert refused.value.message == f"store {notes} is a folder, not a regular file"

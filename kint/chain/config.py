@@ -99,7 +99,10 @@ def redact_url(url: str) -> str:
     a status table or an error."""
     p = urllib.parse.urlsplit(url)
     host = p.hostname or ""
-    netloc = f"{host}:{p.port}" if p.port else host
+    try:
+        netloc = f"{host}:{p.port}" if p.port else host
+    except ValueError:  # a port that is no number (or out of range): it may be a key too
+        netloc = f"{host}:<bad port>"
     rest = "/<redacted>" if (p.path.strip("/") or p.query) else ""
     return f"{p.scheme}://{netloc}{rest}"
 

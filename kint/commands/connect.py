@@ -125,6 +125,9 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
     """Connect this machine to the vault: the data key from this machine's wraps, the head
     epoch's header on chain, or a fresh vault (whose recovery code goes to
     RECOVERY-<space16>.txt). Never prints the signature or a key."""
+    # Checked before any secret is read: a signature file is unlinked once read, and a
+    # refusal after that would have cost the user the file.
+    urls = checked_rpc_urls(rpc_urls) if rpc_urls is not None else None
     if dev:
         args: dict = {"dev": True}
         if owner is not None:
@@ -133,8 +136,8 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
         args = connect_args(owner, signature, signature_file, smart_account,
                             passphrase_stdin, passphrase_prompt, add_passphrase,
                             recovery_code_stdin)
-    if rpc_urls is not None:
-        args["rpc_urls"] = checked_rpc_urls(rpc_urls)
+    if urls is not None:
+        args["rpc_urls"] = urls
     result = space_call(obj, "connect", args, timeout_s=300)
     if as_json:
         echo_json(result)

@@ -96,6 +96,16 @@ class ClientRouting:
         label = request.space or space_label(request.tenant, Path(request.db))
         sid = self._space_id(label)
         handle = self.handles.get(sid)
+        if handle is None or handle.db != request.db:
+            # A worker is started on (or a space moved to) only a path that can be a store:
+            # one on a folder or a file that is not SQLite fails at every start, and its
+            # space would stay quarantined for the real store until the supervisor stops.
+            # The command line refuses such a path before sending it; this is for every
+            # other client. A store already served was checked when its worker started.
+            problem = store_problem(request.db)
+            if problem is not None:
+                raise ProtocolError(ErrorCode.BAD_REQUEST, f"store {request.db} {problem}",
+                                    STORE_HINT)
         if handle is not None:
             if (handle.db != request.db and os.path.exists(request.db)
                     and not os.path.exists(handle.db)):
@@ -103,14 +113,6 @@ class ClientRouting:
             _same_store(sid, label, handle.db, handle.tenant, request)
             self.bindings.bind_if_exists(sid, Binding(label, handle.tenant, handle.db))
             return handle
-        # A new worker is started only on a path that can be a store: one started on a folder
-        # or a file that is not SQLite fails at every start, and its space would stay
-        # quarantined for the real store until the supervisor stops. The command line
-        # refuses such a path before sending it; this is for every other client.
-        problem = store_problem(request.db)
-        if problem is not None:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, f"store {request.db} {problem}",
-                                STORE_HINT)
         bound = self.bindings.get(sid)  # from before this supervisor started
         if bound is not None:
             _same_store(sid, label, bound.db, bound.tenant, request)
