@@ -35,9 +35,20 @@ def one_line(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
+# A traceback's lines are written indented by this: only a record's first line starts at
+# the left margin, so an exception message with a newline in it (its text may come from a
+# client) cannot start what looks like a record of its own.
+TRACEBACK_INDENT = "  "
+
+
 class _OneLineFormatter(logging.Formatter):
     """Each record's values (store paths, labels, error messages: some come from clients)
-    are written on the record's own line; a traceback (`exc_info`) keeps its lines."""
+    are written on the record's own line; a traceback (`exc_info`) keeps its lines, each
+    indented, so none of them starts at the left margin as a record does."""
+
+    def formatException(self, ei: object) -> str:  # noqa: N802 - logging's name
+        text = super().formatException(ei)  # type: ignore[arg-type]
+        return "\n".join(TRACEBACK_INDENT + line for line in text.splitlines())
 
     def format(self, record: logging.LogRecord) -> str:
         if record.args:

@@ -202,8 +202,26 @@ def test_a_value_with_control_characters_stays_on_its_record_line(file_logging):
     assert lines[0].endswith(f"worker spawned for /tmp/a\\n{FORGED} "
                              f"(label\\r\\x1b[2K\\u2028x)"), lines[0]
     assert lines[1].endswith("op failed in space s\\n1")
-    assert lines[2] == "Traceback (most recent call last):"  # a traceback keeps its lines
-    assert lines[-1] == "RuntimeError: boom"
+    assert lines[2] == "  Traceback (most recent call last):"  # its lines, indented
+    assert lines[-1] == "  RuntimeError: boom"
+
+
+def test_an_exception_message_with_a_newline_starts_no_record_line(file_logging):
+    """An exception's text may come from a client (a path in an OSError, a message quoted
+    back): its lines stay inside the traceback, indented; only records start at the left."""
+    log = logging.getLogger("kint.test")
+    try:
+        try:
+            raise ValueError(f"bad\n2026-01-01 00:00:00,000 1 {FORGED}")
+        except ValueError as err:
+            raise RuntimeError(f"wrapped\n{FORGED}") from err
+    except RuntimeError:
+        log.error("op failed", exc_info=True)
+    _flush()
+    lines = log_path(file_logging).read_text().splitlines()
+    assert lines[0].endswith("op failed")
+    assert all(line.startswith("  ") for line in lines[1:] if line), lines
+    assert any(FORGED in line for line in lines[1:])
 
 
 def test_a_store_path_sent_with_a_newline_forges_no_line_in_the_supervisor_log(sandbox):
