@@ -36,3 +36,21 @@ def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(tmp_path, c
         assert bad.returncode == 2 and "is not an address" in bad.stderr
     finally:
         sb.shutdown()
+
+
+def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(sandbox):
+    """`--owner` given, checked against an enrolment file that cannot be read: what to do is
+    to connect again, not to `pass --owner` (which the caller did)."""
+    from kint import spaces
+    from kint.tenant_worker.statefiles import space_files
+
+    ref = spaces.resolve(sandbox.tenant, str(sandbox.sibyl_db))
+    enrol = space_files(sandbox.kint_home, ref.space16)["enrol"]
+    enrol.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sandbox.kint_home.chmod(0o700)
+    enrol.write_text("{not json")
+    for argv in (("pull", "--owner", OTHER), ("doctor", "--owner", OTHER)):
+        out = sandbox.kint(*argv)
+        assert out.returncode == 2, (argv, out.stdout, out.stderr)
+        assert out.stderr.strip() == (f"kint: error: {enrol} cannot be read as JSON; run kint "
+                                      f"connect again"), (argv, out.stderr)

@@ -49,20 +49,25 @@ def checked_address(value: str, flag: str = "--owner") -> str:
     return to_checksum_address(value)
 
 
-def connected_owner(tenant: str | None, db: str | None, home: Path) -> str | None:
+def connected_owner(tenant: str | None, db: str | None, home: Path,
+                    owner_given: bool = False) -> str | None:
     """The owner this machine is connected to for the caller's space: the `owner` field of
-    `enrol-<space16>.json`, or None when this space is not connected here."""
+    `enrol-<space16>.json`, or None when this space is not connected here. A file that
+    names none is refused; `owner_given` (the caller passed --owner, which is checked
+    against it) leaves `pass --owner` out of what to do."""
     ref = spaces.resolve(tenant, db)
+    todo = ("run kint connect again" if owner_given
+            else "pass --owner 0x... or run kint connect again")
     path = space_files(home, ref.space16)["enrol"]
     try:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError):
-        refuse(f"{path} cannot be read as JSON; pass --owner 0x... or run kint connect again")
+        refuse(f"{path} cannot be read as JSON; {todo}")
     owner = data.get("owner") if isinstance(data, dict) else None
     if not isinstance(owner, str) or not is_address(owner):
-        refuse(f"{path} names no owner address; pass --owner 0x... or run kint connect again")
+        refuse(f"{path} names no owner address; {todo}")
     return to_checksum_address(owner)
 
 

@@ -32,7 +32,7 @@ def check_owner(obj: Ctx, owner: str | None) -> None:
     from kint.paths import kint_home
 
     given = checked_address(owner)
-    connected = connected_owner(obj.tenant, obj.db, kint_home())
+    connected = connected_owner(obj.tenant, obj.db, kint_home(), owner_given=True)
     if connected is not None and connected != given:
         refuse(f"--owner {given} is not the owner this space is connected to ({connected}); "
                f"this kint acts for the connected owner: leave --owner out, or run kint "
