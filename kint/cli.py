@@ -82,9 +82,11 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
             click.echo(f"kint: {name} is empty: give a value or leave the option out", err=True)
             sys.exit(2)
     # Every command but `demo` (a sandbox with a KINT_HOME of its own) keeps its files
-    # there: a KINT_HOME that cannot be one is said once, here.
+    # there: a KINT_HOME that cannot be one is said once, here. Help touches no file, and
+    # a subcommand's --help is only read after this runs, so it is looked for in argv.
     home = kint_home()
-    problem = None if ctx.invoked_subcommand == "demo" else folder_problem(home)
+    exempt = ctx.invoked_subcommand == "demo" or "--help" in sys.argv[1:]
+    problem = None if exempt else folder_problem(home)
     if problem is not None:
         click.echo(f"kint: error: KINT_HOME {home} {problem}", err=True)
         click.echo(f"hint: {UNSAFE_HOME_HINT}", err=True)
