@@ -67,8 +67,6 @@ def print_notices(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-
-
 def resolve_space(obj: Ctx) -> "SpaceRef":
     """The caller's space (`--tenant`, `--db` and the environment), refused (exit 2) when its
     store can never be one: a folder, a symlink, a file that is not SQLite. Such a store is

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
-from kint.paths import UNSAFE_HOME_HINT, UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
+from kint.paths import (UNSAFE_HOME_HINT, UnsafePathError, ensure_private_dir, front_address,
+                        log_path, run_dir)
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
