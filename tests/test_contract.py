@@ -30,7 +30,8 @@ from web3 import Web3
 
 from kint.chain import devchain
 from kint.chain.anchor import (EPOCH_TOPIC, PUSH_SELECTOR, ZERO_DIGEST, Anchor, CalldataRefused,
-                               ChainRefused, EpochLog, Head, authorization_typed_data)
+                               EpochLog, Head, authorization_typed_data)
+from kint.chain.calls import ChainRefused
 from kint.chain.artifact import epoch_anchor_artifact, load_artifact
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker

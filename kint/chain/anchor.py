@@ -13,7 +13,8 @@ head read made a worker that only verifies ~4 MiB larger: pages it shares with i
 forkserver became its own (issue 15). Gas is always estimated: anvil silently drops a
 transaction below the calldata floor, and an estimate is where a revert shows up without
 spending gas. Every receipt wait has a deadline. Low-level errors (a timeout, a refused
-connection, a malformed answer) become `RpcUnavailable` here, in one place.
+connection, a malformed answer) become `RpcUnavailable` through kint.chain.calls, in one
+place.
 
 Hex conventions: digests, spaces and transaction hashes are lowercase hex without 0x
 (either form is accepted as input); addresses are checksummed.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
 import requests
 from eth_abi import decode as abi_decode
@@ -33,17 +34,15 @@ from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
 from eth_hash.auto import keccak
 from web3 import Web3
-from web3.exceptions import (ContractCustomError, ContractLogicError, TimeExhausted,
-                             TransactionNotFound, Web3Exception, Web3RPCError)
+from web3.exceptions import (ContractCustomError, ContractLogicError, TransactionNotFound,
+                             Web3Exception)
 
 from kint.chain.artifact import epoch_anchor_artifact
+from kint.chain.calls import ChainRefused, answer_int, bounded
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 
-T = TypeVar("T")
 RECEIPT_TIMEOUT_S = 60.0
-# ChainRefused.error when the sender cannot pay for the gas.
-INSUFFICIENT_FUNDS = "InsufficientFunds"
 ZERO_DIGEST = "00" * 32
 
 PUSH_SELECTOR = keccak(b"push(address,bytes32,bytes32,bytes)")[:4]  # 0xa2483825
@@ -63,18 +62,6 @@ AUTHORIZATION_TYPE = [
 ]
 
 
-class ChainRefused(Exception):
-    """The contract (or the node, for funds) refused a transaction. `error` is the custom
-    error's name (NotAuthorized, EmptyCiphertext, StaleHead, AuthorizationExpired,
-    BadSignature, SeqNotMonotone), INSUFFICIENT_FUNDS, or "reverted" when nothing names it;
-    `fields` holds the error's arguments by name (StaleHead: expected, got as 64 hex)."""
-
-    def __init__(self, error: str, detail: str = "", fields: dict[str, Any] | None = None) -> None:
-        self.error = error
-        self.fields = dict(fields or {})
-        shown = (f"{error}({', '.join(f'{k}={v}' for k, v in self.fields.items())})"
-                 if self.fields else error)
-        super().__init__(f"{shown}{': ' + detail if detail else ''}")
 
 
 class CalldataRefused(Exception):
@@ -149,47 +136,6 @@ def authorization_typed_data(chain_id: int, contract: str, owner: str, key: str,
         "message": {"owner": _addr(owner), "key": _addr(key), "expiry": int(expiry),
                     "nonce": int(nonce), "deadline": int(deadline)},
     }
-
-
-def bounded(fn: Callable[[], T], what: str) -> T:
-    """Run one chain call, mapping every transport failure to RpcUnavailable."""
-    try:
-        return fn()
-    except (requests.exceptions.RequestException, TimeExhausted, ConnectionError,
-            OSError) as err:
-        raise RpcUnavailable(f"{what}: {type(err).__name__}") from None
-    except Web3RPCError as err:
-        # The node refused the call. Too little ETH for the gas is the sender's to fix, not
-        # the endpoint's: it comes back as a refusal the ops can explain.
-        if "insufficient funds" in str(err).lower():
-            raise ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200]) from None
-        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
-                             f"({_endpoint_text(err)})") from None
-    except ValueError as err:
-        # web3 raises ValueError for JSON-RPC error objects it does not map.
-        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
-                             f"({_endpoint_text(err)})") from None
-    except (TypeError, KeyError, AttributeError, IndexError):
-        # An answer of the wrong shape (an object where a number was due, a receipt without
-        # its fields): a lying or broken endpoint, refused in words, never a traceback.
-        raise RpcUnavailable(f"{what}: the endpoint's answer is not what was asked for") from None
-
-
-def answer_int(value: Any) -> int:
-    """An endpoint's answer that must be a number (inside `bounded`: a TypeError there is
-    the endpoint's wrong answer)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"not a number: {type(value).__name__}")
-    return value
-
-
-# How much of an endpoint's own words an error quotes: its answer may be a whole web page.
-ENDPOINT_TEXT_CHARS = 200
-
-
-def _endpoint_text(err: Exception) -> str:
-    text = " ".join(str(err).split())
-    return text if len(text) <= ENDPOINT_TEXT_CHARS else text[:ENDPOINT_TEXT_CHARS] + "..."
 
 
 @functools.lru_cache(maxsize=None)

@@ -28,7 +28,8 @@ from eth_account import Account
 from eth_account.messages import _hash_eip191_message, encode_typed_data
 from eth_account.signers.local import LocalAccount
 
-from kint.chain.anchor import INSUFFICIENT_FUNDS, Anchor, ChainRefused, authorization_typed_data
+from kint.chain.anchor import Anchor, authorization_typed_data
+from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
 from kint.chain.nonces import NonceBook
 from kint.commands.common import Ctx
 from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse, resolve_owner,

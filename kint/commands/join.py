@@ -187,7 +187,7 @@ def _enrolled_owner(home: Path, space16: str) -> str | None:
 def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: str,
            new_vault: bool) -> None:
     """Read the head; with no epochs, stop unless a new vault is wanted (or is here)."""
-    from kint.chain.anchor import ChainRefused
+    from kint.chain.calls import ChainRefused
     from kint.chain.rpc import RpcUnavailable
     from web3.exceptions import Web3Exception
 
@@ -280,7 +280,7 @@ def _harnesses(target: str | None, env: dict[str, str]) -> None:
 
 
 def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
-    from kint.chain.anchor import ChainRefused
+    from kint.chain.calls import ChainRefused
     from kint.chain.rpc import RpcUnavailable
 
     try:

@@ -27,7 +27,8 @@ from web3 import Web3
 from web3.exceptions import Web3Exception
 
 from kint import spaces
-from kint.chain.anchor import Anchor, answer_int, bounded
+from kint.chain.anchor import Anchor
+from kint.chain.calls import answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.commands.exit_codes import ERROR

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from kint.commands.common import Ctx, echo_json
-from kint.chain.anchor import ChainRefused
+from kint.chain.calls import ChainRefused
 from kint.chain.rpc import RpcUnavailable
 from kint.commands.onchain import (checked_address, connected_owner, eth, open_anchor, refuse,
                                    session_key_address)

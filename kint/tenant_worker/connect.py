@@ -28,7 +28,8 @@ from web3 import Web3
 
 from kint import settings
 from kint.chain import devchain
-from kint.chain.anchor import Anchor, ChainRefused
+from kint.chain.anchor import Anchor
+from kint.chain.calls import ChainRefused
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek

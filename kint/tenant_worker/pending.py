@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor, ChainRefused, bounded
+from kint.chain.anchor import Anchor
+from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write

@@ -24,7 +24,8 @@ from typing import Any
 
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor, ChainRefused
+from kint.chain.anchor import Anchor
+from kint.chain.calls import ChainRefused
 from kint.chain.nonces import NonceBook
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors

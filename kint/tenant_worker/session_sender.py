@@ -16,7 +16,8 @@ from typing import Any
 
 from web3 import Web3
 
-from kint.chain.anchor import Anchor, ChainRefused, answer_int, bounded
+from kint.chain.anchor import Anchor
+from kint.chain.calls import ChainRefused, answer_int, bounded
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.protocol import ErrorCode, ProtocolError
 

@@ -1,0 +1,76 @@
+"""A chain call's outcomes other than its answer, in one place: the contract (or the node,
+for gas) refused it (`ChainRefused`), or the endpoint could not be used (`RpcUnavailable`:
+a timeout, a refused connection, an error object, an answer of the wrong shape).
+
+`bounded` runs one call and maps every low-level failure web3, requests and the socket
+raise to one of those two, so no caller sees a library's exception or a traceback, and an
+endpoint's own words (its answer may be a whole web page) are quoted short.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import requests
+from web3.exceptions import TimeExhausted, Web3RPCError
+
+from kint.chain.rpc import RpcUnavailable
+
+T = TypeVar("T")
+# ChainRefused.error when the sender cannot pay for the gas.
+INSUFFICIENT_FUNDS = "InsufficientFunds"
+
+
+class ChainRefused(Exception):
+    """The contract (or the node, for funds) refused a transaction. `error` is the custom
+    error's name (NotAuthorized, EmptyCiphertext, StaleHead, AuthorizationExpired,
+    BadSignature, SeqNotMonotone), INSUFFICIENT_FUNDS, or "reverted" when nothing names it;
+    `fields` holds the error's arguments by name (StaleHead: expected, got as 64 hex)."""
+
+    def __init__(self, error: str, detail: str = "", fields: dict[str, Any] | None = None) -> None:
+        self.error = error
+        self.fields = dict(fields or {})
+        shown = (f"{error}({', '.join(f'{k}={v}' for k, v in self.fields.items())})"
+                 if self.fields else error)
+        super().__init__(f"{shown}{': ' + detail if detail else ''}")
+
+
+def bounded(fn: Callable[[], T], what: str) -> T:
+    """Run one chain call, mapping every transport failure to RpcUnavailable."""
+    try:
+        return fn()
+    except (requests.exceptions.RequestException, TimeExhausted, ConnectionError,
+            OSError) as err:
+        raise RpcUnavailable(f"{what}: {type(err).__name__}") from None
+    except Web3RPCError as err:
+        # The node refused the call. Too little ETH for the gas is the sender's to fix, not
+        # the endpoint's: it comes back as a refusal the ops can explain.
+        if "insufficient funds" in str(err).lower():
+            raise ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200]) from None
+        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+                             f"({_endpoint_text(err)})") from None
+    except ValueError as err:
+        # web3 raises ValueError for JSON-RPC error objects it does not map.
+        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+                             f"({_endpoint_text(err)})") from None
+    except (TypeError, KeyError, AttributeError, IndexError):
+        # An answer of the wrong shape (an object where a number was due, a receipt without
+        # its fields): a lying or broken endpoint, refused in words, never a traceback.
+        raise RpcUnavailable(f"{what}: the endpoint's answer is not what was asked for") from None
+
+
+def answer_int(value: Any) -> int:
+    """An endpoint's answer that must be a number (inside `bounded`: a TypeError there is
+    the endpoint's wrong answer)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"not a number: {type(value).__name__}")
+    return value
+
+
+# How much of an endpoint's own words an error quotes: its answer may be a whole web page.
+ENDPOINT_TEXT_CHARS = 200
+
+
+def _endpoint_text(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= ENDPOINT_TEXT_CHARS else text[:ENDPOINT_TEXT_CHARS] + "..."
