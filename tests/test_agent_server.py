@@ -161,20 +161,11 @@ def test_the_exit_push_lands_after_the_server_is_killed(box):
 
 
 def _kint_server_pids(sb):
-    import os
-    from pathlib import Path
+    from support.procs import processes
 
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            env = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"run_kint_server.py" in cmd and str(sb.kint_home).encode() in env:
-            pids.append(int(entry))
+    home = str(sb.kint_home).encode()
+    pids = [pid for pid, argv, env in processes()
+            if b"run_kint_server.py" in argv and home in env]
     assert pids, "no kint-server process found"
     return pids
 

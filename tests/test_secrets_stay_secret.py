@@ -16,6 +16,7 @@ from eth_account import Account
 
 from chain_machines import authorize_machine, new_machine, ok, recovery_code, wallet_signature
 from conftest import sibyl_client
+from support.procs import processes
 
 SALT = "salty horse battery staple 7731"
 HOLDERS = {"local.secret": "local_secret", "RECOVERY-": "recovery_code"}
@@ -24,18 +25,8 @@ HOLDERS = {"local.secret": "local_secret", "RECOVERY-": "recovery_code"}
 def _argv_of_processes_naming(homes: list[Path]) -> list[str]:
     """The argv of every process whose environment or argv names one of `homes`."""
     marks = [os.fsencode(str(h)) for h in homes]
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{entry}/environ").read_bytes()
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(m in env or m in argv for m in marks):
-            found.append(argv.replace(b"\0", b" ").decode(errors="replace"))
-    return found
+    return [argv.replace(b"\0", b" ").decode(errors="replace")
+            for _, argv, env in processes() if any(m in env or m in argv for m in marks)]
 
 
 def _texts_under(root: Path):
