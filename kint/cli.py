@@ -17,7 +17,7 @@ import click
 
 from kint import __version__
 from kint.commands.common import Ctx
-from kint.paths import UNSAFE_HOME_HINT, folder_problem, kint_home
+from kint.paths import home_refusal, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
 # command's module is imported only when that command runs (or `--help` lists them all):
@@ -86,10 +86,9 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
     # a subcommand's --help is only read after this runs, so it is looked for in argv.
     home = kint_home()
     exempt = ctx.invoked_subcommand == "demo" or "--help" in sys.argv[1:]
-    problem = None if exempt else folder_problem(home)
-    if problem is not None:
-        click.echo(f"kint: error: KINT_HOME {home} {problem}", err=True)
-        click.echo(f"hint: {UNSAFE_HOME_HINT}", err=True)
+    refusal = None if exempt else home_refusal(home)
+    if refusal is not None:
+        click.echo(refusal, err=True)
         sys.exit(2)
     ctx.obj = Ctx(tenant, db, debug)
 

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from kint.logs import SERVER_LOG, setup_file_logging
-from kint.paths import UNSAFE_HOME_HINT, folder_problem, kint_home
+from kint.paths import home_refusal, kint_home
 
 log = logging.getLogger("kint.server")
 
@@ -67,10 +67,9 @@ def main() -> None:
               "from KINT_TENANT and SIBYL_MEMORY_DB", file=sys.stderr)
         sys.exit(0 if sys.argv[1:] in (["--help"], ["-h"]) else 2)
     home = kint_home()
-    problem = folder_problem(home)
-    if problem is not None:  # as the command line says it; the log could not be opened there
-        print(f"kint-server: error: KINT_HOME {home} {problem}\nhint: {UNSAFE_HOME_HINT}",
-              file=sys.stderr)
+    refusal = home_refusal(home, "kint-server")
+    if refusal is not None:  # as the command line says it; the log could not be opened there
+        print(refusal, file=sys.stderr)
         sys.exit(2)
     _log_to_file(home)
     from kint import spaces

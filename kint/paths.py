@@ -67,6 +67,16 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def home_refusal(home: Path, program: str = "kint") -> str | None:
+    """The two lines (error, hint) a program that keeps its files in `home` (KINT_HOME)
+    prints before it exits 2 when `home` cannot be kint's folder, or None when it can: the
+    command line, `supervisor status`'s fast path and kint-server say it the same way."""
+    problem = folder_problem(home)
+    if problem is None:
+        return None
+    return f"{program}: error: KINT_HOME {home} {problem}\nhint: {UNSAFE_HOME_HINT}"
+
+
 def folder_problem(path: Path) -> str | None:
     """Why `path` cannot be a folder of kint's own (`is not a plain folder`, ...), or None
     when it can: a folder of this user's, or nothing yet (kint creates it)."""

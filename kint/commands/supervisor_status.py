@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from kint import render
 from kint.client import Client, KintError
 from kint.commands.exit_codes import ERROR, NO_SUPERVISOR
-from kint.paths import UNSAFE_HOME_HINT, folder_problem, kint_home
+from kint.paths import home_refusal, kint_home
 
 _PLAIN_FORMS = {("supervisor", "status"): False, ("supervisor", "status", "--json"): True}
 _CLEAR_SCREEN = "\033[2J\033[1;1H"
@@ -69,10 +69,9 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
     client = Client(home, autostart=False)
     while True:
         if not client.ping(1.0):
-            problem = folder_problem(home)  # asked only here: the answered call needs none
-            if problem is not None:  # as the command line says it for every other command
-                _err(f"kint: error: KINT_HOME {home} {problem}")
-                _err(f"hint: {UNSAFE_HOME_HINT}")
+            refusal = home_refusal(home)  # asked only here: the answered call needs none
+            if refusal is not None:  # as the command line says it for every other command
+                _err(refusal)
                 return ERROR
             _err(f"kint: no supervisor is running for {home}")
             return NO_SUPERVISOR
