@@ -162,11 +162,11 @@ def test_status_asks_each_disk_when_kint_home_is_on_another_or_missing(tmp_path,
         monkeypatch.setattr(disk_space, "LOW_BYTES", (store_free + home_free) // 2)
         fuller = "Sibyl's store" if store_free < home_free else "kint's state"
         ctx = _context(home, db)
-        assert ctx.state.presence.home_device() == home.stat().st_dev
+        assert ctx.state.presence.reading()[1] == home.stat().st_dev
         lines = status(ctx, {})["disk_problems"]
         assert len(lines) == 1 and lines[0].startswith(f"the disk holding {fuller} "), lines
         home.rmdir()  # missing: its room is its nearest folder's, still the other disk's
-        assert ctx.state.presence.home_device() is None
+        assert ctx.state.presence.reading()[1] is None
         lines = status(ctx, {})["disk_problems"]
         assert len(lines) == 1 and lines[0].startswith(f"the disk holding {fuller} "), lines
     finally:

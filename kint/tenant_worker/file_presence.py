@@ -54,28 +54,26 @@ class SpaceFilePresence:
         self._lock = threading.Lock()
         self._kept: tuple[tuple[Signature, Signature], dict[str, Any]] | None = None
 
-    def home_device(self) -> int | None:
-        """KINT_HOME's device (st_dev) now, or None when it cannot be read (not there):
-        `status` compares it with the store's so that a disk holding both is asked for
-        its free room once (disk_space.full_disks), and None asks each path's disk. Read
-        when asked, one stat, so the answer follows KINT_HOME whatever `current()` kept."""
-        try:
-            return os.stat(self._home).st_dev
-        except OSError:
-            return None
-
     def current(self) -> dict[str, Any]:
+        """{file name: exists}, and the epochs' count, as they are now."""
+        return self.reading()[0]
+
+    def reading(self) -> tuple[dict[str, Any], int | None]:
+        """`current()`, and KINT_HOME's device (st_dev) as the same stat of it found it, None
+        when it cannot be read: `status` compares it with the store's, so that a disk
+        holding both is asked for its free room once (disk_space.full_disks)."""
         sig = (_folder_signature(self._home), _folder_signature(self._epochs))
+        device = sig[0][2] if sig[0] is not None else None
         with self._lock:
             kept = self._kept
             if kept is not None and kept[0] == sig:
-                return dict(kept[1])
+                return dict(kept[1]), device
         taken_ns = time.time_ns()
         files = self._read()
         settled = all(s is None or taken_ns - s[0] > SETTLED_NS for s in sig)
         with self._lock:
             self._kept = (sig, files) if settled else None
-        return dict(files)
+        return dict(files), device
 
     def _read(self) -> dict[str, Any]:
         files: dict[str, Any] = {}

@@ -40,8 +40,8 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.INTERNAL, str(err),
                             "check the store file; kint only reads it") from None
     presence = ctx.state.presence
-    files = presence.current()  # as they are now (file_presence.py)
-    same_disk = facts.device is not None and facts.device == presence.home_device()
+    files, home_device = presence.reading()  # as they are now (file_presence.py)
+    same_disk = facts.device is not None and facts.device == home_device
     extra = {**_chain_status(ctx), "cap": _cap(ctx)} if args.get("chain") else {}
     if args.get("chain") or args.get("keys"):
         extra.update(_key_status(ctx))
