@@ -67,7 +67,7 @@ class SendSwallower:
 
 
 def _signed_entry(kint_home: Path, space16: str, timeout: float = 60) -> dict:
-    """The nonce-book entry of `space16` once its transaction is signed."""
+    """The nonce-book entry of `space16` once its transaction is signed (or mined)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for path in (kint_home / "nonces").glob("*.json"):
@@ -75,7 +75,9 @@ def _signed_entry(kint_home: Path, space16: str, timeout: float = 60) -> dict:
                 entry = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if entry.get("space16") == space16 and entry.get("raw"):
+            # Signed, or already mined: a killed worker's successor may send its pending
+            # epoch and see it mined (the signed bytes dropped) between two looks here.
+            if entry.get("space16") == space16 and (entry.get("raw") or entry.get("mined")):
                 return entry
         time.sleep(0.1)
     raise AssertionError(f"space {space16} never signed a transaction")
