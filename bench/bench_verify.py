@@ -167,7 +167,6 @@ def _overhead_split(env: common.BenchEnv, m: common.Machine, queries: list[str],
     pairs = [tuple(map(float, line.split())) for line in lines if line.strip()]
     pairs = pairs[len(pairs) - len(routed):]  # drop the warm-up round
     handler = [h for h, _ in pairs]
-    runner = [r for _, r in pairs]
     transport = [t - r for t, (_, r) in zip(routed, pairs)]
     return {
         "note": "diagnostic pass with timers inside the worker; not the headline figures",

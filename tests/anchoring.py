@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 from eth_hash.auto import keccak
 
 from kint.custody.wraps import KIND_PASSPHRASE, wrap_data_key

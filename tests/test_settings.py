@@ -340,7 +340,7 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
     for name, (given, running, how) in CLASSES.items():
         shown = "http://127.0.0.1:9/<redacted>" if name == "KINT_RPC_URL" else given
         [line] = [r for r in reports if r.startswith(f"kint: {name}={shown} in this ")]
-        assert f"is not used: " in line and f"runs with {running}; to change it, " in line
+        assert "is not used: " in line and f"runs with {running}; to change it, " in line
         assert how.format(label=label, file=file) in line, line
     assert "secret-key" not in out.stderr
     # The secret class: only that it is set travels, and the difference is said.

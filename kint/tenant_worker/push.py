@@ -46,7 +46,7 @@ from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pending
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.statefiles import ZERO_DIGEST, Mirror
+from kint.tenant_worker.statefiles import Mirror
 
 log = logging.getLogger("kint.worker")
 
