@@ -206,8 +206,10 @@ def test_doctor_names_each_check(box, tmp_path):
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
     assert set(checks) == {"Sibyl packages", "Python version", "PYTHONPATH",
                            "kint home placement", "permissions", "supervisor reachable",
-                           "store readable", "chain reachable", "data key", "state files",
-                           "disk space", "pull", "session key"}
+                           "store readable", "enrolment", "data key", "recovery file",
+                           "state files", "disk space", "pull", "unanchored changes",
+                           "primary RPC", "secondary RPC", "contract code", "session key",
+                           "head"}
     assert good.returncode == 0, good.stdout
     assert all(c["ok"] and not c.get("warn") for c in checks.values()), checks
     pins = {name: version for name, _, version in

@@ -208,6 +208,14 @@ class Anchor:
     def block_number(self) -> int:
         return bounded(lambda: answer_int(self.w3.eth.block_number), "reading the block number")
 
+    def chain_id(self) -> int:
+        """The chain id this endpoint answers for (eth_chainId): which chain it really is."""
+        return bounded(lambda: answer_int(self.w3.eth.chain_id), "reading the chain id")
+
+    def code(self) -> bytes:
+        """The runtime code at the contract's address (empty: no contract there)."""
+        return bounded(lambda: bytes(self.w3.eth.get_code(self.address)), "reading the code")
+
     def head(self, owner: str, space_hex: str) -> Head:
         """The newest epoch of (owner, space): digest, seq and the block it landed in."""
         digest, seq, block = self._view("reading the head", "head", _addr(owner), _b32(space_hex))

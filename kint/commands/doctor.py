@@ -56,8 +56,11 @@ def _permissions(home: Path) -> dict[str, Any]:
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """Named checks: Sibyl's packages, the Python version, PYTHONPATH, kint home placement,
-    permissions, supervisor reachable, chain reachable, keys present, store readable. Exit
-    code 1 when any fails ([WARN] lines pass)."""
+    permissions, supervisor reachable; from the space's worker the store, enrolment, data
+    key, recovery file, state files, disk space, a half-done pull, unanchored changes, and
+    on the chain the primary RPC (its chain id), the secondary RPC, the contract's code,
+    the session key and the head against the mirror. RPC URLs show scheme, host and port only.
+    Exit code 1 when any fails ([WARN] lines pass)."""
     check_owner(obj, owner)
     home = kint_home()
     checks = [*environment_checks(), _placement(home), _permissions(home)]

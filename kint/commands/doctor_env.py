@@ -17,21 +17,14 @@ import re
 import sys
 from typing import Any
 
+from kint.protocol.checks import check as _check
+
 SIBYL_PREFIX = "sibyl-memory"
 DETAIL_CHARS = 200  # an import error can be long; the line stays one line
 
 
 def environment_checks() -> list[dict[str, Any]]:
     return [sibyl_packages(), python_version(), pythonpath()]
-
-
-def _check(name: str, ok: bool, detail: str, hint: str = "", warn: bool = False
-           ) -> dict[str, Any]:
-    """A doctor check; `warn` is a check that passes but should be looked at (`[WARN]`)."""
-    check = {"name": name, "ok": ok, "detail": detail, "hint": hint if not ok or warn else ""}
-    if warn:
-        check["warn"] = True
-    return check
 
 
 def _kint_requirements() -> list[str]:

@@ -111,7 +111,7 @@ def half_done(state: SpaceState, mirror: Mirror | None,
     return HalfDone(epoch.seq, len(local) - len(rest), total), rest
 
 
-def store_changes(state: SpaceState, mirror: Mirror, conn: Any,
+def store_changes(state: SpaceState, mirror: Mirror | None, conn: Any,
                   tenant: str) -> tuple[HalfDone | None, Changes]:
     """The store's rows now against `mirror`, split as `half_done` splits them: the pull
     left half-done, and the changes it does not explain (`status`'s unanchored count)."""

@@ -1,31 +1,22 @@
-"""The space's half of `kint doctor`: what only the worker can check (the chain through
-this space's own endpoints, the keys it holds, the store it reads)."""
+"""The space's half of `kint doctor`: what only the worker can check (the store it reads,
+the enrolment and keys it holds, its state files, and the chain through this space's own
+endpoints, in doctor_chain.py)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
+from kint.protocol.checks import check
 from kint.tenant_worker.space import SpaceContext
-
-
-def _check(name: str, ok: bool, detail: str, hint: str = "") -> dict[str, Any]:
-    return {"name": name, "ok": ok, "detail": detail, "hint": hint if not ok else ""}
-
-
-MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold (ok above it)
 
 
 def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.protocol import ProtocolError
-    from kint.chain.anchor import Anchor
-    from kint.chain.config import redact_url
-    from kint.chain.rpc import RpcUnavailable
-    from kint.custody.errors import CustodyError
-    from kint.custody.recovery_code import recovery_file_present
-    from kint.custody.session_key import session_address, session_key_exists
-    from kint.custody.wraps import read_wraps
-    from kint.tenant_worker.data_key import current_data_key
+    from kint.tenant_worker.doctor_chain import chain_checks, no_session_key
+    from kint.tenant_worker.state_health import problems
+    from kint.tenant_worker.statefiles import CorruptStateFile
     from kint.tenant_worker.store import StoreUnreadable, check_openable
 
     cfg = ctx.config
@@ -33,12 +24,10 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         check_openable(cfg.db)
         exists = os.path.exists(cfg.db)
-        checks.append(_check("store readable", True, cfg.db if exists else
-                             f"{cfg.db} (not created yet)"))
+        checks.append(check("store readable", True, cfg.db if exists else
+                            f"{cfg.db} (not created yet)"))
     except StoreUnreadable as err:
-        checks.append(_check("store readable", False, str(err), "check the store file"))
-    from kint.tenant_worker.statefiles import CorruptStateFile
-
+        checks.append(check("store readable", False, str(err), "check the store file"))
     try:
         enrolment = ctx.enrolment()
     except CorruptStateFile:
@@ -46,68 +35,80 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         chain = ctx.chain()
     except ProtocolError as err:
-        checks.append(_check("chain settings", False, err.message, err.hint))
+        checks.append(check("chain settings", False, err.message, err.hint))
         return {"checks": checks}
-    anchor = Anchor(chain, ctx.tracker)
     if enrolment is None:
-        checks.append(_check("enrolment", False, "this space is not connected",
-                             "run `kint connect --owner ADDRESS` (or `kint connect --dev` on "
-                             "the devchain)"))
+        checks.append(check("enrolment", False, "this space is not connected",
+                            "run `kint connect --owner ADDRESS` (or `kint connect --dev` on "
+                            "the devchain)"))
     else:
-        try:
-            head = anchor.head(enrolment.owner, cfg.space_id)
-            checks.append(_check("chain reachable", True,
-                                 f"{redact_url(chain.rpc_urls[0])}: chain {chain.chain_id}, "
-                                 f"contract {chain.anchor}, head epoch {head.seq}"))
-        except RpcUnavailable as err:
-            checks.append(_check("chain reachable", False, str(err),
-                                 "check KINT_RPC_URL or the space's --rpc-urls"))
-    problems = []
-    if enrolment is not None:
-        try:
-            current_data_key(ctx)
-        except ProtocolError as err:
-            problems.append(err.message)
-        if enrolment.vault_created and not recovery_file_present(cfg.home, cfg.space_id):
-            problems.append(f"{ctx.state.files['recovery'].name} is missing or empty")
-        try:
-            if read_wraps(cfg.home, cfg.space_id) is None:
-                problems.append("no key wraps recorded")
-        except CustodyError as err:
-            problems.append(str(err))
-        checks.append(_check("data key", not problems,
-                             "; ".join(problems) if problems else "cached, wraps recorded",
-                             "run `kint connect` (or `kint recovery-code` for a lost recovery "
-                             "file)"))
-    from kint.tenant_worker.state_health import problems
-
+        checks.append(check("enrolment", True, f"owner {enrolment.owner} ({enrolment.account} "
+                            f"account), space {cfg.space16}"))
+        checks += [_data_key(ctx), _recovery_file(ctx, enrolment.vault_created)]
     broken = problems(ctx)
-    checks.append(_check("state files", not broken, "; ".join(broken) if broken else
-                         "every file of this space reads", "move the file named aside and run "
-                         "`kint pull` (or `kint connect` for a key file)"))
-    checks += _disk_and_pull(ctx)
-    if not session_key_exists(cfg.home):
-        checks.append(_check("session key", False, "no session key on this machine",
-                             "run `kint session-key create`"))
-    elif enrolment is not None:
-        try:
-            address = session_address(cfg.home)
-            balance = anchor.balance(address)
-            authorized = anchor.can_write(enrolment.owner, address)
-            ok = authorized and balance > MIN_SESSION_BALANCE_WEI
-            checks.append(_check(
-                "session key", ok, f"{address}: {balance / 1e18:.6f} ETH, "
-                f"{'authorized' if authorized else 'NOT authorized'} for {enrolment.owner}",
-                "fund it with a few cents of ETH and authorize it (kint authorize)"))
-        except (CustodyError, RpcUnavailable) as err:
-            checks.append(_check("session key", False, str(err), "check the session key file "
-                                 "and the RPC"))
+    checks.append(check("state files", not broken, "; ".join(broken) if broken else
+                        "every file of this space reads", "move the file named aside and run "
+                        "`kint pull` (or `kint connect` for a key file)"))
+    mirror, local_checks = _disk_pull_and_changes(ctx, enrolment is not None)
+    checks += local_checks
+    if enrolment is not None:
+        checks += chain_checks(chain, ctx.tracker, enrolment, cfg.home, cfg.space_id, mirror)
+    else:
+        checks += [c for c in [no_session_key(cfg.home)] if c is not None]
     return {"checks": checks}
 
 
-def _disk_and_pull(ctx: SpaceContext) -> list[dict[str, Any]]:
-    """Room on the disks under the store and KINT_HOME, and a pull left half-done (a full
-    disk or a kill stopped it): both are what a user needs to hear while a disk is full."""
+def _data_key(ctx: SpaceContext) -> dict[str, Any]:
+    """The data key cached here and the key wraps recorded (v0.3.0's "cached data key")."""
+    from kint.custody.errors import CustodyError
+    from kint.custody.wraps import read_wraps
+    from kint.protocol import ProtocolError
+    from kint.tenant_worker.data_key import current_data_key
+
+    problems = []
+    try:
+        current_data_key(ctx)
+    except ProtocolError as err:
+        problems.append(err.message)
+    try:
+        if read_wraps(ctx.config.home, ctx.config.space_id) is None:
+            problems.append("no key wraps recorded")
+    except CustodyError as err:
+        problems.append(str(err))
+    return check("data key", not problems, "; ".join(problems) if problems else
+                 "cached, wraps recorded", "run `kint connect`")
+
+
+def _recovery_file(ctx: SpaceContext, vault_created: bool) -> dict[str, Any]:
+    """RECOVERY-<space16>.txt, on the machine that created the vault: push refuses there
+    without it (push.py asks the same `vault_created` and `recovery_file_present`), and a
+    copy others could read is a copy of the data key."""
+    from kint.custody.recovery_code import recovery_file_present
+
+    path = ctx.state.files["recovery"]
+    if not vault_created:
+        return check("recovery file", True, "not kept here: another machine created the vault")
+    if not recovery_file_present(ctx.config.home, ctx.config.space_id):
+        return check("recovery file", False, f"this machine created the vault and {path} is "
+                     f"missing or empty: push refuses until it is there",
+                     "run `kint recovery-code` to write it again and copy it off the machine")
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError as err:
+        return check("recovery file", False, f"{path}: {err.strerror}", "check the file")
+    if mode != 0o600:
+        return check("recovery file", False, f"{path} has mode {oct(mode)}, not 0o600",
+                     f"chmod 600 {path}")
+    return check("recovery file", True, f"{path} (0600); keep a copy off this machine")
+
+
+def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
+                           ) -> tuple[Any, list[dict[str, Any]]]:
+    """Room on the disks under the store and KINT_HOME, a pull left half-done (a full disk
+    or a kill stopped it), and, on a connected space, the rows changed since the last
+    anchored epoch, from one diff of the store against the mirror (`kint status`'s: the
+    rows of a half-done pull are that pull's, never changes to push). Returns the mirror
+    too, for the head check."""
     from kint.tenant_worker.apply_journal import store_changes
     from kint.tenant_worker.disk_space import rooms
     from kint.tenant_worker.statefiles import CorruptStateFile
@@ -116,16 +117,29 @@ def _disk_and_pull(ctx: SpaceContext) -> list[dict[str, Any]]:
     cfg = ctx.config
     found = rooms(cfg.db, cfg.kint_home)
     low = [room for room in found if room.low]
-    checks = [_check("disk space", not low, "; ".join(r.describe() for r in low or found),
-                     "free some space on that disk; kint and Sibyl resume where they stopped")]
-    half = None
+    checks = [check("disk space", not low, "; ".join(r.describe() for r in low or found),
+                    "free some space on that disk; kint and Sibyl resume where they stopped")]
+    mirror = half = local = None
+    unreadable = False
     try:
         mirror = ctx.state.mirror()
-        if mirror is not None and os.path.exists(cfg.db):
-            half, _ = store_changes(ctx.state, mirror, ctx.ro_connection(), cfg.tenant)
+        if os.path.exists(cfg.db):
+            half, local = store_changes(ctx.state, mirror, ctx.ro_connection(), cfg.tenant)
     except (CorruptStateFile, StoreUnreadable):
-        pass  # the "state files" and "store readable" checks name it
-    checks.append(_check("pull", half is None, half.message if half is not None else
-                         "no pull left half-done", "free space if a disk is full, then run "
-                         "`kint pull`"))
-    return checks
+        unreadable = True  # the "state files" and "store readable" checks name it
+    checks.append(check("pull", half is None, half.message if half is not None else
+                        "no pull left half-done", "free space if a disk is full, then run "
+                        "`kint pull`"))
+    if not connected:
+        pass
+    elif local is None:
+        checks.append(check("unanchored changes", True, "not counted: the store or the mirror "
+                            "does not read" if unreadable else "none: no store yet"))
+    elif local:
+        checks.append(check("unanchored changes", True, f"{len(local.rows)} changed, "
+                            f"{len(local.deleted)} deleted since the last anchored epoch: push",
+                            "run `kint push` (kint-server's watcher pushes them on its own)",
+                            warn=True))
+    else:
+        checks.append(check("unanchored changes", True, "none"))
+    return mirror, checks

@@ -1,0 +1,186 @@
+"""The chain checks of the space's `kint doctor` (v0.3.0's list, 09-cli.md): the primary RPC
+answers for the configured chain, the secondary RPC is another endpoint on the same chain,
+the contract has code, the session key may write, and the chain's head against this
+machine's mirror.
+
+Bounds: every call is one RPC bounded by KINT_RPC_TIMEOUT (this call's, else the space's).
+When the primary does not answer its first call (the chain id), nothing else is asked of
+it: each check that needs it says so instead, so a hung endpoint costs doctor one timeout,
+not one per check. The secondary is asked through its own tracker: its failure is not the
+primary's, and must not make verify skip the head read or the heartbeat report the
+space's endpoint as down.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kint.chain.anchor import Anchor
+from kint.chain.config import BASE_CHAIN_ID, ChainConfig, redact_url
+from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.protocol.checks import check
+from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.statefiles import Mirror
+
+MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold (ok above it)
+PRIMARY_DOWN = "not checked: the primary RPC did not answer"
+SINGLE_RPC_HINT = ("set KINT_RPC_URL_2 to another operator's endpoint on the same chain (or "
+                   "KINT_ALLOW_SINGLE_RPC=1 to accept the primary alone)")
+
+
+def _chain_name(chain: ChainConfig) -> str:
+    if chain.devchain:
+        return "the devchain"
+    return "Base" if chain.chain_id == BASE_CHAIN_ID else "the configured chain"
+
+
+def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, home: Path,
+                 space_id: str, mirror: Mirror | None) -> list[dict[str, Any]]:
+    """The chain's checks for a connected space, read through the space's own tracker."""
+    anchor = Anchor(chain, tracker)
+    primary, answering = _primary_rpc(anchor, chain)
+    checks = [primary, _secondary_rpc(chain)]
+    if not answering:
+        hint = "fix the primary RPC first"
+        return [*checks, check("contract code", False, PRIMARY_DOWN, hint),
+                no_session_key(home) or check("session key", False, PRIMARY_DOWN, hint),
+                check("head", False, PRIMARY_DOWN, hint)]
+    code, has_code = _contract_code(anchor, chain)
+    checks += [code, _session_key(anchor, home, enrolment.owner)]
+    if not has_code:
+        checks.append(check("head", False, "not read: there is no contract at "
+                            f"{chain.anchor}", "see the contract code check"))
+    else:
+        checks.append(_head(anchor, enrolment.owner, space_id, mirror))
+    return checks
+
+
+def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bool]:
+    """(the check, whether the endpoint answered at all)."""
+    where = redact_url(chain.rpc_urls[0])
+    try:
+        answered = anchor.chain_id()
+    except RpcUnavailable as err:
+        return check("primary RPC", False, f"{where}: {err}",
+                     "check KINT_RPC_URL, or the endpoints given to `kint connect "
+                     "--rpc-urls`"), False
+    if answered != chain.chain_id:
+        return check("primary RPC", False, f"{where} answers for chain {answered}, not "
+                     f"{_chain_name(chain)}'s {chain.chain_id}",
+                     f"point KINT_RPC_URL at an endpoint of chain {chain.chain_id}"), True
+    return check("primary RPC", True, f"{where}: chain id {answered} "
+                 f"({_chain_name(chain)})"), True
+
+
+def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
+    """The second opinion a cold-start pull asks for the head (pull.py `_cold_start`). On
+    the devchain a pull asks none, so there is nothing to check."""
+    name = "secondary RPC"
+    if chain.devchain:
+        return check(name, True, "not asked on the devchain: a pull reads its one endpoint")
+    single = (" (KINT_ALLOW_SINGLE_RPC=1: a cold-start pull accepts the primary alone)"
+              if chain.allow_single_rpc else ": a cold-start pull would refuse without one")
+    if len(chain.rpc_urls) < 2:
+        return check(name, True, f"none configured{single}", SINGLE_RPC_HINT, warn=True)
+    where = redact_url(chain.rpc_urls[1])
+    if chain.second_is_same_endpoint:
+        return check(name, True, f"{where} is the same endpoint as the primary{single}",
+                     SINGLE_RPC_HINT, warn=True)
+    try:
+        answered = Anchor(chain, RpcTracker(), 1).chain_id()
+    except RpcUnavailable as err:
+        if chain.allow_single_rpc:
+            return check(name, True, f"{where}: {err}{single}", SINGLE_RPC_HINT, warn=True)
+        return check(name, False, f"{where}: {err}{single}",
+                     "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")
+    if answered != chain.chain_id:
+        return check(name, False, f"{where} answers for chain {answered}, not "
+                     f"{_chain_name(chain)}'s {chain.chain_id}",
+                     f"point KINT_RPC_URL_2 at an endpoint of chain {chain.chain_id}")
+    return check(name, True, f"{where}: chain id {answered}, another endpoint than the "
+                 f"primary")
+
+
+def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bool]:
+    """Code at the contract's address, and whether it is the EpochAnchor kint ships.
+
+    The packaged artifact is kint's own compile of contracts/EpochAnchor.sol (no immutables,
+    no metadata hash), which is what `kint devchain start` deploys: there the runtime code
+    is exactly the artifact's, and other bytes mean the address names another contract
+    (`[WARN]`). On Base the contract is kint v0.3.0's deployment, the same interface built
+    from other source, whose runtime code kint does not ship: other bytes there are
+    expected and only said. Only no code at all fails: the address or the chain is wrong,
+    and every read and push would fail with it."""
+    from kint.chain.artifact import ArtifactMissing, epoch_anchor_artifact
+
+    name = "contract code"
+    try:
+        code = anchor.code()
+    except RpcUnavailable as err:
+        return check(name, False, str(err), "check KINT_RPC_URL"), False
+    if not code:
+        return check(name, False, f"no code at {chain.anchor} on chain {chain.chain_id}: "
+                     f"wrong address or wrong chain", "check KINT_CONTRACT and that "
+                     "KINT_RPC_URL is an endpoint of that chain"), False
+    size = f"{chain.anchor}: {len(code)} bytes of code"
+    try:
+        shipped = bytes.fromhex(epoch_anchor_artifact()["deployedBytecode"].removeprefix("0x"))
+    except ArtifactMissing:
+        return check(name, True, f"{size} (not compared: this kint was built without its "
+                     f"contract artifact)"), True
+    if code == shipped:
+        return check(name, True, f"{size}, the EpochAnchor kint ships"), True
+    if chain.devchain:
+        return check(name, True, f"{size} that are not the EpochAnchor kint ships",
+                     "unset KINT_CONTRACT, or run `kint devchain stop` and `kint devchain "
+                     "start` to deploy it again", warn=True), True
+    return check(name, True, f"{size}, not kint's own build of the interface (expected on "
+                 f"Base: kint v0.3.0 deployed its own)"), True
+
+
+def no_session_key(home: Path) -> dict[str, Any] | None:
+    """The session key's check when there is no key on this machine (no chain needed)."""
+    from kint.custody.session_key import session_key_exists
+
+    if session_key_exists(home):
+        return None
+    return check("session key", False, "no session key on this machine",
+                 "run `kint session-key create`")
+
+
+def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
+    """Ok when the owner has authorized the key and it holds more than 0.00002 ETH."""
+    from kint.custody.errors import CustodyError
+    from kint.custody.session_key import session_address
+
+    missing = no_session_key(home)
+    if missing is not None:
+        return missing
+    try:
+        address = session_address(home)
+        balance = anchor.balance(address)
+        authorized = anchor.can_write(owner, address)
+    except (CustodyError, RpcUnavailable) as err:
+        return check("session key", False, str(err), "check the session key file and the RPC")
+    return check("session key", authorized and balance > MIN_SESSION_BALANCE_WEI,
+                 f"{address}: {balance / 1e18:.6f} ETH, "
+                 f"{'authorized' if authorized else 'NOT authorized'} for {owner}",
+                 "fund it with a few cents of ETH and authorize it (kint authorize)")
+
+
+def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> dict[str, Any]:
+    """The chain's head of (owner, space) against the mirror's, in `kint status`'s words."""
+    try:
+        head = anchor.head(owner, space_id)
+    except RpcUnavailable as err:
+        return check("head", False, str(err), "check KINT_RPC_URL")
+    there = f"chain epoch {head.seq} at block {head.block}"
+    if mirror is None and head.seq == 0:
+        return check("head", True, "nothing anchored yet, on the chain or here")
+    here = (f"this machine epoch {mirror.head.seq} at block {mirror.head.block}"
+            if mirror is not None else "this machine none")
+    if mirror is not None and (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
+        return check("head", True, f"{here}; {there}; in step")
+    return check("head", True, f"{here}; {there}; NOT in step: pull",
+                 "run `kint pull` (then `kint push` for changes made here)", warn=True)

@@ -1,0 +1,285 @@
+"""`kint doctor`'s checks of v0.3.0's list (09-cli.md, "kint doctor") on a connected devchain
+machine: the enrolment, the recovery file, the primary RPC's chain id, the secondary RPC,
+the contract's code, the head against the mirror and the unanchored changes; each passing,
+warning and failing for real (a real anvil, supervisors, workers and Sibyl stores; the
+endpoints changed through the space's config.toml, as a user would).
+
+The tests run in file order on one story: A connects and anchors, B restores from A's
+recovery code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
+from conftest import Sandbox, sibyl_client
+from rpc_proxy import RpcProxy
+
+NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchain
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory, chain_home):
+    a = new_machine(tmp_path_factory.mktemp("doctor-a"), chain_home)
+    b = new_machine(tmp_path_factory.mktemp("doctor-b"), chain_home)
+    devchain = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    box = {"a": a, "b": b, "devchain": devchain}
+    try:
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        client.set_entity("rules", "release-gate", {"rule": RULE_1})
+        client.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
+        client.storage.close()
+        connected = kjson(a, "connect", "--dev")
+        box.update(owner=connected["owner"], space16=connected["space"])
+        box["pushed"] = kjson(a, "push")["epochs"][-1]
+        yield box
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+def doctor(sb: Sandbox, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
+    """The text run's output, and the --json run's checks by name (the same checks)."""
+    text = sb.kint("doctor", env=env or None)
+    out = sb.kint("doctor", "--json", env=env or None)
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert (out.returncode == 1) == any(not c["ok"] for c in checks.values()), out.stdout
+    return text, checks
+
+
+def failing(sb: Sandbox) -> tuple[list[str], dict[str, dict]]:
+    """doctor's lines and checks, where one check fails (exit 1)."""
+    text, checks = doctor(sb)
+    assert text.returncode == 1, text.stdout
+    return text.stdout.splitlines(), checks
+
+
+def space_config(sb: Sandbox, body: str, *, top: str = "") -> None:
+    """config.toml with `top` at the top level and `body` in this space's table (the
+    worker reads it again at the next request)."""
+    path = sb.kint_home / "config.toml"
+    table = f'[spaces."{sb.label(sb.sibyl_db)}"]\n' if body else ""
+    path.write_text(f"{top}{table}{body}")
+    path.chmod(0o600)
+
+
+def clear_config(sb: Sandbox) -> None:
+    (sb.kint_home / "config.toml").unlink(missing_ok=True)
+
+
+def test_in_step_every_new_line_passes(story):
+    a, devchain, space16 = story["a"], story["devchain"], story["space16"]
+    text, checks = doctor(a)
+    assert text.returncode == 0, text.stdout
+    lines = text.stdout.splitlines()
+    recovery = a.kint_home / f"RECOVERY-{space16}.txt"
+    block = story["pushed"]["block"]
+    expected = [
+        f"[ok  ] enrolment: owner {story['owner']} (eoa account), space {space16}",
+        f"[ok  ] recovery file: {recovery} (0600); keep a copy off this machine",
+        f"[ok  ] unanchored changes: none",
+        f"[ok  ] primary RPC: {devchain['rpc_url']}: chain id {devchain['chain_id']} "
+        f"(the devchain)",
+        "[ok  ] secondary RPC: not asked on the devchain: a pull reads its one endpoint",
+        f"[ok  ] head: this machine epoch 1 at block {block}; chain epoch 1 at block {block}; "
+        f"in step",
+    ]
+    for line in expected:
+        assert line in lines, (line, lines)
+    code = checks["contract code"]
+    assert code["ok"] and not code.get("warn"), code
+    assert code["detail"].startswith(f"{devchain['anchor']}: ") and code["detail"].endswith(
+        " bytes of code, the EpochAnchor kint ships"), code
+    for name in ("head", "unanchored changes", "secondary RPC"):
+        assert not checks[name].get("warn") and checks[name]["hint"] == "", checks[name]
+
+
+def test_unanchored_rows_warn_until_pushed(story):
+    a = story["a"]
+    client = sibyl_client(a.sibyl_db, a.tenant)
+    client.set_entity("rules", "freeze", {"rule": "no deploys in the freeze week"})
+    client.set_entity("rules", "release-gate", {"rule": RULE_1 + "; and a changelog"})
+    assert client.delete_entity("rules", "deploy-window")
+    client.storage.close()
+    text, checks = doctor(a)
+    assert text.returncode == 0, text.stdout  # a warning does not fail
+    lines = text.stdout.splitlines()
+    at = lines.index("[WARN] unanchored changes: 2 changed, 1 deleted since the last anchored "
+                     "epoch: push")
+    assert lines[at + 1] == ("       hint: run `kint push` (kint-server's watcher pushes them "
+                             "on its own)")
+    assert checks["unanchored changes"]["warn"] is True
+    assert kjson(a, "status")["unanchored"] == 3  # the same diff status counts
+
+    story["pushed"] = kjson(a, "push")["epochs"][-1]
+    _, checks = doctor(a)
+    assert checks["unanchored changes"] == {"name": "unanchored changes", "ok": True,
+                                            "detail": "none", "hint": ""}
+
+
+def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
+    a, b = story["a"], story["b"]
+    connect_with_code(b, story["owner"], recovery_code(a, story["space16"]))
+    ok(b.kint("pull"))
+    _, checks = doctor(b)
+    assert checks["head"]["ok"] and not checks["head"].get("warn"), checks["head"]
+    # B did not create the vault: its recovery file is not its to keep.
+    assert checks["recovery file"] == {
+        "name": "recovery file", "ok": True, "hint": "",
+        "detail": "not kept here: another machine created the vault"}
+    behind = story["pushed"]
+
+    client = sibyl_client(a.sibyl_db, a.tenant)
+    client.set_entity("rules", "rollback", {"rule": "every deploy has a rollback plan"})
+    client.storage.close()
+    story["pushed"] = kjson(a, "push")["epochs"][-1]
+    text, checks = doctor(b)  # (B's session key is not authorized: that check fails)
+    lines = text.stdout.splitlines()
+    head = story["pushed"]
+    at = lines.index(f"[WARN] head: this machine epoch {behind['seq']} at block "
+                     f"{behind['block']}; chain epoch {head['seq']} at block {head['block']}; "
+                     f"NOT in step: pull")
+    assert lines[at + 1].startswith("       hint: run `kint pull`"), lines[at + 1]
+    assert checks["unanchored changes"]["detail"] == "none"  # behind is not changed here
+    assert kjson(b, "status")["in_step"] is False  # status says the same
+
+    ok(b.kint("pull"))
+    _, checks = doctor(b)
+    assert checks["head"]["detail"].endswith("; in step"), checks["head"]
+
+
+def test_the_recovery_file_of_the_machine_that_created_the_vault(story):
+    a = story["a"]
+    path = a.kint_home / f"RECOVERY-{story['space16']}.txt"
+    path.chmod(0o644)
+    try:
+        _, checks = failing(a)
+        assert checks["recovery file"]["detail"] == f"{path} has mode 0o644, not 0o600"
+        assert checks["recovery file"]["hint"] == f"chmod 600 {path}"
+    finally:
+        path.chmod(0o600)
+    aside = path.with_name(path.name + ".aside")
+    path.rename(aside)
+    try:
+        lines, checks = failing(a)
+        assert (f"[FAIL] recovery file: this machine created the vault and {path} is missing "
+                f"or empty: push refuses until it is there") in lines
+        assert checks["recovery file"]["hint"].startswith("run `kint recovery-code`")
+        assert checks["data key"]["ok"], checks["data key"]  # its own check, not the key's
+    finally:
+        aside.rename(path)
+    assert doctor(a)[1]["recovery file"]["ok"]
+
+
+def test_a_wrong_contract_address_fails(story):
+    a = story["a"]
+    space_config(a, f'contract = "{NOWHERE}"\n')
+    try:
+        lines, checks = failing(a)
+        assert (f"[FAIL] contract code: no code at {NOWHERE} on chain "
+                f"{story['devchain']['chain_id']}: wrong address or wrong chain") in lines, lines
+        assert checks["primary RPC"]["ok"], checks["primary RPC"]  # the endpoint is fine
+        assert checks["head"] == {"name": "head", "ok": False,
+                                  "detail": f"not read: there is no contract at {NOWHERE}",
+                                  "hint": "see the contract code check"}
+    finally:
+        clear_config(a)
+    assert doctor(a)[1]["contract code"]["ok"]
+
+
+def test_other_code_at_the_address_warns_on_the_devchain_and_is_said_on_base(story):
+    """The devchain runs the EpochAnchor kint ships, so other code there is another
+    contract (a warning); Base runs v0.3.0's own build, whose bytes kint does not ship, so
+    other code there is only said."""
+    from kint.chain.devchain import deploy_test_smart_account
+
+    a, devchain = story["a"], story["devchain"]
+    other = deploy_test_smart_account(devchain["rpc_url"], story["owner"])
+    space_config(a, f'contract = "{other}"\n')
+    try:
+        code = doctor(a)[1]["contract code"]
+        assert code["ok"] and code["warn"], code
+        assert code["detail"].startswith(f"{other}: ") and code["detail"].endswith(
+            " bytes of code that are not the EpochAnchor kint ships"), code
+        with RpcProxy(devchain["rpc_url"]) as proxy:  # off the devchain: Base's settings
+            space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}"\n'
+                         f'contract = "{other}"\n')
+            code = doctor(a)[1]["contract code"]
+            assert code["ok"] and not code.get("warn"), code
+            assert code["detail"].endswith(" bytes of code, not kint's own build of the "
+                                           "interface (expected on Base: kint v0.3.0 "
+                                           "deployed its own)"), code
+    finally:
+        clear_config(a)
+
+
+def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
+    """Off the devchain (KINT_RPC_URL names another endpoint than the devchain's own), the
+    space is configured for Base, chain 8453: an endpoint answering 31337 fails the chain id
+    check; a secondary that is the primary again warns, and one on another chain fails."""
+    a, devchain = story["a"], story["devchain"]
+    with RpcProxy(devchain["rpc_url"]) as proxy:
+        contract = f'contract = "{devchain["anchor"]}"\n'
+        space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
+                     f"{contract}")
+        try:
+            lines, checks = failing(a)
+            assert (f"[FAIL] primary RPC: {proxy.url} answers for chain {devchain['chain_id']}, "
+                    f"not Base's 8453") in lines, lines
+            at = lines.index(f"[WARN] secondary RPC: {proxy.url} is the same endpoint as the "
+                             f"primary: a cold-start pull would refuse without one")
+            assert lines[at + 1].startswith("       hint: set KINT_RPC_URL_2 to another "
+                                            "operator's endpoint"), lines[at + 1]
+            assert checks["secondary RPC"]["ok"] and checks["secondary RPC"]["warn"]
+            # Base's contract is v0.3.0's deployment: code that is not kint's own build is
+            # said, not failed; here it is kint's build, so it is said to match.
+            assert checks["contract code"]["ok"], checks["contract code"]
+
+            space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
+                         f'"{devchain["rpc_url"]}"\n{contract}')
+            _, checks = doctor(a)
+            assert checks["secondary RPC"] == {
+                "name": "secondary RPC", "ok": False,
+                "detail": f"{devchain['rpc_url']} answers for chain {devchain['chain_id']}, "
+                          f"not Base's 8453",
+                "hint": "point KINT_RPC_URL_2 at an endpoint of chain 8453"}
+
+            space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
+                         f'"http://127.0.0.1:1"\nallow_single_rpc = true\n{contract}')
+            _, checks = doctor(a)
+            second = checks["secondary RPC"]
+            assert second["ok"] and second["warn"], second
+            assert second["detail"].startswith("http://127.0.0.1:1: reading the chain id: ")
+            assert second["detail"].endswith("(KINT_ALLOW_SINGLE_RPC=1: a cold-start pull "
+                                             "accepts the primary alone)"), second
+        finally:
+            clear_config(a)
+
+
+def test_a_hung_primary_costs_doctor_one_bounded_call(story):
+    a, devchain = story["a"], story["devchain"]
+    with RpcProxy(devchain["rpc_url"], max_hang_s=60) as proxy:
+        space_config(a, f'rpc_url = "{proxy.url}"\n')
+        try:
+            assert doctor(a)[1]["primary RPC"]["ok"]  # through the proxy, answering
+            proxy.set_mode("hang")
+            seen = len(proxy.calls)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2"}, timeout=120)
+            checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+            assert out.returncode == 1
+            assert proxy.calls[seen:] == ["eth_chainId"], proxy.calls[seen:]
+            primary = checks["primary RPC"]
+            assert not primary["ok"] and primary["detail"].startswith(
+                f"{proxy.url}: reading the chain id: "), primary
+            for name in ("contract code", "session key", "head"):
+                assert checks[name]["detail"] == "not checked: the primary RPC did not answer"
+                assert not checks[name]["ok"]
+            # Local checks still say what they know.
+            assert checks["unanchored changes"]["detail"] == "none"
+        finally:
+            proxy.release()
+            proxy.forward()
+            clear_config(a)
