@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_sandbox, write_store
+from conftest import KINT, make_sandbox, write_store
 from kint.client import Client, SupervisorUnavailable
-from kint.paths import UNSAFE_HOME_HINT, socket_dir
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
 
 
 def mode(path: Path) -> int:
@@ -132,3 +133,59 @@ def test_a_kint_home_that_is_a_symlink_is_refused_in_one_line(tmp_path):
     assert refused.value.hint == UNSAFE_HOME_HINT
     assert "is not a plain folder" in refused.value.message
     assert list(real.iterdir()) == [], "nothing was written through the link"
+
+
+def test_a_relative_kint_home_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A relative KINT_HOME was made absolute from the current folder: two commands run
+    from two folders used two homes (two supervisors, two sets of keys) without a word.
+    Every program that refuses a symlinked home refuses it too, creates nothing, and a
+    client does not talk to a supervisor serving the folder it names from here."""
+    sb = make_sandbox(tmp_path / "m")
+    here = tmp_path / "here"
+    here.mkdir()
+    env = {**sb.env, "KINT_HOME": "state/kint"}
+    server = str(Path(KINT).with_name("kint-server"))
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env=env, cwd=here, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=90)
+
+    for argv in ((KINT, "status"), (KINT, "supervisor", "start"),
+                 (KINT, "supervisor", "start", "--foreground"), (KINT, "supervisor", "status"),
+                 (server,)):
+        out = run(*argv)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"{Path(argv[0]).name}: error: KINT_HOME state/kint {RELATIVE_PROBLEM}",
+            f"hint: {RELATIVE_HOME_HINT}"], (argv, out.stderr)
+    # The daemon's own entry runs in /, where the path would name /state/kint.
+    out = run(sys.executable, "-m", "kint.supervisor", "--home", "state/kint")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [f"kint: error: state/kint {RELATIVE_PROBLEM}",
+                                       f"hint: {RELATIVE_HOME_HINT}"]
+    assert run(KINT, "status", "--help").returncode == 0  # help keeps no files
+    assert not (here / "state").exists() and not Path("/state").exists()
+
+    # A supervisor serving here/state/kint (started with the absolute path) is not reached
+    # through the relative one, by the command line or by a client of its own.
+    absolute = make_sandbox(here / "state")
+    assert absolute.kint_home == here / "state" / "kint"
+    try:
+        absolute.start()
+        out = run(KINT, "supervisor", "status")
+        assert out.returncode == 2 and out.stdout == "", out
+        monkeypatch.chdir(here)
+        with pytest.raises(SupervisorUnavailable) as refused:
+            Client(Path("state/kint")).call("sup.status")
+        assert refused.value.hint == RELATIVE_HOME_HINT
+        assert RELATIVE_PROBLEM in refused.value.message
+    finally:
+        absolute.shutdown()
+
+
+def test_a_kint_home_given_with_an_unexpanded_tilde_is_under_home(sandbox):
+    """`KINT_HOME=~/kh` where no shell expands it (a harness's MCP config, a quoted value)
+    is the folder a shell would have made of it: HOME's `kh`, not a `~` folder here."""
+    out = sandbox.kint("supervisor", "status", env={"KINT_HOME": "~/kh"})
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip() == f"kint: no supervisor is running for {sandbox.home / 'kh'}"
