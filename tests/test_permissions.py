@@ -108,6 +108,9 @@ def test_the_supervisor_and_its_workers_run_with_a_private_umask(sandbox):
     finally:
         os.umask(old)
     worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    # The sockets take their mode from that umask (run_foreground sets it, once).
+    for name in ("kint.sock", "workers.sock"):
+        assert mode(sandbox.kint_home / "run" / name) & 0o077 == 0, name
     assert _umask(supervisor) == 0o077
     assert _umask(worker) == 0o077
 
