@@ -197,7 +197,8 @@ def test_a_kint_home_given_with_an_unexpanded_tilde_is_under_home(sandbox):
 def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_path):
     """Files an older kint or a loose umask left open to others were reused as they were;
     a starting supervisor takes their group and other bits off, one log line each, without
-    following a link, entering a Sibyl store's folder, or touching another user's file."""
+    following a link, entering a Sibyl store's folder, touching another user's file, or
+    hiding that local.secret was open to others."""
     home = sandbox.kint_home
     run = home / "run"
     run.mkdir(parents=True, mode=0o700)
@@ -221,6 +222,9 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
     (store / "notes.txt").write_text("x")
     (store / "notes.txt").chmod(0o644)
     sandbox.env["SIBYL_MEMORY_DB"] = str(store / "memory.db")
+    secret = home / "local.secret"  # refused by name when loose (LocalSecretUnsafe): kept so
+    secret.write_text("s")
+    secret.chmod(0o644)
     others = home / "theirs.json"
     others.write_text("{}")
     others.chmod(0o644)
@@ -236,6 +240,7 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
     for path, bits in loose.items():
         assert log.count(f"tightened {path} from mode {bits:04o} to {bits & 0o700:04o}") == 1, path
     assert "outside.txt" not in log and "notes.txt" not in log and str(store) not in log
+    assert mode(secret) == 0o644 and "local.secret" not in log
     if os.geteuid() == 0:
         assert mode(others) == 0o644 and "theirs.json" not in log
 

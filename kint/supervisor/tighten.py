@@ -12,7 +12,9 @@ entry is opened with O_NOFOLLOW and checked to be the one looked at before its m
 changed through that descriptor, so a name swapped for a link in a folder that was open to
 others changes nothing outside. It stays out of the Sibyl stores' folders (which should
 never be under KINT_HOME) and of a KINT_HOME that holds the user's home folder, and stops
-after MAX_ENTRIES entries.
+after MAX_ENTRIES entries. `local.secret` is left as it is: one that was open to others
+may have been read, and kint refuses it by name (LocalSecretUnsafe) so that its user
+replaces it; made private here, it would be used as if nothing had happened.
 """
 
 from __future__ import annotations
@@ -32,16 +34,15 @@ MAX_ENTRIES = 100_000
 LOOSE_BITS = 0o077
 
 
-def tighten_home(home: Path, keep_out: Iterable[Path] = ()) -> int:
+def tighten_home(home: Path, left_alone: Iterable[Path] = ()) -> int:
     """Take the group and other bits off this user's regular files and folders under
-    `home`; `keep_out` are folders not to enter (the Sibyl stores'). Returns how many
-    were tightened."""
+    `home`, except `left_alone`: files not changed and folders not entered (the Sibyl
+    stores', local.secret). Returns how many were tightened."""
     if _holds_user_home(home):
         log.warning("not tightening the files under %s: it holds your home folder, whose "
                     "files are not kint's", home)
         return 0
-    skipped = {(st.st_dev, st.st_ino) for st in map(_lstat, keep_out)
-               if st is not None and stat.S_ISDIR(st.st_mode)}
+    skipped = {(st.st_dev, st.st_ino) for st in map(_lstat, left_alone) if st is not None}
     uid = os.getuid()
     tightened = seen = 0
     for root, dirs, files, root_fd in os.fwalk(home, follow_symlinks=False):
@@ -56,7 +57,8 @@ def tighten_home(home: Path, keep_out: Iterable[Path] = ()) -> int:
             except OSError:
                 continue  # gone since it was listed
             if (st.st_dev, st.st_ino) in skipped:
-                dirs.remove(name)
+                if name in dirs:
+                    dirs.remove(name)
             elif st.st_uid == uid and st.st_mode & LOOSE_BITS and _tighten(
                     os.path.join(root, name), name, root_fd, st):
                 tightened += 1
