@@ -22,7 +22,8 @@ from typing import Any
 
 import zmq
 
-from kint.paths import FRONT_SOCKET, is_private_dir, kint_home, socket_dir
+from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
+                        kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
@@ -76,7 +77,11 @@ class Client:
 
     def _connect(self) -> zmq.Socket:
         """A DEALER on the front socket, if its folder is this user's alone: a socket in a
-        folder another user can write may be theirs, and would hear every request."""
+        folder another user can write may be theirs, and would hear every request. Never
+        for a relative KINT_HOME: from another folder it names another home."""
+        if not self.home.is_absolute():
+            raise SupervisorUnavailable(f"KINT_HOME {self.home} {RELATIVE_PROBLEM}",
+                                        RELATIVE_HOME_HINT)
         folder = socket_dir(self.home)
         if not is_private_dir(folder):
             raise SupervisorUnavailable(
@@ -146,13 +151,13 @@ class Client:
         return True
 
     def ensure_running(self) -> None:
-        from kint.paths import UNSAFE_HOME_HINT, UnsafePathError
+        from kint.paths import UnsafePathError
         from kint.supervisor.autostart import ensure_running
 
         try:
             ensure_running(self.home, lambda t: self.ping(t))
         except UnsafePathError as err:  # refused, never followed or tightened
-            raise SupervisorUnavailable(str(err), UNSAFE_HOME_HINT) from None
+            raise SupervisorUnavailable(str(err), err.hint) from None
         except TimeoutError as err:
             hint = getattr(err, "hint", None) or ("run `kint supervisor start --foreground` "
                                                   "to see why it does not start")

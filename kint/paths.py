@@ -23,7 +23,12 @@ BACK_SOCKET = "workers.sock"
 
 
 class UnsafePathError(Exception):
-    """A folder kint must own privately exists with another owner, mode or type."""
+    """A folder kint must own privately exists with another owner, mode or type, or is
+    named by a relative path. Carries what to do about it (`hint`)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 # What to do about such a KINT_HOME: kint refuses it (never follows, never takes it over)
@@ -31,22 +36,43 @@ class UnsafePathError(Exception):
 # command line, the client and a foreground supervisor give.
 UNSAFE_HOME_HINT = ("point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
                     "unset it for ~/.kint")
+# A relative KINT_HOME is taken from the current folder: two commands run from two folders
+# would use two homes (two supervisors, two sets of keys) and never say so.
+RELATIVE_PROBLEM = "is a relative path (a different folder from each current folder)"
+RELATIVE_HOME_HINT = ("set KINT_HOME to an absolute path (a leading ~ is expanded), or unset it "
+                      "for ~/.kint")
+
+
+def home_hint(path: Path) -> str:
+    """What to do about a KINT_HOME that `folder_problem` refused."""
+    return UNSAFE_HOME_HINT if path.is_absolute() else RELATIVE_HOME_HINT
 
 
 def kint_home() -> Path:
+    """KINT_HOME, with a leading `~` expanded as a shell would: a harness's config (an MCP
+    server's env) passes the value to kint unexpanded. A relative value is returned as it
+    is, never made absolute from the current folder: every program refuses it
+    (`home_refusal`, `ensure_private_dir`)."""
     from kint.settings.environ import environ_value
 
     raw = environ_value("KINT_HOME")
-    home = Path(raw).expanduser() if raw else Path.home() / ".kint"
-    return home.absolute()
+    if not raw:
+        return (Path.home() / ".kint").absolute()
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:  # `~` with no home folder to expand it to: refused as relative
+        return Path(raw)
 
 
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` (and parents) as 0700, or tighten it to 0700 if it is ours.
 
     A path that is a symlink, not a folder, or owned by another user is refused: someone
-    else could then read or replace what kint puts there.
+    else could then read or replace what kint puts there. So is a relative path, before
+    anything is created: it names another folder from each current folder.
     """
+    if not path.is_absolute():
+        raise UnsafePathError(f"{path} {RELATIVE_PROBLEM}", RELATIVE_HOME_HINT)
     missing = []
     probe = path
     while not probe.exists() and probe != probe.parent:
@@ -61,7 +87,7 @@ def ensure_private_dir(path: Path) -> Path:
             os.chmod(folder, 0o700)
     problem = folder_problem(path)
     if problem is not None:
-        raise UnsafePathError(f"{path} {problem}")
+        raise UnsafePathError(f"{path} {problem}", UNSAFE_HOME_HINT)
     if stat.S_IMODE(path.lstat().st_mode) != 0o700:
         os.chmod(path, 0o700)
     return path
@@ -74,12 +100,14 @@ def home_refusal(home: Path, program: str = "kint") -> str | None:
     problem = folder_problem(home)
     if problem is None:
         return None
-    return f"{program}: error: KINT_HOME {home} {problem}\nhint: {UNSAFE_HOME_HINT}"
+    return f"{program}: error: KINT_HOME {home} {problem}\nhint: {home_hint(home)}"
 
 
 def folder_problem(path: Path) -> str | None:
     """Why `path` cannot be a folder of kint's own (`is not a plain folder`, ...), or None
     when it can: a folder of this user's, or nothing yet (kint creates it)."""
+    if not path.is_absolute():
+        return RELATIVE_PROBLEM
     try:
         st = path.lstat()
     except FileNotFoundError:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_sandbox, write_store
+from conftest import KINT, make_sandbox, write_store
 from kint.client import Client, SupervisorUnavailable
-from kint.paths import UNSAFE_HOME_HINT, socket_dir
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
 
 
 def mode(path: Path) -> int:
@@ -107,6 +108,9 @@ def test_the_supervisor_and_its_workers_run_with_a_private_umask(sandbox):
     finally:
         os.umask(old)
     worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    # The sockets take their mode from that umask (run_foreground sets it, once).
+    for name in ("kint.sock", "workers.sock"):
+        assert mode(sandbox.kint_home / "run" / name) & 0o077 == 0, name
     assert _umask(supervisor) == 0o077
     assert _umask(worker) == 0o077
 
@@ -132,3 +136,139 @@ def test_a_kint_home_that_is_a_symlink_is_refused_in_one_line(tmp_path):
     assert refused.value.hint == UNSAFE_HOME_HINT
     assert "is not a plain folder" in refused.value.message
     assert list(real.iterdir()) == [], "nothing was written through the link"
+
+
+def test_a_relative_kint_home_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A relative KINT_HOME was made absolute from the current folder: two commands run
+    from two folders used two homes (two supervisors, two sets of keys) without a word.
+    Every program that refuses a symlinked home refuses it too, creates nothing, and a
+    client does not talk to a supervisor serving the folder it names from here."""
+    sb = make_sandbox(tmp_path / "m")
+    here = tmp_path / "here"
+    here.mkdir()
+    env = {**sb.env, "KINT_HOME": "state/kint"}
+    server = str(Path(KINT).with_name("kint-server"))
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env=env, cwd=here, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=90)
+
+    for argv in ((KINT, "status"), (KINT, "supervisor", "start"),
+                 (KINT, "supervisor", "start", "--foreground"), (KINT, "supervisor", "status"),
+                 (server,)):
+        out = run(*argv)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"{Path(argv[0]).name}: error: KINT_HOME state/kint {RELATIVE_PROBLEM}",
+            f"hint: {RELATIVE_HOME_HINT}"], (argv, out.stderr)
+    # The daemon's own entry runs in /, where the path would name /state/kint.
+    out = run(sys.executable, "-m", "kint.supervisor", "--home", "state/kint")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [f"kint: error: state/kint {RELATIVE_PROBLEM}",
+                                       f"hint: {RELATIVE_HOME_HINT}"]
+    assert run(KINT, "status", "--help").returncode == 0  # help keeps no files
+    assert not (here / "state").exists() and not Path("/state").exists()
+
+    # A supervisor serving here/state/kint (started with the absolute path) is not reached
+    # through the relative one, by the command line or by a client of its own.
+    absolute = make_sandbox(here / "state")
+    assert absolute.kint_home == here / "state" / "kint"
+    try:
+        absolute.start()
+        out = run(KINT, "supervisor", "status")
+        assert out.returncode == 2 and out.stdout == "", out
+        monkeypatch.chdir(here)
+        with pytest.raises(SupervisorUnavailable) as refused:
+            Client(Path("state/kint")).call("sup.status")
+        assert refused.value.hint == RELATIVE_HOME_HINT
+        assert RELATIVE_PROBLEM in refused.value.message
+    finally:
+        absolute.shutdown()
+
+
+def test_a_kint_home_given_with_an_unexpanded_tilde_is_under_home(sandbox):
+    """`KINT_HOME=~/kh` where no shell expands it (a harness's MCP config, a quoted value)
+    is the folder a shell would have made of it: HOME's `kh`, not a `~` folder here."""
+    out = sandbox.kint("supervisor", "status", env={"KINT_HOME": "~/kh"})
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip() == f"kint: no supervisor is running for {sandbox.home / 'kh'}"
+
+
+def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_path):
+    """Files an older kint or a loose umask left open to others were reused as they were;
+    a starting supervisor takes their group and other bits off, one log line each, without
+    following a link, entering a Sibyl store's folder, touching another user's file, or
+    hiding that local.secret was open to others."""
+    home = sandbox.kint_home
+    run = home / "run"
+    run.mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    loose = {run / "supervisor.stderr": 0o644, run / "supervisor.lock": 0o666,
+             home / "supervisor.log": 0o644, home / "enrol-00112233aabbccdd.json": 0o640,
+             home / "epochs": 0o755, home / "epochs" / "00112233aabbccdd": 0o777,
+             home / "epochs" / "00112233aabbccdd" / "7.json": 0o604}
+    for path, bits in loose.items():
+        if path.name in ("epochs", "00112233aabbccdd"):
+            path.mkdir()
+        else:
+            path.write_text("{}")
+        path.chmod(bits)
+    outside = tmp_path / "outside.txt"  # a link's target is not kint's: never changed
+    outside.write_text("x")
+    outside.chmod(0o644)
+    (home / "link.json").symlink_to(outside)
+    store = home / "sibyl"  # a store's folder under KINT_HOME (it never should be)
+    store.mkdir(mode=0o755)
+    (store / "notes.txt").write_text("x")
+    (store / "notes.txt").chmod(0o644)
+    sandbox.env["SIBYL_MEMORY_DB"] = str(store / "memory.db")
+    secret = home / "local.secret"  # refused by name when loose (LocalSecretUnsafe): kept so
+    secret.write_text("s")
+    secret.chmod(0o644)
+    others = home / "theirs.json"
+    others.write_text("{}")
+    others.chmod(0o644)
+    if os.geteuid() == 0:
+        os.chown(others, 65534, 65534)
+
+    sandbox.start()
+
+    for path, bits in loose.items():
+        assert mode(path) == bits & 0o700, (path, oct(mode(path)))
+    assert mode(outside) == 0o644 and mode(store) == 0o755 and mode(store / "notes.txt") == 0o644
+    log = (home / "supervisor.log").read_text()
+    for path, bits in loose.items():
+        assert log.count(f"tightened {path} from mode {bits:04o} to {bits & 0o700:04o}") == 1, path
+    assert "outside.txt" not in log and "notes.txt" not in log and str(store) not in log
+    assert mode(secret) == 0o644 and "local.secret" not in log
+    if os.geteuid() == 0:
+        assert mode(others) == 0o644 and "theirs.json" not in log
+
+
+def test_tightening_stays_out_of_the_users_home_and_stops_at_its_bound(tmp_path, monkeypatch,
+                                                                      caplog):
+    """A KINT_HOME set to the home folder itself would make every file there private (a
+    script losing its group's read, a public_html closed): nothing is changed then. And the
+    walk ends after MAX_ENTRIES entries, so a start is never held by a huge tree."""
+    from kint.supervisor import tighten
+
+    user_home = tmp_path / "me"
+    user_home.mkdir(mode=0o700)
+    page = user_home / "index.html"
+    page.write_text("x")
+    page.chmod(0o644)
+    monkeypatch.setenv("HOME", str(user_home))
+    caplog.set_level("WARNING", logger="kint.supervisor")
+    assert tighten.tighten_home(user_home) == 0 and mode(page) == 0o644
+    assert tighten.tighten_home(tmp_path) == 0 and mode(page) == 0o644
+    assert "it holds your home folder" in caplog.text
+
+    kint_home = tmp_path / "kint"
+    kint_home.mkdir(mode=0o700)
+    for n in range(5):
+        (kint_home / f"f{n}").write_text("x")
+        (kint_home / f"f{n}").chmod(0o644)
+    monkeypatch.setattr(tighten, "MAX_ENTRIES", 3)
+    assert tighten.tighten_home(kint_home) == 3
+    assert sorted(mode(p) for p in kint_home.iterdir()) == [0o600] * 3 + [0o644] * 2
+    assert f"stopped tightening the files under {kint_home} after 3 entries" in caplog.text

@@ -89,7 +89,10 @@ AGENTS = "Agents: kint-server and the watcher"
 SETTINGS: tuple[Setting, ...] = (
     _s("KINT_HOME", "path", "~/.kint", "machine", EVERYONE, PLACES,
        "all of kint's state (mode 0700) and `config.toml`; every process of one machine "
-       "must agree on it", in_file=False),
+       "must agree on it. An absolute path: a leading `~` is expanded (a harness's MCP "
+       "config passes it unexpanded), and a relative one is refused (`KINT_HOME x is a "
+       "relative path`), since from each current folder it would name another home",
+       in_file=False),
     _s("KINT_TENANT", "text", None, "call", CLIENTS, PLACES,
        "the Sibyl tenant; `--tenant` overrides it for one command",
        "`tenant_id`, then `account_id` in Sibyl's credentials, then Sibyl's default tenant",

@@ -12,7 +12,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="kint.supervisor")
     parser.add_argument("--home", required=True, type=Path)
     args = parser.parse_args()
-    return run_foreground(args.home.absolute())
+    # As given: the daemon runs in /, where a relative path would name another folder;
+    # run_foreground refuses one.
+    return run_foreground(args.home)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
-from kint.paths import (UNSAFE_HOME_HINT, UnsafePathError, ensure_private_dir, front_address,
-                        log_path, run_dir)
+from kint.paths import UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
@@ -50,10 +49,13 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
 
     `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
     worker forkserver imports first."""
+    from kint.custody.local_secret import local_secret_path
+    from kint.spaces import sibyl_default_db
     from kint.supervisor.daemon import Supervisor
     from kint.supervisor.ownership import Ownership
     from kint.supervisor.settings import Settings
     from kint.supervisor.spawner import Spawner
+    from kint.supervisor.tighten import tighten_home
 
     # Everything this process, its forkserver and its workers create is the user's alone,
     # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
@@ -63,7 +65,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         ensure_private_dir(home)
         ensure_private_dir(run_dir(home))
     except UnsafePathError as err:
-        print(f"kint: error: {err}\nhint: {UNSAFE_HOME_HINT}", file=sys.stderr)
+        print(f"kint: error: {err}\nhint: {err.hint}", file=sys.stderr)
         return 2
     setup_file_logging(home)
     try:
@@ -73,6 +75,11 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         return 0
     sup = Supervisor(home, Settings.load(), Spawner(extra_preload),
                      Ownership(run_dir(home) / PID_FILE, pid_fd))
+    # Files an older kint or a loose umask left open to others are reused as they are:
+    # made private again, now that this supervisor alone holds the home.
+    tighten_home(home, left_alone=[local_secret_path(home),
+                                   *(db.parent for db in (sibyl_default_db(),
+                                                          *sup.bindings.stores()))])
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)
     try:

@@ -84,6 +84,10 @@ class Bindings:
             return None
         return bound
 
+    def stores(self) -> list[Path]:
+        """Every bound store's path (kept out of the walk that tightens KINT_HOME)."""
+        return [Path(b.db) for b in self._by_space.values()]
+
     def bind_if_exists(self, space_id: str, binding: Binding) -> None:
         """Bind the space to its store, if the store exists and can be one: only such a store
         binds its space (issue 14, item 5). A binding already held as it is asks nothing of

@@ -145,11 +145,9 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
                 self.ownership.forget(old)
                 log.warning("%s was removed or replaced under the running supervisor; "
                             "bound it again at %s", old, path)
-            old_umask = os.umask(0o077)
-            try:
-                sock.bind(f"ipc://{path}")
-            finally:
-                os.umask(old_umask)
+            # The socket file is 0700 by the process umask (077), set once for the whole
+            # process by run_foreground, the one builder of a Supervisor.
+            sock.bind(f"ipc://{path}")
             setattr(self, attr, path)
             self.ownership.bound(path)
 
