@@ -203,3 +203,19 @@ def history_lines(result: dict[str, Any]) -> list[str]:
             lines.append(f"epoch {v['seq']} block <= {v['block']} leaf {v['leaf'][:16]}: "
                          f"{v['body']}")
     return lines
+
+
+def unapplied_epoch_lines(result: dict[str, Any]) -> list[str]:
+    """The epochs a pull did not apply, in v0.3.0's words (09-cli.md, "kint pull"): one
+    `SKIPPED` line for each it could not apply (ending with the snapshot that carried the
+    pull on, when one did), then one `CLOSED` line for each sealed under a retired data
+    key. `kint pull` and `kint join`'s restore print these same lines."""
+    lines = []
+    for entry in result.get("skipped", []):
+        tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "
+                f"carried on)" if entry.get("superseded_by") else "")
+        lines.append(f"SKIPPED epoch {entry['seq']} block {entry['block']}: {entry['reason']}"
+                     f"{tail}")
+    for entry in result.get("closed", []):
+        lines.append(f"CLOSED epoch {entry['seq']} block {entry['block']}: {entry['reason']}")
+    return lines

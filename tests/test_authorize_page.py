@@ -185,6 +185,26 @@ def test_forged_results_are_refused_and_the_real_one_accepted(page):
     assert port_closed(port)
 
 
+def test_a_request_without_the_token_prints_nothing_whatever_its_host(page):
+    """Any local user can reach the port, but only one who knows the token can put a line
+    on the waiting terminal: the token is checked before the Host."""
+    evil = {"Host": "evil.example"}
+    anonymous = [
+        requests.get(page.origin + "/", headers=evil, timeout=5),
+        requests.get(f"{page.origin}/{'0' * 64}/", headers=evil, timeout=5),
+        requests.get(f"{page.origin}/{'0' * 64}/app.js", headers=evil, timeout=5),
+        post(page, token="f" * 64, host="evil.example"),
+        post(page, token="f" * 64, host=f"127.0.0.1:{page.port + 1}"),
+    ]
+    assert [r.status_code for r in anonymous] == [404] * len(anonymous)
+    assert page.refusals == []
+    # With the token, a foreign Host is still refused, and said so.
+    rebound = requests.get(page.url, headers=evil, timeout=5)
+    assert rebound.status_code == 403
+    assert page.refusals == ["Host 'evil.example' is not this server's"]
+    assert page.wait(0) is None
+
+
 def test_the_cli_gives_up_after_the_page_timeout(tmp_path, chain_home):
     m = new_machine(tmp_path / "machine", chain_home)
     owner = m.owner(0).address

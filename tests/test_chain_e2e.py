@@ -301,6 +301,9 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
     stopped = kjson(a, "pull")
     assert stopped["gap"] == [bad] and stopped["applied"] == []
     assert "not a kint epoch" in stopped["skipped"][0]["reason"]
+    printed = ok(a.kint("pull")).stdout.splitlines()  # 09-cli.md's words, as join prints them
+    skipped = stopped["skipped"][0]
+    assert f"SKIPPED epoch {bad} block {skipped['block']}: {skipped['reason']}" in printed
     refused = a.kint("push")
     sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-bad", {"rule": "kept"})
     refused = a.kint("push")

@@ -298,3 +298,28 @@ def test_the_restore_lines_of_a_cold_start_on_base(capsys):
         "restore: restored 2 epoch(s), 13 rows; head seq 2 at block 51081880; store root "
         "matches the anchored root",
     ]
+
+
+def test_join_prints_the_epochs_it_did_not_apply_as_kint_pull_does(capsys):
+    """SKIPPED and CLOSED lines, in v0.3.0's words (09-cli.md, "kint pull"), from the one
+    printer `kint pull` uses too (its lines are checked end to end in test_chain_e2e.py):
+    a skipped epoch a later snapshot carried past, one the pull stopped at, and an epoch
+    sealed under a retired data key."""
+    from kint.commands.join import print_restore
+
+    digest = "ab" * 32
+    print_restore({
+        "applied": [], "backups": [], "warnings": [], "gap": [3], "rows_total": 2,
+        "report": "", "message": "stopped at epoch 3: this machine cannot apply it",
+        "skipped": [{"seq": 2, "block": 40, "reason": "not a kint epoch", "superseded_by": 4},
+                    {"seq": 3, "block": 50, "reason": "AES-GCM refused the epoch"}],
+        "closed": [{"seq": 1, "block": 30, "reason": "sealed under a retired data key"}],
+        "applied_epochs": [], "head": {"seq": 2, "block": 40, "digest": digest},
+    })
+    assert capsys.readouterr().out.splitlines() == [
+        "SKIPPED epoch 2 block 40: not a kint epoch (snapshot epoch 4 carries the whole state, "
+        "the pull carried on)",
+        "SKIPPED epoch 3 block 50: AES-GCM refused the epoch",
+        "CLOSED epoch 1 block 30: sealed under a retired data key",
+        "restore: stopped at epoch 3: this machine cannot apply it",
+    ]

@@ -207,6 +207,19 @@ def test_fuzz_worker_messages_decode_or_raise_the_protocol_error(header, body):
             pass
 
 
+def test_a_reply_over_the_limit_is_encoded_as_too_large():
+    """What a client could not read is never sent: the refusal, naming the op and the size,
+    goes in its place, under the same id."""
+    small = ok_reply("r1", {"text": "x" * 100})
+    assert encode_reply(small, "history") == orjson.dumps(small.to_dict())
+    answer = ok_reply("r2", {"text": "x" * MAX_MESSAGE_BYTES})
+    size = len(orjson.dumps(answer.to_dict()))
+    refused = decode_reply(encode_reply(answer, "history"))
+    assert (refused.id, refused.ok, refused.error) == ("r2", False, "TOO_LARGE")
+    assert refused.message.startswith(f"the history reply is {size} bytes, over the limit")
+    assert "--block N" in (refused.hint or "")
+
+
 def test_beats_are_type_checked():
     good = {"kind": "beat", "pid": 5, "state": {"op": None, "inflight": 0, "has_work": False}}
     assert worker_wire.decode_from_worker(orjson.dumps(good), b"")["state"]["inflight"] == 0
@@ -242,7 +255,12 @@ def test_a_request_and_its_reply_cross_the_supervisor_as_bytes():
     for decode, head, tail in refused:
         with pytest.raises(ProtocolError):
             decode(orjson.dumps(head), tail)
+    # A reply's body over the limit is read as a reply (the supervisor answers its client
+    # TOO_LARGE once the token says who sent it); a request's is refused.
+    big = b"x" * (MAX_MESSAGE_BYTES + 1)
+    header = orjson.dumps({"kind": "reply", "id": "7", "pid": 5})
+    assert worker_wire.decode_from_worker(header, big)["id"] == "7"
+    assert worker_wire.reply_too_large(big) and not worker_wire.reply_too_large(big[1:])
     with pytest.raises(ProtocolError) as err:
-        worker_wire.decode_from_worker(orjson.dumps({"kind": "reply", "id": "7", "pid": 5}),
-                                       b"x" * (MAX_MESSAGE_BYTES + 1))
+        worker_wire.decode_from_supervisor(orjson.dumps({"kind": "req", "id": "7"}), big)
     assert err.value.code == ErrorCode.TOO_LARGE

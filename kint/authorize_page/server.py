@@ -4,8 +4,9 @@ Why it is built this way:
 
 - It binds 127.0.0.1 on a port the OS picks, and every path starts with a 32-byte random
   token (64 hex characters), so another local user or a web page cannot guess where it is.
-  A request for any other path gets a bare 404, and a `Host` that is not this server's own
-  address is refused (a DNS-rebinding page would send its own host name).
+  A request for any other path gets a bare 404 and prints nothing; one under the token
+  whose `Host` is not this server's own address is refused (a DNS-rebinding page would
+  send its own host name).
 - It accepts exactly one result: a same-origin `POST /<token>/result` with a JSON body
   naming the transaction the wallet sent. `Origin` must be the page's own origin and
   `Sec-Fetch-Site` must be `same-origin`, so another site open in the same browser cannot
@@ -244,16 +245,21 @@ def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler
             self.close_connection = True
 
         def _route(self) -> tuple[str, str] | None:
-            """(token, rest) of a path under a token, or None; the host must be ours."""
+            """(token, rest) of a path under a token, or None; the host must be ours.
+
+            The token first: a request without it is a bare 404 and leaves no line on the
+            waiting terminal, so a local user who cannot name the page cannot print there
+            either. Only a request that knows the token is checked for its `Host` (a
+            DNS-rebinding page that learnt the URL sends its own host name)."""
+            parts = urlsplit(self.path).path.split("/", 2)
+            if len(parts) < 3 or parts[0] != "" or not page.token_matches(parts[1]):
+                self._send(404, b"not found\n")
+                return None
             if self.headers.get("Host") != f"127.0.0.1:{page.port}":
                 # Noted before the answer goes out, as every other refusal is: whoever
                 # reads the 403 may look at the refusals at once.
                 page.refused(f"Host {_shown(self.headers.get('Host'))} is not this server's")
                 self._send(403, b"wrong host\n")
-                return None
-            parts = urlsplit(self.path).path.split("/", 2)
-            if len(parts) < 3 or parts[0] != "" or not page.token_matches(parts[1]):
-                self._send(404, b"not found\n")
                 return None
             return parts[1], parts[2]
 

@@ -8,6 +8,7 @@ import getpass
 
 import click
 
+from kint import render
 from kint.commands.common import Ctx, call_with_progress, echo_json, space_call
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature, usage
 from kint.commands.owner_flag import check_owner, owner_option
@@ -99,13 +100,8 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
         return
     for path in result["backups"]:
         click.echo(f"moved aside: {path}")
-    for entry in result.get("skipped", []):
-        tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "
-                f"carried on)" if entry.get("superseded_by") else "")
-        click.echo(f"SKIPPED epoch {entry['seq']} block {entry['block']}: {entry['reason']}"
-                   f"{tail}")
-    for entry in result.get("closed", []):
-        click.echo(f"CLOSED epoch {entry['seq']} block {entry['block']}: {entry['reason']}")
+    for line in render.unapplied_epoch_lines(result):
+        click.echo(line)
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     click.echo(result["message"])

@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import click
 
-from kint import settings, spaces
+from kint import render, settings, spaces
 from kint.client import KintError
 from kint.commands.common import Ctx, call_with_progress, resolve_space, space_call
 from kint.commands.connect import connect_args, print_fresh_vault
@@ -238,13 +238,8 @@ def print_restore(result: dict[str, Any]) -> None:
     for epoch in result.get("applied_epochs", []):
         click.echo(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
                    f"{epoch['deletions']} deletions) from block {epoch['block']}")
-    for entry in result.get("skipped", []):
-        tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "
-                f"carried on)" if entry.get("superseded_by") else "")
-        click.echo(f"  SKIPPED epoch {entry['seq']} block {entry['block']}: {entry['reason']}"
-                   f"{tail}")
-    for entry in result.get("closed", []):
-        click.echo(f"  CLOSED epoch {entry['seq']} block {entry['block']}: {entry['reason']}")
+    for line in render.unapplied_epoch_lines(result):
+        click.echo(line)
     for warning in result.get("warnings", []):
         click.echo(f"warning: {warning}", err=True)
     head = result["head"]

@@ -1,11 +1,12 @@
 """Bounds on everything a message may carry. One place, so the supervisor, the worker and
 the tests agree on what is too large or too long."""
 
-# A request or reply larger than this is refused with TOO_LARGE.
+# A request or reply larger than this is refused with TOO_LARGE (a reply by the one who
+# made it: kint.protocol.server_codec.encode_reply puts the refusal in its place).
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # The supervisor's sockets' ZMQ_MAXMSGSIZE: frames up to here are read (the front answers
-# TOO_LARGE past MAX_MESSAGE_BYTES, the back drops them); larger ones make ZeroMQ drop the
-# sender's connection before any byte reaches kint.
+# TOO_LARGE past MAX_MESSAGE_BYTES, and so does the back to a worker's reply's client);
+# larger ones make ZeroMQ drop the sender's connection before any byte reaches kint.
 SOCKET_MAX_MESSAGE_BYTES = 2 * MAX_MESSAGE_BYTES
 
 MAX_ID_CHARS = 64

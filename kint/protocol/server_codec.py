@@ -1,5 +1,6 @@
 """The serving side's codec: the gate every inbound request passes (`decode_request`, run
-by the supervisor and again by the worker), and the bytes of a reply (`encode_reply`).
+by the supervisor and again by the worker), and the bytes of a reply (`encode_reply`),
+which never exceed what a client reads.
 
 orjson here: every request is decoded twice on its way and every reply encoded once, in
 the processes that serve every space. A client, a short-lived process, reads its replies
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from kint.protocol.envelope import PROTOCOL_VERSION, Reply, Request
+from kint.protocol.envelope import PROTOCOL_VERSION, Reply, Request, error_reply
 from kint.protocol.errors import ErrorCode, ProtocolError
 from kint.protocol.limits import (
     DEFAULT_TIMEOUT_MS,
@@ -34,8 +35,32 @@ _REQUEST_KEYS = frozenset(
 )
 
 
-def encode_reply(reply: Reply) -> bytes:
-    return orjson.dumps(reply.to_dict())
+# What to ask for instead when an op's answer is too large to send, by op.
+_SMALLER_ASK = {
+    "history": "ask for the one version live at a block (`kint history ... --block N`)",
+    "verify": "ask for fewer rows (`kint verify --limit N`)",
+}
+
+
+def too_large_reply(request_id: str | None, op: str | None, size: int) -> Reply:
+    """The TOO_LARGE refusal that replaces an answer of `size` bytes, naming `op`."""
+    what = f"the {op} reply" if op else "the reply"
+    ask = _SMALLER_ASK.get(op or "", "ask for less at once")
+    return error_reply(
+        request_id, ErrorCode.TOO_LARGE,
+        f"{what} is {size} bytes, over the limit of {MAX_MESSAGE_BYTES}; it was not sent",
+        f"{ask}: a reply carries at most {MAX_MESSAGE_BYTES} bytes")
+
+
+def encode_reply(reply: Reply, op: str | None = None) -> bytes:
+    """The reply's frame, or, when that is over MAX_MESSAGE_BYTES, a TOO_LARGE refusal
+    naming `op` and the size in its place: a larger frame would never reach the client
+    (ZeroMQ drops a frame over the socket's limit, the client refuses one over this), so
+    it would wait for TIMEOUT instead of learning why."""
+    data = orjson.dumps(reply.to_dict())
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return data
+    return orjson.dumps(too_large_reply(reply.id, op, len(data)).to_dict())
 
 
 def _load_object(data: bytes) -> dict[str, Any]:

@@ -108,11 +108,9 @@ def encode(header: dict[str, Any], body: bytes = b"") -> list[bytes]:
     return [orjson.dumps(header), body]
 
 
-def _load(header: bytes, body: Any) -> dict[str, Any]:
+def _load(header: bytes) -> dict[str, Any]:
     if len(header) > MAX_HEADER_BYTES:
         raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket header over the size limit")
-    if len(body) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket body over the size limit")
     try:
         obj = orjson.loads(header)
     except orjson.JSONDecodeError:
@@ -130,8 +128,10 @@ def _has_id(obj: dict[str, Any]) -> bool:
 def decode_from_worker(header: bytes, body: Any) -> dict[str, Any]:
     """Validate what a worker sent: the header, and that only a reply has a body. The
     body of a reply is the client's, checked by the client (`decode_reply`); the
-    supervisor trusts nothing else it did not check."""
-    obj = _load(header, body)
+    supervisor trusts nothing else it did not check. A reply's body over
+    MAX_MESSAGE_BYTES is not refused here: once the header's token says which worker
+    sent it, the supervisor answers its client TOO_LARGE instead (`reply_too_large`)."""
+    obj = _load(header)
     kind = obj.get("kind")
     pid = obj.get("pid")
     if kind not in _WORKER_KINDS:
@@ -163,8 +163,15 @@ def decode_from_worker(header: bytes, body: Any) -> dict[str, Any]:
     return obj
 
 
+def reply_too_large(body: Any) -> bool:
+    """Whether a reply's body is more than a client reads."""
+    return len(body) > MAX_MESSAGE_BYTES
+
+
 def decode_from_supervisor(header: bytes, body: bytes) -> dict[str, Any]:
-    obj = _load(header, body)
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket body over the size limit")
+    obj = _load(header)
     kind = obj.get("kind")
     if kind not in _SUPERVISOR_KINDS:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown supervisor message kind {kind!r}")

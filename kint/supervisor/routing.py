@@ -56,8 +56,8 @@ class ClientRouting:
     spawn: Callable[[WorkerHandle], None]
     stop_worker: Callable[[WorkerHandle, str, float], None]
 
-    def _send_front(self, identity: bytes, reply: Reply) -> None:
-        self.outbox.send(identity, encode_reply(reply))
+    def _send_front(self, identity: bytes, reply: Reply, op: str | None = None) -> None:
+        self.outbox.send(identity, encode_reply(reply, op))
 
     def _on_front(self, frames: list[zmq.Frame]) -> None:
         identity = frames[0].bytes
@@ -78,7 +78,7 @@ class ClientRouting:
 
                 reply = COMMANDS[request.op](self, identity, request)
                 if reply is not None:
-                    self._send_front(identity, reply)
+                    self._send_front(identity, reply, request.op)
             else:
                 self._route(identity, request, body)
         except ProtocolError as err:

@@ -6,7 +6,7 @@ carries that spawn's token (`worker_wire`), and a hello only from the pid spawne
 the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
 bound, since an impostor may send many. A reply is passed on to its client as the bytes
 the worker encoded, never decoded here; one whose request was already answered (a
-TIMEOUT) is dropped by id.
+TIMEOUT) is dropped by id, and one larger than a client reads is answered TOO_LARGE.
 
 Kept apart from the loop (kint/supervisor/daemon.py) and from the clients' side
 (`routing`) because it is the supervisor's trust boundary towards its workers. A mixin of
@@ -24,6 +24,7 @@ import zmq
 
 from kint.paths import BACK_SOCKET
 from kint.protocol import ProtocolError, worker_wire
+from kint.protocol.server_codec import too_large_reply
 from kint.supervisor.peer import peer_credentials
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
@@ -39,6 +40,7 @@ class WorkerMessages:
     # ClientRouting's and TimedWork's own methods, declared for the type checker.
     _pass_on: Callable[[WorkerHandle, Pending, Any], None]
     _forward: Callable[[WorkerHandle, Pending], bool]
+    _answer: Callable[[WorkerHandle, Pending, Any], None]
 
     def _refuse_peer(self, route: bytes, why: str) -> None:
         """Drop a back-socket message from a peer that is not a worker of this supervisor;
@@ -74,6 +76,14 @@ class WorkerMessages:
             pending = handle.pending.get(msg["id"])
             if pending is None:
                 log.info("space %s: late reply %s dropped", handle.space16, msg["id"])
+                return
+            if worker_wire.reply_too_large(frames[2]):
+                # The worker refuses its own oversized answers; this one got past it. Its
+                # client gets TOO_LARGE now rather than a frame it refuses, or a TIMEOUT.
+                size = len(frames[2])
+                log.warning("space %s: a %s reply of %d bytes is over the limit; answered "
+                            "TOO_LARGE", handle.space16, pending.op, size)
+                self._answer(handle, pending, too_large_reply(None, pending.op, size))
                 return
             self._pass_on(handle, pending, frames[2])
             return

@@ -199,11 +199,14 @@ class Worker:
             self._local.push = sock
         return sock
 
-    def _reply_message(self, internal_id: str, reply: Reply) -> list[bytes]:
+    def _reply_message(self, internal_id: str, reply: Reply,
+                       op: str | None = None) -> list[bytes]:
         """The reply's two frames: the header the supervisor routes on (its own id for the
-        request), and the reply frame the client gets, under the client's id."""
+        request), and the reply frame the client gets, under the client's id. An answer
+        too large to send becomes TOO_LARGE here (`encode_reply`): the supervisor's back
+        socket would drop it, and its client would wait for TIMEOUT."""
         return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": self._pid,
-                                   "token": self._token}, encode_reply(reply))
+                                   "token": self._token}, encode_reply(reply, op))
 
     def _run_in_pool(self, internal_id: str, request: Request) -> list[bytes]:
         """An op on a pool thread, counted in flight (the heartbeat reports it) until its
@@ -215,7 +218,7 @@ class Worker:
         finally:
             self.inflight.finish(internal_id)
             self.memory.worked()
-        return self._reply_message(internal_id, reply)
+        return self._reply_message(internal_id, reply, request.op)
 
     def resolve_pending_at_start(self) -> None:
         """A push journal left by the last worker, settled before anything else, counted in
@@ -277,7 +280,8 @@ class Worker:
             return
         if _runs_inline(request):
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
-            self.dealer.send_multipart(self._reply_message(internal_id, self._run(request)))
+            self.dealer.send_multipart(self._reply_message(internal_id, self._run(request),
+                                                           request.op))
         else:
             self.inflight.start(internal_id, request.op)
             self._busy_now()

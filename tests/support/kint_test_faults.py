@@ -18,6 +18,11 @@ It wraps, inside the worker process only, the functions a push goes through:
 - `between_mirror_and_watermark`: `SpaceState.save_mirror`, once the mirror is saved (in
                         `record_epoch`, before the watermark is raised).
 
+One step is not a crash: `unguarded_reply` makes the worker send its next reply's frame as
+it is, over MAX_MESSAGE_BYTES or not (kint's worker refuses its own oversized replies, see
+`kint.protocol.server_codec.encode_reply`), so a test reaches the supervisor's own answer
+to a reply too large for its client.
+
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
 once. A second word, when given, limits it to the space whose 16 hex characters it is.
@@ -38,7 +43,8 @@ from typing import Any, Callable
 
 FLAG_ENV = "KINT_TEST_CRASH_FLAG"
 STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
-         "after_set_entity", "before_record_epoch", "between_mirror_and_watermark")
+         "after_set_entity", "before_record_epoch", "between_mirror_and_watermark",
+         "unguarded_reply")
 BALLAST = "ballast"
 
 
@@ -57,23 +63,32 @@ def _fill(folder: str) -> None:
                     break
 
 
-def _crash_if(step: str) -> None:
+def _take(step: str) -> list[str] | None:
+    """The flag's words when it names `step` (and this space, if it names one), the flag
+    deleted so it acts once; else None."""
     path = os.environ.get(FLAG_ENV)
     if not path:
-        return
+        return None
     try:
         with open(path, encoding="utf-8") as fh:
             words = fh.read().split()
     except FileNotFoundError:
-        return
+        return None
     if not words or words[0] != step:
-        return
+        return None
     if len(words) > 1 and words[1] != _space16():
-        return
+        return None
     try:
         os.unlink(path)
     except FileNotFoundError:
-        return  # another thread or process took it first
+        return None  # another thread or process took it first
+    return words
+
+
+def _crash_if(step: str) -> None:
+    words = _take(step)
+    if words is None:
+        return
     if len(words) > 2 and words[2].startswith("fill:"):
         _fill(words[2][len("fill:"):])
         return
@@ -102,6 +117,18 @@ def _around(fn: Callable[..., Any], before: str | None, after: str | None) -> Ca
     return wrapper
 
 
+def _unguarded(encode: Callable[..., bytes]) -> Callable[..., bytes]:
+    @functools.wraps(encode)
+    def wrapper(reply: Any, *rest: Any) -> bytes:
+        if _take("unguarded_reply") is not None:
+            import orjson
+
+            return orjson.dumps(reply.to_dict())
+        return encode(reply, *rest)
+
+    return wrapper
+
+
 def _install() -> None:
     from kint.chain.anchor import Anchor
     from kint.tenant_worker import pending, pull
@@ -115,6 +142,9 @@ def _install() -> None:
     pull.record_epoch = _around(pull.record_epoch, "before_record_epoch", None)
     SpaceState.save_mirror = _around(SpaceState.save_mirror, None,  # type: ignore
                                      "between_mirror_and_watermark")
+    from kint.tenant_worker import process
+
+    process.encode_reply = _unguarded(process.encode_reply)  # type: ignore[assignment]
     from sibyl_memory_client import MemoryClient
 
     MemoryClient.set_entity = _around(MemoryClient.set_entity, None,  # type: ignore
