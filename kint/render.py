@@ -205,11 +205,27 @@ def history_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def pull_lines(result: dict[str, Any]) -> list[str]:
+    """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
+    transcript): the stores moved aside, a cold start's two agreeing RPCs, one line per
+    epoch applied, then the epochs it did not apply. `kint pull` and `kint join`'s restore
+    print these same lines."""
+    lines = [f"moved aside: {path}" for path in result.get("backups", [])]
+    if result.get("rpcs_agreed"):
+        agreed = result["chain_head"]
+        lines.append(f"pull: cold start, both RPCs agree: head seq {agreed['seq']}, digest "
+                     f"{agreed['digest'][:16]}, block {agreed['block']}")
+    for epoch in result.get("applied_epochs", []):
+        lines.append(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
+                     f"{epoch['deletions']} deletions) from block {epoch['block']}")
+    return lines + unapplied_epoch_lines(result)
+
+
 def unapplied_epoch_lines(result: dict[str, Any]) -> list[str]:
     """The epochs a pull did not apply, in v0.3.0's words (09-cli.md, "kint pull"): one
     `SKIPPED` line for each it could not apply (ending with the snapshot that carried the
     pull on, when one did), then one `CLOSED` line for each sealed under a retired data
-    key. `kint pull` and `kint join`'s restore print these same lines."""
+    key (the last of `pull_lines`)."""
     lines = []
     for entry in result.get("skipped", []):
         tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "

@@ -10,6 +10,7 @@ message and authorizes machines)."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from contextlib import closing
@@ -170,7 +171,12 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     with closing(sqlite3.connect(b.sibyl_db)) as conn:  # undo the edit of the first test
         conn.execute("delete from entities where category = 'kint_refusal'")
         conn.commit()
-    ok(b.kint("pull", "--discard-local"))
+    lines = ok(b.kint("pull", "--discard-local")).stdout.splitlines()
+    assert lines[0].startswith("moved aside: "), lines  # v0.3.0's lines, then the summary
+    applied = [line for line in lines if line.startswith("pull: applied epoch ")]
+    assert applied and all(re.fullmatch(r"pull: applied epoch \d+ \(\d+ rows, \d+ deletions\) "
+                                        r"from block \d+", line) for line in applied), lines
+    assert lines[-1].startswith(f"applied {len(applied)} epoch(s), head epoch "), lines
     cb = sibyl_client(b.sibyl_db, b.tenant)
     cb.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
     cb.storage.close()

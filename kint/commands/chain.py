@@ -98,9 +98,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
     if as_json:
         echo_json(result)
         return
-    for path in result["backups"]:
-        click.echo(f"moved aside: {path}")
-    for line in render.unapplied_epoch_lines(result):
+    for line in render.pull_lines(result):
         click.echo(line)
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)

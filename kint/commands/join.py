@@ -227,18 +227,9 @@ def print_joined(connected: dict[str, Any]) -> None:
 
 
 def print_restore(result: dict[str, Any]) -> None:
-    """The restore step's lines, in v0.3.0's words: the cold start's agreement, one line per
-    epoch applied, then `restore:`; SKIPPED and CLOSED epochs and warnings as `kint pull`."""
-    for path in result.get("backups", []):
-        click.echo(f"moved aside: {path}")
-    if result.get("rpcs_agreed"):
-        agreed = result["chain_head"]
-        click.echo(f"pull: cold start, both RPCs agree: head seq {agreed['seq']}, digest "
-                   f"{agreed['digest'][:16]}, block {agreed['block']}")
-    for epoch in result.get("applied_epochs", []):
-        click.echo(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
-                   f"{epoch['deletions']} deletions) from block {epoch['block']}")
-    for line in render.unapplied_epoch_lines(result):
+    """The restore step's lines, in v0.3.0's words: `kint pull`'s lines (render.pull_lines),
+    its warnings, then `restore:`."""
+    for line in render.pull_lines(result):
         click.echo(line)
     for warning in result.get("warnings", []):
         click.echo(f"warning: {warning}", err=True)
