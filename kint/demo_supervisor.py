@@ -16,7 +16,9 @@ SANDBOX_MARKER = ".kint-demo-sandbox"
 
 
 def main() -> int:
-    home = Path(sys.argv[sys.argv.index("--home") + 1]).absolute()
+    # As given, like kint.supervisor's own entry: a relative path is refused by
+    # run_foreground, never made absolute from whatever folder this was started in.
+    home = Path(sys.argv[sys.argv.index("--home") + 1])
     if not any((parent / SANDBOX_MARKER).is_file() for parent in home.parents):
         print(f"kint: {home} is not inside a kint demo sandbox", file=sys.stderr)
         return 2

@@ -7,6 +7,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from conftest import KINT
 
 
@@ -45,3 +47,25 @@ def test_the_demo_supervisor_refuses_a_home_outside_a_sandbox(sandbox):
                           str(sandbox.kint_home)], env=sandbox.env, capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 2 and "not inside a kint demo sandbox" in out.stderr
+
+
+def test_the_demo_supervisor_refuses_a_relative_home(tmp_path, sandbox):
+    """A relative --home was made absolute from the current folder, so run in a demo
+    sandbox it served a home there: refused instead, as kint.supervisor refuses one."""
+    import sys
+
+    from kint.demo_supervisor import SANDBOX_MARKER
+    from kint.paths import RELATIVE_PROBLEM
+
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / SANDBOX_MARKER).write_text("")
+    try:
+        out = subprocess.run([sys.executable, "-m", "kint.demo_supervisor", "--home",
+                              "box/kint"], env=sandbox.env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the demo supervisor served the relative home instead of refusing it")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines()[0] == f"kint: error: box/kint {RELATIVE_PROBLEM}"
+    assert not (box / "kint").exists()

@@ -272,3 +272,22 @@ def test_tightening_stays_out_of_the_users_home_and_stops_at_its_bound(tmp_path,
     assert tighten.tighten_home(kint_home) == 3
     assert sorted(mode(p) for p in kint_home.iterdir()) == [0o600] * 3 + [0o644] * 2
     assert f"stopped tightening the files under {kint_home} after 3 entries" in caplog.text
+
+
+def test_tightening_changes_nothing_when_kint_home_is_a_stores_folder(tmp_path, caplog):
+    """A store kept in KINT_HOME itself (`--db $KINT_HOME/memory.db`, or KINT_HOME set to
+    ~/.sibyl-memory): its folder is the walk's top, which is never an entry the walk can
+    skip, so the store and its journal were made private like kint's own files. The
+    README promises never to touch a store's folder: nothing there is changed."""
+    from kint.supervisor import tighten
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    store = home / "memory.db"
+    for path in (store, home / "memory.db-wal"):
+        path.write_bytes(b"x")
+        path.chmod(0o644)
+    caplog.set_level("WARNING", logger="kint.supervisor")
+    assert tighten.tighten_home(home, left_alone=[store.parent]) == 0
+    assert mode(store) == 0o644 and mode(home / "memory.db-wal") == 0o644
+    assert "it is a Sibyl store's folder" in caplog.text

@@ -17,16 +17,17 @@ from kint.commands.common import (Ctx, echo_json, explained, print_notices,
 from kint.commands.doctor_env import environment_checks
 from kint.commands.owner_flag import check_owner, owner_option
 from kint.paths import kint_home
+from kint.protocol.checks import check
 
 
 def _placement(home: Path) -> dict[str, Any]:
     sibyl_dir = (Path.home() / ".sibyl-memory").resolve()
     resolved = home.resolve()
     inside = resolved == sibyl_dir or sibyl_dir in resolved.parents
-    return {"name": "kint home placement", "ok": not inside,
-            "detail": f"{home}" + (" is inside ~/.sibyl-memory: its files would be counted "
-                                   "twice by the cap" if inside else " is outside Sibyl's paths"),
-            "hint": "" if not inside else "set KINT_HOME outside ~/.sibyl-memory"}
+    return check("kint home placement", not inside,
+                 f"{home}" + (" is inside ~/.sibyl-memory: its files would be counted twice by "
+                              "the cap" if inside else " is outside Sibyl's paths"),
+                 "set KINT_HOME outside ~/.sibyl-memory")
 
 
 def _permissions(home: Path) -> dict[str, Any]:
@@ -45,9 +46,9 @@ def _permissions(home: Path) -> dict[str, Any]:
                 loose.append(f"{path} {oct(mode)}")
     if home.exists() and stat.S_IMODE(home.stat().st_mode) != 0o700:
         loose.insert(0, f"{home} {oct(stat.S_IMODE(home.stat().st_mode))}")
-    return {"name": "permissions", "ok": not loose,
-            "detail": "; ".join(loose[:5]) if loose else "folders 0700, files 0600",
-            "hint": "" if not loose else "chmod 700 the folders and 600 the files listed"}
+    return check("permissions", not loose,
+                 "; ".join(loose[:5]) if loose else "folders 0700, files 0600",
+                 "chmod 700 the folders and 600 the files listed")
 
 
 @click.command("doctor")
@@ -66,14 +67,13 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     checks = [*environment_checks(), _placement(home), _permissions(home)]
     client = obj.client(autostart=False)
     reachable = client.ping(2.0)
-    checks.append({"name": "supervisor reachable", "ok": reachable,
-                   "detail": "answering" if reachable else f"no supervisor for {home}",
-                   "hint": "" if reachable else "run `kint supervisor start`"})
+    checks.append(check("supervisor reachable", reachable,
+                        "answering" if reachable else f"no supervisor for {home}",
+                        "run `kint supervisor start`"))
     ref = spaces.resolve(obj.tenant, obj.db)
     problem = spaces.store_problem(ref.db)
     if problem is not None:  # never sent: its worker would fail at every start
-        checks.append({"name": "store readable", "ok": False, "detail": f"{ref.db} {problem}",
-                       "hint": spaces.STORE_HINT})
+        checks.append(check("store readable", False, f"{ref.db} {problem}", spaces.STORE_HINT))
     elif reachable:
         try:
             checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,
@@ -81,8 +81,7 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
                                                 timeout_s=60))["checks"]
         except KintError as err:
             err = explained(err, ref)
-            checks.append({"name": "space", "ok": False, "detail": err.message,
-                           "hint": err.hint or ""})
+            checks.append(check("space", False, err.message, err.hint or ""))
     failed = [c for c in checks if not c["ok"]]
     if as_json:
         echo_json({"checks": checks, "ok": not failed})

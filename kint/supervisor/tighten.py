@@ -11,10 +11,11 @@ The walk never follows a symlink: `os.fwalk` descends through file descriptors, 
 entry is opened with O_NOFOLLOW and checked to be the one looked at before its mode is
 changed through that descriptor, so a name swapped for a link in a folder that was open to
 others changes nothing outside. It stays out of the Sibyl stores' folders (which should
-never be under KINT_HOME) and of a KINT_HOME that holds the user's home folder, and stops
-after MAX_ENTRIES entries. `local.secret` is left as it is: one that was open to others
-may have been read, and kint refuses it by name (LocalSecretUnsafe) so that its user
-replaces it; made private here, it would be used as if nothing had happened.
+never be under KINT_HOME), changes nothing when a store's folder is KINT_HOME itself or
+KINT_HOME holds the user's home folder, and stops after MAX_ENTRIES entries.
+`local.secret` is left as it is: one that was open to others may have been read, and kint
+refuses it by name (LocalSecretUnsafe) so that its user replaces it; made private here, it
+would be used as if nothing had happened.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def tighten_home(home: Path, left_alone: Iterable[Path] = ()) -> int:
                     "files are not kint's", home)
         return 0
     skipped = {(st.st_dev, st.st_ino) for st in map(_lstat, left_alone) if st is not None}
+    own = _lstat(home)
+    if own is not None and (own.st_dev, own.st_ino) in skipped:
+        # A store's folder is KINT_HOME itself: its entries are that store's (the database,
+        # its journal), which the walk never enters, so none of them is changed.
+        log.warning("not tightening the files under %s: it is a Sibyl store's folder, whose "
+                    "files are not kint's alone", home)
+        return 0
     uid = os.getuid()
     tightened = seen = 0
     for root, dirs, files, root_fd in os.fwalk(home, follow_symlinks=False):
