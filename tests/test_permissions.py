@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -225,11 +226,17 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
     secret = home / "local.secret"  # refused by name when loose (LocalSecretUnsafe): kept so
     secret.write_text("s")
     secret.chmod(0o644)
+    recovery = home / "RECOVERY-00112233aabbccdd.txt"  # doctor fails it when loose: kept so
+    recovery.write_text("code")
+    recovery.chmod(0o644)
     others = home / "theirs.json"
     others.write_text("{}")
     others.chmod(0o644)
     if os.geteuid() == 0:
         os.chown(others, 65534, 65534)
+    found = sandbox.kint("doctor", "--json")  # doctor says so, and what mends it
+    permissions = {c["name"]: c for c in json.loads(found.stdout)["checks"]}["permissions"]
+    assert not permissions["ok"] and "a starting supervisor does so" in permissions["hint"]
 
     sandbox.start()
 
@@ -241,6 +248,7 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
         assert log.count(f"tightened {path} from mode {bits:04o} to {bits & 0o700:04o}") == 1, path
     assert "outside.txt" not in log and "notes.txt" not in log and str(store) not in log
     assert mode(secret) == 0o644 and "local.secret" not in log
+    assert mode(recovery) == 0o644 and "RECOVERY-" not in log
     if os.geteuid() == 0:
         assert mode(others) == 0o644 and "theirs.json" not in log
 

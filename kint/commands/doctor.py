@@ -30,6 +30,13 @@ def _placement(home: Path) -> dict[str, Any]:
                  "set KINT_HOME outside ~/.sibyl-memory")
 
 
+# What mends loose modes: kint.supervisor.tighten, at the next supervisor start, for all of
+# kint's files but the two whose exposure matters (the local secret, the recovery files).
+PERMISSIONS_HINT = ("chmod 700 the folders and 600 the files listed; a starting supervisor "
+                    "does so for kint's own files but local.secret and RECOVERY-*.txt "
+                    "(replace the one, rekey over the other if it was read)")
+
+
 def _permissions(home: Path) -> dict[str, Any]:
     loose = []
     for root, dirs, files in os.walk(home):
@@ -48,7 +55,7 @@ def _permissions(home: Path) -> dict[str, Any]:
         loose.insert(0, f"{home} {oct(stat.S_IMODE(home.stat().st_mode))}")
     return check("permissions", not loose,
                  "; ".join(loose[:5]) if loose else "folders 0700, files 0600",
-                 "chmod 700 the folders and 600 the files listed")
+                 PERMISSIONS_HINT)
 
 
 @click.command("doctor")

@@ -13,9 +13,11 @@ changed through that descriptor, so a name swapped for a link in a folder that w
 others changes nothing outside. It stays out of the Sibyl stores' folders (which should
 never be under KINT_HOME), changes nothing when a store's folder is KINT_HOME itself or
 KINT_HOME holds the user's home folder, and stops after MAX_ENTRIES entries.
-`local.secret` is left as it is: one that was open to others may have been read, and kint
-refuses it by name (LocalSecretUnsafe) so that its user replaces it; made private here, it
-would be used as if nothing had happened.
+`local.secret` and the recovery files (`RECOVERY-<space16>.txt`: the data key itself) are
+left as they are: one that was open to others may have been read. kint refuses a loose
+local.secret by name (LocalSecretUnsafe) so that its user replaces it, and doctor fails a
+loose recovery file (rekey if it was read); made private here, either would be used as if
+nothing had happened.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ log = logging.getLogger("kint.supervisor")
 MAX_ENTRIES = 100_000
 # What kint's files and folders never carry: any access for group and others.
 LOOSE_BITS = 0o077
+# The recovery files under KINT_HOME (kint.paths names each one): the caller leaves them alone.
+RECOVERY_FILES = "RECOVERY-*.txt"
 
 
 def tighten_home(home: Path, left_alone: Iterable[Path] = ()) -> int:
     """Take the group and other bits off this user's regular files and folders under
     `home`, except `left_alone`: files not changed and folders not entered (the Sibyl
-    stores', local.secret). Returns how many were tightened."""
+    stores', local.secret, the recovery files). Returns how many were tightened."""
     if _holds_user_home(home):
         log.warning("not tightening the files under %s: it holds your home folder, whose "
                     "files are not kint's", home)

@@ -98,7 +98,8 @@ def _recovery_file(ctx: SpaceContext, vault_created: bool) -> dict[str, Any]:
         return check("recovery file", False, f"{path}: {err.strerror}", "check the file")
     if mode != 0o600:
         return check("recovery file", False, f"{path} has mode {oct(mode)}, not 0o600",
-                     f"chmod 600 {path}")
+                     f"chmod 600 {path}; the code is the data key: if anyone else could "
+                     "read it, `kint rekey` (a supervisor start never makes it private)")
     return check("recovery file", True, f"{path} (0600); keep a copy off this machine")
 
 
