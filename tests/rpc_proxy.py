@@ -8,6 +8,8 @@ Modes (`RpcProxy.set_mode`):
   the handler sleeps until `release()` (or a mode change, or `stop()`), bounded by
   `max_hang_s` so the test suite can always finish. The client's own timeout is what ends
   the call on its side.
+- `hang_methods` (`methods=[...]`): `hang` for a request calling one of those methods,
+  `forward` for the rest.
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
   older block (`block=N`): a real older head, read from anvil's historical state.
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
@@ -46,8 +48,8 @@ HEAD_SELECTOR = "0x" + keccak(b"head(address,bytes32)")[:4].hex()
 PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
 # In push calldata: selector, owner, space, prev, offset of the bytes, their length.
 CIPHERTEXT_OFFSET = 4 + 5 * 32
-MODES = ("forward", "hang", "stale_head", "same_seq_other_digest", "bad_calldata",
-         "tampered_ciphertext", "unmined")
+MODES = ("forward", "hang", "hang_methods", "stale_head", "same_seq_other_digest",
+         "bad_calldata", "tampered_ciphertext", "unmined")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -234,7 +236,9 @@ class RpcProxy:
         items = request if isinstance(request, list) else [request]
         with self._lock:
             self.calls += [str(i.get("method")) if isinstance(i, dict) else "?" for i in items]
-        if mode == "hang":
+        hung = mode == "hang" or (mode == "hang_methods" and any(
+            isinstance(i, dict) and i.get("method") in params["methods"] for i in items))
+        if hung:
             with self._lock:
                 self.hanging += 1
             try:

@@ -281,7 +281,27 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
                 assert not checks[name]["ok"]
             # Local checks still say what they know.
             assert checks["unanchored changes"]["detail"] == "none"
+
+            # A primary that answers its first call and hangs on the next: nothing more is
+            # asked of it.
+            proxy.release()
+            proxy.set_mode("hang_methods", methods=["eth_getCode"])
+            seen = len(proxy.calls)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2"}, timeout=120)
+            checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+            assert proxy.calls[seen:] == ["eth_chainId", "eth_getCode"], proxy.calls[seen:]
+            assert checks["primary RPC"]["ok"] and not checks["contract code"]["ok"]
+            for name in ("session key", "head"):
+                assert checks[name]["detail"] == "not checked: the primary RPC did not answer"
         finally:
             proxy.release()
             proxy.forward()
             clear_config(a)
+
+
+def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
+    a = story["a"]
+    out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "30"})
+    primary = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["primary RPC"]
+    assert primary["ok"] and primary["detail"].endswith(
+        "(doctor waits 15 s a call at most; KINT_RPC_TIMEOUT is 30 s)"), primary

@@ -3,16 +3,19 @@ answers for the configured chain, the secondary RPC is another endpoint on the s
 the contract has code, the session key may write, and the chain's head against this
 machine's mirror.
 
-Bounds: every call is one RPC bounded by KINT_RPC_TIMEOUT (this call's, else the space's).
-When the primary does not answer its first call (the chain id), nothing else is asked of
-it: each check that needs it says so instead, so a hung endpoint costs doctor one timeout,
-not one per check. The secondary is asked through its own tracker: its failure is not the
-primary's, and must not make verify skip the head read or the heartbeat report the
+Bounds: every call is one RPC bounded by KINT_RPC_TIMEOUT (this call's, else the space's),
+and by DOCTOR_CALL_S at most (said on the primary's line when the setting is longer), so
+that doctor answers within the command's own deadline whatever the setting. Once the
+primary fails a call, nothing more is asked of it: each check that needs it says so
+instead, so a hung endpoint costs doctor one timeout, not one per check, and a hung
+primary and secondary two. The secondary is asked through its own tracker: its failure is
+not the primary's, and must not make verify skip the head read or the heartbeat report the
 space's endpoint as down.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,9 @@ from kint.tenant_worker.statefiles import Mirror
 
 MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold (ok above it)
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
+# The longest doctor waits for one RPC call: two such waits (a hung primary and a hung
+# secondary) and the local checks stay well inside the CLI's 60 s for the doctor op.
+DOCTOR_CALL_S = 15.0
 SINGLE_RPC_HINT = ("set KINT_RPC_URL_2 to another operator's endpoint on the same chain (or "
                    "KINT_ALLOW_SINGLE_RPC=1 to accept the primary alone)")
 
@@ -38,17 +44,27 @@ def _chain_name(chain: ChainConfig) -> str:
 def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, home: Path,
                  space_id: str, mirror: Mirror | None) -> list[dict[str, Any]]:
     """The chain's checks for a connected space, read through the space's own tracker."""
+    setting_s = chain.rpc_timeout_s
+    chain = replace(chain, rpc_timeout_s=min(setting_s, DOCTOR_CALL_S))
     anchor = Anchor(chain, tracker)
     primary, answering = _primary_rpc(anchor, chain)
+    if setting_s > DOCTOR_CALL_S:
+        primary["detail"] += (f" (doctor waits {DOCTOR_CALL_S:g} s a call at most; "
+                              f"KINT_RPC_TIMEOUT is {setting_s:g} s)")
     checks = [primary, _secondary_rpc(chain)]
-    if not answering:
-        hint = "fix the primary RPC first"
-        return [*checks, check("contract code", False, PRIMARY_DOWN, hint),
-                no_session_key(home) or check("session key", False, PRIMARY_DOWN, hint),
-                check("head", False, PRIMARY_DOWN, hint)]
-    code, has_code = _contract_code(anchor, chain)
-    checks += [code, _session_key(anchor, home, enrolment.owner)]
-    if not has_code:
+    failures = tracker.last_failure_at
+
+    def answering_still() -> bool:
+        return answering and tracker.last_failure_at == failures
+
+    down = check("contract code", False, PRIMARY_DOWN, "fix the primary RPC first")
+    code, has_code = _contract_code(anchor, chain) if answering_still() else (down, False)
+    checks.append(code)
+    checks.append(_session_key(anchor, home, enrolment.owner) if answering_still() else
+                  no_session_key(home) or {**down, "name": "session key"})
+    if not answering_still():
+        checks.append({**down, "name": "head"})
+    elif not has_code:
         checks.append(check("head", False, "not read: there is no contract at "
                             f"{chain.anchor}", "see the contract code check"))
     else:
