@@ -281,6 +281,15 @@ def test_tightening_stays_out_of_the_users_home_and_stops_at_its_bound(tmp_path,
     assert sorted(mode(p) for p in kint_home.iterdir()) == [0o600] * 3 + [0o644] * 2
     assert f"stopped tightening the files under {kint_home} after 3 entries" in caplog.text
 
+    # One line a path for the first LOGGED_PATHS, then one line for the rest.
+    monkeypatch.setattr(tighten, "MAX_ENTRIES", 100)
+    monkeypatch.setattr(tighten, "LOGGED_PATHS", 1)
+    caplog.clear()
+    assert tighten.tighten_home(kint_home) == 2
+    said = [r.getMessage() for r in caplog.records]
+    assert len([m for m in said if m.startswith("tightened ")]) == 2, said
+    assert f"tightened 1 more of kint's files and folders under {kint_home} the same way" in said
+
 
 def test_tightening_changes_nothing_when_kint_home_is_a_stores_folder(tmp_path, caplog):
     """A store kept in KINT_HOME itself (`--db $KINT_HOME/memory.db`, or KINT_HOME set to

@@ -5,7 +5,8 @@ or under a loose umask (run/supervisor.stderr, the pid and lock files, a log, a 
 file) keeps its mode when it is reused: opening an existing file never changes it. So the
 supervisor, once it holds the pid lock (no other supervisor is doing the same), takes the
 group and other bits off every regular file and folder of this user's under KINT_HOME
-and logs one line for each (its path and old mode, never its contents).
+and logs one line for each of the first LOGGED_PATHS (its path and old mode, never its
+contents), then one line for the rest.
 
 The walk never follows a symlink: `os.fwalk` descends through file descriptors, and each
 entry is opened with O_NOFOLLOW and checked to be the one looked at before its mode is
@@ -33,6 +34,9 @@ log = logging.getLogger("kint.supervisor")
 # Far past any home kint makes (a few files per space, one per cached epoch): a bigger tree
 # is not kint's alone, and the supervisor's start is not held by walking it.
 MAX_ENTRIES = 100_000
+# One log line a path for the first ones, then one line for the rest: a home full of an
+# older kint's 0644 epoch files would otherwise rotate every earlier line out of the log.
+LOGGED_PATHS = 20
 # What kint's files and folders never carry: any access for group and others.
 LOOSE_BITS = 0o077
 # The recovery files under KINT_HOME (kint.paths names each one): the caller leaves them alone.
@@ -61,9 +65,7 @@ def tighten_home(home: Path, left_alone: Iterable[Path] = ()) -> int:
         for name in [*dirs, *files]:
             seen += 1
             if seen > MAX_ENTRIES:
-                log.warning("stopped tightening the files under %s after %d entries",
-                            home, MAX_ENTRIES)
-                return tightened
+                break
             try:
                 st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
             except OSError:
@@ -72,14 +74,22 @@ def tighten_home(home: Path, left_alone: Iterable[Path] = ()) -> int:
                 if name in dirs:
                     dirs.remove(name)
             elif st.st_uid == uid and st.st_mode & LOOSE_BITS and _tighten(
-                    os.path.join(root, name), name, root_fd, st):
+                    os.path.join(root, name), name, root_fd, st, tightened < LOGGED_PATHS):
                 tightened += 1
+        if seen > MAX_ENTRIES:
+            log.warning("stopped tightening the files under %s after %d entries",
+                        home, MAX_ENTRIES)
+            break
+    if tightened > LOGGED_PATHS:
+        log.warning("tightened %d more of kint's files and folders under %s the same way",
+                    tightened - LOGGED_PATHS, home)
     return tightened
 
 
-def _tighten(path: str, name: str, root_fd: int, seen: os.stat_result) -> bool:
+def _tighten(path: str, name: str, root_fd: int, seen: os.stat_result, say: bool) -> bool:
     """Take the loose bits off `name` (in the folder `root_fd`) if it is still the regular
-    file or folder `seen`, through a descriptor opened without following a link."""
+    file or folder `seen`, through a descriptor opened without following a link; `say`:
+    log it (a failure is always logged)."""
     if stat.S_ISDIR(seen.st_mode):
         flags = os.O_RDONLY | os.O_DIRECTORY
     elif stat.S_ISREG(seen.st_mode):
@@ -103,8 +113,9 @@ def _tighten(path: str, name: str, root_fd: int, seen: os.stat_result) -> bool:
         return False
     finally:
         os.close(fd)
-    log.warning("tightened %s from mode %04o to %04o: kint's files are its user's alone",
-                path, old, new)
+    if say:
+        log.warning("tightened %s from mode %04o to %04o: kint's files are its user's alone",
+                    path, old, new)
     return True
 
 
