@@ -39,11 +39,13 @@ def listed(agent):
 
 
 def refused(agent, tool, **args):
-    """A call refused for its arguments: an error result, BAD_REQUEST, one message."""
+    """A call refused for its arguments: an error result under the codes Sibyl's own guard
+    answers with (VALIDATION_ERROR, ValidationError), one message."""
     result = agent.result(tool, **args)
     payload = json.loads(result.content[0].text)
     assert result.isError is True, payload
-    assert payload["ok"] is False and payload["error"] == "BAD_REQUEST", payload
+    assert payload["ok"] is False and payload["code"] == "VALIDATION_ERROR", payload
+    assert payload["error"] == "ValidationError", payload
     assert payload["message"].startswith(f"{tool}: ")
     assert "version" not in payload["message"] + payload["hint"]  # the user's input, not ours
     return payload["message"]
