@@ -7,13 +7,11 @@ The tests run in file order: the first ones see a machine that never connected."
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
-from chain_machines import new_machine
-from mcp_session import AgentProcess
+from mcp_session import quiet_agent
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 V030_EPOCH = {"seq", "tx", "block", "digest", "bucket", "rows", "deleted", "snapshot",
@@ -23,20 +21,7 @@ V030_CAP = {"sibyl_bytes", "kint_bytes", "volunteered_total", "cap_bytes", "db_p
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory, chain_home):
-    # No watcher push in the middle: the tests count what each call anchored.
-    sb = new_machine(tmp_path_factory.mktemp("v030"), chain_home, KINT_QUIET_SECONDS="3600")
-    process = AgentProcess(sb.env).start()
-    process.box = sb
-    yield process
-    process.close()
-    sb.shutdown()
-
-
-def failed(agent, tool, **args):
-    result = agent.result(tool, **args)
-    payload = json.loads(result.content[0].text)
-    assert result.isError is True and payload["ok"] is False, payload
-    return payload
+    yield from quiet_agent(tmp_path_factory.mktemp("v030"), chain_home)
 
 
 def test_status_of_a_machine_that_never_connected(agent):
@@ -56,7 +41,7 @@ def test_status_of_a_machine_that_never_connected(agent):
 
 def test_push_and_pull_before_connecting_say_call_memory_connect(agent):
     for tool in ("memory_push", "memory_pull"):
-        refused = failed(agent, tool)
+        refused = agent.failed(tool)
         assert (refused["error"], refused["hint"]) == ("NOT_CONNECTED", "call memory_connect")
 
 
@@ -121,8 +106,8 @@ def test_pull_names_the_head_and_takes_force_scan(agent):
 
 
 def test_a_refused_argument_answers_as_sibyls_guard_does(agent):
-    ours = failed(agent, "memory_verify", query=5)
-    sibyls = failed(agent, "memory_search", query=5)
+    ours = agent.failed("memory_verify", query=5)
+    sibyls = agent.failed("memory_search", query=5)
     for payload in (ours, sibyls):
         assert (payload["code"], payload["error"]) == ("VALIDATION_ERROR", "ValidationError")
     assert ours["message"] == "memory_verify: argument 'query' must be a valid string"
@@ -135,8 +120,34 @@ def test_a_missing_data_key_is_key_expired(agent):
     (box.kint_home / f"vault-{space16}.aes").unlink()
     assert agent.call("memory_remember", category="rules", name="late",
                       body={"rule": "kept"})["ok"] is True
-    refused = failed(agent, "memory_push")
+    refused = agent.failed("memory_push")
     assert refused["error"] == "KEY_EXPIRED", refused
     assert "kint connect" in refused["hint"]
     status = agent.call("memory_status")
     assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1
+
+
+@pytest.mark.parametrize("tool, code, owner, want_code, want_hint", [
+    ("push", "CHAIN_MOVED", True, "CHAIN_MOVED", "call memory_pull first"),
+    ("push", "BUSY", True, "BUSY", "a push is already running"),
+    ("push", "GAP", True, "PUSH_FAILED", "ours"),
+    ("push", "BAD_REQUEST", True, "PUSH_FAILED", "ours"),
+    ("push", "NOT_CONNECTED", True, "PUSH_FAILED", "ours"),  # enrolled, cannot write
+    ("push", "HELD", True, "HELD", "ours"),
+    ("push", "RPC_UNAVAILABLE", True, "RPC_UNAVAILABLE", "ours"),  # this kint's own code
+    ("pull", "STALE_RPC", True, "NOT_FRESH", "ours"),
+    ("pull", "NO_DATA_KEY", True, "PULL_FAILED", "ours"),
+    ("pull", "FORK", True, "FORK", "ours"),
+    ("pull", "NOT_CONNECTED", False, "NOT_CONNECTED", "call memory_connect"),
+])
+def test_the_worker_codes_a_live_test_cannot_cheaply_meet_map_to_v030s(
+        tool, code, owner, want_code, want_hint):
+    """The same table for the refusals that need a second machine, a race or a broken RPC
+    to meet live (KEY_EXPIRED and NOT_CONNECTED are met live above)."""
+    from kint.agent_server import results
+    from kint.client import KintError
+
+    mapped = {"push": results.push_error, "pull": results.pull_error}[tool](
+        KintError(code, "what went wrong", "ours"), lambda: owner)
+    assert (mapped.code, mapped.message, mapped.hint) == (want_code, "what went wrong",
+                                                          want_hint)
