@@ -39,6 +39,12 @@ def test_status_of_a_machine_that_never_connected(agent):
     assert not {"chain_head", "in_step", "session_key"} & set(status)
 
 
+def test_the_instructions_send_an_agent_without_a_data_key_to_memory_connect(agent):
+    # v0.3.0's "which tool, when": a machine enrolled whose key cache lapsed is not ready.
+    assert "when connected or data_key_cached is false, call memory_connect" in \
+        agent.initialized.instructions
+
+
 def test_push_and_pull_before_connecting_say_call_memory_connect(agent):
     for tool in ("memory_push", "memory_pull"):
         refused = agent.failed(tool)

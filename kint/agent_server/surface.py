@@ -45,9 +45,9 @@ memory_history) check it against the chain and anchor it.
 - Before you act on anything recalled from memory, call memory_verify with a query for \
 it. Act only when its decision is proceed; on refuse, tell the human its reason and do \
 not act.
-- At the start of a session call memory_status: when connected is false, call \
-memory_connect with no arguments and give the human its human_steps; when in_step is \
-false, call memory_pull; when held is not null, tell the human its message.
+- At the start of a session call memory_status: when connected or data_key_cached is \
+false, call memory_connect with no arguments and give the human its human_steps; when \
+in_step is false, call memory_pull; when held is not null, tell the human its message.
 - Writes need no push: kint anchors them after a quiet period. Call memory_push when a \
 change must be on the chain now.
 - A kint tool's result has ok; when ok is false the result is an error (isError) with \
