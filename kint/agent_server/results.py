@@ -27,27 +27,27 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 _HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 
 
-def tool_error(err: KintError, codes: dict[str, str],
+def tool_error(err: KintError, codes: dict[str, str], failed: str,
                owner_known: Callable[[], bool]) -> KintError:
     """`err` under v0.3.0's code and hint. NOT_CONNECTED is v0.3.0's only when no owner is
     enrolled; the worker also says it of a machine that is enrolled but cannot write (its
-    session key not authorized, its recovery file gone), which v0.3.0 calls PUSH_FAILED:
-    `owner_known` tells the two apart."""
+    session key not authorized, its recovery file gone), which v0.3.0 calls `failed`
+    (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     code, hint = codes.get(err.code, err.code), _HINTS.get(err.code, err.hint)
     if err.code == "NOT_CONNECTED":
         if owner_known():
-            code = "PUSH_FAILED" if codes is _PUSH_CODES else "PULL_FAILED"
+            code = failed
         else:
             hint = CALL_CONNECT
     return KintError(code, err.message, hint)
 
 
 def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PUSH_CODES, owner_known)
+    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known)
 
 
 def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PULL_CODES, owner_known)
+    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known)
 
 
 def push_result(worker: dict[str, Any], reason: str) -> dict[str, Any]:

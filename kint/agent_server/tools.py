@@ -76,7 +76,12 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
 
 def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
     def owner_known() -> bool:
-        return bool(session.call("status", {"keys": True}, timeout_s=30).get("owner"))
+        """Whether this machine is enrolled: asked only after a NOT_CONNECTED, and a status
+        that fails too leaves the refusal as the worker gave it."""
+        try:
+            return bool(session.call("status", {"keys": True}, timeout_s=30).get("owner"))
+        except KintError:
+            return False
 
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
         return results.status_result(session.call("status", {"chain": True}, timeout_s=30))
