@@ -1,8 +1,10 @@
 """A real MCP client (the `mcp` SDK's stdio client) driving a real kint-server process,
 for tests written as plain functions: `AgentProcess` runs one client session on its own
-event loop thread and exposes `call(tool, **args) -> dict` (the result's JSON text), and
-`result(tool, **args)`, the CallToolResult as the client received it. `initialized` is
-the server's initialize result and `listed` its tools, as the client parsed them."""
+event loop thread and exposes `call(tool, **args) -> dict` (the result's JSON text),
+`result(tool, **args)`, the CallToolResult as the client received it, and `failed(tool,
+**args)`, the payload of a call that must come back as an error. `initialized` is the
+server's initialize result and `listed` its tools, as the client parsed them.
+`quiet_agent` runs one on a fresh devchain machine for a test module."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -76,6 +78,13 @@ class AgentProcess:
             payload.setdefault("isError", True)
         return payload
 
+    def failed(self, tool: str, **args: Any) -> dict[str, Any]:
+        """The payload of a call that must fail: `isError` set and `ok` false."""
+        result = self.result(tool, **args)
+        payload = json.loads(result.content[0].text)
+        assert result.isError is True and payload["ok"] is False, payload
+        return payload
+
     def close(self, timeout: float = 30) -> None:
         """Close the client: stdin closes, kint-server exits on its own."""
         if self._stop is not None:
@@ -86,3 +95,16 @@ class AgentProcess:
                 pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+def quiet_agent(root: Path, chain_home: Path) -> Iterator[AgentProcess]:
+    """A module's agent: a kint-server on a new machine of the session's devchain (as
+    `.box`), its watcher quiet so that the tests count what each call anchored."""
+    from chain_machines import new_machine
+
+    sb = new_machine(root, chain_home, KINT_QUIET_SECONDS="3600")
+    process = AgentProcess(sb.env).start()
+    process.box = sb
+    yield process
+    process.close()
+    sb.shutdown()

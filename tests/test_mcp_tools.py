@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from chain_machines import kjson, new_machine
+from chain_machines import kjson
 from kint.rows.canon import TIERS, VERSIONED_TIERS
-from mcp_session import AgentProcess
+from mcp_session import quiet_agent
 
 SIBYL_TOOLS = {"memory_remember", "memory_recall", "memory_search", "memory_list",
                "memory_forget", "memory_set_state", "memory_get_state", "memory_record_event"}
@@ -24,14 +24,7 @@ KINT_TOOLS = {"memory_status", "memory_connect", "memory_pull", "memory_push", "
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory, chain_home):
-    # The watcher stays quiet: the tests below count what a call anchored, and nothing else
-    # may push meanwhile.
-    sb = new_machine(tmp_path_factory.mktemp("tools"), chain_home, KINT_QUIET_SECONDS="3600")
-    process = AgentProcess(sb.env).start()
-    process.box = sb
-    yield process
-    process.close()
-    sb.shutdown()
+    yield from quiet_agent(tmp_path_factory.mktemp("tools"), chain_home)
 
 
 def listed(agent):
@@ -39,11 +32,11 @@ def listed(agent):
 
 
 def refused(agent, tool, **args):
-    """A call refused for its arguments: an error result, BAD_REQUEST, one message."""
-    result = agent.result(tool, **args)
-    payload = json.loads(result.content[0].text)
-    assert result.isError is True, payload
-    assert payload["ok"] is False and payload["error"] == "BAD_REQUEST", payload
+    """A call refused for its arguments: an error result under the codes Sibyl's own guard
+    answers with (VALIDATION_ERROR, ValidationError), one message."""
+    payload = agent.failed(tool, **args)
+    assert payload["code"] == "VALIDATION_ERROR", payload
+    assert payload["error"] == "ValidationError", payload
     assert payload["message"].startswith(f"{tool}: ")
     assert "version" not in payload["message"] + payload["hint"]  # the user's input, not ours
     return payload["message"]

@@ -12,7 +12,7 @@ and drops arguments it does not know.
 
 The line between an answer and an error: every kint result carries `ok`, and `isError` is
 exactly `not ok`. An error is a call that did not do what it was called for: arguments
-refused here (BAD_REQUEST, before anything reaches the worker), the supervisor or the
+refused here (VALIDATION_ERROR, before anything reaches the worker), the supervisor or the
 worker unreachable, BUSY, HELD, NOT_CONNECTED, a pull that stopped. An answer the call was
 made for is never an error, however unwelcome: memory_verify's `refuse`,
 memory_connect's `human_steps`, memory_history's null version.
@@ -45,14 +45,18 @@ memory_history) check it against the chain and anchor it.
 - Before you act on anything recalled from memory, call memory_verify with a query for \
 it. Act only when its decision is proceed; on refuse, tell the human its reason and do \
 not act.
-- At the start of a session call memory_status: when connected is false, call \
-memory_connect with no arguments and give the human its human_steps; when in_step is \
-false, call memory_pull; when held is not null, tell the human its message.
+- At the start of a session call memory_status: when connected or data_key_cached is \
+false, call memory_connect with no arguments and give the human its human_steps; when \
+in_step is false, call memory_pull; when held is not null, tell the human its message.
 - Writes need no push: kint anchors them after a quiet period. Call memory_push when a \
 change must be on the chain now.
 - A kint tool's result has ok; when ok is false the result is an error (isError) with \
 error, message and hint. On HELD or FORK, stop and ask the human.
 """
+
+# What Sibyl's argument guard answers for a call its schema refuses (`code` and `error`).
+VALIDATION_CODE = "VALIDATION_ERROR"
+VALIDATION_ERROR = "ValidationError"
 
 # Every kint result is an object with `ok`; the rest depends on the tool.
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -126,11 +130,14 @@ def result(payload: dict[str, Any]) -> types.CallToolResult:
 
 
 def refusal(tool: KintTool, err: ValidationError) -> dict[str, Any]:
-    """Arguments the tool's model refused, each reason by the argument's name. The value
-    itself is never repeated: an agent may have put a secret in the wrong argument."""
+    """Arguments the tool's model refused, each reason by the argument's name, under the
+    codes Sibyl's own argument guard answers with (v0.3.0's 08-tools.md: that guard covered
+    kint's tools too), so an agent meets one refusal for a bad argument whichever tool it
+    called. The value itself is never repeated: an agent may have put a secret in the
+    wrong argument."""
     takes = ", ".join(tool.args.model_fields) or "no arguments"
     reasons = [_reason(e, takes) for e in err.errors(include_input=False, include_url=False)]
-    return {"ok": False, "error": ErrorCode.BAD_REQUEST.value,
+    return {"ok": False, "code": VALIDATION_CODE, "error": VALIDATION_ERROR,
             "message": f"{tool.name}: {'; '.join(reasons)}",
             "hint": f"nothing was done; call {tool.name} again with the arguments its input "
                     f"schema lists ({takes})"}

@@ -72,6 +72,10 @@ class PullArgs(BaseModel):
                     "and restore it from the chain: the way past FORK, or past HELD when the "
                     "anchored value is the right one. Unanchored local changes go aside with "
                     "it: ask the human first.")
+    force_scan: bool = Field(
+        False,
+        description="Taken for agents written against kint v0.3.0, and does nothing: "
+                    "v0.3.0's pull never acted on it either.")
 
 
 class PushArgs(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from mcp import types
 from pydantic import BaseModel
 
-from kint.agent_server import tool_args
+from kint.agent_server import results, tool_args
 from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import SharedClient
 from kint.client import KintError
@@ -64,7 +64,7 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
         else:
             args["passphrase"] = passphrase
     result = session.call("connect", args, timeout_s=300)
-    out = {"connected": True, "owner": result["owner"], "space": result["space"],
+    out = {"connected": True, "owner": result["owner"], "space": session.ref.space_id,
            "kek_tag8": result.get("key_tag") or "none", "fresh_vault": result["fresh_vault"],
            "dek_source": result["source"]}
     if result.get("recovery_file"):
@@ -75,8 +75,16 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
 
 
 def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
+    def owner_known() -> bool:
+        """Whether this machine is enrolled: asked only after a NOT_CONNECTED, and a status
+        that fails too leaves the refusal as the worker gave it."""
+        try:
+            return bool(session.call("status", {"keys": True}, timeout_s=30).get("owner"))
+        except KintError:
+            return False
+
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
-        return session.call("status", {"chain": True}, timeout_s=30)
+        return results.status_result(session.call("status", {"chain": True}, timeout_s=30))
 
     def connect(a: tool_args.ConnectArgs) -> dict[str, Any]:
         return connect_tool(session, a.passphrase, a.recovery_code, a.owner, a.dev)
@@ -87,15 +95,21 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         try:
             result = session.call("pull", {"full": a.full, "discard_local": a.discard_local},
                                   timeout_s=1800)
+        except KintError as err:
+            raise results.pull_error(err, owner_known) from None
         finally:
             if a.discard_local:
                 shared.install()
         shared.refresh_if_replaced()
-        return result
+        return results.pull_result(result)
 
     def push(a: tool_args.PushArgs) -> dict[str, Any]:
-        return session.call("push", {"snapshot": a.snapshot, "hold_reason": "tool"},
-                            timeout_s=900)
+        try:
+            result = session.call("push", {"snapshot": a.snapshot, "hold_reason": "tool"},
+                                  timeout_s=900)
+        except KintError as err:
+            raise results.push_error(err, owner_known) from None
+        return results.push_result(result, "tool")
 
     def verify(a: tool_args.VerifyArgs) -> dict[str, Any]:
         shared.refresh_if_replaced()
@@ -132,9 +146,11 @@ def _hints(read_only: bool = False, destructive: bool = False,
                                  idempotentHint=idempotent, openWorldHint=open_world)
 
 
-STATUS = """kint's view of this memory: whether this machine is `connected`, the head it \
-last saw anchored (`head`) and the chain's (`in_step` is false when the chain moved on: call \
-memory_pull), `unanchored` changes, `held` (why kint-server's pushes are held, or null), \
+STATUS = """kint's view of this memory: whether this machine is `connected` and its data \
+key cached, the epoch it last saw anchored (`mirror`) and the chain's (`chain_head`; \
+`in_step` is false when the chain moved on: call memory_pull), the `session_key` that pays \
+for pushes (balance, authorized), `unanchored` changed and deleted rows, `held` (why \
+kint-server's pushes are held, or null), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `disk_problems` (a full disk under the store or kint's state) and `cap` (Sibyl's \
 bytes, kint's bytes, their sum against the cap). Reads only."""

@@ -76,12 +76,13 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     chain_head = reading.head.to_json() if reading.head is not None else None
     in_step = (chain_head is not None and head is not None
                and (chain_head["seq"], chain_head["digest"]) == (head["seq"], head["digest"]))
-    unanchored = half = None
+    unanchored = half = split = None
     if mirror is not None and os.path.exists(ctx.config.db):
         from kint.tenant_worker.apply_journal import store_changes
 
         half, local = store_changes(ctx.state, mirror, ctx.ro_connection(), ctx.config.tenant)
         unanchored = len(local)
+        split = {"changed": len(local.rows), "deleted": len(local.deleted)}
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
         hold = ctx.drift.evaluate(ctx.ro_connection(), ctx.config.tenant, mirror, "status")
@@ -91,13 +92,19 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     broken = problems(ctx)
     if broken:
         in_step = False
-    return {"connected": enrolment is not None, "held": held, "state_problems": broken,
-            "owner": enrolment.owner if enrolment else None,
-            "session": enrolment.session_address if enrolment else None,
-            "contract": enrolment.contract if enrolment else None,
-            "head": head, "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
-            "in_step": in_step, "unanchored": unanchored,
-            "interrupted_pull": half.message if half is not None else None}
+    out = {"connected": enrolment is not None, "held": held, "state_problems": broken,
+           "owner": enrolment.owner if enrolment else None,
+           "session": enrolment.session_address if enrolment else None,
+           "contract": enrolment.contract if enrolment else None,
+           "head": head, "mirror_rows": len(mirror.rows) if mirror is not None else None,
+           "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
+           "in_step": in_step, "unanchored": unanchored, "unanchored_changes": split,
+           "interrupted_pull": half.message if half is not None else None}
+    if enrolment is not None and chain_head is not None:
+        from kint.tenant_worker.session_facts import session_key_facts
+
+        out["session_key"] = session_key_facts(ctx, enrolment.owner, ctx.verify_head_seconds)
+    return out
 
 
 def _key_status(ctx: SpaceContext) -> dict[str, Any]:

@@ -128,7 +128,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     rows = export_rows(ctx.ro_connection(), cfg.tenant)
     changes = snapshot(mirror, rows) if as_snapshot else diff(mirror, rows)
     if not changes and not as_snapshot:
-        return {"pushed": 0, "message": NOTHING_TO_PUSH, "epochs": []}
+        return {"pushed": 0, "message": NOTHING_TO_PUSH, "epochs": [], "changed_rows": 0,
+                "deleted_rows": 0, **_head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
     seen = mirror.head if mirror is not None else None
     base = mirror
@@ -171,19 +172,31 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                               seq + 1, prev, bucket, chunk, as_snapshot)
         meta = state.meta(current.head.seq)
         seq, prev, bucket = meta.seq, meta.digest, meta.bucket
+        cost = meta.cost or {}
         pushed.append({"seq": meta.seq, "block": meta.block, "tx": meta.tx,
-                       "rows": len(chunk.rows), "deleted": len(chunk.deleted),
-                       "bucket": meta.bucket, "bytes": (meta.cost or {}).get("bytes"),
-                       "gas": (meta.cost or {}).get("gas"),
-                       "cost_wei": (meta.cost or {}).get("cost_wei")})
+                       "digest": meta.digest, "rows": len(chunk.rows),
+                       "deleted": len(chunk.deleted), "snapshot": as_snapshot,
+                       "bucket": meta.bucket, "bytes": cost.get("bytes"),
+                       "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
+                       "cost_wei": cost.get("cost_wei")})
     if new_key is None:
         renew(ctx, key)
     if ctx.drift.active:
         ctx.drift.reset(export_rows(ctx.ro_connection(), cfg.tenant))
-    total = sum(p["rows"] + p["deleted"] for p in pushed)
-    return {**said, "pushed": total, "epochs": pushed,
+    changed_rows = sum(p["rows"] for p in pushed)
+    deleted_rows = sum(p["deleted"] for p in pushed)
+    total = changed_rows + deleted_rows
+    return {**said, "pushed": total, "epochs": pushed, "changed_rows": changed_rows,
+            "deleted_rows": deleted_rows, **_head_after(current),
             "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
                        f"epoch {current.head.seq} at block {current.head.block}"}
+
+
+def _head_after(mirror: Mirror | None) -> dict[str, Any]:
+    """The head this machine holds after the push (v0.3.0's memory_push names it)."""
+    head = mirror.head if mirror is not None else None
+    return {"head_seq": head.seq if head else 0,
+            "head_digest": head.digest if head else "0" * 64}
 
 
 def _state_after(mirror: Mirror | None) -> Any:

@@ -1,0 +1,114 @@
+"""kint's tool results in the shape kint v0.3.0's MCP reference (08-tools.md) gives them.
+
+The worker answers kint's own ops (`status`, `pull`, `push`) for the command line and for
+kint-server alike; what an agent reads is v0.3.0's contract: its field names, its counts,
+its error codes and the hints that tell the agent its next tool call. This module is that
+translation, in one place, the way kint.commands.exit_codes translates the same error codes
+into v0.3.0's exit statuses. The worker's own extra facts stay in the result beside
+v0.3.0's (docs/harnesses.md, "Where this differs from v0.3.0").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kint.client import KintError
+
+# The hints v0.3.0 gives with these codes: each names the agent's next tool call.
+CALL_CONNECT = "call memory_connect"
+CALL_PULL_FIRST = "call memory_pull first"
+PUSH_RUNNING = "a push is already running"
+
+# The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
+# here is this kint's own (docs/harnesses.md lists them) and passes as it is.
+_PUSH_CODES = {"NO_DATA_KEY": "KEY_EXPIRED", "GAP": "PUSH_FAILED",
+               "BAD_REQUEST": "PUSH_FAILED"}
+_PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "PULL_FAILED"}
+_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
+
+
+def tool_error(err: KintError, codes: dict[str, str], failed: str,
+               owner_known: Callable[[], bool]) -> KintError:
+    """`err` under v0.3.0's code and hint. NOT_CONNECTED is v0.3.0's only when no owner is
+    enrolled; the worker also says it of a machine that is enrolled but cannot write (its
+    session key not authorized, its recovery file gone), which v0.3.0 calls `failed`
+    (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
+    code, hint = codes.get(err.code, err.code), _HINTS.get(err.code, err.hint)
+    if err.code == "NOT_CONNECTED":
+        if owner_known():
+            code = failed
+        else:
+            hint = CALL_CONNECT
+    return KintError(code, err.message, hint)
+
+
+def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
+    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known)
+
+
+def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
+    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known)
+
+
+def push_result(worker: dict[str, Any], reason: str) -> dict[str, Any]:
+    """`pushed` counts epochs (the worker's counts row changes, as `kint push` prints);
+    each epoch's gas is `gas_used`."""
+    epochs = [{**{k: v for k, v in e.items() if k != "gas"}, "gas_used": e.get("gas")}
+              for e in worker.get("epochs") or []]
+    return {**worker, "reason": reason, "pushed": len(epochs), "epochs": epochs}
+
+
+def pull_result(worker: dict[str, Any]) -> dict[str, Any]:
+    """The head as three fields, `root_ok` (null on a store that was already up to date),
+    `unopenable` (epochs sealed under a key this machine lacks) and the warning count in
+    `message`."""
+    out = {k: v for k, v in worker.items() if k not in ("head", "closed",
+                                                         "store_root_matches")}
+    head = worker.get("head") or {}
+    out.update(head_seq=head.get("seq"), head_digest=head.get("digest"),
+               head_block=head.get("block"),
+               root_ok=worker.get("store_root_matches") if worker.get("applied") else None,
+               unopenable=worker.get("closed") or [])
+    warnings = worker.get("warnings") or []
+    if warnings:
+        out["message"] = f"{worker.get('message')} ({len(warnings)} warning(s))"
+    return out
+
+
+def status_result(worker: dict[str, Any]) -> dict[str, Any]:
+    """v0.3.0's memory_status: `space` is the full space id, the mirror is what this machine
+    last saw anchored (with its row count), `unanchored` splits changed from deleted rows,
+    `chain_head` (with the contract, or the reason it could not be read) appears when an
+    owner is known, and `in_step` and `session_key` when the head was read. The worker's
+    own facts (the store's row counts, kint's files, a half-done pull, the disks) stay."""
+    owner = worker.get("owner")
+    head = worker.get("head")
+    mirror = None if head is None else {"seq": head["seq"], "digest": head["digest"],
+                                        "block": head["block"],
+                                        "rows": worker.get("mirror_rows")}
+    unanchored = worker.get("unanchored_changes")
+    if unanchored is None:
+        unanchored = {"error": worker.get("state_error") or
+                      "no anchored epoch on this machine yet: connect or pull first"}
+    moved = ("head", "mirror_rows", "unanchored_changes", "chain_head", "in_step",
+             "chain_head_unavailable", "session_key", "session", "contract", "space_id",
+             "space", "store")
+    out: dict[str, Any] = {
+        "owner": owner, "tenant": worker.get("tenant"), "space": worker.get("space_id"),
+        "db_path": (worker.get("store") or {}).get("path"),
+        "connected": owner is not None,
+        "data_key_cached": bool(worker.get("data_key_cached")),
+        "held": worker.get("held"), "cap": worker.get("cap"), "mirror": mirror,
+        "unanchored": unanchored,
+        **{k: v for k, v in worker.items() if k not in moved and k not in (
+            "owner", "tenant", "connected", "data_key_cached", "held", "cap", "unanchored")},
+    }
+    if owner is not None:
+        chain_head = worker.get("chain_head")
+        if chain_head is None:
+            out["chain_head"] = {"error": worker.get("chain_head_unavailable") or "unread"}
+        else:
+            out["chain_head"] = {**chain_head, "contract": worker.get("contract")}
+            out["in_step"] = bool(worker.get("in_step"))
+            out["session_key"] = worker.get("session_key")
+    return out

@@ -1,0 +1,52 @@
+"""The session key as `status` reports it once the chain head was read: its address, its
+keystore's path, whether the file exists, its balance and whether the owner authorized it
+(`canWrite`) until when (`sessionKeyExpiry`). v0.3.0's memory_status and `kint status` give
+these facts; an agent reads them to tell "writes off: fund or authorize the key" apart from
+"nothing to push".
+
+Only reads: no unlock (the address is in the keystore's clear part), no transaction. A chain
+read that fails leaves the local half and says why in `error`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+from kint.chain.calls import ChainRefused
+from kint.chain.rpc import RpcUnavailable
+from kint.custody.errors import CustodyError
+from kint.custody.session_key import session_address, session_key_exists, session_key_path
+from kint.tenant_worker.space import SpaceContext
+
+WEI_PER_ETH = Decimal(10) ** 18
+
+
+def wei_as_eth(wei: int) -> str:
+    """An exact decimal ETH string ("0" for none): a float would round a balance."""
+    return format((Decimal(int(wei)) / WEI_PER_ETH).normalize(), "f")
+
+
+def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[str, Any]:
+    """The session key's facts for `owner`, each chain read bounded by `timeout_s` (status
+    answers within its head budget, not KINT_RPC_TIMEOUT per read)."""
+    home = ctx.config.home
+    out: dict[str, Any] = {"address": None, "path": str(session_key_path(home)),
+                           "exists": session_key_exists(home)}
+    if not out["exists"]:
+        return out
+    try:
+        out["address"] = session_address(home)
+    except CustodyError as err:
+        out["error"] = str(err)
+        return out
+    try:
+        anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s))
+        balance = anchor.balance(out["address"])
+        out.update(balance_wei=balance, balance_eth=wei_as_eth(balance),
+                   authorized=anchor.can_write(owner, out["address"]),
+                   expiry=anchor.session_key_expiry(owner, out["address"]))
+    except (RpcUnavailable, ChainRefused) as err:
+        out["error"] = f"the chain did not answer: {err}"
+    return out

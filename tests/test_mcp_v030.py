@@ -1,0 +1,159 @@
+"""kint's six tools answer in kint v0.3.0's published shapes (its docs/site/08-tools.md):
+memory_status's fields, memory_push's and memory_pull's, their error codes and the hints
+that name the agent's next call, memory_pull's `force_scan`, and a refused argument under
+the same codes Sibyl's own guard uses. Driven through the official MCP client over stdio
+against the real kint-server, a real supervisor and worker, on the session's real anvil.
+The tests run in file order: the first ones see a machine that never connected."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mcp_session import quiet_agent
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+V030_EPOCH = {"seq", "tx", "block", "digest", "bucket", "rows", "deleted", "snapshot",
+              "cost_wei", "gas_used", "l1_fee"}
+V030_CAP = {"sibyl_bytes", "kint_bytes", "volunteered_total", "cap_bytes", "db_path"}
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory, chain_home):
+    yield from quiet_agent(tmp_path_factory.mktemp("v030"), chain_home)
+
+
+def test_status_of_a_machine_that_never_connected(agent):
+    status = agent.call("memory_status")
+    assert status["ok"] is True
+    assert status["owner"] is None and status["connected"] is False
+    assert status["data_key_cached"] is False and status["held"] is None
+    assert HEX64.match(status["space"]), status["space"]  # the space id, not its prefix
+    assert status["db_path"] == str(agent.box.sibyl_db)
+    assert status["tenant"] == agent.box.tenant
+    assert set(status["cap"]) == V030_CAP
+    assert status["mirror"] is None
+    assert set(status["unanchored"]) == {"error"}
+    # Read only when an owner is known.
+    assert not {"chain_head", "in_step", "session_key"} & set(status)
+
+
+def test_the_instructions_send_an_agent_without_a_data_key_to_memory_connect(agent):
+    # v0.3.0's "which tool, when": a machine enrolled whose key cache lapsed is not ready.
+    assert "when connected or data_key_cached is false, call memory_connect" in \
+        agent.initialized.instructions
+
+
+def test_push_and_pull_before_connecting_say_call_memory_connect(agent):
+    for tool in ("memory_push", "memory_pull"):
+        refused = agent.failed(tool)
+        assert (refused["error"], refused["hint"]) == ("NOT_CONNECTED", "call memory_connect")
+
+
+def test_status_once_connected_reads_the_chain_head_and_the_session_key(agent):
+    connected = agent.call("memory_connect", dev=True)
+    assert connected["ok"] is True and connected["fresh_vault"] is True
+    assert agent.call("memory_remember", category="rules", name="release-gate",
+                      body={"rule": "never ship on a Friday"})["ok"] is True
+    status = agent.call("memory_status")
+    assert status["space"] == connected["space"]
+    assert status["connected"] is True and status["owner"] == connected["owner"]
+    assert status["data_key_cached"] is True
+    assert set(status["mirror"]) == {"seq", "digest", "block", "rows"}
+    assert (status["mirror"]["seq"], status["mirror"]["rows"]) == (0, 0)
+    assert status["unanchored"] == {"changed": 1, "deleted": 0}
+    head = status["chain_head"]
+    assert set(head) == {"seq", "digest", "block", "contract"}
+    assert head["contract"].startswith("0x") and head["seq"] == 0
+    assert status["in_step"] is True
+    key = status["session_key"]
+    assert {"address", "path", "exists", "balance_wei", "balance_eth", "authorized",
+            "expiry"} <= set(key)
+    assert key["exists"] is True and key["authorized"] is True and key["expiry"] > 0
+    assert key["balance_wei"] > 0 and float(key["balance_eth"]) > 0
+    assert "error" not in key
+
+
+def test_push_counts_epochs_and_names_the_head_after_it(agent):
+    pushed = agent.call("memory_push")
+    assert pushed["ok"] is True, pushed
+    assert pushed["reason"] == "tool"
+    assert pushed["pushed"] == len(pushed["epochs"]) == 1  # epochs anchored, not rows
+    assert (pushed["changed_rows"], pushed["deleted_rows"]) == (1, 0)
+    epoch = pushed["epochs"][0]
+    assert V030_EPOCH <= set(epoch), set(epoch)
+    assert epoch["snapshot"] is False and epoch["gas_used"] > 0
+    assert (pushed["head_seq"], pushed["head_digest"]) == (epoch["seq"], epoch["digest"])
+
+    nothing = agent.call("memory_push")
+    assert nothing["message"] == "nothing to push: the store matches the last anchored epoch"
+    assert (nothing["pushed"], nothing["changed_rows"], nothing["deleted_rows"]) == (0, 0, 0)
+    assert (nothing["head_seq"], nothing["head_digest"]) == (epoch["seq"], epoch["digest"])
+
+    snap = agent.call("memory_push", snapshot=True)
+    assert snap["pushed"] == 1 and snap["epochs"][0]["snapshot"] is True
+    assert snap["changed_rows"] == 1  # a snapshot carries every row
+    status = agent.call("memory_status")
+    assert status["mirror"]["seq"] == snap["head_seq"] and status["mirror"]["rows"] == 1
+    assert status["unanchored"] == {"changed": 0, "deleted": 0}
+
+
+def test_pull_names_the_head_and_takes_force_scan(agent):
+    pulled = agent.call("memory_pull", force_scan=True)
+    assert pulled["ok"] is True, pulled
+    head = agent.call("memory_status")["chain_head"]
+    assert (pulled["head_seq"], pulled["head_digest"], pulled["head_block"]) == (
+        head["seq"], head["digest"], head["block"])
+    assert pulled["root_ok"] is None  # the store was already up to date
+    assert pulled["unopenable"] == [] and pulled["skipped"] == []
+    assert pulled["rpcs_agreed"] is None and pulled["rows_total"] == 1
+    assert pulled["message"] == f"already at the chain head (epoch {head['seq']})"
+
+
+def test_a_refused_argument_answers_as_sibyls_guard_does(agent):
+    ours = agent.failed("memory_verify", query=5)
+    sibyls = agent.failed("memory_search", query=5)
+    for payload in (ours, sibyls):
+        assert (payload["code"], payload["error"]) == ("VALIDATION_ERROR", "ValidationError")
+    assert ours["message"] == "memory_verify: argument 'query' must be a valid string"
+
+
+def test_a_missing_data_key_is_key_expired(agent):
+    # The cached data key gone (expired, or removed): v0.3.0's KEY_EXPIRED, nothing dropped.
+    box = agent.box
+    space16 = agent.call("memory_status")["space"][:16]
+    (box.kint_home / f"vault-{space16}.aes").unlink()
+    assert agent.call("memory_remember", category="rules", name="late",
+                      body={"rule": "kept"})["ok"] is True
+    refused = agent.failed("memory_push")
+    assert refused["error"] == "KEY_EXPIRED", refused
+    assert "kint connect" in refused["hint"]
+    status = agent.call("memory_status")
+    assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1
+
+
+@pytest.mark.parametrize("tool, code, owner, want_code, want_hint", [
+    ("push", "CHAIN_MOVED", True, "CHAIN_MOVED", "call memory_pull first"),
+    ("push", "BUSY", True, "BUSY", "a push is already running"),
+    ("push", "GAP", True, "PUSH_FAILED", "ours"),
+    ("push", "BAD_REQUEST", True, "PUSH_FAILED", "ours"),
+    ("push", "NOT_CONNECTED", True, "PUSH_FAILED", "ours"),  # enrolled, cannot write
+    ("push", "HELD", True, "HELD", "ours"),
+    ("push", "RPC_UNAVAILABLE", True, "RPC_UNAVAILABLE", "ours"),  # this kint's own code
+    ("pull", "STALE_RPC", True, "NOT_FRESH", "ours"),
+    ("pull", "NO_DATA_KEY", True, "PULL_FAILED", "ours"),
+    ("pull", "FORK", True, "FORK", "ours"),
+    ("pull", "NOT_CONNECTED", False, "NOT_CONNECTED", "call memory_connect"),
+])
+def test_the_worker_codes_a_live_test_cannot_cheaply_meet_map_to_v030s(
+        tool, code, owner, want_code, want_hint):
+    """The same table for the refusals that need a second machine, a race or a broken RPC
+    to meet live (KEY_EXPIRED and NOT_CONNECTED are met live above)."""
+    from kint.agent_server import results
+    from kint.client import KintError
+
+    mapped = {"push": results.push_error, "pull": results.pull_error}[tool](
+        KintError(code, "what went wrong", "ours"), lambda: owner)
+    assert (mapped.code, mapped.message, mapped.hint) == (want_code, "what went wrong",
+                                                          want_hint)
