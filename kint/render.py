@@ -3,6 +3,7 @@ formats can be tested and reused (the demo prints the same tables)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 STATUS_COLUMNS = ["SPACE", "TENANT", "STORE", "PID", "STATE", "OP", "RPC", "HEAD",
@@ -120,6 +121,20 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     return text
 
 
+def session_key_text(facts: dict[str, Any] | None) -> str:
+    """The session key's balance and authorization as `kint status` shows them (v0.3.0's
+    status line), from the facts the worker read with the chain head; without them (the
+    head unread), what the key is for."""
+    if not facts or not facts.get("exists"):
+        return "pays for every push" if not facts else "no session key on this machine"
+    if "balance_eth" not in facts:
+        return f"balance unknown: {facts.get('error', 'not read')}"
+    if not facts.get("authorized"):
+        return f"{facts['balance_eth']} ETH, NOT authorized by the owner"
+    until = datetime.fromtimestamp(int(facts.get("expiry") or 0), timezone.utc)
+    return f"{facts['balance_eth']} ETH, authorized until {until:%Y-%m-%d %H:%M} UTC"
+
+
 def space_status_text(result: dict[str, Any]) -> str:
     store = result["store"]
     path = printable(store["path"])
@@ -147,13 +162,20 @@ def space_status_text(result: dict[str, Any]) -> str:
             there = f"epoch {chain_head['seq']} at block {chain_head['block']}"
         else:
             there = f"unavailable ({result.get('chain_head_unavailable')})"
+        if head and result.get("mirror_rows") is not None:
+            here += f" ({result['mirror_rows']} rows)"
         step = "in step" if result.get("in_step") else "NOT in step: pull"
+        split = result.get("unanchored_changes")
+        changes = (f"{split['changed']} changed, {split['deleted']} deleted since the last "
+                   f"anchored epoch" if split else f"{result.get('unanchored')} unanchored "
+                   f"row change(s)")
         chain_lines = [f"owner:   {result['owner']}",
-                       f"keys:    session key {result.get('session')} (pays for every push); "
-                       f"data key {'cached' if result.get('data_key_cached') else 'NOT cached'}",
+                       f"keys:    session key {result.get('session')} "
+                       f"({session_key_text(result.get('session_key'))}); data key "
+                       f"{'cached' if result.get('data_key_cached') else 'NOT cached'}",
                        f"contract: {result.get('contract')}",
                        f"head:    this machine {here}; chain {there}; {step}",
-                       f"changes: {result.get('unanchored')} unanchored row change(s)"]
+                       f"changes: {changes}"]
         if result.get("interrupted_pull"):
             chain_lines.append(f"pull:    {result['interrupted_pull']}")
     else:

@@ -79,6 +79,8 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert refused.returncode == 5, refused.stderr
     assert (f"session key {connected['session']} is not authorized for owner "
             f"{owner.address}: authorize it (kint authorize) and fund it") in refused.stderr
+    assert (f"session key {connected['session']} (0 ETH, NOT authorized by the owner)"
+            in ok(a.kint("status")).stdout)
     authorize_machine(story["chain_home"], owner, connected["session"])
     pushed = kjson(a, "push")
     assert pushed["pushed"] == 3 and len(pushed["epochs"]) == 1
@@ -86,6 +88,12 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
     status = ok(a.kint("status")).stdout
     assert "in step" in status and connected["session"] in status and "data key cached" in status
+    # v0.3.0's status facts: the last anchored epoch's rows, the changes since, the session
+    # key's balance and authorization.
+    assert f"this machine epoch 1 at block {pushed['epochs'][0]['block']} (3 rows)" in status
+    assert "changes: 0 changed, 0 deleted since the last anchored epoch" in status
+    assert re.search(rf"session key {connected['session']} \([0-9.]+ ETH, authorized until "
+                     r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", status), status
     doctor = a.kint("doctor")
     assert "session key" in doctor.stdout and "authorized" in doctor.stdout, doctor.stdout
 
