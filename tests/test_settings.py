@@ -309,14 +309,12 @@ def daemon(sb, **sent: str) -> dict:
 
 # name: (a caller's value, what the supervisor runs with, how to change it)
 CLASSES = {
-    # space scope: a chain endpoint, the contract, the cold-start rule
+    # space scope: a chain endpoint, the contract
     "KINT_RPC_URL": ("http://127.0.0.1:9/secret-key", "https://mainnet.base.org (the default)",
                      'set rpc_url under [spaces."{label}"] in {file}'),
     "KINT_CONTRACT": ("0x" + "ab" * 20,
                       "0xa22E03f7a4145Bf4909a83595C90a38E14d79600 (the default)",
                       'set contract under [spaces."{label}"] in {file}'),
-    "KINT_ALLOW_SINGLE_RPC": ("1", "unset (the default)",
-                              'set allow_single_rpc under [spaces."{label}"] in {file}'),
     # space scope, taken from kint-server when it attaches: the watcher's timings
     "KINT_QUIET_SECONDS": ("5", "300 (the default)", "kint-server sends it when it attaches"),
     # machine scope: from the default (the file would do), from the supervisor's environment
@@ -353,13 +351,15 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
 
 def test_a_call_setting_is_applied_and_a_bad_one_said(box):
     result = daemon(box, KINT_RPC_TIMEOUT="0.5", KINT_KEY_TTL="1h", KINT_OFFLINE="1",
-                    KINT_VERIFY_HEAD_SECONDS="0.01", KINT_NONCE_RETRY_SECONDS="3")
+                    KINT_VERIFY_HEAD_SECONDS="0.01", KINT_NONCE_RETRY_SECONDS="3",
+                    KINT_ALLOW_SINGLE_RPC="1")
     assert "notices" not in result
     assert {n: result["values"][n] for n in ("KINT_RPC_TIMEOUT", "KINT_KEY_TTL", "KINT_OFFLINE",
                                              "KINT_VERIFY_HEAD_SECONDS",
-                                             "KINT_NONCE_RETRY_SECONDS")} == {
+                                             "KINT_NONCE_RETRY_SECONDS",
+                                             "KINT_ALLOW_SINGLE_RPC")} == {
         "KINT_RPC_TIMEOUT": (0.5, "this call"), "KINT_KEY_TTL": ("1h", "this call"),
-        "KINT_OFFLINE": (True, "this call"),
+        "KINT_OFFLINE": (True, "this call"), "KINT_ALLOW_SINGLE_RPC": (True, "this call"),
         "KINT_VERIFY_HEAD_SECONDS": (0.1, "this call"),  # raised to its minimum
         "KINT_NONCE_RETRY_SECONDS": (3.0, "this call")}
     # The next call without them runs with the supervisor's again.

@@ -8,12 +8,14 @@ though another process started the supervisor."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from chain_machines import RULE_1, new_machine, ok
+from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
 from conftest import sibyl_client
 from mcp_session import AgentProcess
+from rpc_proxy import RpcProxy
 
 OFFLINE_LINE = ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
                 "mirror only")
@@ -25,7 +27,8 @@ def machine(tmp_path_factory, chain_home):
     """A machine connected on the devchain with one anchored row. Its supervisor was
     started by the test launcher with none of the settings the tests give their commands."""
     sb = new_machine(tmp_path_factory.mktemp("settings-chain"), chain_home)
-    ok(sb.kint("connect", "--dev"))
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner, sb.space16 = connected["owner"], connected["space"]
     sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE_1})
     ok(sb.kint("push"))
     sb.devchain_url = json.loads((chain_home / "devchain" / "devchain.json").read_text())[
@@ -130,3 +133,37 @@ def test_the_watchers_timings_set_for_kint_server_take_effect(machine):
                 "size trigger 32768 bytes (default)") in log
     finally:
         agent.close()
+
+
+def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_path, chain_home):
+    """v0.3.0 reads KINT_ALLOW_SINGLE_RPC in the process that pulls (10-configuration.md):
+    `KINT_ALLOW_SINGLE_RPC=1 kint pull` is how a user lets one cold start go ahead on one
+    endpoint. Here the pull runs in the space's worker, so the command's value travels with
+    the call: a cold start whose second endpoint is the primary again refuses, and goes
+    ahead (saying so) for the command that sets it, and no line says it was not used."""
+    fresh = new_machine(tmp_path / "cold", chain_home)
+    anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
+    try:
+        connect_with_code(fresh, machine.owner, recovery_code(machine, machine.space16))
+        with RpcProxy(machine.devchain_url) as proxy:
+            # Off the devchain's own endpoint the space is configured as on Base, where a
+            # cold start asks a second endpoint: here the same one, a trailing slash apart.
+            path = fresh.kint_home / "config.toml"
+            path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
+                            f'contract = "{anchor}"\n')
+            refused = fresh.kint("pull")
+            assert refused.returncode == 6, refused.stdout + refused.stderr
+            assert ("cold start needs a second, independent RPC and KINT_RPC_URL_2 resolves "
+                    "to the same endpoint as the primary") in refused.stderr
+            pulled = fresh.kint("pull", env={"KINT_ALLOW_SINGLE_RPC": "1"})
+            assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+            assert "in this environment is not used" not in pulled.stderr, pulled.stderr
+            # v0.3.0 says so in the output when one endpoint stood alone.
+            assert re.search(r"^pull: cold start on one RPC \(KINT_ALLOW_SINGLE_RPC=1\): the "
+                             r"second endpoint is the primary again, so head seq \d+ at block "
+                             r"\d+ has no second opinion$", pulled.stdout, re.M), pulled.stdout
+            rows = sibyl_client(fresh.sibyl_db, fresh.tenant).get_entity("rules",
+                                                                        "release-gate")
+            assert rows is not None and RULE_1 in json.dumps(rows)
+    finally:
+        fresh.shutdown()

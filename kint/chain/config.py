@@ -64,13 +64,6 @@ class ChainConfig:
     contract_where: str | None = None
 
     @property
-    def single_rpc_ok(self) -> bool:
-        """A cold-start pull needs two independent endpoints that agree, unless
-        KINT_ALLOW_SINGLE_RPC=1; the devchain is one local process, so a second endpoint
-        could only repeat it."""
-        return self.devchain or self.allow_single_rpc
-
-    @property
     def second_is_same_endpoint(self) -> bool:
         return len(self.rpc_urls) < 2 or same_endpoint(self.rpc_urls[0], self.rpc_urls[1])
 

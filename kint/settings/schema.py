@@ -119,7 +119,9 @@ SETTINGS: tuple[Setting, ...] = (
        "`https://mainnet.base.org`"),
     _s("KINT_CONTRACT", "address", DEFAULT_CONTRACT, "space", CLI_DAEMON, CHAIN,
        "the EpochAnchor address"),
-    _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "space", DAEMON, CHAIN,
+    # A call setting, as KINT_OFFLINE: v0.3.0 reads it in the process that pulls, so
+    # `KINT_ALLOW_SINGLE_RPC=1 kint pull` lets that one cold start go ahead.
+    _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "call", DAEMON, CHAIN,
        "`1`: a cold-start pull trusts one endpoint when the second is the same or "
        "unreachable (never over a disagreement)", "unset"),
     _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
