@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import orjson
@@ -318,7 +319,7 @@ CLASSES = {
     # space scope, taken from kint-server when it attaches: the watcher's timings
     "KINT_QUIET_SECONDS": ("5", "300 (the default)", "kint-server sends it when it attaches"),
     # machine scope: from the default (the file would do), from the supervisor's environment
-    "KINT_NO_KEYCHAIN": ("1", "unset (the default)", "set no_keychain in {file}"),
+    "KINT_LOG_MAX_BYTES": ("4096", "262144 (the default)", "set log_max_bytes in {file}"),
     "KINT_WORKER_IDLE_SECONDS": ("5", "600 (from the supervisor's environment)",
                                  "the supervisor was started with it"),
 }
@@ -347,6 +348,36 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
     [line] = result["notices"]
     assert line.startswith("kint: KINT_SESSION_PASSPHRASE is set in this environment but the "
                            "supervisor runs without it")
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS has the Keychain it switches off")
+def test_a_setting_that_does_nothing_on_this_platform_is_said_not_dropped(box):
+    """v0.3.0's KINT_NO_KEYCHAIN switches off the macOS Keychain; where there is none it
+    does nothing, and a command that sets it is told so (not told to move it to the
+    config file, where it would do nothing either); `config show` marks it too."""
+    no_effect = ("kint: KINT_NO_KEYCHAIN=1 in this environment has no effect on "
+                 f"{sys.platform}: there is no macOS Keychain here; the local secret is "
+                 "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret")
+    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [no_effect], out.stderr
+    # Set for the machine (here in the config file): `config show` marks it.
+    config_file(box, "no_keychain = true\n")
+    try:
+        found, stderr = show(box)
+        text = box.kint("config", "show").stdout
+    finally:
+        (box.kint_home / "config.toml").unlink()
+    assert stderr == ""
+    assert found["KINT_NO_KEYCHAIN"]["no_effect_here"] == (
+        f"no effect on {sys.platform}: there is no macOS Keychain here; the local secret is "
+        "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret")
+    assert found["KINT_OFFLINE"]["no_effect_here"] is None
+    assert re.search(rf"^KINT_NO_KEYCHAIN +1 +file \(.*config.toml\); no effect on "
+                     rf"{sys.platform}: there is no macOS Keychain here", text, re.M), text
+    # Off (`0`) asks for nothing, so there is nothing to say.
+    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "0"})
+    assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
 def test_a_call_setting_is_applied_and_a_bad_one_said(box):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -58,6 +59,10 @@ class Setting:
     # The ops on which a caller's value of a non-call setting is applied anyway (the
     # watcher's timings, from kint-server's attach).
     applied_on: frozenset[str] = frozenset()
+    # The platforms (`sys.platform`) on which it does anything (empty: every one), and why
+    # it does nothing elsewhere: a value given there is said, never silently dropped.
+    platforms: frozenset[str] = frozenset()
+    elsewhere: str = ""
 
     @property
     def key(self) -> str:
@@ -69,6 +74,13 @@ class Setting:
         """Whether a client sends its value (or, for a secret, that it is set) with a
         request: the daemon reads it, and it does not say which daemon to talk to."""
         return "daemon" in self.read_by and self.name != "KINT_HOME"
+
+    def no_effect_here(self, value: Any) -> str | None:
+        """Why `value` (set, on) does nothing on this platform, or None when it does
+        something (or asks for nothing: off, zero, unset)."""
+        if not self.platforms or sys.platform in self.platforms or not value:
+            return None
+        return f"no effect on {sys.platform}: {self.elsewhere}"
 
     def applies(self, op: str) -> bool:
         """Whether a caller's value is used for `op` (else it is compared and reported)."""
@@ -144,7 +156,10 @@ SETTINGS: tuple[Setting, ...] = (
        "Keychain item `dev.kint-session-key`, else `KINT_HOME/local.secret`); the commands "
        "and the supervisor must see the same one", "unset", secret=True, in_file=False),
     _s("KINT_NO_KEYCHAIN", "flag", False, "machine", CLI_DAEMON, KEYS,
-       "`1`: never use the macOS Keychain", "unset"),
+       "`1`: never use the macOS Keychain. macOS only: elsewhere there is none, and a "
+       "command that sets it is told so", "unset", platforms=frozenset({"darwin"}),
+       elsewhere="there is no macOS Keychain here; the local secret is "
+       "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret"),
     _s("KINT_KEY_TTL", "ttl", "24h", "call", DAEMON, KEYS,
        "how long the unwrapped data key stays cached: seconds, or `30d`, `12h`, `15m`; "
        "`session` keeps it in the worker's memory only"),
@@ -168,7 +183,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
        "a worker holding more than this many MiB of its own (USS: pages no other process "
        "shares) after 5 s with nothing to do is stopped, and the next request starts a "
-       "fresh one (at most once in 10 min a space); `0`: never. Linux only", minimum=0.0),
+       "fresh one (at most once in 10 min a space); `0`: never. Linux only", minimum=0.0,
+       platforms=frozenset({"linux"}),
+       elsewhere="a worker's own memory (USS) is read on Linux only, so no worker is "
+       "recycled for it"),
     _s("KINT_QUARANTINE_BACKOFF_SECONDS", "float", 30.0, "machine", DAEMON, SUPERVISOR,
        "the first retry delay of a quarantined space; it doubles to 600", minimum=0.1),
     _s("KINT_LOG_MAX_BYTES", "int", 262144, "machine", DAEMON, SUPERVISOR,
