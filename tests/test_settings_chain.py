@@ -167,3 +167,30 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
             assert rows is not None and RULE_1 in json.dumps(rows)
     finally:
         fresh.shutdown()
+
+
+def test_a_bootstrap_budget_of_zero_serves_at_once_and_still_pulls(machine):
+    """v0.3.0's kint-server waits up to KINT_BOOTSTRAP_SECONDS for its start-up pull, then
+    serves while the pull finishes behind it: `0` is a budget it accepts, and the pull
+    still goes out (it was raised to 0.5 s, which the attach used up, so no pull ran)."""
+    log = machine.kint_home / "kint.log"
+    start = log.stat().st_size if log.exists() else 0
+
+    def bootstrap_lines() -> list[str]:
+        with log.open("rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+        return [line for line in text.splitlines() if " bootstrap: " in line]
+
+    agent = AgentProcess({**machine.env, "KINT_BOOTSTRAP_SECONDS": "0"}).start()
+    try:
+        [line] = machine.wait_for(bootstrap_lines, timeout=60, interval=0.2,
+                                  what="kint-server's bootstrap line")
+        assert "no time left" not in line, line
+        assert (" bootstrap: still running; serving now, the pull finishes in the background"
+                in line or " bootstrap: already at the chain head (epoch " in line), line
+        with log.open("rb") as f:
+            f.seek(start)
+            assert b"KINT_BOOTSTRAP_SECONDS" not in f.read()  # 0 taken as given, not raised
+    finally:
+        agent.close()

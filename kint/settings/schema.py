@@ -194,7 +194,8 @@ SETTINGS: tuple[Setting, ...] = (
        "`262144` (256 KiB)", minimum=1024),
 
     _s("KINT_BOOTSTRAP_SECONDS", "float", 20.0, "call", SERVER, AGENTS,
-       "how long kint-server waits for its start-up pull before serving", minimum=0.5),
+       "how long kint-server waits for its start-up pull before serving; the pull goes out "
+       "whatever the budget (`0` included) and finishes in the worker", minimum=0.0),
     _s("KINT_NO_WATCHER", "flag", False, "call", SERVER, AGENTS,
        "`1`: this session asks for no watcher (the exit push still runs)", "unset"),
     _s("KINT_QUIET_SECONDS", "float", 300.0, "space", DAEMON | SERVER, AGENTS,
