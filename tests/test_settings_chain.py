@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -192,5 +193,34 @@ def test_a_bootstrap_budget_of_zero_serves_at_once_and_still_pulls(machine):
         with log.open("rb") as f:
             f.seek(start)
             assert b"KINT_BOOTSTRAP_SECONDS" not in f.read()  # 0 taken as given, not raised
+    finally:
+        agent.close()
+
+
+def test_the_watchers_pushes_renew_the_key_with_kint_servers_key_ttl(machine):
+    """v0.3.0's kint-server renews the cached data key after each pull and push with the
+    KINT_KEY_TTL of its own environment (the harness's registration: `30d` on a machine
+    that stays up). Here the watcher's pushes run in the worker: they renew with the
+    newest session's KINT_KEY_TTL, not the space's 24 h default, which would shorten the
+    30 days the connect gave."""
+    from kint.custody.vault_cache import CachedKey, read_cached_key
+    from kint.spaces import space_id
+
+    space = space_id(machine.label(machine.sibyl_db))
+    before = status(machine)["head"]["seq"]
+    agent = AgentProcess({**machine.env, "KINT_KEY_TTL": "30d", "KINT_QUIET_SECONDS": "1",
+                          "KINT_POLL_SECONDS": "1"}).start()
+    try:
+        started = time.time()
+        assert agent.call("memory_remember", category="notes", name="kept-for-a-month",
+                          body={"text": "pushed by the watcher"})["ok"] is True
+        machine.wait_for(lambda: (s := status(machine))["unanchored"] == 0
+                         and s["head"]["seq"] > before, timeout=60, interval=0.5,
+                         what="the watcher's push")
+        cached = read_cached_key(machine.kint_home, space)
+        assert isinstance(cached, CachedKey), cached
+        assert cached.expires_at is not None
+        assert cached.expires_at >= started + 30 * 86400 - 60, (
+            f"renewed for {(cached.expires_at - started) / 3600:.1f} h, not 30 days")
     finally:
         agent.close()

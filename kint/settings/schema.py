@@ -162,7 +162,9 @@ SETTINGS: tuple[Setting, ...] = (
        "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret"),
     _s("KINT_KEY_TTL", "ttl", "24h", "call", DAEMON, KEYS,
        "how long the unwrapped data key stays cached: seconds, or `30d`, `12h`, `15m`; "
-       "`session` keeps it in the worker's memory only"),
+       "`session` keeps it in the worker's memory only. Each pull and push renews it; the "
+       "watcher's pushes with the newest kint-server session's value, as v0.3.0's "
+       "kint-server renews with its own"),
     _s("KINT_OWNER_KEY", "text", None, "call", CLI, KEYS,
        "the owner's private key, for `kint authorize direct` and `burn-nonce` only; from "
        "the environment only, never argv; unset it afterwards", "unset", secret=True,
