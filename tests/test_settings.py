@@ -8,6 +8,7 @@ listing each setting once. The devchain half is tests/test_settings_chain.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -510,3 +511,72 @@ def test_config_check_names_a_key_or_the_file(tmp_path):
         path.chmod(0o600)
         out = box.kint("config", "check")
         assert out.returncode == 2 and out.stderr.splitlines()[1].startswith(hint), out.stderr
+
+
+# -- v0.3.0's macOS Keychain endpoint --------------------------------------------------------
+
+
+ALCHEMY_KEY = "aLcH3my-key_0123456789"
+
+
+@pytest.fixture
+def macos_keychain(tmp_path, monkeypatch):
+    """The macOS Keychain cannot be had on Linux, so two stand-ins (a mock, said here): a
+    `security` on PATH that answers for the item `dev.api.alchemy` as macOS's tool would
+    (`-w` prints the password; a missing item exits 44), and `sys.platform` set to darwin,
+    as tests/test_custody_v030.py does for the session secret."""
+    from kint.chain import keychain_rpc
+    from kint.custody import local_secret
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    item = tmp_path / "alchemy-item"
+    tool = bin_dir / "security"
+    tool.write_text("#!/bin/sh\n"
+                    f'[ "$*" = "find-generic-password -s dev.api.alchemy -a api-key -w" ] '
+                    f"|| exit 2\n[ -f {item} ] || exit 44\ncat {item}\n")
+    tool.chmod(0o755)
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("KINT_HOME", str(home))
+    for name in ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_NO_KEYCHAIN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(local_secret.sys, "platform", "darwin")
+    keychain_rpc.forget()
+    yield home, item
+    keychain_rpc.forget()
+
+
+def test_on_macos_the_keychains_alchemy_key_names_the_primary_endpoint(macos_keychain,
+                                                                      monkeypatch):
+    """v0.3.0 (10-configuration.md): with KINT_RPC_URL unset, the primary endpoint is the
+    Alchemy key in the Keychain item `dev.api.alchemy`, else mainnet.base.org; the second
+    opinion is then mainnet.base.org; KINT_NO_KEYCHAIN=1 skips the item."""
+    from kint.chain import keychain_rpc
+    from kint.chain.config import load_chain_config
+    from kint.custody import local_secret
+
+    home, item = macos_keychain
+    assert load_chain_config(home).rpc_urls == ("https://mainnet.base.org",
+                                                "https://base-rpc.publicnode.com")
+    item.write_text(ALCHEMY_KEY + "\n")
+    keychain_rpc.forget()
+    chain = load_chain_config(home)
+    assert chain.rpc_urls == (f"https://base-mainnet.g.alchemy.com/v2/{ALCHEMY_KEY}",
+                              "https://mainnet.base.org")
+    assert (chain.rpc_source, chain.rpc_where) == ("macOS Keychain", "dev.api.alchemy")
+    monkeypatch.setenv("KINT_RPC_URL", "https://rpc.example/")
+    assert load_chain_config(home).rpc_urls[0] == "https://rpc.example/"  # a setting beats it
+    monkeypatch.delenv("KINT_RPC_URL")
+    monkeypatch.setenv("KINT_NO_KEYCHAIN", "1")
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+    monkeypatch.delenv("KINT_NO_KEYCHAIN")
+    monkeypatch.setattr(local_secret.sys, "platform", "linux")  # no Keychain: never asked
+    keychain_rpc.forget()
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+    # An item that holds no API key is said, not used (and not printed).
+    monkeypatch.setattr(local_secret.sys, "platform", "darwin")
+    item.write_text("not a key / at all\n")
+    keychain_rpc.forget()
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"

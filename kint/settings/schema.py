@@ -123,8 +123,10 @@ SETTINGS: tuple[Setting, ...] = (
        in_file=False),
 
     _s("KINT_RPC_URL", "url", BASE_PUBLIC_RPC, "space", CLI_DAEMON, CHAIN,
-       "the primary endpoint", f"`{BASE_PUBLIC_RPC}` (a devchain running under `KINT_HOME` "
-       "is used when nothing sets it)"),
+       "the primary endpoint", "on macOS the Alchemy key in the Keychain item "
+       "`dev.api.alchemy` (account `api-key`, read with `security`; not with "
+       f"`KINT_NO_KEYCHAIN=1`), else `{BASE_PUBLIC_RPC}`; a devchain running under "
+       "`KINT_HOME` is used when nothing sets it"),
     _s("KINT_RPC_URL_2", "url", None, "space", CLI_DAEMON, CHAIN,
        "the independent second opinion a cold-start pull asks",
        "`https://base-rpc.publicnode.com` when the primary is `mainnet.base.org`, else "
