@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -580,3 +581,25 @@ def test_on_macos_the_keychains_alchemy_key_names_the_primary_endpoint(macos_key
     item.write_text("not a key / at all\n")
     keychain_rpc.forget()
     assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+
+
+def test_the_size_trigger_pushes_only_past_its_bytes_as_in_v030(tmp_path, monkeypatch):
+    """v0.3.0 (10-configuration.md, "The watcher"): more than KINT_SIZE_TRIGGER_BYTES of
+    estimated change, at 400 bytes a row, pushes without waiting for quiet (82 rows at the
+    default 32768). A change of exactly the trigger waits. The store file and the watcher
+    are real; the unanchored counts are handed to it, the rule under test being the
+    comparison (the count itself is the worker's diff, tests/test_watcher_progress.py)."""
+    from kint.tenant_worker.watcher import Watcher
+
+    db = write_store(tmp_path / "memory.db")
+    monkeypatch.setenv("KINT_SIZE_TRIGGER_BYTES", "4000")
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+    rows, pushed = [10], []
+    watcher = Watcher(str(db), lambda: (rows[0], 0), pushed.append)
+    now = time.monotonic()
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))  # a store change
+    watcher.tick(now)
+    assert watcher.dirty and pushed == []  # 10 rows: 4000 bytes, not more than 4000
+    rows[0] = 11
+    watcher.tick(now + 61)  # the next count, a minute on (the quiet period is 300 s)
+    assert pushed == ["watcher"]

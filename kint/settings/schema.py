@@ -209,7 +209,8 @@ SETTINGS: tuple[Setting, ...] = (
        "how often the watcher looks at the store", minimum=1.0,
        applied_on=frozenset({"attach"})),
     _s("KINT_SIZE_TRIGGER_BYTES", "float", 32768.0, "space", DAEMON | SERVER, AGENTS,
-       "estimated unanchored size (400 B a row) that pushes without waiting for quiet",
+       "the estimated unanchored size (400 B a row) more than which pushes without waiting "
+       "for quiet (82 rows at the default)",
        "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
 )
 
