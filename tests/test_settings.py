@@ -603,3 +603,45 @@ def test_the_size_trigger_pushes_only_past_its_bytes_as_in_v030(tmp_path, monkey
     rows[0] = 11
     watcher.tick(now + 61)  # the next count, a minute on (the quiet period is 300 s)
     assert pushed == ["watcher"]
+
+
+# Every variable v0.3.0's 10-configuration.md documents, with its documented default (None:
+# unset or derived) and bound: the specification of the settings users meet.
+V030 = {
+    "KINT_HOME": ("~/.kint", None), "KINT_TENANT": (None, None),
+    "SIBYL_MEMORY_DB": ("~/.sibyl-memory/memory.db", None),
+    "KINT_RPC_URL": ("https://mainnet.base.org", None), "KINT_RPC_URL_2": (None, None),
+    "KINT_ALLOW_SINGLE_RPC": (False, None),
+    "KINT_CONTRACT": ("0xa22E03f7a4145Bf4909a83595C90a38E14d79600", None),
+    "KINT_RPC_TIMEOUT": (10, None), "KINT_NO_KEYCHAIN": (False, None),
+    "KINT_SESSION_PASSPHRASE": (None, None), "KINT_KEY_TTL": ("24h", None),
+    "KINT_OFFLINE": (False, None), "KINT_OWNER_KEY": (None, None),
+    "KINT_QUIET_SECONDS": (300, None), "KINT_POLL_SECONDS": (15, 1),
+    "KINT_SIZE_TRIGGER_BYTES": (32768, None), "KINT_NO_WATCHER": (False, None),
+    "KINT_BOOTSTRAP_SECONDS": (20, None),
+    "SIBYL_CREDENTIALS": ("~/.sibyl-memory/credentials.json", None),
+    "HERMES_HOME": ("~/.hermes", None),
+}
+
+
+def test_every_v030_variable_is_a_setting_with_its_default_and_each_departure_is_documented():
+    """Each variable v0.3.0 documents is a setting here with v0.3.0's default and bound (a
+    floor v0.3.0 does not have only where the departures say so); each setting is either
+    one of v0.3.0's or marked as kint's own; docs/settings.md lists every departure."""
+    from kint.settings.schema import EXTENSIONS, V030_DEPARTURES
+
+    for name, (default, floor) in V030.items():
+        setting = BY_NAME[name]
+        assert setting.default == default, name
+        if floor is not None:
+            assert setting.minimum == floor, name
+        else:  # a floor v0.3.0 does not have is a departure, and said as one
+            assert not setting.minimum or name in V030_DEPARTURES, name
+    assert set(BY_NAME) == set(V030) | EXTENSIONS and not set(V030) & EXTENSIONS
+    assert set(V030_DEPARTURES) <= set(V030)
+    text = (ROOT / "docs" / "settings.md").read_text()
+    section = text[text.index("### Where a setting departs from kint v0.3.0"):]
+    for name, note in V030_DEPARTURES.items():
+        line = next(ln for ln in section.splitlines() if f"`{name}`" in ln)
+        assert line.endswith(f": {note}."), name
+    assert all(f"`{name}`" in section for name in EXTENSIONS)

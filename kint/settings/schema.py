@@ -214,6 +214,54 @@ SETTINGS: tuple[Setting, ...] = (
        "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
 )
 
+# How a setting differs from the same variable in kint v0.3.0 (its 10-configuration.md is
+# the specification of the settings users meet); a setting not named here behaves as there.
+_SPACE_NOT_CALL = (
+    "v0.3.0 reads each in every process; here a space's endpoints and contract are the "
+    "supervisor's (config.toml, its environment, `connect --rpc-urls`): a command's or "
+    "kint-server's different value is reported in one line and not used, and so is a value "
+    "that does not parse (v0.3.0 stops on it)")
+_NEWEST_SESSION = ("one watcher, in the space's worker, serves every session: the newest "
+                   "kint-server session's value applies while it runs")
+V030_DEPARTURES: dict[str, str] = {
+    "KINT_HOME": "v0.3.0 takes an empty value as a path (the current folder) and a relative "
+                 "one as given; here an empty or blank one counts as unset and a relative one "
+                 "is refused, since each process, started from its own folder, would find "
+                 "another home",
+    "KINT_TENANT": "a value of spaces only counts as unset too (v0.3.0 takes it as a tenant)",
+    "SIBYL_MEMORY_DB": "v0.3.0 and Sibyl's server take an empty value as a path (the current "
+                       "folder); here an empty or blank one counts as unset",
+    "KINT_RPC_URL": _SPACE_NOT_CALL,
+    "KINT_RPC_URL_2": _SPACE_NOT_CALL,
+    "KINT_CONTRACT": _SPACE_NOT_CALL,
+    "KINT_RPC_TIMEOUT": "a call that times out or cannot connect is not tried again (v0.3.0 "
+                        "tries it up to twice more): web3's retries are off, so a hung "
+                        "endpoint costs one timeout; below 0.1 is raised to 0.1",
+    "KINT_OFFLINE": "`kint status` reads no chain head either (v0.3.0's reads it when "
+                    "connected), and `kint join`, which must read the chain, refuses",
+    "KINT_SESSION_PASSPHRASE": "the supervisor's value unseals the keys, so a command whose "
+                               "value differs is told so (v0.3.0 reads each process's own)",
+    "KINT_NO_KEYCHAIN": "the supervisor's value applies to what its workers do; a command's "
+                        "is used for what the command does itself and otherwise reported "
+                        "(v0.3.0 reads each process's own)",
+    "KINT_KEY_TTL": "`session` keeps the key in the space's worker, which the commands and "
+                    "kint-server share (v0.3.0 kept it in the one process that connected, so "
+                    "a terminal's `session` left nothing for kint-server)",
+    "KINT_NO_WATCHER": "one watcher serves every session of a space: `1` is this session "
+                       "asking for none, and another session's watcher still runs",
+    "KINT_QUIET_SECONDS": _NEWEST_SESSION,
+    "KINT_POLL_SECONDS": _NEWEST_SESSION,
+    "KINT_SIZE_TRIGGER_BYTES": _NEWEST_SESSION,
+    "KINT_BOOTSTRAP_SECONDS": "the start-up pull is waited for at least 0.5 s, whatever the "
+                              "budget",
+}
+# kint's own settings: v0.3.0 has none of these.
+EXTENSIONS = frozenset({
+    "KINT_SPACE", "KINT_VERIFY_HEAD_SECONDS", "KINT_NONCE_RETRY_SECONDS", "KINT_ANVIL",
+    "KINT_AUTHORIZE_PAGE_TIMEOUT", "KINT_AUTHORIZE_POLL_SECONDS", "KINT_AUTHORIZE_POLL_COUNT",
+    "KINT_WORKER_HEARTBEAT_TIMEOUT", "KINT_WORKER_IDLE_SECONDS", "KINT_WORKER_RECYCLE_MIB",
+    "KINT_QUARANTINE_BACKOFF_SECONDS", "KINT_LOG_MAX_BYTES"})
+
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
 SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
