@@ -32,6 +32,11 @@ def _log_to_file(home: Any) -> None:
     logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
+# The least a start-up pull is waited for: long enough for the request to reach the
+# worker, which then runs it to the end whether or not anyone still waits.
+MIN_PULL_WAIT_S = 0.5
+
+
 def bootstrap_seconds() -> float:
     from kint import settings
 
@@ -39,14 +44,13 @@ def bootstrap_seconds() -> float:
 
 
 def _bootstrap(session: Any, deadline: float) -> None:
-    """The start-up pull, within what is left of the start-up budget (the attach came
-    first out of the same budget), so a bare handshake is never held past it."""
+    """The start-up pull, waited for within what is left of the start-up budget (the attach
+    came first out of the same budget), so a bare handshake is never held past it. The
+    pull goes out whatever is left, even of `KINT_BOOTSTRAP_SECONDS=0`: it runs in the
+    worker and finishes there, as v0.3.0's finishes behind its server."""
     from kint.client import KintError
 
-    seconds = deadline - time.monotonic()
-    if seconds < 0.5:
-        log.info("bootstrap: no time left in KINT_BOOTSTRAP_SECONDS for a pull; serving now")
-        return
+    seconds = max(deadline - time.monotonic(), MIN_PULL_WAIT_S)
     try:
         result = session.call("pull", {}, timeout_s=seconds)
         log.info("bootstrap: %s", result.get("message"))

@@ -229,7 +229,8 @@ def history_lines(result: dict[str, Any]) -> list[str]:
 
 def pull_lines(result: dict[str, Any]) -> list[str]:
     """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
-    transcript): the stores moved aside, a cold start's two agreeing RPCs, one line per
+    transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
+    KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per
     epoch applied, then the epochs it did not apply. `kint pull` and `kint join`'s restore
     print these same lines."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
@@ -237,6 +238,11 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
         agreed = result["chain_head"]
         lines.append(f"pull: cold start, both RPCs agree: head seq {agreed['seq']}, digest "
                      f"{agreed['digest'][:16]}, block {agreed['block']}")
+    if result.get("single_rpc"):
+        head = result["chain_head"]
+        lines.append(f"pull: cold start on one RPC (KINT_ALLOW_SINGLE_RPC=1): "
+                     f"{result['single_rpc']}, so head seq {head['seq']} at block "
+                     f"{head['block']} has no second opinion")
     for epoch in result.get("applied_epochs", []):
         lines.append(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
                      f"{epoch['deletions']} deletions) from block {epoch['block']}")

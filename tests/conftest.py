@@ -212,7 +212,10 @@ def make_sandbox(root: Path, **env: str) -> Sandbox:
             if k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "SYSTEMROOT")}
     sb.env = {**base, "HOME": str(sb.home), "KINT_HOME": str(sb.kint_home),
               "HERMES_HOME": str(sb.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0",
-              "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", **env}
+              "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
+              # Nor the real macOS Keychain, which v0.3.0's Alchemy endpoint is read from
+              # with `security` (kint.chain.keychain_rpc), past the keyring package.
+              **({"KINT_NO_KEYCHAIN": "1"} if sys.platform == "darwin" else {}), **env}
     return sb
 
 

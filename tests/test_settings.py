@@ -8,7 +8,10 @@ listing each setting once. The devchain half is tests/test_settings_chain.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -309,18 +312,16 @@ def daemon(sb, **sent: str) -> dict:
 
 # name: (a caller's value, what the supervisor runs with, how to change it)
 CLASSES = {
-    # space scope: a chain endpoint, the contract, the cold-start rule
+    # space scope: a chain endpoint, the contract
     "KINT_RPC_URL": ("http://127.0.0.1:9/secret-key", "https://mainnet.base.org (the default)",
                      'set rpc_url under [spaces."{label}"] in {file}'),
     "KINT_CONTRACT": ("0x" + "ab" * 20,
                       "0xa22E03f7a4145Bf4909a83595C90a38E14d79600 (the default)",
                       'set contract under [spaces."{label}"] in {file}'),
-    "KINT_ALLOW_SINGLE_RPC": ("1", "unset (the default)",
-                              'set allow_single_rpc under [spaces."{label}"] in {file}'),
     # space scope, taken from kint-server when it attaches: the watcher's timings
     "KINT_QUIET_SECONDS": ("5", "300 (the default)", "kint-server sends it when it attaches"),
     # machine scope: from the default (the file would do), from the supervisor's environment
-    "KINT_NO_KEYCHAIN": ("1", "unset (the default)", "set no_keychain in {file}"),
+    "KINT_LOG_MAX_BYTES": ("4096", "262144 (the default)", "set log_max_bytes in {file}"),
     "KINT_WORKER_IDLE_SECONDS": ("5", "600 (from the supervisor's environment)",
                                  "the supervisor was started with it"),
 }
@@ -351,15 +352,47 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
                            "supervisor runs without it")
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS has the Keychain it switches off")
+def test_a_setting_that_does_nothing_on_this_platform_is_said_not_dropped(box):
+    """v0.3.0's KINT_NO_KEYCHAIN switches off the macOS Keychain; where there is none it
+    does nothing, and a command that sets it is told so (not told to move it to the
+    config file, where it would do nothing either); `config show` marks it too."""
+    no_effect = ("kint: KINT_NO_KEYCHAIN=1 in this environment has no effect on "
+                 f"{sys.platform}: there is no macOS Keychain here; the local secret is "
+                 "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret")
+    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [no_effect], out.stderr
+    # Set for the machine (here in the config file): `config show` marks it.
+    config_file(box, "no_keychain = true\n")
+    try:
+        found, stderr = show(box)
+        text = box.kint("config", "show").stdout
+    finally:
+        (box.kint_home / "config.toml").unlink()
+    assert stderr == ""
+    assert found["KINT_NO_KEYCHAIN"]["no_effect_here"] == (
+        f"no effect on {sys.platform}: there is no macOS Keychain here; the local secret is "
+        "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret")
+    assert found["KINT_OFFLINE"]["no_effect_here"] is None
+    assert re.search(rf"^KINT_NO_KEYCHAIN +1 +file \(.*config.toml\); no effect on "
+                     rf"{sys.platform}: there is no macOS Keychain here", text, re.M), text
+    # Off (`0`) asks for nothing, so there is nothing to say.
+    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "0"})
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
 def test_a_call_setting_is_applied_and_a_bad_one_said(box):
     result = daemon(box, KINT_RPC_TIMEOUT="0.5", KINT_KEY_TTL="1h", KINT_OFFLINE="1",
-                    KINT_VERIFY_HEAD_SECONDS="0.01", KINT_NONCE_RETRY_SECONDS="3")
+                    KINT_VERIFY_HEAD_SECONDS="0.01", KINT_NONCE_RETRY_SECONDS="3",
+                    KINT_ALLOW_SINGLE_RPC="1")
     assert "notices" not in result
     assert {n: result["values"][n] for n in ("KINT_RPC_TIMEOUT", "KINT_KEY_TTL", "KINT_OFFLINE",
                                              "KINT_VERIFY_HEAD_SECONDS",
-                                             "KINT_NONCE_RETRY_SECONDS")} == {
+                                             "KINT_NONCE_RETRY_SECONDS",
+                                             "KINT_ALLOW_SINGLE_RPC")} == {
         "KINT_RPC_TIMEOUT": (0.5, "this call"), "KINT_KEY_TTL": ("1h", "this call"),
-        "KINT_OFFLINE": (True, "this call"),
+        "KINT_OFFLINE": (True, "this call"), "KINT_ALLOW_SINGLE_RPC": (True, "this call"),
         "KINT_VERIFY_HEAD_SECONDS": (0.1, "this call"),  # raised to its minimum
         "KINT_NONCE_RETRY_SECONDS": (3.0, "this call")}
     # The next call without them runs with the supervisor's again.
@@ -479,3 +512,136 @@ def test_config_check_names_a_key_or_the_file(tmp_path):
         path.chmod(0o600)
         out = box.kint("config", "check")
         assert out.returncode == 2 and out.stderr.splitlines()[1].startswith(hint), out.stderr
+
+
+# -- v0.3.0's macOS Keychain endpoint --------------------------------------------------------
+
+
+ALCHEMY_KEY = "aLcH3my-key_0123456789"
+
+
+@pytest.fixture
+def macos_keychain(tmp_path, monkeypatch):
+    """The macOS Keychain cannot be had on Linux, so two stand-ins (a mock, said here): a
+    `security` on PATH that answers for the item `dev.api.alchemy` as macOS's tool would
+    (`-w` prints the password; a missing item exits 44), and `sys.platform` set to darwin,
+    as tests/test_custody_v030.py does for the session secret."""
+    from kint.chain import keychain_rpc
+    from kint.custody import local_secret
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    item = tmp_path / "alchemy-item"
+    tool = bin_dir / "security"
+    tool.write_text("#!/bin/sh\n"
+                    f'[ "$*" = "find-generic-password -s dev.api.alchemy -a api-key -w" ] '
+                    f"|| exit 2\n[ -f {item} ] || exit 44\ncat {item}\n")
+    tool.chmod(0o755)
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("KINT_HOME", str(home))
+    for name in ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_NO_KEYCHAIN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(local_secret.sys, "platform", "darwin")
+    keychain_rpc.forget()
+    yield home, item
+    keychain_rpc.forget()
+
+
+def test_on_macos_the_keychains_alchemy_key_names_the_primary_endpoint(macos_keychain,
+                                                                      monkeypatch):
+    """v0.3.0 (10-configuration.md): with KINT_RPC_URL unset, the primary endpoint is the
+    Alchemy key in the Keychain item `dev.api.alchemy`, else mainnet.base.org; the second
+    opinion is then mainnet.base.org; KINT_NO_KEYCHAIN=1 skips the item."""
+    from kint.chain import keychain_rpc
+    from kint.chain.config import load_chain_config
+    from kint.custody import local_secret
+
+    home, item = macos_keychain
+    assert load_chain_config(home).rpc_urls == ("https://mainnet.base.org",
+                                                "https://base-rpc.publicnode.com")
+    item.write_text(ALCHEMY_KEY + "\n")
+    keychain_rpc.forget()
+    chain = load_chain_config(home)
+    assert chain.rpc_urls == (f"https://base-mainnet.g.alchemy.com/v2/{ALCHEMY_KEY}",
+                              "https://mainnet.base.org")
+    assert (chain.rpc_source, chain.rpc_where) == ("macOS Keychain", "dev.api.alchemy")
+    monkeypatch.setenv("KINT_RPC_URL", "https://rpc.example/")
+    assert load_chain_config(home).rpc_urls[0] == "https://rpc.example/"  # a setting beats it
+    monkeypatch.delenv("KINT_RPC_URL")
+    monkeypatch.setenv("KINT_NO_KEYCHAIN", "1")
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+    monkeypatch.delenv("KINT_NO_KEYCHAIN")
+    monkeypatch.setattr(local_secret.sys, "platform", "linux")  # no Keychain: never asked
+    keychain_rpc.forget()
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+    # An item that holds no API key is said, not used (and not printed).
+    monkeypatch.setattr(local_secret.sys, "platform", "darwin")
+    item.write_text("not a key / at all\n")
+    keychain_rpc.forget()
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+
+
+def test_the_size_trigger_pushes_only_past_its_bytes_as_in_v030(tmp_path, monkeypatch):
+    """v0.3.0 (10-configuration.md, "The watcher"): more than KINT_SIZE_TRIGGER_BYTES of
+    estimated change, at 400 bytes a row, pushes without waiting for quiet (82 rows at the
+    default 32768). A change of exactly the trigger waits. The store file and the watcher
+    are real; the unanchored counts are handed to it, the rule under test being the
+    comparison (the count itself is the worker's diff, tests/test_watcher_progress.py)."""
+    from kint.tenant_worker.watcher import Watcher
+
+    db = write_store(tmp_path / "memory.db")
+    monkeypatch.setenv("KINT_SIZE_TRIGGER_BYTES", "4000")
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+    rows, pushed = [10], []
+    watcher = Watcher(str(db), lambda: (rows[0], 0), pushed.append)
+    now = time.monotonic()
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))  # a store change
+    watcher.tick(now)
+    assert watcher.dirty and pushed == []  # 10 rows: 4000 bytes, not more than 4000
+    rows[0] = 11
+    watcher.tick(now + 61)  # the next count, a minute on (the quiet period is 300 s)
+    assert pushed == ["watcher"]
+
+
+# Every variable v0.3.0's 10-configuration.md documents, with its documented default (None:
+# unset or derived) and bound: the specification of the settings users meet.
+V030 = {
+    "KINT_HOME": ("~/.kint", None), "KINT_TENANT": (None, None),
+    "SIBYL_MEMORY_DB": ("~/.sibyl-memory/memory.db", None),
+    "KINT_RPC_URL": ("https://mainnet.base.org", None), "KINT_RPC_URL_2": (None, None),
+    "KINT_ALLOW_SINGLE_RPC": (False, None),
+    "KINT_CONTRACT": ("0xa22E03f7a4145Bf4909a83595C90a38E14d79600", None),
+    "KINT_RPC_TIMEOUT": (10, None), "KINT_NO_KEYCHAIN": (False, None),
+    "KINT_SESSION_PASSPHRASE": (None, None), "KINT_KEY_TTL": ("24h", None),
+    "KINT_OFFLINE": (False, None), "KINT_OWNER_KEY": (None, None),
+    "KINT_QUIET_SECONDS": (300, None), "KINT_POLL_SECONDS": (15, 1),
+    "KINT_SIZE_TRIGGER_BYTES": (32768, None), "KINT_NO_WATCHER": (False, None),
+    "KINT_BOOTSTRAP_SECONDS": (20, None),
+    "SIBYL_CREDENTIALS": ("~/.sibyl-memory/credentials.json", None),
+    "HERMES_HOME": ("~/.hermes", None),
+}
+
+
+def test_every_v030_variable_is_a_setting_with_its_default_and_each_departure_is_documented():
+    """Each variable v0.3.0 documents is a setting here with v0.3.0's default and bound (a
+    floor v0.3.0 does not have only where the departures say so); each setting is either
+    one of v0.3.0's or marked as kint's own; docs/settings.md lists every departure."""
+    from kint.settings.schema import EXTENSIONS, V030_DEPARTURES
+
+    for name, (default, floor) in V030.items():
+        setting = BY_NAME[name]
+        assert setting.default == default, name
+        if floor is not None:
+            assert setting.minimum == floor, name
+        else:  # a floor v0.3.0 does not have is a departure, and said as one
+            assert not setting.minimum or name in V030_DEPARTURES, name
+    assert set(BY_NAME) == set(V030) | EXTENSIONS and not set(V030) & EXTENSIONS
+    assert set(V030_DEPARTURES) <= set(V030)
+    text = (ROOT / "docs" / "settings.md").read_text()
+    section = text[text.index("### Where a setting departs from kint v0.3.0"):]
+    for name, note in V030_DEPARTURES.items():
+        line = next(ln for ln in section.splitlines() if f"`{name}`" in ln)
+        assert line.endswith(f": {note}."), name
+    assert all(f"`{name}`" in section for name in EXTENSIONS)

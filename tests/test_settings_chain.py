@@ -8,12 +8,15 @@ though another process started the supervisor."""
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
-from chain_machines import RULE_1, new_machine, ok
+from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
 from conftest import sibyl_client
 from mcp_session import AgentProcess
+from rpc_proxy import RpcProxy
 
 OFFLINE_LINE = ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
                 "mirror only")
@@ -25,7 +28,8 @@ def machine(tmp_path_factory, chain_home):
     """A machine connected on the devchain with one anchored row. Its supervisor was
     started by the test launcher with none of the settings the tests give their commands."""
     sb = new_machine(tmp_path_factory.mktemp("settings-chain"), chain_home)
-    ok(sb.kint("connect", "--dev"))
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner, sb.space16 = connected["owner"], connected["space"]
     sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE_1})
     ok(sb.kint("push"))
     sb.devchain_url = json.loads((chain_home / "devchain" / "devchain.json").read_text())[
@@ -128,5 +132,95 @@ def test_the_watchers_timings_set_for_kint_server_take_effect(machine):
         log = (machine.kint_home / "supervisor.log").read_text()
         assert ("watcher: quiet 1s (kint-server session), poll 1s (kint-server session), "
                 "size trigger 32768 bytes (default)") in log
+    finally:
+        agent.close()
+
+
+def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_path, chain_home):
+    """v0.3.0 reads KINT_ALLOW_SINGLE_RPC in the process that pulls (10-configuration.md):
+    `KINT_ALLOW_SINGLE_RPC=1 kint pull` is how a user lets one cold start go ahead on one
+    endpoint. Here the pull runs in the space's worker, so the command's value travels with
+    the call: a cold start whose second endpoint is the primary again refuses, and goes
+    ahead (saying so) for the command that sets it, and no line says it was not used."""
+    fresh = new_machine(tmp_path / "cold", chain_home)
+    anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
+    try:
+        connect_with_code(fresh, machine.owner, recovery_code(machine, machine.space16))
+        with RpcProxy(machine.devchain_url) as proxy:
+            # Off the devchain's own endpoint the space is configured as on Base, where a
+            # cold start asks a second endpoint: here the same one, a trailing slash apart.
+            path = fresh.kint_home / "config.toml"
+            path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
+                            f'contract = "{anchor}"\n')
+            refused = fresh.kint("pull")
+            assert refused.returncode == 6, refused.stdout + refused.stderr
+            assert ("cold start needs a second, independent RPC and KINT_RPC_URL_2 resolves "
+                    "to the same endpoint as the primary") in refused.stderr
+            pulled = fresh.kint("pull", env={"KINT_ALLOW_SINGLE_RPC": "1"})
+            assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+            assert "in this environment is not used" not in pulled.stderr, pulled.stderr
+            # v0.3.0 says so in the output when one endpoint stood alone.
+            assert re.search(r"^pull: cold start on one RPC \(KINT_ALLOW_SINGLE_RPC=1\): the "
+                             r"second endpoint is the primary again, so head seq \d+ at block "
+                             r"\d+ has no second opinion$", pulled.stdout, re.M), pulled.stdout
+            rows = sibyl_client(fresh.sibyl_db, fresh.tenant).get_entity("rules",
+                                                                        "release-gate")
+            assert rows is not None and RULE_1 in json.dumps(rows)
+    finally:
+        fresh.shutdown()
+
+
+def test_a_bootstrap_budget_of_zero_serves_at_once_and_still_pulls(machine):
+    """v0.3.0's kint-server waits up to KINT_BOOTSTRAP_SECONDS for its start-up pull, then
+    serves while the pull finishes behind it: `0` is a budget it accepts, and the pull
+    still goes out (it was raised to 0.5 s, which the attach used up, so no pull ran)."""
+    log = machine.kint_home / "kint.log"
+    start = log.stat().st_size if log.exists() else 0
+
+    def bootstrap_lines() -> list[str]:
+        with log.open("rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+        return [line for line in text.splitlines() if " bootstrap: " in line]
+
+    agent = AgentProcess({**machine.env, "KINT_BOOTSTRAP_SECONDS": "0"}).start()
+    try:
+        [line] = machine.wait_for(bootstrap_lines, timeout=60, interval=0.2,
+                                  what="kint-server's bootstrap line")
+        assert "no time left" not in line, line
+        assert (" bootstrap: still running; serving now, the pull finishes in the background"
+                in line or " bootstrap: already at the chain head (epoch " in line), line
+        with log.open("rb") as f:
+            f.seek(start)
+            assert b"KINT_BOOTSTRAP_SECONDS" not in f.read()  # 0 taken as given, not raised
+    finally:
+        agent.close()
+
+
+def test_the_watchers_pushes_renew_the_key_with_kint_servers_key_ttl(machine):
+    """v0.3.0's kint-server renews the cached data key after each pull and push with the
+    KINT_KEY_TTL of its own environment (the harness's registration: `30d` on a machine
+    that stays up). Here the watcher's pushes run in the worker: they renew with the
+    newest session's KINT_KEY_TTL, not the space's 24 h default, which would shorten the
+    30 days the connect gave."""
+    from kint.custody.vault_cache import CachedKey, read_cached_key
+    from kint.spaces import space_id
+
+    space = space_id(machine.label(machine.sibyl_db))
+    before = status(machine)["head"]["seq"]
+    agent = AgentProcess({**machine.env, "KINT_KEY_TTL": "30d", "KINT_QUIET_SECONDS": "1",
+                          "KINT_POLL_SECONDS": "1"}).start()
+    try:
+        started = time.time()
+        assert agent.call("memory_remember", category="notes", name="kept-for-a-month",
+                          body={"text": "pushed by the watcher"})["ok"] is True
+        machine.wait_for(lambda: (s := status(machine))["unanchored"] == 0
+                         and s["head"]["seq"] > before, timeout=60, interval=0.5,
+                         what="the watcher's push")
+        cached = read_cached_key(machine.kint_home, space)
+        assert isinstance(cached, CachedKey), cached
+        assert cached.expires_at is not None
+        assert cached.expires_at >= started + 30 * 86400 - 60, (
+            f"renewed for {(cached.expires_at - started) / 3600:.1f} h, not 30 days")
     finally:
         agent.close()

@@ -3,9 +3,10 @@
 
 Base mainnet is the default: chain 8453, the deployed EpochAnchor
 `0xa22E03f7a4145Bf4909a83595C90a38E14d79600` (`KINT_CONTRACT`), the primary endpoint
-`KINT_RPC_URL` (else `https://mainnet.base.org`) and an independent second opinion for a
-cold start, `KINT_RPC_URL_2` (else `https://base-rpc.publicnode.com` when the primary is
-`https://mainnet.base.org`, else `https://mainnet.base.org`). Every value is read through
+`KINT_RPC_URL` (else, on macOS, the Alchemy key in the Keychain item `dev.api.alchemy`,
+kint.chain.keychain_rpc; else `https://mainnet.base.org`) and an independent second
+opinion for a cold start, `KINT_RPC_URL_2` (else `https://base-rpc.publicnode.com` when the
+primary is `https://mainnet.base.org`, else `https://mainnet.base.org`). Every value is read through
 kint.settings, so it may come from config.toml, the environment or (for a space) the
 file's `[spaces."<label>"]` table, and each carries its source.
 
@@ -28,6 +29,9 @@ import orjson
 from eth_utils import is_address, to_checksum_address
 
 from kint import settings
+from kint.chain.keychain_rpc import SERVICE as KEYCHAIN_ITEM
+from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
+from kint.chain.keychain_rpc import keychain_rpc_url
 from kint.settings.schema import BASE_PUBLIC_RPC, DEFAULT_CONTRACT
 
 BASE_CHAIN_ID = 8453
@@ -62,13 +66,6 @@ class ChainConfig:
     rpc_where: str | None = None
     contract_source: str = "default"
     contract_where: str | None = None
-
-    @property
-    def single_rpc_ok(self) -> bool:
-        """A cold-start pull needs two independent endpoints that agree, unless
-        KINT_ALLOW_SINGLE_RPC=1; the devchain is one local process, so a second endpoint
-        could only repeat it."""
-        return self.devchain or self.allow_single_rpc
 
     @property
     def second_is_same_endpoint(self) -> bool:
@@ -175,7 +172,12 @@ def load_chain_config(home: Path, space_rpc_urls: list[str] | None = None) -> Ch
     elif on_devchain:
         urls, source = (machine.value,), _source(machine)
     else:
-        urls, source = (machine.value, second_rpc(machine.value)), _source(machine)
+        first, source = machine.value, _source(machine)
+        if machine.source == settings.DEFAULT:  # v0.3.0: else the Keychain's Alchemy key
+            keyed = keychain_rpc_url()
+            if keyed is not None:
+                first, source = keyed, (KEYCHAIN_SOURCE, KEYCHAIN_ITEM)
+        urls = (first, second_rpc(first))
     if primary.table is not None:
         urls = (primary.value,) if on_devchain else (primary.value, second_rpc(primary.value))
         source = _source(primary)

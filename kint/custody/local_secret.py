@@ -66,7 +66,9 @@ def _new_secret_text() -> str:
     return secrets.token_urlsafe(32)
 
 
-def _keychain_enabled() -> bool:
+def keychain_enabled() -> bool:
+    """Whether kint may use the macOS Keychain here (macOS, and KINT_NO_KEYCHAIN not 1): for
+    this secret, and for v0.3.0's Alchemy key (kint.chain.keychain_rpc)."""
     from kint import settings
 
     return sys.platform == "darwin" and not settings.value(NO_KEYCHAIN_ENV)
@@ -146,7 +148,7 @@ def local_secret(home: Path | None = None, *, create: bool = True) -> LocalSecre
     if passphrase:
         return LocalSecret(passphrase, "KINT_SESSION_PASSPHRASE")
     home = home_or_default(home)
-    if _keychain_enabled():
+    if keychain_enabled():
         value = _from_keychain(home, create)
         if value is not None:
             return LocalSecret(value, "keychain")

@@ -3,7 +3,7 @@ once and say the same as the code (tests/test_settings.py compares them)."""
 
 from __future__ import annotations
 
-from kint.settings.schema import GROUPS, SETTINGS, Setting
+from kint.settings.schema import EXTENSIONS, GROUPS, SETTINGS, V030_DEPARTURES, Setting
 
 BEGIN = "<!-- settings: generated from kint/settings/schema.py (python -m kint.settings.docs) -->"
 END = "<!-- settings: end -->"
@@ -72,8 +72,29 @@ def tables() -> str:
                            f"{_read_by(s)} | {s.doc} |")
     out += ["", "† A command reads it for what it does itself (`kint authorize`, `kint "
             "session-key`, `kint join`'s chain reads); the supervisor does not take a "
-            "command's value for a space: it reports a different one in one line.", "", END]
+            "command's value for a space: it reports a different one in one line.", ""]
+    out += departures()
+    out += ["", END]
     return "\n".join(out)
+
+
+def departures() -> list[str]:
+    """Where a setting differs from the same variable in kint v0.3.0, and which settings
+    are kint's own."""
+    out = ["### Where a setting departs from kint v0.3.0", "",
+           "kint v0.3.0's configuration page is the specification of the variables it "
+           "documents: their names, defaults and bounds are the same here. Where one behaves "
+           "otherwise:", ""]
+    by_note: dict[str, list[str]] = {}  # one line for the settings that share a departure
+    for s in SETTINGS:
+        if s.name in V030_DEPARTURES:
+            by_note.setdefault(V030_DEPARTURES[s.name], []).append(f"`{s.name}`")
+    out += [f"- {', '.join(names)}: {note}." for note, names in by_note.items()]
+    own = ", ".join(f"`{s.name}`" for s in SETTINGS if s.name in EXTENSIONS)
+    out += ["", f"kint's own settings, which v0.3.0 does not have: {own}. `PYTHONPATH`, the "
+            "one variable v0.3.0 reads that is no setting, is flagged by `kint doctor` here "
+            "too (a warning while it is set)."]
+    return out
 
 
 def replace_block(text: str) -> str:

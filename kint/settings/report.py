@@ -34,7 +34,8 @@ def entry(v: Value) -> dict[str, Any]:
     return {"name": s.name, "value": json_value(s, v.value), "source": v.source,
             "where": (f'{v.where} [spaces."{v.table}"]' if v.table else v.where),
             "scope": s.scope, "read_by": sorted(s.read_by), "secret": s.secret,
-            "file_key": s.key if s.in_file else None}
+            "file_key": s.key if s.in_file else None,
+            "no_effect_here": s.no_effect_here(v.value)}
 
 
 def ordered(found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -56,6 +57,8 @@ def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
                      (str(int(value)) if isinstance(value, float) and value.is_integer()
                       else str(value))))
             source = e["source"] + (f" ({e['where']})" if e.get("where") else "")
+            if e.get("no_effect_here"):
+                source += f"; {e['no_effect_here']}"
             rows.append((s.name, text, source))
     width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]
     return [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in rows]

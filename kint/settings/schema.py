@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -58,6 +59,10 @@ class Setting:
     # The ops on which a caller's value of a non-call setting is applied anyway (the
     # watcher's timings, from kint-server's attach).
     applied_on: frozenset[str] = frozenset()
+    # The platforms (`sys.platform`) on which it does anything (empty: every one), and why
+    # it does nothing elsewhere: a value given there is said, never silently dropped.
+    platforms: frozenset[str] = frozenset()
+    elsewhere: str = ""
 
     @property
     def key(self) -> str:
@@ -69,6 +74,13 @@ class Setting:
         """Whether a client sends its value (or, for a secret, that it is set) with a
         request: the daemon reads it, and it does not say which daemon to talk to."""
         return "daemon" in self.read_by and self.name != "KINT_HOME"
+
+    def no_effect_here(self, value: Any) -> str | None:
+        """Why `value` (set, on) does nothing on this platform, or None when it does
+        something (or asks for nothing: off, zero, unset)."""
+        if not self.platforms or sys.platform in self.platforms or not value:
+            return None
+        return f"no effect on {sys.platform}: {self.elsewhere}"
 
     def applies(self, op: str) -> bool:
         """Whether a caller's value is used for `op` (else it is compared and reported)."""
@@ -111,15 +123,19 @@ SETTINGS: tuple[Setting, ...] = (
        in_file=False),
 
     _s("KINT_RPC_URL", "url", BASE_PUBLIC_RPC, "space", CLI_DAEMON, CHAIN,
-       "the primary endpoint", f"`{BASE_PUBLIC_RPC}` (a devchain running under `KINT_HOME` "
-       "is used when nothing sets it)"),
+       "the primary endpoint", "on macOS the Alchemy key in the Keychain item "
+       "`dev.api.alchemy` (account `api-key`, read with `security`; not with "
+       f"`KINT_NO_KEYCHAIN=1`), else `{BASE_PUBLIC_RPC}`; a devchain running under "
+       "`KINT_HOME` is used when nothing sets it"),
     _s("KINT_RPC_URL_2", "url", None, "space", CLI_DAEMON, CHAIN,
        "the independent second opinion a cold-start pull asks",
        "`https://base-rpc.publicnode.com` when the primary is `mainnet.base.org`, else "
        "`https://mainnet.base.org`"),
     _s("KINT_CONTRACT", "address", DEFAULT_CONTRACT, "space", CLI_DAEMON, CHAIN,
        "the EpochAnchor address"),
-    _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "space", DAEMON, CHAIN,
+    # A call setting, as KINT_OFFLINE: v0.3.0 reads it in the process that pulls, so
+    # `KINT_ALLOW_SINGLE_RPC=1 kint pull` lets that one cold start go ahead.
+    _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "call", DAEMON, CHAIN,
        "`1`: a cold-start pull trusts one endpoint when the second is the same or "
        "unreachable (never over a disagreement)", "unset"),
     _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
@@ -142,10 +158,15 @@ SETTINGS: tuple[Setting, ...] = (
        "Keychain item `dev.kint-session-key`, else `KINT_HOME/local.secret`); the commands "
        "and the supervisor must see the same one", "unset", secret=True, in_file=False),
     _s("KINT_NO_KEYCHAIN", "flag", False, "machine", CLI_DAEMON, KEYS,
-       "`1`: never use the macOS Keychain", "unset"),
+       "`1`: never use the macOS Keychain. macOS only: elsewhere there is none, and a "
+       "command that sets it is told so", "unset", platforms=frozenset({"darwin"}),
+       elsewhere="there is no macOS Keychain here; the local secret is "
+       "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret"),
     _s("KINT_KEY_TTL", "ttl", "24h", "call", DAEMON, KEYS,
        "how long the unwrapped data key stays cached: seconds, or `30d`, `12h`, `15m`; "
-       "`session` keeps it in the worker's memory only"),
+       "`session` keeps it in the worker's memory only. Each pull and push renews it; the "
+       "watcher's pushes with the newest kint-server session's value, as v0.3.0's "
+       "kint-server renews with its own"),
     _s("KINT_OWNER_KEY", "text", None, "call", CLI, KEYS,
        "the owner's private key, for `kint authorize direct` and `burn-nonce` only; from "
        "the environment only, never argv; unset it afterwards", "unset", secret=True,
@@ -166,7 +187,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
        "a worker holding more than this many MiB of its own (USS: pages no other process "
        "shares) after 5 s with nothing to do is stopped, and the next request starts a "
-       "fresh one (at most once in 10 min a space); `0`: never. Linux only", minimum=0.0),
+       "fresh one (at most once in 10 min a space); `0`: never. Linux only", minimum=0.0,
+       platforms=frozenset({"linux"}),
+       elsewhere="a worker's own memory (USS) is read on Linux only, so no worker is "
+       "recycled for it"),
     _s("KINT_QUARANTINE_BACKOFF_SECONDS", "float", 30.0, "machine", DAEMON, SUPERVISOR,
        "the first retry delay of a quarantined space; it doubles to 600", minimum=0.1),
     _s("KINT_LOG_MAX_BYTES", "int", 262144, "machine", DAEMON, SUPERVISOR,
@@ -174,7 +198,8 @@ SETTINGS: tuple[Setting, ...] = (
        "`262144` (256 KiB)", minimum=1024),
 
     _s("KINT_BOOTSTRAP_SECONDS", "float", 20.0, "call", SERVER, AGENTS,
-       "how long kint-server waits for its start-up pull before serving", minimum=0.5),
+       "how long kint-server waits for its start-up pull before serving; the pull goes out "
+       "whatever the budget (`0` included) and finishes in the worker", minimum=0.0),
     _s("KINT_NO_WATCHER", "flag", False, "call", SERVER, AGENTS,
        "`1`: this session asks for no watcher (the exit push still runs)", "unset"),
     _s("KINT_QUIET_SECONDS", "float", 300.0, "space", DAEMON | SERVER, AGENTS,
@@ -184,9 +209,58 @@ SETTINGS: tuple[Setting, ...] = (
        "how often the watcher looks at the store", minimum=1.0,
        applied_on=frozenset({"attach"})),
     _s("KINT_SIZE_TRIGGER_BYTES", "float", 32768.0, "space", DAEMON | SERVER, AGENTS,
-       "estimated unanchored size (400 B a row) that pushes without waiting for quiet",
+       "the estimated unanchored size (400 B a row) more than which pushes without waiting "
+       "for quiet (82 rows at the default)",
        "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
 )
+
+# How a setting differs from the same variable in kint v0.3.0 (its 10-configuration.md is
+# the specification of the settings users meet); a setting not named here behaves as there.
+_SPACE_NOT_CALL = (
+    "v0.3.0 reads each in every process; here a space's endpoints and contract are the "
+    "supervisor's (config.toml, its environment, `connect --rpc-urls`): a command's or "
+    "kint-server's different value is reported in one line and not used, and so is a value "
+    "that does not parse (v0.3.0 stops on it)")
+_NEWEST_SESSION = ("one watcher, in the space's worker, serves every session: the newest "
+                   "kint-server session's value applies while it runs")
+V030_DEPARTURES: dict[str, str] = {
+    "KINT_HOME": "v0.3.0 takes an empty value as a path (the current folder) and a relative "
+                 "one as given; here an empty or blank one counts as unset and a relative one "
+                 "is refused, since each process, started from its own folder, would find "
+                 "another home",
+    "KINT_TENANT": "a value of spaces only counts as unset too (v0.3.0 takes it as a tenant)",
+    "SIBYL_MEMORY_DB": "v0.3.0 and Sibyl's server take an empty value as a path (the current "
+                       "folder); here an empty or blank one counts as unset",
+    "KINT_RPC_URL": _SPACE_NOT_CALL,
+    "KINT_RPC_URL_2": _SPACE_NOT_CALL,
+    "KINT_CONTRACT": _SPACE_NOT_CALL,
+    "KINT_RPC_TIMEOUT": "a call that times out or cannot connect is not tried again (v0.3.0 "
+                        "tries it up to twice more): web3's retries are off, so a hung "
+                        "endpoint costs one timeout; below 0.1 is raised to 0.1",
+    "KINT_OFFLINE": "`kint status` reads no chain head either (v0.3.0's reads it when "
+                    "connected), and `kint join`, which must read the chain, refuses",
+    "KINT_SESSION_PASSPHRASE": "the supervisor's value unseals the keys, so a command whose "
+                               "value differs is told so (v0.3.0 reads each process's own)",
+    "KINT_NO_KEYCHAIN": "the supervisor's value applies to what its workers do; a command's "
+                        "is used for what the command does itself and otherwise reported "
+                        "(v0.3.0 reads each process's own)",
+    "KINT_KEY_TTL": "`session` keeps the key in the space's worker, which the commands and "
+                    "kint-server share (v0.3.0 kept it in the one process that connected, so "
+                    "a terminal's `session` left nothing for kint-server)",
+    "KINT_NO_WATCHER": "one watcher serves every session of a space: `1` is this session "
+                       "asking for none, and another session's watcher still runs",
+    "KINT_QUIET_SECONDS": _NEWEST_SESSION,
+    "KINT_POLL_SECONDS": _NEWEST_SESSION,
+    "KINT_SIZE_TRIGGER_BYTES": _NEWEST_SESSION,
+    "KINT_BOOTSTRAP_SECONDS": "the start-up pull is waited for at least 0.5 s, whatever the "
+                              "budget",
+}
+# kint's own settings: v0.3.0 has none of these.
+EXTENSIONS = frozenset({
+    "KINT_SPACE", "KINT_VERIFY_HEAD_SECONDS", "KINT_NONCE_RETRY_SECONDS", "KINT_ANVIL",
+    "KINT_AUTHORIZE_PAGE_TIMEOUT", "KINT_AUTHORIZE_POLL_SECONDS", "KINT_AUTHORIZE_POLL_COUNT",
+    "KINT_WORKER_HEARTBEAT_TIMEOUT", "KINT_WORKER_IDLE_SECONDS", "KINT_WORKER_RECYCLE_MIB",
+    "KINT_QUARANTINE_BACKOFF_SECONDS", "KINT_LOG_MAX_BYTES"})
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}

@@ -4,8 +4,9 @@ A client sends, with every request to a worker, the value in its environment of 
 setting the daemon reads (`outgoing`); of a secret, only that it is set. The worker
 (`apply`) uses the call-scope ones for this call, and the watcher's timings on attach;
 every other value is compared with what the space runs with, and a difference comes back
-as one line naming the running value, where it comes from and how to change it. Nothing a
-caller sets is silently ignored.
+as one line naming the running value, where it comes from and how to change it. A value
+that does nothing on this platform (KINT_NO_KEYCHAIN off macOS) is said to do nothing.
+Nothing a caller sets is silently ignored.
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
             continue
         if setting.minimum is not None and theirs < setting.minimum:
             theirs = type(theirs)(setting.minimum)
+        idle = setting.no_effect_here(theirs)
+        if idle is not None:  # wherever it were set, it would do nothing here
+            notices.append(f"kint: {name}={raw} in this environment has {idle}")
+            continue
         if setting.applies(op):
             values[name] = Value(setting, theirs, THIS_CALL, raw=raw)
         elif not same(setting, theirs, running.value):

@@ -126,17 +126,19 @@ def discard_local(ctx: SpaceContext) -> list[str]:
     return moved
 
 
-def _cold_start(ctx: SpaceContext, chain: Any, owner: str, head: Head) -> bool | None:
+def _cold_start(ctx: SpaceContext, chain: Any, owner: str,
+                head: Head) -> tuple[bool | None, str | None]:
     """A pull with no watermark asks a second, independent endpoint for the head (v0.3.0's
-    03-new-machine.md, "Freshness"). Returns whether it agreed (None: not asked)."""
+    03-new-machine.md, "Freshness"). Returns whether it agreed (None: not asked) and, when
+    KINT_ALLOW_SINGLE_RPC=1 let the primary stand alone, why (the output says so)."""
     from kint.chain.config import redact_url
 
     if chain.devchain:
-        return None
-    single_ok = chain.single_rpc_ok
+        return None, None
+    single_ok = chain.allow_single_rpc
     if chain.second_is_same_endpoint:
         if single_ok:
-            return None
+            return None, "the second endpoint is the primary again"
         raise ProtocolError(ErrorCode.STALE_RPC,
                             "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
                             "resolves to the same endpoint as the primary",
@@ -148,12 +150,12 @@ def _cold_start(ctx: SpaceContext, chain: Any, owner: str, head: Head) -> bool |
             other = second.head(owner, ctx.config.space_id)
         except RpcUnavailable:
             if single_ok:
-                return None
+                return None, f"{redact_url(chain.rpc_urls[1])} did not answer"
             raise ProtocolError(ErrorCode.STALE_RPC, f"could not get a second opinion on the "
                                 f"head from {redact_url(chain.rpc_urls[1])}",
                                 "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1") from None
         if (other.seq, other.digest) == (head.seq, head.digest):
-            return True
+            return True, None
         if attempt == 0:
             time.sleep(SECOND_OPINION_RETRY_S)
     raise _stale(f"two RPCs disagree on the head: seq {head.seq} ({head.digest[:12]}) against "
@@ -173,7 +175,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
 
     # 1. Freshness.
     mark = state.watermark()
-    agreed = None
+    agreed, single = None, None
     if mark is not None:
         if head.seq < mark.seq:
             raise _stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
@@ -183,7 +185,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                          f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
                          f"refusing")
     else:
-        agreed = _cold_start(ctx, chain, owner, head)
+        agreed, single = _cold_start(ctx, chain, owner, head)
 
     # 2. Fork.
     mirror = state.mirror()
@@ -292,7 +294,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
               "chain_head": {"seq": head.seq, "block": head.block, "digest": head.digest},
               "gap": gap, "skipped": skipped, "closed": closed, "warnings": warnings,
               "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
-              "store_root_matches": matches, "rpcs_agreed": agreed, "report": report}
+              "store_root_matches": matches, "rpcs_agreed": agreed, "single_rpc": single,
+              "report": report}
     if gap:
         result["message"] = (f"stopped at epoch {gap[0]}: {skipped[-1]['reason']}; the mirror "
                              f"stays at epoch {mirror.head.seq}, and push and verify refuse "

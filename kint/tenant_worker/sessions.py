@@ -22,7 +22,7 @@ from kint.rows.export import export_rows
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
-from kint.tenant_worker.space import WATCHER_SETTINGS, SpaceContext
+from kint.tenant_worker.space import SESSION_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
 
@@ -67,14 +67,24 @@ def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     return push(ctx, {"hold_reason": reason})
 
 
+def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
+    """The watcher's push, outside any request: it renews the data key with the newest
+    session's KINT_KEY_TTL (its kint-server's environment), else the space's, as v0.3.0's
+    kint-server renews with its own. Without it a harness's `30d` was cut to the
+    space's 24 h by the first automatic push."""
+    with settings.overlay({"KINT_KEY_TTL": ctx.watcher_setting("KINT_KEY_TTL")}):
+        return server_push(ctx, reason)
+
+
 def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
-    """Keep the watcher timings a session's kint-server sent when it first attached (its
-    own environment: the harness's MCP configuration); the newest live session's are the
-    ones the watcher runs with. A line for each of this session's that is not used."""
+    """Keep the watcher timings and key TTL a session's kint-server sent when it first
+    attached (its own environment: the harness's MCP configuration); the newest live
+    session's are the ones the watcher runs with. A line for each of this session's that
+    is not used."""
     now = time.monotonic()
     with _lock:
         if sid not in ctx.session_settings:
-            given = {name: replace(value, source=SESSION) for name in WATCHER_SETTINGS
+            given = {name: replace(value, source=SESSION) for name in SESSION_SETTINGS
                      if (value := settings.lookup(name)).source == settings.THIS_CALL}
             ctx.session_settings[sid] = (now, given)
         own = ctx.session_settings[sid][1]
@@ -86,7 +96,7 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
                 f"kint: {name}={mine.raw} from this kint-server is not used: space "
                 f"{ctx.config.label}'s watcher runs with {shown(mine.setting, running.value)} "
                 f"({source_text(running)} that attached later); the newest session's "
-                f"timings apply while it runs")
+                f"values apply while it runs")
     return notices
 
 
@@ -102,7 +112,7 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         from kint.tenant_worker.watcher import Watcher
 
         ctx.watcher = Watcher(ctx.config.db, lambda: _counts(ctx),
-                              lambda reason: server_push(ctx, reason),
+                              lambda reason: _watcher_push(ctx, reason),
                               lambda name: ctx.watcher_setting(name))
         ctx.watcher.start()
     if first:

@@ -28,6 +28,10 @@ from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 
 WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES")
+# What a kint-server session's attach leaves for the watcher: its timings, and the
+# KINT_KEY_TTL the watcher's pushes renew the data key with (v0.3.0's kint-server renews
+# with the one in its own environment).
+SESSION_SETTINGS = WATCHER_SETTINGS + ("KINT_KEY_TTL",)
 CHAIN_SETTINGS = ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_CONTRACT")
 
 

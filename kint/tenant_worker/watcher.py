@@ -8,7 +8,7 @@ space's settings (config.toml, the supervisor's environment, the defaults).
 Every KINT_POLL_SECONDS it reads the modification time of the store and its -wal; a change
 marks the store dirty. It pushes (through the hold) once the store has stayed unchanged
 for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the estimated
-unanchored change (400 bytes a row) passes KINT_SIZE_TRIGGER_BYTES. When that diff finds
+unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When that diff finds
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
 change instead of retrying.
@@ -122,7 +122,7 @@ class Watcher:
                 return
             if counts == (0, 0):
                 self._settle(sig)
-            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW >= self.size_trigger:
+            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
                 self._fire("watcher", sig)
 
     def _settle(self, sig: tuple[int, ...]) -> None:
