@@ -80,7 +80,7 @@ def test_in_step_every_new_line_passes(story):
     expected = [
         f"[ok  ] enrolment: owner {story['owner']} (eoa account), space {space16}",
         f"[ok  ] recovery file: {recovery} (0600); keep a copy off this machine",
-        f"[ok  ] unanchored changes: none",
+        "[ok  ] unanchored changes: none",
         f"[ok  ] primary RPC: {devchain['rpc_url']}: chain id {devchain['chain_id']} "
         f"(the devchain)",
         "[ok  ] secondary RPC: not asked on the devchain: a pull reads its one endpoint",
