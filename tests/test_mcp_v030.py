@@ -144,6 +144,9 @@ def test_a_missing_data_key_is_key_expired(agent):
     ("pull", "STALE_RPC", True, "NOT_FRESH", "ours"),
     ("pull", "NO_DATA_KEY", True, "PULL_FAILED", "ours"),
     ("pull", "FORK", True, "FORK", "ours"),
+    # A pull's BUSY is no push running (v0.3.0's hint is push's): a running pull, connect,
+    # or a store another process holds, whose hint says what to stop.
+    ("pull", "BUSY", True, "BUSY", "ours"),
     ("pull", "NOT_CONNECTED", False, "NOT_CONNECTED", "call memory_connect"),
 ])
 def test_the_worker_codes_a_live_test_cannot_cheaply_meet_map_to_v030s(

@@ -24,16 +24,18 @@ PUSH_RUNNING = "a push is already running"
 _PUSH_CODES = {"NO_DATA_KEY": "KEY_EXPIRED", "GAP": "PUSH_FAILED",
                "BAD_REQUEST": "PUSH_FAILED"}
 _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "PULL_FAILED"}
-_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
+# v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
+# is a running pull or connect, or a store another process holds, and says what to stop).
+_PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,
-               owner_known: Callable[[], bool]) -> KintError:
+               owner_known: Callable[[], bool], hints: dict[str, str]) -> KintError:
     """`err` under v0.3.0's code and hint. NOT_CONNECTED is v0.3.0's only when no owner is
     enrolled; the worker also says it of a machine that is enrolled but cannot write (its
     session key not authorized, its recovery file gone), which v0.3.0 calls `failed`
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
-    code, hint = codes.get(err.code, err.code), _HINTS.get(err.code, err.hint)
+    code, hint = codes.get(err.code, err.code), hints.get(err.code, err.hint)
     if err.code == "NOT_CONNECTED":
         if owner_known():
             code = failed
@@ -43,11 +45,11 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
 
 
 def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known)
+    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known, _PUSH_HINTS)
 
 
 def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known)
+    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known, {})
 
 
 def push_result(worker: dict[str, Any], reason: str) -> dict[str, Any]:
