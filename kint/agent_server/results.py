@@ -77,6 +77,15 @@ def pull_result(worker: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _not_counted(worker: dict[str, Any]) -> str:
+    """Why the worker counted no unanchored rows: no anchored epoch here yet, or (with one)
+    a store that is not there to diff against it."""
+    if worker.get("head") is None:
+        return "no anchored epoch on this machine yet: connect or pull first"
+    store = (worker.get("store") or {}).get("path")
+    return f"the store {store} does not exist: nothing to count against the anchored epoch"
+
+
 def status_result(worker: dict[str, Any]) -> dict[str, Any]:
     """v0.3.0's memory_status: `space` is the full space id, the mirror is what this machine
     last saw anchored (with its row count), `unanchored` splits changed from deleted rows,
@@ -90,8 +99,7 @@ def status_result(worker: dict[str, Any]) -> dict[str, Any]:
                                         "rows": worker.get("mirror_rows")}
     unanchored = worker.get("unanchored_changes")
     if unanchored is None:
-        unanchored = {"error": worker.get("state_error") or
-                      "no anchored epoch on this machine yet: connect or pull first"}
+        unanchored = {"error": worker.get("state_error") or _not_counted(worker)}
     moved = ("head", "mirror_rows", "unanchored_changes", "chain_head", "in_step",
              "chain_head_unavailable", "session_key", "session", "contract", "space_id",
              "space", "store")
