@@ -121,6 +121,16 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     return text
 
 
+def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
+    """A unix time as UTC, for people. The contract keeps a session key's expiry as a
+    uint64, and an owner may give a key `type(uint64).max` for "never": past year 9999 no
+    datetime holds it, so it is shown as its number rather than stop the command."""
+    try:
+        return datetime.fromtimestamp(int(unix), timezone.utc).strftime(pattern)
+    except (OverflowError, ValueError, OSError):
+        return f"unix time {int(unix)} (past year 9999)"
+
+
 def session_key_text(facts: dict[str, Any] | None) -> str:
     """The session key's balance and authorization as `kint status` shows them (v0.3.0's
     status line), from the facts the worker read with the chain head; without them (the
@@ -131,8 +141,8 @@ def session_key_text(facts: dict[str, Any] | None) -> str:
         return f"balance unknown: {facts.get('error', 'not read')}"
     if not facts.get("authorized"):
         return f"{facts['balance_eth']} ETH, NOT authorized by the owner"
-    until = datetime.fromtimestamp(int(facts.get("expiry") or 0), timezone.utc)
-    return f"{facts['balance_eth']} ETH, authorized until {until:%Y-%m-%d %H:%M} UTC"
+    until = utc_time(facts.get("expiry") or 0, "%Y-%m-%d %H:%M UTC")
+    return f"{facts['balance_eth']} ETH, authorized until {until}"
 
 
 def space_status_text(result: dict[str, Any]) -> str:

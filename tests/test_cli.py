@@ -208,3 +208,20 @@ def test_the_status_tables_head_and_op_columns_say_what_a_space_is_doing():
     ]})
     assert [r[column("HEAD")] for r in rows] == ["0", "2@41", "-"]
     assert [r[column("OP")] for r in rows] == ["-", "verify 0.2s", "push: epoch 1 of 2 (1..."]
+
+
+def test_a_session_key_authorized_past_year_9999_is_shown_not_a_traceback():
+    """The contract keeps an expiry as a uint64, and an owner may authorize a key with
+    `type(uint64).max` for "never": `kint status`'s keys line and `kint join`'s and `kint
+    authorize`'s `when` show that number; no datetime holds it (it raised OverflowError)."""
+    from kint import render
+    from kint.commands.onchain import when
+
+    never = 2**64 - 1
+    facts = {"exists": True, "balance_eth": "0.01", "authorized": True, "expiry": never}
+    assert render.session_key_text(facts) == (
+        f"0.01 ETH, authorized until unix time {never} (past year 9999)")
+    assert when(never) == f"unix time {never} (past year 9999)"
+    assert when(253402300799) == "9999-12-31T23:59:59Z"
+    assert render.session_key_text({**facts, "expiry": 86400}) == (
+        "0.01 ETH, authorized until 1970-01-02 00:00 UTC")

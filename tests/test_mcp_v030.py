@@ -144,6 +144,9 @@ def test_a_missing_data_key_is_key_expired(agent):
     ("pull", "STALE_RPC", True, "NOT_FRESH", "ours"),
     ("pull", "NO_DATA_KEY", True, "PULL_FAILED", "ours"),
     ("pull", "FORK", True, "FORK", "ours"),
+    # A pull's BUSY is no push running (v0.3.0's hint is push's): a running pull, connect,
+    # or a store another process holds, whose hint says what to stop.
+    ("pull", "BUSY", True, "BUSY", "ours"),
     ("pull", "NOT_CONNECTED", False, "NOT_CONNECTED", "call memory_connect"),
 ])
 def test_the_worker_codes_a_live_test_cannot_cheaply_meet_map_to_v030s(
@@ -157,3 +160,24 @@ def test_the_worker_codes_a_live_test_cannot_cheaply_meet_map_to_v030s(
         KintError(code, "what went wrong", "ours"), lambda: owner)
     assert (mapped.code, mapped.message, mapped.hint) == (want_code, "what went wrong",
                                                           want_hint)
+
+
+def test_unanchored_of_a_connected_machine_without_its_store_names_the_store():
+    """With an anchored epoch here (a mirror) but the store gone, nothing is counted because
+    there is nothing to diff: the error says so, never 'no anchored epoch on this machine
+    yet: connect or pull first' (false of a machine that holds one). The worker's status for
+    that case, as handlers._chain_status gives it."""
+    from kint.agent_server import results
+
+    worker = {"owner": "0x" + "1" * 40, "space_id": "a" * 64, "tenant": "t",
+              "store": {"path": "/gone/memory.db", "exists": False, "size_bytes": 0},
+              "head": {"seq": 3, "digest": "b" * 64, "block": 9}, "mirror_rows": 4,
+              "unanchored": None, "unanchored_changes": None, "chain_head": None,
+              "chain_head_unavailable": "KINT_OFFLINE=1"}
+    out = results.status_result(worker)
+    assert out["unanchored"] == {
+        "error": "the store /gone/memory.db does not exist: nothing to count against the "
+                 "anchored epoch"}
+    assert out["mirror"]["rows"] == 4
+    never = results.status_result({**worker, "head": None, "mirror_rows": None})
+    assert "no anchored epoch" in never["unanchored"]["error"]

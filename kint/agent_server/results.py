@@ -24,16 +24,18 @@ PUSH_RUNNING = "a push is already running"
 _PUSH_CODES = {"NO_DATA_KEY": "KEY_EXPIRED", "GAP": "PUSH_FAILED",
                "BAD_REQUEST": "PUSH_FAILED"}
 _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "PULL_FAILED"}
-_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
+# v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
+# is a running pull or connect, or a store another process holds, and says what to stop).
+_PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,
-               owner_known: Callable[[], bool]) -> KintError:
+               owner_known: Callable[[], bool], hints: dict[str, str]) -> KintError:
     """`err` under v0.3.0's code and hint. NOT_CONNECTED is v0.3.0's only when no owner is
     enrolled; the worker also says it of a machine that is enrolled but cannot write (its
     session key not authorized, its recovery file gone), which v0.3.0 calls `failed`
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
-    code, hint = codes.get(err.code, err.code), _HINTS.get(err.code, err.hint)
+    code, hint = codes.get(err.code, err.code), hints.get(err.code, err.hint)
     if err.code == "NOT_CONNECTED":
         if owner_known():
             code = failed
@@ -43,11 +45,11 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
 
 
 def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known)
+    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known, _PUSH_HINTS)
 
 
 def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known)
+    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known, {})
 
 
 def push_result(worker: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -75,6 +77,15 @@ def pull_result(worker: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _not_counted(worker: dict[str, Any]) -> str:
+    """Why the worker counted no unanchored rows: no anchored epoch here yet, or (with one)
+    a store that is not there to diff against it."""
+    if worker.get("head") is None:
+        return "no anchored epoch on this machine yet: connect or pull first"
+    store = (worker.get("store") or {}).get("path")
+    return f"the store {store} does not exist: nothing to count against the anchored epoch"
+
+
 def status_result(worker: dict[str, Any]) -> dict[str, Any]:
     """v0.3.0's memory_status: `space` is the full space id, the mirror is what this machine
     last saw anchored (with its row count), `unanchored` splits changed from deleted rows,
@@ -88,8 +99,7 @@ def status_result(worker: dict[str, Any]) -> dict[str, Any]:
                                         "rows": worker.get("mirror_rows")}
     unanchored = worker.get("unanchored_changes")
     if unanchored is None:
-        unanchored = {"error": worker.get("state_error") or
-                      "no anchored epoch on this machine yet: connect or pull first"}
+        unanchored = {"error": worker.get("state_error") or _not_counted(worker)}
     moved = ("head", "mirror_rows", "unanchored_changes", "chain_head", "in_step",
              "chain_head_unavailable", "session_key", "session", "contract", "space_id",
              "space", "store")

@@ -12,7 +12,6 @@ status table: a refusal from `authorize` is an error).
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import sys
 import time
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from kint.commands.exit_codes import ERROR
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address
 from kint.paths import UnsafePathError, space_files
+from kint.render import utc_time
 
 
 def refuse(message: str) -> NoReturn:
@@ -128,9 +128,9 @@ def chain_now(anchor: Anchor) -> int:
 
 
 def when(unix: int) -> str:
-    """A unix time as UTC ISO 8601, for people."""
-    stamp = _dt.datetime.fromtimestamp(int(unix), tz=_dt.timezone.utc)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A unix time as UTC ISO 8601, for people (a chain's uint64 past year 9999 as its
+    number: kint.render.utc_time)."""
+    return utc_time(unix)
 
 
 def eth(wei: int) -> str:
