@@ -645,3 +645,16 @@ def test_every_v030_variable_is_a_setting_with_its_default_and_each_departure_is
         line = next(ln for ln in section.splitlines() if f"`{name}`" in ln)
         assert line.endswith(f": {note}."), name
     assert all(f"`{name}`" in section for name in EXTENSIONS)
+
+
+def test_a_space_table_may_still_give_the_single_rpc_switch(tmp_path):
+    """KINT_ALLOW_SINGLE_RPC is now the pulling call's own (v0.3.0), yet a config.toml that
+    set it in a space's table, when that was the only place, still loads, and that space's
+    pulls still trust one endpoint unless the call says otherwise."""
+    cfg = parse_config(tmp_path / "config.toml",
+                       b'[spaces."work"]\nallow_single_rpc = true\n')
+    switch = BY_NAME["KINT_ALLOW_SINGLE_RPC"]
+    assert loader.resolve(switch, cfg, environ={}, space=("work", "ab" * 8)).value is True
+    assert loader.resolve(switch, cfg, environ={}, space=("home", "cd" * 8)).value is False
+    with pytest.raises(ConfigError, match="is not a per-space setting"):  # others stay refused
+        parse_config(tmp_path / "config.toml", b'[spaces."work"]\noffline = true\n')

@@ -33,7 +33,7 @@ def where_set(s: Setting) -> str:
     """Where a setting may be set, in words."""
     places = []
     if s.in_file:
-        table = " (top level, or a space's table)" if s.scope == "space" else ""
+        table = " (top level, or a space's table)" if s.per_space else ""
         places.append(f"`{s.key}` in config.toml{table}")
     if "daemon" in s.read_by and s.name != "KINT_HOME":
         places.append("the supervisor's environment")

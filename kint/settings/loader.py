@@ -195,7 +195,7 @@ def resolve(setting: Setting, cfg: ConfigFile, *, environ: Mapping[str, str] | N
             value, bad = parse_loose(setting, raw, source, current.value)
             if bad is None:
                 current = Value(setting, value, source, raw=raw)
-    if setting.scope == "space" and space:
+    if setting.per_space and space:
         found = cfg.space_table(space)
         if found is not None and setting.name in found[1]:
             current = Value(setting, found[1][setting.name], FILE, str(cfg.path),

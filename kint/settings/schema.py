@@ -63,6 +63,14 @@ class Setting:
     # it does nothing elsewhere: a value given there is said, never silently dropped.
     platforms: frozenset[str] = frozenset()
     elsewhere: str = ""
+    # A call-scope setting a space's table may also give, as that space's default when the
+    # call does not set it (a config.toml written when it was a per-space setting loads).
+    space_table: bool = False
+
+    @property
+    def per_space(self) -> bool:
+        """Whether a space's table in config.toml may set it."""
+        return self.scope == "space" or self.space_table
 
     @property
     def key(self) -> str:
@@ -137,7 +145,7 @@ SETTINGS: tuple[Setting, ...] = (
     # `KINT_ALLOW_SINGLE_RPC=1 kint pull` lets that one cold start go ahead.
     _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "call", DAEMON, CHAIN,
        "`1`: a cold-start pull trusts one endpoint when the second is the same or "
-       "unreachable (never over a disagreement)", "unset"),
+       "unreachable (never over a disagreement)", "unset", space_table=True),
     _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
        "seconds for any one RPC call (web3's own retries are off)", minimum=0.1),
     _s("KINT_VERIFY_HEAD_SECONDS", "float", 2.0, "call", DAEMON, CHAIN,

@@ -117,7 +117,7 @@ def parse_config(path: Path, data: bytes) -> ConfigFile:
                 for skey, sraw in table.items():
                     swhere = _key_path(SPACES_TABLE, label, skey)
                     setting = _setting(path, skey, swhere)
-                    if setting.scope != "space":
+                    if not setting.per_space:
                         raise ConfigError(path, swhere, f"{setting.name} is not a per-space "
                                           f"setting: set it at the top level")
                     values[setting.name] = _value(path, setting, sraw, swhere)
