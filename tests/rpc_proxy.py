@@ -10,6 +10,8 @@ Modes (`RpcProxy.set_mode`):
   the call on its side.
 - `hang_methods` (`methods=[...]`): `hang` for a request calling one of those methods,
   `forward` for the rest.
+- `delay` (`seconds=S`): every request forwarded S seconds late (a slow endpoint that
+  still answers).
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
   older block (`block=N`): a real older head, read from anvil's historical state.
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
@@ -48,7 +50,7 @@ HEAD_SELECTOR = "0x" + keccak(b"head(address,bytes32)")[:4].hex()
 PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
 # In push calldata: selector, owner, space, prev, offset of the bytes, their length.
 CIPHERTEXT_OFFSET = 4 + 5 * 32
-MODES = ("forward", "hang", "hang_methods", "stale_head", "same_seq_other_digest",
+MODES = ("forward", "hang", "hang_methods", "delay", "stale_head", "same_seq_other_digest",
          "bad_calldata", "tampered_ciphertext", "unmined")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
@@ -247,6 +249,8 @@ class RpcProxy:
                 with self._lock:
                     self.hanging -= 1
             return  # close the connection without a word
+        if mode == "delay":
+            release.wait(float(params["seconds"]))
         if request is None or (isinstance(request, list) and not request):
             answer = self.upstream(body)
         elif isinstance(request, list):

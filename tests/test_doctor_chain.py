@@ -305,3 +305,24 @@ def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
     primary = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["primary RPC"]
     assert primary["ok"] and primary["detail"].endswith(
         "(doctor waits 15 s a call at most; KINT_RPC_TIMEOUT is 30 s)"), primary
+
+
+def test_status_reads_the_session_key_within_one_head_budget(story):
+    """`kint status` reads the session key's balance, authorization and expiry after the
+    chain head, each bounded by KINT_VERIFY_HEAD_SECONDS; over an endpoint slow but
+    answering, no read starts once that budget has passed since the first, so status
+    says so instead of paying a budget a read."""
+    a = story["a"]
+    with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
+        space_config(a, f'rpc_url = "{proxy.url}"\n')
+        try:
+            proxy.set_mode("delay", seconds=1.2)
+            out = json.loads(ok(a.kint("status", "--json",
+                                       env={"KINT_VERIFY_HEAD_SECONDS": "2"})).stdout)
+            assert out["chain_head"] is not None, out  # the head itself was read in time
+            facts = out["session_key"]
+            assert facts["error"] == "not read: the chain took longer than 2 s to answer", facts
+            assert "balance_wei" not in facts
+        finally:
+            proxy.forward()
+            clear_config(a)

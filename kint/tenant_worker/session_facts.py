@@ -10,9 +10,10 @@ read that fails leaves the local half and says why in `error`.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 from kint.chain.calls import ChainRefused
 from kint.chain.rpc import RpcUnavailable
@@ -30,7 +31,9 @@ def wei_as_eth(wei: int) -> str:
 
 def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[str, Any]:
     """The session key's facts for `owner`, each chain read bounded by `timeout_s` (status
-    answers within its head budget, not KINT_RPC_TIMEOUT per read)."""
+    answers within its head budget, not KINT_RPC_TIMEOUT per read), and no read started
+    once `timeout_s` has passed since the first: an endpoint slow but answering costs
+    status at most two budgets here, not three."""
     home = ctx.config.home
     out: dict[str, Any] = {"address": None, "path": str(session_key_path(home)),
                            "exists": session_key_exists(home)}
@@ -41,12 +44,28 @@ def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[s
     except CustodyError as err:
         out["error"] = str(err)
         return out
+    deadline = time.monotonic() + timeout_s
+
+    def in_time(read: Callable[[], Any]) -> Any:
+        if time.monotonic() >= deadline:
+            raise _OutOfTime
+        return read()
+
     try:
         anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s))
-        balance = anchor.balance(out["address"])
-        out.update(balance_wei=balance, balance_eth=wei_as_eth(balance),
-                   authorized=anchor.can_write(owner, out["address"]),
-                   expiry=anchor.session_key_expiry(owner, out["address"]))
+        address = out["address"]
+        balance = in_time(lambda: anchor.balance(address))
+        authorized = in_time(lambda: anchor.can_write(owner, address))
+        expiry = in_time(lambda: anchor.session_key_expiry(owner, address))
     except (RpcUnavailable, ChainRefused) as err:
         out["error"] = f"the chain did not answer: {err}"
+    except _OutOfTime:
+        out["error"] = f"not read: the chain took longer than {timeout_s:g} s to answer"
+    else:
+        out.update(balance_wei=balance, balance_eth=wei_as_eth(balance),
+                   authorized=authorized, expiry=expiry)
     return out
+
+
+class _OutOfTime(Exception):
+    """The facts' time ran out between two reads."""
