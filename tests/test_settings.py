@@ -523,7 +523,7 @@ ALCHEMY_KEY = "aLcH3my-key_0123456789"
 @pytest.fixture
 def macos_keychain(tmp_path, monkeypatch):
     """The macOS Keychain cannot be had on Linux, so two stand-ins (a mock, said here): a
-    `security` on PATH that answers for the item `dev.api.alchemy` as macOS's tool would
+    `security` tool in place of /usr/bin/security that answers for the item `dev.api.alchemy` as macOS's tool would
     (`-w` prints the password; a missing item exits 44), and `sys.platform` set to darwin,
     as tests/test_custody_v030.py does for the session secret."""
     from kint.chain import keychain_rpc
@@ -539,7 +539,7 @@ def macos_keychain(tmp_path, monkeypatch):
     tool.chmod(0o755)
     home = tmp_path / "kint"
     home.mkdir(mode=0o700)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(keychain_rpc, "SECURITY_TOOL", str(tool))
     monkeypatch.setenv("KINT_HOME", str(home))
     for name in ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_NO_KEYCHAIN"):
         monkeypatch.delenv(name, raising=False)
@@ -658,3 +658,18 @@ def test_a_space_table_may_still_give_the_single_rpc_switch(tmp_path):
     assert loader.resolve(switch, cfg, environ={}, space=("home", "cd" * 8)).value is False
     with pytest.raises(ConfigError, match="is not a per-space setting"):  # others stay refused
         parse_config(tmp_path / "config.toml", b'[spaces."work"]\noffline = true\n')
+
+
+def test_a_security_tool_first_on_path_does_not_choose_the_endpoint(macos_keychain,
+                                                                    monkeypatch, tmp_path):
+    """Only macOS's own /usr/bin/security is asked: another `security` first on PATH would
+    choose the primary endpoint (and see every request's traffic)."""
+    from kint.chain import keychain_rpc
+    from kint.chain.config import load_chain_config
+
+    home, item = macos_keychain
+    item.write_text(ALCHEMY_KEY + "\n")
+    monkeypatch.setenv("PATH", f"{Path(keychain_rpc.SECURITY_TOOL).parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(keychain_rpc, "SECURITY_TOOL", str(tmp_path / "no-such-security"))
+    keychain_rpc.forget()
+    assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"

@@ -16,8 +16,8 @@ shown redacted like any endpoint (kint.chain.config.redact_url).
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -29,6 +29,8 @@ SOURCE = "macOS Keychain"
 # How long one answer of the Keychain serves (a changed item is seen within this).
 KEEP_S = 30.0
 _TOOL_TIMEOUT_S = 5.0
+# macOS's own tool, by its path: the first `security` on PATH would choose the endpoint.
+SECURITY_TOOL = "/usr/bin/security"
 # What an API key looks like; anything else in the item is not put in a URL.
 _KEY = re.compile(r"[A-Za-z0-9_-]{8,128}")
 
@@ -44,11 +46,10 @@ def forget() -> None:
 
 
 def _ask() -> str | None:
-    tool = shutil.which("security")
-    if tool is None:
+    if not os.path.exists(SECURITY_TOOL):
         return None
     try:
-        out = subprocess.run([tool, "find-generic-password", "-s", SERVICE, "-a", ACCOUNT,
+        out = subprocess.run([SECURITY_TOOL, "find-generic-password", "-s", SERVICE, "-a", ACCOUNT,
                               "-w"], capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S,
                              stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -73,11 +74,8 @@ def keychain_rpc_url() -> str | None:
 
     if not keychain_enabled():
         return None
-    now = time.monotonic()
-    with _lock:
-        if _kept is not None and now - _kept[0] < KEEP_S:
-            return _kept[1]
-    url = _ask()
-    with _lock:
-        _kept = (now, url)
-    return url
+    with _lock:  # one ask at a time: a worker's pool threads wait for it, not each spawn one
+        now = time.monotonic()
+        if _kept is None or now - _kept[0] >= KEEP_S:
+            _kept = (now, _ask())
+        return _kept[1]
