@@ -92,8 +92,12 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
     for name, mine in own.items():
         running = ctx.watcher_setting(name)
         if not same(mine.setting, mine.value, running.value):
+            # A call-scope setting (the key's TTL) still governs this session's own calls;
+            # only the watcher's pushes, which no call carries, take the newest session's.
+            where = ("is not used by the watcher's pushes (this session's own calls use it)"
+                     if mine.setting.scope == "call" else "is not used")
             notices.append(
-                f"kint: {name}={mine.raw} from this kint-server is not used: space "
+                f"kint: {name}={mine.raw} from this kint-server {where}: space "
                 f"{ctx.config.label}'s watcher runs with {shown(mine.setting, running.value)} "
                 f"({source_text(running)} that attached later); the newest session's "
                 f"values apply while it runs")
