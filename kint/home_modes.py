@@ -84,8 +84,9 @@ class HomeWalk:
     def loose(self) -> Iterator[Loose]:
         """Yield each loose entry, top down; `stopped` is set when `bound` entries were
         seen before the walk's end."""
-        if self.refusal is not None:
-            return
+        top = _lstat(self.home)
+        if self.refusal is not None or top is None or not stat.S_ISDIR(top.st_mode):
+            return  # nor is a home not made yet, or not a folder (kint refuses it by name)
         uid = os.getuid()
         seen = 0
         for root, dirs, files, root_fd in os.fwalk(self.home, follow_symlinks=False):
