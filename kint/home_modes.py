@@ -86,7 +86,7 @@ class HomeWalk:
         seen before the walk's end."""
         top = _lstat(self.home)
         if self.refusal is not None or top is None or not stat.S_ISDIR(top.st_mode):
-            return  # nor is a home not made yet, or not a folder (kint refuses it by name)
+            return  # no home yet, or not a folder (kint refuses such a home by name)
         uid = os.getuid()
         seen = 0
         for root, dirs, files, root_fd in os.fwalk(self.home, follow_symlinks=False):

@@ -81,4 +81,3 @@ def _tighten(entry: Loose, say: bool) -> bool:
         log.warning("tightened %s from mode %04o to %04o: kint's files are its user's alone",
                     path, old, new)
     return True
-
