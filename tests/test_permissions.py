@@ -221,6 +221,8 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
         else:
             path.write_text("{}")
         path.chmod(bits)
+    sealed = home / "sealed"  # 0500: open to no one else, so not loose (doctor said it was)
+    sealed.mkdir(mode=0o500)
     outside = tmp_path / "outside.txt"  # a link's target is not kint's: never changed
     outside.write_text("x")
     outside.chmod(0o644)
@@ -269,6 +271,7 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
     assert "outside.txt" not in log and "notes.txt" not in log and str(store) not in log
     assert mode(secret) == 0o644 and "local.secret" not in log
     assert mode(recovery) == 0o644 and "RECOVERY-" not in log
+    assert mode(sealed) == 0o500 and str(sealed) not in log
 
     # After the start, doctor finds nothing more to mend: only the two files left alone.
     after = permissions_check(sandbox)
