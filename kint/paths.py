@@ -272,6 +272,12 @@ def log_path(home: Path | None = None) -> Path:
     return (home or kint_home()) / "supervisor.log"
 
 
+# The machine's local secret, when neither the environment nor a Keychain holds it
+# (kint.custody.local_secret); named here so that what reads modes under the home knows it
+# without importing custody.
+LOCAL_SECRET_FILE = "local.secret"
+
+
 def space_files(home: Path, space16: str) -> dict[str, Path]:
     """Every file of one space under KINT_HOME, by the name the seed gives it."""
     return {

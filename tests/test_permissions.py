@@ -13,6 +13,7 @@ import pytest
 
 from conftest import KINT, make_sandbox, write_store
 from kint.client import Client, SupervisorUnavailable
+from kint.commands import doctor
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
 
 
@@ -195,11 +196,17 @@ def test_a_kint_home_given_with_an_unexpanded_tilde_is_under_home(sandbox):
     assert out.stderr.strip() == f"kint: no supervisor is running for {sandbox.home / 'kh'}"
 
 
+def permissions_check(sandbox) -> dict:
+    out = sandbox.kint("doctor", "--json")
+    return {c["name"]: c for c in json.loads(out.stdout)["checks"]}["permissions"]
+
+
 def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_path):
     """Files an older kint or a loose umask left open to others were reused as they were;
     a starting supervisor takes their group and other bits off, one log line each, without
     following a link, entering a Sibyl store's folder, touching another user's file, or
-    hiding that local.secret was open to others."""
+    hiding that local.secret was open to others. Doctor, by the same rule, names beforehand
+    exactly what that start mends, and after it only the two files left alone."""
     home = sandbox.kint_home
     run = home / "run"
     run.mkdir(parents=True, mode=0o700)
@@ -214,6 +221,8 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
         else:
             path.write_text("{}")
         path.chmod(bits)
+    sealed = home / "sealed"  # 0500: open to no one else, so not loose (doctor said it was)
+    sealed.mkdir(mode=0o500)
     outside = tmp_path / "outside.txt"  # a link's target is not kint's: never changed
     outside.write_text("x")
     outside.chmod(0o644)
@@ -234,9 +243,22 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
     others.chmod(0o644)
     if os.geteuid() == 0:
         os.chown(others, 65534, 65534)
-    found = sandbox.kint("doctor", "--json")  # doctor says so, and what mends it
-    permissions = {c["name"]: c for c in json.loads(found.stdout)["checks"]}["permissions"]
-    assert not permissions["ok"] and "a starting supervisor does so" in permissions["hint"]
+    else:
+        loose[others] = 0o644  # this user's own: kint's to mend like the rest
+    kept = {f"{secret} 0o644", f"{recovery} 0o644"}
+
+    # Doctor names what the start will mend (the first SHOWN, then how many more) and,
+    # apart, the two files it leaves as they are, with the hint for each.
+    before = permissions_check(sandbox)
+    assert not before["ok"]
+    mended, _, left = before["detail"].partition("; left as they are on purpose: ")
+    named, _, more = mended.removeprefix("open to others: ").partition(" and ")
+    named = named.split(", ")
+    assert len(named) == doctor.SHOWN and more == f"{len(loose) - doctor.SHOWN} more", before
+    assert set(named) <= {f"{path} {oct(bits)}" for path, bits in loose.items()}, named
+    assert set(left.split(", ")) == kept, left
+    assert before["hint"] == "; ".join([doctor.MENDED_HINT, doctor.LOCAL_SECRET_HINT,
+                                        doctor.RECOVERY_HINT])
 
     sandbox.start()
 
@@ -249,6 +271,18 @@ def test_the_supervisor_tightens_loose_files_kint_left_in_its_home(sandbox, tmp_
     assert "outside.txt" not in log and "notes.txt" not in log and str(store) not in log
     assert mode(secret) == 0o644 and "local.secret" not in log
     assert mode(recovery) == 0o644 and "RECOVERY-" not in log
+    assert mode(sealed) == 0o500 and str(sealed) not in log
+
+    # After the start, doctor finds nothing more to mend: only the two files left alone.
+    after = permissions_check(sandbox)
+    assert not after["ok"] and after["detail"].startswith("left as they are on purpose: ")
+    assert set(after["detail"].removeprefix("left as they are on purpose: ").split(", ")) == kept
+    assert after["hint"] == f"{doctor.LOCAL_SECRET_HINT}; {doctor.RECOVERY_HINT}"
+    secret.chmod(0o600)
+    recovery.chmod(0o600)
+    assert permissions_check(sandbox) == {
+        "name": "permissions", "ok": True, "hint": "",
+        "detail": f"nothing under {home} open to others"}
     if os.geteuid() == 0:
         assert mode(others) == 0o644 and "theirs.json" not in log
 
@@ -257,7 +291,9 @@ def test_tightening_stays_out_of_the_users_home_and_stops_at_its_bound(tmp_path,
                                                                       caplog):
     """A KINT_HOME set to the home folder itself would make every file there private (a
     script losing its group's read, a public_html closed): nothing is changed then. And the
-    walk ends after MAX_ENTRIES entries, so a start is never held by a huge tree."""
+    walk ends after MAX_ENTRIES entries, so a start is never held by a huge tree. Doctor
+    walks the same way: it says what it did not look at, and names what the start mends."""
+    from kint import home_modes
     from kint.supervisor import tighten
 
     user_home = tmp_path / "me"
@@ -270,32 +306,45 @@ def test_tightening_stays_out_of_the_users_home_and_stops_at_its_bound(tmp_path,
     assert tighten.tighten_home(user_home) == 0 and mode(page) == 0o644
     assert tighten.tighten_home(tmp_path) == 0 and mode(page) == 0o644
     assert "it holds your home folder" in caplog.text
+    assert doctor._permissions(user_home) == {
+        "name": "permissions", "ok": True, "warn": True,
+        "detail": f"nothing under {user_home} was looked at: {home_modes.HOLDS_USER_HOME}",
+        "hint": "set KINT_HOME to a folder of kint's own"}
 
     kint_home = tmp_path / "kint"
     kint_home.mkdir(mode=0o700)
     for n in range(5):
         (kint_home / f"f{n}").write_text("x")
         (kint_home / f"f{n}").chmod(0o644)
-    monkeypatch.setattr(tighten, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(home_modes, "MAX_ENTRIES", 3)
+    found = doctor._permissions(kint_home)
+    assert not found["ok"] and found["detail"].endswith(
+        f"; only the first 3 entries under {kint_home} were looked at"), found
+    named = found["detail"].removeprefix("open to others: ").split(";")[0].split(", ")
     assert tighten.tighten_home(kint_home) == 3
     assert sorted(mode(p) for p in kint_home.iterdir()) == [0o600] * 3 + [0o644] * 2
+    assert {f"{p} 0o644" for p in kint_home.iterdir() if mode(p) == 0o600} == set(named)
     assert f"stopped tightening the files under {kint_home} after 3 entries" in caplog.text
 
     # One line a path for the first LOGGED_PATHS, then one line for the rest.
-    monkeypatch.setattr(tighten, "MAX_ENTRIES", 100)
+    monkeypatch.setattr(home_modes, "MAX_ENTRIES", 100)
     monkeypatch.setattr(tighten, "LOGGED_PATHS", 1)
     caplog.clear()
     assert tighten.tighten_home(kint_home) == 2
     said = [r.getMessage() for r in caplog.records]
     assert len([m for m in said if m.startswith("tightened ")]) == 2, said
     assert f"tightened 1 more of kint's files and folders under {kint_home} the same way" in said
+    assert doctor._permissions(kint_home)["ok"]
 
 
-def test_tightening_changes_nothing_when_kint_home_is_a_stores_folder(tmp_path, caplog):
+def test_tightening_changes_nothing_when_kint_home_is_a_stores_folder(tmp_path, monkeypatch,
+                                                                     caplog):
     """A store kept in KINT_HOME itself (`--db $KINT_HOME/memory.db`, or KINT_HOME set to
     ~/.sibyl-memory): its folder is the walk's top, which is never an entry the walk can
     skip, so the store and its journal were made private like kint's own files. The
-    README promises never to touch a store's folder: nothing there is changed."""
+    README promises never to touch a store's folder: nothing there is changed, whether the
+    store is bound or Sibyl's default, and doctor says it did not look there."""
+    from kint import home_modes
     from kint.supervisor import tighten
 
     home = tmp_path / "kint"
@@ -305,6 +354,12 @@ def test_tightening_changes_nothing_when_kint_home_is_a_stores_folder(tmp_path, 
         path.write_bytes(b"x")
         path.chmod(0o644)
     caplog.set_level("WARNING", logger="kint.supervisor")
-    assert tighten.tighten_home(home, left_alone=[store.parent]) == 0
+    assert tighten.tighten_home(home, [store]) == 0
     assert mode(store) == 0o644 and mode(home / "memory.db-wal") == 0o644
     assert "it is a Sibyl store's folder" in caplog.text
+    assert doctor._permissions(home)["detail"].startswith("open to others: ")  # not bound
+    monkeypatch.setenv("SIBYL_MEMORY_DB", str(store))
+    assert tighten.tighten_home(home) == 0 and mode(store) == 0o644
+    found = doctor._permissions(home)
+    assert found["ok"] and found["warn"], found
+    assert found["detail"] == f"nothing under {home} was looked at: {home_modes.IS_STORE_FOLDER}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from kint.commands.common import (Ctx, echo_json, explained, print_notices,
                                   sent_settings)
 from kint.commands.doctor_env import environment_checks
 from kint.commands.owner_flag import check_owner, owner_option
-from kint.paths import kint_home
+from kint.paths import LOCAL_SECRET_FILE, kint_home
 from kint.protocol.checks import check
 
 
@@ -30,32 +29,69 @@ def _placement(home: Path) -> dict[str, Any]:
                  "set KINT_HOME outside ~/.sibyl-memory")
 
 
-# What mends loose modes: kint.supervisor.tighten, at the next supervisor start, for all of
-# kint's files but the two whose exposure matters (the local secret, the recovery files).
-PERMISSIONS_HINT = ("chmod 700 the folders and 600 the files listed; a starting supervisor "
-                    "does so for kint's own files but local.secret and RECOVERY-*.txt "
-                    "(replace the one, rekey over the other if it was read)")
+# Each kind of loose entry (kint.home_modes' rule) with what to do about it: what a
+# supervisor start mends, and the two files it leaves as they are on purpose, because one
+# that was open to others may have been read.
+MENDED_HINT = ("a supervisor start makes kint's own files private (`kint supervisor stop`, "
+               "then `kint supervisor start`), as does chmod go-rwx on each")
+LOCAL_SECRET_HINT = ("local.secret: kint refuses it while others can read it: chmod 600 it "
+                     "if no one else could have read it, else remove it and `kint session-key "
+                     "rotate` (the new key needs its own ETH and authorization)")
+RECOVERY_HINT = ("RECOVERY-*.txt: chmod 600 it, and as its code is the data key, `kint "
+                 "rekey` if anyone else could have read it (a supervisor start never makes "
+                 "it private)")
+SHOWN = 5  # entries named in the detail line, then "and N more"
+
+
+def _listed(entries: list[str], count: int) -> str:
+    more = f" and {count - len(entries)} more" if count > len(entries) else ""
+    return ", ".join(entries) + more
 
 
 def _permissions(home: Path) -> dict[str, Any]:
-    loose = []
-    for root, dirs, files in os.walk(home):
-        for name in dirs + files:
-            path = Path(root) / name
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISDIR(st.st_mode) and mode != 0o700:
-                loose.append(f"{path} {oct(mode)}")
-            elif stat.S_ISREG(st.st_mode) and mode & 0o077:
-                loose.append(f"{path} {oct(mode)}")
-    if home.exists() and stat.S_IMODE(home.stat().st_mode) != 0o700:
-        loose.insert(0, f"{home} {oct(stat.S_IMODE(home.stat().st_mode))}")
-    return check("permissions", not loose,
-                 "; ".join(loose[:5]) if loose else "folders 0700, files 0600",
-                 PERMISSIONS_HINT)
+    """What the next supervisor start would make private (KINT_HOME itself not 0700, and
+    the entries kint.home_modes calls loose), and the loose files it leaves as they are."""
+    from kint.home_modes import HomeWalk
+    from kint.supervisor.bindings import bound_stores
+
+    mended: list[str] = []
+    kept: list[str] = []
+    count = 0
+    secret = False
+    try:
+        top = home.lstat()
+    except OSError:
+        top = None
+    if top is not None and stat.S_ISDIR(top.st_mode) and stat.S_IMODE(top.st_mode) != 0o700:
+        mended.append(f"{home} {oct(stat.S_IMODE(top.st_mode))}")
+        count = 1
+    walk = HomeWalk(home, bound_stores(home))
+    for entry in walk.loose():
+        if entry.kept:
+            kept.append(f"{entry.path} {oct(entry.mode)}")
+            secret = secret or entry.name == LOCAL_SECRET_FILE
+        else:
+            count += 1
+            if len(mended) < SHOWN:
+                mended.append(f"{entry.path} {oct(entry.mode)}")
+    parts, hints = [], []
+    if count:
+        parts.append("open to others: " + _listed(mended, count))
+        hints.append(MENDED_HINT)
+    if kept:
+        parts.append("left as they are on purpose: " + _listed(kept[:SHOWN], len(kept)))
+        hints += [LOCAL_SECRET_HINT] if secret else []
+        hints += [RECOVERY_HINT] if len(kept) > secret else []
+    if walk.refusal is not None:
+        parts.append(f"nothing under {home} was looked at: {walk.refusal}")
+        hints.append("set KINT_HOME to a folder of kint's own")
+    if walk.stopped:
+        parts.append(f"only the first {walk.bound} entries under {home} were looked at")
+        hints.append("keep only kint's files under KINT_HOME")
+    failed = bool(count or kept)
+    return check("permissions", not failed,
+                 "; ".join(parts) if parts else f"nothing under {home} open to others",
+                 "; ".join(hints), warn=bool(parts) and not failed)
 
 
 @click.command("doctor")

@@ -31,13 +31,13 @@ from typing import Literal
 
 from kint.custody.errors import LocalSecretCorrupt, LocalSecretUnsafe, NoLocalPassphrase
 from kint.custody.files import home_lock, home_or_default, write_new
-from kint.paths import ensure_private_dir
+from kint.home_modes import LOOSE_BITS
+from kint.paths import LOCAL_SECRET_FILE, ensure_private_dir
 
 PASSPHRASE_ENV = "KINT_SESSION_PASSPHRASE"
 NO_KEYCHAIN_ENV = "KINT_NO_KEYCHAIN"
 KEYCHAIN_SERVICE = "dev.kint-session-key"
 KEYCHAIN_ACCOUNT = "passphrase"
-LOCAL_SECRET_FILE = "local.secret"
 _SECRET_LOCK_FILE = "local-secret.lock"
 _LOCAL_SECRET_MAX = 4096
 
@@ -119,7 +119,7 @@ def _from_file(home: Path, create: bool) -> str | None:
         raise LocalSecretUnsafe(path, "is not a regular file")
     if st.st_uid != os.getuid():
         raise LocalSecretUnsafe(path, f"is owned by uid {st.st_uid}, not by this user")
-    if stat.S_IMODE(st.st_mode) & 0o077:
+    if st.st_mode & LOOSE_BITS:
         raise LocalSecretUnsafe(
             path, f"is readable or writable by others (mode {stat.S_IMODE(st.st_mode):04o})")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))

@@ -49,13 +49,11 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
 
     `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
     worker forkserver imports first."""
-    from kint.custody.local_secret import local_secret_path
-    from kint.spaces import sibyl_default_db
     from kint.supervisor.daemon import Supervisor
     from kint.supervisor.ownership import Ownership
     from kint.supervisor.settings import Settings
     from kint.supervisor.spawner import Spawner
-    from kint.supervisor.tighten import RECOVERY_FILES, tighten_home
+    from kint.supervisor.tighten import tighten_home
 
     # Everything this process, its forkserver and its workers create is the user's alone,
     # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
@@ -77,9 +75,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
                      Ownership(run_dir(home) / PID_FILE, pid_fd))
     # Files an older kint or a loose umask left open to others are reused as they are:
     # made private again, now that this supervisor alone holds the home.
-    tighten_home(home, left_alone=[local_secret_path(home), *home.glob(RECOVERY_FILES),
-                                   *(db.parent for db in (sibyl_default_db(),
-                                                          *sup.bindings.stores()))])
+    tighten_home(home, sup.bindings.stores())
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)
     try:

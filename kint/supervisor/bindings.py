@@ -37,6 +37,34 @@ class Binding:
     db: str
 
 
+def read_bindings(path: Path) -> tuple[dict[str, Binding], int]:
+    """The well-formed bindings in `path` and how many entries it held ({} when there is no
+    file). ValueError, saying why, when the file cannot be trusted. Changes nothing."""
+    try:
+        raw = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}, 0
+    except (OSError, orjson.JSONDecodeError) as err:
+        raise ValueError(f"it does not read ({err})") from err
+    if not isinstance(raw, dict) or len(raw) > MAX_BINDINGS:
+        raise ValueError("it is not a map of bindings")
+    out = {sid: Binding(item["label"], item["tenant"], item["db"])
+           for sid, item in raw.items()
+           if isinstance(sid, str) and len(sid) == 64 and isinstance(item, dict)
+           and all(isinstance(item.get(k), str) for k in ("label", "tenant", "db"))}
+    return out, len(raw)
+
+
+def bound_stores(home: Path) -> list[Path]:
+    """The stores a supervisor starting now would hold bound (none when the file cannot be
+    trusted: it would set the file aside), read without changing anything: `kint doctor`
+    keeps their folders out of its walk of the home, as that start's tightening does."""
+    try:
+        return [Path(b.db) for b in read_bindings(run_dir(home) / BINDINGS_FILE)[0].values()]
+    except ValueError:
+        return []
+
+
 class Bindings:
     def __init__(self, home: Path) -> None:
         self.path = run_dir(home) / BINDINGS_FILE
@@ -44,18 +72,10 @@ class Bindings:
 
     def _load(self) -> dict[str, Binding]:
         try:
-            raw = orjson.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except (OSError, orjson.JSONDecodeError) as err:
-            return self._set_aside(f"it does not read ({err})")
-        if not isinstance(raw, dict) or len(raw) > MAX_BINDINGS:
-            return self._set_aside("it is not a map of bindings")
-        out = {sid: Binding(item["label"], item["tenant"], item["db"])
-               for sid, item in raw.items()
-               if isinstance(sid, str) and len(sid) == 64 and isinstance(item, dict)
-               and all(isinstance(item.get(k), str) for k in ("label", "tenant", "db"))}
-        if len(out) != len(raw):
+            out, held = read_bindings(self.path)
+        except ValueError as err:
+            return self._set_aside(str(err))
+        if len(out) != held:
             log.warning("ignoring malformed entries of %s", self.path)
         return out
 
