@@ -224,3 +224,84 @@ def test_the_watchers_pushes_renew_the_key_with_kint_servers_key_ttl(machine):
             f"renewed for {(cached.expires_at - started) / 3600:.1f} h, not 30 days")
     finally:
         agent.close()
+
+
+def _server_pid(sb, name: str) -> int:
+    """The pid of the kint-server started with SESSION_NAME=`name` on this machine."""
+    from support.procs import processes
+
+    home, mark = str(sb.kint_home).encode(), f"SESSION_NAME={name}".encode()
+    [pid] = [pid for pid, argv, env in processes() if b"run_kint_server.py" in argv
+             and home in env and mark in env.split(b"\0")]
+    return pid
+
+
+def test_an_older_session_is_told_when_a_later_ones_key_ttl_runs_the_watcher(machine):
+    """Several kint-servers over one store: the watcher's pushes renew the data key with
+    the newest session's KINT_KEY_TTL. An older session whose own differs is told so at its
+    next attach (its keepalive), in its own log, once; the line says that its own calls
+    still use its value, where a watcher timing it sent is simply not used. The newest
+    session, and an older one that agrees with it, are told nothing."""
+    log = machine.kint_home / "kint.log"
+    start = log.stat().st_size if log.exists() else 0
+    label = machine.label(machine.sibyl_db)
+
+    def notices() -> list[tuple[int, str, str, str]]:
+        """(pid, logger, level, message) of the log's lines about a session's values."""
+        with log.open("rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+        return [(int(pid), logger, level, message)
+                for _, _, pid, logger, level, message in
+                (line.split(" ", 5) for line in text.splitlines()
+                 if " from this kint-server " in line)]
+
+    # A keepalive every half second (60 s in kint-server): the older sessions re-attach
+    # within the test's waits. The watcher never pushes here (its quiet period is an hour).
+    def agent(name: str, ttl: str, quiet: str) -> AgentProcess:
+        return AgentProcess({**machine.env, "SESSION_NAME": name, "KINT_TEST_KEEPALIVE_S": "0.5",
+                             "KINT_KEY_TTL": ttl, "KINT_QUIET_SECONDS": quiet}).start()
+
+    agents = [agent("first", "30d", "3600")]
+    try:
+        # Time let pass on purpose: alone, "first" re-attaches a few times and, the newest
+        # session itself, is told nothing.
+        time.sleep(2)
+        assert notices() == []
+        agents.append(agent("second", "1h", "3599"))
+        first = _server_pid(machine, "first")
+        machine.wait_for(lambda: len(notices()) >= 2, timeout=30, interval=0.2,
+                         what="the first session's notices")
+        agents.append(agent("third", "1h", "3599"))
+        # Time let pass on purpose: "first" re-attaches a few more times (its notices are
+        # logged once per server), and so does "second", older now but agreeing with
+        # "third", the newest.
+        time.sleep(2)
+        said = "from kint-server session that attached later"
+        assert sorted(notices()) == sorted([
+            (first, "kint.server", "WARNING",
+             f"kint: KINT_QUIET_SECONDS=3600 from this kint-server is not used: space "
+             f"{label}'s watcher runs with 3599 ({said}); the newest session's values apply "
+             f"while it runs"),
+            (first, "kint.server", "WARNING",
+             f"kint: KINT_KEY_TTL=30d from this kint-server is not used by the watcher's "
+             f"pushes (this session's own calls use it): space {label}'s watcher runs with "
+             f"1h ({said}); the newest session's values apply while it runs")]), notices()
+        # The worker answers the attach with them; it does not log them itself.
+        assert "from this kint-server" not in (machine.kint_home / "supervisor.log").read_text()
+
+        # As the line says, the session's own calls use its value: its pull renews the
+        # cached key for 30 days, the newest session's for an hour.
+        from kint.custody.vault_cache import CachedKey, read_cached_key
+        from kint.spaces import space_id
+
+        for each, ttl_s in ((agents[0], 30 * 86400), (agents[2], 3600)):
+            asked = time.time()
+            assert each.call("memory_pull")["ok"] is True
+            cached = read_cached_key(machine.kint_home, space_id(label))
+            assert isinstance(cached, CachedKey) and cached.expires_at is not None, cached
+            assert asked + ttl_s - 60 <= cached.expires_at <= time.time() + ttl_s + 60, (
+                f"renewed for {(cached.expires_at - asked) / 3600:.1f} h, not {ttl_s / 3600:g}")
+    finally:
+        for each in agents:
+            each.close()

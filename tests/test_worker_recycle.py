@@ -18,6 +18,7 @@ import pytest
 
 from conftest import make_sandbox, write_store
 from kint.client import KintError
+from kint.supervisor.settings import Settings
 from kint.tenant_worker.own_memory import QUIET_SECONDS, MemoryReading, own_mib
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -57,6 +58,34 @@ def _verify(sb, db) -> str:
         return err.code
 
 
+def _row_and_clock(sb, db) -> tuple[dict, float]:
+    """The space's row and the supervisor's uptime, from one status answer."""
+    status = sb.sup_status()
+    [row] = [r for r in status["spaces"] if r["store"] == str(db)]
+    return row, status["supervisor"]["uptime_s"]
+
+
+def _kept_after_its_figure(sb, db) -> dict:
+    """The space's row once the supervisor has swept its spaces a few times since the
+    worker's memory figure arrived: a worker it would recycle is stopped at the first sweep
+    after that (the figure is read after QUIET_SECONDS without work, and the supervisor's
+    quiet spell began no later than the worker's). The sweeps are counted on the
+    supervisor's own clock, its uptime in a status it answered (a sweep is due every
+    tick_s and runs at the first turn of its loop once due), not on this process's: a
+    supervisor the box starves of CPU has swept no more often for the test's sleeping."""
+    def figure() -> float | None:  # or the worker gone: stopped before a look saw it
+        row, clock = _row_and_clock(sb, db)
+        return clock if row["memory_mib"] is not None or row["pid"] is None else None
+
+    seen_at = sb.wait_for(figure, timeout=QUIET_SECONDS + 20, what="the worker's memory figure")
+
+    def swept() -> dict | None:
+        row, clock = _row_and_clock(sb, db)
+        return row if clock >= seen_at + 4 * Settings.tick_s else None
+
+    return sb.wait_for(swept, timeout=30, what="four sweeps after the memory figure")
+
+
 @linux_only
 def test_a_worker_over_the_limit_is_replaced_once_idle_and_the_next_call_starts_another(
         tmp_path):
@@ -78,10 +107,7 @@ def test_a_worker_over_the_limit_is_replaced_once_idle_and_the_next_call_starts_
         assert second and second != pid
         # The successor is just as far over 1 MiB, but a space is recycled at most once
         # in ten minutes: it stays, and reports its memory.
-        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["memory_mib"] is not None and r,
-                          timeout=QUIET_SECONDS + 20, what="the successor's memory figure")
-        time.sleep(2)
-        row = sb.row(sb.sibyl_db)
+        row = _kept_after_its_figure(sb, sb.sibyl_db)
         assert row["pid"] == second and row["state"] == "ready", row
         assert row["memory_mib"] > 1
     finally:
@@ -96,10 +122,7 @@ def test_with_recycling_off_a_big_worker_stays(tmp_path):
         sb.start()
         _verify(sb, sb.sibyl_db)
         pid = sb.row(sb.sibyl_db)["pid"]
-        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["memory_mib"] is not None and r,
-                          timeout=QUIET_SECONDS + 20, what="the worker's memory figure")
-        time.sleep(2)
-        row = sb.row(sb.sibyl_db)
+        row = _kept_after_its_figure(sb, sb.sibyl_db)
         assert row["pid"] == pid and row["state"] == "ready" and row["memory_mib"] > 1, row
     finally:
         sb.shutdown()
