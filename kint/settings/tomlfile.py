@@ -18,11 +18,11 @@ named instead of being silently ignored.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from kint.settings.schema import BY_KEY, SETTINGS, BadValue, Setting, given, parse
+from kint.settings.schema import BY_KEY, SETTINGS, BadValue, Setting, given, parse, shown
 
 CONFIG_NAME = "config.toml"
 SPACES_TABLE = "spaces"
@@ -49,6 +49,11 @@ class ConfigFile:
     exists: bool = False
     machine: dict[str, Any] = field(default_factory=dict)
     spaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # While the file on disk is refused and this is the last good configuration serving in
+    # its place: the strict settings (the chain's) the file on disk would set otherwise,
+    # each with why (`with_refusals`), at the top level and in each space's table.
+    refused: dict[str, str] = field(default_factory=dict)
+    refused_spaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def space_table(self, names: Iterable[str]) -> tuple[str, dict[str, Any]] | None:
         """The table of the first of `names` (a label, a space id) that has one."""
@@ -56,6 +61,15 @@ class ConfigFile:
             table = self.spaces.get(name)
             if table is not None:
                 return name, table
+        return None
+
+    def space_refusal(self, names: Iterable[str], setting: str) -> tuple[str, str] | None:
+        """(label, why) when the refused file's table of the first of `names` that has one
+        (there or in the configuration serving) would set `setting` otherwise."""
+        for name in names:
+            if name in self.refused_spaces or name in self.spaces:
+                why = self.refused_spaces.get(name, {}).get(setting)
+                return (name, why) if why is not None else None
         return None
 
 
@@ -139,3 +153,62 @@ def read_config(path: Path) -> ConfigFile:
     except OSError as err:
         raise ConfigError(path, None, f"cannot be read: {err.strerror or err}") from None
     return parse_config(path, data)
+
+
+_ABSENT = object()
+
+
+def _refusal(setting: Setting, raw: Any, serving: Any, err: ConfigError) -> str | None:
+    """Why the refused file's value of a strict setting (`raw`, or _ABSENT) cannot give way
+    to the value serving in its place (`serving`, or _ABSENT for the layer below), or None
+    when the two agree."""
+    if raw is _ABSENT:
+        if serving is _ABSENT:
+            return None
+        return (f"not set by the file, which is refused ({err}), while the last good "
+                f"configuration serving in its place gives {shown(setting, serving)}")
+    try:
+        value = parse(setting, raw)
+    except BadValue as bad:
+        return f"{given(setting, raw)} {bad}"
+    if serving is not _ABSENT and value == serving:
+        return None
+    instead = ("the last good configuration gives " + shown(setting, serving)
+               if serving is not _ABSENT else "no last good configuration sets it")
+    return f"{shown(setting, value)} is not in force: the file is refused ({err}), and {instead}"
+
+
+def with_refusals(serving: ConfigFile, data: bytes | None, err: ConfigError) -> ConfigFile:
+    """`serving` (the last good configuration, in place of the file `err` refused) marked
+    with each strict setting the file on disk gives otherwise: a chain setting never gives
+    way to an older value or the default (Base mainnet) because the file was refused. A
+    file that cannot be read as TOML marks all of them (which chain it names is unknown)."""
+    strict = [s for s in SETTINGS if s.strict]
+    base = replace(serving, refused={}, refused_spaces={})
+    try:
+        doc = tomllib.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        doc = None
+    if doc is None:
+        why = f"the file is refused ({err}), so which chain it names is unknown"
+        return replace(base, refused={s.name: why for s in strict})
+    refused = {}
+    for s in strict:
+        why = _refusal(s, doc.get(s.key, _ABSENT), serving.machine.get(s.name, _ABSENT), err)
+        if why is not None:
+            refused[s.name] = why
+    tables = doc.get(SPACES_TABLE)
+    tables = tables if isinstance(tables, dict) else {}
+    refused_spaces: dict[str, dict[str, str]] = {}
+    for label in sorted(set(tables) | set(serving.spaces)):
+        table = tables.get(label)
+        table = table if isinstance(table, dict) else {}
+        served = serving.spaces.get(label, {})
+        found = {}
+        for s in strict:
+            why = _refusal(s, table.get(s.key, _ABSENT), served.get(s.name, _ABSENT), err)
+            if why is not None:
+                found[s.name] = why
+        if found:
+            refused_spaces[label] = found
+    return replace(base, refused=refused, refused_spaces=refused_spaces)
