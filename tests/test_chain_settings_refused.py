@@ -119,6 +119,11 @@ def test_a_bad_contract_in_config_toml(machine, chain_home):
         refused(machine.kint("push"), 5, f"kint: error: KINT_CONTRACT in {path} (contract): "
                 f"{anchor} is not in force: the file is refused ({path}: quiet_seconds: "
                 f"'later' is not a number), and no last good configuration sets it")
+        # In a space's table, the table is named.
+        label = machine.label(machine.sibyl_db)
+        path.write_text(f'[spaces."{label}"]\ncontract = "0x1234"\n')
+        refused(machine.kint("push"), 5, f"kint: error: KINT_CONTRACT in {path} "
+                f"(spaces.\"{label}\".contract): '0x1234' is not an address")
         # Nor one the file cannot even be read for.
         path.write_text('contract = "0x12\n')
         refused(machine.kint("push"), 5, "so which chain it names is unknown")
@@ -153,6 +158,12 @@ def test_a_bad_contract_in_the_supervisors_environment(machine, chain_home):
                 "stop`")
         refused(machine.kint("push"), 5, line, hint)
         refused(machine.kint("verify", "rule"), 2, line)
+        # A good value in the command's environment does not stand in for the space's.
+        anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
+        refused(machine.kint("push", env={"KINT_CONTRACT": anchor}), 5, line,
+                f"kint: KINT_CONTRACT={anchor} in this environment is not used: space "
+                f"{machine.label(machine.sibyl_db)} has its own refused (KINT_CONTRACT='0x123' "
+                f"in the supervisor's environment")
         assert chain_state(machine, chain_home) == before
         doctor = machine.kint("doctor", "--json")
         checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}

@@ -50,8 +50,8 @@ class ConfigFile:
     machine: dict[str, Any] = field(default_factory=dict)
     spaces: dict[str, dict[str, Any]] = field(default_factory=dict)
     # While the file on disk is refused and this is the last good configuration serving in
-    # its place: the strict settings (the chain's) the file on disk would set otherwise,
-    # each with why (`with_refusals`), at the top level and in each space's table.
+    # its place: the strict settings (the chain's) that must not give way to the layer
+    # below, each with why (`with_refusals`), at the top level and in each space's table.
     refused: dict[str, str] = field(default_factory=dict)
     refused_spaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -159,30 +159,29 @@ _ABSENT = object()
 
 
 def _refusal(setting: Setting, raw: Any, serving: Any, err: ConfigError) -> str | None:
-    """Why the refused file's value of a strict setting (`raw`, or _ABSENT) cannot give way
-    to the value serving in its place (`serving`, or _ABSENT for the layer below), or None
-    when the two agree."""
+    """Why the refused file's value of a strict setting (`raw`, or _ABSENT) must not give
+    way: it does not parse, or it parses but nothing serves in its place except the layer
+    below (`serving` is _ABSENT: no last good configuration sets it). None otherwise: a
+    last good value serves in its place, as for every setting."""
     if raw is _ABSENT:
-        if serving is _ABSENT:
-            return None
-        return (f"not set by the file, which is refused ({err}), while the last good "
-                f"configuration serving in its place gives {shown(setting, serving)}")
+        return None
     try:
         value = parse(setting, raw)
     except BadValue as bad:
         return f"{given(setting, raw)} {bad}"
-    if serving is not _ABSENT and value == serving:
+    if serving is not _ABSENT:
         return None
-    instead = ("the last good configuration gives " + shown(setting, serving)
-               if serving is not _ABSENT else "no last good configuration sets it")
-    return f"{shown(setting, value)} is not in force: the file is refused ({err}), and {instead}"
+    return (f"{shown(setting, value)} is not in force: the file is refused ({err}), and no last "
+            f"good configuration sets it")
 
 
 def with_refusals(serving: ConfigFile, data: bytes | None, err: ConfigError) -> ConfigFile:
     """`serving` (the last good configuration, in place of the file `err` refused) marked
-    with each strict setting the file on disk gives otherwise: a chain setting never gives
-    way to an older value or the default (Base mainnet) because the file was refused. A
-    file that cannot be read as TOML marks all of them (which chain it names is unknown)."""
+    with each strict setting that would otherwise give way to the layer below (the
+    default: Base mainnet) because the file was refused: one it sets to a value that does
+    not parse, or to a good one no last good configuration sets. A file that cannot be read
+    as TOML marks each one the last good configuration does not set (which chain the file
+    names is unknown)."""
     strict = [s for s in SETTINGS if s.strict]
     base = replace(serving, refused={}, refused_spaces={})
     try:
@@ -191,18 +190,18 @@ def with_refusals(serving: ConfigFile, data: bytes | None, err: ConfigError) -> 
         doc = None
     if doc is None:
         why = f"the file is refused ({err}), so which chain it names is unknown"
-        return replace(base, refused={s.name: why for s in strict})
+        return replace(base, refused={s.name: why for s in strict
+                                      if s.name not in serving.machine})
     refused = {}
     for s in strict:
         why = _refusal(s, doc.get(s.key, _ABSENT), serving.machine.get(s.name, _ABSENT), err)
         if why is not None:
             refused[s.name] = why
     tables = doc.get(SPACES_TABLE)
-    tables = tables if isinstance(tables, dict) else {}
     refused_spaces: dict[str, dict[str, str]] = {}
-    for label in sorted(set(tables) | set(serving.spaces)):
-        table = tables.get(label)
-        table = table if isinstance(table, dict) else {}
+    for label, table in (tables.items() if isinstance(tables, dict) else ()):
+        if not isinstance(table, dict):
+            continue
         served = serving.spaces.get(label, {})
         found = {}
         for s in strict:

@@ -107,9 +107,10 @@ def report(setting: Setting, raw: str, running: Value, label: str, path: str) ->
     """The one line for a value a caller gave that this call does not use."""
     who = f"space {label}" if setting.scope == "space" else "the supervisor"
     theirs = shown(setting, raw) if setting.kind == "url" else raw
-    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} runs "
-            f"with {shown(setting, running.value)} ({source_text(running)}); to change it, "
-            f"{_how(setting, running, label, path)}")
+    runs = (f"runs with {shown(setting, running.value)} ({source_text(running)})"
+            if running.refused is None else f"has its own refused ({running.refused})")
+    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} {runs}; "
+            f"to change it, {_how(setting, running, label, path)}")
 
 
 def apply(op: str, sent: Mapping[str, str], *, label: str,
