@@ -32,7 +32,8 @@ from kint import settings
 from kint.chain.keychain_rpc import SERVICE as KEYCHAIN_ITEM
 from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
 from kint.chain.keychain_rpc import keychain_rpc_url
-from kint.settings.schema import BASE_PUBLIC_RPC, DEFAULT_CONTRACT
+from kint.settings.loader import refusal
+from kint.settings.schema import BASE_PUBLIC_RPC, DEFAULT_CONTRACT, STRICT
 
 BASE_CHAIN_ID = 8453
 BASE_SECOND_RPC = "https://base-rpc.publicnode.com"
@@ -43,7 +44,33 @@ SPACE_URLS_SOURCE = "connect --rpc-urls"
 
 class ChainConfigError(Exception):
     """The chain settings are malformed (a contract that is not an address, a garbled
-    devchain record)."""
+    devchain record). `code` is the protocol's error code a worker refuses with."""
+
+    code = "BAD_REQUEST"
+    hint: str | None = None
+
+
+class RefusedChainSetting(ChainConfigError):
+    """A chain setting whose value does not parse, where it was set (kint.settings.loader
+    `refusal`): no chain is used in its place."""
+
+    code = "CONFIG_INVALID"
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def check_chain_settings() -> None:
+    """RefusedChainSetting for the first chain setting in force here that was refused: its
+    own value, the machine's primary endpoint (which says whether a devchain is the
+    chain), and the second endpoint. Before anything else reads them: a refused value
+    reads as unset, which is Base mainnet's default."""
+    for name in STRICT:
+        for found in ((settings.lookup(name), settings.machine_lookup(name))
+                      if name == "KINT_RPC_URL" else (settings.lookup(name),)):
+            if found.refused is not None:
+                raise RefusedChainSetting(*refusal(found))
 
 
 @dataclass(frozen=True)
@@ -152,7 +179,9 @@ def _source(value: settings.Value) -> tuple[str, str | None]:
 def load_chain_config(home: Path, space_rpc_urls: list[str] | None = None) -> ChainConfig:
     """The chain settings in force here. For a space, `space_rpc_urls` are the endpoints
     its enrolment keeps (`kint connect --rpc-urls`): they, or a `[spaces."<label>"]` table
-    in config.toml, change how the space reaches its chain, never which chain it is."""
+    in config.toml, change how the space reaches its chain, never which chain it is.
+    A chain setting whose value was refused stops it (RefusedChainSetting)."""
+    check_chain_settings()
     timeout = settings.value("KINT_RPC_TIMEOUT")
     single = bool(settings.value("KINT_ALLOW_SINGLE_RPC"))
     machine = settings.machine_lookup("KINT_RPC_URL")

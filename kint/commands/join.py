@@ -169,7 +169,7 @@ def _anchor(home: Path) -> Any:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        stop(STEP_VAULT, str(err))
+        stop(STEP_VAULT, str(err), err.hint)
 
 
 def _enrolled_owner(home: Path, space16: str) -> str | None:

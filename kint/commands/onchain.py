@@ -37,9 +37,11 @@ from kint.paths import UnsafePathError, space_files
 from kint.render import utc_time
 
 
-def refuse(message: str) -> NoReturn:
-    """One line on stderr and exit 2."""
+def refuse(message: str, hint: str | None = None) -> NoReturn:
+    """One line on stderr (and what to do, when there is a hint) and exit 2."""
     click.echo(f"kint: error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
     sys.exit(ERROR)
 
 
@@ -99,7 +101,7 @@ def open_anchor(home: Path) -> Anchor:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        refuse(str(err))
+        refuse(str(err), err.hint)
 
 
 @contextlib.contextmanager
@@ -109,7 +111,9 @@ def chain_errors(what: str) -> Iterator[None]:
         yield
     except RpcUnavailable as err:
         refuse(f"{what}: the chain did not answer ({err})")
-    except (CustodyError, UnsafePathError, ChainConfigError) as err:
+    except ChainConfigError as err:
+        refuse(str(err), err.hint)
+    except (CustodyError, UnsafePathError) as err:
         refuse(str(err))
     except Web3Exception as err:  # e.g. KINT_CONTRACT names something that is not EpochAnchor
         refuse(f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "

@@ -32,7 +32,8 @@ class ErrorCode(str, Enum):
     NO_SESSION_KEY = "NO_SESSION_KEY"
     WRONG_KEY = "WRONG_KEY"
     RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
-    # $KINT_HOME/config.toml refused (file and key named); the last good one serves.
+    # $KINT_HOME/config.toml refused (file and key named); the last good one serves. Also a
+    # chain setting that does not parse, wherever it was set: its chain work is refused.
     CONFIG_INVALID = "CONFIG_INVALID"
     # A state file under KINT_HOME that cannot be trusted (named in the message).
     CORRUPT_STATE = "CORRUPT_STATE"

@@ -14,6 +14,12 @@ client sent are compared, and a difference is reported (kint.settings.wire).
 
 In a worker, a request's values are set for the thread that runs it (`overlay`), so code
 anywhere below the handler reads the call's value with the same `value(name)`.
+
+A value that does not parse gives way to the layer below, with a complaint, except for a
+strict setting (the chain's endpoints and contract): there it is kept as a refused `Value`
+(no value, `refused` saying why), and the chain work that would read it refuses
+(`refusal`), rather than send a push to, or verify against, Base mainnet's default
+contract because of a typo.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ class Value:
     raw: str | None = None
     # The label of the config file's `[spaces."<label>"]` table the value came from.
     table: str | None = None
+    # A strict setting's value that is refused: the line that says which, from where and
+    # why (URLs without their path or query). `value` is None then, and must not be used.
+    refused: str | None = None
 
     @property
     def name(self) -> str:
@@ -170,23 +179,64 @@ def complain(line: str) -> None:
 def parse_loose(setting: Setting, raw: str, origin: str,
                 fallback: Any) -> tuple[Any, str | None]:
     """An environment value as the setting's type: a value that does not parse is logged
-    and not used (None, why), a number below the minimum is raised to it."""
+    and not used (None, why), a number below the minimum is raised to it. A strict
+    setting's is logged only (the work that reads it refuses, saying so)."""
     try:
         value = parse(setting, raw)
     except BadValue as err:
-        _warn_once(setting.name, raw, f"{setting.name}={given(setting, raw)} {err}; using "
-                   f"{fallback}", origin)
+        line = f"{setting.name}={given(setting, raw)} {err}"
+        if not setting.strict:
+            _warn_once(setting.name, raw, f"{line}; using {fallback}", origin)
+        elif _process.daemon or logging.getLogger().handlers:
+            _warn_once(setting.name, raw, f"{line}; the chain work that reads it is refused",
+                       origin)
         return None, str(err)
     return _clamped(setting, value, raw, origin), None
 
 
+ENV_WORDS = {THIS_CALL: "the environment of this call", DAEMON_ENV: "the supervisor's environment"}
+
+
+def refused_in_env(setting: Setting, raw: str, why: str, source: str) -> Value:
+    """A strict setting's environment value that does not parse, as a refused Value."""
+    line = f"{setting.name}={given(setting, raw)} in {ENV_WORDS[source]} {why}"
+    return Value(setting, None, source, raw=raw, refused=line)
+
+
+def _refused_in_file(setting: Setting, cfg: ConfigFile, why: str,
+                     table: str | None = None) -> Value:
+    key = f'spaces."{table}".{setting.key}' if table else setting.key
+    return Value(setting, None, FILE, str(cfg.path), table=table,
+                 refused=f"{setting.name} in {cfg.path} ({key}): {why}")
+
+
+def refusal(v: Value) -> tuple[str, str]:
+    """A refused value (`v.refused`) as an error's line and hint: what to change, where."""
+    name = v.name
+    line = f"{v.refused}; kint uses no other chain or contract in its place"
+    if v.source == FILE:
+        return line, (f"fix {v.where} (read again when it changes; `kint config check` "
+                      f"names the key it refuses)")
+    if v.source == DAEMON_ENV:
+        return line, (f"the supervisor was started with it: correct {name} in the service's "
+                      f"environment file and restart the service, or `kint supervisor stop` "
+                      f"and run the next command from an environment where it is correct")
+    return line, (f"correct {name} in this command's environment (or kint-server's MCP "
+                  f"configuration), or unset it")
+
+
 def resolve(setting: Setting, cfg: ConfigFile, *, environ: Mapping[str, str] | None = None,
             space: tuple[str, ...] = ()) -> Value:
-    """`setting` through the layers below "this call"."""
+    """`setting` through the layers below "this call". A strict setting's value that does
+    not parse (in the environment, or in a config file that was refused for it) is a
+    refused Value at its layer, which a higher layer's good value still replaces."""
     current = Value(setting, setting.default, DEFAULT)
-    if setting.name in cfg.machine:
-        current = Value(setting, cfg.machine[setting.name], FILE, str(cfg.path))
-    raw = environ_value(setting.name, environ)
+    name = setting.name
+    if name in cfg.refused:
+        current = _refused_in_file(setting, cfg, cfg.refused[name])
+    elif name in cfg.machine:
+        current = Value(setting, cfg.machine[name], FILE, str(cfg.path))
+    raw = environ_value(name, environ)
     if raw is not None:
         source = env_source()
         if setting.secret:
@@ -195,11 +245,15 @@ def resolve(setting: Setting, cfg: ConfigFile, *, environ: Mapping[str, str] | N
             value, bad = parse_loose(setting, raw, source, current.value)
             if bad is None:
                 current = Value(setting, value, source, raw=raw)
+            elif setting.strict:
+                current = refused_in_env(setting, raw, bad, source)
     if setting.per_space and space:
+        refused = cfg.space_refusal(space, name) if cfg.refused_spaces else None
         found = cfg.space_table(space)
-        if found is not None and setting.name in found[1]:
-            current = Value(setting, found[1][setting.name], FILE, str(cfg.path),
-                            table=found[0])
+        if refused is not None:
+            current = _refused_in_file(setting, cfg, refused[1], refused[0])
+        elif found is not None and name in found[1]:
+            current = Value(setting, found[1][name], FILE, str(cfg.path), table=found[0])
     return current
 
 

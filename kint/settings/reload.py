@@ -2,7 +2,9 @@
 modification time), cheap enough for every request.
 
 A file that fails its checks is refused (the error names the file and the key) and the last
-good configuration keeps serving. So that a process started after the file went bad (a
+good configuration keeps serving, except that a chain setting never gives way to the
+default because of it: one the refused file sets badly, or sets where no last good value
+stands in, refuses the chain work until the file is fixed (`tomlfile.with_refusals`). So that a process started after the file went bad (a
 worker spawned later, a restarted supervisor) serves the same last good configuration, each
 good file is copied to `$KINT_HOME/config.last-good.toml` (0600); a process with nothing
 good in memory starts from that copy.
@@ -15,7 +17,8 @@ import os
 import threading
 from pathlib import Path
 
-from kint.settings.tomlfile import CONFIG_NAME, ConfigError, ConfigFile, parse_config, read_config
+from kint.settings.tomlfile import (CONFIG_NAME, ConfigError, ConfigFile, parse_config,
+                                    read_config, with_refusals)
 
 log = logging.getLogger("kint.settings")
 
@@ -76,6 +79,12 @@ class ConfigWatch:
         except ConfigError as err:
             if self._good is None:
                 self._good = self._last_good()
+            try:
+                data: bytes | None = self.path.read_bytes()
+            except OSError:
+                data = None
+            # The chain's settings never give way to the last good ones (or the default).
+            self._good = with_refusals(self._good, data, err)
             if self._error is None or str(self._error) != str(err):
                 from kint.settings.loader import complain
 

@@ -35,7 +35,7 @@ def entry(v: Value) -> dict[str, Any]:
             "where": (f'{v.where} [spaces."{v.table}"]' if v.table else v.where),
             "scope": s.scope, "read_by": sorted(s.read_by), "secret": s.secret,
             "file_key": s.key if s.in_file else None,
-            "no_effect_here": s.no_effect_here(v.value)}
+            "no_effect_here": s.no_effect_here(v.value), "refused": v.refused}
 
 
 def ordered(found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -52,13 +52,15 @@ def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
                 continue
             e = by_name[s.name]
             value = e["value"]
-            text = ("unset" if value is None else
+            text = ("refused" if e.get("refused") else "unset" if value is None else
                     ("1" if value is True else "unset" if value is False else
                      (str(int(value)) if isinstance(value, float) and value.is_integer()
                       else str(value))))
             source = e["source"] + (f" ({e['where']})" if e.get("where") else "")
             if e.get("no_effect_here"):
                 source += f"; {e['no_effect_here']}"
+            if e.get("refused"):
+                source += f": {e['refused']}; its chain work refuses"
             rows.append((s.name, text, source))
     width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]
     return [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in rows]

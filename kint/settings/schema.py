@@ -66,6 +66,11 @@ class Setting:
     # A call-scope setting a space's table may also give, as that space's default when the
     # call does not set it (a config.toml written when it was a per-space setting loads).
     space_table: bool = False
+    # A value that does not parse refuses the work that reads it, wherever it was set,
+    # instead of giving way to the next layer down: the settings that choose which chain
+    # and which contract kint reads and writes, where the next layer down is Base mainnet's
+    # EpochAnchor (kint.chain.config.load_chain_config raises on it).
+    strict: bool = False
 
     @property
     def per_space(self) -> bool:
@@ -134,13 +139,13 @@ SETTINGS: tuple[Setting, ...] = (
        "the primary endpoint", "on macOS the Alchemy key in the Keychain item "
        "`dev.api.alchemy` (account `api-key`, read with `security`; not with "
        f"`KINT_NO_KEYCHAIN=1`), else `{BASE_PUBLIC_RPC}`; a devchain running under "
-       "`KINT_HOME` is used when nothing sets it"),
+       "`KINT_HOME` is used when nothing sets it", strict=True),
     _s("KINT_RPC_URL_2", "url", None, "space", CLI_DAEMON, CHAIN,
        "the independent second opinion a cold-start pull asks",
        "`https://base-rpc.publicnode.com` when the primary is `mainnet.base.org`, else "
-       "`https://mainnet.base.org`"),
+       "`https://mainnet.base.org`", strict=True),
     _s("KINT_CONTRACT", "address", DEFAULT_CONTRACT, "space", CLI_DAEMON, CHAIN,
-       "the EpochAnchor address"),
+       "the EpochAnchor address", strict=True),
     # A call setting, as KINT_OFFLINE: v0.3.0 reads it in the process that pulls, so
     # `KINT_ALLOW_SINGLE_RPC=1 kint pull` lets that one cold start go ahead.
     _s("KINT_ALLOW_SINGLE_RPC", "flag", False, "call", DAEMON, CHAIN,
@@ -227,8 +232,10 @@ SETTINGS: tuple[Setting, ...] = (
 _SPACE_NOT_CALL = (
     "v0.3.0 reads each in every process; here a space's endpoints and contract are the "
     "supervisor's (config.toml, its environment, `connect --rpc-urls`): a command's or "
-    "kint-server's different value is reported in one line and not used, and so is a value "
-    "that does not parse (v0.3.0 stops on it)")
+    "kint-server's different value is reported in one line and not used. A value that does "
+    "not parse stops the chain work as in v0.3.0, wherever it is set (the command's "
+    "environment too): it never gives way to the default, Base mainnet's EpochAnchor "
+    "([Chain settings that do not parse](#chain-settings-that-do-not-parse))")
 _NEWEST_SESSION = ("one watcher, in the space's worker, serves every session: the newest "
                    "kint-server session's value applies while it runs")
 V030_DEPARTURES: dict[str, str] = {
@@ -271,6 +278,8 @@ EXTENSIONS = frozenset({
     "KINT_QUARANTINE_BACKOFF_SECONDS", "KINT_LOG_MAX_BYTES"})
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+# The settings that choose the chain and the contract (`Setting.strict`).
+STRICT: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.strict)
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
 SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
 # The value a client sends for a secret it has: never the secret itself.

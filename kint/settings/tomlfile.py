@@ -18,11 +18,11 @@ named instead of being silently ignored.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from kint.settings.schema import BY_KEY, SETTINGS, BadValue, Setting, given, parse
+from kint.settings.schema import BY_KEY, SETTINGS, BadValue, Setting, given, parse, shown
 
 CONFIG_NAME = "config.toml"
 SPACES_TABLE = "spaces"
@@ -49,6 +49,11 @@ class ConfigFile:
     exists: bool = False
     machine: dict[str, Any] = field(default_factory=dict)
     spaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # While the file on disk is refused and this is the last good configuration serving in
+    # its place: the strict settings (the chain's) that must not give way to the layer
+    # below, each with why (`with_refusals`), at the top level and in each space's table.
+    refused: dict[str, str] = field(default_factory=dict)
+    refused_spaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def space_table(self, names: Iterable[str]) -> tuple[str, dict[str, Any]] | None:
         """The table of the first of `names` (a label, a space id) that has one."""
@@ -56,6 +61,15 @@ class ConfigFile:
             table = self.spaces.get(name)
             if table is not None:
                 return name, table
+        return None
+
+    def space_refusal(self, names: Iterable[str], setting: str) -> tuple[str, str] | None:
+        """(label, why) when the refused file's table of the first of `names` that has one
+        (there or in the configuration serving) would set `setting` otherwise."""
+        for name in names:
+            if name in self.refused_spaces or name in self.spaces:
+                why = self.refused_spaces.get(name, {}).get(setting)
+                return (name, why) if why is not None else None
         return None
 
 
@@ -139,3 +153,61 @@ def read_config(path: Path) -> ConfigFile:
     except OSError as err:
         raise ConfigError(path, None, f"cannot be read: {err.strerror or err}") from None
     return parse_config(path, data)
+
+
+_ABSENT = object()
+
+
+def _refusal(setting: Setting, raw: Any, serving: Any, err: ConfigError) -> str | None:
+    """Why the refused file's value of a strict setting (`raw`, or _ABSENT) must not give
+    way: it does not parse, or it parses but nothing serves in its place except the layer
+    below (`serving` is _ABSENT: no last good configuration sets it). None otherwise: a
+    last good value serves in its place, as for every setting."""
+    if raw is _ABSENT:
+        return None
+    try:
+        value = parse(setting, raw)
+    except BadValue as bad:
+        return f"{given(setting, raw)} {bad}"
+    if serving is not _ABSENT:
+        return None
+    return (f"{shown(setting, value)} is not in force: the file is refused ({err}), and no last "
+            f"good configuration sets it")
+
+
+def with_refusals(serving: ConfigFile, data: bytes | None, err: ConfigError) -> ConfigFile:
+    """`serving` (the last good configuration, in place of the file `err` refused) marked
+    with each strict setting that would otherwise give way to the layer below (the
+    default: Base mainnet) because the file was refused: one it sets to a value that does
+    not parse, or to a good one no last good configuration sets. A file that cannot be read
+    as TOML marks each one the last good configuration does not set (which chain the file
+    names is unknown)."""
+    strict = [s for s in SETTINGS if s.strict]
+    base = replace(serving, refused={}, refused_spaces={})
+    try:
+        doc = tomllib.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        doc = None
+    if doc is None:
+        why = f"the file is refused ({err}), so which chain it names is unknown"
+        return replace(base, refused={s.name: why for s in strict
+                                      if s.name not in serving.machine})
+    refused = {}
+    for s in strict:
+        why = _refusal(s, doc.get(s.key, _ABSENT), serving.machine.get(s.name, _ABSENT), err)
+        if why is not None:
+            refused[s.name] = why
+    tables = doc.get(SPACES_TABLE)
+    refused_spaces: dict[str, dict[str, str]] = {}
+    for label, table in (tables.items() if isinstance(tables, dict) else ()):
+        if not isinstance(table, dict):
+            continue
+        served = serving.spaces.get(label, {})
+        found = {}
+        for s in strict:
+            why = _refusal(s, table.get(s.key, _ABSENT), served.get(s.name, _ABSENT), err)
+            if why is not None:
+                found[s.name] = why
+        if found:
+            refused_spaces[label] = found
+    return replace(base, refused=refused, refused_spaces=refused_spaces)

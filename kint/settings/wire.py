@@ -5,7 +5,9 @@ setting the daemon reads (`outgoing`); of a secret, only that it is set. The wor
 (`apply`) uses the call-scope ones for this call, and the watcher's timings on attach;
 every other value is compared with what the space runs with, and a difference comes back
 as one line naming the running value, where it comes from and how to change it. A value
-that does nothing on this platform (KINT_NO_KEYCHAIN off macOS) is said to do nothing.
+that does nothing on this platform (KINT_NO_KEYCHAIN off macOS) is said to do nothing. A
+chain setting (strict) that does not parse is refused for the call: its chain work fails
+naming it, rather than go to the space's chain in its place.
 Nothing a caller sets is silently ignored.
 """
 
@@ -15,7 +17,8 @@ import os
 from typing import Any, Callable, Mapping
 
 from kint.settings.environ import environ_value
-from kint.settings.loader import DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config
+from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config,
+                                  refused_in_env)
 from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
                                   shown)
 
@@ -104,9 +107,10 @@ def report(setting: Setting, raw: str, running: Value, label: str, path: str) ->
     """The one line for a value a caller gave that this call does not use."""
     who = f"space {label}" if setting.scope == "space" else "the supervisor"
     theirs = shown(setting, raw) if setting.kind == "url" else raw
-    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} runs "
-            f"with {shown(setting, running.value)} ({source_text(running)}); to change it, "
-            f"{_how(setting, running, label, path)}")
+    runs = (f"runs with {shown(setting, running.value)} ({source_text(running)})"
+            if running.refused is None else f"has its own refused ({running.refused})")
+    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} {runs}; "
+            f"to change it, {_how(setting, running, label, path)}")
 
 
 def apply(op: str, sent: Mapping[str, str], *, label: str,
@@ -137,6 +141,11 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         try:
             theirs = parse(setting, raw)
         except BadValue as err:
+            if setting.strict:  # the chain: refused for this call, never the space's instead
+                values[name] = refused_in_env(setting, raw, str(err), THIS_CALL)
+                notices.append(f"kint: {name}={given(setting, raw)} in this environment {err}, "
+                               f"so this call's chain work is refused")
+                continue
             notices.append(f"kint: {name}={given(setting, raw)} in this environment {err}, so "
                            f"it is not used: this call runs with "
                            f"{shown(setting, running.value)} ({source_text(running)})")

@@ -42,6 +42,18 @@ class NotConnected:
         return HeadReading(None, "this machine is not connected to a chain")
 
 
+class RefusedChain:
+    """The head source of a space whose chain settings are refused (a chain setting that
+    does not parse): reading it raises the refusal, so verify refuses rather than read
+    another chain's head, and status shows it as the reason there is none."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def read(self, timeout_s: float) -> HeadReading:
+        raise self.error
+
+
 class ChainHeadSource:
     """The head of (owner, space) on the configured chain. Reads through its own
     connection whose timeout is verify's head budget, and not at all while this space's

@@ -17,7 +17,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings
 from kint.tenant_worker import history as history_mod
-from kint.tenant_worker.chain_head import read_head
+from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
@@ -72,7 +72,10 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
                 "in_step": False, "unanchored": None, "state_error": str(err),
                 "state_problems": [f"{err.path} {err.why}"]}
     head = mirror.head.to_json() if mirror is not None else None
-    reading = read_head(ctx.head_source(), ctx.verify_head_seconds)
+    try:
+        reading = read_head(ctx.head_source(), ctx.verify_head_seconds)
+    except ProtocolError as err:  # a chain setting refused: status still answers
+        reading = HeadReading(None, err.message)
     chain_head = reading.head.to_json() if reading.head is not None else None
     in_step = (chain_head is not None and head is not None
                and (chain_head["seq"], chain_head["digest"]) == (head["seq"], head["digest"]))

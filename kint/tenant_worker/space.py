@@ -19,6 +19,7 @@ from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.export import connect_ro
+from kint.settings.schema import STRICT
 from kint.sibyl_client import close_client
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import WorkerConfig
@@ -32,7 +33,7 @@ WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGE
 # KINT_KEY_TTL the watcher's pushes renew the data key with (v0.3.0's kint-server renews
 # with the one in its own environment).
 SESSION_SETTINGS = WATCHER_SETTINGS + ("KINT_KEY_TTL",)
-CHAIN_SETTINGS = ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_CONTRACT")
+CHAIN_SETTINGS = STRICT
 
 
 @dataclass
@@ -138,7 +139,7 @@ class SpaceContext:
             config = load_chain_config(self.config.home,
                                        enrolment.rpc_urls if enrolment is not None else None)
         except ChainConfigError as err:
-            raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
+            raise ProtocolError(ErrorCode(err.code), str(err), err.hint) from None
         if config.rpc_urls != self._endpoints:
             if self._endpoints is not None:
                 self.tracker.forget_failures()
@@ -189,12 +190,16 @@ class SpaceContext:
         return load_enrolment(self.state.files["enrol"])
 
     def head_source(self) -> HeadSource:
-        from kint.tenant_worker.chain_head import ChainHeadSource
+        from kint.tenant_worker.chain_head import ChainHeadSource, RefusedChain
 
         enrolment = self.enrolment()
         if enrolment is None:
             return NotConnected()
-        return ChainHeadSource(self.chain(), self.tracker, self.head_anchor, enrolment.owner,
+        try:
+            chain = self.chain()
+        except ProtocolError as err:  # refused when read (not under KINT_OFFLINE=1)
+            return RefusedChain(err)
+        return ChainHeadSource(chain, self.tracker, self.head_anchor, enrolment.owner,
                                self.config.space_id)
 
     def head_anchor(self, chain: ChainConfig) -> Any:
