@@ -596,7 +596,7 @@ def test_the_session_key_pays_and_a_push_names_it_to_fund_when_it_cannot(wallet,
     out = kdb(sb, db, "push")
     assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
     assert "[NOT_CONNECTED]" in out.stderr, out.stderr
-    assert f"session key {session} holds 0.000000 ETH" in out.stderr, out.stderr
+    assert f"session key {session} holds 0 ETH, too little" in out.stderr, out.stderr
     assert "nothing was dropped" in out.stderr, out.stderr
     assert f"send ETH on chain 31337 to {session}" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr

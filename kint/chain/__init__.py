@@ -1,2 +1,3 @@
 """The chain: which one (config), how to reach it with bounded calls (rpc), the
-EpochAnchor contract (anchor), and the embedded local chain for development (devchain)."""
+EpochAnchor contract (anchor), what it says of a session key (key_facts), wei as ETH text
+(units), and the embedded local chain for development (devchain)."""

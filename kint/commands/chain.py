@@ -19,6 +19,8 @@ CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; th
 
 
 def _print_epochs(result: dict) -> None:
+    from kint.chain.units import eth_text  # here: `push --help` and a dry run skip decimal
+
     for epoch in result["epochs"]:
         if result.get("dry_run"):
             click.echo(f"would anchor epoch {epoch['seq']}: {epoch['rows']} row(s), "
@@ -28,7 +30,7 @@ def _print_epochs(result: dict) -> None:
         click.echo(f"epoch {epoch['seq']} tx {epoch['tx']} block {epoch['block']} bucket "
                    f"{epoch['bucket']}: {epoch['rows']} row(s), {epoch['deleted']} "
                    f"deletion(s), {epoch['gas']} gas"
-                   + (f", {cost / 1e18:.9f} ETH" if cost is not None else ""))
+                   + (f", {eth_text(cost, places=9)} ETH" if cost is not None else ""))
 
 
 def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:

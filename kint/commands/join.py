@@ -32,13 +32,11 @@ from kint.client import KintError
 from kint.commands.common import Ctx, call_with_progress, resolve_space, space_call
 from kint.commands.connect import connect_args, print_fresh_vault
 from kint.commands.exit_codes import ERROR, exit_code_for
-from kint.commands.onchain import checked_address, eth, when
+from kint.commands.onchain import checked_address, when
 from kint.commands.secrets import signature_options
 from kint.paths import kint_home, space_files
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
-# The least a session key must hold for `writes: on` (v0.3.0's doctor threshold).
-MIN_WRITE_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
               "reads work now")
 
@@ -267,17 +265,16 @@ def _harnesses(target: str | None, env: dict[str, str]) -> None:
 
 def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
     from kint.chain.calls import ChainRefused
+    from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
     from kint.chain.rpc import RpcUnavailable
 
     try:
-        authorized = anchor.can_write(owner, address)
-        expiry = anchor.session_key_expiry(owner, address) if authorized else 0
-        balance = anchor.balance(address)
+        facts = read_key_facts(anchor, address, owner)
     except (RpcUnavailable, ChainRefused) as err:
         click.echo(f"writes: unknown, the chain did not answer ({err}); reads work now")
         click.echo("next: kint session-key show, once the chain answers")
         return
-    funded = balance >= MIN_WRITE_BALANCE_WEI
+    funded, authorized = facts.balance_wei >= MIN_WRITE_BALANCE_WEI, facts.authorized
     if authorized and funded:
         click.echo("writes: on")
         return
@@ -289,9 +286,9 @@ def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
         click.echo(f"next: put a few cents of ETH on {address} ({chain}), then {how}")
     elif not funded:
         click.echo(f"next: put a few cents of ETH on {address} ({chain}; it holds "
-                   f"{eth(balance)} ETH and is authorized until {when(expiry)})")
+                   f"{facts.balance_eth} ETH and is authorized until {when(facts.expiry or 0)})")
     else:
-        click.echo(f"next: {how} (the key holds {eth(balance)} ETH)")
+        click.echo(f"next: {how} (the key holds {facts.balance_eth} ETH)")
 
 
 @click.command("join", short_help="A new machine's read half: key, connect, restore.")

@@ -15,14 +15,12 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 import orjson
 from eth_utils import is_address, to_checksum_address
-from web3 import Web3
 from web3.exceptions import Web3Exception
 
 from kint import spaces
@@ -30,6 +28,7 @@ from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.chain.units import eth_text
 from kint.commands.exit_codes import ERROR
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address
@@ -137,13 +136,6 @@ def when(unix: int) -> str:
     return utc_time(unix)
 
 
-def eth(wei: int) -> str:
-    """Wei as an exact decimal ETH string, trailing zeros dropped ("0" for none)."""
-    value = Web3.from_wei(int(wei), "ether")
-    text = format(Decimal(value).normalize(), "f")
-    return text
-
-
 def receipt_cost(receipt: Any) -> int:
     """What a mined transaction cost its sender in wei: gas used times the effective price,
     plus the L1 data fee an OP-stack chain such as Base adds to its receipts."""
@@ -159,5 +151,5 @@ def tx_line(receipt: Any, payer: str) -> str:
     tx_hash = receipt["transactionHash"]
     shown = tx_hash.hex() if isinstance(tx_hash, (bytes, bytearray)) else str(tx_hash)
     shown = shown if shown.startswith("0x") else "0x" + shown
-    return (f"tx {shown}, block {int(receipt['blockNumber'])}, cost {eth(receipt_cost(receipt))} "
-            f"ETH (paid by {payer})")
+    return (f"tx {shown}, block {int(receipt['blockNumber'])}, cost "
+            f"{eth_text(receipt_cost(receipt))} ETH (paid by {payer})")

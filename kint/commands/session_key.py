@@ -16,8 +16,9 @@ import click
 
 from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
+from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import (checked_address, connected_owner, eth, open_anchor, refuse,
+from kint.commands.onchain import (checked_address, connected_owner, open_anchor, refuse,
                                    session_key_address)
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
@@ -85,14 +86,7 @@ def _from_chain(home: Path, address: str, owner: str | None) -> dict[str, Any]:
     """Balance and, for an owner, authorization: what the chain says, or nothing at all
     when it does not answer (the local half of `show` still prints)."""
     try:
-        anchor = open_anchor(home)
-        balance = anchor.balance(address)
-        found: dict[str, Any] = {"balance_wei": balance,
-                                 "balance_eth": eth(balance)}
-        if owner is not None:
-            found["authorized"] = anchor.can_write(owner, address)
-            found["expiry"] = anchor.session_key_expiry(owner, address)
-        return found
+        return read_key_facts(open_anchor(home), address, owner).as_json()
     except (RpcUnavailable, ChainRefused) as err:
         click.echo(f"kint: warning: the chain did not answer ({err}); showing the local "
                    f"half only", err=True)

@@ -24,12 +24,12 @@ from typing import Any
 
 from kint.chain.anchor import Anchor
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig, redact_url
+from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol.checks import check
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.statefiles import Mirror
 
-MIN_SESSION_BALANCE_WEI = 2 * 10**13  # 0.00002 ETH: v0.3.0's doctor threshold (ok above it)
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
 # The longest doctor waits for one RPC call; after CHAIN_CALLS_WORTH of its calls' bound
 # it starts no more (an endpoint slow but answering). The session key's check makes two
@@ -190,13 +190,12 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
         return missing
     try:
         address = session_address(home)
-        balance = anchor.balance(address)
-        authorized = anchor.can_write(owner, address)
+        facts = read_key_facts(anchor, address, owner, with_expiry=False)
     except (CustodyError, RpcUnavailable) as err:
         return check("session key", False, str(err), "check the session key file and the RPC")
-    return check("session key", authorized and balance > MIN_SESSION_BALANCE_WEI,
-                 f"{address}: {balance / 1e18:.6f} ETH, "
-                 f"{'authorized' if authorized else 'NOT authorized'} for {owner}",
+    ok = bool(facts.authorized) and facts.balance_wei > MIN_WRITE_BALANCE_WEI
+    return check("session key", ok, f"{address}: {facts.balance_eth} ETH, "
+                 f"{'authorized' if facts.authorized else 'NOT authorized'} for {owner}",
                  "fund it with a few cents of ETH and authorize it (kint authorize)")
 
 

@@ -1,8 +1,9 @@
 """The session key as `status` reports it once the chain head was read: its address, its
-keystore's path, whether the file exists, its balance and whether the owner authorized it
-(`canWrite`) until when (`sessionKeyExpiry`). v0.3.0's memory_status and `kint status` give
-these facts; an agent reads them to tell "writes off: fund or authorize the key" apart from
-"nothing to push".
+keystore's path, whether the file exists, and what the chain says of it
+(kint.chain.key_facts: its balance, whether the owner authorized it until when), read
+within the head's budget. v0.3.0's memory_status and `kint status` give these facts; an
+agent reads them to tell "writes off: fund or authorize the key" apart from "nothing to
+push".
 
 Only reads: no unlock (the address is in the keystore's clear part), no transaction. A chain
 read that fails leaves the local half and says why in `error`.
@@ -12,21 +13,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from kint.chain.calls import ChainRefused
+from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address, session_key_exists, session_key_path
 from kint.tenant_worker.space import SpaceContext
-
-WEI_PER_ETH = Decimal(10) ** 18
-
-
-def wei_as_eth(wei: int) -> str:
-    """An exact decimal ETH string ("0" for none): a float would round a balance."""
-    return format((Decimal(int(wei)) / WEI_PER_ETH).normalize(), "f")
 
 
 def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[str, Any]:
@@ -46,24 +40,19 @@ def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[s
         return out
     deadline = time.monotonic() + timeout_s
 
-    def in_time(read: Callable[[], Any]) -> Any:
+    def in_time() -> None:
         if time.monotonic() >= deadline:
             raise _OutOfTime
-        return read()
 
     try:
         anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s))
-        address = out["address"]
-        balance = in_time(lambda: anchor.balance(address))
-        authorized = in_time(lambda: anchor.can_write(owner, address))
-        expiry = in_time(lambda: anchor.session_key_expiry(owner, address))
+        facts = read_key_facts(anchor, out["address"], owner, before_read=in_time)
     except (RpcUnavailable, ChainRefused) as err:
         out["error"] = f"the chain did not answer: {err}"
     except _OutOfTime:
         out["error"] = f"not read: the chain took longer than {timeout_s:g} s to answer"
     else:
-        out.update(balance_wei=balance, balance_eth=wei_as_eth(balance),
-                   authorized=authorized, expiry=expiry)
+        out.update(facts.as_json())
     return out
 
 

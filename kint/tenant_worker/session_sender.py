@@ -14,11 +14,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from web3 import Web3
-
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused, answer_int, bounded
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
+from kint.chain.units import eth_text
 from kint.protocol import ErrorCode, ProtocolError
 
 log = logging.getLogger("kint.worker")
@@ -30,10 +29,6 @@ _TRANSFER_GAS = 21_000
 class Signed:
     nonce: int
     raw: bytes
-
-
-def _eth(wei: int) -> str:
-    return f"{Web3.from_wei(wei, 'ether'):.6f} ETH"
 
 
 class SessionSender:
@@ -65,8 +60,9 @@ class SessionSender:
             self.book.give_back(nonce)
             raise ProtocolError(
                 ErrorCode.NOT_CONNECTED,
-                f"this machine's session key {self.account.address} holds {_eth(has)}, too "
-                f"little for the next transaction ({_eth(need)} at most); {nothing_dropped}",
+                f"this machine's session key {self.account.address} holds {eth_text(has)} "
+                f"ETH, too little for the next transaction ({eth_text(need)} ETH at most); "
+                f"{nothing_dropped}",
                 f"send ETH on chain {self.anchor.config.chain_id} to {self.account.address} "
                 f"(`kint status` names it), then try again")
         self.book.record(nonce, raw)

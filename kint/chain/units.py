@@ -1,0 +1,29 @@
+"""Wei written as ETH: the one way kint shows an amount of ether, to a person or in JSON
+(`balance_eth`).
+
+Decimal, not a float: a float rounds, and near doctor's 0.00002 ETH threshold a float
+balance of 19,999,999,999,999 wei printed as 0.000020 while the check failed for holding
+too little. Not web3's `from_wei` either: it costs a command the import of web3, and it
+gives the same digits.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+
+WEI_PER_ETH = 10**18
+# Decimal's default context, named so that no caller's context changes the text: 28
+# significant digits, so an amount is exact below 10**10 ETH and rounded half to even
+# above it (no key or transaction holds that much).
+_CONTEXT = Context(prec=28, rounding=ROUND_HALF_EVEN)
+
+
+def eth_text(wei: int, places: int | None = None) -> str:
+    """`wei` in ETH, without the unit. Exact with trailing zeros dropped ("0" for none,
+    "0.000000000000000001" for one wei) by default; with `places`, rounded half to even to
+    that many decimals (push's per-epoch cost: gwei's nine)."""
+    value = _CONTEXT.divide(Decimal(int(wei)), Decimal(WEI_PER_ETH))
+    if places is None:
+        return format(_CONTEXT.normalize(value), "f")
+    with localcontext(_CONTEXT):  # format rounds with the thread's context
+        return format(value, f".{places}f")
