@@ -145,6 +145,16 @@ def session_key_text(facts: dict[str, Any] | None) -> str:
     return f"{facts['balance_eth']} ETH, authorized until {until}"
 
 
+def watcher_failure_text(failure: dict[str, Any]) -> str:
+    """The store watcher's last failed push, while it waits to try again."""
+    attempts = failure["attempts"]
+    next_try = (f"next attempt in {_age(failure['retry_in_s'])}" if failure["retry_in_s"]
+                else "next attempt at the next tick")
+    return (f"watcher: push failed {_age(failure['age_s'])} ago ({failure['code']}): "
+            f"{printable(failure['message'])}; {attempts} failed attempt"
+            f"{'' if attempts == 1 else 's'}, {next_try}")
+
+
 def space_status_text(result: dict[str, Any]) -> str:
     store = result["store"]
     path = printable(store["path"])
@@ -194,6 +204,9 @@ def space_status_text(result: dict[str, Any]) -> str:
         chain_lines.append(f"PROBLEM: {printable(problem)}")
     if result.get("held"):
         chain_lines.append(f"held:    {result['held']['message']} ({result['held']['reason']})")
+    failure = result.get("watcher_failure")
+    if failure:
+        chain_lines.append(watcher_failure_text(failure))
     cap = result.get("cap")
     if cap:
         chain_lines.append(

@@ -150,7 +150,8 @@ STATUS = """kint's view of this memory: whether this machine is `connected` and 
 key cached, the epoch it last saw anchored (`mirror`) and the chain's (`chain_head`; \
 `in_step` is false when the chain moved on: call memory_pull), the `session_key` that pays \
 for pushes (balance, authorized), `unanchored` changed and deleted rows, `held` (why \
-kint-server's pushes are held, or null), \
+kint-server's pushes are held, or null), `watcher_failure` (the watcher's last failed push \
+and when it tries again, or null), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `disk_problems` (a full disk under the store or kint's state) and `cap` (Sibyl's \
 bytes, kint's bytes, their sum against the cap). Reads only."""

@@ -225,6 +225,12 @@ SETTINGS: tuple[Setting, ...] = (
        "the estimated unanchored size (400 B a row) more than which pushes without waiting "
        "for quiet (82 rows at the default)",
        "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
+    _s("KINT_PUSH_RETRY_SECONDS", "float", 60.0, "space", DAEMON | SERVER, AGENTS,
+       "how long the watcher waits before it tries a failed push again (a held one waits "
+       "for the next store change instead), at least `KINT_POLL_SECONDS`; each further "
+       "failure doubles the wait, up to 900 (or this, when larger). Any successful push of "
+       "the space, or a change of config.toml, ends the wait", minimum=1.0,
+       applied_on=frozenset({"attach"})),
 )
 
 # How a setting differs from the same variable in kint v0.3.0 (its 10-configuration.md is
@@ -275,7 +281,7 @@ EXTENSIONS = frozenset({
     "KINT_SPACE", "KINT_VERIFY_HEAD_SECONDS", "KINT_NONCE_RETRY_SECONDS", "KINT_ANVIL",
     "KINT_AUTHORIZE_PAGE_TIMEOUT", "KINT_AUTHORIZE_POLL_SECONDS", "KINT_AUTHORIZE_POLL_COUNT",
     "KINT_WORKER_HEARTBEAT_TIMEOUT", "KINT_WORKER_IDLE_SECONDS", "KINT_WORKER_RECYCLE_MIB",
-    "KINT_QUARANTINE_BACKOFF_SECONDS", "KINT_LOG_MAX_BYTES"})
+    "KINT_QUARANTINE_BACKOFF_SECONDS", "KINT_LOG_MAX_BYTES", "KINT_PUSH_RETRY_SECONDS"})
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # The settings that choose the chain and the contract (`Setting.strict`).

@@ -32,7 +32,8 @@ Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
 
 
 def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """The space's tenant, label, id, store, row counts per tier, and its KINT_HOME files."""
+    """The space's tenant, label, id, store, row counts per tier, its KINT_HOME files, and
+    the store watcher's last failed push while it waits to try again."""
     cfg = ctx.config
     try:
         facts = ctx.store.facts()
@@ -58,6 +59,8 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         "files": files,
         "worker": {"pid": ctx.pid,
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
+        "watcher_failure": (ctx.watcher.backoff.report(time.monotonic())
+                            if ctx.watcher is not None else None),
     }
 
 

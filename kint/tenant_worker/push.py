@@ -54,17 +54,32 @@ NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
 NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
+# What the watcher's log calls a successful push that was not its own, by hold reason.
+PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
+             "exit": "the exit push"}
+
+
 def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         with head_op(ctx):
-            return _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
-                         over_skipped=bool(args.get("over_skipped")),
-                         dry_run=bool(args.get("dry_run")),
-                         confirmations=args.get("confirmations"))
+            result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
+                           over_skipped=bool(args.get("over_skipped")),
+                           dry_run=bool(args.get("dry_run")),
+                           confirmations=args.get("confirmations"))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
     except custody_errors.CustodyError as err:
         raise as_protocol_error(err) from None
+    if not args.get("dry_run"):
+        went_through(ctx, PUSHED_BY.get(args.get("hold_reason")))
+    return result
+
+
+def went_through(ctx: SpaceContext, by: str | None) -> None:
+    """A push of this space succeeded: the store watcher need not wait out an earlier
+    failure of its own any longer (push_backoff.py)."""
+    if ctx.watcher is not None:
+        ctx.watcher.push_went_through(by)
 
 
 def connected(ctx: SpaceContext) -> tuple[Any, Enrolment]:

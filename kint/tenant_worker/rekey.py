@@ -34,7 +34,7 @@ from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
-from kint.tenant_worker.push import _push, connected
+from kint.tenant_worker.push import _push, connected, went_through
 from kint.tenant_worker.space import SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -114,6 +114,7 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         wraps = tuple(wrap_data_key(dek, k.kek, k.kind) for k in supplied)
         pushed = _push(ctx, True, over_skipped=bool(args.get("over_skipped")),
                        new_key=(dek, wraps), confirmations=args.get("confirmations"))
+        went_through(ctx, "kint rekey")
         # The snapshot is on chain: only now does this machine move to the new key.
         write_wraps(cfg.home, cfg.space_id, dek_id(dek), wraps)
         cache_data_key(cfg.home, cfg.space_id, dek)

@@ -28,7 +28,8 @@ from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 
-WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES")
+WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES",
+                    "KINT_PUSH_RETRY_SECONDS")
 # What a kint-server session's attach leaves for the watcher: its timings, and the
 # KINT_KEY_TTL the watcher's pushes renew the data key with (v0.3.0's kint-server renews
 # with the one in its own environment).

@@ -11,7 +11,8 @@ for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the 
 unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When that diff finds
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
-change instead of retrying.
+change instead of retrying. After a push that failed otherwise it waits out a backoff
+(push_backoff.py) before it tries again, however the store changes meanwhile.
 """
 
 from __future__ import annotations
@@ -24,20 +25,36 @@ from typing import Any, Callable
 
 from kint.protocol import ProtocolError
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
+from kint.tenant_worker.push_backoff import PushBackoff
+from kint.tenant_worker.space import WATCHER_SETTINGS
 
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
 
 
+def config_generation() -> int:
+    """How many times this process has read a changed config file (one stat to check)."""
+    from kint import settings
+
+    watch = settings.watch()
+    watch.current()
+    return watch.generation
+
+
 class Watcher:
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
-                 push: Callable[[str], Any], timing: Callable[[str], Any] | None = None) -> None:
+                 push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
+                 generation: Callable[[], int] = config_generation) -> None:
         from kint import settings
 
         self.db = db
         # name -> the settings Value in force (the newest session's, else the space's)
         self._timing = timing or settings.lookup
+        # A changed configuration may have mended what made a push fail: it ends the wait.
+        self._generation = generation
+        self._seen_generation = generation()
+        self.backoff = PushBackoff()
         self._shown: tuple[Any, ...] | None = None
         self._count = count_unanchored  # (changed, deleted), or None when it cannot push
         self._push = push
@@ -74,15 +91,23 @@ class Watcher:
     def size_trigger(self) -> float:
         return self._value("KINT_SIZE_TRIGGER_BYTES")
 
+    @property
+    def first_wait_s(self) -> float:
+        """The wait after a first failed push: never shorter than a tick."""
+        return max(self._value("KINT_PUSH_RETRY_SECONDS"), self.poll_s)
+
     def _log_timings(self) -> None:
         """One line whenever the timings in force change (and at start)."""
-        values = [self._timing(n) for n in ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS",
-                                            "KINT_SIZE_TRIGGER_BYTES")]
+        values = [self._timing(n) for n in WATCHER_SETTINGS]
         shown = tuple((v.value, v.source) for v in values)
         if shown != self._shown:
             self._shown = shown
-            log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s)",
-                     *(x for v in values for x in (v.value, v.described)))
+            log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
+                     "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
+
+    def push_went_through(self, by: str | None = None) -> None:
+        """Any successful push of the space ends the wait after a failed one."""
+        self.backoff.went_through(by)
 
     def start(self) -> None:
         self._log_timings()
@@ -105,6 +130,11 @@ class Watcher:
 
     def tick(self, now: float) -> None:
         self._log_timings()
+        generation = self._generation()
+        if generation != self._seen_generation:
+            self._seen_generation = generation
+            self.backoff.forget("the configuration changed, so the push is tried again "
+                                "without waiting")
         sig = self._read_signature()
         if sig != self._signature:
             self._signature = sig
@@ -113,7 +143,7 @@ class Watcher:
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
-            self._fire("watcher", sig)
+            self._fire("watcher", sig, now)
             return
         if now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
@@ -121,9 +151,9 @@ class Watcher:
             if counts is None:
                 return
             if counts == (0, 0):
-                self._settle(sig)
+                self._nothing_left(sig)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
-                self._fire("watcher", sig)
+                self._fire("watcher", sig, now)
 
     def _settle(self, sig: tuple[int, ...]) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
@@ -132,15 +162,25 @@ class Watcher:
         if self._read_signature() == sig:
             self.dirty = False
 
-    def _fire(self, reason: str, sig: tuple[int, ...]) -> None:
+    def _nothing_left(self, sig: tuple[int, ...]) -> None:
+        """The store holds nothing unanchored (another machine's pull replayed, the rows
+        were put back): no failed push is left to try again."""
+        self.backoff.forget("nothing is left to push, so the failed push is dropped")
+        self._settle(sig)
+
+    def _fire(self, reason: str, sig: tuple[int, ...], now: float) -> None:
+        if self.backoff.waiting(now):
+            return  # a failed push's wait is not over (checked before the diff it costs)
         counts = self._count()
         if counts is None:
             return  # not connected, or no data key: nothing to push with
         if counts == (0, 0):
-            self._settle(sig)
+            self._nothing_left(sig)
             return
+        started = time.monotonic()
         try:
             self._push(reason)
+            self.backoff.went_through()
             # What the push anchored is what the store held at `sig` or later; a change
             # made while it ran shows as a new signature at the next tick.
             self._settle(sig)
@@ -148,4 +188,14 @@ class Watcher:
             if err.code.value == "HELD":
                 self._held_at_signature = sig  # wait for the next store change
             else:
-                log.info("watcher push failed (%s): %s", err.code.value, err.message)
+                self._failed(err.code.value, err.message, err.hint, now, started)
+        except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
+            if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
+                log.exception("watcher push failed")
+
+    def _failed(self, code: str, message: str, hint: str | None, now: float,
+                started: float) -> bool:
+        """The wait runs from when the attempt ended (a hung endpoint's timeout included),
+        on the tick's clock."""
+        ended = now + (time.monotonic() - started)
+        return self.backoff.failed(code, message, hint, ended, self.first_wait_s)

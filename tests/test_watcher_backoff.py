@@ -1,0 +1,174 @@
+"""After a push that fails (anything but HELD), the store watcher waits before it tries
+again: KINT_PUSH_RETRY_SECONDS (at least one poll), doubling to 900 s. Any successful push of
+the space and a change of config.toml end the wait; a store change does not. The space's
+status carries the failure (`watcher_failure`), and the log has a line at the first failure,
+at a change of what it says, and when a push goes through, never one per attempt.
+
+The first test runs the real parts: the devchain's anvil behind a loopback RPC proxy
+(tests/rpc_proxy.py) that hangs every call, the test supervisor, the space's worker and its
+watcher, started by a session's `attach`. The second drives a real Watcher over a real store
+file with its clock in the test's hands, so the doubling up to 15 minutes is checked without
+waiting 15 minutes: its push is a stand-in that raises the worker's own refusals (what
+raises them is the first test's business)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+from chain_machines import new_machine, ok
+from conftest import sibyl_client, write_store
+from kint.protocol import ErrorCode, ProtocolError
+from kint.render import space_status_text
+from kint.agent_server.results import status_result
+from rpc_proxy import RpcProxy
+
+RETRY_S = 6  # KINT_PUSH_RETRY_SECONDS here: several 1 s ticks, and a short test
+WAIT = {"timeout": 60, "interval": 0.2}
+
+
+def _failure(sb, db) -> dict | None:
+    # Without the chain: with the proxy hung, the head read would wait out its budget.
+    return sb.call("status", db)["watcher_failure"]
+
+
+def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config_change(
+        tmp_path, chain_home):
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="0", KINT_PUSH_RETRY_SECONDS=str(RETRY_S),
+                     KINT_RPC_TIMEOUT="1")
+    db = sb.sibyl_db
+    try:
+        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        assert sb.call("attach", db, args={"session": "backoff", "watcher": True})["watcher"]
+        proxy.set_mode("hang")
+        client = sibyl_client(db, sb.tenant)
+        client.set_entity("notes", "first", {"text": "the endpoint is down"})
+
+        first = sb.wait_for(lambda: _failure(sb, db), what="the watcher's failed push", **WAIT)
+        assert first["code"] == "RPC_UNAVAILABLE", first
+        assert (first["attempts"], first["wait_s"]) == (1, RETRY_S), first
+        calls = len(proxy.calls)
+
+        # Not tried again at the next tick: a reply that says several ticks have passed
+        # since the failure still counts one attempt, and the endpoint saw nothing new.
+        later = sb.wait_for(lambda: (f := _failure(sb, db))["retry_in_s"] <= RETRY_S - 3 and f,
+                            what="three ticks after the failure", **WAIT)
+        assert later["attempts"] == 1 and later["age_s"] >= 3, later
+        assert len(proxy.calls) == calls
+
+        # Tried again once the wait is over; it failed again and the wait doubled.
+        second = sb.wait_for(lambda: (f := _failure(sb, db))["attempts"] == 2 and f,
+                             what="the attempt after the wait", **WAIT)
+        assert second["wait_s"] == 2 * RETRY_S and len(proxy.calls) > calls, second
+
+        shown = json.loads(ok(sb.kint("status", "--json")).stdout)
+        assert shown["watcher_failure"]["code"] == "RPC_UNAVAILABLE", shown
+        assert shown["watcher_failure"]["attempts"] >= 2
+        assert "watcher: push failed " in space_status_text(shown)
+        assert status_result(shown)["watcher_failure"] == shown["watcher_failure"]
+
+        # A successful `kint push` ends the wait.
+        proxy.forward()
+        ok(sb.kint("push"))
+        assert _failure(sb, db) is None
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert log.count("watcher: push failed (RPC_UNAVAILABLE)") == 1, log
+        assert "watcher: push failed again" not in log  # the same failure: no second line
+        assert "watcher: push went through after 2 failed attempts (a push from the " \
+               "command line)" in log, log
+
+        # The next failure starts over at the first wait, not at the doubled one.
+        proxy.set_mode("hang")
+        client.set_entity("notes", "second", {"text": "down again"})
+        again = sb.wait_for(lambda: _failure(sb, db), what="the next failed push", **WAIT)
+        assert (again["attempts"], again["wait_s"]) == (1, RETRY_S), again
+
+        # A change of config.toml ends the wait: the push is tried at once (a fresh first
+        # failure, where the wait alone would have made it the second attempt).
+        before = again["age_s"]
+        (sb.kint_home / "config.toml").write_text("log_max_bytes = 300000\n")
+        sb.wait_for(lambda: "watcher: the configuration changed" in
+                    (sb.kint_home / "supervisor.log").read_text(),
+                    what="the watcher to see the new configuration", **WAIT)
+        fresh = sb.wait_for(lambda: (f := _failure(sb, db)) and f, what="the retried push",
+                            **WAIT)
+        assert fresh["attempts"] == 1, (before, fresh)
+        client.storage.close()
+    finally:
+        proxy.forward()
+        sb.shutdown()
+        proxy.stop()
+
+
+def test_the_wait_doubles_to_fifteen_minutes_and_only_a_push_or_the_config_ends_it(
+        tmp_path, monkeypatch, caplog):
+    from kint.tenant_worker.watcher import Watcher
+
+    db = write_store(tmp_path / "memory.db")
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+    monkeypatch.setenv("KINT_POLL_SECONDS", "15")
+    monkeypatch.setenv("KINT_PUSH_RETRY_SECONDS", "60")
+    attempts: list[float] = []
+    refusal = [ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the endpoint is down")]
+    generation = [0]
+
+    def push(reason: str) -> None:
+        attempts.append(now)
+        raise refusal[0]
+
+    watcher = Watcher(str(db), lambda: (1, 0), push, generation=lambda: generation[0])
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    now = time.monotonic()
+
+    def tick_at(t: float) -> None:
+        nonlocal now
+        now = t
+        watcher.tick(t)
+
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))  # a store change
+    tick_at(now)
+    assert len(attempts) == 1 and watcher.backoff.failure.wait_s == 60
+    start = now
+    tick_at(start + 15)  # the next tick: still waiting
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 2 * 10**9))
+    tick_at(start + 30)  # a store change does not end the wait
+    assert len(attempts) == 1
+    waits = []
+    for _ in range(7):
+        tick_at(watcher.backoff.failure.retry_at)
+        waits.append(watcher.backoff.failure.wait_s)
+    assert waits == [120, 240, 480, 900, 900, 900, 900]
+    assert len(attempts) == 8
+    assert sum("watcher: push failed" in r.getMessage() for r in caplog.records) == 1
+
+    refusal[0] = ProtocolError(ErrorCode.TIMEOUT, "the endpoint hung")
+    t = watcher.backoff.failure.retry_at
+    tick_at(t)
+    assert [r.getMessage() for r in caplog.records if "failed again" in r.getMessage()] == [
+        "watcher: push failed again, now (TIMEOUT): the endpoint hung; 9 failed attempts, "
+        "the next in 15 min"]
+
+    generation[0] += 1  # config.toml read again: the wait is over at once
+    tick_at(t + 1)
+    assert len(attempts) == 10 and watcher.backoff.failure.attempts == 1
+
+    watcher.push_went_through("memory_push")
+    assert watcher.backoff.failure is None
+    assert ("watcher: push went through after 1 failed attempt (memory_push)"
+            in caplog.text)
+
+    # HELD is not a failure: no wait, and the next store change is what lets it push again.
+    refusal[0] = ProtocolError(ErrorCode.HELD, "held")
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 3 * 10**9))
+    tick_at(t + 2)
+    assert len(attempts) == 11 and watcher.backoff.failure is None
+    tick_at(t + 3)
+    assert len(attempts) == 11
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 4 * 10**9))
+    tick_at(t + 4)
+    assert len(attempts) == 12
