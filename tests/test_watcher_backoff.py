@@ -172,3 +172,34 @@ def test_the_wait_doubles_to_fifteen_minutes_and_only_a_push_or_the_config_ends_
     os.utime(db, ns=(time.time_ns(), time.time_ns() + 4 * 10**9))
     tick_at(t + 4)
     assert len(attempts) == 12
+
+
+def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, chain_home):
+    """A connected space whose data key is no longer cached (it expired, or its file went):
+    the watcher cannot count what to push, at every tick while the store is dirty. It says
+    so once, not once a tick (the log lives under KINT_HOME and counts against Sibyl's cap),
+    and says when it can count again."""
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="0")
+    db = sb.sibyl_db
+    log_path = sb.kint_home / "supervisor.log"
+    try:
+        ok(sb.kint("connect", "--dev"))
+        assert sb.call("attach", db, args={"session": "counts", "watcher": True})["watcher"]
+        for cached in sb.kint_home.rglob("vault*.aes"):
+            cached.unlink()
+        client = sibyl_client(db, sb.tenant)
+        client.set_entity("notes", "uncounted", {"text": "written while no key is cached"})
+        line = "watcher: cannot count unanchored rows (ProtocolError: no cached data key"
+        sb.wait_for(lambda: line in log_path.read_text(), what="the watcher's line", **WAIT)
+        # Let several 1 s ticks pass on purpose: each one tries to count again.
+        time.sleep(5)
+        assert log_path.read_text().count(line) == 1, log_path.read_text()
+
+        ok(sb.kint("connect", "--dev"))  # the data key cached again
+        sb.wait_for(lambda: "watcher: counting unanchored rows again" in log_path.read_text(),
+                    what="the watcher counting again", **WAIT)
+        assert log_path.read_text().count(line) == 1
+        client.storage.close()
+    finally:
+        sb.shutdown()

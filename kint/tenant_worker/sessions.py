@@ -55,9 +55,14 @@ def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
             return None
         changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
-        if ctx.enrolment_checked:
-            log.info("watcher: cannot count unanchored rows (%s: %s)", type(err).__name__, err)
+        problem = f"{type(err).__name__}: {err}"
+        if ctx.enrolment_checked and problem != ctx.last_count_problem:
+            log.info("watcher: cannot count unanchored rows (%s)", problem)
+        ctx.last_count_problem = problem
         return None
+    if ctx.last_count_problem is not None:
+        log.info("watcher: counting unanchored rows again")
+        ctx.last_count_problem = None
     return len(changes.rows), len(changes.deleted)
 
 

@@ -51,6 +51,9 @@ class SpaceContext:
     enrolment_checked: bool = False
     # The last reason verify could not read the head (logged once per change).
     last_head_unavailable: str | None = None
+    # The last reason the watcher could not count unanchored rows (logged once per change:
+    # an expired data key would otherwise add a line at every tick, under KINT_HOME).
+    last_count_problem: str | None = None
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.
     progress: str | None = None
     # The agent sessions over this store (id -> last seen), the drift baseline of their
