@@ -91,6 +91,19 @@ def test_a_bad_contract_in_the_commands_environment(machine, chain_home):
     text = ok(machine.kint("config", "show", env=env)).stdout
     assert any(row.startswith("KINT_CONTRACT") and " refused " in row
                for row in text.splitlines()), text
+    # Doctor: one failing `chain settings` check in place of the chain's, and the space's
+    # local checks as ever (a typo must not hide a full disk or a broken state file).
+    doctor = machine.kint("doctor", "--json", env=env)
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["chain settings"]["ok"] is False
+    assert checks["chain settings"]["detail"].startswith(
+        "KINT_CONTRACT='0x123' in the environment of this call is not an address")
+    for local in ("enrolment", "data key", "recovery file", "state files", "disk space", "pull",
+                  "unanchored changes"):
+        assert local in checks, (local, sorted(checks))
+    assert checks["unanchored changes"]["detail"].startswith("1 changed"), checks
+    assert not {"primary RPC", "contract code", "session key", "head"} & set(checks), checks
 
 
 def test_a_bad_url_in_the_commands_environment_is_never_shown_whole(machine, chain_home):

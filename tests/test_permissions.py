@@ -363,3 +363,20 @@ def test_tightening_changes_nothing_when_kint_home_is_a_stores_folder(tmp_path, 
     found = doctor._permissions(home)
     assert found["ok"] and found["warn"], found
     assert found["detail"] == f"nothing under {home} was looked at: {home_modes.IS_STORE_FOLDER}"
+
+
+def test_doctor_judges_kint_home_itself_by_the_one_rule(tmp_path):
+    """KINT_HOME itself is open to others when it has a group or other bit, as every folder
+    under it: 0750 is named, 0500 (open to no one else) is not called open to others."""
+    home = tmp_path / "kint"
+    home.mkdir()
+    try:
+        home.chmod(0o750)
+        found = doctor._permissions(home)
+        assert not found["ok"] and found["detail"] == f"open to others: {home} 0o750", found
+        home.chmod(0o500)
+        assert doctor._permissions(home) == {
+            "name": "permissions", "ok": True, "hint": "",
+            "detail": f"nothing under {home} open to others"}
+    finally:
+        home.chmod(0o700)

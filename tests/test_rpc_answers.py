@@ -1,6 +1,7 @@
-"""An endpoint that answers with the wrong shape (an object where a number is due) or with a
-whole web page gets a clear refusal in one line: never a traceback, never the page quoted
-whole (DESIGN §10: a lying RPC is bad input). The endpoint is a real loopback HTTP server."""
+"""An endpoint that answers with the wrong shape (an object where a number is due, a reply
+with neither a result nor an error object) or with a whole web page gets a clear refusal in
+one line: never a traceback, never the page quoted whole (DESIGN §10: a lying RPC is bad
+input). The endpoint is a real loopback HTTP server."""
 
 from __future__ import annotations
 
@@ -23,8 +24,14 @@ class _Liar(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.server.mode == "page":  # type: ignore[attr-defined]
+        mode = self.server.mode  # type: ignore[attr-defined]
+        if mode == "page":
             data = PAGE.encode()
+        elif mode == "no result":  # JSON-RPC without "result" or "error": web3's
+            data = json.dumps({"jsonrpc": "2.0", "id": req.get("id")}).encode()
+        elif mode == "error text":  # an "error" that is no object: web3's BadResponseFormat
+            data = json.dumps({"jsonrpc": "2.0", "id": req.get("id"),
+                               "error": "no"}).encode()
         else:  # every result an object: no number, no receipt
             data = json.dumps({"jsonrpc": "2.0", "id": req.get("id"),
                                "result": {"number": "zz"}}).encode()
@@ -49,6 +56,8 @@ def liar():
 @pytest.mark.parametrize("mode, said", [
     ("object", "reading a balance: the endpoint's answer is not what was asked for"),
     ("page", "reading a balance: the endpoint answered with an error (Could not decode"),
+    ("no result", "reading a balance: the endpoint's answer is not what was asked for"),
+    ("error text", "reading a balance: the endpoint's answer is not what was asked for"),
 ])
 def test_a_lying_endpoint_is_refused_in_one_line(tmp_path, liar, mode, said):
     liar.mode = mode

@@ -103,6 +103,27 @@ def test_a_bad_value_is_refused_naming_the_file_and_the_key(tmp_path, text, key,
     assert why in str(caught.value)
 
 
+@pytest.mark.parametrize("text, key, why", [
+    ('rpc_url = ["https://base.example/v2/API-KEY-1"]', "rpc_url", "an array must be a string"),
+    ('[spaces."alice"]\nrpc_url_2 = {u = "https://x.example/v2/API-KEY-1"}',
+     'spaces."alice".rpc_url_2', "a table must be a string"),
+])
+def test_an_endpoint_that_is_no_string_is_refused_without_its_contents(tmp_path, text, key, why):
+    """An endpoint given as an array or a table may still hold the URL, API key and all:
+    neither the error, nor the refusal a last good configuration carries for it (what
+    status and `kint config show` print), quotes it."""
+    from kint.settings.tomlfile import ConfigFile, with_refusals
+
+    path = tmp_path / "config.toml"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(path, text.encode())
+    assert caught.value.key == key and why in str(caught.value), str(caught.value)
+    marked = with_refusals(ConfigFile(path=path), text.encode(), caught.value)
+    lines = [*marked.refused.values(), *marked.refused_spaces.get("alice", {}).values()]
+    assert len(lines) == 1 and why in lines[0], lines
+    assert "API-KEY" not in str(caught.value) + "".join(lines)
+
+
 def test_a_good_file_gives_the_machine_and_each_space_their_values(tmp_path):
     cfg = parse_config(tmp_path / "config.toml", b'''
 rpc_timeout = 3

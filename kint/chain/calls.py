@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar
 
 import requests
-from web3.exceptions import TimeExhausted, Web3RPCError
+from web3.exceptions import BadResponseFormat, TimeExhausted, Web3RPCError
 
 from kint.chain.rpc import RpcUnavailable
 
@@ -53,9 +53,11 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         # web3 raises ValueError for JSON-RPC error objects it does not map.
         raise RpcUnavailable(f"{what}: the endpoint answered with an error "
                              f"({_endpoint_text(err)})") from None
-    except (TypeError, KeyError, AttributeError, IndexError):
+    except (TypeError, KeyError, AttributeError, IndexError, BadResponseFormat):
         # An answer of the wrong shape (an object where a number was due, a receipt without
-        # its fields): a lying or broken endpoint, refused in words, never a traceback.
+        # its fields, a reply with neither a result nor an error object, which web3 raises
+        # as BadResponseFormat quoting the reply whole): a lying or broken endpoint,
+        # refused in words, never a traceback.
         raise RpcUnavailable(f"{what}: the endpoint's answer is not what was asked for") from None
 
 

@@ -49,9 +49,10 @@ def _listed(entries: list[str], count: int) -> str:
 
 
 def _permissions(home: Path) -> dict[str, Any]:
-    """What the next supervisor start would make private (KINT_HOME itself not 0700, and
-    the entries kint.home_modes calls loose), and the loose files it leaves as they are."""
-    from kint.home_modes import HomeWalk
+    """What the next supervisor start would make private (KINT_HOME itself and the entries
+    under it that kint.home_modes calls loose, by its one rule), and the loose files it
+    leaves as they are."""
+    from kint.home_modes import LOOSE_BITS, HomeWalk
     from kint.supervisor.bindings import bound_stores
 
     mended: list[str] = []
@@ -62,7 +63,7 @@ def _permissions(home: Path) -> dict[str, Any]:
         top = home.lstat()
     except OSError:
         top = None
-    if top is not None and stat.S_ISDIR(top.st_mode) and stat.S_IMODE(top.st_mode) != 0o700:
+    if top is not None and stat.S_ISDIR(top.st_mode) and top.st_mode & LOOSE_BITS:
         mended.append(f"{home} {oct(stat.S_IMODE(top.st_mode))}")
         count = 1
     walk = HomeWalk(home, bound_stores(home))

@@ -354,11 +354,14 @@ def parse(setting: Setting, value: Any) -> Any:
 
 def given(setting: Setting, raw: Any) -> str:
     """A value as given (possibly bad), for an error or a log line: quoted, and a URL
-    without its path or query, where an API key lives."""
+    without its path or query, where an API key lives. An endpoint given as a TOML array
+    or table is named by its kind only: it may hold the URL, key and all."""
     if setting.kind == "url" and isinstance(raw, str):
         from kint.chain.config import redact_url
 
         return repr(redact_url(raw))
+    if setting.kind == "url" and isinstance(raw, (list, dict)):
+        return "an array" if isinstance(raw, list) else "a table"
     return repr(raw)
 
 

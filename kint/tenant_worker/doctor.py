@@ -34,8 +34,10 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         chain = ctx.chain()
     except ProtocolError as err:
+        # A chain setting refused (or a garbled devchain record): one failing check in
+        # place of the chain's, and the space's local checks as ever.
+        chain = None
         checks.append(check("chain settings", False, err.message, err.hint))
-        return {"checks": checks}
     if enrolment is None:
         checks.append(check("enrolment", False, "this space is not connected",
                             "run `kint connect --owner ADDRESS` (or `kint connect --dev` on "
@@ -51,7 +53,9 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     mirror, local_checks = _disk_pull_and_changes(ctx, enrolment is not None)
     checks += local_checks
     if enrolment is not None:
-        checks += chain_checks(chain, ctx.tracker, enrolment, cfg.home, cfg.space_id, mirror)
+        if chain is not None:
+            checks += chain_checks(chain, ctx.tracker, enrolment, cfg.home, cfg.space_id,
+                                   mirror)
     else:
         checks += [c for c in [no_session_key(cfg.home)] if c is not None]
     return {"checks": checks}
