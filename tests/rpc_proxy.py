@@ -10,6 +10,9 @@ Modes (`RpcProxy.set_mode`):
   the call on its side.
 - `hang_methods` (`methods=[...]`): `hang` for a request calling one of those methods,
   `forward` for the rest.
+- `error_methods` (`methods=[...]`, `message=TEXT`): a request calling one of those methods
+  is answered with a JSON-RPC error object carrying TEXT (an endpoint that refuses, or
+  lies about why); the rest is forwarded.
 - `delay` (`seconds=S`): every request forwarded S seconds late (a slow endpoint that
   still answers).
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
@@ -51,7 +54,7 @@ PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
 # In push calldata: selector, owner, space, prev, offset of the bytes, their length.
 CIPHERTEXT_OFFSET = 4 + 5 * 32
 MODES = ("forward", "hang", "hang_methods", "delay", "stale_head", "same_seq_other_digest",
-         "bad_calldata", "tampered_ciphertext", "unmined")
+         "bad_calldata", "tampered_ciphertext", "unmined", "error_methods")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -276,6 +279,10 @@ class RpcProxy:
             old["params"] = [item["params"][0], hex(int(params["block"]))]
             self._lie(f"head read at block {params['block']}")
             return json.loads(self.upstream(json.dumps(old).encode()))
+        if mode == "error_methods" and method in params["methods"]:
+            self._lie(f"{method}: error {params['message']!r}")
+            return {"jsonrpc": "2.0", "id": item.get("id"),
+                    "error": {"code": -32000, "message": params["message"]}}
         if mode == "unmined" and method == "eth_getTransactionReceipt":
             return {"jsonrpc": "2.0", "id": item.get("id"), "result": None}
         answer = json.loads(self.upstream(json.dumps(item).encode()))

@@ -302,6 +302,29 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
             clear_config(a)
 
 
+def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
+    """A read answered with "insufficient funds" (which only a transaction can earn: a lying
+    or broken endpoint) comes back from kint's chain calls as the contract's refusal, not as
+    the endpoint's failure. doctor says so on the check's own line; it was the whole doctor
+    op's INTERNAL error."""
+    a, devchain = story["a"], story["devchain"]
+    with RpcProxy(devchain["rpc_url"]) as proxy:
+        space_config(a, f'rpc_url = "{proxy.url}"\n')
+        try:
+            proxy.set_mode("error_methods", methods=["eth_getBalance"],
+                           message="insufficient funds for gas * price + value")
+            text, checks = doctor(a)
+            assert text.returncode == 1, text.stdout + text.stderr
+            key = checks["session key"]
+            assert not key["ok"] and "InsufficientFunds" in key["detail"], key
+            assert proxy.lies, "the endpoint was never asked for the balance"
+            assert checks["contract code"]["ok"] and checks["head"]["ok"], checks
+            assert "INTERNAL" not in text.stdout + text.stderr
+        finally:
+            proxy.forward()
+            clear_config(a)
+
+
 def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
     a = story["a"]
     out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "30"})

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kint.chain.anchor import Anchor
+from kint.chain.calls import ChainRefused
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig, redact_url
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
@@ -31,6 +32,10 @@ from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
+# What a check's chain read may end in besides its answer: the endpoint failing, or a
+# refusal where a read can earn none (a read answered "insufficient funds": a lying or
+# broken endpoint). Either is the check's own failed line, never the whole doctor's error.
+CHAIN_READ_FAILED = (RpcUnavailable, ChainRefused)
 # The longest doctor waits for one RPC call; after CHAIN_CALLS_WORTH of its calls' bound
 # it starts no more (an endpoint slow but answering). The session key's check makes two
 # calls, so the chain's checks take at most (2 + 2) x 12 = 48 s, inside the CLI's 60 s for
@@ -92,7 +97,7 @@ def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bo
     where = redact_url(chain.rpc_urls[0])
     try:
         answered = anchor.chain_id()
-    except RpcUnavailable as err:
+    except CHAIN_READ_FAILED as err:
         return check("primary RPC", False, f"{where}: {err}",
                      "check KINT_RPC_URL, or the endpoints given to `kint connect "
                      "--rpc-urls`"), False
@@ -120,7 +125,7 @@ def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
                      SINGLE_RPC_HINT, warn=True)
     try:
         answered = Anchor(chain, RpcTracker(), 1).chain_id()
-    except RpcUnavailable as err:
+    except CHAIN_READ_FAILED as err:
         if chain.allow_single_rpc:
             return check(name, True, f"{where}: {err}{single}", SINGLE_RPC_HINT, warn=True)
         return check(name, False, f"{where}: {err}{single}",
@@ -148,7 +153,7 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
     name = "contract code"
     try:
         code = anchor.code()
-    except RpcUnavailable as err:
+    except CHAIN_READ_FAILED as err:
         return check(name, False, str(err), "check KINT_RPC_URL"), False
     if not code:
         return check(name, False, f"no code at {chain.anchor} on chain {chain.chain_id}: "
@@ -191,7 +196,7 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
     try:
         address = session_address(home)
         facts = read_key_facts(anchor, address, owner, with_expiry=False)
-    except (CustodyError, RpcUnavailable) as err:
+    except (CustodyError, *CHAIN_READ_FAILED) as err:
         return check("session key", False, str(err), "check the session key file and the RPC")
     ok = bool(facts.authorized) and facts.balance_wei > MIN_WRITE_BALANCE_WEI
     return check("session key", ok, f"{address}: {facts.balance_eth} ETH, "
@@ -203,7 +208,7 @@ def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> d
     """The chain's head of (owner, space) against the mirror's, in `kint status`'s words."""
     try:
         head = anchor.head(owner, space_id)
-    except RpcUnavailable as err:
+    except CHAIN_READ_FAILED as err:
         return check("head", False, str(err), "check KINT_RPC_URL")
     there = f"chain epoch {head.seq} at block {head.block}"
     if mirror is None and head.seq == 0:
