@@ -320,6 +320,17 @@ def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
             assert proxy.lies, "the endpoint was never asked for the balance"
             assert checks["contract code"]["ok"] and checks["head"]["ok"], checks
             assert "INTERNAL" not in text.stdout + text.stderr
+
+            # A view's error object is quoted on one line and cut short: an endpoint's
+            # answer may be a whole page.
+            proxy.set_mode("error_methods", methods=["eth_call"],
+                           message="reverted:\n" + "0xdeadbeef" * 1000)
+            text, checks = doctor(a)
+            said = [c for c in checks.values() if "the endpoint answered with an error" in
+                    c["detail"]]
+            assert said, checks
+            for c in said:
+                assert len(c["detail"]) < 400 and c["detail"].endswith("...)"), c
         finally:
             proxy.forward()
             clear_config(a)

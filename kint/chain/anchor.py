@@ -38,7 +38,7 @@ from web3.exceptions import (ContractCustomError, ContractLogicError, Transactio
                              Web3Exception)
 
 from kint.chain.artifact import epoch_anchor_artifact
-from kint.chain.calls import ChainRefused, answer_int, bounded
+from kint.chain.calls import ChainRefused, answer_int, bounded, endpoint_text
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 
@@ -188,7 +188,7 @@ class Anchor:
                                                              "latest"])
             if "error" in answer:
                 raise RpcUnavailable(f"{what}: the endpoint answered with an error "
-                                     f"({answer['error']})")
+                                     f"({endpoint_text(answer['error'])})")
             result = answer.get("result")
             if not isinstance(result, str) or not result.startswith("0x"):
                 raise RpcUnavailable(f"{what}: the endpoint's answer has no result")

@@ -48,11 +48,11 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         if "insufficient funds" in str(err).lower():
             raise ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200]) from None
         raise RpcUnavailable(f"{what}: the endpoint answered with an error "
-                             f"({_endpoint_text(err)})") from None
+                             f"({endpoint_text(err)})") from None
     except ValueError as err:
         # web3 raises ValueError for JSON-RPC error objects it does not map.
         raise RpcUnavailable(f"{what}: the endpoint answered with an error "
-                             f"({_endpoint_text(err)})") from None
+                             f"({endpoint_text(err)})") from None
     except (TypeError, KeyError, AttributeError, IndexError, BadResponseFormat):
         # An answer of the wrong shape (an object where a number was due, a receipt without
         # its fields, a reply with neither a result nor an error object, which web3 raises
@@ -73,6 +73,8 @@ def answer_int(value: Any) -> int:
 ENDPOINT_TEXT_CHARS = 200
 
 
-def _endpoint_text(err: Exception) -> str:
-    text = " ".join(str(err).split())
+def endpoint_text(said: object) -> str:
+    """What an endpoint said (an exception raised over its answer, or its error object), on
+    one line and cut short."""
+    text = " ".join(str(said).split())
     return text if len(text) <= ENDPOINT_TEXT_CHARS else text[:ENDPOINT_TEXT_CHARS] + "..."
