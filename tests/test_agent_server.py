@@ -201,6 +201,15 @@ def _kint_server_pids(sb):
     return pids
 
 
+# The start-up pull's budget given to kint-server below, and what its start and the tools'
+# listing may take on top on a loaded 2-core box. The slow path stays well past the bound:
+# the pull hangs for the proxy's 60 s hold, and a server that ignored the budget would wait
+# out the default KINT_BOOTSTRAP_SECONDS (20 s).
+BOOTSTRAP_S = 3
+BOOTSTRAP_MARGIN_S = 12
+assert BOOTSTRAP_S + BOOTSTRAP_MARGIN_S < 20
+
+
 def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
         tmp_path_factory, chain_home):
     from rpc_proxy import RpcProxy
@@ -212,14 +221,18 @@ def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
         ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
         proxy.set_mode("hang")
         started = time.monotonic()
-        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "3"}).start(timeout=60)
+        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": str(BOOTSTRAP_S),
+                              "KINT_RPC_TIMEOUT": "60"}).start(timeout=60)
         listed_after = time.monotonic() - started
         try:
             assert SIBYL_TOOLS | KINT_TOOLS <= set(agent.tools)
-            assert listed_after < 3 + 5, f"tools listed after {listed_after:.1f}s"
+            # Served because the budget ran out while the pull still hung (the log says
+            # which), and at that budget rather than the default one.
             log = (sb.kint_home / "kint.log").read_text()
             assert "bootstrap: still running; serving now, the pull finishes in the background" \
                 in log
+            assert listed_after < BOOTSTRAP_S + BOOTSTRAP_MARGIN_S, \
+                f"tools listed after {listed_after:.1f}s"
             # Sibyl's own tools serve the local store meanwhile.
             assert agent.call("memory_remember", category="notes", name="offline",
                               body={"text": "written while the endpoint hangs"})["ok"]

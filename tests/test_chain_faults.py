@@ -35,7 +35,15 @@ from kint.spaces import space_id as space_id_of
 
 RPC_TIMEOUT_S = 2.0  # KINT_RPC_TIMEOUT of the hung-RPC machine
 VERIFY_HEAD_S = 2.0  # KINT_VERIFY_HEAD_SECONDS, its default
-MARGIN_S = 4.0  # a CLI's start and the round trips, on a loaded 2-core box
+# How long a proxy in "hang" mode holds a call before it closes the connection: the end of
+# a hung call when nothing in kint ends it first.
+PROXY_HANG_S = 30.0
+# A CLI's start and its round trips on a loaded 2-core box, on top of a wait kint promises.
+MARGIN_S = 10.0
+# KINT_RPC_TIMEOUT of a verify under test: longer than the proxy holds a call, so that only
+# verify's own head budget (VERIFY_HEAD_S) can end its wait before the proxy does.
+VERIFY_RPC_TIMEOUT_S = 60.0
+assert VERIFY_HEAD_S + MARGIN_S < PROXY_HANG_S and RPC_TIMEOUT_S + MARGIN_S < PROXY_HANG_S
 
 
 # -- the chain and the proxies --------------------------------------------------------------
@@ -56,7 +64,7 @@ def proxies(chain):
     made: list[RpcProxy] = []
 
     def make() -> RpcProxy:
-        proxy = RpcProxy(chain["url"], max_hang_s=30).start()
+        proxy = RpcProxy(chain["url"], max_hang_s=PROXY_HANG_S).start()
         made.append(proxy)
         return proxy
 
@@ -353,6 +361,20 @@ def _timed(fn):
     return out, time.monotonic() - start
 
 
+def _verify_x(m, x: Path, px) -> tuple[subprocess.CompletedProcess[str], float, list[str]]:
+    """X's verify with a call's RPC timeout past the proxy's hold: (its output, how long it
+    took, the calls the endpoint saw meanwhile)."""
+    before = len(px.calls)
+    out, took = _timed(lambda: m.kint("--db", str(x), "verify", "release rule", "--json",
+                                      env={"KINT_RPC_TIMEOUT": str(VERIFY_RPC_TIMEOUT_S)}))
+    return out, took, px.calls[before:]
+
+
+def _tried_once_each(calls: list[str]) -> bool:
+    """No call sent again: web3's retries are off, a hung endpoint costs one timeout."""
+    return bool(calls) and len(calls) == len(set(calls))
+
+
 def _status_row(m, db: Path) -> dict:
     out = m.kint("supervisor", "status", "--json")
     assert out.returncode in (0, 1), out.stderr
@@ -365,13 +387,16 @@ def test_a_hung_rpc_stalls_only_its_own_tenant(hung):
     m, x, y, px = hung["m"], hung["x"], hung["y"], hung["px"]
     px.set_mode("hang")
 
-    # X's verify answers from the mirror, within its head budget, and says so.
-    out, took = _timed(lambda: kdb(m, x, "verify", "release rule", "--json"))
+    # X's verify answers from the mirror, within its head budget, and says so: its head
+    # read was sent once and given up on by the budget, well before the proxy's hold or the
+    # call's own RPC timeout would have ended it.
+    out, took, sent = _verify_x(m, x, px)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["decision"] == "proceed", result["reason"]
     assert result["head_unavailable"] == "rpc unresponsive"
     assert "chain head unavailable (rpc unresponsive)" in out.stderr
+    assert _tried_once_each(sent), sent
     assert took < VERIFY_HEAD_S + MARGIN_S, took
     assert px.hanging >= 1  # the endpoint really took the call and never answered
 
@@ -412,21 +437,24 @@ def test_a_hung_rpc_stalls_only_its_own_tenant(hung):
         assert verified["head_unavailable"] is None
         assert verified["chain_head"]["seq"] == pushed["epochs"][-1]["seq"]
         assert _status_row(m, y)["state"] in ("ready", "busy")
-        waiter.join(timeout=RPC_TIMEOUT_S * 3 + MARGIN_S)
+        waiter.join(timeout=PROXY_HANG_S + MARGIN_S)
     finally:
         if push.poll() is None:
             push.kill()
         waiter.join()
+    # Refused by its RPC timeout: the call was sent once, and the refusal came before the
+    # proxy let go of it (the push's own deadline is 900 s).
     err, took = ended["err"], ended["at"] - started
     assert push.returncode == PUSH_PULL_REFUSED, err
-    assert "[RPC_UNAVAILABLE]" in err, err
-    assert took < RPC_TIMEOUT_S * 2 + MARGIN_S, took
+    assert "[RPC_UNAVAILABLE]" in err and "Timeout" in err, err
+    assert _tried_once_each(px.calls[calls:]), px.calls[calls:]
+    assert took < RPC_TIMEOUT_S + MARGIN_S, took
 
     # With a failure just recorded, X's verify does not even try the endpoint.
-    out, took = _timed(lambda: kdb(m, x, "verify", "release rule", "--json"))
+    out, _, sent = _verify_x(m, x, px)
     assert json.loads(out.stdout)["head_unavailable"] == "rpc unresponsive"
     assert "chain head unavailable (rpc unresponsive)" in out.stderr
-    assert took < VERIFY_HEAD_S + MARGIN_S, took
+    assert sent == [], sent
 
     # The endpoint answers again: X anchors what waited, and verifies against the chain.
     px.forward()

@@ -5,8 +5,8 @@ a server-side push, while an edit behind Sibyl's back does."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
-import time
 
 import pytest
 from sibyl_memory_client import testing as sibyl_testing
@@ -73,9 +73,22 @@ def test_three_profiles_three_workers_and_hermes_writes_never_hold(
         for profile in ("beta", "gamma"):
             assert kjson(sb, "--db", str(sb.profile_db(profile)), "status")["rows"]["entity"] == 1
     finally:
+        wrote = sum(1 for a in adapters if a._kint is not None and a._kint.wrote)
         for adapter in adapters:
             adapter.shutdown()
-        time.sleep(0.2)
-        sb.shutdown()
-        for name in ("credentials.json", "entitlement.json"):  # leave the session HOME bare
-            (Path.home() / ".sibyl-memory" / name).unlink(missing_ok=True)
+        # Each session that wrote asks its worker for an exit push as it closes: stop the
+        # supervisor once the workers have run them (each logs one line, made or not).
+        try:
+            sb.wait_for(lambda: len(_exit_pushed(sb)) >= wrote, timeout=60,
+                        what=f"{wrote} exit pushes")
+        finally:
+            sb.shutdown()
+            for name in ("credentials.json", "entitlement.json"):  # leave the HOME bare
+                (Path.home() / ".sibyl-memory" / name).unlink(missing_ok=True)
+
+
+def _exit_pushed(sb) -> set[str]:
+    """The spaces whose worker logged an exit push, made or not made."""
+    log = sb.kint_home / "supervisor.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return set(re.findall(r"space (\w+): exit push", text))

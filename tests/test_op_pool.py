@@ -55,6 +55,8 @@ def test_overlapping_ops_get_their_own_threads_up_to_the_size_then_wait_in_order
         assert pool.threads == 2
         for i in range(5):  # every thread busy: these wait, first come first run
             pool.submit(order.append, i, then=(lambda _r: done.set()) if i == 4 else None)
+        # Time let pass on purpose: a pool that started a third thread or ran a queued op
+        # would do it at once, and nothing must happen here.
         time.sleep(0.2)
         assert order == [] and pool.threads == 2
         release.set()

@@ -21,6 +21,15 @@ from kint.paths import front_address
 from kint.protocol.limits import MAX_MESSAGE_BYTES, SOCKET_MAX_MESSAGE_BYTES
 
 HEARTBEAT_TIMEOUT_S = 3
+# The deadline of a request to a stopped worker. Its other ends come later and say other
+# things: the worker found hung after HEARTBEAT_TIMEOUT_S and killed after the 5 s kill
+# grace is WORKER_DOWN, the client's own wait (2 s past the deadline) a
+# SupervisorUnavailable; only the supervisor's deadline answers TIMEOUT.
+STOPPED_DEADLINE_S = 1.5
+# What a request to a space whose worker runs may be given while another space's worker is
+# stopped: a status answers in milliseconds; one queued behind the stopped worker would
+# wait until that worker is killed, HEARTBEAT_TIMEOUT_S and the 5 s kill grace later.
+OTHERS_DEADLINE_S = 4
 
 
 @pytest.fixture(scope="module")
@@ -101,11 +110,13 @@ def test_stopped_worker_times_out_alone_and_is_restarted(box):
     try:
         started = time.monotonic()
         with pytest.raises(KintError) as err:
-            box.call("status", alpha, timeout_s=1.5)
+            box.call("status", alpha, timeout_s=STOPPED_DEADLINE_S)
         elapsed = time.monotonic() - started
-        assert err.value.code == "TIMEOUT"
-        assert elapsed < 1.5 + 0.75, f"TIMEOUT came {elapsed:.2f}s after a 1.5s deadline"
+        # The supervisor's deadline ended the wait (the code says which end came, see
+        # STOPPED_DEADLINE_S), and not before the deadline.
+        assert err.value.code == "TIMEOUT", err.value
         assert "did not finish within 1500 ms" in err.value.message
+        assert elapsed >= STOPPED_DEADLINE_S, f"TIMEOUT came {elapsed:.2f}s into the deadline"
 
         # Fill alpha's queue: 32 requests wait, the 33rd is refused BUSY at once.
         sock = _raw_dealer(box)
@@ -116,22 +127,24 @@ def test_stopped_worker_times_out_alone_and_is_restarted(box):
         busy = _recv(sock)
         assert busy["id"] == "q32" and busy["error"] == "BUSY", busy
 
-        # The other two spaces answer normally the whole time alpha is stopped and killed.
-        answered = 0
+        # The other two spaces answer normally the whole time alpha is stopped and killed:
+        # each within a deadline shorter than alpha's stall (OTHERS_DEADLINE_S), and some of
+        # them while the supervisor already holds alpha for hung.
+        answered = answered_while_hung = 0
         deadline = time.monotonic() + HEARTBEAT_TIMEOUT_S + 5 + 15
         while time.monotonic() < deadline:
-            for db in others:
-                t0 = time.monotonic()
-                assert box.call("status", db, timeout_s=3)["store"]["path"] == str(db)
-                assert time.monotonic() - t0 < 2.0
-                answered += 1
             row = box.row(alpha)
             if row["pid"] not in (pid, None) and row["state"] == "ready":
                 break
+            for db in others:
+                reply = box.call("status", db, timeout_s=OTHERS_DEADLINE_S)
+                assert reply["store"]["path"] == str(db)
+                answered += 1
+                answered_while_hung += row["state"] == "hung"
             time.sleep(0.2)
         else:
             pytest.fail(f"alpha was not restarted: {box.row(alpha)}")
-        assert answered >= 10
+        assert answered_while_hung >= 2, (answered, answered_while_hung)
 
         # The 32 queued requests were answered: the killed worker took them down with it.
         codes = {_recv(sock, 10)["error"] for _ in range(32)}
@@ -177,11 +190,16 @@ def test_store_that_never_opens_is_quarantined_and_retried(box):
     assert row["state"] == "quarantined" and row["restarts"] == 6
     assert "file is not a database" in row["last_exit"]
 
-    # Quarantined: refused at once, the others unaffected, the supervisor not looping.
-    t0 = time.monotonic()
+    # Quarantined: refused at once, the others unaffected, the supervisor not looping. "At
+    # once" by what happened rather than how fast: no worker was started for the request
+    # (restarts unchanged; a start would fail and count one). The quarantine's own retry
+    # comes KINT_QUARANTINE_BACKOFF_SECONDS (2 s) after it began, and nothing here waits.
     with pytest.raises(KintError) as again:
-        box.call("status", broken)
-    assert again.value.code == "QUARANTINED" and time.monotonic() - t0 < 1.0
+        box.call("status", broken, timeout_s=60)
+    assert again.value.code == "QUARANTINED", again.value
+    assert "is quarantined after 6 restarts" in again.value.message, again.value.message
+    row = box.row(broken)
+    assert row["restarts"] == 6 and row["state"] == "quarantined" and row["pid"] is None, row
     assert box.call("status", box.sibyl_db)["rows"]["entity"] == 1
     assert box.kint("supervisor", "status").returncode == 1  # degraded
 
