@@ -66,6 +66,7 @@ each is reported too); the hanging space reported, the stopped worker restarted.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -287,8 +288,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         record = devchain.start(chain.kint_home)
         env.on_exit.append(lambda: devchain.stop(chain.kint_home))
         (m.kint_home / "devchain").mkdir(mode=0o700)
-        (m.kint_home / "devchain" / "devchain.json").write_bytes(
-            (chain.kint_home / "devchain" / "devchain.json").read_bytes())
+        # Copied as kint keeps it, 0600 (a 0644 copy is tightened, with a warning, when the
+        # supervisor starts).
+        shutil.copy(chain.kint_home / "devchain" / "devchain.json",
+                    m.kint_home / "devchain" / "devchain.json")
         proxy = RpcProxy(record["rpc_url"], max_hang_s=120).start()
         env.on_exit.append(proxy.stop)
         common.start_test_supervisor(env, m, extra_env=p["supervisor_env"])
