@@ -353,12 +353,16 @@ def test_status_reads_the_session_key_within_one_head_budget(story):
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            proxy.set_mode("delay", seconds=1.2)
+            # Each call answers after 2.5 s, inside a 4.5 s budget by 2 s (a loaded box adds
+            # to that); the first two key reads start inside the budget, the third at 5 s
+            # at the earliest, never inside it, however fast the box.
+            proxy.set_mode("delay", seconds=2.5)
             out = json.loads(ok(a.kint("status", "--json",
-                                       env={"KINT_VERIFY_HEAD_SECONDS": "2"})).stdout)
+                                       env={"KINT_VERIFY_HEAD_SECONDS": "4.5"})).stdout)
             assert out["chain_head"] is not None, out  # the head itself was read in time
             facts = out["session_key"]
-            assert facts["error"] == "not read: the chain took longer than 2 s to answer", facts
+            assert facts["error"] == "not read: the chain took longer than 4.5 s to answer", \
+                facts
             assert "balance_wei" not in facts
         finally:
             proxy.forward()
@@ -368,16 +372,18 @@ def test_status_reads_the_session_key_within_one_head_budget(story):
 def test_doctor_starts_no_chain_call_past_two_calls_worth_of_time(story):
     """An endpoint slow but answering: each call within its bound, yet six of them could
     outlast the command's wait for doctor. No call starts once the chain's checks have
-    taken two calls' bound (here 2 x 4 s): the checks left say so, and doctor answers."""
+    taken two calls' bound (here 2 x 6.5 s): the checks left say so, and doctor answers.
+    Each call answers after 4 s, inside its 6.5 s bound by 2.5 s; four calls take 16 s at
+    the least, past the 13 s, however fast the box."""
     a = story["a"]
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            proxy.set_mode("delay", seconds=2.5)
-            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "4"}, timeout=120)
+            proxy.set_mode("delay", seconds=4)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "6.5"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert checks["primary RPC"]["ok"] and checks["contract code"]["ok"], checks
-            assert checks["head"]["detail"] == "not checked: the chain's checks took 8 s already"
+            assert checks["head"]["detail"] == "not checked: the chain's checks took 13 s already"
             assert not checks["head"]["ok"] and out.returncode == 1
         finally:
             proxy.forward()
