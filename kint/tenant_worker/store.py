@@ -64,8 +64,10 @@ def _connect_ro(db: str) -> sqlite3.Connection:
         raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
 
 
-def _signature(db: str) -> tuple[int, ...] | None:
-    """(the store's mtime and size, its WAL's, the store's device), or None: no store."""
+def store_signature(db: str) -> tuple[int, ...] | None:
+    """(the store's mtime and size, its WAL's, the store's device), or None: no store. Any
+    write through SQLite changes it, so a figure read from the store holds while it holds
+    (the row counts here, the heartbeat's unanchored count: unanchored.py)."""
     try:
         st = os.stat(db)
     except FileNotFoundError:
@@ -87,7 +89,7 @@ class StoreReader:
         self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
 
     def facts(self) -> StoreFacts:
-        sig = _signature(self.db)
+        sig = store_signature(self.db)
         if sig is None:
             return StoreFacts(exists=False, rows=None, size_bytes=None)
         with self._lock:
