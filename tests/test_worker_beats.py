@@ -177,7 +177,7 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         worker.ctx.progress = "push: epoch 1 of 2 (10 rows)"
         worker._beat(now)
         assert worker._next_beat == now + BEAT_SECONDS
-        beat = worker._beat_message(0, None, None, BEAT_SECONDS)["state"]
+        beat = worker._beat_message(now, 0, None, None, BEAT_SECONDS)[0]["state"]
         assert beat["progress"] == "push: epoch 1 of 2 (10 rows)"  # no op in flight
         worker.ctx.progress = None
         seen = []
