@@ -51,12 +51,25 @@ def _head(head: dict[str, Any] | None) -> str:
     return f"{head['seq']}@{head['block']}" if head.get("block") is not None else str(head["seq"])
 
 
-def _op(op: dict[str, Any] | None, progress: str | None) -> str:
+def _op(op: dict[str, Any] | None, progress: str | None,
+        failure: dict[str, Any] | None = None) -> str:
     """The OP column: the op in flight and its age, else what a push or pull started by the
-    store watcher is doing (it runs with no op in flight), else `-`."""
+    store watcher is doing (it runs with no op in flight), else the watcher's failed push
+    it waits to try again (`push failed x3`; the line under the table says why), else `-`."""
     if op:
         return f"{op['name']} {_age(op['age_s'])}"
-    return _shorten(progress, 24) if progress else "-"
+    if progress:
+        return _shorten(progress, 24)
+    return f"push failed x{failure['attempts']}" if failure else "-"
+
+
+def _unanchored(row: dict[str, Any]) -> str:
+    """The UNANCHORED column: the count, `~N` when the store or the head moved since it was
+    made (the worker recounts; the line under the table says so), `-` when none was made."""
+    count = row.get("unanchored")
+    if count is None:
+        return "-"
+    return f"~{count}" if row.get("unanchored_stale") else str(count)
 
 
 def status_rows(status: dict[str, Any]) -> list[list[str]]:
@@ -71,10 +84,10 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
             _shorten(row["store"], 40, keep_end=True),
             str(row["pid"]) if row.get("pid") else "-",
             _state(row),
-            _op(op, row.get("progress")),
+            _op(op, row.get("progress"), row.get("watcher_failure")),
             _rpc(row),
             _head(head),
-            str(row["unanchored"]) if row.get("unanchored") is not None else "-",
+            _unanchored(row),
             (held.get("reason") or "held") if held else "-",
             str(row["restarts"]),
             _age(row.get("last_beat_age_s")),
@@ -115,9 +128,17 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     if not status["spaces"]:
         return head + "\nno spaces yet (a worker starts on the first request for its space)"
     text = head + "\n" + table(STATUS_COLUMNS, status_rows(status))
-    exits = [(r["space"], r["last_exit"]) for r in status["spaces"] if r.get("last_exit")]
-    for space, reason in exits:
-        text += f"\nlast exit of {space}: {reason}"
+    spaces = status["spaces"]
+    if any(r.get("unanchored") is not None and r.get("unanchored_stale") for r in spaces):
+        text += ("\n~N unanchored: counted before the store or the head last moved; a running "
+                 "worker recounts within seconds")
+    for row in spaces:
+        if row.get("watcher_failure"):
+            text += "\n" + watcher_failure_text(row["watcher_failure"],
+                                                 f"watcher of {row['space']}")
+    for row in spaces:
+        if row.get("last_exit"):
+            text += f"\nlast exit of {row['space']}: {row['last_exit']}"
     return text
 
 
@@ -145,12 +166,13 @@ def session_key_text(facts: dict[str, Any] | None) -> str:
     return f"{facts['balance_eth']} ETH, authorized until {until}"
 
 
-def watcher_failure_text(failure: dict[str, Any]) -> str:
-    """The store watcher's last failed push, while it waits to try again."""
+def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
+    """The store watcher's last failed push, while it waits to try again (`kint status`'s
+    line, and `kint supervisor status`'s under its table, `who` naming the space's)."""
     attempts = failure["attempts"]
     next_try = (f"next attempt in {_age(failure['retry_in_s'])}" if failure["retry_in_s"]
                 else "next attempt at the next tick")
-    return (f"watcher: push failed {_age(failure['age_s'])} ago ({failure['code']}): "
+    return (f"{who}: push failed {_age(failure['age_s'])} ago ({failure['code']}): "
             f"{printable(failure['message'])}; {attempts} failed attempt"
             f"{'' if attempts == 1 else 's'}, {next_try}")
 

@@ -8,12 +8,15 @@ import json
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from conftest import Sandbox, make_sandbox
+from rpc_proxy import RpcProxy
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
 
@@ -59,6 +62,24 @@ def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: s
         make_session_key(sb)
     sb.start_entitled()
     return sb
+
+
+@contextmanager
+def machine_behind_proxy(root: Path, chain_home: Path,
+                         **env: str) -> Iterator[tuple[Sandbox, RpcProxy]]:
+    """A machine connected to the session's devchain through a loopback RPC proxy the test
+    switches (tests/rpc_proxy.py). On the way out the proxy forwards again, so nothing of
+    the machine's shutdown waits on a hung call, then stops."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    sb = new_machine(root, chain_home, **env)
+    try:
+        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        yield sb, proxy
+    finally:
+        proxy.forward()
+        sb.shutdown()
+        proxy.stop()
 
 
 def ok(out: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -83,6 +83,18 @@ def sibyl_client(db: Path, tenant: str = TENANT) -> MemoryClient:
                               entitlement_gate=sibyl_testing.NullEntitlementGate())
 
 
+def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
+    """`predicate()`'s first true value within `timeout` seconds, else its last value (for
+    the caller's assert to show)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
 def write_store(db: Path, rows: dict[str, Any] | None = None, tenant: str = TENANT) -> Path:
     """A real Sibyl store, written through Sibyl's own client. The account gate is Sibyl's
     NullEntitlementGate (its test support, passed in code): these tests are not about the

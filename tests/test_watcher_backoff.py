@@ -1,8 +1,9 @@
 """After a push that fails (anything but HELD), the store watcher waits before it tries
 again: KINT_PUSH_RETRY_SECONDS (at least one poll), doubling to 900 s. Any successful push of
 the space and a change of config.toml end the wait; a store change does not. The space's
-status carries the failure (`watcher_failure`), and the log has a line at the first failure,
-at a change of what it says, and when a push goes through, never one per attempt.
+status carries the failure (`watcher_failure`), and so does `kint supervisor status` (the
+worker's beat carries it), and the log has a line at the first failure, at a change of what
+it says, and when a push goes through, never one per attempt.
 
 The first test runs the real parts: the devchain's anvil behind a loopback RPC proxy
 (tests/rpc_proxy.py) that hangs every call, the test supervisor, the space's worker and its
@@ -18,12 +19,11 @@ import logging
 import os
 import time
 
-from chain_machines import new_machine, ok
+from chain_machines import machine_behind_proxy, new_machine, ok
 from conftest import sibyl_client, write_store
 from kint.protocol import ErrorCode, ProtocolError
 from kint.render import space_status_text
 from kint.agent_server.results import status_result
-from rpc_proxy import RpcProxy
 
 RETRY_S = 6  # KINT_PUSH_RETRY_SECONDS here: several 1 s ticks, and a short test
 WAIT = {"timeout": 60, "interval": 0.2}
@@ -36,14 +36,10 @@ def _failure(sb, db) -> dict | None:
 
 def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config_change(
         tmp_path, chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_QUIET_SECONDS="0", KINT_PUSH_RETRY_SECONDS=str(RETRY_S),
-                     KINT_RPC_TIMEOUT="1")
-    db = sb.sibyl_db
-    try:
-        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
+    with machine_behind_proxy(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                              KINT_QUIET_SECONDS="0", KINT_PUSH_RETRY_SECONDS=str(RETRY_S),
+                              KINT_RPC_TIMEOUT="1") as (sb, proxy):
+        db = sb.sibyl_db
         assert sb.call("attach", db, args={"session": "backoff", "watcher": True})["watcher"]
         proxy.set_mode("hang")
         client = sibyl_client(db, sb.tenant)
@@ -72,10 +68,26 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
         assert "watcher: push failed " in space_status_text(shown)
         assert status_result(shown)["watcher_failure"] == shown["watcher_failure"]
 
+        # `kint supervisor status` shows it too, from the worker's beat (no request to the
+        # worker): in OP while nothing runs, on a line under the table, in --json; and the
+        # row the watcher counted before it pushed, in UNANCHORED.
+        row = sb.wait_for(lambda: (r := sb.row(db))["watcher_failure"]
+                          and r["watcher_failure"]["attempts"] == 2 and r,
+                          what="the failure in the supervisor's status", **WAIT)
+        assert row["watcher_failure"]["code"] == "RPC_UNAVAILABLE" and row["op"] is None, row
+        assert row["unanchored"] == 1, row
+        table = ok(sb.kint("supervisor", "status")).stdout  # exit 0: not a degraded space
+        assert "push failed x2" in table, table
+        assert f"watcher of {row['space']}: push failed " in table, table
+        assert "(RPC_UNAVAILABLE)" in table and "2 failed attempts" in table, table
+
         # A successful `kint push` ends the wait.
         proxy.forward()
         ok(sb.kint("push"))
         assert _failure(sb, db) is None
+        sb.wait_for(lambda: (r := sb.row(db))["watcher_failure"] is None
+                    and r["unanchored"] == 0, what="the supervisor's row after the push",
+                    **WAIT)
         log = (sb.kint_home / "supervisor.log").read_text()
         assert log.count("watcher: push failed (RPC_UNAVAILABLE)") == 1, log
         assert "watcher: push failed again" not in log  # the same failure: no second line
@@ -99,10 +111,6 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
                             **WAIT)
         assert fresh["attempts"] == 1, (before, fresh)
         client.storage.close()
-    finally:
-        proxy.forward()
-        sb.shutdown()
-        proxy.stop()
 
 
 def test_the_wait_doubles_to_fifteen_minutes_and_only_a_push_or_the_config_ends_it(

@@ -9,23 +9,16 @@ stays at its epoch long enough for a beat to carry its progress to the superviso
 
 from __future__ import annotations
 
-import json
-
-from chain_machines import new_machine, ok
+from chain_machines import machine_behind_proxy, ok
 from conftest import sibyl_client
-from rpc_proxy import RpcProxy
 
 # Watcher pushes, a beat a second and the chain are slower than wait_for's defaults.
 WAIT = {"timeout": 30, "interval": 0.2}
 
 
 def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_QUIET_SECONDS="0")
-    try:
-        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
+    with machine_behind_proxy(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                              KINT_QUIET_SECONDS="0") as (sb, proxy):
         attached = sb.call("attach", sb.sibyl_db,
                            args={"session": "watcher-progress", "watcher": True})
         assert attached["watcher"] is True
@@ -48,7 +41,3 @@ def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, c
                           and r["head"]["seq"] == 1 and r,
                           what="the push to land and its progress line to clear", **WAIT)
         assert sb.call("status", sb.sibyl_db, args={"chain": True})["unanchored"] == 0
-    finally:
-        proxy.forward()
-        sb.shutdown()
-        proxy.stop()

@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import make_sandbox, write_store
+from conftest import make_sandbox, wait_until, write_store
 from support.lifecycle_host import LifecycleHost
 
 from kint.protocol.worker_wire import (BEAT_SECONDS, IDLE_BEAT_MAX_SECONDS,
@@ -71,16 +71,6 @@ def _every(sandbox, db) -> float | None:
     return sandbox.row(db)["beat_every_s"]
 
 
-def _wait_for(what, deadline_s: float = 20.0):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    return what()
-
-
 def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(tmp_path):
     # A 6 s timeout: once idle for 1.5 s, its beats say 1.5 s (the default 10 s gives 2.5,
     # checked above; the shorter cadence only shortens the waits).
@@ -89,12 +79,12 @@ def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(tmp_p
         write_store(sb.sibyl_db)
         sb.start()
         sb.call("status", sb.sibyl_db)
-        assert _wait_for(lambda: _every(sb, sb.sibyl_db) == 1.5)
+        assert wait_until(lambda: _every(sb, sb.sibyl_db) == 1.5)
         assert sb.row(sb.sibyl_db)["state"] == "ready"
         # An op on the pool: the next beat comes within a second and says one second.
         sb.call("status", sb.sibyl_db, args={"chain": True})
-        assert _wait_for(lambda: _every(sb, sb.sibyl_db) == 1.0, deadline_s=5.0)
-        assert _wait_for(lambda: _every(sb, sb.sibyl_db) == 1.5)
+        assert wait_until(lambda: _every(sb, sb.sibyl_db) == 1.0, timeout=5.0)
+        assert wait_until(lambda: _every(sb, sb.sibyl_db) == 1.5)
         assert sb.row(sb.sibyl_db)["state"] == "ready"
     finally:
         sb.shutdown()
@@ -132,11 +122,11 @@ def test_an_idle_worker_sleeps_until_its_next_beat_yet_stops_at_once_on_sigterm(
         sb.start()
         pid = sb.call("status", sb.sibyl_db)["worker"]["pid"]
         space16 = sb.row(sb.sibyl_db)["space"]
-        assert _wait_for(lambda: _every(sb, sb.sibyl_db) == IDLE_BEAT_MAX_SECONDS)
+        assert wait_until(lambda: _every(sb, sb.sibyl_db) == IDLE_BEAT_MAX_SECONDS)
         # Just after a beat, when the next is due: a worker not woken by the signal exits
         # at that beat at the earliest. Reckoned from before the status read, so the read's
         # own time makes it earlier, never later.
-        next_beat_at = _wait_for(lambda: _next_beat_at(sb))
+        next_beat_at = wait_until(lambda: _next_beat_at(sb))
         assert next_beat_at
         os.kill(pid, signal.SIGTERM)
         exits_by = time.monotonic() + 10
@@ -177,7 +167,7 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         worker.ctx.progress = "push: epoch 1 of 2 (10 rows)"
         worker._beat(now)
         assert worker._next_beat == now + BEAT_SECONDS
-        beat = worker._beat_message(0, None, None, BEAT_SECONDS)["state"]
+        beat = worker._beat_message(now, 0, None, None, BEAT_SECONDS)[0]["state"]
         assert beat["progress"] == "push: epoch 1 of 2 (10 rows)"  # no op in flight
         worker.ctx.progress = None
         seen = []

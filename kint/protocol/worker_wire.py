@@ -47,9 +47,14 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "inflight": (int,),
     "rpc": (dict,),
     "head": (dict,),
+    # The last count of unanchored row changes, whether the store or the head moved since
+    # it was made (a recount is on its way), and its age (kint/tenant_worker/unanchored.py).
     "unanchored": (int,),
+    "unanchored_stale": (bool,),
+    "unanchored_age_s": (float, int),
     "held": (dict,),
-    "last_error": (str,),
+    # The store watcher's last failed push while it waits to try again (push_backoff.py).
+    "watcher_failure": (dict,),
     "has_work": (bool,),
     "progress": (str,),
     "own_mib": (float, int),

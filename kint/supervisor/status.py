@@ -19,14 +19,36 @@ STATUS_SCHEMA_VERSION = 1
 DEGRADED_STATES = frozenset({"hung", "restarting", "quarantined"})
 
 
+def _unanchored(handle: WorkerHandle, since: float) -> dict[str, Any]:
+    """The last beat's count of unanchored row changes: `unanchored_stale` when the store
+    or the head moved since it was made (the worker recounts), or when no worker runs to
+    see them move; its age as of now. All null before any count (not connected)."""
+    beat = handle.beat
+    count = beat.get("unanchored")
+    if count is None:
+        return {"unanchored": None, "unanchored_stale": None, "unanchored_age_s": None}
+    return {"unanchored": count,
+            "unanchored_stale": bool(beat.get("unanchored_stale")) or not handle.alive,
+            "unanchored_age_s": round(float(beat.get("unanchored_age_s") or 0.0) + since, 3)}
+
+
+def _watcher_failure(handle: WorkerHandle, since: float) -> dict[str, Any] | None:
+    """The store watcher's failed push, as of now: code, message, attempts, age_s and
+    retry_in_s (0: at its next tick). Null when none, or no worker runs."""
+    failure = handle.beat.get("watcher_failure")
+    if not failure or not handle.alive:
+        return None
+    return {**failure, "age_s": round(float(failure.get("age_s") or 0.0) + since, 3),
+            "retry_in_s": round(max(0.0, float(failure.get("retry_in_s") or 0.0) - since), 3)}
+
+
 def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
     beat = handle.beat
+    # How long ago the last beat was made: its ages are as of then.
+    since = now - handle.last_beat_at if handle.last_beat_at is not None else 0.0
     op = None
     if beat.get("op"):
-        age = float(beat.get("op_age_s") or 0.0)
-        if handle.last_beat_at is not None:
-            age += now - handle.last_beat_at
-        op = {"name": beat["op"], "age_s": round(age, 3)}
+        op = {"name": beat["op"], "age_s": round(float(beat.get("op_age_s") or 0.0) + since, 3)}
     retry_in = None
     if handle.state == "quarantined" and handle.quarantined_until is not None:
         retry_in = round(max(0.0, handle.quarantined_until - now), 3)
@@ -41,8 +63,9 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "op": op,
         "rpc": beat.get("rpc"),
         "head": beat.get("head"),
-        "unanchored": beat.get("unanchored"),
+        **_unanchored(handle, since),
         "held": beat.get("held"),
+        "watcher_failure": _watcher_failure(handle, since),
         "progress": beat.get("progress"),
         "memory_mib": beat.get("own_mib") if handle.alive else None,
         "restarts": handle.restarts,

@@ -7,7 +7,9 @@ socket, since a ZeroMQ socket belongs to one thread), and beats with what it is 
 every second while it works and for `idle_beat_s` after, then every `idle_beat_s`
 (each beat says when the next is due; a request makes the next one due within a second).
 The only handler it runs itself is the plain `status` (a few stats), so a slow op never
-stops the heartbeat: slow is *busy*, not *hung*.
+stops the heartbeat: slow is *busy*, not *hung*. Nor does a beat read the store: the
+unanchored count it carries is the last one an op made, and when the store or the head
+moved since, the beat starts a recount on the pool (kint.tenant_worker.unanchored).
 
 The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
 which exits when the supervisor does) and, on every beat, a check that the supervisor's
@@ -44,6 +46,7 @@ from kint.tenant_worker.handlers import HANDLERS
 from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
 
 log = logging.getLogger("kint.worker")
@@ -145,29 +148,51 @@ class Worker:
         working = count or self.ctx.progress is not None or now - self._active_at < idle_s
         every = worker_wire.BEAT_SECONDS if working else idle_s
         self._next_beat = now + every
+        message, recount = self._beat_message(now, count, op, age, every)
         try:
-            self._send(self._beat_message(count, op, age, every), zmq.NOBLOCK)
+            self._send(message, zmq.NOBLOCK)
         except zmq.Again:
             pass
+        if recount:
+            self.pool.submit(self._recount)
 
     def _busy_now(self) -> None:
         """A request went to the pool or its reply came back: beat within a second."""
         self._active_at = now = time.monotonic()
         self._next_beat = min(self._next_beat, now + worker_wire.BEAT_SECONDS)
 
-    def _beat_message(self, count: int, op: str | None, age: float | None,
-                      every: float) -> dict[str, Any]:
+    def _beat_message(self, now: float, count: int, op: str | None, age: float | None,
+                      every: float) -> tuple[dict[str, Any], bool]:
+        """The beat, and whether to start a recount of the unanchored rows on the pool (the
+        store or the head moved since the last count: unanchored.py). This thread never
+        reads the store: a few stats and the mirror as cached."""
+        mirror = self._mirror()
+        quiet = not count and self.ctx.progress is None and not self.stopping
+        unanchored, recount = self.ctx.unanchored.at_beat(now, self.config.db, mirror, quiet)
+        watcher = self.ctx.watcher
         return {"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
-            "inflight": count, "rpc": self.ctx.tracker.beat(), "head": self._head(),
-            "unanchored": None, "last_error": None,
+            "inflight": count, "rpc": self.ctx.tracker.beat(),
+            "head": ({"seq": mirror.head.seq, "block": mirror.head.block}
+                     if mirror is not None else None),
+            **unanchored,
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
+            "watcher_failure": watcher.backoff.for_beat(now) if watcher is not None else None,
             "has_work": self._has_work(count),
             # An op's, or a push the store watcher started with no op in flight.
             "progress": self.ctx.progress,
             "own_mib": self.memory.at_beat(time.monotonic(), count),
             "every_s": every,
-        }}
+        }}, recount
+
+    def _recount(self) -> None:
+        """The unanchored rows counted on a pool thread, for the beats to come. Not an op:
+        not in flight, not activity (an idle worker still exits); its memory is measured
+        again after it, as an op's."""
+        try:
+            self.ctx.unanchored.recount(self.ctx)
+        finally:
+            self.memory.worked()
 
     def _has_work(self, inflight: int) -> bool:
         """Anything that must keep this worker alive: ops in flight, a push to finish,
@@ -178,15 +203,12 @@ class Worker:
         return bool(inflight or self.ctx.state.files["pending"].exists()
                     or live_sessions(self.ctx) or (watcher is not None and watcher.dirty))
 
-    def _head(self) -> dict[str, Any] | None:
-        """The mirror's head, as last saved (cached by the file's identity: a stat a beat)."""
+    def _mirror(self) -> Mirror | None:
+        """The mirror as last saved (cached by the file's identity: a stat a beat)."""
         try:
-            mirror = self.ctx.state.mirror()
+            return self.ctx.state.mirror()
         except Exception:  # noqa: BLE001 - a corrupt mirror is reported by the ops, not here
             return None
-        if mirror is None:
-            return None
-        return {"seq": mirror.head.seq, "block": mirror.head.block}
 
     # -- running ops -----------------------------------------------------------------------
 

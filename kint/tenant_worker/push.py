@@ -47,6 +47,7 @@ from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pend
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.unanchored import counting_from, note_count
 
 log = logging.getLogger("kint.worker")
 
@@ -140,9 +141,11 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
         hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
         if hold is not None:
             raise hold_error(hold)
+    before = counting_from(cfg.db)
     rows = export_rows(ctx.ro_connection(), cfg.tenant)
     changes = snapshot(mirror, rows) if as_snapshot else diff(mirror, rows)
     if not changes and not as_snapshot:
+        note_count(ctx, before, mirror, 0)
         return {"pushed": 0, "message": NOTHING_TO_PUSH, "epochs": [], "changed_rows": 0,
                 "deleted_rows": 0, **_head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
@@ -194,6 +197,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                        "bucket": meta.bucket, "bytes": cost.get("bytes"),
                        "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
                        "cost_wei": cost.get("cost_wei")})
+    # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
+    note_count(ctx, before, current, 0)
     if new_key is None:
         renew(ctx, key)
     if ctx.drift.active:

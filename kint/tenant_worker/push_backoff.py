@@ -27,6 +27,9 @@ log = logging.getLogger("kint.worker")
 # The longest wait between two attempts: an outage of hours costs a few lines and a few
 # dozen RPC timeouts, and a mended endpoint is used again within a quarter of an hour.
 MAX_WAIT_S = 900.0
+# A heartbeat carries the failure's message cut to this many characters: `kint supervisor
+# status` shows one line of it per space, and every worker beats up to once a second.
+BEAT_MESSAGE_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -115,3 +118,15 @@ class PushBackoff:
     def report(self, now: float) -> dict[str, Any] | None:
         failure = self._failure
         return failure.report(now) if failure is not None else None
+
+    def for_beat(self, now: float) -> dict[str, Any] | None:
+        """The failure as the worker's heartbeat carries it to `kint supervisor status`:
+        the report without its hint and wait, its message cut short."""
+        report = self.report(now)
+        if report is None:
+            return None
+        message = report["message"]
+        if len(message) > BEAT_MESSAGE_CHARS:
+            message = message[:BEAT_MESSAGE_CHARS - 3] + "..."
+        return {"code": report["code"], "message": message, "attempts": report["attempts"],
+                "age_s": report["age_s"], "retry_in_s": report["retry_in_s"]}

@@ -41,9 +41,12 @@ def live_sessions(ctx: SpaceContext) -> int:
 
 
 def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
-    """(changed, deleted) rows not yet anchored, or None when this space cannot push."""
+    """(changed, deleted) rows not yet anchored, or None when this space cannot push. The
+    heartbeat's figure is `kint status`'s, which leaves out a half-done pull's rows."""
+    from kint.tenant_worker.apply_journal import half_done
     from kint.tenant_worker.data_key import current_data_key
     from kint.tenant_worker.changes import diff
+    from kint.tenant_worker.unanchored import counting_from, note_count
 
     try:
         if ctx.enrolment() is None:
@@ -53,7 +56,9 @@ def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
         mirror = ctx.state.mirror()
         if mirror is None or not os.path.exists(ctx.config.db):
             return None
+        before = counting_from(ctx.config.db)
         changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
+        note_count(ctx, before, mirror, len(half_done(ctx.state, mirror, changes)[1]))
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
         problem = f"{type(err).__name__}: {err}"
         if ctx.enrolment_checked and problem != ctx.last_count_problem:

@@ -27,6 +27,7 @@ from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
+from kint.tenant_worker.unanchored import UnanchoredTally
 
 WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES",
                     "KINT_PUSH_RETRY_SECONDS")
@@ -64,6 +65,8 @@ class SpaceContext:
     session_settings: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     drift: DriftBaseline = field(default_factory=DriftBaseline)
     watcher: Any = None
+    # The last unanchored count an op made, which the heartbeat carries (unanchored.py).
+    unanchored: UnanchoredTally = field(default_factory=UnanchoredTally)
     # The endpoints the last chain() returned: a change forgets the old ones' failures.
     _endpoints: tuple[str, ...] | None = None
     _state: SpaceState | None = None

@@ -64,8 +64,12 @@ def _connect_ro(db: str) -> sqlite3.Connection:
         raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
 
 
-def _signature(db: str) -> tuple[int, ...] | None:
-    """(the store's mtime and size, its WAL's, the store's device), or None: no store."""
+def store_signature(db: str) -> tuple[int, ...] | None:
+    """(the store's mtime and size, its WAL's, the store's device), or None: no store. Any
+    write through SQLite changes it, so a figure read from the store holds while it holds
+    (the row counts here, the heartbeat's unanchored count: unanchored.py). An empty WAL
+    counts as none: kint's own read-only connection creates one on a store in WAL mode,
+    and that read must not look like a change."""
     try:
         st = os.stat(db)
     except FileNotFoundError:
@@ -73,6 +77,8 @@ def _signature(db: str) -> tuple[int, ...] | None:
     try:
         wal = os.stat(db + "-wal")
     except FileNotFoundError:
+        wal = None
+    if wal is None or wal.st_size == 0:
         return (st.st_mtime_ns, st.st_size, 0, 0, st.st_dev)
     return (st.st_mtime_ns, st.st_size, wal.st_mtime_ns, wal.st_size, st.st_dev)
 
@@ -87,7 +93,7 @@ class StoreReader:
         self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
 
     def facts(self) -> StoreFacts:
-        sig = _signature(self.db)
+        sig = store_signature(self.db)
         if sig is None:
             return StoreFacts(exists=False, rows=None, size_bytes=None)
         with self._lock:

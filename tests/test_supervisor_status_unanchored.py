@@ -1,0 +1,225 @@
+"""`kint supervisor status`'s UNANCHORED column and the store watcher's failed push.
+
+A worker's beat carries the last unanchored count an op made (`kint status`'s, the
+watcher's, 0 after a push) while the store's signature and the mirror's head are those it
+was made at; when either moves, the beat says the count is stale (`~N`) and starts one
+recount on the op pool, never reading the store on the thread that beats, and never
+keeping an idle worker alive (kint/tenant_worker/unanchored.py). The watcher's failed push
+rides the beat too, so the table shows it without a request to any worker (its real run,
+an endpoint that hangs, is in tests/test_watcher_backoff.py; its rendering is here).
+
+The first test drives a real Worker (not serving: its beats go nowhere) over a real store
+and a real mirror file, with the beat's clock in the test's hands. The second runs the
+real parts: the devchain's anvil, the test supervisor, the space's worker, Sibyl's client
+writing the store.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import orjson
+
+from chain_machines import new_machine, ok
+from conftest import sibyl_client, wait_until, write_store
+from kint import render
+from kint.envsettings import pid_alive
+from kint.protocol import worker_wire
+from kint.protocol.worker_wire import BEAT_SECONDS
+
+# Beats every 1-2.5 s, a recount at most every 5 s, a push on the devchain.
+WAIT = {"timeout": 60, "interval": 0.2}
+
+
+def _cell(text: str, space16: str, column: str) -> str:
+    """A cell of the status table (its columns are left-aligned under their names)."""
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("SPACE "))
+    row = next(line for line in lines if line.startswith(space16))
+    return row[header.index(column):].split()[0]
+
+
+def test_the_beat_carries_the_last_count_and_recounts_on_the_pool_when_the_store_moves(
+        tmp_path):
+    from kint.tenant_worker import unanchored
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.mirror_file import Head, Mirror
+    from kint.tenant_worker.process import Worker
+    from kint.tenant_worker.store import store_signature
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    db = write_store(tmp_path / "memory.db", tenant="t")  # an entity and a journal event
+    cfg = WorkerConfig(space_id="ab" * 32, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    worker = Worker(cfg, b"\x02" * 32)  # not serving: its beats go nowhere
+    tally = worker.ctx.unanchored
+    active_at = worker._active_at
+    try:
+        def beat(now: float | None = None) -> dict:
+            """What `Worker._beat` sends, and the recount it starts (it sends nowhere)."""
+            now = time.monotonic() if now is None else now
+            count, op, age = worker.inflight.snapshot()
+            message, recount = worker._beat_message(now, count, op, age, BEAT_SECONDS)
+            if recount:
+                worker.pool.submit(worker._recount)
+            return message["state"]
+
+        # No mirror (never connected, pulled or pushed): nothing to count against.
+        assert beat()["unanchored"] is None
+        assert worker.pool.threads == 0  # and no recount started
+
+        worker.ctx.state.save_mirror(Mirror(cfg.space_id))  # connected, nothing anchored
+        first = beat()
+        assert (first["unanchored"], first["unanchored_stale"]) == (None, None)  # counting
+        fresh = wait_until(lambda: (s := beat())["unanchored"] is not None and s)
+        assert fresh, "no recount landed"
+        assert (fresh["unanchored"], fresh["unanchored_stale"]) == (2, False), fresh
+        assert worker.pool.threads == 1  # counted on the pool, not on the beating thread
+        # Not work: no activity (the beat's cadence, the supervisor's idle clock), nothing
+        # that keeps the worker alive.
+        assert worker._active_at == active_at and fresh["has_work"] is False
+        assert worker.memory._worked  # its memory is read again once quiet, as after an op
+
+        client = sibyl_client(db, "t")
+        client.set_entity("rules", "second", {"rule": "written after the count"})
+        moved = beat()
+        # The last figure, marked stale; no recount within RECOUNT_MIN_INTERVAL_S.
+        assert (moved["unanchored"], moved["unanchored_stale"]) == (2, True), moved
+        time.sleep(0.5)
+        assert beat()["unanchored"] == 2
+        later = time.monotonic() + unanchored.RECOUNT_MIN_INTERVAL_S + 1
+        worker.inflight.start("r1", "verify")  # an op in flight: no recount meanwhile
+        beat(later)
+        time.sleep(0.5)
+        assert beat(later)["unanchored_stale"] is True
+        worker.inflight.finish("r1")
+        recounted = wait_until(lambda: (s := beat(later))["unanchored_stale"] is False and s)
+        assert recounted, "no recount once the op ended"
+        assert recounted["unanchored"] == 3, recounted
+        assert recounted["unanchored_age_s"] >= 0
+
+        # A new head (a push, a pull) makes the count stale as a store change does.
+        worker.ctx.state.save_mirror(Mirror(cfg.space_id, head=Head(1, "11" * 32)))
+        assert beat(later)["unanchored_stale"] is True
+        assert wait_until(lambda: beat(later)["unanchored_stale"] is False)
+        # A push's 0 at the new head; a count made from rows read before it cannot replace
+        # it (a recount that ends after the push): the figure read last wins.
+        mirror = worker.ctx.state.mirror()
+        tally.counted(0, unanchored.key_of(store_signature(str(db)), mirror), time.monotonic())
+        tally.counted(99, unanchored.key_of(store_signature(str(db)), mirror), 0.0)
+        pushed = beat(later)
+        assert (pushed["unanchored"], pushed["unanchored_stale"]) == (0, False), pushed
+        client.storage.close()
+    finally:
+        worker.close()
+
+
+def test_a_connected_spaces_unanchored_rows_show_in_the_table_follow_writes_and_pushes(
+        tmp_path, chain_home):
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_WORKER_IDLE_SECONDS="25")
+    db = sb.sibyl_db
+    try:
+        sb.call("status", db)
+        row = sb.row(db)
+        assert (row["unanchored"], row["unanchored_stale"]) == (None, None)  # not connected
+        assert _cell(ok(sb.kint("supervisor", "status")).stdout, row["space"],
+                     "UNANCHORED") == "-"
+
+        ok(sb.kint("connect", "--dev"))
+        client = sibyl_client(db, sb.tenant)
+        for name in ("one", "two", "three"):
+            client.set_entity("notes", name, {"text": f"note {name}"})
+        row = sb.wait_for(lambda: (r := sb.row(db))["unanchored"] == 3
+                          and r["unanchored_stale"] is False and r,
+                          what="three unanchored rows, counted", **WAIT)
+        space = row["space"]
+        text = ok(sb.kint("supervisor", "status")).stdout
+        assert _cell(text, space, "UNANCHORED") == "3", text
+        shown = json.loads(ok(sb.kint("supervisor", "status", "--json")).stdout)
+        (mine,) = [r for r in shown["spaces"] if r["space"] == space]
+        assert (mine["unanchored"], mine["unanchored_stale"]) == (3, False), mine
+        assert sb.call("status", db, args={"chain": True})["unanchored"] == 3  # status's own
+
+        ok(sb.kint("push"))
+        sb.wait_for(lambda: (r := sb.row(db))["unanchored"] == 0
+                    and r["unanchored_stale"] is False and r["head"]["seq"] == 1,
+                    what="0 unanchored after the push", **WAIT)
+        assert _cell(ok(sb.kint("supervisor", "status")).stdout, space, "UNANCHORED") == "0"
+
+        # A write: the last figure, stale, at the next beat; then the recount's.
+        client.set_entity("notes", "four", {"text": "written after the push"})
+        stale = sb.wait_for(lambda: (r := sb.row(db))["unanchored_stale"] and r,
+                            what="the count marked stale", **WAIT)
+        assert stale["unanchored"] == 0, stale
+        sb.wait_for(lambda: (r := sb.row(db))["unanchored"] == 1
+                    and r["unanchored_stale"] is False,
+                    what="the recount after the write", **WAIT)
+
+        # A store that keeps changing is recounted, yet the worker, asked nothing, still
+        # goes idle and exits: a recount is not work.
+        pid = sb.row(db)["pid"]
+        seen = set()
+        deadline = time.monotonic() + 90
+        n = 0
+        while (row := sb.row(db))["state"] != "idle":
+            assert time.monotonic() < deadline, row
+            seen.add(row["unanchored"])
+            n += 1
+            client.set_entity("notes", f"more-{n}", {"text": "another write"})
+            time.sleep(1.0)
+        assert max(seen) > 1, seen  # recounted while nothing was asked of it
+        assert row["pid"] is None and row["restarts"] == 0 and row["last_exit"] is None
+        assert not pid_alive(pid)
+        # Nobody watches the store now: the last figure, stale.
+        assert row["unanchored"] is not None and row["unanchored_stale"] is True, row
+        text = ok(sb.kint("supervisor", "status")).stdout
+        assert _cell(text, space, "UNANCHORED") == f"~{row['unanchored']}", text
+        assert "~N unanchored: counted before the store or the head last moved" in text
+        client.storage.close()
+    finally:
+        sb.shutdown()
+
+
+def test_the_table_marks_a_stale_count_and_names_a_failed_push():
+    base = {"space": "s" * 16, "tenant": "t", "store": "/x/memory.db", "pid": 7,
+            "state": "ready", "rpc": None, "held": None, "restarts": 0, "head": None,
+            "op": None, "progress": None, "last_beat_age_s": 0.5, "uptime_s": 3.0,
+            "memory_mib": None, "last_exit": None}
+    failure = {"code": "RPC_UNAVAILABLE", "message": "the endpoint\nhung", "attempts": 3,
+               "age_s": 4.0, "retry_in_s": 20.0}
+    status = {"supervisor": {"pid": 1, "uptime_s": 5.0, "kint_home": "/k"}, "spaces": [
+        {**base, "unanchored": None, "unanchored_stale": None},
+        {**base, "space": "a" * 16, "unanchored": 4, "unanchored_stale": False},
+        {**base, "space": "b" * 16, "unanchored": 4, "unanchored_stale": True,
+         "watcher_failure": failure},
+        {**base, "space": "c" * 16, "unanchored": 0, "unanchored_stale": False,
+         "op": {"name": "verify", "age_s": 0.25}, "watcher_failure": failure},
+    ]}
+    rows = render.status_rows(status)
+    column = render.STATUS_COLUMNS.index
+    assert [r[column("UNANCHORED")] for r in rows] == ["-", "4", "~4", "0"]
+    assert [r[column("OP")] for r in rows] == ["-", "-", "push failed x3", "verify 0.2s"]
+    text = render.supervisor_status_text(status)
+    assert "~N unanchored: counted before" in text
+    assert (f"watcher of {'b' * 16}: push failed 4.0s ago (RPC_UNAVAILABLE): the "
+            f"endpoint\\nhung; 3 failed attempts, next attempt in 20.0s") in text
+    fresh_only = {**status, "spaces": status["spaces"][:2]}
+    assert "~N" not in render.supervisor_status_text(fresh_only)
+
+
+def test_a_beats_count_and_failure_are_type_checked():
+    good = {"kind": "beat", "pid": 5, "state": {
+        "unanchored": 3, "unanchored_stale": True, "unanchored_age_s": 1.5,
+        "watcher_failure": {"code": "TIMEOUT", "attempts": 2}}}
+    assert worker_wire.decode_from_worker(orjson.dumps(good), b"")["state"]["unanchored"] == 3
+    import pytest
+
+    from kint.protocol import ProtocolError
+
+    for state in ({"unanchored_stale": 1}, {"unanchored": True}, {"watcher_failure": "x"},
+                  {"last_error": "gone"}):
+        with pytest.raises(ProtocolError):
+            worker_wire.decode_from_worker(orjson.dumps({**good, "state": state}), b"")
