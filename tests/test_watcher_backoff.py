@@ -211,3 +211,36 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
         client.storage.close()
     finally:
         sb.shutdown()
+
+
+def test_an_empty_wal_left_by_a_reader_is_no_store_change(tmp_path):
+    """kint's own read-only connection leaves an empty `-wal` beside a store in WAL mode;
+    the watcher reads the store's files as the heartbeat's count does (`store_signature`),
+    so that read does not mark the store dirty (a needless count at the next quiet period).
+    A real write still does."""
+    import sqlite3
+
+    from kint.tenant_worker.watcher import Watcher
+
+    db = write_store(tmp_path / "memory.db")
+    conn = sqlite3.connect(db)
+    assert conn.execute("pragma journal_mode=wal").fetchone()[0] == "wal"
+    conn.close()  # the last connection: its WAL is checkpointed and removed
+    wal = tmp_path / "memory.db-wal"
+    assert not wal.exists()
+    # One row to push, too small for the size trigger: a dirty store stays dirty.
+    watcher = Watcher(str(db), lambda: (1, 0), lambda reason: None, generation=lambda: 0)
+    reader = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    reader.execute("select count(*) from sqlite_master").fetchone()
+    assert wal.exists() and wal.stat().st_size == 0  # what the reader left
+    watcher.tick(time.monotonic())
+    assert not watcher.dirty
+    reader.close()
+
+    writer = sqlite3.connect(db)
+    writer.execute("create table scratch (x)")
+    writer.execute("insert into scratch values (1)")
+    writer.commit()
+    watcher.tick(time.monotonic())
+    assert watcher.dirty
+    writer.close()

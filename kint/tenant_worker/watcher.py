@@ -18,7 +18,6 @@ change instead of retrying. After a push that failed otherwise it waits out a ba
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable
@@ -26,6 +25,7 @@ from typing import Any, Callable
 from kint.protocol import ProtocolError
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
+from kint.tenant_worker.store import store_signature
 from kint.tenant_worker.space import WATCHER_SETTINGS
 
 log = logging.getLogger("kint.worker")
@@ -66,15 +66,10 @@ class Watcher:
         self._signature = self._read_signature()
         self._thread = threading.Thread(target=self._run, name="kint-watcher", daemon=True)
 
-    def _read_signature(self) -> tuple[int, ...]:
-        sig: list[int] = []
-        for suffix in ("", "-wal"):
-            try:
-                st = os.stat(self.db + suffix)
-                sig += [st.st_mtime_ns, st.st_size]
-            except FileNotFoundError:
-                sig += [0, 0]
-        return tuple(sig)
+    def _read_signature(self) -> tuple[int, ...] | None:
+        """The store's files as the heartbeat's count reads them (`store_signature`): an
+        empty WAL, which kint's own read-only connection leaves, is no change."""
+        return store_signature(self.db)
 
     def _value(self, name: str) -> float:
         return float(self._timing(name).value)
@@ -155,20 +150,20 @@ class Watcher:
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
                 self._fire("watcher", sig, now)
 
-    def _settle(self, sig: tuple[int, ...]) -> None:
+    def _settle(self, sig: tuple[int, ...] | None) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
         write that lands while the diff or the push runs must not be lost."""
         self._signature = sig
         if self._read_signature() == sig:
             self.dirty = False
 
-    def _nothing_left(self, sig: tuple[int, ...]) -> None:
+    def _nothing_left(self, sig: tuple[int, ...] | None) -> None:
         """The store holds nothing unanchored (another machine's pull replayed, the rows
         were put back): no failed push is left to try again."""
         self.backoff.forget("nothing is left to push, so the failed push is dropped")
         self._settle(sig)
 
-    def _fire(self, reason: str, sig: tuple[int, ...], now: float) -> None:
+    def _fire(self, reason: str, sig: tuple[int, ...] | None, now: float) -> None:
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
         counts = self._count()
