@@ -4,10 +4,12 @@ modification time), cheap enough for every request.
 A file that fails its checks is refused (the error names the file and the key) and the last
 good configuration keeps serving, except that a chain setting never gives way to the
 default because of it: one the refused file sets badly, or sets where no last good value
-stands in, refuses the chain work until the file is fixed (`tomlfile.with_refusals`). So that a process started after the file went bad (a
-worker spawned later, a restarted supervisor) serves the same last good configuration, each
-good file is copied to `$KINT_HOME/config.last-good.toml` (0600); a process with nothing
-good in memory starts from that copy.
+stands in, refuses the chain work until the file is fixed (`tomlfile.with_refusals`).
+
+So that a process started after the file went bad (a worker spawned later, a restarted
+supervisor) serves the same last good configuration, each good file is copied to
+`$KINT_HOME/config.last-good.toml` (0600); a process with nothing good in memory starts
+from that copy.
 """
 
 from __future__ import annotations
