@@ -7,7 +7,7 @@ hermetic folder:
 - a devchain (`kint.chain.devchain.start`, anvil with 1 confirmation and automine) under
   its own KINT_HOME, stopped on the way out; machines A, B, C, E and D, each with their
   own HOME, KINT_HOME and HERMES_HOME, a copy of the devchain's record, and the test
-  supervisor (tests/support/run_supervisor.py, KINT_TEST_GATE=null: Sibyl's
+  supervisor (bench/support/run_supervisor_bench.py, KINT_TEST_GATE=null: Sibyl's
   NullEntitlementGate in the workers, passed in code);
 - A's store (Sibyl's default store in A's HOME) written from `corpus.rows(n)` through
   Sibyl's own methods, timed: one sample of the baseline write. Sibyl's 5 MB free-tier
@@ -381,7 +381,7 @@ def _start(env: common.BenchEnv, machine: common.Machine, account: ProAccount | 
         account.install(machine.home)
         extra = {**account.supervisor_env(), "KINT_TEST_GATE": ""}
     if probe_env is None:
-        common.start_test_supervisor(env, machine, extra_env=extra)
+        common.start_bench_supervisor(env, machine, extra_env=extra)
     else:
         common.start_probed_supervisor(env, machine, {**probe_env, **extra})
 

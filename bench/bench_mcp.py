@@ -17,7 +17,7 @@ For each size (10,000 rows asked; `--quick`: 1,000), in its own hermetic folder:
 2. Every row is anchored through kint's own `split_diff`, `seal` and `record_epoch`
    (`bench/anchor_store.py: anchor`; as many epochs as push would make, no chain), so
    verify reaches its real checks (mirror, watermark, epoch cache are the real files).
-3. The test supervisor (tests/support/run_supervisor.py, KINT_TEST_GATE=null) for m, then
+3. The bench supervisor (bench/support/run_supervisor_bench.py, KINT_TEST_GATE=null) for m, then
    one kint-server (tests/support/run_kint_server.py: kint's own `kint.mcp_server.main`
    with the test gate) driven by a real `mcp` SDK stdio client (`tests/mcp_session.py:
    AgentProcess`), with m's environment plus KINT_TEST_GATE=null, KINT_NO_WATCHER=1 and
@@ -190,7 +190,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
         t0 = time.perf_counter()
         anchored_epochs = anchor(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)
         anchor_s = time.perf_counter() - t0
-        common.start_test_supervisor(env, m)
+        common.start_bench_supervisor(env, m)
 
         agent_env = {**m.env(), "KINT_NO_WATCHER": "1", "KINT_BOOTSTRAP_SECONDS": "1"}
         server_pids: list[int] = []

@@ -101,7 +101,7 @@ def _connected(quick: bool, probe_env: dict[str, str] | None = None) -> dict[str
         common.make_profile_stores(env, neighbours)
         queries = [" ".join(w.lower() for w in row.words[:2]) for row in data[:20]]
         if probe_env is None:
-            common.start_test_supervisor(env, m)
+            common.start_bench_supervisor(env, m)
         else:
             common.start_probed_supervisor(env, m, probe_env)
         steps: list[dict[str, Any]] = []

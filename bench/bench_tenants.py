@@ -1,6 +1,6 @@
 """Many tenants at once, and a neighbour that hangs (issue 15, items 2 and 3).
 
-One machine, one supervisor (the test launcher, tests/support/run_supervisor.py, with
+One machine, one supervisor (the bench launcher, bench/support/run_supervisor_bench.py, with
 KINT_TEST_GATE=null, as bench_verify), 64 spaces (`--quick`: 12): each a Hermes profile
 store ($HERMES_HOME/sibyl/profiles/tNN/memory.db, label `<tenant>@hermes:tNN`) of ~500
 rows (`--quick`: 200) from `corpus.rows(n, seed)` with a seed of its own, so no two stores
@@ -294,7 +294,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     m.kint_home / "devchain" / "devchain.json")
         proxy = RpcProxy(record["rpc_url"], max_hang_s=120).start()
         env.on_exit.append(proxy.stop)
-        common.start_test_supervisor(env, m, extra_env=p["supervisor_env"])
+        common.start_bench_supervisor(env, m, extra_env=p["supervisor_env"])
         t = time.monotonic()
         hanging_setup = connect_hanging(m, hang, proxy.url)
         timings["connect_and_push_hanging_s"] = time.monotonic() - t

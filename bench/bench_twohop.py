@@ -1,8 +1,8 @@
 """The two hops (issue 15, item 4): kint's routed round trip, client -> supervisor ->
 worker -> back, against a bare two-hop relay of the same shape, in the same run.
 
-kint: one reused `kint.client.Client` on the test supervisor (tests/support/
-run_supervisor.py, KINT_TEST_GATE=null) of one machine whose default Sibyl store holds
+kint: one reused `kint.client.Client` on the bench supervisor (bench/support/
+run_supervisor_bench.py, KINT_TEST_GATE=null) of one machine whose default Sibyl store holds
 1,000 rows (`--quick`: the same 1,000 rows, fewer calls), anchored through kint's own
 split, seal and record (bench/anchor_store.py). Two ops:
 
@@ -110,7 +110,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         data = corpus.rows(ROWS)
         written = corpus.write_store(db, tenant, data)
         anchor(m.kint_home, label, db, tenant, block=ANCHOR_BLOCK)
-        common.start_test_supervisor(env, m)
+        common.start_bench_supervisor(env, m)
         where = {"tenant": tenant, "db": str(db), "space": label}
         timeout_ms = 60_000
 

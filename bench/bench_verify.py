@@ -26,7 +26,7 @@ folder:
    `multi_record_search(client, q, limit=5)` on the same MemoryClient (Sibyl's
    `MemoryClient.local` with its NullEntitlementGate). The two are timed in alternating
    order, query by query, round after round, after warm-up rounds.
-5. Through the supervisor: the test supervisor (tests/support/run_supervisor.py,
+5. Through the supervisor: the bench supervisor (bench/support/run_supervisor_bench.py,
    KINT_TEST_GATE=null) for machine m; op `verify` with `write: False` through one reused
    `kint.client.Client`, against the same in-process bare search, interleaved the same
    way. That ratio includes two IPC hops, the protocol's encode/decode at each end, the
@@ -240,7 +240,7 @@ def _one_size(n: int, quick: bool) -> dict[str, Any]:
             ratio_in = {p: in_proc["verify"][p] / in_proc["bare"][p] for p in ("p50", "p99")}
 
             # Through the supervisor.
-            common.start_test_supervisor(env, m)
+            common.start_bench_supervisor(env, m)
             routed: dict[str, list[float]] = {"bare": [], "verify": []}
             reply_bytes = []
             with Client(m.kint_home, autostart=False) as kc:

@@ -202,12 +202,12 @@ def stop_supervisor_at(kint_home: Path, notes: list[str], who: str = "") -> None
             _kill(child)
 
 
-def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30, *,
+def start_bench_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30, *,
                           launcher: Path | None = None,
                           extra_env: dict[str, str] | None = None) -> int:
-    """Start the test suite's supervisor (tests/support/run_supervisor.py: kint's own
-    `run_foreground` with the test gate preloaded) for `machine`, and wait until it
-    answers. The machine is registered with `env`, so it is stopped on the way out.
+    """Start the benchmarks' supervisor (bench/support/run_supervisor_bench.py: kint's own
+    `run_foreground` with the test gate preloaded, not the suite's fault hooks) for
+    `machine`, and wait until it answers. The machine is registered with `env`, so it is stopped on the way out.
     `launcher` and `extra_env` are for the diagnostic launcher in bench/support/."""
     from kint.client import Client
     from kint.supervisor.pidlock import running_pid
@@ -218,7 +218,7 @@ def start_test_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 30
     machine.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     err = open(machine.root / "supervisor.stderr", "ab")
     try:
-        subprocess.Popen([sys.executable, str(launcher or TEST_SUPPORT / "run_supervisor.py"),
+        subprocess.Popen([sys.executable, str(launcher or BENCH_SUPPORT / "run_supervisor_bench.py"),
                           "--home", str(machine.kint_home)],
                          env={**machine.env(), **(extra_env or {})}, cwd=str(REPO_DIR),
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
@@ -246,10 +246,10 @@ def _kill(pid: int) -> None:
 
 def start_probed_supervisor(env: BenchEnv, machine: Machine, probe_env: dict[str, str],
                             timeout_s: float = 30) -> int:
-    """`start_test_supervisor` through bench/support/run_supervisor_probed.py: the same
+    """`start_bench_supervisor` through bench/support/run_supervisor_probed.py: the same
     supervisor with bench/support/bench_worker_probe.py preloaded into its workers
     (timers or cProfile, as `probe_env` asks). For diagnostic passes only."""
-    return start_test_supervisor(
+    return start_bench_supervisor(
         env, machine, timeout_s, launcher=BENCH_SUPPORT / "run_supervisor_probed.py",
         extra_env={**probe_env, "PYTHONPATH": f"{TEST_SUPPORT}:{BENCH_SUPPORT}:{REPO_DIR}"})
 
