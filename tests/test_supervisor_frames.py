@@ -1,4 +1,4 @@
-"""The supervisor's multipart send and receive (kint/supervisor/frames.py), on real
+"""The multipart send and receive of the supervisor and the workers (kint/zmq_frames.py), on real
 ZeroMQ sockets: whole messages in order, a refused send that queues nothing, and
 `readable` true exactly while a message waits."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from kint.supervisor.frames import readable, recv_frames, send_frames
+from kint.zmq_frames import readable, recv_frames, send_frames
 
 
 @pytest.fixture

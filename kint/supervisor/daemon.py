@@ -37,7 +37,7 @@ from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
 from kint.supervisor.bindings import Bindings
 from kint.supervisor.code_watch import code_signature
 from kint.supervisor.exits import ExitWatch
-from kint.supervisor.frames import readable, recv_frames
+from kint.zmq_frames import readable, recv_frames
 from kint.supervisor.housekeeping import Housekeeping
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox

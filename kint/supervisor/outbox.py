@@ -20,7 +20,7 @@ import logging
 
 import zmq
 
-from kint.supervisor.frames import send_frames
+from kint.zmq_frames import send_frames
 
 log = logging.getLogger("kint.supervisor")
 

@@ -27,7 +27,7 @@ import zmq
 
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
-from kint.supervisor.frames import send_frames
+from kint.zmq_frames import send_frames
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")

@@ -48,6 +48,7 @@ from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
+from kint.zmq_frames import recv_frames, send_frames
 
 log = logging.getLogger("kint.worker")
 
@@ -135,7 +136,7 @@ class Worker:
     def _send(self, message: dict[str, Any], flags: int = 0) -> None:
         message["pid"] = self._pid
         message["token"] = self._token
-        self.dealer.send_multipart(worker_wire.encode(message), flags)
+        send_frames(self.dealer, worker_wire.encode(message), block=not flags & zmq.NOBLOCK)
 
     def _beat(self, now: float) -> None:
         """One beat, never waited on: while the supervisor does not read (it is stopped,
@@ -254,7 +255,7 @@ class Worker:
             self.inflight.finish(_PENDING_AT_START)
 
     def _send_reply(self, frames: list[bytes]) -> None:
-        self._reply_socket().send_multipart(frames)
+        send_frames(self._reply_socket(), frames, block=True)
 
     def _run(self, req: Request) -> Reply:
         try:
@@ -276,11 +277,12 @@ class Worker:
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
         return reply
 
-    def _dispatch(self, frames: list[bytes]) -> None:
+    def _dispatch(self, frames: list[zmq.Frame]) -> None:
         try:
             if len(frames) != 2:
                 raise ProtocolError(ErrorCode.BAD_REQUEST, f"{len(frames)} frames, not 2")
-            msg = worker_wire.decode_from_supervisor(frames[0], frames[1])
+            head, body = frames[0].bytes, frames[1].bytes
+            msg = worker_wire.decode_from_supervisor(head, body)
         except ProtocolError as err:
             log.warning("dropped a bad message from the supervisor: %s", err.message)
             return
@@ -291,19 +293,19 @@ class Worker:
         internal_id = msg["id"]
         try:
             # The supervisor checked it before routing it; a worker trusts no socket.
-            request = decode_request(frames[1])
+            request = decode_request(body)
         except ProtocolError as err:
-            self.dealer.send_multipart(self._reply_message(internal_id, error_reply(
-                err.request_id, err.code, err.message, err.hint)))
+            send_frames(self.dealer, self._reply_message(internal_id, error_reply(
+                err.request_id, err.code, err.message, err.hint)), block=True)
             return
         if self.stopping:
-            self.dealer.send_multipart(self._reply_message(internal_id, error_reply(
-                request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")))
+            send_frames(self.dealer, self._reply_message(internal_id, error_reply(
+                request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")), block=True)
             return
         if _runs_inline(request):
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
-            self.dealer.send_multipart(self._reply_message(internal_id, self._run(request),
-                                                           request.op))
+            send_frames(self.dealer, self._reply_message(internal_id, self._run(request),
+                                                         request.op), block=True)
         else:
             self.inflight.start(internal_id, request.op)
             self._busy_now()
@@ -345,13 +347,13 @@ class Worker:
                     os.read(self._wake_r, 64)  # a signal: its handler has run
                     continue
                 try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                    frames = recv_frames(sock)
                 except zmq.Again:
                     continue
                 if sock is self.dealer:
                     self._dispatch(frames)
                 else:
-                    self.dealer.send_multipart(frames)
+                    send_frames(self.dealer, frames, block=True)
                     self._busy_now()
 
     def close(self) -> None:
