@@ -59,3 +59,41 @@ def test_a_send_that_cannot_go_raises_at_its_first_frame_and_queues_nothing(pair
         got.append(dealer.recv_multipart())
     assert got == [[b"h%d" % i, b"body"] for i in range(1, sent)]
     assert not dealer.poll(100)  # the refused message left no frame behind
+
+
+
+def test_a_blocking_send_waits_for_room_and_then_goes_whole():
+    """A worker's replies are sent with block=True: where a plain send raises Again, the
+    blocking one waits until the peer reads, and its message then arrives whole."""
+    import threading
+
+    ctx = zmq.Context()
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    push.setsockopt(zmq.SNDHWM, 1)
+    pull.setsockopt(zmq.RCVHWM, 1)
+    pull.bind("inproc://blocking")
+    push.connect("inproc://blocking")
+    try:
+        filled = 0
+        with pytest.raises(zmq.Again):
+            for filled in range(1, 100):
+                send_frames(push, (b"m%d" % filled, b"body"))
+        done = threading.Event()
+
+        def blocked() -> None:
+            send_frames(push, (b"late", b"body"), block=True)
+            done.set()
+
+        sender = threading.Thread(target=blocked, daemon=True)
+        sender.start()
+        assert not done.wait(0.3)  # no room yet: it waits, it does not raise or drop
+        got = []
+        while not got or got[-1][0] != b"late":
+            assert pull.poll(5000)
+            got.append([f.bytes for f in recv_frames(pull)])
+        assert done.wait(5)
+        assert got == [[b"m%d" % i, b"body"] for i in range(1, filled)] + [[b"late", b"body"]]
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)
+        ctx.term()
