@@ -51,6 +51,14 @@ def _head(head: dict[str, Any] | None) -> str:
     return f"{head['seq']}@{head['block']}" if head.get("block") is not None else str(head["seq"])
 
 
+def epoch_at(seq: int, block: int | None) -> str:
+    """A head in `kint status`'s and doctor's words: `epoch N at block B`, or, before the
+    first epoch (seq 0, whose mirror has no block), that nothing is anchored."""
+    if not seq:
+        return "epoch 0 (nothing anchored yet)"
+    return f"epoch {seq} at block {block}"
+
+
 def _op(op: dict[str, Any] | None, progress: str | None,
         failure: dict[str, Any] | None = None) -> str:
     """The OP column: the op in flight and its age, else what a push or pull started by the
@@ -199,18 +207,25 @@ def space_status_text(result: dict[str, Any]) -> str:
     elif result.get("connected"):
         head = result.get("head")
         chain_head = result.get("chain_head")
-        here = f"epoch {head['seq']} at block {head['block']}" if head else "none"
+        here = epoch_at(head["seq"], head["block"]) if head else "none"
         if chain_head is not None:
-            there = f"epoch {chain_head['seq']} at block {chain_head['block']}"
+            there = epoch_at(chain_head["seq"], chain_head["block"])
         else:
             there = f"unavailable ({result.get('chain_head_unavailable')})"
-        if head and result.get("mirror_rows") is not None:
+        if head and head["seq"] and result.get("mirror_rows") is not None:
             here += f" ({result['mirror_rows']} rows)"
         step = "in step" if result.get("in_step") else "NOT in step: pull"
         split = result.get("unanchored_changes")
-        changes = (f"{split['changed']} changed, {split['deleted']} deleted since the last "
-                   f"anchored epoch" if split else f"{result.get('unanchored')} unanchored "
-                   f"row change(s)")
+        if split:
+            changes = (f"{split['changed']} changed, {split['deleted']} deleted since the "
+                       f"last anchored epoch")
+        elif not store["exists"] and result.get("mirror_rows"):
+            changes = ("not counted: the store does not exist; `kint pull --discard-local` "
+                       "restores the anchored rows")
+        elif not store["exists"]:
+            changes = "none: the store is not created yet (Sibyl creates it on the first write)"
+        else:
+            changes = "not counted: nothing anchored on this machine to count against"
         chain_lines = [f"owner:   {result['owner']}",
                        f"keys:    session key {result.get('session')} "
                        f"({session_key_text(result.get('session_key'))}); data key "

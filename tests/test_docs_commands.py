@@ -129,3 +129,34 @@ def test_readme_links_every_page_in_docs():
     text = README.read_text()
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert f"(docs/{page.name})" in text, page.name
+
+
+def _exit_codes_said(help_text: str) -> set[int]:
+    """The exit codes a --help page names besides 0 and 2 (done, and any error): `Exit code
+    N`, `exit N`, or `N when ...`/`N on ...` in a sentence about the exit."""
+    text = " ".join(help_text.split())
+    said: set[str] = set()
+    for sentence in re.split(r"(?<=\.) ", text):
+        if "xit" in sentence:
+            said |= set(re.findall(r"[Ee]xit(?: code)? ([1-6])\b", sentence))
+            said |= set(re.findall(r"(?<![\w.<-])([1-6]) (?:when|on)\b", sentence))
+    return {int(code) for code in said} - {0, 2}
+
+
+def _exit_status_says(code: int) -> str:
+    """What docs/commands.md's "Exit status" section says of `code`: its row of the table
+    and every sentence after the table that names `exit N`."""
+    section = COMMANDS_MD.read_text().split("\n## Exit status\n", 1)[1]
+    row = re.search(rf"^\| {code} \|(.*)$", section, re.M)
+    prose = " ".join(s for s in re.split(r"(?<=\.)\s", " ".join(section.split()))
+                     if f"exit {code}" in s)
+    return (row.group(1) if row else "") + " " + prose
+
+
+@pytest.mark.parametrize("path", sorted(help_tree()), ids=" ".join)
+def test_the_exit_status_table_lists_every_code_help_names(path):
+    """A code a command's --help names (setup's 1, devchain status's 3) is in the table a
+    script reads, with the command named, so the table's "1 means only ..." stays true."""
+    for code in _exit_codes_said(_help(*path)):
+        says = _exit_status_says(code)
+        assert f"`{path[-1]}`" in says or f"`kint {' '.join(path)}`" in says, (path, code, says)

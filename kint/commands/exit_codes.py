@@ -5,7 +5,7 @@ One table, so a script can branch on `$?` the same way against either kint:
 | status | meaning |
 |---|---|
 | 0 | done; `verify` decided proceed |
-| 1 | `verify` refused; `doctor` found a failing check; a degraded supervisor |
+| 1 | `verify` refused; `doctor` found a failing check; `setup`: a harness failed; `kint supervisor status`: a degraded supervisor; `demo` failed |
 | 2 | an error: bad input, a refusal from `connect`, `authorize`, `recovery-code` |
 | 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` too, for the session key) |
 | 4 | `push`, `compact`, `rekey`: the chain moved; `pull`: a fork |
@@ -13,7 +13,8 @@ One table, so a script can branch on `$?` the same way against either kint:
 | 6 | `pull`: a freshness refusal (a stale RPC, two RPCs that disagree on a cold start) |
 
 And this kint's own: `supervisor status` and `supervisor reload` exit 3 when no
-supervisor runs for KINT_HOME (v0.3.0 has no supervisor).
+supervisor runs for KINT_HOME, `devchain status` when no devchain runs (v0.3.0 has
+neither).
 """
 
 from __future__ import annotations

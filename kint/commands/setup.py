@@ -57,6 +57,8 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
     right is left alone. A harness whose CLI is missing is skipped. For Hermes, each
     profile also gets kint's memory-provider plugin (when Hermes' Python has kint), selected
     where Sibyl's provider was.
+
+    Exit code 1 when a harness failed (the others carry on), 2 when setup could not run.
     """
     try:
         check_hermes_profiles(target, hermes_profiles)

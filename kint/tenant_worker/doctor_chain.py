@@ -28,6 +28,7 @@ from kint.chain.config import BASE_CHAIN_ID, ChainConfig, redact_url
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol.checks import check
+from kint.render import epoch_at
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.statefiles import Mirror
 
@@ -210,10 +211,10 @@ def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> d
         head = anchor.head(owner, space_id)
     except CHAIN_READ_FAILED as err:
         return check("head", False, str(err), "check KINT_RPC_URL")
-    there = f"chain epoch {head.seq} at block {head.block}"
+    there = f"chain {epoch_at(head.seq, head.block)}"
     if mirror is None and head.seq == 0:
         return check("head", True, "nothing anchored yet, on the chain or here")
-    here = (f"this machine epoch {mirror.head.seq} at block {mirror.head.block}"
+    here = (f"this machine {epoch_at(mirror.head.seq, mirror.head.block)}"
             if mirror is not None else "this machine none")
     if mirror is not None and (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
         return check("head", True, f"{here}; {there}; in step")

@@ -148,8 +148,11 @@ def _cap(ctx: SpaceContext) -> dict[str, Any]:
 def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Seed 000's verify: proceed, or refuse with the evidence."""
     if not os.path.exists(ctx.config.db):
-        raise ProtocolError(ErrorCode.BAD_REQUEST, f"store {ctx.config.db} does not exist",
-                            "check --db or SIBYL_MEMORY_DB")
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"store {ctx.config.db} does not exist yet: no row to verify",
+                            "Sibyl creates it on the first write (the agent's memory_remember "
+                            "through kint-server); if it should exist, check --db or "
+                            "SIBYL_MEMORY_DB")
     head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable and head.unavailable != ctx.last_head_unavailable:
         # Once per change of reason: the log lives under KINT_HOME and counts against the cap.

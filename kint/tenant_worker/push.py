@@ -19,6 +19,7 @@ worker starts.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -135,14 +136,15 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                             f"{NOTHING_DROPPED}",
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
-    if hold_reason is not None:
+    missing = _refuse_missing_store(cfg.db, mirror)
+    if hold_reason is not None and not missing:
         from kint.tenant_worker.drift import hold_error
 
         hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
         if hold is not None:
             raise hold_error(hold)
     before = counting_from(cfg.db)
-    rows = export_rows(ctx.ro_connection(), cfg.tenant)
+    rows = [] if missing else export_rows(ctx.ro_connection(), cfg.tenant)
     changes = snapshot(mirror, rows) if as_snapshot else diff(mirror, rows)
     if not changes and not as_snapshot:
         note_count(ctx, before, mirror, 0)
@@ -201,7 +203,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     note_count(ctx, before, current, 0)
     if new_key is None:
         renew(ctx, key)
-    if ctx.drift.active:
+    if ctx.drift.active and not missing:
         ctx.drift.reset(export_rows(ctx.ro_connection(), cfg.tenant))
     changed_rows = sum(p["rows"] for p in pushed)
     deleted_rows = sum(p["deleted"] for p in pushed)
@@ -210,6 +212,24 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
             "deleted_rows": deleted_rows, **_head_after(current),
             "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
                        f"epoch {current.head.seq} at block {current.head.block}"}
+
+
+def _refuse_missing_store(db: str, mirror: Mirror | None) -> bool:
+    """Whether the store is not created yet (Sibyl creates it on the first write), which
+    holds no rows: on a fresh vault, nothing to push. Over rows this machine anchored, a
+    missing store is refused: its diff would anchor the deletion of every one of them, and
+    a store that moved or a mistyped `--db` is not a wish to forget them."""
+    if os.path.exists(db):
+        return False
+    if mirror is not None and mirror.rows:
+        raise ProtocolError(
+            ErrorCode.BAD_REQUEST,
+            f"the store {db} does not exist, and {len(mirror.rows)} row(s) anchored from this "
+            f"space's store are on chain: a push would anchor the deletion of every one; "
+            f"nothing was anchored",
+            "check --db or SIBYL_MEMORY_DB; `kint pull --discard-local` restores the anchored "
+            "rows into a new store")
+    return True
 
 
 def _head_after(mirror: Mirror | None) -> dict[str, Any]:

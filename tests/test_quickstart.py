@@ -1,0 +1,101 @@
+"""docs/quickstart.md's devchain steps as a new user meets them: `kint connect --dev` on a
+machine whose Sibyl store does not exist yet (Sibyl creates it on the first write), then
+`kint status`, `kint doctor` and `kint push` before any row, then a row, the push and the
+verify the page shows. A store that goes missing under anchored rows is refused, never
+anchored as the deletion of every row (a real anvil, supervisor, workers and Sibyl store).
+
+The tests run in file order on one machine."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from chain_machines import RULE_1, kjson, new_machine, ok
+from conftest import sibyl_client
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    sb = new_machine(tmp_path_factory.mktemp("quickstart"), chain_home)
+    try:
+        yield sb
+    finally:
+        sb.shutdown()
+
+
+def _line(text: str, start: str) -> str:
+    found = [line for line in text.splitlines() if line.startswith(start)]
+    assert len(found) == 1, (start, text)
+    return found[0]
+
+
+def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
+    assert not machine.sibyl_db.exists()
+    ok(machine.kint("connect", "--dev"))
+    assert not machine.sibyl_db.exists()  # connect makes no store
+
+    status = ok(machine.kint("status")).stdout
+    assert "None" not in status, status
+    assert _line(status, "head:") == ("head:    this machine epoch 0 (nothing anchored yet); "
+                                      "chain epoch 0 (nothing anchored yet); in step")
+    assert _line(status, "changes:") == ("changes: none: the store is not created yet (Sibyl "
+                                         "creates it on the first write)")
+
+    doctor = ok(machine.kint("doctor")).stdout
+    assert "None" not in doctor, doctor
+
+    # v0.3.0's push of a store with nothing to anchor, never an internal error (exit 5).
+    for args in (("push",), ("push", "--dry-run")):
+        out = ok(machine.kint(*args))
+        assert out.stdout.strip() == "nothing to push: the store matches the last anchored epoch"
+    assert kjson(machine, "push")["pushed"] == 0
+    verify = machine.kint("verify", "release rule")
+    assert verify.returncode == 2, verify.stdout + verify.stderr
+    assert verify.stderr.startswith(f"kint: error: store {machine.sibyl_db} does not exist yet: "
+                                    f"no row to verify [BAD_REQUEST]"), verify.stderr
+    assert "Sibyl creates it on the first write" in verify.stderr
+    assert not machine.sibyl_db.exists()  # and neither push nor verify makes one
+
+
+def test_the_first_row_is_anchored_and_verified(machine):
+    client = sibyl_client(machine.sibyl_db, machine.tenant)
+    client.set_entity("rules", "release-gate", {"rule": RULE_1})
+    client.storage.close()
+    pushed = kjson(machine, "push")
+    assert pushed["pushed"] == 1 and len(pushed["epochs"]) == 1
+    out = ok(machine.kint("verify", "release rule"))
+    assert "DECISION: PROCEED" in out.stdout
+    status = ok(machine.kint("status")).stdout
+    block = pushed["epochs"][0]["block"]
+    assert _line(status, "head:") == (f"head:    this machine epoch 1 at block {block} (1 rows); "
+                                      f"chain epoch 1 at block {block}; in step")
+
+
+def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
+    # The store's files only: Sibyl's credentials beside them name the tenant.
+    aside = machine.root / "store-aside"
+    aside.mkdir()
+    for name in ("memory.db", "memory.db-wal", "memory.db-shm"):
+        if (machine.sibyl_db.parent / name).exists():
+            shutil.move(machine.sibyl_db.parent / name, aside / name)
+    try:
+        status = ok(machine.kint("status")).stdout
+        assert _line(status, "changes:") == ("changes: not counted: the store does not exist; "
+                                             "`kint pull --discard-local` restores the anchored "
+                                             "rows")
+        for args in (("push",), ("compact",)):
+            out = machine.kint(*args)
+            assert out.returncode == 5, out.stdout + out.stderr
+            assert out.stderr.startswith(
+                f"kint: error: the store {machine.sibyl_db} does not exist, and 1 row(s) "
+                f"anchored from this space's store are on chain: a push would anchor the "
+                f"deletion of every one; nothing was anchored [BAD_REQUEST]"), out.stderr
+            assert "`kint pull --discard-local` restores" in out.stderr
+        assert kjson(machine, "status")["chain_head"]["seq"] == 1  # nothing was sent
+
+        ok(machine.kint("pull", "--discard-local"))
+        assert "DECISION: PROCEED" in ok(machine.kint("verify", "release rule")).stdout
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
