@@ -117,6 +117,63 @@ def test_the_beat_carries_the_last_count_and_recounts_on_the_pool_when_the_store
         worker.close()
 
 
+def test_each_counter_says_once_why_it_cannot_count_and_keeps_its_own_reason(
+        tmp_path, caplog):
+    """A recount that cannot read the mirror says so once, however often it is tried, and
+    again once it has counted and fails anew. The watcher's reason (here a missing data
+    key, given as its count in sessions.py gives it; its real run is in
+    tests/test_watcher_backoff.py) is kept beside the heartbeat's in the one record
+    (unanchored.py), not in its place: neither makes the other's line said again."""
+    import logging
+
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.mirror_file import Mirror
+    from kint.tenant_worker.process import Worker
+    from kint.tenant_worker.unanchored import WATCHER
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    db = write_store(tmp_path / "memory.db", tenant="t")
+    cfg = WorkerConfig(space_id="cd" * 32, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    worker = Worker(cfg, b"\x02" * 32)  # not serving
+    ctx, tally = worker.ctx, worker.ctx.unanchored
+    heartbeat = "cannot count unanchored rows for the heartbeat"
+    watcher = "watcher: cannot count unanchored rows (ProtocolError: no cached data key"
+    no_key = ProtocolError(ErrorCode.NO_DATA_KEY, "no cached data key")
+
+    def said(line: str) -> int:
+        return sum(line in r.getMessage() for r in caplog.records)
+
+    try:
+        caplog.set_level(logging.INFO, logger="kint.worker")
+        ctx.state.save_mirror(Mirror(cfg.space_id))
+        mirror_file = ctx.state.files["mirror"]
+        mirror_file.write_bytes(b"not a mirror")
+        tally.recount(ctx)
+        tally.recount(ctx)
+        assert said(heartbeat) == 1, caplog.text
+
+        tally.cannot_count(WATCHER, no_key, cfg.space16)
+        tally.recount(ctx)
+        tally.cannot_count(WATCHER, no_key, cfg.space16)
+        assert (said(heartbeat), said(watcher)) == (1, 1), caplog.text
+        tally.counts_again(WATCHER)  # the key is back; the mirror still does not read
+        tally.recount(ctx)
+        assert said(heartbeat) == 1 and said("watcher: counting unanchored rows again") == 1
+
+        ctx.state.save_mirror(Mirror(cfg.space_id))  # mended: the recount counts
+        tally.recount(ctx)
+        assert tally.at_beat(0.0, str(db), ctx.state.mirror(), False)[0]["unanchored"] == 2
+        mirror_file.write_bytes(b"broken again")
+        tally.recount(ctx)
+        assert said(heartbeat) == 2, caplog.text
+    finally:
+        worker.close()
+
+
 def test_a_connected_spaces_unanchored_rows_show_in_the_table_follow_writes_and_pushes(
         tmp_path, chain_home):
     sb = new_machine(tmp_path / "machine", chain_home, KINT_WORKER_IDLE_SECONDS="25")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 
 from chain_machines import machine_behind_proxy, new_machine, ok
@@ -110,6 +111,15 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
         fresh = sb.wait_for(lambda: (f := _failure(sb, db)) and f, what="the retried push",
                             **WAIT)
         assert fresh["attempts"] == 1, (before, fresh)
+
+        # The watcher's own push that goes through ends the wait as any other does (the
+        # one place every successful push tells it: push.went_through), and says so.
+        proxy.forward()
+        sb.wait_for(lambda: _failure(sb, db) is None, what="the watcher's own push", **WAIT)
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert re.search(r"watcher: push went through after \d+ failed attempts?$", log,
+                         re.M), log
+        assert sb.call("status", db, args={"chain": True})["unanchored"] == 0  # pushed
         client.storage.close()
 
 
@@ -165,7 +175,7 @@ def test_the_wait_doubles_to_fifteen_minutes_and_only_a_push_or_the_config_ends_
     tick_at(t + 1)
     assert len(attempts) == 10 and watcher.backoff.failure.attempts == 1
 
-    watcher.push_went_through("memory_push")
+    watcher.backoff.went_through("memory_push")  # what push.went_through does
     assert watcher.backoff.failure is None
     assert ("watcher: push went through after 1 failed attempt (memory_push)"
             in caplog.text)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kint.epochs.buckets import gunzip
 from kint.epochs.errors import PayloadError, PlaintextError
@@ -23,8 +22,7 @@ from kint.epochs.plaintext import Plaintext, parse_plaintext
 from kint.paths import apply_journal_path, atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import canonical_id
-from kint.rows.export import export_rows
-from kint.tenant_worker.changes import Changes, diff
+from kint.tenant_worker.changes import Changes
 from kint.tenant_worker.statefiles import Mirror, SpaceState, Watermark
 
 
@@ -110,9 +108,3 @@ def half_done(state: SpaceState, mirror: Mirror | None,
     total = len(epoch.rows) + len(epoch.deleted)
     return HalfDone(epoch.seq, len(local) - len(rest), total), rest
 
-
-def store_changes(state: SpaceState, mirror: Mirror | None, conn: Any,
-                  tenant: str) -> tuple[HalfDone | None, Changes]:
-    """The store's rows now against `mirror`, split as `half_done` splits them: the pull
-    left half-done, and the changes it does not explain (`status`'s unanchored count)."""
-    return half_done(state, mirror, diff(mirror, export_rows(conn, tenant)))

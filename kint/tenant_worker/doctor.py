@@ -106,10 +106,10 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
     anchored epoch, from one diff of the store against the mirror (`kint status`'s: the
     rows of a half-done pull are that pull's, never changes to push). Returns the mirror
     too, for the head check."""
-    from kint.tenant_worker.apply_journal import store_changes
     from kint.tenant_worker.disk_space import rooms
     from kint.tenant_worker.statefiles import CorruptStateFile
     from kint.tenant_worker.store import StoreUnreadable
+    from kint.tenant_worker.unanchored import count_unanchored
 
     cfg = ctx.config
     found = rooms(cfg.db, cfg.kint_home)
@@ -121,7 +121,8 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
     try:
         mirror = ctx.state.mirror()
         if os.path.exists(cfg.db):
-            half, local = store_changes(ctx.state, mirror, ctx.ro_connection(), cfg.tenant)
+            counted = count_unanchored(ctx, mirror)
+            half, local = counted.half_done, counted.unanchored
     except (CorruptStateFile, StoreUnreadable):
         unreadable = True  # the "state files" and "store readable" checks name it
     checks.append(check("pull", half is None, half.message if half is not None else

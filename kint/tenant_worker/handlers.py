@@ -84,13 +84,11 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
                and (chain_head["seq"], chain_head["digest"]) == (head["seq"], head["digest"]))
     unanchored = half = split = None
     if mirror is not None and os.path.exists(ctx.config.db):
-        from kint.tenant_worker.apply_journal import store_changes
-        from kint.tenant_worker.unanchored import counting_from, note_count
+        from kint.tenant_worker.unanchored import count_unanchored
 
-        before = counting_from(ctx.config.db)
-        half, local = store_changes(ctx.state, mirror, ctx.ro_connection(), ctx.config.tenant)
+        counted = count_unanchored(ctx, mirror)  # now, and the heartbeat's figure
+        half, local = counted.half_done, counted.unanchored
         unanchored = len(local)
-        note_count(ctx, before, mirror, unanchored)  # the heartbeat's figure, fresh
         split = {"changed": len(local.rows), "deleted": len(local.deleted)}
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):

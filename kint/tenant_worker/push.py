@@ -78,10 +78,11 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def went_through(ctx: SpaceContext, by: str | None) -> None:
-    """A push of this space succeeded: the store watcher need not wait out an earlier
-    failure of its own any longer (push_backoff.py)."""
+    """A push of this space succeeded, the watcher's own included (`by` None: the log
+    names no other pusher): the store watcher need not wait out an earlier failure of its
+    own any longer (push_backoff.py). The one place that tells it."""
     if ctx.watcher is not None:
-        ctx.watcher.push_went_through(by)
+        ctx.watcher.backoff.went_through(by)
 
 
 def connected(ctx: SpaceContext) -> tuple[Any, Enrolment]:

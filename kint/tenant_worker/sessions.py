@@ -40,13 +40,13 @@ def live_sessions(ctx: SpaceContext) -> int:
         return len(ctx.sessions)
 
 
-def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
-    """(changed, deleted) rows not yet anchored, or None when this space cannot push. The
-    heartbeat's figure is `kint status`'s, which leaves out a half-done pull's rows."""
-    from kint.tenant_worker.apply_journal import half_done
+def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
+    """The (changed, deleted) rows the watcher would push (a half-done pull's rows
+    included, as push anchors them), or None when this space cannot push: not connected,
+    no cached data key, nothing to count, or a count that failed (said once per reason,
+    once the space has been seen connected)."""
     from kint.tenant_worker.data_key import current_data_key
-    from kint.tenant_worker.changes import diff
-    from kint.tenant_worker.unanchored import counting_from, note_count
+    from kint.tenant_worker.unanchored import WATCHER, count_unanchored
 
     try:
         if ctx.enrolment() is None:
@@ -56,18 +56,12 @@ def _counts(ctx: SpaceContext) -> tuple[int, int] | None:
         mirror = ctx.state.mirror()
         if mirror is None or not os.path.exists(ctx.config.db):
             return None
-        before = counting_from(ctx.config.db)
-        changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
-        note_count(ctx, before, mirror, len(half_done(ctx.state, mirror, changes)[1]))
+        changes = count_unanchored(ctx, mirror).diff
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
-        problem = f"{type(err).__name__}: {err}"
-        if ctx.enrolment_checked and problem != ctx.last_count_problem:
-            log.info("watcher: cannot count unanchored rows (%s)", problem)
-        ctx.last_count_problem = problem
+        if ctx.enrolment_checked:
+            ctx.unanchored.cannot_count(WATCHER, err, ctx.config.space16)
         return None
-    if ctx.last_count_problem is not None:
-        log.info("watcher: counting unanchored rows again")
-        ctx.last_count_problem = None
+    ctx.unanchored.counts_again(WATCHER)
     return len(changes.rows), len(changes.deleted)
 
 
@@ -125,7 +119,7 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if args.get("watcher") and ctx.watcher is None:
         from kint.tenant_worker.watcher import Watcher
 
-        ctx.watcher = Watcher(ctx.config.db, lambda: _counts(ctx),
+        ctx.watcher = Watcher(ctx.config.db, lambda: _changes_to_push(ctx),
                               lambda reason: _watcher_push(ctx, reason),
                               lambda name: ctx.watcher_setting(name))
         ctx.watcher.start()

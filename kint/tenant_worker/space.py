@@ -52,9 +52,6 @@ class SpaceContext:
     enrolment_checked: bool = False
     # The last reason verify could not read the head (logged once per change).
     last_head_unavailable: str | None = None
-    # The last reason the watcher could not count unanchored rows (logged once per change:
-    # an expired data key would otherwise add a line at every tick, under KINT_HOME).
-    last_count_problem: str | None = None
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.
     progress: str | None = None
     # The agent sessions over this store (id -> last seen), the drift baseline of their
@@ -65,7 +62,8 @@ class SpaceContext:
     session_settings: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     drift: DriftBaseline = field(default_factory=DriftBaseline)
     watcher: Any = None
-    # The last unanchored count an op made, which the heartbeat carries (unanchored.py).
+    # The last unanchored count an op made, which the heartbeat carries, and why each
+    # counter last could not count (unanchored.py).
     unanchored: UnanchoredTally = field(default_factory=UnanchoredTally)
     # The endpoints the last chain() returned: a change forgets the old ones' failures.
     _endpoints: tuple[str, ...] | None = None

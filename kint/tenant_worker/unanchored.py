@@ -1,6 +1,17 @@
-"""The unanchored count the heartbeat carries (`kint supervisor status`'s UNANCHORED column):
-the space's changed and deleted rows since its last anchored epoch, as `kint status` counts
-them (`apply_journal.store_changes`: a pull left half-done is not a change).
+"""The space's unanchored rows: the one place they are counted, the figure the heartbeat
+carries, and the one record of why they could not be counted.
+
+Unanchored rows are the rows the store holds otherwise than the mirror (the last anchored
+epoch) that a pull left half-done does not explain (`apply_journal.half_done`: those are
+that pull's, not changes to push). `count_unanchored` reads them now, on the caller's
+thread and its read-only connection, and every count it makes is the heartbeat's figure
+from then on. Its three readers need different things of it:
+
+- `kint status` and `kint doctor`: exact at the time of the call, so they count; a store or
+  a mirror that does not read is raised to them, and they report it by name.
+- the store watcher (sessions.py): the whole diff, a half-done pull's rows included, to
+  decide whether to push; trouble means "do not push", said once per reason.
+- the heartbeat (`kint supervisor status`'s UNANCHORED column), below.
 
 Counting means exporting every row of the store and diffing it against the mirror: ~0.2 s
 for 10,000 rows, far too much for the main thread, which beats and must beat on time. So
@@ -33,6 +44,8 @@ from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import store_signature
 
 if TYPE_CHECKING:
+    from kint.tenant_worker.apply_journal import HalfDone
+    from kint.tenant_worker.changes import Changes
     from kint.tenant_worker.space import SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -52,9 +65,61 @@ Key = tuple[tuple[int, ...] | None, int, str]
 _NO_FIGURE: dict[str, Any] = {"unanchored": None, "unanchored_stale": None,
                               "unanchored_age_s": None}
 
+# The counters that log why they could not count, each its own line, once per change of
+# what the trouble says (the log lives under KINT_HOME and counts against Sibyl's cap),
+# and what each says when it counts again (None: nothing). Each keeps its own last reason:
+# the watcher's (no data key) is not the heartbeat's, and one shared reason would be said
+# again at every turn between the two.
+WATCHER = "watcher"
+HEARTBEAT = "heartbeat"
+_CANNOT = {WATCHER: "watcher: cannot count unanchored rows ({problem})",
+           HEARTBEAT: "space {space}: cannot count unanchored rows for the heartbeat "
+                      "({problem})"}
+_AGAIN = {WATCHER: "watcher: counting unanchored rows again", HEARTBEAT: None}
+
 
 def key_of(signature: tuple[int, ...] | None, mirror: Mirror) -> Key:
     return (signature, mirror.head.seq, mirror.head.digest)
+
+
+@dataclass(frozen=True)
+class StoreCount:
+    """The store against the mirror: every row change (`diff`, what a push would anchor),
+    the pull left half-done, if any, and the changes it does not explain (`unanchored`)."""
+
+    diff: "Changes"
+    half_done: "HalfDone | None"
+    unanchored: "Changes"
+
+
+def count_unanchored(ctx: "SpaceContext", mirror: Mirror | None) -> StoreCount:
+    """Count now, on this thread's read-only connection (the caller has seen the store
+    exist), and make it the heartbeat's figure. No mirror (doctor, before any epoch): every
+    row is a change, and the heartbeat has nothing to count against. Raises what reading
+    the store or the journal raises."""
+    from kint.rows.export import export_rows
+    from kint.tenant_worker.apply_journal import half_done
+    from kint.tenant_worker.changes import diff
+
+    before = counting_from(ctx.config.db)
+    changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
+    half, local = half_done(ctx.state, mirror, changes)
+    note_count(ctx, before, mirror, len(local))
+    return StoreCount(changes, half, local)
+
+
+def counting_from(db: str) -> tuple[tuple[int, ...] | None, float]:
+    """The store's signature and the time, read before an op reads the rows it counts."""
+    return store_signature(db), time.monotonic()
+
+
+def note_count(ctx: "SpaceContext", before: tuple[tuple[int, ...] | None, float],
+               mirror: Mirror | None, unanchored: int) -> None:
+    """An op counted `unanchored` changes against `mirror` (a push: 0), from rows it read
+    after `before` (`counting_from`): the heartbeat reports it until the store or the head
+    moves."""
+    if mirror is not None:
+        ctx.unanchored.counted(unanchored, key_of(before[0], mirror), before[1])
 
 
 @dataclass(frozen=True)
@@ -68,15 +133,16 @@ class Figure:
 
 
 class UnanchoredTally:
-    """The last figure and the recount in flight. Ops record from pool threads; the main
-    thread reads at each beat; every change is under a lock."""
+    """The last figure, the recount in flight, and the reason each counter last gave for
+    not counting. Ops record from pool threads, the watcher from its own; the main thread
+    reads at each beat; every change is under a lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._figure: Figure | None = None
         self._recounting = False
         self._next_recount = 0.0
-        self._problem: str | None = None
+        self._troubles: dict[str, str] = {}
 
     def counted(self, count: int | None, key: Key, taken: float) -> None:
         """Remember a count made from rows read after `taken`, when the key was read. The
@@ -85,6 +151,23 @@ class UnanchoredTally:
         with self._lock:
             if self._figure is None or taken >= self._figure.taken:
                 self._figure = Figure(count, key, taken)
+
+    def cannot_count(self, counter: str, err: Exception, space16: str) -> None:
+        """`counter` (WATCHER, HEARTBEAT) could not count: logged unless it said the same
+        last time."""
+        problem = f"{type(err).__name__}: {err}"
+        with self._lock:
+            said, self._troubles[counter] = self._troubles.get(counter), problem
+        if problem != said:
+            log.info("%s", _CANNOT[counter].format(space=space16, problem=problem))
+
+    def counts_again(self, counter: str) -> None:
+        """`counter` counted: its next trouble is said again, whatever it says."""
+        with self._lock:
+            said = self._troubles.pop(counter, None)
+        again = _AGAIN[counter]
+        if said is not None and again is not None:
+            log.info("%s", again)
 
     def at_beat(self, now: float, db: str, mirror: Mirror | None,
                 may_start: bool) -> tuple[dict[str, Any], bool]:
@@ -110,44 +193,22 @@ class UnanchoredTally:
 
     def recount(self, ctx: "SpaceContext") -> None:
         """Count on a pool thread (`at_beat` said to). A failure (a store that does not
-        read, a corrupt mirror) leaves the last figure, stale, and is logged once per
-        change of what it says: the ops report such trouble by name."""
-        from kint.tenant_worker.apply_journal import store_changes
-
+        read, a corrupt mirror) leaves the last figure, stale, and is said once per reason:
+        the ops report such trouble by name."""
         started = time.monotonic()
         try:
             mirror = ctx.state.mirror()
             if mirror is not None:
-                signature = store_signature(ctx.config.db)
-                count = None
-                if signature is not None:
-                    _, local = store_changes(ctx.state, mirror, ctx.ro_connection(),
-                                             ctx.config.tenant)
-                    count = len(local)
-                self.counted(count, key_of(signature, mirror), started)
-            self._problem = None
+                if store_signature(ctx.config.db) is None:
+                    self.counted(None, key_of(None, mirror), started)  # no store to count
+                else:
+                    count_unanchored(ctx, mirror)
+            self.counts_again(HEARTBEAT)
         except Exception as err:  # noqa: BLE001 - the beat carries the last figure, stale
-            problem = f"{type(err).__name__}: {err}"
-            if problem != self._problem:
-                log.info("space %s: cannot count unanchored rows for the heartbeat (%s)",
-                         ctx.config.space16, problem)
-            self._problem = problem
+            self.cannot_count(HEARTBEAT, err, ctx.config.space16)
         finally:
             ended = time.monotonic()
             with self._lock:
                 self._recounting = False
                 self._next_recount = ended + max(RECOUNT_MIN_INTERVAL_S,
                                                  RECOUNT_SPACING * (ended - started))
-
-
-def counting_from(db: str) -> tuple[tuple[int, ...] | None, float]:
-    """The store's signature and the time, read before an op reads the rows it counts."""
-    return store_signature(db), time.monotonic()
-
-
-def note_count(ctx: "SpaceContext", before: tuple[tuple[int, ...] | None, float],
-               mirror: Mirror | None, count: int) -> None:
-    """An op counted `count` unanchored changes against `mirror`, from rows it read after
-    `before` (`counting_from`): the heartbeat reports it until the store or the head moves."""
-    if mirror is not None:
-        ctx.unanchored.counted(count, key_of(before[0], mirror), before[1])

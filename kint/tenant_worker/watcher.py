@@ -12,7 +12,9 @@ unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When t
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
 change instead of retrying. After a push that failed otherwise it waits out a backoff
-(push_backoff.py) before it tries again, however the store changes meanwhile.
+(push_backoff.py) before it tries again, however the store changes meanwhile; any push
+of the space that goes through, its own included, ends that wait (`push.went_through`, the
+one place every successful push passes).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class Watcher:
         self.backoff = PushBackoff()
         self._shown: tuple[Any, ...] | None = None
         self._count = count_unanchored  # (changed, deleted), or None when it cannot push
-        self._push = push
+        self._push = push  # raises when the push did not go through
         self._stop = threading.Event()
         self.dirty = False
         self._last_change = time.monotonic()
@@ -99,10 +101,6 @@ class Watcher:
             self._shown = shown
             log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
                      "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
-
-    def push_went_through(self, by: str | None = None) -> None:
-        """Any successful push of the space ends the wait after a failed one."""
-        self.backoff.went_through(by)
 
     def start(self) -> None:
         self._log_timings()
@@ -174,8 +172,7 @@ class Watcher:
             return
         started = time.monotonic()
         try:
-            self._push(reason)
-            self.backoff.went_through()
+            self._push(reason)  # push.push ends the backoff's wait when it goes through
             # What the push anchored is what the store held at `sig` or later; a change
             # made while it ran shows as a new signature at the next tick.
             self._settle(sig)
