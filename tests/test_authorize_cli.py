@@ -265,3 +265,20 @@ def test_payload_lane_for_a_smart_account_owner(machine):
     refused(run_line(machine, line, sign(machine.owner(0), typed)), "(BadSignature)")
     ok(run_line(machine, line, sign(signer, typed)))
     assert machine.anchor.can_write(account, machine.key)
+
+
+def test_payload_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_path, chain_home):
+    """A second machine pointed at the devchain through KINT_RPC_URL and KINT_CONTRACT, with
+    no devchain record, signs for Base (8453) while the endpoint is the devchain (31337):
+    the contract's digest differs, and the refusal says why instead of blaming the contract."""
+    m = new_machine(tmp_path / "machine", chain_home)
+    record = m.sb.kint_home / "devchain" / "devchain.json"
+    anchor_address = json.loads(record.read_text())["anchor"]
+    record.unlink()
+    owner = m.owner(0).address
+    env = {"KINT_RPC_URL": m.url, "KINT_CONTRACT": anchor_address}
+    out = refused(m.kint("authorize", "payload", "--owner", owner, env=env),
+                  "answers for chain 31337, not 8453")
+    assert "another digest" not in out.stderr
+    assert "point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
+    assert out.stdout == "", "no typed data is printed for a chain it would not verify on"

@@ -32,7 +32,8 @@ from kint.chain.anchor import Anchor, authorization_typed_data
 from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
 from kint.chain.nonces import NonceBook
 from kint.commands.common import Ctx
-from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse, resolve_owner,
+from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse,
+                                   refuse_other_chain, resolve_owner,
                                    session_key_address, tx_line, when)
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
@@ -232,9 +233,14 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
         # The contract computes the digest itself: a payload it would not accept (another
         # contract at that address, another chain) is refused here, before anyone signs.
         onchain = anchor.authorization_digest(owner_addr, key, expiry, nonce, deadline)
-    if onchain != _typed_data_hash(typed):
-        refuse(f"the contract at {anchor.address} computes another digest for this "
-               f"authorization than kint's typed data: it is not the EpochAnchor kint knows")
+        if onchain != _typed_data_hash(typed):
+            # The digest binds the chain id: an endpoint of another chain (a local chain
+            # reached through KINT_RPC_URL, with no devchain record) is the likelier cause,
+            # and one read says so before the contract is blamed.
+            refuse_other_chain(anchor)
+            refuse(f"the contract at {anchor.address} computes another digest for this "
+                   f"authorization than kint's typed data: it is not the EpochAnchor kint "
+                   f"knows")
     click.echo(orjson.dumps(typed).decode())
     click.echo(f"authNonce({owner_addr}): {nonce}", err=True)
     click.echo(f"deadline: {deadline} ({when(deadline)}, {DEADLINE_S} s from now: submit "

@@ -26,7 +26,7 @@ from web3.exceptions import Web3Exception
 from kint import spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
-from kint.chain.config import ChainConfigError, load_chain_config
+from kint.chain.config import ChainConfigError, load_chain_config, redact_url
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
 from kint.commands.exit_codes import ERROR
@@ -101,6 +101,19 @@ def open_anchor(home: Path) -> Anchor:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
         refuse(str(err), err.hint)
+
+
+def refuse_other_chain(anchor: Anchor) -> None:
+    """Refuse, naming both chain ids, when the endpoint answers for another chain than the
+    one kint signs for (Base's 8453, or the devchain's under its record)."""
+    answered = anchor.chain_id()
+    expected = anchor.config.chain_id
+    if answered != expected:
+        where = redact_url(anchor.config.rpc_urls[0])
+        refuse(f"{where} answers for chain {answered}, not {expected}, the chain this "
+               f"machine signs for: a signature made here would not verify there",
+               f"point KINT_RPC_URL at an endpoint of chain {expected}; for a local devchain, "
+               f"copy its record ($KINT_HOME/devchain/devchain.json) to this machine instead")
 
 
 @contextlib.contextmanager
