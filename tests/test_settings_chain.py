@@ -207,6 +207,9 @@ def test_the_watchers_pushes_renew_the_key_with_kint_servers_key_ttl(machine):
     from kint.spaces import space_id
 
     space = space_id(machine.label(machine.sibyl_db))
+    # A fresh worker: a watcher an earlier test's session left runs on with the default
+    # 15 s poll, and reads this session's 1 s only after that wait (up to 15 s of it).
+    ok(machine.kint("supervisor", "restart", machine.space16))
     before = status(machine)["head"]["seq"]
     agent = AgentProcess({**machine.env, "KINT_KEY_TTL": "30d", "KINT_QUIET_SECONDS": "1",
                           "KINT_POLL_SECONDS": "1"}).start()
@@ -257,26 +260,40 @@ def test_an_older_session_is_told_when_a_later_ones_key_ttl_runs_the_watcher(mac
                  if " from this kint-server " in line)]
 
     # A keepalive every half second (60 s in kint-server): the older sessions re-attach
-    # within the test's waits. The watcher never pushes here (its quiet period is an hour).
+    # within the test's waits, each attach noted in `attached` once its answer is logged
+    # (tests/support/run_kint_server.py). The watcher never pushes here (its quiet period
+    # is an hour).
+    attached = machine.root / "attached.log"
+
+    def attaches(name: str) -> int:
+        return attached.read_text().splitlines().count(name) if attached.exists() else 0
+
+    def reattached(counts: dict[str, int], what: str) -> None:
+        """Each session named re-attached twice more than `counts`: the attach in flight
+        when they were taken may have started before, the next one did not."""
+        machine.wait_for(lambda: all(attaches(n) >= c + 2 for n, c in counts.items()),
+                         timeout=30, interval=0.1, what=what)
+
     def agent(name: str, ttl: str, quiet: str) -> AgentProcess:
         return AgentProcess({**machine.env, "SESSION_NAME": name, "KINT_TEST_KEEPALIVE_S": "0.5",
-                             "KINT_KEY_TTL": ttl, "KINT_QUIET_SECONDS": quiet}).start()
+                             "KINT_TEST_ATTACH_LOG": str(attached), "KINT_KEY_TTL": ttl,
+                             "KINT_QUIET_SECONDS": quiet}).start()
 
     agents = [agent("first", "30d", "3600")]
     try:
-        # Time let pass on purpose: alone, "first" re-attaches a few times and, the newest
-        # session itself, is told nothing.
-        time.sleep(2)
+        # Alone, "first" re-attaches and, the newest session itself, is told nothing.
+        reattached({"first": attaches("first")}, "the first session's keepalives")
         assert notices() == []
         agents.append(agent("second", "1h", "3599"))
         first = _server_pid(machine, "first")
         machine.wait_for(lambda: len(notices()) >= 2, timeout=30, interval=0.2,
                          what="the first session's notices")
         agents.append(agent("third", "1h", "3599"))
-        # Time let pass on purpose: "first" re-attaches a few more times (its notices are
-        # logged once per server), and so does "second", older now but agreeing with
-        # "third", the newest.
-        time.sleep(2)
+        machine.wait_for(lambda: attaches("third"), what="the third session's attach")
+        # "first" re-attaches after "third" did (its notices are logged once per server),
+        # and so does "second", older now but agreeing with "third", the newest.
+        reattached({"first": attaches("first"), "second": attaches("second")},
+                   "the older sessions' keepalives after the third attached")
         said = "from kint-server session that attached later"
         assert sorted(notices()) == sorted([
             (first, "kint.server", "WARNING",

@@ -30,6 +30,11 @@ from kint.protocol.worker_wire import BEAT_SECONDS
 
 # Beats every 1-2.5 s, a recount at most every 5 s, a push on the devchain.
 WAIT = {"timeout": 60, "interval": 0.2}
+# The worker's idle exit (KINT_WORKER_IDLE_SECONDS): its default (900 s) while the test asks
+# things of the worker at its own pace, then, through config.toml as a user would shorten
+# it, this for the last part, which waits it out: over twice the 5-7.5 s between two
+# recounts of a store that keeps changing, so recounts that kept the worker alive would.
+IDLE_S = 12
 
 
 def _cell(text: str, space16: str, column: str) -> str:
@@ -176,7 +181,9 @@ def test_each_counter_says_once_why_it_cannot_count_and_keeps_its_own_reason(
 
 def test_a_connected_spaces_unanchored_rows_show_in_the_table_follow_writes_and_pushes(
         tmp_path, chain_home):
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_WORKER_IDLE_SECONDS="25")
+    # Not recycled for its memory (tests/test_worker_recycle.py): that exit, after 5 s
+    # quiet, would come before the idle one this test waits for.
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_WORKER_RECYCLE_MIB="0")
     db = sb.sibyl_db
     try:
         sb.call("status", db)
@@ -216,7 +223,14 @@ def test_a_connected_spaces_unanchored_rows_show_in_the_table_follow_writes_and_
                     what="the recount after the write", **WAIT)
 
         # A store that keeps changing is recounted, yet the worker, asked nothing, still
-        # goes idle and exits: a recount is not work.
+        # goes idle and exits: a recount is not work. The idle clock runs from the status
+        # request (the last thing asked of the worker), under the short idle.
+        config = sb.kint_home / "config.toml"
+        config.write_text(f"worker_idle_seconds = {IDLE_S}\n")
+        config.chmod(0o600)
+        sb.call("sup.reload")
+        assert f"idle_s 900.0 -> {IDLE_S:.1f}" in (sb.kint_home / "supervisor.log").read_text()
+        sb.call("status", db)
         pid = sb.row(db)["pid"]
         seen = set()
         deadline = time.monotonic() + 90

@@ -210,8 +210,16 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
         client.set_entity("notes", "uncounted", {"text": "written while no key is cached"})
         line = "watcher: cannot count unanchored rows (ProtocolError: no cached data key"
         sb.wait_for(lambda: line in log_path.read_text(), what="the watcher's line", **WAIT)
-        # Let several 1 s ticks pass on purpose: each one tries to count again.
-        time.sleep(5)
+        # Each tick tries to count again. That ticks ran is seen, not waited for: a tick
+        # reads the watcher's timings first and logs them when they changed, so a size
+        # trigger that config.toml changes is logged by the next tick, which then counts;
+        # once the third is logged, the ticks that logged the first two have counted.
+        for size in (40000, 40001, 40002):
+            config = sb.kint_home / "config.toml"
+            config.write_text(f"size_trigger_bytes = {size}\n")
+            config.chmod(0o600)
+            sb.wait_for(lambda: f"size trigger {size} bytes" in log_path.read_text(),
+                        what=f"a tick with the size trigger {size}", **WAIT)
         assert log_path.read_text().count(line) == 1, log_path.read_text()
 
         ok(sb.kint("connect", "--dev"))  # the data key cached again

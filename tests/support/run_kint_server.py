@@ -6,8 +6,11 @@ trusting the test's throwaway key, and Sibyl's network guard), then runs kint's 
 
 `KINT_TEST_KEEPALIVE_S` (set only by tests) shortens the interval of the session's
 keepalive attach (kint.agent_server.session.KEEPALIVE_S, 60 s), so that a test sees what an
-older session is told at its next attach without waiting a minute for it. kint reads none
-of this.
+older session is told at its next attach without waiting a minute for it.
+`KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line, `SESSION_NAME`'s value, each
+time this server's session has attached and logged what the worker answered (at start and
+at every keepalive), so that a test sees that a session re-attached instead of sleeping
+for it. kint reads none of this.
 """
 
 import os
@@ -20,7 +23,26 @@ import kint_test_gate  # noqa: E402,F401  (installs the gate and the guard)
 from kint.agent_server import session  # noqa: E402
 from kint.mcp_server import main  # noqa: E402
 
+
+
+def _note_attaches(path: str) -> None:
+    """Append a line to `path` after each attach this process's session completes."""
+    call = session.AgentSession.call
+    name = os.environ.get("SESSION_NAME", "")
+
+    def noted(self, op, args=None, timeout_s=60):  # noqa: ANN001, ANN202 - call's own
+        result = call(self, op, args, timeout_s)
+        if op == "attach":
+            with open(path, "a") as f:
+                f.write(name + "\n")
+        return result
+
+    session.AgentSession.call = noted
+
+
 if __name__ == "__main__":
     if os.environ.get("KINT_TEST_KEEPALIVE_S"):
         session.KEEPALIVE_S = float(os.environ["KINT_TEST_KEEPALIVE_S"])
+    if os.environ.get("KINT_TEST_ATTACH_LOG"):
+        _note_attaches(os.environ["KINT_TEST_ATTACH_LOG"])
     main()
