@@ -41,14 +41,23 @@ def cap_sizes(db: str, kint_home: Path) -> tuple[int, int]:
     return aggregate_db_size(db), footprint_bytes(kint_home)
 
 
-def open_client(db: str, tenant: str, kint_home: Path) -> Any:
-    """A MemoryClient on `db` for `tenant`, gated by Sibyl's account and cap gates."""
-    from sibyl_memory_client import CapGate, MemoryClient, Storage, TierCache
+def account_gate() -> Any:
+    """Sibyl's account gate over the user's credentials (or GATE_FACTORY's): what a client
+    asks before every operation, and what a pull that is about to move the store aside asks
+    first, without opening (or creating) a store."""
     from sibyl_memory_client._entitlement import EntitlementGate
 
     cred_path = sibyl_credentials_path()
+    return GATE_FACTORY(cred_path) if GATE_FACTORY is not None else EntitlementGate(cred_path)
+
+
+def open_client(db: str, tenant: str, kint_home: Path) -> Any:
+    """A MemoryClient on `db` for `tenant`, gated by Sibyl's account and cap gates."""
+    from sibyl_memory_client import CapGate, MemoryClient, Storage, TierCache
+
+    cred_path = sibyl_credentials_path()
     creds = _credentials(cred_path)
-    gate = GATE_FACTORY(cred_path) if GATE_FACTORY is not None else EntitlementGate(cred_path)
+    gate = account_gate()
     storage = Storage(db)
     tier = creds.get("tier", "free")
 

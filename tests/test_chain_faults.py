@@ -333,6 +333,59 @@ def test_a_corrupt_cached_epoch_is_refetched_from_calldata(liars):
     assert kjson(b, "verify", "release rule")["decision"] == "proceed"
 
 
+def _untouched_by(out: subprocess.CompletedProcess[str], b, space16: str, before: dict,
+                  inode: int, backups: list[Path]) -> None:
+    """A refused `pull --discard-local` left the store where it was: the same file (inode),
+    the same rows, mirror, watermark and cache, and no new `.kint-backup-` file."""
+    assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
+    assert "moved aside" not in out.stdout + out.stderr
+    assert b.sibyl_db.stat().st_ino == inode
+    assert picture(b, space16, b.sibyl_db) == before
+    assert sorted(b.sibyl_db.parent.glob("*.kint-backup-*")) == backups
+
+
+def test_discard_local_moves_nothing_while_the_rpc_refuses_the_walk(liars):
+    """The endpoint answers the head but refuses every log query, so the walk from seq 0
+    that a discarding pull needs cannot fetch one epoch: the store stays in place (it used
+    to be moved aside first, leaving the agent with no memory until a later pull)."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    seq = _at_head(liars)
+    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
+    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
+    proxy.set_mode("error_methods", methods=["eth_getLogs"], message="logs are switched off")
+    try:
+        out = b.kint("pull", "--discard-local")
+    finally:
+        proxy.forward()
+    assert "[RPC_UNAVAILABLE]" in out.stderr and "logs are switched off" in out.stderr, \
+        out.stderr
+    assert any(lie.startswith("eth_getLogs: error") for lie in proxy.lies)
+    _untouched_by(out, b, space16, before, inode, backups)
+    assert _at_head(liars) == seq
+
+
+def test_discard_local_moves_nothing_while_sibyl_needs_an_account(liars):
+    """Sibyl's account gate refuses writes (the credentials lost their session: signed
+    out), so the restore could not write one row: the pull asks the gate first and the
+    store stays in place. The tenant still resolves from the same credentials file."""
+    b, space16 = liars["b"], liars["space16"]
+    seq = _at_head(liars)
+    creds = b.home / ".sibyl-memory" / "credentials.json"
+    signed_in = creds.read_bytes()
+    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
+    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
+    held = json.loads(signed_in)
+    del held["session_token"]
+    creds.write_text(json.dumps(held))
+    try:
+        out = b.kint("pull", "--discard-local")
+    finally:
+        creds.write_bytes(signed_in)
+    assert "[SIBYL_ERROR]" in out.stderr and "needs an account" in out.stderr, out.stderr
+    _untouched_by(out, b, space16, before, inode, backups)
+    assert _at_head(liars) == seq
+
+
 # -- 2. a hung RPC for one tenant -------------------------------------------------------------
 
 

@@ -85,7 +85,8 @@ def compact_cmd(obj: Ctx, owner: str | None, confirmations: int | None, over_ski
               help="Walk past snapshot epochs to the first epoch, and cache every epoch this "
                    "machine has not decrypted, for history.")
 @click.option("--discard-local", is_flag=True,
-              help="Move the store aside (.kint-backup-<time>) and restore from the chain.")
+              help="Move the store aside (.kint-backup-<time>) and restore from the chain; the "
+                   "move waits until every epoch is fetched and checked.")
 @click.option("--force-scan", is_flag=True,
               help="Taken for kint v0.3.0's scripts, and does nothing (v0.3.0's pull never "
                    "read it either).")

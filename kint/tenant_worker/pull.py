@@ -9,6 +9,11 @@ ciphertext's keccak against the event digest, the header, the data key, the GCM 
 the plaintext's agreement with chain and header. Only when every epoch to apply has passed
 are rows replayed through Sibyl's own write methods, re-read, and recorded one epoch at a
 time.
+
+`discard_local` moves the store aside only after all of that could refuse: the walk from
+seq 0 has fetched and checked every epoch the restore needs, and Sibyl's account gate has
+said it takes writes. A chain that does not answer, or a Sibyl without an account, leaves
+the store where it was rather than leaving the agent with no memory until a later pull.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
 from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
+from kint.sibyl_client import account_gate
 from kint.tenant_worker import apply_journal
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.changes import diff
@@ -98,13 +104,12 @@ def _store_rows(ctx: SpaceContext) -> list[Row]:
     return export_rows(ctx.ro_connection(), ctx.config.tenant)
 
 
-def discard_local(ctx: SpaceContext) -> list[str]:
-    """Move the store and its -wal and -shm aside to timestamped `.kint-backup-` copies.
-    Refused (BUSY, nothing moved) while another process has the store open: see
-    store_holders for why that would lose the restored rows."""
+def _refuse_if_held(ctx: SpaceContext) -> None:
+    """BUSY while another process has the store open: see store_holders for why moving it
+    then would lose the restored rows. Asked before the walk (so a held store is refused
+    before minutes of fetching) and again at the move (something may have opened it since)."""
     from kint.tenant_worker.store_holders import describe, other_holders
 
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     ctx.reset_client()
     holders = other_holders(ctx.config.db)
     if holders:
@@ -116,6 +121,13 @@ def discard_local(ctx: SpaceContext) -> list[str]:
             f"was moved",
             "stop what holds it (an agent's MCP server, Hermes, a script), or from a kint-server "
             "agent call memory_pull with discard_local, then try again")
+
+
+def discard_local(ctx: SpaceContext) -> list[str]:
+    """Move the store and its -wal and -shm aside to timestamped `.kint-backup-` copies.
+    Refused (BUSY, nothing moved) while another process has the store open."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    _refuse_if_held(ctx)
     moved = []
     for suffix in ("", "-wal", "-shm"):
         src = Path(ctx.config.db + suffix)
@@ -192,10 +204,10 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     backups: list[str] = []
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
     written: set[str] = set()  # the rows this pull wrote or deleted
-    if discard:
-        backups = discard_local(ctx)
-        apply_journal.end(state)  # the store it described is the one moved aside
-        mirror = empty_mirror(state)
+    if discard:  # moved aside after the walk, below: nothing moves before it can refuse
+        _refuse_if_held(ctx)
+        _sibyl_takes_writes()
+        mirror = Mirror(space_id=state.space_id)  # what the emptied store will hold: seq 0
     else:
         rows = _store_rows(ctx)
         present = {r.canonical_id: r for r in rows}
@@ -239,12 +251,16 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                 start = later[-1]
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
+    todo = fetched[start:]
+    _check_continuity(todo, mirror.head.digest)
+    if discard:
+        backups = discard_local(ctx)
+        apply_journal.end(state)  # the store it described is the one moved aside
+        mirror = empty_mirror(state)
     gap: list[int] = []
     applied: list[int] = []
     applied_epochs: list[dict[str, int]] = []  # what each carried, for join's lines
     warnings: list[str] = []
-    prev_digest = mirror.head.digest
-    todo = fetched[start:]
     for number, f in enumerate(todo, 1):
         ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
         if f.opened is None:
@@ -252,9 +268,6 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
             skipped.append(f.entry())
             break
         plaintext = f.opened.plaintext
-        if not plaintext.snapshot and f.log.prev != prev_digest:
-            raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
-                         f"({prev_digest[:12]})")
         apply_journal.begin(state, f.opened.payload)
         warnings += _replay(ctx, mirror, plaintext, present, written)
         try:
@@ -266,7 +279,6 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         applied.append(f.log.seq)
         applied_epochs.append({"seq": f.log.seq, "block": f.log.block,
                                "rows": len(plaintext.rows), "deletions": len(plaintext.deleted)})
-        prev_digest = f.log.digest
     # The root is checked once, for the newest epoch applied: building the tree after every
     # epoch of a long restore cost more than the replay's own reads, and what verify trusts
     # is the head's root. Each epoch's content is already authenticated (AES-GCM under the
@@ -306,6 +318,26 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         result["message"] = (f"applied {len(applied)} epoch(s), head epoch {mirror.head.seq} at "
                              f"block {mirror.head.block}; {report}")
     return result
+
+
+def _check_continuity(todo: list[Fetched], prev_digest: str) -> None:
+    """Each epoch to apply follows the one before it (a snapshot stands alone), checked
+    for them all before the first is written, and before a discarding pull moves the store."""
+    for f in todo:
+        if f.opened is None:  # the pull stops there
+            return
+        if not f.opened.plaintext.snapshot and f.log.prev != prev_digest:
+            raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
+                         f"({prev_digest[:12]})")
+        prev_digest = f.log.digest
+
+
+def _sibyl_takes_writes() -> None:
+    """Sibyl's own account gate, asked for a write before a discarding pull moves the store
+    aside: the same check (and the same refusal, SIBYL_ERROR "needs an account") every
+    write through Sibyl makes first. It does not see a store Sibyl would refuse for its size
+    (the cap is measured on the restored store, which does not exist yet)."""
+    account_gate().require("set_entity")
 
 
 def _meta(f: Fetched) -> EpochMeta:
