@@ -147,3 +147,20 @@ def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
     history = agent.result("memory_history", tier="entity", key="release-gate",
                            category="rules")
     assert history.isError is False and history.structuredContent["count"] == 1
+
+
+def test_a_value_of_another_type_is_refused_never_coerced(agent):
+    """pydantic's lax mode read `snapshot: "yes"` as true (an epoch anchored, gas spent) and
+    `discard_local: 1` as true (the store moved aside): the schema says boolean, and a call
+    that breaks the schema is refused."""
+    box = agent.box
+    before = kjson(box, "status")["chain_head"]
+    assert refused(agent, "memory_push", snapshot="yes") == \
+        "memory_push: argument 'snapshot' must be a valid boolean"
+    assert "argument 'discard_local' must be a valid boolean" in refused(
+        agent, "memory_pull", discard_local=1)
+    assert "argument 'limit' must be a valid integer" in refused(
+        agent, "memory_verify", query="release rule", limit=True)
+    assert "argument 'block' must be a valid integer" in refused(
+        agent, "memory_history", tier="state", key="focus", block="12")
+    assert kjson(box, "status")["chain_head"] == before
