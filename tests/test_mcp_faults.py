@@ -65,7 +65,19 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
             assert answer["reason"].startswith("the chain endpoint answered seq 1 at block "), \
                 answer  # not "chain moved ..., pull first": the pull refuses it
             assert "a stale or lying RPC" in answer["reason"]
-            assert agent.failed("memory_pull")["error"] == "NOT_FRESH"
+            stale = agent.failed("memory_pull")
+            assert stale["error"] == "NOT_FRESH", stale
+            assert stale["hint"].startswith("stop and tell the human: check KINT_RPC_URL"), \
+                stale  # the agent cannot check the endpoint; the human can
+
+            # An endpoint that refuses every head read: try again, then tell the human.
+            proxy.set_mode("error_methods", methods=["eth_call"], message="refused by test")
+            assert agent.call("memory_remember", category="rules", name="release-gate",
+                              body={"rule": "never ship"})["ok"]
+            refused = agent.failed("memory_push")
+            assert refused["error"] == "RPC_UNAVAILABLE", refused
+            assert refused["hint"].startswith("call memory_push again in a minute; if it "
+                                              "fails again, stop and tell the human"), refused
         finally:
             agent.close()
 

@@ -61,7 +61,18 @@ _AGENT_HINTS = {
     UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
+    DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
+                                              "again, stop and tell the human to "
+                                              + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
 }
+# Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
+# the agent is told to stop, with what the human is to do.
+_AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HINTS[code]}"
+                     for code in (ErrorCode.STALE_RPC, ErrorCode.NO_SESSION_KEY,
+                                  ErrorCode.CONFIG_INVALID, ErrorCode.CORRUPT_STATE,
+                                  ErrorCode.QUARANTINED, ErrorCode.SPACE_CONFLICT,
+                                  ErrorCode.UNSUPPORTED_VERSION, ErrorCode.SIBYL_ERROR,
+                                  ErrorCode.INTERNAL)})
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
