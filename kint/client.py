@@ -34,6 +34,11 @@ CLIENT_GRACE_S = 2.0
 # While waiting for a reply, how often the client checks that its supervisor still runs.
 LIVENESS_EVERY_S = 1.0
 _RCVTIMEO = int(zmq.RCVTIMEO)
+# The hints of the two ways a supervisor fails a call it was sent: it never answered, or
+# it exited first. Named, so that kint-server can say them in an agent's words.
+NO_ANSWER_HINT = "see `kint supervisor status` and the supervisor log"
+EXITED_HINT = ("run the command again (it starts a new supervisor); the supervisor log "
+               "says why it exited")
 
 
 class KintError(Exception):
@@ -213,8 +218,7 @@ class Client:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SupervisorUnavailable(
-                        f"no answer from the supervisor within {wait_s:.1f}s",
-                        "see `kint supervisor status` and the supervisor log")
+                        f"no answer from the supervisor within {wait_s:.1f}s", NO_ANSWER_HINT)
                 # A receive that gives up after a second (or what is left) is the whole
                 # wait: fewer calls into ZeroMQ than a poll followed by a receive.
                 wait_ms = max(1, int(min(left, LIVENESS_EVERY_S) * 1000))
@@ -252,7 +256,5 @@ class Client:
         if now is None or (serving not in (None, -1) and now != serving):
             raise SupervisorUnavailable(
                 f"the supervisor (pid {serving}) exited before answering {op}; whether "
-                f"{op} ran is unknown",
-                "run the command again (it starts a new supervisor); the supervisor log "
-                "says why it exited")
+                f"{op} ran is unknown", EXITED_HINT)
         return now if serving is None else serving

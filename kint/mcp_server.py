@@ -87,9 +87,9 @@ def main() -> None:
     shared = SharedClient(ref.db, ref.tenant, home, session)
     from sibyl_memory_mcp import server as sibyl_server  # reads its paths at import
 
-    shared.install()
+    shared.refresh()  # a store that cannot be opened now is no reason not to serve
     mcp = sibyl_server.build_server()
-    surface.serve(mcp, kint_tools(session, shared))
+    surface.serve(mcp, kint_tools(session, shared), before_call=shared.refresh)
     deadline = time.monotonic() + bootstrap_seconds()  # one budget for attach and pull
     try:
         session.attach(timeout_s=max(0.5, deadline - time.monotonic()))

@@ -14,11 +14,23 @@ code, by setting `GATE_FACTORY` from a module they preload into the worker forks
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable
 
 from kint.paths import footprint_bytes
+from kint.protocol.errors import ErrorCode, ProtocolError
 from kint.spaces import sibyl_credentials_path
+
+# How long the probe before a client is built waits for another writer's lock. Sibyl's own
+# open waits up to 180 s for one (it takes a writer to be another opener's migration),
+# longer than a tool call or a start-up may take.
+LOCK_PROBE_S = 2.0
+LOCKED_HINT = "wait for that process to finish its write, then try again"
+UNREADABLE_HINT = ("check SIBYL_MEMORY_DB (or --db) names Sibyl's store; a store that is "
+                   "damaged goes aside, and `kint pull --discard-local` restores the anchored "
+                   "rows")
 
 # Set in code only (tests, `kint demo`): builds the account gate instead of Sibyl's own.
 GATE_FACTORY: Callable[[Path], Any] | None = None
@@ -51,10 +63,43 @@ def account_gate() -> Any:
     return GATE_FACTORY(cred_path) if GATE_FACTORY is not None else EntitlementGate(cred_path)
 
 
+def probe_store(db: str) -> None:
+    """Refuse, at once, a store Sibyl's client would fail on or wait for: a file that is not
+    a SQLite database (SIBYL_ERROR, where Sibyl's own open raises sqlite3's error), or one
+    another process holds a write transaction on for more than LOCK_PROBE_S (BUSY, where
+    Sibyl's open waits up to 180 s). A store that does not exist yet passes: Sibyl makes it."""
+    if not os.path.exists(db):
+        return
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=LOCK_PROBE_S,
+                               isolation_level=None)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()  # reads the header
+            conn.execute("BEGIN IMMEDIATE")  # the write lock Sibyl's schema check takes
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as err:
+        if "locked" in str(err) or "busy" in str(err):
+            raise ProtocolError(
+                ErrorCode.BUSY, f"the store {db} is locked by another process's write "
+                f"(held for more than {LOCK_PROBE_S:.0f}s)", LOCKED_HINT) from None
+        raise _unreadable(db, err) from None
+    except sqlite3.Error as err:
+        raise _unreadable(db, err) from None
+
+
+def _unreadable(db: str, err: sqlite3.Error) -> ProtocolError:
+    return ProtocolError(ErrorCode.SIBYL_ERROR, f"the store {db} cannot be opened: {err}",
+                         UNREADABLE_HINT)
+
+
 def open_client(db: str, tenant: str, kint_home: Path) -> Any:
-    """A MemoryClient on `db` for `tenant`, gated by Sibyl's account and cap gates."""
+    """A MemoryClient on `db` for `tenant`, gated by Sibyl's account and cap gates, once
+    `probe_store` found the store openable now."""
     from sibyl_memory_client import CapGate, MemoryClient, Storage, TierCache
 
+    probe_store(db)
     cred_path = sibyl_credentials_path()
     creds = _credentials(cred_path)
     gate = account_gate()

@@ -147,3 +147,32 @@ def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
     history = agent.result("memory_history", tier="entity", key="release-gate",
                            category="rules")
     assert history.isError is False and history.structuredContent["count"] == 1
+
+
+def test_a_value_of_another_type_is_refused_never_coerced(agent):
+    """pydantic's lax mode read `snapshot: "yes"` as true (an epoch anchored, gas spent) and
+    `discard_local: 1` as true (the store moved aside): the schema says boolean, and a call
+    that breaks the schema is refused."""
+    box = agent.box
+    before = kjson(box, "status")["chain_head"]
+    assert refused(agent, "memory_push", snapshot="yes") == \
+        "memory_push: argument 'snapshot' must be a valid boolean"
+    assert "argument 'discard_local' must be a valid boolean" in refused(
+        agent, "memory_pull", discard_local=1)
+    assert "argument 'limit' must be a valid integer" in refused(
+        agent, "memory_verify", query="release rule", limit=True)
+    assert "argument 'block' must be a valid integer" in refused(
+        agent, "memory_history", tier="state", key="focus", block="12")
+    assert kjson(box, "status")["chain_head"] == before
+
+
+def test_a_value_the_worker_refuses_names_the_tool_to_call_again(agent):
+    """The worker's own check of a value (a NUL in the query, a recovery code that is not
+    one) says what to fix, and its hint is the agent's next call, not a command line."""
+    owner = agent.call("memory_status")["owner"] or "0x" + "1" * 40
+    for tool, args in (("memory_verify", {"query": "release\x00rule"}),
+                       ("memory_connect", {"owner": owner, "recovery_code": "not a code"})):
+        payload = agent.failed(tool, **args)
+        assert payload["hint"] == (f"nothing was done; call {tool} again with the value named "
+                                   f"above corrected"), payload
+        assert "kint COMMAND" not in payload["hint"]

@@ -344,3 +344,13 @@ def test_chain_moved_refuses_before_checking_rows(tmp_path):
                   state=state, query="release rule",
                   head=HeadReading(ChainHead(1, digest, 10)), write_refusal=True)
     assert same["decision"] == "proceed" and same["chain_head"]["seq"] == 1
+    # An endpoint answering a head older than the one anchored here: no "pull first", which
+    # a pull would refuse as NOT_FRESH.
+    older = decide(search(client, "release rule", 5), client=client, conn=conn, tenant="t",
+                   state=state, query="release rule",
+                   head=HeadReading(ChainHead(0, "00" * 32, 9)), write_refusal=True)
+    assert older["decision"] == "refuse" and older["checks"] == []
+    assert older["reason"] == ("the chain endpoint answered seq 0 at block 9, older than seq 1 "
+                               "this machine saw anchored: a stale or lying RPC, so the chain "
+                               "cannot vouch for the row now; check KINT_RPC_URL and "
+                               "KINT_RPC_URL_2")

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.client import KintError
+from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
+from kint.spaces import STORE_HINT
 
 # The hints v0.3.0 gives with these codes: each names the agent's next tool call.
 CALL_CONNECT = "call memory_connect"
@@ -27,6 +30,57 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
+
+
+# The generic hints of the worker's and the supervisor's codes speak to a person at a
+# terminal ("run `kint pull` first", "see `kint supervisor status`"); an agent needs its next
+# tool call, or to be told that the next step is the human's. Keyed by the generic hint
+# itself, so a code another mapping renamed (GAP as PUSH_FAILED) is still recognised, and a
+# specific hint (a file, a setting, a process named) is left as the worker gave it.
+_AGENT_HINTS = {
+    DEFAULT_HINTS[ErrorCode.BAD_REQUEST]: "nothing was done; call {tool} again with the value "
+                                          "named above corrected",
+    DEFAULT_HINTS[ErrorCode.TIMEOUT]: "the space's worker goes on with it: call memory_status "
+                                      "in a minute to see whether it is done (a memory_push or "
+                                      "memory_pull meanwhile may answer BUSY)",
+    DEFAULT_HINTS[ErrorCode.WORKER_DOWN]: "the space's worker is being restarted: call {tool} "
+                                          "again in a few seconds",
+    DEFAULT_HINTS[ErrorCode.CHAIN_MOVED]: CALL_PULL_FIRST,
+    DEFAULT_HINTS[ErrorCode.GAP]: "call memory_pull again",
+    DEFAULT_HINTS[ErrorCode.NOT_CONNECTED]: CALL_CONNECT,
+    DEFAULT_HINTS[ErrorCode.FORK]: "stop and ask the human: memory_pull with discard_local "
+                                   "moves the local changes aside and restores the anchored "
+                                   "state",
+    DEFAULT_HINTS[ErrorCode.DISK_FULL]: "stop and tell the human: once space is freed, call "
+                                        "{tool} again",
+    EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
+                 "whether the call that failed had run)",
+    NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
+                    "supervisor status` shows what the supervisor is doing)",
+    LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",
+    UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
+    STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
+                "must name Sibyl's store file (`kint doctor` checks it)",
+    DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
+                                              "again, stop and tell the human to "
+                                              + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
+}
+# Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
+# the agent is told to stop, with what the human is to do.
+_AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HINTS[code]}"
+                     for code in (ErrorCode.STALE_RPC, ErrorCode.NO_SESSION_KEY,
+                                  ErrorCode.CONFIG_INVALID, ErrorCode.CORRUPT_STATE,
+                                  ErrorCode.QUARANTINED, ErrorCode.SPACE_CONFLICT,
+                                  ErrorCode.UNSUPPORTED_VERSION, ErrorCode.SIBYL_ERROR,
+                                  ErrorCode.INTERNAL)})
+
+
+def agent_error(tool: str, err: KintError) -> KintError:
+    """`err` with its generic hint in an agent's words (its next call); any other as it is."""
+    hint = _AGENT_HINTS.get(err.hint or "")
+    if hint is None:
+        return err
+    return KintError(err.code, err.message, hint.format(tool=tool))
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,

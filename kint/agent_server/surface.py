@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, Callable
 
 from mcp import types
 from mcp.server.fastmcp import FastMCP
 from pydantic import ValidationError
 
 from kint import __version__
+from kint.agent_server import results
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
 from kint.protocol.errors import ErrorCode
@@ -68,8 +69,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def serve(mcp: FastMCP, tools: list[KintTool]) -> None:
-    """Name the server, give it its instructions and add kint's tools to Sibyl's."""
+def serve(mcp: FastMCP, tools: list[KintTool],
+          before_call: Callable[[], None] = lambda: None) -> None:
+    """Name the server, give it its instructions and add kint's tools to Sibyl's.
+    `before_call` runs before every tool call (kint-server: build Sibyl's client when the
+    store could not be opened before, so Sibyl's tools never build an unwrapped one)."""
     low = mcp._mcp_server  # the SDK's lowlevel Server under FastMCP
     low.name = SERVER_NAME
     low.version = __version__
@@ -89,6 +93,7 @@ def serve(mcp: FastMCP, tools: list[KintTool]) -> None:
                                                                        *listed]}))
 
     async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
+        before_call()
         tool = by_name.get(req.params.name)
         if tool is None:
             return await call_sibyls(req)
@@ -114,6 +119,7 @@ def call(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
     try:
         payload = {"ok": True, **tool.run(args)}
     except KintError as err:
+        err = results.agent_error(tool.name, err)
         payload = {"ok": False, "error": err.code, "message": err.message, "hint": err.hint}
     except Exception:  # noqa: BLE001 - a fault in kint is an error result, not a dead server
         log.exception("%s failed", tool.name)

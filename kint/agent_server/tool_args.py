@@ -26,8 +26,10 @@ def _spec(op: str, name: str) -> ArgSpec:
 
 def _config(tool: str) -> ConfigDict:
     # extra="forbid": an argument the tool does not take is refused, never dropped (a
-    # dropped `compact: true` once turned into a plain push).
-    return ConfigDict(extra="forbid", title=f"{tool}Arguments")
+    # dropped `compact: true` once turned into a plain push). strict: a value of another
+    # JSON type than the schema's is refused, never coerced (pydantic's lax mode read
+    # `discard_local: "yes"` or `1` as true, and `"12"` as a block).
+    return ConfigDict(extra="forbid", strict=True, title=f"{tool}Arguments")
 
 
 class StatusArgs(BaseModel):

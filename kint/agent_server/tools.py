@@ -18,6 +18,16 @@ from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import SharedClient
 from kint.client import KintError
 
+# The longest a kint tool waits for the space's worker (a status waits 30 s, a history
+# 60 s). Inside the 120 s Hermes gives a tool call by default and the 180 s `kint setup`
+# gives Codex's: past it the supervisor answers TIMEOUT and the worker goes on with the push,
+# pull or connect, so the agent gets an answer it can act on (call memory_status later)
+# rather than a client-side timeout, while the server, which runs one call at a time, is
+# held no longer. A pull with `discard_local` is waited for to the end: this server reopens
+# the store after it, and must not do so while the worker is still restoring it.
+TOOL_WAIT_S = 100.0
+RESTORE_WAIT_S = 1800.0
+
 
 @dataclass(frozen=True)
 class KintTool:
@@ -63,7 +73,7 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
             args["recovery_code"] = recovery_code
         else:
             args["passphrase"] = passphrase
-    result = session.call("connect", args, timeout_s=300)
+    result = session.call("connect", args, timeout_s=TOOL_WAIT_S)
     out = {"connected": True, "owner": result["owner"], "space": session.ref.space_id,
            "kek_tag8": result.get("key_tag") or "none", "fresh_vault": result["fresh_vault"],
            "dek_source": result["source"]}
@@ -94,27 +104,26 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
             shared.close()  # this server's own connection must not hold the store
         try:
             result = session.call("pull", {"full": a.full, "discard_local": a.discard_local},
-                                  timeout_s=1800)
+                                  timeout_s=RESTORE_WAIT_S if a.discard_local else TOOL_WAIT_S)
         except KintError as err:
             raise results.pull_error(err, owner_known) from None
         finally:
             if a.discard_local:
-                shared.install()
-        shared.refresh_if_replaced()
+                shared.refresh()
+        shared.refresh()
         return results.pull_result(result)
 
     def push(a: tool_args.PushArgs) -> dict[str, Any]:
         try:
             result = session.call("push", {"snapshot": a.snapshot, "hold_reason": "tool"},
-                                  timeout_s=900)
+                                  timeout_s=TOOL_WAIT_S)
         except KintError as err:
             raise results.push_error(err, owner_known) from None
         return results.push_result(result, "tool")
 
     def verify(a: tool_args.VerifyArgs) -> dict[str, Any]:
-        shared.refresh_if_replaced()
         return session.call("verify", {"query": a.query, "limit": a.limit, "write": True},
-                            timeout_s=120)
+                            timeout_s=TOOL_WAIT_S)
 
     def history(a: tool_args.HistoryArgs) -> dict[str, Any]:
         args: dict[str, Any] = {"tier": a.tier, "key": a.key}

@@ -13,10 +13,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable
 
+from sibyl_memory_client.exceptions import SibylMemoryError
+
 from kint.agent_server.session import AgentSession
+from kint.protocol.errors import ProtocolError
 from kint.rows.export import connect_ro, read_row
 from kint.sibyl_client import close_client
 
@@ -59,12 +63,18 @@ def wrap_writes(client: Any, session: AgentSession, db: str, tenant: str) -> Non
 
 class SharedClient:
     """Builds kint's client and keeps it in Sibyl's cache, rebuilding it when the store
-    file was replaced under it (a `kint pull --discard-local` moves the store aside)."""
+    file was replaced under it (a `kint pull --discard-local` moves the store aside), and
+    building it on a later call when the store could not be opened before (not a SQLite
+    file, locked by another writer: kint.sibyl_client.probe_store; its folder not
+    writable). Meanwhile the server
+    serves: kint's tools answer from the worker, and Sibyl's tools, finding no client in
+    their cache, try to build their own and say in their own words why they cannot."""
 
     def __init__(self, db: str, tenant: str, home: Path, session: AgentSession) -> None:
         self.db, self.tenant, self.home, self.session = db, tenant, home, session
         self.client: Any = None
         self._inode: int | None = None
+        self._failed: str | None = None  # the last failure logged, logged once
 
     def _store_inode(self) -> int | None:
         try:
@@ -108,8 +118,20 @@ class SharedClient:
         close_client(self.client)
         self.client = None
 
-    def refresh_if_replaced(self) -> None:
+    def refresh(self) -> None:
+        """Build the client when there is none, or again when the store was replaced; a
+        store that cannot be opened now is logged and left for the next call."""
         inode = self._store_inode()
-        if inode is not None and inode != self._inode:
+        if self.client is not None and (inode is None or inode == self._inode):
+            return
+        if self.client is not None:
             log.info("the store was replaced (a pull restored it); rebuilding the client")
+        try:
             self.install()
+        except (ProtocolError, sqlite3.Error, SibylMemoryError, OSError) as err:
+            message = getattr(err, "message", None) or str(err)
+            if message != self._failed:
+                self._failed = message
+                log.warning("Sibyl's client is not open: %s", message)
+            return
+        self._failed = None

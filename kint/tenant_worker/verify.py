@@ -181,9 +181,17 @@ def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
             out["reason"] = (f"this machine's picture of the memory is not the one the chain "
                              f"vouches for: {why}; pull again")
             return out
-        # 4. The chain moved past what this machine saw.
+        # 4. The chain moved past what this machine saw, or the endpoint answers a head
+        # older than it (a pull would refuse it as NOT_FRESH: "pull first" would mislead).
         if head.head is not None:
             out["chain_head"] = head.head.to_json()
+            if head.head.seq < mirror.head.seq:
+                out["reason"] = (
+                    f"the chain endpoint answered seq {head.head.seq} at block "
+                    f"{head.head.block}, older than seq {mirror.head.seq} this machine saw "
+                    f"anchored: a stale or lying RPC, so the chain cannot vouch for the row "
+                    f"now; check KINT_RPC_URL and KINT_RPC_URL_2")
+                return out
             if (head.head.seq, head.head.digest) != (mirror.head.seq, mirror.head.digest):
                 out["reason"] = (
                     f"chain moved to seq {head.head.seq} at block {head.head.block}, pull "

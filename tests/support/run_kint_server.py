@@ -6,11 +6,13 @@ trusting the test's throwaway key, and Sibyl's network guard), then runs kint's 
 
 `KINT_TEST_KEEPALIVE_S` (set only by tests) shortens the interval of the session's
 keepalive attach (kint.agent_server.session.KEEPALIVE_S, 60 s), so that a test sees what an
-older session is told at its next attach without waiting a minute for it.
-`KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line, `SESSION_NAME`'s value, each
-time this server's session has attached and logged what the worker answered (at start and
-at every keepalive), so that a test sees that a session re-attached instead of sleeping
-for it. kint reads none of this.
+older session is told at its next attach without waiting a minute for it;
+`KINT_TEST_TOOL_WAIT_S` the longest a kint tool waits for the worker
+(kint.agent_server.tools.TOOL_WAIT_S, 100 s), so that a test meets that bound without
+waiting it out. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
+`SESSION_NAME`'s value, each time this server's session has attached and logged what the
+worker answered (at start and at every keepalive), so that a test sees that a session
+re-attached instead of sleeping for it. kint reads none of this.
 """
 
 import os
@@ -20,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import kint_test_gate  # noqa: E402,F401  (installs the gate and the guard)
-from kint.agent_server import session  # noqa: E402
+from kint.agent_server import session, tools  # noqa: E402
 from kint.mcp_server import main  # noqa: E402
 
 
@@ -45,4 +47,6 @@ if __name__ == "__main__":
         session.KEEPALIVE_S = float(os.environ["KINT_TEST_KEEPALIVE_S"])
     if os.environ.get("KINT_TEST_ATTACH_LOG"):
         _note_attaches(os.environ["KINT_TEST_ATTACH_LOG"])
+    if os.environ.get("KINT_TEST_TOOL_WAIT_S"):
+        tools.TOOL_WAIT_S = float(os.environ["KINT_TEST_TOOL_WAIT_S"])
     main()

@@ -1,0 +1,195 @@
+"""What an agent sees through kint-server when something under it fails: every tool call
+comes back, within a bound, with a result or an error carrying a code, one line and a hint
+that names the agent's next call. Each fault is made for real under the official MCP
+client's stdio session: a chain endpoint that never confirms or answers a stale head
+(tests/rpc_proxy.py), the supervisor SIGKILLed and the worker SIGSTOPped during a call, a
+store that is not a SQLite file, a store another process holds a write lock on.
+
+The elapsed-time bounds only say "it returned, it did not hang": each is generous for a
+loaded 2-core box and well under what the same call took before (named at each bound)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from chain_machines import machine_behind_proxy, new_machine
+from conftest import wait_until, write_store
+from kint.supervisor.pidlock import running_pid
+from mcp_session import AgentProcess
+
+AGAIN_SOON = "the space's worker goes on with it: call memory_status in a minute"
+
+
+def timed(agent, tool, **args):
+    started = time.monotonic()
+    payload = agent.failed(tool, **args)
+    return payload, time.monotonic() - started
+
+
+def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
+        tmp_path_factory, chain_home):
+    """The endpoint takes the transaction and never confirms it: the push waits past the
+    tool's bound (3 s here, kint.agent_server.tools.TOOL_WAIT_S), the agent is told so with
+    its next call, and the worker's push lands once the endpoint answers again."""
+    with machine_behind_proxy(tmp_path_factory.mktemp("mcp-unmined"), chain_home,
+                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": "3"}).start()
+        try:
+            assert agent.call("memory_remember", category="rules", name="release-gate",
+                              body={"rule": "never ship on a Friday"})["ok"] is True
+            proxy.set_mode("unmined")
+            refused, took = timed(agent, "memory_push")
+            # Before, the call waited out the 60 s receipt wait (RPC_UNAVAILABLE), past
+            # the 120 s Hermes gives a tool call once more than one epoch was due.
+            assert took < 30, f"memory_push took {took:.1f}s"
+            assert refused["error"] == "TIMEOUT", refused
+            assert refused["hint"].startswith(AGAIN_SOON), refused
+            proxy.forward()
+            status = wait_until(lambda: (s := agent.call("memory_status"))["in_step"]
+                                and s["unanchored"] == {"changed": 0, "deleted": 0} and s,
+                                timeout=60, interval=0.5)
+            assert status and status["mirror"]["seq"] == 1, agent.call("memory_status")
+
+            # A second epoch, then an endpoint that answers the head as it was before it.
+            assert agent.call("memory_remember", category="rules", name="release-gate",
+                              body={"rule": "never ship on a Friday or a Monday"})["ok"]
+            assert agent.call("memory_push")["head_seq"] == 2
+            proxy.set_mode("stale_head", block=status["mirror"]["block"])
+            answer = agent.call("memory_verify", query="release rule")
+            assert answer["ok"] is True and answer["decision"] == "refuse", answer
+            assert answer["reason"].startswith("the chain endpoint answered seq 1 at block "), \
+                answer  # not "chain moved ..., pull first": the pull refuses it
+            assert "a stale or lying RPC" in answer["reason"]
+            stale = agent.failed("memory_pull")
+            assert stale["error"] == "NOT_FRESH", stale
+            assert stale["hint"].startswith("stop and tell the human: check KINT_RPC_URL"), \
+                stale  # the agent cannot check the endpoint; the human can
+
+            # An endpoint that refuses every head read: try again, then tell the human.
+            proxy.set_mode("error_methods", methods=["eth_call"], message="refused by test")
+            assert agent.call("memory_remember", category="rules", name="release-gate",
+                              body={"rule": "never ship"})["ok"]
+            refused = agent.failed("memory_push")
+            assert refused["error"] == "RPC_UNAVAILABLE", refused
+            assert refused["hint"].startswith("call memory_push again in a minute; if it "
+                                              "fails again, stop and tell the human"), refused
+        finally:
+            agent.close()
+
+
+def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
+        tmp_path_factory, chain_home):
+    with machine_behind_proxy(tmp_path_factory.mktemp("mcp-killed"), chain_home,
+                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+        agent = AgentProcess(sb.env).start()
+        try:
+            assert agent.call("memory_remember", category="rules", name="release-gate",
+                              body={"rule": "never ship on a Friday"})["ok"] is True
+            # The supervisor SIGKILLed while a push waits on a hung broadcast.
+            proxy.set_mode("hang_methods", methods=["eth_sendRawTransaction"])
+            supervisor = running_pid(sb.kint_home)
+            threading.Timer(2.0, os.kill, (supervisor, signal.SIGKILL)).start()
+            refused, took = timed(agent, "memory_push")
+            # Noticed within a second or so of the kill (kint.client's liveness look).
+            assert took < 20, f"memory_push took {took:.1f}s"
+            assert refused["error"] == "SUPERVISOR_UNAVAILABLE", refused
+            assert "whether push ran is unknown" in refused["message"]
+            assert refused["hint"].startswith("call memory_push again: kint-server starts a "
+                                              "new supervisor"), refused
+            proxy.release()
+            proxy.forward()
+            wait_until(lambda: running_pid(sb.kint_home) is None, timeout=20)
+            sb.start_entitled()  # the test's supervisor, in place of the one a call starts
+            assert agent.call("memory_status")["ok"] is True
+
+            # The space's worker SIGSTOPped during a call: judged hung, killed, restarted.
+            worker = agent.call("memory_status")["worker"]["pid"]
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                refused, took = timed(agent, "memory_status")
+            finally:
+                try:
+                    os.kill(worker, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            # The heartbeat timeout (10 s) and the SIGTERM grace, inside status's 30 s.
+            assert took < 40, f"memory_status took {took:.1f}s"
+            assert refused["error"] == "WORKER_DOWN", refused
+            assert refused["hint"] == ("the space's worker is being restarted: call "
+                                       "memory_status again in a few seconds"), refused
+            assert agent.call("memory_status")["worker"]["pid"] != worker
+        finally:
+            agent.close()
+
+
+def test_a_store_that_is_not_sqlite_is_served_and_named(tmp_path_factory, chain_home):
+    """kint-server used to die at start on it (Sibyl's client raised from its constructor),
+    so the agent had no tool at all to learn why."""
+    sb = new_machine(tmp_path_factory.mktemp("mcp-garbage"), chain_home, made_key=False)
+    sb.sibyl_db.parent.mkdir(parents=True, exist_ok=True)
+    sb.sibyl_db.write_bytes(b"not a database " * 400)
+    try:
+        agent = AgentProcess(sb.env).start(timeout=60)
+        try:
+            # The supervisor binds no space to a file that is not SQLite: every kint tool
+            # says so at once.
+            for tool, args in (("memory_status", {}), ("memory_verify", {"query": "rule"})):
+                refused, took = timed(agent, tool, **args)
+                assert took < 30, f"{tool} took {took:.1f}s"
+                assert refused["error"] == "BAD_REQUEST", refused
+                assert refused["message"].endswith("memory.db is not a SQLite database")
+                assert refused["hint"].startswith("stop and tell the human: SIBYL_MEMORY_DB "
+                                                  "in kint-server's MCP configuration"), refused
+            assert agent.result("memory_recall", category="rules",
+                                name="release-gate").isError is True  # Sibyl's own error
+            # The store put right: the next call opens it.
+            sb.sibyl_db.unlink()
+            write_store(sb.sibyl_db, tenant=sb.tenant)
+            recalled = agent.call("memory_recall", category="rules", name="release-gate")
+            assert recalled["ok"] is True, recalled
+            assert agent.call("memory_verify", query="release rule")["ok"] is True
+        finally:
+            agent.close()
+    finally:
+        sb.shutdown()
+
+
+def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chain_home):
+    """Sibyl's client, opening a store, waits up to 180 s for another process's write lock:
+    kint-server's start and a first memory_verify used to wait with it (the verify until
+    its TIMEOUT)."""
+    sb = new_machine(tmp_path_factory.mktemp("mcp-locked"), chain_home, made_key=False)
+    write_store(sb.sibyl_db, tenant=sb.tenant)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "conn.execute('begin exclusive')\nprint('locked', flush=True)\ntime.sleep(600)\n",
+         str(sb.sibyl_db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        agent = AgentProcess(sb.env).start(timeout=90)
+        try:
+            took = time.monotonic() - started
+            assert took < 60, f"kint-server listed its tools after {took:.1f}s"
+            refused, took = timed(agent, "memory_verify", query="release rule")
+            assert took < 30, f"memory_verify took {took:.1f}s"
+            assert refused["error"] == "BUSY", refused
+            assert "is locked by another process's write" in refused["message"]
+            assert refused["hint"] == ("another process is writing the store: call "
+                                       "memory_verify again in a minute"), refused
+            holder.kill()
+            holder.wait()
+            answer = agent.call("memory_verify", query="release rule")
+            assert answer["ok"] is True, answer
+        finally:
+            agent.close()
+    finally:
+        holder.kill()
+        holder.wait()
+        sb.shutdown()
