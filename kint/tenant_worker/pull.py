@@ -21,10 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from eth_hash.auto import keccak
@@ -39,12 +37,12 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
 from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
-from kint.sibyl_client import account_gate
 from kint.tenant_worker import apply_journal
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.changes import diff
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
+from kint.tenant_worker.discard import discard_local, refuse_if_held, sibyl_takes_writes
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.push import connected, sender_for
@@ -102,40 +100,6 @@ def _store_rows(ctx: SpaceContext) -> list[Row]:
     if not os.path.exists(ctx.config.db):
         return []
     return export_rows(ctx.ro_connection(), ctx.config.tenant)
-
-
-def _refuse_if_held(ctx: SpaceContext) -> None:
-    """BUSY while another process has the store open: see store_holders for why moving it
-    then would lose the restored rows. Asked before the walk (so a held store is refused
-    before minutes of fetching) and again at the move (something may have opened it since)."""
-    from kint.tenant_worker.store_holders import describe, other_holders
-
-    ctx.reset_client()
-    holders = other_holders(ctx.config.db)
-    if holders:
-        raise ProtocolError(
-            ErrorCode.BUSY,
-            f"the store is open in {len(holders)} other process(es), pid "
-            f"{describe(holders)}: moving it aside now would let them keep writing into the "
-            f"backup and, when they close it, delete the restored store's journal; nothing "
-            f"was moved",
-            "stop what holds it (an agent's MCP server, Hermes, a script), or from a kint-server "
-            "agent call memory_pull with discard_local, then try again")
-
-
-def discard_local(ctx: SpaceContext) -> list[str]:
-    """Move the store and its -wal and -shm aside to timestamped `.kint-backup-` copies.
-    Refused (BUSY, nothing moved) while another process has the store open."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    _refuse_if_held(ctx)
-    moved = []
-    for suffix in ("", "-wal", "-shm"):
-        src = Path(ctx.config.db + suffix)
-        if src.exists():
-            dst = Path(f"{ctx.config.db}.kint-backup-{stamp}{suffix}")
-            shutil.move(src, dst)
-            moved.append(str(dst))
-    return moved
 
 
 def _cold_start(ctx: SpaceContext, chain: Any, owner: str,
@@ -205,8 +169,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
     written: set[str] = set()  # the rows this pull wrote or deleted
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
-        _refuse_if_held(ctx)
-        _sibyl_takes_writes()
+        refuse_if_held(ctx)
+        sibyl_takes_writes()
         mirror = Mirror(space_id=state.space_id)  # what the emptied store will hold: seq 0
     else:
         rows = _store_rows(ctx)
@@ -330,14 +294,6 @@ def _check_continuity(todo: list[Fetched], prev_digest: str) -> None:
             raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
         prev_digest = f.log.digest
-
-
-def _sibyl_takes_writes() -> None:
-    """Sibyl's own account gate, asked for a write before a discarding pull moves the store
-    aside: the same check (and the same refusal, SIBYL_ERROR "needs an account") every
-    write through Sibyl makes first. It does not see a store Sibyl would refuse for its size
-    (the cap is measured on the restored store, which does not exist yet)."""
-    account_gate().require("set_entity")
 
 
 def _meta(f: Fetched) -> EpochMeta:
