@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import sys
 from pathlib import Path
 
 from kint.paths import ensure_private_dir, log_path
@@ -70,7 +71,39 @@ def _escaped(value: object) -> object:
 
 class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
     """A WatchedFileHandler whose file, first opened or reopened after a rotation, is
-    created 0600 (whatever the umask): the log names stores and tenants."""
+    created 0600 (whatever the umask): the log names stores and tenants.
+
+    A line never raises into the code that logs it. The standard handler reopens a
+    renamed or removed file outside its own error handling, so with KINT_HOME removed
+    under a running process the reopen's FileNotFoundError came out of `log.info`: the
+    supervisor's stop raised half-way, and the process then waited forever on its
+    workers at exit. A line the file cannot take goes to stderr instead (after one line
+    saying why), and the next line tries the file again."""
+
+    _unwritable: str | None = None  # why the file could not be opened, once told
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.reopenIfNeeded()
+            if self.stream is None:
+                self.stream = self._open()
+                self._statstream()
+        except OSError as err:
+            self._to_stderr(record, err)
+            return
+        self._unwritable = None
+        logging.StreamHandler.emit(self, record)
+
+    def _to_stderr(self, record: logging.LogRecord, err: OSError) -> None:
+        try:
+            if self._unwritable is None:
+                self._unwritable = str(err)
+                sys.stderr.write(f"kint: cannot write the log {self.baseFilename} "
+                                 f"({err.strerror or err}); its lines go here until it can\n")
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - no stderr either: the line is lost, never raised
+            pass
 
     def _open(self):  # type: ignore[override]
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -89,7 +89,7 @@ def main() -> None:
 
     shared.refresh()  # a store that cannot be opened now is no reason not to serve
     mcp = sibyl_server.build_server()
-    surface.serve(mcp, kint_tools(session, shared), before_call=shared.refresh)
+    surface.serve(mcp, kint_tools(session, shared), before_call=shared.before_call)
     deadline = time.monotonic() + bootstrap_seconds()  # one budget for attach and pull
     try:
         session.attach(timeout_s=max(0.5, deadline - time.monotonic()))

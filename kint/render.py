@@ -220,8 +220,7 @@ def space_status_text(result: dict[str, Any]) -> str:
             changes = (f"{split['changed']} changed, {split['deleted']} deleted since the "
                        f"last anchored epoch")
         elif not store["exists"] and result.get("mirror_rows"):
-            changes = ("not counted: the store does not exist; `kint pull --discard-local` "
-                       "restores the anchored rows")
+            changes = "not counted: the store does not exist; `kint pull` restores the anchored rows"
         elif not store["exists"]:
             changes = "none: the store is not created yet (Sibyl creates it on the first write)"
         else:

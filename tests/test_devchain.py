@@ -23,7 +23,7 @@ import orjson
 import pytest
 import requests
 
-from conftest import KINT, make_sandbox, pid_alive
+from conftest import KINT, make_sandbox, pid_alive, wait_until
 from kint.chain import devchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -394,10 +394,17 @@ def test_start_never_runs_a_second_anvil_beside_a_hung_one(tmp_path, fake_anvil)
                       FAKE_ANVIL_PIDFILE=str(tmp_path / "second.pid"))
     hung = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
+        # Popen returns once the child's exec began, but the kernel shows the new command
+        # line only once the exec has set it up: read before that, the identity has an
+        # empty command line, which the running `sleep` never matches again, so start
+        # rightly took the record for a dead anvil's (seen once in a loaded run).
+        identity = wait_until(lambda: (i := devchain.process_identity(hung.pid))
+                              and i["cmdline"] == ["sleep", "300"] and i)
+        assert identity, identity
         state = sb.kint_home / "devchain" / "state.json"
         _write_record(sb, {"pid": hung.pid, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337,
                            "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3", "port": 9,
-                           "state": str(state), "identity": devchain.process_identity(hung.pid)})
+                           "state": str(state), "identity": identity})
         out = sb.kint("devchain", "start")
         assert out.returncode == 2, out.stdout + out.stderr
         assert f"the devchain's anvil (pid {hung.pid}) runs but does not answer" in out.stderr

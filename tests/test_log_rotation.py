@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -127,6 +128,30 @@ def test_another_process_reopens_the_log_after_the_rotation(file_logging, tmp_pa
     assert "child after" in current and "child before" not in current
     assert "child before" in (home / "supervisor.log.1").read_text()
     assert _mode(log_path(home)) == 0o600
+
+
+def test_a_line_whose_log_folder_is_gone_goes_to_stderr_and_never_raises(file_logging,
+                                                                          capsys):
+    """KINT_HOME removed under a running process: the reopen fails, and the standard handler
+    let that FileNotFoundError out of `log.info` (a supervisor's stop raised half-way and
+    then waited forever at exit on its workers). The line goes to stderr, after one line
+    saying why; once the folder is back, the next line is in the file again."""
+    home, log = file_logging, logging.getLogger("kint.test")
+    log.info("before")
+    _flush()
+    shutil.rmtree(home)
+    log.info("first while gone")
+    log.info("second while gone")
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"kint: cannot write the log {log_path(home)} (No such file or "
+                      f"directory); its lines go here until it can"), err
+    assert [line.split(" INFO ")[-1] for line in err[1:]] == ["first while gone",
+                                                             "second while gone"]
+    home.mkdir(mode=0o700)
+    log.info("back")
+    _flush()
+    assert log_path(home).read_text().endswith(" kint.test INFO back\n")
+    assert _mode(log_path(home)) == 0o600 and capsys.readouterr().err == ""
 
 
 def test_the_bound_comes_from_the_environment(monkeypatch):

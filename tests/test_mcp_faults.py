@@ -3,7 +3,8 @@ comes back, within a bound, with a result or an error carrying a code, one line 
 that names the agent's next call. Each fault is made for real under the official MCP
 client's stdio session: a chain endpoint that never confirms or answers a stale head
 (tests/rpc_proxy.py), the supervisor SIGKILLed and the worker SIGSTOPped during a call, a
-store that is not a SQLite file, a store another process holds a write lock on.
+store that is not a SQLite file, a store another process holds a write lock on, a store
+deleted under the running server.
 
 The elapsed-time bounds only say "it returned, it did not hang": each is generous for a
 loaded 2-core box and well under what the same call took before (named at each bound)."""
@@ -17,8 +18,8 @@ import sys
 import threading
 import time
 
-from chain_machines import machine_behind_proxy, new_machine
-from conftest import wait_until, write_store
+from chain_machines import machine_behind_proxy, new_machine, ok
+from conftest import sibyl_client, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 from mcp_session import AgentProcess
 
@@ -192,4 +193,55 @@ def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chai
     finally:
         holder.kill()
         holder.wait()
+        sb.shutdown()
+
+
+def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
+        tmp_path_factory, chain_home):
+    """The store's files deleted while kint-server has its client open. Sibyl's tools kept
+    writing into the unlinked file (every row lost when the server exits), and memory_pull
+    said "already at the chain head". Now the next call closes that client and refuses,
+    naming the deleted store and memory_pull; the pull restores it into a new file."""
+    sb = new_machine(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
+                     KINT_QUIET_SECONDS="3600")
+    try:
+        ok(sb.kint("connect", "--dev"))
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
+                                                        {"rule": "never ship on a Friday"})
+        ok(sb.kint("push"))
+        agent = AgentProcess(sb.env).start()
+        try:
+            assert agent.call("memory_recall", category="rules",
+                              name="release-gate")["ok"] is True  # the client is open
+            files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
+            for path in files:
+                path.unlink(missing_ok=True)
+
+            gone = f"the store {sb.sibyl_db} was deleted while kint-server had it open"
+            for tool, args in (("memory_remember", {"category": "rules", "name": "lost",
+                                                    "body": {"rule": "written nowhere"}}),
+                               ("memory_recall", {"category": "rules", "name": "release-gate"}),
+                               ("memory_verify", {"query": "release rule"})):
+                refused = agent.failed(tool, **args)
+                assert refused["error"] == "STORE_GONE", refused
+                assert refused["message"] == f"{gone}; 1 row(s) anchored from it are on chain"
+                assert refused["hint"].startswith("call memory_pull: it restores"), refused
+            assert not any(path.exists() for path in files)  # no new, empty store either
+            status = agent.call("memory_status")
+            assert status["store_gone"]["message"].startswith(gone), status
+
+            pulled = agent.call("memory_pull")
+            assert pulled["ok"] is True and pulled["applied"] == [1], pulled
+            recalled = agent.call("memory_recall", category="rules", name="release-gate")
+            assert recalled["entity"]["body"] == {"rule": "never ship on a Friday"}, recalled
+            assert "store_gone" not in agent.call("memory_status")
+            # Writes land in the restored file, where another reader finds them.
+            assert agent.call("memory_remember", category="rules", name="kept",
+                              body={"rule": "written to disk"})["ok"] is True
+            reader = sibyl_client(sb.sibyl_db, sb.tenant)
+            assert reader.get_entity("rules", "kept")["body"] == {"rule": "written to disk"}
+            reader.storage.close()
+        finally:
+            agent.close()
+    finally:
         sb.shutdown()

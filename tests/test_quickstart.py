@@ -83,8 +83,7 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
     try:
         status = ok(machine.kint("status")).stdout
         assert _line(status, "changes:") == ("changes: not counted: the store does not exist; "
-                                             "`kint pull --discard-local` restores the anchored "
-                                             "rows")
+                                             "`kint pull` restores the anchored rows")
         for args in (("push",), ("compact",)):
             out = machine.kint(*args)
             assert out.returncode == 5, out.stdout + out.stderr
@@ -92,10 +91,16 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
                 f"kint: error: the store {machine.sibyl_db} does not exist, and 1 row(s) "
                 f"anchored from this space's store are on chain: a push would anchor the "
                 f"deletion of every one; nothing was anchored [BAD_REQUEST]"), out.stderr
-            assert "`kint pull --discard-local` restores" in out.stderr
+            assert "`kint pull` restores the anchored rows into a new store" in out.stderr
         assert kjson(machine, "status")["chain_head"]["seq"] == 1  # nothing was sent
+        out = machine.kint("verify", "release rule")
+        assert out.stderr.startswith(f"kint: error: store {machine.sibyl_db} does not exist, "
+                                     f"and 1 row(s) anchored from it are on chain"), out.stderr
 
-        ok(machine.kint("pull", "--discard-local"))
+        # A plain pull restores it: nothing local to weigh against the chain. (It used to
+        # say "already at the chain head" and leave the store missing.)
+        pulled = kjson(machine, "pull")
+        assert pulled["applied"] == [1] and pulled["backups"] == [], pulled
         assert "DECISION: PROCEED" in ok(machine.kint("verify", "release rule")).stdout
     finally:
         shutil.rmtree(aside, ignore_errors=True)

@@ -1,15 +1,21 @@
 """The workers' exit sentinels behind one descriptor (kint/supervisor/exits.py): with
 real processes, the supervisor's `zmq.Poller` wakes on the one descriptor when a worker
-exits, and `exited` names exactly the workers that did."""
+exits, and `exited` names exactly the workers that did. And the workers a supervisor still
+has when its loop ends are ended, whatever they do with SIGTERM."""
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
+from types import SimpleNamespace
+from typing import Any
 
 import zmq
 
 from kint.supervisor.exits import ExitWatch
+from kint.supervisor.lifecycle import WorkerLifecycle
+from kint.supervisor.workers import WorkerHandle
 
 
 def test_the_poller_wakes_on_one_descriptor_for_the_worker_that_exited():
@@ -43,3 +49,35 @@ def test_the_poller_wakes_on_one_descriptor_for_the_worker_that_exited():
                 proc.kill()
             proc.join(10)
         watch.close()
+
+
+def _deaf_to_sigterm(ready: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.set()
+    time.sleep(120)
+
+
+def test_workers_left_by_a_loop_that_raised_are_ended_sigterm_then_sigkill():
+    """A supervisor whose loop raised still has its workers; `multiprocess` would join them
+    at exit forever (their parent lives on, so they never leave by themselves). Closing
+    the supervisor ends them: SIGTERM, and SIGKILL for one that ignores it."""
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    polite = ctx.Process(target=time.sleep, args=(120,))
+    deaf = ctx.Process(target=_deaf_to_sigterm, args=(ready,))
+    sup = SimpleNamespace(handles={}, settings=SimpleNamespace(kill_grace_s=0.5))
+    try:
+        for name, proc in (("polite", polite), ("deaf", deaf)):
+            proc.start()
+            sup.handles[name] = WorkerHandle(space_id=name * 8, label=name, tenant="t",
+                                             db=f"/{name}.db", state="ready", process=proc,
+                                             pid=proc.pid)
+        assert ready.wait(60)
+        WorkerLifecycle.end_workers_left(sup)  # type: ignore[arg-type]
+        assert polite.exitcode == -signal.SIGTERM and deaf.exitcode == -signal.SIGKILL
+        assert all(h.process is None and h.state == "stopped" for h in sup.handles.values())
+    finally:
+        for proc in (polite, deaf):
+            if proc.is_alive():
+                proc.kill()
+            proc.join(10)

@@ -8,12 +8,14 @@
   of spinning; facing a supervisor that cannot answer (stopped), it says so within seconds.
 - A client waiting on a supervisor that dies mid-request is told so within seconds, not at
   the end of the request's deadline.
+- KINT_HOME removed under a running supervisor: told to stop, it stops, and its workers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -137,3 +139,27 @@ def test_a_client_waiting_on_a_supervisor_that_dies_is_told_so_at_once(sandbox):
     assert err.code == "SUPERVISOR_UNAVAILABLE", (err.code, err.message)
     assert f"pid {sup}" in err.message and "push" in err.message
     assert err.hint
+
+
+def test_a_supervisor_whose_home_was_removed_stops_with_its_workers(sandbox):
+    """KINT_HOME removed (a clean-up script, a reaped temporary folder), then SIGTERM: the
+    supervisor and its worker exit. Their log went with the folder: the stop's first log
+    line raised, the loop ended with the worker never told to stop, and the supervisor
+    then waited on it forever at exit (seen once in session 11)."""
+    db = sandbox.sibyl_db
+    write_store(db)
+    sup = sandbox.start()
+    worker = sandbox.call("status", db)["worker"]["pid"]
+    try:
+        shutil.rmtree(sandbox.kint_home)
+        os.kill(sup, signal.SIGTERM)
+        sandbox.wait_for(lambda: not pid_alive(sup) and not pid_alive(worker),
+                         what="the supervisor and its worker exiting")
+    finally:
+        for pid in (sup, worker):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    out = sandbox.kint("supervisor", "stop")
+    assert out.returncode == 0, out.stdout + out.stderr
+    home = sandbox.kint_home
+    assert out.stdout == f"no supervisor is running for {home} ({home} does not exist)\n"

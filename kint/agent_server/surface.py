@@ -70,10 +70,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def serve(mcp: FastMCP, tools: list[KintTool],
-          before_call: Callable[[], None] = lambda: None) -> None:
+          before_call: Callable[[str], dict[str, Any] | None] = lambda _: None) -> None:
     """Name the server, give it its instructions and add kint's tools to Sibyl's.
-    `before_call` runs before every tool call (kint-server: build Sibyl's client when the
-    store could not be opened before, so Sibyl's tools never build an unwrapped one)."""
+    `before_call(tool)` runs before every tool call (kint-server: build Sibyl's client when
+    the store could not be opened before, so Sibyl's tools never build an unwrapped one);
+    what it returns, when not None, is the call's answer instead (a store deleted under
+    the server: kint.agent_server.wrapped_client)."""
     low = mcp._mcp_server  # the SDK's lowlevel Server under FastMCP
     low.name = SERVER_NAME
     low.version = __version__
@@ -93,7 +95,9 @@ def serve(mcp: FastMCP, tools: list[KintTool],
                                                                        *listed]}))
 
     async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
-        before_call()
+        refused = before_call(req.params.name)
+        if refused is not None:
+            return types.ServerResult(result(refused))
         tool = by_name.get(req.params.name)
         if tool is None:
             return await call_sibyls(req)

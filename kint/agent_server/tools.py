@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from kint.agent_server import results, tool_args
 from kint.agent_server.session import AgentSession
-from kint.agent_server.wrapped_client import SharedClient
+from kint.agent_server.wrapped_client import STORE_GONE_HINT, SharedClient
 from kint.client import KintError
 
 # The longest a kint tool waits for the space's worker (a status waits 30 s, a history
@@ -94,7 +94,10 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
             return False
 
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
-        return results.status_result(session.call("status", {"chain": True}, timeout_s=30))
+        out = results.status_result(session.call("status", {"chain": True}, timeout_s=30))
+        if shared.gone is not None:
+            out["store_gone"] = {"message": shared.gone, "hint": STORE_GONE_HINT}
+        return out
 
     def connect(a: tool_args.ConnectArgs) -> dict[str, Any]:
         return connect_tool(session, a.passphrase, a.recovery_code, a.owner, a.dev)

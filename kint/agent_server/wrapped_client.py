@@ -20,6 +20,7 @@ from typing import Any, Callable
 from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint.agent_server.session import AgentSession
+from kint.client import KintError
 from kint.protocol.errors import ProtocolError
 from kint.rows.export import connect_ro, read_row
 from kint.sibyl_client import close_client
@@ -61,26 +62,48 @@ def wrap_writes(client: Any, session: AgentSession, db: str, tenant: str) -> Non
     wrap("set_reference", lambda key, *a, **k: ("reference", None, key))
 
 
+# kint-server's own code (beside the supervisor's SUPERVISOR_UNAVAILABLE) for a call refused
+# because the store its client had open was deleted under it.
+STORE_GONE = "STORE_GONE"
+STORE_GONE_HINT = ("call memory_pull: it restores the anchored rows into a new store (what "
+                   "was written since the last anchoring went with the deleted file)")
+# The tools that still run while the store is gone: they do not touch it, or restore it.
+# Every other (Sibyl's eight, memory_verify, memory_push) is refused until it is back.
+SERVED_WITHOUT_STORE = frozenset({"memory_status", "memory_pull", "memory_connect",
+                                  "memory_history"})
+
+
 class SharedClient:
     """Builds kint's client and keeps it in Sibyl's cache, rebuilding it when the store
     file was replaced under it (a `kint pull --discard-local` moves the store aside), and
     building it on a later call when the store could not be opened before (not a SQLite
     file, locked by another writer: kint.sibyl_client.probe_store; its folder not
-    writable). Meanwhile the server
-    serves: kint's tools answer from the worker, and Sibyl's tools, finding no client in
-    their cache, try to build their own and say in their own words why they cannot."""
+    writable). Meanwhile the server serves: kint's tools answer from the worker, and
+    Sibyl's tools, finding no client in their cache, try to build their own and say in
+    their own words why they cannot.
+
+    A store deleted under an open client is a file SQLite goes on writing into, unlinked:
+    every row written there is lost when the process ends, and Sibyl's own tools would
+    build a client of their own on a new, empty file, which hides the loss from the next
+    pull. So the client is closed at the next tool call, and while rows anchored from the
+    store are on chain, that call and every one that needs the store is refused
+    (`STORE_GONE`) until memory_pull restores it; with nothing anchored, a new store is made
+    as at a first start."""
 
     def __init__(self, db: str, tenant: str, home: Path, session: AgentSession) -> None:
         self.db, self.tenant, self.home, self.session = db, tenant, home, session
         self.client: Any = None
-        self._inode: int | None = None
+        self._ident: tuple[int, int] | None = None
         self._failed: str | None = None  # the last failure logged, logged once
+        # Why the tools that need the store are refused: it was deleted under the client.
+        self.gone: str | None = None
 
-    def _store_inode(self) -> int | None:
+    def _store_ident(self) -> tuple[int, int] | None:
         try:
-            return os.stat(self.db).st_ino
+            st = os.stat(self.db)
         except FileNotFoundError:
             return None
+        return st.st_dev, st.st_ino
 
     def install(self) -> Any:
         from sibyl_memory_mcp import server as sibyl_server
@@ -104,7 +127,7 @@ class SharedClient:
         except Exception:  # noqa: BLE001 - Sibyl's own lifecycle is not kint's to fail
             pass
         self.client = client
-        self._inode = self._store_inode()
+        self._ident = self._store_ident()
         return client
 
     def close(self) -> None:
@@ -118,14 +141,33 @@ class SharedClient:
         close_client(self.client)
         self.client = None
 
+    def before_call(self, tool: str) -> dict[str, Any] | None:
+        """Run before every tool call: the refusal to answer `tool` with while the store is
+        gone, else None (and the client built or rebuilt when it needs to be)."""
+        self.refresh()
+        if self.gone is None or tool in SERVED_WITHOUT_STORE:
+            return None
+        return {"ok": False, "error": STORE_GONE, "message": self.gone,
+                "hint": STORE_GONE_HINT}
+
     def refresh(self) -> None:
         """Build the client when there is none, or again when the store was replaced; a
-        store that cannot be opened now is logged and left for the next call."""
-        inode = self._store_inode()
-        if self.client is not None and (inode is None or inode == self._inode):
-            return
+        store that cannot be opened now is logged and left for the next call. A store
+        deleted under the client closes it (see the class)."""
+        ident = self._store_ident()
         if self.client is not None:
-            log.info("the store was replaced (a pull restored it); rebuilding the client")
+            if ident == self._ident:
+                return
+            self.close()
+            if ident is None:
+                self._deleted()
+            else:
+                log.info("the store was replaced (a pull restored it); rebuilding the client")
+        if self.gone is not None:
+            if ident is None:
+                return
+            log.info("the store is back at %s; opening it", self.db)
+            self.gone = None
         try:
             self.install()
         except (ProtocolError, sqlite3.Error, SibylMemoryError, OSError) as err:
@@ -135,3 +177,24 @@ class SharedClient:
                 log.warning("Sibyl's client is not open: %s", message)
             return
         self._failed = None
+
+    def _deleted(self) -> None:
+        """The store was deleted under the client just closed: refuse the tools that need
+        it while rows anchored from it are on chain (or the worker cannot say)."""
+        try:
+            # The mirror comes with the chain facts (a head read within verify's budget).
+            anchored = self.session.call("status", {"chain": True},
+                                         timeout_s=30).get("mirror_rows")
+        except KintError as err:
+            log.warning("the store %s was deleted; the worker cannot say what was anchored "
+                        "from it (%s)", self.db, err.message)
+            anchored = -1
+        if not anchored:
+            log.warning("the store %s was deleted under kint-server; nothing of it was "
+                        "anchored: a new store is made, as at a first start", self.db)
+            return
+        rows = (f"{anchored} row(s) anchored from it are on chain" if anchored > 0 else
+                "rows anchored from it may be on chain (the worker did not say)")
+        self.gone = f"the store {self.db} was deleted while kint-server had it open; {rows}"
+        log.warning("%s: refusing the tools that need it until memory_pull restores it",
+                    self.gone)

@@ -10,8 +10,12 @@ import click
 from kint import render
 from kint.client import KintError
 from kint.commands.common import Ctx, echo_json, fail
-from kint.commands.exit_codes import NO_SUPERVISOR
-from kint.paths import kint_home
+from kint.commands.exit_codes import ERROR as EXIT_ERROR, NO_SUPERVISOR
+from kint.paths import kint_home, log_path
+from kint.protocol import ErrorCode
+
+# How long `stop` waits, once the supervisor answered, for its process to be gone.
+STOP_EXIT_WAIT_S = 10.0
 
 
 @click.group("supervisor")
@@ -47,16 +51,26 @@ def supervisor_stop(obj: Ctx) -> None:
 
     home = kint_home()
     client = obj.client(autostart=False)
-    if running_pid(home) is None and not client.ping(0.5):
-        click.echo(f"no supervisor is running for {home}")
+    pid = running_pid(home)
+    if pid is None and not client.ping(0.5):
+        # A supervisor whose home was removed under it cannot be reached here: it notices
+        # its pid lock gone and stops by itself, with its workers, within a second or two.
+        gone = "" if home.is_dir() else f" ({home} does not exist)"
+        click.echo(f"no supervisor is running for {home}{gone}")
         return
     try:
         client.call("sup.stop", timeout_s=60)
     except KintError as err:
         fail(err, obj.debug)
-    deadline = time.monotonic() + 10
-    while running_pid(home) is not None and time.monotonic() < deadline:
+    deadline = time.monotonic() + STOP_EXIT_WAIT_S
+    while (pid := running_pid(home)) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
+    if pid is not None:
+        click.echo(render.refusal_text(
+            ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) stopped its workers but has "
+            f"not exited {STOP_EXIT_WAIT_S:.0f}s later",
+            f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)"), err=True)
+        sys.exit(EXIT_ERROR)
     click.echo("supervisor stopped")
 
 

@@ -187,6 +187,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         log.info("supervisor %d stopped", os.getpid())
 
     def close(self) -> None:
+        self.end_workers_left()
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()

@@ -2,7 +2,7 @@
 (one_for_one) or quarantine it after too many crashes, and judge it hung when it stops
 beating. A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the sockets, the
 poller and the handles these methods act on: `home`, `settings`, `spawner`, `poller`,
-`back`, `back_address`, `shutting_down`, `_by_route` and `exits`; `_answer` and
+`handles`, `back`, `back_address`, `shutting_down`, `_by_route` and `exits`; `_answer` and
 `_quarantine_message` are `ClientRouting`'s (kint/supervisor/routing.py).
 """
 
@@ -34,6 +34,7 @@ class WorkerLifecycle:
     back: Any
     back_address: str
     shutting_down: bool
+    handles: dict[str, WorkerHandle]
     _by_route: dict[bytes, WorkerHandle]
     exits: ExitWatch[WorkerHandle]
     # ClientRouting's own methods, declared for the type checker (the mixin has no body of
@@ -143,6 +144,31 @@ class WorkerLifecycle:
                 zmq.NOBLOCK)
         except zmq.ZMQError:
             handle.signal(signal.SIGTERM)
+
+    def end_workers_left(self) -> None:
+        """After the loop: end every worker still running, SIGTERM then SIGKILL after the
+        kill grace. A clean stop leaves none; a loop that raised leaves them all, and
+        `multiprocess` joins its children when the interpreter exits, so without this
+        the supervisor, and its workers (whose parent still lives), never exit."""
+        left = [h for h in self.handles.values() if h.alive]
+        if not left:
+            return
+        log.error("the supervisor's loop ended with %d worker(s) running; ending them",
+                  len(left))
+        for handle in left:
+            handle.signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.kill_grace_s
+        for handle in left:
+            proc = handle.process
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.exitcode is None:
+                log.warning("space %s: worker %s did not exit; SIGKILL", handle.space16,
+                            handle.pid)
+                proc.kill()
+                proc.join(timeout=self.settings.kill_grace_s)
+            handle.process = None
+            handle.pid = None
+            handle.state = "stopped"
 
     def _check_alive(self, handle: WorkerHandle, now: float) -> None:
         s = self.settings

@@ -146,6 +146,14 @@ def _cap(ctx: SpaceContext) -> dict[str, Any]:
 def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Seed 000's verify: proceed, or refuse with the evidence."""
     if not os.path.exists(ctx.config.db):
+        mirror = ctx.state.mirror()
+        if mirror is not None and mirror.rows:
+            raise ProtocolError(ErrorCode.BAD_REQUEST,
+                                f"store {ctx.config.db} does not exist, and "
+                                f"{len(mirror.rows)} row(s) anchored from it are on chain: "
+                                f"no row to verify",
+                                "check --db or SIBYL_MEMORY_DB; `kint pull` restores the "
+                                "anchored rows into a new store")
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"store {ctx.config.db} does not exist yet: no row to verify",
                             "Sibyl creates it on the first write (the agent's memory_remember "

@@ -168,10 +168,20 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     backups: list[str] = []
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
     written: set[str] = set()  # the rows this pull wrote or deleted
+    # The store is gone (deleted, moved) over rows anchored from it: nothing local to
+    # weigh against the chain, so the pull restores from seq 0 into a new store, as a
+    # discarding one does, with nothing to move aside. Compared with the mirror, the
+    # missing store would read as every row deleted, and "already at the chain head".
+    lost = (not discard and mirror is not None and bool(mirror.rows)
+            and not os.path.exists(cfg.db))
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_if_held(ctx)
         sibyl_takes_writes()
         mirror = Mirror(space_id=state.space_id)  # what the emptied store will hold: seq 0
+    elif lost:
+        log.warning("pull: the store %s does not exist; restoring the anchored rows into a "
+                    "new one", cfg.db)
+        mirror = Mirror(space_id=state.space_id)
     else:
         rows = _store_rows(ctx)
         present = {r.canonical_id: r for r in rows}
@@ -217,9 +227,10 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                for f in fetched[:start] if f.opened is None]
     todo = fetched[start:]
     _check_continuity(todo, mirror.head.digest)
-    if discard:
-        backups = discard_local(ctx)
-        apply_journal.end(state)  # the store it described is the one moved aside
+    if discard or lost:
+        if discard:
+            backups = discard_local(ctx)
+        apply_journal.end(state)  # the store it described is the one moved aside or gone
         mirror = empty_mirror(state)
     gap: list[int] = []
     applied: list[int] = []

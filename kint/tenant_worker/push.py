@@ -228,8 +228,8 @@ def _refuse_missing_store(db: str, mirror: Mirror | None) -> bool:
             f"the store {db} does not exist, and {len(mirror.rows)} row(s) anchored from this "
             f"space's store are on chain: a push would anchor the deletion of every one; "
             f"nothing was anchored",
-            "check --db or SIBYL_MEMORY_DB; `kint pull --discard-local` restores the anchored "
-            "rows into a new store")
+            "check --db or SIBYL_MEMORY_DB; `kint pull` restores the anchored rows into a new "
+            "store")
     return True
 
 

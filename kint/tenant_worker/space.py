@@ -69,6 +69,8 @@ class SpaceContext:
     _endpoints: tuple[str, ...] | None = None
     _state: SpaceState | None = None
     _client: Any = None
+    # The store file (device, inode) the client was built on.
+    _client_store: tuple[int, int] | None = None
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
     _local: threading.local = field(default_factory=threading.local)
     _session: Any = None
@@ -91,13 +93,21 @@ class SpaceContext:
 
     def client(self) -> Any:
         """The space's MemoryClient, built on first need (never at start: a status call
-        must not wait on it, and a store that does not exist must not be created by one)."""
+        must not wait on it, and a store that does not exist must not be created by one),
+        and again when the store file is no longer the one it was built on: deleted or
+        replaced under it, SQLite would go on writing into the old file, unlinked, and
+        every row written there (a pull's replay, a refusal's write-back) would be lost."""
         with self._client_lock:
+            store = _file_id(self.config.db)
+            if self._client is not None and store != self._client_store:
+                close_client(self._client)
+                self._client = None
             if self._client is None:
                 from kint.sibyl_client import open_client
 
                 self._client = open_client(self.config.db, self.config.tenant,
                                            self.config.home)
+                self._client_store = _file_id(self.config.db)
             return self._client
 
     def reset_client(self) -> None:
@@ -240,3 +250,12 @@ class SpaceContext:
     def forget_session(self) -> None:
         with self._session_lock:
             self._session = None
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    """The (device, inode) of the file at `path`, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
