@@ -123,6 +123,8 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                               lambda reason: _watcher_push(ctx, reason),
                               lambda name: ctx.watcher_setting(name))
         ctx.watcher.start()
+    elif ctx.watcher is not None:
+        ctx.watcher.retime()  # this session's poll may be the one in force now
     if first:
         log.info("space %s: a session attached", ctx.config.space16)
     out: dict[str, Any] = {"sessions": live_sessions(ctx), "watcher": ctx.watcher is not None}
@@ -135,6 +137,8 @@ def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     with _lock:
         ctx.sessions.pop(args["session"], None)
         ctx.session_settings.pop(args["session"], None)
+    if ctx.watcher is not None:
+        ctx.watcher.retime()  # an older session's poll, or the space's, may be in force now
     return {"sessions": live_sessions(ctx)}
 
 
