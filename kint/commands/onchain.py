@@ -6,7 +6,8 @@ Why these run in the CLI process and not in a space's worker: they act for the m
 short exchange with the chain that a terminal user waits for. No supervisor is needed.
 
 Every refusal is one line on stderr, `kint: error: ...`, with exit status 2 (09-cli.md's
-status table: a refusal from `authorize` is an error).
+status table: a refusal from `authorize` is an error); bad input on the command line is
+refused as every command refuses it (`common.usage_error`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kint.chain.calls import answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config, redact_url
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
+from kint.commands.common import usage_error
 from kint.commands.exit_codes import ERROR
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address
@@ -47,7 +49,7 @@ def refuse(message: str, hint: str | None = None) -> NoReturn:
 def checked_address(value: str, flag: str = "--owner") -> str:
     """`value` checksummed, or a refusal naming the flag."""
     if not is_address(value):
-        refuse(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
+        usage_error(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
     return to_checksum_address(value)
 
 
