@@ -182,6 +182,20 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
             assert refused.returncode == 6, refused.stdout + refused.stderr
             assert ("cold start needs a second, independent RPC and KINT_RPC_URL_2 resolves "
                     "to the same endpoint as the primary") in refused.stderr
+            # A second endpoint that does not answer: the refusal names the chain the
+            # primary is really on, not only the endpoint that failed.
+            path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{DEAD}"\n'
+                            f'contract = "{anchor}"\n')
+            refused = fresh.kint("pull")
+            assert refused.returncode == 6, refused.stdout + refused.stderr
+            assert refused.stderr.splitlines()[0] == (
+                f"kint: error: {proxy.url} (KINT_RPC_URL) answers for chain 31337, not 8453, "
+                f"the chain this space is configured for: could not get a second opinion on "
+                f"the head from {DEAD} [STALE_RPC]"), refused.stderr
+            assert "hint: point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain 8453" \
+                in refused.stderr
+            path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
+                            f'contract = "{anchor}"\n')
             pulled = fresh.kint("pull", env={"KINT_ALLOW_SINGLE_RPC": "1"})
             assert pulled.returncode == 0, pulled.stdout + pulled.stderr
             assert "in this environment is not used" not in pulled.stderr, pulled.stderr

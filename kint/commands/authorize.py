@@ -179,6 +179,7 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     account = _owner_account(owner_addr)
     with chain_errors("authorize direct"):
         anchor = open_anchor(kint_home())
+        refuse_other_chain(anchor)  # before the owner's transaction is signed for it
         expiry = chain_now(anchor) + days_n * 86400
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
     click.echo(_expiry_line(owner_addr, key, expiry))
@@ -200,6 +201,7 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
     account = _owner_account(owner_addr)
     with chain_errors("authorize burn-nonce"):
         anchor = open_anchor(kint_home())
+        refuse_other_chain(anchor)
         current = anchor.session_key_expiry(owner_addr, key)
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, current))
         nonce = anchor.auth_nonce(owner_addr)
@@ -320,6 +322,9 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
         from kint.tenant_worker.session_sender import SessionSender
 
         anchor = open_anchor(home)
+        # The signature binds the chain id `payload` read: on another chain's endpoint it
+        # would come back BadSignature, which blames the signature.
+        refuse_other_chain(anchor)
         account = unlock_session_key(home)
         sender = SessionSender(anchor, account, NonceBook(home), "machine")
         calldata = anchor.encode_set_session_key_by_sig(owner_addr, key, expiry, deadline, sig)
@@ -358,6 +363,8 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     count = int(settings.value(POLL_COUNT_ENV))
     with chain_errors("authorize page"):
         anchor = open_anchor(kint_home())
+        # The wallet sends on the chain kint names; canWrite is read through this endpoint.
+        refuse_other_chain(anchor)
         expiry = chain_now(anchor) + days_n * 86400
         request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
                               chain_id=anchor.config.chain_id, anchor=anchor.address,
