@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +33,6 @@ from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
 from kint.epochs.plaintext import Plaintext
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
-from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal
 from kint.tenant_worker.cache_check import rebuilt_envelope
@@ -54,6 +52,7 @@ from kint.tenant_worker.statefiles import (
     cache_epoch,
     empty_mirror,
     record_epoch,
+    unsaved_empty_mirror,
 )
 
 log = logging.getLogger("kint.worker")
@@ -89,12 +88,6 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise as_protocol_error(err) from None
 
 
-def _store_rows(ctx: SpaceContext) -> list[Row]:
-    if not os.path.exists(ctx.config.db):
-        return []
-    return export_rows(ctx.ro_connection(), ctx.config.tenant)
-
-
 def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
@@ -127,9 +120,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_if_held(ctx)
         sibyl_takes_writes()
-        mirror = Mirror(space_id=state.space_id)  # what the emptied store will hold: seq 0
+        mirror = unsaved_empty_mirror(state)  # what the emptied store will hold: seq 0
     else:
-        rows = _store_rows(ctx)
+        rows = ctx.store_rows() or []
         present = {r.canonical_id: r for r in rows}
         if mirror is None and rows:
             raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
@@ -209,7 +202,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         mirror.skipped = gap
         state.save_mirror(mirror)
     backfilled, closed = _backfill(ctx, anchor, owner, head, held) if full else ([], [])
-    rows = _store_rows(ctx)
+    rows = ctx.store_rows() or []
     warnings += _not_back(mirror, rows, written)
     if ctx.drift.active:
         ctx.drift.reset(rows)

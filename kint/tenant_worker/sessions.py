@@ -18,7 +18,6 @@ from typing import Any
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import TIERS, canonical_id
-from kint.rows.export import export_rows
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
@@ -114,8 +113,8 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         first = not ctx.sessions
         ctx.sessions[sid] = time.monotonic()
     notices = _session_timings(ctx, sid)
-    if not ctx.drift.active and os.path.exists(ctx.config.db):
-        ctx.drift.reset(export_rows(ctx.ro_connection(), ctx.config.tenant))
+    if not ctx.drift.active and (rows := ctx.store_rows()) is not None:
+        ctx.drift.reset(rows)
     if args.get("watcher") and ctx.watcher is None:
         from kint.tenant_worker.watcher import Watcher
 
