@@ -9,14 +9,15 @@ supervisor running (for `kint supervisor status`).
 
 from __future__ import annotations
 
-import sys
-
 import importlib
+import sys
+from typing import Any, NoReturn
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from kint import __version__
-from kint.commands.common import Ctx
+from kint.commands.common import Ctx, help_hint, usage_error
 from kint.paths import home_refusal, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
@@ -46,8 +47,34 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _usage_refused(err: click.UsageError) -> NoReturn:
+    """Click's refusal of a command line (an unknown flag, a value out of range, a missing
+    argument) printed as kint's own usage errors are (`usage_error`), not as click's usage
+    block: a code, one line, a hint."""
+    message = err.format_message().strip().removesuffix(".")
+    usage_error(message, help_hint(err.ctx))
+
+
 class LazyGroup(click.Group):
-    """A group whose commands in COMMANDS are imported when asked for by name."""
+    """A group whose commands in COMMANDS are imported when asked for by name, and whose
+    command lines click refuses are refused as kint refuses bad input."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError:
+            raise  # a bare group: its help, as click shows it
+        except click.UsageError as err:
+            _usage_refused(err)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except click.UsageError as err:
+            _usage_refused(err)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
@@ -79,8 +106,7 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
     """
     for name, value in (("--tenant", tenant), ("--db", db)):
         if value is not None and not value.strip():
-            click.echo(f"kint: {name} is empty: give a value or leave the option out", err=True)
-            sys.exit(2)
+            usage_error(f"{name} is empty", "give a value or leave the option out")
     # Every command but `demo` (a sandbox with a KINT_HOME of its own) keeps its files
     # there: a KINT_HOME that cannot be one is said once, here. Help touches no file, and
     # a subcommand's --help is only read after this runs, so it is looked for in argv.

@@ -78,6 +78,7 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
 
     shown = json.loads(ok(m.kint("session-key", "show")).stdout)
     assert shown == {"address": address, "path": str(keystore), "exists": True,
+                     "chain": {"chain_id": 31337, "rpc": m.url},  # the devchain's record
                      "balance_wei": 0, "balance_eth": "0"}
     owner = m.owner(0)
     m.key = address
@@ -248,7 +249,8 @@ def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
     refused(m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry", "2",
                    "--signature", str(tmp_path / "missing")), "does not exist")
     for out in (m.kint("authorize", "payload", "--owner", "0x1234"),):
-        assert len(out.stderr.strip().splitlines()) == 1
+        message, hint = out.stderr.strip().splitlines()  # as every usage error: code, hint
+        assert message.endswith(" [BAD_REQUEST]") and hint.startswith("hint: "), out.stderr
     assert os.environ.get("KINT_OWNER_KEY") is None
 
 
@@ -267,18 +269,35 @@ def test_payload_lane_for_a_smart_account_owner(machine):
     assert machine.anchor.can_write(account, machine.key)
 
 
-def test_payload_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_path, chain_home):
+def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_path, chain_home):
     """A second machine pointed at the devchain through KINT_RPC_URL and KINT_CONTRACT, with
-    no devchain record, signs for Base (8453) while the endpoint is the devchain (31337):
-    the contract's digest differs, and the refusal says why instead of blaming the contract."""
+    no devchain record, signs for Base (8453) while the endpoint is the devchain (31337).
+    `payload`: the contract's digest differs, and the refusal says why instead of blaming
+    the contract. `direct`, `burn-nonce`, `submit`: refused the same way before anything is
+    signed or sent. `session-key show` says which chain and endpoint it read, and warns
+    rather than show another chain's balance and authorization as this one's."""
     m = new_machine(tmp_path / "machine", chain_home)
     record = m.sb.kint_home / "devchain" / "devchain.json"
     anchor_address = json.loads(record.read_text())["anchor"]
     record.unlink()
-    owner = m.owner(0).address
+    owner = m.owner()
     env = {"KINT_RPC_URL": m.url, "KINT_CONTRACT": anchor_address}
-    out = refused(m.kint("authorize", "payload", "--owner", owner, env=env),
-                  "answers for chain 31337, not 8453")
+    other = "answers for chain 31337, not 8453"
+    out = refused(m.kint("authorize", "payload", "--owner", owner.address, env=env), other)
     assert "another digest" not in out.stderr
     assert "point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
     assert out.stdout == "", "no typed data is printed for a chain it would not verify on"
+
+    owner_env = {**env, "KINT_OWNER_KEY": owner.key.hex()}
+    for lane in ("direct", "burn-nonce"):
+        refused(m.kint("authorize", lane, "--owner", owner.address, env=owner_env), other)
+    far = str(m.now() + 10 * DAY)
+    refused(m.kint("authorize", "submit", "--owner", owner.address, "--deadline", far,
+                   "--expiry", far, input="0x" + "ab" * 65 + "\n", env=env), other)
+    assert m.tx_count(owner.address) == m.tx_count(m.key) == 0  # nothing was sent
+
+    out = ok(m.kint("session-key", "show", "--owner", owner.address, env=env))
+    shown = json.loads(out.stdout)
+    assert shown["chain"] == {"chain_id": 8453, "rpc": m.url}, shown
+    assert "balance_wei" not in shown and "authorized" not in shown, shown
+    assert other in out.stderr, out.stderr

@@ -1,6 +1,8 @@
 """Bad input gets a clear one-line error and the exit code the CLI reference gives, never a
 traceback, never a silent default (issue 14, item 10). One table: the input, the exit
-status, a phrase the error must carry."""
+status, a phrase the error must carry. Every refusal of the command line, kint's own and
+click's (an unknown flag, a missing argument), has the shape of every other error: one
+line ending in its code, then a hint."""
 
 from __future__ import annotations
 
@@ -23,6 +25,14 @@ CASES = [
     ("a state's history with a category", ["history", "state", "x", "--category", "c"], None,
      2, "--category is for entities only"),
     ("a verify limit of 0", ["verify", "q", "--limit", "0"], None, 2, "is not in the range"),
+    ("a history of no tier", ["history"], None, 2, "Missing argument"),
+    ("a history of a tier with no history", ["history", "note", "x"], None, 2,
+     "'note' is not one of 'entity', 'state', 'reference'"),
+    ("a mistyped flag", ["history", "entity", "x", "--categry", "c"], None, 2,
+     "No such option '--categry'. Did you mean '--category'?"),
+    ("a command that does not exist", ["histroy"], None, 2, "No such command 'histroy'"),
+    ("a subcommand's unknown flag", ["session-key", "show", "--bogus"], None, 2,
+     "No such option '--bogus'"),
     ("an owner that is not an address", ["canonical-payload", "--owner", "0x123"], None, 2,
      "is not an address"),
     ("connect without any key", ["connect", "--owner", OWNER], None, 2,
@@ -66,6 +76,11 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert phrase in out.stderr, (what, out.stderr)
     assert "Traceback" not in out.stderr and "check the client version" not in out.stderr
     assert "K3Y-ON-ARGV" not in out.stdout + out.stderr
+    if what != "a history with nothing anchored":  # an answer (none), not a refusal
+        message, hint = out.stderr.splitlines()
+        assert message.startswith("kint: error: ") and message.endswith(" [BAD_REQUEST]"), (
+            what, out.stderr)
+        assert hint.startswith("hint: "), (what, out.stderr)
 
 
 def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):

@@ -136,6 +136,32 @@ def test_the_watchers_timings_set_for_kint_server_take_effect(machine):
         agent.close()
 
 
+def test_a_session_that_attaches_with_a_shorter_poll_wakes_the_watcher(machine):
+    """The watcher sleeps a poll between ticks. A session that attaches with a shorter
+    one is not kept waiting out the longer wait in progress (here 600 s): the attach wakes
+    it, and the next tick, seen as the log line a tick writes when the timings change,
+    comes on the short poll."""
+    log = machine.kint_home / "supervisor.log"
+    # A fresh worker, so the first attach starts the watcher, which logs its timings and
+    # then sleeps 600 s (a running watcher would just keep on to its last tick + 600 s).
+    ok(machine.kint("supervisor", "restart", machine.space16))
+
+    def attach(session: str, poll: str) -> None:
+        start = log.stat().st_size
+        machine.call("attach", machine.sibyl_db, args={
+            "session": session, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}})
+        shown = f", poll {poll}s (kint-server session), "
+        machine.wait_for(lambda: shown in log.read_bytes()[start:].decode(), timeout=60,
+                         interval=0.2, what=f"a watcher tick with {session}'s poll of {poll} s")
+
+    try:
+        attach("long-poll", "600")
+        attach("short-poll", "1")
+    finally:
+        for session in ("long-poll", "short-poll"):
+            machine.call("detach", machine.sibyl_db, args={"session": session})
+
+
 def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_path, chain_home):
     """v0.3.0 reads KINT_ALLOW_SINGLE_RPC in the process that pulls (10-configuration.md):
     `KINT_ALLOW_SINGLE_RPC=1 kint pull` is how a user lets one cold start go ahead on one
@@ -156,6 +182,20 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
             assert refused.returncode == 6, refused.stdout + refused.stderr
             assert ("cold start needs a second, independent RPC and KINT_RPC_URL_2 resolves "
                     "to the same endpoint as the primary") in refused.stderr
+            # A second endpoint that does not answer: the refusal names the chain the
+            # primary is really on, not only the endpoint that failed.
+            path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{DEAD}"\n'
+                            f'contract = "{anchor}"\n')
+            refused = fresh.kint("pull")
+            assert refused.returncode == 6, refused.stdout + refused.stderr
+            assert refused.stderr.splitlines()[0] == (
+                f"kint: error: {proxy.url} (KINT_RPC_URL) answers for chain 31337, not 8453, "
+                f"the chain this space is configured for: could not get a second opinion on "
+                f"the head from {DEAD} [STALE_RPC]"), refused.stderr
+            assert "hint: point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain 8453" \
+                in refused.stderr
+            path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
+                            f'contract = "{anchor}"\n')
             pulled = fresh.kint("pull", env={"KINT_ALLOW_SINGLE_RPC": "1"})
             assert pulled.returncode == 0, pulled.stdout + pulled.stderr
             assert "in this environment is not used" not in pulled.stderr, pulled.stderr
@@ -207,9 +247,6 @@ def test_the_watchers_pushes_renew_the_key_with_kint_servers_key_ttl(machine):
     from kint.spaces import space_id
 
     space = space_id(machine.label(machine.sibyl_db))
-    # A fresh worker: a watcher an earlier test's session left runs on with the default
-    # 15 s poll, and reads this session's 1 s only after that wait (up to 15 s of it).
-    ok(machine.kint("supervisor", "restart", machine.space16))
     before = status(machine)["head"]["seq"]
     agent = AgentProcess({**machine.env, "KINT_KEY_TTL": "30d", "KINT_QUIET_SECONDS": "1",
                           "KINT_POLL_SECONDS": "1"}).start()

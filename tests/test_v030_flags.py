@@ -29,8 +29,9 @@ def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(tmp_path, c
             assert out.returncode == 2, (command, out.stdout, out.stderr)
             assert out.stderr.splitlines() == [
                 f"kint: error: --owner {OTHER} is not the owner this space is connected to "
-                f"({owner}); this kint acts for the connected owner: leave --owner out, or "
-                f"run kint connect --owner {OTHER} first"], out.stderr
+                f"({owner}); this kint acts for the connected owner [BAD_REQUEST]",
+                f"hint: leave --owner out, or run kint connect --owner {OTHER} first"
+            ], out.stderr
         assert kjson(sb, "status")["head"] == head  # nothing was anchored
         bad = sb.kint("push", "--owner", "0x12")
         assert bad.returncode == 2 and "is not an address" in bad.stderr

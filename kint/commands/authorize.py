@@ -31,7 +31,7 @@ from eth_account.signers.local import LocalAccount
 from kint.chain.anchor import Anchor, authorization_typed_data
 from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
 from kint.chain.nonces import NonceBook
-from kint.commands.common import Ctx
+from kint.commands.common import Ctx, usage_error
 from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse,
                                    refuse_other_chain, resolve_owner,
                                    session_key_address, tx_line, when)
@@ -68,7 +68,8 @@ def _flag(ctx: click.Context, name: str, value: Any, applies: bool = True) -> An
     an action it does not apply to is refused rather than silently ignored."""
     pre = ctx.meta.get(_PRE, {})
     if name in pre and not applies:
-        refuse(f"--{name} does not apply to `kint authorize {ctx.info_name}`")
+        usage_error(f"--{name} does not apply to `kint authorize {ctx.info_name}`",
+                    f"leave --{name} out")
     return value if value is not None else pre.get(name)
 
 
@@ -76,9 +77,11 @@ def _days(ctx: click.Context, days: int | None) -> int:
     value = _flag(ctx, "days", days)
     value = DEFAULT_DAYS if value is None else value
     if value < 1:
-        refuse(f"--days {value}: the authorization must last at least one day")
+        usage_error(f"--days {value}: the authorization must last at least one day",
+                    "give --days 1 or more")
     if value > MAX_DAYS:
-        refuse(f"--days {value} is more than {MAX_DAYS} days; authorize again when it expires")
+        usage_error(f"--days {value} is more than {MAX_DAYS} days",
+                    f"give at most {MAX_DAYS}, and authorize again when it expires")
     return value
 
 
@@ -176,6 +179,7 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     account = _owner_account(owner_addr)
     with chain_errors("authorize direct"):
         anchor = open_anchor(kint_home())
+        refuse_other_chain(anchor)  # before the owner's transaction is signed for it
         expiry = chain_now(anchor) + days_n * 86400
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
     click.echo(_expiry_line(owner_addr, key, expiry))
@@ -197,6 +201,7 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
     account = _owner_account(owner_addr)
     with chain_errors("authorize burn-nonce"):
         anchor = open_anchor(kint_home())
+        refuse_other_chain(anchor)
         current = anchor.session_key_expiry(owner_addr, key)
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, current))
         nonce = anchor.auth_nonce(owner_addr)
@@ -259,10 +264,10 @@ def _read_signature(source: str) -> bytes:
     try:
         signature = bytes.fromhex(hex_text)
     except ValueError:
-        refuse("the signature is not hex (65 bytes for an EOA owner; an ERC-1271 account's "
-               "may be longer)")
+        usage_error("the signature is not hex", "give the owner's signature as hex (65 bytes "
+                    "for an EOA owner; an ERC-1271 account's may be longer)")
     if not signature:
-        refuse("the signature is empty")
+        usage_error("the signature is empty", "give the owner's signature as hex")
     return signature
 
 
@@ -303,11 +308,11 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
     deadline = _flag(ctx, "deadline", deadline)
     expiry = _flag(ctx, "expiry", expiry)
     if deadline is None or expiry is None:
-        refuse("--deadline and --expiry are required: pass the values kint authorize payload "
-               "printed")
+        usage_error("--deadline and --expiry are required",
+                    "pass the values kint authorize payload printed")
     if not 0 <= expiry < 2**64 or deadline < 0:
-        refuse("--expiry and --deadline are unix times (expiry a uint64): pass the values kint "
-               "authorize payload printed")
+        usage_error("--expiry and --deadline are unix times (expiry a uint64)",
+                    "pass the values kint authorize payload printed")
     owner_addr, key = _owner_and_key(ctx, owner)
     sig = _read_signature(_flag(ctx, "signature", signature) or "-")
     home = kint_home()
@@ -317,6 +322,9 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
         from kint.tenant_worker.session_sender import SessionSender
 
         anchor = open_anchor(home)
+        # The signature binds the chain id `payload` read: on another chain's endpoint it
+        # would come back BadSignature, which blames the signature.
+        refuse_other_chain(anchor)
         account = unlock_session_key(home)
         sender = SessionSender(anchor, account, NonceBook(home), "machine")
         calldata = anchor.encode_set_session_key_by_sig(owner_addr, key, expiry, deadline, sig)
@@ -355,6 +363,8 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     count = int(settings.value(POLL_COUNT_ENV))
     with chain_errors("authorize page"):
         anchor = open_anchor(kint_home())
+        # The wallet sends on the chain kint names; canWrite is read through this endpoint.
+        refuse_other_chain(anchor)
         expiry = chain_now(anchor) + days_n * 86400
         request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
                               chain_id=anchor.config.chain_id, anchor=anchor.address,

@@ -21,8 +21,9 @@ def canonical_payload_cmd(owner: str) -> None:
     from kint.custody.vault_message import canonical_payload
 
     if not is_address(owner):
-        click.echo(f"kint: --owner {owner!r} is not an address", err=True)
-        sys.exit(2)
+        from kint.commands.common import usage_error
+
+        usage_error(f"--owner {owner!r} is not an address (0x and 40 hex characters)")
     payload = canonical_payload(owner)
     sys.stdout.buffer.write(payload if payload.endswith(b"\n") else payload + b"\n")
     sys.stdout.flush()

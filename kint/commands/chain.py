@@ -9,8 +9,9 @@ import getpass
 import click
 
 from kint import render
-from kint.commands.common import Ctx, call_with_progress, echo_json, space_call
-from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature, usage
+from kint.commands.common import (Ctx, call_with_progress, echo_json, space_call,
+                                  usage_error)
+from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
 from kint.commands.owner_flag import check_owner, owner_option
 from kint.commands.secrets import read_passphrase_stdin, signature_options
 
@@ -139,8 +140,8 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
     snapshot is on Base. CLI only: no MCP tool rotates the key."""
     check_owner(obj, owner)
     if passphrase_stdin and signature == "-":
-        usage("--passphrase-stdin and --signature - cannot share stdin: use "
-              "--passphrase-prompt or --signature-file")
+        usage_error("--passphrase-stdin and --signature - cannot share stdin",
+                    "use --passphrase-prompt or --signature-file")
     args: dict = {"drop_missing": drop_missing, "over_skipped": over_skipped,
                   "confirmations": confirmations}
     sig = read_signature(signature, signature_file)
@@ -160,8 +161,9 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         if extra:
             args["extra_passphrase"] = extra
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):
-        usage("rekey needs every key that is to keep opening the vault: --signature -, "
-              "--signature-file PATH and/or --smart-account")
+        usage_error("rekey needs every key that is to keep opening the vault, and none was "
+                    "given", "give --signature -, --signature-file PATH and/or "
+                    "--smart-account")
     result = space_call(obj, "rekey", args, timeout_s=900, command="rekey")
     if as_json:
         echo_json(result)

@@ -44,6 +44,23 @@ def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoR
     sys.exit(exit_code_for(command, err.code) if command else EXIT_ERROR)
 
 
+def help_hint(ctx: click.Context | None = None) -> str:
+    """What to do about bad input: the command's own --help (the one running, by default)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    return f"`{ctx.command_path if ctx is not None else 'kint'} --help` lists what it takes"
+
+
+def usage_error(message: str, hint: str | None = None) -> NoReturn:
+    """Bad input on the command line (a flag's value, a missing or conflicting flag, a
+    secret that is not one), refused before anything is sent: printed as every refusal is,
+    code BAD_REQUEST, one line, a hint (the command's --help when there is no better one),
+    exit 2. Click's own refusals (an unknown flag, a value out of range) print the same way
+    (kint.cli)."""
+    click.echo(render.refusal_text("BAD_REQUEST", " ".join(message.split()),
+                                   hint or help_hint()), err=True)
+    sys.exit(EXIT_ERROR)
+
+
 def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 

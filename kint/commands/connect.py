@@ -15,22 +15,16 @@ this machine's session key, so the demo is one command.
 from __future__ import annotations
 
 import getpass
-import sys
 
 import click
 
-from kint.commands.common import Ctx, echo_json, space_call
+from kint.commands.common import Ctx, echo_json, space_call, usage_error
 from kint.commands.secrets import (read_passphrase_stdin, read_secret_file, read_stdin_line,
                                    signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
 EXTRA_PROMPT = "extra passphrase wrap (empty to skip): "
-
-
-def usage(message: str) -> None:
-    click.echo(f"kint: {message}", err=True)
-    sys.exit(2)
 
 
 def checked_rpc_urls(value: str) -> str:
@@ -41,17 +35,18 @@ def checked_rpc_urls(value: str) -> str:
 
     for url in value.split(","):
         if url.strip() and url_may_hold_a_key(url):
-            usage(f"--rpc-urls: {redact_url(url.strip())} has a user, path or query part, where "
-                  f"providers put API keys, and a command line is readable by every local "
-                  f"user: give it as rpc_url in the space's table of $KINT_HOME/config.toml "
-                  f"([spaces.\"<label>\"], docs/settings.md), or in KINT_RPC_URL")
+            usage_error(f"--rpc-urls: {redact_url(url.strip())} has a user, path or query "
+                        f"part, where providers put API keys, and a command line is readable "
+                        f"by every local user",
+                        "give it as rpc_url in the space's table of $KINT_HOME/config.toml "
+                        "([spaces.\"<label>\"], docs/settings.md), or in KINT_RPC_URL")
     return value
 
 
 def read_signature(signature: str | None, signature_file: str | None) -> str | None:
     """`-` reads stdin; anything else is a path, read then unlinked (09-cli.md)."""
     if signature is not None and signature_file is not None:
-        usage("give one of --signature and --signature-file")
+        usage_error("--signature and --signature-file both given", "give one of them")
     path = signature_file if signature_file is not None else signature
     if path is None:
         return None
@@ -67,14 +62,15 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
     prompt. Shared by `connect` and `join`."""
     args: dict = {}
     if owner is None:
-        usage("--owner 0x... is required")
+        usage_error("--owner 0x... is required", "give the owner wallet's address")
     args["owner"] = owner
     if passphrase_stdin and signature == "-":
-        usage("--passphrase-stdin and --signature - cannot share stdin: use "
-              "--passphrase-prompt or --signature-file")
+        usage_error("--passphrase-stdin and --signature - cannot share stdin",
+                    "use --passphrase-prompt or --signature-file")
     if recovery_code_stdin:
         if passphrase_stdin or signature == "-":
-            usage("--recovery-code-stdin reads stdin: give nothing else on it")
+            usage_error("--recovery-code-stdin reads stdin",
+                        "give nothing else on it (no --passphrase-stdin, no --signature -)")
         args["recovery_code"] = read_stdin_line("the recovery code")
         return args
     if smart_account:
@@ -83,9 +79,10 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
     else:
         sig = read_signature(signature, signature_file)
         if sig is None:
-            usage("an EOA owner connects with its derive signature: `kint canonical-payload "
-                  "--owner ADDRESS`, sign it, and pipe the signature to --signature - (or "
-                  "--smart-account, or --recovery-code-stdin)")
+            usage_error("an EOA owner connects with its derive signature, and none was given",
+                        "run `kint canonical-payload --owner ADDRESS`, sign it, and pipe the "
+                        "signature to --signature - (or give --smart-account, or "
+                        "--recovery-code-stdin)")
         args["signature"] = sig
         if passphrase_stdin:
             args["salt_passphrase"] = read_passphrase_stdin()
@@ -131,7 +128,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
     if dev:
         args: dict = {"dev": True}
         if owner is not None:
-            usage("--dev makes its own owner: drop --owner")
+            usage_error("--dev makes its own owner, and --owner was given", "drop --owner")
     else:
         args = connect_args(owner, signature, signature_file, smart_account,
                             passphrase_stdin, passphrase_prompt, add_passphrase,

@@ -29,7 +29,8 @@ import click
 
 from kint import render, settings, spaces
 from kint.client import KintError
-from kint.commands.common import Ctx, call_with_progress, resolve_space, space_call
+from kint.commands.common import (Ctx, call_with_progress, resolve_space, space_call,
+                                  usage_error)
 from kint.commands.connect import connect_args, print_fresh_vault
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.onchain import checked_address, when
@@ -92,12 +93,10 @@ def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
     try:
         env = parse_env(pairs)
     except SetupError as err:
-        click.echo(f"kint: {err}", err=True)
-        sys.exit(ERROR)
+        usage_error(str(err), getattr(err, "hint", None))
     if env.get("KINT_TENANT", tenant) != tenant:
-        click.echo(f"kint: --env KINT_TENANT={env['KINT_TENANT']} is not the tenant this join "
-                   f"uses ({tenant}); give --tenant {env['KINT_TENANT']} instead", err=True)
-        sys.exit(ERROR)
+        usage_error(f"--env KINT_TENANT={env['KINT_TENANT']} is not the tenant this join uses "
+                    f"({tenant})", f"give --tenant {env['KINT_TENANT']} instead")
     env["KINT_TENANT"] = tenant
     return env
 
@@ -333,18 +332,16 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     restore, kint pull's status (3-6) when the restore refuses."""
     obj = Ctx(tenant or obj.tenant, db or obj.db, obj.debug)
     if owner is None:
-        click.echo("kint: --owner 0x... is required", err=True)
-        sys.exit(ERROR)
+        usage_error("--owner 0x... is required", "give the owner wallet's address")
     owner = checked_address(owner)
     ways = [base_account, signature is not None, signature_file is not None,
             recovery_code_stdin]
     if sum(ways) != 1:
-        click.echo("kint: give exactly one of --base-account, --signature -, --signature-file "
-                   "PATH and --recovery-code-stdin", err=True)
-        sys.exit(ERROR)
+        usage_error(f"{'no' if not any(ways) else 'more than one'} way in given",
+                    "give exactly one of --base-account, --signature -, --signature-file PATH "
+                    "and --recovery-code-stdin")
     if no_setup and setup_target is not None:
-        click.echo("kint: give --setup or --no-setup, not both", err=True)
-        sys.exit(ERROR)
+        usage_error("--setup and --no-setup both given", "give --setup or --no-setup, not both")
     ref = resolve_space(obj)
     env = parse_env_pairs(env_pairs, ref.tenant)
     if db is not None or obj.db is not None:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from kint import render
-from kint.commands.common import Ctx, echo_json, space_call
+from kint.commands.common import Ctx, echo_json, space_call, usage_error
 from kint.rows.canon import VERSIONED_TIERS
 
 
@@ -69,13 +69,12 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
     # Only entities have a category (Sibyl keys them by category and name): a history
     # asked for without it, or with one for another tier, could never match a row.
     if tier == "entity" and category is None:
-        click.echo("kint: --category is required for an entity (Sibyl keys entities by "
-                   "category and name)", err=True)
-        sys.exit(2)
+        usage_error("--category is required for an entity (Sibyl keys entities by category "
+                    "and name)", "give the entity's category: kint history entity KEY "
+                    "--category CATEGORY")
     if tier != "entity" and category is not None:
-        click.echo(f"kint: --category is for entities only: a {tier} row is keyed by its "
-                   f"key alone", err=True)
-        sys.exit(2)
+        usage_error(f"--category is for entities only: a {tier} row is keyed by its key alone",
+                    f"leave --category out: kint history {tier} KEY")
     args: dict[str, Any] = {"tier": tier, "key": key}
     if category is not None:
         args["category"] = category

@@ -6,7 +6,8 @@ Why these run in the CLI process and not in a space's worker: they act for the m
 short exchange with the chain that a terminal user waits for. No supervisor is needed.
 
 Every refusal is one line on stderr, `kint: error: ...`, with exit status 2 (09-cli.md's
-status table: a refusal from `authorize` is an error).
+status table: a refusal from `authorize` is an error); bad input on the command line is
+refused as every command refuses it (`common.usage_error`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kint.chain.calls import answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config, redact_url
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
+from kint.commands.common import usage_error
 from kint.commands.exit_codes import ERROR
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address
@@ -47,7 +49,7 @@ def refuse(message: str, hint: str | None = None) -> NoReturn:
 def checked_address(value: str, flag: str = "--owner") -> str:
     """`value` checksummed, or a refusal naming the flag."""
     if not is_address(value):
-        refuse(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
+        usage_error(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
     return to_checksum_address(value)
 
 
@@ -103,17 +105,35 @@ def open_anchor(home: Path) -> Anchor:
         refuse(str(err), err.hint)
 
 
-def refuse_other_chain(anchor: Anchor) -> None:
-    """Refuse, naming both chain ids, when the endpoint answers for another chain than the
-    one kint signs for (Base's 8453, or the devchain's under its record)."""
+def chain_shown(anchor: Anchor) -> dict[str, Any]:
+    """The chain a command reads and signs for, and the endpoint it asks (redacted)."""
+    return {"chain_id": anchor.config.chain_id, "rpc": redact_url(anchor.config.rpc_urls[0])}
+
+
+def other_chain(anchor: Anchor) -> tuple[str, str] | None:
+    """(what is wrong, what to do) when the endpoint answers for another chain than the one
+    kint signs for (Base's 8453, or the devchain's under its record), else None. A custom
+    KINT_RPC_URL with no devchain record here is configured as Base: a local chain reached
+    that way is the usual cause. One eth_chainId read."""
     answered = anchor.chain_id()
     expected = anchor.config.chain_id
-    if answered != expected:
-        where = redact_url(anchor.config.rpc_urls[0])
-        refuse(f"{where} answers for chain {answered}, not {expected}, the chain this "
-               f"machine signs for: a signature made here would not verify there",
-               f"point KINT_RPC_URL at an endpoint of chain {expected}; for a local devchain, "
-               f"copy its record ($KINT_HOME/devchain/devchain.json) to this machine instead")
+    if answered == expected:
+        return None
+    where = redact_url(anchor.config.rpc_urls[0])
+    return (f"{where} answers for chain {answered}, not {expected}, the chain this machine "
+            f"signs for",
+            f"point KINT_RPC_URL at an endpoint of chain {expected}; for a local devchain, "
+            f"copy its record ($KINT_HOME/devchain/devchain.json) to this machine instead")
+
+
+def refuse_other_chain(anchor: Anchor) -> None:
+    """Refuse, naming both chain ids, when the endpoint answers for another chain than the
+    one kint signs for: a signature or a transaction made here would not be taken there
+    (or would act on whatever that chain holds at the contract's address)."""
+    found = other_chain(anchor)
+    if found is not None:
+        refuse(f"{found[0]}: a signature or transaction made here would not verify there",
+               found[1])
 
 
 @contextlib.contextmanager

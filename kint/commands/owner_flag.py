@@ -28,12 +28,13 @@ def check_owner(obj: Ctx, owner: str | None) -> None:
     helpers load only when the flag is given."""
     if owner is None:
         return
-    from kint.commands.onchain import checked_address, connected_owner, refuse
+    from kint.commands.common import usage_error
+    from kint.commands.onchain import checked_address, connected_owner
     from kint.paths import kint_home
 
     given = checked_address(owner)
     connected = connected_owner(obj.tenant, obj.db, kint_home(), owner_given=True)
     if connected is not None and connected != given:
-        refuse(f"--owner {given} is not the owner this space is connected to ({connected}); "
-               f"this kint acts for the connected owner: leave --owner out, or run kint "
-               f"connect --owner {given} first")
+        usage_error(f"--owner {given} is not the owner this space is connected to "
+                    f"({connected}); this kint acts for the connected owner",
+                    f"leave --owner out, or run kint connect --owner {given} first")

@@ -9,26 +9,25 @@ from typing import Any
 
 import click
 
+from kint.commands.common import usage_error
+
 # A signature is 132 hex characters; a recovery code 55; a passphrase is a line. Anything
 # much longer is not what the user meant to pipe.
 MAX_SECRET_BYTES = 4096
 
 
-def _refuse(message: str) -> None:
-    click.echo(f"kint: {message}", err=True)
-    sys.exit(2)
-
-
 def read_stdin_line(what: str) -> str:
     """The first line of stdin, surrounding whitespace stripped."""
     if sys.stdin is None or sys.stdin.closed:
-        _refuse(f"{what} was to come on stdin, and stdin is closed")
+        usage_error(f"{what} was to come on stdin, and stdin is closed",
+                    f"pipe {what} to the command")
     data = sys.stdin.read(MAX_SECRET_BYTES + 1)
     if len(data) > MAX_SECRET_BYTES:
-        _refuse(f"{what} on stdin is longer than {MAX_SECRET_BYTES} bytes")
+        usage_error(f"{what} on stdin is longer than {MAX_SECRET_BYTES} bytes")
     text = data.strip()
     if not text:
-        _refuse(f"{what} was to come on stdin, and stdin was empty")
+        usage_error(f"{what} was to come on stdin, and stdin was empty",
+                    f"pipe {what} to the command")
     return text.splitlines()[0].strip()
 
 
@@ -45,17 +44,17 @@ def read_secret_file(path: str, what: str) -> str:
             data = fh.read(MAX_SECRET_BYTES + 1)
     except FileNotFoundError:
         # The path is not echoed: a user who pasted the secret itself would see it again.
-        _refuse(f"{what} file given does not exist (--signature takes `-` for stdin or a "
-                f"path, never the signature itself)")
+        usage_error(f"{what} file given does not exist",
+                    "--signature takes `-` for stdin or a path, never the signature itself")
     except (OSError, UnicodeDecodeError) as err:
-        _refuse(f"{what} file {path} cannot be read: {err}")
+        usage_error(f"{what} file {path} cannot be read: {err}")
     try:
         os.unlink(path)
     except OSError as err:
         click.echo(f"kint: warning: could not delete {path} after reading it: {err}", err=True)
     text = data.strip()
     if not text or len(data) > MAX_SECRET_BYTES:
-        _refuse(f"{what} file {path} does not hold one {what}")
+        usage_error(f"{what} file {path} does not hold one {what}")
     return text.splitlines()[0].strip()
 
 

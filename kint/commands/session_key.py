@@ -18,8 +18,8 @@ from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import (checked_address, connected_owner, open_anchor, refuse,
-                                   session_key_address)
+from kint.commands.onchain import (chain_shown, checked_address, connected_owner,
+                                   open_anchor, other_chain, refuse, session_key_address)
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
                                       session_key_exists, session_key_path)
@@ -83,11 +83,20 @@ def show_cmd(obj: Ctx, owner: str | None) -> None:
 
 
 def _from_chain(home: Path, address: str, owner: str | None) -> dict[str, Any]:
-    """Balance and, for an owner, authorization: what the chain says, or nothing at all
-    when it does not answer (the local half of `show` still prints)."""
+    """Which chain it read (its id and endpoint: before `connect`, or with KINT_RPC_URL
+    alone, that is Base), then balance and, for an owner, authorization: what the chain
+    says, or nothing more when it does not answer or answers for another chain than the
+    one this machine signs for (the local half of `show` still prints)."""
+    anchor = open_anchor(home)
+    shown = {"chain": chain_shown(anchor)}
     try:
-        return read_key_facts(open_anchor(home), address, owner).as_json()
+        wrong = other_chain(anchor)
+        if wrong is not None:
+            click.echo(f"kint: warning: {wrong[0]}; showing the local half only ({wrong[1]})",
+                       err=True)
+            return shown
+        return {**shown, **read_key_facts(anchor, address, owner).as_json()}
     except (RpcUnavailable, ChainRefused) as err:
         click.echo(f"kint: warning: the chain did not answer ({err}); showing the local "
                    f"half only", err=True)
-        return {}
+        return shown

@@ -141,7 +141,9 @@ SETTINGS: tuple[Setting, ...] = (
        f"`KINT_NO_KEYCHAIN=1`), else `{BASE_PUBLIC_RPC}`; a devchain running under "
        "`KINT_HOME` is used when nothing sets it", strict=True),
     _s("KINT_RPC_URL_2", "url", None, "space", CLI_DAEMON, CHAIN,
-       "the independent second opinion a cold-start pull asks",
+       "the independent second opinion a cold-start pull asks. Unset, it is Base's even "
+       "when `KINT_RPC_URL` names another chain: set both to that chain's endpoints (a cold "
+       "start that fails says which chain each endpoint answers for)",
        "`https://base-rpc.publicnode.com` when the primary is `mainnet.base.org`, else "
        "`https://mainnet.base.org`", strict=True),
     _s("KINT_CONTRACT", "address", DEFAULT_CONTRACT, "space", CLI_DAEMON, CHAIN,

@@ -2,7 +2,7 @@
 into this machine's store, checking each before anything is written.
 
 The checks, each before the next: freshness (the watermark is a floor; a cold start needs
-two endpoints that agree), fork (local rows the chain never saw are never merged blindly),
+two endpoints that agree, cold_start.py), fork (local rows the chain never saw are never merged blindly),
 the walk (head back through each event's prevBlock, one exact-block log query per epoch,
 stopping at the newest snapshot unless `full`), then per epoch: prev continuity, the
 ciphertext's keccak against the event digest, the header, the data key, the GCM tag, and
@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +34,11 @@ from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
 from kint.epochs.plaintext import Plaintext
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
-from kint.rows.export import export_rows
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.changes import diff
+from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, refuse_if_held, sibyl_takes_writes
@@ -54,12 +53,10 @@ from kint.tenant_worker.statefiles import (
     cache_epoch,
     empty_mirror,
     record_epoch,
+    unsaved_empty_mirror,
 )
 
 log = logging.getLogger("kint.worker")
-
-
-SECOND_OPINION_RETRY_S = 3.0
 
 
 @dataclass
@@ -92,53 +89,6 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise as_protocol_error(err) from None
 
 
-def _stale(message: str) -> ProtocolError:
-    return ProtocolError(ErrorCode.STALE_RPC, f"{message}; nothing was applied")
-
-
-def _store_rows(ctx: SpaceContext) -> list[Row]:
-    if not os.path.exists(ctx.config.db):
-        return []
-    return export_rows(ctx.ro_connection(), ctx.config.tenant)
-
-
-def _cold_start(ctx: SpaceContext, chain: Any, owner: str,
-                head: Head) -> tuple[bool | None, str | None]:
-    """A pull with no watermark asks a second, independent endpoint for the head (v0.3.0's
-    03-new-machine.md, "Freshness"). Returns whether it agreed (None: not asked) and, when
-    KINT_ALLOW_SINGLE_RPC=1 let the primary stand alone, why (the output says so)."""
-    from kint.chain.config import redact_url
-
-    if chain.devchain:
-        return None, None
-    single_ok = chain.allow_single_rpc
-    if chain.second_is_same_endpoint:
-        if single_ok:
-            return None, "the second endpoint is the primary again"
-        raise ProtocolError(ErrorCode.STALE_RPC,
-                            "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
-                            "resolves to the same endpoint as the primary",
-                            "set KINT_RPC_URL_2 to another operator's endpoint, or "
-                            "KINT_ALLOW_SINGLE_RPC=1 to accept one")
-    second = Anchor(chain, ctx.tracker, 1)
-    for attempt in range(2):
-        try:
-            other = second.head(owner, ctx.config.space_id)
-        except RpcUnavailable:
-            if single_ok:
-                return None, f"{redact_url(chain.rpc_urls[1])} did not answer"
-            raise ProtocolError(ErrorCode.STALE_RPC, f"could not get a second opinion on the "
-                                f"head from {redact_url(chain.rpc_urls[1])}",
-                                "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1") from None
-        if (other.seq, other.digest) == (head.seq, head.digest):
-            return True, None
-        if attempt == 0:
-            time.sleep(SECOND_OPINION_RETRY_S)
-    raise _stale(f"two RPCs disagree on the head: seq {head.seq} ({head.digest[:12]}) against "
-                 f"seq {other.seq} ({other.digest[:12]}); refusing to restore from a contested "
-                 f"head")
-
-
 def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
@@ -154,14 +104,14 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     agreed, single = None, None
     if mark is not None:
         if head.seq < mark.seq:
-            raise _stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
+            raise stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
                          f"machine saw (seq {mark.seq}): a stale or lying RPC, refusing")
         if head.seq == mark.seq and head.digest != mark.digest:
-            raise _stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
+            raise stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
                          f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
                          f"refusing")
     else:
-        agreed, single = _cold_start(ctx, chain, owner, head)
+        agreed, single = cold_start(ctx, chain, owner, head)
 
     # 2. Fork.
     mirror = state.mirror()
@@ -177,13 +127,13 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_if_held(ctx)
         sibyl_takes_writes()
-        mirror = Mirror(space_id=state.space_id)  # what the emptied store will hold: seq 0
+        mirror = unsaved_empty_mirror(state)  # what the emptied store will hold: seq 0
     elif lost:
         log.warning("pull: the store %s does not exist; restoring the anchored rows into a "
                     "new one", cfg.db)
-        mirror = Mirror(space_id=state.space_id)
+        mirror = unsaved_empty_mirror(state)
     else:
-        rows = _store_rows(ctx)
+        rows = ctx.store_rows() or []
         present = {r.canonical_id: r for r in rows}
         if mirror is None and rows:
             raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
@@ -249,7 +199,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
             mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f),
                                   payload=f.opened.payload)
         except EpochRejected as err:
-            raise _stale(str(err)) from None
+            raise stale(str(err)) from None
         apply_journal.end(state)
         applied.append(f.log.seq)
         applied_epochs.append({"seq": f.log.seq, "block": f.log.block,
@@ -264,7 +214,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         mirror.skipped = gap
         state.save_mirror(mirror)
     backfilled, closed = _backfill(ctx, anchor, owner, head, held) if full else ([], [])
-    rows = _store_rows(ctx)
+    rows = ctx.store_rows() or []
     warnings += _not_back(mirror, rows, written)
     if ctx.drift.active:
         ctx.drift.reset(rows)
@@ -302,7 +252,7 @@ def _check_continuity(todo: list[Fetched], prev_digest: str) -> None:
         if f.opened is None:  # the pull stops there
             return
         if not f.opened.plaintext.snapshot and f.log.prev != prev_digest:
-            raise _stale(f"epoch {f.log.seq} does not follow the last applied epoch "
+            raise stale(f"epoch {f.log.seq} does not follow the last applied epoch "
                          f"({prev_digest[:12]})")
         prev_digest = f.log.digest
 
@@ -326,7 +276,7 @@ def _fetch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
             envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
                                             ev.digest)
         except CalldataRefused as err:
-            raise _stale(f"epoch {ev.seq}: {err}") from None
+            raise stale(f"epoch {ev.seq}: {err}") from None
     try:
         header = parse_header(envelope)
     except HeaderError as err:
@@ -343,7 +293,7 @@ def _fetch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
     except Disagreement as err:
         if err.field == "snapshot":
             return Fetched(ev, envelope, header, None, str(err), final=True)
-        raise _stale(f"epoch {ev.seq}: {err}") from None
+        raise stale(f"epoch {ev.seq}: {err}") from None
     except Malformed as err:
         return Fetched(ev, envelope, header, None, f"its content is not an epoch ({err})",
                        final=True)
@@ -360,10 +310,10 @@ def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, 
         ctx.progress = f"pull: checking epoch {seq} (walking back from {head.seq})"
         ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
         if ev is None:
-            raise _stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
+            raise stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
                          f"pruned or lying")
         if ev.digest != expect:
-            raise _stale(f"epoch {seq}: its event digest is not the one the next epoch chains on")
+            raise stale(f"epoch {seq}: its event digest is not the one the next epoch chains on")
         f = _fetch(ctx, anchor, owner, ev, held)
         out.append(f)
         if f.snapshot and not full:
@@ -387,7 +337,7 @@ def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
     while seq >= 1:
         ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
         if ev is None or ev.digest != expect:
-            raise _stale(f"epoch {seq}: no matching Epoch event at block {block}")
+            raise stale(f"epoch {seq}: no matching Epoch event at block {block}")
         if seq not in cached:
             f = _fetch(ctx, anchor, owner, ev, held)
             if f.opened is not None:

@@ -19,7 +19,6 @@ worker starts.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +37,6 @@ from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import Chunk, MerkleState, plan_snapshot, split_diff
 from kint.protocol import ErrorCode, ProtocolError
-from kint.rows.export import export_rows
 from kint.tenant_worker.changes import diff, snapshot
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import current_data_key, renew
@@ -137,15 +135,18 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                             f"{NOTHING_DROPPED}",
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
-    missing = _refuse_missing_store(cfg.db, mirror)
-    if hold_reason is not None and not missing:
+    before = counting_from(cfg.db)
+    rows = ctx.store_rows()
+    missing = rows is None
+    if missing:  # not created yet: no rows, unless that forgets anchored ones
+        _refuse_forgetting_anchored_rows(cfg.db, mirror)
+        rows = []
+    elif hold_reason is not None:
         from kint.tenant_worker.drift import hold_error
 
         hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
         if hold is not None:
             raise hold_error(hold)
-    before = counting_from(cfg.db)
-    rows = [] if missing else export_rows(ctx.ro_connection(), cfg.tenant)
     changes = snapshot(mirror, rows) if as_snapshot else diff(mirror, rows)
     if not changes and not as_snapshot:
         note_count(ctx, before, mirror, 0)
@@ -205,7 +206,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     if new_key is None:
         renew(ctx, key)
     if ctx.drift.active and not missing:
-        ctx.drift.reset(export_rows(ctx.ro_connection(), cfg.tenant))
+        ctx.drift.reset(ctx.store_rows() or [])
     changed_rows = sum(p["rows"] for p in pushed)
     deleted_rows = sum(p["deleted"] for p in pushed)
     total = changed_rows + deleted_rows
@@ -215,13 +216,11 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                        f"epoch {current.head.seq} at block {current.head.block}"}
 
 
-def _refuse_missing_store(db: str, mirror: Mirror | None) -> bool:
-    """Whether the store is not created yet (Sibyl creates it on the first write), which
-    holds no rows: on a fresh vault, nothing to push. Over rows this machine anchored, a
-    missing store is refused: its diff would anchor the deletion of every one of them, and
-    a store that moved or a mistyped `--db` is not a wish to forget them."""
-    if os.path.exists(db):
-        return False
+def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
+    """A store not created yet (Sibyl creates it on the first write) holds no rows: on a
+    fresh vault, nothing to push. Over rows this machine anchored, it is refused: its diff
+    would anchor the deletion of every one of them, and a store that moved or a mistyped
+    `--db` is not a wish to forget them."""
     if mirror is not None and mirror.rows:
         raise ProtocolError(
             ErrorCode.BAD_REQUEST,
@@ -230,7 +229,6 @@ def _refuse_missing_store(db: str, mirror: Mirror | None) -> bool:
             f"nothing was anchored",
             "check --db or SIBYL_MEMORY_DB; `kint pull` restores the anchored rows into a new "
             "store")
-    return True
 
 
 def _head_after(mirror: Mirror | None) -> dict[str, Any]:

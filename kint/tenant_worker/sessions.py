@@ -18,7 +18,6 @@ from typing import Any
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import TIERS, canonical_id
-from kint.rows.export import export_rows
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
@@ -114,8 +113,8 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         first = not ctx.sessions
         ctx.sessions[sid] = time.monotonic()
     notices = _session_timings(ctx, sid)
-    if not ctx.drift.active and os.path.exists(ctx.config.db):
-        ctx.drift.reset(export_rows(ctx.ro_connection(), ctx.config.tenant))
+    if not ctx.drift.active and (rows := ctx.store_rows()) is not None:
+        ctx.drift.reset(rows)
     if args.get("watcher") and ctx.watcher is None:
         from kint.tenant_worker.watcher import Watcher
 
@@ -123,6 +122,8 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                               lambda reason: _watcher_push(ctx, reason),
                               lambda name: ctx.watcher_setting(name))
         ctx.watcher.start()
+    elif ctx.watcher is not None:
+        ctx.watcher.retime()  # this session's poll may be the one in force now
     if first:
         log.info("space %s: a session attached", ctx.config.space16)
     out: dict[str, Any] = {"sessions": live_sessions(ctx), "watcher": ctx.watcher is not None}
@@ -135,6 +136,8 @@ def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     with _lock:
         ctx.sessions.pop(args["session"], None)
         ctx.session_settings.pop(args["session"], None)
+    if ctx.watcher is not None:
+        ctx.watcher.retime()  # an older session's poll, or the space's, may be in force now
     return {"sessions": live_sessions(ctx)}
 
 

@@ -18,7 +18,8 @@ from kint import settings
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker
 from kint.protocol import ErrorCode, ProtocolError
-from kint.rows.export import connect_ro
+from kint.rows.canon import Row
+from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
 from kint.sibyl_client import close_client
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
@@ -139,6 +140,14 @@ class SpaceContext:
                                 f"store {self.config.db} cannot be opened: {err}") from None
         self._local.conn = (conn, inode)
         return conn
+
+    def store_rows(self) -> list[Row] | None:
+        """The store's rows, read through this thread's read-only connection, or None when
+        the store does not exist yet (Sibyl creates it on its first write; a read-only open
+        would fail where the caller means "no rows", or "refuse", as push does)."""
+        if not os.path.exists(self.config.db):
+            return None
+        return export_rows(self.ro_connection(), self.config.tenant)
 
     # -- chain and keys ----------------------------------------------------------------
 

@@ -61,7 +61,7 @@ from kint.tenant_worker.state_format import (
 
 __all__ = ["STATE_VERSION", "ZERO_DIGEST", "CorruptStateFile", "EpochMeta", "EpochRejected",
            "Head", "Mirror", "MirrorRow", "SpaceState", "Watermark", "apply_rows",
-           "cache_epoch", "empty_mirror", "record_epoch"]
+           "cache_epoch", "empty_mirror", "record_epoch", "unsaved_empty_mirror"]
 
 _CACHED_NAME = re.compile(r"(\d{8})(\.meta\.json|\.json\.gz)")
 
@@ -277,8 +277,14 @@ def cache_epoch(state: SpaceState, payload: bytes, ciphertext: bytes, meta: Epoc
     atomic_write(state.epoch_path(meta.seq, PAYLOAD_SUFFIX), payload)
 
 
+def unsaved_empty_mirror(state: SpaceState) -> Mirror:
+    """Seq 0, no rows, in memory only: what a store about to be emptied will hold (a
+    discarding pull saves one only once the old store is moved aside)."""
+    return Mirror(space_id=state.space_id)
+
+
 def empty_mirror(state: SpaceState) -> Mirror:
-    """The mirror a connected machine that never pulled holds: seq 0, no rows."""
-    mirror = Mirror(space_id=state.space_id)
+    """The mirror a connected machine that never pulled holds: seq 0, no rows, saved."""
+    mirror = unsaved_empty_mirror(state)
     state.save_mirror(mirror)
     return mirror

@@ -3,7 +3,8 @@ many agent sessions use the store.
 
 Its timings are read at every tick, so a change takes effect without a restart: the newest
 kint-server session's (sent on attach, from the harness's MCP configuration), else the
-space's settings (config.toml, the supervisor's environment, the defaults).
+space's settings (config.toml, the supervisor's environment, the defaults). A session's
+attach or detach wakes the wait between ticks (`retime`), so a shorter poll applies at once.
 
 Every KINT_POLL_SECONDS it reads the modification time of the store and its -wal; a change
 marks the store dirty. It pushes (through the hold) once the store has stayed unchanged
@@ -61,6 +62,9 @@ class Watcher:
         self._count = count_unanchored  # (changed, deleted), or None when it cannot push
         self._push = push  # raises when the push did not go through
         self._stop = threading.Event()
+        # Set when the timings in force may have changed (a session attached or left):
+        # the wait in progress is measured again against the poll now in force.
+        self._retimed = threading.Event()
         self.dirty = False
         self._last_change = time.monotonic()
         self._last_size_check = 0.0
@@ -113,13 +117,28 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._retimed.set()
+
+    def retime(self) -> None:
+        """The timings may have changed (a session attached or detached): a shorter poll
+        takes effect now, not once the longer wait in progress ends (up to 15 s by default,
+        however long a session asked for). Costs nothing when nothing changed: the wait
+        goes on to the same end."""
+        self._retimed.set()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        ticked = time.monotonic()
+        while not self._stop.is_set():
+            self._retimed.clear()  # before the poll is read: a later retime() wakes the wait
+            left = ticked + self.poll_s - time.monotonic()
+            if left > 0:
+                self._retimed.wait(left)
+                continue
             try:
                 self.tick(time.monotonic())
             except Exception:  # noqa: BLE001 - the watcher must outlive one bad tick
                 log.exception("watcher tick failed")
+            ticked = time.monotonic()
 
     def tick(self, now: float) -> None:
         self._log_timings()

@@ -1,0 +1,99 @@
+"""A pull with no watermark (a cold start) asks a second, independent endpoint for the head
+before it restores anything (v0.3.0's 03-new-machine.md, "Freshness"), and refuses when the
+two disagree or the second cannot be asked.
+
+Why the refusal names chain ids: off the devchain a space is configured as Base (chain
+8453), and KINT_RPC_URL_2 left unset is Base's public endpoint, as in v0.3.0, even when
+KINT_RPC_URL names another chain. A primary on another chain (a local chain reached
+through KINT_RPC_URL with no devchain record here) then meets a second opinion from Base,
+and "two RPCs disagree" or "could not get a second opinion" would send the user after the
+wrong endpoint. Once a second opinion failed, one eth_chainId read of each endpoint says
+which answers for which chain (never on a pull that goes through).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kint.chain.anchor import Anchor, Head
+from kint.chain.config import ChainConfig, redact_url
+from kint.chain.rpc import RpcUnavailable
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.space import SpaceContext
+
+SECOND_OPINION_RETRY_S = 3.0
+_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
+
+
+def stale(message: str) -> ProtocolError:
+    """A freshness refusal (exit 6 for `kint pull`)."""
+    return ProtocolError(ErrorCode.STALE_RPC, f"{message}; nothing was applied")
+
+
+def other_chains(chain: ChainConfig, tracker: Any) -> tuple[str, str] | None:
+    """(what is wrong, what to do) when an endpoint answers for another chain than the one
+    this space signs for; None when each that answers is on it."""
+    wrong = []
+    for index, name in enumerate(_NAMES[:len(chain.rpc_urls)]):
+        try:
+            answered = Anchor(chain, tracker, index).chain_id()
+        except RpcUnavailable:
+            continue
+        if answered != chain.chain_id:
+            wrong.append(f"{redact_url(chain.rpc_urls[index])} ({name}) answers for chain "
+                         f"{answered}")
+    if not wrong:
+        return None
+    return (f"{' and '.join(wrong)}, not {chain.chain_id}, the chain this space is "
+            f"configured for",
+            f"point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain "
+            f"{chain.chain_id} (unset, KINT_RPC_URL_2 is Base's public endpoint, whatever "
+            f"KINT_RPC_URL names); for a local devchain, copy its record "
+            f"($KINT_HOME/devchain/devchain.json) to this machine instead")
+
+
+def _on_the_right_chain(ctx: SpaceContext, chain: ChainConfig,
+                        refusal: ProtocolError) -> ProtocolError:
+    """`refusal`, or, when an endpoint answers for another chain, a refusal that says so
+    first and says what to do about it."""
+    found = other_chains(chain, ctx.tracker)
+    if found is None:
+        return refusal
+    return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}: {refusal.message}", found[1])
+
+
+def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
+               head: Head) -> tuple[bool | None, str | None]:
+    """Ask the second endpoint for the head. Returns whether it agreed (None: not asked)
+    and, when KINT_ALLOW_SINGLE_RPC=1 let the primary stand alone, why (the output says
+    so)."""
+    if chain.devchain:
+        return None, None
+    single_ok = chain.allow_single_rpc
+    if chain.second_is_same_endpoint:
+        if single_ok:
+            return None, "the second endpoint is the primary again"
+        raise ProtocolError(ErrorCode.STALE_RPC,
+                            "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
+                            "resolves to the same endpoint as the primary",
+                            "set KINT_RPC_URL_2 to another operator's endpoint, or "
+                            "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+    second = Anchor(chain, ctx.tracker, 1)
+    for attempt in range(2):
+        try:
+            other = second.head(owner, ctx.config.space_id)
+        except RpcUnavailable:
+            if single_ok:
+                return None, f"{redact_url(chain.rpc_urls[1])} did not answer"
+            raise _on_the_right_chain(ctx, chain, ProtocolError(
+                ErrorCode.STALE_RPC, f"could not get a second opinion on the head from "
+                f"{redact_url(chain.rpc_urls[1])}",
+                "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")) from None
+        if (other.seq, other.digest) == (head.seq, head.digest):
+            return True, None
+        if attempt == 0:
+            time.sleep(SECOND_OPINION_RETRY_S)
+    raise _on_the_right_chain(ctx, chain, stale(
+        f"two RPCs disagree on the head: seq {head.seq} ({head.digest[:12]}) against seq "
+        f"{other.seq} ({other.digest[:12]}); refusing to restore from a contested head"))
