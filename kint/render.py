@@ -261,14 +261,15 @@ def space_status_text(result: dict[str, Any]) -> str:
 
 
 def verify_lines(result: dict[str, Any]) -> list[str]:
-    """`kint verify` without --json: seed 000's lines."""
+    """`kint verify` without --json: kint v0.3.0's lines (07-verify.md), each checked hit
+    indented two spaces with its status in a column ten wide, as its transcript shows."""
     verdict = result["verdict"]
     lines = [f"query: {result['query']}",
              f"sibyl verdict: {verdict['code']}  hits: {len(result['hits'])}"]
     for check in result["checks"]:
         category = check.get("category")
         name = f"{category}/{check['key']}" if category is not None else check["key"]
-        lines.append(f"{check['status']} {check['tier']} {name}: {check['reason']}")
+        lines.append(f"  {check['status']:<10} {check['tier']} {name}: {check['reason']}")
     lines.append(f"DECISION: {result['decision'].upper()}: {result['reason']}")
     if result.get("refusal_entity"):
         lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
