@@ -310,6 +310,16 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     return lines + unapplied_epoch_lines(result)
 
 
+def pull_summary_lines(result: dict[str, Any]) -> list[str]:
+    """`kint pull`'s last lines, after pull_lines: the summary (`restored N epoch(s), R rows;
+    head seq S at block B; ...`), then, after a cold start that two RPCs agreed on, v0.3.0's
+    `cold start: two RPCs agreed on the head: True`."""
+    lines = [result["message"]]
+    if result.get("rpcs_agreed"):
+        lines.append("cold start: two RPCs agreed on the head: True")
+    return lines
+
+
 def unapplied_epoch_lines(result: dict[str, Any]) -> list[str]:
     """The epochs a pull did not apply, in v0.3.0's words (09-cli.md, "kint pull"): one
     `SKIPPED` line for each it could not apply (ending with the snapshot that carried the

@@ -184,7 +184,8 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     applied = [line for line in lines if line.startswith("pull: applied epoch ")]
     assert applied and all(re.fullmatch(r"pull: applied epoch \d+ \(\d+ rows, \d+ deletions\) "
                                         r"from block \d+", line) for line in applied), lines
-    assert lines[-1].startswith(f"applied {len(applied)} epoch(s), head epoch "), lines
+    assert re.fullmatch(rf"restored {len(applied)} epoch\(s\), \d+ rows; head seq \d+ at block "
+                        rf"\d+; store root matches the anchored root", lines[-1]), lines
     cb = sibyl_client(b.sibyl_db, b.tenant)
     cb.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
     cb.storage.close()
@@ -284,6 +285,10 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
         assert int(lines.splitlines()[0].split()[1]) == snap
         full = kjson(e, "pull", "--full")
         assert 1 in full["backfilled"]
+        # v0.3.0's summary of a backfill (03-new-machine.md, "Snapshots and --full").
+        assert full["message"] == (f"already at the chain head (epoch {snap + 1}); "
+                                   f"{len(full['backfilled'])} older epoch(s) cached for "
+                                   f"history"), full
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == 1
     finally:

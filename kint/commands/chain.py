@@ -105,7 +105,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
         click.echo(line)
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(result["message"])
+    click.echo("\n".join(render.pull_summary_lines(result)))
 
 
 @click.command("rekey")

@@ -235,9 +235,7 @@ def print_restore(result: dict[str, Any]) -> None:
     if result.get("gap"):
         click.echo(f"restore: {result['message']}")
     elif result.get("applied"):
-        click.echo(f"restore: restored {len(result['applied'])} epoch(s), "
-                   f"{result['rows_total']} rows; head seq {head['seq']} at block "
-                   f"{head['block']}; {result['report']}")
+        click.echo(f"restore: {result['message']}")  # `restored N epoch(s), R rows; ...`
     elif head["seq"] == 0:
         click.echo("restore: up to date (the vault has no epochs yet)")
     else:

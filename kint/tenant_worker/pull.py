@@ -277,11 +277,26 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                              f"stays at epoch {mirror.head.seq}, and push and verify refuse "
                              f"until it applies")
     elif not applied:
-        result["message"] = f"already at the chain head (epoch {mirror.head.seq})"
+        result["message"] = (f"already at the chain head (epoch {mirror.head.seq})"
+                             + _older_epochs(backfilled, closed))
     else:
-        result["message"] = (f"applied {len(applied)} epoch(s), head epoch {mirror.head.seq} at "
-                             f"block {mirror.head.block}; {report}")
+        # kint v0.3.0's summary line (03-new-machine.md, "What it prints"), word for word.
+        result["message"] = (f"restored {len(applied)} epoch(s), {len(rows)} rows; head seq "
+                             f"{mirror.head.seq} at block {mirror.head.block}; {report}"
+                             + _older_epochs(backfilled, closed))
     return result
+
+
+def _older_epochs(backfilled: list[int], closed: list[dict[str, Any]]) -> str:
+    """What `--full` did beyond the restore, in v0.3.0's words: the epochs it cached for
+    history, and those sealed under a retired data key that stay closed."""
+    tail = ""
+    if backfilled:
+        tail += f"; {len(backfilled)} older epoch(s) cached for history"
+    if closed:
+        tail += (f"; {len(closed)} older epoch(s) sealed under a retired key stay closed on "
+                 f"this machine")
+    return tail
 
 
 def _check_continuity(todo: list[Fetched], prev_digest: str) -> None:

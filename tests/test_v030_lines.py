@@ -1,0 +1,38 @@
+"""kint v0.3.0's lines a script may match on, printed from results as the worker returns
+them, where the devchain cannot produce the result: a cold start that asks a second RPC
+(the devchain has one local endpoint, and its chain id is not Base's). The lines the
+devchain can produce are checked end to end in test_chain_e2e.py, test_verify.py and
+test_join.py."""
+
+from __future__ import annotations
+
+from kint import render
+
+DIGEST = "b64dcde033b03249" + "0" * 48
+
+
+def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line():
+    result = {
+        "applied": [1], "backups": [], "skipped": [], "closed": [], "warnings": [], "gap": [],
+        "rows_total": 5, "rpcs_agreed": True, "single_rpc": None,
+        "message": "restored 1 epoch(s), 5 rows; head seq 1 at block 51082012; store root "
+                   "matches the anchored root",
+        "applied_epochs": [{"seq": 1, "block": 51082012, "rows": 5, "deletions": 0}],
+        "head": {"seq": 1, "block": 51082012, "digest": DIGEST},
+        "chain_head": {"seq": 1, "block": 51082012, "digest": DIGEST},
+    }
+    # 03-new-machine.md, "What it prints".
+    assert render.pull_lines(result) + render.pull_summary_lines(result) == [
+        "pull: cold start, both RPCs agree: head seq 1, digest b64dcde033b03249, block 51082012",
+        "pull: applied epoch 1 (5 rows, 0 deletions) from block 51082012",
+        "restored 1 epoch(s), 5 rows; head seq 1 at block 51082012; store root matches the "
+        "anchored root",
+        "cold start: two RPCs agreed on the head: True",
+    ]
+
+
+def test_a_pull_without_a_second_opinion_ends_with_its_summary():
+    for agreed in (None, False):
+        assert render.pull_summary_lines({"message": "already at the chain head (epoch 3)",
+                                          "rpcs_agreed": agreed}) == [
+            "already at the chain head (epoch 3)"]
