@@ -248,11 +248,13 @@ def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
 def test_doctor_names_each_check(box, tmp_path):
     good = box.kint("doctor", "--json", env={"PYTHONPATH": ""})
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
-    assert set(checks) == {"Sibyl packages", "Python version", "PYTHONPATH",
+    # kint v0.3.0's row names where it has the check (10-configuration.md, "Check it":
+    # `sibyl store`, `rpc primary`, `rpc secondary`, `contract`, `python`), kint's own beside.
+    assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH",
                            "kint home placement", "permissions", "supervisor reachable",
-                           "store readable", "enrolment", "data key", "recovery file",
+                           "sibyl store", "enrolment", "data key", "recovery file",
                            "state files", "disk space", "pull", "unanchored changes",
-                           "primary RPC", "secondary RPC", "contract code", "session key",
+                           "rpc primary", "rpc secondary", "contract", "session key",
                            "head"}
     assert good.returncode == 0, good.stdout
     assert all(c["ok"] and not c.get("warn") for c in checks.values()), checks
@@ -260,7 +262,8 @@ def test_doctor_names_each_check(box, tmp_path):
             (r.partition("==") for r in metadata.requires("kint")) if name.startswith("sibyl")}
     assert len(pins) == 3 and all(f"{n} {v}" in checks["Sibyl packages"]["detail"]
                                   for n, v in pins.items()), checks["Sibyl packages"]
-    assert checks["Python version"]["detail"].startswith(platform.python_version())
+    assert checks["python"]["detail"].startswith(platform.python_version())
+    assert "PYTHONPATH is set" not in checks["python"]["detail"]
     assert checks["PYTHONPATH"]["detail"] == "not set"
 
     # A PYTHONPATH that shadows Sibyl's client with another version (here its metadata, as
@@ -277,6 +280,8 @@ def test_doctor_names_each_check(box, tmp_path):
     assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
     assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
     lines = bad.stdout.splitlines()
+    assert next(line for line in lines if line.startswith("[ok  ] python: ")).endswith(
+        " (PYTHONPATH is set: run with env -u PYTHONPATH)"), lines  # v0.3.0's note
     assert (f"[FAIL] Sibyl packages: sibyl-memory-client 0.8.0 installed where kint pins "
             f"{pins['sibyl-memory-client']}") in lines, lines
     warned = lines.index(f"[WARN] PYTHONPATH: set ({shadow}): its packages come before those "

@@ -100,11 +100,11 @@ def _permissions(home: Path) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
-    """Named checks: Sibyl's packages, the Python version, PYTHONPATH, kint home placement,
-    permissions, supervisor reachable; from the space's worker the store, enrolment, data
-    key, recovery file, state files, disk space, a half-done pull, unanchored changes, and
-    on the chain the primary RPC (its chain id), the secondary RPC, the contract's code,
-    the session key and the head against the mirror. RPC URLs show scheme, host and port only.
+    """Named checks: Sibyl's packages, python, PYTHONPATH, kint home placement,
+    permissions, supervisor reachable; from the space's worker the sibyl store, enrolment,
+    data key, recovery file, state files, disk space, a half-done pull, unanchored changes,
+    and on the chain rpc primary (its chain id), rpc secondary, the contract's code, the
+    session key and the head against the mirror (v0.3.0's names where it has the check). RPC URLs show scheme, host and port only.
     Exit code 1 when any fails ([WARN] lines pass)."""
     check_owner(obj, owner)
     home = kint_home()
@@ -117,7 +117,7 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     ref = spaces.resolve(obj.tenant, obj.db)
     problem = spaces.store_problem(ref.db)
     if problem is not None:  # never sent: its worker would fail at every start
-        checks.append(check("store readable", False, f"{ref.db} {problem}", spaces.STORE_HINT))
+        checks.append(check("sibyl store", False, f"{ref.db} {problem}", spaces.STORE_HINT))
     elif reachable:
         try:
             checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,
