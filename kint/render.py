@@ -185,6 +185,46 @@ def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
             f"{'' if attempts == 1 else 's'}, {next_try}")
 
 
+def _connected_lines(result: dict[str, Any]) -> list[str]:
+    """`kint status` once connected: kint v0.3.0's three lines first (03-new-machine.md,
+    "Check it": the owner and the data key; what this machine last anchored; the chain head,
+    `(in step)` or `(NOT in step: pull or push)`, with the contract), then the session key
+    and the rows changed since."""
+    store = result["store"]
+    head = result.get("head") or {"seq": 0, "block": 0}
+    anchored = f"last anchored on this machine: seq {head['seq']} block {head.get('block') or 0}"
+    if result.get("mirror_rows") is not None:
+        anchored += f" rows {result['mirror_rows']}"
+    chain_head = result.get("chain_head")
+    if chain_head is not None:
+        step = "in step" if result.get("in_step") else "NOT in step: pull or push"
+        there = (f"chain head: seq {chain_head['seq']} digest {chain_head['digest'][:16]} "
+                 f"block {chain_head['block']} ({step})")
+    else:
+        there = f"chain head: unavailable ({result.get('chain_head_unavailable')})"
+    split = result.get("unanchored_changes")
+    if split:
+        changes = (f"{split['changed']} changed, {split['deleted']} deleted since the last "
+                   f"anchored epoch")
+    elif not store["exists"] and result.get("mirror_rows"):
+        changes = ("not counted: the store does not exist; `kint pull --discard-local` "
+                   "restores the anchored rows")
+    elif not store["exists"]:
+        changes = "none: the store is not created yet (Sibyl creates it on the first write)"
+    else:
+        changes = "not counted: nothing anchored on this machine to count against"
+    lines = [f"owner {result['owner']}  data key "
+             f"{'cached' if result.get('data_key_cached') else 'NOT cached'}",
+             anchored,
+             f"{there}  contract {result.get('contract')}",
+             f"keys:    session key {result.get('session')} "
+             f"({session_key_text(result.get('session_key'))})",
+             f"changes: {changes}"]
+    if result.get("interrupted_pull"):
+        lines.append(f"pull:    {result['interrupted_pull']}")
+    return lines
+
+
 def space_status_text(result: dict[str, Any]) -> str:
     store = result["store"]
     path = printable(store["path"])
@@ -205,36 +245,7 @@ def space_status_text(result: dict[str, Any]) -> str:
     if "connected" not in result:
         chain_lines = []
     elif result.get("connected"):
-        head = result.get("head")
-        chain_head = result.get("chain_head")
-        here = epoch_at(head["seq"], head["block"]) if head else "none"
-        if chain_head is not None:
-            there = epoch_at(chain_head["seq"], chain_head["block"])
-        else:
-            there = f"unavailable ({result.get('chain_head_unavailable')})"
-        if head and head["seq"] and result.get("mirror_rows") is not None:
-            here += f" ({result['mirror_rows']} rows)"
-        step = "in step" if result.get("in_step") else "NOT in step: pull"
-        split = result.get("unanchored_changes")
-        if split:
-            changes = (f"{split['changed']} changed, {split['deleted']} deleted since the "
-                       f"last anchored epoch")
-        elif not store["exists"] and result.get("mirror_rows"):
-            changes = ("not counted: the store does not exist; `kint pull --discard-local` "
-                       "restores the anchored rows")
-        elif not store["exists"]:
-            changes = "none: the store is not created yet (Sibyl creates it on the first write)"
-        else:
-            changes = "not counted: nothing anchored on this machine to count against"
-        chain_lines = [f"owner:   {result['owner']}",
-                       f"keys:    session key {result.get('session')} "
-                       f"({session_key_text(result.get('session_key'))}); data key "
-                       f"{'cached' if result.get('data_key_cached') else 'NOT cached'}",
-                       f"contract: {result.get('contract')}",
-                       f"head:    this machine {here}; chain {there}; {step}",
-                       f"changes: {changes}"]
-        if result.get("interrupted_pull"):
-            chain_lines.append(f"pull:    {result['interrupted_pull']}")
+        chain_lines = _connected_lines(result)
     else:
         chain_lines = ["chain:   not connected (run `kint connect`)"]
     for problem in [*(result.get("state_problems") or []), *result.get("disk_problems", [])]:

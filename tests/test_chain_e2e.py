@@ -87,10 +87,12 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert pushed["epochs"][0]["bucket"] == 4096
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
     status = ok(a.kint("status")).stdout
-    assert "in step" in status and connected["session"] in status and "data key cached" in status
+    assert "(in step)" in status and connected["session"] in status
+    assert f"owner {owner.address}  data key cached" in status  # v0.3.0's line
     # v0.3.0's status facts: the last anchored epoch's rows, the changes since, the session
     # key's balance and authorization.
-    assert f"this machine epoch 1 at block {pushed['epochs'][0]['block']} (3 rows)" in status
+    assert (f"last anchored on this machine: seq 1 block {pushed['epochs'][0]['block']} rows 3"
+            in status)
     assert "changes: 0 changed, 0 deleted since the last anchored epoch" in status
     assert re.search(rf"session key {connected['session']} \([0-9.]+ ETH, authorized until "
                      r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", status), status
