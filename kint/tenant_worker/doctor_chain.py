@@ -206,7 +206,7 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
 
 
 def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> dict[str, Any]:
-    """The chain's head of (owner, space) against the mirror's, in `kint status`'s words."""
+    """The chain's head of (owner, space) against the mirror's: `in step`, or NOT in step: pull."""
     try:
         head = anchor.head(owner, space_id)
     except CHAIN_READ_FAILED as err:
