@@ -1,8 +1,8 @@
-"""kint v0.3.0's lines a script may match on, printed from results as the worker returns
-them, where the devchain cannot produce the result: a cold start that asks a second RPC
-(the devchain has one local endpoint, and its chain id is not Base's). The lines the
-devchain can produce are checked end to end in test_chain_e2e.py, test_verify.py and
-test_join.py."""
+"""kint v0.3.0's lines a script may match on: a cold start's summary, printed from a
+result as the worker returns it (the devchain cannot give one that asks a second RPC: it
+has one local endpoint, and its chain id is not Base's), and `kint recovery-code` on a
+machine that never connected. The lines the devchain can produce are checked end to end
+in test_chain_e2e.py, test_verify.py and test_join.py."""
 
 from __future__ import annotations
 
@@ -36,3 +36,13 @@ def test_a_pull_without_a_second_opinion_ends_with_its_summary():
         assert render.pull_summary_lines({"message": "already at the chain head (epoch 3)",
                                           "rpcs_agreed": agreed}) == [
             "already at the chain head (epoch 3)"]
+
+
+def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(sandbox):
+    # 09-cli.md, "kint recovery-code": no data key cached, whatever the reason (a real
+    # supervisor and worker, a machine that never connected).
+    out = sandbox.kint("recovery-code")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[0] == ("kint: error: no data key cached on this machine: kint "
+                                          "connect first [NO_DATA_KEY]"), out.stderr
+    assert not list(sandbox.kint_home.glob("RECOVERY-*"))
