@@ -49,6 +49,8 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
 
     doctor = ok(machine.kint("doctor")).stdout
     assert "None" not in doctor, doctor
+    # v0.3.0's row: a store not created yet warns (and a warning passes: exit 0).
+    assert f"[WARN] sibyl store: {machine.sibyl_db} (not created yet)" in doctor.splitlines()
 
     # v0.3.0's push of a store with nothing to anchor, never an internal error (exit 5).
     for args in (("push",), ("push", "--dry-run")):

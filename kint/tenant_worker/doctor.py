@@ -23,8 +23,11 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         check_openable(cfg.db)
         exists = os.path.exists(cfg.db)
-        checks.append(check("sibyl store", True, cfg.db if exists else
-                            f"{cfg.db} (not created yet)"))
+        # v0.3.0's row: a store not created yet (a fresh machine) warns.
+        checks.append(check("sibyl store", True, cfg.db) if exists else
+                      check("sibyl store", True, f"{cfg.db} (not created yet)",
+                            "Sibyl creates it on the first write (the agent's memory_remember "
+                            "through kint-server), or `kint pull` restores it", warn=True))
     except StoreUnreadable as err:
         checks.append(check("sibyl store", False, str(err), "check the store file"))
     try:
