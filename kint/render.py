@@ -161,17 +161,18 @@ def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
 
 
 def session_key_text(facts: dict[str, Any] | None) -> str:
-    """The session key's balance and authorization as `kint status` shows them (v0.3.0's
-    status line), from the facts the worker read with the chain head; without them (the
-    head unread), what the key is for."""
+    """The session key's balance and authorization as `kint status` shows them after its
+    address (v0.3.0's `balance <eth> ETH authorized True`, here with the expiry), from the
+    facts the worker read with the chain head; without them (the head unread), what the
+    key is for."""
     if not facts or not facts.get("exists"):
-        return "pays for every push" if not facts else "no session key on this machine"
+        return "(pays for every push)" if not facts else "(no session key on this machine)"
     if "balance_eth" not in facts:
-        return f"balance unknown: {facts.get('error', 'not read')}"
+        return f"(balance unknown: {facts.get('error', 'not read')})"
     if not facts.get("authorized"):
-        return f"{facts['balance_eth']} ETH, NOT authorized by the owner"
+        return f"balance {facts['balance_eth']} ETH authorized False"
     until = utc_time(facts.get("expiry") or 0, "%Y-%m-%d %H:%M UTC")
-    return f"{facts['balance_eth']} ETH, authorized until {until}"
+    return f"balance {facts['balance_eth']} ETH authorized True until {until}"
 
 
 def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
@@ -186,10 +187,10 @@ def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
 
 
 def _connected_lines(result: dict[str, Any]) -> list[str]:
-    """`kint status` once connected: kint v0.3.0's three lines first (03-new-machine.md,
-    "Check it": the owner and the data key; what this machine last anchored; the chain head,
-    `(in step)` or `(NOT in step: pull or push)`, with the contract), then the session key
-    and the rows changed since."""
+    """`kint status` once connected, in kint v0.3.0's lines and order (02-quickstart.md and
+    03-new-machine.md, "Check it"): the owner and the data key; what this machine last
+    anchored; the rows changed and deleted since; the chain head, `(in step)` or `(NOT in
+    step: pull or push)`, with the contract; the session key's balance and authorization."""
     store = result["store"]
     head = result.get("head") or {"seq": 0, "block": 0}
     anchored = f"last anchored on this machine: seq {head['seq']} block {head.get('block') or 0}"
@@ -204,8 +205,7 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
         there = f"chain head: unavailable ({result.get('chain_head_unavailable')})"
     split = result.get("unanchored_changes")
     if split:
-        changes = (f"{split['changed']} changed, {split['deleted']} deleted since the last "
-                   f"anchored epoch")
+        changes = f"{split['changed']} changed, {split['deleted']} deleted"
     elif not store["exists"] and result.get("mirror_rows"):
         changes = ("not counted: the store does not exist; `kint pull --discard-local` "
                    "restores the anchored rows")
@@ -216,10 +216,10 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
     lines = [f"owner {result['owner']}  data key "
              f"{'cached' if result.get('data_key_cached') else 'NOT cached'}",
              anchored,
+             f"unanchored: {changes}",
              f"{there}  contract {result.get('contract')}",
-             f"keys:    session key {result.get('session')} "
-             f"({session_key_text(result.get('session_key'))})",
-             f"changes: {changes}"]
+             f"session key {result.get('session')} "
+             f"{session_key_text(result.get('session_key'))}"]
     if result.get("interrupted_pull"):
         lines.append(f"pull:    {result['interrupted_pull']}")
     return lines

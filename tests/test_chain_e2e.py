@@ -79,7 +79,7 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert refused.returncode == 5, refused.stderr
     assert (f"session key {connected['session']} is not authorized for owner "
             f"{owner.address}: authorize it (kint authorize) and fund it") in refused.stderr
-    assert (f"session key {connected['session']} (0 ETH, NOT authorized by the owner)"
+    assert (f"session key {connected['session']} balance 0 ETH authorized False"
             in ok(a.kint("status")).stdout)
     authorize_machine(story["chain_home"], owner, connected["session"])
     pushed = kjson(a, "push")
@@ -93,9 +93,9 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     # key's balance and authorization.
     assert (f"last anchored on this machine: seq 1 block {pushed['epochs'][0]['block']} rows 3"
             in status)
-    assert "changes: 0 changed, 0 deleted since the last anchored epoch" in status
-    assert re.search(rf"session key {connected['session']} \([0-9.]+ ETH, authorized until "
-                     r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", status), status
+    assert "\nunanchored: 0 changed, 0 deleted\n" in status
+    assert re.search(rf"\nsession key {connected['session']} balance [0-9.]+ ETH authorized "
+                     r"True until \d{4}-\d\d-\d\d \d\d:\d\d UTC\n", status), status
     doctor = a.kint("doctor")
     assert "session key" in doctor.stdout and "authorized" in doctor.stdout, doctor.stdout
 

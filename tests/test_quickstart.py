@@ -44,8 +44,8 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     contract = kjson(machine, "status")["contract"]
     assert _line(status, "chain head:") == (f"chain head: seq 0 digest {'0' * 16} block 0 "
                                             f"(in step)  contract {contract}")
-    assert _line(status, "changes:") == ("changes: none: the store is not created yet (Sibyl "
-                                         "creates it on the first write)")
+    assert _line(status, "unanchored:") == ("unanchored: none: the store is not created yet "
+                                            "(Sibyl creates it on the first write)")
 
     doctor = ok(machine.kint("doctor")).stdout
     assert "None" not in doctor, doctor
@@ -92,9 +92,9 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
             shutil.move(machine.sibyl_db.parent / name, aside / name)
     try:
         status = ok(machine.kint("status")).stdout
-        assert _line(status, "changes:") == ("changes: not counted: the store does not exist; "
-                                             "`kint pull --discard-local` restores the anchored "
-                                             "rows")
+        assert _line(status, "unanchored:") == ("unanchored: not counted: the store does not "
+                                                "exist; `kint pull --discard-local` restores "
+                                                "the anchored rows")
         for args in (("push",), ("compact",)):
             out = machine.kint(*args)
             assert out.returncode == 5, out.stdout + out.stderr
