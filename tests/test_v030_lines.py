@@ -1,10 +1,14 @@
 """kint v0.3.0's lines a script may match on: a cold start's summary, printed from a
 result as the worker returns it (the devchain cannot give one that asks a second RPC: it
-has one local endpoint, and its chain id is not Base's), and `kint recovery-code` on a
-machine that never connected. The lines the devchain can produce are checked end to end
-in test_chain_e2e.py, test_verify.py and test_join.py."""
+has one local endpoint, and its chain id is not Base's), `kint recovery-code` on a machine
+that never connected, and a pull over a store with rows and no mirror. The lines the
+devchain can produce are checked end to end in test_chain_e2e.py, test_verify.py and
+test_join.py."""
 
 from __future__ import annotations
+
+from chain_machines import kjson, new_machine
+from conftest import write_store
 
 from kint import render
 
@@ -46,3 +50,19 @@ def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(
     assert out.stderr.splitlines()[0] == ("kint: error: no data key cached on this machine: kint "
                                           "connect first [NO_DATA_KEY]"), out.stderr
     assert not list(sandbox.kint_home.glob("RECOVERY-*"))
+
+
+def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, chain_home):
+    # 03-new-machine.md, "The fork check": rows and no mirror at all, a fork (exit 4).
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        mirror = sb.kint_home / f"mirror-{space16}.json.gz"
+        mirror.unlink()
+        out = sb.kint("pull")
+        assert out.returncode == 4, out.stdout + out.stderr
+        assert "Refusing to merge blindly [FORK]" in out.stderr, out.stderr
+        assert not mirror.exists() and sb.sibyl_db.exists()  # nothing written, nothing moved
+    finally:
+        sb.shutdown()

@@ -177,7 +177,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         present = {r.canonical_id: r for r in rows}
         if mirror is None and rows:
             raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
-                                "has no mirror: pull never merges them blindly",
+                                "has no mirror of what the chain last saw. Refusing to merge "
+                                "blindly",  # v0.3.0's words (03-new-machine.md, "The fork check")
                                 "`kint pull --discard-local` moves the store aside and restores "
                                 "from the chain")
         local = diff(mirror, rows) if mirror is not None else []
