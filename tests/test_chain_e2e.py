@@ -329,6 +329,9 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
     sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-bad", {"rule": "kept"})
     refused = a.kint("push")
     assert refused.returncode == 5 and "[GAP]" in refused.stderr
+    # v0.3.0's words (03-new-machine.md, "Gaps").
+    assert (f"this machine could not apply epoch(s) [{bad}] on its last pull, so its picture "
+            f"of the memory is incomplete") in refused.stderr, refused.stderr
     assert "kint compact --over-skipped" in refused.stderr
     assert kjson(a, "verify", "release rule")["decision"] == "refuse"
 
