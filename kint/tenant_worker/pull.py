@@ -372,6 +372,10 @@ def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, 
         f = _fetch(ctx, anchor, owner, ev, held)
         out.append(f)
         if f.snapshot and not full:
+            if seq > base + 1:  # v0.3.0's log line (03-new-machine.md, "Snapshots and --full")
+                log.info("pull: starting at snapshot epoch %d; the epochs before it are not "
+                         "needed to restore (`kint pull --full` walks them for the older "
+                         "versions)", seq)
             break
         if f.opened is None and f.header is not None and f.header.snapshot and not full:
             log.warning("pull: epoch %d claims to be a snapshot but cannot be applied; walking "
