@@ -282,6 +282,10 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
         assert pulled["applied_epochs"][1] == {"seq": snap + 1, "block": after["block"],
                                                "rows": 1, "deletions": 1}, pulled
         assert pulled["applied_epochs"][0]["seq"] == snap
+        # v0.3.0's log line (03-new-machine.md, "Snapshots and --full"), in the worker's log.
+        assert (f"pull: starting at snapshot epoch {snap}; the epochs before it are not needed "
+                f"to restore (`kint pull --full` walks them for the older versions)"
+                in (e.kint_home / "supervisor.log").read_text())
         assert pulled["applied_epochs"][0]["block"] == compact["epochs"][0]["block"]
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == snap
