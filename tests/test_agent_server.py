@@ -250,7 +250,7 @@ def test_doctor_names_each_check(box, tmp_path):
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
     # kint v0.3.0's row names where it has the check (10-configuration.md, "Check it":
     # `sibyl store`, `rpc primary`, `rpc secondary`, `contract`, `python`), kint's own beside.
-    assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH",
+    assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH", "kint home",
                            "kint home placement", "permissions", "supervisor reachable",
                            "sibyl store", "enrolment", "data key", "recovery file",
                            "state files", "disk space", "pull", "unanchored changes",
@@ -265,6 +265,7 @@ def test_doctor_names_each_check(box, tmp_path):
     assert checks["python"]["detail"].startswith(platform.python_version())
     assert "PYTHONPATH is set" not in checks["python"]["detail"]
     assert checks["PYTHONPATH"]["detail"] == "not set"
+    assert checks["kint home"]["detail"] == f"{box.kint_home} (mode 0700)"  # v0.3.0's row
 
     # A PYTHONPATH that shadows Sibyl's client with another version (here its metadata, as
     # a folder of other packages would hold it): a [WARN] for the variable, a [FAIL] for
@@ -279,6 +280,13 @@ def test_doctor_names_each_check(box, tmp_path):
     assert bad.returncode == 1
     assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
     assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
+    # A home open to others: v0.3.0's `kint home` row warns, naming the mode.
+    loose = tmp_path / "loose-home"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    shown = box.kint("doctor", env={"KINT_HOME": str(loose)}).stdout.splitlines()
+    at = shown.index(f"[WARN] kint home: {loose} (mode 0755)")
+    assert shown[at + 1] == f"       hint: chmod 700 {loose}", shown
     lines = bad.stdout.splitlines()
     assert next(line for line in lines if line.startswith("[ok  ] python: ")).endswith(
         " (PYTHONPATH is set: run with env -u PYTHONPATH)"), lines  # v0.3.0's note
