@@ -302,9 +302,9 @@ def history_lines(result: dict[str, Any]) -> list[str]:
 def pull_lines(result: dict[str, Any]) -> list[str]:
     """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
-    KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per
-    epoch applied, then the epochs it did not apply. `kint pull` and `kint join`'s restore
-    print these same lines."""
+    KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
+    line per row or root that did not come back as anchored, then the epochs it did not
+    apply. `kint pull` and `kint join`'s restore print these same lines."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
         agreed = result["chain_head"]
@@ -318,6 +318,9 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     for epoch in result.get("applied_epochs", []):
         lines.append(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
                      f"{epoch['deletions']} deletions) from block {epoch['block']}")
+    # v0.3.0's line for an epoch applied with a row or root that did not come back as
+    # anchored (03-new-machine.md, "What every epoch must pass"): each names its epoch.
+    lines += [f"pull: WARNING {warning}" for warning in result.get("warnings", [])]
     return lines + unapplied_epoch_lines(result)
 
 

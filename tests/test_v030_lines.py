@@ -35,6 +35,13 @@ def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line()
     ]
 
 
+def test_a_row_that_did_not_come_back_is_a_pull_warning_line_naming_its_epoch():
+    # 03-new-machine.md, "What every epoch must pass": `pull: WARNING epoch N: ...`.
+    warning = "epoch 2: entity notes/x: stored text differs from the anchored leaf after replay"
+    assert render.pull_lines({"applied_epochs": [], "warnings": [warning]}) == [
+        f"pull: WARNING {warning}"]
+
+
 def test_a_pull_without_a_second_opinion_ends_with_its_summary():
     for agreed in (None, False):
         assert render.pull_summary_lines({"message": "already at the chain head (epoch 3)",

@@ -226,11 +226,9 @@ def print_joined(connected: dict[str, Any]) -> None:
 
 def print_restore(result: dict[str, Any]) -> None:
     """The restore step's lines, in v0.3.0's words: `kint pull`'s lines (render.pull_lines),
-    its warnings, then `restore:`."""
+    then `restore:`."""
     for line in render.pull_lines(result):
         click.echo(line)
-    for warning in result.get("warnings", []):
-        click.echo(f"warning: {warning}", err=True)
     head = result["head"]
     if result.get("gap"):
         click.echo(f"restore: {result['message']}")

@@ -167,7 +167,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     mirror = state.mirror()
     backups: list[str] = []
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
-    written: set[str] = set()  # the rows this pull wrote or deleted
+    written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_if_held(ctx)
         sibyl_takes_writes()
@@ -413,13 +413,14 @@ def _loads(text: str | None) -> Any:
 
 
 def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
-            present: dict[str, Row], written: set[str]) -> list[str]:
+            present: dict[str, Row], written: dict[str, int]) -> list[str]:
     """Write one epoch's rows through Sibyl's own write methods. Rows the store already
     holds byte for byte are not written again.
 
     `present` is what the store holds, by canonical id (a row's leaf is worked out only
     when an epoch carries a row of the same id); it is brought up to date here for the
-    next epoch. The ids written go into `written`: the pull reads the store back once, when it
+    next epoch. The ids written go into `written`, with this epoch's seq: the pull reads the
+    store back once, when it
     ends (one export, which the store root needs anyway), and names any written row that
     did not come back byte for byte. Reading each row back after each epoch cost more than
     Sibyl's own writes on a long restore."""
@@ -437,10 +438,10 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
         if tier == "entity":
             client.delete_entity(category, key)
             present.pop(cid, None)
-            written.add(cid)
-        else:
-            warnings.append(f"{tier} {key}: deleted on chain; Sibyl has no delete for this "
-                            f"tier, so it stays in the store")
+            written[cid] = plaintext.seq
+        else:  # v0.3.0's words (03-new-machine.md, "Replay through Sibyl's write methods")
+            warnings.append(f"epoch {plaintext.seq}: {tier} {key}: deleted on chain; no SDK "
+                            f"delete for this tier, so it stays in the store")
     for wire in plaintext.rows:
         row = wire.to_row()
         cid = row.canonical_id
@@ -460,20 +461,25 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
                                acted=_loads(f.get("acted")), forward=_loads(f.get("forward")),
                                extra=_loads(f.get("extra")))
         present[cid] = row
-        written.add(cid)
+        written[cid] = plaintext.seq
     return warnings
 
 
-def _not_back(mirror: Mirror, rows: list[Row], written: set[str]) -> list[str]:
-    """The rows this pull wrote that the store does not hold as anchored."""
+def _not_back(mirror: Mirror, rows: list[Row], written: dict[str, int]) -> list[str]:
+    """The rows this pull wrote that the store does not hold as anchored, each named with
+    the epoch that last wrote it, in v0.3.0's words (03-new-machine.md, step 8)."""
     stored = {r.canonical_id: r for r in rows if r.canonical_id in written}
     out = []
     for cid in sorted(written):
         anchored = mirror.rows.get(cid)
         back = stored.get(cid)
+        epoch = f"epoch {written[cid]}"
         if anchored is None:
             if back is not None and back.tier == "entity":
-                out.append(f"{back.label()}: deleted on chain but still in the store")
-        elif back is None or back.leaf != anchored.leaf:
-            out.append(f"{anchored.label()}: did not come back byte-exact after replay")
+                out.append(f"{epoch}: {back.label()}: deleted on chain but still in the store")
+        elif back is None:
+            out.append(f"{epoch}: {anchored.label()}: row missing after replay")
+        elif back.leaf != anchored.leaf:
+            out.append(f"{epoch}: {anchored.label()}: stored text differs from the anchored "
+                       f"leaf after replay")
     return out
