@@ -386,7 +386,7 @@ def _result(quick: bool, p: dict[str, Any], written: list[dict], timings: dict[s
     seen = faults.get("seen_in_status", {})
     answers = faults.get("answers", {})
     doctor = (answers.get("doctor_hanging") or {}).get("result") or {}
-    chain_check = [c for c in doctor.get("checks", []) if c["name"] == "primary RPC"]
+    chain_check = [c for c in doctor.get("checks", []) if c["name"] == "rpc primary"]
     hung_reported = ("hanging_push_call_in_flight" in seen
                      and bool(chain_check) and not chain_check[0]["ok"])
     restarted = bool((faults.get("restart") or {}).get("restarted")) and \

@@ -37,6 +37,14 @@ def _log_to_file(home: Any) -> None:
 MIN_PULL_WAIT_S = 0.5
 
 
+# Why there was no start-up pull, in kint v0.3.0's log lines, for the two refusals that
+# mean "nothing to pull with yet" rather than a failure.
+BOOTSTRAP_SKIPPED = {
+    "NOT_CONNECTED": "not connected (no enrolment); serving anyway, memory_connect explains",
+    "NO_DATA_KEY": "data key not cached; serving without pull, memory_connect explains",
+}
+
+
 def bootstrap_seconds() -> float:
     from kint import settings
 
@@ -58,6 +66,8 @@ def _bootstrap(session: Any, deadline: float) -> None:
         if err.code == "TIMEOUT" or err.code == "SUPERVISOR_UNAVAILABLE":
             log.info("bootstrap: still running; serving now, the pull finishes in the "
                      "background")
+        elif err.code in BOOTSTRAP_SKIPPED:  # v0.3.0's lines (10-configuration.md, "Logs")
+            log.info("bootstrap: %s", BOOTSTRAP_SKIPPED[err.code])
         else:
             log.info("bootstrap: no pull (%s): %s; serving the local store as it is",
                      err.code, err.message)
@@ -105,7 +115,9 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, unwind)
     signal.signal(signal.SIGHUP, unwind)
-    log.info("kint-server serving space %s (%s) for %s", ref.space16, ref.label, ref.db)
+    # v0.3.0's line (10-configuration.md, "Logs"), then the space this kint serves it as.
+    log.info("kint-server: serving Sibyl's tools plus kint's on stdio (tenant %s, db %s); "
+             "space %s (%s)", ref.tenant, ref.db, ref.space16, ref.label)
     try:
         mcp.run()
     finally:

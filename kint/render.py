@@ -161,17 +161,18 @@ def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
 
 
 def session_key_text(facts: dict[str, Any] | None) -> str:
-    """The session key's balance and authorization as `kint status` shows them (v0.3.0's
-    status line), from the facts the worker read with the chain head; without them (the
-    head unread), what the key is for."""
+    """The session key's balance and authorization as `kint status` shows them after its
+    address (v0.3.0's `balance <eth> ETH authorized True`, here with the expiry), from the
+    facts the worker read with the chain head; without them (the head unread), what the
+    key is for."""
     if not facts or not facts.get("exists"):
-        return "pays for every push" if not facts else "no session key on this machine"
+        return "(pays for every push)" if not facts else "(no session key on this machine)"
     if "balance_eth" not in facts:
-        return f"balance unknown: {facts.get('error', 'not read')}"
+        return f"(balance unknown: {facts.get('error', 'not read')})"
     if not facts.get("authorized"):
-        return f"{facts['balance_eth']} ETH, NOT authorized by the owner"
+        return f"balance {facts['balance_eth']} ETH authorized False"
     until = utc_time(facts.get("expiry") or 0, "%Y-%m-%d %H:%M UTC")
-    return f"{facts['balance_eth']} ETH, authorized until {until}"
+    return f"balance {facts['balance_eth']} ETH authorized True until {until}"
 
 
 def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
@@ -183,6 +184,45 @@ def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
     return (f"{who}: push failed {_age(failure['age_s'])} ago ({failure['code']}): "
             f"{printable(failure['message'])}; {attempts} failed attempt"
             f"{'' if attempts == 1 else 's'}, {next_try}")
+
+
+def _connected_lines(result: dict[str, Any]) -> list[str]:
+    """`kint status` once connected, in kint v0.3.0's lines and order (02-quickstart.md and
+    03-new-machine.md, "Check it"): the owner and the data key; what this machine last
+    anchored; the rows changed and deleted since; the chain head, `(in step)` or `(NOT in
+    step: pull or push)`, with the contract; the session key's balance and authorization."""
+    store = result["store"]
+    head = result.get("head") or {"seq": 0, "block": 0}
+    anchored = f"last anchored on this machine: seq {head['seq']} block {head.get('block') or 0}"
+    if result.get("mirror_rows") is not None:
+        anchored += f" rows {result['mirror_rows']}"
+    chain_head = result.get("chain_head")
+    if chain_head is not None:
+        step = "in step" if result.get("in_step") else "NOT in step: pull or push"
+        there = (f"chain head: seq {chain_head['seq']} digest {chain_head['digest'][:16]} "
+                 f"block {chain_head['block']} ({step})")
+    else:
+        there = f"chain head: unavailable ({result.get('chain_head_unavailable')})"
+    split = result.get("unanchored_changes")
+    if split:
+        changes = f"{split['changed']} changed, {split['deleted']} deleted"
+    elif not store["exists"] and result.get("mirror_rows"):
+        changes = ("not counted: the store does not exist; `kint pull` "
+                   "restores the anchored rows")
+    elif not store["exists"]:
+        changes = "none: the store is not created yet (Sibyl creates it on the first write)"
+    else:
+        changes = "not counted: nothing anchored on this machine to count against"
+    lines = [f"owner {result['owner']}  data key "
+             f"{'cached' if result.get('data_key_cached') else 'NOT cached'}",
+             anchored,
+             f"unanchored: {changes}",
+             f"{there}  contract {result.get('contract')}",
+             f"session key {result.get('session')} "
+             f"{session_key_text(result.get('session_key'))}"]
+    if result.get("interrupted_pull"):
+        lines.append(f"pull:    {result['interrupted_pull']}")
+    return lines
 
 
 def space_status_text(result: dict[str, Any]) -> str:
@@ -205,35 +245,7 @@ def space_status_text(result: dict[str, Any]) -> str:
     if "connected" not in result:
         chain_lines = []
     elif result.get("connected"):
-        head = result.get("head")
-        chain_head = result.get("chain_head")
-        here = epoch_at(head["seq"], head["block"]) if head else "none"
-        if chain_head is not None:
-            there = epoch_at(chain_head["seq"], chain_head["block"])
-        else:
-            there = f"unavailable ({result.get('chain_head_unavailable')})"
-        if head and head["seq"] and result.get("mirror_rows") is not None:
-            here += f" ({result['mirror_rows']} rows)"
-        step = "in step" if result.get("in_step") else "NOT in step: pull"
-        split = result.get("unanchored_changes")
-        if split:
-            changes = (f"{split['changed']} changed, {split['deleted']} deleted since the "
-                       f"last anchored epoch")
-        elif not store["exists"] and result.get("mirror_rows"):
-            changes = "not counted: the store does not exist; `kint pull` restores the anchored rows"
-        elif not store["exists"]:
-            changes = "none: the store is not created yet (Sibyl creates it on the first write)"
-        else:
-            changes = "not counted: nothing anchored on this machine to count against"
-        chain_lines = [f"owner:   {result['owner']}",
-                       f"keys:    session key {result.get('session')} "
-                       f"({session_key_text(result.get('session_key'))}); data key "
-                       f"{'cached' if result.get('data_key_cached') else 'NOT cached'}",
-                       f"contract: {result.get('contract')}",
-                       f"head:    this machine {here}; chain {there}; {step}",
-                       f"changes: {changes}"]
-        if result.get("interrupted_pull"):
-            chain_lines.append(f"pull:    {result['interrupted_pull']}")
+        chain_lines = _connected_lines(result)
     else:
         chain_lines = ["chain:   not connected (run `kint connect`)"]
     for problem in [*(result.get("state_problems") or []), *result.get("disk_problems", [])]:
@@ -260,14 +272,15 @@ def space_status_text(result: dict[str, Any]) -> str:
 
 
 def verify_lines(result: dict[str, Any]) -> list[str]:
-    """`kint verify` without --json: seed 000's lines."""
+    """`kint verify` without --json: kint v0.3.0's lines (07-verify.md), each checked hit
+    indented two spaces with its status in a column ten wide, as its transcript shows."""
     verdict = result["verdict"]
     lines = [f"query: {result['query']}",
              f"sibyl verdict: {verdict['code']}  hits: {len(result['hits'])}"]
     for check in result["checks"]:
         category = check.get("category")
         name = f"{category}/{check['key']}" if category is not None else check["key"]
-        lines.append(f"{check['status']} {check['tier']} {name}: {check['reason']}")
+        lines.append(f"  {check['status']:<10} {check['tier']} {name}: {check['reason']}")
     lines.append(f"DECISION: {result['decision'].upper()}: {result['reason']}")
     if result.get("refusal_entity"):
         lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
@@ -289,9 +302,9 @@ def history_lines(result: dict[str, Any]) -> list[str]:
 def pull_lines(result: dict[str, Any]) -> list[str]:
     """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
-    KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per
-    epoch applied, then the epochs it did not apply. `kint pull` and `kint join`'s restore
-    print these same lines."""
+    KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
+    line per row or root that did not come back as anchored, then the epochs it did not
+    apply. `kint pull` and `kint join`'s restore print these same lines."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
         agreed = result["chain_head"]
@@ -305,7 +318,20 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     for epoch in result.get("applied_epochs", []):
         lines.append(f"pull: applied epoch {epoch['seq']} ({epoch['rows']} rows, "
                      f"{epoch['deletions']} deletions) from block {epoch['block']}")
+    # v0.3.0's line for an epoch applied with a row or root that did not come back as
+    # anchored (03-new-machine.md, "What every epoch must pass"): each names its epoch.
+    lines += [f"pull: WARNING {warning}" for warning in result.get("warnings", [])]
     return lines + unapplied_epoch_lines(result)
+
+
+def pull_summary_lines(result: dict[str, Any]) -> list[str]:
+    """`kint pull`'s last lines, after pull_lines: the summary (`restored N epoch(s), R rows;
+    head seq S at block B; ...`), then, after a cold start that two RPCs agreed on, v0.3.0's
+    `cold start: two RPCs agreed on the head: True`."""
+    lines = [result["message"]]
+    if result.get("rpcs_agreed"):
+        lines.append("cold start: two RPCs agreed on the head: True")
+    return lines
 
 
 def unapplied_epoch_lines(result: dict[str, Any]) -> list[str]:

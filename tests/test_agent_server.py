@@ -248,11 +248,13 @@ def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
 def test_doctor_names_each_check(box, tmp_path):
     good = box.kint("doctor", "--json", env={"PYTHONPATH": ""})
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
-    assert set(checks) == {"Sibyl packages", "Python version", "PYTHONPATH",
+    # kint v0.3.0's row names where it has the check (10-configuration.md, "Check it":
+    # `sibyl store`, `rpc primary`, `rpc secondary`, `contract`, `python`), kint's own beside.
+    assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH", "kint home",
                            "kint home placement", "permissions", "supervisor reachable",
-                           "store readable", "enrolment", "data key", "recovery file",
+                           "sibyl store", "enrolment", "data key", "recovery file",
                            "state files", "disk space", "pull", "unanchored changes",
-                           "primary RPC", "secondary RPC", "contract code", "session key",
+                           "rpc primary", "rpc secondary", "contract", "session key",
                            "head"}
     assert good.returncode == 0, good.stdout
     assert all(c["ok"] and not c.get("warn") for c in checks.values()), checks
@@ -260,8 +262,10 @@ def test_doctor_names_each_check(box, tmp_path):
             (r.partition("==") for r in metadata.requires("kint")) if name.startswith("sibyl")}
     assert len(pins) == 3 and all(f"{n} {v}" in checks["Sibyl packages"]["detail"]
                                   for n, v in pins.items()), checks["Sibyl packages"]
-    assert checks["Python version"]["detail"].startswith(platform.python_version())
+    assert checks["python"]["detail"].startswith(platform.python_version())
+    assert "PYTHONPATH is set" not in checks["python"]["detail"]
     assert checks["PYTHONPATH"]["detail"] == "not set"
+    assert checks["kint home"]["detail"] == f"{box.kint_home} (mode 0700)"  # v0.3.0's row
 
     # A PYTHONPATH that shadows Sibyl's client with another version (here its metadata, as
     # a folder of other packages would hold it): a [WARN] for the variable, a [FAIL] for
@@ -276,7 +280,16 @@ def test_doctor_names_each_check(box, tmp_path):
     assert bad.returncode == 1
     assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
     assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
+    # A home open to others: v0.3.0's `kint home` row warns, naming the mode.
+    loose = tmp_path / "loose-home"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    shown = box.kint("doctor", env={"KINT_HOME": str(loose)}).stdout.splitlines()
+    at = shown.index(f"[WARN] kint home: {loose} (mode 0755)")
+    assert shown[at + 1] == f"       hint: chmod 700 {loose}", shown
     lines = bad.stdout.splitlines()
+    assert next(line for line in lines if line.startswith("[ok  ] python: ")).endswith(
+        " (PYTHONPATH is set: run with env -u PYTHONPATH)"), lines  # v0.3.0's note
     assert (f"[FAIL] Sibyl packages: sibyl-memory-client 0.8.0 installed where kint pins "
             f"{pins['sibyl-memory-client']}") in lines, lines
     warned = lines.index(f"[WARN] PYTHONPATH: set ({shadow}): its packages come before those "

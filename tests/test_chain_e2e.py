@@ -79,7 +79,7 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert refused.returncode == 5, refused.stderr
     assert (f"session key {connected['session']} is not authorized for owner "
             f"{owner.address}: authorize it (kint authorize) and fund it") in refused.stderr
-    assert (f"session key {connected['session']} (0 ETH, NOT authorized by the owner)"
+    assert (f"session key {connected['session']} balance 0 ETH authorized False"
             in ok(a.kint("status")).stdout)
     authorize_machine(story["chain_home"], owner, connected["session"])
     pushed = kjson(a, "push")
@@ -87,13 +87,15 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert pushed["epochs"][0]["bucket"] == 4096
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
     status = ok(a.kint("status")).stdout
-    assert "in step" in status and connected["session"] in status and "data key cached" in status
+    assert "(in step)" in status and connected["session"] in status
+    assert f"owner {owner.address}  data key cached" in status  # v0.3.0's line
     # v0.3.0's status facts: the last anchored epoch's rows, the changes since, the session
     # key's balance and authorization.
-    assert f"this machine epoch 1 at block {pushed['epochs'][0]['block']} (3 rows)" in status
-    assert "changes: 0 changed, 0 deleted since the last anchored epoch" in status
-    assert re.search(rf"session key {connected['session']} \([0-9.]+ ETH, authorized until "
-                     r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", status), status
+    assert (f"last anchored on this machine: seq 1 block {pushed['epochs'][0]['block']} rows 3"
+            in status)
+    assert "\nunanchored: 0 changed, 0 deleted\n" in status
+    assert re.search(rf"\nsession key {connected['session']} balance [0-9.]+ ETH authorized "
+                     r"True until \d{4}-\d\d-\d\d \d\d:\d\d UTC\n", status), status
     doctor = a.kint("doctor")
     assert "session key" in doctor.stdout and "authorized" in doctor.stdout, doctor.stdout
 
@@ -184,7 +186,8 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     applied = [line for line in lines if line.startswith("pull: applied epoch ")]
     assert applied and all(re.fullmatch(r"pull: applied epoch \d+ \(\d+ rows, \d+ deletions\) "
                                         r"from block \d+", line) for line in applied), lines
-    assert lines[-1].startswith(f"applied {len(applied)} epoch(s), head epoch "), lines
+    assert re.fullmatch(rf"restored {len(applied)} epoch\(s\), \d+ rows; head seq \d+ at block "
+                        rf"\d+; store root matches the anchored root", lines[-1]), lines
     cb = sibyl_client(b.sibyl_db, b.tenant)
     cb.set_entity("rules", "deploy-window", {"rule": "deploys only before 3pm"})
     cb.storage.close()
@@ -279,11 +282,19 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
         assert pulled["applied_epochs"][1] == {"seq": snap + 1, "block": after["block"],
                                                "rows": 1, "deletions": 1}, pulled
         assert pulled["applied_epochs"][0]["seq"] == snap
+        # v0.3.0's log line (03-new-machine.md, "Snapshots and --full"), in the worker's log.
+        assert (f"pull: starting at snapshot epoch {snap}; the epochs before it are not needed "
+                f"to restore (`kint pull --full` walks them for the older versions)"
+                in (e.kint_home / "supervisor.log").read_text())
         assert pulled["applied_epochs"][0]["block"] == compact["epochs"][0]["block"]
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == snap
         full = kjson(e, "pull", "--full")
         assert 1 in full["backfilled"]
+        # v0.3.0's summary of a backfill (03-new-machine.md, "Snapshots and --full").
+        assert full["message"] == (f"already at the chain head (epoch {snap + 1}); "
+                                   f"{len(full['backfilled'])} older epoch(s) cached for "
+                                   f"history"), full
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == 1
     finally:
@@ -322,6 +333,9 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
     sibyl_client(a.sibyl_db, a.tenant).set_entity("rules", "after-bad", {"rule": "kept"})
     refused = a.kint("push")
     assert refused.returncode == 5 and "[GAP]" in refused.stderr
+    # v0.3.0's words (03-new-machine.md, "Gaps").
+    assert (f"this machine could not apply epoch(s) [{bad}] on its last pull, so its picture "
+            f"of the memory is incomplete") in refused.stderr, refused.stderr
     assert "kint compact --over-skipped" in refused.stderr
     assert kjson(a, "verify", "release rule")["decision"] == "refuse"
 

@@ -103,7 +103,7 @@ def test_a_bad_contract_in_the_commands_environment(machine, chain_home):
                   "unanchored changes"):
         assert local in checks, (local, sorted(checks))
     assert checks["unanchored changes"]["detail"].startswith("1 changed"), checks
-    assert not {"primary RPC", "contract code", "session key", "head"} & set(checks), checks
+    assert not {"rpc primary", "contract", "session key", "head"} & set(checks), checks
 
 
 def test_a_bad_url_in_the_commands_environment_is_never_shown_whole(machine, chain_home):

@@ -82,19 +82,19 @@ def test_in_step_every_new_line_passes(story):
         f"[ok  ] enrolment: owner {story['owner']} (eoa account), space {space16}",
         f"[ok  ] recovery file: {recovery}; keep a copy off this machine",
         "[ok  ] unanchored changes: none",
-        f"[ok  ] primary RPC: {devchain['rpc_url']}: chain id {devchain['chain_id']} "
+        f"[ok  ] rpc primary: {devchain['rpc_url']}: chain id {devchain['chain_id']} "
         f"(the devchain)",
-        "[ok  ] secondary RPC: not asked on the devchain: a pull reads its one endpoint",
+        "[ok  ] rpc secondary: not asked on the devchain: a pull reads its one endpoint",
         f"[ok  ] head: this machine epoch 1 at block {block}; chain epoch 1 at block {block}; "
         f"in step",
     ]
     for line in expected:
         assert line in lines, (line, lines)
-    code = checks["contract code"]
+    code = checks["contract"]
     assert code["ok"] and not code.get("warn"), code
     assert code["detail"].startswith(f"{devchain['anchor']}: ") and code["detail"].endswith(
         " bytes of code, the EpochAnchor kint ships"), code
-    for name in ("head", "unanchored changes", "secondary RPC"):
+    for name in ("head", "unanchored changes", "rpc secondary"):
         assert not checks[name].get("warn") and checks[name]["hint"] == "", checks[name]
 
 
@@ -184,15 +184,15 @@ def test_a_wrong_contract_address_fails(story):
     space_config(a, f'contract = "{NOWHERE}"\n')
     try:
         lines, checks = failing(a)
-        assert (f"[FAIL] contract code: no code at {NOWHERE} on chain "
+        assert (f"[FAIL] contract: no code at {NOWHERE} on chain "
                 f"{story['devchain']['chain_id']}: wrong address or wrong chain") in lines, lines
-        assert checks["primary RPC"]["ok"], checks["primary RPC"]  # the endpoint is fine
+        assert checks["rpc primary"]["ok"], checks["rpc primary"]  # the endpoint is fine
         assert checks["head"] == {"name": "head", "ok": False,
                                   "detail": f"not read: there is no contract at {NOWHERE}",
-                                  "hint": "see the contract code check"}
+                                  "hint": "see the contract check"}
     finally:
         clear_config(a)
-    assert doctor(a)[1]["contract code"]["ok"]
+    assert doctor(a)[1]["contract"]["ok"]
 
 
 def test_other_code_at_the_address_warns_on_the_devchain_and_is_said_on_base(story):
@@ -205,14 +205,14 @@ def test_other_code_at_the_address_warns_on_the_devchain_and_is_said_on_base(sto
     other = deploy_test_smart_account(devchain["rpc_url"], story["owner"])
     space_config(a, f'contract = "{other}"\n')
     try:
-        code = doctor(a)[1]["contract code"]
+        code = doctor(a)[1]["contract"]
         assert code["ok"] and code["warn"], code
         assert code["detail"].startswith(f"{other}: ") and code["detail"].endswith(
             " bytes of code that are not the EpochAnchor kint ships"), code
         with RpcProxy(devchain["rpc_url"]) as proxy:  # off the devchain: Base's settings
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}"\n'
                          f'contract = "{other}"\n')
-            code = doctor(a)[1]["contract code"]
+            code = doctor(a)[1]["contract"]
             assert code["ok"] and not code.get("warn"), code
             assert code["detail"].endswith(" bytes of code, not kint's own build of the "
                                            "interface (expected on Base: kint v0.3.0 "
@@ -232,22 +232,23 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
                      f"{contract}")
         try:
             lines, checks = failing(a)
-            assert (f"[FAIL] primary RPC: {proxy.url} answers for chain {devchain['chain_id']}, "
+            assert (f"[FAIL] rpc primary: {proxy.url} answers for chain {devchain['chain_id']}, "
                     f"not Base's 8453") in lines, lines
-            at = lines.index(f"[WARN] secondary RPC: {proxy.url} is the same endpoint as the "
-                             f"primary: a cold-start pull would refuse without one")
+            at = lines.index(f"[WARN] rpc secondary: {proxy.url} (SAME as primary: no second "
+                             f"opinion on a cold start): a cold-start pull would refuse "
+                             f"without one")  # v0.3.0's words (10-configuration.md)
             assert lines[at + 1].startswith("       hint: set KINT_RPC_URL_2 to another "
                                             "operator's endpoint"), lines[at + 1]
-            assert checks["secondary RPC"]["ok"] and checks["secondary RPC"]["warn"]
+            assert checks["rpc secondary"]["ok"] and checks["rpc secondary"]["warn"]
             # Base's contract is v0.3.0's deployment: code that is not kint's own build is
             # said, not failed; here it is kint's build, so it is said to match.
-            assert checks["contract code"]["ok"], checks["contract code"]
+            assert checks["contract"]["ok"], checks["contract"]
 
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
                          f'"{devchain["rpc_url"]}"\n{contract}')
             _, checks = doctor(a)
-            assert checks["secondary RPC"] == {
-                "name": "secondary RPC", "ok": False,
+            assert checks["rpc secondary"] == {
+                "name": "rpc secondary", "ok": False,
                 "detail": f"{devchain['rpc_url']} answers for chain {devchain['chain_id']}, "
                           f"not Base's 8453",
                 "hint": "point KINT_RPC_URL_2 at an endpoint of chain 8453"}
@@ -255,7 +256,7 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
                          f'"http://127.0.0.1:1"\nallow_single_rpc = true\n{contract}')
             _, checks = doctor(a)
-            second = checks["secondary RPC"]
+            second = checks["rpc secondary"]
             assert second["ok"] and second["warn"], second
             assert second["detail"].startswith("http://127.0.0.1:1: reading the chain id: ")
             assert second["detail"].endswith("(KINT_ALLOW_SINGLE_RPC=1: a cold-start pull "
@@ -269,17 +270,17 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
     with RpcProxy(devchain["rpc_url"], max_hang_s=60) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            assert doctor(a)[1]["primary RPC"]["ok"]  # through the proxy, answering
+            assert doctor(a)[1]["rpc primary"]["ok"]  # through the proxy, answering
             proxy.set_mode("hang")
             seen = len(proxy.calls)
             out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert out.returncode == 1
             assert proxy.calls[seen:] == ["eth_chainId"], proxy.calls[seen:]
-            primary = checks["primary RPC"]
+            primary = checks["rpc primary"]
             assert not primary["ok"] and primary["detail"].startswith(
                 f"{proxy.url}: reading the chain id: "), primary
-            for name in ("contract code", "session key", "head"):
+            for name in ("contract", "session key", "head"):
                 assert checks[name]["detail"] == "not checked: the primary RPC did not answer"
                 assert not checks[name]["ok"]
             # Local checks still say what they know.
@@ -293,7 +294,7 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
             out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert proxy.calls[seen:] == ["eth_chainId", "eth_getCode"], proxy.calls[seen:]
-            assert checks["primary RPC"]["ok"] and not checks["contract code"]["ok"]
+            assert checks["rpc primary"]["ok"] and not checks["contract"]["ok"]
             for name in ("session key", "head"):
                 assert checks[name]["detail"] == "not checked: the primary RPC did not answer"
         finally:
@@ -318,7 +319,7 @@ def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
             key = checks["session key"]
             assert not key["ok"] and "InsufficientFunds" in key["detail"], key
             assert proxy.lies, "the endpoint was never asked for the balance"
-            assert checks["contract code"]["ok"] and checks["head"]["ok"], checks
+            assert checks["contract"]["ok"] and checks["head"]["ok"], checks
             assert "INTERNAL" not in text.stdout + text.stderr
 
             # A view's error object is quoted on one line and cut short: an endpoint's
@@ -339,7 +340,7 @@ def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
 def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
     a = story["a"]
     out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "30"})
-    primary = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["primary RPC"]
+    primary = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["rpc primary"]
     assert primary["ok"] and primary["detail"].endswith(
         "(doctor waits 12 s a call at most; KINT_RPC_TIMEOUT is 30 s)"), primary
 
@@ -383,7 +384,7 @@ def test_doctor_starts_no_chain_call_past_two_calls_worth_of_time(story):
             proxy.set_mode("delay", seconds=3)
             out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "5.5"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
-            assert checks["primary RPC"]["ok"] and checks["contract code"]["ok"], checks
+            assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
             assert checks["head"]["detail"] == "not checked: the chain's checks took 11 s already"
             assert not checks["head"]["ok"] and out.returncode == 1
         finally:

@@ -285,7 +285,8 @@ def test_the_restore_lines_of_a_cold_start_on_base(capsys):
     print_restore({
         "applied": [1, 2], "backups": [], "skipped": [], "closed": [], "warnings": [],
         "gap": [], "rows_total": 13, "rpcs_agreed": True, "report": "store root matches "
-        "the anchored root",
+        "the anchored root", "message": "restored 2 epoch(s), 13 rows; head seq 2 at block "
+        "51081880; store root matches the anchored root",
         "applied_epochs": [{"seq": 1, "block": 51081867, "rows": 14, "deletions": 0},
                            {"seq": 2, "block": 51081880, "rows": 1, "deletions": 1}],
         "head": {"seq": 2, "block": 51081880, "digest": digest},

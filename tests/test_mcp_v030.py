@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from mcp_session import quiet_agent
+from conftest import wait_until
+from mcp_session import AgentProcess, quiet_agent
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 V030_EPOCH = {"seq", "tx", "block", "digest", "bucket", "rows", "deleted", "snapshot",
@@ -37,6 +38,20 @@ def test_status_of_a_machine_that_never_connected(agent):
     assert set(status["unanchored"]) == {"error"}
     # Read only when an owner is known.
     assert not {"chain_head", "in_step", "session_key"} & set(status)
+
+
+def _log_has(box, line: str) -> bool:
+    log = box.kint_home / "kint.log"
+    return wait_until(lambda: log.exists() and line in log.read_text(), timeout=30)
+
+
+def test_the_log_says_why_nothing_was_pulled_at_start_in_v030s_lines(agent):
+    # v0.3.0's lines (10-configuration.md, "Logs"): why no start-up pull, then what it serves.
+    box = agent.box
+    assert _log_has(box, "bootstrap: not connected (no enrolment); serving anyway, "
+                         "memory_connect explains")
+    assert _log_has(box, f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
+                         f"{box.tenant}, db {box.sibyl_db})")
 
 
 def test_the_instructions_send_an_agent_without_a_data_key_to_memory_connect(agent):
@@ -131,6 +146,13 @@ def test_a_missing_data_key_is_key_expired(agent):
     assert "kint connect" in refused["hint"]
     status = agent.call("memory_status")
     assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1
+    # A server that starts now has no key to pull with, and says so in v0.3.0's line.
+    again = AgentProcess(box.env).start()
+    try:
+        assert _log_has(box, "bootstrap: data key not cached; serving without pull, "
+                             "memory_connect explains")
+    finally:
+        again.close()
 
 
 @pytest.mark.parametrize("tool, code, owner, want_code, want_hint", [

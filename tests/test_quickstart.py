@@ -38,13 +38,19 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
 
     status = ok(machine.kint("status")).stdout
     assert "None" not in status, status
-    assert _line(status, "head:") == ("head:    this machine epoch 0 (nothing anchored yet); "
-                                      "chain epoch 0 (nothing anchored yet); in step")
-    assert _line(status, "changes:") == ("changes: none: the store is not created yet (Sibyl "
-                                         "creates it on the first write)")
+    # kint v0.3.0's lines (03-new-machine.md, "Check it").
+    assert _line(status, "last anchored on this machine:") == (
+        "last anchored on this machine: seq 0 block 0 rows 0")
+    contract = kjson(machine, "status")["contract"]
+    assert _line(status, "chain head:") == (f"chain head: seq 0 digest {'0' * 16} block 0 "
+                                            f"(in step)  contract {contract}")
+    assert _line(status, "unanchored:") == ("unanchored: none: the store is not created yet "
+                                            "(Sibyl creates it on the first write)")
 
     doctor = ok(machine.kint("doctor")).stdout
     assert "None" not in doctor, doctor
+    # v0.3.0's row: a store not created yet warns (and a warning passes: exit 0).
+    assert f"[WARN] sibyl store: {machine.sibyl_db} (not created yet)" in doctor.splitlines()
 
     # v0.3.0's push of a store with nothing to anchor, never an internal error (exit 5).
     for args in (("push",), ("push", "--dry-run")):
@@ -69,8 +75,12 @@ def test_the_first_row_is_anchored_and_verified(machine):
     assert "DECISION: PROCEED" in out.stdout
     status = ok(machine.kint("status")).stdout
     block = pushed["epochs"][0]["block"]
-    assert _line(status, "head:") == (f"head:    this machine epoch 1 at block {block} (1 rows); "
-                                      f"chain epoch 1 at block {block}; in step")
+    assert _line(status, "last anchored on this machine:") == (
+        f"last anchored on this machine: seq 1 block {block} rows 1")
+    digest = pushed["epochs"][0]["digest"]
+    contract = kjson(machine, "status")["contract"]
+    assert _line(status, "chain head:") == (f"chain head: seq 1 digest {digest[:16]} block "
+                                            f"{block} (in step)  contract {contract}")
 
 
 def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
@@ -82,8 +92,8 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
             shutil.move(machine.sibyl_db.parent / name, aside / name)
     try:
         status = ok(machine.kint("status")).stdout
-        assert _line(status, "changes:") == ("changes: not counted: the store does not exist; "
-                                             "`kint pull` restores the anchored rows")
+        assert _line(status, "unanchored:") == ("unanchored: not counted: the store does not "
+                                                "exist; `kint pull` restores the anchored rows")
         for args in (("push",), ("compact",)):
             out = machine.kint(*args)
             assert out.returncode == 5, out.stdout + out.stderr

@@ -100,9 +100,12 @@ def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
                           row("untouched", "d"))}
     mirror = Mirror(space_id="00" * 32, rows=anchored)
     stored = [row("same", "a"), row("changed", "B"), row("deleted", "x"), row("untouched", "D")]
-    written = {row(k, "").canonical_id for k in ("same", "changed", "gone", "deleted")}
+    written = {row(k, "").canonical_id: seq for k, seq in
+               (("same", 1), ("changed", 2), ("gone", 1), ("deleted", 3))}
+    # v0.3.0's words (03-new-machine.md, step 8), each with the epoch that wrote the row.
     assert _not_back(mirror, stored, written) == [
-        "entity notes/changed: did not come back byte-exact after replay",
-        "entity notes/deleted: deleted on chain but still in the store",
-        "entity notes/gone: did not come back byte-exact after replay",
+        "epoch 2: entity notes/changed: stored text differs from the anchored leaf after "
+        "replay",
+        "epoch 3: entity notes/deleted: deleted on chain but still in the store",
+        "epoch 1: entity notes/gone: row missing after replay",
     ]

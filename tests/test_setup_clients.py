@@ -126,7 +126,8 @@ def test_claude_code_registers_kint_and_reports_it_connected(sandbox, tmp_path):
     assert line == f"kint: /usr/bin/env -u PYTHONPATH {SERVER} - ✔ Connected", listed.stdout
     # It ran under the machine's KINT_HOME (its log is there) and started its supervisor.
     label = sandbox.label(sandbox.sibyl_db)
-    assert (f"kint-server serving space {space_id(label)[:16]} ({label}) for {sandbox.sibyl_db}"
+    assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
+            f"{sandbox.tenant}, db {sandbox.sibyl_db}); space {space_id(label)[:16]} ({label})"
             in (sandbox.kint_home / "kint.log").read_text())
     sandbox.wait_for(lambda: running_pid(sandbox.kint_home), what="the machine's supervisor")
     no_second_supervisor(sandbox)
@@ -323,7 +324,8 @@ def test_hermes_loads_kint_for_each_profile_on_its_own_store(sandbox, tmp_path):
     for profile in ("alpha", "beta"):
         label = f"{tenant}@hermes:{profile}"
         space16 = space_id(label)[:16]
-        assert f"kint-server serving space {space16} ({label}) for {stores[profile]}" in log
+        assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant {tenant}, "
+                f"db {stores[profile]}); space {space16} ({label})") in log
     no_second_supervisor(sandbox)
 
     configs = [root / "config.yaml",

@@ -63,7 +63,7 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
     lines = out.stdout.splitlines()
     assert lines[0] == "query: release rule"
     assert lines[1] == "sibyl verdict: ok  hits: 1"
-    assert lines[2] == ("verified entity rules/release-gate: stored text matches the leaf "
+    assert lines[2] == ("  verified   entity rules/release-gate: stored text matches the leaf "
                         "anchored on Base")
     assert lines[3] == (f"DECISION: PROCEED: entity rules/release-gate verified against "
                         f"rows_root {root16} anchored at epoch 2, block 51081880")
@@ -85,7 +85,7 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
     reason = (f"the stored text of this row no longer matches what was anchored: the chain "
               f"vouches for {anchored_leaf[:16]} (epoch 2, no later than block 51081880), the "
               f"store now holds {local16} (unanchored, head epoch 2 at block 51081880)")
-    assert f"drifted entity rules/release-gate: {reason}" in out.stdout
+    assert f"\n  drifted    entity rules/release-gate: {reason}\n" in out.stdout
     assert f"DECISION: REFUSE: entity rules/release-gate: {reason}" in out.stdout
     name = f"entity-rules-release-gate-{local16}"
     assert f"refusal written back as Sibyl entity kint_refusal/{name}" in out.stdout

@@ -104,9 +104,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
         return
     for line in render.pull_lines(result):
         click.echo(line)
-    for warning in result["warnings"]:
-        click.echo(f"warning: {warning}", err=True)
-    click.echo(result["message"])
+    click.echo("\n".join(render.pull_summary_lines(result)))
 
 
 @click.command("rekey")

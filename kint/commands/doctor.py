@@ -19,6 +19,20 @@ from kint.paths import LOCAL_SECRET_FILE, kint_home
 from kint.protocol.checks import check
 
 
+def _home(home: Path) -> dict[str, Any]:
+    """v0.3.0's `kint home` row: the path and its mode, 0700 expected (anything else warns;
+    the `permissions` check below names what a supervisor start would make private)."""
+    try:
+        mode = stat.S_IMODE(home.stat().st_mode)
+    except FileNotFoundError:
+        return check("kint home", True, f"{home} (not created yet)",
+                     "any kint command on a space creates it, 0700", warn=True)
+    except OSError as err:
+        return check("kint home", False, f"{home}: {err.strerror or err}", "check KINT_HOME")
+    return check("kint home", True, f"{home} (mode 0{mode:o})",
+                 "" if mode == 0o700 else f"chmod 700 {home}", warn=mode != 0o700)
+
+
 def _placement(home: Path) -> dict[str, Any]:
     sibyl_dir = (Path.home() / ".sibyl-memory").resolve()
     resolved = home.resolve()
@@ -100,15 +114,16 @@ def _permissions(home: Path) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
-    """Named checks: Sibyl's packages, the Python version, PYTHONPATH, kint home placement,
-    permissions, supervisor reachable; from the space's worker the store, enrolment, data
-    key, recovery file, state files, disk space, a half-done pull, unanchored changes, and
-    on the chain the primary RPC (its chain id), the secondary RPC, the contract's code,
-    the session key and the head against the mirror. RPC URLs show scheme, host and port only.
-    Exit code 1 when any fails ([WARN] lines pass)."""
+    """Named checks: Sibyl's packages, python, PYTHONPATH, kint home (its mode), kint home
+    placement, permissions, supervisor reachable; from the space's worker the sibyl store,
+    enrolment, data key, recovery file, state files, disk space, a half-done pull,
+    unanchored changes, and on the chain rpc primary (its chain id), rpc secondary, the
+    contract's code, the session key and the head against the mirror (v0.3.0's names where
+    it has the check). RPC URLs show scheme, host and port only. Exit code 1 when any fails
+    ([WARN] lines pass)."""
     check_owner(obj, owner)
     home = kint_home()
-    checks = [*environment_checks(), _placement(home), _permissions(home)]
+    checks = [*environment_checks(), _home(home), _placement(home), _permissions(home)]
     client = obj.client(autostart=False)
     reachable = client.ping(2.0)
     checks.append(check("supervisor reachable", reachable,
@@ -117,7 +132,7 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     ref = spaces.resolve(obj.tenant, obj.db)
     problem = spaces.store_problem(ref.db)
     if problem is not None:  # never sent: its worker would fail at every start
-        checks.append(check("store readable", False, f"{ref.db} {problem}", spaces.STORE_HINT))
+        checks.append(check("sibyl store", False, f"{ref.db} {problem}", spaces.STORE_HINT))
     elif reachable:
         try:
             checks += print_notices(client.call("doctor", tenant=ref.tenant, db=ref.db,

@@ -88,15 +88,22 @@ def _minimum_python() -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+# v0.3.0's note beside the Python version while PYTHONPATH is set (10-configuration.md);
+# the PYTHONPATH check after it says what the variable holds.
+PYTHONPATH_NOTE = " (PYTHONPATH is set: run with env -u PYTHONPATH)"
+
+
 def python_version() -> dict[str, Any]:
+    """v0.3.0's `python` row: the version, and its PYTHONPATH note while the variable is set."""
     version = platform.python_version()
+    note = PYTHONPATH_NOTE if os.environ.get("PYTHONPATH") else ""
     minimum = _minimum_python()
     if minimum is None:
-        return _check("Python version", True, f"{version} ({sys.executable})")
+        return _check("python", True, f"{version} ({sys.executable}){note}")
     wanted = f"{minimum[0]}.{minimum[1]}"
     ok = sys.version_info[:2] >= minimum
-    return _check("Python version", ok, f"{version} ({sys.executable}); kint needs {wanted} or "
-                  f"newer", f"install kint under Python {wanted} or newer")
+    return _check("python", ok, f"{version} ({sys.executable}); kint needs {wanted} or "
+                  f"newer{note}", f"install kint under Python {wanted} or newer")
 
 
 def pythonpath() -> dict[str, Any]:

@@ -225,18 +225,14 @@ def print_joined(connected: dict[str, Any]) -> None:
 
 def print_restore(result: dict[str, Any]) -> None:
     """The restore step's lines, in v0.3.0's words: `kint pull`'s lines (render.pull_lines),
-    its warnings, then `restore:`."""
+    then `restore:`."""
     for line in render.pull_lines(result):
         click.echo(line)
-    for warning in result.get("warnings", []):
-        click.echo(f"warning: {warning}", err=True)
     head = result["head"]
     if result.get("gap"):
         click.echo(f"restore: {result['message']}")
     elif result.get("applied"):
-        click.echo(f"restore: restored {len(result['applied'])} epoch(s), "
-                   f"{result['rows_total']} rows; head seq {head['seq']} at block "
-                   f"{head['block']}; {result['report']}")
+        click.echo(f"restore: {result['message']}")  # `restored N epoch(s), R rows; ...`
     elif head["seq"] == 0:
         click.echo("restore: up to date (the vault has no epochs yet)")
     else:

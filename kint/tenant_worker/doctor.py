@@ -23,10 +23,13 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         check_openable(cfg.db)
         exists = os.path.exists(cfg.db)
-        checks.append(check("store readable", True, cfg.db if exists else
-                            f"{cfg.db} (not created yet)"))
+        # v0.3.0's row: a store not created yet (a fresh machine) warns.
+        checks.append(check("sibyl store", True, cfg.db) if exists else
+                      check("sibyl store", True, f"{cfg.db} (not created yet)",
+                            "Sibyl creates it on the first write (the agent's memory_remember "
+                            "through kint-server), or `kint pull` restores it", warn=True))
     except StoreUnreadable as err:
-        checks.append(check("store readable", False, str(err), "check the store file"))
+        checks.append(check("sibyl store", False, str(err), "check the store file"))
     try:
         enrolment = ctx.enrolment()
     except CorruptStateFile:
@@ -124,7 +127,7 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
             counted = count_unanchored(ctx, mirror)
             half, local = counted.half_done, counted.unanchored
     except (CorruptStateFile, StoreUnreadable):
-        unreadable = True  # the "state files" and "store readable" checks name it
+        unreadable = True  # the "state files" and "sibyl store" checks name it
     checks.append(check("pull", half is None, half.message if half is not None else
                         "no pull left half-done", "free space if a disk is full, then run "
                         "`kint pull`"))

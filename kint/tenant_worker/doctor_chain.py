@@ -79,7 +79,7 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
         return check(name, False, PRIMARY_DOWN, "fix the primary RPC first")
 
     code, has_code = (_contract_code(anchor, chain) if answering_still()
-                      else (not_checked("contract code"), False))
+                      else (not_checked("contract"), False))
     checks.append(code)
     checks.append(_session_key(anchor, home, enrolment.owner) if answering_still() else
                   no_session_key(home) or not_checked("session key"))
@@ -87,7 +87,7 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
         checks.append(not_checked("head"))
     elif not has_code:
         checks.append(check("head", False, "not read: there is no contract at "
-                            f"{chain.anchor}", "see the contract code check"))
+                            f"{chain.anchor}", "see the contract check"))
     else:
         checks.append(_head(anchor, enrolment.owner, space_id, mirror))
     return checks
@@ -99,21 +99,21 @@ def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bo
     try:
         answered = anchor.chain_id()
     except CHAIN_READ_FAILED as err:
-        return check("primary RPC", False, f"{where}: {err}",
+        return check("rpc primary", False, f"{where}: {err}",
                      "check KINT_RPC_URL, or the endpoints given to `kint connect "
                      "--rpc-urls`"), False
     if answered != chain.chain_id:
-        return check("primary RPC", False, f"{where} answers for chain {answered}, not "
+        return check("rpc primary", False, f"{where} answers for chain {answered}, not "
                      f"{_chain_name(chain)}'s {chain.chain_id}",
                      f"point KINT_RPC_URL at an endpoint of chain {chain.chain_id}"), True
-    return check("primary RPC", True, f"{where}: chain id {answered} "
+    return check("rpc primary", True, f"{where}: chain id {answered} "
                  f"({_chain_name(chain)})"), True
 
 
 def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
     """The second opinion a cold-start pull asks for the head (pull.py `_cold_start`). On
     the devchain a pull asks none, so there is nothing to check."""
-    name = "secondary RPC"
+    name = "rpc secondary"
     if chain.devchain:
         return check(name, True, "not asked on the devchain: a pull reads its one endpoint")
     single = (" (KINT_ALLOW_SINGLE_RPC=1: a cold-start pull accepts the primary alone)"
@@ -122,7 +122,7 @@ def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
         return check(name, True, f"none configured{single}", SINGLE_RPC_HINT, warn=True)
     where = redact_url(chain.rpc_urls[1])
     if chain.second_is_same_endpoint:
-        return check(name, True, f"{where} is the same endpoint as the primary{single}",
+        return check(name, True, f"{where} (SAME as primary: no second opinion on a cold start){single}",
                      SINGLE_RPC_HINT, warn=True)
     try:
         answered = Anchor(chain, RpcTracker(), 1).chain_id()
@@ -151,7 +151,7 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
     and every read and push would fail with it."""
     from kint.chain.artifact import ArtifactMissing, epoch_anchor_artifact
 
-    name = "contract code"
+    name = "contract"
     try:
         code = anchor.code()
     except CHAIN_READ_FAILED as err:
@@ -206,7 +206,7 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
 
 
 def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> dict[str, Any]:
-    """The chain's head of (owner, space) against the mirror's, in `kint status`'s words."""
+    """The chain's head of (owner, space) against the mirror's: `in step`, or NOT in step: pull."""
     try:
         head = anchor.head(owner, space_id)
     except CHAIN_READ_FAILED as err:

@@ -117,7 +117,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     mirror = state.mirror()
     backups: list[str] = []
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
-    written: set[str] = set()  # the rows this pull wrote or deleted
+    written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
     # The store is gone (deleted, moved) over rows anchored from it: nothing local to
     # weigh against the chain, so the pull restores from seq 0 into a new store, as a
     # discarding one does, with nothing to move aside. Compared with the mirror, the
@@ -137,7 +137,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         present = {r.canonical_id: r for r in rows}
         if mirror is None and rows:
             raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
-                                "has no mirror: pull never merges them blindly",
+                                "has no mirror of what the chain last saw. Refusing to merge "
+                                "blindly",  # v0.3.0's words (03-new-machine.md, "The fork check")
                                 "`kint pull --discard-local` moves the store aside and restores "
                                 "from the chain")
         local = diff(mirror, rows) if mirror is not None else []
@@ -238,11 +239,26 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                              f"stays at epoch {mirror.head.seq}, and push and verify refuse "
                              f"until it applies")
     elif not applied:
-        result["message"] = f"already at the chain head (epoch {mirror.head.seq})"
+        result["message"] = (f"already at the chain head (epoch {mirror.head.seq})"
+                             + _older_epochs(backfilled, closed))
     else:
-        result["message"] = (f"applied {len(applied)} epoch(s), head epoch {mirror.head.seq} at "
-                             f"block {mirror.head.block}; {report}")
+        # kint v0.3.0's summary line (03-new-machine.md, "What it prints"), word for word.
+        result["message"] = (f"restored {len(applied)} epoch(s), {len(rows)} rows; head seq "
+                             f"{mirror.head.seq} at block {mirror.head.block}; {report}"
+                             + _older_epochs(backfilled, closed))
     return result
+
+
+def _older_epochs(backfilled: list[int], closed: list[dict[str, Any]]) -> str:
+    """What `--full` did beyond the restore, in v0.3.0's words: the epochs it cached for
+    history, and those sealed under a retired data key that stay closed."""
+    tail = ""
+    if backfilled:
+        tail += f"; {len(backfilled)} older epoch(s) cached for history"
+    if closed:
+        tail += (f"; {len(closed)} older epoch(s) sealed under a retired key stay closed on "
+                 f"this machine")
+    return tail
 
 
 def _check_continuity(todo: list[Fetched], prev_digest: str) -> None:
@@ -317,6 +333,10 @@ def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, 
         f = _fetch(ctx, anchor, owner, ev, held)
         out.append(f)
         if f.snapshot and not full:
+            if seq > base + 1:  # v0.3.0's log line (03-new-machine.md, "Snapshots and --full")
+                log.info("pull: starting at snapshot epoch %d; the epochs before it are not "
+                         "needed to restore (`kint pull --full` walks them for the older "
+                         "versions)", seq)
             break
         if f.opened is None and f.header is not None and f.header.snapshot and not full:
             log.warning("pull: epoch %d claims to be a snapshot but cannot be applied; walking "
@@ -354,13 +374,14 @@ def _loads(text: str | None) -> Any:
 
 
 def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
-            present: dict[str, Row], written: set[str]) -> list[str]:
+            present: dict[str, Row], written: dict[str, int]) -> list[str]:
     """Write one epoch's rows through Sibyl's own write methods. Rows the store already
     holds byte for byte are not written again.
 
     `present` is what the store holds, by canonical id (a row's leaf is worked out only
     when an epoch carries a row of the same id); it is brought up to date here for the
-    next epoch. The ids written go into `written`: the pull reads the store back once, when it
+    next epoch. The ids written go into `written`, with this epoch's seq: the pull reads the
+    store back once, when it
     ends (one export, which the store root needs anyway), and names any written row that
     did not come back byte for byte. Reading each row back after each epoch cost more than
     Sibyl's own writes on a long restore."""
@@ -378,10 +399,10 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
         if tier == "entity":
             client.delete_entity(category, key)
             present.pop(cid, None)
-            written.add(cid)
-        else:
-            warnings.append(f"{tier} {key}: deleted on chain; Sibyl has no delete for this "
-                            f"tier, so it stays in the store")
+            written[cid] = plaintext.seq
+        else:  # v0.3.0's words (03-new-machine.md, "Replay through Sibyl's write methods")
+            warnings.append(f"epoch {plaintext.seq}: {tier} {key}: deleted on chain; no SDK "
+                            f"delete for this tier, so it stays in the store")
     for wire in plaintext.rows:
         row = wire.to_row()
         cid = row.canonical_id
@@ -401,20 +422,25 @@ def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
                                acted=_loads(f.get("acted")), forward=_loads(f.get("forward")),
                                extra=_loads(f.get("extra")))
         present[cid] = row
-        written.add(cid)
+        written[cid] = plaintext.seq
     return warnings
 
 
-def _not_back(mirror: Mirror, rows: list[Row], written: set[str]) -> list[str]:
-    """The rows this pull wrote that the store does not hold as anchored."""
+def _not_back(mirror: Mirror, rows: list[Row], written: dict[str, int]) -> list[str]:
+    """The rows this pull wrote that the store does not hold as anchored, each named with
+    the epoch that last wrote it, in v0.3.0's words (03-new-machine.md, step 8)."""
     stored = {r.canonical_id: r for r in rows if r.canonical_id in written}
     out = []
     for cid in sorted(written):
         anchored = mirror.rows.get(cid)
         back = stored.get(cid)
+        epoch = f"epoch {written[cid]}"
         if anchored is None:
             if back is not None and back.tier == "entity":
-                out.append(f"{back.label()}: deleted on chain but still in the store")
-        elif back is None or back.leaf != anchored.leaf:
-            out.append(f"{anchored.label()}: did not come back byte-exact after replay")
+                out.append(f"{epoch}: {back.label()}: deleted on chain but still in the store")
+        elif back is None:
+            out.append(f"{epoch}: {anchored.label()}: row missing after replay")
+        elif back.leaf != anchored.leaf:
+            out.append(f"{epoch}: {anchored.label()}: stored text differs from the anchored "
+                       f"leaf after replay")
     return out

@@ -130,9 +130,9 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     resolve_pending(ctx, anchor, sender, enrolment.owner)
     mirror = state.mirror()
     if mirror is not None and mirror.skipped and not (over_skipped and as_snapshot):
-        raise ProtocolError(ErrorCode.GAP, "the last pull stopped at epoch(s) "
-                            + ", ".join(map(str, mirror.skipped)) + f" it could not apply; "
-                            f"{NOTHING_DROPPED}",
+        raise ProtocolError(ErrorCode.GAP, f"this machine could not apply epoch(s) "
+                            f"{sorted(mirror.skipped)} on its last pull, so its picture of the "
+                            f"memory is incomplete; {NOTHING_DROPPED}",  # v0.3.0's words
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
     before = counting_from(cfg.db)

@@ -132,15 +132,22 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return _locked(ctx, run)
 
 
+# v0.3.0's refusal (09-cli.md, "kint recovery-code"), whether this machine never connected
+# or its cached key is gone.
+NO_KEY_FOR_CODE = "no data key cached on this machine: kint connect first"
+
+
 def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
+        if ctx.enrolment() is None:
+            raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
+                                "run `kint connect --owner ADDRESS` first")
         chain, enrolment = connected(ctx)
         try:
             key = current_data_key(ctx)
         except ProtocolError:
-            raise ProtocolError(ErrorCode.NO_DATA_KEY, "no data key cached on this machine: "
-                                "kint connect first") from None
+            raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE) from None
         if not settings.value("KINT_OFFLINE"):
             anchor = Anchor(chain, ctx.tracker)
             head = read_head(anchor, enrolment.owner, cfg.space_id)

@@ -1,0 +1,75 @@
+"""kint v0.3.0's lines a script may match on: a cold start's summary, printed from a
+result as the worker returns it (the devchain cannot give one that asks a second RPC: it
+has one local endpoint, and its chain id is not Base's), `kint recovery-code` on a machine
+that never connected, and a pull over a store with rows and no mirror. The lines the
+devchain can produce are checked end to end in test_chain_e2e.py, test_verify.py and
+test_join.py."""
+
+from __future__ import annotations
+
+from chain_machines import kjson, new_machine
+from conftest import write_store
+
+from kint import render
+
+DIGEST = "b64dcde033b03249" + "0" * 48
+
+
+def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line():
+    result = {
+        "applied": [1], "backups": [], "skipped": [], "closed": [], "warnings": [], "gap": [],
+        "rows_total": 5, "rpcs_agreed": True, "single_rpc": None,
+        "message": "restored 1 epoch(s), 5 rows; head seq 1 at block 51082012; store root "
+                   "matches the anchored root",
+        "applied_epochs": [{"seq": 1, "block": 51082012, "rows": 5, "deletions": 0}],
+        "head": {"seq": 1, "block": 51082012, "digest": DIGEST},
+        "chain_head": {"seq": 1, "block": 51082012, "digest": DIGEST},
+    }
+    # 03-new-machine.md, "What it prints".
+    assert render.pull_lines(result) + render.pull_summary_lines(result) == [
+        "pull: cold start, both RPCs agree: head seq 1, digest b64dcde033b03249, block 51082012",
+        "pull: applied epoch 1 (5 rows, 0 deletions) from block 51082012",
+        "restored 1 epoch(s), 5 rows; head seq 1 at block 51082012; store root matches the "
+        "anchored root",
+        "cold start: two RPCs agreed on the head: True",
+    ]
+
+
+def test_a_row_that_did_not_come_back_is_a_pull_warning_line_naming_its_epoch():
+    # 03-new-machine.md, "What every epoch must pass": `pull: WARNING epoch N: ...`.
+    warning = "epoch 2: entity notes/x: stored text differs from the anchored leaf after replay"
+    assert render.pull_lines({"applied_epochs": [], "warnings": [warning]}) == [
+        f"pull: WARNING {warning}"]
+
+
+def test_a_pull_without_a_second_opinion_ends_with_its_summary():
+    for agreed in (None, False):
+        assert render.pull_summary_lines({"message": "already at the chain head (epoch 3)",
+                                          "rpcs_agreed": agreed}) == [
+            "already at the chain head (epoch 3)"]
+
+
+def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(sandbox):
+    # 09-cli.md, "kint recovery-code": no data key cached, whatever the reason (a real
+    # supervisor and worker, a machine that never connected).
+    out = sandbox.kint("recovery-code")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[0] == ("kint: error: no data key cached on this machine: kint "
+                                          "connect first [NO_DATA_KEY]"), out.stderr
+    assert not list(sandbox.kint_home.glob("RECOVERY-*"))
+
+
+def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, chain_home):
+    # 03-new-machine.md, "The fork check": rows and no mirror at all, a fork (exit 4).
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        mirror = sb.kint_home / f"mirror-{space16}.json.gz"
+        mirror.unlink()
+        out = sb.kint("pull")
+        assert out.returncode == 4, out.stdout + out.stderr
+        assert "Refusing to merge blindly [FORK]" in out.stderr, out.stderr
+        assert not mirror.exists() and sb.sibyl_db.exists()  # nothing written, nothing moved
+    finally:
+        sb.shutdown()
