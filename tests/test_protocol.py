@@ -196,6 +196,42 @@ def test_fuzz_json_shapes_decode_or_raise_the_protocol_error(obj):
     assert isinstance(req.timeout_ms, int) and req.timeout_ms >= 1
 
 
+def _answer(decode, data: bytes):
+    try:
+        return decode(data)
+    except ProtocolError as err:
+        return (err.code, err.message, err.request_id)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.sets(st.sampled_from(sorted(GOOD)), max_size=2), st.fixed_dictionaries({}, optional={
+    "v": st.sampled_from([1, 2, "1", None, True]),
+    "id": st.sampled_from(["r1", "", "x" * 64, "x" * 65, None]) | st.text(max_size=70),
+    "op": st.sampled_from(["status", "verify", "sup.ping", "sup.restart", "history", "x", 3]),
+    "tenant": st.sampled_from([None, "t", "", "a\x00b", "t" * 200, "t" * 201, 7]),
+    "db": st.sampled_from([None, "/m.db", "m.db", "", "/a\x00b", "/" + "d" * 5000, False]),
+    "space": st.sampled_from([None, "s", "", "s\x00", "s" * 300, []]),
+    "args": st.sampled_from([None, {}, [], {"query": "q"}, {"target": "abc"}, {"x": 1},
+                             {"tier": "facts", "key": "k"}, {"query": 5}]),
+    "timeout_ms": st.sampled_from([0, 1, 5000, 1.5, True, "9", MAX_TIMEOUT_MS,
+                                   MAX_TIMEOUT_MS + 1, None]),
+    "cast": st.sampled_from([False, True, 0, "yes", None]),
+    "extra": st.just(1),
+}))
+def test_the_gates_one_expression_answers_as_its_checks_one_by_one(dropped, changed):
+    """decode_request accepts a well-formed request in one expression and leaves every
+    other to `_decode_checked`: the two give the same request, or the same refusal, for a
+    good request with fields dropped or changed, one or several."""
+    from kint.protocol.server_codec import _decode_checked
+
+    obj = {k: v for k, v in {**GOOD, **changed}.items() if k not in dropped}
+    data = orjson.dumps(obj)
+    fast, checked = _answer(decode_request, data), _answer(_decode_checked, data)
+    assert fast == checked
+    if isinstance(fast, Request):
+        assert (type(fast.timeout_ms), type(fast.cast), fast.v) == (int, bool, 1)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=512) | _json.map(lambda o: json.dumps(o).encode()),
        st.binary(max_size=64))
