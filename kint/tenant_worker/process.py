@@ -2,8 +2,9 @@
 
 The main thread owns the DEALER socket: it receives requests, hands them to a small
 thread pool (kint.tenant_worker.op_pool: the thread that went idle last runs the next
-op), forwards the pool's replies (encoded by the pool thread, passed through an inproc
-socket, since a ZeroMQ socket belongs to one thread), and beats with what it is doing:
+op), forwards the pool's replies (encoded by the pool thread, queued for the main thread,
+since a ZeroMQ socket belongs to one thread, with a byte on the wake pipe the loop
+already polls), and beats with what it is doing:
 every second while it works and for `idle_beat_s` after, then every `idle_beat_s`
 (each beat says when the next is due; a request makes the next one due within a second).
 The only handler it runs itself is the plain `status` (a few stats), so a slow op never
@@ -22,6 +23,7 @@ every message it sends carries it (kint.protocol.worker_wire).
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import logging
 import os
@@ -58,7 +60,6 @@ _PENDING_AT_START = "pending-at-start"
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
-_REPLIES_ADDRESS = "inproc://replies"
 
 
 def _die_with_parent() -> None:
@@ -114,15 +115,17 @@ class Worker:
         self.dealer = self.zctx.socket(zmq.DEALER)
         self.dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
         self.dealer.setsockopt(zmq.LINGER, 2000)
-        self.replies = self.zctx.socket(zmq.PULL)
-        self.replies.bind(_REPLIES_ADDRESS)
         self.pool = OpPool(config.threads, f"kint-{config.space16}")
-        self._local = threading.local()
+        # The pool's answers, each the back-socket message to send, in the order they were
+        # made; each comes with a byte on the wake pipe. Not an inproc socket: one more
+        # ZeroMQ socket in the loop's poll cost every turn a look at its mailbox (a system
+        # call), a plain status's included, which never uses it.
+        self._answers: collections.deque[list[bytes]] = collections.deque()
         self.stopping = False
         self.stop_requested = threading.Event()
-        # A signal writes a byte here (signal.set_wakeup_fd), which wakes the loop's poll:
-        # so an idle worker sleeps until its next beat, not a second at a time, and still
-        # stops at once on SIGTERM.
+        # A signal writes a byte here (signal.set_wakeup_fd), as does a pool thread with
+        # an answer, which wakes the loop's poll: so an idle worker sleeps until its next
+        # beat, not a second at a time, and still stops at once on SIGTERM.
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -213,15 +216,6 @@ class Worker:
 
     # -- running ops -----------------------------------------------------------------------
 
-    def _reply_socket(self) -> zmq.Socket:
-        sock = getattr(self._local, "push", None)
-        if sock is None:
-            sock = self.zctx.socket(zmq.PUSH)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(_REPLIES_ADDRESS)
-            self._local.push = sock
-        return sock
-
     def _reply_message(self, internal_id: str, reply: Reply,
                        op: str | None = None) -> list[bytes]:
         """The reply's two frames: the header the supervisor routes on (its own id for the
@@ -255,7 +249,21 @@ class Worker:
             self.inflight.finish(_PENDING_AT_START)
 
     def _send_reply(self, frames: list[bytes]) -> None:
-        send_frames(self._reply_socket(), frames, block=True)
+        """On a pool thread: queue the answer for the main thread and wake its poll. The
+        byte goes after the answer, so the loop that reads the byte finds the answer; a
+        pipe already full of bytes is readable anyway."""
+        self._answers.append(frames)
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:  # full (so readable already), or closed: the worker is exiting
+            pass
+
+    def _forward_answers(self) -> None:
+        """Send the pool's answers that wait, in order (main thread)."""
+        answers = self._answers
+        while answers:
+            send_frames(self.dealer, answers.popleft(), block=True)
+            self._busy_now()
 
     def _run(self, req: Request) -> Reply:
         try:
@@ -319,7 +327,6 @@ class Worker:
         self._send({"kind": "hello", "space": cfg.space16})
         poller = zmq.Poller()
         poller.register(self.dealer, zmq.POLLIN)
-        poller.register(self.replies, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         stop_deadline: float | None = None
         while True:
@@ -343,25 +350,26 @@ class Worker:
             # One message per ready socket per turn: the next poll returns at once while
             # more wait, and draining until Again cost an exception per wake-up.
             for sock, _ in poller.poll(timeout * 1000):
-                if sock == self._wake_r:
-                    os.read(self._wake_r, 64)  # a signal: its handler has run
-                    continue
-                try:
-                    frames = recv_frames(sock)
-                except zmq.Again:
-                    continue
                 if sock is self.dealer:
+                    try:
+                        frames = recv_frames(sock)
+                    except zmq.Again:
+                        continue
                     self._dispatch(frames)
                 else:
-                    send_frames(self.dealer, frames, block=True)
-                    self._busy_now()
+                    # A signal (its handler has run) or the pool's answers: the bytes are
+                    # read first, so an answer queued after this look wakes the next poll.
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    self._forward_answers()
 
     def close(self) -> None:
         signal.set_wakeup_fd(-1)
+        self.pool.shutdown()
         os.close(self._wake_r)
         os.close(self._wake_w)
-        self.pool.shutdown()
-        self.replies.close(linger=0)
         self.dealer.close()
         self.zctx.term()
 
