@@ -58,8 +58,13 @@ class ConfigWatch:
         self.generation = 0  # bumped on every change of the file that was read
 
     def current(self) -> tuple[ConfigFile, ConfigError | None]:
-        """The configuration in force and, when the file on disk was refused, why."""
-        sig = _signature(self._path_text)
+        """The configuration in force and, when the file on disk was refused, why. Most
+        homes have no config file: while there was none, an `access` asks whether there
+        is one now, without the exception a failed stat builds on every request."""
+        if self._signature is None and not os.access(self._path_text, os.F_OK):
+            sig: Signature | str = None
+        else:
+            sig = _signature(self._path_text)
         if sig != self._signature:
             with self._lock:
                 if sig != self._signature:

@@ -108,6 +108,13 @@ class Bindings:
         """Every bound store's path (kept out of the walk that tightens KINT_HOME)."""
         return [Path(b.db) for b in self._by_space.values()]
 
+    def holds(self, space_id: str, label: str, tenant: str, db: str) -> bool:
+        """Whether the space is bound to this store as it is: asked on every routed call,
+        so without building a Binding to compare."""
+        bound = self._by_space.get(space_id)
+        return (bound is not None and bound.db == db and bound.tenant == tenant
+                and bound.label == label)
+
     def bind_if_exists(self, space_id: str, binding: Binding) -> None:
         """Bind the space to its store, if the store exists and can be one: only such a store
         binds its space (issue 14, item 5). A binding already held as it is asks nothing of

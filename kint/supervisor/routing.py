@@ -111,7 +111,8 @@ class ClientRouting:
                     and not os.path.exists(handle.db)):
                 self._move_space(handle, request)  # a typo's store never blocks the real one
             _same_store(sid, label, handle.db, handle.tenant, request)
-            self.bindings.bind_if_exists(sid, Binding(label, handle.tenant, handle.db))
+            if not self.bindings.holds(sid, label, handle.tenant, handle.db):
+                self.bindings.bind_if_exists(sid, Binding(label, handle.tenant, handle.db))
             return handle
         bound = self.bindings.get(sid)  # from before this supervisor started
         if bound is not None:

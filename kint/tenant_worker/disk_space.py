@@ -67,12 +67,11 @@ def full_disks(db: str, kint_home: str, *, same_disk: bool = False) -> list[str]
     """One line per disk that is full, naming what lives on it (empty when none is).
     Asked by every `status`: `same_disk` (the caller saw both paths on one device, st_dev)
     asks that disk once."""
-    lines = []
-    free = None
-    for i, (what, path) in enumerate(_places(db, kint_home)):
-        if i == 0 or not same_disk:
-            free = _free_bytes(path)
-        room = Room(what, path, free)
-        if room.low:
-            lines.append(room.describe())
-    return lines
+    store_free = _free_bytes(db)
+    home_free = store_free if same_disk else _free_bytes(kint_home)
+    if (store_free is None or store_free >= LOW_BYTES) and (home_free is None
+                                                          or home_free >= LOW_BYTES):
+        return []  # every status asks: the usual answer without a Room built per disk
+    rooms = [Room(what, path, free) for (what, path), free
+             in zip(_places(db, kint_home), (store_free, home_free))]
+    return [room.describe() for room in rooms if room.low]
