@@ -56,7 +56,9 @@ def machine_b(tmp_path_factory, chain_home):
 
 @pytest.fixture(scope="module")
 def machine_c(tmp_path_factory, chain_home):
-    c = new_machine(tmp_path_factory.mktemp("join-c"), chain_home)
+    # Never recycled (KINT_WORKER_RECYCLE_MIB=0): the discard test needs another space's
+    # worker to stay up, holding the store, from its status to the refused join.
+    c = new_machine(tmp_path_factory.mktemp("join-c"), chain_home, KINT_WORKER_RECYCLE_MIB="0")
     yield c
     c.shutdown()
 
