@@ -56,7 +56,9 @@ def machine_b(tmp_path_factory, chain_home):
 
 @pytest.fixture(scope="module")
 def machine_c(tmp_path_factory, chain_home):
-    c = new_machine(tmp_path_factory.mktemp("join-c"), chain_home)
+    # Never recycled (KINT_WORKER_RECYCLE_MIB=0): the discard test needs another space's
+    # worker to stay up, holding the store, from its status to the refused join.
+    c = new_machine(tmp_path_factory.mktemp("join-c"), chain_home, KINT_WORKER_RECYCLE_MIB="0")
     yield c
     c.shutdown()
 
@@ -234,15 +236,35 @@ def test_join_stops_at_the_vault_without_epochs_unless_new_vault(machine_c):
 
 
 def test_a_restore_refusal_exits_with_the_pull_status_then_discard_local(vault, machine_c):
+    """One Sibyl store holds many tenants. kint's own worker for another tenant's space on
+    it keeps the store open between ops, so the discarding join is refused BUSY, naming it
+    as kint's worker and how to stop it (this once came as a flake: the worker of the test
+    above opened the store when its background count happened to fall in this test)."""
     a, account, _ = vault
     c = machine_c
     write_store(c.sibyl_db, {"stray": {"rule": "written before kint"}}, tenant=c.tenant)
+    other = "kint-join-other"
+    out = _join(c, Account.create(), "--no-setup", "--tenant", other, "--new-vault")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ok(c.kint("--tenant", other, "status"))  # its worker reads the store now, and keeps it
     out = _join(c, account, "--no-setup")
     assert out.returncode == 4, out.stdout + out.stderr  # a fork, as kint pull exits
     assert any(l.startswith("connected: key tag ") for l in _lines(out)), out.stdout
     assert out.stderr.startswith("join stopped at restore: "), out.stderr
     assert "[FORK]" in out.stderr and "--discard-local" in out.stderr
 
+    out = _join(c, account, "--no-setup", "--discard-local")
+    assert out.returncode == 5, out.stdout + out.stderr  # BUSY, as kint pull exits
+    # Two: this test's other tenant, and the empty vault's of the test above when it ran.
+    assert ("(kint's worker for another space on this store)" in out.stderr
+            or "(kint's workers for other spaces on this store)" in out.stderr), out.stderr
+    assert "`kint supervisor stop` stops them" in out.stderr, out.stderr
+    assert "an agent's MCP server" not in out.stderr  # nothing but kint's worker holds it
+    assert not any(l.startswith("moved aside: ") for l in _lines(out)), out.stdout
+    assert not list(c.sibyl_db.parent.glob("*.kint-backup-*"))
+
+    c.shutdown()  # `kint supervisor stop`, as the hint says
+    c.start_entitled()  # the test's supervisor again (Sibyl's account gate entitled)
     out = _join(c, account, "--no-setup", "--discard-local")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "(kept)" in out.stdout and "data key from local wraps" in out.stdout

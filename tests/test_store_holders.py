@@ -47,6 +47,28 @@ def test_a_process_holding_the_store_is_named_and_this_one_is_not(held_store):
         mine.close()
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")
+def test_same_parent_picks_the_siblings():
+    """In a worker, a holder forked by the same forkserver is kint's worker for another space
+    on the store. Here: a child asks about its sibling (also this process's child), about
+    its parent (this process) and about a child of its own; only the sibling is one."""
+    sibling = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                               stdin=subprocess.PIPE)
+    try:
+        asks = ("import subprocess, sys\n"
+                "from kint.tenant_worker.store_holders import same_parent\n"
+                "own = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],"
+                " stdin=subprocess.PIPE)\n"
+                f"print(same_parent([{sibling.pid}, {os.getpid()}, own.pid]), flush=True)\n"
+                "own.stdin.close(); own.wait()\n")
+        out = subprocess.run([sys.executable, "-c", asks], capture_output=True, text=True,
+                             timeout=60)
+        assert out.stdout.strip() == f"[{sibling.pid}]", out.stdout + out.stderr
+    finally:
+        sibling.stdin.close()
+        sibling.wait(timeout=10)
+
+
 def test_lsof_sees_the_same_holder(held_store):
     if shutil.which("lsof") is None:
         pytest.skip("lsof is not installed here (macOS ships it)")

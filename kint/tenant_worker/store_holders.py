@@ -66,6 +66,22 @@ def _from_proc(targets: set[str]) -> list[int]:
     return sorted(found)
 
 
+def same_parent(pids: list[int]) -> list[int]:
+    """Those of `pids` whose parent is this process's parent: in a worker, kint's workers
+    for other spaces (the supervisor's forkserver forks them all). Linux only (/proc)."""
+    parent = os.getppid()
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(parent):
+            found.append(pid)
+    return found
+
+
 def describe(pids: list[int]) -> str:
     """`1234 (kint-server), 5678 (python)`: what a refusal names."""
     parts = []
