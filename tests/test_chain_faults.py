@@ -386,6 +386,34 @@ def test_discard_local_moves_nothing_while_sibyl_needs_an_account(liars):
     assert _at_head(liars) == seq
 
 
+def test_discard_local_refuses_a_store_that_holds_another_tenants_rows(liars):
+    """One Sibyl store holds many tenants (Sibyl keys rows by tenant). Another tenant on B's
+    store, connected and anchored: B's `pull --discard-local` would move the whole file
+    aside and restore only B's rows, and the other tenant's next push would anchor the
+    deletion of every one of its rows. It is refused BUSY naming the other tenant and its
+    rows, nothing moved, and the other tenant has nothing to push. The supervisor is
+    restarted first so that no worker of the other space holds the store open: the refusal
+    must not rest on the held-store check."""
+    b, space16 = liars["b"], liars["space16"]
+    other = "kint-faults-other"
+    seq = _at_head(liars)
+    write(b.sibyl_db, other, **{"other-gate": "the other tenant's rule", "other-two": "two"})
+    kjson(b, "--tenant", other, "connect", "--dev")
+    assert kjson(b, "--tenant", other, "push")["pushed"] == 2
+    b.shutdown()
+    b.start_entitled()
+    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
+    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
+    out = b.kint("pull", "--discard-local")
+    assert "[BUSY]" in out.stderr, out.stdout + out.stderr
+    assert f"also holds the rows of 1 other tenant(s): {other} (2 rows)" in out.stderr
+    assert "nothing was moved" in out.stderr and "a store one tenant holds alone" in out.stderr
+    _untouched_by(out, b, space16, before, inode, backups)
+    dry = kjson(b, "--tenant", other, "push", "--dry-run")
+    assert dry["epochs"] == [], dry  # no deletion of the other tenant's rows to anchor
+    assert _at_head(liars) == seq
+
+
 # -- 2. a hung RPC for one tenant -------------------------------------------------------------
 
 

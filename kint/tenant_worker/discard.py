@@ -1,11 +1,13 @@
 """`pull --discard-local`'s one destructive step and the checks made before it: the Sibyl
 store (and its -wal and -shm) moved aside to timestamped `.kint-backup-` copies, only once
-nothing else holds it open and Sibyl's account gate takes writes (pull.py also walks and
-checks every epoch first), so a refusal leaves the store where it was.
+it holds no other tenant's rows, nothing else holds it open and Sibyl's account gate takes
+writes (pull.py also walks and checks every epoch first), so a refusal leaves the store
+where it was.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -13,6 +15,43 @@ from pathlib import Path
 from kint.protocol import ErrorCode, ProtocolError
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.store import StoreUnreadable, rows_by_tenant
+
+log = logging.getLogger("kint.worker")
+
+# Other tenants named in the refusal; the rest are counted.
+NAMED_TENANTS = 5
+
+
+def refuse_if_shared(ctx: SpaceContext) -> None:
+    """BUSY while the store holds rows of any tenant but this one: Sibyl keys rows by
+    tenant in one file, so moving the file aside would take every other tenant's rows out
+    of the live store with this one's, and restore only this one's; the next push of an
+    anchored other tenant would then anchor the deletion of every one of its rows. Asked
+    with `refuse_if_held`, before the walk and again at the move. A store that cannot be
+    read at all is let through: nobody's rows can be read from it, and discarding it (kept
+    as the backup) is the way out."""
+    try:
+        counts = rows_by_tenant(ctx.config.db)
+    except StoreUnreadable as err:
+        log.warning("pull: %s; moving it aside without counting its tenants", err)
+        return
+    others = sorted((t, n) for t, n in counts.items() if t != ctx.config.tenant and n)
+    if not others:
+        return
+    named = ", ".join(f"{tenant} ({n} rows)" for tenant, n in others[:NAMED_TENANTS])
+    if len(others) > NAMED_TENANTS:
+        named += f" and {len(others) - NAMED_TENANTS} more"
+    raise ProtocolError(
+        ErrorCode.BUSY,
+        f"the store {ctx.config.db} also holds the rows of {len(others)} other tenant(s): "
+        f"{named}; moving it aside would take theirs out of the live store with tenant "
+        f"{ctx.config.tenant}'s, and an anchored tenant's next push would anchor the "
+        f"deletion of them all; nothing was moved",
+        "a discard moves the whole file, so it is only for a store one tenant holds alone "
+        "(SIBYL_MEMORY_DB gives a tenant its own when it joins); here, save what you need "
+        "(`kint export`) and put this tenant's rows back as anchored through Sibyl, then a "
+        "plain `kint pull` applies the chain")
 
 
 def refuse_if_held(ctx: SpaceContext) -> None:
@@ -51,11 +90,19 @@ def refuse_if_held(ctx: SpaceContext) -> None:
         "; ".join(hints) + ", then try again")
 
 
+def refuse_to_move(ctx: SpaceContext) -> None:
+    """Both refusals of a store that is not this tenant's alone to move: other tenants'
+    rows in it (first: no stopping of anything clears it), other processes holding it."""
+    refuse_if_shared(ctx)
+    refuse_if_held(ctx)
+
+
 def discard_local(ctx: SpaceContext) -> list[str]:
     """Move the store and its -wal and -shm aside to timestamped `.kint-backup-` copies.
-    Refused (BUSY, nothing moved) while another process has the store open."""
+    Refused (BUSY, nothing moved) while the store holds another tenant's rows or another
+    process has it open."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    refuse_if_held(ctx)
+    refuse_to_move(ctx)
     moved = []
     for suffix in ("", "-wal", "-shm"):
         src = Path(ctx.config.db + suffix)

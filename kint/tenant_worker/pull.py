@@ -10,7 +10,8 @@ the plaintext's agreement with chain and header. Only when every epoch to apply 
 are rows replayed through Sibyl's own write methods, re-read, and recorded one epoch at a
 time.
 
-`discard_local` moves the store aside only after all of that could refuse: the walk from
+`discard_local` moves the store aside only after all of that could refuse (and never while
+it holds another tenant's rows, or another process holds it open): the walk from
 seq 0 has fetched and checked every epoch the restore needs, and Sibyl's account gate has
 said it takes writes. A chain that does not answer, or a Sibyl without an account, leaves
 the store where it was rather than leaving the agent with no memory until a later pull.
@@ -41,7 +42,7 @@ from kint.tenant_worker.changes import diff
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
-from kint.tenant_worker.discard import discard_local, refuse_if_held, sibyl_takes_writes
+from kint.tenant_worker.discard import discard_local, refuse_to_move, sibyl_takes_writes
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.push import connected, sender_for
@@ -125,7 +126,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     lost = (not discard and mirror is not None and bool(mirror.rows)
             and not os.path.exists(cfg.db))
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
-        refuse_if_held(ctx)
+        refuse_to_move(ctx)
         sibyl_takes_writes()
         mirror = unsaved_empty_mirror(state)  # what the emptied store will hold: seq 0
     elif lost:

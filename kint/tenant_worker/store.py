@@ -121,3 +121,30 @@ class StoreReader:
                 return counts
             except sqlite3.DatabaseError as err:
                 raise StoreUnreadable(f"store {self.db} cannot be read: {err}") from None
+
+
+def rows_by_tenant(db: str) -> dict[str, int]:
+    """Every tenant's row count in the store, over every table of Sibyl's with a tenant_id
+    (the anchored tiers and Sibyl's own: relations, archives, events...): one Sibyl store
+    holds many tenants (Hermes profiles aside, every harness on the default store), and
+    `pull --discard-local` moves the whole file, so what it would take away from each is
+    all of these. {} when the store does not exist."""
+    if not os.path.exists(db):
+        return {}
+    with closing(_connect_ro(db)) as conn:
+        try:
+            tables = [name for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                "'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
+            counts: dict[str, int] = {}
+            for table in tables:
+                quoted = '"' + table.replace('"', '""') + '"'
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({quoted})")}
+                if "tenant_id" not in columns:
+                    continue
+                for tenant, n in conn.execute(
+                        f"SELECT tenant_id, count(*) FROM {quoted} GROUP BY tenant_id"):
+                    counts[str(tenant)] = counts.get(str(tenant), 0) + int(n)
+            return counts
+        except sqlite3.DatabaseError as err:
+            raise StoreUnreadable(f"store {db} cannot be read: {err}") from None
