@@ -24,11 +24,11 @@ def owner_option() -> Callable[[Any], Any]:
 
 
 def check_owner(obj: Ctx, owner: str | None) -> None:
-    """Refuse `--owner` unless it names the owner this space is connected to. web3's address
-    helpers load only when the flag is given."""
+    """Refuse `--owner` unless it names the owner this space is connected to. eth_utils'
+    address helpers load only when the flag is given (and web3 not at all)."""
     if owner is None:
         return
-    from kint.commands.onchain import checked_address, connected_owner, refuse
+    from kint.commands.owner_address import checked_address, connected_owner, refuse
     from kint.paths import kint_home
 
     given = checked_address(owner)
