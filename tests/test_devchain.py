@@ -394,10 +394,18 @@ def test_start_never_runs_a_second_anvil_beside_a_hung_one(tmp_path, fake_anvil)
                       FAKE_ANVIL_PIDFILE=str(tmp_path / "second.pid"))
     hung = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
+        # Its identity once it runs `sleep`: read at once, it could be the forked child's
+        # before its exec (the test's own interpreter), which `start` then rightly took for
+        # another process than the recorded anvil and started one (seen on a loaded box).
+        deadline = time.monotonic() + 15
+        while ((identity := devchain.process_identity(hung.pid)) is None
+               or identity["cmdline"] != ["sleep", "300"]):
+            assert time.monotonic() < deadline, identity
+            time.sleep(0.01)
         state = sb.kint_home / "devchain" / "state.json"
         _write_record(sb, {"pid": hung.pid, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337,
                            "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3", "port": 9,
-                           "state": str(state), "identity": devchain.process_identity(hung.pid)})
+                           "state": str(state), "identity": identity})
         out = sb.kint("devchain", "start")
         assert out.returncode == 2, out.stdout + out.stderr
         assert f"the devchain's anvil (pid {hung.pid}) runs but does not answer" in out.stderr
