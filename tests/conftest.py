@@ -36,7 +36,7 @@ for _var in ("SIBYL_MEMORY_DB", "SIBYL_CREDENTIALS", "HERMES_HOME", "KINT_SPACE"
 from sibyl_memory_client import MemoryClient  # noqa: E402
 from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
 
-from kint.client import Client  # noqa: E402
+from kint.client import Client, KintError  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
 
@@ -207,10 +207,21 @@ class Sandbox:
         raise AssertionError(f"timed out waiting for {what or predicate}: last={last!r}")
 
     def shutdown(self) -> None:
+        """Stop the supervisor as `kint supervisor stop` does (`sup.stop`, which answers once
+        every worker has stopped, then its pid file let go), from this process: a test's
+        clean-up, where a `kint` process would cost its start and imports at every test
+        (the command itself is tested where it is the subject)."""
         pid = running_pid(self.kint_home)
         if pid is None:
             return
-        self.kint("supervisor", "stop", timeout=60)
+        try:
+            with self.client() as client:
+                client.call("sup.stop", timeout_s=60)
+        except KintError:
+            pass  # gone already, or wedged: the pid check below settles it
+        deadline = time.monotonic() + 10
+        while running_pid(self.kint_home) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
         pid = running_pid(self.kint_home)
         if pid and pid > 0:  # a test left it wedged: do not leak processes into the next one
             os.kill(pid, signal.SIGKILL)

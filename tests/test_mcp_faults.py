@@ -83,10 +83,19 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
             agent.close()
 
 
+# The stopped worker is found hung after this many seconds without a beat (its idle beat
+# comes every second under it), then SIGKILLed 5 s after its SIGTERM: through the setting
+# a user has (KINT_WORKER_HEARTBEAT_TIMEOUT, here in the supervisor's environment, which
+# the supervisor this test starts again inherits too), not the default 10 s of waiting.
+HEARTBEAT_TIMEOUT_S = 4
+
+
 def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
         tmp_path_factory, chain_home):
     with machine_behind_proxy(tmp_path_factory.mktemp("mcp-killed"), chain_home,
-                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+                              KINT_QUIET_SECONDS="3600",
+                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S)) as (
+                                  sb, proxy):
         agent = AgentProcess(sb.env).start()
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
@@ -118,8 +127,10 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
                     os.kill(worker, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
-            # The heartbeat timeout (10 s) and the SIGTERM grace, inside status's 30 s.
+            # The heartbeat timeout and the SIGTERM grace (~9 s), inside status's 30 s.
             assert took < 40, f"memory_status took {took:.1f}s"
+            log = (sb.kint_home / "supervisor.log").read_text()
+            assert f"worker {worker} is hung (no heartbeat for " in log, log[-2000:]
             assert refused["error"] == "WORKER_DOWN", refused
             assert refused["hint"] == ("the space's worker is being restarted: call "
                                        "memory_status again in a few seconds"), refused

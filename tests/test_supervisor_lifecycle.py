@@ -137,3 +137,27 @@ def test_a_space_stays_bound_to_its_store_across_a_restart(sandbox):
     moved_on = sandbox.kint("--db", str(other), "status", "--json", env=space)
     assert moved_on.returncode == 0, moved_on.stderr
     assert json.loads(moved_on.stdout)["store"]["path"] == str(other)
+
+
+def _libraries(pid: int) -> set[str]:
+    """The file names of the compiled libraries process `pid` has mapped (Linux /proc)."""
+    with open(f"/proc/{pid}/maps") as fh:
+        return {line.split()[-1].rsplit("/", 1)[-1] for line in fh if ".so" in line}
+
+
+def test_the_supervisor_spawns_workers_without_loading_what_they_run(sandbox):
+    """The supervisor names its workers' code for the forkserver, which has it loaded; it
+    never loads it itself: web3, eth_account and Sibyl in the supervisor cost ~50 MiB of
+    its own and stalled its loop for their import at its first spawn (seconds on a loaded
+    box). Seen in what the processes mapped: pydantic's core and the KZG library come with
+    web3 and eth_account; the worker maps them, the supervisor that started it does not."""
+    web3_libraries = ("_pydantic_core", "ckzg")
+    write_store(sandbox.sibyl_db)
+    supervisor = sandbox.start()
+    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+
+    def mapped(pid: int) -> list[str]:
+        return sorted(lib for lib in _libraries(pid) if lib.startswith(web3_libraries))
+
+    assert len(mapped(worker)) == len(web3_libraries), mapped(worker)  # the check is real
+    assert mapped(supervisor) == []

@@ -55,3 +55,40 @@ def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(san
         assert out.returncode == 2, (argv, out.stdout, out.stderr)
         assert out.stderr.strip() == (f"kint: error: {enrol} cannot be read as JSON; run kint "
                                       f"connect again"), (argv, out.stderr)
+
+
+# What a `kint` command line loaded once it refused its `--owner`, printed at exit.
+_LOADED_AT_EXIT = """
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(sys.modules))))
+from kint.cli import main
+main(sys.argv[1:], prog_name="kint")
+"""
+
+
+def test_an_owner_refused_loads_no_web3(sandbox):
+    """`--owner` is checked in the CLI process before the command goes to its worker; a
+    refusal (not an address, another owner than the enrolment names) needs eth_utils'
+    address helpers, never web3 (~0.5 s of a fresh command, and the whole of a refusal)."""
+    import json
+    import subprocess
+    import sys
+
+    from kint import spaces
+    from kint.tenant_worker.statefiles import space_files
+
+    ref = spaces.resolve(sandbox.tenant, str(sandbox.sibyl_db))
+    enrol = space_files(sandbox.kint_home, ref.space16)["enrol"]
+    enrol.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sandbox.kint_home.chmod(0o700)
+    owner = "0x" + "ab" * 20
+    enrol.write_text(json.dumps({"owner": owner}))
+    for argv, said in ((("push", "--owner", "0x12"), "is not an address"),
+                       (("doctor", "--owner", OTHER), "is not the owner this space is")):
+        out = subprocess.run([sys.executable, "-c", _LOADED_AT_EXIT, *argv], env=sandbox.env,
+                             text=True, capture_output=True, timeout=90,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == 2 and said in out.stderr, (argv, out.stdout, out.stderr)
+        loaded = json.loads(out.stdout.splitlines()[-1])
+        assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
+        assert "eth_utils" in loaded  # the address helpers did load: the list is real

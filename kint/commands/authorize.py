@@ -32,9 +32,9 @@ from kint.chain.anchor import Anchor, authorization_typed_data
 from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
 from kint.chain.nonces import NonceBook
 from kint.commands.common import Ctx, usage_error
-from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse,
-                                   refuse_other_chain, resolve_owner,
-                                   session_key_address, tx_line, when)
+from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse_other_chain,
+                                   resolve_owner, session_key_address, tx_line, when)
+from kint.commands.owner_address import refuse
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home

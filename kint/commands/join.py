@@ -33,7 +33,8 @@ from kint.commands.common import (Ctx, call_with_progress, resolve_space, space_
                                   usage_error)
 from kint.commands.connect import connect_args, print_fresh_vault
 from kint.commands.exit_codes import ERROR, exit_code_for
-from kint.commands.onchain import checked_address, when
+from kint.commands.onchain import when
+from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
 from kint.paths import kint_home, space_files
 

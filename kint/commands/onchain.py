@@ -1,5 +1,6 @@
 """What `kint session-key` and `kint authorize` share: the owner they act for, the chain
-they talk to, this machine's session key, and one way to refuse.
+they talk to and this machine's session key (the owner's address and the one way to
+refuse are in `kint.commands.owner_address`, which loads no web3).
 
 Why these run in the CLI process and not in a space's worker: they act for the machine
 (one session key serves every space) and for an owner, not for a store, and each is one
@@ -13,15 +14,11 @@ refused as every command refuses it (`common.usage_error`).
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-import click
-import orjson
-from eth_utils import is_address, to_checksum_address
 from web3.exceptions import Web3Exception
 
 from kint import spaces
@@ -30,49 +27,11 @@ from kint.chain.calls import answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config, redact_url
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
-from kint.commands.common import usage_error
-from kint.commands.exit_codes import ERROR
+from kint.commands.owner_address import checked_address, connected_owner, refuse
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address
-from kint.paths import UnsafePathError, space_files
+from kint.paths import UnsafePathError
 from kint.render import utc_time
-
-
-def refuse(message: str, hint: str | None = None) -> NoReturn:
-    """One line on stderr (and what to do, when there is a hint) and exit 2."""
-    click.echo(f"kint: error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
-    sys.exit(ERROR)
-
-
-def checked_address(value: str, flag: str = "--owner") -> str:
-    """`value` checksummed, or a refusal naming the flag."""
-    if not is_address(value):
-        usage_error(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
-    return to_checksum_address(value)
-
-
-def connected_owner(tenant: str | None, db: str | None, home: Path,
-                    owner_given: bool = False) -> str | None:
-    """The owner this machine is connected to for the caller's space: the `owner` field of
-    `enrol-<space16>.json`, or None when this space is not connected here. A file that
-    names none is refused; `owner_given` (the caller passed --owner, which is checked
-    against it) leaves `pass --owner` out of what to do."""
-    ref = spaces.resolve(tenant, db)
-    todo = ("run kint connect again" if owner_given
-            else "pass --owner 0x... or run kint connect again")
-    path = space_files(home, ref.space16)["enrol"]
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, orjson.JSONDecodeError):
-        refuse(f"{path} cannot be read as JSON; {todo}")
-    owner = data.get("owner") if isinstance(data, dict) else None
-    if not isinstance(owner, str) or not is_address(owner):
-        refuse(f"{path} names no owner address; {todo}")
-    return to_checksum_address(owner)
 
 
 def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,

@@ -24,12 +24,12 @@ def owner_option() -> Callable[[Any], Any]:
 
 
 def check_owner(obj: Ctx, owner: str | None) -> None:
-    """Refuse `--owner` unless it names the owner this space is connected to. web3's address
-    helpers load only when the flag is given."""
+    """Refuse `--owner` unless it names the owner this space is connected to. eth_utils'
+    address helpers load only when the flag is given (and web3 not at all)."""
     if owner is None:
         return
     from kint.commands.common import usage_error
-    from kint.commands.onchain import checked_address, connected_owner
+    from kint.commands.owner_address import checked_address, connected_owner
     from kint.paths import kint_home
 
     given = checked_address(owner)

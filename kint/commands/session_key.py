@@ -18,8 +18,8 @@ from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import (chain_shown, checked_address, connected_owner,
-                                   open_anchor, other_chain, refuse, session_key_address)
+from kint.commands.onchain import chain_shown, open_anchor, other_chain, session_key_address
+from kint.commands.owner_address import checked_address, connected_owner, refuse
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
                                       session_key_exists, session_key_path)

@@ -33,6 +33,17 @@ def _noop() -> None:
     return None
 
 
+def _run_worker(config: WorkerConfig, token: bytes) -> None:
+    """The target a spawn names: the worker module is imported here, in the forked worker,
+    where the forkserver's preload has it already. Named directly, it would be imported in
+    the supervisor to be pickled by reference: web3, eth_account and Sibyl loaded into a
+    process that never runs them (~28 -> ~80 MiB resident), and its loop stalled for the
+    import (~0.5 s, seconds on a loaded box) at its first spawn."""
+    from kint.tenant_worker.process import run_worker
+
+    run_worker(config, token)
+
+
 class Spawner:
     """`extra_preload` names more modules for the forkserver to import first. It is set in
     code only: the test suite and the sandboxed demo use it to install Sibyl's test account
@@ -53,9 +64,7 @@ class Spawner:
         """Start a worker for `config`. `token`, its secret for this spawn, travels with the
         process object through the pipe the forkserver's child reads at start: it never
         appears in argv, the environment or a file another process could read."""
-        from kint.tenant_worker.process import run_worker
-
-        proc = self._ctx.Process(target=run_worker, args=(config, token),
+        proc = self._ctx.Process(target=_run_worker, args=(config, token),
                                  name=f"kint-worker-{config.space16}", daemon=False)
         proc.start()
         return proc

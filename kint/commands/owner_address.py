@@ -1,0 +1,64 @@
+"""The owner a chain command acts for, and the one way those commands refuse: an address a
+flag gives, checksummed, and the owner this machine's enrolment names for the caller's
+space.
+
+Apart from `kint.commands.onchain` (which loads web3 and the chain code): `--owner` on
+`push`, `pull`, `compact`, `rekey` and `doctor` is checked here before the command goes to
+its worker, and a refusal (a malformed address, another owner) should not wait ~0.5 s for
+web3 to load first. eth_utils' address helpers are all it needs.
+
+A malformed address is a usage error (BAD_REQUEST, a hint, exit 2); every other refusal
+is `kint: error: ...` on stderr with exit status 2 (09-cli.md's status table).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+import orjson
+from eth_utils import is_address, to_checksum_address
+
+from kint import spaces
+from kint.commands.common import usage_error
+from kint.commands.exit_codes import ERROR
+from kint.paths import space_files
+
+
+def refuse(message: str, hint: str | None = None) -> NoReturn:
+    """One line on stderr (and what to do, when there is a hint) and exit 2."""
+    click.echo(f"kint: error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(ERROR)
+
+
+def checked_address(value: str, flag: str = "--owner") -> str:
+    """`value` checksummed, or a refusal naming the flag."""
+    if not is_address(value):
+        usage_error(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
+    return to_checksum_address(value)
+
+
+def connected_owner(tenant: str | None, db: str | None, home: Path,
+                    owner_given: bool = False) -> str | None:
+    """The owner this machine is connected to for the caller's space: the `owner` field of
+    `enrol-<space16>.json`, or None when this space is not connected here. A file that
+    names none is refused; `owner_given` (the caller passed --owner, which is checked
+    against it) leaves `pass --owner` out of what to do."""
+    ref = spaces.resolve(tenant, db)
+    todo = ("run kint connect again" if owner_given
+            else "pass --owner 0x... or run kint connect again")
+    path = space_files(home, ref.space16)["enrol"]
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError):
+        refuse(f"{path} cannot be read as JSON; {todo}")
+    owner = data.get("owner") if isinstance(data, dict) else None
+    if not isinstance(owner, str) or not is_address(owner):
+        refuse(f"{path} names no owner address; {todo}")
+    return to_checksum_address(owner)

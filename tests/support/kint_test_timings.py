@@ -1,0 +1,48 @@
+"""Lets a test shorten a fixed timing of kint's that no setting reaches, so that it waits
+seconds where a user's worker waits its default, and nothing else changes. Preloaded into
+the worker forkserver by the test supervisor (run_supervisor.py), which also calls
+`install_supervisor` in its own process.
+
+- `KINT_TEST_RECOUNT_INTERVAL_S` (set only by tests): the least time between two recounts
+  of a space's unanchored rows for the heartbeat
+  (`kint.tenant_worker.unanchored.RECOUNT_MIN_INTERVAL_S`, 5 s). Its other bound, a multiple
+  of the last recount's duration, stays as it is.
+- `KINT_TEST_QUIET_SECONDS` (set only by tests): how long a worker is quiet after work
+  before it reads its own memory, and the supervisor before it recycles a worker over
+  KINT_WORKER_RECYCLE_MIB (`kint.tenant_worker.own_memory.QUIET_SECONDS`, 5 s, which
+  `kint.supervisor.lifecycle` imports by name).
+
+Unset, nothing changes; kint's own code reads none of this.
+"""
+
+from __future__ import annotations
+
+import os
+
+RECOUNT_ENV = "KINT_TEST_RECOUNT_INTERVAL_S"
+QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
+
+
+def _install_worker() -> None:
+    recount = os.environ.get(RECOUNT_ENV)
+    if recount:
+        from kint.tenant_worker import unanchored
+
+        unanchored.RECOUNT_MIN_INTERVAL_S = float(recount)
+    quiet = os.environ.get(QUIET_ENV)
+    if quiet:
+        from kint.tenant_worker import own_memory
+
+        own_memory.QUIET_SECONDS = float(quiet)
+
+
+def install_supervisor() -> None:
+    """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's)."""
+    quiet = os.environ.get(QUIET_ENV)
+    if quiet:
+        from kint.supervisor import lifecycle
+
+        lifecycle.QUIET_SECONDS = float(quiet)
+
+
+_install_worker()
