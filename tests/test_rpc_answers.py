@@ -53,11 +53,13 @@ def liar():
     server.server_close()
 
 
+# `session-key show` reads the endpoint's chain id first (it names the chain it shows), so
+# the lie is met there.
 @pytest.mark.parametrize("mode, said", [
-    ("object", "reading a balance: the endpoint's answer is not what was asked for"),
-    ("page", "reading a balance: the endpoint answered with an error (Could not decode"),
-    ("no result", "reading a balance: the endpoint's answer is not what was asked for"),
-    ("error text", "reading a balance: the endpoint's answer is not what was asked for"),
+    ("object", "reading the chain id: the endpoint's answer is not what was asked for"),
+    ("page", "reading the chain id: the endpoint answered with an error (Could not decode"),
+    ("no result", "reading the chain id: the endpoint's answer is not what was asked for"),
+    ("error text", "reading the chain id: the endpoint's answer is not what was asked for"),
 ])
 def test_a_lying_endpoint_is_refused_in_one_line(tmp_path, liar, mode, said):
     liar.mode = mode
