@@ -161,3 +161,22 @@ def test_the_supervisor_spawns_workers_without_loading_what_they_run(sandbox):
 
     assert len(mapped(worker)) == len(web3_libraries), mapped(worker)  # the check is real
     assert mapped(supervisor) == []
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def test_kints_processes_name_themselves(sandbox):
+    """`ps` and `top` (and a discard's refusal, which names a store's holders) tell the
+    supervisor, its forkserver and a worker apart from every other `python` on the box;
+    their command lines stay as they were (tests find the supervisor by its own)."""
+    write_store(sandbox.sibyl_db)
+    supervisor = sandbox.start()
+    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    assert _comm(supervisor) == "kint-supervisor"
+    assert _comm(worker) == "kint-worker"
+    forkserver = int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert forkserver != supervisor
+    assert _comm(forkserver) == "kint-forkserver"
+    assert supervisor in _supervisors_of(sandbox.kint_home)

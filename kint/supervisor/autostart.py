@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
+from kint.proc_name import SUPERVISOR, set_process_name
 from kint.paths import UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
@@ -59,6 +60,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
     # store journal, a temporary file) would otherwise follow the caller's umask (0022).
     os.umask(PRIVATE_UMASK)
+    set_process_name(SUPERVISOR)
     try:
         ensure_private_dir(home)
         ensure_private_dir(run_dir(home))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import gc
 import importlib
 
+from kint.proc_name import FORKSERVER, set_process_name
+
 # What the worker's handlers import on first use (kint.tenant_worker.handlers): the chain
 # ops and the modules behind them, and pycryptodome's CTR mode, which it loads on first use.
 WORKER_MODULES = (
@@ -43,4 +45,6 @@ WORKER_MODULES = (
 
 for _name in WORKER_MODULES:
     importlib.import_module(_name)
+# Only the forkserver imports this module: the place to name it (kint.proc_name).
+set_process_name(FORKSERVER)
 gc.freeze()

@@ -39,6 +39,7 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
+from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
@@ -378,6 +379,7 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served.
     `token` is this spawn's secret, made by the supervisor (see kint.protocol.worker_wire)."""
     _die_with_parent()
+    set_process_name(WORKER)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     setup_file_logging(config.home)
     # This process is the daemon, serving one space: its settings are the config file's

@@ -83,7 +83,8 @@ def same_parent(pids: list[int]) -> list[int]:
 
 
 def describe(pids: list[int]) -> str:
-    """`1234 (kint-server), 5678 (python)`: what a refusal names."""
+    """`1234 (kint-server), 5678 (python)`: what a refusal names (kint's own processes name
+    themselves: kint.proc_name)."""
     parts = []
     for pid in pids[:5]:
         try:
