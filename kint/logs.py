@@ -89,6 +89,8 @@ class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
                 self.stream = self._open()
                 self._statstream()
         except OSError as err:
+            if self.stream is not None and getattr(self.stream, "closed", False):
+                self.stream = None  # a reopen that failed half-way: open anew next line
             self._to_stderr(record, err)
             return
         self._unwritable = None

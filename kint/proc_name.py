@@ -12,7 +12,6 @@ Linux only (prctl PR_SET_NAME); elsewhere, or when libc cannot be loaded, nothin
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 PR_SET_NAME = 15
@@ -30,7 +29,9 @@ def set_process_name(name: str) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The process's own symbols, libc's among them: no `ldconfig -p` run per start,
+        # as ctypes.util.find_library would.
+        libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_NAME, name.encode()[:MAX_NAME_BYTES], 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False

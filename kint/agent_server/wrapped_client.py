@@ -183,8 +183,9 @@ class SharedClient:
         it while rows anchored from it are on chain (or the worker cannot say)."""
         try:
             # The mirror comes with the chain facts (a head read within verify's budget).
-            anchored = self.session.call("status", {"chain": True},
-                                         timeout_s=30).get("mirror_rows")
+            status = self.session.call("status", {"chain": True}, timeout_s=30)
+            # A state file the worker cannot read leaves mirror_rows out: unknown, not none.
+            anchored = -1 if status.get("state_error") else status.get("mirror_rows")
         except KintError as err:
             log.warning("the store %s was deleted; the worker cannot say what was anchored "
                         "from it (%s)", self.db, err.message)

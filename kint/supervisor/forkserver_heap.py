@@ -41,6 +41,7 @@ WORKER_MODULES = (
     "kint.tenant_worker.store_holders",
     "kint.settings.report",
     "Crypto.Cipher._mode_ctr",
+    "kint.supervisor.spawner",  # holds the spawn target every worker starts in
 )
 
 for _name in WORKER_MODULES:

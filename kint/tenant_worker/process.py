@@ -226,17 +226,22 @@ class Worker:
         return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": self._pid,
                                    "token": self._token}, encode_reply(reply, op))
 
-    def _run_in_pool(self, internal_id: str, request: Request) -> list[bytes]:
+    def _run_in_pool(self, internal_id: str,
+                     request: Request) -> tuple[str, list[bytes]]:
         """An op on a pool thread, counted in flight (the heartbeat reports it) until its
-        answer is made. Encoded here, once, as the back-socket message, which the pool
+        answer is queued. Encoded here, once, as the back-socket message, which the pool
         hands to `_send_reply` once this thread is idle again: the main thread only
         forwards it."""
         try:
             reply = self._run(request)
-        finally:
-            self.inflight.finish(internal_id)
-            self.memory.worked()
-        return self._reply_message(internal_id, reply, request.op)
+            return internal_id, self._reply_message(internal_id, reply, request.op)
+        except BaseException:  # escaped `_run` (logged by the pool): no answer to wait for
+            self._done(internal_id)
+            raise
+
+    def _done(self, internal_id: str) -> None:
+        self.inflight.finish(internal_id)
+        self.memory.worked()
 
     def resolve_pending_at_start(self) -> None:
         """A push journal left by the last worker, settled before anything else, counted in
@@ -249,11 +254,15 @@ class Worker:
         finally:
             self.inflight.finish(_PENDING_AT_START)
 
-    def _send_reply(self, frames: list[bytes]) -> None:
-        """On a pool thread: queue the answer for the main thread and wake its poll. The
-        byte goes after the answer, so the loop that reads the byte finds the answer; a
-        pipe already full of bytes is readable anyway."""
+    def _send_reply(self, answer: tuple[str, list[bytes]]) -> None:
+        """On a pool thread: queue the answer for the main thread and wake its poll. The op
+        leaves the in-flight count only once its answer is queued, so a stop that finds
+        nothing in flight forwards every answer before the worker exits. The byte goes
+        after the answer, so the loop that reads the byte finds the answer; a pipe already
+        full of bytes is readable anyway."""
+        internal_id, frames = answer
         self._answers.append(frames)
+        self._done(internal_id)
         try:
             os.write(self._wake_w, b"\0")
         except OSError:  # full (so readable already), or closed: the worker is exiting
@@ -344,6 +353,7 @@ class Worker:
                 if stop_deadline is None:
                     stop_deadline = now + STOP_GRACE_SECONDS
                 if count == 0 or now >= stop_deadline:
+                    self._forward_answers()  # an op answered since the last poll
                     return 0
             timeout = max(0.0, self._next_beat - time.monotonic())
             if self.stopping:
