@@ -53,6 +53,17 @@ def cap_sizes(db: str, kint_home: Path) -> tuple[int, int]:
     return aggregate_db_size(db), footprint_bytes(kint_home)
 
 
+def store_file_id(db: str) -> tuple[int, int] | None:
+    """The (device, inode) of the store file at `db`, or None when there is none: what a
+    connection or a client was opened on, compared later to see the store deleted or
+    replaced under it (SQLite would go on with the old file, unlinked)."""
+    try:
+        st = os.stat(db)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def account_gate() -> Any:
     """Sibyl's account gate over the user's credentials (or GATE_FACTORY's): what a client
     asks before every operation, and what a pull that is about to move the store aside asks

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +22,7 @@ from kint.agent_server.session import AgentSession
 from kint.client import KintError
 from kint.protocol.errors import ProtocolError
 from kint.rows.export import connect_ro, read_row
-from kint.sibyl_client import close_client
+from kint.sibyl_client import close_client, store_file_id
 
 log = logging.getLogger("kint.server")
 
@@ -98,13 +97,6 @@ class SharedClient:
         # Why the tools that need the store are refused: it was deleted under the client.
         self.gone: str | None = None
 
-    def _store_ident(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.db)
-        except FileNotFoundError:
-            return None
-        return st.st_dev, st.st_ino
-
     def install(self) -> Any:
         from sibyl_memory_mcp import server as sibyl_server
 
@@ -127,7 +119,7 @@ class SharedClient:
         except Exception:  # noqa: BLE001 - Sibyl's own lifecycle is not kint's to fail
             pass
         self.client = client
-        self._ident = self._store_ident()
+        self._ident = store_file_id(self.db)
         return client
 
     def close(self) -> None:
@@ -154,7 +146,7 @@ class SharedClient:
         """Build the client when there is none, or again when the store was replaced; a
         store that cannot be opened now is logged and left for the next call. A store
         deleted under the client closes it (see the class)."""
-        ident = self._store_ident()
+        ident = store_file_id(self.db)
         if self.client is not None:
             if ident == self._ident:
                 return

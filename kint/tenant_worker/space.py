@@ -21,7 +21,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
-from kint.sibyl_client import close_client
+from kint.sibyl_client import close_client, store_file_id
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
@@ -99,7 +99,7 @@ class SpaceContext:
         replaced under it, SQLite would go on writing into the old file, unlinked, and
         every row written there (a pull's replay, a refusal's write-back) would be lost."""
         with self._client_lock:
-            store = _file_id(self.config.db)
+            store = store_file_id(self.config.db)
             if self._client is not None and store != self._client_store:
                 close_client(self._client)
                 self._client = None
@@ -108,7 +108,7 @@ class SpaceContext:
 
                 self._client = open_client(self.config.db, self.config.tenant,
                                            self.config.home)
-                self._client_store = _file_id(self.config.db)
+                self._client_store = store_file_id(self.config.db)
             return self._client
 
     def reset_client(self) -> None:
@@ -124,12 +124,9 @@ class SpaceContext:
     def ro_connection(self) -> sqlite3.Connection:
         """This thread's read-only connection to the store, reopened when the store file
         was replaced (a pull with --discard-local moves it aside)."""
-        try:
-            inode = os.stat(self.config.db).st_ino
-        except FileNotFoundError:
-            inode = None
+        store = store_file_id(self.config.db)
         held = getattr(self._local, "conn", None)
-        if held is not None and held[1] == inode:
+        if held is not None and held[1] == store:
             return held[0]
         if held is not None:
             held[0].close()
@@ -138,7 +135,7 @@ class SpaceContext:
         except sqlite3.Error as err:
             raise ProtocolError(ErrorCode.INTERNAL,
                                 f"store {self.config.db} cannot be opened: {err}") from None
-        self._local.conn = (conn, inode)
+        self._local.conn = (conn, store)
         return conn
 
     def store_rows(self) -> list[Row] | None:
@@ -259,12 +256,3 @@ class SpaceContext:
     def forget_session(self) -> None:
         with self._session_lock:
             self._session = None
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    """The (device, inode) of the file at `path`, or None when there is none."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
