@@ -118,26 +118,6 @@ def second_rpc(primary: str) -> str:
     return BASE_SECOND_RPC if same_endpoint(primary, BASE_PUBLIC_RPC) else BASE_PUBLIC_RPC
 
 
-def redact_url(url: str) -> str:
-    """Scheme, host and port only: an API key in a path or query never reaches a log line,
-    a status table or an error."""
-    p = urllib.parse.urlsplit(url)
-    host = p.hostname or ""
-    try:
-        netloc = f"{host}:{p.port}" if p.port else host
-    except ValueError:  # a port that is no number (or out of range): it may be a key too
-        netloc = f"{host}:<bad port>"
-    rest = "/<redacted>" if (p.path.strip("/") or p.query) else ""
-    return f"{p.scheme}://{netloc}{rest}"
-
-
-def url_may_hold_a_key(url: str) -> bool:
-    """Whether `url` has a part where providers put API keys or passwords (a user, a path,
-    a query, a fragment): the parts `redact_url` hides."""
-    p = urllib.parse.urlsplit(url.strip())
-    return bool(p.username or p.password or p.path.strip("/") or p.query or p.fragment)
-
-
 def devchain_record(home: Path) -> Path:
     return home / "devchain" / "devchain.json"
 

@@ -11,7 +11,7 @@ prompt, where another program would raise a Keychain dialog from a background wo
 
 The answer is kept for a short while: the workers resolve their chain on every request.
 The key travels on the tool's stdout, never on an argv, and is never logged; the URL is
-shown redacted like any endpoint (kint.chain.config.redact_url).
+shown redacted like any endpoint (kint.settings.urls.redact_url).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import re
 import subprocess
 import threading
 import time
+
+from kint.settings.complaints import complain
 
 SERVICE = "dev.api.alchemy"
 ACCOUNT = "api-key"
@@ -58,8 +60,6 @@ def _ask() -> str | None:
         return None  # no such item (44), a locked Keychain, a refusal: the public default
     key = out.stdout.strip()
     if _KEY.fullmatch(key) is None:
-        from kint.settings.loader import complain
-
         complain(f"the Keychain item {SERVICE} does not hold an API key (letters, digits, "
                  f"`-` and `_`); the primary endpoint is the public default")
         return None

@@ -76,7 +76,7 @@ def sent_settings(args: dict[str, Any]) -> dict[str, Any]:
 
 def print_notices(result: dict[str, Any]) -> dict[str, Any]:
     """Print, on stderr, the worker's lines about settings it did not use (one each)."""
-    from kint.settings.loader import printed
+    from kint.settings.complaints import printed
 
     for line in result.pop("notices", None) or []:
         if line not in printed:

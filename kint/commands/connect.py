@@ -31,7 +31,7 @@ def checked_rpc_urls(value: str) -> str:
     """`--rpc-urls`, refused when an endpoint has a part that may hold an API key: a command
     line is readable by every local user (/proc/<pid>/cmdline) and stays in shell history.
     Such an endpoint belongs in the config file's space table or in KINT_RPC_URL."""
-    from kint.chain.config import redact_url, url_may_hold_a_key
+    from kint.settings.urls import redact_url, url_may_hold_a_key
 
     for url in value.split(","):
         if url.strip() and url_may_hold_a_key(url):

@@ -24,7 +24,7 @@ from web3.exceptions import Web3Exception
 from kint import spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
-from kint.chain.config import ChainConfigError, load_chain_config, redact_url
+from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
 from kint.commands.owner_address import checked_address, connected_owner, refuse
@@ -32,6 +32,7 @@ from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address
 from kint.paths import UnsafePathError
 from kint.render import utc_time
+from kint.settings.urls import redact_url
 
 
 def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,

@@ -116,7 +116,7 @@ def check_env_value(key: str, value: str) -> None:
     refused: setup writes it into the harness's configuration in plain text, and some
     harnesses take it on their command line. kint-server reads KINT_HOME/config.toml
     itself, which is where such an endpoint belongs."""
-    from kint.chain.config import redact_url, url_may_hold_a_key
+    from kint.settings.urls import redact_url, url_may_hold_a_key
     from kint.settings.schema import BY_NAME
 
     setting = BY_NAME.get(key)

@@ -6,6 +6,8 @@
 - `reload`: the file read again when its stat changes; the last good one keeps serving.
 - `loader`: the layers (default < file < environment < the file's space table < this call)
   and each value's source; `value(name)` reads a setting anywhere.
+- `complaints`: where a complaint about a setting goes (the log, else stderr, once).
+- `urls`: endpoints as shown, without the parts that may hold an API key.
 - `wire`: what a request carries, what the worker applies, the one-line reports.
 - `report`: `kint config show`'s entries.
 - `docs`: the tables of docs/settings.md, made from the schema.

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from kint.settings import complaints
+from kint.settings.complaints import complain
 from kint.settings.environ import environ_value
 from kint.settings.reload import ConfigWatch
 from kint.settings.schema import BY_NAME, BadValue, Setting, given, parse
@@ -106,6 +108,7 @@ def configure(*, home: Path | None = None, daemon: bool | None = None,
             _process.own_watch = None
         if daemon is not None:
             _process.daemon = daemon
+            complaints.in_daemon = daemon
         if space is not None:
             _process.space = tuple(space)
 
@@ -155,25 +158,6 @@ def _warn_once(name: str, raw: str, line: str, origin: str) -> None:
     if key not in _process.warned:
         _process.warned.add(key)
         complain(f"{line} ({origin})")
-
-
-# The lines this process printed itself (a `kint` command): a worker's notice that says
-# the same is not printed twice.
-printed: set[str] = set()
-
-
-def complain(line: str) -> None:
-    """Say what is wrong with a setting: in the log of a process that keeps one (the
-    daemon, kint-server), else on stderr as a `kint:` line (a command)."""
-    import sys
-
-    if _process.daemon or logging.getLogger().handlers:
-        log.warning("%s", line)
-        return
-    text = f"kint: {line}"
-    if text not in printed:
-        printed.add(text)
-        print(text, file=sys.stderr)
 
 
 def parse_loose(setting: Setting, raw: str, origin: str,

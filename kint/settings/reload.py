@@ -19,6 +19,7 @@ import os
 import threading
 from pathlib import Path
 
+from kint.settings.complaints import complain
 from kint.settings.tomlfile import (CONFIG_NAME, ConfigError, ConfigFile, parse_config,
                                     read_config, with_refusals)
 
@@ -93,8 +94,6 @@ class ConfigWatch:
             # The chain's settings never give way to the last good ones (or the default).
             self._good = with_refusals(self._good, data, err)
             if self._error is None or str(self._error) != str(err):
-                from kint.settings.loader import complain
-
                 complain(f"{err}; the last good configuration keeps serving")
             self._error = err
         else:

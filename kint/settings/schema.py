@@ -28,6 +28,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kint.settings.urls import redact_url
+
 Kind = Literal["float", "int", "flag", "text", "url", "address", "ttl", "path"]
 Scope = Literal["machine", "space", "call"]
 
@@ -359,8 +361,6 @@ def given(setting: Setting, raw: Any) -> str:
     without its path or query, where an API key lives. An endpoint given as a TOML array
     or table is named by its kind only: it may hold the URL, key and all."""
     if setting.kind == "url" and isinstance(raw, str):
-        from kint.chain.config import redact_url
-
         return repr(redact_url(raw))
     if setting.kind == "url" and isinstance(raw, (list, dict)):
         return "an array" if isinstance(raw, list) else "a table"
@@ -376,8 +376,6 @@ def shown(setting: Setting, value: Any) -> str:
     if setting.kind == "flag":
         return "1" if value else "unset"
     if setting.kind == "url":
-        from kint.chain.config import redact_url
-
         return redact_url(value)
     if isinstance(value, float) and value == int(value):
         return str(int(value))

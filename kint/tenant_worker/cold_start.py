@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.config import ChainConfig, redact_url
+from kint.chain.config import ChainConfig
+from kint.settings.urls import redact_url
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.space import SpaceContext

@@ -24,11 +24,12 @@ from typing import Any
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
-from kint.chain.config import BASE_CHAIN_ID, ChainConfig, redact_url
+from kint.chain.config import BASE_CHAIN_ID, ChainConfig
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol.checks import check
 from kint.render import epoch_at
+from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.statefiles import Mirror
 
