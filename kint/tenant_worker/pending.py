@@ -24,6 +24,7 @@ from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -117,7 +118,6 @@ def resolve_pending_at_start(ctx: SpaceContext) -> None:
     """A worker that starts with a pending file looks at the head at once, under the head
     lock; when the chain cannot be read, the next push or pull does it."""
     from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
-    from kint.tenant_worker.push import connected, sender_for
 
     if not ctx.state.files["pending"].exists():
         return

@@ -202,11 +202,9 @@ class Worker:
     def _has_work(self, inflight: int) -> bool:
         """Anything that must keep this worker alive: ops in flight, a push to finish,
         sessions attached, or a dirty store the watcher has yet to push."""
-        from kint.tenant_worker.sessions import live_sessions
-
         watcher = self.ctx.watcher
         return bool(inflight or self.ctx.state.files["pending"].exists()
-                    or live_sessions(self.ctx) or (watcher is not None and watcher.dirty))
+                    or self.ctx.live_sessions() or (watcher is not None and watcher.dirty))
 
     def _mirror(self) -> Mirror | None:
         """The mirror as last saved (cached by the file's identity: a stat a beat)."""

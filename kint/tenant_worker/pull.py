@@ -45,7 +45,7 @@ from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, refuse_to_move, sibyl_takes_writes
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import resolve_pending
-from kint.tenant_worker.push import connected, sender_for
+from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,

@@ -26,7 +26,6 @@ from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
-from kint.chain.nonces import NonceBook
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
@@ -38,9 +37,9 @@ from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import Chunk, MerkleState, plan_snapshot, split_diff
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.changes import diff, snapshot
+from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import current_data_key, renew
-from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pending
 from kint.tenant_worker.session_sender import SessionSender
@@ -81,19 +80,6 @@ def went_through(ctx: SpaceContext, by: str | None) -> None:
     own any longer (push_backoff.py). The one place that tells it."""
     if ctx.watcher is not None:
         ctx.watcher.backoff.went_through(by)
-
-
-def connected(ctx: SpaceContext) -> tuple[Any, Enrolment]:
-    enrolment = ctx.enrolment()
-    if enrolment is None:
-        raise ProtocolError(ErrorCode.NOT_CONNECTED, "this machine is not connected for this "
-                            "space", "run `kint connect --owner ADDRESS` first")
-    return ctx.chain(), enrolment
-
-
-def sender_for(ctx: SpaceContext, anchor: Anchor) -> SessionSender:
-    return SessionSender(anchor, ctx.session_account(), NonceBook(ctx.config.home),
-                         ctx.config.space16)
 
 
 def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, *,

@@ -34,7 +34,8 @@ from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
-from kint.tenant_worker.push import _push, connected, went_through
+from kint.tenant_worker.connected import connected
+from kint.tenant_worker.push import _push, went_through
 from kint.tenant_worker.space import SpaceContext
 
 log = logging.getLogger("kint.worker")

@@ -3,14 +3,13 @@ of the worker: attach and detach, the note of every write their tool path made, 
 server-side push that passes the hold, and the exit push that outlives its server.
 
 A session that vanished without detaching (a SIGKILLed server) is forgotten after
-SESSION_TTL_S without a keepalive, so the worker can still go idle.
+SESSION_TTL_S (space.py) without a keepalive, so the worker can still go idle.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -24,20 +23,6 @@ from kint.settings.wire import same, source_text
 from kint.tenant_worker.space import SESSION_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
-
-SESSION_TTL_S = 180.0
-_lock = threading.Lock()
-
-
-def live_sessions(ctx: SpaceContext) -> int:
-    now = time.monotonic()
-    with _lock:
-        for sid in [s for s, seen in ctx.sessions.items() if now - seen > SESSION_TTL_S]:
-            del ctx.sessions[sid]
-        for sid in [s for s in ctx.session_settings if s not in ctx.sessions]:
-            del ctx.session_settings[sid]
-        return len(ctx.sessions)
-
 
 def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     """The (changed, deleted) rows the watcher would push (a half-done pull's rows
@@ -85,7 +70,7 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
     session's are the ones the watcher runs with. A line for each of this session's that
     is not used."""
     now = time.monotonic()
-    with _lock:
+    with ctx.sessions_lock:
         if sid not in ctx.session_settings:
             given = {name: replace(value, source=SESSION) for name in SESSION_SETTINGS
                      if (value := settings.lookup(name)).source == settings.THIS_CALL}
@@ -109,7 +94,7 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
 
 def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     sid = args["session"]
-    with _lock:
+    with ctx.sessions_lock:
         first = not ctx.sessions
         ctx.sessions[sid] = time.monotonic()
     notices = _session_timings(ctx, sid)
@@ -126,19 +111,19 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         ctx.watcher.retime()  # this session's poll may be the one in force now
     if first:
         log.info("space %s: a session attached", ctx.config.space16)
-    out: dict[str, Any] = {"sessions": live_sessions(ctx), "watcher": ctx.watcher is not None}
+    out: dict[str, Any] = {"sessions": ctx.live_sessions(), "watcher": ctx.watcher is not None}
     if notices:
         out["notices"] = notices
     return out
 
 
 def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    with _lock:
+    with ctx.sessions_lock:
         ctx.sessions.pop(args["session"], None)
         ctx.session_settings.pop(args["session"], None)
     if ctx.watcher is not None:
         ctx.watcher.retime()  # an older session's poll, or the space's, may be in force now
-    return {"sessions": live_sessions(ctx)}
+    return {"sessions": ctx.live_sessions()}
 
 
 def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +140,7 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """One push, under the hold, for a server that is closing; it runs here to completion
     after that server is gone."""
-    with _lock:
+    with ctx.sessions_lock:
         ctx.sessions.pop(args.get("session") or "", None)
         ctx.session_settings.pop(args.get("session") or "", None)
     try:

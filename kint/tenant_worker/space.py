@@ -37,6 +37,8 @@ WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGE
 # with the one in its own environment).
 SESSION_SETTINGS = WATCHER_SETTINGS + ("KINT_KEY_TTL",)
 CHAIN_SETTINGS = STRICT
+# A session (kint-server) not seen for this long is forgotten: it was killed without a word.
+SESSION_TTL_S = 180.0
 
 
 @dataclass
@@ -58,6 +60,8 @@ class SpaceContext:
     # The agent sessions over this store (id -> last seen), the drift baseline of their
     # writes, and the one watcher of the space.
     sessions: dict[str, float] = field(default_factory=dict)
+    # Guards `sessions` and `session_settings` (attach, detach, keepalive, the heartbeat).
+    sessions_lock: threading.Lock = field(default_factory=threading.Lock)
     # The watcher's timings each session sent when it first attached (its kint-server's
     # environment): id -> (first attach, values). The newest live session's win.
     session_settings: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
@@ -167,15 +171,24 @@ class SpaceContext:
             self._endpoints = config.rpc_urls
         return config
 
+    def live_sessions(self) -> int:
+        """How many agent sessions are attached, after forgetting those not seen for
+        SESSION_TTL_S (a kint-server killed without a detach), so the worker can go idle."""
+        now = time.monotonic()
+        with self.sessions_lock:
+            for sid in [s for s, seen in self.sessions.items() if now - seen > SESSION_TTL_S]:
+                del self.sessions[sid]
+            for sid in [s for s in self.session_settings if s not in self.sessions]:
+                del self.session_settings[sid]
+            return len(self.sessions)
+
     # -- settings ------------------------------------------------------------------------
 
     def watcher_setting(self, name: str, running: "settings.Value | None" = None
                         ) -> "settings.Value":
         """A watcher timing: the newest live session's (its kint-server's environment,
         sent on attach), else this space's settings."""
-        from kint.tenant_worker.sessions import live_sessions
-
-        live_sessions(self)  # forget sessions that went away without a word
+        self.live_sessions()  # forget sessions that went away without a word
         newest = None
         for sid, (first, values) in list(self.session_settings.items()):
             if sid in self.sessions and name in values:

@@ -1,0 +1,31 @@
+"""A connected space's chain and the sender of its transactions.
+
+Push, pull, rekey and the pending-epoch check all start the same way: the space must be
+connected on this machine (its enrolment), and what it sends goes through the machine's
+one session key and nonce book. Apart from push so that the pending check (which push
+itself runs) does not import push back.
+"""
+
+from __future__ import annotations
+
+from kint.chain.anchor import Anchor
+from kint.chain.nonces import NonceBook
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.session_sender import SessionSender
+from kint.tenant_worker.space import SpaceContext
+
+
+def connected(ctx: SpaceContext) -> tuple[Anchor, Enrolment]:
+    """The space's chain and its enrolment; NOT_CONNECTED when this machine has none."""
+    enrolment = ctx.enrolment()
+    if enrolment is None:
+        raise ProtocolError(ErrorCode.NOT_CONNECTED, "this machine is not connected for this "
+                            "space", "run `kint connect --owner ADDRESS` first")
+    return ctx.chain(), enrolment
+
+
+def sender_for(ctx: SpaceContext, anchor: Anchor) -> SessionSender:
+    """The space's sender: the machine's session key, the machine-wide nonce book."""
+    return SessionSender(anchor, ctx.session_account(), NonceBook(ctx.config.home),
+                         ctx.config.space16)

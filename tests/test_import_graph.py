@@ -1,0 +1,117 @@
+"""kint's modules import one another without cycles, counting imports inside functions.
+
+A cycle hidden behind a function-level import still ties two modules into one: neither
+can be read, tested or moved without the other, and the import that breaks the cycle at
+load time moves the failure to the first call. Imports under `if TYPE_CHECKING:` are type
+hints only and do not count; a package importing its own submodules (or a submodule its
+package) is how packages work and does not count either.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kint
+
+ROOT = Path(kint.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for inner in ast.walk(node))
+    return skipped
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every kint module `name` imports, at any depth of its code."""
+    tree = ast.parse(path.read_text())
+    skipped = _type_checking_nodes(tree)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{alias.name}" for alias in node.names)
+    return {m for m in out if m in modules and m != name
+            and not m.startswith(name + ".") and not name.startswith(m + ".")}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles_even_through_imports_inside_functions() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert len(graph) > 100  # the walk found the package, not an empty folder
+    cycles = _cycles(graph)
+    described = ["; ".join(f"{a} -> {b}" for a in cycle for b in sorted(graph[a] & set(cycle)))
+                 for cycle in cycles]
+    assert not cycles, "import cycles:\n" + "\n".join(described)
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above can fail: a two-module loop and a three-module loop are found, a
+    chain is not."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(_cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
