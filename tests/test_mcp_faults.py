@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from chain_machines import machine_behind_proxy, new_machine, ok
 from conftest import sibyl_client, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
@@ -257,3 +259,54 @@ def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
     finally:
         sb.shutdown()
 
+
+def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
+        tmp_path_factory, chain_home):
+    """The store's files deleted while kint-server has its client open, and nothing of it
+    was ever anchored (connected, never pushed): there is nothing on chain to restore, so
+    no STORE_GONE (docs/harnesses.md). The next call closes the client on the deleted file
+    and a new store is made at the path, as at a first start: the tools go on, and what
+    they write is in the new file on disk, not in the unlinked one."""
+    from sibyl_memory_client.exceptions import NotFoundError
+
+    sb = new_machine(tmp_path_factory.mktemp("mcp-deleted-new"), chain_home,
+                     KINT_QUIET_SECONDS="3600")
+    try:
+        ok(sb.kint("connect", "--dev"))
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
+                                                        {"rule": "never ship on a Friday"})
+        agent = AgentProcess(sb.env).start()
+        try:
+            assert agent.call("memory_recall", category="rules",
+                              name="release-gate")["ok"] is True  # the client is open
+            status = agent.call("memory_status")
+            assert status["connected"] is True and status["mirror"]["rows"] in (0, None), \
+                status  # nothing anchored
+            files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
+            for path in files:
+                path.unlink(missing_ok=True)
+
+            written = agent.call("memory_remember", category="rules", name="fresh",
+                                 body={"rule": "written after the delete"})
+            assert written["ok"] is True, written
+            assert "store_gone" not in agent.call("memory_status")
+            verified = agent.call("memory_verify", query="release rule")
+            assert verified["ok"] is True, verified
+            # The write is in a new file at the store's path; the deleted row went with the
+            # deleted file.
+            reader = sibyl_client(sb.sibyl_db, sb.tenant)
+            try:
+                assert reader.get_entity("rules", "fresh")["body"] == {
+                    "rule": "written after the delete"}
+                with pytest.raises(NotFoundError):
+                    reader.get_entity("rules", "release-gate")
+            finally:
+                reader.storage.close()
+            logged = "\n".join(path.read_text(errors="replace")
+                               for path in sb.kint_home.rglob("kint.log"))
+            assert (f"the store {sb.sibyl_db} was deleted under kint-server; nothing of it was "
+                    "anchored: a new store is made, as at a first start") in logged
+        finally:
+            agent.close()
+    finally:
+        sb.shutdown()
