@@ -209,26 +209,44 @@ def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chai
         sb.shutdown()
 
 
+def _machine_with_a_rule(root, chain_home, *, pushed: bool):
+    """A connected devchain machine whose store holds one rule, anchored when `pushed`; its
+    watcher never pushes by itself (KINT_QUIET_SECONDS)."""
+    sb = new_machine(root, chain_home, KINT_QUIET_SECONDS="3600")
+    try:
+        ok(sb.kint("connect", "--dev"))
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
+                                                        {"rule": "never ship on a Friday"})
+        if pushed:
+            ok(sb.kint("push"))
+    except BaseException:
+        sb.shutdown()
+        raise
+    return sb
+
+
+def _delete_store(sb):
+    """Delete the store's files under whoever has them open; returns their paths."""
+    files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
+    for path in files:
+        path.unlink(missing_ok=True)
+    return files
+
+
 def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
         tmp_path_factory, chain_home):
     """The store's files deleted while kint-server has its client open. Sibyl's tools kept
     writing into the unlinked file (every row lost when the server exits), and memory_pull
     said "already at the chain head". Now the next call closes that client and refuses,
     naming the deleted store and memory_pull; the pull restores it into a new file."""
-    sb = new_machine(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
-                     KINT_QUIET_SECONDS="3600")
+    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
+                              pushed=True)
     try:
-        ok(sb.kint("connect", "--dev"))
-        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
-                                                        {"rule": "never ship on a Friday"})
-        ok(sb.kint("push"))
         agent = AgentProcess(sb.env).start()
         try:
             assert agent.call("memory_recall", category="rules",
                               name="release-gate")["ok"] is True  # the client is open
-            files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
-            for path in files:
-                path.unlink(missing_ok=True)
+            files = _delete_store(sb)
 
             gone = f"the store {sb.sibyl_db} was deleted while kint-server had it open"
             for tool, args in (("memory_remember", {"category": "rules", "name": "lost",
@@ -269,12 +287,9 @@ def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
     they write is in the new file on disk, not in the unlinked one."""
     from sibyl_memory_client.exceptions import NotFoundError
 
-    sb = new_machine(tmp_path_factory.mktemp("mcp-deleted-new"), chain_home,
-                     KINT_QUIET_SECONDS="3600")
+    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted-new"), chain_home,
+                              pushed=False)
     try:
-        ok(sb.kint("connect", "--dev"))
-        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
-                                                        {"rule": "never ship on a Friday"})
         agent = AgentProcess(sb.env).start()
         try:
             assert agent.call("memory_recall", category="rules",
@@ -282,9 +297,7 @@ def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
             status = agent.call("memory_status")
             assert status["connected"] is True and status["mirror"]["rows"] in (0, None), \
                 status  # nothing anchored
-            files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
-            for path in files:
-                path.unlink(missing_ok=True)
+            _delete_store(sb)
 
             written = agent.call("memory_remember", category="rules", name="fresh",
                                  body={"rule": "written after the delete"})

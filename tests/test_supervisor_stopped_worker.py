@@ -66,7 +66,7 @@ def test_a_stopped_worker_is_declared_down_exits_on_its_sigterm_and_is_replaced(
         assert down["error"] == "WORKER_DOWN", down
         # The supervisor's own answer, not one from the old process (which, continued,
         # would answer the request it finds: "the worker is stopping", or its result).
-        assert f"is hung (no heartbeat for " in down["message"], down
+        assert "is hung (no heartbeat for " in down["message"], down
         assert "whether status ran is unknown" in down["message"], down
 
         # The space's next request waits for, and is answered by, a new worker.
