@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from chain_machines import machine_behind_proxy, new_machine, ok
 from conftest import sibyl_client, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
@@ -84,7 +86,7 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
 
 
 # The stopped worker is found hung after this many seconds without a beat (its idle beat
-# comes every second under it), then SIGKILLed 5 s after its SIGTERM: through the setting
+# comes every second under it), and the call answered WORKER_DOWN at once: through the setting
 # a user has (KINT_WORKER_HEARTBEAT_TIMEOUT, here in the supervisor's environment, which
 # the supervisor this test starts again inherits too), not the default 10 s of waiting.
 HEARTBEAT_TIMEOUT_S = 4
@@ -117,7 +119,7 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
             sb.start_entitled()  # the test's supervisor, in place of the one a call starts
             assert agent.call("memory_status")["ok"] is True
 
-            # The space's worker SIGSTOPped during a call: judged hung, killed, restarted.
+            # The space's worker SIGSTOPped during a call: judged hung, ended, restarted.
             worker = agent.call("memory_status")["worker"]["pid"]
             os.kill(worker, signal.SIGSTOP)
             try:
@@ -127,7 +129,7 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
                     os.kill(worker, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
-            # The heartbeat timeout and the SIGTERM grace (~9 s), inside status's 30 s.
+            # The heartbeat timeout (~4 s), inside status's 30 s.
             assert took < 40, f"memory_status took {took:.1f}s"
             log = (sb.kint_home / "supervisor.log").read_text()
             assert f"worker {worker} is hung (no heartbeat for " in log, log[-2000:]
@@ -207,26 +209,44 @@ def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chai
         sb.shutdown()
 
 
+def _machine_with_a_rule(root, chain_home, *, pushed: bool):
+    """A connected devchain machine whose store holds one rule, anchored when `pushed`; its
+    watcher never pushes by itself (KINT_QUIET_SECONDS)."""
+    sb = new_machine(root, chain_home, KINT_QUIET_SECONDS="3600")
+    try:
+        ok(sb.kint("connect", "--dev"))
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
+                                                        {"rule": "never ship on a Friday"})
+        if pushed:
+            ok(sb.kint("push"))
+    except BaseException:
+        sb.shutdown()
+        raise
+    return sb
+
+
+def _delete_store(sb):
+    """Delete the store's files under whoever has them open; returns their paths."""
+    files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
+    for path in files:
+        path.unlink(missing_ok=True)
+    return files
+
+
 def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
         tmp_path_factory, chain_home):
     """The store's files deleted while kint-server has its client open. Sibyl's tools kept
     writing into the unlinked file (every row lost when the server exits), and memory_pull
     said "already at the chain head". Now the next call closes that client and refuses,
     naming the deleted store and memory_pull; the pull restores it into a new file."""
-    sb = new_machine(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
-                     KINT_QUIET_SECONDS="3600")
+    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
+                              pushed=True)
     try:
-        ok(sb.kint("connect", "--dev"))
-        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
-                                                        {"rule": "never ship on a Friday"})
-        ok(sb.kint("push"))
         agent = AgentProcess(sb.env).start()
         try:
             assert agent.call("memory_recall", category="rules",
                               name="release-gate")["ok"] is True  # the client is open
-            files = [sb.sibyl_db.with_name(sb.sibyl_db.name + s) for s in ("", "-wal", "-shm")]
-            for path in files:
-                path.unlink(missing_ok=True)
+            files = _delete_store(sb)
 
             gone = f"the store {sb.sibyl_db} was deleted while kint-server had it open"
             for tool, args in (("memory_remember", {"category": "rules", "name": "lost",
@@ -252,6 +272,53 @@ def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
             reader = sibyl_client(sb.sibyl_db, sb.tenant)
             assert reader.get_entity("rules", "kept")["body"] == {"rule": "written to disk"}
             reader.storage.close()
+        finally:
+            agent.close()
+    finally:
+        sb.shutdown()
+
+
+def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
+        tmp_path_factory, chain_home):
+    """The store's files deleted while kint-server has its client open, and nothing of it
+    was ever anchored (connected, never pushed): there is nothing on chain to restore, so
+    no STORE_GONE (docs/harnesses.md). The next call closes the client on the deleted file
+    and a new store is made at the path, as at a first start: the tools go on, and what
+    they write is in the new file on disk, not in the unlinked one."""
+    from sibyl_memory_client.exceptions import NotFoundError
+
+    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted-new"), chain_home,
+                              pushed=False)
+    try:
+        agent = AgentProcess(sb.env).start()
+        try:
+            assert agent.call("memory_recall", category="rules",
+                              name="release-gate")["ok"] is True  # the client is open
+            status = agent.call("memory_status")
+            assert status["connected"] is True and status["mirror"]["rows"] in (0, None), \
+                status  # nothing anchored
+            _delete_store(sb)
+
+            written = agent.call("memory_remember", category="rules", name="fresh",
+                                 body={"rule": "written after the delete"})
+            assert written["ok"] is True, written
+            assert "store_gone" not in agent.call("memory_status")
+            verified = agent.call("memory_verify", query="release rule")
+            assert verified["ok"] is True, verified
+            # The write is in a new file at the store's path; the deleted row went with the
+            # deleted file.
+            reader = sibyl_client(sb.sibyl_db, sb.tenant)
+            try:
+                assert reader.get_entity("rules", "fresh")["body"] == {
+                    "rule": "written after the delete"}
+                with pytest.raises(NotFoundError):
+                    reader.get_entity("rules", "release-gate")
+            finally:
+                reader.storage.close()
+            logged = "\n".join(path.read_text(errors="replace")
+                               for path in sb.kint_home.rglob("kint.log"))
+            assert (f"the store {sb.sibyl_db} was deleted under kint-server; nothing of it was "
+                    "anchored: a new store is made, as at a first start") in logged
         finally:
             agent.close()
     finally:

@@ -25,8 +25,14 @@ from kint.supervisor.workers import WorkerHandle
 def test_a_hung_worker_is_judged_hung_once_until_its_exit_is_read(caplog):
     settings = Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0)
     host = LifecycleHost(settings)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    # A worker stopped and wedged: once continued (the SIGTERM comes with a SIGCONT) it
+    # still does not exit on SIGTERM, so only the SIGKILL after the grace ends it.
+    child = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                              "print('ready', flush=True)\ntime.sleep(120)\n"],
+                             stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline().strip() == "ready"
         child.send_signal(signal.SIGSTOP)  # a stopped worker: it beats no more
         t0 = time.monotonic()
         handle = WorkerHandle(space_id="ab" * 32, label="t@hermes:x", tenant="t", db="/x.db")
@@ -54,3 +60,4 @@ def test_a_hung_worker_is_judged_hung_once_until_its_exit_is_read(caplog):
         if child.poll() is None:
             child.kill()
             child.wait()
+        child.stdout.close()

@@ -3,6 +3,7 @@ workers that die with a killed supervisor, idle workers that leave and come back
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -47,6 +48,72 @@ def test_stop_is_clean_and_status_then_reports_no_supervisor(sandbox):
     assert status.returncode == 3 and "no supervisor is running" in status.stderr
     again = sandbox.kint("supervisor", "stop")
     assert again.returncode == 0 and "no supervisor is running" in again.stdout
+
+
+# Linux's fcntl for a pipe's capacity (F_GETPIPE_SZ; Python names it from 3.10 on Linux).
+F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+
+
+def _drain(fd: int) -> bytes:
+    """What a non-blocking pipe holds now."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_stop_says_timeout_when_the_supervisor_answers_but_does_not_exit(sandbox):
+    """`kint supervisor stop` when the supervisor answers the stop and then outlives it:
+    exit 2 with the TIMEOUT line naming its pid, the log and `kill PID`. Made for real: the
+    supervisor's log becomes a FIFO (a log on a pipe or a hung network filesystem blocks a
+    writer the same way) whose buffer has room for exactly the one line a stop logs before
+    it answers ("supervisor stopping 0 worker(s)": no space is served, so no worker logs).
+    Its next line, once it has answered, blocks: it holds its pid lock until the test reads
+    the pipe. Linux only (the pipe's capacity is read with F_GETPIPE_SZ)."""
+    sup = sandbox.start()
+    log = sandbox.kint_home / "supervisor.log"
+    log.rename(log.with_name("supervisor.log.before"))
+    os.mkfifo(log, 0o600)
+    reader = os.open(log, os.O_RDONLY | os.O_NONBLOCK)
+    filler = os.open(log, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        # The line's length: its time ("2026-12-04 17:06:21,123") is 23 characters always.
+        line = f"{'T' * 23} {sup} kint.supervisor INFO supervisor stopping 0 worker(s)\n"
+        room = fcntl.fcntl(filler, F_GETPIPE_SZ) - len(line.encode())
+        while room:  # whole pages first, then the last page but the line's room
+            room -= os.write(filler, b"#" * min(room, 4096))
+        os.close(filler)
+        filler = -1
+
+        out = sandbox.kint("supervisor", "stop", timeout=120)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stdout == ""
+        assert out.stderr == (
+            f"kint: error: the supervisor (pid {sup}) stopped its workers but has not exited "
+            f"10s later [TIMEOUT]\nhint: see {log}; `kill {sup}` ends it (its workers with "
+            f"it)\n"), out.stderr
+        assert running_pid(sandbox.kint_home) == sup  # it did outlive the stop
+
+        # Its log read, it goes on with its exit and lets the pid lock go.
+        written = b""
+        deadline = time.monotonic() + 30
+        while running_pid(sandbox.kint_home) is not None and time.monotonic() < deadline:
+            written += _drain(reader)
+            time.sleep(0.05)
+        written += _drain(reader)
+        assert running_pid(sandbox.kint_home) is None
+        lines = written.decode().lstrip("#").splitlines()
+        assert lines[0].endswith("supervisor stopping 0 worker(s)"), lines
+        assert lines[1].endswith(f"supervisor {sup} stopped"), lines
+    finally:
+        if filler >= 0:
+            os.close(filler)
+        os.close(reader)
 
 
 def test_workers_exit_when_the_supervisor_is_killed_and_the_next_call_restarts_it(sandbox):

@@ -18,11 +18,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
-from conftest import KINT, pid_alive, write_store
+from conftest import SUPPORT, pid_alive, write_store
 from kint.client import KintError
 from kint.supervisor.pidlock import running_pid
 
@@ -57,12 +58,19 @@ def test_an_old_supervisor_stopping_after_a_new_one_took_over_leaves_it_serving(
     assert sandbox.call("sup.ping")["pid"] == new
 
 
+# How long the CLI waits on a supervisor that does not answer, here (10 s for a user):
+# through the test launcher's knob (tests/support/kint_test_timings.py).
+UNREACHABLE_AFTER_S = 4
+
+
 def _kint_measured(sb, *args: str) -> tuple[int, str, float, float]:
-    """Run the CLI; return its exit code, stderr, CPU seconds and elapsed seconds."""
+    """Run the CLI (the test launcher, waiting UNREACHABLE_AFTER_S on a silent supervisor);
+    return its exit code, stderr, CPU seconds and elapsed seconds."""
+    env = {**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": str(UNREACHABLE_AFTER_S)}
     with tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen([KINT, *args], env=sb.env, stdout=subprocess.DEVNULL,
-                                stderr=err)
+        proc = subprocess.Popen([sys.executable, str(SUPPORT / "run_kint.py"), *args],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         elapsed = time.monotonic() - started
@@ -88,9 +96,10 @@ def test_sockets_removed_under_a_running_supervisor_are_bound_again(sandbox):
         os.kill(sup, signal.SIGCONT)
     assert code == 2, err
     assert f"pid {sup}" in err and "it is stopped" in err and "Traceback" not in err, err
-    # A ratio, not a speed: the CLI waits ~10 s on a few tenths of CPU (its start, then
-    # sleeps between looks); a spin would use about as much CPU as it waits. A loaded box
-    # only stretches the wait, so it cannot push a sleeping CLI over half.
+    # A ratio, not a speed: the CLI waits UNREACHABLE_AFTER_S on a few tenths of CPU (its
+    # start, then sleeps between looks); a spin would use about as much CPU as it waits. A
+    # loaded box only stretches the wait, so it cannot push a sleeping CLI over half.
+    assert elapsed >= UNREACHABLE_AFTER_S, f"the CLI gave up after {elapsed:.1f}s"
     assert cpu < elapsed / 2, f"the CLI used {cpu:.1f}s of CPU in {elapsed:.1f}s"
 
     # Running again, it binds them again, and the CLI that found none is answered.

@@ -196,8 +196,9 @@ SETTINGS: tuple[Setting, ...] = (
        "how many polls after the page", minimum=1),
 
     _s("KINT_WORKER_HEARTBEAT_TIMEOUT", "float", 10.0, "machine", DAEMON, SUPERVISOR,
-       "seconds without a heartbeat before a worker is hung (SIGTERM, SIGKILL 5 s later, "
-       "restarted); an idle worker beats every quarter of it (1 to 3 s), and one spawned "
+       "seconds without a heartbeat before a worker is hung (declared down: its requests "
+       "answered `WORKER_DOWN`; SIGTERM with a SIGCONT, SIGKILL 5 s later if it is still "
+       "there, restarted); an idle worker beats every quarter of it (1 to 3 s), and one spawned "
        "before a reload shortened it is given two of its beats", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
        "seconds with nothing to do before a worker exits", minimum=1.0),

@@ -66,6 +66,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.handles: dict[str, WorkerHandle] = {}
         self.bindings = Bindings(home)
         self._by_route: dict[bytes, WorkerHandle] = {}
+        self._retired_routes: dict[bytes, str] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
         self.exits: ExitWatch[WorkerHandle] = ExitWatch()

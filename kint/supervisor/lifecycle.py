@@ -2,8 +2,9 @@
 (one_for_one) or quarantine it after too many crashes, and judge it hung when it stops
 beating. A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the sockets, the
 poller and the handles these methods act on: `home`, `settings`, `spawner`, `poller`,
-`handles`, `back`, `back_address`, `shutting_down`, `_by_route` and `exits`; `_answer` and
-`_quarantine_message` are `ClientRouting`'s (kint/supervisor/routing.py).
+`handles`, `back`, `back_address`, `shutting_down`, `_by_route`, `_retired_routes` and
+`exits`; `_answer` and `_quarantine_message` are `ClientRouting`'s
+(kint/supervisor/routing.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from kint.tenant_worker.own_memory import QUIET_SECONDS
 
 log = logging.getLogger("kint.supervisor")
 
+# Routes of workers gone (or declared down) remembered, so that their last messages are
+# dropped as such rather than refused as an impostor's.
+MAX_RETIRED_ROUTES = 256
+
 
 class WorkerLifecycle:
     home: Any
@@ -36,6 +41,8 @@ class WorkerLifecycle:
     shutting_down: bool
     handles: dict[str, WorkerHandle]
     _by_route: dict[bytes, WorkerHandle]
+    # Routes of workers declared down or exited, with their space (`_retire_route`).
+    _retired_routes: dict[bytes, str]
     exits: ExitWatch[WorkerHandle]
     # ClientRouting's own methods, declared for the type checker (the mixin has no body of
     # its own for them).
@@ -89,10 +96,7 @@ class WorkerLifecycle:
         pid = handle.pid
         handle.process = None
         handle.pid = None
-        if handle.route is not None:
-            self._by_route.pop(handle.route, None)
-        handle.route = None
-        handle.token = None
+        self._retire_route(handle)
         reason = handle.fatal_reason or describe_exit(exitcode)
         if handle.hung_reason:
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
@@ -136,14 +140,14 @@ class WorkerLifecycle:
         handle.stop_deadline = now + self.settings.stop_grace_s
         handle.state = "stopping"
         if handle.route is None:
-            handle.signal(signal.SIGTERM)
+            handle.terminate()
             return
         try:
             self.back.send_multipart(
                 [handle.route, *worker_wire.encode({"kind": "stop", "reason": reason})],
                 zmq.NOBLOCK)
         except zmq.ZMQError:
-            handle.signal(signal.SIGTERM)
+            handle.terminate()
 
     def end_workers_left(self) -> None:
         """After the loop: end every worker still running, SIGTERM then SIGKILL after the
@@ -156,7 +160,7 @@ class WorkerLifecycle:
         log.error("the supervisor's loop ended with %d worker(s) running; ending them",
                   len(left))
         for handle in left:
-            handle.signal(signal.SIGTERM)
+            handle.terminate()
         deadline = time.monotonic() + self.settings.kill_grace_s
         for handle in left:
             proc = handle.process
@@ -193,12 +197,7 @@ class WorkerLifecycle:
         limit = (max(s.heartbeat_timeout_s, 2 * handle.beat_every_s())
                  if handle.last_beat_at is not None else s.start_timeout_s)
         if silent is not None and silent > limit:
-            handle.hung_reason = f"no heartbeat for {silent:.0f}s"
-            handle.state = "hung"
-            log.warning("space %s: worker %s is hung (%s); SIGTERM, SIGKILL in %.0fs",
-                        handle.space16, handle.pid, handle.hung_reason, s.kill_grace_s)
-            handle.signal(signal.SIGTERM)
-            handle.kill_at = now + s.kill_grace_s
+            self._declare_down(handle, now, f"no heartbeat for {silent:.0f}s")
             return
         if (handle.state != "ready" or handle.pending or handle.beat.get("has_work")
                 or self.shutting_down):
@@ -213,6 +212,43 @@ class WorkerLifecycle:
                      handle.space16, handle.pid, handle.beat["own_mib"], s.recycle_mib, quiet)
             handle.recycled_at = now
             self.stop_worker(handle, "recycle", now)
+
+    def _declare_down(self, handle: WorkerHandle, now: float, why: str) -> None:
+        """The worker is hung: it is no longer the space's worker, from now, not from its
+        exit. The requests it was sent are answered WORKER_DOWN at once (a stopped worker
+        may never answer them, and one continued by its SIGTERM would answer, or start,
+        what its clients were already told is lost); its route is retired, so nothing it
+        sends from here on (a beat, a late reply, an answer it forwards on its way out)
+        is believed or reaches a client. Requests still queued wait for the next worker.
+        Then SIGTERM with a SIGCONT (`terminate`), SIGKILL after the kill grace."""
+        s = self.settings
+        handle.hung_reason = why
+        handle.state = "hung"
+        log.warning("space %s: worker %s is hung (%s); SIGTERM, SIGKILL in %.0fs",
+                    handle.space16, handle.pid, why, s.kill_grace_s)
+        self._retire_route(handle)
+        for pending in [p for p in handle.pending.values() if p.forwarded]:
+            self._answer(handle, pending, error_reply(
+                None, ErrorCode.WORKER_DOWN,
+                f"the worker of space {handle.space16} is hung ({why}) with {pending.op} "
+                f"sent to it; it is being replaced, and whether {pending.op} ran is unknown"))
+        handle.terminate()
+        handle.kill_at = now + s.kill_grace_s
+
+    def _retire_route(self, handle: WorkerHandle) -> None:
+        """Forget the worker's route and token: what comes on that route from here on is
+        dropped as its worker's last words (`worker_messages`), never believed. A bounded
+        memory: past `MAX_RETIRED_ROUTES` the oldest route is forgotten for good."""
+        route = handle.route
+        handle.route = None
+        handle.token = None
+        if route is None:
+            return
+        self._by_route.pop(route, None)
+        retired = self._retired_routes
+        retired[route] = handle.space16
+        while len(retired) > MAX_RETIRED_ROUTES:
+            del retired[next(iter(retired))]
 
     def _over_memory(self, handle: WorkerHandle, now: float) -> bool:
         """Whether the worker's last memory figure (read after its last work, once quiet)

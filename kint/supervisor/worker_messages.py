@@ -4,7 +4,8 @@ fatal reasons, each believed only from the worker the supervisor spawned.
 A message counts only when it comes on the route of a worker this supervisor spawned and
 carries that spawn's token (`worker_wire`), and a hello only from the pid spawned, where
 the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
-bound, since an impostor may send many. A reply is passed on to its client as the bytes
+bound, since an impostor may send many. A worker's route is retired when the worker is
+declared down (hung) or exits: what still comes on it is dropped, never believed. A reply is passed on to its client as the bytes
 the worker encoded, never decoded here; one whose request was already answered (a
 TIMEOUT) is dropped by id, and one larger than a client reads is answered TOO_LARGE.
 
@@ -36,6 +37,7 @@ MAX_REFUSED_LOGGED = 32
 
 class WorkerMessages:
     _by_route: dict[bytes, WorkerHandle]
+    _retired_routes: dict[bytes, str]
     _refused_routes: set[bytes]
     # ClientRouting's and TimedWork's own methods, declared for the type checker.
     _pass_on: Callable[[WorkerHandle, Pending, Any], None]
@@ -55,6 +57,14 @@ class WorkerMessages:
         route = frames[0].bytes
         handle = self._by_route.get(route)
         if handle is None:
+            space16 = self._retired_routes.get(route)
+            if space16 is not None:
+                # Its worker was declared down (hung) or exited: a late reply or beat, or
+                # an answer it forwarded on its way out. Its clients were answered already
+                # (WORKER_DOWN), or its requests wait for the next worker.
+                log.info("space %s: a message from a worker that is no longer the space's "
+                         "(declared down or exited) dropped", space16)
+                return
             self._refuse_peer(route, "not the route of any worker this supervisor spawned")
             return
         if len(frames) != 3:

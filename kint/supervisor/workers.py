@@ -6,10 +6,12 @@ The rules, in one place:
 - More than `max_restarts_in_window` crashes in `restart_window_s` quarantines the space;
   it is retried after a backoff that doubles (30 s to 10 min) and never gives up for good.
 - A commanded stop, a restart by command, or an idle exit is not a crash.
-- No beat for `heartbeat_timeout_s` is a hang: SIGTERM, then SIGKILL after a grace. The
-  silence is counted only while the supervisor itself ran: after a pause of its own it
-  gives every worker a full timeout from its resume (`excuse_silence`), the time to be
-  heard again, so a stopped supervisor never finds its whole fleet hung.
+- No beat for `heartbeat_timeout_s` is a hang: the worker is declared down at once (the
+  requests it was sent are answered WORKER_DOWN, and nothing it sends after is believed),
+  then SIGTERM with a SIGCONT, and SIGKILL after a grace. The silence is counted only
+  while the supervisor itself ran: after a pause of its own it gives every worker a full
+  timeout from its resume (`excuse_silence`), the time to be heard again, so a stopped
+  supervisor never finds its whole fleet hung.
 
 All times are `time.monotonic()`; wall-clock time is used for display only.
 """
@@ -161,6 +163,14 @@ class WorkerHandle:
         while self.crash_times and now - self.crash_times[0] > window_s:
             self.crash_times.popleft()
         return len(self.crash_times)
+
+    def terminate(self) -> None:
+        """SIGTERM, then SIGCONT: a stopped process (SIGSTOP, a debugger) does not run its
+        SIGTERM handler until it is continued, so without the SIGCONT a stopped worker
+        waited for the SIGKILL after the kill grace instead of exiting at once on its own.
+        A worker that was not stopped ignores the SIGCONT."""
+        self.signal(signal.SIGTERM)
+        self.signal(signal.SIGCONT)
 
     def signal(self, sig: signal.Signals) -> None:
         if self.pid is None:

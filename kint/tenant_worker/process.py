@@ -314,7 +314,13 @@ class Worker:
             send_frames(self.dealer, self._reply_message(internal_id, error_reply(
                 err.request_id, err.code, err.message, err.hint)), block=True)
             return
-        if self.stopping:
+        if self.stopping or self.stop_requested.is_set():
+            # The SIGTERM's flag too: a worker continued after a SIGSTOP runs its handler
+            # and then reads what reached it while it was stopped, in the same turn of the
+            # loop, before the loop looks at the flag. The supervisor has declared it down
+            # and answered those requests already; it starts none of them (a push here
+            # would sign and send with nobody waiting for it).
+            log.info("refused %s (%s): the worker is stopping", request.op, internal_id)
             send_frames(self.dealer, self._reply_message(internal_id, error_reply(
                 request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")), block=True)
             return

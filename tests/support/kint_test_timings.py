@@ -1,7 +1,8 @@
 """Lets a test shorten a fixed timing of kint's that no setting reaches, so that it waits
 seconds where a user's worker waits its default, and nothing else changes. Preloaded into
 the worker forkserver by the test supervisor (run_supervisor.py), which also calls
-`install_supervisor` in its own process.
+`install_supervisor` in its own process; the test command launcher (run_kint.py) calls
+`install_cli`.
 
 - `KINT_TEST_RECOUNT_INTERVAL_S` (set only by tests): the least time between two recounts
   of a space's unanchored rows for the heartbeat
@@ -11,6 +12,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   before it reads its own memory, and the supervisor before it recycles a worker over
   KINT_WORKER_RECYCLE_MIB (`kint.tenant_worker.own_memory.QUIET_SECONDS`, 5 s, which
   `kint.supervisor.lifecycle` imports by name).
+- `KINT_TEST_UNREACHABLE_AFTER_S` (set only by tests): how long a command waits on a
+  supervisor that holds the home, says it serves and does not answer, before it says so
+  (`kint.supervisor.autostart.UNREACHABLE_AFTER_S`, 10 s). A command reads it only when
+  started by tests/support/run_kint.py, which calls `install_cli`.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -21,6 +26,7 @@ import os
 
 RECOUNT_ENV = "KINT_TEST_RECOUNT_INTERVAL_S"
 QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
+UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 
 
 def _install_worker() -> None:
@@ -43,6 +49,16 @@ def install_supervisor() -> None:
         from kint.supervisor import lifecycle
 
         lifecycle.QUIET_SECONDS = float(quiet)
+
+
+
+def install_cli() -> None:
+    """The command's side of KINT_TEST_UNREACHABLE_AFTER_S (a `kint` process's own)."""
+    unreachable = os.environ.get(UNREACHABLE_ENV)
+    if unreachable:
+        from kint.supervisor import autostart
+
+        autostart.UNREACHABLE_AFTER_S = float(unreachable)
 
 
 _install_worker()

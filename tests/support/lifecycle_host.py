@@ -1,5 +1,5 @@
-"""The part of `Supervisor` that `WorkerLifecycle._check_alive` reads (its settings and
-whether it is stopping), for tests that judge a worker's silence turn by turn with
+"""The part of `Supervisor` that `WorkerLifecycle._check_alive` reads (its settings,
+whether it is stopping, and the routes a hung worker's is retired among), for tests that judge a worker's silence turn by turn with
 explicit monotonic times.
 
 The real `Supervisor` is not built for them because constructing it marks the whole test
@@ -16,3 +16,5 @@ class LifecycleHost(WorkerLifecycle):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.shutting_down = False
+        self._by_route = {}
+        self._retired_routes = {}

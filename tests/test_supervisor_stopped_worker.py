@@ -1,0 +1,135 @@
+"""A worker stopped for real (SIGSTOP) until the supervisor judges it hung: it is declared
+down at once, its client answered WORKER_DOWN by the supervisor, and nothing the old
+process sends afterwards reaches a client; its SIGTERM comes with a SIGCONT, so it exits on
+its own handler instead of waiting, stopped, for the SIGKILL after the kill grace; and a
+new worker answers the space's next request.
+
+And the worker's side of it: a worker whose SIGTERM has come starts nothing more, not even
+what reached it while it was stopped and is read in the same turn of its loop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import orjson
+import pytest
+import zmq
+
+from conftest import TENANT, make_sandbox, pid_alive, wait_until, write_store
+from kint.paths import front_address
+from kint.protocol import worker_wire
+
+HEARTBEAT_TIMEOUT_S = 3
+
+
+@pytest.fixture
+def box(tmp_path):
+    sb = make_sandbox(tmp_path / "machine",
+                      KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S))
+    write_store(sb.sibyl_db)
+    sb.start()
+    yield sb
+    sb.shutdown()
+
+
+def _status(sb, rid: str) -> bytes:
+    db = sb.sibyl_db
+    return orjson.dumps({"v": 1, "id": rid, "op": "status", "tenant": TENANT, "db": str(db),
+                         "space": sb.label(db), "args": {}, "timeout_ms": 60_000})
+
+
+def _recv(sock, timeout_s: float) -> dict:
+    assert sock.poll(timeout_s * 1000), "no reply"
+    return orjson.loads(sock.recv())
+
+
+def _log_lines(sb, pid: int) -> list[str]:
+    text = (sb.kint_home / "supervisor.log").read_text(errors="replace")
+    return [line for line in text.splitlines() if f"worker {pid} " in line]
+
+
+def test_a_stopped_worker_is_declared_down_exits_on_its_sigterm_and_is_replaced(box):
+    db = box.sibyl_db
+    old = box.call("status", db)["worker"]["pid"]
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(front_address(box.kint_home))
+    os.kill(old, signal.SIGSTOP)
+    try:
+        # Sent while the space still counts as ready (its silence is under the timeout):
+        # forwarded into the stopped worker's pipe, where it waits unread.
+        sock.send(_status(box, "sent-to-stopped"))
+        down = _recv(sock, HEARTBEAT_TIMEOUT_S + 30)
+        assert down["id"] == "sent-to-stopped" and down["ok"] is False, down
+        assert down["error"] == "WORKER_DOWN", down
+        # The supervisor's own answer, not one from the old process (which, continued,
+        # would answer the request it finds: "the worker is stopping", or its result).
+        assert "is hung (no heartbeat for " in down["message"], down
+        assert "whether status ran is unknown" in down["message"], down
+
+        # The space's next request waits for, and is answered by, a new worker.
+        sock.send(_status(box, "next"))
+        answer = _recv(sock, 30)
+        assert answer["id"] == "next" and answer["ok"] is True, answer
+        new = answer["result"]["worker"]["pid"]
+        assert new != old
+
+        # The old process is gone, and went on its own SIGTERM handler (a clean exit, code
+        # 0) rather than the SIGKILL due after the 5 s kill grace.
+        assert wait_until(lambda: not pid_alive(old), timeout=30), f"{old} still runs"
+        exited = wait_until(lambda: [line for line in _log_lines(box, old)
+                                     if f"worker {old} hung (" in line], timeout=10)
+        assert len(exited) == 1 and exited[0].endswith("exited with code 0"), exited
+        assert not [line for line in _log_lines(box, old) if "SIGKILL" in line
+                    and "is hung" not in line], _log_lines(box, old)
+
+        # Nothing else comes to the client: not the old worker's answer to the request it
+        # found on waking, nor a second answer to either request.
+        assert not sock.poll(2000), orjson.loads(sock.recv())
+        log = (box.kint_home / "supervisor.log").read_text(errors="replace")
+        assert "refused a message" not in log  # its last words were dropped, not refused
+        assert box.call("status", db)["worker"]["pid"] == new
+    finally:
+        sock.close()
+        if pid_alive(old):
+            os.kill(old, signal.SIGCONT)
+
+
+def test_a_worker_told_to_stop_starts_nothing_it_reads_after(tmp_path):
+    """The worker's loop reads the SIGTERM's flag at the top of a turn; the requests that
+    reached it while it was stopped can be read later in the same turn. Each is refused
+    WORKER_DOWN, not run: a push would sign and send with nobody waiting for it."""
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.process import Worker
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    address = f"ipc://{tmp_path}/back.sock"
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(address)
+    cfg = WorkerConfig(space_id="ab" * 32, label=TENANT, tenant=TENANT,
+                       db=str(write_store(tmp_path / "memory.db")), kint_home=str(home),
+                       back_address=address, supervisor_pid=os.getpid(), idle_beat_s=2.5)
+    worker = Worker(cfg, b"\x03" * 32)
+    try:
+        worker.dealer.connect(address)
+        request = {"v": 1, "id": "c1", "op": "status", "tenant": TENANT, "db": cfg.db,
+                   "space": TENANT, "args": {}, "timeout_ms": 10_000}
+        frames = [zmq.Frame(part) for part in worker_wire.encode(
+            {"kind": "req", "id": "7"}, orjson.dumps(request))]
+
+        worker.stop_requested.set()  # what its SIGTERM handler does, and all it does
+        worker._dispatch(frames)
+        assert router.poll(10_000)
+        _route, header, body = router.recv_multipart()
+        assert orjson.loads(header)["id"] == "7"
+        reply = orjson.loads(body)
+        assert reply["id"] == "c1" and reply["ok"] is False, reply
+        assert reply["error"] == "WORKER_DOWN" and reply["message"] == "the worker is stopping"
+        assert worker.inflight.snapshot()[0] == 0
+    finally:
+        worker.close()
+        router.close()
