@@ -75,9 +75,13 @@ def _die_with_parent() -> None:
 
 def _runs_inline(request: Request) -> bool:
     """The plain status (a few stats, cached counts) runs on the main thread: a thread
-    hand-off would cost more than the op. Everything else runs on the pool, so a slow op
-    never delays a heartbeat."""
-    return request.op == "status" and not request.args.get("chain")
+    hand-off would cost more than the op. So does `note_write` (a dict entry under a
+    lock), for its order: a session casts it for a write and may send `push` right after;
+    on the pool the push could pass the hold's check on another thread before the note
+    was taken, and be HELD for the session's own write. Everything else runs on the pool,
+    so a slow op never delays a heartbeat."""
+    return (request.op == "note_write"
+            or (request.op == "status" and not request.args.get("chain")))
 
 
 class InFlight:
