@@ -34,6 +34,17 @@ def diff(mirror: Mirror | None, rows: list[Row]) -> Changes:
     return out
 
 
+def holds_none_anchored(mirror: Mirror | None, rows: list[Row] | None) -> bool:
+    """Rows were anchored from the store (the mirror says they were there) and it holds
+    none of them (`rows` None: it does not exist): the store was deleted, moved or
+    replaced under this tenant, another tenant's pull remaking a store they share
+    included. Its diff would be the deletion of every anchored row; a pull restores them
+    instead (pull.py), and kint-server's pushes are held (drift.py)."""
+    if mirror is None or not mirror.rows:
+        return False
+    return not any(r.canonical_id in mirror.rows for r in rows or [])
+
+
 def snapshot(mirror: Mirror | None, rows: list[Row]) -> Changes:
     """The whole state; the deletions since the mirror travel too, for history only."""
     return Changes(rows=list(rows), deleted=diff(mirror, rows).deleted)
