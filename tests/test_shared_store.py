@@ -1,6 +1,8 @@
 """Several tenants in one Sibyl store (Sibyl keys rows by tenant in one file), on a real
-anvil, with a real supervisor and workers: a store deleted by hand comes back for every
-tenant that pulls, not only the first (whose pull remakes the file)."""
+anvil, with a real supervisor, workers and kint-server: a store deleted by hand comes back
+for every tenant that pulls, not only the first (whose pull remakes the file), and a
+kint-server's watcher does not anchor the deletion of every row of a tenant whose rows the
+remade store does not hold."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from chain_machines import kjson, new_machine
 from conftest import sibyl_client
 from conftest import write_rules as write
 from kint.commands.exit_codes import CHAIN_MOVED
+
+from mcp_session import AgentProcess
 
 OTHER = "kint-shared-other"
 
@@ -78,6 +82,41 @@ def test_a_deleted_shared_store_comes_back_for_each_tenant_that_pulls(shared):
     assert [(e["rows"], e["deleted"]) for e in dry["epochs"]] == [(1, 0)], dry
     assert kjson(sb, "--tenant", OTHER, "push")["deleted_rows"] == 0
     _in_step(sb, OTHER)
+
+
+def test_the_watcher_holds_over_a_store_another_tenants_pull_remade(shared):
+    """The other tenant's kint-server runs while the store is deleted and this tenant's pull
+    remakes it: the watcher sees a store that holds none of the other tenant's anchored rows
+    and holds its push (it would anchor the deletion of every one), naming the plain pull
+    that restores them; that pull, from the agent, ends the hold."""
+    sb, mine = shared, shared.tenant
+    head = kjson(sb, "--tenant", OTHER, "status")["head"]["seq"]
+    log_path = sb.kint_home / "supervisor.log"
+    holds = log_path.read_text().count("push HELD (watcher)")
+    agent = AgentProcess({**sb.env, "KINT_TENANT": OTHER}).start()
+    try:
+        assert agent.call("memory_recall", category="rules", name="theirs")["ok"] is True
+        delete_store(sb.sibyl_db)
+        assert kjson(sb, "--tenant", mine, "pull")["applied"]
+        sb.wait_for(lambda: log_path.read_text().count("push HELD (watcher)") > holds,
+                    what="the watcher's push to be held", timeout=60, interval=0.25)
+        held = agent.call("memory_status")["held"]
+        assert held["reason"] == "watcher", held
+        assert held["message"].startswith("refusing to anchor: the store holds none of the "), held
+        assert "`kint pull` restores them" in held["message"]
+        refused = agent.call("memory_push")
+        assert refused["ok"] is False and refused["error"] == "HELD", refused
+        assert kjson(sb, "--tenant", OTHER, "status")["chain_head"]["seq"] == head
+
+        pulled = agent.call("memory_pull")
+        assert pulled["ok"] is True and pulled["applied"], pulled
+        assert agent.call("memory_status")["held"] is None
+        assert agent.call("memory_verify", query="other tenant rule")["decision"] == "proceed"
+    finally:
+        agent.close()
+    assert kjson(sb, "--tenant", OTHER, "status")["chain_head"]["seq"] == head
+    _in_step(sb, OTHER)
+    _in_step(sb, mine)
 
 
 def test_a_lost_stores_restore_never_overwrites_a_row_written_since(shared, tmp_path):
