@@ -256,6 +256,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
 
 
 def _lost_words(db: str, tenant: str, anchored: int, rows: list[Row] | None) -> str:
+    """How the log names a lost store: gone, or there without any of the tenant's rows."""
     where = (f"the store {db} does not exist" if rows is None else
              f"the store {db} holds none of tenant {tenant}'s rows anchored from it")
     return f"{where} ({anchored} on chain)"
