@@ -141,3 +141,22 @@ def test_a_lost_stores_restore_never_overwrites_a_row_written_since(shared, tmp_
     assert "holds none of this tenant's anchored rows" in out.stderr
     assert "overwrite or delete 1 of them (entity rules/gone)" in out.stderr
     assert names(db, tenant) == {"gone": "written again after the store was lost"}
+
+
+def test_a_store_whose_rows_were_forgotten_is_not_lost(shared, tmp_path):
+    """Every anchored row forgotten through Sibyl (memory_forget archives an entity) also
+    leaves a store holding none of them; its archive tells it from a lost one, so the pull
+    does not bring them back and the push anchors the deletions."""
+    sb, tenant = shared, "kint-shared-forgets"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    client = sibyl_client(db, tenant)
+    client.archive_entity("rules", "forgotten", reason="no longer true")
+    client.storage.close()
+
+    pulled = kjson(sb, "--tenant", tenant, "--db", str(db), "pull")
+    assert pulled["applied"] == [] and pulled["message"].startswith("already at the chain head")
+    assert names(db, tenant) == {}
+    assert kjson(sb, "--tenant", tenant, "--db", str(db), "push")["deleted_rows"] == 1

@@ -5,6 +5,7 @@ store does not (seed 001, push step 4)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kint.epochs.plaintext import Deletion
 from kint.rows.canon import Row
@@ -34,15 +35,27 @@ def diff(mirror: Mirror | None, rows: list[Row]) -> Changes:
     return out
 
 
-def holds_none_anchored(mirror: Mirror | None, rows: list[Row] | None) -> bool:
-    """Rows were anchored from the store (the mirror says they were there) and it holds
-    none of them (`rows` None: it does not exist): the store was deleted, moved or
-    replaced under this tenant, another tenant's pull remaking a store they share
-    included. Its diff would be the deletion of every anchored row; a pull restores them
-    instead (pull.py), and kint-server's pushes are held (drift.py)."""
+def store_lost(mirror: Mirror | None, rows: list[Row] | None,
+               archived: Callable[[], set[tuple[str, str]]]) -> bool:
+    """The store lost this tenant's rows: rows were anchored from it (the mirror says they
+    were there) and it holds none of them, because it does not exist (`rows` None: deleted,
+    moved) or is another file (put in its place, or another tenant's pull remade a store
+    they share). Its diff would be the deletion of every anchored row: a pull restores
+    them instead (pull.py), and kint-server's pushes are held (drift.py).
+
+    A store whose archive holds one of the anchored entities (`archived`: the (category,
+    name) pairs of this tenant's archived entities, read only when needed) is the file
+    they were forgotten in, through Sibyl's memory_forget: its missing rows are deletions,
+    not a loss. (Sibyl's SDK-only delete_entity leaves no such trace.)"""
     if mirror is None or not mirror.rows:
         return False
-    return not any(r.canonical_id in mirror.rows for r in rows or [])
+    if any(r.canonical_id in mirror.rows for r in rows or []):
+        return False
+    if rows is None:
+        return True
+    names = archived()
+    return not any(m.tier == "entity" and (m.category, m.key) in names
+                   for m in mirror.rows.values())
 
 
 def snapshot(mirror: Mirror | None, rows: list[Row]) -> Changes:

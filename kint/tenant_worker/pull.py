@@ -10,9 +10,10 @@ the plaintext's agreement with chain and header. Only when every epoch to apply 
 are rows replayed through Sibyl's own write methods, re-read, and recorded one epoch at a
 time.
 
-A store that holds none of this tenant's anchored rows (it does not exist, or another
-tenant's pull remade a file they share) is restored from seq 0, keeping the rows this
-tenant wrote into it since unless an epoch would overwrite one (FORK).
+A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
+of them: it does not exist, or another tenant's pull remade a file they share) is
+restored from seq 0, keeping the rows this tenant wrote into it since unless an epoch
+would overwrite one (FORK).
 
 `discard_local` moves the store aside only after all of that could refuse (and never while
 it holds another tenant's rows, or another process holds it open): the walk from
@@ -41,7 +42,7 @@ from kint.rows.canon import Row, canonical_id
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal
 from kint.tenant_worker.cache_check import rebuilt_envelope
-from kint.tenant_worker.changes import diff, holds_none_anchored
+from kint.tenant_worker.changes import diff, store_lost
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
@@ -59,6 +60,7 @@ from kint.tenant_worker.statefiles import (
     record_epoch,
     unsaved_empty_mirror,
 )
+from kint.tenant_worker.store import archived_entities
 
 log = logging.getLogger("kint.worker")
 
@@ -123,9 +125,10 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
     written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
     rows = None if discard else ctx.store_rows()  # None: the store does not exist
-    # Lost (changes.holds_none_anchored): restored from seq 0, as a discarding pull does,
-    # with nothing to move aside (the file may hold other tenants' rows).
-    lost = not discard and holds_none_anchored(mirror, rows)
+    # Lost (changes.store_lost): restored from seq 0, as a discarding pull does, with
+    # nothing to move aside (the file may hold other tenants' rows).
+    lost = not discard and store_lost(
+        mirror, rows, lambda: archived_entities(ctx.ro_connection(), cfg.tenant))
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_to_move(ctx)
         sibyl_takes_writes()
