@@ -83,6 +83,17 @@ def sibyl_client(db: Path, tenant: str = TENANT) -> MemoryClient:
                               entitlement_gate=sibyl_testing.NullEntitlementGate())
 
 
+def write_rules(db: Path, tenant: str, **rules: str) -> None:
+    """Rules (entities in category `rules`, body {"rule": ...}) written into `db` for
+    `tenant` through Sibyl's own client."""
+    client = sibyl_client(db, tenant)
+    try:
+        for name, rule in rules.items():
+            client.set_entity("rules", name, {"rule": rule})
+    finally:
+        client.storage.close()
+
+
 def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
     """`predicate()`'s first true value within `timeout` seconds, else its last value (for
     the caller's assert to show)."""

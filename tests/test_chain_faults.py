@@ -24,7 +24,8 @@ import pytest
 from web3 import Web3
 
 from chain_machines import RULE_1, connect_with_wallet, kjson, new_machine, ok, owner_account
-from conftest import KINT, sibyl_client
+from conftest import KINT
+from conftest import write_rules as write
 from rpc_proxy import RpcProxy, live_proxy_threads, push_ciphertext
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import FRESHNESS, PUSH_PULL_REFUSED
@@ -83,15 +84,6 @@ def kdb(sb, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def jdb(sb, db: Path, *args: str) -> dict:
     return json.loads(ok(kdb(sb, db, *args, "--json")).stdout)
-
-
-def write(db: Path, tenant: str, **rules: str) -> None:
-    client = sibyl_client(db, tenant)
-    try:
-        for name, rule in rules.items():
-            client.set_entity("rules", name, {"rule": rule})
-    finally:
-        client.storage.close()
 
 
 def store_rows(db: Path) -> dict[str, list]:

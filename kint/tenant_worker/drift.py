@@ -5,7 +5,8 @@ baseline is the whole store's leaves at the last attach, pull or push, moved row
 those notes. Before a server-side push (the watcher's, the exit's, `memory_push`), a row
 whose stored leaf differs from the mirror's holds the push when a `kint_refusal` entity
 names exactly the value it holds now, or when it changed (or an anchored row vanished)
-with no note from any session to explain it. A row that was never anchored is not drift.
+with no note from any session to explain it (a store that lost every anchored row,
+changes.store_lost, is named as such: a plain pull restores them). A row that was never anchored is not drift.
 A held push anchors nothing and drops nothing. `kint push` from a terminal is never held.
 """
 
@@ -20,7 +21,9 @@ from typing import Any
 
 from kint.rows.canon import Row
 from kint.rows.export import export_rows
+from kint.tenant_worker.changes import store_lost
 from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.store import archived_entities
 from kint.tenant_worker.verify import REFUSAL_CATEGORY
 
 log = logging.getLogger("kint.worker")
@@ -90,7 +93,14 @@ class DriftBaseline:
             if baseline is not None and baseline.get(cid, old.leaf.hex()) != leaf:
                 behind.append(label)
         hold = None
-        if behind:
+        if behind and store_lost(mirror, rows, lambda: archived_entities(conn, tenant)):
+            hold = Hold(
+                f"refusing to anchor: the store holds none of the {len(anchored)} row(s) "
+                f"anchored from it (deleted, moved or replaced: another tenant's pull may "
+                f"have remade a store they share), and anchoring would make the chain record "
+                f"the deletion of every one. `kint pull` restores them (or `kint push` from "
+                f"your own terminal anchors the deletions, if they are meant).", reason, _now())
+        elif behind:
             hold = Hold(
                 f"refusing to anchor: {len(behind)} row(s) changed behind Sibyl's tools while "
                 f"this server was running ({', '.join(behind)}). Anchoring would make the chain "

@@ -10,6 +10,11 @@ the plaintext's agreement with chain and header. Only when every epoch to apply 
 are rows replayed through Sibyl's own write methods, re-read, and recorded one epoch at a
 time.
 
+A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
+of them: it does not exist, or another tenant's pull remade a file they share) is
+restored from seq 0, keeping the rows this tenant wrote into it since unless an epoch
+would overwrite one (FORK).
+
 `discard_local` moves the store aside only after all of that could refuse (and never while
 it holds another tenant's rows, or another process holds it open): the walk from
 seq 0 has fetched and checked every epoch the restore needs, and Sibyl's account gate has
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +42,7 @@ from kint.rows.canon import Row, canonical_id
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal
 from kint.tenant_worker.cache_check import rebuilt_envelope
-from kint.tenant_worker.changes import diff
+from kint.tenant_worker.changes import diff, store_lost
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
@@ -56,6 +60,7 @@ from kint.tenant_worker.statefiles import (
     record_epoch,
     unsaved_empty_mirror,
 )
+from kint.tenant_worker.store import archived_entities
 
 log = logging.getLogger("kint.worker")
 
@@ -119,22 +124,23 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     backups: list[str] = []
     present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
     written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
-    # The store is gone (deleted, moved) over rows anchored from it: nothing local to
-    # weigh against the chain, so the pull restores from seq 0 into a new store, as a
-    # discarding one does, with nothing to move aside. Compared with the mirror, the
-    # missing store would read as every row deleted, and "already at the chain head".
-    lost = (not discard and mirror is not None and bool(mirror.rows)
-            and not os.path.exists(cfg.db))
+    rows = None if discard else ctx.store_rows()  # None: the store does not exist
+    # Lost (changes.store_lost): restored from seq 0, as a discarding pull does, with
+    # nothing to move aside (the file may hold other tenants' rows).
+    lost = not discard and store_lost(
+        mirror, rows, lambda: archived_entities(ctx.ro_connection(), cfg.tenant))
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_to_move(ctx)
         sibyl_takes_writes()
         mirror = unsaved_empty_mirror(state)  # what the emptied store will hold: seq 0
     elif lost:
-        log.warning("pull: the store %s does not exist; restoring the anchored rows into a "
-                    "new one", cfg.db)
+        assert mirror is not None
+        present = {r.canonical_id: r for r in rows or []}  # never anchored: kept as they are
+        log.warning("pull: %s; restoring them from the first epoch",
+                    _lost_words(cfg.db, cfg.tenant, len(mirror.rows), rows))
         mirror = unsaved_empty_mirror(state)
     else:
-        rows = ctx.store_rows() or []
+        rows = rows or []
         present = {r.canonical_id: r for r in rows}
         if mirror is None and rows:
             raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
@@ -179,6 +185,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                for f in fetched[:start] if f.opened is None]
     todo = fetched[start:]
     _check_continuity(todo, mirror.head.digest)
+    if lost and present:
+        _refuse_overwriting(todo, present, cfg.db)
     if discard or lost:
         if discard:
             backups = discard_local(ctx)
@@ -248,6 +256,39 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                              f"{mirror.head.seq} at block {mirror.head.block}; {report}"
                              + _older_epochs(backfilled, closed))
     return result
+
+
+def _lost_words(db: str, tenant: str, anchored: int, rows: list[Row] | None) -> str:
+    """How the log names a lost store: gone, or there without any of the tenant's rows."""
+    where = (f"the store {db} does not exist" if rows is None else
+             f"the store {db} holds none of tenant {tenant}'s rows anchored from it")
+    return f"{where} ({anchored} on chain)"
+
+
+def _refuse_overwriting(todo: list[Fetched], present: dict[str, Row], db: str) -> None:
+    """A lost store's restore keeps the rows this tenant wrote into it since (never
+    anchored), and refuses FORK, before anything is written, when an epoch to apply would
+    overwrite or delete one of them: pull never merges blindly."""
+    touched: set[str] = set()
+    for f in todo:
+        if f.opened is None:
+            break
+        touched.update(w.canonical_id for w in f.opened.plaintext.rows)
+        touched.update(canonical_id(*d) for d in f.opened.plaintext.deleted)
+    clash = sorted(cid for cid in present if cid in touched)
+    if not clash:
+        return
+    named = ", ".join(present[cid].label() for cid in clash[:5])
+    more = f" and {len(clash) - 5} more" if len(clash) > 5 else ""
+    raise ProtocolError(
+        ErrorCode.FORK,
+        f"the store {db} holds none of this tenant's anchored rows, and {len(present)} "
+        f"row(s) that were never anchored; restoring the anchored rows would overwrite or "
+        f"delete {len(clash)} of them ({named}{more}). Refusing to merge blindly; nothing "
+        f"was written",
+        "save what you need out of the store (`kint export`), then `kint pull "
+        "--discard-local` moves it aside and restores the anchored state (on a store "
+        "other tenants share, remove those rows through Sibyl and `kint pull` again)")
 
 
 def _older_epochs(backfilled: list[int], closed: list[dict[str, Any]]) -> str:

@@ -98,8 +98,8 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         first = not ctx.sessions
         ctx.sessions[sid] = time.monotonic()
     notices = _session_timings(ctx, sid)
-    if not ctx.drift.active and (rows := ctx.store_rows()) is not None:
-        ctx.drift.reset(rows)
+    if not ctx.drift.active:  # a store not created yet holds no rows: none to explain
+        ctx.drift.reset(ctx.store_rows() or [])
     if args.get("watcher") and ctx.watcher is None:
         from kint.tenant_worker.watcher import Watcher
 

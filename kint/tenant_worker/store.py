@@ -148,3 +148,14 @@ def rows_by_tenant(db: str) -> dict[str, int]:
             return counts
         except sqlite3.DatabaseError as err:
             raise StoreUnreadable(f"store {db} cannot be read: {err}") from None
+
+
+def archived_entities(conn: sqlite3.Connection, tenant: str) -> set[tuple[str, str]]:
+    """The (category, name) of every entity of `tenant` in Sibyl's archive (memory_forget
+    moves an entity there): what tells a store whose rows were forgotten from a store that
+    lost them (changes.store_lost). Empty when the store has no archive table."""
+    try:
+        return {(str(c), str(n)) for c, n in conn.execute(
+            "SELECT category, name FROM archived_entities WHERE tenant_id = ?", (tenant,))}
+    except sqlite3.OperationalError:  # no such table: a store Sibyl has not set up
+        return set()
