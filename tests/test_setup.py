@@ -152,7 +152,7 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     out = kint_at(sandbox, lone / "kint", "setup", "codex", path=bare_path(tmp_path))
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == ("kint: error: kint-server not found next to kint "
-                                          "or on PATH")
+                                          "or on PATH [INTERNAL]")
     assert out.stderr.splitlines()[1].startswith("hint: ")
     assert not (sandbox.home / ".codex").exists()
     on_path = kint_at(sandbox, lone / "kint", "setup", "codex",
@@ -178,6 +178,8 @@ def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, 
     out = setup(sandbox, "codex", "--env", pair)
     assert out.returncode == 2
     assert out.stderr.startswith(f"kint: error: {message}")
+    assert out.stderr.splitlines()[0].endswith(" [BAD_REQUEST]"), out.stderr
+    assert out.stderr.splitlines()[1].startswith("hint: "), out.stderr
     assert "K3Y" not in out.stderr
     assert not (sandbox.home / ".codex").exists()
 
@@ -194,7 +196,7 @@ def test_a_hermes_profile_that_would_do_nothing_is_refused(sandbox, argv, messag
     is refused (exit 2) before anything is written, not skipped or ignored."""
     out = setup(sandbox, *argv)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.splitlines()[0] == f"kint: error: {message}"
+    assert out.stderr.splitlines()[0] == f"kint: error: {message} [BAD_REQUEST]"
     assert not (sandbox.home / ".claude.json").exists()
 
 

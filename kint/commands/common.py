@@ -40,8 +40,15 @@ def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoR
         import traceback
 
         traceback.print_exc()
-    click.echo(render.refusal_text(err.code, err.message, err.hint), err=True)
-    sys.exit(exit_code_for(command, err.code) if command else EXIT_ERROR)
+    refuse(err.code, err.message, err.hint,
+           exit_code_for(command, err.code) if command else EXIT_ERROR)
+
+
+def refuse(code: str, message: str, hint: str | None, status: int = EXIT_ERROR) -> NoReturn:
+    """Every refusal a command prints, then exit `status`: `kint: error: MESSAGE [CODE]`
+    and `hint: HINT` on stderr."""
+    click.echo(render.refusal_text(code, message, hint), err=True)
+    sys.exit(status)
 
 
 def help_hint(ctx: click.Context | None = None) -> str:
@@ -56,9 +63,7 @@ def usage_error(message: str, hint: str | None = None) -> NoReturn:
     code BAD_REQUEST, one line, a hint (the command's --help when there is no better one),
     exit 2. Click's own refusals (an unknown flag, a value out of range) print the same way
     (kint.cli)."""
-    click.echo(render.refusal_text("BAD_REQUEST", " ".join(message.split()),
-                                   hint or help_hint()), err=True)
-    sys.exit(EXIT_ERROR)
+    refuse("BAD_REQUEST", " ".join(message.split()), hint or help_hint())
 
 
 def echo_json(obj: Any) -> None:

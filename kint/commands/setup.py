@@ -8,15 +8,25 @@ kint-server in each harness's own configuration (kint/harnesses/, docs/harnesses
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 
-from kint.commands.common import Ctx
-from kint.commands.exit_codes import ERROR, REFUSE
+from kint.commands.common import Ctx, refuse, usage_error
+from kint.commands.exit_codes import REFUSE
 from kint.harnesses import TARGETS, SetupError, parse_env, register, run_setup
+from kint.protocol.errors import ErrorCode
 from kint.spaces import HERMES_PROFILE
 
-__all__ = ["SetupError", "register", "setup_cmd"]
+__all__ = ["SetupError", "refuse_setup", "register", "setup_cmd"]
+
+
+def refuse_setup(err: SetupError) -> NoReturn:
+    """Setup that cannot run, refused as every command refuses: a value given on the command
+    line is a usage error (BAD_REQUEST), the rest (no kint-server) keeps its own code."""
+    if err.code == ErrorCode.BAD_REQUEST.value:
+        usage_error(err.message, err.hint or None)
+    refuse(err.code, err.message, err.hint or None)
 
 
 def check_hermes_profiles(target: str, names: tuple[str, ...]) -> None:
@@ -69,10 +79,7 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
             env.setdefault("SIBYL_MEMORY_DB", obj.db)
         reports = run_setup([target], env, list(hermes_profiles) or None)
     except SetupError as err:
-        click.echo(f"kint: error: {err.message}", err=True)
-        if err.hint:
-            click.echo(f"hint: {err.hint}", err=True)
-        sys.exit(ERROR)
+        refuse_setup(err)
     for report in reports:
         for line in report.lines:
             click.echo(line)
