@@ -261,6 +261,41 @@ def test_register_is_the_same_registration_for_other_commands(sandbox, monkeypat
     assert register(["all"], {"KINT_TENANT": "joined"})[0] == "claude: CLI not found, skipped"
 
 
+def test_setup_json_is_one_object_for_the_reports_and_one_for_a_refusal(sandbox, tmp_path):
+    """`--json`: each harness's report on stdout (exit 1 still when one failed), and a
+    refusal as the JSON error object on stdout with the plain form's exit status, nothing
+    on stderr."""
+    out = setup(sandbox, "all", "--json")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    reports = json.loads(out.stdout)
+    assert reports["target"] == "all"
+    assert [(r["target"], r["status"]) for r in reports["reports"]] == [
+        ("claude", "skipped"), ("codex", "skipped"), ("hermes", "skipped"),
+        ("openclaw", "skipped")]
+    assert reports["reports"][0]["lines"] == ["claude: CLI not found, skipped"]
+
+    config = sandbox.home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[mcp_servers]\nkint = { command = "kint-server" }\n')
+    failed = setup(sandbox, "codex", "--json")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert json.loads(failed.stdout)["reports"][0]["status"] == "failed"
+
+    refused = setup(sandbox, "codex", "--env", "PYTHONPATH=/x", "--json")
+    assert refused.returncode == 2 and refused.stderr == "", refused.stderr
+    assert json.loads(refused.stdout) == {
+        "error": "BAD_REQUEST", "message": "--env PYTHONPATH is refused: setup keeps "
+        "PYTHONPATH out of kint-server", "hint": "setup writes --env values into the "
+        "harness's configuration in plain text"}
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(KINT, lone / "kint")
+    missing = kint_at(sandbox, lone / "kint", "setup", "codex", "--json",
+                      path=bare_path(tmp_path))
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert json.loads(missing.stdout)["error"] == "INTERNAL"
+
+
 def test_codex_forwards_every_setting_kint_reads_that_it_does_not_pin():
     """Codex drops what its entry does not name: every KINT_/SIBYL_ variable kint reads is
     pinned, forwarded by name, or deliberately kept from the server."""

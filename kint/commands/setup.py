@@ -2,23 +2,31 @@
 kint-server in each harness's own configuration (kint/harnesses/, docs/harnesses.md).
 
 `register(targets, env) -> list[str]` is the same registration for other commands
-(`kint join`): it returns the lines this command prints.
+(`kint join`): it returns the lines this command prints; `reports_json` gives the reports
+as `--json` does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
-from kint.commands.common import Ctx, refuse, usage_error
+from kint.commands.common import Ctx, echo_json, json_option, refuse, usage_error
 from kint.commands.exit_codes import REFUSE
-from kint.harnesses import TARGETS, SetupError, parse_env, register, run_setup
+from kint.harnesses import TARGETS, Report, SetupError, parse_env, register, run_setup
 from kint.protocol.errors import ErrorCode
 from kint.spaces import HERMES_PROFILE
 
-__all__ = ["SetupError", "refuse_setup", "register", "setup_cmd"]
+__all__ = ["SetupError", "refuse_setup", "register", "reports_json", "run_setup", "setup_cmd"]
+
+
+def reports_json(reports: list[Report]) -> list[dict[str, Any]]:
+    """Each harness's report (`target`, `status`: changed, unchanged, skipped or failed,
+    and the `lines` the plain form prints), for `--json`."""
+    return [dataclasses.asdict(report) for report in reports]
 
 
 def refuse_setup(err: SetupError) -> NoReturn:
@@ -54,9 +62,10 @@ def check_hermes_profiles(target: str, names: tuple[str, ...]) -> None:
 @click.option("--hermes-profile", "hermes_profiles", multiple=True, metavar="NAME",
               help="Hermes only: register in this profile (repeatable) [default: the "
                    "default profile and every profile under ~/.hermes/profiles].")
+@json_option("Print each harness's report as JSON.")
 @click.pass_obj
 def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
-              hermes_profiles: tuple[str, ...]) -> None:
+              hermes_profiles: tuple[str, ...], as_json: bool) -> None:
     """Register kint-server in a harness: all, claude, codex, hermes or openclaw.
 
     \b
@@ -80,8 +89,11 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
         reports = run_setup([target], env, list(hermes_profiles) or None)
     except SetupError as err:
         refuse_setup(err)
-    for report in reports:
-        for line in report.lines:
-            click.echo(line)
+    if as_json:
+        echo_json({"target": target, "reports": reports_json(reports)})
+    else:
+        for report in reports:
+            for line in report.lines:
+                click.echo(line)
     if any(report.status == "failed" for report in reports):
         sys.exit(REFUSE)
