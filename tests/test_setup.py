@@ -246,19 +246,24 @@ def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox
     assert len(backups(config.parent)) == 1  # the file was copied before its second change
 
 
-def test_register_is_the_same_registration_for_other_commands(sandbox, monkeypatch):
-    from kint.harnesses import register
+def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
+    """`kint join`'s harness step calls `run_setup` and reports as `kint setup --json` does
+    (`reports_json`), each report's lines the ones `kint setup` prints."""
+    from kint.commands.setup import reports_json, run_setup
 
     monkeypatch.setenv("HOME", str(sandbox.home))
     monkeypatch.setenv("KINT_HOME", str(sandbox.kint_home))
     monkeypatch.setenv("PATH", bare_path(sandbox.root))
     monkeypatch.setattr(sys, "argv", [KINT, "join"])
-    lines = register(["codex"], {"KINT_TENANT": "joined"})
     config = sandbox.home / ".codex" / "config.toml"
-    assert lines == [f"codex: wrote [mcp_servers.kint] to {config}"]
-    assert register(["codex"], {"KINT_TENANT": "joined"}) == [
-        f"codex: already configured ({config}), nothing changed"]
-    assert register(["all"], {"KINT_TENANT": "joined"})[0] == "claude: CLI not found, skipped"
+    assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
+        {"target": "codex", "status": "changed",
+         "lines": [f"codex: wrote [mcp_servers.kint] to {config}"]}]
+    assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
+        {"target": "codex", "status": "unchanged",
+         "lines": [f"codex: already configured ({config}), nothing changed"]}]
+    assert run_setup(["all"], {"KINT_TENANT": "joined"})[0].lines == [
+        "claude: CLI not found, skipped"]
 
 
 def test_setup_json_is_one_object_for_the_reports_and_one_for_a_refusal(sandbox, tmp_path):

@@ -1,9 +1,8 @@
 """`kint setup all | claude | codex | hermes | openclaw [--env KEY=VALUE]...`: register
 kint-server in each harness's own configuration (kint/harnesses/, docs/harnesses.md).
 
-`register(targets, env) -> list[str]` is the same registration for other commands
-(`kint join`): it returns the lines this command prints; `reports_json` gives the reports
-as `--json` does.
+`run_setup(targets, env)` is the same registration for other commands (`kint join`), and
+`reports_json` its reports as `--json` gives them.
 """
 
 from __future__ import annotations
@@ -16,11 +15,11 @@ import click
 
 from kint.commands.common import Ctx, echo_json, json_option, refuse, usage_error
 from kint.commands.exit_codes import REFUSE
-from kint.harnesses import TARGETS, Report, SetupError, parse_env, register, run_setup
+from kint.harnesses import TARGETS, Report, SetupError, parse_env, run_setup
 from kint.protocol.errors import ErrorCode
 from kint.spaces import HERMES_PROFILE
 
-__all__ = ["SetupError", "refuse_setup", "register", "reports_json", "run_setup", "setup_cmd"]
+__all__ = ["SetupError", "refuse_setup", "reports_json", "run_setup", "setup_cmd"]
 
 
 def reports_json(reports: list[Report]) -> list[dict[str, Any]]:

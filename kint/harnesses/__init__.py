@@ -262,12 +262,5 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
     return reports
 
 
-def register(targets: list[str], env: dict[str, str]) -> list[str]:
-    """The lines `kint setup` prints, for `kint join` and other callers: register
-    kint-server in `targets` (names as `kint setup` takes them) with `env` pinned (for
-    example {"KINT_TENANT": tenant}). Raises SetupError when setup cannot run at all."""
-    return [line for report in run_setup(targets, env) for line in report.lines]
-
-
 __all__ = ["Plan", "Report", "SetupError", "TARGETS", "find_kint_server", "make_plan",
-           "parse_env", "register", "run_setup"]
+           "parse_env", "run_setup"]
