@@ -169,8 +169,21 @@ def test_a_second_join_resumes_and_reports_writes_on_once_authorized(vault, mach
     assert "authorized for" in check["detail"] and "NOT" not in check["detail"]
 
     # The threshold, 0.00002 ETH: join's writes are on at it, doctor wants more than it.
+    # Asked with --json: each step's result under its name, in one object, and no line.
     _set_balance(chain_home, address, MIN_WEI)
-    assert _lines(_join(b, account, "--no-setup"))[-1] == "writes: on"
+    out = _join(b, account, "--no-setup", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    joined = json.loads(out.stdout)
+    assert {k: joined[k] for k in ("owner", "tenant", "tenant_from", "space", "store")} == {
+        "owner": account.address, "tenant": b.tenant, "tenant_from": "credentials.json",
+        "space": connected["space"], "store": str(b.sibyl_db)}
+    assert joined["session_key"] == {"address": address, "created": False}
+    assert joined["vault"] == {"head_seq": 1, "head_block": block, "starts_here": False}
+    assert joined["connect"]["source"] == "local wraps"
+    assert joined["restore"]["head"]["seq"] == 1 and joined["restore"]["applied"] == []
+    assert joined["harnesses"] is None
+    assert joined["writes"]["on"] is True and joined["writes"]["balance_wei"] == MIN_WEI
+    assert joined["writes"]["next"] is None
     assert not _session_check(b)["ok"]
     _set_balance(chain_home, address, MIN_WEI + 1)
     assert _session_check(b)["ok"]
@@ -216,6 +229,12 @@ def test_join_stops_at_the_vault_without_epochs_unless_new_vault(machine_c):
                                  f"{fresh.address} under tenant {tenant}"), out.stderr
     assert "--new-vault" in out.stderr
     assert "connected:" not in out.stdout
+    out = _join(c, fresh, "--no-setup", "--tenant", tenant, "--json")
+    assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
+    refused = json.loads(out.stdout)  # the refusal object, naming the step
+    assert refused["error"] == "BAD_REQUEST" and refused["step"] == "vault", refused
+    assert refused["message"].startswith(f"the chain holds no epochs for owner {fresh.address}")
+    assert "--new-vault" in refused["hint"]
     assert not (c.kint_home / f"enrol-{space_id(tenant)[:16]}.json").exists()
     assert not c.sibyl_db.exists()  # a failed join creates no store
 
@@ -294,17 +313,20 @@ def test_join_refuses_bad_flags_before_any_step(vault, machine_c):
         assert out.returncode == 2, (args, out.stdout + out.stderr)
         assert message in out.stderr, (args, out.stderr)
         assert "join: owner" not in out.stdout
+    out = c.kint("join", "--owner", account.address, "--no-setup", "--json", input="")
+    assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
+    assert json.loads(out.stdout)["error"] == "BAD_REQUEST"
 
 
-def test_the_restore_lines_of_a_cold_start_on_base(capsys):
+def test_the_restore_lines_of_a_cold_start_on_base():
     """The cold start's `both RPCs agree` line and an epoch with deletions, printed from a
     pull result as the worker returns it. The devchain cannot give that result (one local
     endpoint, so no second opinion is asked, and its chain id is not Base's), so the result
     here is written out by hand; the other lines of join run end to end above."""
-    from kint.commands.join import print_restore
+    from kint.commands.join import restore_lines
 
     digest = "b64dcde033b03249" + "0" * 48
-    print_restore({
+    assert restore_lines({
         "applied": [1, 2], "backups": [], "skipped": [], "closed": [], "warnings": [],
         "gap": [], "rows_total": 13, "rpcs_agreed": True, "report": "store root matches "
         "the anchored root", "message": "restored 2 epoch(s), 13 rows; head seq 2 at block "
@@ -313,8 +335,7 @@ def test_the_restore_lines_of_a_cold_start_on_base(capsys):
                            {"seq": 2, "block": 51081880, "rows": 1, "deletions": 1}],
         "head": {"seq": 2, "block": 51081880, "digest": digest},
         "chain_head": {"seq": 2, "block": 51081880, "digest": digest},
-    })
-    assert capsys.readouterr().out.splitlines() == [
+    }) == [
         "pull: cold start, both RPCs agree: head seq 2, digest b64dcde033b03249, block 51081880",
         "pull: applied epoch 1 (14 rows, 0 deletions) from block 51081867",
         "pull: applied epoch 2 (1 rows, 1 deletions) from block 51081880",
@@ -323,23 +344,22 @@ def test_the_restore_lines_of_a_cold_start_on_base(capsys):
     ]
 
 
-def test_join_prints_the_epochs_it_did_not_apply_as_kint_pull_does(capsys):
+def test_join_prints_the_epochs_it_did_not_apply_as_kint_pull_does():
     """SKIPPED and CLOSED lines, in v0.3.0's words (09-cli.md, "kint pull"), from the one
     printer `kint pull` uses too (its lines are checked end to end in test_chain_e2e.py):
     a skipped epoch a later snapshot carried past, one the pull stopped at, and an epoch
     sealed under a retired data key."""
-    from kint.commands.join import print_restore
+    from kint.commands.join import restore_lines
 
     digest = "ab" * 32
-    print_restore({
+    assert restore_lines({
         "applied": [], "backups": [], "warnings": [], "gap": [3], "rows_total": 2,
         "report": "", "message": "stopped at epoch 3: this machine cannot apply it",
         "skipped": [{"seq": 2, "block": 40, "reason": "not a kint epoch", "superseded_by": 4},
                     {"seq": 3, "block": 50, "reason": "AES-GCM refused the epoch"}],
         "closed": [{"seq": 1, "block": 30, "reason": "sealed under a retired data key"}],
         "applied_epochs": [], "head": {"seq": 2, "block": 40, "digest": digest},
-    })
-    assert capsys.readouterr().out.splitlines() == [
+    }) == [
         "SKIPPED epoch 2 block 40: not a kint epoch (snapshot epoch 4 carries the whole state, "
         "the pull carried on)",
         "SKIPPED epoch 3 block 50: AES-GCM refused the epoch",

@@ -69,6 +69,9 @@ def test_no_secret_in_a_log_a_file_an_output_or_an_argv(tmp_path_factory, chain_
                      ("status", "--json"), ("doctor", "--json"), ("config", "show", "--json"),
                      ("supervisor", "status", "--json"), ("recovery-code",)):
             kint(a, *argv)
+        rewritten = json.loads(ok(kint(a, "recovery-code", "--json")).stdout)  # the path only
+        assert rewritten == {"recovery_file": str(a.kint_home /
+                                                  f"RECOVERY-{connected['space'][:16]}.txt")}
         code = recovery_code(a, connected["space"])
         wrong = code[:-1] + ("A" if code[-1] != "A" else "B")
         kint(b, "connect", "--owner", owner.address, "--recovery-code-stdin", input=wrong + "\n")

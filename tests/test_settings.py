@@ -452,7 +452,14 @@ def test_a_changed_config_applies_on_the_next_request_and_a_broken_one_is_refuse
         assert re.search(r"^KINT_VERIFY_HEAD_SECONDS +8 +file ", out.stdout, re.M)
         check = box.kint("config", "check")
         assert check.returncode == 2
-        assert f"kint: error: {path}: quiet_seconds: 'later' is not a number" in check.stderr
+        assert check.stderr.splitlines()[0] == (f"kint: error: {path}: quiet_seconds: 'later' "
+                                                f"is not a number [CONFIG_INVALID]")
+        check = box.kint("config", "check", "--json")  # the refusal as an object, on stdout
+        assert check.returncode == 2 and check.stderr == "", check.stderr
+        assert json.loads(check.stdout) == {
+            "error": "CONFIG_INVALID", "message": f"{path}: quiet_seconds: 'later' is not a "
+            "number", "hint": "fix that key; until then the supervisor keeps serving the last "
+            "good configuration"}
         # A worker started while the file is broken serves the last good one too.
         box.call("sup.restart", args={"target": box.tenant}, timeout_s=30)
         result = daemon(box)
@@ -477,11 +484,19 @@ def test_the_supervisor_reads_the_config_file_again_on_change_and_on_reload(box)
         assert out.stderr.splitlines()[0] == (
             f"kint: error: {path}: worker_heartbeat_timeout: 'often' is not a number; the last "
             f"good configuration keeps serving [CONFIG_INVALID]")
+        refused = box.kint("supervisor", "reload", "--json")
+        assert refused.returncode == 2 and json.loads(refused.stdout)["error"] == "CONFIG_INVALID"
         config_file(box, "worker_heartbeat_timeout = 14\n")
         out = box.kint("supervisor", "reload")
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == (f"configuration read: {path} (1 machine setting(s), 0 "
                                       f"space table(s))")
+        # `--json`: the fields `kint config check --json` gives the same file.
+        read = {"config_file": str(path), "exists": True,
+                "machine": ["KINT_WORKER_HEARTBEAT_TIMEOUT"], "spaces": []}
+        for argv in (("supervisor", "reload", "--json"), ("config", "check", "--json")):
+            out = box.kint(*argv)
+            assert out.returncode == 0 and json.loads(out.stdout) == read, out.stderr
         assert "heartbeat_timeout_s 12.0 -> 14.0" in log.read_text()
     finally:
         path.unlink(missing_ok=True)

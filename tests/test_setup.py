@@ -152,7 +152,7 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     out = kint_at(sandbox, lone / "kint", "setup", "codex", path=bare_path(tmp_path))
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == ("kint: error: kint-server not found next to kint "
-                                          "or on PATH")
+                                          "or on PATH [INTERNAL]")
     assert out.stderr.splitlines()[1].startswith("hint: ")
     assert not (sandbox.home / ".codex").exists()
     on_path = kint_at(sandbox, lone / "kint", "setup", "codex",
@@ -178,6 +178,8 @@ def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, 
     out = setup(sandbox, "codex", "--env", pair)
     assert out.returncode == 2
     assert out.stderr.startswith(f"kint: error: {message}")
+    assert out.stderr.splitlines()[0].endswith(" [BAD_REQUEST]"), out.stderr
+    assert out.stderr.splitlines()[1].startswith("hint: "), out.stderr
     assert "K3Y" not in out.stderr
     assert not (sandbox.home / ".codex").exists()
 
@@ -194,7 +196,7 @@ def test_a_hermes_profile_that_would_do_nothing_is_refused(sandbox, argv, messag
     is refused (exit 2) before anything is written, not skipped or ignored."""
     out = setup(sandbox, *argv)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.splitlines()[0] == f"kint: error: {message}"
+    assert out.stderr.splitlines()[0] == f"kint: error: {message} [BAD_REQUEST]"
     assert not (sandbox.home / ".claude.json").exists()
 
 
@@ -244,19 +246,59 @@ def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox
     assert len(backups(config.parent)) == 1  # the file was copied before its second change
 
 
-def test_register_is_the_same_registration_for_other_commands(sandbox, monkeypatch):
-    from kint.harnesses import register
+def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
+    """`kint join`'s harness step calls `run_setup` and reports as `kint setup --json` does
+    (`reports_json`), each report's lines the ones `kint setup` prints."""
+    from kint.commands.setup import reports_json, run_setup
 
     monkeypatch.setenv("HOME", str(sandbox.home))
     monkeypatch.setenv("KINT_HOME", str(sandbox.kint_home))
     monkeypatch.setenv("PATH", bare_path(sandbox.root))
     monkeypatch.setattr(sys, "argv", [KINT, "join"])
-    lines = register(["codex"], {"KINT_TENANT": "joined"})
     config = sandbox.home / ".codex" / "config.toml"
-    assert lines == [f"codex: wrote [mcp_servers.kint] to {config}"]
-    assert register(["codex"], {"KINT_TENANT": "joined"}) == [
-        f"codex: already configured ({config}), nothing changed"]
-    assert register(["all"], {"KINT_TENANT": "joined"})[0] == "claude: CLI not found, skipped"
+    assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
+        {"target": "codex", "status": "changed",
+         "lines": [f"codex: wrote [mcp_servers.kint] to {config}"]}]
+    assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
+        {"target": "codex", "status": "unchanged",
+         "lines": [f"codex: already configured ({config}), nothing changed"]}]
+    assert run_setup(["all"], {"KINT_TENANT": "joined"})[0].lines == [
+        "claude: CLI not found, skipped"]
+
+
+def test_setup_json_is_one_object_for_the_reports_and_one_for_a_refusal(sandbox, tmp_path):
+    """`--json`: each harness's report on stdout (exit 1 still when one failed), and a
+    refusal as the JSON error object on stdout with the plain form's exit status, nothing
+    on stderr."""
+    out = setup(sandbox, "all", "--json")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    reports = json.loads(out.stdout)
+    assert reports["target"] == "all"
+    assert [(r["target"], r["status"]) for r in reports["reports"]] == [
+        ("claude", "skipped"), ("codex", "skipped"), ("hermes", "skipped"),
+        ("openclaw", "skipped")]
+    assert reports["reports"][0]["lines"] == ["claude: CLI not found, skipped"]
+
+    config = sandbox.home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[mcp_servers]\nkint = { command = "kint-server" }\n')
+    failed = setup(sandbox, "codex", "--json")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert json.loads(failed.stdout)["reports"][0]["status"] == "failed"
+
+    refused = setup(sandbox, "codex", "--env", "PYTHONPATH=/x", "--json")
+    assert refused.returncode == 2 and refused.stderr == "", refused.stderr
+    assert json.loads(refused.stdout) == {
+        "error": "BAD_REQUEST", "message": "--env PYTHONPATH is refused: setup keeps "
+        "PYTHONPATH out of kint-server", "hint": "setup writes --env values into the "
+        "harness's configuration in plain text"}
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(KINT, lone / "kint")
+    missing = kint_at(sandbox, lone / "kint", "setup", "codex", "--json",
+                      path=bare_path(tmp_path))
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert json.loads(missing.stdout)["error"] == "INTERNAL"
 
 
 def test_codex_forwards_every_setting_kint_reads_that_it_does_not_pin():

@@ -247,3 +247,36 @@ def test_kints_processes_name_themselves(sandbox):
     assert forkserver != supervisor
     assert _comm(forkserver) == "kint-forkserver"
     assert supervisor in _supervisors_of(sandbox.kint_home)
+
+
+def test_start_restart_stop_and_reload_say_json_with_json(sandbox):
+    """`--json`: one object on stdout for what each did, and a refusal as the JSON error
+    object on stdout with the plain form's exit status."""
+    write_store(sandbox.sibyl_db)
+    started = sandbox.kint("supervisor", "start", "--json")
+    assert started.returncode == 0, started.stderr
+    pid = running_pid(sandbox.kint_home)
+    assert json.loads(started.stdout) == {"pid": pid, "kint_home": str(sandbox.kint_home)}
+    space16 = sandbox.call("status", sandbox.sibyl_db)["space"]
+    restarted = sandbox.kint("supervisor", "restart", space16, "--json")
+    assert restarted.returncode == 0, restarted.stderr
+    assert json.loads(restarted.stdout) == {"restarted": [space16]}
+    unknown = sandbox.kint("supervisor", "restart", "no-such-space", "--json")
+    assert unknown.returncode == 2 and unknown.stderr == "", unknown.stderr
+    assert json.loads(unknown.stdout) == {"error": "BAD_REQUEST",
+                                          "message": "no space matches 'no-such-space'",
+                                          "hint": "`kint supervisor status` lists the spaces"}
+    both = sandbox.kint("supervisor", "start", "--foreground", "--json")
+    assert both.returncode == 2 and json.loads(both.stdout)["error"] == "BAD_REQUEST"
+
+    stopped = sandbox.kint("supervisor", "stop", "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout) == {"stopped": True, "pid": pid,
+                                          "kint_home": str(sandbox.kint_home),
+                                          "kint_home_exists": True}
+    assert running_pid(sandbox.kint_home) is None
+    again = sandbox.kint("supervisor", "stop", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["stopped"] is False
+    reload = sandbox.kint("supervisor", "reload", "--json")
+    assert reload.returncode == 3, reload.stdout + reload.stderr
+    assert json.loads(reload.stdout)["error"] == "SUPERVISOR_UNAVAILABLE"

@@ -7,6 +7,8 @@ test_join.py."""
 
 from __future__ import annotations
 
+import json
+
 from chain_machines import kjson, new_machine
 from conftest import write_store
 
@@ -56,6 +58,11 @@ def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.splitlines()[0] == ("kint: error: no data key cached on this machine: kint "
                                           "connect first [NO_DATA_KEY]"), out.stderr
+    out = sandbox.kint("recovery-code", "--json")  # the same refusal, as one object on stdout
+    assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
+    assert json.loads(out.stdout) == {"error": "NO_DATA_KEY", "message": "no data key cached on "
+                                      "this machine: kint connect first",
+                                      "hint": "run `kint connect --owner ADDRESS` first"}
     assert not list(sandbox.kint_home.glob("RECOVERY-*"))
 
 

@@ -9,8 +9,8 @@ import getpass
 import click
 
 from kint import render
-from kint.commands.common import (Ctx, call_with_progress, echo_json, space_call,
-                                  usage_error)
+from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
+                                  space_call, usage_error)
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
 from kint.commands.owner_flag import check_owner, owner_option
 from kint.commands.secrets import read_passphrase_stdin, signature_options
@@ -176,10 +176,14 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
 
 
 @click.command("recovery-code")
+@json_option("Print the file written as JSON (its path: the code stays in the file).")
 @click.pass_obj
-def recovery_code_cmd(obj: Ctx) -> None:
+def recovery_code_cmd(obj: Ctx, as_json: bool) -> None:
     """Write RECOVERY-<space16>.txt (mode 0600) again from the cached data key: the fix when
     push refuses because the machine that created the vault lost its recovery file."""
     result = space_call(obj, "recovery_code", {}, timeout_s=300,
                         command="recovery-code")
+    if as_json:
+        echo_json({"recovery_file": result["recovery_file"]})
+        return
     click.echo(f"recovery code written to {result['recovery_file']}")

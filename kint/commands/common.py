@@ -40,8 +40,46 @@ def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoR
         import traceback
 
         traceback.print_exc()
-    click.echo(render.refusal_text(err.code, err.message, err.hint), err=True)
-    sys.exit(exit_code_for(command, err.code) if command else EXIT_ERROR)
+    refuse(err.code, err.message, err.hint,
+           exit_code_for(command, err.code) if command else EXIT_ERROR)
+
+
+# Set in the click context's `meta` by `json_option` when --json is given: the command's
+# refusals are then a JSON object on stdout.
+_JSON_REFUSALS = "kint.json_refusals"
+
+
+def json_option(help_text: str = "Print the result as JSON.") -> Callable[[Any], Any]:
+    """`--json` (the parameter `as_json`): the result as one JSON object on stdout, and a
+    refusal as one too (`refuse`), with the exit status the plain form has, so a script
+    reads one object whichever way the command ends. A command line click cannot parse at
+    all (an unknown flag) is refused before `--json` is seen: plain text on stderr."""
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            ctx.meta[_JSON_REFUSALS] = True
+        return value
+
+    return click.option("--json", "as_json", is_flag=True, help=help_text, callback=remember)
+
+
+def json_refusals() -> bool:
+    """Whether the running command was given `--json` through `json_option`."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool(ctx.meta.get(_JSON_REFUSALS))
+
+
+def refuse(code: str, message: str, hint: str | None, status: int = EXIT_ERROR,
+           **extra: Any) -> NoReturn:
+    """Every refusal a command prints, then exit `status`: `kint: error: MESSAGE [CODE]` and
+    `hint: HINT` on stderr, or with `--json` (`json_option`) the object `{"error": CODE,
+    "message", "hint", **extra}` on stdout (`extra` is what only the JSON form carries,
+    such as the step `kint join` stopped at)."""
+    if json_refusals():
+        echo_json({"error": code, "message": message, "hint": hint, **extra})
+    else:
+        click.echo(render.refusal_text(code, message, hint), err=True)
+    sys.exit(status)
 
 
 def help_hint(ctx: click.Context | None = None) -> str:
@@ -54,11 +92,9 @@ def usage_error(message: str, hint: str | None = None) -> NoReturn:
     """Bad input on the command line (a flag's value, a missing or conflicting flag, a
     secret that is not one), refused before anything is sent: printed as every refusal is,
     code BAD_REQUEST, one line, a hint (the command's --help when there is no better one),
-    exit 2. Click's own refusals (an unknown flag, a value out of range) print the same way
-    (kint.cli)."""
-    click.echo(render.refusal_text("BAD_REQUEST", " ".join(message.split()),
-                                   hint or help_hint()), err=True)
-    sys.exit(EXIT_ERROR)
+    exit 2 (a JSON object on stdout under `--json`, `refuse`). Click's own refusals (an
+    unknown flag, a value out of range) print the same way (kint.cli)."""
+    refuse("BAD_REQUEST", " ".join(message.split()), hint or help_hint())
 
 
 def echo_json(obj: Any) -> None:

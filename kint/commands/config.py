@@ -4,12 +4,12 @@ checked. docs/settings.md lists every setting and where it may be set."""
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from kint import settings
-from kint.commands.common import Ctx, echo_json, space_call
+from kint.commands.common import Ctx, echo_json, json_option, refuse, space_call
+from kint.protocol.errors import ErrorCode
 from kint.settings import loader, report
 from kint.settings.schema import SETTINGS
 
@@ -63,9 +63,10 @@ def config_show(obj: Ctx, as_json: bool) -> None:
 
 
 @config_group.command("check")
-def config_check() -> None:
+@json_option("Print what the file gives as JSON.")
+def config_check(as_json: bool) -> None:
     """Check $KINT_HOME/config.toml as the supervisor will read it; exit 2 naming the
-    file and the key when a value is refused."""
+    file and the key when a value is refused (CONFIG_INVALID)."""
     from kint.settings.reload import config_path
     from kint.settings.tomlfile import ConfigError, read_config
 
@@ -73,12 +74,14 @@ def config_check() -> None:
     try:
         found = read_config(path)
     except ConfigError as err:
-        click.echo(f"kint: error: {err}", err=True)
-        click.echo(f"hint: fix {'that key' if err.key else 'the file'}; until then the "
-                   f"supervisor keeps serving the last good configuration", err=True)
-        sys.exit(2)
-    if not found.exists:
+        refuse(ErrorCode.CONFIG_INVALID.value, str(err),
+               f"fix {'that key' if err.key else 'the file'}; until then the supervisor keeps "
+               f"serving the last good configuration")
+    if as_json:  # the fields of `kint supervisor reload --json`
+        echo_json({"config_file": str(path), "exists": found.exists,
+                   "machine": sorted(found.machine), "spaces": sorted(found.spaces)})
+    elif not found.exists:
         click.echo(f"{path}: absent (every setting has its default or its environment value)")
-        return
-    click.echo(f"{path}: ok ({len(found.machine)} machine setting(s), {len(found.spaces)} "
-               f"space table(s))")
+    else:
+        click.echo(f"{path}: ok ({len(found.machine)} machine setting(s), "
+                   f"{len(found.spaces)} space table(s))")

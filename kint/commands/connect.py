@@ -147,13 +147,15 @@ def print_connected(result: dict) -> None:
     click.echo(f"space {result['space']}  key tag {result.get('key_tag') or 'none'}  data key "
                f"from {result['source']}")
     click.echo(f"session key: {result['session']}")
-    print_fresh_vault(result)
+    for line in fresh_vault_lines(result):
+        click.echo(line)
 
 
-def print_fresh_vault(result: dict) -> None:
+def fresh_vault_lines(result: dict) -> list[str]:
     """The recovery file's lines, when the connect started a new vault (`kint connect` and
-    `kint join` both say it)."""
-    if result.get("recovery_file"):
-        click.echo(f"fresh vault: recovery code written to {result['recovery_file']}")
-        click.echo("Keep it somewhere that is not this machine. It opens the vault without "
-                   "the wallet.")
+    `kint join` both say it): where the file is, never the code."""
+    if not result.get("recovery_file"):
+        return []
+    return [f"fresh vault: recovery code written to {result['recovery_file']}",
+            "Keep it somewhere that is not this machine. It opens the vault without the "
+            "wallet."]

@@ -7,21 +7,22 @@ then a report:
 2. vault: the chain head for (owner, space) is read here; with no epochs it stops, unless
    `--new-vault` (or this machine already holds a vault for that owner and space);
 3. connect: the worker's `connect` op, with the same three ways in as `kint connect`
-   (`connect_args`), reported on one line (`print_joined`);
+   (`connect_args`), reported on one line (`joined_lines`);
 4. restore: the worker's `pull` op, `--full` and `--discard-local` passed through;
 5. harnesses: kint-server registered through `kint setup` (kint.commands.setup), with
    KINT_TENANT pinned to the tenant joined;
 6. report: `writes: on` when the session key may push for the owner and holds at least
    0.00002 ETH, else `writes: off until ...` and a `next:` line.
 
-It sends no transaction. A failure prints `join stopped at <step>: <message>` and exits 2
-when it stops before the restore, or with `kint pull`'s status (3, 4, 5, 6) when the
-restore refuses (kint.commands.exit_codes, command "join").
+It sends no transaction. Each step says its lines as it goes (`Said`); with `--json`
+nothing is said until one object at the end, each step's result under its name. A failure
+prints `join stopped at <step>: <message>` (with `--json`, the refusal object with the
+`step`) and exits 2 when it stops before the restore, or with `kint pull`'s status (3, 4,
+5, 6) when the restore refuses (kint.commands.exit_codes, command "join").
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,14 +30,18 @@ import click
 
 from kint import render, settings, spaces
 from kint.client import KintError
-from kint.commands.common import (Ctx, call_with_progress, resolve_space, space_call,
+from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
+                                  json_refusals, refuse, resolve_space, space_call,
                                   usage_error)
-from kint.commands.connect import connect_args, print_fresh_vault
+from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.onchain import when
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
+from kint.commands.setup import SetupError, reports_json, run_setup
+from kint.harnesses import parse_env
 from kint.paths import kint_home, space_files
+from kint.protocol.errors import ErrorCode
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
@@ -49,12 +54,36 @@ STEP_RESTORE = "restore"
 STEP_HARNESSES = "harnesses"
 
 
-def stop(step: str, message: str, hint: str | None = None, code: int = ERROR) -> NoReturn:
-    """`join stopped at <step>: <message>` (and what to do) on stderr, then exit."""
-    click.echo(f"join stopped at {step}: {message}", err=True)
+class Said:
+    """What join says: each step's lines as it goes, or with `--json` nothing until the one
+    object at the end (`result`, which each step fills under its name)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.result: dict[str, Any] = {}
+
+    def lines(self, *lines: str) -> None:
+        if not self.as_json:
+            for line in lines:
+                click.echo(line)
+
+    def step(self, name: str, value: Any, *lines: str) -> None:
+        self.result[name] = value
+        self.lines(*lines)
+
+
+def stop(step: str, code: ErrorCode | str, message: str, hint: str | None = None,
+         status: int = ERROR, said: str | None = None) -> NoReturn:
+    """`join stopped at <step>: <message>` (`said`, when the plain line words it otherwise)
+    and what to do on stderr, then exit `status`; with `--json` the refusal object, naming
+    the step."""
+    if json_refusals():
+        refuse(code.value if isinstance(code, ErrorCode) else code, message, hint, status,
+               step=step)
+    click.echo(f"join stopped at {step}: {said or message}", err=True)
     if hint:
         click.echo(f"hint: {hint}", err=True)
-    sys.exit(code)
+    raise SystemExit(status)
 
 
 def _stopper(step: str, obj: Ctx) -> Any:
@@ -66,8 +95,8 @@ def _stopper(step: str, obj: Ctx) -> Any:
             import traceback
 
             traceback.print_exc()
-        code = exit_code_for("join", err.code) if step == STEP_RESTORE else ERROR
-        stop(step, f"{err.message} [{err.code}]", err.hint, code)
+        status = exit_code_for("join", err.code) if step == STEP_RESTORE else ERROR
+        stop(step, err.code, err.message, err.hint, status, f"{err.message} [{err.code}]")
 
     return on_error
 
@@ -88,13 +117,9 @@ def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
     setup` checks them (kint.harnesses.parse_env: names, and no secret or PYTHONPATH);
     KINT_TENANT is the tenant joined."""
     try:
-        from kint.harnesses import SetupError, parse_env
-    except ImportError:  # no kint setup: only the shape is checked
-        SetupError, parse_env = ValueError, _parse_pairs  # noqa: N806
-    try:
         env = parse_env(pairs)
     except SetupError as err:
-        usage_error(str(err), getattr(err, "hint", None))
+        usage_error(err.message, err.hint or None)
     if env.get("KINT_TENANT", tenant) != tenant:
         usage_error(f"--env KINT_TENANT={env['KINT_TENANT']} is not the tenant this join uses "
                     f"({tenant})", f"give --tenant {env['KINT_TENANT']} instead")
@@ -102,59 +127,23 @@ def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
     return env
 
 
-def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--env {pair!r} is not KEY=VALUE")
-        env[key] = value
-    return env
-
-
-# -- harness registration: the seam to `kint setup` ------------------------------------------
-#
-# kint.commands.setup (kint setup) provides `register(targets, env) -> list[str]`: it
-# registers kint-server in each target (`all` or one harness), with `env` pinned, and
-# returns the lines `kint setup` prints; a harness that fails is a `<name>: failed: ...`
-# line and the others carry on. It raises `SetupError` when setup cannot run at all (no
-# kint-server, an --env it refuses). join degrades to a line when that module is missing.
-
-
-def register_harnesses(target: str, env: dict[str, str]) -> list[str] | None:
-    """The lines `kint setup TARGET` reports for this registration, or None when this kint
-    has no `kint setup`."""
-    try:
-        from kint.commands.setup import register
-    except ImportError:
-        return None
-    return list(register([target], env))
-
-
-def _setup_error(err: Exception) -> bool:
-    try:
-        from kint.commands.setup import SetupError
-    except ImportError:
-        return False
-    return isinstance(err, SetupError)
-
-
 # -- the steps ------------------------------------------------------------------------------
 
 
-def _session_key(home: Path) -> str:
+def _session_key(home: Path, said: Said) -> str:
     from kint.custody.errors import CustodyError
     from kint.custody.session_key import create_session_key
+    from kint.tenant_worker.custody_errors import as_protocol_error
 
     try:
         address, existed = create_session_key(home)
     except CustodyError as err:
-        stop(STEP_SESSION_KEY, str(err), "fix or move the file named, then run kint join again")
-    if existed:
-        click.echo(f"session key: {address} (kept)")
-    else:
-        click.echo(f"session key: {address} (created; it signs epochs for this machine and "
-                   f"can never decrypt)")
+        stop(STEP_SESSION_KEY, as_protocol_error(err).code, str(err),
+             "fix or move the file named, then run kint join again")
+    said.step("session_key", {"address": address, "created": not existed},
+              f"session key: {address} (kept)" if existed else
+              f"session key: {address} (created; it signs epochs for this machine and can "
+              f"never decrypt)")
     return address
 
 
@@ -167,7 +156,7 @@ def _anchor(home: Path) -> Any:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        stop(STEP_VAULT, str(err), err.hint)
+        stop(STEP_VAULT, ErrorCode.CONFIG_INVALID, str(err), err.hint)
 
 
 def _enrolled_owner(home: Path, space16: str) -> str | None:
@@ -178,88 +167,81 @@ def _enrolled_owner(home: Path, space16: str) -> str | None:
     try:
         enrolment = load_enrolment(space_files(home, space16)["enrol"])
     except CorruptStateFile as err:
-        stop(STEP_VAULT, f"{err.path} {err.why}", "move it aside and run kint join again")
+        stop(STEP_VAULT, ErrorCode.CORRUPT_STATE, f"{err.path} {err.why}",
+             "move it aside and run kint join again")
     return enrolment.owner if enrolment is not None else None
 
 
 def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: str,
-           new_vault: bool) -> None:
+           new_vault: bool, said: Said) -> None:
     """Read the head; with no epochs, stop unless a new vault is wanted (or is here)."""
     from kint.chain.calls import ChainRefused
     from kint.chain.rpc import RpcUnavailable
     from web3.exceptions import Web3Exception
 
     if settings.value("KINT_OFFLINE"):
-        stop(STEP_VAULT, "KINT_OFFLINE=1, and join reads the chain head and restores from the "
-             "chain", "unset KINT_OFFLINE")
+        stop(STEP_VAULT, ErrorCode.BAD_REQUEST, "KINT_OFFLINE=1, and join reads the chain "
+             "head and restores from the chain", "unset KINT_OFFLINE")
     try:
         head = anchor.head(owner, ref.space_id)
     except RpcUnavailable as err:
-        stop(STEP_VAULT, f"cannot read the chain head: {err}",
+        stop(STEP_VAULT, ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
              "try again, or set KINT_RPC_URL to another endpoint")
     except (ChainRefused, Web3Exception) as err:
-        stop(STEP_VAULT, f"the contract at {anchor.address} did not answer as EpochAnchor "
-             f"({type(err).__name__})", "check KINT_CONTRACT")
+        stop(STEP_VAULT, ErrorCode.CONFIG_INVALID, f"the contract at {anchor.address} did not "
+             f"answer as EpochAnchor ({type(err).__name__})", "check KINT_CONTRACT")
+    vault = {"head_seq": head.seq, "head_block": head.block if head.seq > 0 else None,
+             "starts_here": head.seq == 0}
     if head.seq > 0:
-        click.echo(f"vault: head epoch {head.seq} at block {head.block}")
-        return
-    if new_vault:
-        click.echo("vault: no epochs yet; --new-vault: a new vault starts here")
-        return
-    if _enrolled_owner(home, ref.space16) == owner:
-        click.echo("vault: no epochs yet; this machine already holds the vault for this owner "
-                   "and space")
-        return
-    stop(STEP_VAULT, f"the chain holds no epochs for owner {owner} under tenant {ref.tenant} "
-         f"({source}, space {ref.space16})",
-         "give the tenant the memory was anchored under (kint join --tenant T ...); to start "
-         "an empty vault here instead, pass --new-vault")
+        said.step("vault", vault, f"vault: head epoch {head.seq} at block {head.block}")
+    elif new_vault:
+        said.step("vault", vault, "vault: no epochs yet; --new-vault: a new vault starts here")
+    elif _enrolled_owner(home, ref.space16) == owner:
+        said.step("vault", vault, "vault: no epochs yet; this machine already holds the vault "
+                  "for this owner and space")
+    else:
+        stop(STEP_VAULT, ErrorCode.BAD_REQUEST, f"the chain holds no epochs for owner {owner} "
+             f"under tenant {ref.tenant} ({source}, space {ref.space16})",
+             "give the tenant the memory was anchored under (kint join --tenant T ...); to "
+             "start an empty vault here instead, pass --new-vault")
 
 
-def print_joined(connected: dict[str, Any]) -> None:
+def joined_lines(connected: dict[str, Any]) -> list[str]:
     """join's one connect line (v0.3.0's); `kint connect` keeps its own three lines, and the
     owner, space and session key are on join's earlier lines already."""
-    click.echo(f"connected: key tag {connected.get('key_tag') or 'none'}, data key from "
-               f"{connected['source']}")
-    print_fresh_vault(connected)
+    return [f"connected: key tag {connected.get('key_tag') or 'none'}, data key from "
+            f"{connected['source']}", *fresh_vault_lines(connected)]
 
 
-def print_restore(result: dict[str, Any]) -> None:
+def restore_lines(result: dict[str, Any]) -> list[str]:
     """The restore step's lines, in v0.3.0's words: `kint pull`'s lines (render.pull_lines),
     then `restore:`."""
-    for line in render.pull_lines(result):
-        click.echo(line)
     head = result["head"]
-    if result.get("gap"):
-        click.echo(f"restore: {result['message']}")
-    elif result.get("applied"):
-        click.echo(f"restore: {result['message']}")  # `restored N epoch(s), R rows; ...`
+    if result.get("gap") or result.get("applied"):
+        last = f"restore: {result['message']}"  # `restored N epoch(s), R rows; ...`
     elif head["seq"] == 0:
-        click.echo("restore: up to date (the vault has no epochs yet)")
+        last = "restore: up to date (the vault has no epochs yet)"
     else:
-        click.echo(f"restore: up to date; head seq {head['seq']} at block {head['block']}; "
-                   f"{result['report']}")
+        last = (f"restore: up to date; head seq {head['seq']} at block {head['block']}; "
+                f"{result['report']}")
+    return [*render.pull_lines(result), last]
 
 
-def _harnesses(target: str | None, env: dict[str, str]) -> None:
+def _harnesses(target: str | None, env: dict[str, str], said: Said) -> None:
     if target is None:
-        click.echo("harnesses: not registered (--no-setup)")
+        said.step("harnesses", None, "harnesses: not registered (--no-setup)")
         return
     try:
-        lines = register_harnesses(target, env)
-    except Exception as err:  # noqa: BLE001 - reported as the step that stopped
-        if not _setup_error(err):
-            raise
-        stop(STEP_HARNESSES, str(err), f"fix it and run kint join again, or kint setup "
-             f"{target} on its own")
-    if lines is None:
-        click.echo("harnesses: not registered (kint setup is not available)")
-        return
-    for line in lines or ["nothing to register"]:
-        click.echo(f"harnesses: {line}")
+        reports = run_setup([target], env)
+    except SetupError as err:
+        stop(STEP_HARNESSES, ErrorCode(err.code), err.message, f"fix it and run kint join "
+             f"again, or kint setup {target} on its own")
+    lines = [line for report in reports for line in report.lines]
+    said.step("harnesses", {"target": target, "reports": reports_json(reports)},
+              *(f"harnesses: {line}" for line in lines or ["nothing to register"]))
 
 
-def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
+def _writes(anchor: Any, owner: str, address: str, base_account: bool, said: Said) -> None:
     from kint.chain.calls import ChainRefused
     from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
     from kint.chain.rpc import RpcUnavailable
@@ -267,24 +249,27 @@ def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
     try:
         facts = read_key_facts(anchor, address, owner)
     except (RpcUnavailable, ChainRefused) as err:
-        click.echo(f"writes: unknown, the chain did not answer ({err}); reads work now")
-        click.echo("next: kint session-key show, once the chain answers")
+        nxt = "kint session-key show, once the chain answers"
+        said.step("writes", {"on": None, "error": str(err), "next": nxt},
+                  f"writes: unknown, the chain did not answer ({err}); reads work now",
+                  f"next: {nxt}")
         return
     funded, authorized = facts.balance_wei >= MIN_WRITE_BALANCE_WEI, facts.authorized
+    shown = {"funded": funded, **facts.as_json()}
     if authorized and funded:
-        click.echo("writes: on")
+        said.step("writes", {"on": True, **shown, "next": None}, "writes: on")
         return
     chain = "the devchain" if anchor.config.devchain else "Base"
     how = ("kint authorize page" if base_account else
            "kint authorize page, or kint authorize payload then submit (docs/authorize.md)")
-    click.echo(WRITES_OFF)
     if not funded and not authorized:
-        click.echo(f"next: put a few cents of ETH on {address} ({chain}), then {how}")
+        nxt = f"put a few cents of ETH on {address} ({chain}), then {how}"
     elif not funded:
-        click.echo(f"next: put a few cents of ETH on {address} ({chain}; it holds "
-                   f"{facts.balance_eth} ETH and is authorized until {when(facts.expiry or 0)})")
+        nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {facts.balance_eth} "
+               f"ETH and is authorized until {when(facts.expiry or 0)})")
     else:
-        click.echo(f"next: {how} (the key holds {facts.balance_eth} ETH)")
+        nxt = f"{how} (the key holds {facts.balance_eth} ETH)"
+    said.step("writes", {"on": False, **shown, "next": nxt}, WRITES_OFF, f"next: {nxt}")
 
 
 @click.command("join", short_help="A new machine's read half: key, connect, restore.")
@@ -318,12 +303,13 @@ def _writes(anchor: Any, owner: str, address: str, base_account: bool) -> None:
               help="The global --tenant, accepted after the command.")
 @click.option("--db", default=None, metavar="PATH",
               help="The global --db, accepted after the command.")
+@json_option("Print what each step did as one JSON object at the end.")
 @click.pass_obj
 def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | None,
              signature_file: str | None, recovery_code_stdin: bool, passphrase_stdin: bool,
              passphrase_prompt: bool, new_vault: bool, discard_local: bool, full: bool,
              setup_target: str | None, no_setup: bool, env_pairs: tuple[str, ...],
-             tenant: str | None, db: str | None) -> None:
+             tenant: str | None, db: str | None, as_json: bool) -> None:
     """Join this machine to an owner's memory: session key, connect, restore, and kint-server
     registered with the harnesses. Sends no transaction. Exit 2 when it stops before the
     restore, kint pull's status (3-6) when the restore refuses."""
@@ -349,20 +335,26 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     anchor = _anchor(home)
     source = tenant_source(obj.tenant)
 
+    said = Said(as_json)
+    said.result.update(owner=owner, tenant=ref.tenant, tenant_from=source, space=ref.space16,
+                       space_id=ref.space_id, label=ref.label, contract=anchor.address,
+                       store=ref.db)
     label = f" (label {ref.label})" if ref.label != ref.tenant else ""
-    click.echo(f"join: owner {owner}")
-    click.echo(f"      tenant {ref.tenant} (from {source}), space {ref.space16}{label}")
-    click.echo(f"      contract {anchor.address}, store {ref.db}")
-    click.echo("      this command writes nothing to the chain")
+    said.lines(f"join: owner {owner}",
+               f"      tenant {ref.tenant} (from {source}), space {ref.space16}{label}",
+               f"      contract {anchor.address}, store {ref.db}",
+               "      this command writes nothing to the chain")
 
-    address = _session_key(home)
-    _vault(anchor, home, owner, ref, source, new_vault)
+    address = _session_key(home, said)
+    _vault(anchor, home, owner, ref, source, new_vault, said)
     connected = space_call(obj, "connect", args, timeout_s=300,
                            on_error=_stopper(STEP_CONNECT, obj))
-    print_joined(connected)
+    said.step("connect", connected, *joined_lines(connected))
     restored = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
                                   timeout_s=1800, command="join",
                                   on_error=_stopper(STEP_RESTORE, obj))
-    print_restore(restored)
-    _harnesses(None if no_setup else (setup_target or "all"), env)
-    _writes(anchor, owner, address, base_account)
+    said.step("restore", restored, *restore_lines(restored))
+    _harnesses(None if no_setup else (setup_target or "all"), env, said)
+    _writes(anchor, owner, address, base_account, said)
+    if as_json:
+        echo_json(said.result)

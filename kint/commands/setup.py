@@ -1,22 +1,39 @@
 """`kint setup all | claude | codex | hermes | openclaw [--env KEY=VALUE]...`: register
 kint-server in each harness's own configuration (kint/harnesses/, docs/harnesses.md).
 
-`register(targets, env) -> list[str]` is the same registration for other commands
-(`kint join`): it returns the lines this command prints.
+`run_setup(targets, env)` is the same registration for other commands (`kint join`), and
+`reports_json` its reports as `--json` gives them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from typing import Any, NoReturn
 
 import click
 
-from kint.commands.common import Ctx
-from kint.commands.exit_codes import ERROR, REFUSE
-from kint.harnesses import TARGETS, SetupError, parse_env, register, run_setup
+from kint.commands.common import Ctx, echo_json, json_option, refuse, usage_error
+from kint.commands.exit_codes import REFUSE
+from kint.harnesses import TARGETS, Report, SetupError, parse_env, run_setup
+from kint.protocol.errors import ErrorCode
 from kint.spaces import HERMES_PROFILE
 
-__all__ = ["SetupError", "register", "setup_cmd"]
+__all__ = ["SetupError", "refuse_setup", "reports_json", "run_setup", "setup_cmd"]
+
+
+def reports_json(reports: list[Report]) -> list[dict[str, Any]]:
+    """Each harness's report (`target`, `status`: changed, unchanged, skipped or failed,
+    and the `lines` the plain form prints), for `--json`."""
+    return [dataclasses.asdict(report) for report in reports]
+
+
+def refuse_setup(err: SetupError) -> NoReturn:
+    """Setup that cannot run, refused as every command refuses: a value given on the command
+    line is a usage error (BAD_REQUEST), the rest (no kint-server) keeps its own code."""
+    if err.code == ErrorCode.BAD_REQUEST.value:
+        usage_error(err.message, err.hint or None)
+    refuse(err.code, err.message, err.hint or None)
 
 
 def check_hermes_profiles(target: str, names: tuple[str, ...]) -> None:
@@ -44,9 +61,10 @@ def check_hermes_profiles(target: str, names: tuple[str, ...]) -> None:
 @click.option("--hermes-profile", "hermes_profiles", multiple=True, metavar="NAME",
               help="Hermes only: register in this profile (repeatable) [default: the "
                    "default profile and every profile under ~/.hermes/profiles].")
+@json_option("Print each harness's report as JSON.")
 @click.pass_obj
 def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
-              hermes_profiles: tuple[str, ...]) -> None:
+              hermes_profiles: tuple[str, ...], as_json: bool) -> None:
     """Register kint-server in a harness: all, claude, codex, hermes or openclaw.
 
     \b
@@ -69,12 +87,12 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
             env.setdefault("SIBYL_MEMORY_DB", obj.db)
         reports = run_setup([target], env, list(hermes_profiles) or None)
     except SetupError as err:
-        click.echo(f"kint: error: {err.message}", err=True)
-        if err.hint:
-            click.echo(f"hint: {err.hint}", err=True)
-        sys.exit(ERROR)
-    for report in reports:
-        for line in report.lines:
-            click.echo(line)
+        refuse_setup(err)
+    if as_json:
+        echo_json({"target": target, "reports": reports_json(reports)})
+    else:
+        for report in reports:
+            for line in report.lines:
+                click.echo(line)
     if any(report.status == "failed" for report in reports):
         sys.exit(REFUSE)

@@ -8,9 +8,10 @@ import time
 import click
 
 from kint import render
-from kint.client import KintError
-from kint.commands.common import Ctx, echo_json, fail
-from kint.commands.exit_codes import ERROR as EXIT_ERROR, NO_SUPERVISOR
+from kint.client import KintError, SupervisorUnavailable
+from kint.commands.common import (Ctx, echo_json, fail, json_option, json_refusals, refuse,
+                                  usage_error)
+from kint.commands.exit_codes import NO_SUPERVISOR
 from kint.paths import kint_home, log_path
 from kint.protocol import ErrorCode
 
@@ -26,10 +27,14 @@ def supervisor_group() -> None:
 @supervisor_group.command("start")
 @click.option("--foreground", is_flag=True,
               help="Run in this process (for systemd and launchd) instead of as a daemon.")
+@json_option("Print the running supervisor's pid and home as JSON.")
 @click.pass_obj
-def supervisor_start(obj: Ctx, foreground: bool) -> None:
+def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     """Start the supervisor of KINT_HOME (nothing happens if one is running)."""
     home = kint_home()
+    if foreground and as_json:
+        usage_error("--json and --foreground both given: --foreground runs the supervisor in "
+                    "this process, which prints no result", "give one of them")
     if foreground:
         from kint.supervisor.autostart import run_foreground
 
@@ -40,12 +45,16 @@ def supervisor_start(obj: Ctx, foreground: bool) -> None:
         info = client.call("sup.ping", timeout_s=5)
     except KintError as err:
         fail(err, obj.debug)
+    if as_json:
+        echo_json({"pid": info["pid"], "kint_home": str(home)})
+        return
     click.echo(f"supervisor running, pid {info['pid']} ({home})")
 
 
 @supervisor_group.command("stop")
+@json_option("Print whether a supervisor was stopped as JSON.")
 @click.pass_obj
-def supervisor_stop(obj: Ctx) -> None:
+def supervisor_stop(obj: Ctx, as_json: bool) -> None:
     """Stop every worker cleanly, then the supervisor."""
     from kint.supervisor.pidlock import running_pid
 
@@ -55,9 +64,14 @@ def supervisor_stop(obj: Ctx) -> None:
     if pid is None and not client.ping(0.5):
         # A supervisor whose home was removed under it cannot be reached here: it notices
         # its pid lock gone and stops by itself, with its workers, within a second or two.
+        if as_json:
+            echo_json({"stopped": False, "pid": None, "kint_home": str(home),
+                       "kint_home_exists": home.is_dir()})
+            return
         gone = "" if home.is_dir() else f" ({home} does not exist)"
         click.echo(f"no supervisor is running for {home}{gone}")
         return
+    stopping = pid
     try:
         client.call("sup.stop", timeout_s=60)
     except KintError as err:
@@ -66,22 +80,29 @@ def supervisor_stop(obj: Ctx) -> None:
     while (pid := running_pid(home)) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     if pid is not None:
-        click.echo(render.refusal_text(
-            ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) stopped its workers but has "
-            f"not exited {STOP_EXIT_WAIT_S:.0f}s later",
-            f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)"), err=True)
-        sys.exit(EXIT_ERROR)
+        refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) stopped its workers but "
+               f"has not exited {STOP_EXIT_WAIT_S:.0f}s later",
+               f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
+    if as_json:
+        echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),
+                   "kint_home_exists": home.is_dir()})
+        return
     click.echo("supervisor stopped")
 
 
 @supervisor_group.command("reload")
+@json_option("Print what the file gives as JSON (the fields of `kint config check --json`).")
 @click.pass_obj
-def supervisor_reload(obj: Ctx) -> None:
+def supervisor_reload(obj: Ctx, as_json: bool) -> None:
     """Read $KINT_HOME/config.toml again now (it is also read whenever it changes). A value
     the file gets wrong is named with its key, and the last good configuration keeps
     serving (exit 2)."""
     client = obj.client(autostart=False)
     if not client.ping(1.0):
+        if json_refusals():
+            err = SupervisorUnavailable(f"no supervisor is running for {kint_home()}",
+                                        "the next one reads the config file when it starts")
+            refuse(err.code, err.message, err.hint, NO_SUPERVISOR)
         click.echo(f"kint: no supervisor is running for {kint_home()}; the next one reads "
                    f"the config file when it starts", err=True)
         sys.exit(NO_SUPERVISOR)
@@ -89,6 +110,9 @@ def supervisor_reload(obj: Ctx) -> None:
         result = client.call("sup.reload", timeout_s=10)
     except KintError as err:
         fail(err, obj.debug)
+    if as_json:
+        echo_json(result)
+        return
     if not result["exists"]:
         click.echo(f"configuration read: {result['config_file']} is absent (defaults and the "
                    f"supervisor's environment)")
@@ -115,8 +139,9 @@ def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
 
 @supervisor_group.command("restart")
 @click.argument("target")
+@json_option("Print the spaces restarted as JSON.")
 @click.pass_obj
-def supervisor_restart(obj: Ctx, target: str) -> None:
+def supervisor_restart(obj: Ctx, target: str, as_json: bool) -> None:
     """Restart the worker of TARGET: a space id, a space label or a tenant.
 
     A quarantined space is released and tried again at once.
@@ -126,6 +151,9 @@ def supervisor_restart(obj: Ctx, target: str) -> None:
             result = client.call("sup.restart", args={"target": target}, timeout_s=30)
     except KintError as err:
         fail(err, obj.debug)
+    if as_json:
+        echo_json({"restarted": result["restarted"]})
+        return
     click.echo("restarted: " + ", ".join(result["restarted"]))
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from kint import settings, spaces
 from kint.paths import kint_home, replace_file
+from kint.protocol.errors import ErrorCode
 
 TARGETS = ("claude", "codex", "hermes", "openclaw")
 SERVER_NAME = "kint"
@@ -54,12 +55,16 @@ REFUSED_ENV = {
 
 
 class SetupError(Exception):
-    """Setup cannot run at all (no kint-server, a bad --env); `hint` says what to do."""
+    """Setup cannot run at all (no kint-server, a bad --env); `hint` says what to do, and
+    `code` (kint.protocol's closed set) is BAD_REQUEST for a value given on the command
+    line, INTERNAL for a kint installed without its kint-server."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "",
+                 code: ErrorCode = ErrorCode.BAD_REQUEST) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.code = code.value
 
 
 @dataclass
@@ -94,7 +99,8 @@ def find_kint_server() -> Path:
     if found:
         return Path(found).absolute()
     raise SetupError(SERVER_NOT_FOUND, "install kint with its kint-server command (the same "
-                     "package), or put the folder holding kint-server on PATH")
+                     "package), or put the folder holding kint-server on PATH",
+                     ErrorCode.INTERNAL)
 
 
 def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -256,12 +262,5 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
     return reports
 
 
-def register(targets: list[str], env: dict[str, str]) -> list[str]:
-    """The lines `kint setup` prints, for `kint join` and other callers: register
-    kint-server in `targets` (names as `kint setup` takes them) with `env` pinned (for
-    example {"KINT_TENANT": tenant}). Raises SetupError when setup cannot run at all."""
-    return [line for report in run_setup(targets, env) for line in report.lines]
-
-
 __all__ = ["Plan", "Report", "SetupError", "TARGETS", "find_kint_server", "make_plan",
-           "parse_env", "register", "run_setup"]
+           "parse_env", "run_setup"]
