@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from zmq import zmq_poll
 
 from kint import __version__
 from kint import settings as kint_settings
@@ -160,27 +161,34 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
     def run(self) -> None:
         log.info("supervisor %d serving %s (kint %s)", os.getpid(), self.front_address,
                  __version__)
+        # What every turn uses, looked up once: a turn comes with every request and every
+        # reply. The sockets are bound again in place (`_bind_sockets`), never replaced,
+        # and the poll's items are registered once (`bind`); `zmq_poll` is what
+        # `Poller.poll` calls, without its argument checks.
+        front, back, items = self.front, self.back, self.poller.sockets
+        drain, on_front, on_back = self._drain, self._on_front, self._on_back
+        turn, monotonic = self._schedule.turn, time.monotonic
         while True:
             if self._stop_signalled and not self.shutting_down:
                 self.begin_shutdown()
             if self.shutting_down and not any(h.alive for h in self.handles.values()):
                 break
-            events = self.poller.poll(self.poll_timeout_ms(time.monotonic()))
-            now = time.monotonic()
-            paused = self._schedule.turn(now)
+            events = zmq_poll(items, self.poll_timeout_ms(monotonic()))
+            now = monotonic()
+            paused = turn(now)
             if paused:
                 self._after_pause(paused, now)
             for sock, _ in events:
-                if sock is self.front:
-                    self._drain(self.front, self._on_front)
-                elif sock is self.back:
-                    self._drain(self.back, self._on_back)
+                if sock is front:
+                    drain(front, on_front)
+                elif sock is back:
+                    drain(back, on_back)
                 else:  # the exit watch's descriptor: a worker exited
                     for handle in self.exits.exited():
                         self._on_exit(handle)
             if self.outbox.backlogged():
                 self.outbox.flush()
-            self.tick(time.monotonic())
+            self.tick(monotonic())
         for identity, rid in self._stop_waiters:
             self._send_front(identity, ok_reply(rid, {"stopped": True}))
         self.outbox.flush()
