@@ -168,6 +168,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         front, back, items = self.front, self.back, self.poller.sockets
         drain, on_front, on_back = self._drain, self._on_front, self._on_back
         turn, monotonic = self._schedule.turn, time.monotonic
+        # Whether each socket was ready at the last turn (see `_drain`).
+        front_busy = back_busy = False
         while True:
             if self._stop_signalled and not self.shutting_down:
                 self.begin_shutdown()
@@ -178,14 +180,18 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             paused = turn(now)
             if paused:
                 self._after_pause(paused, now)
+            front_ready = back_ready = False
             for sock, _ in events:
                 if sock is front:
-                    drain(front, on_front)
+                    drain(front, on_front, front_busy)
+                    front_ready = True
                 elif sock is back:
-                    drain(back, on_back)
+                    drain(back, on_back, back_busy)
+                    back_ready = True
                 else:  # the exit watch's descriptor: a worker exited
                     for handle in self.exits.exited():
                         self._on_exit(handle)
+            front_busy, back_busy = front_ready, back_ready
             if self.outbox.backlogged():
                 self.outbox.flush()
             self.tick(monotonic())
@@ -204,14 +210,21 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             log.info("left %s alone: it is no longer this supervisor's", path)
 
     @staticmethod
-    def _drain(sock: zmq.Socket, handler: Any) -> None:
-        for _ in range(1000):  # bounded, so one busy client cannot starve the other socket
+    def _drain(sock: zmq.Socket, handler: Any, busy: bool = True) -> None:
+        """Handle what waits on `sock`. A socket that was ready at the last turn too is
+        busy (requests and replies arrive faster than turns): it is read until nothing
+        waits, asking it after each message, up to a bound, so one busy client cannot
+        starve the other socket. Otherwise one message is read, and the next turn's poll
+        says whether another waits: a client that sends its next request on reading the
+        answer (a status loop, an agent) has one waiting at a time, and the look after it
+        (ZeroMQ's EVENTS: a system call or two) found none, twice a call."""
+        for _ in range(1000 if busy else 1):
             try:
                 frames = recv_frames(sock)
             except zmq.Again:
                 return
             handler(frames)
-            if not readable(sock):
+            if not busy or not readable(sock):
                 return
 
     def _after_pause(self, paused: float, now: float) -> None:
