@@ -141,6 +141,22 @@ def test_the_client_refuses_arguments_that_hold_themselves():
     assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c3"
 
 
+def test_a_python_without_the_c_encoder_sends_the_same_bytes(monkeypatch):
+    from kint.protocol import client_codec
+
+    requests = [Request(id="c4", op="verify", tenant="t", db="/m.db",
+                        args={"query": "caf\u00e9 \u2603", "limit": 5, "write": False}),
+                Request(id="c5", op="status", args={}, cast=True)]
+    fast = [encode_request(r) for r in requests]
+    monkeypatch.setattr(client_codec, "_ENCODE", None)
+    assert [encode_request(r) for r in requests] == fast
+    args: dict = {}
+    args["again"] = args
+    with pytest.raises(ProtocolError) as err:  # the public encoder's own circular check
+        encode_request(Request(id="c6", op="verify", args=args))
+    assert err.value.code == ErrorCode.BAD_REQUEST
+
+
 def test_request_ids_are_unique_to_the_process_and_drawn_again_in_a_forked_child():
     import os
 

@@ -28,14 +28,24 @@ def _not_json(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-# Made once: json.dumps and json.loads given options build a new coder on every call,
-# and even a JSONEncoder made once builds its C encoder again for every request. This is
-# that C encoder, made once with the same options (no ASCII escapes, NaN and infinity
-# refused, no spaces) and without the check for circular references, which needs a new
-# table of markers per call: a request's arguments that hold themselves end in the
-# RecursionError refused below instead.
-_ENCODE = c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False, False,
-                         False)
+# Made once: json.dumps and json.loads given options build a new coder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _c_encoder() -> Any:
+    """The C encoder `_ENCODER` builds again for every request, made once with the same
+    options (no ASCII escapes, NaN and infinity refused, no spaces) and without the check
+    for circular references, which needs a new table of markers per call: arguments that
+    hold themselves end in the RecursionError `encode_request` refuses instead. None where
+    this Python's `json` has no C encoder of this shape (a private one): `_ENCODER` then."""
+    try:
+        return c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False,
+                              False, False)
+    except TypeError:  # none at all (None is not callable), or other arguments
+        return None
+
+
+_ENCODE = _c_encoder()
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 # The decoder's own scanner: one call where `decode` takes three (it first skips the
 # spaces the serving side never sends, and afterwards looks for more).
@@ -67,7 +77,9 @@ def encode_request(request: Request) -> bytes:
     try:
         big = _big_int_in(request.args)
         if big is None:
-            return "".join(_ENCODE(request.to_dict(), 0)).encode()
+            obj = request.to_dict()
+            text = "".join(_ENCODE(obj, 0)) if _ENCODE is not None else _ENCODER.encode(obj)
+            return text.encode()
         why = f"the integer {big} is outside 64 bits"
     except RecursionError:
         why = "its arguments are nested too deep, or hold themselves"
