@@ -63,6 +63,30 @@ def test_the_kept_pid_file_follows_a_replaced_one(tmp_path):
         watch.close()
 
 
+def test_the_kept_pid_file_is_read_again_when_its_holder_rewrites_it(tmp_path):
+    """The watch parses the file again only when its bytes change: a supervisor that
+    took the same file (same inode) over from one that exited is named, not the last."""
+    home = tmp_path / "kint"
+    ensure_private_dir(run_dir(home))
+    path = run_dir(home) / PID_FILE
+    watch = HolderWatch(home)
+    try:
+        first = _hold(path, "111")
+        assert watch.pid() == 111
+        os.pwrite(first, b"111 serving\n", 0)
+        assert watch.pid() == 111
+        os.close(first)
+        assert watch.pid() is None
+        second = _hold(path, "222 serving")  # the same file, truncated and written again
+        assert watch.pid() == 222 == running_pid(home)
+        os.ftruncate(second, 0)
+        os.pwrite(second, b"junk\n", 0)
+        assert watch.pid() == -1  # held, unreadable
+        os.close(second)
+    finally:
+        watch.close()
+
+
 def test_one_client_outlives_its_supervisor_and_the_next_call_starts_another(sandbox,
                                                                              monkeypatch):
     """The same autostarting client, across a supervisor killed between two calls: the

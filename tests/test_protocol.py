@@ -133,6 +133,56 @@ def test_the_client_refuses_a_request_json_cannot_carry(args):
     assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c2"
 
 
+def test_the_client_refuses_arguments_that_hold_themselves():
+    args: dict = {"query": "q"}
+    args["settings"] = {"again": args}
+    with pytest.raises(ProtocolError) as err:
+        encode_request(Request(id="c3", op="verify", args=args))
+    assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c3"
+
+
+def test_a_python_without_the_c_encoder_sends_the_same_bytes(monkeypatch):
+    from kint.protocol import client_codec
+
+    requests = [Request(id="c4", op="verify", tenant="t", db="/m.db",
+                        args={"query": "caf\u00e9 \u2603", "limit": 5, "write": False}),
+                Request(id="c5", op="status", args={}, cast=True)]
+    fast = [encode_request(r) for r in requests]
+    monkeypatch.setattr(client_codec, "_ENCODE", None)
+    assert [encode_request(r) for r in requests] == fast
+    args: dict = {}
+    args["again"] = args
+    with pytest.raises(ProtocolError) as err:  # the public encoder's own circular check
+        encode_request(Request(id="c6", op="verify", args=args))
+    assert err.value.code == ErrorCode.BAD_REQUEST
+
+
+def test_request_ids_are_unique_to_the_process_and_drawn_again_in_a_forked_child():
+    import os
+
+    from kint.protocol.envelope import new_request_id
+
+    ids = [new_request_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids) and {len(i) for i in ids} == {16}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids are its own, not its parent's next ones
+        os.write(write, new_request_id().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.close(write)
+    assert child[:8] != ids[-1][:8] and new_request_id() not in (child, *ids)
+
+
+@pytest.mark.parametrize("frame", [b'{"id":"r","ok":true,"result":{"a":1}}',
+                                   b' {"id": "r", "ok": true, "result": {"a": 1}}\n'])
+def test_a_reply_decodes_with_or_without_spaces_around_it(frame):
+    reply = decode_reply(frame)
+    assert (reply.id, reply.ok, reply.result) == ("r", True, {"a": 1})
+
+
 @pytest.mark.parametrize("frame, why", [
     (b"[1, 2]", "must be a JSON object"),
     (b'{"ok": true, "result": NaN}', "not valid JSON"),
@@ -141,6 +191,8 @@ def test_the_client_refuses_a_request_json_cannot_carry(args):
     (b'{"ok": true, "result": []}', "'result' is not an object"),
     (b'{"ok": 1}', "'ok' is not true or false"),
     (b'{"id": 7, "ok": true, "result": {}}', "'id' is not a string"),
+    (b'{"ok": true, "result": {}} {}', "not valid JSON"),
+    (b'{"ok": true, "result": {"a": -Infinity}}', "not valid JSON"),
     (b" " * (MAX_MESSAGE_BYTES + 1), "over the limit"),
 ])
 def test_a_malformed_reply_is_an_internal_error_naming_what_is_wrong(frame, why):

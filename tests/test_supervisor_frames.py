@@ -97,3 +97,20 @@ def test_a_blocking_send_waits_for_room_and_then_goes_whole():
         push.close(linger=0)
         pull.close(linger=0)
         ctx.term()
+
+
+def test_the_supervisor_reads_one_message_a_turn_from_a_quiet_socket_all_from_a_busy_one(pair):
+    """`Supervisor._drain`: a socket not ready at the last turn gives one message (the
+    next poll finds the rest); a busy one is read until nothing waits."""
+    from kint.supervisor.daemon import Supervisor
+
+    router, dealer = pair
+    recv_frames(router)
+    for n in range(4):
+        dealer.send(b"m%d" % n)
+    assert router.poll(5000)
+    seen: list[bytes] = []
+    Supervisor._drain(router, lambda frames: seen.append(frames[1].bytes), False)
+    assert seen == [b"m0"] and router.poll(0)
+    Supervisor._drain(router, lambda frames: seen.append(frames[1].bytes), True)
+    assert seen == [b"m0", b"m1", b"m2", b"m3"] and not readable(router)

@@ -197,6 +197,26 @@ def test_an_answered_request_leaves_no_deadline_to_wake_the_loop_for():
     assert host.poll_timeout_ms(1000.01) == 240 and host._deadlines == []
 
 
+def test_answered_requests_with_far_deadlines_leave_the_heap_at_the_next_sweep():
+    """A call's deadline is seconds away, past the next sweep: the turns do not walk the
+    heap for it, and the sweep drops the answered ones, so the heap holds at most a
+    tick's worth of answered requests, not every request of a timeout's span."""
+    host = _Host(Settings(tick_s=0.25), start=1000.0)
+    handle = host.add(1)
+    handle.state = "busy"
+    host.tick(1000.0)  # the sweep: the next is due at 1000.25
+    for i in range(1000):
+        host._answer(handle, host.queue(handle, str(i), deadline=1060.0 + i * 1e-3), None)
+    waiting = host.queue(handle, "last", deadline=1061.0 + 1e-3)
+    assert host.poll_timeout_ms(1000.01) == 240  # the sweep decides the wait
+    assert len(host._deadlines) == 1001  # not walked at a turn
+    host.tick(1000.25)  # the sweep
+    assert host._deadlines == [(1061.0 + 1e-3, handle.space_id, "last")]
+    host._answer(handle, waiting, None)
+    host.tick(1000.5)
+    assert host._deadlines == []
+
+
 def test_the_loop_never_polls_without_waiting_while_work_is_not_yet_due():
     """The poll takes whole milliseconds: work due in a fraction of one is waited for
     a whole one (it comes under a millisecond late), never polled for with 0 in a spin."""

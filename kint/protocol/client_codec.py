@@ -12,6 +12,7 @@ way; the supervisor's gate decides what it accepts.
 from __future__ import annotations
 
 import json
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
 from kint.protocol.envelope import Reply, Request
@@ -23,9 +24,32 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 # Made once: json.dumps and json.loads given options build a new coder on every call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _c_encoder() -> Any:
+    """The C encoder `_ENCODER` builds again for every request, made once with the same
+    options (no ASCII escapes, NaN and infinity refused, no spaces) and without the check
+    for circular references, which needs a new table of markers per call: arguments that
+    hold themselves end in the RecursionError `encode_request` refuses instead. None where
+    this Python's `json` has no C encoder of this shape (a private one): `_ENCODER` then."""
+    try:
+        return c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False,
+                              False, False)
+    except TypeError:  # none at all (None is not callable), or other arguments
+        return None
+
+
+_ENCODE = _c_encoder()
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+# The decoder's own scanner: one call where `decode` takes three (it first skips the
+# spaces the serving side never sends, and afterwards looks for more).
+_SCAN = _DECODER.scan_once
 
 
 # The integers the serving side's orjson reads as integers; it reads larger ones as
@@ -48,19 +72,21 @@ def _big_int_in(value: Any) -> int | None:
 
 def encode_request(request: Request) -> bytes:
     """The request's frame. Text that is not valid Unicode (a lone surrogate), a float JSON
-    cannot carry (NaN, infinity) or an integer outside 64 bits is refused here, before
-    anything is sent."""
-    big = _big_int_in(request.args)
-    if big is not None:
-        raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"the request cannot be sent as JSON: the integer {big} is "
-                            f"outside 64 bits", request_id=request.id)
+    cannot carry (NaN, infinity), an integer outside 64 bits or arguments that hold
+    themselves are refused here, before anything is sent."""
     try:
-        return _ENCODER.encode(request.to_dict()).encode()
+        big = _big_int_in(request.args)
+        if big is None:
+            obj = request.to_dict()
+            text = "".join(_ENCODE(obj, 0)) if _ENCODE is not None else _ENCODER.encode(obj)
+            return text.encode()
+        why = f"the integer {big} is outside 64 bits"
+    except RecursionError:
+        why = "its arguments are nested too deep, or hold themselves"
     except (UnicodeEncodeError, ValueError) as err:
-        raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"the request cannot be sent as JSON: {err}",
-                            request_id=request.id) from None
+        why = str(err)
+    raise ProtocolError(ErrorCode.BAD_REQUEST, f"the request cannot be sent as JSON: {why}",
+                        request_id=request.id)
 
 
 def _reply_object(data: bytes) -> dict[str, Any]:
@@ -68,7 +94,13 @@ def _reply_object(data: bytes) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.INTERNAL, f"malformed reply: message of {len(data)} "
                             f"bytes is over the limit of {MAX_MESSAGE_BYTES}")
     try:
-        obj = _DECODER.decode(data.decode())  # JSON on the wire is UTF-8
+        text = data.decode()  # JSON on the wire is UTF-8
+        try:
+            obj, end = _SCAN(text, 0)
+        except StopIteration:  # not a JSON value at 0: `decode` says why (or skips spaces)
+            end = -1
+        if end != len(text):
+            obj = _DECODER.decode(text)
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, NaN, nesting too deep
         raise ProtocolError(ErrorCode.INTERNAL,
                             "malformed reply: message is not valid JSON") from None

@@ -12,6 +12,7 @@ Plain classes with slots, not dataclasses: this module is on the way of every fr
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -75,8 +76,26 @@ class Reply:
         return f"Reply({self.to_dict()!r})"
 
 
+# A request's id has to be unique only among its client's own requests: the client takes
+# the reply with its request's id (a late answer to an earlier request is not its), and
+# the supervisor routes on ids of its own. So 16 hex characters: a random prefix drawn once
+# per process (again in a forked child, which would otherwise count on from its parent's)
+# and a counter, not eight random bytes from the kernel for every call.
+_prefix = ""
+_counter = itertools.count()
+
+
+def _new_prefix() -> None:
+    global _prefix, _counter
+    _prefix, _counter = os.urandom(4).hex(), itertools.count()
+
+
+_new_prefix()
+os.register_at_fork(after_in_child=_new_prefix)
+
+
 def new_request_id() -> str:
-    return os.urandom(8).hex()
+    return f"{_prefix}{next(_counter) & 0xFFFFFFFF:08x}"
 
 
 def ok_reply(request_id: str | None, result: dict[str, Any]) -> Reply:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from zmq import zmq_poll
 
 from kint import __version__
 from kint import settings as kint_settings
@@ -161,27 +162,40 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
     def run(self) -> None:
         log.info("supervisor %d serving %s (kint %s)", os.getpid(), self.front_address,
                  __version__)
+        # What every turn uses, looked up once: a turn comes with every request and every
+        # reply. The sockets are bound again in place (`_bind_sockets`), never replaced,
+        # and the poll's items are registered once (`bind`); `zmq_poll` is what
+        # `Poller.poll` calls, without its argument checks.
+        front, back, items = self.front, self.back, self.poller.sockets
+        drain, on_front, on_back = self._drain, self._on_front, self._on_back
+        turn, monotonic = self._schedule.turn, time.monotonic
+        # Whether each socket was ready at the last turn (see `_drain`).
+        front_busy = back_busy = False
         while True:
             if self._stop_signalled and not self.shutting_down:
                 self.begin_shutdown()
             if self.shutting_down and not any(h.alive for h in self.handles.values()):
                 break
-            events = self.poller.poll(self.poll_timeout_ms(time.monotonic()))
-            now = time.monotonic()
-            paused = self._schedule.turn(now)
+            events = zmq_poll(items, self.poll_timeout_ms(monotonic()))
+            now = monotonic()
+            paused = turn(now)
             if paused:
                 self._after_pause(paused, now)
+            front_ready = back_ready = False
             for sock, _ in events:
-                if sock is self.front:
-                    self._drain(self.front, self._on_front)
-                elif sock is self.back:
-                    self._drain(self.back, self._on_back)
+                if sock is front:
+                    drain(front, on_front, front_busy)
+                    front_ready = True
+                elif sock is back:
+                    drain(back, on_back, back_busy)
+                    back_ready = True
                 else:  # the exit watch's descriptor: a worker exited
                     for handle in self.exits.exited():
                         self._on_exit(handle)
+            front_busy, back_busy = front_ready, back_ready
             if self.outbox.backlogged():
                 self.outbox.flush()
-            self.tick(time.monotonic())
+            self.tick(monotonic())
         for identity, rid in self._stop_waiters:
             self._send_front(identity, ok_reply(rid, {"stopped": True}))
         self.outbox.flush()
@@ -197,14 +211,21 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             log.info("left %s alone: it is no longer this supervisor's", path)
 
     @staticmethod
-    def _drain(sock: zmq.Socket, handler: Any) -> None:
-        for _ in range(1000):  # bounded, so one busy client cannot starve the other socket
+    def _drain(sock: zmq.Socket, handler: Any, busy: bool = True) -> None:
+        """Handle what waits on `sock`. A socket that was ready at the last turn too is
+        busy (requests and replies arrive faster than turns): it is read until nothing
+        waits, asking it after each message, up to a bound, so one busy client cannot
+        starve the other socket. Otherwise one message is read, and the next turn's poll
+        says whether another waits: a client that sends its next request on reading the
+        answer (a status loop, an agent) has one waiting at a time, and the look after it
+        (ZeroMQ's EVENTS: a system call or two) found none, twice a call."""
+        for _ in range(1000 if busy else 1):
             try:
                 frames = recv_frames(sock)
             except zmq.Again:
                 return
             handler(frames)
-            if not readable(sock):
+            if not busy or not readable(sock):
                 return
 
     def _after_pause(self, paused: float, now: float) -> None:

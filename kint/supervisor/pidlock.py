@@ -127,6 +127,9 @@ class HolderWatch:
         self._path = str(run_dir(home) / PID_FILE)
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
+        # The pid file's bytes as last read, and the pid they say: read at every look,
+        # parsed again only when they change (once per supervisor, and once it serves).
+        self._read: tuple[bytes, int] = (b"", -1)
 
     def pid(self) -> int | None:
         """The pid of the live supervisor (-1 when unreadable), or None."""
@@ -143,8 +146,15 @@ class HolderWatch:
                 return None
             opened = os.fstat(fd)
             self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
-        words = _held_words(self._fd)
-        return _pid_in(words) if words is not None else None
+        try:
+            fcntl.flock(self._fd, _SHARED_NOW)
+        except OSError:  # held: a supervisor lives; its pid is in the file
+            data = os.pread(self._fd, 64, 0)
+            if data != self._read[0]:
+                self._read = (data, _pid_in(data.decode(errors="replace").split()))
+            return self._read[1]
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return None
 
     def close(self) -> None:
         if self._fd is not None:

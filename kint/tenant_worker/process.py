@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 import zmq
+from zmq import zmq_poll
 from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint import settings
@@ -346,9 +347,13 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self.dealer, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        # What every turn uses, looked up once (a turn comes with every request); `zmq_poll`
+        # is what `Poller.poll` calls, without its argument checks.
+        dealer, items, dispatch, monotonic = self.dealer, poller.sockets, self._dispatch, \
+            time.monotonic
         stop_deadline: float | None = None
         while True:
-            now = time.monotonic()
+            now = monotonic()
             if now >= self._next_beat:
                 if not pid_alive(cfg.supervisor_pid):
                     log.warning("supervisor %d is gone; exiting", cfg.supervisor_pid)
@@ -363,18 +368,18 @@ class Worker:
                 if count == 0 or now >= stop_deadline:
                     self._forward_answers()  # an op answered since the last poll
                     return 0
-            timeout = max(0.0, self._next_beat - time.monotonic())
+            timeout = max(0.0, self._next_beat - monotonic())
             if self.stopping:
                 timeout = min(timeout, 0.2)
             # One message per ready socket per turn: the next poll returns at once while
             # more wait, and draining until Again cost an exception per wake-up.
-            for sock, _ in poller.poll(timeout * 1000):
-                if sock is self.dealer:
+            for sock, _ in zmq_poll(items, int(timeout * 1000)):
+                if sock is dealer:
                     try:
                         frames = recv_frames(sock)
                     except zmq.Again:
                         continue
-                    self._dispatch(frames)
+                    dispatch(frames)
                 else:
                     # A signal (its handler has run) or the pool's answers: the bytes are
                     # read first, so an answer queued after this look wakes the next poll.
