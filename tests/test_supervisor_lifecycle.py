@@ -280,3 +280,7 @@ def test_start_restart_stop_and_reload_say_json_with_json(sandbox):
     reload = sandbox.kint("supervisor", "reload", "--json")
     assert reload.returncode == 3, reload.stdout + reload.stderr
     assert json.loads(reload.stdout)["error"] == "SUPERVISOR_UNAVAILABLE"
+    # `supervisor status` runs without click (kint.entry), and says it the same way.
+    status = sandbox.kint("supervisor", "status", "--json")
+    assert status.returncode == 3 and status.stderr == "", status.stdout + status.stderr
+    assert json.loads(status.stdout)["error"] == "SUPERVISOR_UNAVAILABLE"

@@ -51,7 +51,7 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
               help=CONFIRMATIONS_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Read the chain head and report what would be anchored; send nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @click.pass_obj
 def push_cmd(obj: Ctx, owner: str | None, confirmations: int | None, dry_run: bool,
              as_json: bool) -> None:
@@ -69,7 +69,7 @@ def push_cmd(obj: Ctx, owner: str | None, confirmations: int | None, dry_run: bo
               help="Anchor the snapshot on the chain head even though the last pull stopped "
                    "at an epoch this machine could not apply.")
 @click.option("--dry-run", is_flag=True, help="Report what would be anchored; send nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @click.pass_obj
 def compact_cmd(obj: Ctx, owner: str | None, confirmations: int | None, over_skipped: bool,
                 dry_run: bool, as_json: bool) -> None:
@@ -91,7 +91,7 @@ def compact_cmd(obj: Ctx, owner: str | None, confirmations: int | None, over_ski
 @click.option("--force-scan", is_flag=True,
               help="Taken for kint v0.3.0's scripts, and does nothing (v0.3.0's pull never "
                    "read it either).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @click.pass_obj
 def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force_scan: bool,
              as_json: bool) -> None:
@@ -127,7 +127,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
 @click.option("--over-skipped", is_flag=True,
               help="Rotate even though the last pull stopped at an epoch this machine could "
                    "not apply: the new snapshot chains on the chain head.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @click.pass_obj
 def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file: str | None,
               smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool, add_passphrase: bool,

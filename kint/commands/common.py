@@ -60,7 +60,10 @@ def json_option(help_text: str = "Print the result as JSON.") -> Callable[[Any],
             ctx.meta[_JSON_REFUSALS] = True
         return value
 
-    return click.option("--json", "as_json", is_flag=True, help=help_text, callback=remember)
+    # Eager: read before the other options, so a refusal of one of them (a bad --owner,
+    # a value out of range) is already printed the way --json asks.
+    return click.option("--json", "as_json", is_flag=True, help=help_text, callback=remember,
+                        is_eager=True)
 
 
 def json_refusals() -> bool:

@@ -38,7 +38,7 @@ def _local_entries() -> list[dict]:
 
 
 @config_group.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@json_option("Print the settings as JSON.")
 @click.pass_obj
 def config_show(obj: Ctx, as_json: bool) -> None:
     """Every setting, its value and where it comes from: `default`, `file` (config.toml),

@@ -18,7 +18,7 @@ import getpass
 
 import click
 
-from kint.commands.common import Ctx, echo_json, space_call, usage_error
+from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
 from kint.commands.secrets import (read_passphrase_stdin, read_secret_file, read_stdin_line,
                                    signature_options)
 
@@ -113,7 +113,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
               help="This space's own JSON-RPC endpoints (a kint extension; default: the "
                    "machine's). One with a user, path or query part (an API key) is refused: "
                    "argv is readable by every local user; use the config file's space table.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @click.pass_obj
 def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                 signature_file: str | None, smart_account: bool, passphrase_stdin: bool,

@@ -11,7 +11,7 @@ import click
 
 from kint import spaces
 from kint.client import KintError
-from kint.commands.common import (Ctx, echo_json, explained, print_notices,
+from kint.commands.common import (Ctx, echo_json, explained, json_option, print_notices,
                                   sent_settings)
 from kint.commands.doctor_env import environment_checks
 from kint.commands.owner_flag import check_owner, owner_option
@@ -111,7 +111,7 @@ def _permissions(home: Path) -> dict[str, Any]:
 
 @click.command("doctor")
 @owner_option()
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@json_option("Print the checks as JSON.")
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """Named checks: Sibyl's packages, python, PYTHONPATH, kint home (its mode), kint home

@@ -122,7 +122,7 @@ def supervisor_reload(obj: Ctx, as_json: bool) -> None:
 
 
 @supervisor_group.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@json_option("Print the rows as JSON.")
 @click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
 @click.pass_obj
 def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
@@ -158,7 +158,7 @@ def supervisor_restart(obj: Ctx, target: str, as_json: bool) -> None:
 
 
 @supervisor_group.command("discover")
-@click.option("--json", "as_json", is_flag=True, help="Print the stores as JSON.")
+@json_option("Print the stores as JSON.")
 @click.pass_obj
 def supervisor_discover(obj: Ctx, as_json: bool) -> None:
     """Every Sibyl store on this machine (Sibyl's own, every Hermes profile's under Hermes'

@@ -51,6 +51,11 @@ def _err(text: str) -> None:
     _write(sys.stderr, text)
 
 
+def _refusal_json(code: str, message: str, hint: str | None) -> None:
+    """A refusal under --json, as `common.refuse` prints one for every other command."""
+    _out(json.dumps({"error": code, "message": message, "hint": hint}, indent=2))
+
+
 def _show(status: dict[str, Any], as_json: bool, watch: bool) -> None:
     if as_json:
         _out(json.dumps(status, indent=2, ensure_ascii=False))
@@ -73,7 +78,12 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             if refusal is not None:  # as the command line says it for every other command
                 _err(refusal)
                 return ERROR
-            _err(f"kint: no supervisor is running for {home}")
+            if as_json:  # a script reads one object whichever way the command ends
+                _refusal_json("SUPERVISOR_UNAVAILABLE", f"no supervisor is running for {home}",
+                              "`kint supervisor start` starts one (so does any command "
+                              "that needs it)")
+            else:
+                _err(f"kint: no supervisor is running for {home}")
             return NO_SUPERVISOR
         try:
             status = client.call("sup.status", timeout_s=5)
@@ -82,7 +92,10 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                 import traceback
 
                 traceback.print_exc()
-            _err(render.refusal_text(err.code, err.message, err.hint))
+            if as_json:
+                _refusal_json(err.code, err.message, err.hint)
+            else:
+                _err(render.refusal_text(err.code, err.message, err.hint))
             return ERROR
         _show(status, as_json, watch)
         if not watch:
