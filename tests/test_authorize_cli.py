@@ -19,6 +19,7 @@ from eth_account import Account
 from authorize_support import ADDRESS, Machine, new_machine
 from chain_machines import make_session_key
 from conftest import TENANT
+from kint.protocol import ErrorCode
 from kint.spaces import space_id
 
 DAY = 86400
@@ -34,9 +35,19 @@ def ok(out):
     return out
 
 
-def refused(out, text: str):
+def refused(out, text: str, code: str | None = None):
+    """A refusal as every kint refusal reads (DESIGN.md section 10): exit 2, one line of
+    what happened ending in its code from the protocol's closed set, one `hint:` line of
+    what to do."""
     assert out.returncode == 2, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     assert text in out.stderr, out.stderr
+    lines = out.stderr.rstrip("\n").split("\n")
+    message, hint = lines[-2:]
+    assert message.startswith("kint: error: ") and message.endswith("]"), out.stderr
+    found = message.rsplit(" [", 1)[1][:-1]
+    assert found in {c.value for c in ErrorCode}, out.stderr
+    assert code is None or found == code, (code, out.stderr)
+    assert hint.startswith("hint: ") and len(hint) > len("hint: "), out.stderr
     return out
 
 
@@ -107,7 +118,7 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
     assert typed["message"]["owner"] == owner.address and f"--owner {owner.address}" in line
     # Another tenant's space is not connected here: its owner must be given.
     refused(machine.kint("--tenant", "someone-else", "authorize", "payload"),
-            "--owner 0x... is required")
+            "--owner 0x... is required", "NOT_CONNECTED")
 
 
 # -- direct -----------------------------------------------------------------------------------
@@ -116,10 +127,11 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
 def test_direct_lane_authorizes_from_the_owner_key(machine):
     owner, stranger = machine.owner(), machine.owner()
     refused(machine.kint("authorize", "direct", "--owner", owner.address),
-            "KINT_OWNER_KEY is not set")
+            "KINT_OWNER_KEY is not set", "BAD_REQUEST")
     out = refused(machine.kint("authorize", "direct", "--owner", owner.address,
                                env={"KINT_OWNER_KEY": stranger.key.hex()}),
-                  f"KINT_OWNER_KEY is {stranger.address}, not the owner {owner.address}")
+                  f"KINT_OWNER_KEY is {stranger.address}, not the owner {owner.address}",
+                  "WRONG_KEY")
     assert stranger.key.hex().removeprefix("0x") not in out.stdout + out.stderr
     assert machine.tx_count(stranger.address) == 0 and machine.tx_count(owner.address) == 0
     refused(machine.kint("authorize", "direct", "--owner", owner.address,
@@ -195,8 +207,8 @@ def test_an_expired_deadline_is_refused(machine):
     out = refused(machine.kint("authorize", "submit", "--owner", owner.address, "--deadline",
                                str(m["deadline"]), "--expiry", str(m["expiry"]),
                                input=sign(owner, typed)),
-                  "(AuthorizationExpired)")
-    assert "run kint authorize payload again" in out.stderr
+                  "(AuthorizationExpired)", "BAD_REQUEST")
+    assert "hint: run kint authorize payload again" in out.stderr
     assert not machine.anchor.can_write(owner.address, machine.key)
     assert machine.anchor.auth_nonce(owner.address) == 0 and machine.tx_count(machine.key) == 0
 
@@ -237,7 +249,8 @@ def test_burn_nonce_kills_an_unsubmitted_signature(machine):
 def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
     m = new_machine(tmp_path / "machine", chain_home, create_key=False)
     owner = m.owner(0).address
-    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ")
+    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ",
+            "NO_SESSION_KEY")
     refused(m.kint("authorize", "payload", "--owner", "0x1234"), "is not an address")
     refused(m.kint("authorize", "submit", "--owner", owner), "--deadline and --expiry are required")
     refused(m.kint("authorize", "--signature", "-", "direct"),
@@ -283,9 +296,10 @@ def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_pat
     owner = m.owner()
     env = {"KINT_RPC_URL": m.url, "KINT_CONTRACT": anchor_address}
     other = "answers for chain 31337, not 8453"
-    out = refused(m.kint("authorize", "payload", "--owner", owner.address, env=env), other)
+    out = refused(m.kint("authorize", "payload", "--owner", owner.address, env=env), other,
+                  "STALE_RPC")
     assert "another digest" not in out.stderr
-    assert "point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
+    assert "hint: point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
     assert out.stdout == "", "no typed data is printed for a chain it would not verify on"
 
     owner_env = {**env, "KINT_OWNER_KEY": owner.key.hex()}

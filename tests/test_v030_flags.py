@@ -53,8 +53,9 @@ def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(san
     for argv in (("pull", "--owner", OTHER), ("doctor", "--owner", OTHER)):
         out = sandbox.kint(*argv)
         assert out.returncode == 2, (argv, out.stdout, out.stderr)
-        assert out.stderr.strip() == (f"kint: error: {enrol} cannot be read as JSON; run kint "
-                                      f"connect again"), (argv, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"kint: error: {enrol} cannot be read as JSON [CORRUPT_STATE]",
+            "hint: run kint connect again"], (argv, out.stderr)
 
 
 # What a `kint` command line loaded once it refused its `--owner`, printed at exit.

@@ -20,7 +20,7 @@ action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import click
 import orjson
@@ -31,13 +31,13 @@ from eth_account.signers.local import LocalAccount
 from kint.chain.anchor import Anchor, authorization_typed_data
 from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
 from kint.chain.nonces import NonceBook
-from kint.commands.common import Ctx, usage_error
+from kint.commands.common import Ctx, refuse, usage_error
 from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse_other_chain,
                                    resolve_owner, session_key_address, tx_line, when)
-from kint.commands.owner_address import refuse
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home
+from kint.protocol import ErrorCode
 
 OWNER_KEY_ENV = "KINT_OWNER_KEY"
 DEFAULT_DAYS = 30
@@ -123,14 +123,21 @@ def _owner_account(owner: str) -> LocalAccount:
     never printed, and is read from the environment only."""
     raw = (settings.value(OWNER_KEY_ENV) or "").strip()
     if not raw:
-        refuse(f"{OWNER_KEY_ENV} is not set: this lane reads the owner's private key from the "
-               f"environment (never argv)")
+        refuse(ErrorCode.BAD_REQUEST,
+               f"{OWNER_KEY_ENV} is not set: this lane reads the owner's private key from the "
+               f"environment (never argv)",
+               f"set {OWNER_KEY_ENV} in this command's environment, or let the owner wallet "
+               f"sign instead: kint authorize payload (then submit), or kint authorize page")
     try:
         account: LocalAccount = Account.from_key(raw if raw.startswith("0x") else "0x" + raw)
     except Exception:
-        refuse(f"{OWNER_KEY_ENV} is not a private key (32 bytes as 64 hex characters)")
+        refuse(ErrorCode.BAD_REQUEST,
+               f"{OWNER_KEY_ENV} is not a private key (32 bytes as 64 hex characters)",
+               f"set {OWNER_KEY_ENV} to the owner wallet's private key, 64 hex characters")
     if account.address != owner:
-        refuse(f"{OWNER_KEY_ENV} is {account.address}, not the owner {owner}")
+        refuse(ErrorCode.WRONG_KEY, f"{OWNER_KEY_ENV} is {account.address}, not the owner {owner}",
+               f"set {OWNER_KEY_ENV} to the private key of {owner}, or pass --owner "
+               f"{account.address} if that wallet is the owner")
     return account
 
 
@@ -141,9 +148,14 @@ def _send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> 
         return anchor.transact(account, calldata)
     except ChainRefused as err:
         if err.error == INSUFFICIENT_FUNDS:
-            refuse(f"the owner {account.address} cannot pay for the transaction: send it a "
-                   f"little ETH on chain {anchor.config.chain_id}")
-        refuse(f"EpochAnchor refused the owner's transaction ({err})")
+            # The worker's code for a sender that cannot pay (session_sender).
+            refuse(ErrorCode.NOT_CONNECTED,
+                   f"the owner {account.address} cannot pay for the transaction",
+                   f"send it a little ETH on chain {anchor.config.chain_id}, then run the "
+                   f"command again")
+        refuse(ErrorCode.BAD_REQUEST, f"EpochAnchor refused the owner's transaction ({err})",
+               "nothing changed on chain; kint session-key show gives the key's "
+               "authorization as the chain holds it")
 
 
 def _funding_hint(anchor: Anchor, key: str) -> None:
@@ -243,9 +255,12 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
             # reached through KINT_RPC_URL, with no devchain record) is the likelier cause,
             # and one read says so before the contract is blamed.
             refuse_other_chain(anchor)
-            refuse(f"the contract at {anchor.address} computes another digest for this "
+            refuse(ErrorCode.CONFIG_INVALID,
+                   f"the contract at {anchor.address} computes another digest for this "
                    f"authorization than kint's typed data: it is not the EpochAnchor kint "
-                   f"knows")
+                   f"knows",
+                   "check KINT_CONTRACT: unset, it is kint's EpochAnchor on Base (a "
+                   "devchain's record names its own)")
     click.echo(orjson.dumps(typed).decode())
     click.echo(f"authNonce({owner_addr}): {nonce}", err=True)
     click.echo(f"deadline: {deadline} ({when(deadline)}, {DEADLINE_S} s from now: submit "
@@ -272,22 +287,27 @@ def _read_signature(source: str) -> bytes:
 
 
 def _submit_refusal(err: ChainRefused, anchor: Anchor, owner: str, key: str, deadline: int,
-                    expiry: int) -> str:
+                    expiry: int) -> NoReturn:
+    """EpochAnchor's refusal of setSessionKeyBySig, in words that say which value was off;
+    every one is fixed the same way, a fresh payload signed again."""
+    again = "run kint authorize payload again, sign its output and submit it"
     if err.error == "AuthorizationExpired":
-        return (f"EpochAnchor refused the authorization: its deadline {deadline} "
-                f"({when(deadline)}) has passed (AuthorizationExpired); run kint authorize "
-                f"payload again and submit within {DEADLINE_S} s")
+        refuse(ErrorCode.BAD_REQUEST,
+               f"EpochAnchor refused the authorization: its deadline {deadline} "
+               f"({when(deadline)}) has passed (AuthorizationExpired)",
+               f"{again} within {DEADLINE_S} s")
     if err.error == "BadSignature":
         try:
             nonce: Any = anchor.auth_nonce(owner)
         except Exception:  # noqa: BLE001 - the refusal matters, the nonce only explains it
             nonce = "?"
-        return (f"EpochAnchor refused the signature (BadSignature): it does not verify for "
-                f"owner {owner}, key {key}, expiry {expiry}, deadline {deadline} at "
-                f"authNonce {nonce}; it was signed over other values, already used, or "
-                f"cancelled by an owner transaction (burn-nonce); run kint authorize payload "
-                f"again")
-    return f"EpochAnchor refused setSessionKeyBySig ({err})"
+        refuse(ErrorCode.BAD_REQUEST,
+               f"EpochAnchor refused the signature (BadSignature): it does not verify for "
+               f"owner {owner}, key {key}, expiry {expiry}, deadline {deadline} at "
+               f"authNonce {nonce}; it was signed over other values, already used, or "
+               f"cancelled by an owner transaction (burn-nonce)", again)
+    refuse(ErrorCode.BAD_REQUEST, f"EpochAnchor refused setSessionKeyBySig ({err})",
+           f"nothing changed on chain; {again}")
 
 
 @authorize_group.command("submit", short_help="Send the owner's signature from the session key.")
@@ -332,9 +352,9 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
             signed = sender.sign(calldata, "nothing was sent")
             receipt = sender.wait(sender.send(signed), signed)
         except ChainRefused as err:
-            refuse(_submit_refusal(err, anchor, owner_addr, key, deadline, expiry))
+            _submit_refusal(err, anchor, owner_addr, key, deadline, expiry)
         except ProtocolError as err:
-            refuse(f"{err}; {err.hint}" if getattr(err, "hint", None) else str(err))
+            refuse(err.code, err.message, err.hint)
         nonce = anchor.auth_nonce(owner_addr)
     click.echo(_expiry_line(owner_addr, key, expiry))
     click.echo(tx_line(receipt, f"the session key {key}"))
@@ -380,19 +400,23 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
                    f"{timeout:g} s", err=True)
         result = page.wait(timeout)
     except KeyboardInterrupt:
-        refuse("stopped; the page server is closed")
+        refuse(ErrorCode.TIMEOUT, "stopped before the wallet reported; the page server is "
+               "closed", "if the wallet sent the transaction, kint session-key show tells "
+               "whether it landed; else run kint authorize page again")
     finally:
         page.close()
     if result is None:
-        refuse(f"no result from the page within {timeout:g} s; the page server is closed: run "
-               f"kint authorize page again")
+        refuse(ErrorCode.TIMEOUT,
+               f"no result from the page within {timeout:g} s; the page server is closed",
+               "run kint authorize page again, and approve the transaction in the wallet")
     click.echo(f"the wallet reported transaction {result.tx}; checking canWrite({owner_addr}, "
                f"{key}) every {interval:g} s, up to {count} times", err=True)
     authorized, last_error = _poll_can_write(anchor, owner_addr, key, interval, count)
     if not authorized:
         why = f" (last error: {last_error})" if last_error else ""
-        refuse(f"canWrite({owner_addr}, {key}) is still false after {count} checks{why}: look "
-               f"up the transaction in the wallet, then kint session-key show")
+        refuse(ErrorCode.TIMEOUT,
+               f"canWrite({owner_addr}, {key}) is still false after {count} checks{why}",
+               "look up the transaction in the wallet, then kint session-key show")
     with chain_errors("authorize page"):
         expiry_now = anchor.session_key_expiry(owner_addr, key)
     click.echo(_expiry_line(owner_addr, key, expiry_now))

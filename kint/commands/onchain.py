@@ -6,9 +6,9 @@ Why these run in the CLI process and not in a space's worker: they act for the m
 (one session key serves every space) and for an owner, not for a store, and each is one
 short exchange with the chain that a terminal user waits for. No supervisor is needed.
 
-Every refusal is one line on stderr, `kint: error: ...`, with exit status 2 (09-cli.md's
-status table: a refusal from `authorize` is an error); bad input on the command line is
-refused as every command refuses it (`common.usage_error`).
+Every refusal is what happened, with a code, and what to do (`common.refuse`), exit status
+2 (09-cli.md's status table: a refusal from `authorize` is an error); bad input on the
+command line is refused as every command refuses it (`common.usage_error`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from web3.exceptions import Web3Exception
 
@@ -27,12 +27,27 @@ from kint.chain.calls import answer_int, bounded
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
-from kint.commands.owner_address import checked_address, connected_owner, refuse
-from kint.custody.errors import CustodyError
+from kint.commands.common import refuse
+from kint.commands.owner_address import checked_address, connected_owner
+from kint.custody import errors as custody
 from kint.custody.session_key import session_address
 from kint.paths import UnsafePathError
+from kint.protocol import ErrorCode
+from kint.protocol.errors import DEFAULT_HINTS
 from kint.render import utc_time
 from kint.settings.urls import redact_url
+from kint.tenant_worker.custody_errors import as_protocol_error
+
+# What to do about a custody refusal of the session key, where the message does not say it
+# and the code's default hint (written for a space's files) would send the user elsewhere.
+_CUSTODY_HINTS: tuple[tuple[type[custody.CustodyError], str], ...] = (
+    (custody.SessionKeyCorrupt, "`kint session-key rotate` moves it aside and makes a new "
+                                "key (which needs its own authorization)"),
+    (custody.LocalSecretCorrupt, "restore it from a copy, or set KINT_SESSION_PASSPHRASE to "
+                                 "the passphrase the session key was made with"),
+    (custody.LocalSecretUnsafe, "make it a regular file of yours with mode 0600"),
+    (custody.LockUnsafe, "remove the lock named, then run the command again"),
+)
 
 
 def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
@@ -43,17 +58,30 @@ def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
     owner = connected_owner(tenant, db, home)
     if owner is None:
         ref = spaces.resolve(tenant, db)
-        refuse(f"--owner 0x... is required: this machine is not connected for space "
-               f"{ref.space16} (tenant {ref.tenant})")
+        refuse(ErrorCode.NOT_CONNECTED,
+               f"--owner 0x... is required: this machine is not connected for space "
+               f"{ref.space16} (tenant {ref.tenant})",
+               "pass --owner 0x... (the owner wallet), or run kint connect for this space "
+               "first")
     return owner
+
+
+def refuse_custody(err: custody.CustodyError | UnsafePathError) -> NoReturn:
+    """A custody refusal (the session key, the local passphrase, a folder kint must own)
+    with the code a worker would give it and what to do."""
+    if isinstance(err, UnsafePathError):
+        refuse(ErrorCode.CORRUPT_STATE, str(err), err.hint)
+    found = as_protocol_error(err)
+    hint = next((h for kind, h in _CUSTODY_HINTS if isinstance(err, kind)), found.hint)
+    refuse(found.code, found.message, hint)
 
 
 def session_key_address(home: Path) -> str:
     """This machine's session key address, read from the keystore without unlocking it."""
     try:
         return session_address(home)
-    except CustodyError as err:
-        refuse(str(err))
+    except custody.CustodyError as err:
+        refuse_custody(err)
 
 
 def open_anchor(home: Path) -> Anchor:
@@ -62,7 +90,14 @@ def open_anchor(home: Path) -> Anchor:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        refuse(str(err), err.hint)
+        refuse_config(err)
+
+
+def refuse_config(err: ChainConfigError) -> NoReturn:
+    """A chain setting refused (its own code: CONFIG_INVALID for one that does not parse,
+    BAD_REQUEST for a malformed devchain record or contract)."""
+    code = ErrorCode(err.code)
+    refuse(code, str(err), err.hint or DEFAULT_HINTS[code])
 
 
 def chain_shown(anchor: Anchor) -> dict[str, Any]:
@@ -92,7 +127,8 @@ def refuse_other_chain(anchor: Anchor) -> None:
     (or would act on whatever that chain holds at the contract's address)."""
     found = other_chain(anchor)
     if found is not None:
-        refuse(f"{found[0]}: a signature or transaction made here would not verify there",
+        refuse(ErrorCode.STALE_RPC,
+               f"{found[0]}: a signature or transaction made here would not verify there",
                found[1])
 
 
@@ -102,14 +138,19 @@ def chain_errors(what: str) -> Iterator[None]:
     try:
         yield
     except RpcUnavailable as err:
-        refuse(f"{what}: the chain did not answer ({err})")
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: the chain did not answer ({err})",
+               "check KINT_RPC_URL (or the devchain: kint devchain status) and the "
+               "endpoint, then run the command again")
     except ChainConfigError as err:
-        refuse(str(err), err.hint)
-    except (CustodyError, UnsafePathError) as err:
-        refuse(str(err))
+        refuse_config(err)
+    except (custody.CustodyError, UnsafePathError) as err:
+        refuse_custody(err)
     except Web3Exception as err:  # e.g. KINT_CONTRACT names something that is not EpochAnchor
-        refuse(f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "
-               f"{str(err)[:200]})")
+        refuse(ErrorCode.CONFIG_INVALID,
+               f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "
+               f"{str(err)[:200]})",
+               "check KINT_CONTRACT and KINT_RPC_URL: they must name kint's EpochAnchor and "
+               "an endpoint of the chain it is deployed on")
 
 
 def chain_now(anchor: Anchor) -> int:

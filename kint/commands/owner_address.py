@@ -1,38 +1,26 @@
-"""The owner a chain command acts for, and the one way those commands refuse: an address a
-flag gives, checksummed, and the owner this machine's enrolment names for the caller's
-space.
+"""The owner a chain command acts for: an address a flag gives, checksummed, and the owner
+this machine's enrolment names for the caller's space.
 
 Apart from `kint.commands.onchain` (which loads web3 and the chain code): `--owner` on
 `push`, `pull`, `compact`, `rekey` and `doctor` is checked here before the command goes to
 its worker, and a refusal (a malformed address, another owner) should not wait ~0.5 s for
 web3 to load first. eth_utils' address helpers are all it needs.
 
-A malformed address is a usage error (BAD_REQUEST, a hint, exit 2); every other refusal
-is `kint: error: ...` on stderr with exit status 2 (09-cli.md's status table).
+A malformed address is a usage error (BAD_REQUEST, a hint, exit 2); an enrolment that
+cannot be read is CORRUPT_STATE, refused as every command refuses (`common.refuse`).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import NoReturn
 
-import click
 import orjson
 from eth_utils import is_address, to_checksum_address
 
 from kint import spaces
-from kint.commands.common import usage_error
-from kint.commands.exit_codes import ERROR
+from kint.commands.common import refuse, usage_error
 from kint.paths import space_files
-
-
-def refuse(message: str, hint: str | None = None) -> NoReturn:
-    """One line on stderr (and what to do, when there is a hint) and exit 2."""
-    click.echo(f"kint: error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
-    sys.exit(ERROR)
+from kint.protocol import ErrorCode
 
 
 def checked_address(value: str, flag: str = "--owner") -> str:
@@ -57,8 +45,8 @@ def connected_owner(tenant: str | None, db: str | None, home: Path,
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError):
-        refuse(f"{path} cannot be read as JSON; {todo}")
+        refuse(ErrorCode.CORRUPT_STATE, f"{path} cannot be read as JSON", todo)
     owner = data.get("owner") if isinstance(data, dict) else None
     if not isinstance(owner, str) or not is_address(owner):
-        refuse(f"{path} names no owner address; {todo}")
+        refuse(ErrorCode.CORRUPT_STATE, f"{path} names no owner address", todo)
     return to_checksum_address(owner)

@@ -18,8 +18,9 @@ from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import chain_shown, open_anchor, other_chain, session_key_address
-from kint.commands.owner_address import checked_address, connected_owner, refuse
+from kint.commands.onchain import (chain_shown, open_anchor, other_chain, refuse_custody,
+                                   session_key_address)
+from kint.commands.owner_address import checked_address, connected_owner
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
                                       session_key_exists, session_key_path)
@@ -41,7 +42,7 @@ def create_cmd() -> None:
     try:
         address, existed = create_session_key(kint_home())
     except CustodyError as err:
-        refuse(str(err))
+        refuse_custody(err)
     click.echo(f"{'exists' if existed else 'created'}: {address}")
 
 
@@ -54,7 +55,7 @@ def rotate_cmd() -> None:
     try:
         old, new = rotate_session_key(kint_home())
     except CustodyError as err:
-        refuse(str(err))
+        refuse_custody(err)
     click.echo(f"rotated: {old or '(no previous key)'} -> {new}")
     click.echo(f"the old keystore is {session_key_path(kint_home(), old=True)}; authorize the "
                f"new key (kint authorize) and send it a little ETH", err=True)
