@@ -24,6 +24,7 @@ from web3.exceptions import Web3Exception
 from kint import spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
+from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
@@ -105,27 +106,18 @@ def chain_shown(anchor: Anchor) -> dict[str, Any]:
     return {"chain_id": anchor.config.chain_id, "rpc": redact_url(anchor.config.rpc_urls[0])}
 
 
-def other_chain(anchor: Anchor) -> tuple[str, str] | None:
+def endpoint_on_other_chain(anchor: Anchor) -> tuple[str, str] | None:
     """(what is wrong, what to do) when the endpoint answers for another chain than the one
-    kint signs for (Base's 8453, or the devchain's under its record), else None. A custom
-    KINT_RPC_URL with no devchain record here is configured as Base: a local chain reached
-    that way is the usual cause. One eth_chainId read."""
-    answered = anchor.chain_id()
-    expected = anchor.config.chain_id
-    if answered == expected:
-        return None
-    where = redact_url(anchor.config.rpc_urls[0])
-    return (f"{where} answers for chain {answered}, not {expected}, the chain this machine "
-            f"signs for",
-            f"point KINT_RPC_URL at an endpoint of chain {expected}; for a local devchain, "
-            f"copy its record ($KINT_HOME/devchain/devchain.json) to this machine instead")
+    kint signs for (kint.chain.chain_id). One eth_chainId read; RpcUnavailable when the
+    endpoint does not answer."""
+    return other_chain(anchor.config, RpcTracker())
 
 
 def refuse_other_chain(anchor: Anchor) -> None:
     """Refuse, naming both chain ids, when the endpoint answers for another chain than the
     one kint signs for: a signature or a transaction made here would not be taken there
     (or would act on whatever that chain holds at the contract's address)."""
-    found = other_chain(anchor)
+    found = endpoint_on_other_chain(anchor)
     if found is not None:
         refuse(ErrorCode.STALE_RPC,
                f"{found[0]}: a signature or transaction made here would not verify there",

@@ -18,8 +18,8 @@ from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import (chain_shown, open_anchor, other_chain, refuse_custody,
-                                   session_key_address)
+from kint.commands.onchain import (chain_shown, endpoint_on_other_chain, open_anchor,
+                                   refuse_custody, session_key_address)
 from kint.commands.owner_address import checked_address, connected_owner
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
@@ -91,7 +91,7 @@ def _from_chain(home: Path, address: str, owner: str | None) -> dict[str, Any]:
     anchor = open_anchor(home)
     shown = {"chain": chain_shown(anchor)}
     try:
-        wrong = other_chain(anchor)
+        wrong = endpoint_on_other_chain(anchor)
         if wrong is not None:
             click.echo(f"kint: warning: {wrong[0]}; showing the local half only ({wrong[1]})",
                        err=True)
