@@ -121,6 +121,30 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
             "--owner 0x... is required", "NOT_CONNECTED")
 
 
+def test_a_connected_spaces_own_endpoints_are_read(machine):
+    """`kint connect --rpc-urls` gives a space endpoints of its own, which its worker reads
+    and sends through. `session-key show` and `authorize` for that space read the chain
+    through them too (v0.3.0: one primary endpoint serves every read and send), and `show`
+    names the one it read; for a space not connected here, the machine's endpoint."""
+    from rpc_proxy import RpcProxy
+
+    owner = machine.owner()
+    enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
+    with RpcProxy(machine.url) as proxy:
+        enrol.write_text(json.dumps({"owner": owner.address, "tenant": TENANT,
+                                     "rpc_urls": [proxy.url]}))
+        shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
+        assert shown["chain"] == {"chain_id": 31337, "rpc": proxy.url}, shown
+        assert shown["authorized"] is False and "eth_getBalance" in proxy.calls
+        typed, _ = payload(machine)
+        assert typed["domain"]["chainId"] == 31337
+        assert proxy.calls.count("eth_call") >= 2  # authNonce and the contract's digest
+        seen = len(proxy.calls)
+        elsewhere = json.loads(ok(machine.kint("--tenant", "someone-else", "session-key",
+                                               "show", "--owner", owner.address)).stdout)
+        assert elsewhere["chain"]["rpc"] == machine.url and len(proxy.calls) == seen
+
+
 # -- direct -----------------------------------------------------------------------------------
 
 

@@ -111,11 +111,22 @@ def authorize_group(ctx: click.Context, **pre: Any) -> None:
 # -- shared steps -----------------------------------------------------------------------------
 
 
+def _ctx(ctx: click.Context) -> Ctx:
+    return ctx.find_object(Ctx) or Ctx(None, None, False)
+
+
 def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
-    obj: Ctx = ctx.find_object(Ctx) or Ctx(None, None, False)
+    obj = _ctx(ctx)
     home = kint_home()
     owner_addr = resolve_owner(_flag(ctx, "owner", owner), obj.tenant, obj.db, home)
     return owner_addr, session_key_address(home)
+
+
+def _anchor(ctx: click.Context) -> Anchor:
+    """EpochAnchor, through the caller's space's endpoints when it is connected here
+    (onchain.open_anchor)."""
+    obj = _ctx(ctx)
+    return open_anchor(kint_home(), obj.tenant, obj.db)
 
 
 def _owner_account(owner: str) -> LocalAccount:
@@ -190,7 +201,7 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
     with chain_errors("authorize direct"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         refuse_other_chain(anchor)  # before the owner's transaction is signed for it
         expiry = chain_now(anchor) + days_n * 86400
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
@@ -212,7 +223,7 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
     with chain_errors("authorize burn-nonce"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         refuse_other_chain(anchor)
         current = anchor.session_key_expiry(owner_addr, key)
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, current))
@@ -241,7 +252,7 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
     with chain_errors("authorize payload"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         now = chain_now(anchor)
         expiry, deadline = now + days_n * 86400, now + DEADLINE_S
         nonce = anchor.auth_nonce(owner_addr)
@@ -341,7 +352,7 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
         from kint.protocol import ProtocolError
         from kint.tenant_worker.session_sender import SessionSender
 
-        anchor = open_anchor(home)
+        anchor = _anchor(ctx)
         # The signature binds the chain id `payload` read: on another chain's endpoint it
         # would come back BadSignature, which blames the signature.
         refuse_other_chain(anchor)
@@ -382,7 +393,7 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     interval = float(settings.value(POLL_SECONDS_ENV))
     count = int(settings.value(POLL_COUNT_ENV))
     with chain_errors("authorize page"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         # The wallet sends on the chain kint names; canWrite is read through this endpoint.
         refuse_other_chain(anchor)
         expiry = chain_now(anchor) + days_n * 86400

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from web3.exceptions import Web3Exception
 
-from kint import spaces
+from kint import settings, spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
 from kint.chain.chain_id import other_chain
@@ -29,7 +29,7 @@ from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
 from kint.commands.common import refuse
-from kint.commands.owner_address import checked_address, connected_owner
+from kint.commands.owner_address import checked_address, connected_owner, enrolment
 from kint.custody import errors as custody
 from kint.custody.session_key import session_address
 from kint.paths import UnsafePathError
@@ -85,11 +85,27 @@ def session_key_address(home: Path) -> str:
         refuse_custody(err)
 
 
-def open_anchor(home: Path) -> Anchor:
+def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
     """EpochAnchor on the chain this machine is configured for (a devchain under KINT_HOME,
-    or Base)."""
+    or Base), reached as the caller's space reaches it.
+
+    v0.3.0 has one primary endpoint, KINT_RPC_URL, "for reads and sends" of every command
+    (10-configuration.md): `authorize` and `session-key show` read the chain through the
+    endpoint `push` sends through. Here a space may have endpoints of its own (`kint
+    connect --rpc-urls`, kept in its enrolment, or its `[spaces."<label>"]` table in
+    config.toml): when this machine is connected for the caller's space they are used, as
+    its worker uses them, else the machine's. They change how the chain is reached, never
+    which chain it is (kint.chain.config). `session-key show` names the endpoint it read."""
+    ref = spaces.resolve(tenant, db)
+    found = enrolment(ref, home, "run kint connect again, or pass --tenant for a space "
+                                 "that is connected here")
+    space_urls = found.get("rpc_urls") if found is not None else None
+    if not (isinstance(space_urls, list) and all(isinstance(u, str) for u in space_urls)):
+        space_urls = None
+    if found is not None:
+        settings.configure(space=(ref.label, ref.space16, ref.space_id))
     try:
-        return Anchor(load_chain_config(home), RpcTracker())
+        return Anchor(load_chain_config(home, space_urls), RpcTracker())
     except ChainConfigError as err:
         refuse_config(err)
 

@@ -13,6 +13,7 @@ cannot be read is CORRUPT_STATE, refused as every command refuses (`common.refus
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 from eth_utils import is_address, to_checksum_address
@@ -36,9 +37,16 @@ def connected_owner(tenant: str | None, db: str | None, home: Path,
     `enrol-<space16>.json`, or None when this space is not connected here. A file that
     names none is refused; `owner_given` (the caller passed --owner, which is checked
     against it) leaves `pass --owner` out of what to do."""
-    ref = spaces.resolve(tenant, db)
     todo = ("run kint connect again" if owner_given
             else "pass --owner 0x... or run kint connect again")
+    found = enrolment(spaces.resolve(tenant, db), home, todo)
+    return None if found is None else to_checksum_address(found["owner"])
+
+
+def enrolment(ref: "spaces.SpaceRef", home: Path, todo: str) -> dict[str, Any] | None:
+    """The enrolment of `ref`'s space as JSON, or None when it is not connected here; one
+    that cannot be read or names no owner is refused (CORRUPT_STATE), `todo` saying what
+    to do."""
     path = space_files(home, ref.space16)["enrol"]
     try:
         data = orjson.loads(path.read_bytes())
@@ -49,4 +57,4 @@ def connected_owner(tenant: str | None, db: str | None, home: Path,
     owner = data.get("owner") if isinstance(data, dict) else None
     if not isinstance(owner, str) or not is_address(owner):
         refuse(ErrorCode.CORRUPT_STATE, f"{path} names no owner address", todo)
-    return to_checksum_address(owner)
+    return data

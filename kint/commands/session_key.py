@@ -79,16 +79,16 @@ def show_cmd(obj: Ctx, owner: str | None) -> None:
     if owner is not None:
         out["owner"] = owner
     if out["address"] is not None:
-        out.update(_from_chain(home, out["address"], owner))
+        out.update(_from_chain(obj, home, out["address"], owner))
     echo_json(out)
 
 
-def _from_chain(home: Path, address: str, owner: str | None) -> dict[str, Any]:
+def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None) -> dict[str, Any]:
     """Which chain it read (its id and endpoint: before `connect`, or with KINT_RPC_URL
     alone, that is Base), then balance and, for an owner, authorization: what the chain
     says, or nothing more when it does not answer or answers for another chain than the
     one this machine signs for (the local half of `show` still prints)."""
-    anchor = open_anchor(home)
+    anchor = open_anchor(home, obj.tenant, obj.db)
     shown = {"chain": chain_shown(anchor)}
     try:
         wrong = endpoint_on_other_chain(anchor)
