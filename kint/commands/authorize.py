@@ -15,29 +15,32 @@ future. The lanes differ only in who signs and who pays (docs/authorize.md):
 Every lane needs this machine's session key and an owner (`--owner`, else the owner this
 machine is connected to for the caller's space). The flags are also accepted before the
 action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
+
+web3 and eth_account (~0.5 s on a busy box) load only once the command line has passed
+its checks: a refused flag answers without them (`kint.commands.onchain` loads web3).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import click
 import orjson
-from eth_account import Account
-from eth_account.messages import _hash_eip191_message, encode_typed_data
-from eth_account.signers.local import LocalAccount
 
-from kint.chain.anchor import Anchor, authorization_typed_data
-from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
-from kint.chain.nonces import NonceBook
 from kint.commands.common import Ctx, refuse, usage_error
-from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse_other_chain,
-                                   resolve_owner, session_key_address, tx_line, when)
+from kint.commands.owner_address import resolve_owner
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home
 from kint.protocol import ErrorCode
+from kint.render import utc_time as when
+
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+
+    from kint.chain.anchor import Anchor
+    from kint.chain.calls import ChainRefused
 
 OWNER_KEY_ENV = "KINT_OWNER_KEY"
 DEFAULT_DAYS = 30
@@ -119,12 +122,16 @@ def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
     obj = _ctx(ctx)
     home = kint_home()
     owner_addr = resolve_owner(_flag(ctx, "owner", owner), obj.tenant, obj.db, home)
+    from kint.commands.key_refusals import session_key_address
+
     return owner_addr, session_key_address(home)
 
 
 def _anchor(ctx: click.Context) -> Anchor:
     """EpochAnchor, through the caller's space's endpoints when it is connected here
     (onchain.open_anchor)."""
+    from kint.commands.onchain import open_anchor
+
     obj = _ctx(ctx)
     return open_anchor(kint_home(), obj.tenant, obj.db)
 
@@ -132,6 +139,8 @@ def _anchor(ctx: click.Context) -> Anchor:
 def _owner_account(owner: str) -> LocalAccount:
     """The owner's key from KINT_OWNER_KEY, refused unless it is the owner's. The value is
     never printed, and is read from the environment only."""
+    from eth_account import Account
+
     raw = (settings.value(OWNER_KEY_ENV) or "").strip()
     if not raw:
         refuse(ErrorCode.BAD_REQUEST,
@@ -155,6 +164,8 @@ def _owner_account(owner: str) -> LocalAccount:
 def _send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> Any:
     """Send owner calldata to EpochAnchor and wait for it, with the refusals a person can
     act on."""
+    from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
+
     try:
         return anchor.transact(account, calldata)
     except ChainRefused as err:
@@ -200,6 +211,8 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain, tx_line
+
     with chain_errors("authorize direct"):
         anchor = _anchor(ctx)
         refuse_other_chain(anchor)  # before the owner's transaction is signed for it
@@ -222,6 +235,8 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
     _no_others(ctx, "days", "deadline", "expiry", "signature")
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
+    from kint.commands.onchain import chain_errors, refuse_other_chain, tx_line
+
     with chain_errors("authorize burn-nonce"):
         anchor = _anchor(ctx)
         refuse_other_chain(anchor)
@@ -236,6 +251,8 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
 
 
 def _typed_data_hash(typed: dict[str, Any]) -> str:
+    from eth_account.messages import _hash_eip191_message, encode_typed_data
+
     return _hash_eip191_message(encode_typed_data(full_message=typed)).hex()
 
 
@@ -251,6 +268,9 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
+    from kint.chain.anchor import authorization_typed_data
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
+
     with chain_errors("authorize payload"):
         anchor = _anchor(ctx)
         now = chain_now(anchor)
@@ -347,6 +367,10 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
     owner_addr, key = _owner_and_key(ctx, owner)
     sig = _read_signature(_flag(ctx, "signature", signature) or "-")
     home = kint_home()
+    from kint.chain.calls import ChainRefused
+    from kint.chain.nonces import NonceBook
+    from kint.commands.onchain import chain_errors, refuse_other_chain, tx_line
+
     with chain_errors("authorize submit"):
         from kint.custody.session_key import unlock_session_key
         from kint.protocol import ProtocolError
@@ -384,11 +408,11 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     browser's wallet (EIP-6963, or the bundled Base Account SDK) to send setSessionKey(key,
     now + days) from the owner; then poll canWrite(owner, key) every 3 s, 120 times. The
     page refuses any account but the owner; no secret crosses it."""
-    from kint.authorize_page.server import AuthorizePage, PageRequest
-
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
+    from kint.authorize_page.server import AuthorizePage, PageRequest
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
     timeout = float(settings.value(PAGE_TIMEOUT_ENV))
     interval = float(settings.value(POLL_SECONDS_ENV))
     count = int(settings.value(POLL_COUNT_ENV))

@@ -1,6 +1,7 @@
-"""What `kint session-key` and `kint authorize` share: the owner they act for, the chain
-they talk to and this machine's session key (the owner's address and the one way to
-refuse are in `kint.commands.owner_address`, which loads no web3).
+"""What `kint session-key` and `kint authorize` share once they talk to the chain: the chain
+and its endpoint, and the chain's and the custody's failures as refusals. The owner they act
+for (`kint.commands.owner_address`) and the session key's address
+(`kint.commands.key_refusals`) load no web3, so a refused command line answers without it.
 
 Why these run in the CLI process and not in a space's worker: they act for the machine
 (one session key serves every space) and for an owner, not for a store, and each is one
@@ -29,60 +30,14 @@ from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
 from kint.commands.common import refuse
-from kint.commands.owner_address import checked_address, connected_owner, enrolment
+from kint.commands.owner_address import enrolment
+from kint.commands.key_refusals import refuse_custody
 from kint.custody import errors as custody
-from kint.custody.session_key import session_address
 from kint.paths import UnsafePathError
 from kint.protocol import ErrorCode
 from kint.protocol.errors import DEFAULT_HINTS
 from kint.render import utc_time
 from kint.settings.urls import redact_url
-from kint.tenant_worker.custody_errors import as_protocol_error
-
-# What to do about a custody refusal of the session key, where the message does not say it
-# and the code's default hint (written for a space's files) would send the user elsewhere.
-_CUSTODY_HINTS: tuple[tuple[type[custody.CustodyError], str], ...] = (
-    (custody.SessionKeyCorrupt, "`kint session-key rotate` moves it aside and makes a new "
-                                "key (which needs its own authorization)"),
-    (custody.LocalSecretCorrupt, "restore it from a copy, or set KINT_SESSION_PASSPHRASE to "
-                                 "the passphrase the session key was made with"),
-    (custody.LocalSecretUnsafe, "make it a regular file of yours with mode 0600"),
-    (custody.LockUnsafe, "remove the lock named, then run the command again"),
-)
-
-
-def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
-                  home: Path) -> str:
-    """`--owner` when given, else the connected owner; a refusal when there is neither."""
-    if explicit:
-        return checked_address(explicit)
-    owner = connected_owner(tenant, db, home)
-    if owner is None:
-        ref = spaces.resolve(tenant, db)
-        refuse(ErrorCode.NOT_CONNECTED,
-               f"--owner 0x... is required: this machine is not connected for space "
-               f"{ref.space16} (tenant {ref.tenant})",
-               "pass --owner 0x... (the owner wallet), or run kint connect for this space "
-               "first")
-    return owner
-
-
-def refuse_custody(err: custody.CustodyError | UnsafePathError) -> NoReturn:
-    """A custody refusal (the session key, the local passphrase, a folder kint must own)
-    with the code a worker would give it and what to do."""
-    if isinstance(err, UnsafePathError):
-        refuse(ErrorCode.CORRUPT_STATE, str(err), err.hint)
-    found = as_protocol_error(err)
-    hint = next((h for kind, h in _CUSTODY_HINTS if isinstance(err, kind)), found.hint)
-    refuse(found.code, found.message, hint)
-
-
-def session_key_address(home: Path) -> str:
-    """This machine's session key address, read from the keystore without unlocking it."""
-    try:
-        return session_address(home)
-    except custody.CustodyError as err:
-        refuse_custody(err)
 
 
 def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:

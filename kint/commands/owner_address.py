@@ -58,3 +58,19 @@ def enrolment(ref: "spaces.SpaceRef", home: Path, todo: str) -> dict[str, Any] |
     if not isinstance(owner, str) or not is_address(owner):
         refuse(ErrorCode.CORRUPT_STATE, f"{path} names no owner address", todo)
     return data
+
+
+def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
+                  home: Path) -> str:
+    """`--owner` when given, else the connected owner; a refusal when there is neither."""
+    if explicit:
+        return checked_address(explicit)
+    owner = connected_owner(tenant, db, home)
+    if owner is None:
+        ref = spaces.resolve(tenant, db)
+        refuse(ErrorCode.NOT_CONNECTED,
+               f"--owner 0x... is required: this machine is not connected for space "
+               f"{ref.space16} (tenant {ref.tenant})",
+               "pass --owner 0x... (the owner wallet), or run kint connect for this space "
+               "first")
+    return owner

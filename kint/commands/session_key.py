@@ -18,8 +18,8 @@ from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import (chain_shown, endpoint_on_other_chain, open_anchor,
-                                   refuse_custody, session_key_address)
+from kint.commands.key_refusals import refuse_custody, session_key_address
+from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
 from kint.commands.owner_address import checked_address, connected_owner
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
