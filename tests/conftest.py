@@ -41,6 +41,25 @@ from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
+
+# A `kint` command line in a fresh interpreter that prints, at exit, every module it loaded.
+_LOADED_AT_EXIT = """
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(sys.modules))))
+from kint.cli import main
+main(sys.argv[1:], prog_name="kint")
+"""
+
+
+def kint_loading(env: dict[str, str], *argv: str) -> tuple[subprocess.CompletedProcess[str],
+                                                          list[str]]:
+    """Run `kint *argv` (stdin closed); its outcome, and the modules it had loaded at exit:
+    what a refusal cost is mostly what it imported first."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _LOADED_AT_EXIT, *argv], env=env, text=True,
+                         capture_output=True, timeout=90, stdin=subprocess.DEVNULL)
+    return out, json.loads(out.stdout.splitlines()[-1])
 SUPPORT = Path(__file__).resolve().parent / "support"
 TENANT = SIBYL_DEFAULT_TENANT
 

@@ -29,6 +29,9 @@ Modes (`RpcProxy.set_mode`):
   replaced by the digest of the altered one wherever it appears (the head, the Epoch log),
   so every hash the client can check agrees and only the AES-GCM tag can tell.
 
+Any mode also takes `chain_id=N`: eth_chainId is answered N, as an endpoint of chain N
+would answer (the rest as the mode says).
+
 Lies are rewrites of chosen requests or responses; anything not matched is forwarded as
 is. Batch requests (a JSON array) are handled element by element. The server is a
 threaded `http.server` on 127.0.0.1 port 0; every response closes its connection, so no
@@ -283,6 +286,9 @@ class RpcProxy:
             self._lie(f"{method}: error {params['message']!r}")
             return {"jsonrpc": "2.0", "id": item.get("id"),
                     "error": {"code": -32000, "message": params["message"]}}
+        if method == "eth_chainId" and params.get("chain_id") is not None:
+            self._lie(f"eth_chainId: {params['chain_id']}")
+            return {"jsonrpc": "2.0", "id": item.get("id"), "result": hex(params["chain_id"])}
         if mode == "unmined" and method == "eth_getTransactionReceipt":
             return {"jsonrpc": "2.0", "id": item.get("id"), "result": None}
         answer = json.loads(self.upstream(json.dumps(item).encode()))

@@ -18,7 +18,8 @@ from eth_account import Account
 
 from authorize_support import ADDRESS, Machine, new_machine
 from chain_machines import make_session_key
-from conftest import TENANT
+from conftest import TENANT, kint_loading, make_sandbox
+from kint.protocol import ErrorCode
 from kint.spaces import space_id
 
 DAY = 86400
@@ -34,9 +35,19 @@ def ok(out):
     return out
 
 
-def refused(out, text: str):
+def refused(out, text: str, code: str | None = None):
+    """A refusal as every kint refusal reads (DESIGN.md section 10): exit 2, one line of
+    what happened ending in its code from the protocol's closed set, one `hint:` line of
+    what to do."""
     assert out.returncode == 2, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     assert text in out.stderr, out.stderr
+    lines = out.stderr.rstrip("\n").split("\n")
+    message, hint = lines[-2:]
+    assert message.startswith("kint: error: ") and message.endswith("]"), out.stderr
+    found = message.rsplit(" [", 1)[1][:-1]
+    assert found in {c.value for c in ErrorCode}, out.stderr
+    assert code is None or found == code, (code, out.stderr)
+    assert hint.startswith("hint: ") and len(hint) > len("hint: "), out.stderr
     return out
 
 
@@ -107,7 +118,31 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
     assert typed["message"]["owner"] == owner.address and f"--owner {owner.address}" in line
     # Another tenant's space is not connected here: its owner must be given.
     refused(machine.kint("--tenant", "someone-else", "authorize", "payload"),
-            "--owner 0x... is required")
+            "--owner 0x... is required", "NOT_CONNECTED")
+
+
+def test_a_connected_spaces_own_endpoints_are_read(machine):
+    """`kint connect --rpc-urls` gives a space endpoints of its own, which its worker reads
+    and sends through. `session-key show` and `authorize` for that space read the chain
+    through them too (v0.3.0: one primary endpoint serves every read and send), and `show`
+    names the one it read; for a space not connected here, the machine's endpoint."""
+    from rpc_proxy import RpcProxy
+
+    owner = machine.owner()
+    enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
+    with RpcProxy(machine.url) as proxy:
+        enrol.write_text(json.dumps({"owner": owner.address, "tenant": TENANT,
+                                     "rpc_urls": [proxy.url]}))
+        shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
+        assert shown["chain"] == {"chain_id": 31337, "rpc": proxy.url}, shown
+        assert shown["authorized"] is False and "eth_getBalance" in proxy.calls
+        typed, _ = payload(machine)
+        assert typed["domain"]["chainId"] == 31337
+        assert proxy.calls.count("eth_call") >= 2  # authNonce and the contract's digest
+        seen = len(proxy.calls)
+        elsewhere = json.loads(ok(machine.kint("--tenant", "someone-else", "session-key",
+                                               "show", "--owner", owner.address)).stdout)
+        assert elsewhere["chain"]["rpc"] == machine.url and len(proxy.calls) == seen
 
 
 # -- direct -----------------------------------------------------------------------------------
@@ -116,10 +151,11 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
 def test_direct_lane_authorizes_from_the_owner_key(machine):
     owner, stranger = machine.owner(), machine.owner()
     refused(machine.kint("authorize", "direct", "--owner", owner.address),
-            "KINT_OWNER_KEY is not set")
+            "KINT_OWNER_KEY is not set", "BAD_REQUEST")
     out = refused(machine.kint("authorize", "direct", "--owner", owner.address,
                                env={"KINT_OWNER_KEY": stranger.key.hex()}),
-                  f"KINT_OWNER_KEY is {stranger.address}, not the owner {owner.address}")
+                  f"KINT_OWNER_KEY is {stranger.address}, not the owner {owner.address}",
+                  "WRONG_KEY")
     assert stranger.key.hex().removeprefix("0x") not in out.stdout + out.stderr
     assert machine.tx_count(stranger.address) == 0 and machine.tx_count(owner.address) == 0
     refused(machine.kint("authorize", "direct", "--owner", owner.address,
@@ -195,8 +231,8 @@ def test_an_expired_deadline_is_refused(machine):
     out = refused(machine.kint("authorize", "submit", "--owner", owner.address, "--deadline",
                                str(m["deadline"]), "--expiry", str(m["expiry"]),
                                input=sign(owner, typed)),
-                  "(AuthorizationExpired)")
-    assert "run kint authorize payload again" in out.stderr
+                  "(AuthorizationExpired)", "BAD_REQUEST")
+    assert "hint: run kint authorize payload again" in out.stderr
     assert not machine.anchor.can_write(owner.address, machine.key)
     assert machine.anchor.auth_nonce(owner.address) == 0 and machine.tx_count(machine.key) == 0
 
@@ -237,7 +273,8 @@ def test_burn_nonce_kills_an_unsubmitted_signature(machine):
 def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
     m = new_machine(tmp_path / "machine", chain_home, create_key=False)
     owner = m.owner(0).address
-    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ")
+    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ",
+            "NO_SESSION_KEY")
     refused(m.kint("authorize", "payload", "--owner", "0x1234"), "is not an address")
     refused(m.kint("authorize", "submit", "--owner", owner), "--deadline and --expiry are required")
     refused(m.kint("authorize", "--signature", "-", "direct"),
@@ -248,10 +285,25 @@ def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
                    input="not hex\n"), "the signature is not hex")
     refused(m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry", "2",
                    "--signature", str(tmp_path / "missing")), "does not exist")
-    for out in (m.kint("authorize", "payload", "--owner", "0x1234"),):
-        message, hint = out.stderr.strip().splitlines()  # as every usage error: code, hint
-        assert message.endswith(" [BAD_REQUEST]") and hint.startswith("hint: "), out.stderr
     assert os.environ.get("KINT_OWNER_KEY") is None
+
+
+def test_a_refused_command_line_loads_no_web3(tmp_path):
+    """web3 (~0.5 s of a fresh command on a busy box, most of a refusal) loads only once the
+    command line passed its checks and the session key was found: a refused flag, owner or
+    missing session key is answered without it."""
+    sb = make_sandbox(tmp_path / "machine")
+    owner = "0x000000000000000000000000000000000000dEaD"
+    for argv, said in ((("payload", "--owner", "0x1234"), "is not an address"),
+                       (("direct", "--days", "0"), "at least one day"),
+                       (("submit", "--owner", owner), "--deadline and --expiry are required"),
+                       (("--signature", "-", "page"), "--signature does not apply"),
+                       (("payload",), "--owner 0x... is required"),
+                       (("payload", "--owner", owner), "no session key at ")):
+        out, loaded = kint_loading(sb.env, "authorize", *argv)
+        refused(out, said)
+        assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
+        assert "kint.commands.authorize" in loaded  # the list is real
 
 
 def test_payload_lane_for_a_smart_account_owner(machine):
@@ -283,9 +335,10 @@ def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_pat
     owner = m.owner()
     env = {"KINT_RPC_URL": m.url, "KINT_CONTRACT": anchor_address}
     other = "answers for chain 31337, not 8453"
-    out = refused(m.kint("authorize", "payload", "--owner", owner.address, env=env), other)
+    out = refused(m.kint("authorize", "payload", "--owner", owner.address, env=env), other,
+                  "STALE_RPC")
     assert "another digest" not in out.stderr
-    assert "point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
+    assert "hint: point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
     assert out.stdout == "", "no typed data is printed for a chain it would not verify on"
 
     owner_env = {**env, "KINT_OWNER_KEY": owner.key.hex()}

@@ -83,6 +83,45 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
         assert hint.startswith("hint: "), (what, out.stderr)
 
 
+def _refusal(out, code: str) -> tuple[str, str]:
+    """(what happened, what to do) of a refusal in the shape of every other: exit 2, one line
+    ending in `code`, one hint line."""
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    message, hint = out.stderr.splitlines()
+    assert message.startswith("kint: error: ") and message.endswith(f" [{code}]"), out.stderr
+    assert hint.startswith("hint: ") and len(hint) > len("hint: "), out.stderr
+    return message, hint
+
+
+def test_export_refusals_have_a_code_and_a_hint(machine, tmp_path):
+    """`kint export` of a store that does not exist, and of one SQLite cannot read (a header
+    and then garbage): each says what happened and what to do, as every refusal does."""
+    from kint.spaces import SQLITE_HEADER
+
+    missing = tmp_path / "missing.db"
+    message, hint = _refusal(machine.kint("--db", str(missing), "export"), "BAD_REQUEST")
+    assert message == f"kint: error: store {missing} does not exist [BAD_REQUEST]"
+    assert "--db or SIBYL_MEMORY_DB" in hint
+    garbled = tmp_path / "garbled.db"
+    garbled.write_bytes(SQLITE_HEADER + b"\xff" * 4096)
+    message, hint = _refusal(machine.kint("--db", str(garbled), "export"), "SIBYL_ERROR")
+    assert message.startswith(f"kint: error: store {garbled} cannot be read: ")
+    assert "sibyl status" in hint
+
+
+def test_a_garbled_session_key_is_refused_with_a_code_and_a_hint(machine, tmp_path):
+    """A session.key that is not a keystore: `session-key show` refuses it (CORRUPT_STATE,
+    the code a worker gives it) and says what to do, without touching the chain."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "session.key").write_text("not a keystore")
+    (home / "session.key").chmod(0o600)
+    message, hint = _refusal(machine.kint("session-key", "show", env={"KINT_HOME": str(home)}),
+                             "CORRUPT_STATE")
+    assert str(home / "session.key") in message
+    assert "kint session-key rotate" in hint
+
+
 def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):
     """A signature file is unlinked once read: `--rpc-urls` with a key is refused first, so
     the refusal does not cost the user the file."""

@@ -178,6 +178,7 @@ def test_a_failed_deploy_stops_the_anvil_it_started(tmp_path, fake_anvil):
     out = sb.kint("devchain", "start")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "kint: error: deploying EpochAnchor failed" in out.stderr
+    assert out.stderr.splitlines()[-2].endswith(" [RPC_UNAVAILABLE]"), out.stderr
     assert "hint: the anvil this start began is stopped" in out.stderr
     assert "Traceback" not in out.stderr
     pid = int((tmp_path / "anvil.pid").read_text())
@@ -203,9 +204,32 @@ def test_a_missing_kint_anvil_is_an_error_with_a_hint(tmp_path):
     sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(tmp_path / "no-such-anvil"))
     out = sb.kint("devchain", "start")
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert "is not an executable file" in out.stderr
-    assert f"npm install -g @foundry-rs/anvil@{devchain.ANVIL_VERSION}" in out.stderr
+    message, hint = out.stderr.splitlines()
+    assert message == (f"kint: error: KINT_ANVIL={tmp_path / 'no-such-anvil'} is not an "
+                       f"executable file [CONFIG_INVALID]")
+    assert hint.startswith("hint: point KINT_ANVIL at an anvil binary or unset it")
+    assert f"npm install -g @foundry-rs/anvil@{devchain.ANVIL_VERSION}" in hint
     assert not _record(sb).exists()
+
+
+def test_a_corrupt_record_is_refused_with_a_code_and_under_json_as_json(tmp_path):
+    """`kint devchain status` over a record that does not parse: what happened with its code
+    and what to do; under --json the JSON error object on stdout, for a script."""
+    sb = make_sandbox(tmp_path / "machine")
+    folder = sb.kint_home / "devchain"
+    folder.mkdir(parents=True, mode=0o700)
+    sb.kint_home.chmod(0o700)
+    _record(sb).write_text("{not json")
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
+    assert out.stderr.splitlines() == [
+        f"kint: error: {_record(sb)} is corrupt [CORRUPT_STATE]",
+        "hint: remove it and run `kint devchain start`"], out.stderr
+    out = sb.kint("devchain", "status", "--json")
+    assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
+    assert orjson.loads(out.stdout) == {"error": "CORRUPT_STATE",
+                                        "message": f"{_record(sb)} is corrupt",
+                                        "hint": "remove it and run `kint devchain start`"}
 
 
 # --- stop and status signal nothing but their own anvil ----------------------------------------

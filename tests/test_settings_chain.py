@@ -190,10 +190,26 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
             assert refused.returncode == 6, refused.stdout + refused.stderr
             assert refused.stderr.splitlines()[0] == (
                 f"kint: error: {proxy.url} (KINT_RPC_URL) answers for chain 31337, not 8453, "
-                f"the chain this space is configured for: could not get a second opinion on "
-                f"the head from {DEAD} [STALE_RPC]"), refused.stderr
+                f"the chain this machine signs for: could not get a second opinion on the "
+                f"head from {DEAD} [STALE_RPC]"), refused.stderr
             assert "hint: point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain 8453" \
                 in refused.stderr
+            # Two endpoints of two other chains that disagree on the head: the refusal names
+            # each endpoint's chain id (kint.chain.chain_id, the wording the CLI uses too).
+            with RpcProxy(machine.devchain_url) as second:
+                second.set_mode("same_seq_other_digest", chain_id=84532)
+                path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{second.url}"\n'
+                                f'contract = "{anchor}"\n')
+                refused = fresh.kint("pull")
+            assert refused.returncode == 6, refused.stdout + refused.stderr
+            message, hint = refused.stderr.splitlines()
+            assert message.startswith(
+                f"kint: error: {proxy.url} (KINT_RPC_URL) answers for chain 31337 and "
+                f"{second.url} (KINT_RPC_URL_2) answers for chain 84532, not 8453, the chain "
+                f"this machine signs for: two RPCs disagree on the head: seq "), refused.stderr
+            assert message.endswith("; nothing was applied [STALE_RPC]"), refused.stderr
+            assert hint.startswith("hint: point KINT_RPC_URL and KINT_RPC_URL_2 at two "
+                                   "endpoints of chain 8453"), refused.stderr
             path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
                             f'contract = "{anchor}"\n')
             pulled = fresh.kint("pull", env={"KINT_ALLOW_SINGLE_RPC": "1"})

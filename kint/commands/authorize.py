@@ -15,29 +15,32 @@ future. The lanes differ only in who signs and who pays (docs/authorize.md):
 Every lane needs this machine's session key and an owner (`--owner`, else the owner this
 machine is connected to for the caller's space). The flags are also accepted before the
 action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
+
+web3 and eth_account (~0.5 s on a busy box) load only once the command line has passed
+its checks: a refused flag answers without them (`kint.commands.onchain` loads web3).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import click
 import orjson
-from eth_account import Account
-from eth_account.messages import _hash_eip191_message, encode_typed_data
-from eth_account.signers.local import LocalAccount
 
-from kint.chain.anchor import Anchor, authorization_typed_data
-from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
-from kint.chain.nonces import NonceBook
-from kint.commands.common import Ctx, usage_error
-from kint.commands.onchain import (chain_errors, chain_now, open_anchor, refuse_other_chain,
-                                   resolve_owner, session_key_address, tx_line, when)
-from kint.commands.owner_address import refuse
+from kint.commands.common import Ctx, refuse, usage_error
+from kint.commands.owner_address import resolve_owner
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home
+from kint.protocol import ErrorCode
+from kint.render import utc_time as when
+
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+
+    from kint.chain.anchor import Anchor
+    from kint.chain.calls import ChainRefused
 
 OWNER_KEY_ENV = "KINT_OWNER_KEY"
 DEFAULT_DAYS = 30
@@ -111,39 +114,70 @@ def authorize_group(ctx: click.Context, **pre: Any) -> None:
 # -- shared steps -----------------------------------------------------------------------------
 
 
+def _ctx(ctx: click.Context) -> Ctx:
+    return ctx.find_object(Ctx) or Ctx(None, None, False)
+
+
 def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
-    obj: Ctx = ctx.find_object(Ctx) or Ctx(None, None, False)
+    obj = _ctx(ctx)
     home = kint_home()
     owner_addr = resolve_owner(_flag(ctx, "owner", owner), obj.tenant, obj.db, home)
+    from kint.commands.key_refusals import session_key_address
+
     return owner_addr, session_key_address(home)
+
+
+def _anchor(ctx: click.Context) -> Anchor:
+    """EpochAnchor, through the caller's space's endpoints when it is connected here
+    (onchain.open_anchor)."""
+    from kint.commands.onchain import open_anchor
+
+    obj = _ctx(ctx)
+    return open_anchor(kint_home(), obj.tenant, obj.db)
 
 
 def _owner_account(owner: str) -> LocalAccount:
     """The owner's key from KINT_OWNER_KEY, refused unless it is the owner's. The value is
     never printed, and is read from the environment only."""
+    from eth_account import Account
+
     raw = (settings.value(OWNER_KEY_ENV) or "").strip()
     if not raw:
-        refuse(f"{OWNER_KEY_ENV} is not set: this lane reads the owner's private key from the "
-               f"environment (never argv)")
+        refuse(ErrorCode.BAD_REQUEST,
+               f"{OWNER_KEY_ENV} is not set: this lane reads the owner's private key from the "
+               f"environment (never argv)",
+               f"set {OWNER_KEY_ENV} in this command's environment, or let the owner wallet "
+               f"sign instead: kint authorize payload (then submit), or kint authorize page")
     try:
         account: LocalAccount = Account.from_key(raw if raw.startswith("0x") else "0x" + raw)
     except Exception:
-        refuse(f"{OWNER_KEY_ENV} is not a private key (32 bytes as 64 hex characters)")
+        refuse(ErrorCode.BAD_REQUEST,
+               f"{OWNER_KEY_ENV} is not a private key (32 bytes as 64 hex characters)",
+               f"set {OWNER_KEY_ENV} to the owner wallet's private key, 64 hex characters")
     if account.address != owner:
-        refuse(f"{OWNER_KEY_ENV} is {account.address}, not the owner {owner}")
+        refuse(ErrorCode.WRONG_KEY, f"{OWNER_KEY_ENV} is {account.address}, not the owner {owner}",
+               f"set {OWNER_KEY_ENV} to the private key of {owner}, or pass --owner "
+               f"{account.address} if that wallet is the owner")
     return account
 
 
 def _send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> Any:
     """Send owner calldata to EpochAnchor and wait for it, with the refusals a person can
     act on."""
+    from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
+
     try:
         return anchor.transact(account, calldata)
     except ChainRefused as err:
         if err.error == INSUFFICIENT_FUNDS:
-            refuse(f"the owner {account.address} cannot pay for the transaction: send it a "
-                   f"little ETH on chain {anchor.config.chain_id}")
-        refuse(f"EpochAnchor refused the owner's transaction ({err})")
+            # The worker's code for a sender that cannot pay (session_sender).
+            refuse(ErrorCode.NOT_CONNECTED,
+                   f"the owner {account.address} cannot pay for the transaction",
+                   f"send it a little ETH on chain {anchor.config.chain_id}, then run the "
+                   f"command again")
+        refuse(ErrorCode.BAD_REQUEST, f"EpochAnchor refused the owner's transaction ({err})",
+               "nothing changed on chain; kint session-key show gives the key's "
+               "authorization as the chain holds it")
 
 
 def _funding_hint(anchor: Anchor, key: str) -> None:
@@ -177,8 +211,10 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain, tx_line
+
     with chain_errors("authorize direct"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         refuse_other_chain(anchor)  # before the owner's transaction is signed for it
         expiry = chain_now(anchor) + days_n * 86400
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
@@ -199,8 +235,10 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
     _no_others(ctx, "days", "deadline", "expiry", "signature")
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
+    from kint.commands.onchain import chain_errors, refuse_other_chain, tx_line
+
     with chain_errors("authorize burn-nonce"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         refuse_other_chain(anchor)
         current = anchor.session_key_expiry(owner_addr, key)
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, current))
@@ -213,6 +251,8 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
 
 
 def _typed_data_hash(typed: dict[str, Any]) -> str:
+    from eth_account.messages import _hash_eip191_message, encode_typed_data
+
     return _hash_eip191_message(encode_typed_data(full_message=typed)).hex()
 
 
@@ -228,8 +268,11 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
+    from kint.chain.anchor import authorization_typed_data
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
+
     with chain_errors("authorize payload"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         now = chain_now(anchor)
         expiry, deadline = now + days_n * 86400, now + DEADLINE_S
         nonce = anchor.auth_nonce(owner_addr)
@@ -243,9 +286,12 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
             # reached through KINT_RPC_URL, with no devchain record) is the likelier cause,
             # and one read says so before the contract is blamed.
             refuse_other_chain(anchor)
-            refuse(f"the contract at {anchor.address} computes another digest for this "
+            refuse(ErrorCode.CONFIG_INVALID,
+                   f"the contract at {anchor.address} computes another digest for this "
                    f"authorization than kint's typed data: it is not the EpochAnchor kint "
-                   f"knows")
+                   f"knows",
+                   "check KINT_CONTRACT: unset, it is kint's EpochAnchor on Base (a "
+                   "devchain's record names its own)")
     click.echo(orjson.dumps(typed).decode())
     click.echo(f"authNonce({owner_addr}): {nonce}", err=True)
     click.echo(f"deadline: {deadline} ({when(deadline)}, {DEADLINE_S} s from now: submit "
@@ -272,22 +318,27 @@ def _read_signature(source: str) -> bytes:
 
 
 def _submit_refusal(err: ChainRefused, anchor: Anchor, owner: str, key: str, deadline: int,
-                    expiry: int) -> str:
+                    expiry: int) -> NoReturn:
+    """EpochAnchor's refusal of setSessionKeyBySig, in words that say which value was off;
+    every one is fixed the same way, a fresh payload signed again."""
+    again = "run kint authorize payload again, sign its output and submit it"
     if err.error == "AuthorizationExpired":
-        return (f"EpochAnchor refused the authorization: its deadline {deadline} "
-                f"({when(deadline)}) has passed (AuthorizationExpired); run kint authorize "
-                f"payload again and submit within {DEADLINE_S} s")
+        refuse(ErrorCode.BAD_REQUEST,
+               f"EpochAnchor refused the authorization: its deadline {deadline} "
+               f"({when(deadline)}) has passed (AuthorizationExpired)",
+               f"{again} within {DEADLINE_S} s")
     if err.error == "BadSignature":
         try:
             nonce: Any = anchor.auth_nonce(owner)
         except Exception:  # noqa: BLE001 - the refusal matters, the nonce only explains it
             nonce = "?"
-        return (f"EpochAnchor refused the signature (BadSignature): it does not verify for "
-                f"owner {owner}, key {key}, expiry {expiry}, deadline {deadline} at "
-                f"authNonce {nonce}; it was signed over other values, already used, or "
-                f"cancelled by an owner transaction (burn-nonce); run kint authorize payload "
-                f"again")
-    return f"EpochAnchor refused setSessionKeyBySig ({err})"
+        refuse(ErrorCode.BAD_REQUEST,
+               f"EpochAnchor refused the signature (BadSignature): it does not verify for "
+               f"owner {owner}, key {key}, expiry {expiry}, deadline {deadline} at "
+               f"authNonce {nonce}; it was signed over other values, already used, or "
+               f"cancelled by an owner transaction (burn-nonce)", again)
+    refuse(ErrorCode.BAD_REQUEST, f"EpochAnchor refused setSessionKeyBySig ({err})",
+           f"nothing changed on chain; {again}")
 
 
 @authorize_group.command("submit", short_help="Send the owner's signature from the session key.")
@@ -316,12 +367,16 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
     owner_addr, key = _owner_and_key(ctx, owner)
     sig = _read_signature(_flag(ctx, "signature", signature) or "-")
     home = kint_home()
+    from kint.chain.calls import ChainRefused
+    from kint.chain.nonces import NonceBook
+    from kint.commands.onchain import chain_errors, refuse_other_chain, tx_line
+
     with chain_errors("authorize submit"):
         from kint.custody.session_key import unlock_session_key
         from kint.protocol import ProtocolError
         from kint.tenant_worker.session_sender import SessionSender
 
-        anchor = open_anchor(home)
+        anchor = _anchor(ctx)
         # The signature binds the chain id `payload` read: on another chain's endpoint it
         # would come back BadSignature, which blames the signature.
         refuse_other_chain(anchor)
@@ -332,9 +387,9 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
             signed = sender.sign(calldata, "nothing was sent")
             receipt = sender.wait(sender.send(signed), signed)
         except ChainRefused as err:
-            refuse(_submit_refusal(err, anchor, owner_addr, key, deadline, expiry))
+            _submit_refusal(err, anchor, owner_addr, key, deadline, expiry)
         except ProtocolError as err:
-            refuse(f"{err}; {err.hint}" if getattr(err, "hint", None) else str(err))
+            refuse(err.code, err.message, err.hint)
         nonce = anchor.auth_nonce(owner_addr)
     click.echo(_expiry_line(owner_addr, key, expiry))
     click.echo(tx_line(receipt, f"the session key {key}"))
@@ -353,16 +408,16 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     browser's wallet (EIP-6963, or the bundled Base Account SDK) to send setSessionKey(key,
     now + days) from the owner; then poll canWrite(owner, key) every 3 s, 120 times. The
     page refuses any account but the owner; no secret crosses it."""
-    from kint.authorize_page.server import AuthorizePage, PageRequest
-
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
+    from kint.authorize_page.server import AuthorizePage, PageRequest
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
     timeout = float(settings.value(PAGE_TIMEOUT_ENV))
     interval = float(settings.value(POLL_SECONDS_ENV))
     count = int(settings.value(POLL_COUNT_ENV))
     with chain_errors("authorize page"):
-        anchor = open_anchor(kint_home())
+        anchor = _anchor(ctx)
         # The wallet sends on the chain kint names; canWrite is read through this endpoint.
         refuse_other_chain(anchor)
         expiry = chain_now(anchor) + days_n * 86400
@@ -380,19 +435,23 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
                    f"{timeout:g} s", err=True)
         result = page.wait(timeout)
     except KeyboardInterrupt:
-        refuse("stopped; the page server is closed")
+        refuse(ErrorCode.TIMEOUT, "stopped before the wallet reported; the page server is "
+               "closed", "if the wallet sent the transaction, kint session-key show tells "
+               "whether it landed; else run kint authorize page again")
     finally:
         page.close()
     if result is None:
-        refuse(f"no result from the page within {timeout:g} s; the page server is closed: run "
-               f"kint authorize page again")
+        refuse(ErrorCode.TIMEOUT,
+               f"no result from the page within {timeout:g} s; the page server is closed",
+               "run kint authorize page again, and approve the transaction in the wallet")
     click.echo(f"the wallet reported transaction {result.tx}; checking canWrite({owner_addr}, "
                f"{key}) every {interval:g} s, up to {count} times", err=True)
     authorized, last_error = _poll_can_write(anchor, owner_addr, key, interval, count)
     if not authorized:
         why = f" (last error: {last_error})" if last_error else ""
-        refuse(f"canWrite({owner_addr}, {key}) is still false after {count} checks{why}: look "
-               f"up the transaction in the wallet, then kint session-key show")
+        refuse(ErrorCode.TIMEOUT,
+               f"canWrite({owner_addr}, {key}) is still false after {count} checks{why}",
+               "look up the transaction in the wallet, then kint session-key show")
     with chain_errors("authorize page"):
         expiry_now = anchor.session_key_expiry(owner_addr, key)
     click.echo(_expiry_line(owner_addr, key, expiry_now))

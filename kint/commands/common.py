@@ -77,7 +77,9 @@ def refuse(code: str, message: str, hint: str | None, status: int = EXIT_ERROR,
     """Every refusal a command prints, then exit `status`: `kint: error: MESSAGE [CODE]` and
     `hint: HINT` on stderr, or with `--json` (`json_option`) the object `{"error": CODE,
     "message", "hint", **extra}` on stdout (`extra` is what only the JSON form carries,
-    such as the step `kint join` stopped at)."""
+    such as the step `kint join` stopped at). `code` is an ErrorCode or, for the client's
+    own refusals (no supervisor), a code of its own: printed as its name either way."""
+    code = getattr(code, "value", code)
     if json_refusals():
         echo_json({"error": code, "message": message, "hint": hint, **extra})
     else:

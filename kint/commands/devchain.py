@@ -9,19 +9,19 @@ from typing import Any
 import click
 
 from kint.chain import devchain
-from kint.commands.common import echo_json
+from kint.commands.common import echo_json, json_option, refuse
 from kint.paths import kint_home
 
 
 def _or_exit(action: Callable[[], Any]) -> Any:
-    """Run `action`; a DevchainError prints as what happened and what to do, exit 2."""
+    """Run `action`; a DevchainError is refused as every command refuses (its code, what
+    happened, what to do; the JSON error object under --json), exit 2."""
     try:
         return action()
     except devchain.DevchainError as err:
-        click.echo(f"kint: error: {err}", err=True)
-        if err.hint:
-            click.echo(f"hint: {err.hint}", err=True)
-        sys.exit(2)
+        hint = err.hint or ("`kint devchain status` tells whether it runs; anvil's own log "
+                            "is KINT_HOME/devchain/anvil.log")
+        refuse(err.code, str(err), hint)
 
 
 @click.group("devchain")
@@ -60,7 +60,7 @@ def devchain_stop() -> None:
 
 
 @devchain_group.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@json_option("Print the record as JSON.")
 def devchain_status(as_json: bool) -> None:
     """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not."""
     record = _or_exit(lambda: devchain.status(kint_home()))

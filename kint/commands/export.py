@@ -16,8 +16,8 @@ import sys
 import click
 import orjson
 
-from kint.commands.common import Ctx, resolve_space
-from kint.commands.exit_codes import ERROR
+from kint.commands.common import Ctx, refuse, resolve_space
+from kint.protocol import ErrorCode
 from kint.rows.export import connect_ro, export_rows
 
 
@@ -29,9 +29,8 @@ def export_cmd(obj: Ctx) -> None:
     Read-only; the output is plaintext memory."""
     ref = resolve_space(obj)
     if not os.path.exists(ref.db):
-        click.echo(f"kint: error: store {ref.db} does not exist", err=True)
-        click.echo("hint: check --db or SIBYL_MEMORY_DB", err=True)
-        sys.exit(ERROR)
+        refuse(ErrorCode.BAD_REQUEST, f"store {ref.db} does not exist",
+               "check --db or SIBYL_MEMORY_DB (Sibyl creates the store on its first write)")
     try:
         conn = connect_ro(ref.db)
         try:
@@ -39,8 +38,11 @@ def export_cmd(obj: Ctx) -> None:
         finally:
             conn.close()
     except sqlite3.Error as err:
-        click.echo(f"kint: error: store {ref.db} cannot be read: {err}", err=True)
-        sys.exit(ERROR)
+        # Sibyl's store, unreadable as it stands (locked, unreadable by this user, not
+        # Sibyl's schema): nothing was changed, Sibyl's own tool says what it holds.
+        refuse(ErrorCode.SIBYL_ERROR, f"store {ref.db} cannot be read: {err}",
+               "check that this user can read it and that it is Sibyl's store (`sibyl "
+               "status`), then run kint export again")
     out = sys.stdout.buffer
     for row in rows:
         line = {"tier": row.tier, "category": row.category, "key": row.key, **row.fields,

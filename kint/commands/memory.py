@@ -88,6 +88,10 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
         echo_json(result)
         return
     if not result["versions"]:
+        # An answer, not a refusal: v0.3.0 (09-cli.md, "kint history") treats an empty
+        # history as one, printing no line. This kint says so on stderr with exit 2
+        # (docs/commands.md), in words that already say what to do, and gives it no error
+        # code: nothing was refused, the cache holds no version of the row.
         label = f"{tier} {category}/{key}" if category is not None else f"{tier} {key}"
         click.echo(f"kint: no anchored version of {label} in this machine's epoch cache "
                    f"(`kint pull --full` fills in older epochs)", err=True)

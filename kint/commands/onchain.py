@@ -1,14 +1,15 @@
-"""What `kint session-key` and `kint authorize` share: the owner they act for, the chain
-they talk to and this machine's session key (the owner's address and the one way to
-refuse are in `kint.commands.owner_address`, which loads no web3).
+"""What `kint session-key` and `kint authorize` share once they talk to the chain: the chain
+and its endpoint, and the chain's and the custody's failures as refusals. The owner they act
+for (`kint.commands.owner_address`) and the session key's address
+(`kint.commands.key_refusals`) load no web3, so a refused command line answers without it.
 
 Why these run in the CLI process and not in a space's worker: they act for the machine
 (one session key serves every space) and for an owner, not for a store, and each is one
 short exchange with the chain that a terminal user waits for. No supervisor is needed.
 
-Every refusal is one line on stderr, `kint: error: ...`, with exit status 2 (09-cli.md's
-status table: a refusal from `authorize` is an error); bad input on the command line is
-refused as every command refuses it (`common.usage_error`).
+Every refusal is what happened, with a code, and what to do (`common.refuse`), exit status
+2 (09-cli.md's status table: a refusal from `authorize` is an error); bad input on the
+command line is refused as every command refuses it (`common.usage_error`).
 """
 
 from __future__ import annotations
@@ -17,52 +18,58 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from web3.exceptions import Web3Exception
 
-from kint import spaces
+from kint import settings, spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
+from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
-from kint.commands.owner_address import checked_address, connected_owner, refuse
-from kint.custody.errors import CustodyError
-from kint.custody.session_key import session_address
+from kint.commands.common import refuse
+from kint.commands.owner_address import enrolment
+from kint.commands.key_refusals import refuse_custody
+from kint.custody import errors as custody
 from kint.paths import UnsafePathError
+from kint.protocol import ErrorCode
+from kint.protocol.errors import DEFAULT_HINTS
 from kint.render import utc_time
 from kint.settings.urls import redact_url
 
 
-def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
-                  home: Path) -> str:
-    """`--owner` when given, else the connected owner; a refusal when there is neither."""
-    if explicit:
-        return checked_address(explicit)
-    owner = connected_owner(tenant, db, home)
-    if owner is None:
-        ref = spaces.resolve(tenant, db)
-        refuse(f"--owner 0x... is required: this machine is not connected for space "
-               f"{ref.space16} (tenant {ref.tenant})")
-    return owner
-
-
-def session_key_address(home: Path) -> str:
-    """This machine's session key address, read from the keystore without unlocking it."""
-    try:
-        return session_address(home)
-    except CustodyError as err:
-        refuse(str(err))
-
-
-def open_anchor(home: Path) -> Anchor:
+def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
     """EpochAnchor on the chain this machine is configured for (a devchain under KINT_HOME,
-    or Base)."""
+    or Base), reached as the caller's space reaches it.
+
+    v0.3.0 has one primary endpoint, KINT_RPC_URL, "for reads and sends" of every command
+    (10-configuration.md): `authorize` and `session-key show` read the chain through the
+    endpoint `push` sends through. Here a space may have endpoints of its own (`kint
+    connect --rpc-urls`, kept in its enrolment, or its `[spaces."<label>"]` table in
+    config.toml): when this machine is connected for the caller's space they are used, as
+    its worker uses them, else the machine's. They change how the chain is reached, never
+    which chain it is (kint.chain.config). `session-key show` names the endpoint it read."""
+    ref = spaces.resolve(tenant, db)
+    found = enrolment(ref, home, "run kint connect again, or pass --tenant for a space "
+                                 "that is connected here")
+    space_urls = found.get("rpc_urls") if found is not None else None
+    if not (isinstance(space_urls, list) and all(isinstance(u, str) for u in space_urls)):
+        space_urls = None
+    if found is not None:
+        settings.configure(space=(ref.label, ref.space16, ref.space_id))
     try:
-        return Anchor(load_chain_config(home), RpcTracker())
+        return Anchor(load_chain_config(home, space_urls), RpcTracker())
     except ChainConfigError as err:
-        refuse(str(err), err.hint)
+        refuse_config(err)
+
+
+def refuse_config(err: ChainConfigError) -> NoReturn:
+    """A chain setting refused (its own code: CONFIG_INVALID for one that does not parse,
+    BAD_REQUEST for a malformed devchain record or contract)."""
+    code = ErrorCode(err.code)
+    refuse(code, str(err), err.hint or DEFAULT_HINTS[code])
 
 
 def chain_shown(anchor: Anchor) -> dict[str, Any]:
@@ -70,29 +77,21 @@ def chain_shown(anchor: Anchor) -> dict[str, Any]:
     return {"chain_id": anchor.config.chain_id, "rpc": redact_url(anchor.config.rpc_urls[0])}
 
 
-def other_chain(anchor: Anchor) -> tuple[str, str] | None:
+def endpoint_on_other_chain(anchor: Anchor) -> tuple[str, str] | None:
     """(what is wrong, what to do) when the endpoint answers for another chain than the one
-    kint signs for (Base's 8453, or the devchain's under its record), else None. A custom
-    KINT_RPC_URL with no devchain record here is configured as Base: a local chain reached
-    that way is the usual cause. One eth_chainId read."""
-    answered = anchor.chain_id()
-    expected = anchor.config.chain_id
-    if answered == expected:
-        return None
-    where = redact_url(anchor.config.rpc_urls[0])
-    return (f"{where} answers for chain {answered}, not {expected}, the chain this machine "
-            f"signs for",
-            f"point KINT_RPC_URL at an endpoint of chain {expected}; for a local devchain, "
-            f"copy its record ($KINT_HOME/devchain/devchain.json) to this machine instead")
+    kint signs for (kint.chain.chain_id). One eth_chainId read; RpcUnavailable when the
+    endpoint does not answer."""
+    return other_chain(anchor.config, RpcTracker())
 
 
 def refuse_other_chain(anchor: Anchor) -> None:
     """Refuse, naming both chain ids, when the endpoint answers for another chain than the
     one kint signs for: a signature or a transaction made here would not be taken there
     (or would act on whatever that chain holds at the contract's address)."""
-    found = other_chain(anchor)
+    found = endpoint_on_other_chain(anchor)
     if found is not None:
-        refuse(f"{found[0]}: a signature or transaction made here would not verify there",
+        refuse(ErrorCode.STALE_RPC,
+               f"{found[0]}: a signature or transaction made here would not verify there",
                found[1])
 
 
@@ -102,14 +101,19 @@ def chain_errors(what: str) -> Iterator[None]:
     try:
         yield
     except RpcUnavailable as err:
-        refuse(f"{what}: the chain did not answer ({err})")
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: the chain did not answer ({err})",
+               "check KINT_RPC_URL (or the devchain: kint devchain status) and the "
+               "endpoint, then run the command again")
     except ChainConfigError as err:
-        refuse(str(err), err.hint)
-    except (CustodyError, UnsafePathError) as err:
-        refuse(str(err))
+        refuse_config(err)
+    except (custody.CustodyError, UnsafePathError) as err:
+        refuse_custody(err)
     except Web3Exception as err:  # e.g. KINT_CONTRACT names something that is not EpochAnchor
-        refuse(f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "
-               f"{str(err)[:200]})")
+        refuse(ErrorCode.CONFIG_INVALID,
+               f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "
+               f"{str(err)[:200]})",
+               "check KINT_CONTRACT and KINT_RPC_URL: they must name kint's EpochAnchor and "
+               "an endpoint of the chain it is deployed on")
 
 
 def chain_now(anchor: Anchor) -> int:

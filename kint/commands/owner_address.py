@@ -1,38 +1,27 @@
-"""The owner a chain command acts for, and the one way those commands refuse: an address a
-flag gives, checksummed, and the owner this machine's enrolment names for the caller's
-space.
+"""The owner a chain command acts for: an address a flag gives, checksummed, and the owner
+this machine's enrolment names for the caller's space.
 
 Apart from `kint.commands.onchain` (which loads web3 and the chain code): `--owner` on
 `push`, `pull`, `compact`, `rekey` and `doctor` is checked here before the command goes to
 its worker, and a refusal (a malformed address, another owner) should not wait ~0.5 s for
 web3 to load first. eth_utils' address helpers are all it needs.
 
-A malformed address is a usage error (BAD_REQUEST, a hint, exit 2); every other refusal
-is `kint: error: ...` on stderr with exit status 2 (09-cli.md's status table).
+A malformed address is a usage error (BAD_REQUEST, a hint, exit 2); an enrolment that
+cannot be read is CORRUPT_STATE, refused as every command refuses (`common.refuse`).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any
 
-import click
 import orjson
 from eth_utils import is_address, to_checksum_address
 
 from kint import spaces
-from kint.commands.common import usage_error
-from kint.commands.exit_codes import ERROR
+from kint.commands.common import refuse, usage_error
 from kint.paths import space_files
-
-
-def refuse(message: str, hint: str | None = None) -> NoReturn:
-    """One line on stderr (and what to do, when there is a hint) and exit 2."""
-    click.echo(f"kint: error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
-    sys.exit(ERROR)
+from kint.protocol import ErrorCode
 
 
 def checked_address(value: str, flag: str = "--owner") -> str:
@@ -48,17 +37,40 @@ def connected_owner(tenant: str | None, db: str | None, home: Path,
     `enrol-<space16>.json`, or None when this space is not connected here. A file that
     names none is refused; `owner_given` (the caller passed --owner, which is checked
     against it) leaves `pass --owner` out of what to do."""
-    ref = spaces.resolve(tenant, db)
     todo = ("run kint connect again" if owner_given
             else "pass --owner 0x... or run kint connect again")
+    found = enrolment(spaces.resolve(tenant, db), home, todo)
+    return None if found is None else to_checksum_address(found["owner"])
+
+
+def enrolment(ref: "spaces.SpaceRef", home: Path, todo: str) -> dict[str, Any] | None:
+    """The enrolment of `ref`'s space as JSON, or None when it is not connected here; one
+    that cannot be read or names no owner is refused (CORRUPT_STATE), `todo` saying what
+    to do."""
     path = space_files(home, ref.space16)["enrol"]
     try:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError):
-        refuse(f"{path} cannot be read as JSON; {todo}")
+        refuse(ErrorCode.CORRUPT_STATE, f"{path} cannot be read as JSON", todo)
     owner = data.get("owner") if isinstance(data, dict) else None
     if not isinstance(owner, str) or not is_address(owner):
-        refuse(f"{path} names no owner address; {todo}")
-    return to_checksum_address(owner)
+        refuse(ErrorCode.CORRUPT_STATE, f"{path} names no owner address", todo)
+    return data
+
+
+def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
+                  home: Path) -> str:
+    """`--owner` when given, else the connected owner; a refusal when there is neither."""
+    if explicit:
+        return checked_address(explicit)
+    owner = connected_owner(tenant, db, home)
+    if owner is None:
+        ref = spaces.resolve(tenant, db)
+        refuse(ErrorCode.NOT_CONNECTED,
+               f"--owner 0x... is required: this machine is not connected for space "
+               f"{ref.space16} (tenant {ref.tenant})",
+               "pass --owner 0x... (the owner wallet), or run kint connect for this space "
+               "first")
+    return owner

@@ -18,8 +18,9 @@ from kint.commands.common import Ctx, echo_json
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
-from kint.commands.onchain import chain_shown, open_anchor, other_chain, session_key_address
-from kint.commands.owner_address import checked_address, connected_owner, refuse
+from kint.commands.key_refusals import refuse_custody, session_key_address
+from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
+from kint.commands.owner_address import checked_address, connected_owner
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import (create_session_key, rotate_session_key,
                                       session_key_exists, session_key_path)
@@ -41,7 +42,7 @@ def create_cmd() -> None:
     try:
         address, existed = create_session_key(kint_home())
     except CustodyError as err:
-        refuse(str(err))
+        refuse_custody(err)
     click.echo(f"{'exists' if existed else 'created'}: {address}")
 
 
@@ -54,7 +55,7 @@ def rotate_cmd() -> None:
     try:
         old, new = rotate_session_key(kint_home())
     except CustodyError as err:
-        refuse(str(err))
+        refuse_custody(err)
     click.echo(f"rotated: {old or '(no previous key)'} -> {new}")
     click.echo(f"the old keystore is {session_key_path(kint_home(), old=True)}; authorize the "
                f"new key (kint authorize) and send it a little ETH", err=True)
@@ -78,19 +79,19 @@ def show_cmd(obj: Ctx, owner: str | None) -> None:
     if owner is not None:
         out["owner"] = owner
     if out["address"] is not None:
-        out.update(_from_chain(home, out["address"], owner))
+        out.update(_from_chain(obj, home, out["address"], owner))
     echo_json(out)
 
 
-def _from_chain(home: Path, address: str, owner: str | None) -> dict[str, Any]:
+def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None) -> dict[str, Any]:
     """Which chain it read (its id and endpoint: before `connect`, or with KINT_RPC_URL
     alone, that is Base), then balance and, for an owner, authorization: what the chain
     says, or nothing more when it does not answer or answers for another chain than the
     one this machine signs for (the local half of `show` still prints)."""
-    anchor = open_anchor(home)
+    anchor = open_anchor(home, obj.tenant, obj.db)
     shown = {"chain": chain_shown(anchor)}
     try:
-        wrong = other_chain(anchor)
+        wrong = endpoint_on_other_chain(anchor)
         if wrong is not None:
             click.echo(f"kint: warning: {wrong[0]}; showing the local half only ({wrong[1]})",
                        err=True)

@@ -2,21 +2,20 @@
 before it restores anything (v0.3.0's 03-new-machine.md, "Freshness"), and refuses when the
 two disagree or the second cannot be asked.
 
-Why the refusal names chain ids: off the devchain a space is configured as Base (chain
-8453), and KINT_RPC_URL_2 left unset is Base's public endpoint, as in v0.3.0, even when
-KINT_RPC_URL names another chain. A primary on another chain (a local chain reached
-through KINT_RPC_URL with no devchain record here) then meets a second opinion from Base,
-and "two RPCs disagree" or "could not get a second opinion" would send the user after the
-wrong endpoint. Once a second opinion failed, one eth_chainId read of each endpoint says
-which answers for which chain (never on a pull that goes through).
+Why the refusal names chain ids: a primary on another chain than Base (a local chain
+reached through KINT_RPC_URL with no devchain record here) meets a second opinion from
+Base's public endpoint, and "two RPCs disagree" or "could not get a second opinion" would
+send the user after the wrong endpoint. Once a second opinion failed, one eth_chainId read
+of each endpoint says which answers for which chain (kint.chain.chain_id; never on a pull
+that goes through).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from kint.chain.anchor import Anchor, Head
+from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.settings.urls import redact_url
 from kint.chain.rpc import RpcUnavailable
@@ -24,7 +23,6 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.space import SpaceContext
 
 SECOND_OPINION_RETRY_S = 3.0
-_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
 
 
 def stale(message: str) -> ProtocolError:
@@ -32,33 +30,11 @@ def stale(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.STALE_RPC, f"{message}; nothing was applied")
 
 
-def other_chains(chain: ChainConfig, tracker: Any) -> tuple[str, str] | None:
-    """(what is wrong, what to do) when an endpoint answers for another chain than the one
-    this space signs for; None when each that answers is on it."""
-    wrong = []
-    for index, name in enumerate(_NAMES[:len(chain.rpc_urls)]):
-        try:
-            answered = Anchor(chain, tracker, index).chain_id()
-        except RpcUnavailable:
-            continue
-        if answered != chain.chain_id:
-            wrong.append(f"{redact_url(chain.rpc_urls[index])} ({name}) answers for chain "
-                         f"{answered}")
-    if not wrong:
-        return None
-    return (f"{' and '.join(wrong)}, not {chain.chain_id}, the chain this space is "
-            f"configured for",
-            f"point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain "
-            f"{chain.chain_id} (unset, KINT_RPC_URL_2 is Base's public endpoint, whatever "
-            f"KINT_RPC_URL names); for a local devchain, copy its record "
-            f"($KINT_HOME/devchain/devchain.json) to this machine instead")
-
-
 def _on_the_right_chain(ctx: SpaceContext, chain: ChainConfig,
                         refusal: ProtocolError) -> ProtocolError:
     """`refusal`, or, when an endpoint answers for another chain, a refusal that says so
     first and says what to do about it."""
-    found = other_chains(chain, ctx.tracker)
+    found = other_chain(chain, ctx.tracker, len(chain.rpc_urls), skip_silent=True)
     if found is None:
         return refusal
     return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}: {refusal.message}", found[1])

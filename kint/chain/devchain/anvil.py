@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from kint.chain.devchain.errors import DevchainError
+from kint.protocol import ErrorCode
 
 # The @foundry-rs/anvil version package.json pins (tests/test_devchain.py keeps them equal).
 ANVIL_VERSION = "1.7.1"
@@ -76,7 +77,8 @@ def anvil_binary() -> Path:
         if not _executable(path):
             raise DevchainError(f"KINT_ANVIL={explicit} is not an executable file",
                                 hint=f"point KINT_ANVIL at an anvil binary or unset it; to get "
-                                     f"one, install it with {INSTALL_WAYS}")
+                                     f"one, install it with {INSTALL_WAYS}",
+                                code=ErrorCode.CONFIG_INVALID)
         return path
     root = checkout_root()
     if root is not None:
@@ -91,8 +93,10 @@ def anvil_binary() -> Path:
         return foundry
     if root is None:
         raise DevchainError("anvil was not found (KINT_ANVIL is unset, and no anvil is on PATH "
-                            "or in ~/.foundry/bin)", hint=INSTALL_HINT)
+                            "or in ~/.foundry/bin)", hint=INSTALL_HINT,
+                            code=ErrorCode.CONFIG_INVALID)
     raise DevchainError(f"anvil was not found (KINT_ANVIL is unset, {root}/node_modules has no "
                         f"@foundry-rs/{platform_package() or 'anvil'}, and no anvil is on PATH "
                         f"or in ~/.foundry/bin)",
-                        hint=f"run `make node` in {root}, or {INSTALL_HINT}")
+                        hint=f"run `make node` in {root}, or {INSTALL_HINT}",
+                        code=ErrorCode.CONFIG_INVALID)

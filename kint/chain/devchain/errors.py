@@ -1,11 +1,18 @@
-"""The devchain's one error type: what went wrong and what to do about it."""
+"""The devchain's one error type: what went wrong, what to do about it, and its code."""
 
 from __future__ import annotations
 
+from kint.protocol import ErrorCode
+
 
 class DevchainError(Exception):
-    """What went wrong, and (`hint`) what to do about it."""
+    """What went wrong, (`hint`) what to do about it, and (`code`, from the protocol's
+    closed set) what kind of failure it is: by default the local chain did not work as an
+    endpoint (RPC_UNAVAILABLE); a record or folder under KINT_HOME that cannot be trusted is
+    CORRUPT_STATE, an anvil that cannot be found or run CONFIG_INVALID."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None,
+                 code: ErrorCode = ErrorCode.RPC_UNAVAILABLE) -> None:
         super().__init__(message)
         self.hint = hint
+        self.code = code

@@ -37,6 +37,7 @@ from kint.chain.devchain.powers import CHAIN_ID, deploy_artifact
 from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
                                          read_record, started_here, state_path)
 from kint.paths import atomic_write
+from kint.protocol import ErrorCode
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -138,7 +139,8 @@ def start(home: Path) -> dict[str, Any]:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                 preexec_fn=lambda: os.umask(0o077))  # its state file is ours alone, 0600
         except OSError as err:
-            raise DevchainError(f"could not run {binary}: {err}", hint=INSTALL_HINT) from None
+            raise DevchainError(f"could not run {binary}: {err}", hint=INSTALL_HINT,
+                                code=ErrorCode.CONFIG_INVALID) from None
         finally:
             os.close(log)
         try:

@@ -18,6 +18,7 @@ import orjson
 from kint.chain.config import devchain_record
 from kint.chain.devchain.errors import DevchainError
 from kint.paths import UnsafePathError, atomic_write, ensure_private_dir
+from kint.protocol import ErrorCode
 
 
 def state_path(home: Path) -> Path:
@@ -42,7 +43,8 @@ def locked(home: Path) -> Iterator[None]:
         folder = ensure_private_dir(ensure_private_dir(home) / "devchain")
     except UnsafePathError as err:
         raise DevchainError(str(err), hint="KINT_HOME and its devchain/ folder must be plain "
-                                           "folders of this user") from None
+                                           "folders of this user",
+                            code=ErrorCode.CORRUPT_STATE) from None
     fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -61,7 +63,8 @@ def read_record(home: Path) -> dict[str, Any] | None:
         record = None
     if not isinstance(record, dict):
         raise DevchainError(f"{path} is corrupt",
-                            hint="remove it and run `kint devchain start`")
+                            hint="remove it and run `kint devchain start`",
+                            code=ErrorCode.CORRUPT_STATE)
     return record
 
 
