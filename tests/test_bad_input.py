@@ -18,8 +18,6 @@ CASES = [
     ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
     ("a store path that is a folder", ["--db", "/", "status"], None, 2,
      "store / is a folder, not a regular file"),
-    ("a history with nothing anchored", ["history", "entity", "nothing", "--category", "c"],
-     None, 2, "no anchored version of entity c/nothing"),
     ("an entity's history without its category", ["history", "entity", "x"], None, 2,
      "--category is required for an entity"),
     ("a state's history with a category", ["history", "state", "x", "--category", "c"], None,
@@ -76,50 +74,18 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert phrase in out.stderr, (what, out.stderr)
     assert "Traceback" not in out.stderr and "check the client version" not in out.stderr
     assert "K3Y-ON-ARGV" not in out.stdout + out.stderr
-    if what != "a history with nothing anchored":  # an answer (none), not a refusal
-        message, hint = out.stderr.splitlines()
-        assert message.startswith("kint: error: ") and message.endswith(" [BAD_REQUEST]"), (
-            what, out.stderr)
-        assert hint.startswith("hint: "), (what, out.stderr)
-
-
-def _refusal(out, code: str) -> tuple[str, str]:
-    """(what happened, what to do) of a refusal in the shape of every other: exit 2, one line
-    ending in `code`, one hint line."""
-    assert out.returncode == 2, (out.stdout, out.stderr)
     message, hint = out.stderr.splitlines()
-    assert message.startswith("kint: error: ") and message.endswith(f" [{code}]"), out.stderr
-    assert hint.startswith("hint: ") and len(hint) > len("hint: "), out.stderr
-    return message, hint
+    assert message.startswith("kint: error: ") and message.endswith(" [BAD_REQUEST]"), (
+        what, out.stderr)
+    assert hint.startswith("hint: "), (what, out.stderr)
 
 
-def test_export_refusals_have_a_code_and_a_hint(machine, tmp_path):
-    """`kint export` of a store that does not exist, and of one SQLite cannot read (a header
-    and then garbage): each says what happened and what to do, as every refusal does."""
-    from kint.spaces import SQLITE_HEADER
-
-    missing = tmp_path / "missing.db"
-    message, hint = _refusal(machine.kint("--db", str(missing), "export"), "BAD_REQUEST")
-    assert message == f"kint: error: store {missing} does not exist [BAD_REQUEST]"
-    assert "--db or SIBYL_MEMORY_DB" in hint
-    garbled = tmp_path / "garbled.db"
-    garbled.write_bytes(SQLITE_HEADER + b"\xff" * 4096)
-    message, hint = _refusal(machine.kint("--db", str(garbled), "export"), "SIBYL_ERROR")
-    assert message.startswith(f"kint: error: store {garbled} cannot be read: ")
-    assert "sibyl status" in hint
-
-
-def test_a_garbled_session_key_is_refused_with_a_code_and_a_hint(machine, tmp_path):
-    """A session.key that is not a keystore: `session-key show` refuses it (CORRUPT_STATE,
-    the code a worker gives it) and says what to do, without touching the chain."""
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    (home / "session.key").write_text("not a keystore")
-    (home / "session.key").chmod(0o600)
-    message, hint = _refusal(machine.kint("session-key", "show", env={"KINT_HOME": str(home)}),
-                             "CORRUPT_STATE")
-    assert str(home / "session.key") in message
-    assert "kint session-key rotate" in hint
+def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
+    """v0.3.0 prints nothing and exits 0 for a row with no anchored version; a person is
+    told why on stderr."""
+    out = machine.kint("history", "entity", "nothing", "--category", "c")
+    assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
+    assert out.stderr.startswith("kint: no anchored version of entity c/nothing"), out.stderr
 
 
 def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):
@@ -229,3 +195,32 @@ def test_kint_server_refuses_a_kint_home_that_is_not_a_folder(machine, tmp_path)
         f"kint-server: error: KINT_HOME {afile} is not a plain folder",
         "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
         "unset it for ~/.kint"], out.stderr
+
+
+JSON_CASES = [
+    # (what, argv, exit status, code): with --json, a refusal is one object on stdout
+    ("a push on a machine never connected", ["push", "--json"], 5, "NOT_CONNECTED"),
+    ("a pull on a machine never connected", ["pull", "--json"], 5, "NOT_CONNECTED"),
+    ("a status of a store that is a folder", ["--db", "/", "status", "--json"], 2,
+     "BAD_REQUEST"),
+    ("a verify limit of 0, --json after it", ["verify", "q", "--limit", "0", "--json"], 2,
+     "BAD_REQUEST"),
+    ("a push's confirmations out of range", ["push", "--confirmations", "0", "--json"], 2,
+     "BAD_REQUEST"),
+    ("a history with no tier that has one", ["history", "note", "x", "--json"], 2,
+     "BAD_REQUEST"),
+]
+
+
+@pytest.mark.parametrize("what,argv,status,code", JSON_CASES, ids=[c[0] for c in JSON_CASES])
+def test_a_refusal_under_json_is_one_json_object_on_stdout(machine, what, argv, status, code):
+    """Every command with --json refuses with `{"error", "message", "hint"}` on stdout and
+    the plain form's exit status, whichever option the refusal is about and wherever
+    --json stands on the line: a script reads one object whichever way the command ends."""
+    import json
+
+    out = machine.kint(*argv)
+    assert out.returncode == status, (what, out.returncode, out.stdout, out.stderr)
+    assert out.stderr == "", (what, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert refusal["error"] == code and refusal["message"] and refusal["hint"], (what, refusal)
