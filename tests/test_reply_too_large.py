@@ -20,6 +20,7 @@ Each time the same worker answers the next request: no restart, no lost connecti
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -76,14 +77,16 @@ def test_a_history_over_the_reply_limit_is_refused_too_large(box):
     pid = box.call("status", db, timeout_s=30)["worker"]["pid"]
     out = box.kint("--db", str(db), "history", "entity", "handbook", "--category", "rules",
                    "--json", timeout=120)
-    assert out.returncode == 2, out.stderr
-    assert "TIMEOUT" not in out.stderr and "did not finish" not in out.stderr, out.stderr
-    assert "the history reply is " in out.stderr, out.stderr
-    size = int(out.stderr.split("the history reply is ")[1].split()[0])
+    # --json: the refusal is the JSON error object on stdout, nothing on stderr.
+    assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
+    refusal = json.loads(out.stdout)
+    assert refusal["error"] == "TOO_LARGE", refusal
+    assert "did not finish" not in refusal["message"]
+    assert "the history reply is " in refusal["message"], refusal
+    size = int(refusal["message"].split("the history reply is ")[1].split()[0])
     assert MAX_MESSAGE_BYTES < size < SOCKET_MAX_MESSAGE_BYTES
-    assert f"over the limit of {MAX_MESSAGE_BYTES}" in out.stderr
-    assert "--block N" in out.stderr, out.stderr
-    assert out.stdout == ""
+    assert f"over the limit of {MAX_MESSAGE_BYTES}" in refusal["message"]
+    assert "--block N" in refusal["hint"], refusal
     # The worker refused it itself: nothing over the limit reached the supervisor.
     log = (box.kint_home / "supervisor.log").read_text()
     assert f"space {box.row(db)['space']}: a history reply" not in log
