@@ -35,7 +35,6 @@ from kint.commands.common import (Ctx, call_with_progress, echo_json, json_optio
                                   usage_error)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import ERROR, exit_code_for
-from kint.commands.onchain import when
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
@@ -266,7 +265,7 @@ def _writes(anchor: Any, owner: str, address: str, base_account: bool, said: Sai
         nxt = f"put a few cents of ETH on {address} ({chain}), then {how}"
     elif not funded:
         nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {facts.balance_eth} "
-               f"ETH and is authorized until {when(facts.expiry or 0)})")
+               f"ETH and is authorized until {render.utc_time(facts.expiry or 0)})")
     else:
         nxt = f"{how} (the key holds {facts.balance_eth} ETH)"
     said.step("writes", {"on": False, **shown, "next": nxt}, WRITES_OFF, f"next: {nxt}")
