@@ -333,6 +333,23 @@ def test_a_refused_join_command_line_loads_no_web3(tmp_path):
         assert "kint.commands.join" in loaded  # the list is real
 
 
+def test_a_garbled_devchain_record_stops_join_with_its_own_code(tmp_path):
+    """The chain configuration's refusal keeps its code and a hint at the vault step, as
+    the worker and `kint authorize` give it: a garbled devchain record is BAD_REQUEST (join
+    called every such refusal CONFIG_INVALID, with no hint)."""
+    sb = make_sandbox(tmp_path / "machine")
+    record = sb.kint_home / "devchain" / "devchain.json"
+    record.parent.mkdir(parents=True, mode=0o700)
+    sb.kint_home.chmod(0o700)
+    record.write_text("not a record")
+    out = sb.kint("join", "--owner", "0x000000000000000000000000000000000000dEaD",
+                  "--recovery-code-stdin", "--no-setup", "--json", input="a code\n")
+    assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
+    refused = json.loads(out.stdout)
+    assert refused["step"] == "vault" and refused["error"] == "BAD_REQUEST", refused
+    assert f"{record} is corrupt" in refused["message"] and refused["hint"], refused
+
+
 def test_the_restore_lines_of_a_cold_start_on_base():
     """The cold start's `both RPCs agree` line and an epoch with deletions, printed from a
     pull result as the worker returns it. The devchain cannot give that result (one local

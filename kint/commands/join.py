@@ -40,7 +40,7 @@ from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
 from kint.harnesses import parse_env
 from kint.paths import kint_home, space_files
-from kint.protocol.errors import ErrorCode
+from kint.protocol.errors import ErrorCode, ProtocolError
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
@@ -155,7 +155,10 @@ def _anchor(home: Path) -> Any:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        stop(STEP_VAULT, ErrorCode.CONFIG_INVALID, str(err), err.hint)
+        # Its own code and hint (a garbled devchain record is BAD_REQUEST, a chain setting
+        # that does not parse CONFIG_INVALID), as the worker and `kint authorize` give them.
+        refused = ProtocolError(ErrorCode(err.code), str(err), err.hint)
+        stop(STEP_VAULT, refused.code, refused.message, refused.hint)
 
 
 def _enrolled_owner(home: Path, space16: str) -> str | None:
