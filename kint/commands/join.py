@@ -31,8 +31,8 @@ import click
 from kint import render, settings, spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
-                                  json_refusals, refuse, resolve_space, space_call,
-                                  usage_error)
+                                  json_refusals, refuse, refuse_blank_space_options,
+                                  resolve_space, space_call, usage_error)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.owner_address import checked_address
@@ -315,6 +315,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     """Join this machine to an owner's memory: session key, connect, restore, and kint-server
     registered with the harnesses. Sends no transaction. Exit 2 when it stops before the
     restore, kint pull's status (3-6) when the restore refuses."""
+    refuse_blank_space_options(tenant, db)
     obj = Ctx(tenant or obj.tenant, db or obj.db, obj.debug)
     if owner is None:
         usage_error("--owner 0x... is required", "give the owner wallet's address")
