@@ -334,9 +334,10 @@ def test_a_refused_join_command_line_loads_no_web3(tmp_path):
 
 
 def test_a_garbled_devchain_record_stops_join_with_its_own_code(tmp_path):
-    """The chain configuration's refusal keeps its code and a hint at the vault step, as
-    the worker and `kint authorize` give it: a garbled devchain record is BAD_REQUEST (join
-    called every such refusal CONFIG_INVALID, with no hint)."""
+    """The chain configuration's refusal keeps its code and hint at the vault step, as the
+    worker and `kint authorize` give them (join called every such refusal CONFIG_INVALID,
+    with no hint): a garbled devchain record is CORRUPT_STATE, with `kint devchain`'s own
+    way out."""
     sb = make_sandbox(tmp_path / "machine")
     record = sb.kint_home / "devchain" / "devchain.json"
     record.parent.mkdir(parents=True, mode=0o700)
@@ -346,8 +347,8 @@ def test_a_garbled_devchain_record_stops_join_with_its_own_code(tmp_path):
                   "--recovery-code-stdin", "--no-setup", "--json", input="a code\n")
     assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
     refused = json.loads(out.stdout)
-    assert refused["step"] == "vault" and refused["error"] == "BAD_REQUEST", refused
-    assert f"{record} is corrupt" in refused["message"] and refused["hint"], refused
+    assert refused == {"error": "CORRUPT_STATE", "message": f"{record} is corrupt",
+                       "hint": "remove it and run `kint devchain start`", "step": "vault"}
 
 
 def test_the_restore_lines_of_a_cold_start_on_base():

@@ -155,8 +155,9 @@ def _anchor(home: Path) -> Any:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        # Its own code and hint (a garbled devchain record is BAD_REQUEST, a chain setting
-        # that does not parse CONFIG_INVALID), as the worker and `kint authorize` give them.
+        # Its own code and hint (a garbled devchain record is CORRUPT_STATE, a chain
+        # setting that does not parse CONFIG_INVALID), as the worker and `kint authorize`
+        # give them.
         refused = ProtocolError(ErrorCode(err.code), str(err), err.hint)
         stop(STEP_VAULT, refused.code, refused.message, refused.hint)
 

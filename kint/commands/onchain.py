@@ -66,7 +66,8 @@ def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
 
 def refuse_config(err: ChainConfigError) -> NoReturn:
     """A chain setting refused (its own code: CONFIG_INVALID for one that does not parse,
-    BAD_REQUEST for a malformed devchain record or contract)."""
+    CORRUPT_STATE for a devchain record that does not, BAD_REQUEST for a contract that is
+    not an address)."""
     code = ErrorCode(err.code)
     refuse(code, str(err), err.hint or DEFAULT_HINTS[code])
 
