@@ -17,7 +17,7 @@ import click
 from click.exceptions import NoArgsIsHelpError
 
 from kint import __version__
-from kint.commands.common import Ctx, help_hint, usage_error
+from kint.commands.common import Ctx, help_hint, refuse_blank_space_options, usage_error
 from kint.paths import home_refusal, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
@@ -104,9 +104,7 @@ def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) ->
     Every command goes to the supervisor of KINT_HOME (default ~/.kint), which runs one
     worker process per tenant space; it is started on demand.
     """
-    for name, value in (("--tenant", tenant), ("--db", db)):
-        if value is not None and not value.strip():
-            usage_error(f"{name} is empty", "give a value or leave the option out")
+    refuse_blank_space_options(tenant, db)
     # Every command but `demo` (a sandbox with a KINT_HOME of its own) keeps its files
     # there: a KINT_HOME that cannot be one is said once, here. Help touches no file, and
     # a subcommand's --help is only read after this runs, so it is looked for in argv.

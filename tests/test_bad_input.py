@@ -16,6 +16,15 @@ CASES = [
                               str(2**64)], None, 2, "is not in the range"),
     ("an empty tenant", ["--tenant", "", "status"], None, 2, "--tenant is empty"),
     ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
+    # Before the command, so before its --json is read: plain text (docs/commands.md).
+    ("an empty tenant before a --json command", ["--tenant", "", "status", "--json"], None,
+     2, "--tenant is empty"),
+    # join's own --tenant and --db stand for the global ones, and are refused the same way
+    # (an empty one was read as not given: the join went on under the default tenant).
+    ("join with an empty tenant", ["join", "--owner", OWNER, "--recovery-code-stdin",
+                                   "--tenant", ""], "a code\n", 2, "--tenant is empty"),
+    ("join with an empty store path", ["join", "--owner", OWNER, "--recovery-code-stdin",
+                                       "--db", "  "], "a code\n", 2, "--db is empty"),
     ("a store path that is a folder", ["--db", "/", "status"], None, 2,
      "store / is a folder, not a regular file"),
     ("an entity's history without its category", ["history", "entity", "x"], None, 2,

@@ -230,6 +230,16 @@ def test_a_corrupt_record_is_refused_with_a_code_and_under_json_as_json(tmp_path
     assert orjson.loads(out.stdout) == {"error": "CORRUPT_STATE",
                                         "message": f"{_record(sb)} is corrupt",
                                         "hint": "remove it and run `kint devchain start`"}
+    # The commands that read it as their chain configuration say the same, with the same
+    # way out: they said BAD_REQUEST and to run `kint devchain stop`, which refuses the
+    # record too.
+    assert sb.kint("session-key", "create").returncode == 0
+    out = sb.kint("authorize", "payload", "--owner",
+                  "0x000000000000000000000000000000000000dEaD")
+    assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
+    assert out.stderr.splitlines() == [
+        f"kint: error: {_record(sb)} is corrupt [CORRUPT_STATE]",
+        "hint: remove it and run `kint devchain start`"], out.stderr
 
 
 # --- stop and status signal nothing but their own anvil ----------------------------------------

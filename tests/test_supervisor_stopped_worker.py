@@ -17,9 +17,9 @@ import orjson
 import pytest
 import zmq
 
+from bare_worker import answer, bare_worker, request_frames
 from conftest import TENANT, make_sandbox, pid_alive, wait_until, write_store
 from kint.paths import front_address
-from kint.protocol import worker_wire
 
 HEARTBEAT_TIMEOUT_S = 3
 
@@ -101,35 +101,11 @@ def test_a_worker_told_to_stop_starts_nothing_it_reads_after(tmp_path):
     """The worker's loop reads the SIGTERM's flag at the top of a turn; the requests that
     reached it while it was stopped can be read later in the same turn. Each is refused
     WORKER_DOWN, not run: a push would sign and send with nobody waiting for it."""
-    from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.process import Worker
-
-    home = tmp_path / "kint"
-    home.mkdir(mode=0o700)
-    address = f"ipc://{tmp_path}/back.sock"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(address)
-    cfg = WorkerConfig(space_id="ab" * 32, label=TENANT, tenant=TENANT,
-                       db=str(write_store(tmp_path / "memory.db")), kint_home=str(home),
-                       back_address=address, supervisor_pid=os.getpid(), idle_beat_s=2.5)
-    worker = Worker(cfg, b"\x03" * 32)
-    try:
-        worker.dealer.connect(address)
-        request = {"v": 1, "id": "c1", "op": "status", "tenant": TENANT, "db": cfg.db,
-                   "space": TENANT, "args": {}, "timeout_ms": 10_000}
-        frames = [zmq.Frame(part) for part in worker_wire.encode(
-            {"kind": "req", "id": "7"}, orjson.dumps(request))]
-
+    with bare_worker(tmp_path, b"\x03" * 32) as (worker, router):
         worker.stop_requested.set()  # what its SIGTERM handler does, and all it does
-        worker._dispatch(frames)
-        assert router.poll(10_000)
-        _route, header, body = router.recv_multipart()
-        assert orjson.loads(header)["id"] == "7"
-        reply = orjson.loads(body)
+        worker._dispatch(request_frames("7", "status", {}, worker.config.db))
+        header, reply = answer(router)
+        assert header["id"] == "7"
         assert reply["id"] == "c1" and reply["ok"] is False, reply
         assert reply["error"] == "WORKER_DOWN" and reply["message"] == "the worker is stopping"
         assert worker.inflight.snapshot()[0] == 0
-    finally:
-        worker.close()
-        router.close()

@@ -9,55 +9,28 @@ busy, so a note that went to the pool would wait behind them: it must be taken a
 
 from __future__ import annotations
 
-import os
 import threading
 
-import orjson
-import zmq
-
-from conftest import TENANT, write_store
-from kint.protocol import worker_wire
+from bare_worker import answer, bare_worker, request_frames
 from kint.rows.canon import canonical_id
 
 
 def test_a_note_is_taken_before_the_next_request_even_with_every_pool_thread_busy(tmp_path):
-    from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.process import Worker
-
-    home = tmp_path / "kint"
-    home.mkdir(mode=0o700)
-    address = f"ipc://{tmp_path}/back.sock"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(address)
-    cfg = WorkerConfig(space_id="cd" * 32, label=TENANT, tenant=TENANT,
-                       db=str(write_store(tmp_path / "memory.db")), kint_home=str(home),
-                       back_address=address, supervisor_pid=os.getpid(), idle_beat_s=2.5)
-    worker = Worker(cfg, b"\x04" * 32)
     release = threading.Event()
-    try:
-        worker.dealer.connect(address)
-        worker.ctx.drift.reset([])  # a session attached: the baseline is live
-        for _ in range(cfg.threads):
-            worker.pool.submit(release.wait)
-        leaf = "ab" * 32
-        request = {"v": 1, "id": "c1", "op": "note_write", "tenant": TENANT, "db": cfg.db,
-                   "space": TENANT, "timeout_ms": 30_000,
-                   "args": {"tier": "entity", "category": "rules", "key": "release-gate",
-                            "leaf": leaf}}
-        frames = [zmq.Frame(part) for part in worker_wire.encode(
-            {"kind": "req", "id": "9"}, orjson.dumps(request))]
+    with bare_worker(tmp_path, b"\x04" * 32) as (worker, router):
+        try:
+            worker.ctx.drift.reset([])  # a session attached: the baseline is live
+            for _ in range(worker.config.threads):
+                worker.pool.submit(release.wait)
+            leaf = "ab" * 32
+            worker._dispatch(request_frames("9", "note_write", {
+                "tier": "entity", "category": "rules", "key": "release-gate", "leaf": leaf},
+                worker.config.db))
 
-        worker._dispatch(frames)
-
-        # Private state read on purpose: what the hold's check will compare against.
-        noted = worker.ctx.drift._leaves
-        assert noted == {canonical_id("entity", "rules", "release-gate"): leaf}
-        assert router.poll(10_000)
-        _route, header, body = router.recv_multipart()
-        assert orjson.loads(header)["id"] == "9"
-        assert orjson.loads(body)["ok"] is True
-    finally:
-        release.set()
-        worker.close()
-        router.close()
+            # Private state read on purpose: what the hold's check will compare against.
+            noted = worker.ctx.drift._leaves
+            assert noted == {canonical_id("entity", "rules", "release-gate"): leaf}
+            header, reply = answer(router)
+            assert header["id"] == "9" and reply["ok"] is True, reply
+        finally:
+            release.set()

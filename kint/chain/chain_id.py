@@ -32,9 +32,10 @@ def other_chain(chain: ChainConfig, tracker: RpcTracker, endpoints: int = 1, *,
     """(what is wrong, what to do) when one of the first `endpoints` endpoints answers for
     another chain than the one kint signs for here, else None. An endpoint that does not
     answer raises RpcUnavailable, or with `skip_silent` (the caller's refusal already says
-    it did not answer) is left out."""
+    it did not answer) is left out. Only the primary and the second opinion are looked at
+    (ENDPOINT_NAMES): a space given more endpoints (`connect --rpc-urls`) asks no other."""
     wrong = []
-    for index in range(min(endpoints, len(chain.rpc_urls))):
+    for index in range(min(endpoints, len(chain.rpc_urls), len(ENDPOINT_NAMES))):
         try:
             answered = answered_chain_id(chain, tracker, index)
         except RpcUnavailable:

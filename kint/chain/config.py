@@ -50,6 +50,15 @@ class ChainConfigError(Exception):
     hint: str | None = None
 
 
+class CorruptDevchainRecord(ChainConfigError):
+    """The devchain's record under KINT_HOME does not parse: a file of kint's own it cannot
+    read (CORRUPT_STATE), refused as `kint devchain` refuses it, with the same way out
+    (`kint devchain stop` reads the record too, and refuses it as well)."""
+
+    code = "CORRUPT_STATE"
+    hint = "remove it and run `kint devchain start`"
+
+
 class RefusedChainSetting(ChainConfigError):
     """A chain setting whose value does not parse, where it was set (kint.settings.loader
     `refusal`): no chain is used in its place."""
@@ -146,8 +155,7 @@ def read_devchain(home: Path) -> Devchain | None:
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise ChainConfigError(f"{record} is corrupt; run `kint devchain stop` and "
-                               f"`kint devchain start`") from None
+        raise CorruptDevchainRecord(f"{record} is corrupt") from None
 
 
 def _source(value: settings.Value) -> tuple[str, str | None]:

@@ -102,6 +102,15 @@ def usage_error(message: str, hint: str | None = None) -> NoReturn:
     refuse("BAD_REQUEST", " ".join(message.split()), hint or help_hint())
 
 
+def refuse_blank_space_options(tenant: str | None, db: str | None) -> None:
+    """`--tenant` and `--db` (the global ones, or a command's own that stand for them) given
+    empty are refused: an empty value read as "not given" would pick another space than the
+    one asked for."""
+    for name, value in (("--tenant", tenant), ("--db", db)):
+        if value is not None and not value.strip():
+            usage_error(f"{name} is empty", "give a value or leave the option out")
+
+
 def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 

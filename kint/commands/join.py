@@ -31,17 +31,16 @@ import click
 from kint import render, settings, spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
-                                  json_refusals, refuse, resolve_space, space_call,
-                                  usage_error)
+                                  json_refusals, refuse, refuse_blank_space_options,
+                                  resolve_space, space_call, usage_error)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import ERROR, exit_code_for
-from kint.commands.onchain import when
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
 from kint.harnesses import parse_env
 from kint.paths import kint_home, space_files
-from kint.protocol.errors import ErrorCode
+from kint.protocol.errors import ErrorCode, ProtocolError
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
@@ -156,7 +155,11 @@ def _anchor(home: Path) -> Any:
     try:
         return Anchor(load_chain_config(home), RpcTracker())
     except ChainConfigError as err:
-        stop(STEP_VAULT, ErrorCode.CONFIG_INVALID, str(err), err.hint)
+        # Its own code and hint (a garbled devchain record is CORRUPT_STATE, a chain
+        # setting that does not parse CONFIG_INVALID), as the worker and `kint authorize`
+        # give them.
+        refused = ProtocolError(ErrorCode(err.code), str(err), err.hint)
+        stop(STEP_VAULT, refused.code, refused.message, refused.hint)
 
 
 def _enrolled_owner(home: Path, space16: str) -> str | None:
@@ -266,7 +269,7 @@ def _writes(anchor: Any, owner: str, address: str, base_account: bool, said: Sai
         nxt = f"put a few cents of ETH on {address} ({chain}), then {how}"
     elif not funded:
         nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {facts.balance_eth} "
-               f"ETH and is authorized until {when(facts.expiry or 0)})")
+               f"ETH and is authorized until {render.utc_time(facts.expiry or 0)})")
     else:
         nxt = f"{how} (the key holds {facts.balance_eth} ETH)"
     said.step("writes", {"on": False, **shown, "next": nxt}, WRITES_OFF, f"next: {nxt}")
@@ -313,6 +316,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     """Join this machine to an owner's memory: session key, connect, restore, and kint-server
     registered with the harnesses. Sends no transaction. Exit 2 when it stops before the
     restore, kint pull's status (3-6) when the restore refuses."""
+    refuse_blank_space_options(tenant, db)
     obj = Ctx(tenant or obj.tenant, db or obj.db, obj.debug)
     if owner is None:
         usage_error("--owner 0x... is required", "give the owner wallet's address")

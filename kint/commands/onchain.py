@@ -36,7 +36,6 @@ from kint.custody import errors as custody
 from kint.paths import UnsafePathError
 from kint.protocol import ErrorCode
 from kint.protocol.errors import DEFAULT_HINTS
-from kint.render import utc_time
 from kint.settings.urls import redact_url
 
 
@@ -67,7 +66,8 @@ def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
 
 def refuse_config(err: ChainConfigError) -> NoReturn:
     """A chain setting refused (its own code: CONFIG_INVALID for one that does not parse,
-    BAD_REQUEST for a malformed devchain record or contract)."""
+    CORRUPT_STATE for a devchain record that does not, BAD_REQUEST for a contract that is
+    not an address)."""
     code = ErrorCode(err.code)
     refuse(code, str(err), err.hint or DEFAULT_HINTS[code])
 
@@ -125,12 +125,6 @@ def chain_now(anchor: Anchor) -> int:
     stamp = bounded(lambda: answer_int(anchor.w3.eth.get_block("latest")["timestamp"]),
                     "reading the newest block")
     return max(int(time.time()), stamp)
-
-
-def when(unix: int) -> str:
-    """A unix time as UTC ISO 8601, for people (a chain's uint64 past year 9999 as its
-    number: kint.render.utc_time)."""
-    return utc_time(unix)
 
 
 def receipt_cost(receipt: Any) -> int:

@@ -1,0 +1,80 @@
+"""kint.chain.chain_id: which chain a space's endpoints answer for.
+
+A space may be given more endpoints than two (`kint connect --rpc-urls a,b,c`); only the
+first two are ever asked (the primary and the second opinion), so only they are looked at
+when a cold start's refusal names an endpoint of another chain. Real endpoints on
+127.0.0.1: a tiny JSON-RPC server that answers eth_chainId as a chain of its own would, and
+a closed port for one that does not answer.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+
+from kint.chain.chain_id import other_chain
+from kint.chain.config import ChainConfig
+from kint.chain.rpc import RpcTracker, RpcUnavailable
+
+
+def _server(chain_id: int) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            answer = json.dumps({"jsonrpc": "2.0", "id": body["id"],
+                                 "result": hex(chain_id)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    """An endpoint of chain 1 (not Base)."""
+    server = _server(1)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def _closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _chain(*urls: str) -> ChainConfig:
+    return ChainConfig(tuple(urls), 8453, "0x" + "11" * 20, 1, 2.0)
+
+
+def test_an_endpoint_of_another_chain_is_named_with_its_setting(endpoint):
+    silent = _closed_port()
+    found = other_chain(_chain(silent, endpoint), RpcTracker(), 2, skip_silent=True)
+    assert found is not None
+    assert found[0] == (f"{endpoint} (KINT_RPC_URL_2) answers for chain 1, not 8453, the "
+                        f"chain this machine signs for")
+    with pytest.raises(RpcUnavailable):
+        other_chain(_chain(silent, endpoint), RpcTracker(), 2)
+
+
+def test_only_the_two_endpoints_kint_asks_are_looked_at(endpoint):
+    """A third endpoint is never the primary nor the second opinion: it is not asked (it
+    was, and one of another chain made the refusal an IndexError, INTERNAL to the user)."""
+    silent = _closed_port()
+    config = _chain(silent, silent, endpoint)
+    assert other_chain(config, RpcTracker(), len(config.rpc_urls), skip_silent=True) is None
