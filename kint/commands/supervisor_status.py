@@ -53,7 +53,8 @@ def _err(text: str) -> None:
 
 def _refusal_json(code: str, message: str, hint: str | None) -> None:
     """A refusal under --json, as `common.refuse` prints one for every other command."""
-    _out(json.dumps({"error": code, "message": message, "hint": hint}, indent=2))
+    _out(json.dumps({"error": code, "message": message, "hint": hint}, indent=2,
+                    ensure_ascii=False))
 
 
 def _show(status: dict[str, Any], as_json: bool, watch: bool) -> None:
