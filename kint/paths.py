@@ -299,6 +299,12 @@ def apply_journal_path(home: Path, space16: str) -> Path:
     return home / f"applying-{space16}.json.gz"
 
 
+def lost_restore_path(home: Path, space16: str) -> Path:
+    """A lost store's restore in progress (kint.tenant_worker.lost_restore): present only
+    from the restore's start until the mirror reaches the chain's head."""
+    return home / f"restoring-{space16}.json"
+
+
 _FOOTPRINT_TTL_S = 1.0
 _footprint_cache: dict[Path, tuple[float, int]] = {}
 

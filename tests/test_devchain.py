@@ -447,3 +447,25 @@ def test_start_never_runs_a_second_anvil_beside_a_hung_one(tmp_path, fake_anvil)
         assert _record(sb).exists()
     finally:
         _reap(hung)
+
+
+def test_connect_dev_keeps_a_devchain_errors_own_code(tmp_path, chain_home):
+    """`kint connect --dev` funds and authorizes through the devchain's own calls (anvil's
+    anvil_setBalance): when one fails, the refusal carries the devchain error's code (the
+    local chain did not answer as an endpoint: RPC_UNAVAILABLE), not NOT_CONNECTED."""
+    from chain_machines import new_machine
+    from rpc_proxy import RpcProxy
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    sb = new_machine(tmp_path / "machine", chain_home)
+    try:
+        with RpcProxy(record["rpc_url"]) as proxy:
+            proxy.set_mode("error_methods", methods=["anvil_setBalance"], message="no powers")
+            out = sb.kint("connect", "--dev", "--rpc-urls", proxy.url, "--json")
+            assert out.returncode == 2, out.stdout + out.stderr
+            refusal = orjson.loads(out.stdout)
+            assert refusal["error"] == "RPC_UNAVAILABLE", refusal
+            assert refusal["message"].startswith("anvil_setBalance: "), refusal
+            assert "no powers" in refusal["message"], refusal
+    finally:
+        sb.shutdown()

@@ -232,8 +232,13 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
                      f"{contract}")
         try:
             lines, checks = failing(a)
-            assert (f"[FAIL] rpc primary: {proxy.url} answers for chain {devchain['chain_id']}, "
-                    f"not Base's 8453") in lines, lines
+            # kint.chain.chain_id's words, as authorize and a cold-start pull say it
+            assert (f"[FAIL] rpc primary: {proxy.url} (KINT_RPC_URL) answers for chain "
+                    f"{devchain['chain_id']}, not 8453, the chain this machine signs for"
+                    ) in lines, lines
+            assert checks["rpc primary"]["hint"].startswith(
+                "point KINT_RPC_URL at an endpoint of chain 8453; for a local devchain, copy "
+                "its record"), checks["rpc primary"]
             at = lines.index(f"[WARN] rpc secondary: {proxy.url} (SAME as primary: no second "
                              f"opinion on a cold start): a cold-start pull would refuse "
                              f"without one")  # v0.3.0's words (10-configuration.md)
@@ -249,9 +254,11 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
             _, checks = doctor(a)
             assert checks["rpc secondary"] == {
                 "name": "rpc secondary", "ok": False,
-                "detail": f"{devchain['rpc_url']} answers for chain {devchain['chain_id']}, "
-                          f"not Base's 8453",
-                "hint": "point KINT_RPC_URL_2 at an endpoint of chain 8453"}
+                "detail": f"{devchain['rpc_url']} (KINT_RPC_URL_2) answers for chain "
+                          f"{devchain['chain_id']}, not 8453, the chain this machine signs for",
+                "hint": "point KINT_RPC_URL_2 at an endpoint of chain 8453; for a local "
+                        "devchain, copy its record ($KINT_HOME/devchain/devchain.json) to "
+                        "this machine instead"}
 
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
                          f'"http://127.0.0.1:1"\nallow_single_rpc = true\n{contract}')

@@ -195,6 +195,31 @@ def test_a_second_join_resumes_and_reports_writes_on_once_authorized(vault, mach
     _set_balance(chain_home, address, 10**18)
 
 
+def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine_b,
+                                                                    chain_home):
+    """A space connected with endpoints of its own (`kint connect --rpc-urls`, kept in its
+    enrolment) has its connect and restore read through them by its worker; join's own
+    reads (the vault's head, the session key's facts) go there too, not to the machine's."""
+    from rpc_proxy import RpcProxy
+
+    _, account, _ = vault
+    b = machine_b
+    enrol = b.kint_home / f"enrol-{space_id(b.tenant)[:16]}.json"
+    kept = enrol.read_text()
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    with RpcProxy(record["rpc_url"]) as proxy:
+        enrol.write_text(json.dumps({**json.loads(kept), "rpc_urls": [proxy.url]}))
+        try:
+            out = _join(b, account, "--no-setup")
+            assert out.returncode == 0, out.stdout + out.stderr
+            # eth_getBalance is join's own read (its writes step): the worker's connect
+            # and restore read no balance.
+            assert "eth_getBalance" in proxy.calls, proxy.calls
+            assert json.loads(enrol.read_text())["rpc_urls"] == [proxy.url]
+        finally:
+            enrol.write_text(kept)
+
+
 def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b):
     """The harness step is `kint setup`'s own registration (here Codex, whose file setup
     writes itself), with KINT_TENANT pinned to the tenant joined and the --env pairs."""

@@ -10,7 +10,7 @@ import sqlite3
 from contextlib import closing
 
 from chain_machines import connect_with_wallet, kjson, new_machine, ok, owner_account
-from conftest import sibyl_client
+from conftest import sibyl_client, write_rules
 
 
 def _entities(db) -> list[tuple]:
@@ -79,3 +79,48 @@ def test_changes_the_interrupted_epoch_does_not_explain_are_still_a_fork(tmp_pat
     finally:
         a.shutdown()
         b.shutdown()
+
+
+def _rules(db) -> dict[str, str]:
+    with closing(sqlite3.connect(db)) as conn:
+        return {name: body for name, body in conn.execute(
+            "select name, body from entities where category = 'rules'")}
+
+
+def test_a_lost_stores_restore_killed_mid_epoch_is_resumed_by_the_next(tmp_path, chain_home):
+    """A pull restoring a lost store (deleted here) keeps the row the tenant wrote into the
+    new one since. Killed half-way through the first epoch, it leaves that row beside a
+    mirror behind the chain: the next pull resumes the restore (the row is one the restore
+    recorded keeping) instead of refusing it as a fork. A row written after the kill is
+    still a fork; gone again, the restore finishes, the kept row still unanchored."""
+    flag = tmp_path / "crash-flag"
+    k = new_machine(tmp_path / "k", chain_home, KINT_TEST_CRASH_FLAG=str(flag))
+    try:
+        write_rules(k.sibyl_db, k.tenant, **{f"rule-{i}": f"rule number {i}" for i in range(4)})
+        connected = kjson(k, "connect", "--dev")
+        assert kjson(k, "push")["pushed"] == 4
+        for suffix in ("", "-wal", "-shm"):
+            k.sibyl_db.with_name(k.sibyl_db.name + suffix).unlink(missing_ok=True)
+        write_rules(k.sibyl_db, k.tenant, since="written after the store was lost")
+
+        flag.write_text(f"after_set_entity {connected['space']}")
+        assert k.kint("pull").returncode != 0  # the worker died under the request
+        assert not flag.exists()
+        assert 2 <= len(_rules(k.sibyl_db)) < 5  # the row kept, and part of the epoch
+
+        write_rules(k.sibyl_db, k.tenant, after="written after the kill")
+        fork = k.kint("pull")
+        assert fork.returncode == 4 and "[FORK]" in fork.stderr, fork.stdout + fork.stderr
+        client = sibyl_client(k.sibyl_db, k.tenant)
+        client.delete_entity("rules", "after")
+        client.storage.close()
+
+        pulled = kjson(k, "pull")
+        assert pulled["applied"] == [1] and pulled["store_root_matches"] is False, pulled
+        assert len(_rules(k.sibyl_db)) == 5 and "since" in _rules(k.sibyl_db)
+        assert not list(k.kint_home.glob("restoring-*")), "the restore is done"
+        assert kjson(k, "push", "--dry-run")["epochs"][0]["rows"] == 1
+        log = (k.kint_home / "supervisor.log").read_text(errors="replace")
+        assert "resuming a lost store's restore after epoch 0" in log
+    finally:
+        k.shutdown()

@@ -8,10 +8,11 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from conftest import KINT, pid_alive, write_store
+from conftest import KINT, pid_alive, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 
 ORPHAN_EXIT_MAX_S = 30
@@ -273,7 +274,7 @@ def test_start_restart_stop_and_reload_say_json_with_json(sandbox):
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout) == {"stopped": True, "pid": pid,
                                           "kint_home": str(sandbox.kint_home),
-                                          "kint_home_exists": True}
+                                          "kint_home_exists": True, "started_since": None}
     assert running_pid(sandbox.kint_home) is None
     again = sandbox.kint("supervisor", "stop", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["stopped"] is False
@@ -284,3 +285,50 @@ def test_start_restart_stop_and_reload_say_json_with_json(sandbox):
     status = sandbox.kint("supervisor", "status", "--json")
     assert status.returncode == 3 and status.stderr == "", status.stdout + status.stderr
     assert json.loads(status.stdout)["error"] == "SUPERVISOR_UNAVAILABLE"
+
+
+# Takes the pid lock the instant it is free (a blocking flock), writes its pid as a
+# supervisor does (kint.supervisor.pidlock.hold_pid_lock), and holds it until stdin closes.
+NEXT_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+print("waiting", flush=True)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, f"{os.getpid()}\\n".encode())
+sys.stdin.read()
+"""
+
+
+def test_stop_names_a_supervisor_started_meanwhile_and_is_no_timeout(sandbox):
+    """A supervisor started while `stop` waits (a kint-server's call, a command's autostart)
+    takes the pid lock as the stopped one lets go. `stop` compares the holder's pid with the
+    one it stopped: the stopped one is gone, and the new one is named, not reported as a
+    stopped supervisor that "has not exited" (TIMEOUT, after 10 s).
+
+    The next holder is a stand-in, not a real supervisor: a real one retries the lock every
+    20 ms, so whether `stop` (polling every 50 ms) sees the gap between the two would be a
+    race; a blocking flock closes the gap, so the test is not one."""
+    from kint.paths import run_dir
+    from kint.supervisor.pidlock import PID_FILE
+
+    sandbox.start()
+    stopping = running_pid(sandbox.kint_home)
+    nxt = subprocess.Popen([sys.executable, "-c", NEXT_HOLDER,
+                            str(run_dir(sandbox.kint_home) / PID_FILE)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert nxt.stdout.readline().strip() == "waiting"
+        stopped = sandbox.kint("supervisor", "stop", "--json")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert json.loads(stopped.stdout) == {"stopped": True, "pid": stopping,
+                                              "kint_home": str(sandbox.kint_home),
+                                              "kint_home_exists": True,
+                                              "started_since": nxt.pid}
+        # It let go of the lock; its interpreter's exit follows within moments.
+        assert wait_until(lambda: not pid_alive(stopping), timeout=30)
+        assert running_pid(sandbox.kint_home) == nxt.pid
+    finally:
+        nxt.stdin.close()
+        nxt.wait(timeout=30)
+    assert running_pid(sandbox.kint_home) is None

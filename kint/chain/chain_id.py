@@ -5,8 +5,9 @@ KINT_RPC_URL names, and KINT_RPC_URL_2 left unset is Base's public endpoint. A l
 reached through KINT_RPC_URL with no devchain record here then answers every call as if it
 were Base: a signature made for 8453 would not verify there, and two endpoints on two
 chains would "disagree on the head". One eth_chainId read of each endpoint names the real
-cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint) and a space's
-worker (a cold start's second opinion: both endpoints) say it in the same words.
+cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint), a space's worker
+(a cold start's second opinion: both endpoints) and `kint doctor` (its `rpc primary` and
+`rpc secondary` checks, one endpoint each) say it in the same words.
 """
 
 from __future__ import annotations
@@ -34,31 +35,38 @@ def other_chain(chain: ChainConfig, tracker: RpcTracker, endpoints: int = 1, *,
     answer raises RpcUnavailable, or with `skip_silent` (the caller's refusal already says
     it did not answer) is left out. Only the primary and the second opinion are looked at
     (ENDPOINT_NAMES): a space given more endpoints (`connect --rpc-urls`) asks no other."""
-    wrong = []
+    answers = {}
     for index in range(min(endpoints, len(chain.rpc_urls), len(ENDPOINT_NAMES))):
         try:
-            answered = answered_chain_id(chain, tracker, index)
+            answers[index] = answered_chain_id(chain, tracker, index)
         except RpcUnavailable:
             if not skip_silent:
                 raise
-            continue
-        if answered != chain.chain_id:
-            wrong.append(f"{redact_url(chain.rpc_urls[index])} ({ENDPOINT_NAMES[index]}) "
-                         f"answers for chain {answered}")
+    return on_other_chain(chain, answers, endpoints)
+
+
+def on_other_chain(chain: ChainConfig, answers: dict[int, int],
+                   endpoints: int = 1) -> tuple[str, str] | None:
+    """The one wording, from chain ids already read (`answers`: endpoint index -> the id it
+    answered for): each endpoint that answered for another chain, the chain this machine
+    signs for, and what to point where; None when every answer is that chain.
+
+    `endpoints` is how many endpoints the caller relies on together: with two (a cold
+    start's second opinion) the fix is two endpoints of the chain; with one, the endpoint
+    that answered wrong (a check of KINT_RPC_URL_2 alone names KINT_RPC_URL_2)."""
+    expected = chain.chain_id
+    wrong = [index for index, answered in sorted(answers.items()) if answered != expected]
     if not wrong:
         return None
-    return _wording(chain, wrong, endpoints)
-
-
-def _wording(chain: ChainConfig, wrong: list[str], endpoints: int) -> tuple[str, str]:
-    """The one wording: each endpoint that answered for another chain, the chain this
-    machine signs for, and the endpoints to point at one of it."""
-    expected = chain.chain_id
+    said = [f"{redact_url(chain.rpc_urls[index])} ({ENDPOINT_NAMES[index]}) answers for "
+            f"chain {answers[index]}" for index in wrong]
     if endpoints > 1:
         todo = (f"point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain {expected} "
                 f"(unset, KINT_RPC_URL_2 is Base's public endpoint, whatever KINT_RPC_URL "
                 f"names)")
     else:
-        todo = f"point KINT_RPC_URL at an endpoint of chain {expected}"
-    return (f"{' and '.join(wrong)}, not {expected}, the chain this machine signs for",
-            f"{todo}; {_DEVCHAIN_TODO}")
+        todo = (f"point {' and '.join(ENDPOINT_NAMES[index] for index in wrong)} at an "
+                f"endpoint of chain {expected}")
+    if not chain.devchain:  # on the devchain its record is here already
+        todo += f"; {_DEVCHAIN_TODO}"
+    return f"{' and '.join(said)}, not {expected}, the chain this machine signs for", todo

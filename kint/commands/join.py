@@ -146,14 +146,21 @@ def _session_key(home: Path, said: Said) -> str:
     return address
 
 
-def _anchor(home: Path) -> Any:
-    """EpochAnchor on this machine's chain, or a stop at the vault step."""
+def _anchor(home: Path, ref: spaces.SpaceRef) -> Any:
+    """EpochAnchor on this machine's chain, reached as the space's worker reaches it (its
+    `[spaces."<label>"]` table in config.toml, and on a rerun its enrolment's `kint connect
+    --rpc-urls` endpoints), or a stop at the vault step. The head join reads and the
+    session key's facts it reports come from the endpoints its connect and restore use: a
+    rerun on a space with endpoints of its own never stops at the machine's."""
     from kint.chain.anchor import Anchor
     from kint.chain.config import ChainConfigError, load_chain_config
     from kint.chain.rpc import RpcTracker
 
+    enrolment = _enrolment(home, ref.space16)
+    settings.configure(space=(ref.label, ref.space16, ref.space_id))
     try:
-        return Anchor(load_chain_config(home), RpcTracker())
+        return Anchor(load_chain_config(home, enrolment.rpc_urls if enrolment else None),
+                      RpcTracker())
     except ChainConfigError as err:
         # Its own code and hint (a garbled devchain record is CORRUPT_STATE, a chain
         # setting that does not parse CONFIG_INVALID), as the worker and `kint authorize`
@@ -162,17 +169,17 @@ def _anchor(home: Path) -> Any:
         stop(STEP_VAULT, refused.code, refused.message, refused.hint)
 
 
-def _enrolled_owner(home: Path, space16: str) -> str | None:
-    """The owner this machine is connected to for the space, if any."""
+def _enrolment(home: Path, space16: str) -> Any:
+    """This machine's enrolment for the space (None when not connected), or a stop at the
+    vault step when it cannot be read."""
     from kint.tenant_worker.enrolment import load_enrolment
     from kint.tenant_worker.statefiles import CorruptStateFile
 
     try:
-        enrolment = load_enrolment(space_files(home, space16)["enrol"])
+        return load_enrolment(space_files(home, space16)["enrol"])
     except CorruptStateFile as err:
         stop(STEP_VAULT, ErrorCode.CORRUPT_STATE, f"{err.path} {err.why}",
              "move it aside and run kint join again")
-    return enrolment.owner if enrolment is not None else None
 
 
 def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: str,
@@ -199,7 +206,7 @@ def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: st
         said.step("vault", vault, f"vault: head epoch {head.seq} at block {head.block}")
     elif new_vault:
         said.step("vault", vault, "vault: no epochs yet; --new-vault: a new vault starts here")
-    elif _enrolled_owner(home, ref.space16) == owner:
+    elif (enrolled := _enrolment(home, ref.space16)) is not None and enrolled.owner == owner:
         said.step("vault", vault, "vault: no epochs yet; this machine already holds the vault "
                   "for this owner and space")
     else:
@@ -336,7 +343,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
                         passphrase_prompt, False, recovery_code_stdin)
     home = kint_home()
-    anchor = _anchor(home)
+    anchor = _anchor(home, ref)
     source = tenant_source(obj.tenant)
 
     said = Said(as_json)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -66,7 +67,7 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         # its pid lock gone and stops by itself, with its workers, within a second or two.
         if as_json:
             echo_json({"stopped": False, "pid": None, "kint_home": str(home),
-                       "kint_home_exists": home.is_dir()})
+                       "kint_home_exists": home.is_dir(), "started_since": None})
             return
         gone = "" if home.is_dir() else f" ({home} does not exist)"
         click.echo(f"no supervisor is running for {home}{gone}")
@@ -76,18 +77,42 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         client.call("sup.stop", timeout_s=60)
     except KintError as err:
         fail(err, obj.debug)
-    deadline = time.monotonic() + STOP_EXIT_WAIT_S
-    while (pid := running_pid(home)) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if pid is not None:
+    pid = _wait_gone(home, stopping)
+    started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
+    if pid is not None and started is None:
         refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) stopped its workers but "
                f"has not exited {STOP_EXIT_WAIT_S:.0f}s later",
                f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
     if as_json:
         echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),
-                   "kint_home_exists": home.is_dir()})
+                   "kint_home_exists": home.is_dir(), "started_since": started})
         return
     click.echo("supervisor stopped")
+    if started is not None:
+        click.echo(f"another supervisor (pid {started}) has started since: a kint-server or a "
+                   f"command started one; `kint supervisor stop` again stops it")
+
+
+def _same_supervisor(pid: int, stopping: int | None) -> bool:
+    """Whether the pid lock's holder may still be the supervisor that was asked to stop:
+    the same pid, or one of the two unknown (a pid file not readable yet, or none read
+    before the stop), where only its going tells."""
+    return stopping is None or pid in (stopping, -1) or stopping == -1
+
+
+def _wait_gone(home: Path, stopping: int | None) -> int | None:
+    """Wait up to STOP_EXIT_WAIT_S for the supervisor asked to stop to let go of its pid
+    lock; the holder then (None: nobody). A supervisor started meanwhile (a kint-server's
+    call, a command's autostart) takes the lock the moment the old one lets go: its pid
+    is another, and the wait ends there."""
+    from kint.supervisor.pidlock import running_pid
+
+    deadline = time.monotonic() + STOP_EXIT_WAIT_S
+    while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return pid
 
 
 @supervisor_group.command("reload")

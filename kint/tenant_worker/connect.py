@@ -74,8 +74,8 @@ def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise as_protocol_error(err) from None
     except ChainRefused as err:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, f"the chain refused: {err}") from None
-    except devchain.DevchainError as err:
-        raise ProtocolError(ErrorCode.NOT_CONNECTED, str(err)) from None
+    except devchain.DevchainError as err:  # `--dev`'s own calls: the devchain's code and hint
+        raise ProtocolError(err.code, str(err), err.hint) from None
 
 
 def _owner(args: dict[str, Any]) -> str:

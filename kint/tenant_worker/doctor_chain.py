@@ -1,5 +1,7 @@
 """The chain checks of the space's `kint doctor` (v0.3.0's list, 09-cli.md): the primary RPC
-answers for the configured chain, the secondary RPC is another endpoint on the same chain,
+answers for the configured chain, the secondary RPC is another endpoint on the same chain
+(an endpoint on another chain said in kint.chain.chain_id's words, as the CLI and a cold
+start say it),
 the contract has code, the session key may write, and the chain's head against this
 machine's mirror.
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
+from kint.chain.chain_id import answered_chain_id, on_other_chain
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
@@ -103,10 +106,9 @@ def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bo
         return check("rpc primary", False, f"{where}: {err}",
                      "check KINT_RPC_URL, or the endpoints given to `kint connect "
                      "--rpc-urls`"), False
-    if answered != chain.chain_id:
-        return check("rpc primary", False, f"{where} answers for chain {answered}, not "
-                     f"{_chain_name(chain)}'s {chain.chain_id}",
-                     f"point KINT_RPC_URL at an endpoint of chain {chain.chain_id}"), True
+    wrong = on_other_chain(chain, {0: answered})
+    if wrong is not None:
+        return check("rpc primary", False, *wrong), True
     return check("rpc primary", True, f"{where}: chain id {answered} "
                  f"({_chain_name(chain)})"), True
 
@@ -126,16 +128,15 @@ def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
         return check(name, True, f"{where} (SAME as primary: no second opinion on a cold start){single}",
                      SINGLE_RPC_HINT, warn=True)
     try:
-        answered = Anchor(chain, RpcTracker(), 1).chain_id()
+        answered = answered_chain_id(chain, RpcTracker(), 1)
     except CHAIN_READ_FAILED as err:
         if chain.allow_single_rpc:
             return check(name, True, f"{where}: {err}{single}", SINGLE_RPC_HINT, warn=True)
         return check(name, False, f"{where}: {err}{single}",
                      "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")
-    if answered != chain.chain_id:
-        return check(name, False, f"{where} answers for chain {answered}, not "
-                     f"{_chain_name(chain)}'s {chain.chain_id}",
-                     f"point KINT_RPC_URL_2 at an endpoint of chain {chain.chain_id}")
+    wrong = on_other_chain(chain, {1: answered})
+    if wrong is not None:
+        return check(name, False, *wrong)
     return check(name, True, f"{where}: chain id {answered}, another endpoint than the "
                  f"primary")
 

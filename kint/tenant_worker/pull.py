@@ -40,7 +40,7 @@ from kint.epochs.plaintext import Plaintext
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
 from kint.rows.merkle import merkle_root
-from kint.tenant_worker import apply_journal
+from kint.tenant_worker import apply_journal, lost_restore
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.changes import diff, store_lost
 from kint.tenant_worker.cold_start import cold_start, stale
@@ -129,6 +129,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # nothing to move aside (the file may hold other tenants' rows).
     lost = not discard and store_lost(
         mirror, rows, lambda: archived_entities(ctx.ro_connection(), cfg.tenant))
+    restoring = None if discard or lost else lost_restore.kept(state)
+    # A lost store's restore a killed pull began: the rows it kept, when this pull resumes it.
+    resuming: dict[str, Row] = {}
     if discard:  # moved aside after the walk, below: nothing moves before it can refuse
         refuse_to_move(ctx)
         sibyl_takes_writes()
@@ -158,6 +161,12 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
             if not local:
                 log.info("pull: finishing epoch %d, which an interrupted pull had begun to "
                          "apply", resumed.seq)
+        if restoring is not None and local and mirror is not None:
+            kept, local = lost_restore.its_own(local, restoring)
+            if kept and not local:
+                log.info("pull: resuming a lost store's restore after epoch %d, keeping the "
+                         "%d row(s) written since the loss", mirror.head.seq, len(kept))
+                resuming = {r.canonical_id: r for r in kept}
         moved = mirror is None or (head.seq, head.digest) != (mirror.head.seq, mirror.head.digest)
         if local and moved:
             raise ProtocolError(
@@ -187,9 +196,15 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     _check_continuity(todo, mirror.head.digest)
     if lost and present:
         _refuse_overwriting(todo, present, cfg.db)
+    if resuming:
+        _refuse_overwriting(todo, resuming, cfg.db, resumed=True)
     if discard or lost:
         if discard:
             backups = discard_local(ctx)
+        if lost and present:  # before the empty mirror: a pull killed after it resumes
+            lost_restore.begin(state, present)
+        else:
+            lost_restore.end(state)
         apply_journal.end(state)  # the store it described is the one moved aside or gone
         mirror = empty_mirror(state)
     gap: list[int] = []
@@ -223,6 +238,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if mirror.skipped != gap:
         mirror.skipped = gap
         state.save_mirror(mirror)
+    if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
+        lost_restore.end(state)  # a lost store's restore, if one ran, is done
     backfilled, closed = _backfill(ctx, anchor, owner, head, held) if full else ([], [])
     rows = ctx.store_rows() or []
     warnings += _not_back(mirror, rows, written)
@@ -265,10 +282,12 @@ def _lost_words(db: str, tenant: str, anchored: int, rows: list[Row] | None) -> 
     return f"{where} ({anchored} on chain)"
 
 
-def _refuse_overwriting(todo: list[Fetched], present: dict[str, Row], db: str) -> None:
+def _refuse_overwriting(todo: list[Fetched], present: dict[str, Row], db: str, *,
+                        resumed: bool = False) -> None:
     """A lost store's restore keeps the rows this tenant wrote into it since (never
     anchored), and refuses FORK, before anything is written, when an epoch to apply would
-    overwrite or delete one of them: pull never merges blindly."""
+    overwrite or delete one of them: pull never merges blindly. `resumed`: the restore a
+    killed pull began, its kept rows checked again against the epochs still to apply."""
     touched: set[str] = set()
     for f in todo:
         if f.opened is None:
@@ -280,10 +299,13 @@ def _refuse_overwriting(todo: list[Fetched], present: dict[str, Row], db: str) -
         return
     named = ", ".join(present[cid].label() for cid in clash[:5])
     more = f" and {len(clash) - 5} more" if len(clash) > 5 else ""
+    where = (f"the restore of the store {db} was interrupted; it keeps {len(present)} "
+             f"row(s) written since the loss that were never anchored" if resumed else
+             f"the store {db} holds none of this tenant's anchored rows, and {len(present)} "
+             f"row(s) that were never anchored")
     raise ProtocolError(
         ErrorCode.FORK,
-        f"the store {db} holds none of this tenant's anchored rows, and {len(present)} "
-        f"row(s) that were never anchored; restoring the anchored rows would overwrite or "
+        f"{where}; restoring the anchored rows would overwrite or "
         f"delete {len(clash)} of them ({named}{more}). Refusing to merge blindly; nothing "
         f"was written",
         "save what you need out of the store (`kint export`), then `kint pull "
