@@ -200,6 +200,24 @@ def test_an_anvil_that_does_not_start_leaves_no_record(tmp_path, fake_anvil):
     assert not _record(sb).exists()
 
 
+def test_a_devchain_that_does_not_answer_is_a_devchain_error_with_its_code():
+    """`connect --dev` funds the session key through anvil's own calls: a devchain that
+    is gone (nothing listens on its port) is a DevchainError (RPC_UNAVAILABLE, a hint),
+    which the worker reports with its code, not a `requests` exception (INTERNAL)."""
+    import socket
+
+    from kint.protocol import ErrorCode
+
+    with socket.socket() as s:  # a loopback port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(devchain.DevchainError) as gone:
+        devchain.fund(f"http://127.0.0.1:{port}", "0x" + "11" * 20, 1)
+    assert gone.value.code is ErrorCode.RPC_UNAVAILABLE
+    assert "anvil_setBalance: the devchain at http://127.0.0.1:" in str(gone.value)
+    assert "kint devchain status" in (gone.value.hint or "")
+
+
 def test_a_missing_kint_anvil_is_an_error_with_a_hint(tmp_path):
     sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(tmp_path / "no-such-anvil"))
     out = sb.kint("devchain", "start")

@@ -15,6 +15,7 @@ from web3 import Web3
 
 from kint.chain.artifact import test_smart_account_artifact
 from kint.chain.devchain.errors import DevchainError
+from kint.settings.urls import redact_url
 
 CHAIN_ID = 31337
 # anvil's first dev account: a published test key, funded by anvil at genesis.
@@ -46,9 +47,20 @@ def deploy_test_smart_account(url: str, signer_address: str) -> str:
 
 
 def dev_rpc(url: str, method: str, params: list[Any]) -> Any:
-    r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-                      timeout=10)
-    body = r.json()
+    """One JSON-RPC call to the devchain; every way it can fail (no answer, an answer that
+    is not JSON-RPC, an error) is a DevchainError, so a caller reports it with its code."""
+    try:
+        r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                     "params": params}, timeout=10)
+        body = r.json()
+    except (requests.RequestException, ValueError) as err:
+        raise DevchainError(f"{method}: the devchain at {redact_url(url)} did not answer "
+                            f"({type(err).__name__})",
+                            "`kint devchain status` says whether it runs; `kint devchain "
+                            "start` starts it") from None
+    if not isinstance(body, dict):
+        raise DevchainError(f"{method}: the devchain at {redact_url(url)} answered "
+                            f"something that is not JSON-RPC")
     if "error" in body:
         raise DevchainError(f"{method}: {body['error']}")
     return body.get("result")
