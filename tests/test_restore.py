@@ -89,7 +89,7 @@ def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
     anchored, one that is gone, an entity deleted on chain that is still there; rows the
     pull did not write are not its to judge."""
     from kint.rows.canon import Row
-    from kint.tenant_worker.pull import _not_back
+    from kint.tenant_worker.replay import rows_not_back
     from kint.tenant_worker.statefiles import Mirror, MirrorRow
 
     def row(key: str, body: str) -> Row:
@@ -103,7 +103,7 @@ def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
     written = {row(k, "").canonical_id: seq for k, seq in
                (("same", 1), ("changed", 2), ("gone", 1), ("deleted", 3))}
     # v0.3.0's words (03-new-machine.md, step 8), each with the epoch that wrote the row.
-    assert _not_back(mirror, stored, written) == [
+    assert rows_not_back(mirror, stored, written) == [
         "epoch 2: entity notes/changed: stored text differs from the anchored leaf after "
         "replay",
         "epoch 3: entity notes/deleted: deleted on chain but still in the store",

@@ -24,38 +24,29 @@ the store where it was rather than leaving the agent with no memory until a late
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from eth_hash.auto import keccak
-
-from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head
+from kint.chain.anchor import Anchor
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
-from kint.epochs.envelope import Header, Opened, open_epoch, parse_header
-from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
-from kint.epochs.plaintext import Plaintext
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row, canonical_id
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
-from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.changes import diff, store_lost
 from kint.tenant_worker.cold_start import cold_start, stale
+from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, refuse_to_move, sibyl_takes_writes
+from kint.tenant_worker.epoch_walk import Fetched, backfill, check_continuity, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import resolve_pending
-from kint.tenant_worker.connected import connected, sender_for
+from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
-    EpochMeta,
     EpochRejected,
-    Mirror,
-    cache_epoch,
     empty_mirror,
     record_epoch,
     unsaved_empty_mirror,
@@ -63,26 +54,6 @@ from kint.tenant_worker.statefiles import (
 from kint.tenant_worker.store import archived_entities
 
 log = logging.getLogger("kint.worker")
-
-
-@dataclass
-class Fetched:
-    log: EpochLog
-    envelope: bytes
-    header: Header | None  # None: the bytes do not parse as a kint header
-    opened: Opened | None  # None: this machine cannot open it (`reason` says why)
-    reason: str | None = None
-    # True when nobody can walk past it (it opened and contradicts itself, or is garbage
-    # inside a valid seal); False for an epoch a later snapshot can supersede.
-    final: bool = False
-
-    @property
-    def snapshot(self) -> bool:
-        return self.opened is not None and self.opened.plaintext.snapshot
-
-    def entry(self, **extra: Any) -> dict[str, Any]:
-        return {"seq": self.log.seq, "block": self.log.block, "tx": self.log.tx_hash,
-                "reason": self.reason, **extra}
 
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +153,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     base = mirror.head.seq
 
     # 3. Walk, and 4. check every epoch before anything is written.
-    fetched = _walk(ctx, anchor, owner, head, base, full, held)
+    fetched = walk(ctx, anchor, owner, head, base, full, held)
     fetched.reverse()  # oldest first
     start = 0
     for i, f in enumerate(fetched):  # resume at the newest snapshot that opens past a gap
@@ -193,7 +164,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
     todo = fetched[start:]
-    _check_continuity(todo, mirror.head.digest)
+    check_continuity(todo, mirror.head.digest)
     if lost and present:
         _refuse_overwriting(todo, present, cfg.db)
     if resuming:
@@ -219,9 +190,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
             break
         plaintext = f.opened.plaintext
         apply_journal.begin(state, f.opened.payload)
-        warnings += _replay(ctx, mirror, plaintext, present, written)
+        warnings += replay(ctx, mirror, plaintext, present, written)
         try:
-            mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, _meta(f),
+            mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, epoch_meta(f),
                                   payload=f.opened.payload)
         except EpochRejected as err:
             raise stale(str(err)) from None
@@ -240,9 +211,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         state.save_mirror(mirror)
     if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
         lost_restore.end(state)  # a lost store's restore, if one ran, is done
-    backfilled, closed = _backfill(ctx, anchor, owner, head, held) if full else ([], [])
+    backfilled, closed = backfill(ctx, anchor, owner, head, held) if full else ([], [])
     rows = ctx.store_rows() or []
-    warnings += _not_back(mirror, rows, written)
+    warnings += rows_not_back(mirror, rows, written)
     if ctx.drift.active:
         ctx.drift.reset(rows)
     ordered = sorted(rows, key=lambda r: r.canonical_id.encode("utf-8"))
@@ -325,186 +296,3 @@ def _older_epochs(backfilled: list[int], closed: list[dict[str, Any]]) -> str:
     return tail
 
 
-def _check_continuity(todo: list[Fetched], prev_digest: str) -> None:
-    """Each epoch to apply follows the one before it (a snapshot stands alone), checked
-    for them all before the first is written, and before a discarding pull moves the store."""
-    for f in todo:
-        if f.opened is None:  # the pull stops there
-            return
-        if not f.opened.plaintext.snapshot and f.log.prev != prev_digest:
-            raise stale(f"epoch {f.log.seq} does not follow the last applied epoch "
-                         f"({prev_digest[:12]})")
-        prev_digest = f.log.digest
-
-
-def _meta(f: Fetched) -> EpochMeta:
-    assert f.opened is not None
-    return EpochMeta(seq=f.log.seq, digest=f.log.digest, prev=f.log.prev, block=f.log.block,
-                     tx=f.log.tx_hash, bucket=f.opened.header.bucket,
-                     rows_root=f.opened.plaintext.rows_root, writer=f.log.writer)
-
-
-def _fetch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
-           held: dict[bytes, bytes]) -> Fetched:
-    """The epoch's ciphertext (rebuilt from the cache when it hashes to the event's digest,
-    else from the push calldata, checked), opened with the key its header names."""
-    envelope = rebuilt_envelope(ctx.state, ev.seq, held, owner)
-    if envelope is not None and keccak(envelope).hex() != ev.digest:
-        envelope = None
-    if envelope is None:
-        try:
-            envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
-                                            ev.digest)
-        except CalldataRefused as err:
-            raise stale(f"epoch {ev.seq}: {err}") from None
-    try:
-        header = parse_header(envelope)
-    except HeaderError as err:
-        return Fetched(ev, envelope, None, None, f"not a kint epoch ({err})")
-    key = held.get(header.dek_id)
-    if key is None:
-        return Fetched(ev, envelope, header, None,
-                       "sealed under a data key this machine does not hold (rotated)")
-    try:
-        opened = open_epoch(envelope, dek=key, owner=owner, space=ctx.config.space_id,
-                            seq=ev.seq, prev=ev.prev)
-    except Unopenable as err:
-        return Fetched(ev, envelope, header, None, str(err))
-    except Disagreement as err:
-        if err.field == "snapshot":
-            return Fetched(ev, envelope, header, None, str(err), final=True)
-        raise stale(f"epoch {ev.seq}: {err}") from None
-    except Malformed as err:
-        return Fetched(ev, envelope, header, None, f"its content is not an epoch ({err})",
-                       final=True)
-    return Fetched(ev, envelope, header, opened)
-
-
-def _walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,
-          held: dict[bytes, bytes]) -> list[Fetched]:
-    """Newest first, from the head down to the epoch after `base` (or the newest snapshot
-    that opens, unless `full`)."""
-    out: list[Fetched] = []
-    seq, block, expect = head.seq, head.block, head.digest
-    while seq > base:
-        ctx.progress = f"pull: checking epoch {seq} (walking back from {head.seq})"
-        ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
-        if ev is None:
-            raise stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
-                         f"pruned or lying")
-        if ev.digest != expect:
-            raise stale(f"epoch {seq}: its event digest is not the one the next epoch chains on")
-        f = _fetch(ctx, anchor, owner, ev, held)
-        out.append(f)
-        if f.snapshot and not full:
-            if seq > base + 1:  # v0.3.0's log line (03-new-machine.md, "Snapshots and --full")
-                log.info("pull: starting at snapshot epoch %d; the epochs before it are not "
-                         "needed to restore (`kint pull --full` walks them for the older "
-                         "versions)", seq)
-            break
-        if f.opened is None and f.header is not None and f.header.snapshot and not full:
-            log.warning("pull: epoch %d claims to be a snapshot but cannot be applied; walking "
-                        "the full history instead", seq)
-        seq, block, expect = seq - 1, ev.prev_block, ev.prev
-    return out
-
-
-def _backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
-              held: dict[bytes, bytes]) -> tuple[list[int], list[dict[str, Any]]]:
-    """`--full`: walk from the head to epoch 1 and cache, for history, every epoch this
-    machine has not decrypted (those a snapshot let an earlier pull skip). Returns the seqs
-    cached, and the epochs it could not open (CLOSED)."""
-    cached = set(ctx.state.cached_seqs())
-    added: list[int] = []
-    closed: list[dict[str, Any]] = []
-    seq, block, expect = head.seq, head.block, head.digest
-    while seq >= 1:
-        ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
-        if ev is None or ev.digest != expect:
-            raise stale(f"epoch {seq}: no matching Epoch event at block {block}")
-        if seq not in cached:
-            f = _fetch(ctx, anchor, owner, ev, held)
-            if f.opened is not None:
-                cache_epoch(ctx.state, f.opened.payload, f.envelope, _meta(f))
-                added.append(seq)
-            else:
-                closed.append(f.entry())
-        seq, block, expect = seq - 1, ev.prev_block, ev.prev
-    return sorted(added), closed
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
-            present: dict[str, Row], written: dict[str, int]) -> list[str]:
-    """Write one epoch's rows through Sibyl's own write methods. Rows the store already
-    holds byte for byte are not written again.
-
-    `present` is what the store holds, by canonical id (a row's leaf is worked out only
-    when an epoch carries a row of the same id); it is brought up to date here for the
-    next epoch. The ids written go into `written`, with this epoch's seq: the pull reads the
-    store back once, when it
-    ends (one export, which the store root needs anyway), and names any written row that
-    did not come back byte for byte. Reading each row back after each epoch cost more than
-    Sibyl's own writes on a long restore."""
-    client = ctx.client()
-    warnings: list[str] = []
-    if plaintext.snapshot:  # the whole state: what it does not carry is gone
-        carried = {r.canonical_id for r in plaintext.rows}
-        deletions = [m.deletion for cid, m in mirror.rows.items() if cid not in carried]
-    else:
-        deletions = list(plaintext.deleted)
-    for tier, category, key in deletions:
-        cid = canonical_id(tier, category, key)
-        if present.get(cid) is None:
-            continue
-        if tier == "entity":
-            client.delete_entity(category, key)
-            present.pop(cid, None)
-            written[cid] = plaintext.seq
-        else:  # v0.3.0's words (03-new-machine.md, "Replay through Sibyl's write methods")
-            warnings.append(f"epoch {plaintext.seq}: {tier} {key}: deleted on chain; no SDK "
-                            f"delete for this tier, so it stays in the store")
-    for wire in plaintext.rows:
-        row = wire.to_row()
-        cid = row.canonical_id
-        held = present.get(cid)
-        if held is not None and held.leaf == row.leaf:
-            continue
-        f = row.fields
-        if row.tier == "entity":
-            client.set_entity(row.category, row.key, _loads(f.get("body")),
-                              status=f.get("status"))
-        elif row.tier == "state":
-            client.set_state(row.key, _loads(f.get("body")))
-        elif row.tier == "reference":
-            client.set_reference(row.key, f.get("body"), metadata=_loads(f.get("metadata")))
-        elif row.tier == "journal":
-            client.write_event(ts=f.get("ts"), evaluated=_loads(f.get("evaluated")),
-                               acted=_loads(f.get("acted")), forward=_loads(f.get("forward")),
-                               extra=_loads(f.get("extra")))
-        present[cid] = row
-        written[cid] = plaintext.seq
-    return warnings
-
-
-def _not_back(mirror: Mirror, rows: list[Row], written: dict[str, int]) -> list[str]:
-    """The rows this pull wrote that the store does not hold as anchored, each named with
-    the epoch that last wrote it, in v0.3.0's words (03-new-machine.md, step 8)."""
-    stored = {r.canonical_id: r for r in rows if r.canonical_id in written}
-    out = []
-    for cid in sorted(written):
-        anchored = mirror.rows.get(cid)
-        back = stored.get(cid)
-        epoch = f"epoch {written[cid]}"
-        if anchored is None:
-            if back is not None and back.tier == "entity":
-                out.append(f"{epoch}: {back.label()}: deleted on chain but still in the store")
-        elif back is None:
-            out.append(f"{epoch}: {anchored.label()}: row missing after replay")
-        elif back.leaf != anchored.leaf:
-            out.append(f"{epoch}: {anchored.label()}: stored text differs from the anchored "
-                       f"leaf after replay")
-    return out

@@ -1,0 +1,157 @@
+"""The walk of a pull: from the chain's head back through each Epoch event's prevBlock,
+one exact-block log query per epoch, fetching each epoch's ciphertext (rebuilt from this
+machine's cache when it hashes to the event's digest, else read from the push's calldata)
+and opening it with the key its header names, before anything is written (pull.py).
+
+Every check that can stop a pull on an epoch lives here: the event's digest against the
+chain of digests, the calldata against the event, the header, the data key, the GCM tag,
+the plaintext's agreement with chain and header, and prev continuity across the epochs to
+apply. An epoch this machine cannot open is kept as such (`Fetched.opened` None, with its
+reason), for the pull to skip past with a later snapshot or stop at.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from eth_hash.auto import keccak
+
+from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head
+from kint.epochs.envelope import Header, Opened, open_epoch, parse_header
+from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
+from kint.tenant_worker.cache_check import rebuilt_envelope
+from kint.tenant_worker.cold_start import stale
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import EpochMeta, cache_epoch
+
+log = logging.getLogger("kint.worker")
+
+
+@dataclass
+class Fetched:
+    log: EpochLog
+    envelope: bytes
+    header: Header | None  # None: the bytes do not parse as a kint header
+    opened: Opened | None  # None: this machine cannot open it (`reason` says why)
+    reason: str | None = None
+    # True when nobody can walk past it (it opened and contradicts itself, or is garbage
+    # inside a valid seal); False for an epoch a later snapshot can supersede.
+    final: bool = False
+
+    @property
+    def snapshot(self) -> bool:
+        return self.opened is not None and self.opened.plaintext.snapshot
+
+    def entry(self, **extra: Any) -> dict[str, Any]:
+        return {"seq": self.log.seq, "block": self.log.block, "tx": self.log.tx_hash,
+                "reason": self.reason, **extra}
+
+
+def check_continuity(todo: list[Fetched], prev_digest: str) -> None:
+    """Each epoch to apply follows the one before it (a snapshot stands alone), checked
+    for them all before the first is written, and before a discarding pull moves the store."""
+    for f in todo:
+        if f.opened is None:  # the pull stops there
+            return
+        if not f.opened.plaintext.snapshot and f.log.prev != prev_digest:
+            raise stale(f"epoch {f.log.seq} does not follow the last applied epoch "
+                         f"({prev_digest[:12]})")
+        prev_digest = f.log.digest
+
+
+def epoch_meta(f: Fetched) -> EpochMeta:
+    assert f.opened is not None
+    return EpochMeta(seq=f.log.seq, digest=f.log.digest, prev=f.log.prev, block=f.log.block,
+                     tx=f.log.tx_hash, bucket=f.opened.header.bucket,
+                     rows_root=f.opened.plaintext.rows_root, writer=f.log.writer)
+
+
+def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
+           held: dict[bytes, bytes]) -> Fetched:
+    """The epoch's ciphertext (rebuilt from the cache when it hashes to the event's digest,
+    else from the push calldata, checked), opened with the key its header names."""
+    envelope = rebuilt_envelope(ctx.state, ev.seq, held, owner)
+    if envelope is not None and keccak(envelope).hex() != ev.digest:
+        envelope = None
+    if envelope is None:
+        try:
+            envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
+                                            ev.digest)
+        except CalldataRefused as err:
+            raise stale(f"epoch {ev.seq}: {err}") from None
+    try:
+        header = parse_header(envelope)
+    except HeaderError as err:
+        return Fetched(ev, envelope, None, None, f"not a kint epoch ({err})")
+    key = held.get(header.dek_id)
+    if key is None:
+        return Fetched(ev, envelope, header, None,
+                       "sealed under a data key this machine does not hold (rotated)")
+    try:
+        opened = open_epoch(envelope, dek=key, owner=owner, space=ctx.config.space_id,
+                            seq=ev.seq, prev=ev.prev)
+    except Unopenable as err:
+        return Fetched(ev, envelope, header, None, str(err))
+    except Disagreement as err:
+        if err.field == "snapshot":
+            return Fetched(ev, envelope, header, None, str(err), final=True)
+        raise stale(f"epoch {ev.seq}: {err}") from None
+    except Malformed as err:
+        return Fetched(ev, envelope, header, None, f"its content is not an epoch ({err})",
+                       final=True)
+    return Fetched(ev, envelope, header, opened)
+
+
+def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,
+          held: dict[bytes, bytes]) -> list[Fetched]:
+    """Newest first, from the head down to the epoch after `base` (or the newest snapshot
+    that opens, unless `full`)."""
+    out: list[Fetched] = []
+    seq, block, expect = head.seq, head.block, head.digest
+    while seq > base:
+        ctx.progress = f"pull: checking epoch {seq} (walking back from {head.seq})"
+        ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+        if ev is None:
+            raise stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
+                         f"pruned or lying")
+        if ev.digest != expect:
+            raise stale(f"epoch {seq}: its event digest is not the one the next epoch chains on")
+        f = fetch_epoch(ctx, anchor, owner, ev, held)
+        out.append(f)
+        if f.snapshot and not full:
+            if seq > base + 1:  # v0.3.0's log line (03-new-machine.md, "Snapshots and --full")
+                log.info("pull: starting at snapshot epoch %d; the epochs before it are not "
+                         "needed to restore (`kint pull --full` walks them for the older "
+                         "versions)", seq)
+            break
+        if f.opened is None and f.header is not None and f.header.snapshot and not full:
+            log.warning("pull: epoch %d claims to be a snapshot but cannot be applied; walking "
+                        "the full history instead", seq)
+        seq, block, expect = seq - 1, ev.prev_block, ev.prev
+    return out
+
+
+def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
+              held: dict[bytes, bytes]) -> tuple[list[int], list[dict[str, Any]]]:
+    """`--full`: walk from the head to epoch 1 and cache, for history, every epoch this
+    machine has not decrypted (those a snapshot let an earlier pull skip). Returns the seqs
+    cached, and the epochs it could not open (CLOSED)."""
+    cached = set(ctx.state.cached_seqs())
+    added: list[int] = []
+    closed: list[dict[str, Any]] = []
+    seq, block, expect = head.seq, head.block, head.digest
+    while seq >= 1:
+        ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+        if ev is None or ev.digest != expect:
+            raise stale(f"epoch {seq}: no matching Epoch event at block {block}")
+        if seq not in cached:
+            f = fetch_epoch(ctx, anchor, owner, ev, held)
+            if f.opened is not None:
+                cache_epoch(ctx.state, f.opened.payload, f.envelope, epoch_meta(f))
+                added.append(seq)
+            else:
+                closed.append(f.entry())
+        seq, block, expect = seq - 1, ev.prev_block, ev.prev
+    return sorted(added), closed
