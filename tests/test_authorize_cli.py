@@ -108,10 +108,20 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
     assert json.loads(ok(m.kint("session-key", "show")).stdout)["address"] == new
 
 
+def enrolled(path, owner: str, rpc_urls: list[str] | None = None) -> None:
+    """An enrolment as `kint connect` writes one (the file that says this machine is
+    connected for the space), naming `owner` and, when given, the space's own endpoints."""
+    from kint.tenant_worker.enrolment import Enrolment, save_enrolment
+
+    save_enrolment(path, Enrolment(space=space_id(TENANT), tenant=TENANT, owner=owner,
+                                   account="eoa", contract="0x" + "00" * 20, chain_id=31337,
+                                   rpc_urls=rpc_urls))
+
+
 def test_show_and_lanes_default_to_the_connected_owner(machine):
     owner = machine.owner()
     enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
-    enrol.write_text(json.dumps({"owner": owner.address.lower(), "tenant": TENANT}))
+    enrolled(enrol, owner.address.lower())
     shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
     assert shown["owner"] == owner.address and shown["authorized"] is False
     typed, line = payload(machine)
@@ -131,8 +141,7 @@ def test_a_connected_spaces_own_endpoints_are_read(machine):
     owner = machine.owner()
     enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
     with RpcProxy(machine.url) as proxy:
-        enrol.write_text(json.dumps({"owner": owner.address, "tenant": TENANT,
-                                     "rpc_urls": [proxy.url]}))
+        enrolled(enrol, owner.address, rpc_urls=[proxy.url])
         shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
         assert shown["chain"] == {"chain_id": 31337, "rpc": proxy.url}, shown
         assert shown["authorized"] is False and "eth_getBalance" in proxy.calls

@@ -54,7 +54,7 @@ def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(san
         out = sandbox.kint(*argv)
         assert out.returncode == 2, (argv, out.stdout, out.stderr)
         assert out.stderr.splitlines() == [
-            f"kint: error: {enrol} cannot be read as JSON [CORRUPT_STATE]",
+            f"kint: error: {enrol}: is not valid JSON (truncated or garbled) [CORRUPT_STATE]",
             "hint: run kint connect again"], (argv, out.stderr)
 
 
@@ -62,9 +62,8 @@ def test_an_owner_refused_loads_no_web3(sandbox):
     """`--owner` is checked in the CLI process before the command goes to its worker; a
     refusal (not an address, another owner than the enrolment names) needs eth_utils'
     address helpers, never web3 (~0.5 s of a fresh command, and the whole of a refusal)."""
-    import json
-
     from kint import spaces
+    from kint.tenant_worker.enrolment import Enrolment, save_enrolment
     from kint.tenant_worker.statefiles import space_files
 
     ref = spaces.resolve(sandbox.tenant, str(sandbox.sibyl_db))
@@ -72,7 +71,8 @@ def test_an_owner_refused_loads_no_web3(sandbox):
     enrol.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     sandbox.kint_home.chmod(0o700)
     owner = "0x" + "ab" * 20
-    enrol.write_text(json.dumps({"owner": owner}))
+    save_enrolment(enrol, Enrolment(space=ref.space_id, tenant=ref.tenant, owner=owner,
+                                    account="eoa", contract="0x" + "00" * 20, chain_id=8453))
     for argv, said in ((("push", "--owner", "0x12"), "is not an address"),
                        (("doctor", "--owner", OTHER), "is not the owner this space is")):
         out, loaded = kint_loading(sandbox.env, *argv)

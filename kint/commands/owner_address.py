@@ -13,15 +13,17 @@ cannot be read is CORRUPT_STATE, refused as every command refuses (`common.refus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import orjson
 from eth_utils import is_address, to_checksum_address
 
 from kint import spaces
 from kint.commands.common import refuse, usage_error
 from kint.paths import space_files
 from kint.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from kint.tenant_worker.enrolment import Enrolment
 
 
 def checked_address(value: str, flag: str = "--owner") -> str:
@@ -40,24 +42,21 @@ def connected_owner(tenant: str | None, db: str | None, home: Path,
     todo = ("run kint connect again" if owner_given
             else "pass --owner 0x... or run kint connect again")
     found = enrolment(spaces.resolve(tenant, db), home, todo)
-    return None if found is None else to_checksum_address(found["owner"])
+    return None if found is None else to_checksum_address(found.owner)
 
 
-def enrolment(ref: "spaces.SpaceRef", home: Path, todo: str) -> dict[str, Any] | None:
-    """The enrolment of `ref`'s space as JSON, or None when it is not connected here; one
-    that cannot be read or names no owner is refused (CORRUPT_STATE), `todo` saying what
-    to do."""
-    path = space_files(home, ref.space16)["enrol"]
+def enrolment(ref: "spaces.SpaceRef", home: Path, todo: str) -> "Enrolment | None":
+    """The enrolment of `ref`'s space, or None when it is not connected here; one that
+    cannot be trusted is refused (CORRUPT_STATE, naming the file and why), `todo` saying
+    what to do. The worker's own reader (kint.tenant_worker.enrolment), so the command
+    line and the worker refuse the same files."""
+    from kint.tenant_worker.enrolment import load_enrolment
+    from kint.tenant_worker.state_format import CorruptStateFile
+
     try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, orjson.JSONDecodeError):
-        refuse(ErrorCode.CORRUPT_STATE, f"{path} cannot be read as JSON", todo)
-    owner = data.get("owner") if isinstance(data, dict) else None
-    if not isinstance(owner, str) or not is_address(owner):
-        refuse(ErrorCode.CORRUPT_STATE, f"{path} names no owner address", todo)
-    return data
+        return load_enrolment(space_files(home, ref.space16)["enrol"])
+    except CorruptStateFile as err:
+        refuse(ErrorCode.CORRUPT_STATE, str(err), todo)
 
 
 def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,

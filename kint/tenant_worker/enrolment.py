@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+from eth_utils import is_address
 
 from kint.paths import atomic_write
-from kint.tenant_worker.statefiles import CorruptStateFile
+from kint.tenant_worker.state_format import CorruptStateFile
 
 ENROL_VERSION = 2
 AccountKind = Literal["eoa", "smart"]
@@ -61,8 +62,9 @@ def load_enrolment(path: Path) -> Enrolment | None:
         enrolment = Enrolment(**obj)
     except TypeError:
         raise CorruptStateFile(path, "does not have the fields of an enrolment") from None
-    if not isinstance(enrolment.owner, str) or enrolment.account not in ("eoa", "smart"):
-        raise CorruptStateFile(path, "names no owner or account kind")
+    if (not isinstance(enrolment.owner, str) or not is_address(enrolment.owner)
+            or enrolment.account not in ("eoa", "smart")):
+        raise CorruptStateFile(path, "names no owner address or account kind")
     return enrolment
 
 
