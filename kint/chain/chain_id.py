@@ -18,7 +18,7 @@ from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.settings.urls import redact_url
 
 ENDPOINT_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
-_DEVCHAIN_TODO = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
+_DEVCHAIN_ADVICE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
                   "to this machine instead")
 
 
@@ -68,5 +68,5 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int],
         todo = (f"point {' and '.join(ENDPOINT_NAMES[index] for index in wrong)} at an "
                 f"endpoint of chain {expected}")
     if not chain.devchain:  # on the devchain its record is here already
-        todo += f"; {_DEVCHAIN_TODO}"
+        todo += f"; {_DEVCHAIN_ADVICE}"
     return f"{' and '.join(said)}, not {expected}, the chain this machine signs for", todo
