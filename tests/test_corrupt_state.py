@@ -55,3 +55,21 @@ def test_a_garbled_file_is_named_and_left_alone(machine, name, op):
     finally:
         path.write_bytes(original)
     assert kjson(machine, "status")["in_step"] is True
+
+
+@pytest.mark.parametrize("urls", ["http://127.0.0.1:8545", [], [7], [""]])
+def test_an_enrolment_whose_endpoints_are_not_a_list_of_urls_is_refused(tmp_path, urls):
+    """The space's own endpoints (`connect --rpc-urls`) are read by the worker, `join`,
+    `authorize` and `session-key show` through one reader: a value that is not a list of
+    endpoints is a corrupt file, named, never an endpoint built from it."""
+    from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    path = tmp_path / "enrol-0000000000000000.json"
+    good = Enrolment(space="00" * 32, tenant="t", owner="0x" + "ab" * 20, account="eoa",
+                     contract="0x" + "00" * 20, chain_id=8453, rpc_urls=["http://127.0.0.1:9"])
+    save_enrolment(path, good)
+    assert load_enrolment(path) == good
+    path.write_text(json.dumps({**good.to_json(), "rpc_urls": urls}))
+    with pytest.raises(CorruptStateFile, match="rpc_urls that are not a list of endpoints"):
+        load_enrolment(path)

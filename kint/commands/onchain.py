@@ -53,9 +53,7 @@ def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
     ref = spaces.resolve(tenant, db)
     found = enrolment(ref, home, "run kint connect again, or pass --tenant for a space "
                                  "that is connected here")
-    space_urls = found.rpc_urls if found is not None else None
-    if not (isinstance(space_urls, list) and all(isinstance(u, str) for u in space_urls)):
-        space_urls = None
+    space_urls = found.rpc_urls if found is not None else None  # checked by its reader
     if found is not None:
         settings.configure(space=(ref.label, ref.space16, ref.space_id))
     try:

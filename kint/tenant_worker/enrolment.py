@@ -65,6 +65,10 @@ def load_enrolment(path: Path) -> Enrolment | None:
     if (not isinstance(enrolment.owner, str) or not is_address(enrolment.owner)
             or enrolment.account not in ("eoa", "smart")):
         raise CorruptStateFile(path, "names no owner address or account kind")
+    urls = enrolment.rpc_urls
+    if urls is not None and not (isinstance(urls, list) and urls
+                                 and all(isinstance(u, str) and u for u in urls)):
+        raise CorruptStateFile(path, "has rpc_urls that are not a list of endpoints")
     return enrolment
 
 
