@@ -19,7 +19,7 @@ from kint.settings.urls import redact_url
 
 ENDPOINT_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
 _DEVCHAIN_ADVICE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
-                  "to this machine instead")
+                    "to this machine instead")
 
 
 def answered_chain_id(chain: ChainConfig, tracker: RpcTracker, index: int) -> int:
