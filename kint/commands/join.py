@@ -146,7 +146,7 @@ def _session_key(home: Path, said: Said) -> str:
     return address
 
 
-def _anchor(home: Path, ref: spaces.SpaceRef) -> Any:
+def _anchor(home: Path, ref: spaces.SpaceRef, enrolment: Any) -> Any:
     """EpochAnchor on this machine's chain, reached as the space's worker reaches it (its
     `[spaces."<label>"]` table in config.toml, and on a rerun its enrolment's `kint connect
     --rpc-urls` endpoints), or a stop at the vault step. The head join reads and the
@@ -156,7 +156,6 @@ def _anchor(home: Path, ref: spaces.SpaceRef) -> Any:
     from kint.chain.config import ChainConfigError, load_chain_config
     from kint.chain.rpc import RpcTracker
 
-    enrolment = _enrolment(home, ref.space16)
     settings.configure(space=(ref.label, ref.space16, ref.space_id))
     try:
         return Anchor(load_chain_config(home, enrolment.rpc_urls if enrolment else None),
@@ -182,9 +181,10 @@ def _enrolment(home: Path, space16: str) -> Any:
              "move it aside and run kint join again")
 
 
-def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: str,
+def _vault(anchor: Any, enrolment: Any, owner: str, ref: spaces.SpaceRef, source: str,
            new_vault: bool, said: Said) -> None:
-    """Read the head; with no epochs, stop unless a new vault is wanted (or is here)."""
+    """Read the head; with no epochs, stop unless a new vault is wanted (or is here:
+    `enrolment`, this machine's for the space, names the owner)."""
     from kint.chain.calls import ChainRefused
     from kint.chain.rpc import RpcUnavailable
     from web3.exceptions import Web3Exception
@@ -206,7 +206,7 @@ def _vault(anchor: Any, home: Path, owner: str, ref: spaces.SpaceRef, source: st
         said.step("vault", vault, f"vault: head epoch {head.seq} at block {head.block}")
     elif new_vault:
         said.step("vault", vault, "vault: no epochs yet; --new-vault: a new vault starts here")
-    elif (enrolled := _enrolment(home, ref.space16)) is not None and enrolled.owner == owner:
+    elif enrolment is not None and enrolment.owner == owner:
         said.step("vault", vault, "vault: no epochs yet; this machine already holds the vault "
                   "for this owner and space")
     else:
@@ -343,7 +343,8 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
                         passphrase_prompt, False, recovery_code_stdin)
     home = kint_home()
-    anchor = _anchor(home, ref)
+    enrolment = _enrolment(home, ref.space16)
+    anchor = _anchor(home, ref, enrolment)
     source = tenant_source(obj.tenant)
 
     said = Said(as_json)
@@ -357,7 +358,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
                "      this command writes nothing to the chain")
 
     address = _session_key(home, said)
-    _vault(anchor, home, owner, ref, source, new_vault, said)
+    _vault(anchor, enrolment, owner, ref, source, new_vault, said)
     connected = space_call(obj, "connect", args, timeout_s=300,
                            on_error=_stopper(STEP_CONNECT, obj))
     said.step("connect", connected, *joined_lines(connected))

@@ -144,7 +144,8 @@ def decode_request(data: bytes) -> Request:
     if type(obj) is dict and _REQUEST_KEYS.issuperset(obj):
         get = obj.get
         rid, op, tenant, db, space = get("id"), get("op"), get("tenant"), get("db"), get("space")
-        args, timeout_ms, cast = get("args"), get("timeout_ms", DEFAULT_TIMEOUT_MS), get("cast", False)
+        args, timeout_ms = get("args"), get("timeout_ms", DEFAULT_TIMEOUT_MS)
+        cast = get("cast", False)
         spec = (_OPS or _ops_table()).get(op) if type(op) is str else None
         if (spec is not None and type(get("v")) is int and get("v") == PROTOCOL_VERSION
                 and type(rid) is str and 0 < len(rid) <= MAX_ID_CHARS

@@ -5,9 +5,10 @@ A message counts only when it comes on the route of a worker this supervisor spa
 carries that spawn's token (`worker_wire`), and a hello only from the pid spawned, where
 the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
 bound, since an impostor may send many. A worker's route is retired when the worker is
-declared down (hung) or exits: what still comes on it is dropped, never believed. A reply is passed on to its client as the bytes
-the worker encoded, never decoded here; one whose request was already answered (a
-TIMEOUT) is dropped by id, and one larger than a client reads is answered TOO_LARGE.
+declared down (hung) or exits: what still comes on it is dropped, never believed. A reply
+is passed on to its client as the bytes the worker encoded, never decoded here; one whose
+request was already answered (a TIMEOUT) is dropped by id, and one larger than a client
+reads is answered TOO_LARGE.
 
 Kept apart from the loop (kint/supervisor/daemon.py) and from the clients' side
 (`routing`) because it is the supervisor's trust boundary towards its workers. A mixin of

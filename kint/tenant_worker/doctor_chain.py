@@ -125,8 +125,8 @@ def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
         return check(name, True, f"none configured{single}", SINGLE_RPC_HINT, warn=True)
     where = redact_url(chain.rpc_urls[1])
     if chain.second_is_same_endpoint:
-        return check(name, True, f"{where} (SAME as primary: no second opinion on a cold start){single}",
-                     SINGLE_RPC_HINT, warn=True)
+        return check(name, True, f"{where} (SAME as primary: no second opinion on a cold "
+                                 f"start){single}", SINGLE_RPC_HINT, warn=True)
     try:
         answered = answered_chain_id(chain, RpcTracker(), 1)
     except CHAIN_READ_FAILED as err:

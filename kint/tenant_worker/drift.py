@@ -6,7 +6,8 @@ those notes. Before a server-side push (the watcher's, the exit's, `memory_push`
 whose stored leaf differs from the mirror's holds the push when a `kint_refusal` entity
 names exactly the value it holds now, or when it changed (or an anchored row vanished)
 with no note from any session to explain it (a store that lost every anchored row,
-changes.store_lost, is named as such: a plain pull restores them). A row that was never anchored is not drift.
+changes.store_lost, is named as such: a plain pull restores them). A row that was never
+anchored is not drift.
 A held push anchors nothing and drops nothing. `kint push` from a terminal is never held.
 """
 
