@@ -75,15 +75,19 @@ class Holder(NamedTuple):
 _SHARED_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
 
 
-def _held_words(fd: int) -> list[str] | None:
-    """The words of the pid file open on `fd` when a supervisor holds its lock; None when
+def _held_bytes(fd: int) -> bytes | None:
+    """The pid file open on `fd`, as bytes, when a supervisor holds its lock; None when
     nobody does (a shared lock taken, and dropped at once)."""
     try:
         fcntl.flock(fd, _SHARED_NOW)
     except OSError:
-        return os.pread(fd, 64, 0).decode(errors="replace").split()
+        return os.pread(fd, 64, 0)
     fcntl.flock(fd, fcntl.LOCK_UN)
     return None
+
+
+def _words(data: bytes) -> list[str]:
+    return data.decode(errors="replace").split()
 
 
 def _pid_in(words: list[str]) -> int:
@@ -92,9 +96,10 @@ def _pid_in(words: list[str]) -> int:
 
 def _holder_of(fd: int) -> Holder | None:
     """Who holds the pid lock open on `fd`."""
-    words = _held_words(fd)
-    if words is None:
+    data = _held_bytes(fd)
+    if data is None:
         return None
+    words = _words(data)
     return Holder(_pid_in(words), SERVING in words[1:])
 
 
@@ -146,15 +151,12 @@ class HolderWatch:
                 return None
             opened = os.fstat(fd)
             self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
-        try:
-            fcntl.flock(self._fd, _SHARED_NOW)
-        except OSError:  # held: a supervisor lives; its pid is in the file
-            data = os.pread(self._fd, 64, 0)
-            if data != self._read[0]:
-                self._read = (data, _pid_in(data.decode(errors="replace").split()))
-            return self._read[1]
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        return None
+        data = _held_bytes(self._fd)
+        if data is None:
+            return None
+        if data != self._read[0]:  # held, by a supervisor new to this watch, or now serving
+            self._read = (data, _pid_in(_words(data)))
+        return self._read[1]
 
     def close(self) -> None:
         if self._fd is not None:
