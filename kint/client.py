@@ -52,8 +52,13 @@ class KintError(Exception):
 
 
 class SupervisorUnavailable(KintError):
+    """No supervisor answers. `CODE` is also what the commands that check for one
+    themselves (`supervisor status`, `supervisor reload`) refuse with."""
+
+    CODE = "SUPERVISOR_UNAVAILABLE"
+
     def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__("SUPERVISOR_UNAVAILABLE", message, hint)
+        super().__init__(self.CODE, message, hint)
 
 
 def _encoded(request: Request) -> bytes:

@@ -222,6 +222,8 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
              f"{session_key_text(result.get('session_key'))}"]
     if result.get("interrupted_pull"):
         lines.append(f"pull:    {result['interrupted_pull']}")
+    if result.get("restore_in_progress"):
+        lines.append(f"restore: {printable(result['restore_in_progress'])}")
     return lines
 
 

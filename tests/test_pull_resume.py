@@ -6,6 +6,7 @@ to refuse the partial rows as a fork)."""
 from __future__ import annotations
 
 import gzip
+import json
 import sqlite3
 from contextlib import closing
 
@@ -92,7 +93,9 @@ def test_a_lost_stores_restore_killed_mid_epoch_is_resumed_by_the_next(tmp_path,
     new one since. Killed half-way through the first epoch, it leaves that row beside a
     mirror behind the chain: the next pull resumes the restore (the row is one the restore
     recorded keeping) instead of refusing it as a fork. A row written after the kill is
-    still a fork; gone again, the restore finishes, the kept row still unanchored."""
+    still a fork; gone again, the restore finishes, the kept row still unanchored. Until
+    then status and doctor name the restore in progress and say `kint pull` finishes it;
+    a record that does not read is a state problem, named."""
     flag = tmp_path / "crash-flag"
     k = new_machine(tmp_path / "k", chain_home, KINT_TEST_CRASH_FLAG=str(flag))
     try:
@@ -107,6 +110,17 @@ def test_a_lost_stores_restore_killed_mid_epoch_is_resumed_by_the_next(tmp_path,
         assert k.kint("pull").returncode != 0  # the worker died under the request
         assert not flag.exists()
         assert 2 <= len(_rules(k.sibyl_db)) < 5  # the row kept, and part of the epoch
+        record, = k.kint_home.glob("restoring-*.json")
+        said = (f"a lost store's restore is in progress ({record}), keeping 1 row(s) written "
+                f"since the store was lost (never anchored): `kint pull` finishes it")
+        status = kjson(k, "status")
+        assert status["restore_in_progress"] == said, status
+        assert status["unanchored"] == 1, status  # the kept row, unanchored as any other
+        assert f"\nrestore: {said}\n" in ok(k.kint("status")).stdout
+        doctor = k.kint("doctor", "--json")
+        assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+        pull_check = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["pull"]
+        assert pull_check["ok"] is False and said in pull_check["detail"], pull_check
 
         write_rules(k.sibyl_db, k.tenant, after="written after the kill")
         fork = k.kint("pull")
@@ -119,8 +133,15 @@ def test_a_lost_stores_restore_killed_mid_epoch_is_resumed_by_the_next(tmp_path,
         assert pulled["applied"] == [1] and pulled["store_root_matches"] is False, pulled
         assert len(_rules(k.sibyl_db)) == 5 and "since" in _rules(k.sibyl_db)
         assert not list(k.kint_home.glob("restoring-*")), "the restore is done"
+        assert kjson(k, "status")["restore_in_progress"] is None
         assert kjson(k, "push", "--dry-run")["epochs"][0]["rows"] == 1
         log = (k.kint_home / "supervisor.log").read_text(errors="replace")
         assert "resuming a lost store's restore after epoch 0" in log
+
+        record.write_text("{")
+        status = kjson(k, "status")
+        assert status["restore_in_progress"] is None, status
+        assert any(str(record) in p for p in status["state_problems"]), status
+        record.unlink()
     finally:
         k.shutdown()

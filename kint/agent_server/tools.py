@@ -165,8 +165,9 @@ for pushes (balance, authorized), `unanchored` changed and deleted rows, `held` 
 kint-server's pushes are held, or null), `watcher_failure` (the watcher's last failed push \
 and when it tries again, or null), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
-null), `disk_problems` (a full disk under the store or kint's state) and `cap` (Sibyl's \
-bytes, kint's bytes, their sum against the cap). Reads only."""
+null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
+finishes, or null), `disk_problems` (a full disk under the store or kint's state) and \
+`cap` (Sibyl's bytes, kint's bytes, their sum against the cap). Reads only."""
 
 CONNECT = """Connect this machine to the owner's vault, or say what the human must run. With \
 no arguments it connects nothing: it answers `connected: true`, or `connected: false` with \

@@ -25,7 +25,7 @@ from web3.exceptions import Web3Exception
 from kint import settings, spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
-from kint.chain.chain_id import other_chain
+from kint.chain.chain_id import on_other_chain
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
@@ -77,9 +77,10 @@ def chain_shown(anchor: Anchor) -> dict[str, Any]:
 
 def endpoint_on_other_chain(anchor: Anchor) -> tuple[str, str] | None:
     """(what is wrong, what to do) when the endpoint answers for another chain than the one
-    kint signs for (kint.chain.chain_id). One eth_chainId read; RpcUnavailable when the
-    endpoint does not answer."""
-    return other_chain(anchor.config, RpcTracker())
+    kint signs for (kint.chain.chain_id). One eth_chainId read, through the caller's own
+    Anchor (`open_anchor`'s, on the primary endpoint: the one the command goes on to use);
+    RpcUnavailable when the endpoint does not answer."""
+    return on_other_chain(anchor.config, {0: anchor.chain_id()})
 
 
 def refuse_other_chain(anchor: Anchor) -> None:

@@ -125,9 +125,8 @@ def supervisor_reload(obj: Ctx, as_json: bool) -> None:
     client = obj.client(autostart=False)
     if not client.ping(1.0):
         if json_refusals():
-            err = SupervisorUnavailable(f"no supervisor is running for {kint_home()}",
-                                        "the next one reads the config file when it starts")
-            refuse(err.code, err.message, err.hint, NO_SUPERVISOR)
+            refuse(SupervisorUnavailable.CODE, f"no supervisor is running for {kint_home()}",
+                   "the next one reads the config file when it starts", NO_SUPERVISOR)
         click.echo(f"kint: no supervisor is running for {kint_home()}; the next one reads "
                    f"the config file when it starts", err=True)
         sys.exit(NO_SUPERVISOR)

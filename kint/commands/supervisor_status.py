@@ -20,7 +20,7 @@ import time
 from typing import Any, TextIO
 
 from kint import render
-from kint.client import Client, KintError
+from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.exit_codes import ERROR, NO_SUPERVISOR
 from kint.paths import home_refusal, kint_home
 
@@ -80,9 +80,9 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                 _err(refusal)
                 return ERROR
             if as_json:  # a script reads one object whichever way the command ends
-                _refusal_json("SUPERVISOR_UNAVAILABLE", f"no supervisor is running for {home}",
-                              "`kint supervisor start` starts one (so does any command "
-                              "that needs it)")
+                _refusal_json(SupervisorUnavailable.CODE,
+                              f"no supervisor is running for {home}", "`kint supervisor "
+                              "start` starts one (so does any command that needs it)")
             else:
                 _err(f"kint: no supervisor is running for {home}")
             return NO_SUPERVISOR

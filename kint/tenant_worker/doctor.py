@@ -104,12 +104,13 @@ def _recovery_file(ctx: SpaceContext, vault_created: bool) -> dict[str, Any]:
 
 def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
                            ) -> tuple[Any, list[dict[str, Any]]]:
-    """Room on the disks under the store and KINT_HOME, a pull left half-done (a full disk
-    or a kill stopped it), and, on a connected space, the rows changed since the last
-    anchored epoch, from one diff of the store against the mirror (`kint status`'s: the
-    rows of a half-done pull are that pull's, never changes to push). Returns the mirror
-    too, for the head check."""
+    """Room on the disks under the store and KINT_HOME, what a pull left to finish (an
+    epoch half-done, a full disk or a kill stopped it; a lost store's restore in progress),
+    and, on a connected space, the rows changed since the last anchored epoch, from one
+    diff of the store against the mirror (`kint status`'s: the rows of a half-done pull
+    are that pull's, never changes to push). Returns the mirror too, for the head check."""
     from kint.tenant_worker.disk_space import rooms
+    from kint.tenant_worker.lost_restore import in_progress
     from kint.tenant_worker.statefiles import CorruptStateFile
     from kint.tenant_worker.store import StoreUnreadable
     from kint.tenant_worker.unanchored import count_unanchored
@@ -128,7 +129,8 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
             half, local = counted.half_done, counted.unanchored
     except (CorruptStateFile, StoreUnreadable):
         unreadable = True  # the "state files" and "sibyl store" checks name it
-    checks.append(check("pull", half is None, half.message if half is not None else
+    unfinished = [done.message for done in (half, in_progress(ctx.state)) if done is not None]
+    checks.append(check("pull", not unfinished, "; ".join(unfinished) or
                         "no pull left half-done", "free space if a disk is full, then run "
                         "`kint pull`"))
     if not connected:

@@ -9,10 +9,15 @@ next pull would see unanchored rows and refuse FORK, though the restore had alre
 checked them. The record names exactly the rows it kept (canonical id and leaf): the next
 pull takes those, and only those, as the restore's own and resumes it, checking them
 again against the epochs it still has to apply. Any other change is still a fork.
+
+`status` and `doctor` name the record while it is there (`in_progress`): the rows it keeps
+are unanchored changes as any other, but the store also lacks anchored rows the pull has
+yet to restore, and `kint pull` is what finishes it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -64,3 +69,28 @@ def its_own(local: Changes, kept: dict[str, str]) -> tuple[list[Row], Changes]:
     rest = Changes(rows=[r for r in local.rows if kept.get(r.canonical_id) != r.leaf.hex()],
                    deleted=local.deleted)
     return mine, rest
+
+
+@dataclass(frozen=True)
+class InProgress:
+    """A lost store's restore a pull began and has not finished: its record, and how many
+    rows it keeps."""
+
+    path: Path
+    kept: int
+
+    @property
+    def message(self) -> str:
+        return (f"a lost store's restore is in progress ({self.path}), keeping {self.kept} "
+                f"row(s) written since the store was lost (never anchored): `kint pull` "
+                f"finishes it")
+
+
+def in_progress(state: SpaceState) -> InProgress | None:
+    """The restore in progress, for `status` and `doctor` (None when there is none). A
+    record that does not read is left to `state_health.problems`, which names it."""
+    try:
+        found = kept(state)
+    except ProtocolError:
+        return None
+    return None if found is None else InProgress(_path(state), len(found))

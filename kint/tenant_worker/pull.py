@@ -3,7 +3,7 @@ into this machine's store, checking each before anything is written.
 
 The checks, each before the next: freshness (the watermark is a floor; a cold start needs
 two endpoints that agree, cold_start.py), fork (local rows the chain never saw are never
-merged blindly), the walk (head back through each event's prevBlock, one exact-block log
+merged blindly, local_state.py), the walk (head back through each event's prevBlock, one exact-block log
 query per epoch, stopping at the newest snapshot unless `full`), then per epoch: prev
 continuity, the ciphertext's keccak against the event digest, the header, the data key,
 the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py). Only
@@ -13,7 +13,8 @@ when every epoch to apply has passed are rows replayed through Sibyl's own write
 A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
 of them: it does not exist, or another tenant's pull remade a file they share) is
 restored from seq 0, keeping the rows this tenant wrote into it since unless an epoch
-would overwrite one (FORK).
+would overwrite one (FORK); a pull killed during that restore is resumed by the next
+(lost_restore.py).
 
 `discard_local` moves the store aside only after all of that could refuse (and never while
 it holds another tenant's rows, or another process holds it open): the walk from
@@ -31,27 +32,20 @@ from kint.chain.anchor import Anchor
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.protocol import ErrorCode, ProtocolError
-from kint.rows.canon import Row, canonical_id
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
-from kint.tenant_worker.changes import diff, store_lost
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
-from kint.tenant_worker.discard import discard_local, refuse_to_move, sibyl_takes_writes
-from kint.tenant_worker.epoch_walk import Fetched, backfill, check_continuity, epoch_meta, walk
+from kint.tenant_worker.discard import discard_local
+from kint.tenant_worker.epoch_walk import backfill, check_continuity, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
+from kint.tenant_worker.local_state import local_state
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.statefiles import (
-    EpochRejected,
-    empty_mirror,
-    record_epoch,
-    unsaved_empty_mirror,
-)
-from kint.tenant_worker.store import archived_entities
+from kint.tenant_worker.statefiles import EpochRejected, empty_mirror, record_epoch
 
 log = logging.getLogger("kint.worker")
 
@@ -90,66 +84,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     else:
         agreed, single = cold_start(ctx, chain, owner, head)
 
-    # 2. Fork.
-    mirror = state.mirror()
-    backups: list[str] = []
-    present: dict[str, Row] = {}  # what the store holds, carried epoch to epoch
-    written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
-    rows = None if discard else ctx.store_rows()  # None: the store does not exist
-    # Lost (changes.store_lost): restored from seq 0, as a discarding pull does, with
-    # nothing to move aside (the file may hold other tenants' rows).
-    lost = not discard and store_lost(
-        mirror, rows, lambda: archived_entities(ctx.ro_connection(), cfg.tenant))
-    restoring = None if discard or lost else lost_restore.kept(state)
-    # A lost store's restore a killed pull began: the rows it kept, when this pull resumes it.
-    resuming: dict[str, Row] = {}
-    if discard:  # moved aside after the walk, below: nothing moves before it can refuse
-        refuse_to_move(ctx)
-        sibyl_takes_writes()
-        mirror = unsaved_empty_mirror(state)  # what the emptied store will hold: seq 0
-    elif lost:
-        assert mirror is not None
-        present = {r.canonical_id: r for r in rows or []}  # never anchored: kept as they are
-        log.warning("pull: %s; restoring them from the first epoch",
-                    _lost_words(cfg.db, cfg.tenant, len(mirror.rows), rows))
-        mirror = unsaved_empty_mirror(state)
-    else:
-        rows = rows or []
-        present = {r.canonical_id: r for r in rows}
-        if mirror is None and rows:
-            raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
-                                "has no mirror of what the chain last saw. Refusing to merge "
-                                "blindly",  # v0.3.0's words (03-new-machine.md, "The fork check")
-                                "`kint pull --discard-local` moves the store aside and restores "
-                                "from the chain")
-        local = diff(mirror, rows) if mirror is not None else []
-        resumed = apply_journal.interrupted(state) if mirror is not None else None
-        if resumed is not None and mirror is not None and resumed.seq <= mirror.head.seq:
-            apply_journal.settle_recorded(state, mirror)
-            resumed = None
-        if resumed is not None and local:
-            local = apply_journal.unexplained(local, resumed, mirror)
-            if not local:
-                log.info("pull: finishing epoch %d, which an interrupted pull had begun to "
-                         "apply", resumed.seq)
-        if restoring is not None and local and mirror is not None:
-            kept, local = lost_restore.its_own(local, restoring)
-            if kept and not local:
-                log.info("pull: resuming a lost store's restore after epoch %d, keeping the "
-                         "%d row(s) written since the loss", mirror.head.seq, len(kept))
-                resuming = {r.canonical_id: r for r in kept}
-        moved = mirror is None or (head.seq, head.digest) != (mirror.head.seq, mirror.head.digest)
-        if local and moved:
-            raise ProtocolError(
-                ErrorCode.FORK,
-                f"the chain moved to seq {head.seq} and this store has {len(local.rows)} "
-                f"changed and {len(local.deleted)} deleted rows that were never anchored: a "
-                f"fork. Pulling would lose them, and pushing is impossible because the head "
-                f"moved",
-                "save what you need out of the store, then `kint pull --discard-local` moves "
-                "it aside (keeping a backup) and restores the anchored state")
-    if mirror is None:
-        mirror = empty_mirror(state)
+    # 2. Fork: what the store holds, and what the pull keeps of it (local_state.py).
+    local = local_state(ctx, head, discard)
+    mirror, present = local.mirror, local.present  # present: carried epoch to epoch
     base = mirror.head.seq
 
     # 3. Walk, and 4. check every epoch before anything is written.
@@ -165,15 +102,13 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                for f in fetched[:start] if f.opened is None]
     todo = fetched[start:]
     check_continuity(todo, mirror.head.digest)
-    if lost and present:
-        _refuse_overwriting(todo, present, cfg.db)
-    if resuming:
-        _refuse_overwriting(todo, resuming, cfg.db, resumed=True)
-    if discard or lost:
+    local.refuse_overwriting(todo, cfg.db)
+    backups: list[str] = []
+    if local.from_first:
         if discard:
             backups = discard_local(ctx)
-        if lost and present:  # before the empty mirror: a pull killed after it resumes
-            lost_restore.begin(state, present)
+        if local.kept:  # before the empty mirror: a pull killed after it resumes
+            lost_restore.begin(state, local.kept)
         else:
             lost_restore.end(state)
         apply_journal.end(state)  # the store it described is the one moved aside or gone
@@ -181,6 +116,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     gap: list[int] = []
     applied: list[int] = []
     applied_epochs: list[dict[str, int]] = []  # what each carried, for join's lines
+    written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
     warnings: list[str] = []
     for number, f in enumerate(todo, 1):
         ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
@@ -244,44 +180,6 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                              f"{mirror.head.seq} at block {mirror.head.block}; {report}"
                              + _older_epochs(backfilled, closed))
     return result
-
-
-def _lost_words(db: str, tenant: str, anchored: int, rows: list[Row] | None) -> str:
-    """How the log names a lost store: gone, or there without any of the tenant's rows."""
-    where = (f"the store {db} does not exist" if rows is None else
-             f"the store {db} holds none of tenant {tenant}'s rows anchored from it")
-    return f"{where} ({anchored} on chain)"
-
-
-def _refuse_overwriting(todo: list[Fetched], present: dict[str, Row], db: str, *,
-                        resumed: bool = False) -> None:
-    """A lost store's restore keeps the rows this tenant wrote into it since (never
-    anchored), and refuses FORK, before anything is written, when an epoch to apply would
-    overwrite or delete one of them: pull never merges blindly. `resumed`: the restore a
-    killed pull began, its kept rows checked again against the epochs still to apply."""
-    touched: set[str] = set()
-    for f in todo:
-        if f.opened is None:
-            break
-        touched.update(w.canonical_id for w in f.opened.plaintext.rows)
-        touched.update(canonical_id(*d) for d in f.opened.plaintext.deleted)
-    clash = sorted(cid for cid in present if cid in touched)
-    if not clash:
-        return
-    named = ", ".join(present[cid].label() for cid in clash[:5])
-    more = f" and {len(clash) - 5} more" if len(clash) > 5 else ""
-    where = (f"the restore of the store {db} was interrupted; it keeps {len(present)} "
-             f"row(s) written since the loss that were never anchored" if resumed else
-             f"the store {db} holds none of this tenant's anchored rows, and {len(present)} "
-             f"row(s) that were never anchored")
-    raise ProtocolError(
-        ErrorCode.FORK,
-        f"{where}; restoring the anchored rows would overwrite or "
-        f"delete {len(clash)} of them ({named}{more}). Refusing to merge blindly; nothing "
-        f"was written",
-        "save what you need out of the store (`kint export`), then `kint pull "
-        "--discard-local` moves it aside and restores the anchored state (on a store "
-        "other tenants share, remove those rows through Sibyl and `kint pull` again)")
 
 
 def _older_epochs(backfilled: list[int], closed: list[dict[str, Any]]) -> str:

@@ -83,6 +83,7 @@ def problems(ctx: Any) -> list[str]:
     from kint.custody.session_key import read_keystore, session_key_path
     from kint.custody.vault_cache import read_cached_key
     from kint.custody.wraps import read_wraps
+    from kint.tenant_worker import lost_restore
     from kint.tenant_worker.apply_journal import interrupted
 
     found: list[str] = []
@@ -90,7 +91,7 @@ def problems(ctx: Any) -> list[str]:
     checks: list[Callable[[], Any]] = [
         ctx.enrolment, state.mirror, state.watermark,
         lambda: read_wraps(home, space), lambda: read_cached_key(home, space),
-        lambda: interrupted(state)]
+        lambda: interrupted(state), lambda: lost_restore.kept(state)]
     if session_key_path(home).exists():
         checks.append(lambda: read_keystore(session_key_path(home)))
     for check in checks:
