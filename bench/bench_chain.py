@@ -445,7 +445,7 @@ def _restore(env: common.BenchEnv, chain: common.Machine, name: str,
 # Where a profiled pull's time goes, by function (cumulative seconds): the whole pull,
 # the replay through Sibyl's write methods, Sibyl's cap measurement inside them, and the
 # unlock of the machine's session key (one scrypt, n = 2^18) that pull does up front.
-_PROFILE_PARTS = {"pull": ("pull.py", "_pull"), "replay": ("pull.py", "_replay"),
+_PROFILE_PARTS = {"pull": ("pull.py", "_pull"), "replay": ("replay.py", "replay"),
                   "sibyl_cap_check": ("_capcheck.py", "check"),
                   "session_key_unlock": ("session_key.py", "unlock_session_key")}
 

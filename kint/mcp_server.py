@@ -56,14 +56,15 @@ def _bootstrap(session: Any, deadline: float) -> None:
     came first out of the same budget), so a bare handshake is never held past it. The
     pull goes out whatever is left, even of `KINT_BOOTSTRAP_SECONDS=0`: it runs in the
     worker and finishes there, as v0.3.0's finishes behind its server."""
-    from kint.client import KintError
+    from kint.client import KintError, SupervisorUnavailable
+    from kint.protocol.errors import ErrorCode
 
     seconds = max(deadline - time.monotonic(), MIN_PULL_WAIT_S)
     try:
         result = session.call("pull", {}, timeout_s=seconds)
         log.info("bootstrap: %s", result.get("message"))
     except KintError as err:
-        if err.code == "TIMEOUT" or err.code == "SUPERVISOR_UNAVAILABLE":
+        if err.code in (ErrorCode.TIMEOUT.value, SupervisorUnavailable.CODE):
             log.info("bootstrap: still running; serving now, the pull finishes in the "
                      "background")
         elif err.code in BOOTSTRAP_SKIPPED:  # v0.3.0's lines (10-configuration.md, "Logs")
