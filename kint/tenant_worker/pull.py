@@ -3,12 +3,12 @@ into this machine's store, checking each before anything is written.
 
 The checks, each before the next: freshness (the watermark is a floor; a cold start needs
 two endpoints that agree, cold_start.py), fork (local rows the chain never saw are never
-merged blindly, local_state.py), the walk (head back through each event's prevBlock, one exact-block log
-query per epoch, stopping at the newest snapshot unless `full`), then per epoch: prev
-continuity, the ciphertext's keccak against the event digest, the header, the data key,
-the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py). Only
-when every epoch to apply has passed are rows replayed through Sibyl's own write methods
-(replay.py), re-read, and recorded one epoch at a time.
+merged blindly, local_state.py), the walk (head back through each event's prevBlock, one
+exact-block log query per epoch, stopping at the newest snapshot unless `full`), then per
+epoch: prev continuity, the ciphertext's keccak against the event digest, the header, the
+data key, the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py).
+Only when every epoch to apply has passed are rows replayed through Sibyl's own write
+methods (replay.py), re-read, and recorded one epoch at a time.
 
 A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
 of them: it does not exist, or another tenant's pull remade a file they share) is
