@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -364,5 +365,33 @@ def test_a_connection_that_sends_nothing_is_closed_and_the_page_still_answers():
         finally:
             idle.close()
             short.close()
+        assert page.wait(0) is None
+        assert post(page).status_code == 200
+
+
+def test_a_connection_that_sends_a_byte_now_and_then_is_closed_at_its_deadline():
+    """A per-read timeout alone is reset by every byte: a local process that sends its
+    request line a byte every 0.3 s would keep a thread of the CLI for the page's whole
+    wait. The request has the timeout in all, from the connection: it is cut off well
+    before the trickle of a hundred bytes ends."""
+    with AuthorizePage(request_for(), request_timeout_s=1) as page:
+        trickle = socket.create_connection(("127.0.0.1", page.port), timeout=30)
+        request = f"GET /{page.token}/ HTTP/1.1\r\n".encode() + b"X-Slow: " + b"a" * 200
+        closed_after = None
+        try:
+            for sent in range(100):
+                try:
+                    trickle.sendall(request[sent:sent + 1])
+                except OSError:  # reset or broken pipe: the server has closed it
+                    closed_after = sent
+                    break
+                readable, _, _ = select.select([trickle], [], [], 0.3)
+                if readable:
+                    assert trickle.recv(1024) == b"", "cut off, unanswered"
+                    closed_after = sent
+                    break
+        finally:
+            trickle.close()
+        assert closed_after is not None, "the trickling connection was never closed"
         assert page.wait(0) is None
         assert post(page).status_code == 200
