@@ -18,8 +18,10 @@ import re
 import select
 import shutil
 import socket
+import struct
 import subprocess
 import threading
+import time
 import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -395,3 +397,23 @@ def test_a_connection_that_sends_a_byte_now_and_then_is_closed_at_its_deadline()
         assert closed_after is not None, "the trickling connection was never closed"
         assert page.wait(0) is None
         assert post(page).status_code == 200
+
+
+def test_a_connection_reset_mid_request_prints_nothing_on_the_terminal(capfd):
+    """The page's server prints on the waiting command's terminal only what the command
+    says (a refusal of a request that knew the token). A local process that does not know
+    the token, connecting and resetting half-way through its headers, made socketserver
+    print a traceback there, once per connection; now nothing, and the page still answers."""
+    threads = threading.active_count()
+    with AuthorizePage(request_for()) as page:
+        for _ in range(3):
+            rude = socket.create_connection(("127.0.0.1", page.port), timeout=30)
+            rude.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+            rude.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            rude.close()  # linger 0: a reset, not a close
+        assert post(page).status_code == 200
+    deadline = time.monotonic() + 60
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.05)  # every connection's handler has ended, and said what it would
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

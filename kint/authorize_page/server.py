@@ -38,6 +38,7 @@ import json
 import re
 import secrets
 import socket
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -140,7 +141,7 @@ class AuthorizePage:
 
     def start(self) -> str:
         handler = _handler_for(self)
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -202,6 +203,21 @@ class AuthorizePage:
         if name == SDK_FILE:
             return self._sdk
         return _static(name) if name in _ASSETS else None
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """The page's server, which prints nothing for a connection that fails.
+
+    socketserver prints a traceback to stderr, the waiting command's terminal, for every
+    request whose handler raised: any local process, without the token, could fill the
+    terminal by connecting and resetting (a read or write on a reset connection raises).
+    A connection's fault is that client's, and the page keeps serving; anything else
+    raised in a handler is a fault of kint's, printed as before."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
 
 def content_security_policy(nonce: str) -> str:
