@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from kint.logs import setup_file_logging
@@ -100,6 +99,8 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
     bypasses logging: a crash before logging is set up, interpreter warnings), and its
     workers', goes to run/supervisor.stderr, emptied at each start: the shared log is
     rotated by renaming, and a file descriptor held since start would follow the rename."""
+    from kint.settings.schema import environment_for
+
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
     fd = os.open(run_dir(home) / DAEMON_STDERR, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o600)
@@ -110,29 +111,14 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
             [sys.executable, "-P", "-m", "kint.supervisor", "--home", str(home)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
             start_new_session=True, close_fds=True, cwd="/",
-            env=daemon_environment(os.environ),
+            # Less the secrets no daemon reads (the owner's key): it outlives this command.
+            env=environment_for("daemon", os.environ),
         )
         # Reap it when it exits, so a long-lived client never holds a zombie.
         threading.Thread(target=proc.wait, name="kint-reap-supervisor", daemon=True).start()
         return proc
     finally:
         os.close(fd)
-
-
-def daemon_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment a started supervisor gets: its caller's, less every secret setting
-    no daemon reads (KINT_OWNER_KEY, the owner's private key, for `kint authorize direct`
-    and `burn-nonce`). Whatever command starts the supervisor, a user who exported the
-    owner's key in the shell would otherwise leave it in the environment of the daemon,
-    its forkserver and every worker (/proc/<pid>/environ, a core dump), for as long as
-    they run. A secret the daemon reads (KINT_SESSION_PASSPHRASE) still reaches it."""
-    from kint.settings.schema import BY_NAME
-
-    def withheld(name: str) -> bool:
-        setting = BY_NAME.get(name)
-        return setting is not None and setting.secret and "daemon" not in setting.read_by
-
-    return {name: value for name, value in environ.items() if not withheld(name)}
 
 
 # A supervisor that says it is serving but does not answer for this long is stuck or
