@@ -122,15 +122,20 @@ def folder_problem(path: Path) -> str | None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` as 0600 through a temp file, fsync, and rename, in a folder
-    checked to be this user's own (0700): every file under KINT_HOME is written this way."""
+    """Write `data` to `path` as 0600 through a temp file, fsync, rename and an fsync of the
+    folder, in a folder checked to be this user's own (0700): every file under KINT_HOME
+    is written this way."""
     ensure_private_dir(path.parent)
     replace_file(path, data, mode=0o600)
 
 
 def replace_file(path: Path, data: bytes, *, mode: int) -> None:
     """Replace `path` with `data` (mode `mode`) through a temp file in its folder, fsync and
-    rename, so a reader or a crash sees the old file or the new one, never half of one. A
+    rename, so a reader or a crash sees the old file or the new one, never half of one; then
+    the folder is fsynced, so the new one is what a crash leaves: until then the rename may
+    be lost with the power, and a caller that went on to act on the file (broadcast the
+    push its journal names, tell the user a recovery file is written) would find the old
+    one or none after the restart. A
     write that fails (a full disk) leaves `path` as it was and raises an OSError naming
     `path`: the error from write() names no file, and a refusal must say which one. The
     folder is not checked: `atomic_write` does that for KINT_HOME; a harness's own config
@@ -153,6 +158,21 @@ def replace_file(path: Path, data: bytes, *, mode: int) -> None:
         if isinstance(err, OSError) and err.filename is None and err.errno is not None:
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or link in `folder` durable (best effort: not every OS allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def run_dir(home: Path | None = None) -> Path:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import select
 import shutil
 import socket
+import struct
 import subprocess
 import threading
+import time
 import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -366,3 +369,51 @@ def test_a_connection_that_sends_nothing_is_closed_and_the_page_still_answers():
             short.close()
         assert page.wait(0) is None
         assert post(page).status_code == 200
+
+
+def test_a_connection_that_sends_a_byte_now_and_then_is_closed_at_its_deadline():
+    """A per-read timeout alone is reset by every byte: a local process that sends its
+    request line a byte every 0.3 s would keep a thread of the CLI for the page's whole
+    wait. The request has the timeout in all, from the connection: it is cut off well
+    before the trickle of a hundred bytes ends."""
+    with AuthorizePage(request_for(), request_timeout_s=1) as page:
+        trickle = socket.create_connection(("127.0.0.1", page.port), timeout=30)
+        request = f"GET /{page.token}/ HTTP/1.1\r\n".encode() + b"X-Slow: " + b"a" * 200
+        closed_after = None
+        try:
+            for sent in range(100):
+                try:
+                    trickle.sendall(request[sent:sent + 1])
+                except OSError:  # reset or broken pipe: the server has closed it
+                    closed_after = sent
+                    break
+                readable, _, _ = select.select([trickle], [], [], 0.3)
+                if readable:
+                    assert trickle.recv(1024) == b"", "cut off, unanswered"
+                    closed_after = sent
+                    break
+        finally:
+            trickle.close()
+        assert closed_after is not None, "the trickling connection was never closed"
+        assert page.wait(0) is None
+        assert post(page).status_code == 200
+
+
+def test_a_connection_reset_mid_request_prints_nothing_on_the_terminal(capfd):
+    """The page's server prints on the waiting command's terminal only what the command
+    says (a refusal of a request that knew the token). A local process that does not know
+    the token, connecting and resetting half-way through its headers, made socketserver
+    print a traceback there, once per connection; now nothing, and the page still answers."""
+    threads = threading.active_count()
+    with AuthorizePage(request_for()) as page:
+        for _ in range(3):
+            rude = socket.create_connection(("127.0.0.1", page.port), timeout=30)
+            rude.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+            rude.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            rude.close()  # linger 0: a reset, not a close
+        assert post(page).status_code == 200
+    deadline = time.monotonic() + 60
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.05)  # every connection's handler has ended, and said what it would
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

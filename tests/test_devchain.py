@@ -30,8 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 FAKE_ANVIL = f"""#!{sys.executable}
 # A stand-in for anvil: serves eth_chainId (31337) on --port, refuses every other method,
-# writes its pid to $FAKE_ANVIL_PIDFILE. FAKE_ANVIL_MODE=exit: exits at once instead.
+# writes its pid to $FAKE_ANVIL_PIDFILE and its environment to $FAKE_ANVIL_ENVFILE (JSON).
+# FAKE_ANVIL_MODE=exit: exits at once instead.
 import http.server, json, os, sys
+if os.environ.get("FAKE_ANVIL_ENVFILE"):
+    open(os.environ["FAKE_ANVIL_ENVFILE"], "w").write(json.dumps(dict(os.environ)))
 if os.environ.get("FAKE_ANVIL_MODE") == "exit":
     print("fake anvil: refusing to start", file=sys.stderr)
     sys.exit(1)
@@ -198,6 +201,22 @@ def test_an_anvil_that_does_not_start_leaves_no_record(tmp_path, fake_anvil):
     assert "fake anvil: refusing to start" in out.stderr  # the log's tail
     assert "Traceback" not in out.stderr
     assert not _record(sb).exists()
+
+
+def test_the_anvil_gets_none_of_kints_secrets(tmp_path, fake_anvil):
+    """anvil outlives the command that starts it, with the environment it was given
+    (/proc/<pid>/environ): the owner's key or the session passphrase exported in the shell
+    stayed there for the devchain's whole life. It gets the command's environment less
+    every secret setting of kint's."""
+    seen = tmp_path / "anvil-env.json"
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(fake_anvil), FAKE_ANVIL_MODE="exit",
+                      FAKE_ANVIL_ENVFILE=str(seen), KINT_OWNER_KEY="0x" + "5e" * 32,
+                      KINT_SESSION_PASSPHRASE="a local passphrase")
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2, out.stdout + out.stderr  # the fake exits once it has looked
+    env = json.loads(seen.read_text())
+    assert "KINT_OWNER_KEY" not in env and "KINT_SESSION_PASSPHRASE" not in env, sorted(env)
+    assert env["KINT_HOME"] == str(sb.kint_home)
 
 
 def test_a_devchain_that_does_not_answer_is_a_devchain_error_with_its_code():

@@ -295,6 +295,17 @@ def test_fuzz_worker_messages_decode_or_raise_the_protocol_error(header, body):
             pass
 
 
+def test_a_worker_message_whose_kind_is_not_a_string_is_refused():
+    """A kind that is a list or an object is unhashable: looked up in the set of kinds as
+    it was, it raised TypeError, which no caller catches (the supervisor's loop would end).
+    Both directions refuse it with the protocol's error instead."""
+    for kind in ([], {}, ["hello"], {"hello": 1}, 1, None):
+        header = orjson.dumps({"kind": kind, "pid": 5, "id": "1"})
+        for decode in (worker_wire.decode_from_worker, worker_wire.decode_from_supervisor):
+            with pytest.raises(ProtocolError):
+                decode(header, b"")
+
+
 def test_a_reply_over_the_limit_is_encoded_as_too_large():
     """What a client could not read is never sent: the refusal, naming the op and the size,
     goes in its place, under the same id."""

@@ -112,3 +112,23 @@ def test_no_secret_in_a_log_a_file_an_output_or_an_argv(tmp_path_factory, chain_
     finally:
         a.shutdown()
         b.shutdown()
+
+
+def test_the_owner_key_stays_out_of_the_supervisor_a_command_starts(sandbox):
+    """KINT_OWNER_KEY is read by `kint authorize direct` and `burn-nonce` only. A command
+    that starts the supervisor gave it its whole environment: with the owner's key exported
+    in the shell, the key lived on in the daemon's environment, and its workers', after
+    the command ended. The daemon gets the caller's environment less the secrets no daemon
+    reads; KINT_SESSION_PASSPHRASE, which it reads, still reaches it."""
+    owner_key = "0x" + Account.create().key.hex().removeprefix("0x")
+    out = sandbox.kint("supervisor", "start", env={"KINT_OWNER_KEY": owner_key,
+                                                   "KINT_SESSION_PASSPHRASE": SALT})
+    assert out.returncode == 0, out.stderr
+    daemons = [env for pid, argv, env in processes()
+               if b"kint.supervisor" in argv and os.fsencode(str(sandbox.kint_home)) in argv]
+    assert len(daemons) == 1, daemons
+    environ = dict(item.split(b"=", 1) for item in daemons[0].split(b"\0") if b"=" in item)
+    assert b"KINT_OWNER_KEY" not in environ
+    assert owner_key.encode() not in daemons[0]
+    assert environ[b"KINT_SESSION_PASSPHRASE"] == SALT.encode()
+    assert environ[b"KINT_HOME"] == os.fsencode(str(sandbox.kint_home))

@@ -20,9 +20,11 @@ Why it is built this way:
   a Subresource Integrity check, and only if its SHA-256 is the pinned one.
 - Every response says `no-store` and `no-referrer`, so the token is neither cached nor sent
   to the wallet's own pages.
-- Each connection has `REQUEST_TIMEOUT_S` to send its request: any local process can open
-  connections to the port before it knows the token, and one that sends nothing (or less
-  body than it announced) must not hold a thread of the CLI until the page times out.
+- Each connection has `REQUEST_TIMEOUT_S` to send its whole request, counted from when it
+  connects, not from its last byte: any local process can open connections to the port
+  before it knows the token, and one that sends nothing, less body than it announced, or
+  a byte now and then (which would reset a per-read timeout) must not hold a thread of the
+  CLI until the page times out.
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ import base64
 import hashlib
 import hmac
 import http.server
+import io
 import json
 import re
 import secrets
+import socket
+import sys
 import threading
+import time
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Callable
@@ -135,7 +141,7 @@ class AuthorizePage:
 
     def start(self) -> str:
         handler = _handler_for(self)
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -199,6 +205,21 @@ class AuthorizePage:
         return _static(name) if name in _ASSETS else None
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """The page's server, which prints nothing for a connection that fails.
+
+    socketserver prints a traceback to stderr, the waiting command's terminal, for every
+    request whose handler raised: any local process, without the token, could fill the
+    terminal by connecting and resetting (a read or write on a reset connection raises).
+    A connection's fault is that client's, and the page keeps serving; anything else
+    raised in a handler is a fault of kint's, printed as before."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
 def content_security_policy(nonce: str) -> str:
     """The page's CSP: scripts and styles only with this response's nonce (the package's
     own files, and the pinned SDK that app.js adds with the same nonce), nothing framed,
@@ -220,9 +241,17 @@ def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler
         server_version = "kint"
         sys_version = ""
         protocol_version = "HTTP/1.1"
-        # The socket's timeout: a request line or header that does not come in time ends
-        # the connection (http.server's own handling); a body, in do_POST.
+        # The socket's timeout, for what is written back; what is read shares one deadline
+        # (`setup`). A request line or header that does not come in time ends the
+        # connection (http.server's own handling); a body, in do_POST.
         timeout = page.request_timeout_s
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile.close()  # the reader setup() made: replaced by one with a deadline
+            self.rfile = io.BufferedReader(_DeadlineReader(
+                self.connection, time.monotonic() + page.request_timeout_s,
+                page.request_timeout_s))
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             """Silent: a request line carries the token."""
@@ -343,6 +372,33 @@ def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler
         do_DELETE = do_PATCH = do_OPTIONS = do_PUT
 
     return Handler
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads under one deadline for the whole request. A socket timeout
+    alone is per read, so a client sending a byte every few seconds would keep its thread
+    for as long as it liked; here each read waits only for what is left, and none is made
+    past the deadline. The socket's own timeout is put back after each read, for the
+    answer written on it."""
+
+    def __init__(self, sock: socket.socket, deadline: float, write_timeout_s: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+        self._write_timeout_s = write_timeout_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not come in time")
+        self._sock.settimeout(left)
+        try:
+            return self._sock.recv_into(buffer)
+        finally:
+            self._sock.settimeout(self._write_timeout_s)
 
 
 def _parse_result(raw: bytes, owner: str) -> PageResult | str:

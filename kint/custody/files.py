@@ -2,8 +2,9 @@
 
 Why it is built this way:
 
-- Every custody file is written 0600 through a temp file and a rename
-  (`kint.paths.atomic_write`), so a reader never sees half a key and a crash never leaves one.
+- Every custody file is written 0600 through a temp file, a rename and an fsync of its
+  folder (`kint.paths.atomic_write`), so a reader never sees half a key and a crash never
+  leaves one, nor loses one that was written.
 - A file that must never be clobbered by a racing creator (`local.secret`, `session.key`) is
   published with a hard link, which fails if the name exists: the loser reads the winner's.
 - Locks live in KINT_HOME, a 0700 folder this user owns. A lock at a predictable name in a
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from kint.custody.errors import LockUnsafe
 from kint.custody.ids import space16
-from kint.paths import atomic_write, ensure_private_dir, kint_home
+from kint.paths import atomic_write, ensure_private_dir, fsync_dir, kint_home
 
 SCRYPT_LOCK_FILE = "scrypt.lock"
 
@@ -57,20 +58,6 @@ def write_new(path: Path, data: bytes) -> None:
     finally:
         os.unlink(tmp)
     fsync_dir(path.parent)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or link in `folder` durable (best effort: not every OS allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager

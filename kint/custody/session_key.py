@@ -32,7 +32,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 
 from kint.custody.errors import SessionKeyCorrupt, SessionKeyLocked, SessionKeyMissing
-from kint.custody.files import (fsync_dir, home_lock, home_or_default, scrypt_lock, write_new,
+from kint.custody.files import (home_lock, home_or_default, scrypt_lock, write_new,
                                 write_private)
 from kint.custody.local_secret import LocalSecret, load_local_secret, local_secret
 from kint.paths import ensure_private_dir
@@ -297,6 +297,5 @@ def rotate_session_key(home: Path | None = None, *, secret: LocalSecret | None =
                 os.unlink(staged_old)
             os.link(path, staged_old, follow_symlinks=False)
             os.replace(staged_old, old_path)
-        write_private(path, data)
-        fsync_dir(home)
+        write_private(path, data)  # its folder's fsync makes the link and rename durable too
     return old_address, address

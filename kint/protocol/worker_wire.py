@@ -139,7 +139,9 @@ def decode_from_worker(header: bytes, body: Any) -> dict[str, Any]:
     obj = _load(header)
     kind = obj.get("kind")
     pid = obj.get("pid")
-    if kind not in _WORKER_KINDS:
+    # A kind that is not a string (a list, an object) is refused by the same line: it is
+    # unhashable, and a set lookup would raise TypeError out of the supervisor's loop.
+    if type(kind) is not str or kind not in _WORKER_KINDS:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown worker message kind {kind!r}")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "worker message without a valid pid")
@@ -178,7 +180,7 @@ def decode_from_supervisor(header: bytes, body: bytes) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.TOO_LARGE, "back-socket body over the size limit")
     obj = _load(header)
     kind = obj.get("kind")
-    if kind not in _SUPERVISOR_KINDS:
+    if type(kind) is not str or kind not in _SUPERVISOR_KINDS:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"unknown supervisor message kind {kind!r}")
     if kind == "req" and (not _has_id(obj) or not body):
         raise ProtocolError(ErrorCode.BAD_REQUEST, "req without an id or a request")

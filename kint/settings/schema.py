@@ -25,6 +25,7 @@ import math
 import re
 import sys
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -296,6 +297,17 @@ SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
 # The value a client sends for a secret it has: never the secret itself.
 SECRET_SET = "set"
 GROUPS = (PLACES, CHAIN, KEYS, SUPERVISOR, AGENTS)
+
+
+def environment_for(reader: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` for a process kint starts, less every secret setting `reader` (`daemon`)
+    does not read; None, a program of another's (the devchain's anvil): less every one.
+    A process started by a command lives on after it, with the environment it was given
+    (/proc/<pid>/environ, a core dump): the owner's private key exported in the shell for
+    `kint authorize direct` must not live on in a supervisor, its workers or an anvil."""
+    return {name: value for name, value in environ.items()
+            if not ((setting := BY_NAME.get(name)) is not None and setting.secret
+                    and (reader is None or reader not in setting.read_by))}
 
 
 class BadValue(ValueError):

@@ -99,6 +99,8 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
     bypasses logging: a crash before logging is set up, interpreter warnings), and its
     workers', goes to run/supervisor.stderr, emptied at each start: the shared log is
     rotated by renaming, and a file descriptor held since start would follow the rename."""
+    from kint.settings.schema import environment_for
+
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
     fd = os.open(run_dir(home) / DAEMON_STDERR, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o600)
@@ -109,6 +111,8 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
             [sys.executable, "-P", "-m", "kint.supervisor", "--home", str(home)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
             start_new_session=True, close_fds=True, cwd="/",
+            # Less the secrets no daemon reads (the owner's key): it outlives this command.
+            env=environment_for("daemon", os.environ),
         )
         # Reap it when it exits, so a long-lived client never holds a zombie.
         threading.Thread(target=proc.wait, name="kint-reap-supervisor", daemon=True).start()

@@ -38,6 +38,7 @@ from kint.chain.devchain.records import (anchor_file, forget, locked, previous_a
                                          read_record, started_here, state_path)
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode
+from kint.settings.schema import environment_for
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -137,6 +138,7 @@ def start(home: Path) -> dict[str, Any]:
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env=environment_for(None, os.environ),  # none of kint's secrets: it outlives us
                 preexec_fn=lambda: os.umask(0o077))  # its state file is ours alone, 0600
         except OSError as err:
             raise DevchainError(f"could not run {binary}: {err}", hint=INSTALL_HINT,
