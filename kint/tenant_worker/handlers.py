@@ -15,7 +15,7 @@ from typing import Any, Callable
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import VERSIONED_TIERS
-from kint.settings.wire import apply as apply_settings
+from kint.settings.wire import apply as apply_settings, refusal_notices
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
@@ -280,8 +280,9 @@ def with_settings(op: str, handler: Handler) -> Handler:
             with settings.overlay(values):
                 result = handler(ctx, args)
         except ProtocolError as err:
-            if notices:
-                err.hint = "\n".join([err.hint, *notices]) if err.hint else "\n".join(notices)
+            said = refusal_notices(notices, sent, values, err.message)
+            if said:
+                err.hint = "\n".join([err.hint, *said]) if err.hint else "\n".join(said)
             raise
         notices += result.pop("notices", None) or []
         return {**result, "notices": notices} if notices else result
