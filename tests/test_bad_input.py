@@ -87,6 +87,9 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert message.startswith("kint: error: ") and message.endswith(" [BAD_REQUEST]"), (
         what, out.stderr)
     assert hint.startswith("hint: "), (what, out.stderr)
+    # A worker's refusal too (a recovery code that is not one): the command's own --help,
+    # never the protocol's placeholder `kint COMMAND --help`.
+    assert "COMMAND" not in hint, (what, hint)
 
 
 def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
