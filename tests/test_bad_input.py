@@ -87,6 +87,9 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert message.startswith("kint: error: ") and message.endswith(" [BAD_REQUEST]"), (
         what, out.stderr)
     assert hint.startswith("hint: "), (what, out.stderr)
+    # A worker's refusal too (a recovery code that is not one): the command's own --help,
+    # never the protocol's placeholder `kint COMMAND --help`.
+    assert "COMMAND" not in hint, (what, hint)
 
 
 def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
@@ -218,6 +221,9 @@ JSON_CASES = [
      "BAD_REQUEST"),
     ("a history with no tier that has one", ["history", "note", "x", "--json"], 2,
      "BAD_REQUEST"),
+    # Its answer is JSON with or without --json (v0.3.0's); --json is for its refusals.
+    ("a session-key show owner that is not an address",
+     ["session-key", "show", "--owner", "0xzz", "--json"], 2, "BAD_REQUEST"),
 ]
 
 
@@ -233,3 +239,31 @@ def test_a_refusal_under_json_is_one_json_object_on_stdout(machine, what, argv, 
     assert out.stderr == "", (what, out.stderr)
     refusal = json.loads(out.stdout)
     assert refusal["error"] == code and refusal["message"] and refusal["hint"], (what, refusal)
+
+
+def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(
+        machine, tmp_path):
+    """`session-key show` prints v0.3.0's JSON whether --json is given or not; --json only
+    turns its refusals (here a keystore that does not parse) into the JSON object on stdout,
+    and without it the refusal stays v0.3.0's plain line on stderr, exit 2 both ways."""
+    import json
+
+    home = tmp_path / "k"
+    home.mkdir(mode=0o700)
+    plain, asked = (machine.kint("session-key", "show", *flag, env={"KINT_HOME": str(home)})
+                    for flag in ((), ("--json",)))
+    assert plain.returncode == asked.returncode == 0, (plain.stderr, asked.stderr)
+    assert json.loads(plain.stdout) == json.loads(asked.stdout) == {
+        "address": None, "path": str(home / "session.key"), "exists": False}
+
+    (home / "session.key").write_text("not a keystore\n")
+    (home / "session.key").chmod(0o600)
+    plain, asked = (machine.kint("session-key", "show", *flag, env={"KINT_HOME": str(home)})
+                    for flag in ((), ("--json",)))
+    assert plain.returncode == asked.returncode == 2, (plain, asked)
+    assert plain.stdout == "" and plain.stderr.startswith("kint: error: "), plain
+    assert plain.stderr.splitlines()[0].endswith("[CORRUPT_STATE]"), plain.stderr
+    assert asked.stderr == "", asked.stderr
+    refusal = json.loads(asked.stdout)
+    assert refusal["error"] == "CORRUPT_STATE" and "session.key" in refusal["message"], refusal
+    assert refusal["hint"], refusal

@@ -68,7 +68,14 @@ def test_a_bad_contract_in_the_commands_environment(machine, chain_home):
             "place [CONFIG_INVALID]")
     hint = ("hint: correct KINT_CONTRACT in this command's environment (or kint-server's MCP "
             "configuration), or unset it")
-    refused(machine.kint("push", env=env), 5, line, hint)
+    push = machine.kint("push", env=env)
+    refused(push, 5, line, hint)
+    # The refusal is the setting's own: its two lines, not a third `kint:` line under the
+    # hint restating it (the hint's JSON form held that line too).
+    assert push.stderr.splitlines() == [line, hint], push.stderr
+    as_json = machine.kint("push", "--json", env=env)
+    assert as_json.returncode == 5 and as_json.stderr == "", as_json.stderr
+    assert json.loads(as_json.stdout)["hint"] == hint.removeprefix("hint: "), as_json.stdout
     refused(machine.kint("verify", "rule", env=env), 2, line)
     refused(machine.kint("pull", env=env), 5, line)
     # A chain read the command does itself (not through the supervisor) refuses the same.

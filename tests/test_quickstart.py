@@ -114,3 +114,20 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
         assert "DECISION: PROCEED" in ok(machine.kint("verify", "release rule")).stdout
     finally:
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def test_status_names_the_session_key_this_machine_holds_after_a_rotate(machine):
+    """Quickstart step 3 reads the session key's line of `kint status`: after `kint
+    session-key rotate` it named the key the connect recorded, with the new key's balance
+    and authorization beside it (0 ETH, authorized False), as though the old key had lost
+    both. It names the key in session.key now, the one its facts are of. (Last in this
+    file: the new key is neither funded nor authorized.)"""
+    before = kjson(machine, "status")
+    assert before["session"] == before["session_key"]["address"]
+    old, new = ok(machine.kint("session-key", "rotate")).stdout.strip().removeprefix(
+        "rotated: ").split(" -> ")
+    assert old == before["session"] and new != old
+    after = kjson(machine, "status")
+    assert after["session"] == after["session_key"]["address"] == new, after
+    assert _line(ok(machine.kint("status")).stdout, "session key ") == (
+        f"session key {new} balance 0 ETH authorized False")

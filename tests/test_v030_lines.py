@@ -66,6 +66,23 @@ def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(
     assert not list(sandbox.kint_home.glob("RECOVERY-*"))
 
 
+def test_recovery_code_without_the_cached_key_says_how_to_cache_it_again(tmp_path, chain_home):
+    # The same v0.3.0 words on a connected machine whose key cache is gone; the hint says
+    # what brings the key back (it gave NO_DATA_KEY's default, about changes awaiting a push).
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        (sb.kint_home / f"vault-{space16}.aes").unlink()
+        out = sb.kint("recovery-code")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.splitlines() == [
+            "kint: error: no data key cached on this machine: kint connect first [NO_DATA_KEY]",
+            "hint: run `kint connect --owner ADDRESS` again (the wallet's signature or the vault "
+            "passphrase) to cache the data key, then `kint recovery-code`"], out.stderr
+    finally:
+        sb.shutdown()
+
+
 def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, chain_home):
     # 03-new-machine.md, "The fork check": rows and no mirror at all, a fork (exit 4).
     sb = new_machine(tmp_path / "m", chain_home)

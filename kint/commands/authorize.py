@@ -105,8 +105,8 @@ days_option = click.option(
 @_pre_options
 @click.pass_context
 def authorize_group(ctx: click.Context, **pre: Any) -> None:
-    """Authorize this machine's session key to push under the owner, in one of five lanes.
-    Every lane needs a session key (kint session-key create) and an owner (--owner, else
+    """Authorize this machine's session key to push under the owner, in one of four lanes
+    (direct; payload, then submit; page; burn-nonce, which only cancels). Every lane needs a session key (kint session-key create) and an owner (--owner, else
     the connected owner)."""
     ctx.meta[_PRE] = {k: v for k, v in pre.items() if v is not None}
 

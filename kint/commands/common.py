@@ -16,6 +16,7 @@ import orjson
 from kint import render
 from kint.client import Client, KintError
 from kint.paths import kint_home
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
 
 from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
 
@@ -35,12 +36,17 @@ class Ctx:
 
 def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoReturn:
     """Print the refusal (what happened, what to do) and exit with the status the CLI
-    reference gives `command` for it (2 when no command is named)."""
+    reference gives `command` for it (2 when no command is named). A worker's bad-input
+    refusal that carries only the protocol's generic hint (`kint COMMAND --help`: the
+    worker does not know the command) names the running command's --help instead."""
     if debug:
         import traceback
 
         traceback.print_exc()
-    refuse(err.code, err.message, err.hint,
+    hint = err.hint
+    if err.code == ErrorCode.BAD_REQUEST and hint == DEFAULT_HINTS[ErrorCode.BAD_REQUEST]:
+        hint = help_hint()
+    refuse(err.code, err.message, hint,
            exit_code_for(command, err.code) if command else EXIT_ERROR)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kint.commands.common import Ctx, echo_json
+from kint.commands.common import Ctx, echo_json, json_option
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
@@ -65,10 +65,18 @@ def rotate_cmd() -> None:
 @click.option("--owner", default=None, metavar="ADDRESS",
               help="The owner to check the authorization against [default: the connected "
                    "owner].")
+@json_option("The answer is JSON either way (as in kint v0.3.0); with --json a refusal is "
+             "one JSON object on stdout too.")
 @click.pass_obj
-def show_cmd(obj: Ctx, owner: str | None) -> None:
+def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """JSON: address, path, exists, and when the chain answers balance_wei, balance_eth,
-    and (for a known owner) authorized and expiry."""
+    and (for a known owner) authorized and expiry.
+
+    The answer is v0.3.0's JSON with or without --json; --json only makes a refusal (a bad
+    --owner, an unreadable keystore or enrolment, a refused chain setting) the JSON object
+    every other --json command refuses with, where v0.3.0's plain `kint: error` line stays
+    the default."""
+    del as_json  # read by json_option's callback: it only changes how refusals print
     home = kint_home()
     path = session_key_path(home)
     out: dict[str, Any] = {"address": None, "path": str(path),

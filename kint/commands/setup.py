@@ -67,7 +67,6 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
               hermes_profiles: tuple[str, ...], as_json: bool) -> None:
     """Register kint-server in a harness: all, claude, codex, hermes or openclaw.
 
-    \b
     all runs claude, codex, hermes and openclaw in that order. Each registration names
     the absolute kint-server (next to kint, else on PATH) and pins KINT_HOME, the store
     (SIBYL_MEMORY_DB), KINT_TENANT when set (or --tenant), and every --env. A file is

@@ -143,8 +143,7 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         except BadValue as err:
             if setting.strict:  # the chain: refused for this call, never the space's instead
                 values[name] = refused_in_env(setting, raw, str(err), THIS_CALL)
-                notices.append(f"kint: {name}={given(setting, raw)} in this environment {err}, "
-                               f"so this call's chain work is refused")
+                notices.append(_chain_work_refused(setting, raw, err))
                 continue
             notices.append(f"kint: {name}={given(setting, raw)} in this environment {err}, so "
                            f"it is not used: this call runs with "
@@ -161,3 +160,26 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         elif not same(setting, theirs, running.value):
             notices.append(report(setting, raw, running, label, path))
     return values, notices
+
+
+def _chain_work_refused(setting: Setting, raw: str, err: BadValue) -> str:
+    """The line for a chain setting of this call that does not parse."""
+    return (f"kint: {setting.name}={given(setting, raw)} in this environment {err}, so this "
+            f"call's chain work is refused")
+
+
+def refusal_notices(notices: list[str], sent: Mapping[str, str], values: Mapping[str, Value],
+                    refusal: str) -> list[str]:
+    """The notices a refusal carries in its hint: all of them but the line saying a chain
+    setting of this call does not parse when the refusal (`refusal`, its message) is that
+    setting's own, whose message already names it and whose hint says what to do; the
+    hint repeated it as a second `kint:` line under the `hint:` one."""
+    restated = set()
+    for name, raw in sent.items():
+        value = values[name]
+        if value.source == THIS_CALL and value.refused and value.refused in refusal:
+            try:
+                parse(value.setting, raw)
+            except BadValue as err:
+                restated.add(_chain_work_refused(value.setting, raw, err))
+    return [line for line in notices if line not in restated]

@@ -15,10 +15,11 @@ from typing import Any, Callable
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import VERSIONED_TIERS
-from kint.settings.wire import apply as apply_settings
+from kint.settings.wire import apply as apply_settings, refusal_notices
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
+from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
@@ -103,7 +104,7 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         in_step = False
     out = {"connected": enrolment is not None, "held": held, "state_problems": broken,
            "owner": enrolment.owner if enrolment else None,
-           "session": enrolment.session_address if enrolment else None,
+           "session": _session_now(ctx, enrolment),
            "contract": enrolment.contract if enrolment else None,
            "head": head, "mirror_rows": len(mirror.rows) if mirror is not None else None,
            "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
@@ -115,6 +116,22 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
 
         out["session_key"] = session_key_facts(ctx, enrolment.owner, ctx.verify_head_seconds)
     return out
+
+
+def _session_now(ctx: SpaceContext, enrolment: Enrolment | None) -> str | None:
+    """This machine's session key as `status` names it: the keystore's address now, read
+    without unlocking (a `kint session-key rotate` since the connect made another key, and
+    the balance and authorization status prints are that key's), else the one the connect
+    recorded (no keystore, or one that does not read: status says so beside it)."""
+    from kint.custody.errors import CustodyError
+    from kint.custody.session_key import session_address
+
+    if enrolment is None:
+        return None
+    try:
+        return session_address(ctx.config.home)
+    except CustodyError:
+        return enrolment.session_address
 
 
 def _key_status(ctx: SpaceContext) -> dict[str, Any]:
@@ -280,8 +297,9 @@ def with_settings(op: str, handler: Handler) -> Handler:
             with settings.overlay(values):
                 result = handler(ctx, args)
         except ProtocolError as err:
-            if notices:
-                err.hint = "\n".join([err.hint, *notices]) if err.hint else "\n".join(notices)
+            said = refusal_notices(notices, sent, values, err.message)
+            if said:
+                err.hint = "\n".join([err.hint, *said]) if err.hint else "\n".join(said)
             raise
         notices += result.pop("notices", None) or []
         return {**result, "notices": notices} if notices else result

@@ -136,6 +136,9 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 # v0.3.0's refusal (09-cli.md, "kint recovery-code"), whether this machine never connected
 # or its cached key is gone.
 NO_KEY_FOR_CODE = "no data key cached on this machine: kint connect first"
+CONNECT_AGAIN_FOR_CODE = ("run `kint connect --owner ADDRESS` again (the wallet's signature or "
+                          "the vault passphrase) to cache the data key, then `kint "
+                          "recovery-code`")
 
 
 def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +151,10 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         try:
             key = current_data_key(ctx)
         except ProtocolError:
-            raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE) from None
+            # Not the code's default hint (about changes waiting for a push): what brings
+            # the key back here.
+            raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
+                                CONNECT_AGAIN_FOR_CODE) from None
         if not settings.value("KINT_OFFLINE"):
             anchor = Anchor(chain, ctx.tracker)
             head = read_head(anchor, enrolment.owner, cfg.space_id)
