@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -65,7 +66,7 @@ class Side:
         from kint.protocol.client_codec import encode_request
 
         self.name = name
-        root = Path(tempfile.mkdtemp(prefix="kint-worker-ab-"))
+        root = self.root = Path(tempfile.mkdtemp(prefix="kint-worker-ab-"))
         home = root / "kint"
         home.mkdir(mode=0o700)
         db = root / "memory.db"
@@ -108,6 +109,7 @@ class Side:
         self.proc.wait()
         self.router.close(linger=0)
         self.store.close()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def main() -> int:
