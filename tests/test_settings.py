@@ -193,6 +193,37 @@ def test_a_request_sees_the_process_settings_resolving_only_what_it_reads(tmp_pa
     assert all(values[s.name] == every[s.name] for s in SETTINGS if s.name != "KINT_OFFLINE")
 
 
+def test_requests_that_send_no_setting_share_the_view_of_the_reading_in_force(tmp_path,
+                                                                            monkeypatch):
+    """In the daemon, the requests that send nothing share one view per reading of the file
+    (a setting resolved once, not per request); a change of the file gives the next request
+    a new view with the new values; a request that sends a setting gets a view of its own,
+    which the shared one never sees; a client, whose environment is the call's, shares none."""
+    from kint.settings.wire import apply
+
+    config = tmp_path / "config.toml"
+    config.write_bytes(b"rpc_timeout = 3\n")
+    monkeypatch.setenv("KINT_HOME", str(tmp_path))
+    monkeypatch.setattr(loader._process, "home", tmp_path)
+    monkeypatch.setattr(loader._process, "own_watch", None)
+    monkeypatch.setattr(loader._process, "daemon", True)
+    monkeypatch.setattr(loader._process, "space", ("alice",))
+    monkeypatch.setattr(loader, "_shared_view", None)
+    first, notices = apply("status", {}, label="alice")
+    assert notices == [] and first["KINT_RPC_TIMEOUT"].value == 3
+    assert apply("verify", {}, label="alice")[0] is first
+    own, _ = apply("verify", {"KINT_OFFLINE": "1"}, label="alice")
+    assert own is not first and own["KINT_OFFLINE"].source == "this call"
+    assert first["KINT_OFFLINE"].source == "default"
+    assert apply("status", {}, label="alice")[0] is first
+    config.write_bytes(b"rpc_timeout = 12\n")  # another size: another signature
+    after, _ = apply("status", {}, label="alice")
+    assert after is not first and after["KINT_RPC_TIMEOUT"].value == 12
+    assert apply("status", {}, label="alice")[0] is after
+    monkeypatch.setattr(loader._process, "daemon", False)
+    assert apply("status", {}, label="alice")[0] is not apply("status", {}, label="alice")[0]
+
+
 def test_the_last_good_configuration_keeps_serving_in_every_process(tmp_path):
     home = tmp_path / "kint"
     home.mkdir(mode=0o700)

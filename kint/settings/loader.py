@@ -263,9 +263,10 @@ def value(name: str) -> Any:
 
 class RequestView(dict):  # type: ignore[type-arg]
     """Every setting's value in this process as one reading of the config file gives them,
-    each resolved the first time the request asks for it. A request reads two or three of
-    the ~30 settings; resolving them all up front was ~7% of a verify's CPU in the
-    worker (issue 15's many-tenants benchmark)."""
+    each resolved the first time a request asks for it (in the daemon, one view serves every
+    request that sent no setting while that reading is in force: `shared_view`). A request
+    reads two or three of the ~30 settings; resolving them all up front was ~7% of a
+    verify's CPU in the worker (issue 15's many-tenants benchmark)."""
 
     def __init__(self, cfg: ConfigFile) -> None:
         super().__init__()
@@ -278,6 +279,26 @@ class RequestView(dict):  # type: ignore[type-arg]
 
     def __contains__(self, name: object) -> bool:
         return name in BY_NAME or super().__contains__(name)
+
+
+# The view of the reading in force, shared by the requests that send no setting (most):
+# their values are the process's alone, so one view per reading of the config file serves
+# them all, and a setting is resolved once per reading, not once per request. A request
+# that sends settings gets a view of its own (`wire.apply` writes the call's values in it).
+_shared_view: RequestView | None = None
+
+
+def shared_view(cfg: ConfigFile) -> RequestView:
+    """The process's values as `cfg` gives them, for a request that sent none. Only the
+    daemon shares one: its environment is the supervisor's, fixed when it was spawned,
+    while a client's own environment is the call's and may change between two calls."""
+    global _shared_view
+    if not _process.daemon:
+        return RequestView(cfg)
+    view = _shared_view
+    if view is None or view._cfg is not cfg:
+        view = _shared_view = RequestView(cfg)
+    return view
 
 
 class overlay:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 from kint.settings.environ import environ_value
 from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config,
-                                  refused_in_env)
+                                  refused_in_env, shared_view)
 from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
                                   shown)
 
@@ -118,12 +118,12 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
     """This request's settings (the process's, with the call's on top where they apply)
     and the lines to report: the config file refused, values not used."""
     cfg, error = config()
-    values: dict[str, Value] = RequestView(cfg)
     notices: list[str] = []
     if error is not None:
         notices.append(f"kint: {error}; the last good configuration keeps serving")
-    if not sent:  # most requests: nothing to compare
-        return values, notices
+    if not sent:  # most requests: nothing to compare, nothing written in the view
+        return shared_view(cfg), notices
+    values: dict[str, Value] = RequestView(cfg)
     path = str(cfg.path)
     for name, raw in sorted(sent.items()):
         setting = BY_NAME[name]

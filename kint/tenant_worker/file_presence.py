@@ -20,7 +20,6 @@ clock, and shows. A folder changed more recently is read again at the next call 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -51,7 +50,9 @@ class SpaceFilePresence:
         self._home = home
         self._epochs = names["epochs"]
         self._names = names
-        self._lock = threading.Lock()
+        # The reading kept and the signatures it was taken at: one reference, replaced
+        # whole, so read and written without a lock (a reading kept by a slower thread over
+        # a newer one is only read again: it is kept with its own signatures).
         self._kept: tuple[tuple[Signature, Signature], dict[str, Any]] | None = None
 
     def current(self) -> dict[str, Any]:
@@ -64,15 +65,13 @@ class SpaceFilePresence:
         holding both is asked for its free room once (disk_space.full_disks)."""
         sig = (_folder_signature(self._home), _folder_signature(self._epochs))
         device = sig[0][2] if sig[0] is not None else None
-        with self._lock:
-            kept = self._kept
-            if kept is not None and kept[0] == sig:
-                return dict(kept[1]), device
+        kept = self._kept
+        if kept is not None and kept[0] == sig:
+            return dict(kept[1]), device
         taken_ns = time.time_ns()
         files = self._read()
         settled = all(s is None or taken_ns - s[0] > SETTLED_NS for s in sig)
-        with self._lock:
-            self._kept = (sig, files) if settled else None
+        self._kept = (sig, files) if settled else None
         return dict(files), device
 
     def _read(self) -> dict[str, Any]:

@@ -96,6 +96,9 @@ class StoreReader:
         sig = store_signature(self.db)
         if sig is None:
             return StoreFacts(exists=False, rows=None, size_bytes=None)
+        cached = self._cached  # one reference, replaced whole: read without the lock
+        if cached is not None and cached[0] == sig:
+            return cached[1]
         with self._lock:
             if self._cached is not None and self._cached[0] == sig:
                 return self._cached[1]
