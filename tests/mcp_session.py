@@ -3,8 +3,8 @@ for tests written as plain functions: `AgentProcess` runs one client session on 
 event loop thread and exposes `call(tool, **args) -> dict` (the result's JSON text),
 `result(tool, **args)`, the CallToolResult as the client received it, and `failed(tool,
 **args)`, the payload of a call that must come back as an error; `submit` sends a call
-without waiting for it (`submit_cancellable` with what cancels it), `ping` and `list_tools`
-ask while one is in flight. `initialized` is the
+without waiting for it (noting its progress when asked), `submit_cancellable` with what
+cancels it, and `ping` and `list_tools` ask while one is in flight. `initialized` is the
 server's initialize result and `listed` its tools, as the client parsed them.
 `quiet_agent` runs one on a fresh devchain machine for a test module."""
 
@@ -70,11 +70,17 @@ class AgentProcess:
         assert self._session is not None
         return self._run(self._session.call_tool(tool, args))
 
-    def submit(self, tool: str, **args: Any) -> "concurrent.futures.Future[Any]":
-        """Send a tool call and return at once: the future of its CallToolResult."""
+    def submit(self, tool: str, *, progress: list[tuple[float, str | None]] | None = None,
+               **args: Any) -> "concurrent.futures.Future[Any]":
+        """Send a tool call and return at once: the future of its CallToolResult. With
+        `progress`, the call asks for progress and each notification is appended to it."""
         assert self._session is not None
-        return asyncio.run_coroutine_threadsafe(self._session.call_tool(tool, args),
-                                                self.loop)
+
+        async def noted(sent: float, _total: float | None, message: str | None) -> None:
+            progress.append((sent, message))
+
+        return asyncio.run_coroutine_threadsafe(self._session.call_tool(
+            tool, args, progress_callback=noted if progress is not None else None), self.loop)
 
     def submit_cancellable(self, tool: str, **args: Any
                            ) -> "tuple[concurrent.futures.Future[Any], Callable[[], None]]":

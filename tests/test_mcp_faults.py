@@ -107,8 +107,9 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
         tmp_path_factory, chain_home):
     """A kint call waits on the worker off kint-server's event loop: while a push waits on
     an endpoint that never confirms, a `ping` and `tools/list` are answered, a Sibyl write
-    waits for the push (tool calls never overlap: a pull swaps the client it writes to)
-    and the push answers as it did when it ran on the loop. A push the client cancels is
+    waits for the push (tool calls never overlap: a pull swaps the client it writes to),
+    the worker's progress line reaches a client that asked for progress, and the push
+    answers as it did when it ran on the loop. A push the client cancels is
     answered `Request cancelled` at once; the next tool call still waits for its work."""
     with machine_behind_proxy(tmp_path_factory.mktemp("mcp-inflight"), chain_home,
                               KINT_QUIET_SECONDS="3600") as (sb, proxy):
@@ -117,7 +118,8 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
                               body={"rule": "never ship on a Friday"})["ok"] is True
-            push = _push_in_flight(agent, proxy)
+            progress: list = []
+            push = _push_in_flight(agent, proxy, progress=progress)
             agent.ping()  # before, it was answered only once the push came back
             assert "memory_push" in agent.list_tools()
             assert not push.done(), "the push came back before the ping was answered"
@@ -129,6 +131,9 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
             assert pushed["error"] == "TIMEOUT", pushed  # the answer it always gave
             assert pushed["hint"].startswith(AGAIN_SOON), pushed
             assert agent.payload(write.result(60))["ok"] is True
+            # The client asked for progress: the worker's line, as `kint push` shows it.
+            assert (1.0, "push: epoch 1 of 1 (1 rows)") in progress, progress
+            assert [sent for sent, _ in progress] == list(range(1, len(progress) + 1))
 
             # Let the worker's push land, then cancel one that waits.
             proxy.forward()
