@@ -110,7 +110,8 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
     waits for the push (tool calls never overlap: a pull swaps the client it writes to),
     the worker's progress line reaches a client that asked for progress, and the push
     answers as it did when it ran on the loop. A push the client cancels is
-    answered `Request cancelled` at once; the next tool call still waits for its work."""
+    answered `Request cancelled` at once; the next tool call still waits for its work.
+    A client gone mid-call does not keep the server from exiting."""
     with machine_behind_proxy(tmp_path_factory.mktemp("mcp-inflight"), chain_home,
                               KINT_QUIET_SECONDS="3600") as (sb, proxy):
         agent = AgentProcess({**sb.env,
@@ -151,12 +152,28 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
             agent.ping()
             assert not write.done(), "a write overlapped the cancelled push's work"
             assert agent.payload(write.result(IN_FLIGHT_WAIT_S + 60))["ok"] is True
-            logged = "\n".join(path.read_text(errors="replace")
-                               for path in sb.kint_home.rglob("kint.log"))
-            assert ("memory_push: the client cancelled it; its work goes on and the next "
-                    "tool call waits for it") in logged
+            assert "memory_push: no longer waited for (cancelled, or the client went " \
+                   "away); its work goes on" in _server_log(sb)
+
+            # The client goes away while a push waits: the server says goodbye to the
+            # worker on a socket of its own (the push holds the session's) and exits.
+            proxy.forward()
+            assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
+                               .get("seq") == 2), timeout=90, interval=0.5), \
+                agent.call("memory_status")
+            _push_in_flight(agent, proxy)
         finally:
             agent.close()
+        assert wait_until(lambda: "kint-server exits" in _server_log(sb), timeout=30), \
+            _server_log(sb)[-2000:]
+        logged = _server_log(sb)
+        assert "a tool call is still waiting on the worker; it goes on there" in logged
+        assert "exit_push not sent" not in logged, logged[-2000:]
+
+
+def _server_log(sb) -> str:
+    return "\n".join(path.read_text(errors="replace")
+                     for path in sb.kint_home.rglob("kint.log"))
 
 
 # The stopped worker is found hung after this many seconds without a beat (its idle beat

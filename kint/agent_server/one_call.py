@@ -73,8 +73,8 @@ class Gate:
         try:
             await done.wait()
         except anyio.get_cancelled_exc_class():
-            log.info("%s: the client cancelled it; its work goes on and the next tool call "
-                     "waits for it", name)
+            log.info("%s: no longer waited for (cancelled, or the client went away); its "
+                     "work goes on and the next tool call waits for it", name)
             raise
         if "error" in box:
             raise box["error"]  # type: ignore[misc]
