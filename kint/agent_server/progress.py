@@ -65,7 +65,8 @@ async def report(read: Callable[[], str | None],
     while True:
         await anyio.sleep(POLL_S)
         try:
-            line = await anyio.to_thread.run_sync(read)
+            # Not waited for once the call is answered: the read ends within its 2 s.
+            line = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
             if not line or line == shown:
                 continue
             sent += 1
