@@ -125,8 +125,8 @@ def main() -> None:
     try:
         mcp.run()
     finally:
+        session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()
-        session.close()
         log.info("kint-server exits; the exit push is the worker's now")
 
 

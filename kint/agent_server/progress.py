@@ -50,10 +50,15 @@ class ProgressLines:
                     None)
 
     def close(self) -> None:
-        with self._lock:
+        """Close the socket, unless a read still uses it (the server exits anyway)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+        finally:
+            self._lock.release()
 
 
 async def report(read: Callable[[], str | None],

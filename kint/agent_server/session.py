@@ -28,8 +28,9 @@ from kint.spaces import SpaceRef
 log = logging.getLogger("kint.server")
 
 KEEPALIVE_S = 60.0
-# How long an exiting server waits for the socket a keepalive or a tool call holds.
-CLOSE_WAIT_S = 2.0
+# How long an exiting server waits for the socket a keepalive or a tool call holds: short,
+# since a harness may SIGTERM it soon after closing stdin (the SDK's stdio client: 2 s).
+CLOSE_WAIT_S = 0.25
 
 
 class AgentSession:
