@@ -89,6 +89,7 @@ def main() -> None:
     _log_to_file(home)
     from kint import spaces
     from kint.agent_server import surface
+    from kint.agent_server.progress import ProgressLines
     from kint.agent_server.session import AgentSession
     from kint.agent_server.tools import kint_tools
     from kint.agent_server.wrapped_client import SharedClient
@@ -100,7 +101,9 @@ def main() -> None:
 
     shared.refresh()  # a store that cannot be opened now is no reason not to serve
     mcp = sibyl_server.build_server()
-    surface.serve(mcp, kint_tools(session, shared), before_call=shared.before_call)
+    lines = ProgressLines(home, ref.space16)
+    surface.serve(mcp, kint_tools(session, shared), before_call=shared.before_call,
+                  progress_line=lines.line)
     deadline = time.monotonic() + bootstrap_seconds()  # one budget for attach and pull
     try:
         session.attach(timeout_s=max(0.5, deadline - time.monotonic()))
@@ -122,7 +125,8 @@ def main() -> None:
     try:
         mcp.run()
     finally:
-        session.close()
+        session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
+        lines.close()
         log.info("kint-server exits; the exit push is the worker's now")
 
 

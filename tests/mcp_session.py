@@ -2,18 +2,21 @@
 for tests written as plain functions: `AgentProcess` runs one client session on its own
 event loop thread and exposes `call(tool, **args) -> dict` (the result's JSON text),
 `result(tool, **args)`, the CallToolResult as the client received it, and `failed(tool,
-**args)`, the payload of a call that must come back as an error. `initialized` is the
+**args)`, the payload of a call that must come back as an error; `submit` sends a call
+without waiting for it (noting its progress when asked), `submit_cancellable` with what
+cancels it, and `ping` and `list_tools` ask while one is in flight. `initialized` is the
 server's initialize result and `listed` its tools, as the client parsed them.
 `quiet_agent` runs one on a fresh devchain machine for a test module."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -67,8 +70,53 @@ class AgentProcess:
         assert self._session is not None
         return self._run(self._session.call_tool(tool, args))
 
-    def call(self, tool: str, **args: Any) -> dict[str, Any]:
-        result = self.result(tool, **args)
+    def submit(self, tool: str, *, progress: list[tuple[float, str | None]] | None = None,
+               **args: Any) -> "concurrent.futures.Future[Any]":
+        """Send a tool call and return at once: the future of its CallToolResult. With
+        `progress`, the call asks for progress and each notification is appended to it."""
+        assert self._session is not None
+
+        async def noted(sent: float, _total: float | None, message: str | None) -> None:
+            progress.append((sent, message))
+
+        return asyncio.run_coroutine_threadsafe(self._session.call_tool(
+            tool, args, progress_callback=noted if progress is not None else None), self.loop)
+
+    def submit_cancellable(self, tool: str, **args: Any
+                           ) -> "tuple[concurrent.futures.Future[Any], Callable[[], None]]":
+        """Send a tool call and return its future with what sends `notifications/cancelled`
+        for it. The SDK's client has no call for that: the request's id is the session's
+        next one (read on the client's loop just before the call goes out)."""
+        session = self._session
+        assert session is not None
+
+        async def send() -> tuple[Any, Any]:
+            request_id = session._request_id  # noqa: SLF001 - the id the call is sent with
+            return request_id, asyncio.ensure_future(session.call_tool(tool, args))
+
+        request_id, task = self._run(send())
+        answered: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        task.add_done_callback(lambda t: answered.set_exception(t.exception())
+                               if t.exception() else answered.set_result(t.result()))
+
+        def cancel() -> None:
+            note = types.CancelledNotification(params=types.CancelledNotificationParams(
+                requestId=request_id, reason="cancelled by the test"))
+            self._run(session.send_notification(types.ClientNotification(note)))
+
+        return answered, cancel
+
+    def ping(self) -> None:
+        assert self._session is not None
+        self._run(self._session.send_ping(), timeout=30)
+
+    def list_tools(self) -> list[str]:
+        assert self._session is not None
+        return [t.name for t in self._run(self._session.list_tools(), timeout=30).tools]
+
+    @staticmethod
+    def payload(result: types.CallToolResult) -> dict[str, Any]:
+        """A CallToolResult's JSON text, `isError` added when set (as `call` gives it)."""
         text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
         try:
             payload = json.loads(text)
@@ -77,6 +125,9 @@ class AgentProcess:
         if result.isError:
             payload.setdefault("isError", True)
         return payload
+
+    def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        return self.payload(self.result(tool, **args))
 
     def failed(self, tool: str, **args: Any) -> dict[str, Any]:
         """The payload of a call that must fail: `isError` set and `ok` false."""

@@ -4,7 +4,8 @@ that names the agent's next call. Each fault is made for real under the official
 client's stdio session: a chain endpoint that never confirms or answers a stale head
 (tests/rpc_proxy.py), the supervisor SIGKILLed and the worker SIGSTOPped during a call, a
 store that is not a SQLite file, a store another process holds a write lock on, a store
-deleted under the running server.
+deleted under the running server; and a ping, a Sibyl write and a cancellation while a
+kint call waits on a hung endpoint.
 
 The elapsed-time bounds only say "it returned, it did not hang": each is generous for a
 loaded 2-core box and well under what the same call took before (named at each bound)."""
@@ -83,6 +84,96 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
                                               "fails again, stop and tell the human"), refused
         finally:
             agent.close()
+
+
+# A kint call this long leaves time to ask the server other things while it waits; the
+# worker's own receipt wait (60 s) is longer, so the call answers TIMEOUT at this bound.
+IN_FLIGHT_WAIT_S = 30
+
+
+def _push_in_flight(agent, proxy, **submit):
+    """A memory_push sent with the endpoint never confirming, once the worker waits on
+    its receipt: the call is then in flight in kint-server for IN_FLIGHT_WAIT_S."""
+    seen = len(proxy.calls)
+    proxy.set_mode("unmined")
+    sent = (agent.submit_cancellable if submit.pop("cancellable", False)
+            else agent.submit)("memory_push", **submit)
+    assert wait_until(lambda: "eth_getTransactionReceipt" in proxy.calls[seen:],
+                      timeout=60, interval=0.2), proxy.calls[seen:]
+    return sent
+
+
+def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
+        tmp_path_factory, chain_home):
+    """A kint call waits on the worker off kint-server's event loop: while a push waits on
+    an endpoint that never confirms, a `ping` and `tools/list` are answered, a Sibyl write
+    waits for the push (tool calls never overlap: a pull swaps the client it writes to),
+    the worker's progress line reaches a client that asked for progress, and the push
+    answers as it did when it ran on the loop. A push the client cancels is
+    answered `Request cancelled` at once; the next tool call still waits for its work.
+    A client gone mid-call does not keep the server from exiting."""
+    with machine_behind_proxy(tmp_path_factory.mktemp("mcp-inflight"), chain_home,
+                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+        agent = AgentProcess({**sb.env,
+                              "KINT_TEST_TOOL_WAIT_S": str(IN_FLIGHT_WAIT_S)}).start()
+        try:
+            assert agent.call("memory_remember", category="rules", name="release-gate",
+                              body={"rule": "never ship on a Friday"})["ok"] is True
+            progress: list = []
+            push = _push_in_flight(agent, proxy, progress=progress)
+            agent.ping()  # before, it was answered only once the push came back
+            assert "memory_push" in agent.list_tools()
+            assert not push.done(), "the push came back before the ping was answered"
+            write = agent.submit("memory_remember", category="rules", name="deploy",
+                                 body={"rule": "deploy from main"})
+            agent.ping()  # the server has read the write by now: it waits for the push
+            assert not write.done() and not push.done(), "the write overlapped the push"
+            pushed = agent.payload(push.result(IN_FLIGHT_WAIT_S + 60))
+            assert pushed["error"] == "TIMEOUT", pushed  # the answer it always gave
+            assert pushed["hint"].startswith(AGAIN_SOON), pushed
+            assert agent.payload(write.result(60))["ok"] is True
+            # The client asked for progress: the worker's line, as `kint push` shows it.
+            assert (1.0, "push: epoch 1 of 1 (1 rows)") in progress, progress
+            assert [sent for sent, _ in progress] == list(range(1, len(progress) + 1))
+
+            # Let the worker's push land, then cancel one that waits.
+            proxy.forward()
+            assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
+                               .get("seq") == 1), timeout=90, interval=0.5), \
+                agent.call("memory_status")
+            assert agent.call("memory_remember", category="rules", name="deploy",
+                              body={"rule": "deploy from main, on a Tuesday"})["ok"]
+            push, cancel = _push_in_flight(agent, proxy, cancellable=True)
+            cancel()
+            with pytest.raises(Exception, match="Request cancelled"):
+                push.result(IN_FLIGHT_WAIT_S / 2)  # at once, not at the call's bound
+            write = agent.submit("memory_remember", category="rules", name="freeze",
+                                 body={"rule": "no deploys in December"})
+            agent.ping()
+            assert not write.done(), "a write overlapped the cancelled push's work"
+            assert agent.payload(write.result(IN_FLIGHT_WAIT_S + 60))["ok"] is True
+            assert "memory_push: no longer waited for (cancelled, or the client went " \
+                   "away); its work goes on" in _server_log(sb)
+
+            # The client goes away while a push waits: the server says goodbye to the
+            # worker on a socket of its own (the push holds the session's) and exits.
+            proxy.forward()
+            assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
+                               .get("seq") == 2), timeout=90, interval=0.5), \
+                agent.call("memory_status")
+            _push_in_flight(agent, proxy)
+        finally:
+            agent.close()
+        assert wait_until(lambda: "kint-server exits" in _server_log(sb), timeout=30), \
+            _server_log(sb)[-2000:]
+        logged = _server_log(sb)
+        assert "a tool call is still waiting on the worker; it goes on there" in logged
+        assert "exit_push not sent" not in logged, logged[-2000:]
+
+
+def _server_log(sb) -> str:
+    return "\n".join(path.read_text(errors="replace")
+                     for path in sb.kint_home.rglob("kint.log"))
 
 
 # The stopped worker is found hung after this many seconds without a beat (its idle beat

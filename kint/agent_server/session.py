@@ -8,7 +8,9 @@ left in the tool's result for the agent).
 It attaches at start (and every KEEPALIVE_S, so the worker knows a session is alive), sends
 a `note_write` cast for every write its tool path made, and on the way out casts one
 `exit_push`, which the worker runs to completion after this process is gone. Calls from
-tool threads share one lock, because a ZeroMQ socket belongs to one thread at a time.
+tool threads share one lock, because a ZeroMQ socket belongs to one thread at a time; an
+exit that finds it held by a tool call still waiting on the worker (the client went away
+mid-call) casts from a socket of its own rather than wait out the call's bound.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from kint.spaces import SpaceRef
 log = logging.getLogger("kint.server")
 
 KEEPALIVE_S = 60.0
+# How long an exiting server waits for the socket a keepalive or a tool call holds: short,
+# since a harness may SIGTERM it soon after closing stdin (the SDK's stdio client: 2 s).
+CLOSE_WAIT_S = 0.25
 
 
 class AgentSession:
     def __init__(self, ref: SpaceRef, home: Any) -> None:
         self.ref = ref
         self.id = os.urandom(8).hex()
+        self._home = home
         self._client = Client(home)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -62,12 +68,14 @@ class AgentSession:
 
     def cast(self, op: str, args: dict[str, Any], timeout_s: float = 900) -> None:
         with self._lock:
-            try:
-                self._client.cast(op, tenant=self.ref.tenant, db=self.ref.db,
-                                  space=self.ref.label, args=self._args(args),
-                                  timeout_s=timeout_s)
-            except KintError as err:
-                log.warning("%s not sent: %s", op, err.message)
+            self._cast(self._client, op, args, timeout_s)
+
+    def _cast(self, client: Client, op: str, args: dict[str, Any], timeout_s: float) -> None:
+        try:
+            client.cast(op, tenant=self.ref.tenant, db=self.ref.db, space=self.ref.label,
+                        args=self._args(args), timeout_s=timeout_s)
+        except KintError as err:
+            log.warning("%s not sent: %s", op, err.message)
 
     def attach(self, timeout_s: float = 30) -> None:
         self.call("attach", {"session": self.id, "watcher": self.watcher}, timeout_s=timeout_s)
@@ -95,8 +103,17 @@ class AgentSession:
         """Ask the worker for one exit push when this session wrote, and let go: it
         finishes after we are gone. Either way the worker learns the session ended."""
         self._stop.set()
-        if self.wrote:
-            self.cast("exit_push", {"session": self.id})
-        else:
-            self.cast("detach", {"session": self.id}, timeout_s=30)
-        self._client.close(linger_ms=2000)
+        op, timeout_s = ("exit_push", 900.0) if self.wrote else ("detach", 30.0)
+        if not self._lock.acquire(timeout=CLOSE_WAIT_S):
+            # A tool call the exiting server no longer waits for holds this socket (the
+            # worker goes on with it): say goodbye on a socket of this thread's own.
+            log.info("a tool call is still waiting on the worker; it goes on there")
+            spare = Client(self._home)
+            self._cast(spare, op, {"session": self.id}, timeout_s)
+            spare.close(linger_ms=2000)
+            return
+        try:
+            self._cast(self._client, op, {"session": self.id}, timeout_s)
+            self._client.close(linger_ms=2000)
+        finally:
+            self._lock.release()

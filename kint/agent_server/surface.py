@@ -16,6 +16,12 @@ refused here (VALIDATION_ERROR, before anything reaches the worker), the supervi
 worker unreachable, BUSY, HELD, NOT_CONNECTED, a pull that stopped. An answer the call was
 made for is never an error, however unwelcome: memory_verify's `refuse`,
 memory_connect's `human_steps`, memory_history's null version.
+
+Tool calls run one at a time, kint's and Sibyl's alike (a pull swaps the client Sibyl's
+tools write through), but a kint call waits on the worker in a thread of its own
+(kint.agent_server.one_call), so the event loop goes on answering `ping`, `tools/list` and
+`notifications/cancelled` for the up to 100 s (a restore: 1800 s) such a call may take,
+and sends a pull's or push's progress lines to a client that asked for them.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ import logging
 import re
 from typing import Any, Callable
 
+import anyio
+import anyio.to_thread
 from mcp import types
 from mcp.server.fastmcp import FastMCP
 from pydantic import ValidationError
 
 from kint import __version__
-from kint.agent_server import results
+from kint.agent_server import progress, results
+from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
 from kint.protocol.errors import ErrorCode
@@ -70,12 +79,14 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def serve(mcp: FastMCP, tools: list[KintTool],
-          before_call: Callable[[str], dict[str, Any] | None] = lambda _: None) -> None:
+          before_call: Callable[[str], dict[str, Any] | None] = lambda _: None,
+          progress_line: Callable[[], str | None] | None = None) -> None:
     """Name the server, give it its instructions and add kint's tools to Sibyl's.
     `before_call(tool)` runs before every tool call (kint-server: build Sibyl's client when
     the store could not be opened before, so Sibyl's tools never build an unwrapped one);
     what it returns, when not None, is the call's answer instead (a store deleted under
-    the server: kint.agent_server.wrapped_client)."""
+    the server: kint.agent_server.wrapped_client). `progress_line()` reads the worker's
+    progress line, sent to a client that asked for progress (kint.agent_server.progress)."""
     low = mcp._mcp_server  # the SDK's lowlevel Server under FastMCP
     low.name = SERVER_NAME
     low.version = __version__
@@ -94,16 +105,43 @@ def serve(mcp: FastMCP, tools: list[KintTool],
         return types.ServerResult(sibyls.model_copy(update={"tools": [*sibyls.tools,
                                                                        *listed]}))
 
+    gate = Gate()
+
+    def run_kints(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
+        refused = before_call(tool.name)
+        return result(refused) if refused is not None else call(tool, arguments)
+
     async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
-        refused = before_call(req.params.name)
-        if refused is not None:
-            return types.ServerResult(result(refused))
-        tool = by_name.get(req.params.name)
-        if tool is None:
+        name, arguments = req.params.name, req.params.arguments or {}
+        tool = by_name.get(name)
+        if tool is not None:  # kint's: in a thread, while the loop answers the rest
+            work = gate.off_loop(name, lambda: run_kints(tool, arguments))
+            token = req.params.meta.progressToken if req.params.meta else None
+            if token is None or progress_line is None or name not in progress.REPORTED:
+                return types.ServerResult(await work)
+            context = low.request_context
+
+            async def send(sent: float, line: str) -> None:
+                await context.session.send_progress_notification(
+                    token, sent, message=line, related_request_id=context.request_id)
+
+            async with anyio.create_task_group() as reports:
+                reports.start_soon(progress.report, progress_line, send)
+                answer = await work
+                reports.cancel_scope.cancel()
+            return types.ServerResult(answer)
+        # Sibyl's run on the loop, as FastMCP runs its synchronous tools, and behind the
+        # gate with the check before them: a Sibyl write never overlaps a kint call (a pull
+        # swaps or closes the client it writes to). The check may ask the worker (a store
+        # deleted under the client), so it runs in a thread; cancelled, it is waited for.
+        await gate.enter()
+        try:
+            refused = await anyio.to_thread.run_sync(before_call, name)
+            if refused is not None:
+                return types.ServerResult(result(refused))
             return await call_sibyls(req)
-        # Run here, on the event loop, as FastMCP runs Sibyl's synchronous tools: one call
-        # at a time, so a pull that swaps the shared client never overlaps a Sibyl write.
-        return types.ServerResult(call(tool, req.params.arguments or {}))
+        finally:
+            gate.leave()
 
     low.request_handlers[types.ListToolsRequest] = list_tools
     low.request_handlers[types.CallToolRequest] = call_tool

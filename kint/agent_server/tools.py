@@ -22,9 +22,10 @@ from kint.client import KintError
 # 60 s). Inside the 120 s Hermes gives a tool call by default and the 180 s `kint setup`
 # gives Codex's: past it the supervisor answers TIMEOUT and the worker goes on with the push,
 # pull or connect, so the agent gets an answer it can act on (call memory_status later)
-# rather than a client-side timeout, while the server, which runs one call at a time, is
-# held no longer. A pull with `discard_local` is waited for to the end: this server reopens
-# the store after it, and must not do so while the worker is still restoring it.
+# rather than a client-side timeout, while the next tool call, which waits for this one
+# (kint.agent_server.one_call), is held no longer. A pull with `discard_local` is waited
+# for to the end: this server reopens the store after it, and must not do so while the
+# worker is still restoring it.
 TOOL_WAIT_S = 100.0
 RESTORE_WAIT_S = 1800.0
 
