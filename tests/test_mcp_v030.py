@@ -1,9 +1,10 @@
 """kint's six tools answer in kint v0.3.0's published shapes (its docs/site/08-tools.md):
 memory_status's fields, memory_push's and memory_pull's, their error codes and the hints
-that name the agent's next call, memory_pull's `force_scan`, memory_verify's and memory_history's fields, and a refused argument under
-the same codes Sibyl's own guard uses. Driven through the official MCP client over stdio
-against the real kint-server, a real supervisor and worker, on the session's real anvil.
-The tests run in file order: the first ones see a machine that never connected."""
+that name the agent's next call, memory_pull's `force_scan`, memory_verify's and
+memory_history's fields, and a refused argument under the same codes Sibyl's own guard
+uses. Driven through the official MCP client over stdio against the real kint-server, a
+real supervisor and worker, on the session's real anvil. The tests run in file order: the
+first ones see a machine that never connected."""
 
 from __future__ import annotations
 
