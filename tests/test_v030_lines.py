@@ -97,3 +97,25 @@ def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, cha
         assert not mirror.exists() and sb.sibyl_db.exists()  # nothing written, nothing moved
     finally:
         sb.shutdown()
+
+
+def test_a_pull_without_the_cached_key_is_refused_in_v030s_words(tmp_path, chain_home):
+    # 03-new-machine.md, "Pull": "no data key on this machine: run `kint connect` ...
+    # first", exit 5 (09-cli.md: a pull with no cached data key lands there); the --json
+    # refusal carries the same words.
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        (sb.kint_home / f"vault-{space16}.aes").unlink()
+        out = sb.kint("pull")
+        assert out.returncode == 5, out.stdout + out.stderr
+        first = out.stderr.splitlines()[0]
+        assert first.startswith("kint: error: no data key on this machine: run `kint connect` "
+                                f"for space {space16} first"), out.stderr
+        assert first.endswith("[NO_DATA_KEY]"), out.stderr
+        out = sb.kint("pull", "--json")
+        assert out.returncode == 5, out.stdout + out.stderr
+        assert json.loads(out.stdout)["message"].startswith(
+            "no data key on this machine: run `kint connect`")
+    finally:
+        sb.shutdown()
