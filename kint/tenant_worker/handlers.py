@@ -24,7 +24,7 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
 from kint.tenant_worker.store import StoreUnreadable
-from kint.tenant_worker.verify import verify as run_verify
+from kint.tenant_worker.verify import store_absent, verify as run_verify
 
 log = logging.getLogger("kint.worker")
 
@@ -168,17 +168,14 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not os.path.exists(ctx.config.db):
         mirror = ctx.state.mirror()
         if mirror is not None and mirror.rows:
-            raise ProtocolError(ErrorCode.BAD_REQUEST,
-                                f"store {ctx.config.db} does not exist, and "
-                                f"{len(mirror.rows)} row(s) anchored from it are on chain: "
-                                f"no row to verify",
-                                "check --db or SIBYL_MEMORY_DB; `kint pull` restores the "
-                                "anchored rows into a new store")
-        raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"store {ctx.config.db} does not exist yet: no row to verify",
-                            "Sibyl creates it on the first write (the agent's memory_remember "
-                            "through kint-server); if it should exist, check --db or "
-                            "SIBYL_MEMORY_DB")
+            return store_absent(args["query"], (
+                f"store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
+                f"anchored from it are on chain: no row to verify (check --db or "
+                f"SIBYL_MEMORY_DB; `kint pull` restores the anchored rows into a new store)"))
+        return store_absent(args["query"], (
+            f"store {ctx.config.db} does not exist yet: no row to verify (Sibyl creates it "
+            f"on the first write, the agent's memory_remember through kint-server; if it "
+            f"should exist, check --db or SIBYL_MEMORY_DB)"))
     head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable and head.unavailable != ctx.last_head_unavailable:
         # Once per change of reason: the log lives under KINT_HOME and counts against the cap.

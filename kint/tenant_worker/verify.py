@@ -151,6 +151,25 @@ def verify(*, client: Any, conn: sqlite3.Connection, tenant: str, state: SpaceSt
                   state=state, query=query, head=head, write_refusal=write_refusal)
 
 
+def _refusal(query: str, verdict: Any, hits: list[dict[str, Any]], reason: str,
+             head_unavailable: str | None) -> dict[str, Any]:
+    """A verify answer that refuses until a check says otherwise (08-tools.md's fields)."""
+    return {"query": query, "verdict": verdict_copy(verdict), "decision": "refuse",
+            "reason": reason, "hits": [_hit_json(h) for h in hits], "checks": [],
+            "refusal_entity": None, "chain_head": None, "head_unavailable": head_unavailable}
+
+
+def store_absent(query: str, reason: str) -> dict[str, Any]:
+    """The answer for a store that does not exist: it holds no row, so Sibyl's own
+    `empty_store` verdict, and refuse. kint v0.3.0 opened Sibyl's client on it (which
+    creates the file) and searched, getting that verdict; kint creates no store, whose
+    absence a pull and a push read as meaning something, so it answers the same without
+    the search: a refusal (exit 1, 0 with --json) a script reads as v0.3.0's."""
+    from sibyl_memory_client.verdicts import empty_store_verdict
+
+    return _refusal(query, empty_store_verdict(), [], reason, None)
+
+
 def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
            state: SpaceState, query: str, head: HeadReading, write_refusal: bool
            ) -> dict[str, Any]:
@@ -158,11 +177,7 @@ def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
     store now, so a row deleted since the search ran comes back `missing`."""
     verdict = results.verdict
     hits = list(results)
-    out: dict[str, Any] = {"query": query, "verdict": verdict_copy(verdict),
-                           "decision": "refuse", "reason": "",
-                           "hits": [_hit_json(h) for h in hits], "checks": [],
-                           "refusal_entity": None, "chain_head": None,
-                           "head_unavailable": head.unavailable}
+    out = _refusal(query, verdict, hits, "", head.unavailable)
 
     # 1. Nothing ranked to act on.
     if verdict.code.value != "ok" or not hits:
