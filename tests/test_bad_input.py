@@ -92,6 +92,25 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert "COMMAND" not in hint, (what, hint)
 
 
+@pytest.mark.parametrize("argv", [
+    ["connect", "--owner", OWNER, "--smart-account"],
+    ["join", "--owner", OWNER, "--base-account", "--no-setup"],
+    ["rekey", "--smart-account"],
+], ids=["connect", "join", "rekey"])
+def test_a_prompt_whose_stdin_ends_is_refused_with_a_code(machine, argv):
+    """A passphrase prompt with no terminal and nothing piped (stdin closed, as in a
+    script) meets the end of stdin: bad input, exit 2, with what to do; it was click's bare
+    `Aborted!` and exit 1, the status of verify's refusal and a failed doctor."""
+    out = machine.kint(*argv)
+    assert out.returncode == 2, (argv, out.stdout, out.stderr)
+    assert "Aborted" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.splitlines()[-2:] == [
+        "kint: error: the passphrase for `vault passphrase` never came: stdin ended at the "
+        "prompt (no terminal?) [BAD_REQUEST]",
+        "hint: run the command in a terminal, or pipe the passphrase with --passphrase-stdin"
+    ], out.stderr
+
+
 def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
     """v0.3.0 prints nothing and exits 0 for a row with no anchored version; a person is
     told why on stderr."""

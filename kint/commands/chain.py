@@ -4,7 +4,6 @@ worker; exit statuses as 09-cli.md gives them (kint.commands.exit_codes)."""
 
 from __future__ import annotations
 
-import getpass
 
 import click
 
@@ -13,7 +12,7 @@ from kint.commands.common import (Ctx, call_with_progress, echo_json, json_optio
                                   space_call, usage_error)
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
 from kint.commands.owner_flag import check_owner, owner_option
-from kint.commands.secrets import read_passphrase_stdin, signature_options
+from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
@@ -148,14 +147,14 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         if passphrase_stdin:
             args["salt_passphrase"] = read_passphrase_stdin()
         elif passphrase_prompt:
-            args["salt_passphrase"] = getpass.getpass(SALT_PROMPT)
+            args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
         if smart_account:
-            args["passphrase"] = getpass.getpass(VAULT_PROMPT)
+            args["passphrase"] = prompt_secret(VAULT_PROMPT)
     elif smart_account or passphrase_stdin:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
-                              else getpass.getpass(VAULT_PROMPT))
+                              else prompt_secret(VAULT_PROMPT))
     if add_passphrase:
-        extra = getpass.getpass(EXTRA_PROMPT)
+        extra = prompt_secret(EXTRA_PROMPT)
         if extra:
             args["extra_passphrase"] = extra
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):
