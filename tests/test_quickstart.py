@@ -64,9 +64,10 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert verify.stdout.splitlines() == [
         "query: release rule", "sibyl verdict: empty_store  hits: 0",
-        f"DECISION: REFUSE: store {machine.sibyl_db} does not exist yet: no row to verify "
-        f"(Sibyl creates it on the first write, the agent's memory_remember through "
-        f"kint-server; if it should exist, check --db or SIBYL_MEMORY_DB)"], verify.stdout
+        f"DECISION: REFUSE: no ranked candidate to act on: Sibyl's verdict is empty_store: "
+        f"the store {machine.sibyl_db} does not exist yet (Sibyl creates it on the first "
+        f"write, the agent's memory_remember through kint-server; if it should exist, check "
+        f"--db or SIBYL_MEMORY_DB)"], verify.stdout
     answer = kjson(machine, "verify", "release rule")  # exit 0 with --json
     assert (answer["decision"], answer["verdict"]["code"], answer["verdict"]["recovery"]) == (
         "refuse", "empty_store", "write_first")
@@ -115,8 +116,9 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
         out = machine.kint("verify", "release rule")
         assert out.returncode == 1, out.stdout + out.stderr
         assert out.stdout.splitlines()[-1].startswith(
-            f"DECISION: REFUSE: store {machine.sibyl_db} does not exist, and 1 row(s) anchored "
-            f"from it are on chain: no row to verify"), out.stdout
+            f"DECISION: REFUSE: no ranked candidate to act on: Sibyl's verdict is empty_store: "
+            f"the store {machine.sibyl_db} does not exist, and 1 row(s) anchored from it are "
+            f"on chain"), out.stdout
         assert "`kint pull` restores the anchored rows into a new store" in out.stdout
 
         # A plain pull restores it: nothing local to weigh against the chain. (It used to

@@ -169,13 +169,13 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         mirror = ctx.state.mirror()
         if mirror is not None and mirror.rows:
             return store_absent(args["query"], (
-                f"store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
-                f"anchored from it are on chain: no row to verify (check --db or "
-                f"SIBYL_MEMORY_DB; `kint pull` restores the anchored rows into a new store)"))
+                f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
+                f"anchored from it are on chain (check --db or SIBYL_MEMORY_DB; `kint pull` "
+                f"restores the anchored rows into a new store)"))
         return store_absent(args["query"], (
-            f"store {ctx.config.db} does not exist yet: no row to verify (Sibyl creates it "
-            f"on the first write, the agent's memory_remember through kint-server; if it "
-            f"should exist, check --db or SIBYL_MEMORY_DB)"))
+            f"the store {ctx.config.db} does not exist yet (Sibyl creates it on the first "
+            f"write, the agent's memory_remember through kint-server; if it should exist, "
+            f"check --db or SIBYL_MEMORY_DB)"))
     head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable and head.unavailable != ctx.last_head_unavailable:
         # Once per change of reason: the log lives under KINT_HOME and counts against the cap.

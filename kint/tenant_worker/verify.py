@@ -159,7 +159,12 @@ def _refusal(query: str, verdict: Any, hits: list[dict[str, Any]], reason: str,
             "refusal_entity": None, "chain_head": None, "head_unavailable": head_unavailable}
 
 
-def store_absent(query: str, reason: str) -> dict[str, Any]:
+def _no_candidate(code: str) -> str:
+    """Decision step 1's reason, in v0.3.0's words (07-verify.md)."""
+    return f"no ranked candidate to act on: Sibyl's verdict is {code}"
+
+
+def store_absent(query: str, why: str) -> dict[str, Any]:
     """The answer for a store that does not exist: it holds no row, so Sibyl's own
     `empty_store` verdict, and refuse. kint v0.3.0 opened Sibyl's client on it (which
     creates the file) and searched, getting that verdict; kint creates no store, whose
@@ -167,7 +172,8 @@ def store_absent(query: str, reason: str) -> dict[str, Any]:
     the search: a refusal (exit 1, 0 with --json) a script reads as v0.3.0's."""
     from sibyl_memory_client.verdicts import empty_store_verdict
 
-    return _refusal(query, empty_store_verdict(), [], reason, None)
+    verdict = empty_store_verdict()
+    return _refusal(query, verdict, [], f"{_no_candidate(verdict.code.value)}: {why}", None)
 
 
 def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
@@ -181,7 +187,7 @@ def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
 
     # 1. Nothing ranked to act on.
     if verdict.code.value != "ok" or not hits:
-        out["reason"] = f"no ranked candidate to act on: Sibyl's verdict is {verdict.code.value}"
+        out["reason"] = _no_candidate(verdict.code.value)
         return out
     try:
         mirror = state.mirror()
