@@ -98,3 +98,20 @@ def test_session_key_takes_owner_before_its_action_as_v030_did(sandbox):
             f"kint: error: --owner does not apply to `kint session-key {action}` (it is for "
             f"`show`) [BAD_REQUEST]", "hint: leave --owner out"], out.stderr
     assert not (sandbox.kint_home / "session.key").exists()
+
+
+def test_rekey_on_a_space_not_connected_is_its_own_refusal_exit_2(sandbox):
+    """09-cli.md: rekey "refuses unless this machine is connected", and a refusal of rekey's
+    own exits 2 (5 is for what its snapshot push meets). It exited 5, as a push's
+    NOT_CONNECTED does, and only after asking for the vault passphrase."""
+    for flags in ((), ("--json",)):
+        out = sandbox.kint("rekey", "--smart-account", *flags)  # stdin closed: no prompt
+        assert out.returncode == 2, (flags, out.stdout, out.stderr)
+        if flags:
+            assert json.loads(out.stdout) == {
+                "error": "NOT_CONNECTED", "message": "this machine is not connected for this "
+                "space", "hint": "run `kint connect --owner ADDRESS` first"}, out.stdout
+        else:
+            assert out.stderr.splitlines() == [
+                "kint: error: this machine is not connected for this space [NOT_CONNECTED]",
+                "hint: run `kint connect --owner ADDRESS` first"], out.stderr

@@ -11,7 +11,7 @@ from kint import render
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   space_call, usage_error)
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
-from kint.commands.owner_flag import check_owner, owner_option
+from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
 from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
@@ -136,6 +136,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
     sealed under it, and a new recovery code. Nothing on this machine changes until the
     snapshot is on Base. CLI only: no MCP tool rotates the key."""
     check_owner(obj, owner)
+    refuse_unconnected(obj)
     if passphrase_stdin and signature == "-":
         usage_error("--passphrase-stdin and --signature - cannot share stdin",
                     "use --passphrase-prompt or --signature-file")
