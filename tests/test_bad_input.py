@@ -260,6 +260,28 @@ def test_a_refusal_under_json_is_one_json_object_on_stdout(machine, what, argv, 
     assert refusal["error"] == code and refusal["message"] and refusal["hint"], (what, refusal)
 
 
+def test_a_refusals_notices_are_lines_of_their_own_not_part_of_its_hint(machine):
+    """A setting of this call the worker does not use (KINT_OFFLINE=true: a switch takes 1)
+    is said with the refusal: under --json as the object's `notices`, with `hint` the one
+    line of what to do (the notice rode inside `hint`, after a newline); in plain text as a
+    line after the hint's."""
+    import json
+
+    notice = ("kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off), so it "
+              "is not used: this call runs with unset (the default)")
+    env = {"KINT_OFFLINE": "true"}
+    asked = machine.kint("push", "--json", env=env)
+    assert asked.returncode == 5 and asked.stderr == "", (asked.stdout, asked.stderr)
+    refusal = json.loads(asked.stdout)
+    assert refusal["notices"] == [notice], refusal
+    assert refusal["hint"] == "run `kint connect --owner ADDRESS` first", refusal
+    plain = machine.kint("push", env=env)
+    assert plain.returncode == 5, plain.stderr
+    assert plain.stderr.splitlines() == [
+        f"kint: error: {refusal['message']} [NOT_CONNECTED]", f"hint: {refusal['hint']}",
+        notice], plain.stderr
+
+
 def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(
         machine, tmp_path):
     """`session-key show` prints v0.3.0's JSON whether --json is given or not; --json only

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import hint_with_notices
 from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings, refusal_notices
 from kint.tenant_worker import history as history_mod
@@ -294,9 +295,8 @@ def with_settings(op: str, handler: Handler) -> Handler:
             with settings.overlay(values):
                 result = handler(ctx, args)
         except ProtocolError as err:
-            said = refusal_notices(notices, sent, values, err.message)
-            if said:
-                err.hint = "\n".join([err.hint, *said]) if err.hint else "\n".join(said)
+            err.hint = hint_with_notices(err.hint,
+                                         refusal_notices(notices, sent, values, err.message))
             raise
         notices += result.pop("notices", None) or []
         return {**result, "notices": notices} if notices else result
