@@ -92,6 +92,25 @@ def test_bad_input_table(machine, what, argv, stdin, status, phrase):
     assert "COMMAND" not in hint, (what, hint)
 
 
+@pytest.mark.parametrize("argv", [
+    ["connect", "--owner", OWNER, "--smart-account"],
+    ["join", "--owner", OWNER, "--base-account", "--no-setup"],
+], ids=["connect", "join"])
+def test_a_prompt_whose_stdin_ends_is_refused_with_a_code(machine, argv):
+    """A passphrase prompt with no terminal and nothing piped (stdin closed, as in a
+    script) meets the end of stdin: bad input, exit 2, with what to do; it was click's bare
+    `Aborted!` and exit 1, the status of verify's refusal and a failed doctor. (rekey
+    prompts through the same helper, once its space is connected.)"""
+    out = machine.kint(*argv)
+    assert out.returncode == 2, (argv, out.stdout, out.stderr)
+    assert "Aborted" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.splitlines()[-2:] == [
+        "kint: error: the passphrase for `vault passphrase` never came: stdin ended at the "
+        "prompt (no terminal?) [BAD_REQUEST]",
+        "hint: run the command in a terminal, or pipe the passphrase with --passphrase-stdin"
+    ], out.stderr
+
+
 def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
     """v0.3.0 prints nothing and exits 0 for a row with no anchored version; a person is
     told why on stderr."""
@@ -239,6 +258,28 @@ def test_a_refusal_under_json_is_one_json_object_on_stdout(machine, what, argv, 
     assert out.stderr == "", (what, out.stderr)
     refusal = json.loads(out.stdout)
     assert refusal["error"] == code and refusal["message"] and refusal["hint"], (what, refusal)
+
+
+def test_a_refusals_notices_are_lines_of_their_own_not_part_of_its_hint(machine):
+    """A setting of this call the worker does not use (KINT_OFFLINE=true: a switch takes 1)
+    is said with the refusal: under --json as the object's `notices`, with `hint` the one
+    line of what to do (the notice rode inside `hint`, after a newline); in plain text as a
+    line after the hint's."""
+    import json
+
+    notice = ("kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off), so it "
+              "is not used: this call runs with unset (the default)")
+    env = {"KINT_OFFLINE": "true"}
+    asked = machine.kint("push", "--json", env=env)
+    assert asked.returncode == 5 and asked.stderr == "", (asked.stdout, asked.stderr)
+    refusal = json.loads(asked.stdout)
+    assert refusal["notices"] == [notice], refusal
+    assert refusal["hint"] == "run `kint connect --owner ADDRESS` first", refusal
+    plain = machine.kint("push", env=env)
+    assert plain.returncode == 5, plain.stderr
+    assert plain.stderr.splitlines() == [
+        f"kint: error: {refusal['message']} [NOT_CONNECTED]", f"hint: {refusal['hint']}",
+        notice], plain.stderr
 
 
 def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(

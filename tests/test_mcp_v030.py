@@ -1,9 +1,10 @@
 """kint's six tools answer in kint v0.3.0's published shapes (its docs/site/08-tools.md):
 memory_status's fields, memory_push's and memory_pull's, their error codes and the hints
-that name the agent's next call, memory_pull's `force_scan`, and a refused argument under
-the same codes Sibyl's own guard uses. Driven through the official MCP client over stdio
-against the real kint-server, a real supervisor and worker, on the session's real anvil.
-The tests run in file order: the first ones see a machine that never connected."""
+that name the agent's next call, memory_pull's `force_scan`, memory_verify's and
+memory_history's fields, and a refused argument under the same codes Sibyl's own guard
+uses. Driven through the official MCP client over stdio against the real kint-server, a
+real supervisor and worker, on the session's real anvil. The tests run in file order: the
+first ones see a machine that never connected."""
 
 from __future__ import annotations
 
@@ -124,6 +125,59 @@ def test_pull_names_the_head_and_takes_force_scan(agent):
     assert pulled["unopenable"] == [] and pulled["skipped"] == []
     assert pulled["rpcs_agreed"] is None and pulled["rows_total"] == 1
     assert pulled["message"] == f"already at the chain head (epoch {head['seq']})"
+
+
+V030_CHECK = {"tier", "key", "category", "status", "local_leaf", "anchored_leaf",
+              "anchored_seq", "anchored_block", "anchored_tx", "head_seq", "head_block",
+              "rows_root", "proof", "proof_ok", "reason"}
+
+
+def test_verify_answers_with_v030s_fields(agent):
+    # 08-tools.md, "memory_verify": the decision, its reason, the verdict, each hit and its
+    # check, the refusal entity (none on proceed) and the head read for this check.
+    verified = agent.call("memory_verify", query="release rule")
+    assert verified["ok"] is True and verified["decision"] == "proceed", verified
+    assert verified["query"] == "release rule" and verified["reason"]
+    assert {"code", "returned", "recovery", "tokens", "explain"} <= set(verified["verdict"])
+    assert verified["verdict"]["code"] == "ok"
+    assert [set(h) for h in verified["hits"]] == [
+        {"tier", "key", "category", "snippet", "rank", "ts"}]
+    [check] = verified["checks"]
+    assert V030_CHECK <= set(check), set(check)
+    assert (check["status"], check["proof_ok"]) == ("verified", True)
+    assert verified["refusal_entity"] is None
+    head = agent.call("memory_status")["chain_head"]
+    assert verified["chain_head"] == {k: head[k] for k in ("seq", "digest", "block")}
+
+
+def test_history_lists_versions_and_answers_at_a_block_in_v030s_shapes(agent):
+    # 08-tools.md, "memory_history": {ok, versions, count}, oldest first, a deletion as
+    # {seq, block, tx, deleted: true}; with `block`, {ok, at_block, version} (null before
+    # the first version). A snapshot that re-anchors an unchanged row adds no version.
+    assert agent.call("memory_remember", category="rules", name="gone",
+                      body={"rule": "to be forgotten"})["ok"] is True
+    added = agent.call("memory_push")
+    assert agent.call("memory_forget", category="rules", name="gone")["ok"] is True
+    removed = agent.call("memory_push")
+    assert added["pushed"] == removed["pushed"] == 1, (added, removed)
+    history = agent.call("memory_history", tier="entity", key="gone", category="rules")
+    assert set(history) == {"ok", "versions", "count"} and history["count"] == 2, history
+    kept, deletion = history["versions"]
+    assert {"seq", "block", "tx", "leaf", "body", "status"} <= set(kept)
+    assert kept["deleted"] is False and "snapshot" not in kept
+    assert kept["seq"] == added["head_seq"] and "to be forgotten" in str(kept["body"])
+    assert deletion == {"seq": removed["head_seq"], "block": deletion["block"],
+                        "tx": removed["epochs"][0]["tx"], "deleted": True}
+
+    at = agent.call("memory_history", tier="entity", key="gone", category="rules",
+                    block=kept["block"])
+    assert at == {"ok": True, "at_block": kept["block"], "version": kept}
+    before = agent.call("memory_history", tier="entity", key="gone", category="rules",
+                        block=kept["block"] - 1)
+    assert before == {"ok": True, "at_block": kept["block"] - 1, "version": None}
+    # The row the earlier snapshot re-anchored unchanged: its first version only.
+    gate = agent.call("memory_history", tier="entity", key="release-gate", category="rules")
+    assert gate["count"] == 1 and "snapshot" not in gate["versions"][0], gate
 
 
 def test_a_refused_argument_answers_as_sibyls_guard_does(agent):

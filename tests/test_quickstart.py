@@ -57,11 +57,21 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
         out = ok(machine.kint(*args))
         assert out.stdout.strip() == "nothing to push: the store matches the last anchored epoch"
     assert kjson(machine, "push")["pushed"] == 0
+    # A store with no row is a refusal, kint v0.3.0's exit statuses (1; 0 with --json,
+    # whose `decision` says it) under Sibyl's own verdict for it, never an error (exit 2):
+    # v0.3.0's verify opened the store and searched it.
     verify = machine.kint("verify", "release rule")
-    assert verify.returncode == 2, verify.stdout + verify.stderr
-    assert verify.stderr.startswith(f"kint: error: store {machine.sibyl_db} does not exist yet: "
-                                    f"no row to verify [BAD_REQUEST]"), verify.stderr
-    assert "Sibyl creates it on the first write" in verify.stderr
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert verify.stdout.splitlines() == [
+        "query: release rule", "sibyl verdict: empty_store  hits: 0",
+        f"DECISION: REFUSE: no ranked candidate to act on: Sibyl's verdict is empty_store: "
+        f"the store {machine.sibyl_db} does not exist yet (Sibyl creates it on the first "
+        f"write, the agent's memory_remember through kint-server; if it should exist, check "
+        f"--db or SIBYL_MEMORY_DB)"], verify.stdout
+    answer = kjson(machine, "verify", "release rule")  # exit 0 with --json
+    assert (answer["decision"], answer["verdict"]["code"], answer["verdict"]["recovery"]) == (
+        "refuse", "empty_store", "write_first")
+    assert answer["hits"] == answer["checks"] == [] and answer["refusal_entity"] is None
     assert not machine.sibyl_db.exists()  # and neither push nor verify makes one
 
 
@@ -104,8 +114,12 @@ def test_a_store_gone_under_anchored_rows_is_refused_then_restored(machine):
             assert "`kint pull` restores the anchored rows into a new store" in out.stderr
         assert kjson(machine, "status")["chain_head"]["seq"] == 1  # nothing was sent
         out = machine.kint("verify", "release rule")
-        assert out.stderr.startswith(f"kint: error: store {machine.sibyl_db} does not exist, "
-                                     f"and 1 row(s) anchored from it are on chain"), out.stderr
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert out.stdout.splitlines()[-1].startswith(
+            f"DECISION: REFUSE: no ranked candidate to act on: Sibyl's verdict is empty_store: "
+            f"the store {machine.sibyl_db} does not exist, and 1 row(s) anchored from it are "
+            f"on chain"), out.stdout
+        assert "`kint pull` restores the anchored rows into a new store" in out.stdout
 
         # A plain pull restores it: nothing local to weigh against the chain. (It used to
         # say "already at the chain head" and leave the store missing.)

@@ -6,6 +6,8 @@ supervisor and worker)."""
 
 from __future__ import annotations
 
+import json
+
 from chain_machines import kjson, new_machine, ok
 from conftest import kint_loading, write_store
 
@@ -79,3 +81,37 @@ def test_an_owner_refused_loads_no_web3(sandbox):
         assert out.returncode == 2 and said in out.stderr, (argv, out.stdout, out.stderr)
         assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
         assert "eth_utils" in loaded  # the address helpers did load: the list is real
+
+
+def test_session_key_takes_owner_before_its_action_as_v030_did(sandbox):
+    """09-cli.md, "kint session-key": the action and `--owner` side by side, so a v0.3.0
+    script may give the flag first (`kint session-key --owner 0x... show`). `show` takes it
+    there as after the action; `create` and `rotate`, which have no owner, refuse it
+    (nothing created) rather than drop it."""
+    shown = sandbox.kint("session-key", "--owner", OTHER, "show")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert json.loads(shown.stdout)["owner"] == OTHER
+    for action in ("create", "rotate"):
+        out = sandbox.kint("session-key", "--owner", OTHER, action)
+        assert out.returncode == 2, (action, out.stdout, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"kint: error: --owner does not apply to `kint session-key {action}` (it is for "
+            f"`show`) [BAD_REQUEST]", "hint: leave --owner out"], out.stderr
+    assert not (sandbox.kint_home / "session.key").exists()
+
+
+def test_rekey_on_a_space_not_connected_is_its_own_refusal_exit_2(sandbox):
+    """09-cli.md: rekey "refuses unless this machine is connected", and a refusal of rekey's
+    own exits 2 (5 is for what its snapshot push meets). It exited 5, as a push's
+    NOT_CONNECTED does, and only after asking for the vault passphrase."""
+    for flags in ((), ("--json",)):
+        out = sandbox.kint("rekey", "--smart-account", *flags)  # stdin closed: no prompt
+        assert out.returncode == 2, (flags, out.stdout, out.stderr)
+        if flags:
+            assert json.loads(out.stdout) == {
+                "error": "NOT_CONNECTED", "message": "this machine is not connected for this "
+                "space", "hint": "run `kint connect --owner ADDRESS` first"}, out.stdout
+        else:
+            assert out.stderr.splitlines() == [
+                "kint: error: this machine is not connected for this space [NOT_CONNECTED]",
+                "hint: run `kint connect --owner ADDRESS` first"], out.stderr

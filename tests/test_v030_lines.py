@@ -66,8 +66,9 @@ def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(
     assert not list(sandbox.kint_home.glob("RECOVERY-*"))
 
 
-def test_recovery_code_without_the_cached_key_says_how_to_cache_it_again(tmp_path, chain_home):
-    # The same v0.3.0 words on a connected machine whose key cache is gone; the hint says
+def test_without_the_cached_key_recovery_code_and_pull_refuse_in_v030s_words(tmp_path,
+                                                                             chain_home):
+    # The recovery-code words on a connected machine whose key cache is gone; the hint says
     # what brings the key back (it gave NO_DATA_KEY's default, about changes awaiting a push).
     sb = new_machine(tmp_path / "m", chain_home)
     try:
@@ -79,6 +80,19 @@ def test_recovery_code_without_the_cached_key_says_how_to_cache_it_again(tmp_pat
             "kint: error: no data key cached on this machine: kint connect first [NO_DATA_KEY]",
             "hint: run `kint connect --owner ADDRESS` again (the wallet's signature or the vault "
             "passphrase) to cache the data key, then `kint recovery-code`"], out.stderr
+        # 03-new-machine.md, "Pull": "no data key on this machine: run `kint connect` ...
+        # first", exit 5 (09-cli.md: a pull with no cached data key lands there), and the
+        # --json refusal in the same words.
+        out = sb.kint("pull")
+        assert out.returncode == 5, out.stdout + out.stderr
+        first = out.stderr.splitlines()[0]
+        assert first.startswith("kint: error: no data key on this machine: run `kint connect` "
+                                f"for space {space16} first"), out.stderr
+        assert first.endswith("[NO_DATA_KEY]"), out.stderr
+        out = sb.kint("pull", "--json")
+        assert out.returncode == 5, out.stdout + out.stderr
+        assert json.loads(out.stdout)["message"].startswith(
+            "no data key on this machine: run `kint connect`")
     finally:
         sb.shutdown()
 

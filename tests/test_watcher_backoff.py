@@ -208,7 +208,7 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
             cached.unlink()
         client = sibyl_client(db, sb.tenant)
         client.set_entity("notes", "uncounted", {"text": "written while no key is cached"})
-        line = "watcher: cannot count unanchored rows (ProtocolError: no cached data key"
+        line = "watcher: cannot count unanchored rows (ProtocolError: no data key on this machine"
         sb.wait_for(lambda: line in log_path.read_text(), what="the watcher's line", **WAIT)
         # Each tick tries to count again. That ticks ran is seen, not waited for: a tick
         # reads the watcher's timings first and logs them when they changed, so a size

@@ -4,7 +4,6 @@ worker; exit statuses as 09-cli.md gives them (kint.commands.exit_codes)."""
 
 from __future__ import annotations
 
-import getpass
 
 import click
 
@@ -12,8 +11,8 @@ from kint import render
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   space_call, usage_error)
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
-from kint.commands.owner_flag import check_owner, owner_option
-from kint.commands.secrets import read_passphrase_stdin, signature_options
+from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
+from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
@@ -137,6 +136,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
     sealed under it, and a new recovery code. Nothing on this machine changes until the
     snapshot is on Base. CLI only: no MCP tool rotates the key."""
     check_owner(obj, owner)
+    refuse_unconnected(obj)
     if passphrase_stdin and signature == "-":
         usage_error("--passphrase-stdin and --signature - cannot share stdin",
                     "use --passphrase-prompt or --signature-file")
@@ -148,14 +148,14 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         if passphrase_stdin:
             args["salt_passphrase"] = read_passphrase_stdin()
         elif passphrase_prompt:
-            args["salt_passphrase"] = getpass.getpass(SALT_PROMPT)
+            args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
         if smart_account:
-            args["passphrase"] = getpass.getpass(VAULT_PROMPT)
+            args["passphrase"] = prompt_secret(VAULT_PROMPT)
     elif smart_account or passphrase_stdin:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
-                              else getpass.getpass(VAULT_PROMPT))
+                              else prompt_secret(VAULT_PROMPT))
     if add_passphrase:
-        extra = getpass.getpass(EXTRA_PROMPT)
+        extra = prompt_secret(EXTRA_PROMPT)
         if extra:
             args["extra_passphrase"] = extra
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):

@@ -16,7 +16,7 @@ import orjson
 from kint import render
 from kint.client import Client, KintError
 from kint.paths import kint_home
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, split_notices
 
 from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
 
@@ -83,13 +83,17 @@ def refuse(code: str, message: str, hint: str | None, status: int = EXIT_ERROR,
     """Every refusal a command prints, then exit `status`: `kint: error: MESSAGE [CODE]` and
     `hint: HINT` on stderr, or with `--json` (`json_option`) the object `{"error": CODE,
     "message", "hint", **extra}` on stdout (`extra` is what only the JSON form carries,
-    such as the step `kint join` stopped at). `code` is an ErrorCode or, for the client's
-    own refusals (no supervisor), a code of its own: printed as its name either way."""
+    such as the step `kint join` stopped at). The worker's lines about settings of the call
+    it did not use (carried under its hint) follow on stderr, or in the object's `notices`.
+    `code` is an ErrorCode or, for the client's own refusals (no supervisor), a code of its
+    own: printed as its name either way."""
     code = getattr(code, "value", code)
+    hint, notices = split_notices(hint)  # a worker's lines about settings it did not use
     if json_refusals():
-        echo_json({"error": code, "message": message, "hint": hint, **extra})
+        echo_json({"error": code, "message": message, "hint": hint,
+                   **({"notices": notices} if notices else {}), **extra})
     else:
-        click.echo(render.refusal_text(code, message, hint), err=True)
+        click.echo("\n".join([render.refusal_text(code, message, hint), *notices]), err=True)
     sys.exit(status)
 
 

@@ -14,13 +14,11 @@ this machine's session key, so the demo is one command.
 
 from __future__ import annotations
 
-import getpass
-
 import click
 
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
-from kint.commands.secrets import (read_passphrase_stdin, read_secret_file, read_stdin_line,
-                                   signature_options)
+from kint.commands.secrets import (prompt_secret, read_passphrase_stdin, read_secret_file,
+                                   read_stdin_line, signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
@@ -75,7 +73,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         return args
     if smart_account:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
-                              else getpass.getpass(VAULT_PROMPT))
+                              else prompt_secret(VAULT_PROMPT))
     else:
         sig = read_signature(signature, signature_file)
         if sig is None:
@@ -87,9 +85,9 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         if passphrase_stdin:
             args["salt_passphrase"] = read_passphrase_stdin()
         elif passphrase_prompt:
-            args["salt_passphrase"] = getpass.getpass(SALT_PROMPT)
+            args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
     if add_passphrase:
-        extra = getpass.getpass(EXTRA_PROMPT)
+        extra = prompt_secret(EXTRA_PROMPT)
         if extra:
             args["extra_passphrase"] = extra
     return args

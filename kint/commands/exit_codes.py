@@ -6,7 +6,7 @@ One table, so a script can branch on `$?` the same way against either kint:
 |---|---|
 | 0 | done; `verify` decided proceed |
 | 1 | `verify` refused; `doctor` found a failing check; `setup`: a harness failed; `kint supervisor status`: a degraded supervisor; `demo` failed |
-| 2 | an error: bad input, a refusal from `connect`, `authorize`, `recovery-code` |
+| 2 | an error: bad input, a refusal from `connect`, `authorize`, `rekey`, `recovery-code` |
 | 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` too, for the session key) |
 | 4 | `push`, `compact`, `rekey`: the chain moved; `pull`: a fork |
 | 5 | `push`, `compact`, `rekey`, `pull`: any other push or pull refusal (a pull with no cached data key lands here) |
@@ -31,8 +31,9 @@ FRESHNESS = 6
 # `kint supervisor status` (and `reload`) when no supervisor runs for KINT_HOME.
 NO_SUPERVISOR = 3
 
-# `rekey` exits 2 for its own refusals (a key it cannot carry over) but shares push's codes
-# for what its snapshot push meets.
+# `rekey` exits 2 for its own refusals (a key it cannot carry over; a space not connected,
+# which the command checks before it sends: owner_flag.refuse_unconnected) but shares push's
+# codes for what its snapshot push meets.
 _ANCHORING = frozenset({"push", "compact", "rekey"})
 _RESTORING = frozenset({"pull", "join"})
 

@@ -40,7 +40,7 @@ from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
 from kint.harnesses import parse_env
 from kint.paths import kint_home, space_files
-from kint.protocol.errors import ErrorCode, ProtocolError
+from kint.protocol.errors import ErrorCode, ProtocolError, split_notices
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
@@ -80,8 +80,11 @@ def stop(step: str, code: ErrorCode | str, message: str, hint: str | None = None
         refuse(code.value if isinstance(code, ErrorCode) else code, message, hint, status,
                step=step)
     click.echo(f"join stopped at {step}: {said or message}", err=True)
+    hint, notices = split_notices(hint)
     if hint:
         click.echo(f"hint: {hint}", err=True)
+    for line in notices:
+        click.echo(line, err=True)
     raise SystemExit(status)
 
 

@@ -38,3 +38,18 @@ def check_owner(obj: Ctx, owner: str | None) -> None:
         usage_error(f"--owner {given} is not the owner this space is connected to "
                     f"({connected}); this kint acts for the connected owner",
                     f"leave --owner out, or run kint connect --owner {given} first")
+
+
+def refuse_unconnected(obj: Ctx) -> None:
+    """`rekey` on a space not connected here: its own refusal, exit 2, as kint v0.3.0's
+    exit table has every refusal of rekey's own (09-cli.md), and before any passphrase is
+    asked for. (The worker's NOT_CONNECTED is also a push's refusal, exit 5, so the status
+    cannot come from the code alone.)"""
+    from kint.commands.common import refuse
+    from kint.commands.owner_address import connected_owner
+    from kint.paths import kint_home
+    from kint.protocol.errors import ErrorCode
+    from kint.tenant_worker.enrolment import NOT_CONNECTED_HINT, NOT_CONNECTED_MESSAGE
+
+    if connected_owner(obj.tenant, obj.db, kint_home()) is None:
+        refuse(ErrorCode.NOT_CONNECTED, NOT_CONNECTED_MESSAGE, NOT_CONNECTED_HINT)

@@ -37,6 +37,23 @@ def read_passphrase_stdin() -> str:
     return read_stdin_line("the passphrase")
 
 
+def prompt_secret(prompt: str) -> str:
+    """A passphrase typed at `prompt`, not echoed. Stdin that ends before a line comes (no
+    terminal, nothing piped) is refused as bad input with a code and a hint (exit 2), not
+    click's bare `Aborted!` and exit 1, a status kint keeps for verify's refusal and a
+    failed doctor."""
+    import getpass
+
+    try:
+        return getpass.getpass(prompt)
+    except EOFError:
+        click.echo("", err=True)  # the prompt's line is still open
+        usage_error(f"the passphrase for `{prompt.strip().rstrip(':')}` never came: stdin "
+                    f"ended at the prompt (no terminal?)",
+                    "run the command in a terminal, or pipe the passphrase with "
+                    "--passphrase-stdin")
+
+
 def read_secret_file(path: str, what: str) -> str:
     """Read `path`, then unlink it: the file held a key and should not outlive its use."""
     try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kint.commands.common import Ctx, echo_json, json_option
+from kint.commands.common import Ctx, echo_json, json_option, usage_error
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
@@ -27,7 +27,21 @@ from kint.custody.session_key import (create_session_key, rotate_session_key,
 from kint.paths import kint_home
 
 
+# `--owner` given before the action (`kint session-key --owner 0x... show`), as kint
+# v0.3.0's command line took it: its action was a positional argument beside the flag.
+_PRE_OWNER = "kint.session_key.owner"
+
+
+def _remember_owner(ctx: click.Context, _param: click.Parameter, value: str | None
+                    ) -> str | None:
+    if value is not None:
+        ctx.meta[_PRE_OWNER] = value
+    return value
+
+
 @click.group("session-key")
+@click.option("--owner", default=None, hidden=True, expose_value=False,
+              callback=_remember_owner)
 def session_key_group() -> None:
     """This machine's session key: a plain EOA in KINT_HOME/session.key (a V3 scrypt
     keystore, mode 0600) that signs EpochAnchor transactions and decrypts nothing. Its
@@ -35,10 +49,18 @@ def session_key_group() -> None:
     dev.kint-session-key (skipped with KINT_NO_KEYCHAIN=1), else KINT_HOME/local.secret."""
 
 
+def _no_owner(action: str) -> None:
+    """`--owner` before an action that takes none is refused, not silently ignored."""
+    if _PRE_OWNER in click.get_current_context().meta:
+        usage_error(f"--owner does not apply to `kint session-key {action}` (it is for "
+                    f"`show`)", "leave --owner out")
+
+
 @session_key_group.command("create", short_help="Create the session key (an existing one is kept).")
 def create_cmd() -> None:
     """Create the session key: prints `created: 0x...`, or `exists: 0x...` when there is
     one already (it is left alone). Does not touch the chain."""
+    _no_owner("create")
     try:
         address, existed = create_session_key(kint_home())
     except CustodyError as err:
@@ -52,6 +74,7 @@ def rotate_cmd() -> None:
     """Move session.key to session.key.old and create a new key. Local only: the new key
     needs its own authorization and ETH, and the old one stays authorized on chain until
     its expiry unless the owner revokes it (revokeSessionKey)."""
+    _no_owner("rotate")
     try:
         old, new = rotate_session_key(kint_home())
     except CustodyError as err:
@@ -64,7 +87,8 @@ def rotate_cmd() -> None:
 @session_key_group.command("show", short_help="JSON: address, path, balance, authorized, expiry.")
 @click.option("--owner", default=None, metavar="ADDRESS",
               help="The owner to check the authorization against [default: the connected "
-                   "owner].")
+                   "owner]; also taken before the action (kint session-key --owner 0x... "
+                   "show).")
 @json_option("The answer is JSON either way (as in kint v0.3.0); with --json a refusal is "
              "one JSON object on stdout too.")
 @click.pass_obj
@@ -77,6 +101,8 @@ def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     every other --json command refuses with, where v0.3.0's plain `kint: error` line stays
     the default."""
     del as_json  # read by json_option's callback: it only changes how refusals print
+    if owner is None:
+        owner = click.get_current_context().meta.get(_PRE_OWNER)
     home = kint_home()
     path = session_key_path(home)
     out: dict[str, Any] = {"address": None, "path": str(path),

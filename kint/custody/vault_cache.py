@@ -205,8 +205,9 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
         with open(path, "rb") as fh:
             raw = fh.read(CACHE_FILE_LEN + 1)
     except FileNotFoundError:
-        return NoCachedKey("missing", f"no cached data key for space {name} on this machine "
-                           f"({path.name} is missing): {_NOTHING_DROPPED}; run kint connect")
+        # kint v0.3.0's words (03-new-machine.md, "Pull"), which a script may match on.
+        return NoCachedKey("missing", f"no data key on this machine: run `kint connect` for "
+                           f"space {name} first ({path.name} is missing; {_NOTHING_DROPPED})")
     except OSError as err:
         raise VaultCacheCorrupt(path, f"cannot be read ({err.strerror})") from None
     if len(raw) != CACHE_FILE_LEN or not raw.startswith(MAGIC):

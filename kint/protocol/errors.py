@@ -83,6 +83,27 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
 }
 
 
+# A reply's error carries one hint string. A refusal also carries the lines about settings
+# of the call that were not used (kint.settings.wire, each `kint: ...`): they ride under the
+# hint, one a line, and a reader that shows them apart (the CLI's --json) splits them off.
+NOTICE_PREFIX = "kint: "
+
+
+def hint_with_notices(hint: str | None, notices: list[str]) -> str | None:
+    """`hint` with `notices` (each starting NOTICE_PREFIX) under it, one a line."""
+    return "\n".join([hint, *notices]) if hint else ("\n".join(notices) or None)
+
+
+def split_notices(hint: str | None) -> tuple[str | None, list[str]]:
+    """(the hint, the notices) of a hint `hint_with_notices` made."""
+    if not hint:
+        return hint, []
+    lines = hint.split("\n")
+    notices = [line for line in lines if line.startswith(NOTICE_PREFIX)]
+    rest = "\n".join(line for line in lines if not line.startswith(NOTICE_PREFIX))
+    return rest or None, notices
+
+
 class ProtocolError(Exception):
     """A refusal with a code, one human line, and a hint: what a reply's error carries.
 

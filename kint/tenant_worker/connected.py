@@ -11,7 +11,7 @@ from __future__ import annotations
 from kint.chain.anchor import Anchor
 from kint.chain.nonces import NonceBook
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.enrolment import NOT_CONNECTED_HINT, NOT_CONNECTED_MESSAGE, Enrolment
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 
@@ -20,8 +20,7 @@ def connected(ctx: SpaceContext) -> tuple[Anchor, Enrolment]:
     """The space's chain and its enrolment; NOT_CONNECTED when this machine has none."""
     enrolment = ctx.enrolment()
     if enrolment is None:
-        raise ProtocolError(ErrorCode.NOT_CONNECTED, "this machine is not connected for this "
-                            "space", "run `kint connect --owner ADDRESS` first")
+        raise ProtocolError(ErrorCode.NOT_CONNECTED, NOT_CONNECTED_MESSAGE, NOT_CONNECTED_HINT)
     return ctx.chain(), enrolment
 
 

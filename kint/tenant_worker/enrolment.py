@@ -20,6 +20,9 @@ from kint.paths import atomic_write
 from kint.tenant_worker.state_format import CorruptStateFile
 
 ENROL_VERSION = 2
+# A space with no enrolment here: what push, pull and rekey refuse with (NOT_CONNECTED).
+NOT_CONNECTED_MESSAGE = "this machine is not connected for this space"
+NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"
 AccountKind = Literal["eoa", "smart"]
 
 

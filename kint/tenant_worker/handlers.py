@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import hint_with_notices
 from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings, refusal_notices
 from kint.tenant_worker import history as history_mod
@@ -24,7 +25,7 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
 from kint.tenant_worker.store import StoreUnreadable
-from kint.tenant_worker.verify import verify as run_verify
+from kint.tenant_worker.verify import store_absent, verify as run_verify
 
 log = logging.getLogger("kint.worker")
 
@@ -168,17 +169,14 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not os.path.exists(ctx.config.db):
         mirror = ctx.state.mirror()
         if mirror is not None and mirror.rows:
-            raise ProtocolError(ErrorCode.BAD_REQUEST,
-                                f"store {ctx.config.db} does not exist, and "
-                                f"{len(mirror.rows)} row(s) anchored from it are on chain: "
-                                f"no row to verify",
-                                "check --db or SIBYL_MEMORY_DB; `kint pull` restores the "
-                                "anchored rows into a new store")
-        raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"store {ctx.config.db} does not exist yet: no row to verify",
-                            "Sibyl creates it on the first write (the agent's memory_remember "
-                            "through kint-server); if it should exist, check --db or "
-                            "SIBYL_MEMORY_DB")
+            return store_absent(args["query"], (
+                f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
+                f"anchored from it are on chain (check --db or SIBYL_MEMORY_DB; `kint pull` "
+                f"restores the anchored rows into a new store)"))
+        return store_absent(args["query"], (
+            f"the store {ctx.config.db} does not exist yet (Sibyl creates it on the first "
+            f"write, the agent's memory_remember through kint-server; if it should exist, "
+            f"check --db or SIBYL_MEMORY_DB)"))
     head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable and head.unavailable != ctx.last_head_unavailable:
         # Once per change of reason: the log lives under KINT_HOME and counts against the cap.
@@ -297,9 +295,8 @@ def with_settings(op: str, handler: Handler) -> Handler:
             with settings.overlay(values):
                 result = handler(ctx, args)
         except ProtocolError as err:
-            said = refusal_notices(notices, sent, values, err.message)
-            if said:
-                err.hint = "\n".join([err.hint, *said]) if err.hint else "\n".join(said)
+            err.hint = hint_with_notices(err.hint,
+                                         refusal_notices(notices, sent, values, err.message))
             raise
         notices += result.pop("notices", None) or []
         return {**result, "notices": notices} if notices else result

@@ -151,6 +151,31 @@ def verify(*, client: Any, conn: sqlite3.Connection, tenant: str, state: SpaceSt
                   state=state, query=query, head=head, write_refusal=write_refusal)
 
 
+def _refusal(query: str, verdict: Any, hits: list[dict[str, Any]], reason: str,
+             head_unavailable: str | None) -> dict[str, Any]:
+    """A verify answer that refuses until a check says otherwise (08-tools.md's fields)."""
+    return {"query": query, "verdict": verdict_copy(verdict), "decision": "refuse",
+            "reason": reason, "hits": [_hit_json(h) for h in hits], "checks": [],
+            "refusal_entity": None, "chain_head": None, "head_unavailable": head_unavailable}
+
+
+def _no_candidate(code: str) -> str:
+    """Decision step 1's reason, in v0.3.0's words (07-verify.md)."""
+    return f"no ranked candidate to act on: Sibyl's verdict is {code}"
+
+
+def store_absent(query: str, why: str) -> dict[str, Any]:
+    """The answer for a store that does not exist: it holds no row, so Sibyl's own
+    `empty_store` verdict, and refuse. kint v0.3.0 opened Sibyl's client on it (which
+    creates the file) and searched, getting that verdict; kint creates no store, whose
+    absence a pull and a push read as meaning something, so it answers the same without
+    the search: a refusal (exit 1, 0 with --json) a script reads as v0.3.0's."""
+    from sibyl_memory_client.verdicts import empty_store_verdict
+
+    verdict = empty_store_verdict()
+    return _refusal(query, verdict, [], f"{_no_candidate(verdict.code.value)}: {why}", None)
+
+
 def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
            state: SpaceState, query: str, head: HeadReading, write_refusal: bool
            ) -> dict[str, Any]:
@@ -158,15 +183,11 @@ def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
     store now, so a row deleted since the search ran comes back `missing`."""
     verdict = results.verdict
     hits = list(results)
-    out: dict[str, Any] = {"query": query, "verdict": verdict_copy(verdict),
-                           "decision": "refuse", "reason": "",
-                           "hits": [_hit_json(h) for h in hits], "checks": [],
-                           "refusal_entity": None, "chain_head": None,
-                           "head_unavailable": head.unavailable}
+    out = _refusal(query, verdict, hits, "", head.unavailable)
 
     # 1. Nothing ranked to act on.
     if verdict.code.value != "ok" or not hits:
-        out["reason"] = f"no ranked candidate to act on: Sibyl's verdict is {verdict.code.value}"
+        out["reason"] = _no_candidate(verdict.code.value)
         return out
     try:
         mirror = state.mirror()
