@@ -5,12 +5,13 @@ machine would be told where the chain is)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+from unittest import mock
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -39,18 +40,18 @@ SESSION_SCRYPT_N = 2
 
 def make_session_key(sb: Sandbox) -> str:
     """The machine's session key, written by kint's own writer (as `kint session-key create`
-    does) at SESSION_SCRYPT_N, in a process with the machine's environment, so under the
-    local secret its processes will find (never the test process's own): connect, join and
-    the workers find the key and keep it. Returns its address."""
-    code = ("import sys\n"
-            "from kint.custody.session_key import create_session_key\n"
-            f"address, existed = create_session_key(scrypt_n={SESSION_SCRYPT_N})\n"
-            "print(address)\n"
-            "sys.exit(1 if existed else 0)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=sb.env, text=True,
-                         capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert out.returncode == 0, f"no new session key in {sb.kint_home}: {out.stdout}{out.stderr}"
-    return out.stdout.strip()
+    does) at SESSION_SCRYPT_N, under the machine's environment, so under the local secret
+    its processes will find (never the test process's own): connect, join and the workers
+    find the key and keep it. Returns its address. Written in this process, the test's
+    environment swapped for the machine's for the call: a process of its own for each of
+    the suite's ~60 keys cost its start and eth_account's imports (~0.5 s each, more on a
+    loaded box) for a write of a few milliseconds."""
+    from kint.custody.session_key import create_session_key
+
+    with mock.patch.dict(os.environ, sb.env, clear=True):
+        address, existed = create_session_key(scrypt_n=SESSION_SCRYPT_N)
+    assert not existed, f"no new session key in {sb.kint_home}: {address} was there"
+    return address
 
 
 def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: str) -> Sandbox:

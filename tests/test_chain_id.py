@@ -44,7 +44,8 @@ def _server(chain_id: int) -> ThreadingHTTPServer:
 def endpoint() -> Iterator[str]:
     """An endpoint of chain 1 (not Base)."""
     server = _server(1)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

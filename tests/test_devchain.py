@@ -23,7 +23,8 @@ import orjson
 import pytest
 import requests
 
-from conftest import KINT, make_sandbox, pid_alive, wait_until
+from chain_machines import make_session_key
+from conftest import KINT, kint_loading, make_sandbox, pid_alive, wait_until
 from kint.chain import devchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -270,7 +271,7 @@ def test_a_corrupt_record_is_refused_with_a_code_and_under_json_as_json(tmp_path
     # The commands that read it as their chain configuration say the same, with the same
     # way out: they said BAD_REQUEST and to run `kint devchain stop`, which refuses the
     # record too.
-    assert sb.kint("session-key", "create").returncode == 0
+    make_session_key(sb)  # `session-key create` itself: test_authorize_cli.py
     out = sb.kint("authorize", "payload", "--owner",
                   "0x000000000000000000000000000000000000dEaD")
     assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
@@ -423,20 +424,28 @@ def test_a_record_of_an_older_kint_still_stops_its_anvil(tmp_path, fake_anvil):
 
 def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     """A second machine joins the session's devchain with a copy of its record: its status
-    sees the chain, its stop leaves that anvil (and the record) alone."""
+    sees the chain, its stop leaves that anvil (and the record) alone. Neither loads web3 or
+    eth_account, which only `start`'s deployment uses."""
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     sb = make_sandbox(tmp_path / "machine-b")
     _write_record(sb, record)
-    out = sb.kint("devchain", "stop")
+    out, loaded = kint_loading(sb.env, "devchain", "stop")
     assert out.returncode == 0, out.stderr
+    assert _chain_libraries(loaded) == [], loaded
     assert "no devchain of this KINT_HOME is running" in out.stdout
     assert "was started from another KINT_HOME" in out.stdout
     assert _record(sb).exists()
     assert requests.post(record["rpc_url"], json={"jsonrpc": "2.0", "id": 1,
                                                   "method": "eth_chainId", "params": []},
                          timeout=5).json()["result"] == "0x7a69"
-    status = sb.kint("devchain", "status", "--json")
-    assert status.returncode == 0 and json.loads(status.stdout)["pid"] == record["pid"]
+    status, loaded = kint_loading(sb.env, "devchain", "status", "--json")
+    shown = json.loads(status.stdout.rsplit("\n", 2)[0])  # the modules' line follows
+    assert status.returncode == 0 and shown["pid"] == record["pid"], status.stdout
+    assert _chain_libraries(loaded) == [] and "requests" in loaded, loaded  # the list is real
+
+
+def _chain_libraries(modules: list[str]) -> list[str]:
+    return [m for m in modules if m.split(".")[0] in ("web3", "eth_account")]
 
 
 def test_status_removes_the_record_of_an_anvil_that_died(tmp_path, fake_anvil):

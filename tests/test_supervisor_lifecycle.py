@@ -12,10 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import KINT, pid_alive, wait_until, write_store
+from conftest import KINT, SUPPORT, pid_alive, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 
 ORPHAN_EXIT_MAX_S = 30
+# How long `kint supervisor stop` waits for the stopped supervisor to exit, here (10 s for a
+# user): through the test launcher's knob (tests/support/kint_test_timings.py). The test that
+# uses it holds the supervisor on its log until the stop has answered, so any wait is outlived.
+STOP_EXIT_WAIT_S = 2
 
 
 def _supervisors_of(home: Path) -> list[int]:
@@ -75,7 +79,8 @@ def test_stop_says_timeout_when_the_supervisor_answers_but_does_not_exit(sandbox
     writer the same way) whose buffer has room for exactly the one line a stop logs before
     it answers ("supervisor stopping 0 worker(s)": no space is served, so no worker logs).
     Its next line, once it has answered, blocks: it holds its pid lock until the test reads
-    the pipe. Linux only (the pipe's capacity is read with F_GETPIPE_SZ)."""
+    the pipe. Linux only (the pipe's capacity is read with F_GETPIPE_SZ). The command is the
+    test launcher's, its wait STOP_EXIT_WAIT_S rather than a user's 10 s."""
     sup = sandbox.start()
     log = sandbox.kint_home / "supervisor.log"
     log.rename(log.with_name("supervisor.log.before"))
@@ -91,13 +96,16 @@ def test_stop_says_timeout_when_the_supervisor_answers_but_does_not_exit(sandbox
         os.close(filler)
         filler = -1
 
-        out = sandbox.kint("supervisor", "stop", timeout=120)
+        env = {**sandbox.env, "KINT_TEST_STOP_EXIT_WAIT_S": str(STOP_EXIT_WAIT_S)}
+        out = subprocess.run([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
+                             env=env, text=True, capture_output=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
         assert out.returncode == 2, out.stdout + out.stderr
         assert out.stdout == ""
         assert out.stderr == (
             f"kint: error: the supervisor (pid {sup}) stopped its workers but has not exited "
-            f"10s later [TIMEOUT]\nhint: see {log}; `kill {sup}` ends it (its workers with "
-            f"it)\n"), out.stderr
+            f"{STOP_EXIT_WAIT_S}s later [TIMEOUT]\nhint: see {log}; `kill {sup}` ends it (its "
+            f"workers with it)\n"), out.stderr
         assert running_pid(sandbox.kint_home) == sup  # it did outlive the stop
 
         # Its log read, it goes on with its exit and lets the pid lock go.

@@ -16,6 +16,9 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   supervisor that holds the home, says it serves and does not answer, before it says so
   (`kint.supervisor.autostart.UNREACHABLE_AFTER_S`, 10 s). A command reads it only when
   started by tests/support/run_kint.py, which calls `install_cli`.
+- `KINT_TEST_STOP_EXIT_WAIT_S` (set only by tests): how long `kint supervisor stop` waits,
+  once the supervisor answered the stop, for its process to be gone before it says TIMEOUT
+  (`kint.commands.supervisor.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -27,6 +30,7 @@ import os
 RECOUNT_ENV = "KINT_TEST_RECOUNT_INTERVAL_S"
 QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
 UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
+STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
 
 
 def _install_worker() -> None:
@@ -53,12 +57,18 @@ def install_supervisor() -> None:
 
 
 def install_cli() -> None:
-    """The command's side of KINT_TEST_UNREACHABLE_AFTER_S (a `kint` process's own)."""
+    """The command's side of KINT_TEST_UNREACHABLE_AFTER_S and KINT_TEST_STOP_EXIT_WAIT_S
+    (a `kint` process's own)."""
     unreachable = os.environ.get(UNREACHABLE_ENV)
     if unreachable:
         from kint.supervisor import autostart
 
         autostart.UNREACHABLE_AFTER_S = float(unreachable)
+    stop_wait = os.environ.get(STOP_EXIT_WAIT_ENV)
+    if stop_wait:
+        from kint.commands import supervisor
+
+        supervisor.STOP_EXIT_WAIT_S = float(stop_wait)
 
 
 _install_worker()

@@ -6,15 +6,30 @@ $KINT_HOME/devchain/ (DESIGN §7).
 - `records`: the record of the running anvil, the anchor's address, the lock.
 - `identity`: which process is the recorded anvil (nothing else is ever signalled).
 - `powers`: dev-only powers (deploy, fund, impersonate an owner) that exist nowhere else.
+
+`powers` (web3 and eth_account) is imported when one of its names is first asked for, so
+`kint devchain status` and `stop` never load it.
 """
 
-from kint.chain.devchain.anvil import ANVIL_VERSION, INSTALL_HINT, anvil_binary, checkout_root
+from typing import Any
+
+from kint.chain.devchain.anvil import (ANVIL_VERSION, CHAIN_ID, INSTALL_HINT, anvil_binary,
+                                       checkout_root)
 from kint.chain.devchain.errors import DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.lifecycle import start, status, stop
-from kint.chain.devchain.powers import (CHAIN_ID, deploy_test_smart_account, dev_rpc, fund,
-                                        send_as)
 from kint.chain.devchain.records import read_record
+
+_POWERS = frozenset({"deploy_test_smart_account", "dev_rpc", "fund", "send_as"})
+
+
+def __getattr__(name: str) -> Any:
+    """The dev powers' names, from `powers` once one is asked for (PEP 562)."""
+    if name in _POWERS:
+        from kint.chain.devchain import powers
+
+        return getattr(powers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "anvil_binary",
            "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund", "process_identity",

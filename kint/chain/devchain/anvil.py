@@ -21,6 +21,8 @@ INSTALL_WAYS = (f"`npm install -g @foundry-rs/anvil@{ANVIL_VERSION}` (the versio
                 f"or Foundry's `foundryup` (https://getfoundry.sh)")
 INSTALL_HINT = f"install anvil with {INSTALL_WAYS}, or set KINT_ANVIL to an anvil binary"
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
+# The chain id the devchain's anvil is started with (`--chain-id`).
+CHAIN_ID = 31337
 
 
 def platform_package() -> str | None:

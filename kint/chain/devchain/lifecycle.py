@@ -11,6 +11,11 @@ a fresh deployment. A start whose deployment fails stops the anvil it began.
 `devchain/devchain.json` exists only while its anvil runs: it is written once anvil answers
 and EpochAnchor is deployed, and removed by `stop`, or by `status`/`start` on finding that
 its anvil is gone.
+
+web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
+deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
+and a `kint devchain status` or `stop` paid ~0.5 s of imports (~1 s on a loaded box) for
+them.
 """
 
 from __future__ import annotations
@@ -22,23 +27,24 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import requests
-from web3 import Web3
 
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import devchain_record
-from kint.chain.devchain.anvil import INSTALL_HINT, anvil_binary
+from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
 from kint.chain.devchain.errors import DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.powers import CHAIN_ID, deploy_artifact
 from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
                                          read_record, started_here, state_path)
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode
 from kint.settings.schema import environment_for
+
+if TYPE_CHECKING:
+    from web3 import Web3
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -82,12 +88,16 @@ def status(home: Path) -> dict[str, Any] | None:
 
 def _deploy(w3: Web3) -> str:
     """A fresh EpochAnchor (it takes no constructor arguments)."""
+    from kint.chain.devchain.powers import deploy_artifact
+
     return deploy_artifact(w3, epoch_anchor_artifact())
 
 
 def _is_current_anchor(w3: Web3, address: str) -> bool:
     """True when `address` holds exactly the runtime code of the packaged EpochAnchor."""
-    code = bytes(w3.eth.get_code(Web3.to_checksum_address(address)) or b"")
+    from eth_utils import to_checksum_address
+
+    code = bytes(w3.eth.get_code(to_checksum_address(address)) or b"")
     return code.hex() == epoch_anchor_artifact()["deployedBytecode"].removeprefix("0x")
 
 
@@ -158,6 +168,8 @@ def start(home: Path) -> dict[str, Any]:
             if identity is None:
                 raise DevchainError(f"anvil ({binary}) exited right after starting",
                                     hint=f"see {log_path}")
+            from web3 import Web3
+
             w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10},
                                         exception_retry_configuration=None))
             anchor = previous_anchor(home, previous)

@@ -14,10 +14,10 @@ from eth_account import Account
 from web3 import Web3
 
 from kint.chain.artifact import test_smart_account_artifact
+from kint.chain.devchain.anvil import CHAIN_ID
 from kint.chain.devchain.errors import DevchainError
 from kint.settings.urls import redact_url
 
-CHAIN_ID = 31337
 # anvil's first dev account: a published test key, funded by anvil at genesis.
 DEV_DEPLOYER_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 
