@@ -18,6 +18,9 @@ from kint.protocol import ErrorCode
 
 # How long `stop` waits, once the supervisor answered, for its process to be gone.
 STOP_EXIT_WAIT_S = 10.0
+# How long `stop`, once nobody holds the pid lock, looks for a supervisor that was waiting
+# to take it (_wait_gone).
+SUCCESSOR_GRACE_S = 0.5
 
 
 @click.group("supervisor")
@@ -103,16 +106,26 @@ def _same_supervisor(pid: int, stopping: int | None) -> bool:
 def _wait_gone(home: Path, stopping: int | None) -> int | None:
     """Wait up to STOP_EXIT_WAIT_S for the supervisor asked to stop to let go of its pid
     lock; the holder then (None: nobody). A supervisor started meanwhile (a kint-server's
-    call, a command's autostart) takes the lock the moment the old one lets go: its pid
-    is another, and the wait ends there."""
+    call, a command's autostart) takes the lock once the old one lets go: its pid is
+    another, and the wait ends there. The lock is not handed over, though: its waiter is
+    woken and takes it when it next runs, so a look in between finds nobody. Nobody is
+    looked for again for SUCCESSOR_GRACE_S, so such a successor is named once its pid file
+    reads (on a busy box a woken process can wait tens of milliseconds for a core)."""
     from kint.supervisor.pidlock import running_pid
 
     deadline = time.monotonic() + STOP_EXIT_WAIT_S
     while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
         if time.monotonic() >= deadline:
-            break
+            return pid
         time.sleep(0.05)
-    return pid
+    if pid is not None:
+        return pid
+    settled = time.monotonic() + SUCCESSOR_GRACE_S
+    while time.monotonic() < settled:  # the stopped one is gone: only a successor is named
+        time.sleep(0.02)
+        if (pid := running_pid(home)) is not None and pid != -1:
+            return pid
+    return None
 
 
 @supervisor_group.command("reload")
