@@ -88,7 +88,7 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
 
 # A kint call this long leaves time to ask the server other things while it waits; the
 # worker's own receipt wait (60 s) is longer, so the call answers TIMEOUT at this bound.
-IN_FLIGHT_WAIT_S = 30
+IN_FLIGHT_WAIT_S = 12
 
 
 def _push_in_flight(agent, proxy, **submit):
