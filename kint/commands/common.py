@@ -16,7 +16,7 @@ import orjson
 from kint import render
 from kint.client import Client, KintError
 from kint.paths import kint_home
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, split_notices
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, hint_with_notices, split_notices
 
 from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
 
@@ -44,8 +44,9 @@ def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoR
 
         traceback.print_exc()
     hint = err.hint
-    if err.code == ErrorCode.BAD_REQUEST and hint == DEFAULT_HINTS[ErrorCode.BAD_REQUEST]:
-        hint = help_hint()
+    said, notices = split_notices(hint)  # the notices under it are not what to do
+    if err.code == ErrorCode.BAD_REQUEST and said == DEFAULT_HINTS[ErrorCode.BAD_REQUEST]:
+        hint = hint_with_notices(help_hint(), notices)
     refuse(err.code, err.message, hint,
            exit_code_for(command, err.code) if command else EXIT_ERROR)
 
