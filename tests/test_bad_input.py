@@ -316,3 +316,29 @@ def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_j
     refusal = json.loads(asked.stdout)
     assert refusal["error"] == "CORRUPT_STATE" and "session.key" in refusal["message"], refusal
     assert refusal["hint"], refusal
+
+
+def test_a_worker_bad_input_refusal_in_join_names_joins_help(capsys):
+    """`join` prints a worker's refusal through its own stop line: a bad-input one with the
+    protocol's generic hint names `kint join --help` there too, never the placeholder
+    `kint COMMAND --help`, and the notices under the hint stay (unit level: the worker's
+    bad-input refusals in join come after its chain reads, which this sandbox has none of)."""
+    import click
+
+    from kint.cli import main as cli
+    from kint.client import KintError
+    from kint.commands.common import Ctx
+    from kint.commands.join import _stopper
+    from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+
+    notice = "kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off)"
+    err = KintError("BAD_REQUEST", "a recovery code is 55 characters",
+                    f"{DEFAULT_HINTS[ErrorCode.BAD_REQUEST]}\n{notice}")
+    join = cli.get_command(click.Context(cli), "join")
+    with click.Context(join, info_name="join", parent=click.Context(cli, info_name="kint")):
+        with pytest.raises(SystemExit) as stopped:
+            _stopper("vault", Ctx(None, None, False))(err)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "join stopped at vault: a recovery code is 55 characters [BAD_REQUEST]",
+        "hint: `kint join --help` lists what it takes", notice]
