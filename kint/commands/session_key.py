@@ -104,7 +104,7 @@ def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     before = click.get_current_context().meta.get(_PRE_OWNER)
     if owner is None:
         owner = before
-    elif before is not None and before != owner:
+    elif before is not None and before.lower() != owner.lower():
         usage_error(f"--owner is given twice, {before} before `show` and {owner} after it",
                     "give --owner once")
     home = kint_home()
