@@ -111,6 +111,23 @@ def test_a_prompt_whose_stdin_ends_is_refused_with_a_code(machine, argv):
     ], out.stderr
 
 
+def test_a_prompt_for_a_passphrase_stdin_cannot_carry_does_not_point_there(machine, tmp_path):
+    """The extra passphrase wrap (`--add-passphrase`) is only ever typed at its prompt:
+    `--passphrase-stdin` beside a signature is the salt of the wallet key, so its refusal
+    at the end of stdin must not say to pipe it there (a user who did would salt the key
+    with the passphrase meant for the extra wrap)."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "11" * 65 + "\n")
+    out = machine.kint("connect", "--owner", OWNER, "--signature-file", str(signature),
+                       "--add-passphrase")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines()[-2:] == [
+        "kint: error: the passphrase for `extra passphrase wrap (empty to skip)` never came: "
+        "stdin ended at the prompt (no terminal?) [BAD_REQUEST]",
+        "hint: run the command in a terminal: this passphrase is only ever typed at its "
+        "prompt"], out.stderr
+
+
 def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
     """v0.3.0 prints nothing and exits 0 for a row with no anchored version; a person is
     told why on stderr."""
