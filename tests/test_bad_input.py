@@ -111,6 +111,23 @@ def test_a_prompt_whose_stdin_ends_is_refused_with_a_code(machine, argv):
     ], out.stderr
 
 
+def test_a_prompt_for_a_passphrase_stdin_cannot_carry_does_not_point_there(machine, tmp_path):
+    """The extra passphrase wrap (`--add-passphrase`) is only ever typed at its prompt:
+    `--passphrase-stdin` beside a signature is the salt of the wallet key, so its refusal
+    at the end of stdin must not say to pipe it there (a user who did would salt the key
+    with the passphrase meant for the extra wrap)."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "11" * 65 + "\n")
+    out = machine.kint("connect", "--owner", OWNER, "--signature-file", str(signature),
+                       "--add-passphrase")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines()[-2:] == [
+        "kint: error: the passphrase for `extra passphrase wrap (empty to skip)` never came: "
+        "stdin ended at the prompt (no terminal?) [BAD_REQUEST]",
+        "hint: run the command in a terminal: this passphrase is only ever typed at its "
+        "prompt"], out.stderr
+
+
 def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
     """v0.3.0 prints nothing and exits 0 for a row with no anchored version; a person is
     told why on stderr."""
@@ -280,6 +297,14 @@ def test_a_refusals_notices_are_lines_of_their_own_not_part_of_its_hint(machine)
     assert plain.stderr.splitlines() == [
         f"kint: error: {refusal['message']} [NOT_CONNECTED]", f"hint: {refusal['hint']}",
         notice], plain.stderr
+    # A worker's bad-input refusal with a notice under its hint: still the command's own
+    # --help, not the protocol's placeholder (the hint was compared with its notices).
+    bad = machine.kint("connect", "--owner", OWNER, "--recovery-code-stdin", "--json",
+                       input="hello\n", env=env)
+    assert bad.returncode == 2, (bad.stdout, bad.stderr)
+    refusal = json.loads(bad.stdout)
+    assert refusal["error"] == "BAD_REQUEST" and refusal["notices"] == [notice], refusal
+    assert refusal["hint"] == "`kint connect --help` lists what it takes", refusal
 
 
 def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(
@@ -308,3 +333,29 @@ def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_j
     refusal = json.loads(asked.stdout)
     assert refusal["error"] == "CORRUPT_STATE" and "session.key" in refusal["message"], refusal
     assert refusal["hint"], refusal
+
+
+def test_a_worker_bad_input_refusal_in_join_names_joins_help(capsys):
+    """`join` prints a worker's refusal through its own stop line: a bad-input one with the
+    protocol's generic hint names `kint join --help` there too, never the placeholder
+    `kint COMMAND --help`, and the notices under the hint stay (unit level: the worker's
+    bad-input refusals in join come after its chain reads, which this sandbox has none of)."""
+    import click
+
+    from kint.cli import main as cli
+    from kint.client import KintError
+    from kint.commands.common import Ctx
+    from kint.commands.join import _stopper
+    from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+
+    notice = "kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off)"
+    err = KintError("BAD_REQUEST", "a recovery code is 55 characters",
+                    f"{DEFAULT_HINTS[ErrorCode.BAD_REQUEST]}\n{notice}")
+    join = cli.get_command(click.Context(cli), "join")
+    with click.Context(join, info_name="join", parent=click.Context(cli, info_name="kint")):
+        with pytest.raises(SystemExit) as stopped:
+            _stopper("vault", Ctx(None, None, False))(err)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "join stopped at vault: a recovery code is 55 characters [BAD_REQUEST]",
+        "hint: `kint join --help` lists what it takes", notice]

@@ -176,3 +176,24 @@ def test_a_value_the_worker_refuses_names_the_tool_to_call_again(agent):
         assert payload["hint"] == (f"nothing was done; call {tool} again with the value named "
                                    f"above corrected"), payload
         assert "kint COMMAND" not in payload["hint"]
+
+
+def test_a_refusals_notices_are_their_own_field_beside_the_agents_hint(agent):
+    """A setting of the server's environment the worker does not use (KINT_OFFLINE=true: a
+    switch takes 1) is said with a refusal as the result's `notices` (docs/settings.md),
+    and the hint is still the agent's next call: the notice rode under the worker's hint,
+    so the generic hint was not recognised and the agent got the protocol's
+    `kint COMMAND --help` with the notice glued under it."""
+    from mcp_session import AgentProcess
+
+    notice = ("kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off), so it "
+              "is not used: this call runs with unset (the default)")
+    owner = agent.call("memory_status")["owner"] or "0x" + "1" * 40
+    offline = AgentProcess({**agent.box.env, "KINT_OFFLINE": "true"}).start()
+    try:
+        payload = offline.failed("memory_connect", owner=owner, recovery_code="not a code")
+    finally:
+        offline.close()
+    assert payload["hint"] == ("nothing was done; call memory_connect again with the value "
+                               "named above corrected"), payload
+    assert payload.get("notices") == [notice], payload

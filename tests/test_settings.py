@@ -220,6 +220,13 @@ def test_requests_that_send_no_setting_share_the_view_of_the_reading_in_force(tm
     after, _ = apply("status", {}, label="alice")
     assert after is not first and after["KINT_RPC_TIMEOUT"].value == 12
     assert apply("status", {}, label="alice")[0] is after
+    # Another space named (`configure`): its own view, with its own table's values.
+    config.write_bytes(b'rpc_timeout = 12\n[spaces."bob"]\nquiet_seconds = 9\n')
+    alices, _ = apply("status", {}, label="alice")
+    assert alices["KINT_QUIET_SECONDS"].value != 9
+    monkeypatch.setattr(loader._process, "space", ("bob",))
+    bobs, _ = apply("status", {}, label="bob")
+    assert bobs is not alices and bobs["KINT_QUIET_SECONDS"].value == 9
     monkeypatch.setattr(loader._process, "daemon", False)
     assert apply("status", {}, label="alice")[0] is not apply("status", {}, label="alice")[0]
 

@@ -91,6 +91,12 @@ def test_session_key_takes_owner_before_its_action_as_v030_did(sandbox):
     shown = sandbox.kint("session-key", "--owner", OTHER, "show")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert json.loads(shown.stdout)["owner"] == OTHER
+    # Given on both sides of the action, two owners: refused, never one of them dropped.
+    both = sandbox.kint("session-key", "--owner", OTHER, "show", "--owner", "0x" + "ab" * 20)
+    assert both.returncode == 2 and "--owner is given twice" in both.stderr, (
+        both.stdout, both.stderr)
+    same = sandbox.kint("session-key", "--owner", OTHER, "show", "--owner", OTHER.lower())
+    assert same.returncode == 0, same.stdout + same.stderr  # one owner, two spellings
     for action in ("create", "rotate"):
         out = sandbox.kint("session-key", "--owner", OTHER, action)
         assert out.returncode == 2, (action, out.stdout, out.stderr)

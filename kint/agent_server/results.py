@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, hint_with_notices, split_notices
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -76,11 +76,13 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
-    """`err` with its generic hint in an agent's words (its next call); any other as it is."""
-    hint = _AGENT_HINTS.get(err.hint or "")
+    """`err` with its generic hint in an agent's words (its next call); any other as it is.
+    The lines about settings of the call that ride under a hint stay under it."""
+    said, notices = split_notices(err.hint)
+    hint = _AGENT_HINTS.get(said or "")
     if hint is None:
         return err
-    return KintError(err.code, err.message, hint.format(tool=tool))
+    return KintError(err.code, err.message, hint_with_notices(hint.format(tool=tool), notices))
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,
@@ -89,13 +91,14 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     enrolled; the worker also says it of a machine that is enrolled but cannot write (its
     session key not authorized, its recovery file gone), which v0.3.0 calls `failed`
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
-    code, hint = codes.get(err.code, err.code), hints.get(err.code, err.hint)
+    said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
+    code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
     if err.code == "NOT_CONNECTED":
         if owner_known():
             code = failed
         else:
             hint = CALL_CONNECT
-    return KintError(code, err.message, hint)
+    return KintError(code, err.message, hint_with_notices(hint, notices))
 
 
 def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:

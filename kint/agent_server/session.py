@@ -22,6 +22,7 @@ from typing import Any
 
 from kint import settings
 from kint.client import Client, KintError
+from kint.protocol.errors import split_notices
 from kint.settings.wire import outgoing
 from kint.spaces import SpaceRef
 
@@ -51,15 +52,22 @@ class AgentSession:
 
     def call(self, op: str, args: dict[str, Any] | None = None, timeout_s: float = 60
              ) -> dict[str, Any]:
-        with self._lock:
-            result = self._client.call(op, tenant=self.ref.tenant, db=self.ref.db,
-                                       space=self.ref.label, args=self._args(args),
-                                       timeout_s=timeout_s)
-        for line in result.get("notices") or []:
+        try:
+            with self._lock:
+                result = self._client.call(op, tenant=self.ref.tenant, db=self.ref.db,
+                                           space=self.ref.label, args=self._args(args),
+                                           timeout_s=timeout_s)
+        except KintError as err:  # a refusal carries its notices under its hint
+            self._log_notices(split_notices(err.hint)[1])
+            raise
+        self._log_notices(result.get("notices") or [])
+        return result
+
+    def _log_notices(self, lines: list[str]) -> None:
+        for line in lines:
             if line not in self._logged:  # once per server: the log counts against the cap
                 self._logged.add(line)
                 log.warning("%s", line)
-        return result
 
     @staticmethod
     def _args(args: dict[str, Any] | None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from kint.agent_server import progress, results
 from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
-from kint.protocol.errors import ErrorCode
+from kint.protocol.errors import ErrorCode, split_notices
 
 log = logging.getLogger("kint.server")
 
@@ -162,7 +162,9 @@ def call(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
         payload = {"ok": True, **tool.run(args)}
     except KintError as err:
         err = results.agent_error(tool.name, err)
-        payload = {"ok": False, "error": err.code, "message": err.message, "hint": err.hint}
+        hint, notices = split_notices(err.hint)  # the worker's lines about unused settings
+        payload = {"ok": False, "error": err.code, "message": err.message, "hint": hint,
+                   **({"notices": notices} if notices else {})}
     except Exception:  # noqa: BLE001 - a fault in kint is an error result, not a dead server
         log.exception("%s failed", tool.name)
         payload = {"ok": False, "error": ErrorCode.INTERNAL.value,

@@ -12,7 +12,8 @@ from kint.commands.common import (Ctx, call_with_progress, echo_json, json_optio
                                   space_call, usage_error)
 from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
 from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
-from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
+from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
+                                   signature_options)
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
@@ -149,13 +150,13 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
             args["salt_passphrase"] = read_passphrase_stdin()
         elif passphrase_prompt:
             args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
-        if smart_account:
-            args["passphrase"] = prompt_secret(VAULT_PROMPT)
+        if smart_account:  # --passphrase-stdin is the salt here
+            args["passphrase"] = prompt_secret(VAULT_PROMPT, TYPE_IT)
     elif smart_account or passphrase_stdin:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                               else prompt_secret(VAULT_PROMPT))
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT)
+        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
         if extra:
             args["extra_passphrase"] = extra
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):

@@ -16,7 +16,7 @@ import orjson
 from kint import render
 from kint.client import Client, KintError
 from kint.paths import kint_home
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, split_notices
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, hint_with_notices, split_notices
 
 from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
 
@@ -36,18 +36,24 @@ class Ctx:
 
 def fail(err: KintError, debug: bool = False, command: str | None = None) -> NoReturn:
     """Print the refusal (what happened, what to do) and exit with the status the CLI
-    reference gives `command` for it (2 when no command is named). A worker's bad-input
-    refusal that carries only the protocol's generic hint (`kint COMMAND --help`: the
-    worker does not know the command) names the running command's --help instead."""
+    reference gives `command` for it (2 when no command is named), with the hint
+    `worker_hint` gives."""
     if debug:
         import traceback
 
         traceback.print_exc()
-    hint = err.hint
-    if err.code == ErrorCode.BAD_REQUEST and hint == DEFAULT_HINTS[ErrorCode.BAD_REQUEST]:
-        hint = help_hint()
-    refuse(err.code, err.message, hint,
+    refuse(err.code, err.message, worker_hint(err),
            exit_code_for(command, err.code) if command else EXIT_ERROR)
+
+
+def worker_hint(err: KintError) -> str | None:
+    """`err`'s hint as the running command prints it: a bad-input refusal that carries
+    only the protocol's generic hint (`kint COMMAND --help`: the worker does not know the
+    command) names the running command's --help instead; the notices under it stay."""
+    said, notices = split_notices(err.hint)  # the notices under it are not what to do
+    if err.code == ErrorCode.BAD_REQUEST and said == DEFAULT_HINTS[ErrorCode.BAD_REQUEST]:
+        return hint_with_notices(help_hint(), notices)
+    return err.hint
 
 
 # Set in the click context's `meta` by `json_option` when --json is given: the command's

@@ -17,8 +17,8 @@ from __future__ import annotations
 import click
 
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
-from kint.commands.secrets import (prompt_secret, read_passphrase_stdin, read_secret_file,
-                                   read_stdin_line, signature_options)
+from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
+                                   read_secret_file, read_stdin_line, signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
@@ -87,7 +87,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         elif passphrase_prompt:
             args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT)
+        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
         if extra:
             args["extra_passphrase"] = extra
     return args

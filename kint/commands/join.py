@@ -32,7 +32,7 @@ from kint import render, settings, spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   json_refusals, refuse, refuse_blank_space_options,
-                                  resolve_space, space_call, usage_error)
+                                  resolve_space, space_call, usage_error, worker_hint)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.owner_address import checked_address
@@ -98,7 +98,8 @@ def _stopper(step: str, obj: Ctx) -> Any:
 
             traceback.print_exc()
         status = exit_code_for("join", err.code) if step == STEP_RESTORE else ERROR
-        stop(step, err.code, err.message, err.hint, status, f"{err.message} [{err.code}]")
+        stop(step, err.code, err.message, worker_hint(err), status,
+             f"{err.message} [{err.code}]")
 
     return on_error
 

@@ -37,9 +37,15 @@ def read_passphrase_stdin() -> str:
     return read_stdin_line("the passphrase")
 
 
-def prompt_secret(prompt: str) -> str:
+PIPE_IT = "run the command in a terminal, or pipe the passphrase with --passphrase-stdin"
+# For a passphrase --passphrase-stdin does not carry: piped, it would be taken as another
+# one (the salt of the wallet key), so the hint must not send the user there.
+TYPE_IT = "run the command in a terminal: this passphrase is only ever typed at its prompt"
+
+
+def prompt_secret(prompt: str, hint: str = PIPE_IT) -> str:
     """A passphrase typed at `prompt`, not echoed. Stdin that ends before a line comes (no
-    terminal, nothing piped) is refused as bad input with a code and a hint (exit 2), not
+    terminal, nothing piped) is refused as bad input with a code and `hint` (exit 2), not
     click's bare `Aborted!` and exit 1, a status kint keeps for verify's refusal and a
     failed doctor."""
     import getpass
@@ -49,9 +55,7 @@ def prompt_secret(prompt: str) -> str:
     except EOFError:
         click.echo("", err=True)  # the prompt's line is still open
         usage_error(f"the passphrase for `{prompt.strip().rstrip(':')}` never came: stdin "
-                    f"ended at the prompt (no terminal?)",
-                    "run the command in a terminal, or pipe the passphrase with "
-                    "--passphrase-stdin")
+                    f"ended at the prompt (no terminal?)", hint)
 
 
 def read_secret_file(path: str, what: str) -> str:

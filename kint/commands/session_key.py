@@ -101,8 +101,12 @@ def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     every other --json command refuses with, where v0.3.0's plain `kint: error` line stays
     the default."""
     del as_json  # read by json_option's callback: it only changes how refusals print
+    before = click.get_current_context().meta.get(_PRE_OWNER)
     if owner is None:
-        owner = click.get_current_context().meta.get(_PRE_OWNER)
+        owner = before
+    elif before is not None and before.lower() != owner.lower():
+        usage_error(f"--owner is given twice, {before} before `show` and {owner} after it",
+                    "give --owner once")
     home = kint_home()
     path = session_key_path(home)
     out: dict[str, Any] = {"address": None, "path": str(path),

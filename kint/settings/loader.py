@@ -291,12 +291,14 @@ _shared_view: RequestView | None = None
 def shared_view(cfg: ConfigFile) -> RequestView:
     """The process's values as `cfg` gives them, for a request that sent none. Only the
     daemon shares one: its environment is the supervisor's, fixed when it was spawned,
-    while a client's own environment is the call's and may change between two calls."""
+    while a client's own environment is the call's and may change between two calls. The
+    view is of the space the process serves as well as of the reading: one made before
+    `configure` named another space holds the first space's table values, not this one's."""
     global _shared_view
     if not _process.daemon:
         return RequestView(cfg)
     view = _shared_view
-    if view is None or view._cfg is not cfg:
+    if view is None or view._cfg is not cfg or view._space != _process.space:
         view = _shared_view = RequestView(cfg)
     return view
 
