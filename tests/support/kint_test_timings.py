@@ -25,6 +25,7 @@ Unset, nothing changes; kint's own code reads none of this.
 
 from __future__ import annotations
 
+import importlib
 import os
 
 RECOUNT_ENV = "KINT_TEST_RECOUNT_INTERVAL_S"
@@ -33,42 +34,28 @@ UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
 
 
+def _set_from_env(env: str, module: str, name: str) -> None:
+    """`module.name` = the float in `env`, when the test set it (the module imported only then)."""
+    raw = os.environ.get(env)
+    if raw:
+        setattr(importlib.import_module(module), name, float(raw))
+
+
 def _install_worker() -> None:
-    recount = os.environ.get(RECOUNT_ENV)
-    if recount:
-        from kint.tenant_worker import unanchored
-
-        unanchored.RECOUNT_MIN_INTERVAL_S = float(recount)
-    quiet = os.environ.get(QUIET_ENV)
-    if quiet:
-        from kint.tenant_worker import own_memory
-
-        own_memory.QUIET_SECONDS = float(quiet)
+    _set_from_env(RECOUNT_ENV, "kint.tenant_worker.unanchored", "RECOUNT_MIN_INTERVAL_S")
+    _set_from_env(QUIET_ENV, "kint.tenant_worker.own_memory", "QUIET_SECONDS")
 
 
 def install_supervisor() -> None:
     """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's)."""
-    quiet = os.environ.get(QUIET_ENV)
-    if quiet:
-        from kint.supervisor import lifecycle
-
-        lifecycle.QUIET_SECONDS = float(quiet)
-
+    _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
 
 
 def install_cli() -> None:
     """The command's side of KINT_TEST_UNREACHABLE_AFTER_S and KINT_TEST_STOP_EXIT_WAIT_S
     (a `kint` process's own)."""
-    unreachable = os.environ.get(UNREACHABLE_ENV)
-    if unreachable:
-        from kint.supervisor import autostart
-
-        autostart.UNREACHABLE_AFTER_S = float(unreachable)
-    stop_wait = os.environ.get(STOP_EXIT_WAIT_ENV)
-    if stop_wait:
-        from kint.commands import supervisor
-
-        supervisor.STOP_EXIT_WAIT_S = float(stop_wait)
+    _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
+    _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor", "STOP_EXIT_WAIT_S")
 
 
 _install_worker()
