@@ -35,6 +35,9 @@ from kint.chain.calls import ChainRefused
 from kint.chain.artifact import epoch_anchor_artifact, load_artifact
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker
+from kint.epochs.envelope import Header
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.head_header import HEADER_WALK_EPOCHS, newest_readable_header
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN_ID = devchain.CHAIN_ID
@@ -534,6 +537,61 @@ def test_start_seq_is_monotone_per_owner_and_space(dev):
     # It is a hint and nothing more: push ignores it.
     dev.send(owner, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST, b"seq 1"))
     assert dev.anchor.head(owner.address, space).seq == 1
+
+
+# --- connect's walk back to a header that parses --------------------------------------------
+
+# Epoch 1 of kint v0.3.0's vectors: a real envelope, whose header parses whoever pushes it.
+KINT_BLOB = bytes.fromhex(json.loads((ROOT / "tests" / "vectors" / "kint-v0.3.0.json")
+                                     .read_text("utf-8"))["epoch1"]["blob"])
+
+
+def _push_chain(dev: Dev, owner: LocalAccount, space: str, blobs: list[bytes]) -> list[Any]:
+    """Anchor `blobs` in order as owner's epochs in `space`; their receipts."""
+    receipts, prev = [], dev.anchor.head(owner.address, space).digest
+    for blob in blobs:
+        receipts.append(dev.send(owner, dev.anchor.encode_push(owner.address, space, prev, blob)))
+        prev = keccak(blob).hex()
+    return receipts
+
+
+def test_connect_looks_at_the_head_and_the_31_epochs_before_it(dev, caplog):
+    """v0.3.0's connect and rekey take the wraps from the newest epoch whose header parses,
+    looking at 32 epochs at most, the head included (12-kint-core.md: at most 31 before the
+    head). One more epoch that does not parse puts the readable one out of reach."""
+    assert HEADER_WALK_EPOCHS == 32
+    owner, space = dev.actor(), _space()
+    junk = [b"not a kint epoch " + os.urandom(40) + bytes([i]) for i in range(32)]
+    (good,) = _push_chain(dev, owner, space, [KINT_BLOB])
+    _push_chain(dev, owner, space, junk[:31])
+    head = dev.anchor.head(owner.address, space)
+    assert head.seq == 32
+    with caplog.at_level("WARNING", logger="kint.worker"):
+        found = newest_readable_header(dev.anchor, owner.address, space, head)
+    assert (found.seq, found.block, found.blob) == (1, good["blockNumber"], KINT_BLOB)
+    assert found.header == Header.decode(KINT_BLOB)
+    assert (f"connect: using epoch 1 at block {good['blockNumber']}, the newest readable one"
+            in caplog.text)
+
+    _push_chain(dev, owner, space, junk[31:])
+    head = dev.anchor.head(owner.address, space)
+    with pytest.raises(ProtocolError) as info:
+        newest_readable_header(dev.anchor, owner.address, space, head)
+    assert info.value.code is ErrorCode.RPC_UNAVAILABLE
+    assert str(info.value) == ("cannot read the head epoch: none of the 32 newest epochs "
+                               "(seq 33 down to 2) has a header that parses, and connect "
+                               "looks at 32 at most")
+
+
+def test_connect_refuses_a_chain_where_no_epoch_parses(dev):
+    owner, space = dev.actor(), _space()
+    _push_chain(dev, owner, space, [b"\x02 a header from the future " + bytes(80), b"junk"])
+    with pytest.raises(ProtocolError) as info:
+        newest_readable_header(dev.anchor, owner.address, space,
+                               dev.anchor.head(owner.address, space))
+    assert str(info.value) == ("cannot read the head epoch: none of the 2 newest epochs (seq 2 "
+                               "down to 1) has a header that parses, and connect looks at 32 "
+                               "at most")
 
 
 # --- revert decoding ------------------------------------------------------------------------
