@@ -720,6 +720,50 @@ def test_snapshot_is_one_epoch_or_refused() -> None:
         "one epoch can carry, and snapshots are single-epoch")
 
 
+# Hex text of one fixed seed: a row whose body is its first n characters measures a little
+# more with each n, which lets a test hit the limit to the byte.
+_EDGE_TEXT = random.Random(92160).randbytes(100_000).hex()
+
+
+def edge_row(target: int) -> WireRow:
+    """An entity row that measures exactly `target` on its own (found by bisecting the body
+    length, then a scan around it; gzip output grows by 0 or 1 byte per hex digit here)."""
+    def row(n: int) -> WireRow:
+        return WireRow("entity", "edge", "notes", body=_EDGE_TEXT[:n])
+
+    lo, hi = 0, len(_EDGE_TEXT)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if measure([row(mid)]) < target else (lo, mid)
+    for n in range(max(lo - 64, 0), lo + 64):
+        if measure([row(n)]) == target:
+            return row(n)
+    raise AssertionError(f"no body length near {lo} measures exactly {target}")
+
+
+def test_the_epoch_limit_at_its_exact_edge() -> None:
+    """06-epochs.md: one epoch carries at most 92,160 measured bytes. A row measuring
+    exactly that is one epoch (a diff or a snapshot), and it seals into the largest bucket;
+    one byte more is refused by name."""
+    assert EPOCH_LIMIT == 92_160 and HEADROOM == 512 and BUCKETS[-1] == 98_304
+    at, over = edge_row(EPOCH_LIMIT), edge_row(EPOCH_LIMIT + 1)
+    (chunk,) = split_diff([at], [], state_after=MerkleState().apply)
+    assert chunk.rows == (at,) and chunk.measured == EPOCH_LIMIT
+    assert plan_snapshot([at]).measured == EPOCH_LIMIT
+    with pytest.raises(RowTooLarge) as info:
+        split_diff([over], [], state_after=MerkleState().apply)
+    assert info.value.measured == EPOCH_LIMIT + 1
+    with pytest.raises(SnapshotTooLarge) as snap:
+        plan_snapshot([over])
+    assert snap.value.measured == EPOCH_LIMIT + 1
+    raw = build_plaintext(tenant=V["tenant"], space=SPACE, seq=1, prev=ZERO, rows=chunk.rows,
+                          rows_root=chunk.rows_root, n_rows=chunk.n_rows, created_at=CREATED_AT)
+    blob, header = seal(raw, dek=DEK, owner=OWNER, space=SPACE, seq=1, prev=ZERO,
+                        rows_root=chunk.rows_root, wraps=WRAPS, snapshot=False)
+    assert header.bucket == BUCKETS[-1] and len(blob) == header.length + BUCKETS[-1] + 16
+    assert open_epoch(blob, dek=DEK, **epoch_args(E1)).plaintext.rows == (at,)
+
+
 def test_measure_is_gzip_plus_headroom() -> None:
     rows = vector_wire_rows()
     doc = b'{"deleted":[],"rows":[' + b",".join(r.encode() for r in rows) + b"]}"
