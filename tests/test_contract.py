@@ -78,6 +78,11 @@ TOPICS = {
 }
 
 
+VECTORS = json.loads((ROOT / "tests" / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
+# Epoch 1 of kint v0.3.0's vectors: a real envelope, whose header parses whoever pushes it.
+KINT_BLOB = bytes.fromhex(VECTORS["epoch1"]["blob"])
+
+
 def _signature(item: dict[str, Any]) -> str:
     return f"{item['name']}({','.join(i['type'] for i in item['inputs'])})"
 
@@ -266,6 +271,19 @@ def test_push_chains_and_records_prev_block(dev):
     # Heads are per owner and per space.
     assert dev.anchor.head(owner.address, _space()).seq == 0
     assert dev.anchor.head(dev.actor(0).address, space).seq == 0
+
+
+def test_push_calldata_is_byte_for_byte_the_vectors(dev):
+    """kint's own encoder (what push sends) against v0.3.0's push calldata of epoch 1, and
+    the devchain's contract takes those very bytes and stores keccak(ct) as the digest."""
+    call = VECTORS["push_calldata"]
+    data = dev.anchor.encode_push(call["owner"], call["space"], call["prev"], KINT_BLOB)
+    assert "0x" + data.hex() == call["data"] and data[:4].hex() == call["selector"][2:]
+    assert len(KINT_BLOB) == call["ct_length"]
+    owner, space = dev.actor(), _space()
+    r = dev.send(owner, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST, KINT_BLOB))
+    assert dev.anchor.epoch_from_receipt(r).digest == call["ct_keccak"]
+    assert dev.anchor.head(owner.address, space).digest == call["ct_keccak"]
 
 
 def test_push_calldata_refuses_what_the_event_does_not_describe(dev):
@@ -541,9 +559,6 @@ def test_start_seq_is_monotone_per_owner_and_space(dev):
 
 # --- connect's walk back to a header that parses --------------------------------------------
 
-# Epoch 1 of kint v0.3.0's vectors: a real envelope, whose header parses whoever pushes it.
-KINT_BLOB = bytes.fromhex(json.loads((ROOT / "tests" / "vectors" / "kint-v0.3.0.json")
-                                     .read_text("utf-8"))["epoch1"]["blob"])
 
 
 def _push_chain(dev: Dev, owner: LocalAccount, space: str, blobs: list[bytes]) -> list[Any]:
