@@ -472,6 +472,26 @@ def test_past_deadline_is_refused_before_the_signature(dev):
     assert dev.anchor.auth_nonce(owner.address) == 0
 
 
+def test_an_authorization_is_good_through_the_second_of_its_deadline(dev):
+    """AuthorizationExpired when block.timestamp > deadline (11-contract.md): mined in the
+    deadline's own second it lands, one second later it reverts and consumes nothing."""
+    owner, key = dev.actor(0), dev.actor()
+    deadline = dev.now() + 30
+    expiry = deadline + 86400
+    sig = _sign(owner, dev, owner.address, key.address, expiry, 0, deadline)
+    at = dev.mined(key, dev.anchor.encode_set_session_key_by_sig(
+        owner.address, key.address, expiry, deadline, sig), timestamp=deadline)
+    assert at["status"] == 1 and dev.anchor.session_key_expiry(owner.address, key.address) == expiry
+    assert dev.anchor.auth_nonce(owner.address) == 1
+    deadline = dev.now() + 30
+    sig = _sign(owner, dev, owner.address, key.address, expiry + 1, 1, deadline)
+    late = dev.mined(key, dev.anchor.encode_set_session_key_by_sig(
+        owner.address, key.address, expiry + 1, deadline, sig), timestamp=deadline + 1)
+    assert late["status"] == 0
+    assert dev.anchor.auth_nonce(owner.address) == 1
+    assert dev.anchor.session_key_expiry(owner.address, key.address) == expiry
+
+
 @pytest.mark.parametrize("action", ["revokeSessionKey", "setSessionKey"])
 def test_owner_action_kills_an_unspent_authorization(dev, action):
     owner, key = dev.actor(), dev.actor()
