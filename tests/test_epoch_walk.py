@@ -1,5 +1,7 @@
-"""The pull's walk (kint/tenant_worker/epoch_walk.py) against what v0.3.0's readers must
-refuse, on real epochs anchored on the session's devchain (a real anvil on 127.0.0.1).
+"""An epoch's place in the chain: what the pull's walk (kint/tenant_worker/epoch_walk.py),
+the recording of an epoch (statefiles.record_epoch) and a push's read-back of its own
+Epoch event (pending.record_landed) refuse, as v0.3.0's readers and writer must, on real
+epochs anchored on the session's devchain (a real anvil on 127.0.0.1).
 
 06-epochs.md, "The Epoch event and the prevBlock walk": one exact-block query per epoch,
 the event with the wanted seq, its digest the one the next epoch chains on, the calldata
@@ -29,8 +31,11 @@ from kint.custody.wraps import Wrap
 from kint.epochs.envelope import seal
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.config import WorkerConfig
+from kint.epochs.plaintext import parse_plaintext
 from kint.tenant_worker.epoch_walk import Fetched, check_continuity, walk
+from kint.tenant_worker.pending import PendingEpoch, record_landed
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import EpochMeta, EpochRejected, record_epoch
 from kint.tenant_worker.store import StoreReader
 
 V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
@@ -182,3 +187,81 @@ def test_what_a_reader_must_refuse_does_not_open(anchor, ctx):
     (fetched,) = walk(ctx, anchor, stolen.address, anchor.head(stolen.address, SPACE),
                       base=0, full=True, held=HELD)
     assert fetched.opened is None and fetched.reason.startswith("AES-GCM refused the epoch")
+
+
+# --- recording an epoch on this machine's picture ---------------------------------------
+
+
+def _meta(e: dict, blob: bytes, *, seq: int | None = None, prev: str | None = None) -> EpochMeta:
+    return EpochMeta(seq=e["seq"] if seq is None else seq, digest=keccak(blob).hex(),
+                     prev=e["prev"] if prev is None else prev, block=7, tx="ee" * 32,
+                     bucket=e["bucket"], rows_root=e["rows_root"], writer="0x" + "11" * 20)
+
+
+def _record(ctx: SpaceContext, e: dict, *, text: str | None = None, blob: bytes | None = None,
+            **meta: object) -> None:
+    raw = (text if text is not None else e["plaintext_utf8"]).encode("utf-8")
+    blob = blob if blob is not None else bytes.fromhex(e["blob"])
+    record_epoch(ctx.state, raw, parse_plaintext(raw), blob, _meta(e, blob, **meta))
+
+
+def test_an_epoch_is_recorded_only_in_its_place(ctx):
+    """A diff epoch follows the mirror's head exactly; a snapshot stands alone but never
+    goes back; the ciphertext, the plaintext and the metadata agree, in this space."""
+    with pytest.raises(EpochRejected, match="^epoch 2 does not follow seq 0 "):
+        _record(ctx, E1, text=E1["plaintext_utf8"].replace('"seq":1,', '"seq":2,'), seq=2)
+    _record(ctx, E1)
+    assert ctx.state.mirror().head.seq == 1
+    with pytest.raises(EpochRejected) as info:  # the same epoch again
+        _record(ctx, E1)
+    assert str(info.value) == f"epoch 1 does not follow seq 1 ({E1['digest'][:12]})"
+    skipped = E1["plaintext_utf8"].replace('"seq":1,', '"seq":3,').replace(
+        f'"prev":"{E1["prev"]}"', f'"prev":"{E1["digest"]}"')
+    with pytest.raises(EpochRejected, match="^epoch 3 does not follow seq 1 "):
+        _record(ctx, E1, text=skipped, seq=3, prev=E1["digest"])
+    with pytest.raises(EpochRejected, match="^epoch 1: plaintext and metadata disagree$"):
+        _record(ctx, E1, seq=1, prev="ab" * 32)
+    with pytest.raises(EpochRejected, match="^epoch 1: the ciphertext does not hash to its "):
+        record_epoch(ctx.state, bytes.fromhex(E1["plaintext"]), parse_plaintext(
+            bytes.fromhex(E1["plaintext"])), bytes.fromhex(E1["blob"]) + b"\x00",
+            _meta(E1, bytes.fromhex(E1["blob"])))
+    other = E1["plaintext_utf8"].replace(SPACE, "cd" * 32)
+    with pytest.raises(EpochRejected, match="^epoch 1: its plaintext belongs to another space$"):
+        _record(ctx, E1, text=other)
+    _record(ctx, E2)  # epoch 2, the snapshot
+    with pytest.raises(EpochRejected, match="^snapshot epoch 2 is not past seq 2$"):
+        _record(ctx, E2)
+    assert ctx.state.mirror().head.seq == 2
+
+
+def test_a_snapshot_is_recorded_without_the_epochs_before_it(ctx):
+    _record(ctx, E2)
+    head = ctx.state.mirror().head
+    assert (head.seq, head.digest) == (2, E2["digest"])
+
+
+# --- a push reads its own Epoch event back ----------------------------------------------
+
+
+def test_a_push_whose_event_names_another_digest_is_not_recorded(anchor, ctx):
+    """06-epochs.md: after the confirmations, the writer reads the event back at the
+    receipt's block and stops when its digest is not what was sent."""
+    who = owner(anchor)
+    sent = sealed(who, E1, seq=1, prev=ZERO_DIGEST)
+    landed = sealed(who, E1, seq=1, prev=ZERO_DIGEST)  # the same epoch, another nonce
+    receipt = anchor.transact(who, anchor.encode_push(who.address, SPACE, ZERO_DIGEST, landed))
+
+    def pending(envelope: bytes, seq: int = 1) -> PendingEpoch:
+        return PendingEpoch(seq=seq, prev=ZERO_DIGEST, digest=keccak(envelope).hex(), nonce=0,
+                            raw_tx=b"", bucket=E1["bucket"],
+                            plaintext=bytes.fromhex(E1["plaintext"]), envelope=envelope,
+                            sender=who.address)
+
+    for wrong in (pending(sent), pending(landed, seq=2)):
+        with pytest.raises(ProtocolError) as info:
+            record_landed(ctx, anchor, wrong, receipt)
+        assert str(info.value) == (f"epoch {wrong.seq} landed but the Epoch event digest does "
+                                   "not match what was sent")
+        assert ctx.state.mirror() is None
+    mirror = record_landed(ctx, anchor, pending(landed), receipt)
+    assert (mirror.head.seq, mirror.head.digest) == (1, keccak(landed).hex())
