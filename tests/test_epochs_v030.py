@@ -81,6 +81,7 @@ from kint.epochs.split import (
 )
 from kint.rows.canon import Row, canonical_id, journal_content_key
 from kint.rows.merkle import EMPTY_ROOT, MerkleTree, verify_proof
+from kint.spaces import space_id
 
 V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
 DEK = bytes.fromhex(V["dek"])
@@ -148,6 +149,14 @@ def hand_seal(raw: bytes, *, flags: int = 0, seq: int = 1, prev: str = ZERO,
 
 
 # --- rows, leaves, roots (kint.rows against the vectors) --------------------------------
+
+
+def test_the_space_of_a_tenant() -> None:
+    """keccak256("kint-space-v1" || tenant): the vectors' tenant, and the demo tenant whose
+    head 11-contract.md reads with cast (`space bd2a3b5b8f3fb4c8` in kint status)."""
+    assert space_id(V["tenant"]) == SPACE
+    assert space_id("kint-demo") == ("bd2a3b5b8f3fb4c81658d863b90018f1af511c28b33356fc81c2de"
+                                     "406be98cb0")
 
 
 def test_every_row_leaf_and_id() -> None:
