@@ -420,6 +420,34 @@ def test_eoa_signature_authorizes_once(dev):
     assert dev.refused(key, call).error == "BadSignature"
 
 
+def test_the_authorization_digest_is_the_documented_eip712(dev):
+    """11-contract.md: domain `name "kint EpochAnchor"`, `version "1"`, `chainId`,
+    `verifyingContract`, and the type written out there. Hashed here by hand from those
+    strings, so the contract and kint's typed data cannot drift together."""
+    owner, key = dev.actor(0).address, dev.actor(0).address
+    expiry, nonce, deadline = 1_900_000_000, 7, 1_800_000_000
+    def word(n: int) -> bytes:
+        return n.to_bytes(32, "big")
+
+    def address(a: str) -> bytes:
+        return bytes(12) + bytes.fromhex(a[2:])
+
+    domain = keccak(keccak(b"EIP712Domain(string name,string version,uint256 chainId,"
+                           b"address verifyingContract)")
+                    + keccak(b"kint EpochAnchor") + keccak(b"1") + word(CHAIN_ID)
+                    + address(dev.anchor.address))
+    struct = keccak(keccak(b"SessionKeyAuthorization(address owner,address key,uint64 expiry,"
+                           b"uint256 nonce,uint256 deadline)")
+                    + address(owner) + address(key) + word(expiry) + word(nonce) + word(deadline))
+    digest = keccak(b"\x19\x01" + domain + struct)
+    assert dev.anchor.domain_separator() == domain.hex()
+    assert dev.anchor.authorization_digest(owner, key, expiry, nonce, deadline) == digest.hex()
+    typed = authorization_typed_data(CHAIN_ID, dev.anchor.address, owner, key, expiry, nonce,
+                                     deadline)
+    signable = encode_typed_data(full_message=typed)
+    assert (signable.header, signable.body) == (domain, struct)
+
+
 def test_eoa_signature_encodings(dev):
     owner, key = dev.actor(0), dev.actor()
     expiry, deadline = dev.now() + 86400, dev.now() + 300
