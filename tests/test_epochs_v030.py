@@ -495,6 +495,23 @@ def test_garbage_plaintext_refused(raw: bytes) -> None:
         parse_plaintext(raw)
 
 
+@pytest.mark.parametrize("changes", [{"seq": 2**64 - 1}, {"seq": 1}, {"n_rows": 0},
+                                     {"rows": [], "deleted": []}])
+def test_plaintext_at_the_edges_of_its_fields_is_read(changes: dict[str, Any]) -> None:
+    """The other side of the refusals above: seq is a uint64 from 1 (it rides in the AAD
+    as one), a row count of 0 and an epoch with no rows are an empty state's."""
+    parsed = parse_plaintext(_doc(**changes))
+    for key, value in changes.items():
+        got = getattr(parsed, key)
+        assert (list(got) if isinstance(got, tuple) else got) == value
+    assert aad(owner=OWNER, space=SPACE, seq=2**64 - 1, prev=ZERO, bucket=2**32 - 1,
+               rows_root=E1["rows_root"], dek_id=dek_id(DEK))
+    for seq, bucket in ((2**64, 4096), (1, 2**32), (-1, 4096)):
+        with pytest.raises(ValueError):
+            aad(owner=OWNER, space=SPACE, seq=seq, prev=ZERO, bucket=bucket,
+                rows_root=E1["rows_root"], dek_id=dek_id(DEK))
+
+
 def test_plaintext_refuses_duplicate_rows_and_ignores_unknown_keys() -> None:
     doc = json.loads(build_epoch1())
     doc["rows"].append(doc["rows"][0])
