@@ -1,0 +1,45 @@
+"""A row's provenance (seed 000, "Four statuses per hit"): the epoch that last changed it,
+whose block a drift names as the one that anchored the good value.
+
+The mirror keeps it per row as epochs are applied (`statefiles.apply_rows`): a snapshot
+re-anchors every row without moving the provenance of one it did not change. A cold start
+that stopped at a snapshot knows no epoch before it, so the snapshot is each row's
+provenance there. Once `kint pull --full` has cached the epochs before it, the cache knows
+better: this module replays the cached epochs, oldest first, by the same rule, and moves
+each row's provenance back to the epoch that wrote the value it still holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kint.tenant_worker.statefiles import Mirror, SpaceState, apply_rows
+
+
+def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
+    """`mirror` with every row's provenance taken from the epoch cache where the cache
+    names an older epoch for the same value, saved; `mirror` itself when nothing moves.
+
+    An epoch missing from the cache (one sealed under a retired data key) hides what it
+    changed, so the replay forgets what it knew there and starts again at the next epoch
+    it holds: a row is only ever moved back across epochs the cache holds, never raised."""
+    seqs = [seq for seq in state.cached_seqs() if seq <= mirror.head.seq]
+    if not seqs or seqs[-1] != mirror.head.seq:
+        return mirror
+    replayed: Mirror | None = None
+    for before, seq in zip([None, *seqs], seqs):
+        if before is not None and seq != before + 1:
+            replayed = None
+        replayed = apply_rows(replayed, state.space_id, state.plaintext(seq))
+    if replayed is None:
+        return mirror
+    rows = dict(mirror.rows)
+    for cid, row in mirror.rows.items():
+        known = replayed.rows.get(cid)
+        if known is not None and known.leaf == row.leaf and known.seq < row.seq:
+            rows[cid] = replace(row, seq=known.seq)
+    if rows == mirror.rows:
+        return mirror
+    refined = replace(mirror, rows=rows)
+    state.save_mirror(refined)
+    return refined
