@@ -2,11 +2,13 @@
 whose block a drift names as the one that anchored the good value.
 
 The mirror keeps it per row as epochs are applied (`statefiles.apply_rows`): a snapshot
-re-anchors every row without moving the provenance of one it did not change. A cold start
-that stopped at a snapshot knows no epoch before it, so the snapshot is each row's
-provenance there. Once `kint pull --full` has cached the epochs before it, the cache knows
-better: this module replays the cached epochs, oldest first, by the same rule, and moves
-each row's provenance back to the epoch that wrote the value it still holds.
+re-anchors every row without moving the provenance of one it did not change, but a pull
+that starts at a snapshot (a cold start, `--discard-local`) has no picture before it, so
+the snapshot becomes every row's provenance. Where the epoch cache holds the epochs before
+it (cached by an earlier push or pull, or by `kint pull --full`), it knows better: this
+module replays the cached epochs, oldest first, by the same rule, and moves each row's
+provenance back to the epoch that wrote the value it still holds. With no epoch before the
+snapshot cached, the snapshot stays (seed 000: its block is the one named).
 """
 
 from __future__ import annotations
@@ -22,14 +24,18 @@ def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
 
     An epoch missing from the cache (one sealed under a retired data key) hides what it
     changed, so the replay forgets what it knew there and starts again at the next epoch
-    it holds: a row is only ever moved back across epochs the cache holds, never raised."""
+    it holds; so does an epoch that does not chain on the one before it (its `prev` is not
+    that epoch's digest). A row is only ever moved back across epochs the cache holds,
+    never raised."""
     seqs = [seq for seq in state.cached_seqs() if seq <= mirror.head.seq]
-    if not seqs or seqs[-1] != mirror.head.seq:
+    if not seqs or seqs[-1] != mirror.head.seq or (
+            state.meta(seqs[-1]).digest != mirror.head.digest):
         return mirror
     replayed: Mirror | None = None
     for before, seq in zip([None, *seqs], seqs):
-        if before is not None and seq != before + 1:
-            replayed = None
+        if before is not None and (seq != before + 1
+                                   or state.meta(seq).prev != state.meta(before).digest):
+            replayed = None  # not one chain of epochs: what came before says nothing
         replayed = apply_rows(replayed, state.space_id, state.plaintext(seq))
     if replayed is None:
         return mirror
