@@ -317,6 +317,15 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
         again = kjson(e, "pull", "--discard-local")
         assert again["applied"] == [snap, snap + 1] and again["backups"], again
         assert _focus_check(e)["anchored_seq"] == written["seq"]
+        # A damaged older cache file costs that finer provenance, never the restore: the
+        # pull goes through and the snapshot, the oldest epoch it could read, is named.
+        space16 = kjson(e, "status")["space"]
+        (e.kint_home / "epochs" / space16 / f"{written['seq']:08d}.json.gz").write_bytes(
+            b"not a gzip member")
+        assert kjson(e, "pull", "--discard-local")["applied"] == [snap, snap + 1]
+        assert _focus_check(e)["anchored_seq"] == snap
+        assert "provenance: kept as applied: kint's state file " in (
+            e.kint_home / "supervisor.log").read_text()
     finally:
         e.shutdown()
 

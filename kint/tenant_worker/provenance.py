@@ -13,9 +13,13 @@ snapshot cached, the snapshot stays (seed 000: its block is the one named).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
+from kint.tenant_worker.state_format import CorruptStateFile
 from kint.tenant_worker.statefiles import Mirror, SpaceState, apply_rows
+
+log = logging.getLogger("kint.worker")
 
 
 def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
@@ -27,16 +31,13 @@ def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
     it holds; so does an epoch that does not chain on the one before it (its `prev` is not
     that epoch's digest). A row is only ever moved back across epochs the cache holds,
     never raised."""
-    seqs = [seq for seq in state.cached_seqs() if seq <= mirror.head.seq]
-    if not seqs or seqs[-1] != mirror.head.seq or (
-            state.meta(seqs[-1]).digest != mirror.head.digest):
+    try:
+        replayed = _replay_cache(state, mirror)
+    except CorruptStateFile as err:
+        # The pull that asks has applied its epochs: a damaged old cache file costs the
+        # finer provenance, never the pull (history and verify name the file).
+        log.warning("provenance: kept as applied: kint's state file %s %s", err.path, err.why)
         return mirror
-    replayed: Mirror | None = None
-    for before, seq in zip([None, *seqs], seqs):
-        if before is not None and (seq != before + 1
-                                   or state.meta(seq).prev != state.meta(before).digest):
-            replayed = None  # not one chain of epochs: what came before says nothing
-        replayed = apply_rows(replayed, state.space_id, state.plaintext(seq))
     if replayed is None:
         return mirror
     rows = dict(mirror.rows)
@@ -49,3 +50,19 @@ def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
     refined = replace(mirror, rows=rows)
     state.save_mirror(refined)
     return refined
+
+
+def _replay_cache(state: SpaceState, mirror: Mirror) -> Mirror | None:
+    """The picture the cached epochs give, oldest first, up to the mirror's head; None
+    when the cache does not reach that head."""
+    seqs = [seq for seq in state.cached_seqs() if seq <= mirror.head.seq]
+    if not seqs or seqs[-1] != mirror.head.seq or (
+            state.meta(seqs[-1]).digest != mirror.head.digest):
+        return None
+    replayed: Mirror | None = None
+    for before, seq in zip([None, *seqs], seqs):
+        if before is not None and (seq != before + 1
+                                   or state.meta(seq).prev != state.meta(before).digest):
+            replayed = None  # not one chain of epochs: what came before says nothing
+        replayed = apply_rows(replayed, state.space_id, state.plaintext(seq))
+    return replayed
