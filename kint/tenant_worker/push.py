@@ -19,6 +19,7 @@ worker starts.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from dataclasses import replace
 from typing import Any
 
@@ -36,6 +37,7 @@ from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import Chunk, MerkleState, plan_snapshot, split_diff
 from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import Row
 from kint.tenant_worker.changes import diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -122,7 +124,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
     before = counting_from(cfg.db)
-    rows = ctx.store_rows()
+    rows = _store_rows(ctx, hold_reason)
     missing = rows is None
     if missing:  # not created yet: no rows, unless that forgets anchored ones
         _refuse_forgetting_anchored_rows(cfg.db, mirror)
@@ -200,6 +202,25 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
             "deleted_rows": deleted_rows, **_head_after(current),
             "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
                        f"epoch {current.head.seq} at block {current.head.block}"}
+
+
+def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
+    """The store's rows (None: not created yet). A store kint cannot read is refused: a
+    server-side push is held over it (seed 001: an unchecked push is what the hold stops),
+    and a push from a terminal says which file, with nothing anchored."""
+    try:
+        return ctx.store_rows()
+    except sqlite3.DatabaseError as err:
+        if hold_reason is not None:
+            from kint.tenant_worker.drift import UNREADABLE_HOLD_HINT, hold_error
+
+            hold = ctx.drift.unreadable(ctx.config.db, str(err), hold_reason)
+            raise hold_error(hold, UNREADABLE_HOLD_HINT) from None
+        raise ProtocolError(ErrorCode.INTERNAL, f"the store {ctx.config.db} cannot be read "
+                            f"({err}); nothing was anchored",
+                            "check the store file (kint only reads it); `kint pull "
+                            "--discard-local` moves it aside and restores the anchored "
+                            "values") from None
 
 
 def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
