@@ -121,3 +121,29 @@ def test_rekey_on_a_space_not_connected_is_its_own_refusal_exit_2(sandbox):
             assert out.stderr.splitlines() == [
                 "kint: error: this machine is not connected for this space [NOT_CONNECTED]",
                 "hint: run `kint connect --owner ADDRESS` first"], out.stderr
+
+
+def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_2(tmp_path,
+                                                                                   chain_home):
+    """09-cli.md: a refusal of rekey's own exits 2. A connected machine whose key-wraps file
+    is gone, with no epochs on chain to read the wraps from, has nothing to carry over: it
+    exited 5, the status of its snapshot push's unfunded-key refusal, which shared the code."""
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        (sb.kint_home / f"wraps-{space16}.json").unlink()
+        for flags in ((), ("--json",)):
+            out = sb.kint("rekey", "--smart-account", "--passphrase-stdin", *flags,
+                          input="any passphrase\n")
+            assert out.returncode == 2, (flags, out.stdout, out.stderr)
+            if flags:
+                assert json.loads(out.stdout) == {
+                    "error": "BAD_REQUEST", "message": "this machine holds no key wraps for "
+                    "this space", "hint": "run `kint connect` first"}, out.stdout
+            else:
+                assert out.stderr.splitlines() == [
+                    "kint: error: this machine holds no key wraps for this space [BAD_REQUEST]",
+                    "hint: run `kint connect` first"], out.stderr
+        assert kjson(sb, "status")["head"]["seq"] == 0  # nothing was anchored
+    finally:
+        sb.shutdown()
