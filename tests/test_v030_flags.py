@@ -147,3 +147,34 @@ def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_
         assert kjson(sb, "status")["head"]["seq"] == 0  # nothing was anchored
     finally:
         sb.shutdown()
+
+
+def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_rekey(tmp_path,
+                                                                                      chain_home):
+    """09-cli.md: compact refuses a whole state over 92,160 compressed bytes, and rekey's
+    snapshot makes the same check (05-keys.md); rekey's exit is 5 when its push fails, 2 only
+    for its own refusals. The refusal was BAD_REQUEST, rekey's own code, so rekey exited 2."""
+    import os
+
+    from chain_machines import owner_account, wallet_signature
+
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:  # three rows of random hex, ~40 KB compressed each: a push splits them, no snapshot
+        write_store(sb.sibyl_db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()}
+                                  for i in range(3)}, tenant=sb.tenant)
+        owner = kjson(sb, "connect", "--dev")["owner"]
+        assert len(kjson(sb, "push")["epochs"]) >= 2
+        head = kjson(sb, "status")["head"]
+        payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
+        signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
+        for argv, given in ((("compact",), None), (("rekey", "--signature", "-"), signature)):
+            out = sb.kint(*argv, input=given)
+            assert out.returncode == 5, (argv, out.stdout, out.stderr)
+            lines = out.stderr.splitlines()
+            assert lines[0].startswith("kint: error: the full state (") and lines[0].endswith(
+                "and snapshots are single-epoch [TOO_LARGE]"), out.stderr
+            assert lines[1] == ("hint: a snapshot (compact, rekey) is one epoch and cannot be "
+                                "split; `kint push` splits the changes across epochs"), out.stderr
+        assert kjson(sb, "status")["head"] == head  # nothing was anchored
+    finally:
+        sb.shutdown()
