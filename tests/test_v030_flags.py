@@ -110,17 +110,25 @@ def test_rekey_on_a_space_not_connected_is_its_own_refusal_exit_2(sandbox):
     """09-cli.md: rekey "refuses unless this machine is connected", and a refusal of rekey's
     own exits 2 (5 is for what its snapshot push meets). It exited 5, as a push's
     NOT_CONNECTED does, and only after asking for the vault passphrase."""
+    # stdin closed: no prompt
+    refused_with_2(sandbox, ("rekey", "--smart-account"), None, "NOT_CONNECTED",
+                   "this machine is not connected for this space",
+                   "run `kint connect --owner ADDRESS` first")
+
+
+def refused_with_2(sb, argv: tuple[str, ...], given: str | None, code: str, message: str,
+                   hint: str) -> None:
+    """`kint *argv` refuses with exit 2 in both shapes: two lines on stderr, and with
+    --json one object on stdout."""
     for flags in ((), ("--json",)):
-        out = sandbox.kint("rekey", "--smart-account", *flags)  # stdin closed: no prompt
+        out = sb.kint(*argv, *flags, input=given)
         assert out.returncode == 2, (flags, out.stdout, out.stderr)
         if flags:
-            assert json.loads(out.stdout) == {
-                "error": "NOT_CONNECTED", "message": "this machine is not connected for this "
-                "space", "hint": "run `kint connect --owner ADDRESS` first"}, out.stdout
+            assert json.loads(out.stdout) == {"error": code, "message": message,
+                                              "hint": hint}, out.stdout
         else:
-            assert out.stderr.splitlines() == [
-                "kint: error: this machine is not connected for this space [NOT_CONNECTED]",
-                "hint: run `kint connect --owner ADDRESS` first"], out.stderr
+            assert out.stderr.splitlines() == [f"kint: error: {message} [{code}]",
+                                               f"hint: {hint}"], out.stderr
 
 
 def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_2(tmp_path,
@@ -132,18 +140,10 @@ def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_
     try:
         space16 = kjson(sb, "connect", "--dev")["space"][:16]
         (sb.kint_home / f"wraps-{space16}.json").unlink()
-        for flags in ((), ("--json",)):
-            out = sb.kint("rekey", "--smart-account", "--passphrase-stdin", *flags,
-                          input="any passphrase\n")
-            assert out.returncode == 2, (flags, out.stdout, out.stderr)
-            if flags:
-                assert json.loads(out.stdout) == {
-                    "error": "BAD_REQUEST", "message": "this machine holds no key wraps for "
-                    "this space", "hint": "run `kint connect` first"}, out.stdout
-            else:
-                assert out.stderr.splitlines() == [
-                    "kint: error: this machine holds no key wraps for this space [BAD_REQUEST]",
-                    "hint: run `kint connect` first"], out.stderr
+        refused_with_2(sb, ("rekey", "--smart-account", "--passphrase-stdin"),
+                       "any passphrase\n", "BAD_REQUEST",
+                       "this machine holds no key wraps for this space",
+                       "run `kint connect` first")
         assert kjson(sb, "status")["head"]["seq"] == 0  # nothing was anchored
     finally:
         sb.shutdown()
@@ -176,5 +176,32 @@ def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_re
             assert lines[1] == ("hint: a snapshot (compact, rekey) is one epoch and cannot be "
                                 "split; `kint push` splits the changes across epochs"), out.stderr
         assert kjson(sb, "status")["head"] == head  # nothing was anchored
+    finally:
+        sb.shutdown()
+
+
+def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(tmp_path, chain_home):
+    """09-cli.md: `--over-skipped` is honoured only on a machine whose last pull skipped an
+    epoch. Elsewhere compact and rekey anchor as without it, as in v0.3.0, and now say so on
+    stderr (a flag given is honoured or reported); stdout is what v0.3.0 prints."""
+    from chain_machines import owner_account, wallet_signature
+
+    unused = ("kint: --over-skipped not used: this machine's last pull applied every epoch, so "
+              "the snapshot chains on the epoch it last saw, as without it")
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        owner = kjson(sb, "connect", "--dev")["owner"]
+        ok(sb.kint("push"))
+        dry = ok(sb.kint("compact", "--over-skipped", "--dry-run"))
+        assert dry.stderr.splitlines() == [unused], dry.stderr
+        assert dry.stdout.startswith("would anchor epoch 2:"), dry.stdout
+        payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
+        signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
+        rekeyed = ok(sb.kint("rekey", "--signature", "-", "--over-skipped", input=signature))
+        assert rekeyed.stderr.splitlines() == [unused], rekeyed.stderr
+        assert rekeyed.stdout.splitlines()[1].startswith("snapshot epoch 2 tx "), rekeyed.stdout
+        plain = ok(sb.kint("compact", "--dry-run"))  # without the flag: nothing said
+        assert plain.stderr == "", plain.stderr
     finally:
         sb.shutdown()

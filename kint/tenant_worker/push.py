@@ -53,6 +53,9 @@ log = logging.getLogger("kint.worker")
 NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
 SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
                            "`kint push` splits the changes across epochs")
+# `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
+OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
+                       "epoch, so the snapshot chains on the epoch it last saw, as without it")
 # The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
 # default, `kint connect`: this machine is connected, its key cannot write).
 UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
@@ -163,6 +166,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
             f"{seen.seq if seen else 0}: another machine pushed; {NOTHING_DROPPED}",
             "run `kint pull` first, or `kint pull --discard-local` when unanchored local "
             "changes make that pull a fork")
+    if over_skipped and as_snapshot and "override" not in said:
+        said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
     session = ctx.session_account()
     if not anchor.can_write(enrolment.owner, session.address):
         raise ProtocolError(ErrorCode.NOT_CONNECTED,

@@ -130,7 +130,8 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         return {"old_dek_id": current_id.hex(), "new_dek_id": dek_id(dek).hex(),
                 "snapshot": pushed["epochs"], "carried": len(wraps),
                 "dropped": [_describe(w) for w in missing], "recovery_file": str(path),
-                "note": OLD_CODE_NOTE}
+                "note": OLD_CODE_NOTE, **({"notices": pushed["notices"]}
+                                          if pushed.get("notices") else {})}
 
     return _locked(ctx, run)
 
