@@ -79,6 +79,11 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert refused.returncode == 5, refused.stderr
     assert (f"session key {connected['session']} is not authorized for owner "
             f"{owner.address}: authorize it (kint authorize) and fund it") in refused.stderr
+    # Its hint is the owner's next step, not NOT_CONNECTED's `kint connect` (it is connected).
+    assert refused.stderr.splitlines()[1] == (
+        "hint: the owner authorizes this machine's session key with `kint authorize` (direct, "
+        "page, or payload then submit) and it needs a little ETH; `kint session-key show` "
+        "says which is missing"), refused.stderr
     assert (f"session key {connected['session']} balance 0 ETH authorized False"
             in ok(a.kint("status")).stdout)
     authorize_machine(story["chain_home"], owner, connected["session"])

@@ -35,7 +35,8 @@ from kint.custody.wraps import read_wraps
 from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
-from kint.epochs.split import Chunk, MerkleState, plan_snapshot, split_diff
+from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapshot,
+                               split_diff)
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.tenant_worker.changes import diff, snapshot
@@ -52,6 +53,16 @@ from kint.tenant_worker.unanchored import counting_from, note_count
 log = logging.getLogger("kint.worker")
 
 NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
+SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
+                           "`kint push` splits the changes across epochs")
+# `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
+OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
+                       "epoch, so the snapshot chains on the epoch it last saw, as without it")
+# The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
+# default, `kint connect`: this machine is connected, its key cannot write).
+UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
+                     "(direct, page, or payload then submit) and it needs a little ETH; "
+                     "`kint session-key show` says which is missing")
 NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
@@ -157,17 +168,24 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
             f"{seen.seq if seen else 0}: another machine pushed; {NOTHING_DROPPED}",
             "run `kint pull` first, or `kint pull --discard-local` when unanchored local "
             "changes make that pull a fork")
+    if over_skipped and as_snapshot and "override" not in said:
+        said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
     session = ctx.session_account()
     if not anchor.can_write(enrolment.owner, session.address):
         raise ProtocolError(ErrorCode.NOT_CONNECTED,
                             f"session key {session.address} is not authorized for owner "
-                            f"{enrolment.owner}: authorize it (kint authorize) and fund it")
+                            f"{enrolment.owner}: authorize it (kint authorize) and fund it",
+                            UNAUTHORIZED_HINT)
     wires = wire_rows(changes.rows)
     try:
         chunks = ([plan_snapshot(wires, changes.deleted)] if as_snapshot else
                   split_diff(wires, changes.deleted, state_after=_state_after(mirror)))
     except EpochTooLarge as err:
-        raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
+        # TOO_LARGE, not BAD_REQUEST: a push's refusal (exit 5) for rekey too, whose own
+        # refusals are BAD_REQUEST (exit 2); a snapshot that cannot fit is what its push met.
+        raise ProtocolError(ErrorCode.TOO_LARGE, str(err),
+                            SNAPSHOT_TOO_LARGE_HINT if isinstance(err, SnapshotTooLarge)
+                            else NOTHING_DROPPED) from None
     if dry_run:
         return {**said, "pushed": 0, "dry_run": True, "epochs": [
             {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
@@ -289,6 +307,6 @@ def refused(err: ChainRefused) -> ProtocolError:
         return ProtocolError(ErrorCode.NOT_CONNECTED,
                              f"the chain refused the epoch: this machine's session key is not "
                              f"authorized for the owner; {NOTHING_DROPPED}",
-                             "authorize it (kint authorize) and fund it")
+                             UNAUTHORIZED_HINT)
     return ProtocolError(ErrorCode.INTERNAL, f"transaction would revert: {err}",
                          NOTHING_DROPPED)
