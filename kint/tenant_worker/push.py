@@ -35,6 +35,7 @@ from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import Chunk, MerkleState, plan_snapshot, split_diff
+from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.changes import diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
@@ -254,7 +255,7 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         tx = sender.send(signed)
         receipt = sender.wait(tx, signed)
     except ChainRefused as err:
-        state.files["pending"].unlink(missing_ok=True)
+        remove_file(state.files["pending"])
         raise refused(err) from None
     return record_landed(ctx, anchor, pending, receipt)
 
