@@ -61,7 +61,7 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 
 def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "push"):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),

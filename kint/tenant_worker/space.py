@@ -57,6 +57,10 @@ class SpaceContext:
     last_head_unavailable: str | None = None
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.
     progress: str | None = None
+    # The head-moving op running now and when it began (monotonic), beside its progress
+    # line in the heartbeat: the supervisor shows a line until the next beat, so a client
+    # tells the line of the op it asked for from the last one of an op before it.
+    head_op_began: tuple[str, float] | None = None
     # The agent sessions over this store (id -> last seen), the drift baseline of their
     # writes, and the one watcher of the space.
     sessions: dict[str, float] = field(default_factory=dict)
