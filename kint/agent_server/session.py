@@ -36,8 +36,9 @@ from kint.spaces import SpaceRef
 log = logging.getLogger("kint.server")
 
 KEEPALIVE_S = 60.0
-# How long an exiting server waits for the socket a keepalive or a tool call holds: short,
-# since a harness may SIGTERM it soon after closing stdin (the SDK's stdio client: 2 s).
+# How long an exiting server waits, in all, for an attach its keepalive is sending and for
+# the socket a tool call holds: short, since a harness may SIGTERM it soon after closing
+# stdin (the SDK's stdio client: 2 s).
 CLOSE_WAIT_S = 0.25
 
 
