@@ -55,7 +55,7 @@ log = logging.getLogger("kint.worker")
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "pull"):
             return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None

@@ -37,6 +37,7 @@ from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapshot,
                                split_diff)
+from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.tenant_worker.changes import diff, snapshot
@@ -73,7 +74,7 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 
 def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "push"):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
@@ -293,7 +294,7 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         tx = sender.send(signed)
         receipt = sender.wait(tx, signed)
     except ChainRefused as err:
-        state.files["pending"].unlink(missing_ok=True)
+        remove_file(state.files["pending"])
         raise refused(err) from None
     return record_landed(ctx, anchor, pending, receipt)
 

@@ -47,7 +47,7 @@ KIND_NAMES = {0x01: "wallet signature", 0x02: "passphrase", 0x03: "webauthn", 0x
 
 def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "rekey"):
             return fn()
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
