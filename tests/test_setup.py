@@ -120,6 +120,37 @@ def test_codex_home_and_the_global_tenant_and_db_are_honoured(sandbox, tmp_path)
     assert not (sandbox.home / ".codex").exists()
 
 
+def test_a_global_flag_and_an_env_that_disagree_are_refused_and_paths_made_absolute(
+        sandbox, tmp_path):
+    """`kint --tenant a setup --env KINT_TENANT=b` pinned b and dropped a without a word
+    (--db and SIBYL_MEMORY_DB the same): refused now. Agreeing ones are taken; a relative
+    path setting is made absolute from the folder setup runs in (a harness starts the
+    server in a folder of its own), as the store always was."""
+    config = sandbox.home / ".codex" / "config.toml"
+    for argv, message in (
+            (("--tenant", "team-a", "setup", "codex", "--env", "KINT_TENANT=team-b"),
+             "--tenant team-a and --env KINT_TENANT=team-b name two different tenants"),
+            (("--db", str(tmp_path / "a.db"), "setup", "codex", "--env",
+              f"SIBYL_MEMORY_DB={tmp_path / 'b.db'}"),
+             f"--db {tmp_path / 'a.db'} and --env SIBYL_MEMORY_DB={tmp_path / 'b.db'} name "
+             f"two different stores")):
+        out = sandbox.kint(*argv, env={"PATH": bare_path(tmp_path)})
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.splitlines()[0] == f"kint: error: {message} [BAD_REQUEST]"
+        assert not config.exists()
+    out = subprocess.run(
+        [KINT, "--tenant", "team-a", "--db", "stores/memory.db", "setup", "codex", "--env",
+         "KINT_TENANT=team-a", "--env", f"SIBYL_MEMORY_DB={tmp_path / 'stores' / 'memory.db'}",
+         "--env", "SIBYL_CREDENTIALS=creds/credentials.json"],
+        env={**sandbox.env, "PATH": bare_path(tmp_path)}, cwd=tmp_path, text=True,
+        capture_output=True, timeout=90, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    env = tomllib.loads(config.read_text())["mcp_servers"]["kint"]["env"]
+    assert env["KINT_TENANT"] == "team-a"
+    assert env["SIBYL_MEMORY_DB"] == str(tmp_path / "stores" / "memory.db")
+    assert env["SIBYL_CREDENTIALS"] == str(tmp_path / "creds" / "credentials.json")
+
+
 def test_codex_kint_written_inline_is_left_alone(sandbox):
     config = sandbox.home / ".codex" / "config.toml"
     config.parent.mkdir(parents=True)
@@ -173,6 +204,14 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     ("KINT_RPC_URL=https://base.example:K3Y/v2",  # a port that is no number: no traceback
      "--env KINT_RPC_URL: https://base.example:<bad port>/<redacted> has a user, path or "
      "query part"),
+    # A kint setting's value is checked as config.toml checks it: kint-server would log it
+    # and run with the default, out of sight of whoever ran setup.
+    ("KINT_QUIET_SECONDS=5m", "--env KINT_QUIET_SECONDS='5m' is not a number"),
+    ("KINT_POLL_SECONDS=0.5", "--env KINT_POLL_SECONDS=0.5 is below its minimum 1"),
+    ("KINT_NO_WATCHER=yes", "--env KINT_NO_WATCHER='yes' is not 1 (on) or 0 (off)"),
+    ("KINT_KEY_TTL=forever", "--env KINT_KEY_TTL='forever' is not a duration"),
+    ("KINT_CONTRACT=0x12", "--env KINT_CONTRACT='0x12' is not an address"),
+    ("KINT_HOME=relative/home", "--env KINT_HOME=relative/home is a relative path"),
 ])
 def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, message):
     out = setup(sandbox, "codex", "--env", pair)

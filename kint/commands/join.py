@@ -38,7 +38,7 @@ from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
-from kint.harnesses import parse_env
+from kint.harnesses import parse_env, pin_flag
 from kint.paths import kint_home, space_files
 from kint.protocol.errors import ErrorCode, ProtocolError, split_notices
 
@@ -343,7 +343,10 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     ref = resolve_space(obj)
     env = parse_env_pairs(env_pairs, ref.tenant)
     if db is not None or obj.db is not None:
-        env.setdefault("SIBYL_MEMORY_DB", ref.db)
+        try:
+            pin_flag(env, "SIBYL_MEMORY_DB", "--db", ref.db)
+        except SetupError as err:
+            usage_error(err.message, err.hint or None)
     args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
                         passphrase_prompt, False, recovery_code_stdin)
     home = kint_home()
