@@ -79,10 +79,15 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
     assert shown == {"address": None, "path": str(m.sb.kint_home / "session.key"),
                      "exists": False}
 
-    first = ok(m.kint("session-key", "create")).stdout.strip()
+    created = ok(m.kint("session-key", "create"))
+    first = created.stdout.strip()
     assert first.startswith("created: ") and ADDRESS.fullmatch(first.split(": ")[1])
+    # kint v0.3.0's next step (02-quickstart.md), on stderr: stdout is the one line.
+    assert created.stderr.splitlines() == [
+        "fund it with a little ETH on Base and authorize it from the owner (kint authorize ...)"]
     address = first.split(": ")[1]
-    assert ok(m.kint("session-key", "create")).stdout.strip() == f"exists: {address}"
+    again = ok(m.kint("session-key", "create"))
+    assert again.stdout.strip() == f"exists: {address}" and again.stderr == ""
     keystore = m.sb.kint_home / "session.key"
     assert stat.S_IMODE(keystore.stat().st_mode) == 0o600
     assert stat.S_IMODE(m.sb.kint_home.stat().st_mode) == 0o700

@@ -8,6 +8,7 @@ The tests run in file order on one machine."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -33,8 +34,18 @@ def _line(text: str, start: str) -> str:
 
 def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     assert not machine.sibyl_db.exists()
-    ok(machine.kint("connect", "--dev"))
+    connected = ok(machine.kint("connect", "--dev")).stdout.splitlines()
     assert not machine.sibyl_db.exists()  # connect makes no store
+    # kint v0.3.0's lines on a fresh vault (02-quickstart.md), in its order.
+    answer = kjson(machine, "status")
+    space16 = answer["space"][:16]
+    assert connected[0].startswith("connected: owner 0x"), connected
+    assert re.fullmatch(rf"space {space16}  key tag [0-9a-f]{{8}}  data key from fresh vault",
+                        connected[1]), connected
+    assert connected[2:] == [
+        f"fresh vault: recovery code written to {machine.kint_home / f'RECOVERY-{space16}.txt'}",
+        "copy that code somewhere that is not this machine; push refuses until the file exists",
+        f"session key: {answer['session']}"], connected
 
     status = ok(machine.kint("status")).stdout
     assert "None" not in status, status
