@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from chain_machines import RULE_1, kjson, new_machine, ok
+from chain_machines import RULE_1, devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
 
 
@@ -86,19 +86,31 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     assert not machine.sibyl_db.exists()  # and neither push nor verify makes one
 
 
-def test_the_first_row_is_anchored_and_verified(machine):
+def test_the_first_row_is_anchored_and_verified(machine, chain_home):
     client = sibyl_client(machine.sibyl_db, machine.tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE_1})
     client.storage.close()
-    pushed = kjson(machine, "push")
-    assert pushed["pushed"] == 1 and len(pushed["epochs"]) == 1
+    # kint v0.3.0's lines (02-quickstart.md, "The first push"): what the epoch carries, the
+    # head, where it landed and what it cost.
+    lines = ok(machine.kint("push")).stdout.splitlines()
+    assert len(lines) == 3, lines
+    carried = re.fullmatch(r"push: epoch 1, 1 rows, 0 deletions, bucket (\d+) B, (\d+) B "
+                           r"calldata", lines[0])
+    assert carried, lines
+    assert lines[1] == "anchored 1 epoch(s); head seq 1"
+    landed = re.fullmatch(rf"  epoch 1: tx (0x[0-9a-f]{{64}}) block (\d+) bucket "
+                          rf"{carried[1]} B rows 1 del 0 cost (\d+\.\d+) ETH", lines[2])
+    assert landed, lines
+    # The calldata is the transaction's own, as the chain holds it (what gas is paid on).
+    sent = devchain_anchor(chain_home).w3.eth.get_transaction(landed[1])["input"]
+    assert len(bytes(sent)) == int(carried[2])
     out = ok(machine.kint("verify", "release rule"))
     assert "DECISION: PROCEED" in out.stdout
     status = ok(machine.kint("status")).stdout
-    block = pushed["epochs"][0]["block"]
+    block = int(landed[2])
     assert _line(status, "last anchored on this machine:") == (
         f"last anchored on this machine: seq 1 block {block} rows 1")
-    digest = pushed["epochs"][0]["digest"]
+    digest = kjson(machine, "status")["chain_head"]["digest"]
     contract = kjson(machine, "status")["contract"]
     assert _line(status, "chain head:") == (f"chain head: seq 1 digest {digest[:16]} block "
                                             f"{block} (in step)  contract {contract}")
