@@ -10,12 +10,16 @@ from pathlib import Path
 
 from conftest import KINT, TENANT, write_store
 
+from kint.spaces import space_id
+
 
 def test_status_text_for_a_store_not_created_yet_and_one_with_rows(sandbox):
     out = sandbox.kint("status")
     assert out.returncode == 0, out.stderr
     assert "(not created yet)" in out.stdout
-    assert f"tenant:  {TENANT}" in out.stdout
+    # kint v0.3.0's first line (02-quickstart.md, "Check it"), then this kint's own.
+    assert out.stdout.splitlines()[0] == (f"tenant {TENANT}  space {space_id(TENANT)[:16]}  "
+                                          f"store {sandbox.sibyl_db}")
     write_store(sandbox.sibyl_db)
     out = sandbox.kint("status")
     assert "rows:    entity 1, state 0, reference 0, journal 1" in out.stdout
