@@ -104,17 +104,6 @@ def _stopper(step: str, obj: Ctx) -> Any:
     return on_error
 
 
-def tenant_source(explicit: str | None) -> str:
-    """Where the tenant came from, in the order kint.spaces resolves it."""
-    if explicit:
-        return "--tenant"
-    if settings.value("KINT_TENANT"):
-        return "KINT_TENANT"
-    if spaces.resolve_tenant(None) != spaces.SIBYL_DEFAULT_TENANT:
-        return "credentials.json"
-    return "Sibyl's default"
-
-
 def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
     """`--env K=V` pairs for the server process, checked before any step the way `kint
     setup` checks them (kint.harnesses.parse_env: names, and no secret or PYTHONPATH);
@@ -352,7 +341,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     home = kint_home()
     enrolment = _enrolment(home, ref.space16)
     anchor = _anchor(home, ref, enrolment)
-    source = tenant_source(obj.tenant)
+    source = spaces.tenant_origin(obj.tenant).source
 
     said = Said(as_json)
     said.result.update(owner=owner, tenant=ref.tenant, tenant_from=source, space=ref.space16,
