@@ -285,6 +285,27 @@ def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox
     assert len(backups(config.parent)) == 1  # the file was copied before its second change
 
 
+def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines(sandbox,
+                                                                                tmp_path):
+    """OpenClaw's `string` plugin prints lines of its own on every call; a failed `mcp set`
+    is reported with OpenClaw's reason, not with them (v0.3.0's setup drops them too)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "openclaw"
+    stand_in.write_text(f"#!{sys.executable}\nimport sys\n"
+                        "print('Error: config is locked by another openclaw process')\n"
+                        "for n in range(4):\n"
+                        "    print(f'[plugins] string-bridge: polling block {n}', "
+                        "file=sys.stderr)\n"
+                        "sys.exit(1)\n")
+    stand_in.chmod(0o755)
+    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{bin_dir}:{bare_path(tmp_path)}"})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        "openclaw: failed: `openclaw mcp set` exited 1: Error: config is locked by another "
+        "openclaw process"]
+
+
 def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
     """`kint join`'s harness step calls `run_setup` and reports as `kint setup --json` does
     (`reports_json`), each report's lines the ones `kint setup` prints."""

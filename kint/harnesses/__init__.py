@@ -234,8 +234,11 @@ def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None
                           capture_output=True, timeout=timeout)
 
 
-def tail(proc: subprocess.CompletedProcess[str], lines: int = 3) -> str:
-    text = "\n".join(x for x in (proc.stdout + "\n" + proc.stderr).splitlines() if x.strip())
+def tail(proc: subprocess.CompletedProcess[str], lines: int = 3, noise: str = "") -> str:
+    """The last `lines` lines a harness's CLI printed, for a failure's line; lines that
+    contain `noise` (a plugin's chatter) are left out."""
+    text = "\n".join(x for x in (proc.stdout + "\n" + proc.stderr).splitlines()
+                     if x.strip() and not (noise and noise in x.lower()))
     last = text.splitlines()[-lines:]
     return " | ".join(s.strip() for s in last) or f"exit status {proc.returncode}"
 
