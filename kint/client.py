@@ -33,6 +33,9 @@ from kint.supervisor.pidlock import HolderWatch
 CLIENT_GRACE_S = 2.0
 # While waiting for a reply, how often the client checks that its supervisor still runs.
 LIVENESS_EVERY_S = 1.0
+# The status gives a progress line's age to the millisecond: a line of an op that began
+# within this of the call being sent still counts as the call's.
+PROGRESS_AGE_SLACK_S = 0.01
 _RCVTIMEO = int(zmq.RCVTIMEO)
 # The hints of the two ways a supervisor fails a call it was sent: it never answered, or
 # it exited first. Named, so that kint-server can say them in an agent's words.
@@ -208,6 +211,25 @@ class Client:
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
         self._socket().send(_encoded(request))
+
+    def progress_line(self, space16: str, op: str, sent_at: float) -> str | None:
+        """The space's progress line, when it is of an `op` that began after `sent_at` (this
+        process's time.monotonic() when the call it reports on was sent); else None, as
+        when the status does not answer (the call itself says what went wrong). The
+        supervisor gives a worker's line as of its last beat and keeps it until the next,
+        so without the check the first line shown for a call could be the last one of the
+        op before it, or of another op the space ran meanwhile."""
+        try:
+            rows = self.call("sup.status", timeout_s=2)["spaces"]
+        except KintError:
+            return None
+        row = next((r for r in rows if r["space"] == space16), None)
+        if row is None or not row.get("progress") or row.get("progress_op") != op:
+            return None
+        age = row.get("progress_age_s")
+        if age is None or age > time.monotonic() - sent_at + PROGRESS_AGE_SLACK_S:
+            return None
+        return row["progress"]
 
     def _roundtrip(self, request: Request, wait_s: float, *, fresh_socket: bool = False,
                    serving: int | None = None) -> Reply:

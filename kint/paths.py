@@ -161,6 +161,18 @@ def replace_file(path: Path, data: bytes, *, mode: int) -> None:
     fsync_dir(path.parent)
 
 
+def remove_file(path: Path) -> None:
+    """Remove `path` (nothing to do when it is gone already), then fsync its folder, as
+    `replace_file` does after its rename. Every record of crash state under KINT_HOME (a
+    push's pending epoch, a pull's apply journal, a lost store's restore, a nonce given
+    back, a converted layout's old files) is removed this way: until the folder is
+    synced the removal may be lost with the power, and the record would come back after
+    the restart, naming a step already finished (a push settled, an epoch recorded) that
+    the next start would act on again."""
+    path.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a rename or link in `folder` durable (best effort: not every OS allows it)."""
     try:

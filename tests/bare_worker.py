@@ -17,6 +17,16 @@ from conftest import TENANT, write_store
 from kint.protocol import worker_wire
 
 
+def bound_router(address: str) -> zmq.Socket:
+    """A ROUTER bound at `address` (an ipc:// one), LINGER 0 so closing it never waits on
+    a peer: what a test holds in the supervisor's place (the back socket a worker talks
+    to, the front socket a client calls)."""
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(address)
+    return router
+
+
 @contextmanager
 def bare_worker(tmp_path: Path, token: bytes) -> Iterator[tuple[Any, zmq.Socket]]:
     """(the worker, the ROUTER in the supervisor's place), over a store of one tenant."""
@@ -26,9 +36,7 @@ def bare_worker(tmp_path: Path, token: bytes) -> Iterator[tuple[Any, zmq.Socket]
     home = tmp_path / "kint"
     home.mkdir(mode=0o700)
     address = f"ipc://{tmp_path}/back.sock"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(address)
+    router = bound_router(address)
     cfg = WorkerConfig(space_id=token[:32].hex(), label=TENANT, tenant=TENANT,
                        db=str(write_store(tmp_path / "memory.db")), kint_home=str(home),
                        back_address=address, supervisor_pid=os.getpid(), idle_beat_s=2.5)

@@ -357,3 +357,56 @@ def test_the_watcher_says_what_an_earlier_session_left_and_defaults_bad_settings
             agent.close()
     finally:
         sb.shutdown()
+
+
+def _corrupt_past_the_first_page(db) -> None:
+    """Zero every page of the store but the first: SQLite still opens it (its header and
+    schema are on page 1), and any read of a row fails as a malformed image."""
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (page,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    for suffix in ("-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.seek(page)
+        f.write(bytes(size - page))
+
+
+def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
+    """Seed 001: a store kint cannot read holds the push, because an unchecked push is what
+    the hold exists to stop. kint-server's pushes come back HELD naming the store, anchoring
+    nothing; a push from a terminal is refused naming the file, not as a crash inside the
+    worker."""
+    from conftest import sibyl_client
+    from kint.client import Client, KintError
+    from kint.spaces import resolve
+
+    tenant, db = "kint-unreadable", tmp_path / "unreadable.db"
+    client = sibyl_client(db, tenant)
+    client.set_entity("rules", "release-gate", {"rule": RULE})
+    client.storage.close()
+    scope = ("--tenant", tenant, "--db", str(db))
+    ok(box.kint(*scope, "connect", "--dev"))
+    ok(box.kint(*scope, "push"))
+    _corrupt_past_the_first_page(db)
+
+    ref = resolve(tenant, db)
+    with Client(box.kint_home, autostart=False) as kint:
+        with pytest.raises(KintError) as held:
+            kint.call("push", tenant=ref.tenant, db=ref.db, space=ref.label,
+                      args={"hold_reason": "tool"}, timeout_s=120)
+    assert held.value.code == "HELD", held.value
+    assert held.value.message.startswith(
+        f"refusing to anchor: kint cannot read the store {db} ("), held.value.message
+    assert held.value.hint == "nothing was anchored and nothing was dropped"
+    assert f"push HELD (tool): refusing to anchor: kint cannot read the store {db}" in (
+        box.kint_home / "supervisor.log").read_text()
+
+    terminal = box.kint(*scope, "push")
+    assert terminal.returncode == PUSH_PULL_REFUSED and "[INTERNAL]" in terminal.stderr, \
+        terminal.stderr
+    assert f"the store {db} cannot be read (" in terminal.stderr
+    assert "nothing was anchored" in terminal.stderr
+    assert "failed inside the worker" not in terminal.stderr

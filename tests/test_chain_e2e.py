@@ -79,6 +79,11 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert refused.returncode == 5, refused.stderr
     assert (f"session key {connected['session']} is not authorized for owner "
             f"{owner.address}: authorize it (kint authorize) and fund it") in refused.stderr
+    # Its hint is the owner's next step, not NOT_CONNECTED's `kint connect` (it is connected).
+    assert refused.stderr.splitlines()[1] == (
+        "hint: the owner authorizes this machine's session key with `kint authorize` (direct, "
+        "page, or payload then submit) and it needs a little ETH; `kint session-key show` "
+        "says which is missing"), refused.stderr
     assert (f"session key {connected['session']} balance 0 ETH authorized False"
             in ok(a.kint("status")).stdout)
     authorize_machine(story["chain_home"], owner, connected["session"])
@@ -289,6 +294,12 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
         assert pulled["applied_epochs"][0]["block"] == compact["epochs"][0]["block"]
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == snap
+        # The state row `focus` was written long before the snapshot, which carried it
+        # unchanged. On a machine that restored from the snapshot, the snapshot is the
+        # oldest epoch it holds, and its block is the one a check names (seed 000).
+        focus = _focus_check(e)
+        assert (focus["anchored_seq"], focus["anchored_block"]) == (
+            snap, compact["epochs"][0]["block"]), focus
         full = kjson(e, "pull", "--full")
         assert 1 in full["backfilled"]
         # v0.3.0's summary of a backfill (03-new-machine.md, "Snapshots and --full").
@@ -297,8 +308,38 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
                                    f"history"), full
         lines = ok(e.kint("history", "entity", "release-gate", "--category", "rules")).stdout
         assert int(lines.splitlines()[0].split()[1]) == 1
+        # Once --full has cached the epochs before the snapshot, the block named is the one
+        # of the epoch that last changed the row (a snapshot does not move it), as history
+        # shows it, not the snapshot's.
+        written = kjson(e, "history", "state", "focus")["versions"][-1]
+        assert written["seq"] < snap and "snapshot" not in written, written
+        focus = _focus_check(e)
+        assert (focus["status"], focus["anchored_seq"], focus["anchored_block"],
+                focus["anchored_tx"]) == ("verified", written["seq"], written["block"],
+                                          written["tx"]), focus
+        # A restore that starts at the snapshot again (the store moved aside) names the
+        # same epoch: the cache still holds the ones before the snapshot.
+        again = kjson(e, "pull", "--discard-local")
+        assert again["applied"] == [snap, snap + 1] and again["backups"], again
+        assert _focus_check(e)["anchored_seq"] == written["seq"]
+        # A damaged older cache file costs that finer provenance, never the restore: the
+        # pull goes through and the snapshot, the oldest epoch it could read, is named.
+        space16 = kjson(e, "status")["space"]
+        (e.kint_home / "epochs" / space16 / f"{written['seq']:08d}.json.gz").write_bytes(
+            b"not a gzip member")
+        assert kjson(e, "pull", "--discard-local")["applied"] == [snap, snap + 1]
+        assert _focus_check(e)["anchored_seq"] == snap
+        assert "provenance: kept as applied: kint's state file " in (
+            e.kint_home / "supervisor.log").read_text()
     finally:
         e.shutdown()
+
+
+def _focus_check(machine) -> dict:
+    """verify's check of the state row `focus` (the only hit of the query `focus`)."""
+    result = kjson(machine, "verify", "focus", "--no-write")
+    assert result["decision"] == "proceed", result
+    return next(c for c in result["checks"] if (c["tier"], c["key"]) == ("state", "focus"))
 
 
 def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, chain_home):

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-import zmq
 
+from bare_worker import bound_router
 from conftest import pid_alive, write_store
 from kint.client import CLIENT_GRACE_S, Client, SupervisorUnavailable
 from kint.paths import (FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir,
@@ -126,9 +126,7 @@ def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
     home = tmp_path / "kint"
     holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
     folder, _ = prepare_socket_dir(home)
-    front = zmq.Context.instance().socket(zmq.ROUTER)
-    front.setsockopt(zmq.LINGER, 0)
-    front.bind(f"ipc://{folder / FRONT_SOCKET}")
+    front = bound_router(f"ipc://{folder / FRONT_SOCKET}")
     done = threading.Event()
 
     def answer_the_first_only() -> None:
@@ -182,10 +180,7 @@ def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
     home = tmp_path / "kint"
     holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
     folder, _ = prepare_socket_dir(home)
-    ctx = zmq.Context.instance()
-    silent = ctx.socket(zmq.ROUTER)
-    silent.setsockopt(zmq.LINGER, 0)
-    silent.bind(f"ipc://{folder / FRONT_SOCKET}")
+    silent = bound_router(f"ipc://{folder / FRONT_SOCKET}")
     heard: list[bytes] = []
     done = threading.Event()
 

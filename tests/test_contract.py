@@ -35,6 +35,9 @@ from kint.chain.calls import ChainRefused
 from kint.chain.artifact import epoch_anchor_artifact, load_artifact
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker
+from kint.epochs.envelope import Header
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.head_header import HEADER_WALK_EPOCHS, newest_readable_header
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN_ID = devchain.CHAIN_ID
@@ -73,6 +76,11 @@ TOPICS = {
     "StartSeqSet(address,bytes32,uint64)":
         "0x429767075b5fba88ebcab612058dbfc8613825fa68a59fa886f002c46636fa3e",
 }
+
+
+VECTORS = json.loads((ROOT / "tests" / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
+# Epoch 1 of kint v0.3.0's vectors: a real envelope, whose header parses whoever pushes it.
+KINT_BLOB = bytes.fromhex(VECTORS["epoch1"]["blob"])
 
 
 def _signature(item: dict[str, Any]) -> str:
@@ -265,6 +273,19 @@ def test_push_chains_and_records_prev_block(dev):
     assert dev.anchor.head(dev.actor(0).address, space).seq == 0
 
 
+def test_push_calldata_is_byte_for_byte_the_vectors(dev):
+    """kint's own encoder (what push sends) against v0.3.0's push calldata of epoch 1, and
+    the devchain's contract takes those very bytes and stores keccak(ct) as the digest."""
+    call = VECTORS["push_calldata"]
+    data = dev.anchor.encode_push(call["owner"], call["space"], call["prev"], KINT_BLOB)
+    assert "0x" + data.hex() == call["data"] and data[:4].hex() == call["selector"][2:]
+    assert len(KINT_BLOB) == call["ct_length"]
+    owner, space = dev.actor(), _space()
+    r = dev.send(owner, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST, KINT_BLOB))
+    assert dev.anchor.epoch_from_receipt(r).digest == call["ct_keccak"]
+    assert dev.anchor.head(owner.address, space).digest == call["ct_keccak"]
+
+
 def test_push_calldata_refuses_what_the_event_does_not_describe(dev):
     owner, space = dev.actor(), _space()
     ct = b"the epoch" + os.urandom(64)
@@ -399,6 +420,34 @@ def test_eoa_signature_authorizes_once(dev):
     assert dev.refused(key, call).error == "BadSignature"
 
 
+def test_the_authorization_digest_is_the_documented_eip712(dev):
+    """11-contract.md: domain `name "kint EpochAnchor"`, `version "1"`, `chainId`,
+    `verifyingContract`, and the type written out there. Hashed here by hand from those
+    strings, so the contract and kint's typed data cannot drift together."""
+    owner, key = dev.actor(0).address, dev.actor(0).address
+    expiry, nonce, deadline = 1_900_000_000, 7, 1_800_000_000
+    def word(n: int) -> bytes:
+        return n.to_bytes(32, "big")
+
+    def address(a: str) -> bytes:
+        return bytes(12) + bytes.fromhex(a[2:])
+
+    domain = keccak(keccak(b"EIP712Domain(string name,string version,uint256 chainId,"
+                           b"address verifyingContract)")
+                    + keccak(b"kint EpochAnchor") + keccak(b"1") + word(CHAIN_ID)
+                    + address(dev.anchor.address))
+    struct = keccak(keccak(b"SessionKeyAuthorization(address owner,address key,uint64 expiry,"
+                           b"uint256 nonce,uint256 deadline)")
+                    + address(owner) + address(key) + word(expiry) + word(nonce) + word(deadline))
+    digest = keccak(b"\x19\x01" + domain + struct)
+    assert dev.anchor.domain_separator() == domain.hex()
+    assert dev.anchor.authorization_digest(owner, key, expiry, nonce, deadline) == digest.hex()
+    typed = authorization_typed_data(CHAIN_ID, dev.anchor.address, owner, key, expiry, nonce,
+                                     deadline)
+    signable = encode_typed_data(full_message=typed)
+    assert (signable.header, signable.body) == (domain, struct)
+
+
 def test_eoa_signature_encodings(dev):
     owner, key = dev.actor(0), dev.actor()
     expiry, deadline = dev.now() + 86400, dev.now() + 300
@@ -449,6 +498,26 @@ def test_past_deadline_is_refused_before_the_signature(dev):
         assert dev.refused(key, dev.anchor.encode_set_session_key_by_sig(
             owner.address, key.address, expiry, deadline, signature)).error == "AuthorizationExpired"
     assert dev.anchor.auth_nonce(owner.address) == 0
+
+
+def test_an_authorization_is_good_through_the_second_of_its_deadline(dev):
+    """AuthorizationExpired when block.timestamp > deadline (11-contract.md): mined in the
+    deadline's own second it lands, one second later it reverts and consumes nothing."""
+    owner, key = dev.actor(0), dev.actor()
+    deadline = dev.now() + 30
+    expiry = deadline + 86400
+    sig = _sign(owner, dev, owner.address, key.address, expiry, 0, deadline)
+    at = dev.mined(key, dev.anchor.encode_set_session_key_by_sig(
+        owner.address, key.address, expiry, deadline, sig), timestamp=deadline)
+    assert at["status"] == 1 and dev.anchor.session_key_expiry(owner.address, key.address) == expiry
+    assert dev.anchor.auth_nonce(owner.address) == 1
+    deadline = dev.now() + 30
+    sig = _sign(owner, dev, owner.address, key.address, expiry + 1, 1, deadline)
+    late = dev.mined(key, dev.anchor.encode_set_session_key_by_sig(
+        owner.address, key.address, expiry + 1, deadline, sig), timestamp=deadline + 1)
+    assert late["status"] == 0
+    assert dev.anchor.auth_nonce(owner.address) == 1
+    assert dev.anchor.session_key_expiry(owner.address, key.address) == expiry
 
 
 @pytest.mark.parametrize("action", ["revokeSessionKey", "setSessionKey"])
@@ -534,6 +603,58 @@ def test_start_seq_is_monotone_per_owner_and_space(dev):
     # It is a hint and nothing more: push ignores it.
     dev.send(owner, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST, b"seq 1"))
     assert dev.anchor.head(owner.address, space).seq == 1
+
+
+# --- connect's walk back to a header that parses --------------------------------------------
+
+
+
+def _push_chain(dev: Dev, owner: LocalAccount, space: str, blobs: list[bytes]) -> list[Any]:
+    """Anchor `blobs` in order as owner's epochs in `space`; their receipts."""
+    receipts, prev = [], dev.anchor.head(owner.address, space).digest
+    for blob in blobs:
+        receipts.append(dev.send(owner, dev.anchor.encode_push(owner.address, space, prev, blob)))
+        prev = keccak(blob).hex()
+    return receipts
+
+
+def test_connect_looks_at_the_head_and_the_31_epochs_before_it(dev, caplog):
+    """v0.3.0's connect and rekey take the wraps from the newest epoch whose header parses,
+    looking at 32 epochs at most, the head included (12-kint-core.md: at most 31 before the
+    head). One more epoch that does not parse puts the readable one out of reach."""
+    assert HEADER_WALK_EPOCHS == 32
+    owner, space = dev.actor(), _space()
+    junk = [b"not a kint epoch " + os.urandom(40) + bytes([i]) for i in range(32)]
+    (good,) = _push_chain(dev, owner, space, [KINT_BLOB])
+    _push_chain(dev, owner, space, junk[:31])
+    head = dev.anchor.head(owner.address, space)
+    assert head.seq == 32
+    with caplog.at_level("WARNING", logger="kint.worker"):
+        found = newest_readable_header(dev.anchor, owner.address, space, head)
+    assert (found.seq, found.block, found.blob) == (1, good["blockNumber"], KINT_BLOB)
+    assert found.header == Header.decode(KINT_BLOB)
+    assert (f"connect: using epoch 1 at block {good['blockNumber']}, the newest readable one"
+            in caplog.text)
+
+    _push_chain(dev, owner, space, junk[31:])
+    head = dev.anchor.head(owner.address, space)
+    with pytest.raises(ProtocolError) as info:
+        newest_readable_header(dev.anchor, owner.address, space, head)
+    assert info.value.code is ErrorCode.RPC_UNAVAILABLE
+    assert str(info.value) == ("cannot read the head epoch: none of the 32 newest epochs "
+                               "(seq 33 down to 2) has a header that parses, and connect "
+                               "looks at 32 at most")
+
+
+def test_connect_refuses_a_chain_where_no_epoch_parses(dev):
+    owner, space = dev.actor(), _space()
+    _push_chain(dev, owner, space, [b"\x02 a header from the future " + bytes(80), b"junk"])
+    with pytest.raises(ProtocolError) as info:
+        newest_readable_header(dev.anchor, owner.address, space,
+                               dev.anchor.head(owner.address, space))
+    assert str(info.value) == ("cannot read the head epoch: none of the 2 newest epochs (seq 2 "
+                               "down to 1) has a header that parses, and connect looks at 32 "
+                               "at most")
 
 
 # --- revert decoding ------------------------------------------------------------------------

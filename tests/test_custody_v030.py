@@ -8,13 +8,19 @@ here is a tmp_path; scrypt runs at the production cost (N = 2^17) where a vector
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
+import unicodedata
 from pathlib import Path
 
 import keyring
 import keyring.backend
 import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
@@ -167,6 +173,25 @@ def test_the_three_keks_and_tags_are_the_vectors(derived, name):
 def test_scrypt_parameters_are_the_vectors():
     assert VECTORS["scrypt"] == {"N": keks.SCRYPT_N, "r": keks.SCRYPT_R, "p": keks.SCRYPT_P,
                                  "dkLen": keks.SCRYPT_LEN}
+
+
+def test_passphrases_are_their_utf8_bytes_as_typed(derived, tmp_path):
+    """No Unicode normalisation (05-keys.md): the vector's salt passphrase is the composed
+    "café"; its decomposed spelling is other bytes, so it stretches to another salt and
+    another KEK. The stretch is scrypt(UTF-8, salt = owner20, 2^17, 8, 1, 32), computed
+    here by hashlib from that definition."""
+    composed = KEKS["signature_salted"]["passphrase"]
+    assert composed == "caf\u00e9"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed == "cafe\u0301"
+    stretched = keks.stretch_passphrase(decomposed, OWNER, home=tmp_path)
+    assert stretched == hashlib.scrypt(decomposed.encode("utf-8"),
+                                       salt=bytes.fromhex(OWNER[2:]), n=2**17, r=8, p=1,
+                                       dklen=32, maxmem=2**28)
+    assert stretched != keks.stretch_passphrase(composed, OWNER, home=tmp_path)
+    other = keks.signature_kek(SIGNATURE, OWNER, SPACE, salt_passphrase=decomposed,
+                               home=tmp_path)
+    assert other != derived["signature_salted"] and other != derived["signature"]
 
 
 def test_empty_passphrases_are_refused(tmp_path):
@@ -367,6 +392,24 @@ def test_vault_cache_round_trip_and_expiry(home, monkeypatch):
     # Caching again renews the deadline.
     VC.cache_data_key(home, SPACE, DEK, ttl=60, now=2_000_000)
     assert VC.read_cached_key(home, SPACE, now=2_000_059).dek == DEK
+
+
+def test_the_vault_cache_is_sealed_under_hkdf_of_the_local_secret(home, monkeypatch):
+    """05-keys.md: AES-256-GCM under HKDF-SHA256(local secret, info "kint-vault-cache-v1"),
+    with the space id in hex as the AAD. Opened here from that definition alone (the
+    nonce and the sealed expiry and key at the offsets the module's layout gives)."""
+    secret = "a local secret, ünïcode too"
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", secret)
+    VC.cache_data_key(home, SPACE, DEK, ttl=60, now=1_000)
+    data = VC.vault_cache_path(home, SPACE).read_bytes()
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+               info=b"kint-vault-cache-v1").derive(secret.encode("utf-8"))
+    nonce, sealed = data[12:24], data[24:]
+    assert AESGCM(key).decrypt(nonce, sealed, SPACE.encode("ascii")) == \
+        (1_060).to_bytes(8, "big") + DEK
+    for other_aad in (SPACE.upper().encode("ascii"), bytes.fromhex(SPACE)):
+        with pytest.raises(InvalidTag):
+            AESGCM(key).decrypt(nonce, sealed, other_aad)
 
 
 def test_vault_cache_default_ttl_is_24_hours(home):

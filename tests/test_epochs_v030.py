@@ -81,6 +81,7 @@ from kint.epochs.split import (
 )
 from kint.rows.canon import Row, canonical_id, journal_content_key
 from kint.rows.merkle import EMPTY_ROOT, MerkleTree, verify_proof
+from kint.spaces import space_id
 
 V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
 DEK = bytes.fromhex(V["dek"])
@@ -148,6 +149,14 @@ def hand_seal(raw: bytes, *, flags: int = 0, seq: int = 1, prev: str = ZERO,
 
 
 # --- rows, leaves, roots (kint.rows against the vectors) --------------------------------
+
+
+def test_the_space_of_a_tenant() -> None:
+    """keccak256("kint-space-v1" || tenant): the vectors' tenant, and the demo tenant whose
+    head 11-contract.md reads with cast (`space bd2a3b5b8f3fb4c8` in kint status)."""
+    assert space_id(V["tenant"]) == SPACE
+    assert space_id("kint-demo") == ("bd2a3b5b8f3fb4c81658d863b90018f1af511c28b33356fc81c2de"
+                                     "406be98cb0")
 
 
 def test_every_row_leaf_and_id() -> None:
@@ -486,6 +495,23 @@ def test_garbage_plaintext_refused(raw: bytes) -> None:
         parse_plaintext(raw)
 
 
+@pytest.mark.parametrize("changes", [{"seq": 2**64 - 1}, {"seq": 1}, {"n_rows": 0},
+                                     {"rows": [], "deleted": []}])
+def test_plaintext_at_the_edges_of_its_fields_is_read(changes: dict[str, Any]) -> None:
+    """The other side of the refusals above: seq is a uint64 from 1 (it rides in the AAD
+    as one), a row count of 0 and an epoch with no rows are an empty state's."""
+    parsed = parse_plaintext(_doc(**changes))
+    for key, value in changes.items():
+        got = getattr(parsed, key)
+        assert (list(got) if isinstance(got, tuple) else got) == value
+    assert aad(owner=OWNER, space=SPACE, seq=2**64 - 1, prev=ZERO, bucket=2**32 - 1,
+               rows_root=E1["rows_root"], dek_id=dek_id(DEK))
+    for seq, bucket in ((2**64, 4096), (1, 2**32), (-1, 4096)):
+        with pytest.raises(ValueError):
+            aad(owner=OWNER, space=SPACE, seq=seq, prev=ZERO, bucket=bucket,
+                rows_root=E1["rows_root"], dek_id=dek_id(DEK))
+
+
 def test_plaintext_refuses_duplicate_rows_and_ignores_unknown_keys() -> None:
     doc = json.loads(build_epoch1())
     doc["rows"].append(doc["rows"][0])
@@ -718,6 +744,50 @@ def test_snapshot_is_one_epoch_or_refused() -> None:
     assert str(info.value) == (
         f"the full state (4000 rows) compresses to {size} bytes, more than the 92160 bytes "
         "one epoch can carry, and snapshots are single-epoch")
+
+
+# Hex text of one fixed seed: a row whose body is its first n characters measures a little
+# more with each n, which lets a test hit the limit to the byte.
+_EDGE_TEXT = random.Random(92160).randbytes(100_000).hex()
+
+
+def edge_row(target: int) -> WireRow:
+    """An entity row that measures exactly `target` on its own (found by bisecting the body
+    length, then a scan around it; gzip output grows by 0 or 1 byte per hex digit here)."""
+    def row(n: int) -> WireRow:
+        return WireRow("entity", "edge", "notes", body=_EDGE_TEXT[:n])
+
+    lo, hi = 0, len(_EDGE_TEXT)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if measure([row(mid)]) < target else (lo, mid)
+    for n in range(max(lo - 64, 0), lo + 64):
+        if measure([row(n)]) == target:
+            return row(n)
+    raise AssertionError(f"no body length near {lo} measures exactly {target}")
+
+
+def test_the_epoch_limit_at_its_exact_edge() -> None:
+    """06-epochs.md: one epoch carries at most 92,160 measured bytes. A row measuring
+    exactly that is one epoch (a diff or a snapshot), and it seals into the largest bucket;
+    one byte more is refused by name."""
+    assert EPOCH_LIMIT == 92_160 and HEADROOM == 512 and BUCKETS[-1] == 98_304
+    at, over = edge_row(EPOCH_LIMIT), edge_row(EPOCH_LIMIT + 1)
+    (chunk,) = split_diff([at], [], state_after=MerkleState().apply)
+    assert chunk.rows == (at,) and chunk.measured == EPOCH_LIMIT
+    assert plan_snapshot([at]).measured == EPOCH_LIMIT
+    with pytest.raises(RowTooLarge) as info:
+        split_diff([over], [], state_after=MerkleState().apply)
+    assert info.value.measured == EPOCH_LIMIT + 1
+    with pytest.raises(SnapshotTooLarge) as snap:
+        plan_snapshot([over])
+    assert snap.value.measured == EPOCH_LIMIT + 1
+    raw = build_plaintext(tenant=V["tenant"], space=SPACE, seq=1, prev=ZERO, rows=chunk.rows,
+                          rows_root=chunk.rows_root, n_rows=chunk.n_rows, created_at=CREATED_AT)
+    blob, header = seal(raw, dek=DEK, owner=OWNER, space=SPACE, seq=1, prev=ZERO,
+                        rows_root=chunk.rows_root, wraps=WRAPS, snapshot=False)
+    assert header.bucket == BUCKETS[-1] and len(blob) == header.length + BUCKETS[-1] + 16
+    assert open_epoch(blob, dek=DEK, **epoch_args(E1)).plaintext.rows == (at,)
 
 
 def test_measure_is_gzip_plus_headroom() -> None:

@@ -18,6 +18,7 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from bare_worker import bound_router
 from conftest import write_store
 from kint.paths import back_address
 from kint.protocol import worker_wire
@@ -113,9 +114,7 @@ def test_the_kernel_names_the_process_behind_a_message(tmp_path):
     folder = tmp_path / "s"
     folder.mkdir(mode=0o700)
     address = f"ipc://{folder / 'back.sock'}"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(address)
+    router = bound_router(address)
     sender = subprocess.Popen([sys.executable, "-c", (
         "import sys, time, zmq\n"
         "s = zmq.Context().socket(zmq.DEALER); s.connect(sys.argv[1])\n"

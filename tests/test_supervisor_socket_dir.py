@@ -115,3 +115,44 @@ def test_a_short_socket_folder_of_our_own_left_open_is_not_used(tmp_path):
         shutil.rmtree(planted, ignore_errors=True)
         if used is not None:
             shutil.rmtree(used, ignore_errors=True)
+
+
+# Connects to the socket named in argv[1] (relative to the folder it runs in), sends a ZMTP 3
+# greeting, and says whether a ZeroMQ peer greeted back or the connection was closed on it.
+_KNOCK = ("import socket,sys\n"
+          "s=socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])\n"
+          "try:\n"
+          "    s.sendall(b'\\xff'+bytes(8)+b'\\x7f\\x03\\x00'+b'NULL'+bytes(16)+b'\\x00'+bytes(31))\n"
+          "    got = s.recv(64)\n"
+          "except (BrokenPipeError, ConnectionResetError, socket.timeout):\n"
+          "    got = b''\n"
+          "print('GREETED' if got[:1] == b'\\xff' else 'CLOSED', flush=True)\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
+                    reason="needs root (to act as another user) and a system python3")
+def test_another_user_is_turned_away_even_where_the_folder_was_loosened(tmp_path):
+    """The socket folder's 0700 keeps other users out; a folder loosened under a running
+    supervisor (a `chmod -R` of the home) must not let them in: the supervisor has ZeroMQ
+    close every connection whose peer the kernel says is another user, on both sockets."""
+    from kint.paths import BACK_SOCKET, FRONT_SOCKET
+
+    sb = make_sandbox(tmp_path / "machine")
+    try:
+        sb.start()
+        folder = socket_dir(sb.kint_home)
+        os.chmod(folder, 0o711)
+        for name in (FRONT_SOCKET, BACK_SOCKET):
+            os.chmod(folder / name, 0o777)
+            # This user is greeted: what the check below reads is ZeroMQ's answer.
+            ours = subprocess.run([SYSTEM_PYTHON, "-c", _KNOCK, name], cwd=folder,
+                                  capture_output=True, text=True, timeout=30)
+            assert ours.stdout.strip() == "GREETED", ours
+            # `cwd` is entered before the user is changed: the folders above it stay shut.
+            theirs = subprocess.run([SYSTEM_PYTHON, "-c", _KNOCK, name], cwd=folder,
+                                    user=NOBODY, capture_output=True, text=True, timeout=30)
+            assert theirs.stdout.strip() == "CLOSED", (name, theirs)
+        os.chmod(folder, 0o700)  # the client talks only through a private folder
+        assert sb.call("status", sb.sibyl_db)["worker"]["pid"] > 0  # this user is served
+    finally:
+        sb.shutdown()

@@ -110,14 +110,98 @@ def test_rekey_on_a_space_not_connected_is_its_own_refusal_exit_2(sandbox):
     """09-cli.md: rekey "refuses unless this machine is connected", and a refusal of rekey's
     own exits 2 (5 is for what its snapshot push meets). It exited 5, as a push's
     NOT_CONNECTED does, and only after asking for the vault passphrase."""
+    # stdin closed: no prompt
+    refused_with_2(sandbox, ("rekey", "--smart-account"), None, "NOT_CONNECTED",
+                   "this machine is not connected for this space",
+                   "run `kint connect --owner ADDRESS` first")
+
+
+def refused_with_2(sb, argv: tuple[str, ...], given: str | None, code: str, message: str,
+                   hint: str) -> None:
+    """`kint *argv` refuses with exit 2 in both shapes: two lines on stderr, and with
+    --json one object on stdout."""
     for flags in ((), ("--json",)):
-        out = sandbox.kint("rekey", "--smart-account", *flags)  # stdin closed: no prompt
+        out = sb.kint(*argv, *flags, input=given)
         assert out.returncode == 2, (flags, out.stdout, out.stderr)
         if flags:
-            assert json.loads(out.stdout) == {
-                "error": "NOT_CONNECTED", "message": "this machine is not connected for this "
-                "space", "hint": "run `kint connect --owner ADDRESS` first"}, out.stdout
+            assert json.loads(out.stdout) == {"error": code, "message": message,
+                                              "hint": hint}, out.stdout
         else:
-            assert out.stderr.splitlines() == [
-                "kint: error: this machine is not connected for this space [NOT_CONNECTED]",
-                "hint: run `kint connect --owner ADDRESS` first"], out.stderr
+            assert out.stderr.splitlines() == [f"kint: error: {message} [{code}]",
+                                               f"hint: {hint}"], out.stderr
+
+
+def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_2(tmp_path,
+                                                                                   chain_home):
+    """09-cli.md: a refusal of rekey's own exits 2. A connected machine whose key-wraps file
+    is gone, with no epochs on chain to read the wraps from, has nothing to carry over: it
+    exited 5, the status of its snapshot push's unfunded-key refusal, which shared the code."""
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        (sb.kint_home / f"wraps-{space16}.json").unlink()
+        refused_with_2(sb, ("rekey", "--smart-account", "--passphrase-stdin"),
+                       "any passphrase\n", "BAD_REQUEST",
+                       "this machine holds no key wraps for this space",
+                       "run `kint connect` first")
+        assert kjson(sb, "status")["head"]["seq"] == 0  # nothing was anchored
+    finally:
+        sb.shutdown()
+
+
+def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_rekey(tmp_path,
+                                                                                      chain_home):
+    """09-cli.md: compact refuses a whole state over 92,160 compressed bytes, and rekey's
+    snapshot makes the same check (05-keys.md); rekey's exit is 5 when its push fails, 2 only
+    for its own refusals. The refusal was BAD_REQUEST, rekey's own code, so rekey exited 2."""
+    import os
+
+    from chain_machines import owner_account, wallet_signature
+
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:  # three rows of random hex, ~40 KB compressed each: a push splits them, no snapshot
+        write_store(sb.sibyl_db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()}
+                                  for i in range(3)}, tenant=sb.tenant)
+        owner = kjson(sb, "connect", "--dev")["owner"]
+        assert len(kjson(sb, "push")["epochs"]) >= 2
+        head = kjson(sb, "status")["head"]
+        payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
+        signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
+        for argv, given in ((("compact",), None), (("rekey", "--signature", "-"), signature)):
+            out = sb.kint(*argv, input=given)
+            assert out.returncode == 5, (argv, out.stdout, out.stderr)
+            lines = out.stderr.splitlines()
+            assert lines[0].startswith("kint: error: the full state (") and lines[0].endswith(
+                "and snapshots are single-epoch [TOO_LARGE]"), out.stderr
+            assert lines[1] == ("hint: a snapshot (compact, rekey) is one epoch and cannot be "
+                                "split; `kint push` splits the changes across epochs"), out.stderr
+        assert kjson(sb, "status")["head"] == head  # nothing was anchored
+    finally:
+        sb.shutdown()
+
+
+def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(tmp_path, chain_home):
+    """09-cli.md: `--over-skipped` is honoured only on a machine whose last pull skipped an
+    epoch. Elsewhere compact and rekey anchor as without it, as in v0.3.0, and now say so on
+    stderr (a flag given is honoured or reported); stdout is what v0.3.0 prints."""
+    from chain_machines import owner_account, wallet_signature
+
+    unused = ("kint: --over-skipped not used: this machine's last pull applied every epoch, so "
+              "the snapshot chains on the epoch it last saw, as without it")
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        owner = kjson(sb, "connect", "--dev")["owner"]
+        ok(sb.kint("push"))
+        dry = ok(sb.kint("compact", "--over-skipped", "--dry-run"))
+        assert dry.stderr.splitlines() == [unused], dry.stderr
+        assert dry.stdout.startswith("would anchor epoch 2:"), dry.stdout
+        payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
+        signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
+        rekeyed = ok(sb.kint("rekey", "--signature", "-", "--over-skipped", input=signature))
+        assert rekeyed.stderr.splitlines() == [unused], rekeyed.stderr
+        assert rekeyed.stdout.splitlines()[1].startswith("snapshot epoch 2 tx "), rekeyed.stdout
+        plain = ok(sb.kint("compact", "--dry-run"))  # without the flag: nothing said
+        assert plain.stderr == "", plain.stderr
+    finally:
+        sb.shutdown()

@@ -113,6 +113,32 @@ def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, cha
         sb.shutdown()
 
 
+def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(tmp_path,
+                                                                              chain_home):
+    """05-keys.md: with no local passphrase the session key cannot be loaded, `no local
+    passphrase: set KINT_SESSION_PASSPHRASE`; 09-cli.md: exit 3 for that, `pull` too. The
+    same secret seals the key cache, and pull said so as a missing data key, exit 5."""
+    from conftest import sibyl_client
+
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        kjson(sb, "connect", "--dev")
+        kjson(sb, "push")
+        sb.shutdown()  # a worker that unlocked the keys holds them: the next one cannot
+        (sb.kint_home / "local.secret").unlink()
+        sb.start_entitled()
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "later", {"rule": "kept"})
+        for command in ("pull", "push"):
+            out = sb.kint(command)
+            assert out.returncode == 3, (command, out.stdout, out.stderr)
+            assert out.stderr.splitlines()[0] == (
+                "kint: error: no local passphrase: set KINT_SESSION_PASSPHRASE; then run kint "
+                "connect [NO_SESSION_KEY]"), out.stderr
+    finally:
+        sb.shutdown()
+
+
 def test_a_push_of_two_epochs_prints_v030s_lines_in_its_order():
     # 02-quickstart.md, "The first push": what each epoch carries (before it is sent, in
     # v0.3.0), the head, then where each landed. The calldata is push(owner, space, prev,

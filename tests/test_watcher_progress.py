@@ -5,9 +5,16 @@ set, not only while an op runs.
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py), the
 test supervisor and the space's worker, a real watcher started by a session's `attach`.
 The proxy answers every receipt null while the push runs (a slow block), so the push
-stays at its epoch long enough for a beat to carry its progress to the supervisor."""
+stays at its epoch long enough for a beat to carry its progress to the supervisor.
+
+The line says which op it is of and how long ago that op began: the supervisor keeps a
+line until the next beat, so a `kint push` or a `memory_pull` sent just after another op
+ended would otherwise show that op's last line as its own first one. The client shows a
+line only for its call's op begun since the call was sent (Client.progress_line)."""
 
 from __future__ import annotations
+
+import time
 
 from chain_machines import machine_behind_proxy, ok
 from conftest import sibyl_client
@@ -17,6 +24,7 @@ WAIT = {"timeout": 30, "interval": 0.2}
 
 
 def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, chain_home):
+    before = time.monotonic()
     with machine_behind_proxy(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
                               KINT_QUIET_SECONDS="0") as (sb, proxy):
         attached = sb.call("attach", sb.sibyl_db,
@@ -35,6 +43,17 @@ def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, c
         assert "push: epoch 1 of 1" in shown, shown  # the table's OP column says so too
 
         assert row["head"]["seq"] == 0  # nothing anchored yet: the push waits for its receipt
+
+        # Whose line it is: a push, begun since `before`, and not before the last beat.
+        assert row["progress_op"] == "push", row
+        assert 0 <= row["progress_age_s"] <= time.monotonic() - before, row
+        with sb.client() as client:
+            line = client.progress_line(row["space"], "push", before)
+            assert line is not None and line.startswith("push: epoch 1 of 1"), line
+            # Another op's call is not shown a push's line, nor a push sent after this
+            # one began: the line is the last of an op before it.
+            assert client.progress_line(row["space"], "pull", before) is None
+            assert client.progress_line(row["space"], "push", time.monotonic()) is None
 
         proxy.forward()
         row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["progress"] is None

@@ -152,6 +152,7 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
     the second is in flight), so status follows them every second, not every 2.5 s."""
     from kint.tenant_worker import pending
     from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.head_lock import head_op
     from kint.tenant_worker.process import Worker
 
     home = tmp_path / "kint"
@@ -169,7 +170,16 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         assert worker._next_beat == now + BEAT_SECONDS
         beat = worker._beat_message(now, 0, None, None, BEAT_SECONDS)[0]["state"]
         assert beat["progress"] == "push: epoch 1 of 2 (10 rows)"  # no op in flight
+        assert beat["progress_op"] is None  # no head op said whose it is
         worker.ctx.progress = None
+        with head_op(worker.ctx, "push", lock_file=False):
+            worker.ctx.progress = "push: epoch 1 of 2 (10 rows)"
+            began = worker.ctx.head_op_began[1]
+            beat = worker._beat_message(began + 2.5, 0, None, None, BEAT_SECONDS)[0]["state"]
+            # Whose line, and how long ago its op began: a client shows it only for its
+            # own call (the supervisor keeps it until the next beat).
+            assert (beat["progress_op"], beat["progress_age_s"]) == ("push", 2.5), beat
+        assert worker.ctx.progress is None and worker.ctx.head_op_began is None
         seen = []
         monkeypatch.setattr(pending, "resolve_pending_at_start",
                             lambda ctx: seen.append(worker.inflight.snapshot()[:2]))

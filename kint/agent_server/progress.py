@@ -6,7 +6,9 @@ a `notifications/progress`, the line as its `message`.
 The line is the one `kint pull`/`kint push` show on a terminal (kint.commands.common): the
 worker's heartbeat carries it and the supervisor's status gives it (kint.supervisor.status),
 so reading it never waits on the worker. It is read once a second on a socket of its own,
-since the session's is held by the very call it reports on. `progress` counts the lines
+since the session's is held by the very call it reports on, and sent only when it is the
+call's own (its op, begun since the call started: kint.client.Client.progress_line), not
+the last line of an earlier op that the supervisor still shows. `progress` counts the lines
 sent (it must only grow); no `total` is given, because the worker's line is the only
 measure there is and its epochs are not known up front (a pull walks back to find them).
 """
@@ -21,12 +23,13 @@ from typing import Awaitable, Callable
 import anyio
 import anyio.to_thread
 
-from kint.client import Client, KintError
+from kint.client import Client
 
 log = logging.getLogger("kint.server")
 
-# The tools whose calls report progress: the two that apply or anchor epochs one by one.
-REPORTED = frozenset({"memory_pull", "memory_push"})
+# The tools whose calls report progress, with the worker's op each runs: the two that
+# apply or anchor epochs one by one.
+REPORTED = {"memory_pull": "pull", "memory_push": "push"}
 POLL_S = 1.0
 
 
@@ -38,16 +41,12 @@ class ProgressLines:
         self._client: Client | None = None
         self._lock = threading.Lock()  # one thread at a time on a ZeroMQ socket
 
-    def line(self) -> str | None:
+    def line(self, op: str, sent_at: float) -> str | None:
+        """The line of the space's `op` begun since `sent_at` (time.monotonic()), or None."""
         with self._lock:
             if self._client is None:
                 self._client = Client(self.home, autostart=False)
-            try:
-                rows = self._client.call("sup.status", timeout_s=2)["spaces"]
-            except KintError:  # no line this time; the call itself says what went wrong
-                return None
-        return next((row.get("progress") for row in rows if row["space"] == self.space16),
-                    None)
+            return self._client.progress_line(self.space16, op, sent_at)
 
     def close(self) -> None:
         """Close the socket, unless a read still uses it (the server exits anyway)."""

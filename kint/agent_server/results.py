@@ -25,7 +25,7 @@ PUSH_RUNNING = "a push is already running"
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
 _PUSH_CODES = {"NO_DATA_KEY": "KEY_EXPIRED", "GAP": "PUSH_FAILED",
-               "BAD_REQUEST": "PUSH_FAILED"}
+               "BAD_REQUEST": "PUSH_FAILED", "TOO_LARGE": "PUSH_FAILED"}
 _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "PULL_FAILED"}
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).

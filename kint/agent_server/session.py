@@ -11,6 +11,12 @@ a `note_write` cast for every write its tool path made, and on the way out casts
 tool threads share one lock, because a ZeroMQ socket belongs to one thread at a time; an
 exit that finds it held by a tool call still waiting on the worker (the client went away
 mid-call) casts from a socket of its own rather than wait out the call's bound.
+
+The keepalive attaches on a socket of its own: on the session's, it waited behind every
+long tool call (a pull, up to TOOL_WAIT_S), and one that woke as the session closed sent
+its attach after the goodbye, so the worker counted a gone server as attached until
+SESSION_TTL_S. Each attach is sent under `_beat`, after a look at `_stop`; `close()` sets
+`_stop` and then takes `_beat`, so no attach leaves once the goodbye may have.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from kint import settings
@@ -29,8 +36,9 @@ from kint.spaces import SpaceRef
 log = logging.getLogger("kint.server")
 
 KEEPALIVE_S = 60.0
-# How long an exiting server waits for the socket a keepalive or a tool call holds: short,
-# since a harness may SIGTERM it soon after closing stdin (the SDK's stdio client: 2 s).
+# How long an exiting server waits, in all, for an attach its keepalive is sending and for
+# the socket a tool call holds: short, since a harness may SIGTERM it soon after closing
+# stdin (the SDK's stdio client: 2 s).
 CLOSE_WAIT_S = 0.25
 
 
@@ -42,6 +50,8 @@ class AgentSession:
         self._client = Client(home)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # Held while the keepalive sends an attach (see the module's docstring).
+        self._beat = threading.Lock()
         self._keepalive: threading.Thread | None = None
         self.watcher = not settings.value("KINT_NO_WATCHER")
         self._logged: set[str] = set()
@@ -52,11 +62,17 @@ class AgentSession:
 
     def call(self, op: str, args: dict[str, Any] | None = None, timeout_s: float = 60
              ) -> dict[str, Any]:
+        with self._lock:
+            return self._call_on(self._client, op, args, timeout_s)
+
+    def _call_on(self, client: Client, op: str, args: dict[str, Any] | None,
+                 timeout_s: float) -> dict[str, Any]:
+        """`op` on `client`'s socket, which the caller's thread alone uses; its notices
+        logged."""
         try:
-            with self._lock:
-                result = self._client.call(op, tenant=self.ref.tenant, db=self.ref.db,
-                                           space=self.ref.label, args=self._args(args),
-                                           timeout_s=timeout_s)
+            result = client.call(op, tenant=self.ref.tenant, db=self.ref.db,
+                                 space=self.ref.label, args=self._args(args),
+                                 timeout_s=timeout_s)
         except KintError as err:  # a refusal carries its notices under its hint
             self._log_notices(split_notices(err.hint)[1])
             raise
@@ -86,17 +102,28 @@ class AgentSession:
             log.warning("%s not sent: %s", op, err.message)
 
     def attach(self, timeout_s: float = 30) -> None:
-        self.call("attach", {"session": self.id, "watcher": self.watcher}, timeout_s=timeout_s)
+        self.call("attach", self._attach_args(), timeout_s=timeout_s)
         self._keepalive = threading.Thread(target=self._keep, name="kint-keepalive",
                                            daemon=True)
         self._keepalive.start()
 
+    def _attach_args(self) -> dict[str, Any]:
+        return {"session": self.id, "watcher": self.watcher}
+
     def _keep(self) -> None:
-        while not self._stop.wait(KEEPALIVE_S):
-            try:
-                self.call("attach", {"session": self.id, "watcher": self.watcher}, 30)
-            except KintError as err:
-                log.info("keepalive: %s", err.message)
+        """Attach again every KEEPALIVE_S, on this thread's own socket, until `close()`."""
+        client = Client(self._home)
+        try:
+            while not self._stop.wait(KEEPALIVE_S):
+                with self._beat:
+                    if self._stop.is_set():  # close() began while this one waited
+                        return
+                    try:
+                        self._call_on(client, "attach", self._attach_args(), 30)
+                    except KintError as err:
+                        log.info("keepalive: %s", err.message)
+        finally:
+            client.close()
 
     def note_write(self, tier: str, category: str | None, key: str, leaf: str | None) -> None:
         self.wrote = True
@@ -111,8 +138,14 @@ class AgentSession:
         """Ask the worker for one exit push when this session wrote, and let go: it
         finishes after we are gone. Either way the worker learns the session ended."""
         self._stop.set()
+        deadline = time.monotonic() + CLOSE_WAIT_S  # one wait for both locks
+        # An attach the keepalive is sending now leaves before the goodbye; none after it.
+        # One still waiting on a slow worker is not waited out: the worker ignores an
+        # attach of a session that has said goodbye, whichever it runs first.
+        if self._beat.acquire(timeout=CLOSE_WAIT_S):
+            self._beat.release()
         op, timeout_s = ("exit_push", 900.0) if self.wrote else ("detach", 30.0)
-        if not self._lock.acquire(timeout=CLOSE_WAIT_S):
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             # A tool call the exiting server no longer waits for holds this socket (the
             # worker goes on with it): say goodbye on a socket of this thread's own.
             log.info("a tool call is still waiting on the worker; it goes on there")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from typing import Any, Callable
 
 import anyio
@@ -80,13 +81,14 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 def serve(mcp: FastMCP, tools: list[KintTool],
           before_call: Callable[[str], dict[str, Any] | None] = lambda _: None,
-          progress_line: Callable[[], str | None] | None = None) -> None:
+          progress_line: Callable[[str, float], str | None] | None = None) -> None:
     """Name the server, give it its instructions and add kint's tools to Sibyl's.
     `before_call(tool)` runs before every tool call (kint-server: build Sibyl's client when
     the store could not be opened before, so Sibyl's tools never build an unwrapped one);
     what it returns, when not None, is the call's answer instead (a store deleted under
-    the server: kint.agent_server.wrapped_client). `progress_line()` reads the worker's
-    progress line, sent to a client that asked for progress (kint.agent_server.progress)."""
+    the server: kint.agent_server.wrapped_client). `progress_line(op, sent_at)` reads the
+    worker's progress line of `op` begun since `sent_at`, sent to a client that asked for
+    progress (kint.agent_server.progress)."""
     low = mcp._mcp_server  # the SDK's lowlevel Server under FastMCP
     low.name = SERVER_NAME
     low.version = __version__
@@ -115,6 +117,7 @@ def serve(mcp: FastMCP, tools: list[KintTool],
         name, arguments = req.params.name, req.params.arguments or {}
         tool = by_name.get(name)
         if tool is not None:  # kint's: in a thread, while the loop answers the rest
+            sent_at = time.monotonic()  # before the worker can have begun this call's op
             work = gate.off_loop(name, lambda: run_kints(tool, arguments))
             token = req.params.meta.progressToken if req.params.meta else None
             if token is None or progress_line is None or name not in progress.REPORTED:
@@ -126,7 +129,8 @@ def serve(mcp: FastMCP, tools: list[KintTool],
                     token, sent, message=line, related_request_id=context.request_id)
 
             async with anyio.create_task_group() as reports:
-                reports.start_soon(progress.report, progress_line, send)
+                op, read = progress.REPORTED[name], progress_line
+                reports.start_soon(progress.report, lambda: read(op, sent_at), send)
                 answer = await work
                 reports.cancel_scope.cancel()
             return types.ServerResult(answer)

@@ -34,7 +34,7 @@ import orjson
 
 from kint import settings
 from kint.envsettings import pid_alive
-from kint.paths import atomic_write, ensure_private_dir
+from kint.paths import atomic_write, ensure_private_dir, remove_file
 
 log = logging.getLogger("kint.nonces")
 
@@ -143,7 +143,7 @@ class NonceBook:
         with self._locked():
             entries = self._entries()
             if entries and max(e.nonce for e in entries) == nonce:
-                self._path(nonce).unlink(missing_ok=True)
+                remove_file(self._path(nonce))
                 return
             entry = self._entry(nonce)
             if entry is not None:

@@ -184,8 +184,10 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
                        command: str | None = None, *,
                        on_error: OnError | None = None) -> dict[str, Any]:
     """`space_call`, showing the worker's progress on stderr when it is a terminal: the
-    call runs in a thread while this one reads the space's heartbeat once a second."""
+    call runs in a thread while this one reads the space's heartbeat once a second, and
+    shows a line only when it is this call's (its op, begun since the call was sent)."""
     import threading
+    import time
 
     if not sys.stderr.isatty():
         return space_call(obj, op, args, timeout_s, command, on_error=on_error)
@@ -202,16 +204,13 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
             box["error"] = explained(err, ref)
 
     worker = threading.Thread(target=run, daemon=True)
+    sent_at = time.monotonic()
     worker.start()
     shown = ""
     with obj.client(autostart=False) as watcher:
         while worker.is_alive():
             worker.join(1.0)
-            try:
-                rows = watcher.call("sup.status", timeout_s=2)["spaces"]
-            except KintError:
-                continue
-            line = next((r.get("progress") for r in rows if r["space"] == ref.space16), None)
+            line = watcher.progress_line(ref.space16, op, sent_at)
             if line and line != shown:
                 click.echo(f"\r\x1b[2K{line}", err=True, nl=False)
                 shown = line

@@ -31,9 +31,10 @@ FRESHNESS = 6
 # `kint supervisor status` (and `reload`) when no supervisor runs for KINT_HOME.
 NO_SUPERVISOR = 3
 
-# `rekey` exits 2 for its own refusals (a key it cannot carry over; a space not connected,
-# which the command checks before it sends: owner_flag.refuse_unconnected) but shares push's
-# codes for what its snapshot push meets.
+# `rekey` exits 2 for its own refusals (a key it cannot carry over, BAD_REQUEST or WRONG_KEY;
+# a machine with no key wraps to carry, BAD_REQUEST; a space not connected, which the command
+# checks before it sends: owner_flag.refuse_unconnected) but shares push's codes for what its
+# snapshot push meets (NOT_CONNECTED there is an unfunded or unauthorized session key, 5).
 _ANCHORING = frozenset({"push", "compact", "rekey"})
 _RESTORING = frozenset({"pull", "join"})
 

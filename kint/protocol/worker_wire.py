@@ -57,6 +57,9 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "watcher_failure": (dict,),
     "has_work": (bool,),
     "progress": (str,),
+    # The head op the progress line is of, and how long ago it began.
+    "progress_op": (str,),
+    "progress_age_s": (float, int),
     "own_mib": (float, int),
     "every_s": (float, int),
 }

@@ -44,6 +44,7 @@ from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
 from kint.supervisor.ownership import Ownership
 from kint.supervisor.pause import ScheduleWatch
+from kint.supervisor.peer import admit_only_this_user
 from kint.supervisor.routing import ClientRouting
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
@@ -120,6 +121,10 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # No handover: a second connection claiming a worker's route is refused, never
         # handed the route (routes are secret anyway, see worker_wire.route_for).
         self.back.setsockopt(zmq.ROUTER_HANDOVER, 0)
+        for sock, name in ((self.front, FRONT_SOCKET), (self.back, BACK_SOCKET)):
+            if not admit_only_this_user(sock):
+                log.warning("this libzmq cannot check a peer's user on %s; the socket "
+                            "folder's mode alone keeps other users out", name)
         self._bind_sockets()
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)

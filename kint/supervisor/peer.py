@@ -9,6 +9,7 @@ these; where the OS says nothing, the answer is None and the token alone decides
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import zmq
@@ -35,3 +36,19 @@ def peer_credentials(frame: zmq.Frame) -> PeerCredentials | None:
     _, uid, gid, pid = parts
     return PeerCredentials(uid=int(uid), gid=int(gid) if gid.isdigit() else None,
                            pid=int(pid) if pid.isdigit() else None)
+
+
+def admit_only_this_user(sock: zmq.Socket) -> bool:
+    """Have ZeroMQ close, at accept, every ipc connection whose peer the kernel says runs
+    as another user: the socket folder's 0700 already keeps them out, but a folder loosened
+    under a running supervisor (a `chmod -R` on the home, a restore from a backup) would
+    otherwise let any local user's requests in until the next check of the folder. The
+    check is the kernel's (SO_PEERCRED), made once per connection, nothing per message.
+
+    False where this libzmq cannot ask the kernel (built without peer credentials): the
+    folder's mode is then the only guard, and the caller says so in the log."""
+    try:
+        sock.setsockopt(zmq.IPC_FILTER_UID, os.getuid())
+    except (zmq.ZMQError, AttributeError):
+        return False
+    return True

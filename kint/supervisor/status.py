@@ -42,6 +42,14 @@ def _watcher_failure(handle: WorkerHandle, since: float) -> dict[str, Any] | Non
             "retry_in_s": round(max(0.0, float(failure.get("retry_in_s") or 0.0) - since), 3)}
 
 
+def _progress_origin(beat: dict[str, Any], since: float) -> dict[str, Any]:
+    """The op the progress line is of and how long ago it began, as of now: a client
+    shows the line only for its own call's op (the line stays until the next beat)."""
+    age = beat.get("progress_age_s")
+    return {"progress_op": beat.get("progress_op"),
+            "progress_age_s": round(float(age) + since, 3) if age is not None else None}
+
+
 def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
     beat = handle.beat
     # How long ago the last beat was made: its ages are as of then.
@@ -67,6 +75,7 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "held": beat.get("held"),
         "watcher_failure": _watcher_failure(handle, since),
         "progress": beat.get("progress"),
+        **_progress_origin(beat, since),
         "memory_mib": beat.get("own_mib") if handle.alive else None,
         "restarts": handle.restarts,
         "last_exit": handle.last_exit,

@@ -19,7 +19,7 @@ from pathlib import Path
 from kint.epochs.buckets import gunzip
 from kint.epochs.errors import PayloadError, PlaintextError
 from kint.epochs.plaintext import Plaintext, parse_plaintext
-from kint.paths import apply_journal_path, atomic_write
+from kint.paths import apply_journal_path, atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import canonical_id
 from kint.tenant_worker.changes import Changes
@@ -38,7 +38,7 @@ def begin(state: SpaceState, payload: bytes) -> None:
 
 
 def end(state: SpaceState) -> None:
-    journal_path(state).unlink(missing_ok=True)
+    remove_file(journal_path(state))
 
 
 def interrupted(state: SpaceState) -> Plaintext | None:

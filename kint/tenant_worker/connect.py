@@ -68,7 +68,7 @@ class SuppliedKey:
 
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        with head_op(ctx, lock_file=False):
+        with head_op(ctx, "connect", lock_file=False):
             return _connect(ctx, args)
     except custody_errors.CustodyError as err:
         raise as_protocol_error(err) from None

@@ -11,13 +11,25 @@ from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.space import SpaceContext
 
 
+NO_LOCAL_SECRET_HINT = ("this machine's session key and key cache are sealed under its local "
+                        "passphrase (KINT_SESSION_PASSPHRASE, the Keychain on macOS, else "
+                        "KINT_HOME/local.secret): give back the one they were made with; "
+                        "nothing was dropped")
+
+
 def current_data_key(ctx: SpaceContext) -> bytes:
     """The cached data key, or NO_DATA_KEY saying why (missing, expired, another local
-    passphrase); nothing is dropped either way."""
+    passphrase), NO_SESSION_KEY when there is no local passphrase at all; nothing is
+    dropped either way."""
     try:
         found = read_cached_key(ctx.config.home, ctx.config.space_id)
     except custody_errors.CustodyError as err:
         raise as_protocol_error(err) from None
+    if not isinstance(found, CachedKey) and found.reason == "no-local-secret":
+        # v0.3.0's words for a session key that cannot be loaded (05-keys.md): the local
+        # passphrase seals the session key and this cache alike. NO_SESSION_KEY, so `pull`
+        # exits 3 for it as push does (09-cli.md: "pull too, for the session key").
+        raise ProtocolError(ErrorCode.NO_SESSION_KEY, found.message, NO_LOCAL_SECRET_HINT)
     if not isinstance(found, CachedKey):
         raise ProtocolError(ErrorCode.NO_DATA_KEY, found.message,
                             "run `kint connect --owner ADDRESS` with the wallet's signature, "

@@ -8,7 +8,9 @@ names exactly the value it holds now, or when it changed (or an anchored row van
 with no note from any session to explain it (a store that lost every anchored row,
 changes.store_lost, is named as such: a plain pull restores them). A row that was never
 anchored is not drift.
-A held push anchors nothing and drops nothing. `kint push` from a terminal is never held.
+A store kint cannot read holds a server-side push too (`unreadable`): which rows changed
+cannot be told. A held push anchors nothing and drops nothing. `kint push` from a terminal
+is never held.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from kint.tenant_worker.verify import REFUSAL_CATEGORY
 log = logging.getLogger("kint.worker")
 
 HOLD_HINT = "nothing was anchored and nothing was dropped; memory_verify still refuses the row"
+UNREADABLE_HOLD_HINT = "nothing was anchored and nothing was dropped"
 
 
 @dataclass
@@ -114,6 +117,21 @@ class DriftBaseline:
                 f"({', '.join(refused)}). Anchoring would make the chain vouch for it. Check "
                 f"the store, then `kint push` from your own terminal (or `kint pull "
                 f"--discard-local` to restore the anchored value).", reason, _now())
+        return self._record(hold, reason)
+
+    def unreadable(self, db: str, why: str, reason: str) -> Hold:
+        """The hold over a store kint cannot read: which rows changed behind Sibyl's tools
+        cannot be told, and an unchecked push is what the hold exists to stop."""
+        hold = Hold(
+            f"refusing to anchor: kint cannot read the store {db} ({why}), so it cannot tell "
+            f"which rows changed behind Sibyl's tools. Check the store file (kint only reads "
+            f"it); `kint pull --discard-local` moves it aside and restores the anchored "
+            f"values.", reason, _now())
+        return self._record(hold, reason) or hold
+
+    def _record(self, hold: Hold | None, reason: str) -> Hold | None:
+        """Keep `hold` for `memory_status` (None: nothing is held now), and log each
+        distinct hold once."""
         with self._lock:
             if hold is not None and self.held is not None and self.held.message == hold.message:
                 hold = self.held  # the same hold: keep who found it first, and when
@@ -126,7 +144,7 @@ class DriftBaseline:
         return hold
 
 
-def hold_error(hold: Hold) -> Any:
+def hold_error(hold: Hold, hint: str = HOLD_HINT) -> Any:
     from kint.protocol import ErrorCode, ProtocolError
 
-    return ProtocolError(ErrorCode.HELD, hold.message, HOLD_HINT)
+    return ProtocolError(ErrorCode.HELD, hold.message, hint)

@@ -3,9 +3,11 @@ key (05-keys.md, "One data key, many wraps"; 06-epochs.md, "An epoch nobody can 
 
 Connect, rekey and recovery-code all start here. The head epoch's header decides which
 keys open the vault, unless its bytes do not parse as a kint header (an epoch a leaked
-session key appended, say): then the walk goes back through `prevBlock`, at most 32
-epochs, to the newest one that does. Only a header that does not parse is stepped over; a
-header that parses but whose wraps none of the supplied keys open stops the caller.
+session key appended, say): then the walk goes back through `prevBlock` to the newest one
+that does, looking at 32 epochs at most: the head and the 31 before it, as v0.3.0 does
+(12-kint-core.md, "An epoch that does not open"). Only a header that does not parse is
+stepped over; a header that parses but whose wraps none of the supplied keys open stops
+the caller.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from kint.protocol import ErrorCode, ProtocolError
 
 log = logging.getLogger("kint.worker")
 
-MAX_WALK_BACK = 32
+# How many epochs connect and rekey look at for a header that parses, the head included.
+HEADER_WALK_EPOCHS = 32
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,9 @@ def read_head(anchor: Anchor, owner: str, space: str) -> Head:
 
 def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head
                            ) -> ReadableHeader:
-    """The header of the head epoch, or of the newest within 32 before it that parses."""
+    """The header of the head epoch, or of the newest of the 31 before it that parses."""
     seq, block, digest = head.seq, head.block, head.digest
-    for _ in range(MAX_WALK_BACK + 1):
+    for _ in range(HEADER_WALK_EPOCHS):
         if seq < 1:
             break
         try:
@@ -77,5 +80,6 @@ def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head
             log.warning("connect: using epoch %d at block %d, the newest readable one",
                         seq, block)
         return ReadableHeader(seq, block, header, blob)
-    raise _unreadable(f"cannot read the head epoch: no epoch within {MAX_WALK_BACK} of the "
-                      f"head (seq {head.seq}) has a header that parses")
+    raise _unreadable(f"cannot read the head epoch: none of the {head.seq - seq} newest epochs "
+                      f"(seq {head.seq} down to {seq + 1}) has a header that parses, and "
+                      f"connect looks at {HEADER_WALK_EPOCHS} at most")

@@ -54,12 +54,14 @@ def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
 
 
 @contextmanager
-def head_op(ctx: "SpaceContext", lock_file: bool = True) -> Iterator[None]:
-    """One head-moving op of the space at a time: BUSY at once when this worker already
-    runs one, BUSY when another process keeps the head lock past its wait. The op's
-    progress line is cleared when it ends, however it ends."""
+def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[None]:
+    """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
+    at once when this worker already runs one, BUSY when another process keeps the head
+    lock past its wait. The op and when it began go beside its progress line; both are
+    cleared when it ends, however it ends."""
     if not ctx.head_ops.acquire(blocking=False):
         raise ProtocolError(ErrorCode.BUSY, IN_THIS_WORKER)
+    ctx.head_op_began = (op, time.monotonic())
     try:
         if lock_file:
             with head_lock(ctx.state.files["head_lock"]):
@@ -70,4 +72,5 @@ def head_op(ctx: "SpaceContext", lock_file: bool = True) -> Iterator[None]:
         raise ProtocolError(ErrorCode.BUSY, str(err)) from None
     finally:
         ctx.progress = None
+        ctx.head_op_began = None
         ctx.head_ops.release()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from kint.paths import atomic_write, lost_restore_path
+from kint.paths import atomic_write, lost_restore_path, remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.tenant_worker.changes import Changes
@@ -40,7 +40,7 @@ def begin(state: SpaceState, kept: dict[str, Row]) -> None:
 
 
 def end(state: SpaceState) -> None:
-    _path(state).unlink(missing_ok=True)
+    remove_file(_path(state))
 
 
 def kept(state: SpaceState) -> dict[str, str] | None:

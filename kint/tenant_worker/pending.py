@@ -22,7 +22,7 @@ from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
-from kint.paths import atomic_write
+from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.space import SpaceContext
@@ -108,7 +108,7 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
         mirror = record_epoch(state, pending.plaintext, plaintext, pending.envelope, meta)
     except EpochRejected as err:
         raise ProtocolError(ErrorCode.INTERNAL, f"could not record epoch: {err}") from None
-    state.files["pending"].unlink(missing_ok=True)
+    remove_file(state.files["pending"])
     log.info("space %s: epoch %d anchored at block %d (%d bytes, %d gas)",
              ctx.config.space16, meta.seq, meta.block, len(pending.envelope), gas)
     return mirror
@@ -146,7 +146,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) 
         mark = ctx.state.watermark()
         if mark is None or mark.seq < pending.seq:
             ctx.state.save_watermark(Watermark(pending.seq, pending.digest, mirror.head.block))
-        path.unlink(missing_ok=True)
+        remove_file(path)
         log.info("space %s: finished recording epoch %d after an interrupted push", space16,
                  pending.seq)
         return
@@ -164,7 +164,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) 
     if head.seq == pending.seq - 1 and head.digest == pending.prev:
         if sender.mined_count() > pending.nonce:
             # Its nonce was spent by another transaction (a filler): it can never land.
-            path.unlink(missing_ok=True)
+            remove_file(path)
             log.info("space %s: dropped a pending epoch whose nonce was spent", space16)
             return
         try:
@@ -174,7 +174,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) 
             tx = anchor.send_raw(pending.raw_tx)
             receipt = sender.wait(tx, signed)
         except ChainRefused:
-            path.unlink(missing_ok=True)  # its nonce or prev is spent: nothing was anchored
+            remove_file(path)  # its nonce or prev is spent: nothing was anchored
             log.info("space %s: dropped a pending epoch that can no longer land", space16)
             return
         record_landed(ctx, anchor, pending, receipt)

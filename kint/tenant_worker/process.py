@@ -189,11 +189,21 @@ class Worker:
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "watcher_failure": watcher.backoff.for_beat(now) if watcher is not None else None,
             "has_work": self._has_work(count),
-            # An op's, or a push the store watcher started with no op in flight.
+            # An op's, or a push the store watcher started with no op in flight; which
+            # op's, and how long ago that op began.
             "progress": self.ctx.progress,
+            **self._progress_origin(now),
             "own_mib": self.memory.at_beat(time.monotonic(), count),
             "every_s": every,
         }}, recount
+
+    def _progress_origin(self, now: float) -> dict[str, Any]:
+        """The op the progress line belongs to and its age: a client shows the line only
+        when that op began after it sent its call (kint.client.Client.progress_line)."""
+        began = self.ctx.head_op_began
+        if began is None or self.ctx.progress is None:
+            return {"progress_op": None, "progress_age_s": None}
+        return {"progress_op": began[0], "progress_age_s": round(max(0.0, now - began[1]), 3)}
 
     def _recount(self) -> None:
         """The unanchored rows counted on a pool thread, for the beats to come. Not an op:

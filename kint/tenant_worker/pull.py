@@ -8,7 +8,9 @@ exact-block log query per epoch, stopping at the newest snapshot unless `full`),
 epoch: prev continuity, the ciphertext's keccak against the event digest, the header, the
 data key, the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py).
 Only when every epoch to apply has passed are rows replayed through Sibyl's own write
-methods (replay.py), re-read, and recorded one epoch at a time.
+methods (replay.py), re-read, and recorded one epoch at a time. `full` then caches the
+epochs before the snapshot for history. After a snapshot or a backfill, each row's
+provenance moves back to the epoch in the cache that wrote its value (provenance.py).
 
 A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
 of them: it does not exist, or another tenant's pull remade a file they share) is
@@ -43,6 +45,7 @@ from kint.tenant_worker.epoch_walk import backfill, check_continuity, epoch_meta
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.local_state import local_state
 from kint.tenant_worker.pending import resolve_pending
+from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochRejected, empty_mirror, record_epoch
@@ -52,7 +55,7 @@ log = logging.getLogger("kint.worker")
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "pull"):
             return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
@@ -148,6 +151,11 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
         lost_restore.end(state)  # a lost store's restore, if one ran, is done
     backfilled, closed = backfill(ctx, anchor, owner, head, held) if full else ([], [])
+    if backfilled or any(f.snapshot for f in todo if f.log.seq in applied):
+        # A snapshot applied here made itself the provenance of every row it carried; the
+        # epochs before it that the cache holds (kept from earlier, or just backfilled)
+        # name where each value was written: a drift's anchoring block is that epoch's.
+        mirror = refine_from_cache(state, mirror)
     rows = ctx.store_rows() or []
     warnings += rows_not_back(mirror, rows, written)
     if ctx.drift.active:

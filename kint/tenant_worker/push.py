@@ -19,6 +19,7 @@ worker starts.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from dataclasses import replace
 from typing import Any
 
@@ -34,8 +35,11 @@ from kint.custody.wraps import read_wraps
 from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
-from kint.epochs.split import Chunk, MerkleState, plan_snapshot, split_diff
+from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapshot,
+                               split_diff)
+from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import Row
 from kint.tenant_worker.changes import diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -50,6 +54,16 @@ from kint.tenant_worker.unanchored import counting_from, note_count
 log = logging.getLogger("kint.worker")
 
 NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
+SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
+                           "`kint push` splits the changes across epochs")
+# `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
+OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
+                       "epoch, so the snapshot chains on the epoch it last saw, as without it")
+# The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
+# default, `kint connect`: this machine is connected, its key cannot write).
+UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
+                     "(direct, page, or payload then submit) and it needs a little ETH; "
+                     "`kint session-key show` says which is missing")
 NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
@@ -60,7 +74,7 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 
 def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "push"):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
@@ -122,7 +136,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
     before = counting_from(cfg.db)
-    rows = ctx.store_rows()
+    rows = _store_rows(ctx, hold_reason)
     missing = rows is None
     if missing:  # not created yet: no rows, unless that forgets anchored ones
         _refuse_forgetting_anchored_rows(cfg.db, mirror)
@@ -155,17 +169,24 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
             f"{seen.seq if seen else 0}: another machine pushed; {NOTHING_DROPPED}",
             "run `kint pull` first, or `kint pull --discard-local` when unanchored local "
             "changes make that pull a fork")
+    if over_skipped and as_snapshot and "override" not in said:
+        said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
     session = ctx.session_account()
     if not anchor.can_write(enrolment.owner, session.address):
         raise ProtocolError(ErrorCode.NOT_CONNECTED,
                             f"session key {session.address} is not authorized for owner "
-                            f"{enrolment.owner}: authorize it (kint authorize) and fund it")
+                            f"{enrolment.owner}: authorize it (kint authorize) and fund it",
+                            UNAUTHORIZED_HINT)
     wires = wire_rows(changes.rows)
     try:
         chunks = ([plan_snapshot(wires, changes.deleted)] if as_snapshot else
                   split_diff(wires, changes.deleted, state_after=_state_after(mirror)))
     except EpochTooLarge as err:
-        raise ProtocolError(ErrorCode.BAD_REQUEST, str(err)) from None
+        # TOO_LARGE, not BAD_REQUEST: a push's refusal (exit 5) for rekey too, whose own
+        # refusals are BAD_REQUEST (exit 2); a snapshot that cannot fit is what its push met.
+        raise ProtocolError(ErrorCode.TOO_LARGE, str(err),
+                            SNAPSHOT_TOO_LARGE_HINT if isinstance(err, SnapshotTooLarge)
+                            else NOTHING_DROPPED) from None
     if dry_run:
         return {**said, "pushed": 0, "dry_run": True, "epochs": [
             {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
@@ -200,6 +221,25 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
             "deleted_rows": deleted_rows, **_head_after(current),
             "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
                        f"epoch {current.head.seq} at block {current.head.block}"}
+
+
+def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
+    """The store's rows (None: not created yet). A store kint cannot read is refused: a
+    server-side push is held over it (seed 001: an unchecked push is what the hold stops),
+    and a push from a terminal says which file, with nothing anchored."""
+    try:
+        return ctx.store_rows()
+    except sqlite3.DatabaseError as err:
+        if hold_reason is not None:
+            from kint.tenant_worker.drift import UNREADABLE_HOLD_HINT, hold_error
+
+            hold = ctx.drift.unreadable(ctx.config.db, str(err), hold_reason)
+            raise hold_error(hold, UNREADABLE_HOLD_HINT) from None
+        raise ProtocolError(ErrorCode.INTERNAL, f"the store {ctx.config.db} cannot be read "
+                            f"({err}); nothing was anchored",
+                            "check the store file (kint only reads it); `kint pull "
+                            "--discard-local` moves it aside and restores the anchored "
+                            "values") from None
 
 
 def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
@@ -254,7 +294,7 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         tx = sender.send(signed)
         receipt = sender.wait(tx, signed)
     except ChainRefused as err:
-        state.files["pending"].unlink(missing_ok=True)
+        remove_file(state.files["pending"])
         raise refused(err) from None
     return record_landed(ctx, anchor, pending, receipt)
 
@@ -268,6 +308,6 @@ def refused(err: ChainRefused) -> ProtocolError:
         return ProtocolError(ErrorCode.NOT_CONNECTED,
                              f"the chain refused the epoch: this machine's session key is not "
                              f"authorized for the owner; {NOTHING_DROPPED}",
-                             "authorize it (kint authorize) and fund it")
+                             UNAUTHORIZED_HINT)
     return ProtocolError(ErrorCode.INTERNAL, f"transaction would revert: {err}",
                          NOTHING_DROPPED)

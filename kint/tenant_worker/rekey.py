@@ -47,7 +47,7 @@ KIND_NAMES = {0x01: "wallet signature", 0x02: "passphrase", 0x03: "webauthn", 0x
 
 def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
     try:
-        with head_op(ctx):
+        with head_op(ctx, "rekey"):
             return fn()
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
@@ -67,7 +67,9 @@ def _current_wraps(ctx: SpaceContext, anchor: Anchor, owner: str, offline: bool
             return found.header.wraps, found.header.dek_id
     local = read_wraps(ctx.config.home, space)
     if local is None:
-        raise ProtocolError(ErrorCode.NOT_CONNECTED, "this machine holds no key wraps for this "
+        # rekey's own refusal, exit 2 (BAD_REQUEST): not NOT_CONNECTED, which is also what
+        # the snapshot push refuses an unfunded or unauthorized session key with (exit 5).
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "this machine holds no key wraps for this "
                             "space", "run `kint connect` first")
     return local.wraps, local.dek_id
 
@@ -128,7 +130,8 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         return {"old_dek_id": current_id.hex(), "new_dek_id": dek_id(dek).hex(),
                 "snapshot": pushed["epochs"], "carried": len(wraps),
                 "dropped": [_describe(w) for w in missing], "recovery_file": str(path),
-                "note": OLD_CODE_NOTE}
+                "note": OLD_CODE_NOTE, **({"notices": pushed["notices"]}
+                                          if pushed.get("notices") else {})}
 
     return _locked(ctx, run)
 

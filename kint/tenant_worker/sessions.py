@@ -95,8 +95,13 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
 def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     sid = args["session"]
     with ctx.sessions_lock:
+        ended = sid in ctx.ended_sessions
         first = not ctx.sessions
-        ctx.sessions[sid] = time.monotonic()
+        if not ended:
+            ctx.sessions[sid] = time.monotonic()
+    if ended:  # a keepalive sent before its session's goodbye, run after it
+        return {"sessions": ctx.live_sessions(), "watcher": ctx.watcher is not None,
+                "ended": True}
     notices = _session_timings(ctx, sid)
     if not ctx.drift.active:  # a store not created yet holds no rows: none to explain
         ctx.drift.reset(ctx.store_rows() or [])
@@ -117,10 +122,16 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+def _end(ctx: SpaceContext, sid: str) -> None:
+    """The session said goodbye: forget it, and remember that it did."""
     with ctx.sessions_lock:
-        ctx.sessions.pop(args["session"], None)
-        ctx.session_settings.pop(args["session"], None)
+        ctx.sessions.pop(sid, None)
+        ctx.session_settings.pop(sid, None)
+        ctx.ended_sessions[sid] = time.monotonic()
+
+
+def detach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    _end(ctx, args["session"])
     if ctx.watcher is not None:
         ctx.watcher.retime()  # an older session's poll, or the space's, may be in force now
     return {"sessions": ctx.live_sessions()}
@@ -140,9 +151,8 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """One push, under the hold, for a server that is closing; it runs here to completion
     after that server is gone."""
-    with ctx.sessions_lock:
-        ctx.sessions.pop(args.get("session") or "", None)
-        ctx.session_settings.pop(args.get("session") or "", None)
+    if args.get("session"):
+        _end(ctx, args["session"])
     try:
         result = server_push(ctx, "exit")
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))

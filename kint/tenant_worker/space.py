@@ -57,10 +57,19 @@ class SpaceContext:
     last_head_unavailable: str | None = None
     # What a long op is doing now ("pull: epoch 3 of 10"), for the heartbeat.
     progress: str | None = None
+    # The head-moving op running now and when it began (monotonic), beside its progress
+    # line in the heartbeat: the supervisor shows a line until the next beat, so a client
+    # tells the line of the op it asked for from the last one of an op before it.
+    head_op_began: tuple[str, float] | None = None
     # The agent sessions over this store (id -> last seen), the drift baseline of their
     # writes, and the one watcher of the space.
     sessions: dict[str, float] = field(default_factory=dict)
-    # Guards `sessions` and `session_settings` (attach, detach, keepalive, the heartbeat).
+    # The sessions that said goodbye (detach, exit_push): id -> when. An attach of one of
+    # them is not taken back: it was sent before the goodbye and ran after it (attach and
+    # detach run on the op pool), and would count a gone server until SESSION_TTL_S.
+    ended_sessions: dict[str, float] = field(default_factory=dict)
+    # Guards `sessions`, `session_settings` and `ended_sessions` (attach, detach,
+    # keepalive, the heartbeat).
     sessions_lock: threading.Lock = field(default_factory=threading.Lock)
     # The watcher's timings each session sent when it first attached (its kint-server's
     # environment): id -> (first attach, values). The newest live session's win.
@@ -180,6 +189,8 @@ class SpaceContext:
                 del self.sessions[sid]
             for sid in [s for s in self.session_settings if s not in self.sessions]:
                 del self.session_settings[sid]
+            for sid in [s for s, at in self.ended_sessions.items() if now - at > SESSION_TTL_S]:
+                del self.ended_sessions[sid]
             return len(self.sessions)
 
     # -- settings ------------------------------------------------------------------------

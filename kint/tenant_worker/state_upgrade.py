@@ -37,7 +37,7 @@ from kint.epochs.buckets import gzip_bytes
 from kint.epochs.envelope import parse_header
 from kint.epochs.errors import EpochError, PlaintextError
 from kint.epochs.plaintext import parse_plaintext
-from kint.paths import apply_journal_path, atomic_write
+from kint.paths import apply_journal_path, atomic_write, remove_file
 from kint.rows.canon import TIERS, Row
 from kint.tenant_worker.epoch_cache import META_SUFFIX, PAYLOAD_SUFFIX, parse_meta
 from kint.tenant_worker.mirror_file import Mirror, MirrorRow, parse_head
@@ -72,7 +72,7 @@ def convert(home: Path, space_id: str, files: dict[str, Path]) -> bool:
     _convert_journal(new_journal.with_name(f"applying-{space_id[:16]}.json"), new_journal)
     atomic_write(files["mirror"], mirror.encode())
     _convert_watermark(files["watermark"])
-    old.unlink()
+    remove_file(old)
     log.info("space %s: converted the state files to layout %d (%d rows, %d cached epochs)",
              space_id[:16], STATE_VERSION, len(mirror.rows), epochs)
     return True
@@ -176,7 +176,7 @@ def _convert_journal(old: Path, new: Path) -> None:
         raise CorruptStateFile(old, "is not a pull's apply journal; move it aside and run "
                                     "`kint pull`") from None
     atomic_write(new, gzip_bytes(raw))
-    old.unlink()
+    remove_file(old)
 
 
 def _convert_watermark(path: Path) -> None:

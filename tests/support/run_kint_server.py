@@ -29,17 +29,17 @@ from kint.mcp_server import main  # noqa: E402
 
 def _note_attaches(path: str) -> None:
     """Append a line to `path` after each attach this process's session completes."""
-    call = session.AgentSession.call
+    call = session.AgentSession._call_on  # the start's attach and the keepalive's
     name = os.environ.get("SESSION_NAME", "")
 
-    def noted(self, op, args=None, timeout_s=60):  # noqa: ANN001, ANN202 - call's own
-        result = call(self, op, args, timeout_s)
+    def noted(self, client, op, args, timeout_s):  # noqa: ANN001, ANN202 - _call_on's own
+        result = call(self, client, op, args, timeout_s)
         if op == "attach":
             with open(path, "a") as f:
                 f.write(name + "\n")
         return result
 
-    session.AgentSession.call = noted
+    session.AgentSession._call_on = noted
 
 
 if __name__ == "__main__":
