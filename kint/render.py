@@ -227,6 +227,22 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _mb(size: int) -> str:
+    """A size as v0.3.0's cap block gives the cap (`5.00 MB` for 5 MiB)."""
+    return f"{size / 1048576:.2f} MB"
+
+
+def cap_lines(cap: dict[str, Any]) -> list[str]:
+    """kint v0.3.0's cap accounting block (02-quickstart.md, "Check it"): Sibyl's stores,
+    kint's own state (volunteered to the cap), and the total Sibyl's cap gate enforces; the
+    exact bytes are in `--json`'s `cap`."""
+    return ["cap accounting (the same 5 MiB free cap Sibyl enforces):",
+            f"  sibyl stores      {_mb(cap['sibyl_bytes'])}",
+            f"  kint state        {_mb(cap['kint_bytes'])}   (mirror, epoch cache, keys; "
+            f"volunteered)",
+            f"  enforced total    {_mb(cap['volunteered_total'])} of {_mb(cap['cap_bytes'])}"]
+
+
 def space_status_text(result: dict[str, Any]) -> str:
     store = result["store"]
     path = printable(store["path"])
@@ -259,12 +275,10 @@ def space_status_text(result: dict[str, Any]) -> str:
         chain_lines.append(watcher_failure_text(failure))
     cap = result.get("cap")
     if cap:
-        chain_lines.append(
-            f"cap:     Sibyl's stores {cap['sibyl_bytes']} B + kint's state {cap['kint_bytes']} B"
-            f" = {cap['volunteered_total']} B of {cap['cap_bytes']} B")
+        chain_lines += cap_lines(cap)
     return "\n".join([
+        f"tenant {result['tenant']}  space {result['space']}  store {path}",
         f"space:   {result['space']} ({result['label']})",
-        f"tenant:  {result['tenant']}",
         f"store:   {where}",
         f"rows:    {row_text}",
         f"files:   {file_text} (under {result['kint_home']})",

@@ -82,27 +82,60 @@ def hermes_root() -> Path:
     return home.parent.parent if home.parent.name == "profiles" else home
 
 
-def resolve_tenant(explicit: str | None = None) -> str:
-    """The tenant as Sibyl resolves it: KINT_TENANT, then the credentials' tenant_id, then
-    account_id, then Sibyl's default tenant. A credentials file that is a symlink or does
-    not parse is treated as absent, as Sibyl's own server does."""
+@dataclass(frozen=True)
+class TenantOrigin:
+    """The tenant and where it came from: `--tenant`, `KINT_TENANT`, `credentials.json`
+    (its tenant_id, else account_id), or `Sibyl's default`. `unused` says why Sibyl's credentials
+    gave none (a file that is missing where SIBYL_CREDENTIALS points, a symlink, one that
+    does not parse or names neither id), or is None: nothing to tell the user."""
+
+    tenant: str
+    source: str
+    unused: str | None = None
+
+
+def _credentials_tenant(path: Path) -> tuple[str | None, str | None]:
+    """(tenant, why none) from Sibyl's credentials file. A symlink or
+    a file that does not parse is treated as absent, as Sibyl's own server does."""
+    try:
+        if not path.exists() and not path.is_symlink():
+            return None, "missing"
+        if path.is_symlink():
+            return None, f"{path} is a symlink, which Sibyl reads as no credentials"
+        creds = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        return None, f"{path} cannot be read ({err.strerror or err}): Sibyl reads no credentials"
+    except ValueError:
+        return None, f"{path} is not JSON: Sibyl reads it as no credentials"
+    if isinstance(creds, dict):
+        for key in ("tenant_id", "account_id"):
+            value = creds.get(key)
+            if isinstance(value, str) and value:
+                return value, None
+    return None, f"{path} names no tenant_id or account_id"
+
+
+def tenant_origin(explicit: str | None = None) -> TenantOrigin:
+    """The tenant as Sibyl resolves it, and where it came from: `--tenant`, KINT_TENANT,
+    the credentials' tenant_id, then account_id, then Sibyl's default tenant."""
     if explicit:
-        return explicit
+        return TenantOrigin(explicit, "--tenant")
     env = settings.value("KINT_TENANT")
     if env:
-        return env
+        return TenantOrigin(env, "KINT_TENANT")
     path = sibyl_credentials_path()
-    try:
-        if path.exists() and not path.is_symlink():
-            creds = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(creds, dict):
-                for key in ("tenant_id", "account_id"):
-                    value = creds.get(key)
-                    if isinstance(value, str) and value:
-                        return value
-    except (OSError, ValueError):
-        pass
-    return SIBYL_DEFAULT_TENANT
+    tenant, why = _credentials_tenant(path)
+    if tenant is not None:
+        return TenantOrigin(tenant, "credentials.json")
+    if why == "missing":  # no account: Sibyl's default, unless the user named a file
+        named = settings.lookup("SIBYL_CREDENTIALS").source != settings.DEFAULT
+        why = f"SIBYL_CREDENTIALS names {path}, which does not exist" if named else None
+    return TenantOrigin(SIBYL_DEFAULT_TENANT, "Sibyl's default", why)
+
+
+def resolve_tenant(explicit: str | None = None) -> str:
+    """The tenant as Sibyl resolves it (`tenant_origin`)."""
+    return tenant_origin(explicit).tenant
 
 
 def hermes_profile_of(db: Path) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import stat
 
@@ -59,9 +60,15 @@ def payload(m: Machine, *args: str) -> tuple[dict, str]:
     """(typed data, the submit line kint printed) of `kint authorize payload`."""
     out = ok(m.kint("authorize", "payload", *args))
     assert out.stdout.count("\n") == 1, "the typed data is one line"
-    submit_line = out.stderr.strip().splitlines()[-1]
-    assert submit_line.startswith("kint authorize submit ")
-    return json.loads(out.stdout), submit_line
+    # kint v0.3.0's two lines on stderr (02-quickstart.md): what was stamped, then submit.
+    stamped, then = out.stderr.strip().splitlines()
+    typed = json.loads(out.stdout)
+    message = typed["message"]
+    assert stamped == (f"# nonce {message['nonce']}, deadline {message['deadline']}, expiry "
+                       f"{message['expiry']}; sign with: cast wallet sign --data --from-file "
+                       f"<this file>")
+    assert then.startswith("# then: kint authorize submit ")
+    return typed, then.removeprefix("# then: ")
 
 
 def run_line(m: Machine, line: str, stdin: str):
@@ -79,10 +86,15 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
     assert shown == {"address": None, "path": str(m.sb.kint_home / "session.key"),
                      "exists": False}
 
-    first = ok(m.kint("session-key", "create")).stdout.strip()
+    created = ok(m.kint("session-key", "create"))
+    first = created.stdout.strip()
     assert first.startswith("created: ") and ADDRESS.fullmatch(first.split(": ")[1])
+    # kint v0.3.0's next step (02-quickstart.md), on stderr: stdout is the one line.
+    assert created.stderr.splitlines() == [
+        "fund it with a little ETH on Base and authorize it from the owner (kint authorize ...)"]
     address = first.split(": ")[1]
-    assert ok(m.kint("session-key", "create")).stdout.strip() == f"exists: {address}"
+    again = ok(m.kint("session-key", "create"))
+    assert again.stdout.strip() == f"exists: {address}" and again.stderr == ""
     keystore = m.sb.kint_home / "session.key"
     assert stat.S_IMODE(keystore.stat().st_mode) == 0o600
     assert stat.S_IMODE(m.sb.kint_home.stat().st_mode) == 0o700
@@ -125,7 +137,10 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
     shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
     assert shown["owner"] == owner.address and shown["authorized"] is False
     typed, line = payload(machine)
-    assert typed["message"]["owner"] == owner.address and f"--owner {owner.address}" in line
+    # v0.3.0's submit line: the connected owner is submit's default too.
+    assert typed["message"]["owner"] == owner.address
+    assert line == (f"kint authorize submit --deadline {typed['message']['deadline']} --expiry "
+                    f"{typed['message']['expiry']} --signature -")
     # Another tenant's space is not connected here: its owner must be given.
     refused(machine.kint("--tenant", "someone-else", "authorize", "payload"),
             "--owner 0x... is required", "NOT_CONNECTED")
@@ -175,10 +190,13 @@ def test_direct_lane_authorizes_from_the_owner_key(machine):
                           env={"KINT_OWNER_KEY": owner.key.hex()}))
     assert owner.key.hex().removeprefix("0x") not in out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith(f"authorized: session key {machine.key} may push for owner "
-                               f"{owner.address} until ")
-    assert lines[1].startswith("tx 0x") and ", block " in lines[1]
-    assert lines[1].endswith(f" ETH (paid by the owner {owner.address})")
+    # kint v0.3.0's two lines (02-quickstart.md), then the expiry.
+    assert re.fullmatch(r"submitted 0x[0-9a-f]{64}", lines[0]), lines
+    sent = machine.anchor.w3.eth.get_transaction(lines[0].split()[1])
+    assert sent["from"] == owner.address
+    assert re.fullmatch(rf"authorized {machine.key} under {owner.address}; cost "
+                        rf"\d+(\.\d+)? ETH, block {sent['blockNumber']}", lines[1]), lines
+    assert lines[2].startswith("expiry ") and lines[2].endswith(", 30 days)")
     assert machine.anchor.can_write(owner.address, machine.key)
     expiry = machine.anchor.session_key_expiry(owner.address, machine.key)
     assert before + 30 * DAY <= expiry <= machine.now() + 30 * DAY + 60
@@ -213,10 +231,14 @@ def test_payload_then_submit_with_a_signature_made_outside_kint(machine):
     assert machine.tx_count(machine.key) == 0
     machine.fund_key()
     out = ok(run_line(machine, line, signature))
-    assert out.stdout.startswith(f"authorized: session key {machine.key} may push for owner "
-                                 f"{owner.address}")
-    assert f"(paid by the session key {machine.key})" in out.stdout
-    assert f"authNonce({owner.address}) is now 1" in out.stdout
+    lines = out.stdout.splitlines()
+    assert re.fullmatch(r"submitted 0x[0-9a-f]{64}", lines[0]), lines
+    sent = machine.anchor.w3.eth.get_transaction(lines[0].split()[1])
+    assert sent["from"] == machine.key  # the session key pays
+    assert re.fullmatch(rf"authorized {machine.key} under {owner.address} until "
+                        rf"\S+; cost \d+(\.\d+)? ETH, block {sent['blockNumber']}",
+                        lines[1]), lines
+    assert lines[2] == f"authNonce({owner.address}) is now 1"
     assert machine.anchor.can_write(owner.address, machine.key)
     assert machine.anchor.session_key_expiry(owner.address, machine.key) == message["expiry"]
     assert machine.tx_count(owner.address) == 0

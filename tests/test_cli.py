@@ -10,16 +10,49 @@ from pathlib import Path
 
 from conftest import KINT, TENANT, write_store
 
+from kint.spaces import space_id
+
 
 def test_status_text_for_a_store_not_created_yet_and_one_with_rows(sandbox):
     out = sandbox.kint("status")
     assert out.returncode == 0, out.stderr
     assert "(not created yet)" in out.stdout
-    assert f"tenant:  {TENANT}" in out.stdout
+    # kint v0.3.0's first line (02-quickstart.md, "Check it"), then this kint's own.
+    assert out.stdout.splitlines()[0] == (f"tenant {TENANT}  space {space_id(TENANT)[:16]}  "
+                                          f"store {sandbox.sibyl_db}")
     write_store(sandbox.sibyl_db)
     out = sandbox.kint("status")
     assert "rows:    entity 1, state 0, reference 0, journal 1" in out.stdout
     assert "files:   none yet" in out.stdout
+
+
+def test_doctor_names_the_tenant_and_warns_of_credentials_that_give_none(sandbox):
+    """The tenant comes from --tenant, KINT_TENANT, Sibyl's credentials.json, else Sibyl's
+    default (v0.3.0's order). Credentials the user has that give none (not JSON, or a file
+    SIBYL_CREDENTIALS names that is not there) left every command on Sibyl's default
+    tenant, another space, without a word: doctor's `tenant` row says so."""
+    def row(*argv: str, **env: str) -> str:
+        out = sandbox.kint(*argv, "doctor", env=env)
+        return "\n".join(line for line in out.stdout.splitlines()
+                         if line.startswith(("[ok  ] tenant:", "[WARN] tenant:"))
+                         or "SIBYL_CREDENTIALS or Sibyl's credentials" in line)
+
+    assert row() == f"[ok  ] tenant: {TENANT} (from Sibyl's default)"
+    credentials = sandbox.home / ".sibyl-memory" / "credentials.json"
+    credentials.parent.mkdir(parents=True, exist_ok=True)
+    credentials.write_text('{"account_id": "acct-7"}')
+    assert row() == "[ok  ] tenant: acct-7 (from credentials.json)"
+    assert row("--tenant", "flag-t") == "[ok  ] tenant: flag-t (from --tenant)"
+    assert row(KINT_TENANT="env-t") == "[ok  ] tenant: env-t (from KINT_TENANT)"
+    credentials.write_text('{"account_id": ')
+    assert row().splitlines()[0] == (
+        f"[WARN] tenant: {TENANT} (from Sibyl's default): {credentials} is not JSON: Sibyl "
+        f"reads it as no credentials")
+    missing = sandbox.root / "elsewhere" / "credentials.json"
+    assert row(SIBYL_CREDENTIALS=str(missing)).splitlines()[0] == (
+        f"[WARN] tenant: {TENANT} (from Sibyl's default): SIBYL_CREDENTIALS names {missing}, "
+        f"which does not exist")
+    assert "hint: correct SIBYL_CREDENTIALS" in row()
 
 
 def test_tenant_flag_names_another_space(sandbox):

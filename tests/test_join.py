@@ -332,6 +332,12 @@ def test_join_refuses_bad_flags_before_any_step(vault, machine_c):
          "give --tenant other"),
         (["--owner", account.address, "--recovery-code-stdin", "--env", "KINT_OWNER_KEY=0x1"],
          "--env KINT_OWNER_KEY is refused"),
+        # The store joined and the store registered are one: two are refused, not one
+        # dropped without a word.
+        (["--owner", account.address, "--recovery-code-stdin", "--db", str(c.sibyl_db),
+          "--env", f"SIBYL_MEMORY_DB={c.sibyl_db}.other"], "name two different stores"),
+        (["--owner", account.address, "--recovery-code-stdin", "--env",
+          "KINT_QUIET_SECONDS=soon"], "--env KINT_QUIET_SECONDS='soon' is not a number"),
     ]
     for args, message in cases:
         out = c.kint("join", *args, input="")

@@ -8,11 +8,12 @@ The tests run in file order on one machine."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
-from chain_machines import RULE_1, kjson, new_machine, ok
+from chain_machines import RULE_1, devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
 
 
@@ -33,11 +34,29 @@ def _line(text: str, start: str) -> str:
 
 def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     assert not machine.sibyl_db.exists()
-    ok(machine.kint("connect", "--dev"))
+    connected = ok(machine.kint("connect", "--dev")).stdout.splitlines()
     assert not machine.sibyl_db.exists()  # connect makes no store
+    # kint v0.3.0's lines on a fresh vault (02-quickstart.md), in its order.
+    answer = kjson(machine, "status")
+    space16 = answer["space"][:16]
+    assert connected[0].startswith("connected: owner 0x"), connected
+    assert re.fullmatch(rf"space {space16}  key tag [0-9a-f]{{8}}  data key from fresh vault",
+                        connected[1]), connected
+    assert connected[2:] == [
+        f"fresh vault: recovery code written to {machine.kint_home / f'RECOVERY-{space16}.txt'}",
+        "copy that code somewhere that is not this machine; push refuses until the file exists",
+        f"session key: {answer['session']}"], connected
 
     status = ok(machine.kint("status")).stdout
     assert "None" not in status, status
+    # kint v0.3.0's cap accounting (02-quickstart.md, "Check it"), the cap in its words.
+    cap = kjson(machine, "status")["cap"]
+    assert status.splitlines()[-5:-1] == [
+        "cap accounting (the same 5 MiB free cap Sibyl enforces):",
+        f"  sibyl stores      {cap['sibyl_bytes'] / 1048576:.2f} MB",
+        f"  kint state        {cap['kint_bytes'] / 1048576:.2f} MB   (mirror, epoch cache, "
+        f"keys; volunteered)",
+        f"  enforced total    {cap['volunteered_total'] / 1048576:.2f} MB of 5.00 MB"], status
     # kint v0.3.0's lines (03-new-machine.md, "Check it").
     assert _line(status, "last anchored on this machine:") == (
         "last anchored on this machine: seq 0 block 0 rows 0")
@@ -75,19 +94,31 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     assert not machine.sibyl_db.exists()  # and neither push nor verify makes one
 
 
-def test_the_first_row_is_anchored_and_verified(machine):
+def test_the_first_row_is_anchored_and_verified(machine, chain_home):
     client = sibyl_client(machine.sibyl_db, machine.tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE_1})
     client.storage.close()
-    pushed = kjson(machine, "push")
-    assert pushed["pushed"] == 1 and len(pushed["epochs"]) == 1
+    # kint v0.3.0's lines (02-quickstart.md, "The first push"): what the epoch carries, the
+    # head, where it landed and what it cost.
+    lines = ok(machine.kint("push")).stdout.splitlines()
+    assert len(lines) == 3, lines
+    carried = re.fullmatch(r"push: epoch 1, 1 rows, 0 deletions, bucket (\d+) B, (\d+) B "
+                           r"calldata", lines[0])
+    assert carried, lines
+    assert lines[1] == "anchored 1 epoch(s); head seq 1"
+    landed = re.fullmatch(rf"  epoch 1: tx (0x[0-9a-f]{{64}}) block (\d+) bucket "
+                          rf"{carried[1]} B rows 1 del 0 cost (\d+\.\d+) ETH", lines[2])
+    assert landed, lines
+    # The calldata is the transaction's own, as the chain holds it (what gas is paid on).
+    sent = devchain_anchor(chain_home).w3.eth.get_transaction(landed[1])["input"]
+    assert len(bytes(sent)) == int(carried[2])
     out = ok(machine.kint("verify", "release rule"))
     assert "DECISION: PROCEED" in out.stdout
     status = ok(machine.kint("status")).stdout
-    block = pushed["epochs"][0]["block"]
+    block = int(landed[2])
     assert _line(status, "last anchored on this machine:") == (
         f"last anchored on this machine: seq 1 block {block} rows 1")
-    digest = pushed["epochs"][0]["digest"]
+    digest = kjson(machine, "status")["chain_head"]["digest"]
     contract = kjson(machine, "status")["contract"]
     assert _line(status, "chain head:") == (f"chain head: seq 1 digest {digest[:16]} block "
                                             f"{block} (in step)  contract {contract}")

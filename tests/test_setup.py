@@ -120,6 +120,37 @@ def test_codex_home_and_the_global_tenant_and_db_are_honoured(sandbox, tmp_path)
     assert not (sandbox.home / ".codex").exists()
 
 
+def test_a_global_flag_and_an_env_that_disagree_are_refused_and_paths_made_absolute(
+        sandbox, tmp_path):
+    """`kint --tenant a setup --env KINT_TENANT=b` pinned b and dropped a without a word
+    (--db and SIBYL_MEMORY_DB the same): refused now. Agreeing ones are taken; a relative
+    path setting is made absolute from the folder setup runs in (a harness starts the
+    server in a folder of its own), as the store always was."""
+    config = sandbox.home / ".codex" / "config.toml"
+    for argv, message in (
+            (("--tenant", "team-a", "setup", "codex", "--env", "KINT_TENANT=team-b"),
+             "--tenant team-a and --env KINT_TENANT=team-b name two different tenants"),
+            (("--db", str(tmp_path / "a.db"), "setup", "codex", "--env",
+              f"SIBYL_MEMORY_DB={tmp_path / 'b.db'}"),
+             f"--db {tmp_path / 'a.db'} and --env SIBYL_MEMORY_DB={tmp_path / 'b.db'} name "
+             f"two different stores")):
+        out = sandbox.kint(*argv, env={"PATH": bare_path(tmp_path)})
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.splitlines()[0] == f"kint: error: {message} [BAD_REQUEST]"
+        assert not config.exists()
+    out = subprocess.run(
+        [KINT, "--tenant", "team-a", "--db", "stores/memory.db", "setup", "codex", "--env",
+         "KINT_TENANT=team-a", "--env", f"SIBYL_MEMORY_DB={tmp_path / 'stores' / 'memory.db'}",
+         "--env", "SIBYL_CREDENTIALS=creds/credentials.json"],
+        env={**sandbox.env, "PATH": bare_path(tmp_path)}, cwd=tmp_path, text=True,
+        capture_output=True, timeout=90, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    env = tomllib.loads(config.read_text())["mcp_servers"]["kint"]["env"]
+    assert env["KINT_TENANT"] == "team-a"
+    assert env["SIBYL_MEMORY_DB"] == str(tmp_path / "stores" / "memory.db")
+    assert env["SIBYL_CREDENTIALS"] == str(tmp_path / "creds" / "credentials.json")
+
+
 def test_codex_kint_written_inline_is_left_alone(sandbox):
     config = sandbox.home / ".codex" / "config.toml"
     config.parent.mkdir(parents=True)
@@ -173,6 +204,14 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     ("KINT_RPC_URL=https://base.example:K3Y/v2",  # a port that is no number: no traceback
      "--env KINT_RPC_URL: https://base.example:<bad port>/<redacted> has a user, path or "
      "query part"),
+    # A kint setting's value is checked as config.toml checks it: kint-server would log it
+    # and run with the default, out of sight of whoever ran setup.
+    ("KINT_QUIET_SECONDS=5m", "--env KINT_QUIET_SECONDS='5m' is not a number"),
+    ("KINT_POLL_SECONDS=0.5", "--env KINT_POLL_SECONDS=0.5 is below its minimum 1"),
+    ("KINT_NO_WATCHER=yes", "--env KINT_NO_WATCHER='yes' is not 1 (on) or 0 (off)"),
+    ("KINT_KEY_TTL=forever", "--env KINT_KEY_TTL='forever' is not a duration"),
+    ("KINT_CONTRACT=0x12", "--env KINT_CONTRACT='0x12' is not an address"),
+    ("KINT_HOME=relative/home", "--env KINT_HOME=relative/home is a relative path"),
 ])
 def test_bad_or_secret_env_is_refused_before_anything_is_written(sandbox, pair, message):
     out = setup(sandbox, "codex", "--env", pair)
@@ -244,6 +283,27 @@ def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox
     changed = sandbox.kint("setup", "openclaw", env={"PATH": path})
     assert changed.returncode == 0
     assert len(backups(config.parent)) == 1  # the file was copied before its second change
+
+
+def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines(sandbox,
+                                                                                tmp_path):
+    """OpenClaw's `string` plugin prints lines of its own on every call; a failed `mcp set`
+    is reported with OpenClaw's reason, not with them (v0.3.0's setup drops them too)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "openclaw"
+    stand_in.write_text(f"#!{sys.executable}\nimport sys\n"
+                        "print('Error: config is locked by another openclaw process')\n"
+                        "for n in range(4):\n"
+                        "    print(f'[plugins] string-bridge: polling block {n}', "
+                        "file=sys.stderr)\n"
+                        "sys.exit(1)\n")
+    stand_in.chmod(0o755)
+    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{bin_dir}:{bare_path(tmp_path)}"})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        "openclaw: failed: `openclaw mcp set` exited 1: Error: config is locked by another "
+        "openclaw process"]
 
 
 def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):

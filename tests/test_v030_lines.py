@@ -141,3 +141,23 @@ def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(tmp
                                        "sealed under its local passphrase"), out.stderr
     finally:
         sb.shutdown()
+
+
+def test_a_push_of_two_epochs_prints_v030s_lines_in_its_order():
+    # 02-quickstart.md, "The first push": what each epoch carries (before it is sent, in
+    # v0.3.0), the head, then where each landed. The calldata is push(owner, space, prev,
+    # ct)'s: selector, four words, the length word, the envelope in whole words.
+    from kint.commands.chain import anchored_lines
+
+    epochs = [{"seq": 3, "rows": 80, "deleted": 2, "bucket": 16384, "bytes": 16544,
+               "tx": "ab" * 32, "block": 51081900, "cost_wei": 2_102_000_000_000},
+              {"seq": 4, "rows": 1, "deleted": 0, "bucket": 4096, "bytes": 4257,
+               "tx": "0x" + "cd" * 32, "block": 51081901, "cost_wei": None}]
+    assert anchored_lines({"epochs": epochs, "head_seq": 4}) == [
+        "push: epoch 3, 80 rows, 2 deletions, bucket 16384 B, 16708 B calldata",
+        "push: epoch 4, 1 rows, 0 deletions, bucket 4096 B, 4452 B calldata",
+        "anchored 2 epoch(s); head seq 4",
+        f"  epoch 3: tx 0x{'ab' * 32} block 51081900 bucket 16384 B rows 80 del 2 cost "
+        f"0.000002102 ETH",
+        f"  epoch 4: tx 0x{'cd' * 32} block 51081901 bucket 4096 B rows 1 del 0",
+    ]

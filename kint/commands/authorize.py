@@ -192,8 +192,18 @@ def _funding_hint(anchor: Anchor, key: str) -> None:
 
 
 def _expiry_line(owner: str, key: str, expiry: int) -> str:
-    return (f"authorized: session key {key} may push for owner {owner} until {when(expiry)} "
-            f"(expiry {expiry})")
+    """kint v0.3.0's line once the page's authorization is seen on chain (02-quickstart.md)."""
+    return f"authorized: {key} may push under {owner} until {when(expiry)}"
+
+
+def _sent_lines(receipt: Any, owner: str, key: str, expiry: int | None) -> list[str]:
+    """kint v0.3.0's lines for an authorization the owner (`direct`, no expiry shown) or the
+    session key (`submit`) sent: the transaction, then the key, owner, cost and block."""
+    from kint.commands.onchain import cost_and_block, tx_hash_text
+
+    until = f" until {when(expiry)}" if expiry is not None else ""
+    return [f"submitted {tx_hash_text(receipt)}",
+            f"authorized {key} under {owner}{until}; {cost_and_block(receipt)}"]
 
 
 # -- direct -----------------------------------------------------------------------------------
@@ -211,15 +221,16 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
     account = _owner_account(owner_addr)
-    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain, tx_line
+    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
 
     with chain_errors("authorize direct"):
         anchor = _anchor(ctx)
         refuse_other_chain(anchor)  # before the owner's transaction is signed for it
         expiry = chain_now(anchor) + days_n * 86400
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
-    click.echo(_expiry_line(owner_addr, key, expiry))
-    click.echo(tx_line(receipt, f"the owner {owner_addr}"))
+    for line in _sent_lines(receipt, owner_addr, key, None):
+        click.echo(line)
+    click.echo(f"expiry {expiry} ({when(expiry)}, {days_n} days)")
     _funding_hint(anchor, key)
 
 
@@ -293,13 +304,13 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
                    "check KINT_CONTRACT: unset, it is kint's EpochAnchor on Base (a "
                    "devchain's record names its own)")
     click.echo(orjson.dumps(typed).decode())
-    click.echo(f"authNonce({owner_addr}): {nonce}", err=True)
-    click.echo(f"deadline: {deadline} ({when(deadline)}, {DEADLINE_S} s from now: submit "
-               f"before then)", err=True)
-    click.echo(f"expiry: {expiry} ({when(expiry)}, {days_n} days)", err=True)
-    click.echo("sign it with the owner wallet and pipe the signature to:", err=True)
-    click.echo(f"kint authorize submit --owner {owner_addr} --deadline {deadline} --expiry "
-               f"{expiry} --signature -", err=True)
+    # kint v0.3.0's two lines (02-quickstart.md): what was stamped and how to sign it, then
+    # the submit line. `--owner` is in it when it was given here: submit needs the same one.
+    click.echo(f"# nonce {nonce}, deadline {deadline}, expiry {expiry}; sign with: cast "
+               f"wallet sign --data --from-file <this file>", err=True)
+    given = f" --owner {owner_addr}" if owner else ""
+    click.echo(f"# then: kint authorize submit{given} --deadline {deadline} --expiry {expiry} "
+               f"--signature -", err=True)
 
 
 def _read_signature(source: str) -> bytes:
@@ -369,7 +380,7 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
     home = kint_home()
     from kint.chain.calls import ChainRefused
     from kint.chain.nonces import NonceBook
-    from kint.commands.onchain import chain_errors, refuse_other_chain, tx_line
+    from kint.commands.onchain import chain_errors, refuse_other_chain
 
     with chain_errors("authorize submit"):
         from kint.custody.session_key import unlock_session_key
@@ -391,8 +402,8 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
         except ProtocolError as err:
             refuse(err.code, err.message, err.hint)
         nonce = anchor.auth_nonce(owner_addr)
-    click.echo(_expiry_line(owner_addr, key, expiry))
-    click.echo(tx_line(receipt, f"the session key {key}"))
+    for line in _sent_lines(receipt, owner_addr, key, expiry):
+        click.echo(line)
     click.echo(f"authNonce({owner_addr}) is now {nonce}")
 
 

@@ -19,19 +19,32 @@ CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; th
                       "uses 1].")
 
 
-def _print_epochs(result: dict) -> None:
+def push_calldata_size(envelope: int) -> int:
+    """The bytes of `push(address owner, bytes32 space, bytes32 prev, bytes ct)`'s calldata
+    for an envelope of `envelope` bytes, as the ABI lays it out: the selector, three static
+    words and the offset word, the length word, the envelope padded to whole words. What
+    the transaction's gas is charged on (about 40 gas a byte, the EIP-7623 floor)."""
+    return 4 + 5 * 32 + -(-envelope // 32) * 32
+
+
+def anchored_lines(result: dict) -> list[str]:
+    """A push's lines in kint v0.3.0's form (02-quickstart.md): per epoch what it carried,
+    then the head, then per epoch where it landed and what it cost."""
     from kint.chain.units import eth_text  # here: `push --help` and a dry run skip decimal
 
-    for epoch in result["epochs"]:
-        if result.get("dry_run"):
-            click.echo(f"would anchor epoch {epoch['seq']}: {epoch['rows']} row(s), "
-                       f"{epoch['deleted']} deletion(s), ~{epoch['bytes']} bytes compressed")
-            continue
-        cost = epoch.get("cost_wei")
-        click.echo(f"epoch {epoch['seq']} tx {epoch['tx']} block {epoch['block']} bucket "
-                   f"{epoch['bucket']}: {epoch['rows']} row(s), {epoch['deleted']} "
-                   f"deletion(s), {epoch['gas']} gas"
-                   + (f", {eth_text(cost, places=9)} ETH" if cost is not None else ""))
+    epochs = result["epochs"]
+    lines = [f"push: epoch {e['seq']}, {e['rows']} rows, {e['deleted']} deletions, bucket "
+             f"{e['bucket']} B"
+             + (f", {push_calldata_size(e['bytes'])} B calldata" if e.get("bytes") is not None
+                else "") for e in epochs]
+    lines.append(f"anchored {len(epochs)} epoch(s); head seq {result['head_seq']}")
+    for e in epochs:
+        tx = e["tx"] if str(e["tx"]).startswith("0x") else f"0x{e['tx']}"
+        cost = e.get("cost_wei")
+        lines.append(f"  epoch {e['seq']}: tx {tx} block {e['block']} bucket {e['bucket']} B "
+                     f"rows {e['rows']} del {e['deleted']}"
+                     + (f" cost {eth_text(cost, places=9)} ETH" if cost is not None else ""))
+    return lines
 
 
 def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
@@ -41,7 +54,14 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
         return
     if result.get("override"):
         click.echo(result["override"])
-    _print_epochs(result)
+    if result.get("dry_run"):
+        for epoch in result["epochs"]:
+            click.echo(f"would anchor epoch {epoch['seq']}: {epoch['rows']} row(s), "
+                       f"{epoch['deleted']} deletion(s), ~{epoch['bytes']} bytes compressed")
+    elif result["epochs"]:
+        for line in anchored_lines(result):
+            click.echo(line)
+        return
     click.echo(result["message"])
 
 

@@ -144,16 +144,17 @@ def print_connected(result: dict) -> None:
     click.echo(f"connected: owner {result['owner']}")
     click.echo(f"space {result['space']}  key tag {result.get('key_tag') or 'none'}  data key "
                f"from {result['source']}")
-    click.echo(f"session key: {result['session']}")
     for line in fresh_vault_lines(result):
         click.echo(line)
+    click.echo(f"session key: {result['session']}")
 
 
 def fresh_vault_lines(result: dict) -> list[str]:
     """The recovery file's lines, when the connect started a new vault (`kint connect` and
-    `kint join` both say it): where the file is, never the code."""
+    `kint join` both say it), in kint v0.3.0's words (02-quickstart.md): where the file is,
+    never the code, and that push refuses without it."""
     if not result.get("recovery_file"):
         return []
     return [f"fresh vault: recovery code written to {result['recovery_file']}",
-            "Keep it somewhere that is not this machine. It opens the vault without the "
-            "wallet."]
+            "copy that code somewhere that is not this machine; push refuses until the file "
+            "exists"]

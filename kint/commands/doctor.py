@@ -43,6 +43,22 @@ def _placement(home: Path) -> dict[str, Any]:
                  "set KINT_HOME outside ~/.sibyl-memory")
 
 
+def _tenant(explicit: str | None) -> dict[str, Any]:
+    """The tenant this doctor (and every command here without --tenant) runs under, and
+    where it came from: --tenant, KINT_TENANT, Sibyl's credentials.json, Sibyl's default.
+    Credentials the user has that give no tenant (a file SIBYL_CREDENTIALS names that is not
+    there, a symlink, one that does not parse) warn: Sibyl reads them as no account, so the
+    tenant falls to Sibyl's default, another space, without a word anywhere else."""
+    origin = spaces.tenant_origin(explicit)
+    detail = f"{origin.tenant} (from {origin.source})"
+    if origin.unused is None:
+        return check("tenant", True, detail)
+    return check("tenant", True, f"{detail}: {origin.unused}",
+                 "correct SIBYL_CREDENTIALS or Sibyl's credentials file (or remove it), or "
+                 "pin the tenant (KINT_TENANT, kint --tenant, kint setup --env "
+                 "KINT_TENANT=...)", warn=True)
+
+
 # Each kind of loose entry (kint.home_modes' rule) with what to do about it: what a
 # supervisor start mends, and the two files it leaves as they are on purpose, because one
 # that was open to others may have been read.
@@ -115,7 +131,7 @@ def _permissions(home: Path) -> dict[str, Any]:
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """Named checks: Sibyl's packages, python, PYTHONPATH, kint home (its mode), kint home
-    placement, permissions, supervisor reachable; from the space's worker the sibyl store,
+    placement, permissions, tenant (and where it came from), supervisor reachable; from the space's worker the sibyl store,
     enrolment, data key, recovery file, state files, disk space, a half-done pull,
     unanchored changes, and on the chain rpc primary (its chain id), rpc secondary, the
     contract's code, the session key and the head against the mirror (v0.3.0's names where
@@ -123,7 +139,8 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     ([WARN] lines pass)."""
     check_owner(obj, owner)
     home = kint_home()
-    checks = [*environment_checks(), _home(home), _placement(home), _permissions(home)]
+    checks = [*environment_checks(), _home(home), _placement(home), _permissions(home),
+              _tenant(obj.tenant)]
     client = obj.client(autostart=False)
     reachable = client.ping(2.0)
     checks.append(check("supervisor reachable", reachable,

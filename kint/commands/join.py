@@ -38,7 +38,7 @@ from kint.commands.exit_codes import ERROR, exit_code_for
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
-from kint.harnesses import parse_env
+from kint.harnesses import parse_env, pin_flag
 from kint.paths import kint_home, space_files
 from kint.protocol.errors import ErrorCode, ProtocolError, split_notices
 
@@ -102,17 +102,6 @@ def _stopper(step: str, obj: Ctx) -> Any:
              f"{err.message} [{err.code}]")
 
     return on_error
-
-
-def tenant_source(explicit: str | None) -> str:
-    """Where the tenant came from, in the order kint.spaces resolves it."""
-    if explicit:
-        return "--tenant"
-    if settings.value("KINT_TENANT"):
-        return "KINT_TENANT"
-    if spaces.resolve_tenant(None) != spaces.SIBYL_DEFAULT_TENANT:
-        return "credentials.json"
-    return "Sibyl's default"
 
 
 def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
@@ -343,13 +332,16 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     ref = resolve_space(obj)
     env = parse_env_pairs(env_pairs, ref.tenant)
     if db is not None or obj.db is not None:
-        env.setdefault("SIBYL_MEMORY_DB", ref.db)
+        try:
+            pin_flag(env, "SIBYL_MEMORY_DB", "--db", ref.db)
+        except SetupError as err:
+            usage_error(err.message, err.hint or None)
     args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
                         passphrase_prompt, False, recovery_code_stdin)
     home = kint_home()
     enrolment = _enrolment(home, ref.space16)
     anchor = _anchor(home, ref, enrolment)
-    source = tenant_source(obj.tenant)
+    source = spaces.tenant_origin(obj.tenant).source
 
     said = Said(as_json)
     said.result.update(owner=owner, tenant=ref.tenant, tenant_from=source, space=ref.space16,

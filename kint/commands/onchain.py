@@ -136,10 +136,19 @@ def receipt_cost(receipt: Any) -> int:
     return cost
 
 
-def tx_line(receipt: Any, payer: str) -> str:
-    """`tx 0x..., block N, cost X ETH (paid by ...)`."""
+def tx_hash_text(receipt: Any) -> str:
+    """The receipt's transaction hash as `0x` and 64 hex digits."""
     tx_hash = receipt["transactionHash"]
     shown = tx_hash.hex() if isinstance(tx_hash, (bytes, bytearray)) else str(tx_hash)
-    shown = shown if shown.startswith("0x") else "0x" + shown
-    return (f"tx {shown}, block {int(receipt['blockNumber'])}, cost "
+    return shown if shown.startswith("0x") else "0x" + shown
+
+
+def cost_and_block(receipt: Any) -> str:
+    """`cost X ETH, block N`, the end of kint v0.3.0's `authorized ...` lines."""
+    return f"cost {eth_text(receipt_cost(receipt))} ETH, block {int(receipt['blockNumber'])}"
+
+
+def tx_line(receipt: Any, payer: str) -> str:
+    """`tx 0x..., block N, cost X ETH (paid by ...)`."""
+    return (f"tx {tx_hash_text(receipt)}, block {int(receipt['blockNumber'])}, cost "
             f"{eth_text(receipt_cost(receipt))} ETH (paid by {payer})")

@@ -56,16 +56,25 @@ def _no_owner(action: str) -> None:
                     f"`show`)", "leave --owner out")
 
 
+# kint v0.3.0's line after `created:` (02-quickstart.md): what a new key needs before it
+# can push. On stderr, so that stdout stays the one `created: 0x...` line a script reads.
+CREATED_NEXT = ("fund it with a little ETH on Base and authorize it from the owner "
+                "(kint authorize ...)")
+
+
 @session_key_group.command("create", short_help="Create the session key (an existing one is kept).")
 def create_cmd() -> None:
-    """Create the session key: prints `created: 0x...`, or `exists: 0x...` when there is
-    one already (it is left alone). Does not touch the chain."""
+    """Create the session key: prints `created: 0x...` and, on stderr, kint v0.3.0's next
+    step (fund it, authorize it), or `exists: 0x...` when there is one already (it is left
+    alone). Does not touch the chain."""
     _no_owner("create")
     try:
         address, existed = create_session_key(kint_home())
     except CustodyError as err:
         refuse_custody(err)
     click.echo(f"{'exists' if existed else 'created'}: {address}")
+    if not existed:
+        click.echo(CREATED_NEXT, err=True)
 
 
 @session_key_group.command("rotate",

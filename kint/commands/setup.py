@@ -15,7 +15,7 @@ import click
 
 from kint.commands.common import Ctx, echo_json, json_option, refuse, usage_error
 from kint.commands.exit_codes import REFUSE
-from kint.harnesses import TARGETS, Report, SetupError, parse_env, run_setup
+from kint.harnesses import TARGETS, Report, SetupError, parse_env, pin_flag, run_setup
 from kint.protocol.errors import ErrorCode
 from kint.spaces import HERMES_PROFILE
 
@@ -57,7 +57,8 @@ def check_hermes_profiles(target: str, names: tuple[str, ...]) -> None:
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
               help="Set in the server's environment; repeatable (for example "
                    "KINT_TENANT=kint-demo). Written into the harness's configuration in "
-                   "plain text: never a secret.")
+                   "plain text: never a secret. A kint setting's value is checked as "
+                   "config.toml checks it, a path setting's made absolute.")
 @click.option("--hermes-profile", "hermes_profiles", multiple=True, metavar="NAME",
               help="Hermes only: register in this profile (repeatable) [default: the "
                    "default profile and every profile under ~/.hermes/profiles].")
@@ -80,10 +81,8 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
     try:
         check_hermes_profiles(target, hermes_profiles)
         env = parse_env(env_pairs)
-        if obj.tenant:
-            env.setdefault("KINT_TENANT", obj.tenant)
-        if obj.db:
-            env.setdefault("SIBYL_MEMORY_DB", obj.db)
+        pin_flag(env, "KINT_TENANT", "--tenant", obj.tenant)
+        pin_flag(env, "SIBYL_MEMORY_DB", "--db", obj.db)
         reports = run_setup([target], env, list(hermes_profiles) or None)
     except SetupError as err:
         refuse_setup(err)

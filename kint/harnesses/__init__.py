@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kint import settings, spaces
-from kint.paths import kint_home, replace_file
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, kint_home, replace_file
 from kint.protocol.errors import ErrorCode
 
 TARGETS = ("claude", "codex", "hermes", "openclaw")
@@ -118,19 +118,73 @@ def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def check_env_value(key: str, value: str) -> None:
-    """An endpoint setting whose URL may carry an API key (a user, path or query part) is
-    refused: setup writes it into the harness's configuration in plain text, and some
+    """A value of a kint setting is checked as `config.toml` checks it, now rather than in
+    a log line of a server the harness starts later: one that does not parse, or is below
+    the setting's minimum, is refused (kint-server would replace it by the default), and so
+    is a relative KINT_HOME (refused by every kint program). An empty value is unset.
+
+    An endpoint setting whose URL may carry an API key (a user, path or query part) is
+    refused too: setup writes it into the harness's configuration in plain text, and some
     harnesses take it on their command line. kint-server reads KINT_HOME/config.toml
     itself, which is where such an endpoint belongs."""
     from kint.settings.urls import redact_url, url_may_hold_a_key
-    from kint.settings.schema import BY_NAME
+    from kint.settings.schema import BY_NAME, BadValue, given, parse
 
     setting = BY_NAME.get(key)
-    if setting is not None and setting.kind == "url" and url_may_hold_a_key(value):
+    if setting is None or not value.strip():
+        return
+    try:
+        parsed = parse(setting, value)
+    except BadValue as err:
+        raise SetupError(f"--env {key}={given(setting, value)} {err}",
+                         "give a value kint takes (docs/settings.md), or leave it out: "
+                         "kint-server would not use this one") from None
+    if setting.minimum is not None and parsed < setting.minimum:
+        raise SetupError(f"--env {key}={value} is below its minimum {setting.minimum:g}",
+                         f"give {key} a value of at least {setting.minimum:g} "
+                         f"(docs/settings.md)")
+    if key == "KINT_HOME" and not Path(value).expanduser().is_absolute():
+        raise SetupError(f"--env KINT_HOME={value} {RELATIVE_PROBLEM}", RELATIVE_HOME_HINT)
+    if setting.kind == "url" and url_may_hold_a_key(value):
         raise SetupError(f"--env {key}: {redact_url(value.strip())} has a user, path or query "
                          f"part, where providers put API keys",
                          "kint-server reads $KINT_HOME/config.toml itself: give the endpoint "
                          "there (docs/settings.md), not in the harness's configuration")
+
+
+def absolute_paths(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the value of every path setting (the store, Sibyl's credentials, Hermes'
+    root, ...) made absolute here, `~` expanded: a harness starts kint-server in a folder
+    of its own and expands nothing, so a relative path would name another file there."""
+    from kint.settings.schema import BY_NAME
+
+    out = dict(env)
+    for key, value in env.items():
+        setting = BY_NAME.get(key)
+        if setting is not None and setting.kind == "path" and value.strip():
+            out[key] = str(Path(value).expanduser().absolute())
+    return out
+
+
+def pin_flag(env: dict[str, str], name: str, flag: str, value: str | None) -> None:
+    """Pin a global flag's value (`--tenant` as KINT_TENANT, `--db` as SIBYL_MEMORY_DB) in
+    `env`. An `--env` of the same variable that names another tenant or store is refused:
+    one of the two would be dropped without a word."""
+    if not value:
+        return
+    given_value = env.get(name)
+    if given_value is None:
+        env[name] = value
+        return
+    if name == "SIBYL_MEMORY_DB":
+        differs = (Path(given_value).expanduser().absolute()
+                   != Path(value).expanduser().absolute())
+    else:
+        differs = given_value != value
+    if differs:
+        raise SetupError(f"{flag} {value} and --env {name}={given_value} name two different "
+                         f"{'stores' if name == 'SIBYL_MEMORY_DB' else 'tenants'}",
+                         f"give one of them: {flag} alone pins it as {name}")
 
 
 def check_env_name(key: str) -> None:
@@ -159,9 +213,7 @@ def make_plan(env: dict[str, str], hermes_profiles: list[str] | None = None) -> 
     credentials = settings.lookup("SIBYL_CREDENTIALS")
     if credentials.source != settings.DEFAULT:  # a path: the server's cwd is not this one
         pinned["SIBYL_CREDENTIALS"] = str(Path(credentials.value).expanduser().absolute())
-    explicit = dict(env)
-    if db:
-        explicit["SIBYL_MEMORY_DB"] = pinned["SIBYL_MEMORY_DB"]
+    explicit = absolute_paths(env)
     pinned.update(explicit)
     return Plan(server=server, env=pinned, explicit=explicit, hermes_profiles=hermes_profiles)
 
@@ -182,8 +234,11 @@ def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None
                           capture_output=True, timeout=timeout)
 
 
-def tail(proc: subprocess.CompletedProcess[str], lines: int = 3) -> str:
-    text = "\n".join(x for x in (proc.stdout + "\n" + proc.stderr).splitlines() if x.strip())
+def tail(proc: subprocess.CompletedProcess[str], lines: int = 3, noise: str = "") -> str:
+    """The last `lines` lines a harness's CLI printed, for a failure's line; lines that
+    contain `noise` (a plugin's chatter) are left out."""
+    text = "\n".join(x for x in (proc.stdout + "\n" + proc.stderr).splitlines()
+                     if x.strip() and not (noise and noise in x.lower()))
     last = text.splitlines()[-lines:]
     return " | ".join(s.strip() for s in last) or f"exit status {proc.returncode}"
 
@@ -263,4 +318,4 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
 
 
 __all__ = ["Plan", "Report", "SetupError", "TARGETS", "find_kint_server", "make_plan",
-           "parse_env", "run_setup"]
+           "parse_env", "pin_flag", "run_setup"]

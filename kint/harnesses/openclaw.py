@@ -17,6 +17,9 @@ from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_co
                             tail, which)
 
 TIMEOUT = 120
+# OpenClaw's `string` plugin (a chain poller) prints its own lines on every CLI call, and
+# they would crowd out the reason `mcp set` failed (kint v0.3.0 drops them too).
+PLUGIN_NOISE = "string-bridge"
 
 
 def config_path() -> Path:
@@ -58,6 +61,6 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if out.returncode != 0:
         return [Report("openclaw", "failed",
                        [f"openclaw: failed: `openclaw mcp set` exited {out.returncode}: "
-                        f"{tail(out)}", *lines])]
+                        f"{tail(out, noise=PLUGIN_NOISE)}", *lines])]
     return [Report("openclaw", "changed",
                    ["openclaw: saved MCP server kint (openclaw mcp set)", *lines])]
