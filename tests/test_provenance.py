@@ -73,3 +73,26 @@ def test_an_edited_cached_epoch_never_names_itself_as_the_one_that_wrote_a_value
     for keys in (KEYS, {}):
         assert refine_from_cache(state, cold, TEST_OWNER, keys) is cold
         assert _provenance(state.mirror()) == {"release": 3, "review": 3}
+
+
+def test_an_epoch_anchored_with_a_root_that_is_off_still_names_where_values_were_written(
+        tmp_path):
+    """A writer whose epoch 2 carries a rows_root its rows do not reproduce: the pull that
+    applies it warns and goes on, and so does the provenance where the data key rebuilds
+    that epoch to its anchored digest (it is as anchored, not edited). Without the key
+    nothing tells a root that is off from an edit: the snapshot stays named."""
+    home, db = ensure_private_dir(tmp_path / "kint"), tmp_path / "memory.db"
+    write_rules(db, TENANT, release=RULE_1, review="two reviewers")
+    anchor(home, LABEL, db, TENANT, block=10)
+    write_rules(db, TENANT, release=RULE_2)
+    anchor(home, LABEL, db, TENANT, block=20, rows_root="ab" * 32)
+    anchor(home, LABEL, db, TENANT, block=30, snapshot=True)
+    state = state_for(home, LABEL)
+    mirror = state.mirror()
+    cold = replace(mirror, rows={cid: replace(row, seq=3) for cid, row in mirror.rows.items()})
+    state.save_mirror(cold)
+    assert _provenance(refine_from_cache(state, cold, TEST_OWNER, KEYS)) == {
+        "release": 2, "review": 1}
+    state.save_mirror(cold)
+    assert refine_from_cache(state, cold, TEST_OWNER, {}) is cold
+
