@@ -55,8 +55,10 @@ def connect_empty(kint_home: Path, label: str) -> Mirror:
 
 
 def anchor(kint_home: Path, label: str, db: Path, tenant: str, *, block: int,
-           snapshot: bool = False) -> int:
-    """Record the store's current rows as the next epoch; returns its seq."""
+           snapshot: bool = False, rows_root: str | None = None) -> int:
+    """Record the store's current rows as the next epoch; returns its seq. `rows_root`
+    stands in for the root of those rows (a writer whose root is off: the epoch is sealed
+    and anchored all the same)."""
     state = state_for(kint_home, label)
     mirror = state.mirror()
     head_seq = mirror.head.seq if mirror else 0
@@ -65,7 +67,7 @@ def anchor(kint_home: Path, label: str, db: Path, tenant: str, *, block: int,
     changes = snapshot_of(mirror, rows) if snapshot else diff(mirror, rows)
     current = {r.canonical_id: r for r in rows}
     ordered = sorted(current, key=lambda c: c.encode("utf-8"))
-    root = merkle_root([current[c].leaf for c in ordered]).hex()
+    root = rows_root or merkle_root([current[c].leaf for c in ordered]).hex()
     seq = head_seq + 1
     plaintext = make_plaintext(tenant=label, space=state.space_id, seq=seq, prev=prev,
                                rows=wire_rows(changes.rows), deleted=changes.deleted,

@@ -180,6 +180,7 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
             # own call (the supervisor keeps it until the next beat).
             assert (beat["progress_op"], beat["progress_age_s"]) == ("push", 2.5), beat
         assert worker.ctx.progress is None and worker.ctx.head_op_began is None
+        _a_beat_between_two_ops_names_neither(worker)
         seen = []
         monkeypatch.setattr(pending, "resolve_pending_at_start",
                             lambda ctx: seen.append(worker.inflight.snapshot()[:2]))
@@ -188,3 +189,48 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         assert worker.inflight.snapshot()[0] == 0  # and no longer after
     finally:
         worker.close()
+
+
+def _a_beat_between_two_ops_names_neither(worker) -> None:
+    """A pull ends and the next pull begins and says its first line while a beat reads
+    the line and its op: labelled with the new pull's op and age, the old pull's last line
+    is shown to the new pull's caller as its own. Named no op, it is shown to nobody for
+    that beat. The interleaving cannot be had on purpose between two real threads: the
+    context's `progress` makes the switch as the beat reads the line (its second read of
+    it; the first asks whether the worker is quiet): the one stand-in in this test."""
+    ctx = worker.ctx
+    last = "pull: applying epoch 7 (3 of 3)"
+
+    class Switching(type(ctx)):  # type: ignore[misc]
+        @property
+        def progress(self):  # noqa: ANN202
+            line = self.__dict__["progress"]
+            self.__dict__["reads"] += 1
+            if self.__dict__["reads"] == 2:  # the old pull ends, a new one begins
+                self.__dict__["progress"] = None
+                self.head_op_began = None
+                self.head_op_began = ("pull", time.monotonic())
+                self.__dict__["progress"] = "pull: checking epoch 9 (walking back from 9)"
+            return line
+
+        @progress.setter
+        def progress(self, value):  # noqa: ANN202
+            self.__dict__["progress"] = value
+
+    real = ctx.__class__
+    ctx.__dict__["progress"] = last
+    ctx.head_op_began = ("pull", time.monotonic() - 30)
+    ctx.__class__ = Switching
+    try:
+        ctx.__dict__["reads"] = 0
+        beat = worker._beat_message(time.monotonic(), 0, None, None, BEAT_SECONDS)[0]["state"]
+        assert beat["progress"] == last and beat["progress_op"] is None, beat
+        # The next beat names the new pull's line as the new pull's.
+        beat = worker._beat_message(time.monotonic(), 0, None, None, BEAT_SECONDS)[0]["state"]
+        assert beat["progress"].startswith("pull: checking epoch 9"), beat
+        assert beat["progress_op"] == "pull" and beat["progress_age_s"] < 30, beat
+    finally:
+        ctx.__class__ = real
+        del ctx.__dict__["reads"]
+        ctx.progress = None
+        ctx.head_op_began = None

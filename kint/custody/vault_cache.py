@@ -216,7 +216,9 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
         try:
             secret = load_local_secret(home)
         except NoLocalPassphrase as err:
-            return NoCachedKey("no-local-secret", f"{err}; then run kint connect")
+            # v0.3.0's words alone: connecting again cannot help, the session key is sealed
+            # under the same secret (the refusal's hint says to give it back).
+            return NoCachedKey("no-local-secret", str(err))
     key = _cache_key(secret)
     offset = len(MAGIC)
     check, nonce, sealed = (raw[offset:offset + _CHECK_LEN],

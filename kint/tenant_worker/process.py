@@ -191,19 +191,24 @@ class Worker:
             "has_work": self._has_work(count),
             # An op's, or a push the store watcher started with no op in flight; which
             # op's, and how long ago that op began.
-            "progress": self.ctx.progress,
-            **self._progress_origin(now),
+            **self._progress(now),
             "own_mib": self.memory.at_beat(time.monotonic(), count),
             "every_s": every,
         }}, recount
 
-    def _progress_origin(self, now: float) -> dict[str, Any]:
-        """The op the progress line belongs to and its age: a client shows the line only
-        when that op began after it sent its call (kint.client.Client.progress_line)."""
+    def _progress(self, now: float) -> dict[str, Any]:
+        """The progress line, the op it belongs to and that op's age, read together: a
+        client shows the line only when that op began after it sent its call
+        (kint.client.Client.progress_line). The op is read before and after the line (each
+        op's is a new tuple): an op that ended and the next one that began and said its
+        first line between two reads would otherwise label the old op's last line as the
+        new op's, and a client of the new op would show it. Such a beat names no op."""
         began = self.ctx.head_op_began
-        if began is None or self.ctx.progress is None:
-            return {"progress_op": None, "progress_age_s": None}
-        return {"progress_op": began[0], "progress_age_s": round(max(0.0, now - began[1]), 3)}
+        line = self.ctx.progress
+        if began is None or line is None or self.ctx.head_op_began is not began:
+            return {"progress": line, "progress_op": None, "progress_age_s": None}
+        return {"progress": line, "progress_op": began[0],
+                "progress_age_s": round(max(0.0, now - began[1]), 3)}
 
     def _recount(self) -> None:
         """The unanchored rows counted on a pool thread, for the beats to come. Not an op:

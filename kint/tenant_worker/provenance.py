@@ -9,6 +9,11 @@ it (cached by an earlier push or pull, or by `kint pull --full`), it knows bette
 module replays the cached epochs, oldest first, by the same rule, and moves each row's
 provenance back to the epoch that wrote the value it still holds. With no epoch before the
 snapshot cached, the snapshot stays (seed 000: its block is the one named).
+
+The cache is a copy, not the truth (kint.tenant_worker.cache_check): each epoch replayed is
+checked against what was anchored first, as `history` checks it, since a drift's evidence
+names the epoch as one the chain vouched for the value in. An epoch that cannot be checked
+(no key rebuilds it, no replay reproduces its root) is passed over as a missing one is.
 """
 
 from __future__ import annotations
@@ -16,27 +21,35 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from kint.epochs.errors import EpochError
+from kint.tenant_worker.cache_check import Reader, RootTracker, checked_reader
 from kint.tenant_worker.state_format import CorruptStateFile
 from kint.tenant_worker.statefiles import Mirror, SpaceState, apply_rows
 
 log = logging.getLogger("kint.worker")
 
 
-def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
+def refine_from_cache(state: SpaceState, mirror: Mirror, owner: str,
+                      keys: dict[bytes, bytes]) -> Mirror:
     """`mirror` with every row's provenance taken from the epoch cache where the cache
     names an older epoch for the same value, saved; `mirror` itself when nothing moves.
+    `owner` and `keys` (the data keys this machine holds) rebuild each cached epoch's
+    ciphertext to check it against its anchored digest.
 
     An epoch missing from the cache (one sealed under a retired data key) hides what it
     changed, so the replay forgets what it knew there and starts again at the next epoch
     it holds; so does an epoch that does not chain on the one before it (its `prev` is not
-    that epoch's digest). A row is only ever moved back across epochs the cache holds,
-    never raised."""
+    that epoch's digest), and one that cannot be checked. A row is only ever moved back
+    across epochs the cache holds, never raised."""
     try:
-        replayed = _replay_cache(state, mirror)
+        replayed = _replay_cache(state, mirror, checked_reader(state, owner, keys))
     except CorruptStateFile as err:
-        # The pull that asks has applied its epochs: a damaged old cache file costs the
-        # finer provenance, never the pull (history and verify name the file).
+        # The pull that asks has applied its epochs: a damaged or edited old cache file
+        # costs the finer provenance, never the pull (history and verify name the file).
         log.warning("provenance: kept as applied: kint's state file %s %s", err.path, err.why)
+        return mirror
+    except EpochError as err:  # a cached header that no longer parses
+        log.warning("provenance: kept as applied: a cached epoch's header %s", err)
         return mirror
     if replayed is None:
         return mirror
@@ -52,17 +65,34 @@ def refine_from_cache(state: SpaceState, mirror: Mirror) -> Mirror:
     return refined
 
 
-def _replay_cache(state: SpaceState, mirror: Mirror) -> Mirror | None:
+def _replay_cache(state: SpaceState, mirror: Mirror, read: Reader) -> Mirror | None:
     """The picture the cached epochs give, oldest first, up to the mirror's head; None
-    when the cache does not reach that head."""
-    seqs = [seq for seq in state.cached_seqs() if seq <= mirror.head.seq]
-    if not seqs or seqs[-1] != mirror.head.seq or (
-            state.meta(seqs[-1]).digest != mirror.head.digest):
+    when the cache does not hold that head. Only the epochs that chain down from the head
+    without a gap are read (what lies before a gap says nothing of the rows after it),
+    newest first, as `read` checks the digests down from the head."""
+    head = mirror.head
+    cached = set(state.cached_seqs())
+    if head.seq not in cached or state.meta(head.seq).digest != head.digest:
         return None
+    run = [head.seq]
+    while (run[-1] - 1 in cached
+           and state.meta(run[-1]).prev == state.meta(run[-1] - 1).digest):
+        run.append(run[-1] - 1)
+    opened = {seq: read(seq) for seq in run}
+    tracker = RootTracker()
     replayed: Mirror | None = None
-    for before, seq in zip([None, *seqs], seqs):
-        if before is not None and (seq != before + 1
-                                   or state.meta(seq).prev != state.meta(before).digest):
-            replayed = None  # not one chain of epochs: what came before says nothing
-        replayed = apply_rows(replayed, state.space_id, state.plaintext(seq))
+    for seq in reversed(run):
+        plaintext, by_key = opened[seq]
+        try:
+            by_root = tracker.check(state, seq, plaintext)
+        except CorruptStateFile:
+            if not by_key:
+                raise  # edited, or a writer's root that is off: nothing tells which
+            # Rebuilt to its anchored digest, so as anchored: a writer's root that is off
+            # (the pull that applied it only warned), not an edit.
+            by_root = False
+        if not (by_root or by_key):
+            replayed = None  # not checked against what was anchored: says nothing
+            continue
+        replayed = apply_rows(replayed, state.space_id, plaintext)
     return replayed

@@ -155,7 +155,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         # A snapshot applied here made itself the provenance of every row it carried; the
         # epochs before it that the cache holds (kept from earlier, or just backfilled)
         # name where each value was written: a drift's anchoring block is that epoch's.
-        mirror = refine_from_cache(state, mirror)
+        mirror = refine_from_cache(state, mirror, owner, held)
     rows = ctx.store_rows() or []
     warnings += rows_not_back(mirror, rows, written)
     if ctx.drift.active:
