@@ -250,7 +250,7 @@ def test_doctor_names_each_check(box, tmp_path):
     checks = {c["name"]: c for c in json.loads(good.stdout)["checks"]}
     # kint v0.3.0's row names where it has the check (10-configuration.md, "Check it":
     # `sibyl store`, `rpc primary`, `rpc secondary`, `contract`, `python`), kint's own beside.
-    assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH", "kint home",
+    assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH", "tenant", "kint home",
                            "kint home placement", "permissions", "supervisor reachable",
                            "sibyl store", "enrolment", "data key", "recovery file",
                            "state files", "disk space", "pull", "unanchored changes",
@@ -410,3 +410,58 @@ def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
     assert f"the store {db} cannot be read (" in terminal.stderr
     assert "nothing was anchored" in terminal.stderr
     assert "failed inside the worker" not in terminal.stderr
+
+
+def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
+    """A store another process keeps locked past the read's busy wait (a writer in SQLite's
+    exclusive locking mode) is fine, only taken: a push says so (BUSY, try again), neither
+    holds kint-server's pushes for a human nor sends anyone to `--discard-local`. Once the
+    lock is let go, the push goes through."""
+    import subprocess
+    import sys
+
+    from conftest import sibyl_client
+    from kint.client import Client, KintError
+    from kint.spaces import resolve
+
+    tenant, db = "kint-locked", tmp_path / "locked.db"
+    client = sibyl_client(db, tenant)
+    client.set_entity("rules", "release-gate", {"rule": RULE})
+    client.storage.close()
+    scope = ("--tenant", tenant, "--db", str(db))
+    ok(box.kint(*scope, "connect", "--dev"))
+    ok(box.kint(*scope, "push"))
+    # The lock is taken with no worker up: a worker's open read connection keeps an
+    # exclusive lock from being taken at all (the WAL's shared memory), as it would in use.
+    ok(box.kint("supervisor", "stop"))
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+        "c.execute('BEGIN EXCLUSIVE')\n"
+        "c.execute(\"UPDATE entities SET body = body || ' ' WHERE name = 'release-gate'\")\n"
+        "c.execute('COMMIT')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.read()\n"), str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    ref = resolve(tenant, db)
+    try:
+        assert writer.stdout.readline() == "locked\n"
+        with Client(box.kint_home) as kint:
+            with pytest.raises(KintError) as busy:
+                kint.call("push", tenant=ref.tenant, db=ref.db, space=ref.label,
+                          args={"hold_reason": "tool"}, timeout_s=120)
+        assert busy.value.code == "BUSY", busy.value
+        assert f"the store {db} is locked by another process" in busy.value.message
+        terminal = box.kint(*scope, "push")
+        assert terminal.returncode == PUSH_PULL_REFUSED and "[BUSY]" in terminal.stderr, \
+            terminal.stderr
+        assert "--discard-local" not in terminal.stderr
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+    log = (box.kint_home / "supervisor.log").read_text()  # the box's: other tests' lines too
+    assert not [line for line in log.splitlines() if "push HELD" in line and str(db) in line]
+    pushed = box.kint(*scope, "push")
+    ok(pushed)
+    assert "anchored 1 epoch" in pushed.stdout, pushed.stdout

@@ -49,6 +49,7 @@ from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pend
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.store import is_locked
 from kint.tenant_worker.unanchored import counting_from, note_count
 
 log = logging.getLogger("kint.worker")
@@ -230,6 +231,14 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
     try:
         return ctx.store_rows()
     except sqlite3.DatabaseError as err:
+        if is_locked(err):
+            # Another process holds the store's lock past the read's busy wait: the store
+            # is fine and the push can run once it lets go. Not a hold, which waits for a
+            # human, and not "cannot be read", which sends one to `--discard-local`.
+            raise ProtocolError(ErrorCode.BUSY, f"the store {ctx.config.db} is locked by "
+                                f"another process ({err}); nothing was anchored",
+                                "run the push again once the other writer lets go of the "
+                                "store") from None
         if hold_reason is not None:
             from kint.tenant_worker.drift import UNREADABLE_HOLD_HINT, hold_error
 

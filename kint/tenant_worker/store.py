@@ -29,6 +29,17 @@ class StoreUnreadable(Exception):
     """The store exists but cannot be read as a SQLite database."""
 
 
+# SQLite's primary result codes for a lock another connection holds that a read needs.
+_LOCK_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def is_locked(err: sqlite3.Error) -> bool:
+    """Whether `err` says another process holds the store's lock past the busy wait: the
+    store is fine, only taken for now (a writer in exclusive mode, a long migration), so
+    what failed is tried again later, never refused as unreadable or held for a human."""
+    return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _LOCK_CODES
+
+
 @dataclass(frozen=True)
 class StoreFacts:
     exists: bool
@@ -41,8 +52,9 @@ class StoreFacts:
 def check_openable(db: str) -> None:
     """Fail fast at worker start when the store path can never work.
 
-    A missing store is fine (Sibyl creates it on the first write); a folder, a special
-    file or a file that is not SQLite is not, and no restart will fix it.
+    A missing store is fine (Sibyl creates it on the first write), and so is one another
+    process holds locked for now; a folder, a special file or a file that is not SQLite
+    is not, and no restart will fix it.
     """
     problem = store_problem(db, header=False)  # SQLite's open below reads the header
     if problem is not None:
@@ -53,6 +65,8 @@ def check_openable(db: str) -> None:
         try:
             conn.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as err:
+            if is_locked(err):  # a restart would not help either: the ops wait their turn
+                return
             raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
 
 
