@@ -23,6 +23,9 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import orjson
 import pytest
@@ -32,7 +35,7 @@ from kint.paths import session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
-from test_worker_recycle import QUICK, _kept_after_its_figure
+from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the memory figure comes from /proc/self/smaps_rollup")
@@ -161,24 +164,27 @@ def _row(sb) -> dict:
     return sb.row(sb.sibyl_db)
 
 
-def _verify(sb) -> None:
-    """A pool op: work the worker's memory reading follows (refused: not connected)."""
+@contextmanager
+def _machine(tmp_path, *attaches: dict, **env: str) -> Iterator[Any]:
+    """The test supervisor over a store, with a session attached for each of `attaches`
+    (the `attach` op's arguments: no keepalive follows)."""
+    sb = make_sandbox(tmp_path / "m", **QUICK, **env)
     try:
-        sb.call("verify", sb.sibyl_db, args={"query": "anything", "limit": 3, "write": False})
-    except Exception:  # noqa: BLE001 - the op ran all the same
-        pass
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        for args in attaches:
+            sb.call("attach", sb.sibyl_db, args=args)
+        yield sb
+    finally:
+        sb.shutdown()
 
 
 @linux_only
 def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(tmp_path):
-    sb = make_sandbox(tmp_path / "m", KINT_WORKER_RECYCLE_MIB="1", **QUICK)
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        for sid, poll in (("one", "600"), ("two", "700")):
-            sb.call("attach", sb.sibyl_db, args={
-                "session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}})
-        _verify(sb)
+    attaches = [{"session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}}
+                for sid, poll in (("one", "600"), ("two", "700"))]
+    with _machine(tmp_path, *attaches, KINT_WORKER_RECYCLE_MIB="1") as sb:
+        _verify(sb, sb.sibyl_db)
         first = _row(sb)["pid"]
         row = sb.wait_for(lambda: (r := _row(sb))["sessions"] == 2 and r, timeout=20,
                           what="the beat to count both sessions")
@@ -204,8 +210,6 @@ def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(
         assert status.returncode == 0 and str(row["pid"]) in status.stdout, status.stdout
         assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
         assert sb.call("detach", sb.sibyl_db, args={"session": "two"})["sessions"] == 0
-    finally:
-        sb.shutdown()
 
 
 @linux_only
@@ -213,35 +217,25 @@ def test_a_dirty_store_keeps_a_worker_with_a_session_from_its_recycle(tmp_path):
     """The store changed under the watcher, which cannot push it (the space is not
     connected): the worker has work left, and is neither recycled nor stopped, session
     or no session."""
-    sb = make_sandbox(tmp_path / "m", KINT_WORKER_RECYCLE_MIB="1", KINT_POLL_SECONDS="1",
-                      **QUICK)
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        sb.call("attach", sb.sibyl_db, args={"session": "s", "watcher": True})
+    with _machine(tmp_path, {"session": "s", "watcher": True}, KINT_WORKER_RECYCLE_MIB="1",
+                  KINT_POLL_SECONDS="1") as sb:
         pid = _row(sb)["pid"]
         write_store(sb.sibyl_db, {"later": {"rule": "written after the attach"}},
                     tenant=sb.tenant)
         sb.wait_for(lambda: _row(sb)["work_left"], timeout=30, interval=0.2,
                     what="the watcher to find the store dirty")
-        _verify(sb)
+        _verify(sb, sb.sibyl_db)
         row = _kept_after_its_figure(sb, sb.sibyl_db)
         assert row["pid"] == pid and row["state"] == "ready" and row["sessions"] == 1, row
         assert row["work_left"] is True and row["memory_mib"] > 1, row
-    finally:
-        sb.shutdown()
 
 
 @linux_only
 def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
     """KINT_WORKER_IDLE_SECONDS never stops a worker with a session attached (recycling is
     off here); it does once the session detaches."""
-    sb = make_sandbox(tmp_path / "m", KINT_WORKER_RECYCLE_MIB="0", KINT_WORKER_IDLE_SECONDS="2",
-                      **QUICK)
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        sb.call("attach", sb.sibyl_db, args={"session": "s", "watcher": False})
+    with _machine(tmp_path, {"session": "s", "watcher": False}, KINT_WORKER_RECYCLE_MIB="0",
+                  KINT_WORKER_IDLE_SECONDS="2") as sb:
         pid = _row(sb)["pid"]
         row = _kept_after_its_figure(sb, sb.sibyl_db, after_s=2)  # the idle limit on top
         assert row["pid"] == pid and row["sessions"] == 1, row
@@ -249,5 +243,3 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
         row = sb.wait_for(lambda: (r := _row(sb))["pid"] is None and r, timeout=30,
                           what="the idle exit once the session left")
         assert row["state"] == "idle" and row["restarts"] == 0, row
-    finally:
-        sb.shutdown()
