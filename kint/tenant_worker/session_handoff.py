@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -39,7 +40,7 @@ log = logging.getLogger("kint.worker")
 VERSION = 1
 
 
-def _path(ctx: SpaceContext) -> Any:
+def _path(ctx: SpaceContext) -> Path:
     return session_handoff_path(ctx.config.home, ctx.config.space16)
 
 
@@ -132,7 +133,7 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     return new_watcher(ctx)
 
 
-def _remove(path: Any) -> None:
+def _remove(path: Path) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
