@@ -95,6 +95,7 @@ def _attached(ctx, sid: str, seen_ago: float, first_ago: float | None = None,
 
 
 def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successor(tmp_path):
+    from kint.tenant_worker import sessions
     from kint.tenant_worker.drift import Hold
     from kint.tenant_worker.session_handoff import hand_over, take_over
 
@@ -104,6 +105,8 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         _attached(ctx, "older", seen_ago=30, first_ago=100, poll="7")
         _attached(ctx, "newer", seen_ago=5, first_ago=50, poll="3")
         _attached(ctx, "gone", seen_ago=500)  # killed without a word: not handed over
+        _attached(ctx, "left", seen_ago=2, first_ago=60)
+        sessions.detach(ctx, {"session": "left"})  # said goodbye: its late keepalive is not
         ctx.drift.reset(ctx.store_rows() or [])
         ctx.drift.note("entity:rules:noted", "ab" * 32)
         ctx.drift.take_over(ctx.drift.handed()["leaves"],
@@ -128,6 +131,8 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         assert ctx.drift.handed() == handed and ctx.drift.active
         assert ctx.drift.held is not None and ctx.drift.held.reason == "watcher"
         assert _beat(new)["sessions"] == 2
+        late = sessions.attach(ctx, {"session": "left", "watcher": False})
+        assert late.get("ended") is True and late["sessions"] == 2
     finally:
         new.close()
 

@@ -4,8 +4,9 @@ A kint-server stays attached for its whole agent session, so the worker of the s
 agent uses, the one that grows, would never be recycled if sessions kept it alive
 (kint.supervisor.lifecycle recycles a quiet worker with sessions attached). What the
 sessions rely on lives in the worker's memory: who is attached and when each was last
-seen, the watcher timings and key TTL each sent, whether the store watcher runs, and the
-drift baseline their notes moved (with the hold it found). The worker writes them here as
+seen, the watcher timings and key TTL each sent, whether the store watcher runs, the drift
+baseline their notes moved (with the hold it found), and which sessions said goodbye (a
+keepalive sent before its goodbye must not attach a gone server to the successor). The worker writes them here as
 it exits for a recycle; the supervisor starts the successor at once, and the successor
 takes them over before it serves anything, so the watcher pushes and the sessions' notes
 count from the first request on, not from each session's next keepalive (up to a minute).
@@ -46,12 +47,13 @@ def _path(ctx: SpaceContext) -> Path:
 
 def hand_over(ctx: SpaceContext) -> int:
     """Write the attached sessions for the successor (a worker exiting for a recycle);
-    how many there were. Nothing is written when none is attached."""
-    if not ctx.live_sessions():
+    how many there were. Nothing is written when none is attached and none has ended."""
+    if not ctx.live_sessions() and not ctx.ended_sessions:
         return 0
     now = time.monotonic()
     sessions = []
     with ctx.sessions_lock:
+        ended = {sid: now - at for sid, at in ctx.ended_sessions.items()}
         for sid, seen in ctx.sessions.items():
             first, values = ctx.session_settings.get(sid, (None, {}))
             sessions.append({
@@ -61,7 +63,7 @@ def hand_over(ctx: SpaceContext) -> int:
     atomic_write(_path(ctx), orjson.dumps({
         "version": VERSION, "written_at": time.time(),
         "supervisor_pid": ctx.config.supervisor_pid, "watcher": ctx.watcher is not None,
-        "sessions": sessions, **ctx.drift.handed()}))
+        "sessions": sessions, "ended": ended, **ctx.drift.handed()}))
     log.info("space %s: %d session(s) handed to the next worker", ctx.config.space16,
              len(sessions))
     return len(sessions)
@@ -114,6 +116,8 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
             settings[sid] = (now - float(entry["first_s_ago"]) - elapsed, {
                 name: Value(BY_NAME[name], parse_sent(BY_NAME[name], raw), SESSION, raw=raw)
                 for name, raw in entry["settings"].items() if name in SESSION_SETTINGS})
+    ended = {sid: now - float(ago) - elapsed for sid, ago in data["ended"].items()
+             if float(ago) + elapsed <= SESSION_TTL_S}
     held = data["held"]
     leaves = data["leaves"]
     if leaves is not None and not all(isinstance(k, str) and (v is None or isinstance(v, str))
@@ -124,6 +128,7 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     with ctx.sessions_lock:
         ctx.sessions.update(sessions)
         ctx.session_settings.update(settings)
+        ctx.ended_sessions.update(ended)
     log.info("space %s: %d session(s) taken over from the recycled worker", space16,
              len(sessions))
     if not sessions or data["watcher"] is not True or ctx.watcher is not None:
