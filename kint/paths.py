@@ -337,6 +337,13 @@ def lost_restore_path(home: Path, space16: str) -> Path:
     return home / f"restoring-{space16}.json"
 
 
+def session_handoff_path(home: Path, space16: str) -> Path:
+    """The agent sessions a worker recycled for its memory hands to its successor
+    (kint.tenant_worker.session_handoff): present only from that worker's exit until the
+    next one of the space starts."""
+    return home / f"sessions-{space16}.json"
+
+
 _FOOTPRINT_TTL_S = 1.0
 _footprint_cache: dict[Path, tuple[float, int]] = {}
 

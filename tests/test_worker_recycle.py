@@ -70,14 +70,15 @@ def _row_and_clock(sb, db) -> tuple[dict, float]:
     return row, status["supervisor"]["uptime_s"]
 
 
-def _kept_after_its_figure(sb, db) -> dict:
+def _kept_after_its_figure(sb, db, after_s: float = 0.0) -> dict:
     """The space's row once the supervisor has swept its spaces a few times since the
     worker's memory figure arrived: a worker it would recycle is stopped at the first sweep
     after that (the figure is read after QUIET_SECONDS without work, and the supervisor's
     quiet spell began no later than the worker's). The sweeps are counted on the
     supervisor's own clock, its uptime in a status it answered (a sweep is due every
     tick_s and runs at the first turn of its loop once due), not on this process's: a
-    supervisor the box starves of CPU has swept no more often for the test's sleeping."""
+    supervisor the box starves of CPU has swept no more often for the test's sleeping.
+    `after_s` more on that clock for a limit longer than the quiet spell (an idle exit's)."""
     def figure() -> float | None:  # or the worker gone: stopped before a look saw it
         row, clock = _row_and_clock(sb, db)
         return clock if row["memory_mib"] is not None or row["pid"] is None else None
@@ -86,7 +87,7 @@ def _kept_after_its_figure(sb, db) -> dict:
 
     def swept() -> dict | None:
         row, clock = _row_and_clock(sb, db)
-        return row if clock >= seen_at + 4 * Settings.tick_s else None
+        return row if clock >= seen_at + 4 * Settings.tick_s + after_s else None
 
     return sb.wait_for(swept, timeout=30, what="four sweeps after the memory figure")
 

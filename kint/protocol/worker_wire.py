@@ -55,7 +55,10 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "held": (dict,),
     # The store watcher's last failed push while it waits to try again (push_backoff.py).
     "watcher_failure": (dict,),
+    # Work the worker must finish before it may be stopped (ops, a push, a dirty store).
     "has_work": (bool,),
+    # Agent sessions attached: no idle stop, but a recycle hands them to the successor.
+    "sessions": (int,),
     "progress": (str,),
     # The head op the progress line is of, and how long ago it began.
     "progress_op": (str,),

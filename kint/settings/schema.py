@@ -202,11 +202,13 @@ SETTINGS: tuple[Setting, ...] = (
        "there, restarted); an idle worker beats every quarter of it (1 to 3 s), and one spawned "
        "before a reload shortened it is given two of its beats", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
-       "seconds with nothing to do before a worker exits", minimum=1.0),
+       "seconds with nothing to do before a worker exits (never while an agent session "
+       "is attached)", minimum=1.0),
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
        "a worker holding more than this many MiB of its own (USS: pages no other process "
        "shares) after 5 s with nothing to do is stopped, and the next request starts a "
-       "fresh one (at most once in 10 min a space); `0`: never. Linux only", minimum=0.0,
+       "fresh one, or at once one that takes over the agent sessions attached (at most "
+       "once in 10 min a space); `0`: never. Linux only", minimum=0.0,
        platforms=frozenset({"linux"}),
        elsewhere="a worker's own memory (USS) is read on Linux only, so no worker is "
        "recycled for it"),

@@ -139,7 +139,7 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
                     f"supervisor stop` and run any command from this environment)")
             continue
         try:
-            theirs = parse(setting, raw)
+            theirs = parse_sent(setting, raw)
         except BadValue as err:
             if setting.strict:  # the chain: refused for this call, never the space's instead
                 values[name] = refused_in_env(setting, raw, str(err), THIS_CALL)
@@ -149,8 +149,6 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
                            f"it is not used: this call runs with "
                            f"{shown(setting, running.value)} ({source_text(running)})")
             continue
-        if setting.minimum is not None and theirs < setting.minimum:
-            theirs = type(theirs)(setting.minimum)
         idle = setting.no_effect_here(theirs)
         if idle is not None:  # wherever it were set, it would do nothing here
             notices.append(f"kint: {name}={raw} in this environment has {idle}")
@@ -160,6 +158,15 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         elif not same(setting, theirs, running.value):
             notices.append(report(setting, raw, running, label, path))
     return values, notices
+
+
+def parse_sent(setting: Setting, raw: str) -> Any:
+    """A value a client sent, parsed and raised to the setting's minimum (BadValue when it
+    does not parse): what the worker runs with for it."""
+    value = parse(setting, raw)
+    if setting.minimum is not None and value < setting.minimum:
+        value = type(value)(setting.minimum)
+    return value
 
 
 def _chain_work_refused(setting: Setting, raw: str, err: BadValue) -> str:

@@ -33,6 +33,7 @@ WORKER_MODULES = (
     "kint.tenant_worker.rekey",
     "kint.tenant_worker.doctor",
     "kint.tenant_worker.sessions",
+    "kint.tenant_worker.session_handoff",
     "kint.tenant_worker.pending",
     "kint.tenant_worker.watcher",
     "kint.tenant_worker.cache_check",

@@ -109,7 +109,11 @@ class WorkerLifecycle:
                  f" (commanded: {stop_reason})" if stop_reason else "")
         if stop_reason in ("idle", "recycle"):
             handle.state = "idle"
-            if handle.pending and not self.shutting_down:
+            # A worker recycled with sessions attached left them for its successor
+            # (kint/tenant_worker/session_handoff.py), which starts now: their watcher
+            # and notes go on without waiting for a request.
+            handed = stop_reason == "recycle" and _sessions(handle.beat)
+            if (handle.pending or handed) and not self.shutting_down:
                 self.spawn(handle)
         elif stop_reason == "stop" or self.shutting_down:
             handle.state = "stopped"
@@ -203,13 +207,16 @@ class WorkerLifecycle:
                 or self.shutting_down):
             return
         quiet = now - handle.last_activity
-        if quiet >= s.idle_s:
+        sessions = _sessions(handle.beat)
+        if quiet >= s.idle_s and not sessions:
             log.info("space %s: idle for %.0fs; stopping its worker", handle.space16, quiet)
             self.stop_worker(handle, "idle", now)
         elif quiet >= QUIET_SECONDS and self._over_memory(handle, now):
+            then = (f"its successor starts now with the {sessions} session(s) attached"
+                    if sessions else "the next request starts a fresh one")
             log.info("space %s: worker %s holds %.1f MiB of its own (KINT_WORKER_RECYCLE_MIB %g) after "
-                     "%.0fs idle; stopping it, the next request starts a fresh one",
-                     handle.space16, handle.pid, handle.beat["own_mib"], s.recycle_mib, quiet)
+                     "%.0fs idle; stopping it, %s", handle.space16, handle.pid,
+                     handle.beat["own_mib"], s.recycle_mib, quiet, then)
             handle.recycled_at = now
             self.stop_worker(handle, "recycle", now)
 
@@ -259,3 +266,9 @@ class WorkerLifecycle:
         return (s.recycle_mib > 0 and own is not None and own > s.recycle_mib
                 and (handle.recycled_at is None
                      or now - handle.recycled_at >= s.recycle_every_s))
+
+
+def _sessions(beat: dict[str, Any]) -> int:
+    """The agent sessions the worker's last beat said were attached (a field the beat's
+    decoder checked is an int or None)."""
+    return beat.get("sessions") or 0

@@ -77,6 +77,10 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "progress": beat.get("progress"),
         **_progress_origin(beat, since),
         "memory_mib": beat.get("own_mib") if handle.alive else None,
+        # Agent sessions attached (they keep a worker from its idle exit, not from a
+        # recycle), and whether it has work to finish first (ops, a push, a dirty store).
+        "sessions": beat.get("sessions") if handle.alive else None,
+        "work_left": beat.get("has_work") if handle.alive else None,
         "restarts": handle.restarts,
         "last_exit": handle.last_exit,
         "last_beat_age_s": (round(now - handle.last_beat_at, 3)

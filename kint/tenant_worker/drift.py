@@ -66,6 +66,21 @@ class DriftBaseline:
         with self._lock:
             self._leaves = {r.canonical_id: r.leaf.hex() for r in rows}
 
+    def handed(self) -> dict[str, Any]:
+        """The baseline and the hold as a successor worker takes them over
+        (session_handoff.py): the notes of the sessions still attached live on in it."""
+        with self._lock:
+            return {"leaves": dict(self._leaves) if self._leaves is not None else None,
+                    "held": self.held.to_json() if self.held is not None else None}
+
+    def take_over(self, leaves: dict[str, str | None] | None, held: Hold | None) -> None:
+        """Go on from a recycled worker's baseline and hold (`handed`)."""
+        with self._lock:
+            self._leaves = dict(leaves) if leaves is not None else None
+            self.held = held
+            if held is not None:
+                self._logged.add(held.message)  # logged once already, by the worker before
+
     def note(self, canonical: str, leaf: str | None) -> None:
         """A session's tool path wrote this row (leaf None: it deleted it)."""
         with self._lock:

@@ -128,6 +128,8 @@ class Worker:
         # call), a plain status's included, which never uses it.
         self._answers: collections.deque[list[bytes]] = collections.deque()
         self.stopping = False
+        # Why the supervisor stopped it: a "recycle" hands the attached sessions over.
+        self.stop_reason: str | None = None
         self.stop_requested = threading.Event()
         # A signal writes a byte here (signal.set_wakeup_fd), as does a pool thread with
         # an answer, which wakes the loop's poll: so an idle worker sleeps until its next
@@ -189,6 +191,9 @@ class Worker:
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "watcher_failure": watcher.backoff.for_beat(now) if watcher is not None else None,
             "has_work": self._has_work(count),
+            # Agent sessions attached: they keep the worker from an idle stop, not from a
+            # recycle, which hands them to its successor (session_handoff.py).
+            "sessions": self.ctx.live_sessions(),
             # An op's, or a push the store watcher started with no op in flight; which
             # op's, and how long ago that op began.
             **self._progress(now),
@@ -220,11 +225,12 @@ class Worker:
             self.memory.worked()
 
     def _has_work(self, inflight: int) -> bool:
-        """Anything that must keep this worker alive: ops in flight, a push to finish,
-        sessions attached, or a dirty store the watcher has yet to push."""
+        """Work this worker must finish before any stop: ops in flight, a push to finish,
+        or a dirty store the watcher has yet to push (or whose push is held or waits to
+        be tried again). Attached sessions are not work: the beat counts them apart."""
         watcher = self.ctx.watcher
         return bool(inflight or self.ctx.state.files["pending"].exists()
-                    or self.ctx.live_sessions() or (watcher is not None and watcher.dirty))
+                    or (watcher is not None and watcher.dirty))
 
     def _mirror(self) -> Mirror | None:
         """The mirror as last saved (cached by the file's identity: a stat a beat)."""
@@ -325,6 +331,7 @@ class Worker:
         if msg["kind"] == "stop":
             log.info("stop requested (%s)", msg.get("reason"))
             self.stopping = True
+            self.stop_reason = msg.get("reason")
             return
         internal_id = msg["id"]
         try:
@@ -382,6 +389,7 @@ class Worker:
                     stop_deadline = now + STOP_GRACE_SECONDS
                 if count == 0 or now >= stop_deadline:
                     self._forward_answers()  # an op answered since the last poll
+                    self._hand_over()
                     return 0
             timeout = max(0.0, self._next_beat - monotonic())
             if self.stopping:
@@ -403,6 +411,19 @@ class Worker:
                     except BlockingIOError:
                         pass
                     self._forward_answers()
+
+    def _hand_over(self) -> None:
+        """A worker recycled for its memory leaves its attached sessions to the next one
+        (session_handoff.py); without the file they attach again at their keepalive."""
+        if self.stop_reason != "recycle":
+            return
+        from kint.tenant_worker.session_handoff import hand_over
+
+        try:
+            hand_over(self.ctx)
+        except Exception:  # noqa: BLE001 - a full disk, say: the keepalive is the way back
+            log.warning("space %s: the attached sessions could not be handed over",
+                        self.config.space16, exc_info=True)
 
     def close(self) -> None:
         signal.set_wakeup_fd(-1)
@@ -439,6 +460,11 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
     if worker.ctx.state.files["pending"].exists():
         worker.pool.submit(worker.resolve_pending_at_start)
+    from kint.tenant_worker.session_handoff import take_over
+
+    watcher = take_over(worker.ctx)  # the sessions a recycled worker left, before serving
+    if watcher is not None:
+        worker.pool.submit(watcher.start)
     code = worker.serve()
     log.info("worker for space %s exits (%d)", config.space16, code)
     worker.close()

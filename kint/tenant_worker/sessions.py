@@ -92,6 +92,18 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
     return notices
 
 
+def new_watcher(ctx: SpaceContext) -> Any:
+    """The space's one store watcher, made for the first session that asks for it (or for
+    the sessions a recycled worker handed over: session_handoff.py); the caller starts
+    it (its first count reads the store)."""
+    from kint.tenant_worker.watcher import Watcher
+
+    ctx.watcher = Watcher(ctx.config.db, lambda: _changes_to_push(ctx),
+                          lambda reason: _watcher_push(ctx, reason),
+                          lambda name: ctx.watcher_setting(name))
+    return ctx.watcher
+
+
 def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     sid = args["session"]
     with ctx.sessions_lock:
@@ -106,12 +118,7 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not ctx.drift.active:  # a store not created yet holds no rows: none to explain
         ctx.drift.reset(ctx.store_rows() or [])
     if args.get("watcher") and ctx.watcher is None:
-        from kint.tenant_worker.watcher import Watcher
-
-        ctx.watcher = Watcher(ctx.config.db, lambda: _changes_to_push(ctx),
-                              lambda reason: _watcher_push(ctx, reason),
-                              lambda name: ctx.watcher_setting(name))
-        ctx.watcher.start()
+        new_watcher(ctx).start()
     elif ctx.watcher is not None:
         ctx.watcher.retime()  # this session's poll may be the one in force now
     if first:

@@ -1,0 +1,145 @@
+"""The agent sessions a worker recycled for its memory hands to its successor.
+
+A kint-server stays attached for its whole agent session, so the worker of the space an
+agent uses, the one that grows, would never be recycled if sessions kept it alive
+(kint.supervisor.lifecycle recycles a quiet worker with sessions attached). What the
+sessions rely on lives in the worker's memory: who is attached and when each was last
+seen, the watcher timings and key TTL each sent, whether the store watcher runs, the drift
+baseline their notes moved (with the hold it found), and which sessions said goodbye (a
+keepalive sent before its goodbye must not attach a gone server to the successor). The worker writes them here as
+it exits for a recycle; the supervisor starts the successor at once, and the successor
+takes them over before it serves anything, so the watcher pushes and the sessions' notes
+count from the first request on, not from each session's next keepalive (up to a minute).
+
+A file in the space's 0600 state, not a message through the supervisor: the baseline
+holds a leaf per row (more than a back-socket header carries), and the supervisor stays a
+router that reads only the fields it checks. The file is taken once and removed; one the
+same supervisor did not hand over (its pid differs: the notes cast to the old one in
+between are lost) or older than SESSION_TTL_S is dropped, and the sessions then attach
+anew at their next keepalive, as after any restart of the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kint.paths import atomic_write, session_handoff_path
+from kint.settings.loader import SESSION, Value
+from kint.settings.schema import BY_NAME, BadValue
+from kint.settings.wire import parse_sent
+from kint.tenant_worker.drift import Hold
+from kint.tenant_worker.space import SESSION_SETTINGS, SESSION_TTL_S, SpaceContext
+
+log = logging.getLogger("kint.worker")
+
+VERSION = 1
+
+
+def _path(ctx: SpaceContext) -> Path:
+    return session_handoff_path(ctx.config.home, ctx.config.space16)
+
+
+def hand_over(ctx: SpaceContext) -> int:
+    """Write the attached sessions for the successor (a worker exiting for a recycle);
+    how many there were. Nothing is written when none is attached and none has ended."""
+    if not ctx.live_sessions() and not ctx.ended_sessions:
+        return 0
+    now = time.monotonic()
+    sessions = []
+    with ctx.sessions_lock:
+        ended = {sid: now - at for sid, at in ctx.ended_sessions.items()}
+        for sid, seen in ctx.sessions.items():
+            first, values = ctx.session_settings.get(sid, (None, {}))
+            sessions.append({
+                "id": sid, "seen_s_ago": now - seen,
+                "first_s_ago": now - first if first is not None else None,
+                "settings": {name: v.raw for name, v in values.items() if v.raw is not None}})
+    atomic_write(_path(ctx), orjson.dumps({
+        "version": VERSION, "written_at": time.time(),
+        "supervisor_pid": ctx.config.supervisor_pid, "watcher": ctx.watcher is not None,
+        "sessions": sessions, "ended": ended, **ctx.drift.handed()}))
+    log.info("space %s: %d session(s) handed to the next worker", ctx.config.space16,
+             len(sessions))
+    return len(sessions)
+
+
+def take_over(ctx: SpaceContext) -> Any:
+    """Take the sessions a recycled worker handed over, if any (before the first request).
+    When they ran the store watcher, its successor is made, and returned for the caller to
+    start (its first count reads the store: not on the thread that says hello); else None.
+    The file is removed either way."""
+    path = _path(ctx)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as err:
+        log.warning("space %s: the sessions handed over in %s are unreadable (%s); they "
+                    "attach again at their next keepalive", ctx.config.space16, path, err)
+        _remove(path)
+        return None
+    _remove(path)
+    try:
+        return _apply(ctx, data)
+    except (KeyError, TypeError, ValueError, AttributeError, BadValue) as err:
+        log.warning("space %s: the sessions handed over in %s do not hold what they must "
+                    "(%s); they attach again at their next keepalive", ctx.config.space16,
+                    path, err)
+        return None
+
+
+def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
+    elapsed = time.time() - float(data["written_at"])
+    space16 = ctx.config.space16
+    if data["version"] != VERSION or data["supervisor_pid"] != ctx.config.supervisor_pid:
+        log.info("space %s: sessions handed over under another supervisor or format are not "
+                 "taken; they attach again at their next keepalive", space16)
+        return None
+    if not 0 <= elapsed <= SESSION_TTL_S:
+        log.info("space %s: sessions handed over %.0fs ago are not taken", space16, elapsed)
+        return None
+    now = time.monotonic()
+    sessions: dict[str, float] = {}
+    settings: dict[str, tuple[float, dict[str, Value]]] = {}
+    for entry in data["sessions"]:
+        sid = entry["id"]
+        if not isinstance(sid, str) or float(entry["seen_s_ago"]) + elapsed > SESSION_TTL_S:
+            continue
+        sessions[sid] = now - float(entry["seen_s_ago"]) - elapsed
+        if entry["first_s_ago"] is not None:
+            settings[sid] = (now - float(entry["first_s_ago"]) - elapsed, {
+                name: Value(BY_NAME[name], parse_sent(BY_NAME[name], raw), SESSION, raw=raw)
+                for name, raw in entry["settings"].items() if name in SESSION_SETTINGS})
+    ended = {sid: now - float(ago) - elapsed for sid, ago in data["ended"].items()
+             if float(ago) + elapsed <= SESSION_TTL_S}
+    held = data["held"]
+    leaves = data["leaves"]
+    if leaves is not None and not all(isinstance(k, str) and (v is None or isinstance(v, str))
+                                      for k, v in leaves.items()):
+        raise ValueError("a baseline leaf is not text")
+    ctx.drift.take_over(leaves, Hold(held["message"], held["reason"], held["at"])
+                        if held is not None else None)
+    with ctx.sessions_lock:
+        ctx.sessions.update(sessions)
+        ctx.session_settings.update(settings)
+        ctx.ended_sessions.update(ended)
+    log.info("space %s: %d session(s) taken over from the recycled worker", space16,
+             len(sessions))
+    if not sessions or data["watcher"] is not True or ctx.watcher is not None:
+        return None
+    from kint.tenant_worker.sessions import new_watcher
+
+    return new_watcher(ctx)
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

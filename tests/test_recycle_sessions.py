@@ -1,0 +1,250 @@
+"""A worker with agent sessions attached is recycled too (issue 15: "idle PSS per worker
+under 25 MB" failed for the one worker an agent uses, which a session's keepalive kept
+alive for ever), and its successor serves those sessions at once.
+
+The beat tells the supervisor "sessions attached" (`sessions`) apart from "work to finish"
+(`has_work`: ops, a push pending, a dirty store the watcher has yet to push): the first
+blocks only the idle exit, the second every stop. A worker recycled with sessions
+attached writes them, with the drift baseline their notes moved and the watcher they ran,
+for its successor (kint/tenant_worker/session_handoff.py), which the supervisor starts at
+once and which takes them over before it serves anything.
+
+The first tests drive real Worker objects in this process (not serving) over a real store;
+the others a real test supervisor and its workers, with sessions attached through the
+worker's own `attach` op (no keepalive: what the successor knows, it was handed) and a
+KINT_WORKER_RECYCLE_MIB of 1, so that any worker is over it. The same with a real
+kint-server, the watcher's pushes and the exit push on a devchain is
+tests/test_recycle_agent_session.py.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.paths import session_handoff_path
+from kint.settings.loader import SESSION, Value
+from kint.settings.schema import BY_NAME
+from kint.tenant_worker.own_memory import QUIET_SECONDS
+from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the memory figure comes from /proc/self/smaps_rollup")
+
+
+def _worker(tmp_path, supervisor_pid: int | None = None):
+    """A real Worker over a real store (not serving: its beats go nowhere)."""
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.process import Worker
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700, exist_ok=True)
+    db = tmp_path / "memory.db"
+    if not db.exists():
+        write_store(db, tenant="t")
+    cfg = WorkerConfig(space_id="cd" * 32, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused",
+                       supervisor_pid=supervisor_pid or os.getpid(), idle_beat_s=2.5)
+    return Worker(cfg, b"\x03" * 32)
+
+
+def _beat(worker) -> dict:
+    count, op, age = worker.inflight.snapshot()
+    return worker._beat_message(time.monotonic(), count, op, age, 1.0)[0]["state"]
+
+
+def test_sessions_are_counted_apart_from_the_work_that_blocks_any_stop(tmp_path):
+    worker = _worker(tmp_path)
+    try:
+        ctx = worker.ctx
+        assert (_beat(worker)["sessions"], _beat(worker)["has_work"]) == (0, False)
+        with ctx.sessions_lock:
+            ctx.sessions["s1"] = time.monotonic()
+        state = _beat(worker)
+        assert (state["sessions"], state["has_work"]) == (1, False), state
+        pending = ctx.state.files["pending"]
+        pending.write_bytes(b"{}")  # a push journal left to settle: work, whatever it says
+        try:
+            assert _beat(worker)["has_work"] is True
+        finally:
+            pending.unlink()
+        worker.inflight.start("r1", "verify")
+        assert _beat(worker)["has_work"] is True
+    finally:
+        worker.close()
+
+
+def _attached(ctx, sid: str, seen_ago: float, first_ago: float | None = None,
+              poll: str | None = None) -> None:
+    now = time.monotonic()
+    with ctx.sessions_lock:
+        ctx.sessions[sid] = now - seen_ago
+        if first_ago is not None:
+            values = ({"KINT_POLL_SECONDS": Value(BY_NAME["KINT_POLL_SECONDS"], float(poll),
+                                                  SESSION, raw=poll)} if poll else {})
+            ctx.session_settings[sid] = (now - first_ago, values)
+
+
+def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successor(tmp_path):
+    from kint.tenant_worker import sessions
+    from kint.tenant_worker.drift import Hold
+    from kint.tenant_worker.session_handoff import hand_over, take_over
+
+    old = _worker(tmp_path)
+    try:
+        ctx = old.ctx
+        _attached(ctx, "older", seen_ago=30, first_ago=100, poll="7")
+        _attached(ctx, "newer", seen_ago=5, first_ago=50, poll="3")
+        _attached(ctx, "gone", seen_ago=500)  # killed without a word: not handed over
+        _attached(ctx, "left", seen_ago=2, first_ago=60)
+        sessions.detach(ctx, {"session": "left"})  # said goodbye: its late keepalive is not
+        ctx.drift.reset(ctx.store_rows() or [])
+        ctx.drift.note("entity:rules:noted", "ab" * 32)
+        ctx.drift.take_over(ctx.drift.handed()["leaves"],
+                            Hold("refusing to anchor: test", "watcher", "2026-12-04T00:00:00Z"))
+        assert ctx.watcher_setting("KINT_POLL_SECONDS").value == 3  # the newest session's
+        assert hand_over(ctx) == 2
+        handed = ctx.drift.handed()
+    finally:
+        old.close()
+    path = session_handoff_path(tmp_path / "kint", "cd" * 8)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+    new = _worker(tmp_path)
+    try:
+        ctx = new.ctx
+        assert take_over(ctx) is None  # no session ran the watcher: none is started
+        assert not path.exists()  # taken once
+        assert sorted(ctx.sessions) == ["newer", "older"]
+        assert 25 < time.monotonic() - ctx.sessions["older"] < 60  # last seen as it was
+        poll = ctx.watcher_setting("KINT_POLL_SECONDS")
+        assert (poll.value, poll.source, poll.raw) == (3, SESSION, "3")  # newest still wins
+        assert ctx.drift.handed() == handed and ctx.drift.active
+        assert ctx.drift.held is not None and ctx.drift.held.reason == "watcher"
+        assert _beat(new)["sessions"] == 2
+        late = sessions.attach(ctx, {"session": "left", "watcher": False})
+        assert late.get("ended") is True and late["sessions"] == 2
+    finally:
+        new.close()
+
+
+def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
+    """The notes the sessions cast between the two workers waited in the supervisor that
+    handed the sessions over: another supervisor's worker would take a baseline without
+    them, and hold the sessions' own writes as drift."""
+    from kint.tenant_worker.session_handoff import hand_over, take_over
+
+    old = _worker(tmp_path, supervisor_pid=1)
+    try:
+        _attached(old.ctx, "s1", seen_ago=1, first_ago=1)
+        old.ctx.drift.reset([])
+        assert hand_over(old.ctx) == 1
+    finally:
+        old.close()
+    path = session_handoff_path(tmp_path / "kint", "cd" * 8)
+    new = _worker(tmp_path)
+    try:
+        assert take_over(new.ctx) is None
+        assert not new.ctx.sessions and not new.ctx.drift.active and not path.exists()
+    finally:
+        new.close()
+    path.write_bytes(orjson.dumps({"version": 1}))  # not what it must hold: dropped
+    new = _worker(tmp_path)
+    try:
+        assert take_over(new.ctx) is None and not new.ctx.sessions and not path.exists()
+    finally:
+        new.close()
+
+
+def _row(sb) -> dict:
+    return sb.row(sb.sibyl_db)
+
+
+@contextmanager
+def _machine(tmp_path, *attaches: dict, **env: str) -> Iterator[Any]:
+    """The test supervisor over a store, with a session attached for each of `attaches`
+    (the `attach` op's arguments: no keepalive follows)."""
+    sb = make_sandbox(tmp_path / "m", **QUICK, **env)
+    try:
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        for args in attaches:
+            sb.call("attach", sb.sibyl_db, args=args)
+        yield sb
+    finally:
+        sb.shutdown()
+
+
+@linux_only
+def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(tmp_path):
+    attaches = [{"session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}}
+                for sid, poll in (("one", "600"), ("two", "700"))]
+    with _machine(tmp_path, *attaches, KINT_WORKER_RECYCLE_MIB="1") as sb:
+        _verify(sb, sb.sibyl_db)
+        first = _row(sb)["pid"]
+        row = sb.wait_for(lambda: (r := _row(sb))["sessions"] == 2 and r, timeout=20,
+                          what="the beat to count both sessions")
+        assert row["work_left"] is False, row
+        # No request is made from here on: the successor starts because sessions were
+        # handed to it, and knows them without their keepalive.
+        row = sb.wait_for(lambda: (r := _row(sb))["pid"] not in (None, first)
+                          and r["sessions"] == 2 and r,
+                          timeout=QUIET_SECONDS + 30, interval=0.2,
+                          what="the successor, with both sessions")
+        assert row["restarts"] == 0 and row["state"] == "ready", row  # not a crash
+        log = sb.kint_home / "supervisor.log"
+        text = log.read_text()
+        assert f"worker {first} holds" in text, text[-3000:]
+        assert "its successor starts now with the 2 session(s) attached" in text
+        assert "2 session(s) taken over from the recycled worker" in text
+        # The watcher runs again, with the newest session's poll: its start says so (the
+        # first worker's never ticked after the second attach, so it never logged 700 s).
+        sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
+                    what="the successor's watcher, with the newest session's poll")
+        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+        status = sb.kint("supervisor", "status")
+        assert status.returncode == 0 and str(row["pid"]) in status.stdout, status.stdout
+        assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
+        assert sb.call("detach", sb.sibyl_db, args={"session": "two"})["sessions"] == 0
+
+
+@linux_only
+def test_a_dirty_store_keeps_a_worker_with_a_session_from_its_recycle(tmp_path):
+    """The store changed under the watcher, which cannot push it (the space is not
+    connected): the worker has work left, and is neither recycled nor stopped, session
+    or no session."""
+    with _machine(tmp_path, {"session": "s", "watcher": True}, KINT_WORKER_RECYCLE_MIB="1",
+                  KINT_POLL_SECONDS="1") as sb:
+        pid = _row(sb)["pid"]
+        write_store(sb.sibyl_db, {"later": {"rule": "written after the attach"}},
+                    tenant=sb.tenant)
+        sb.wait_for(lambda: _row(sb)["work_left"], timeout=30, interval=0.2,
+                    what="the watcher to find the store dirty")
+        _verify(sb, sb.sibyl_db)
+        row = _kept_after_its_figure(sb, sb.sibyl_db)
+        assert row["pid"] == pid and row["state"] == "ready" and row["sessions"] == 1, row
+        assert row["work_left"] is True and row["memory_mib"] > 1, row
+
+
+@linux_only
+def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
+    """KINT_WORKER_IDLE_SECONDS never stops a worker with a session attached (recycling is
+    off here); it does once the session detaches."""
+    with _machine(tmp_path, {"session": "s", "watcher": False}, KINT_WORKER_RECYCLE_MIB="0",
+                  KINT_WORKER_IDLE_SECONDS="2") as sb:
+        pid = _row(sb)["pid"]
+        row = _kept_after_its_figure(sb, sb.sibyl_db, after_s=2)  # the idle limit on top
+        assert row["pid"] == pid and row["sessions"] == 1, row
+        sb.call("detach", sb.sibyl_db, args={"session": "s"})
+        row = sb.wait_for(lambda: (r := _row(sb))["pid"] is None and r, timeout=30,
+                          what="the idle exit once the session left")
+        assert row["state"] == "idle" and row["restarts"] == 0, row
