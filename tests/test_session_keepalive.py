@@ -41,7 +41,7 @@ def _server_log(sb) -> str:
 def _sessions(sb) -> int:
     """How many sessions the space's worker counts (a detach of an id never attached
     changes nothing and answers the count)."""
-    return sb.call("detach", sb.sibyl_db, args={"session": "probe"})["sessions"]
+    return sb.call("detach", sb.sibyl_db, timeout_s=30, args={"session": "probe"})["sessions"]
 
 
 def test_the_keepalive_attaches_while_a_long_call_holds_the_session(tmp_path_factory,
