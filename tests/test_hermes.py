@@ -17,7 +17,7 @@ import pytest
 from sibyl_memory_client import testing as sibyl_testing
 
 from chain_machines import kjson, new_machine, ok
-from conftest import pid_alive, wait_until
+from conftest import let_go_on, wait_until
 
 from kint.client import Client, KintError
 from kint.spaces import resolve
@@ -137,8 +137,7 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
     finally:
         if adapter is not None:
             adapter.shutdown()
-        if worker is not None and pid_alive(worker):
-            os.kill(worker, signal.SIGCONT)
+        let_go_on(worker)
         sb.shutdown()
         _leave_home_bare()
 

@@ -22,7 +22,7 @@ import signal
 import time
 
 from chain_machines import kjson, machine_behind_proxy, new_machine, ok
-from conftest import make_sandbox, pid_alive, wait_until, write_store
+from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
 from kint.spaces import SpaceRef
@@ -172,6 +172,5 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     finally:
         if agent is not None:
             agent.close()
-        if worker is not None and pid_alive(worker):
-            os.kill(worker, signal.SIGCONT)
+        let_go_on(worker)
         sb.shutdown()
