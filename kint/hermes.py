@@ -26,7 +26,8 @@ log = logging.getLogger("kint.hermes")
 def watch_provider(provider: Any, db_path: str | Path, *, home: Path | None = None,
                    watcher: bool = True) -> AgentSession:
     """Note every write `provider`'s client makes to the space of `db_path`, and attach a
-    session to that space's worker (which starts its watcher). Returns the session; call
+    session to that space's worker (which starts its watcher; an attach that fails now is
+    tried again in the background). Returns the session; call
     its `close()` when the provider shuts down (one exit push, finished by the worker)."""
     ref = spaces.resolve(provider.tenant_id, db_path)
     session = AgentSession(ref, home or kint_home())
@@ -35,6 +36,7 @@ def watch_provider(provider: Any, db_path: str | Path, *, home: Path | None = No
     try:
         session.attach()
     except Exception as err:  # noqa: BLE001 - never crash the agent over kint
-        log.warning("kint: could not attach to space %s: %s", ref.space16, err)
+        log.warning("kint: could not attach to space %s: %s; trying again in the background",
+                    ref.space16, err)
     log.info("kint: watching Hermes store %s as space %s (%s)", ref.db, ref.space16, ref.label)
     return session

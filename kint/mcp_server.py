@@ -4,7 +4,8 @@ Sibyl's eight tools exactly as shipped (from `sibyl_memory_mcp.server.build_serv
 kint's one client, plus kint's six tools forwarded to the space's worker, on a server named
 `kint` whose instructions tell the agent to verify before it acts (kint.agent_server.surface).
 stdout is the MCP transport, so the log goes to $KINT_HOME/kint.log. At start it attaches to
-the worker and waits up to KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM,
+the worker (a failed attach is tried again in the background) and waits up to
+KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM,
 SIGHUP) it asks the worker for one push (when this session wrote) and exits at once: the
 worker finishes the push after it is gone.
 """
@@ -108,7 +109,9 @@ def main() -> None:
     try:
         session.attach(timeout_s=max(0.5, deadline - time.monotonic()))
     except Exception as err:  # noqa: BLE001 - serve Sibyl's tools even without the worker
-        log.warning("could not attach to the space's worker: %s", err)
+        # The session's keepalive tries again (soon at first) and logs the attach that works.
+        log.warning("could not attach to the space's worker: %s; trying again in the "
+                    "background", err)
     boot = threading.Thread(target=_bootstrap, args=(session, deadline), daemon=True)
     boot.start()
     boot.join(max(0.0, deadline - time.monotonic()) + 1.0)

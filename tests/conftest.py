@@ -95,6 +95,13 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def let_go_on(pid: int | None) -> None:
+    """SIGCONT a process the test stopped, unless it is gone (the supervisor may have
+    ended it), so that nothing is left stopped past the test."""
+    if pid is not None and pid_alive(pid):
+        os.kill(pid, signal.SIGCONT)
+
+
 def sibyl_client(db: Path, tenant: str = TENANT) -> MemoryClient:
     """Sibyl's own client on `db`, as an agent's tools would hold it (NullEntitlementGate:
     Sibyl's test support, passed in code; the test process has no Sibyl account)."""

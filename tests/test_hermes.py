@@ -1,17 +1,23 @@
 """kint under Hermes: Sibyl's own Hermes adapter (through kint's plugin) on three profiles
 gives three spaces and three workers, and Hermes' own writes are noted, so they never hold
-a server-side push, while an edit behind Sibyl's back does."""
+a server-side push, while an edit behind Sibyl's back does. A profile whose first attach
+failed attaches once its worker is back."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
+import signal
 import sqlite3
+from pathlib import Path
 
 import pytest
 from sibyl_memory_client import testing as sibyl_testing
 
 from chain_machines import kjson, new_machine, ok
+from conftest import let_go_on, wait_until
 
 from kint.client import Client, KintError
 from kint.spaces import resolve
@@ -21,16 +27,10 @@ PROFILES = ("alpha", "beta", "gamma")
 
 def test_three_profiles_three_workers_and_hermes_writes_never_hold(
         tmp_path_factory, chain_home, monkeypatch):
-    from pathlib import Path
-
     from kint.hermes_plugin import KintSibylAdapter
 
     sb = new_machine(tmp_path_factory.mktemp("hermes"), chain_home)
-    # This process plays Hermes: Sibyl's real account gate, trusting the sandbox's signer.
-    sibyl_testing.patch_trusted_keys(monkeypatch, sb.signer)
-    sibyl_testing.install_entitled_home(Path.home(), sb.signer)
-    monkeypatch.setenv("HERMES_HOME", str(sb.hermes_home))
-    monkeypatch.setenv("KINT_HOME", str(sb.kint_home))
+    _play_hermes(sb, monkeypatch)
     adapters = []
     try:
         for profile in PROFILES:
@@ -83,8 +83,63 @@ def test_three_profiles_three_workers_and_hermes_writes_never_hold(
                         what=f"{wrote} exit pushes")
         finally:
             sb.shutdown()
-            for name in ("credentials.json", "entitlement.json"):  # leave the HOME bare
-                (Path.home() / ".sibyl-memory" / name).unlink(missing_ok=True)
+            _leave_home_bare()
+
+
+def _play_hermes(sb, monkeypatch) -> None:
+    """This process plays Hermes: Sibyl's real account gate, trusting the sandbox's signer."""
+    sibyl_testing.patch_trusted_keys(monkeypatch, sb.signer)
+    sibyl_testing.install_entitled_home(Path.home(), sb.signer)
+    monkeypatch.setenv("HERMES_HOME", str(sb.hermes_home))
+    monkeypatch.setenv("KINT_HOME", str(sb.kint_home))
+
+
+def _leave_home_bare() -> None:
+    for name in ("credentials.json", "entitlement.json"):
+        (Path.home() / ".sibyl-memory" / name).unlink(missing_ok=True)
+
+
+def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
+        tmp_path_factory, chain_home, monkeypatch, caplog):
+    """The profile's worker is stopped for real (SIGSTOP) as Hermes starts the provider: the
+    attach answers WORKER_DOWN once the supervisor judges the worker hung (10 s), and the
+    session's keepalive attaches to the worker that replaces it, a few seconds later (it
+    tries again at 2 s doubling, well under its 60 s keepalive). Before, the keepalive
+    started only after a first attach that went through: the profile's session never
+    counted and no watcher ran for it while Hermes ran."""
+    from kint.hermes_plugin import KintSibylAdapter
+
+    caplog.set_level(logging.INFO, logger="kint")
+    sb = new_machine(tmp_path_factory.mktemp("hermes-late"), chain_home)
+    _play_hermes(sb, monkeypatch)
+    profile = {"hermes_home": str(sb.hermes_home / "profiles" / "alpha"),
+               "agent_identity": "alpha"}
+    ref = resolve(None, sb.profile_db("alpha"))
+    adapter = worker = None
+
+    def sessions() -> int:
+        with Client(sb.kint_home, autostart=False) as client:
+            return client.call("detach", tenant=ref.tenant, db=ref.db, space=ref.label,
+                               args={"session": "probe"}, timeout_s=30)["sessions"]
+
+    try:
+        first = KintSibylAdapter()  # makes the profile's store, and its worker
+        first.initialize("session-first", **profile)
+        first.shutdown()
+        status = json.loads(ok(sb.kint("supervisor", "status", "--json")).stdout)
+        worker = next(r["pid"] for r in status["spaces"] if r["label"] == ref.label)
+        os.kill(worker, signal.SIGSTOP)
+        adapter = KintSibylAdapter()
+        adapter.initialize("session-late", **profile)
+        assert "kint: could not attach to space" in caplog.text, caplog.text
+        assert wait_until(lambda: sessions() == 1, timeout=40, interval=0.5), caplog.text
+        assert caplog.text.count("attached to the space's worker after") == 1, caplog.text
+    finally:
+        if adapter is not None:
+            adapter.shutdown()
+        let_go_on(worker)
+        sb.shutdown()
+        _leave_home_bare()
 
 
 def _exit_pushed(sb) -> set[str]:

@@ -3,7 +3,8 @@ KEEPALIVE_S on a socket of its own, so a long tool call holding the session's so
 not hold it back, and it sends nothing once `close()` has begun, so the worker never counts
 a gone server as attached; the worker, for its part, does not take back a session that
 said goodbye when an attach of it sent earlier runs after the goodbye (its op pool may run
-them in either order).
+them in either order). And it runs whether or not the start's attach went through: a
+server whose first attach failed attaches once the worker is back, on a short backoff.
 
 Real parts: a real kint-server process under the `mcp` SDK's stdio client, on a machine
 connected to the devchain through the loopback RPC proxy (a push that waits on a receipt
@@ -16,10 +17,12 @@ what the session sends."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
-from chain_machines import machine_behind_proxy
-from conftest import make_sandbox, wait_until, write_store
+from chain_machines import kjson, machine_behind_proxy, new_machine, ok
+from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
 from kint.spaces import SpaceRef
@@ -38,7 +41,7 @@ def _server_log(sb) -> str:
 def _sessions(sb) -> int:
     """How many sessions the space's worker counts (a detach of an id never attached
     changes nothing and answers the count)."""
-    return sb.call("detach", sb.sibyl_db, args={"session": "probe"})["sessions"]
+    return sb.call("detach", sb.sibyl_db, timeout_s=30, args={"session": "probe"})["sessions"]
 
 
 def test_the_keepalive_attaches_while_a_long_call_holds_the_session(tmp_path_factory,
@@ -111,4 +114,63 @@ def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(tmp_pat
         assert late["ended"] is True and late["sessions"] == 0, late
         assert _sessions(sb) == 0
     finally:
+        sb.shutdown()
+
+
+# The worker's heartbeat timeout here (KINT_WORKER_HEARTBEAT_TIMEOUT, a user's setting):
+# kint-server, started just after the worker is stopped, must send its attach while the
+# supervisor still counts the worker as serving, even on a loaded box.
+HUNG_AFTER_S = 20
+# How long after the stopped worker is replaced the session may take to attach: its
+# keepalive's retries wait 2 s doubling (at most two of them here: one answered WORKER_DOWN
+# when the supervisor judged the worker hung), under the 60 s of its keepalive proper.
+REATTACH_WITHIN_S = 40
+assert REATTACH_WITHIN_S < session_module.KEEPALIVE_S
+
+
+def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
+        tmp_path_factory, chain_home):
+    """The space's worker is stopped for real (SIGSTOP) before kint-server starts, with a
+    1 s start-up budget: its attach answers TIMEOUT. The supervisor judges the worker hung
+    and ends it (its SIGTERM comes with a SIGCONT, and a worker told to stop starts nothing
+    it reads after), so the attach waiting in its pipe never runs. The test does not SIGCONT
+    it sooner itself: a worker continued before its judgement would run that attach, and
+    the session would count without any retry. Before, the keepalive started only after a
+    first attach that went through: this session never counted and no watcher pushed its
+    agent's writes for the server's whole life."""
+    sb = new_machine(tmp_path_factory.mktemp("late-attach"), chain_home,
+                     KINT_POLL_SECONDS="1", KINT_QUIET_SECONDS="2",
+                     KINT_WORKER_HEARTBEAT_TIMEOUT=str(HUNG_AFTER_S))
+    agent = None
+    worker = None
+    try:
+        ok(sb.kint("connect", "--dev"))
+        worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
+        os.kill(worker, signal.SIGSTOP)
+        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "1"}).start()
+        assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
+                          timeout=30), _server_log(sb)[-2000:]
+        hung = f"worker {worker} is hung ("
+        assert wait_until(lambda: hung in (sb.kint_home / "supervisor.log").read_text(),
+                          timeout=HUNG_AFTER_S + 30), "the stopped worker was not judged hung"
+        # The probe's own request starts the worker's replacement, if no retry has yet.
+        assert wait_until(lambda: _sessions(sb) == 1, timeout=REATTACH_WITHIN_S,
+                          interval=0.5), _server_log(sb)[-2000:]
+
+        # Its watcher pushes the agent's write, as for a session attached at start.
+        before = kjson(sb, "status")["head"]["seq"]
+        assert agent.call("memory_remember", category="notes", name="after-the-wait",
+                          body={"text": "written once the worker was back"})["ok"] is True
+        pushed = wait_until(lambda: (s := kjson(sb, "status"))["head"]["seq"] > before
+                            and s["unanchored"] == 0 and s, timeout=60, interval=0.5)
+        assert pushed, kjson(sb, "status")
+        # One line for the failure and one for the attach that ended it, none per retry.
+        log = _server_log(sb)
+        assert log.count("could not attach to the space's worker") == 1, log
+        assert log.count("attached to the space's worker after") == 1, log
+        assert "keepalive:" not in log, log
+    finally:
+        if agent is not None:
+            agent.close()
+        let_go_on(worker)
         sb.shutdown()

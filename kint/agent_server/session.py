@@ -17,6 +17,15 @@ long tool call (a pull, up to TOOL_WAIT_S), and one that woke as the session clo
 its attach after the goodbye, so the worker counted a gone server as attached until
 SESSION_TTL_S. Each attach is sent under `_beat`, after a look at `_stop`; `close()` sets
 `_stop` and then takes `_beat`, so no attach leaves once the goodbye may have.
+
+The keepalive runs whether or not the start's attach went through. Before, a server whose
+first attach failed (the supervisor paused or still starting, the worker restarting or
+quarantined, the start-up budget spent) stayed unattached for its whole life: no watcher
+pushed its agent's writes, the worker counted no session (so it could go idle), and the
+server's watcher settings never reached it. While the session is not attached the keepalive
+tries again sooner: RETRY_FIRST_S, doubling up to KEEPALIVE_S, then every KEEPALIVE_S once
+an attach goes through. A failure is logged once (the start's by the caller), and so is the
+attach that ends it: a line per retry would fill the log (it counts against the cap).
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ from kint.spaces import SpaceRef
 log = logging.getLogger("kint.server")
 
 KEEPALIVE_S = 60.0
+# The first wait before an unattached session's keepalive tries again: it doubles at each
+# failed try, up to KEEPALIVE_S.
+RETRY_FIRST_S = 2.0
 # How long an exiting server waits, in all, for an attach its keepalive is sending and for
 # the socket a tool call holds: short, since a harness may SIGTERM it soon after closing
 # stdin (the SDK's stdio client: 2 s).
@@ -53,6 +65,9 @@ class AgentSession:
         # Held while the keepalive sends an attach (see the module's docstring).
         self._beat = threading.Lock()
         self._keepalive: threading.Thread | None = None
+        # Whether the worker took this session's last attach (written by the thread that
+        # sent it: the start's, then the keepalive's).
+        self.attached = False
         self.watcher = not settings.value("KINT_NO_WATCHER")
         self._logged: set[str] = set()
         # Whether this session's tools wrote anything: a session that wrote nothing (a
@@ -102,26 +117,50 @@ class AgentSession:
             log.warning("%s not sent: %s", op, err.message)
 
     def attach(self, timeout_s: float = 30) -> None:
-        self.call("attach", self._attach_args(), timeout_s=timeout_s)
-        self._keepalive = threading.Thread(target=self._keep, name="kint-keepalive",
-                                           daemon=True)
-        self._keepalive.start()
+        """Attach now, and start the keepalive whether or not that went through. The
+        start's failure is raised for the caller to log (in its own words); the keepalive
+        then tries again on its backoff and logs the attach that ends it."""
+        try:
+            self.call("attach", self._attach_args(), timeout_s=timeout_s)
+            self.attached = True
+        finally:
+            self._keepalive = threading.Thread(target=self._keep, name="kint-keepalive",
+                                               daemon=True)
+            self._keepalive.start()
 
     def _attach_args(self) -> dict[str, Any]:
         return {"session": self.id, "watcher": self.watcher}
 
     def _keep(self) -> None:
-        """Attach again every KEEPALIVE_S, on this thread's own socket, until `close()`."""
+        """Attach again, on this thread's own socket, until `close()`: every KEEPALIVE_S
+        while attached, sooner while not (see the module's docstring)."""
         client = Client(self._home)
+        first_retry = min(RETRY_FIRST_S, KEEPALIVE_S)
+        wait = KEEPALIVE_S if self.attached else first_retry
+        failed_tries = 0 if self.attached else 1  # the start's attach, when it failed
         try:
-            while not self._stop.wait(KEEPALIVE_S):
+            while not self._stop.wait(wait):
                 with self._beat:
                     if self._stop.is_set():  # close() began while this one waited
                         return
                     try:
                         self._call_on(client, "attach", self._attach_args(), 30)
-                    except KintError as err:
-                        log.info("keepalive: %s", err.message)
+                    except Exception as err:  # noqa: BLE001 - the keepalive outlives any one try
+                        message = err.message if isinstance(err, KintError) else repr(err)
+                        if self.attached:
+                            log.warning("keepalive: the space's worker did not take this "
+                                        "session's attach (%s); trying again in %g s, then "
+                                        "at doubling waits up to every %g s", message,
+                                        first_retry, KEEPALIVE_S)
+                        wait = first_retry if self.attached else min(wait * 2, KEEPALIVE_S)
+                        self.attached = False
+                        failed_tries += 1
+                        continue
+                if not self.attached:
+                    log.info("attached to the space's worker after %d failed attempt(s): it "
+                             "counts this session now", failed_tries)
+                self.attached = True
+                wait, failed_tries = KEEPALIVE_S, 0
         finally:
             client.close()
 

@@ -5,8 +5,9 @@ trusting the test's throwaway key, and Sibyl's network guard), then runs kint's 
 `kint.mcp_server.main`, the same code as the `kint-server` command.
 
 `KINT_TEST_KEEPALIVE_S` (set only by tests) shortens the interval of the session's
-keepalive attach (kint.agent_server.session.KEEPALIVE_S, 60 s), so that a test sees what an
-older session is told at its next attach without waiting a minute for it;
+keepalive attach (kint.agent_server.session.KEEPALIVE_S, 60 s, which also caps the retries
+of a session not attached), so that a test sees what an older session is told at its next
+attach without waiting a minute for it;
 `KINT_TEST_TOOL_WAIT_S` the longest a kint tool waits for the worker
 (kint.agent_server.tools.TOOL_WAIT_S, 100 s), so that a test meets that bound without
 waiting it out. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
