@@ -90,8 +90,8 @@ def pid_alive(pid: int) -> bool:
         return False
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except FileNotFoundError:
+            return fh.read().rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):  # reaped before, or between open and read
         return False
 
 

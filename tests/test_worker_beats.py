@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
-from conftest import make_sandbox, wait_until, write_store
+from conftest import make_sandbox, pid_alive, wait_until, write_store
 from support.lifecycle_host import LifecycleHost
 
 from kint.protocol.worker_wire import (BEAT_SECONDS, IDLE_BEAT_MAX_SECONDS,
@@ -90,14 +89,6 @@ def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(tmp_p
         sb.shutdown()
 
 
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
-
-
 # Kept off the next beat's time: how much later than the worker sent its beat the
 # supervisor may have taken it in, so that an exit at that beat cannot pass for an earlier one.
 BEAT_TRIP_S = 0.3
@@ -130,13 +121,13 @@ def test_an_idle_worker_sleeps_until_its_next_beat_yet_stops_at_once_on_sigterm(
         assert next_beat_at
         os.kill(pid, signal.SIGTERM)
         exits_by = time.monotonic() + 10
-        while _running(pid) and time.monotonic() < exits_by:
+        while pid_alive(pid) and time.monotonic() < exits_by:
             time.sleep(0.02)
         gone_at = time.monotonic()
         # Gone before its next beat was due: the signal woke it, not the beat. Idle beats
         # are at most 3 s apart, so this is the widest gap the two causes can have; the
         # worker has ~2.5 s of it to exit in.
-        assert not _running(pid) and gone_at < next_beat_at - BEAT_TRIP_S, \
+        assert not pid_alive(pid) and gone_at < next_beat_at - BEAT_TRIP_S, \
             f"gone {gone_at - next_beat_at:+.2f}s from its next beat"
         logged = [line for path in sb.kint_home.rglob("*.log")
                   for line in path.read_text(errors="replace").splitlines()]
