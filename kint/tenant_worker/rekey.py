@@ -63,7 +63,7 @@ def _current_wraps(ctx: SpaceContext, anchor: Anchor, owner: str, offline: bool
     if not offline:
         head = read_head(anchor, owner, space)
         if head.seq > 0:
-            found = newest_readable_header(anchor, owner, space, head)
+            found = newest_readable_header(anchor, owner, space, head, command="rekey")
             return found.header.wraps, found.header.dek_id
     local = read_wraps(ctx.config.home, space)
     if local is None:
@@ -162,7 +162,8 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             anchor = Anchor(chain, ctx.tracker)
             head = read_head(anchor, enrolment.owner, cfg.space_id)
             if head.seq > 0:
-                found = newest_readable_header(anchor, enrolment.owner, cfg.space_id, head)
+                found = newest_readable_header(anchor, enrolment.owner, cfg.space_id, head,
+                                               command="recovery-code")
                 if found.header.dek_id != dek_id(key):
                     raise ProtocolError(ErrorCode.WRONG_KEY,
                                         "the cached data key is not the one the head epoch was "
