@@ -630,7 +630,8 @@ def test_connect_looks_at_the_head_and_the_31_epochs_before_it(dev, caplog):
     head = dev.anchor.head(owner.address, space)
     assert head.seq == 32
     with caplog.at_level("WARNING", logger="kint.worker"):
-        found = newest_readable_header(dev.anchor, owner.address, space, head)
+        found = newest_readable_header(dev.anchor, owner.address, space, head,
+                                       command="connect")
     assert (found.seq, found.block, found.blob) == (1, good["blockNumber"], KINT_BLOB)
     assert found.header == Header.decode(KINT_BLOB)
     assert (f"connect: using epoch 1 at block {good['blockNumber']}, the newest readable one"
@@ -639,22 +640,27 @@ def test_connect_looks_at_the_head_and_the_31_epochs_before_it(dev, caplog):
     _push_chain(dev, owner, space, junk[31:])
     head = dev.anchor.head(owner.address, space)
     with pytest.raises(ProtocolError) as info:
-        newest_readable_header(dev.anchor, owner.address, space, head)
+        newest_readable_header(dev.anchor, owner.address, space, head, command="connect")
     assert info.value.code is ErrorCode.RPC_UNAVAILABLE
     assert str(info.value) == ("cannot read the head epoch: none of the 32 newest epochs "
                                "(seq 33 down to 2) has a header that parses, and connect "
                                "looks at 32 at most")
 
 
-def test_connect_refuses_a_chain_where_no_epoch_parses(dev):
+def test_a_chain_where_no_epoch_parses_is_refused_in_the_asking_commands_name(dev, caplog):
+    """Connect, rekey and recovery-code all walk the headers: the refusal and the log lines
+    name the one that asked, not always connect."""
     owner, space = dev.actor(), _space()
     _push_chain(dev, owner, space, [b"\x02 a header from the future " + bytes(80), b"junk"])
-    with pytest.raises(ProtocolError) as info:
+    with caplog.at_level("WARNING", logger="kint.worker"), \
+            pytest.raises(ProtocolError) as info:
         newest_readable_header(dev.anchor, owner.address, space,
-                               dev.anchor.head(owner.address, space))
+                               dev.anchor.head(owner.address, space), command="rekey")
     assert str(info.value) == ("cannot read the head epoch: none of the 2 newest epochs (seq 2 "
-                               "down to 1) has a header that parses, and connect looks at 32 "
+                               "down to 1) has a header that parses, and rekey looks at 32 "
                                "at most")
+    assert "rekey: the head epoch 2 at block" in caplog.text
+    assert "connect" not in caplog.text
 
 
 # --- revert decoding ------------------------------------------------------------------------

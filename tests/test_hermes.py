@@ -116,12 +116,6 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
                "agent_identity": "alpha"}
     ref = resolve(None, sb.profile_db("alpha"))
     adapter = worker = None
-
-    def sessions() -> int:
-        with Client(sb.kint_home, autostart=False) as client:
-            return client.call("detach", tenant=ref.tenant, db=ref.db, space=ref.label,
-                               args={"session": "probe"}, timeout_s=30)["sessions"]
-
     try:
         first = KintSibylAdapter()  # makes the profile's store, and its worker
         first.initialize("session-first", **profile)
@@ -132,7 +126,7 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
         adapter = KintSibylAdapter()
         adapter.initialize("session-late", **profile)
         assert "kint: could not attach to space" in caplog.text, caplog.text
-        assert wait_until(lambda: sessions() == 1, timeout=40, interval=0.5), caplog.text
+        assert wait_until(lambda: _sessions(sb, ref) == 1, timeout=40, interval=0.5), caplog.text
         assert caplog.text.count("attached to the space's worker after") == 1, caplog.text
     finally:
         if adapter is not None:
@@ -140,6 +134,42 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
         let_go_on(worker)
         sb.shutdown()
         _leave_home_bare()
+
+
+def test_a_provider_initialized_twice_lets_its_first_session_go(tmp_path_factory, chain_home,
+                                                                monkeypatch):
+    """initialize() called again without shutdown(): the first session says goodbye and its
+    keepalive stops. Before, it stayed attached for Hermes' whole life, so the worker
+    counted two sessions (and ran the watcher for one that no provider used)."""
+    from kint.hermes_plugin import KintSibylAdapter
+
+    sb = new_machine(tmp_path_factory.mktemp("hermes-twice"), chain_home)
+    _play_hermes(sb, monkeypatch)
+    profile = {"hermes_home": str(sb.hermes_home / "profiles" / "alpha"),
+               "agent_identity": "alpha"}
+    ref = resolve(None, sb.profile_db("alpha"))
+    adapter = KintSibylAdapter()
+    try:
+        adapter.initialize("session-one", **profile)
+        first = adapter._kint
+        assert _sessions(sb, ref) == 1
+        adapter.initialize("session-two", **profile)
+        assert adapter._kint is not first
+        first._keepalive.join(30)
+        assert not first._keepalive.is_alive()
+        assert wait_until(lambda: _sessions(sb, ref) == 1, timeout=30, interval=0.5)
+    finally:
+        adapter.shutdown()
+        sb.shutdown()
+        _leave_home_bare()
+
+
+def _sessions(sb, ref) -> int:
+    """How many sessions the space's worker counts (a detach of an id never attached
+    changes nothing and answers the count)."""
+    with Client(sb.kint_home, autostart=False) as client:
+        return client.call("detach", tenant=ref.tenant, db=ref.db, space=ref.label,
+                           args={"session": "probe"}, timeout_s=30)["sessions"]
 
 
 def _exit_pushed(sb) -> set[str]:

@@ -8,14 +8,18 @@ process's argv. Two files hold a secret by design: local.secret, and RECOVERY-<s
 from __future__ import annotations
 
 import gzip
+import http.server
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 from eth_account import Account
 
-from chain_machines import authorize_machine, new_machine, ok, recovery_code, wallet_signature
-from conftest import sibyl_client
+from chain_machines import (authorize_machine, make_session_key, new_machine, ok, recovery_code,
+                            wallet_signature)
+from conftest import make_sandbox, sibyl_client
 from support.procs import processes
 
 SALT = "salty horse battery staple 7731"
@@ -132,3 +136,98 @@ def test_the_owner_key_stays_out_of_the_supervisor_a_command_starts(sandbox):
     assert owner_key.encode() not in daemons[0]
     assert environ[b"KINT_SESSION_PASSPHRASE"] == SALT.encode()
     assert environ[b"KINT_HOME"] == os.fsencode(str(sandbox.kint_home))
+
+
+# A keyed endpoint's secret parts: a path segment and a query value, as providers put them.
+PATH_KEY, QUERY_KEY = "kintpathkey0d1e2f3a4b5c", "kintquerykey9f8e7d6c5b"
+SECOND_KEY = "kintsecondkey5a4b3c2d1e"
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """An endpoint whose refusals quote the URL it was asked at (an error page naming the
+    bad key; a JSON-RPC error doing the same), or that never answers."""
+
+    def log_message(self, *args) -> None:  # noqa: D102 - quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        mode = self.server.mode  # type: ignore[attr-defined]
+        if mode == "hang":
+            time.sleep(3)
+            return
+        if mode == "page":
+            data = f"<html>no such key: {self.path}</html>".encode()
+        else:  # "error": one JSON-RPC error object per request
+            items = body if isinstance(body, list) else [body]
+            errors = [{"jsonrpc": "2.0", "id": item.get("id"),
+                       "error": {"code": -32001, "message": f"unknown key {self.path}"}}
+                      for item in items]
+            data = json.dumps(errors if isinstance(body, list) else errors[0]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
+    """v0.3.0 redacts keyed RPC URLs where it prints one, with a known gap: the text of an
+    exception raised inside web3 or requests. Here an endpoint on loopback answers every
+    call with a page, or a JSON-RPC error, quoting the path and query it was asked at (the
+    key), or hangs: the commands that read the chain (session-key show, connect, status,
+    doctor) and the ones that name the endpoint (config show, supervisor status) say what
+    failed without the key, in text and `--json`, and no log or file under the machine
+    holds it. Before, web3's "Could not decode '<the page>'" and the endpoint's error
+    object reached the refusal whole."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    sb = make_sandbox(tmp_path / "m", KINT_RPC_URL=f"{base}/v2/{PATH_KEY}?apikey={QUERY_KEY}",
+                      KINT_RPC_URL_2=f"{base}/{SECOND_KEY}", KINT_RPC_TIMEOUT="1")
+    outputs: list[str] = []
+    try:
+        make_session_key(sb)
+        owner = Account.create().address
+        for mode in ("page", "error", "hang"):
+            server.mode = mode  # type: ignore[attr-defined]
+            for argv, given in ((("session-key", "show"), None),
+                                (("connect", "--owner", owner, "--smart-account",
+                                  "--passphrase-stdin"), SALT + "\n"),
+                                (("connect", "--owner", owner, "--smart-account",
+                                  "--passphrase-stdin", "--json"), SALT + "\n"),
+                                (("status",), None), (("status", "--json"), None),
+                                (("doctor",), None), (("doctor", "--json"), None),
+                                (("config", "show"), None), (("config", "show", "--json"), None),
+                                (("supervisor", "status", "--json"), None)):
+                out = sb.kint(*argv, input=given)
+                outputs.append(f"{mode}: kint {' '.join(argv)}\n{out.stdout}\n{out.stderr}")
+        said = "\n".join(outputs)
+        # The endpoint's words were met and quoted, less the key.
+        assert "unknown key <redacted>" in said, said[-3000:]
+        secrets = (PATH_KEY, QUERY_KEY, SECOND_KEY)
+        leaks = [f"{text.splitlines()[0]}: {key}" for text in outputs for key in secrets
+                 if key in text]
+        leaks += [f"{path}: {key}" for path, text in _texts_under(sb.root) for key in secrets
+                  if key in text and path.name != "config.toml"]
+        assert leaks == []
+    finally:
+        sb.shutdown()
+        server.shutdown()
+        server.server_close()
+
+
+def test_every_part_redact_url_hides_is_scrubbed_from_an_endpoints_words():
+    """The user and password too (no endpoint above can carry them), and a short path
+    segment is left alone: it is no key, and would garble every word holding it."""
+    from kint.settings.urls import scrub_url_secrets, url_secrets
+
+    url = ("https://kintuser:kintpassword@rpc.example:8545/v2/kintkeypart?key=kintqueryvalue"
+           "#kintfrag")
+    said = ("POST https://kintuser:kintpassword@rpc.example:8545/v2/kintkeypart?key=kintqueryvalue"
+            " failed; key kintqueryvalue unknown; v2 is the API; kintfrag")
+    assert scrub_url_secrets(said, url_secrets(url)) == (
+        "POST https://<redacted>:<redacted>@rpc.example:8545<redacted> failed; key <redacted> "
+        "unknown; v2 is the API; <redacted>")

@@ -174,3 +174,31 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
             agent.close()
         let_go_on(worker)
         sb.shutdown()
+
+
+def test_memory_status_says_whether_this_servers_session_is_attached(tmp_path):
+    """memory_status's `attached` (kint's own field): false while the session has not
+    attached (a start whose attach failed is still retrying), true once the worker took
+    it. The status tool runs in this process on a real session, supervisor and worker."""
+    from kint.agent_server.tools import kint_tools
+    from kint.agent_server.tool_args import StatusArgs
+    from kint.agent_server.wrapped_client import SharedClient
+
+    sb = make_sandbox(tmp_path / "machine")
+    sb.start_entitled()
+    session = None
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        session = AgentSession(SpaceRef(label=sb.tenant, tenant=sb.tenant,
+                                        db=str(sb.sibyl_db)), sb.kint_home)
+        session.watcher = False
+        shared = SharedClient(str(sb.sibyl_db), sb.tenant, sb.kint_home, session)
+        (status,) = [t.run for t in kint_tools(session, shared) if t.name == "memory_status"]
+        assert status(StatusArgs())["attached"] is False  # not attached yet
+        session.attach()
+        assert _sessions(sb) == 1
+        assert status(StatusArgs())["attached"] is True
+    finally:
+        if session is not None:
+            session.close()
+        sb.shutdown()

@@ -11,6 +11,9 @@ import json
 from chain_machines import kjson, new_machine, ok
 from conftest import kint_loading, write_store
 
+OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
+                       "epoch, so the snapshot chains on the epoch it last saw, as without it")
+
 OTHER = "0x000000000000000000000000000000000000dEaD"
 
 
@@ -167,7 +170,11 @@ def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_re
         head = kjson(sb, "status")["head"]
         payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
         signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
-        for argv, given in ((("compact",), None), (("rekey", "--signature", "-"), signature)):
+        # --over-skipped where no epoch was skipped: the refusal says it was not used (it
+        # was lost when the snapshot was refused after the notice was made).
+        for argv, given in ((("compact",), None),
+                            (("compact", "--over-skipped"), None),
+                            (("rekey", "--signature", "-", "--over-skipped"), signature)):
             out = sb.kint(*argv, input=given)
             assert out.returncode == 5, (argv, out.stdout, out.stderr)
             lines = out.stderr.splitlines()
@@ -175,6 +182,8 @@ def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_re
                 "and snapshots are single-epoch [TOO_LARGE]"), out.stderr
             assert lines[1] == ("hint: a snapshot (compact, rekey) is one epoch and cannot be "
                                 "split; `kint push` splits the changes across epochs"), out.stderr
+            assert lines[2:] == ([OVER_SKIPPED_UNUSED] if "--over-skipped" in argv else []), (
+                argv, out.stderr)
         assert kjson(sb, "status")["head"] == head  # nothing was anchored
     finally:
         sb.shutdown()
@@ -186,20 +195,18 @@ def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(tmp_path, 
     stderr (a flag given is honoured or reported); stdout is what v0.3.0 prints."""
     from chain_machines import owner_account, wallet_signature
 
-    unused = ("kint: --over-skipped not used: this machine's last pull applied every epoch, so "
-              "the snapshot chains on the epoch it last saw, as without it")
     sb = new_machine(tmp_path / "m", chain_home)
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         owner = kjson(sb, "connect", "--dev")["owner"]
         ok(sb.kint("push"))
         dry = ok(sb.kint("compact", "--over-skipped", "--dry-run"))
-        assert dry.stderr.splitlines() == [unused], dry.stderr
+        assert dry.stderr.splitlines() == [OVER_SKIPPED_UNUSED], dry.stderr
         assert dry.stdout.startswith("would anchor epoch 2:"), dry.stdout
         payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
         signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
         rekeyed = ok(sb.kint("rekey", "--signature", "-", "--over-skipped", input=signature))
-        assert rekeyed.stderr.splitlines() == [unused], rekeyed.stderr
+        assert rekeyed.stderr.splitlines() == [OVER_SKIPPED_UNUSED], rekeyed.stderr
         assert rekeyed.stdout.splitlines()[1].startswith("snapshot epoch 2 tx "), rekeyed.stdout
         plain = ok(sb.kint("compact", "--dry-run"))  # without the flag: nothing said
         assert plain.stderr == "", plain.stderr

@@ -96,6 +96,9 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
 
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
         out = results.status_result(session.call("status", {"chain": True}, timeout_s=30))
+        # kint's own: whether the worker counts this session (its watcher on, its exit push
+        # asked for); false while a start whose attach failed is still retrying.
+        out["attached"] = session.attached
         if shared.gone is not None:
             out["store_gone"] = {"message": shared.gone, "hint": STORE_GONE_HINT}
         return out
@@ -165,6 +168,8 @@ key cached, the epoch it last saw anchored (`mirror`) and the chain's (`chain_he
 for pushes (balance, authorized), `unanchored` changed and deleted rows, `held` (why \
 kint-server's pushes are held, or null), `watcher_failure` (the watcher's last failed push \
 and when it tries again, or null), \
+`attached` (whether the space's worker counts this server's session: false while it \
+retries an attach that failed, and until then its watcher does not push), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
 finishes, or null), `disk_problems` (a full disk under the store or kint's state) and \

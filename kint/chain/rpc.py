@@ -17,6 +17,8 @@ from typing import Any
 from web3 import Web3
 from web3.providers.rpc import HTTPProvider
 
+from kint.settings.urls import scrub_url_secrets, url_secrets
+
 # An endpoint that failed or hung within this many seconds counts as unresponsive.
 UNRESPONSIVE_WINDOW_S = 30.0
 
@@ -89,20 +91,67 @@ class RpcTracker:
 
 
 class TrackedHTTPProvider(HTTPProvider):
+    """web3's HTTP provider with a timeout, no retries, the tracker, and the endpoint's
+    keyed URL parts kept out of what it raises and of the error objects it returns:
+    requests names the URL in its exceptions, web3 quotes an answer that does not decode,
+    and an endpoint may echo its URL in an error. Every chain call passes through here, so
+    no message, log line or traceback made from them can show an API key."""
+
     def __init__(self, url: str, timeout_s: float, tracker: RpcTracker) -> None:
         super().__init__(url, request_kwargs={"timeout": timeout_s},
                          exception_retry_configuration=None)
         self._tracker = tracker
+        self._secrets = url_secrets(url)
 
     def make_request(self, method: Any, params: Any) -> Any:
         token = self._tracker.begin(str(method))
         try:
             response = super().make_request(method, params)
-        except Exception as err:  # noqa: BLE001 - recorded, then re-raised as is
+        except Exception as err:  # noqa: BLE001 - recorded, then re-raised, scrubbed
             self._tracker.end(token, False, f"{type(err).__name__}")
+            if self._secrets:
+                _scrub_exception(err, self._secrets)
             raise
         self._tracker.end(token, True)
+        if self._secrets and isinstance(response, dict) and "result" not in response:
+            # An error object, or an answer web3 will quote whole as malformed; a result
+            # is the chain's data and is never touched.
+            response = _scrubbed(response, self._secrets)
         return response
+
+
+def _scrubbed(value: Any, secrets: list[str]) -> Any:
+    """`value` (an answer without a result: strings in dicts and lists) without
+    `secrets`."""
+    if isinstance(value, str):
+        return scrub_url_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, secrets) for v in value]
+    return value
+
+
+def _scrub_exception(err: BaseException, secrets: list[str]) -> None:
+    """`err` and the exceptions chained to it say what they said, less `secrets`: their
+    args (whose text is what str() and a traceback show) and their string attributes
+    (web3's `message`)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(_scrubbed_arg(arg, secrets) for arg in current.args)
+        for name, value in list(vars(current).items()):
+            if isinstance(value, str):
+                setattr(current, name, scrub_url_secrets(value, secrets))
+        current = current.__cause__ or current.__context__
+
+
+def _scrubbed_arg(arg: Any, secrets: list[str]) -> Any:
+    if isinstance(arg, str):
+        return scrub_url_secrets(arg, secrets)
+    text = str(arg)  # an object (urllib3's MaxRetryError in requests' ConnectionError)
+    return scrub_url_secrets(text, secrets) if any(s in text for s in secrets) else arg
 
 
 def connect(provider: TrackedHTTPProvider) -> Web3:

@@ -23,6 +23,10 @@ class KintSibylAdapter(SibylAdapter):
         self._kint: Any = None
 
     def initialize(self, session_id: str, **kwargs: Any) -> None:
+        # Called again without shutdown(), Sibyl's adapter makes a new provider: the old
+        # session says goodbye first, or its keepalive would keep it attached (its watcher
+        # on, counted by the worker) for as long as Hermes runs.
+        self._let_go()
         super().initialize(session_id, **kwargs)
         if self._sibyl is not None and self._db_path is not None:
             self._kint = watch_provider(self._sibyl, self._db_path)
@@ -31,9 +35,12 @@ class KintSibylAdapter(SibylAdapter):
         try:
             super().shutdown()
         finally:
-            if self._kint is not None:
-                self._kint.close()
-                self._kint = None
+            self._let_go()
+
+    def _let_go(self) -> None:
+        if self._kint is not None:
+            self._kint.close()
+            self._kint = None
 
 
 def register(ctx: Any) -> None:

@@ -23,6 +23,31 @@ def redact_url(url: str) -> str:
     return f"{p.scheme}://{netloc}{rest}"
 
 
+# A part of an endpoint's URL shorter than this is not looked for in text (a path's `v2`
+# would garble every message holding those letters); providers' API keys are far longer.
+SECRET_PART_MIN_CHARS = 6
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of `url` that `redact_url` hides (the user and password, the path and its
+    segments, the query and its values, the fragment), longest first: the text an
+    endpoint's error may quote back, which kint must not show."""
+    p = urllib.parse.urlsplit(url.strip())
+    parts = {p.path + ("?" + p.query if p.query else ""), p.path, p.query, p.fragment,
+             p.username or "", p.password or "", *p.path.split("/"), *p.query.split("&")}
+    for key, value in urllib.parse.parse_qsl(p.query, keep_blank_values=True):
+        parts.update((key, value))
+    return sorted((part for part in parts if len(part.strip("/")) >= SECRET_PART_MIN_CHARS),
+                  key=len, reverse=True)
+
+
+def scrub_url_secrets(text: str, secrets: list[str]) -> str:
+    """`text` with every one of `secrets` (`url_secrets`) replaced by `<redacted>`."""
+    for part in secrets:
+        text = text.replace(part, "<redacted>")
+    return text
+
+
 def url_may_hold_a_key(url: str) -> bool:
     """Whether `url` has a part where providers put API keys or passwords (a user, a path,
     a query, a fragment): the parts `redact_url` hides."""

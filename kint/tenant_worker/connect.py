@@ -176,7 +176,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             head = read_head(anchor, owner, space)
             chain_empty = head.seq == 0
             if not chain_empty:
-                header = newest_readable_header(anchor, owner, space, head)
+                header = newest_readable_header(anchor, owner, space, head, command="connect")
         except ProtocolError as err:
             if err.code is not ErrorCode.RPC_UNAVAILABLE:
                 raise

@@ -22,7 +22,8 @@ from kint.protocol import ErrorCode, ProtocolError
 
 log = logging.getLogger("kint.worker")
 
-# How many epochs connect and rekey look at for a header that parses, the head included.
+# How many epochs connect, rekey and recovery-code look at for a header that parses, the
+# head included.
 HEADER_WALK_EPOCHS = 32
 
 
@@ -47,9 +48,12 @@ def read_head(anchor: Anchor, owner: str, space: str) -> Head:
         raise _unreadable(f"cannot read the chain head: {err}") from None
 
 
-def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head
-                           ) -> ReadableHeader:
-    """The header of the head epoch, or of the newest of the 31 before it that parses."""
+def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head, *,
+                           command: str) -> ReadableHeader:
+    """The header of the head epoch, or of the newest of the 31 before it that parses.
+
+    `command` names the caller (connect, rekey, recovery-code) in the refusals and the log
+    lines, so a rekey's refusal does not talk about connect."""
     seq, block, digest = head.seq, head.block, head.digest
     for _ in range(HEADER_WALK_EPOCHS):
         if seq < 1:
@@ -66,20 +70,20 @@ def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head
         except CalldataRefused as err:
             raise ProtocolError(ErrorCode.STALE_RPC, str(err),
                                 "the RPC served bytes the Epoch event does not vouch for; "
-                                "connect never walks past that") from None
+                                f"{command} never walks past that") from None
         except RpcUnavailable as err:
             raise _unreadable(f"cannot fetch the calldata of epoch {seq}: {err}") from None
         try:
             header = parse_header(blob)
         except MalformedHeader as err:
-            log.warning("connect: the head epoch %d at block %d is not a readable kint epoch "
-                        "(%s)", seq, block, err)
+            log.warning("%s: the head epoch %d at block %d is not a readable kint epoch "
+                        "(%s)", command, seq, block, err)
             seq, block, digest = seq - 1, event.prev_block, event.prev
             continue
         if seq != head.seq:
-            log.warning("connect: using epoch %d at block %d, the newest readable one",
-                        seq, block)
+            log.warning("%s: using epoch %d at block %d, the newest readable one",
+                        command, seq, block)
         return ReadableHeader(seq, block, header, blob)
     raise _unreadable(f"cannot read the head epoch: none of the {head.seq - seq} newest epochs "
                       f"(seq {head.seq} down to {seq + 1}) has a header that parses, and "
-                      f"connect looks at {HEADER_WALK_EPOCHS} at most")
+                      f"{command} looks at {HEADER_WALK_EPOCHS} at most")

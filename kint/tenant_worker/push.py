@@ -39,6 +39,7 @@ from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapsh
                                split_diff)
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import hint_with_notices
 from kint.rows.canon import Row
 from kint.tenant_worker.changes import diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
@@ -80,10 +81,8 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
                            confirmations=args.get("confirmations"))
-    except RpcUnavailable as err:
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
-    except custody_errors.CustodyError as err:
-        raise as_protocol_error(err) from None
+    except (RpcUnavailable, custody_errors.CustodyError) as err:
+        raise failure_refusal(err) from None
     if not args.get("dry_run"):
         went_through(ctx, PUSHED_BY.get(args.get("hold_reason")))
     return result
@@ -97,6 +96,13 @@ def went_through(ctx: SpaceContext, by: str | None) -> None:
         ctx.watcher.backoff.went_through(by)
 
 
+def failure_refusal(err: RpcUnavailable | custody_errors.CustodyError) -> ProtocolError:
+    """What a push (and rekey, around its own) refuses an RPC or custody failure with."""
+    if isinstance(err, RpcUnavailable):
+        return ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err))
+    return as_protocol_error(err)
+
+
 def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, *,
           over_skipped: bool = False, dry_run: bool = False,
           new_key: tuple[bytes, tuple[Any, ...]] | None = None,
@@ -105,7 +111,25 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     passes the hold first. A push from a terminal has none and is never held.
     `over_skipped` (compact and rekey from a terminal only) chains a snapshot on the chain
     head past an epoch this machine could not apply. `new_key` (rekey) seals the snapshot
-    under a new data key and its wraps, which nothing on this machine holds yet."""
+    under a new data key and its wraps, which nothing on this machine holds yet.
+
+    What the push has to say (`--over-skipped not used`) is in the result, or under the
+    hint of the refusal met after it was said: a flag given is reported either way."""
+    said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
+    try:
+        return _push_saying(ctx, as_snapshot, hold_reason, said, over_skipped=over_skipped,
+                            dry_run=dry_run, new_key=new_key, confirmations=confirmations)
+    except (RpcUnavailable, custody_errors.CustodyError, ProtocolError) as err:
+        refused_with = err if isinstance(err, ProtocolError) else failure_refusal(err)
+        refused_with.hint = hint_with_notices(refused_with.hint, said.get("notices", []))
+        raise refused_with from None
+
+
+def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
+                 said: dict[str, Any], *, over_skipped: bool, dry_run: bool,
+                 new_key: tuple[bytes, tuple[Any, ...]] | None,
+                 confirmations: int | None) -> dict[str, Any]:
+    """`_push`, filling `said` (the override line, the notices) as it goes."""
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
     if enrolment.vault_created and not recovery_file_present(cfg.home, cfg.space_id):
@@ -156,7 +180,6 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     head = anchor.head(enrolment.owner, cfg.space_id)
     seen = mirror.head if mirror is not None else None
     base = mirror
-    said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
     if over_skipped and as_snapshot and mirror is not None and mirror.skipped:
         said["override"] = (f"push: OVERRIDE, anchoring a snapshot on top of chain head seq "
                             f"{head.seq} ({head.digest[:12]}) although this machine stopped "

@@ -29,13 +29,12 @@ from kint.custody.vault_cache import cache_data_key
 from kint.custody.wraps import Wrap, find_wrap, read_wraps, unwrap, wrap_data_key, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connect import SuppliedKey, _supplied
-from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.connected import connected
-from kint.tenant_worker.push import _push, went_through
+from kint.tenant_worker.push import _push, failure_refusal, went_through
 from kint.tenant_worker.space import SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -49,10 +48,8 @@ def _locked(ctx: SpaceContext, fn: Any) -> dict[str, Any]:
     try:
         with head_op(ctx, "rekey"):
             return fn()
-    except RpcUnavailable as err:
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
-    except custody_errors.CustodyError as err:
-        raise as_protocol_error(err) from None
+    except (RpcUnavailable, custody_errors.CustodyError) as err:
+        raise failure_refusal(err) from None
 
 
 def _current_wraps(ctx: SpaceContext, anchor: Anchor, owner: str, offline: bool
@@ -63,7 +60,7 @@ def _current_wraps(ctx: SpaceContext, anchor: Anchor, owner: str, offline: bool
     if not offline:
         head = read_head(anchor, owner, space)
         if head.seq > 0:
-            found = newest_readable_header(anchor, owner, space, head)
+            found = newest_readable_header(anchor, owner, space, head, command="rekey")
             return found.header.wraps, found.header.dek_id
     local = read_wraps(ctx.config.home, space)
     if local is None:
@@ -162,7 +159,8 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             anchor = Anchor(chain, ctx.tracker)
             head = read_head(anchor, enrolment.owner, cfg.space_id)
             if head.seq > 0:
-                found = newest_readable_header(anchor, enrolment.owner, cfg.space_id, head)
+                found = newest_readable_header(anchor, enrolment.owner, cfg.space_id, head,
+                                               command="recovery-code")
                 if found.header.dek_id != dek_id(key):
                     raise ProtocolError(ErrorCode.WRONG_KEY,
                                         "the cached data key is not the one the head epoch was "

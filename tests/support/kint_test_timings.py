@@ -12,6 +12,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   before it reads its own memory, and the supervisor before it recycles a worker over
   KINT_WORKER_RECYCLE_MIB (`kint.tenant_worker.own_memory.QUIET_SECONDS`, 5 s, which
   `kint.supervisor.lifecycle` imports by name).
+- `KINT_TEST_SIZE_CHECK_INTERVAL_S` (set only by tests): the least time between two of the
+  store watcher's size checks while the store is dirty
+  (`kint.tenant_worker.watcher.SIZE_CHECK_INTERVAL_S`, 60 s), so a test sees the size
+  trigger within seconds.
 - `KINT_TEST_UNREACHABLE_AFTER_S` (set only by tests): how long a command waits on a
   supervisor that holds the home, says it serves and does not answer, before it says so
   (`kint.supervisor.autostart.UNREACHABLE_AFTER_S`, 10 s). A command reads it only when
@@ -30,6 +34,7 @@ import os
 
 RECOUNT_ENV = "KINT_TEST_RECOUNT_INTERVAL_S"
 QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
+SIZE_CHECK_ENV = "KINT_TEST_SIZE_CHECK_INTERVAL_S"
 UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
 
@@ -44,6 +49,7 @@ def _set_from_env(env: str, module: str, name: str) -> None:
 def _install_worker() -> None:
     _set_from_env(RECOUNT_ENV, "kint.tenant_worker.unanchored", "RECOUNT_MIN_INTERVAL_S")
     _set_from_env(QUIET_ENV, "kint.tenant_worker.own_memory", "QUIET_SECONDS")
+    _set_from_env(SIZE_CHECK_ENV, "kint.tenant_worker.watcher", "SIZE_CHECK_INTERVAL_S")
 
 
 def install_supervisor() -> None:

@@ -1,0 +1,56 @@
+"""The store watcher's size trigger (seed 001; v0.3.0's 08-tools.md): while the store is
+dirty it counts the unanchored rows at most once a minute, and pushes before the quiet
+period ends when rows x 400 bytes is more than KINT_SIZE_TRIGGER_BYTES (32,768 by default):
+81 rows (32,400 bytes) wait for the quiet period, 82 (32,800) are pushed at the next check.
+
+Real parts: the devchain, the test supervisor, the space's worker and its watcher (started
+by a session's `attach`), and rows written through Sibyl's own client. KINT_QUIET_SECONDS is
+an hour, so only the size trigger can push; the minute between size checks is shortened to
+a second through the test launcher's knob (tests/support/kint_test_timings.py,
+KINT_TEST_SIZE_CHECK_INTERVAL_S), which no user setting reaches."""
+
+from __future__ import annotations
+
+import time
+
+from chain_machines import kjson, new_machine, ok
+from conftest import sibyl_client, write_store
+from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
+
+TRIGGER_BYTES = 32768  # KINT_SIZE_TRIGGER_BYTES' default, which the test leaves in force
+BELOW = TRIGGER_BYTES // ESTIMATED_BYTES_PER_ROW  # 81: 32,400 bytes, not more than it
+# Size checks the watcher has the time for while BELOW rows wait (one a second here).
+CHECKS_WAITED_S = 6
+WAIT = {"timeout": 90, "interval": 0.5}
+
+
+def test_the_size_trigger_pushes_at_82_rows_and_not_at_81(tmp_path, chain_home):
+    assert (BELOW, BELOW * ESTIMATED_BYTES_PER_ROW) == (81, 32400)
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="3600", KINT_TEST_SIZE_CHECK_INTERVAL_S="1")
+    db = sb.sibyl_db
+    try:
+        write_store(db, tenant=sb.tenant)
+        ok(sb.kint("connect", "--dev"))
+        ok(sb.kint("push"))
+        head = kjson(sb, "status")["head"]["seq"]
+        assert sb.call("attach", db, args={"session": "size", "watcher": True})["watcher"]
+
+        client = sibyl_client(db, sb.tenant)
+        for i in range(BELOW):
+            client.set_entity("notes", f"note-{i:03}", {"text": f"note {i}"})
+        sb.wait_for(lambda: kjson(sb, "status")["unanchored_changes"] == {
+            "changed": BELOW, "deleted": 0}, what=f"{BELOW} unanchored rows", **WAIT)
+        time.sleep(CHECKS_WAITED_S)  # several size checks: none fires
+        status = kjson(sb, "status")
+        assert status["head"]["seq"] == head, status
+        assert status["unanchored_changes"] == {"changed": BELOW, "deleted": 0}, status
+
+        client.set_entity("notes", "one-more", {"text": "the 82nd row"})
+        pushed = sb.wait_for(lambda: (s := kjson(sb, "status"))["head"]["seq"] > head and s,
+                             what="the size trigger's push", **WAIT)
+        assert pushed["head"]["seq"] == head + 1, pushed
+        log = "\n".join(p.read_text(errors="replace") for p in sb.kint_home.rglob("*.log"))
+        assert "quiet 3600s" in log, log[-3000:]  # the quiet period could not have fired
+    finally:
+        sb.shutdown()
