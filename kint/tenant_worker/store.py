@@ -29,6 +29,13 @@ class StoreUnreadable(Exception):
     """The store exists but cannot be read as a SQLite database."""
 
 
+class StoreLocked(StoreUnreadable):
+    """The store is fine, but another process holds its lock past the read's busy wait
+    (`is_locked`): what needed it is tried again once the lock is let go. A kind of
+    StoreUnreadable, so that a caller that only wants the rows if it can have them (the
+    tenant count before a discard, doctor's diff) takes it as before."""
+
+
 # SQLite's primary result codes for a lock another connection holds that a read needs.
 _LOCK_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
@@ -38,6 +45,14 @@ def is_locked(err: sqlite3.Error) -> bool:
     store is fine, only taken for now (a writer in exclusive mode, a long migration), so
     what failed is tried again later, never refused as unreadable or held for a human."""
     return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _LOCK_CODES
+
+
+def unreadable(db: str, err: sqlite3.DatabaseError) -> StoreUnreadable:
+    """The error for a read of the store that failed: StoreLocked when another process
+    holds it, else StoreUnreadable."""
+    if is_locked(err):
+        return StoreLocked(f"the store {db} is locked by another process ({err})")
+    return StoreUnreadable(f"store {db} cannot be read: {err}")
 
 
 @dataclass(frozen=True)
@@ -137,7 +152,7 @@ class StoreReader:
                     counts[tier] = int(n)
                 return counts
             except sqlite3.DatabaseError as err:
-                raise StoreUnreadable(f"store {self.db} cannot be read: {err}") from None
+                raise unreadable(self.db, err) from None
 
 
 def rows_by_tenant(db: str) -> dict[str, int]:
@@ -164,7 +179,7 @@ def rows_by_tenant(db: str) -> dict[str, int]:
                     counts[str(tenant)] = counts.get(str(tenant), 0) + int(n)
             return counts
         except sqlite3.DatabaseError as err:
-            raise StoreUnreadable(f"store {db} cannot be read: {err}") from None
+            raise unreadable(db, err) from None
 
 
 def archived_entities(conn: sqlite3.Connection, tenant: str) -> set[tuple[str, str]]:
