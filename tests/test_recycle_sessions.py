@@ -170,7 +170,8 @@ def _planted(**changes: Any) -> dict:
     `changes` (a path of keys joined by "." to a new value)."""
     data: dict[str, Any] = {
         "version": 1, "written_at": time.time(), "supervisor_pid": os.getpid(),
-        "watcher": False, "ended": {"bye": 1.0}, "leaves": {}, "held": None,
+        "watcher": False, "ended": {"bye": 1.0}, "held": None,
+        "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
         "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0,
                       "settings": {"KINT_POLL_SECONDS": "5"}}]}
     for where, value in changes.items():
@@ -192,6 +193,7 @@ def _planted(**changes: Any) -> dict:
     {"ended": {"bye": -1e9}},
     {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
     {"watcher": "yes"},
+    {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
     {"written_at": str(time.time())},
 ], ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()) or "as-written")
 def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, changes):
@@ -210,6 +212,7 @@ def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, chan
         if not changes:
             assert list(ctx.sessions) == ["s1"] and list(ctx.ended_sessions) == ["bye"]
             assert ctx.watcher_setting("KINT_POLL_SECONDS").raw == "5"
+            assert ctx.drift.handed()["leaves"] == _planted()["leaves"]
         else:
             assert not ctx.sessions and not ctx.session_settings, ctx.sessions
             assert not ctx.ended_sessions and ctx.drift.held is None

@@ -34,6 +34,7 @@ from kint.settings.schema import BY_NAME, BadValue
 from kint.settings.wire import parse_sent
 from kint.tenant_worker.drift import Hold
 from kint.tenant_worker.space import SESSION_SETTINGS, SESSION_TTL_S, SpaceContext
+from kint.tenant_worker.state_format import is_hex64
 
 log = logging.getLogger("kint.worker")
 
@@ -143,9 +144,11 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
              if _ago(ago) + elapsed <= SESSION_TTL_S}
     held = data["held"]
     leaves = data["leaves"]
-    if leaves is not None and not all(isinstance(k, str) and (v is None or isinstance(v, str))
+    # A leaf is a row's 64 hex digits, as a session's note sends it (sessions.note_write):
+    # any other text matches no row, so that row would be held as changed behind Sibyl's back.
+    if leaves is not None and not all(isinstance(k, str) and (v is None or is_hex64(v))
                                       for k, v in leaves.items()):
-        raise ValueError("a baseline leaf is not text")
+        raise ValueError("a baseline leaf is not 64 hex digits")
     if not isinstance(data["watcher"], bool):
         raise TypeError(f"watcher {data['watcher']!r} is not true or false")
     ctx.drift.take_over(leaves, Hold(_text(held["message"]), _text(held["reason"]),
