@@ -1,7 +1,8 @@
 """A store another process keeps locked past SQLite's busy wait (a writer in exclusive
 locking mode, a long migration) is fine, only taken: the space's status says so (`BUSY`,
 try again), as a push does (tests/test_agent_server.py), never INTERNAL with "cannot be
-read" and "check the store file", which sends the user to look for a broken file.
+read" and "check the store file", which sends the user to look for a broken file; and
+doctor answers, its `sibyl store` row warning of the lock.
 
 Real parts: a real Worker over a real Sibyl store (not serving: the status op is called
 on its context), and a real second process holding SQLite's exclusive lock on the store.
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,9 +48,10 @@ def locked(db: Path) -> Iterator[None]:
         writer.wait(timeout=30)
 
 
-def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path):
+@contextmanager
+def worker_over(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+    """A real Worker over a real store, not serving, and the store's path."""
     from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.handlers import status
     from kint.tenant_worker.process import Worker
 
     home = tmp_path / "kint"
@@ -59,6 +62,15 @@ def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path
                        supervisor_pid=1, idle_beat_s=2.5)
     worker = Worker(cfg, b"\x03" * 32)
     try:
+        yield worker, db
+    finally:
+        worker.close()
+
+
+def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path):
+    from kint.tenant_worker.handlers import status
+
+    with worker_over(tmp_path) as (worker, db):
         with locked(db):
             with pytest.raises(ProtocolError) as busy:
                 status(worker.ctx, {})
@@ -66,5 +78,20 @@ def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path
         assert f"the store {db} is locked by another process" in busy.value.message
         assert "check the store file" not in (busy.value.hint or "")
         assert status(worker.ctx, {})["rows"] is not None  # once it is let go
-    finally:
-        worker.close()
+
+
+def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path):
+    """Doctor counts the store's changes itself: a store locked past the busy wait failed
+    the whole op (sqlite3's own error, which only "does not read" errors were caught
+    beside), where its rows should say why they are not counted, and the rest answer."""
+    from kint.tenant_worker.doctor import doctor
+
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            checks = {c["name"]: c for c in doctor(worker.ctx, {})["checks"]}
+        store = checks["sibyl store"]
+        assert store["ok"] and store.get("warn"), store
+        assert f"the store {db} is locked by another process" in store["detail"], store
+        assert "disk space" in checks and "state files" in checks
+        checks = {c["name"]: c for c in doctor(worker.ctx, {})["checks"]}
+        assert checks["sibyl store"]["ok"] and not checks["sibyl store"].get("warn")

@@ -64,25 +64,27 @@ class StoreFacts:
     device: int | None = None
 
 
-def check_openable(db: str) -> None:
+def check_openable(db: str) -> "StoreLocked | None":
     """Fail fast at worker start when the store path can never work.
 
     A missing store is fine (Sibyl creates it on the first write), and so is one another
-    process holds locked for now; a folder, a special file or a file that is not SQLite
-    is not, and no restart will fix it.
+    process holds locked for now (returned, for doctor to say so); a folder, a special
+    file or a file that is not SQLite is not, and no restart will fix it.
     """
     problem = store_problem(db, header=False)  # SQLite's open below reads the header
     if problem is not None:
         raise StoreUnreadable(f"store {db} {problem}")
     if not os.path.exists(db):
-        return
+        return None
     with closing(_connect_ro(db)) as conn:
         try:
             conn.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as err:
-            if is_locked(err):  # a restart would not help either: the ops wait their turn
-                return
+            found = unreadable(db, err)
+            if isinstance(found, StoreLocked):  # a restart would not help: ops wait their turn
+                return found
             raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
+    return None
 
 
 def _connect_ro(db: str) -> sqlite3.Connection:
