@@ -165,6 +165,62 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
         new.close()
 
 
+def _planted(**changes: Any) -> dict:
+    """A handoff as a worker of this supervisor writes it, one session in it, with
+    `changes` (a path of keys joined by "." to a new value)."""
+    data: dict[str, Any] = {
+        "version": 1, "written_at": time.time(), "supervisor_pid": os.getpid(),
+        "watcher": False, "ended": {"bye": 1.0}, "held": None,
+        "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
+        "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0,
+                      "settings": {"KINT_POLL_SECONDS": "5"}}]}
+    for where, value in changes.items():
+        *parents, key = where.split(".")
+        node: Any = data
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[key] = value
+    return data
+
+
+@pytest.mark.parametrize("changes", [
+    {},  # as written: taken (the control: the cases below differ from it in one field)
+    {"sessions.0.seen_s_ago": -1e9},  # seen in the future: never forgotten
+    {"sessions.0.seen_s_ago": "nan"},  # text float() would take, as NaN: never forgotten
+    {"sessions.0.seen_s_ago": True},
+    {"sessions.0.first_s_ago": "-5"},
+    {"sessions.0.settings": {"KINT_POLL_SECONDS": 5}},  # not as the client sent it
+    {"ended": {"bye": -1e9}},
+    {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
+    {"watcher": "yes"},
+    {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
+    {"written_at": str(time.time())},
+], ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()) or "as-written")
+def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, changes):
+    """The successor trusts the file no further than its checks: a number of seconds that
+    is text, negative or not finite, a setting that is not text, a hold that is not three
+    strings. Before, float() took "nan", "-1e9" and true, and a session seen in the future
+    (or at NaN) stayed attached for good, keeping the worker from its idle exit."""
+    from kint.tenant_worker.session_handoff import take_over
+
+    path = session_handoff_path(tmp_path / "kint", "cd" * 8)
+    worker = _worker(tmp_path)
+    try:
+        path.write_bytes(orjson.dumps(_planted(**changes)))
+        assert take_over(worker.ctx) is None and not path.exists()
+        ctx = worker.ctx
+        if not changes:
+            assert list(ctx.sessions) == ["s1"] and list(ctx.ended_sessions) == ["bye"]
+            assert ctx.watcher_setting("KINT_POLL_SECONDS").raw == "5"
+            assert ctx.drift.handed()["leaves"] == _planted()["leaves"]
+        else:
+            assert not ctx.sessions and not ctx.session_settings, ctx.sessions
+            assert not ctx.ended_sessions and ctx.drift.held is None
+            assert not ctx.drift.active
+    finally:
+        worker.close()
+
+
 def _row(sb) -> dict:
     return sb.row(sb.sibyl_db)
 

@@ -120,7 +120,8 @@ def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 def check_env_value(key: str, value: str) -> None:
     """A value of a kint setting is checked as `config.toml` checks it, now rather than in
     a log line of a server the harness starts later: one that does not parse, or is below
-    the setting's minimum, is refused (kint-server would replace it by the default), and so
+    the setting's minimum, is refused (kint-server would use the default, or the minimum,
+    instead, saying so only in its log), and so
     is a relative KINT_HOME (refused by every kint program). An empty value is unset.
 
     An endpoint setting whose URL may carry an API key (a user, path or query part) is

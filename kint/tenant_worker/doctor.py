@@ -5,6 +5,7 @@ endpoints, in doctor_chain.py)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Any
 
 from kint.protocol.checks import check
@@ -21,13 +22,19 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     cfg = ctx.config
     checks = []
     try:
-        check_openable(cfg.db)
+        locked = check_openable(cfg.db)
         exists = os.path.exists(cfg.db)
-        # v0.3.0's row: a store not created yet (a fresh machine) warns.
-        checks.append(check("sibyl store", True, cfg.db) if exists else
-                      check("sibyl store", True, f"{cfg.db} (not created yet)",
-                            "Sibyl creates it on the first write (the agent's memory_remember "
-                            "through kint-server), or `kint pull` restores it", warn=True))
+        # v0.3.0's row: a store not created yet (a fresh machine) warns, and so does one
+        # another process holds locked now (its rows are not counted below).
+        if locked is not None:
+            checks.append(check("sibyl store", True, str(locked), "run `kint doctor` again "
+                                "once the other writer lets go of the store", warn=True))
+        else:
+            checks.append(check("sibyl store", True, cfg.db) if exists else
+                          check("sibyl store", True, f"{cfg.db} (not created yet)",
+                                "Sibyl creates it on the first write (the agent's "
+                                "memory_remember through kint-server), or `kint pull` "
+                                "restores it", warn=True))
     except StoreUnreadable as err:
         checks.append(check("sibyl store", False, str(err), "check the store file"))
     try:
@@ -127,8 +134,10 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
         if os.path.exists(cfg.db):
             counted = count_unanchored(ctx, mirror)
             half, local = counted.half_done, counted.unanchored
-    except (CorruptStateFile, StoreUnreadable):
-        unreadable = True  # the "state files" and "sibyl store" checks name it
+    except (CorruptStateFile, StoreUnreadable, sqlite3.DatabaseError):
+        # The "state files" and "sibyl store" checks name it (a lock included); the rows
+        # are read with sqlite3's own errors, which would fail the whole doctor.
+        unreadable = True
     unfinished = [done.message for done in (half, in_progress(ctx.state)) if done is not None]
     checks.append(check("pull", not unfinished, "; ".join(unfinished) or
                         "no pull left half-done", "free space if a disk is full, then run "

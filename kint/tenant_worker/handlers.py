@@ -24,7 +24,7 @@ from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store import StoreUnreadable
+from kint.tenant_worker.store import StoreLocked, StoreUnreadable
 from kint.tenant_worker.verify import store_absent, verify as run_verify
 
 log = logging.getLogger("kint.worker")
@@ -39,6 +39,9 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     cfg = ctx.config
     try:
         facts = ctx.store.facts()
+    except StoreLocked as err:  # the store is fine, only taken: not a file to check
+        raise ProtocolError(ErrorCode.BUSY, str(err), "run it again once the other writer "
+                            "lets go of the store") from None
     except StoreUnreadable as err:
         raise ProtocolError(ErrorCode.INTERNAL, str(err),
                             "check the store file; kint only reads it") from None

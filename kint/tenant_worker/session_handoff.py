@@ -22,19 +22,19 @@ anew at their next keepalive, as after any restart of the worker.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from kint.paths import atomic_write, session_handoff_path
+from kint.paths import atomic_write, remove_file, session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME, BadValue
 from kint.settings.wire import parse_sent
 from kint.tenant_worker.drift import Hold
 from kint.tenant_worker.space import SESSION_SETTINGS, SESSION_TTL_S, SpaceContext
+from kint.tenant_worker.state_format import is_hex64
 
 log = logging.getLogger("kint.worker")
 
@@ -82,9 +82,9 @@ def take_over(ctx: SpaceContext) -> Any:
     except (OSError, orjson.JSONDecodeError) as err:
         log.warning("space %s: the sessions handed over in %s are unreadable (%s); they "
                     "attach again at their next keepalive", ctx.config.space16, path, err)
-        _remove(path)
+        remove_file(path)
         return None
-    _remove(path)
+    remove_file(path)
     try:
         return _apply(ctx, data)
     except (KeyError, TypeError, ValueError, AttributeError, BadValue) as err:
@@ -94,52 +94,73 @@ def take_over(ctx: SpaceContext) -> Any:
         return None
 
 
+def _ago(value: Any) -> float:
+    """A number of seconds read back from the file: a finite JSON number, never below 0.
+    float() alone would take "nan" or "-1e9" (text) or true, and a session seen in the
+    future, or at NaN, is never forgotten (`live_sessions` compares its age), so it would
+    keep the worker from its idle exit for good."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{value!r} is not a number of seconds")
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"{value!r} is not a number of seconds ago")
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not text")
+    return value
+
+
 def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
-    elapsed = time.time() - float(data["written_at"])
     space16 = ctx.config.space16
     if data["version"] != VERSION or data["supervisor_pid"] != ctx.config.supervisor_pid:
         log.info("space %s: sessions handed over under another supervisor or format are not "
                  "taken; they attach again at their next keepalive", space16)
         return None
+    written_at = data["written_at"]
+    if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
+        raise TypeError(f"written_at {written_at!r} is not a time")
+    elapsed = time.time() - written_at
     if not 0 <= elapsed <= SESSION_TTL_S:
         log.info("space %s: sessions handed over %.0fs ago are not taken", space16, elapsed)
         return None
     now = time.monotonic()
     sessions: dict[str, float] = {}
     settings: dict[str, tuple[float, dict[str, Value]]] = {}
+    # Every field is checked before any is taken: a file that does not hold what a
+    # worker writes is dropped whole, never half applied.
     for entry in data["sessions"]:
-        sid = entry["id"]
-        if not isinstance(sid, str) or float(entry["seen_s_ago"]) + elapsed > SESSION_TTL_S:
+        sid, seen_ago = _text(entry["id"]), _ago(entry["seen_s_ago"])
+        if seen_ago + elapsed > SESSION_TTL_S:
             continue
-        sessions[sid] = now - float(entry["seen_s_ago"]) - elapsed
+        sessions[sid] = now - seen_ago - elapsed
         if entry["first_s_ago"] is not None:
-            settings[sid] = (now - float(entry["first_s_ago"]) - elapsed, {
-                name: Value(BY_NAME[name], parse_sent(BY_NAME[name], raw), SESSION, raw=raw)
+            settings[sid] = (now - _ago(entry["first_s_ago"]) - elapsed, {
+                name: Value(BY_NAME[name], parse_sent(BY_NAME[name], _text(raw)), SESSION,
+                            raw=raw)
                 for name, raw in entry["settings"].items() if name in SESSION_SETTINGS})
-    ended = {sid: now - float(ago) - elapsed for sid, ago in data["ended"].items()
-             if float(ago) + elapsed <= SESSION_TTL_S}
+    ended = {sid: now - _ago(ago) - elapsed for sid, ago in data["ended"].items()
+             if _ago(ago) + elapsed <= SESSION_TTL_S}
     held = data["held"]
     leaves = data["leaves"]
-    if leaves is not None and not all(isinstance(k, str) and (v is None or isinstance(v, str))
+    # A leaf is a row's 64 hex digits, as a session's note sends it (sessions.note_write):
+    # any other text matches no row, so that row would be held as changed behind Sibyl's back.
+    if leaves is not None and not all(isinstance(k, str) and (v is None or is_hex64(v))
                                       for k, v in leaves.items()):
-        raise ValueError("a baseline leaf is not text")
-    ctx.drift.take_over(leaves, Hold(held["message"], held["reason"], held["at"])
-                        if held is not None else None)
+        raise ValueError("a baseline leaf is not 64 hex digits")
+    if not isinstance(data["watcher"], bool):
+        raise TypeError(f"watcher {data['watcher']!r} is not true or false")
+    ctx.drift.take_over(leaves, Hold(_text(held["message"]), _text(held["reason"]),
+                                     _text(held["at"])) if held is not None else None)
     with ctx.sessions_lock:
         ctx.sessions.update(sessions)
         ctx.session_settings.update(settings)
         ctx.ended_sessions.update(ended)
     log.info("space %s: %d session(s) taken over from the recycled worker", space16,
              len(sessions))
-    if not sessions or data["watcher"] is not True or ctx.watcher is not None:
+    if not sessions or not data["watcher"] or ctx.watcher is not None:
         return None
     from kint.tenant_worker.sessions import new_watcher
 
     return new_watcher(ctx)
-
-
-def _remove(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -29,6 +29,13 @@ class StoreUnreadable(Exception):
     """The store exists but cannot be read as a SQLite database."""
 
 
+class StoreLocked(StoreUnreadable):
+    """The store is fine, but another process holds its lock past the read's busy wait
+    (`is_locked`): what needed it is tried again once the lock is let go. A kind of
+    StoreUnreadable, so that a caller that only wants the rows if it can have them (the
+    tenant count before a discard, doctor's diff) takes it as before."""
+
+
 # SQLite's primary result codes for a lock another connection holds that a read needs.
 _LOCK_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
@@ -40,6 +47,14 @@ def is_locked(err: sqlite3.Error) -> bool:
     return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _LOCK_CODES
 
 
+def unreadable(db: str, err: sqlite3.DatabaseError) -> StoreUnreadable:
+    """The error for a read of the store that failed: StoreLocked when another process
+    holds it, else StoreUnreadable."""
+    if is_locked(err):
+        return StoreLocked(f"the store {db} is locked by another process ({err})")
+    return StoreUnreadable(f"store {db} cannot be read: {err}")
+
+
 @dataclass(frozen=True)
 class StoreFacts:
     exists: bool
@@ -49,25 +64,27 @@ class StoreFacts:
     device: int | None = None
 
 
-def check_openable(db: str) -> None:
+def check_openable(db: str) -> "StoreLocked | None":
     """Fail fast at worker start when the store path can never work.
 
     A missing store is fine (Sibyl creates it on the first write), and so is one another
-    process holds locked for now; a folder, a special file or a file that is not SQLite
-    is not, and no restart will fix it.
+    process holds locked for now (returned, for doctor to say so); a folder, a special
+    file or a file that is not SQLite is not, and no restart will fix it.
     """
     problem = store_problem(db, header=False)  # SQLite's open below reads the header
     if problem is not None:
         raise StoreUnreadable(f"store {db} {problem}")
     if not os.path.exists(db):
-        return
+        return None
     with closing(_connect_ro(db)) as conn:
         try:
             conn.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as err:
-            if is_locked(err):  # a restart would not help either: the ops wait their turn
-                return
+            found = unreadable(db, err)
+            if isinstance(found, StoreLocked):  # a restart would not help: ops wait their turn
+                return found
             raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
+    return None
 
 
 def _connect_ro(db: str) -> sqlite3.Connection:
@@ -137,7 +154,7 @@ class StoreReader:
                     counts[tier] = int(n)
                 return counts
             except sqlite3.DatabaseError as err:
-                raise StoreUnreadable(f"store {self.db} cannot be read: {err}") from None
+                raise unreadable(self.db, err) from None
 
 
 def rows_by_tenant(db: str) -> dict[str, int]:
@@ -164,7 +181,7 @@ def rows_by_tenant(db: str) -> dict[str, int]:
                     counts[str(tenant)] = counts.get(str(tenant), 0) + int(n)
             return counts
         except sqlite3.DatabaseError as err:
-            raise StoreUnreadable(f"store {db} cannot be read: {err}") from None
+            raise unreadable(db, err) from None
 
 
 def archived_entities(conn: sqlite3.Connection, tenant: str) -> set[tuple[str, str]]:

@@ -1,0 +1,97 @@
+"""A store another process keeps locked past SQLite's busy wait (a writer in exclusive
+locking mode, a long migration) is fine, only taken: the space's status says so (`BUSY`,
+try again), as a push does (tests/test_agent_server.py), never INTERNAL with "cannot be
+read" and "check the store file", which sends the user to look for a broken file; and
+doctor answers, its `sibyl store` row warning of the lock.
+
+Real parts: a real Worker over a real Sibyl store (not serving: the status op is called
+on its context), and a real second process holding SQLite's exclusive lock on the store.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import write_store
+from kint.protocol.errors import ProtocolError
+
+# Takes SQLite's exclusive lock on the store (argv[1]) with a write, says so, and keeps it
+# until its stdin closes.
+_LOCKER = ("import sqlite3, sys\n"
+           "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+           "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+           "c.execute('BEGIN EXCLUSIVE')\n"
+           "c.execute('CREATE TABLE IF NOT EXISTS kint_test_lock (x)')\n"
+           "c.execute('COMMIT')\n"
+           "print('locked', flush=True)\n"
+           "sys.stdin.read()\n")
+
+
+@contextmanager
+def locked(db: Path) -> Iterator[None]:
+    """`db` held locked by another process for the block."""
+    writer = subprocess.Popen([sys.executable, "-c", _LOCKER, str(db)], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "locked\n"
+        yield
+    finally:
+        assert writer.stdin is not None
+        writer.stdin.close()
+        writer.wait(timeout=30)
+
+
+@contextmanager
+def worker_over(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+    """A real Worker over a real store, not serving, and the store's path."""
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.process import Worker
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    db = write_store(tmp_path / "memory.db", tenant="t")
+    cfg = WorkerConfig(space_id="ef" * 32, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused",
+                       supervisor_pid=1, idle_beat_s=2.5)
+    worker = Worker(cfg, b"\x03" * 32)
+    try:
+        yield worker, db
+    finally:
+        worker.close()
+
+
+def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path):
+    from kint.tenant_worker.handlers import status
+
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            with pytest.raises(ProtocolError) as busy:
+                status(worker.ctx, {})
+        assert busy.value.code == "BUSY", (busy.value.code, busy.value.message)
+        assert f"the store {db} is locked by another process" in busy.value.message
+        assert "check the store file" not in (busy.value.hint or "")
+        assert status(worker.ctx, {})["rows"] is not None  # once it is let go
+
+
+def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path):
+    """Doctor counts the store's changes itself: a store locked past the busy wait failed
+    the whole op (sqlite3's own error, which only "does not read" errors were caught
+    beside), where its rows should say why they are not counted, and the rest answer."""
+    from kint.tenant_worker.doctor import doctor
+
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            checks = {c["name"]: c for c in doctor(worker.ctx, {})["checks"]}
+        store = checks["sibyl store"]
+        assert store["ok"] and store.get("warn"), store
+        assert f"the store {db} is locked by another process" in store["detail"], store
+        assert "disk space" in checks and "state files" in checks
+        checks = {c["name"]: c for c in doctor(worker.ctx, {})["checks"]}
+        assert checks["sibyl store"]["ok"] and not checks["sibyl store"].get("warn")
