@@ -109,3 +109,44 @@ def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
         "epoch 3: entity notes/deleted: deleted on chain but still in the store",
         "epoch 1: entity notes/gone: row missing after replay",
     ]
+
+
+def test_a_replayed_row_whose_stored_text_does_not_come_back_is_named(tmp_path, chain_home):
+    """The pull path's read-back, end to end (v0.3.0's judge claim "every replayed row is
+    re-read and its leaf compared"): a body anchored as stored text Sibyl's own writes do
+    not produce (JSON spaced by hand, behind Sibyl's client) is replayed through
+    `set_entity`, which stores Sibyl's serialisation; the read-back names the row and its
+    epoch, and the store root is not reported as matching."""
+    import sqlite3
+
+    a = new_machine(tmp_path / "spaced-a", chain_home)
+    b = new_machine(tmp_path / "spaced-b", chain_home)
+    try:
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        try:
+            client.set_entity("notes", "plain", {"text": "as Sibyl writes it"})
+            client.set_entity("notes", "spaced", {"text": "spaced by hand"})
+        finally:
+            client.storage.close()
+        conn = sqlite3.connect(a.sibyl_db)
+        conn.execute("""update entities set body = '{"text":   "spaced by hand"}' """
+                     "where name = 'spaced'")
+        conn.commit()
+        conn.close()
+        connected = kjson(a, "connect", "--dev")
+        pushed = kjson(a, "push")
+        (epoch,) = [e["seq"] for e in pushed["epochs"]]
+
+        connect_with_code(b, connected["owner"], recovery_code(a, connected["space"]))
+        pulled = kjson(b, "pull")
+        assert pulled["applied"] == [epoch], pulled
+        assert pulled["warnings"] == [
+            f"epoch {epoch}: entity notes/spaced: stored text differs from the anchored leaf "
+            f"after replay"], pulled
+        assert pulled["store_root_matches"] is False, pulled
+        stored = dict(_leaves(b))
+        assert stored["entity\x00notes\x00plain"] == dict(_leaves(a))["entity\x00notes\x00plain"]
+        assert stored["entity\x00notes\x00spaced"] != dict(_leaves(a))["entity\x00notes\x00spaced"]
+    finally:
+        a.shutdown()
+        b.shutdown()
