@@ -167,6 +167,9 @@ def test_a_third_machine_restores_with_the_recovery_code_on_stdin(story, tmp_pat
         assert other.returncode == 2
         assert ("this recovery code does not belong to the vault anchored under this owner"
                 in other.stderr)
+        # Bound to the vault before it is cached (v0.3.0's judge claim): a code of another
+        # data key left no cached key and no wraps behind.
+        assert not [*c.kint_home.glob("vault-*"), *c.kint_home.glob("wraps-*")]
         connected = connect_with_code(c, owner.address, recovery_code(a, space))
         assert connected["source"] == "recovery code" and connected["key_tag"] is None
         pulled = kjson(c, "pull")
