@@ -14,7 +14,8 @@ import os
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, new_machine, recovery_code
+from chain_machines import (authorize_machine, connect_with_code, kjson, new_machine,
+                            owner_account, recovery_code)
 from conftest import sibyl_client
 from kint.rows.export import connect_ro, export_rows
 
@@ -38,7 +39,7 @@ def _leaves(sb) -> list[tuple[str, str]]:
         conn.close()
 
 
-def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
+def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair, chain_home):
     a, b = pair
     client = sibyl_client(a.sibyl_db, a.tenant)
     try:
@@ -82,6 +83,22 @@ def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
     content = keys[0]
     assert keys == [content, f"{content}:1", f"{content}:2", f"{content}:3"], keys
     assert kjson(b, "verify", "rewritten later epoch")["decision"] == "proceed"
+
+    # The bucket ratchets per space (v0.3.0's judge claim "pad to a size bucket; publish
+    # only the bucket"): a small diff after large epochs is padded to the largest bucket
+    # yet, and so is the next push of the machine that restored them, which never saw
+    # those buckets chosen.
+    buckets = [e["bucket"] for e in first["epochs"] + second["epochs"]]
+    assert buckets == sorted(buckets) and buckets[-1] > 4096, buckets
+    authorize_machine(chain_home, owner_account(a, connected["owner"]),
+                      kjson(b, "status")["session"])
+    client = sibyl_client(b.sibyl_db, b.tenant)
+    try:
+        client.set_entity("notes", "from-b", {"text": "small"})
+    finally:
+        client.storage.close()
+    (third,) = kjson(b, "push")["epochs"]
+    assert third["bucket"] == buckets[-1], (third, buckets)
 
 
 def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
