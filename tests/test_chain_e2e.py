@@ -167,6 +167,9 @@ def test_a_third_machine_restores_with_the_recovery_code_on_stdin(story, tmp_pat
         assert other.returncode == 2
         assert ("this recovery code does not belong to the vault anchored under this owner"
                 in other.stderr)
+        # Bound to the vault before it is cached (v0.3.0's judge claim): a code of another
+        # data key left no cached key and no wraps behind.
+        assert not [*c.kint_home.glob("vault-*"), *c.kint_home.glob("wraps-*")]
         connected = connect_with_code(c, owner.address, recovery_code(a, space))
         assert connected["source"] == "recovery code" and connected["key_tag"] is None
         pulled = kjson(c, "pull")
@@ -402,25 +405,39 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
 def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_home):
     """rekey with the wallet's signature: a snapshot under the new key; B (old key cached)
     stops at it until it connects again with the same wallet, which the header hands the
-    new key; the old recovery code no longer opens the vault."""
+    new key; the old recovery code no longer opens the vault.
+
+    The gap (v0.3.0's judge claim): B's pull applies the epoch before the rotation, stops at
+    the snapshot it cannot open (the diff after it not applied either), keeps its mirror
+    at the last applied epoch and refuses to verify; the next pull retries from there."""
     a, b, owner, space = story["a"], story["b"], story["owner"], story["space"]
     ok(a.kint("pull"))
     ok(b.kint("pull"))
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("notes", "before-rekey", {"n": 1})
+    (before,) = [e["seq"] for e in kjson(a, "push")["epochs"]]
     old_code = recovery_code(a, space)
     payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
     rekeyed = json.loads(ok(a.kint("rekey", "--signature", "-", "--json",
                                    input=wallet_signature(owner, payload) + "\n")).stdout)
     assert rekeyed["old_dek_id"] != rekeyed["new_dek_id"] and rekeyed["carried"] == 1
     snap = rekeyed["snapshot"][0]["seq"]
+    assert snap == before + 1
     assert recovery_code(a, space) != old_code
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
+    sibyl_client(a.sibyl_db, a.tenant).set_entity("notes", "after-rekey", {"n": 2})
+    (after,) = [e["seq"] for e in kjson(a, "push")["epochs"]]
 
     closed = kjson(b, "pull")
-    assert closed["gap"] == [snap]
+    assert (closed["applied"], closed["gap"]) == ([before], [snap, after]), closed
+    assert closed["head"]["seq"] == before
     assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
+    assert "this machine's picture of the memory is not the one the chain vouches for" in \
+        kjson(b, "verify", "release rule")["reason"]
     assert connect_with_wallet(b, owner)["source"] == "chain head header"
     pulled = kjson(b, "pull")
-    assert pulled["applied"] == [snap] and pulled["store_root_matches"] is True
+    assert pulled["applied"] == [snap, after] and pulled["gap"] == []
+    assert pulled["store_root_matches"] is True
+    assert _all_rows(b.sibyl_db) == _all_rows(a.sibyl_db)
     h = new_machine(tmp_path_factory.mktemp("machine-h"), chain_home)
     try:
         out = h.kint("connect", "--owner", owner.address, "--recovery-code-stdin",

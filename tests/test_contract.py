@@ -391,6 +391,43 @@ def test_revoke_ends_the_key_in_the_same_block_and_consumes_the_nonce(dev):
                                                    b"two")).error == "NotAuthorized"
 
 
+def test_a_session_key_can_only_append_to_its_owners_spaces(dev):
+    """v0.3.0's judge claim "the session key can only append; the contract enforces it".
+    Everything else a key sends acts on the key's own address (msg.sender), never on its
+    owner's: it cannot add a key for the owner, lengthen or revoke its own grant, spend the
+    owner's authorization nonce, or move the owner's startSeq hint. And its push extends
+    the head it names: an epoch already anchored is never replaced."""
+    owner, key, rogue, space = dev.actor(), dev.actor(), dev.actor(), _space()
+    expiry = dev.now() + 3600
+    dev.send(owner, dev.anchor.encode_set_session_key(key.address, expiry))
+    dev.send(owner, dev.anchor.encode_set_start_seq(space, 3))
+    dev.send(key, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST, b"one"))
+    nonce = dev.anchor.auth_nonce(owner.address)
+
+    dev.send(key, dev.anchor.encode_set_session_key(rogue.address, expiry))
+    dev.send(key, dev.anchor.encode_set_session_key(key.address, expiry + 10**6))
+    dev.send(key, dev.anchor.encode_revoke_session_key(key.address))
+    dev.send(key, dev.anchor.encode_set_start_seq(space, 9))
+    assert not dev.anchor.can_write(owner.address, rogue.address)
+    assert dev.anchor.can_write(key.address, rogue.address)  # the key's own, for itself
+    assert dev.anchor.session_key_expiry(owner.address, key.address) == expiry
+    assert dev.anchor.can_write(owner.address, key.address)
+    assert dev.anchor.auth_nonce(owner.address) == nonce
+    assert dev.anchor.start_seq(owner.address, space) == 3
+    assert dev.anchor.start_seq(key.address, space) == 9
+    assert dev.refused(rogue, dev.anchor.encode_push(owner.address, space, keccak(b"one").hex(),
+                                                     b"x")).error == "NotAuthorized"
+
+    # Appending is all a push does: naming the anchored epoch's prev again to replace it is
+    # StaleHead, and the head moves only forward from the digest it names.
+    replace = dev.refused(key, dev.anchor.encode_push(owner.address, space, ZERO_DIGEST,
+                                                      b"one, rewritten"))
+    assert replace.error == "StaleHead"
+    dev.send(key, dev.anchor.encode_push(owner.address, space, keccak(b"one").hex(), b"two"))
+    head = dev.anchor.head(owner.address, space)
+    assert (head.seq, head.digest) == (2, keccak(b"two").hex())
+
+
 # --- setSessionKeyBySig ---------------------------------------------------------------------
 
 

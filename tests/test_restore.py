@@ -14,7 +14,8 @@ import os
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, new_machine, recovery_code
+from chain_machines import (authorize_machine, connect_with_code, kjson, new_machine,
+                            owner_account, recovery_code)
 from conftest import sibyl_client
 from kint.rows.export import connect_ro, export_rows
 
@@ -38,7 +39,7 @@ def _leaves(sb) -> list[tuple[str, str]]:
         conn.close()
 
 
-def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
+def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair, chain_home):
     a, b = pair
     client = sibyl_client(a.sibyl_db, a.tenant)
     try:
@@ -83,6 +84,22 @@ def test_a_many_epoch_restore_is_byte_exact_and_resumes(pair):
     assert keys == [content, f"{content}:1", f"{content}:2", f"{content}:3"], keys
     assert kjson(b, "verify", "rewritten later epoch")["decision"] == "proceed"
 
+    # The bucket ratchets per space (v0.3.0's judge claim "pad to a size bucket; publish
+    # only the bucket"): a small diff after large epochs is padded to the largest bucket
+    # yet, and so is the next push of the machine that restored them, which never saw
+    # those buckets chosen.
+    buckets = [e["bucket"] for e in first["epochs"] + second["epochs"]]
+    assert buckets == sorted(buckets) and buckets[-1] > 4096, buckets
+    authorize_machine(chain_home, owner_account(a, connected["owner"]),
+                      kjson(b, "status")["session"])
+    client = sibyl_client(b.sibyl_db, b.tenant)
+    try:
+        client.set_entity("notes", "from-b", {"text": "small"})
+    finally:
+        client.storage.close()
+    (third,) = kjson(b, "push")["epochs"]
+    assert third["bucket"] == buckets[-1], (third, buckets)
+
 
 def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
     """The pull's one read-back, on its own: a row whose stored text differs from what was
@@ -109,3 +126,44 @@ def test_a_written_row_that_did_not_come_back_as_anchored_is_named():
         "epoch 3: entity notes/deleted: deleted on chain but still in the store",
         "epoch 1: entity notes/gone: row missing after replay",
     ]
+
+
+def test_a_replayed_row_whose_stored_text_does_not_come_back_is_named(tmp_path, chain_home):
+    """The pull path's read-back, end to end (v0.3.0's judge claim "every replayed row is
+    re-read and its leaf compared"): a body anchored as stored text Sibyl's own writes do
+    not produce (JSON spaced by hand, behind Sibyl's client) is replayed through
+    `set_entity`, which stores Sibyl's serialisation; the read-back names the row and its
+    epoch, and the store root is not reported as matching."""
+    import sqlite3
+
+    a = new_machine(tmp_path / "spaced-a", chain_home)
+    b = new_machine(tmp_path / "spaced-b", chain_home)
+    try:
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        try:
+            client.set_entity("notes", "plain", {"text": "as Sibyl writes it"})
+            client.set_entity("notes", "spaced", {"text": "spaced by hand"})
+        finally:
+            client.storage.close()
+        conn = sqlite3.connect(a.sibyl_db)
+        conn.execute("""update entities set body = '{"text":   "spaced by hand"}' """
+                     "where name = 'spaced'")
+        conn.commit()
+        conn.close()
+        connected = kjson(a, "connect", "--dev")
+        pushed = kjson(a, "push")
+        (epoch,) = [e["seq"] for e in pushed["epochs"]]
+
+        connect_with_code(b, connected["owner"], recovery_code(a, connected["space"]))
+        pulled = kjson(b, "pull")
+        assert pulled["applied"] == [epoch], pulled
+        assert pulled["warnings"] == [
+            f"epoch {epoch}: entity notes/spaced: stored text differs from the anchored leaf "
+            f"after replay"], pulled
+        assert pulled["store_root_matches"] is False, pulled
+        stored = dict(_leaves(b))
+        assert stored["entity\x00notes\x00plain"] == dict(_leaves(a))["entity\x00notes\x00plain"]
+        assert stored["entity\x00notes\x00spaced"] != dict(_leaves(a))["entity\x00notes\x00spaced"]
+    finally:
+        a.shutdown()
+        b.shutdown()

@@ -2,10 +2,11 @@
 
 It is built like the worker's (Sibyl's account gate, kint's cap gate), put into Sibyl's
 `_client_cache` with all four keys under Sibyl's own `_client_lock`, so Sibyl's tools find
-it fresh and use it; no line of Sibyl is patched. Its write methods are wrapped: once a
-write has returned, the row is re-read and its leaf noted to the space's worker, which is
-how a write through the tools is told from an edit behind them. Nothing touches the chain
-inside a Sibyl write.
+it fresh and use it, and put there again before any tool call at which Sibyl's server would
+build its own (credentials changed under it); no line of Sibyl is patched. Its write
+methods are wrapped: once a write has returned, the row is re-read and its leaf noted to
+the space's worker, which is how a write through the tools is told from an edit behind
+them. Nothing touches the chain inside a Sibyl write.
 """
 
 from __future__ import annotations
@@ -72,9 +73,20 @@ SERVED_WITHOUT_STORE = frozenset({"memory_status", "memory_pull", "memory_connec
                                   "memory_history"})
 
 
+def _sibyl_files() -> dict[str, Any]:
+    """What Sibyl's server keeps beside its cached client, read now: the state of
+    credentials.json and entitlement.json whose change makes it build a new client."""
+    from sibyl_memory_mcp import server as sibyl_server
+
+    return {"creds_mtime": sibyl_server._credentials_mtime(),
+            "creds_path_exists": sibyl_server.DEFAULT_CRED_PATH.exists(),
+            "ent_mtime": sibyl_server._entitlement_mtime()}
+
+
 class SharedClient:
     """Builds kint's client and keeps it in Sibyl's cache, rebuilding it when the store
-    file was replaced under it (a `kint pull --discard-local` moves the store aside), and
+    file was replaced under it (a `kint pull --discard-local` moves the store aside) or
+    Sibyl's credentials changed (`_still_sibyls`), and
     building it on a later call when the store could not be opened before (not a SQLite
     file, locked by another writer: kint.sibyl_client.probe_store; its folder not
     writable). Meanwhile the server serves: kint's tools answer from the worker, and
@@ -107,11 +119,7 @@ class SharedClient:
         wrap_writes(client, self.session, self.db, self.tenant)
         with sibyl_server._client_lock:
             old = sibyl_server._client_cache.get("client")
-            sibyl_server._client_cache["client"] = client
-            sibyl_server._client_cache["creds_mtime"] = sibyl_server._credentials_mtime()
-            sibyl_server._client_cache["creds_path_exists"] = \
-                sibyl_server.DEFAULT_CRED_PATH.exists()
-            sibyl_server._client_cache["ent_mtime"] = sibyl_server._entitlement_mtime()
+            sibyl_server._client_cache.update(client=client, **_sibyl_files())
         if old is not client:
             close_client(old)
         try:
@@ -148,13 +156,16 @@ class SharedClient:
         deleted under the client closes it (see the class)."""
         ident = store_file_id(self.db)
         if self.client is not None:
-            if ident == self._ident:
+            if ident == self._ident and self._still_sibyls():
                 return
             self.close()
             if ident is None:
                 self._deleted()
-            else:
+            elif ident != self._ident:
                 log.info("the store was replaced (a pull restored it); rebuilding the client")
+            else:
+                log.info("Sibyl's credentials or entitlement changed; rebuilding the client "
+                         "with them")
         if self.gone is not None:
             if ident is None:
                 return
@@ -169,6 +180,20 @@ class SharedClient:
                 log.warning("Sibyl's client is not open: %s", message)
             return
         self._failed = None
+
+    def _still_sibyls(self) -> bool:
+        """Whether Sibyl's tools will use kint's client at this call. Sibyl's server builds
+        a client of its own when its cache holds another, or when credentials.json or
+        entitlement.json changed since the cached one was put there (`sibyl upgrade`,
+        `sibyl init` while the server runs): one that counts only Sibyl's stores against
+        the cap and notes no write to the worker, whose next push would then be held over
+        the tools' own writes."""
+        from sibyl_memory_mcp import server as sibyl_server
+
+        with sibyl_server._client_lock:
+            cache = sibyl_server._client_cache
+            return cache.get("client") is self.client and all(
+                cache.get(key) == value for key, value in _sibyl_files().items())
 
     def _deleted(self) -> None:
         """The store was deleted under the client just closed: refuse the tools that need
