@@ -31,8 +31,8 @@ import requests
 
 from authorize_support import Machine, new_machine
 from conftest import KINT
-from kint.authorize_page.server import (SDK_FILE, SDK_SHA256, AuthorizePage, PageRequest,
-                                        content_security_policy)
+from kint.authorize_page.handler import content_security_policy
+from kint.authorize_page.server import SDK_FILE, SDK_SHA256, AuthorizePage, PageRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "tests" / "browser" / "drive_page.mjs"

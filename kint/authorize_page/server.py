@@ -1,4 +1,5 @@
-"""The one-shot loopback server behind `kint authorize page`.
+"""The one-shot loopback server behind `kint authorize page`: the page (its token, its
+one result, the files it serves) and the server; each request is answered in handler.py.
 
 Why it is built this way:
 
@@ -33,18 +34,15 @@ import base64
 import hashlib
 import hmac
 import http.server
-import io
 import json
-import re
 import secrets
-import socket
 import sys
 import threading
-import time
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Callable
-from urllib.parse import urlsplit
+
+from kint.authorize_page.handler import PageResult, handler_for
 
 # The Base Account SDK as published on npm: @base-org/account 2.5.10, dist/base-account.min.js
 # (Apache-2.0; its licence ships beside it). The npm tarball's integrity is
@@ -54,15 +52,8 @@ SDK_VERSION = "2.5.10"
 SDK_FILE = f"base-account-{SDK_VERSION}.min.js"
 SDK_SHA256 = "fd307e471e738cc16604aa5d5263d7505d6f6b76e45355c977e8c67e985f52fe"
 
-MAX_RESULT_BYTES = 4096
 # Seconds a connection may take to send its request line, headers and body.
 REQUEST_TIMEOUT_S = 10.0
-_TX = re.compile(r"[A-Za-z0-9:_.\-]{1,256}")
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
-# What the Base Account SDK reaches from the page (its popup is a window of its own, which
-# the page's CSP does not govern). An injected wallet needs none of these.
-SDK_CONNECT = ("https://keys.coinbase.com", "https://rpc.wallet.coinbase.com",
-               "https://chain-proxy.wallet.coinbase.com", "https://mainnet.base.org")
 _ASSETS = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8",
            SDK_FILE: "text/javascript; charset=utf-8"}
 
@@ -77,14 +68,6 @@ class PageRequest:
     chain_id: int
     anchor: str
     calldata: str  # 0x-hex of setSessionKey(key, expiry)
-
-
-@dataclass(frozen=True)
-class PageResult:
-    """What the page reported: the transaction the wallet returned, and from which account."""
-
-    tx: str
-    account: str
 
 
 def _static(name: str) -> bytes:
@@ -140,7 +123,7 @@ class AuthorizePage:
         return self._sdk is not None
 
     def start(self) -> str:
-        handler = _handler_for(self)
+        handler = handler_for(self)
         self._server = _QuietServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
@@ -199,10 +182,13 @@ class AuthorizePage:
         html = html.replace("{{NONCE}}", nonce)
         return html.replace("{{REQUEST_JSON}}", _json_for_html(config)).encode("utf-8")
 
-    def asset(self, name: str) -> bytes | None:
+    def asset(self, name: str) -> tuple[bytes, str] | None:
+        """A file the page loads, and its content type; None for any other name."""
         if name == SDK_FILE:
-            return self._sdk
-        return _static(name) if name in _ASSETS else None
+            body = self._sdk
+        else:
+            body = _static(name) if name in _ASSETS else None
+        return (body, _ASSETS[name]) if body is not None else None
 
 
 class _QuietServer(http.server.ThreadingHTTPServer):
@@ -218,209 +204,3 @@ class _QuietServer(http.server.ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], OSError):
             return
         super().handle_error(request, client_address)
-
-
-def content_security_policy(nonce: str) -> str:
-    """The page's CSP: scripts and styles only with this response's nonce (the package's
-    own files, and the pinned SDK that app.js adds with the same nonce), nothing framed,
-    no form posts, no base URL, and network requests to this server and the SDK's hosts."""
-    return "; ".join([
-        "default-src 'none'",
-        f"script-src 'nonce-{nonce}'",
-        f"style-src 'nonce-{nonce}'",
-        "img-src data:",
-        "connect-src 'self' " + " ".join(SDK_CONNECT),
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-    ])
-
-
-def _handler_for(page: AuthorizePage) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        server_version = "kint"
-        sys_version = ""
-        protocol_version = "HTTP/1.1"
-        # The socket's timeout, for what is written back; what is read shares one deadline
-        # (`setup`). A request line or header that does not come in time ends the
-        # connection (http.server's own handling); a body, in do_POST.
-        timeout = page.request_timeout_s
-
-        def setup(self) -> None:
-            super().setup()
-            self.rfile.close()  # the reader setup() made: replaced by one with a deadline
-            self.rfile = io.BufferedReader(_DeadlineReader(
-                self.connection, time.monotonic() + page.request_timeout_s,
-                page.request_timeout_s))
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            """Silent: a request line carries the token."""
-
-        # -- plumbing -------------------------------------------------------------------
-
-        def _send(self, status: int, body: bytes = b"", ctype: str = "text/plain; charset=utf-8",
-                  extra: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            headers = {"Content-Type": ctype, "Content-Length": str(len(body)),
-                       "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
-                       "X-Content-Type-Options": "nosniff",
-                       "Cross-Origin-Resource-Policy": "same-origin",
-                       "Connection": "close", **(extra or {})}
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            self.close_connection = True
-
-        def _route(self) -> tuple[str, str] | None:
-            """(token, rest) of a path under a token, or None; the host must be ours.
-
-            The token first: a request without it is a bare 404 and leaves no line on the
-            waiting terminal, so a local user who cannot name the page cannot print there
-            either. Only a request that knows the token is checked for its `Host` (a
-            DNS-rebinding page that learnt the URL sends its own host name)."""
-            parts = urlsplit(self.path).path.split("/", 2)
-            if len(parts) < 3 or parts[0] != "" or not page.token_matches(parts[1]):
-                self._send(404, b"not found\n")
-                return None
-            if self.headers.get("Host") != f"127.0.0.1:{page.port}":
-                # Noted before the answer goes out, as every other refusal is: whoever
-                # reads the 403 may look at the refusals at once.
-                page.refused(f"Host {_shown(self.headers.get('Host'))} is not this server's")
-                self._send(403, b"wrong host\n")
-                return None
-            return parts[1], parts[2]
-
-        # -- GET: the page and its files --------------------------------------------------
-
-        def do_GET(self) -> None:  # noqa: N802
-            routed = self._route()
-            if routed is None:
-                return
-            _, rest = routed
-            if rest == "":
-                nonce = secrets.token_urlsafe(18)
-                self._send(200, page.page_html(nonce), "text/html; charset=utf-8", {
-                    "Content-Security-Policy": content_security_policy(nonce),
-                    "X-Frame-Options": "DENY",
-                    # The Base Account SDK talks to its popup through window.opener.
-                    "Cross-Origin-Opener-Policy": "same-origin-allow-popups",
-                    "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
-                })
-                return
-            body = page.asset(rest)
-            if body is None:
-                self._send(404, b"not found\n")
-                return
-            self._send(200, body, _ASSETS[rest])
-
-        def do_HEAD(self) -> None:  # noqa: N802
-            self.do_GET()
-
-        # -- POST: the one result ---------------------------------------------------------
-
-        def do_POST(self) -> None:  # noqa: N802
-            routed = self._route()
-            if routed is None:
-                return
-            if routed[1] != "result":
-                self._send(404, b"not found\n")
-                return
-            origin = self.headers.get("Origin")
-            if origin != page.origin:
-                self._refuse(403, f"Origin {_shown(origin)} is not the page's {page.origin}")
-                return
-            site = self.headers.get("Sec-Fetch-Site")
-            if site != "same-origin":
-                self._refuse(403, f"Sec-Fetch-Site {_shown(site)} is not same-origin")
-                return
-            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                self._refuse(415, f"Content-Type {_shown(ctype)} is not application/json")
-                return
-            try:
-                length = int(self.headers.get("Content-Length") or "-1")
-            except ValueError:
-                length = -1
-            if not 0 < length <= MAX_RESULT_BYTES:
-                self._refuse(413, "the body is empty, unsized or too large")
-                return
-            try:
-                raw = self.rfile.read(length)
-            except OSError:  # the body did not come in time
-                self.close_connection = True
-                return
-            result = _parse_result(raw, page.request.owner)
-            if isinstance(result, str):
-                self._refuse(400, result)
-                return
-            if not page.accept(result):
-                self._send(409, b'{"ok":false,"error":"a result was already received"}',
-                           "application/json")
-                return
-            self._send(200, b'{"ok":true}', "application/json")
-
-        def _refuse(self, status: int, why: str) -> None:
-            page.refused(why)
-            body = json.dumps({"ok": False, "error": why}).encode()
-            self._send(status, body, "application/json")
-
-        def do_PUT(self) -> None:  # noqa: N802
-            self._send(405, b"method not allowed\n")
-
-        do_DELETE = do_PATCH = do_OPTIONS = do_PUT
-
-    return Handler
-
-
-class _DeadlineReader(io.RawIOBase):
-    """A connection's reads under one deadline for the whole request. A socket timeout
-    alone is per read, so a client sending a byte every few seconds would keep its thread
-    for as long as it liked; here each read waits only for what is left, and none is made
-    past the deadline. The socket's own timeout is put back after each read, for the
-    answer written on it."""
-
-    def __init__(self, sock: socket.socket, deadline: float, write_timeout_s: float) -> None:
-        super().__init__()
-        self._sock = sock
-        self._deadline = deadline
-        self._write_timeout_s = write_timeout_s
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request did not come in time")
-        self._sock.settimeout(left)
-        try:
-            return self._sock.recv_into(buffer)
-        finally:
-            self._sock.settimeout(self._write_timeout_s)
-
-
-def _parse_result(raw: bytes, owner: str) -> PageResult | str:
-    """The page's report, or why it is refused."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return "the body is not JSON"
-    if not isinstance(data, dict):
-        return "the body is not a JSON object"
-    tx, account = data.get("tx"), data.get("account")
-    if not isinstance(tx, str) or not _TX.fullmatch(tx):
-        return "tx is not a transaction identifier"
-    if not isinstance(account, str) or not _ADDRESS.fullmatch(account):
-        return "account is not an address"
-    if account.lower() != owner.lower():
-        return f"account {account} is not the owner {owner}"
-    return PageResult(tx=tx, account=account)
-
-
-def _shown(value: str | None) -> str:
-    """A header value as it may be printed: quoted, control characters escaped, cut short."""
-    if value is None:
-        return "(none)"
-    return repr(value[:120])

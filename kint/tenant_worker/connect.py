@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
 from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
+from kint.chain.config import ChainConfig
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
@@ -37,8 +40,8 @@ from kint.custody.recovery_code import decode_recovery_code, write_recovery_file
 from kint.custody.session_key import create_session_key
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.vault_message import parse_signature_text
-from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, find_wrap, read_wraps,
-                                unwrap, wrap_data_key, write_wraps)
+from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, find_wrap,
+                                read_wraps, unwrap, wrap_data_key, write_wraps)
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -64,6 +67,17 @@ class SuppliedKey:
     @property
     def tag(self) -> bytes:
         return kek_tag(self.kek)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The data key, the wraps found with it, and where it came from."""
+
+    dek: bytes
+    wraps: tuple[Wrap, ...]
+    source: str
+    fresh: bool = False  # a new vault: its recovery code file is written
+    key_tag: bytes | None = None  # the supplied key's tag (None for a recovery code)
 
 
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -118,9 +132,12 @@ def _wrong_key(owner: str, key: SuppliedKey, rotated: bool) -> ProtocolError:
 
 
 def _from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
-                        local_dek_id: bytes | None) -> bytes:
+                        local: WrapsFile | None) -> _Found:
+    """The recovery code is the data key itself, bound to the vault before it is trusted:
+    its dek_id must be the head header's (or, when the chain cannot be read, the local
+    wraps'), whose wraps it keeps. It never starts a vault."""
     dek = decode_recovery_code(code)
-    want = header.header.dek_id if header is not None else local_dek_id
+    want = header.header.dek_id if header is not None else (local.dek_id if local else None)
     if want is None:
         raise ProtocolError(ErrorCode.WRONG_KEY,
                             "a recovery code cannot start a vault: the chain holds no epochs "
@@ -131,18 +148,61 @@ def _from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
         raise ProtocolError(ErrorCode.WRONG_KEY, "this recovery code does not belong to the "
                             "vault anchored under this owner",
                             "check the code, --owner and the tenant")
-    return dek
+    wraps = header.header.wraps if header is not None else local.wraps  # type: ignore[union-attr]
+    return _Found(dek, tuple(wraps), SOURCE_CODE)
 
 
 def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    """The steps: the chain and the owner, the caller's secrets, what the chain and this
+    machine hold, the data key from the first source that has it (the module's docstring),
+    then the files that keep it."""
     cfg = ctx.config
-    home, space = cfg.home, cfg.space_id
+    chain, rpc_urls = _chain_for(ctx, args)
+    existing = ctx.enrolment()
+    owner, dev_account, args = _owner_for(cfg.home, chain, existing, args)
+    session_address, _ = create_session_key(cfg.home)
+    anchor = Anchor(chain, ctx.tracker)
+    supplied = _supplied(ctx, owner, args)
+    code = args.get("recovery_code")
+    if not supplied and code is None:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
+                            "passphrase or the recovery code")
+    header, chain_error = _chain_view(anchor, owner, cfg.space_id)
+    local = read_wraps(cfg.home, cfg.space_id)
+    found = (_from_recovery_code(code, owner, header, local) if code is not None else
+             _from_supplied_key(owner, supplied[0], header, local, chain_error))
+    wraps = _with_extra_passphrase(ctx, owner, found.dek, found.wraps,
+                                   args.get("extra_passphrase"))
+    recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
+                          found, wraps)
+    if dev_account is not None and not anchor.can_write(owner, session_address):
+        dev_owner.authorize(anchor, chain.rpc_urls[0], dev_account, session_address)
+    log.info("space %s connected: owner %s, data key from %s", cfg.space16, owner,
+             found.source)
+    return {"connected": True, "owner": owner, "space": cfg.space16, "source": found.source,
+            "key_tag": found.key_tag.hex()[:8] if found.key_tag is not None else None,
+            "session": session_address, "fresh_vault": found.fresh,
+            "recovery_file": str(recovery_path) if recovery_path else None,
+            "chain_unreadable": chain_error.message if chain_error else None}
+
+
+def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, list[str]]:
+    """The chain settings, with `--rpc-url`'s endpoints in place of the configured ones
+    when given (returned too: the enrolment keeps them for this space)."""
     chain = ctx.chain()
     rpc_urls = [u.strip() for u in (args.get("rpc_urls") or "").split(",") if u.strip()]
     if rpc_urls:
         chain = replace(chain, rpc_urls=tuple(rpc_urls))
-    existing = ctx.enrolment()
-    dev_account = None
+    return chain, rpc_urls
+
+
+def _owner_for(home: Path, chain: ChainConfig, existing: Enrolment | None,
+               args: dict[str, Any]) -> tuple[str, LocalAccount | None, dict[str, Any]]:
+    """The owner, the devchain's owner account (`--dev` only, else None), and the args
+    with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
+    devchain and keeps the space's owner account; a space connected to one owner refuses
+    another (another owner's memory belongs to another tenant)."""
+    dev_account: LocalAccount | None = None
     if args.get("dev"):
         if not chain.devchain:
             raise ProtocolError(ErrorCode.BAD_REQUEST, "--dev needs the devchain",
@@ -158,84 +218,82 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"this space is connected to owner {existing.owner}, not {owner}",
                             "use another tenant (--tenant) for another owner's memory")
-    session_address, _ = create_session_key(home)
-    anchor = Anchor(chain, ctx.tracker)
+    return owner, dev_account, args
 
-    supplied = _supplied(ctx, owner, args)
-    code = args.get("recovery_code")
-    if not supplied and code is None:
-        raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
-                            "passphrase or the recovery code")
 
-    # What the chain says (unless KINT_OFFLINE=1), and what this machine holds.
+def _chain_view(anchor: Anchor, owner: str,
+                space: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
+    """What the chain says (unless KINT_OFFLINE=1): the newest readable header (None when
+    the chain holds no epochs), or the RPC_UNAVAILABLE error when it cannot be read, kept
+    so that local wraps can still answer and only a fresh vault is refused for it."""
     header: ReadableHeader | None = None
     chain_error: ProtocolError | None = None
-    chain_empty = False
     if not settings.value("KINT_OFFLINE"):
         try:
             head = read_head(anchor, owner, space)
-            chain_empty = head.seq == 0
-            if not chain_empty:
-                header = newest_readable_header(anchor, owner, space, head, command="connect")
+            if head.seq != 0:
+                header = newest_readable_header(anchor, owner, space, head,
+                                                command="connect")
         except ProtocolError as err:
             if err.code is not ErrorCode.RPC_UNAVAILABLE:
                 raise
             chain_error = err
-    local = read_wraps(home, space)
+    return header, chain_error
 
-    fresh = False
-    key_tag: bytes | None = None
-    if code is not None:
-        dek = _from_recovery_code(code, owner, header, local.dek_id if local else None)
-        wraps = header.header.wraps if header is not None else local.wraps  # type: ignore[union-attr]
-        source = SOURCE_CODE
-    else:
-        key = supplied[0]
-        key_tag = key.tag
-        local_wrap = find_wrap(local.wraps, key_tag) if local is not None else None
-        if local_wrap is not None and (header is None or header.header.dek_id == local.dek_id):
-            dek = unwrap(local_wrap, key.kek)
-            wraps, source = local.wraps, SOURCE_LOCAL  # type: ignore[union-attr]
-        elif header is not None:
-            wrap = find_wrap(header.header.wraps, key_tag)
-            if wrap is None:
-                raise _wrong_key(owner, key, rotated=local_wrap is not None)
-            dek = unwrap(wrap, key.kek)
-            if dek_id(dek) != header.header.dek_id:
-                raise ProtocolError(ErrorCode.WRONG_KEY, f"the wrap of epoch {header.seq} opens "
-                                    f"a data key that did not seal it (dek_id mismatch)")
-            wraps, source = header.header.wraps, SOURCE_HEADER
-        elif chain_error is not None:
-            raise chain_error
-        elif local is not None:
-            raise _wrong_key(owner, key, rotated=False)
-        else:
-            dek, fresh = new_data_key(), True
-            wraps, source = (wrap_data_key(dek, key.kek, key.kind),), SOURCE_FRESH
-    wraps = _with_extra_passphrase(ctx, owner, dek, tuple(wraps), args.get("extra_passphrase"))
 
-    write_wraps(home, space, dek_id(dek), wraps)
-    cache_data_key(home, space, dek)
-    recovery_path = write_recovery_file(home, owner, space, dek) if fresh else None
+def _from_supplied_key(owner: str, key: SuppliedKey, header: ReadableHeader | None,
+                       local: WrapsFile | None, chain_error: ProtocolError | None) -> _Found:
+    """The data key a supplied KEK opens, from the first source that has it: local wraps
+    while they hold the head header's key, else the header's wrap with this key's tag
+    (checked to open the key that sealed it), else a fresh vault, only when the chain
+    was read, holds no epochs, and this machine has no wraps (a vault is never started
+    over one the chain could not show, nor over local wraps this key does not open)."""
+    local_wrap = find_wrap(local.wraps, key.tag) if local is not None else None
+    if local_wrap is not None and (header is None or header.header.dek_id == local.dek_id):
+        return _Found(unwrap(local_wrap, key.kek), tuple(local.wraps), SOURCE_LOCAL,
+                      key_tag=key.tag)
+    if header is not None:
+        wrap = find_wrap(header.header.wraps, key.tag)
+        if wrap is None:
+            raise _wrong_key(owner, key, rotated=local_wrap is not None)
+        dek = unwrap(wrap, key.kek)
+        if dek_id(dek) != header.header.dek_id:
+            raise ProtocolError(ErrorCode.WRONG_KEY, f"the wrap of epoch {header.seq} opens "
+                                f"a data key that did not seal it (dek_id mismatch)")
+        return _Found(dek, tuple(header.header.wraps), SOURCE_HEADER, key_tag=key.tag)
+    if chain_error is not None:
+        raise chain_error
+    if local is not None:
+        raise _wrong_key(owner, key, rotated=False)
+    dek = new_data_key()
+    return _Found(dek, (wrap_data_key(dek, key.kek, key.kind),), SOURCE_FRESH, fresh=True,
+                  key_tag=key.tag)
+
+
+def _keep(ctx: SpaceContext, chain: ChainConfig, existing: Enrolment | None,
+          args: dict[str, Any], owner: str, session_address: str, rpc_urls: list[str],
+          found: _Found, wraps: tuple[Wrap, ...]) -> Path | None:
+    """The files that keep the key, in this order: the wraps, the cached data key, a fresh
+    vault's recovery code file, then the enrolment (what says the space is connected, so
+    written last) and an empty mirror for a space that never pulled. Returns the recovery
+    file's path, written only for a fresh vault."""
+    cfg = ctx.config
+    home, space = cfg.home, cfg.space_id
+    write_wraps(home, space, dek_id(found.dek), wraps)
+    cache_data_key(home, space, found.dek)
+    recovery_path = write_recovery_file(home, owner, space, found.dek) if found.fresh else None
     enrolment = Enrolment(
         space=space, tenant=cfg.label, owner=owner,
         account="smart" if args.get("passphrase") is not None else "eoa",
         contract=chain.anchor, chain_id=chain.chain_id, key_tags=[w.tag.hex() for w in wraps],
         session_address=session_address,
-        vault_created=fresh or bool(existing and existing.vault_created),
+        vault_created=found.fresh or bool(existing and existing.vault_created),
         rpc_urls=rpc_urls or (existing.rpc_urls if existing else None),
         db=cfg.db, label=cfg.label)
     save_enrolment(ctx.state.files["enrol"], enrolment)
     if ctx.state.mirror() is None:
         empty_mirror(ctx.state)
-    if dev_account is not None and not anchor.can_write(owner, session_address):
-        dev_owner.authorize(anchor, chain.rpc_urls[0], dev_account, session_address)
-    log.info("space %s connected: owner %s, data key from %s", cfg.space16, owner, source)
-    return {"connected": True, "owner": owner, "space": cfg.space16, "source": source,
-            "key_tag": key_tag.hex()[:8] if key_tag is not None else None,
-            "session": session_address, "fresh_vault": fresh,
-            "recovery_file": str(recovery_path) if recovery_path else None,
-            "chain_unreadable": chain_error.message if chain_error else None}
+    return recovery_path
 
 
 def _with_extra_passphrase(ctx: SpaceContext, owner: str, dek: bytes, wraps: tuple[Wrap, ...],

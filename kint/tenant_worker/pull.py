@@ -28,12 +28,15 @@ the store where it was rather than leaving the agent with no memory until a late
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
-from kint.chain.anchor import Anchor
+from kint.chain.anchor import Anchor, Head
+from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
 from kint.tenant_worker.cold_start import cold_start, stale
@@ -41,14 +44,15 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local
-from kint.tenant_worker.epoch_walk import backfill, check_continuity, epoch_meta, walk
+from kint.tenant_worker.epoch_walk import (Fetched, backfill, check_continuity, epoch_meta,
+                                           walk)
 from kint.tenant_worker.head_lock import head_op
-from kint.tenant_worker.local_state import local_state
+from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.statefiles import EpochRejected, empty_mirror, record_epoch
+from kint.tenant_worker.statefiles import EpochRejected, Mirror, empty_mirror, record_epoch
 
 log = logging.getLogger("kint.worker")
 
@@ -64,6 +68,9 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
+    """The steps, each refusing before the next can write: freshness, fork, walk and the
+    checks of every epoch, then the writes (moving a store aside, each epoch in turn), then
+    what the store holds afterwards."""
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
     held = held_keys(ctx)
@@ -72,122 +79,192 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if state.files["pending"].exists():  # the session key's unlock (a scrypt) only then
         resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
     head = anchor.head(owner, cfg.space_id)
-
-    # 1. Freshness.
-    mark = state.watermark()
-    agreed, single = None, None
-    if mark is not None:
-        if head.seq < mark.seq:
-            raise stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
-                         f"machine saw (seq {mark.seq}): a stale or lying RPC, refusing")
-        if head.seq == mark.seq and head.digest != mark.digest:
-            raise stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
-                         f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
-                         f"refusing")
-    else:
-        agreed, single = cold_start(ctx, chain, owner, head)
-
-    # 2. Fork: what the store holds, and what the pull keeps of it (local_state.py).
-    local = local_state(ctx, head, discard)
-    mirror, present = local.mirror, local.present  # present: carried epoch to epoch
-    base = mirror.head.seq
-
+    agreed, single = _check_freshness(ctx, chain, owner, head)  # 1. freshness
+    local = local_state(ctx, head, discard)  # 2. fork: what the store holds, what is kept
     # 3. Walk, and 4. check every epoch before anything is written.
-    fetched = walk(ctx, anchor, owner, head, base, full, held)
+    fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
+    todo, skipped = _epochs_to_apply(fetched)
+    check_continuity(todo, local.mirror.head.digest)
+    local.refuse_overwriting(todo, cfg.db)
+    mirror, backups = _start_from(ctx, local, discard)
+    done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
+    _settle_mirror(ctx, done, head)
+    backfilled, closed = backfill(ctx, anchor, owner, head, held) if full else ([], [])
+    _provenance_from_cache(ctx, done, todo, backfilled, owner, held)
+    rows, matches, report = _check_store(ctx, done)
+    if not done.gap:
+        renew(ctx, next(iter(held.values())))
+    result = {"applied": done.applied, "applied_epochs": done.applied_epochs,
+              "head": {"seq": done.mirror.head.seq, "block": done.mirror.head.block,
+                       "digest": done.mirror.head.digest},
+              "chain_head": {"seq": head.seq, "block": head.block, "digest": head.digest},
+              "gap": done.gap, "skipped": skipped, "closed": closed, "warnings": done.warnings,
+              "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
+              "store_root_matches": matches, "rpcs_agreed": agreed, "single_rpc": single,
+              "report": report}
+    result["message"] = _summary(done, skipped, len(rows), report, backfilled, closed)
+    return result
+
+
+@dataclass
+class _Applied:
+    """What applying the epochs did, carried to the checks and the result after it."""
+
+    mirror: Mirror  # the mirror after the newest epoch applied
+    gap: list[int] = field(default_factory=list)  # from the first epoch that would not open
+    applied: list[int] = field(default_factory=list)
+    applied_epochs: list[dict[str, int]] = field(default_factory=list)  # for join's lines
+    written: dict[str, int] = field(default_factory=dict)  # rows written or deleted, by epoch
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
+                     head: Head) -> tuple[bool | None, str | None]:
+    """Step 1. The watermark (the newest head this machine saw) is a floor: an endpoint
+    that answers an older head, or another digest at the same seq, is stale or lying, and
+    the pull refuses before it reads anything else from it. With no watermark (a cold
+    start) a second endpoint must agree (cold_start.py); returns what it said."""
+    mark = ctx.state.watermark()
+    if mark is None:
+        return cold_start(ctx, chain, owner, head)
+    if head.seq < mark.seq:
+        raise stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
+                    f"machine saw (seq {mark.seq}): a stale or lying RPC, refusing")
+    if head.seq == mark.seq and head.digest != mark.digest:
+        raise stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
+                    f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
+                    f"refusing")
+    return None, None
+
+
+def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[str, Any]]]:
+    """The walked epochs (oldest first) the pull applies, and those it skips: an epoch this
+    machine cannot open does not stop the pull when a later snapshot that opens supersedes
+    it, so the pull resumes at the newest such snapshot past a gap."""
     start = 0
-    for i, f in enumerate(fetched):  # resume at the newest snapshot that opens past a gap
+    for i, f in enumerate(fetched):
         if f.opened is None and not f.final:
             later = [j for j in range(i + 1, len(fetched)) if fetched[j].snapshot]
             if later:
                 start = later[-1]
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
-    todo = fetched[start:]
-    check_continuity(todo, mirror.head.digest)
-    local.refuse_overwriting(todo, cfg.db)
-    backups: list[str] = []
-    if local.from_first:
-        if discard:
-            backups = discard_local(ctx)
-        if local.kept:  # before the empty mirror: a pull killed after it resumes
-            lost_restore.begin(state, local.kept)
-        else:
-            lost_restore.end(state)
-        apply_journal.end(state)  # the store it described is the one moved aside or gone
-        mirror = empty_mirror(state)
-    gap: list[int] = []
-    applied: list[int] = []
-    applied_epochs: list[dict[str, int]] = []  # what each carried, for join's lines
-    written: dict[str, int] = {}  # the rows this pull wrote or deleted, and the epoch that did
-    warnings: list[str] = []
+    return fetched[start:], skipped
+
+
+def _start_from(ctx: SpaceContext, local: LocalState,
+                discard: bool) -> tuple[Mirror, list[str]]:
+    """The first writes, once every check has passed: a restore from the first epoch moves
+    a discarded store aside (its backups returned), records the rows a lost store's restore
+    keeps before the empty mirror is saved (so a pull killed after it resumes the restore),
+    and ends the apply journal of the store that is gone. Otherwise the local mirror."""
+    if not local.from_first:
+        return local.mirror, []
+    state = ctx.state
+    backups = discard_local(ctx) if discard else []
+    if local.kept:  # before the empty mirror: a pull killed after it resumes
+        lost_restore.begin(state, local.kept)
+    else:
+        lost_restore.end(state)
+    apply_journal.end(state)  # the store it described is the one moved aside or gone
+    return empty_mirror(state), backups
+
+
+def _apply_epochs(ctx: SpaceContext, mirror: Mirror, todo: list[Fetched],
+                  fetched: list[Fetched], present: dict[str, Row],
+                  skipped: list[dict[str, Any]]) -> _Applied:
+    """Replay each epoch through Sibyl's write methods, then record it, one at a time and
+    oldest first, stopping at the first that does not open (the gap; `skipped` names it).
+    The apply journal brackets each epoch, so a pull killed mid-epoch is finished, not
+    taken for a fork, by the next (apply_journal.py). `present` is carried epoch to epoch."""
+    state = ctx.state
+    done = _Applied(mirror)
     for number, f in enumerate(todo, 1):
         ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
         if f.opened is None:
-            gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
+            done.gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
             skipped.append(f.entry())
             break
         plaintext = f.opened.plaintext
         apply_journal.begin(state, f.opened.payload)
-        warnings += replay(ctx, mirror, plaintext, present, written)
+        done.warnings += replay(ctx, done.mirror, plaintext, present, done.written)
         try:
-            mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope, epoch_meta(f),
-                                  payload=f.opened.payload)
+            done.mirror = record_epoch(state, f.opened.raw, plaintext, f.envelope,
+                                       epoch_meta(f), payload=f.opened.payload)
         except EpochRejected as err:
             raise stale(str(err)) from None
         apply_journal.end(state)
-        applied.append(f.log.seq)
-        applied_epochs.append({"seq": f.log.seq, "block": f.log.block,
-                               "rows": len(plaintext.rows), "deletions": len(plaintext.deleted)})
-    # The root is checked once, for the newest epoch applied: building the tree after every
-    # epoch of a long restore cost more than the replay's own reads, and what verify trusts
-    # is the head's root. Each epoch's content is already authenticated (AES-GCM under the
-    # data key, its digest chained on chain).
-    if applied and not mirror.root_matches:
-        warnings.append(f"epoch {applied[-1]}: the replayed rows do not reproduce its rows root")
-    if mirror.skipped != gap:
-        mirror.skipped = gap
-        state.save_mirror(mirror)
+        done.applied.append(f.log.seq)
+        done.applied_epochs.append({"seq": f.log.seq, "block": f.log.block,
+                                    "rows": len(plaintext.rows),
+                                    "deletions": len(plaintext.deleted)})
+    return done
+
+
+def _settle_mirror(ctx: SpaceContext, done: _Applied, head: Head) -> None:
+    """After the epochs: the newest one's root checked, the gap saved in the mirror (push
+    and verify refuse while it stands), and a lost store's restore ended once the mirror
+    reached the chain head.
+
+    The root is checked once, for the newest epoch applied: building the tree after every
+    epoch of a long restore cost more than the replay's own reads, and what verify trusts
+    is the head's root. Each epoch's content is already authenticated (AES-GCM under the
+    data key, its digest chained on chain)."""
+    mirror = done.mirror
+    if done.applied and not mirror.root_matches:
+        done.warnings.append(f"epoch {done.applied[-1]}: the replayed rows do not reproduce "
+                             f"its rows root")
+    if mirror.skipped != done.gap:
+        mirror.skipped = done.gap
+        ctx.state.save_mirror(mirror)
     if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
-        lost_restore.end(state)  # a lost store's restore, if one ran, is done
-    backfilled, closed = backfill(ctx, anchor, owner, head, held) if full else ([], [])
-    if backfilled or any(f.snapshot for f in todo if f.log.seq in applied):
-        # A snapshot applied here made itself the provenance of every row it carried; the
-        # epochs before it that the cache holds (kept from earlier, or just backfilled)
-        # name where each value was written: a drift's anchoring block is that epoch's.
-        mirror = refine_from_cache(state, mirror, owner, held)
+        lost_restore.end(ctx.state)  # a lost store's restore, if one ran, is done
+
+
+def _provenance_from_cache(ctx: SpaceContext, done: _Applied, todo: list[Fetched],
+                           backfilled: list[int], owner: str,
+                           held: dict[bytes, bytes]) -> None:
+    """A snapshot applied here made itself the provenance of every row it carried; the
+    epochs before it that the cache holds (kept from earlier, or just backfilled) name
+    where each value was written: a drift's anchoring block is that epoch's."""
+    if backfilled or any(f.snapshot for f in todo if f.log.seq in done.applied):
+        done.mirror = refine_from_cache(ctx.state, done.mirror, owner, held)
+
+
+def _check_store(ctx: SpaceContext, done: _Applied) -> tuple[list[Row], bool, str]:
+    """Re-read the store: rows the replay wrote that did not come back are warned about,
+    drift starts again from what is there, and the store's root is compared with the
+    anchored one (a store with unanchored changes does not match). Returns the rows, the
+    comparison and its words."""
     rows = ctx.store_rows() or []
-    warnings += rows_not_back(mirror, rows, written)
+    done.warnings += rows_not_back(done.mirror, rows, done.written)
     if ctx.drift.active:
         ctx.drift.reset(rows)
     ordered = sorted(rows, key=lambda r: r.canonical_id.encode("utf-8"))
     store_root = merkle_root([r.leaf for r in ordered]).hex()
-    matches = store_root == mirror.anchored_root
+    matches = store_root == done.mirror.anchored_root
     report = ("store root matches the anchored root" if matches else
               "store root does not match the anchored root (the store holds unanchored changes)")
-    if not gap:
-        renew(ctx, next(iter(held.values())))
-    result = {"applied": applied, "applied_epochs": applied_epochs,
-              "head": {"seq": mirror.head.seq, "block": mirror.head.block,
-                       "digest": mirror.head.digest},
-              "chain_head": {"seq": head.seq, "block": head.block, "digest": head.digest},
-              "gap": gap, "skipped": skipped, "closed": closed, "warnings": warnings,
-              "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
-              "store_root_matches": matches, "rpcs_agreed": agreed, "single_rpc": single,
-              "report": report}
-    if gap:
-        result["message"] = (f"stopped at epoch {gap[0]}: {skipped[-1]['reason']}; the mirror "
-                             f"stays at epoch {mirror.head.seq}, and push and verify refuse "
-                             f"until it applies")
-    elif not applied:
-        result["message"] = (f"already at the chain head (epoch {mirror.head.seq})"
-                             + _older_epochs(backfilled, closed))
-    else:
-        # kint v0.3.0's summary line (03-new-machine.md, "What it prints"), word for word.
-        result["message"] = (f"restored {len(applied)} epoch(s), {len(rows)} rows; head seq "
-                             f"{mirror.head.seq} at block {mirror.head.block}; {report}"
-                             + _older_epochs(backfilled, closed))
-    return result
+    return rows, matches, report
+
+
+def _summary(done: _Applied, skipped: list[dict[str, Any]], rows_total: int, report: str,
+             backfilled: list[int], closed: list[dict[str, Any]]) -> str:
+    """The pull's one line: where a gap stopped it, that nothing was new, or what it
+    restored."""
+    mirror = done.mirror
+    if done.gap:
+        return (f"stopped at epoch {done.gap[0]}: {skipped[-1]['reason']}; the mirror "
+                f"stays at epoch {mirror.head.seq}, and push and verify refuse "
+                f"until it applies")
+    if not done.applied:
+        return (f"already at the chain head (epoch {mirror.head.seq})"
+                + _older_epochs(backfilled, closed))
+    # kint v0.3.0's summary line (03-new-machine.md, "What it prints"), word for word.
+    return (f"restored {len(done.applied)} epoch(s), {rows_total} rows; head seq "
+            f"{mirror.head.seq} at block {mirror.head.block}; {report}"
+            + _older_epochs(backfilled, closed))
 
 
 def _older_epochs(backfilled: list[int], closed: list[dict[str, Any]]) -> str:

@@ -5,11 +5,11 @@ transaction each, sent from the machine's session key.
 The steps, in order: the head lock; the refusals (not connected, recovery file gone, no data
 key, wraps that do not hold it, a gap); export; diff against the mirror (nothing to push
 stops here, with no RPC call); the chain head must be the mirror's (else CHAIN_MOVED); the
-session key must be authorized (`canWrite`); split at 92,160 compressed bytes (a row too
-large is named before anything is sent); then per epoch: build the plaintext, seal it under
-the data key with every current wrap in the header, sign at the machine-wide nonce, record
-the signed transaction in `pending-<space16>.json`, send, wait for confirmations, check the
-event's digest, record the epoch, drop the pending file.
+session key must be authorized (`canWrite`) (the refusals: push_refusals.py); split at
+92,160 compressed bytes (a row too large is named before anything is sent); then per epoch:
+build the plaintext, seal it under the data key with every current wrap in the header, sign
+at the machine-wide nonce, record the signed transaction in `pending-<space16>.json`, send,
+wait for confirmations, check the event's digest, record the epoch, drop the pending file.
 
 A kill at any step loses nothing and forks nothing: `pending.resolve_pending` settles the
 pending file against the chain head the next time this space pushes or pulls, or when the
@@ -19,19 +19,15 @@ worker starts.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from dataclasses import replace
 from typing import Any
 
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor
+from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
-from kint.custody.data_key import dek_id
-from kint.custody.recovery_code import recovery_file_present
-from kint.custody.wraps import read_wraps
 from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
@@ -40,17 +36,18 @@ from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapsh
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import hint_with_notices
-from kint.rows.canon import Row
-from kint.tenant_worker.changes import diff, snapshot
+from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
-from kint.tenant_worker.data_key import current_data_key, renew
+from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pending
+from kint.tenant_worker.push_refusals import (NOTHING_DROPPED, UNAUTHORIZED_HINT,
+                                              head_is_the_mirrors, key_and_wraps, refuse_gap,
+                                              refuse_unauthorized, rows_to_push)
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.store import is_locked
 from kint.tenant_worker.unanchored import counting_from, note_count
 
 log = logging.getLogger("kint.worker")
@@ -58,15 +55,6 @@ log = logging.getLogger("kint.worker")
 NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
 SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
                            "`kint push` splits the changes across epochs")
-# `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
-OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
-                       "epoch, so the snapshot chains on the epoch it last saw, as without it")
-# The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
-# default, `kint connect`: this machine is connected, its key cannot write).
-UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
-                     "(direct, page, or payload then submit) and it needs a little ETH; "
-                     "`kint session-key show` says which is missing")
-NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
 # What the watcher's log calls a successful push that was not its own, by hold reason.
@@ -129,23 +117,12 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
                  said: dict[str, Any], *, over_skipped: bool, dry_run: bool,
                  new_key: tuple[bytes, tuple[Any, ...]] | None,
                  confirmations: int | None) -> dict[str, Any]:
-    """`_push`, filling `said` (the override line, the notices) as it goes."""
+    """`_push`, filling `said` (the override line, the notices) as it goes. Every refusal
+    comes before the first transaction is signed, in the order the module's docstring
+    gives; then the epochs are sent one by one."""
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
-    if enrolment.vault_created and not recovery_file_present(cfg.home, cfg.space_id):
-        raise ProtocolError(
-            ErrorCode.NOT_CONNECTED,
-            f"this machine created the vault but its recovery code file "
-            f"{state.files['recovery']} is missing or empty; {NOTHING_DROPPED}",
-            "run `kint recovery-code` to write it again and copy it off the machine")
-    key = current_data_key(ctx)
-    local = read_wraps(cfg.home, cfg.space_id)
-    if local is None or local.dek_id != dek_id(key):
-        raise ProtocolError(ErrorCode.NO_DATA_KEY,
-                            "this machine's key wraps do not hold the cached data key (the "
-                            f"key was rotated on another machine); {NOTHING_DROPPED}",
-                            "run `kint connect` again")
-    wraps = local.wraps
+    key, wraps = key_and_wraps(ctx, enrolment.vault_created)
     if new_key is not None:
         key, wraps = new_key
     if confirmations is not None:
@@ -154,74 +131,76 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     sender = sender_for(ctx, anchor)
     resolve_pending(ctx, anchor, sender, enrolment.owner)
     mirror = state.mirror()
-    if mirror is not None and mirror.skipped and not (over_skipped and as_snapshot):
-        raise ProtocolError(ErrorCode.GAP, f"this machine could not apply epoch(s) "
-                            f"{sorted(mirror.skipped)} on its last pull, so its picture of the "
-                            f"memory is incomplete; {NOTHING_DROPPED}",  # v0.3.0's words
-                            "run `kint pull` to apply it; for an epoch that will never open, "
-                            "`kint compact --over-skipped` anchors this machine's store over it")
+    refuse_gap(mirror, over_skipped and as_snapshot)
     before = counting_from(cfg.db)
-    rows = _store_rows(ctx, hold_reason)
-    missing = rows is None
-    if missing:  # not created yet: no rows, unless that forgets anchored ones
-        _refuse_forgetting_anchored_rows(cfg.db, mirror)
-        rows = []
-    elif hold_reason is not None:
-        from kint.tenant_worker.drift import hold_error
-
-        hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
-        if hold is not None:
-            raise hold_error(hold)
-    changes = snapshot(mirror, rows) if as_snapshot else diff(mirror, rows)
+    rows = rows_to_push(ctx, mirror, hold_reason)  # None: the store is not created yet
+    present = rows if rows is not None else []
+    changes = snapshot(mirror, present) if as_snapshot else diff(mirror, present)
     if not changes and not as_snapshot:
         note_count(ctx, before, mirror, 0)
         return {"pushed": 0, "message": NOTHING_TO_PUSH, "epochs": [], "changed_rows": 0,
                 "deleted_rows": 0, **_head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
-    seen = mirror.head if mirror is not None else None
-    base = mirror
-    if over_skipped and as_snapshot and mirror is not None and mirror.skipped:
-        said["override"] = (f"push: OVERRIDE, anchoring a snapshot on top of chain head seq "
-                            f"{head.seq} ({head.digest[:12]}) although this machine stopped "
-                            f"at seq {mirror.head.seq} and could not apply epoch(s) "
-                            f"{mirror.skipped}")
-        log.warning("%s", said["override"])
-    elif seen is None or (head.seq, head.digest) != (seen.seq, seen.digest):
-        raise ProtocolError(
-            ErrorCode.CHAIN_MOVED,
-            f"the chain head is at seq {head.seq} but this machine last saw seq "
-            f"{seen.seq if seen else 0}: another machine pushed; {NOTHING_DROPPED}",
-            "run `kint pull` first, or `kint pull --discard-local` when unanchored local "
-            "changes make that pull a fork")
-    if over_skipped and as_snapshot and "override" not in said:
-        said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
-    session = ctx.session_account()
-    if not anchor.can_write(enrolment.owner, session.address):
-        raise ProtocolError(ErrorCode.NOT_CONNECTED,
-                            f"session key {session.address} is not authorized for owner "
-                            f"{enrolment.owner}: authorize it (kint authorize) and fund it",
-                            UNAUTHORIZED_HINT)
+    head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
+    refuse_unauthorized(ctx, anchor, enrolment.owner)
+    chunks = _split(changes, as_snapshot, mirror)
+    if dry_run:
+        return {**said, "pushed": 0, "dry_run": True, "epochs": [
+            {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
+             "bytes": c.measured} for i, c in enumerate(chunks, 1)],
+            "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
+    current, pushed = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps, head,
+                                   mirror, chunks, as_snapshot)
+    # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
+    note_count(ctx, before, current, 0)
+    if new_key is None:
+        renew(ctx, key)
+    if ctx.drift.active and rows is not None:
+        ctx.drift.reset(ctx.store_rows() or [])
+    return _anchored(said, pushed, current)
+
+
+def _anchored(said: dict[str, Any], pushed: list[dict[str, Any]],
+              current: Mirror) -> dict[str, Any]:
+    """The result of a push that sent its epochs: what they carried, and the head after."""
+    changed_rows = sum(p["rows"] for p in pushed)
+    deleted_rows = sum(p["deleted"] for p in pushed)
+    total = changed_rows + deleted_rows
+    return {**said, "pushed": total, "epochs": pushed, "changed_rows": changed_rows,
+            "deleted_rows": deleted_rows, **_head_after(current),
+            "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
+                       f"epoch {current.head.seq} at block {current.head.block}"}
+
+
+def _split(changes: Changes, as_snapshot: bool, mirror: Mirror | None) -> list[Chunk]:
+    """The epochs to send: one snapshot, or the diff split at the size limit. A row too
+    large for any epoch is named (BAD_REQUEST) before anything is sent."""
     wires = wire_rows(changes.rows)
     try:
-        chunks = ([plan_snapshot(wires, changes.deleted)] if as_snapshot else
-                  split_diff(wires, changes.deleted, state_after=_state_after(mirror)))
+        return ([plan_snapshot(wires, changes.deleted)] if as_snapshot else
+                split_diff(wires, changes.deleted, state_after=_state_after(mirror)))
     except EpochTooLarge as err:
         # TOO_LARGE, not BAD_REQUEST: a push's refusal (exit 5) for rekey too, whose own
         # refusals are BAD_REQUEST (exit 2); a snapshot that cannot fit is what its push met.
         raise ProtocolError(ErrorCode.TOO_LARGE, str(err),
                             SNAPSHOT_TOO_LARGE_HINT if isinstance(err, SnapshotTooLarge)
                             else NOTHING_DROPPED) from None
-    if dry_run:
-        return {**said, "pushed": 0, "dry_run": True, "epochs": [
-            {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
-             "bytes": c.measured} for i, c in enumerate(chunks, 1)],
-            "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
+
+
+def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
+                 key: bytes, wraps: Any, head: Head, mirror: Mirror | None,
+                 chunks: list[Chunk], as_snapshot: bool) -> tuple[Mirror, list[dict[str, Any]]]:
+    """Send the epochs in order, each chained on the one before (its seq, digest and
+    bucket floor read back from what `_push_epoch` recorded), and say what each cost.
+    Returns the mirror after the last (there is always one: a split yields an epoch at
+    least) and the epochs' lines."""
+    state = ctx.state
     pushed: list[dict[str, Any]] = []
-    seq, prev, bucket = head.seq, head.digest, (base.head.bucket if base else None) or 0
+    seq, prev, bucket = head.seq, head.digest, (mirror.head.bucket if mirror else None) or 0
     current = mirror
     for number, chunk in enumerate(chunks, 1):
         ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk.rows)} rows)"
-        current = _push_epoch(ctx, anchor, sender, enrolment.owner, key, wraps,
+        current = _push_epoch(ctx, anchor, sender, owner, key, wraps,
                               seq + 1, prev, bucket, chunk, as_snapshot)
         meta = state.meta(current.head.seq)
         seq, prev, bucket = meta.seq, meta.digest, meta.bucket
@@ -232,61 +211,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
                        "bucket": meta.bucket, "bytes": cost.get("bytes"),
                        "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
                        "cost_wei": cost.get("cost_wei")})
-    # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
-    note_count(ctx, before, current, 0)
-    if new_key is None:
-        renew(ctx, key)
-    if ctx.drift.active and not missing:
-        ctx.drift.reset(ctx.store_rows() or [])
-    changed_rows = sum(p["rows"] for p in pushed)
-    deleted_rows = sum(p["deleted"] for p in pushed)
-    total = changed_rows + deleted_rows
-    return {**said, "pushed": total, "epochs": pushed, "changed_rows": changed_rows,
-            "deleted_rows": deleted_rows, **_head_after(current),
-            "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
-                       f"epoch {current.head.seq} at block {current.head.block}"}
-
-
-def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
-    """The store's rows (None: not created yet). A store kint cannot read is refused: a
-    server-side push is held over it (seed 001: an unchecked push is what the hold stops),
-    and a push from a terminal says which file, with nothing anchored."""
-    try:
-        return ctx.store_rows()
-    except sqlite3.DatabaseError as err:
-        if is_locked(err):
-            # Another process holds the store's lock past the read's busy wait: the store
-            # is fine and the push can run once it lets go. Not a hold, which waits for a
-            # human, and not "cannot be read", which sends one to `--discard-local`.
-            raise ProtocolError(ErrorCode.BUSY, f"the store {ctx.config.db} is locked by "
-                                f"another process ({err}); nothing was anchored",
-                                "run the push again once the other writer lets go of the "
-                                "store") from None
-        if hold_reason is not None:
-            from kint.tenant_worker.drift import UNREADABLE_HOLD_HINT, hold_error
-
-            hold = ctx.drift.unreadable(ctx.config.db, str(err), hold_reason)
-            raise hold_error(hold, UNREADABLE_HOLD_HINT) from None
-        raise ProtocolError(ErrorCode.INTERNAL, f"the store {ctx.config.db} cannot be read "
-                            f"({err}); nothing was anchored",
-                            "check the store file (kint only reads it); `kint pull "
-                            "--discard-local` moves it aside and restores the anchored "
-                            "values") from None
-
-
-def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
-    """A store not created yet (Sibyl creates it on the first write) holds no rows: on a
-    fresh vault, nothing to push. Over rows this machine anchored, it is refused: its diff
-    would anchor the deletion of every one of them, and a store that moved or a mistyped
-    `--db` is not a wish to forget them."""
-    if mirror is not None and mirror.rows:
-        raise ProtocolError(
-            ErrorCode.BAD_REQUEST,
-            f"the store {db} does not exist, and {len(mirror.rows)} row(s) anchored from this "
-            f"space's store are on chain: a push would anchor the deletion of every one; "
-            f"nothing was anchored",
-            "check --db or SIBYL_MEMORY_DB; `kint pull` restores the anchored rows into a new "
-            "store")
+    return current, pushed
 
 
 def _head_after(mirror: Mirror | None) -> dict[str, Any]:

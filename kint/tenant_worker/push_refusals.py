@@ -1,0 +1,168 @@
+"""What a push refuses before it signs anything (push.py), in the order it asks: a vault
+created here whose recovery code file is gone, wraps that do not hold the cached data key,
+a gap the last pull left, a store another process keeps locked, one kint cannot read, or
+one not created over anchored rows, the drift hold (server-side pushes only), a chain head
+that is not the mirror's, and a session key the chain does not authorize. None of them
+drops anything: the changes stay in the store until a push goes through.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any
+
+from kint.chain.anchor import Anchor, Head
+from kint.custody.data_key import dek_id
+from kint.custody.recovery_code import recovery_file_present
+from kint.custody.wraps import Wrap, read_wraps
+from kint.protocol import ErrorCode, ProtocolError
+from kint.rows.canon import Row
+from kint.tenant_worker.data_key import current_data_key
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.store import is_locked
+
+log = logging.getLogger("kint.worker")
+
+# `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
+OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
+                       "epoch, so the snapshot chains on the epoch it last saw, as without it")
+# The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
+# default, `kint connect`: this machine is connected, its key cannot write).
+UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
+                     "(direct, page, or payload then submit) and it needs a little ETH; "
+                     "`kint session-key show` says which is missing")
+NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
+
+
+def key_and_wraps(ctx: SpaceContext,
+                  vault_created: bool) -> tuple[bytes, tuple[Wrap, ...]]:
+    """The data key and the wraps every epoch's header carries, refused before anything
+    is read from the store: a machine that created the vault must still hold its recovery
+    code file (else the code that opens it may exist nowhere), and this machine's wraps
+    must hold the cached key (else it was rotated elsewhere and the wraps are stale)."""
+    cfg, state = ctx.config, ctx.state
+    if vault_created and not recovery_file_present(cfg.home, cfg.space_id):
+        raise ProtocolError(
+            ErrorCode.NOT_CONNECTED,
+            f"this machine created the vault but its recovery code file "
+            f"{state.files['recovery']} is missing or empty; {NOTHING_DROPPED}",
+            "run `kint recovery-code` to write it again and copy it off the machine")
+    key = current_data_key(ctx)
+    local = read_wraps(cfg.home, cfg.space_id)
+    if local is None or local.dek_id != dek_id(key):
+        raise ProtocolError(ErrorCode.NO_DATA_KEY,
+                            "this machine's key wraps do not hold the cached data key (the "
+                            f"key was rotated on another machine); {NOTHING_DROPPED}",
+                            "run `kint connect` again")
+    return key, local.wraps
+
+
+def refuse_gap(mirror: Mirror | None, over: bool) -> None:
+    """A machine that could not apply an epoch on its last pull has an incomplete picture
+    of the memory, and its diff would anchor over what it never saw: refused GAP, unless
+    `over` (a snapshot from compact or rekey with `--over-skipped`) says to anchor over it."""
+    if mirror is not None and mirror.skipped and not over:
+        raise ProtocolError(ErrorCode.GAP, f"this machine could not apply epoch(s) "
+                            f"{sorted(mirror.skipped)} on its last pull, so its picture of the "
+                            f"memory is incomplete; {NOTHING_DROPPED}",  # v0.3.0's words
+                            "run `kint pull` to apply it; for an epoch that will never open, "
+                            "`kint compact --over-skipped` anchors this machine's store over it")
+
+
+def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
+                  hold_reason: str | None) -> list[Row] | None:
+    """What the store holds now (None: not created yet, refused when that forgets anchored
+    rows; a store kint cannot read is refused by `_store_rows`). A server-side push
+    (`hold_reason`) passes the drift hold first, so a store that lost rows it should not
+    have is not anchored as a wish to forget them."""
+    cfg = ctx.config
+    rows = _store_rows(ctx, hold_reason)
+    if rows is None:  # not created yet: no rows, unless that forgets anchored ones
+        _refuse_forgetting_anchored_rows(cfg.db, mirror)
+    elif hold_reason is not None:
+        from kint.tenant_worker.drift import hold_error
+
+        hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
+        if hold is not None:
+            raise hold_error(hold)
+    return rows
+
+
+def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
+    """The store's rows (None: not created yet). A store kint cannot read is refused: a
+    server-side push is held over it (seed 001: an unchecked push is what the hold stops),
+    and a push from a terminal says which file, with nothing anchored."""
+    try:
+        return ctx.store_rows()
+    except sqlite3.DatabaseError as err:
+        if is_locked(err):
+            # Another process holds the store's lock past the read's busy wait: the store
+            # is fine and the push can run once it lets go. Not a hold, which waits for a
+            # human, and not "cannot be read", which sends one to `--discard-local`.
+            raise ProtocolError(ErrorCode.BUSY, f"the store {ctx.config.db} is locked by "
+                                f"another process ({err}); nothing was anchored",
+                                "run the push again once the other writer lets go of the "
+                                "store") from None
+        if hold_reason is not None:
+            from kint.tenant_worker.drift import UNREADABLE_HOLD_HINT, hold_error
+
+            hold = ctx.drift.unreadable(ctx.config.db, str(err), hold_reason)
+            raise hold_error(hold, UNREADABLE_HOLD_HINT) from None
+        raise ProtocolError(ErrorCode.INTERNAL, f"the store {ctx.config.db} cannot be read "
+                            f"({err}); nothing was anchored",
+                            "check the store file (kint only reads it); `kint pull "
+                            "--discard-local` moves it aside and restores the anchored "
+                            "values") from None
+
+
+def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
+    """A store not created yet (Sibyl creates it on the first write) holds no rows: on a
+    fresh vault, nothing to push. Over rows this machine anchored, it is refused: its diff
+    would anchor the deletion of every one of them, and a store that moved or a mistyped
+    `--db` is not a wish to forget them."""
+    if mirror is not None and mirror.rows:
+        raise ProtocolError(
+            ErrorCode.BAD_REQUEST,
+            f"the store {db} does not exist, and {len(mirror.rows)} row(s) anchored from this "
+            f"space's store are on chain: a push would anchor the deletion of every one; "
+            f"nothing was anchored",
+            "check --db or SIBYL_MEMORY_DB; `kint pull` restores the anchored rows into a new "
+            "store")
+
+
+def head_is_the_mirrors(head: Head, mirror: Mirror | None, over: bool,
+                        said: dict[str, Any]) -> None:
+    """Order on chain: an epoch chains on the head this machine last saw, so a head that
+    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed. With
+    `over` and a gap, the snapshot chains on the chain head instead, said in an override
+    line put in `said` for the result (09-cli.md prints it) and logged; `over` without a
+    gap is said to be unused, in a notice in `said` (carried by a later refusal too)."""
+    seen = mirror.head if mirror is not None else None
+    if over and mirror is not None and mirror.skipped:
+        said["override"] = (f"push: OVERRIDE, anchoring a snapshot on top of chain head seq "
+                            f"{head.seq} ({head.digest[:12]}) although this machine stopped "
+                            f"at seq {mirror.head.seq} and could not apply epoch(s) "
+                            f"{mirror.skipped}")
+        log.warning("%s", said["override"])
+    elif seen is None or (head.seq, head.digest) != (seen.seq, seen.digest):
+        raise ProtocolError(
+            ErrorCode.CHAIN_MOVED,
+            f"the chain head is at seq {head.seq} but this machine last saw seq "
+            f"{seen.seq if seen else 0}: another machine pushed; {NOTHING_DROPPED}",
+            "run `kint pull` first, or `kint pull --discard-local` when unanchored local "
+            "changes make that pull a fork")
+    if over and "override" not in said:
+        said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
+
+
+def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
+    """The session key must be authorized for the owner (`canWrite`) before an epoch is
+    signed: the chain would revert the transaction, and its gas, anyway."""
+    session = ctx.session_account()
+    if not anchor.can_write(owner, session.address):
+        raise ProtocolError(ErrorCode.NOT_CONNECTED,
+                            f"session key {session.address} is not authorized for owner "
+                            f"{owner}: authorize it (kint authorize) and fund it",
+                            UNAUTHORIZED_HINT)
