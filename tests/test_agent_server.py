@@ -374,22 +374,30 @@ def _corrupt_past_the_first_page(db) -> None:
         f.write(bytes(size - page))
 
 
-def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
-    """Seed 001: a store kint cannot read holds the push, because an unchecked push is what
-    the hold exists to stop. kint-server's pushes come back HELD naming the store, anchoring
-    nothing; a push from a terminal is refused naming the file, not as a crash inside the
-    worker."""
+def _one_row_anchored(box, tenant: str, db) -> tuple[str, ...]:
+    """A store of `tenant` at `db` holding the release rule, connected and pushed on the
+    box's devchain; the command-line scope (--tenant, --db) that names it."""
     from conftest import sibyl_client
-    from kint.client import Client, KintError
-    from kint.spaces import resolve
 
-    tenant, db = "kint-unreadable", tmp_path / "unreadable.db"
     client = sibyl_client(db, tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE})
     client.storage.close()
     scope = ("--tenant", tenant, "--db", str(db))
     ok(box.kint(*scope, "connect", "--dev"))
     ok(box.kint(*scope, "push"))
+    return scope
+
+
+def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
+    """Seed 001: a store kint cannot read holds the push, because an unchecked push is what
+    the hold exists to stop. kint-server's pushes come back HELD naming the store, anchoring
+    nothing; a push from a terminal is refused naming the file, not as a crash inside the
+    worker."""
+    from kint.client import Client, KintError
+    from kint.spaces import resolve
+
+    tenant, db = "kint-unreadable", tmp_path / "unreadable.db"
+    scope = _one_row_anchored(box, tenant, db)
     _corrupt_past_the_first_page(db)
 
     ref = resolve(tenant, db)
@@ -420,17 +428,11 @@ def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
     import subprocess
     import sys
 
-    from conftest import sibyl_client
     from kint.client import Client, KintError
     from kint.spaces import resolve
 
     tenant, db = "kint-locked", tmp_path / "locked.db"
-    client = sibyl_client(db, tenant)
-    client.set_entity("rules", "release-gate", {"rule": RULE})
-    client.storage.close()
-    scope = ("--tenant", tenant, "--db", str(db))
-    ok(box.kint(*scope, "connect", "--dev"))
-    ok(box.kint(*scope, "push"))
+    scope = _one_row_anchored(box, tenant, db)
     # The lock is taken with no worker up: a worker's open read connection keeps an
     # exclusive lock from being taken at all (the WAL's shared memory), as it would in use.
     ok(box.kint("supervisor", "stop"))
