@@ -41,7 +41,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the memory figure comes from /proc/self/smaps_rollup")
 
 
-def _worker(tmp_path, supervisor_pid: int | None = None):
+def _worker(tmp_path, supervisor_run: str = "this-start"):
     """A real Worker over a real store (not serving: its beats go nowhere)."""
     from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.process import Worker
@@ -53,7 +53,8 @@ def _worker(tmp_path, supervisor_pid: int | None = None):
         write_store(db, tenant="t")
     cfg = WorkerConfig(space_id="cd" * 32, label="t", tenant="t", db=str(db),
                        kint_home=str(home), back_address="ipc:///unused",
-                       supervisor_pid=supervisor_pid or os.getpid(), idle_beat_s=2.5)
+                       supervisor_pid=os.getpid(), supervisor_run=supervisor_run,
+                       idle_beat_s=2.5)
     return Worker(cfg, b"\x03" * 32)
 
 
@@ -143,7 +144,7 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
     them, and hold the sessions' own writes as drift."""
     from kint.tenant_worker.session_handoff import hand_over, take_over
 
-    old = _worker(tmp_path, supervisor_pid=1)
+    old = _worker(tmp_path, supervisor_run="an-earlier-start")  # the same pid, say
     try:
         _attached(old.ctx, "s1", seen_ago=1, first_ago=1)
         old.ctx.drift.reset([])
@@ -169,7 +170,7 @@ def _planted(**changes: Any) -> dict:
     """A handoff as a worker of this supervisor writes it, one session in it, with
     `changes` (a path of keys joined by "." to a new value)."""
     data: dict[str, Any] = {
-        "version": 1, "written_at": time.time(), "supervisor_pid": os.getpid(),
+        "version": 1, "written_at": time.time(), "supervisor_run": "this-start",
         "watcher": False, "ended": {"bye": 1.0}, "held": None,
         "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
         "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0,

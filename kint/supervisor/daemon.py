@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._stalled: set[str] = set()
         self._ids = itertools.count(1)
         self.started_at = time.monotonic()
+        # This supervisor's own id among every start of one (see WorkerConfig.supervisor_run).
+        self.run_id = secrets.token_hex(8)
         self._code = code_signature()
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False

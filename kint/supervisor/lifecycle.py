@@ -38,6 +38,7 @@ class WorkerLifecycle:
     poller: Any
     back: Any
     back_address: str
+    run_id: str
     shutting_down: bool
     handles: dict[str, WorkerHandle]
     _by_route: dict[bytes, WorkerHandle]
@@ -53,7 +54,7 @@ class WorkerLifecycle:
         config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
                               db=handle.db, kint_home=str(self.home),
                               back_address=self.back_address,
-                              supervisor_pid=os.getpid(),
+                              supervisor_pid=os.getpid(), supervisor_run=self.run_id,
                               idle_beat_s=worker_wire.idle_beat_seconds(
                                   self.settings.heartbeat_timeout_s))
         now = time.monotonic()

@@ -19,6 +19,9 @@ class WorkerConfig:
     # supervisor's heartbeat timeout when it was spawned).
     idle_beat_s: float
     threads: int = 4
+    # A random id the supervisor drew at its start: a pid can come back after a restart,
+    # this does not (what a worker leaves its successor is taken only under the same one).
+    supervisor_run: str = ""
 
     @property
     def space16(self) -> str:

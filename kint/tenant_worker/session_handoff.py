@@ -14,9 +14,11 @@ count from the first request on, not from each session's next keepalive (up to a
 A file in the space's 0600 state, not a message through the supervisor: the baseline
 holds a leaf per row (more than a back-socket header carries), and the supervisor stays a
 router that reads only the fields it checks. The file is taken once and removed; one the
-same supervisor did not hand over (its pid differs: the notes cast to the old one in
-between are lost) or older than SESSION_TTL_S is dropped, and the sessions then attach
-anew at their next keepalive, as after any restart of the worker.
+same supervisor did not hand over (another start of one, told by the id each draws at its
+start, `WorkerConfig.supervisor_run`, not by its pid, which a restart can get again: the
+notes cast to the old one in between are lost) or older than SESSION_TTL_S is dropped,
+and the sessions then attach anew at their next keepalive, as after any restart of the
+worker.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def hand_over(ctx: SpaceContext) -> int:
                 "settings": {name: v.raw for name, v in values.items() if v.raw is not None}})
     atomic_write(_path(ctx), orjson.dumps({
         "version": VERSION, "written_at": time.time(),
-        "supervisor_pid": ctx.config.supervisor_pid, "watcher": ctx.watcher is not None,
+        "supervisor_run": ctx.config.supervisor_run, "watcher": ctx.watcher is not None,
         "sessions": sessions, "ended": ended, **ctx.drift.handed()}))
     log.info("space %s: %d session(s) handed to the next worker", ctx.config.space16,
              len(sessions))
@@ -114,7 +116,7 @@ def _text(value: Any) -> str:
 
 def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     space16 = ctx.config.space16
-    if data["version"] != VERSION or data["supervisor_pid"] != ctx.config.supervisor_pid:
+    if data["version"] != VERSION or data["supervisor_run"] != ctx.config.supervisor_run:
         log.info("space %s: sessions handed over under another supervisor or format are not "
                  "taken; they attach again at their next keepalive", space16)
         return None
