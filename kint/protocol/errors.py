@@ -48,6 +48,11 @@ class ErrorCode(str, Enum):
     INTERNAL = "INTERNAL"
 
 
+# What a refused push or a held one leaves as it was: said by the default hints below and by
+# the refusals that carry it in their own words (push's, the hold's).
+NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
+NOTHING_ANCHORED_OR_DROPPED = "nothing was anchored and nothing was dropped"
+
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
     "command takes)",
@@ -58,13 +63,13 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.SPACE_CONFLICT: "set KINT_SPACE to give this store a space of its own",
     ErrorCode.TIMEOUT: "the work goes on in the worker; see `kint supervisor status`",
     ErrorCode.BUSY: "wait for the running work to finish, then try again",
-    ErrorCode.HELD: "nothing was anchored and nothing was dropped",
+    ErrorCode.HELD: NOTHING_ANCHORED_OR_DROPPED,
     ErrorCode.CHAIN_MOVED: "run `kint pull` first",
     ErrorCode.FORK: "run `kint pull --discard-local` to restore the anchored state",
     ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2: the endpoint answered with an old or different head",
     ErrorCode.GAP: "run `kint pull` again",
     ErrorCode.NOT_CONNECTED: "run `kint connect` first",
-    ErrorCode.NO_DATA_KEY: "nothing was dropped, the changes stay in the store until the next push",
+    ErrorCode.NO_DATA_KEY: NOTHING_DROPPED,
     ErrorCode.NO_SESSION_KEY: "run `kint session-key create` (or check KINT_SESSION_PASSPHRASE: the "
     "session key is sealed under the local passphrase it was made with)",
     ErrorCode.WRONG_KEY: "the key given does not open this vault; nothing was changed",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from kint.protocol.errors import NOTHING_ANCHORED_OR_DROPPED
 from kint.rows.canon import Row
 from kint.rows.export import export_rows
 from kint.tenant_worker.changes import store_lost
@@ -31,8 +32,7 @@ from kint.tenant_worker.verify import REFUSAL_CATEGORY
 
 log = logging.getLogger("kint.worker")
 
-HOLD_HINT = "nothing was anchored and nothing was dropped; memory_verify still refuses the row"
-UNREADABLE_HOLD_HINT = "nothing was anchored and nothing was dropped"
+HOLD_HINT = f"{NOTHING_ANCHORED_OR_DROPPED}; memory_verify still refuses the row"
 
 
 @dataclass

@@ -35,6 +35,7 @@ from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapsh
                                split_diff)
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import NOTHING_DROPPED
 from kint.protocol.errors import hint_with_notices
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
@@ -42,9 +43,9 @@ from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pending
-from kint.tenant_worker.push_refusals import (NOTHING_DROPPED, UNAUTHORIZED_HINT,
-                                              head_is_the_mirrors, key_and_wraps, refuse_gap,
-                                              refuse_unauthorized, rows_to_push)
+from kint.tenant_worker.push_refusals import (UNAUTHORIZED_HINT, head_is_the_mirrors,
+                                              key_and_wraps, refuse_gap, refuse_unauthorized,
+                                              rows_to_push)
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror

@@ -17,6 +17,7 @@ from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.rows.canon import Row
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
@@ -33,7 +34,6 @@ OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull 
 UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
                      "(direct, page, or payload then submit) and it needs a little ETH; "
                      "`kint session-key show` says which is missing")
-NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
 def key_and_wraps(ctx: SpaceContext,
@@ -106,10 +106,10 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
                                 "run the push again once the other writer lets go of the "
                                 "store") from None
         if hold_reason is not None:
-            from kint.tenant_worker.drift import UNREADABLE_HOLD_HINT, hold_error
+            from kint.tenant_worker.drift import hold_error
 
             hold = ctx.drift.unreadable(ctx.config.db, str(err), hold_reason)
-            raise hold_error(hold, UNREADABLE_HOLD_HINT) from None
+            raise hold_error(hold, NOTHING_ANCHORED_OR_DROPPED) from None
         raise ProtocolError(ErrorCode.INTERNAL, f"the store {ctx.config.db} cannot be read "
                             f"({err}); nothing was anchored",
                             "check the store file (kint only reads it); `kint pull "
