@@ -57,9 +57,13 @@ from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.state_health import disk_full
 from kint.tenant_worker.statefiles import EpochRejected, Mirror, empty_mirror, record_epoch
 
 log = logging.getLogger("kint.worker")
+
+PROVENANCE_HINT = ("free some space; nothing else is missing: the epochs are applied and "
+                   "recorded, and later pulls and verify are right meanwhile")
 
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +114,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
               "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
               "store_root_matches": matches, "rpcs_agreed": agreed, "single_rpc": single,
               "report": report}
+    if done.provenance_unsaved:
+        result["provenance_unsaved"] = {"message": done.provenance_unsaved,
+                                        "hint": PROVENANCE_HINT}
     result["message"] = _summary(done, skipped, len(rows), report, backfilled, closed)
     return result
 
@@ -124,6 +131,7 @@ class _Applied:
     applied_epochs: list[dict[str, int]] = field(default_factory=list)  # for join's lines
     written: dict[str, int] = field(default_factory=dict)  # rows written or deleted, by epoch
     warnings: list[str] = field(default_factory=list)
+    provenance_unsaved: str | None = None  # why the provenance stayed as applied
 
 
 def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
@@ -244,9 +252,26 @@ def _provenance_from_cache(ctx: SpaceContext, done: _Applied, todo: list[Fetched
                            held: dict[bytes, bytes]) -> None:
     """A snapshot applied here made itself the provenance of every row it carried; the
     epochs before it that the cache holds (kept from earlier, or just backfilled) name
-    where each value was written: a drift's anchoring block is that epoch's."""
-    if backfilled or any(f.snapshot for f in todo if f.log.seq in done.applied):
+    where each value was written: a drift's anchoring block is that epoch's.
+
+    The refinement is not the pull's work: its epochs are applied and recorded already (the
+    rows in Sibyl's store, the mirror at the chain head). A full disk that stops it costs
+    the finer provenance, said in the result (`provenance_unsaved`), never the pull: the
+    mirror on disk stays the one the last epoch recorded, right for every later pull and
+    verify, with the snapshot as the provenance of the rows it carried."""
+    if not (backfilled or any(f.snapshot for f in todo if f.log.seq in done.applied)):
+        return
+    try:
         done.mirror = refine_from_cache(ctx.state, done.mirror, owner, held)
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        log.warning("provenance: kept as applied: the disk is full (%s: %s)",
+                    err.filename or "the mirror", err.strerror)
+        done.provenance_unsaved = (
+            f"the rows' provenance could not be saved ({err.filename or 'the mirror'}: "
+            f"{err.strerror}): a drift names the snapshot epoch's block rather than the "
+            f"older epoch that wrote the value")
 
 
 def _check_store(ctx: SpaceContext, done: _Applied) -> tuple[list[Row], bool, str]:

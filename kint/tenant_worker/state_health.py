@@ -44,6 +44,11 @@ def _store_full(err: BaseException) -> bool:
     return False
 
 
+def disk_full(err: OSError) -> bool:
+    """Whether `err` is the disk (or the user's quota) refusing a write."""
+    return err.errno in _DISK_FULL
+
+
 def _disk_full(what: str, why: str, op: str) -> ProtocolError:
     hint = "free some space, then run the command again"
     if op == "pull":
@@ -63,7 +68,7 @@ def guarded(op: str, handler: Handler) -> Handler:
         except CorruptStateFile as err:
             raise corrupt_error(err) from None
         except OSError as err:
-            if err.errno not in _DISK_FULL:
+            if not disk_full(err):
                 raise
             raise _disk_full(err.filename or "a file", err.strerror, op) from None
         except (SibylMemoryError, sqlite3.Error) as err:
