@@ -28,7 +28,7 @@ def corrupt_error(err: CorruptStateFile) -> ProtocolError:
                          "file); kint never replaces a corrupt file by itself")
 
 
-def _store_full(err: BaseException) -> bool:
+def store_full(err: BaseException) -> bool:
     """Whether a write to Sibyl's store failed because its disk is full: SQLite says
     SQLITE_FULL (Sibyl wraps it in its own StorageError, the sqlite3 error as the cause)."""
     seen: set[int] = set()
@@ -72,7 +72,7 @@ def guarded(op: str, handler: Handler) -> Handler:
                 raise
             raise _disk_full(err.filename or "a file", err.strerror, op) from None
         except (SibylMemoryError, sqlite3.Error) as err:
-            if not _store_full(err):
+            if not store_full(err):
                 raise
             raise _disk_full(f"Sibyl's store {ctx.config.db}", "database or disk is full",
                                   op) from None
