@@ -429,6 +429,37 @@ def _untouched_by(out: subprocess.CompletedProcess[str], b, space16: str, before
     assert sorted(b.sibyl_db.parent.glob("*.kint-backup-*")) == backups
 
 
+def test_rekey_whose_head_header_cannot_be_read_is_its_own_refusal_exit_2(liars):
+    """rekey reads the newest readable header before anything else (05-keys.md, "Rotate the
+    data key", step 3), and v0.3.0 gives every refusal before its push exit 2 (5 is "when
+    the push failed"; 09-cli.md: 2 for a refusal from rekey). An RPC that will not serve the
+    head epoch's calldata, or serves it altered, is such a refusal: CHAIN_UNREADABLE, exit
+    2, the read's own words; nothing sent, nothing on this machine changed. It exited 5."""
+    from chain_machines import owner_account, wallet_signature
+    from kint.commands.exit_codes import ERROR
+
+    a, b, proxy, space16 = liars["a"], liars["b"], liars["proxy"], liars["space16"]
+    seq = _at_head(liars)
+    owner = owner_account(a, liars["owner"])
+    payload = ok(b.kint("canonical-payload", "--owner", owner.address)).stdout
+    signature = wallet_signature(owner, payload) + "\n"
+    wraps = (b.kint_home / f"wraps-{space16}.json").read_bytes()
+    for mode, params, said in (
+            ("error_methods", {"methods": ["eth_getTransactionByHash"],
+                               "message": "this transaction is pruned"},
+             f"cannot fetch the calldata of epoch {seq}: "),
+            ("bad_calldata", {}, "ciphertext digest does not match the Epoch event")):
+        proxy.set_mode(mode, **params)
+        try:
+            out = b.kint("rekey", "--signature", "-", input=signature)
+        finally:
+            proxy.forward()
+        assert out.returncode == ERROR, (mode, out.stdout, out.stderr)
+        assert "[CHAIN_UNREADABLE]" in out.stderr and said in out.stderr, (mode, out.stderr)
+        assert (b.kint_home / f"wraps-{space16}.json").read_bytes() == wraps
+    assert _at_head(liars) == seq  # nothing was anchored
+
+
 def test_discard_local_moves_nothing_while_the_rpc_refuses_the_walk(liars):
     """The endpoint answers the head but refuses every log query, so the walk from seq 0
     that a discarding pull needs cannot fetch one epoch: the store stays in place (it used
