@@ -306,7 +306,7 @@ def test_calldata_the_rpc_will_not_serve_is_a_gap_after_the_epochs_before_it(lia
     """An RPC that refuses one epoch's transaction mid-walk: the epoch before it is applied
     and the pull stops at it, exit 0, `SKIPPED epoch N block B: ...` on the CLI (v0.3.0,
     03-new-machine.md: "a transient RPC failure heals itself"). It used to apply nothing."""
-    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    b, proxy = liars["b"], liars["proxy"]
     seq, first, second = _two_new_epochs(liars)
     proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
                    message="this transaction is pruned", tx=second["tx"])
@@ -329,30 +329,6 @@ def test_calldata_the_rpc_will_not_serve_is_a_gap_after_the_epochs_before_it(lia
     assert _at_head(liars) == second["seq"]
     assert f"after {seq + 1}, read later" in {e[1]: e[3] for e in entities(b.sibyl_db)}[
         "read-later"]
-
-
-def test_discard_local_moves_nothing_while_an_epochs_calldata_cannot_be_read(liars):
-    """A discarding pull would stop at the unread epoch with part of the memory: it refuses
-    whole instead, the store where it was, as for a walk the RPC refuses (below)."""
-    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
-    _two_new_epochs(liars)
-    _at_head(liars)
-    tx = meta(b, space16, 1)["tx"]  # a restore from seq 0 reads epoch 1 again, from calldata
-    cached = b.kint_home / "epochs" / space16 / f"{1:08d}.json.gz"
-    kept = cached.read_bytes()
-    cached.unlink()
-    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
-    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
-    proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
-                   message="this transaction is pruned", tx=tx)
-    try:
-        out = b.kint("pull", "--discard-local")
-    finally:
-        proxy.forward()
-    assert "[RPC_UNAVAILABLE]" in out.stderr and "this transaction is pruned" in out.stderr, \
-        out.stderr
-    _untouched_by(out, b, space16, before, inode, backups)
-    cached.write_bytes(kept)  # for the tests after this one
 
 
 def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
@@ -418,6 +394,21 @@ def test_a_corrupt_cached_epoch_is_refetched_from_calldata(liars):
     assert kjson(b, "verify", "release rule")["decision"] == "proceed"
 
 
+def _discard_refused_while(liars, method: str, message: str, **params: str) -> None:
+    """`pull --discard-local` while the proxy refuses `method` (with `message`; `params`
+    narrow it, as `tx=`): refused RPC_UNAVAILABLE in those words, and the store untouched."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
+    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
+    proxy.set_mode("error_methods", methods=[method], message=message, **params)
+    try:
+        out = b.kint("pull", "--discard-local")
+    finally:
+        proxy.forward()
+    assert "[RPC_UNAVAILABLE]" in out.stderr and message in out.stderr, out.stderr
+    _untouched_by(out, b, space16, before, inode, backups)
+
+
 def _untouched_by(out: subprocess.CompletedProcess[str], b, space16: str, before: dict,
                   inode: int, backups: list[Path]) -> None:
     """A refused `pull --discard-local` left the store where it was: the same file (inode),
@@ -460,23 +451,29 @@ def test_rekey_whose_head_header_cannot_be_read_is_its_own_refusal_exit_2(liars)
     assert _at_head(liars) == seq  # nothing was anchored
 
 
+def test_discard_local_moves_nothing_while_an_epochs_calldata_cannot_be_read(liars):
+    """A discarding pull would stop at the unread epoch with part of the memory: it refuses
+    whole instead, the store where it was, as for a walk the RPC refuses (below)."""
+    b, space16 = liars["b"], liars["space16"]
+    _two_new_epochs(liars)
+    _at_head(liars)
+    tx = meta(b, space16, 1)["tx"]  # a restore from seq 0 reads epoch 1 again, from calldata
+    cached = b.kint_home / "epochs" / space16 / f"{1:08d}.json.gz"
+    kept = cached.read_bytes()
+    cached.unlink()
+    _discard_refused_while(liars, "eth_getTransactionByHash", "this transaction is pruned",
+                           tx=tx)
+    cached.write_bytes(kept)  # for the tests after this one
+
+
 def test_discard_local_moves_nothing_while_the_rpc_refuses_the_walk(liars):
     """The endpoint answers the head but refuses every log query, so the walk from seq 0
     that a discarding pull needs cannot fetch one epoch: the store stays in place (it used
     to be moved aside first, leaving the agent with no memory until a later pull)."""
-    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    proxy = liars["proxy"]
     seq = _at_head(liars)
-    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
-    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
-    proxy.set_mode("error_methods", methods=["eth_getLogs"], message="logs are switched off")
-    try:
-        out = b.kint("pull", "--discard-local")
-    finally:
-        proxy.forward()
-    assert "[RPC_UNAVAILABLE]" in out.stderr and "logs are switched off" in out.stderr, \
-        out.stderr
+    _discard_refused_while(liars, "eth_getLogs", "logs are switched off")
     assert any(lie.startswith("eth_getLogs: error") for lie in proxy.lies)
-    _untouched_by(out, b, space16, before, inode, backups)
     assert _at_head(liars) == seq
 
 
