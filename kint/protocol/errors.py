@@ -32,6 +32,9 @@ class ErrorCode(str, Enum):
     NO_SESSION_KEY = "NO_SESSION_KEY"
     WRONG_KEY = "WRONG_KEY"
     RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
+    # rekey's own refusal before it sends anything: the vault's newest readable header could
+    # not be read (the RPC failed, or served calldata the Epoch event does not vouch for).
+    CHAIN_UNREADABLE = "CHAIN_UNREADABLE"
     # $KINT_HOME/config.toml refused (file and key named); the last good one serves. Also a
     # chain setting that does not parse, wherever it was set: its chain work is refused.
     CONFIG_INVALID = "CONFIG_INVALID"
@@ -79,6 +82,8 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     "`kint pull` (or `kint connect` for a key file)",
     ErrorCode.DISK_FULL: "free some space, then run the command again",
     ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then try again",
+    ErrorCode.CHAIN_UNREADABLE: "that is a transport failure, never a verdict on the vault: "
+    "nothing was sent or changed; try again, or change the RPC (KINT_RPC_URL)",
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
     "`kint supervisor status`",
     ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "
