@@ -35,6 +35,8 @@ from kint.paths import session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
+from kint.tenant_worker.session_handoff import boot_id
+from kint.tenant_worker.space import SESSION_TTL_S
 from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -158,7 +160,7 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
         assert not new.ctx.sessions and not new.ctx.drift.active and not path.exists()
     finally:
         new.close()
-    path.write_bytes(orjson.dumps({"version": 1}))  # not what it must hold: dropped
+    path.write_bytes(orjson.dumps({"version": 2}))  # not what it must hold: dropped
     new = _worker(tmp_path)
     try:
         assert take_over(new.ctx) is None and not new.ctx.sessions and not path.exists()
@@ -170,7 +172,8 @@ def _planted(**changes: Any) -> dict:
     """A handoff as a worker of this supervisor writes it, one session in it, with
     `changes` (a path of keys joined by "." to a new value)."""
     data: dict[str, Any] = {
-        "version": 1, "written_at": time.time(), "supervisor_run": "this-start",
+        "version": 2, "written_mono": time.monotonic(), "boot_id": boot_id(),
+        "supervisor_run": "this-start",
         "watcher": False, "ended": {"bye": 1.0}, "held": None,
         "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
         "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0,
@@ -195,7 +198,12 @@ def _planted(**changes: Any) -> dict:
     {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
     {"watcher": "yes"},
     {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
-    {"written_at": str(time.time())},
+    {"written_mono": str(time.monotonic())},
+    {"written_mono": time.monotonic() + 60},  # written in the future
+    {"written_mono": time.monotonic() - SESSION_TTL_S - 5},  # too old to be taken
+    {"boot_id": "an-earlier-boot"},  # a monotonic reading of another boot means nothing
+    {"boot_id": 7},
+    {"version": 1},  # the wall clock's format: its written_at is not read
 ], ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()) or "as-written")
 def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, changes):
     """The successor trusts the file no further than its checks: a number of seconds that
@@ -220,6 +228,33 @@ def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, chan
             assert not ctx.drift.active
     finally:
         worker.close()
+
+
+@pytest.mark.skipif(boot_id() is None, reason="no boot id to read on this OS")
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+def test_a_step_of_the_wall_clock_does_not_misjudge_a_handoff(tmp_path, monkeypatch, step_s):
+    """The wall clock stepped an hour between the two workers (NTP, a date set by hand):
+    the handoff is as fresh as it was. Before, its age was told by time.time(), so an hour
+    back made it "written in the future" and an hour on "too old", and the sessions lost
+    their watcher and notes until their next keepalive. The step is made by shifting
+    time.time() in this process: a real one would need root and would move the whole box."""
+    from kint.tenant_worker.session_handoff import hand_over, take_over
+
+    old = _worker(tmp_path)
+    try:
+        _attached(old.ctx, "s1", seen_ago=1, first_ago=1)
+        old.ctx.drift.reset([])
+        assert hand_over(old.ctx) == 1
+    finally:
+        old.close()
+    wall = time.time
+    monkeypatch.setattr(time, "time", lambda: wall() + step_s)
+    new = _worker(tmp_path)
+    try:
+        take_over(new.ctx)
+        assert list(new.ctx.sessions) == ["s1"] and new.ctx.drift.active
+    finally:
+        new.close()
 
 
 def _row(sb) -> dict:

@@ -19,6 +19,14 @@ start, `WorkerConfig.supervisor_run`, not by its pid, which a restart can get ag
 notes cast to the old one in between are lost) or older than SESSION_TTL_S is dropped,
 and the sessions then attach anew at their next keepalive, as after any restart of the
 worker.
+
+Its age is told by the monotonic clock, not the wall clock: both workers run on the same
+boot, and CLOCK_MONOTONIC is one clock for the whole system on Linux, which a step of the
+wall clock (NTP, a user setting the date) does not move, so such a step can neither drop a
+fresh file nor take a stale one. A monotonic reading means nothing across a reboot, so the
+file carries the boot id (/proc/sys/kernel/random/boot_id) and one from another boot is
+never taken. Where the OS has no boot id (macOS) both sides read None, and the supervisor's
+run id, drawn again at every start, is what keeps an earlier boot's file out.
 """
 
 from __future__ import annotations
@@ -40,7 +48,17 @@ from kint.tenant_worker.state_format import is_hex64
 
 log = logging.getLogger("kint.worker")
 
-VERSION = 1
+VERSION = 2  # 2: written_mono and boot_id in place of the wall clock's written_at
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str | None:
+    """This boot's id (Linux), or None where the OS has none to read."""
+    try:
+        return _BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _path(ctx: SpaceContext) -> Path:
@@ -63,7 +81,7 @@ def hand_over(ctx: SpaceContext) -> int:
                 "first_s_ago": now - first if first is not None else None,
                 "settings": {name: v.raw for name, v in values.items() if v.raw is not None}})
     atomic_write(_path(ctx), orjson.dumps({
-        "version": VERSION, "written_at": time.time(),
+        "version": VERSION, "written_mono": now, "boot_id": boot_id(),
         "supervisor_run": ctx.config.supervisor_run, "watcher": ctx.watcher is not None,
         "sessions": sessions, "ended": ended, **ctx.drift.handed()}))
     log.info("space %s: %d session(s) handed to the next worker", ctx.config.space16,
@@ -120,11 +138,16 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
         log.info("space %s: sessions handed over under another supervisor or format are not "
                  "taken; they attach again at their next keepalive", space16)
         return None
-    written_at = data["written_at"]
-    if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
-        raise TypeError(f"written_at {written_at!r} is not a time")
-    elapsed = time.time() - written_at
-    if not 0 <= elapsed <= SESSION_TTL_S:
+    written_mono, boot = data["written_mono"], data["boot_id"]
+    if isinstance(written_mono, bool) or not isinstance(written_mono, (int, float)):
+        raise TypeError(f"written_mono {written_mono!r} is not a time")
+    if boot is not None:
+        _text(boot)
+    if boot != boot_id():
+        log.info("space %s: sessions handed over before this boot are not taken", space16)
+        return None
+    elapsed = time.monotonic() - written_mono
+    if not 0 <= elapsed <= SESSION_TTL_S:  # NaN fails both
         log.info("space %s: sessions handed over %.0fs ago are not taken", space16, elapsed)
         return None
     now = time.monotonic()
