@@ -48,6 +48,7 @@ from kint.custody.files import space_file, write_private
 from kint.custody.ids import space_bytes, space_hex, space16
 from kint.custody.keks import hkdf_sha256
 from kint.custody.local_secret import LocalSecret, load_local_secret, local_secret
+from kint.outcomes import NOTHING_DROPPED
 
 TTL_ENV = "KINT_KEY_TTL"
 SESSION = "session"
@@ -66,7 +67,6 @@ _EXPIRY_MAX = 2**64 - 1
 
 Ttl = float | Literal["session"]
 AbsentReason = Literal["missing", "expired", "other-secret", "no-local-secret"]
-_NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
 def parse_key_ttl(raw: str | None) -> Ttl:
@@ -207,7 +207,7 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
     except FileNotFoundError:
         # kint v0.3.0's words (03-new-machine.md, "Pull"), which a script may match on.
         return NoCachedKey("missing", f"no data key on this machine: run `kint connect` for "
-                           f"space {name} first ({path.name} is missing; {_NOTHING_DROPPED})")
+                           f"space {name} first ({path.name} is missing; {NOTHING_DROPPED})")
     except OSError as err:
         raise VaultCacheCorrupt(path, f"cannot be read ({err.strerror})") from None
     if len(raw) != CACHE_FILE_LEN or not raw.startswith(MAGIC):
@@ -227,7 +227,7 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
     if not hmac.compare_digest(check, _key_check(key)):
         return NoCachedKey("other-secret", f"{path} was sealed under another local passphrase "
                            f"than the one from {secret.source} (did its source change?): "
-                           f"{_NOTHING_DROPPED}; run kint connect")
+                           f"{NOTHING_DROPPED}; run kint connect")
     try:
         plain = AESGCM(key).decrypt(nonce, sealed, space_hex(space).encode("ascii"))
     except InvalidTag:
@@ -239,7 +239,7 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
         when = datetime.fromtimestamp(min(expires_at, 253402300799),
                                       tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         return NoCachedKey("expired", f"the cached data key of space {name} expired at "
-                           f"{when}: {_NOTHING_DROPPED}; run kint connect again, or set "
+                           f"{when}: {NOTHING_DROPPED}; run kint connect again, or set "
                            f"KINT_KEY_TTL=30d on a machine that stays up", expires_at)
     return CachedKey(plain[_EXPIRY_LEN:], expires_at, "file")
 
