@@ -168,11 +168,11 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
         new.close()
 
 
-def _planted(**changes: Any) -> dict:
-    """A handoff as a worker of this supervisor writes it, one session in it, with
-    `changes` (a path of keys joined by "." to a new value)."""
+def _planted(store: str, **changes: Any) -> dict:
+    """A handoff as a worker of this supervisor over `store` writes it, one session in it,
+    with `changes` (a path of keys joined by "." to a new value)."""
     data: dict[str, Any] = {
-        "version": 2, "written_mono": time.monotonic(), "boot_id": boot_id(),
+        "version": 2, "written_mono": time.monotonic(), "boot_id": boot_id(), "db": store,
         "supervisor_run": "this-start",
         "watcher": False, "ended": {"bye": 1.0}, "held": None,
         "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
@@ -204,6 +204,8 @@ def _planted(**changes: Any) -> dict:
     {"boot_id": "an-earlier-boot"},  # a monotonic reading of another boot means nothing
     {"boot_id": 7},
     {"version": 1},  # the wall clock's format: its written_at is not read
+    {"db": "/elsewhere/memory.db"},  # the space moved to another store: not its sessions
+    {"db": None},
 ], ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()) or "as-written")
 def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, changes):
     """The successor trusts the file no further than its checks: a number of seconds that
@@ -215,13 +217,13 @@ def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, chan
     path = session_handoff_path(tmp_path / "kint", "cd" * 8)
     worker = _worker(tmp_path)
     try:
-        path.write_bytes(orjson.dumps(_planted(**changes)))
+        path.write_bytes(orjson.dumps(_planted(str(tmp_path / "memory.db"), **changes)))
         assert take_over(worker.ctx) is None and not path.exists()
         ctx = worker.ctx
         if not changes:
             assert list(ctx.sessions) == ["s1"] and list(ctx.ended_sessions) == ["bye"]
             assert ctx.watcher_setting("KINT_POLL_SECONDS").raw == "5"
-            assert ctx.drift.handed()["leaves"] == _planted()["leaves"]
+            assert ctx.drift.handed()["leaves"] == _planted("")["leaves"]
         else:
             assert not ctx.sessions and not ctx.session_settings, ctx.sessions
             assert not ctx.ended_sessions and ctx.drift.held is None
@@ -297,7 +299,7 @@ def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(
         text = log.read_text()
         assert f"worker {first} holds" in text, text[-3000:]
         assert "its successor starts now with the 2 session(s) attached" in text
-        assert "2 session(s) taken over from the recycled worker" in text
+        assert "2 session(s) taken over from the worker before this one" in text
         # The watcher runs again, with the newest session's poll: its start says so (the
         # first worker's never ticked after the second attach, so it never logged 700 s).
         sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
@@ -340,3 +342,30 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
         row = sb.wait_for(lambda: (r := _row(sb))["pid"] is None and r, timeout=30,
                           what="the idle exit once the session left")
         assert row["state"] == "idle" and row["restarts"] == 0, row
+
+
+def test_a_restarted_worker_hands_its_sessions_to_its_successor(tmp_path):
+    """`kint supervisor restart` stops the worker and starts another at once: the sessions
+    attached, their watcher and its timings go on in the successor, as after a recycle.
+    Before, only a recycle handed them over: the successor counted no session and ran no
+    watcher until each session's next keepalive (up to a minute), and the drift baseline,
+    with what it had seen, was made anew from the store at that keepalive."""
+    attaches = [{"session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}}
+                for sid, poll in (("one", "600"), ("two", "700"))]
+    with _machine(tmp_path, *attaches) as sb:
+        first = sb.wait_for(lambda: (r := _row(sb))["sessions"] == 2 and r, timeout=20,
+                            what="the beat to count both sessions")["pid"]
+        out = sb.kint("supervisor", "restart", sb.tenant)
+        assert out.returncode == 0 and "restarted:" in out.stdout, out.stderr
+        # No request is made from here on: what the successor knows, it was handed.
+        row = sb.wait_for(lambda: (r := _row(sb))["pid"] not in (None, first)
+                          and r["sessions"] == 2 and r, timeout=30, interval=0.2,
+                          what="the successor, with both sessions")
+        assert row["state"] == "ready" and row["restarts"] == 0, row
+        log = sb.kint_home / "supervisor.log"
+        assert "2 session(s) handed to the next worker" in log.read_text()
+        assert "2 session(s) taken over from the worker before this one" in log.read_text()
+        sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
+                    what="the successor's watcher, with the newest session's poll")
+        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+        assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
