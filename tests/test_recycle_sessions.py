@@ -369,3 +369,39 @@ def test_a_restarted_worker_hands_its_sessions_to_its_successor(tmp_path):
                     what="the successor's watcher, with the newest session's poll")
         assert not session_handoff_path(sb.kint_home, row["space"]).exists()
         assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
+
+
+def test_a_space_that_moved_store_takes_no_sessions_and_they_are_told(tmp_path):
+    """The store a session attached over was moved, and the space with it (the next call
+    named the store's new path: routing._move_space restarts the worker there). Those
+    sessions are over a store the space no longer serves, and the baseline holds the old
+    store's rows: the restarted worker takes none of what was handed over, and a session's
+    next call (its keepalive, a tool) is told where the space is now and to restart, not
+    "set KINT_SPACE" as for a second store asking for a space."""
+    from kint.client import KintError
+
+    sb = make_sandbox(tmp_path / "m", **QUICK)
+    try:
+        sb.start_entitled()
+        old = sb.root / "store" / "memory.db"
+        new = old.with_name("moved.db")  # the same folder: the same space label
+        old.parent.mkdir(parents=True)
+        write_store(old, tenant=sb.tenant)
+        sb.call("attach", old, args={"session": "s", "watcher": True})
+        first = sb.wait_for(lambda: (r := sb.row(old))["sessions"] == 1 and r, timeout=20,
+                            what="the session counted")["pid"]
+        old.rename(new)
+        sb.call("status", new, timeout_s=60)  # the space moves to its store's new path
+        row = sb.row(new)
+        assert row["pid"] not in (None, first) and row["sessions"] == 0, row
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert "1 session(s) handed to the next worker" in log, log[-3000:]
+        assert f"sessions handed over for the store {old} are not taken" in log, log[-3000:]
+        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+        with pytest.raises(KintError) as told:
+            sb.call("attach", old, args={"session": "s", "watcher": True})
+        assert told.value.code == "SPACE_CONFLICT", told.value.message
+        assert f"served from the store {new}: {old} does not exist" in told.value.message
+        assert "restart" in (told.value.hint or ""), told.value.hint
+    finally:
+        sb.shutdown()
