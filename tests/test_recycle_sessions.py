@@ -140,19 +140,26 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         new.close()
 
 
-def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
-    """The notes the sessions cast between the two workers waited in the supervisor that
-    handed the sessions over: another supervisor's worker would take a baseline without
-    them, and hold the sessions' own writes as drift."""
-    from kint.tenant_worker.session_handoff import hand_over, take_over
+def _handed_one(tmp_path, supervisor_run: str = "this-start") -> None:
+    """A worker under `supervisor_run` hands one session and its baseline over."""
+    from kint.tenant_worker.session_handoff import hand_over
 
-    old = _worker(tmp_path, supervisor_run="an-earlier-start")  # the same pid, say
+    old = _worker(tmp_path, supervisor_run=supervisor_run)
     try:
         _attached(old.ctx, "s1", seen_ago=1, first_ago=1)
         old.ctx.drift.reset([])
         assert hand_over(old.ctx) == 1
     finally:
         old.close()
+
+
+def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
+    """The notes the sessions cast between the two workers waited in the supervisor that
+    handed the sessions over: another supervisor's worker would take a baseline without
+    them, and hold the sessions' own writes as drift."""
+    from kint.tenant_worker.session_handoff import take_over
+
+    _handed_one(tmp_path, supervisor_run="an-earlier-start")  # the same pid, say
     path = session_handoff_path(tmp_path / "kint", "cd" * 8)
     new = _worker(tmp_path)
     try:
@@ -240,15 +247,9 @@ def test_a_step_of_the_wall_clock_does_not_misjudge_a_handoff(tmp_path, monkeypa
     back made it "written in the future" and an hour on "too old", and the sessions lost
     their watcher and notes until their next keepalive. The step is made by shifting
     time.time() in this process: a real one would need root and would move the whole box."""
-    from kint.tenant_worker.session_handoff import hand_over, take_over
+    from kint.tenant_worker.session_handoff import take_over
 
-    old = _worker(tmp_path)
-    try:
-        _attached(old.ctx, "s1", seen_ago=1, first_ago=1)
-        old.ctx.drift.reset([])
-        assert hand_over(old.ctx) == 1
-    finally:
-        old.close()
+    _handed_one(tmp_path)
     wall = time.time
     monkeypatch.setattr(time, "time", lambda: wall() + step_s)
     new = _worker(tmp_path)
