@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from enum import Enum
 
+# What a refused push or a held one leaves as it was, in the words every layer says it in
+# (custody too, which may not import this layer: kint.outcomes imports nothing).
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
+
 
 class ErrorCode(str, Enum):
     # The request itself is wrong: fix the call.
@@ -50,11 +54,6 @@ class ErrorCode(str, Enum):
     # A fault in kint itself.
     INTERNAL = "INTERNAL"
 
-
-# What a refused push or a held one leaves as it was: said by the default hints below and by
-# the refusals that carry it in their own words (push's, the hold's).
-NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
-NOTHING_ANCHORED_OR_DROPPED = "nothing was anchored and nothing was dropped"
 
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "

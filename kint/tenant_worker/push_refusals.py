@@ -16,8 +16,8 @@ from kint.chain.anchor import Anchor, Head
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.rows.canon import Row
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
