@@ -25,8 +25,9 @@ would overwrite one (FORK); a pull killed during that restore is resumed by the 
 
 `discard_local` moves the store aside only after all of that could refuse (and never while
 it holds another tenant's rows, or another process holds it open): the walk from
-seq 0 has fetched and checked every epoch the restore needs (a gap other than an epoch
-closed to this machine refuses the pull whole, before the move), and Sibyl's account gate has
+seq 0 has fetched and checked every epoch the restore needs (one it could not read, one
+that contradicts the chain or one whose prev breaks refuses the pull whole, before the
+move), and Sibyl's account gate has
 said it takes writes. A chain that does not answer, or a Sibyl without an account, leaves
 the store where it was rather than leaving the agent with no memory until a later pull.
 """
