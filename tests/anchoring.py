@@ -10,11 +10,14 @@ history read (mirror, watermark, epoch cache) is written by the real code.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eth_hash.auto import keccak
 
 from kint.custody.wraps import KIND_PASSPHRASE, wrap_data_key
-from kint.epochs.envelope import seal
+from kint.epochs import buckets
+from kint.epochs.envelope import aad, open_epoch, seal
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
@@ -35,6 +38,22 @@ from kint.tenant_worker.statefiles import (
 TEST_DEK = bytes(range(32))
 TEST_OWNER = "0x" + "42" * 20
 TEST_WRAP = wrap_data_key(TEST_DEK, bytes(range(32, 64)), KIND_PASSPHRASE)
+
+
+def resealed(envelope: bytes, edit: Callable[[bytes], bytes], *, dek: bytes, owner: str,
+             space: str, seq: int, prev: str) -> bytes:
+    """The epoch `envelope` (anchored at `seq` after `prev`, under `dek`) opened, its
+    plaintext changed by `edit`, and sealed again under its own header, past the agreement
+    checks `seal` makes: an epoch that opens under the data key and says whatever `edit`
+    made it say (a seq the chain does not give it, say), as only a data-key holder could
+    write. `edit` must keep the padded payload in the same bucket."""
+    opened = open_epoch(envelope, dek=dek, owner=owner, space=space, seq=seq, prev=prev)
+    header = opened.header
+    padded = buckets.pack(edit(opened.raw), floor=header.bucket)
+    assert len(padded) == header.bucket, "the edit moved the plaintext to another bucket"
+    bound = aad(owner=owner, space=space, seq=seq, prev=prev, bucket=header.bucket,
+                rows_root=header.rows_root, dek_id=header.dek_id)
+    return header.encode() + AESGCM(dek).encrypt(header.nonce, padded, bound)
 
 
 def store_rows(db: Path, tenant: str) -> list[Row]:

@@ -28,7 +28,11 @@ Modes (`RpcProxy.set_mode`):
 - `tampered_ciphertext` (`tx=HASH`): a consistent liar. The push `tx` comes back with a
   byte of its ciphertext's encrypted body altered, and the digest of the real ciphertext is
   replaced by the digest of the altered one wherever it appears (the head, the Epoch log),
-  so every hash the client can check agrees and only the AES-GCM tag can tell.
+  so every hash the client can check agrees and only the AES-GCM tag can tell. With
+  `envelope=BYTES`, those bytes are served as the ciphertext instead (an epoch the test
+  sealed itself, that opens and says what the chain does not).
+- `broken_prev` (`tx=HASH`): the Epoch log of push `tx` names another prev (a digest no
+  epoch has), so that epoch does not chain on the one before it; the rest is forwarded.
 
 Any mode also takes `chain_id=N`: eth_chainId is answered N, as an endpoint of chain N
 would answer (the rest as the mode says).
@@ -57,8 +61,10 @@ HEAD_SELECTOR = "0x" + keccak(b"head(address,bytes32)")[:4].hex()
 PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
 # In push calldata: selector, owner, space, prev, offset of the bytes, their length.
 CIPHERTEXT_OFFSET = 4 + 5 * 32
+# In an Epoch log's data (seq, prev, digest, prevBlock), where prev's 32 bytes start.
+LOG_PREV_OFFSET = 32
 MODES = ("forward", "hang", "hang_methods", "delay", "stale_head", "same_seq_other_digest",
-         "bad_calldata", "tampered_ciphertext", "unmined", "error_methods")
+         "bad_calldata", "tampered_ciphertext", "broken_prev", "unmined", "error_methods")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -89,11 +95,13 @@ def _names_tx(item: dict[str, Any], tx: str | None) -> bool:
     """Whether a request is about transaction `tx` (its first parameter), or `tx` is None
     (a mode meant for every request of its method)."""
     params = item.get("params")
-    def bare(h: object) -> str:
-        return str(h).lower().removeprefix("0x")
-
     return tx is None or (isinstance(params, list) and bool(params)
-                          and bare(params[0]) == bare(tx))
+                          and _bare(params[0]) == _bare(tx))
+
+
+def _bare(h: object) -> str:
+    """A hash as lower-case hex without 0x, however an answer or a test spelled it."""
+    return str(h).lower().removeprefix("0x")
 
 
 def post_json(host: str | None, port: int | None, body: bytes, path: str = "/") -> bytes:
@@ -176,7 +184,7 @@ class RpcProxy:
         if mode not in MODES:
             raise ValueError(f"unknown proxy mode {mode!r}")
         if mode == "tampered_ciphertext":
-            params = {**params, **self._prepare_tamper(params["tx"])}
+            params = {**params, **self._prepare_tamper(params["tx"], params.get("envelope"))}
         with self._lock:
             self.release()
             self._release = threading.Event()
@@ -219,7 +227,7 @@ class RpcProxy:
             raise RuntimeError(f"{method}: {answer['error']}")
         return answer["result"]
 
-    def _prepare_tamper(self, tx_hash: str) -> dict[str, Any]:
+    def _prepare_tamper(self, tx_hash: str, envelope: bytes | None) -> dict[str, Any]:
         tx_hash = tx_hash if tx_hash.startswith("0x") else "0x" + tx_hash
         tx = self.upstream_call("eth_getTransactionByHash", [tx_hash])
         data = bytes.fromhex(tx["input"][2:])
@@ -227,8 +235,11 @@ class RpcProxy:
             raise ValueError(f"{tx_hash} is not a push")
         _, length = push_ciphertext(data)
         original = data[CIPHERTEXT_OFFSET:CIPHERTEXT_OFFSET + length]
-        tampered = _flip(original, header_length(original) + 7)  # inside the encrypted body
-        new_input = data[:CIPHERTEXT_OFFSET] + tampered + data[CIPHERTEXT_OFFSET + length:]
+        tampered = (envelope if envelope is not None
+                    else _flip(original, header_length(original) + 7))  # the encrypted body
+        size = len(tampered).to_bytes(32, "big")
+        padding = bytes(-len(tampered) % 32)
+        new_input = data[:CIPHERTEXT_OFFSET - 32] + size + tampered + padding
         return {"tx": tx_hash.lower(), "input": "0x" + new_input.hex(),
                 "digest": keccak(original).hex(), "fake_digest": keccak(tampered).hex()}
 
@@ -319,6 +330,14 @@ class RpcProxy:
             at = CIPHERTEXT_OFFSET + header_length(data[CIPHERTEXT_OFFSET:]) + 7
             result["input"] = "0x" + _flip(data, at).hex()
             self._lie(f"calldata of {result.get('hash')} altered")
+        elif (mode == "broken_prev" and method == "eth_getLogs" and isinstance(result, list)):
+            for entry in result:
+                if _bare(entry.get("transactionHash")) == _bare(params["tx"]):
+                    data = bytes.fromhex(str(entry["data"])[2:])
+                    at = LOG_PREV_OFFSET
+                    other = keccak(b"kint-test-lie" + data[at:at + 32])
+                    entry["data"] = "0x" + (data[:at] + other + data[at + 32:]).hex()
+                    self._lie(f"eth_getLogs: prev of {params['tx']} -> {other.hex()[:12]}")
         elif mode == "tampered_ciphertext" and result is not None:
             if method == "eth_getTransactionByHash" and isinstance(result, dict) and \
                     str(result.get("hash", "")).lower() == params["tx"]:

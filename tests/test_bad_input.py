@@ -6,6 +6,8 @@ line ending in its code, then a hint."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 OWNER = "0x19E7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
@@ -27,8 +29,6 @@ CASES = [
                                        "--db", "  "], "a code\n", 2, "--db is empty"),
     ("a store path that is a folder", ["--db", "/", "status"], None, 2,
      "store / is a folder, not a regular file"),
-    ("an entity's history without its category", ["history", "entity", "x"], None, 2,
-     "--category is required for an entity"),
     ("a state's history with a category", ["history", "state", "x", "--category", "c"], None,
      2, "--category is for entities only"),
     ("a verify limit of 0", ["verify", "q", "--limit", "0"], None, 2, "is not in the range"),
@@ -134,6 +134,27 @@ def test_a_history_with_nothing_anchored_is_an_answer_not_a_refusal(machine):
     out = machine.kint("history", "entity", "nothing", "--category", "c")
     assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
     assert out.stderr.startswith("kint: no anchored version of entity c/nothing"), out.stderr
+
+
+def test_an_entitys_history_without_its_category_finds_nothing(machine):
+    """v0.3.0's `--category` is optional (09-cli.md, "kint history") and an entity lookup
+    without it finds nothing (08-tools.md, memory_history): exit 0, nothing on stdout, and
+    `--json` / `--block` the found-nothing answers of a lookup with one. It used to exit 2.
+    A person is told, in one line on stderr, that entities are looked up by category."""
+    out = machine.kint("history", "entity", "release gate")
+    assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
+    assert out.stderr.splitlines() == [
+        "kint: entity rows are looked up by category and name, so nothing is found without "
+        "one: kint history entity 'release gate' --category CATEGORY"], out.stderr
+    as_json = machine.kint("history", "entity", "x", "--json")
+    with_one = machine.kint("history", "entity", "x", "--category", "c", "--json")
+    assert as_json.returncode == with_one.returncode == 0, (as_json.stderr, with_one.stderr)
+    assert json.loads(as_json.stdout) == json.loads(with_one.stdout) == {"versions": [],
+                                                                          "count": 0}
+    assert "--category CATEGORY" in as_json.stderr and not with_one.stderr
+    at = machine.kint("history", "entity", "x", "--block", "7")
+    assert at.returncode == 0 and at.stdout.strip() == "null", (at.stdout, at.stderr)
+    assert len(at.stderr.splitlines()) == 1 and "--category" in at.stderr
 
 
 def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):

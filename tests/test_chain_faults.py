@@ -23,12 +23,15 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from chain_machines import RULE_1, connect_with_wallet, kjson, new_machine, ok, owner_account
+from anchoring import resealed
+from chain_machines import (RULE_1, connect_with_wallet, kjson, new_machine, ok, owner_account,
+                            recovery_code)
 from conftest import KINT
 from conftest import write_rules as write
-from rpc_proxy import RpcProxy, live_proxy_threads, push_ciphertext
+from rpc_proxy import CIPHERTEXT_OFFSET, RpcProxy, live_proxy_threads, push_ciphertext
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import FRESHNESS, PUSH_PULL_REFUSED
+from kint.custody.recovery_code import decode_recovery_code
 from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
 from kint.rows.merkle import merkle_root
@@ -331,6 +334,81 @@ def test_calldata_the_rpc_will_not_serve_is_a_gap_after_the_epochs_before_it(lia
         "read-later"]
 
 
+def _gap_then_discard_refused(liars, seq: int, second: dict, reason: str, mode: str,
+                              **params: object) -> None:
+    """B pulls while the proxy lies in `mode` about epoch `second`: a gap there after the
+    epoch before it (v0.3.0, 03-new-machine.md), with the `SKIPPED` line and exit 0 on the
+    CLI; push refuses while it stands; `pull --discard-local` under the same lie refuses
+    whole (STALE_RPC, exit 6) and moves nothing; the honest endpoint brings the rest in."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    proxy.set_mode(mode, **params)
+    try:
+        out = b.kint("pull", "--json")
+        shown = b.kint("pull")
+        refused_push = b.kint("push")
+        before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
+        backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
+        discarded = b.kint("pull", "--discard-local")
+    finally:
+        proxy.forward()
+    _stopped_at(out, seq, second, reason)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"SKIPPED epoch {second['seq']} block {second['block']}: {reason}" in shown.stdout, \
+        shown.stdout
+    bodies = {e[1]: e[3] for e in entities(b.sibyl_db)}
+    assert f"after {seq}, read" in bodies["read-first"], bodies
+    assert f"after {seq + 1}, read later" not in bodies.get("read-later", ""), bodies
+    assert mirror(b, space16)["skipped"] == [second["seq"]]
+    assert refused_push.returncode == PUSH_PULL_REFUSED, refused_push.stderr
+    assert "could not apply epoch(s)" in refused_push.stderr, refused_push.stderr
+    assert "[STALE_RPC]" in discarded.stderr and reason in discarded.stderr, discarded.stderr
+    _untouched_by(discarded, b, space16, before, inode, backups, code=FRESHNESS)
+    assert _at_head(liars) == second["seq"]
+    assert mirror(b, space16)["skipped"] == []
+    assert f"after {seq + 1}, read later" in {e[1]: e[3] for e in entities(b.sibyl_db)}[
+        "read-later"]
+
+
+def test_an_epoch_whose_prev_does_not_chain_is_a_gap_after_the_epochs_before_it(liars):
+    """The RPC's Epoch log gives the newest epoch a prev that is not the digest of the one
+    before it: v0.3.0's first check of every epoch fails (03-new-machine.md, "What every
+    epoch must pass", 1), a gap after the epoch before it. It used to refuse the whole pull
+    (exit 6) with nothing applied."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    seq, first, second = _two_new_epochs(liars)
+    lies = len(proxy.lies)
+    _gap_then_discard_refused(
+        liars, seq, second, f"epoch {second['seq']} does not follow the last applied epoch "
+        f"({first['digest'][:12]})", "broken_prev", tx=second["tx"])
+    assert any(lie.startswith("eth_getLogs: prev of") for lie in proxy.lies[lies:])
+    assert meta(b, space16, second["seq"])["prev"] == first["digest"]  # the honest link
+
+
+def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap(liars):
+    """The RPC serves, for the newest epoch, one sealed under the vault's data key whose
+    plaintext says another seq than the chain (and rewrites the digest in the head and the
+    log to match): it opens, and contradicts the chain. v0.3.0 (03-new-machine.md, "What
+    every epoch must pass", 6, and "Gaps") stops there after the epoch before it, exit 0.
+    It used to refuse the whole pull (exit 6) with nothing applied."""
+    a, proxy, space16 = liars["a"], liars["proxy"], liars["space16"]
+    seq, first, second = _two_new_epochs(liars)
+    data = bytes.fromhex(proxy.upstream_call("eth_getTransactionByHash",
+                                             ["0x" + second["tx"].removeprefix("0x")])
+                         ["input"][2:])
+    start, length = push_ciphertext(data)
+    n = second["seq"]
+    lying = resealed(data[start:start + length],
+                     lambda raw: raw.replace(f'"seq":{n},'.encode(), f'"seq":{n + 7},'.encode(),
+                                             1),
+                     dek=decode_recovery_code(recovery_code(a, space16)), owner=liars["owner"],
+                     space=space_id_of(a.tenant), seq=n,
+                     prev=data[CIPHERTEXT_OFFSET - 96:CIPHERTEXT_OFFSET - 64].hex())
+    assert data[CIPHERTEXT_OFFSET - 96:CIPHERTEXT_OFFSET - 64].hex() == first["digest"]
+    _gap_then_discard_refused(
+        liars, seq, second, f"epoch plaintext seq {n + 7} disagrees with the chain ({n})",
+        "tampered_ciphertext", tx=second["tx"], envelope=lying)
+
+
 def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
     """The proxy alters a byte of the encrypted body and rewrites the digest in the head and
     the Epoch log to the altered ciphertext's keccak: every hash the client checks agrees,
@@ -410,10 +488,10 @@ def _discard_refused_while(liars, method: str, message: str, **params: str) -> N
 
 
 def _untouched_by(out: subprocess.CompletedProcess[str], b, space16: str, before: dict,
-                  inode: int, backups: list[Path]) -> None:
+                  inode: int, backups: list[Path], code: int = PUSH_PULL_REFUSED) -> None:
     """A refused `pull --discard-local` left the store where it was: the same file (inode),
     the same rows, mirror, watermark and cache, and no new `.kint-backup-` file."""
-    assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
+    assert out.returncode == code, out.stdout + out.stderr
     assert "moved aside" not in out.stdout + out.stderr
     assert b.sibyl_db.stat().st_ino == inode
     assert picture(b, space16, b.sibyl_db) == before

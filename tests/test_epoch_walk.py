@@ -15,6 +15,7 @@ the chain.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_hash.auto import keccak
 
+from anchoring import resealed
 from kint.chain import devchain
 from kint.chain.anchor import ZERO_DIGEST, Anchor, Head
 from kint.chain.config import ChainConfig
@@ -121,21 +123,39 @@ def test_the_walk_opens_each_epoch_and_stops_at_a_snapshot(anchor, ctx):
                                     held=HELD)] == [2]
 
 
-def test_epochs_out_of_order_are_refused_before_anything_is_applied(anchor, ctx):
+def _gap_at(todo: list[Fetched], seq: int, reason: str) -> None:
+    """`todo` ends at epoch `seq`, made the gap a pull stops at: nothing after it, it
+    applies nothing, nothing walks past it, and a discarding pull refuses with `reason`."""
+    gap = todo[-1]
+    assert gap.log.seq == seq and gap.opened is None and gap.final, gap
+    assert gap.reason.startswith(reason), gap.reason
+    assert gap.refusal is not None and gap.refusal.code is ErrorCode.STALE_RPC
+    assert str(gap.refusal).endswith(f"{gap.reason}; nothing was applied"), gap.refusal
+
+
+def test_an_epoch_whose_prev_breaks_is_the_gap_after_the_epochs_before_it(anchor, ctx):
+    """03-new-machine.md, "What every epoch must pass", 1: an epoch whose prev is not the
+    digest of the epoch applied before it is a gap (it used to refuse the whole pull)."""
     who, blobs, _ = two_epochs(anchor)
     head = anchor.head(who.address, SPACE)
     todo = walk(ctx, anchor, who.address, head, base=0, full=True, held=HELD)[::-1]
-    check_continuity(todo, ZERO_DIGEST)
+    assert check_continuity(todo, ZERO_DIGEST) == todo
     elsewhere = "ab" * 32  # a mirror whose head is not the digest epoch 1 chains on
-    with pytest.raises(ProtocolError) as info:
-        check_continuity(todo, elsewhere)
-    assert stale(info) == ("epoch 1 does not follow the last applied epoch (abababababab); "
-                           "nothing was applied")
-    with pytest.raises(ProtocolError) as info:
-        check_continuity(todo[::-1], ZERO_DIGEST)  # epoch 2 first, then epoch 1
-    assert stale(info).startswith("epoch 1 does not follow the last applied epoch "
-                                  f"({keccak(blobs[1]).hex()[:12]})")
-    check_continuity(todo[1:], elsewhere)  # a snapshot stands alone
+    gapped = check_continuity(todo, elsewhere)
+    assert len(gapped) == 1  # nothing before it to apply, nothing after it
+    _gap_at(gapped, 1, "epoch 1 does not follow the last applied epoch (abababababab)")
+    assert [f.opened is not None for f in todo] == [True, True]  # the walk's own untouched
+    # epoch 2 first, then epoch 1: the snapshot stands alone and is applied, epoch 1 is not
+    swapped = check_continuity(todo[::-1], ZERO_DIGEST)
+    assert swapped[0] is todo[1] and len(swapped) == 2
+    _gap_at(swapped, 1, "epoch 1 does not follow the last applied epoch "
+                        f"({keccak(blobs[1]).hex()[:12]})")
+    # A snapshot stands alone only as the first epoch to apply: after epoch 1 it must chain
+    # on it, as the walk reached it through that link.
+    assert check_continuity(todo[1:], elsewhere) == todo[1:]
+    other = replace(todo[1], log=replace(todo[1].log, prev="cd" * 32))
+    _gap_at(check_continuity([todo[0], other], ZERO_DIGEST), 2,
+            f"epoch 2 does not follow the last applied epoch ({keccak(blobs[0]).hex()[:12]})")
 
 
 def test_a_head_the_events_do_not_back_is_refused(anchor, ctx):
@@ -153,8 +173,8 @@ def test_a_head_the_events_do_not_back_is_refused(anchor, ctx):
     with pytest.raises(ProtocolError) as info:  # a digest the chain does not hold
         walk(ctx, anchor, who.address, Head("cd" * 32, 2, head.block), base=0, full=True,
              held=HELD)
-    assert stale(info) == ("epoch 2: its event digest is not the one the next epoch chains "
-                           "on; nothing was applied")
+    assert stale(info) == ("epoch 2: its event digest is not the head's (cdcdcdcdcdcd); "
+                           "nothing was applied")
 
 
 def _only(anchor: Anchor, ctx: SpaceContext, blob: bytes) -> Fetched:
@@ -187,6 +207,27 @@ def test_what_a_reader_must_refuse_does_not_open(anchor, ctx):
     (fetched,) = walk(ctx, anchor, stolen.address, anchor.head(stolen.address, SPACE),
                       base=0, full=True, held=HELD)
     assert fetched.opened is None and fetched.reason.startswith("AES-GCM refused the epoch")
+
+
+def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap_nobody_walks_past(anchor, ctx):
+    """03-new-machine.md, "What every epoch must pass", 6: a plaintext whose seq, prev or
+    space is not what the chain says is a gap (it used to refuse the whole pull), and
+    "always stops the pull": no later snapshot supersedes it."""
+    who = owner(anchor)
+    honest = sealed(who, E1, seq=1, prev=ZERO_DIGEST)
+    lying = resealed(honest, lambda raw: raw.replace(b'"seq":1,', b'"seq":3,', 1), dek=DEK,
+                     owner=who.address, space=SPACE, seq=1, prev=ZERO_DIGEST)
+    push(anchor, who, lying)
+    push(anchor, who, sealed(who, E2, seq=2, prev=keccak(lying).hex()))  # a snapshot after it
+    fetched = walk(ctx, anchor, who.address, anchor.head(who.address, SPACE), base=0,
+                   full=True, held=HELD)[::-1]
+    contradicting = fetched[0]
+    assert contradicting.envelope == lying and contradicting.header is not None
+    assert fetched[1].snapshot
+    _gap_at([contradicting], 1, "epoch plaintext seq 3 disagrees with the chain (1)")
+    assert str(contradicting.refusal).startswith("epoch 1: epoch plaintext seq 3 disagrees")
+    # check_continuity keeps it (its prev chains), and the pull stops there.
+    assert check_continuity(fetched, ZERO_DIGEST)[0] is contradicting
 
 
 # --- recording an epoch on this machine's picture ---------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Any
 
@@ -9,7 +10,7 @@ import click
 
 from kint import render
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
-from kint.rows.canon import VERSIONED_TIERS
+from kint.rows.canon import VERSIONED_TIERS, row_label
 
 
 @click.command("status")
@@ -52,7 +53,8 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
 @click.argument("tier", type=click.Choice(VERSIONED_TIERS))
 @click.argument("key")
 @click.option("--category", default=None,
-              help="The entity's category (part of its identity; required for entities).")
+              help="The entity's category: part of its identity, so an entity is found only "
+                   "with it (without it, nothing is).")
 @click.option("--block", default=None, type=click.IntRange(0, 2**63 - 1),
               help="Print the version live at this block as JSON, or null.")
 @json_option("Print every version as JSON (`checked`: its rows were checked against "
@@ -64,12 +66,8 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
 
     Each block is an upper bound: the version existed no later than that block.
     """
-    # Only entities have a category (Sibyl keys them by category and name): a history
-    # asked for without it, or with one for another tier, could never match a row.
-    if tier == "entity" and category is None:
-        usage_error("--category is required for an entity (Sibyl keys entities by category "
-                    "and name)", "give the entity's category: kint history entity KEY "
-                    "--category CATEGORY")
+    # Only entities have a category (Sibyl keys them by category and name): one given for
+    # another tier could never match a row, and is refused.
     if tier != "entity" and category is not None:
         usage_error(f"--category is for entities only: a {tier} row is keyed by its key alone",
                     f"leave --category out: kint history {tier} KEY")
@@ -79,20 +77,25 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
     if block is not None:
         args["block"] = block
     result = space_call(obj, "history", args, timeout_s=60)
+    # A lookup that finds nothing is an answer, not a refusal: v0.3.0 (09-cli.md, "kint
+    # history") prints no line and exits 0, as `--json` (a count of 0) and `--block` (null)
+    # do here. An entity asked for without its category is one (09-cli.md: the flag is
+    # optional; 08-tools.md: that lookup finds nothing), and whatever the output, a person
+    # is told on stderr what was missing; a listing that found nothing says where older
+    # versions come from. stdout and the exit status are v0.3.0's.
+    if tier == "entity" and category is None:
+        click.echo(f"kint: entity rows are looked up by category and name, so nothing is "
+                   f"found without one: kint history entity {shlex.quote(key)} --category "
+                   f"CATEGORY", err=True)
+    elif block is None and not as_json and not result["versions"]:
+        click.echo(f"kint: no anchored version of {row_label(tier, category, key)} in this "
+                   f"machine's epoch cache (`kint pull --full` fills in older epochs)", err=True)
     if block is not None:
         echo_json(result["version"])
         return
     if as_json:
         echo_json(result)
         return
-    if not result["versions"]:
-        # An answer, not a refusal: v0.3.0 (09-cli.md, "kint history") prints no line and
-        # exits 0, as `--json` (a count of 0) and `--block` (null) do here. A person is
-        # told why nothing printed on stderr, in words that say what to do; a script's
-        # exit status is v0.3.0's.
-        label = f"{tier} {category}/{key}" if category is not None else f"{tier} {key}"
-        click.echo(f"kint: no anchored version of {label} in this machine's epoch cache "
-                   f"(`kint pull --full` fills in older epochs)", err=True)
-        return
     for line in render.history_lines(result):
         click.echo(line)
+

@@ -3,21 +3,24 @@ one exact-block log query per epoch, fetching each epoch's ciphertext (rebuilt f
 machine's cache when it hashes to the event's digest, else read from the push's calldata)
 and opening it with the key its header names, before anything is written (pull.py).
 
-Every check that can stop a pull on an epoch lives here: the event's digest against the
-chain of digests, the calldata against the event, the header, the data key, the GCM tag,
-the plaintext's agreement with chain and header, and prev continuity across the epochs to
+Every check that can stop a pull on an epoch lives here: the head's event against the
+head, the calldata against the event, the header, the data key, the GCM tag, the
+plaintext's agreement with chain and header, and prev continuity across the epochs to
 apply. An epoch this machine cannot open is kept as such (`Fetched.opened` None, with its
-reason), for the pull to skip past with a later snapshot or stop at. An epoch whose
-ciphertext could not be read (the RPC would not serve the calldata, or served calldata the
-event does not vouch for) is kept too, with the refusal it met (`Fetched.unread`): kint
-v0.3.0 applies the epochs before it and stops there, a gap the next pull retries
-(03-new-machine.md, "Gaps"), and nobody walks past it, since nobody has seen what it holds.
+reason), for the pull to skip past with a later snapshot or stop at. An epoch that fails
+any other check (the RPC would not serve its calldata or served calldata the event does
+not vouch for, it opened and contradicts the chain, or its prev does not chain on the
+epoch before it) is kept too, with the refusal it would have been (`Fetched.refusal`):
+kint v0.3.0 applies the epochs before it and stops there, a gap the next pull retries
+(03-new-machine.md, "What every epoch must pass" and "Gaps"), and nobody walks past it,
+since nobody has seen what it holds. Continuity is the first of those checks, so an
+epoch whose prev breaks is reported as that, whatever else is wrong with it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eth_hash.auto import keccak
@@ -42,12 +45,14 @@ class Fetched:
     header: Header | None  # None: the bytes do not parse as a kint header
     opened: Opened | None  # None: this machine cannot open it (`reason` says why)
     reason: str | None = None
-    # True when nobody can walk past it (it opened and contradicts itself, or is garbage
-    # inside a valid seal); False for an epoch a later snapshot can supersede.
+    # True when nobody can walk past it (it opened and contradicts itself or the chain, is
+    # garbage inside a valid seal, could not be read, or its prev breaks); False for an
+    # epoch a later snapshot can supersede.
     final: bool = False
-    # Set when the ciphertext could not be read: the refusal a pull that cannot stop at a
-    # gap (one moving the store aside, a backfill) raises instead.
-    unread: ProtocolError | None = None
+    # Set for a gap that is not merely closed to this machine (the ciphertext could not be
+    # read, the epoch contradicts the chain, its prev breaks): the refusal a pull that
+    # cannot stop at a gap (one moving the store aside, a backfill) raises instead.
+    refusal: ProtocolError | None = None
 
     @property
     def snapshot(self) -> bool:
@@ -58,16 +63,24 @@ class Fetched:
                 "reason": self.reason, **extra}
 
 
-def check_continuity(todo: list[Fetched], prev_digest: str) -> None:
-    """Each epoch to apply follows the one before it (a snapshot stands alone), checked
-    for them all before the first is written, and before a discarding pull moves the store."""
-    for f in todo:
+def check_continuity(todo: list[Fetched], prev_digest: str) -> list[Fetched]:
+    """`todo` with its first epoch whose prev is not the digest of the epoch before it
+    made the gap the pull stops at (v0.3.0's first check of every epoch, 03-new-machine.md).
+    The first epoch to apply chains on `prev_digest` (the mirror's head) unless it is a
+    snapshot, which stands alone; every later one chains on the epoch before it in `todo`,
+    a snapshot too, since the walk reached it through that link. Checked for them all
+    before the first is written, and before a discarding pull moves the store."""
+    for i, f in enumerate(todo):
+        alone = i == 0 and f.snapshot
+        if not alone and f.log.prev != prev_digest:
+            reason = (f"epoch {f.log.seq} does not follow the last applied epoch "
+                      f"({prev_digest[:12]})")
+            gap = replace(f, opened=None, reason=reason, final=True, refusal=stale(reason))
+            return [*todo[:i], gap]
         if f.opened is None:  # the pull stops there
-            return
-        if not f.opened.plaintext.snapshot and f.log.prev != prev_digest:
-            raise stale(f"epoch {f.log.seq} does not follow the last applied epoch "
-                         f"({prev_digest[:12]})")
+            return todo
         prev_digest = f.log.digest
+    return todo
 
 
 def epoch_meta(f: Fetched) -> EpochMeta:
@@ -89,10 +102,10 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
             envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
                                             ev.digest)
         except CalldataRefused as err:
-            return _unread(ev, str(err), stale(f"epoch {ev.seq}: {err}"))
+            return _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"))
         except RpcUnavailable as err:
             reason = f"cannot fetch the calldata of epoch {ev.seq}: {err}"
-            return _unread(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
+            return _gap(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
     try:
         header = parse_header(envelope)
     except HeaderError as err:
@@ -109,16 +122,18 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
     except Disagreement as err:
         if err.field == "snapshot":
             return Fetched(ev, envelope, header, None, str(err), final=True)
-        raise stale(f"epoch {ev.seq}: {err}") from None
+        return _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"), envelope, header)
     except Malformed as err:
         return Fetched(ev, envelope, header, None, f"its content is not an epoch ({err})",
                        final=True)
     return Fetched(ev, envelope, header, opened)
 
 
-def _unread(ev: EpochLog, reason: str, refusal: ProtocolError) -> Fetched:
-    """An epoch whose ciphertext could not be read: a gap nothing walks past (`final`)."""
-    return Fetched(ev, b"", None, None, reason, final=True, unread=refusal)
+def _gap(ev: EpochLog, reason: str, refusal: ProtocolError, envelope: bytes = b"",
+         header: Header | None = None) -> Fetched:
+    """An epoch that could not be read, or opened and contradicts the chain: a gap nothing
+    walks past (`final`), and the refusal a pull that cannot stop at one raises."""
+    return Fetched(ev, envelope, header, None, reason, final=True, refusal=refusal)
 
 
 def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,
@@ -133,8 +148,11 @@ def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, f
         if ev is None:
             raise stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
                          f"pruned or lying")
-        if ev.digest != expect:
-            raise stale(f"epoch {seq}: its event digest is not the one the next epoch chains on")
+        if ev.digest != expect and seq == head.seq:
+            raise stale(f"epoch {seq}: its event digest is not the head's ({expect[:12]})")
+        # Below the head, an event whose digest is not the one the epoch above chains on is
+        # a break in prev continuity: the walk goes on through it, and check_continuity
+        # makes the epoch above it the gap, after the epochs below are applied (v0.3.0).
         f = fetch_epoch(ctx, anchor, owner, ev, held)
         out.append(f)
         if f.snapshot and not full:
@@ -165,8 +183,8 @@ def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
             raise stale(f"epoch {seq}: no matching Epoch event at block {block}")
         if seq not in cached:
             f = fetch_epoch(ctx, anchor, owner, ev, held)
-            if f.unread is not None:  # not an epoch that stays closed: try again later
-                raise f.unread
+            if f.refusal is not None:  # not an epoch that stays closed: try again later
+                raise f.refusal
             if f.opened is not None:
                 cache_epoch(ctx.state, f.opened.payload, f.envelope, epoch_meta(f))
                 added.append(seq)

@@ -22,6 +22,8 @@ def versions(state: SpaceState, tier: str, key: str, category: str | None,
     plaintext checked against what was anchored (kint.tenant_worker.cache_check), and
     whether its rows could be checked."""
     out: list[dict[str, Any]] = []
+    if tier == "entity" and category is None:
+        return out  # an entity's id includes its category: without one, nothing matches
     last_leaf: str | None = None
     present = False
     wanted = canonical_id(tier, category, key)

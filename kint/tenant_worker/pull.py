@@ -9,10 +9,11 @@ epoch: prev continuity, the ciphertext's keccak against the event digest, the he
 data key, the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py).
 Only when every epoch to apply has passed are rows replayed through Sibyl's own write
 methods (replay.py), re-read, and recorded one epoch at a time. An epoch that does not
-pass (one this machine cannot open, or whose calldata the RPC would not serve or served
-altered) is a gap: the epochs before it are applied, the pull stops there and says so, and
-exits as done, as kint v0.3.0's does (03-new-machine.md, "Gaps"); push and verify refuse
-until a later pull applies it. `full` then caches the
+pass (one this machine cannot open, whose calldata the RPC would not serve or served
+altered, that opened and contradicts the chain, or whose prev does not chain on the epoch
+before it) is a gap: the epochs before it are applied, the pull stops there and says so,
+and exits as done, as kint v0.3.0's does (03-new-machine.md, "What every epoch must pass"
+and "Gaps"); push and verify refuse until a later pull applies it. `full` then caches the
 epochs before the snapshot for history. After a snapshot or a backfill, each row's
 provenance moves back to the epoch in the cache that wrote its value (provenance.py).
 
@@ -24,8 +25,9 @@ would overwrite one (FORK); a pull killed during that restore is resumed by the 
 
 `discard_local` moves the store aside only after all of that could refuse (and never while
 it holds another tenant's rows, or another process holds it open): the walk from
-seq 0 has fetched and checked every epoch the restore needs (one it could not read
-refuses the pull whole, before the move), and Sibyl's account gate has
+seq 0 has fetched and checked every epoch the restore needs (one it could not read, one
+that contradicts the chain or one whose prev breaks refuses the pull whole, before the
+move), and Sibyl's account gate has
 said it takes writes. A chain that does not answer, or a Sibyl without an account, leaves
 the store where it was rather than leaving the agent with no memory until a later pull.
 """
@@ -94,9 +96,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
     todo, skipped = _epochs_to_apply(fetched)
+    todo = check_continuity(todo, local.mirror.head.digest)
     if discard:
-        _refuse_unread(todo)
-    check_continuity(todo, local.mirror.head.digest)
+        _refuse_gap(todo)
     local.refuse_overwriting(todo, cfg.db)
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
@@ -168,14 +170,15 @@ def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[s
     return fetched[start:], skipped
 
 
-def _refuse_unread(todo: list[Fetched]) -> None:
-    """A discarding pull whose walk would stop at an epoch it could not read refuses whole:
+def _refuse_gap(todo: list[Fetched]) -> None:
+    """A discarding pull whose walk would stop at an epoch it could not read, one that
+    contradicts the chain or one whose prev breaks refuses whole, as that epoch's refusal:
     it would move the store aside for a part of the memory, and the chain that did not
-    answer leaves the store where it was instead (the next pull, or this one again, reads
-    the epoch and restores all of it)."""
+    answer, or answered that, leaves the store where it was instead (the next pull, or this
+    one again, reads the epoch and restores all of it)."""
     gap = next((f for f in todo if f.opened is None), None)
-    if gap is not None and gap.unread is not None:
-        raise gap.unread
+    if gap is not None and gap.refusal is not None:
+        raise gap.refusal
 
 
 def _start_from(ctx: SpaceContext, local: LocalState,
