@@ -151,13 +151,15 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
                                  body={"rule": "no deploys in December"})
             agent.ping()
             assert not write.done(), "a write overlapped the cancelled push's work"
+            # The cancelled push's work lands once the endpoint confirms it; the write goes
+            # on after it (not at the end of the call's bound, which it would wait out else).
+            proxy.forward()
             assert agent.payload(write.result(IN_FLIGHT_WAIT_S + 60))["ok"] is True
             assert "memory_push: no longer waited for (cancelled, or the client went " \
                    "away); its work goes on" in _server_log(sb)
 
             # The client goes away while a push waits: the server says goodbye to the
             # worker on a socket of its own (the push holds the session's) and exits.
-            proxy.forward()
             assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
                                .get("seq") == 2), timeout=90, interval=0.5), \
                 agent.call("memory_status")
