@@ -171,7 +171,7 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         _hung_after(sb, HUNG_AFTER_SHORT_S)
         hung = f"worker {worker} is hung ("
         assert wait_until(lambda: hung in (sb.kint_home / "supervisor.log").read_text(),
-                          timeout=HUNG_AFTER_SHORT_S + 30), "the stopped worker was not judged hung"
+                          timeout=HUNG_AFTER_SHORT_S + 30), "the stopped worker not judged hung"
         _hung_after(sb, HUNG_AFTER_S)  # the long timeout again for the rest of the test
         # The probe's own request starts the worker's replacement, if no retry has yet.
         assert wait_until(lambda: _sessions(sb) == 1, timeout=REATTACH_WITHIN_S,
