@@ -195,10 +195,18 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
                               body={"rule": "never ship on a Friday"})["ok"] is True
-            # The supervisor SIGKILLed while a push waits on a hung broadcast.
+            # The supervisor SIGKILLed while a push waits on a hung broadcast: once the
+            # endpoint has the broadcast (the push is then waiting on it), not after a guess.
             proxy.set_mode("hang_methods", methods=["eth_sendRawTransaction"])
             supervisor = running_pid(sb.kint_home)
-            threading.Timer(2.0, os.kill, (supervisor, signal.SIGKILL)).start()
+            seen = len(proxy.calls)
+
+            def kill_once_broadcast() -> None:
+                if wait_until(lambda: "eth_sendRawTransaction" in proxy.calls[seen:],
+                              timeout=60, interval=0.1):
+                    os.kill(supervisor, signal.SIGKILL)
+
+            threading.Thread(target=kill_once_broadcast, daemon=True).start()
             refused, took = timed(agent, "memory_push")
             # Noticed within a second or so of the kill (kint.client's liveness look).
             assert took < 20, f"memory_push took {took:.1f}s"
