@@ -23,6 +23,9 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
 - `KINT_TEST_STOP_EXIT_WAIT_S` (set only by tests): how long `kint supervisor stop` waits,
   once the supervisor answered the stop, for its process to be gone before it says TIMEOUT
   (`kint.commands.supervisor.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
+- `KINT_TEST_HOUSEKEEPING_S` (set only by tests): how often the supervisor checks its logs'
+  size and kint's installed files (`kint.supervisor.housekeeping.HOUSEKEEPING_EVERY_S`,
+  5 s), so that a test sees a log rotated within a second of it going over its bound.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -37,6 +40,7 @@ QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
 SIZE_CHECK_ENV = "KINT_TEST_SIZE_CHECK_INTERVAL_S"
 UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
+HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -53,8 +57,10 @@ def _install_worker() -> None:
 
 
 def install_supervisor() -> None:
-    """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's)."""
+    """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's),
+    and KINT_TEST_HOUSEKEEPING_S."""
     _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
+    _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
 
 
 def install_cli() -> None:
