@@ -99,10 +99,16 @@ def _leave_home_bare() -> None:
         (Path.home() / ".sibyl-memory" / name).unlink(missing_ok=True)
 
 
+# The heartbeat timeout of the late-attach test below (KINT_WORKER_HEARTBEAT_TIMEOUT, a
+# user's setting): the provider's first attach waits it out, so it is half the default 10 s;
+# its idle worker beats every 1.25 s, well within it on a loaded box.
+HUNG_AFTER_S = 5
+
+
 def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
         tmp_path_factory, chain_home, monkeypatch, caplog):
     """The profile's worker is stopped for real (SIGSTOP) as Hermes starts the provider: the
-    attach answers WORKER_DOWN once the supervisor judges the worker hung (10 s), and the
+    attach answers WORKER_DOWN once the supervisor judges the worker hung (HUNG_AFTER_S), and the
     session's keepalive attaches to the worker that replaces it, a few seconds later (it
     tries again at 2 s doubling, well under its 60 s keepalive). Before, the keepalive
     started only after a first attach that went through: the profile's session never
@@ -110,7 +116,8 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
     from kint.hermes_plugin import KintSibylAdapter
 
     caplog.set_level(logging.INFO, logger="kint")
-    sb = new_machine(tmp_path_factory.mktemp("hermes-late"), chain_home)
+    sb = new_machine(tmp_path_factory.mktemp("hermes-late"), chain_home,
+                     KINT_WORKER_HEARTBEAT_TIMEOUT=str(HUNG_AFTER_S))
     _play_hermes(sb, monkeypatch)
     profile = {"hermes_home": str(sb.hermes_home / "profiles" / "alpha"),
                "agent_identity": "alpha"}

@@ -166,12 +166,13 @@ def test_the_bound_comes_from_the_environment(monkeypatch):
 
 
 def test_the_supervisor_rotates_the_shared_log_and_its_workers_follow(tmp_path):
-    sb = make_sandbox(tmp_path / "rotate", KINT_LOG_MAX_BYTES=str(MAX))
+    # The test supervisor, which checks its logs' size every second (KINT_TEST_HOUSEKEEPING_S,
+    # tests/support/kint_test_timings.py: no setting reaches it; 5 s by default).
+    sb = make_sandbox(tmp_path / "rotate", KINT_LOG_MAX_BYTES=str(MAX),
+                      KINT_TEST_HOUSEKEEPING_S="1")
     home = sb.kint_home
     path, backup = log_path(home), home / "supervisor.log.1"
     dbs = (sb.sibyl_db, sb.profile_db("a"))
-    for db in dbs:
-        write_store(db)
 
     def burst_until_over() -> None:
         # Each restart logs a stop and a start for both workers, about 1.2 kB.
@@ -186,7 +187,9 @@ def test_the_supervisor_rotates_the_shared_log_and_its_workers_follow(tmp_path):
     server_log.write_text("x" * (MAX + 1))
     server_log.chmod(0o600)
     try:
-        sb.start()
+        sb.start_entitled()
+        for db in dbs:
+            write_store(db, tenant=sb.tenant)
         sb.wait_for(lambda: (home / "kint.log.1").exists() and not server_log.exists(),
                     timeout=20, what="kint.log rotated by the supervisor")
         burst_until_over()

@@ -151,13 +151,15 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
                                  body={"rule": "no deploys in December"})
             agent.ping()
             assert not write.done(), "a write overlapped the cancelled push's work"
+            # The cancelled push's work lands once the endpoint confirms it; the write goes
+            # on after it (not at the end of the call's bound, which it would wait out else).
+            proxy.forward()
             assert agent.payload(write.result(IN_FLIGHT_WAIT_S + 60))["ok"] is True
             assert "memory_push: no longer waited for (cancelled, or the client went " \
                    "away); its work goes on" in _server_log(sb)
 
             # The client goes away while a push waits: the server says goodbye to the
             # worker on a socket of its own (the push holds the session's) and exits.
-            proxy.forward()
             assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
                                .get("seq") == 2), timeout=90, interval=0.5), \
                 agent.call("memory_status")
@@ -193,10 +195,18 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
                               body={"rule": "never ship on a Friday"})["ok"] is True
-            # The supervisor SIGKILLed while a push waits on a hung broadcast.
+            # The supervisor SIGKILLed while a push waits on a hung broadcast: once the
+            # endpoint has the broadcast (the push is then waiting on it), not after a guess.
             proxy.set_mode("hang_methods", methods=["eth_sendRawTransaction"])
             supervisor = running_pid(sb.kint_home)
-            threading.Timer(2.0, os.kill, (supervisor, signal.SIGKILL)).start()
+            seen = len(proxy.calls)
+
+            def kill_once_broadcast() -> None:
+                if wait_until(lambda: "eth_sendRawTransaction" in proxy.calls[seen:],
+                              timeout=60, interval=0.1):
+                    os.kill(supervisor, signal.SIGKILL)
+
+            threading.Thread(target=kill_once_broadcast, daemon=True).start()
             refused, took = timed(agent, "memory_push")
             # Noticed within a second or so of the kill (kint.client's liveness look).
             assert took < 20, f"memory_push took {took:.1f}s"

@@ -18,6 +18,7 @@ what the session sends."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -117,15 +118,32 @@ def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(tmp_pat
         sb.shutdown()
 
 
-# The worker's heartbeat timeout here (KINT_WORKER_HEARTBEAT_TIMEOUT, a user's setting):
-# kint-server, started just after the worker is stopped, must send its attach while the
-# supervisor still counts the worker as serving, even on a loaded box.
-HUNG_AFTER_S = 20
+# The worker's heartbeat timeout (KINT_WORKER_HEARTBEAT_TIMEOUT, a user's setting, in
+# config.toml, which the supervisor reads again within a second of a change): long while
+# kint-server starts, which must send its attach while the supervisor still counts the
+# stopped worker as serving, even on a loaded box; then, once that attach has failed,
+# short, so that the supervisor judges the worker hung at once rather than waiting out the
+# long one (a stopped worker that beat every 3 s is given two of its beats: 6 s of silence).
+HUNG_AFTER_S = 60
+HUNG_AFTER_SHORT_S = 6
 # How long after the stopped worker is replaced the session may take to attach: its
 # keepalive's retries wait 2 s doubling (at most two of them here: one answered WORKER_DOWN
 # when the supervisor judged the worker hung), under the 60 s of its keepalive proper.
 REATTACH_WITHIN_S = 40
 assert REATTACH_WITHIN_S < session_module.KEEPALIVE_S
+
+
+def _hung_after(sb, seconds: float) -> None:
+    """The heartbeat timeout set in config.toml, and seen by the supervisor (its log line
+    for the change)."""
+    log = sb.kint_home / "supervisor.log"
+    changed = re.compile(rf"settings changed: .*heartbeat_timeout_s \S+ -> {float(seconds)}\b")
+    before = len(changed.findall(log.read_text()))
+    config = sb.kint_home / "config.toml"
+    config.write_text(f"worker_heartbeat_timeout = {seconds}\n")
+    config.chmod(0o600)
+    assert wait_until(lambda: len(changed.findall(log.read_text())) > before, timeout=30), \
+        log.read_text()[-2000:]
 
 
 def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
@@ -139,20 +157,22 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     first attach that went through: this session never counted and no watcher pushed its
     agent's writes for the server's whole life."""
     sb = new_machine(tmp_path_factory.mktemp("late-attach"), chain_home,
-                     KINT_POLL_SECONDS="1", KINT_QUIET_SECONDS="2",
-                     KINT_WORKER_HEARTBEAT_TIMEOUT=str(HUNG_AFTER_S))
+                     KINT_POLL_SECONDS="1", KINT_QUIET_SECONDS="2")
     agent = None
     worker = None
     try:
+        _hung_after(sb, HUNG_AFTER_S)
         ok(sb.kint("connect", "--dev"))
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
         os.kill(worker, signal.SIGSTOP)
         agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "1"}).start()
         assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
                           timeout=30), _server_log(sb)[-2000:]
+        _hung_after(sb, HUNG_AFTER_SHORT_S)
         hung = f"worker {worker} is hung ("
         assert wait_until(lambda: hung in (sb.kint_home / "supervisor.log").read_text(),
-                          timeout=HUNG_AFTER_S + 30), "the stopped worker was not judged hung"
+                          timeout=HUNG_AFTER_SHORT_S + 30), "the stopped worker not judged hung"
+        _hung_after(sb, HUNG_AFTER_S)  # the long timeout again for the rest of the test
         # The probe's own request starts the worker's replacement, if no retry has yet.
         assert wait_until(lambda: _sessions(sb) == 1, timeout=REATTACH_WITHIN_S,
                           interval=0.5), _server_log(sb)[-2000:]

@@ -23,6 +23,13 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
 - `KINT_TEST_STOP_EXIT_WAIT_S` (set only by tests): how long `kint supervisor stop` waits,
   once the supervisor answered the stop, for its process to be gone before it says TIMEOUT
   (`kint.commands.supervisor.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
+- `KINT_TEST_SECOND_OPINION_S` (set only by tests): how long a cold start waits before it
+  asks the second endpoint again when the two disagree on the head
+  (`kint.tenant_worker.cold_start.SECOND_OPINION_RETRY_S`, 3 s), where a test's endpoint
+  disagrees on purpose, every time.
+- `KINT_TEST_HOUSEKEEPING_S` (set only by tests): how often the supervisor checks its logs'
+  size and kint's installed files (`kint.supervisor.housekeeping.HOUSEKEEPING_EVERY_S`,
+  5 s), so that a test sees a log rotated within a second of it going over its bound.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -37,6 +44,8 @@ QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
 SIZE_CHECK_ENV = "KINT_TEST_SIZE_CHECK_INTERVAL_S"
 UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
+HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
+SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -50,11 +59,14 @@ def _install_worker() -> None:
     _set_from_env(RECOUNT_ENV, "kint.tenant_worker.unanchored", "RECOUNT_MIN_INTERVAL_S")
     _set_from_env(QUIET_ENV, "kint.tenant_worker.own_memory", "QUIET_SECONDS")
     _set_from_env(SIZE_CHECK_ENV, "kint.tenant_worker.watcher", "SIZE_CHECK_INTERVAL_S")
+    _set_from_env(SECOND_OPINION_ENV, "kint.tenant_worker.cold_start", "SECOND_OPINION_RETRY_S")
 
 
 def install_supervisor() -> None:
-    """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's)."""
+    """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's),
+    and KINT_TEST_HOUSEKEEPING_S."""
     _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
+    _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
 
 
 def install_cli() -> None:
