@@ -12,7 +12,7 @@ methods (replay.py), re-read, and recorded one epoch at a time. An epoch that do
 pass (one this machine cannot open, or whose calldata the RPC would not serve or served
 altered) is a gap: the epochs before it are applied, the pull stops there and says so, and
 exits as done, as kint v0.3.0's does (03-new-machine.md, "Gaps"); push and verify refuse
-until a later pull applies it. `full` then caches the
+until a later pull applies it. `full` then (after a pull with no gap) caches the
 epochs before the snapshot for history. After a snapshot or a backfill, each row's
 provenance moves back to the epoch in the cache that wrote its value (provenance.py).
 
@@ -101,7 +101,12 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     _settle_mirror(ctx, done, head)
-    backfilled, closed = backfill(ctx, anchor, owner, head, held) if full else ([], [])
+    # v0.3.0 backfills only after a pull that ended without a gap (03-new-machine.md,
+    # "Snapshots and --full"): the gap's epoch, walked again, would be CLOSED as if sealed
+    # under a retired key, or (one the RPC would not serve) turn the gap, exit 0, into a
+    # refusal of the whole pull.
+    backfilled, closed = (backfill(ctx, anchor, owner, head, held) if full and not done.gap
+                          else ([], []))
     _provenance_from_cache(ctx, done, todo, backfilled, owner, held)
     rows, matches, report = _check_store(ctx, done)
     if not done.gap:
