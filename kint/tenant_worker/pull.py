@@ -161,13 +161,22 @@ def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
 def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[str, Any]]]:
     """The walked epochs (oldest first) the pull applies, and those it skips: an epoch this
     machine cannot open does not stop the pull when a later snapshot that opens supersedes
-    it, so the pull resumes at the newest such snapshot past a gap."""
+    it, so the pull resumes at the newest such snapshot past a gap. An epoch nobody walks
+    past (`final`: unread, or opened and contradicting the chain) always stops the pull
+    (03-new-machine.md, "Gaps"), so the resume point is never beyond one: the pull resumes
+    at the newest snapshot before it, or stops at the epoch it cannot open."""
     start = 0
     for i, f in enumerate(fetched):
-        if f.opened is None and not f.final:
-            later = [j for j in range(i + 1, len(fetched)) if fetched[j].snapshot]
-            if later:
-                start = later[-1]
+        if i < start or f.opened is not None:
+            continue
+        if f.final:
+            break  # the pull stops here
+        wall = next((j for j in range(i + 1, len(fetched)) if fetched[j].final),
+                    len(fetched))
+        later = [j for j in range(i + 1, wall) if fetched[j].snapshot]
+        if not later:
+            break  # the pull stops at this one
+        start = later[-1]
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
     return fetched[start:], skipped
