@@ -320,7 +320,8 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
     KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
     line per row or root that did not come back as anchored, a `pull: NOTICE` when the
-    rows' provenance could not be saved (a full disk), then the epochs it did not apply. `kint pull` and `kint join`'s restore print these same lines."""
+    rows' provenance could not be saved (a full disk), then the epochs it did not apply.
+    `kint pull` and `kint join`'s restore print these same lines."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
         agreed = result["chain_head"]

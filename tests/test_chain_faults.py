@@ -409,6 +409,26 @@ def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap(liars):
         "tampered_ciphertext", tx=second["tx"], envelope=lying)
 
 
+def test_a_full_pull_that_stops_at_a_gap_is_still_a_gap_and_backfills_nothing(liars):
+    """`pull --full` whose walk stops at an epoch the RPC will not serve: the gap stands as
+    for a plain pull (exit 0, the epoch before it applied), and no backfill runs, as in
+    v0.3.0 (03-new-machine.md, "Snapshots and --full": "The backfill runs only when the pull
+    itself ended without a gap"). The backfill walked the gap's epoch again and turned the
+    gap into a refusal of the whole pull (RPC_UNAVAILABLE, exit 5)."""
+    b, proxy = liars["b"], liars["proxy"]
+    seq, first, second = _two_new_epochs(liars)
+    proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                   message="this transaction is pruned", tx=second["tx"])
+    try:
+        out = b.kint("pull", "--full", "--json")
+    finally:
+        proxy.forward()
+    stopped = _stopped_at(out, seq, second,
+                          f"cannot fetch the calldata of epoch {second['seq']}: ")
+    assert (stopped["backfilled"], stopped["closed"]) == ([], []), stopped
+    assert _at_head(liars) == second["seq"]
+
+
 def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
     """The proxy alters a byte of the encrypted body and rewrites the digest in the head and
     the Epoch log to the altered ciphertext's keccak: every hash the client checks agrees,

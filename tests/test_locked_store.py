@@ -97,7 +97,8 @@ def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path):
         assert checks["sibyl store"]["ok"] and not checks["sibyl store"].get("warn")
 
 
-def test_a_read_that_fails_outside_the_file_is_not_held_as_an_unreadable_store(tmp_path):
+def test_a_read_that_fails_outside_the_file_is_not_held_as_an_unreadable_store(tmp_path,
+                                                                              caplog):
     """A push takes a store read that failed as "store unreadable", a hold for a human, only
     when SQLite says the file itself cannot be read (corrupt, not a database, not to be
     opened or read: tests/test_agent_server.py holds over one). A store whose schema is not
@@ -114,9 +115,16 @@ def test_a_read_that_fails_outside_the_file_is_not_held_as_an_unreadable_store(t
             conn.execute("ALTER TABLE entities RENAME COLUMN body TO body_v2")
             conn.commit()
         for hold_reason in ("tool", None):
+            caplog.clear()
             with pytest.raises(ProtocolError) as refused:
                 _store_rows(worker.ctx, hold_reason)
             err = refused.value
+            # The hint sends a user to the supervisor log: the failed read is there, with
+            # where it failed (it was not logged at all).
+            assert "the supervisor log has the details" in (err.hint or ""), err.hint
+            logged = [r for r in caplog.records if r.name == "kint.worker"
+                      and f"reading the store {db} failed (SQLITE_ERROR: " in r.getMessage()]
+            assert logged and logged[0].exc_info is not None, caplog.text
             assert err.code == "INTERNAL", (err.code, err.message)
             assert err.message.startswith(f"reading the store {db} failed (SQLITE_ERROR: no "
                                           f"such column: body"), err.message

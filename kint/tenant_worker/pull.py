@@ -13,9 +13,10 @@ pass (one this machine cannot open, whose calldata the RPC would not serve or se
 altered, that opened and contradicts the chain, or whose prev does not chain on the epoch
 before it) is a gap: the epochs before it are applied, the pull stops there and says so,
 and exits as done, as kint v0.3.0's does (03-new-machine.md, "What every epoch must pass"
-and "Gaps"); push and verify refuse until a later pull applies it. `full` then caches the
-epochs before the snapshot for history. After a snapshot or a backfill, each row's
-provenance moves back to the epoch in the cache that wrote its value (provenance.py).
+and "Gaps"); push and verify refuse until a later pull applies it. `full` then (after a
+pull with no gap) caches the epochs before the snapshot for history. After a snapshot or a
+backfill, each row's provenance moves back to the epoch in the cache that wrote its value
+(provenance.py).
 
 A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
 of them: it does not exist, or another tenant's pull remade a file they share) is
@@ -103,7 +104,12 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     _settle_mirror(ctx, done, head)
-    backfilled, closed = backfill(ctx, anchor, owner, head, held) if full else ([], [])
+    # v0.3.0 backfills only after a pull that ended without a gap (03-new-machine.md,
+    # "Snapshots and --full"): the gap's epoch, walked again, would be CLOSED as if sealed
+    # under a retired key, or (one the RPC would not serve) turn the gap, exit 0, into a
+    # refusal of the whole pull.
+    backfilled, closed = (backfill(ctx, anchor, owner, head, held) if full and not done.gap
+                          else ([], []))
     _provenance_from_cache(ctx, done, todo, backfilled, owner, held)
     rows, matches, report = _check_store(ctx, done)
     if not done.gap:
@@ -158,13 +164,22 @@ def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
 def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[str, Any]]]:
     """The walked epochs (oldest first) the pull applies, and those it skips: an epoch this
     machine cannot open does not stop the pull when a later snapshot that opens supersedes
-    it, so the pull resumes at the newest such snapshot past a gap."""
+    it, so the pull resumes at the newest such snapshot past a gap. An epoch nobody walks
+    past (`final`: unread, or opened and contradicting the chain) always stops the pull
+    (03-new-machine.md, "Gaps"), so the resume point is never beyond one: the pull resumes
+    at the newest snapshot before it, or stops at the epoch it cannot open."""
     start = 0
     for i, f in enumerate(fetched):
-        if f.opened is None and not f.final:
-            later = [j for j in range(i + 1, len(fetched)) if fetched[j].snapshot]
-            if later:
-                start = later[-1]
+        if i < start or f.opened is not None:
+            continue
+        if f.final:
+            break  # the pull stops here
+        wall = next((j for j in range(i + 1, len(fetched)) if fetched[j].final),
+                    len(fetched))
+        later = [j for j in range(i + 1, wall) if fetched[j].snapshot]
+        if not later:
+            break  # the pull stops at this one
+        start = later[-1]
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
     return fetched[start:], skipped

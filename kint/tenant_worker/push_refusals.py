@@ -115,6 +115,9 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
             raise  # DISK_FULL, naming the store (state_health.guarded)
         if not is_damaged(err):
             name = getattr(err, "sqlite_errorname", None) or type(err).__name__
+            # The details the hint sends a user to: where in the read it failed.
+            log.warning("space %s: reading the store %s failed (%s: %s); nothing is held",
+                        ctx.config.space16, db, name, err, exc_info=True)
             raise ProtocolError(ErrorCode.INTERNAL, f"reading the store {db} failed "
                                 f"({name}: {err}); nothing was anchored",
                                 "that is not a damaged store, so nothing is held: run the "

@@ -18,8 +18,9 @@ The file names the store it was written over: a space that moved to another stor
 own one gone, `routing._move_space`, a restart too) takes none of it, as those sessions
 are over a store it no longer serves and the baseline holds another store's rows. They
 are told at their next call, which names the store that is gone: the supervisor refuses
-it (BAD_REQUEST, "does not exist"), and kint-server logs that its keepalive was not taken
-(in kint.log and on stderr, which the harness shows).
+it (SPACE_CONFLICT, "served from the store NEW: OLD does not exist", routing._same_store),
+and kint-server logs that its keepalive was not taken, with the hint to restart the
+session (in kint.log and on stderr, which the harness shows).
 
 A file in the space's 0600 state, not a message through the supervisor: the baseline
 holds a leaf per row (more than a back-socket header carries), and the supervisor stays a
