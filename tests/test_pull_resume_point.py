@@ -6,7 +6,7 @@ chain always stop the pull, "because nobody has seen what is in that epoch".
 
 The walked epochs are real: each sealed and opened with kint's own envelope code under one
 data key; the unread and unopenable ones are made as `epoch_walk.fetch_epoch` makes them
-(`_unread`, and an epoch whose bytes are not a kint header)."""
+(`_gap`, and an epoch whose bytes are not a kint header)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from kint.epochs.envelope import open_epoch, seal
 from kint.epochs.plaintext import build_plaintext
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.merkle import EMPTY_ROOT
-from kint.tenant_worker.epoch_walk import Fetched, _unread
+from kint.tenant_worker.epoch_walk import Fetched, _gap
 from kint.tenant_worker.pull import _epochs_to_apply
 
 V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
@@ -52,7 +52,7 @@ def _unopenable(seq: int) -> Fetched:  # a leaked session key's bytes: not a kin
 
 def _unread_epoch(seq: int) -> Fetched:
     reason = f"cannot fetch the calldata of epoch {seq}: pruned"
-    return _unread(_log(seq), reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
+    return _gap(_log(seq), reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
 
 
 def _seqs(fetched: list[Fetched]) -> list[int]:
