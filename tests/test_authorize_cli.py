@@ -71,6 +71,13 @@ def payload(m: Machine, *args: str) -> tuple[dict, str]:
     return typed, then.removeprefix("# then: ")
 
 
+def payload_before(m: Machine, owner: str) -> str:
+    """The submit line of `kint authorize --owner OWNER payload`: the flag before the action."""
+    then = ok(m.kint("authorize", "--owner", owner, "payload")).stderr.strip().splitlines()[-1]
+    assert then.startswith("# then: ")
+    return then.removeprefix("# then: ")
+
+
 def run_line(m: Machine, line: str, stdin: str):
     argv = shlex.split(line)
     assert argv[0] == "kint"
@@ -225,6 +232,10 @@ def test_payload_then_submit_with_a_signature_made_outside_kint(machine):
     assert abs(message["expiry"] - machine.now() - 3 * DAY) <= 30
     assert line == (f"kint authorize submit --owner {owner.address} --deadline "
                     f"{message['deadline']} --expiry {message['expiry']} --signature -")
+    # The same owner given before the action (docs/authorize.md: flags may come there) is in
+    # the submit line too: this machine is connected to no owner, so submit needs it.
+    early_line = payload_before(machine, owner.address)
+    assert early_line.startswith(f"kint authorize submit --owner {owner.address} --deadline ")
     signature = sign(owner, typed)
 
     out = refused(run_line(machine, line, signature), "too little for the next transaction")
