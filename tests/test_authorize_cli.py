@@ -127,6 +127,16 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
     assert json.loads(ok(m.kint("session-key", "show")).stdout)["address"] == new
 
 
+def test_rotate_with_no_key_names_no_old_keystore(tmp_path, chain_home):
+    """A rotate on a machine with no key makes one and moves nothing: its stderr does not
+    send the user to a session.key.old that is not there."""
+    m = new_machine(tmp_path / "machine", chain_home, create_key=False)
+    out = ok(m.kint("session-key", "rotate"))
+    assert out.stdout.startswith("rotated: (no previous key) -> 0x")
+    assert not (m.sb.kint_home / "session.key.old").exists()
+    assert "session.key.old" not in out.stderr and "authorize the new key" in out.stderr
+
+
 def enrolled(path, owner: str, rpc_urls: list[str] | None = None) -> None:
     """An enrolment as `kint connect` writes one (the file that says this machine is
     connected for the space), naming `owner` and, when given, the space's own endpoints."""
