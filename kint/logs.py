@@ -1,6 +1,8 @@
 """One log file per KINT_HOME for the supervisor and its workers (stdout belongs to the
 MCP transport in kint-server, and a daemon has no terminal). Lines carry the pid, so one
-worker's story can be read out of the shared file.
+worker's story can be read out of the shared file. kint-server writes its own file and the
+same lines to stderr, as kint v0.3.0's does (10-configuration.md, "Logs"): an MCP client
+shows a server's stderr in its own logs (Claude Code, Codex), where a user looks first.
 
 The file is bounded: every byte under KINT_HOME counts against the user's Sibyl storage
 cap. Every process writes through a `WatchedFileHandler`, which reopens the path when the
@@ -81,6 +83,7 @@ class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
     saying why), and the next line tries the file again."""
 
     _unwritable: str | None = None  # why the file could not be opened, once told
+    echoed = False  # every line goes to stderr anyway (kint-server): only say why here
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -102,8 +105,10 @@ class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
                 self._unwritable = str(err)
                 sys.stderr.write(f"kint: cannot write the log {self.baseFilename} "
                                  f"({err.strerror or err}); its lines go here until it can\n")
-            sys.stderr.write(self.format(record) + "\n")
-            sys.stderr.flush()
+                sys.stderr.flush()
+            if not self.echoed:
+                sys.stderr.write(self.format(record) + "\n")
+                sys.stderr.flush()
         except Exception:  # noqa: BLE001 - no stderr either: the line is lost, never raised
             pass
 
@@ -116,9 +121,23 @@ class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
             raise
 
 
-def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None = None) -> None:
+class _StderrHandler(logging.StreamHandler):
+    """kint-server's lines on stderr as well. A line never raises into the code that logs
+    it, nor prints a traceback of its own: a client that closed the pipe loses the line."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        pass
+
+
+def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None = None,
+                       *, stderr: bool = False) -> None:
     """Send this process's log to `name` under KINT_HOME (default: the supervisor's and
-    workers' shared log; kint-server passes its own, kint.log)."""
+    workers' shared log; kint-server passes its own, kint.log), and with `stderr` the same
+    lines to stderr too (kint-server's: what its MCP client shows; the log holds no secret,
+    so neither does stderr)."""
     path = home / name if name else log_path(home)
     ensure_private_dir(path.parent)
     root = logging.getLogger()
@@ -128,6 +147,11 @@ def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None =
     handler = _PrivateWatchedFileHandler(path, encoding="utf-8")
     handler.setFormatter(_OneLineFormatter(_FORMAT))
     root.addHandler(handler)
+    if stderr:
+        handler.echoed = True
+        echo = _StderrHandler()
+        echo.setFormatter(_OneLineFormatter(_FORMAT))
+        root.addHandler(echo)
     root.setLevel(level)
 
 

@@ -3,7 +3,8 @@
 Sibyl's eight tools exactly as shipped (from `sibyl_memory_mcp.server.build_server()`), on
 kint's one client, plus kint's six tools forwarded to the space's worker, on a server named
 `kint` whose instructions tell the agent to verify before it acts (kint.agent_server.surface).
-stdout is the MCP transport, so the log goes to $KINT_HOME/kint.log. At start it attaches to
+stdout is the MCP transport, so the log goes to $KINT_HOME/kint.log and to stderr (which
+an MCP client shows in its own logs), as v0.3.0's does. At start it attaches to
 the worker (a failed attach is tried again in the background) and waits up to
 KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM,
 SIGHUP) it asks the worker for one push (when this session wrote) and exits at once: the
@@ -26,8 +27,9 @@ log = logging.getLogger("kint.server")
 
 
 def _log_to_file(home: Any) -> None:
-    # Reopened when the supervisor rotates it (at KINT_LOG_MAX_BYTES, like its own).
-    setup_file_logging(home, name=SERVER_LOG)
+    # Reopened when the supervisor rotates it (at KINT_LOG_MAX_BYTES, like its own); the
+    # same lines on stderr, where Claude Code and Codex show a server's log.
+    setup_file_logging(home, name=SERVER_LOG, stderr=True)
     # The MCP SDK logs every request at INFO; the log counts against the cap (it lives
     # under KINT_HOME), so only its warnings are kept.
     logging.getLogger("mcp").setLevel(logging.WARNING)

@@ -319,8 +319,8 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
     KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
-    line per row or root that did not come back as anchored, then the epochs it did not
-    apply. `kint pull` and `kint join`'s restore print these same lines."""
+    line per row or root that did not come back as anchored, a `pull: NOTICE` when the
+    rows' provenance could not be saved (a full disk), then the epochs it did not apply. `kint pull` and `kint join`'s restore print these same lines."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
         agreed = result["chain_head"]
@@ -337,6 +337,9 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     # v0.3.0's line for an epoch applied with a row or root that did not come back as
     # anchored (03-new-machine.md, "What every epoch must pass"): each names its epoch.
     lines += [f"pull: WARNING {warning}" for warning in result.get("warnings", [])]
+    unsaved = result.get("provenance_unsaved")
+    if unsaved:  # the pull is done; its finer provenance met a full disk (pull.py)
+        lines.append(f"pull: NOTICE {unsaved['message']}; {unsaved['hint']}")
     return lines + unapplied_epoch_lines(result)
 
 

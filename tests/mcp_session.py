@@ -16,7 +16,7 @@ import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TextIO
 
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -25,8 +25,12 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 
 
 class AgentProcess:
-    def __init__(self, env: dict[str, str], command: list[str] | None = None) -> None:
+    def __init__(self, env: dict[str, str], command: list[str] | None = None,
+                 errlog: TextIO | None = None) -> None:
         self.env = env
+        # Where the server's stderr goes (a file, to read what a client's log shows of it);
+        # this process's stderr by default, as the SDK's client has it.
+        self.errlog = errlog or sys.stderr
         # The test launcher by default (Sibyl's gate trusting the test key); a config's own
         # command (the real `kint-server`) when given.
         self.command = command or [sys.executable, str(SUPPORT / "run_kint_server.py")]
@@ -50,7 +54,7 @@ class AgentProcess:
             params = StdioServerParameters(command=self.command[0], args=self.command[1:],
                                            env=self.env)
             self._stop = asyncio.Event()
-            async with stdio_client(params) as (read, write):
+            async with stdio_client(params, errlog=self.errlog) as (read, write):
                 async with ClientSession(read, write) as session:
                     self.initialized = await session.initialize()
                     self.listed = list((await session.list_tools()).tools)

@@ -12,7 +12,8 @@ Modes (`RpcProxy.set_mode`):
   `forward` for the rest.
 - `error_methods` (`methods=[...]`, `message=TEXT`): a request calling one of those methods
   is answered with a JSON-RPC error object carrying TEXT (an endpoint that refuses, or
-  lies about why); the rest is forwarded.
+  lies about why); the rest is forwarded. With `tx=HASH`, only a request whose first
+  parameter is that transaction is refused (one epoch's calldata, say).
 - `delay` (`seconds=S`): every request forwarded S seconds late (a slow endpoint that
   still answers).
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
@@ -20,7 +21,7 @@ Modes (`RpcProxy.set_mode`):
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
 - `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
   of its ciphertext argument's encrypted body altered, so keccak(ct) is not the event's
-  digest.
+  digest. With `tx=HASH`, only that push is altered.
 - `unmined`: `eth_getTransactionReceipt` is answered null, as for a transaction no block
   holds yet (a slow block): a push sent meanwhile waits for its receipt until the mode
   changes, while anvil has in fact mined it.
@@ -82,6 +83,17 @@ def _call_data(params: Any) -> str:
     if isinstance(params, list) and params and isinstance(params[0], dict):
         return str(params[0].get("data") or params[0].get("input") or "")
     return ""
+
+
+def _names_tx(item: dict[str, Any], tx: str | None) -> bool:
+    """Whether a request is about transaction `tx` (its first parameter), or `tx` is None
+    (a mode meant for every request of its method)."""
+    params = item.get("params")
+    def bare(h: object) -> str:
+        return str(h).lower().removeprefix("0x")
+
+    return tx is None or (isinstance(params, list) and bool(params)
+                          and bare(params[0]) == bare(tx))
 
 
 def post_json(host: str | None, port: int | None, body: bytes, path: str = "/") -> bytes:
@@ -282,7 +294,8 @@ class RpcProxy:
             old["params"] = [item["params"][0], hex(int(params["block"]))]
             self._lie(f"head read at block {params['block']}")
             return json.loads(self.upstream(json.dumps(old).encode()))
-        if mode == "error_methods" and method in params["methods"]:
+        if (mode == "error_methods" and method in params["methods"]
+                and _names_tx(item, params.get("tx"))):
             self._lie(f"{method}: error {params['message']!r}")
             return {"jsonrpc": "2.0", "id": item.get("id"),
                     "error": {"code": -32000, "message": params["message"]}}
@@ -300,7 +313,8 @@ class RpcProxy:
             self._lie(f"head digest {raw[:32].hex()[:12]} -> {other.hex()[:12]}")
         elif (mode == "bad_calldata" and method == "eth_getTransactionByHash"
               and isinstance(result, dict)
-              and str(result.get("input", "")).startswith(PUSH_SELECTOR)):
+              and str(result.get("input", "")).startswith(PUSH_SELECTOR)
+              and _names_tx(item, params.get("tx"))):
             data = bytes.fromhex(result["input"][2:])
             at = CIPHERTEXT_OFFSET + header_length(data[CIPHERTEXT_OFFSET:]) + 7
             result["input"] = "0x" + _flip(data, at).hex()

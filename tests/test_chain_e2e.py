@@ -461,10 +461,12 @@ def test_an_expired_key_refuses_push_and_pull_and_drops_nothing(story):
     space_id = json.loads((a.kint_home / f"enrol-{space}.json").read_text())["space"]
     key = read_cached_key(a.kint_home, space_id).dek
     cache_data_key(a.kint_home, space_id, key, ttl=60, now=time.time() - 86400)
-    for op, code in (("push", 3), ("pull", 5)):
+    vault = a.kint_home / f"vault-{space}.aes"
+    for op, code, why in (("push", 3, "expired"), ("pull", 5, "is missing")):
         out = a.kint(op)
         assert out.returncode == code and "[NO_DATA_KEY]" in out.stderr, out.stderr
-        assert "expired" in out.stderr and "nothing was dropped" in out.stderr
+        assert why in out.stderr and "nothing was dropped" in out.stderr
+        assert not vault.exists()  # the expired key is not kept on disk once seen
     rows = _query(a.sibyl_db, "select body from entities where name = 'pending-change'")
     assert rows == [('{"rule":"kept"}',)]
     cache_data_key(a.kint_home, space_id, key)

@@ -246,20 +246,89 @@ def test_the_same_seq_with_another_digest_is_refused(liars):
     assert _at_head(liars) == seq
 
 
-def test_calldata_that_does_not_hash_to_the_event_digest_is_refused(liars):
-    a, b, proxy, space16 = liars["a"], liars["b"], liars["proxy"], liars["space16"]
+def _two_new_epochs(liars) -> tuple[int, dict, dict]:
+    """A anchors two epochs B has not pulled; returns B's head seq and the two epochs."""
+    a = liars["a"]
     seq = _at_head(liars)
-    write(a.sibyl_db, a.tenant, **{"bad-calldata": "arrives only through honest calldata"})
-    pushed = kjson(a, "push")
-    assert pushed["epochs"][-1]["seq"] == seq + 1
-    before = picture(b, space16, b.sibyl_db)
-    proxy.set_mode("bad_calldata")
-    out = b.kint("pull")
-    refused_stale(out, f"epoch {seq + 1}: ciphertext digest does not match the Epoch event")
+    write(a.sibyl_db, a.tenant, **{"read-first": f"the epoch after {seq}, read"})
+    first = kjson(a, "push")["epochs"][-1]
+    write(a.sibyl_db, a.tenant, **{"read-later": f"the epoch after {seq + 1}, read later"})
+    second = kjson(a, "push")["epochs"][-1]
+    assert (first["seq"], second["seq"]) == (seq + 1, seq + 2)
+    return seq, first, second
+
+
+def _stopped_at(out: subprocess.CompletedProcess[str], seq: int, epoch: dict,
+                reason: str) -> dict:
+    """v0.3.0's gap (03-new-machine.md, "Gaps"): not an error, exit 0, the epochs before
+    it applied, the epoch named with its block and reason, the mirror recording it."""
+    assert out.returncode == 0, out.stdout + out.stderr
+    stopped = json.loads(out.stdout)
+    assert stopped["applied"] == list(range(seq + 1, epoch["seq"])), stopped
+    assert stopped["gap"] == [epoch["seq"]], stopped
+    assert [(e["seq"], e["block"], e["tx"]) for e in stopped["skipped"]] == [
+        (epoch["seq"], epoch["block"], epoch["tx"])], stopped
+    assert reason in stopped["skipped"][0]["reason"], stopped
+    assert stopped["message"].startswith(f"stopped at epoch {epoch['seq']}: "), stopped
+    assert stopped["head"]["seq"] == epoch["seq"] - 1, stopped
+    return stopped
+
+
+def test_calldata_that_does_not_hash_to_the_event_digest_is_a_gap(liars):
+    """Served calldata the event does not vouch for fails an epoch's ciphertext check: under
+    v0.3.0 that epoch is a gap (03-new-machine.md, "What every epoch must pass", 2, and
+    "Gaps"), the epochs before it are applied and the pull exits 0 naming it; push and
+    verify refuse until a later pull reads it. It used to refuse the whole pull (exit 6)."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    seq, first, second = _two_new_epochs(liars)
+    proxy.set_mode("bad_calldata", tx=second["tx"])
+    try:
+        out = b.kint("pull", "--json")
+        refused_push = b.kint("push")
+        refused_verify = b.kint("verify", "read first")
+    finally:
+        proxy.forward()
+    _stopped_at(out, seq, second, "ciphertext digest does not match the Epoch event")
     assert any(lie.startswith("calldata of") for lie in proxy.lies)
-    assert picture(b, space16, b.sibyl_db) == before
-    assert _at_head(liars) == seq + 1  # the honest endpoint brings the same epoch in
-    assert "bad-calldata" in [e[1] for e in entities(b.sibyl_db)]
+    bodies = {e[1]: e[3] for e in entities(b.sibyl_db)}
+    assert f"after {seq}, read" in bodies["read-first"], bodies
+    assert "read-later" not in bodies, bodies
+    assert mirror(b, space16)["skipped"] == [second["seq"]]
+    assert refused_push.returncode == PUSH_PULL_REFUSED, refused_push.stderr
+    assert "could not apply epoch(s)" in refused_push.stderr, refused_push.stderr
+    assert refused_verify.returncode != 0, refused_verify.stdout
+    assert _at_head(liars) == second["seq"]  # the honest endpoint brings the rest in
+    assert mirror(b, space16)["skipped"] == []
+    assert "read-later" in [e[1] for e in entities(b.sibyl_db)]
+
+
+def test_calldata_the_rpc_will_not_serve_is_a_gap_after_the_epochs_before_it(liars):
+    """An RPC that refuses one epoch's transaction mid-walk: the epoch before it is applied
+    and the pull stops at it, exit 0, `SKIPPED epoch N block B: ...` on the CLI (v0.3.0,
+    03-new-machine.md: "a transient RPC failure heals itself"). It used to apply nothing."""
+    b, proxy = liars["b"], liars["proxy"]
+    seq, first, second = _two_new_epochs(liars)
+    proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                   message="this transaction is pruned", tx=second["tx"])
+    try:
+        out = b.kint("pull", "--json")
+        proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                       message="this transaction is pruned", tx=second["tx"])
+        shown = b.kint("pull")
+    finally:
+        proxy.forward()
+    _stopped_at(out, seq, second, f"cannot fetch the calldata of epoch {second['seq']}: ")
+    assert "this transaction is pruned" in json.loads(out.stdout)["skipped"][0]["reason"]
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"SKIPPED epoch {second['seq']} block {second['block']}: cannot fetch the " \
+        f"calldata of epoch {second['seq']}" in shown.stdout, shown.stdout
+    bodies = {e[1]: e[3] for e in entities(b.sibyl_db)}
+    assert f"after {seq}, read" in bodies["read-first"], bodies
+    assert f"after {seq + 1}, read later" not in bodies.get("read-later", ""), bodies
+    assert not list(b.kint_home.glob("applying-*"))  # the applied epoch's journal ended
+    assert _at_head(liars) == second["seq"]
+    assert f"after {seq + 1}, read later" in {e[1]: e[3] for e in entities(b.sibyl_db)}[
+        "read-later"]
 
 
 def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
@@ -325,6 +394,21 @@ def test_a_corrupt_cached_epoch_is_refetched_from_calldata(liars):
     assert kjson(b, "verify", "release rule")["decision"] == "proceed"
 
 
+def _discard_refused_while(liars, method: str, message: str, **params: str) -> None:
+    """`pull --discard-local` while the proxy refuses `method` (with `message`; `params`
+    narrow it, as `tx=`): refused RPC_UNAVAILABLE in those words, and the store untouched."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
+    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
+    proxy.set_mode("error_methods", methods=[method], message=message, **params)
+    try:
+        out = b.kint("pull", "--discard-local")
+    finally:
+        proxy.forward()
+    assert "[RPC_UNAVAILABLE]" in out.stderr and message in out.stderr, out.stderr
+    _untouched_by(out, b, space16, before, inode, backups)
+
+
 def _untouched_by(out: subprocess.CompletedProcess[str], b, space16: str, before: dict,
                   inode: int, backups: list[Path]) -> None:
     """A refused `pull --discard-local` left the store where it was: the same file (inode),
@@ -336,23 +420,60 @@ def _untouched_by(out: subprocess.CompletedProcess[str], b, space16: str, before
     assert sorted(b.sibyl_db.parent.glob("*.kint-backup-*")) == backups
 
 
+def test_rekey_whose_head_header_cannot_be_read_is_its_own_refusal_exit_2(liars):
+    """rekey reads the newest readable header before anything else (05-keys.md, "Rotate the
+    data key", step 3), and v0.3.0 gives every refusal before its push exit 2 (5 is "when
+    the push failed"; 09-cli.md: 2 for a refusal from rekey). An RPC that will not serve the
+    head epoch's calldata, or serves it altered, is such a refusal: CHAIN_UNREADABLE, exit
+    2, the read's own words; nothing sent, nothing on this machine changed. It exited 5."""
+    from chain_machines import owner_account, wallet_signature
+    from kint.commands.exit_codes import ERROR
+
+    a, b, proxy, space16 = liars["a"], liars["b"], liars["proxy"], liars["space16"]
+    seq = _at_head(liars)
+    owner = owner_account(a, liars["owner"])
+    payload = ok(b.kint("canonical-payload", "--owner", owner.address)).stdout
+    signature = wallet_signature(owner, payload) + "\n"
+    wraps = (b.kint_home / f"wraps-{space16}.json").read_bytes()
+    for mode, params, said in (
+            ("error_methods", {"methods": ["eth_getTransactionByHash"],
+                               "message": "this transaction is pruned"},
+             f"cannot fetch the calldata of epoch {seq}: "),
+            ("bad_calldata", {}, "ciphertext digest does not match the Epoch event")):
+        proxy.set_mode(mode, **params)
+        try:
+            out = b.kint("rekey", "--signature", "-", input=signature)
+        finally:
+            proxy.forward()
+        assert out.returncode == ERROR, (mode, out.stdout, out.stderr)
+        assert "[CHAIN_UNREADABLE]" in out.stderr and said in out.stderr, (mode, out.stderr)
+        assert (b.kint_home / f"wraps-{space16}.json").read_bytes() == wraps
+    assert _at_head(liars) == seq  # nothing was anchored
+
+
+def test_discard_local_moves_nothing_while_an_epochs_calldata_cannot_be_read(liars):
+    """A discarding pull would stop at the unread epoch with part of the memory: it refuses
+    whole instead, the store where it was, as for a walk the RPC refuses (below)."""
+    b, space16 = liars["b"], liars["space16"]
+    _two_new_epochs(liars)
+    _at_head(liars)
+    tx = meta(b, space16, 1)["tx"]  # a restore from seq 0 reads epoch 1 again, from calldata
+    cached = b.kint_home / "epochs" / space16 / f"{1:08d}.json.gz"
+    kept = cached.read_bytes()
+    cached.unlink()
+    _discard_refused_while(liars, "eth_getTransactionByHash", "this transaction is pruned",
+                           tx=tx)
+    cached.write_bytes(kept)  # for the tests after this one
+
+
 def test_discard_local_moves_nothing_while_the_rpc_refuses_the_walk(liars):
     """The endpoint answers the head but refuses every log query, so the walk from seq 0
     that a discarding pull needs cannot fetch one epoch: the store stays in place (it used
     to be moved aside first, leaving the agent with no memory until a later pull)."""
-    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    proxy = liars["proxy"]
     seq = _at_head(liars)
-    before, inode = picture(b, space16, b.sibyl_db), b.sibyl_db.stat().st_ino
-    backups = sorted(b.sibyl_db.parent.glob("*.kint-backup-*"))
-    proxy.set_mode("error_methods", methods=["eth_getLogs"], message="logs are switched off")
-    try:
-        out = b.kint("pull", "--discard-local")
-    finally:
-        proxy.forward()
-    assert "[RPC_UNAVAILABLE]" in out.stderr and "logs are switched off" in out.stderr, \
-        out.stderr
+    _discard_refused_while(liars, "eth_getLogs", "logs are switched off")
     assert any(lie.startswith("eth_getLogs: error") for lie in proxy.lies)
-    _untouched_by(out, b, space16, before, inode, backups)
     assert _at_head(liars) == seq
 
 

@@ -389,9 +389,29 @@ def test_vault_cache_round_trip_and_expiry(home, monkeypatch):
     gone = VC.read_cached_key(home, SPACE, now=1_003_600)
     assert isinstance(gone, VC.NoCachedKey) and gone.reason == "expired"
     assert gone.expires_at == 1_003_600 and "nothing was dropped" in gone.message
+    # The expired file is removed as it is read: the key in it opens the memory for anyone
+    # with the local secret, whatever expiry it carries (05-keys.md: a machine keeps its
+    # cached key "until the cache expires"). Before, it stayed on disk for good.
+    assert not path.exists()
+    again = VC.read_cached_key(home, SPACE, now=1_003_600)
+    assert isinstance(again, VC.NoCachedKey) and again.reason == "missing"
+    assert "nothing was dropped" in again.message
     # Caching again renews the deadline.
     VC.cache_data_key(home, SPACE, DEK, ttl=60, now=2_000_000)
     assert VC.read_cached_key(home, SPACE, now=2_000_059).dek == DEK
+
+
+def test_a_key_cached_again_before_the_expired_one_is_removed_stays(home):
+    """The expired file is removed only if it is still the one read: a key cached in
+    between (a connect, a push's renewal) replaced it with a new file, which stays."""
+    VC.cache_data_key(home, SPACE, DEK, ttl=60, now=1_000)
+    path = VC.vault_cache_path(home, SPACE)
+    read = path.stat()
+    VC.cache_data_key(home, SPACE, DEK, ttl=60)  # fresh, by an atomic replace
+    VC._remove_expired(path, read)
+    assert VC.read_cached_key(home, SPACE).dek == DEK
+    VC._remove_expired(path, path.stat())
+    assert not path.exists()
 
 
 def test_the_vault_cache_is_sealed_under_hkdf_of_the_local_secret(home, monkeypatch):

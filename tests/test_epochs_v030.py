@@ -207,6 +207,37 @@ def test_epoch2_state_after() -> None:
     assert (root.hex(), n_rows) == (after["root"], after["n_rows"])
 
 
+def test_merkle_state_kept_tree_matches_the_whole_tree() -> None:
+    """`apply` hashes only what a chunk reaches; every root it gives must equal the root of
+    the whole state built from nothing (the v0.3.0 layout), through puts before, between
+    and after the rows held, changes in place, deletions (of held and absent rows), a row
+    deleted and put back in one chunk, the state emptied, and odd and even counts."""
+    rng = random.Random(15)
+    pool = note_rows(300, seed=5)
+    edited = note_rows(300, seed=6)  # same ids (note i), other bodies: changes in place
+    assert [r.canonical_id for r in pool] == [r.canonical_id for r in edited]
+    state = MerkleState.of_rows(pool[:37])
+    assert state.root == MerkleTree([r.leaf for r in
+                                     sorted(pool[:37], key=lambda r: r.canonical_id)]).root
+    expected = {r.canonical_id: r.leaf for r in pool[:37]}
+    for step in range(120):
+        put = [rng.choice((pool, edited))[i] for i in rng.sample(range(300), rng.randint(0, 9))]
+        dels = [("entity", "notes", f"n{i}") for i in rng.sample(range(300),
+                                                                       rng.randint(0, 6))]
+        if step % 40 == 39:  # empty the state
+            dels = [("entity", "notes", f"n{i}") for i in range(300)]
+            put = []
+        dels += [("state", None, "never-held")]
+        root, n_rows = state.apply(put, dels)
+        for tier, category, key in dels:
+            expected.pop(canonical_id(tier, category, key), None)
+        for row in put:
+            expected[row.canonical_id] = row.leaf
+        whole = MerkleTree([expected[cid] for cid in sorted(expected)]).root
+        assert (root, n_rows) == (whole, len(expected)), f"step {step}"
+    assert MerkleState().apply([], []) == (EMPTY_ROOT, 0)
+
+
 def test_row_model_round_trip() -> None:
     """Our Row (as kint.rows.export shapes it) to the wire and back; ts is optional input."""
     ours = [

@@ -115,3 +115,33 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     chain is not."""
     graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
     assert sorted(_cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def _reach(graph: dict[str, set[str]], name: str) -> set[str]:
+    """Every module `name` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_layers_that_share_wording_do_not_import_one_another() -> None:
+    """Custody never reaches the protocol layer, and kint.outcomes, the sentences both say
+    (nothing dropped), imports nothing at all, so either can take them: before, custody
+    kept a copy of the protocol's sentence, which could drift from it unseen."""
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert graph["kint.outcomes"] == set()
+    assert "kint.outcomes" in graph["kint.protocol.errors"]
+    for name in [m for m in graph if m.startswith("kint.custody")]:
+        assert not {m for m in _reach(graph, name) if m.startswith("kint.protocol")}, name
+    assert "kint.outcomes" in graph["kint.custody.vault_cache"]
+    from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
+
+    for sentence in (NOTHING_DROPPED, NOTHING_ANCHORED_OR_DROPPED):
+        written = sorted(str(path.relative_to(ROOT)) for path in modules.values()
+                         if f'"{sentence}"' in path.read_text())
+        assert written == ["outcomes.py"], (sentence, written)

@@ -95,3 +95,56 @@ def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path):
         assert "disk space" in checks and "state files" in checks
         checks = {c["name"]: c for c in doctor(worker.ctx, {})["checks"]}
         assert checks["sibyl store"]["ok"] and not checks["sibyl store"].get("warn")
+
+
+def test_a_read_that_fails_outside_the_file_is_not_held_as_an_unreadable_store(tmp_path):
+    """A push takes a store read that failed as "store unreadable", a hold for a human, only
+    when SQLite says the file itself cannot be read (corrupt, not a database, not to be
+    opened or read: tests/test_agent_server.py holds over one). A store whose schema is not
+    the one kint reads (a column renamed, as another Sibyl version might) fails with
+    SQLITE_ERROR: it is refused as that error, nothing held, nothing sent to
+    `--discard-local`; it used to be held like a corrupt file."""
+    import sqlite3
+    from contextlib import closing
+
+    from kint.tenant_worker.push_refusals import _store_rows
+
+    with worker_over(tmp_path) as (worker, db):
+        with closing(sqlite3.connect(db)) as conn:
+            conn.execute("ALTER TABLE entities RENAME COLUMN body TO body_v2")
+            conn.commit()
+        for hold_reason in ("tool", None):
+            with pytest.raises(ProtocolError) as refused:
+                _store_rows(worker.ctx, hold_reason)
+            err = refused.value
+            assert err.code == "INTERNAL", (err.code, err.message)
+            assert err.message.startswith(f"reading the store {db} failed (SQLITE_ERROR: no "
+                                          f"such column: body"), err.message
+            assert "nothing was anchored" in err.message
+            assert "--discard-local" not in (err.hint or "") and "not a damaged store" in \
+                (err.hint or ""), err.hint
+        assert worker.ctx.drift.held is None  # nothing waits for a human
+
+
+def test_is_damaged_tells_the_file_from_the_rest():
+    """The codes that say a store's file cannot be read, by SQLite's own errors: a file that
+    is not a database is damaged; a lock and a missing column are not."""
+    import sqlite3
+    import tempfile
+    from pathlib import Path
+
+    from kint.tenant_worker.store import is_damaged
+
+    with tempfile.TemporaryDirectory() as folder:
+        junk = Path(folder) / "junk.db"
+        junk.write_bytes(b"not a database at all " * 400)
+        conn = sqlite3.connect(f"file:{junk}?mode=ro", uri=True)
+        with pytest.raises(sqlite3.DatabaseError) as notadb:
+            conn.execute("select * from sqlite_master").fetchall()
+        conn.close()
+        assert is_damaged(notadb.value), notadb.value.sqlite_errorname
+        good = sqlite3.connect(":memory:")
+        good.execute("create table t (x)")
+        with pytest.raises(sqlite3.OperationalError) as column:
+            good.execute("select y from t")
+        assert not is_damaged(column.value), column.value.sqlite_errorname

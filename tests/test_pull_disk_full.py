@@ -20,6 +20,7 @@ why.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sqlite3
@@ -268,3 +269,42 @@ def test_a_pull_stopped_by_a_full_disk_in_kints_state_is_finished_later(epochs, 
     if restart:
         _restart_worker(b, epochs.space16)
     _in_step_with(b, a, applied=[2] if step == "before_record_epoch" else [])
+
+
+def test_a_full_disk_stopping_the_provenance_refinement_does_not_fail_the_pull(epochs):
+    """B holds epochs 1 and 2 in its cache; A anchors a snapshot (epoch 3); B's discarding
+    pull applies the snapshot alone, then refines each row's provenance back to the cached
+    epoch that wrote its value, and the disk fills just before that refinement is saved.
+    Every epoch is applied and recorded by then: the pull succeeds and says the provenance
+    could not be saved (it used to fail the whole pull with DISK_FULL), and once space is
+    freed the next pull and verify are in step."""
+    from kint.render import pull_lines
+
+    a, b, disk = epochs.a, epochs.b, epochs.disk
+    assert kjson(b, "pull")["applied"] == [2]
+    assert kjson(a, "compact")["epochs"][-1]["seq"] == 3
+    epochs.fill_at("before_refine")
+    out = b.kint("pull", "--discard-local", "--json")
+    assert not epochs.flag.exists(), "the fault step was never reached"
+    assert out.returncode == 0, out.stdout + out.stderr
+    pulled = json.loads(out.stdout)
+    assert pulled["applied"] == [3] and pulled["store_root_matches"] is True, pulled
+    unsaved = pulled["provenance_unsaved"]
+    assert "the rows' provenance could not be saved" in unsaved["message"], unsaved
+    assert "No space left on device" in unsaved["message"], unsaved
+    assert unsaved["hint"].startswith("free some space"), unsaved
+    notice = [line for line in pull_lines(pulled) if line.startswith("pull: NOTICE ")]
+    assert notice == [f"pull: NOTICE {unsaved['message']}; {unsaved['hint']}"], notice
+    assert _entities(b.sibyl_db) == _entities(a.sibyl_db)
+    # The mirror on disk is the one epoch 3 recorded: the snapshot is every row's provenance.
+    mirror = json.loads(gzip.decompress(
+        (b.kint_home / f"mirror-{epochs.space16}.json.gz").read_bytes()))
+    assert mirror["head"]["seq"] == 3, mirror["head"]
+
+    disk.free()
+    again = kjson(b, "pull")
+    assert again["applied"] == [] and again["store_root_matches"] is True, again
+    assert "provenance_unsaved" not in again, again
+    status = kjson(b, "status")
+    assert status["in_step"] is True and status["unanchored"] == 0, status
+    assert kjson(b, "verify", "rule number")["decision"] == "proceed"

@@ -67,7 +67,7 @@ def test_an_agents_worker_is_recycled_and_its_successor_serves_the_session(tmp_p
                                 what="the successor, with the session attached", **WAIT)
         assert successor["restarts"] == 0, successor
         log = sb.kint_home / "supervisor.log"
-        assert "1 session(s) taken over from the recycled worker" in log.read_text()
+        assert "1 session(s) taken over from the worker before this one" in log.read_text()
 
         assert one.call("memory_remember", category="notes", name="after",
                         body={"text": "written to the successor"})["ok"]

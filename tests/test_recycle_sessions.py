@@ -35,6 +35,8 @@ from kint.paths import session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
+from kint.tenant_worker.session_handoff import boot_id
+from kint.tenant_worker.space import SESSION_TTL_S
 from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -138,19 +140,26 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         new.close()
 
 
-def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
-    """The notes the sessions cast between the two workers waited in the supervisor that
-    handed the sessions over: another supervisor's worker would take a baseline without
-    them, and hold the sessions' own writes as drift."""
-    from kint.tenant_worker.session_handoff import hand_over, take_over
+def _handed_one(tmp_path, supervisor_run: str = "this-start") -> None:
+    """A worker under `supervisor_run` hands one session and its baseline over."""
+    from kint.tenant_worker.session_handoff import hand_over
 
-    old = _worker(tmp_path, supervisor_run="an-earlier-start")  # the same pid, say
+    old = _worker(tmp_path, supervisor_run=supervisor_run)
     try:
         _attached(old.ctx, "s1", seen_ago=1, first_ago=1)
         old.ctx.drift.reset([])
         assert hand_over(old.ctx) == 1
     finally:
         old.close()
+
+
+def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
+    """The notes the sessions cast between the two workers waited in the supervisor that
+    handed the sessions over: another supervisor's worker would take a baseline without
+    them, and hold the sessions' own writes as drift."""
+    from kint.tenant_worker.session_handoff import take_over
+
+    _handed_one(tmp_path, supervisor_run="an-earlier-start")  # the same pid, say
     path = session_handoff_path(tmp_path / "kint", "cd" * 8)
     new = _worker(tmp_path)
     try:
@@ -158,7 +167,7 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
         assert not new.ctx.sessions and not new.ctx.drift.active and not path.exists()
     finally:
         new.close()
-    path.write_bytes(orjson.dumps({"version": 1}))  # not what it must hold: dropped
+    path.write_bytes(orjson.dumps({"version": 2}))  # not what it must hold: dropped
     new = _worker(tmp_path)
     try:
         assert take_over(new.ctx) is None and not new.ctx.sessions and not path.exists()
@@ -166,11 +175,12 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
         new.close()
 
 
-def _planted(**changes: Any) -> dict:
-    """A handoff as a worker of this supervisor writes it, one session in it, with
-    `changes` (a path of keys joined by "." to a new value)."""
+def _planted(store: str, **changes: Any) -> dict:
+    """A handoff as a worker of this supervisor over `store` writes it, one session in it,
+    with `changes` (a path of keys joined by "." to a new value)."""
     data: dict[str, Any] = {
-        "version": 1, "written_at": time.time(), "supervisor_run": "this-start",
+        "version": 2, "written_mono": time.monotonic(), "boot_id": boot_id(), "db": store,
+        "supervisor_run": "this-start",
         "watcher": False, "ended": {"bye": 1.0}, "held": None,
         "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
         "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0,
@@ -195,7 +205,14 @@ def _planted(**changes: Any) -> dict:
     {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
     {"watcher": "yes"},
     {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
-    {"written_at": str(time.time())},
+    {"written_mono": str(time.monotonic())},
+    {"written_mono": time.monotonic() + 60},  # written in the future
+    {"written_mono": time.monotonic() - SESSION_TTL_S - 5},  # too old to be taken
+    {"boot_id": "an-earlier-boot"},  # a monotonic reading of another boot means nothing
+    {"boot_id": 7},
+    {"version": 1},  # the wall clock's format: its written_at is not read
+    {"db": "/elsewhere/memory.db"},  # the space moved to another store: not its sessions
+    {"db": None},
 ], ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()) or "as-written")
 def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, changes):
     """The successor trusts the file no further than its checks: a number of seconds that
@@ -207,19 +224,40 @@ def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, chan
     path = session_handoff_path(tmp_path / "kint", "cd" * 8)
     worker = _worker(tmp_path)
     try:
-        path.write_bytes(orjson.dumps(_planted(**changes)))
+        path.write_bytes(orjson.dumps(_planted(str(tmp_path / "memory.db"), **changes)))
         assert take_over(worker.ctx) is None and not path.exists()
         ctx = worker.ctx
         if not changes:
             assert list(ctx.sessions) == ["s1"] and list(ctx.ended_sessions) == ["bye"]
             assert ctx.watcher_setting("KINT_POLL_SECONDS").raw == "5"
-            assert ctx.drift.handed()["leaves"] == _planted()["leaves"]
+            assert ctx.drift.handed()["leaves"] == _planted("")["leaves"]
         else:
             assert not ctx.sessions and not ctx.session_settings, ctx.sessions
             assert not ctx.ended_sessions and ctx.drift.held is None
             assert not ctx.drift.active
     finally:
         worker.close()
+
+
+@pytest.mark.skipif(boot_id() is None, reason="no boot id to read on this OS")
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+def test_a_step_of_the_wall_clock_does_not_misjudge_a_handoff(tmp_path, monkeypatch, step_s):
+    """The wall clock stepped an hour between the two workers (NTP, a date set by hand):
+    the handoff is as fresh as it was. Before, its age was told by time.time(), so an hour
+    back made it "written in the future" and an hour on "too old", and the sessions lost
+    their watcher and notes until their next keepalive. The step is made by shifting
+    time.time() in this process: a real one would need root and would move the whole box."""
+    from kint.tenant_worker.session_handoff import take_over
+
+    _handed_one(tmp_path)
+    wall = time.time
+    monkeypatch.setattr(time, "time", lambda: wall() + step_s)
+    new = _worker(tmp_path)
+    try:
+        take_over(new.ctx)
+        assert list(new.ctx.sessions) == ["s1"] and new.ctx.drift.active
+    finally:
+        new.close()
 
 
 def _row(sb) -> dict:
@@ -262,7 +300,7 @@ def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(
         text = log.read_text()
         assert f"worker {first} holds" in text, text[-3000:]
         assert "its successor starts now with the 2 session(s) attached" in text
-        assert "2 session(s) taken over from the recycled worker" in text
+        assert "2 session(s) taken over from the worker before this one" in text
         # The watcher runs again, with the newest session's poll: its start says so (the
         # first worker's never ticked after the second attach, so it never logged 700 s).
         sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
@@ -305,3 +343,66 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
         row = sb.wait_for(lambda: (r := _row(sb))["pid"] is None and r, timeout=30,
                           what="the idle exit once the session left")
         assert row["state"] == "idle" and row["restarts"] == 0, row
+
+
+def test_a_restarted_worker_hands_its_sessions_to_its_successor(tmp_path):
+    """`kint supervisor restart` stops the worker and starts another at once: the sessions
+    attached, their watcher and its timings go on in the successor, as after a recycle.
+    Before, only a recycle handed them over: the successor counted no session and ran no
+    watcher until each session's next keepalive (up to a minute), and the drift baseline,
+    with what it had seen, was made anew from the store at that keepalive."""
+    attaches = [{"session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}}
+                for sid, poll in (("one", "600"), ("two", "700"))]
+    with _machine(tmp_path, *attaches) as sb:
+        first = sb.wait_for(lambda: (r := _row(sb))["sessions"] == 2 and r, timeout=20,
+                            what="the beat to count both sessions")["pid"]
+        out = sb.kint("supervisor", "restart", sb.tenant)
+        assert out.returncode == 0 and "restarted:" in out.stdout, out.stderr
+        # No request is made from here on: what the successor knows, it was handed.
+        row = sb.wait_for(lambda: (r := _row(sb))["pid"] not in (None, first)
+                          and r["sessions"] == 2 and r, timeout=30, interval=0.2,
+                          what="the successor, with both sessions")
+        assert row["state"] == "ready" and row["restarts"] == 0, row
+        log = sb.kint_home / "supervisor.log"
+        assert "2 session(s) handed to the next worker" in log.read_text()
+        assert "2 session(s) taken over from the worker before this one" in log.read_text()
+        sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
+                    what="the successor's watcher, with the newest session's poll")
+        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+        assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
+
+
+def test_a_space_that_moved_store_takes_no_sessions_and_they_are_told(tmp_path):
+    """The store a session attached over was moved, and the space with it (the next call
+    named the store's new path: routing._move_space restarts the worker there). Those
+    sessions are over a store the space no longer serves, and the baseline holds the old
+    store's rows: the restarted worker takes none of what was handed over, and a session's
+    next call (its keepalive, a tool) is told where the space is now and to restart, not
+    "set KINT_SPACE" as for a second store asking for a space."""
+    from kint.client import KintError
+
+    sb = make_sandbox(tmp_path / "m", **QUICK)
+    try:
+        sb.start_entitled()
+        old = sb.root / "store" / "memory.db"
+        new = old.with_name("moved.db")  # the same folder: the same space label
+        old.parent.mkdir(parents=True)
+        write_store(old, tenant=sb.tenant)
+        sb.call("attach", old, args={"session": "s", "watcher": True})
+        first = sb.wait_for(lambda: (r := sb.row(old))["sessions"] == 1 and r, timeout=20,
+                            what="the session counted")["pid"]
+        old.rename(new)
+        sb.call("status", new, timeout_s=60)  # the space moves to its store's new path
+        row = sb.row(new)
+        assert row["pid"] not in (None, first) and row["sessions"] == 0, row
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert "1 session(s) handed to the next worker" in log, log[-3000:]
+        assert f"sessions handed over for the store {old} are not taken" in log, log[-3000:]
+        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+        with pytest.raises(KintError) as told:
+            sb.call("attach", old, args={"session": "s", "watcher": True})
+        assert told.value.code == "SPACE_CONFLICT", told.value.message
+        assert f"served from the store {new}: {old} does not exist" in told.value.message
+        assert "restart" in (told.value.hint or ""), told.value.hint
+    finally:
+        sb.shutdown()

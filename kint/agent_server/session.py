@@ -146,7 +146,11 @@ class AgentSession:
                     try:
                         self._call_on(client, "attach", self._attach_args(), 30)
                     except Exception as err:  # noqa: BLE001 - the keepalive outlives any one try
-                        message = err.message if isinstance(err, KintError) else repr(err)
+                        message = repr(err)
+                        if isinstance(err, KintError):
+                            # The hint too: a space that moved to another store says
+                            # here where it is now and that this server must restart.
+                            message = f"{err.message}; {err.hint}" if err.hint else err.message
                         if self.attached:
                             log.warning("keepalive: the space's worker did not take this "
                                         "session's attach (%s); trying again in %g s, then "

@@ -32,8 +32,9 @@ FRESHNESS = 6
 NO_SUPERVISOR = 3
 
 # `rekey` exits 2 for its own refusals (a key it cannot carry over, BAD_REQUEST or WRONG_KEY;
-# a machine with no key wraps to carry, BAD_REQUEST; a space not connected, which the command
-# checks before it sends: owner_flag.refuse_unconnected) but shares push's codes for what its
+# a machine with no key wraps to carry, BAD_REQUEST; the head header it could not read,
+# CHAIN_UNREADABLE; a space not connected, which the command checks before it sends:
+# owner_flag.refuse_unconnected) but shares push's codes for what its
 # snapshot push meets (NOT_CONNECTED there is an unfunded or unauthorized session key, 5).
 _ANCHORING = frozenset({"push", "compact", "rekey"})
 _RESTORING = frozenset({"pull", "join"})
@@ -54,7 +55,8 @@ def exit_code_for(command: str, code: ErrorCode | str) -> int:
     if command in _ANCHORING:
         if code is ErrorCode.NO_DATA_KEY:
             return KEY_EXPIRED
-        if command == "rekey" and code in (ErrorCode.BAD_REQUEST, ErrorCode.WRONG_KEY):
+        if command == "rekey" and code in (ErrorCode.BAD_REQUEST, ErrorCode.WRONG_KEY,
+                                           ErrorCode.CHAIN_UNREADABLE):
             return ERROR
         return PUSH_PULL_REFUSED
     if code is ErrorCode.STALE_RPC:

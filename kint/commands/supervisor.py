@@ -181,7 +181,8 @@ def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
 def supervisor_restart(obj: Ctx, target: str, as_json: bool) -> None:
     """Restart the worker of TARGET: a space id, a space label or a tenant.
 
-    A quarantined space is released and tried again at once.
+    A quarantined space is released and tried again at once. Agent sessions attached
+    (kint-servers), their store watcher and drift baseline go on in the new worker.
     """
     try:
         with obj.client() as client:

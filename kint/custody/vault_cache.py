@@ -15,6 +15,13 @@ Why it is built this way:
 - Expired, missing, no local secret, or sealed under another local secret (the source
   changed) all read as absent, each with its own reason: nothing is lost, the user connects
   again. A file that is garbled or was altered is refused by name and left as it is.
+- An expired file is removed when it is next read (durably: `remove_file` syncs the
+  folder), not kept: the expiry is only a field inside it, and the key in it opens the
+  memory for anyone holding the local secret, expired or not. kint v0.3.0's 05-keys.md
+  has a machine keep its cached key "until the cache expires", which is what a TTL must
+  mean after `revokeSessionKey`. The read that removes it still says "expired"; the next
+  one says "missing" (both NO_DATA_KEY, push's exit 3). A key cached again between the
+  read and the removal is a new file (an atomic replace) and stays.
 
 File layout (80 bytes; local to this machine, so the layout is kint's own):
 
@@ -48,6 +55,8 @@ from kint.custody.files import space_file, write_private
 from kint.custody.ids import space_bytes, space_hex, space16
 from kint.custody.keks import hkdf_sha256
 from kint.custody.local_secret import LocalSecret, load_local_secret, local_secret
+from kint.outcomes import NOTHING_DROPPED
+from kint.paths import remove_file
 
 TTL_ENV = "KINT_KEY_TTL"
 SESSION = "session"
@@ -63,10 +72,12 @@ _NONCE_LEN = 12
 _EXPIRY_LEN = 8
 CACHE_FILE_LEN = len(MAGIC) + _CHECK_LEN + _NONCE_LEN + _EXPIRY_LEN + DEK_LEN + 16  # 80
 _EXPIRY_MAX = 2**64 - 1
+# The cache files' writes and removals in this process (one worker per space serves every
+# caller): an expired file is removed only while no fresh one is being written in its place.
+_FILES = threading.Lock()
 
 Ttl = float | Literal["session"]
 AbsentReason = Literal["missing", "expired", "other-secret", "no-local-secret"]
-_NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
 
 
 def parse_key_ttl(raw: str | None) -> Ttl:
@@ -170,10 +181,8 @@ def cache_data_key(home: Path | None, space: str | bytes, dek: bytes, *,
     path = vault_cache_path(home, space)
     if ttl == SESSION:
         MEMORY.put(space, dek)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        with _FILES:
+            remove_file(path)
         return CachedKey(dek, None, "memory")
     secret = secret or local_secret(home)
     now = time.time() if now is None else now
@@ -182,7 +191,8 @@ def cache_data_key(home: Path | None, space: str | bytes, dek: bytes, *,
     nonce = os.urandom(_NONCE_LEN)
     sealed = AESGCM(key).encrypt(nonce, expires_at.to_bytes(_EXPIRY_LEN, "big") + dek,
                                  space_hex(space).encode("ascii"))
-    write_private(path, MAGIC + _key_check(key) + nonce + sealed)
+    with _FILES:
+        write_private(path, MAGIC + _key_check(key) + nonce + sealed)
     MEMORY.forget(space)
     return CachedKey(dek, expires_at, "file")
 
@@ -204,10 +214,11 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
     try:
         with open(path, "rb") as fh:
             raw = fh.read(CACHE_FILE_LEN + 1)
+            opened = os.fstat(fh.fileno())
     except FileNotFoundError:
         # kint v0.3.0's words (03-new-machine.md, "Pull"), which a script may match on.
         return NoCachedKey("missing", f"no data key on this machine: run `kint connect` for "
-                           f"space {name} first ({path.name} is missing; {_NOTHING_DROPPED})")
+                           f"space {name} first ({path.name} is missing; {NOTHING_DROPPED})")
     except OSError as err:
         raise VaultCacheCorrupt(path, f"cannot be read ({err.strerror})") from None
     if len(raw) != CACHE_FILE_LEN or not raw.startswith(MAGIC):
@@ -227,7 +238,7 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
     if not hmac.compare_digest(check, _key_check(key)):
         return NoCachedKey("other-secret", f"{path} was sealed under another local passphrase "
                            f"than the one from {secret.source} (did its source change?): "
-                           f"{_NOTHING_DROPPED}; run kint connect")
+                           f"{NOTHING_DROPPED}; run kint connect")
     try:
         plain = AESGCM(key).decrypt(nonce, sealed, space_hex(space).encode("ascii"))
     except InvalidTag:
@@ -236,18 +247,30 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
     expires_at = int.from_bytes(plain[:_EXPIRY_LEN], "big")
     now = time.time() if now is None else now
     if now >= expires_at:
+        _remove_expired(path, opened)
         when = datetime.fromtimestamp(min(expires_at, 253402300799),
                                       tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         return NoCachedKey("expired", f"the cached data key of space {name} expired at "
-                           f"{when}: {_NOTHING_DROPPED}; run kint connect again, or set "
+                           f"{when}: {NOTHING_DROPPED}; run kint connect again, or set "
                            f"KINT_KEY_TTL=30d on a machine that stays up", expires_at)
     return CachedKey(plain[_EXPIRY_LEN:], expires_at, "file")
+
+
+def _remove_expired(path: Path, opened: os.stat_result) -> None:
+    """Remove the expired cache file just read, unless another took its name meanwhile.
+    A removal that fails (a read-only folder) leaves it for the next look: the read still
+    says "expired", never an error of its own."""
+    with _FILES:
+        try:
+            there = os.stat(path)
+            if (there.st_dev, there.st_ino) == (opened.st_dev, opened.st_ino):
+                remove_file(path)
+        except OSError:
+            return
 
 
 def forget_cached_key(home: Path | None, space: str | bytes) -> None:
     """Drop the space's cached key from MEMORY and from disk (nothing else is touched)."""
     MEMORY.forget(space)
-    try:
-        os.unlink(vault_cache_path(home, space))
-    except FileNotFoundError:
-        pass
+    with _FILES:
+        remove_file(vault_cache_path(home, space))

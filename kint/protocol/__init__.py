@@ -1,7 +1,8 @@
 """The wire format between kint's processes: envelopes, ops, error codes, limits.
 
-Nothing in this package does I/O or imports the rest of kint, so every process (the CLI,
-the supervisor, a worker, a fuzzer) can decode and validate a message the same way.
+Nothing in this package does I/O or imports the rest of kint (but kint.outcomes, sentences
+that import nothing themselves), so every process (the CLI, the supervisor, a worker, a
+fuzzer) can decode and validate a message the same way.
 
 Each side imports its own codec: a client `kint.protocol.client_codec` (exported here),
 the supervisor and the workers `kint.protocol.server_codec` (the gate, `decode_request`,

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from enum import Enum
 
+# What a refused push or a held one leaves as it was, in the words every layer says it in
+# (custody too, which may not import this layer: kint.outcomes imports nothing).
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
+
 
 class ErrorCode(str, Enum):
     # The request itself is wrong: fix the call.
@@ -32,6 +36,9 @@ class ErrorCode(str, Enum):
     NO_SESSION_KEY = "NO_SESSION_KEY"
     WRONG_KEY = "WRONG_KEY"
     RPC_UNAVAILABLE = "RPC_UNAVAILABLE"
+    # rekey's own refusal before it sends anything: the vault's newest readable header could
+    # not be read (the RPC failed, or served calldata the Epoch event does not vouch for).
+    CHAIN_UNREADABLE = "CHAIN_UNREADABLE"
     # $KINT_HOME/config.toml refused (file and key named); the last good one serves. Also a
     # chain setting that does not parse, wherever it was set: its chain work is refused.
     CONFIG_INVALID = "CONFIG_INVALID"
@@ -47,11 +54,6 @@ class ErrorCode(str, Enum):
     # A fault in kint itself.
     INTERNAL = "INTERNAL"
 
-
-# What a refused push or a held one leaves as it was: said by the default hints below and by
-# the refusals that carry it in their own words (push's, the hold's).
-NOTHING_DROPPED = "nothing was dropped, the changes stay in the store until the next push"
-NOTHING_ANCHORED_OR_DROPPED = "nothing was anchored and nothing was dropped"
 
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
@@ -79,6 +81,8 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     "`kint pull` (or `kint connect` for a key file)",
     ErrorCode.DISK_FULL: "free some space, then run the command again",
     ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then try again",
+    ErrorCode.CHAIN_UNREADABLE: "that is a transport failure, never a verdict on the vault: "
+    "nothing was sent or changed; try again, or change the RPC (KINT_RPC_URL)",
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
     "`kint supervisor status`",
     ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "

@@ -119,6 +119,8 @@ class WorkerLifecycle:
         elif stop_reason == "stop" or self.shutting_down:
             handle.state = "stopped"
         elif stop_reason == "restart":
+            # Its sessions too were handed to the successor (session_handoff.py), unless
+            # the space moved to another store, which that successor serves.
             self.spawn(handle)
         else:
             self._crashed(handle, now, reason)

@@ -195,8 +195,18 @@ class ClientRouting:
 
 
 def _same_store(sid: str, label: str, db: str, tenant: str, request: Any) -> None:
-    """A space is one store of one tenant: anything else asking for it is refused."""
+    """A space is one store of one tenant: anything else asking for it is refused. A store
+    that is gone asking for the space its worker moved from (`_move_space`: a kint-server
+    started over the store before it was moved, whose keepalive and tools name it still)
+    is told where the space is now, and that the server reads its store at its start."""
     if db != request.db:
+        if not os.path.exists(request.db) and os.path.exists(db):
+            raise ProtocolError(
+                ErrorCode.SPACE_CONFLICT,
+                f"space {sid[:16]} ({label}) is served from the store {db}: {request.db} "
+                f"does not exist (the store moved, or the path is mistyped)",
+                f"point SIBYL_MEMORY_DB (or --db) at {db}; a kint-server reads it at its "
+                f"start, so restart the agent's session")
         raise ProtocolError(
             ErrorCode.SPACE_CONFLICT,
             f"space {sid[:16]} ({label}) is bound to the store {db}; "

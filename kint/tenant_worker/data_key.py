@@ -3,12 +3,17 @@ says why there is none (05-keys.md, "The vault key cache")."""
 
 from __future__ import annotations
 
+import logging
+
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
 from kint.custody.vault_cache import CachedKey, cache_data_key, read_cached_key
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.state_health import disk_full
+
+log = logging.getLogger("kint.worker")
 
 
 NO_LOCAL_SECRET_HINT = ("this machine's session key and key cache are sealed under its local "
@@ -50,3 +55,9 @@ def renew(ctx: SpaceContext, key: bytes) -> None:
         cache_data_key(ctx.config.home, ctx.config.space_id, key)
     except custody_errors.CustodyError:
         pass  # the push or pull itself succeeded; the next connect renews it
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        # A full disk: the cached key keeps its old deadline (the file is replaced whole
+        # or not at all), and the push or pull that asked is done.
+        log.warning("data key: not renewed, the disk is full (%s)", err.strerror)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from kint.protocol.errors import NOTHING_ANCHORED_OR_DROPPED
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
 from kint.rows.canon import Row
 from kint.rows.export import export_rows
 from kint.tenant_worker.changes import store_lost

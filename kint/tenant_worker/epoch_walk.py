@@ -7,7 +7,11 @@ Every check that can stop a pull on an epoch lives here: the event's digest agai
 chain of digests, the calldata against the event, the header, the data key, the GCM tag,
 the plaintext's agreement with chain and header, and prev continuity across the epochs to
 apply. An epoch this machine cannot open is kept as such (`Fetched.opened` None, with its
-reason), for the pull to skip past with a later snapshot or stop at.
+reason), for the pull to skip past with a later snapshot or stop at. An epoch whose
+ciphertext could not be read (the RPC would not serve the calldata, or served calldata the
+event does not vouch for) is kept too, with the refusal it met (`Fetched.unread`): kint
+v0.3.0 applies the epochs before it and stops there, a gap the next pull retries
+(03-new-machine.md, "Gaps"), and nobody walks past it, since nobody has seen what it holds.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from typing import Any
 from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head
+from kint.chain.rpc import RpcUnavailable
 from kint.epochs.envelope import Header, Opened, open_epoch, parse_header
 from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
+from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.cold_start import stale
 from kint.tenant_worker.space import SpaceContext
@@ -39,6 +45,9 @@ class Fetched:
     # True when nobody can walk past it (it opened and contradicts itself, or is garbage
     # inside a valid seal); False for an epoch a later snapshot can supersede.
     final: bool = False
+    # Set when the ciphertext could not be read: the refusal a pull that cannot stop at a
+    # gap (one moving the store aside, a backfill) raises instead.
+    unread: ProtocolError | None = None
 
     @property
     def snapshot(self) -> bool:
@@ -80,7 +89,10 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
             envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
                                             ev.digest)
         except CalldataRefused as err:
-            raise stale(f"epoch {ev.seq}: {err}") from None
+            return _unread(ev, str(err), stale(f"epoch {ev.seq}: {err}"))
+        except RpcUnavailable as err:
+            reason = f"cannot fetch the calldata of epoch {ev.seq}: {err}"
+            return _unread(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
     try:
         header = parse_header(envelope)
     except HeaderError as err:
@@ -102,6 +114,11 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
         return Fetched(ev, envelope, header, None, f"its content is not an epoch ({err})",
                        final=True)
     return Fetched(ev, envelope, header, opened)
+
+
+def _unread(ev: EpochLog, reason: str, refusal: ProtocolError) -> Fetched:
+    """An epoch whose ciphertext could not be read: a gap nothing walks past (`final`)."""
+    return Fetched(ev, b"", None, None, reason, final=True, unread=refusal)
 
 
 def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,
@@ -148,6 +165,8 @@ def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
             raise stale(f"epoch {seq}: no matching Epoch event at block {block}")
         if seq not in cached:
             f = fetch_epoch(ctx, anchor, owner, ev, held)
+            if f.unread is not None:  # not an epoch that stays closed: try again later
+                raise f.unread
             if f.opened is not None:
                 cache_epoch(ctx.state, f.opened.payload, f.envelope, epoch_meta(f))
                 added.append(seq)

@@ -17,6 +17,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import hint_with_notices
 from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings, refusal_notices
+from kint.sibyl_client import store_file_id
 from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
@@ -186,7 +187,11 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         log.info("verify: chain head unavailable (%s); verifying against the local mirror only",
                  head.unavailable)
     ctx.last_head_unavailable = head.unavailable
-    return run_verify(client=ctx.client(), conn=ctx.ro_connection(), tenant=ctx.config.tenant,
+    # The store file as it is after the head's read (which may wait on the RPC), looked at
+    # once for both: the client and the connection are each checked against it.
+    store = store_file_id(ctx.config.db)
+    return run_verify(client=ctx.client(store), conn=ctx.ro_connection(store),
+                      tenant=ctx.config.tenant,
                       state=ctx.state, query=args["query"], limit=args.get("limit") or 5,
                       head=head, write_refusal=args.get("write", True) is not False)
 

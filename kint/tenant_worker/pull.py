@@ -8,7 +8,11 @@ exact-block log query per epoch, stopping at the newest snapshot unless `full`),
 epoch: prev continuity, the ciphertext's keccak against the event digest, the header, the
 data key, the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py).
 Only when every epoch to apply has passed are rows replayed through Sibyl's own write
-methods (replay.py), re-read, and recorded one epoch at a time. `full` then caches the
+methods (replay.py), re-read, and recorded one epoch at a time. An epoch that does not
+pass (one this machine cannot open, or whose calldata the RPC would not serve or served
+altered) is a gap: the epochs before it are applied, the pull stops there and says so, and
+exits as done, as kint v0.3.0's does (03-new-machine.md, "Gaps"); push and verify refuse
+until a later pull applies it. `full` then caches the
 epochs before the snapshot for history. After a snapshot or a backfill, each row's
 provenance moves back to the epoch in the cache that wrote its value (provenance.py).
 
@@ -20,7 +24,8 @@ would overwrite one (FORK); a pull killed during that restore is resumed by the 
 
 `discard_local` moves the store aside only after all of that could refuse (and never while
 it holds another tenant's rows, or another process holds it open): the walk from
-seq 0 has fetched and checked every epoch the restore needs, and Sibyl's account gate has
+seq 0 has fetched and checked every epoch the restore needs (one it could not read
+refuses the pull whole, before the move), and Sibyl's account gate has
 said it takes writes. A chain that does not answer, or a Sibyl without an account, leaves
 the store where it was rather than leaving the agent with no memory until a later pull.
 
@@ -57,9 +62,13 @@ from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.state_health import disk_full
 from kint.tenant_worker.statefiles import EpochRejected, Mirror, empty_mirror, record_epoch
 
 log = logging.getLogger("kint.worker")
+
+PROVENANCE_HINT = ("free some space; nothing else is missing: the epochs are applied and "
+                   "recorded, and later pulls and verify are right meanwhile")
 
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +99,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
     todo, skipped = _epochs_to_apply(fetched)
+    if discard:
+        _refuse_unread(todo)
     check_continuity(todo, local.mirror.head.digest)
     local.refuse_overwriting(todo, cfg.db)
     if not discard and any(f.opened is not None for f in todo):
@@ -110,6 +121,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
               "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
               "store_root_matches": matches, "rpcs_agreed": agreed, "single_rpc": single,
               "report": report}
+    if done.provenance_unsaved:
+        result["provenance_unsaved"] = {"message": done.provenance_unsaved,
+                                        "hint": PROVENANCE_HINT}
     result["message"] = _summary(done, skipped, len(rows), report, backfilled, closed)
     return result
 
@@ -124,6 +138,7 @@ class _Applied:
     applied_epochs: list[dict[str, int]] = field(default_factory=list)  # for join's lines
     written: dict[str, int] = field(default_factory=dict)  # rows written or deleted, by epoch
     warnings: list[str] = field(default_factory=list)
+    provenance_unsaved: str | None = None  # why the provenance stayed as applied
 
 
 def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
@@ -158,6 +173,16 @@ def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[s
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
     return fetched[start:], skipped
+
+
+def _refuse_unread(todo: list[Fetched]) -> None:
+    """A discarding pull whose walk would stop at an epoch it could not read refuses whole:
+    it would move the store aside for a part of the memory, and the chain that did not
+    answer leaves the store where it was instead (the next pull, or this one again, reads
+    the epoch and restores all of it)."""
+    gap = next((f for f in todo if f.opened is None), None)
+    if gap is not None and gap.unread is not None:
+        raise gap.unread
 
 
 def _start_from(ctx: SpaceContext, local: LocalState,
@@ -234,9 +259,26 @@ def _provenance_from_cache(ctx: SpaceContext, done: _Applied, todo: list[Fetched
                            held: dict[bytes, bytes]) -> None:
     """A snapshot applied here made itself the provenance of every row it carried; the
     epochs before it that the cache holds (kept from earlier, or just backfilled) name
-    where each value was written: a drift's anchoring block is that epoch's."""
-    if backfilled or any(f.snapshot for f in todo if f.log.seq in done.applied):
+    where each value was written: a drift's anchoring block is that epoch's.
+
+    The refinement is not the pull's work: its epochs are applied and recorded already (the
+    rows in Sibyl's store, the mirror at the chain head). A full disk that stops it costs
+    the finer provenance, said in the result (`provenance_unsaved`), never the pull: the
+    mirror on disk stays the one the last epoch recorded, right for every later pull and
+    verify, with the snapshot as the provenance of the rows it carried."""
+    if not (backfilled or any(f.snapshot for f in todo if f.log.seq in done.applied)):
+        return
+    try:
         done.mirror = refine_from_cache(ctx.state, done.mirror, owner, held)
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        log.warning("provenance: kept as applied: the disk is full (%s: %s)",
+                    err.filename or "the mirror", err.strerror)
+        done.provenance_unsaved = (
+            f"the rows' provenance could not be saved ({err.filename or 'the mirror'}: "
+            f"{err.strerror}): a drift names the snapshot epoch's block rather than the "
+            f"older epoch that wrote the value")
 
 
 def _check_store(ctx: SpaceContext, done: _Applied) -> tuple[list[Row], bool, str]:

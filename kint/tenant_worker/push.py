@@ -33,9 +33,9 @@ from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapshot,
                                split_diff)
+from kint.outcomes import NOTHING_DROPPED
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOTHING_DROPPED
 from kint.protocol.errors import hint_with_notices
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for

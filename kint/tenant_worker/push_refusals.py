@@ -16,13 +16,14 @@ from kint.chain.anchor import Anchor, Head
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.rows.canon import Row
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.store import is_locked
+from kint.tenant_worker.state_health import store_full
+from kint.tenant_worker.store import is_damaged, is_locked
 
 log = logging.getLogger("kint.worker")
 
@@ -91,26 +92,40 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
 
 
 def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
-    """The store's rows (None: not created yet). A store kint cannot read is refused: a
+    """The store's rows (None: not created yet). A store whose file kint cannot read
+    (`store.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
     server-side push is held over it (seed 001: an unchecked push is what the hold stops),
-    and a push from a terminal says which file, with nothing anchored."""
+    and a push from a terminal says which file, with nothing anchored. A read that failed
+    for another reason is refused as what it is, never as a damaged file: a lock is BUSY,
+    a full disk DISK_FULL (state_health.guarded), anything else names SQLite's error and is
+    tried again by the next push, not held for a human."""
     try:
         return ctx.store_rows()
     except sqlite3.DatabaseError as err:
+        db = ctx.config.db
         if is_locked(err):
             # Another process holds the store's lock past the read's busy wait: the store
             # is fine and the push can run once it lets go. Not a hold, which waits for a
             # human, and not "cannot be read", which sends one to `--discard-local`.
-            raise ProtocolError(ErrorCode.BUSY, f"the store {ctx.config.db} is locked by "
+            raise ProtocolError(ErrorCode.BUSY, f"the store {db} is locked by "
                                 f"another process ({err}); nothing was anchored",
                                 "run the push again once the other writer lets go of the "
                                 "store") from None
+        if store_full(err):
+            raise  # DISK_FULL, naming the store (state_health.guarded)
+        if not is_damaged(err):
+            name = getattr(err, "sqlite_errorname", None) or type(err).__name__
+            raise ProtocolError(ErrorCode.INTERNAL, f"reading the store {db} failed "
+                                f"({name}: {err}); nothing was anchored",
+                                "that is not a damaged store, so nothing is held: run the "
+                                "push again; if it fails the same way, the supervisor log "
+                                "has the details") from None
         if hold_reason is not None:
             from kint.tenant_worker.drift import hold_error
 
-            hold = ctx.drift.unreadable(ctx.config.db, str(err), hold_reason)
+            hold = ctx.drift.unreadable(db, str(err), hold_reason)
             raise hold_error(hold, NOTHING_ANCHORED_OR_DROPPED) from None
-        raise ProtocolError(ErrorCode.INTERNAL, f"the store {ctx.config.db} cannot be read "
+        raise ProtocolError(ErrorCode.INTERNAL, f"the store {db} cannot be read "
                             f"({err}); nothing was anchored",
                             "check the store file (kint only reads it); `kint pull "
                             "--discard-local` moves it aside and restores the anchored "

@@ -58,9 +58,18 @@ def _current_wraps(ctx: SpaceContext, anchor: Anchor, owner: str, offline: bool
     or the local wraps when the chain has no epochs (or is not asked)."""
     space = ctx.config.space_id
     if not offline:
-        head = read_head(anchor, owner, space)
-        if head.seq > 0:
-            found = newest_readable_header(anchor, owner, space, head, command="rekey")
+        try:
+            head = read_head(anchor, owner, space)
+            found = (newest_readable_header(anchor, owner, space, head, command="rekey")
+                     if head.seq > 0 else None)
+        except ProtocolError as err:
+            if err.code not in (ErrorCode.RPC_UNAVAILABLE, ErrorCode.STALE_RPC):
+                raise
+            # rekey's own refusal, exit 2 as v0.3.0's rekey gives every refusal before its
+            # push (05-keys.md, "Rotate the data key": 5 is for the push): the words and
+            # the hint stay the read's own.
+            raise ProtocolError(ErrorCode.CHAIN_UNREADABLE, err.message, err.hint) from None
+        if found is not None:
             return found.header.wraps, found.header.dek_id
     local = read_wraps(ctx.config.home, space)
     if local is None:

@@ -1,4 +1,4 @@
-"""The agent sessions a worker recycled for its memory hands to its successor.
+"""The agent sessions a worker recycled for its memory, or restarted, hands to its successor.
 
 A kint-server stays attached for its whole agent session, so the worker of the space an
 agent uses, the one that grows, would never be recycled if sessions kept it alive
@@ -6,10 +6,20 @@ agent uses, the one that grows, would never be recycled if sessions kept it aliv
 sessions rely on lives in the worker's memory: who is attached and when each was last
 seen, the watcher timings and key TTL each sent, whether the store watcher runs, the drift
 baseline their notes moved (with the hold it found), and which sessions said goodbye (a
-keepalive sent before its goodbye must not attach a gone server to the successor). The worker writes them here as
-it exits for a recycle; the supervisor starts the successor at once, and the successor
-takes them over before it serves anything, so the watcher pushes and the sessions' notes
-count from the first request on, not from each session's next keepalive (up to a minute).
+keepalive sent before its goodbye must not attach a gone server to the successor). The
+worker writes them here as it exits for a recycle or a restart (`kint supervisor restart`,
+which before left the sessions to their next keepalive: up to a minute without the
+watcher, and the baseline, with the drift it had seen, made anew from the store); the
+supervisor starts the successor at once, and the successor takes them over before it
+serves anything, so the watcher pushes and the sessions' notes count from the first
+request on, not from each session's next keepalive (up to a minute).
+
+The file names the store it was written over: a space that moved to another store (its
+own one gone, `routing._move_space`, a restart too) takes none of it, as those sessions
+are over a store it no longer serves and the baseline holds another store's rows. They
+are told at their next call, which names the store that is gone: the supervisor refuses
+it (BAD_REQUEST, "does not exist"), and kint-server logs that its keepalive was not taken
+(in kint.log and on stderr, which the harness shows).
 
 A file in the space's 0600 state, not a message through the supervisor: the baseline
 holds a leaf per row (more than a back-socket header carries), and the supervisor stays a
@@ -19,6 +29,14 @@ start, `WorkerConfig.supervisor_run`, not by its pid, which a restart can get ag
 notes cast to the old one in between are lost) or older than SESSION_TTL_S is dropped,
 and the sessions then attach anew at their next keepalive, as after any restart of the
 worker.
+
+Its age is told by the monotonic clock, not the wall clock: both workers run on the same
+boot, and CLOCK_MONOTONIC is one clock for the whole system on Linux, which a step of the
+wall clock (NTP, a user setting the date) does not move, so such a step can neither drop a
+fresh file nor take a stale one. A monotonic reading means nothing across a reboot, so the
+file carries the boot id (/proc/sys/kernel/random/boot_id) and one from another boot is
+never taken. Where the OS has no boot id (macOS) both sides read None, and the supervisor's
+run id, drawn again at every start, is what keeps an earlier boot's file out.
 """
 
 from __future__ import annotations
@@ -40,7 +58,18 @@ from kint.tenant_worker.state_format import is_hex64
 
 log = logging.getLogger("kint.worker")
 
-VERSION = 1
+# 2: written_mono and boot_id in place of the wall clock's written_at; the store's path
+VERSION = 2
+
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str | None:
+    """This boot's id (Linux), or None where the OS has none to read."""
+    try:
+        return _BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _path(ctx: SpaceContext) -> Path:
@@ -63,7 +92,7 @@ def hand_over(ctx: SpaceContext) -> int:
                 "first_s_ago": now - first if first is not None else None,
                 "settings": {name: v.raw for name, v in values.items() if v.raw is not None}})
     atomic_write(_path(ctx), orjson.dumps({
-        "version": VERSION, "written_at": time.time(),
+        "version": VERSION, "written_mono": now, "boot_id": boot_id(), "db": ctx.config.db,
         "supervisor_run": ctx.config.supervisor_run, "watcher": ctx.watcher is not None,
         "sessions": sessions, "ended": ended, **ctx.drift.handed()}))
     log.info("space %s: %d session(s) handed to the next worker", ctx.config.space16,
@@ -120,11 +149,21 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
         log.info("space %s: sessions handed over under another supervisor or format are not "
                  "taken; they attach again at their next keepalive", space16)
         return None
-    written_at = data["written_at"]
-    if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
-        raise TypeError(f"written_at {written_at!r} is not a time")
-    elapsed = time.time() - written_at
-    if not 0 <= elapsed <= SESSION_TTL_S:
+    if _text(data["db"]) != ctx.config.db:
+        log.info("space %s: sessions handed over for the store %s are not taken: this worker "
+                 "serves %s (the space moved); they are told at their next call", space16,
+                 data["db"], ctx.config.db)
+        return None
+    written_mono, boot = data["written_mono"], data["boot_id"]
+    if isinstance(written_mono, bool) or not isinstance(written_mono, (int, float)):
+        raise TypeError(f"written_mono {written_mono!r} is not a time")
+    if boot is not None:
+        _text(boot)
+    if boot != boot_id():
+        log.info("space %s: sessions handed over before this boot are not taken", space16)
+        return None
+    elapsed = time.monotonic() - written_mono
+    if not 0 <= elapsed <= SESSION_TTL_S:  # NaN fails both
         log.info("space %s: sessions handed over %.0fs ago are not taken", space16, elapsed)
         return None
     now = time.monotonic()
@@ -159,7 +198,7 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
         ctx.sessions.update(sessions)
         ctx.session_settings.update(settings)
         ctx.ended_sessions.update(ended)
-    log.info("space %s: %d session(s) taken over from the recycled worker", space16,
+    log.info("space %s: %d session(s) taken over from the worker before this one", space16,
              len(sessions))
     if not sessions or not data["watcher"] or ctx.watcher is not None:
         return None

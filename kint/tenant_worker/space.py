@@ -105,14 +105,16 @@ class SpaceContext:
 
     # -- Sibyl -------------------------------------------------------------------------
 
-    def client(self) -> Any:
+    def client(self, store: tuple[int, int] | None = None) -> Any:
         """The space's MemoryClient, built on first need (never at start: a status call
         must not wait on it, and a store that does not exist must not be created by one),
         and again when the store file is no longer the one it was built on: deleted or
         replaced under it, SQLite would go on writing into the old file, unlinked, and
-        every row written there (a pull's replay, a refusal's write-back) would be lost."""
+        every row written there (a pull's replay, a refusal's write-back) would be lost.
+        `store`: the store file's identity as the caller read it for this request (one
+        stat for both in a verify, not one each); None: read it here."""
         with self._client_lock:
-            store = store_file_id(self.config.db)
+            store = store or store_file_id(self.config.db)
             if self._client is not None and store != self._client_store:
                 close_client(self._client)
                 self._client = None
@@ -134,10 +136,11 @@ class SpaceContext:
             held[0].close()
             self._local.conn = None
 
-    def ro_connection(self) -> sqlite3.Connection:
+    def ro_connection(self, store: tuple[int, int] | None = None) -> sqlite3.Connection:
         """This thread's read-only connection to the store, reopened when the store file
-        was replaced (a pull with --discard-local moves it aside)."""
-        store = store_file_id(self.config.db)
+        was replaced (a pull with --discard-local moves it aside). `store` as for
+        `client`."""
+        store = store or store_file_id(self.config.db)
         held = getattr(self._local, "conn", None)
         if held is not None and held[1] == store:
             return held[0]

@@ -28,7 +28,7 @@ def corrupt_error(err: CorruptStateFile) -> ProtocolError:
                          "file); kint never replaces a corrupt file by itself")
 
 
-def _store_full(err: BaseException) -> bool:
+def store_full(err: BaseException) -> bool:
     """Whether a write to Sibyl's store failed because its disk is full: SQLite says
     SQLITE_FULL (Sibyl wraps it in its own StorageError, the sqlite3 error as the cause)."""
     seen: set[int] = set()
@@ -42,6 +42,11 @@ def _store_full(err: BaseException) -> bool:
             return True
         cur = cur.__cause__ or cur.__context__
     return False
+
+
+def disk_full(err: OSError) -> bool:
+    """Whether `err` is the disk (or the user's quota) refusing a write."""
+    return err.errno in _DISK_FULL
 
 
 def _disk_full(what: str, why: str, op: str) -> ProtocolError:
@@ -63,11 +68,11 @@ def guarded(op: str, handler: Handler) -> Handler:
         except CorruptStateFile as err:
             raise corrupt_error(err) from None
         except OSError as err:
-            if err.errno not in _DISK_FULL:
+            if not disk_full(err):
                 raise
             raise _disk_full(err.filename or "a file", err.strerror, op) from None
         except (SibylMemoryError, sqlite3.Error) as err:
-            if not _store_full(err):
+            if not store_full(err):
                 raise
             raise _disk_full(f"Sibyl's store {ctx.config.db}", "database or disk is full",
                                   op) from None

@@ -47,6 +47,22 @@ def is_locked(err: sqlite3.Error) -> bool:
     return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _LOCK_CODES
 
 
+# SQLite's primary result codes that say the store's file cannot be read as a database:
+# damaged (CORRUPT, FORMAT), not a database (NOTADB), or not to be opened or read from disk
+# (CANTOPEN, PERM, IOERR: a short read, an I/O error). A human has to look at the file.
+# Anything else (a lock, a full disk, SQLITE_ERROR's "no such table", out of memory, an
+# interrupted statement) says nothing of the file's health.
+_UNREADABLE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FORMAT,
+                               sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN,
+                               sqlite3.SQLITE_PERM, sqlite3.SQLITE_IOERR})
+
+
+def is_damaged(err: sqlite3.Error) -> bool:
+    """Whether `err` says the store's file itself cannot be read (`_UNREADABLE_CODES`),
+    as opposed to a read that failed for a reason outside the file."""
+    return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _UNREADABLE_CODES
+
+
 def unreadable(db: str, err: sqlite3.DatabaseError) -> StoreUnreadable:
     """The error for a read of the store that failed: StoreLocked when another process
     holds it, else StoreUnreadable."""

@@ -13,12 +13,12 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from kint.rows.canon import Row, row_label
 from kint.rows.export import read_row
 from kint.tenant_worker.chain_head import HeadReading
-from kint.tenant_worker.statefiles import CorruptStateFile, Mirror, SpaceState
+from kint.tenant_worker.statefiles import CorruptStateFile, EpochMeta, Mirror, SpaceState
 
 REFUSAL_CATEGORY = "kint_refusal"
 REFUSAL_NAME_MAX = 200
@@ -81,9 +81,10 @@ class Check:
             "proof_ok", "reason")}
 
 
-def check_hit(state: SpaceState, mirror: Mirror, stored: Row | None, hit: dict[str, Any]
-              ) -> Check:
-    """One hit's status: verified, drifted, unanchored or missing (seed 000's table)."""
+def check_hit(meta_of: Callable[[int], EpochMeta], mirror: Mirror, stored: Row | None,
+              hit: dict[str, Any]) -> Check:
+    """One hit's status: verified, drifted, unanchored or missing (seed 000's table).
+    `meta_of(seq)` is the anchored epoch's metadata (`_metas`)."""
     head = mirror.head
     base = dict(tier=hit["tier"], key=hit["key"], category=hit.get("category"),
                 head_seq=head.seq, head_block=head.block, rows_root=mirror.anchored_root)
@@ -94,7 +95,7 @@ def check_hit(state: SpaceState, mirror: Mirror, stored: Row | None, hit: dict[s
     anchored = mirror.rows.get(stored.canonical_id)
     if anchored is None:
         return Check(status="unanchored", reason=REASON_UNANCHORED, local_leaf=local, **base)
-    meta = state.meta(anchored.seq)
+    meta = meta_of(anchored.seq)
     evidence = dict(local_leaf=local, anchored_leaf=anchored.leaf.hex(),
                     anchored_seq=anchored.seq, anchored_block=meta.block, anchored_tx=meta.tx)
     if anchored.leaf != stored.leaf:
@@ -108,6 +109,22 @@ def check_hit(state: SpaceState, mirror: Mirror, stored: Row | None, hit: dict[s
     return Check(status="verified" if ok else "drifted",
                  reason=REASON_VERIFIED if ok else REASON_PROOF_FAILED,
                  proof=proof, proof_ok=ok, **evidence, **base)
+
+
+def _metas(state: SpaceState) -> Callable[[int], EpochMeta]:
+    """Each epoch's metadata read once per verify: its hits mostly sit in the same few
+    epochs, and each read of the file is a stat of it (SpaceState's cache checks the file
+    is unchanged), which costs a worker several microseconds in place, five times a call
+    at limit 5 for nothing. Within one verify the epoch cache is as of that call."""
+    seen: dict[int, EpochMeta] = {}
+
+    def meta_of(seq: int) -> EpochMeta:
+        meta = seen.get(seq)
+        if meta is None:
+            meta = seen[seq] = state.meta(seq)
+        return meta
+
+    return meta_of
 
 
 def refusal_name(check: Check) -> str:
@@ -219,7 +236,8 @@ def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
                     f"first: this machine last saw seq {mirror.head.seq} "
                     f"({mirror.head.digest[:12]}), so the row it would check may be superseded")
                 return out
-        checks = [check_hit(state, mirror,
+        meta_of = _metas(state)
+        checks = [check_hit(meta_of, mirror,
                             read_row(conn, tenant, h["tier"], h.get("category"), h["key"]), h)
                   for h in hits]
     except CorruptStateFile as err:

@@ -15,6 +15,9 @@ It wraps, inside the worker process only, the functions a push goes through:
 - `before_record_epoch`: `record_epoch` as `kint.tenant_worker.pull` imported it, once every
                         row of the epoch a pull applies is in the store and before kint
                         records the epoch in its own state;
+- `before_refine`:      `refine_from_cache` as `kint.tenant_worker.pull` imported it, once
+                        every epoch of the pull is applied and recorded, before the rows'
+                        provenance is refined from the epoch cache;
 - `between_mirror_and_watermark`: `SpaceState.save_mirror`, once the mirror is saved (in
                         `record_epoch`, before the watermark is raised).
 
@@ -43,8 +46,8 @@ from typing import Any, Callable
 
 FLAG_ENV = "KINT_TEST_CRASH_FLAG"
 STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
-         "after_set_entity", "before_record_epoch", "between_mirror_and_watermark",
-         "unguarded_reply")
+         "after_set_entity", "before_record_epoch", "before_refine",
+         "between_mirror_and_watermark", "unguarded_reply")
 BALLAST = "ballast"
 
 
@@ -140,6 +143,7 @@ def _install() -> None:
     Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore
     pending.record_epoch = _around(pending.record_epoch, None, "after_mirror_save")
     pull.record_epoch = _around(pull.record_epoch, "before_record_epoch", None)
+    pull.refine_from_cache = _around(pull.refine_from_cache, "before_refine", None)
     SpaceState.save_mirror = _around(SpaceState.save_mirror, None,  # type: ignore
                                      "between_mirror_and_watermark")
     from kint.tenant_worker import process
