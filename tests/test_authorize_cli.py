@@ -71,6 +71,13 @@ def payload(m: Machine, *args: str) -> tuple[dict, str]:
     return typed, then.removeprefix("# then: ")
 
 
+def payload_before(m: Machine, owner: str) -> str:
+    """The submit line of `kint authorize --owner OWNER payload`: the flag before the action."""
+    then = ok(m.kint("authorize", "--owner", owner, "payload")).stderr.strip().splitlines()[-1]
+    assert then.startswith("# then: ")
+    return then.removeprefix("# then: ")
+
+
 def run_line(m: Machine, line: str, stdin: str):
     argv = shlex.split(line)
     assert argv[0] == "kint"
@@ -118,6 +125,16 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
     assert json.loads((m.sb.kint_home / "session.key.old").read_text())["address"].lower() \
         == address[2:].lower()
     assert json.loads(ok(m.kint("session-key", "show")).stdout)["address"] == new
+
+
+def test_rotate_with_no_key_names_no_old_keystore(tmp_path, chain_home):
+    """A rotate on a machine with no key makes one and moves nothing: its stderr does not
+    send the user to a session.key.old that is not there."""
+    m = new_machine(tmp_path / "machine", chain_home, create_key=False)
+    out = ok(m.kint("session-key", "rotate"))
+    assert out.stdout.startswith("rotated: (no previous key) -> 0x")
+    assert not (m.sb.kint_home / "session.key.old").exists()
+    assert "session.key.old" not in out.stderr and "authorize the new key" in out.stderr
 
 
 def enrolled(path, owner: str, rpc_urls: list[str] | None = None) -> None:
@@ -225,6 +242,10 @@ def test_payload_then_submit_with_a_signature_made_outside_kint(machine):
     assert abs(message["expiry"] - machine.now() - 3 * DAY) <= 30
     assert line == (f"kint authorize submit --owner {owner.address} --deadline "
                     f"{message['deadline']} --expiry {message['expiry']} --signature -")
+    # The same owner given before the action (docs/authorize.md: flags may come there) is in
+    # the submit line too: this machine is connected to no owner, so submit needs it.
+    early_line = payload_before(machine, owner.address)
+    assert early_line.startswith(f"kint authorize submit --owner {owner.address} --deadline ")
     signature = sign(owner, typed)
 
     out = refused(run_line(machine, line, signature), "too little for the next transaction")

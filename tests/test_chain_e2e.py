@@ -139,6 +139,11 @@ def test_a_wrong_signature_is_refused_with_the_documented_message(story, tmp_pat
         assert out.returncode == 2
         assert (f"derive signature recovers to {stranger.address}, expected {owner.address}; "
                 f"refusing to derive a key from it") in out.stderr
+        # The hint says which wallet signs, not only that the key does not open the vault.
+        assert out.stderr.splitlines()[-1] == (
+            f"hint: sign the vault message (kint canonical-payload --owner {owner.address}) "
+            f"with the owner's own account, {owner.address}, selected in the wallet"), \
+            out.stderr
         assert not list(d.kint_home.glob("enrol-*.json"))
         assert not list(d.kint_home.glob("vault-*.aes"))
         # A signature on argv is a path, never the signature itself.

@@ -597,6 +597,35 @@ def test_discard_local_moves_nothing_while_sibyl_needs_an_account(liars):
     assert _at_head(liars) == seq
 
 
+def test_a_plain_pull_without_a_sibyl_account_writes_nothing(liars):
+    """A signed-out Sibyl refuses every write, so a plain pull with an epoch to apply asks
+    Sibyl's account gate before its first write: SIBYL_ERROR with nothing written, no apply
+    journal begun. It used to begin the epoch's journal and meet the refusal at the first
+    row, and then `status` and `doctor` named a pull stopped half-way for `kint pull` to
+    finish (doctor's hint: free space on a full disk), which no pull could do."""
+    a, b, space16 = liars["a"], liars["b"], liars["space16"]
+    seq = _at_head(liars)
+    write(a.sibyl_db, a.tenant, **{"while-signed-out": "an epoch B cannot write yet"})
+    assert kjson(a, "push")["epochs"][-1]["seq"] == seq + 1
+    creds = b.home / ".sibyl-memory" / "credentials.json"
+    signed_in = creds.read_bytes()
+    before = picture(b, space16, b.sibyl_db)
+    held = json.loads(signed_in)
+    del held["session_token"]
+    creds.write_text(json.dumps(held))
+    try:
+        out = b.kint("pull")
+        status = kjson(b, "status")
+    finally:
+        creds.write_bytes(signed_in)
+    assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
+    assert "[SIBYL_ERROR]" in out.stderr and "needs an account" in out.stderr, out.stderr
+    assert not list(b.kint_home.glob("applying-*")), "no epoch was begun"
+    assert status["interrupted_pull"] is None, status
+    assert picture(b, space16, b.sibyl_db) == before
+    assert _at_head(liars) == seq + 1  # signed in again, the same pull goes through
+
+
 def test_discard_local_refuses_a_store_that_holds_another_tenants_rows(liars):
     """One Sibyl store holds many tenants (Sibyl keys rows by tenant). Another tenant on B's
     store, connected and anchored: B's `pull --discard-local` would move the whole file

@@ -272,6 +272,37 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
             clear_config(a)
 
 
+def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
+    """A connected on the devchain; the machine's KINT_RPC_URL then names another endpoint,
+    so kint reads Base (as after `kint devchain stop`). The space's epochs, mirror and
+    watermark are the devchain's: doctor fails a `chain` check naming both chains and the
+    way back, status shows why it has no head, and verify refuses in those words, where
+    they said only that the chain did not answer or was not in step."""
+    a, devchain = story["a"], story["devchain"]
+    said = ("this space was connected on the devchain (chain id 31337) and its epochs are "
+            "there; kint now reads Base (chain id 8453)")
+    way_back = "read the devchain again: `kint devchain start`"
+    head = kjson(a, "status")["chain_head"]
+    with RpcProxy(devchain["rpc_url"]) as proxy:
+        space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n')
+        try:
+            lines, checks = failing(a)
+            assert checks["chain"]["detail"] == said and not checks["chain"]["ok"], checks
+            assert checks["chain"]["hint"].startswith(way_back), checks["chain"]
+            assert f"[FAIL] chain: {said}" in lines, lines
+            status = kjson(a, "status")
+            assert status["chain_head"] is None and status["chain_head_unavailable"] == said
+            verified = a.kint("verify", "release rule", "--json")
+            refusal = json.loads(verified.stdout)
+            assert verified.returncode == 2 and refusal["error"] == "CONFIG_INVALID", refusal
+            assert refusal["message"] == said, refusal
+        finally:
+            clear_config(a)
+    _, checks = doctor(a)
+    assert "chain" not in checks, checks
+    assert kjson(a, "status")["chain_head"] == head  # nothing was anchored anywhere
+
+
 def test_a_hung_primary_costs_doctor_one_bounded_call(story):
     a, devchain = story["a"], story["devchain"]
     with RpcProxy(devchain["rpc_url"], max_hang_s=60) as proxy:

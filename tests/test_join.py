@@ -252,6 +252,8 @@ def test_join_stops_at_the_vault_without_epochs_unless_new_vault(machine_c):
     assert f"tenant {tenant} (from --tenant)" in out.stdout
     assert out.stderr.startswith(f"join stopped at vault: the chain holds no epochs for owner "
                                  f"{fresh.address} under tenant {tenant}"), out.stderr
+    # The code ends the line, as on every refusal line (and a worker's refusal at restore).
+    assert out.stderr.splitlines()[0].endswith(" [BAD_REQUEST]"), out.stderr
     assert "--new-vault" in out.stderr
     assert "connected:" not in out.stdout
     out = _join(c, fresh, "--no-setup", "--tenant", tenant, "--json")

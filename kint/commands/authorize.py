@@ -305,10 +305,11 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
                    "devchain's record names its own)")
     click.echo(orjson.dumps(typed).decode())
     # kint v0.3.0's two lines (02-quickstart.md): what was stamped and how to sign it, then
-    # the submit line. `--owner` is in it when it was given here: submit needs the same one.
+    # the submit line. `--owner` is in it when it was given, after the action or before it
+    # (`kint authorize --owner 0x… payload`): submit needs the same one.
     click.echo(f"# nonce {nonce}, deadline {deadline}, expiry {expiry}; sign with: cast "
                f"wallet sign --data --from-file <this file>", err=True)
-    given = f" --owner {owner_addr}" if owner else ""
+    given = f" --owner {owner_addr}" if _flag(ctx, "owner", owner) else ""
     click.echo(f"# then: kint authorize submit{given} --deadline {deadline} --expiry {expiry} "
                f"--signature -", err=True)
 

@@ -16,7 +16,7 @@ then a report:
 
 It sends no transaction. Each step says its lines as it goes (`Said`); with `--json`
 nothing is said until one object at the end, each step's result under its name. A failure
-prints `join stopped at <step>: <message>` (with `--json`, the refusal object with the
+prints `join stopped at <step>: <message> [CODE]` (with `--json`, the refusal object with the
 `step`) and exits 2 when it stops before the restore, or with `kint pull`'s status (3, 4,
 5, 6) when the restore refuses (kint.commands.exit_codes, command "join").
 """
@@ -72,14 +72,14 @@ class Said:
 
 
 def stop(step: str, code: ErrorCode | str, message: str, hint: str | None = None,
-         status: int = ERROR, said: str | None = None) -> NoReturn:
-    """`join stopped at <step>: <message>` (`said`, when the plain line words it otherwise)
-    and what to do on stderr, then exit `status`; with `--json` the refusal object, naming
-    the step."""
+         status: int = ERROR) -> NoReturn:
+    """`join stopped at <step>: <message> [CODE]` and what to do on stderr, then exit
+    `status`; with `--json` the refusal object, naming the step. The code ends the line
+    whichever step refused, as it ends every other refusal line."""
+    value = code.value if isinstance(code, ErrorCode) else code
     if json_refusals():
-        refuse(code.value if isinstance(code, ErrorCode) else code, message, hint, status,
-               step=step)
-    click.echo(f"join stopped at {step}: {said or message}", err=True)
+        refuse(value, message, hint, status, step=step)
+    click.echo(f"join stopped at {step}: {message} [{value}]", err=True)
     hint, notices = split_notices(hint)
     if hint:
         click.echo(f"hint: {hint}", err=True)
@@ -98,8 +98,7 @@ def _stopper(step: str, obj: Ctx) -> Any:
 
             traceback.print_exc()
         status = exit_code_for("join", err.code) if step == STEP_RESTORE else ERROR
-        stop(step, err.code, err.message, worker_hint(err), status,
-             f"{err.message} [{err.code}]")
+        stop(step, err.code, err.message, worker_hint(err), status)
 
     return on_error
 

@@ -89,8 +89,11 @@ def rotate_cmd() -> None:
     except CustodyError as err:
         refuse_custody(err)
     click.echo(f"rotated: {old or '(no previous key)'} -> {new}")
-    click.echo(f"the old keystore is {session_key_path(kint_home(), old=True)}; authorize the "
-               f"new key (kint authorize) and send it a little ETH", err=True)
+    # With no key before it, nothing was moved: session.key.old is not there to name.
+    kept = (f"the old keystore is {session_key_path(kint_home(), old=True)}" if old
+            else "there was no key to keep")
+    click.echo(f"{kept}; authorize the new key (kint authorize) and send it a little ETH",
+               err=True)
 
 
 @session_key_group.command("show", short_help="JSON: address, path, balance, authorized, expiry.")

@@ -9,6 +9,7 @@ itself runs) does not import push back.
 from __future__ import annotations
 
 from kint.chain.anchor import Anchor
+from kint.chain.config import ChainConfig
 from kint.chain.nonces import NonceBook
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.enrolment import NOT_CONNECTED_HINT, NOT_CONNECTED_MESSAGE, Enrolment
@@ -16,7 +17,7 @@ from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 
 
-def connected(ctx: SpaceContext) -> tuple[Anchor, Enrolment]:
+def connected(ctx: SpaceContext) -> tuple[ChainConfig, Enrolment]:
     """The space's chain and its enrolment; NOT_CONNECTED when this machine has none."""
     enrolment = ctx.enrolment()
     if enrolment is None:

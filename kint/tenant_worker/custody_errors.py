@@ -16,14 +16,23 @@ _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.LockUnsafe, ErrorCode.CORRUPT_STATE),
     (e.WrapsFileCorrupt, ErrorCode.CORRUPT_STATE),
     (e.VaultCacheCorrupt, ErrorCode.CORRUPT_STATE),
-    (e.WrongSigner, ErrorCode.WRONG_KEY),
     (e.KekTagMismatch, ErrorCode.WRONG_KEY),
     (e.WrapAltered, ErrorCode.WRONG_KEY),
 )
 
 
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
+    if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
+        return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
     for kind, code in _CODES:
         if isinstance(err, kind):
             return ProtocolError(code, str(err))
     return ProtocolError(ErrorCode.BAD_REQUEST, str(err))
+
+
+def wrong_signer_hint(err: e.WrongSigner) -> str:
+    """A derive signature made by another account than the owner (a wallet with several
+    accounts signs with the one selected): the generic "the key given does not open this
+    vault" said nothing of which account to sign with."""
+    return (f"sign the vault message (kint canonical-payload --owner {err.expected}) with "
+            f"the owner's own account, {err.expected}, selected in the wallet")

@@ -31,6 +31,11 @@ that contradicts the chain or one whose prev breaks refuses the pull whole, befo
 move), and Sibyl's account gate has
 said it takes writes. A chain that does not answer, or a Sibyl without an account, leaves
 the store where it was rather than leaving the agent with no memory until a later pull.
+
+A plain pull asks Sibyl's account gate too, once the checks have passed and before its
+first write: without an account Sibyl refuses the first row it is asked to write, which
+would leave an epoch's apply journal begun, and `status` and `doctor` naming a pull
+stopped half-way that the next pull finishes, when no pull can until there is an account.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
-from kint.tenant_worker.discard import discard_local
+from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
 from kint.tenant_worker.epoch_walk import (Fetched, backfill, check_continuity, epoch_meta,
                                            walk)
 from kint.tenant_worker.head_lock import head_op
@@ -101,6 +106,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if discard:
         _refuse_gap(todo)
     local.refuse_overwriting(todo, cfg.db)
+    if not discard and any(f.opened is not None for f in todo):
+        sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     _settle_mirror(ctx, done, head)

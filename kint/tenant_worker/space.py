@@ -25,7 +25,7 @@ from kint.sibyl_client import close_client, store_file_id
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
-from kint.tenant_worker.enrolment import Enrolment, load_enrolment
+from kint.tenant_worker.enrolment import Enrolment, load_enrolment, other_chain
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.unanchored import UnanchoredTally
@@ -247,6 +247,9 @@ class SpaceContext:
             chain = self.chain()
         except ProtocolError as err:  # refused when read (not under KINT_OFFLINE=1)
             return RefusedChain(err)
+        elsewhere = other_chain(enrolment, chain)
+        if elsewhere is not None:  # another chain's head says nothing of this space's
+            return RefusedChain(elsewhere)
         return ChainHeadSource(chain, self.tracker, self.head_anchor, enrolment.owner,
                                self.config.space_id)
 
