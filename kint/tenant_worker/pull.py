@@ -36,6 +36,7 @@ A plain pull asks Sibyl's account gate too, once the checks have passed and befo
 first write: without an account Sibyl refuses the first row it is asked to write, which
 would leave an epoch's apply journal begun, and `status` and `doctor` naming a pull
 stopped half-way that the next pull finishes, when no pull can until there is an account.
+A pull whose first epoch to apply is a gap writes nothing, and does not ask.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if discard:
         _refuse_gap(todo)
     local.refuse_overwriting(todo, cfg.db)
-    if not discard and any(f.opened is not None for f in todo):
+    if not discard and todo and todo[0].opened is not None:  # it writes: it applies todo[0]
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
