@@ -626,6 +626,34 @@ def test_a_plain_pull_without_a_sibyl_account_writes_nothing(liars):
     assert _at_head(liars) == seq + 1  # signed in again, the same pull goes through
 
 
+def test_a_plain_pull_that_writes_nothing_before_its_gap_needs_no_sibyl_account(liars):
+    """The account gate is asked only when the pull will write: a pull whose first epoch to
+    apply is a gap (its calldata not served) applies nothing, so without a Sibyl account it
+    is still the gap, exit 0, v0.3.0's answer (03-new-machine.md, "Gaps"). It was refused
+    SIBYL_ERROR, exit 5, because an epoch after the gap opened, one it would never write."""
+    b, proxy = liars["b"], liars["proxy"]
+    seq, first, _second = _two_new_epochs(liars)
+    creds = b.home / ".sibyl-memory" / "credentials.json"
+    signed_in = creds.read_bytes()
+    held = json.loads(signed_in)
+    del held["session_token"]
+    creds.write_text(json.dumps(held))
+    proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                   message="this transaction is pruned", tx=first["tx"])
+    try:
+        out = b.kint("pull", "--json")
+    finally:
+        proxy.forward()
+        creds.write_bytes(signed_in)
+    assert out.returncode == 0, out.stdout + out.stderr
+    stopped = json.loads(out.stdout)
+    assert stopped["applied"] == [] and stopped["gap"][0] == first["seq"], stopped
+    assert [e["seq"] for e in stopped["skipped"]] == [first["seq"]], stopped
+    assert "this transaction is pruned" in stopped["skipped"][0]["reason"], stopped
+    assert not list(b.kint_home.glob("applying-*"))
+    assert _at_head(liars) == seq + 2  # signed in, with the calldata served, it all applies
+
+
 def test_discard_local_refuses_a_store_that_holds_another_tenants_rows(liars):
     """One Sibyl store holds many tenants (Sibyl keys rows by tenant). Another tenant on B's
     store, connected and anchored: B's `pull --discard-local` would move the whole file

@@ -98,4 +98,3 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
         return
     for line in render.history_lines(result):
         click.echo(line)
-

@@ -36,6 +36,7 @@ A plain pull asks Sibyl's account gate too, once the checks have passed and befo
 first write: without an account Sibyl refuses the first row it is asked to write, which
 would leave an epoch's apply journal begun, and `status` and `doctor` naming a pull
 stopped half-way that the next pull finishes, when no pull can until there is an account.
+A pull whose first epoch to apply is a gap writes nothing, and does not ask.
 """
 
 from __future__ import annotations
@@ -101,12 +102,12 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # 3. Walk, and 4. check every epoch before anything is written.
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
-    todo, skipped = _epochs_to_apply(fetched)
+    todo, skipped = _epochs_to_apply(fetched, local.mirror.head.digest)
     todo = check_continuity(todo, local.mirror.head.digest)
     if discard:
         _refuse_gap(todo)
     local.refuse_overwriting(todo, cfg.db)
-    if not discard and any(f.opened is not None for f in todo):
+    if not discard and todo and todo[0].opened is not None:  # it writes: it applies todo[0]
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
@@ -168,21 +169,26 @@ def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
     return None, None
 
 
-def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[str, Any]]]:
+def _epochs_to_apply(fetched: list[Fetched], prev_digest: str
+                     ) -> tuple[list[Fetched], list[dict[str, Any]]]:
     """The walked epochs (oldest first) the pull applies, and those it skips: an epoch this
     machine cannot open does not stop the pull when a later snapshot that opens supersedes
     it, so the pull resumes at the newest such snapshot past a gap. An epoch nobody walks
-    past (`final`: unread, or opened and contradicting the chain) always stops the pull
-    (03-new-machine.md, "Gaps"), so the resume point is never beyond one: the pull resumes
-    at the newest snapshot before it, or stops at the epoch it cannot open."""
+    past (`final`: unread, or opened and contradicting the chain; or one whose prev breaks,
+    which check_continuity then makes the gap) always stops the pull (03-new-machine.md,
+    "Gaps"), so the resume point is never beyond one: the pull resumes at the newest
+    snapshot before it, or stops at the epoch it cannot open. `prev_digest` is the mirror's
+    head, the digest the first walked epoch chains on."""
+    walls = _walls(fetched, prev_digest)
     start = 0
     for i, f in enumerate(fetched):
-        if i < start or f.opened is not None:
+        if i < start:
             continue
-        if f.final:
+        if walls[i]:
             break  # the pull stops here
-        wall = next((j for j in range(i + 1, len(fetched)) if fetched[j].final),
-                    len(fetched))
+        if f.opened is not None:
+            continue
+        wall = next((j for j in range(i + 1, len(fetched)) if walls[j]), len(fetched))
         later = [j for j in range(i + 1, wall) if fetched[j].snapshot]
         if not later:
             break  # the pull stops at this one
@@ -190,6 +196,18 @@ def _epochs_to_apply(fetched: list[Fetched]) -> tuple[list[Fetched], list[dict[s
     skipped = [f.entry(superseded_by=fetched[start].log.seq)
                for f in fetched[:start] if f.opened is None]
     return fetched[start:], skipped
+
+
+def _walls(fetched: list[Fetched], prev_digest: str) -> list[bool]:
+    """For each walked epoch (oldest first), whether nothing walks past it: it is `final`,
+    or its prev is not the digest of the epoch walked before it (the mirror's head for the
+    first), a read failure as 03-new-machine.md's "Gaps" counts one. A snapshot whose prev
+    breaks is no wall: a pull can start at it, and it stands alone."""
+    walls = []
+    for f in fetched:
+        walls.append(f.final or (f.log.prev != prev_digest and not f.snapshot))
+        prev_digest = f.log.digest
+    return walls
 
 
 def _refuse_gap(todo: list[Fetched]) -> None:
