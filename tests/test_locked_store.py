@@ -156,3 +156,74 @@ def test_is_damaged_tells_the_file_from_the_rest():
         with pytest.raises(sqlite3.OperationalError) as column:
             good.execute("select y from t")
         assert not is_damaged(column.value), column.value.sqlite_errorname
+
+
+def _sqlite_full() -> Exception:
+    """A real SQLITE_FULL from SQLite itself: a database allowed one page, made to grow."""
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA max_page_count=2")
+    conn.execute("create table t (x)")
+    try:
+        conn.execute("insert into t values (?)", (b"\0" * 65536,))
+    except sqlite3.DatabaseError as err:
+        return err
+    finally:
+        conn.close()
+    raise AssertionError("SQLite let a database of two pages grow")
+
+
+def test_a_store_read_over_a_full_disk_is_disk_full_for_the_watcher_and_the_exit_push(
+        tmp_path, monkeypatch, caplog):
+    """A push whose store read meets a full disk re-raises SQLite's error for
+    state_health.guarded to name (push_refusals._store_rows). A push from a request goes
+    through guarded; the watcher's and the exit push did not, so the watcher recorded it
+    as INTERNAL with a traceback. Both now answer DISK_FULL naming the store.
+
+    The store read is the real `_store_rows`, its error a real SQLITE_FULL from SQLite; only
+    the moment is staged (ctx.store_rows raises it, and the push stands in for the chain
+    steps before that read), since a read of a store on a full disk does not meet SQLITE_FULL
+    at a moment a test can choose (tests/test_pull_disk_full.py fills a real disk for the
+    writes)."""
+    import logging
+    import os
+    import time
+
+    from kint.tenant_worker import push as push_mod
+    from kint.tenant_worker import sessions
+    from kint.tenant_worker.push_refusals import _store_rows
+    from kint.tenant_worker.state_health import store_full
+    from kint.tenant_worker.watcher import Watcher
+
+    full = _sqlite_full()
+    assert store_full(full), full
+
+    def read_full() -> None:
+        raise full
+
+    with worker_over(tmp_path) as (worker, db):
+        ctx = worker.ctx
+        monkeypatch.setattr(ctx, "store_rows", read_full)
+        monkeypatch.setattr(push_mod, "push",
+                            lambda c, args: _store_rows(c, args["hold_reason"]))
+        with pytest.raises(ProtocolError) as refused:
+            sessions.server_push(ctx, "watcher")
+        assert refused.value.code == "DISK_FULL", refused.value
+        assert f"Sibyl's store {db}" in refused.value.message
+
+        monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+        watcher = Watcher(str(db), lambda: (1, 0),
+                          lambda reason: sessions.server_push(ctx, reason))
+        caplog.set_level(logging.INFO, logger="kint.worker")
+        os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))  # a store change
+        watcher.tick(time.monotonic())
+        failure = watcher.backoff.failure
+        assert failure is not None and failure.code == "DISK_FULL", failure
+        assert f"Sibyl's store {db}" in failure.message
+        assert "watcher push failed" not in caplog.text  # no traceback: not a bug
+
+        with pytest.raises(ProtocolError) as exit_refused:
+            sessions.exit_push(ctx, {})
+        assert exit_refused.value.code == "DISK_FULL"
+        assert "exit push not made (DISK_FULL)" in caplog.text, caplog.text

@@ -76,9 +76,10 @@ def test_the_schemas_carry_the_bounds_and_the_tiers(agent):
     block = history["properties"]["block"]["anyOf"][0]
     assert (block["type"], block["minimum"], block["maximum"]) == ("integer", 0, 2**63 - 1)
     assert sorted(history["required"]) == ["key", "tier"]
-    assert "Required when `tier` is `entity`" in history["properties"]["category"][
+    assert "an entity lookup without it finds nothing" in history["properties"]["category"][
         "description"]
-    assert "category is required for tier entity" in tools["memory_history"].description
+    assert "without category an entity lookup finds nothing" in \
+        tools["memory_history"].description
     owner = tools["memory_connect"].inputSchema["properties"]["owner"]["anyOf"][0]
     assert owner["pattern"] == "^0x[0-9a-fA-F]{40}$"
 
@@ -106,9 +107,6 @@ def test_out_of_bounds_and_broken_rules_are_refused_by_name(agent):
         agent, "memory_history", tier="state", key="focus", block=2**63)
     assert "argument 'tier' must be 'entity', 'state' or 'reference'" in refused(
         agent, "memory_history", tier="journal", key="x")
-    assert refused(agent, "memory_history", tier="entity", key="release-gate") == (
-        "memory_history: an entity is named by its category and its key: pass `category` "
-        "with tier `entity`")
     assert "only entities have a category" in refused(
         agent, "memory_history", tier="state", key="focus", category="rules")
     secret = "correct horse battery staple"
@@ -147,6 +145,16 @@ def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
     history = agent.result("memory_history", tier="entity", key="release-gate",
                            category="rules")
     assert history.isError is False and history.structuredContent["count"] == 1
+    # v0.3.0 (08-tools.md, memory_history): an entity lookup without its category finds
+    # nothing. It is answered in the found-nothing shape, with kint's note saying why.
+    for block, found_nothing in ((None, {"versions": [], "count": 0}),
+                                 (2**40, {"at_block": 2**40, "version": None})):
+        args = {} if block is None else {"block": block}
+        nothing = agent.result("memory_history", tier="entity", key="release-gate", **args)
+        assert nothing.isError is False, nothing
+        answer = dict(nothing.structuredContent)
+        assert "looked up by category" in answer.pop("note")
+        assert answer == {"ok": True, **found_nothing}
 
 
 def test_a_value_of_another_type_is_refused_never_coerced(agent):

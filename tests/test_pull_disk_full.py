@@ -277,7 +277,8 @@ def test_a_full_disk_stopping_the_provenance_refinement_does_not_fail_the_pull(e
     epoch that wrote its value, and the disk fills just before that refinement is saved.
     Every epoch is applied and recorded by then: the pull succeeds and says the provenance
     could not be saved (it used to fail the whole pull with DISK_FULL), and once space is
-    freed the next pull and verify are in step."""
+    freed the next pull, at the chain head, does the refinement (the mirror owes it) and
+    pull and verify are in step."""
     from kint.render import pull_lines
 
     a, b, disk = epochs.a, epochs.b, epochs.disk
@@ -292,19 +293,25 @@ def test_a_full_disk_stopping_the_provenance_refinement_does_not_fail_the_pull(e
     unsaved = pulled["provenance_unsaved"]
     assert "the rows' provenance could not be saved" in unsaved["message"], unsaved
     assert "No space left on device" in unsaved["message"], unsaved
-    assert unsaved["hint"].startswith("free some space"), unsaved
+    assert unsaved["hint"].startswith("free some space: the next pull saves it"), unsaved
     notice = [line for line in pull_lines(pulled) if line.startswith("pull: NOTICE ")]
     assert notice == [f"pull: NOTICE {unsaved['message']}; {unsaved['hint']}"], notice
     assert _entities(b.sibyl_db) == _entities(a.sibyl_db)
-    # The mirror on disk is the one epoch 3 recorded: the snapshot is every row's provenance.
-    mirror = json.loads(gzip.decompress(
-        (b.kint_home / f"mirror-{epochs.space16}.json.gz").read_bytes()))
+    # The mirror on disk is the one epoch 3 recorded: the snapshot is every row's provenance,
+    # and the mirror says it still owes the refinement.
+    mirror_file = b.kint_home / f"mirror-{epochs.space16}.json.gz"
+    mirror = json.loads(gzip.decompress(mirror_file.read_bytes()))
     assert mirror["head"]["seq"] == 3, mirror["head"]
+    assert set(mirror["seqs"]) == {3} and mirror["provenance_owed"] is True, mirror
 
+    # Once space is freed, the next pull (at the head: nothing to apply) does the refinement
+    # the full disk stopped: every rule's value was written by epoch 2.
     disk.free()
     again = kjson(b, "pull")
     assert again["applied"] == [] and again["store_root_matches"] is True, again
     assert "provenance_unsaved" not in again, again
+    mirror = json.loads(gzip.decompress(mirror_file.read_bytes()))
+    assert set(mirror["seqs"]) == {2} and "provenance_owed" not in mirror, mirror
     status = kjson(b, "status")
     assert status["in_step"] is True and status["unanchored"] == 0, status
     assert kjson(b, "verify", "rule number")["decision"] == "proceed"

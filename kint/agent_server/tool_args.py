@@ -121,8 +121,9 @@ class HistoryArgs(BaseModel):
         description="The entity's name, or the state or reference key.")
     category: str | None = Field(
         None, min_length=1, max_length=_spec("history", "category").max_chars,
-        description="The entity's category. Required when `tier` is `entity` (it is part of "
-                    "the entity's identity); must be left out for `state` and `reference`.")
+        description="The entity's category. Needed when `tier` is `entity`: it is part of "
+                    "the entity's identity, so an entity lookup without it finds nothing. "
+                    "Must be left out for `state` and `reference`.")
     block: int | None = Field(
         None, ge=_BLOCK.min_value, le=_BLOCK.max_value,
         description="A block number: answer with the version live at that block (the last "
@@ -131,9 +132,9 @@ class HistoryArgs(BaseModel):
 
     @model_validator(mode="after")
     def _category_names_entities_only(self) -> "HistoryArgs":
-        if self.tier == "entity" and self.category is None:
-            raise ValueError("an entity is named by its category and its key: pass "
-                             "`category` with tier `entity`")
+        # An entity without its category is not refused: v0.3.0 (08-tools.md) answers that
+        # lookup with nothing found, and the tool says why in a `note` (kint.agent_server.
+        # tools). A category on another tier could never match a row, so it is refused.
         if self.tier != "entity" and self.category is not None:
             raise ValueError(f"only entities have a category: leave `category` out for tier "
                              f"`{self.tier}`")

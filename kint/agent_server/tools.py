@@ -138,7 +138,11 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
             args["category"] = a.category
         if a.block is not None:
             args["block"] = a.block
-        return session.call("history", args, timeout_s=60)
+        result = session.call("history", args, timeout_s=60)
+        if a.tier == "entity" and a.category is None:
+            # v0.3.0's found-nothing answer, fields untouched; the note is kint's own.
+            result["note"] = ENTITY_NEEDS_CATEGORY
+        return result
 
     return [
         KintTool("memory_status", "Memory status", STATUS, tool_args.StatusArgs, status,
@@ -201,5 +205,8 @@ kint_refusal."""
 
 HISTORY = """Every anchored version of one row, oldest first, from this machine's epoch \
 cache; with `block`, only the version live at that block. An entity is named by `category` \
-and `key` (category is required for tier entity); a state or reference row by `key` alone. \
-Each version's block is an upper bound: it existed no later than that block."""
+and `key` (without category an entity lookup finds nothing); a state or reference row by \
+`key` alone. Each version's block is an upper bound: it existed no later than that block."""
+
+ENTITY_NEEDS_CATEGORY = ("entity rows are looked up by category and name, so nothing is "
+                         "found without one: call memory_history again with `category`")

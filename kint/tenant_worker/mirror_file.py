@@ -90,6 +90,11 @@ class Mirror:
     anchored_root: str | None = None
     skipped: list[int] = field(default_factory=list)
     rows: dict[str, MirrorRow] = field(default_factory=dict)
+    # A snapshot applied over no picture made itself every row's provenance; the epoch
+    # cache may name older ones (provenance.refine_from_cache). Set in the same write that
+    # records the snapshot and cleared by the refinement's own save, so a refinement lost
+    # (a full disk, a crash) is tried again by the next pull rather than forgotten.
+    provenance_owed: bool = False
     _tree: MerkleTree | None = None
     _order: dict[str, int] | None = None
     _proofs: dict[str, tuple[list[list[str | bool]], bool]] | None = None
@@ -143,11 +148,14 @@ class Mirror:
     def encode(self) -> bytes:
         ids = self.ordered()
         rows = [self.rows[cid] for cid in ids]
-        return gzip_json({
+        obj: dict[str, Any] = {
             "v": STATE_VERSION, "space": self.space_id, "head": self.head.to_json(),
             "anchored_root": self.anchored_root, "skipped": self.skipped, "ids": ids,
             "seqs": [r.seq for r in rows],
-            "leaves": base64.b64encode(b"".join(r.leaf for r in rows)).decode("ascii")})
+            "leaves": base64.b64encode(b"".join(r.leaf for r in rows)).decode("ascii")}
+        if self.provenance_owed:  # only then: a mirror without it reads as before
+            obj["provenance_owed"] = True
+        return gzip_json(obj)
 
 
 def parse_head(path: Path, obj: dict[str, Any]) -> tuple[Head, str | None, list[int]]:
@@ -185,7 +193,10 @@ def parse_mirror(path: Path, data: bytes, space_id: str) -> Mirror:
     except (binascii.Error, ValueError):
         raise CorruptStateFile(path, "leaves are not base64") from None
     require(len(packed) == LEAF_LEN * len(ids), path, "leaves do not match the ids")
-    mirror = Mirror(space_id=space_id, head=head, anchored_root=root, skipped=skipped)
+    owed = obj.get("provenance_owed", False)
+    require(isinstance(owed, bool), path, "provenance_owed is malformed")
+    mirror = Mirror(space_id=space_id, head=head, anchored_root=root, skipped=skipped,
+                    provenance_owed=owed)
     before = b""
     for i, (cid, seq) in enumerate(zip(ids, seqs)):
         require(isinstance(cid, str), path, "an id is not text")

@@ -40,7 +40,10 @@ def refine_from_cache(state: SpaceState, mirror: Mirror, owner: str,
     changed, so the replay forgets what it knew there and starts again at the next epoch
     it holds; so does an epoch that does not chain on the one before it (its `prev` is not
     that epoch's digest), and one that cannot be checked. A row is only ever moved back
-    across epochs the cache holds, never raised."""
+    across epochs the cache holds, never raised.
+
+    The saved mirror no longer owes a refinement (`Mirror.provenance_owed`); a damaged cache
+    file or header leaves it owed, so a pull after the file is mended tries again."""
     try:
         replayed = _replay_cache(state, mirror, checked_reader(state, owner, keys))
     except CorruptStateFile as err:
@@ -51,16 +54,15 @@ def refine_from_cache(state: SpaceState, mirror: Mirror, owner: str,
     except EpochError as err:  # a cached header that no longer parses
         log.warning("provenance: kept as applied: a cached epoch's header %s", err)
         return mirror
-    if replayed is None:
-        return mirror
     rows = dict(mirror.rows)
-    for cid, row in mirror.rows.items():
+    for cid, row in (mirror.rows.items() if replayed is not None else ()):
         known = replayed.rows.get(cid)
         if known is not None and known.leaf == row.leaf and known.seq < row.seq:
             rows[cid] = replace(row, seq=known.seq)
-    if rows == mirror.rows:
+    if rows == mirror.rows and not mirror.provenance_owed:
         return mirror
-    refined = replace(mirror, rows=rows)
+    # Saved with the owed mark cleared, even when nothing moved: the cache has answered.
+    refined = replace(mirror, rows=rows, provenance_owed=False)
     state.save_mirror(refined)
     return refined
 

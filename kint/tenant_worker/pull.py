@@ -71,8 +71,9 @@ from kint.tenant_worker.statefiles import EpochRejected, Mirror, empty_mirror, r
 
 log = logging.getLogger("kint.worker")
 
-PROVENANCE_HINT = ("free some space; nothing else is missing: the epochs are applied and "
-                   "recorded, and later pulls and verify are right meanwhile")
+PROVENANCE_HINT = ("free some space: the next pull saves it (after a backfill, the next "
+                   "`kint pull --full`); nothing else is missing, the epochs are applied and "
+                   "recorded, and verify is right meanwhile but for the block a drift names")
 
 
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # refusal of the whole pull.
     backfilled, closed = (backfill(ctx, anchor, owner, head, held) if full and not done.gap
                           else ([], []))
-    _provenance_from_cache(ctx, done, todo, backfilled, owner, held)
+    _provenance_from_cache(ctx, done, todo, full, owner, held)
     rows, matches, report = _check_store(ctx, done)
     if not done.gap:
         renew(ctx, next(iter(held.values())))
@@ -291,18 +292,20 @@ def _settle_mirror(ctx: SpaceContext, done: _Applied, head: Head) -> None:
 
 
 def _provenance_from_cache(ctx: SpaceContext, done: _Applied, todo: list[Fetched],
-                           backfilled: list[int], owner: str,
-                           held: dict[bytes, bytes]) -> None:
+                           full: bool, owner: str, held: dict[bytes, bytes]) -> None:
     """A snapshot applied here made itself the provenance of every row it carried; the
-    epochs before it that the cache holds (kept from earlier, or just backfilled) name
-    where each value was written: a drift's anchoring block is that epoch's.
+    epochs before it that the cache holds (kept from earlier, or backfilled by `--full`)
+    name where each value was written: a drift's anchoring block is that epoch's.
 
     The refinement is not the pull's work: its epochs are applied and recorded already (the
     rows in Sibyl's store, the mirror at the chain head). A full disk that stops it costs
     the finer provenance, said in the result (`provenance_unsaved`), never the pull: the
-    mirror on disk stays the one the last epoch recorded, right for every later pull and
-    verify, with the snapshot as the provenance of the rows it carried."""
-    if not (backfilled or any(f.snapshot for f in todo if f.log.seq in done.applied)):
+    mirror on disk stays the one the last epoch recorded, which still owes the refinement
+    (`Mirror.provenance_owed`, written with the snapshot), so the next pull does it, at the
+    head or not. `--full` refines every time, whether it backfilled anything or not: the
+    epochs a backfill cached are the ones an owed mark does not cover."""
+    if not (full or done.mirror.provenance_owed
+            or any(f.snapshot for f in todo if f.log.seq in done.applied)):
         return
     try:
         done.mirror = refine_from_cache(ctx.state, done.mirror, owner, held)

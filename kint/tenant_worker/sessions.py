@@ -50,9 +50,14 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
 
 
 def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
+    """A push under the hold, with a full disk or a corrupt state file answered as what it
+    is (state_health.guarded), as a request's push is: the watcher's pushes come from no
+    request, and a store read that met a full disk reached the watcher as a bare SQLite
+    error, recorded as INTERNAL with a traceback."""
     from kint.tenant_worker.push import push
+    from kint.tenant_worker.state_health import guarded
 
-    return push(ctx, {"hold_reason": reason})
+    return guarded("push", push)(ctx, {"hold_reason": reason})
 
 
 def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
