@@ -21,9 +21,9 @@ from kint.commands.common import Ctx, help_hint, refuse_blank_space_options, usa
 from kint.paths import home_refusal, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
-# command's module is imported only when that command runs (or `--help` lists them all):
-# `kint supervisor status` must not pay ~2 s on a busy box for web3 and eth_account, which
-# only the chain and key commands use.
+# command's module is imported only when that command runs (`kint --help` reads the short
+# helps from the modules' source: kint.commands.listing): `kint supervisor status` must not
+# pay ~2 s on a busy box for web3 and eth_account, which only the chain and key commands use.
 COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("kint.commands.memory", "status_cmd"),
     "verify": ("kint.commands.memory", "verify_cmd"),
@@ -78,6 +78,24 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's list of commands, each with its short help, from the commands' source
+        rather than their modules (which would load web3: ~0.6 s of `kint --help`). The
+        reader (and `ast`) loads here: a command that runs does not need it."""
+        from kint.commands.listing import listed_commands
+
+        listed = listed_commands({name: where for name, where in COMMANDS.items()
+                                  if where[0] not in sys.modules})
+        rows = [(name, listed.get(name) or self.get_command(ctx, name))
+                for name in self.list_commands(ctx)]
+        shown = [(name, command) for name, command in rows
+                 if command is not None and not command.hidden]
+        if shown:
+            limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit))
+                                    for name, command in shown])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS:

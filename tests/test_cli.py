@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import KINT, TENANT, write_store
 
 from kint.spaces import space_id
@@ -134,6 +136,79 @@ def test_supervisor_status_loads_only_the_client(sandbox):
     ours = {m for m in loaded["modules"] if m == "kint" or m.startswith("kint.")}
     assert sorted(ours - STATUS_KINT_MODULES) == []
     assert "kint.supervisor.pidlock" in ours  # the list names what really loads
+
+
+_LOADED_BY_HELP = """
+import json, sys
+from kint.cli import main
+try:
+    main([*sys.argv[1:], "--help"], prog_name="kint")
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+# What only reading or writing a key or the chain needs (~0.6 s of imports together).
+_CHAIN_LIBRARIES = ("web3", "eth_account", "eth_utils", "eth_keyfile", "requests")
+
+
+@pytest.mark.parametrize("group", ["", "supervisor", "devchain", "session-key", "authorize",
+                                   "config"])
+def test_help_loads_no_chain_library(sandbox, group):
+    """`kint --help` reads each command's short help from its module's source (importing
+    the modules to ask them loaded web3, eth_account and requests: ~0.6 s of ~0.75 s), and
+    a group's help loads its own module, which leaves the chain to the actions."""
+    from kint.cli import COMMANDS
+
+    out = subprocess.run([sys.executable, "-c", _LOADED_BY_HELP, *group.split()],
+                         env=sandbox.env, text=True, capture_output=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    *printed, modules = out.stdout.splitlines()
+    loaded = set(json.loads(modules))
+    assert "Commands:" in printed
+    assert sorted(m for m in loaded if m.split(".")[0] in _CHAIN_LIBRARIES) == []
+    if not group:
+        assert sorted({module for module, _ in COMMANDS.values()} & loaded) == []
+
+
+def test_help_lists_what_click_derives_from_each_command():
+    """The listing read from source is, at any width, what click's own Group prints once
+    it has imported every command: the docstrings stay the one place the text lives."""
+    import click
+
+    from kint.cli import COMMANDS, main
+    from kint.commands.listing import listed_commands
+
+    assert sorted(listed_commands(COMMANDS)) == sorted(COMMANDS)  # none fell back to import
+    for width in (50, 80, 120):
+        ctx = click.Context(main, info_name="kint", terminal_width=width, max_content_width=width)
+        ours, clicks = ctx.make_formatter(), ctx.make_formatter()
+        main.format_commands(ctx, ours)
+        click.Group.format_commands(main, ctx, clicks)
+        assert ours.getvalue() == clicks.getvalue() != ""
+
+
+def test_a_command_whose_decorator_sets_its_help_is_imported_for_the_listing(tmp_path,
+                                                                               monkeypatch):
+    """A literal `short_help=` on the decorator outranks the docstring, as in click; a
+    computed one, or a module that cannot be found, leaves the command to be imported."""
+    from kint.commands.listing import listed_commands
+
+    (tmp_path / "kint_listing_probe.py").write_text(
+        "import click\n\n"
+        "@click.command('a', short_help='Short.')\n"
+        "def a_cmd():\n    \"\"\"The docstring.\"\"\"\n\n"
+        "@click.command('d', short_help='Sh' + 'ort.')\n"
+        "def d_cmd():\n    \"\"\"The docstring of d.\"\"\"\n\n"
+        "@click.command('b')\n"
+        "def b_cmd():\n    \"\"\"The docstring of b.\"\"\"\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listed = listed_commands({"a": ("kint_listing_probe", "a_cmd"),
+                              "b": ("kint_listing_probe", "b_cmd"),
+                              "c": ("kint_no_such_module", "c_cmd"),
+                              "d": ("kint_listing_probe", "d_cmd")})
+    assert sorted(listed) == ["a", "b"]
+    assert listed["a"].get_short_help_str() == "Short."
+    assert listed["b"].get_short_help_str() == "The docstring of b."
 
 
 # What the console script's plain `kint supervisor status` loads, printed at exit.

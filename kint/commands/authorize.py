@@ -16,8 +16,9 @@ Every lane needs this machine's session key and an owner (`--owner`, else the ow
 machine is connected to for the caller's space). The flags are also accepted before the
 action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
 
-web3 and eth_account (~0.5 s on a busy box) load only once the command line has passed
-its checks: a refused flag answers without them (`kint.commands.onchain` loads web3).
+web3, eth_account and eth_utils (~0.5 s on a busy box) load only once the command line
+has passed its checks: a refused flag and `kint authorize --help` answer without them
+(`kint.commands.onchain` loads web3, `kint.commands.owner_address` eth_utils).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import click
 import orjson
 
 from kint.commands.common import Ctx, refuse, usage_error
-from kint.commands.owner_address import resolve_owner
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home
@@ -121,8 +121,10 @@ def _ctx(ctx: click.Context) -> Ctx:
 def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
     obj = _ctx(ctx)
     home = kint_home()
-    owner_addr = resolve_owner(_flag(ctx, "owner", owner), obj.tenant, obj.db, home)
     from kint.commands.key_refusals import session_key_address
+    from kint.commands.owner_address import resolve_owner
+
+    owner_addr = resolve_owner(_flag(ctx, "owner", owner), obj.tenant, obj.db, home)
 
     return owner_addr, session_key_address(home)
 

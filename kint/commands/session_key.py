@@ -5,6 +5,9 @@ kint.custody.session_key) that pays for epochs and decrypts nothing. Creating an
 are local: neither touches the chain, and a new key needs the owner's authorization
 (`kint authorize`) and a little ETH before it can push. `show` is the one that asks the
 chain, so a person can see at a glance whether this machine can write.
+
+The keystore's and the chain's modules (eth_account, web3: ~0.6 s) load in the action that
+uses them, so `kint session-key --help` and a refused command line load neither.
 """
 
 from __future__ import annotations
@@ -15,15 +18,7 @@ from typing import Any
 import click
 
 from kint.commands.common import Ctx, echo_json, json_option, usage_error
-from kint.chain.calls import ChainRefused
-from kint.chain.key_facts import read_key_facts
-from kint.chain.rpc import RpcUnavailable
-from kint.commands.key_refusals import refuse_custody, session_key_address
-from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
-from kint.commands.owner_address import checked_address, connected_owner
 from kint.custody.errors import CustodyError
-from kint.custody.session_key import (create_session_key, rotate_session_key,
-                                      session_key_exists, session_key_path)
 from kint.paths import kint_home
 
 
@@ -67,6 +62,9 @@ def create_cmd() -> None:
     """Create the session key: prints `created: 0x...` and, on stderr, kint v0.3.0's next
     step (fund it, authorize it), or `exists: 0x...` when there is one already (it is left
     alone). Does not touch the chain."""
+    from kint.commands.key_refusals import refuse_custody
+    from kint.custody.session_key import create_session_key
+
     _no_owner("create")
     try:
         address, existed = create_session_key(kint_home())
@@ -83,6 +81,9 @@ def rotate_cmd() -> None:
     """Move session.key to session.key.old and create a new key. Local only: the new key
     needs its own authorization and ETH, and the old one stays authorized on chain until
     its expiry unless the owner revokes it (revokeSessionKey)."""
+    from kint.commands.key_refusals import refuse_custody
+    from kint.custody.session_key import rotate_session_key, session_key_path
+
     _no_owner("rotate")
     try:
         old, new = rotate_session_key(kint_home())
@@ -112,6 +113,10 @@ def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     --owner, an unreadable keystore or enrolment, a refused chain setting) the JSON object
     every other --json command refuses with, where v0.3.0's plain `kint: error` line stays
     the default."""
+    from kint.commands.key_refusals import session_key_address
+    from kint.commands.owner_address import checked_address, connected_owner
+    from kint.custody.session_key import session_key_exists, session_key_path
+
     del as_json  # read by json_option's callback: it only changes how refusals print
     before = click.get_current_context().meta.get(_PRE_OWNER)
     if owner is None:
@@ -138,6 +143,11 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None) -> dict[s
     alone, that is Base), then balance and, for an owner, authorization: what the chain
     says, or nothing more when it does not answer or answers for another chain than the
     one this machine signs for (the local half of `show` still prints)."""
+    from kint.chain.calls import ChainRefused
+    from kint.chain.key_facts import read_key_facts
+    from kint.chain.rpc import RpcUnavailable
+    from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
+
     anchor = open_anchor(home, obj.tenant, obj.db)
     shown = {"chain": chain_shown(anchor)}
     try:
