@@ -320,7 +320,8 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
     KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
     line per row or root that did not come back as anchored, a `pull: NOTICE` when the
-    rows' provenance could not be saved (a full disk), then the epochs it did not apply.
+    rows' provenance could not be saved (a full disk), a `pull: NOTICE` when `--full`'s
+    walk for history stopped short, then the epochs it did not apply.
     `kint pull` and `kint join`'s restore print these same lines."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
@@ -341,6 +342,11 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
     unsaved = result.get("provenance_unsaved")
     if unsaved:  # the pull is done; its finer provenance met a full disk (pull.py)
         lines.append(f"pull: NOTICE {unsaved['message']}; {unsaved['hint']}")
+    stopped = result.get("backfill_stopped")
+    if stopped:  # the pull is done; `--full`'s walk for history could not go further
+        lines.append(f"pull: NOTICE --full stopped at epoch {stopped['seq']} block "
+                     f"{stopped['block']}: {stopped['reason']}; the epochs below it are not "
+                     f"cached for history, and the next `kint pull --full` tries again")
     return lines + unapplied_epoch_lines(result)
 
 

@@ -429,6 +429,40 @@ def test_a_full_pull_that_stops_at_a_gap_is_still_a_gap_and_backfills_nothing(li
     assert _at_head(liars) == second["seq"]
 
 
+def test_a_backfill_that_cannot_read_an_epoch_leaves_the_pull_standing(liars):
+    """`pull --full` after a pull with no gap walks back for history; an older epoch whose
+    calldata the RPC will not serve stops that walk. v0.3.0 lists only the epochs it cannot
+    open, and carries on (03-new-machine.md, "Snapshots and --full"): the pull's result
+    stands (exit 0, its epochs applied) and the walk's stop is named, in --json and as a
+    NOTICE line; the next `pull --full` caches it. It used to raise the refusal of the
+    whole pull (RPC_UNAVAILABLE, exit 5) after the pull had applied its epochs."""
+    b, proxy, space16 = liars["b"], liars["proxy"], liars["space16"]
+    seq, first, second = _two_new_epochs(liars)
+    assert _at_head(liars) == second["seq"]
+    for name in (f"{first['seq']:08d}.meta.json", f"{first['seq']:08d}.json.gz"):
+        (b.kint_home / "epochs" / space16 / name).unlink()  # not cached: --full fetches it
+    write(liars["a"].sibyl_db, liars["a"].tenant, **{"read-last": "the epoch a full pull applies"})
+    third = kjson(liars["a"], "push")["epochs"][-1]
+    proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                   message="this transaction is pruned", tx=first["tx"])
+    try:
+        out = b.kint("pull", "--full", "--json")
+        shown = b.kint("pull", "--full")
+    finally:
+        proxy.forward()
+    assert out.returncode == 0, out.stdout + out.stderr
+    pulled = json.loads(out.stdout)
+    assert pulled["applied"] == [third["seq"]] and pulled["gap"] == [], pulled
+    stopped = pulled["backfill_stopped"]
+    assert (stopped["seq"], stopped["block"]) == (first["seq"], first["block"]), stopped
+    assert f"cannot fetch the calldata of epoch {first['seq']}: " in stopped["reason"], stopped
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert (f"pull: NOTICE --full stopped at epoch {first['seq']} block {first['block']}: "
+            f"cannot fetch the calldata") in shown.stdout, shown.stdout
+    again = kjson(b, "pull", "--full")
+    assert again["backfill_stopped"] is None and first["seq"] in again["backfilled"], again
+
+
 def test_a_tampered_ciphertext_whose_hashes_all_agree_is_refused(liars):
     """The proxy alters a byte of the encrypted body and rewrites the digest in the head and
     the Epoch log to the altered ciphertext's keccak: every hash the client checks agrees,

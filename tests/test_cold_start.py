@@ -41,12 +41,16 @@ def _fresh(source: Sandbox, root: Path, chain_home: Path, primary: RpcProxy,
            second: RpcProxy) -> Sandbox:
     """A new machine connected with the recovery code, its endpoints the two proxies (off
     the devchain's own endpoint a space is configured as on Base: a cold start asks two).
-    Its cold start asks a second endpoint that disagrees again after half a second
-    (KINT_TEST_SECOND_OPINION_S, tests/support/kint_test_timings.py; 3 s by default)."""
+    It connects under that configuration, so the space is on the chain it is then read
+    on (a space connected on the devchain and read on Base is refused before the pull
+    reads anything, enrolment.py `other_chain`). Its cold start asks a second endpoint that
+    disagrees again after half a second (KINT_TEST_SECOND_OPINION_S,
+    tests/support/kint_test_timings.py; 3 s by default)."""
     fresh = new_machine(root, chain_home, KINT_TEST_SECOND_OPINION_S="0.5")
-    connect_with_code(fresh, source.owner, recovery_code(source, source.space16))
+    fresh.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     (fresh.kint_home / "config.toml").write_text(
         f'rpc_url = "{primary.url}"\nrpc_url_2 = "{second.url}"\ncontract = "{source.anchor}"\n')
+    connect_with_code(fresh, source.owner, recovery_code(source, source.space16))
     return fresh
 
 

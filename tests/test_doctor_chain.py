@@ -276,8 +276,9 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
     """A connected on the devchain; the machine's KINT_RPC_URL then names another endpoint,
     so kint reads Base (as after `kint devchain stop`). The space's epochs, mirror and
     watermark are the devchain's: doctor fails a `chain` check naming both chains and the
-    way back, status shows why it has no head, and verify refuses in those words, where
-    they said only that the chain did not answer or was not in step."""
+    way back, status shows why it has no head, and verify, push, pull, compact and
+    recovery-code refuse in those words, where they said only that the chain did not answer
+    or was not in step, or (pull) refused the endpoint as stale."""
     a, devchain = story["a"], story["devchain"]
     said = ("this space was connected on the devchain (chain id 31337) and its epochs are "
             "there; kint now reads Base (chain id 8453)")
@@ -296,6 +297,30 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             refusal = json.loads(verified.stdout)
             assert verified.returncode == 2 and refusal["error"] == "CONFIG_INVALID", refusal
             assert refusal["message"] == said, refusal
+            # Push, pull, compact and recovery-code refuse in the same words before any
+            # chain call: a pull read Base's head and refused as a stale or lying RPC
+            # (exit 6), pointing at the endpoint rather than at the chain.
+            asked = len(proxy.calls)
+            for command, code in ((("pull",), 5), (("pull", "--full"), 5), (("push",), 5),
+                                  (("compact",), 5), (("recovery-code",), 2)):
+                out = a.kint(*command)
+                assert out.returncode == code, (command, out.stdout + out.stderr)
+                assert f"kint: error: {said} [CONFIG_INVALID]" in out.stderr, out.stderr
+                assert f"hint: {way_back}" in out.stderr, out.stderr
+            assert proxy.calls[asked:] == [], proxy.calls[asked:]
+            # Connecting again there would have rewritten the enrolment for Base without a
+            # word, leaving the devchain's mirror and watermark under it: refused, as the
+            # machine holds the devchain's epochs.
+            enrol = a.kint_home / f"enrol-{story['space16']}.json"
+            before = enrol.read_bytes()
+            again = a.kint("connect", "--owner", story["owner"], "--recovery-code-stdin",
+                           input=recovery_code(a, story["space16"]) + "\n")
+            assert again.returncode == 2, again.stdout + again.stderr
+            assert (f"kint: error: {said}; this machine holds that chain's epochs (its mirror "
+                    f"and watermark), so the space is not connected again here "
+                    f"[CONFIG_INVALID]") in again.stderr, again.stderr
+            assert f"hint: {way_back}" in again.stderr, again.stderr
+            assert enrol.read_bytes() == before
         finally:
             clear_config(a)
     _, checks = doctor(a)
@@ -428,3 +453,31 @@ def test_doctor_starts_no_chain_call_past_two_calls_worth_of_time(story):
         finally:
             proxy.forward()
             clear_config(a)
+
+
+def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story, tmp_path,
+                                                                          chain_home):
+    """A space connected on the devchain that anchored nothing from this machine (its
+    mirror at epoch 0, no watermark), connected again while kint reads Base: the enrolment
+    moves to Base, and connect says so (a `chain:` line, `chain_moved` in --json), where it
+    rewrote the enrolment without a word."""
+    fresh = new_machine(tmp_path / "moves", chain_home)
+    try:
+        connected = kjson(fresh, "connect", "--dev")
+        space16 = connected["space"]
+        assert connected["chain_moved"] is None, connected
+        with RpcProxy(story["devchain"]["rpc_url"]) as proxy:
+            space_config(fresh, "", top=f'rpc_url = "{proxy.url}"\n'
+                                         f'rpc_url_2 = "{proxy.url}/"\n')
+            moved = fresh.kint("connect", "--owner", connected["owner"],
+                               "--recovery-code-stdin",
+                               input=recovery_code(fresh, space16) + "\n")
+            assert moved.returncode == 0, moved.stdout + moved.stderr
+            assert ("chain: this space was connected on the devchain (chain id 31337) and its "
+                    "epochs are there; kint now reads Base (chain id 8453); nothing was "
+                    "anchored there from this machine, so the space is connected on the chain "
+                    "kint reads now") in moved.stdout.splitlines(), moved.stdout
+            enrolment = json.loads((fresh.kint_home / f"enrol-{space16}.json").read_text())
+            assert enrolment["chain_id"] == 8453, enrolment
+    finally:
+        fresh.shutdown()

@@ -173,13 +173,15 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
     fresh = new_machine(tmp_path / "cold", chain_home, KINT_TEST_SECOND_OPINION_S="0.5")
     anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
     try:
-        connect_with_code(fresh, machine.owner, recovery_code(machine, machine.space16))
         with RpcProxy(machine.devchain_url) as proxy:
             # Off the devchain's own endpoint the space is configured as on Base, where a
             # cold start asks a second endpoint: here the same one, a trailing slash apart.
+            # It connects under that configuration: a space connected on the devchain and
+            # read on Base is refused before anything is read (enrolment.py `other_chain`).
             path = fresh.kint_home / "config.toml"
             path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
                             f'contract = "{anchor}"\n')
+            connect_with_code(fresh, machine.owner, recovery_code(machine, machine.space16))
             refused = fresh.kint("pull")
             assert refused.returncode == 6, refused.stdout + refused.stderr
             assert ("cold start needs a second, independent RPC and KINT_RPC_URL_2 resolves "

@@ -105,7 +105,9 @@ def compact_cmd(obj: Ctx, owner: str | None, confirmations: int | None, over_ski
 @click.option("--full", is_flag=True,
               help="Walk past snapshot epochs to the first epoch, and cache every epoch this "
                    "machine has not decrypted, for history; a drift then names the epoch "
-                   "that wrote the value, not the snapshot.")
+                   "that wrote the value, not the snapshot. An older epoch it cannot read "
+                   "stops that walk, not the pull (a NOTICE line; the next --full tries "
+                   "again).")
 @click.option("--discard-local", is_flag=True,
               help="Move the store aside (.kint-backup-<time>) and restore from the chain; the "
                    "move waits until every epoch is fetched and checked.")

@@ -146,6 +146,8 @@ def print_connected(result: dict) -> None:
                f"from {result['source']}")
     for line in fresh_vault_lines(result):
         click.echo(line)
+    if result.get("chain_moved"):
+        click.echo(f"chain: {result['chain_moved']}")
     click.echo(f"session key: {result['session']}")
 
 

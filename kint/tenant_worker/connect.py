@@ -45,7 +45,7 @@ from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.custody_errors import as_protocol_error
-from kint.tenant_worker.enrolment import Enrolment, save_enrolment
+from kint.tenant_worker.enrolment import Enrolment, other_chain, save_enrolment
 from kint.tenant_worker.head_header import ReadableHeader, newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.space import SpaceContext
@@ -159,6 +159,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     cfg = ctx.config
     chain, rpc_urls = _chain_for(ctx, args)
     existing = ctx.enrolment()
+    moved = _moved_from(ctx, existing, chain)
     owner, dev_account, args = _owner_for(cfg.home, chain, existing, args)
     session_address, _ = create_session_key(cfg.home)
     anchor = Anchor(chain, ctx.tracker)
@@ -183,7 +184,28 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             "key_tag": found.key_tag.hex()[:8] if found.key_tag is not None else None,
             "session": session_address, "fresh_vault": found.fresh,
             "recovery_file": str(recovery_path) if recovery_path else None,
-            "chain_unreadable": chain_error.message if chain_error else None}
+            "chain_unreadable": chain_error.message if chain_error else None,
+            "chain_moved": moved}
+
+
+def _moved_from(ctx: SpaceContext, existing: Enrolment | None,
+                chain: ChainConfig) -> str | None:
+    """What a connect on another chain than the space's enrolment does, said: the enrolment
+    is rewritten for the chain in force. Refused (CONFIG_INVALID, `other_chain`'s hint)
+    when this machine holds that chain's epochs (a mirror past 0, a watermark): they would
+    stay under the new enrolment, and every pull would refuse the new chain's head as
+    stale. Before, connect overwrote the enrolment without a word."""
+    elsewhere = other_chain(existing, chain) if existing is not None else None
+    if elsewhere is None:
+        return None
+    mirror = ctx.state.mirror()
+    if (mirror is not None and mirror.head.seq > 0) or ctx.state.watermark() is not None:
+        raise ProtocolError(ErrorCode.CONFIG_INVALID,
+                            f"{elsewhere.message}; this machine holds that chain's epochs "
+                            f"(its mirror and watermark), so the space is not connected "
+                            f"again here", elsewhere.hint)
+    return (f"{elsewhere.message}; nothing was anchored there from this machine, so the "
+            f"space is connected on the chain kint reads now")
 
 
 def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, list[str]]:

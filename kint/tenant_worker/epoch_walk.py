@@ -169,26 +169,40 @@ def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, f
 
 
 def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
-              held: dict[bytes, bytes]) -> tuple[list[int], list[dict[str, Any]]]:
+              held: dict[bytes, bytes]) -> tuple[list[int], list[dict[str, Any]],
+                                                  dict[str, Any] | None]:
     """`--full`: walk from the head to epoch 1 and cache, for history, every epoch this
     machine has not decrypted (those a snapshot let an earlier pull skip). Returns the seqs
-    cached, and the epochs it could not open (CLOSED)."""
+    cached, the epochs it could not open (CLOSED, and the walk carries on past them, as
+    v0.3.0's: 03-new-machine.md, "Snapshots and --full"), and where it stopped short of
+    epoch 1, if it did: an epoch whose event or calldata could not be read, or whose link
+    breaks, is one nobody has seen, so the walk cannot pass it. It runs after the pull
+    applied its epochs, so that is no refusal of the pull (whose store is restored): the
+    pull reports it and the next `pull --full` tries again from the head."""
     cached = set(ctx.state.cached_seqs())
     added: list[int] = []
     closed: list[dict[str, Any]] = []
     seq, block, expect = head.seq, head.block, head.digest
     while seq >= 1:
-        ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+        try:
+            ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+        except RpcUnavailable as err:
+            return sorted(added), closed, {"seq": seq, "block": block,
+                                           "reason": f"cannot read its Epoch event: {err}"}
         if ev is None or ev.digest != expect:
-            raise stale(f"epoch {seq}: no matching Epoch event at block {block}")
+            return sorted(added), closed, {
+                "seq": seq, "block": block,
+                "reason": ("no Epoch event at its block" if ev is None else
+                           f"its event digest is not the prev of epoch {seq + 1} "
+                           f"({expect[:12]})")}
         if seq not in cached:
             f = fetch_epoch(ctx, anchor, owner, ev, held)
-            if f.refusal is not None:  # not an epoch that stays closed: try again later
-                raise f.refusal
+            if f.refusal is not None:  # not an epoch that stays closed: tried again later
+                return sorted(added), closed, f.entry()
             if f.opened is not None:
                 cache_epoch(ctx.state, f.opened.payload, f.envelope, epoch_meta(f))
                 added.append(seq)
             else:
                 closed.append(f.entry())
         seq, block, expect = seq - 1, ev.prev_block, ev.prev
-    return sorted(added), closed
+    return sorted(added), closed, None

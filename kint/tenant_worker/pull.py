@@ -14,7 +14,9 @@ altered, that opened and contradicts the chain, or whose prev does not chain on 
 before it) is a gap: the epochs before it are applied, the pull stops there and says so,
 and exits as done, as kint v0.3.0's does (03-new-machine.md, "What every epoch must pass"
 and "Gaps"); push and verify refuse until a later pull applies it. `full` then (after a
-pull with no gap) caches the epochs before the snapshot for history. After a snapshot or a
+pull with no gap) caches the epochs before the snapshot for history; an epoch it cannot
+read (or whose link breaks) stops that walk, named in `backfill_stopped`, and the pull
+still stands. After a snapshot or a
 backfill, each row's provenance moves back to the epoch in the cache that wrote its value
 (provenance.py).
 
@@ -117,8 +119,10 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # "Snapshots and --full"): the gap's epoch, walked again, would be CLOSED as if sealed
     # under a retired key, or (one the RPC would not serve) turn the gap, exit 0, into a
     # refusal of the whole pull.
-    backfilled, closed = (backfill(ctx, anchor, owner, head, held) if full and not done.gap
-                          else ([], []))
+    # What it could not cache stops it and is reported, not raised: the pull's epochs are
+    # applied by then, and the next `pull --full` tries again.
+    backfilled, closed, stopped = (backfill(ctx, anchor, owner, head, held)
+                                   if full and not done.gap else ([], [], None))
     _provenance_from_cache(ctx, done, todo, full, owner, held)
     rows, matches, report = _check_store(ctx, done)
     if not done.gap:
@@ -128,7 +132,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
                        "digest": done.mirror.head.digest},
               "chain_head": {"seq": head.seq, "block": head.block, "digest": head.digest},
               "gap": done.gap, "skipped": skipped, "closed": closed, "warnings": done.warnings,
-              "backups": backups, "backfilled": backfilled, "rows_total": len(rows),
+              "backups": backups, "backfilled": backfilled, "backfill_stopped": stopped,
+              "rows_total": len(rows),
               "store_root_matches": matches, "rpcs_agreed": agreed, "single_rpc": single,
               "report": report}
     if done.provenance_unsaved:

@@ -153,10 +153,10 @@ CONNECT_AGAIN_FOR_CODE = ("run `kint connect --owner ADDRESS` again (the wallet'
 def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
-        if ctx.enrolment() is None:
+        enrolment = ctx.enrolment()
+        if enrolment is None:
             raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
                                 "run `kint connect --owner ADDRESS` first")
-        chain, enrolment = connected(ctx)
         try:
             key = current_data_key(ctx)
         except ProtocolError:
@@ -164,7 +164,8 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             # the key back here.
             raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
                                 CONNECT_AGAIN_FOR_CODE) from None
-        if not settings.value("KINT_OFFLINE"):
+        if not settings.value("KINT_OFFLINE"):  # another chain's head is refused unread
+            chain, enrolment = connected(ctx)
             anchor = Anchor(chain, ctx.tracker)
             head = read_head(anchor, enrolment.owner, cfg.space_id)
             if head.seq > 0:
