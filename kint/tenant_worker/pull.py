@@ -16,9 +16,8 @@ and exits as done, as kint v0.3.0's does (03-new-machine.md, "What every epoch m
 and "Gaps"); push and verify refuse until a later pull applies it. `full` then (after a
 pull with no gap) caches the epochs before the snapshot for history; an epoch it cannot
 read (or whose link breaks) stops that walk, named in `backfill_stopped`, and the pull
-still stands. After a snapshot or a
-backfill, each row's provenance moves back to the epoch in the cache that wrote its value
-(provenance.py).
+still stands. After a snapshot or a backfill, each row's provenance moves back to the
+epoch in the cache that wrote its value (provenance.py).
 
 A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
 of them: it does not exist, or another tenant's pull remade a file they share) is
