@@ -308,7 +308,7 @@ def test_calldata_that_does_not_hash_to_the_event_digest_is_a_gap(liars):
 def test_calldata_the_rpc_will_not_serve_is_a_gap_after_the_epochs_before_it(liars):
     """An RPC that refuses one epoch's transaction mid-walk: the epoch before it is applied
     and the pull stops at it, exit 0, `SKIPPED epoch N block B: ...` on the CLI (v0.3.0,
-    03-new-machine.md: "a transient RPC failure heals itself"). It used to apply nothing."""
+    03-new-machine.md: the next pull tries the epoch again). It used to apply nothing."""
     b, proxy = liars["b"], liars["proxy"]
     seq, first, second = _two_new_epochs(liars)
     proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
@@ -412,8 +412,8 @@ def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap(liars):
 def test_a_full_pull_that_stops_at_a_gap_is_still_a_gap_and_backfills_nothing(liars):
     """`pull --full` whose walk stops at an epoch the RPC will not serve: the gap stands as
     for a plain pull (exit 0, the epoch before it applied), and no backfill runs, as in
-    v0.3.0 (03-new-machine.md, "Snapshots and --full": "The backfill runs only when the pull
-    itself ended without a gap"). The backfill walked the gap's epoch again and turned the
+    v0.3.0 (03-new-machine.md, "Snapshots and --full": no backfill after a pull that stopped
+    at a gap). The backfill walked the gap's epoch again and turned the
     gap into a refusal of the whole pull (RPC_UNAVAILABLE, exit 5)."""
     b, proxy = liars["b"], liars["proxy"]
     seq, first, second = _two_new_epochs(liars)

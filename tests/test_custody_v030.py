@@ -390,8 +390,8 @@ def test_vault_cache_round_trip_and_expiry(home, monkeypatch):
     assert isinstance(gone, VC.NoCachedKey) and gone.reason == "expired"
     assert gone.expires_at == 1_003_600 and "nothing was dropped" in gone.message
     # The expired file is removed as it is read: the key in it opens the memory for anyone
-    # with the local secret, whatever expiry it carries (05-keys.md: a machine keeps its
-    # cached key "until the cache expires"). Before, it stayed on disk for good.
+    # with the local secret, whatever expiry it carries (05-keys.md: the cached key is kept
+    # only for its TTL). Before, it stayed on disk for good.
     assert not path.exists()
     again = VC.read_cached_key(home, SPACE, now=1_003_600)
     assert isinstance(again, VC.NoCachedKey) and again.reason == "missing"

@@ -76,7 +76,7 @@ def test_the_schemas_carry_the_bounds_and_the_tiers(agent):
     block = history["properties"]["block"]["anyOf"][0]
     assert (block["type"], block["minimum"], block["maximum"]) == ("integer", 0, 2**63 - 1)
     assert sorted(history["required"]) == ["key", "tier"]
-    assert "an entity lookup without it finds nothing" in history["properties"]["category"][
+    assert "so no entity is found without it" in history["properties"]["category"][
         "description"]
     assert "without category an entity lookup finds nothing" in \
         tools["memory_history"].description

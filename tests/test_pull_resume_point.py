@@ -2,7 +2,7 @@
 (kint v0.3.0's 03-new-machine.md, "Gaps"): an epoch this machine cannot open is passed when
 a later snapshot that opens carries the whole state, but a read failure (the RPC would not
 serve the calldata, or served it altered) and an epoch that opened and contradicts the
-chain always stop the pull, "because nobody has seen what is in that epoch".
+chain always stop the pull: no one has read what such an epoch holds.
 
 The walked epochs are real: each sealed and opened with kint's own envelope code under one
 data key; the unread and unopenable ones are made as `epoch_walk.fetch_epoch` makes them

@@ -122,7 +122,7 @@ class HistoryArgs(BaseModel):
     category: str | None = Field(
         None, min_length=1, max_length=_spec("history", "category").max_chars,
         description="The entity's category. Needed when `tier` is `entity`: it is part of "
-                    "the entity's identity, so an entity lookup without it finds nothing. "
+                    "the entity's identity, so no entity is found without it. "
                     "Must be left out for `state` and `reference`.")
     block: int | None = Field(
         None, ge=_BLOCK.min_value, le=_BLOCK.max_value,

@@ -18,8 +18,8 @@ Why it is built this way:
 - An expired file is removed when it is next read (durably: `remove_file` syncs the
   folder), not kept: the expiry is only a field inside it, and the key in it opens the
   memory for anyone holding the local secret, expired or not. kint v0.3.0's 05-keys.md
-  has a machine keep its cached key "until the cache expires", which is what a TTL must
-  mean after `revokeSessionKey`. The read that removes it still says "expired"; the next
+  keeps a machine's cached key for its TTL only, which is what a TTL must mean after
+  `revokeSessionKey`. The read that removes it still says "expired"; the next
   one says "missing" (both NO_DATA_KEY, push's exit 3). A key cached again between the
   read and the removal is a new file (an atomic replace) and stays.
 
