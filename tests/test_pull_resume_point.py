@@ -148,8 +148,8 @@ def _broken_at(seq: int, after: int) -> str:
 
 
 def test_a_snapshot_the_pull_starts_at_stands_alone():
-    """The walk stopped at a snapshot whose prev is not the mirror's head: it carries the
-    whole state, so the pull applies it and the epochs after it; a diff in its place is
+    """The walk stopped at a snapshot whose prev is not the mirror's head: it holds the
+    whole memory, so the pull applies it and the epochs after it; a diff in its place is
     the gap, nothing applied."""
     assert _plan([_prev_broken(_opened(1, True)), _opened(2, False)]) == ([1, 2], None, None,
                                                                          [])

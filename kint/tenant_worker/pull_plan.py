@@ -5,7 +5,7 @@ it then applies cannot disagree about which broken link stops it.
 
 The rule (kint v0.3.0's 03-new-machine.md, "What every epoch must pass", 1, and "Gaps"):
 an epoch's prev must be the digest of the epoch before it (the mirror's head for the first
-walked), except for a snapshot the pull starts at, which carries the whole state and needs
+walked), except for a snapshot the pull starts at: its rows are the whole memory, so it needs
 nothing below it. A broken link is a read failure: it stops the pull, the epochs before it
 applied, and no later snapshot is taken past it. A snapshot whose own link breaks is still
 a place to start, since what is broken lies below it; reached from the epochs before it,
