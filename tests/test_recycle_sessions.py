@@ -35,7 +35,7 @@ from kint.paths import session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
-from kint.tenant_worker.session_handoff import boot_id
+from kint.boot import boot_id
 from kint.tenant_worker.space import SESSION_TTL_S
 from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
 
