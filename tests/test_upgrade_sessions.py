@@ -192,3 +192,31 @@ def test_a_succession_record_is_the_users_alone(tmp_path):
     hand_on(home, "ab" * 8, ["cd" * 32])
     assert stat.S_IMODE(succession_path(home).stat().st_mode) == 0o600
     assert stat.S_IMODE(succession_path(home).parent.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("how", ["sup.stop", "signal"])
+def test_a_stop_during_an_upgrades_drain_hands_nothing_on(tmp_path, how):
+    """kint was upgraded, and the supervisor waits for the requests in flight before it
+    stops its workers for the upgrade; a `kint supervisor stop` (or SIGTERM, as systemd's
+    stop sends) meanwhile ends the sessions: the workers are stopped for a "stop" and no
+    run id is left to the next supervisor."""
+    from types import SimpleNamespace
+
+    from kint.supervisor.code_watch import EXIT_UPGRADED
+    from kint.supervisor.commands import COMMANDS
+    from kint.supervisor.daemon import Supervisor
+    from kint.supervisor.settings import Settings
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    sup = Supervisor(home, Settings.load())
+    try:
+        sup.upgraded, sup.exit_code = True, EXIT_UPGRADED
+        assert sup._handing_on()
+        if how == "signal":
+            sup.request_stop()
+        else:
+            COMMANDS["sup.stop"](sup, b"client", SimpleNamespace(id="r1"))
+        assert not sup._handing_on()
+    finally:
+        sup.close()

@@ -237,7 +237,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             if self.outbox.backlogged():
                 self.outbox.flush()
             self.tick(monotonic())
-        if self._handing_on() and self.ownership.holds_lock():
+        if self._handing_on():
             try:
                 hand_on(self.home, self.run_id, self._handed_spaces)
             except OSError as err:  # a full disk: the sessions' keepalive is the way back
@@ -288,8 +288,10 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
 
     def _handing_on(self) -> bool:
         """Whether this supervisor stops for an upgrade, its sessions going on in the next
-        one: not when it was stopped on command or stepped down."""
-        return self.upgraded and self.exit_code == EXIT_UPGRADED and not self.stop_commanded
+        one: not when it was stopped on command, nor once its home is no longer its own
+        (it steps down, with the same exit code: the next supervisor is not its to name)."""
+        return (self.upgraded and self.exit_code == EXIT_UPGRADED and not self.stop_commanded
+                and self.ownership.holds_lock())
 
     def begin_shutdown(self) -> None:
         self.shutting_down = True
