@@ -35,6 +35,7 @@ from kint.paths import session_handoff_path
 from kint.supervisor.pidlock import running_pid
 from kint.supervisor.succession import succession_path, take_up
 from kint.tenant_worker.space import SESSION_TTL_S
+from test_recycle_sessions import FromNow
 from test_worker_recycle import QUICK
 
 WATCHED = Path(kint.__file__).parent / "protocol" / "envelope.py"
@@ -156,7 +157,9 @@ def _plant(home: Path, **changes) -> Path:
     path = succession_path(home)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     record = {"version": 1, "run": "ab" * 8, "boot_id": boot_id(),
-              "written_mono": time.monotonic(), "spaces": ["cd" * 32], **changes}
+              "written_mono": time.monotonic(), "spaces": ["cd" * 32]}
+    record.update({k: time.monotonic() + v.seconds if isinstance(v, FromNow) else v
+                   for k, v in changes.items()})
     path.write_bytes(orjson.dumps(record))
     return path
 
@@ -164,8 +167,8 @@ def _plant(home: Path, **changes) -> Path:
 @pytest.mark.parametrize("changes", [
     {},
     {"boot_id": "an-earlier-boot"},
-    {"written_mono": time.monotonic() - SESSION_TTL_S - 5},
-    {"written_mono": time.monotonic() + 60},
+    {"written_mono": FromNow(-SESSION_TTL_S - 5)},
+    {"written_mono": FromNow(60)},
     {"run": "not a run id"},
     {"spaces": ["cd" * 8]},
     {"version": 2},
