@@ -36,7 +36,8 @@ from kint.chain.config import ChainConfig
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
-from kint.custody.recovery_code import decode_recovery_code, write_recovery_file
+from kint.custody.recovery_code import (decode_recovery_code, recovery_file_path,
+                                        write_recovery_file)
 from kint.custody.session_key import create_session_key
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.vault_message import parse_signature_text
@@ -77,6 +78,9 @@ class _Found:
     wraps: tuple[Wrap, ...]
     source: str
     fresh: bool = False  # a new vault: its recovery code file is written
+    # Local wraps while the chain, read, holds no epochs: this machine started the vault
+    # (an earlier connect, killed before its recovery file or enrolment, is finished).
+    started_here: bool = False
     key_tag: bytes | None = None  # the supplied key's tag (None for a recovery code)
 
 
@@ -273,7 +277,7 @@ def _from_supplied_key(owner: str, key: SuppliedKey, header: ReadableHeader | No
     local_wrap = find_wrap(local.wraps, key.tag) if local is not None else None
     if local_wrap is not None and (header is None or header.header.dek_id == local.dek_id):
         return _Found(unwrap(local_wrap, key.kek), tuple(local.wraps), SOURCE_LOCAL,
-                      key_tag=key.tag)
+                      key_tag=key.tag, started_here=header is None and chain_error is None)
     if header is not None:
         wrap = find_wrap(header.header.wraps, key.tag)
         if wrap is None:
@@ -298,18 +302,23 @@ def _keep(ctx: SpaceContext, chain: ChainConfig, existing: Enrolment | None,
     """The files that keep the key, in this order: the wraps, the cached data key, a fresh
     vault's recovery code file, then the enrolment (what says the space is connected, so
     written last) and an empty mirror for a space that never pulled. Returns the recovery
-    file's path, written only for a fresh vault."""
+    file's path, written only for a fresh vault, or for one this machine started whose
+    file a killed connect never wrote (the wraps go first: a connect again finds them and
+    writes what is missing)."""
     cfg = ctx.config
     home, space = cfg.home, cfg.space_id
     write_wraps(home, space, dek_id(found.dek), wraps)
     cache_data_key(home, space, found.dek)
-    recovery_path = write_recovery_file(home, owner, space, found.dek) if found.fresh else None
+    unwritten = found.started_here and not recovery_file_path(home, space).exists()
+    recovery_path = (write_recovery_file(home, owner, space, found.dek)
+                     if found.fresh or unwritten else None)
     enrolment = Enrolment(
         space=space, tenant=cfg.label, owner=owner,
         account="smart" if args.get("passphrase") is not None else "eoa",
         contract=chain.anchor, chain_id=chain.chain_id, key_tags=[w.tag.hex() for w in wraps],
         session_address=session_address,
-        vault_created=found.fresh or bool(existing and existing.vault_created),
+        vault_created=(found.fresh or found.started_here
+                       or bool(existing and existing.vault_created)),
         rpc_urls=rpc_urls or (existing.rpc_urls if existing else None),
         db=cfg.db, label=cfg.label)
     save_enrolment(ctx.state.files["enrol"], enrolment)

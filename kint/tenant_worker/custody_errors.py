@@ -16,6 +16,7 @@ _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.LockUnsafe, ErrorCode.CORRUPT_STATE),
     (e.WrapsFileCorrupt, ErrorCode.CORRUPT_STATE),
     (e.VaultCacheCorrupt, ErrorCode.CORRUPT_STATE),
+    (e.RekeyJournalCorrupt, ErrorCode.CORRUPT_STATE),
     (e.KekTagMismatch, ErrorCode.WRONG_KEY),
     (e.WrapAltered, ErrorCode.WRONG_KEY),
 )
