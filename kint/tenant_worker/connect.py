@@ -6,7 +6,9 @@ optionally salted, or from a vault passphrase), or the recovery code, which is t
 itself. The data key comes from the first of:
 
 1. this machine's wraps (`wraps-<space16>.json`), while they hold the key the newest
-   readable header was sealed with (or the chain cannot be read);
+   readable header was sealed with (or the chain cannot be read). Wraps here while the
+   chain holds no epochs mean this machine started the vault: a connect killed before its
+   recovery file or enrolment was written is finished by the next one;
 2. the header of the newest readable epoch on chain: its wrap is found by `kek_tag`,
    never by trying each one;
 3. a fresh vault, when the chain holds no epochs for this owner and space and this machine
