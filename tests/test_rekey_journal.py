@@ -61,3 +61,12 @@ def test_a_journal_opens_only_for_its_space_and_its_local_secret(home, monkeypat
     path.write_bytes(b"{not json")
     with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
         load_rekey_journal(home, SPACE)
+
+
+def test_a_journal_that_does_not_open_is_refused_with_what_to_do(tmp_path):
+    from kint.protocol import ErrorCode
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    refused = as_protocol_error(RekeyJournalCorrupt(tmp_path / "rekey-x.json", "is garbled"))
+    assert refused.code is ErrorCode.CORRUPT_STATE
+    assert "left as it is" in refused.message and "kint connect" in refused.hint
