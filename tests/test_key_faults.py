@@ -211,3 +211,28 @@ def test_a_connect_killed_between_its_writes_is_finished_by_the_next(killbox, ch
     authorize_machine(chain["home"], account, again["session"])
     assert jdb(k, db, "push")["epochs"][-1]["seq"] == 1
     assert epoch_dek_id(k, space16, 1) == wraps["dek_id"]
+
+
+def test_a_dev_connect_killed_between_its_writes_keeps_its_owner(killbox, chain):
+    """`connect --dev` killed the same way, before its enrolment named the owner it made:
+    the next `connect --dev` takes the devchain owner whose signature opens the wraps left
+    here, not a new one those wraps refuse (WRONG_KEY, before)."""
+    k, flag = killbox
+    db = k.profile_db("dev-connect-killed")
+    write(db, k.tenant, release=RULE)
+    sid = space_id_of(k.label(db))
+    space16 = sid[:16]
+    kdb(k, db, "verify", "release rule")  # the space's worker, up before the connect
+    pid = k.row(db)["pid"]
+    flag.write_text(f"before_connect_recovery_file {space16}")
+    out = kdb(k, db, "connect", "--dev")
+    assert "[WORKER_DOWN]" in out.stderr, out.stdout + out.stderr
+    assert not flag.exists()
+    wraps = json.loads((k.kint_home / f"wraps-{space16}.json").read_text())
+    restarted(k, db, pid)
+
+    again = jdb(k, db, "connect", "--dev")
+    assert again["source"] == "local wraps" and again["recovery_file"], again
+    assert code_dek_id(k, space16) == wraps["dek_id"]
+    assert jdb(k, db, "push")["epochs"][-1]["seq"] == 1
+    assert chain_head(chain, again["owner"], sid)[0] == 1

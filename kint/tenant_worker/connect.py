@@ -166,7 +166,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     chain, rpc_urls = _chain_for(ctx, args)
     existing = ctx.enrolment()
     moved = _moved_from(ctx, existing, chain)
-    owner, dev_account, args = _owner_for(cfg.home, chain, existing, args)
+    owner, dev_account, args = _owner_for(cfg.home, cfg.space_id, chain, existing, args)
     session_address, _ = create_session_key(cfg.home)
     anchor = Anchor(chain, ctx.tracker)
     supplied = _supplied(ctx, owner, args)
@@ -224,7 +224,7 @@ def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, li
     return chain, rpc_urls
 
 
-def _owner_for(home: Path, chain: ChainConfig, existing: Enrolment | None,
+def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment | None,
                args: dict[str, Any]) -> tuple[str, LocalAccount | None, dict[str, Any]]:
     """The owner, the devchain's owner account (`--dev` only, else None), and the args
     with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
@@ -237,6 +237,11 @@ def _owner_for(home: Path, chain: ChainConfig, existing: Enrolment | None,
                                 "run `kint devchain start`, and unset KINT_RPC_URL")
         if existing is not None:
             dev_account = dev_owner.load_owner(home, existing.owner)
+        else:  # a `--dev` connect killed before its enrolment: the owner its wraps name
+            local = read_wraps(home, space)
+            if local is not None:
+                dev_account = dev_owner.owner_of_wraps(home, space,
+                                                       {w.tag for w in local.wraps})
         dev_account = dev_account or dev_owner.new_owner(home)
         owner = dev_account.address
         args = {**args, "signature": dev_owner.derive_signature(dev_account)}
