@@ -83,8 +83,12 @@ def _recorded_under(ctx: SpaceContext, journal: RekeyJournal) -> bool:
     while seq > 0:
         try:
             found = state.meta(seq).parsed_header().dek_id
-        except (CorruptStateFile, EpochError):
-            return False
+        except (CorruptStateFile, EpochError) as err:
+            # Undecided is not "did not happen": the journal stays, and says why.
+            raise ProtocolError(ErrorCode.CORRUPT_STATE, f"an interrupted rekey cannot be "
+                                f"settled: epoch {seq} of this machine's cache does not "
+                                f"read ({err})", "run `kint doctor`; the rekey journal "
+                                "is kept until it can be settled") from None
         if found == journal.new_dek_id:
             return True
         if found == journal.old_dek_id:
