@@ -141,7 +141,7 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
     """The store watcher's push runs on its own thread and the push journal's settling at
     start on the pool without a request: both count as work (the first shows as progress,
     the second is in flight), so status follows them every second, not every 2.5 s."""
-    from kint.tenant_worker import pending
+    from kint.tenant_worker import rekey_settle
     from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.head_lock import head_op
     from kint.tenant_worker.process import Worker
@@ -173,9 +173,9 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         assert worker.ctx.progress is None and worker.ctx.head_op_began is None
         _a_beat_between_two_ops_names_neither(worker)
         seen = []
-        monkeypatch.setattr(pending, "resolve_pending_at_start",
+        monkeypatch.setattr(rekey_settle, "settle_at_start",
                             lambda ctx: seen.append(worker.inflight.snapshot()[:2]))
-        worker.resolve_pending_at_start()
+        worker.settle_at_start()
         assert seen == [(1, "resolve_pending")]  # in flight while it runs
         assert worker.inflight.snapshot()[0] == 0  # and no longer after
     finally:

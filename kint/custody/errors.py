@@ -161,6 +161,16 @@ class SessionKeyLocked(CustodyError):
 # -- the vault key cache -------------------------------------------------------------------
 
 
+class RekeyJournalCorrupt(CustodyError):
+    """A journal that is garbled, was altered, or was sealed under another local secret.
+    Named and left in place: it may hold the only copy of a data key the chain uses."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}; it was left as it is (it may hold the only copy of "
+                         f"the data key a rekey anchored)")
+        self.path = path
+
+
 class VaultCacheCorrupt(CustodyError):
     """A cache file that is garbled or was altered. Named, never rewritten behind the user."""
 

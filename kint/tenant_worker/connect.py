@@ -6,7 +6,9 @@ optionally salted, or from a vault passphrase), or the recovery code, which is t
 itself. The data key comes from the first of:
 
 1. this machine's wraps (`wraps-<space16>.json`), while they hold the key the newest
-   readable header was sealed with (or the chain cannot be read);
+   readable header was sealed with (or the chain cannot be read). Wraps here while the
+   chain holds no epochs mean this machine started the vault: a connect killed before its
+   recovery file or enrolment was written is finished by the next one;
 2. the header of the newest readable epoch on chain: its wrap is found by `kek_tag`,
    never by trying each one;
 3. a fresh vault, when the chain holds no epochs for this owner and space and this machine
@@ -36,7 +38,8 @@ from kint.chain.config import ChainConfig
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
-from kint.custody.recovery_code import decode_recovery_code, write_recovery_file
+from kint.custody.recovery_code import (decode_recovery_code, recovery_file_path,
+                                        write_recovery_file)
 from kint.custody.session_key import create_session_key
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.vault_message import parse_signature_text
@@ -77,6 +80,9 @@ class _Found:
     wraps: tuple[Wrap, ...]
     source: str
     fresh: bool = False  # a new vault: its recovery code file is written
+    # Local wraps while the chain, read, holds no epochs: this machine started the vault
+    # (an earlier connect, killed before its recovery file or enrolment, is finished).
+    started_here: bool = False
     key_tag: bytes | None = None  # the supplied key's tag (None for a recovery code)
 
 
@@ -160,7 +166,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     chain, rpc_urls = _chain_for(ctx, args)
     existing = ctx.enrolment()
     moved = _moved_from(ctx, existing, chain)
-    owner, dev_account, args = _owner_for(cfg.home, chain, existing, args)
+    owner, dev_account, args = _owner_for(cfg.home, cfg.space_id, chain, existing, args)
     session_address, _ = create_session_key(cfg.home)
     anchor = Anchor(chain, ctx.tracker)
     supplied = _supplied(ctx, owner, args)
@@ -218,7 +224,7 @@ def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, li
     return chain, rpc_urls
 
 
-def _owner_for(home: Path, chain: ChainConfig, existing: Enrolment | None,
+def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment | None,
                args: dict[str, Any]) -> tuple[str, LocalAccount | None, dict[str, Any]]:
     """The owner, the devchain's owner account (`--dev` only, else None), and the args
     with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
@@ -231,6 +237,11 @@ def _owner_for(home: Path, chain: ChainConfig, existing: Enrolment | None,
                                 "run `kint devchain start`, and unset KINT_RPC_URL")
         if existing is not None:
             dev_account = dev_owner.load_owner(home, existing.owner)
+        else:  # a `--dev` connect killed before its enrolment: the owner its wraps name
+            local = read_wraps(home, space)
+            if local is not None:
+                dev_account = dev_owner.owner_of_wraps(home, space,
+                                                       {w.tag for w in local.wraps})
         dev_account = dev_account or dev_owner.new_owner(home)
         owner = dev_account.address
         args = {**args, "signature": dev_owner.derive_signature(dev_account)}
@@ -273,7 +284,7 @@ def _from_supplied_key(owner: str, key: SuppliedKey, header: ReadableHeader | No
     local_wrap = find_wrap(local.wraps, key.tag) if local is not None else None
     if local_wrap is not None and (header is None or header.header.dek_id == local.dek_id):
         return _Found(unwrap(local_wrap, key.kek), tuple(local.wraps), SOURCE_LOCAL,
-                      key_tag=key.tag)
+                      key_tag=key.tag, started_here=header is None and chain_error is None)
     if header is not None:
         wrap = find_wrap(header.header.wraps, key.tag)
         if wrap is None:
@@ -298,18 +309,23 @@ def _keep(ctx: SpaceContext, chain: ChainConfig, existing: Enrolment | None,
     """The files that keep the key, in this order: the wraps, the cached data key, a fresh
     vault's recovery code file, then the enrolment (what says the space is connected, so
     written last) and an empty mirror for a space that never pulled. Returns the recovery
-    file's path, written only for a fresh vault."""
+    file's path, written only for a fresh vault, or for one this machine started whose
+    file a killed connect never wrote (the wraps go first: a connect again finds them and
+    writes what is missing)."""
     cfg = ctx.config
     home, space = cfg.home, cfg.space_id
     write_wraps(home, space, dek_id(found.dek), wraps)
     cache_data_key(home, space, found.dek)
-    recovery_path = write_recovery_file(home, owner, space, found.dek) if found.fresh else None
+    unwritten = found.started_here and not recovery_file_path(home, space).exists()
+    recovery_path = (write_recovery_file(home, owner, space, found.dek)
+                     if found.fresh or unwritten else None)
     enrolment = Enrolment(
         space=space, tenant=cfg.label, owner=owner,
         account="smart" if args.get("passphrase") is not None else "eoa",
         contract=chain.anchor, chain_id=chain.chain_id, key_tags=[w.tag.hex() for w in wraps],
         session_address=session_address,
-        vault_created=found.fresh or bool(existing and existing.vault_created),
+        vault_created=(found.fresh or found.started_here
+                       or bool(existing and existing.vault_created)),
         rpc_urls=rpc_urls or (existing.rpc_urls if existing else None),
         db=cfg.db, label=cfg.label)
     save_enrolment(ctx.state.files["enrol"], enrolment)

@@ -21,9 +21,16 @@ _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
 )
 
 
+REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its source changed; "
+                      "otherwise run `kint connect` (a carried key opens the chain head), "
+                      "then move the file aside")
+
+
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
     if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
         return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
+    if isinstance(err, e.RekeyJournalCorrupt):  # the one key file kint never rewrites itself
+        return ProtocolError(ErrorCode.CORRUPT_STATE, str(err), REKEY_JOURNAL_HINT)
     for kind, code in _CODES:
         if isinstance(err, kind):
             return ProtocolError(code, str(err))

@@ -18,7 +18,8 @@ from eth_account.signers.local import LocalAccount
 
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
-from kint.custody.vault_message import vault_typed_data
+from kint.custody.keks import kek_tag, signature_kek
+from kint.custody.vault_message import parse_signature_text, vault_typed_data
 from kint.paths import atomic_write, ensure_private_dir
 
 DEV_AUTHORIZATION_DAYS = 365
@@ -42,6 +43,23 @@ def load_owner(home: Path, address: str) -> LocalAccount | None:
         return Account.from_key(owner_key_path(home, address).read_text().strip())
     except FileNotFoundError:
         return None
+
+
+def owner_of_wraps(home: Path, space: str, tags: set[bytes]) -> LocalAccount | None:
+    """The devchain owner kept here whose derive signature opens one of a space's local
+    wraps (by kek_tag), or None. A `connect --dev` killed after writing the wraps and
+    before the enrolment left no record of its owner but this: the next one reuses that
+    owner instead of making a new one the wraps refuse."""
+    for path in sorted((home / "devchain").glob("owner-0x*.key")):
+        try:
+            account = Account.from_key(path.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        kek = signature_kek(parse_signature_text(derive_signature(account)), account.address,
+                            space)
+        if kek_tag(kek) in tags:
+            return account
+    return None
 
 
 def derive_signature(owner: LocalAccount) -> str:

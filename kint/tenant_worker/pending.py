@@ -20,11 +20,9 @@ from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused, bounded
-from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -112,23 +110,6 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
     log.info("space %s: epoch %d anchored at block %d (%d bytes, %d gas)",
              ctx.config.space16, meta.seq, meta.block, len(pending.envelope), gas)
     return mirror
-
-
-def resolve_pending_at_start(ctx: SpaceContext) -> None:
-    """A worker that starts with a pending file looks at the head at once, under the head
-    lock; when the chain cannot be read, the next push or pull does it."""
-    from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
-
-    if not ctx.state.files["pending"].exists():
-        return
-    try:
-        chain, enrolment = connected(ctx)
-        anchor = Anchor(chain, ctx.tracker)
-        with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
-            resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
-    except (ProtocolError, RpcUnavailable, HeadLockBusy) as err:
-        log.warning("space %s: an interrupted push is left for the next push or pull: %s",
-                    ctx.config.space16, err)
 
 
 def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) -> None:

@@ -268,14 +268,15 @@ class Worker:
         self.inflight.finish(internal_id)
         self.memory.worked()
 
-    def resolve_pending_at_start(self) -> None:
-        """A push journal left by the last worker, settled before anything else, counted in
-        flight: the heartbeat says so, beats every second, and a stop waits for it."""
-        from kint.tenant_worker.pending import resolve_pending_at_start
+    def settle_at_start(self) -> None:
+        """A push journal or a rekey journal left by the last worker, settled before
+        anything else, counted in flight: the heartbeat says so, beats every second, and a
+        stop waits for it."""
+        from kint.tenant_worker.rekey_settle import settle_at_start
 
         self.inflight.start(_PENDING_AT_START, "resolve_pending")
         try:
-            resolve_pending_at_start(self.ctx)
+            settle_at_start(self.ctx)
         finally:
             self.inflight.finish(_PENDING_AT_START)
 
@@ -461,8 +462,10 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         logging.shutdown()
         os._exit(EXIT_FATAL)
     log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
-    if worker.ctx.state.files["pending"].exists():
-        worker.pool.submit(worker.resolve_pending_at_start)
+    from kint.tenant_worker.rekey_settle import rekey_in_progress
+
+    if worker.ctx.state.files["pending"].exists() or rekey_in_progress(worker.ctx):
+        worker.pool.submit(worker.settle_at_start)
     from kint.tenant_worker.session_handoff import take_over
 
     watcher = take_over(worker.ctx)  # the sessions a recycled worker left, before serving

@@ -64,6 +64,7 @@ from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.pending import resolve_pending
+from kint.tenant_worker.rekey_settle import COMPLETED, settle_rekey
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply
 from kint.tenant_worker.replay import replay, rows_not_back
@@ -99,6 +100,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     anchor = Anchor(chain, ctx.tracker)
     if state.files["pending"].exists():  # the session key's unlock (a scrypt) only then
         resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
+    if settle_rekey(ctx) == COMPLETED:  # a killed rekey's snapshot: its key opens it
+        held = held_keys(ctx)
     head = anchor.head(owner, cfg.space_id)
     agreed, single = _check_freshness(ctx, chain, owner, head)  # 1. freshness
     local = local_state(ctx, head, discard)  # 2. fork: what the store holds, what is kept

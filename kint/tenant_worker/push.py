@@ -13,7 +13,8 @@ wait for confirmations, check the event's digest, record the epoch, drop the pen
 
 A kill at any step loses nothing and forks nothing: `pending.resolve_pending` settles the
 pending file against the chain head the next time this space pushes or pulls, or when the
-worker starts.
+worker starts; a rekey's journal is settled right after it (`rekey_settle.py`), before an
+epoch is sealed.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pend
 from kint.tenant_worker.push_refusals import (UNAUTHORIZED_HINT, head_is_the_mirrors,
                                               key_and_wraps, refuse_gap, refuse_unauthorized,
                                               rows_to_push)
+from kint.tenant_worker.rekey_settle import COMPLETED, settle_rekey
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
@@ -131,6 +133,9 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     anchor = Anchor(chain, ctx.tracker)
     sender = sender_for(ctx, anchor)
     resolve_pending(ctx, anchor, sender, enrolment.owner)
+    if new_key is None and settle_rekey(ctx) == COMPLETED:
+        # A rekey killed after its snapshot landed: that snapshot's key is the one now.
+        key, wraps = key_and_wraps(ctx, True)
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)
     before = counting_from(cfg.db)

@@ -10,6 +10,12 @@ dek_id checked against the header; the wraps not supplied refused by name unless
 it and anchored with push's checks; only then the local wraps, key cache, recovery file and
 enrolment rewritten. If the push fails, nothing on this machine has changed.
 
+Between the new key's making and those writes, the key lives in the rekey journal
+(`kint.custody.rekey_journal`, written before the snapshot is signed): a worker killed
+anywhere in between leaves the journal, which `rekey_settle` finishes (the snapshot
+landed) or drops (it did not) when the worker restarts or the next command runs. A rekey
+first settles one left by an earlier rekey.
+
 recovery-code writes `RECOVERY-<space16>.txt` again from the cached data key, refusing when
 that key is not the one the head epoch was sealed with.
 """
@@ -24,17 +30,17 @@ from kint.chain.anchor import Anchor
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
-from kint.custody.recovery_code import write_recovery_file
-from kint.custody.vault_cache import cache_data_key
-from kint.custody.wraps import Wrap, find_wrap, read_wraps, unwrap, wrap_data_key, write_wraps
+from kint.custody.recovery_code import recovery_file_path, write_recovery_file
+from kint.custody.rekey_journal import RekeyJournal, save_rekey_journal
+from kint.custody.wraps import Wrap, find_wrap, read_wraps, unwrap, wrap_data_key
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connect import SuppliedKey, _supplied
 from kint.tenant_worker.data_key import current_data_key
-from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.connected import connected
 from kint.tenant_worker.push import _push, failure_refusal, went_through
+from kint.tenant_worker.rekey_settle import COMPLETED, settle_now, settle_rekey
 from kint.tenant_worker.space import SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -88,6 +94,7 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
         chain, enrolment = connected(ctx)
+        settle_now(ctx)  # an earlier rekey killed mid-way: finished or dropped first
         owner = enrolment.owner
         anchor = Anchor(chain, ctx.tracker)
         current, current_id = _current_wraps(ctx, anchor, owner,
@@ -121,16 +128,20 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                 + ": supply those keys too, or pass --drop-missing")
         dek = new_data_key()
         wraps = tuple(wrap_data_key(dek, k.kek, k.kind) for k in supplied)
-        pushed = _push(ctx, True, over_skipped=bool(args.get("over_skipped")),
-                       new_key=(dek, wraps), confirmations=args.get("confirmations"))
+        save_rekey_journal(cfg.home, cfg.space_id, RekeyJournal(dek, wraps, current_id))
+        try:
+            pushed = _push(ctx, True, over_skipped=bool(args.get("over_skipped")),
+                           new_key=(dek, wraps), confirmations=args.get("confirmations"))
+        except BaseException:
+            _settle_after_failure(ctx)
+            raise
         went_through(ctx, "kint rekey")
         # The snapshot is on chain: only now does this machine move to the new key.
-        write_wraps(cfg.home, cfg.space_id, dek_id(dek), wraps)
-        cache_data_key(cfg.home, cfg.space_id, dek)
-        path = write_recovery_file(cfg.home, owner, cfg.space_id, dek)
-        enrolment.key_tags = [w.tag.hex() for w in wraps]
-        enrolment.vault_created = True
-        save_enrolment(ctx.state.files["enrol"], enrolment)
+        if settle_rekey(ctx) != COMPLETED:
+            raise ProtocolError(ErrorCode.INTERNAL, "the rekey snapshot was anchored but is "
+                                "not among this machine's recorded epochs",
+                                "run `kint pull`, then `kint recovery-code`")
+        path = recovery_file_path(cfg.home, cfg.space_id)
         log.info("space %s: data key rotated %s -> %s", cfg.space16, current_id.hex(),
                  dek_id(dek).hex())
         return {"old_dek_id": current_id.hex(), "new_dek_id": dek_id(dek).hex(),
@@ -140,6 +151,17 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                           if pushed.get("notices") else {})}
 
     return _locked(ctx, run)
+
+
+def _settle_after_failure(ctx: SpaceContext) -> None:
+    """A push that failed before its transaction was sent (or was refused) leaves no
+    pending epoch: the journal is dropped now. One that may have sent it keeps both
+    journals for the next settlement. Never masks the push's own refusal."""
+    try:
+        settle_rekey(ctx)
+    except Exception as err:  # noqa: BLE001 - the push's error is the one to report
+        log.warning("space %s: the rekey journal is left for the next command: %s",
+                    ctx.config.space16, err)
 
 
 # v0.3.0's refusal (09-cli.md, "kint recovery-code"), whether this machine never connected
@@ -157,6 +179,8 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         if enrolment is None:
             raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
                                 "run `kint connect --owner ADDRESS` first")
+        if settle_now(ctx) == COMPLETED:  # a killed rekey's code is written by its end
+            enrolment = ctx.enrolment() or enrolment
         try:
             key = current_data_key(ctx)
         except ProtocolError:

@@ -21,6 +21,20 @@ It wraps, inside the worker process only, the functions a push goes through:
 - `between_mirror_and_watermark`: `SpaceState.save_mirror`, once the mirror is saved (in
                         `record_epoch`, before the watermark is raised).
 
+And the steps of the key commands:
+
+- `after_rekey_journal`: `save_rekey_journal` as `kint.tenant_worker.rekey` imported it,
+                        once a rekey's new key is journalled, before its snapshot is built;
+- `after_rekey_push`:   `went_through` as `kint.tenant_worker.rekey` imported it, once the
+                        rekey's snapshot is anchored and recorded, before any key file is
+                        rewritten;
+- `before_rekey_recovery_file`: `write_recovery_file` as `kint.tenant_worker.rekey_settle`
+                        imported it: the new wraps and key cache written, the recovery file
+                        and the enrolment not yet;
+- `before_connect_recovery_file`: `write_recovery_file` as `kint.tenant_worker.connect`
+                        imported it: a fresh vault's wraps and key cache written, its
+                        recovery file and enrolment not yet.
+
 One step is not a crash: `unguarded_reply` makes the worker send its next reply's frame as
 it is, over MAX_MESSAGE_BYTES or not (kint's worker refuses its own oversized replies, see
 `kint.protocol.server_codec.encode_reply`), so a test reaches the supervisor's own answer
@@ -47,7 +61,8 @@ from typing import Any, Callable
 FLAG_ENV = "KINT_TEST_CRASH_FLAG"
 STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
          "after_set_entity", "before_record_epoch", "before_refine",
-         "between_mirror_and_watermark", "unguarded_reply")
+         "between_mirror_and_watermark", "after_rekey_journal", "after_rekey_push",
+         "before_rekey_recovery_file", "before_connect_recovery_file", "unguarded_reply")
 BALLAST = "ballast"
 
 
@@ -146,6 +161,14 @@ def _install() -> None:
     pull.refine_from_cache = _around(pull.refine_from_cache, "before_refine", None)
     SpaceState.save_mirror = _around(SpaceState.save_mirror, None,  # type: ignore
                                      "between_mirror_and_watermark")
+    from kint.tenant_worker import connect, rekey, rekey_settle
+
+    rekey.save_rekey_journal = _around(rekey.save_rekey_journal, None, "after_rekey_journal")
+    rekey.went_through = _around(rekey.went_through, None, "after_rekey_push")
+    rekey_settle.write_recovery_file = _around(rekey_settle.write_recovery_file,
+                                               "before_rekey_recovery_file", None)
+    connect.write_recovery_file = _around(connect.write_recovery_file,
+                                          "before_connect_recovery_file", None)
     from kint.tenant_worker import process
 
     process.encode_reply = _unguarded(process.encode_reply)  # type: ignore[assignment]

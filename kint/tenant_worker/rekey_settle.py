@@ -1,0 +1,147 @@
+"""Settling a rotation of the data key that a killed worker left (the journal:
+`kint.custody.rekey_journal`; 05-keys.md, "Rotate the data key").
+
+A rekey writes its journal (the new key, sealed under the local secret, and its wraps)
+before its snapshot's transaction is signed, and its push journal (`pending.py`) holds the
+snapshot. Once the push journal is settled against the chain head (`resolve_pending`: the
+snapshot recorded, sent again, or dropped), this machine's recorded epochs say what
+happened to the rotation:
+
+- an epoch recorded under the new key's dek_id: the rotation landed. Its last step is done
+  now, exactly as rekey does it: the wraps, the key cache, the recovery file, then the
+  enrolment (05-keys.md, "The recovery code": a rekey writes the new code);
+- none: nothing was anchored under the new key, so the old key stays in force and the
+  journal goes. A second `kint rekey` starts afresh.
+
+Either way the journal is removed last, so a kill during the settlement settles it again.
+It runs when a worker starts, and before a push, pull, rekey or recovery-code reads a key,
+each under the head lock: no epoch is ever sealed under the old key on top of the
+rotation's snapshot, and no pull meets the snapshot without the key that opens it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from kint.chain.anchor import Anchor
+from kint.chain.rpc import RpcUnavailable
+from kint.custody.errors import CustodyError
+from kint.custody.recovery_code import write_recovery_file
+from kint.custody.rekey_journal import (RekeyJournal, load_rekey_journal,
+                                        rekey_journal_path, remove_rekey_journal)
+from kint.custody.vault_cache import cache_data_key
+from kint.custody.wraps import write_wraps
+from kint.epochs.errors import EpochError
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.connected import connected, sender_for
+from kint.tenant_worker.enrolment import save_enrolment
+from kint.tenant_worker.pending import resolve_pending
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.state_format import CorruptStateFile
+
+log = logging.getLogger("kint.worker")
+
+COMPLETED = "completed"
+ABANDONED = "abandoned"
+Outcome = Literal["completed", "abandoned"]
+
+
+def rekey_in_progress(ctx: SpaceContext) -> bool:
+    return rekey_journal_path(ctx.config.home, ctx.config.space_id).exists()
+
+
+def settle_rekey(ctx: SpaceContext) -> Outcome | None:
+    """Settle the space's rekey journal from this machine's recorded epochs; None when
+    there is none, or while a push journal is still unsettled (the caller resolves it
+    first: until then, whether the snapshot landed is unknown)."""
+    cfg = ctx.config
+    if ctx.state.files["pending"].exists():
+        return None
+    journal = load_rekey_journal(cfg.home, cfg.space_id)
+    if journal is None:
+        return None
+    if _recorded_under(ctx, journal):
+        keep_new_key(ctx, journal)
+        outcome: Outcome = COMPLETED
+    else:
+        outcome = ABANDONED
+    remove_rekey_journal(cfg.home, cfg.space_id)
+    log.info("space %s: an interrupted rekey %s (data key %s -> %s)", cfg.space16,
+             "completed" if outcome == COMPLETED else "did not happen; the old key stays",
+             journal.old_dek_id.hex(), journal.new_dek_id.hex())
+    return outcome
+
+
+def _recorded_under(ctx: SpaceContext, journal: RekeyJournal) -> bool:
+    """Whether an epoch this machine recorded was sealed under the journal's new key,
+    looking back from the mirror's head to the first epoch under the old key (the one
+    the rotation chained on). The new dek_id is random and was never used before."""
+    state = ctx.state
+    mirror = state.mirror()
+    seq = mirror.head.seq if mirror is not None else 0
+    while seq > 0:
+        try:
+            found = state.meta(seq).parsed_header().dek_id
+        except (CorruptStateFile, EpochError) as err:
+            # Undecided is not "did not happen": the journal stays, and says why.
+            raise ProtocolError(ErrorCode.CORRUPT_STATE, f"an interrupted rekey cannot be "
+                                f"settled: epoch {seq} of this machine's cache does not "
+                                f"read ({err})", "run `kint doctor`; the rekey journal "
+                                "is kept until it can be settled") from None
+        if found == journal.new_dek_id:
+            return True
+        if found == journal.old_dek_id:
+            return False
+        seq -= 1
+    return False
+
+
+def keep_new_key(ctx: SpaceContext, journal: RekeyJournal) -> None:
+    """The rotation's last step (05-keys.md, "Rotate the data key", 9): the wraps, the
+    cached key, the recovery file, then the enrolment. Each write is whole or absent, and
+    all are idempotent, so a kill between them is finished by the next settlement."""
+    cfg = ctx.config
+    enrolment = ctx.enrolment()
+    if enrolment is None:
+        raise ProtocolError(ErrorCode.NOT_CONNECTED, "a rekey is to be finished but this "
+                            "space has no enrolment", "run `kint connect` first")
+    write_wraps(cfg.home, cfg.space_id, journal.new_dek_id, journal.wraps)
+    cache_data_key(cfg.home, cfg.space_id, journal.dek)
+    write_recovery_file(cfg.home, enrolment.owner, cfg.space_id, journal.dek)
+    enrolment.key_tags = [w.tag.hex() for w in journal.wraps]
+    enrolment.vault_created = True
+    save_enrolment(ctx.state.files["enrol"], enrolment)
+
+
+def settle_now(ctx: SpaceContext) -> Outcome | None:
+    """For a command that holds the head lock and is about to read a key (rekey,
+    recovery-code): the push journal resolved against the chain first when there is one,
+    then the rekey journal settled. Nothing to do (no RPC) without a rekey journal."""
+    if not rekey_in_progress(ctx):
+        return None
+    if ctx.state.files["pending"].exists():
+        chain, enrolment = connected(ctx)
+        anchor = Anchor(chain, ctx.tracker)
+        resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
+    return settle_rekey(ctx)
+
+
+def settle_at_start(ctx: SpaceContext) -> None:
+    """A worker that starts with a push journal or a rekey journal settles them at once,
+    under the head lock; when the chain cannot be read, the next push, pull or rekey
+    does it."""
+    from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
+
+    if not (ctx.state.files["pending"].exists() or rekey_in_progress(ctx)):
+        return
+    try:
+        with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
+            if ctx.state.files["pending"].exists():
+                chain, enrolment = connected(ctx)
+                anchor = Anchor(chain, ctx.tracker)
+                resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
+            settle_rekey(ctx)
+    except (ProtocolError, RpcUnavailable, HeadLockBusy, CustodyError) as err:
+        log.warning("space %s: an interrupted push or rekey is left for the next push, pull "
+                    "or rekey: %s", ctx.config.space16, err)

@@ -1,0 +1,72 @@
+"""The rekey journal (kint/custody/rekey_journal.py): what it keeps of a rotation in
+flight, and that it keeps no key in the clear. The kills it is for: tests/test_key_faults.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kint.custody.data_key import dek_id, new_data_key
+from kint.custody.errors import NoLocalPassphrase, RekeyJournalCorrupt
+from kint.custody.recovery_code import encode_recovery_code
+from kint.custody.rekey_journal import (RekeyJournal, load_rekey_journal, rekey_journal_path,
+                                        remove_rekey_journal, save_rekey_journal)
+from kint.custody.wraps import KIND_SIGNATURE, wrap_data_key
+
+SPACE = "ab" * 32
+OTHER_SPACE = "cd" * 32
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", "the local secret of this test")
+    return tmp_path
+
+
+def _journal() -> RekeyJournal:
+    dek, kek = new_data_key(), new_data_key()
+    return RekeyJournal(dek, (wrap_data_key(dek, kek, KIND_SIGNATURE),), b"\x01" * 8)
+
+
+def test_a_journal_reads_back_and_holds_no_key_in_the_clear(home):
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, journal)
+    assert path == rekey_journal_path(home, SPACE) == home / f"rekey-{SPACE[:16]}.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    raw = path.read_bytes()
+    for clear in (journal.dek, journal.dek.hex().encode(),
+                  encode_recovery_code(journal.dek).encode()):
+        assert clear not in raw
+    back = load_rekey_journal(home, SPACE)
+    assert back is not None and back.dek == journal.dek and back.wraps == journal.wraps
+    assert back.old_dek_id == journal.old_dek_id and back.new_dek_id == dek_id(journal.dek)
+    remove_rekey_journal(home, SPACE)
+    assert load_rekey_journal(home, SPACE) is None
+
+
+def test_a_journal_opens_only_for_its_space_and_its_local_secret(home, monkeypatch):
+    path = save_rekey_journal(home, SPACE, _journal())
+    moved = rekey_journal_path(home, OTHER_SPACE)
+    moved.write_bytes(path.read_bytes())
+    with pytest.raises(RekeyJournalCorrupt, match="does not open"):
+        load_rekey_journal(home, OTHER_SPACE)
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", "another secret")
+    with pytest.raises(RekeyJournalCorrupt, match="left as it is"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()  # never removed behind the user: it may be the only copy
+    monkeypatch.delenv("KINT_SESSION_PASSPHRASE")
+    monkeypatch.setenv("KINT_NO_KEYCHAIN", "1")
+    with pytest.raises(NoLocalPassphrase):
+        load_rekey_journal(home, SPACE)
+    path.write_bytes(b"{not json")
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)
+
+
+def test_a_journal_that_does_not_open_is_refused_with_what_to_do(tmp_path):
+    from kint.protocol import ErrorCode
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    refused = as_protocol_error(RekeyJournalCorrupt(tmp_path / "rekey-x.json", "is garbled"))
+    assert refused.code is ErrorCode.CORRUPT_STATE
+    assert "left as it is" in refused.message and "kint connect" in refused.hint
