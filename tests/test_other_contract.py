@@ -16,6 +16,7 @@ and offers the connect that moves it, which works.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from web3 import Web3
@@ -54,8 +55,6 @@ def machine(tmp_path_factory, chain_home):
 
 def head_on(chain_home, contract: str, owner: str, space: str):
     """(owner, space)'s head on `contract`, read straight from the devchain."""
-    from dataclasses import replace
-
     from kint.chain.anchor import Anchor
     from kint.chain.rpc import RpcTracker
 
@@ -176,3 +175,41 @@ def test_a_space_that_never_pushed_says_so_and_moves_on_connect(tmp_path, chain_
                        enrolment["space"]).seq == 1
     finally:
         fresh.shutdown()
+
+
+ENROLLED = "0x" + "11" * 20
+
+
+@pytest.mark.parametrize("source, where, enrolled, hint", [
+    # A `contract` in the file over a space connected on Base's deployment: remove it.
+    ("file", "/h/config.toml", None,
+     "remove `contract` from /h/config.toml (the default is {default})"),
+    ("file", "/h/config.toml", ENROLLED, 'set `contract = "{enrolled}"` in /h/config.toml'),
+    ("daemon environment", None, None, "the supervisor was started with it: unset "
+     "KINT_CONTRACT in the service's environment file and restart the service, or `kint "
+     "supervisor stop`"),
+    # Set when the space was connected, unset since: Base's deployment is read now.
+    ("default", None, ENROLLED, 'set `contract = "{enrolled}"` in $KINT_HOME/config.toml (or '
+     'KINT_CONTRACT={enrolled} in the supervisor\'s environment)'),
+])
+def test_the_hint_names_the_setting_where_it_was_set(source, where, enrolled, hint):
+    """Each place the contract in force can come from, and the way back from it; on Base,
+    a space connected on the deployment gets the setting removed, not repeated."""
+    from kint.chain.config import ChainConfig
+    from kint.settings.schema import DEFAULT_CONTRACT
+    from kint.tenant_worker.enrolled_chain import other_chain
+    from kint.tenant_worker.enrolment import Enrolment
+
+    enrolled = enrolled or DEFAULT_CONTRACT
+    now = ENROLLED if enrolled == DEFAULT_CONTRACT else "0x" + "22" * 20
+    chain = ChainConfig(("https://base.example",), 8453, now, 2, 10.0,
+                        contract_source=source, contract_where=where)
+    enrolment = Enrolment(space="ab" * 32, tenant="t", owner="0x" + "33" * 20, account="eoa",
+                          contract=enrolled, chain_id=8453)
+    refusal = other_chain(enrolment, chain, lambda: 4)
+    assert refusal is not None and refusal.hint == hint.format(default=DEFAULT_CONTRACT,
+                                                               enrolled=enrolled)
+    assert (f"at {enrolled} on Base, where this machine has anchored or pulled its epochs up "
+            f"to 4; kint now reads the one at {now} (") in refusal.message
+    # The same contract in another case is the same contract.
+    assert other_chain(enrolment, replace(chain, anchor=enrolled.lower()), lambda: 4) is None
