@@ -138,7 +138,9 @@ def test_a_contract_in_the_supervisors_environment_names_its_service(
         refused(out, 5, f"now reads the one at {second_anchor} (KINT_CONTRACT in the "
                         f"supervisor's environment) [CONFIG_INVALID]",
                 f"hint: the supervisor was started with it: set KINT_CONTRACT={anchor} in "
-                f"the service's environment file and restart the service")
+                f"the service's environment file and restart the service, or `kint "
+                f"supervisor stop` and run the next command from an environment where it is "
+                f"{anchor}")
         assert sent(machine, chain_home) == nonce
     finally:
         machine.shutdown()
@@ -187,7 +189,7 @@ ENROLLED = "0x" + "11" * 20
     ("file", "/h/config.toml", ENROLLED, 'set `contract = "{enrolled}"` in /h/config.toml'),
     ("daemon environment", None, None, "the supervisor was started with it: unset "
      "KINT_CONTRACT in the service's environment file and restart the service, or `kint "
-     "supervisor stop`"),
+     "supervisor stop` and run the next command from an environment where it is unset"),
     # Set when the space was connected, unset since: Base's deployment is read now.
     ("default", None, ENROLLED, 'set `contract = "{enrolled}"` in $KINT_HOME/config.toml (or '
      'KINT_CONTRACT={enrolled} in the supervisor\'s environment)'),

@@ -113,9 +113,11 @@ def _contract_hint(enrolment: Enrolment, chain: ChainConfig) -> str:
                 if back_to_default else
                 f"set `contract = \"{was}\"` in {chain.contract_where}")
     if source == settings.DAEMON_ENV:
-        change = "unset KINT_CONTRACT" if back_to_default else f"set KINT_CONTRACT={was}"
+        change, then = (("unset KINT_CONTRACT", "unset") if back_to_default else
+                        (f"set KINT_CONTRACT={was}", f"{was}"))
         return (f"the supervisor was started with it: {change} in the service's environment "
-                f"file and restart the service, or `kint supervisor stop`")
+                f"file and restart the service, or `kint supervisor stop` and run the next "
+                f"command from an environment where it is {then}")
     if source == settings.THIS_CALL:
         return ("unset KINT_CONTRACT in this command's environment" if back_to_default else
                 f"set KINT_CONTRACT={was} in this command's environment")
