@@ -338,9 +338,9 @@ def lost_restore_path(home: Path, space16: str) -> Path:
 
 
 def session_handoff_path(home: Path, space16: str) -> Path:
-    """The agent sessions a worker recycled for its memory hands to its successor
-    (kint.tenant_worker.session_handoff): present only from that worker's exit until the
-    next one of the space starts."""
+    """The agent sessions a worker recycled for its memory, restarted or stopped for an
+    upgrade hands to its successor (kint.tenant_worker.session_handoff): present only from
+    that worker's exit until the next one of the space starts."""
     return home / f"sessions-{space16}.json"
 
 

@@ -34,7 +34,8 @@ from kint.epochs.envelope import seal
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.config import WorkerConfig
 from kint.epochs.plaintext import parse_plaintext
-from kint.tenant_worker.epoch_walk import Fetched, check_continuity, walk
+from kint.tenant_worker.epoch_walk import Fetched, walk
+from kint.tenant_worker.pull_plan import epochs_to_apply
 from kint.tenant_worker.pending import PendingEpoch, record_landed
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, EpochRejected, record_epoch
@@ -123,6 +124,12 @@ def test_the_walk_opens_each_epoch_and_stops_at_a_snapshot(anchor, ctx):
                                     held=HELD)] == [2]
 
 
+def _todo(walked: list[Fetched], mirror_digest: str) -> list[Fetched]:
+    """The epochs a pull applies from `walked` (oldest first), its gap last if it has one."""
+    todo, _ = epochs_to_apply(walked, mirror_digest)
+    return todo
+
+
 def _gap_at(todo: list[Fetched], seq: int, reason: str) -> None:
     """`todo` ends at epoch `seq`, made the gap a pull stops at: nothing after it, it
     applies nothing, nothing walks past it, and a discarding pull refuses with `reason`."""
@@ -139,22 +146,22 @@ def test_an_epoch_whose_prev_breaks_is_the_gap_after_the_epochs_before_it(anchor
     who, blobs, _ = two_epochs(anchor)
     head = anchor.head(who.address, SPACE)
     todo = walk(ctx, anchor, who.address, head, base=0, full=True, held=HELD)[::-1]
-    assert check_continuity(todo, ZERO_DIGEST) == todo
+    assert _todo(todo, ZERO_DIGEST) == todo
     elsewhere = "ab" * 32  # a mirror whose head is not the digest epoch 1 chains on
-    gapped = check_continuity(todo, elsewhere)
+    gapped = _todo(todo, elsewhere)
     assert len(gapped) == 1  # nothing before it to apply, nothing after it
     _gap_at(gapped, 1, "epoch 1 does not follow the last applied epoch (abababababab)")
     assert [f.opened is not None for f in todo] == [True, True]  # the walk's own untouched
     # epoch 2 first, then epoch 1: the snapshot stands alone and is applied, epoch 1 is not
-    swapped = check_continuity(todo[::-1], ZERO_DIGEST)
+    swapped = _todo(todo[::-1], ZERO_DIGEST)
     assert swapped[0] is todo[1] and len(swapped) == 2
     _gap_at(swapped, 1, "epoch 1 does not follow the last applied epoch "
                         f"({keccak(blobs[1]).hex()[:12]})")
     # A snapshot stands alone only as the first epoch to apply: after epoch 1 it must chain
     # on it, as the walk reached it through that link.
-    assert check_continuity(todo[1:], elsewhere) == todo[1:]
+    assert _todo(todo[1:], elsewhere) == todo[1:]
     other = replace(todo[1], log=replace(todo[1].log, prev="cd" * 32))
-    _gap_at(check_continuity([todo[0], other], ZERO_DIGEST), 2,
+    _gap_at(_todo([todo[0], other], ZERO_DIGEST), 2,
             f"epoch 2 does not follow the last applied epoch ({keccak(blobs[0]).hex()[:12]})")
 
 
@@ -226,8 +233,8 @@ def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap_nobody_walks_pas
     assert fetched[1].snapshot
     _gap_at([contradicting], 1, "epoch plaintext seq 3 disagrees with the chain (1)")
     assert str(contradicting.refusal).startswith("epoch 1: epoch plaintext seq 3 disagrees")
-    # check_continuity keeps it (its prev chains), and the pull stops there.
-    assert check_continuity(fetched, ZERO_DIGEST)[0] is contradicting
+    # The pull keeps it (its prev chains) and stops there.
+    assert _todo(fetched, ZERO_DIGEST)[0] is contradicting
 
 
 # --- recording an epoch on this machine's picture ---------------------------------------

@@ -35,7 +35,7 @@ from kint.paths import session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
-from kint.tenant_worker.session_handoff import boot_id
+from kint.boot import boot_id
 from kint.tenant_worker.space import SESSION_TTL_S
 from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
 
@@ -43,7 +43,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the memory figure comes from /proc/self/smaps_rollup")
 
 
-def _worker(tmp_path, supervisor_run: str = "this-start"):
+def _worker(tmp_path, supervisor_run: str = "this-start", predecessor_run: str = ""):
     """A real Worker over a real store (not serving: its beats go nowhere)."""
     from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.process import Worker
@@ -56,7 +56,7 @@ def _worker(tmp_path, supervisor_run: str = "this-start"):
     cfg = WorkerConfig(space_id="cd" * 32, label="t", tenant="t", db=str(db),
                        kint_home=str(home), back_address="ipc:///unused",
                        supervisor_pid=os.getpid(), supervisor_run=supervisor_run,
-                       idle_beat_s=2.5)
+                       predecessor_run=predecessor_run, idle_beat_s=2.5)
     return Worker(cfg, b"\x03" * 32)
 
 
@@ -175,6 +175,35 @@ def test_a_handoff_another_supervisor_made_is_not_taken(tmp_path):
         new.close()
 
 
+def test_a_handoff_of_the_supervisor_before_an_upgrade_is_taken(tmp_path):
+    """The supervisor that exited for an upgrade named its run id to this one
+    (kint/supervisor/succession.py, `WorkerConfig.predecessor_run`): its workers' files are
+    taken, another run's are not."""
+    from kint.tenant_worker.session_handoff import take_over
+
+    for earlier, taken in (("before-the-upgrade", True), ("another-start", False)):
+        _handed_one(tmp_path, supervisor_run=earlier)
+        new = _worker(tmp_path, predecessor_run="before-the-upgrade")
+        try:
+            take_over(new.ctx)
+            assert (list(new.ctx.sessions) == ["s1"]) is taken, earlier
+            assert new.ctx.drift.active is taken, earlier
+        finally:
+            new.close()
+
+
+class FromNow:
+    """A monotonic time this many seconds from when the file is planted: a value read at
+    collection is stale by the time a later test of a long session runs (a "future" one
+    becomes a fresh one a minute on)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __repr__(self) -> str:
+        return f"now{self.seconds:+g}s"
+
+
 def _planted(store: str, **changes: Any) -> dict:
     """A handoff as a worker of this supervisor over `store` writes it, one session in it,
     with `changes` (a path of keys joined by "." to a new value)."""
@@ -190,7 +219,7 @@ def _planted(store: str, **changes: Any) -> dict:
         node: Any = data
         for part in parents:
             node = node[int(part)] if isinstance(node, list) else node[part]
-        node[key] = value
+        node[key] = time.monotonic() + value.seconds if isinstance(value, FromNow) else value
     return data
 
 
@@ -206,8 +235,8 @@ def _planted(store: str, **changes: Any) -> dict:
     {"watcher": "yes"},
     {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
     {"written_mono": str(time.monotonic())},
-    {"written_mono": time.monotonic() + 60},  # written in the future
-    {"written_mono": time.monotonic() - SESSION_TTL_S - 5},  # too old to be taken
+    {"written_mono": FromNow(60)},  # written in the future
+    {"written_mono": FromNow(-SESSION_TTL_S - 5)},  # too old to be taken
     {"boot_id": "an-earlier-boot"},  # a monotonic reading of another boot means nothing
     {"boot_id": 7},
     {"version": 1},  # the wall clock's format: its written_at is not read

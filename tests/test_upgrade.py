@@ -52,7 +52,7 @@ def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox):
     assert not os.path.exists(f"/proc/{old}"), "the old worker outlived its supervisor"
     log = (sandbox.kint_home / "supervisor.log").read_text()
     assert "kint's installed files changed (an upgrade)" in log
-    assert "(commanded: stop)" in log and "crash" not in log.lower()
+    assert "(commanded: upgrade)" in log and "crash" not in log.lower()
     assert running_pid(sandbox.kint_home) is None
 
     # The next call (the CLI starts a supervisor on demand) answers from a new worker.

@@ -83,6 +83,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     try:
         sup.spawner.warm_up()
         sup.bind()
+        sup.resume_after_upgrade()  # before serving: what an upgrade's exit left this one
         mark_serving(pid_fd)
         sup.run()
     finally:

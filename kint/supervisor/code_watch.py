@@ -6,7 +6,10 @@ the new version's file into an old process, and an op could fail in ways no test
 the supervisor fingerprints a few of kint's installed files when it starts and looks again
 every few seconds. When they changed, it lets the requests in flight finish, stops its
 workers and exits with EXIT_UPGRADED: the next call starts the new version, and systemd or
-launchd (which restart a non-zero exit, see deploy/) restart a managed one.
+launchd (which restart a non-zero exit, see deploy/) restart a managed one. The workers
+are stopped for an "upgrade", not a "stop": they hand their agent sessions over, and the
+supervisor names its run id to the next one (kint/supervisor/succession.py), which takes
+them up, so the sessions go on across the upgrade as across a recycle.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
 
 def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
     sup.add_stop_waiter(identity, req.id)
+    # A stop ends the sessions, an upgrade's drain under way too: the next start takes
+    # nothing of this one's (kint/supervisor/succession.py).
+    sup.stop_commanded = True
     if not sup.shutting_down:
         sup.begin_shutdown()
     return None

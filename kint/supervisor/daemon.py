@@ -37,7 +37,7 @@ from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply, ok_reply
 from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
 from kint.supervisor.bindings import Bindings
-from kint.supervisor.code_watch import code_signature
+from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 from kint.supervisor.exits import ExitWatch
 from kint.zmq_frames import readable, recv_frames
 from kint.supervisor.housekeeping import Housekeeping
@@ -49,9 +49,10 @@ from kint.supervisor.peer import admit_only_this_user
 from kint.supervisor.routing import ClientRouting
 from kint.supervisor.settings import Settings
 from kint.supervisor.spawner import Spawner
+from kint.supervisor.succession import hand_on, take_up
 from kint.supervisor.timed import TimedWork
 from kint.supervisor.worker_messages import WorkerMessages
-from kint.supervisor.workers import WorkerHandle
+from kint.supervisor.workers import WorkerHandle, live_sessions
 
 log = logging.getLogger("kint.supervisor")
 
@@ -79,6 +80,14 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.started_at = time.monotonic()
         # This supervisor's own id among every start of one (see WorkerConfig.supervisor_run).
         self.run_id = secrets.token_hex(8)
+        # The run id of the supervisor this one took over from on an upgrade, if it did
+        # (`resume_after_upgrade`): its workers' session handoffs are taken too.
+        self.predecessor_run = ""
+        # Set by `kint supervisor stop` or a signal: the sessions end with this supervisor,
+        # even during an upgrade's drain, and nothing is left to the next one.
+        self.stop_commanded = False
+        # The spaces whose workers were stopped for an upgrade with sessions attached.
+        self._handed_spaces: list[str] = []
         self._code = code_signature()
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False
@@ -164,6 +173,30 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
     def request_stop(self, *_: Any) -> None:
         """Signal handler: begin a clean stop at the next turn of the loop."""
         self._stop_signalled = True
+        self.stop_commanded = True
+
+    def resume_after_upgrade(self) -> None:
+        """Take up what the supervisor before this one left as it exited for an upgrade
+        (kint/supervisor/succession.py), once, before serving: its run id, whose workers'
+        session handoffs this one's workers take, and a worker started now for each space
+        that had sessions, as a recycle starts its successor at once. A space without a
+        binding to an existing store is left to its sessions' next call."""
+        succession = take_up(self.home)
+        if succession is None:
+            return
+        self.predecessor_run = succession.run
+        started = []
+        for sid in succession.spaces:
+            bound = self.bindings.get(sid)
+            if sid in self.handles or bound is None or not os.path.exists(bound.db):
+                continue
+            handle = self.handles[sid] = WorkerHandle(space_id=sid, label=bound.label,
+                                                      tenant=bound.tenant, db=bound.db)
+            self.spawn(handle)
+            started.append(handle.space16)
+        log.info("took over from supervisor run %s (an upgrade); started the worker of %s, "
+                 "which had sessions attached", succession.run,
+                 ", ".join(started) or "no space")
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -204,6 +237,11 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             if self.outbox.backlogged():
                 self.outbox.flush()
             self.tick(monotonic())
+        if self._handing_on():
+            try:
+                hand_on(self.home, self.run_id, self._handed_spaces)
+            except OSError as err:  # a full disk: the sessions' keepalive is the way back
+                log.warning("could not leave the sessions to the next supervisor: %s", err)
         for identity, rid in self._stop_waiters:
             self._send_front(identity, ok_reply(rid, {"stopped": True}))
         self.outbox.flush()
@@ -248,14 +286,26 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
 
     # -- a clean stop ----------------------------------------------------------------------
 
+    def _handing_on(self) -> bool:
+        """Whether this supervisor stops for an upgrade, its sessions going on in the next
+        one: not when it was stopped on command, nor once its home is no longer its own
+        (it steps down, with the same exit code: the next supervisor is not its to name)."""
+        return (self.upgraded and self.exit_code == EXIT_UPGRADED and not self.stop_commanded
+                and self.ownership.holds_lock())
+
     def begin_shutdown(self) -> None:
         self.shutting_down = True
         now = time.monotonic()
         log.info("supervisor stopping %d worker(s)",
                  sum(1 for h in self.handles.values() if h.alive))
+        # An upgrade's workers hand their sessions over (session_handoff.py), for the
+        # workers of the next supervisor (succession.py); a stop's end them.
+        reason = "upgrade" if self._handing_on() else "stop"
         for handle in self.handles.values():
             if handle.alive:
-                self.stop_worker(handle, "stop", now)
+                if reason == "upgrade" and live_sessions(handle.beat):
+                    self._handed_spaces.append(handle.space_id)
+                self.stop_worker(handle, reason, now)
             else:
                 handle.state = "stopped"
             for pending in list(handle.pending.values()):

@@ -6,7 +6,8 @@
   change: the tunables follow it without a restart.
 - Every few seconds: is the shared log too large (the supervisor alone rotates it), and
   were kint's installed files changed (`code_watch`): then it stops once nothing is in
-  flight, so that the next call starts the new version.
+  flight, so that the next call starts the new version, which takes over the agent
+  sessions (`succession`).
 
 Kept apart from the loop (kint/supervisor/daemon.py) because none of it is about a
 message. A mixin of `Supervisor`, which owns the home, the settings, the ownership record

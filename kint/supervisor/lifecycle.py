@@ -20,7 +20,7 @@ import zmq
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.supervisor.workers import WorkerHandle, describe_exit
+from kint.supervisor.workers import WorkerHandle, describe_exit, live_sessions
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.own_memory import QUIET_SECONDS
 
@@ -39,6 +39,7 @@ class WorkerLifecycle:
     back: Any
     back_address: str
     run_id: str
+    predecessor_run: str
     shutting_down: bool
     handles: dict[str, WorkerHandle]
     _by_route: dict[bytes, WorkerHandle]
@@ -55,6 +56,7 @@ class WorkerLifecycle:
                               db=handle.db, kint_home=str(self.home),
                               back_address=self.back_address,
                               supervisor_pid=os.getpid(), supervisor_run=self.run_id,
+                              predecessor_run=self.predecessor_run,
                               idle_beat_s=worker_wire.idle_beat_seconds(
                                   self.settings.heartbeat_timeout_s))
         now = time.monotonic()
@@ -113,10 +115,12 @@ class WorkerLifecycle:
             # A worker recycled with sessions attached left them for its successor
             # (kint/tenant_worker/session_handoff.py), which starts now: their watcher
             # and notes go on without waiting for a request.
-            handed = stop_reason == "recycle" and _sessions(handle.beat)
+            handed = stop_reason == "recycle" and live_sessions(handle.beat)
             if (handle.pending or handed) and not self.shutting_down:
                 self.spawn(handle)
-        elif stop_reason == "stop" or self.shutting_down:
+        elif stop_reason in ("stop", "upgrade") or self.shutting_down:
+            # One stopped for an upgrade handed its sessions over, if it had any, to the
+            # next supervisor's worker (kint/supervisor/succession.py).
             handle.state = "stopped"
         elif stop_reason == "restart":
             # Its sessions too were handed to the successor (session_handoff.py), unless
@@ -210,7 +214,7 @@ class WorkerLifecycle:
                 or self.shutting_down):
             return
         quiet = now - handle.last_activity
-        sessions = _sessions(handle.beat)
+        sessions = live_sessions(handle.beat)
         if quiet >= s.idle_s and not sessions:
             log.info("space %s: idle for %.0fs; stopping its worker", handle.space16, quiet)
             self.stop_worker(handle, "idle", now)
@@ -269,9 +273,3 @@ class WorkerLifecycle:
         return (s.recycle_mib > 0 and own is not None and own > s.recycle_mib
                 and (handle.recycled_at is None
                      or now - handle.recycled_at >= s.recycle_every_s))
-
-
-def _sessions(beat: dict[str, Any]) -> int:
-    """The agent sessions the worker's last beat said were attached (a field the beat's
-    decoder checked is an int or None)."""
-    return beat.get("sessions") or 0

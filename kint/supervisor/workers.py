@@ -29,7 +29,7 @@ from kint.protocol.worker_wire import BEAT_SECONDS, beat_seconds_in_range
 
 State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined", "idle",
                 "stopping", "stopped"]
-StopReason = Literal["idle", "recycle", "stop", "restart"]
+StopReason = Literal["idle", "recycle", "stop", "restart", "upgrade"]
 
 # Past the beat a worker said would be its next, this long without one is worth saying
 # in a TIMEOUT or a status row.
@@ -190,3 +190,9 @@ def describe_exit(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exited with code {exitcode}"
+
+
+def live_sessions(beat: dict[str, Any]) -> int:
+    """The agent sessions the worker's last beat said were attached (a field the beat's
+    decoder checked is an int or None)."""
+    return beat.get("sessions") or 0

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# A session (kint-server) not seen for this long is forgotten: it was killed without a
+# word. Also how long what a worker or a supervisor hands to its successor stays takeable
+# (kint.tenant_worker.session_handoff, kint.supervisor.succession): here, where both the
+# worker and the supervisor (which imports no more of the worker than this) can read it.
+SESSION_TTL_S = 180.0
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -22,6 +28,10 @@ class WorkerConfig:
     # A random id the supervisor drew at its start: a pid can come back after a restart,
     # this does not (what a worker leaves its successor is taken only under the same one).
     supervisor_run: str = ""
+    # The run id of the supervisor this one took over from on an upgrade (empty when it
+    # started from nothing: a first start, a crash, a stop on command): what that
+    # supervisor's workers handed over is taken too (kint.supervisor.succession).
+    predecessor_run: str = ""
 
     @property
     def space16(self) -> str:

@@ -3,10 +3,11 @@ one exact-block log query per epoch, fetching each epoch's ciphertext (rebuilt f
 machine's cache when it hashes to the event's digest, else read from the push's calldata)
 and opening it with the key its header names, before anything is written (pull.py).
 
-Every check that can stop a pull on an epoch lives here: the head's event against the
-head, the calldata against the event, the header, the data key, the GCM tag, the
-plaintext's agreement with chain and header, and prev continuity across the epochs to
-apply. An epoch this machine cannot open is kept as such (`Fetched.opened` None, with its
+Every check that can stop a pull on one epoch lives here: the head's event against the
+head, the calldata against the event, the header, the data key, the GCM tag, and the
+plaintext's agreement with chain and header. Prev continuity, a check across epochs, is
+read over the whole walk by pull_plan.py, with where the pull resumes. An epoch this
+machine cannot open is kept as such (`Fetched.opened` None, with its
 reason), for the pull to skip past with a later snapshot or stop at. An epoch that fails
 any other check (the RPC would not serve its calldata or served calldata the event does
 not vouch for, it opened and contradicts the chain, or its prev does not chain on the
@@ -14,13 +15,14 @@ epoch before it) is kept too, with the refusal it would have been (`Fetched.refu
 kint v0.3.0 applies the epochs before it and stops there, a gap the next pull retries
 (03-new-machine.md, "What every epoch must pass" and "Gaps"), and nobody walks past it,
 since nobody has seen what it holds. Continuity is the first of those checks, so an
-epoch whose prev breaks is reported as that, whatever else is wrong with it.
+epoch whose prev breaks is reported as that, whatever else is wrong with it (pull_plan.py
+replaces it with the gap).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from eth_hash.auto import keccak
@@ -61,26 +63,6 @@ class Fetched:
     def entry(self, **extra: Any) -> dict[str, Any]:
         return {"seq": self.log.seq, "block": self.log.block, "tx": self.log.tx_hash,
                 "reason": self.reason, **extra}
-
-
-def check_continuity(todo: list[Fetched], prev_digest: str) -> list[Fetched]:
-    """`todo` with its first epoch whose prev is not the digest of the epoch before it
-    made the gap the pull stops at (v0.3.0's first check of every epoch, 03-new-machine.md).
-    The first epoch to apply chains on `prev_digest` (the mirror's head) unless it is a
-    snapshot, which stands alone; every later one chains on the epoch before it in `todo`,
-    a snapshot too, since the walk reached it through that link. Checked for them all
-    before the first is written, and before a discarding pull moves the store."""
-    for i, f in enumerate(todo):
-        alone = i == 0 and f.snapshot
-        if not alone and f.log.prev != prev_digest:
-            reason = (f"epoch {f.log.seq} does not follow the last applied epoch "
-                      f"({prev_digest[:12]})")
-            gap = replace(f, opened=None, reason=reason, final=True, refusal=stale(reason))
-            return [*todo[:i], gap]
-        if f.opened is None:  # the pull stops there
-            return todo
-        prev_digest = f.log.digest
-    return todo
 
 
 def epoch_meta(f: Fetched) -> EpochMeta:
@@ -151,8 +133,8 @@ def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, f
         if ev.digest != expect and seq == head.seq:
             raise stale(f"epoch {seq}: its event digest is not the head's ({expect[:12]})")
         # Below the head, an event whose digest is not the one the epoch above chains on is
-        # a break in prev continuity: the walk goes on through it, and check_continuity
-        # makes the epoch above it the gap, after the epochs below are applied (v0.3.0).
+        # a break in prev continuity: the walk goes on through it, and pull_plan makes the
+        # epoch above it the gap, after the epochs below are applied (v0.3.0).
         f = fetch_epoch(ctx, anchor, owner, ev, held)
         out.append(f)
         if f.snapshot and not full:

@@ -128,8 +128,8 @@ class Worker:
         # call), a plain status's included, which never uses it.
         self._answers: collections.deque[list[bytes]] = collections.deque()
         self.stopping = False
-        # Why the supervisor stopped it: a "recycle" or a "restart" hands the attached
-        # sessions over.
+        # Why the supervisor stopped it: a "recycle", a "restart" or an "upgrade" hands
+        # the attached sessions over.
         self.stop_reason: str | None = None
         self.stop_requested = threading.Event()
         # A signal writes a byte here (signal.set_wakeup_fd), as does a pool thread with
@@ -414,10 +414,11 @@ class Worker:
                     self._forward_answers()
 
     def _hand_over(self) -> None:
-        """A worker recycled for its memory, or restarted, leaves its attached sessions to
-        the next one (session_handoff.py), which the supervisor starts at once; without the
-        file they attach again at their keepalive."""
-        if self.stop_reason not in ("recycle", "restart"):
+        """A worker recycled for its memory, restarted, or stopped for an upgrade of kint
+        leaves its attached sessions to the next one (session_handoff.py), which the
+        supervisor (after an upgrade, the next one) starts at once; without the file they
+        attach again at their keepalive."""
+        if self.stop_reason not in ("recycle", "restart", "upgrade"):
             return
         from kint.tenant_worker.session_handoff import hand_over
 

@@ -5,8 +5,9 @@ The checks, each before the next: freshness (the watermark is a floor; a cold st
 two endpoints that agree, cold_start.py), fork (local rows the chain never saw are never
 merged blindly, local_state.py), the walk (head back through each event's prevBlock, one
 exact-block log query per epoch, stopping at the newest snapshot unless `full`), then per
-epoch: prev continuity, the ciphertext's keccak against the event digest, the header, the
-data key, the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py).
+epoch: prev continuity (pull_plan.py, which also says where the pull resumes past an epoch
+it cannot open), the ciphertext's keccak against the event digest, the header, the data
+key, the GCM tag, and the plaintext's agreement with chain and header (epoch_walk.py).
 Only when every epoch to apply has passed are rows replayed through Sibyl's own write
 methods (replay.py), re-read, and recorded one epoch at a time. An epoch that does not
 pass (one this machine cannot open, whose calldata the RPC would not serve or served
@@ -59,12 +60,12 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
-from kint.tenant_worker.epoch_walk import (Fetched, backfill, check_continuity, epoch_meta,
-                                           walk)
+from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.provenance import refine_from_cache
+from kint.tenant_worker.pull_plan import epochs_to_apply
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import disk_full
@@ -104,8 +105,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # 3. Walk, and 4. check every epoch before anything is written.
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
-    todo, skipped = _epochs_to_apply(fetched, local.mirror.head.digest)
-    todo = check_continuity(todo, local.mirror.head.digest)
+    todo, skipped = epochs_to_apply(fetched, local.mirror.head.digest)
     if discard:
         _refuse_gap(todo)
     local.refuse_overwriting(todo, cfg.db)
@@ -172,47 +172,6 @@ def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
                     f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
                     f"refusing")
     return None, None
-
-
-def _epochs_to_apply(fetched: list[Fetched], prev_digest: str
-                     ) -> tuple[list[Fetched], list[dict[str, Any]]]:
-    """The walked epochs (oldest first) the pull applies, and those it skips: an epoch this
-    machine cannot open does not stop the pull when a later snapshot that opens supersedes
-    it, so the pull resumes at the newest such snapshot past a gap. An epoch nobody walks
-    past (`final`: unread, or opened and contradicting the chain; or one whose prev breaks,
-    which check_continuity then makes the gap) always stops the pull (03-new-machine.md,
-    "Gaps"), so the resume point is never beyond one: the pull resumes at the newest
-    snapshot before it, or stops at the epoch it cannot open. `prev_digest` is the mirror's
-    head, the digest the first walked epoch chains on."""
-    walls = _walls(fetched, prev_digest)
-    start = 0
-    for i, f in enumerate(fetched):
-        if i < start:
-            continue
-        if walls[i]:
-            break  # the pull stops here
-        if f.opened is not None:
-            continue
-        wall = next((j for j in range(i + 1, len(fetched)) if walls[j]), len(fetched))
-        later = [j for j in range(i + 1, wall) if fetched[j].snapshot]
-        if not later:
-            break  # the pull stops at this one
-        start = later[-1]
-    skipped = [f.entry(superseded_by=fetched[start].log.seq)
-               for f in fetched[:start] if f.opened is None]
-    return fetched[start:], skipped
-
-
-def _walls(fetched: list[Fetched], prev_digest: str) -> list[bool]:
-    """For each walked epoch (oldest first), whether nothing walks past it: it is `final`,
-    or its prev is not the digest of the epoch walked before it (the mirror's head for the
-    first), a read failure as 03-new-machine.md's "Gaps" counts one. A snapshot whose prev
-    breaks is no wall: a pull can start at it, and it stands alone."""
-    walls = []
-    for f in fetched:
-        walls.append(f.final or (f.log.prev != prev_digest and not f.snapshot))
-        prev_digest = f.log.digest
-    return walls
 
 
 def _refuse_gap(todo: list[Fetched]) -> None:

@@ -7,9 +7,11 @@ sessions rely on lives in the worker's memory: who is attached and when each was
 seen, the watcher timings and key TTL each sent, whether the store watcher runs, the drift
 baseline their notes moved (with the hold it found), and which sessions said goodbye (a
 keepalive sent before its goodbye must not attach a gone server to the successor). The
-worker writes them here as it exits for a recycle or a restart (`kint supervisor restart`,
-which before left the sessions to their next keepalive: up to a minute without the
-watcher, and the baseline, with the drift it had seen, made anew from the store); the
+worker writes them here as it exits for a recycle, a restart (`kint supervisor restart`)
+or an upgrade of kint on disk (the whole supervisor then exits for the new version, and
+the next one starts the space's worker at once: kint.supervisor.succession). Before, a
+restart or an upgrade left the sessions to their next keepalive: up to a minute without
+the watcher, and the baseline, with the drift it had seen, made anew from the store. The
 supervisor starts the successor at once, and the successor takes them over before it
 serves anything, so the watcher pushes and the sessions' notes count from the first
 request on, not from each session's next keepalive (up to a minute).
@@ -29,7 +31,10 @@ same supervisor did not hand over (another start of one, told by the id each dra
 start, `WorkerConfig.supervisor_run`, not by its pid, which a restart can get again: the
 notes cast to the old one in between are lost) or older than SESSION_TTL_S is dropped,
 and the sessions then attach anew at their next keepalive, as after any restart of the
-worker.
+worker. The one exception is an upgrade: the supervisor that exits for it names its run
+id to the next one (`WorkerConfig.predecessor_run`), whose workers take its workers'
+files too. A supervisor that crashed, or was stopped on command (the sessions end with
+it), names none, so a later start takes nothing it left.
 
 Its age is told by the monotonic clock, not the wall clock: both workers run on the same
 boot, and CLOCK_MONOTONIC is one clock for the whole system on Linux, which a step of the
@@ -49,6 +54,7 @@ from typing import Any
 
 import orjson
 
+from kint.boot import boot_id
 from kint.paths import atomic_write, remove_file, session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME, BadValue
@@ -62,24 +68,13 @@ log = logging.getLogger("kint.worker")
 # 2: written_mono and boot_id in place of the wall clock's written_at; the store's path
 VERSION = 2
 
-_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-
-
-def boot_id() -> str | None:
-    """This boot's id (Linux), or None where the OS has none to read."""
-    try:
-        return _BOOT_ID.read_text().strip() or None
-    except OSError:
-        return None
-
-
 def _path(ctx: SpaceContext) -> Path:
     return session_handoff_path(ctx.config.home, ctx.config.space16)
 
 
 def hand_over(ctx: SpaceContext) -> int:
-    """Write the attached sessions for the successor (a worker exiting for a recycle);
-    how many there were. Nothing is written when none is attached and none has ended."""
+    """Write the attached sessions for the successor (a worker exiting for a recycle, a
+    restart or an upgrade); how many there were. Nothing is written when none is attached and none has ended."""
     if not ctx.live_sessions() and not ctx.ended_sessions:
         return 0
     now = time.monotonic()
@@ -144,9 +139,17 @@ def _text(value: Any) -> str:
     return value
 
 
+def _runs_taken(ctx: SpaceContext) -> tuple[str, ...]:
+    """The supervisor runs whose workers' files this worker takes: its own supervisor's,
+    and the one that supervisor took over from on an upgrade, if it did."""
+    cfg = ctx.config
+    return (cfg.supervisor_run, cfg.predecessor_run) if cfg.predecessor_run else (
+        cfg.supervisor_run,)
+
+
 def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     space16 = ctx.config.space16
-    if data["version"] != VERSION or data["supervisor_run"] != ctx.config.supervisor_run:
+    if data["version"] != VERSION or data["supervisor_run"] not in _runs_taken(ctx):
         log.info("space %s: sessions handed over under another supervisor or format are not "
                  "taken; they attach again at their next keepalive", space16)
         return None

@@ -23,7 +23,7 @@ from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
 from kint.sibyl_client import close_client, store_file_id
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
-from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.config import SESSION_TTL_S, WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
@@ -38,8 +38,6 @@ WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGE
 # with the one in its own environment).
 SESSION_SETTINGS = WATCHER_SETTINGS + ("KINT_KEY_TTL",)
 CHAIN_SETTINGS = STRICT
-# A session (kint-server) not seen for this long is forgotten: it was killed without a word.
-SESSION_TTL_S = 180.0
 
 
 @dataclass
