@@ -464,11 +464,25 @@ def test_an_expired_key_refuses_push_and_pull_and_drops_nothing(story):
     key = read_cached_key(a.kint_home, space_id).dek
     cache_data_key(a.kint_home, space_id, key, ttl=60, now=time.time() - 86400)
     vault = a.kint_home / f"vault-{space}.aes"
-    for op, code, why in (("push", 3, "expired"), ("pull", 5, "is missing")):
+    # Every read says the same: the key expired, and what to do. The first read used to
+    # remove the file, and every later one said it was missing, as if this machine had
+    # never connected, without the advice about KINT_KEY_TTL.
+    said = None
+    for op, code in (("push", 3), ("pull", 5), ("push", 3)):
         out = a.kint(op)
-        assert out.returncode == code and "[NO_DATA_KEY]" in out.stderr, out.stderr
-        assert why in out.stderr and "nothing was dropped" in out.stderr
-        assert not vault.exists()  # the expired key is not kept on disk once seen
+        assert out.returncode == code, (op, out.stdout + out.stderr)
+        assert "[NO_DATA_KEY]" in out.stderr, out.stderr
+        assert " expired at " in out.stderr and "KINT_KEY_TTL=30d" in out.stderr, out.stderr
+        assert "nothing was dropped" in out.stderr and "is missing" not in out.stderr
+        error = [line for line in out.stderr.splitlines() if line.startswith("kint: error:")]
+        assert said is None or error == said, (said, error)
+        said = error
+        # The expired key is not kept on disk once seen: the file is its tombstone.
+        assert read_cached_key(a.kint_home, space_id).reason == "expired"
+        assert vault.stat().st_size == 80
+    doctor = json.loads(a.kint("doctor", "--json").stdout)
+    data_key = next(c for c in doctor["checks"] if c["name"] == "data key")
+    assert not data_key["ok"] and " expired at " in data_key["detail"], data_key
     rows = _query(a.sibyl_db, "select body from entities where name = 'pending-change'")
     assert rows == [('{"rule":"kept"}',)]
     cache_data_key(a.kint_home, space_id, key)

@@ -73,3 +73,23 @@ def test_an_enrolment_whose_endpoints_are_not_a_list_of_urls_is_refused(tmp_path
     path.write_text(json.dumps({**good.to_json(), "rpc_urls": urls}))
     with pytest.raises(CorruptStateFile, match="rpc_urls that are not a list of endpoints"):
         load_enrolment(path)
+
+
+@pytest.mark.parametrize("field, value", [("contract", None), ("contract", "0x12"),
+                                          ("contract", 7), ("chain_id", "8453"),
+                                          ("chain_id", True)])
+def test_an_enrolment_naming_no_contract_or_chain_id_is_refused(tmp_path, field, value):
+    """Every command that reads the space's head compares the enrolment's chain id and
+    contract with the ones in force first (enrolled_chain.py): one that names none is a
+    corrupt file, named, not a comparison that fails in its own way (a None has no
+    `.lower()`, an INTERNAL error)."""
+    from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    path = tmp_path / "enrol-0000000000000000.json"
+    good = Enrolment(space="00" * 32, tenant="t", owner="0x" + "ab" * 20, account="eoa",
+                     contract="0x" + "00" * 20, chain_id=8453)
+    save_enrolment(path, good)
+    path.write_text(json.dumps({**good.to_json(), field: value}))
+    with pytest.raises(CorruptStateFile, match="names no contract address or chain id"):
+        load_enrolment(path)

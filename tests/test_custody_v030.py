@@ -376,6 +376,15 @@ def test_key_ttl_parsing(raw, want):
     assert VC.parse_key_ttl(raw) == want
 
 
+def _opened(home: Path, path: Path) -> bytes:
+    """The cache file's plaintext (expiry || key), by the module's layout."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    raw = path.read_bytes()
+    key = VC._cache_key(LS.local_secret(home))
+    return AESGCM(key).decrypt(raw[12:24], raw[24:], SPACE.removeprefix("0x").lower().encode())
+
+
 def test_vault_cache_round_trip_and_expiry(home, monkeypatch):
     monkeypatch.setenv("KINT_KEY_TTL", "1h")
     cached = VC.cache_data_key(home, SPACE, DEK, now=1_000_000)
@@ -389,29 +398,35 @@ def test_vault_cache_round_trip_and_expiry(home, monkeypatch):
     gone = VC.read_cached_key(home, SPACE, now=1_003_600)
     assert isinstance(gone, VC.NoCachedKey) and gone.reason == "expired"
     assert gone.expires_at == 1_003_600 and "nothing was dropped" in gone.message
-    # The expired file is removed as it is read: the key in it opens the memory for anyone
-    # with the local secret, whatever expiry it carries (05-keys.md: the cached key is kept
-    # only for its TTL). Before, it stayed on disk for good.
-    assert not path.exists()
-    again = VC.read_cached_key(home, SPACE, now=1_003_600)
-    assert isinstance(again, VC.NoCachedKey) and again.reason == "missing"
-    assert "nothing was dropped" in again.message
+    # The expired file loses its key as it is read: the key in it opens the memory for
+    # anyone with the local secret, whatever expiry it carries (05-keys.md: the cached key
+    # is kept only for its TTL). What stays is a tombstone of the same layout, with no key.
+    assert path.stat().st_size == VC.CACHE_FILE_LEN and _mode(path) == 0o600
+    assert _opened(home, path)[8:] == bytes(32)
+    # So every later read says "expired" too, with the same advice (it said "missing",
+    # as if this machine had never connected), whatever the clock says now.
+    for now in (1_003_600, 1_000_000):
+        again = VC.read_cached_key(home, SPACE, now=now)
+        assert isinstance(again, VC.NoCachedKey) and again.reason == "expired", again
+        assert (again.message, again.expires_at) == (gone.message, gone.expires_at)
     # Caching again renews the deadline.
     VC.cache_data_key(home, SPACE, DEK, ttl=60, now=2_000_000)
     assert VC.read_cached_key(home, SPACE, now=2_000_059).dek == DEK
 
 
-def test_a_key_cached_again_before_the_expired_one_is_removed_stays(home):
-    """The expired file is removed only if it is still the one read: a key cached in
-    between (a connect, a push's renewal) replaced it with a new file, which stays."""
+def test_a_key_cached_again_before_the_expired_one_is_retired_stays(home):
+    """The expired file is replaced by its tombstone only if it is still the one read: a
+    key cached in between (a connect, a push's renewal) replaced it with a new file, which
+    stays."""
     VC.cache_data_key(home, SPACE, DEK, ttl=60, now=1_000)
     path = VC.vault_cache_path(home, SPACE)
     read = path.stat()
     VC.cache_data_key(home, SPACE, DEK, ttl=60)  # fresh, by an atomic replace
-    VC._remove_expired(path, read)
+    key = VC._cache_key(LS.local_secret(home))
+    VC._retire_expired(path, read, key, SPACE, 1_060)
     assert VC.read_cached_key(home, SPACE).dek == DEK
-    VC._remove_expired(path, path.stat())
-    assert not path.exists()
+    VC._retire_expired(path, path.stat(), key, SPACE, 1_060)
+    assert VC.read_cached_key(home, SPACE).reason == "expired"
 
 
 def test_the_vault_cache_is_sealed_under_hkdf_of_the_local_secret(home, monkeypatch):

@@ -280,10 +280,11 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
     recovery-code refuse in those words, where they said only that the chain did not answer
     or was not in step, or (pull) refused the endpoint as stale."""
     a, devchain = story["a"], story["devchain"]
-    said = ("this space was connected on the devchain (chain id 31337) and its epochs are "
-            "there; kint now reads Base (chain id 8453)")
-    way_back = "read the devchain again: `kint devchain start`"
     head = kjson(a, "status")["chain_head"]
+    said = (f"this space was connected on the devchain (chain id 31337), where this machine "
+            f"has anchored or pulled its epochs up to {head['seq']}; kint now reads Base "
+            f"(chain id 8453)")
+    way_back = "read the devchain again: `kint devchain start`"
     with RpcProxy(devchain["rpc_url"]) as proxy:
         space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n')
         try:
@@ -316,8 +317,7 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             again = a.kint("connect", "--owner", story["owner"], "--recovery-code-stdin",
                            input=recovery_code(a, story["space16"]) + "\n")
             assert again.returncode == 2, again.stdout + again.stderr
-            assert (f"kint: error: {said}; this machine holds that chain's epochs (its mirror "
-                    f"and watermark), so the space is not connected again here "
+            assert (f"kint: error: {said}: connect does not move the space off them "
                     f"[CONFIG_INVALID]") in again.stderr, again.stderr
             assert f"hint: {way_back}" in again.stderr, again.stderr
             assert enrol.read_bytes() == before
@@ -469,14 +469,21 @@ def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story,
         with RpcProxy(story["devchain"]["rpc_url"]) as proxy:
             space_config(fresh, "", top=f'rpc_url = "{proxy.url}"\n'
                                          f'rpc_url_2 = "{proxy.url}/"\n')
+            # The refusal said "its epochs are there" of a space that has none.
+            push = fresh.kint("push")
+            assert push.returncode == 5, push.stdout + push.stderr
+            assert ("where this machine has anchored or pulled none of its epochs; kint now "
+                    "reads Base (chain id 8453) [CONFIG_INVALID]") in push.stderr, push.stderr
+            assert ("; or run `kint connect` again to connect the space on Base"
+                    in push.stderr), push.stderr
             moved = fresh.kint("connect", "--owner", connected["owner"],
                                "--recovery-code-stdin",
                                input=recovery_code(fresh, space16) + "\n")
             assert moved.returncode == 0, moved.stdout + moved.stderr
-            assert ("chain: this space was connected on the devchain (chain id 31337) and its "
-                    "epochs are there; kint now reads Base (chain id 8453); nothing was "
-                    "anchored there from this machine, so the space is connected on the chain "
-                    "kint reads now") in moved.stdout.splitlines(), moved.stdout
+            assert ("chain: this space was connected on the devchain (chain id 31337), where "
+                    "this machine has anchored or pulled none of its epochs; kint now reads "
+                    "Base (chain id 8453): the space is connected on the one kint reads now"
+                    ) in moved.stdout.splitlines(), moved.stdout
             enrolment = json.loads((fresh.kint_home / f"enrol-{space16}.json").read_text())
             assert enrolment["chain_id"] == 8453, enrolment
     finally:

@@ -15,13 +15,16 @@ Why it is built this way:
 - Expired, missing, no local secret, or sealed under another local secret (the source
   changed) all read as absent, each with its own reason: nothing is lost, the user connects
   again. A file that is garbled or was altered is refused by name and left as it is.
-- An expired file is removed when it is next read (durably: `remove_file` syncs the
-  folder), not kept: the expiry is only a field inside it, and the key in it opens the
-  memory for anyone holding the local secret, expired or not. kint v0.3.0's 05-keys.md
-  keeps a machine's cached key for its TTL only, which is what a TTL must mean after
-  `revokeSessionKey`. The read that removes it still says "expired"; the next
-  one says "missing" (both NO_DATA_KEY, push's exit 3). A key cached again between the
-  read and the removal is a new file (an atomic replace) and stays.
+- An expired file loses its key when it is next read: the expiry is only a field inside
+  it, and the key in it opens the memory for anyone holding the local secret, expired or
+  not. kint v0.3.0's 05-keys.md keeps a machine's cached key for its TTL only, which is
+  what a TTL must mean after `revokeSessionKey`. It is replaced (atomically, durably) by a
+  tombstone: the same layout, the same expiry, an all-zero key in the key's place. So
+  every later read says "expired" too, with the same way out, where removing the file made
+  the second read say "missing" (as if this machine had never connected) and dropped the
+  advice about KINT_KEY_TTL. A key cached again between the read and the replacement is a
+  new file (an atomic replace) and stays; a tombstone that cannot be written (a read-only
+  folder) is a removal, and one that cannot be removed either is left for the next read.
 
 File layout (80 bytes; local to this machine, so the layout is kint's own):
 
@@ -30,6 +33,7 @@ File layout (80 bytes; local to this machine, so the layout is kint's own):
 
 key_check = HMAC-SHA256(cache key, "kint-vault-cache-check-v1")[:8] tells "sealed under
 another local secret" (absent) apart from "altered" (corrupt), which AES-GCM alone cannot.
+A DEK of 32 zero bytes is a tombstone: expired, whatever the clock says now.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ _NONCE_LEN = 12
 _EXPIRY_LEN = 8
 CACHE_FILE_LEN = len(MAGIC) + _CHECK_LEN + _NONCE_LEN + _EXPIRY_LEN + DEK_LEN + 16  # 80
 _EXPIRY_MAX = 2**64 - 1
+# What an expired file holds in the key's place once read (the module's docstring).
+_NO_KEY = bytes(DEK_LEN)
 # The cache files' writes and removals in this process (one worker per space serves every
 # caller): an expired file is removed only while no fresh one is being written in its place.
 _FILES = threading.Lock()
@@ -188,11 +194,8 @@ def cache_data_key(home: Path | None, space: str | bytes, dek: bytes, *,
     now = time.time() if now is None else now
     expires_at = min(max(int(now + float(ttl)), 0), _EXPIRY_MAX)
     key = _cache_key(secret)
-    nonce = os.urandom(_NONCE_LEN)
-    sealed = AESGCM(key).encrypt(nonce, expires_at.to_bytes(_EXPIRY_LEN, "big") + dek,
-                                 space_hex(space).encode("ascii"))
     with _FILES:
-        write_private(path, MAGIC + _key_check(key) + nonce + sealed)
+        write_private(path, _seal(key, space, expires_at, dek))
     MEMORY.forget(space)
     return CachedKey(dek, expires_at, "file")
 
@@ -245,25 +248,40 @@ def read_cached_key(home: Path | None, space: str | bytes, *,
         raise VaultCacheCorrupt(path, "does not open: it was altered, or belongs to another "
                                       "space") from None
     expires_at = int.from_bytes(plain[:_EXPIRY_LEN], "big")
+    dek = plain[_EXPIRY_LEN:]
     now = time.time() if now is None else now
-    if now >= expires_at:
-        _remove_expired(path, opened)
+    if dek == _NO_KEY or now >= expires_at:
+        if dek != _NO_KEY:
+            _retire_expired(path, opened, key, space, expires_at)
         when = datetime.fromtimestamp(min(expires_at, 253402300799),
                                       tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         return NoCachedKey("expired", f"the cached data key of space {name} expired at "
                            f"{when}: {NOTHING_DROPPED}; run kint connect again, or set "
                            f"KINT_KEY_TTL=30d on a machine that stays up", expires_at)
-    return CachedKey(plain[_EXPIRY_LEN:], expires_at, "file")
+    return CachedKey(dek, expires_at, "file")
 
 
-def _remove_expired(path: Path, opened: os.stat_result) -> None:
-    """Remove the expired cache file just read, unless another took its name meanwhile.
-    A removal that fails (a read-only folder) leaves it for the next look: the read still
+def _seal(key: bytes, space: str | bytes, expires_at: int, dek: bytes) -> bytes:
+    nonce = os.urandom(_NONCE_LEN)
+    sealed = AESGCM(key).encrypt(nonce, expires_at.to_bytes(_EXPIRY_LEN, "big") + dek,
+                                 space_hex(space).encode("ascii"))
+    return MAGIC + _key_check(key) + nonce + sealed
+
+
+def _retire_expired(path: Path, opened: os.stat_result, key: bytes, space: str | bytes,
+                    expires_at: int) -> None:
+    """Replace the expired cache file just read by its tombstone (no key, same expiry),
+    unless another file took its name meanwhile. A tombstone that cannot be written is a
+    removal; one that cannot be removed either is left for the next look: the read still
     says "expired", never an error of its own."""
     with _FILES:
         try:
             there = os.stat(path)
-            if (there.st_dev, there.st_ino) == (opened.st_dev, opened.st_ino):
+            if (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino):
+                return
+            try:
+                write_private(path, _seal(key, space, expires_at, _NO_KEY))
+            except OSError:
                 remove_file(path)
         except OSError:
             return

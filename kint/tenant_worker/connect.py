@@ -48,7 +48,8 @@ from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.custody_errors import as_protocol_error
-from kint.tenant_worker.enrolment import Enrolment, other_chain, save_enrolment
+from kint.tenant_worker.enrolled_chain import other_chain
+from kint.tenant_worker.enrolment import Enrolment, save_enrolment
 from kint.tenant_worker.head_header import ReadableHeader, newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.space import SpaceContext
@@ -196,22 +197,19 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _moved_from(ctx: SpaceContext, existing: Enrolment | None,
                 chain: ChainConfig) -> str | None:
-    """What a connect on another chain than the space's enrolment does, said: the enrolment
-    is rewritten for the chain in force. Refused (CONFIG_INVALID, `other_chain`'s hint)
-    when this machine holds that chain's epochs (a mirror past 0, a watermark): they would
-    stay under the new enrolment, and every pull would refuse the new chain's head as
-    stale. Before, connect overwrote the enrolment without a word."""
-    elsewhere = other_chain(existing, chain) if existing is not None else None
+    """What a connect on another chain or contract than the space's enrolment does, said:
+    the enrolment is rewritten for the ones in force. Refused (CONFIG_INVALID, with
+    `other_chain`'s words) when this machine holds epochs of the old one (its mirror past
+    0, its watermark): they would stay under the new enrolment, and every pull would refuse
+    the new head as stale. Before, connect overwrote the enrolment without a word."""
+    elsewhere = other_chain(existing, chain, ctx.seen_here) if existing is not None else None
     if elsewhere is None:
         return None
-    mirror = ctx.state.mirror()
-    if (mirror is not None and mirror.head.seq > 0) or ctx.state.watermark() is not None:
+    if ctx.seen_here() > 0:
         raise ProtocolError(ErrorCode.CONFIG_INVALID,
-                            f"{elsewhere.message}; this machine holds that chain's epochs "
-                            f"(its mirror and watermark), so the space is not connected "
-                            f"again here", elsewhere.hint)
-    return (f"{elsewhere.message}; nothing was anchored there from this machine, so the "
-            f"space is connected on the chain kint reads now")
+                            f"{elsewhere.message}: connect does not move the space off them",
+                            elsewhere.hint)
+    return f"{elsewhere.message}: the space is connected on the one kint reads now"
 
 
 def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, list[str]]:

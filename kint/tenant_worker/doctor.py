@@ -9,7 +9,7 @@ import sqlite3
 from typing import Any
 
 from kint.protocol.checks import check
-from kint.tenant_worker.enrolment import other_chain
+from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.space import SpaceContext
 
 
@@ -64,7 +64,8 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     mirror, local_checks = _disk_pull_and_changes(ctx, enrolment is not None)
     checks += local_checks
     if enrolment is not None:
-        elsewhere = other_chain(enrolment, chain) if chain is not None else None
+        elsewhere = (other_chain(enrolment, chain, ctx.seen_here) if chain is not None
+                     else None)
         if elsewhere is not None:  # first: the checks below are of the chain in force
             checks.append(check("chain", False, elsewhere.message, elsewhere.hint))
         if chain is not None:

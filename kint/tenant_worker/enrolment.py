@@ -11,19 +11,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import orjson
 from eth_utils import is_address
 
-from kint.chain.config import BASE_CHAIN_ID
-from kint.chain.devchain.anvil import CHAIN_ID as DEVCHAIN_ID
 from kint.paths import atomic_write
-from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.state_format import CorruptStateFile
-
-if TYPE_CHECKING:
-    from kint.chain.config import ChainConfig
 
 ENROL_VERSION = 2
 # A space with no enrolment here: what push, pull and rekey refuse with (NOT_CONNECTED).
@@ -74,6 +68,11 @@ def load_enrolment(path: Path) -> Enrolment | None:
     if (not isinstance(enrolment.owner, str) or not is_address(enrolment.owner)
             or enrolment.account not in ("eoa", "smart")):
         raise CorruptStateFile(path, "names no owner address or account kind")
+    # Which chain and contract hold its epochs: what a command compares with the ones in
+    # force before it reads the head (enrolled_chain.py).
+    if (not isinstance(enrolment.contract, str) or not is_address(enrolment.contract)
+            or type(enrolment.chain_id) is not int):
+        raise CorruptStateFile(path, "names no contract address or chain id")
     urls = enrolment.rpc_urls
     if urls is not None and not (isinstance(urls, list) and urls
                                  and all(isinstance(u, str) and u for u in urls)):
@@ -84,30 +83,3 @@ def load_enrolment(path: Path) -> Enrolment | None:
 def save_enrolment(path: Path, enrolment: Enrolment) -> None:
     atomic_write(path, orjson.dumps(enrolment.to_json(), option=orjson.OPT_INDENT_2))
 
-
-def _chain_name(chain_id: int) -> str:
-    return {BASE_CHAIN_ID: "Base", DEVCHAIN_ID: "the devchain"}.get(chain_id, f"chain {chain_id}")
-
-
-def other_chain(enrolment: Enrolment, chain: ChainConfig) -> ProtocolError | None:
-    """The refusal to read a head for a space connected on another chain than the one in
-    force, else None. Its epochs, mirror and watermark are that chain's: the usual case is
-    `kint devchain stop` after trying kint on the devchain (kint then reads Base, where
-    the space has no epochs), or a devchain started on a machine connected on Base. Without
-    this, status and doctor said only that Base did not answer, or that the chain was not
-    in step, with no word of the chain the space lives on."""
-    if enrolment.chain_id == chain.chain_id:
-        return None
-    was, now = _chain_name(enrolment.chain_id), _chain_name(chain.chain_id)
-    if enrolment.chain_id == DEVCHAIN_ID:
-        hint = ("read the devchain again: `kint devchain start` (its state is kept), with "
-                "KINT_RPC_URL unset or naming its endpoint")
-    elif chain.devchain:
-        hint = (f"stop the devchain (`kint devchain stop`), or set KINT_RPC_URL to an "
-                f"endpoint of {was}, to read {was} again")
-    else:
-        hint = f"point kint at {was} again (KINT_RPC_URL, or rpc_url in the config file)"
-    return ProtocolError(ErrorCode.CONFIG_INVALID,
-                         f"this space was connected on {was} (chain id {enrolment.chain_id}) "
-                         f"and its epochs are there; kint now reads {now} (chain id "
-                         f"{chain.chain_id})", hint)

@@ -25,7 +25,8 @@ from kint.sibyl_client import close_client, store_file_id
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import SESSION_TTL_S, WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
-from kint.tenant_worker.enrolment import Enrolment, load_enrolment, other_chain
+from kint.tenant_worker.enrolled_chain import other_chain
+from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.unanchored import UnanchoredTally
@@ -235,6 +236,22 @@ class SpaceContext:
     def enrolment(self) -> Enrolment | None:
         return load_enrolment(self.state.files["enrol"])
 
+    def seen_here(self) -> int:
+        """The highest epoch of this space this machine has anchored or pulled (its mirror's
+        head, its watermark), 0 for none: what a refusal to read another chain or contract
+        can say of the one the space was connected on. A mirror that does not read counts
+        as none; the watermark still says what was seen."""
+        try:
+            mirror = self.state.mirror()
+        except CorruptStateFile:
+            mirror = None
+        try:
+            watermark = self.state.watermark()
+        except CorruptStateFile:
+            watermark = None
+        return max(mirror.head.seq if mirror is not None else 0,
+                   watermark.seq if watermark is not None else 0)
+
     def head_source(self) -> HeadSource:
         from kint.tenant_worker.chain_head import ChainHeadSource, RefusedChain
 
@@ -245,7 +262,7 @@ class SpaceContext:
             chain = self.chain()
         except ProtocolError as err:  # refused when read (not under KINT_OFFLINE=1)
             return RefusedChain(err)
-        elsewhere = other_chain(enrolment, chain)
+        elsewhere = other_chain(enrolment, chain, self.seen_here)
         if elsewhere is not None:  # another chain's head says nothing of this space's
             return RefusedChain(elsewhere)
         return ChainHeadSource(chain, self.tracker, self.head_anchor, enrolment.owner,

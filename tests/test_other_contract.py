@@ -1,0 +1,217 @@
+"""A space read through another EpochAnchor than the one it was connected on (lane chain17).
+
+The enrolment records the chain id and the contract; only the chain id was compared, so a
+`contract` set in config.toml, or a KINT_CONTRACT in the supervisor's environment, after
+the connect went unnoticed: status read the other contract's head (empty) as the space's,
+and push and pull went to a contract that never saw the space. v0.3.0's 11-contract.md
+("The deployment"): another address is a new chain of epochs that starts empty.
+
+Through the real CLI, on the session's devchain with a second EpochAnchor deployed on it.
+Machine A has anchored an epoch: every command that reads the head refuses, naming both
+contracts, where the one in force was set and how to set it back, and nothing is sent.
+Machine F connected and never pushed: the refusal says so (not "its epochs are there"),
+and offers the connect that moves it, which works.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from web3 import Web3
+
+from chain_machines import devchain_anchor, kjson, new_machine, ok, recovery_code
+from conftest import sibyl_client
+
+
+@pytest.fixture(scope="module")
+def second_anchor(chain_home) -> str:
+    """Another EpochAnchor on the session's devchain: same chain id, another address."""
+    from kint.chain.artifact import epoch_anchor_artifact
+    from kint.chain.devchain.powers import deploy_artifact
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    address = deploy_artifact(w3, epoch_anchor_artifact())
+    assert address.lower() != record["anchor"].lower()
+    return address
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """A machine connected on the devchain's EpochAnchor, one epoch anchored."""
+    sb = new_machine(tmp_path_factory.mktemp("other-contract"), chain_home)
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner, sb.space16, sb.session = (connected["owner"], connected["space"],
+                                        connected["session"])
+    client = sibyl_client(sb.sibyl_db, sb.tenant)
+    client.set_entity("rules", "anchored", {"rule": "first"})
+    assert kjson(sb, "push")["pushed"] == 1
+    client.set_entity("rules", "waiting", {"rule": "not anchored yet"})
+    yield sb
+    sb.shutdown()
+
+
+def head_on(chain_home, contract: str, owner: str, space: str):
+    """(owner, space)'s head on `contract`, read straight from the devchain."""
+    from kint.chain.anchor import Anchor
+    from kint.chain.rpc import RpcTracker
+
+    config = devchain_anchor(chain_home).config
+    return Anchor(replace(config, anchor=contract), RpcTracker()).head(owner, space)
+
+
+def space_id(sb) -> str:
+    return json.loads((sb.kint_home / f"enrol-{sb.space16}.json").read_text())["space"]
+
+
+def sent(sb, chain_home) -> int:
+    return devchain_anchor(chain_home).w3.eth.get_transaction_count(sb.session)
+
+
+def refused(out, code: int, *lines: str) -> None:
+    assert out.returncode == code, out.stdout + out.stderr
+    for line in lines:
+        assert line in out.stderr, out.stderr
+
+
+def test_a_contract_set_in_config_toml_after_the_connect_is_refused_by_name(
+        machine, chain_home, second_anchor):
+    anchor = devchain_anchor(chain_home).config.anchor
+    path = machine.kint_home / "config.toml"
+    said = (f"this space was connected on the EpochAnchor at {anchor} on the devchain, where "
+            f"this machine has anchored or pulled its epochs up to 1; kint now reads the one "
+            f"at {second_anchor} (KINT_CONTRACT: `contract` in {path})")
+    hint = f'hint: set `contract = "{anchor}"` in {path}'
+    nonce = sent(machine, chain_home)
+    path.write_text(f'contract = "{second_anchor}"\n')
+    path.chmod(0o600)
+    try:
+        # Status read the other contract's head (none) as this space's, and said nothing.
+        status = kjson(machine, "status")
+        assert status["chain_head"] is None and status["chain_head_unavailable"] == said, status
+        for command, code in ((("push",), 5), (("pull",), 5), (("compact",), 5),
+                              (("verify", "first"), 2), (("recovery-code",), 2)):
+            out = machine.kint(*command)
+            refused(out, code, f"kint: error: {said} [CONFIG_INVALID]", hint)
+            assert "kint connect` again" not in out.stderr, out.stderr
+        checks = {c["name"]: c for c in
+                  json.loads(machine.kint("doctor", "--json").stdout)["checks"]}
+        assert checks["chain"] == {"name": "chain", "ok": False, "detail": said,
+                                   "hint": hint.removeprefix("hint: ")}, checks["chain"]
+        # Connecting again would leave this contract's mirror and watermark under an
+        # enrolment for the other: refused, the enrolment as it was.
+        enrol = machine.kint_home / f"enrol-{machine.space16}.json"
+        before = enrol.read_bytes()
+        again = machine.kint("connect", "--owner", machine.owner, "--recovery-code-stdin",
+                             input=recovery_code(machine, machine.space16) + "\n")
+        refused(again, 2, f"kint: error: {said}: connect does not move the space off them "
+                          f"[CONFIG_INVALID]", hint)
+        assert enrol.read_bytes() == before
+        # In a space's table the table is named; the default contract needs removing.
+        label = machine.label(machine.sibyl_db)
+        path.write_text(f'[spaces."{label}"]\ncontract = "{second_anchor}"\n')
+        refused(machine.kint("push"), 5, f'(KINT_CONTRACT: `contract` in {path} '
+                f'[spaces."{label}"])', f'hint: set `contract = "{anchor}"` in {path} '
+                f'[spaces."{label}"]')
+        # Nothing left the machine, and the other contract never saw the space.
+        assert sent(machine, chain_home) == nonce
+        assert head_on(chain_home, second_anchor, machine.owner, space_id(machine)).seq == 0
+    finally:
+        path.unlink(missing_ok=True)
+    assert kjson(machine, "push")["pushed"] == 1  # back on its own contract
+
+
+def test_a_contract_in_the_supervisors_environment_names_its_service(
+        machine, chain_home, second_anchor):
+    anchor = devchain_anchor(chain_home).config.anchor
+    machine.shutdown()
+    machine.env["KINT_CONTRACT"] = second_anchor
+    try:
+        machine.start_entitled()
+    finally:
+        del machine.env["KINT_CONTRACT"]
+    try:
+        nonce = sent(machine, chain_home)
+        out = machine.kint("pull")
+        refused(out, 5, f"now reads the one at {second_anchor} (KINT_CONTRACT in the "
+                        f"supervisor's environment) [CONFIG_INVALID]",
+                f"hint: the supervisor was started with it: set KINT_CONTRACT={anchor} in "
+                f"the service's environment file and restart the service, or `kint "
+                f"supervisor stop` and run the next command from an environment where it is "
+                f"{anchor}")
+        assert sent(machine, chain_home) == nonce
+    finally:
+        machine.shutdown()
+        machine.start_entitled()
+
+
+def test_a_space_that_never_pushed_says_so_and_moves_on_connect(tmp_path, chain_home,
+                                                               second_anchor):
+    """Connected, nothing anchored: the refusal said "its epochs are there" of a space that
+    has none; it says this machine holds none, and that connecting again moves it."""
+    fresh = new_machine(tmp_path / "fresh", chain_home)
+    try:
+        connected = kjson(fresh, "connect", "--dev")
+        fresh.space16 = connected["space"]
+        anchor = devchain_anchor(chain_home).config.anchor
+        path = fresh.kint_home / "config.toml"
+        path.write_text(f'contract = "{second_anchor}"\n')
+        path.chmod(0o600)
+        said = (f"this space was connected on the EpochAnchor at {anchor} on the devchain, "
+                f"where this machine has anchored or pulled none of its epochs; kint now "
+                f"reads the one at {second_anchor} (KINT_CONTRACT: `contract` in {path})")
+        assert kjson(fresh, "status")["chain_head_unavailable"] == said
+        refused(fresh.kint("push"), 5, f"kint: error: {said} [CONFIG_INVALID]",
+                f'hint: set `contract = "{anchor}"` in {path}; or run `kint connect` again '
+                f'to connect the space on the contract at {second_anchor}')
+        moved = ok(fresh.kint("connect", "--dev"))
+        assert (f"chain: {said}: the space is connected on the one kint reads now"
+                in moved.stdout.splitlines()), moved.stdout
+        enrolment = json.loads((fresh.kint_home / f"enrol-{fresh.space16}.json").read_text())
+        assert enrolment["contract"] == second_anchor, enrolment
+        sibyl_client(fresh.sibyl_db, fresh.tenant).set_entity("rules", "new", {"rule": "here"})
+        assert kjson(fresh, "push")["pushed"] == 1
+        assert head_on(chain_home, second_anchor, connected["owner"],
+                       enrolment["space"]).seq == 1
+    finally:
+        fresh.shutdown()
+
+
+ENROLLED = "0x" + "11" * 20
+
+
+@pytest.mark.parametrize("source, where, enrolled, hint", [
+    # A `contract` in the file over a space connected on Base's deployment: remove it.
+    ("file", "/h/config.toml", None,
+     "remove `contract` from /h/config.toml (the default is {default})"),
+    ("file", "/h/config.toml", ENROLLED, 'set `contract = "{enrolled}"` in /h/config.toml'),
+    ("daemon environment", None, None, "the supervisor was started with it: unset "
+     "KINT_CONTRACT in the service's environment file and restart the service, or `kint "
+     "supervisor stop` and run the next command from an environment where it is unset"),
+    # Set when the space was connected, unset since: Base's deployment is read now.
+    ("default", None, ENROLLED, 'set `contract = "{enrolled}"` in $KINT_HOME/config.toml (or '
+     'KINT_CONTRACT={enrolled} in the supervisor\'s environment)'),
+])
+def test_the_hint_names_the_setting_where_it_was_set(source, where, enrolled, hint):
+    """Each place the contract in force can come from, and the way back from it; on Base,
+    a space connected on the deployment gets the setting removed, not repeated."""
+    from kint.chain.config import ChainConfig
+    from kint.settings.schema import DEFAULT_CONTRACT
+    from kint.tenant_worker.enrolled_chain import other_chain
+    from kint.tenant_worker.enrolment import Enrolment
+
+    enrolled = enrolled or DEFAULT_CONTRACT
+    now = ENROLLED if enrolled == DEFAULT_CONTRACT else "0x" + "22" * 20
+    chain = ChainConfig(("https://base.example",), 8453, now, 2, 10.0,
+                        contract_source=source, contract_where=where)
+    enrolment = Enrolment(space="ab" * 32, tenant="t", owner="0x" + "33" * 20, account="eoa",
+                          contract=enrolled, chain_id=8453)
+    refusal = other_chain(enrolment, chain, lambda: 4)
+    assert refusal is not None and refusal.hint == hint.format(default=DEFAULT_CONTRACT,
+                                                               enrolled=enrolled)
+    assert (f"at {enrolled} on Base, where this machine has anchored or pulled its epochs up "
+            f"to 4; kint now reads the one at {now} (") in refusal.message
+    # The same contract in another case is the same contract.
+    assert other_chain(enrolment, replace(chain, anchor=enrolled.lower()), lambda: 4) is None
