@@ -621,6 +621,63 @@ def test_an_owner_with_code_that_reverts_is_bad_signature(dev):
         owner, key.address, expiry, deadline, sig)).error == "BadSignature"
 
 
+def _owner_with_code(dev: Dev, runtime: bytes) -> str:
+    """A fresh address holding `runtime` as its code (anvil_setCode): an 'account' whose
+    isValidSignature answer the test chooses byte for byte."""
+    address = Account.create().address
+    dev.rpc("anvil_setCode", [address, "0x" + runtime.hex()])
+    return address
+
+
+# Runtimes for the ERC-1271 call: answer the magic value as a full ABI word, answer only its
+# first two bytes, answer nothing at all (STOP).
+_MAGIC_WORD = (b"\x7f" + bytes.fromhex("1626ba7e") + bytes(28) + b"\x60\x00\x52"
+               + b"\x60\x20\x60\x00\xf3")
+_TWO_BYTES = (b"\x7f" + bytes.fromhex("1626ba7e") + bytes(28) + b"\x60\x00\x52"
+              + b"\x60\x02\x60\x00\xf3")
+_SILENT = b"\x00"
+
+
+def test_an_erc1271_reply_that_is_not_a_bytes4_reverts_without_an_error_name(dev):
+    """11-contract.md, "The signature setSessionKeyBySig checks": an answer that does not
+    decode as a bytes4 is not caught as BadSignature; the call reverts with no error name.
+    The same account shape answering a full word with the magic value authorizes, so what
+    the refusals pin is the reply's length and nothing else."""
+    key = dev.actor()
+    expiry, deadline = dev.now() + 86400, dev.now() + 300
+    signature = b"\x01" * 65
+    for runtime in (_TWO_BYTES, _SILENT):
+        owner = _owner_with_code(dev, runtime)
+        call = dev.anchor.encode_set_session_key_by_sig(owner, key.address, expiry, deadline,
+                                                        signature)
+        err = dev.refused(key, call)
+        assert (err.error, err.fields) == ("reverted", {}), runtime.hex()
+        assert dev.mined(key, call)["status"] == 0
+        assert dev.anchor.auth_nonce(owner) == 0
+        assert dev.anchor.session_key_expiry(owner, key.address) == 0
+    owner = _owner_with_code(dev, _MAGIC_WORD)
+    dev.send(key, dev.anchor.encode_set_session_key_by_sig(owner, key.address, expiry,
+                                                           deadline, signature))
+    assert dev.anchor.session_key_expiry(owner, key.address) == expiry
+    assert dev.anchor.auth_nonce(owner) == 1
+
+
+def test_a_signature_that_recovers_to_no_one_never_speaks_for_the_zero_address(dev):
+    """ecrecover answers the zero address for a signature it cannot recover; the contract
+    must never read that as the owner address(0) having signed (11-contract.md, "No code":
+    ecrecover must return the owner and never the zero address)."""
+    key = dev.actor()
+    zero = "0x" + "00" * 20
+    expiry, deadline = dev.now() + 86400, dev.now() + 300
+    for v in (27, 28):
+        unrecoverable = bytes(32) + (1).to_bytes(32, "big") + bytes([v])  # r = 0
+        err = dev.refused(key, dev.anchor.encode_set_session_key_by_sig(
+            zero, key.address, expiry, deadline, unrecoverable))
+        assert err.error == "BadSignature"
+    assert dev.anchor.auth_nonce(zero) == 0
+    assert not dev.anchor.can_write(zero, key.address)
+
+
 # --- startSeq -------------------------------------------------------------------------------
 
 
