@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 from web3 import Web3
+from web3.exceptions import TransactionNotFound
 
 from kint.chain import devchain
 from kint.chain.anchor import (EPOCH_TOPIC, PUSH_SELECTOR, ZERO_DIGEST, Anchor, CalldataRefused,
@@ -755,6 +757,56 @@ def test_a_chain_where_no_epoch_parses_is_refused_in_the_asking_commands_name(de
                                "at most")
     assert "rekey: the head epoch 2 at block" in caplog.text
     assert "connect" not in caplog.text
+
+
+@pytest.mark.parametrize("fault", ["calldata-altered", "tx-not-served", "tx-transport",
+                                   "no-event"])
+def test_the_header_walk_never_steps_past_an_epoch_it_could_not_fetch(dev, fault, monkeypatch,
+                                                                      caplog):
+    """The walk steps over a header that does not parse and nothing else: a head whose
+    calldata the RPC will not serve, or serves altered, or whose Epoch event the RPC does not
+    return, stops it where it is (frontend-contract.md section 6, item 7; 06-epochs.md, "An
+    epoch nobody can open"). Epoch 1 below is a readable kint epoch and epoch 2 is junk, so
+    a walk that stepped past the fault would come back with epoch 1."""
+    owner, space = dev.actor(), _space()
+    _push_chain(dev, owner, space, [KINT_BLOB, b"not a kint epoch " + os.urandom(40)])
+    anchor = Anchor(dev.anchor.config, RpcTracker())
+    head = anchor.head(owner.address, space)
+    assert newest_readable_header(anchor, owner.address, space, head,
+                                  command="connect").seq == 1
+    real_tx, eth = anchor.w3.eth.get_transaction, anchor.w3.eth
+
+    def served(tx_hash: Any) -> Any:
+        tx = real_tx(tx_hash)
+        if fault == "calldata-altered":
+            data = bytearray(bytes(tx["input"]))
+            data[4 + 5 * 32] ^= 1  # ct's first byte, after four head words and its length
+            return {**tx, "input": bytes(data)}
+        if fault == "tx-not-served":
+            raise TransactionNotFound(f"transaction {tx_hash} not found")
+        raise requests.exceptions.ConnectionError("the endpoint hung up")
+
+    if fault == "no-event":
+        monkeypatch.setattr(eth, "get_logs", lambda query: [])
+    else:
+        monkeypatch.setattr(eth, "get_transaction", served)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kint.worker"), pytest.raises(ProtocolError) as info:
+        newest_readable_header(anchor, owner.address, space, head, command="connect")
+    err = info.value
+    if fault == "calldata-altered":
+        assert err.code is ErrorCode.STALE_RPC
+        assert str(err) == "ciphertext digest does not match the Epoch event"
+    elif fault == "tx-not-served":
+        assert err.code is ErrorCode.STALE_RPC and "is not served by the RPC" in str(err)
+    elif fault == "tx-transport":
+        assert err.code is ErrorCode.RPC_UNAVAILABLE
+        assert str(err).startswith("cannot fetch the calldata of epoch 2: ")
+    else:
+        assert err.code is ErrorCode.RPC_UNAVAILABLE
+        assert str(err) == (f"cannot read the head epoch: no Epoch event for seq 2 at block "
+                            f"{head.block}; the RPC may be pruned or lying")
+    assert "using epoch 1" not in caplog.text and "not a readable kint epoch" not in caplog.text
 
 
 # --- revert decoding ------------------------------------------------------------------------
