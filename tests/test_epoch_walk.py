@@ -230,6 +230,33 @@ def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap_nobody_walks_pas
     assert check_continuity(fetched, ZERO_DIGEST)[0] is contradicting
 
 
+@pytest.mark.parametrize("claim", ["flag-flipped", "sealed-for-another-owner"])
+def test_a_snapshot_claim_that_does_not_open_is_no_place_to_stop(anchor, ctx, claim, caplog):
+    """06-epochs.md, "Why the flag and the key must agree": the header's snapshot bit is not
+    under the tag, so a walk that would stop at an epoch claiming to be a snapshot stops
+    only if it opens as one; otherwise v0.3.0's warning, and the walk goes on to the epochs
+    before it. Here epoch 2 claims a snapshot, either a diff epoch whose flag was flipped
+    (it opens, and its plaintext says no snapshot) or a real snapshot sealed for another
+    owner (it does not open here)."""
+    who = owner(anchor)
+    one = sealed(who, E1, seq=1, prev=ZERO_DIGEST)
+    if claim == "flag-flipped":
+        diff = sealed(who, E1, seq=2, prev=keccak(one).hex())
+        two = diff[:1] + bytes([0x02]) + diff[2:]
+    else:
+        two = sealed(owner(anchor), E2, seq=2, prev=keccak(one).hex())
+    push(anchor, who, one)
+    push(anchor, who, two)
+    with caplog.at_level("WARNING", logger="kint.worker"):
+        fetched = walk(ctx, anchor, who.address, anchor.head(who.address, SPACE), base=0,
+                       full=False, held=HELD)
+    assert [f.log.seq for f in fetched] == [2, 1]
+    assert fetched[0].header.snapshot and fetched[0].opened is None and not fetched[0].snapshot
+    assert fetched[1].opened is not None
+    assert ("pull: epoch 2 claims to be a snapshot but cannot be applied; walking the full "
+            "history instead") in caplog.text
+
+
 # --- recording an epoch on this machine's picture ---------------------------------------
 
 
