@@ -8,9 +8,12 @@ here is a tmp_path; scrypt runs at the production cost (N = 2^17) where a vector
 
 from __future__ import annotations
 
+import getpass
 import hashlib
+import io
 import json
 import stat
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
+from kint.commands import secrets
 from kint.custody import keks, local_secret as LS, vault_cache as VC, wraps as W
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.errors import (BadDeriveSignature, BadRecoveryCode, EmptyPassphrase,
@@ -199,6 +203,21 @@ def test_empty_passphrases_are_refused(tmp_path):
         keks.passphrase_kek("", OWNER, SPACE, home=tmp_path)
     with pytest.raises(EmptyPassphrase):
         keks.signature_kek(SIGNATURE, OWNER, SPACE, salt_passphrase="", home=tmp_path)
+
+
+def test_passphrase_stdin_strips_its_ends_and_the_prompt_keeps_them(monkeypatch):
+    """05-keys.md: `--passphrase-stdin` strips leading and trailing whitespace and the prompt
+    does not, so the two derive different keys from a passphrase with a space at either
+    end; inner spaces and the bytes of "café" are kept as typed either way; a line of
+    spaces on stdin is no passphrase at all (it would derive from the empty string)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \tcaf\u00e9 au lait \r\n"))
+    assert secrets.read_passphrase_stdin() == "caf\u00e9 au lait"
+    monkeypatch.setattr(getpass, "getpass", lambda prompt: " caf\u00e9 au lait ")
+    assert secrets.prompt_secret("vault passphrase: ") == " caf\u00e9 au lait "
+    monkeypatch.setattr(sys, "stdin", io.StringIO("   \n"))
+    with pytest.raises(SystemExit) as refused:
+        secrets.read_passphrase_stdin()
+    assert refused.value.code == 2
 
 
 def test_the_scrypt_lock_lives_in_kint_home(tmp_path, monkeypatch):
