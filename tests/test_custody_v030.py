@@ -93,6 +93,18 @@ def test_typed_data_and_canonical_payload_are_the_vectors():
     assert canonical_payload(bytes.fromhex(OWNER[2:])) == canonical_payload(OWNER)
 
 
+def test_kint_canonical_payload_prints_the_vector_bytes(sandbox):
+    """`kint canonical-payload --owner` (05-keys.md, "The vault message") prints exactly
+    the bytes `cast wallet sign --data --from-file` reads: v0.3.0's canonical payload, one
+    line and its newline, with the owner checksummed however it was typed, and nothing on
+    stderr."""
+    for spelling in (OWNER, OWNER.lower(), "0x" + OWNER[2:].upper()):
+        out = sandbox.kint("canonical-payload", "--owner", spelling)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == VECTORS["canonical_payload_json"] and out.stderr == ""
+        assert out.stdout.count("\n") == 1
+
+
 def test_vault_digest_is_the_vector_and_what_a_wallet_signs():
     assert vault_digest(OWNER).hex() == VECTORS["vault_digest"]
     signable = encode_typed_data(full_message=json.loads(canonical_payload(OWNER)))
