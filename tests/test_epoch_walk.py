@@ -36,6 +36,7 @@ from kint.tenant_worker.config import WorkerConfig
 from kint.epochs.plaintext import parse_plaintext
 from kint.tenant_worker.epoch_walk import Fetched, check_continuity, walk
 from kint.tenant_worker.pending import PendingEpoch, record_landed
+from kint.tenant_worker.pull import _epochs_to_apply
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, EpochRejected, record_epoch
 from kint.tenant_worker.store import StoreReader
@@ -255,6 +256,36 @@ def test_a_snapshot_claim_that_does_not_open_is_no_place_to_stop(anchor, ctx, cl
     assert fetched[1].opened is not None
     assert ("pull: epoch 2 claims to be a snapshot but cannot be applied; walking the full "
             "history instead") in caplog.text
+
+
+@pytest.mark.parametrize("inside", ["plaintext-from-the-future", "another-owners-epoch"])
+def test_a_plaintext_from_the_future_is_content_no_snapshot_supersedes(anchor, ctx, inside):
+    """frontend-contract.md section 6, item 8, and 12-kint-core.md's table: a plaintext
+    whose version is not 1 opens under the tag and is then refused as content, which stops
+    the pull there even with a snapshot that opens after it; an epoch that does not open at
+    all (sealed for another owner) is the one a later snapshot supersedes."""
+    who = owner(anchor)
+    honest = sealed(who, E1, seq=1, prev=ZERO_DIGEST)
+    if inside == "plaintext-from-the-future":
+        one = resealed(honest, lambda raw: raw.replace(b'{"v":1,', b'{"v":2,', 1), dek=DEK,
+                       owner=who.address, space=SPACE, seq=1, prev=ZERO_DIGEST)
+    else:
+        one = sealed(owner(anchor), E1, seq=1, prev=ZERO_DIGEST)
+    push(anchor, who, one)
+    push(anchor, who, sealed(who, E2, seq=2, prev=keccak(one).hex()))
+    fetched = walk(ctx, anchor, who.address, anchor.head(who.address, SPACE), base=0,
+                   full=True, held=HELD)[::-1]
+    first, snapshot = fetched
+    assert first.opened is None and first.header is not None and snapshot.snapshot
+    todo, skipped = _epochs_to_apply(fetched, ZERO_DIGEST)
+    if inside == "plaintext-from-the-future":
+        assert first.final
+        assert first.reason == "its content is not an epoch (plaintext version 2 is not 1)"
+        assert (todo, skipped) == (fetched, [])  # the pull stops at epoch 1
+    else:
+        assert not first.final and first.reason.startswith("AES-GCM refused the epoch")
+        assert todo == [snapshot]
+        assert [(s["seq"], s["superseded_by"]) for s in skipped] == [(1, 2)]
 
 
 # --- recording an epoch on this machine's picture ---------------------------------------
