@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import encode_recovery_code
-from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile,
+from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, unwrap,
                                 wrap_data_key)
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connect import (SOURCE_CODE, SOURCE_FRESH, SOURCE_HEADER, SOURCE_LOCAL,
-                                        SuppliedKey, _from_recovery_code, _from_supplied_key)
+                                        SuppliedKey, _from_recovery_code, _from_supplied_key,
+                                        _with_extra_passphrase)
 from kint.tenant_worker.head_header import ReadableHeader
 
 V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
@@ -153,3 +155,24 @@ def test_a_recovery_code_never_starts_a_vault():
     err = refusal(_from_recovery_code, encode_recovery_code(DEK), OWNER, None, None)
     assert err.code is ErrorCode.WRONG_KEY
     assert str(err).startswith("a recovery code cannot start a vault")
+
+
+# --- --add-passphrase ------------------------------------------------------------------
+
+
+def test_an_extra_passphrase_adds_the_passphrase_paths_wrap_once(tmp_path):
+    """05-keys.md: `kint connect --add-passphrase` adds a kind 0x02 wrap derived exactly as
+    the passphrase path derives its key, so the passphrase alone opens the same data key;
+    the vector's passphrase gives the vector's passphrase wrap tag. A passphrase whose wrap
+    is already there adds nothing, and none given (the prompt left empty) adds nothing."""
+    ctx = SimpleNamespace(config=SimpleNamespace(space_id=V["space"], home=tmp_path))
+    vector = V["keks"]["passphrase"]
+    wallet_only = WRAPS[:1]
+    added = _with_extra_passphrase(ctx, OWNER, DEK, wallet_only, vector["passphrase"])
+    assert added[:1] == wallet_only and len(added) == 2
+    extra = added[1]
+    assert (extra.kind, extra.tag.hex()) == (KIND_PASSPHRASE, vector["tag"])
+    assert unwrap(extra, bytes.fromhex(vector["kek"])) == DEK
+    assert _with_extra_passphrase(ctx, OWNER, DEK, WRAPS, vector["passphrase"]) == WRAPS
+    for nothing in (None, ""):
+        assert _with_extra_passphrase(ctx, OWNER, DEK, wallet_only, nothing) == wallet_only
