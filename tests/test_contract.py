@@ -825,6 +825,31 @@ def test_decode_revert_names_every_error(dev):
     assert decode("0xdeadbeef").error == "reverted" and decode(None).error == "reverted"
 
 
+def test_a_revert_at_send_time_becomes_the_push_refusal_it_names(dev):
+    """11-contract.md: every send is estimated first, so a push the chain would revert
+    fails before it costs gas: StaleHead as the chain having moved (another machine pushed
+    between the head read and the send), NotAuthorized as this machine's key not being
+    authorized, and anything else as `transaction would revert: ...`; each says nothing
+    was dropped."""
+    from kint.tenant_worker.push import refused
+
+    a, b = "11" * 32, "22" * 32
+    stale = refused(dev.anchor.decode_revert(bytes.fromhex(
+        ERRORS["StaleHead(bytes32,bytes32)"][2:] + a + b)))
+    assert stale.code is ErrorCode.CHAIN_MOVED
+    assert str(stale).startswith(f"the chain refused the epoch (StaleHead(expected={a}, "
+                                 f"got={b})): another machine pushed first; ")
+    unauthorized = refused(dev.anchor.decode_revert(ERRORS["NotAuthorized()"]))
+    assert unauthorized.code is ErrorCode.NOT_CONNECTED
+    assert "session key is not authorized for the owner" in str(unauthorized)
+    for raw in (ERRORS["EmptyCiphertext()"], "0xdeadbeef"):
+        other = refused(dev.anchor.decode_revert(raw))
+        assert other.code is ErrorCode.INTERNAL
+        assert str(other).startswith("transaction would revert: ")
+    for err in (stale, unauthorized, other):
+        assert "nothing was dropped" in str(err) + str(err.hint)
+
+
 def test_views_read_the_same_values_without_building_web3(dev):
     """A view (verify's head read among them) is one eth_call encoded from the ABI and sent
     through the tracked provider: web3's contract and middleware layers are built only for
