@@ -440,6 +440,14 @@ def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_
     assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
     assert "this machine's picture of the memory is not the one the chain vouches for" in \
         kjson(b, "verify", "release rule")["reason"]
+    # B's cached key is the one before the rotation: it must not be written out as the
+    # vault's recovery code (05-keys.md, "The recovery code").
+    stale_code = b.kint("recovery-code")
+    assert stale_code.returncode != 0, stale_code.stdout
+    assert ("the cached data key is not the one the head epoch was sealed with"
+            in stale_code.stderr), stale_code.stderr
+    assert not list(b.kint_home.glob("RECOVERY-*.txt")) or \
+        recovery_code(b, space) != recovery_code(a, space)
     assert connect_with_wallet(b, owner)["source"] == "chain head header"
     pulled = kjson(b, "pull")
     assert pulled["applied"] == [snap, after] and pulled["gap"] == []

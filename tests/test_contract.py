@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 from web3 import Web3
+from web3.exceptions import TransactionNotFound
 
 from kint.chain import devchain
 from kint.chain.anchor import (EPOCH_TOPIC, PUSH_SELECTOR, ZERO_DIGEST, Anchor, CalldataRefused,
@@ -621,6 +623,63 @@ def test_an_owner_with_code_that_reverts_is_bad_signature(dev):
         owner, key.address, expiry, deadline, sig)).error == "BadSignature"
 
 
+def _owner_with_code(dev: Dev, runtime: bytes) -> str:
+    """A fresh address holding `runtime` as its code (anvil_setCode): an 'account' whose
+    isValidSignature answer the test chooses byte for byte."""
+    address = Account.create().address
+    dev.rpc("anvil_setCode", [address, "0x" + runtime.hex()])
+    return address
+
+
+# Runtimes for the ERC-1271 call: answer the magic value as a full ABI word, answer only its
+# first two bytes, answer nothing at all (STOP).
+_MAGIC_WORD = (b"\x7f" + bytes.fromhex("1626ba7e") + bytes(28) + b"\x60\x00\x52"
+               + b"\x60\x20\x60\x00\xf3")
+_TWO_BYTES = (b"\x7f" + bytes.fromhex("1626ba7e") + bytes(28) + b"\x60\x00\x52"
+              + b"\x60\x02\x60\x00\xf3")
+_SILENT = b"\x00"
+
+
+def test_an_erc1271_reply_that_is_not_a_bytes4_reverts_without_an_error_name(dev):
+    """11-contract.md, "The signature setSessionKeyBySig checks": an answer that does not
+    decode as a bytes4 is not caught as BadSignature; the call reverts with no error name.
+    The same account shape answering a full word with the magic value authorizes, so what
+    the refusals pin is the reply's length and nothing else."""
+    key = dev.actor()
+    expiry, deadline = dev.now() + 86400, dev.now() + 300
+    signature = b"\x01" * 65
+    for runtime in (_TWO_BYTES, _SILENT):
+        owner = _owner_with_code(dev, runtime)
+        call = dev.anchor.encode_set_session_key_by_sig(owner, key.address, expiry, deadline,
+                                                        signature)
+        err = dev.refused(key, call)
+        assert (err.error, err.fields) == ("reverted", {}), runtime.hex()
+        assert dev.mined(key, call)["status"] == 0
+        assert dev.anchor.auth_nonce(owner) == 0
+        assert dev.anchor.session_key_expiry(owner, key.address) == 0
+    owner = _owner_with_code(dev, _MAGIC_WORD)
+    dev.send(key, dev.anchor.encode_set_session_key_by_sig(owner, key.address, expiry,
+                                                           deadline, signature))
+    assert dev.anchor.session_key_expiry(owner, key.address) == expiry
+    assert dev.anchor.auth_nonce(owner) == 1
+
+
+def test_a_signature_that_recovers_to_no_one_never_speaks_for_the_zero_address(dev):
+    """ecrecover answers the zero address for a signature it cannot recover; the contract
+    must never read that as the owner address(0) having signed (11-contract.md, "No code":
+    ecrecover must return the owner and never the zero address)."""
+    key = dev.actor()
+    zero = "0x" + "00" * 20
+    expiry, deadline = dev.now() + 86400, dev.now() + 300
+    for v in (27, 28):
+        unrecoverable = bytes(32) + (1).to_bytes(32, "big") + bytes([v])  # r = 0
+        err = dev.refused(key, dev.anchor.encode_set_session_key_by_sig(
+            zero, key.address, expiry, deadline, unrecoverable))
+        assert err.error == "BadSignature"
+    assert dev.anchor.auth_nonce(zero) == 0
+    assert not dev.anchor.can_write(zero, key.address)
+
+
 # --- startSeq -------------------------------------------------------------------------------
 
 
@@ -700,6 +759,56 @@ def test_a_chain_where_no_epoch_parses_is_refused_in_the_asking_commands_name(de
     assert "connect" not in caplog.text
 
 
+@pytest.mark.parametrize("fault", ["calldata-altered", "tx-not-served", "tx-transport",
+                                   "no-event"])
+def test_the_header_walk_never_steps_past_an_epoch_it_could_not_fetch(dev, fault, monkeypatch,
+                                                                      caplog):
+    """The walk steps over a header that does not parse and nothing else: a head whose
+    calldata the RPC will not serve, or serves altered, or whose Epoch event the RPC does not
+    return, stops it where it is (frontend-contract.md section 6, item 7; 06-epochs.md, "An
+    epoch nobody can open"). Epoch 1 below is a readable kint epoch and epoch 2 is junk, so
+    a walk that stepped past the fault would come back with epoch 1."""
+    owner, space = dev.actor(), _space()
+    _push_chain(dev, owner, space, [KINT_BLOB, b"not a kint epoch " + os.urandom(40)])
+    anchor = Anchor(dev.anchor.config, RpcTracker())
+    head = anchor.head(owner.address, space)
+    assert newest_readable_header(anchor, owner.address, space, head,
+                                  command="connect").seq == 1
+    real_tx, eth = anchor.w3.eth.get_transaction, anchor.w3.eth
+
+    def served(tx_hash: Any) -> Any:
+        tx = real_tx(tx_hash)
+        if fault == "calldata-altered":
+            data = bytearray(bytes(tx["input"]))
+            data[4 + 5 * 32] ^= 1  # ct's first byte, after four head words and its length
+            return {**tx, "input": bytes(data)}
+        if fault == "tx-not-served":
+            raise TransactionNotFound(f"transaction {tx_hash} not found")
+        raise requests.exceptions.ConnectionError("the endpoint hung up")
+
+    if fault == "no-event":
+        monkeypatch.setattr(eth, "get_logs", lambda query: [])
+    else:
+        monkeypatch.setattr(eth, "get_transaction", served)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kint.worker"), pytest.raises(ProtocolError) as info:
+        newest_readable_header(anchor, owner.address, space, head, command="connect")
+    err = info.value
+    if fault == "calldata-altered":
+        assert err.code is ErrorCode.STALE_RPC
+        assert str(err) == "ciphertext digest does not match the Epoch event"
+    elif fault == "tx-not-served":
+        assert err.code is ErrorCode.STALE_RPC and "is not served by the RPC" in str(err)
+    elif fault == "tx-transport":
+        assert err.code is ErrorCode.RPC_UNAVAILABLE
+        assert str(err).startswith("cannot fetch the calldata of epoch 2: ")
+    else:
+        assert err.code is ErrorCode.RPC_UNAVAILABLE
+        assert str(err) == (f"cannot read the head epoch: no Epoch event for seq 2 at block "
+                            f"{head.block}; the RPC may be pruned or lying")
+    assert "using epoch 1" not in caplog.text and "not a readable kint epoch" not in caplog.text
+
+
 # --- revert decoding ------------------------------------------------------------------------
 
 
@@ -714,6 +823,31 @@ def test_decode_revert_names_every_error(dev):
     got = decode(bytes.fromhex(ERRORS["StaleHead(bytes32,bytes32)"][2:] + a + b))
     assert (got.error, got.fields) == ("StaleHead", {"expected": a, "got": b})
     assert decode("0xdeadbeef").error == "reverted" and decode(None).error == "reverted"
+
+
+def test_a_revert_at_send_time_becomes_the_push_refusal_it_names(dev):
+    """11-contract.md: every send is estimated first, so a push the chain would revert
+    fails before it costs gas: StaleHead as the chain having moved (another machine pushed
+    between the head read and the send), NotAuthorized as this machine's key not being
+    authorized, and anything else as `transaction would revert: ...`; each says nothing
+    was dropped."""
+    from kint.tenant_worker.push import refused
+
+    a, b = "11" * 32, "22" * 32
+    stale = refused(dev.anchor.decode_revert(bytes.fromhex(
+        ERRORS["StaleHead(bytes32,bytes32)"][2:] + a + b)))
+    assert stale.code is ErrorCode.CHAIN_MOVED
+    assert str(stale).startswith(f"the chain refused the epoch (StaleHead(expected={a}, "
+                                 f"got={b})): another machine pushed first; ")
+    unauthorized = refused(dev.anchor.decode_revert(ERRORS["NotAuthorized()"]))
+    assert unauthorized.code is ErrorCode.NOT_CONNECTED
+    assert "session key is not authorized for the owner" in str(unauthorized)
+    for raw in (ERRORS["EmptyCiphertext()"], "0xdeadbeef"):
+        other = refused(dev.anchor.decode_revert(raw))
+        assert other.code is ErrorCode.INTERNAL
+        assert str(other).startswith("transaction would revert: ")
+    for err in (stale, unauthorized, other):
+        assert "nothing was dropped" in str(err) + str(err.hint)
 
 
 def test_views_read_the_same_values_without_building_web3(dev):

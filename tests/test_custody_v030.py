@@ -8,9 +8,12 @@ here is a tmp_path; scrypt runs at the production cost (N = 2^17) where a vector
 
 from __future__ import annotations
 
+import getpass
 import hashlib
+import io
 import json
 import stat
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
+from kint.commands import secrets
 from kint.custody import keks, local_secret as LS, vault_cache as VC, wraps as W
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.errors import (BadDeriveSignature, BadRecoveryCode, EmptyPassphrase,
@@ -87,6 +91,18 @@ def test_typed_data_and_canonical_payload_are_the_vectors():
     # Any spelling of the owner gives the same bytes: the message always shows the checksum.
     assert canonical_payload(OWNER.lower()) == canonical_payload(OWNER)
     assert canonical_payload(bytes.fromhex(OWNER[2:])) == canonical_payload(OWNER)
+
+
+def test_kint_canonical_payload_prints_the_vector_bytes(sandbox):
+    """`kint canonical-payload --owner` (05-keys.md, "The vault message") prints exactly
+    the bytes `cast wallet sign --data --from-file` reads: v0.3.0's canonical payload, one
+    line and its newline, with the owner checksummed however it was typed, and nothing on
+    stderr."""
+    for spelling in (OWNER, OWNER.lower(), "0x" + OWNER[2:].upper()):
+        out = sandbox.kint("canonical-payload", "--owner", spelling)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == VECTORS["canonical_payload_json"] and out.stderr == ""
+        assert out.stdout.count("\n") == 1
 
 
 def test_vault_digest_is_the_vector_and_what_a_wallet_signs():
@@ -199,6 +215,21 @@ def test_empty_passphrases_are_refused(tmp_path):
         keks.passphrase_kek("", OWNER, SPACE, home=tmp_path)
     with pytest.raises(EmptyPassphrase):
         keks.signature_kek(SIGNATURE, OWNER, SPACE, salt_passphrase="", home=tmp_path)
+
+
+def test_passphrase_stdin_strips_its_ends_and_the_prompt_keeps_them(monkeypatch):
+    """05-keys.md: `--passphrase-stdin` strips leading and trailing whitespace and the prompt
+    does not, so the two derive different keys from a passphrase with a space at either
+    end; inner spaces and the bytes of "café" are kept as typed either way; a line of
+    spaces on stdin is no passphrase at all (it would derive from the empty string)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \tcaf\u00e9 au lait \r\n"))
+    assert secrets.read_passphrase_stdin() == "caf\u00e9 au lait"
+    monkeypatch.setattr(getpass, "getpass", lambda prompt: " caf\u00e9 au lait ")
+    assert secrets.prompt_secret("vault passphrase: ") == " caf\u00e9 au lait "
+    monkeypatch.setattr(sys, "stdin", io.StringIO("   \n"))
+    with pytest.raises(SystemExit) as refused:
+        secrets.read_passphrase_stdin()
+    assert refused.value.code == 2
 
 
 def test_the_scrypt_lock_lives_in_kint_home(tmp_path, monkeypatch):

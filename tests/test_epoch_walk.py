@@ -37,6 +37,7 @@ from kint.epochs.plaintext import parse_plaintext
 from kint.tenant_worker.epoch_walk import Fetched, walk
 from kint.tenant_worker.pull_plan import epochs_to_apply
 from kint.tenant_worker.pending import PendingEpoch, record_landed
+from kint.tenant_worker.pull import _epochs_to_apply
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, EpochRejected, record_epoch
 from kint.tenant_worker.store import StoreReader
@@ -235,6 +236,63 @@ def test_an_epoch_that_opens_and_contradicts_the_chain_is_a_gap_nobody_walks_pas
     assert str(contradicting.refusal).startswith("epoch 1: epoch plaintext seq 3 disagrees")
     # The pull keeps it (its prev chains) and stops there.
     assert _todo(fetched, ZERO_DIGEST)[0] is contradicting
+
+
+@pytest.mark.parametrize("claim", ["flag-flipped", "sealed-for-another-owner"])
+def test_a_snapshot_claim_that_does_not_open_is_no_place_to_stop(anchor, ctx, claim, caplog):
+    """06-epochs.md, "Why the flag and the key must agree": the header's snapshot bit is not
+    under the tag, so a walk that would stop at an epoch claiming to be a snapshot stops
+    only if it opens as one; otherwise v0.3.0's warning, and the walk goes on to the epochs
+    before it. Here epoch 2 claims a snapshot, either a diff epoch whose flag was flipped
+    (it opens, and its plaintext says no snapshot) or a real snapshot sealed for another
+    owner (it does not open here)."""
+    who = owner(anchor)
+    one = sealed(who, E1, seq=1, prev=ZERO_DIGEST)
+    if claim == "flag-flipped":
+        diff = sealed(who, E1, seq=2, prev=keccak(one).hex())
+        two = diff[:1] + bytes([0x02]) + diff[2:]
+    else:
+        two = sealed(owner(anchor), E2, seq=2, prev=keccak(one).hex())
+    push(anchor, who, one)
+    push(anchor, who, two)
+    with caplog.at_level("WARNING", logger="kint.worker"):
+        fetched = walk(ctx, anchor, who.address, anchor.head(who.address, SPACE), base=0,
+                       full=False, held=HELD)
+    assert [f.log.seq for f in fetched] == [2, 1]
+    assert fetched[0].header.snapshot and fetched[0].opened is None and not fetched[0].snapshot
+    assert fetched[1].opened is not None
+    assert ("pull: epoch 2 claims to be a snapshot but cannot be applied; walking the full "
+            "history instead") in caplog.text
+
+
+@pytest.mark.parametrize("inside", ["plaintext-from-the-future", "another-owners-epoch"])
+def test_a_plaintext_from_the_future_is_content_no_snapshot_supersedes(anchor, ctx, inside):
+    """frontend-contract.md section 6, item 8, and 12-kint-core.md's table: a plaintext
+    whose version is not 1 opens under the tag and is then refused as content, which stops
+    the pull there even with a snapshot that opens after it; an epoch that does not open at
+    all (sealed for another owner) is the one a later snapshot supersedes."""
+    who = owner(anchor)
+    honest = sealed(who, E1, seq=1, prev=ZERO_DIGEST)
+    if inside == "plaintext-from-the-future":
+        one = resealed(honest, lambda raw: raw.replace(b'{"v":1,', b'{"v":2,', 1), dek=DEK,
+                       owner=who.address, space=SPACE, seq=1, prev=ZERO_DIGEST)
+    else:
+        one = sealed(owner(anchor), E1, seq=1, prev=ZERO_DIGEST)
+    push(anchor, who, one)
+    push(anchor, who, sealed(who, E2, seq=2, prev=keccak(one).hex()))
+    fetched = walk(ctx, anchor, who.address, anchor.head(who.address, SPACE), base=0,
+                   full=True, held=HELD)[::-1]
+    first, snapshot = fetched
+    assert first.opened is None and first.header is not None and snapshot.snapshot
+    todo, skipped = _epochs_to_apply(fetched, ZERO_DIGEST)
+    if inside == "plaintext-from-the-future":
+        assert first.final
+        assert first.reason == "its content is not an epoch (plaintext version 2 is not 1)"
+        assert (todo, skipped) == (fetched, [])  # the pull stops at epoch 1
+    else:
+        assert not first.final and first.reason.startswith("AES-GCM refused the epoch")
+        assert todo == [snapshot]
+        assert [(s["seq"], s["superseded_by"]) for s in skipped] == [(1, 2)]
 
 
 # --- recording an epoch on this machine's picture ---------------------------------------

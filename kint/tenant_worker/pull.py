@@ -18,7 +18,9 @@ and "Gaps"); push and verify refuse until a later pull applies it. `full` then (
 pull with no gap) caches the epochs before the snapshot for history; an epoch it cannot
 read (or whose link breaks) stops that walk, named in `backfill_stopped`, and the pull
 still stands. After a snapshot or a backfill, each row's provenance moves back to the
-epoch in the cache that wrote its value (provenance.py).
+epoch in the cache that wrote its value (provenance.py). The wraps an applied epoch's header
+carries under this machine's data key and its wraps file lacks (a key another machine
+added) join that file, so this machine's pushes carry them too (header_wraps.py).
 
 A store that lost this tenant's rows (it holds none of the anchored ones and forgot none
 of them: it does not exist, or another tenant's pull remade a file they share) is
@@ -62,6 +64,7 @@ from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
 from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
+from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_rekey
@@ -117,6 +120,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     _settle_mirror(ctx, done, head)
+    take_in_header_wraps(ctx, (f.opened.header for f in todo
+                               if f.opened is not None and f.log.seq in done.applied))
     # v0.3.0 backfills only after a pull that ended without a gap (03-new-machine.md,
     # "Snapshots and --full"): the gap's epoch, walked again, would be CLOSED as if sealed
     # under a retired key, or (one the RPC would not serve) turn the gap, exit 0, into a

@@ -1,0 +1,178 @@
+"""Where connect takes the data key from, and what it refuses (05-keys.md, "One data key,
+many wraps", "The recovery code" and "Rotate the data key"), decided from what the chain and
+this machine hold and nothing else: the choosing functions of kint/tenant_worker/connect.py,
+fed v0.3.0's vector wraps (tests/vectors/kint-v0.3.0.json) and headers built here.
+
+The vault here is the vectors' data key (0x22 x 32) under three keys; a rotation moves it to
+a new data key (0x44 x 32) that carries only the passphrase key, so the wallet signature key
+is the one a rotation dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kint.custody.data_key import dek_id
+from kint.custody.recovery_code import encode_recovery_code
+from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, unwrap,
+                                wrap_data_key)
+from kint.epochs.envelope import Header
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.connect import (SOURCE_CODE, SOURCE_FRESH, SOURCE_HEADER, SOURCE_LOCAL,
+                                        SuppliedKey, _from_recovery_code, _from_supplied_key,
+                                        _with_extra_passphrase)
+from kint.tenant_worker.head_header import ReadableHeader
+
+V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
+OWNER = V["owner"]
+SPACE = bytes.fromhex(V["space"])
+DEK = bytes.fromhex(V["dek"])
+WRAPS = tuple(Wrap.decode(bytes.fromhex(w["bytes"])) for w in V["wraps"])
+SIGNATURE_KEY = SuppliedKey(KIND_SIGNATURE, bytes.fromhex(V["keks"]["signature"]["kek"]))
+PASSPHRASE_KEY = SuppliedKey(KIND_PASSPHRASE, bytes.fromhex(V["keks"]["passphrase"]["kek"]))
+STRANGER_KEY = SuppliedKey(KIND_SIGNATURE, b"\x55" * 32)
+
+NEW_DEK = b"\x44" * 32
+NEW_WRAPS = (wrap_data_key(NEW_DEK, PASSPHRASE_KEY.kek, KIND_PASSPHRASE),)
+UNREADABLE = ProtocolError(ErrorCode.RPC_UNAVAILABLE, "cannot read the chain head: timeout")
+
+
+def head(dek: bytes, wraps: tuple[Wrap, ...], seq: int = 3) -> ReadableHeader:
+    header = Header(flags=0, nonce=bytes(12), rows_root=bytes(32), dek_id=dek_id(dek),
+                    bucket=4096, wraps=wraps)
+    return ReadableHeader(seq, 100 + seq, header, header.encode())
+
+
+def local(dek: bytes, wraps: tuple[Wrap, ...]) -> WrapsFile:
+    return WrapsFile(SPACE, dek_id(dek), wraps)
+
+
+def refusal(fn, *args) -> ProtocolError:
+    with pytest.raises(ProtocolError) as info:
+        fn(*args)
+    return info.value
+
+
+def test_the_vector_wraps_carry_the_keys_these_tests_name():
+    assert {w.tag for w in WRAPS} >= {SIGNATURE_KEY.tag, PASSPHRASE_KEY.tag}
+    assert STRANGER_KEY.tag not in {w.tag for w in WRAPS}
+
+
+# --- a supplied key --------------------------------------------------------------------
+
+
+def test_local_wraps_answer_while_they_hold_the_key_the_head_was_sealed_with():
+    found = _from_supplied_key(OWNER, SIGNATURE_KEY, head(DEK, WRAPS[1:]), local(DEK, WRAPS),
+                               None)
+    assert (found.source, found.dek, found.wraps) == (SOURCE_LOCAL, DEK, WRAPS)
+    assert found.key_tag == SIGNATURE_KEY.tag and not found.fresh
+
+
+def test_after_a_rotation_the_header_decides_over_local_wraps():
+    """Local wraps from before a rotation give way to the head header, whose wrap of this
+    key opens the new data key; the wraps kept are the header's."""
+    found = _from_supplied_key(OWNER, PASSPHRASE_KEY, head(NEW_DEK, NEW_WRAPS),
+                               local(DEK, WRAPS), None)
+    assert (found.source, found.dek, found.wraps) == (SOURCE_HEADER, NEW_DEK, NEW_WRAPS)
+
+
+def test_a_key_the_rotation_dropped_is_told_so():
+    err = refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, head(NEW_DEK, NEW_WRAPS),
+                  local(DEK, WRAPS), None)
+    assert err.code is ErrorCode.WRONG_KEY
+    assert str(err) == (f"the data key of this vault was rotated and this key (tag "
+                        f"{SIGNATURE_KEY.tag.hex()[:8]}) was not carried over: it opens the "
+                        f"epochs sealed before the rotation and nothing after it")
+
+
+@pytest.mark.parametrize("held", [None, "other-vault"], ids=["no-local-wraps",
+                                                              "local-wraps-without-this-key"])
+def test_a_key_no_wrap_in_the_head_carries_is_the_wrong_key(held):
+    """With no local wrap of this key, a dropped key and a wrong one look alike: the
+    ordinary wrong-key refusal (05-keys.md, "Rotate the data key")."""
+    mine = local(NEW_DEK, NEW_WRAPS) if held else None
+    for key in (STRANGER_KEY, SIGNATURE_KEY):
+        err = refusal(_from_supplied_key, OWNER, key, head(NEW_DEK, NEW_WRAPS), mine, None)
+        assert err.code is ErrorCode.WRONG_KEY
+        assert str(err) == (f"this key (tag {key.tag.hex()[:8]}) does not open the vault "
+                            f"anchored under {OWNER}: the wraps in the head epoch carry "
+                            f"different tags. Wrong wallet, wrong passphrase, or wrong tenant.")
+
+
+def test_a_header_wrap_that_opens_another_data_key_is_refused():
+    """The tag finds the wrap, and the key it opens must be the one whose dek_id the header
+    names: a wrap copied from another vault does not hand over that vault's key."""
+    err = refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, head(NEW_DEK, WRAPS), None, None)
+    assert err.code is ErrorCode.WRONG_KEY and "dek_id mismatch" in str(err)
+
+
+def test_an_unreadable_chain_falls_back_to_local_wraps_and_never_starts_a_vault():
+    found = _from_supplied_key(OWNER, SIGNATURE_KEY, None, local(DEK, WRAPS), UNREADABLE)
+    assert (found.source, found.dek) == (SOURCE_LOCAL, DEK)
+    for held in (None, local(NEW_DEK, NEW_WRAPS)):
+        assert refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, None, held,
+                       UNREADABLE) is UNREADABLE
+
+
+def test_a_fresh_vault_only_when_the_chain_was_read_empty_and_no_wraps_are_here():
+    found = _from_supplied_key(OWNER, SIGNATURE_KEY, None, None, None)
+    assert found.source == SOURCE_FRESH and found.fresh and len(found.dek) == 32
+    (wrap,) = found.wraps
+    assert (wrap.kind, wrap.tag) == (KIND_SIGNATURE, SIGNATURE_KEY.tag)
+    err = refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, None, local(NEW_DEK, NEW_WRAPS),
+                  None)
+    assert err.code is ErrorCode.WRONG_KEY and "does not open the vault" in str(err)
+
+
+# --- the recovery code -----------------------------------------------------------------
+
+
+def test_a_recovery_code_is_bound_to_the_head_header_and_keeps_its_wraps():
+    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, head(DEK, WRAPS), None)
+    assert (found.source, found.dek, found.wraps) == (SOURCE_CODE, DEK, WRAPS)
+    assert found.key_tag is None and not found.fresh
+
+
+def test_a_recovery_code_of_another_vault_is_refused():
+    """After a rotation the old code no longer belongs to the vault; nor does a code
+    checked against this machine's wraps when the chain cannot be read."""
+    for header, held in ((head(NEW_DEK, NEW_WRAPS), local(DEK, WRAPS)),
+                         (None, local(NEW_DEK, NEW_WRAPS))):
+        err = refusal(_from_recovery_code, encode_recovery_code(DEK), OWNER, header, held)
+        assert err.code is ErrorCode.WRONG_KEY
+        assert str(err) == ("this recovery code does not belong to the vault anchored under "
+                            "this owner")
+    found = _from_recovery_code(encode_recovery_code(NEW_DEK), OWNER, None,
+                                local(NEW_DEK, NEW_WRAPS))
+    assert (found.dek, found.wraps) == (NEW_DEK, NEW_WRAPS)
+
+
+def test_a_recovery_code_never_starts_a_vault():
+    err = refusal(_from_recovery_code, encode_recovery_code(DEK), OWNER, None, None)
+    assert err.code is ErrorCode.WRONG_KEY
+    assert str(err).startswith("a recovery code cannot start a vault")
+
+
+# --- --add-passphrase ------------------------------------------------------------------
+
+
+def test_an_extra_passphrase_adds_the_passphrase_paths_wrap_once(tmp_path):
+    """05-keys.md: `kint connect --add-passphrase` adds a kind 0x02 wrap derived exactly as
+    the passphrase path derives its key, so the passphrase alone opens the same data key;
+    the vector's passphrase gives the vector's passphrase wrap tag. A passphrase whose wrap
+    is already there adds nothing, and none given (the prompt left empty) adds nothing."""
+    ctx = SimpleNamespace(config=SimpleNamespace(space_id=V["space"], home=tmp_path))
+    vector = V["keks"]["passphrase"]
+    wallet_only = WRAPS[:1]
+    added = _with_extra_passphrase(ctx, OWNER, DEK, wallet_only, vector["passphrase"])
+    assert added[:1] == wallet_only and len(added) == 2
+    extra = added[1]
+    assert (extra.kind, extra.tag.hex()) == (KIND_PASSPHRASE, vector["tag"])
+    assert unwrap(extra, bytes.fromhex(vector["kek"])) == DEK
+    assert _with_extra_passphrase(ctx, OWNER, DEK, WRAPS, vector["passphrase"]) == WRAPS
+    for nothing in (None, ""):
+        assert _with_extra_passphrase(ctx, OWNER, DEK, wallet_only, nothing) == wallet_only
