@@ -67,6 +67,33 @@ def test_push_and_pull_before_connecting_say_call_memory_connect(agent):
         assert (refused["error"], refused["hint"]) == ("NOT_CONNECTED", "call memory_connect")
 
 
+# 08-tools.md, "memory_connect": the three commands a human runs, verbatim, `0x...` standing
+# for the owner while none is known.
+V030_HUMAN_STEPS = [
+    "EOA wallet (Ledger, MetaMask, Rabby, keystore): kint canonical-payload --owner 0x... > "
+    "kint-canonical.json && cast wallet sign --data --from-file kint-canonical.json --ledger "
+    "| kint connect --owner 0x... --signature -",
+    "Base Account / smart wallet owner: kint connect --owner 0x... --smart-account "
+    "--passphrase-stdin",
+    "Lost both? kint connect --owner 0x... --recovery-code-stdin",
+]
+
+
+def test_connect_without_a_secret_or_an_owner_says_what_the_human_runs(agent):
+    """08-tools.md, "memory_connect": with neither `passphrase` nor `recovery_code` nothing
+    is connected and the answer is v0.3.0's JSON; with a secret but no owner, on a machine
+    that enrolled none, the error is OWNER_REQUIRED (with a message and a hint here,
+    docs/harnesses.md) and nothing is connected either."""
+    assert agent.call("memory_connect") == {"ok": True, "connected": False, "owner": None,
+                                            "human_steps": V030_HUMAN_STEPS}
+    for secret in ({"passphrase": "a passphrase"}, {"recovery_code": "a code"}):
+        refused = agent.failed("memory_connect", **secret)
+        assert refused["error"] == "OWNER_REQUIRED", refused
+        assert refused["message"] and refused["hint"], refused
+        assert "a passphrase" not in str(refused) and "a code" not in str(refused)
+    assert agent.call("memory_status")["owner"] is None
+
+
 def test_status_once_connected_reads_the_chain_head_and_the_session_key(agent):
     connected = agent.call("memory_connect", dev=True)
     assert connected["ok"] is True and connected["fresh_vault"] is True
