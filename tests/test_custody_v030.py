@@ -89,6 +89,21 @@ def test_typed_data_and_canonical_payload_are_the_vectors():
     assert canonical_payload(bytes.fromhex(OWNER[2:])) == canonical_payload(OWNER)
 
 
+def test_the_canonical_payload_command_prints_the_vector_whatever_the_tenant(tmp_path):
+    """09-cli.md, "kint canonical-payload": the bytes `cast wallet sign --data --from-file`
+    reads, newline included, the same for any spelling of the owner; it ignores `--tenant`
+    (the vault message names no space). The real command, which needs no supervisor."""
+    from conftest import make_sandbox
+
+    sb = make_sandbox(tmp_path)
+    want = VECTORS["canonical_payload_json"]
+    for argv in (["canonical-payload", "--owner", OWNER],
+                 ["canonical-payload", "--owner", OWNER.lower()],
+                 ["--tenant", "another-tenant", "canonical-payload", "--owner", OWNER]):
+        out = sb.kint(*argv)
+        assert (out.returncode, out.stdout, out.stderr) == (0, want, ""), argv
+
+
 def test_vault_digest_is_the_vector_and_what_a_wallet_signs():
     assert vault_digest(OWNER).hex() == VECTORS["vault_digest"]
     signable = encode_typed_data(full_message=json.loads(canonical_payload(OWNER)))
