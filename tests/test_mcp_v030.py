@@ -152,6 +152,12 @@ def test_pull_names_the_head_and_takes_force_scan(agent):
     assert pulled["unopenable"] == [] and pulled["skipped"] == []
     assert pulled["rpcs_agreed"] is None and pulled["rows_total"] == 1
     assert pulled["message"] == f"already at the chain head (epoch {head['seq']})"
+    # 08-tools.md's `applied` and `backfilled`: nothing to apply, and `full` finds nothing
+    # to cache, since every epoch here was pushed from this machine, which kept it.
+    assert pulled["applied"] == [] and pulled["backfilled"] == []
+    full = agent.call("memory_pull", full=True)
+    assert full["ok"] is True and (full["applied"], full["backfilled"]) == ([], []), full
+    assert full["head_seq"] == head["seq"]
 
 
 V030_CHECK = {"tier", "key", "category", "status", "local_leaf", "anchored_leaf",
