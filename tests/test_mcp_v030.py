@@ -16,6 +16,9 @@ from conftest import wait_until
 from mcp_session import AgentProcess, quiet_agent
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
+LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<pid>\d+) "
+                        r"(?P<logger>kint(\.\w+)*) "
+                        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<message>.+)$")
 V030_EPOCH = {"seq", "tx", "block", "digest", "bucket", "rows", "deleted", "snapshot",
               "cost_wei", "gas_used", "l1_fee"}
 V030_CAP = {"sibyl_bytes", "kint_bytes", "volunteered_total", "cap_bytes", "db_path"}
@@ -53,6 +56,14 @@ def test_the_log_says_why_nothing_was_pulled_at_start_in_v030s_lines(agent):
                          "memory_connect explains")
     assert _log_has(box, f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
                          f"{box.tenant}, db {box.sibyl_db})")
+    # v0.3.0's record is `TIME LEVEL MESSAGE`; this kint's adds the pid and the logger
+    # between them (docs/protocol.md: several sessions write the one file). Each record
+    # starts at the margin (a traceback's lines are indented).
+    records = [line for line in (box.kint_home / "kint.log").read_text().splitlines()
+               if not line.startswith(" ")]
+    assert records and all(LOG_RECORD.match(line) for line in records), records
+    served = next(line for line in records if "kint-server: serving" in line)
+    assert LOG_RECORD.match(served).group("level") == "INFO"
 
 
 def test_the_instructions_send_an_agent_without_a_data_key_to_memory_connect(agent):
