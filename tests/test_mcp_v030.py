@@ -9,6 +9,7 @@ first ones see a machine that never connected."""
 from __future__ import annotations
 
 import re
+import sqlite3
 
 import pytest
 
@@ -301,3 +302,20 @@ def test_unanchored_of_a_connected_machine_without_its_store_names_the_store():
     assert out["mirror"]["rows"] == 4
     never = results.status_result({**worker, "head": None, "mirror_rows": None})
     assert "no anchored epoch" in never["unanchored"]["error"]
+
+
+def test_a_hold_no_push_has_met_yet_is_shown_under_the_reason_status(agent):
+    """08-tools.md, "memory_status": `held` is recomputed on every call, and its `reason` is
+    `status` when no push was tried since the row changed behind Sibyl's tools (this
+    agent's watcher waits an hour of quiet, and nothing else pushes here)."""
+    box = agent.box
+    assert agent.call("memory_status")["held"] is None
+    conn = sqlite3.connect(box.sibyl_db)
+    conn.execute("update entities set body = replace(body, 'never', 'rarely') "
+                 "where name = 'release-gate'")
+    conn.commit()
+    conn.close()
+    held = agent.call("memory_status")["held"]
+    assert held is not None and held["reason"] == "status", held
+    assert held["at"].endswith("Z") and held["message"].startswith(
+        "refusing to anchor: 1 row(s) changed behind Sibyl's tools"), held
