@@ -196,6 +196,9 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
         conn.commit()
     lines = ok(b.kint("pull", "--discard-local")).stdout.splitlines()
     assert lines[0].startswith("moved aside: "), lines  # v0.3.0's lines, then the summary
+    # v0.3.0's name (09-cli.md, "kint pull"): <name>.kint-backup-<YYYYmmdd-HHMMSS>
+    assert re.fullmatch(rf"moved aside: {re.escape(str(b.sibyl_db))}\.kint-backup-"
+                        rf"\d{{8}}-\d{{6}}", lines[0]), lines
     applied = [line for line in lines if line.startswith("pull: applied epoch ")]
     assert applied and all(re.fullmatch(r"pull: applied epoch \d+ \(\d+ rows, \d+ deletions\) "
                                         r"from block \d+", line) for line in applied), lines
