@@ -101,6 +101,12 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
     body = fresh.get_entity("kint_refusal", name)
     assert body["status"] == "refused"
     fields = body["body"]
+    # 07-verify.md, "The refusal is written back": the body's fields, all of them.
+    assert set(fields) == {"refused", "query", "tier", "category", "key", "reason",
+                           "local_leaf", "anchored_leaf", "anchored_seq", "anchored_block",
+                           "anchored_tx", "head_seq", "head_block", "at"}
+    assert (fields["tier"], fields["category"], fields["key"], fields["head_seq"]) == (
+        "entity", "rules", "release-gate", 2)
     assert fields["refused"] is True and fields["query"] == "release rule"
     assert fields["local_leaf"] == check["local_leaf"]
     assert fields["anchored_leaf"] == anchored_leaf and fields["anchored_seq"] == 2
