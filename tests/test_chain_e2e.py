@@ -215,6 +215,10 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     out = a.kint("push")
     assert out.returncode == 4 and "[CHAIN_MOVED]" in out.stderr
     assert "nothing was dropped" in out.stderr
+    # 09-cli.md, "kint status": the chain head, and whether this machine is in step with it.
+    behind = ok(a.kint("status")).stdout
+    assert (f"chain head: seq {head['seq']} digest {head['digest'][:16]} block "
+            f"{head['block']} (NOT in step: pull or push)") in behind, behind
     moved = kjson(a, "verify", "release rule")
     assert moved["decision"] == "refuse"
     assert moved["reason"].startswith(f"chain moved to seq {head['seq']} at block "
