@@ -447,6 +447,12 @@ def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_
     assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
     assert "this machine's picture of the memory is not the one the chain vouches for" in \
         kjson(b, "verify", "release rule")["reason"]
+    # 09-cli.md, "kint recovery-code": B's cached key is not the one the head epoch was
+    # sealed with, so it writes no code (a kint: line, exit 2) and says to connect again.
+    stale = b.kint("recovery-code")
+    assert stale.returncode == 2 and "[WRONG_KEY]" in stale.stderr, stale.stderr
+    assert "not the one the head epoch was sealed with" in stale.stderr
+    assert "kint connect" in stale.stderr
     assert connect_with_wallet(b, owner)["source"] == "chain head header"
     pulled = kjson(b, "pull")
     assert pulled["applied"] == [snap, after] and pulled["gap"] == []
