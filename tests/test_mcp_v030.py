@@ -245,6 +245,12 @@ def test_a_missing_data_key_is_key_expired(agent):
     assert "kint connect" in refused["hint"]
     status = agent.call("memory_status")
     assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1
+    # 16-limits.md, "Keys and what leaks": without the key, verify and history still work.
+    verified = agent.call("memory_verify", query="release rule")
+    assert verified["ok"] is True and verified["decision"] == "proceed", verified
+    history = agent.call("memory_history", tier="entity", key="release-gate",
+                         category="rules")
+    assert history["ok"] is True and history["count"] >= 1, history
     # A server that starts now has no key to pull with, and says so in v0.3.0's line.
     again = AgentProcess(box.env).start()
     try:
