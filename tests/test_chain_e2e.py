@@ -223,6 +223,14 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     assert moved["decision"] == "refuse"
     assert moved["reason"].startswith(f"chain moved to seq {head['seq']} at block "
                                       f"{head['block']}, pull first")
+    # 07-verify.md, "The proof": under KINT_OFFLINE=1 verify reads no head, checks against
+    # the mirror alone and says so on stderr; `chain_head` is null.
+    offline = a.kint("verify", "release rule", "--json", env={"KINT_OFFLINE": "1"})
+    assert offline.returncode == 0, offline.stderr
+    alone = json.loads(offline.stdout)
+    assert (alone["decision"], alone["chain_head"]) == ("proceed", None), alone
+    assert ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
+            "mirror only") in offline.stderr, offline.stderr
     fork = a.kint("pull")
     assert fork.returncode == 4 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
     restored = kjson(a, "pull", "--discard-local")
