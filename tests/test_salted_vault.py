@@ -1,0 +1,63 @@
+"""An EOA vault whose wallet key is salted with a passphrase (kint v0.3.0's 09-cli.md, "kint
+connect": `--passphrase-stdin` beside a signature, or `--passphrase-prompt`; 16-limits.md,
+"A phished derive signature"): the signature alone opens nothing on another machine, and
+the salt has to be given again on every later connect. `--passphrase-stdin` and
+`--signature -` cannot share stdin, so the signature comes from `--signature-file`, which
+is read and then unlinked.
+
+Real parts: two machines of the session's devchain, the real CLI, the owner's wallet
+signing `kint canonical-payload` as `cast wallet sign --data` would."""
+
+from __future__ import annotations
+
+import json
+
+from eth_account import Account
+
+from chain_machines import authorize_machine, kjson, new_machine, ok, wallet_signature
+from conftest import sibyl_client
+
+SALT = "a salt only the owner knows"
+
+
+def _connect_salted(machine, owner: str, signature: str, salt: str):
+    signature_file = machine.root / "vault-signature.txt"
+    signature_file.write_text(signature + "\n")
+    out = machine.kint("connect", "--owner", owner, "--signature-file", str(signature_file),
+                       "--passphrase-stdin", "--json", input=salt + "\n")
+    assert not signature_file.exists()  # read, then unlinked, whatever the outcome
+    return out
+
+
+def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(tmp_path_factory,
+                                                                     chain_home):
+    a = new_machine(tmp_path_factory.mktemp("salted-a"), chain_home)
+    b = new_machine(tmp_path_factory.mktemp("salted-b"), chain_home)
+    owner = Account.create()
+    try:
+        payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+        signature = wallet_signature(owner, payload)
+        made = json.loads(ok(_connect_salted(a, owner.address, signature, SALT)).stdout)
+        assert made["fresh_vault"] is True and made["source"] == "fresh vault", made
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        client.set_entity("rules", "release-gate", {"rule": "salted"})
+        client.storage.close()
+        authorize_machine(chain_home, owner, made["session"])
+        assert kjson(a, "push")["pushed"] == 1
+
+        # The signature alone, or with another salt, opens nothing (exit 2).
+        bare = b.kint("connect", "--owner", owner.address, "--signature", "-",
+                      input=signature + "\n")
+        assert bare.returncode == 2, bare.stdout + bare.stderr
+        assert "Wrong wallet, wrong passphrase, or wrong tenant." in bare.stderr, bare.stderr
+        wrong = _connect_salted(b, owner.address, signature, "another salt")
+        assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+        assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stdout  # --json
+        # With its salt, the head epoch's header hands over the data key.
+        opened = json.loads(ok(_connect_salted(b, owner.address, signature, SALT)).stdout)
+        assert opened["source"] == "chain head header" and opened["fresh_vault"] is False
+        assert kjson(b, "pull")["store_root_matches"] is True
+        assert kjson(b, "verify", "release rule")["decision"] == "proceed"
+    finally:
+        for machine in (a, b):
+            machine.shutdown()
