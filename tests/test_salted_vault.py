@@ -61,3 +61,50 @@ def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(tmp_path_fact
     finally:
         for machine in (a, b):
             machine.shutdown()
+
+
+def _without_a_terminal(machine, *args: str, input: str):
+    """`kint` in a session of its own, with no controlling terminal: a prompt
+    (`getpass`) then reads its line from stdin, as it does under a script."""
+    import subprocess
+
+    from conftest import KINT
+
+    return subprocess.run([KINT, *args], env=machine.env, text=True, capture_output=True,
+                          timeout=90, input=input, start_new_session=True)
+
+
+def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_does(
+        tmp_path_factory, chain_home):
+    """09-cli.md, "kint connect": `--add-passphrase` adds a passphrase wrap beside the
+    signature's; 16-limits.md: that wrap is derived as a smart account's vault passphrase
+    is, so once an epoch carries it, `--smart-account` with that passphrase opens the
+    vault on another machine."""
+    a = new_machine(tmp_path_factory.mktemp("added-a"), chain_home)
+    b = new_machine(tmp_path_factory.mktemp("added-b"), chain_home)
+    owner = Account.create()
+    try:
+        payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+        signature_file = a.root / "vault-signature.txt"
+        signature_file.write_text(wallet_signature(owner, payload) + "\n")
+        made = _without_a_terminal(a, "connect", "--owner", owner.address, "--signature-file",
+                                   str(signature_file), "--add-passphrase", "--json",
+                                   input="an extra passphrase\n")
+        assert made.returncode == 0, made.stdout + made.stderr
+        session = json.loads(made.stdout)["session"]
+        client = sibyl_client(a.sibyl_db, a.tenant)
+        client.set_entity("rules", "release-gate", {"rule": "carried"})
+        client.storage.close()
+        authorize_machine(chain_home, owner, session)
+        assert kjson(a, "push")["pushed"] == 1
+
+        opened = b.kint("connect", "--owner", owner.address, "--smart-account",
+                        "--passphrase-stdin", "--json", input="an extra passphrase\n")
+        assert opened.returncode == 0, opened.stdout + opened.stderr
+        assert json.loads(opened.stdout)["source"] == "chain head header"
+        wrong = b.kint("connect", "--owner", owner.address, "--smart-account",
+                       "--passphrase-stdin", input="not the passphrase\n")
+        assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+    finally:
+        for machine in (a, b):
+            machine.shutdown()
