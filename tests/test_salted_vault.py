@@ -11,6 +11,7 @@ signing `kint canonical-payload` as `cast wallet sign --data` would."""
 from __future__ import annotations
 
 import json
+import re
 
 from eth_account import Account
 
@@ -105,6 +106,27 @@ def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_d
         wrong = b.kint("connect", "--owner", owner.address, "--smart-account",
                        "--passphrase-stdin", input="not the passphrase\n")
         assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+
+        # 09-cli.md, "kint rekey": a rotation with the signature alone would drop the
+        # passphrase wrap, so it refuses (exit 2, the snapshot not sent) naming that key by
+        # kind and tag, unless --drop-missing; after it the passphrase opens nothing new.
+        signature = wallet_signature(owner, payload)
+        head = kjson(a, "status")["head"]["seq"]
+        kept = a.kint("rekey", "--signature", "-", input=signature + "\n")
+        assert kept.returncode == 2, kept.stdout + kept.stderr
+        assert re.search(r"rekey would drop passphrase \(tag [0-9a-f]{8}\): supply those "
+                         r"keys too, or pass --drop-missing", kept.stderr), kept.stderr
+        assert kjson(a, "status")["head"]["seq"] == head
+        dropped = json.loads(ok(a.kint("rekey", "--signature", "-", "--drop-missing", "--json",
+                                       input=signature + "\n")).stdout)
+        assert dropped["carried"] == 1 and len(dropped["dropped"]) == 1, dropped
+        c = new_machine(tmp_path_factory.mktemp("added-c"), chain_home)
+        try:
+            gone = c.kint("connect", "--owner", owner.address, "--smart-account",
+                          "--passphrase-stdin", input="an extra passphrase\n")
+            assert gone.returncode == 2, gone.stdout + gone.stderr
+        finally:
+            c.shutdown()
     finally:
         for machine in (a, b):
             machine.shutdown()
