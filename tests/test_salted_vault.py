@@ -1,12 +1,15 @@
-"""An EOA vault whose wallet key is salted with a passphrase (kint v0.3.0's 09-cli.md, "kint
-connect": `--passphrase-stdin` beside a signature, or `--passphrase-prompt`; 16-limits.md,
-"A phished derive signature"): the signature alone opens nothing on another machine, and
-the salt has to be given again on every later connect. `--passphrase-stdin` and
-`--signature -` cannot share stdin, so the signature comes from `--signature-file`, which
-is read and then unlinked.
+"""An EOA owner's passphrases, end to end (kint v0.3.0's 09-cli.md, "kint connect" and
+"kint rekey"; 16-limits.md, "A phished derive signature"). A wallet key salted with a
+passphrase (`--passphrase-stdin` beside a signature, or `--passphrase-prompt`): the
+signature alone opens nothing on another machine, and the salt is given again on every
+later connect. A passphrase wrap added with `--add-passphrase`: derived as a smart
+account's vault passphrase is, so `--smart-account` opens the vault with it, until a
+`kint rekey --drop-missing` leaves it behind. `--passphrase-stdin` and `--signature -`
+cannot share stdin, so the signature comes from `--signature-file`, read then unlinked.
 
-Real parts: two machines of the session's devchain, the real CLI, the owner's wallet
-signing `kint canonical-payload` as `cast wallet sign --data` would."""
+Real parts: machines of the session's devchain, the real CLI, the owner's wallet signing
+`kint canonical-payload` as `cast wallet sign --data` would. A prompt reads its line from
+stdin in a process with no controlling terminal, as under a script."""
 
 from __future__ import annotations
 
@@ -28,6 +31,17 @@ def _connect_salted(machine, owner: str, signature: str, salt: str):
                        "--passphrase-stdin", "--json", input=salt + "\n")
     assert not signature_file.exists()  # read, then unlinked, whatever the outcome
     return out
+
+
+def _without_a_terminal(machine, *args: str, input: str):
+    """`kint` in a session of its own, with no controlling terminal: a prompt
+    (`getpass`) then reads its line from stdin, as it does under a script."""
+    import subprocess
+
+    from conftest import KINT
+
+    return subprocess.run([KINT, *args], env=machine.env, text=True, capture_output=True,
+                          timeout=90, input=input, start_new_session=True)
 
 
 def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(tmp_path_factory,
@@ -54,25 +68,20 @@ def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(tmp_path_fact
         wrong = _connect_salted(b, owner.address, signature, "another salt")
         assert wrong.returncode == 2, wrong.stdout + wrong.stderr
         assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stdout  # --json
-        # With its salt, the head epoch's header hands over the data key.
-        opened = json.loads(ok(_connect_salted(b, owner.address, signature, SALT)).stdout)
+        # With its salt, typed at `--passphrase-prompt`'s prompt here, the head epoch's
+        # header hands over the data key.
+        signature_file = b.root / "vault-signature.txt"
+        signature_file.write_text(signature + "\n")
+        prompted = _without_a_terminal(b, "connect", "--owner", owner.address,
+                                       "--signature-file", str(signature_file),
+                                       "--passphrase-prompt", "--json", input=SALT + "\n")
+        opened = json.loads(ok(prompted).stdout)
         assert opened["source"] == "chain head header" and opened["fresh_vault"] is False
         assert kjson(b, "pull")["store_root_matches"] is True
         assert kjson(b, "verify", "release rule")["decision"] == "proceed"
     finally:
         for machine in (a, b):
             machine.shutdown()
-
-
-def _without_a_terminal(machine, *args: str, input: str):
-    """`kint` in a session of its own, with no controlling terminal: a prompt
-    (`getpass`) then reads its line from stdin, as it does under a script."""
-    import subprocess
-
-    from conftest import KINT
-
-    return subprocess.run([KINT, *args], env=machine.env, text=True, capture_output=True,
-                          timeout=90, input=input, start_new_session=True)
 
 
 def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_does(
