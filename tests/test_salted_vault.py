@@ -126,6 +126,16 @@ def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_d
         assert re.search(r"rekey would drop passphrase \(tag [0-9a-f]{8}\): supply those "
                          r"keys too, or pass --drop-missing", kept.stderr), kept.stderr
         assert kjson(a, "status")["head"]["seq"] == head
+        # With `--smart-account` beside the signature it carries both (the passphrase typed
+        # at its prompt), and drops none.
+        signature_file = a.root / "vault-signature.txt"
+        signature_file.write_text(signature + "\n")
+        both = _without_a_terminal(a, "rekey", "--signature-file", str(signature_file),
+                                   "--smart-account", "--json",
+                                   input="an extra passphrase\n")
+        assert both.returncode == 0, both.stdout + both.stderr
+        carried = json.loads(both.stdout)
+        assert (carried["carried"], carried["dropped"]) == (2, []), carried
         dropped = json.loads(ok(a.kint("rekey", "--signature", "-", "--drop-missing", "--json",
                                        input=signature + "\n")).stdout)
         assert dropped["carried"] == 1 and len(dropped["dropped"]) == 1, dropped
