@@ -196,6 +196,9 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
         conn.commit()
     lines = ok(b.kint("pull", "--discard-local")).stdout.splitlines()
     assert lines[0].startswith("moved aside: "), lines  # v0.3.0's lines, then the summary
+    # v0.3.0's name (09-cli.md, "kint pull"): <name>.kint-backup-<YYYYmmdd-HHMMSS>
+    assert re.fullmatch(rf"moved aside: {re.escape(str(b.sibyl_db))}\.kint-backup-"
+                        rf"\d{{8}}-\d{{6}}", lines[0]), lines
     applied = [line for line in lines if line.startswith("pull: applied epoch ")]
     assert applied and all(re.fullmatch(r"pull: applied epoch \d+ \(\d+ rows, \d+ deletions\) "
                                         r"from block \d+", line) for line in applied), lines
@@ -212,10 +215,22 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     out = a.kint("push")
     assert out.returncode == 4 and "[CHAIN_MOVED]" in out.stderr
     assert "nothing was dropped" in out.stderr
+    # 09-cli.md, "kint status": the chain head, and whether this machine is in step with it.
+    behind = ok(a.kint("status")).stdout
+    assert (f"chain head: seq {head['seq']} digest {head['digest'][:16]} block "
+            f"{head['block']} (NOT in step: pull or push)") in behind, behind
     moved = kjson(a, "verify", "release rule")
     assert moved["decision"] == "refuse"
     assert moved["reason"].startswith(f"chain moved to seq {head['seq']} at block "
                                       f"{head['block']}, pull first")
+    # 07-verify.md, "The proof": under KINT_OFFLINE=1 verify reads no head, checks against
+    # the mirror alone and says so on stderr; `chain_head` is null.
+    offline = a.kint("verify", "release rule", "--json", env={"KINT_OFFLINE": "1"})
+    assert offline.returncode == 0, offline.stderr
+    alone = json.loads(offline.stdout)
+    assert (alone["decision"], alone["chain_head"]) == ("proceed", None), alone
+    assert ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
+            "mirror only") in offline.stderr, offline.stderr
     fork = a.kint("pull")
     assert fork.returncode == 4 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
     restored = kjson(a, "pull", "--discard-local")
@@ -440,12 +455,13 @@ def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_
     assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
     assert "this machine's picture of the memory is not the one the chain vouches for" in \
         kjson(b, "verify", "release rule")["reason"]
-    # B's cached key is the one before the rotation: it must not be written out as the
-    # vault's recovery code (05-keys.md, "The recovery code").
-    stale_code = b.kint("recovery-code")
-    assert stale_code.returncode != 0, stale_code.stdout
-    assert ("the cached data key is not the one the head epoch was sealed with"
-            in stale_code.stderr), stale_code.stderr
+    # 09-cli.md, "kint recovery-code" and 05-keys.md, "The recovery code": B's cached key is
+    # not the one the head epoch was sealed with, so it writes no code (a kint: line, exit 2)
+    # and says to connect again.
+    stale = b.kint("recovery-code")
+    assert stale.returncode == 2 and "[WRONG_KEY]" in stale.stderr, stale.stderr
+    assert "not the one the head epoch was sealed with" in stale.stderr
+    assert "kint connect" in stale.stderr
     assert not list(b.kint_home.glob("RECOVERY-*.txt")) or \
         recovery_code(b, space) != recovery_code(a, space)
     assert connect_with_wallet(b, owner)["source"] == "chain head header"

@@ -93,16 +93,22 @@ def test_typed_data_and_canonical_payload_are_the_vectors():
     assert canonical_payload(bytes.fromhex(OWNER[2:])) == canonical_payload(OWNER)
 
 
-def test_kint_canonical_payload_prints_the_vector_bytes(sandbox):
-    """`kint canonical-payload --owner` (05-keys.md, "The vault message") prints exactly
-    the bytes `cast wallet sign --data --from-file` reads: v0.3.0's canonical payload, one
-    line and its newline, with the owner checksummed however it was typed, and nothing on
-    stderr."""
-    for spelling in (OWNER, OWNER.lower(), "0x" + OWNER[2:].upper()):
-        out = sandbox.kint("canonical-payload", "--owner", spelling)
-        assert out.returncode == 0, out.stderr
-        assert out.stdout == VECTORS["canonical_payload_json"] and out.stderr == ""
-        assert out.stdout.count("\n") == 1
+def test_the_canonical_payload_command_prints_the_vector_whatever_the_tenant(tmp_path):
+    """09-cli.md, "kint canonical-payload" and 05-keys.md, "The vault message": the bytes
+    `cast wallet sign --data --from-file` reads, one line and its newline, the same for any
+    spelling of the owner; it ignores `--tenant` (the vault message names no space). The real
+    command, which needs no supervisor."""
+    from conftest import make_sandbox
+
+    sb = make_sandbox(tmp_path)
+    want = VECTORS["canonical_payload_json"]
+    assert want.count("\n") == 1 and want.endswith("\n")
+    for argv in (["canonical-payload", "--owner", OWNER],
+                 ["canonical-payload", "--owner", OWNER.lower()],
+                 ["canonical-payload", "--owner", "0x" + OWNER[2:].upper()],
+                 ["--tenant", "another-tenant", "canonical-payload", "--owner", OWNER]):
+        out = sb.kint(*argv)
+        assert (out.returncode, out.stdout, out.stderr) == (0, want, ""), argv
 
 
 def test_vault_digest_is_the_vector_and_what_a_wallet_signs():

@@ -9,6 +9,7 @@ first ones see a machine that never connected."""
 from __future__ import annotations
 
 import re
+import sqlite3
 
 import pytest
 
@@ -16,6 +17,9 @@ from conftest import wait_until
 from mcp_session import AgentProcess, quiet_agent
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
+LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<pid>\d+) "
+                        r"(?P<logger>kint(\.\w+)*) "
+                        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<message>.+)$")
 V030_EPOCH = {"seq", "tx", "block", "digest", "bucket", "rows", "deleted", "snapshot",
               "cost_wei", "gas_used", "l1_fee"}
 V030_CAP = {"sibyl_bytes", "kint_bytes", "volunteered_total", "cap_bytes", "db_path"}
@@ -53,6 +57,14 @@ def test_the_log_says_why_nothing_was_pulled_at_start_in_v030s_lines(agent):
                          "memory_connect explains")
     assert _log_has(box, f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
                          f"{box.tenant}, db {box.sibyl_db})")
+    # v0.3.0's record is `TIME LEVEL MESSAGE`; this kint's adds the pid and the logger
+    # between them (docs/protocol.md: several sessions write the one file). Each record
+    # starts at the margin (a traceback's lines are indented).
+    records = [line for line in (box.kint_home / "kint.log").read_text().splitlines()
+               if not line.startswith(" ")]
+    assert records and all(LOG_RECORD.match(line) for line in records), records
+    served = next(line for line in records if "kint-server: serving" in line)
+    assert LOG_RECORD.match(served).group("level") == "INFO"
 
 
 def test_the_instructions_send_an_agent_without_a_data_key_to_memory_connect(agent):
@@ -65,6 +77,33 @@ def test_push_and_pull_before_connecting_say_call_memory_connect(agent):
     for tool in ("memory_push", "memory_pull"):
         refused = agent.failed(tool)
         assert (refused["error"], refused["hint"]) == ("NOT_CONNECTED", "call memory_connect")
+
+
+# 08-tools.md, "memory_connect": the three commands a human runs, verbatim, `0x...` standing
+# for the owner while none is known.
+V030_HUMAN_STEPS = [
+    "EOA wallet (Ledger, MetaMask, Rabby, keystore): kint canonical-payload --owner 0x... > "
+    "kint-canonical.json && cast wallet sign --data --from-file kint-canonical.json --ledger "
+    "| kint connect --owner 0x... --signature -",
+    "Base Account / smart wallet owner: kint connect --owner 0x... --smart-account "
+    "--passphrase-stdin",
+    "Lost both? kint connect --owner 0x... --recovery-code-stdin",
+]
+
+
+def test_connect_without_a_secret_or_an_owner_says_what_the_human_runs(agent):
+    """08-tools.md, "memory_connect": with neither `passphrase` nor `recovery_code` nothing
+    is connected and the answer is v0.3.0's JSON; with a secret but no owner, on a machine
+    that enrolled none, the error is OWNER_REQUIRED (with a message and a hint here,
+    docs/harnesses.md) and nothing is connected either."""
+    assert agent.call("memory_connect") == {"ok": True, "connected": False, "owner": None,
+                                            "human_steps": V030_HUMAN_STEPS}
+    for secret in ({"passphrase": "a passphrase"}, {"recovery_code": "a code"}):
+        refused = agent.failed("memory_connect", **secret)
+        assert refused["error"] == "OWNER_REQUIRED", refused
+        assert refused["message"] and refused["hint"], refused
+        assert "a passphrase" not in str(refused) and "a code" not in str(refused)
+    assert agent.call("memory_status")["owner"] is None
 
 
 def test_status_once_connected_reads_the_chain_head_and_the_session_key(agent):
@@ -125,6 +164,12 @@ def test_pull_names_the_head_and_takes_force_scan(agent):
     assert pulled["unopenable"] == [] and pulled["skipped"] == []
     assert pulled["rpcs_agreed"] is None and pulled["rows_total"] == 1
     assert pulled["message"] == f"already at the chain head (epoch {head['seq']})"
+    # 08-tools.md's `applied` and `backfilled`: nothing to apply, and `full` finds nothing
+    # to cache, since every epoch here was pushed from this machine, which kept it.
+    assert pulled["applied"] == [] and pulled["backfilled"] == []
+    full = agent.call("memory_pull", full=True)
+    assert full["ok"] is True and (full["applied"], full["backfilled"]) == ([], []), full
+    assert full["head_seq"] == head["seq"]
 
 
 V030_CHECK = {"tier", "key", "category", "status", "local_leaf", "anchored_leaf",
@@ -200,6 +245,12 @@ def test_a_missing_data_key_is_key_expired(agent):
     assert "kint connect" in refused["hint"]
     status = agent.call("memory_status")
     assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1
+    # 16-limits.md, "Keys and what leaks": without the key, verify and history still work.
+    verified = agent.call("memory_verify", query="release rule")
+    assert verified["ok"] is True and verified["decision"] == "proceed", verified
+    history = agent.call("memory_history", tier="entity", key="release-gate",
+                         category="rules")
+    assert history["ok"] is True and history["count"] >= 1, history
     # A server that starts now has no key to pull with, and says so in v0.3.0's line.
     again = AgentProcess(box.env).start()
     try:
@@ -257,3 +308,20 @@ def test_unanchored_of_a_connected_machine_without_its_store_names_the_store():
     assert out["mirror"]["rows"] == 4
     never = results.status_result({**worker, "head": None, "mirror_rows": None})
     assert "no anchored epoch" in never["unanchored"]["error"]
+
+
+def test_a_hold_no_push_has_met_yet_is_shown_under_the_reason_status(agent):
+    """08-tools.md, "memory_status": `held` is recomputed on every call, and its `reason` is
+    `status` when no push was tried since the row changed behind Sibyl's tools (this
+    agent's watcher waits an hour of quiet, and nothing else pushes here)."""
+    box = agent.box
+    assert agent.call("memory_status")["held"] is None
+    conn = sqlite3.connect(box.sibyl_db)
+    conn.execute("update entities set body = replace(body, 'never', 'rarely') "
+                 "where name = 'release-gate'")
+    conn.commit()
+    conn.close()
+    held = agent.call("memory_status")["held"]
+    assert held is not None and held["reason"] == "status", held
+    assert held["at"].endswith("Z") and held["message"].startswith(
+        "refusing to anchor: 1 row(s) changed behind Sibyl's tools"), held

@@ -380,3 +380,25 @@ def test_doctor_judges_kint_home_itself_by_the_one_rule(tmp_path):
             "detail": f"nothing under {home} open to others"}
     finally:
         home.chmod(0o700)
+
+
+def test_kint_server_makes_a_missing_store_folder_private(tmp_path):
+    """10-configuration.md, "The store": kint creates the store's folder with mode 0700 when
+    it is missing. Here kint-server, on the first write of an agent through Sibyl's tools,
+    with SIBYL_MEMORY_DB in a folder not made yet."""
+    from mcp_session import AgentProcess
+
+    sb = make_sandbox(tmp_path / "machine")
+    sb.start_entitled()
+    try:
+        store = tmp_path / "elsewhere" / "memory.db"
+        agent = AgentProcess({**sb.env, "SIBYL_MEMORY_DB": str(store),
+                              "KINT_TENANT": "store-folder", "KINT_NO_WATCHER": "1"}).start()
+        try:
+            written = agent.call("memory_remember", category="c", name="n", body={"a": 1})
+            assert written["ok"] is True, written
+        finally:
+            agent.close()
+        assert store.is_file() and mode(store.parent) == 0o700
+    finally:
+        sb.shutdown()

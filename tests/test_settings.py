@@ -747,3 +747,22 @@ def test_a_security_tool_first_on_path_does_not_choose_the_endpoint(macos_keycha
     monkeypatch.setattr(keychain_rpc, "SECURITY_TOOL", str(tmp_path / "no-such-security"))
     keychain_rpc.forget()
     assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
+
+
+@pytest.mark.parametrize("primary, second", [
+    ("https://mainnet.base.org", "https://base-rpc.publicnode.com"),
+    ("https://mainnet.base.org/", "https://base-rpc.publicnode.com"),
+    ("https://base.example/v2", "https://mainnet.base.org"),
+])
+def test_the_second_opinion_is_derived_from_the_primary_as_in_v030(monkeypatch, tmp_path,
+                                                                   primary, second):
+    """v0.3.0 (10-configuration.md, "Every variable"): with KINT_RPC_URL_2 unset, the second
+    RPC is publicnode's when the primary is mainnet.base.org, with or without a trailing
+    slash, and mainnet.base.org otherwise; set, it is taken as given."""
+    from kint.chain.config import second_rpc
+
+    monkeypatch.setenv("KINT_HOME", str(tmp_path))
+    monkeypatch.delenv("KINT_RPC_URL_2", raising=False)
+    assert second_rpc(primary) == second
+    monkeypatch.setenv("KINT_RPC_URL_2", "https://other.example")
+    assert second_rpc(primary) == "https://other.example"

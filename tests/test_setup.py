@@ -193,6 +193,16 @@ def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tm
     assert env["mcp_servers"]["kint"]["command"] == SERVER
 
 
+def test_an_env_pair_is_split_at_its_first_equals_sign(sandbox):
+    """10-configuration.md, "Handing the environment to kint-server": `--env KEY=VALUE` is
+    split at the first `=`, so a value may hold more of them."""
+    out = setup(sandbox, "codex", "--env", "KINT_TENANT=team=a", "--env", "MY_FLAG=x=y=z")
+    assert out.returncode == 0, out.stdout + out.stderr
+    config = sandbox.home / ".codex" / "config.toml"
+    env = tomllib.loads(config.read_text())["mcp_servers"]["kint"]["env"]
+    assert (env["KINT_TENANT"], env["MY_FLAG"]) == ("team=a", "x=y=z")
+
+
 @pytest.mark.parametrize("pair, message", [
     ("KINT_TENANT", "--env 'KINT_TENANT' is not KEY=VALUE"),
     ("1X=2", "--env '1X' is not a variable name"),

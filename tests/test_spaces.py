@@ -58,6 +58,23 @@ def test_tenant_ladder(env, monkeypatch):
     assert spaces.resolve_tenant() == TENANT
 
 
+def test_credentials_are_where_sibyl_credentials_says_and_a_symlink_is_none(env, monkeypatch):
+    """10-configuration.md: the file is `$SIBYL_CREDENTIALS`, else
+    `~/.sibyl-memory/credentials.json`, and Sibyl's loader reads a symlink as no file (the
+    tenant is then Sibyl's default, and doctor's tenant row says why)."""
+    elsewhere = env / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"tenant_id": "ten-elsewhere"}))
+    monkeypatch.setenv("SIBYL_CREDENTIALS", str(elsewhere))
+    assert spaces.resolve_tenant() == "ten-elsewhere"
+    monkeypatch.delenv("SIBYL_CREDENTIALS")
+    creds = env / ".sibyl-memory" / "credentials.json"
+    creds.parent.mkdir()
+    creds.symlink_to(elsewhere)
+    origin = spaces.tenant_origin()
+    assert (origin.tenant, origin.source) == (TENANT, "Sibyl's default")
+    assert "symlink" in origin.unused
+
+
 def test_hermes_profiles_are_separate_spaces(env, monkeypatch):
     hermes = env / "hh"
     monkeypatch.setenv("HERMES_HOME", str(hermes))

@@ -143,6 +143,40 @@ def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(tmp
         sb.shutdown()
 
 
+def test_the_machine_that_made_the_vault_refuses_to_push_without_its_recovery_file(
+        tmp_path, chain_home):
+    """09-cli.md, "kint push" and "kint recovery-code": on the machine that created the
+    vault, push refuses while `RECOVERY-<space16>.txt` is missing or empty (any other push
+    refusal: exit 5), nothing anchored and nothing dropped; `kint recovery-code` writes it
+    again (0600) from the cached key, and the push goes through."""
+    from conftest import sibyl_client
+
+    sb = new_machine(tmp_path / "m", chain_home)
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        space16 = kjson(sb, "connect", "--dev")["space"][:16]
+        recovery = sb.kint_home / f"RECOVERY-{space16}.txt"
+        code = recovery.read_text()
+        kjson(sb, "push")
+        head = kjson(sb, "status")["head"]["seq"]
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "later", {"rule": "kept"})
+        for gone in (lambda: recovery.unlink(), lambda: recovery.write_text("")):
+            gone()
+            out = sb.kint("push")
+            assert out.returncode == 5, (out.stdout, out.stderr)
+            assert "created the vault but its recovery code file" in out.stderr, out.stderr
+            assert "kint recovery-code" in out.stderr
+            status = kjson(sb, "status")
+            assert status["head"]["seq"] == head, status
+            assert status["unanchored_changes"] == {"changed": 1, "deleted": 0}, status
+        written = sb.kint("recovery-code")
+        assert written.returncode == 0, written.stderr
+        assert recovery.read_text() == code and (recovery.stat().st_mode & 0o777) == 0o600
+        assert kjson(sb, "push")["pushed"] == 1
+    finally:
+        sb.shutdown()
+
+
 def test_a_push_of_two_epochs_prints_v030s_lines_in_its_order():
     # 02-quickstart.md, "The first push": what each epoch carries (before it is sent, in
     # v0.3.0), the head, then where each landed. The calldata is push(owner, space, prev,

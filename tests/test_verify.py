@@ -101,6 +101,12 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
     body = fresh.get_entity("kint_refusal", name)
     assert body["status"] == "refused"
     fields = body["body"]
+    # 07-verify.md, "The refusal is written back": the body's fields, all of them.
+    assert set(fields) == {"refused", "query", "tier", "category", "key", "reason",
+                           "local_leaf", "anchored_leaf", "anchored_seq", "anchored_block",
+                           "anchored_tx", "head_seq", "head_block", "at"}
+    assert (fields["tier"], fields["category"], fields["key"], fields["head_seq"]) == (
+        "entity", "rules", "release-gate", 2)
     assert fields["refused"] is True and fields["query"] == "release rule"
     assert fields["local_leaf"] == check["local_leaf"]
     assert fields["anchored_leaf"] == anchored_leaf and fields["anchored_seq"] == 2
@@ -144,6 +150,77 @@ def test_unanchored_hit_ranked_first_is_named_and_not_credited(box):
     assert check["proof_ok"] is True and check["proof"] == []  # one anchored row: leaf = root
     assert result["reason"].split()[5] == check["rows_root"][:16]
     assert result["refusal_entity"] is None
+
+
+def test_the_lines_of_an_unanchored_hit_and_a_proceed_exit_0(box):
+    """09-cli.md, "kint verify": one line per checked hit (its status, the row, the reason,
+    07-verify.md's "Four statuses per hit"), the decision last, exit 0 on proceed."""
+    db, client = seed_beat(box, "ranked-lines")
+    client.set_entity("rules", "release-gate-v2", {"rule": "ship on a Friday whenever"})
+    out = verify(box, db, "release rule")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[2:4] == [
+        "  unanchored entity rules/release-gate-v2: this row was written after the last "
+        "anchored epoch; nothing on the chain vouches for it yet (push first)",
+        "  verified   entity rules/release-gate: stored text matches the leaf anchored on "
+        "Base"]
+    assert lines[4].startswith("DECISION: PROCEED: entity rules/release-gate verified ")
+    assert len(lines) == 5  # a proceed writes no refusal
+
+
+def _refusals(db) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [name for (name,) in conn.execute(
+            "select name from entities where category = 'kint_refusal'")]
+    finally:
+        conn.close()
+
+
+def test_no_write_refuses_with_exit_1_and_writes_no_refusal(box):
+    """07-verify.md, "The refusal is written back": `kint verify --no-write` skips the
+    refusal entity; the same verify without it writes one (09-cli.md: exit 1 either way)."""
+    db, _ = seed_beat(box, "no-write")
+    conn = sqlite3.connect(db)
+    conn.execute("update entities set body = replace(body, 'never', 'always') "
+                 "where name = 'release-gate'")
+    conn.commit()
+    conn.close()
+    skipped = verify(box, db, "release rule", "--no-write")
+    assert skipped.returncode == 1, skipped.stdout + skipped.stderr
+    assert skipped.stdout.splitlines()[-1].startswith("DECISION: REFUSE: entity rules/")
+    assert "refusal written back" not in skipped.stdout
+    assert _refusals(db) == []
+    written = verify(box, db, "release rule")
+    assert written.returncode == 1
+    (name,) = _refusals(db)
+    assert written.stdout.splitlines()[-1] == (f"refusal written back as Sibyl entity "
+                                               f"kint_refusal/{name}")
+
+
+def test_history_prints_a_deletion_and_takes_no_journal_tier(box):
+    """09-cli.md, "kint history": a deleted row prints `epoch N block <= B: DELETED`;
+    `--block` at or after it prints 07-verify.md's deletion entry (seq, block, tx,
+    deleted: true) as JSON; the journal tier is not accepted (a usage error, exit 2)."""
+    db, client = seed_beat(box, "deleted")
+    client.delete_entity("rules", "release-gate")
+    seq = anchor(box.kint_home, box.label(db), db, box.tenant, block=51081900)
+    args = ("--db", str(db), "history", "entity", "release-gate", "--category", "rules")
+    out = box.kint(*args)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("epoch 1 block <= 51081867 leaf ")
+    assert lines[2] == f"epoch {seq} block <= 51081900: DELETED"
+    tx = state_for(box.kint_home, box.label(db)).meta(seq).tx
+    for block in ("51081900", "51081999"):
+        at = box.kint(*args, "--block", block)
+        assert at.returncode == 0, at.stderr
+        assert json.loads(at.stdout) == {"seq": seq, "block": 51081900, "tx": tx,
+                                         "deleted": True}
+    journal = box.kint("--db", str(db), "history", "journal", "release-gate")
+    assert journal.returncode == 2 and journal.stdout == ""
+    assert "journal" in journal.stderr
 
 
 def _fold(leaf: str, proof: list, root: str) -> bool:

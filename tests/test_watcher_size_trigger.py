@@ -52,5 +52,9 @@ def test_the_size_trigger_pushes_at_82_rows_and_not_at_81(tmp_path, chain_home):
         assert pushed["head"]["seq"] == head + 1, pushed
         log = "\n".join(p.read_text(errors="replace") for p in sb.kint_home.rglob("*.log"))
         assert "quiet 3600s" in log, log[-3000:]  # the quiet period could not have fired
+        # v0.3.0's log lines (10-configuration.md, "Logs"): what fired, then the result.
+        assert "watcher: pushing (size trigger)" in log, log[-3000:]
+        assert "watcher: pushing (quiet trigger)" not in log
+        assert "watcher: anchored 82 row change(s) in 1 epoch(s)" in log, log[-3000:]
     finally:
         sb.shutdown()

@@ -97,14 +97,36 @@ def refuse_to_move(ctx: SpaceContext) -> None:
     refuse_if_held(ctx)
 
 
+STORE_SUFFIXES = ("", "-wal", "-shm")
+
+
+def backup_stamp(db: str) -> str:
+    """The time in a backup's name: kint v0.3.0's `YYYYmmdd-HHMMSS` (09-cli.md, "kint
+    pull"), in UTC, as the worker's clock has no user's time zone. A second discard within
+    the same second gets `-2`, `-3`, ...: a rename onto an earlier backup would replace it,
+    losing the rows the first discard set aside."""
+    base = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    stamp, n = base, 1
+    while any(Path(f"{db}.kint-backup-{stamp}{suffix}").exists()
+              for suffix in STORE_SUFFIXES):
+        n += 1
+        stamp = f"{base}-{n}"
+    return stamp
+
+
 def discard_local(ctx: SpaceContext) -> list[str]:
     """Move the store and its -wal and -shm aside to timestamped `.kint-backup-` copies.
     Refused (BUSY, nothing moved) while the store holds another tenant's rows or another
-    process has it open."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    process has it open.
+
+    The -wal and -shm keep SQLite's names beside the moved store (`memory.db.kint-backup-
+    STAMP-wal`), where v0.3.0 gave each file the suffix (`memory.db-wal.kint-backup-STAMP`):
+    SQLite finds a database's WAL by that name, so the backup opens with the writes its WAL
+    still held rather than without them."""
     refuse_to_move(ctx)
+    stamp = backup_stamp(ctx.config.db)
     moved = []
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in STORE_SUFFIXES:
         src = Path(ctx.config.db + suffix)
         if src.exists():
             dst = Path(f"{ctx.config.db}.kint-backup-{stamp}{suffix}")

@@ -90,6 +90,25 @@ def _describe(wrap: Wrap) -> str:
     return f"{KIND_NAMES.get(wrap.kind, f'kind {wrap.kind}')} (tag {wrap.tag.hex()[:8]})"
 
 
+def supplied_keys(ctx: SpaceContext, owner: str, args: dict[str, Any]) -> list[SuppliedKey]:
+    """Every key rekey was given, each once: the signature (salted when a salt came with
+    it), the vault passphrase (`--smart-account`, beside a signature or alone) and the extra
+    passphrase wrap. Connect's `_supplied` picks one of the first two; rekey carries every
+    one it was given (09-cli.md: a signature with `--smart-account` carries both)."""
+    supplied: list[SuppliedKey] = []
+    if args.get("signature") is not None:
+        supplied += _supplied(ctx, owner, {"signature": args["signature"],
+                                           "salt_passphrase": args.get("salt_passphrase")})
+    if args.get("passphrase") is not None:
+        supplied += _supplied(ctx, owner, {"passphrase": args["passphrase"]})
+    if args.get("extra_passphrase"):  # an empty answer at its prompt skips it
+        supplied += _supplied(ctx, owner, {"passphrase": args["extra_passphrase"]})
+    once: dict[bytes, SuppliedKey] = {}
+    for key in supplied:  # the same passphrase given twice is one wrap
+        once.setdefault(key.tag, key)
+    return list(once.values())
+
+
 def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
@@ -99,11 +118,7 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         anchor = Anchor(chain, ctx.tracker)
         current, current_id = _current_wraps(ctx, anchor, owner,
                                              bool(settings.value("KINT_OFFLINE")))
-        supplied: list[SuppliedKey] = _supplied(ctx, owner, args)
-        if args.get("passphrase") is not None and args.get("signature") is not None:
-            supplied += _supplied(ctx, owner, {"passphrase": args["passphrase"]})
-        if args.get("extra_passphrase"):
-            supplied += _supplied(ctx, owner, {"passphrase": args["extra_passphrase"]})
+        supplied = supplied_keys(ctx, owner, args)
         if not supplied:
             raise ProtocolError(ErrorCode.BAD_REQUEST, "rekey needs every key that is to keep "
                                 "opening the vault: a derive signature and/or the vault "

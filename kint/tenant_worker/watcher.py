@@ -150,12 +150,14 @@ class Watcher:
         sig = self._read_signature()
         if sig != self._signature:
             self._signature = sig
+            if not self.dirty:  # one line per dirty spell, not one per poll of a busy store
+                log.info("watcher: store changed")
             self.dirty = True
             self._last_change = now
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
-            self._fire("watcher", sig, now)
+            self._fire("quiet trigger", sig, now)
             return
         if now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
@@ -165,7 +167,7 @@ class Watcher:
             if counts == (0, 0):
                 self._nothing_left(sig)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
-                self._fire("watcher", sig, now)
+                self._fire("size trigger", sig, now)
 
     def _settle(self, sig: tuple[int, ...] | None) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
@@ -180,7 +182,11 @@ class Watcher:
         self.backoff.forget("nothing is left to push, so the failed push is dropped")
         self._settle(sig)
 
-    def _fire(self, reason: str, sig: tuple[int, ...] | None, now: float) -> None:
+    def _fire(self, trigger: str, sig: tuple[int, ...] | None, now: float) -> None:
+        """Push (as the `watcher`) for `trigger`, `quiet trigger` or `size trigger`, with
+        kint v0.3.0's log lines around it (10-configuration.md, "Logs"): what triggered
+        the push, then its result. A held push logs its own line (drift.py), a failed one
+        the backoff's (push_backoff.py)."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
         counts = self._count()
@@ -190,8 +196,11 @@ class Watcher:
             self._nothing_left(sig)
             return
         started = time.monotonic()
+        log.info("watcher: pushing (%s)", trigger)
         try:
-            self._push(reason)  # push.push ends the backoff's wait when it goes through
+            result = self._push("watcher")  # push.push ends the backoff's wait when it goes through
+            if isinstance(result, dict) and result.get("message"):
+                log.info("watcher: %s", result["message"])
             # What the push anchored is what the store held at `sig` or later; a change
             # made while it ran shows as a new signature at the next tick.
             self._settle(sig)
