@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
+from rpc_proxy import RpcProxy
 from chain_machines import authorize_machine, new_machine, ok, owner_account, wallet_signature
 from conftest import write_rules as write
 from kint.chain.artifact import load_artifact
@@ -35,6 +36,7 @@ def box(tmp_path_factory, chain_home):
     root = tmp_path_factory.mktemp("overtaken")
     flag, hold = root / "crash.flag", root / "hold-settlement"
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
                                abi=load_artifact()["abi"])
@@ -43,11 +45,13 @@ def box(tmp_path_factory, chain_home):
     b = new_machine(root / "b", chain_home)
     try:
         yield {"a": a, "b": b, "flag": flag, "hold": hold, "home": chain_home,
-               "contract": contract}
+               "contract": contract, "proxy": proxy}
     finally:
         hold.unlink(missing_ok=True)
+        proxy.forward()
         a.shutdown()
         b.shutdown()
+        proxy.stop()
 
 
 def kdb(sb, db: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -61,11 +65,11 @@ def jdb(sb, db: Path, *args: str, input: str | None = None) -> dict:
 class Space:
     """One space both machines connect (the same profile name: the same label)."""
 
-    def __init__(self, box: dict, profile: str) -> None:
+    def __init__(self, box: dict, profile: str, *connect_args: str) -> None:
         self.box, self.a, self.b = box, box["a"], box["b"]
         self.dba, self.dbb = self.a.profile_db(profile), self.b.profile_db(profile)
         write(self.dba, self.a.tenant, first="anchored before the kill")
-        connected = jdb(self.a, self.dba, "connect", "--dev")
+        connected = jdb(self.a, self.dba, "connect", "--dev", *connect_args)
         self.space16, self.owner = connected["space"], connected["owner"]
         self.sid = space_id_of(self.a.label(self.dba))
         assert space_id_of(self.b.label(self.dbb)) == self.sid
@@ -251,3 +255,68 @@ def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     assert s.names(s.dba) == {"first", "other"}
     rekeyed = jdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
     assert rekeyed["old_dek_id"] == old_id and rekeyed["snapshot"][0]["seq"] == 3
+
+
+def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box):
+    """(a) behind A's own endpoint (a loopback proxy): while it will not serve the Epoch
+    logs, or serves one whose prev does not chain, whether A's epoch landed is not known,
+    so the pull refuses and keeps the journal (never taken for "not landed"); once it
+    answers truly, the epoch is recorded and the pull goes on."""
+    px = box["proxy"]
+    s = Space(box, "unread-event", "--rpc-urls", px.url)
+    write(s.dba, s.a.tenant, second="in the push killed after its send")
+    s.kill_a("after_send", "push")
+    top = s.b_pushes("third")
+    try:
+        px.set_mode("error_methods", methods=["eth_getLogs"], message="logs are pruned")
+        out = s.pull_a()
+        assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stderr
+        assert "whether an interrupted push of epoch 2 landed is not known" in out.stderr
+        assert s.pending.exists() and s.mirror_head()[0] == 1
+        px.set_mode("broken_prev", tx="0x" + top["tx"])
+        out = s.pull_a()
+        assert out.returncode != 0 and "[STALE_RPC]" in out.stderr, out.stderr
+        assert "the endpoint contradicts itself" in out.stderr
+        assert s.pending.exists() and s.mirror_head()[0] == 1
+        px.forward()
+        pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    finally:
+        px.forward()
+        s.release()
+    assert pulled["applied"] == [3] and pulled["store_root_matches"] is True, pulled
+    assert any("had landed and is recorded now" in w for w in pulled["warnings"]), pulled
+    assert not s.pending.exists() and s.mirror_head() == s.chain_head()
+    assert s.names(s.dba) == {"first", "second", "third"}
+
+
+def test_the_walk_to_the_event_refuses_what_does_not_chain():
+    """`epoch_at` without a chain: each step must carry the digest the step above named,
+    and a missing event is a refusal, not an answer."""
+    from kint.chain.anchor import EpochLog, Head
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.tenant_worker.overtaken import epoch_at
+
+    def log(seq: int, digest: str, prev: str, block: int) -> EpochLog:
+        return EpochLog(owner="0x" + "11" * 20, space="22" * 32, seq=seq, prev=prev,
+                        digest=digest, prev_block=block - 1, writer="0x" + "33" * 20,
+                        block=block, tx_hash="44" * 32)
+
+    class Chain:
+        def __init__(self, events: dict[tuple[int, int], EpochLog]) -> None:
+            self.events = events
+
+        def epoch_log(self, owner: str, space: str, seq: int, block: int) -> EpochLog | None:
+            return self.events.get((seq, block))
+
+    d1, d2, d3 = "a1" * 32, "a2" * 32, "a3" * 32
+    head = Head(digest=d3, seq=3, block=30)
+    e3, e2 = log(3, d3, d2, 30), log(2, d2, d1, 29)
+    assert epoch_at(Chain({(3, 30): e3, (2, 29): e2}), "o", "s", head, 2) == e2
+    assert epoch_at(Chain({(3, 30): e3}), "o", "s", head, 3) == e3
+    for events, code in (({(3, 30): e3}, ErrorCode.RPC_UNAVAILABLE),
+                         ({(3, 30): e3, (2, 29): log(2, "ee" * 32, d1, 29)},
+                          ErrorCode.STALE_RPC),
+                         ({(3, 30): log(3, "ee" * 32, d2, 30)}, ErrorCode.STALE_RPC)):
+        with pytest.raises(ProtocolError) as refused:
+            epoch_at(Chain(events), "o", "s", head, 2)
+        assert refused.value.code == code

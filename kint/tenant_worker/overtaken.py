@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.chain.anchor import Anchor, EpochLog, Head
+from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 
 UNSETTLED = "the journal is kept until the chain can be read"
@@ -67,12 +68,16 @@ def epoch_at(anchor: Anchor, owner: str, space_hex: str, head: Head, seq: int) -
     Refuses (RPC_UNAVAILABLE, STALE_RPC) rather than guess."""
     at, block, digest = head.seq, head.block, head.digest
     while True:
-        event = anchor.epoch_log(owner, space_hex, at, block)
+        try:
+            event = anchor.epoch_log(owner, space_hex, at, block)
+            why = "is not served"
+        except RpcUnavailable as err:
+            event, why = None, f"could not be read ({err})"
         if event is None:
             raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                                f"the Epoch event of seq {at} (block {block}) is not served, "
-                                f"so whether an interrupted push of epoch {seq} landed is "
-                                f"not known; {UNSETTLED}", UNSETTLED_HINT)
+                                f"the Epoch event of seq {at} (block {block}) {why}, so "
+                                f"whether an interrupted push of epoch {seq} landed is not "
+                                f"known; {UNSETTLED}", UNSETTLED_HINT)
         if event.digest != digest:
             raise ProtocolError(ErrorCode.STALE_RPC,
                                 f"the Epoch event of seq {at} has digest {event.digest[:12]}, "

@@ -1,6 +1,9 @@
 """Pull (seed 001, "Restore: pull, through Sibyl's write methods"): bring the chain's epochs
 into this machine's store, checking each before anything is written.
 
+A push journal a killed push left is settled first (pending.py), one the chain has since
+passed included (overtaken.py: recorded, or dropped with its rows left to the fork step).
+
 The checks, each before the next: freshness (the watermark is a floor; a cold start needs
 two endpoints that agree, cold_start.py), fork (local rows the chain never saw are never
 merged blindly, local_state.py), the walk (head back through each event's prevBlock, one
