@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from rpc_proxy import RpcProxy
 from chain_machines import authorize_machine, new_machine, ok, owner_account, wallet_signature
 from conftest import write_rules as write
+from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
@@ -293,6 +293,7 @@ def test_the_walk_to_the_event_refuses_what_does_not_chain():
     """`epoch_at` without a chain: each step must carry the digest the step above named,
     and a missing event is a refusal, not an answer."""
     from kint.chain.anchor import EpochLog, Head
+    from kint.chain.rpc import RpcUnavailable
     from kint.protocol import ErrorCode, ProtocolError
     from kint.tenant_worker.overtaken import epoch_at
 
@@ -302,11 +303,14 @@ def test_the_walk_to_the_event_refuses_what_does_not_chain():
                         block=block, tx_hash="44" * 32)
 
     class Chain:
-        def __init__(self, events: dict[tuple[int, int], EpochLog]) -> None:
+        def __init__(self, events: dict[tuple[int, int], EpochLog | str]) -> None:
             self.events = events
 
         def epoch_log(self, owner: str, space: str, seq: int, block: int) -> EpochLog | None:
-            return self.events.get((seq, block))
+            found = self.events.get((seq, block))
+            if isinstance(found, str):
+                raise RpcUnavailable("reading an epoch log: the endpoint refused")
+            return found
 
     d1, d2, d3 = "a1" * 32, "a2" * 32, "a3" * 32
     head = Head(digest=d3, seq=3, block=30)
@@ -314,6 +318,7 @@ def test_the_walk_to_the_event_refuses_what_does_not_chain():
     assert epoch_at(Chain({(3, 30): e3, (2, 29): e2}), "o", "s", head, 2) == e2
     assert epoch_at(Chain({(3, 30): e3}), "o", "s", head, 3) == e3
     for events, code in (({(3, 30): e3}, ErrorCode.RPC_UNAVAILABLE),
+                         ({(3, 30): e3, (2, 29): "refused"}, ErrorCode.RPC_UNAVAILABLE),
                          ({(3, 30): e3, (2, 29): log(2, "ee" * 32, d1, 29)},
                           ErrorCode.STALE_RPC),
                          ({(3, 30): log(3, "ee" * 32, d2, 30)}, ErrorCode.STALE_RPC)):

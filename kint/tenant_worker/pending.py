@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 from eth_hash.auto import keccak
+from web3.exceptions import TransactionNotFound
 
-from kint.chain.anchor import Anchor
+from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
@@ -175,7 +176,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
     return _overtaken(ctx, anchor, pending, head, owner)
 
 
-def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Any,
+def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
                owner: str) -> Overtaken:
     """The chain holds an epoch at the journal's seq and is not at it with our digest
     (overtaken.py): the event of that seq says whose it is."""
@@ -206,6 +207,17 @@ def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
                             f"{event.prev[:12]}, not the {sent[:12]} on {pending.prev[:12]} "
                             f"that was sent; the journal is kept",
                             "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`")
-    receipt = bounded(lambda: anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash),
-                      "reading the landed push's receipt")
+    def fetch() -> Any:
+        try:
+            return anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash)
+        except TransactionNotFound:  # an answer (no receipt served), not a failure
+            return None
+
+    receipt = bounded(fetch, "reading the landed push's receipt")
+    if receipt is None:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the receipt of transaction {event.tx_hash[:12]}, epoch "
+                            f"{pending.seq} of this machine, is not served; the journal is "
+                            f"kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
+                            "`kint pull`")
     record_landed(ctx, anchor, pending, receipt)
