@@ -236,22 +236,26 @@ def test_a_killed_rekey_whose_snapshot_landed_below_the_head_completes(box):
 
 def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     """(b) for a rekey: killed before its snapshot was sent, B took seq 2 under the old
-    key. A's pull settles it: the push journal dropped, the rotation abandoned (the old
-    key stays), then B's epoch applied; a second rekey starts afresh."""
+    key. A second `kint rekey` settles it and says so: the push journal dropped, the
+    rotation abandoned (the old key stays), CHAIN_MOVED with pull as the way; the pull
+    applies B's epoch and a rekey then starts afresh."""
     s = Space(box, "lost-rekey")
     old_id = s.dek_id(1)
     s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
     assert s.b_pushes("other")["seq"] == 2
-    try:  # the restarted worker's own settlement still held: the pull settles both
-        pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    try:  # the restarted worker's own settlement still held: the rekey's is the one
+        out = kdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        assert "an interrupted push of epoch 2 never landed and never can" in out.stderr
+        assert "hint: run `kint pull`, then `kint rekey`" in out.stderr, out.stderr
+        assert not s.pending.exists() and not s.rekey_journal.exists()
     finally:
         s.release()
-    assert pulled["applied"] == [2] and pulled["gap"] == [], pulled
-    assert any("never landed" in w for w in pulled["warnings"]), pulled
-    assert not s.pending.exists() and not s.rekey_journal.exists()
-    assert s.mirror_head() == s.chain_head() and s.dek_id(2) == old_id
     wraps = json.loads((s.a.kint_home / f"wraps-{s.space16}.json").read_text())
     assert wraps["dek_id"] == old_id
+    pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    assert pulled["applied"] == [2] and pulled["gap"] == [], pulled
+    assert s.mirror_head() == s.chain_head() and s.dek_id(2) == old_id
     assert s.names(s.dba) == {"first", "other"}
     rekeyed = jdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
     assert rekeyed["old_dek_id"] == old_id and rekeyed["snapshot"][0]["seq"] == 3

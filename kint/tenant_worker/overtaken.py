@@ -32,9 +32,9 @@ from kint.protocol import ErrorCode, ProtocolError
 UNSETTLED = "the journal is kept until the chain can be read"
 UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
                   "`kint pull`: it settles the interrupted push first")
-PULL_THEN_PUSH = ("run `kint pull`, then `kint push` (should the pull refuse as a fork, "
-                  "`kint pull --discard-local` moves the store aside, nothing deleted, and "
-                  "restores the anchored rows)")
+PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
+             "pull --discard-local` moves the store aside, nothing deleted, and restores "
+             "the anchored rows)")
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,11 @@ class Overtaken:
                 f"head; its journal was dropped, and the changes it carried are still in "
                 f"the store, not anchored")
 
-    def refusal(self) -> ProtocolError:
-        """What a push that met it answers: this machine is behind the chain either way."""
-        return ProtocolError(ErrorCode.CHAIN_MOVED, self.describe(), PULL_THEN_PUSH)
+    def refusal(self, again: str = "kint push") -> ProtocolError:
+        """What a push (or rekey: `again`) that met it answers: this machine is behind the
+        chain either way, and a pull is what brings it to the head."""
+        return ProtocolError(ErrorCode.CHAIN_MOVED, self.describe(),
+                             PULL_THEN.format(again=again))
 
 
 def epoch_at(anchor: Anchor, owner: str, space_hex: str, head: Head, seq: int) -> EpochLog:
