@@ -16,9 +16,11 @@ Only the Epoch event of seq N can tell the two cases apart:
 
 The event is found from the head the contract reports, back through each event's
 prevBlock, each checked to carry the digest the step above named (the walk a pull does,
-03-new-machine.md). An event the endpoint does not serve, or one that does not chain, is
-not an answer: the journal is kept and the settlement refused, so a lying or unavailable
-RPC never makes a landed epoch look lost, nor the reverse.
+03-new-machine.md). An event the endpoint does not serve, or one that does not chain to
+the head it reported, is not an answer: the journal is kept and the settlement refused, so
+an endpoint that fails or contradicts itself never makes a landed epoch look lost. An epoch
+taken as landed must also be the journal's own transaction (pending.py checks its hash and
+its receipt against what was signed).
 """
 
 from __future__ import annotations
