@@ -253,7 +253,8 @@ def test_doctor_names_each_check(box, tmp_path):
     assert set(checks) == {"Sibyl packages", "python", "PYTHONPATH", "tenant", "kint home",
                            "kint home placement", "permissions", "supervisor reachable",
                            "sibyl store", "enrolment", "data key", "recovery file",
-                           "state files", "disk space", "pull", "unanchored changes",
+                           "state files", "interrupted push", "disk space", "pull",
+                           "unanchored changes",
                            "rpc primary", "rpc secondary", "contract", "session key",
                            "head"}
     assert good.returncode == 0, good.stdout

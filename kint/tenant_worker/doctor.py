@@ -61,6 +61,7 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     checks.append(check("state files", not broken, "; ".join(broken) if broken else
                         "every file of this space reads", "move the file named aside and run "
                         "`kint pull` (or `kint connect` for a key file)"))
+    checks.append(_journals(ctx))
     mirror, local_checks = _disk_pull_and_changes(ctx, enrolment is not None)
     checks += local_checks
     if enrolment is not None:
@@ -74,6 +75,27 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     else:
         checks += [c for c in [no_session_key(cfg.home)] if c is not None]
     return {"checks": checks}
+
+
+def _journals(ctx: SpaceContext) -> dict[str, Any]:
+    """A push or rekey journal still here (pending-<space16>.json, rekey-<space16>.json):
+    the worker settles one when it starts and before every push, pull or rekey, so one
+    that lingers is one no settlement could finish yet (an endpoint that did not answer,
+    or a journal settled by no command since). A warning: nothing is lost while it waits,
+    and the command that settles it is named."""
+    from kint.custody.rekey_journal import rekey_journal_path
+
+    cfg = ctx.config
+    found = [path.name for path in (ctx.state.files["pending"],
+                                    rekey_journal_path(cfg.home, cfg.space_id))
+             if path.exists()]
+    if not found:
+        return check("interrupted push", True, "no push or rekey journal waiting")
+    return check("interrupted push", True, f"{' and '.join(found)} in {cfg.kint_home}: a push "
+                 f"or rekey was interrupted and is not settled with the chain yet",
+                 "run `kint pull`: it settles it against the chain head first (recorded, "
+                 "sent again or dropped), and says why when the endpoint cannot be read",
+                 warn=True)
 
 
 def _data_key(ctx: SpaceContext) -> dict[str, Any]:

@@ -4,8 +4,9 @@ later instead of reading as a fork.
 
 It holds the epoch (seq, prev, digest, the sealed envelope and its plaintext bytes) and the
 signed transaction with its nonce. `resolve_pending` compares it with the head: landed
-(record it), not landed and still next (re-send the same signed transaction), or overtaken
-(CHAIN_MOVED: the pull decides).
+(record it), not landed and still next (re-send the same signed transaction), or passed
+by the chain (overtaken.py: landed below the head and recorded, or never to land and
+dropped; either way a pull goes on from there).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from typing import Any
 
 import orjson
 from eth_hash.auto import keccak
+from web3.exceptions import TransactionNotFound
 
-from kint.chain.anchor import Anchor
+from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.overtaken import Overtaken, epoch_at
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -112,13 +115,15 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
     return mirror
 
 
-def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) -> None:
+def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
+                    owner: str) -> Overtaken | None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
-    the same signed transaction, or drop it), or the chain moved past it (CHAIN_MOVED)."""
+    the same signed transaction, or drop it), or the chain moved past it (`_overtaken`).
+    Returns what that last case found, for a push to say; None otherwise."""
     path = ctx.state.files["pending"]
     pending = PendingEpoch.load(path)
     if pending is None:
-        return
+        return None
     space16 = ctx.config.space16
     mirror = ctx.state.mirror()
     if mirror is not None and (mirror.head.seq, mirror.head.digest) == (pending.seq,
@@ -130,24 +135,22 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) 
         remove_file(path)
         log.info("space %s: finished recording epoch %d after an interrupted push", space16,
                  pending.seq)
-        return
+        return None
     head = anchor.head(owner, ctx.config.space_id)
     if head.seq == pending.seq and head.digest == pending.digest:
         event = anchor.epoch_log(owner, ctx.config.space_id, head.seq, head.block)
         if event is None:
             raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the head's Epoch log is missing")
-        receipt = bounded(lambda: anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash),
-                          "reading the landed push's receipt")
-        record_landed(ctx, anchor, pending, receipt)
+        _record_from_event(ctx, anchor, pending, event)
         log.info("space %s: a push killed mid-way had landed; recorded epoch %d", space16,
                  head.seq)
-        return
+        return None
     if head.seq == pending.seq - 1 and head.digest == pending.prev:
         if sender.mined_count() > pending.nonce:
             # Its nonce was spent by another transaction (a filler): it can never land.
             remove_file(path)
             log.info("space %s: dropped a pending epoch whose nonce was spent", space16)
-            return
+            return None
         try:
             from kint.tenant_worker.session_sender import Signed
 
@@ -157,10 +160,64 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str) 
         except ChainRefused:
             remove_file(path)  # its nonce or prev is spent: nothing was anchored
             log.info("space %s: dropped a pending epoch that can no longer land", space16)
-            return
+            return None
         record_landed(ctx, anchor, pending, receipt)
         log.info("space %s: re-sent and recorded pending epoch %d", space16, pending.seq)
-        return
-    raise ProtocolError(ErrorCode.CHAIN_MOVED,
-                        f"a push of epoch {pending.seq} was interrupted and the chain has "
-                        f"since moved to seq {head.seq}", "run `kint pull`")
+        return None
+    if head.seq < pending.seq:
+        # Below the journal's own prev, or another digest at it: what this machine saw
+        # anchored before it pushed is not on this endpoint's chain.
+        raise ProtocolError(ErrorCode.STALE_RPC,
+                            f"the endpoint's head (seq {head.seq}, {head.digest[:12]}) is "
+                            f"not the seq {pending.seq - 1} an interrupted push of epoch "
+                            f"{pending.seq} was built on: a stale or lying RPC; the journal "
+                            f"is kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
+                            "`kint pull`")
+    return _overtaken(ctx, anchor, pending, head, owner)
+
+
+def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
+               owner: str) -> Overtaken:
+    """The chain holds an epoch at the journal's seq and is not at it with our digest
+    (overtaken.py): the event of that seq says whose it is."""
+    event = epoch_at(anchor, owner, ctx.config.space_id, head, pending.seq)
+    found = Overtaken(seq=pending.seq, head_seq=head.seq,
+                      landed=event.digest == pending.digest)
+    if found.landed:
+        _record_from_event(ctx, anchor, pending, event)
+        log.warning("space %s: %s", ctx.config.space16, found.describe())
+        return found
+    remove_file(ctx.state.files["pending"])
+    log.warning("space %s: %s (epoch %d there has digest %s, this machine's had %s)",
+                ctx.config.space16, found.describe(), pending.seq, event.digest[:12],
+                pending.digest[:12])
+    return found
+
+
+def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
+                       event: Any) -> None:
+    """Record the journal's epoch from the chain's Epoch event of it: the event must be the
+    journal's own transaction (its hash is the signed bytes' keccak) on the journal's prev,
+    and its receipt carries the digest sent (`record_landed`)."""
+    sent = keccak(pending.raw_tx).hex()
+    if event.tx_hash != sent or event.prev != pending.prev:
+        raise ProtocolError(ErrorCode.STALE_RPC,
+                            f"the Epoch event of seq {pending.seq} carries this machine's "
+                            f"digest but names transaction {event.tx_hash[:12]} on prev "
+                            f"{event.prev[:12]}, not the {sent[:12]} on {pending.prev[:12]} "
+                            f"that was sent; the journal is kept",
+                            "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`")
+    def fetch() -> Any:
+        try:
+            return anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash)
+        except TransactionNotFound:  # an answer (no receipt served), not a failure
+            return None
+
+    receipt = bounded(fetch, "reading the landed push's receipt")
+    if receipt is None:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the receipt of transaction {event.tx_hash[:12]}, epoch "
+                            f"{pending.seq} of this machine, is not served; the journal is "
+                            f"kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
+                            "`kint pull`")
+    record_landed(ctx, anchor, pending, receipt)

@@ -1,6 +1,9 @@
 """Pull (seed 001, "Restore: pull, through Sibyl's write methods"): bring the chain's epochs
 into this machine's store, checking each before anything is written.
 
+A push journal a killed push left is settled first (pending.py), one the chain has since
+passed included (overtaken.py: recorded, or dropped with its rows left to the fork step).
+
 The checks, each before the next: freshness (the watermark is a floor; a cold start needs
 two endpoints that agree, cold_start.py), fork (local rows the chain never saw are never
 merged blindly, local_state.py), the walk (head back through each event's prevBlock, one
@@ -101,13 +104,21 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     held = held_keys(ctx)
     owner = enrolment.owner
     anchor = Anchor(chain, ctx.tracker)
+    overtaken = None
     if state.files["pending"].exists():  # the session key's unlock (a scrypt) only then
-        resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
+        # A journal the chain passed is settled here too (overtaken.py), and the pull goes
+        # on from what it left: a recorded epoch, or the rows it carried, unanchored.
+        overtaken = resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
     if settle_rekey(ctx) == COMPLETED:  # a killed rekey's snapshot: its key opens it
         held = held_keys(ctx)
     head = anchor.head(owner, cfg.space_id)
     agreed, single = _check_freshness(ctx, chain, owner, head)  # 1. freshness
-    local = local_state(ctx, head, discard)  # 2. fork: what the store holds, what is kept
+    try:  # 2. fork: what the store holds, what is kept
+        local = local_state(ctx, head, discard)
+    except ProtocolError as err:
+        if overtaken is not None:  # why the store holds changes the chain never saw
+            err.message = f"{overtaken.describe()}; {err.message}"
+        raise
     # 3. Walk, and 4. check every epoch before anything is written.
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
@@ -119,6 +130,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
+    if overtaken is not None:
+        done.warnings.insert(0, overtaken.describe())
     _settle_mirror(ctx, done, head)
     take_in_header_wraps(ctx, (f.opened.header for f in todo
                                if f.opened is not None and f.log.seq in done.applied))

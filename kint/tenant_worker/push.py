@@ -14,7 +14,8 @@ wait for confirmations, check the event's digest, record the epoch, drop the pen
 A kill at any step loses nothing and forks nothing: `pending.resolve_pending` settles the
 pending file against the chain head the next time this space pushes or pulls, or when the
 worker starts; a rekey's journal is settled right after it (`rekey_settle.py`), before an
-epoch is sealed.
+epoch is sealed. A push that finds the chain moved past its journal (another machine pushed
+meanwhile: overtaken.py) settles it, then refuses CHAIN_MOVED saying what it found.
 """
 
 from __future__ import annotations
@@ -132,10 +133,12 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         chain = replace(chain, confirmations=confirmations)
     anchor = Anchor(chain, ctx.tracker)
     sender = sender_for(ctx, anchor)
-    resolve_pending(ctx, anchor, sender, enrolment.owner)
+    overtaken = resolve_pending(ctx, anchor, sender, enrolment.owner)
     if new_key is None and settle_rekey(ctx) == COMPLETED:
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
+    if overtaken is not None:  # settled: this machine is behind the chain either way
+        raise overtaken.refusal()
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)
     before = counting_from(cfg.db)

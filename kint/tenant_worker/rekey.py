@@ -113,7 +113,11 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
         chain, enrolment = connected(ctx)
-        settle_now(ctx)  # an earlier rekey killed mid-way: finished or dropped first
+        # An earlier rekey killed mid-way: finished or dropped first. One the chain had
+        # passed leaves this machine behind it: said now, not as the snapshot's refusal.
+        overtaken = settle_now(ctx)[1]
+        if overtaken is not None:
+            raise overtaken.refusal("kint rekey")
         owner = enrolment.owner
         anchor = Anchor(chain, ctx.tracker)
         current, current_id = _current_wraps(ctx, anchor, owner,
@@ -194,7 +198,7 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         if enrolment is None:
             raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
                                 "run `kint connect --owner ADDRESS` first")
-        if settle_now(ctx) == COMPLETED:  # a killed rekey's code is written by its end
+        if settle_now(ctx)[0] == COMPLETED:  # a killed rekey's code is written by its end
             enrolment = ctx.enrolment() or enrolment
         try:
             key = current_data_key(ctx)

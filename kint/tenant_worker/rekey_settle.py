@@ -36,6 +36,7 @@ from kint.epochs.errors import EpochError
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.enrolment import save_enrolment
+from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_format import CorruptStateFile
@@ -114,17 +115,20 @@ def keep_new_key(ctx: SpaceContext, journal: RekeyJournal) -> None:
     save_enrolment(ctx.state.files["enrol"], enrolment)
 
 
-def settle_now(ctx: SpaceContext) -> Outcome | None:
+def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Overtaken | None]:
     """For a command that holds the head lock and is about to read a key (rekey,
     recovery-code): the push journal resolved against the chain first when there is one,
-    then the rekey journal settled. Nothing to do (no RPC) without a rekey journal."""
+    then the rekey journal settled. Nothing to do (no RPC) without a rekey journal.
+    Returns the rekey's outcome, and what the push journal's settlement found when the
+    chain had passed it (overtaken.py), for a rekey to say."""
     if not rekey_in_progress(ctx):
-        return None
+        return None, None
+    overtaken = None
     if ctx.state.files["pending"].exists():
         chain, enrolment = connected(ctx)
         anchor = Anchor(chain, ctx.tracker)
-        resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
-    return settle_rekey(ctx)
+        overtaken = resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
+    return settle_rekey(ctx), overtaken
 
 
 def settle_at_start(ctx: SpaceContext) -> None:

@@ -40,6 +40,12 @@ it is, over MAX_MESSAGE_BYTES or not (kint's worker refuses its own oversized re
 `kint.protocol.server_codec.encode_reply`), so a test reaches the supervisor's own answer
 to a reply too large for its client.
 
+One wrapper holds rather than kills: while the file `KINT_TEST_HOLD_SETTLE` names exists,
+a restarted worker's settlement of the journals the killed one left
+(`rekey_settle.settle_at_start`) waits for it to go (at most HOLD_MAX_S), so a test can
+have another machine push between a kill and the settlement, as a worker that comes back
+late would meet it.
+
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
 once. A second word, when given, limits it to the space whose 16 hex characters it is.
@@ -64,6 +70,8 @@ STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
          "between_mirror_and_watermark", "after_rekey_journal", "after_rekey_push",
          "before_rekey_recovery_file", "before_connect_recovery_file", "unguarded_reply")
 BALLAST = "ballast"
+HOLD_ENV = "KINT_TEST_HOLD_SETTLE"
+HOLD_MAX_S = 120.0
 
 
 def _fill(folder: str) -> None:
@@ -135,6 +143,20 @@ def _around(fn: Callable[..., Any], before: str | None, after: str | None) -> Ca
     return wrapper
 
 
+def _held(settle: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(settle)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import time
+
+        hold = os.environ.get(HOLD_ENV)
+        deadline = time.monotonic() + HOLD_MAX_S
+        while hold and os.path.exists(hold) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return settle(*args, **kwargs)
+
+    return wrapper
+
+
 def _unguarded(encode: Callable[..., bytes]) -> Callable[..., bytes]:
     @functools.wraps(encode)
     def wrapper(reply: Any, *rest: Any) -> bytes:
@@ -169,6 +191,7 @@ def _install() -> None:
                                                "before_rekey_recovery_file", None)
     connect.write_recovery_file = _around(connect.write_recovery_file,
                                           "before_connect_recovery_file", None)
+    rekey_settle.settle_at_start = _held(rekey_settle.settle_at_start)
     from kint.tenant_worker import process
 
     process.encode_reply = _unguarded(process.encode_reply)  # type: ignore[assignment]

@@ -1,0 +1,92 @@
+"""A killed push whose seq the chain has passed (DESIGN §8): the pending journal of epoch N
+meets a chain head above N - 1 that is not its own epoch, because another machine pushed
+before this machine's worker settled the journal.
+
+Only the Epoch event of seq N can tell the two cases apart:
+
+- its digest is the journal's: this machine's epoch landed, and other epochs came after it
+  (a machine that pulled it pushed on top). It is recorded as any landed epoch is, and a
+  pull goes on from it;
+- another digest: another machine's epoch holds seq N. The contract appends an epoch only
+  when its `prev` is the current head digest, and the head only moves forward (v0.3.0's
+  11-contract.md, "Functions" and "Errors": StaleHead), so a transaction built on seq
+  N - 1 can never land now. The journal is dropped; the rows it carried are still in the
+  store, unanchored, and the pull's fork rules decide about them as for any machine
+  whose changes were not anchored.
+
+The event is found from the head the contract reports, back through each event's
+prevBlock, each checked to carry the digest the step above named (the walk a pull does,
+03-new-machine.md). An event the endpoint does not serve, or one that does not chain to
+the head it reported, is not an answer: the journal is kept and the settlement refused, so
+an endpoint that fails or contradicts itself never makes a landed epoch look lost. An epoch
+taken as landed must also be the journal's own transaction (pending.py checks its hash and
+its receipt against what was signed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kint.chain.anchor import Anchor, EpochLog, Head
+from kint.chain.rpc import RpcUnavailable
+from kint.protocol import ErrorCode, ProtocolError
+
+UNSETTLED = "the journal is kept until the chain can be read"
+UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
+                  "`kint pull`: it settles the interrupted push first")
+PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
+             "pull --discard-local` moves the store aside, nothing deleted, and restores "
+             "the anchored rows)")
+
+
+@dataclass(frozen=True)
+class Overtaken:
+    """What settling a journal the chain had passed found: `landed`, epoch `seq` was this
+    machine's and is recorded now; else another machine's epoch holds `seq` and the
+    journal was dropped. `head_seq` is the chain head it was settled against."""
+
+    seq: int
+    head_seq: int
+    landed: bool
+
+    def describe(self) -> str:
+        if self.landed:
+            return (f"an interrupted push of epoch {self.seq} had landed and is recorded now; "
+                    f"another machine has since pushed up to seq {self.head_seq}")
+        return (f"an interrupted push of epoch {self.seq} never landed and never can: "
+                f"another machine's epoch holds seq {self.seq} (the chain is at seq "
+                f"{self.head_seq}), and the contract takes an epoch only on the current "
+                f"head; its journal was dropped, and the changes it carried are still in "
+                f"the store, not anchored")
+
+    def refusal(self, again: str = "kint push") -> ProtocolError:
+        """What a push (or rekey: `again`) that met it answers: this machine is behind the
+        chain either way, and a pull is what brings it to the head."""
+        return ProtocolError(ErrorCode.CHAIN_MOVED, self.describe(),
+                             PULL_THEN.format(again=again))
+
+
+def epoch_at(anchor: Anchor, owner: str, space_hex: str, head: Head, seq: int) -> EpochLog:
+    """The Epoch event of `seq` (at or below the head), reached from the head back through
+    each event's prevBlock, every step checked against the digest the one above named.
+    Refuses (RPC_UNAVAILABLE, STALE_RPC) rather than guess."""
+    at, block, digest = head.seq, head.block, head.digest
+    while True:
+        try:
+            event = anchor.epoch_log(owner, space_hex, at, block)
+            why = "is not served"
+        except RpcUnavailable as err:
+            event, why = None, f"could not be read ({err})"
+        if event is None:
+            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                                f"the Epoch event of seq {at} (block {block}) {why}, so "
+                                f"whether an interrupted push of epoch {seq} landed is not "
+                                f"known; {UNSETTLED}", UNSETTLED_HINT)
+        if event.digest != digest:
+            raise ProtocolError(ErrorCode.STALE_RPC,
+                                f"the Epoch event of seq {at} has digest {event.digest[:12]}, "
+                                f"not the {digest[:12]} the chain names for it: the endpoint "
+                                f"contradicts itself; {UNSETTLED}", UNSETTLED_HINT)
+        if at == seq:
+            return event
+        at, block, digest = at - 1, event.prev_block, event.prev

@@ -1,0 +1,331 @@
+"""A push or rekey killed on machine A, and machine B pushing on the same space before A's
+restarted worker settles the journal (overtaken.py): (a) A's epoch landed and B pushed on
+top of it; (b) A's transaction never landed and B's epoch took its seq. Either way the
+space must not stay stuck refusing every push and pull: (a) A records its epoch and pulls
+on from it; (b) A drops the journal (its prev is spent) and the pull's fork rules decide
+about the rows it carried; a push that meets either case says which it was.
+
+One anvil for the session, two machines on one owner (A with the crash points and the
+settlement hold of tests/support/kint_test_faults.py preloaded), a profile store (a space)
+per test, shared by both machines. Nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from web3 import Web3
+
+from chain_machines import authorize_machine, new_machine, ok, owner_account, wallet_signature
+from conftest import write_rules as write
+from rpc_proxy import RpcProxy
+from kint.chain.artifact import load_artifact
+from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
+from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.epochs.envelope import parse_header
+from kint.rows.export import connect_ro, export_rows
+from kint.spaces import space_id as space_id_of
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory, chain_home):
+    root = tmp_path_factory.mktemp("overtaken")
+    flag, hold = root / "crash.flag", root / "hold-settlement"
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
+                               abi=load_artifact()["abi"])
+    a = new_machine(root / "a", chain_home, KINT_TEST_CRASH_FLAG=str(flag),
+                    KINT_TEST_HOLD_SETTLE=str(hold), KINT_NONCE_RETRY_SECONDS="1")
+    b = new_machine(root / "b", chain_home)
+    try:
+        yield {"a": a, "b": b, "flag": flag, "hold": hold, "home": chain_home,
+               "contract": contract, "proxy": proxy}
+    finally:
+        hold.unlink(missing_ok=True)
+        proxy.forward()
+        a.shutdown()
+        b.shutdown()
+        proxy.stop()
+
+
+def kdb(sb, db: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return sb.kint("--db", str(db), *args, input=input)
+
+
+def jdb(sb, db: Path, *args: str, input: str | None = None) -> dict:
+    return json.loads(ok(kdb(sb, db, *args, "--json", input=input)).stdout)
+
+
+class Space:
+    """One space both machines connect (the same profile name: the same label)."""
+
+    def __init__(self, box: dict, profile: str, *connect_args: str) -> None:
+        self.box, self.a, self.b = box, box["a"], box["b"]
+        self.dba, self.dbb = self.a.profile_db(profile), self.b.profile_db(profile)
+        write(self.dba, self.a.tenant, first="anchored before the kill")
+        connected = jdb(self.a, self.dba, "connect", "--dev", *connect_args)
+        self.space16, self.owner = connected["space"], connected["owner"]
+        self.sid = space_id_of(self.a.label(self.dba))
+        assert space_id_of(self.b.label(self.dbb)) == self.sid
+        assert jdb(self.a, self.dba, "push")["epochs"][-1]["seq"] == 1
+        self.connect_b()
+        authorize_machine(box["home"], owner_account(self.a, self.owner),
+                          jdb(self.b, self.dbb, "status")["session"])
+        assert jdb(self.b, self.dbb, "pull")["applied"] == [1]
+        self.pending = self.a.kint_home / f"pending-{self.space16}.json"
+        self.rekey_journal = self.a.kint_home / f"rekey-{self.space16}.json"
+
+    def signature(self, sb, db: Path) -> str:
+        """The owner's wallet (A's devchain key) signing the vault message, as a rekey or
+        a connect reads it on stdin."""
+        payload = ok(kdb(sb, db, "canonical-payload", "--owner", self.owner)).stdout
+        return wallet_signature(owner_account(self.a, self.owner), payload) + "\n"
+
+    def connect_b(self) -> dict:
+        return jdb(self.b, self.dbb, "connect", "--owner", self.owner, "--signature", "-",
+                   input=self.signature(self.b, self.dbb))
+
+    def kill_a(self, step: str, *args: str, input: str | None = None) -> None:
+        """Run `kint ARGS` on A with its worker killed at `step`, the restarted worker's
+        settlement held until `release`."""
+        self.box["hold"].write_text("held")
+        self.box["flag"].write_text(f"{step} {self.space16}")
+        out = kdb(self.a, self.dba, *args, input=input)
+        assert out.returncode == PUSH_PULL_REFUSED and "[WORKER_DOWN]" in out.stderr, \
+            out.stdout + out.stderr
+        assert not self.box["flag"].exists(), "the worker did not reach the step"
+        assert self.pending.exists()
+
+    def release(self) -> None:
+        self.box["hold"].unlink(missing_ok=True)
+
+    def b_pushes(self, name: str) -> dict:
+        ok(kdb(self.b, self.dbb, "pull"))
+        write(self.dbb, self.b.tenant, **{name: "anchored by machine B"})
+        return jdb(self.b, self.dbb, "push")["epochs"][-1]
+
+    def chain_head(self) -> tuple[int, str]:
+        digest, seq, _ = self.box["contract"].functions.head(
+            Web3.to_checksum_address(self.owner), bytes.fromhex(self.sid)).call()
+        return int(seq), bytes(digest).hex()
+
+    def mirror_head(self) -> tuple[int, str]:
+        held = json.loads(gzip.decompress(
+            (self.a.kint_home / f"mirror-{self.space16}.json.gz").read_bytes()))
+        return held["head"]["seq"], held["head"]["digest"]
+
+    def meta(self, seq: int) -> dict:
+        return json.loads((self.a.kint_home / "epochs" / self.space16 /
+                           f"{seq:08d}.meta.json").read_text())
+
+    def dek_id(self, seq: int) -> str:
+        return parse_header(bytes.fromhex(self.meta(seq)["header"])).dek_id.hex()
+
+    def names(self, db: Path | str) -> set[str]:
+        return {r.canonical_id.split("\x00")[2] for r in export_rows(connect_ro(str(db)),
+                                                                     self.a.tenant)
+                if r.canonical_id.startswith("entity\x00")}
+
+    def pull_a(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A's pull, once no settlement in A's worker holds the space (BUSY meanwhile)."""
+        found: list[subprocess.CompletedProcess[str]] = []
+
+        def attempt() -> bool:
+            found.append(kdb(self.a, self.dba, "pull", *args))
+            out = found[-1]
+            return "[BUSY]" not in out.stderr and '"BUSY"' not in out.stdout
+
+        self.a.wait_for(attempt, timeout=60, interval=0.2,
+                        what="a pull no settlement holds")
+        return found[-1]
+
+
+def test_a_killed_push_that_landed_below_the_head_is_recorded_and_pulled_on_from(box):
+    """(a) A's epoch 2 landed, B pulled it and pushed 3, then A's push settles the journal:
+    it records epoch 2 as landed and says so (CHAIN_MOVED, pull then push); the pull goes
+    on from it. Before, push and pull both refused CHAIN_MOVED for ever."""
+    s = Space(box, "landed-push")
+    write(s.dba, s.a.tenant, second="in the push killed after its send")
+    s.kill_a("after_send", "push")
+    assert s.chain_head()[0] == 2
+    assert s.b_pushes("third")["seq"] == 3
+    try:
+        out = kdb(s.a, s.dba, "push")
+        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        assert ("an interrupted push of epoch 2 had landed and is recorded now; another "
+                "machine has since pushed up to seq 3") in out.stderr, out.stderr
+        assert "hint: run `kint pull`, then `kint push`" in out.stderr, out.stderr
+        assert not s.pending.exists()
+        assert s.mirror_head()[0] == 2 and s.meta(2)["prev"] == s.meta(1)["digest"]
+    finally:
+        s.release()
+    pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    assert pulled["applied"] == [3] and pulled["store_root_matches"] is True, pulled
+    assert s.mirror_head() == s.chain_head()
+    assert s.meta(3)["prev"] == s.meta(2)["digest"]
+    assert s.names(s.dba) == {"first", "second", "third"}
+    write(s.dba, s.a.tenant, fourth="written on A after the settlement")
+    assert [e["seq"] for e in jdb(s.a, s.dba, "push")["epochs"]] == [4]
+
+
+def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_lost(box):
+    """(b) A was killed before its send and B took seq 2: A's transaction (prev = seq 1)
+    can never land, so A's push drops the journal and says so; the pull then meets A's
+    unanchored row as any fork, and --discard-local keeps it in the backup."""
+    s = Space(box, "lost-push")
+    write(s.dba, s.a.tenant, second="in the push killed before its send")
+    s.kill_a("before_send", "push")
+    assert s.chain_head()[0] == 1
+    assert s.b_pushes("other")["seq"] == 2
+    try:
+        out = kdb(s.a, s.dba, "push")
+        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        assert ("an interrupted push of epoch 2 never landed and never can: another "
+                "machine's epoch holds seq 2") in out.stderr, out.stderr
+        assert not s.pending.exists()
+        assert s.mirror_head()[0] == 1
+    finally:
+        s.release()
+    fork = s.pull_a()
+    assert fork.returncode == CHAIN_MOVED_EXIT and "[FORK]" in fork.stderr, fork.stderr
+    assert "--discard-local" in fork.stderr
+    restored = json.loads(ok(s.pull_a("--discard-local", "--json")).stdout)
+    assert restored["store_root_matches"] is True and restored["backups"], restored
+    assert s.mirror_head() == s.chain_head()
+    assert s.names(s.dba) == {"first", "other"}
+    assert "second" in s.names(restored["backups"][0])  # the store moved aside, whole
+    write(s.dba, s.a.tenant, third="written on A after the settlement")
+    assert [e["seq"] for e in jdb(s.a, s.dba, "push")["epochs"]] == [3]
+
+
+def test_a_killed_rekey_whose_snapshot_landed_below_the_head_completes(box):
+    """(a) for a rekey: its snapshot (epoch 2, the new key) landed, B connected again for
+    the new key, pulled it and pushed 3. The restarted worker settles both journals once
+    released: the snapshot recorded, the rotation completed, then the pull applies 3.
+    Meanwhile doctor names both journals and what to run."""
+    s = Space(box, "landed-rekey")
+    s.kill_a("after_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    assert s.rekey_journal.exists()
+    s.connect_b()  # the snapshot's header hands B the new key
+    assert s.b_pushes("third")["seq"] == 3
+    try:
+        doctor = kdb(s.a, s.dba, "doctor").stdout
+        line = next(ln for ln in doctor.splitlines() if "interrupted push" in ln)
+        assert f"pending-{s.space16}.json and rekey-{s.space16}.json" in line, doctor
+        assert "run `kint pull`" in doctor
+    finally:
+        s.release()
+    s.a.wait_for(lambda: not s.pending.exists() and not s.rekey_journal.exists(),
+                 timeout=30, what="the restarted worker's settlement")
+    pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    assert pulled["applied"] == [3] and pulled["gap"] == [], pulled
+    assert s.mirror_head() == s.chain_head()
+    new_id = s.dek_id(2)
+    assert s.dek_id(1) != new_id == s.dek_id(3)
+    wraps = json.loads((s.a.kint_home / f"wraps-{s.space16}.json").read_text())
+    assert wraps["dek_id"] == new_id
+    assert "no push or rekey journal waiting" in kdb(s.a, s.dba, "doctor").stdout
+    assert s.names(s.dba) == {"first", "third"}
+
+
+def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
+    """(b) for a rekey: killed before its snapshot was sent, B took seq 2 under the old
+    key. A second `kint rekey` settles it and says so: the push journal dropped, the
+    rotation abandoned (the old key stays), CHAIN_MOVED with pull as the way; the pull
+    applies B's epoch and a rekey then starts afresh."""
+    s = Space(box, "lost-rekey")
+    old_id = s.dek_id(1)
+    s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    assert s.b_pushes("other")["seq"] == 2
+    try:  # the restarted worker's own settlement still held: the rekey's is the one
+        out = kdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        assert "an interrupted push of epoch 2 never landed and never can" in out.stderr
+        assert "hint: run `kint pull`, then `kint rekey`" in out.stderr, out.stderr
+        assert not s.pending.exists() and not s.rekey_journal.exists()
+    finally:
+        s.release()
+    wraps = json.loads((s.a.kint_home / f"wraps-{s.space16}.json").read_text())
+    assert wraps["dek_id"] == old_id
+    pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    assert pulled["applied"] == [2] and pulled["gap"] == [], pulled
+    assert s.mirror_head() == s.chain_head() and s.dek_id(2) == old_id
+    assert s.names(s.dba) == {"first", "other"}
+    rekeyed = jdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    assert rekeyed["old_dek_id"] == old_id and rekeyed["snapshot"][0]["seq"] == 3
+
+
+def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box):
+    """(a) behind A's own endpoint (a loopback proxy): while it will not serve the Epoch
+    logs, or serves one whose prev does not chain, whether A's epoch landed is not known,
+    so the pull refuses and keeps the journal (never taken for "not landed"); once it
+    answers truly, the epoch is recorded and the pull goes on."""
+    px = box["proxy"]
+    s = Space(box, "unread-event", "--rpc-urls", px.url)
+    write(s.dba, s.a.tenant, second="in the push killed after its send")
+    s.kill_a("after_send", "push")
+    top = s.b_pushes("third")
+    try:
+        px.set_mode("error_methods", methods=["eth_getLogs"], message="logs are pruned")
+        out = s.pull_a()
+        assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stderr
+        assert "whether an interrupted push of epoch 2 landed is not known" in out.stderr
+        assert s.pending.exists() and s.mirror_head()[0] == 1
+        px.set_mode("broken_prev", tx="0x" + top["tx"])
+        out = s.pull_a()
+        assert out.returncode != 0 and "[STALE_RPC]" in out.stderr, out.stderr
+        assert "the endpoint contradicts itself" in out.stderr
+        assert s.pending.exists() and s.mirror_head()[0] == 1
+        px.forward()
+        pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    finally:
+        px.forward()
+        s.release()
+    assert pulled["applied"] == [3] and pulled["store_root_matches"] is True, pulled
+    assert any("had landed and is recorded now" in w for w in pulled["warnings"]), pulled
+    assert not s.pending.exists() and s.mirror_head() == s.chain_head()
+    assert s.names(s.dba) == {"first", "second", "third"}
+
+
+def test_the_walk_to_the_event_refuses_what_does_not_chain():
+    """`epoch_at` without a chain: each step must carry the digest the step above named,
+    and a missing event is a refusal, not an answer."""
+    from kint.chain.anchor import EpochLog, Head
+    from kint.chain.rpc import RpcUnavailable
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.tenant_worker.overtaken import epoch_at
+
+    def log(seq: int, digest: str, prev: str, block: int) -> EpochLog:
+        return EpochLog(owner="0x" + "11" * 20, space="22" * 32, seq=seq, prev=prev,
+                        digest=digest, prev_block=block - 1, writer="0x" + "33" * 20,
+                        block=block, tx_hash="44" * 32)
+
+    class Chain:
+        def __init__(self, events: dict[tuple[int, int], EpochLog | str]) -> None:
+            self.events = events
+
+        def epoch_log(self, owner: str, space: str, seq: int, block: int) -> EpochLog | None:
+            found = self.events.get((seq, block))
+            if isinstance(found, str):
+                raise RpcUnavailable("reading an epoch log: the endpoint refused")
+            return found
+
+    d1, d2, d3 = "a1" * 32, "a2" * 32, "a3" * 32
+    head = Head(digest=d3, seq=3, block=30)
+    e3, e2 = log(3, d3, d2, 30), log(2, d2, d1, 29)
+    assert epoch_at(Chain({(3, 30): e3, (2, 29): e2}), "o", "s", head, 2) == e2
+    assert epoch_at(Chain({(3, 30): e3}), "o", "s", head, 3) == e3
+    for events, code in (({(3, 30): e3}, ErrorCode.RPC_UNAVAILABLE),
+                         ({(3, 30): e3, (2, 29): "refused"}, ErrorCode.RPC_UNAVAILABLE),
+                         ({(3, 30): e3, (2, 29): log(2, "ee" * 32, d1, 29)},
+                          ErrorCode.STALE_RPC),
+                         ({(3, 30): log(3, "ee" * 32, d2, 30)}, ErrorCode.STALE_RPC)):
+        with pytest.raises(ProtocolError) as refused:
+            epoch_at(Chain(events), "o", "s", head, 2)
+        assert refused.value.code == code
