@@ -143,7 +143,10 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
 @click.option("--add-passphrase", is_flag=True,
               help="EOA mode (and --dev): also add a passphrase wrap for the data key, "
                    "prompted.")
-@click.option("--recovery-code-stdin", is_flag=True, help="Read the recovery code from stdin.")
+@click.option("--recovery-code-stdin", is_flag=True,
+              help="Read the recovery code from stdin; it is checked against the chain's "
+                   "head, else this machine's cached key, wraps or cached epochs, and never "
+                   "starts a vault.")
 @click.option("--dev", is_flag=True,
               help="Devchain only: a throwaway owner, its vault signature and this machine's "
                    "authorization, made here. Takes --add-passphrase; refuses --owner and the "
