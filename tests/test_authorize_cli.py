@@ -137,20 +137,22 @@ def test_rotate_with_no_key_names_no_old_keystore(tmp_path, chain_home):
     assert "session.key.old" not in out.stderr and "authorize the new key" in out.stderr
 
 
-def enrolled(path, owner: str, rpc_urls: list[str] | None = None) -> None:
+def enrolled(path, owner: str, contract: str, rpc_urls: list[str] | None = None) -> None:
     """An enrolment as `kint connect` writes one (the file that says this machine is
-    connected for the space), naming `owner` and, when given, the space's own endpoints."""
+    connected for the space), naming `owner`, the contract it was connected on (authorize
+    and show refuse another for the connected owner) and, when given, the space's own
+    endpoints."""
     from kint.tenant_worker.enrolment import Enrolment, save_enrolment
 
     save_enrolment(path, Enrolment(space=space_id(TENANT), tenant=TENANT, owner=owner,
-                                   account="eoa", contract="0x" + "00" * 20, chain_id=31337,
+                                   account="eoa", contract=contract, chain_id=31337,
                                    rpc_urls=rpc_urls))
 
 
 def test_show_and_lanes_default_to_the_connected_owner(machine):
     owner = machine.owner()
     enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
-    enrolled(enrol, owner.address.lower())
+    enrolled(enrol, owner.address.lower(), machine.anchor.address)
     shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
     assert shown["owner"] == owner.address and shown["authorized"] is False
     typed, line = payload(machine)
@@ -173,7 +175,7 @@ def test_a_connected_spaces_own_endpoints_are_read(machine):
     owner = machine.owner()
     enrol = machine.sb.kint_home / f"enrol-{space_id(TENANT)[:16]}.json"
     with RpcProxy(machine.url) as proxy:
-        enrolled(enrol, owner.address, rpc_urls=[proxy.url])
+        enrolled(enrol, owner.address, machine.anchor.address, rpc_urls=[proxy.url])
         shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
         assert shown["chain"] == {"chain_id": 31337, "rpc": proxy.url}, shown
         assert shown["authorized"] is False and "eth_getBalance" in proxy.calls

@@ -1,6 +1,7 @@
 """Where connect takes the data key from, and what it refuses (05-keys.md, "One data key,
 many wraps", "The recovery code" and "Rotate the data key"), decided from what the chain and
-this machine hold and nothing else: the choosing functions of kint/tenant_worker/connect.py,
+this machine hold and nothing else: the choosing functions of kint/tenant_worker/connect.py
+(and recovery_binding.py, which binds a recovery code),
 fed v0.3.0's vector wraps (tests/vectors/kint-v0.3.0.json) and headers built here.
 
 The vault here is the vectors' data key (0x22 x 32) under three keys; a rotation moves it to
@@ -26,6 +27,7 @@ from kint.tenant_worker.connect import (SOURCE_CODE, SOURCE_FRESH, SOURCE_HEADER
                                         SuppliedKey, _from_recovery_code, _from_supplied_key,
                                         _with_extra_passphrase)
 from kint.tenant_worker.head_header import ReadableHeader
+from kint.tenant_worker.recovery_binding import HeldHere
 
 V = json.loads((Path(__file__).parent / "vectors" / "kint-v0.3.0.json").read_text("utf-8"))
 OWNER = V["owner"]
@@ -131,8 +133,15 @@ def test_a_fresh_vault_only_when_the_chain_was_read_empty_and_no_wraps_are_here(
 # --- the recovery code -----------------------------------------------------------------
 
 
+def code_refusal(code_dek: bytes, header, held: HeldHere,
+                 chain_error=UNREADABLE) -> ProtocolError:
+    return refusal(_from_recovery_code, encode_recovery_code(code_dek), OWNER, header, held,
+                   chain_error)
+
+
 def test_a_recovery_code_is_bound_to_the_head_header_and_keeps_its_wraps():
-    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, head(DEK, WRAPS), None)
+    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, head(DEK, WRAPS), HeldHere(),
+                                None)
     assert (found.source, found.dek, found.wraps) == (SOURCE_CODE, DEK, WRAPS)
     assert found.key_tag is None and not found.fresh
 
@@ -140,21 +149,59 @@ def test_a_recovery_code_is_bound_to_the_head_header_and_keeps_its_wraps():
 def test_a_recovery_code_of_another_vault_is_refused():
     """After a rotation the old code no longer belongs to the vault; nor does a code
     checked against this machine's wraps when the chain cannot be read."""
-    for header, held in ((head(NEW_DEK, NEW_WRAPS), local(DEK, WRAPS)),
-                         (None, local(NEW_DEK, NEW_WRAPS))):
-        err = refusal(_from_recovery_code, encode_recovery_code(DEK), OWNER, header, held)
+    for header, held in ((head(NEW_DEK, NEW_WRAPS), HeldHere(wraps=local(DEK, WRAPS))),
+                         (None, HeldHere(wraps=local(NEW_DEK, NEW_WRAPS)))):
+        err = code_refusal(DEK, header, held)
         assert err.code is ErrorCode.WRONG_KEY
         assert str(err) == ("this recovery code does not belong to the vault anchored under "
                             "this owner")
     found = _from_recovery_code(encode_recovery_code(NEW_DEK), OWNER, None,
-                                local(NEW_DEK, NEW_WRAPS))
+                                HeldHere(wraps=local(NEW_DEK, NEW_WRAPS)), UNREADABLE)
     assert (found.dek, found.wraps) == (NEW_DEK, NEW_WRAPS)
 
 
+def test_with_no_header_the_first_source_this_machine_holds_decides():
+    """05-keys.md: with the chain unread, the cached data key, else (this kint) the wraps
+    file, else the newest cached epoch header. The first there decides, so an old code is
+    refused on a machine whose cached key was rotated, though an older cached header would
+    take it; each refusal names the source."""
+    old_header = (2, head(DEK, WRAPS).header)
+    rotated = HeldHere(cached_key=NEW_DEK, wraps=local(DEK, WRAPS), newest_cached=old_header)
+    err = code_refusal(DEK, None, rotated)
+    assert "checked against this machine's cached data key" in err.hint
+    err = code_refusal(DEK, None, HeldHere(wraps=local(NEW_DEK, NEW_WRAPS),
+                                           newest_cached=old_header))
+    assert "checked against this machine's wraps file" in err.hint
+    err = code_refusal(NEW_DEK, None, HeldHere(newest_cached=old_header))
+    assert "the header of epoch 2 in this machine's epoch cache" in err.hint
+    # Bound by the cached key, the wraps come from whichever source holds that key.
+    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, None,
+                                HeldHere(cached_key=DEK, newest_cached=old_header), UNREADABLE)
+    assert (found.source, found.dek, found.wraps) == (SOURCE_CODE, DEK, WRAPS)
+    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, None,
+                                HeldHere(newest_cached=old_header), None)
+    assert found.wraps == WRAPS
+
+
+def test_a_cached_key_with_no_wraps_of_it_here_waits_for_the_chain():
+    """Bound by the cached key alone, nothing here holds wraps to push with: refused, and
+    the chain (which hands over the head's wraps) is the way out."""
+    err = code_refusal(DEK, None, HeldHere(cached_key=DEK))
+    assert err.code is ErrorCode.NOT_CONNECTED and "holds no wraps of it" in str(err)
+    assert err.hint.startswith("connect again when the chain can be read")
+
+
 def test_a_recovery_code_never_starts_a_vault():
-    err = refusal(_from_recovery_code, encode_recovery_code(DEK), OWNER, None, None)
+    """With nothing to check against it is refused, saying why the chain offered nothing:
+    it was read and holds no epochs, or it could not be read."""
+    err = code_refusal(DEK, None, HeldHere(), None)
     assert err.code is ErrorCode.WRONG_KEY
-    assert str(err).startswith("a recovery code cannot start a vault")
+    assert str(err).startswith("a recovery code cannot start a vault: the chain holds no "
+                               "epochs for owner")
+    err = code_refusal(DEK, None, HeldHere())
+    assert str(err).startswith("a recovery code cannot start a vault: the chain could not be "
+                               "read (cannot read the chain head: timeout)")
+    assert err.hint.startswith("connect again when the chain can be read")
 
 
 # --- --add-passphrase ------------------------------------------------------------------

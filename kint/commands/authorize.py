@@ -13,7 +13,8 @@ future. The lanes differ only in who signs and who pays (docs/authorize.md):
   and so kills any signed authorization that was never submitted.
 
 Every lane needs this machine's session key and an owner (`--owner`, else the owner this
-machine is connected to for the caller's space). The flags are also accepted before the
+machine is connected to for the caller's space; then the contract in force must be the one
+the space was connected on, kint.commands.enrolled_contract). The flags are also accepted before the
 action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
 
 web3, eth_account and eth_utils (~0.5 s on a busy box) load only once the command line
@@ -95,7 +96,8 @@ def _no_others(ctx: click.Context, *names: str) -> None:
 
 owner_option = click.option(
     "--owner", default=None, metavar="ADDRESS",
-    help="The owner wallet address [default: the connected owner].")
+    help="The owner wallet address [default: the connected owner, refused on another "
+         "contract than the one the space was connected on].")
 days_option = click.option(
     "--days", type=int, default=None, metavar="N",
     help=f"The authorization's lifetime in days, from now [default: {DEFAULT_DAYS}].")
@@ -129,13 +131,18 @@ def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
     return owner_addr, session_key_address(home)
 
 
-def _anchor(ctx: click.Context) -> Anchor:
+def _anchor(ctx: click.Context, owner: str | None) -> Anchor:
     """EpochAnchor, through the caller's space's endpoints when it is connected here
-    (onchain.open_anchor)."""
+    (onchain.open_anchor); refused when the owner comes from the space's enrolment and the
+    contract in force is not the one the space was connected on (the authorization would
+    land where the space has no epochs)."""
     from kint.commands.onchain import open_anchor
+    from kint.commands.owner_address import checked_address
 
     obj = _ctx(ctx)
-    return open_anchor(kint_home(), obj.tenant, obj.db)
+    given = _flag(ctx, "owner", owner)
+    return open_anchor(kint_home(), obj.tenant, obj.db,
+                       checked_address(given) if given else None)
 
 
 def _owner_account(owner: str) -> LocalAccount:
@@ -226,7 +233,7 @@ def direct_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
 
     with chain_errors("authorize direct"):
-        anchor = _anchor(ctx)
+        anchor = _anchor(ctx, owner)
         refuse_other_chain(anchor)  # before the owner's transaction is signed for it
         expiry = chain_now(anchor) + days_n * 86400
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, expiry))
@@ -251,7 +258,7 @@ def burn_nonce_cmd(ctx: click.Context, owner: str | None) -> None:
     from kint.commands.onchain import chain_errors, refuse_other_chain, tx_line
 
     with chain_errors("authorize burn-nonce"):
-        anchor = _anchor(ctx)
+        anchor = _anchor(ctx, owner)
         refuse_other_chain(anchor)
         current = anchor.session_key_expiry(owner_addr, key)
         receipt = _send_from_owner(anchor, account, anchor.encode_set_session_key(key, current))
@@ -285,7 +292,7 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
 
     with chain_errors("authorize payload"):
-        anchor = _anchor(ctx)
+        anchor = _anchor(ctx, owner)
         now = chain_now(anchor)
         expiry, deadline = now + days_n * 86400, now + DEADLINE_S
         nonce = anchor.auth_nonce(owner_addr)
@@ -390,7 +397,7 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
         from kint.protocol import ProtocolError
         from kint.tenant_worker.session_sender import SessionSender
 
-        anchor = _anchor(ctx)
+        anchor = _anchor(ctx, owner)
         # The signature binds the chain id `payload` read: on another chain's endpoint it
         # would come back BadSignature, which blames the signature.
         refuse_other_chain(anchor)
@@ -431,7 +438,7 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     interval = float(settings.value(POLL_SECONDS_ENV))
     count = int(settings.value(POLL_COUNT_ENV))
     with chain_errors("authorize page"):
-        anchor = _anchor(ctx)
+        anchor = _anchor(ctx, owner)
         # The wallet sends on the chain kint names; canWrite is read through this endpoint.
         refuse_other_chain(anchor)
         expiry = chain_now(anchor) + days_n * 86400

@@ -9,7 +9,8 @@ file that is deleted after reading (`--signature-file`).
 
 No secret ever travels on argv: `--signature` takes `-` or a path, never the signature.
 `--dev` (devchain only) makes a throwaway owner, signs its vault message and authorizes
-this machine's session key, so the demo is one command.
+this machine's session key, so the demo is one command. It takes `--add-passphrase` and
+refuses the flags that hand over another key (`DEV_REFUSALS`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,44 @@ def read_signature(signature: str | None, signature_file: str | None) -> str | N
     if path == "-":
         return read_stdin_line("the signature")
     return read_secret_file(path, "the signature")
+
+
+# Why `--dev` cannot take each of the other ways in: it makes (or finds again) its own EOA
+# owner and signs the vault message with that owner's key, unsalted, on every connect, so a
+# key the user hands over has no place. Refused (exit 2) before any secret is read, so a
+# signature file is not unlinked for nothing. `--add-passphrase` is honoured: an extra
+# passphrase wrap on a devchain vault is the way to try the passphrase path there.
+DEV_REFUSALS = {
+    "--owner": ("--dev makes its own owner", "drop --owner"),
+    "--signature": ("--dev signs the vault message with its own owner's key",
+                    "drop --signature, or drop --dev to connect with a wallet's signature"),
+    "--signature-file": ("--dev signs the vault message with its own owner's key",
+                         "drop --signature-file, or drop --dev to connect with a wallet's "
+                         "signature"),
+    "--smart-account": ("--dev's owner is an EOA it makes, opened by its own signature, not "
+                        "a smart account's vault passphrase",
+                        "drop --smart-account; --add-passphrase gives a --dev vault a "
+                        "passphrase wrap"),
+    "--passphrase-stdin": ("--dev reads nothing from stdin: its owner's signature is its key, "
+                           "unsalted, and --add-passphrase's passphrase is only typed at its "
+                           "prompt", "drop --passphrase-stdin"),
+    "--passphrase-prompt": ("--dev derives its key from its own owner's signature, unsalted, "
+                            "on every connect, so a salt passphrase could not be given back",
+                            "drop --passphrase-prompt, or drop --dev to salt a wallet's "
+                            "signature"),
+    "--recovery-code-stdin": ("--dev opens the vault with its own owner's signature; a "
+                              "recovery code is for a machine without the owner's key",
+                              "drop --dev, and give --owner with --recovery-code-stdin"),
+}
+
+
+def refuse_dev_conflicts(given: dict[str, bool]) -> None:
+    """Refuse the first flag `--dev` cannot take (DEV_REFUSALS), naming it and why: a flag
+    the user gave is honoured or refused, never silently dropped."""
+    for flag, present in given.items():
+        if present:
+            why, hint = DEV_REFUSALS[flag]
+            usage_error(f"{flag} cannot be given with --dev: {why}", hint)
 
 
 def connect_args(owner: str | None, signature: str | None, signature_file: str | None,
@@ -102,11 +141,16 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
 @click.option("--passphrase-prompt", is_flag=True,
               help="EOA mode: salt the wallet key with a passphrase, prompted.")
 @click.option("--add-passphrase", is_flag=True,
-              help="EOA mode: also add a passphrase wrap for the data key, prompted.")
-@click.option("--recovery-code-stdin", is_flag=True, help="Read the recovery code from stdin.")
+              help="EOA mode (and --dev): also add a passphrase wrap for the data key, "
+                   "prompted.")
+@click.option("--recovery-code-stdin", is_flag=True,
+              help="Read the recovery code from stdin; it is checked against the chain's "
+                   "head, else this machine's cached key, wraps or cached epochs, and never "
+                   "starts a vault.")
 @click.option("--dev", is_flag=True,
               help="Devchain only: a throwaway owner, its vault signature and this machine's "
-                   "authorization, made here.")
+                   "authorization, made here. Takes --add-passphrase; refuses --owner and the "
+                   "flags that hand over a key.")
 @click.option("--rpc-urls", default=None, metavar="URL[,URL]",
               help="This space's own JSON-RPC endpoints (a kint extension; default: the "
                    "machine's). One with a user, path or query part (an API key) is refused: "
@@ -124,9 +168,17 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
     # refusal after that would have cost the user the file.
     urls = checked_rpc_urls(rpc_urls) if rpc_urls is not None else None
     if dev:
+        refuse_dev_conflicts({"--owner": owner is not None, "--signature": signature is not None,
+                              "--signature-file": signature_file is not None,
+                              "--smart-account": smart_account,
+                              "--passphrase-stdin": passphrase_stdin,
+                              "--passphrase-prompt": passphrase_prompt,
+                              "--recovery-code-stdin": recovery_code_stdin})
         args: dict = {"dev": True}
-        if owner is not None:
-            usage_error("--dev makes its own owner, and --owner was given", "drop --owner")
+        if add_passphrase:
+            extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
+            if extra:
+                args["extra_passphrase"] = extra
     else:
         args = connect_args(owner, signature, signature_file, smart_account,
                             passphrase_stdin, passphrase_prompt, add_passphrase,

@@ -30,6 +30,7 @@ from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
 from kint.commands.common import refuse
+from kint.commands.enrolled_contract import check_enrolled_contract
 from kint.commands.owner_address import enrolment
 from kint.commands.key_refusals import refuse_custody
 from kint.custody import errors as custody
@@ -39,7 +40,8 @@ from kint.protocol.errors import DEFAULT_HINTS
 from kint.settings.urls import redact_url
 
 
-def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
+def open_anchor(home: Path, tenant: str | None, db: str | None,
+                owner_given: str | None = None) -> Anchor:
     """EpochAnchor on the chain this machine is configured for (a devchain under KINT_HOME,
     or Base), reached as the caller's space reaches it.
 
@@ -49,7 +51,11 @@ def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
     connect --rpc-urls`, kept in its enrolment, or its `[spaces."<label>"]` table in
     config.toml): when this machine is connected for the caller's space they are used, as
     its worker uses them, else the machine's. They change how the chain is reached, never
-    which chain it is (kint.chain.config). `session-key show` names the endpoint it read."""
+    which chain it is (kint.chain.config). `session-key show` names the endpoint it read.
+
+    A space connected on another chain or contract than the one in force is refused when
+    the owner comes from its enrolment (`owner_given` None), as the worker refuses it
+    (kint.commands.enrolled_contract)."""
     ref = spaces.resolve(tenant, db)
     found = enrolment(ref, home, "run kint connect again, or pass --tenant for a space "
                                  "that is connected here")
@@ -57,9 +63,12 @@ def open_anchor(home: Path, tenant: str | None, db: str | None) -> Anchor:
     if found is not None:
         settings.configure(space=(ref.label, ref.space16, ref.space_id))
     try:
-        return Anchor(load_chain_config(home, space_urls), RpcTracker())
+        chain = load_chain_config(home, space_urls)
     except ChainConfigError as err:
         refuse_config(err)
+    if found is not None:
+        check_enrolled_contract(found, chain, home, owner_given)
+    return Anchor(chain, RpcTracker())
 
 
 def refuse_config(err: ChainConfigError) -> NoReturn:

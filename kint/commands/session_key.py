@@ -130,25 +130,29 @@ def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
                            "exists": session_key_exists(home)}
     if out["exists"]:
         out["address"] = session_key_address(home)
-    owner = checked_address(owner) if owner else connected_owner(obj.tenant, obj.db, home)
+    given = checked_address(owner) if owner else None
+    owner = given or connected_owner(obj.tenant, obj.db, home)
     if owner is not None:
         out["owner"] = owner
     if out["address"] is not None:
-        out.update(_from_chain(obj, home, out["address"], owner))
+        out.update(_from_chain(obj, home, out["address"], owner, given))
     echo_json(out)
 
 
-def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None) -> dict[str, Any]:
+def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
+                owner_given: str | None) -> dict[str, Any]:
     """Which chain it read (its id and endpoint: before `connect`, or with KINT_RPC_URL
     alone, that is Base), then balance and, for an owner, authorization: what the chain
     says, or nothing more when it does not answer or answers for another chain than the
-    one this machine signs for (the local half of `show` still prints)."""
+    one this machine signs for (the local half of `show` still prints). The connected
+    owner's authorization on another contract than the space's is refused (exit 2): it
+    says nothing of the key's right to push to the space (open_anchor)."""
     from kint.chain.calls import ChainRefused
     from kint.chain.key_facts import read_key_facts
     from kint.chain.rpc import RpcUnavailable
     from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
 
-    anchor = open_anchor(home, obj.tenant, obj.db)
+    anchor = open_anchor(home, obj.tenant, obj.db, owner_given)
     shown = {"chain": chain_shown(anchor)}
     try:
         wrong = endpoint_on_other_chain(anchor)

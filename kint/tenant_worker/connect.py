@@ -16,8 +16,9 @@ itself. The data key comes from the first of:
    `RECOVERY-<space16>.txt`.
 
 A recovery code is bound to the vault before it is trusted: its `dek_id` must equal the
-head header's (or, when the chain cannot be read, the local wraps'). A recovery code never
-starts a vault. Nothing here prints or logs the signature, a KEK or the data key.
+head header's or, when the chain shows no header, that of what this machine holds of the
+vault (its cached data key, wraps file or newest cached epoch: recovery_binding). A
+recovery code never starts a vault. Nothing here prints or logs the signature, a KEK or the data key.
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ from kint.chain.config import ChainConfig
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
-from kint.custody.recovery_code import (decode_recovery_code, recovery_file_path,
-                                        write_recovery_file)
+from kint.custody.recovery_code import recovery_file_path, write_recovery_file
 from kint.custody.session_key import create_session_key
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.vault_message import parse_signature_text
@@ -52,6 +52,7 @@ from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment, save_enrolment
 from kint.tenant_worker.head_header import ReadableHeader, newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
+from kint.tenant_worker.recovery_binding import HeldHere, bind_recovery_code, held_here
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import empty_mirror
 
@@ -139,24 +140,11 @@ def _wrong_key(owner: str, key: SuppliedKey, rotated: bool) -> ProtocolError:
 
 
 def _from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
-                        local: WrapsFile | None) -> _Found:
-    """The recovery code is the data key itself, bound to the vault before it is trusted:
-    its dek_id must be the head header's (or, when the chain cannot be read, the local
-    wraps'), whose wraps it keeps. It never starts a vault."""
-    dek = decode_recovery_code(code)
-    want = header.header.dek_id if header is not None else (local.dek_id if local else None)
-    if want is None:
-        raise ProtocolError(ErrorCode.WRONG_KEY,
-                            "a recovery code cannot start a vault: the chain holds no epochs "
-                            f"for owner {owner} in this space, and this machine has nothing "
-                            "to check the code against",
-                            "check --owner and the tenant, and that the chain can be read")
-    if dek_id(dek) != want:
-        raise ProtocolError(ErrorCode.WRONG_KEY, "this recovery code does not belong to the "
-                            "vault anchored under this owner",
-                            "check the code, --owner and the tenant")
-    wraps = header.header.wraps if header is not None else local.wraps  # type: ignore[union-attr]
-    return _Found(dek, tuple(wraps), SOURCE_CODE)
+                        held: HeldHere, chain_error: ProtocolError | None) -> _Found:
+    """The recovery code, bound to the vault by the chain's header or, when the chain shows
+    none, by what this machine holds of it (recovery_binding); it never starts a vault."""
+    dek, wraps = bind_recovery_code(code, owner, header, held, chain_error)
+    return _Found(dek, wraps, SOURCE_CODE)
 
 
 def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -177,8 +165,11 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                             "passphrase or the recovery code")
     header, chain_error = _chain_view(anchor, owner, cfg.space_id)
     local = read_wraps(cfg.home, cfg.space_id)
-    found = (_from_recovery_code(code, owner, header, local) if code is not None else
-             _from_supplied_key(owner, supplied[0], header, local, chain_error))
+    if code is not None:
+        held = held_here(ctx) if header is None else HeldHere()
+        found = _from_recovery_code(code, owner, header, held, chain_error)
+    else:
+        found = _from_supplied_key(owner, supplied[0], header, local, chain_error)
     wraps = _with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,

@@ -1,0 +1,67 @@
+"""`kint authorize` and `kint session-key show` against the contract the space was connected
+on, not whichever EpochAnchor is in force now.
+
+Both act for the owner this machine's enrolment names when no `--owner` is given, and read
+or write `sessionKeyExpiry` on the contract the settings name now. A `contract` set in
+config.toml, a KINT_CONTRACT in the environment, or a devchain stopped or deployed again
+after the connect moved that contract away from the space's: an authorize went to a
+contract where the space has no epochs (its pushes still go to, and are refused by, the
+old one), and `show` reported the key unauthorized there. So, as every worker command that
+reads the space's head refuses (kint/tenant_worker/enrolled_chain.py `other_chain`), these
+refuse too, with the same code (CONFIG_INVALID), message and hint, before anything is
+signed or sent. An explicit `--owner` is the user's choice of whom to act for on the
+contract in force (an authorization made ahead of a connect there): it goes on, and when it
+is the space's own owner a warning says where the space lives.
+
+Why the CLI reads the mirror and watermark itself: these commands need no supervisor (see
+kint.commands.onchain), and the refusal only wants how far this machine got with the space
+on the old contract. They are read without converting an older layout (the worker does that,
+under its lock); a file that does not parse counts as nothing seen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kint.chain.config import ChainConfig
+from kint.commands.common import refuse
+from kint.paths import space_files
+from kint.tenant_worker.enrolled_chain import other_chain
+from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.mirror_file import parse_mirror, parse_watermark
+from kint.tenant_worker.state_format import CorruptStateFile, parse_json, read_bytes
+
+
+def seen_on_disk(home: Path, space_id: str) -> int:
+    """The highest epoch of the space this machine has anchored or pulled: its mirror's
+    head or its watermark, 0 for none (as the worker's SpaceContext.seen_here counts)."""
+    files = space_files(home, space_id[:16])
+    seen = 0
+    try:
+        path = files["mirror"]
+        seen = parse_mirror(path, read_bytes(path), space_id).head.seq
+    except (FileNotFoundError, CorruptStateFile):
+        pass
+    try:
+        path = files["watermark"]
+        seen = max(seen, parse_watermark(path, parse_json(path, read_bytes(path))).seq)
+    except (FileNotFoundError, CorruptStateFile):
+        pass
+    return seen
+
+
+def check_enrolled_contract(enrolment: Enrolment, chain: ChainConfig, home: Path,
+                            owner_given: str | None) -> None:
+    """Refuse (exit 2) when the owner comes from `enrolment` and `chain` is another chain or
+    contract than the one it was connected on; with `owner_given` the space's own owner,
+    warn instead; with another owner, say nothing (the enrolment is not about it)."""
+    found = other_chain(enrolment, chain, lambda: seen_on_disk(home, enrolment.space))
+    if found is None:
+        return
+    if owner_given is None:
+        refuse(found.code, found.message, found.hint)
+    if owner_given.lower() == enrolment.owner.lower():
+        click.echo(f"kint: warning: {found.message}; going on with the contract in force, "
+                   f"as --owner was given", err=True)

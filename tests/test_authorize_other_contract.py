@@ -1,0 +1,119 @@
+"""`kint authorize` and `kint session-key show` on another EpochAnchor than the one the space
+was connected on (lane leftovers17).
+
+They read the contract in force without comparing it with the enrolment's, so with a
+`contract` set in config.toml after the connect, an authorize for the connected owner went
+to a contract where the space has no epochs, and `show` reported the key's authorization
+there. Now, with the owner from the enrolment, every lane refuses as the worker commands do
+(CONFIG_INVALID, their message and hint, exit 2) and nothing is signed or sent; an explicit
+`--owner` goes on, with a warning when it is the space's own owner.
+
+Through the real CLI, on the session's devchain with a second EpochAnchor deployed on it
+(as tests/test_other_contract.py does).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from web3 import Web3
+
+from chain_machines import devchain_anchor, kjson, new_machine, owner_account
+from conftest import sibyl_client
+
+
+@pytest.fixture(scope="module")
+def second_anchor(chain_home) -> str:
+    """Another EpochAnchor on the session's devchain: same chain id, another address."""
+    from kint.chain.artifact import epoch_anchor_artifact
+    from kint.chain.devchain.powers import deploy_artifact
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    return deploy_artifact(w3, epoch_anchor_artifact())
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home, second_anchor):
+    """Connected with --dev on the devchain's EpochAnchor, one epoch anchored, then
+    `contract` set to the second one in config.toml."""
+    sb = new_machine(tmp_path_factory.mktemp("authorize-other"), chain_home)
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner, sb.session = connected["owner"], connected["session"]
+    sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "anchored", {"rule": "first"})
+    assert kjson(sb, "push")["pushed"] == 1
+    sb.owner_key = owner_account(sb, sb.owner).key.hex()
+    anchor = devchain_anchor(chain_home).config.anchor
+    sb.config_path = sb.kint_home / "config.toml"
+    sb.said = (f"this space was connected on the EpochAnchor at {anchor} on the devchain, "
+               f"where this machine has anchored or pulled its epochs up to 1; kint now "
+               f"reads the one at {second_anchor} (KINT_CONTRACT: `contract` in "
+               f"{sb.config_path})")
+    sb.hint = f'hint: set `contract = "{anchor}"` in {sb.config_path}'
+    sb.config_path.write_text(f'contract = "{second_anchor}"\n')
+    sb.config_path.chmod(0o600)
+    yield sb
+    sb.shutdown()
+
+
+def sent_by(chain_home, address: str) -> int:
+    return devchain_anchor(chain_home).w3.eth.get_transaction_count(address)
+
+
+def expiry_on(chain_home, contract: str, owner: str, key: str) -> int:
+    from dataclasses import replace
+
+    from kint.chain.anchor import Anchor
+    from kint.chain.rpc import RpcTracker
+
+    config = devchain_anchor(chain_home).config
+    return Anchor(replace(config, anchor=contract), RpcTracker()).session_key_expiry(owner, key)
+
+
+LANES = [
+    ("direct", ["authorize", "direct"], None),
+    ("burn-nonce", ["authorize", "burn-nonce"], None),
+    ("payload", ["authorize", "payload"], None),
+    ("submit", ["authorize", "submit", "--deadline", "1", "--expiry", "2", "--signature", "-"],
+     "0x" + "ab" * 65 + "\n"),
+    ("page", ["authorize", "page"], None),
+    ("session-key show", ["session-key", "show"], None),
+]
+
+
+@pytest.mark.parametrize("what,argv,stdin", LANES, ids=[lane[0] for lane in LANES])
+def test_the_connected_owner_on_another_contract_is_refused(machine, chain_home, second_anchor,
+                                                            what, argv, stdin):
+    nonces = sent_by(chain_home, machine.owner), sent_by(chain_home, machine.session)
+    out = machine.kint(*argv, input=stdin, env={"KINT_OWNER_KEY": machine.owner_key,
+                                                "KINT_AUTHORIZE_PAGE_TIMEOUT": "5"})
+    assert out.returncode == 2, (what, out.stdout, out.stderr)
+    assert f"kint: error: {machine.said} [CONFIG_INVALID]" in out.stderr, out.stderr
+    assert machine.hint in out.stderr, out.stderr
+    assert "http://127.0.0.1" not in out.stdout, out.stdout  # no page was served
+    assert (sent_by(chain_home, machine.owner), sent_by(chain_home, machine.session)) == nonces
+    assert expiry_on(chain_home, second_anchor, machine.owner, machine.session) == 0
+
+
+def test_an_explicit_owner_goes_on_with_a_warning(machine, second_anchor):
+    """`--owner` is the user's choice of whom to act for on the contract in force: the
+    payload is for the second contract, and a warning says where the space lives."""
+    out = machine.kint("authorize", "payload", "--owner", machine.owner)
+    assert out.returncode == 0, out.stderr
+    typed = json.loads(out.stdout)
+    assert typed["domain"]["verifyingContract"].lower() == second_anchor.lower()
+    assert f"kint: warning: {machine.said}; going on with the contract in force" in out.stderr
+    shown = json.loads(machine.kint("session-key", "show", "--owner", machine.owner).stdout)
+    assert shown["authorized"] is False, shown
+
+
+def test_on_the_space_s_own_contract_nothing_is_refused(machine, second_anchor):
+    """The contract set back: show reads the authorization --dev made, with no warning."""
+    machine.config_path.unlink()
+    try:
+        out = machine.kint("session-key", "show")
+        assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+        assert json.loads(out.stdout)["authorized"] is True
+    finally:
+        machine.config_path.write_text(f'contract = "{second_anchor}"\n')

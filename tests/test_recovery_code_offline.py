@@ -1,0 +1,108 @@
+"""`kint connect --recovery-code-stdin` while the chain cannot be read (05-keys.md, "The
+recovery code"; lane leftovers17).
+
+The code is bound to the vault before it is trusted. With no header from the chain, v0.3.0
+checks it against the cached data key or the newest cached epoch header, and with neither
+refuses (a recovery code cannot start a vault). Ours asked the wraps file only: with that
+file gone, a machine holding the data key and the epochs could not take its own code, and
+the refusal said the chain "holds no epochs" of a chain it never read.
+
+Through the real CLI: machine A connects with --dev through a loopback proxy
+(tests/rpc_proxy.py) and anchors one epoch; then the proxy refuses every read of the chain.
+What A holds is taken away one file at a time, most trusted first, and each time the code is
+checked against the next source (and another vault's code refused, naming that source).
+Machine C, which never connected, is refused with the chain named as the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from chain_machines import kjson, machine_behind_proxy, new_machine, recovery_code
+from conftest import sibyl_client
+from kint.custody.recovery_code import encode_recovery_code
+from rpc_proxy import RpcProxy
+
+READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionByHash",
+         "eth_chainId", "eth_getBlockByNumber"]
+ANOTHER_VAULTS_CODE = encode_recovery_code(b"\x5a" * 32)
+NOT_OURS = "this recovery code does not belong to the vault anchored under this owner"
+
+
+def refuse_reads(proxy: RpcProxy) -> None:
+    proxy.set_mode("error_methods", methods=READS, message="the endpoint is down")
+
+
+def connect_code(sb, owner: str, code: str):
+    return sb.kint("connect", "--owner", owner, "--recovery-code-stdin", "--json",
+                   input=code + "\n")
+
+
+def refused_with(out, phrase: str, hint: str) -> None:
+    assert out.returncode != 0, out.stdout + out.stderr
+    refusal = json.loads(out.stdout)
+    assert phrase in refusal["message"] and hint in refusal["hint"], refusal
+
+
+@pytest.fixture()
+def machine_a(tmp_path, chain_home):
+    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+        status = kjson(sb, "status")
+        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "one", {"rule": "anchored"})
+        assert kjson(sb, "push")["pushed"] == 1
+        sb.owner, sb.space16 = status["owner"], status["space"]
+        sb.code = recovery_code(sb, sb.space16)
+        refuse_reads(proxy)
+        yield sb
+
+
+def test_the_code_is_checked_against_what_the_machine_holds_in_order(machine_a):
+    sb = machine_a
+    wraps = sb.kint_home / f"wraps-{sb.space16}.json"
+    cache = sb.kint_home / f"vault-{sb.space16}.aes"
+    epochs = sb.kint_home / "epochs" / sb.space16
+
+    # 1. The cached data key, with the wraps file gone: main refused the vault's own code.
+    wraps.unlink()
+    refused_with(connect_code(sb, sb.owner, ANOTHER_VAULTS_CODE), NOT_OURS,
+                 "checked against this machine's cached data key")
+    connected = json.loads(connect_code(sb, sb.owner, sb.code).stdout)
+    assert connected["source"] == "recovery code", connected
+    assert "the endpoint is down" in connected["chain_unreadable"], connected
+    assert wraps.exists()  # the wraps of that key, from the cached epoch's header
+
+    # 2. The newest cached epoch's header, with the key cache gone too.
+    wraps.unlink()
+    cache.unlink()
+    refused_with(connect_code(sb, sb.owner, ANOTHER_VAULTS_CODE), NOT_OURS,
+                 "the header of epoch 1 in this machine's epoch cache")
+    assert json.loads(connect_code(sb, sb.owner, sb.code).stdout)["source"] == "recovery code"
+    assert cache.exists() and wraps.exists()
+
+    # 3. Nothing left: a recovery code never starts a vault, and the chain is the reason.
+    wraps.unlink()
+    cache.unlink()
+    shutil.rmtree(epochs)
+    refused_with(connect_code(sb, sb.owner, sb.code),
+                 "a recovery code cannot start a vault: the chain could not be read (",
+                 "connect again when the chain can be read")
+
+
+def test_a_machine_that_never_connected_is_told_the_chain_is_the_reason(tmp_path, chain_home):
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    sb = new_machine(tmp_path / "c", chain_home)
+    try:
+        refuse_reads(proxy)
+        out = sb.kint("connect", "--owner", "0x" + "12" * 20, "--recovery-code-stdin",
+                      "--rpc-urls", proxy.url, "--json", input=ANOTHER_VAULTS_CODE + "\n")
+        refused_with(out, "a recovery code cannot start a vault: the chain could not be read (",
+                     "connect again when the chain can be read")
+        assert "holds no epochs" not in out.stdout
+    finally:
+        proxy.forward()
+        sb.shutdown()
+        proxy.stop()
