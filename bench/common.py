@@ -36,6 +36,7 @@ REPO_DIR = BENCH_DIR.parent
 # Sibyl client gets Sibyl's own NullEntitlementGate, passed in code, so no account is needed.
 TEST_SUPPORT = REPO_DIR / "tests" / "support"
 BENCH_SUPPORT = BENCH_DIR / "support"
+GC_PROBE = BENCH_SUPPORT / "gc_probe"
 TENANT = "kint-bench"
 
 _DROPPED_PREFIXES = ("KINT_", "SIBYL_", "HERMES_")
@@ -69,14 +70,16 @@ class Machine:
     def env(self) -> dict[str, str]:
         """The supervisor's environment: this machine's homes, the test gate, no keyring."""
         base = {k: v for k, v in os.environ.items()
-                if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+                if k in ("PATH", "LANG", "LC_ALL", "TMPDIR", "BENCH_GC_PROBE")}
+        # Diagnostic only (bench/support/gc_probe): time every collection of these processes.
+        probe = f"{GC_PROBE}:" if os.environ.get("BENCH_GC_PROBE") else ""
         return {**base, "HOME": str(self.home), "KINT_HOME": str(self.kint_home),
                 "HERMES_HOME": str(self.hermes_home), "SIBYL_MEMORY_TELEMETRY": "0",
                 "PYTHON_KEYRING_BACKEND": KEYRING_OFF, "KINT_TEST_GATE": "null",
                 # The worker forkserver imports its preload by name: it must be on the path.
                 # The checkout this bench folder belongs to comes next, so the supervisor
                 # runs the same kint as this process (not the editable install's).
-                "PYTHONPATH": f"{TEST_SUPPORT}:{REPO_DIR}"}
+                "PYTHONPATH": f"{probe}{TEST_SUPPORT}:{REPO_DIR}"}
 
 
 # Never the caller's OS keyring: kint's machine secret falls back to local.secret.
