@@ -8,7 +8,9 @@ itself. The data key comes from the first of:
 1. this machine's wraps (`wraps-<space16>.json`), while they hold the key the newest
    readable header was sealed with (or the chain cannot be read). Wraps here while the
    chain holds no epochs mean this machine started the vault: a connect killed before its
-   recovery file or enrolment was written is finished by the next one;
+   recovery file or enrolment was written is finished by the next one. Under
+   KINT_OFFLINE=1 (no chain read) that holds only where no enrolment is yet: an enrolled
+   machine that joined from a header is not made the vault's maker;
 2. the header of the newest readable epoch on chain: its wrap is found by `kek_tag`,
    never by trying each one;
 3. a fresh vault, when the chain holds no epochs for this owner and space and this machine
