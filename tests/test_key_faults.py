@@ -16,6 +16,7 @@ import gzip
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eth_account import Account
@@ -95,6 +96,16 @@ def restarted(sb, db: Path, pid: int) -> None:
     sb.wait_for(lambda: (r := sb.row(db))["pid"] not in (None, pid)
                 and r["state"] in ("ready", "idle") and r, timeout=30,
                 what="the restarted worker")
+
+
+def wallet_space(sb, profile: str) -> tuple[Path, Any, str, str]:
+    """A store of its own holding one rule, a new owner wallet, and what that wallet signs
+    for connect: the store, the wallet, its derive signature (a line for stdin), the space."""
+    db = sb.profile_db(profile)
+    write(db, sb.tenant, release=RULE)
+    account = Account.create()
+    payload = ok(kdb(sb, db, "canonical-payload", "--owner", account.address)).stdout
+    return db, account, wallet_signature(account, payload) + "\n", space_id_of(sb.label(db))
 
 
 def rekey_signature(sb, db: Path, owner: str) -> str:
@@ -184,12 +195,7 @@ def test_a_connect_killed_between_its_writes_is_finished_by_the_next(killbox, ch
     recovery file (of that same key) and the enrolment as the creator's. Before, it
     connected from the local wraps and the recovery code was never written anywhere."""
     k, flag = killbox
-    db = k.profile_db("connect-killed")
-    write(db, k.tenant, release=RULE)
-    account = Account.create()
-    payload = ok(kdb(k, db, "canonical-payload", "--owner", account.address)).stdout
-    signature = wallet_signature(account, payload) + "\n"
-    sid = space_id_of(k.label(db))
+    db, account, signature, sid = wallet_space(k, "connect-killed")
     space16 = sid[:16]
     kdb(k, db, "verify", "release rule")  # the space's worker, up before the connect
     pid = k.row(db)["pid"]
@@ -246,12 +252,8 @@ def test_an_offline_connect_on_a_machine_that_joined_the_vault_writes_no_recover
     started, wrote the data key into RECOVERY-<space16>.txt and marked the enrolment as the
     vault's maker, so a push then refused once that file was moved off the machine."""
     k, _flag = killbox
-    db = k.profile_db("offline-joined")
-    write(db, k.tenant, release=RULE)
-    account = Account.create()
-    payload = ok(kdb(k, db, "canonical-payload", "--owner", account.address)).stdout
-    signature = wallet_signature(account, payload) + "\n"
-    space16 = space_id_of(k.label(db))[:16]
+    db, account, signature, sid = wallet_space(k, "offline-joined")
+    space16 = sid[:16]
     made = jdb(k, db, "connect", "--owner", account.address, "--signature", "-",
                input=signature)
     authorize_machine(chain["home"], account, made["session"])
