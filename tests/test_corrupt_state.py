@@ -93,3 +93,25 @@ def test_an_enrolment_naming_no_contract_or_chain_id_is_refused(tmp_path, field,
     path.write_text(json.dumps({**good.to_json(), field: value}))
     with pytest.raises(CorruptStateFile, match="names no contract address or chain id"):
         load_enrolment(path)
+
+
+def test_a_rekey_journal_that_does_not_open_is_named_by_status_and_doctor(machine):
+    """A rekey journal (rekey-<space16>.json) left garbled stops every push and pull
+    (CORRUPT_STATE, naming it); status and doctor's "state files" name it too. Before,
+    they said every file of the space read while push and pull refused over it."""
+    path = machine.kint_home / f"rekey-{machine.space16}.json"
+    path.write_bytes(b'{"v": 1, "new_dek_id": "')
+    try:
+        out = machine.kint("push")
+        assert out.returncode != 0 and "[CORRUPT_STATE]" in out.stderr, out.stderr
+        assert str(path) in out.stderr
+        status = ok(machine.kint("status")).stdout
+        assert "PROBLEM:" in status and str(path) in status and "(in step)" not in status
+        doctor = machine.kint("doctor", "--json")
+        assert doctor.returncode == 1
+        check = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "state files"]
+        assert check and not check[0]["ok"] and str(path) in check[0]["detail"], check
+        assert path.read_bytes() == b'{"v": 1, "new_dek_id": "'  # never rewritten
+    finally:
+        path.unlink()
+    assert kjson(machine, "status")["in_step"] is True

@@ -16,6 +16,7 @@ import gzip
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eth_account import Account
@@ -95,6 +96,16 @@ def restarted(sb, db: Path, pid: int) -> None:
     sb.wait_for(lambda: (r := sb.row(db))["pid"] not in (None, pid)
                 and r["state"] in ("ready", "idle") and r, timeout=30,
                 what="the restarted worker")
+
+
+def wallet_space(sb, profile: str) -> tuple[Path, Any, str, str]:
+    """A store of its own holding one rule, a new owner wallet, and what that wallet signs
+    for connect: the store, the wallet, its derive signature (a line for stdin), the space."""
+    db = sb.profile_db(profile)
+    write(db, sb.tenant, release=RULE)
+    account = Account.create()
+    payload = ok(kdb(sb, db, "canonical-payload", "--owner", account.address)).stdout
+    return db, account, wallet_signature(account, payload) + "\n", space_id_of(sb.label(db))
 
 
 def rekey_signature(sb, db: Path, owner: str) -> str:
@@ -184,12 +195,7 @@ def test_a_connect_killed_between_its_writes_is_finished_by_the_next(killbox, ch
     recovery file (of that same key) and the enrolment as the creator's. Before, it
     connected from the local wraps and the recovery code was never written anywhere."""
     k, flag = killbox
-    db = k.profile_db("connect-killed")
-    write(db, k.tenant, release=RULE)
-    account = Account.create()
-    payload = ok(kdb(k, db, "canonical-payload", "--owner", account.address)).stdout
-    signature = wallet_signature(account, payload) + "\n"
-    sid = space_id_of(k.label(db))
+    db, account, signature, sid = wallet_space(k, "connect-killed")
     space16 = sid[:16]
     kdb(k, db, "verify", "release rule")  # the space's worker, up before the connect
     pid = k.row(db)["pid"]
@@ -236,3 +242,34 @@ def test_a_dev_connect_killed_between_its_writes_keeps_its_owner(killbox, chain)
     assert code_dek_id(k, space16) == wraps["dek_id"]
     assert jdb(k, db, "push")["epochs"][-1]["seq"] == 1
     assert chain_head(chain, again["owner"], sid)[0] == 1
+
+
+def test_an_offline_connect_on_a_machine_that_joined_the_vault_writes_no_recovery_file(
+        killbox, chain):
+    """A machine that joined a vault from the head header (no recovery file, not the vault's
+    maker) connects again under KINT_OFFLINE=1: its local wraps answer, and no header is
+    no proof the chain is empty. Before, the connect took the wraps for a vault it had
+    started, wrote the data key into RECOVERY-<space16>.txt and marked the enrolment as the
+    vault's maker, so a push then refused once that file was moved off the machine."""
+    k, _flag = killbox
+    db, account, signature, sid = wallet_space(k, "offline-joined")
+    space16 = sid[:16]
+    made = jdb(k, db, "connect", "--owner", account.address, "--signature", "-",
+               input=signature)
+    authorize_machine(chain["home"], account, made["session"])
+    assert jdb(k, db, "push")["epochs"][-1]["seq"] == 1
+    # This machine as one that joined: its key files gone, so the head header answers.
+    for name in (f"wraps-{space16}.json", f"enrol-{space16}.json", f"vault-{space16}.aes",
+                 f"RECOVERY-{space16}.txt"):
+        (k.kint_home / name).unlink()
+    joined = jdb(k, db, "connect", "--owner", account.address, "--signature", "-",
+                 input=signature)
+    assert joined["source"] == "chain head header" and joined["recovery_file"] is None
+
+    offline = json.loads(ok(k.kint("--db", str(db), "connect", "--owner", account.address,
+                                   "--signature", "-", "--json", input=signature,
+                                   env={"KINT_OFFLINE": "1"})).stdout)
+    assert offline["source"] == "local wraps" and offline["recovery_file"] is None, offline
+    assert not (k.kint_home / f"RECOVERY-{space16}.txt").exists()
+    enrol = json.loads((k.kint_home / f"enrol-{space16}.json").read_text())
+    assert enrol["vault_created"] is False

@@ -70,3 +70,44 @@ def test_a_journal_that_does_not_open_is_refused_with_what_to_do(tmp_path):
     refused = as_protocol_error(RekeyJournalCorrupt(tmp_path / "rekey-x.json", "is garbled"))
     assert refused.code is ErrorCode.CORRUPT_STATE
     assert "left as it is" in refused.message and "kint connect" in refused.hint
+
+
+def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
+    """A rekey killed once its snapshot landed, then `kint connect --add-passphrase` before
+    the rotation was settled (the chain unreadable at the worker's start): connect took the
+    new key from the head header and added a passphrase wrap. Settling the journal later
+    rewrites the wraps file: it keeps that wrap, and the enrolment names it. Before, the
+    journal's wraps replaced the file, and the added passphrase stopped opening the
+    vault at the next push."""
+    from kint.custody.wraps import KIND_PASSPHRASE, read_wraps, write_wraps
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
+    from kint.tenant_worker.rekey_settle import keep_new_key
+    from kint.tenant_worker.space import SpaceContext
+    from kint.tenant_worker.store import StoreReader
+
+    home.chmod(0o700)
+    config = WorkerConfig(space_id=SPACE, label="t", tenant="t", db=str(home / "memory.db"),
+                          kint_home=str(home), back_address="ipc:///unused",
+                          supervisor_pid=1, idle_beat_s=2.5)
+    ctx = SpaceContext(config=config, store=StoreReader(config.db, "t"))
+    journal = _journal()
+    added = wrap_data_key(journal.dek, new_data_key(), KIND_PASSPHRASE)
+    write_wraps(home, SPACE, journal.new_dek_id, journal.wraps + (added,))
+    owner = "0x" + "11" * 20
+    save_enrolment(ctx.state.files["enrol"], Enrolment(
+        space=SPACE, tenant="t", owner=owner, account="eoa", contract="0x" + "22" * 20,
+        chain_id=31337, key_tags=[w.tag.hex() for w in journal.wraps + (added,)]))
+
+    keep_new_key(ctx, journal)
+    kept = read_wraps(home, SPACE)
+    assert kept is not None and kept.dek_id == journal.new_dek_id
+    assert kept.wraps == journal.wraps + (added,)
+    enrolment = load_enrolment(ctx.state.files["enrol"])
+    assert enrolment.key_tags == [w.tag.hex() for w in kept.wraps]
+
+    # Wraps under another data key (the one the rotation replaced) are not carried.
+    old = wrap_data_key(new_data_key(), new_data_key(), KIND_PASSPHRASE)
+    write_wraps(home, SPACE, b"\x01" * 8, (old,))
+    keep_new_key(ctx, journal)
+    assert read_wraps(home, SPACE).wraps == journal.wraps

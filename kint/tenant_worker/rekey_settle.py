@@ -31,7 +31,7 @@ from kint.custody.recovery_code import write_recovery_file
 from kint.custody.rekey_journal import (RekeyJournal, load_rekey_journal,
                                         rekey_journal_path, remove_rekey_journal)
 from kint.custody.vault_cache import cache_data_key
-from kint.custody.wraps import write_wraps
+from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.epochs.errors import EpochError
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connected import connected, sender_for
@@ -99,20 +99,38 @@ def _recorded_under(ctx: SpaceContext, journal: RekeyJournal) -> bool:
 
 
 def keep_new_key(ctx: SpaceContext, journal: RekeyJournal) -> None:
-    """The rotation's last step (05-keys.md, "Rotate the data key", 9): the wraps, the
-    cached key, the recovery file, then the enrolment. Each write is whole or absent, and
-    all are idempotent, so a kill between them is finished by the next settlement."""
+    """The rotation's last step (05-keys.md, "Rotate the data key", 9): the wraps (the
+    journal's, and any a connect added under the new key meanwhile), the cached key, the
+    recovery file, then the enrolment. Each write is whole or absent, and all are
+    idempotent, so a kill between them is finished by the next settlement."""
     cfg = ctx.config
     enrolment = ctx.enrolment()
     if enrolment is None:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, "a rekey is to be finished but this "
                             "space has no enrolment", "run `kint connect` first")
-    write_wraps(cfg.home, cfg.space_id, journal.new_dek_id, journal.wraps)
+    wraps = journal.wraps + _added_since(ctx, journal)
+    write_wraps(cfg.home, cfg.space_id, journal.new_dek_id, wraps)
     cache_data_key(cfg.home, cfg.space_id, journal.dek)
     write_recovery_file(cfg.home, enrolment.owner, cfg.space_id, journal.dek)
-    enrolment.key_tags = [w.tag.hex() for w in journal.wraps]
+    enrolment.key_tags = [w.tag.hex() for w in wraps]
     enrolment.vault_created = True
     save_enrolment(ctx.state.files["enrol"], enrolment)
+
+
+def _added_since(ctx: SpaceContext, journal: RekeyJournal) -> tuple[Wrap, ...]:
+    """The wraps of the new data key this machine's wraps file holds and the journal does
+    not: a `kint connect --add-passphrase` run before the settlement (the connect takes the
+    new key from the head header) added one, and a key leaves a vault only with a rotation
+    (header_wraps.py). Wraps of another data key, or a file that does not read, add none:
+    the journal's wraps then replace the file, as rekey's own end does."""
+    try:
+        local = read_wraps(ctx.config.home, ctx.config.space_id)
+    except CustodyError:
+        return ()
+    if local is None or local.dek_id != journal.new_dek_id:
+        return ()
+    carried = {w.tag for w in journal.wraps}
+    return tuple(w for w in local.wraps if w.tag not in carried)
 
 
 def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Overtaken | None]:

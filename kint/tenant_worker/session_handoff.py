@@ -74,7 +74,8 @@ def _path(ctx: SpaceContext) -> Path:
 
 def hand_over(ctx: SpaceContext) -> int:
     """Write the attached sessions for the successor (a worker exiting for a recycle, a
-    restart or an upgrade); how many there were. Nothing is written when none is attached and none has ended."""
+    restart or an upgrade); how many there were. Nothing is written when none is attached
+    and none has ended."""
     if not ctx.live_sessions() and not ctx.ended_sessions:
         return 0
     now = time.monotonic()

@@ -85,6 +85,7 @@ def guarded(op: str, handler: Handler) -> Handler:
 def problems(ctx: Any) -> list[str]:
     """Every state file of the space that cannot be trusted, named (empty when all read)."""
     from kint.custody.errors import CustodyError
+    from kint.custody.rekey_journal import load_rekey_journal
     from kint.custody.session_key import read_keystore, session_key_path
     from kint.custody.vault_cache import read_cached_key
     from kint.custody.wraps import read_wraps
@@ -96,7 +97,10 @@ def problems(ctx: Any) -> list[str]:
     checks: list[Callable[[], Any]] = [
         ctx.enrolment, state.mirror, state.watermark,
         lambda: read_wraps(home, space), lambda: read_cached_key(home, space),
-        lambda: interrupted(state), lambda: lost_restore.kept(state)]
+        lambda: interrupted(state), lambda: lost_restore.kept(state),
+        # A rekey journal that does not open stops every push and pull (rekey_settle.py):
+        # status and doctor name it too, not only the refusal.
+        lambda: load_rekey_journal(home, space)]
     if session_key_path(home).exists():
         checks.append(lambda: read_keystore(session_key_path(home)))
     for check in checks:
