@@ -37,7 +37,6 @@ from kint.epochs.plaintext import parse_plaintext
 from kint.tenant_worker.epoch_walk import Fetched, walk
 from kint.tenant_worker.pull_plan import epochs_to_apply
 from kint.tenant_worker.pending import PendingEpoch, record_landed
-from kint.tenant_worker.pull import _epochs_to_apply
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, EpochRejected, record_epoch
 from kint.tenant_worker.store import StoreReader
@@ -284,7 +283,7 @@ def test_a_plaintext_from_the_future_is_content_no_snapshot_supersedes(anchor, c
                    full=True, held=HELD)[::-1]
     first, snapshot = fetched
     assert first.opened is None and first.header is not None and snapshot.snapshot
-    todo, skipped = _epochs_to_apply(fetched, ZERO_DIGEST)
+    todo, skipped = epochs_to_apply(fetched, ZERO_DIGEST)
     if inside == "plaintext-from-the-future":
         assert first.final
         assert first.reason == "its content is not an epoch (plaintext version 2 is not 1)"
