@@ -21,7 +21,8 @@ from dataclasses import replace
 import pytest
 from web3 import Web3
 
-from chain_machines import devchain_anchor, kjson, new_machine, ok, recovery_code
+from chain_machines import (connect_with_wallet, devchain_anchor, kjson, new_machine, ok,
+                            owner_account, recovery_code)
 from conftest import sibyl_client
 
 
@@ -177,6 +178,32 @@ def test_a_space_that_never_pushed_says_so_and_moves_on_connect(tmp_path, chain_
                        enrolment["space"]).seq == 1
     finally:
         fresh.shutdown()
+
+
+def test_a_machine_that_joined_is_not_made_the_vaults_maker_by_the_move(tmp_path, chain_home,
+                                                                       machine, second_anchor):
+    """A machine that joined the vault from the head header, then connected again on a
+    contract where the space has no epochs: its wraps of the old vault were taken as a
+    vault started here, so it got a recovery file (the data key in the clear on disk) and
+    `vault_created`. Its enrolment moves; it is still no maker."""
+    joiner = new_machine(tmp_path / "joiner", chain_home)
+    try:
+        wallet = owner_account(machine, machine.owner)
+        joined = connect_with_wallet(joiner, wallet)
+        assert joined["source"] == "chain head header" and joined["space"] == machine.space16
+        path = joiner.kint_home / "config.toml"
+        path.write_text(f'contract = "{second_anchor}"\n')
+        path.chmod(0o600)
+        moved = connect_with_wallet(joiner, wallet)
+        assert moved["chain_moved"] and moved["source"] == "local wraps", moved
+        assert moved["fresh_vault"] is False and moved["recovery_file"] is None, moved
+        assert not (joiner.kint_home / f"RECOVERY-{machine.space16}.txt").exists()
+        enrolment = json.loads(
+            (joiner.kint_home / f"enrol-{machine.space16}.json").read_text())
+        assert enrolment["contract"] == second_anchor, enrolment
+        assert enrolment["vault_created"] is False, enrolment
+    finally:
+        joiner.shutdown()
 
 
 ENROLLED = "0x" + "11" * 20
