@@ -206,6 +206,34 @@ def test_a_machine_that_joined_is_not_made_the_vaults_maker_by_the_move(tmp_path
         joiner.shutdown()
 
 
+def test_a_move_is_refused_while_the_files_that_hold_the_old_epochs_do_not_read(
+        tmp_path, chain_home, second_anchor):
+    """A machine that anchored an epoch, its mirror and watermark both garbled: they were
+    read as "no epochs here", so connect moved the enrolment off the contract that holds
+    them. It refuses, naming the mirror, and the enrolment stays where it was."""
+    pushed = new_machine(tmp_path / "pushed", chain_home)
+    try:
+        connected = kjson(pushed, "connect", "--dev")
+        space16 = connected["space"]
+        sibyl_client(pushed.sibyl_db, pushed.tenant).set_entity("rules", "kept", {"rule": "1"})
+        assert kjson(pushed, "push")["pushed"] == 1
+        enrol = pushed.kint_home / f"enrol-{space16}.json"
+        before = enrol.read_bytes()
+        mirror = pushed.kint_home / f"mirror-{space16}.json.gz"
+        for name in (mirror.name, f"watermark-{space16}.json"):
+            (pushed.kint_home / name).write_bytes(b"garbled")
+        path = pushed.kint_home / "config.toml"
+        path.write_text(f'contract = "{second_anchor}"\n')
+        path.chmod(0o600)
+        out = pushed.kint("connect", "--dev")
+        assert out.returncode != 0, out.stdout + out.stderr
+        assert out.stderr.splitlines()[0].endswith("[CORRUPT_STATE]"), out.stderr
+        assert f"kint's state file {mirror} " in out.stderr, out.stderr
+        assert enrol.read_bytes() == before
+    finally:
+        pushed.shutdown()
+
+
 ENROLLED = "0x" + "11" * 20
 
 

@@ -211,11 +211,13 @@ def _moved_from(ctx: SpaceContext, existing: Enrolment | None,
     the enrolment is rewritten for the ones in force. Refused (CONFIG_INVALID, with
     `other_chain`'s words) when this machine holds epochs of the old one (its mirror past
     0, its watermark): they would stay under the new enrolment, and every pull would refuse
-    the new head as stale. Before, connect overwrote the enrolment without a word."""
+    the new head as stale; refused as CORRUPT_STATE, naming the file, when one of those
+    does not read and the other shows none (SpaceContext.seen_here). Before, connect
+    overwrote the enrolment without a word."""
     elsewhere = other_chain(existing, chain, ctx.seen_here) if existing is not None else None
     if elsewhere is None:
         return None
-    if ctx.seen_here() > 0:
+    if ctx.seen_here(sure=True) > 0:
         raise ProtocolError(ErrorCode.CONFIG_INVALID,
                             f"{elsewhere.message}: connect does not move the space off them",
                             elsewhere.hint)
