@@ -270,3 +270,29 @@ def test_the_hint_names_the_setting_where_it_was_set(source, where, enrolled, hi
             f"to 4; kint now reads the one at {now} (") in refusal.message
     # The same contract in another case is the same contract.
     assert other_chain(enrolment, replace(chain, anchor=enrolled.lower()), lambda: 4) is None
+
+
+@pytest.mark.parametrize("chain_id, said", [
+    (8453, "KINT_CONTRACT unset: Base mainnet's deployment"),
+    (84532, "KINT_CONTRACT unset: the default, the address of Base mainnet's deployment, "
+            "though kint reads chain 84532, not Base"),
+    (31337, "KINT_CONTRACT unset: the default, the address of Base mainnet's deployment, "
+            "though kint reads the devchain, not Base"),
+])
+def test_the_default_contract_is_called_base_mainnets_deployment_only_on_base(chain_id, said):
+    """With no contract set, kint reads the default address: Base mainnet's deployment on
+    Base, and on any other chain only that address. The refusal said "Base mainnet's
+    deployment" whatever the chain."""
+    from kint.chain.config import ChainConfig
+    from kint.settings.schema import DEFAULT_CONTRACT
+    from kint.tenant_worker.enrolled_chain import other_chain
+    from kint.tenant_worker.enrolment import Enrolment
+
+    chain = ChainConfig(("http://127.0.0.1:9",), chain_id, DEFAULT_CONTRACT, 2, 10.0,
+                        contract_source="default", contract_where=None)
+    enrolment = Enrolment(space="ab" * 32, tenant="t", owner="0x" + "33" * 20, account="eoa",
+                          contract=ENROLLED, chain_id=chain_id)
+    refusal = other_chain(enrolment, chain, lambda: 0)
+    assert refusal is not None
+    assert refusal.message.endswith(f"kint now reads the one at {DEFAULT_CONTRACT} ({said})"), \
+        refusal.message
