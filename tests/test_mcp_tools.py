@@ -133,7 +133,7 @@ def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
     for arg, value in (("owner", "0x" + "ab" * 20), ("passphrase", secret),
                        ("recovery_code", secret)):
         payload = agent.failed("memory_connect", dev=True, **{arg: value})
-        assert payload["error"] == "BAD_REQUEST", payload
+        assert payload["ok"] is False and payload["error"] == "BAD_REQUEST", payload
         assert payload["message"].startswith(f"{arg} cannot be given with dev: "), payload
         assert payload["hint"] and secret not in json.dumps(payload), payload
     assert agent.call("memory_status")["owner"] is None
