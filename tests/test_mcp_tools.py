@@ -127,6 +127,17 @@ def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
     steps = agent.result("memory_connect")
     assert steps.isError is False and steps.structuredContent["connected"] is False
 
+    # `dev` takes none of the others (kint's own argument; the CLI's --dev refuses the
+    # same): each is refused by name, before the worker, and nothing is connected.
+    secret = "correct horse battery staple"
+    for arg, value in (("owner", "0x" + "ab" * 20), ("passphrase", secret),
+                       ("recovery_code", secret)):
+        payload = agent.failed("memory_connect", dev=True, **{arg: value})
+        assert payload["ok"] is False and payload["error"] == "BAD_REQUEST", payload
+        assert payload["message"].startswith(f"{arg} cannot be given with dev: "), payload
+        assert payload["hint"] and secret not in json.dumps(payload), payload
+    assert agent.call("memory_status")["owner"] is None
+
     assert agent.call("memory_connect", dev=True)["connected"] is True
     assert agent.call("memory_remember", category="rules", name="release-gate",
                       body={"rule": "never ship on a Friday"})["ok"] is True

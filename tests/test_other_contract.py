@@ -21,7 +21,8 @@ from dataclasses import replace
 import pytest
 from web3 import Web3
 
-from chain_machines import devchain_anchor, kjson, new_machine, ok, recovery_code
+from chain_machines import (connect_with_wallet, devchain_anchor, kjson, new_machine, ok,
+                            owner_account, recovery_code)
 from conftest import sibyl_client
 
 
@@ -179,6 +180,60 @@ def test_a_space_that_never_pushed_says_so_and_moves_on_connect(tmp_path, chain_
         fresh.shutdown()
 
 
+def test_a_machine_that_joined_is_not_made_the_vaults_maker_by_the_move(tmp_path, chain_home,
+                                                                       machine, second_anchor):
+    """A machine that joined the vault from the head header, then connected again on a
+    contract where the space has no epochs: its wraps of the old vault were taken as a
+    vault started here, so it got a recovery file (the data key in the clear on disk) and
+    `vault_created`. Its enrolment moves; it is still no maker."""
+    joiner = new_machine(tmp_path / "joiner", chain_home)
+    try:
+        wallet = owner_account(machine, machine.owner)
+        joined = connect_with_wallet(joiner, wallet)
+        assert joined["source"] == "chain head header" and joined["space"] == machine.space16
+        path = joiner.kint_home / "config.toml"
+        path.write_text(f'contract = "{second_anchor}"\n')
+        path.chmod(0o600)
+        moved = connect_with_wallet(joiner, wallet)
+        assert moved["chain_moved"] and moved["source"] == "local wraps", moved
+        assert moved["fresh_vault"] is False and moved["recovery_file"] is None, moved
+        assert not (joiner.kint_home / f"RECOVERY-{machine.space16}.txt").exists()
+        enrolment = json.loads(
+            (joiner.kint_home / f"enrol-{machine.space16}.json").read_text())
+        assert enrolment["contract"] == second_anchor, enrolment
+        assert enrolment["vault_created"] is False, enrolment
+    finally:
+        joiner.shutdown()
+
+
+def test_a_move_is_refused_while_the_files_that_hold_the_old_epochs_do_not_read(
+        tmp_path, chain_home, second_anchor):
+    """A machine that anchored an epoch, its mirror and watermark both garbled: they were
+    read as "no epochs here", so connect moved the enrolment off the contract that holds
+    them. It refuses, naming the mirror, and the enrolment stays where it was."""
+    pushed = new_machine(tmp_path / "pushed", chain_home)
+    try:
+        connected = kjson(pushed, "connect", "--dev")
+        space16 = connected["space"]
+        sibyl_client(pushed.sibyl_db, pushed.tenant).set_entity("rules", "kept", {"rule": "1"})
+        assert kjson(pushed, "push")["pushed"] == 1
+        enrol = pushed.kint_home / f"enrol-{space16}.json"
+        before = enrol.read_bytes()
+        mirror = pushed.kint_home / f"mirror-{space16}.json.gz"
+        for name in (mirror.name, f"watermark-{space16}.json"):
+            (pushed.kint_home / name).write_bytes(b"garbled")
+        path = pushed.kint_home / "config.toml"
+        path.write_text(f'contract = "{second_anchor}"\n')
+        path.chmod(0o600)
+        out = pushed.kint("connect", "--dev")
+        assert out.returncode != 0, out.stdout + out.stderr
+        assert out.stderr.splitlines()[0].endswith("[CORRUPT_STATE]"), out.stderr
+        assert f"kint's state file {mirror} " in out.stderr, out.stderr
+        assert enrol.read_bytes() == before
+    finally:
+        pushed.shutdown()
+
+
 ENROLLED = "0x" + "11" * 20
 
 
@@ -215,3 +270,29 @@ def test_the_hint_names_the_setting_where_it_was_set(source, where, enrolled, hi
             f"to 4; kint now reads the one at {now} (") in refusal.message
     # The same contract in another case is the same contract.
     assert other_chain(enrolment, replace(chain, anchor=enrolled.lower()), lambda: 4) is None
+
+
+@pytest.mark.parametrize("chain_id, said", [
+    (8453, "KINT_CONTRACT unset: Base mainnet's deployment"),
+    (84532, "KINT_CONTRACT unset: the default, the address of Base mainnet's deployment, "
+            "though kint reads chain 84532, not Base"),
+    (31337, "KINT_CONTRACT unset: the default, the address of Base mainnet's deployment, "
+            "though kint reads the devchain, not Base"),
+])
+def test_the_default_contract_is_called_base_mainnets_deployment_only_on_base(chain_id, said):
+    """With no contract set, kint reads the default address: Base mainnet's deployment on
+    Base, and on any other chain only that address. The refusal said "Base mainnet's
+    deployment" whatever the chain."""
+    from kint.chain.config import ChainConfig
+    from kint.settings.schema import DEFAULT_CONTRACT
+    from kint.tenant_worker.enrolled_chain import other_chain
+    from kint.tenant_worker.enrolment import Enrolment
+
+    chain = ChainConfig(("http://127.0.0.1:9",), chain_id, DEFAULT_CONTRACT, 2, 10.0,
+                        contract_source="default", contract_where=None)
+    enrolment = Enrolment(space="ab" * 32, tenant="t", owner="0x" + "33" * 20, account="eoa",
+                          contract=ENROLLED, chain_id=chain_id)
+    refusal = other_chain(enrolment, chain, lambda: 0)
+    assert refusal is not None
+    assert refusal.message.endswith(f"kint now reads the one at {DEFAULT_CONTRACT} ({said})"), \
+        refusal.message

@@ -57,7 +57,8 @@ class ConnectArgs(BaseModel):
     dev: bool = Field(
         False,
         description="Local devchain only: make a throwaway owner and connect it. Refused "
-                    "on Base.")
+                    "on Base, and with owner, passphrase or recovery_code (dev's own "
+                    "owner's signature is its key).")
 
 
 class PullArgs(BaseModel):

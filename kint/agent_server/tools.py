@@ -52,9 +52,40 @@ def human_steps(owner: str | None) -> list[str]:
     ]
 
 
+# Why `dev` (kint's own argument; v0.3.0's 08-tools.md has no such parameter) cannot take
+# each of the others: it makes or finds its own EOA owner and derives the key from that
+# owner's signature on every connect, as `kint connect --dev` does (kint.commands.connect,
+# DEV_REFUSALS). A secret or an owner the agent passed would otherwise be dropped without a
+# word. The CLI's one extra with --dev, --add-passphrase, is typed at a prompt only; a tool
+# has none, and a `passphrase` here is the key of a smart account's vault, not an extra wrap.
+DEV_TOOL_REFUSALS = {
+    "owner": ("dev makes its own throwaway owner", "drop owner, or drop dev to connect a "
+              "wallet's vault"),
+    "passphrase": ("dev opens its vault with its own owner's signature, not a smart "
+                   "account's vault passphrase",
+                   "drop passphrase; `kint connect --dev --add-passphrase` in a terminal adds "
+                   "a passphrase wrap to a devchain vault"),
+    "recovery_code": ("dev opens its vault with its own owner's signature; a recovery code is "
+                      "for a machine without the owner's key",
+                      "drop dev, and give owner with recovery_code"),
+}
+
+
+def refuse_dev_conflicts(given: dict[str, bool]) -> None:
+    """Refuse the first argument `dev` cannot take (DEV_TOOL_REFUSALS), naming it and why,
+    before anything reaches the worker: an argument is honoured or refused, never ignored."""
+    for arg, present in given.items():
+        if present:
+            why, hint = DEV_TOOL_REFUSALS[arg]
+            raise KintError("BAD_REQUEST", f"{arg} cannot be given with dev: {why}", hint)
+
+
 def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: str | None,
                  owner: str | None, dev: bool) -> dict[str, Any]:
-    """memory_connect as v0.3.0's 08-tools.md gives it."""
+    """memory_connect as v0.3.0's 08-tools.md gives it, plus kint's `dev`."""
+    if dev:
+        refuse_dev_conflicts({"owner": owner is not None, "passphrase": passphrase is not None,
+                              "recovery_code": recovery_code is not None})
     if recovery_code is None and passphrase is None and not dev:
         status = session.call("status", {"keys": True}, timeout_s=30)
         known = status.get("owner") or owner

@@ -7,10 +7,12 @@ itself. The data key comes from the first of:
 
 1. this machine's wraps (`wraps-<space16>.json`), while they hold the key the newest
    readable header was sealed with (or the chain cannot be read). Wraps here while the
-   chain holds no epochs mean this machine started the vault: a connect killed before its
-   recovery file or enrolment was written is finished by the next one. Under
-   KINT_OFFLINE=1 (no chain read) that holds only where no enrolment is yet: an enrolled
-   machine that joined from a header is not made the vault's maker;
+   chain holds no epochs mean this machine started the vault only where no enrolment is
+   yet (a connect killed before its recovery file or enrolment was written is finished by
+   the next one) or the enrolment says it made the vault (not under KINT_OFFLINE=1, where
+   no chain was read): a machine that joined from a header is never made the vault's
+   maker, not even after connect moved its enrolment to a chain or contract without its
+   epochs;
 2. the header of the newest readable epoch on chain: its wrap is found by `kek_tag`,
    never by trying each one;
 3. a fresh vault, when the chain holds no epochs for this owner and space and this machine
@@ -167,16 +169,13 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                             "passphrase or the recovery code")
     header, chain_error = _chain_view(anchor, owner, cfg.space_id)
     local = read_wraps(cfg.home, cfg.space_id)
-    # Under KINT_OFFLINE=1 no chain said it is empty: local wraps there mean this machine
-    # started the vault only where it has no enrolment yet (what a connect killed before
-    # its enrolment leaves); an enrolment keeps its own word (`vault_created`).
-    none_on_chain = not settings.value("KINT_OFFLINE") or existing is None
+    may_have_started = _may_have_started(existing)
     if code is not None:
         held = held_here(ctx) if header is None else HeldHere()
         found = _from_recovery_code(code, owner, header, held, chain_error)
     else:
         found = _from_supplied_key(owner, supplied[0], header, local, chain_error,
-                                   none_on_chain=none_on_chain)
+                                   may_have_started=may_have_started)
     wraps = _with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
@@ -193,17 +192,32 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             "chain_moved": moved}
 
 
+def _may_have_started(existing: Enrolment | None) -> bool:
+    """Whether local wraps, with no epoch found on chain, may be a vault this machine
+    started. Before any enrolment they are (this connect's, or one killed before its
+    enrolment was written); under an enrolment only when it says so (`vault_created`) and
+    the chain was read. A machine that joined from a header keeps the old vault's wraps
+    when its enrolment moves to another chain or contract, or the chain is reset; counting
+    them would write it a recovery file (the data key in the clear) and call it the maker.
+    Under KINT_OFFLINE=1 no chain said it is empty, so only the first case holds."""
+    if existing is None:
+        return True
+    return existing.vault_created and not settings.value("KINT_OFFLINE")
+
+
 def _moved_from(ctx: SpaceContext, existing: Enrolment | None,
                 chain: ChainConfig) -> str | None:
     """What a connect on another chain or contract than the space's enrolment does, said:
     the enrolment is rewritten for the ones in force. Refused (CONFIG_INVALID, with
     `other_chain`'s words) when this machine holds epochs of the old one (its mirror past
     0, its watermark): they would stay under the new enrolment, and every pull would refuse
-    the new head as stale. Before, connect overwrote the enrolment without a word."""
+    the new head as stale; refused as CORRUPT_STATE, naming the file, when one of those
+    does not read and the other shows none (SpaceContext.seen_here). Before, connect
+    overwrote the enrolment without a word."""
     elsewhere = other_chain(existing, chain, ctx.seen_here) if existing is not None else None
     if elsewhere is None:
         return None
-    if ctx.seen_here() > 0:
+    if ctx.seen_here(sure=True) > 0:
         raise ProtocolError(ErrorCode.CONFIG_INVALID,
                             f"{elsewhere.message}: connect does not move the space off them",
                             elsewhere.hint)
@@ -272,19 +286,20 @@ def _chain_view(anchor: Anchor, owner: str,
 
 def _from_supplied_key(owner: str, key: SuppliedKey, header: ReadableHeader | None,
                        local: WrapsFile | None, chain_error: ProtocolError | None, *,
-                       none_on_chain: bool = True) -> _Found:
+                       may_have_started: bool = True) -> _Found:
     """The data key a supplied KEK opens, from the first source that has it: local wraps
     while they hold the head header's key, else the header's wrap with this key's tag
     (checked to open the key that sealed it), else a fresh vault, only when the chain
     was read, holds no epochs, and this machine has no wraps (a vault is never started
     over one the chain could not show, nor over local wraps this key does not open).
-    `none_on_chain` False: no header is no proof the chain holds no epochs (KINT_OFFLINE=1
-    on a machine already enrolled), so local wraps are not taken as a vault started here."""
+    `may_have_started` False: local wraps are not taken as a vault started here, whatever the
+    chain shows (a machine that joined, or KINT_OFFLINE=1 on one already enrolled:
+    _may_have_started)."""
     local_wrap = find_wrap(local.wraps, key.tag) if local is not None else None
     if local_wrap is not None and (header is None or header.header.dek_id == local.dek_id):
         return _Found(unwrap(local_wrap, key.kek), tuple(local.wraps), SOURCE_LOCAL,
                       key_tag=key.tag,
-                      started_here=header is None and chain_error is None and none_on_chain)
+                      started_here=header is None and chain_error is None and may_have_started)
     if header is not None:
         wrap = find_wrap(header.header.wraps, key.tag)
         if wrap is None:

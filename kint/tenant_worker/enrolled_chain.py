@@ -100,7 +100,17 @@ def _contract_source(chain: ChainConfig) -> str:
         return "KINT_CONTRACT in this command's environment"
     if source == DEVCHAIN_SOURCE:
         return f"the devchain's, from its record {where}"
-    return "KINT_CONTRACT unset: Base mainnet's deployment"
+    return _default_contract(chain.chain_id)
+
+
+def _default_contract(chain_id: int) -> str:
+    """The contract in force when nothing sets one: the default is the address of Base
+    mainnet's deployment (v0.3.0's 11-contract.md, "The deployment"), which is that
+    deployment only on Base; on another chain it is the same address and nothing more."""
+    if chain_id == BASE_CHAIN_ID:
+        return "KINT_CONTRACT unset: Base mainnet's deployment"
+    return (f"KINT_CONTRACT unset: the default, the address of Base mainnet's deployment, "
+            f"though kint reads {chain_name(chain_id)}, not Base")
 
 
 def _contract_hint(enrolment: Enrolment, chain: ChainConfig) -> str:

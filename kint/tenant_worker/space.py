@@ -236,21 +236,26 @@ class SpaceContext:
     def enrolment(self) -> Enrolment | None:
         return load_enrolment(self.state.files["enrol"])
 
-    def seen_here(self) -> int:
+    def seen_here(self, *, sure: bool = False) -> int:
         """The highest epoch of this space this machine has anchored or pulled (its mirror's
         head, its watermark), 0 for none: what a refusal to read another chain or contract
-        can say of the one the space was connected on. A mirror that does not read counts
-        as none; the watermark still says what was seen."""
-        try:
-            mirror = self.state.mirror()
-        except CorruptStateFile:
-            mirror = None
-        try:
-            watermark = self.state.watermark()
-        except CorruptStateFile:
-            watermark = None
-        return max(mirror.head.seq if mirror is not None else 0,
-                   watermark.seq if watermark is not None else 0)
+        can say of the one the space was connected on. For those words a file that does not
+        read counts as none; the other still says what was seen. With `sure` (connect,
+        about to move the enrolment off the old contract on a 0), a file that does not read
+        while the other shows no epoch is raised (CorruptStateFile: CORRUPT_STATE naming
+        it): it may be the one that held the epochs."""
+        seen, unread = 0, None
+        for read, seq_of in ((self.state.mirror, lambda m: m.head.seq),
+                             (self.state.watermark, lambda w: w.seq)):
+            try:
+                found = read()
+            except CorruptStateFile as err:
+                unread = unread or err
+                continue
+            seen = max(seen, seq_of(found) if found is not None else 0)
+        if sure and unread is not None and seen == 0:
+            raise unread
+        return seen
 
     def head_source(self) -> HeadSource:
         from kint.tenant_worker.chain_head import ChainHeadSource, RefusedChain
