@@ -17,7 +17,9 @@ Modes (`RpcProxy.set_mode`):
 - `delay` (`seconds=S`): every request forwarded S seconds late (a slow endpoint that
   still answers).
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
-  older block (`block=N`): a real older head, read from anvil's historical state.
+  older block (`block=N`): a real older head, read from anvil's historical state. With
+  `reads=K`, only the next K head reads are answered so, and the rest forwarded (a head
+  read that raced a transaction being mined).
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
 - `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
   of its ciphertext argument's encrypted body altered, so keccak(ct) is not the event's
@@ -136,6 +138,7 @@ class RpcProxy:
         self.max_hang_s = max_hang_s
         self._lock = threading.Lock()
         self._mode = "forward"
+        self._stale_reads = 0
         self._params: dict[str, Any] = {}
         self._release = threading.Event()
         self.calls: list[str] = []  # every JSON-RPC method seen, in order
@@ -189,6 +192,7 @@ class RpcProxy:
             self.release()
             self._release = threading.Event()
             self._mode, self._params = mode, params
+            self._stale_reads = 0
 
     def forward(self) -> None:
         self.set_mode("forward")
@@ -291,6 +295,17 @@ class RpcProxy:
         except (BrokenPipeError, ConnectionResetError):
             pass
 
+    def _take_stale_read(self, params: dict[str, Any]) -> bool:
+        """Whether this head read is one `stale_head` answers from the older block: every
+        one, or the first `reads` since the mode was set."""
+        if params.get("reads") is None:
+            return True
+        with self._lock:
+            if self._stale_reads >= int(params["reads"]):
+                return False
+            self._stale_reads += 1
+            return True
+
     def _lie(self, what: str) -> None:
         with self._lock:
             self.lies.append(what)
@@ -300,7 +315,7 @@ class RpcProxy:
             return json.loads(self.upstream(json.dumps(item).encode()))
         method = item.get("method")
         is_head = method == "eth_call" and _call_data(item.get("params")).startswith(HEAD_SELECTOR)
-        if mode == "stale_head" and is_head:
+        if mode == "stale_head" and is_head and self._take_stale_read(params):
             old = dict(item)
             old["params"] = [item["params"][0], hex(int(params["block"]))]
             self._lie(f"head read at block {params['block']}")

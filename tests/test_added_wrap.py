@@ -109,3 +109,36 @@ def test_only_wraps_under_the_files_data_key_are_taken_in_and_only_added(tmp_pat
     assert read_wraps(tmp_path, space).wraps == (wraps[0], wraps[2], wraps[1])
     assert take_in_header_wraps(ctx, [header(dek, wraps[:1])]) == 0
     assert read_wraps(tmp_path, space).wraps == (wraps[0], wraps[2], wraps[1])
+
+
+def test_the_merge_stops_at_the_most_wraps_a_header_carries(tmp_path, caplog):
+    """A header's wrap count is one byte (v0.3.0's 06-epochs.md): a file one short of it
+    takes one more wrap and leaves the rest out with a warning, so the next push can still
+    build its header (before, the file grew past it and every push failed INTERNAL)."""
+    import logging
+    from types import SimpleNamespace
+
+    from kint.custody.data_key import dek_id
+    from kint.custody.wraps import Wrap, read_wraps, write_wraps
+    from kint.epochs.envelope import MAX_WRAPS
+    from kint.tenant_worker.header_wraps import take_in_header_wraps
+
+    def wrap(n: int) -> Wrap:
+        return Wrap(kind=0x02, tag=n.to_bytes(16, "big"), nonce=bytes(12), wrapped=bytes(48))
+
+    space, dek = "ab" * 32, b"\x55" * 32
+    ctx = SimpleNamespace(config=SimpleNamespace(home=tmp_path, space_id=space,
+                                                 space16=space[:16]),
+                          enrolment=lambda: None)
+    write_wraps(tmp_path, space, dek_id(dek), [wrap(n) for n in range(MAX_WRAPS - 1)])
+    carried = tuple(wrap(n) for n in range(MAX_WRAPS - 1, MAX_WRAPS + 2))  # 3 new ones
+    header = Header(flags=0, nonce=bytes(12), rows_root=bytes(32), dek_id=dek_id(dek),
+                    bucket=4096, wraps=carried)
+    with caplog.at_level(logging.WARNING, logger="kint.worker"):
+        assert take_in_header_wraps(ctx, [header]) == 1
+    held = read_wraps(tmp_path, space).wraps
+    assert len(held) == MAX_WRAPS and held[-1] == carried[0]
+    assert "2 key wrap(s) another machine added are not kept" in caplog.text
+    Header(flags=0, nonce=bytes(12), rows_root=bytes(32), dek_id=dek_id(dek), bucket=4096,
+           wraps=held)  # what the next push builds
+    assert take_in_header_wraps(ctx, [header]) == 0

@@ -293,6 +293,66 @@ def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box)
     assert s.names(s.dba) == {"first", "second", "third"}
 
 
+def raced_settlement(s: Space, *command: str) -> subprocess.CompletedProcess[str]:
+    """Release A's held settlement with A's endpoint answering its first head read as the
+    chain stood just before A's killed transaction was mined (the read raced the block),
+    then run `kint COMMAND` on A once no settlement holds the space."""
+    px = s.box["proxy"]
+    _, _, block = s.box["contract"].functions.head(
+        Web3.to_checksum_address(s.owner), bytes.fromhex(s.sid)).call()
+    px.set_mode("stale_head", block=int(block) - 1, reads=1)
+    try:
+        s.release()
+        found: list[subprocess.CompletedProcess[str]] = []
+
+        def attempt() -> bool:
+            found.append(kdb(s.a, s.dba, *command))
+            return "[BUSY]" not in found[-1].stderr
+
+        s.a.wait_for(attempt, timeout=60, interval=0.2, what="a command no settlement holds")
+        assert any("head read at block" in lie for lie in px.lies), px.lies
+        return found[-1]
+    finally:
+        px.forward()
+
+
+def test_a_settlement_whose_head_read_raced_its_own_transaction_records_it(box):
+    """A's push killed after its send; the transaction is mined, but the settlement's head
+    read still sees seq 1 and its nonce then reads spent. Its own transaction spent it: the
+    chain read again says epoch 2 is A's, so it is recorded, not dropped as never landed
+    (before, the journal was dropped and the mirror stayed at seq 1)."""
+    s = Space(box, "raced-push", "--rpc-urls", box["proxy"].url)
+    write(s.dba, s.a.tenant, second="in the push killed after its send")
+    s.kill_a("after_send", "push")
+    assert s.chain_head()[0] == 2
+    ok(raced_settlement(s, "push"))
+    assert not s.pending.exists()
+    assert s.mirror_head() == s.chain_head()
+    assert s.meta(2)["prev"] == s.meta(1)["digest"]
+    write(s.dba, s.a.tenant, third="written on A after the settlement")
+    assert [e["seq"] for e in jdb(s.a, s.dba, "push")["epochs"]] == [3]
+
+
+def test_a_rekey_whose_settlement_raced_its_snapshot_completes(box):
+    """The same race for a rekey killed after its snapshot's send: the snapshot is on
+    chain under the new key, so the rotation completes (before, the push journal was
+    dropped and the rekey settled as "did not happen", the old key kept while the head
+    is sealed under the new one)."""
+    s = Space(box, "raced-rekey", "--rpc-urls", box["proxy"].url)
+    old_id = s.dek_id(1)
+    s.kill_a("after_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    assert s.rekey_journal.exists() and s.chain_head()[0] == 2
+    ok(raced_settlement(s, "push"))
+    assert not s.pending.exists() and not s.rekey_journal.exists()
+    assert s.mirror_head() == s.chain_head()
+    new_id = s.dek_id(2)
+    wraps = json.loads((s.a.kint_home / f"wraps-{s.space16}.json").read_text())
+    assert new_id != old_id and wraps["dek_id"] == new_id
+    write(s.dba, s.a.tenant, second="written on A after the settlement")
+    assert [e["seq"] for e in jdb(s.a, s.dba, "push")["epochs"]] == [3]
+    assert s.dek_id(3) == new_id
+
+
 def test_the_walk_to_the_event_refuses_what_does_not_chain():
     """`epoch_at` without a chain: each step must carry the digest the step above named,
     and a missing event is a refusal, not an answer."""

@@ -3,14 +3,24 @@ store (and its -wal and -shm) moved aside to timestamped `.kint-backup-` copies,
 it holds no other tenant's rows, nothing else holds it open and Sibyl's account gate takes
 writes (pull.py also walks and checks every epoch first), so a refusal leaves the store
 where it was.
+
+The move is safe against a kill at any point. A WAL left beside a store that is no longer
+there is the danger: the store the restore creates under the same name would have SQLite
+replay the old WAL's frames into it. So the WAL is first checkpointed into the store and
+closed (SQLite then deletes the -wal and -shm), and the store alone is renamed. When that
+cannot be done (a store SQLite cannot read), the -wal and -shm are moved before the store.
+A -wal or -shm found beside no store (a discard killed between its moves left it) is moved
+aside all the same, before the restore can meet it.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from kint.protocol import ErrorCode, ProtocolError
 from kint.sibyl_client import account_gate
@@ -121,18 +131,78 @@ def discard_local(ctx: SpaceContext) -> list[str]:
 
     The -wal and -shm keep SQLite's names beside the moved store (`memory.db.kint-backup-
     STAMP-wal`), where v0.3.0 gave each file the suffix (`memory.db-wal.kint-backup-STAMP`):
-    SQLite finds a database's WAL by that name, so the backup opens with the writes its WAL
-    still held rather than without them."""
+    SQLite finds a database's WAL by that name, so a backup whose WAL could not be folded
+    into it still opens with the writes that WAL held."""
     refuse_to_move(ctx)
-    stamp = backup_stamp(ctx.config.db)
+    db = ctx.config.db
+    fold_wal(db)
     moved = []
-    for suffix in STORE_SUFFIXES:
-        src = Path(ctx.config.db + suffix)
+    stamp = backup_stamp(db)
+    # The store last: at no point is its WAL left beside a store that is gone. With no
+    # store, a -wal or -shm is a killed discard's leftover, moved aside all the same.
+    for suffix in ("-wal", "-shm", ""):
+        src = Path(db + suffix)
         if src.exists():
-            dst = Path(f"{ctx.config.db}.kint-backup-{stamp}{suffix}")
+            dst = Path(f"{db}.kint-backup-{stamp}{suffix}")
             shutil.move(src, dst)
             moved.append(str(dst))
-    return moved
+    return sorted(moved, key=_store_first)
+
+
+def fold_wal(db: str) -> None:
+    """Checkpoint the store's WAL into it and close it, so SQLite deletes the -wal and -shm
+    and the store is one file to move. Only once nothing else holds the store
+    (`refuse_to_move`). A store SQLite cannot open or checkpoint is left as it is, with a
+    warning: its -wal and -shm are then moved before it."""
+    if not (Path(db).exists() and any(Path(db + s).exists() for s in ("-wal", "-shm"))):
+        return
+    if not _wal_pair(db):
+        log.warning("pull: the store or its -wal is not what SQLite writes in WAL mode; "
+                    "they are moved aside as they are")
+        return
+    try:
+        conn = sqlite3.connect(f"file:{quote(db)}?mode=rw", uri=True, timeout=5)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        log.warning("pull: could not fold the store's WAL into it before moving it aside "
+                    "(%s); the -wal and -shm are moved with it", err)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
+WAL_HEADER_LEN = 32
+
+
+def _wal_pair(db: str) -> bool:
+    """Whether the store is an SQLite database in WAL mode (header bytes 18 and 19 both 2)
+    and its -wal, when there, is empty or starts with a WAL header. Only such a pair is opened to be
+    checkpointed: SQLite deletes on close a -wal it cannot make sense of, and a discard
+    deletes nothing."""
+    try:
+        with open(db, "rb") as fh:
+            head = fh.read(20)
+        wal = Path(db + "-wal")
+        wal_head = b""
+        if wal.exists():
+            with open(wal, "rb") as fh:
+                wal_head = fh.read(WAL_HEADER_LEN)
+    except OSError:
+        return False
+    if len(head) < 20 or head[:16] != SQLITE_MAGIC or head[18:20] != b"\x02\x02":
+        return False
+    return (not wal.exists() or not wal_head
+            or (len(wal_head) == WAL_HEADER_LEN and wal_head[:4] in WAL_MAGICS))
+
+
+def _store_first(path: str) -> tuple[str, int]:
+    """Order for the list a discard answers: each backup's store, then its -wal, -shm."""
+    for rank, suffix in ((1, "-wal"), (2, "-shm")):
+        if path.endswith(suffix):
+            return path[:-len(suffix)], rank
+    return path, 0
 
 
 def sibyl_takes_writes() -> None:

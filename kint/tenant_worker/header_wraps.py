@@ -13,6 +13,10 @@ which changes the data key, and a header sealed under another data key than the 
 left alone. A header's wraps are not under the epoch's AES-GCM tag; they are taken on the
 footing connect takes a head header's on: the epoch opened under this data key, so whoever
 wrote it held that key already.
+
+The merge stops at the most wraps one header can carry (its count is one byte, v0.3.0's
+06-epochs.md, header layout): the file is what the next push puts in its header, so a file
+past that would make every push fail. Wraps past the cap are left out with a warning.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 from collections.abc import Iterable
 
 from kint.custody.wraps import read_wraps, write_wraps
-from kint.epochs.envelope import Header
+from kint.epochs.envelope import MAX_WRAPS, Header
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import disk_full
@@ -31,7 +35,8 @@ log = logging.getLogger("kint.worker")
 
 def take_in_header_wraps(ctx: SpaceContext, headers: Iterable[Header]) -> int:
     """Add to this machine's wraps file the wraps `headers` carry that it lacks, from the
-    headers sealed under the data key the file holds, in header order; returns how many.
+    headers sealed under the data key the file holds, in header order, up to MAX_WRAPS in
+    the file; returns how many.
     The enrolment's list of key tags follows. A full disk leaves both as they were (the
     next pull tries again); nothing else is swallowed."""
     cfg = ctx.config
@@ -47,6 +52,15 @@ def take_in_header_wraps(ctx: SpaceContext, headers: Iterable[Header]) -> int:
             if wrap.tag not in held:
                 held.add(wrap.tag)
                 added.append(wrap)
+    room = max(MAX_WRAPS - len(local.wraps), 0)
+    if len(added) > room:
+        left_out = added[room:]
+        added = added[:room]
+        log.warning("space %s: %d key wrap(s) another machine added are not kept (tags %s): "
+                    "one epoch header carries at most %d wraps and this machine's would pass "
+                    "that, so its pushes would fail; the epochs this machine pushes will not "
+                    "carry those keys", cfg.space16, len(left_out),
+                    ", ".join(wrap.tag.hex()[:8] for wrap in left_out), MAX_WRAPS)
     if not added:
         return 0
     wraps = local.wraps + tuple(added)

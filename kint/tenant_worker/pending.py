@@ -7,6 +7,11 @@ signed transaction with its nonce. `resolve_pending` compares it with the head: 
 (record it), not landed and still next (re-send the same signed transaction), or passed
 by the chain (overtaken.py: landed below the head and recorded, or never to land and
 dropped; either way a pull goes on from there).
+
+A head read that shows the chain still at the journal's prev can be older than the block
+that mined the journal's own transaction. A spent nonce or a refused re-send after such a
+read is therefore never taken alone as "it did not land": the chain is read again, nonce
+before head, and the Epoch event at the journal's seq decides (`_settle_spent`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from kint.chain.calls import ChainRefused, bounded
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.overtaken import Overtaken, epoch_at
+from kint.chain.rpc import RpcUnavailable
+from kint.tenant_worker.overtaken import UNSETTLED, UNSETTLED_HINT, Overtaken, epoch_at
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -138,42 +144,90 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         return None
     head = anchor.head(owner, ctx.config.space_id)
     if head.seq == pending.seq and head.digest == pending.digest:
-        event = anchor.epoch_log(owner, ctx.config.space_id, head.seq, head.block)
-        if event is None:
-            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the head's Epoch log is missing")
-        _record_from_event(ctx, anchor, pending, event)
-        log.info("space %s: a push killed mid-way had landed; recorded epoch %d", space16,
-                 head.seq)
+        _record_head(ctx, anchor, pending, head, owner)
         return None
     if head.seq == pending.seq - 1 and head.digest == pending.prev:
-        if sender.mined_count() > pending.nonce:
-            # Its nonce was spent by another transaction (a filler): it can never land.
-            remove_file(path)
-            log.info("space %s: dropped a pending epoch whose nonce was spent", space16)
-            return None
-        try:
+        if sender.mined_count() <= pending.nonce:
             from kint.tenant_worker.session_sender import Signed
 
-            signed = Signed(pending.nonce, pending.raw_tx)
-            tx = anchor.send_raw(pending.raw_tx)
-            receipt = sender.wait(tx, signed)
-        except ChainRefused:
-            remove_file(path)  # its nonce or prev is spent: nothing was anchored
-            log.info("space %s: dropped a pending epoch that can no longer land", space16)
+            try:
+                tx = anchor.send_raw(pending.raw_tx)
+                receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))
+            except ChainRefused as err:
+                return _settle_spent(ctx, anchor, sender, pending, owner, err)
+            record_landed(ctx, anchor, pending, receipt)
+            log.info("space %s: re-sent and recorded pending epoch %d", space16, pending.seq)
             return None
-        record_landed(ctx, anchor, pending, receipt)
-        log.info("space %s: re-sent and recorded pending epoch %d", space16, pending.seq)
-        return None
+        return _settle_spent(ctx, anchor, sender, pending, owner, None)
     if head.seq < pending.seq:
-        # Below the journal's own prev, or another digest at it: what this machine saw
-        # anchored before it pushed is not on this endpoint's chain.
-        raise ProtocolError(ErrorCode.STALE_RPC,
-                            f"the endpoint's head (seq {head.seq}, {head.digest[:12]}) is "
-                            f"not the seq {pending.seq - 1} an interrupted push of epoch "
-                            f"{pending.seq} was built on: a stale or lying RPC; the journal "
-                            f"is kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
-                            "`kint pull`")
+        raise _stale_head(head, pending)
     return _overtaken(ctx, anchor, pending, head, owner)
+
+
+def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
+                 owner: str) -> None:
+    """The head is the journal's epoch: record it from the head's Epoch event."""
+    event = anchor.epoch_log(owner, ctx.config.space_id, head.seq, head.block)
+    if event is None:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the head's Epoch log is missing")
+    _record_from_event(ctx, anchor, pending, event)
+    log.info("space %s: a push killed mid-way had landed; recorded epoch %d",
+             ctx.config.space16, head.seq)
+
+
+def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: PendingEpoch,
+                  owner: str, refused: ChainRefused | None) -> Overtaken | None:
+    """The head read said the chain was still at the journal's prev, yet the journal's
+    nonce turned out spent or its re-send was refused. Both happen when the journal's own
+    transaction was mined just after that head read, so neither means "it never landed".
+    The nonce is read first and the head after it: a head still at prev once the nonce is
+    known spent means whatever spent it was not this epoch (a filler, or a re-send that
+    reverted), and only then is the journal dropped. A head that moved is settled from the
+    Epoch event at the journal's seq (landed: recorded; another epoch: dropped); a chain
+    that cannot be read keeps the journal (RPC_UNAVAILABLE)."""
+    try:
+        spent = sender.mined_count() > pending.nonce
+        head = anchor.head(owner, ctx.config.space_id)
+    except RpcUnavailable as err:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the chain could not be read again after the interrupted push "
+                            f"of epoch {pending.seq} {_why(refused)} ({err}); {UNSETTLED}",
+                            UNSETTLED_HINT) from None
+    if head.seq == pending.seq and head.digest == pending.digest:
+        _record_head(ctx, anchor, pending, head, owner)
+        return None
+    if head.seq >= pending.seq:
+        return _overtaken(ctx, anchor, pending, head, owner)
+    if head.seq != pending.seq - 1 or head.digest != pending.prev:
+        raise _stale_head(head, pending)
+    if not spent:
+        # Refused before it spent the nonce (too little ETH, say), or a nonce the endpoint
+        # named spent and then not: the transaction may still land, so the journal stays.
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the interrupted push of epoch {pending.seq} is not on the chain "
+                            f"and its nonce is not spent {_why(refused)}; {UNSETTLED}",
+                            "fund the session key if the refusal says so; " + UNSETTLED_HINT)
+    remove_file(ctx.state.files["pending"])
+    log.info("space %s: dropped pending epoch %d %s: another transaction spent its nonce "
+             "and the chain is still at its prev", ctx.config.space16, pending.seq,
+             _why(refused))
+    return None
+
+
+def _why(refused: ChainRefused | None) -> str:
+    return (f"(its re-send was refused: {refused})" if refused is not None
+            else "(its nonce was spent)")
+
+
+def _stale_head(head: Head, pending: PendingEpoch) -> ProtocolError:
+    """Below the journal's own prev, or another digest at it: what this machine saw
+    anchored before it pushed is not on this endpoint's chain."""
+    return ProtocolError(ErrorCode.STALE_RPC,
+                         f"the endpoint's head (seq {head.seq}, {head.digest[:12]}) is not "
+                         f"the seq {pending.seq - 1} an interrupted push of epoch "
+                         f"{pending.seq} was built on: a stale or lying RPC; the journal is "
+                         f"kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
+                         "`kint pull`")
 
 
 def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
