@@ -28,21 +28,25 @@ SECRET = "the local secret of this test machine"
 VAULT_PASSPHRASE = "a vault passphrase"
 
 
-@pytest.fixture
-def machine(tmp_path, monkeypatch):
-    sb = make_sandbox(tmp_path / "machine", KINT_OFFLINE="1", KINT_RPC_URL="http://127.0.0.1:9",
-                      KINT_SESSION_PASSPHRASE=SECRET)
-    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", SECRET)
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """One machine for the module: each test checks that the rekey it tries leaves every key
+    file as it was, so the next one starts from the same vault (and a test that changed one
+    would fail on its own check first)."""
+    sb = make_sandbox(tmp_path_factory.mktemp("rekey-keys") / "machine", KINT_OFFLINE="1",
+                      KINT_RPC_URL="http://127.0.0.1:9", KINT_SESSION_PASSPHRASE=SECRET)
     try:
-        out = sb.kint("connect", "--owner", OWNER, "--signature", "-", input=SIGNATURE)
-        assert out.returncode == 0, out.stderr
-        space = space_id(sb.tenant)
-        dek = read_cached_key(sb.kint_home, space).dek
-        (signature_wrap,) = read_wraps(sb.kint_home, space).wraps
-        kek = passphrase_kek(VAULT_PASSPHRASE, OWNER, space, home=sb.kint_home)
-        write_wraps(sb.kint_home, space, dek_id(dek),
-                    (signature_wrap, wrap_data_key(dek, kek, KIND_PASSPHRASE)))
-        yield sb, space, dek
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setenv("KINT_SESSION_PASSPHRASE", SECRET)
+            out = sb.kint("connect", "--owner", OWNER, "--signature", "-", input=SIGNATURE)
+            assert out.returncode == 0, out.stderr
+            space = space_id(sb.tenant)
+            dek = read_cached_key(sb.kint_home, space).dek
+            (signature_wrap,) = read_wraps(sb.kint_home, space).wraps
+            kek = passphrase_kek(VAULT_PASSPHRASE, OWNER, space, home=sb.kint_home)
+            write_wraps(sb.kint_home, space, dek_id(dek),
+                        (signature_wrap, wrap_data_key(dek, kek, KIND_PASSPHRASE)))
+            yield sb, space, dek
     finally:
         sb.shutdown()
 

@@ -29,7 +29,9 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   disagrees on purpose, every time.
 - `KINT_TEST_HOUSEKEEPING_S` (set only by tests): how often the supervisor checks its logs'
   size and kint's installed files (`kint.supervisor.housekeeping.HOUSEKEEPING_EVERY_S`,
-  5 s), so that a test sees a log rotated within a second of it going over its bound.
+  5 s), so that a test sees a log rotated, or an upgrade on disk, within a second. Read by
+  the test supervisor, and by a `kint supervisor start --foreground` started through
+  run_kint.py (the supervisor then runs in the command's own process).
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -71,9 +73,11 @@ def install_supervisor() -> None:
 
 def install_cli() -> None:
     """The command's side of KINT_TEST_UNREACHABLE_AFTER_S and KINT_TEST_STOP_EXIT_WAIT_S
-    (a `kint` process's own)."""
+    (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S for a supervisor the command
+    runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor", "STOP_EXIT_WAIT_S")
+    _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
 
 
 _install_worker()
