@@ -61,7 +61,7 @@ from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
 from kint.tenant_worker.cold_start import cold_start, stale
-from kint.tenant_worker.connected import connected, sender_for
+from kint.tenant_worker.connected import connected
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
@@ -98,7 +98,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     """The steps, each refusing before the next can write: freshness, fork, walk and the
     checks of every epoch, then the writes (moving a store aside, each epoch in turn), then
     what the store holds afterwards."""
-    cfg, state = ctx.config, ctx.state
+    cfg = ctx.config
     chain, enrolment = connected(ctx)
     held = held_keys(ctx)
     owner = enrolment.owner
