@@ -16,7 +16,8 @@ is the space's own owner a warning says where the space lives.
 Why the CLI reads the mirror and watermark itself: these commands need no supervisor (see
 kint.commands.onchain), and the refusal only wants how far this machine got with the space
 on the old contract. They are read without converting an older layout (the worker does that,
-under its lock); a file that does not parse counts as nothing seen.
+under its lock); a file that does not parse is refused by name when nothing else says how
+far this machine got.
 """
 
 from __future__ import annotations
@@ -31,24 +32,34 @@ from kint.paths import space_files
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.mirror_file import parse_mirror, parse_watermark
+from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.state_format import CorruptStateFile, parse_json, read_bytes
 
 
 def seen_on_disk(home: Path, space_id: str) -> int:
     """The highest epoch of the space this machine has anchored or pulled: its mirror's
-    head or its watermark, 0 for none (as the worker's SpaceContext.seen_here counts)."""
+    head or its watermark, 0 for none, as the worker's SpaceContext.seen_here counts. A
+    file that does not read while the other shows no epoch is refused by name
+    (CORRUPT_STATE), never counted as none: it may be the one that held the epochs."""
     files = space_files(home, space_id[:16])
-    seen = 0
+    seen, unread = 0, None
     try:
         path = files["mirror"]
         seen = parse_mirror(path, read_bytes(path), space_id).head.seq
-    except (FileNotFoundError, CorruptStateFile):
+    except FileNotFoundError:
         pass
+    except CorruptStateFile as err:
+        unread = err
     try:
         path = files["watermark"]
         seen = max(seen, parse_watermark(path, parse_json(path, read_bytes(path))).seq)
-    except (FileNotFoundError, CorruptStateFile):
+    except FileNotFoundError:
         pass
+    except CorruptStateFile as err:
+        unread = unread or err
+    if unread is not None and seen == 0:
+        found = corrupt_error(unread)
+        refuse(found.code, found.message, found.hint)
     return seen
 
 

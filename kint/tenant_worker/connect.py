@@ -226,7 +226,7 @@ def _moved_from(ctx: SpaceContext, existing: Enrolment | None,
     elsewhere = other_chain(existing, chain, ctx.seen_here) if existing is not None else None
     if elsewhere is None:
         return None
-    if ctx.seen_here(sure=True) > 0:
+    if ctx.seen_here() > 0:
         raise ProtocolError(ErrorCode.CONFIG_INVALID,
                             f"{elsewhere.message}: connect does not move the space off them",
                             elsewhere.hint)
