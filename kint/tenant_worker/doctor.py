@@ -37,7 +37,8 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                 "memory_remember through kint-server), or `kint pull` "
                                 "restores it", warn=True))
     except StoreUnreadable as err:
-        checks.append(check("sibyl store", False, str(err), "check the store file"))
+        checks.append(check("sibyl store", False, str(err),
+                            getattr(err, "hint", "check the store file")))
     try:
         enrolment = ctx.enrolment()
     except CorruptStateFile:

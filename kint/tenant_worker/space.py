@@ -22,6 +22,7 @@ from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
 from kint.sibyl_client import close_client, store_file_id
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import SESSION_TTL_S, WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
@@ -157,8 +158,14 @@ class SpaceContext:
     def store_rows(self) -> list[Row] | None:
         """The store's rows, read through this thread's read-only connection, or None when
         the store does not exist yet (Sibyl creates it on its first write; a read-only open
-        would fail where the caller means "no rows", or "refuse", as push does)."""
-        if not os.path.exists(self.config.db):
+        would fail where the caller means "no rows", or "refuse", as push does). A store
+        this user may not open is refused first (kint.store_denied): in a folder it may not
+        search it would read as not created yet, and with its file closed as damaged."""
+        db = self.config.db
+        denied = denied_reason(db)
+        if denied is not None:
+            raise ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied), DENIED_HINT)
+        if not os.path.exists(db):
             return None
         return export_rows(self.ro_connection(), self.config.tenant)
 
