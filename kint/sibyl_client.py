@@ -22,6 +22,7 @@ from typing import Any, Callable
 from kint.paths import footprint_bytes
 from kint.protocol.errors import ErrorCode, ProtocolError
 from kint.spaces import sibyl_credentials_path
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 
 # How long the probe before a client is built waits for another writer's lock. Sibyl's own
 # open waits up to 180 s for one (it takes a writer to be another opener's migration),
@@ -78,7 +79,11 @@ def probe_store(db: str) -> None:
     """Refuse, at once, a store Sibyl's client would fail on or wait for: a file that is not
     a SQLite database (SIBYL_ERROR, where Sibyl's own open raises sqlite3's error), or one
     another process holds a write transaction on for more than LOCK_PROBE_S (BUSY, where
-    Sibyl's open waits up to 180 s). A store that does not exist yet passes: Sibyl makes it."""
+    Sibyl's open waits up to 180 s). A store that does not exist yet passes: Sibyl makes it.
+    One in a folder this user may not search is refused first: it would read as missing."""
+    denied = denied_reason(db)
+    if denied is not None:
+        raise ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied), DENIED_HINT)
     if not os.path.exists(db):
         return
     try:
@@ -101,6 +106,11 @@ def probe_store(db: str) -> None:
 
 
 def _unreadable(db: str, err: sqlite3.Error) -> ProtocolError:
+    """SIBYL_ERROR naming the store: one this user may not open said as that, with how to
+    fix it (kint.store_denied), never as a store to move aside."""
+    denied = denied_reason(db, err)
+    if denied is not None:
+        return ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied), DENIED_HINT)
     return ProtocolError(ErrorCode.SIBYL_ERROR, f"the store {db} cannot be opened: {err}",
                          UNREADABLE_HINT)
 

@@ -13,8 +13,8 @@ future. The lanes differ only in who signs and who pays (docs/authorize.md):
   and so kills any signed authorization that was never submitted.
 
 Every lane needs this machine's session key and an owner (`--owner`, else the owner this
-machine is connected to for the caller's space; then the contract in force must be the one
-the space was connected on, kint.commands.enrolled_contract). The flags are also accepted before the
+machine is connected to for the caller's space; for that owner, given or not, the contract
+in force must be the one the space was connected on, kint.commands.enrolled_contract). The flags are also accepted before the
 action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
 
 web3, eth_account and eth_utils (~0.5 s on a busy box) load only once the command line
@@ -96,8 +96,9 @@ def _no_others(ctx: click.Context, *names: str) -> None:
 
 owner_option = click.option(
     "--owner", default=None, metavar="ADDRESS",
-    help="The owner wallet address [default: the connected owner, refused on another "
-         "contract than the one the space was connected on].")
+    help="The owner wallet address [default: the connected owner]. The connected owner, "
+         "given or not, is refused on another contract than the one the space was "
+         "connected on.")
 days_option = click.option(
     "--days", type=int, default=None, metavar="N",
     help=f"The authorization's lifetime in days, from now [default: {DEFAULT_DAYS}].")
@@ -133,9 +134,9 @@ def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
 
 def _anchor(ctx: click.Context, owner: str | None) -> Anchor:
     """EpochAnchor, through the caller's space's endpoints when it is connected here
-    (onchain.open_anchor); refused when the owner comes from the space's enrolment and the
-    contract in force is not the one the space was connected on (the authorization would
-    land where the space has no epochs)."""
+    (onchain.open_anchor); refused when the owner is the space's own and the contract in
+    force is not the one the space was connected on (the authorization would land where
+    the space has no epochs)."""
     from kint.commands.onchain import open_anchor
     from kint.commands.owner_address import checked_address
 

@@ -9,21 +9,22 @@ contract where the space has no epochs (its pushes still go to, and are refused 
 old one), and `show` reported the key unauthorized there. So, as every worker command that
 reads the space's head refuses (kint/tenant_worker/enrolled_chain.py `other_chain`), these
 refuse too, with the same code (CONFIG_INVALID), message and hint, before anything is
-signed or sent. An explicit `--owner` is the user's choice of whom to act for on the
-contract in force (an authorization made ahead of a connect there): it goes on, and when it
-is the space's own owner a warning says where the space lives.
+signed or sent. An explicit `--owner` that is the space's own owner is refused the same
+way: naming it changes nothing of where its epochs are, and v0.3.0's docs (09-cli.md,
+"kint authorize") give `--owner` only as who to act for, never as a way past this check. An
+authorization ahead of a move is made after `kint connect` moves the space (connect.py
+`_moved_from`). Another owner's `--owner` goes on, unchecked: the enrolment is not about it.
 
 Why the CLI reads the mirror and watermark itself: these commands need no supervisor (see
 kint.commands.onchain), and the refusal only wants how far this machine got with the space
 on the old contract. They are read without converting an older layout (the worker does that,
-under its lock); a file that does not parse counts as nothing seen.
+under its lock); a file that does not parse is refused by name when nothing else says how
+far this machine got.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import click
 
 from kint.chain.config import ChainConfig
 from kint.commands.common import refuse
@@ -31,37 +32,44 @@ from kint.paths import space_files
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.mirror_file import parse_mirror, parse_watermark
+from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.state_format import CorruptStateFile, parse_json, read_bytes
 
 
 def seen_on_disk(home: Path, space_id: str) -> int:
     """The highest epoch of the space this machine has anchored or pulled: its mirror's
-    head or its watermark, 0 for none (as the worker's SpaceContext.seen_here counts)."""
+    head or its watermark, 0 for none, as the worker's SpaceContext.seen_here counts. A
+    file that does not read while the other shows no epoch is refused by name
+    (CORRUPT_STATE), never counted as none: it may be the one that held the epochs."""
     files = space_files(home, space_id[:16])
-    seen = 0
+    seen, unread = 0, None
     try:
         path = files["mirror"]
         seen = parse_mirror(path, read_bytes(path), space_id).head.seq
-    except (FileNotFoundError, CorruptStateFile):
+    except FileNotFoundError:
         pass
+    except CorruptStateFile as err:
+        unread = err
     try:
         path = files["watermark"]
         seen = max(seen, parse_watermark(path, parse_json(path, read_bytes(path))).seq)
-    except (FileNotFoundError, CorruptStateFile):
+    except FileNotFoundError:
         pass
+    except CorruptStateFile as err:
+        unread = unread or err
+    if unread is not None and seen == 0:
+        found = corrupt_error(unread)
+        refuse(found.code, found.message, found.hint)
     return seen
 
 
 def check_enrolled_contract(enrolment: Enrolment, chain: ChainConfig, home: Path,
                             owner_given: str | None) -> None:
-    """Refuse (exit 2) when the owner comes from `enrolment` and `chain` is another chain or
-    contract than the one it was connected on; with `owner_given` the space's own owner,
-    warn instead; with another owner, say nothing (the enrolment is not about it)."""
-    found = other_chain(enrolment, chain, lambda: seen_on_disk(home, enrolment.space))
-    if found is None:
+    """Refuse (exit 2) when the owner is the space's own (from `enrolment`, or given as
+    `owner_given`) and `chain` is another chain or contract than the one it was connected
+    on; with another owner, say nothing (the enrolment is not about it)."""
+    if owner_given is not None and owner_given.lower() != enrolment.owner.lower():
         return
-    if owner_given is None:
+    found = other_chain(enrolment, chain, lambda: seen_on_disk(home, enrolment.space))
+    if found is not None:
         refuse(found.code, found.message, found.hint)
-    if owner_given.lower() == enrolment.owner.lower():
-        click.echo(f"kint: warning: {found.message}; going on with the contract in force, "
-                   f"as --owner was given", err=True)

@@ -54,8 +54,8 @@ def open_anchor(home: Path, tenant: str | None, db: str | None,
     which chain it is (kint.chain.config). `session-key show` names the endpoint it read.
 
     A space connected on another chain or contract than the one in force is refused when
-    the owner comes from its enrolment (`owner_given` None), as the worker refuses it
-    (kint.commands.enrolled_contract)."""
+    the owner is the space's own (from its enrolment, or `owner_given` naming it), as the
+    worker refuses it (kint.commands.enrolled_contract)."""
     ref = spaces.resolve(tenant, db)
     found = enrolment(ref, home, "run kint connect again, or pass --tenant for a space "
                                  "that is connected here")

@@ -1,14 +1,17 @@
 """`python -m kint.supervisor --home PATH`: the daemon process that `kint supervisor
-start` and on-demand starts launch."""
+start` and on-demand starts launch. Its imports run under the start-up step the `kint`
+console script takes too (kint.startup): the daemon keeps them for its whole life."""
 
 import argparse
 import sys
 from pathlib import Path
 
-from kint.supervisor.autostart import run_foreground
+from kint.startup import imports_frozen
 
 
 def main() -> int:
+    with imports_frozen():
+        from kint.supervisor.autostart import run_foreground
     parser = argparse.ArgumentParser(prog="kint.supervisor")
     parser.add_argument("--home", required=True, type=Path)
     args = parser.parse_args()

@@ -199,7 +199,16 @@ def _may_have_started(existing: Enrolment | None) -> bool:
     the chain was read. A machine that joined from a header keeps the old vault's wraps
     when its enrolment moves to another chain or contract, or the chain is reset; counting
     them would write it a recovery file (the data key in the clear) and call it the maker.
-    Under KINT_OFFLINE=1 no chain said it is empty, so only the first case holds."""
+    Under KINT_OFFLINE=1 no chain said it is empty, so only the first case holds.
+
+    The maker moved to another contract (or chain) still counts its wraps as started here,
+    and that is right: `vault_created` names the machine that made the data key, and a key
+    belongs to no contract. The move is allowed only while this machine holds none of the
+    old contract's epochs (`_moved_from`), and the new one shows none either, so the first
+    epoch there is sealed under that same key, and its recovery code is the one the maker
+    already holds; a missing file is written back, as for a connect killed before writing
+    it. Not counting it would change nothing else: `_keep` carries `vault_created` over,
+    so push would still ask for the file (push_refusals.py), with no connect to restore it."""
     if existing is None:
         return True
     return existing.vault_created and not settings.value("KINT_OFFLINE")
@@ -217,7 +226,7 @@ def _moved_from(ctx: SpaceContext, existing: Enrolment | None,
     elsewhere = other_chain(existing, chain, ctx.seen_here) if existing is not None else None
     if elsewhere is None:
         return None
-    if ctx.seen_here(sure=True) > 0:
+    if ctx.seen_here() > 0:
         raise ProtocolError(ErrorCode.CONFIG_INVALID,
                             f"{elsewhere.message}: connect does not move the space off them",
                             elsewhere.hint)

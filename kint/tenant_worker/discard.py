@@ -25,7 +25,7 @@ from urllib.parse import quote
 from kint.protocol import ErrorCode, ProtocolError
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.store import StoreUnreadable, rows_by_tenant
+from kint.tenant_worker.store import StoreDenied, StoreUnreadable, rows_by_tenant
 
 log = logging.getLogger("kint.worker")
 
@@ -40,9 +40,13 @@ def refuse_if_shared(ctx: SpaceContext) -> None:
     anchored other tenant would then anchor the deletion of every one of its rows. Asked
     with `refuse_if_held`, before the walk and again at the move. A store that cannot be
     read at all is let through: nobody's rows can be read from it, and discarding it (kept
-    as the backup) is the way out."""
+    as the backup) is the way out; one this user may not open is refused (StoreDenied):
+    nothing says it is damaged, and moving it would put a restore over a good store."""
     try:
         counts = rows_by_tenant(ctx.config.db)
+    except StoreDenied as err:
+        raise ProtocolError(ErrorCode.SIBYL_ERROR, f"{err}; nothing was moved",
+                            err.hint) from None
     except StoreUnreadable as err:
         log.warning("pull: %s; moving it aside without counting its tenants", err)
         return

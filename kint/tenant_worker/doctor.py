@@ -16,7 +16,7 @@ from kint.tenant_worker.space import SpaceContext
 def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.protocol import ProtocolError
     from kint.tenant_worker.doctor_chain import chain_checks, no_session_key
-    from kint.tenant_worker.state_health import problems
+    from kint.tenant_worker.state_health import corrupt_error, problems
     from kint.tenant_worker.statefiles import CorruptStateFile
     from kint.tenant_worker.store import StoreUnreadable, check_openable
 
@@ -37,7 +37,8 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                 "memory_remember through kint-server), or `kint pull` "
                                 "restores it", warn=True))
     except StoreUnreadable as err:
-        checks.append(check("sibyl store", False, str(err), "check the store file"))
+        checks.append(check("sibyl store", False, str(err),
+                            getattr(err, "hint", "check the store file")))
     try:
         enrolment = ctx.enrolment()
     except CorruptStateFile:
@@ -65,8 +66,11 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     mirror, local_checks = _disk_pull_and_changes(ctx, enrolment is not None)
     checks += local_checks
     if enrolment is not None:
-        elsewhere = (other_chain(enrolment, chain, ctx.seen_here) if chain is not None
-                     else None)
+        try:
+            elsewhere = (other_chain(enrolment, chain, ctx.seen_here) if chain is not None
+                         else None)
+        except CorruptStateFile as err:  # another chain, and the files to say so unread
+            elsewhere = corrupt_error(err)
         if elsewhere is not None:  # first: the checks below are of the chain in force
             checks.append(check("chain", False, elsewhere.message, elsewhere.hint))
         if chain is not None:

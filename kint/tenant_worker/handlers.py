@@ -25,7 +25,7 @@ from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store import StoreLocked, StoreUnreadable
+from kint.tenant_worker.store import StoreDenied, StoreLocked, StoreUnreadable
 from kint.tenant_worker.verify import store_absent, verify as run_verify
 
 log = logging.getLogger("kint.worker")
@@ -43,6 +43,8 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except StoreLocked as err:  # the store is fine, only taken: not a file to check
         raise ProtocolError(ErrorCode.BUSY, str(err), "run it again once the other writer "
                             "lets go of the store") from None
+    except StoreDenied as err:  # fine as far as anyone knows, only closed to this user
+        raise ProtocolError(ErrorCode.SIBYL_ERROR, str(err), err.hint) from None
     except StoreUnreadable as err:
         raise ProtocolError(ErrorCode.INTERNAL, str(err),
                             "check the store file; kint only reads it") from None

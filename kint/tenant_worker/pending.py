@@ -27,10 +27,10 @@ from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
+from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.chain.rpc import RpcUnavailable
 from kint.tenant_worker.overtaken import UNSETTLED, UNSETTLED_HINT, Overtaken, epoch_at
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (

@@ -61,7 +61,7 @@ from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
 from kint.tenant_worker.cold_start import cold_start, stale
-from kint.tenant_worker.connected import connected, sender_for
+from kint.tenant_worker.connected import connected
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
 from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
@@ -69,10 +69,9 @@ from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.local_state import LocalState, local_state
-from kint.tenant_worker.pending import resolve_pending
-from kint.tenant_worker.rekey_settle import COMPLETED, settle_rekey
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply
+from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import disk_full
@@ -99,17 +98,15 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     """The steps, each refusing before the next can write: freshness, fork, walk and the
     checks of every epoch, then the writes (moving a store aside, each epoch in turn), then
     what the store holds afterwards."""
-    cfg, state = ctx.config, ctx.state
+    cfg = ctx.config
     chain, enrolment = connected(ctx)
     held = held_keys(ctx)
     owner = enrolment.owner
     anchor = Anchor(chain, ctx.tracker)
-    overtaken = None
-    if state.files["pending"].exists():  # the session key's unlock (a scrypt) only then
-        # A journal the chain passed is settled here too (overtaken.py), and the pull goes
-        # on from what it left: a recorded epoch, or the rows it carried, unanchored.
-        overtaken = resolve_pending(ctx, anchor, sender_for(ctx, anchor), owner)
-    if settle_rekey(ctx) == COMPLETED:  # a killed rekey's snapshot: its key opens it
+    # A push journal the chain passed is settled here too (overtaken.py), and the pull goes
+    # on from what it left: a recorded epoch, or the rows it carried, unanchored.
+    outcome, overtaken = settle_journals(ctx, anchor, owner)
+    if outcome == COMPLETED:  # a killed rekey's snapshot: its key opens it
         held = held_keys(ctx)
     head = anchor.head(owner, cfg.space_id)
     agreed, single = _check_freshness(ctx, chain, owner, head)  # 1. freshness

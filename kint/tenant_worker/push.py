@@ -44,11 +44,11 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.head_lock import head_op
-from kint.tenant_worker.pending import PendingEpoch, record_landed, resolve_pending
+from kint.tenant_worker.pending import PendingEpoch, record_landed
 from kint.tenant_worker.push_refusals import (UNAUTHORIZED_HINT, head_is_the_mirrors,
                                               key_and_wraps, refuse_gap, refuse_unauthorized,
                                               rows_to_push)
-from kint.tenant_worker.rekey_settle import COMPLETED, settle_rekey
+from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
@@ -133,8 +133,9 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         chain = replace(chain, confirmations=confirmations)
     anchor = Anchor(chain, ctx.tracker)
     sender = sender_for(ctx, anchor)
-    overtaken = resolve_pending(ctx, anchor, sender, enrolment.owner)
-    if new_key is None and settle_rekey(ctx) == COMPLETED:
+    outcome, overtaken = settle_journals(ctx, anchor, enrolment.owner, sender=sender,
+                                         rekey=new_key is None)
+    if outcome == COMPLETED:
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
     if overtaken is not None:  # settled: this machine is behind the chain either way

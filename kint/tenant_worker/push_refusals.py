@@ -23,6 +23,7 @@ from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.state_health import store_full
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.store import is_damaged, is_locked
 
 log = logging.getLogger("kint.worker")
@@ -95,7 +96,9 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
     """The store's rows (None: not created yet). A store whose file kint cannot read
     (`store.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
     server-side push is held over it (seed 001: an unchecked push is what the hold stops),
-    and a push from a terminal says which file, with nothing anchored. A read that failed
+    and a push from a terminal says which file, with nothing anchored. One this user may
+    not open (kint.store_denied) is refused as that, held for nobody and never sent to
+    `--discard-local`: the push goes through once the permission is fixed. A read that failed
     for another reason is refused as what it is, never as a damaged file: a lock is BUSY,
     a full disk DISK_FULL (state_health.guarded), anything else names SQLite's error and is
     tried again by the next push, not held for a human."""
@@ -113,6 +116,10 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
                                 "store") from None
         if store_full(err):
             raise  # DISK_FULL, naming the store (state_health.guarded)
+        denied = denied_reason(db, err)
+        if denied is not None:  # a store this user may not open: fixed by a human, not held
+            raise ProtocolError(ErrorCode.SIBYL_ERROR, f"{denied_message(db, denied)}; "
+                                f"nothing was anchored", DENIED_HINT) from None
         if not is_damaged(err):
             name = getattr(err, "sqlite_errorname", None) or type(err).__name__
             # The details the hint sends a user to: where in the read it failed.

@@ -22,7 +22,7 @@ rotation's snapshot, and no pull meets the snapshot without the key that opens i
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 from kint.chain.anchor import Anchor
 from kint.chain.rpc import RpcUnavailable
@@ -133,37 +133,47 @@ def _added_since(ctx: SpaceContext, journal: RekeyJournal) -> tuple[Wrap, ...]:
     return tuple(w for w in local.wraps if w.tag not in carried)
 
 
-def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Overtaken | None]:
-    """For a command that holds the head lock and is about to read a key (rekey,
-    recovery-code): the push journal resolved against the chain first when there is one,
-    then the rekey journal settled. Nothing to do (no RPC) without a rekey journal.
+def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str | None = None,
+                    *, sender: Any = None,
+                    rekey: bool = True) -> tuple[Outcome | None, Overtaken | None]:
+    """The one order for every command about to read a key (push, pull, rekey,
+    recovery-code, a worker's start), under the head lock: the push journal is resolved
+    against the chain first, since only then is it known whether a rotation's snapshot
+    landed, and the rekey journal is settled after. The chain, the session key (a scrypt)
+    and the sender are reached only when a push journal is there; a caller that already
+    has them passes them. `rekey=False` is rekey's own push: the journal then is the
+    rotation in progress, not one a killed worker left.
     Returns the rekey's outcome, and what the push journal's settlement found when the
-    chain had passed it (overtaken.py), for a rekey to say."""
-    if not rekey_in_progress(ctx):
-        return None, None
+    chain had passed it (overtaken.py)."""
     overtaken = None
     if ctx.state.files["pending"].exists():
-        chain, enrolment = connected(ctx)
-        anchor = Anchor(chain, ctx.tracker)
-        overtaken = resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
-    return settle_rekey(ctx), overtaken
+        if anchor is None or owner is None:
+            chain, enrolment = connected(ctx)
+            anchor, owner = Anchor(chain, ctx.tracker), enrolment.owner
+        if sender is None:
+            sender = sender_for(ctx, anchor)
+        overtaken = resolve_pending(ctx, anchor, sender, owner)
+    return (settle_rekey(ctx) if rekey else None), overtaken
+
+
+def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Overtaken | None]:
+    """`settle_journals` for rekey and recovery-code; nothing to do (no RPC) without a
+    rekey journal."""
+    if not rekey_in_progress(ctx):
+        return None, None
+    return settle_journals(ctx)
 
 
 def settle_at_start(ctx: SpaceContext) -> None:
-    """A worker that starts with a push journal or a rekey journal settles them at once,
-    under the head lock; when the chain cannot be read, the next push, pull or rekey
-    does it."""
+    """A worker that starts with a push journal or a rekey journal settles them at once;
+    when the chain cannot be read, the next push, pull or rekey does it."""
     from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
 
     if not (ctx.state.files["pending"].exists() or rekey_in_progress(ctx)):
         return
     try:
         with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
-            if ctx.state.files["pending"].exists():
-                chain, enrolment = connected(ctx)
-                anchor = Anchor(chain, ctx.tracker)
-                resolve_pending(ctx, anchor, sender_for(ctx, anchor), enrolment.owner)
-            settle_rekey(ctx)
+            settle_journals(ctx)
     except (ProtocolError, RpcUnavailable, HeadLockBusy, CustodyError) as err:
         log.warning("space %s: an interrupted push or rekey is left for the next push, pull "
                     "or rekey: %s", ctx.config.space16, err)

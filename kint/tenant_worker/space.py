@@ -22,11 +22,13 @@ from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
 from kint.sibyl_client import close_client, store_file_id
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import SESSION_TTL_S, WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
+from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.unanchored import UnanchoredTally
@@ -156,8 +158,14 @@ class SpaceContext:
     def store_rows(self) -> list[Row] | None:
         """The store's rows, read through this thread's read-only connection, or None when
         the store does not exist yet (Sibyl creates it on its first write; a read-only open
-        would fail where the caller means "no rows", or "refuse", as push does)."""
-        if not os.path.exists(self.config.db):
+        would fail where the caller means "no rows", or "refuse", as push does). A store
+        this user may not open is refused first (kint.store_denied): in a folder it may not
+        search it would read as not created yet, and with its file closed as damaged."""
+        db = self.config.db
+        denied = denied_reason(db)
+        if denied is not None:
+            raise ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied), DENIED_HINT)
+        if not os.path.exists(db):
             return None
         return export_rows(self.ro_connection(), self.config.tenant)
 
@@ -236,14 +244,14 @@ class SpaceContext:
     def enrolment(self) -> Enrolment | None:
         return load_enrolment(self.state.files["enrol"])
 
-    def seen_here(self, *, sure: bool = False) -> int:
+    def seen_here(self) -> int:
         """The highest epoch of this space this machine has anchored or pulled (its mirror's
         head, its watermark), 0 for none: what a refusal to read another chain or contract
-        can say of the one the space was connected on. For those words a file that does not
-        read counts as none; the other still says what was seen. With `sure` (connect,
-        about to move the enrolment off the old contract on a 0), a file that does not read
-        while the other shows no epoch is raised (CorruptStateFile: CORRUPT_STATE naming
-        it): it may be the one that held the epochs."""
+        says of the one the space was connected on, and what lets connect move the
+        enrolment off it (on a 0). A file that does not read, while the other shows no
+        epoch, is raised (CorruptStateFile: CORRUPT_STATE naming it), never counted as
+        none: it may be the one that held the epochs. With the other showing some, that
+        one says how far this machine got."""
         seen, unread = 0, None
         for read, seq_of in ((self.state.mirror, lambda m: m.head.seq),
                              (self.state.watermark, lambda w: w.seq)):
@@ -253,7 +261,7 @@ class SpaceContext:
                 unread = unread or err
                 continue
             seen = max(seen, seq_of(found) if found is not None else 0)
-        if sure and unread is not None and seen == 0:
+        if unread is not None and seen == 0:
             raise unread
         return seen
 
@@ -267,7 +275,10 @@ class SpaceContext:
             chain = self.chain()
         except ProtocolError as err:  # refused when read (not under KINT_OFFLINE=1)
             return RefusedChain(err)
-        elsewhere = other_chain(enrolment, chain, self.seen_here)
+        try:
+            elsewhere = other_chain(enrolment, chain, self.seen_here)
+        except CorruptStateFile as err:  # on another chain, with the files to say so unread
+            return RefusedChain(corrupt_error(err))
         if elsewhere is not None:  # another chain's head says nothing of this space's
             return RefusedChain(elsewhere)
         return ChainHeadSource(chain, self.tracker, self.head_anchor, enrolment.owner,

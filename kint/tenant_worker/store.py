@@ -15,6 +15,7 @@ from contextlib import closing
 from dataclasses import dataclass
 
 from kint.spaces import store_problem
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 
 # The four tiers the SDK writes, and the table behind each.
 TIER_TABLES: dict[str, str] = {
@@ -27,6 +28,13 @@ TIER_TABLES: dict[str, str] = {
 
 class StoreUnreadable(Exception):
     """The store exists but cannot be read as a SQLite database."""
+
+
+class StoreDenied(StoreUnreadable):
+    """The store is there, but this user may not open it (kint.store_denied): nothing says
+    it is damaged, so it is never moved aside nor restored over; `hint` says what to fix."""
+
+    hint = DENIED_HINT
 
 
 class StoreLocked(StoreUnreadable):
@@ -65,10 +73,19 @@ def is_damaged(err: sqlite3.Error) -> bool:
 
 def unreadable(db: str, err: sqlite3.DatabaseError) -> StoreUnreadable:
     """The error for a read of the store that failed: StoreLocked when another process
-    holds it, else StoreUnreadable."""
+    holds it, StoreDenied when this user may not open it, else StoreUnreadable."""
     if is_locked(err):
         return StoreLocked(f"the store {db} is locked by another process ({err})")
-    return StoreUnreadable(f"store {db} cannot be read: {err}")
+    return _cannot_open(db, err, "cannot be read")
+
+
+def _cannot_open(db: str, err: sqlite3.Error, failed: str) -> StoreUnreadable:
+    """StoreDenied when SQLite could not open the store for want of this user's permission
+    (kint.store_denied), else StoreUnreadable saying SQLite's words."""
+    reason = denied_reason(db, err)
+    if reason is not None:
+        return StoreDenied(denied_message(db, reason))
+    return StoreUnreadable(f"store {db} {failed}: {err}")
 
 
 @dataclass(frozen=True)
@@ -85,8 +102,13 @@ def check_openable(db: str) -> "StoreLocked | None":
 
     A missing store is fine (Sibyl creates it on the first write), and so is one another
     process holds locked for now (returned, for doctor to say so); a folder, a special
-    file or a file that is not SQLite is not, and no restart will fix it.
+    file or a file that is not SQLite is not, and no restart will fix it. One this user
+    may not open is StoreDenied, before anything else: a folder on its path that this user
+    may not search would otherwise read as no store at all.
     """
+    reason = denied_reason(db)
+    if reason is not None:
+        raise StoreDenied(denied_message(db, reason))
     problem = store_problem(db, header=False)  # SQLite's open below reads the header
     if problem is not None:
         raise StoreUnreadable(f"store {db} {problem}")
@@ -99,7 +121,7 @@ def check_openable(db: str) -> "StoreLocked | None":
             found = unreadable(db, err)
             if isinstance(found, StoreLocked):  # a restart would not help: ops wait their turn
                 return found
-            raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
+            raise _cannot_open(db, err, "cannot be opened") from None
     return None
 
 
@@ -108,7 +130,7 @@ def _connect_ro(db: str) -> sqlite3.Connection:
     try:
         return sqlite3.connect(uri, uri=True, timeout=2.0, check_same_thread=False)
     except sqlite3.Error as err:
-        raise StoreUnreadable(f"store {db} cannot be opened: {err}") from None
+        raise _cannot_open(db, err, "cannot be opened") from None
 
 
 def store_signature(db: str) -> tuple[int, ...] | None:
@@ -140,7 +162,11 @@ class StoreReader:
         self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
 
     def facts(self) -> StoreFacts:
-        sig = store_signature(self.db)
+        try:
+            sig = store_signature(self.db)
+        except PermissionError as err:  # a folder on its path this user may not search
+            raise StoreDenied(denied_message(self.db, denied_reason(self.db) or str(err))) \
+                from None
         if sig is None:
             return StoreFacts(exists=False, rows=None, size_bytes=None)
         cached = self._cached  # one reference, replaced whole: read without the lock
@@ -178,7 +204,11 @@ def rows_by_tenant(db: str) -> dict[str, int]:
     (the anchored tiers and Sibyl's own: relations, archives, events...): one Sibyl store
     holds many tenants (Hermes profiles aside, every harness on the default store), and
     `pull --discard-local` moves the whole file, so what it would take away from each is
-    all of these. {} when the store does not exist."""
+    all of these. {} when the store does not exist; StoreDenied when this user may not open
+    it (a folder it may not search would otherwise read as no store)."""
+    reason = denied_reason(db)
+    if reason is not None:
+        raise StoreDenied(denied_message(db, reason))
     if not os.path.exists(db):
         return {}
     with closing(_connect_ro(db)) as conn:
