@@ -227,8 +227,12 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _mb(size: int) -> str:
-    """A size as v0.3.0's cap block gives the cap (`5.00 MB` for 5 MiB)."""
+def cap_size(size: int) -> str:
+    """A size in v0.3.0's cap block (15-sibyl.md, "One client, one cap"): KB (of 1024 bytes)
+    to one decimal below 1 MiB, MB (of 1 MiB) to two decimals from 1 MiB up, so the
+    cap itself reads `5.00 MB` and a small store is not a row of `0.00 MB`."""
+    if size < 1048576:
+        return f"{size / 1024:.1f} KB"
     return f"{size / 1048576:.2f} MB"
 
 
@@ -237,10 +241,11 @@ def cap_lines(cap: dict[str, Any]) -> list[str]:
     kint's own state (volunteered to the cap), and the total Sibyl's cap gate enforces; the
     exact bytes are in `--json`'s `cap`."""
     return ["cap accounting (the same 5 MiB free cap Sibyl enforces):",
-            f"  sibyl stores      {_mb(cap['sibyl_bytes'])}",
-            f"  kint state        {_mb(cap['kint_bytes'])}   (mirror, epoch cache, keys; "
+            f"  sibyl stores      {cap_size(cap['sibyl_bytes'])}",
+            f"  kint state        {cap_size(cap['kint_bytes'])}   (mirror, epoch cache, keys; "
             f"volunteered)",
-            f"  enforced total    {_mb(cap['volunteered_total'])} of {_mb(cap['cap_bytes'])}"]
+            f"  enforced total    {cap_size(cap['volunteered_total'])} of "
+            f"{cap_size(cap['cap_bytes'])}"]
 
 
 def space_status_text(result: dict[str, Any]) -> str:
@@ -274,8 +279,8 @@ def space_status_text(result: dict[str, Any]) -> str:
     if failure:
         chain_lines.append(watcher_failure_text(failure))
     cap = result.get("cap")
-    if cap:
-        chain_lines += cap_lines(cap)
+    # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
+    # so the worker's line, kint's own, goes before it.
     return "\n".join([
         f"tenant {result['tenant']}  space {result['space']}  store {path}",
         f"space:   {result['space']} ({result['label']})",
@@ -284,6 +289,7 @@ def space_status_text(result: dict[str, Any]) -> str:
         f"files:   {file_text} (under {result['kint_home']})",
         *chain_lines,
         f"worker:  pid {worker['pid']}, up {_age(worker['uptime_s'])}",
+        *(cap_lines(cap) if cap else []),
     ])
 
 

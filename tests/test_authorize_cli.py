@@ -162,7 +162,8 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
                     f"{typed['message']['expiry']} --signature -")
     # Another tenant's space is not connected here: its owner must be given.
     refused(machine.kint("--tenant", "someone-else", "authorize", "payload"),
-            "--owner 0x... is required", "NOT_CONNECTED")
+            "no owner known on this machine: pass --owner 0x... or run kint connect",
+            "NOT_CONNECTED")
 
 
 def test_a_connected_spaces_own_endpoints_are_read(machine):
@@ -352,7 +353,7 @@ def test_a_refused_command_line_loads_no_web3(tmp_path):
                        (("direct", "--days", "0"), "at least one day"),
                        (("submit", "--owner", owner), "--deadline and --expiry are required"),
                        (("--signature", "-", "page"), "--signature does not apply"),
-                       (("payload",), "--owner 0x... is required"),
+                       (("payload",), "no owner known on this machine"),
                        (("payload", "--owner", owner), "no session key at ")):
         out, loaded = kint_loading(sb.env, "authorize", *argv)
         refused(out, said)

@@ -15,6 +15,8 @@ refuses the flags that hand over another key (`DEV_REFUSALS`).
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
@@ -51,6 +53,14 @@ def read_signature(signature: str | None, signature_file: str | None) -> str | N
         return None
     if path == "-":
         return read_stdin_line("the signature")
+    if signature_file is None and not os.path.lexists(path):
+        # Most likely the signature itself, pasted where the path goes: kint v0.3.0's
+        # refusal (14-agents.md, "Common errors and fixes"), the value never echoed.
+        usage_error("give the derive signature with --signature - (stdin) or --signature-file "
+                    "PATH; never on argv",
+                    "pipe the wallet's signature in (`cast wallet sign ... | kint connect "
+                    "--owner 0x... --signature -`); a signature typed on the command line is "
+                    "readable by every local user, so sign again if it was one")
     return read_secret_file(path, "the signature")
 
 
