@@ -233,6 +233,9 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
             "mirror only") in offline.stderr, offline.stderr
     fork = a.kint("pull")
     assert fork.returncode == 4 and "[FORK]" in fork.stderr and "--discard-local" in fork.stderr
+    # 03-new-machine.md, "The fork check": the refusal in v0.3.0's words.
+    assert re.search(rf"the chain moved to seq {head['seq']} and this store has \d+ changed and "
+                     r"\d+ deleted rows that were never anchored: a fork\.", fork.stderr)
     restored = kjson(a, "pull", "--discard-local")
     assert restored["store_root_matches"] is True and len(restored["backups"]) >= 1
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"

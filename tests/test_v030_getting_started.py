@@ -1,10 +1,15 @@
 """Facts of kint v0.3.0's getting-started pages and its pages for agents and on Sibyl
 (01-introduction.md, 02-quickstart.md, 03-new-machine.md, 14-agents.md, 15-sibyl.md) that
 no other test pinned: how `kint status` prints the cap, the refusal of a command with no
-owner to act for, a derive signature given on argv, and the connect lines of a recovery
-code. Most run no chain; the two command lines are refused before any worker is asked."""
+owner to act for, a derive signature given on argv, the connect lines of a recovery code, a
+deletion replayed in a tier with no SDK delete, and `kint setup claude` beside Sibyl's own
+server. None needs the chain: the command lines are refused before any worker is asked,
+and setup runs against a stand-in Claude Code CLI."""
 
 from __future__ import annotations
+
+import json
+import sys
 
 import click
 from click.testing import CliRunner
@@ -84,3 +89,67 @@ def test_with_no_owner_known_authorize_refuses_in_v030s_words(sandbox):
         assert out.stderr.splitlines()[0] == (
             "kint: error: no owner known on this machine: pass --owner 0x... or run kint "
             "connect [NOT_CONNECTED]"), out.stderr
+
+
+def test_a_deletion_outside_the_entity_tier_is_a_warning_naming_the_missing_sdk_delete():
+    # 03-new-machine.md, "Replay through Sibyl's write methods" (and 15-sibyl.md, "The four
+    # write methods"): only entities have an SDK delete (`delete_entity`); a deletion in
+    # another tier is reported as `no SDK delete for this tier`, deletions before rows.
+    from types import SimpleNamespace
+
+    from kint.epochs.plaintext import Plaintext
+    from kint.rows.canon import canonical_id
+    from kint.tenant_worker.replay import replay
+
+    calls: list[tuple] = []
+    client = SimpleNamespace(delete_entity=lambda *a: calls.append(("delete_entity", *a)))
+    plaintext = Plaintext(tenant="t", space="0" * 64, seq=2, prev="1" * 64, rows=(),
+                          deleted=(("state", None, "plan"), ("entity", "rules", "gone")),
+                          rows_root="2" * 64, n_rows=0, created_at="2026-12-05T00:00:00Z")
+    present = {canonical_id("state", None, "plan"): object(),
+               canonical_id("entity", "rules", "gone"): object()}
+    written: dict[str, int] = {}
+    warnings = replay(SimpleNamespace(client=lambda: client), None, plaintext, present,
+                      written)
+    assert calls == [("delete_entity", "rules", "gone")]
+    assert len(warnings) == 1 and warnings[0].startswith("epoch 2: state plan: "), warnings
+    assert "no SDK delete for this tier" in warnings[0], warnings
+    assert canonical_id("state", None, "plan") in present  # it stays in the store
+
+
+STAND_IN_CLAUDE = """\
+#!{python}
+# A stand-in for Claude Code's CLI: `claude mcp add-json --scope user NAME JSON` and
+# `claude mcp remove --scope user NAME` edit mcpServers in ~/.claude.json.
+import json, os, sys
+from pathlib import Path
+path = Path(os.environ["HOME"]) / ".claude.json"
+data = json.loads(path.read_text()) if path.exists() else {{}}
+servers = data.setdefault("mcpServers", {{}})
+if sys.argv[1:3] == ["mcp", "add-json"]:
+    servers[sys.argv[5]] = json.loads(sys.argv[6])
+elif sys.argv[1:3] == ["mcp", "remove"]:
+    servers.pop(sys.argv[-1], None)
+path.write_text(json.dumps(data))
+"""
+
+
+def test_setup_claude_leaves_sibyls_own_server_and_says_how_to_remove_it(sandbox, tmp_path):
+    # 02-quickstart.md, step 5, and 15-sibyl.md, "kint-server is their server plus six
+    # tools": setup leaves a sibyl-memory-mcp registration alone and, for Claude Code, says
+    # to run `claude mcp remove -s user sibyl-memory` (one store, one server).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(STAND_IN_CLAUDE.format(python=sys.executable))
+    (bin_dir / "claude").chmod(0o755)
+    sibyls = {"type": "stdio", "command": "sibyl-memory-mcp", "args": [], "env": {}}
+    config = sandbox.home / ".claude.json"
+    config.write_text(json.dumps({"mcpServers": {"sibyl-memory": sibyls}}))
+    out = sandbox.kint("setup", "claude", env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "claude: registered kint (user scope)", lines
+    assert any("`claude mcp remove -s user sibyl-memory`" in line
+               and "one store, one server" in line for line in lines), lines
+    servers = json.loads(config.read_text())["mcpServers"]
+    assert servers["sibyl-memory"] == sibyls and "kint" in servers
