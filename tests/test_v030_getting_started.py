@@ -153,3 +153,20 @@ def test_setup_claude_leaves_sibyls_own_server_and_says_how_to_remove_it(sandbox
                and "one store, one server" in line for line in lines), lines
     servers = json.loads(config.read_text())["mcpServers"]
     assert servers["sibyl-memory"] == sibyls and "kint" in servers
+
+
+def test_memory_push_without_the_data_key_answers_key_expired_in_v030s_words():
+    # 14-agents.md, "Common errors and fixes": `KEY_EXPIRED`: `the data key on this machine
+    # has expired or is missing`; the worker's own words (which of the two, which space)
+    # follow, and the hint is still the human's `kint connect`.
+    from kint.agent_server import results
+    from kint.client import KintError
+
+    for said in ("the cached data key of space ab12 expired at 2026-12-05 06:00 UTC: nothing "
+                 "was dropped; run kint connect again",
+                 "no data key on this machine: run `kint connect` for space ab12 first"):
+        mapped = results.push_error(KintError("NO_DATA_KEY", said, "run `kint connect`"),
+                                    lambda: True)
+        assert (mapped.code, mapped.message, mapped.hint) == (
+            "KEY_EXPIRED", f"the data key on this machine has expired or is missing: {said}",
+            "run `kint connect`")
