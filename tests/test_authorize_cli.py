@@ -328,7 +328,7 @@ def test_burn_nonce_kills_an_unsubmitted_signature(machine):
 def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
     m = new_machine(tmp_path / "machine", chain_home, create_key=False)
     owner = m.owner(0).address
-    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ",
+    refused(m.kint("authorize", "payload", "--owner", owner), "no session key on this machine",
             "NO_SESSION_KEY")
     refused(m.kint("authorize", "payload", "--owner", "0x1234"), "is not an address")
     refused(m.kint("authorize", "submit", "--owner", owner), "--deadline and --expiry are required")
@@ -354,7 +354,7 @@ def test_a_refused_command_line_loads_no_web3(tmp_path):
                        (("submit", "--owner", owner), "--deadline and --expiry are required"),
                        (("--signature", "-", "page"), "--signature does not apply"),
                        (("payload",), "no owner known on this machine"),
-                       (("payload", "--owner", owner), "no session key at ")):
+                       (("payload", "--owner", owner), "no session key on this machine")):
         out, loaded = kint_loading(sb.env, "authorize", *argv)
         refused(out, said)
         assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
