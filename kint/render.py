@@ -322,13 +322,27 @@ def history_lines(result: dict[str, Any]) -> list[str]:
 
 
 def pull_lines(result: dict[str, Any]) -> list[str]:
+    """`kint join`'s restore lines before its `restore:` line: what the pull did
+    (pull_progress_lines), then the epochs it did not apply."""
+    return pull_progress_lines(result) + unapplied_epoch_lines(result)
+
+
+def pull_output_lines(result: dict[str, Any]) -> list[str]:
+    """All `kint pull` prints, in v0.3.0's order (03-new-machine.md, "What it prints"): what
+    the pull did, its summary and the cold start's second-opinion line, and after them one
+    `SKIPPED` line per gap and one `CLOSED` line per epoch under a retired key, each
+    indented two spaces as its "Gaps" section shows them."""
+    return (pull_progress_lines(result) + pull_summary_lines(result)
+            + [f"  {line}" for line in unapplied_epoch_lines(result)])
+
+
+def pull_progress_lines(result: dict[str, Any]) -> list[str]:
     """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
     KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
     line per row or root that did not come back as anchored, a `pull: NOTICE` when the
-    rows' provenance could not be saved (a full disk), a `pull: NOTICE` when `--full`'s
-    walk for history stopped short, then the epochs it did not apply.
-    `kint pull` and `kint join`'s restore print these same lines."""
+    rows' provenance could not be saved (a full disk), and a `pull: NOTICE` when `--full`'s
+    walk for history stopped short."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
         agreed = result["chain_head"]
@@ -353,12 +367,12 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"pull: NOTICE --full stopped at epoch {stopped['seq']} block "
                      f"{stopped['block']}: {stopped['reason']}; the epochs below it are not "
                      f"cached for history, and the next `kint pull --full` tries again")
-    return lines + unapplied_epoch_lines(result)
+    return lines
 
 
 def pull_summary_lines(result: dict[str, Any]) -> list[str]:
-    """`kint pull`'s last lines, after pull_lines: the summary (`restored N epoch(s), R rows;
-    head seq S at block B; ...`), then, after a cold start that two RPCs agreed on, v0.3.0's
+    """`kint pull`'s summary, after pull_progress_lines (`restored N epoch(s), R rows; head
+    seq S at block B; ...`), then, after a cold start that two RPCs agreed on, v0.3.0's
     `cold start: two RPCs agreed on the head: True`."""
     lines = [result["message"]]
     if result.get("rpcs_agreed"):
@@ -370,7 +384,7 @@ def unapplied_epoch_lines(result: dict[str, Any]) -> list[str]:
     """The epochs a pull did not apply, in v0.3.0's words (09-cli.md, "kint pull"): one
     `SKIPPED` line for each it could not apply (ending with the snapshot that carried the
     pull on, when one did), then one `CLOSED` line for each sealed under a retired data
-    key (the last of `pull_lines`)."""
+    key."""
     lines = []
     for entry in result.get("skipped", []):
         tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "

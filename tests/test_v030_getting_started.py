@@ -172,3 +172,31 @@ def test_memory_push_without_the_data_key_answers_key_expired_in_v030s_words():
         assert (mapped.code, mapped.message, mapped.hint) == (
             "KEY_EXPIRED", f"the data key on this machine has expired or is missing: {said}",
             "run `kint connect`")
+
+
+def test_kint_pull_prints_skipped_and_closed_epochs_last_and_indented():
+    # 03-new-machine.md, "What it prints": the summary and the cold start's line, and
+    # "after that" one SKIPPED line per gap and one CLOSED line per epoch under a retired
+    # key, indented two spaces as "Gaps" and "Epochs sealed under a retired key" show them.
+    digest = "ab" * 32
+    result = {
+        "applied": [3], "backups": [], "warnings": [], "gap": [], "rows_total": 4,
+        "rpcs_agreed": True, "message": "restored 1 epoch(s), 4 rows; head seq 3 at block 60; "
+                                        "store root matches the anchored root",
+        "skipped": [{"seq": 2, "block": 50, "reason": "not a kint epoch", "superseded_by": 3}],
+        "closed": [{"seq": 1, "block": 40, "reason": "sealed under a data key this machine "
+                                                     "does not hold (rotated)"}],
+        "applied_epochs": [{"seq": 3, "block": 60, "rows": 4, "deletions": 0}],
+        "chain_head": {"seq": 3, "block": 60, "digest": digest},
+    }
+    assert render.pull_output_lines(result) == [
+        "pull: cold start, both RPCs agree: head seq 3, digest abababababababab, block 60",
+        "pull: applied epoch 3 (4 rows, 0 deletions) from block 60",
+        "restored 1 epoch(s), 4 rows; head seq 3 at block 60; store root matches the anchored "
+        "root",
+        "cold start: two RPCs agreed on the head: True",
+        "  SKIPPED epoch 2 block 50: not a kint epoch (snapshot epoch 3 carries the whole "
+        "state, the pull carried on)",
+        "  CLOSED epoch 1 block 40: sealed under a data key this machine does not hold "
+        "(rotated)",
+    ]
