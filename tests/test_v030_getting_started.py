@@ -200,3 +200,20 @@ def test_kint_pull_prints_skipped_and_closed_epochs_last_and_indented():
         "  CLOSED epoch 1 block 40: sealed under a data key this machine does not hold "
         "(rotated)",
     ]
+
+
+def test_the_exit_statuses_scripts_read_are_v030s():
+    # 02-quickstart.md, "The first push": 3 for a missing key, 4 when the chain moved, 5 for
+    # other refusals; 03-new-machine.md, "What it prints" and "One command: kint join": pull
+    # and join exit 4 for a fork, 6 for a freshness refusal, 5 for any other pull refusal (a
+    # missing data key included); 14-agents.md: 3 for a session key that cannot be loaded.
+    from kint.commands.exit_codes import exit_code_for
+
+    for command in ("push", "compact", "rekey"):
+        assert [exit_code_for(command, code) for code in (
+            "NO_DATA_KEY", "NO_SESSION_KEY", "CHAIN_MOVED", "GAP", "NOT_CONNECTED")] == [
+            3, 3, 4, 5, 5], command
+    for command in ("pull", "join"):
+        assert [exit_code_for(command, code) for code in (
+            "FORK", "STALE_RPC", "NO_DATA_KEY", "GAP", "NO_SESSION_KEY")] == [
+            4, 6, 5, 5, 3], command
