@@ -100,6 +100,9 @@ def test_the_first_row_is_anchored_and_verified(machine, chain_home):
     client = sibyl_client(machine.sibyl_db, machine.tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE_1})
     client.storage.close()
+    # 02-quickstart.md, "The first write": on a fresh vault every row in the store counts.
+    assert _line(ok(machine.kint("status")).stdout, "unanchored:") == (
+        "unanchored: 1 changed, 0 deleted")
     # kint v0.3.0's lines (02-quickstart.md, "The first push"): what the epoch carries, the
     # head, where it landed and what it cost.
     lines = ok(machine.kint("push")).stdout.splitlines()
