@@ -227,8 +227,12 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _mb(size: int) -> str:
-    """A size as v0.3.0's cap block gives the cap (`5.00 MB` for 5 MiB)."""
+def cap_size(size: int) -> str:
+    """A size in v0.3.0's cap block (15-sibyl.md, "One client, one cap"): KB (of 1024 bytes)
+    to one decimal below 1 MiB, MB (of 1 MiB) to two decimals from 1 MiB up, so the
+    cap itself reads `5.00 MB` and a small store is not a row of `0.00 MB`."""
+    if size < 1048576:
+        return f"{size / 1024:.1f} KB"
     return f"{size / 1048576:.2f} MB"
 
 
@@ -237,10 +241,11 @@ def cap_lines(cap: dict[str, Any]) -> list[str]:
     kint's own state (volunteered to the cap), and the total Sibyl's cap gate enforces; the
     exact bytes are in `--json`'s `cap`."""
     return ["cap accounting (the same 5 MiB free cap Sibyl enforces):",
-            f"  sibyl stores      {_mb(cap['sibyl_bytes'])}",
-            f"  kint state        {_mb(cap['kint_bytes'])}   (mirror, epoch cache, keys; "
+            f"  sibyl stores      {cap_size(cap['sibyl_bytes'])}",
+            f"  kint state        {cap_size(cap['kint_bytes'])}   (mirror, epoch cache, keys; "
             f"volunteered)",
-            f"  enforced total    {_mb(cap['volunteered_total'])} of {_mb(cap['cap_bytes'])}"]
+            f"  enforced total    {cap_size(cap['volunteered_total'])} of "
+            f"{cap_size(cap['cap_bytes'])}"]
 
 
 def space_status_text(result: dict[str, Any]) -> str:
@@ -274,8 +279,8 @@ def space_status_text(result: dict[str, Any]) -> str:
     if failure:
         chain_lines.append(watcher_failure_text(failure))
     cap = result.get("cap")
-    if cap:
-        chain_lines += cap_lines(cap)
+    # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
+    # so the worker's line, kint's own, goes before it.
     return "\n".join([
         f"tenant {result['tenant']}  space {result['space']}  store {path}",
         f"space:   {result['space']} ({result['label']})",
@@ -284,6 +289,7 @@ def space_status_text(result: dict[str, Any]) -> str:
         f"files:   {file_text} (under {result['kint_home']})",
         *chain_lines,
         f"worker:  pid {worker['pid']}, up {_age(worker['uptime_s'])}",
+        *(cap_lines(cap) if cap else []),
     ])
 
 
@@ -316,13 +322,27 @@ def history_lines(result: dict[str, Any]) -> list[str]:
 
 
 def pull_lines(result: dict[str, Any]) -> list[str]:
+    """`kint join`'s restore lines before its `restore:` line: what the pull did
+    (pull_progress_lines), then the epochs it did not apply."""
+    return pull_progress_lines(result) + unapplied_epoch_lines(result)
+
+
+def pull_output_lines(result: dict[str, Any]) -> list[str]:
+    """All `kint pull` prints, in v0.3.0's order (03-new-machine.md, "What it prints"): what
+    the pull did, its summary and the cold start's second-opinion line, and after them one
+    `SKIPPED` line per gap and one `CLOSED` line per epoch under a retired key, each
+    indented two spaces as its "Gaps" section shows them."""
+    return (pull_progress_lines(result) + pull_summary_lines(result)
+            + [f"  {line}" for line in unapplied_epoch_lines(result)])
+
+
+def pull_progress_lines(result: dict[str, Any]) -> list[str]:
     """What a pull did, before its summary, in v0.3.0's words (03-new-machine.md's join
     transcript): the stores moved aside, a cold start's two agreeing RPCs (or the one RPC
     KINT_ALLOW_SINGLE_RPC=1 let stand alone), one line per epoch applied, a `pull: WARNING`
     line per row or root that did not come back as anchored, a `pull: NOTICE` when the
-    rows' provenance could not be saved (a full disk), a `pull: NOTICE` when `--full`'s
-    walk for history stopped short, then the epochs it did not apply.
-    `kint pull` and `kint join`'s restore print these same lines."""
+    rows' provenance could not be saved (a full disk), and a `pull: NOTICE` when `--full`'s
+    walk for history stopped short."""
     lines = [f"moved aside: {path}" for path in result.get("backups", [])]
     if result.get("rpcs_agreed"):
         agreed = result["chain_head"]
@@ -347,12 +367,12 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"pull: NOTICE --full stopped at epoch {stopped['seq']} block "
                      f"{stopped['block']}: {stopped['reason']}; the epochs below it are not "
                      f"cached for history, and the next `kint pull --full` tries again")
-    return lines + unapplied_epoch_lines(result)
+    return lines
 
 
 def pull_summary_lines(result: dict[str, Any]) -> list[str]:
-    """`kint pull`'s last lines, after pull_lines: the summary (`restored N epoch(s), R rows;
-    head seq S at block B; ...`), then, after a cold start that two RPCs agreed on, v0.3.0's
+    """`kint pull`'s summary, after pull_progress_lines (`restored N epoch(s), R rows; head
+    seq S at block B; ...`), then, after a cold start that two RPCs agreed on, v0.3.0's
     `cold start: two RPCs agreed on the head: True`."""
     lines = [result["message"]]
     if result.get("rpcs_agreed"):
@@ -364,7 +384,7 @@ def unapplied_epoch_lines(result: dict[str, Any]) -> list[str]:
     """The epochs a pull did not apply, in v0.3.0's words (09-cli.md, "kint pull"): one
     `SKIPPED` line for each it could not apply (ending with the snapshot that carried the
     pull on, when one did), then one `CLOSED` line for each sealed under a retired data
-    key (the last of `pull_lines`)."""
+    key."""
     lines = []
     for entry in result.get("skipped", []):
         tail = (f" (snapshot epoch {entry['superseded_by']} carries the whole state, the pull "

@@ -162,7 +162,8 @@ def test_show_and_lanes_default_to_the_connected_owner(machine):
                     f"{typed['message']['expiry']} --signature -")
     # Another tenant's space is not connected here: its owner must be given.
     refused(machine.kint("--tenant", "someone-else", "authorize", "payload"),
-            "--owner 0x... is required", "NOT_CONNECTED")
+            "no owner known on this machine: pass --owner 0x... or run kint connect",
+            "NOT_CONNECTED")
 
 
 def test_a_connected_spaces_own_endpoints_are_read(machine):
@@ -327,7 +328,7 @@ def test_burn_nonce_kills_an_unsubmitted_signature(machine):
 def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
     m = new_machine(tmp_path / "machine", chain_home, create_key=False)
     owner = m.owner(0).address
-    refused(m.kint("authorize", "payload", "--owner", owner), "no session key at ",
+    refused(m.kint("authorize", "payload", "--owner", owner), "no session key on this machine",
             "NO_SESSION_KEY")
     refused(m.kint("authorize", "payload", "--owner", "0x1234"), "is not an address")
     refused(m.kint("authorize", "submit", "--owner", owner), "--deadline and --expiry are required")
@@ -352,8 +353,8 @@ def test_a_refused_command_line_loads_no_web3(tmp_path):
                        (("direct", "--days", "0"), "at least one day"),
                        (("submit", "--owner", owner), "--deadline and --expiry are required"),
                        (("--signature", "-", "page"), "--signature does not apply"),
-                       (("payload",), "--owner 0x... is required"),
-                       (("payload", "--owner", owner), "no session key at ")):
+                       (("payload",), "no owner known on this machine"),
+                       (("payload", "--owner", owner), "no session key on this machine")):
         out, loaded = kint_loading(sb.env, "authorize", *argv)
         refused(out, said)
         assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv

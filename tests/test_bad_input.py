@@ -43,7 +43,7 @@ CASES = [
     ("an owner that is not an address", ["canonical-payload", "--owner", "0x123"], None, 2,
      "is not an address"),
     ("connect without any key", ["connect", "--owner", OWNER], None, 2,
-     "an EOA owner connects with its derive signature"),
+     "give the derive signature with --signature - (stdin) or --signature-file PATH"),
     ("connect without an owner", ["connect", "--signature", "-"], "0xab\n", 2,
      "--owner 0x... is required"),
     ("two secrets on one stdin", ["connect", "--owner", OWNER, "--signature", "-",

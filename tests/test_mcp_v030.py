@@ -242,6 +242,7 @@ def test_a_missing_data_key_is_key_expired(agent):
                       body={"rule": "kept"})["ok"] is True
     refused = agent.failed("memory_push")
     assert refused["error"] == "KEY_EXPIRED", refused
+    assert refused["message"].startswith("the data key on this machine has expired or is missing")
     assert "kint connect" in refused["hint"]
     status = agent.call("memory_status")
     assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1

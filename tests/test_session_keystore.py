@@ -202,6 +202,7 @@ def test_create_exists_and_missing(tmp_path, monkeypatch):
     with pytest.raises(SessionKeyMissing) as err:
         SK.session_address(home)
     assert str(home / "session.key") in str(err.value)
+    assert str(err.value).startswith("no session key on this machine")  # 14-agents.md
     address, existed = SK.create_session_key(home, secret=SECRET, scrypt_n=LOW_N)
     assert not existed and stat.S_IMODE(home.stat().st_mode) == 0o700
     assert SK.create_session_key(home, secret=SECRET, scrypt_n=LOW_N) == (address, True)

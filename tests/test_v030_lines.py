@@ -108,6 +108,8 @@ def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, cha
         out = sb.kint("pull")
         assert out.returncode == 4, out.stdout + out.stderr
         assert "Refusing to merge blindly [FORK]" in out.stderr, out.stderr
+        assert (f"the local store already holds 2 rows for tenant {sb.tenant} and this machine "
+                "has no record of what the chain last saw.") in out.stderr  # 14-agents.md
         assert not mirror.exists() and sb.sibyl_db.exists()  # nothing written, nothing moved
     finally:
         sb.shutdown()

@@ -21,6 +21,7 @@ from kint.spaces import STORE_HINT
 CALL_CONNECT = "call memory_connect"
 CALL_PULL_FIRST = "call memory_pull first"
 PUSH_RUNNING = "a push is already running"
+KEY_GONE = "the data key on this machine has expired or is missing"
 
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
@@ -102,7 +103,12 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
 
 
 def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known, _PUSH_HINTS)
+    """KEY_EXPIRED opens with v0.3.0's message for it (14-agents.md, "Common errors and
+    fixes"), then the worker's, which says which of the two it is and which space."""
+    mapped = tool_error(err, _PUSH_CODES, "PUSH_FAILED", owner_known, _PUSH_HINTS)
+    if mapped.code == "KEY_EXPIRED" and not mapped.message.startswith(KEY_GONE):
+        return KintError(mapped.code, f"{KEY_GONE}: {mapped.message}", mapped.hint)
+    return mapped
 
 
 def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:

@@ -125,9 +125,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
     if as_json:
         echo_json(result)
         return
-    for line in render.pull_lines(result):
-        click.echo(line)
-    click.echo("\n".join(render.pull_summary_lines(result)))
+    click.echo("\n".join(render.pull_output_lines(result)))
 
 
 @click.command("rekey")

@@ -15,6 +15,8 @@ refuses the flags that hand over another key (`DEV_REFUSALS`).
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
@@ -24,6 +26,10 @@ from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
 EXTRA_PROMPT = "extra passphrase wrap (empty to skip): "
+# kint v0.3.0's refusal of an EOA connect without its derive signature (14-agents.md,
+# "Common errors and fixes").
+NO_SIGNATURE = ("give the derive signature with --signature - (stdin) or --signature-file "
+                "PATH; never on argv")
 
 
 def checked_rpc_urls(value: str) -> str:
@@ -51,6 +57,13 @@ def read_signature(signature: str | None, signature_file: str | None) -> str | N
         return None
     if path == "-":
         return read_stdin_line("the signature")
+    if signature_file is None and not os.path.lexists(path):
+        # Most likely the signature itself, pasted where the path goes (09-cli.md: any
+        # value but `-` is a path): v0.3.0's refusal for a signature not given the right
+        # way, the value never echoed.
+        usage_error(NO_SIGNATURE, "pipe the wallet's signature in (`cast wallet sign ... | "
+                    "kint connect --owner 0x... --signature -`); a signature typed on the "
+                    "command line is readable by every local user, so sign again if it was one")
     return read_secret_file(path, "the signature")
 
 
@@ -116,7 +129,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
     else:
         sig = read_signature(signature, signature_file)
         if sig is None:
-            usage_error("an EOA owner connects with its derive signature, and none was given",
+            usage_error(NO_SIGNATURE,
                         "run `kint canonical-payload --owner ADDRESS`, sign it, and pipe the "
                         "signature to --signature - (or give --smart-account, or "
                         "--recovery-code-stdin)")

@@ -216,8 +216,8 @@ def joined_lines(connected: dict[str, Any]) -> list[str]:
 
 
 def restore_lines(result: dict[str, Any]) -> list[str]:
-    """The restore step's lines, in v0.3.0's words: `kint pull`'s lines (render.pull_lines),
-    then `restore:`."""
+    """The restore step's lines, in v0.3.0's words: what the pull did and the epochs it did
+    not apply (render.pull_lines, `kint pull`'s lines), then `restore:`."""
     head = result["head"]
     if result.get("gap") or result.get("applied"):
         last = f"restore: {result['message']}"  # `restored N epoch(s), R rows; ...`

@@ -67,9 +67,9 @@ def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
     owner = connected_owner(tenant, db, home)
     if owner is None:
         ref = spaces.resolve(tenant, db)
+        # kint v0.3.0's words (14-agents.md, "Common errors and fixes"); the space is ours.
         refuse(ErrorCode.NOT_CONNECTED,
-               f"--owner 0x... is required: this machine is not connected for space "
-               f"{ref.space16} (tenant {ref.tenant})",
-               "pass --owner 0x... (the owner wallet), or run kint connect for this space "
-               "first")
+               "no owner known on this machine: pass --owner 0x... or run kint connect",
+               f"pass --owner 0x... (the owner wallet), or run kint connect for space "
+               f"{ref.space16} (tenant {ref.tenant}) first")
     return owner

@@ -133,7 +133,9 @@ class LockUnsafe(CustodyError):
 
 class SessionKeyMissing(CustodyError):
     def __init__(self, path: Path) -> None:
-        super().__init__(f"no session key at {path}; run kint session-key create")
+        # v0.3.0's words first (14-agents.md, "Common errors and fixes"), then where.
+        super().__init__(f"no session key on this machine (none at {path}); run kint "
+                         f"session-key create")
         self.path = path
 
 

@@ -101,9 +101,12 @@ def local_state(ctx: SpaceContext, head: Head, discard: bool) -> LocalState:
     rows = rows or []
     present = {r.canonical_id: r for r in rows}
     if mirror is None and rows:
-        raise ProtocolError(ErrorCode.FORK, "the store already holds rows and this machine "
-                            "has no mirror of what the chain last saw. Refusing to merge "
-                            "blindly",  # v0.3.0's words (03-new-machine.md, "The fork check")
+        # v0.3.0's words (14-agents.md, "Common errors and fixes", and 03-new-machine.md,
+        # "The fork check").
+        raise ProtocolError(ErrorCode.FORK,
+                            f"the local store already holds {len(rows)} rows for tenant "
+                            f"{cfg.tenant} and this machine has no record of what the chain "
+                            f"last saw. Refusing to merge blindly",
                             "`kint pull --discard-local` moves the store aside and restores "
                             "from the chain")
     local = diff(mirror, rows) if mirror is not None else []
