@@ -124,8 +124,10 @@ def connect_with_wallet(machine: Sandbox, account: LocalAccount, *extra: str,
     return json.loads(out.stdout)
 
 
-def connect_with_code(machine: Sandbox, owner: str, code: str) -> dict:
-    out = ok(machine.kint("connect", "--owner", owner, "--recovery-code-stdin", "--json",
+def connect_with_code(machine: Sandbox, owner: str, code: str, db: Path | None = None) -> dict:
+    """Connect with the recovery code on stdin; with `db`, the space of that store."""
+    on = ("--db", str(db)) if db is not None else ()
+    out = ok(machine.kint(*on, "connect", "--owner", owner, "--recovery-code-stdin", "--json",
                           input=code + "\n"))
     return json.loads(out.stdout)
 
