@@ -113,17 +113,21 @@ def wallet_signature(account: LocalAccount, payload: str) -> str:
     return "0x" + signed.signature.hex()
 
 
-def connect_with_wallet(machine: Sandbox, account: LocalAccount, *extra: str) -> dict:
+def connect_with_wallet(machine: Sandbox, account: LocalAccount, *extra: str,
+                        db: Path | None = None) -> dict:
     """A new machine connects the way an EOA owner does it: canonical-payload, the wallet
-    signs, the signature piped on stdin."""
-    payload = ok(machine.kint("canonical-payload", "--owner", account.address)).stdout
-    out = ok(machine.kint("connect", "--owner", account.address, "--signature", "-", *extra,
-                          "--json", input=wallet_signature(account, payload) + "\n"))
+    signs, the signature piped on stdin. With `db`, the space of that store (`--db`)."""
+    on = ("--db", str(db)) if db is not None else ()
+    payload = ok(machine.kint(*on, "canonical-payload", "--owner", account.address)).stdout
+    out = ok(machine.kint(*on, "connect", "--owner", account.address, "--signature", "-",
+                          *extra, "--json", input=wallet_signature(account, payload) + "\n"))
     return json.loads(out.stdout)
 
 
-def connect_with_code(machine: Sandbox, owner: str, code: str) -> dict:
-    out = ok(machine.kint("connect", "--owner", owner, "--recovery-code-stdin", "--json",
+def connect_with_code(machine: Sandbox, owner: str, code: str, db: Path | None = None) -> dict:
+    """Connect with the recovery code on stdin; with `db`, the space of that store."""
+    on = ("--db", str(db)) if db is not None else ()
+    out = ok(machine.kint(*on, "connect", "--owner", owner, "--recovery-code-stdin", "--json",
                           input=code + "\n"))
     return json.loads(out.stdout)
 

@@ -221,7 +221,10 @@ class Sandbox:
                           str(self.kint_home)], env=self.env, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         log.close()
-        self.wait_for(lambda: self.client().ping(0.5), what="the test supervisor")
+        # A ping costs ~0.1 ms while nobody listens (no socket yet): looking every 20 ms
+        # rather than every 100 ms answers ~40 ms sooner at each of the suite's starts.
+        self.wait_for(lambda: self.client().ping(0.5), interval=0.02,
+                      what="the test supervisor")
         self.tenant = sibyl_testing.TEST_ACCOUNT_ID
         return self.tenant
 

@@ -47,6 +47,15 @@ def story(tmp_path_factory, chain_home):
         machine.shutdown()
 
 
+@pytest.fixture(scope="module")
+def newcomer(tmp_path_factory, chain_home):
+    """A machine that has never connected: the wrong signature's test leaves it so (it
+    checks that), and the third machine's test then restores the story onto it."""
+    sb = new_machine(tmp_path_factory.mktemp("machine-newcomer"), chain_home)
+    yield sb
+    sb.shutdown()
+
+
 def _query(db, sql: str, args: tuple = ()) -> list[tuple]:
     with closing(sqlite3.connect(db)) as conn:
         return conn.execute(sql, args).fetchall()
@@ -127,62 +136,53 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
     assert "no longer matches what was anchored" in refused["reason"]
 
 
-def test_a_wrong_signature_is_refused_with_the_documented_message(story, tmp_path_factory,
-                                                                  chain_home):
-    owner = story["owner"]
-    d = new_machine(tmp_path_factory.mktemp("machine-wrong"), chain_home)
-    try:
-        payload = ok(d.kint("canonical-payload", "--owner", owner.address)).stdout
-        stranger = Account.create()
-        out = d.kint("connect", "--owner", owner.address, "--signature", "-",
-                     input=wallet_signature(stranger, payload) + "\n")
-        assert out.returncode == 2
-        assert (f"derive signature recovers to {stranger.address}, expected {owner.address}; "
-                f"refusing to derive a key from it") in out.stderr
-        # The hint says which wallet signs, not only that the key does not open the vault.
-        assert out.stderr.splitlines()[-1] == (
-            f"hint: sign the vault message (kint canonical-payload --owner {owner.address}) "
-            f"with the owner's own account, {owner.address}, selected in the wallet"), \
-            out.stderr
-        assert not list(d.kint_home.glob("enrol-*.json"))
-        assert not list(d.kint_home.glob("vault-*.aes"))
-        # A signature on argv is a path, never the signature itself.
-        argv = d.kint("connect", "--owner", owner.address, "--signature", "0x" + "ab" * 65)
-        assert argv.returncode == 2 and "never on argv" in argv.stderr
-        assert "ab" * 65 not in argv.stderr
-    finally:
-        d.shutdown()
+def test_a_wrong_signature_is_refused_with_the_documented_message(story, newcomer):
+    owner, d = story["owner"], newcomer
+    payload = ok(d.kint("canonical-payload", "--owner", owner.address)).stdout
+    stranger = Account.create()
+    out = d.kint("connect", "--owner", owner.address, "--signature", "-",
+                 input=wallet_signature(stranger, payload) + "\n")
+    assert out.returncode == 2
+    assert (f"derive signature recovers to {stranger.address}, expected {owner.address}; "
+            f"refusing to derive a key from it") in out.stderr
+    # The hint says which wallet signs, not only that the key does not open the vault.
+    assert out.stderr.splitlines()[-1] == (
+        f"hint: sign the vault message (kint canonical-payload --owner {owner.address}) "
+        f"with the owner's own account, {owner.address}, selected in the wallet"), \
+        out.stderr
+    assert not list(d.kint_home.glob("enrol-*.json"))
+    assert not list(d.kint_home.glob("vault-*.aes"))
+    # A signature on argv is a path, never the signature itself.
+    argv = d.kint("connect", "--owner", owner.address, "--signature", "0x" + "ab" * 65)
+    assert argv.returncode == 2 and "never on argv" in argv.stderr
+    assert "ab" * 65 not in argv.stderr
 
 
-def test_a_third_machine_restores_with_the_recovery_code_on_stdin(story, tmp_path_factory,
-                                                                  chain_home):
+def test_a_third_machine_restores_with_the_recovery_code_on_stdin(story, newcomer):
     a, owner, space = story["a"], story["owner"], story["space"]
-    c = new_machine(tmp_path_factory.mktemp("machine-c"), chain_home)
-    try:
-        typo = recovery_code(a, space).replace("-", "")
-        typo = ("B" if typo[0] != "B" else "C") + typo[1:]
-        out = c.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
-                     input=typo + "\n")
-        assert out.returncode == 2 and "recovery code checksum failed (typo?)" in out.stderr
-        from kint.custody.data_key import new_data_key
-        from kint.custody.recovery_code import encode_recovery_code
+    c = newcomer
+    typo = recovery_code(a, space).replace("-", "")
+    typo = ("B" if typo[0] != "B" else "C") + typo[1:]
+    out = c.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                 input=typo + "\n")
+    assert out.returncode == 2 and "recovery code checksum failed (typo?)" in out.stderr
+    from kint.custody.data_key import new_data_key
+    from kint.custody.recovery_code import encode_recovery_code
 
-        other = c.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
-                       input=encode_recovery_code(new_data_key()) + "\n")
-        assert other.returncode == 2
-        assert ("this recovery code does not belong to the vault anchored under this owner"
-                in other.stderr)
-        # Bound to the vault before it is cached (v0.3.0's judge claim): a code of another
-        # data key left no cached key and no wraps behind.
-        assert not [*c.kint_home.glob("vault-*"), *c.kint_home.glob("wraps-*")]
-        connected = connect_with_code(c, owner.address, recovery_code(a, space))
-        assert connected["source"] == "recovery code" and connected["key_tag"] is None
-        pulled = kjson(c, "pull")
-        assert pulled["store_root_matches"] is True
-        assert _all_rows(a.sibyl_db) == _all_rows(c.sibyl_db)
-        assert kjson(c, "verify", "release rule")["decision"] == "proceed"
-    finally:
-        c.shutdown()
+    other = c.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                   input=encode_recovery_code(new_data_key()) + "\n")
+    assert other.returncode == 2
+    assert ("this recovery code does not belong to the vault anchored under this owner"
+            in other.stderr)
+    # Bound to the vault before it is cached (v0.3.0's judge claim): a code of another
+    # data key left no cached key and no wraps behind.
+    assert not [*c.kint_home.glob("vault-*"), *c.kint_home.glob("wraps-*")]
+    connected = connect_with_code(c, owner.address, recovery_code(a, space))
+    assert connected["source"] == "recovery code" and connected["key_tag"] is None
+    pulled = kjson(c, "pull")
+    assert pulled["store_root_matches"] is True
+    assert _all_rows(a.sibyl_db) == _all_rows(c.sibyl_db)
+    assert kjson(c, "verify", "release rule")["decision"] == "proceed"
 
 
 def test_chain_moved_fork_and_discard_local(story, chain_home):
@@ -241,11 +241,12 @@ def test_chain_moved_fork_and_discard_local(story, chain_home):
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
 
 
-def test_smart_account_owner_with_a_passphrase(story, tmp_path_factory, chain_home):
+def test_smart_account_owner_with_a_passphrase(story, chain_home):
     """A Base Account-like owner (an ERC-1271 contract account): the vault passphrase is the
     key (wrap kind 0x02); the account authorizes the session key with an ERC-1271
     signature through setSessionKeyBySig; a second machine opens the vault with the same
-    passphrase."""
+    passphrase. The story's two machines, in a space of their own (a profile store named
+    `smart` on each: one label, so one space)."""
     from web3 import Web3
 
     from kint.chain import devchain
@@ -255,43 +256,39 @@ def test_smart_account_owner_with_a_passphrase(story, tmp_path_factory, chain_ho
     url = anchor.config.rpc_urls[0]
     signer = Account.create()
     account = devchain.deploy_test_smart_account(url, signer.address)
-    m = new_machine(tmp_path_factory.mktemp("smart-1"), chain_home)
-    n = new_machine(tmp_path_factory.mktemp("smart-2"), chain_home)
-    try:
-        sibyl_client(m.sibyl_db, m.tenant).set_entity("rules", "smart", {"rule": "passkeys"})
-        connected = json.loads(ok(m.kint("connect", "--owner", account, "--smart-account",
-                                         "--passphrase-stdin", "--json",
-                                         input="correct horse battery\n")).stdout)
-        assert connected["source"] == "fresh vault"
-        session = connected["session"]
-        # The account's owner signs the EIP-712 authorization; the session key submits it.
-        expiry, deadline = int(time.time()) + 86400, int(time.time()) + 3600
-        nonce = anchor.auth_nonce(account)
-        typed = authorization_typed_data(anchor.config.chain_id, anchor.address, account,
-                                         session, expiry, nonce, deadline)
-        signature = Account.sign_typed_data(signer.key, full_message=typed).signature
-        devchain.fund(url, session, 10**18)
-        funder = Account.create()
-        devchain.fund(url, funder.address, 10**18)
-        anchor.transact(funder, anchor.encode_set_session_key_by_sig(
-            account, session, expiry, deadline, bytes(signature)))
-        assert anchor.can_write(account, session)
-        assert kjson(m, "push")["pushed"] == 1
+    m, n = story["a"], story["b"]
+    mdb, ndb = m.profile_db("smart"), n.profile_db("smart")
+    sibyl_client(mdb, m.tenant).set_entity("rules", "smart", {"rule": "passkeys"})
+    connected = json.loads(ok(m.kint("--db", str(mdb), "connect", "--owner", account,
+                                     "--smart-account", "--passphrase-stdin", "--json",
+                                     input="correct horse battery\n")).stdout)
+    assert connected["source"] == "fresh vault"
+    session = connected["session"]
+    # The account's owner signs the EIP-712 authorization; the session key submits it.
+    expiry, deadline = int(time.time()) + 86400, int(time.time()) + 3600
+    nonce = anchor.auth_nonce(account)
+    typed = authorization_typed_data(anchor.config.chain_id, anchor.address, account,
+                                     session, expiry, nonce, deadline)
+    signature = Account.sign_typed_data(signer.key, full_message=typed).signature
+    devchain.fund(url, session, 10**18)
+    funder = Account.create()
+    devchain.fund(url, funder.address, 10**18)
+    anchor.transact(funder, anchor.encode_set_session_key_by_sig(
+        account, session, expiry, deadline, bytes(signature)))
+    assert anchor.can_write(account, session)
+    assert kjson(m, "--db", str(mdb), "push")["pushed"] == 1
 
-        wrong = n.kint("connect", "--owner", account, "--smart-account", "--passphrase-stdin",
-                       input="wrong horse battery\n")
-        assert wrong.returncode == 2
-        assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stderr
-        joined = json.loads(ok(n.kint("connect", "--owner", account, "--smart-account",
-                                      "--passphrase-stdin", "--json",
-                                      input="correct horse battery\n")).stdout)
-        assert joined["source"] == "chain head header"
-        assert kjson(n, "pull")["store_root_matches"] is True
-        assert _all_rows(m.sibyl_db) == _all_rows(n.sibyl_db)
-        assert Web3.is_address(account)
-    finally:
-        m.shutdown()
-        n.shutdown()
+    wrong = n.kint("--db", str(ndb), "connect", "--owner", account, "--smart-account",
+                   "--passphrase-stdin", input="wrong horse battery\n")
+    assert wrong.returncode == 2
+    assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stderr
+    joined = json.loads(ok(n.kint("--db", str(ndb), "connect", "--owner", account,
+                                  "--smart-account", "--passphrase-stdin", "--json",
+                                  input="correct horse battery\n")).stdout)
+    assert joined["source"] == "chain head header"
+    assert kjson(n, "--db", str(ndb), "pull")["store_root_matches"] is True
+    assert _all_rows(mdb) == _all_rows(ndb)
+    assert Web3.is_address(account)
 
 
 def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory, chain_home):
@@ -466,7 +463,7 @@ def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_
     assert stale.returncode == 2 and "[WRONG_KEY]" in stale.stderr, stale.stderr
     assert "not the one the head epoch was sealed with" in stale.stderr
     assert "kint connect" in stale.stderr
-    assert not list(b.kint_home.glob("RECOVERY-*.txt")) or \
+    assert not (b.kint_home / f"RECOVERY-{space}.txt").exists() or \
         recovery_code(b, space) != recovery_code(a, space)
     assert connect_with_wallet(b, owner)["source"] == "chain head header"
     pulled = kjson(b, "pull")

@@ -54,6 +54,16 @@ def machine(tmp_path_factory, chain_home):
     sb.shutdown()
 
 
+@pytest.fixture(scope="module")
+def spare(tmp_path_factory, chain_home):
+    """A second machine for the tests that set `contract` in its config.toml: each works in
+    a space of its own (the joiner in the default store's, the others in a profile store's)
+    and takes its config.toml away when done, so none needs a machine started for it."""
+    sb = new_machine(tmp_path_factory.mktemp("other-contract-spare"), chain_home)
+    yield sb
+    sb.shutdown()
+
+
 def head_on(chain_home, contract: str, owner: str, space: str):
     """(owner, space)'s head on `contract`, read straight from the devchain."""
     from kint.chain.anchor import Anchor
@@ -148,50 +158,50 @@ def test_a_contract_in_the_supervisors_environment_names_its_service(
         machine.start_entitled()
 
 
-def test_a_space_that_never_pushed_says_so_and_moves_on_connect(tmp_path, chain_home,
+def test_a_space_that_never_pushed_says_so_and_moves_on_connect(spare, chain_home,
                                                                second_anchor):
     """Connected, nothing anchored: the refusal said "its epochs are there" of a space that
     has none; it says this machine holds none, and that connecting again moves it."""
-    fresh = new_machine(tmp_path / "fresh", chain_home)
+    fresh, db = spare, spare.profile_db("fresh")
+    path = fresh.kint_home / "config.toml"
     try:
-        connected = kjson(fresh, "connect", "--dev")
-        fresh.space16 = connected["space"]
+        connected = kjson(fresh, "--db", str(db), "connect", "--dev")
+        space16 = connected["space"]
         anchor = devchain_anchor(chain_home).config.anchor
-        path = fresh.kint_home / "config.toml"
         path.write_text(f'contract = "{second_anchor}"\n')
         path.chmod(0o600)
         said = (f"this space was connected on the EpochAnchor at {anchor} on the devchain, "
                 f"where this machine has anchored or pulled none of its epochs; kint now "
                 f"reads the one at {second_anchor} (KINT_CONTRACT: `contract` in {path})")
-        assert kjson(fresh, "status")["chain_head_unavailable"] == said
-        refused(fresh.kint("push"), 5, f"kint: error: {said} [CONFIG_INVALID]",
+        assert kjson(fresh, "--db", str(db), "status")["chain_head_unavailable"] == said
+        refused(fresh.kint("--db", str(db), "push"), 5, f"kint: error: {said} [CONFIG_INVALID]",
                 f'hint: set `contract = "{anchor}"` in {path}; or run `kint connect` again '
                 f'to connect the space on the contract at {second_anchor}')
-        moved = ok(fresh.kint("connect", "--dev"))
+        moved = ok(fresh.kint("--db", str(db), "connect", "--dev"))
         assert (f"chain: {said}: the space is connected on the one kint reads now"
                 in moved.stdout.splitlines()), moved.stdout
-        enrolment = json.loads((fresh.kint_home / f"enrol-{fresh.space16}.json").read_text())
+        enrolment = json.loads((fresh.kint_home / f"enrol-{space16}.json").read_text())
         assert enrolment["contract"] == second_anchor, enrolment
-        sibyl_client(fresh.sibyl_db, fresh.tenant).set_entity("rules", "new", {"rule": "here"})
-        assert kjson(fresh, "push")["pushed"] == 1
+        sibyl_client(db, fresh.tenant).set_entity("rules", "new", {"rule": "here"})
+        assert kjson(fresh, "--db", str(db), "push")["pushed"] == 1
         assert head_on(chain_home, second_anchor, connected["owner"],
                        enrolment["space"]).seq == 1
     finally:
-        fresh.shutdown()
+        path.unlink(missing_ok=True)
 
 
-def test_a_machine_that_joined_is_not_made_the_vaults_maker_by_the_move(tmp_path, chain_home,
-                                                                       machine, second_anchor):
+def test_a_machine_that_joined_is_not_made_the_vaults_maker_by_the_move(spare, machine,
+                                                                       second_anchor):
     """A machine that joined the vault from the head header, then connected again on a
     contract where the space has no epochs: its wraps of the old vault were taken as a
     vault started here, so it got a recovery file (the data key in the clear on disk) and
     `vault_created`. Its enrolment moves; it is still no maker."""
-    joiner = new_machine(tmp_path / "joiner", chain_home)
+    joiner = spare
+    path = joiner.kint_home / "config.toml"
     try:
         wallet = owner_account(machine, machine.owner)
         joined = connect_with_wallet(joiner, wallet)
         assert joined["source"] == "chain head header" and joined["space"] == machine.space16
-        path = joiner.kint_home / "config.toml"
         path.write_text(f'contract = "{second_anchor}"\n')
         path.chmod(0o600)
         moved = connect_with_wallet(joiner, wallet)
@@ -203,35 +213,35 @@ def test_a_machine_that_joined_is_not_made_the_vaults_maker_by_the_move(tmp_path
         assert enrolment["contract"] == second_anchor, enrolment
         assert enrolment["vault_created"] is False, enrolment
     finally:
-        joiner.shutdown()
+        path.unlink(missing_ok=True)
 
 
 def test_a_move_is_refused_while_the_files_that_hold_the_old_epochs_do_not_read(
-        tmp_path, chain_home, second_anchor):
+        spare, second_anchor):
     """A machine that anchored an epoch, its mirror and watermark both garbled: they were
     read as "no epochs here", so connect moved the enrolment off the contract that holds
     them. It refuses, naming the mirror, and the enrolment stays where it was."""
-    pushed = new_machine(tmp_path / "pushed", chain_home)
+    pushed, db = spare, spare.profile_db("pushed")
+    path = pushed.kint_home / "config.toml"
     try:
-        connected = kjson(pushed, "connect", "--dev")
+        connected = kjson(pushed, "--db", str(db), "connect", "--dev")
         space16 = connected["space"]
-        sibyl_client(pushed.sibyl_db, pushed.tenant).set_entity("rules", "kept", {"rule": "1"})
-        assert kjson(pushed, "push")["pushed"] == 1
+        sibyl_client(db, pushed.tenant).set_entity("rules", "kept", {"rule": "1"})
+        assert kjson(pushed, "--db", str(db), "push")["pushed"] == 1
         enrol = pushed.kint_home / f"enrol-{space16}.json"
         before = enrol.read_bytes()
         mirror = pushed.kint_home / f"mirror-{space16}.json.gz"
         for name in (mirror.name, f"watermark-{space16}.json"):
             (pushed.kint_home / name).write_bytes(b"garbled")
-        path = pushed.kint_home / "config.toml"
         path.write_text(f'contract = "{second_anchor}"\n')
         path.chmod(0o600)
-        out = pushed.kint("connect", "--dev")
+        out = pushed.kint("--db", str(db), "connect", "--dev")
         assert out.returncode != 0, out.stdout + out.stderr
         assert out.stderr.splitlines()[0].endswith("[CORRUPT_STATE]"), out.stderr
         assert f"kint's state file {mirror} " in out.stderr, out.stderr
         assert enrol.read_bytes() == before
     finally:
-        pushed.shutdown()
+        path.unlink(missing_ok=True)
 
 
 ENROLLED = "0x" + "11" * 20

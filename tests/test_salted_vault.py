@@ -16,12 +16,25 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from eth_account import Account
 
 from chain_machines import authorize_machine, kjson, new_machine, ok, wallet_signature
 from conftest import sibyl_client
 
 SALT = "a salt only the owner knows"
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory, chain_home):
+    """Machines A and B for the module: each test connects its own owner's vault in a space
+    of its own (the default store's, then a profile store's on both), so what one test's
+    connects and rekeys leave on a machine is in a space the other never names."""
+    a = new_machine(tmp_path_factory.mktemp("vault-a"), chain_home)
+    b = new_machine(tmp_path_factory.mktemp("vault-b"), chain_home)
+    yield a, b
+    for machine in (a, b):
+        machine.shutdown()
 
 
 def _connect_salted(machine, owner: str, signature: str, salt: str):
@@ -44,108 +57,102 @@ def _without_a_terminal(machine, *args: str, input: str):
                           timeout=90, input=input, start_new_session=True)
 
 
-def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(tmp_path_factory,
-                                                                     chain_home):
-    a = new_machine(tmp_path_factory.mktemp("salted-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("salted-b"), chain_home)
+def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(machines, chain_home):
+    a, b = machines
     owner = Account.create()
-    try:
-        payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
-        signature = wallet_signature(owner, payload)
-        made = json.loads(ok(_connect_salted(a, owner.address, signature, SALT)).stdout)
-        assert made["fresh_vault"] is True and made["source"] == "fresh vault", made
-        client = sibyl_client(a.sibyl_db, a.tenant)
-        client.set_entity("rules", "release-gate", {"rule": "salted"})
-        client.storage.close()
-        authorize_machine(chain_home, owner, made["session"])
-        assert kjson(a, "push")["pushed"] == 1
+    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+    signature = wallet_signature(owner, payload)
+    made = json.loads(ok(_connect_salted(a, owner.address, signature, SALT)).stdout)
+    assert made["fresh_vault"] is True and made["source"] == "fresh vault", made
+    client = sibyl_client(a.sibyl_db, a.tenant)
+    client.set_entity("rules", "release-gate", {"rule": "salted"})
+    client.storage.close()
+    authorize_machine(chain_home, owner, made["session"])
+    assert kjson(a, "push")["pushed"] == 1
 
-        # The signature alone, or with another salt, opens nothing (exit 2).
-        bare = b.kint("connect", "--owner", owner.address, "--signature", "-",
-                      input=signature + "\n")
-        assert bare.returncode == 2, bare.stdout + bare.stderr
-        assert "Wrong wallet, wrong passphrase, or wrong tenant." in bare.stderr, bare.stderr
-        wrong = _connect_salted(b, owner.address, signature, "another salt")
-        assert wrong.returncode == 2, wrong.stdout + wrong.stderr
-        assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stdout  # --json
-        # With its salt, typed at `--passphrase-prompt`'s prompt here, the head epoch's
-        # header hands over the data key.
-        signature_file = b.root / "vault-signature.txt"
-        signature_file.write_text(signature + "\n")
-        prompted = _without_a_terminal(b, "connect", "--owner", owner.address,
-                                       "--signature-file", str(signature_file),
-                                       "--passphrase-prompt", "--json", input=SALT + "\n")
-        opened = json.loads(ok(prompted).stdout)
-        assert opened["source"] == "chain head header" and opened["fresh_vault"] is False
-        assert kjson(b, "pull")["store_root_matches"] is True
-        assert kjson(b, "verify", "release rule")["decision"] == "proceed"
-    finally:
-        for machine in (a, b):
-            machine.shutdown()
+    # The signature alone, or with another salt, opens nothing (exit 2).
+    bare = b.kint("connect", "--owner", owner.address, "--signature", "-",
+                  input=signature + "\n")
+    assert bare.returncode == 2, bare.stdout + bare.stderr
+    assert "Wrong wallet, wrong passphrase, or wrong tenant." in bare.stderr, bare.stderr
+    wrong = _connect_salted(b, owner.address, signature, "another salt")
+    assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+    assert "Wrong wallet, wrong passphrase, or wrong tenant." in wrong.stdout  # --json
+    # With its salt, typed at `--passphrase-prompt`'s prompt here, the head epoch's
+    # header hands over the data key.
+    signature_file = b.root / "vault-signature.txt"
+    signature_file.write_text(signature + "\n")
+    prompted = _without_a_terminal(b, "connect", "--owner", owner.address,
+                                   "--signature-file", str(signature_file),
+                                   "--passphrase-prompt", "--json", input=SALT + "\n")
+    opened = json.loads(ok(prompted).stdout)
+    assert opened["source"] == "chain head header" and opened["fresh_vault"] is False
+    assert kjson(b, "pull")["store_root_matches"] is True
+    assert kjson(b, "verify", "release rule")["decision"] == "proceed"
 
 
 def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_does(
-        tmp_path_factory, chain_home):
+        machines, tmp_path_factory, chain_home):
     """09-cli.md, "kint connect": `--add-passphrase` adds a passphrase wrap beside the
     signature's; 16-limits.md: that wrap is derived as a smart account's vault passphrase
     is, so once an epoch carries it, `--smart-account` with that passphrase opens the
-    vault on another machine."""
-    a = new_machine(tmp_path_factory.mktemp("added-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("added-b"), chain_home)
+    vault on another machine. The space is a profile store's, `added` on every machine (one
+    label, so one space): the default store's is the other test's."""
+    a, b = machines
+
+    def on(machine, *args: str) -> tuple[str, ...]:
+        return ("--db", str(machine.profile_db("added")), *args)
+
     owner = Account.create()
+    payload = ok(a.kint(*on(a, "canonical-payload", "--owner", owner.address))).stdout
+    signature_file = a.root / "vault-signature.txt"
+    signature_file.write_text(wallet_signature(owner, payload) + "\n")
+    made = _without_a_terminal(a, *on(a, "connect", "--owner", owner.address,
+                                      "--signature-file", str(signature_file),
+                                      "--add-passphrase", "--json"),
+                               input="an extra passphrase\n")
+    assert made.returncode == 0, made.stdout + made.stderr
+    session = json.loads(made.stdout)["session"]
+    client = sibyl_client(a.profile_db("added"), a.tenant)
+    client.set_entity("rules", "release-gate", {"rule": "carried"})
+    client.storage.close()
+    authorize_machine(chain_home, owner, session)
+    assert kjson(a, *on(a, "push"))["pushed"] == 1
+
+    opened = b.kint(*on(b, "connect", "--owner", owner.address, "--smart-account",
+                        "--passphrase-stdin", "--json"), input="an extra passphrase\n")
+    assert opened.returncode == 0, opened.stdout + opened.stderr
+    assert json.loads(opened.stdout)["source"] == "chain head header"
+    wrong = b.kint(*on(b, "connect", "--owner", owner.address, "--smart-account",
+                       "--passphrase-stdin"), input="not the passphrase\n")
+    assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+
+    # 09-cli.md, "kint rekey": a rotation with the signature alone would drop the
+    # passphrase wrap, so it refuses (exit 2, the snapshot not sent) naming that key by
+    # kind and tag, unless --drop-missing; after it the passphrase opens nothing new.
+    signature = wallet_signature(owner, payload)
+    head = kjson(a, *on(a, "status"))["head"]["seq"]
+    kept = a.kint(*on(a, "rekey", "--signature", "-"), input=signature + "\n")
+    assert kept.returncode == 2, kept.stdout + kept.stderr
+    assert re.search(r"rekey would drop passphrase \(tag [0-9a-f]{8}\): supply those "
+                     r"keys too, or pass --drop-missing", kept.stderr), kept.stderr
+    assert kjson(a, *on(a, "status"))["head"]["seq"] == head
+    # With `--smart-account` beside the signature it carries both (the passphrase typed
+    # at its prompt), and drops none.
+    signature_file.write_text(signature + "\n")
+    both = _without_a_terminal(a, *on(a, "rekey", "--signature-file", str(signature_file),
+                                      "--smart-account", "--json"),
+                               input="an extra passphrase\n")
+    assert both.returncode == 0, both.stdout + both.stderr
+    carried = json.loads(both.stdout)
+    assert (carried["carried"], carried["dropped"]) == (2, []), carried
+    dropped = json.loads(ok(a.kint(*on(a, "rekey", "--signature", "-", "--drop-missing",
+                                       "--json"), input=signature + "\n")).stdout)
+    assert dropped["carried"] == 1 and len(dropped["dropped"]) == 1, dropped
+    c = new_machine(tmp_path_factory.mktemp("added-c"), chain_home)
     try:
-        payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
-        signature_file = a.root / "vault-signature.txt"
-        signature_file.write_text(wallet_signature(owner, payload) + "\n")
-        made = _without_a_terminal(a, "connect", "--owner", owner.address, "--signature-file",
-                                   str(signature_file), "--add-passphrase", "--json",
-                                   input="an extra passphrase\n")
-        assert made.returncode == 0, made.stdout + made.stderr
-        session = json.loads(made.stdout)["session"]
-        client = sibyl_client(a.sibyl_db, a.tenant)
-        client.set_entity("rules", "release-gate", {"rule": "carried"})
-        client.storage.close()
-        authorize_machine(chain_home, owner, session)
-        assert kjson(a, "push")["pushed"] == 1
-
-        opened = b.kint("connect", "--owner", owner.address, "--smart-account",
-                        "--passphrase-stdin", "--json", input="an extra passphrase\n")
-        assert opened.returncode == 0, opened.stdout + opened.stderr
-        assert json.loads(opened.stdout)["source"] == "chain head header"
-        wrong = b.kint("connect", "--owner", owner.address, "--smart-account",
-                       "--passphrase-stdin", input="not the passphrase\n")
-        assert wrong.returncode == 2, wrong.stdout + wrong.stderr
-
-        # 09-cli.md, "kint rekey": a rotation with the signature alone would drop the
-        # passphrase wrap, so it refuses (exit 2, the snapshot not sent) naming that key by
-        # kind and tag, unless --drop-missing; after it the passphrase opens nothing new.
-        signature = wallet_signature(owner, payload)
-        head = kjson(a, "status")["head"]["seq"]
-        kept = a.kint("rekey", "--signature", "-", input=signature + "\n")
-        assert kept.returncode == 2, kept.stdout + kept.stderr
-        assert re.search(r"rekey would drop passphrase \(tag [0-9a-f]{8}\): supply those "
-                         r"keys too, or pass --drop-missing", kept.stderr), kept.stderr
-        assert kjson(a, "status")["head"]["seq"] == head
-        # With `--smart-account` beside the signature it carries both (the passphrase typed
-        # at its prompt), and drops none.
-        signature_file = a.root / "vault-signature.txt"
-        signature_file.write_text(signature + "\n")
-        both = _without_a_terminal(a, "rekey", "--signature-file", str(signature_file),
-                                   "--smart-account", "--json",
-                                   input="an extra passphrase\n")
-        assert both.returncode == 0, both.stdout + both.stderr
-        carried = json.loads(both.stdout)
-        assert (carried["carried"], carried["dropped"]) == (2, []), carried
-        dropped = json.loads(ok(a.kint("rekey", "--signature", "-", "--drop-missing", "--json",
-                                       input=signature + "\n")).stdout)
-        assert dropped["carried"] == 1 and len(dropped["dropped"]) == 1, dropped
-        c = new_machine(tmp_path_factory.mktemp("added-c"), chain_home)
-        try:
-            gone = c.kint("connect", "--owner", owner.address, "--smart-account",
-                          "--passphrase-stdin", input="an extra passphrase\n")
-            assert gone.returncode == 2, gone.stdout + gone.stderr
-        finally:
-            c.shutdown()
+        gone = c.kint(*on(c, "connect", "--owner", owner.address, "--smart-account",
+                          "--passphrase-stdin"), input="an extra passphrase\n")
+        assert gone.returncode == 2, gone.stdout + gone.stderr
     finally:
-        for machine in (a, b):
-            machine.shutdown()
+        c.shutdown()

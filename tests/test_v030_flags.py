@@ -7,9 +7,12 @@ supervisor and worker)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from chain_machines import kjson, new_machine, ok
-from conftest import kint_loading, write_store
+from conftest import Sandbox, kint_loading, write_store
 
 OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
                        "epoch, so the snapshot chains on the epoch it last saw, as without it")
@@ -17,31 +20,48 @@ OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull 
 OTHER = "0x000000000000000000000000000000000000dEaD"
 
 
-def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(tmp_path, chain_home):
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        owner = kjson(sb, "connect", "--dev")["owner"]
-        ok(sb.kint("push", "--owner", owner.lower()))
-        ok(sb.kint("compact", "--owner", owner, "--dry-run"))
-        ok(sb.kint("pull", "--owner", owner, "--force-scan"))
-        doctor = sb.kint("doctor", "--owner", owner)
-        assert "kint: error" not in doctor.stderr, doctor.stderr
-        head = kjson(sb, "status")["head"]
-        for command in (["push"], ["compact"], ["pull", "--force-scan"], ["doctor"],
-                        ["rekey", "--smart-account", "--passphrase-stdin"]):
-            out = sb.kint(*command, "--owner", OTHER, input="not read\n")
-            assert out.returncode == 2, (command, out.stdout, out.stderr)
-            assert out.stderr.splitlines() == [
-                f"kint: error: --owner {OTHER} is not the owner this space is connected to "
-                f"({owner}); this kint acts for the connected owner [BAD_REQUEST]",
-                f"hint: leave --owner out, or run kint connect --owner {OTHER} first"
-            ], out.stderr
-        assert kjson(sb, "status")["head"] == head  # nothing was anchored
-        bad = sb.kint("push", "--owner", "0x12")
-        assert bad.returncode == 2 and "is not an address" in bad.stderr
-    finally:
-        sb.shutdown()
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """One machine on the devchain for the tests that each connect a space of their own (a
+    profile store, `own_space`): what they change (a space's wraps, its epochs) is that
+    space's alone, so none needs a machine started for it."""
+    sb = new_machine(tmp_path_factory.mktemp("v030-flags"), chain_home)
+    yield sb
+    sb.shutdown()
+
+
+def own_space(sb: Sandbox, name: str) -> Path:
+    """A store of its own on `sb`, so a space of its own (`<tenant>@hermes:<name>`)."""
+    return sb.profile_db(name)
+
+
+def on(db: Path, *args: str) -> tuple[str, ...]:
+    """`kint` arguments for the space of store `db`."""
+    return ("--db", str(db), *args)
+
+
+def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(machine):
+    sb, db = machine, own_space(machine, "owners")
+    write_store(db, tenant=sb.tenant)
+    owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
+    ok(sb.kint(*on(db, "push", "--owner", owner.lower())))
+    ok(sb.kint(*on(db, "compact", "--owner", owner, "--dry-run")))
+    ok(sb.kint(*on(db, "pull", "--owner", owner, "--force-scan")))
+    doctor = sb.kint(*on(db, "doctor", "--owner", owner))
+    assert "kint: error" not in doctor.stderr, doctor.stderr
+    head = kjson(sb, *on(db, "status"))["head"]
+    for command in (["push"], ["compact"], ["pull", "--force-scan"], ["doctor"],
+                    ["rekey", "--smart-account", "--passphrase-stdin"]):
+        out = sb.kint(*on(db, *command, "--owner", OTHER), input="not read\n")
+        assert out.returncode == 2, (command, out.stdout, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"kint: error: --owner {OTHER} is not the owner this space is connected to "
+            f"({owner}); this kint acts for the connected owner [BAD_REQUEST]",
+            f"hint: leave --owner out, or run kint connect --owner {OTHER} first"
+        ], out.stderr
+    assert kjson(sb, *on(db, "status"))["head"] == head  # nothing was anchored
+    bad = sb.kint(*on(db, "push", "--owner", "0x12"))
+    assert bad.returncode == 2 and "is not an address" in bad.stderr
 
 
 def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(sandbox):
@@ -134,26 +154,21 @@ def refused_with_2(sb, argv: tuple[str, ...], given: str | None, code: str, mess
                                                f"hint: {hint}"], out.stderr
 
 
-def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_2(tmp_path,
-                                                                                   chain_home):
+def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_2(machine):
     """09-cli.md: a refusal of rekey's own exits 2. A connected machine whose key-wraps file
     is gone, with no epochs on chain to read the wraps from, has nothing to carry over: it
     exited 5, the status of its snapshot push's unfunded-key refusal, which shared the code."""
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:
-        space16 = kjson(sb, "connect", "--dev")["space"][:16]
-        (sb.kint_home / f"wraps-{space16}.json").unlink()
-        refused_with_2(sb, ("rekey", "--smart-account", "--passphrase-stdin"),
-                       "any passphrase\n", "BAD_REQUEST",
-                       "this machine holds no key wraps for this space",
-                       "run `kint connect` first")
-        assert kjson(sb, "status")["head"]["seq"] == 0  # nothing was anchored
-    finally:
-        sb.shutdown()
+    sb, db = machine, own_space(machine, "wrapless")
+    space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
+    (sb.kint_home / f"wraps-{space16}.json").unlink()
+    refused_with_2(sb, on(db, "rekey", "--smart-account", "--passphrase-stdin"),
+                   "any passphrase\n", "BAD_REQUEST",
+                   "this machine holds no key wraps for this space",
+                   "run `kint connect` first")
+    assert kjson(sb, *on(db, "status"))["head"]["seq"] == 0  # nothing was anchored
 
 
-def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_rekey(tmp_path,
-                                                                                      chain_home):
+def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_rekey(machine):
     """09-cli.md: compact refuses a whole state over 92,160 compressed bytes, and rekey's
     snapshot makes the same check (05-keys.md); rekey's exit is 5 when its push fails, 2 only
     for its own refusals. The refusal was BAD_REQUEST, rekey's own code, so rekey exited 2."""
@@ -161,54 +176,50 @@ def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_re
 
     from chain_machines import owner_account, wallet_signature
 
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:  # three rows of random hex, ~40 KB compressed each: a push splits them, no snapshot
-        write_store(sb.sibyl_db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()}
-                                  for i in range(3)}, tenant=sb.tenant)
-        owner = kjson(sb, "connect", "--dev")["owner"]
-        assert len(kjson(sb, "push")["epochs"]) >= 2
-        head = kjson(sb, "status")["head"]
-        payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
-        signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
-        # --over-skipped where no epoch was skipped: the refusal says it was not used (it
-        # was lost when the snapshot was refused after the notice was made).
-        for argv, given in ((("compact",), None),
-                            (("compact", "--over-skipped"), None),
-                            (("rekey", "--signature", "-", "--over-skipped"), signature)):
-            out = sb.kint(*argv, input=given)
-            assert out.returncode == 5, (argv, out.stdout, out.stderr)
-            lines = out.stderr.splitlines()
-            assert lines[0].startswith("kint: error: the full state (") and lines[0].endswith(
-                "and snapshots are single-epoch [TOO_LARGE]"), out.stderr
-            assert lines[1] == ("hint: a snapshot (compact, rekey) is one epoch and cannot be "
-                                "split; `kint push` splits the changes across epochs"), out.stderr
-            assert lines[2:] == ([OVER_SKIPPED_UNUSED] if "--over-skipped" in argv else []), (
-                argv, out.stderr)
-        assert kjson(sb, "status")["head"] == head  # nothing was anchored
-    finally:
-        sb.shutdown()
+    sb, db = machine, own_space(machine, "large")
+    # Three rows of random hex, ~40 KB compressed each: a push splits them, no snapshot.
+    write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(3)},
+                tenant=sb.tenant)
+    owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
+    assert len(kjson(sb, *on(db, "push"))["epochs"]) >= 2
+    head = kjson(sb, *on(db, "status"))["head"]
+    payload = ok(sb.kint(*on(db, "canonical-payload", "--owner", owner))).stdout
+    signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
+    # --over-skipped where no epoch was skipped: the refusal says it was not used (it
+    # was lost when the snapshot was refused after the notice was made).
+    for argv, given in ((("compact",), None),
+                        (("compact", "--over-skipped"), None),
+                        (("rekey", "--signature", "-", "--over-skipped"), signature)):
+        out = sb.kint(*on(db, *argv), input=given)
+        assert out.returncode == 5, (argv, out.stdout, out.stderr)
+        lines = out.stderr.splitlines()
+        assert lines[0].startswith("kint: error: the full state (") and lines[0].endswith(
+            "and snapshots are single-epoch [TOO_LARGE]"), out.stderr
+        assert lines[1] == ("hint: a snapshot (compact, rekey) is one epoch and cannot be "
+                            "split; `kint push` splits the changes across epochs"), out.stderr
+        assert lines[2:] == ([OVER_SKIPPED_UNUSED] if "--over-skipped" in argv else []), (
+            argv, out.stderr)
+    assert kjson(sb, *on(db, "status"))["head"] == head  # nothing was anchored
 
 
-def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(tmp_path, chain_home):
+def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(machine):
     """09-cli.md: `--over-skipped` is honoured only on a machine whose last pull skipped an
     epoch. Elsewhere compact and rekey anchor as without it, as in v0.3.0, and now say so on
     stderr (a flag given is honoured or reported); stdout is what v0.3.0 prints."""
     from chain_machines import owner_account, wallet_signature
 
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        owner = kjson(sb, "connect", "--dev")["owner"]
-        ok(sb.kint("push"))
-        dry = ok(sb.kint("compact", "--over-skipped", "--dry-run"))
-        assert dry.stderr.splitlines() == [OVER_SKIPPED_UNUSED], dry.stderr
-        assert dry.stdout.startswith("would anchor epoch 2:"), dry.stdout
-        payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
-        signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
-        rekeyed = ok(sb.kint("rekey", "--signature", "-", "--over-skipped", input=signature))
-        assert rekeyed.stderr.splitlines() == [OVER_SKIPPED_UNUSED], rekeyed.stderr
-        assert rekeyed.stdout.splitlines()[1].startswith("snapshot epoch 2 tx "), rekeyed.stdout
-        plain = ok(sb.kint("compact", "--dry-run"))  # without the flag: nothing said
-        assert plain.stderr == "", plain.stderr
-    finally:
-        sb.shutdown()
+    sb, db = machine, own_space(machine, "unskipped")
+    write_store(db, tenant=sb.tenant)
+    owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
+    ok(sb.kint(*on(db, "push")))
+    dry = ok(sb.kint(*on(db, "compact", "--over-skipped", "--dry-run")))
+    assert dry.stderr.splitlines() == [OVER_SKIPPED_UNUSED], dry.stderr
+    assert dry.stdout.startswith("would anchor epoch 2:"), dry.stdout
+    payload = ok(sb.kint(*on(db, "canonical-payload", "--owner", owner))).stdout
+    signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
+    rekeyed = ok(sb.kint(*on(db, "rekey", "--signature", "-", "--over-skipped"),
+                         input=signature))
+    assert rekeyed.stderr.splitlines() == [OVER_SKIPPED_UNUSED], rekeyed.stderr
+    assert rekeyed.stdout.splitlines()[1].startswith("snapshot epoch 2 tx "), rekeyed.stdout
+    plain = ok(sb.kint(*on(db, "compact", "--dry-run")))  # without the flag: nothing said
+    assert plain.stderr == "", plain.stderr

@@ -8,13 +8,36 @@ test_join.py."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from chain_machines import kjson, new_machine
-from conftest import write_store
+from conftest import Sandbox, write_store
 
 from kint import render
 
 DIGEST = "b64dcde033b03249" + "0" * 48
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """One machine on the devchain for the tests that each connect a space of their own (a
+    profile store, `own_space`): what they take away (a space's key cache, mirror or
+    recovery file) is that space's alone, so none needs a machine started for it."""
+    sb = new_machine(tmp_path_factory.mktemp("v030-lines"), chain_home)
+    yield sb
+    sb.shutdown()
+
+
+def own_space(sb: Sandbox, name: str) -> Path:
+    """A store of its own on `sb`, so a space of its own (`<tenant>@hermes:<name>`)."""
+    return sb.profile_db(name)
+
+
+def on(db: Path, *args: str) -> tuple[str, ...]:
+    """`kint` arguments for the space of store `db`."""
+    return ("--db", str(db), *args)
 
 
 def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line():
@@ -66,53 +89,46 @@ def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(
     assert not list(sandbox.kint_home.glob("RECOVERY-*"))
 
 
-def test_without_the_cached_key_recovery_code_and_pull_refuse_in_v030s_words(tmp_path,
-                                                                             chain_home):
+def test_without_the_cached_key_recovery_code_and_pull_refuse_in_v030s_words(machine):
     # The recovery-code words on a connected machine whose key cache is gone; the hint says
     # what brings the key back (it gave NO_DATA_KEY's default, about changes awaiting a push).
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:
-        space16 = kjson(sb, "connect", "--dev")["space"][:16]
-        (sb.kint_home / f"vault-{space16}.aes").unlink()
-        out = sb.kint("recovery-code")
-        assert out.returncode == 2, out.stdout + out.stderr
-        assert out.stderr.splitlines() == [
-            "kint: error: no data key cached on this machine: kint connect first [NO_DATA_KEY]",
-            "hint: run `kint connect --owner ADDRESS` again (the wallet's signature or the vault "
-            "passphrase) to cache the data key, then `kint recovery-code`"], out.stderr
-        # 03-new-machine.md, "Pull": "no data key on this machine: run `kint connect` ...
-        # first", exit 5 (09-cli.md: a pull with no cached data key lands there), and the
-        # --json refusal in the same words.
-        out = sb.kint("pull")
-        assert out.returncode == 5, out.stdout + out.stderr
-        first = out.stderr.splitlines()[0]
-        assert first.startswith("kint: error: no data key on this machine: run `kint connect` "
-                                f"for space {space16} first"), out.stderr
-        assert first.endswith("[NO_DATA_KEY]"), out.stderr
-        out = sb.kint("pull", "--json")
-        assert out.returncode == 5, out.stdout + out.stderr
-        assert json.loads(out.stdout)["message"].startswith(
-            "no data key on this machine: run `kint connect`")
-    finally:
-        sb.shutdown()
+    sb, db = machine, own_space(machine, "keyless")
+    space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
+    (sb.kint_home / f"vault-{space16}.aes").unlink()
+    out = sb.kint(*on(db, "recovery-code"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines() == [
+        "kint: error: no data key cached on this machine: kint connect first [NO_DATA_KEY]",
+        "hint: run `kint connect --owner ADDRESS` again (the wallet's signature or the vault "
+        "passphrase) to cache the data key, then `kint recovery-code`"], out.stderr
+    # 03-new-machine.md, "Pull": "no data key on this machine: run `kint connect` ...
+    # first", exit 5 (09-cli.md: a pull with no cached data key lands there), and the
+    # --json refusal in the same words.
+    out = sb.kint(*on(db, "pull"))
+    assert out.returncode == 5, out.stdout + out.stderr
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("kint: error: no data key on this machine: run `kint connect` "
+                            f"for space {space16} first"), out.stderr
+    assert first.endswith("[NO_DATA_KEY]"), out.stderr
+    out = sb.kint(*on(db, "pull", "--json"))
+    assert out.returncode == 5, out.stdout + out.stderr
+    assert json.loads(out.stdout)["message"].startswith(
+        "no data key on this machine: run `kint connect`")
 
 
-def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(tmp_path, chain_home):
+def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(machine):
     # 03-new-machine.md, "The fork check": rows and no mirror at all, a fork (exit 4).
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:
-        space16 = kjson(sb, "connect", "--dev")["space"][:16]
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        mirror = sb.kint_home / f"mirror-{space16}.json.gz"
-        mirror.unlink()
-        out = sb.kint("pull")
-        assert out.returncode == 4, out.stdout + out.stderr
-        assert "Refusing to merge blindly [FORK]" in out.stderr, out.stderr
-        assert (f"the local store already holds 2 rows for tenant {sb.tenant} and this machine "
-                "has no record of what the chain last saw.") in out.stderr  # 14-agents.md
-        assert not mirror.exists() and sb.sibyl_db.exists()  # nothing written, nothing moved
-    finally:
-        sb.shutdown()
+    sb, db = machine, own_space(machine, "mirrorless")
+    space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
+    write_store(db, tenant=sb.tenant)
+    mirror = sb.kint_home / f"mirror-{space16}.json.gz"
+    mirror.unlink()
+    out = sb.kint(*on(db, "pull"))
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "Refusing to merge blindly [FORK]" in out.stderr, out.stderr
+    assert (f"the local store already holds 2 rows for tenant {sb.tenant} and this machine "
+            "has no record of what the chain last saw.") in out.stderr  # 14-agents.md
+    assert not mirror.exists() and db.exists()  # nothing written, nothing moved
 
 
 def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(tmp_path,
@@ -145,38 +161,34 @@ def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(tmp
         sb.shutdown()
 
 
-def test_the_machine_that_made_the_vault_refuses_to_push_without_its_recovery_file(
-        tmp_path, chain_home):
+def test_the_machine_that_made_the_vault_refuses_to_push_without_its_recovery_file(machine):
     """09-cli.md, "kint push" and "kint recovery-code": on the machine that created the
     vault, push refuses while `RECOVERY-<space16>.txt` is missing or empty (any other push
     refusal: exit 5), nothing anchored and nothing dropped; `kint recovery-code` writes it
     again (0600) from the cached key, and the push goes through."""
     from conftest import sibyl_client
 
-    sb = new_machine(tmp_path / "m", chain_home)
-    try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        space16 = kjson(sb, "connect", "--dev")["space"][:16]
-        recovery = sb.kint_home / f"RECOVERY-{space16}.txt"
-        code = recovery.read_text()
-        kjson(sb, "push")
-        head = kjson(sb, "status")["head"]["seq"]
-        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "later", {"rule": "kept"})
-        for gone in (lambda: recovery.unlink(), lambda: recovery.write_text("")):
-            gone()
-            out = sb.kint("push")
-            assert out.returncode == 5, (out.stdout, out.stderr)
-            assert "created the vault but its recovery code file" in out.stderr, out.stderr
-            assert "kint recovery-code" in out.stderr
-            status = kjson(sb, "status")
-            assert status["head"]["seq"] == head, status
-            assert status["unanchored_changes"] == {"changed": 1, "deleted": 0}, status
-        written = sb.kint("recovery-code")
-        assert written.returncode == 0, written.stderr
-        assert recovery.read_text() == code and (recovery.stat().st_mode & 0o777) == 0o600
-        assert kjson(sb, "push")["pushed"] == 1
-    finally:
-        sb.shutdown()
+    sb, db = machine, own_space(machine, "recovery")
+    write_store(db, tenant=sb.tenant)
+    space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
+    recovery = sb.kint_home / f"RECOVERY-{space16}.txt"
+    code = recovery.read_text()
+    kjson(sb, *on(db, "push"))
+    head = kjson(sb, *on(db, "status"))["head"]["seq"]
+    sibyl_client(db, sb.tenant).set_entity("rules", "later", {"rule": "kept"})
+    for gone in (lambda: recovery.unlink(), lambda: recovery.write_text("")):
+        gone()
+        out = sb.kint(*on(db, "push"))
+        assert out.returncode == 5, (out.stdout, out.stderr)
+        assert "created the vault but its recovery code file" in out.stderr, out.stderr
+        assert "kint recovery-code" in out.stderr
+        status = kjson(sb, *on(db, "status"))
+        assert status["head"]["seq"] == head, status
+        assert status["unanchored_changes"] == {"changed": 1, "deleted": 0}, status
+    written = sb.kint(*on(db, "recovery-code"))
+    assert written.returncode == 0, written.stderr
+    assert recovery.read_text() == code and (recovery.stat().st_mode & 0o777) == 0o600
+    assert kjson(sb, *on(db, "push"))["pushed"] == 1
 
 
 def test_a_push_of_two_epochs_prints_v030s_lines_in_its_order():
