@@ -417,15 +417,15 @@ def test_status_reads_the_session_key_within_one_head_budget(story):
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            # Each call answers after 2.5 s, inside a 4.5 s budget by 2 s (a loaded box adds
-            # to that); the first two key reads start inside the budget, the third at 5 s
-            # at the earliest, never inside it, however fast the box.
-            proxy.set_mode("delay", seconds=2.5)
+            # Each call answers after 1.75 s, inside a 3.25 s budget by 1.5 s (a loaded box
+            # adds to that); the first two key reads start inside the budget, the third at
+            # 3.5 s at the earliest, never inside it, however fast the box.
+            proxy.set_mode("delay", seconds=1.75)
             out = json.loads(ok(a.kint("status", "--json",
-                                       env={"KINT_VERIFY_HEAD_SECONDS": "4.5"})).stdout)
+                                       env={"KINT_VERIFY_HEAD_SECONDS": "3.25"})).stdout)
             assert out["chain_head"] is not None, out  # the head itself was read in time
             facts = out["session_key"]
-            assert facts["error"] == "not read: the chain took longer than 4.5 s to answer", \
+            assert facts["error"] == "not read: the chain took longer than 3.25 s to answer", \
                 facts
             assert "balance_wei" not in facts
         finally:
@@ -436,19 +436,21 @@ def test_status_reads_the_session_key_within_one_head_budget(story):
 def test_doctor_starts_no_chain_call_past_two_calls_worth_of_time(story):
     """An endpoint slow but answering: each call within its bound, yet six of them could
     outlast the command's wait for doctor. No call starts once the chain's checks have
-    taken two calls' bound (here 2 x 5.5 s): the checks left say so, and doctor answers.
-    Each call answers after 3 s, inside its 5.5 s bound by 2.5 s; the four calls before the
-    head's take 12 s at the least, past the 11 s, however fast the box (a loaded one only
-    adds to them)."""
+    taken two calls' bound (here 2 x 3.25 s): the checks left say so, and doctor answers.
+    Each call answers after 1.75 s, inside its 3.25 s bound by 1.5 s; the two calls before
+    the session key's take 3.5 s, inside the 6.5 s by 3 s; the four calls before the head's
+    take 7 s at the least, past the 6.5 s, however fast the box (a loaded one only adds to
+    them)."""
     a = story["a"]
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            proxy.set_mode("delay", seconds=3)
-            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "5.5"}, timeout=120)
+            proxy.set_mode("delay", seconds=1.75)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "3.25"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
-            assert checks["head"]["detail"] == "not checked: the chain's checks took 11 s already"
+            assert checks["head"]["detail"] == \
+                "not checked: the chain's checks took 6.5 s already"
             assert not checks["head"]["ok"] and out.returncode == 1
         finally:
             proxy.forward()
