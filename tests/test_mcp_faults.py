@@ -184,7 +184,7 @@ def _server_log(sb) -> str:
 # comes every second under it), and the call answered WORKER_DOWN at once: through the setting
 # a user has (KINT_WORKER_HEARTBEAT_TIMEOUT, here in the supervisor's environment, which
 # the supervisor this test starts again inherits too), not the default 10 s of waiting.
-HEARTBEAT_TIMEOUT_S = 4
+HEARTBEAT_TIMEOUT_S = 3
 
 
 def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
@@ -232,7 +232,7 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
                     os.kill(worker, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
-            # The heartbeat timeout (~4 s), inside status's 30 s.
+            # The heartbeat timeout (~3 s), inside status's 30 s.
             assert took < 40, f"memory_status took {took:.1f}s"
             log = (sb.kint_home / "supervisor.log").read_text()
             assert f"worker {worker} is hung (no heartbeat for " in log, log[-2000:]
