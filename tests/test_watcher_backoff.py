@@ -210,8 +210,10 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
     try:
         ok(sb.kint("connect", "--dev"))
         assert sb.call("attach", db, args={"session": "counts", "watcher": True})["watcher"]
-        for cached in sb.kint_home.rglob("vault*.aes"):
-            cached.unlink()
+        cached = {path: path.read_bytes() for path in sb.kint_home.rglob("vault*.aes")}
+        assert cached, "no cached data key to take away"
+        for path in cached:
+            path.unlink()
         client = sibyl_client(db, sb.tenant)
         client.set_entity("notes", "uncounted", {"text": "written while no key is cached"})
         line = "watcher: cannot count unanchored rows (ProtocolError: no data key on this machine"
@@ -228,7 +230,9 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
                         what=f"a tick with the size trigger {size}", **WAIT)
         assert log_path.read_text().count(line) == 1, log_path.read_text()
 
-        ok(sb.kint("connect", "--dev"))  # the data key cached again
+        for path, data in cached.items():  # the data key cached again, as connect leaves it
+            path.write_bytes(data)
+            path.chmod(0o600)
         sb.wait_for(lambda: "watcher: counting unanchored rows again" in log_path.read_text(),
                     what="the watcher counting again", **WAIT)
         assert log_path.read_text().count(line) == 1
