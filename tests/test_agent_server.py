@@ -62,6 +62,12 @@ def box(tmp_path_factory, chain_home):
 WAIT = {"timeout": 60, "interval": 0.25}
 
 
+def _status(sb) -> dict:
+    """What `kint status --json` prints (the status op with the chain), asked from this
+    process where the command is not what is tested: a command per poll costs its start."""
+    return sb.call("status", sb.sibyl_db, args={"chain": True}, timeout_s=30)
+
+
 def edit_behind_sibyls_back(db, word_from, word_to):
     conn = sqlite3.connect(db)
     conn.execute("update entities set body = replace(body, ?, ?) where name = 'release-gate'",
@@ -112,9 +118,9 @@ def test_tools_verify_the_hold_and_the_ways_out(fresh_box):
         assert tool_push["ok"] is False and tool_push["error"] == "HELD"
         assert tool_push["hint"] == ("nothing was anchored and nothing was dropped; "
                                      "memory_verify still refuses the row")
-        head_before = kjson(fresh_box, "status")["head"]["seq"]
+        status = _status(fresh_box)
         # nothing anchored
-        assert head_before == kjson(fresh_box, "status")["chain_head"]["seq"]
+        assert status["head"]["seq"] == status["chain_head"]["seq"], status
 
         # Way out 1: restore the anchored value from the chain. From a terminal, the move is
         # refused while this server holds the store open (moving it under an open
@@ -154,13 +160,13 @@ def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
     one = AgentProcess(box.env).start()
     two = AgentProcess(box.env).start()
     try:
-        before = kjson(box, "status")["head"]["seq"]
+        before = _status(box)["head"]["seq"]
         assert one.call("memory_remember", category="notes", name="from-one",
                         body={"text": "written by session one"})["ok"]
         assert two.call("memory_remember", category="notes", name="from-two",
                         body={"text": "written by session two"})["ok"]
         assert two.call("memory_set_state", key="focus", body={"now": "two sessions"})["ok"]
-        status = box.wait_for(lambda: (s := kjson(box, "status"))["unanchored"] == 0 and s,
+        status = box.wait_for(lambda: (s := _status(box))["unanchored"] == 0 and s,
                               what="the watcher's push", **WAIT)
         assert status["head"]["seq"] == before + 1  # one push for both sessions
         assert one.call("memory_status")["held"] is None
@@ -175,7 +181,7 @@ def test_the_exit_push_lands_after_the_server_is_killed(box):
     import signal
 
     agent = AgentProcess({**box.env, "KINT_QUIET_SECONDS": "3600"}).start()
-    before = kjson(box, "status")["head"]["seq"]
+    before = _status(box)["head"]["seq"]
     assert agent.call("memory_remember", category="notes", name="last-words",
                       body={"text": "written just before the session closed"})["ok"]
     servers = _kint_server_pids(box)
@@ -186,7 +192,7 @@ def test_the_exit_push_lands_after_the_server_is_killed(box):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    landed = box.wait_for(lambda: (s := kjson(box, "status"))["head"]["seq"] > before and s,
+    landed = box.wait_for(lambda: (s := _status(box))["head"]["seq"] > before and s,
                           what="the exit push on chain", **WAIT)
     assert landed["unanchored"] == 0 and landed["in_step"] is True
 
@@ -321,7 +327,7 @@ def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_fac
         agent.close()
 
     # A second machine over the cap: its pull's replay meets the same gate.
-    space = kjson(box, "status")["space"]
+    space = _status(box)["space"]
     owner = json.loads((box.kint_home / f"enrol-{space}.json").read_text())["owner"]
     other = new_machine(tmp_path_factory.mktemp("agent-over-cap"), chain_home)
     try:
@@ -429,14 +435,14 @@ def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
     import subprocess
     import sys
 
-    from kint.client import Client, KintError
+    from kint.client import KintError
     from kint.spaces import resolve
 
     tenant, db = "kint-locked", tmp_path / "locked.db"
     scope = _one_row_anchored(box, tenant, db)
     # The lock is taken with no worker up: a worker's open read connection keeps an
     # exclusive lock from being taken at all (the WAL's shared memory), as it would in use.
-    ok(box.kint("supervisor", "stop"))
+    box.shutdown()
     writer = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, sys\n"
         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
@@ -450,7 +456,12 @@ def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
     ref = resolve(tenant, db)
     try:
         assert writer.stdout.readline() == "locked\n"
-        with Client(box.kint_home) as kint:
+        # The box's supervisor again, its workers' reads of the store waiting half a second
+        # on the lock (KINT_TEST_STORE_BUSY_WAIT_S, tests/support/kint_test_timings.py)
+        # where they would wait 2 s and 5 s at each read: the lock outlasts any wait.
+        box.env["KINT_TEST_STORE_BUSY_WAIT_S"] = "0.5"
+        box.start_entitled()
+        with box.client() as kint:
             with pytest.raises(KintError) as busy:
                 kint.call("push", tenant=ref.tenant, db=ref.db, space=ref.label,
                           args={"hold_reason": "tool"}, timeout_s=120)

@@ -42,13 +42,18 @@ def story(tmp_path_factory, chain_home):
         b.shutdown()
 
 
-def doctor(sb: Sandbox, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
-    """The text run's output, and the --json run's checks by name (the same checks)."""
-    text = sb.kint("doctor", env=env or None)
+def checks_of(sb: Sandbox, **env: str) -> dict[str, dict]:
+    """The --json run's checks by name, its exit code checked against them: where a test
+    reads only the checks (a text run would cost a command and be read by nobody)."""
     out = sb.kint("doctor", "--json", env=env or None)
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     assert (out.returncode == 1) == any(not c["ok"] for c in checks.values()), out.stdout
-    return text, checks
+    return checks
+
+
+def doctor(sb: Sandbox, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict]]:
+    """The text run's output, and the --json run's checks by name (the same checks)."""
+    return sb.kint("doctor", env=env or None), checks_of(sb, **env)
 
 
 def failing(sb: Sandbox) -> tuple[list[str], dict[str, dict]]:
@@ -116,7 +121,7 @@ def test_unanchored_rows_warn_until_pushed(story):
     assert kjson(a, "status")["unanchored"] == 3  # the same diff status counts
 
     story["pushed"] = kjson(a, "push")["epochs"][-1]
-    _, checks = doctor(a)
+    checks = checks_of(a)
     assert checks["unanchored changes"] == {"name": "unanchored changes", "ok": True,
                                             "detail": "none", "hint": ""}
 
@@ -125,7 +130,7 @@ def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
     a, b = story["a"], story["b"]
     connect_with_code(b, story["owner"], recovery_code(a, story["space16"]))
     ok(b.kint("pull"))
-    _, checks = doctor(b)
+    checks = checks_of(b)
     assert checks["head"]["ok"] and not checks["head"].get("warn"), checks["head"]
     # B did not create the vault: its recovery file is not its to keep.
     assert checks["recovery file"] == {
@@ -148,7 +153,7 @@ def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
     assert kjson(b, "status")["in_step"] is False  # status says the same
 
     ok(b.kint("pull"))
-    _, checks = doctor(b)
+    checks = checks_of(b)
     assert checks["head"]["detail"].endswith("; in step"), checks["head"]
 
 
@@ -160,7 +165,8 @@ def test_the_recovery_file_of_the_machine_that_created_the_vault(story):
         # Open to others: reported once, by the permissions check (whose rule a supervisor
         # start mends by, and which says the start leaves this file as it is), with the
         # rekey hint; the recovery file check is about the file being there.
-        _, checks = failing(a)
+        checks = checks_of(a)
+        assert not all(c["ok"] for c in checks.values()), checks  # doctor fails (exit 1)
         assert checks["permissions"]["detail"] == f"left as they are on purpose: {path} 0o644"
         assert checks["permissions"]["hint"] == RECOVERY_HINT
         assert checks["recovery file"]["ok"], checks["recovery file"]
@@ -176,7 +182,7 @@ def test_the_recovery_file_of_the_machine_that_created_the_vault(story):
         assert checks["data key"]["ok"], checks["data key"]  # its own check, not the key's
     finally:
         aside.rename(path)
-    assert doctor(a)[1]["recovery file"]["ok"]
+    assert checks_of(a)["recovery file"]["ok"]
 
 
 def test_a_wrong_contract_address_fails(story):
@@ -192,7 +198,7 @@ def test_a_wrong_contract_address_fails(story):
                                   "hint": "see the contract check"}
     finally:
         clear_config(a)
-    assert doctor(a)[1]["contract"]["ok"]
+    assert checks_of(a)["contract"]["ok"]
 
 
 def test_other_code_at_the_address_warns_on_the_devchain_and_is_said_on_base(story):
@@ -205,14 +211,14 @@ def test_other_code_at_the_address_warns_on_the_devchain_and_is_said_on_base(sto
     other = deploy_test_smart_account(devchain["rpc_url"], story["owner"])
     space_config(a, f'contract = "{other}"\n')
     try:
-        code = doctor(a)[1]["contract"]
+        code = checks_of(a)["contract"]
         assert code["ok"] and code["warn"], code
         assert code["detail"].startswith(f"{other}: ") and code["detail"].endswith(
             " bytes of code that are not the EpochAnchor kint ships"), code
         with RpcProxy(devchain["rpc_url"]) as proxy:  # off the devchain: Base's settings
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}"\n'
                          f'contract = "{other}"\n')
-            code = doctor(a)[1]["contract"]
+            code = checks_of(a)["contract"]
             assert code["ok"] and not code.get("warn"), code
             assert code["detail"].endswith(" bytes of code, not kint's own build of the "
                                            "interface (expected on Base: kint v0.3.0 "
@@ -251,7 +257,7 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
 
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
                          f'"{devchain["rpc_url"]}"\n{contract}')
-            _, checks = doctor(a)
+            checks = checks_of(a)
             assert checks["rpc secondary"] == {
                 "name": "rpc secondary", "ok": False,
                 "detail": f"{devchain['rpc_url']} (KINT_RPC_URL_2) answers for chain "
@@ -262,7 +268,7 @@ def test_an_endpoint_of_another_chain_and_the_same_endpoint_twice(story):
 
             space_config(a, "", top=f'rpc_url = "{proxy.url}"\nrpc_url_2 = '
                          f'"http://127.0.0.1:1"\nallow_single_rpc = true\n{contract}')
-            _, checks = doctor(a)
+            checks = checks_of(a)
             second = checks["rpc secondary"]
             assert second["ok"] and second["warn"], second
             assert second["detail"].startswith("http://127.0.0.1:1: reading the chain id: ")
@@ -323,7 +329,7 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             assert enrol.read_bytes() == before
         finally:
             clear_config(a)
-    _, checks = doctor(a)
+    checks = checks_of(a)
     assert "chain" not in checks, checks
     assert kjson(a, "status")["chain_head"] == head  # nothing was anchored anywhere
 
@@ -333,10 +339,10 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
     with RpcProxy(devchain["rpc_url"], max_hang_s=60) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            assert doctor(a)[1]["rpc primary"]["ok"]  # through the proxy, answering
+            assert checks_of(a)["rpc primary"]["ok"]  # through the proxy, answering
             proxy.set_mode("hang")
             seen = len(proxy.calls)
-            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2"}, timeout=120)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "1"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert out.returncode == 1
             assert proxy.calls[seen:] == ["eth_chainId"], proxy.calls[seen:]
@@ -354,7 +360,7 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
             proxy.release()
             proxy.set_mode("hang_methods", methods=["eth_getCode"])
             seen = len(proxy.calls)
-            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2"}, timeout=120)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "1"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert proxy.calls[seen:] == ["eth_chainId", "eth_getCode"], proxy.calls[seen:]
             assert checks["rpc primary"]["ok"] and not checks["contract"]["ok"]
@@ -389,7 +395,7 @@ def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
             # answer may be a whole page.
             proxy.set_mode("error_methods", methods=["eth_call"],
                            message="reverted:\n" + "0xdeadbeef" * 1000)
-            text, checks = doctor(a)
+            checks = checks_of(a)
             said = [c for c in checks.values() if "the endpoint answered with an error" in
                     c["detail"]]
             assert said, checks
@@ -417,15 +423,15 @@ def test_status_reads_the_session_key_within_one_head_budget(story):
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            # Each call answers after 2.5 s, inside a 4.5 s budget by 2 s (a loaded box adds
-            # to that); the first two key reads start inside the budget, the third at 5 s
-            # at the earliest, never inside it, however fast the box.
-            proxy.set_mode("delay", seconds=2.5)
+            # Each call answers after 1.75 s, inside a 3.25 s budget by 1.5 s (a loaded box
+            # adds to that); the first two key reads start inside the budget, the third at
+            # 3.5 s at the earliest, never inside it, however fast the box.
+            proxy.set_mode("delay", seconds=1.75)
             out = json.loads(ok(a.kint("status", "--json",
-                                       env={"KINT_VERIFY_HEAD_SECONDS": "4.5"})).stdout)
+                                       env={"KINT_VERIFY_HEAD_SECONDS": "3.25"})).stdout)
             assert out["chain_head"] is not None, out  # the head itself was read in time
             facts = out["session_key"]
-            assert facts["error"] == "not read: the chain took longer than 4.5 s to answer", \
+            assert facts["error"] == "not read: the chain took longer than 3.25 s to answer", \
                 facts
             assert "balance_wei" not in facts
         finally:
@@ -436,19 +442,21 @@ def test_status_reads_the_session_key_within_one_head_budget(story):
 def test_doctor_starts_no_chain_call_past_two_calls_worth_of_time(story):
     """An endpoint slow but answering: each call within its bound, yet six of them could
     outlast the command's wait for doctor. No call starts once the chain's checks have
-    taken two calls' bound (here 2 x 5.5 s): the checks left say so, and doctor answers.
-    Each call answers after 3 s, inside its 5.5 s bound by 2.5 s; the four calls before the
-    head's take 12 s at the least, past the 11 s, however fast the box (a loaded one only
-    adds to them)."""
+    taken two calls' bound (here 2 x 3.25 s): the checks left say so, and doctor answers.
+    Each call answers after 1.75 s, inside its 3.25 s bound by 1.5 s; the two calls before
+    the session key's take 3.5 s, inside the 6.5 s by 3 s; the four calls before the head's
+    take 7 s at the least, past the 6.5 s, however fast the box (a loaded one only adds to
+    them)."""
     a = story["a"]
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            proxy.set_mode("delay", seconds=3)
-            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "5.5"}, timeout=120)
+            proxy.set_mode("delay", seconds=1.75)
+            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "3.25"}, timeout=120)
             checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
-            assert checks["head"]["detail"] == "not checked: the chain's checks took 11 s already"
+            assert checks["head"]["detail"] == \
+                "not checked: the chain's checks took 6.5 s already"
             assert not checks["head"]["ok"] and out.returncode == 1
         finally:
             proxy.forward()

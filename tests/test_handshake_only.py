@@ -5,8 +5,6 @@ worker and its watcher, not to every handshake."""
 
 from __future__ import annotations
 
-import time
-
 from chain_machines import devchain_anchor, kjson, new_machine
 from conftest import sibyl_client
 from mcp_session import AgentProcess
@@ -25,13 +23,15 @@ def test_a_handshake_only_session_sends_no_transaction(tmp_path, chain_home):
 
         agent = AgentProcess(sb.env).start()
         assert "memory_verify" in agent.tools
+        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1, what="the session attached")
         agent.close()
-        # Time let pass on purpose, as what is checked is that nothing happens: an exit push
-        # is a message the closing server leaves the worker, which runs it after the server
-        # is gone and logs it either way (the log is checked below). On anvil, which mines
-        # each transaction as it arrives, one lands in about a second; 3 s leaves room for a
-        # loaded box, and longer would only slow the test.
-        time.sleep(3)
+        # What is checked is that nothing happens, so the test waits for the closing
+        # server's goodbye to have been run to its end: either goodbye (a detach, or an exit
+        # push, which the worker runs after the server is gone and logs either way) first
+        # ends the session, and an exit push is then the op in flight until it is over. A
+        # beat with no session and no op comes after whichever was sent.
+        sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 0 and r["op"] is None,
+                    what="the session's goodbye run to its end", timeout=60)
 
         assert anchor.w3.eth.get_transaction_count(connected["session"]) == nonce_before
         status = kjson(sb, "status")

@@ -6,6 +6,8 @@ doctor answers, its `sibyl store` row warning of the lock.
 
 Real parts: a real Worker over a real Sibyl store (not serving: the status op is called
 on its context), and a real second process holding SQLite's exclusive lock on the store.
+Each read's busy wait is a fifth of a second here (`short_busy_waits`): the lock is held
+past any wait, so the 2 s and 5 s of the defaults would only be waited out at every read.
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ def locked(db: Path) -> Iterator[None]:
         writer.wait(timeout=30)
 
 
+@pytest.fixture
+def short_busy_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store reads' busy waits (SQLite's timeout on another process's lock) cut to
+    0.2 s, in this process, where the worker runs."""
+    from kint.rows import export
+    from kint.tenant_worker import store
+
+    monkeypatch.setattr(store, "READ_BUSY_WAIT_S", 0.2)
+    monkeypatch.setattr(export, "READ_BUSY_WAIT_S", 0.2)
+
+
 @contextmanager
 def worker_over(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
     """A real Worker over a real store, not serving, and the store's path."""
@@ -67,7 +80,8 @@ def worker_over(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
         worker.close()
 
 
-def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path):
+def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path,
+                                                                       short_busy_waits):
     from kint.tenant_worker.handlers import status
 
     with worker_over(tmp_path) as (worker, db):
@@ -80,7 +94,7 @@ def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path
         assert status(worker.ctx, {})["rows"] is not None  # once it is let go
 
 
-def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path):
+def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path, short_busy_waits):
     """Doctor counts the store's changes itself: a store locked past the busy wait failed
     the whole op (sqlite3's own error, which only "does not read" errors were caught
     beside), where its rows should say why they are not counted, and the rest answer."""

@@ -7,6 +7,9 @@ after the supervisor. Either way the gap in the supervisor's own schedule is its
 pause: no worker is declared hung, none is restarted, and the requests it then gets are
 answered by the same workers. (The issue saw it after ~23 s against the default 10 s
 timeout; this test uses a 2 s timeout and 3 s stops: well past it, with less waiting.)
+After each stop the test waits for every worker's first beat after it (an idle worker
+beats every second under a 2 s timeout): the supervisor has then turned many times since
+it was let go, and the beat it read ends any silence a wrong verdict could count.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ def _stopped(first: list[int], then: list[int], seconds: float) -> None:
         _signal(then, signal.SIGCONT)
 
 
+def _beaten_since(sb, stores: list, since: float) -> bool:
+    """Whether the supervisor has read a beat from each store's worker after `since` (this
+    process's monotonic clock): its age in the supervisor's status is less than the time
+    since then."""
+    for db in stores:
+        age = sb.row(db)["last_beat_age_s"]
+        if age is None or age >= time.monotonic() - since:
+            return False
+    return True
+
+
 def test_a_supervisor_stopped_past_the_heartbeat_timeout_restarts_no_worker(tmp_path):
     sb = make_sandbox(tmp_path / "paused", KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S))
     stores = [sb.sibyl_db, sb.profile_db("a")]
@@ -50,10 +64,11 @@ def test_a_supervisor_stopped_past_the_heartbeat_timeout_restarts_no_worker(tmp_
         sup = sb.start()
         pids = {db: sb.call("status", db)["worker"]["pid"] for db in stores}
         _stopped([sup], [], STOPPED_FOR_S)  # the supervisor alone
-        time.sleep(0.5)
+        back = time.monotonic()
+        sb.wait_for(lambda: _beaten_since(sb, stores, back), what="a beat after the first stop")
         _stopped([sup], list(pids.values()), STOPPED_FOR_S)  # the whole box
-        # Give a wrong verdict every chance to show: past another full heartbeat timeout.
-        time.sleep(HEARTBEAT_TIMEOUT_S + 1)
+        back = time.monotonic()
+        sb.wait_for(lambda: _beaten_since(sb, stores, back), what="a beat after the second stop")
         for db in stores:
             assert sb.call("status", db)["worker"]["pid"] == pids[db]
             row = sb.row(db)

@@ -38,9 +38,14 @@ def _failure(sb, db) -> dict | None:
 def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config_change(
         tmp_path, chain_home):
     with machine_behind_proxy(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
-                              KINT_QUIET_SECONDS="0", KINT_PUSH_RETRY_SECONDS=str(RETRY_S),
-                              KINT_RPC_TIMEOUT="1") as (sb, proxy):
+                              KINT_QUIET_SECONDS="0", KINT_RPC_TIMEOUT="1") as (sb, proxy):
         db = sb.sibyl_db
+        # KINT_PUSH_RETRY_SECONDS from config.toml (not the environment, which would beat
+        # the file): the change of configuration below also sets a wait of one tick, so
+        # that the watcher's own push after it is not a whole RETRY_S away.
+        config = sb.kint_home / "config.toml"
+        config.write_text(f"push_retry_seconds = {RETRY_S}\n")
+        config.chmod(0o600)
         assert sb.call("attach", db, args={"session": "backoff", "watcher": True})["watcher"]
         proxy.set_mode("hang")
         client = sibyl_client(db, sb.tenant)
@@ -102,15 +107,16 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
         assert (again["attempts"], again["wait_s"]) == (1, RETRY_S), again
 
         # A change of config.toml ends the wait: the push is tried at once (a fresh first
-        # failure, where the wait alone would have made it the second attempt).
+        # failure, where the wait alone would have made it the second attempt). The new
+        # file's wait is the least there is, a tick.
         before = again["age_s"]
-        (sb.kint_home / "config.toml").write_text("log_max_bytes = 300000\n")
+        config.write_text("push_retry_seconds = 1\n")
         sb.wait_for(lambda: "watcher: the configuration changed" in
                     (sb.kint_home / "supervisor.log").read_text(),
                     what="the watcher to see the new configuration", **WAIT)
         fresh = sb.wait_for(lambda: (f := _failure(sb, db)) and f, what="the retried push",
                             **WAIT)
-        assert fresh["attempts"] == 1, (before, fresh)
+        assert (fresh["attempts"], fresh["wait_s"]) == (1, 1), (before, fresh)
 
         # The watcher's own push that goes through ends the wait as any other does (the
         # one place every successful push tells it: push.went_through), and says so.
@@ -204,8 +210,10 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
     try:
         ok(sb.kint("connect", "--dev"))
         assert sb.call("attach", db, args={"session": "counts", "watcher": True})["watcher"]
-        for cached in sb.kint_home.rglob("vault*.aes"):
-            cached.unlink()
+        cached = {path: path.read_bytes() for path in sb.kint_home.rglob("vault*.aes")}
+        assert cached, "no cached data key to take away"
+        for path in cached:
+            path.unlink()
         client = sibyl_client(db, sb.tenant)
         client.set_entity("notes", "uncounted", {"text": "written while no key is cached"})
         line = "watcher: cannot count unanchored rows (ProtocolError: no data key on this machine"
@@ -222,7 +230,9 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
                         what=f"a tick with the size trigger {size}", **WAIT)
         assert log_path.read_text().count(line) == 1, log_path.read_text()
 
-        ok(sb.kint("connect", "--dev"))  # the data key cached again
+        for path, data in cached.items():  # the data key cached again, as connect leaves it
+            path.write_bytes(data)
+            path.chmod(0o600)
         sb.wait_for(lambda: "watcher: counting unanchored rows again" in log_path.read_text(),
                     what="the watcher counting again", **WAIT)
         assert log_path.read_text().count(line) == 1

@@ -7,21 +7,32 @@ Real parts: the devchain, the test supervisor, the space's worker and its watche
 by a session's `attach`), and rows written through Sibyl's own client. KINT_QUIET_SECONDS is
 an hour, so only the size trigger can push; the minute between size checks is shortened to
 a second through the test launcher's knob (tests/support/kint_test_timings.py,
-KINT_TEST_SIZE_CHECK_INTERVAL_S), which no user setting reaches."""
+KINT_TEST_SIZE_CHECK_INTERVAL_S), which no user setting reaches.
+
+That size checks ran while 81 rows waited is seen, not slept for: each tick of the watcher
+(every second here, each a size check while the store is dirty) first logs its timings
+when config.toml changed them, so a changed KINT_PUSH_RETRY_SECONDS (which no push here
+meets) is logged by the next tick; once the last of CHECKS_SEEN changes is logged, the
+ticks that logged the ones before it have checked the size."""
 
 from __future__ import annotations
 
-import time
-
-from chain_machines import kjson, new_machine, ok
+from chain_machines import new_machine, ok
 from conftest import sibyl_client, write_store
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 
 TRIGGER_BYTES = 32768  # KINT_SIZE_TRIGGER_BYTES' default, which the test leaves in force
 BELOW = TRIGGER_BYTES // ESTIMATED_BYTES_PER_ROW  # 81: 32,400 bytes, not more than it
-# Size checks the watcher has the time for while BELOW rows wait (one a second here).
-CHECKS_WAITED_S = 6
-WAIT = {"timeout": 90, "interval": 0.5}
+# Ticks seen to log a changed configuration while BELOW rows wait: all but the last have
+# checked the size by the time the last is logged.
+CHECKS_SEEN = 4
+WAIT = {"timeout": 90, "interval": 0.2}
+
+
+def _status(sb) -> dict:
+    """What `kint status --json` prints (the status op with the chain), asked from this
+    process: the command is not what is tested here, and each poll would cost its start."""
+    return sb.call("status", sb.sibyl_db, args={"chain": True}, timeout_s=30)
 
 
 def test_the_size_trigger_pushes_at_82_rows_and_not_at_81(tmp_path, chain_home):
@@ -33,21 +44,26 @@ def test_the_size_trigger_pushes_at_82_rows_and_not_at_81(tmp_path, chain_home):
         write_store(db, tenant=sb.tenant)
         ok(sb.kint("connect", "--dev"))
         ok(sb.kint("push"))
-        head = kjson(sb, "status")["head"]["seq"]
+        head = _status(sb)["head"]["seq"]
         assert sb.call("attach", db, args={"session": "size", "watcher": True})["watcher"]
 
         client = sibyl_client(db, sb.tenant)
         for i in range(BELOW):
             client.set_entity("notes", f"note-{i:03}", {"text": f"note {i}"})
-        sb.wait_for(lambda: kjson(sb, "status")["unanchored_changes"] == {
+        sb.wait_for(lambda: _status(sb)["unanchored_changes"] == {
             "changed": BELOW, "deleted": 0}, what=f"{BELOW} unanchored rows", **WAIT)
-        time.sleep(CHECKS_WAITED_S)  # several size checks: none fires
-        status = kjson(sb, "status")
+        config, log_path = sb.kint_home / "config.toml", sb.kint_home / "supervisor.log"
+        for retry_s in range(61, 61 + CHECKS_SEEN):  # several size checks: none fires
+            config.write_text(f"push_retry_seconds = {retry_s}\n")
+            config.chmod(0o600)
+            sb.wait_for(lambda: f"push retry {retry_s}s (" in log_path.read_text(),
+                        what=f"a tick with the push retry {retry_s} s", **WAIT)
+        status = _status(sb)
         assert status["head"]["seq"] == head, status
         assert status["unanchored_changes"] == {"changed": BELOW, "deleted": 0}, status
 
         client.set_entity("notes", "one-more", {"text": "the 82nd row"})
-        pushed = sb.wait_for(lambda: (s := kjson(sb, "status"))["head"]["seq"] > head and s,
+        pushed = sb.wait_for(lambda: (s := _status(sb))["head"]["seq"] > head and s,
                              what="the size trigger's push", **WAIT)
         assert pushed["head"]["seq"] == head + 1, pushed
         log = "\n".join(p.read_text(errors="replace") for p in sb.kint_home.rglob("*.log"))

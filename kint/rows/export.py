@@ -24,10 +24,16 @@ _QUERIES: dict[Tier, str] = {
 }
 
 
-def connect_ro(db: str, timeout_s: float = 5.0) -> sqlite3.Connection:
+# How long a read of the rows waits on another process's lock (SQLite's busy timeout)
+# before it fails: longer than a count's (kint.tenant_worker.store.READ_BUSY_WAIT_S), as
+# what waits here is a push, a verify or an export that would rather go on than refuse.
+READ_BUSY_WAIT_S = 5.0
+
+
+def connect_ro(db: str) -> sqlite3.Connection:
     """A read-only connection; raises sqlite3.Error when the store cannot be opened."""
     uri = "file:" + urllib.parse.quote(db) + "?mode=ro"
-    return sqlite3.connect(uri, uri=True, timeout=timeout_s, check_same_thread=False)
+    return sqlite3.connect(uri, uri=True, timeout=READ_BUSY_WAIT_S, check_same_thread=False)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:

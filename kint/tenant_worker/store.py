@@ -125,10 +125,17 @@ def check_openable(db: str) -> "StoreLocked | None":
     return None
 
 
+# How long a count or check of the store waits on another process's lock (SQLite's busy
+# timeout) before it fails as StoreLocked: a Sibyl write is over well within it, and a
+# status call answers BUSY in seconds rather than waiting on a writer that keeps the lock.
+READ_BUSY_WAIT_S = 2.0
+
+
 def _connect_ro(db: str) -> sqlite3.Connection:
     uri = "file:" + urllib.parse.quote(db) + "?mode=ro"
     try:
-        return sqlite3.connect(uri, uri=True, timeout=2.0, check_same_thread=False)
+        return sqlite3.connect(uri, uri=True, timeout=READ_BUSY_WAIT_S,
+                               check_same_thread=False)
     except sqlite3.Error as err:
         raise _cannot_open(db, err, "cannot be opened") from None
 

@@ -32,6 +32,11 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   5 s), so that a test sees a log rotated, or an upgrade on disk, within a second. Read by
   the test supervisor, and by a `kint supervisor start --foreground` started through
   run_kint.py (the supervisor then runs in the command's own process).
+- `KINT_TEST_STORE_BUSY_WAIT_S` (set only by tests): how long a worker's read of Sibyl's
+  store waits on another process's lock before it fails (SQLite's busy timeout: 2 s for a
+  count or check, `kint.tenant_worker.store.READ_BUSY_WAIT_S`; 5 s for a read of the rows,
+  `kint.rows.export.READ_BUSY_WAIT_S`; both take the value), so that a test whose store
+  another process keeps locked meets BUSY without waiting the defaults out at every read.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -48,6 +53,7 @@ UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
 HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
+STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -62,6 +68,8 @@ def _install_worker() -> None:
     _set_from_env(QUIET_ENV, "kint.tenant_worker.own_memory", "QUIET_SECONDS")
     _set_from_env(SIZE_CHECK_ENV, "kint.tenant_worker.watcher", "SIZE_CHECK_INTERVAL_S")
     _set_from_env(SECOND_OPINION_ENV, "kint.tenant_worker.cold_start", "SECOND_OPINION_RETRY_S")
+    _set_from_env(STORE_BUSY_WAIT_ENV, "kint.tenant_worker.store", "READ_BUSY_WAIT_S")
+    _set_from_env(STORE_BUSY_WAIT_ENV, "kint.rows.export", "READ_BUSY_WAIT_S")
 
 
 def install_supervisor() -> None:
