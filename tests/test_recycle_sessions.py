@@ -364,9 +364,9 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
     """KINT_WORKER_IDLE_SECONDS never stops a worker with a session attached (recycling is
     off here); it does once the session detaches."""
     with _machine(tmp_path, {"session": "s", "watcher": False}, KINT_WORKER_RECYCLE_MIB="0",
-                  KINT_WORKER_IDLE_SECONDS="2") as sb:
+                  KINT_WORKER_IDLE_SECONDS="1") as sb:
         pid = _row(sb)["pid"]
-        row = _kept_after_its_figure(sb, sb.sibyl_db, after_s=2)  # the idle limit on top
+        row = _kept_after_its_figure(sb, sb.sibyl_db, after_s=1)  # the idle limit on top
         assert row["pid"] == pid and row["sessions"] == 1, row
         sb.call("detach", sb.sibyl_db, args={"session": "s"})
         row = sb.wait_for(lambda: (r := _row(sb))["pid"] is None and r, timeout=30,
