@@ -38,7 +38,7 @@ from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
 from kint.boot import boot_id
 from kint.tenant_worker.space import SESSION_TTL_S
-from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
+from test_worker_recycle import QUICK, _kept_after_its_figure, _verify, recycle_limit
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the memory figure comes from /proc/self/smaps_rollup")
@@ -310,19 +310,9 @@ def shared(tmp_path_factory):
         sb.shutdown()
 
 
-@contextmanager
-def _recycling(sb) -> Iterator[None]:
-    """KINT_WORKER_RECYCLE_MIB 1 (any worker is over it) in config.toml, as a user sets it,
-    read by the supervisor at once (`sup.reload`); the file is gone again afterwards."""
-    config = sb.kint_home / "config.toml"
-    config.write_text("worker_recycle_mib = 1\n")
-    config.chmod(0o600)
-    sb.call("sup.reload")
-    try:
-        yield
-    finally:
-        config.unlink()
-        sb.call("sup.reload")
+def _recycling(sb):  # noqa: ANN202 - recycle_limit's context manager
+    """KINT_WORKER_RECYCLE_MIB 1 (any worker is over it) for one test's run."""
+    return recycle_limit(sb, 1)
 
 
 def _space(sb, name: str, *attaches: dict) -> Path:
