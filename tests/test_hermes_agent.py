@@ -187,12 +187,21 @@ def _every_profile(sb, hermes: Path, env: dict[str, str], work: Path,
     alpha and beta, switched already, are left as they were."""
     root = sb.hermes_home
     stores = {"default": root / "sibyl" / "memory.db", **stores}
+    configs = {"default": root / "config.yaml",
+               **{p: root / "profiles" / p / "config.yaml" for p in PROFILES}}
+    before = {p: configs[p].read_bytes() for p in PROFILES}
+    baks = sorted(root.rglob("config.yaml.bak-*"))
     out = kint_setup(sb, env, "hermes")
     assert out.stdout.splitlines() == [
         f"hermes[default]: registered kint (store {stores['default']})",
         f"  hermes[default]: plugin kint-sibyl installed in {root / 'plugins' / 'kint-sibyl'}",
         *(f"hermes[{p}]: kint already registered (store {stores[p]}), nothing changed"
           for p in PROFILES)], out.stdout
+    # This second run for alpha and beta changed no byte of theirs and backed none up (a
+    # new backup, if any, is the default profile's, whose config it changed).
+    assert {p: configs[p].read_bytes() for p in PROFILES} == before
+    new_baks = set(root.rglob("config.yaml.bak-*")) - set(baks)
+    assert [b for b in new_baks if b.parent != root] == [], new_baks
 
     tenant = sb.tenant
     read = _in_parallel([[str(hermes), "-p", p, "config", "get", "--json", "mcp_servers.kint"]
@@ -218,14 +227,15 @@ def _every_profile(sb, hermes: Path, env: dict[str, str], work: Path,
                 f"db {stores[profile]}); space {space_id(label)[:16]} ({label})") in log
     no_second_supervisor(sb)
 
-    configs = [root / "config.yaml", *(root / "profiles" / p / "config.yaml" for p in PROFILES)]
-    before = [c.read_bytes() for c in configs]
+    # The default profile's second run, named alone: only it is looked at, and nothing of
+    # any profile changes.
+    before_all = {p: c.read_bytes() for p, c in configs.items()}
     baks = sorted(root.rglob("config.yaml.bak-*"))
-    again = kint_setup(sb, env, "hermes")
+    again = kint_setup(sb, env, "hermes", "--hermes-profile", "default")
     assert again.stdout.splitlines() == [
-        f"hermes[{p}]: kint already registered (store {stores[p]}), nothing changed"
-        for p in stores]
-    assert [c.read_bytes() for c in configs] == before
+        f"hermes[default]: kint already registered (store {stores['default']}), nothing "
+        "changed"]
+    assert {p: c.read_bytes() for p, c in configs.items()} == before_all
     assert sorted(root.rglob("config.yaml.bak-*")) == baks
 
 
