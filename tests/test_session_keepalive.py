@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from chain_machines import kjson, machine_behind_proxy, new_machine, ok
+from chain_machines import (join_devchain, kjson, machine_behind_proxy, make_session_key,
+                            ok)
 from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
@@ -148,15 +149,19 @@ REATTACH_WITHIN_S = 40
 assert REATTACH_WITHIN_S < session_module.KEEPALIVE_S
 
 
+def _heartbeat_timeout(sb, seconds: float) -> None:
+    config = sb.kint_home / "config.toml"
+    config.write_text(f"worker_heartbeat_timeout = {seconds}\n")
+    config.chmod(0o600)
+
+
 def _hung_after(sb, seconds: float) -> None:
     """The heartbeat timeout set in config.toml, and seen by the supervisor (its log line
     for the change)."""
     log = sb.kint_home / "supervisor.log"
     changed = re.compile(rf"settings changed: .*heartbeat_timeout_s \S+ -> {float(seconds)}\b")
     before = len(changed.findall(log.read_text()))
-    config = sb.kint_home / "config.toml"
-    config.write_text(f"worker_heartbeat_timeout = {seconds}\n")
-    config.chmod(0o600)
+    _heartbeat_timeout(sb, seconds)
     assert wait_until(lambda: len(changed.findall(log.read_text())) > before, timeout=30), \
         log.read_text()[-2000:]
 
@@ -171,12 +176,17 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     the session would count without any retry. Before, the keepalive started only after a
     first attach that went through: this session never counted and no watcher pushed its
     agent's writes for the server's whole life."""
-    sb = new_machine(tmp_path_factory.mktemp("late-attach"), chain_home,
-                     KINT_POLL_SECONDS="1", KINT_QUIET_SECONDS="2")
+    # new_machine's steps, with the long timeout in config.toml before the supervisor
+    # starts (it reads the file at its start: no change to wait for).
+    sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="1",
+                      KINT_QUIET_SECONDS="2")
+    join_devchain(chain_home, sb)
+    make_session_key(sb)
+    _heartbeat_timeout(sb, HUNG_AFTER_S)
+    sb.start_entitled()
     agent = None
     worker = None
     try:
-        _hung_after(sb, HUNG_AFTER_S)
         ok(sb.kint("connect", "--dev"))
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
         os.kill(worker, signal.SIGSTOP)
@@ -185,6 +195,9 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
                           timeout=30), _server_log(sb)[-2000:]
         _hung_after(sb, HUNG_AFTER_SHORT_S)
+        # It was the long one from the supervisor's start, the file's.
+        assert (f"heartbeat_timeout_s {float(HUNG_AFTER_S)} -> {float(HUNG_AFTER_SHORT_S)}"
+                in (sb.kint_home / "supervisor.log").read_text())
         hung = f"worker {worker} is hung ("
         assert wait_until(lambda: hung in (sb.kint_home / "supervisor.log").read_text(),
                           timeout=HUNG_AFTER_SHORT_S + 30), "the stopped worker not judged hung"
