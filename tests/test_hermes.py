@@ -25,11 +25,22 @@ from kint.spaces import resolve
 PROFILES = ("alpha", "beta", "gamma")
 
 
-def test_three_profiles_three_workers_and_hermes_writes_never_hold(
-        tmp_path_factory, chain_home, monkeypatch):
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """A machine on the devchain for the first and last tests of this file: the last one
+    plays a profile (delta) the first one never touched."""
+    sb = new_machine(tmp_path_factory.mktemp("hermes"), chain_home)
+    try:
+        yield sb
+    finally:
+        sb.shutdown()
+        _leave_home_bare()
+
+
+def test_three_profiles_three_workers_and_hermes_writes_never_hold(machine, monkeypatch):
     from kint.hermes_plugin import KintSibylAdapter
 
-    sb = new_machine(tmp_path_factory.mktemp("hermes"), chain_home)
+    sb = machine
     _play_hermes(sb, monkeypatch)
     adapters = []
     try:
@@ -76,14 +87,10 @@ def test_three_profiles_three_workers_and_hermes_writes_never_hold(
         wrote = sum(1 for a in adapters if a._kint is not None and a._kint.wrote)
         for adapter in adapters:
             adapter.shutdown()
-        # Each session that wrote asks its worker for an exit push as it closes: stop the
-        # supervisor once the workers have run them (each logs one line, made or not).
-        try:
-            sb.wait_for(lambda: len(_exit_pushed(sb)) >= wrote, timeout=60,
-                        what=f"{wrote} exit pushes")
-        finally:
-            sb.shutdown()
-            _leave_home_bare()
+        # Each session that wrote asks its worker for an exit push as it closes: the test
+        # ends once the workers have run them (each logs one line, made or not).
+        sb.wait_for(lambda: len(_exit_pushed(sb)) >= wrote, timeout=60,
+                    what=f"{wrote} exit pushes")
 
 
 def _play_hermes(sb, monkeypatch) -> None:
@@ -109,13 +116,18 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
         tmp_path_factory, chain_home, monkeypatch, caplog):
     """The profile's worker is stopped for real (SIGSTOP) as Hermes starts the provider: the
     attach answers WORKER_DOWN once the supervisor judges the worker hung (HUNG_AFTER_S), and the
-    session's keepalive attaches to the worker that replaces it, a few seconds later (it
-    tries again at 2 s doubling, well under its 60 s keepalive). Before, the keepalive
+    session's keepalive attaches to the worker that replaces it, soon after (it tries again
+    at 2 s doubling, 0.5 s here, well under its 60 s keepalive). Before, the keepalive
     started only after a first attach that went through: the profile's session never
     counted and no watcher ran for it while Hermes ran."""
     from kint.hermes_plugin import KintSibylAdapter
 
+    from kint.agent_server import session as session_module
+
     caplog.set_level(logging.INFO, logger="kint")
+    # The keepalive's first retry after the failed start (2 s for a user, doubling): half a
+    # second here, so it reaches the worker's replacement as that starts.
+    monkeypatch.setattr(session_module, "RETRY_FIRST_S", 0.5)
     sb = new_machine(tmp_path_factory.mktemp("hermes-late"), chain_home,
                      KINT_WORKER_HEARTBEAT_TIMEOUT=str(HUNG_AFTER_S))
     _play_hermes(sb, monkeypatch)
@@ -143,18 +155,17 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
         _leave_home_bare()
 
 
-def test_a_provider_initialized_twice_lets_its_first_session_go(tmp_path_factory, chain_home,
-                                                                monkeypatch):
+def test_a_provider_initialized_twice_lets_its_first_session_go(machine, monkeypatch):
     """initialize() called again without shutdown(): the first session says goodbye and its
     keepalive stops. Before, it stayed attached for Hermes' whole life, so the worker
     counted two sessions (and ran the watcher for one that no provider used)."""
     from kint.hermes_plugin import KintSibylAdapter
 
-    sb = new_machine(tmp_path_factory.mktemp("hermes-twice"), chain_home)
+    sb = machine
     _play_hermes(sb, monkeypatch)
-    profile = {"hermes_home": str(sb.hermes_home / "profiles" / "alpha"),
-               "agent_identity": "alpha"}
-    ref = resolve(None, sb.profile_db("alpha"))
+    profile = {"hermes_home": str(sb.hermes_home / "profiles" / "delta"),
+               "agent_identity": "delta"}
+    ref = resolve(None, sb.profile_db("delta"))
     adapter = KintSibylAdapter()
     try:
         adapter.initialize("session-one", **profile)
@@ -167,8 +178,6 @@ def test_a_provider_initialized_twice_lets_its_first_session_go(tmp_path_factory
         assert wait_until(lambda: _sessions(sb, ref) == 1, timeout=30, interval=0.5)
     finally:
         adapter.shutdown()
-        sb.shutdown()
-        _leave_home_bare()
 
 
 def _sessions(sb, ref) -> int:

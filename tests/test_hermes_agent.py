@@ -1,8 +1,9 @@
 """kint inside real Hermes (issue 13, item 3): hermes-agent from PyPI (pinned, in
 .venv-hermes, where `make hermes` installs kint beside it), two profiles made by Hermes' own
-CLI, `kint setup hermes` installing kint's memory-provider plugin into each and pointing
-each MCP entry at the store that plugin writes, and Hermes' own plugin loader and memory
-hooks driven without a model (tests/support/hermes_session.py, run by Hermes' Python):
+CLI, `kint setup hermes --hermes-profile` installing kint's memory-provider plugin into each
+and pointing each MCP entry at the store that plugin writes, and Hermes' own plugin loader
+and memory hooks driven without a model (tests/support/hermes_session.py, run by Hermes'
+Python):
 
 - each profile's store lands where Sibyl's Hermes adapter puts it under `hermes -p <p>`
   (`<root>/profiles/<p>/sibyl/profiles/<p>/memory.db`), which is the store setup wrote into
@@ -12,17 +13,27 @@ hooks driven without a model (tests/support/hermes_session.py, run by Hermes' Py
   HERMES_HOME are elsewhere;
 - a session that rewrote an anchored row through Hermes' tool hook ends with an exit push
   that is not held, and lands.
+
+Then `kint setup hermes` for every profile, as tests/test_setup_clients.py checks the other
+clients (the same machine, so Hermes' CLI and setup run once for both checks): the default
+profile, which selects no memory provider, is registered on its own store and gets the
+plugin with its provider left alone; the two others are left as they were; Hermes reads
+each entry back, and `hermes -p <p> mcp test kint` loads kint-server through Hermes'
+bare-environment launcher under the machine's KINT_HOME, with no second supervisor; a
+second run changes no byte and makes no backup.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from chain_machines import kjson, new_machine, ok
 from conftest import KINT, SUPPORT
-from test_setup_clients import ROOT, client_or_skip, harness_env, kint_setup, run
+from test_setup_clients import (ROOT, SERVER, client_or_skip, harness_env, kint_setup,
+                                no_second_supervisor, run)
 
 from kint.spaces import space_id
 
@@ -79,9 +90,11 @@ def _run(sb, hermes: Path, work: Path) -> None:
     for profile in PROFILES:
         ok(run([str(hermes), "profile", "create", profile, "--no-alias", "--no-skills"], env,
                cwd=work))
-        # What Sibyl's own Hermes setup leaves: Sibyl's adapter as the memory provider.
-        ok(run([str(hermes), "-p", profile, "config", "set", "memory.provider", "sibyl"], env,
-               cwd=work))
+    # What Sibyl's own Hermes setup leaves: Sibyl's adapter as the memory provider (each
+    # profile's own config.yaml, so both at once).
+    for done in _in_parallel([[str(hermes), "-p", p, "config", "set", "memory.provider",
+                               "sibyl"] for p in PROFILES], env, work):
+        ok(done)
     assert not (root / "profiles" / "alpha" / "plugins").exists()
 
     stores = {p: root / "profiles" / p / "sibyl" / "profiles" / p / "memory.db"
@@ -93,10 +106,8 @@ def _run(sb, hermes: Path, work: Path) -> None:
         assert f"hermes[{p}]: registered kint (store {stores[p]})" in lines, out.stdout
         assert f"  hermes[{p}]: plugin kint-sibyl installed in {plugin}" in lines, out.stdout
         assert f"  hermes[{p}]: memory provider sibyl -> kint-sibyl" in lines, out.stdout
-        entry = json.loads(ok(run([str(hermes), "-p", p, "config", "get", "--json",
-                                   "mcp_servers.kint"], env, cwd=work)).stdout)
-        assert entry["env"]["SIBYL_MEMORY_DB"] == str(stores[p])
-        assert "KINT_SPACE" not in entry["env"]
+    # Each entry as Hermes reads it (its store, and no KINT_SPACE): `_every_profile`, once
+    # the run for every profile has left these two as they are.
 
     # Hermes' process environment: the user's shell (KINT_HOME included), the watcher's
     # quiet period long, so only the exit pushes anchor.
@@ -152,6 +163,80 @@ def _run(sb, hermes: Path, work: Path) -> None:
     assert "exit push not made" not in log
     for p in PROFILES:
         assert log.count(f"space {space_id(labels[p])[:16]}: exit push: ") == 2, log[-3000:]
+    _every_profile(sb, hermes, env, work, stores)
+
+
+def _in_parallel(argvs: list[list[str]], env: dict[str, str], cwd: Path
+                 ) -> list[subprocess.CompletedProcess[str]]:
+    """Hermes' CLI run for each argv at once (reads of separate profiles), each as `run`
+    runs it: its start and imports are most of what each costs."""
+    procs = [subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for argv in argvs]
+    done = []
+    for argv, proc in zip(argvs, procs):
+        stdout, stderr = proc.communicate(timeout=180)
+        done.append(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr))
+    return done
+
+
+def _every_profile(sb, hermes: Path, env: dict[str, str], work: Path,
+                   stores: dict[str, Path]) -> None:
+    """`kint setup hermes` with no profile named: every profile. The default one is new to
+    it (it selects no memory provider: the plugin goes in, the provider is left alone);
+    alpha and beta, switched already, are left as they were."""
+    root = sb.hermes_home
+    stores = {"default": root / "sibyl" / "memory.db", **stores}
+    configs = {"default": root / "config.yaml",
+               **{p: root / "profiles" / p / "config.yaml" for p in PROFILES}}
+    before = {p: configs[p].read_bytes() for p in PROFILES}
+    baks = sorted(root.rglob("config.yaml.bak-*"))
+    out = kint_setup(sb, env, "hermes")
+    assert out.stdout.splitlines() == [
+        f"hermes[default]: registered kint (store {stores['default']})",
+        f"  hermes[default]: plugin kint-sibyl installed in {root / 'plugins' / 'kint-sibyl'}",
+        *(f"hermes[{p}]: kint already registered (store {stores[p]}), nothing changed"
+          for p in PROFILES)], out.stdout
+    # This second run for alpha and beta changed no byte of theirs and backed none up (a
+    # new backup, if any, is the default profile's, whose config it changed).
+    assert {p: configs[p].read_bytes() for p in PROFILES} == before
+    new_baks = set(root.rglob("config.yaml.bak-*")) - set(baks)
+    assert [b for b in new_baks if b.parent != root] == [], new_baks
+
+    tenant = sb.tenant
+    read = _in_parallel([[str(hermes), "-p", p, "config", "get", "--json", "mcp_servers.kint"]
+                         for p in stores], env, work)
+    for (profile, store), got in zip(stores.items(), read):
+        assert json.loads(ok(got).stdout) == {
+            "command": SERVER, "enabled": True,
+            "env": {"KINT_HOME": str(sb.kint_home), "SIBYL_MEMORY_DB": str(store),
+                    "KINT_TENANT": tenant}}, (profile, got.stdout)
+    checked = _in_parallel([[str(hermes), "-p", p, "mcp", what, *rest] for p in PROFILES
+                            for what, rest in (("list", []), ("test", ["kint"]))], env, work)
+    for listed, tested in zip(checked[::2], checked[1::2]):
+        assert re.search(r"^\s+kint\s+.*enabled", listed.stdout, re.M), listed.stdout
+        assert "✓ Connected" in tested.stdout, tested.stdout + tested.stderr
+        assert "✓ Tools discovered: 14" in tested.stdout, tested.stdout
+
+    # Each profile's server ran under the machine's KINT_HOME (its log is there), as its
+    # own space on its own store.
+    log = (sb.kint_home / "kint.log").read_text()
+    for profile in PROFILES:
+        label = f"{tenant}@hermes:{profile}"
+        assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant {tenant}, "
+                f"db {stores[profile]}); space {space_id(label)[:16]} ({label})") in log
+    no_second_supervisor(sb)
+
+    # The default profile's second run, named alone: only it is looked at, and nothing of
+    # any profile changes.
+    before_all = {p: c.read_bytes() for p, c in configs.items()}
+    baks = sorted(root.rglob("config.yaml.bak-*"))
+    again = kint_setup(sb, env, "hermes", "--hermes-profile", "default")
+    assert again.stdout.splitlines() == [
+        f"hermes[default]: kint already registered (store {stores['default']}), nothing "
+        "changed"]
+    assert {p: c.read_bytes() for p, c in configs.items()} == before_all
+    assert sorted(root.rglob("config.yaml.bak-*")) == baks
 
 
 def _landed(sb, store: Path, before: int) -> int:

@@ -62,7 +62,7 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     # kint v0.3.0's lines (03-new-machine.md, "Check it").
     assert _line(status, "last anchored on this machine:") == (
         "last anchored on this machine: seq 0 block 0 rows 0")
-    contract = kjson(machine, "status")["contract"]
+    contract = answer["contract"]
     assert _line(status, "chain head:") == (f"chain head: seq 0 digest {'0' * 16} block 0 "
                                             f"(in step)  contract {contract}")
     assert _line(status, "unanchored:") == ("unanchored: none: the store is not created yet "
@@ -123,8 +123,8 @@ def test_the_first_row_is_anchored_and_verified(machine, chain_home):
     block = int(landed[2])
     assert _line(status, "last anchored on this machine:") == (
         f"last anchored on this machine: seq 1 block {block} rows 1")
-    digest = kjson(machine, "status")["chain_head"]["digest"]
-    contract = kjson(machine, "status")["contract"]
+    answer = kjson(machine, "status")
+    digest, contract = answer["chain_head"]["digest"], answer["contract"]
     assert _line(status, "chain head:") == (f"chain head: seq 1 digest {digest[:16]} block "
                                             f"{block} (in step)  contract {contract}")
 

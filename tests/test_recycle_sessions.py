@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,7 +38,7 @@ from kint.settings.schema import BY_NAME
 from kint.tenant_worker.own_memory import QUIET_SECONDS
 from kint.boot import boot_id
 from kint.tenant_worker.space import SESSION_TTL_S
-from test_worker_recycle import QUICK, _kept_after_its_figure, _verify
+from test_worker_recycle import QUICK, _kept_after_its_figure, _verify, recycle_limit
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the memory figure comes from /proc/self/smaps_rollup")
@@ -293,6 +294,50 @@ def _row(sb) -> dict:
     return sb.row(sb.sibyl_db)
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One test supervisor for the tests below that need no setting of their own but the
+    watcher's poll (every second unless a session says otherwise). Each test has a store,
+    so a space, of its own (`_space`), and reads only the log written since it began
+    (`Log`); the two that recycle set KINT_WORKER_RECYCLE_MIB for their own run only
+    (`_recycling`)."""
+    sb = make_sandbox(tmp_path_factory.mktemp("recycle-sessions") / "m", **QUICK,
+                      KINT_POLL_SECONDS="1")
+    try:
+        sb.start_entitled()
+        yield sb
+    finally:
+        sb.shutdown()
+
+
+def _recycling(sb):  # noqa: ANN202 - recycle_limit's context manager
+    """KINT_WORKER_RECYCLE_MIB 1 (any worker is over it) for one test's run."""
+    return recycle_limit(sb, 1)
+
+
+def _space(sb, name: str, *attaches: dict) -> Path:
+    """A store of this test's own, under a folder `name` (its space's label is
+    `<tenant>@hermes:<name>`), with a session attached for each of `attaches` (the `attach`
+    op's arguments: no keepalive follows)."""
+    store = sb.root / name / "memory.db"
+    store.parent.mkdir(parents=True)
+    write_store(store, tenant=sb.tenant)
+    for args in attaches:
+        sb.call("attach", store, args=args)
+    return store
+
+
+class Log:
+    """The shared supervisor's log from where it stood when this was made."""
+
+    def __init__(self, sb) -> None:
+        self.path = sb.kint_home / "supervisor.log"
+        self.start = len(self.path.read_text())
+
+    def text(self) -> str:
+        return self.path.read_text()[self.start:]
+
+
 @contextmanager
 def _machine(tmp_path, *attaches: dict, **env: str) -> Iterator[Any]:
     """The test supervisor over a store, with a session attached for each of `attaches`
@@ -309,54 +354,63 @@ def _machine(tmp_path, *attaches: dict, **env: str) -> Iterator[Any]:
 
 
 @linux_only
-def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(tmp_path):
+def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(shared):
+    with _recycling(shared):
+        _sessions_recycled(shared)
+
+
+def _sessions_recycled(sb) -> None:
+    log = Log(sb)
     attaches = [{"session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}}
                 for sid, poll in (("one", "600"), ("two", "700"))]
-    with _machine(tmp_path, *attaches, KINT_WORKER_RECYCLE_MIB="1") as sb:
-        _verify(sb, sb.sibyl_db)
-        first = _row(sb)["pid"]
-        row = sb.wait_for(lambda: (r := _row(sb))["sessions"] == 2 and r, timeout=20,
-                          what="the beat to count both sessions")
-        assert row["work_left"] is False, row
-        # No request is made from here on: the successor starts because sessions were
-        # handed to it, and knows them without their keepalive.
-        row = sb.wait_for(lambda: (r := _row(sb))["pid"] not in (None, first)
-                          and r["sessions"] == 2 and r,
-                          timeout=QUIET_SECONDS + 30, interval=0.2,
-                          what="the successor, with both sessions")
-        assert row["restarts"] == 0 and row["state"] == "ready", row  # not a crash
-        log = sb.kint_home / "supervisor.log"
-        text = log.read_text()
-        assert f"worker {first} holds" in text, text[-3000:]
-        assert "its successor starts now with the 2 session(s) attached" in text
-        assert "2 session(s) taken over from the worker before this one" in text
-        # The watcher runs again, with the newest session's poll: its start says so (the
-        # first worker's never ticked after the second attach, so it never logged 700 s).
-        sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
-                    what="the successor's watcher, with the newest session's poll")
-        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
-        status = sb.kint("supervisor", "status")
-        assert status.returncode == 0 and str(row["pid"]) in status.stdout, status.stdout
-        assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
-        assert sb.call("detach", sb.sibyl_db, args={"session": "two"})["sessions"] == 0
+    store = _space(sb, "recycled", *attaches)
+    _verify(sb, store)
+    first = sb.row(store)["pid"]
+    row = sb.wait_for(lambda: (r := sb.row(store))["sessions"] == 2 and r, timeout=20,
+                      what="the beat to count both sessions")
+    assert row["work_left"] is False, row
+    # No request is made from here on: the successor starts because sessions were
+    # handed to it, and knows them without their keepalive.
+    row = sb.wait_for(lambda: (r := sb.row(store))["pid"] not in (None, first)
+                      and r["sessions"] == 2 and r,
+                      timeout=QUIET_SECONDS + 30, interval=0.2,
+                      what="the successor, with both sessions")
+    assert row["restarts"] == 0 and row["state"] == "ready", row  # not a crash
+    text = log.text()
+    assert f"worker {first} holds" in text, text[-3000:]
+    assert "its successor starts now with the 2 session(s) attached" in text
+    assert "2 session(s) taken over from the worker before this one" in text
+    # The watcher runs again, with the newest session's poll: its start says so (the
+    # first worker's never ticked after the second attach, so it never logged 700 s).
+    sb.wait_for(lambda: "poll 700s (kint-server session)" in log.text(),
+                what="the successor's watcher, with the newest session's poll")
+    assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+    status = sb.kint("supervisor", "status")
+    assert status.returncode == 0 and str(row["pid"]) in status.stdout, status.stdout
+    assert sb.call("detach", store, args={"session": "one"})["sessions"] == 1
+    assert sb.call("detach", store, args={"session": "two"})["sessions"] == 0
 
 
 @linux_only
-def test_a_dirty_store_keeps_a_worker_with_a_session_from_its_recycle(tmp_path):
+def test_a_dirty_store_keeps_a_worker_with_a_session_from_its_recycle(shared):
     """The store changed under the watcher, which cannot push it (the space is not
     connected): the worker has work left, and is neither recycled nor stopped, session
     or no session."""
-    with _machine(tmp_path, {"session": "s", "watcher": True}, KINT_WORKER_RECYCLE_MIB="1",
-                  KINT_POLL_SECONDS="1") as sb:
-        pid = _row(sb)["pid"]
-        write_store(sb.sibyl_db, {"later": {"rule": "written after the attach"}},
-                    tenant=sb.tenant)
-        sb.wait_for(lambda: _row(sb)["work_left"], timeout=30, interval=0.2,
-                    what="the watcher to find the store dirty")
-        _verify(sb, sb.sibyl_db)
-        row = _kept_after_its_figure(sb, sb.sibyl_db)
-        assert row["pid"] == pid and row["state"] == "ready" and row["sessions"] == 1, row
-        assert row["work_left"] is True and row["memory_mib"] > 1, row
+    with _recycling(shared):
+        _dirty_store_kept(shared)
+
+
+def _dirty_store_kept(sb) -> None:
+    store = _space(sb, "dirty", {"session": "s", "watcher": True})
+    pid = sb.row(store)["pid"]
+    write_store(store, {"later": {"rule": "written after the attach"}}, tenant=sb.tenant)
+    sb.wait_for(lambda: sb.row(store)["work_left"], timeout=30, interval=0.2,
+                what="the watcher to find the store dirty")
+    _verify(sb, store)
+    row = _kept_after_its_figure(sb, store)
+    assert row["pid"] == pid and row["state"] == "ready" and row["sessions"] == 1, row
+    assert row["work_left"] is True and row["memory_mib"] > 1, row
+    assert sb.call("detach", store, args={"session": "s"})["sessions"] == 0
 
 
 @linux_only
@@ -374,34 +428,36 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
         assert row["state"] == "idle" and row["restarts"] == 0, row
 
 
-def test_a_restarted_worker_hands_its_sessions_to_its_successor(tmp_path):
+def test_a_restarted_worker_hands_its_sessions_to_its_successor(shared):
     """`kint supervisor restart` stops the worker and starts another at once: the sessions
     attached, their watcher and its timings go on in the successor, as after a recycle.
     Before, only a recycle handed them over: the successor counted no session and ran no
     watcher until each session's next keepalive (up to a minute), and the drift baseline,
     with what it had seen, was made anew from the store at that keepalive."""
+    sb, log = shared, Log(shared)
     attaches = [{"session": sid, "watcher": True, "settings": {"KINT_POLL_SECONDS": poll}}
                 for sid, poll in (("one", "600"), ("two", "700"))]
-    with _machine(tmp_path, *attaches) as sb:
-        first = sb.wait_for(lambda: (r := _row(sb))["sessions"] == 2 and r, timeout=20,
-                            what="the beat to count both sessions")["pid"]
-        out = sb.kint("supervisor", "restart", sb.tenant)
-        assert out.returncode == 0 and "restarted:" in out.stdout, out.stderr
-        # No request is made from here on: what the successor knows, it was handed.
-        row = sb.wait_for(lambda: (r := _row(sb))["pid"] not in (None, first)
-                          and r["sessions"] == 2 and r, timeout=30, interval=0.2,
-                          what="the successor, with both sessions")
-        assert row["state"] == "ready" and row["restarts"] == 0, row
-        log = sb.kint_home / "supervisor.log"
-        assert "2 session(s) handed to the next worker" in log.read_text()
-        assert "2 session(s) taken over from the worker before this one" in log.read_text()
-        sb.wait_for(lambda: "poll 700s (kint-server session)" in log.read_text(),
-                    what="the successor's watcher, with the newest session's poll")
-        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
-        assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
+    store = _space(sb, "restarted", *attaches)
+    counted = sb.wait_for(lambda: (r := sb.row(store))["sessions"] == 2 and r, timeout=20,
+                          what="the beat to count both sessions")
+    first = counted["pid"]
+    out = sb.kint("supervisor", "restart", counted["space"])
+    assert out.returncode == 0 and "restarted:" in out.stdout, out.stderr
+    # No request is made from here on: what the successor knows, it was handed.
+    row = sb.wait_for(lambda: (r := sb.row(store))["pid"] not in (None, first)
+                      and r["sessions"] == 2 and r, timeout=30, interval=0.2,
+                      what="the successor, with both sessions")
+    assert row["state"] == "ready" and row["restarts"] == 0, row
+    assert "2 session(s) handed to the next worker" in log.text()
+    assert "2 session(s) taken over from the worker before this one" in log.text()
+    sb.wait_for(lambda: "poll 700s (kint-server session)" in log.text(),
+                what="the successor's watcher, with the newest session's poll")
+    assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+    assert sb.call("detach", store, args={"session": "one"})["sessions"] == 1
+    assert sb.call("detach", store, args={"session": "two"})["sessions"] == 0
 
 
-def test_a_space_that_moved_store_takes_no_sessions_and_they_are_told(tmp_path):
+def test_a_space_that_moved_store_takes_no_sessions_and_they_are_told(shared):
     """The store a session attached over was moved, and the space with it (the next call
     named the store's new path: routing._move_space restarts the worker there). Those
     sessions are over a store the space no longer serves, and the baseline holds the old
@@ -410,28 +466,21 @@ def test_a_space_that_moved_store_takes_no_sessions_and_they_are_told(tmp_path):
     "set KINT_SPACE" as for a second store asking for a space."""
     from kint.client import KintError
 
-    sb = make_sandbox(tmp_path / "m", **QUICK)
-    try:
-        sb.start_entitled()
-        old = sb.root / "store" / "memory.db"
-        new = old.with_name("moved.db")  # the same folder: the same space label
-        old.parent.mkdir(parents=True)
-        write_store(old, tenant=sb.tenant)
+    sb, log = shared, Log(shared)
+    old = _space(sb, "store", {"session": "s", "watcher": True})
+    new = old.with_name("moved.db")  # the same folder: the same space label
+    first = sb.wait_for(lambda: (r := sb.row(old))["sessions"] == 1 and r, timeout=20,
+                        what="the session counted")["pid"]
+    old.rename(new)
+    sb.call("status", new, timeout_s=60)  # the space moves to its store's new path
+    row = sb.row(new)
+    assert row["pid"] not in (None, first) and row["sessions"] == 0, row
+    text = log.text()
+    assert "1 session(s) handed to the next worker" in text, text[-3000:]
+    assert f"sessions handed over for the store {old} are not taken" in text, text[-3000:]
+    assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+    with pytest.raises(KintError) as told:
         sb.call("attach", old, args={"session": "s", "watcher": True})
-        first = sb.wait_for(lambda: (r := sb.row(old))["sessions"] == 1 and r, timeout=20,
-                            what="the session counted")["pid"]
-        old.rename(new)
-        sb.call("status", new, timeout_s=60)  # the space moves to its store's new path
-        row = sb.row(new)
-        assert row["pid"] not in (None, first) and row["sessions"] == 0, row
-        log = (sb.kint_home / "supervisor.log").read_text()
-        assert "1 session(s) handed to the next worker" in log, log[-3000:]
-        assert f"sessions handed over for the store {old} are not taken" in log, log[-3000:]
-        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
-        with pytest.raises(KintError) as told:
-            sb.call("attach", old, args={"session": "s", "watcher": True})
-        assert told.value.code == "SPACE_CONFLICT", told.value.message
-        assert f"served from the store {new}: {old} does not exist" in told.value.message
-        assert "restart" in (told.value.hint or ""), told.value.hint
-    finally:
-        sb.shutdown()
+    assert told.value.code == "SPACE_CONFLICT", told.value.message
+    assert f"served from the store {new}: {old} does not exist" in told.value.message
+    assert "restart" in (told.value.hint or ""), told.value.hint

@@ -22,7 +22,10 @@ import re
 import signal
 import time
 
-from chain_machines import kjson, machine_behind_proxy, new_machine, ok
+import pytest
+
+from chain_machines import (join_devchain, kjson, machine_behind_proxy, make_session_key,
+                            ok)
 from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
@@ -76,46 +79,55 @@ def test_the_keepalive_attaches_while_a_long_call_holds_the_session(tmp_path_fac
             "the worker still counts the gone server's session"
 
 
-def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(tmp_path,
-                                                                         monkeypatch):
-    sb = make_sandbox(tmp_path / "machine")
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """The test supervisor over the default store, no chain: the sessions of the two tests
+    below run in this process against it (each ends its own, so the worker counts none
+    between them)."""
+    sb = make_sandbox(tmp_path_factory.mktemp("sessions") / "machine")
     sb.start_entitled()
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
-        monkeypatch.setattr(session_module, "KEEPALIVE_S", 0.05)
-        sent: list[tuple[str, float]] = []
-        real = AgentSession._call_on
-
-        def recorded(self, client, op, args, timeout_s):  # noqa: ANN001, ANN202
-            sent.append((op, time.monotonic()))
-            return real(self, client, op, args, timeout_s)
-
-        monkeypatch.setattr(AgentSession, "_call_on", recorded)
-        session = AgentSession(SpaceRef(label=sb.tenant, tenant=sb.tenant,
-                                        db=str(sb.sibyl_db)), sb.kint_home)
-        session.watcher = False
-        session.attach()
-
-        def attaches() -> int:
-            return sum(op == "attach" for op, _ in sent)
-
-        with session._lock:  # a tool call waiting on the worker holds the session's socket
-            assert wait_until(lambda: attaches() >= 3, timeout=30), sent
-            closing = time.monotonic()
-            session.close()  # says goodbye on a socket of its own, the call still held
-        session._keepalive.join(30)
-        assert not session._keepalive.is_alive()
-        # Before, the keepalive blocked behind the held socket sent its attach now.
-        assert [at for op, at in sent if op == "attach" and at >= closing] == [], sent
-        assert wait_until(lambda: _sessions(sb) == 0, timeout=30, interval=0.2)
-
-        # An attach the worker runs after its session's goodbye (sent before it, or by a
-        # keepalive that was already waiting on a slow worker) does not take it back.
-        late = sb.call("attach", sb.sibyl_db, args={"session": session.id, "watcher": False})
-        assert late["ended"] is True and late["sessions"] == 0, late
-        assert _sessions(sb) == 0
+        yield sb
     finally:
         sb.shutdown()
+
+
+def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(machine,
+                                                                         monkeypatch):
+    sb = machine
+    monkeypatch.setattr(session_module, "KEEPALIVE_S", 0.05)
+    sent: list[tuple[str, float]] = []
+    real = AgentSession._call_on
+
+    def recorded(self, client, op, args, timeout_s):  # noqa: ANN001, ANN202
+        sent.append((op, time.monotonic()))
+        return real(self, client, op, args, timeout_s)
+
+    monkeypatch.setattr(AgentSession, "_call_on", recorded)
+    session = AgentSession(SpaceRef(label=sb.tenant, tenant=sb.tenant,
+                                    db=str(sb.sibyl_db)), sb.kint_home)
+    session.watcher = False
+    session.attach()
+
+    def attaches() -> int:
+        return sum(op == "attach" for op, _ in sent)
+
+    with session._lock:  # a tool call waiting on the worker holds the session's socket
+        assert wait_until(lambda: attaches() >= 3, timeout=30), sent
+        closing = time.monotonic()
+        session.close()  # says goodbye on a socket of its own, the call still held
+    session._keepalive.join(30)
+    assert not session._keepalive.is_alive()
+    # Before, the keepalive blocked behind the held socket sent its attach now.
+    assert [at for op, at in sent if op == "attach" and at >= closing] == [], sent
+    assert wait_until(lambda: _sessions(sb) == 0, timeout=30, interval=0.2)
+
+    # An attach the worker runs after its session's goodbye (sent before it, or by a
+    # keepalive that was already waiting on a slow worker) does not take it back.
+    late = sb.call("attach", sb.sibyl_db, args={"session": session.id, "watcher": False})
+    assert late["ended"] is True and late["sessions"] == 0, late
+    assert _sessions(sb) == 0
 
 
 # The worker's heartbeat timeout (KINT_WORKER_HEARTBEAT_TIMEOUT, a user's setting, in
@@ -126,11 +138,21 @@ def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(tmp_pat
 # long one (a stopped worker that beat every 3 s is given two of its beats: 6 s of silence).
 HUNG_AFTER_S = 60
 HUNG_AFTER_SHORT_S = 6
-# How long after the stopped worker is replaced the session may take to attach: its
-# keepalive's retries wait 2 s doubling (at most two of them here: one answered WORKER_DOWN
-# when the supervisor judged the worker hung), under the 60 s of its keepalive proper.
+# The first wait of the keepalive's retries here (2 s for a user, doubling), through the
+# test launcher's KINT_TEST_ATTACH_RETRY_S (tests/support/run_kint_server.py): the retry
+# sent while the worker is stopped waits for the supervisor's judgement (WORKER_DOWN), and
+# the next one, a second later rather than four, attaches to the replacement.
+ATTACH_RETRY_S = 0.5
+# How long after the stopped worker is replaced the session may take to attach: a few of
+# those retries, under the 60 s of its keepalive proper.
 REATTACH_WITHIN_S = 40
 assert REATTACH_WITHIN_S < session_module.KEEPALIVE_S
+
+
+def _heartbeat_timeout(sb, seconds: float) -> None:
+    config = sb.kint_home / "config.toml"
+    config.write_text(f"worker_heartbeat_timeout = {seconds}\n")
+    config.chmod(0o600)
 
 
 def _hung_after(sb, seconds: float) -> None:
@@ -139,9 +161,7 @@ def _hung_after(sb, seconds: float) -> None:
     log = sb.kint_home / "supervisor.log"
     changed = re.compile(rf"settings changed: .*heartbeat_timeout_s \S+ -> {float(seconds)}\b")
     before = len(changed.findall(log.read_text()))
-    config = sb.kint_home / "config.toml"
-    config.write_text(f"worker_heartbeat_timeout = {seconds}\n")
-    config.chmod(0o600)
+    _heartbeat_timeout(sb, seconds)
     assert wait_until(lambda: len(changed.findall(log.read_text())) > before, timeout=30), \
         log.read_text()[-2000:]
 
@@ -156,19 +176,28 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     the session would count without any retry. Before, the keepalive started only after a
     first attach that went through: this session never counted and no watcher pushed its
     agent's writes for the server's whole life."""
-    sb = new_machine(tmp_path_factory.mktemp("late-attach"), chain_home,
-                     KINT_POLL_SECONDS="1", KINT_QUIET_SECONDS="2")
+    # new_machine's steps, with the long timeout in config.toml before the supervisor
+    # starts (it reads the file at its start: no change to wait for).
+    sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="1",
+                      KINT_QUIET_SECONDS="2")
+    join_devchain(chain_home, sb)
+    make_session_key(sb)
+    _heartbeat_timeout(sb, HUNG_AFTER_S)
+    sb.start_entitled()
     agent = None
     worker = None
     try:
-        _hung_after(sb, HUNG_AFTER_S)
         ok(sb.kint("connect", "--dev"))
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
         os.kill(worker, signal.SIGSTOP)
-        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "1"}).start()
+        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "1",
+                              "KINT_TEST_ATTACH_RETRY_S": str(ATTACH_RETRY_S)}).start()
         assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
                           timeout=30), _server_log(sb)[-2000:]
         _hung_after(sb, HUNG_AFTER_SHORT_S)
+        # It was the long one from the supervisor's start, the file's.
+        assert (f"heartbeat_timeout_s {float(HUNG_AFTER_S)} -> {float(HUNG_AFTER_SHORT_S)}"
+                in (sb.kint_home / "supervisor.log").read_text())
         hung = f"worker {worker} is hung ("
         assert wait_until(lambda: hung in (sb.kint_home / "supervisor.log").read_text(),
                           timeout=HUNG_AFTER_SHORT_S + 30), "the stopped worker not judged hung"
@@ -196,7 +225,7 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         sb.shutdown()
 
 
-def test_memory_status_says_whether_this_servers_session_is_attached(tmp_path):
+def test_memory_status_says_whether_this_servers_session_is_attached(machine):
     """memory_status's `attached` (kint's own field): false while the session has not
     attached (a start whose attach failed is still retrying), true once the worker took
     it. The status tool runs in this process on a real session, supervisor and worker."""
@@ -204,11 +233,9 @@ def test_memory_status_says_whether_this_servers_session_is_attached(tmp_path):
     from kint.agent_server.tool_args import StatusArgs
     from kint.agent_server.wrapped_client import SharedClient
 
-    sb = make_sandbox(tmp_path / "machine")
-    sb.start_entitled()
+    sb = machine
     session = None
     try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
         session = AgentSession(SpaceRef(label=sb.tenant, tenant=sb.tenant,
                                         db=str(sb.sibyl_db)), sb.kint_home)
         session.watcher = False
@@ -221,4 +248,3 @@ def test_memory_status_says_whether_this_servers_session_is_attached(tmp_path):
     finally:
         if session is not None:
             session.close()
-        sb.shutdown()

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import KINT, SUPPORT, pid_alive, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 
@@ -181,9 +183,16 @@ def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_pat
         sb.shutdown()
 
 
+# How long the second supervisor tries for the held pid lock before it says one is running,
+# here (3 s for a user): through the test launcher's knob (tests/support/kint_test_timings.py).
+PID_LOCK_RETRY_S = 0.5
+
+
 def test_a_supervisor_started_twice_keeps_one(sandbox):
     first = sandbox.start()
-    out = subprocess.run([KINT, "supervisor", "start", "--foreground"], env=sandbox.env,
+    out = subprocess.run([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start",
+                          "--foreground"],
+                         env={**sandbox.env, "KINT_TEST_PID_LOCK_RETRY_S": str(PID_LOCK_RETRY_S)},
                          text=True, capture_output=True, timeout=30)
     assert out.returncode == 0 and "already running" in out.stderr
     assert running_pid(sandbox.kint_home) == first
@@ -221,16 +230,30 @@ def _libraries(pid: int) -> set[str]:
         return {line.split()[-1].rsplit("/", 1)[-1] for line in fh if ".so" in line}
 
 
-def test_the_supervisor_spawns_workers_without_loading_what_they_run(sandbox):
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    """A supervisor started by `kint supervisor start`, with the default store's worker:
+    the two tests below only look at their processes."""
+    from conftest import make_sandbox
+
+    sb = make_sandbox(tmp_path_factory.mktemp("running") / "machine")
+    try:
+        write_store(sb.sibyl_db)
+        supervisor = sb.start()
+        worker = sb.call("status", sb.sibyl_db)["worker"]["pid"]
+        yield sb, supervisor, worker
+    finally:
+        sb.shutdown()
+
+
+def test_the_supervisor_spawns_workers_without_loading_what_they_run(running):
     """The supervisor names its workers' code for the forkserver, which has it loaded; it
     never loads it itself: web3, eth_account and Sibyl in the supervisor cost ~50 MiB of
     its own and stalled its loop for their import at its first spawn (seconds on a loaded
     box). Seen in what the processes mapped: pydantic's core and the KZG library come with
     web3 and eth_account; the worker maps them, the supervisor that started it does not."""
     web3_libraries = ("_pydantic_core", "ckzg")
-    write_store(sandbox.sibyl_db)
-    supervisor = sandbox.start()
-    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    _, supervisor, worker = running
 
     def mapped(pid: int) -> list[str]:
         return sorted(lib for lib in _libraries(pid) if lib.startswith(web3_libraries))
@@ -243,13 +266,11 @@ def _comm(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
-def test_kints_processes_name_themselves(sandbox):
+def test_kints_processes_name_themselves(running):
     """`ps` and `top` (and a discard's refusal, which names a store's holders) tell the
     supervisor, its forkserver and a worker apart from every other `python` on the box;
     their command lines stay as they were (tests find the supervisor by its own)."""
-    write_store(sandbox.sibyl_db)
-    supervisor = sandbox.start()
-    worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
+    sandbox, supervisor, worker = running
     assert _comm(supervisor) == "kint-supervisor"
     assert _comm(worker) == "kint-worker"
     forkserver = int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])

@@ -73,37 +73,68 @@ def _new_log(sb: Sandbox, since: int) -> str:
     return (sb.kint_home / "supervisor.log").read_text()[since:]
 
 
-def test_sessions_attached_before_an_upgrade_are_attached_after_it(tmp_path):
-    """No request is made on the space after the upgrade: the new supervisor starts its
-    worker because its sessions were handed on, and that worker counts them and runs
-    their watcher with the newest session's poll, without a keepalive."""
-    sb = make_sandbox(tmp_path / "m", **UPGRADE_QUICK)
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """The test supervisor over the default store, no chain, for the two tests below (the
+    first leaves it with no session attached; the second stops it)."""
+    sb = make_sandbox(tmp_path_factory.mktemp("upgrade-sessions") / "m", **UPGRADE_QUICK)
     try:
         sb.start_entitled()
         write_store(sb.sibyl_db, tenant=sb.tenant)
-        for sid, poll in (("one", "600"), ("two", "700")):
-            sb.call("attach", sb.sibyl_db, args={"session": sid, "watcher": True,
-                                                 "settings": {"KINT_POLL_SECONDS": poll}})
-        first = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 2 and r,
-                            timeout=20, what="the beat to count both sessions")
-        since = _upgrade_and_start_again(sb)
-        row = sb.wait_for(lambda: (r := _row(sb)) and r["pid"] not in (None, first["pid"])
-                          and r["sessions"] == 2 and r, timeout=30, interval=0.2,
-                          what="the new supervisor's worker, with both sessions")
-        assert row["state"] == "ready" and row["restarts"] == 0, row
-        old_log = (sb.kint_home / "supervisor.log").read_text()[:since]
-        assert "2 session(s) handed to the next worker" in old_log, old_log[-3000:]
-        assert "(commanded: upgrade)" in old_log and "crash" not in old_log.lower()
-        new = _new_log(sb, since)
-        assert "took over from supervisor run" in new, new
-        assert "2 session(s) taken over from the worker before this one" in new, new
-        sb.wait_for(lambda: "poll 700s (kint-server session)" in _new_log(sb, since),
-                    what="the new worker's watcher, with the newest session's poll")
-        assert not session_handoff_path(sb.kint_home, row["space"]).exists()
-        assert not succession_path(sb.kint_home).exists()  # read once
-        assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
+        yield sb
     finally:
         sb.shutdown()
+
+
+def test_sessions_attached_before_an_upgrade_are_attached_after_it(machine):
+    """No request is made on the space after the upgrade: the new supervisor starts its
+    worker because its sessions were handed on, and that worker counts them and runs
+    their watcher with the newest session's poll, without a keepalive."""
+    sb = machine
+    for sid, poll in (("one", "600"), ("two", "700")):
+        sb.call("attach", sb.sibyl_db, args={"session": sid, "watcher": True,
+                                             "settings": {"KINT_POLL_SECONDS": poll}})
+    first = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 2 and r,
+                        timeout=20, what="the beat to count both sessions")
+    since = _upgrade_and_start_again(sb)
+    row = sb.wait_for(lambda: (r := _row(sb)) and r["pid"] not in (None, first["pid"])
+                      and r["sessions"] == 2 and r, timeout=30, interval=0.2,
+                      what="the new supervisor's worker, with both sessions")
+    assert row["state"] == "ready" and row["restarts"] == 0, row
+    old_log = (sb.kint_home / "supervisor.log").read_text()[:since]
+    assert "2 session(s) handed to the next worker" in old_log, old_log[-3000:]
+    assert "(commanded: upgrade)" in old_log and "crash" not in old_log.lower()
+    new = _new_log(sb, since)
+    assert "took over from supervisor run" in new, new
+    assert "2 session(s) taken over from the worker before this one" in new, new
+    sb.wait_for(lambda: "poll 700s (kint-server session)" in _new_log(sb, since),
+                what="the new worker's watcher, with the newest session's poll")
+    assert not session_handoff_path(sb.kint_home, row["space"]).exists()
+    assert not succession_path(sb.kint_home).exists()  # read once
+    assert sb.call("detach", sb.sibyl_db, args={"session": "one"})["sessions"] == 1
+    assert sb.call("detach", sb.sibyl_db, args={"session": "two"})["sessions"] == 0
+
+
+def test_a_stop_on_command_then_a_start_takes_no_session(machine):
+    """`kint supervisor stop` ends the sessions: its workers hand nothing over and it
+    leaves no run id, so the next start has the space's worker count none."""
+    sb = machine
+    sb.call("attach", sb.sibyl_db, args={"session": "s", "watcher": True})
+    space16 = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 1 and r,
+                          timeout=20, what="the session counted")["space"]
+    sb.shutdown()  # sup.stop, as `kint supervisor stop` sends it
+    assert not session_handoff_path(sb.kint_home, space16).exists()
+    assert not succession_path(sb.kint_home).exists()
+    since = len((sb.kint_home / "supervisor.log").read_text())
+    sb.start_entitled()
+    assert not any(r["store"] == str(sb.sibyl_db) for r in sb.sup_status()["spaces"])
+    sb.call("status", sb.sibyl_db, timeout_s=60)
+    assert sb.row(sb.sibyl_db)["sessions"] == 0
+    new = _new_log(sb, since)
+    assert "took over from supervisor run" not in new and "taken over" not in new, new
+    # Stopped here, not at the module's end: the drift test's upgrade moves a file every
+    # supervisor of this suite looks at, this one's too.
+    sb.shutdown()
 
 
 def test_a_drift_seen_before_an_upgrade_is_flagged_after_it(tmp_path, chain_home):
@@ -129,30 +160,6 @@ def test_a_drift_seen_before_an_upgrade_is_flagged_after_it(tmp_path, chain_home
         assert "rules/release-gate" in after["message"], after
         new = _new_log(sb, since)
         assert "1 session(s) taken over from the worker before this one" in new, new
-    finally:
-        sb.shutdown()
-
-
-def test_a_stop_on_command_then_a_start_takes_no_session(tmp_path):
-    """`kint supervisor stop` ends the sessions: its workers hand nothing over and it
-    leaves no run id, so the next start has the space's worker count none."""
-    sb = make_sandbox(tmp_path / "m", **QUICK)
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        sb.call("attach", sb.sibyl_db, args={"session": "s", "watcher": True})
-        space16 = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 1 and r,
-                              timeout=20, what="the session counted")["space"]
-        sb.shutdown()  # sup.stop, as `kint supervisor stop` sends it
-        assert not session_handoff_path(sb.kint_home, space16).exists()
-        assert not succession_path(sb.kint_home).exists()
-        since = len((sb.kint_home / "supervisor.log").read_text())
-        sb.start_entitled()
-        assert not any(r["store"] == str(sb.sibyl_db) for r in sb.sup_status()["spaces"])
-        sb.call("status", sb.sibyl_db, timeout_s=60)
-        assert sb.row(sb.sibyl_db)["sessions"] == 0
-        new = _new_log(sb, since)
-        assert "took over from supervisor run" not in new and "taken over" not in new, new
     finally:
         sb.shutdown()
 

@@ -27,6 +27,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   asks the second endpoint again when the two disagree on the head
   (`kint.tenant_worker.cold_start.SECOND_OPINION_RETRY_S`, 3 s), where a test's endpoint
   disagrees on purpose, every time.
+- `KINT_TEST_PID_LOCK_RETRY_S` (set only by tests): how long a supervisor starting keeps
+  trying for a pid lock another one holds before it says one is already running
+  (`kint.supervisor.pidlock.PID_LOCK_RETRY_S`, 3 s), for a `kint supervisor start
+  --foreground` started through run_kint.py next to a running supervisor.
 - `KINT_TEST_HOUSEKEEPING_S` (set only by tests): how often the supervisor checks its logs'
   size and kint's installed files (`kint.supervisor.housekeeping.HOUSEKEEPING_EVERY_S`,
   5 s), so that a test sees a log rotated, or an upgrade on disk, within a second. Read by
@@ -52,6 +56,7 @@ SIZE_CHECK_ENV = "KINT_TEST_SIZE_CHECK_INTERVAL_S"
 UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
 HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
+PID_LOCK_RETRY_ENV = "KINT_TEST_PID_LOCK_RETRY_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 
@@ -81,11 +86,12 @@ def install_supervisor() -> None:
 
 def install_cli() -> None:
     """The command's side of KINT_TEST_UNREACHABLE_AFTER_S and KINT_TEST_STOP_EXIT_WAIT_S
-    (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S for a supervisor the command
-    runs in the foreground."""
+    (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S and KINT_TEST_PID_LOCK_RETRY_S
+    for a supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor", "STOP_EXIT_WAIT_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
+    _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
 
 
 _install_worker()

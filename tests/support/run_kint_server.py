@@ -8,6 +8,9 @@ trusting the test's throwaway key, and Sibyl's network guard), then runs kint's 
 keepalive attach (kint.agent_server.session.KEEPALIVE_S, 60 s, which also caps the retries
 of a session not attached), so that a test sees what an older session is told at its next
 attach without waiting a minute for it;
+`KINT_TEST_ATTACH_RETRY_S` the first wait before an unattached session's keepalive tries
+again (kint.agent_server.session.RETRY_FIRST_S, 2 s, doubling), so that a test sees a
+session attach soon after its worker is back rather than at the next of those doublings;
 `KINT_TEST_TOOL_WAIT_S` the longest a kint tool waits for the worker
 (kint.agent_server.tools.TOOL_WAIT_S, 100 s), so that a test meets that bound without
 waiting it out. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
@@ -46,6 +49,8 @@ def _note_attaches(path: str) -> None:
 if __name__ == "__main__":
     if os.environ.get("KINT_TEST_KEEPALIVE_S"):
         session.KEEPALIVE_S = float(os.environ["KINT_TEST_KEEPALIVE_S"])
+    if os.environ.get("KINT_TEST_ATTACH_RETRY_S"):
+        session.RETRY_FIRST_S = float(os.environ["KINT_TEST_ATTACH_RETRY_S"])
     if os.environ.get("KINT_TEST_ATTACH_LOG"):
         _note_attaches(os.environ["KINT_TEST_ATTACH_LOG"])
     if os.environ.get("KINT_TEST_TOOL_WAIT_S"):
