@@ -329,9 +329,10 @@ def pull_lines(result: dict[str, Any]) -> list[str]:
 
 def pull_output_lines(result: dict[str, Any]) -> list[str]:
     """All `kint pull` prints, in v0.3.0's order (03-new-machine.md, "What it prints"): what
-    the pull did, its summary and the cold start's second-opinion line, and after them one
-    `SKIPPED` line per gap and one `CLOSED` line per epoch under a retired key, each
-    indented two spaces as its "Gaps" section shows them."""
+    the pull did, its summary and the cold start's second-opinion line, then the epochs it
+    left unapplied (unapplied_epoch_lines: gaps first, then those a retired data key
+    seals), last and indented by two spaces, as the "Gaps" section of that page shows
+    them."""
     return (pull_progress_lines(result) + pull_summary_lines(result)
             + [f"  {line}" for line in unapplied_epoch_lines(result)])
 

@@ -164,7 +164,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
                     "use --passphrase-prompt or --signature-file")
     args: dict = {"drop_missing": drop_missing, "over_skipped": over_skipped,
                   "confirmations": confirmations}
-    sig = read_signature(signature, signature_file)
+    sig = read_signature(signature, signature_file, "kint rekey")
     if sig is not None:
         args["signature"] = sig
         if passphrase_stdin:

@@ -48,8 +48,12 @@ def checked_rpc_urls(value: str) -> str:
     return value
 
 
-def read_signature(signature: str | None, signature_file: str | None) -> str | None:
-    """`-` reads stdin; anything else is a path, read then unlinked (09-cli.md)."""
+def read_signature(signature: str | None, signature_file: str | None,
+                   pipe_into: str = "kint connect --owner 0x...") -> str | None:
+    """`-` reads stdin; anything else is a path, read then unlinked (09-cli.md).
+    `pipe_into` is the command line the refusal of a value naming no file shows the
+    signature piped into: the caller's own (connect, join, rekey), so the hint is one the
+    user can run as it stands."""
     if signature is not None and signature_file is not None:
         usage_error("--signature and --signature-file both given", "give one of them")
     path = signature_file if signature_file is not None else signature
@@ -61,9 +65,9 @@ def read_signature(signature: str | None, signature_file: str | None) -> str | N
         # Most likely the signature itself, pasted where the path goes (09-cli.md: any
         # value but `-` is a path): v0.3.0's refusal for a signature not given the right
         # way, the value never echoed.
-        usage_error(NO_SIGNATURE, "pipe the wallet's signature in (`cast wallet sign ... | "
-                    "kint connect --owner 0x... --signature -`); a signature typed on the "
-                    "command line is readable by every local user, so sign again if it was one")
+        usage_error(NO_SIGNATURE, f"pipe the wallet's signature in (`cast wallet sign ... | "
+                    f"{pipe_into} --signature -`); a signature typed on the command line is "
+                    f"readable by every local user, so sign again if it was one")
     return read_secret_file(path, "the signature")
 
 
@@ -107,9 +111,10 @@ def refuse_dev_conflicts(given: dict[str, bool]) -> None:
 
 def connect_args(owner: str | None, signature: str | None, signature_file: str | None,
                  smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool,
-                 add_passphrase: bool, recovery_code_stdin: bool) -> dict:
+                 add_passphrase: bool, recovery_code_stdin: bool,
+                 command: str = "connect") -> dict:
     """The worker's arguments for the three ways in, secrets read from stdin, a file or a
-    prompt. Shared by `connect` and `join`."""
+    prompt. Shared by `connect` and `join` (`command`, named in a refusal's hint)."""
     args: dict = {}
     if owner is None:
         usage_error("--owner 0x... is required", "give the owner wallet's address")
@@ -127,7 +132,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                               else prompt_secret(VAULT_PROMPT))
     else:
-        sig = read_signature(signature, signature_file)
+        sig = read_signature(signature, signature_file, f"kint {command} --owner 0x...")
         if sig is None:
             usage_error(NO_SIGNATURE,
                         "run `kint canonical-payload --owner ADDRESS`, sign it, and pipe the "

@@ -18,8 +18,11 @@ authorization ahead of a move is made after `kint connect` moves the space (conn
 Why the CLI reads the mirror and watermark itself: these commands need no supervisor (see
 kint.commands.onchain), and the refusal only wants how far this machine got with the space
 on the old contract. They are read without converting an older layout (the worker does that,
-under its lock); a file that does not parse is refused by name when nothing else says how
-far this machine got.
+under its lock, on its first read: kint.tenant_worker.state_upgrade): a KINT_HOME still in
+the previous layout is read in it, its mirror's head under the old name and its watermark
+at the old version, as the conversion would carry them over. Such files are not damaged,
+and calling them so would send the user to move a good file aside. A file that does not
+parse is refused by name when nothing else says how far this machine got.
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ from kint.commands.common import refuse
 from kint.paths import space_files
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.mirror_file import parse_mirror, parse_watermark
+from kint.tenant_worker.mirror_file import parse_head, parse_mirror, parse_watermark
 from kint.tenant_worker.state_health import corrupt_error
-from kint.tenant_worker.state_format import CorruptStateFile, parse_json, read_bytes
+from kint.tenant_worker.state_format import (PREVIOUS_VERSION, STATE_VERSION,
+                                             CorruptStateFile, load_json, parse_json,
+                                             read_bytes, require)
+from kint.tenant_worker.state_upgrade import previous_mirror
 
 
 def seen_on_disk(home: Path, space_id: str) -> int:
@@ -42,6 +48,8 @@ def seen_on_disk(home: Path, space_id: str) -> int:
     file that does not read while the other shows no epoch is refused by name
     (CORRUPT_STATE), never counted as none: it may be the one that held the epochs."""
     files = space_files(home, space_id[:16])
+    old_mirror = previous_mirror(home, space_id[:16])
+    unconverted = old_mirror.exists()  # the previous layout, until the worker converts it
     seen, unread = 0, None
     try:
         path = files["mirror"]
@@ -50,9 +58,19 @@ def seen_on_disk(home: Path, space_id: str) -> int:
         pass
     except CorruptStateFile as err:
         unread = err
+    if unconverted:
+        try:
+            seen = max(seen, _previous_mirror_seq(old_mirror, space_id))
+        except FileNotFoundError:
+            pass
+        except CorruptStateFile as err:
+            unread = unread or err
     try:
         path = files["watermark"]
-        seen = max(seen, parse_watermark(path, parse_json(path, read_bytes(path))).seq)
+        obj = parse_json(path, read_bytes(path))
+        if unconverted and isinstance(obj, dict) and obj.get("v") == PREVIOUS_VERSION:
+            obj = {**obj, "v": STATE_VERSION}  # as the conversion rewrites it
+        seen = max(seen, parse_watermark(path, obj).seq)
     except FileNotFoundError:
         pass
     except CorruptStateFile as err:
@@ -61,6 +79,16 @@ def seen_on_disk(home: Path, space_id: str) -> int:
         found = corrupt_error(unread)
         refuse(found.code, found.message, found.hint)
     return seen
+
+
+def _previous_mirror_seq(path: Path, space_id: str) -> int:
+    """The head seq of a mirror in the previous layout (`mirror-<space16>.json`), checked as
+    far as its head, which is all this refusal reads of it."""
+    obj = load_json(path)
+    require(isinstance(obj, dict), path, "is not a JSON object")
+    require(obj.get("v") == PREVIOUS_VERSION, path, f"has unknown version {obj.get('v')!r}")
+    require(obj.get("space") == space_id, path, "belongs to another space")
+    return parse_head(path, obj)[0].seq
 
 
 def check_enrolled_contract(enrolment: Enrolment, chain: ChainConfig, home: Path,

@@ -19,6 +19,7 @@ import orjson
 from kint.commands.common import Ctx, refuse, resolve_space
 from kint.protocol import ErrorCode
 from kint.rows.export import connect_ro, export_rows
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 
 
 @click.command("export", short_help="The tenant's rows as JSON lines (read-only, plaintext).")
@@ -28,6 +29,9 @@ def export_cmd(obj: Ctx) -> None:
     as one JSON object per line: tier, category, key, the stored columns and the leaf.
     Read-only; the output is plaintext memory."""
     ref = resolve_space(obj)
+    denied = denied_reason(ref.db)  # first: in a folder it may not search, it reads as absent
+    if denied is not None:
+        refuse(ErrorCode.SIBYL_ERROR, denied_message(ref.db, denied), DENIED_HINT)
     if not os.path.exists(ref.db):
         refuse(ErrorCode.BAD_REQUEST, f"store {ref.db} does not exist",
                "check --db or SIBYL_MEMORY_DB (Sibyl creates the store on its first write)")

@@ -336,7 +336,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         except SetupError as err:
             usage_error(err.message, err.hint or None)
     args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
-                        passphrase_prompt, False, recovery_code_stdin)
+                        passphrase_prompt, False, recovery_code_stdin, command="join")
     home = kint_home()
     enrolment = _enrolment(home, ref.space16)
     anchor = _anchor(home, ref, enrolment)

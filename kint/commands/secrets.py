@@ -3,6 +3,7 @@ is deleted after reading. Never argv, never echoed, never logged."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Any
@@ -63,11 +64,15 @@ def read_secret_file(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as fh:
             data = fh.read(MAX_SECRET_BYTES + 1)
-    except FileNotFoundError:
-        # The path is not echoed: a user who pasted the secret itself would see it again.
+    except OSError as err:
+        if not isinstance(err, FileNotFoundError) and err.errno != errno.ENAMETOOLONG:
+            usage_error(f"{what} file {path} cannot be read: {err}")
+        # The path is not echoed (nor the OS's error, which holds it): a user who pasted
+        # the secret itself would see it again. A name too long for any file is that case
+        # most of all: a smart account's signature runs to hundreds of hex digits.
         usage_error(f"{what} file given does not exist",
                     "--signature takes `-` for stdin or a path, never the signature itself")
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
         usage_error(f"{what} file {path} cannot be read: {err}")
     try:
         os.unlink(path)

@@ -147,6 +147,7 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
     and, on a connected space, the rows changed since the last anchored epoch, from one
     diff of the store against the mirror (`kint status`'s: the rows of a half-done pull
     are that pull's, never changes to push). Returns the mirror too, for the head check."""
+    from kint.protocol import ProtocolError
     from kint.tenant_worker.disk_space import rooms
     from kint.tenant_worker.lost_restore import in_progress
     from kint.tenant_worker.statefiles import CorruptStateFile
@@ -165,9 +166,11 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
         if os.path.exists(cfg.db):
             counted = count_unanchored(ctx, mirror)
             half, local = counted.half_done, counted.unanchored
-    except (CorruptStateFile, StoreUnreadable, sqlite3.DatabaseError):
-        # The "state files" and "sibyl store" checks name it (a lock included); the rows
-        # are read with sqlite3's own errors, which would fail the whole doctor.
+    except (CorruptStateFile, StoreUnreadable, sqlite3.DatabaseError, ProtocolError):
+        # The "state files" and "sibyl store" checks name it (a lock included, and a store
+        # this user may not open, which the read-only connection refuses as a
+        # ProtocolError); the rows are read with sqlite3's own errors, which would fail
+        # the whole doctor.
         unreadable = True
     unfinished = [done.message for done in (half, in_progress(ctx.state)) if done is not None]
     checks.append(check("pull", not unfinished, "; ".join(unfinished) or

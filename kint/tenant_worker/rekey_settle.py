@@ -166,7 +166,11 @@ def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Overtaken | None]:
 
 def settle_at_start(ctx: SpaceContext) -> None:
     """A worker that starts with a push journal or a rekey journal settles them at once;
-    when the chain cannot be read, the next push, pull or rekey does it."""
+    when the chain cannot be read, the next push, pull or rekey does it. A state file that
+    does not read (the mirror the push journal is checked against, or the mirror and
+    watermark `connected` asks of a space on another contract) is left the same way,
+    logged as one line, not as an op that escaped its handler: the next op names it as
+    CORRUPT_STATE, and a start has no caller to report it to."""
     from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
 
     if not (ctx.state.files["pending"].exists() or rekey_in_progress(ctx)):
@@ -174,6 +178,7 @@ def settle_at_start(ctx: SpaceContext) -> None:
     try:
         with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
             settle_journals(ctx)
-    except (ProtocolError, RpcUnavailable, HeadLockBusy, CustodyError) as err:
+    except (ProtocolError, RpcUnavailable, HeadLockBusy, CustodyError,
+            CorruptStateFile) as err:
         log.warning("space %s: an interrupted push or rekey is left for the next push, pull "
                     "or rekey: %s", ctx.config.space16, err)

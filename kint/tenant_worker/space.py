@@ -140,7 +140,8 @@ class SpaceContext:
     def ro_connection(self, store: tuple[int, int] | None = None) -> sqlite3.Connection:
         """This thread's read-only connection to the store, reopened when the store file
         was replaced (a pull with --discard-local moves it aside). `store` as for
-        `client`."""
+        `client`. One this user may not open is said as that (kint.store_denied), as
+        `store_rows` says it, never as a fault in kint."""
         store = store or store_file_id(self.config.db)
         held = getattr(self._local, "conn", None)
         if held is not None and held[1] == store:
@@ -150,8 +151,13 @@ class SpaceContext:
         try:
             conn = connect_ro(self.config.db)
         except sqlite3.Error as err:
-            raise ProtocolError(ErrorCode.INTERNAL,
-                                f"store {self.config.db} cannot be opened: {err}") from None
+            db = self.config.db
+            denied = denied_reason(db, err)
+            if denied is not None:
+                raise ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied),
+                                    DENIED_HINT) from None
+            raise ProtocolError(ErrorCode.INTERNAL, f"store {db} cannot be opened: {err}") \
+                from None
         self._local.conn = (conn, store)
         return conn
 
