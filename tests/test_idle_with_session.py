@@ -12,11 +12,19 @@ starts it: its first beat (no session yet) goes out before it reads the attach, 
 5 s later, so the attach is always answered in that window, 4 s longer than the idle time.
 
 Real parts: the test supervisor over the default store, no chain, and the space's worker.
+The recycle for memory, the other stop the supervisor decides on a beat, is judged turn by
+turn with explicit monotonic times (tests/support/lifecycle_host.py), as no test can time
+a real worker's memory figure.
 """
 
 from __future__ import annotations
 
 from conftest import make_sandbox, write_store
+from support.lifecycle_host import LifecycleHost
+
+from kint.supervisor import lifecycle
+from kint.supervisor.settings import Settings
+from kint.supervisor.workers import WorkerHandle
 
 IDLE_S = "1"
 BEAT_S = "5"
@@ -53,3 +61,25 @@ def test_a_session_attached_after_the_last_beat_keeps_the_worker_from_its_idle_e
         assert row["state"] == "idle", row
     finally:
         sb.shutdown()
+
+
+def test_a_recycle_waits_for_a_beat_that_shows_what_the_last_answer_left():
+    """A worker over KINT_WORKER_RECYCLE_MIB is recycled once quiet, sessions or not, but
+    its successor is started at once only when the beat says sessions were attached; on a
+    beat from before an attach, it was recycled as though none were."""
+    host = LifecycleHost(Settings(recycle_mib=10.0))
+    t0 = 1000.0
+    handle = WorkerHandle(space_id="ab" * 32, label="t", tenant="t", db="/x.db")
+    handle.state = "ready"
+    handle.beat = {"sessions": 0, "own_mib": 30.0, "has_work": False, "every_s": 1.0}
+    handle.last_beat_at = t0
+    handle.last_activity = t0 + 0.5  # an attach arrived (and was answered) after that beat
+    quiet_at = handle.last_activity + lifecycle.QUIET_SECONDS + 0.5
+
+    host._check_alive(handle, quiet_at)
+    assert handle.stop_reason is None and handle.state == "ready"
+
+    handle.beat = {**handle.beat, "sessions": 1}
+    handle.heard(quiet_at + 0.1)
+    host._check_alive(handle, quiet_at + 0.2)
+    assert handle.stop_reason == "recycle" and handle.state == "stopping"
