@@ -303,7 +303,11 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         reason = "upgrade" if self._handing_on() else "stop"
         for handle in self.handles.values():
             if handle.alive:
-                if reason == "upgrade" and live_sessions(handle.beat):
+                # A beat older than the worker's last work may not show a session that
+                # work attached (`beat_tells_after_work`): such a space is counted in,
+                # at worst the cost of a worker started for nothing, which exits idle.
+                if reason == "upgrade" and (live_sessions(handle.beat)
+                                            or not handle.beat_tells_after_work()):
                     self._handed_spaces.append(handle.space_id)
                 self.stop_worker(handle, reason, now)
             else:

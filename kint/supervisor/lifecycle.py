@@ -210,8 +210,10 @@ class WorkerLifecycle:
         if silent is not None and silent > limit:
             self._declare_down(handle, now, f"no heartbeat for {silent:.0f}s")
             return
+        # A beat older than the last request or answer is no ground for a stop: it may not
+        # show a session that request attached (`beat_tells_after_work`).
         if (handle.state != "ready" or handle.pending or handle.beat.get("has_work")
-                or self.shutting_down):
+                or self.shutting_down or not handle.beat_tells_after_work()):
             return
         quiet = now - handle.last_activity
         sessions = live_sessions(handle.beat)

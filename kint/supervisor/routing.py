@@ -168,7 +168,7 @@ class ClientRouting:
                           timeout_ms=request.timeout_ms, body=body)
         handle.pending[internal_id] = pending
         heapq.heappush(self._deadlines, (deadline, handle.space_id, internal_id))
-        handle.last_activity = now
+        handle.worked(now)
         if handle.state in ("idle", "stopped") and not handle.alive:
             self.spawn(handle)
         elif handle.state in SERVING_STATES:

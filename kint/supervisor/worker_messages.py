@@ -84,6 +84,9 @@ class WorkerMessages:
         now = time.monotonic()
         kind = msg["kind"]
         if kind == "reply":
+            # Late or not, an answer is work done: the beats that follow it are the first
+            # to show what it left (a session attached), which an idle stop waits for.
+            handle.worked(now)
             pending = handle.pending.get(msg["id"])
             if pending is None:
                 log.info("space %s: late reply %s dropped", handle.space16, msg["id"])

@@ -6,6 +6,9 @@ The rules, in one place:
 - More than `max_restarts_in_window` crashes in `restart_window_s` quarantines the space;
   it is retried after a backoff that doubles (30 s to 10 min) and never gives up for good.
 - A commanded stop, a restart by command, or an idle exit is not a crash.
+- A stop of the supervisor's own choosing (the idle exit, a recycle for memory) is
+  decided only on a beat read after the worker's last request and answer
+  (`beat_tells_after_work`): the beat is where sessions attached and work left show.
 - No beat for `heartbeat_timeout_s` is a hang: the worker is declared down at once (the
   requests it was sent are answered WORKER_DOWN, and nothing it sends after is believed),
   then SIGTERM with a SIGCONT, and SIGKILL after a grace. The silence is counted only
@@ -149,6 +152,21 @@ class WorkerHandle:
     def heard(self, now: float) -> None:
         """A hello or a beat arrived."""
         self.last_beat_at = now
+
+    def worked(self, now: float) -> None:
+        """A request for the worker arrived, or its answer came back: the quiet the idle
+        exit and the recycle wait for counts from here."""
+        self.last_activity = now
+
+    def beat_tells_after_work(self) -> bool:
+        """Whether the last beat read tells what the worker's last work left behind: it was
+        read after the last request arrived and after the last answer came back. Only such a
+        beat may decide a stop (the idle exit, a recycle): a session's attach, or a write
+        that dirtied the store, shows in the beats that follow its answer, and a worker
+        beats up to `idle_beat_s` apart, so one judged on an older beat could be stopped
+        with a session just attached. A beat and a reply travel on the worker's one socket
+        in the order it sent them, so a beat read after the answer was made after it."""
+        return self.last_beat_at is not None and self.last_beat_at > self.last_activity
 
     def excuse_silence(self, now: float) -> None:
         """The supervisor itself did not run until `now`: the worker's silence counts from

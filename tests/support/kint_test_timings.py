@@ -41,6 +41,12 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   count or check, `kint.tenant_worker.store.READ_BUSY_WAIT_S`; 5 s for a read of the rows,
   `kint.rows.export.READ_BUSY_WAIT_S`; both take the value), so that a test whose store
   another process keeps locked meets BUSY without waiting the defaults out at every read.
+- `KINT_TEST_BEAT_SECONDS` (set only by tests): how often a worker beats while it works,
+  and how soon after a request or an answer its next beat comes at the latest
+  (`kint.protocol.worker_wire.BEAT_SECONDS`, 1 s), in the worker only: longer, it holds
+  the first beat after a session's attach back past a short KINT_WORKER_IDLE_SECONDS, so a
+  test sees, every time, what the supervisor does between that attach and that beat. The
+  supervisor keeps its own cadences and hung limit (10 s by default, over this).
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -59,6 +65,7 @@ HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
 PID_LOCK_RETRY_ENV = "KINT_TEST_PID_LOCK_RETRY_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
+BEAT_ENV = "KINT_TEST_BEAT_SECONDS"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -75,6 +82,7 @@ def _install_worker() -> None:
     _set_from_env(SECOND_OPINION_ENV, "kint.tenant_worker.cold_start", "SECOND_OPINION_RETRY_S")
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.tenant_worker.store", "READ_BUSY_WAIT_S")
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.rows.export", "READ_BUSY_WAIT_S")
+    _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
 
 
 def install_supervisor() -> None:

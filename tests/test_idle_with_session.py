@@ -1,0 +1,85 @@
+"""A worker with an agent session attached is never stopped as idle, even with the
+shortest idle time (KINT_WORKER_IDLE_SECONDS=1) and a session that attached after the
+worker's last beat.
+
+The supervisor learns of a session from the worker's beats, and a worker beats up to a
+beat interval after the attach's answer. The supervisor once judged idleness on whatever
+beat it had read last: between an attach and the beat that reported it, a worker quiet
+for the idle time was stopped with its session attached, and the session was lost until
+its next keepalive. Here the worker beats every 5 s while it works
+(KINT_TEST_BEAT_SECONDS, tests/support/kint_test_timings.py), and the attach itself
+starts it: its first beat (no session yet) goes out before it reads the attach, its next
+5 s later, so the attach is always answered in that window, 4 s longer than the idle time.
+
+Real parts: the test supervisor over the default store, no chain, and the space's worker.
+The recycle for memory, the other stop the supervisor decides on a beat, is judged turn by
+turn with explicit monotonic times (tests/support/lifecycle_host.py), as no test can time
+a real worker's memory figure.
+"""
+
+from __future__ import annotations
+
+from conftest import make_sandbox, write_store
+from support.lifecycle_host import LifecycleHost
+
+from kint.supervisor import lifecycle
+from kint.supervisor.settings import Settings
+from kint.supervisor.workers import WorkerHandle
+
+IDLE_S = "1"
+BEAT_S = "5"
+SERVING = ("ready", "busy")
+
+
+def test_a_session_attached_after_the_last_beat_keeps_the_worker_from_its_idle_exit(tmp_path):
+    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=IDLE_S,
+                      KINT_TEST_BEAT_SECONDS=BEAT_S)
+    sb.start_entitled()
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        attached = sb.call("attach", sb.sibyl_db, timeout_s=30,
+                           args={"session": "agent-one", "watcher": False})
+        assert attached["sessions"] == 1, attached
+        pid = sb.row(sb.sibyl_db)["pid"]
+        assert pid, sb.row(sb.sibyl_db)
+
+        def told_or_stopped() -> dict | None:
+            row = sb.row(sb.sibyl_db)
+            return row if row["sessions"] or row["state"] not in SERVING else None
+
+        # Before, the worker was stopped as idle a second after the attach, on the beat
+        # from before it.
+        row = sb.wait_for(told_or_stopped, timeout=60,
+                          what="the beat that reports the session, or a stop")
+        assert row["state"] in SERVING and row["pid"] == pid and row["sessions"] == 1, row
+
+        # Once the session leaves, the idle exit comes, on a beat that says so.
+        left = sb.call("detach", sb.sibyl_db, timeout_s=30, args={"session": "agent-one"})
+        assert left["sessions"] == 0, left
+        row = sb.wait_for(lambda: (lambda r: r if r["pid"] is None else None)(
+            sb.row(sb.sibyl_db)), timeout=60, what="the idle exit after the detach")
+        assert row["state"] == "idle", row
+    finally:
+        sb.shutdown()
+
+
+def test_a_recycle_waits_for_a_beat_that_shows_what_the_last_answer_left():
+    """A worker over KINT_WORKER_RECYCLE_MIB is recycled once quiet, sessions or not, but
+    its successor is started at once only when the beat says sessions were attached; on a
+    beat from before an attach, it was recycled as though none were."""
+    host = LifecycleHost(Settings(recycle_mib=10.0))
+    t0 = 1000.0
+    handle = WorkerHandle(space_id="ab" * 32, label="t", tenant="t", db="/x.db")
+    handle.state = "ready"
+    handle.beat = {"sessions": 0, "own_mib": 30.0, "has_work": False, "every_s": 1.0}
+    handle.last_beat_at = t0
+    handle.last_activity = t0 + 0.5  # an attach arrived (and was answered) after that beat
+    quiet_at = handle.last_activity + lifecycle.QUIET_SECONDS + 0.5
+
+    host._check_alive(handle, quiet_at)
+    assert handle.stop_reason is None and handle.state == "ready"
+
+    handle.beat = {**handle.beat, "sessions": 1}
+    handle.heard(quiet_at + 0.1)
+    host._check_alive(handle, quiet_at + 0.2)
+    assert handle.stop_reason == "recycle" and handle.state == "stopping"
