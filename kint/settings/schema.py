@@ -276,7 +276,14 @@ V030_DEPARTURES: dict[str, str] = {
                         "(v0.3.0 reads each process's own)",
     "KINT_KEY_TTL": "`session` keeps the key in the space's worker, which the commands and "
                     "kint-server share (v0.3.0 kept it in the one process that connected, so "
-                    "a terminal's `session` left nothing for kint-server)",
+                    "a terminal's `session` left nothing for kint-server). One file holds a "
+                    "data key on disk even then: while a `kint rekey` is under way, its journal "
+                    "`rekey-<space16>.json` (mode 0600) keeps the new key, sealed under the "
+                    "local secret, so a worker killed mid-rotation can still finish it; the "
+                    "journal goes once the rotation settles (completed or abandoned). This "
+                    "adds no exposure the rotation does not already make, since every rekey "
+                    "writes the new key as the recovery code to `RECOVERY-<space16>.txt` "
+                    "(05-keys.md, \"The recovery code\")",
     "KINT_NO_WATCHER": "one watcher serves every session of a space: `1` is this session "
                        "asking for none, and another session's watcher still runs",
     "KINT_QUIET_SECONDS": _NEWEST_SESSION,
