@@ -147,3 +147,24 @@ def authorize_machine(chain_home: Path, owner: LocalAccount, session_address: st
 
     anchor = devchain_anchor(chain_home)
     authorize(anchor, anchor.config.rpc_urls[0], owner, session_address)
+
+
+def deploy_second_anchor(chain_home: Path) -> str:
+    """Another EpochAnchor on the session's devchain (same chain id, another address): for
+    the tests of a space read on a contract other than the one it was connected on."""
+    from web3 import Web3
+
+    from kint.chain.artifact import epoch_anchor_artifact
+    from kint.chain.devchain.powers import deploy_artifact
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    address = deploy_artifact(w3, epoch_anchor_artifact())
+    assert address.lower() != record["anchor"].lower()
+    return address
+
+
+def on(db: Path, *args: str) -> tuple[str, ...]:
+    """`kint` arguments for the space of store `db`: tests that share one machine give each
+    test a store (so a space) of its own, `Sandbox.profile_db(name)`."""
+    return ("--db", str(db), *args)

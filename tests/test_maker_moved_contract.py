@@ -12,20 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from web3 import Web3
 
-from chain_machines import kjson, new_machine, recovery_code
+from chain_machines import deploy_second_anchor, kjson, new_machine, recovery_code
 
 
 @pytest.fixture(scope="module")
 def second_anchor(chain_home) -> str:
-    """Another EpochAnchor on the session's devchain: same chain id, another address."""
-    from kint.chain.artifact import epoch_anchor_artifact
-    from kint.chain.devchain.powers import deploy_artifact
-
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
-    return deploy_artifact(w3, epoch_anchor_artifact())
+    return deploy_second_anchor(chain_home)
 
 
 def test_a_maker_moved_before_anchoring_keeps_its_recovery_code(tmp_path, chain_home,

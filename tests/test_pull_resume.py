@@ -13,11 +13,10 @@ import gzip
 import json
 import sqlite3
 from contextlib import closing
-from pathlib import Path
 
 import pytest
 
-from chain_machines import connect_with_wallet, kjson, new_machine, ok, owner_account
+from chain_machines import connect_with_wallet, kjson, new_machine, ok, on, owner_account
 from conftest import Sandbox, sibyl_client, write_rules
 
 
@@ -31,11 +30,6 @@ def pair(tmp_path_factory, chain_home):
     yield a, b, flag
     a.shutdown()
     b.shutdown()
-
-
-def on(db: Path, *args: str) -> tuple[str, ...]:
-    """`kint` arguments for the space of store `db`."""
-    return ("--db", str(db), *args)
 
 
 def log_since(sb: Sandbox, offset: int) -> str:

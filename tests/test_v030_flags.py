@@ -7,12 +7,11 @@ supervisor and worker)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, new_machine, ok
-from conftest import Sandbox, kint_loading, write_store
+from chain_machines import kjson, new_machine, ok, on
+from conftest import kint_loading, write_store
 
 OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
                        "epoch, so the snapshot chains on the epoch it last saw, as without it")
@@ -23,25 +22,15 @@ OTHER = "0x000000000000000000000000000000000000dEaD"
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
     """One machine on the devchain for the tests that each connect a space of their own (a
-    profile store, `own_space`): what they change (a space's wraps, its epochs) is that
+    profile store, `Sandbox.profile_db`): what they change (a space's wraps, its epochs) is that
     space's alone, so none needs a machine started for it."""
     sb = new_machine(tmp_path_factory.mktemp("v030-flags"), chain_home)
     yield sb
     sb.shutdown()
 
 
-def own_space(sb: Sandbox, name: str) -> Path:
-    """A store of its own on `sb`, so a space of its own (`<tenant>@hermes:<name>`)."""
-    return sb.profile_db(name)
-
-
-def on(db: Path, *args: str) -> tuple[str, ...]:
-    """`kint` arguments for the space of store `db`."""
-    return ("--db", str(db), *args)
-
-
 def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(machine):
-    sb, db = machine, own_space(machine, "owners")
+    sb, db = machine, machine.profile_db("owners")
     write_store(db, tenant=sb.tenant)
     owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
     ok(sb.kint(*on(db, "push", "--owner", owner.lower())))
@@ -158,7 +147,7 @@ def test_rekey_on_a_connected_machine_with_no_key_wraps_is_its_own_refusal_exit_
     """09-cli.md: a refusal of rekey's own exits 2. A connected machine whose key-wraps file
     is gone, with no epochs on chain to read the wraps from, has nothing to carry over: it
     exited 5, the status of its snapshot push's unfunded-key refusal, which shared the code."""
-    sb, db = machine, own_space(machine, "wrapless")
+    sb, db = machine, machine.profile_db("wrapless")
     space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
     (sb.kint_home / f"wraps-{space16}.json").unlink()
     refused_with_2(sb, on(db, "rekey", "--smart-account", "--passphrase-stdin"),
@@ -176,7 +165,7 @@ def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_re
 
     from chain_machines import owner_account, wallet_signature
 
-    sb, db = machine, own_space(machine, "large")
+    sb, db = machine, machine.profile_db("large")
     # Three rows of random hex, ~40 KB compressed each: a push splits them, no snapshot.
     write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(3)},
                 tenant=sb.tenant)
@@ -208,7 +197,7 @@ def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(machine):
     stderr (a flag given is honoured or reported); stdout is what v0.3.0 prints."""
     from chain_machines import owner_account, wallet_signature
 
-    sb, db = machine, own_space(machine, "unskipped")
+    sb, db = machine, machine.profile_db("unskipped")
     write_store(db, tenant=sb.tenant)
     owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
     ok(sb.kint(*on(db, "push")))

@@ -8,12 +8,11 @@ test_join.py."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, new_machine
-from conftest import Sandbox, write_store
+from chain_machines import kjson, new_machine, on
+from conftest import write_store
 
 from kint import render
 
@@ -23,21 +22,11 @@ DIGEST = "b64dcde033b03249" + "0" * 48
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
     """One machine on the devchain for the tests that each connect a space of their own (a
-    profile store, `own_space`): what they take away (a space's key cache, mirror or
+    profile store, `Sandbox.profile_db`): what they take away (a space's key cache, mirror or
     recovery file) is that space's alone, so none needs a machine started for it."""
     sb = new_machine(tmp_path_factory.mktemp("v030-lines"), chain_home)
     yield sb
     sb.shutdown()
-
-
-def own_space(sb: Sandbox, name: str) -> Path:
-    """A store of its own on `sb`, so a space of its own (`<tenant>@hermes:<name>`)."""
-    return sb.profile_db(name)
-
-
-def on(db: Path, *args: str) -> tuple[str, ...]:
-    """`kint` arguments for the space of store `db`."""
-    return ("--db", str(db), *args)
 
 
 def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line():
@@ -92,7 +81,7 @@ def test_recovery_code_on_a_machine_that_never_connected_refuses_in_v030s_words(
 def test_without_the_cached_key_recovery_code_and_pull_refuse_in_v030s_words(machine):
     # The recovery-code words on a connected machine whose key cache is gone; the hint says
     # what brings the key back (it gave NO_DATA_KEY's default, about changes awaiting a push).
-    sb, db = machine, own_space(machine, "keyless")
+    sb, db = machine, machine.profile_db("keyless")
     space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
     (sb.kint_home / f"vault-{space16}.aes").unlink()
     out = sb.kint(*on(db, "recovery-code"))
@@ -118,7 +107,7 @@ def test_without_the_cached_key_recovery_code_and_pull_refuse_in_v030s_words(mac
 
 def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(machine):
     # 03-new-machine.md, "The fork check": rows and no mirror at all, a fork (exit 4).
-    sb, db = machine, own_space(machine, "mirrorless")
+    sb, db = machine, machine.profile_db("mirrorless")
     space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
     write_store(db, tenant=sb.tenant)
     mirror = sb.kint_home / f"mirror-{space16}.json.gz"
@@ -168,7 +157,7 @@ def test_the_machine_that_made_the_vault_refuses_to_push_without_its_recovery_fi
     again (0600) from the cached key, and the push goes through."""
     from conftest import sibyl_client
 
-    sb, db = machine, own_space(machine, "recovery")
+    sb, db = machine, machine.profile_db("recovery")
     write_store(db, tenant=sb.tenant)
     space16 = kjson(sb, *on(db, "connect", "--dev"))["space"][:16]
     recovery = sb.kint_home / f"RECOVERY-{space16}.txt"
