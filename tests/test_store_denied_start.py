@@ -17,6 +17,7 @@ checked in-process with the OS's refusal given (a PermissionError from the stat)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -144,6 +145,42 @@ def _closed_at(db: str, closed: list[bool]):
             raise PermissionError(13, "Permission denied", path)
         return store_signature(path)
     return signature
+
+
+def test_the_watcher_says_a_closed_store_once_when_it_begins_and_once_when_it_ends(
+        tmp_path, monkeypatch, caplog):
+    import kint.tenant_worker.watcher as watcher_module
+
+    db = str(write_store(tmp_path / "memory.db"))
+    closed = [False]
+    monkeypatch.setattr(watcher_module, "store_signature", _closed_at(db, closed))
+    monkeypatch.setattr(store_denied, "_denied_by_os",
+                        lambda path: "Permission denied" if closed[0] and path == db else None)
+    watcher = watcher_module.Watcher(db, lambda: None, lambda reason: None,
+                                     timing=lambda name: _Value(1.0), generation=lambda: 0)
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    watcher.tick(0.0)
+    closed[0] = True  # a `chmod` of the store's folder, for as many polls as it lasts
+    for tick in range(1, 6):
+        watcher.tick(float(tick))
+        assert watcher.closed is not None
+    closed[0] = False  # the user's fix: the store as it was, so no change to push
+    for tick in range(6, 10):
+        watcher.tick(float(tick))
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 2, [r.getMessage() for r in said]
+    assert f"the store {db} cannot be opened by this user" in said[0].getMessage()
+    assert store_denied.DENIED_HINT in said[0].getMessage()
+    assert f"the store {db} can be read by this user again" in said[1].getMessage()
+    assert not any(r.exc_info for r in caplog.records)
+    assert watcher.closed is None and not watcher.dirty
+
+
+class _Value:
+    """A settings value as the watcher reads one."""
+
+    def __init__(self, value: float) -> None:
+        self.value, self.source, self.described = value, "default", "default"
 
 
 def test_the_heartbeat_keeps_its_last_figure_over_a_closed_store(tmp_path, monkeypatch):
