@@ -49,7 +49,8 @@ op, db = sys.argv[1], sys.argv[2] or None
 where = {"tenant": sys.argv[3], "db": db, "space": sys.argv[3]} if db else {}
 try:
     with Client(Path(os.environ["KINT_HOME"]), autostart=op != "sup.stop") as client:
-        print(json.dumps({"ok": client.call(op, timeout_s=30, **where)}))
+        print(json.dumps({"ok": client.call(op, timeout_s=30, args=json.loads(sys.argv[4]),
+                                            **where)}))
 except KintError as err:
     print(json.dumps({"code": err.code, "message": err.message, "hint": err.hint}))
 """
@@ -78,8 +79,9 @@ class AsNobody:
     def user(self) -> dict:
         return {"user": "nobody", "group": "nogroup", "extra_groups": []} if AS_ROOT else {}
 
-    def call(self, op: str, db: Path | None = None) -> dict:
-        out = subprocess.run([self.python, "-c", _CALL, op, str(db or ""), TENANT],
+    def call(self, op: str, db: Path | None = None, **args: str) -> dict:
+        out = subprocess.run([self.python, "-c", _CALL, op, str(db or ""), TENANT,
+                              json.dumps(args)],
                              env=self.env, cwd=self.root, text=True, capture_output=True,
                              timeout=90, **self.user())
         assert out.returncode == 0, out.stderr
@@ -132,6 +134,14 @@ def test_a_worker_started_over_a_closed_store_says_so_and_reads_it_once_fixed(no
     answer = nobody.call("status", nobody.db)
     assert "ok" in answer, answer
     assert answer["ok"]["store"]["exists"] is True and answer["ok"]["rows"]["entity"] == 1
+    assert nobody.space_row()["state"] != "QUARANTINED"
+    # Closed again, and the space's worker started anew (as after an idle exit or a
+    # recycle: the supervisor knows the space, so no path check comes first).
+    (nobody.folder if closed == "folder" else nobody.db).chmod(0o000)
+    assert nobody.call("sup.restart", target=TENANT)["ok"]["restarted"]
+    refused = nobody.call("status", nobody.db)
+    assert refused.get("code") == "SIBYL_ERROR", refused
+    assert refused["hint"] == store_denied.DENIED_HINT
     assert nobody.space_row()["state"] != "QUARANTINED"
 
 
