@@ -21,6 +21,7 @@ the supervisor only hashes and checks it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -190,7 +191,7 @@ def store_problem(db: str | os.PathLike[str], *, header: bool = True) -> str | N
     except FileNotFoundError:
         return None
     except OSError as err:
-        return f"cannot be read ({err.strerror})"
+        return _unless_denied(err)
     if stat.S_ISLNK(st.st_mode):
         return "is a symlink (Sibyl refuses symlinked stores)"
     if stat.S_ISDIR(st.st_mode):
@@ -203,8 +204,18 @@ def store_problem(db: str | os.PathLike[str], *, header: bool = True) -> str | N
         with open(db, "rb") as f:
             first_bytes = f.read(len(SQLITE_HEADER))
     except OSError as err:
-        return f"cannot be read ({err.strerror})"
+        return _unless_denied(err)
     return None if first_bytes == SQLITE_HEADER else "is not a SQLite database"
+
+
+def _unless_denied(err: OSError) -> str | None:
+    """store_problem's answer to the OS refusing a look at the store: None when it refused
+    this user permission (the store may be perfectly fine, only closed to this user: the
+    worker and the commands that open it say so, with how to fix it, kint.store_denied),
+    which a refusal here would call a path that can never be a store and send to `--db`."""
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return None
+    return f"cannot be read ({err.strerror})"
 
 
 def hermes_stores(root: Path) -> list[Path]:

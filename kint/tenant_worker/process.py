@@ -51,7 +51,7 @@ from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.store import StoreReader, StoreUnreadable, check_openable
+from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
 from kint.zmq_frames import recv_frames, send_frames
 
 log = logging.getLogger("kint.worker")
@@ -454,6 +454,12 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
     try:
         check_openable(config.db)
+    except StoreDenied as err:
+        # Nothing says the store is damaged, only closed to this user: the worker serves,
+        # its status saying SIBYL_ERROR with how to fix the permission, and the first call
+        # after the fix reads it (a fatal exit quarantined the space until a restart).
+        log.warning("space %s: %s; the worker serves, and reads the store once it may",
+                    config.space16, err)
     except StoreUnreadable as err:
         log.error("space %s cannot start: %s", config.space16, err)
         worker.dealer.connect(config.back_address)

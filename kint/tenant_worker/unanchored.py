@@ -178,11 +178,14 @@ class UnanchoredTally:
         pushed): nothing to count against, all three fields null."""
         if mirror is None:
             return dict(_NO_FIGURE), False
-        key = key_of(store_signature(db), mirror)
+        try:
+            key: Key | None = key_of(store_signature(db), mirror)
+        except PermissionError:  # a folder on the store's path closed to this user: the
+            key = None  # last figure, stale, and no recount that could only fail
         with self._lock:
             figure = self._figure
             fresh = figure is not None and figure.key == key
-            start = (may_start and not fresh and not self._recounting
+            start = (key is not None and may_start and not fresh and not self._recounting
                      and now >= self._next_recount)
             if start:
                 self._recounting = True

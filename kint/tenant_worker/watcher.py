@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable
 
 from kint.protocol import ProtocolError
+from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import store_signature
@@ -69,13 +70,31 @@ class Watcher:
         self._last_change = time.monotonic()
         self._last_size_check = 0.0
         self._held_at_signature: tuple[int, ...] | None = None
+        # While the store cannot be reached by this user, what the OS said (`_read_signature`).
+        self.closed: str | None = None
+        self._signature: tuple[int, ...] | None = None
         self._signature = self._read_signature()
         self._thread = threading.Thread(target=self._run, name="kint-watcher", daemon=True)
 
     def _read_signature(self) -> tuple[int, ...] | None:
         """The store's files as the heartbeat's count reads them (`store_signature`): an
-        empty WAL, which kint's own read-only connection leaves, is no change."""
-        return store_signature(self.db)
+        empty WAL, which kint's own read-only connection leaves, is no change. A store this
+        user may not reach (a folder on its path it may not search: kint.store_denied) is
+        a lasting condition, not a failed tick: one warning when it begins, one when it
+        ends, and meanwhile the store reads as unchanged (nothing can be pushed from it)."""
+        try:
+            signature = store_signature(self.db)
+        except PermissionError as err:
+            if self.closed is None:
+                self.closed = denied_reason(self.db) or f"{self.db}: {err.strerror}"
+                log.warning("watcher: %s; no change to it is seen until it can be read (%s)",
+                            denied_message(self.db, self.closed), DENIED_HINT)
+            return self._signature
+        if self.closed is not None:
+            self.closed = None
+            log.warning("watcher: the store %s can be read by this user again; its changes "
+                        "are watched from now on", self.db)
+        return signature
 
     def _value(self, name: str) -> float:
         return float(self._timing(name).value)
