@@ -15,6 +15,7 @@ from conftest import KINT, make_sandbox, write_store
 from kint.client import Client, SupervisorUnavailable
 from kint.commands import doctor
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
+from other_user import SYSTEM_PYTHON
 
 
 def mode(path: Path) -> int:
@@ -48,8 +49,6 @@ def test_run_folder_and_files_are_private(sandbox):
 
 
 # The venv's interpreter may sit where another user cannot read; any system one will do.
-SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
-                      if os.access(p, os.X_OK)), None)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,

@@ -28,9 +28,8 @@ import pytest
 
 import kint.store_denied as store_denied
 from kint.protocol import ErrorCode, ProtocolError
+from other_user import SYSTEM_PYTHON
 
-SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
-                      if os.access(p, os.X_OK)), None)
 _ASK = """
 import runpy, sys
 found = runpy.run_path(sys.argv[1])["denied_reason"](sys.argv[2])

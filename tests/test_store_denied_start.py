@@ -34,9 +34,8 @@ import kint
 import kint.store_denied as store_denied
 from conftest import TENANT, write_store
 from kint.supervisor.pidlock import running_pid
+from other_user import SYSTEM_PYTHON_LIKE_THIS
 
-SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
-                      if os.access(p, os.X_OK)), None)
 AS_ROOT = os.geteuid() == 0
 
 # One call to the supervisor of KINT_HOME (started by the client when none runs), its
@@ -65,7 +64,7 @@ class AsNobody:
         self.home, self.kint_home = root / "home", root / "kint"
         self.folder = self.home / ".sibyl-memory"
         self.db = self.folder / "memory.db"
-        self.python = SYSTEM_PYTHON if AS_ROOT else sys.executable
+        self.python = SYSTEM_PYTHON_LIKE_THIS if AS_ROOT else sys.executable
         # The worktree and the venv's packages ahead of the system's (kint's own Popen of
         # the supervisor and its workers' forkserver inherit the environment).
         path = [str(Path(kint.__file__).resolve().parent.parent),
@@ -95,8 +94,8 @@ class AsNobody:
 
 @pytest.fixture
 def nobody():
-    if AS_ROOT and SYSTEM_PYTHON is None:
-        pytest.skip("as root, needs a system python3 to run kint as another user")
+    if AS_ROOT and SYSTEM_PYTHON_LIKE_THIS is None:
+        pytest.skip("as root, needs a system python3 of this version to run kint as another user")
     root = Path(tempfile.mkdtemp(dir="/tmp"))  # outside pytest's 0700 folder
     root.chmod(0o755)
     machine = AsNobody(root)

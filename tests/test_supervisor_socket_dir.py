@@ -21,9 +21,8 @@ import pytest
 
 from conftest import make_sandbox
 from kint.paths import socket_dir
+from other_user import SYSTEM_PYTHON
 
-SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
-                      if os.access(p, os.X_OK)), None)
 NOBODY = 65534
 
 
