@@ -342,6 +342,9 @@ def test_the_page_refuses_an_account_that_is_not_the_owner(browser_machine):
     m = browser_machine
     owner, stranger = impersonated_owner(m), m.owner()
     run = PageRun(m, owner.address)
+    # Not connected here: kint cannot tell a Base Account from an EOA, and names neither.
+    assert run.stdout[0] == (f"open this page in the browser whose wallet holds the owner "
+                             f"account (owner {owner.address}):\n")
     try:
         report = drive(run.url, rpc=m.url, accounts=[stranger.address], legacy=True, steps=[
             {"do": "click", "wallet": "window.ethereum"},
