@@ -30,6 +30,7 @@ import pytest
 import requests
 
 from authorize_support import Machine, new_machine
+from chain_machines import connect_with_wallet
 from conftest import KINT
 from kint.authorize_page.handler import content_security_policy
 from kint.authorize_page.server import SDK_FILE, SDK_SHA256, AuthorizePage, PageRequest
@@ -100,7 +101,7 @@ def post(page: AuthorizePage, *, token: str | None = None, origin: str | None = 
         headers["Host"] = host
     if body is None:
         body = json.dumps({"tx": "0x" + "ab" * 32, "account": OWNER}).encode()
-    return requests.post(f"{page.origin}/{token or page.token}/result", data=body,
+    return requests.post(f"{page.origin}/kint/{token or page.token}/result", data=body,
                          headers=headers, timeout=5)
 
 
@@ -114,7 +115,8 @@ def port_closed(port: int) -> bool:
 
 
 def test_the_page_is_served_under_its_token_with_a_strict_csp(page):
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/[0-9a-f]{64}/", page.url)
+    # v0.3.0's URL (02-quickstart.md, step 4): /kint/<token>, no trailing slash.
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/kint/[0-9a-f]{64}", page.url)
     reply = requests.get(page.url, timeout=5)
     assert reply.status_code == 200
     csp = reply.headers["Content-Security-Policy"]
@@ -126,31 +128,49 @@ def test_the_page_is_served_under_its_token_with_a_strict_csp(page):
                         "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff"}.items():
         assert reply.headers[name] == value
     html = reply.text
-    assert f'<script src="app.js" nonce="{nonce}">' in html
+    base = f"/kint/{page.token}"
+    assert f'<script src="{base}/app.js" nonce="{nonce}">' in html
     scripts = re.findall(r"<script[^>]*\bsrc=\"([^\"]+)\"", html)
-    assert scripts == ["app.js"], "every script is the package's own, served here"
+    assert scripts == [f"{base}/app.js"], "every script is the package's own, served here"
+    assert f'href="{base}/style.css"' in html
     config = json.loads(re.search(r'id="kint-request">(.*?)</script>', html).group(1))
     assert config["owner"] == OWNER and config["key"] == KEY and config["chainId"] == 31337
-    assert config["resultPath"] == f"/{page.token}/result"
-    assert config["sdk"]["src"] == f"/{page.token}/{SDK_FILE}"
+    assert config["resultPath"] == f"{base}/result"
+    assert config["sdk"]["src"] == f"{base}/{SDK_FILE}"
     # Two loads, two nonces.
     again = requests.get(page.url, timeout=5).headers["Content-Security-Policy"]
     assert again != csp
 
     for name, ctype in (("app.js", "text/javascript"), ("style.css", "text/css"),
                         (SDK_FILE, "text/javascript")):
-        asset = requests.get(page.url + name, timeout=5)
+        asset = requests.get(f"{page.url}/{name}", timeout=5)
         assert asset.status_code == 200 and asset.headers["Content-Type"].startswith(ctype)
-    sdk = requests.get(page.url + SDK_FILE, timeout=5).content
+    sdk = requests.get(f"{page.url}/{SDK_FILE}", timeout=5).content
     assert hashlib.sha256(sdk).hexdigest() == SDK_SHA256
     assert config["sdk"]["integrity"].startswith("sha384-")
 
-    for path in ("/", f"/{'0' * 64}/", f"/{'0' * 64}/app.js", f"/{page.token}/nope",
-                 f"/{page.token}"):
+    for path in ("/", "/kint", "/kint/", f"/kint/{'0' * 64}", f"/kint/{'0' * 64}/app.js",
+                 f"/kint/{page.token}/nope", f"/kint/{page.token}/", f"/kint/{page.token}x",
+                 f"/kint/{page.token}/app.js/", f"/x/{page.token}"):
         assert requests.get(page.origin + path, timeout=5).status_code == 404, path
     wrong_host = requests.get(page.url, headers={"Host": f"evil.example:{page.port}"}, timeout=5)
     assert wrong_host.status_code == 403
     assert page.wait(0.05) is None
+
+
+def test_the_token_straight_after_the_port_is_a_bare_404(page):
+    """The paths the page had before it moved under /kint/: nothing is served there, a
+    result posted there is not taken, and none of it prints on the terminal."""
+    for path in (f"/{page.token}/", f"/{page.token}", f"/{page.token}/app.js",
+                 f"/{page.token}/{SDK_FILE}"):
+        assert requests.get(page.origin + path, timeout=5).status_code == 404, path
+    old_result = requests.post(
+        f"{page.origin}/{page.token}/result", timeout=5,
+        data=json.dumps({"tx": "0x" + "ab" * 32, "account": OWNER}).encode(),
+        headers={"Origin": page.origin, "Sec-Fetch-Site": "same-origin",
+                 "Content-Type": "application/json"})
+    assert old_result.status_code == 404
+    assert page.wait(0) is None and page.refusals == []
 
 
 def test_forged_results_are_refused_and_the_real_one_accepted(page):
@@ -194,8 +214,9 @@ def test_a_request_without_the_token_prints_nothing_whatever_its_host(page):
     evil = {"Host": "evil.example"}
     anonymous = [
         requests.get(page.origin + "/", headers=evil, timeout=5),
-        requests.get(f"{page.origin}/{'0' * 64}/", headers=evil, timeout=5),
-        requests.get(f"{page.origin}/{'0' * 64}/app.js", headers=evil, timeout=5),
+        requests.get(f"{page.origin}/kint/{'0' * 64}", headers=evil, timeout=5),
+        requests.get(f"{page.origin}/kint/{'0' * 64}/app.js", headers=evil, timeout=5),
+        requests.get(f"{page.origin}/{page.token}/", headers=evil, timeout=5),
         post(page, token="f" * 64, host="evil.example"),
         post(page, token="f" * 64, host=f"127.0.0.1:{page.port + 1}"),
     ]
@@ -208,17 +229,27 @@ def test_a_request_without_the_token_prints_nothing_whatever_its_host(page):
     assert page.wait(0) is None
 
 
-def test_the_cli_gives_up_after_the_page_timeout(tmp_path, chain_home):
+def test_the_cli_prints_v030s_lines_for_a_base_account_then_gives_up_at_the_timeout(
+        tmp_path, chain_home):
+    """A space connected with --smart-account (a Base Account: its vault key is a
+    passphrase) is authorized from the page, and the command says so in v0.3.0's words
+    (02-quickstart.md, step 4), the URL under /kint/."""
     m = new_machine(tmp_path / "machine", chain_home)
-    owner = m.owner(0).address
-    proc = subprocess.Popen([KINT, "authorize", "page", "--owner", owner], text=True,
+    owner = m.owner(0).address  # a Base Account that has never sent a transaction
+    connected = m.kint("connect", "--owner", owner, "--smart-account", "--passphrase-stdin",
+                       input="correct horse battery\n")
+    assert connected.returncode == 0, connected.stdout + connected.stderr
+    proc = subprocess.Popen([KINT, "authorize", "page"], text=True,
                             env={**m.sb.env, "KINT_AUTHORIZE_PAGE_TIMEOUT": "2"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2, stdout + stderr
-    url = stdout.strip().splitlines()[-1].strip()
+    first, url_line = stdout.splitlines()[:2]
+    assert first == (f"open this page in the browser where your Base Account is logged in "
+                     f"(owner {owner}):")
+    assert re.fullmatch(r"  http://127\.0\.0\.1:\d+/kint/[0-9a-f]{64}", url_line), url_line
     assert "no result from the page within 2 s; the page server is closed" in stderr
-    assert port_closed(urlsplit(url).port)
+    assert port_closed(urlsplit(url_line.strip()).port)
 
 
 def test_the_static_files_ship_and_load_nothing_remote():
@@ -271,10 +302,15 @@ def impersonated_owner(m: Machine):
 def test_the_page_authorizes_the_session_key_in_chromium(browser_machine):
     m = browser_machine
     owner = impersonated_owner(m)
+    connect_with_wallet(m.sb, owner)  # an EOA owner, connected here with its signature
     run = PageRun(m, owner.address)
+    # Not v0.3.0's Base Account line: this owner is an EOA in a browser-extension wallet.
+    assert run.stdout[0] == (f"open this page in the browser whose wallet holds the owner "
+                             f"account (owner {owner.address}):\n")
+    assert re.fullmatch(r"  http://127\.0\.0\.1:\d+/kint/[0-9a-f]{64}\n", run.stdout[1])
     try:
         report = drive(run.url, rpc=m.url, accounts=[owner.address], steps=[
-            {"do": "forge", "target": run.url + "result",
+            {"do": "forge", "target": run.url + "/result",
              "body": json.dumps({"tx": "0x" + "00" * 32, "account": owner.address})},
             {"do": "click", "wallet": TEST_WALLET},
             {"do": "wait_state", "states": ["sent", "refused", "error"]},
@@ -306,6 +342,9 @@ def test_the_page_refuses_an_account_that_is_not_the_owner(browser_machine):
     m = browser_machine
     owner, stranger = impersonated_owner(m), m.owner()
     run = PageRun(m, owner.address)
+    # Not connected here: kint cannot tell a Base Account from an EOA, and names neither.
+    assert run.stdout[0] == (f"open this page in the browser whose wallet holds the owner "
+                             f"account (owner {owner.address}):\n")
     try:
         report = drive(run.url, rpc=m.url, accounts=[stranger.address], legacy=True, steps=[
             {"do": "click", "wallet": "window.ethereum"},
@@ -360,7 +399,7 @@ def test_a_connection_that_sends_nothing_is_closed_and_the_page_still_answers():
     with AuthorizePage(request_for(), request_timeout_s=1) as page:
         idle = socket.create_connection(("127.0.0.1", page.port), timeout=30)
         short = socket.create_connection(("127.0.0.1", page.port), timeout=30)
-        short.sendall(f"POST /{page.token}/result HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+        short.sendall(f"POST /kint/{page.token}/result HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
                       f"Origin: {page.origin}\r\nSec-Fetch-Site: same-origin\r\n"
                       f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{".encode())
         try:
@@ -380,7 +419,7 @@ def test_a_connection_that_sends_a_byte_now_and_then_is_closed_at_its_deadline()
     before the trickle of a hundred bytes ends."""
     with AuthorizePage(request_for(), request_timeout_s=1) as page:
         trickle = socket.create_connection(("127.0.0.1", page.port), timeout=30)
-        request = f"GET /{page.token}/ HTTP/1.1\r\n".encode() + b"X-Slow: " + b"a" * 200
+        request = f"GET /kint/{page.token} HTTP/1.1\r\n".encode() + b"X-Slow: " + b"a" * 200
         closed_after = None
         try:
             for sent in range(100):

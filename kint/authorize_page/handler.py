@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from kint.authorize_page.server import AuthorizePage
 
+# Every path the server answers starts with this, then the token: the page is
+# `/kint/<token>`, as v0.3.0 prints it (02-quickstart.md, step 4).
+PATH_PREFIX = "/kint/"
 MAX_RESULT_BYTES = 4096
 _TX = re.compile(r"[A-Za-z0-9:_.\-]{1,256}")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
@@ -102,15 +105,17 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
         self.close_connection = True
 
-    def _route(self) -> tuple[str, str] | None:
-        """(token, rest) of a path under a token, or None; the host must be ours.
+    def _route(self) -> str | None:
+        """What follows the page's own path `/kint/<token>` ("" for the page, "/<name>" for
+        what is below it), or None once refused; the host must be ours.
 
         The token first: a request without it is a bare 404 and leaves no line on the
         waiting terminal, so a local user who cannot name the page cannot print there
         either. Only a request that knows the token is checked for its `Host` (a
         DNS-rebinding page that learnt the URL sends its own host name)."""
-        parts = urlsplit(self.path).path.split("/", 2)
-        if len(parts) < 3 or parts[0] != "" or not self.page.token_matches(parts[1]):
+        path = urlsplit(self.path).path
+        token, slash, below = path[len(PATH_PREFIX):].partition("/")
+        if not path.startswith(PATH_PREFIX) or not self.page.token_matches(token):
             self._send(404, b"not found\n")
             return None
         if self.headers.get("Host") != f"127.0.0.1:{self.page.port}":
@@ -119,7 +124,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
             self.page.refused(f"Host {_shown(self.headers.get('Host'))} is not this server's")
             self._send(403, b"wrong host\n")
             return None
-        return parts[1], parts[2]
+        return slash + below
 
     def _refuse(self, status: int, why: str) -> None:
         self.page.refused(why)
@@ -129,14 +134,13 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
     # -- GET: the page and its files ------------------------------------------------------
 
     def do_GET(self) -> None:  # noqa: N802
-        routed = self._route()
-        if routed is None:
+        rest = self._route()
+        if rest is None:
             return
-        _, rest = routed
         if rest == "":
             self._send_page()
             return
-        asset = self.page.asset(rest)
+        asset = self.page.asset(rest[1:])
         if asset is None:
             self._send(404, b"not found\n")
             return
@@ -159,10 +163,10 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
     # -- POST: the one result -------------------------------------------------------------
 
     def do_POST(self) -> None:  # noqa: N802
-        routed = self._route()
-        if routed is None:
+        rest = self._route()
+        if rest is None:
             return
-        if routed[1] != "result":
+        if rest != "/result":
             self._send(404, b"not found\n")
             return
         length = self._result_length()

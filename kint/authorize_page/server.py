@@ -3,12 +3,13 @@ one result, the files it serves) and the server; each request is answered in han
 
 Why it is built this way:
 
-- It binds 127.0.0.1 on a port the OS picks, and every path starts with a 32-byte random
-  token (64 hex characters), so another local user or a web page cannot guess where it is.
-  A request for any other path gets a bare 404 and prints nothing; one under the token
-  whose `Host` is not this server's own address is refused (a DNS-rebinding page would
-  send its own host name).
-- It accepts exactly one result: a same-origin `POST /<token>/result` with a JSON body
+- It binds 127.0.0.1 on a port the OS picks, and every path starts with `/kint/` and a
+  32-byte random token (64 hex characters), so another local user or a web page cannot
+  guess where it is. The page itself is `/kint/<token>` (the URL v0.3.0 prints,
+  02-quickstart.md, step 4) and its files and result sit below it. A request for any
+  other path gets a bare 404 and prints nothing; one under the token whose `Host` is not
+  this server's own address is refused (a DNS-rebinding page would send its own host name).
+- It accepts exactly one result: a same-origin `POST /kint/<token>/result` with a JSON body
   naming the transaction the wallet sent. `Origin` must be the page's own origin and
   `Sec-Fetch-Site` must be `same-origin`, so another site open in the same browser cannot
   end the wait with a forged result. Even a forged result would prove nothing: the CLI then
@@ -42,7 +43,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Callable
 
-from kint.authorize_page.handler import PageResult, handler_for
+from kint.authorize_page.handler import PATH_PREFIX, PageResult, handler_for
 
 # The Base Account SDK as published on npm: @base-org/account 2.5.10, dist/base-account.min.js
 # (Apache-2.0; its licence ships beside it). The npm tarball's integrity is
@@ -115,8 +116,13 @@ class AuthorizePage:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def base_path(self) -> str:
+        """The page's own path; its files and its result are below it."""
+        return f"{PATH_PREFIX}{self.token}"
+
+    @property
     def url(self) -> str:
-        return f"{self.origin}/{self.token}/"
+        return self.origin + self.base_path
 
     @property
     def sdk_available(self) -> bool:
@@ -173,13 +179,14 @@ class AuthorizePage:
     def page_html(self, nonce: str) -> bytes:
         config = asdict(self.request)
         config["chainId"] = config.pop("chain_id")
-        config["resultPath"] = f"/{self.token}/result"
-        config["sdk"] = ({"src": f"/{self.token}/{SDK_FILE}", "version": SDK_VERSION,
+        config["resultPath"] = f"{self.base_path}/result"
+        config["sdk"] = ({"src": f"{self.base_path}/{SDK_FILE}", "version": SDK_VERSION,
                           "integrity": "sha384-" + base64.b64encode(
                               hashlib.sha384(self._sdk).digest()).decode()}
                          if self._sdk is not None else None)
         html = _static("page.html").decode("utf-8")
-        html = html.replace("{{NONCE}}", nonce)
+        # The page's URL has no trailing slash, so its files are named by absolute path.
+        html = html.replace("{{NONCE}}", nonce).replace("{{BASE_PATH}}", self.base_path)
         return html.replace("{{REQUEST_JSON}}", _json_for_html(config)).encode("utf-8")
 
     def asset(self, name: str) -> tuple[bytes, str] | None:

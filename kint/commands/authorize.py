@@ -426,10 +426,11 @@ def submit_cmd(ctx: click.Context, owner: str | None, deadline: int | None,
 @days_option
 @click.pass_context
 def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
-    """Serve one page on 127.0.0.1 (random port, 32-byte token in the path) that asks the
-    browser's wallet (EIP-6963, or the bundled Base Account SDK) to send setSessionKey(key,
-    now + days) from the owner; then poll canWrite(owner, key) every 3 s, 120 times. The
-    page refuses any account but the owner; no secret crosses it."""
+    """Serve one page at http://127.0.0.1:<port>/kint/<token> (a random port, a 32-byte
+    token) that asks the browser's wallet (EIP-6963, or the bundled Base Account SDK) to
+    send setSessionKey(key, now + days) from the owner; then poll canWrite(owner, key)
+    every 3 s, 120 times. The page refuses any account but the owner; no secret crosses
+    it."""
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
@@ -446,11 +447,12 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
         request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
                               chain_id=anchor.config.chain_id, anchor=anchor.address,
                               calldata="0x" + anchor.encode_set_session_key(key, expiry).hex())
+    open_line = _open_page_line(owner_addr, _account_kind(ctx, owner_addr))
     page = AuthorizePage(request, on_refused=lambda why: click.echo(
         f"kint: warning: refused a result sent to the page server: {why}", err=True))
     try:
         url = page.start()
-        click.echo(f"open this page in the browser that holds the owner wallet {owner_addr}:")
+        click.echo(open_line)
         click.echo(f"  {url}")
         click.echo(f"it asks the wallet to send setSessionKey({key}, {expiry}) to EpochAnchor "
                    f"{anchor.address} on chain {anchor.config.chain_id}; waiting up to "
@@ -478,6 +480,27 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
         expiry_now = anchor.session_key_expiry(owner_addr, key)
     click.echo(_expiry_line(owner_addr, key, expiry_now))
     _funding_hint(anchor, key)
+
+
+def _account_kind(ctx: click.Context, owner: str) -> str | None:
+    """The kind of account this machine's enrolment records for `owner` ("smart", "eoa"),
+    or None when it records none for it."""
+    from kint.commands.owner_address import connected_account_kind
+
+    obj = _ctx(ctx)
+    return connected_account_kind(owner, obj.tenant, obj.db, kint_home())
+
+
+def _open_page_line(owner: str, account_kind: str | None) -> str:
+    """The line above the page's URL. For a Base Account owner it is v0.3.0's, word for word
+    (02-quickstart.md, step 4). Our page also serves an EOA in a browser-extension wallet,
+    which v0.3.0's does not: for an EOA owner, or one this machine has no enrolment for
+    (either kind), the line is our own and names no Base Account, so it does not send the
+    user looking for one."""
+    if account_kind == "smart":
+        return (f"open this page in the browser where your Base Account is logged in "
+                f"(owner {owner}):")
+    return f"open this page in the browser whose wallet holds the owner account (owner {owner}):"
 
 
 def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,

@@ -45,6 +45,20 @@ def connected_owner(tenant: str | None, db: str | None, home: Path,
     return None if found is None else to_checksum_address(found.owner)
 
 
+def connected_account_kind(owner: str, tenant: str | None, db: str | None,
+                           home: Path) -> str | None:
+    """How `owner` opened the caller's space on this machine: "smart" (a Base Account,
+    connected with `--smart-account`, its vault key a passphrase) or "eoa"; None when the
+    space is not connected here, or is connected to another owner (then nothing here says
+    what kind of account `owner` is)."""
+    found = enrolment(spaces.resolve(tenant, db), home,
+                      "run kint connect again, or pass --tenant for a space that is "
+                      "connected here")
+    if found is None or to_checksum_address(found.owner) != to_checksum_address(owner):
+        return None
+    return found.account
+
+
 def enrolment(ref: "spaces.SpaceRef", home: Path, todo: str) -> "Enrolment | None":
     """The enrolment of `ref`'s space, or None when it is not connected here; one that
     cannot be trusted is refused (CORRUPT_STATE, naming the file and why), `todo` saying
