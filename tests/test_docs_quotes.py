@@ -3,10 +3,10 @@
 README.md and docs/ quote several of kint's outputs and refusals exactly (most of them kint
 v0.3.0's words): the authorize page's two lines, the no-owner and no-signature refusals,
 memory_push's KEY_EXPIRED message, status's cap block, pull's unapplied-epoch lines, the
-closed-store refusal. A change of wording in the code would leave the docs quoting a line
-no kint prints; each test here makes the line from the code, with the docs' placeholders
-for its variable parts, and looks for it in the page that quotes it. Whitespace is compared
-loosely, since the docs wrap a quote across lines.
+closed-store refusal, pull's refusal of rows with no mirror. A change of wording in the
+code would leave the docs quoting a line no kint prints; each test here makes the line from
+the code, with the docs' placeholders for its variable parts, and looks for it in the page
+that quotes it. Whitespace is compared loosely, since the docs wrap a quote across lines.
 """
 
 from __future__ import annotations
@@ -101,3 +101,10 @@ def test_a_store_closed_to_this_user_is_quoted_as_refused():
     assert _quoted_in(DOCS / "faults.md", f'"{generic}"')
     prefix = generic.split(": FILE")[0]
     assert _quoted_in(DOCS / "commands.md", f"`{prefix}: ...; nothing was moved`")
+
+
+def test_the_pull_over_rows_without_a_mirror_is_quoted_as_refused():
+    from kint.tenant_worker.local_state import NO_MIRROR_FORK
+
+    said = NO_MIRROR_FORK.format(rows="N", tenant="T")
+    assert _quoted_in(DOCS / "commands.md", f"`{said}`")
