@@ -110,7 +110,8 @@ def compact_cmd(obj: Ctx, owner: str | None, confirmations: int | None, over_ski
                    "again).")
 @click.option("--discard-local", is_flag=True,
               help="Move the store aside (.kint-backup-<time>) and restore from the chain; the "
-                   "move waits until every epoch is fetched and checked.")
+                   "move waits until every epoch is fetched and checked. A store this user "
+                   "may not open is never moved (SIBYL_ERROR).")
 @click.option("--force-scan", is_flag=True,
               help="Taken for kint v0.3.0's scripts, and does nothing (v0.3.0's pull never "
                    "read it either).")

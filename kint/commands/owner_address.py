@@ -25,6 +25,10 @@ from kint.protocol import ErrorCode
 if TYPE_CHECKING:
     from kint.tenant_worker.enrolment import Enrolment
 
+# kint v0.3.0's refusal of a chain command with no owner to act for (14-agents.md, "Common
+# errors and fixes"); docs/commands.md quotes it.
+NO_OWNER = "no owner known on this machine: pass --owner 0x... or run kint connect"
+
 
 def checked_address(value: str, flag: str = "--owner") -> str:
     """`value` checksummed, or a refusal naming the flag."""
@@ -81,9 +85,7 @@ def resolve_owner(explicit: str | None, tenant: str | None, db: str | None,
     owner = connected_owner(tenant, db, home)
     if owner is None:
         ref = spaces.resolve(tenant, db)
-        # kint v0.3.0's words (14-agents.md, "Common errors and fixes"); the space is ours.
-        refuse(ErrorCode.NOT_CONNECTED,
-               "no owner known on this machine: pass --owner 0x... or run kint connect",
+        refuse(ErrorCode.NOT_CONNECTED, NO_OWNER,  # the space in the hint is ours
                f"pass --owner 0x... (the owner wallet), or run kint connect for space "
                f"{ref.space16} (tenant {ref.tenant}) first")
     return owner

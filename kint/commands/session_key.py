@@ -101,7 +101,8 @@ def rotate_cmd() -> None:
 @click.option("--owner", default=None, metavar="ADDRESS",
               help="The owner to check the authorization against [default: the connected "
                    "owner]; also taken before the action (kint session-key --owner 0x... "
-                   "show).")
+                   "show). The connected owner, given or not, is refused on another "
+                   "contract than the one the space was connected on.")
 @json_option("The answer is JSON either way (as in kint v0.3.0); with --json a refusal is "
              "one JSON object on stdout too.")
 @click.pass_obj

@@ -34,6 +34,13 @@ from kint.tenant_worker.store import archived_entities
 
 log = logging.getLogger("kint.worker")
 
+# A pull over a store that holds rows while this machine has no mirror, in v0.3.0's words
+# (14-agents.md, "Common errors and fixes"; 03-new-machine.md, "The fork check"), with
+# the row count and the tenant filled in; docs/commands.md quotes it.
+NO_MIRROR_FORK = ("the local store already holds {rows} rows for tenant {tenant} and this "
+                  "machine has no record of what the chain last saw. Refusing to merge "
+                  "blindly")
+
 
 @dataclass
 class LocalState:
@@ -101,12 +108,8 @@ def local_state(ctx: SpaceContext, head: Head, discard: bool) -> LocalState:
     rows = rows or []
     present = {r.canonical_id: r for r in rows}
     if mirror is None and rows:
-        # v0.3.0's words (14-agents.md, "Common errors and fixes", and 03-new-machine.md,
-        # "The fork check").
         raise ProtocolError(ErrorCode.FORK,
-                            f"the local store already holds {len(rows)} rows for tenant "
-                            f"{cfg.tenant} and this machine has no record of what the chain "
-                            f"last saw. Refusing to merge blindly",
+                            NO_MIRROR_FORK.format(rows=len(rows), tenant=cfg.tenant),
                             "`kint pull --discard-local` moves the store aside and restores "
                             "from the chain")
     local = diff(mirror, rows) if mirror is not None else []
