@@ -6,10 +6,10 @@ The supervisor learns of a session from the worker's beats, and a worker beats u
 beat interval after the attach's answer. The supervisor once judged idleness on whatever
 beat it had read last: between an attach and the beat that reported it, a worker quiet
 for the idle time was stopped with its session attached, and the session was lost until
-its next keepalive. Here the worker beats every 5 s while it works
+its next keepalive. Here the worker beats every 3 s while it works
 (KINT_TEST_BEAT_SECONDS, tests/support/kint_test_timings.py), and the attach itself
 starts it: its first beat (no session yet) goes out before it reads the attach, its next
-5 s later, so the attach is always answered in that window, 4 s longer than the idle time.
+3 s later, so the attach is always answered in that window, 2 s longer than the idle time.
 
 Real parts: the test supervisor over the default store, no chain, and the space's worker.
 The recycle for memory, the other stop the supervisor decides on a beat, is judged turn by
@@ -27,7 +27,7 @@ from kint.supervisor.settings import Settings
 from kint.supervisor.workers import WorkerHandle
 
 IDLE_S = "1"
-BEAT_S = "5"
+BEAT_S = "3"
 SERVING = ("ready", "busy")
 
 
