@@ -178,8 +178,10 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     agent's writes for the server's whole life."""
     # new_machine's steps, with the long timeout in config.toml before the supervisor
     # starts (it reads the file at its start: no change to wait for).
+    # No quiet period before the watcher's push (the session sends the sandbox's): the
+    # write below is the one the push waits on, nothing comes after it to wait for.
     sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="1",
-                      KINT_QUIET_SECONDS="2")
+                      KINT_QUIET_SECONDS="0")
     join_devchain(chain_home, sb)
     make_session_key(sb)
     _heartbeat_timeout(sb, HUNG_AFTER_S)
@@ -210,9 +212,13 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         before = kjson(sb, "status")["head"]["seq"]
         assert agent.call("memory_remember", category="notes", name="after-the-wait",
                           body={"text": "written once the worker was back"})["ok"] is True
-        pushed = wait_until(lambda: (s := kjson(sb, "status"))["head"]["seq"] > before
-                            and s["unanchored"] == 0 and s, timeout=60, interval=0.5)
-        assert pushed, kjson(sb, "status")
+        # Waited for on the supervisor's row (no command started per look), then `kint
+        # status` says the same.
+        assert wait_until(lambda: (r := sb.row(sb.sibyl_db))["head"]
+                          and r["head"]["seq"] > before and r["unanchored"] == 0,
+                          timeout=60, interval=0.2), sb.row(sb.sibyl_db)
+        pushed = kjson(sb, "status")
+        assert pushed["head"]["seq"] > before and pushed["unanchored"] == 0, pushed
         # One line for the failure and one for the attach that ended it, none per retry.
         log = _server_log(sb)
         assert log.count("could not attach to the space's worker") == 1, log
