@@ -179,9 +179,11 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     # new_machine's steps, with the long timeout in config.toml before the supervisor
     # starts (it reads the file at its start: no change to wait for).
     # No quiet period before the watcher's push (the session sends the sandbox's): the
-    # write below is the one the push waits on, nothing comes after it to wait for.
+    # write below is the one the push waits on, nothing comes after it to wait for. The
+    # watcher ticks every quarter second (KINT_TEST_WATCHER_POLL_S,
+    # tests/support/kint_test_timings.py), so the push waits a tick, not a second.
     sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="1",
-                      KINT_QUIET_SECONDS="0")
+                      KINT_TEST_WATCHER_POLL_S="0.25", KINT_QUIET_SECONDS="0")
     join_devchain(chain_home, sb)
     make_session_key(sb)
     _heartbeat_timeout(sb, HUNG_AFTER_S)
