@@ -26,6 +26,7 @@ from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.custody.session_key import session_address
 from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id as space_id_of
@@ -75,8 +76,10 @@ class Space:
         assert space_id_of(self.b.label(self.dbb)) == self.sid
         assert jdb(self.a, self.dba, "push")["epochs"][-1]["seq"] == 1
         self.connect_b()
+        # B's session key, read from its keystore (what `kint status` names, without a
+        # command started for it).
         authorize_machine(box["home"], owner_account(self.a, self.owner),
-                          jdb(self.b, self.dbb, "status")["session"])
+                          session_address(self.b.kint_home))
         assert jdb(self.b, self.dbb, "pull")["applied"] == [1]
         self.pending = self.a.kint_home / f"pending-{self.space16}.json"
         self.rekey_journal = self.a.kint_home / f"rekey-{self.space16}.json"
