@@ -169,13 +169,14 @@ def _hung_after(sb, seconds: float) -> None:
 def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         tmp_path_factory, chain_home):
     """The space's worker is stopped for real (SIGSTOP) before kint-server starts, with a
-    1 s start-up budget: its attach answers TIMEOUT. The supervisor judges the worker hung
-    and ends it (its SIGTERM comes with a SIGCONT, and a worker told to stop starts nothing
-    it reads after), so the attach waiting in its pipe never runs. The test does not SIGCONT
-    it sooner itself: a worker continued before its judgement would run that attach, and
-    the session would count without any retry. Before, the keepalive started only after a
-    first attach that went through: this session never counted and no watcher pushed its
-    agent's writes for the server's whole life."""
+    0.5 s start-up budget (no budget is long enough for a stopped worker): its attach
+    answers TIMEOUT, and its start-up pull waits its least, 0.5 s. The supervisor judges
+    the worker hung and ends it (its SIGTERM comes with a SIGCONT, and a worker told to
+    stop starts nothing it reads after), so the attach waiting in its pipe never runs. The
+    test does not SIGCONT it sooner itself: a worker continued before its judgement would
+    run that attach, and the session would count without any retry. Before, the keepalive
+    started only after a first attach that went through: this session never counted and no
+    watcher pushed its agent's writes for the server's whole life."""
     # new_machine's steps, with the long timeout in config.toml before the supervisor
     # starts (it reads the file at its start: no change to wait for).
     # No quiet period before the watcher's push (the session sends the sandbox's): the
@@ -194,7 +195,7 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         ok(sb.kint("connect", "--dev"))
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
         os.kill(worker, signal.SIGSTOP)
-        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "1",
+        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "0.5",
                               "KINT_TEST_ATTACH_RETRY_S": str(ATTACH_RETRY_S)}).start()
         assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
                           timeout=30), _server_log(sb)[-2000:]
