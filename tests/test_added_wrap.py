@@ -17,6 +17,8 @@ from pathlib import Path
 from chain_machines import (authorize_machine, connect_with_wallet, devchain_anchor, kjson,
                             new_machine, ok, owner_account, wallet_signature)
 from conftest import sibyl_client, write_store
+from kint.custody.session_key import session_address
+from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import Header
 from kint.spaces import space_id
 
@@ -51,10 +53,13 @@ def test_a_passphrase_added_on_one_machine_is_carried_by_every_later_epoch(tmp_p
         ok(a.kint("push"))
         wallet = owner_account(a, owner)
         assert connect_with_wallet(b, wallet)["source"] == "chain head header"
-        authorize_machine(chain_home, wallet, kjson(b, "status")["session"])
+        # B's session key, read from its keystore (what `kint status` names, without a
+        # command started for it).
+        authorize_machine(chain_home, wallet, session_address(b.kint_home))
         ok(b.kint("pull"))
 
-        payload = ok(a.kint("canonical-payload", "--owner", owner)).stdout
+        # `kint canonical-payload`'s message, made in this process (the owner's alone).
+        payload = canonical_payload(owner).decode()
         signature_file = tmp_path / "signature.txt"
         signature_file.write_text(wallet_signature(wallet, payload) + "\n")
         ok(a.kint("connect", "--owner", owner, "--signature-file", str(signature_file),

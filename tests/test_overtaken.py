@@ -26,6 +26,8 @@ from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.custody.session_key import session_address
+from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id as space_id_of
@@ -75,21 +77,24 @@ class Space:
         assert space_id_of(self.b.label(self.dbb)) == self.sid
         assert jdb(self.a, self.dba, "push")["epochs"][-1]["seq"] == 1
         self.connect_b()
+        # B's session key, read from its keystore (what `kint status` names, without a
+        # command started for it).
         authorize_machine(box["home"], owner_account(self.a, self.owner),
-                          jdb(self.b, self.dbb, "status")["session"])
+                          session_address(self.b.kint_home))
         assert jdb(self.b, self.dbb, "pull")["applied"] == [1]
         self.pending = self.a.kint_home / f"pending-{self.space16}.json"
         self.rekey_journal = self.a.kint_home / f"rekey-{self.space16}.json"
 
-    def signature(self, sb, db: Path) -> str:
+    def signature(self) -> str:
         """The owner's wallet (A's devchain key) signing the vault message, as a rekey or
-        a connect reads it on stdin."""
-        payload = ok(kdb(sb, db, "canonical-payload", "--owner", self.owner)).stdout
+        a connect reads it on stdin. The message is `kint canonical-payload`'s, made in
+        this process (it depends on the owner alone): no command started for it."""
+        payload = canonical_payload(self.owner).decode()
         return wallet_signature(owner_account(self.a, self.owner), payload) + "\n"
 
     def connect_b(self) -> dict:
         return jdb(self.b, self.dbb, "connect", "--owner", self.owner, "--signature", "-",
-                   input=self.signature(self.b, self.dbb))
+                   input=self.signature())
 
     def kill_a(self, step: str, *args: str, input: str | None = None) -> None:
         """Run `kint ARGS` on A with its worker killed at `step`, the restarted worker's
@@ -210,7 +215,7 @@ def test_a_killed_rekey_whose_snapshot_landed_below_the_head_completes(box):
     released: the snapshot recorded, the rotation completed, then the pull applies 3.
     Meanwhile doctor names both journals and what to run."""
     s = Space(box, "landed-rekey")
-    s.kill_a("after_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    s.kill_a("after_send", "rekey", "--signature", "-", input=s.signature())
     assert s.rekey_journal.exists()
     s.connect_b()  # the snapshot's header hands B the new key
     assert s.b_pushes("third")["seq"] == 3
@@ -241,10 +246,10 @@ def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     applies B's epoch and a rekey then starts afresh."""
     s = Space(box, "lost-rekey")
     old_id = s.dek_id(1)
-    s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature())
     assert s.b_pushes("other")["seq"] == 2
     try:  # the restarted worker's own settlement still held: the rekey's is the one
-        out = kdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+        out = kdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature())
         assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
         assert "an interrupted push of epoch 2 never landed and never can" in out.stderr
         assert "hint: run `kint pull`, then `kint rekey`" in out.stderr, out.stderr
@@ -257,7 +262,7 @@ def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     assert pulled["applied"] == [2] and pulled["gap"] == [], pulled
     assert s.mirror_head() == s.chain_head() and s.dek_id(2) == old_id
     assert s.names(s.dba) == {"first", "other"}
-    rekeyed = jdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    rekeyed = jdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature())
     assert rekeyed["old_dek_id"] == old_id and rekeyed["snapshot"][0]["seq"] == 3
 
 
@@ -340,7 +345,7 @@ def test_a_rekey_whose_settlement_raced_its_snapshot_completes(box):
     is sealed under the new one)."""
     s = Space(box, "raced-rekey", "--rpc-urls", box["proxy"].url)
     old_id = s.dek_id(1)
-    s.kill_a("after_send", "rekey", "--signature", "-", input=s.signature(s.a, s.dba))
+    s.kill_a("after_send", "rekey", "--signature", "-", input=s.signature())
     assert s.rekey_journal.exists() and s.chain_head()[0] == 2
     ok(raced_settlement(s, "push"))
     assert not s.pending.exists() and not s.rekey_journal.exists()

@@ -8,7 +8,8 @@ kint-server driven by the `mcp` SDK over stdio. KINT_WORKER_RECYCLE_MIB is 1 (so
 worker is over it) from once the session has attached and its first write is anchored, 0
 before, set in config.toml as a user would: the worker `connect` used would be recycled
 with no session, and a space is recycled at most once in ten minutes. The space's own
-watcher timings would never push (KINT_QUIET_SECONDS 3600): only the session's (1 s) do, so a push by the successor's watcher shows it was
+watcher timings would never push (KINT_QUIET_SECONDS 3600): only the session's (none, a
+push at the first poll after a write) do, so a push by the successor's watcher shows it was
 handed the session's settings, not merely restarted. A keepalive comes every 60 s: the
 steps that matter happen well before it (the log says the successor took the session
 over, not that it attached again).
@@ -33,8 +34,10 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 def test_an_agents_worker_is_recycled_and_its_successor_serves_the_session(tmp_path,
                                                                             chain_home):
+    # The watchers tick every quarter second (KINT_TEST_WATCHER_POLL_S,
+    # tests/support/kint_test_timings.py): each push below waits a tick, not a second.
     sb = new_machine(tmp_path / "agent", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_QUIET_SECONDS="3600", **QUICK)
+                     KINT_TEST_WATCHER_POLL_S="0.25", KINT_QUIET_SECONDS="3600", **QUICK)
     agents: list[AgentProcess] = []
     config = sb.kint_home / "config.toml"
 
@@ -54,7 +57,7 @@ def test_an_agents_worker_is_recycled_and_its_successor_serves_the_session(tmp_p
             return sb.wait_for(lambda: (r := row())["head"] and r["head"]["seq"] == seq and r,
                                what=what, timeout=timeout, interval=WAIT["interval"])
 
-        one = AgentProcess({**sb.env, "KINT_QUIET_SECONDS": "1"}).start()
+        one = AgentProcess({**sb.env, "KINT_QUIET_SECONDS": "0"}).start()
         agents.append(one)
         before = kjson(sb, "status")["head"]["seq"]
         assert one.call("memory_remember", category="notes", name="before",

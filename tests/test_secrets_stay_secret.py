@@ -141,6 +141,10 @@ def test_the_owner_key_stays_out_of_the_supervisor_a_command_starts(sandbox):
 # A keyed endpoint's secret parts: a path segment and a query value, as providers put them.
 PATH_KEY, QUERY_KEY = "kintpathkey0d1e2f3a4b5c", "kintquerykey9f8e7d6c5b"
 SECOND_KEY = "kintsecondkey5a4b3c2d1e"
+# KINT_RPC_TIMEOUT while the endpoint hangs: short, since no wait makes it answer (the
+# settings' minimum is 0.1 s). The endpoint that answers keeps the sandbox's 1 s, so a
+# loaded box still hears its words.
+HUNG_RPC_TIMEOUT_S = "0.2"
 
 
 class _Echo(http.server.BaseHTTPRequestHandler):
@@ -193,6 +197,9 @@ def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
         owner = Account.create().address
         for mode in ("page", "error", "hang"):
             server.mode = mode  # type: ignore[attr-defined]
+            # Hung, each command waits out the RPC timeout at every call it makes (both
+            # endpoints, a few calls each): that wait is all a longer timeout would add.
+            timeout = {"KINT_RPC_TIMEOUT": HUNG_RPC_TIMEOUT_S} if mode == "hang" else {}
             for argv, given in ((("session-key", "show"), None),
                                 (("connect", "--owner", owner, "--smart-account",
                                   "--passphrase-stdin"), SALT + "\n"),
@@ -202,7 +209,7 @@ def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
                                 (("doctor",), None), (("doctor", "--json"), None),
                                 (("config", "show"), None), (("config", "show", "--json"), None),
                                 (("supervisor", "status", "--json"), None)):
-                out = sb.kint(*argv, input=given)
+                out = sb.kint(*argv, input=given, env=timeout)
                 outputs.append(f"{mode}: kint {' '.join(argv)}\n{out.stdout}\n{out.stderr}")
         said = "\n".join(outputs)
         # The endpoint's words were met and quoted, less the key.

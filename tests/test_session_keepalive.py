@@ -169,17 +169,22 @@ def _hung_after(sb, seconds: float) -> None:
 def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         tmp_path_factory, chain_home):
     """The space's worker is stopped for real (SIGSTOP) before kint-server starts, with a
-    1 s start-up budget: its attach answers TIMEOUT. The supervisor judges the worker hung
-    and ends it (its SIGTERM comes with a SIGCONT, and a worker told to stop starts nothing
-    it reads after), so the attach waiting in its pipe never runs. The test does not SIGCONT
-    it sooner itself: a worker continued before its judgement would run that attach, and
-    the session would count without any retry. Before, the keepalive started only after a
-    first attach that went through: this session never counted and no watcher pushed its
-    agent's writes for the server's whole life."""
+    0.5 s start-up budget (no budget is long enough for a stopped worker): its attach
+    answers TIMEOUT, and its start-up pull waits its least, 0.5 s. The supervisor judges
+    the worker hung and ends it (its SIGTERM comes with a SIGCONT, and a worker told to
+    stop starts nothing it reads after), so the attach waiting in its pipe never runs. The
+    test does not SIGCONT it sooner itself: a worker continued before its judgement would
+    run that attach, and the session would count without any retry. Before, the keepalive
+    started only after a first attach that went through: this session never counted and no
+    watcher pushed its agent's writes for the server's whole life."""
     # new_machine's steps, with the long timeout in config.toml before the supervisor
     # starts (it reads the file at its start: no change to wait for).
+    # No quiet period before the watcher's push (the session sends the sandbox's): the
+    # write below is the one the push waits on, nothing comes after it to wait for. The
+    # watcher ticks every quarter second (KINT_TEST_WATCHER_POLL_S,
+    # tests/support/kint_test_timings.py), so the push waits a tick, not a second.
     sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="1",
-                      KINT_QUIET_SECONDS="2")
+                      KINT_TEST_WATCHER_POLL_S="0.25", KINT_QUIET_SECONDS="0")
     join_devchain(chain_home, sb)
     make_session_key(sb)
     _heartbeat_timeout(sb, HUNG_AFTER_S)
@@ -190,7 +195,7 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         ok(sb.kint("connect", "--dev"))
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
         os.kill(worker, signal.SIGSTOP)
-        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "1",
+        agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "0.5",
                               "KINT_TEST_ATTACH_RETRY_S": str(ATTACH_RETRY_S)}).start()
         assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
                           timeout=30), _server_log(sb)[-2000:]
@@ -210,9 +215,13 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         before = kjson(sb, "status")["head"]["seq"]
         assert agent.call("memory_remember", category="notes", name="after-the-wait",
                           body={"text": "written once the worker was back"})["ok"] is True
-        pushed = wait_until(lambda: (s := kjson(sb, "status"))["head"]["seq"] > before
-                            and s["unanchored"] == 0 and s, timeout=60, interval=0.5)
-        assert pushed, kjson(sb, "status")
+        # Waited for on the supervisor's row (no command started per look), then `kint
+        # status` says the same.
+        assert wait_until(lambda: (r := sb.row(sb.sibyl_db))["head"]
+                          and r["head"]["seq"] > before and r["unanchored"] == 0,
+                          timeout=60, interval=0.2), sb.row(sb.sibyl_db)
+        pushed = kjson(sb, "status")
+        assert pushed["head"]["seq"] > before and pushed["unanchored"] == 0, pushed
         # One line for the failure and one for the attach that ended it, none per retry.
         log = _server_log(sb)
         assert log.count("could not attach to the space's worker") == 1, log

@@ -26,7 +26,11 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.render import space_status_text
 from kint.agent_server.results import status_result
 
-RETRY_S = 4  # KINT_PUSH_RETRY_SECONDS here: several 1 s ticks, and a short test
+RETRY_S = 4  # KINT_PUSH_RETRY_SECONDS here: several ticks, and a short test
+# The watcher's tick in the workers here (KINT_TEST_WATCHER_POLL_S,
+# tests/support/kint_test_timings.py): each step below waits a tick or two, and a quarter
+# second is still several ticks of every wait the steps check (RETRY_S, 1 s).
+TICK = {"KINT_POLL_SECONDS": "1", "KINT_TEST_WATCHER_POLL_S": "0.25"}
 WAIT = {"timeout": 60, "interval": 0.2}
 
 
@@ -37,12 +41,12 @@ def _failure(sb, db) -> dict | None:
 
 def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config_change(
         tmp_path, chain_home):
-    with machine_behind_proxy(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+    with machine_behind_proxy(tmp_path / "machine", chain_home, **TICK,
                               KINT_QUIET_SECONDS="0", KINT_RPC_TIMEOUT="1") as (sb, proxy):
         db = sb.sibyl_db
         # KINT_PUSH_RETRY_SECONDS from config.toml (not the environment, which would beat
-        # the file): the change of configuration below also sets a wait of one tick, so
-        # that the watcher's own push after it is not a whole RETRY_S away.
+        # the file): the change of configuration below also sets a wait of 1 s, the
+        # least, so that the watcher's own push after it is not a whole RETRY_S away.
         config = sb.kint_home / "config.toml"
         config.write_text(f"push_retry_seconds = {RETRY_S}\n")
         config.chmod(0o600)
@@ -56,8 +60,9 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
         assert (first["attempts"], first["wait_s"]) == (1, RETRY_S), first
         calls = len(proxy.calls)
 
-        # Not tried again at the next tick: a reply that says two ticks have passed since
-        # the failure still counts one attempt, and the endpoint saw nothing new.
+        # Not tried again at the next ticks: a reply that says two seconds (several ticks)
+        # have passed since the failure still counts one attempt, and the endpoint saw
+        # nothing new.
         later = sb.wait_for(lambda: (f := _failure(sb, db))["retry_in_s"] <= RETRY_S - 2 and f,
                             what="two ticks after the failure", **WAIT)
         assert later["attempts"] == 1 and later["age_s"] >= 2, later
@@ -108,7 +113,7 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
 
         # A change of config.toml ends the wait: the push is tried at once (a fresh first
         # failure, where the wait alone would have made it the second attempt). The new
-        # file's wait is the least there is, a tick.
+        # file's wait is the least the setting takes, 1 s.
         before = again["age_s"]
         config.write_text("push_retry_seconds = 1\n")
         sb.wait_for(lambda: "watcher: the configuration changed" in
@@ -203,8 +208,7 @@ def test_a_watcher_that_cannot_count_says_so_once_until_it_can_again(tmp_path, c
     the watcher cannot count what to push, at every tick while the store is dirty. It says
     so once, not once a tick (the log lives under KINT_HOME and counts against Sibyl's cap),
     and says when it can count again."""
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_QUIET_SECONDS="0")
+    sb = new_machine(tmp_path / "machine", chain_home, **TICK, KINT_QUIET_SECONDS="0")
     db = sb.sibyl_db
     log_path = sb.kint_home / "supervisor.log"
     try:

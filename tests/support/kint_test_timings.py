@@ -47,6 +47,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   the first beat after a session's attach back past a short KINT_WORKER_IDLE_SECONDS, so a
   test sees, every time, what the supervisor does between that attach and that beat. The
   supervisor keeps its own cadences and hung limit (10 s by default, over this).
+- `KINT_TEST_WATCHER_POLL_S` (set only by tests): how often a worker's store watcher ticks
+  (`kint.tenant_worker.watcher.TEST_POLL_S`, None: KINT_POLL_SECONDS, whose least is 1 s),
+  so that a test whose steps each wait for a tick or two waits a fraction of a second per
+  tick. Its other timings (quiet, push retry, size check) stay what the settings say.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -66,6 +70,7 @@ PID_LOCK_RETRY_ENV = "KINT_TEST_PID_LOCK_RETRY_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 BEAT_ENV = "KINT_TEST_BEAT_SECONDS"
+WATCHER_POLL_ENV = "KINT_TEST_WATCHER_POLL_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -83,6 +88,7 @@ def _install_worker() -> None:
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.tenant_worker.store", "READ_BUSY_WAIT_S")
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.rows.export", "READ_BUSY_WAIT_S")
     _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
+    _set_from_env(WATCHER_POLL_ENV, "kint.tenant_worker.watcher", "TEST_POLL_S")
 
 
 def install_supervisor() -> None:
