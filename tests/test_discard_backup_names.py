@@ -50,27 +50,12 @@ def test_a_backup_opens_with_the_writes_its_wal_held(tmp_path, monkeypatch):
     ended without a checkpoint, a killed process) is in the backup when the backup is
     opened: the WAL is folded into the store before the move, and nothing of it is left
     beside the backup or the store's old name."""
-    import shutil
-
     from kint.tenant_worker import discard
 
-    live = tmp_path / "live"
-    live.mkdir()
-    writer = sqlite3.connect(live / "memory.db")
-    writer.execute("pragma journal_mode=wal")
-    writer.execute("pragma wal_autocheckpoint=0")  # the row stays in the WAL
-    writer.execute("create table t (x)")
-    writer.execute("insert into t values ('kept in the wal')")
-    writer.commit()
-    # The files as a killed writer leaves them: the row in the -wal only.
-    store = tmp_path / "store"
-    store.mkdir()
-    for suffix in ("", "-wal"):
-        shutil.copyfile(live / f"memory.db{suffix}", store / f"memory.db{suffix}")
-    writer.close()
+    db = _store_with_a_row_in_its_wal(tmp_path)
+    store = db.parent
     monkeypatch.setattr(discard, "refuse_to_move", lambda ctx: None)
-    moved = discard.discard_local(SimpleNamespace(config=SimpleNamespace(db=str(
-        store / "memory.db"))))
+    moved = discard.discard_local(SimpleNamespace(config=SimpleNamespace(db=str(db))))
     assert len(moved) == 1 and moved[0].startswith(str(store / "memory.db.kint-backup-"))
     assert sorted(p.name for p in store.iterdir()) == [Path(moved[0]).name]
     backup = sqlite3.connect(moved[0])
@@ -106,7 +91,7 @@ def _store_with_a_row_in_its_wal(folder: Path) -> Path:
     live.mkdir()
     writer = sqlite3.connect(live / "memory.db")
     writer.execute("pragma journal_mode=wal")
-    writer.execute("pragma wal_autocheckpoint=0")
+    writer.execute("pragma wal_autocheckpoint=0")  # the row stays in the WAL
     writer.execute("create table t (x)")
     writer.execute("insert into t values ('kept in the wal')")
     writer.commit()
