@@ -34,12 +34,12 @@ from kint.commands.common import refuse
 from kint.paths import space_files
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.mirror_file import parse_head, parse_mirror, parse_watermark
+from kint.tenant_worker.mirror_file import parse_mirror, parse_watermark
 from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.state_format import (PREVIOUS_VERSION, STATE_VERSION,
                                              CorruptStateFile, load_json, parse_json,
-                                             read_bytes, require)
-from kint.tenant_worker.state_upgrade import previous_mirror
+                                             read_bytes)
+from kint.tenant_worker.state_upgrade import parse_previous_head, previous_mirror
 
 
 def seen_on_disk(home: Path, space_id: str) -> int:
@@ -84,11 +84,7 @@ def seen_on_disk(home: Path, space_id: str) -> int:
 def _previous_mirror_seq(path: Path, space_id: str) -> int:
     """The head seq of a mirror in the previous layout (`mirror-<space16>.json`), checked as
     far as its head, which is all this refusal reads of it."""
-    obj = load_json(path)
-    require(isinstance(obj, dict), path, "is not a JSON object")
-    require(obj.get("v") == PREVIOUS_VERSION, path, f"has unknown version {obj.get('v')!r}")
-    require(obj.get("space") == space_id, path, "belongs to another space")
-    return parse_head(path, obj)[0].seq
+    return parse_previous_head(path, load_json(path), space_id)[0].seq
 
 
 def check_enrolled_contract(enrolment: Enrolment, chain: ChainConfig, home: Path,

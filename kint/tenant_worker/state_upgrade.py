@@ -40,7 +40,7 @@ from kint.epochs.plaintext import parse_plaintext
 from kint.paths import apply_journal_path, atomic_write, remove_file
 from kint.rows.canon import TIERS, Row
 from kint.tenant_worker.epoch_cache import META_SUFFIX, PAYLOAD_SUFFIX, parse_meta
-from kint.tenant_worker.mirror_file import Mirror, MirrorRow, parse_head
+from kint.tenant_worker.mirror_file import Head, Mirror, MirrorRow, parse_head
 from kint.tenant_worker.state_format import (
     PREVIOUS_VERSION,
     STATE_VERSION,
@@ -97,11 +97,19 @@ def _parse_old_row(path: Path, obj: Any) -> MirrorRow:
     return MirrorRow(tier, category, key, row.leaf, seq)
 
 
-def _parse_old_mirror(path: Path, obj: Any, space_id: str) -> Mirror:
+def parse_previous_head(path: Path, obj: Any,
+                        space_id: str) -> tuple[Head, str | None, list[int]]:
+    """A mirror in the previous layout checked as far as its head, and the head, anchored
+    root and skipped epochs (`parse_head`): all a reader that only wants how far the space
+    got needs of it (kint.commands.enrolled_contract, before any conversion)."""
     require(isinstance(obj, dict), path, "is not a JSON object")
     require(obj.get("v") == PREVIOUS_VERSION, path, f"has unknown version {obj.get('v')!r}")
     require(obj.get("space") == space_id, path, "belongs to another space")
-    head, root, skipped = parse_head(path, obj)
+    return parse_head(path, obj)
+
+
+def _parse_old_mirror(path: Path, obj: Any, space_id: str) -> Mirror:
+    head, root, skipped = parse_previous_head(path, obj, space_id)
     rows = obj.get("rows")
     require(isinstance(rows, list), path, "rows is not a list")
     mirror = Mirror(space_id=space_id, head=head, anchored_root=root, skipped=skipped)
