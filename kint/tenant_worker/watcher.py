@@ -35,9 +35,6 @@ from kint.tenant_worker.space import WATCHER_SETTINGS
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
-# The poll a test's worker ticks at, under KINT_POLL_SECONDS's least of 1 s (set only by
-# tests/support/kint_test_timings.py); None, as for every user: the setting's.
-TEST_POLL_S: float | None = None
 
 
 def config_generation() -> int:
@@ -104,7 +101,7 @@ class Watcher:
 
     @property
     def poll_s(self) -> float:
-        return TEST_POLL_S if TEST_POLL_S is not None else self._value("KINT_POLL_SECONDS")
+        return self._value("KINT_POLL_SECONDS")
 
     @property
     def quiet_s(self) -> float:
