@@ -13,7 +13,7 @@ HERMES_LOCK := tests/harnesses/hermes-agent.lock
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 
-.PHONY: all venv node browser hermes demo test bench clean
+.PHONY: all venv node browser hermes demo lint test bench clean
 
 all: venv node
 
@@ -69,8 +69,14 @@ $(HERMES_STAMP): $(HERMES_LOCK) pyproject.toml
 demo: venv node
 	$(VENV)/bin/kint demo
 
+# pyflakes (pinned in requirements.lock) over kint's code, the tests and the benchmarks: an
+# unused import, an undefined name or a shadowed test fails the build. A few seconds.
+lint: venv
+	$(PY) -m pyflakes kint tests bench
+
+# Lint first, so a new warning fails the run before the installs and the suite's minutes.
 # pytest exits 5 when it collected nothing: that is a failure here, never a green run.
-test: venv node browser hermes
+test: venv lint node browser hermes
 	SIBYL_MEMORY_TELEMETRY=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests ran" >&2; exit 1; fi; exit $$rc
 

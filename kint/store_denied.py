@@ -34,15 +34,16 @@ DENIED_HINT = ("give the user kint runs as read and write permission on the stor
 
 def denied_reason(db: str, err: sqlite3.Error | None = None) -> str | None:
     """The OS's words when this user may not open the store at `db` (or its -wal or
-    -shm), else None. With `err`, asked only when SQLite's code is one of "could not
-    open": any other failure is not about permission."""
+    -shm), else None: the words alone for the store itself (`denied_message` names it
+    already), the file first for a -wal or -shm. With `err`, asked only when SQLite's code
+    is one of "could not open": any other failure is not about permission."""
     if err is not None and \
             (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF not in _OPEN_CODES:
         return None
     for path in (db, db + "-wal", db + "-shm"):
         why = _denied_by_os(path)
         if why is not None:
-            return f"{path}: {why}"
+            return why if path == db else f"{path}: {why}"
     return None
 
 

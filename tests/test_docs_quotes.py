@@ -96,10 +96,10 @@ def test_pull_prints_unapplied_epochs_last_and_indented_as_commands_md_says():
 def test_a_store_closed_to_this_user_is_quoted_as_refused():
     from kint.store_denied import denied_message
 
-    said = denied_message("PATH", "FILE: Permission denied")
+    said = denied_message("PATH", "Permission denied")
     generic = re.sub(r"\(uid \d+\)", "(uid N)", said)
     assert _quoted_in(DOCS / "faults.md", f'"{generic}"')
-    prefix = generic.split(": FILE")[0]
+    prefix = generic.split(": Permission denied")[0]
     assert _quoted_in(DOCS / "commands.md", f"`{prefix}: ...; nothing was moved`")
 
 

@@ -34,10 +34,11 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 def test_an_agents_worker_is_recycled_and_its_successor_serves_the_session(tmp_path,
                                                                             chain_home):
-    # The watchers tick every quarter second (KINT_TEST_WATCHER_POLL_S,
-    # tests/support/kint_test_timings.py): each push below waits a tick, not a second.
-    sb = new_machine(tmp_path / "agent", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_TEST_WATCHER_POLL_S="0.25", KINT_QUIET_SECONDS="3600", **QUICK)
+    # The watchers tick every quarter second (a poll under its least of 1 s, lowered by
+    # KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py): each push below waits
+    # a tick, not a second.
+    sb = new_machine(tmp_path / "agent", chain_home, KINT_POLL_SECONDS="0.25",
+                     KINT_TEST_POLL_MINIMUM_S="0.25", KINT_QUIET_SECONDS="3600", **QUICK)
     agents: list[AgentProcess] = []
     config = sb.kint_home / "config.toml"
 

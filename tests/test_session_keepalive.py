@@ -181,10 +181,10 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     # starts (it reads the file at its start: no change to wait for).
     # No quiet period before the watcher's push (the session sends the sandbox's): the
     # write below is the one the push waits on, nothing comes after it to wait for. The
-    # watcher ticks every quarter second (KINT_TEST_WATCHER_POLL_S,
+    # watcher ticks every quarter second (a poll KINT_TEST_POLL_MINIMUM_S lets under 1 s,
     # tests/support/kint_test_timings.py), so the push waits a tick, not a second.
-    sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="1",
-                      KINT_TEST_WATCHER_POLL_S="0.25", KINT_QUIET_SECONDS="0")
+    sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="0.25",
+                      KINT_TEST_POLL_MINIMUM_S="0.25", KINT_QUIET_SECONDS="0")
     join_devchain(chain_home, sb)
     make_session_key(sb)
     _heartbeat_timeout(sb, HUNG_AFTER_S)

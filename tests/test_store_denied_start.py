@@ -125,6 +125,7 @@ def test_a_worker_started_over_a_closed_store_says_so_and_reads_it_once_fixed(no
     assert refused.get("code") == "SIBYL_ERROR", refused
     assert f"the store {nobody.db} cannot be opened by this user" in refused["message"]
     assert "Permission denied" in refused["message"], refused
+    assert refused["message"].count(str(nobody.db)) == 1, refused  # named once
     assert refused["hint"] == store_denied.DENIED_HINT
     row = nobody.space_row()
     assert row["state"] != "QUARANTINED", row
@@ -156,20 +157,24 @@ def _closed_at(db: str, closed: list[bool]):
     return signature
 
 
+@pytest.mark.parametrize("what", ["folder", "file"])
 def test_the_watcher_says_a_closed_store_once_when_it_begins_and_once_when_it_ends(
-        tmp_path, monkeypatch, caplog):
+        tmp_path, monkeypatch, caplog, what):
     import kint.tenant_worker.watcher as watcher_module
 
     db = str(write_store(tmp_path / "memory.db"))
     closed = [False]
-    monkeypatch.setattr(watcher_module, "store_signature", _closed_at(db, closed))
+    if what == "folder":  # the stat itself refused
+        monkeypatch.setattr(watcher_module, "store_signature", _closed_at(db, closed))
+    # A closed file still stats: only the OS's answer to a read says it (root reads a file
+    # at mode 000, so that answer is given here).
     monkeypatch.setattr(store_denied, "_denied_by_os",
                         lambda path: "Permission denied" if closed[0] and path == db else None)
     watcher = watcher_module.Watcher(db, lambda: None, lambda reason: None,
                                      timing=lambda name: _Value(1.0), generation=lambda: 0)
     caplog.set_level(logging.INFO, logger="kint.worker")
     watcher.tick(0.0)
-    closed[0] = True  # a `chmod` of the store's folder, for as many polls as it lasts
+    closed[0] = True  # a `chmod` of the store or its folder, for as many polls as it lasts
     for tick in range(1, 6):
         watcher.tick(float(tick))
         assert watcher.closed is not None
@@ -179,6 +184,7 @@ def test_the_watcher_says_a_closed_store_once_when_it_begins_and_once_when_it_en
     said = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(said) == 2, [r.getMessage() for r in said]
     assert f"the store {db} cannot be opened by this user" in said[0].getMessage()
+    assert said[0].getMessage().count(db) == 1, said[0].getMessage()  # named once
     assert store_denied.DENIED_HINT in said[0].getMessage()
     assert f"the store {db} can be read by this user again" in said[1].getMessage()
     assert not any(r.exc_info for r in caplog.records)
@@ -203,3 +209,20 @@ def test_the_heartbeat_keeps_its_last_figure_over_a_closed_store(tmp_path, monke
     fields, start = tally.at_beat(10.0, db, mirror, may_start=True)
     assert fields["unanchored"] == 2 and fields["unanchored_stale"] is True
     assert start is False  # a recount could only fail
+
+
+def test_the_heartbeat_keeps_its_last_figure_over_a_store_file_closed_to_this_user(
+        tmp_path, monkeypatch):
+    # The file at mode 000 stats (its signature reads) but does not open: no recount that
+    # could only fail, as for a closed folder (root reads it, so the OS's answer is given).
+    import kint.tenant_worker.unanchored as unanchored
+
+    db = str(write_store(tmp_path / "memory.db"))
+    monkeypatch.setattr(store_denied, "_denied_by_os",
+                        lambda path: "Permission denied" if path == db else None)
+    tally = unanchored.UnanchoredTally()
+    mirror = SimpleNamespace(head=SimpleNamespace(seq=3, digest="ab"))
+    tally.counted(2, (None, 3, "ab"), 0.0)
+    fields, start = tally.at_beat(10.0, db, mirror, may_start=True)
+    assert fields["unanchored"] == 2 and fields["unanchored_stale"] is True
+    assert start is False

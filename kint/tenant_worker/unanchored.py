@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kint.store_denied import denied_reason
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import store_signature
 
@@ -178,10 +179,15 @@ class UnanchoredTally:
         pushed): nothing to count against, all three fields null."""
         if mirror is None:
             return dict(_NO_FIGURE), False
+        # A store closed to this user (a folder on its path it may not search, or a file
+        # it may not read, which still stats: kint.store_denied) has no key: the last
+        # figure, stale, and no recount that could only fail. The watcher says it, once.
         try:
-            key: Key | None = key_of(store_signature(db), mirror)
-        except PermissionError:  # a folder on the store's path closed to this user: the
-            key = None  # last figure, stale, and no recount that could only fail
+            signature = store_signature(db)
+            closed = signature is not None and denied_reason(db) is not None
+        except PermissionError:
+            signature, closed = None, True
+        key: Key | None = None if closed else key_of(signature, mirror)
         with self._lock:
             figure = self._figure
             fresh = figure is not None and figure.key == key

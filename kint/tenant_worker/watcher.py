@@ -35,9 +35,6 @@ from kint.tenant_worker.space import WATCHER_SETTINGS
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
-# The poll a test's worker ticks at, under KINT_POLL_SECONDS's least of 1 s (set only by
-# tests/support/kint_test_timings.py); None, as for every user: the setting's.
-TEST_POLL_S: float | None = None
 
 
 def config_generation() -> int:
@@ -82,16 +79,21 @@ class Watcher:
     def _read_signature(self) -> tuple[int, ...] | None:
         """The store's files as the heartbeat's count reads them (`store_signature`): an
         empty WAL, which kint's own read-only connection leaves, is no change. A store this
-        user may not reach (a folder on its path it may not search: kint.store_denied) is
-        a lasting condition, not a failed tick: one warning when it begins, one when it
-        ends, and meanwhile the store reads as unchanged (nothing can be pushed from it)."""
+        user may not open (a folder on its path it may not search, or the store, its -wal
+        or -shm it may not read: kint.store_denied) is a lasting condition, not a failed
+        tick: one warning when it begins, one when it ends, and meanwhile the store reads
+        as unchanged (nothing can be pushed from it). A file it may not read still stats,
+        so the OS is asked at every tick: a few stats, once a poll."""
         try:
             signature = store_signature(self.db)
+            closed = denied_reason(self.db) if signature is not None else None
         except PermissionError as err:
+            signature, closed = None, denied_reason(self.db) or err.strerror
+        if closed is not None:
             if self.closed is None:
-                self.closed = denied_reason(self.db) or f"{self.db}: {err.strerror}"
+                self.closed = closed
                 log.warning("watcher: %s; no change to it is seen until it can be read (%s)",
-                            denied_message(self.db, self.closed), DENIED_HINT)
+                            denied_message(self.db, closed), DENIED_HINT)
             return self._signature
         if self.closed is not None:
             self.closed = None
@@ -104,7 +106,7 @@ class Watcher:
 
     @property
     def poll_s(self) -> float:
-        return TEST_POLL_S if TEST_POLL_S is not None else self._value("KINT_POLL_SECONDS")
+        return self._value("KINT_POLL_SECONDS")
 
     @property
     def quiet_s(self) -> float:

@@ -18,11 +18,14 @@ real account gate trusts the test's key and no connection leaves 127.0.0.1.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 
-import kint_test_gate  # noqa: F401 - Sibyl's gate and network guard, before Sibyl loads
+# Sibyl's gate and network guard, before Sibyl loads: imported for what its import does,
+# by name as the worker forkserver's preload imports it (no name of it is used here).
+importlib.import_module("kint_test_gate")
 
 
 def reply(obj: dict) -> None:

@@ -47,10 +47,13 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   the first beat after a session's attach back past a short KINT_WORKER_IDLE_SECONDS, so a
   test sees, every time, what the supervisor does between that attach and that beat. The
   supervisor keeps its own cadences and hung limit (10 s by default, over this).
-- `KINT_TEST_WATCHER_POLL_S` (set only by tests): how often a worker's store watcher ticks
-  (`kint.tenant_worker.watcher.TEST_POLL_S`, None: KINT_POLL_SECONDS, whose least is 1 s),
-  so that a test whose steps each wait for a tick or two waits a fraction of a second per
-  tick. Its other timings (quiet, push retry, size check) stay what the settings say.
+- `KINT_TEST_POLL_MINIMUM_S` (set only by tests): the least value KINT_POLL_SECONDS may
+  take (the setting's own minimum in `kint.settings.schema`, 1 s), in the worker, the
+  supervisor and a command, so that a test's KINT_POLL_SECONDS of a fraction of a second
+  is the store watcher's tick rather than raised to 1 s: a test whose steps each wait for
+  a tick or two waits a fraction of a second per tick. A kint-server session sends the
+  value as text and the worker parses it, so that process needs nothing. The watcher's
+  other timings (quiet, push retry, size check) stay what the settings say.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -70,7 +73,7 @@ PID_LOCK_RETRY_ENV = "KINT_TEST_PID_LOCK_RETRY_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 BEAT_ENV = "KINT_TEST_BEAT_SECONDS"
-WATCHER_POLL_ENV = "KINT_TEST_WATCHER_POLL_S"
+POLL_MINIMUM_ENV = "KINT_TEST_POLL_MINIMUM_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -78,6 +81,19 @@ def _set_from_env(env: str, module: str, name: str) -> None:
     raw = os.environ.get(env)
     if raw:
         setattr(importlib.import_module(module), name, float(raw))
+
+
+def _lower_poll_minimum() -> None:
+    """KINT_POLL_SECONDS's minimum, lowered to KINT_TEST_POLL_MINIMUM_S when the test set
+    it. kint's Setting is frozen so that its own code never changes a rule; this changes
+    the one rule in place, before any value is read, so every holder of that Setting (the
+    schema's BY_NAME and SETTINGS, the loader, the wire, the config file's check) sees the
+    same minimum."""
+    raw = os.environ.get(POLL_MINIMUM_ENV)
+    if raw:
+        from kint.settings.schema import BY_NAME
+
+        object.__setattr__(BY_NAME["KINT_POLL_SECONDS"], "minimum", float(raw))
 
 
 def _install_worker() -> None:
@@ -88,24 +104,26 @@ def _install_worker() -> None:
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.tenant_worker.store", "READ_BUSY_WAIT_S")
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.rows.export", "READ_BUSY_WAIT_S")
     _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
-    _set_from_env(WATCHER_POLL_ENV, "kint.tenant_worker.watcher", "TEST_POLL_S")
+    _lower_poll_minimum()
 
 
 def install_supervisor() -> None:
     """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's),
-    and KINT_TEST_HOUSEKEEPING_S."""
+    KINT_TEST_HOUSEKEEPING_S and KINT_TEST_POLL_MINIMUM_S."""
     _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
+    _lower_poll_minimum()
 
 
 def install_cli() -> None:
     """The command's side of KINT_TEST_UNREACHABLE_AFTER_S and KINT_TEST_STOP_EXIT_WAIT_S
-    (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S and KINT_TEST_PID_LOCK_RETRY_S
-    for a supervisor the command runs in the foreground."""
+    (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S, KINT_TEST_PID_LOCK_RETRY_S and
+    KINT_TEST_POLL_MINIMUM_S for a supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor", "STOP_EXIT_WAIT_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
+    _lower_poll_minimum()
 
 
 _install_worker()

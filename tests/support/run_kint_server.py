@@ -19,13 +19,16 @@ worker answered (at start and at every keepalive), so that a test sees that a se
 re-attached instead of sleeping for it. kint reads none of this.
 """
 
+import importlib
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import kint_test_gate  # noqa: E402,F401  (installs the gate and the guard)
+# Imported for what its import does (installs the gate and the guard), by name as the
+# worker forkserver's preload imports it: no name of it is used here.
+importlib.import_module("kint_test_gate")
 from kint.agent_server import session, tools  # noqa: E402
 from kint.mcp_server import main  # noqa: E402
 
