@@ -64,9 +64,10 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     wanted = entry(plan)
     servers = user_servers(path)
     if same(servers.get(SERVER_NAME), wanted):
+        # v0.3.0's line (13-harnesses.md, "kint setup"): kint is registered at user scope,
+        # as setup writes it; the report's status says nothing was rewritten.
         return [Report("claude", "unchanged",
-                       ["claude: kint already registered (user scope), nothing changed",
-                        *sibyl_note(servers)])]
+                       ["claude: registered kint (user scope)", *sibyl_note(servers)])]
     lines: list[str] = []
     backed_up(lines, "claude", backup(path))
     if SERVER_NAME in servers:
