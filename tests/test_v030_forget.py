@@ -16,7 +16,7 @@ import sqlite3
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, new_machine, recovery_code
+from chain_machines import connect_with_code, kjson, new_machine, ok, recovery_code
 from conftest import sibyl_client
 from kint.rows.export import connect_ro, export_rows
 from mcp_session import AgentProcess
@@ -102,6 +102,19 @@ def test_a_forgotten_entity_restores_as_gone_with_no_archive_row(pair):
             "rule": NEWER_RELEASE_RULE}
     finally:
         client.storage.close()
+    # B's history, read from the epochs its restore decrypted, still shows what was
+    # forgotten and what was superseded (09-cli.md, "kint history": a deleted row prints
+    # `epoch N block <= B: DELETED`).
+    forgotten = ok(b.kint("history", "entity", "staging-rebuild", "--category", "facts"))
+    lines = forgotten.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(
+        f"epoch {first['seq']} block <= {first['block']} leaf "), lines
+    assert OLD_BELIEF in lines[0], lines
+    assert lines[1] == f"epoch {second['seq']} block <= {second['block']}: DELETED", lines
+    superseded = ok(b.kint("history", "entity", "release-day", "--category", "rules"))
+    versions = superseded.stdout.splitlines()
+    assert [RELEASE_RULE in versions[0], NEWER_RELEASE_RULE in versions[1]] == [True, True], \
+        versions
     # What B acts on is the newest anchored value, and the chain vouches for it there.
     verified = kjson(b, "verify", "release Wednesdays deadlift reviewer")
     assert verified["decision"] == "proceed", verified
