@@ -160,7 +160,8 @@ def refused_values(rows: list[Row]) -> set[tuple[str, str]]:
         if not (isinstance(tier, str) and isinstance(key, str) and isinstance(leaf, str)
                 and (category is None or isinstance(category, str))):
             continue
-        refused.add((canonical_id(tier, category, key), leaf))
+        # The leaf as this kint writes it (64 hex, no 0x), whichever kint wrote the body.
+        refused.add((canonical_id(tier, category, key), leaf.lower().removeprefix("0x")))
     return refused
 
 
