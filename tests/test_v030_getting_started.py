@@ -151,8 +151,8 @@ def test_setup_claude_leaves_sibyls_own_server_and_says_how_to_remove_it(sandbox
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "claude: registered kint (user scope)", lines
-    assert any("`claude mcp remove -s user sibyl-memory`" in line
-               and "one store, one server" in line for line in lines), lines
+    assert lines[1] == ("  claude: `claude mcp remove -s user sibyl-memory` if Sibyl's own "
+                        "server is also registered (one store, one server)"), lines
     servers = json.loads(config.read_text())["mcpServers"]
     assert servers["sibyl-memory"] == sibyls and "kint" in servers
 

@@ -87,8 +87,11 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
               f"store now holds {local16} (unanchored, head epoch 2 at block 51081880)")
     assert f"\n  drifted    entity rules/release-gate: {reason}\n" in out.stdout
     assert f"DECISION: REFUSE: entity rules/release-gate: {reason}" in out.stdout
-    name = f"entity-rules-release-gate-{local16}"
-    assert f"refusal written back as Sibyl entity kint_refusal/{name}" in out.stdout
+    # 07-verify.md, "The refusal is written back": the name ends with the unix seconds.
+    written = re.search(r"^refusal written back as Sibyl entity kint_refusal/"
+                        r"(entity-rules-release-gate-\d+)$", out.stdout, re.M)
+    assert written, out.stdout
+    name = written.group(1)
     assert (check["anchored_seq"], check["anchored_block"], check["head_seq"],
             check["head_block"]) == (2, 51081880, 2, 51081880)
     assert result["refusal_entity"] is None  # --no-write
@@ -425,8 +428,8 @@ def test_a_row_deleted_after_the_search_comes_back_missing(tmp_path):
     assert out["checks"][0]["status"] == "missing"
     assert out["reason"] == ("entity rules/release-gate: the row the search returned is no "
                              "longer in the store")
-    name = "entity-rules-release-gate-missing"
-    assert out["refusal_entity"] == f"kint_refusal/{name}"
+    assert re.fullmatch(r"kint_refusal/entity-rules-release-gate-\d+", out["refusal_entity"])
+    name = out["refusal_entity"].split("/", 1)[1]
     assert client.get_entity("kint_refusal", name)["body"]["local_leaf"] is None
 
 

@@ -25,8 +25,11 @@ KEY_GONE = "the data key on this machine has expired or is missing"
 
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
+# memory_push without a session key that loads answers v0.3.0's exception class for it,
+# `KeyError_` (08-tools.md, "memory_push", its errors table).
 _PUSH_CODES = {"NO_DATA_KEY": "KEY_EXPIRED", "GAP": "PUSH_FAILED",
-               "BAD_REQUEST": "PUSH_FAILED", "TOO_LARGE": "PUSH_FAILED"}
+               "BAD_REQUEST": "PUSH_FAILED", "TOO_LARGE": "PUSH_FAILED",
+               "NO_SESSION_KEY": "KeyError_"}
 _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "PULL_FAILED"}
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).

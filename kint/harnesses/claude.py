@@ -45,10 +45,19 @@ def same(current: Any, wanted: dict[str, Any]) -> bool:
     return all(current.get(k, [] if k == "args" else None) == v for k, v in wanted.items())
 
 
+# v0.3.0's reminder, printed after every Claude Code registration (13-harnesses.md, "kint
+# setup"): its words are conditional, so it stands whether or not Sibyl's server is there.
+SIBYL_REMINDER = ("  claude: `claude mcp remove -s user sibyl-memory` if Sibyl's own server is "
+                  "also registered (one store, one server)")
+
+
 def sibyl_note(servers: dict[str, Any]) -> list[str]:
-    names = [n for n, s in servers.items() if n != SERVER_NAME and _is_sibyls(n, s)]
-    return [f"  claude: Sibyl's own server is registered too ({n}): `claude mcp remove -s user "
-            f"{n}` (one store, one server)" for n in names]
+    """v0.3.0's reminder, then a line for each Sibyl server registered under a name other
+    than `sibyl-memory`, which the reminder's command would not remove."""
+    names = [n for n, s in servers.items()
+             if n not in (SERVER_NAME, "sibyl-memory") and _is_sibyls(n, s)]
+    return [SIBYL_REMINDER, *(f"  claude: Sibyl's own server is registered too ({n}): `claude "
+                              f"mcp remove -s user {n}` (one store, one server)" for n in names)]
 
 
 def _is_sibyls(name: str, server: Any) -> bool:
@@ -64,9 +73,10 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     wanted = entry(plan)
     servers = user_servers(path)
     if same(servers.get(SERVER_NAME), wanted):
+        # v0.3.0's line (13-harnesses.md, "kint setup"): kint is registered at user scope,
+        # as setup writes it; the report's status says nothing was rewritten.
         return [Report("claude", "unchanged",
-                       ["claude: kint already registered (user scope), nothing changed",
-                        *sibyl_note(servers)])]
+                       ["claude: registered kint (user scope)", *sibyl_note(servers)])]
     lines: list[str] = []
     backed_up(lines, "claude", backup(path))
     if SERVER_NAME in servers:
@@ -79,4 +89,4 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
                        [f"claude: failed: `claude mcp add-json` did not register kint: "
                         f"{tail(added)}", *lines])]
     return [Report("claude", "changed",
-                   ["claude: registered kint (user scope)", *lines, *sibyl_note(servers)])]
+                   ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

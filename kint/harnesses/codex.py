@@ -90,8 +90,9 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     wanted = wanted_table(plan, current)
     notes = sibyl_note(servers if isinstance(servers, dict) else {})
     if current == wanted:
-        return [Report("codex", "unchanged",
-                       [f"codex: already configured ({path}), nothing changed", *notes])]
+        # v0.3.0's line (13-harnesses.md, "Codex"); here only a table that already is what
+        # setup writes is left alone.
+        return [Report("codex", "unchanged", ["codex: already configured", *notes])]
     try:
         new_text = replace_table(text, wanted)
     except EditError as err:

@@ -161,8 +161,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("KINT_VERIFY_HEAD_SECONDS", "float", 2.0, "call", DAEMON, CHAIN,
        "how long verify's head read may wait", minimum=0.1),
     _s("KINT_OFFLINE", "flag", False, "call", CLI_DAEMON, CHAIN,
-       "`1`: verify and status read no chain head; `connect`, `rekey` and `recovery-code` "
-       "read no header", "unset"),
+       "`1`: verify reads no chain head; `connect`, `rekey` and `recovery-code` read no "
+       "header", "unset"),
     _s("KINT_NONCE_RETRY_SECONDS", "float", 15.0, "call", CLI_DAEMON, CHAIN,
        "how long a transaction waits before another space's stuck one is pushed through "
        "(a kint extension)", minimum=0.5),
@@ -267,8 +267,7 @@ V030_DEPARTURES: dict[str, str] = {
     "KINT_RPC_TIMEOUT": "a call that times out or cannot connect is not tried again (v0.3.0 "
                         "tries it up to twice more): web3's retries are off, so a hung "
                         "endpoint costs one timeout; below 0.1 is raised to 0.1",
-    "KINT_OFFLINE": "`kint status` reads no chain head either (v0.3.0's reads it when "
-                    "connected), and `kint join`, which must read the chain, refuses",
+    "KINT_OFFLINE": "`kint join`, which must read the chain, refuses",
     "KINT_SESSION_PASSPHRASE": "the supervisor's value unseals the keys, so a command whose "
                                "value differs is told so (v0.3.0 reads each process's own)",
     "KINT_NO_KEYCHAIN": "the supervisor's value applies to what its workers do; a command's "

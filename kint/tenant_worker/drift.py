@@ -28,7 +28,7 @@ from kint.rows.export import export_rows
 from kint.tenant_worker.changes import store_lost
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import archived_entities
-from kint.tenant_worker.verify import REFUSAL_CATEGORY
+from kint.tenant_worker.verify import refused_values
 
 log = logging.getLogger("kint.worker")
 
@@ -93,7 +93,7 @@ class DriftBaseline:
         rows = export_rows(conn, tenant)
         current = {r.canonical_id: r for r in rows}
         anchored = mirror.rows if mirror is not None else {}
-        refusals = {r.key for r in rows if r.tier == "entity" and r.category == REFUSAL_CATEGORY}
+        refusals = refused_values(rows)
         with self._lock:
             baseline = dict(self._leaves) if self._leaves is not None else None
         refused: list[str] = []
@@ -104,11 +104,9 @@ class DriftBaseline:
             if leaf == old.leaf.hex():
                 continue
             label = old.label()
-            if row is not None:
-                name = (f"{row.tier}-{row.category or ''}-{row.key}-{leaf[:16]}")[:200]
-                if name in refusals:
-                    refused.append(label)
-                    continue
+            if row is not None and (cid, leaf) in refusals:
+                refused.append(label)
+                continue
             if baseline is not None and baseline.get(cid, old.leaf.hex()) != leaf:
                 behind.append(label)
         hold = None

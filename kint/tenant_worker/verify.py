@@ -10,12 +10,14 @@ tools.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from kint.rows.canon import Row, row_label
+from kint.rows.canon import Row, canonical_id, row_label
 from kint.rows.export import read_row
 from kint.tenant_worker.chain_head import HeadReading
 from kint.tenant_worker.statefiles import CorruptStateFile, EpochMeta, Mirror, SpaceState
@@ -127,9 +129,40 @@ def _metas(state: SpaceState) -> Callable[[int], EpochMeta]:
     return meta_of
 
 
-def refusal_name(check: Check) -> str:
-    name = f"{check.tier}-{check.category or ''}-{check.key}-{_short(check.local_leaf) or 'missing'}"
-    return name[:REFUSAL_NAME_MAX]
+def refusal_name(check: Check, unix_seconds: int | None = None) -> str:
+    """The refusal entity's name as kint v0.3.0 gives it (07-verify.md, "The refusal is
+    written back"): tier, category (`none` without one), key and the unix seconds of the
+    write, cut to 200 characters. The name is a label for people and Sibyl's tools only:
+    the hold finds the refused value by the body's `local_leaf` (`refused_values`), so a
+    value refused twice is two entities, as in v0.3.0."""
+    seconds = int(time.time()) if unix_seconds is None else unix_seconds
+    return f"{check.tier}-{check.category or 'none'}-{check.key}-{seconds}"[:REFUSAL_NAME_MAX]
+
+
+def refused_values(rows: list[Row]) -> set[tuple[str, str]]:
+    """(canonical id, leaf) of every value a `kint_refusal` entity among `rows` refused,
+    read from its body's `tier`, `category`, `key` and `local_leaf`. The body, not the name,
+    so a refusal written under this kint's former name (`TIER-CATEGORY-KEY-LEAF16`) in a
+    store that predates v0.3.0's names still holds the value it refused. A body that does
+    not parse, or names no leaf (a row that was missing), refuses no stored value."""
+    refused: set[tuple[str, str]] = set()
+    for row in rows:
+        if row.tier != "entity" or row.category != REFUSAL_CATEGORY:
+            continue
+        try:
+            body = json.loads(row.fields.get("body") or "")
+        except ValueError:
+            continue
+        if not isinstance(body, dict):
+            continue
+        tier, category, key, leaf = (body.get(f) for f in ("tier", "category", "key",
+                                                            "local_leaf"))
+        if not (isinstance(tier, str) and isinstance(key, str) and isinstance(leaf, str)
+                and (category is None or isinstance(category, str))):
+            continue
+        # The leaf as this kint writes it (64 hex, no 0x), whichever kint wrote the body.
+        refused.add((canonical_id(tier, category, key), leaf.lower().removeprefix("0x")))
+    return refused
 
 
 def refusal_body(check: Check, query: str, reason: str) -> dict[str, Any]:
