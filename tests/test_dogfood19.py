@@ -1,0 +1,104 @@
+"""What a day of using kint from the command line found (session 19's dogfood lane), each
+case on the one machine this module shares: a real supervisor started by `kint
+supervisor start`, a real Sibyl store, and a second process that holds SQLite's lock on
+that store when a test needs a request of the worker's to stay in flight (the worker's
+read waits out SQLite's busy timeout, 2 s, then answers BUSY).
+
+- `kint supervisor stop` while a worker runs a request: the worker finishes it before it
+  exits (a push it was anchoring lands), so its client gets the worker's answer, not
+  "the supervisor is stopping", which told a `kint push` whose epoch had landed that it
+  failed, with a hint that the worker was being restarted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kint.client import KintError
+
+# Takes SQLite's exclusive lock on the store (argv[1]) with a write, says so, and keeps it
+# until its stdin closes (as tests/test_locked_store.py holds it).
+_LOCKER = ("import sqlite3, sys\n"
+           "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+           "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+           "c.execute('BEGIN EXCLUSIVE')\n"
+           "c.execute('CREATE TABLE IF NOT EXISTS kint_test_lock (x)')\n"
+           "c.execute('COMMIT')\n"
+           "print('locked', flush=True)\n"
+           "sys.stdin.read()\n")
+
+
+class Locked:
+    """`db` held locked by another process until `release`."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _LOCKER, str(db)], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "locked\n"
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    from conftest import make_sandbox, write_store
+
+    sb = make_sandbox(tmp_path_factory.mktemp("dogfood19"))
+    write_store(sb.sibyl_db)
+    sb.start()
+    yield sb
+    sb.shutdown()
+
+
+def _op_in_flight(sb, op: str) -> bool:
+    rows = [r for r in sb.sup_status()["spaces"] if r["store"] == str(sb.sibyl_db)]
+    return bool(rows) and (rows[0].get("op") or {}).get("name") == op
+
+
+def test_a_stop_lets_the_request_its_worker_runs_answer(machine):
+    sb = machine
+    if not _alive(sb):
+        sb.start()
+    sb.call("status", db=sb.sibyl_db)  # the space's worker runs, ready
+    lock = Locked(sb.sibyl_db)
+    box: dict[str, Any] = {}
+
+    def status() -> None:
+        try:
+            # With the chain's lines (as `kint status` asks): on the worker's pool, so its
+            # beat shows it in flight; the plain status runs on the thread that beats.
+            box["result"] = sb.call("status", db=sb.sibyl_db, timeout_s=60,
+                                    args={"chain": True})
+        except KintError as err:
+            box["error"] = err
+
+    try:
+        asking = threading.Thread(target=status)
+        asking.start()
+        sb.wait_for(lambda: _op_in_flight(sb, "status"), interval=0.02,
+                    what="the status op in flight")
+        sb.call("sup.stop", timeout_s=60)
+        asking.join(60)
+    finally:
+        lock.release()
+    err = box.get("error")
+    # The worker's own answer: the store is locked (BUSY), which a user can act on; before,
+    # the supervisor answered WORKER_DOWN "the supervisor is stopping" at once, whatever
+    # the worker then did.
+    assert err is not None and err.code == "BUSY", (box, getattr(err, "message", None))
+    assert "is locked by another process" in err.message, err.message
+
+
+def _alive(sb) -> bool:
+    from kint.supervisor.pidlock import running_pid
+
+    return running_pid(sb.kint_home) is not None
