@@ -4,7 +4,8 @@ the answer. No engine code runs here.
 
 Errors print as two lines, what happened and what to do, with no traceback unless
 `--debug`. Exit codes: 0 success, 1 a refusal or a degraded state, 2 an error, 3 no
-supervisor running (for `kint supervisor status`).
+supervisor running (for `kint supervisor status`), 130 Ctrl-C (kint.commands.exit_codes
+has them all).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import click
 from click.exceptions import NoArgsIsHelpError
 
 from kint import __version__
-from kint.commands.common import Ctx, help_hint, refuse_blank_space_options, usage_error
+from kint.commands.common import (Ctx, help_hint, refuse_blank_space_options,
+                                  refuse_interrupted, usage_error)
 from kint.paths import home_refusal, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
@@ -75,6 +77,12 @@ class LazyGroup(click.Group):
             raise
         except click.UsageError as err:
             _usage_refused(err)
+        except KeyboardInterrupt:
+            # Ctrl-C anywhere a command has no word of its own for it (a prompt, a local
+            # step): a refusal with its code and exit 130, where click says `Aborted!`. On
+            # a line of its own, as click's: a prompt's line is still open.
+            click.echo("", err=True)
+            refuse_interrupted()
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})

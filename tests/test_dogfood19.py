@@ -4,6 +4,10 @@ supervisor start`, a real Sibyl store, and a second process that holds SQLite's 
 that store when a test needs a request of the worker's to stay in flight (the worker's
 read waits out SQLite's busy timeout, 2 s, then answers BUSY).
 
+- Ctrl-C while a command waits on its worker: a refusal with its code (`INTERRUPTED`),
+  a hint and exit 130, saying that the worker goes on with the request (a push goes on
+  anchoring), where click printed a bare `Aborted!` and exited 1, the status of verify's
+  refusal; under `--json`, the refusal object on stdout.
 - `kint supervisor stop` while a worker runs a request: the worker finishes it before it
   exits (a push it was anchoring lands), so its client gets the worker's answer, not
   "the supervisor is stopping", which told a `kint push` whose epoch had landed that it
@@ -12,23 +16,29 @@ read waits out SQLite's busy timeout, 2 s, then answers BUSY).
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import KINT
 from kint.client import KintError
 
 # Takes SQLite's exclusive lock on the store (argv[1]) with a write, says so, and keeps it
-# until its stdin closes (as tests/test_locked_store.py holds it).
+# until its stdin closes (as tests/test_locked_store.py holds it). The write changes the
+# file each time, so the worker reads the store again rather than answer from its counts.
 _LOCKER = ("import sqlite3, sys\n"
            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
            "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
            "c.execute('BEGIN EXCLUSIVE')\n"
            "c.execute('CREATE TABLE IF NOT EXISTS kint_test_lock (x)')\n"
+           "c.execute('INSERT INTO kint_test_lock VALUES (1)')\n"
            "c.execute('COMMIT')\n"
            "print('locked', flush=True)\n"
            "sys.stdin.read()\n")
@@ -59,9 +69,42 @@ def machine(tmp_path_factory):
     sb.shutdown()
 
 
-def _op_in_flight(sb, op: str) -> bool:
+def _op_in_flight(sb, op: str, since: float) -> bool:
+    """Whether the space's worker runs `op`, begun since `since` (time.monotonic()): not
+    the one an earlier test left running, which its worker finishes after its client went
+    away."""
     rows = [r for r in sb.sup_status()["spaces"] if r["store"] == str(sb.sibyl_db)]
-    return bool(rows) and (rows[0].get("op") or {}).get("name") == op
+    running = (rows[0].get("op") or {}) if rows else {}
+    return running.get("name") == op and running["age_s"] <= time.monotonic() - since
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+def test_ctrl_c_while_waiting_on_the_worker_says_it_goes_on_and_exits_130(machine, as_json):
+    sb = machine
+    lock = Locked(sb.sibyl_db)  # `kint status` waits on the store's lock in the worker
+    try:
+        sent = time.monotonic()
+        proc = subprocess.Popen([KINT, "status", *(["--json"] if as_json else [])],
+                                env=sb.env, text=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        sb.wait_for(lambda: _op_in_flight(sb, "status", sent), interval=0.02,
+                    what="the status op in flight")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        lock.release()
+    assert proc.returncode == 130, (proc.returncode, out, err)
+    assert "Aborted" not in out + err and "Traceback" not in err, (out, err)
+    said = "this command stopped waiting, not the status it sent"
+    if as_json:
+        refusal = json.loads(out)
+        assert refusal["error"] == "INTERRUPTED" and said in refusal["message"], refusal
+        assert "kint supervisor status" in refusal["hint"], refusal
+        assert err == "", err
+    else:
+        message, hint = err.splitlines()
+        assert message.startswith("kint: error: interrupted (Ctrl-C): " + said), err
+        assert message.endswith(" [INTERRUPTED]") and hint.startswith("hint: "), err
 
 
 def test_a_stop_lets_the_request_its_worker_runs_answer(machine):
@@ -83,8 +126,9 @@ def test_a_stop_lets_the_request_its_worker_runs_answer(machine):
 
     try:
         asking = threading.Thread(target=status)
+        sent = time.monotonic()
         asking.start()
-        sb.wait_for(lambda: _op_in_flight(sb, "status"), interval=0.02,
+        sb.wait_for(lambda: _op_in_flight(sb, "status", sent), interval=0.02,
                     what="the status op in flight")
         sb.call("sup.stop", timeout_s=60)
         asking.join(60)

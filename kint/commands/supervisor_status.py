@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 from kint import render
 from kint.client import Client, KintError, SupervisorUnavailable
-from kint.commands.exit_codes import ERROR, NO_SUPERVISOR
+from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, NO_SUPERVISOR,
+                                      interrupted_words)
 from kint.paths import home_refusal, kint_home
 
 _PLAIN_FORMS = {("supervisor", "status"): False, ("supervisor", "status", "--json"): True}
@@ -108,13 +109,18 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
 
 
 def run_plain(as_json: bool) -> int:
-    """`run` for the console script, with what click would otherwise do at the edges:
-    Ctrl-C ends it with "Aborted!" and 1, a closed pipe (`| head`) quietly with 1."""
+    """`run` for the console script, with what the command line does at the edges: Ctrl-C
+    ends it as every command's (`INTERRUPTED`, exit 130), a closed pipe (`| head`)
+    quietly with 1, as click does."""
     try:
         return run(as_json=as_json)
     except KeyboardInterrupt:
-        _err("\nAborted!")
-        return 1
+        message, hint = interrupted_words(None)
+        if as_json:
+            _refusal_json(INTERRUPTED_CODE, message, hint)
+        else:
+            _err("\n" + render.refusal_text(INTERRUPTED_CODE, message, hint))
+        return INTERRUPTED
     except BrokenPipeError:
         # Nothing more reaches a closed pipe; the flush at exit goes to /dev/null instead.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
