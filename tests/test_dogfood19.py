@@ -12,6 +12,8 @@ read waits out SQLite's busy timeout, 2 s, then answers BUSY).
   exits (a push it was anchoring lands), so its client gets the worker's answer, not
   "the supervisor is stopping", which told a `kint push` whose epoch had landed that it
   failed, with a hint that the worker was being restarted.
+- A refusal of Sibyl's (SIBYL_ERROR: its account gate, its cap) carries the lines about
+  settings of the call that were not used, as kint's own refusals do.
 """
 
 from __future__ import annotations
@@ -146,3 +148,21 @@ def _alive(sb) -> bool:
     from kint.supervisor.pidlock import running_pid
 
     return running_pid(sb.kint_home) is not None
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+def test_a_refusal_of_sibyls_carries_the_notices_of_the_call(machine, as_json):
+    """A setting of the command's environment that the call does not use is said on every
+    answer, a refusal's too (docs/commands.md: `notices`); Sibyl's own refusals (here its
+    account gate: the machine has no Sibyl account) lost them."""
+    out = machine.kint("verify", "release rule", *(["--json"] if as_json else []),
+                       env={"KINT_QUIET_SECONDS": "later"})
+    notice = "kint: KINT_QUIET_SECONDS='later' in this environment is not a number"
+    if as_json:
+        refusal = json.loads(out.stdout)
+        assert refusal["error"] == "SIBYL_ERROR", refusal
+        assert any(line.startswith(notice) for line in refusal.get("notices", [])), refusal
+    else:
+        assert "[SIBYL_ERROR]" in out.stderr, out.stderr
+        assert notice in out.stderr, out.stderr
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
