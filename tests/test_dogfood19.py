@@ -14,11 +14,15 @@ read waits out SQLite's busy timeout, 2 s, then answers BUSY).
   failed, with a hint that the worker was being restarted.
 - A refusal of Sibyl's (SIBYL_ERROR: its account gate, its cap) carries the lines about
   settings of the call that were not used, as kint's own refusals do.
+- A supervisor that runs and does not answer (SIGSTOP) is named, with its pid and how to
+  resume or end it, by `supervisor status`, `reload`, `stop` and doctor, none of which
+  calls it absent any more.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -166,3 +170,55 @@ def test_a_refusal_of_sibyls_carries_the_notices_of_the_call(machine, as_json):
         assert "[SIBYL_ERROR]" in out.stderr, out.stderr
         assert notice in out.stderr, out.stderr
     assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+
+
+def test_a_stopped_supervisor_is_named_not_called_absent(machine):
+    """A supervisor stopped with SIGSTOP (or stuck) holds its pid lock and says it serves:
+    `supervisor status` said "no supervisor is running" (exit 3), which sends the user to
+    start one; `reload` the same; doctor said to `kint supervisor start`; `stop` waited its
+    whole minute for an answer. Each now names the pid and how to resume or end it."""
+    from conftest import SUPPORT
+    from kint.supervisor.pidlock import running_pid
+
+    sb = machine
+    if not _alive(sb):
+        sb.start()
+    pid = running_pid(sb.kint_home)
+    said = f"the supervisor (pid {pid}) runs but does not answer"
+    resume = f"`kill -CONT {pid}` resumes it"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # All at once: each waits a second or two on the silent socket. `run_kint.py` cuts
+        # the stop's 10 s of silence before it says so to 1 s.
+        running = {name: subprocess.Popen(argv, env={**sb.env,
+                                                     "KINT_TEST_UNREACHABLE_AFTER_S": "1"},
+                                          text=True, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                   for name, argv in {
+                       "status": [KINT, "supervisor", "status"],
+                       "json": [KINT, "supervisor", "status", "--json"],
+                       "reload": [KINT, "supervisor", "reload"],
+                       "doctor": [KINT, "doctor", "--json"],
+                       "stop": [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor",
+                                "stop"]}.items()}
+        done = {name: (proc.communicate(timeout=60), proc.returncode)
+                for name, proc in running.items()}
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    outs = {name: subprocess.CompletedProcess([], code, out, err)
+            for name, ((out, err), code) in done.items()}
+    status, as_json, reload, doctor, stop = (outs[n] for n in ("status", "json", "reload",
+                                                               "doctor", "stop"))
+    assert status.returncode == 1, (status.returncode, status.stderr)
+    assert said in status.stderr and resume in status.stderr, status.stderr
+    assert "[SUPERVISOR_UNAVAILABLE]" in status.stderr, status.stderr
+    refusal = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and said in refusal["message"], as_json
+    assert reload.returncode == 2 and said in reload.stderr, reload
+    reachable = next(c for c in json.loads(doctor.stdout)["checks"]
+                     if c["name"] == "supervisor reachable")
+    assert not reachable["ok"] and said in reachable["detail"], reachable
+    assert f"kill {pid}" in reachable["hint"], reachable
+    assert stop.returncode == 2 and said in stop.stderr, (stop.returncode, stop.stderr)
+    assert running_pid(sb.kint_home) == pid  # resumed, it serves on
+    assert sb.call("sup.ping")["pid"] == pid

@@ -183,17 +183,33 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> No
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if now - silent_since >= UNREACHABLE_AFTER_S:
-                raise SupervisorNotReachable(
-                    f"the supervisor (pid {found.pid}) runs but does not answer on "
-                    f"{front_address(home)}{_stopped_note(found.pid)}",
-                    f"see {log_path(home)}; `kill {found.pid}` lets the next command start "
-                    "a new one")
+                raise silent_supervisor(home, found.pid)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {wait_s:.0f}s",
                 f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
                 "`kint supervisor start --foreground` to see why it does not start")
         time.sleep(RETRY_EVERY_S)
+
+
+def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
+    """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
+    says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
+    "no supervisor is running", which would send the user to start one beside it."""
+    return SupervisorNotReachable(
+        f"the supervisor (pid {pid}) runs but does not answer on "
+        f"{front_address(home)}{_stopped_note(pid)}",
+        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
+
+
+def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
+    """For a caller whose ping went unanswered: the refusal `silent_supervisor` gives when
+    a supervisor holds `home`'s pid lock and serves, else None (none runs, or one is still
+    starting)."""
+    found = holder(home)
+    if found is None or not found.serving:
+        return None
+    return silent_supervisor(home, found.pid)
 
 
 def _last_words(home: Path) -> str:
