@@ -192,7 +192,7 @@ def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
         out = machine.kint(*argv, env={"KINT_HOME": str(home)})
         assert out.returncode == 2, (argv, out.stdout, out.stderr)
         assert out.stderr.splitlines() == [
-            f"kint: error: KINT_HOME {home} {why}",
+            f"kint: error: KINT_HOME {home} {why} [BAD_REQUEST]",
             "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
             "unset it for ~/.kint"], out.stderr
 
@@ -261,7 +261,7 @@ def test_kint_server_refuses_a_kint_home_that_is_not_a_folder(machine, tmp_path)
                          text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.splitlines() == [
-        f"kint-server: error: KINT_HOME {afile} is not a plain folder",
+        f"kint-server: error: KINT_HOME {afile} is not a plain folder [BAD_REQUEST]",
         "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
         "unset it for ~/.kint"], out.stderr
 

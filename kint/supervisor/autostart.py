@@ -26,7 +26,8 @@ from pathlib import Path
 
 from kint.logs import setup_file_logging
 from kint.proc_name import SUPERVISOR, set_process_name
-from kint.paths import UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
+from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
+                        log_path, run_dir)
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
@@ -65,7 +66,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         ensure_private_dir(home)
         ensure_private_dir(run_dir(home))
     except UnsafePathError as err:
-        print(f"kint: error: {err}\nhint: {err.hint}", file=sys.stderr)
+        print(f"kint: error: {err} [{HOME_REFUSAL_CODE}]\nhint: {err.hint}", file=sys.stderr)
         return 2
     setup_file_logging(home)
     try:
