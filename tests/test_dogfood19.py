@@ -17,6 +17,8 @@ read waits out SQLite's busy timeout, 2 s, then answers BUSY).
 - A supervisor that runs and does not answer (SIGSTOP) is named, with its pid and how to
   resume or end it, by `supervisor status`, `reload`, `stop` and doctor, none of which
   calls it absent any more.
+- An RPC that fails on the way (silent, unreachable) is said in words, naming the setting
+  that bounds the wait, not only by the library's class name.
 """
 
 from __future__ import annotations
@@ -222,3 +224,23 @@ def test_a_stopped_supervisor_is_named_not_called_absent(machine):
     assert stop.returncode == 2 and said in stop.stderr, (stop.returncode, stop.stderr)
     assert running_pid(sb.kint_home) == pid  # resumed, it serves on
     assert sb.call("sup.ping")["pid"] == pid
+
+
+@pytest.mark.parametrize("raised,said", [
+    ("ReadTimeout", "the endpoint did not answer within KINT_RPC_TIMEOUT (ReadTimeout)"),
+    ("ConnectionError", "the endpoint could not be reached (ConnectionError)"),
+], ids=["silent", "unreachable"])
+def test_an_endpoint_that_fails_is_said_in_words(raised, said):
+    """`kint pull` over a silent RPC said `reading the head: ReadTimeout`: the library's
+    class name, not what happened or which setting bounds the wait."""
+    import requests
+
+    from kint.chain.calls import bounded
+    from kint.chain.rpc import RpcUnavailable
+
+    def call() -> None:
+        raise getattr(requests.exceptions, raised)("from the transport")
+
+    with pytest.raises(RpcUnavailable) as refused:
+        bounded(call, "reading the head")
+    assert str(refused.value) == f"reading the head: {said}"
