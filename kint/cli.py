@@ -15,7 +15,7 @@ import sys
 from typing import Any, NoReturn
 
 import click
-from click.exceptions import NoArgsIsHelpError
+from click.exceptions import NoArgsIsHelpError, NoSuchOption
 
 from kint import __version__
 from kint.commands.common import (Ctx, help_hint, refuse_blank_space_options,
@@ -49,11 +49,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# The global options, which go before the command (`kint --tenant T status`), as in v0.3.0.
+GLOBAL_OPTIONS = ("--tenant", "--db", "--debug")
+
+
 def _usage_refused(err: click.UsageError) -> NoReturn:
     """Click's refusal of a command line (an unknown flag, a value out of range, a missing
     argument) printed as kint's own usage errors are (`usage_error`), not as click's usage
-    block: a code, one line, a hint."""
+    block: a code, one line, a hint. A global option given after a command that does not
+    take it is the usual slip: the hint says where it goes."""
     message = err.format_message().strip().removesuffix(".")
+    name = getattr(err, "option_name", None)
+    if isinstance(err, NoSuchOption) and name in GLOBAL_OPTIONS and err.ctx is not None:
+        command = err.ctx.command_path.removeprefix(f"{err.ctx.find_root().info_name} ")
+        usage_error(message, f"{name} is a global option: give it before the command, "
+                             f"`kint {name}{'' if name == '--debug' else ' ...'} {command}`")
     usage_error(message, help_hint(err.ctx))
 
 

@@ -18,6 +18,13 @@ CASES = [
                               str(2**64)], None, 2, "is not in the range"),
     ("an empty tenant", ["--tenant", "", "status"], None, 2, "--tenant is empty"),
     ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
+    # A global option after a command that does not take it: the hint says where it goes.
+    ("a global option after the command", ["status", "--tenant", "t"], None, 2,
+     "hint: --tenant is a global option: give it before the command, `kint --tenant ... "
+     "status`"),
+    ("--debug after a subcommand", ["supervisor", "status", "--debug"], None, 2,
+     "hint: --debug is a global option: give it before the command, `kint --debug "
+     "supervisor status`"),
     # Before the command, so before its --json is read: plain text (docs/commands.md).
     ("an empty tenant before a --json command", ["--tenant", "", "status", "--json"], None,
      2, "--tenant is empty"),
