@@ -4,7 +4,8 @@ the answer. No engine code runs here.
 
 Errors print as two lines, what happened and what to do, with no traceback unless
 `--debug`. Exit codes: 0 success, 1 a refusal or a degraded state, 2 an error, 3 no
-supervisor running (for `kint supervisor status`).
+supervisor running (for `kint supervisor status`), 130 Ctrl-C (kint.commands.exit_codes
+has them all).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import sys
 from typing import Any, NoReturn
 
 import click
-from click.exceptions import NoArgsIsHelpError
+from click.exceptions import NoArgsIsHelpError, NoSuchOption
 
 from kint import __version__
-from kint.commands.common import Ctx, help_hint, refuse_blank_space_options, usage_error
+from kint.commands.common import (Ctx, help_hint, refuse_blank_space_options,
+                                  refuse_interrupted, usage_error)
 from kint.paths import home_refusal, kint_home
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
@@ -47,11 +49,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# The global options, which go before the command (`kint --tenant T status`), as in v0.3.0.
+GLOBAL_OPTIONS = ("--tenant", "--db", "--debug")
+
+
 def _usage_refused(err: click.UsageError) -> NoReturn:
     """Click's refusal of a command line (an unknown flag, a value out of range, a missing
     argument) printed as kint's own usage errors are (`usage_error`), not as click's usage
-    block: a code, one line, a hint."""
+    block: a code, one line, a hint. A global option given after a command that does not
+    take it is the usual slip: the hint says where it goes."""
     message = err.format_message().strip().removesuffix(".")
+    name = getattr(err, "option_name", None)
+    if isinstance(err, NoSuchOption) and name in GLOBAL_OPTIONS and err.ctx is not None:
+        command = err.ctx.command_path.removeprefix(f"{err.ctx.find_root().info_name} ")
+        usage_error(message, f"{name} is a global option: give it before the command, "
+                             f"`kint {name}{'' if name == '--debug' else ' ...'} {command}`")
     usage_error(message, help_hint(err.ctx))
 
 
@@ -75,6 +87,12 @@ class LazyGroup(click.Group):
             raise
         except click.UsageError as err:
             _usage_refused(err)
+        except KeyboardInterrupt:
+            # Ctrl-C anywhere a command has no word of its own for it (a prompt, a local
+            # step): a refusal with its code and exit 130, where click says `Aborted!`. On
+            # a line of its own, as click's: a prompt's line is still open.
+            click.echo("", err=True)
+            refuse_interrupted()
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})

@@ -31,6 +31,10 @@ class UnsafePathError(Exception):
         self.hint = hint
 
 
+# The code a KINT_HOME that cannot be kint's folder is refused with, as every refusal
+# carries one: bad input, of the environment rather than of the command line.
+HOME_REFUSAL_CODE = "BAD_REQUEST"
+
 # What to do about such a KINT_HOME: kint refuses it (never follows, never takes it over)
 # rather than keep keys where someone else could read or replace them. The one hint the
 # command line, the client and a foreground supervisor give.
@@ -100,7 +104,8 @@ def home_refusal(home: Path, program: str = "kint") -> str | None:
     problem = folder_problem(home)
     if problem is None:
         return None
-    return f"{program}: error: KINT_HOME {home} {problem}\nhint: {home_hint(home)}"
+    return (f"{program}: error: KINT_HOME {home} {problem} [{HOME_REFUSAL_CODE}]\n"
+            f"hint: {home_hint(home)}")
 
 
 def folder_problem(path: Path) -> str | None:

@@ -18,6 +18,13 @@ CASES = [
                               str(2**64)], None, 2, "is not in the range"),
     ("an empty tenant", ["--tenant", "", "status"], None, 2, "--tenant is empty"),
     ("an empty store path", ["--db", " ", "status"], None, 2, "--db is empty"),
+    # A global option after a command that does not take it: the hint says where it goes.
+    ("a global option after the command", ["status", "--tenant", "t"], None, 2,
+     "hint: --tenant is a global option: give it before the command, `kint --tenant ... "
+     "status`"),
+    ("--debug after a subcommand", ["supervisor", "status", "--debug"], None, 2,
+     "hint: --debug is a global option: give it before the command, `kint --debug "
+     "supervisor status`"),
     # Before the command, so before its --json is read: plain text (docs/commands.md).
     ("an empty tenant before a --json command", ["--tenant", "", "status", "--json"], None,
      2, "--tenant is empty"),
@@ -192,7 +199,7 @@ def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
         out = machine.kint(*argv, env={"KINT_HOME": str(home)})
         assert out.returncode == 2, (argv, out.stdout, out.stderr)
         assert out.stderr.splitlines() == [
-            f"kint: error: KINT_HOME {home} {why}",
+            f"kint: error: KINT_HOME {home} {why} [BAD_REQUEST]",
             "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
             "unset it for ~/.kint"], out.stderr
 
@@ -261,7 +268,7 @@ def test_kint_server_refuses_a_kint_home_that_is_not_a_folder(machine, tmp_path)
                          text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.splitlines() == [
-        f"kint-server: error: KINT_HOME {afile} is not a plain folder",
+        f"kint-server: error: KINT_HOME {afile} is not a plain folder [BAD_REQUEST]",
         "hint: point KINT_HOME at a folder of your own (kint creates it, mode 0700), or "
         "unset it for ~/.kint"], out.stderr
 

@@ -129,7 +129,7 @@ def test_a_kint_home_that_is_a_symlink_is_refused_in_one_line(tmp_path):
         assert out.returncode == 2, (argv, out.stderr)
         assert "Traceback" not in out.stderr, argv
         assert out.stderr.splitlines() == [
-            f"kint: error: KINT_HOME {sb.kint_home} is not a plain folder",
+            f"kint: error: KINT_HOME {sb.kint_home} is not a plain folder [BAD_REQUEST]",
             f"hint: {UNSAFE_HOME_HINT}"], (argv, out.stderr)
     # A client that is not the command line (kint-server) gets the same refusal, coded.
     with pytest.raises(SupervisorUnavailable) as refused:
@@ -160,12 +160,12 @@ def test_a_relative_kint_home_is_refused_in_one_line(tmp_path, monkeypatch):
         out = run(*argv)
         assert out.returncode == 2, (argv, out.stderr)
         assert out.stderr.splitlines() == [
-            f"{Path(argv[0]).name}: error: KINT_HOME state/kint {RELATIVE_PROBLEM}",
+            f"{Path(argv[0]).name}: error: KINT_HOME state/kint {RELATIVE_PROBLEM} [BAD_REQUEST]",
             f"hint: {RELATIVE_HOME_HINT}"], (argv, out.stderr)
     # The daemon's own entry runs in /, where the path would name /state/kint.
     out = run(sys.executable, "-m", "kint.supervisor", "--home", "state/kint")
     assert out.returncode == 2, out.stderr
-    assert out.stderr.splitlines() == [f"kint: error: state/kint {RELATIVE_PROBLEM}",
+    assert out.stderr.splitlines() == [f"kint: error: state/kint {RELATIVE_PROBLEM} [BAD_REQUEST]",
                                        f"hint: {RELATIVE_HOME_HINT}"]
     assert run(KINT, "status", "--help").returncode == 0  # help keeps no files
     assert not (here / "state").exists() and not Path("/state").exists()

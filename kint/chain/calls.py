@@ -41,7 +41,7 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         return fn()
     except (requests.exceptions.RequestException, TimeExhausted, ConnectionError,
             OSError) as err:
-        raise RpcUnavailable(f"{what}: {type(err).__name__}") from None
+        raise RpcUnavailable(f"{what}: {transport_words(err)}") from None
     except Web3RPCError as err:
         # The node refused the call. Too little ETH for the gas is the sender's to fix, not
         # the endpoint's: it comes back as a refusal the ops can explain.
@@ -59,6 +59,20 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         # as BadResponseFormat quoting the reply whole): a lying or broken endpoint,
         # refused in words, never a traceback.
         raise RpcUnavailable(f"{what}: the endpoint's answer is not what was asked for") from None
+
+
+def transport_words(err: BaseException) -> str:
+    """What went wrong on the way to the endpoint, in words a user acts on, with the
+    library's name for it after: "ReadTimeout" alone said neither that the endpoint was
+    silent nor which setting bounds the wait."""
+    name = type(err).__name__
+    if isinstance(err, (requests.exceptions.Timeout, TimeoutError)):
+        return f"the endpoint did not answer within KINT_RPC_TIMEOUT ({name})"
+    if isinstance(err, TimeExhausted):
+        return f"the transaction was not mined in time ({name})"
+    if isinstance(err, (requests.exceptions.ConnectionError, ConnectionError)):
+        return f"the endpoint could not be reached ({name})"
+    return name
 
 
 def answer_int(value: Any) -> int:

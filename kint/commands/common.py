@@ -18,7 +18,8 @@ from kint.client import Client, KintError
 from kint.paths import kint_home
 from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, hint_with_notices, split_notices
 
-from kint.commands.exit_codes import ERROR as EXIT_ERROR, exit_code_for
+from kint.commands.exit_codes import (ERROR as EXIT_ERROR, INTERRUPTED, INTERRUPTED_CODE,
+                                      exit_code_for, interrupted_words)
 
 if TYPE_CHECKING:
     from kint.spaces import SpaceRef
@@ -101,6 +102,14 @@ def refuse(code: str, message: str, hint: str | None, status: int = EXIT_ERROR,
     else:
         click.echo("\n".join([render.refusal_text(code, message, hint), *notices]), err=True)
     sys.exit(status)
+
+
+def refuse_interrupted(op: str | None = None) -> NoReturn:
+    """Ctrl-C, printed as a refusal (a JSON object under `--json`) and exit 130, not click's
+    bare `Aborted!` and 1, the status of verify's refusal. `op`: the request the command
+    was waiting on, which goes on in the worker."""
+    message, hint = interrupted_words(op)
+    refuse(INTERRUPTED_CODE, message, hint, INTERRUPTED)
 
 
 def help_hint(ctx: click.Context | None = None) -> str:
@@ -207,13 +216,17 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     sent_at = time.monotonic()
     worker.start()
     shown = ""
-    with obj.client(autostart=False) as watcher:
-        while worker.is_alive():
-            worker.join(1.0)
-            line = watcher.progress_line(ref.space16, op, sent_at)
-            if line and line != shown:
-                click.echo(f"\r\x1b[2K{line}", err=True, nl=False)
-                shown = line
+    try:
+        with obj.client(autostart=False) as watcher:
+            while worker.is_alive():
+                worker.join(1.0)
+                line = watcher.progress_line(ref.space16, op, sent_at)
+                if line and line != shown:
+                    click.echo(f"\r\x1b[2K{line}", err=True, nl=False)
+                    shown = line
+    except KeyboardInterrupt:
+        click.echo("\r\x1b[2K", err=True, nl=False)  # the progress line, and the ^C
+        refuse_interrupted(op)
     if shown:
         click.echo("\r\x1b[2K", err=True, nl=False)
     if "error" in box:
@@ -232,6 +245,8 @@ def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
             return print_notices(client.call(op, tenant=ref.tenant, db=ref.db,
                                              space=ref.label, args=sent_settings(args),
                                              timeout_s=timeout_s))
+    except KeyboardInterrupt:
+        refuse_interrupted(op)
     except KintError as err:
         err = explained(err, ref)
         if on_error is not None:

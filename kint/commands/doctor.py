@@ -144,9 +144,15 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
               _tenant(obj.tenant)]
     client = obj.client(autostart=False)
     reachable = client.ping(2.0)
-    checks.append(check("supervisor reachable", reachable,
-                        "answering" if reachable else f"no supervisor for {home}",
-                        "run `kint supervisor start`"))
+    if reachable:
+        checks.append(check("supervisor reachable", True, "answering", ""))
+    else:
+        from kint.supervisor.autostart import unanswering_supervisor
+
+        silent = unanswering_supervisor(home)  # one runs (stopped, stuck): no start helps
+        checks.append(check("supervisor reachable", False,
+                            str(silent) if silent else f"no supervisor for {home}",
+                            silent.hint if silent else "run `kint supervisor start`"))
     ref = spaces.resolve(obj.tenant, obj.db)
     problem = spaces.store_problem(ref.db)
     if problem is not None:  # never sent: its worker would fail at every start

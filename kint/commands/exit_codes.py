@@ -14,7 +14,8 @@ One table, so a script can branch on `$?` the same way against either kint:
 
 And this kint's own: `supervisor status` and `supervisor reload` exit 3 when no
 supervisor runs for KINT_HOME, `devchain status` when no devchain runs (v0.3.0 has
-neither).
+neither); every command exits 130 on Ctrl-C (`INTERRUPTED`), as v0.3.0 did by its
+traceback, where click would say `Aborted!` and exit 1.
 """
 
 from __future__ import annotations
@@ -30,6 +31,22 @@ PUSH_PULL_REFUSED = 5
 FRESHNESS = 6
 # `kint supervisor status` (and `reload`) when no supervisor runs for KINT_HOME.
 NO_SUPERVISOR = 3
+# Ctrl-C (SIGINT): the shell's 128 + 2, which v0.3.0's uncaught KeyboardInterrupt also
+# exited with; no status above, since the command neither finished nor was refused.
+INTERRUPTED = 130
+INTERRUPTED_CODE = "INTERRUPTED"
+
+
+def interrupted_words(op: str | None) -> tuple[str, str]:
+    """The refusal line and hint of a command stopped by Ctrl-C. `op` is the request it
+    was waiting on, if any: the worker runs it to its end anyway (a push goes on signing
+    and anchoring), which the user must hear rather than believe it cancelled."""
+    if op is None:
+        return "interrupted (Ctrl-C)", "run the command again"
+    return (f"interrupted (Ctrl-C): this command stopped waiting, not the {op} it sent, "
+            f"which the space's worker runs to its end",
+            "`kint supervisor status` shows it while it runs; `kint status` says where the "
+            "space stands after")
 
 # `rekey` exits 2 for its own refusals (a key it cannot carry over, BAD_REQUEST or WRONG_KEY;
 # a machine with no key wraps to carry, BAD_REQUEST; the head header it could not read,

@@ -75,6 +75,12 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         gone = "" if home.is_dir() else f" ({home} does not exist)"
         click.echo(f"no supervisor is running for {home}{gone}")
         return
+    from kint.supervisor import autostart
+
+    if not client.ping(autostart.UNREACHABLE_AFTER_S):
+        # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now, not
+        # after the stop's whole minute as "no answer".
+        _refuse_if_silent(obj)
     stopping = pid
     try:
         client.call("sup.stop", timeout_s=60)
@@ -94,6 +100,16 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
     if started is not None:
         click.echo(f"another supervisor (pid {started}) has started since: a kint-server or a "
                    f"command started one; `kint supervisor stop` again stops it")
+
+
+def _refuse_if_silent(obj: Ctx) -> None:
+    """Refuse (exit 2) when a supervisor holds KINT_HOME's pid lock and serves but did not
+    answer: stopped or stuck, it is no "no supervisor is running"."""
+    from kint.supervisor.autostart import unanswering_supervisor
+
+    silent = unanswering_supervisor(kint_home())
+    if silent is not None:
+        fail(SupervisorUnavailable(str(silent), silent.hint), obj.debug)
 
 
 def _same_supervisor(pid: int, stopping: int | None) -> bool:
@@ -137,6 +153,7 @@ def supervisor_reload(obj: Ctx, as_json: bool) -> None:
     serving (exit 2)."""
     client = obj.client(autostart=False)
     if not client.ping(1.0):
+        _refuse_if_silent(obj)
         if json_refusals():
             refuse(SupervisorUnavailable.CODE, f"no supervisor is running for {kint_home()}",
                    "the next one reads the config file when it starts", NO_SUPERVISOR)

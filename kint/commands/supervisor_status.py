@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 from kint import render
 from kint.client import Client, KintError, SupervisorUnavailable
-from kint.commands.exit_codes import ERROR, NO_SUPERVISOR
+from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, NO_SUPERVISOR,
+                                      REFUSE as DEGRADED, interrupted_words)
 from kint.paths import home_refusal, kint_home
 
 _PLAIN_FORMS = {("supervisor", "status"): False, ("supervisor", "status", "--json"): True}
@@ -68,8 +69,9 @@ def _show(status: dict[str, Any], as_json: bool, watch: bool) -> None:
 
 def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> int:
     """One row per space; the exit status the CLI reference gives: 0 when every space is
-    ready, busy, starting or idle, 1 when any is hung, restarting or quarantined, 2 when
-    the supervisor refused the call, 3 when no supervisor runs. With `watch`, again every
+    ready, busy, starting or idle, 1 when any is hung, restarting or quarantined (or the
+    supervisor itself runs and does not answer), 2 when the supervisor refused the call, 3
+    when no supervisor runs. With `watch`, again every
     second until Ctrl-C (which ends it with 0)."""
     home = kint_home()
     client = Client(home, autostart=False)
@@ -79,6 +81,16 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             if refusal is not None:  # as the command line says it for every other command
                 _err(refusal)
                 return ERROR
+            from kint.supervisor.autostart import unanswering_supervisor
+
+            silent = unanswering_supervisor(home)
+            if silent is not None:  # one runs (stopped, stuck): the most degraded of all
+                if as_json:
+                    _refusal_json(SupervisorUnavailable.CODE, str(silent), silent.hint)
+                else:
+                    _err(render.refusal_text(SupervisorUnavailable.CODE, str(silent),
+                                             silent.hint))
+                return DEGRADED
             if as_json:  # a script reads one object whichever way the command ends
                 _refusal_json(SupervisorUnavailable.CODE,
                               f"no supervisor is running for {home}", "`kint supervisor "
@@ -100,7 +112,7 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             return ERROR
         _show(status, as_json, watch)
         if not watch:
-            return 1 if status["degraded"] else 0
+            return DEGRADED if status["degraded"] else 0
         try:
             time.sleep(1.0)
         except KeyboardInterrupt:
@@ -108,13 +120,18 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
 
 
 def run_plain(as_json: bool) -> int:
-    """`run` for the console script, with what click would otherwise do at the edges:
-    Ctrl-C ends it with "Aborted!" and 1, a closed pipe (`| head`) quietly with 1."""
+    """`run` for the console script, with what the command line does at the edges: Ctrl-C
+    ends it as every command's (`INTERRUPTED`, exit 130), a closed pipe (`| head`)
+    quietly with 1, as click does."""
     try:
         return run(as_json=as_json)
     except KeyboardInterrupt:
-        _err("\nAborted!")
-        return 1
+        message, hint = interrupted_words(None)
+        if as_json:
+            _refusal_json(INTERRUPTED_CODE, message, hint)
+        else:
+            _err("\n" + render.refusal_text(INTERRUPTED_CODE, message, hint))
+        return INTERRUPTED
     except BrokenPipeError:
         # Nothing more reaches a closed pipe; the flush at exit goes to /dev/null instead.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

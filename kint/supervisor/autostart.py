@@ -26,7 +26,8 @@ from pathlib import Path
 
 from kint.logs import setup_file_logging
 from kint.proc_name import SUPERVISOR, set_process_name
-from kint.paths import UnsafePathError, ensure_private_dir, front_address, log_path, run_dir
+from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
+                        log_path, run_dir)
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
@@ -65,7 +66,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         ensure_private_dir(home)
         ensure_private_dir(run_dir(home))
     except UnsafePathError as err:
-        print(f"kint: error: {err}\nhint: {err.hint}", file=sys.stderr)
+        print(f"kint: error: {err} [{HOME_REFUSAL_CODE}]\nhint: {err.hint}", file=sys.stderr)
         return 2
     setup_file_logging(home)
     try:
@@ -183,17 +184,33 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> No
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if now - silent_since >= UNREACHABLE_AFTER_S:
-                raise SupervisorNotReachable(
-                    f"the supervisor (pid {found.pid}) runs but does not answer on "
-                    f"{front_address(home)}{_stopped_note(found.pid)}",
-                    f"see {log_path(home)}; `kill {found.pid}` lets the next command start "
-                    "a new one")
+                raise silent_supervisor(home, found.pid)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {wait_s:.0f}s",
                 f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
                 "`kint supervisor start --foreground` to see why it does not start")
         time.sleep(RETRY_EVERY_S)
+
+
+def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
+    """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
+    says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
+    "no supervisor is running", which would send the user to start one beside it."""
+    return SupervisorNotReachable(
+        f"the supervisor (pid {pid}) runs but does not answer on "
+        f"{front_address(home)}{_stopped_note(pid)}",
+        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
+
+
+def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
+    """For a caller whose ping went unanswered: the refusal `silent_supervisor` gives when
+    a supervisor holds `home`'s pid lock and serves, else None (none runs, or one is still
+    starting)."""
+    found = holder(home)
+    if found is None or not found.serving:
+        return None
+    return silent_supervisor(home, found.pid)
 
 
 def _last_words(home: Path) -> str:

@@ -52,7 +52,7 @@ from kint.supervisor.spawner import Spawner
 from kint.supervisor.succession import hand_on, take_up
 from kint.supervisor.timed import TimedWork
 from kint.supervisor.worker_messages import WorkerMessages
-from kint.supervisor.workers import WorkerHandle, live_sessions
+from kint.supervisor.workers import STOPPING_HINT, WorkerHandle, live_sessions
 
 log = logging.getLogger("kint.supervisor")
 
@@ -313,8 +313,16 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             else:
                 handle.state = "stopped"
             for pending in list(handle.pending.values()):
+                # A request the worker runs already is answered by the worker, which
+                # finishes it within its stop grace before it exits (a push it anchors is
+                # said to be anchored), or else by its exit (`_on_exit`). Only one it
+                # never got is refused here.
+                if handle.alive and pending.forwarded:
+                    continue
                 self._answer(handle, pending, error_reply(
-                    None, ErrorCode.WORKER_DOWN, "the supervisor is stopping"))
+                    None, ErrorCode.WORKER_DOWN,
+                    f"the supervisor is stopping: {pending.op} was not sent to the worker "
+                    f"of space {handle.space16}", STOPPING_HINT))
 
     def add_stop_waiter(self, identity: bytes, rid: str) -> None:
         self._stop_waiters.append((identity, rid))

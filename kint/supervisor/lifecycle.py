@@ -20,7 +20,8 @@ import zmq
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.supervisor.workers import WorkerHandle, describe_exit, live_sessions
+from kint.supervisor.workers import (STOPPED_MID_OP_HINT, WorkerHandle, describe_exit,
+                                    live_sessions)
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.own_memory import QUIET_SECONDS
 
@@ -103,11 +104,14 @@ class WorkerLifecycle:
         reason = handle.fatal_reason or describe_exit(exitcode)
         if handle.hung_reason:
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
+        stop_reason = handle.stop_reason
+        # Stopped with the supervisor, it is not being restarted (the code's usual hint).
+        hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
         for pending in [p for p in handle.pending.values() if p.forwarded]:
             self._answer(handle, pending, error_reply(
                 None, ErrorCode.WORKER_DOWN,
-                f"the worker of space {handle.space16} {reason} while running {pending.op}"))
-        stop_reason = handle.stop_reason
+                f"the worker of space {handle.space16} {reason} while running {pending.op}",
+                hint))
         log.info("space %s: worker %s %s%s", handle.space16, pid, reason,
                  f" (commanded: {stop_reason})" if stop_reason else "")
         if stop_reason in ("idle", "recycle"):

@@ -33,7 +33,7 @@ from kint.protocol.server_codec import decode_request, encode_reply
 from kint.spaces import space_id as compute_space_id
 from kint.spaces import STORE_HINT, space_label, store_problem
 from kint.supervisor.bindings import Binding, Bindings
-from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
+from kint.supervisor.workers import SERVING_STATES, STOPPING_HINT, Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 
@@ -151,7 +151,7 @@ class ClientRouting:
         it, which the worker gets as it is (worker_wire)."""
         if self.shutting_down:
             raise ProtocolError(ErrorCode.WORKER_DOWN, "the supervisor is stopping",
-                                "try again once it has stopped; the next call starts a new one")
+                                STOPPING_HINT)
         handle = self._handle_for(request)
         now = time.monotonic()
         if handle.state == "quarantined":

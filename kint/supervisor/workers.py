@@ -199,6 +199,15 @@ class WorkerHandle:
             pass
 
 
+# The hint of a request a stopping supervisor refuses before its worker got it, and of one
+# its worker had not finished when it exited: nothing is left running, and the next call
+# starts a supervisor again.
+STOPPING_HINT = "run it again once the supervisor has stopped: the next call starts a new one"
+STOPPED_MID_OP_HINT = ("the supervisor was stopped before the worker finished; `kint status` "
+                       "shows where the space stands, and the next call starts a new "
+                       "supervisor")
+
+
 def describe_exit(exitcode: int | None) -> str:
     if exitcode is None:
         return "exited (status unknown)"

@@ -12,6 +12,8 @@ import os
 import time
 from typing import Any, Callable
 
+from sibyl_memory_client.exceptions import SibylMemoryError
+
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import hint_with_notices
@@ -295,18 +297,31 @@ def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             "space": ctx.config.space16, "label": ctx.config.label}
 
 
+def sibyl_refusal(op: str, err: SibylMemoryError) -> ProtocolError:
+    """Sibyl's refusal of what `op` asked of it (its account gate, its cap, a store it
+    cannot read), in its words and with its own next step as the hint."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    hint = getattr(err, "recovery", None) or getattr(err, "next", None)
+    return ProtocolError(ErrorCode.SIBYL_ERROR, f"Sibyl refused {op}: {lines[0]}",
+                         hint if isinstance(hint, str) and hint else None)
+
+
 def with_settings(op: str, handler: Handler) -> Handler:
     """`handler` under this request's settings: the caller's call-scope values applied
     for it, and a line in `notices` for each value it sent that is not used (and for a
-    config file that was refused). A refusal carries those lines in its hint."""
+    config file that was refused). A refusal carries those lines in its hint, Sibyl's own
+    (SIBYL_ERROR) as well as kint's."""
 
     def run(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         sent = args.pop("settings", None) or {}
         values, notices = apply_settings(op, sent, label=ctx.config.label,
                                          effective=ctx.effective_setting)
         try:
-            with settings.overlay(values):
-                result = handler(ctx, args)
+            try:
+                with settings.overlay(values):
+                    result = handler(ctx, args)
+            except SibylMemoryError as err:
+                raise sibyl_refusal(op, err) from err
         except ProtocolError as err:
             err.hint = hint_with_notices(err.hint,
                                          refusal_notices(notices, sent, values, err.message))

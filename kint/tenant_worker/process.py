@@ -35,7 +35,6 @@ from typing import Any
 
 import zmq
 from zmq import zmq_poll
-from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint import settings
 from kint.envsettings import pid_alive
@@ -308,14 +307,8 @@ class Worker:
                 raise ProtocolError(ErrorCode.UNKNOWN_OP, f"this worker does not serve {req.op!r}",
                                     request_id=req.id)
             reply = ok_reply(req.id, handler(self.ctx, req.args))
-        except ProtocolError as err:
+        except ProtocolError as err:  # Sibyl's refusals too (handlers.sibyl_refusal)
             reply = error_reply(req.id, err.code, err.message, err.hint)
-        except SibylMemoryError as err:
-            lines = str(err).strip().splitlines() or [type(err).__name__]
-            hint = getattr(err, "recovery", None) or getattr(err, "next", None)
-            reply = error_reply(req.id, ErrorCode.SIBYL_ERROR,
-                                f"Sibyl refused {req.op}: {lines[0]}",
-                                hint if isinstance(hint, str) and hint else None)
         except Exception:
             log.error("op failed in space %s", self.config.space16, exc_info=True)
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
