@@ -379,6 +379,42 @@ def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines
         "openclaw process"]
 
 
+# What OpenClaw 2026.9.6's `mcp set` printed (on stderr, exit 1) for a config file that
+# fails its schema: the reason first, the advice after a blank line.
+OPENCLAW_INVALID_CONFIG = """\
+OpenClaw config is invalid
+File: ~/.openclaw/openclaw.json
+Problem:
+  - openclaw.json:1 \u2014 gateway.port: Invalid input: expected number, received string
+  - <root>: Unrecognized key: "bogusKey"
+
+Inspect: openclaw config validate
+Audit, status, health, logs, tasks list/audit, and doctor commands still run with invalid config.
+Run "openclaw doctor --fix" to repair the config, then retry.
+"""
+
+
+def test_openclaw_refusing_an_invalid_config_is_reported_with_its_problems(sandbox, tmp_path):
+    """OpenClaw's reason comes first and its advice last: the failed line quotes the
+    reason (which file, each problem) and the last line of advice, not only the advice."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "openclaw"
+    stand_in.write_text(f"#!{sys.executable}\nimport sys\n"
+                        "if sys.argv[1:] == ['config', 'file']:\n"
+                        "    sys.exit(print('/nowhere/openclaw.json'))\n"
+                        f"sys.stderr.write({OPENCLAW_INVALID_CONFIG!r})\n"
+                        "sys.exit(1)\n")
+    stand_in.chmod(0o755)
+    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{bin_dir}:{bare_path(tmp_path)}"})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        "openclaw: failed: `openclaw mcp set` exited 1: OpenClaw config is invalid | File: "
+        "~/.openclaw/openclaw.json | Problem: | - openclaw.json:1 \u2014 gateway.port: Invalid "
+        "input: expected number, received string | - <root>: Unrecognized key: \"bogusKey\" | "
+        "Run \"openclaw doctor --fix\" to repair the config, then retry."]
+
+
 def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
     """`kint join`'s harness step calls `run_setup` and reports as `kint setup --json` does
     (`reports_json`), each report's lines the ones `kint setup` prints."""

@@ -16,16 +16,18 @@ run, report "already saved" while OpenClaw's own config lacks it.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
-                            tail, which)
+                            which)
 
 TIMEOUT = 120
 # OpenClaw's `string` plugin (a chain poller) prints its own lines on every CLI call, and
 # they would crowd out the reason `mcp set` failed (kint v0.3.0 drops them too).
 PLUGIN_NOISE = "string-bridge"
+REASON_LINES = 6
 
 
 def config_path(cli: str) -> Path | None:
@@ -58,6 +60,29 @@ def saved(path: Path) -> Any:
         return None
 
 
+def failure_reason(out: subprocess.CompletedProcess[str]) -> str:
+    """Why an OpenClaw command failed, on one line. OpenClaw 2026.9 prints the reason first
+    (for a config its schema refuses: the headline, the file and each problem) and its
+    advice after a blank line, so the last lines alone would say what to run but not what
+    is wrong: this quotes the first block (up to REASON_LINES lines) and the last line
+    when it lies past that block, without the `string` plugin's lines."""
+    blocks: list[list[str]] = [[]]
+    for line in (out.stdout + "\n\n" + out.stderr).splitlines():
+        if PLUGIN_NOISE in line.lower():
+            continue
+        if line.strip():
+            blocks[-1].append(line.strip())
+        elif blocks[-1]:
+            blocks.append([])
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return f"exit status {out.returncode}"
+    quoted = blocks[0][:REASON_LINES]
+    if len(blocks) > 1:
+        quoted.append(blocks[-1][-1])
+    return " | ".join(quoted)
+
+
 def same(current: Any, wanted: dict[str, Any]) -> bool:
     return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
 
@@ -78,7 +103,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if out.returncode != 0:
         return [Report("openclaw", "failed",
                        [f"openclaw: failed: `openclaw mcp set` exited {out.returncode}: "
-                        f"{tail(out, noise=PLUGIN_NOISE)}", *lines])]
+                        f"{failure_reason(out)}", *lines])]
     if path is None:
         lines.append("  openclaw: not backed up: `openclaw config file` did not name "
                      "OpenClaw's config file")
