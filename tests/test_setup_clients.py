@@ -336,13 +336,25 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     env = harness_env(sandbox, tmp_path, openclaw=openclaw)
     env["PATH"] = f"{node.parent}:{env['PATH']}"  # OpenClaw's launcher is `env node`
 
+    # A user's own config: plugins off (OpenClaw's schema: "Keep enabled only when extension
+    # capabilities are required"), which spares each OpenClaw command its plugin loader,
+    # seconds here. Setup backs it up and OpenClaw keeps the key.
+    config = sandbox.home / ".openclaw" / "openclaw.json"
+    config.parent.mkdir(mode=0o700)
+    config.write_text(json.dumps({"plugins": {"enabled": False}}))
+    config.chmod(0o600)
+
     out = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
-    assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)"]
+    [copy] = list(config.parent.glob("openclaw.json.bak-*"))
+    assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)",
+                                       f"  openclaw: backup {copy}"]
+    assert json.loads(copy.read_text()) == {"plugins": {"enabled": False}}
     args = ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
             f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", "SIBYL_MEMORY_TELEMETRY=0", SERVER]
     entry = {"command": "/usr/bin/env", "args": args}
-    config = sandbox.home / ".openclaw" / "openclaw.json"
-    assert json.loads(config.read_text())["mcp"]["servers"] == {"kint": entry}
+    saved = json.loads(config.read_text())
+    assert saved["mcp"]["servers"] == {"kint": entry}
+    assert saved["plugins"] == {"enabled": False}
 
     poison = tmp_path / "poison" / "kint"
     poison.mkdir(parents=True)
@@ -366,5 +378,7 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     before = config.read_bytes()
     again = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
     assert again.stdout.splitlines() == ["openclaw: kint already saved, nothing changed"]
-    assert config.read_bytes() == before and not list(config.parent.glob("openclaw.json.bak*"))
+    assert config.read_bytes() == before
+    assert sorted(config.parent.glob("openclaw.json.bak*")) == [
+        config.parent / "openclaw.json.bak", copy]  # OpenClaw's own copy, and setup's
 
