@@ -338,23 +338,25 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
 
     # A user's own config: plugins off (OpenClaw's schema: "Keep enabled only when extension
     # capabilities are required"), which spares each OpenClaw command its plugin loader,
-    # seconds here. Setup backs it up and OpenClaw keeps the key.
+    # seconds here, and its log in the test's folder, not /tmp/openclaw. Setup backs it up
+    # and OpenClaw keeps the keys.
+    own = {"plugins": {"enabled": False}, "logging": {"file": str(tmp_path / "openclaw.log")}}
     config = sandbox.home / ".openclaw" / "openclaw.json"
     config.parent.mkdir(mode=0o700)
-    config.write_text(json.dumps({"plugins": {"enabled": False}}))
+    config.write_text(json.dumps(own))
     config.chmod(0o600)
 
     out = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
     [copy] = list(config.parent.glob("openclaw.json.bak-*"))
     assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)",
                                        f"  openclaw: backup {copy}"]
-    assert json.loads(copy.read_text()) == {"plugins": {"enabled": False}}
+    assert json.loads(copy.read_text()) == own
     args = ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
             f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", "SIBYL_MEMORY_TELEMETRY=0", SERVER]
     entry = {"command": "/usr/bin/env", "args": args}
     saved = json.loads(config.read_text())
     assert saved["mcp"]["servers"] == {"kint": entry}
-    assert saved["plugins"] == {"enabled": False}
+    assert {k: saved[k] for k in own} == own
 
     poison = tmp_path / "poison" / "kint"
     poison.mkdir(parents=True)
