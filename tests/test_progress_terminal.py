@@ -1,11 +1,11 @@
-"""The worker's progress on a terminal: `kint push` and `kint pull` show the
+"""The worker's progress on a terminal: `kint push`, `kint pull` and `kint rekey` show the
 line the space's worker reports for their own op (`push: epoch 1 of 1 (3 rows)`) on stderr
 while the call runs, when stderr is a terminal, and clear it before the result; with
 stderr a pipe nothing of it is printed (kint.commands.common.call_with_progress).
 
 The commands run for real with stderr on a pseudo-terminal (os.openpty) on one machine of
 the session's devchain, behind an RPC proxy (tests/rpc_proxy.py) that holds the chain call
-each op waits on until the test has seen what it looks for: a push's receipt
+each op waits on until the test has seen what it looks for: a push's or a rekey's receipt
 (answered null, `unmined`), a pull's epoch log (`delay_methods`, eth_getLogs). The proxy
 then forwards, and the command ends as it would have.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, machine_behind_proxy
+from chain_machines import kjson, machine_behind_proxy, ok, owner_account, wallet_signature
 from conftest import KINT, wait_until, write_rules
 
 # Cleared before a new line and before the result: carriage return, erase the line.
@@ -148,3 +148,18 @@ def test_pull_on_a_terminal_shows_the_epoch_it_checks(machine):
     assert status == 0, (stdout, screen)
     assert _cleared_after(screen, PULL_LINE), screen
 
+
+def test_rekey_on_a_terminal_shows_its_snapshot_epoch(machine, tmp_path):
+    """rekey's snapshot is a push the worker reports under op `rekey`: shown as push's is.
+    (rekey waited without a word before: it did not watch the worker's progress.)"""
+    sb, proxy = machine
+    payload = ok(sb.kint("canonical-payload", "--owner", sb.owner)).stdout
+    signature = tmp_path / "signature"
+    signature.write_text(wallet_signature(owner_account(sb, sb.owner), payload) + "\n")
+    proxy.set_mode("unmined")
+    terminal = OnTerminal(sb, "rekey", "--signature", "-", stdin=signature)
+    shown, status, stdout, screen = _held(proxy, terminal, PUSH_LINE)
+    assert shown, screen
+    assert status == 0, (stdout, screen)
+    assert _cleared_after(screen, PUSH_LINE), screen
+    assert re.search(r"snapshot epoch 3 tx \S+ block \d+", stdout), stdout
