@@ -16,6 +16,9 @@ Modes (`RpcProxy.set_mode`):
   parameter is that transaction is refused (one epoch's calldata, say).
 - `delay` (`seconds=S`): every request forwarded S seconds late (a slow endpoint that
   still answers).
+- `delay_methods` (`methods=[...]`, `seconds=S`): `delay` for a request calling one of
+  those methods, `forward` for the rest: a call held at one chosen step. A mode change
+  (`forward()`) lets a held request through at once.
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
   older block (`block=N`): a real older head, read from anvil's historical state. With
   `reads=K`, only the next K head reads are answered so, and the rest forwarded (a head
@@ -65,14 +68,20 @@ PUSH_SELECTOR = "0x" + keccak(b"push(address,bytes32,bytes32,bytes)")[:4].hex()
 CIPHERTEXT_OFFSET = 4 + 5 * 32
 # In an Epoch log's data (seq, prev, digest, prevBlock), where prev's 32 bytes start.
 LOG_PREV_OFFSET = 32
-MODES = ("forward", "hang", "hang_methods", "delay", "stale_head", "same_seq_other_digest",
-         "bad_calldata", "tampered_ciphertext", "broken_prev", "unmined", "error_methods")
+MODES = ("forward", "hang", "hang_methods", "delay", "delay_methods", "stale_head",
+         "same_seq_other_digest", "bad_calldata", "tampered_ciphertext", "broken_prev",
+         "unmined", "error_methods")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
 
 def _flip(data: bytes, at: int) -> bytes:
     return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+def _calls_one_of(items: list[Any], methods: list[str]) -> bool:
+    """Whether a request (its items, one for a single call) calls one of `methods`."""
+    return any(isinstance(i, dict) and i.get("method") in methods for i in items)
 
 
 def header_length(envelope: bytes) -> int:
@@ -271,8 +280,8 @@ class RpcProxy:
         items = request if isinstance(request, list) else [request]
         with self._lock:
             self.calls += [str(i.get("method")) if isinstance(i, dict) else "?" for i in items]
-        hung = mode == "hang" or (mode == "hang_methods" and any(
-            isinstance(i, dict) and i.get("method") in params["methods"] for i in items))
+        hung = mode == "hang" or (mode == "hang_methods"
+                                  and _calls_one_of(items, params["methods"]))
         if hung:
             with self._lock:
                 self.hanging += 1
@@ -282,7 +291,8 @@ class RpcProxy:
                 with self._lock:
                     self.hanging -= 1
             return  # close the connection without a word
-        if mode == "delay":
+        if mode == "delay" or (mode == "delay_methods" and _calls_one_of(items,
+                                                                          params["methods"])):
             release.wait(float(params["seconds"]))
         if request is None or (isinstance(request, list) and not request):
             answer = self.upstream(body)

@@ -11,6 +11,7 @@ import json
 import pytest
 
 OWNER = "0x19E7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
+BAD_OWNER = "--owner '0xzz' is not an address (0x and 40 hex characters)"
 
 CASES = [
     # (what, argv, stdin, exit status, phrase on stderr)
@@ -62,6 +63,22 @@ CASES = [
     ("a recovery code that is not one", ["connect", "--owner", OWNER,
                                          "--recovery-code-stdin"], "hello\n", 2,
      "recovery code"),
+    # A malformed --owner is refused before a secret is read from stdin: with nothing
+    # piped, the refusal is about the owner, not about an empty stdin.
+    ("connect's bad owner, signature on stdin",
+     ["connect", "--owner", "0xzz", "--signature", "-"], "", 2, BAD_OWNER),
+    ("connect's bad owner, recovery code on stdin",
+     ["connect", "--owner", "0xzz", "--recovery-code-stdin"], "", 2, BAD_OWNER),
+    ("connect's bad owner, passphrase on stdin",
+     ["connect", "--owner", "0xzz", "--smart-account", "--passphrase-stdin"], "", 2,
+     BAD_OWNER),
+    ("join's bad owner, signature on stdin",
+     ["join", "--owner", "0xzz", "--signature", "-", "--no-setup"], "", 2, BAD_OWNER),
+    ("rekey's bad owner, signature on stdin",
+     ["rekey", "--owner", "0xzz", "--signature", "-"], "", 2, BAD_OWNER),
+    ("authorize submit's bad owner, signature on stdin",
+     ["authorize", "submit", "--owner", "0xzz", "--deadline", "1", "--expiry", "1",
+      "--signature", "-"], "", 2, BAD_OWNER),
     ("an RPC URL with a key on the command line",
      ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls",
       "http://127.0.0.1:9,https://base.example/v2/K3Y-ON-ARGV"], "0xab\n", 2,
@@ -173,6 +190,17 @@ def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, t
                        "--rpc-urls", "https://base.example/v2/K3Y-ON-ARGV")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--rpc-urls: https://base.example/<redacted>" in out.stderr
+    assert signature.exists()
+
+
+def test_a_bad_owner_is_refused_before_the_signature_file_is_read(machine, tmp_path):
+    """The owner is checked before any secret is read: a malformed one does not cost the
+    user the signature file, which is unlinked once read."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "ab" * 65 + "\n")
+    out = machine.kint("connect", "--owner", "0xzz", "--signature-file", str(signature))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert BAD_OWNER in out.stderr, out.stderr
     assert signature.exists()
 
 

@@ -185,7 +185,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         usage_error("rekey needs every key that is to keep opening the vault, and none was "
                     "given", "give --signature -, --signature-file PATH and/or "
                     "--smart-account")
-    result = space_call(obj, "rekey", args, timeout_s=900, command="rekey")
+    result = call_with_progress(obj, "rekey", args, timeout_s=900, command="rekey")
     if as_json:
         echo_json(result)
         return

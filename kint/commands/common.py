@@ -187,11 +187,14 @@ def explained(err: KintError, ref: "SpaceRef") -> KintError:
 
 # A caller's own way to report a refused call (`kint join` names the step); it must exit.
 OnError = Callable[[KintError], NoReturn]
+# A caller's own way to report Ctrl-C while it waits on the worker, given the op it sent
+# (`kint join` names the step); it must exit. Default: `refuse_interrupted`.
+OnInterrupt = Callable[[str], NoReturn]
 
 
 def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
-                       command: str | None = None, *,
-                       on_error: OnError | None = None) -> dict[str, Any]:
+                       command: str | None = None, *, on_error: OnError | None = None,
+                       on_interrupt: OnInterrupt | None = None) -> dict[str, Any]:
     """`space_call`, showing the worker's progress on stderr when it is a terminal: the
     call runs in a thread while this one reads the space's heartbeat once a second, and
     shows a line only when it is this call's (its op, begun since the call was sent)."""
@@ -199,7 +202,8 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
     import time
 
     if not sys.stderr.isatty():
-        return space_call(obj, op, args, timeout_s, command, on_error=on_error)
+        return space_call(obj, op, args, timeout_s, command, on_error=on_error,
+                          on_interrupt=on_interrupt)
     ref = resolve_space(obj)
     args = sent_settings(args)
     box: dict[str, Any] = {}
@@ -226,7 +230,7 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
                     shown = line
     except KeyboardInterrupt:
         click.echo("\r\x1b[2K", err=True, nl=False)  # the progress line, and the ^C
-        refuse_interrupted(op)
+        (on_interrupt or refuse_interrupted)(op)
     if shown:
         click.echo("\r\x1b[2K", err=True, nl=False)
     if "error" in box:
@@ -237,8 +241,8 @@ def call_with_progress(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float
 
 
 def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
-               command: str | None = None, *,
-               on_error: OnError | None = None) -> dict[str, Any]:
+               command: str | None = None, *, on_error: OnError | None = None,
+               on_interrupt: OnInterrupt | None = None) -> dict[str, Any]:
     ref = resolve_space(obj)
     try:
         with obj.client() as client:
@@ -246,7 +250,7 @@ def space_call(obj: Ctx, op: str, args: dict[str, Any], timeout_s: float,
                                              space=ref.label, args=sent_settings(args),
                                              timeout_s=timeout_s))
     except KeyboardInterrupt:
-        refuse_interrupted(op)
+        (on_interrupt or refuse_interrupted)(op)
     except KintError as err:
         err = explained(err, ref)
         if on_error is not None:

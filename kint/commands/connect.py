@@ -115,10 +115,13 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
                  command: str = "connect") -> dict:
     """The worker's arguments for the three ways in, secrets read from stdin, a file or a
     prompt. Shared by `connect` and `join` (`command`, named in a refusal's hint)."""
-    args: dict = {}
+    from kint.commands.owner_address import checked_address
+
     if owner is None:
         usage_error("--owner 0x... is required", "give the owner wallet's address")
-    args["owner"] = owner
+    # Checked before any secret is read: a malformed owner was refused by the worker, after
+    # stdin was read (an empty stdin was refused as that) and a signature file unlinked.
+    args: dict = {"owner": checked_address(owner)}
     if passphrase_stdin and signature == "-":
         usage_error("--passphrase-stdin and --signature - cannot share stdin",
                     "use --passphrase-prompt or --signature-file")

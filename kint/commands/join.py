@@ -18,13 +18,14 @@ It sends no transaction. Each step says its lines as it goes (`Said`); with `--j
 nothing is said until one object at the end, each step's result under its name. A failure
 prints `join stopped at <step>: <message> [CODE]` (with `--json`, the refusal object with the
 `step`) and exits 2 when it stops before the restore, or with `kint pull`'s status (3, 4,
-5, 6) when the restore refuses (kint.commands.exit_codes, command "join").
+5, 6) when the restore refuses (kint.commands.exit_codes, command "join"). Ctrl-C is
+printed the same way, naming the step it stopped, and exits 130 (`_interrupted`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 import click
 
@@ -34,7 +35,8 @@ from kint.commands.common import (Ctx, call_with_progress, echo_json, json_optio
                                   json_refusals, refuse, refuse_blank_space_options,
                                   resolve_space, space_call, usage_error, worker_hint)
 from kint.commands.connect import connect_args, fresh_vault_lines
-from kint.commands.exit_codes import ERROR, exit_code_for
+from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, exit_code_for,
+                                      interrupted_words)
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
@@ -51,6 +53,7 @@ STEP_VAULT = "vault"
 STEP_CONNECT = "connect"
 STEP_RESTORE = "restore"
 STEP_HARNESSES = "harnesses"
+STEP_REPORT = "report"
 
 
 class Said:
@@ -101,6 +104,18 @@ def _stopper(step: str, obj: Ctx) -> Any:
         stop(step, err.code, err.message, worker_hint(err), status)
 
     return on_error
+
+
+def _interrupted(step: str) -> Callable[..., NoReturn]:
+    """Ctrl-C at `step`: join's own refusal naming the step (under `--json`, `step` in the
+    object, as every refusal of join's carries it), exit 130 as every command's Ctrl-C.
+    `op` is the worker request the step was waiting on, which goes on to its end there."""
+
+    def on_interrupt(op: str | None = None) -> NoReturn:
+        message, hint = interrupted_words(op)
+        stop(step, INTERRUPTED_CODE, message, hint, INTERRUPTED)
+
+    return on_interrupt
 
 
 def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
@@ -352,16 +367,27 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
                f"      contract {anchor.address}, store {ref.db}",
                "      this command writes nothing to the chain")
 
-    address = _session_key(home, said)
-    _vault(anchor, enrolment, owner, ref, source, new_vault, said)
-    connected = space_call(obj, "connect", args, timeout_s=300,
-                           on_error=_stopper(STEP_CONNECT, obj))
-    said.step("connect", connected, *joined_lines(connected))
-    restored = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
-                                  timeout_s=1800, command="join",
-                                  on_error=_stopper(STEP_RESTORE, obj))
-    said.step("restore", restored, *restore_lines(restored))
-    _harnesses(None if no_setup else (setup_target or "all"), env, said)
-    _writes(anchor, owner, address, base_account, said)
+    step = STEP_SESSION_KEY  # where a Ctrl-C stops it, named in its refusal
+    try:
+        address = _session_key(home, said)
+        step = STEP_VAULT
+        _vault(anchor, enrolment, owner, ref, source, new_vault, said)
+        step = STEP_CONNECT
+        connected = space_call(obj, "connect", args, timeout_s=300,
+                               on_error=_stopper(step, obj), on_interrupt=_interrupted(step))
+        said.step("connect", connected, *joined_lines(connected))
+        step = STEP_RESTORE
+        restored = call_with_progress(obj, "pull", {"full": full,
+                                                    "discard_local": discard_local},
+                                      timeout_s=1800, command="join",
+                                      on_error=_stopper(step, obj),
+                                      on_interrupt=_interrupted(step))
+        said.step("restore", restored, *restore_lines(restored))
+        step = STEP_HARNESSES
+        _harnesses(None if no_setup else (setup_target or "all"), env, said)
+        step = STEP_REPORT
+        _writes(anchor, owner, address, base_account, said)
+    except KeyboardInterrupt:  # at a step of join's own, not a worker's request
+        _interrupted(step)()
     if as_json:
         echo_json(said.result)

@@ -1,0 +1,106 @@
+"""`kint join` stopped by Ctrl-C (a real SIGINT) names the step it was at, as every other
+refusal of join's does (docs/commands.md, "kint join"): `join stopped at <step>: ...
+[INTERRUPTED]` on stderr, or under `--json` the refusal object with `step`, exit 130. A
+step that waits on the worker (connect, restore) says the request goes on there.
+
+One machine of the session's devchain with one epoch anchored, behind an RPC proxy
+(tests/rpc_proxy.py) that holds the chain call the step waits on until the signal is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from chain_machines import kjson, machine_behind_proxy, ok, owner_account, wallet_signature
+from conftest import KINT, write_rules
+
+# How long a held chain call waits at most before it goes through anyway (a failing test
+# ends); under the machine's RPC timeout, so a held call never times out.
+HOLD_S = 40
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    root = tmp_path_factory.mktemp("join-interrupted")
+    with machine_behind_proxy(root, chain_home, KINT_QUIET_SECONDS="3600",
+                              KINT_RPC_TIMEOUT="60") as (sb, proxy):
+        sb.owner = kjson(sb, "status")["owner"]
+        write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
+        assert kjson(sb, "push")["head_seq"] == 1
+        payload = ok(sb.kint("canonical-payload", "--owner", sb.owner)).stdout
+        sb.signature = root / "signature"
+        sb.signature.write_text(wallet_signature(owner_account(sb, sb.owner), payload) + "\n")
+        yield sb, proxy
+
+
+def _join(sb, *extra: str) -> subprocess.Popen[str]:
+    with open(sb.signature) as signature:
+        return subprocess.Popen([KINT, "join", "--owner", sb.owner, "--signature", "-",
+                                 "--no-setup", *extra], env=sb.env, text=True,
+                                stdin=signature, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+
+def _running(sb, op: str, since: float) -> bool:
+    """Whether the space's worker runs `op`, begun since `since` (time.monotonic())."""
+    running = sb.row(sb.sibyl_db).get("op") or {}
+    return running.get("name") == op and running["age_s"] <= time.monotonic() - since
+
+
+def _interrupted(join: subprocess.Popen[str]) -> tuple[str, str]:
+    join.send_signal(signal.SIGINT)
+    out, err = join.communicate(timeout=60)
+    assert join.returncode == 130, (join.returncode, out, err)
+    assert "Traceback" not in err and "Aborted" not in out + err, (out, err)
+    return out, err
+
+
+def test_ctrl_c_in_the_connect_step_names_it_in_the_json_refusal(machine):
+    """The worker's connect reads the head epoch's log: held there, join waits on it."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    join = None
+    try:
+        sent = time.monotonic()
+        join = _join(sb, "--json")
+        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's connect, held at the head epoch's log")
+        out, err = _interrupted(join)
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+    refusal = json.loads(out)
+    assert refusal["error"] == "INTERRUPTED" and refusal["step"] == "connect", refusal
+    assert "not the connect it sent" in refusal["message"], refusal
+    assert "kint supervisor status" in refusal["hint"], refusal
+    assert err == "", err
+    # The connect goes on in the worker, and ends (the next test's join waits on nothing).
+    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
+                what="the connect's end in the worker")
+
+
+def test_ctrl_c_at_the_vault_step_names_it(machine):
+    """The vault step reads the chain head in join's own process: Ctrl-C there names it
+    too (no worker request goes on)."""
+    sb, proxy = machine
+    seen = len(proxy.calls)
+    proxy.set_mode("delay_methods", methods=["eth_call"], seconds=HOLD_S)
+    join = None
+    try:
+        join = _join(sb)
+        sb.wait_for(lambda: "eth_call" in proxy.calls[seen:], timeout=HOLD_S, interval=0.05,
+                    what="join's head read")
+        out, err = _interrupted(join)
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+    assert out.splitlines()[-1].startswith("session key: "), out  # the step before
+    assert err.splitlines() == ["join stopped at vault: interrupted (Ctrl-C) [INTERRUPTED]",
+                                "hint: run the command again"], err
