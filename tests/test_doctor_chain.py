@@ -17,6 +17,7 @@ import pytest
 from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
 from conftest import Sandbox, sibyl_client
 from kint.commands.doctor import RECOVERY_HINT
+from machines_together import new_machines
 from rpc_proxy import RpcProxy
 
 NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchain
@@ -24,8 +25,8 @@ NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchai
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("doctor-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("doctor-b"), chain_home)
+    a, b = new_machines([tmp_path_factory.mktemp("doctor-a"),
+                         tmp_path_factory.mktemp("doctor-b")], chain_home)
     devchain = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     box = {"a": a, "b": b, "devchain": devchain}
     try:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from eth_account import Account
 
-from chain_machines import (authorize_machine, make_session_key, new_machine, ok, recovery_code,
+from chain_machines import (authorize_machine, make_session_key, ok, recovery_code,
                             wallet_signature)
 from conftest import make_sandbox, sibyl_client
+from machines_together import new_machines
 from support.procs import processes
 
 SALT = "salty horse battery staple 7731"
@@ -47,8 +48,8 @@ def _texts_under(root: Path):
 
 
 def test_no_secret_in_a_log_a_file_an_output_or_an_argv(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("leak-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("leak-b"), chain_home)
+    a, b = new_machines([tmp_path_factory.mktemp("leak-a"), tmp_path_factory.mktemp("leak-b")],
+                        chain_home)
     owner, stranger = Account.create(), Account.create()
     outputs: list[str] = []
 

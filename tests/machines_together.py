@@ -1,0 +1,38 @@
+"""Several machines on the session's devchain, their test supervisors started side by side.
+
+A test supervisor's start is mostly its interpreter importing kint, ZeroMQ and Sibyl, then
+its forkserver doing the same: a second or more of one core each. A test that needs two
+machines waited for one start, then the other; started together, the box's second core
+takes the other, and the test waits about one start's time. Each machine is what
+`chain_machines.new_machine` makes (the same steps, its session key made the same way),
+only the supervisors' starts overlap.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from chain_machines import join_devchain, make_session_key
+from conftest import Sandbox, make_sandbox
+
+
+def new_machines(roots: list[Path], chain_home: Path, **env: str) -> list[Sandbox]:
+    """One machine per root, in that order, each as `new_machine(root, chain_home, **env)`
+    makes it. The session keys are made one after another (`make_session_key` swaps this
+    process's environment for the call), then every supervisor is started at once and
+    waited for. A machine whose supervisor did start is stopped when another one fails."""
+    machines = []
+    for root in roots:
+        machine = make_sandbox(root, **env)
+        join_devchain(chain_home, machine)
+        make_session_key(machine)
+        machines.append(machine)
+    with ThreadPoolExecutor(max_workers=len(machines)) as pool:
+        starts = [pool.submit(machine.start_entitled) for machine in machines]
+    failed = [start.exception() for start in starts if start.exception() is not None]
+    if failed:
+        for machine in machines:
+            machine.shutdown()
+        raise failed[0]
+    return machines
