@@ -21,8 +21,9 @@ import time
 
 import pytest
 
-from chain_machines import machine_behind_proxy, new_machine, ok
+from chain_machines import machine_behind_proxy, ok
 from conftest import sibyl_client, wait_until, write_store
+from machines_together import new_machines
 from kint.supervisor.pidlock import running_pid
 from mcp_session import AgentProcess
 
@@ -244,10 +245,25 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
             agent.close()
 
 
-def test_a_store_that_is_not_sqlite_is_served_and_named(tmp_path_factory, chain_home):
+@pytest.fixture(scope="module")
+def store_machines(tmp_path_factory, chain_home):
+    """The machines of the four store tests below, one each, by name: started together
+    (their supervisors' starts overlap), each untouched until its test, which stops it
+    when done. None pushes by itself (KINT_QUIET_SECONDS)."""
+    names = ("garbage", "locked", "deleted", "deleted-new")
+    started = new_machines([tmp_path_factory.mktemp(f"mcp-{name}") for name in names],
+                           chain_home, KINT_QUIET_SECONDS="3600")
+    try:
+        yield dict(zip(names, started))
+    finally:
+        for sb in started:
+            sb.shutdown()
+
+
+def test_a_store_that_is_not_sqlite_is_served_and_named(store_machines):
     """kint-server used to die at start on it (Sibyl's client raised from its constructor),
     so the agent had no tool at all to learn why."""
-    sb = new_machine(tmp_path_factory.mktemp("mcp-garbage"), chain_home, made_key=False)
+    sb = store_machines["garbage"]
     sb.sibyl_db.parent.mkdir(parents=True, exist_ok=True)
     sb.sibyl_db.write_bytes(b"not a database " * 400)
     try:
@@ -276,11 +292,11 @@ def test_a_store_that_is_not_sqlite_is_served_and_named(tmp_path_factory, chain_
         sb.shutdown()
 
 
-def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chain_home):
+def test_a_store_locked_by_another_writer_is_busy_at_once(store_machines):
     """Sibyl's client, opening a store, waits up to 180 s for another process's write lock:
     kint-server's start and a first memory_verify used to wait with it (the verify until
     its TIMEOUT)."""
-    sb = new_machine(tmp_path_factory.mktemp("mcp-locked"), chain_home, made_key=False)
+    sb = store_machines["locked"]
     write_store(sb.sibyl_db, tenant=sb.tenant)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys, time\n"
@@ -312,10 +328,9 @@ def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chai
         sb.shutdown()
 
 
-def _machine_with_a_rule(root, chain_home, *, pushed: bool):
-    """A connected devchain machine whose store holds one rule, anchored when `pushed`; its
-    watcher never pushes by itself (KINT_QUIET_SECONDS)."""
-    sb = new_machine(root, chain_home, KINT_QUIET_SECONDS="3600")
+def _machine_with_a_rule(sb, *, pushed: bool):
+    """The devchain machine `sb` connected, its store holding one rule, anchored when
+    `pushed`; its watcher never pushes by itself (KINT_QUIET_SECONDS)."""
     try:
         ok(sb.kint("connect", "--dev"))
         sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
@@ -337,13 +352,12 @@ def _delete_store(sb):
 
 
 def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
-        tmp_path_factory, chain_home):
+        store_machines):
     """The store's files deleted while kint-server has its client open. Sibyl's tools kept
     writing into the unlinked file (every row lost when the server exits), and memory_pull
     said "already at the chain head". Now the next call closes that client and refuses,
     naming the deleted store and memory_pull; the pull restores it into a new file."""
-    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
-                              pushed=True)
+    sb = _machine_with_a_rule(store_machines["deleted"], pushed=True)
     try:
         agent = AgentProcess(sb.env).start()
         try:
@@ -382,7 +396,7 @@ def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
 
 
 def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
-        tmp_path_factory, chain_home):
+        store_machines):
     """The store's files deleted while kint-server has its client open, and nothing of it
     was ever anchored (connected, never pushed): there is nothing on chain to restore, so
     no STORE_GONE (docs/harnesses.md). The next call closes the client on the deleted file
@@ -390,8 +404,7 @@ def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
     they write is in the new file on disk, not in the unlinked one."""
     from sibyl_memory_client.exceptions import NotFoundError
 
-    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted-new"), chain_home,
-                              pushed=False)
+    sb = _machine_with_a_rule(store_machines["deleted-new"], pushed=False)
     try:
         agent = AgentProcess(sb.env).start()
         try:
