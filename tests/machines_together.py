@@ -15,22 +15,27 @@ runs them in lanes (`side_by_side`), each lane's commands in their order.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from chain_machines import join_devchain, make_session_key
+from chain_machines import join_devchain, make_session_key, ok
 from conftest import Sandbox, make_sandbox
+from rpc_proxy import RpcProxy
 
 
-def new_machines(roots: list[Path], chain_home: Path, **env: str) -> list[Sandbox]:
+def new_machines(roots: list[Path], chain_home: Path, *,
+                 envs: list[dict[str, str]] | None = None, **env: str) -> list[Sandbox]:
     """One machine per root, in that order, each as `new_machine(root, chain_home, **env)`
-    makes it. The session keys are made one after another (`make_session_key` swaps this
-    process's environment for the call), then every supervisor is started at once and
-    waited for. A machine whose supervisor did start is stopped when another one fails."""
+    makes it; with `envs`, one environment per root on top of `env`. The session keys are
+    made one after another (`make_session_key` swaps this process's environment for the
+    call), then every supervisor is started at once and waited for. A machine whose
+    supervisor did start is stopped when another one fails."""
     machines = []
-    for root in roots:
-        machine = make_sandbox(root, **env)
+    for root, own in zip(roots, envs or [{}] * len(roots), strict=True):
+        machine = make_sandbox(root, **env, **own)
         join_devchain(chain_home, machine)
         make_session_key(machine)
         machines.append(machine)
@@ -42,6 +47,23 @@ def new_machines(roots: list[Path], chain_home: Path, **env: str) -> list[Sandbo
             machine.shutdown()
         raise failed[0]
     return machines
+
+
+@contextmanager
+def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, RpcProxy]]:
+    """`machine` connected to the session's devchain through a loopback RPC proxy the test
+    switches, as `chain_machines.machine_behind_proxy` does for a machine it starts: on
+    the way out the proxy forwards again (nothing of the shutdown waits on a hung call),
+    the machine is stopped, then the proxy."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    try:
+        ok(machine.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        yield machine, proxy
+    finally:
+        proxy.forward()
+        machine.shutdown()
+        proxy.stop()
 
 
 def side_by_side(*lanes: Callable[[], Any]) -> list[Any]:
