@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from sibyl_memory_client import testing as sibyl_testing
 
-from chain_machines import kjson, new_machine, ok
+from chain_machines import kjson, ok
 from conftest import let_go_on, wait_until
+from machines_together import new_machines
 
 from kint.client import Client, KintError
 from kint.spaces import resolve
@@ -26,15 +27,25 @@ PROFILES = ("alpha", "beta", "gamma")
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory, chain_home):
-    """A machine on the devchain for the first and last tests of this file: the last one
-    plays a profile (delta) the first one never touched."""
-    sb = new_machine(tmp_path_factory.mktemp("hermes"), chain_home)
+def machines(tmp_path_factory, chain_home):
+    """The file's two machines on the devchain, started together (their supervisors'
+    starts overlap): one for the first and last tests (the last plays a profile, delta,
+    the first never touched), and the late-attach test's, left untouched until it runs,
+    with that test's heartbeat timeout."""
+    started = new_machines([tmp_path_factory.mktemp("hermes"),
+                            tmp_path_factory.mktemp("hermes-late")], chain_home,
+                           envs=[{}, {"KINT_WORKER_HEARTBEAT_TIMEOUT": str(HUNG_AFTER_S)}])
     try:
-        yield sb
+        yield started
     finally:
-        sb.shutdown()
+        for sb in started:
+            sb.shutdown()
         _leave_home_bare()
+
+
+@pytest.fixture
+def machine(machines):
+    return machines[0]
 
 
 def test_three_profiles_three_workers_and_hermes_writes_never_hold(machine, monkeypatch):
@@ -107,13 +118,15 @@ def _leave_home_bare() -> None:
 
 
 # The heartbeat timeout of the late-attach test below (KINT_WORKER_HEARTBEAT_TIMEOUT, a
-# user's setting): the provider's first attach waits it out, so it is half the default 10 s;
-# its idle worker beats every 1.25 s, well within it on a loaded box.
-HUNG_AFTER_S = 5
+# user's setting): the provider's first attach waits it out, so it is short, as in
+# test_mcp_faults.py and test_supervisor_faults.py; its idle worker beats every second (a
+# quarter of it, held to 1 to 3 s), so a beat late by two seconds on a loaded box is not
+# taken for a hang.
+HUNG_AFTER_S = 3
 
 
 def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
-        tmp_path_factory, chain_home, monkeypatch, caplog):
+        machines, monkeypatch, caplog):
     """The profile's worker is stopped for real (SIGSTOP) as Hermes starts the provider: the
     attach answers WORKER_DOWN once the supervisor judges the worker hung (HUNG_AFTER_S), and the
     session's keepalive attaches to the worker that replaces it, soon after (it tries again
@@ -128,8 +141,7 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
     # The keepalive's first retry after the failed start (2 s for a user, doubling): half a
     # second here, so it reaches the worker's replacement as that starts.
     monkeypatch.setattr(session_module, "RETRY_FIRST_S", 0.5)
-    sb = new_machine(tmp_path_factory.mktemp("hermes-late"), chain_home,
-                     KINT_WORKER_HEARTBEAT_TIMEOUT=str(HUNG_AFTER_S))
+    sb = machines[1]
     _play_hermes(sb, monkeypatch)
     profile = {"hermes_home": str(sb.hermes_home / "profiles" / "alpha"),
                "agent_identity": "alpha"}

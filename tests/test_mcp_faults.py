@@ -21,12 +21,39 @@ import time
 
 import pytest
 
-from chain_machines import machine_behind_proxy, new_machine, ok
+from chain_machines import ok
 from conftest import sibyl_client, wait_until, write_store
+from machines_together import behind_proxy, new_machines
 from kint.supervisor.pidlock import running_pid
 from mcp_session import AgentProcess
 
 AGAIN_SOON = "the space's worker goes on with it: call memory_status in a minute"
+
+
+# In the killed-supervisor test, the stopped worker is found hung after this many seconds
+# without a beat (its idle beat comes every second under it), and the call answered
+# WORKER_DOWN at once: through the setting a user has (KINT_WORKER_HEARTBEAT_TIMEOUT, here
+# in that machine's supervisor's environment, which the supervisor the test starts again
+# inherits too), not the default 10 s of waiting. The other machines keep the default.
+HEARTBEAT_TIMEOUT_S = 3
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory, chain_home):
+    """A machine for each test of the module, by name: started together (their supervisors'
+    starts overlap), each untouched until its test, which stops it when done. None pushes
+    by itself (KINT_QUIET_SECONDS). The first three are connected through a proxy by their
+    test (`behind_proxy`)."""
+    own = {"killed": {"KINT_WORKER_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S)}}
+    names = ("unmined", "inflight", "killed", "garbage", "locked", "deleted", "deleted-new")
+    started = new_machines([tmp_path_factory.mktemp(f"mcp-{name}") for name in names],
+                           chain_home, envs=[own.get(name, {}) for name in names],
+                           KINT_QUIET_SECONDS="3600")
+    try:
+        yield dict(zip(names, started))
+    finally:
+        for sb in started:
+            sb.shutdown()
 
 
 def timed(agent, tool, **args):
@@ -36,12 +63,11 @@ def timed(agent, tool, **args):
 
 
 def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
-        tmp_path_factory, chain_home):
+        machines, chain_home):
     """The endpoint takes the transaction and never confirms it: the push waits past the
     tool's bound (3 s here, kint.agent_server.tools.TOOL_WAIT_S), the agent is told so with
     its next call, and the worker's push lands once the endpoint answers again."""
-    with machine_behind_proxy(tmp_path_factory.mktemp("mcp-unmined"), chain_home,
-                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+    with behind_proxy(machines["unmined"], chain_home) as (sb, proxy):
         agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": "3"}).start()
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
@@ -106,7 +132,7 @@ def _push_in_flight(agent, proxy, **submit):
 
 
 def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
-        tmp_path_factory, chain_home):
+        machines, chain_home):
     """A kint call waits on the worker off kint-server's event loop: while a push waits on
     an endpoint that never confirms, a `ping` and `tools/list` are answered, a Sibyl write
     waits for the push (tool calls never overlap: a pull swaps the client it writes to),
@@ -114,8 +140,7 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
     answers as it did when it ran on the loop. A push the client cancels is
     answered `Request cancelled` at once; the next tool call still waits for its work.
     A client gone mid-call does not keep the server from exiting."""
-    with machine_behind_proxy(tmp_path_factory.mktemp("mcp-inflight"), chain_home,
-                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+    with behind_proxy(machines["inflight"], chain_home) as (sb, proxy):
         agent = AgentProcess({**sb.env,
                               "KINT_TEST_TOOL_WAIT_S": str(IN_FLIGHT_WAIT_S)}).start()
         try:
@@ -180,19 +205,9 @@ def _server_log(sb) -> str:
                      for path in sb.kint_home.rglob("kint.log"))
 
 
-# The stopped worker is found hung after this many seconds without a beat (its idle beat
-# comes every second under it), and the call answered WORKER_DOWN at once: through the setting
-# a user has (KINT_WORKER_HEARTBEAT_TIMEOUT, here in the supervisor's environment, which
-# the supervisor this test starts again inherits too), not the default 10 s of waiting.
-HEARTBEAT_TIMEOUT_S = 3
-
-
 def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
-        tmp_path_factory, chain_home):
-    with machine_behind_proxy(tmp_path_factory.mktemp("mcp-killed"), chain_home,
-                              KINT_QUIET_SECONDS="3600",
-                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S)) as (
-                                  sb, proxy):
+        machines, chain_home):
+    with behind_proxy(machines["killed"], chain_home) as (sb, proxy):
         agent = AgentProcess(sb.env).start()
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
@@ -244,10 +259,10 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
             agent.close()
 
 
-def test_a_store_that_is_not_sqlite_is_served_and_named(tmp_path_factory, chain_home):
+def test_a_store_that_is_not_sqlite_is_served_and_named(machines):
     """kint-server used to die at start on it (Sibyl's client raised from its constructor),
     so the agent had no tool at all to learn why."""
-    sb = new_machine(tmp_path_factory.mktemp("mcp-garbage"), chain_home, made_key=False)
+    sb = machines["garbage"]
     sb.sibyl_db.parent.mkdir(parents=True, exist_ok=True)
     sb.sibyl_db.write_bytes(b"not a database " * 400)
     try:
@@ -276,11 +291,11 @@ def test_a_store_that_is_not_sqlite_is_served_and_named(tmp_path_factory, chain_
         sb.shutdown()
 
 
-def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chain_home):
+def test_a_store_locked_by_another_writer_is_busy_at_once(machines):
     """Sibyl's client, opening a store, waits up to 180 s for another process's write lock:
     kint-server's start and a first memory_verify used to wait with it (the verify until
     its TIMEOUT)."""
-    sb = new_machine(tmp_path_factory.mktemp("mcp-locked"), chain_home, made_key=False)
+    sb = machines["locked"]
     write_store(sb.sibyl_db, tenant=sb.tenant)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys, time\n"
@@ -312,10 +327,9 @@ def test_a_store_locked_by_another_writer_is_busy_at_once(tmp_path_factory, chai
         sb.shutdown()
 
 
-def _machine_with_a_rule(root, chain_home, *, pushed: bool):
-    """A connected devchain machine whose store holds one rule, anchored when `pushed`; its
-    watcher never pushes by itself (KINT_QUIET_SECONDS)."""
-    sb = new_machine(root, chain_home, KINT_QUIET_SECONDS="3600")
+def _machine_with_a_rule(sb, *, pushed: bool):
+    """The devchain machine `sb` connected, its store holding one rule, anchored when
+    `pushed`; its watcher never pushes by itself (KINT_QUIET_SECONDS)."""
     try:
         ok(sb.kint("connect", "--dev"))
         sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
@@ -337,13 +351,12 @@ def _delete_store(sb):
 
 
 def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
-        tmp_path_factory, chain_home):
+        machines):
     """The store's files deleted while kint-server has its client open. Sibyl's tools kept
     writing into the unlinked file (every row lost when the server exits), and memory_pull
     said "already at the chain head". Now the next call closes that client and refuses,
     naming the deleted store and memory_pull; the pull restores it into a new file."""
-    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted"), chain_home,
-                              pushed=True)
+    sb = _machine_with_a_rule(machines["deleted"], pushed=True)
     try:
         agent = AgentProcess(sb.env).start()
         try:
@@ -382,7 +395,7 @@ def test_a_store_deleted_under_the_server_is_named_and_a_plain_pull_restores_it(
 
 
 def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
-        tmp_path_factory, chain_home):
+        machines):
     """The store's files deleted while kint-server has its client open, and nothing of it
     was ever anchored (connected, never pushed): there is nothing on chain to restore, so
     no STORE_GONE (docs/harnesses.md). The next call closes the client on the deleted file
@@ -390,8 +403,7 @@ def test_a_store_deleted_under_the_server_with_nothing_anchored_is_made_anew(
     they write is in the new file on disk, not in the unlinked one."""
     from sibyl_memory_client.exceptions import NotFoundError
 
-    sb = _machine_with_a_rule(tmp_path_factory.mktemp("mcp-deleted-new"), chain_home,
-                              pushed=False)
+    sb = _machine_with_a_rule(machines["deleted-new"], pushed=False)
     try:
         agent = AgentProcess(sb.env).start()
         try:

@@ -338,21 +338,6 @@ class Log:
         return self.path.read_text()[self.start:]
 
 
-@contextmanager
-def _machine(tmp_path, *attaches: dict, **env: str) -> Iterator[Any]:
-    """The test supervisor over a store, with a session attached for each of `attaches`
-    (the `attach` op's arguments: no keepalive follows)."""
-    sb = make_sandbox(tmp_path / "m", **QUICK, **env)
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        for args in attaches:
-            sb.call("attach", sb.sibyl_db, args=args)
-        yield sb
-    finally:
-        sb.shutdown()
-
-
 @linux_only
 def test_a_worker_with_sessions_attached_is_recycled_and_its_successor_has_them(shared):
     with _recycling(shared):
@@ -414,18 +399,36 @@ def _dirty_store_kept(sb) -> None:
 
 
 @linux_only
-def test_sessions_attached_keep_a_worker_from_its_idle_exit(tmp_path):
+def test_sessions_attached_keep_a_worker_from_its_idle_exit(shared):
     """KINT_WORKER_IDLE_SECONDS never stops a worker with a session attached (recycling is
-    off here); it does once the session detaches."""
-    with _machine(tmp_path, {"session": "s", "watcher": False}, KINT_WORKER_RECYCLE_MIB="0",
-                  KINT_WORKER_IDLE_SECONDS="2") as sb:
-        pid = _row(sb)["pid"]
-        row = _kept_after_its_figure(sb, sb.sibyl_db, after_s=2)  # the idle limit on top
+    off here); it does once the session detaches. Both settings are the shared supervisor's
+    for this test's run only (config.toml, read at once through `sup.reload`): the spaces
+    earlier tests left, sessions gone, exit idle meanwhile, which no test reads."""
+    sb = shared
+    with _supervisor_config(sb, "worker_idle_seconds = 2\nworker_recycle_mib = 0\n"):
+        store = _space(sb, "idle", {"session": "s", "watcher": False})
+        pid = sb.row(store)["pid"]
+        row = _kept_after_its_figure(sb, store, after_s=2)  # the idle limit on top
         assert row["pid"] == pid and row["sessions"] == 1, row
-        sb.call("detach", sb.sibyl_db, args={"session": "s"})
-        row = sb.wait_for(lambda: (r := _row(sb))["pid"] is None and r, timeout=30,
+        sb.call("detach", store, args={"session": "s"})
+        row = sb.wait_for(lambda: (r := sb.row(store))["pid"] is None and r, timeout=30,
                           what="the idle exit once the session left")
         assert row["state"] == "idle" and row["restarts"] == 0, row
+
+
+@contextmanager
+def _supervisor_config(sb, text: str) -> Iterator[None]:
+    """`text` as config.toml, read by the supervisor at once (`sup.reload`); the file is
+    gone again afterwards, and read so."""
+    config = sb.kint_home / "config.toml"
+    config.write_text(text)
+    config.chmod(0o600)
+    sb.call("sup.reload")
+    try:
+        yield
+    finally:
+        config.unlink()
+        sb.call("sup.reload")
 
 
 def test_a_restarted_worker_hands_its_sessions_to_its_successor(shared):

@@ -14,9 +14,10 @@ import os
 
 import pytest
 
-from chain_machines import (authorize_machine, connect_with_code, kjson, new_machine,
-                            owner_account, recovery_code)
+from chain_machines import (authorize_machine, connect_with_code, kjson, owner_account,
+                            recovery_code)
 from conftest import sibyl_client
+from machines_together import new_machines
 from kint.rows.export import connect_ro, export_rows
 
 NOTE_RANDOM_BYTES = 9000  # 18,000 hex characters a note: about 10 KB of gzip each
@@ -24,8 +25,8 @@ NOTE_RANDOM_BYTES = 9000  # 18,000 hex characters a note: about 10 KB of gzip ea
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("restore-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("restore-b"), chain_home)
+    a, b = new_machines([tmp_path_factory.mktemp("restore-a"),
+                         tmp_path_factory.mktemp("restore-b")], chain_home)
     yield a, b
     a.shutdown()
     b.shutdown()

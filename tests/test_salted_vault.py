@@ -19,8 +19,9 @@ import re
 import pytest
 from eth_account import Account
 
-from chain_machines import authorize_machine, kjson, new_machine, ok, wallet_signature
+from chain_machines import authorize_machine, kjson, ok, wallet_signature
 from conftest import sibyl_client
+from machines_together import new_machines
 
 SALT = "a salt only the owner knows"
 
@@ -29,11 +30,12 @@ SALT = "a salt only the owner knows"
 def machines(tmp_path_factory, chain_home):
     """Machines A and B for the module: each test connects its own owner's vault in a space
     of its own (the default store's, then a profile store's on both), so what one test's
-    connects and rekeys leave on a machine is in a space the other never names."""
-    a = new_machine(tmp_path_factory.mktemp("vault-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("vault-b"), chain_home)
-    yield a, b
-    for machine in (a, b):
+    connects and rekeys leave on a machine is in a space the other never names. Machine C,
+    started beside them, stays untouched until the second test's last step."""
+    a, b, c = new_machines([tmp_path_factory.mktemp(name)
+                            for name in ("vault-a", "vault-b", "added-c")], chain_home)
+    yield a, b, c
+    for machine in (a, b, c):
         machine.shutdown()
 
 
@@ -58,7 +60,7 @@ def _without_a_terminal(machine, *args: str, input: str):
 
 
 def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(machines, chain_home):
-    a, b = machines
+    a, b, _ = machines
     owner = Account.create()
     payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
     signature = wallet_signature(owner, payload)
@@ -92,13 +94,13 @@ def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(machines, cha
 
 
 def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_does(
-        machines, tmp_path_factory, chain_home):
+        machines, chain_home):
     """09-cli.md, "kint connect": `--add-passphrase` adds a passphrase wrap beside the
     signature's; 16-limits.md: that wrap is derived as a smart account's vault passphrase
     is, so once an epoch carries it, `--smart-account` with that passphrase opens the
     vault on another machine. The space is a profile store's, `added` on every machine (one
     label, so one space): the default store's is the other test's."""
-    a, b = machines
+    a, b, c = machines
 
     def on(machine, *args: str) -> tuple[str, ...]:
         return ("--db", str(machine.profile_db("added")), *args)
@@ -149,10 +151,6 @@ def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_d
     dropped = json.loads(ok(a.kint(*on(a, "rekey", "--signature", "-", "--drop-missing",
                                        "--json"), input=signature + "\n")).stdout)
     assert dropped["carried"] == 1 and len(dropped["dropped"]) == 1, dropped
-    c = new_machine(tmp_path_factory.mktemp("added-c"), chain_home)
-    try:
-        gone = c.kint(*on(c, "connect", "--owner", owner.address, "--smart-account",
-                          "--passphrase-stdin"), input="an extra passphrase\n")
-        assert gone.returncode == 2, gone.stdout + gone.stderr
-    finally:
-        c.shutdown()
+    gone = c.kint(*on(c, "connect", "--owner", owner.address, "--smart-account",
+                      "--passphrase-stdin"), input="an extra passphrase\n")
+    assert gone.returncode == 2, gone.stdout + gone.stderr

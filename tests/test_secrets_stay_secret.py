@@ -13,13 +13,15 @@ import json
 import os
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from eth_account import Account
 
-from chain_machines import (authorize_machine, make_session_key, new_machine, ok, recovery_code,
+from chain_machines import (authorize_machine, make_session_key, ok, recovery_code,
                             wallet_signature)
 from conftest import make_sandbox, sibyl_client
+from machines_together import new_machines, side_by_side
 from support.procs import processes
 
 SALT = "salty horse battery staple 7731"
@@ -47,8 +49,8 @@ def _texts_under(root: Path):
 
 
 def test_no_secret_in_a_log_a_file_an_output_or_an_argv(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("leak-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("leak-b"), chain_home)
+    a, b = new_machines([tmp_path_factory.mktemp("leak-a"), tmp_path_factory.mktemp("leak-b")],
+                        chain_home)
     owner, stranger = Account.create(), Account.create()
     outputs: list[str] = []
 
@@ -69,22 +71,32 @@ def test_no_secret_in_a_log_a_file_an_output_or_an_argv(tmp_path_factory, chain_
                                        str(sig_file), "--passphrase-stdin", "--json",
                                        input=SALT + "\n")).stdout)
         authorize_machine(chain_home, owner, connected["session"])
-        for argv in (("push", "--json"), ("verify", "never ship on a Friday", "--json"),
-                     ("status", "--json"), ("doctor", "--json"), ("config", "show", "--json"),
-                     ("supervisor", "status", "--json"), ("recovery-code",)):
-            kint(a, *argv)
-        rewritten = json.loads(ok(kint(a, "recovery-code", "--json")).stdout)  # the path only
-        assert rewritten == {"recovery_file": str(a.kint_home /
-                                                  f"RECOVERY-{connected['space'][:16]}.txt")}
+        ok(kint(a, "push", "--json"))  # B's pull below reads this epoch
         code = recovery_code(a, connected["space"])
         wrong = code[:-1] + ("A" if code[-1] != "A" else "B")
-        kint(b, "connect", "--owner", owner.address, "--recovery-code-stdin", input=wrong + "\n")
         other = wallet_signature(stranger, payload)
-        kint(b, "connect", "--owner", owner.address, "--signature", "-", input=other + "\n")
-        ok(kint(b, "connect", "--owner", owner.address, "--recovery-code-stdin", "--json",
-                input=code + "\n"))
-        ok(kint(b, "pull", "--json"))
-        ok(kint(b, "verify", "never ship on a Friday", "--json"))
+
+        def on_a() -> dict:
+            for argv in (("verify", "never ship on a Friday", "--json"), ("status", "--json"),
+                         ("doctor", "--json"), ("config", "show", "--json"),
+                         ("supervisor", "status", "--json"), ("recovery-code",)):
+                kint(a, *argv)
+            return json.loads(ok(kint(a, "recovery-code", "--json")).stdout)  # the path only
+
+        def on_b() -> None:
+            kint(b, "connect", "--owner", owner.address, "--recovery-code-stdin",
+                 input=wrong + "\n")
+            kint(b, "connect", "--owner", owner.address, "--signature", "-", input=other + "\n")
+            ok(kint(b, "connect", "--owner", owner.address, "--recovery-code-stdin", "--json",
+                    input=code + "\n"))
+            ok(kint(b, "pull", "--json"))
+            ok(kint(b, "verify", "never ship on a Friday", "--json"))
+
+        # Once A's epoch is on chain, what each machine does next needs nothing of the
+        # other's: the two run side by side.
+        rewritten, _ = side_by_side(on_a, on_b)
+        assert rewritten == {"recovery_file": str(a.kint_home /
+                                                  f"RECOVERY-{connected['space'][:16]}.txt")}
         argvs = _argv_of_processes_naming([a.kint_home, b.kint_home])
         assert len(argvs) >= 4, argvs  # each machine's supervisor, forkserver, worker(s)
 
@@ -192,25 +204,38 @@ def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
     sb = make_sandbox(tmp_path / "m", KINT_RPC_URL=f"{base}/v2/{PATH_KEY}?apikey={QUERY_KEY}",
                       KINT_RPC_URL_2=f"{base}/{SECOND_KEY}", KINT_RPC_TIMEOUT="1")
     outputs: list[str] = []
+
+    def run(mode: str, *commands: tuple[tuple[str, ...], str | None]) -> None:
+        # Hung, each command waits out the RPC timeout at every call it makes (both
+        # endpoints, a few calls each): that wait is all a longer timeout would add.
+        timeout = {"KINT_RPC_TIMEOUT": HUNG_RPC_TIMEOUT_S} if mode == "hang" else {}
+        for argv, given in commands:
+            out = sb.kint(*argv, input=given, env=timeout)
+            outputs.append(f"{mode}: kint {' '.join(argv)}\n{out.stdout}\n{out.stderr}")
+
     try:
         make_session_key(sb)
-        owner = Account.create().address
+        from kint.custody.vault_message import canonical_payload
+
+        owner = Account.create()
+        # The owner's derive signature, checked before connect reads the chain, as a vault
+        # passphrase is stretched (a scrypt of ~0.4 s at every connect, for the same
+        # refusal): the key does not change what connect says of the chain.
+        signed = wallet_signature(owner, canonical_payload(owner.address).decode()) + "\n"
+        connect = ("connect", "--owner", owner.address, "--signature", "-")
+        # Two lanes at once, each in its order: the commands of the heaviest start-up
+        # (web3's imports, the MCP SDK's), beside those the supervisor and the worker
+        # answer. None changes what another reads (every connect is refused); the
+        # supervisor is started first, so every command meets it running whichever lane
+        # gets there first.
+        heavy = ((("session-key", "show"), None), (("doctor",), None))
+        light = ((("doctor", "--json"), None), (connect, signed), ((*connect, "--json"), signed),
+                 (("status",), None), (("status", "--json"), None), (("config", "show"), None),
+                 (("config", "show", "--json"), None), (("supervisor", "status", "--json"), None))
+        run("page", (("supervisor", "start"), None))
         for mode in ("page", "error", "hang"):
             server.mode = mode  # type: ignore[attr-defined]
-            # Hung, each command waits out the RPC timeout at every call it makes (both
-            # endpoints, a few calls each): that wait is all a longer timeout would add.
-            timeout = {"KINT_RPC_TIMEOUT": HUNG_RPC_TIMEOUT_S} if mode == "hang" else {}
-            for argv, given in ((("session-key", "show"), None),
-                                (("connect", "--owner", owner, "--smart-account",
-                                  "--passphrase-stdin"), SALT + "\n"),
-                                (("connect", "--owner", owner, "--smart-account",
-                                  "--passphrase-stdin", "--json"), SALT + "\n"),
-                                (("status",), None), (("status", "--json"), None),
-                                (("doctor",), None), (("doctor", "--json"), None),
-                                (("config", "show"), None), (("config", "show", "--json"), None),
-                                (("supervisor", "status", "--json"), None)):
-                out = sb.kint(*argv, input=given, env=timeout)
-                outputs.append(f"{mode}: kint {' '.join(argv)}\n{out.stdout}\n{out.stderr}")
+            side_by_side(partial(run, mode, *heavy), partial(run, mode, *light))
         said = "\n".join(outputs)
         # The endpoint's words were met and quoted, less the key.
         assert "unknown key <redacted>" in said, said[-3000:]

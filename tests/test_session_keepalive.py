@@ -131,13 +131,18 @@ def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(machine
 
 
 # The worker's heartbeat timeout (KINT_WORKER_HEARTBEAT_TIMEOUT, a user's setting, in
-# config.toml, which the supervisor reads again within a second of a change): long while
-# kint-server starts, which must send its attach while the supervisor still counts the
-# stopped worker as serving, even on a loaded box; then, once that attach has failed,
-# short, so that the supervisor judges the worker hung at once rather than waiting out the
-# long one (a stopped worker that beat every 3 s is given two of its beats: 6 s of silence).
+# config.toml; the supervisor reads it again within a second of a change, and at once on
+# `sup.reload`, which `kint supervisor reload` sends). Short when the supervisor starts, so
+# that the worker it spawns beats every second while idle (a quarter of the timeout, held to
+# 1 to 3 s, fixed at the spawn); then long while kint-server starts, which must send its
+# attach while the supervisor still counts the stopped worker as serving, even on a loaded
+# box; then, once that attach has failed, short, so that the supervisor judges the worker
+# hung at once rather than waiting out the long one. A worker spawned before a reload
+# shortened the timeout is given two of its beats: spawned under the long one, it would beat
+# every 3 s and be judged after 6 s of silence; beating every second, after the short one.
+SPAWNED_UNDER_S = 4
 HUNG_AFTER_S = 60
-HUNG_AFTER_SHORT_S = 6
+HUNG_AFTER_SHORT_S = 3
 # The first wait of the keepalive's retries here (2 s for a user, doubling), through the
 # test launcher's KINT_TEST_ATTACH_RETRY_S (tests/support/run_kint_server.py): the retry
 # sent while the worker is stopped waits for the supervisor's judgement (WORKER_DOWN), and
@@ -157,11 +162,12 @@ def _heartbeat_timeout(sb, seconds: float) -> None:
 
 def _hung_after(sb, seconds: float) -> None:
     """The heartbeat timeout set in config.toml, and seen by the supervisor (its log line
-    for the change)."""
+    for the change): read at once through `sup.reload`, not at its next look at the file."""
     log = sb.kint_home / "supervisor.log"
     changed = re.compile(rf"settings changed: .*heartbeat_timeout_s \S+ -> {float(seconds)}\b")
     before = len(changed.findall(log.read_text()))
     _heartbeat_timeout(sb, seconds)
+    sb.call("sup.reload")
     assert wait_until(lambda: len(changed.findall(log.read_text())) > before, timeout=30), \
         log.read_text()[-2000:]
 
@@ -177,8 +183,9 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     run that attach, and the session would count without any retry. Before, the keepalive
     started only after a first attach that went through: this session never counted and no
     watcher pushed its agent's writes for the server's whole life."""
-    # new_machine's steps, with the long timeout in config.toml before the supervisor
-    # starts (it reads the file at its start: no change to wait for).
+    # new_machine's steps, with the short timeout in config.toml before the supervisor
+    # starts (it reads the file at its start), so the worker connect spawns beats every
+    # second; the long one once that worker runs.
     # No quiet period before the watcher's push (the session sends the sandbox's): the
     # write below is the one the push waits on, nothing comes after it to wait for. The
     # watcher ticks every quarter second (a poll KINT_TEST_POLL_MINIMUM_S lets under 1 s,
@@ -187,20 +194,21 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
                       KINT_TEST_POLL_MINIMUM_S="0.25", KINT_QUIET_SECONDS="0")
     join_devchain(chain_home, sb)
     make_session_key(sb)
-    _heartbeat_timeout(sb, HUNG_AFTER_S)
+    _heartbeat_timeout(sb, SPAWNED_UNDER_S)
     sb.start_entitled()
     agent = None
     worker = None
     try:
         ok(sb.kint("connect", "--dev"))
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
+        _hung_after(sb, HUNG_AFTER_S)
         os.kill(worker, signal.SIGSTOP)
         agent = AgentProcess({**sb.env, "KINT_BOOTSTRAP_SECONDS": "0.5",
                               "KINT_TEST_ATTACH_RETRY_S": str(ATTACH_RETRY_S)}).start()
         assert wait_until(lambda: "could not attach to the space's worker" in _server_log(sb),
                           timeout=30), _server_log(sb)[-2000:]
         _hung_after(sb, HUNG_AFTER_SHORT_S)
-        # It was the long one from the supervisor's start, the file's.
+        # It was the long one set once the worker ran.
         assert (f"heartbeat_timeout_s {float(HUNG_AFTER_S)} -> {float(HUNG_AFTER_SHORT_S)}"
                 in (sb.kint_home / "supervisor.log").read_text())
         hung = f"worker {worker} is hung ("

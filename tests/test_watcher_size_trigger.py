@@ -6,11 +6,12 @@ period ends when rows x 400 bytes is more than KINT_SIZE_TRIGGER_BYTES (32,768 b
 Real parts: the devchain, the test supervisor, the space's worker and its watcher (started
 by a session's `attach`), and rows written through Sibyl's own client. KINT_QUIET_SECONDS is
 an hour, so only the size trigger can push; the minute between size checks is shortened to
-a second through the test launcher's knob (tests/support/kint_test_timings.py,
-KINT_TEST_SIZE_CHECK_INTERVAL_S), which no user setting reaches.
+a quarter second through the test launcher's knob (tests/support/kint_test_timings.py,
+KINT_TEST_SIZE_CHECK_INTERVAL_S), which no user setting reaches, and so is the watcher's
+tick (KINT_POLL_SECONDS, which KINT_TEST_POLL_MINIMUM_S, there too, lets under 1 s).
 
 That size checks ran while 81 rows waited is seen, not slept for: each tick of the watcher
-(every second here, each a size check while the store is dirty) first logs its timings
+(every quarter second here, each a size check while the store is dirty) first logs its timings
 when config.toml changed them, so a changed KINT_PUSH_RETRY_SECONDS (which no push here
 meets) is logged by the next tick; once the last of CHECKS_SEEN changes is logged, the
 ticks that logged the ones before it have checked the size."""
@@ -26,7 +27,9 @@ BELOW = TRIGGER_BYTES // ESTIMATED_BYTES_PER_ROW  # 81: 32,400 bytes, not more t
 # Ticks seen to log a changed configuration while BELOW rows wait: all but the last have
 # checked the size by the time the last is logged.
 CHECKS_SEEN = 4
-WAIT = {"timeout": 90, "interval": 0.2}
+WAIT = {"timeout": 90, "interval": 0.1}
+# The watcher's tick, and the least time between two size checks while the store is dirty.
+TICK_S = "0.25"
 
 
 def _status(sb) -> dict:
@@ -37,8 +40,9 @@ def _status(sb) -> dict:
 
 def test_the_size_trigger_pushes_at_82_rows_and_not_at_81(tmp_path, chain_home):
     assert (BELOW, BELOW * ESTIMATED_BYTES_PER_ROW) == (81, 32400)
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_QUIET_SECONDS="3600", KINT_TEST_SIZE_CHECK_INTERVAL_S="1")
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS=TICK_S,
+                     KINT_TEST_POLL_MINIMUM_S=TICK_S, KINT_QUIET_SECONDS="3600",
+                     KINT_TEST_SIZE_CHECK_INTERVAL_S=TICK_S)
     db = sb.sibyl_db
     try:
         write_store(db, tenant=sb.tenant)

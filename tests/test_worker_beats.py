@@ -8,6 +8,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from conftest import make_sandbox, pid_alive, wait_until, write_store
 from support.lifecycle_host import LifecycleHost
 
@@ -70,23 +72,41 @@ def _every(sandbox, db) -> float | None:
     return sandbox.row(db)["beat_every_s"]
 
 
-def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(tmp_path):
-    # A 6 s timeout: once idle for 1.5 s, its beats say 1.5 s (the default 10 s gives 2.5,
-    # checked above; the shorter cadence only shortens the waits).
-    sb = make_sandbox(tmp_path, KINT_WORKER_HEARTBEAT_TIMEOUT="6")
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """One supervisor for the two real-worker tests below, each on a store (so a space and a
+    worker) of its own, spawned under the heartbeat timeout the test sets in config.toml
+    (`_timeout`): a worker's idle cadence is a quarter of the timeout at its spawn."""
+    sb = make_sandbox(tmp_path_factory.mktemp("beats") / "machine")
     try:
-        write_store(sb.sibyl_db)
         sb.start()
-        sb.call("status", sb.sibyl_db)
-        assert wait_until(lambda: _every(sb, sb.sibyl_db) == 1.5)
-        assert sb.row(sb.sibyl_db)["state"] == "ready"
-        # An op on the pool: the next beat comes within a second and says one second.
-        sb.call("status", sb.sibyl_db, args={"chain": True})
-        assert wait_until(lambda: _every(sb, sb.sibyl_db) == 1.0, timeout=5.0)
-        assert wait_until(lambda: _every(sb, sb.sibyl_db) == 1.5)
-        assert sb.row(sb.sibyl_db)["state"] == "ready"
+        yield sb
     finally:
         sb.shutdown()
+
+
+def _timeout(sb, seconds: float) -> None:
+    """KINT_WORKER_HEARTBEAT_TIMEOUT in config.toml, read by the supervisor at once."""
+    config = sb.kint_home / "config.toml"
+    config.write_text(f"worker_heartbeat_timeout = {seconds}\n")
+    config.chmod(0o600)
+    sb.call("sup.reload")
+
+
+def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(machine):
+    # A 6 s timeout: once idle for 1.5 s, its beats say 1.5 s (the default 10 s gives 2.5,
+    # checked above; the shorter cadence only shortens the waits).
+    sb = machine
+    _timeout(sb, 6)
+    db = write_store(sb.profile_db("cadence"))
+    sb.call("status", db)
+    assert wait_until(lambda: _every(sb, db) == 1.5)
+    assert sb.row(db)["state"] == "ready"
+    # An op on the pool: the next beat comes within a second and says one second.
+    sb.call("status", db, args={"chain": True})
+    assert wait_until(lambda: _every(sb, db) == 1.0, timeout=5.0)
+    assert wait_until(lambda: _every(sb, db) == 1.5)
+    assert sb.row(db)["state"] == "ready"
 
 
 # Kept off the next beat's time: how much later than the worker sent its beat the
@@ -94,46 +114,43 @@ def test_a_real_worker_beats_every_second_at_work_and_less_often_once_idle(tmp_p
 BEAT_TRIP_S = 0.3
 
 
-def _next_beat_at(sb) -> float | None:
-    """When the worker's next beat is due (monotonic), if its last came under 0.2 s ago."""
+def _next_beat_at(sb, db) -> float | None:
+    """When `db`'s worker's next beat is due (monotonic), if its last came under 0.2 s ago."""
     asked_at = time.monotonic()
-    age = sb.row(sb.sibyl_db)["last_beat_age_s"]
+    age = sb.row(db)["last_beat_age_s"]
     if age is None or age >= 0.2:
         return None
     return asked_at - age + IDLE_BEAT_MAX_SECONDS
 
 
-def test_an_idle_worker_sleeps_until_its_next_beat_yet_stops_at_once_on_sigterm(tmp_path):
+def test_an_idle_worker_sleeps_until_its_next_beat_yet_stops_at_once_on_sigterm(machine):
     """An idle worker's loop waits for its next beat (3 s apart under a 60 s timeout),
     not a second at a time; a signal wakes it through its wake-up pipe, so SIGTERM right
     after a beat stops it well before the next one would have woken it."""
-    sb = make_sandbox(tmp_path, KINT_WORKER_HEARTBEAT_TIMEOUT="60")
-    try:
-        write_store(sb.sibyl_db)
-        sb.start()
-        pid = sb.call("status", sb.sibyl_db)["worker"]["pid"]
-        space16 = sb.row(sb.sibyl_db)["space"]
-        assert wait_until(lambda: _every(sb, sb.sibyl_db) == IDLE_BEAT_MAX_SECONDS)
-        # Just after a beat, when the next is due: a worker not woken by the signal exits
-        # at that beat at the earliest. Reckoned from before the status read, so the read's
-        # own time makes it earlier, never later.
-        next_beat_at = wait_until(lambda: _next_beat_at(sb))
-        assert next_beat_at
-        os.kill(pid, signal.SIGTERM)
-        exits_by = time.monotonic() + 10
-        while pid_alive(pid) and time.monotonic() < exits_by:
-            time.sleep(0.02)
-        gone_at = time.monotonic()
-        # Gone before its next beat was due: the signal woke it, not the beat. Idle beats
-        # are at most 3 s apart, so this is the widest gap the two causes can have; the
-        # worker has ~2.5 s of it to exit in.
-        assert not pid_alive(pid) and gone_at < next_beat_at - BEAT_TRIP_S, \
-            f"gone {gone_at - next_beat_at:+.2f}s from its next beat"
-        logged = [line for path in sb.kint_home.rglob("*.log")
-                  for line in path.read_text(errors="replace").splitlines()]
-        assert f"worker for space {space16} exits (0)" in "\n".join(logged)  # a clean stop
-    finally:
-        sb.shutdown()
+    sb = machine
+    _timeout(sb, 60)
+    db = write_store(sb.profile_db("asleep"))
+    pid = sb.call("status", db)["worker"]["pid"]
+    space16 = sb.row(db)["space"]
+    assert wait_until(lambda: _every(sb, db) == IDLE_BEAT_MAX_SECONDS)
+    # Just after a beat, when the next is due: a worker not woken by the signal exits
+    # at that beat at the earliest. Reckoned from before the status read, so the read's
+    # own time makes it earlier, never later.
+    next_beat_at = wait_until(lambda: _next_beat_at(sb, db))
+    assert next_beat_at
+    os.kill(pid, signal.SIGTERM)
+    exits_by = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < exits_by:
+        time.sleep(0.02)
+    gone_at = time.monotonic()
+    # Gone before its next beat was due: the signal woke it, not the beat. Idle beats
+    # are at most 3 s apart, so this is the widest gap the two causes can have; the
+    # worker has ~2.5 s of it to exit in.
+    assert not pid_alive(pid) and gone_at < next_beat_at - BEAT_TRIP_S, \
+        f"gone {gone_at - next_beat_at:+.2f}s from its next beat"
+    logged = [line for path in sb.kint_home.rglob("*.log")
+              for line in path.read_text(errors="replace").splitlines()]
+    assert f"worker for space {space16} exits (0)" in "\n".join(logged)  # a clean stop
 
 
 def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_runs(

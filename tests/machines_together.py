@@ -1,0 +1,79 @@
+"""Several machines on the session's devchain, their test supervisors started side by side;
+and a test's independent runs of commands, side by side.
+
+A test supervisor's start is mostly its interpreter importing kint, ZeroMQ and Sibyl, then
+its forkserver doing the same: a second or more of one core each. A test that needs two
+machines waited for one start, then the other; started together, the box's second core
+takes the other, and the test waits about one start's time. Each machine is what
+`chain_machines.new_machine` makes (the same steps, its session key made the same way),
+only the supervisors' starts overlap.
+
+A `kint` command is mostly its interpreter's start and imports too (~0.1 s to ~0.7 s of one
+core): a test that runs several commands no one of which needs another's outcome or state
+runs them in lanes (`side_by_side`), each lane's commands in their order.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from chain_machines import join_devchain, make_session_key, ok
+from conftest import Sandbox, make_sandbox
+from rpc_proxy import RpcProxy
+
+
+def new_machines(roots: list[Path], chain_home: Path, *,
+                 envs: list[dict[str, str]] | None = None, **env: str) -> list[Sandbox]:
+    """One machine per root, in that order, each as `new_machine(root, chain_home, **env)`
+    makes it; with `envs`, one environment per root on top of `env`. The session keys are
+    made one after another (`make_session_key` swaps this process's environment for the
+    call), then every supervisor is started at once and waited for. A machine whose
+    supervisor did start is stopped when another one fails."""
+    machines = []
+    for root, own in zip(roots, envs or [{}] * len(roots), strict=True):
+        machine = make_sandbox(root, **env, **own)
+        join_devchain(chain_home, machine)
+        make_session_key(machine)
+        machines.append(machine)
+    with ThreadPoolExecutor(max_workers=len(machines)) as pool:
+        starts = [pool.submit(machine.start_entitled) for machine in machines]
+    failed = [start.exception() for start in starts if start.exception() is not None]
+    if failed:
+        for machine in machines:
+            machine.shutdown()
+        raise failed[0]
+    return machines
+
+
+@contextmanager
+def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, RpcProxy]]:
+    """`machine` connected to the session's devchain through a loopback RPC proxy the test
+    switches, as `chain_machines.machine_behind_proxy` does for a machine it starts: on
+    the way out the proxy forwards again (nothing of the shutdown waits on a hung call),
+    the machine is stopped, then the proxy."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    try:
+        ok(machine.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        yield machine, proxy
+    finally:
+        proxy.forward()
+        machine.shutdown()
+        proxy.stop()
+
+
+def side_by_side(*lanes: Callable[[], Any]) -> list[Any]:
+    """Run each lane (a function) in a thread of its own, all at once; their results, in
+    order, once every lane has ended. The first lane's error, if any failed, is raised
+    then (never while another lane still runs a command)."""
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        runs = [pool.submit(lane) for lane in lanes]
+    for run in runs:
+        error = run.exception()
+        if error is not None:
+            raise error
+    return [run.result() for run in runs]
