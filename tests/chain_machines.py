@@ -66,21 +66,28 @@ def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: s
 
 
 @contextmanager
-def machine_behind_proxy(root: Path, chain_home: Path,
-                         **env: str) -> Iterator[tuple[Sandbox, RpcProxy]]:
-    """A machine connected to the session's devchain through a loopback RPC proxy the test
+def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, RpcProxy]]:
+    """`machine` connected to the session's devchain through a loopback RPC proxy the test
     switches (tests/rpc_proxy.py). On the way out the proxy forwards again, so nothing of
-    the machine's shutdown waits on a hung call, then stops."""
+    the machine's shutdown waits on a hung call, then the machine is stopped, then the
+    proxy."""
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
-    sb = new_machine(root, chain_home, **env)
     try:
-        ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
-        yield sb, proxy
+        ok(machine.kint("connect", "--dev", "--rpc-urls", proxy.url))
+        yield machine, proxy
     finally:
         proxy.forward()
-        sb.shutdown()
+        machine.shutdown()
         proxy.stop()
+
+
+@contextmanager
+def machine_behind_proxy(root: Path, chain_home: Path,
+                         **env: str) -> Iterator[tuple[Sandbox, RpcProxy]]:
+    """A new machine (`new_machine`), connected through a proxy as `behind_proxy` says."""
+    with behind_proxy(new_machine(root, chain_home, **env), chain_home) as pair:
+        yield pair
 
 
 def ok(out: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -17,9 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -197,6 +198,21 @@ class Sandbox:
             if db is not None:
                 kw.update(tenant=self.tenant, db=str(db), space=self.label(db))
             return client.call(op, timeout_s=timeout_s, **kw)
+
+    @contextmanager
+    def supervisor_config(self, text: str) -> Iterator[None]:
+        """`text` as this machine's config.toml (0600, as a user keeps it), read by its
+        running supervisor at once (`sup.reload`); the file is gone again afterwards, and
+        read so."""
+        config = self.kint_home / "config.toml"
+        config.write_text(text)
+        config.chmod(0o600)
+        self.call("sup.reload")
+        try:
+            yield
+        finally:
+            config.unlink()
+            self.call("sup.reload")
 
     def start(self) -> int:
         out = self.kint("supervisor", "start")

@@ -15,15 +15,12 @@ runs them in lanes (`side_by_side`), each lane's commands in their order.
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from chain_machines import join_devchain, make_session_key, ok
+from chain_machines import join_devchain, make_session_key
 from conftest import Sandbox, make_sandbox
-from rpc_proxy import RpcProxy
 
 
 def new_machines(roots: list[Path], chain_home: Path, *,
@@ -47,23 +44,6 @@ def new_machines(roots: list[Path], chain_home: Path, *,
             machine.shutdown()
         raise failed[0]
     return machines
-
-
-@contextmanager
-def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, RpcProxy]]:
-    """`machine` connected to the session's devchain through a loopback RPC proxy the test
-    switches, as `chain_machines.machine_behind_proxy` does for a machine it starts: on
-    the way out the proxy forwards again (nothing of the shutdown waits on a hung call),
-    the machine is stopped, then the proxy."""
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
-    try:
-        ok(machine.kint("connect", "--dev", "--rpc-urls", proxy.url))
-        yield machine, proxy
-    finally:
-        proxy.forward()
-        machine.shutdown()
-        proxy.stop()
 
 
 def side_by_side(*lanes: Callable[[], Any]) -> list[Any]:

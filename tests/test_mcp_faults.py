@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from chain_machines import ok
+from chain_machines import behind_proxy, ok
 from conftest import sibyl_client, wait_until, write_store
-from machines_together import behind_proxy, new_machines
+from machines_together import new_machines
 from kint.supervisor.pidlock import running_pid
 from mcp_session import AgentProcess
 

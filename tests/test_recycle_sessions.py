@@ -23,8 +23,6 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -405,7 +403,7 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(shared):
     for this test's run only (config.toml, read at once through `sup.reload`): the spaces
     earlier tests left, sessions gone, exit idle meanwhile, which no test reads."""
     sb = shared
-    with _supervisor_config(sb, "worker_idle_seconds = 2\nworker_recycle_mib = 0\n"):
+    with sb.supervisor_config("worker_idle_seconds = 2\nworker_recycle_mib = 0\n"):
         store = _space(sb, "idle", {"session": "s", "watcher": False})
         pid = sb.row(store)["pid"]
         row = _kept_after_its_figure(sb, store, after_s=2)  # the idle limit on top
@@ -414,21 +412,6 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(shared):
         row = sb.wait_for(lambda: (r := sb.row(store))["pid"] is None and r, timeout=30,
                           what="the idle exit once the session left")
         assert row["state"] == "idle" and row["restarts"] == 0, row
-
-
-@contextmanager
-def _supervisor_config(sb, text: str) -> Iterator[None]:
-    """`text` as config.toml, read by the supervisor at once (`sup.reload`); the file is
-    gone again afterwards, and read so."""
-    config = sb.kint_home / "config.toml"
-    config.write_text(text)
-    config.chmod(0o600)
-    sb.call("sup.reload")
-    try:
-        yield
-    finally:
-        config.unlink()
-        sb.call("sup.reload")
 
 
 def test_a_restarted_worker_hands_its_sessions_to_its_successor(shared):

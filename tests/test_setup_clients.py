@@ -105,6 +105,18 @@ def no_second_supervisor(sandbox) -> None:
     assert not stray.exists(), f"a server fell back to {stray}"
 
 
+def served_from_this_machine(sandbox) -> None:
+    """The client's kint-server ran under the machine's KINT_HOME (its log line is there,
+    naming the machine's tenant, store and space) and started the machine's supervisor,
+    not one under the real home's ~/.kint."""
+    label = sandbox.label(sandbox.sibyl_db)
+    assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
+            f"{sandbox.tenant}, db {sandbox.sibyl_db}); space {space_id(label)[:16]} ({label})"
+            in (sandbox.kint_home / "kint.log").read_text())
+    sandbox.wait_for(lambda: running_pid(sandbox.kint_home), what="the machine's supervisor")
+    no_second_supervisor(sandbox)
+
+
 # --- Claude Code --------------------------------------------------------------------------
 
 def test_claude_code_registers_kint_and_reports_it_connected(sandbox, tmp_path):
@@ -130,13 +142,7 @@ def test_claude_code_registers_kint_and_reports_it_connected(sandbox, tmp_path):
     assert listed.returncode == 0, listed.stdout + listed.stderr
     line = next(x for x in listed.stdout.splitlines() if x.startswith("kint: "))
     assert line == f"kint: /usr/bin/env -u PYTHONPATH {SERVER} - ✔ Connected", listed.stdout
-    # It ran under the machine's KINT_HOME (its log is there) and started its supervisor.
-    label = sandbox.label(sandbox.sibyl_db)
-    assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
-            f"{sandbox.tenant}, db {sandbox.sibyl_db}); space {space_id(label)[:16]} ({label})"
-            in (sandbox.kint_home / "kint.log").read_text())
-    sandbox.wait_for(lambda: running_pid(sandbox.kint_home), what="the machine's supervisor")
-    no_second_supervisor(sandbox)
+    served_from_this_machine(sandbox)
 
     before = config.read_bytes()
     again = kint_setup(sandbox, env, "claude", "--env", "SIBYL_MEMORY_TELEMETRY=0")
@@ -371,13 +377,7 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     assert probe["servers"]["kint"]["launch"] == " ".join(["/usr/bin/env", *args])
     assert probe["servers"]["kint"]["tools"] == 14
     assert {t for t in probe["tools"] if t.startswith("kint__memory_")} == KINT_SERVER_TOOLS
-    # It ran under the machine's KINT_HOME (its log is there) and started its supervisor.
-    label = sandbox.label(sandbox.sibyl_db)
-    assert (f"kint-server: serving Sibyl's tools plus kint's on stdio (tenant "
-            f"{sandbox.tenant}, db {sandbox.sibyl_db}); space {space_id(label)[:16]} ({label})"
-            in (sandbox.kint_home / "kint.log").read_text())
-    sandbox.wait_for(lambda: running_pid(sandbox.kint_home), what="the machine's supervisor")
-    no_second_supervisor(sandbox)
+    served_from_this_machine(sandbox)
 
     before = config.read_bytes()
     again = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -109,19 +108,10 @@ def machine(tmp_path_factory):
         sb.shutdown()
 
 
-@contextmanager
-def recycle_limit(sb, mib: int) -> Iterator[None]:
+def recycle_limit(sb, mib: int) -> AbstractContextManager[None]:
     """KINT_WORKER_RECYCLE_MIB in config.toml, as a user sets it, read by the supervisor at
-    once (`sup.reload`); the file is gone again afterwards."""
-    config = sb.kint_home / "config.toml"
-    config.write_text(f"worker_recycle_mib = {mib}\n")
-    config.chmod(0o600)
-    sb.call("sup.reload")
-    try:
-        yield
-    finally:
-        config.unlink()
-        sb.call("sup.reload")
+    once; the file is gone again afterwards."""
+    return sb.supervisor_config(f"worker_recycle_mib = {mib}\n")
 
 
 def _own_store(sb, name: str) -> Path:
