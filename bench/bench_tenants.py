@@ -247,7 +247,8 @@ def _item3(m: common.Machine, pool: ClientPool, others: list[Call], hang: Space,
     return {"phases": phases, "faults": faults_report, "raw_ms": raw}
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+def run(quick: bool = False, supervisor_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`supervisor_env`: more of the supervisor's environment (bench/nice_ab.py's A/B)."""
     from kint.chain import devchain
     from kint.spaces import resolve
 
@@ -257,6 +258,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     from anchor_store import anchor
 
     p = _params(quick)
+    p["supervisor_env"] = {**p["supervisor_env"], **(supervisor_env or {})}
     n, rows = p["spaces"], p["rows"]
     timings: dict[str, float] = {}
     with common.hermetic("tenants") as env:

@@ -54,10 +54,13 @@ def process_counts(pid: int) -> dict[str, int]:
     """A process's minor page faults and context switches (voluntary: it waited;
     involuntary: the scheduler took the core), every thread summed. Where one verify costs
     more CPU in a worker than in one loop, these say whether it went to faulting pages in
-    or to being switched out."""
-    out = {"minflt": 0, "ctxsw_voluntary": 0, "ctxsw_involuntary": 0}
-    for _, text in _tasks(pid, "stat", "status"):
+    or to being switched out. Also the microseconds its threads were ready to run but
+    waited for a core (`runq_wait_us`, schedstat's second field): what a process that
+    every call passes through (the supervisor) loses to the others on a busy box."""
+    out = {"minflt": 0, "ctxsw_voluntary": 0, "ctxsw_involuntary": 0, "runq_wait_us": 0}
+    for _, text in _tasks(pid, "stat", "status", "schedstat"):
         out["minflt"] += int(_stat_after_name(text["stat"])[7])
+        out["runq_wait_us"] += int(text["schedstat"].split()[1]) // 1000
         for line in text["status"].splitlines():
             if line.startswith("voluntary_ctxt_switches:"):
                 out["ctxsw_voluntary"] += int(line.split()[1])

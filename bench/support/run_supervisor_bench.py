@@ -6,8 +6,10 @@ The test suite's launcher (tests/support/run_supervisor.py) also preloads
 `kint_test_faults`, whose hooks wrap the reply encoder and the push's steps to crash a
 worker on a flag file; each reply then pays for an environment lookup no user's worker
 makes. No benchmark sets that flag, so a benchmark measures the supervisor a user runs.
+BENCH_WORKER_NICE (bench/nice_ab.py's A/B) also preloads bench_worker_nice.py.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,4 +19,7 @@ from kint.supervisor.autostart import run_foreground  # noqa: E402
 
 if __name__ == "__main__":
     home = Path(sys.argv[sys.argv.index("--home") + 1]).absolute()
-    sys.exit(run_foreground(home, extra_preload=("kint_test_gate",)))
+    # By its dotted name: the forkserver finds its preload on PYTHONPATH (the checkout).
+    nice = (("bench.support.bench_worker_nice",) if os.environ.get("BENCH_WORKER_NICE")
+            else ())
+    sys.exit(run_foreground(home, extra_preload=("kint_test_gate", *nice)))
