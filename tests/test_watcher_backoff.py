@@ -22,9 +22,9 @@ import time
 
 import pytest
 
-from chain_machines import ok
+from chain_machines import behind_proxy, ok
 from conftest import sibyl_client, write_store
-from machines_together import behind_proxy, new_machines
+from machines_together import new_machines
 from kint.protocol import ErrorCode, ProtocolError
 from kint.render import space_status_text
 from kint.agent_server.results import status_result
