@@ -55,7 +55,7 @@ def test_the_demo_supervisor_refuses_a_relative_home(tmp_path, sandbox):
     import sys
 
     from kint.demo_supervisor import SANDBOX_MARKER
-    from kint.paths import RELATIVE_PROBLEM
+    from kint.paths import HOME_REFUSAL_CODE, RELATIVE_PROBLEM
 
     box = tmp_path / "box"
     box.mkdir()
@@ -67,5 +67,6 @@ def test_the_demo_supervisor_refuses_a_relative_home(tmp_path, sandbox):
     except subprocess.TimeoutExpired:
         pytest.fail("the demo supervisor served the relative home instead of refusing it")
     assert out.returncode == 2, out.stderr
-    assert out.stderr.splitlines()[0] == f"kint: error: box/kint {RELATIVE_PROBLEM}"
+    assert out.stderr.splitlines()[0] == (
+        f"kint: error: box/kint {RELATIVE_PROBLEM} [{HOME_REFUSAL_CODE}]")
     assert not (box / "kint").exists()
