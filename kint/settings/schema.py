@@ -203,7 +203,8 @@ SETTINGS: tuple[Setting, ...] = (
        "before a reload shortened it is given two of its beats", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
        "seconds with nothing to do (no request, no answer) before a worker exits; never "
-       "while an agent session is attached, which a beat sent after its last answer tells",
+       "while an agent session is attached, which a beat sent after its last answer, and "
+       "after it took every request sent to it, tells",
        minimum=1.0),
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
        "a worker holding more than this many MiB of its own (USS: pages no other process "

@@ -141,6 +141,10 @@ class Worker:
         self._active_at = time.monotonic()
         # When the next beat is due (monotonic).
         self._next_beat = self._active_at
+        # Requests read from the supervisor so far (main thread only), told in every beat:
+        # the supervisor counts those it sent, and judges a stop only on a beat that has
+        # taken them all.
+        self._taken = 0
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -199,6 +203,7 @@ class Worker:
             **self._progress(now),
             "own_mib": self.memory.at_beat(time.monotonic(), count),
             "every_s": every,
+            "taken": self._taken,
         }}, recount
 
     def _progress(self, now: float) -> dict[str, Any]:
@@ -329,6 +334,9 @@ class Worker:
             self.stop_reason = msg.get("reason")
             return
         internal_id = msg["id"]
+        # Counted before anything else of it: this thread makes the beats, so each beat
+        # from here on was made with this request in flight, answered or refused.
+        self._taken += 1
         try:
             # The supervisor checked it before routing it; a worker trusts no socket.
             request = decode_request(body)
