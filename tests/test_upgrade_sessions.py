@@ -115,12 +115,35 @@ def test_sessions_attached_before_an_upgrade_are_attached_after_it(machine):
     assert sb.call("detach", sb.sibyl_db, args={"session": "two"})["sessions"] == 0
 
 
+def test_a_stop_on_command_then_a_start_takes_no_session(machine):
+    """`kint supervisor stop` ends the sessions: its workers hand nothing over and it
+    leaves no run id, so the next start has the space's worker count none."""
+    sb = machine
+    sb.call("attach", sb.sibyl_db, args={"session": "s", "watcher": True})
+    space16 = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 1 and r,
+                          timeout=20, what="the session counted")["space"]
+    sb.shutdown()  # sup.stop, as `kint supervisor stop` sends it
+    assert not session_handoff_path(sb.kint_home, space16).exists()
+    assert not succession_path(sb.kint_home).exists()
+    since = len((sb.kint_home / "supervisor.log").read_text())
+    sb.start_entitled()
+    assert not any(r["store"] == str(sb.sibyl_db) for r in sb.sup_status()["spaces"])
+    sb.call("status", sb.sibyl_db, timeout_s=60)
+    assert sb.row(sb.sibyl_db)["sessions"] == 0
+    new = _new_log(sb, since)
+    assert "took over from supervisor run" not in new and "taken over" not in new, new
+    # Stopped here, not at the module's end: the drift test's upgrade moves a file every
+    # supervisor of this suite looks at, this one's too.
+    sb.shutdown()
+
+
 def test_a_session_attached_after_the_last_beat_is_handed_on_across_an_upgrade(tmp_path):
     """The supervisor learns of sessions from the beats, and an upgrade can come between
     an attach's answer and the first beat that counts it. A space whose last beat is older
     than its last work is handed on all the same (kint/supervisor/daemon.py,
     `begin_shutdown`): the next supervisor starts its worker at once, which takes the
-    session. Without it, the space was left to its next request.
+    session. Without it, the space was left to its next request. (After the tests of the
+    module's machine, which this upgrade would stop too.)
 
     Made certain as in tests/test_idle_with_session.py: the attach starts the worker, whose
     first beat goes out before it reads the attach and its next 3 s later
@@ -148,28 +171,6 @@ def test_a_session_attached_after_the_last_beat_is_handed_on_across_an_upgrade(t
         assert "1 session(s) taken over from the worker before this one" in new, new
     finally:
         sb.shutdown()
-
-
-def test_a_stop_on_command_then_a_start_takes_no_session(machine):
-    """`kint supervisor stop` ends the sessions: its workers hand nothing over and it
-    leaves no run id, so the next start has the space's worker count none."""
-    sb = machine
-    sb.call("attach", sb.sibyl_db, args={"session": "s", "watcher": True})
-    space16 = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["sessions"] == 1 and r,
-                          timeout=20, what="the session counted")["space"]
-    sb.shutdown()  # sup.stop, as `kint supervisor stop` sends it
-    assert not session_handoff_path(sb.kint_home, space16).exists()
-    assert not succession_path(sb.kint_home).exists()
-    since = len((sb.kint_home / "supervisor.log").read_text())
-    sb.start_entitled()
-    assert not any(r["store"] == str(sb.sibyl_db) for r in sb.sup_status()["spaces"])
-    sb.call("status", sb.sibyl_db, timeout_s=60)
-    assert sb.row(sb.sibyl_db)["sessions"] == 0
-    new = _new_log(sb, since)
-    assert "took over from supervisor run" not in new and "taken over" not in new, new
-    # Stopped here, not at the module's end: the drift test's upgrade moves a file every
-    # supervisor of this suite looks at, this one's too.
-    sb.shutdown()
 
 
 def test_a_drift_seen_before_an_upgrade_is_flagged_after_it(tmp_path, chain_home):
