@@ -242,3 +242,48 @@ def _a_beat_between_two_ops_names_neither(worker) -> None:
         del ctx.__dict__["reads"]
         ctx.progress = None
         ctx.head_op_began = None
+
+
+def test_an_answer_the_beating_thread_gives_itself_brings_a_beat_within_a_second(tmp_path):
+    """A plain status (and a session's note) is answered on the thread that beats, never
+    on the pool. Such an answer, as a pool's, brings the next beat within a second: the
+    supervisor stops a worker as idle only on a beat read after its last answer, so an
+    idle worker whose last call was a status used to wait for its next idle beat (up to
+    3 s) before it could go, past a short KINT_WORKER_IDLE_SECONDS."""
+    from bare_worker import answer, bare_worker, request_frames
+
+    with bare_worker(tmp_path, b"\x02" * 32) as (worker, router):
+        idle_until = time.monotonic() + 100
+        worker._next_beat = idle_until  # an idle worker's beat, far off
+        worker._dispatch(request_frames("1", "status", {}, worker.config.db))
+        header, reply = answer(router)
+        assert header["kind"] == "reply" and reply["ok"], reply
+        assert worker._next_beat <= time.monotonic() + BEAT_SECONDS
+
+
+def test_a_worker_whose_last_call_was_a_status_exits_at_its_idle_time_not_its_next_beat(
+        machine):
+    """End to end: with KINT_WORKER_IDLE_SECONDS=1 and idle beats 3 s apart (a 12 s
+    heartbeat timeout), a status sent just after an idle beat is followed by the worker's
+    exit before that next idle beat was due: the beat its answer brings (within a second)
+    lets the supervisor stop it once it has been idle for a second."""
+    sb = machine
+    _timeout(sb, 12)
+    db = write_store(sb.profile_db("short-idle"))
+    pid = sb.call("status", db)["worker"]["pid"]
+    assert wait_until(lambda: _every(sb, db) == IDLE_BEAT_MAX_SECONDS)
+    next_beat_at = wait_until(lambda: _next_beat_at(sb, db))
+    assert next_beat_at and sb.call("status", db)["worker"]["pid"] == pid
+    config = sb.kint_home / "config.toml"
+    config.write_text("worker_heartbeat_timeout = 12\nworker_idle_seconds = 1\n")
+    sb.call("sup.reload")
+    try:
+        gone = wait_until(lambda: sb.row(db)["pid"] is None, timeout=20, interval=0.02)
+        gone_at = time.monotonic()
+        assert gone, sb.row(db)
+        # The beat that let it go came within a second of the status, ~2 s before the idle
+        # beat; the exit needs no more than the sweep's quarter second after it.
+        assert gone_at < next_beat_at - BEAT_TRIP_S, \
+            f"gone {gone_at - next_beat_at:+.2f}s from its next idle beat"
+    finally:
+        _timeout(sb, 10)

@@ -6,7 +6,8 @@ op), forwards the pool's replies (encoded by the pool thread, queued for the mai
 since a ZeroMQ socket belongs to one thread, with a byte on the wake pipe the loop
 already polls), and beats with what it is doing:
 every second while it works and for `idle_beat_s` after, then every `idle_beat_s`
-(each beat says when the next is due; a request makes the next one due within a second).
+(each beat says when the next is due; a request, and an answer, make the next one due
+within a second).
 The only handler it runs itself is the plain `status` (a few stats), so a slow op never
 stops the heartbeat: slow is *busy*, not *hung*. Nor does a beat read the store: the
 unanchored count it carries is the last one an op made, and when the store or the head
@@ -358,6 +359,12 @@ class Worker:
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
             send_frames(self.dealer, self._reply_message(internal_id, self._run(request),
                                                          request.op), block=True)
+            # As after a pool's answer, the next beat comes within a second: the
+            # supervisor stops an idle worker only on a beat read after its last answer,
+            # and one due at the idle cadence (up to 3 s) would hold that stop past a
+            # short KINT_WORKER_IDLE_SECONDS. Not activity: the cadence stays idle.
+            self._next_beat = min(self._next_beat,
+                                  time.monotonic() + worker_wire.BEAT_SECONDS)
         else:
             self.inflight.start(internal_id, request.op)
             self._busy_now()
