@@ -287,3 +287,39 @@ def test_a_worker_whose_last_call_was_a_status_exits_at_its_idle_time_not_its_ne
             f"gone {gone_at - next_beat_at:+.2f}s from its next idle beat"
     finally:
         _timeout(sb, 10)
+
+
+def bare_worker_here(tmp_path):
+    """A bare worker (tests/bare_worker.py) whose beats go to a ROUTER nobody reads."""
+    from contextlib import contextmanager
+
+    from bare_worker import bare_worker
+
+    @contextmanager
+    def worker_only():
+        with bare_worker(tmp_path, b"\x03" * 32) as (worker, _router):
+            yield worker
+
+    return worker_only()
+
+
+def test_an_idle_worker_beats_as_a_session_lapses_not_an_idle_beat_later(tmp_path):
+    """A session whose kint-server went without a goodbye is forgotten SESSION_TTL_S after
+    it was last seen, and that alone frees the worker for its idle exit, with no request
+    or answer to bring a beat: the worker's next beat is set for the lapse (a hair after),
+    and that beat counts no session."""
+    from kint.tenant_worker.config import SESSION_TTL_S
+    from kint.tenant_worker.process import SESSION_LAPSE_MARGIN_S
+
+    with bare_worker_here(tmp_path) as worker:
+        now = time.monotonic()
+        worker._active_at = now - 60  # idle: its cadence is the idle one (2.5 s)
+        worker.ctx.sessions["gone"] = now - SESSION_TTL_S + 0.5
+        worker._beat(now)
+        assert worker._next_beat == pytest.approx(now + 0.5 + SESSION_LAPSE_MARGIN_S)
+        later = worker._next_beat
+        assert wait_until(lambda: time.monotonic() >= later, interval=0.02)  # it lapses
+        beat = worker._beat_message(later, 0, None, None, 2.5)[0]["state"]
+        assert beat["sessions"] == 0 and worker.ctx.session_lapses_at() is None
+        worker._beat(later)
+        assert worker._next_beat == pytest.approx(later + 2.5)  # the idle cadence again

@@ -62,6 +62,9 @@ _PENDING_AT_START = "pending-at-start"
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
+# How long after a session's lapse the beat that no longer counts it comes: past the
+# lapse, so that the beat surely forgets it.
+SESSION_LAPSE_MARGIN_S = 0.05
 
 
 def _die_with_parent() -> None:
@@ -166,6 +169,12 @@ class Worker:
         every = worker_wire.BEAT_SECONDS if working else idle_s
         self._next_beat = now + every
         message, recount = self._beat_message(now, count, op, age, every)
+        # A session that lapses (its kint-server gone without a goodbye) is the one thing
+        # that frees a worker for its idle exit with no request or answer: the beat that
+        # says so comes as it lapses, not up to an idle beat later.
+        lapses_at = self.ctx.session_lapses_at()
+        if lapses_at is not None:
+            self._next_beat = min(self._next_beat, max(now, lapses_at) + SESSION_LAPSE_MARGIN_S)
         try:
             self._send(message, zmq.NOBLOCK)
         except zmq.Again:

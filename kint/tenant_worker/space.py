@@ -196,6 +196,13 @@ class SpaceContext:
             self._endpoints = config.rpc_urls
         return config
 
+    def session_lapses_at(self) -> float | None:
+        """When (monotonic) the attached session seen longest ago is forgotten by
+        `live_sessions`, if none is seen again before; None without sessions."""
+        with self.sessions_lock:
+            oldest = min(self.sessions.values(), default=None)
+        return None if oldest is None else oldest + SESSION_TTL_S
+
     def live_sessions(self) -> int:
         """How many agent sessions are attached, after forgetting those not seen for
         SESSION_TTL_S (a kint-server killed without a detach), so the worker can go idle."""
