@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -323,3 +324,43 @@ def test_an_idle_worker_beats_as_a_session_lapses_not_an_idle_beat_later(tmp_pat
         assert beat["sessions"] == 0 and worker.ctx.session_lapses_at() is None
         worker._beat(later)
         assert worker._next_beat == pytest.approx(later + 2.5)  # the idle cadence again
+
+
+def test_the_watchers_push_settling_the_store_brings_a_beat_at_once(tmp_path, monkeypatch):
+    """The store watcher's push ends with no request or answer; a dirty store held the
+    worker from its idle exit (the beat's `has_work`), and the beat that says it is clean
+    came at the idle cadence, up to 3 s on. The watcher now says when the store is clean
+    again, and the worker's loop beats at its next turn; a push that failed says nothing."""
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.tenant_worker.watcher import Watcher
+
+    db = write_store(tmp_path / "memory.db")
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+    settled, fail = [], [True]
+
+    def push(reason: str) -> dict:
+        if fail[0]:
+            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "no endpoint answered")
+        return {"pushed": 1}
+
+    watcher = Watcher(str(db), lambda: (1, 0), push, generation=lambda: 0,
+                      settled=lambda: settled.append(True))
+    now = time.monotonic()
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))
+    watcher.tick(now)
+    watcher.tick(now + 301)  # quiet: it pushes, and fails
+    assert watcher.dirty and settled == []
+    fail[0] = False
+    watcher.backoff.forget("the test mends the endpoint")
+    watcher.tick(now + 302)
+    assert not watcher.dirty and settled == [True]
+    watcher.tick(now + 303)  # clean already: nothing more to say
+    assert settled == [True]
+
+    (tmp_path / "w").mkdir()
+    with bare_worker_here(tmp_path / "w") as worker:
+        worker._next_beat = far = time.monotonic() + 100  # an idle worker's beat, far off
+        threading.Thread(target=worker.ctx.beat_soon).start()  # as the watcher's thread
+        assert wait_until(lambda: worker._beat_wanted, interval=0.01)
+        worker._on_wake()
+        assert worker._next_beat <= time.monotonic() < far and not worker._beat_wanted

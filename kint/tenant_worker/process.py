@@ -145,6 +145,10 @@ class Worker:
         self._active_at = time.monotonic()
         # When the next beat is due (monotonic).
         self._next_beat = self._active_at
+        # Set from any thread (`beat_soon`) when work ended that no answer marks: the loop
+        # beats at once on the wake pipe's byte.
+        self._beat_wanted = False
+        self.ctx.beat_soon = self.beat_soon
         # Requests read from the supervisor so far (main thread only), told in every beat:
         # the supervisor counts those it sent, and judges a stop only on a beat that has
         # taken them all.
@@ -181,6 +185,30 @@ class Worker:
             pass
         if recount:
             self.pool.submit(self._recount)
+
+    def beat_soon(self) -> None:
+        """From any thread: beat at the loop's next turn. For work that ends with no
+        request or answer (the store watcher's push settling the store): the supervisor
+        stops an idle worker only on a beat, and this one would otherwise wait for the
+        idle cadence. The flag goes before the byte, so the turn that reads the byte
+        finds it."""
+        self._beat_wanted = True
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:  # full (so readable already), or closed: the worker is exiting
+            pass
+
+    def _on_wake(self) -> None:
+        """The wake pipe's bytes (a signal, the pool's answers, a beat asked for): read
+        first, so a byte written after this look wakes the next poll."""
+        try:
+            os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            pass
+        if self._beat_wanted:
+            self._beat_wanted = False
+            self._next_beat = min(self._next_beat, time.monotonic())
+        self._forward_answers()
 
     def _busy_now(self) -> None:
         """A request went to the pool or its reply came back: beat within a second."""
@@ -293,6 +321,7 @@ class Worker:
             settle_at_start(self.ctx)
         finally:
             self.inflight.finish(_PENDING_AT_START)
+            self.beat_soon()  # no answer marks its end
 
     def _send_reply(self, answer: tuple[str, list[bytes]]) -> None:
         """On a pool thread: queue the answer for the main thread and wake its poll. The op
@@ -423,13 +452,7 @@ class Worker:
                         continue
                     dispatch(frames)
                 else:
-                    # A signal (its handler has run) or the pool's answers: the bytes are
-                    # read first, so an answer queued after this look wakes the next poll.
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
-                    self._forward_answers()
+                    self._on_wake()
 
     def _hand_over(self) -> None:
         """A worker recycled for its memory, restarted, or stopped for an upgrade of kint
