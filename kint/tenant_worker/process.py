@@ -173,9 +173,9 @@ class Worker:
         every = worker_wire.BEAT_SECONDS if working else idle_s
         self._next_beat = now + every
         message, recount = self._beat_message(now, count, op, age, every)
-        # A session that lapses (its kint-server gone without a goodbye) is the one thing
-        # that frees a worker for its idle exit with no request or answer: the beat that
-        # says so comes as it lapses, not up to an idle beat later.
+        # A session that lapses (its kint-server gone without a goodbye) frees the worker
+        # for its idle exit with no request or answer to bring a beat: the beat that says
+        # so comes as it lapses, not up to an idle beat later.
         lapses_at = self.ctx.session_lapses_at()
         if lapses_at is not None:
             self._next_beat = min(self._next_beat, max(now, lapses_at) + SESSION_LAPSE_MARGIN_S)
