@@ -19,7 +19,12 @@ a real worker's memory figure.
 
 from __future__ import annotations
 
+import threading
+
+import pytest
+
 from conftest import make_sandbox, write_store
+from kint.client import KintError
 from support.lifecycle_host import LifecycleHost
 
 from kint.supervisor import lifecycle
@@ -60,6 +65,67 @@ def test_a_session_attached_after_the_last_beat_keeps_the_worker_from_its_idle_e
             sb.row(sb.sibyl_db)), timeout=60, what="the idle exit after the detach")
         assert row["state"] == "idle", row
     finally:
+        sb.shutdown()
+
+
+def test_a_beat_from_before_the_worker_took_a_timed_out_request_stops_nothing(tmp_path):
+    """The supervisor answered TIMEOUT for a request still queued to the worker (here an
+    attach), and then read a beat the worker made before it took that request: the beat
+    was read after the request arrived and after the last answer, and so once passed the
+    idle gate, and the worker was stopped as idle while the attach ran, its session lost.
+    Each beat now says how many requests the worker took; the gate also wants every
+    request sent to it counted.
+
+    Made certain with two holds (tests/support/kint_test_faults.py): the worker's main
+    thread is held on a first request (a status) while the attach is sent to it and timed
+    out, so that, let go, it answers the status, beats (its beat long due) and only then
+    takes the attach; the attach is held on its pool thread, and the worker's next beat
+    comes 3 s later (KINT_TEST_BEAT_SECONDS, and an idle beat of 3 s from a heartbeat
+    timeout of 12 s), 2 s past the idle time."""
+    dispatch_hold, attach_hold = tmp_path / "hold-dispatch", tmp_path / "hold-attach"
+    sb = make_sandbox(tmp_path / "machine", KINT_TEST_BEAT_SECONDS=BEAT_S,
+                      KINT_WORKER_HEARTBEAT_TIMEOUT="12",
+                      KINT_TEST_HOLD_DISPATCH=str(dispatch_hold),
+                      KINT_TEST_HOLD_ATTACH=str(attach_hold))
+    sb.start_entitled()
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        sb.call("status", sb.sibyl_db, timeout_s=60)
+        pid = sb.row(sb.sibyl_db)["pid"]
+        dispatch_hold.touch()
+        first = threading.Thread(target=sb.call, args=("status", sb.sibyl_db),
+                                 kwargs={"timeout_s": 60}, daemon=True)
+        first.start()
+        sb.wait_for(lambda: dispatch_hold.with_name("hold-dispatch.reached").exists(),
+                    what="the worker held on the status")
+        with sb.supervisor_config(f"worker_idle_seconds = {IDLE_S}\n"):
+            with pytest.raises(KintError) as timed_out:
+                sb.call("attach", sb.sibyl_db, timeout_s=3.5,
+                        args={"session": "agent-one", "watcher": False})
+            assert timed_out.value.code == "TIMEOUT", timed_out.value
+            attach_hold.touch()
+            dispatch_hold.unlink()
+            first.join(30)
+
+            def running_or_stopped() -> dict | None:
+                row = sb.row(sb.sibyl_db)
+                return row if row["op"] or row["state"] not in SERVING else None
+
+            # Before, the worker was stopped as idle here, a second after the status's
+            # answer, on the beat it made before it took the attach.
+            row = sb.wait_for(running_or_stopped, timeout=30,
+                              what="the beat that shows the attach, or a stop")
+            attach_hold.unlink()
+            assert row["state"] in SERVING and row["pid"] == pid, row
+            def counted_or_stopped() -> dict | None:
+                row = sb.row(sb.sibyl_db)
+                return row if row["sessions"] or row["state"] not in SERVING else None
+
+            row = sb.wait_for(counted_or_stopped, timeout=30, what="the session counted")
+            assert row["pid"] == pid and row["sessions"] == 1, row
+    finally:
+        for hold in (dispatch_hold, attach_hold):
+            hold.unlink(missing_ok=True)
         sb.shutdown()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -161,6 +162,41 @@ quiet_seconds = 5
     assert at("KINT_QUIET_SECONDS") == (5.0, "file", "alice")  # a space's table beats both
     assert at("KINT_VERIFY_HEAD_SECONDS") == (4.0, "file", None)  # a bad env value: unused
     assert at("KINT_POLL_SECONDS") == (1.0, "daemon environment", None)  # raised to its minimum
+
+
+def test_a_floor_is_lowered_through_kints_one_hook_and_every_check_sees_it(tmp_path):
+    """A test harness lowers KINT_POLL_SECONDS' floor (tests/support/kint_test_timings.py)
+    with `schema.lower_minimum`, not by writing into a frozen Setting: the environment,
+    the config file and a value a session sends all take the lower floor, the table's own
+    Setting is left as it was, and a higher floor is refused. In a process of its own, as
+    the change lasts for the process."""
+    script = f"""
+from pathlib import Path
+from kint.settings import loader, schema
+from kint.settings.tomlfile import parse_config
+from kint.settings.wire import parse_sent
+
+table = schema.BY_NAME["KINT_POLL_SECONDS"]
+lowered = schema.lower_minimum("KINT_POLL_SECONDS", 0.25)
+assert table.minimum == 1.0 and lowered.minimum == 0.25
+assert schema.BY_NAME["KINT_POLL_SECONDS"] is lowered is schema.BY_KEY["poll_seconds"]
+assert lowered in schema.SETTINGS and table not in schema.SETTINGS
+cfg = parse_config(Path({str(tmp_path / "config.toml")!r}), b"poll_seconds = 0.5")
+assert loader.resolve(lowered, cfg).value == 0.5
+assert loader.resolve(lowered, parse_config(Path("c.toml"), b""),
+                      environ={{"KINT_POLL_SECONDS": "0.3"}}).value == 0.3
+assert parse_sent(lowered, "0.1") == 0.25
+try:
+    schema.lower_minimum("KINT_POLL_SECONDS", 2.0)
+except ValueError:
+    pass
+else:
+    raise AssertionError("a higher floor was taken")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
 def test_a_request_sees_the_process_settings_resolving_only_what_it_reads(tmp_path,

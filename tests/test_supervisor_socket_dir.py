@@ -155,3 +155,47 @@ def test_another_user_is_turned_away_even_where_the_folder_was_loosened(tmp_path
         assert sb.call("status", sb.sibyl_db)["worker"]["pid"] > 0  # this user is served
     finally:
         sb.shutdown()
+
+
+def _socket_fds() -> dict[int, int]:
+    """This process's socket descriptors, each with its open flags (/proc's fdinfo)."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            with open(f"/proc/self/fdinfo/{name}") as fh:
+                flags = next(line for line in fh if line.startswith("flags:"))
+        except OSError:
+            continue
+        out[int(name)] = int(flags.split()[1], 8)
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fdinfo"), reason="reads /proc's fdinfo")
+def test_a_connection_once_accepted_is_not_inherited_by_a_program_a_client_runs(tmp_path):
+    """The peer checks are made as a connection is accepted (the kernel's credentials are
+    those of the process that connected). What keeps an accepted connection from reaching
+    another program afterwards is that ZeroMQ opens every descriptor close-on-exec: a
+    kint-server, or any client, that runs a program (a harness, a hook) hands it none, so
+    only a process of this user that passes its descriptor on on purpose could; see
+    kint/supervisor/peer.py."""
+    import zmq
+
+    folder = tmp_path / "s"
+    folder.mkdir(mode=0o700)
+    before = set(_socket_fds())
+    ctx = zmq.Context()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    try:
+        router.bind(f"ipc://{folder / 'kint.sock'}")
+        dealer.connect(f"ipc://{folder / 'kint.sock'}")
+        dealer.send(b"hello")
+        assert router.poll(20_000) and router.recv_multipart()[1] == b"hello"
+        opened = {fd: flags for fd, flags in _socket_fds().items() if fd not in before}
+        assert len(opened) >= 3, opened  # the listener, and both ends of the connection
+        assert all(flags & os.O_CLOEXEC for flags in opened.values()), opened
+    finally:
+        router.close(linger=0)
+        dealer.close(linger=0)
+        ctx.term()

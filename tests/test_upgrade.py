@@ -2,10 +2,13 @@
 workers, exits with EXIT_UPGRADED (which systemd's Restart=on-failure and launchd's
 KeepAlive/SuccessfulExit=false restart), and the next call starts the new version.
 
-The "upgrade" is what an install does to a watched file: it is written anew. The test
-moves one watched file's mtime forward (its content is untouched) and puts it back before
-the next supervisor starts. A real supervisor, in the foreground as a service manager runs
-it, with a real worker."""
+The "upgrade" is what an install (or an edit of an editable install) does to a file of the
+package: it is written anew. The test moves one file's mtime forward (its content is
+untouched) and puts it back before the next supervisor starts: the package's root module,
+and an op's module deep in it that only a worker imports, on its first request (before,
+only four files were watched, and an edit of any other left the supervisor spawning
+workers against mixed code). A real supervisor, in the foreground as a service manager
+runs it, with a real worker."""
 
 from __future__ import annotations
 
@@ -17,12 +20,14 @@ import time
 from pathlib import Path
 
 import kint
+import pytest
 from conftest import SUPPORT, write_store
 from kint.supervisor.pidlock import running_pid
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 
 
-def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox):
+@pytest.mark.parametrize("changed", ["protocol/envelope.py", "tenant_worker/history.py"])
+def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox, changed):
     write_store(sandbox.sibyl_db)
     sandbox.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     # `kint supervisor start --foreground` through the suite's launcher (the same command),
@@ -32,7 +37,7 @@ def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox):
                             env={**sandbox.env, "KINT_TEST_HOUSEKEEPING_S": "1"},
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    target = Path(kint.__file__).parent / "protocol" / "envelope.py"
+    target = Path(kint.__file__).parent / changed
     st = target.stat()
     try:
         sandbox.wait_for(lambda: sandbox.client().ping(0.5), what="the foreground supervisor")
@@ -65,3 +70,30 @@ def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox):
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["worker"]["pid"] != old
     assert running_pid(sandbox.kint_home) not in (None, proc.pid)
+
+
+def test_the_signature_is_every_file_of_the_package_and_none_python_or_an_editor_writes(
+        tmp_path):
+    """Any file of the package, at any depth, added, removed or rewritten, changes it;
+    Python's bytecode caches and an editor's hidden or backup files do not."""
+    root = tmp_path / "kint"
+    (root / "tenant_worker").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    deep = root / "tenant_worker" / "history.py"
+    deep.write_text("x = 1\n")
+    first = code_signature(root)
+    assert [entry[0] for entry in first] == ["__init__.py", "tenant_worker/history.py"]
+
+    (root / "tenant_worker" / "__pycache__").mkdir()
+    (root / "tenant_worker" / "__pycache__" / "history.cpython-311.pyc").write_bytes(b"\0")
+    (root / "tenant_worker" / ".history.py.swp").write_bytes(b"\0")
+    (root / "tenant_worker" / "history.py~").write_text("x = 0\n")
+    assert code_signature(root) == first
+
+    st = deep.stat()
+    os.utime(deep, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert code_signature(root) != first
+    os.utime(deep, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert code_signature(root) == first
+    (root / "tenant_worker" / "added.py").write_text("")
+    assert code_signature(root) != first

@@ -137,6 +137,42 @@ def test_a_stop_on_command_then_a_start_takes_no_session(machine):
     sb.shutdown()
 
 
+def test_a_session_attached_after_the_last_beat_is_handed_on_across_an_upgrade(tmp_path):
+    """The supervisor learns of sessions from the beats, and an upgrade can come between
+    an attach's answer and the first beat that counts it. A space whose last beat is older
+    than its last work is handed on all the same (kint/supervisor/daemon.py,
+    `begin_shutdown`): the next supervisor starts its worker at once, which takes the
+    session. Without it, the space was left to its next request. (After the tests of the
+    module's machine, which this upgrade would stop too.)
+
+    Made certain as in tests/test_idle_with_session.py: the attach starts the worker, whose
+    first beat goes out before it reads the attach and its next 3 s later
+    (KINT_TEST_BEAT_SECONDS), while the supervisor looks at kint's files every quarter
+    second: the upgrade is seen, and the spaces to hand on chosen, on the beat from before
+    the attach."""
+    sb = make_sandbox(tmp_path / "m", **{**UPGRADE_QUICK, "KINT_TEST_HOUSEKEEPING_S": "0.25",
+                                         "KINT_TEST_BEAT_SECONDS": "3"})
+    try:
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
+                           args={"session": "late", "watcher": False})
+        assert attached["sessions"] == 1, attached
+        first = sb.row(sb.sibyl_db)
+        since = _upgrade_and_start_again(sb)
+        old_log = (sb.kint_home / "supervisor.log").read_text()[:since]
+        assert "1 session(s) handed to the next worker" in old_log, old_log[-3000:]
+        row = sb.wait_for(lambda: (r := _row(sb)) and r["pid"] not in (None, first["pid"])
+                          and r["sessions"] == 1 and r, timeout=30, interval=0.2,
+                          what="the new supervisor's worker, with the session")
+        assert row["state"] == "ready" and row["restarts"] == 0, row
+        new = _new_log(sb, since)
+        assert f"started the worker of {first['space']}" in new, new
+        assert "1 session(s) taken over from the worker before this one" in new, new
+    finally:
+        sb.shutdown()
+
+
 def test_a_drift_seen_before_an_upgrade_is_flagged_after_it(tmp_path, chain_home):
     """A row of a connected space changed behind Sibyl's tools while a session was
     attached: `status` holds the push before the upgrade, and after it still, as the new

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -242,3 +243,124 @@ def _a_beat_between_two_ops_names_neither(worker) -> None:
         del ctx.__dict__["reads"]
         ctx.progress = None
         ctx.head_op_began = None
+
+
+def test_an_answer_the_beating_thread_gives_itself_brings_a_beat_within_a_second(tmp_path):
+    """A plain status (and a session's note) is answered on the thread that beats, never
+    on the pool. Such an answer, as a pool's, brings the next beat within a second: the
+    supervisor stops a worker as idle only on a beat read after its last answer, so an
+    idle worker whose last call was a status used to wait for its next idle beat (up to
+    3 s) before it could go, past a short KINT_WORKER_IDLE_SECONDS."""
+    from bare_worker import answer, bare_worker, request_frames
+
+    with bare_worker(tmp_path, b"\x02" * 32) as (worker, router):
+        idle_until = time.monotonic() + 100
+        worker._next_beat = idle_until  # an idle worker's beat, far off
+        worker._dispatch(request_frames("1", "status", {}, worker.config.db))
+        header, reply = answer(router)
+        assert header["kind"] == "reply" and reply["ok"], reply
+        assert worker._next_beat <= time.monotonic() + BEAT_SECONDS
+
+
+def test_a_worker_whose_last_call_was_a_status_exits_at_its_idle_time_not_its_next_beat(
+        machine):
+    """End to end: with KINT_WORKER_IDLE_SECONDS=1 and idle beats 3 s apart (a 12 s
+    heartbeat timeout), a status sent just after an idle beat is followed by the worker's
+    exit before that next idle beat was due: the beat its answer brings (within a second)
+    lets the supervisor stop it once it has been idle for a second."""
+    sb = machine
+    _timeout(sb, 12)
+    db = write_store(sb.profile_db("short-idle"))
+    pid = sb.call("status", db)["worker"]["pid"]
+    assert wait_until(lambda: _every(sb, db) == IDLE_BEAT_MAX_SECONDS)
+    next_beat_at = wait_until(lambda: _next_beat_at(sb, db))
+    assert next_beat_at and sb.call("status", db)["worker"]["pid"] == pid
+    config = sb.kint_home / "config.toml"
+    config.write_text("worker_heartbeat_timeout = 12\nworker_idle_seconds = 1\n")
+    sb.call("sup.reload")
+    try:
+        gone = wait_until(lambda: sb.row(db)["pid"] is None, timeout=20, interval=0.02)
+        gone_at = time.monotonic()
+        assert gone, sb.row(db)
+        # The beat that let it go came within a second of the status, ~2 s before the idle
+        # beat; the exit needs no more than the sweep's quarter second after it.
+        assert gone_at < next_beat_at - BEAT_TRIP_S, \
+            f"gone {gone_at - next_beat_at:+.2f}s from its next idle beat"
+    finally:
+        _timeout(sb, 10)
+
+
+def bare_worker_here(tmp_path):
+    """A bare worker (tests/bare_worker.py) whose beats go to a ROUTER nobody reads."""
+    from contextlib import contextmanager
+
+    from bare_worker import bare_worker
+
+    @contextmanager
+    def worker_only():
+        with bare_worker(tmp_path, b"\x03" * 32) as (worker, _router):
+            yield worker
+
+    return worker_only()
+
+
+def test_an_idle_worker_beats_as_a_session_lapses_not_an_idle_beat_later(tmp_path):
+    """A session whose kint-server went without a goodbye is forgotten SESSION_TTL_S after
+    it was last seen, and that alone frees the worker for its idle exit, with no request
+    or answer to bring a beat: the worker's next beat is set for the lapse (a hair after),
+    and that beat counts no session."""
+    from kint.tenant_worker.config import SESSION_TTL_S
+    from kint.tenant_worker.process import SESSION_LAPSE_MARGIN_S
+
+    with bare_worker_here(tmp_path) as worker:
+        now = time.monotonic()
+        worker._active_at = now - 60  # idle: its cadence is the idle one (2.5 s)
+        worker.ctx.sessions["gone"] = now - SESSION_TTL_S + 0.5
+        worker._beat(now)
+        assert worker._next_beat == pytest.approx(now + 0.5 + SESSION_LAPSE_MARGIN_S)
+        later = worker._next_beat
+        assert wait_until(lambda: time.monotonic() >= later, interval=0.02)  # it lapses
+        beat = worker._beat_message(later, 0, None, None, 2.5)[0]["state"]
+        assert beat["sessions"] == 0 and worker.ctx.session_lapses_at() is None
+        worker._beat(later)
+        assert worker._next_beat == pytest.approx(later + 2.5)  # the idle cadence again
+
+
+def test_the_watchers_push_settling_the_store_brings_a_beat_at_once(tmp_path, monkeypatch):
+    """The store watcher's push ends with no request or answer; a dirty store held the
+    worker from its idle exit (the beat's `has_work`), and the beat that says it is clean
+    came at the idle cadence, up to 3 s on. The watcher now says when the store is clean
+    again, and the worker's loop beats at its next turn; a push that failed says nothing."""
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.tenant_worker.watcher import Watcher
+
+    db = write_store(tmp_path / "memory.db")
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+    settled, fail = [], [True]
+
+    def push(reason: str) -> dict:
+        if fail[0]:
+            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, "no endpoint answered")
+        return {"pushed": 1}
+
+    watcher = Watcher(str(db), lambda: (1, 0), push, generation=lambda: 0,
+                      settled=lambda: settled.append(True))
+    now = time.monotonic()
+    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))
+    watcher.tick(now)
+    watcher.tick(now + 301)  # quiet: it pushes, and fails
+    assert watcher.dirty and settled == []
+    fail[0] = False
+    watcher.backoff.forget("the test mends the endpoint")
+    watcher.tick(now + 302)
+    assert not watcher.dirty and settled == [True]
+    watcher.tick(now + 303)  # clean already: nothing more to say
+    assert settled == [True]
+
+    (tmp_path / "w").mkdir()
+    with bare_worker_here(tmp_path / "w") as worker:
+        worker._next_beat = far = time.monotonic() + 100  # an idle worker's beat, far off
+        threading.Thread(target=worker.ctx.beat_soon).start()  # as the watcher's thread
+        assert wait_until(lambda: worker._beat_wanted, interval=0.01)
+        worker._on_wake()
+        assert worker._next_beat <= time.monotonic() < far and not worker._beat_wanted

@@ -65,6 +65,10 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "progress_age_s": (float, int),
     "own_mib": (float, int),
     "every_s": (float, int),
+    # How many requests the worker has taken from the supervisor since its spawn: a beat
+    # made before it took the last one sent tells nothing of what that one left
+    # (kint.supervisor.workers.WorkerHandle.beat_tells_after_work).
+    "taken": (int,),
 }
 
 # A worker at work beats every second. One idle for longer beats less often: 64 idle

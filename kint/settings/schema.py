@@ -26,7 +26,7 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kint.settings.urls import redact_url
@@ -203,7 +203,8 @@ SETTINGS: tuple[Setting, ...] = (
        "before a reload shortened it is given two of its beats", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
        "seconds with nothing to do (no request, no answer) before a worker exits; never "
-       "while an agent session is attached, which a beat sent after its last answer tells",
+       "while an agent session is attached, which a beat sent after its last answer, and "
+       "after it took every request sent to it, tells",
        minimum=1.0),
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
        "a worker holding more than this many MiB of its own (USS: pages no other process "
@@ -306,6 +307,32 @@ SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
 # The value a client sends for a secret it has: never the secret itself.
 SECRET_SET = "set"
 GROUPS = (PLACES, CHAIN, KEYS, SUPERVISOR, AGENTS)
+
+
+def lower_minimum(name: str, minimum: float) -> Setting:
+    """Let this process take values of setting `name` down to `minimum`, below the floor
+    the table gives it, and return the setting as it now is. For a test harness whose
+    store watcher must tick in a fraction of a second (KINT_POLL_SECONDS' floor of 1 s
+    keeps a user's watcher from reading the store ten times a second); kint itself never
+    calls it. Call it before any value is read: a value already resolved keeps the floor it
+    was resolved with.
+
+    A `Setting` is frozen, so that no caller changes a rule by accident: this replaces it
+    with a copy in the tables the checks read it from, in place, so that the modules that
+    imported them see the copy too: BY_NAME (the loader, the wire, the harnesses' `--env`)
+    and BY_KEY (the config file). SETTINGS, a tuple, is made anew here; a module that took
+    the old tuple at its import (the docs, `kint config`'s listing) prints the table's floor.
+    Only a lower floor is taken: a higher one would refuse values the docs promise."""
+    old = BY_NAME[name]
+    if old.minimum is None or not minimum < old.minimum:
+        raise ValueError(f"{name}: {minimum} is not below its minimum {old.minimum}")
+    global SETTINGS
+    new = replace(old, minimum=minimum)
+    BY_NAME[name] = new
+    if old.key in BY_KEY:
+        BY_KEY[old.key] = new
+    SETTINGS = tuple(new if s is old else s for s in SETTINGS)
+    return new
 
 
 def environment_for(reader: str | None, environ: Mapping[str, str]) -> dict[str, str]:

@@ -69,6 +69,7 @@ class WorkerLifecycle:
         handle.hello_at = None
         handle.last_beat_at = None
         handle.beat = {}
+        handle.sent = 0
         handle.spawned_at = now
         handle.excused_until = None
         token = worker_wire.new_token()

@@ -5,6 +5,20 @@ made (SO_PEERCRED on Linux, LOCAL_PEERCRED on the BSDs and macOS) and appends th
 `Peer-Address` property of every message from that peer: `...:uid:gid:pid` on Linux,
 `...:uid:gid:` where the OS gives no pid. A process can lie in what it writes, not in
 these; where the OS says nothing, the answer is None and the token alone decides.
+
+Both checks are made once per connection, as it is made: `admit_only_this_user` at
+accept, a worker's pid at its hello. Nothing is checked per message, and nothing per
+message could do better: the kernel keeps a connection's credentials from the moment it
+was made (SO_PEERCRED is the connecting process's, then), so a descriptor that later
+reached another process would still carry them. A connection reaches another process
+only through its holder: ZeroMQ opens every descriptor close-on-exec, so a client that
+runs a program (a kint-server's harness, a hook) hands it nothing; a fork is the same
+user's same program; and passing the descriptor on (SCM_RIGHTS) is a process of this
+user choosing to relay for another, which it could as well do by forwarding requests.
+Another user cannot take over a connection of ours without such a process's help, nor
+connect one of their own (refused at accept, whatever the folder's mode). The back
+socket's token covers the rest: a worker's route and every message it sends are
+believed only with the secret of that spawn (kint.protocol.worker_wire).
 """
 
 from __future__ import annotations

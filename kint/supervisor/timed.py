@@ -123,6 +123,7 @@ class TimedWork:
             send_frames(self.back, (handle.route, *worker_wire.encode(
                 {"kind": "req", "id": pending.internal_id}, pending.body)))
             pending.forwarded = True
+            handle.sent += 1
             return True
         except zmq.ZMQError as err:
             if handle.space_id not in self._stalled:  # said once per stall, not per retry

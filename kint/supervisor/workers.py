@@ -93,6 +93,9 @@ class WorkerHandle:
     backoff_s: float | None = None
     retry_started_at: float | None = None
     pending: dict[str, Pending] = field(default_factory=dict)
+    # Requests sent to this spawn of the worker (`TimedWork._forward`); its beats say how
+    # many it took (`beat_tells_after_work`).
+    sent: int = 0
 
     @property
     def space16(self) -> str:
@@ -160,13 +163,18 @@ class WorkerHandle:
 
     def beat_tells_after_work(self) -> bool:
         """Whether the last beat read tells what the worker's last work left behind: it was
-        read after the last request arrived and after the last answer came back. Only such a
-        beat may decide a stop (the idle exit, a recycle): a session's attach, or a write
-        that dirtied the store, shows in the beats that follow its answer, and a worker
-        beats up to `idle_beat_s` apart, so one judged on an older beat could be stopped
-        with a session just attached. A beat and a reply travel on the worker's one socket
-        in the order it sent them, so a beat read after the answer was made after it."""
-        return self.last_beat_at is not None and self.last_beat_at > self.last_activity
+        read after the last request arrived and after the last answer came back, and the
+        worker made it once it had taken every request sent to it. Only such a beat may
+        decide a stop (the idle exit, a recycle): a session's attach, or a write that
+        dirtied the store, shows in the beats that follow its answer, and a worker beats up
+        to `idle_beat_s` apart, so one judged on an older beat could be stopped with a
+        session just attached. A beat and a reply travel on the worker's one socket in the
+        order it sent them, so a beat read after the answer was made after it. A request
+        travels the other way: a beat read after it arrived may have been made before the
+        worker read it, and once the request is answered TIMEOUT nothing else shows it
+        still reaching the worker; the count of requests taken does."""
+        return (self.last_beat_at is not None and self.last_beat_at > self.last_activity
+                and (self.beat.get("taken") or 0) >= self.sent)
 
     def excuse_silence(self, now: float) -> None:
         """The supervisor itself did not run until `now`: the worker's silence counts from

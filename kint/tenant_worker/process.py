@@ -6,7 +6,8 @@ op), forwards the pool's replies (encoded by the pool thread, queued for the mai
 since a ZeroMQ socket belongs to one thread, with a byte on the wake pipe the loop
 already polls), and beats with what it is doing:
 every second while it works and for `idle_beat_s` after, then every `idle_beat_s`
-(each beat says when the next is due; a request makes the next one due within a second).
+(each beat says when the next is due; a request, and an answer, make the next one due
+within a second).
 The only handler it runs itself is the plain `status` (a few stats), so a slow op never
 stops the heartbeat: slow is *busy*, not *hung*. Nor does a beat read the store: the
 unanchored count it carries is the last one an op made, and when the store or the head
@@ -61,6 +62,9 @@ _PENDING_AT_START = "pending-at-start"
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
+# How long after a session's lapse the beat that no longer counts it comes: past the
+# lapse, so that the beat surely forgets it.
+SESSION_LAPSE_MARGIN_S = 0.05
 
 
 def _die_with_parent() -> None:
@@ -141,6 +145,14 @@ class Worker:
         self._active_at = time.monotonic()
         # When the next beat is due (monotonic).
         self._next_beat = self._active_at
+        # Set from any thread (`beat_soon`) when work ended that no answer marks: the loop
+        # beats at once on the wake pipe's byte.
+        self._beat_wanted = False
+        self.ctx.beat_soon = self.beat_soon
+        # Requests read from the supervisor so far (main thread only), told in every beat:
+        # the supervisor counts those it sent, and judges a stop only on a beat that has
+        # taken them all.
+        self._taken = 0
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -161,12 +173,42 @@ class Worker:
         every = worker_wire.BEAT_SECONDS if working else idle_s
         self._next_beat = now + every
         message, recount = self._beat_message(now, count, op, age, every)
+        # A session that lapses (its kint-server gone without a goodbye) frees the worker
+        # for its idle exit with no request or answer to bring a beat: the beat that says
+        # so comes as it lapses, not up to an idle beat later.
+        lapses_at = self.ctx.session_lapses_at()
+        if lapses_at is not None:
+            self._next_beat = min(self._next_beat, max(now, lapses_at) + SESSION_LAPSE_MARGIN_S)
         try:
             self._send(message, zmq.NOBLOCK)
         except zmq.Again:
             pass
         if recount:
             self.pool.submit(self._recount)
+
+    def beat_soon(self) -> None:
+        """From any thread: beat at the loop's next turn. For work that ends with no
+        request or answer (the store watcher's push settling the store): the supervisor
+        stops an idle worker only on a beat, and this one would otherwise wait for the
+        idle cadence. The flag goes before the byte, so the turn that reads the byte
+        finds it."""
+        self._beat_wanted = True
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:  # full (so readable already), or closed: the worker is exiting
+            pass
+
+    def _on_wake(self) -> None:
+        """The wake pipe's bytes (a signal, the pool's answers, a beat asked for): read
+        first, so a byte written after this look wakes the next poll."""
+        try:
+            os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            pass
+        if self._beat_wanted:
+            self._beat_wanted = False
+            self._next_beat = min(self._next_beat, time.monotonic())
+        self._forward_answers()
 
     def _busy_now(self) -> None:
         """A request went to the pool or its reply came back: beat within a second."""
@@ -199,6 +241,7 @@ class Worker:
             **self._progress(now),
             "own_mib": self.memory.at_beat(time.monotonic(), count),
             "every_s": every,
+            "taken": self._taken,
         }}, recount
 
     def _progress(self, now: float) -> dict[str, Any]:
@@ -278,6 +321,7 @@ class Worker:
             settle_at_start(self.ctx)
         finally:
             self.inflight.finish(_PENDING_AT_START)
+            self.beat_soon()  # no answer marks its end
 
     def _send_reply(self, answer: tuple[str, list[bytes]]) -> None:
         """On a pool thread: queue the answer for the main thread and wake its poll. The op
@@ -329,6 +373,9 @@ class Worker:
             self.stop_reason = msg.get("reason")
             return
         internal_id = msg["id"]
+        # Counted before anything else of it: this thread makes the beats, so each beat
+        # from here on was made with this request in flight, answered or refused.
+        self._taken += 1
         try:
             # The supervisor checked it before routing it; a worker trusts no socket.
             request = decode_request(body)
@@ -350,6 +397,12 @@ class Worker:
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
             send_frames(self.dealer, self._reply_message(internal_id, self._run(request),
                                                          request.op), block=True)
+            # As after a pool's answer, the next beat comes within a second: the
+            # supervisor stops an idle worker only on a beat read after its last answer,
+            # and one due at the idle cadence (up to 3 s) would hold that stop past a
+            # short KINT_WORKER_IDLE_SECONDS. Not activity: the cadence stays idle.
+            self._next_beat = min(self._next_beat,
+                                  time.monotonic() + worker_wire.BEAT_SECONDS)
         else:
             self.inflight.start(internal_id, request.op)
             self._busy_now()
@@ -399,13 +452,7 @@ class Worker:
                         continue
                     dispatch(frames)
                 else:
-                    # A signal (its handler has run) or the pool's answers: the bytes are
-                    # read first, so an answer queued after this look wakes the next poll.
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
-                    self._forward_answers()
+                    self._on_wake()
 
     def _hand_over(self) -> None:
         """A worker recycled for its memory, restarted, or stopped for an upgrade of kint

@@ -105,7 +105,8 @@ def new_watcher(ctx: SpaceContext) -> Any:
 
     ctx.watcher = Watcher(ctx.config.db, lambda: _changes_to_push(ctx),
                           lambda reason: _watcher_push(ctx, reason),
-                          lambda name: ctx.watcher_setting(name))
+                          lambda name: ctx.watcher_setting(name),
+                          settled=lambda: ctx.beat_soon())
     return ctx.watcher
 
 

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kint import settings
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
@@ -77,6 +77,9 @@ class SpaceContext:
     session_settings: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     drift: DriftBaseline = field(default_factory=DriftBaseline)
     watcher: Any = None
+    # Asks the worker's loop for a beat now, from any thread (the worker sets it: work
+    # that ends with no request or answer, the watcher's push, says so at once).
+    beat_soon: Callable[[], None] = field(default=lambda: None, repr=False)
     # The last unanchored count an op made, which the heartbeat carries, and why each
     # counter last could not count (unanchored.py).
     unanchored: UnanchoredTally = field(default_factory=UnanchoredTally)
@@ -195,6 +198,13 @@ class SpaceContext:
                 self.tracker.forget_failures()
             self._endpoints = config.rpc_urls
         return config
+
+    def session_lapses_at(self) -> float | None:
+        """When (monotonic) the attached session seen longest ago is forgotten by
+        `live_sessions`, if none is seen again before; None without sessions."""
+        with self.sessions_lock:
+            oldest = min(self.sessions.values(), default=None)
+        return None if oldest is None else oldest + SESSION_TTL_S
 
     def live_sessions(self) -> int:
         """How many agent sessions are attached, after forgetting those not seen for

@@ -49,7 +49,8 @@ def config_generation() -> int:
 class Watcher:
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
-                 generation: Callable[[], int] = config_generation) -> None:
+                 generation: Callable[[], int] = config_generation,
+                 settled: Callable[[], None] = lambda: None) -> None:
         from kint import settings
 
         self.db = db
@@ -62,6 +63,9 @@ class Watcher:
         self._shown: tuple[Any, ...] | None = None
         self._count = count_unanchored  # (changed, deleted), or None when it cannot push
         self._push = push  # raises when the push did not go through
+        # Told when the store is clean again (pushed, or nothing left to push): the worker
+        # beats at once, since no request or answer marks that its work is done.
+        self._settled = settled
         self._stop = threading.Event()
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -198,7 +202,9 @@ class Watcher:
         write that lands while the diff or the push runs must not be lost."""
         self._signature = sig
         if self._read_signature() == sig:
-            self.dirty = False
+            was_dirty, self.dirty = self.dirty, False
+            if was_dirty:
+                self._settled()
 
     def _nothing_left(self, sig: tuple[int, ...] | None) -> None:
         """The store holds nothing unanchored (another machine's pull replayed, the rows

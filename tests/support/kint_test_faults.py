@@ -40,11 +40,19 @@ it is, over MAX_MESSAGE_BYTES or not (kint's worker refuses its own oversized re
 `kint.protocol.server_codec.encode_reply`), so a test reaches the supervisor's own answer
 to a reply too large for its client.
 
-One wrapper holds rather than kills: while the file `KINT_TEST_HOLD_SETTLE` names exists,
-a restarted worker's settlement of the journals the killed one left
-(`rekey_settle.settle_at_start`) waits for it to go (at most HOLD_MAX_S), so a test can
-have another machine push between a kill and the settlement, as a worker that comes back
-late would meet it.
+Some wrappers hold rather than kill, each while the file an environment variable names
+exists (at most HOLD_MAX_S):
+
+- `KINT_TEST_HOLD_SETTLE`: a restarted worker's settlement of the journals the killed one
+  left (`rekey_settle.settle_at_start`) waits for it to go, so a test can have another
+  machine push between a kill and the settlement, as a worker that comes back late would
+  meet it.
+- `KINT_TEST_HOLD_DISPATCH`: the worker's main thread, as it decodes the next request it
+  read (`decode_request` as `kint.tenant_worker.process` imported it), waits for it to go,
+  having first created `<file>.reached`: what the supervisor sends meanwhile stays queued
+  in the worker's socket, and no beat goes out until the file is gone.
+- `KINT_TEST_HOLD_ATTACH`: the `attach` op (`kint.tenant_worker.sessions.attach`), on a
+  pool thread, waits for it to go before it attaches the session.
 
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
@@ -71,6 +79,8 @@ STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
          "before_rekey_recovery_file", "before_connect_recovery_file", "unguarded_reply")
 BALLAST = "ballast"
 HOLD_ENV = "KINT_TEST_HOLD_SETTLE"
+HOLD_DISPATCH_ENV = "KINT_TEST_HOLD_DISPATCH"
+HOLD_ATTACH_ENV = "KINT_TEST_HOLD_ATTACH"
 HOLD_MAX_S = 120.0
 
 
@@ -143,16 +153,21 @@ def _around(fn: Callable[..., Any], before: str | None, after: str | None) -> Ca
     return wrapper
 
 
-def _held(settle: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(settle)
+def _held(fn: Callable[..., Any], env: str = HOLD_ENV,
+          say_reached: bool = False) -> Callable[..., Any]:
+    """`fn`, waiting first while the file `env` names exists (`<file>.reached` created
+    when `say_reached` and the file is there)."""
+    @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         import time
 
-        hold = os.environ.get(HOLD_ENV)
+        hold = os.environ.get(env)
+        if hold and os.path.exists(hold) and say_reached:
+            open(hold + ".reached", "w").close()
         deadline = time.monotonic() + HOLD_MAX_S
         while hold and os.path.exists(hold) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return settle(*args, **kwargs)
+        return fn(*args, **kwargs)
 
     return wrapper
 
@@ -195,6 +210,10 @@ def _install() -> None:
     from kint.tenant_worker import process
 
     process.encode_reply = _unguarded(process.encode_reply)  # type: ignore[assignment]
+    process.decode_request = _held(process.decode_request, HOLD_DISPATCH_ENV, True)
+    from kint.tenant_worker import sessions
+
+    sessions.attach = _held(sessions.attach, HOLD_ATTACH_ENV)
     from sibyl_memory_client import MemoryClient
 
     MemoryClient.set_entity = _around(MemoryClient.set_entity, None,  # type: ignore

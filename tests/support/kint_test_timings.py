@@ -85,15 +85,14 @@ def _set_from_env(env: str, module: str, name: str) -> None:
 
 def _lower_poll_minimum() -> None:
     """KINT_POLL_SECONDS's minimum, lowered to KINT_TEST_POLL_MINIMUM_S when the test set
-    it. kint's Setting is frozen so that its own code never changes a rule; this changes
-    the one rule in place, before any value is read, so every holder of that Setting (the
-    schema's BY_NAME and SETTINGS, the loader, the wire, the config file's check) sees the
-    same minimum."""
+    it, through kint's own hook (`kint.settings.schema.lower_minimum`), before any value
+    is read: the loader, the wire and the config file's check all read the lowered rule."""
     raw = os.environ.get(POLL_MINIMUM_ENV)
     if raw:
-        from kint.settings.schema import BY_NAME
+        from kint.settings.schema import BY_NAME, lower_minimum
 
-        object.__setattr__(BY_NAME["KINT_POLL_SECONDS"], "minimum", float(raw))
+        if float(raw) < (BY_NAME["KINT_POLL_SECONDS"].minimum or 0.0):  # once a process
+            lower_minimum("KINT_POLL_SECONDS", float(raw))
 
 
 def _install_worker() -> None:
