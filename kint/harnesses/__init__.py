@@ -19,10 +19,17 @@ environment. Each harness module says how it keeps it out.
 Each harness module has `setup(plan) -> list[Report]`. A file is copied to
 `<file>.bak-<unix time>` before setup changes it, and setup changes nothing when the
 registration already is what it would write, so a second run is a no-op.
+
+A harness that cannot be registered is reported as a `HarnessFailure`: a code of
+kint.protocol's closed set, a one-line message naming the file or the command, and a hint,
+printed as `<target>: failed: MESSAGE [CODE]` and `  <target>: hint: HINT`. A config file
+that is a folder, unreadable or in a folder this user cannot write, a harness command that
+hangs or cannot be started, all end there rather than as an exception's repr.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import re
@@ -69,11 +76,76 @@ class SetupError(Exception):
 
 @dataclass
 class Report:
-    """What setup did for one target (or one Hermes profile)."""
+    """What setup did for one target (or one Hermes profile); a failed one carries its
+    code and hint apart from its lines, for a script reading `--json`."""
 
     target: str
     status: str  # "changed", "unchanged", "skipped" or "failed"
     lines: list[str] = field(default_factory=list)
+    code: str | None = None
+    hint: str | None = None
+
+
+class HarnessFailure(Exception):
+    """One harness could not be registered. `code` is CONFIG_INVALID for the harness's own
+    config file (not readable, not parseable, not writable), TIMEOUT for a harness command
+    that did not finish, HARNESS_ERROR for one that failed or did not save kint, DISK_FULL,
+    BAD_REQUEST for a value given to setup, BUSY for another setup running."""
+
+    def __init__(self, message: str, hint: str,
+                 code: ErrorCode = ErrorCode.CONFIG_INVALID) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.code = code.value
+
+
+def failed(target: str, err: HarnessFailure, *lines: str) -> Report:
+    """The report of a harness that failed: its line with the code, the hint under it,
+    then any lines already said (a backup kept)."""
+    return Report(target, "failed", [f"{target}: failed: {err.message} [{err.code}]",
+                                     f"  {target}: hint: {err.hint}", *lines],
+                  code=err.code, hint=err.hint)
+
+
+RERUN = "run `kint setup` again"
+
+
+def file_failure(err: OSError, doing: str) -> HarnessFailure:
+    """An OSError met on a harness's config file (or its backup), said as what the user can
+    fix: a folder where the file should be, a permission, a full disk. `doing` is the
+    verb phrase ("read", "back up")."""
+    path = err.filename or "the file"
+    if isinstance(err, IsADirectoryError):
+        return HarnessFailure(f"{path} is a folder, where a config file should be",
+                              f"move that folder aside, then {RERUN}; nothing was changed")
+    if err.errno == errno.ENOSPC:
+        return HarnessFailure(f"cannot {doing} {path}: the disk is full",
+                              f"free some space, then {RERUN}",
+                              ErrorCode.DISK_FULL)
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return HarnessFailure(
+            f"cannot {doing} {path}: {err.strerror}",
+            f"this user (uid {os.geteuid()}) needs to read and write that file and create "
+            f"files in its folder; give it that, then {RERUN}")
+    return HarnessFailure(f"cannot {doing} {path}: {err.strerror or err}",
+                          f"fix what the message names, then {RERUN}")
+
+
+def read_config(path: Path) -> str | None:
+    """A harness's config file as text, None when there is none; a file that is a folder
+    or that this user may not read fails with a line saying so (rather than being taken
+    for an empty one, which the harness's own CLI would then refuse, or write over)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as err:
+        raise HarnessFailure(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})",
+                             f"fix or move aside that file, then {RERUN}; nothing was "
+                             "changed") from None
+    except OSError as err:
+        raise file_failure(err, "read") from None
 
 
 @dataclass
@@ -229,10 +301,37 @@ def which(cli: str) -> str | None:
     return shutil.which(cli)
 
 
+COMMAND_WORD = re.compile(r"^-{0,2}[A-Za-z][-A-Za-z0-9_]*$")
+
+
+def shown_command(argv: list[str]) -> str:
+    """The harness command as a failure line names it: the CLI's name and its leading
+    words (`claude mcp add-json --scope user kint`), never the JSON or env it was given."""
+    words = [Path(argv[0]).name]
+    for word in argv[1:]:
+        if not COMMAND_WORD.match(word) or len(words) == 7:
+            break
+        words.append(word)
+    return " ".join(words)
+
+
 def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
-                          capture_output=True, timeout=timeout)
+    """A harness's CLI, its output captured. One that does not finish within `timeout`
+    (stuck, or waiting on a question setup did not answer) or cannot be started (a broken
+    script) fails the harness with a line naming the command, not an exception's repr
+    carrying its whole argv."""
+    try:
+        return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HarnessFailure(f"`{shown_command(argv)}` did not finish within {timeout:g} s",
+                             f"run `{shown_command(argv)}` yourself to see what it waits "
+                             f"for, then {RERUN}", ErrorCode.TIMEOUT) from None
+    except OSError as err:
+        raise HarnessFailure(f"cannot run {argv[0]}: {err.strerror or err}",
+                             f"check that `{Path(argv[0]).name} --version` runs, then "
+                             f"{RERUN}", ErrorCode.HARNESS_ERROR) from None
 
 
 def tail(proc: subprocess.CompletedProcess[str], lines: int = 3, noise: str = "") -> str:
@@ -251,6 +350,13 @@ def backup(path: Path) -> Path | None:
     can hold tokens (an MCP server's env), and a copy made with the umask's mode (0644)
     could be opened by another user while its bytes are written. A new name is claimed
     with O_EXCL, never by a look and then a write."""
+    try:
+        return _copy(path)
+    except OSError as err:
+        raise file_failure(err, "back up") from None
+
+
+def _copy(path: Path) -> Path | None:
     if not path.exists():
         return None
     data = path.read_bytes()
@@ -274,11 +380,14 @@ def backup(path: Path) -> Path | None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` through a temp file in its folder, keeping its mode (0600 if new). A
     symlinked file (dotfiles kept elsewhere) is written where the link points."""
-    if path.is_symlink():
-        path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
-    replace_file(path, text.encode("utf-8"), mode=mode)
+    try:
+        if path.is_symlink():
+            path = path.resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
+        replace_file(path, text.encode("utf-8"), mode=mode)
+    except OSError as err:
+        raise file_failure(err, "write") from None
 
 
 def backed_up(lines: list[str], target: str, copy: Path | None) -> None:
@@ -313,10 +422,16 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
     for name in names:
         try:
             reports += modules[name].setup(plan, explicit_target="all" not in targets)
+        except HarnessFailure as err:
+            reports.append(failed(name, err))
+        except OSError as err:
+            reports.append(failed(name, file_failure(err, "use")))
         except Exception as err:  # noqa: BLE001 - one harness never stops the others
-            reports.append(Report(name, "failed", [f"{name}: failed: {err}"]))
+            reports.append(failed(name, HarnessFailure(
+                f"{type(err).__name__}: {err}", "this is a bug in kint setup: report it with "
+                "this line; the other harnesses were set up", ErrorCode.INTERNAL)))
     return reports
 
 
-__all__ = ["Plan", "Report", "SetupError", "TARGETS", "find_kint_server", "make_plan",
+__all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "failed", "read_config", "TARGETS", "find_kint_server", "make_plan",
            "parse_env", "pin_flag", "run_setup"]

@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
-                            tail, which)
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            env_command, failed, read_config, run_cli, tail, which)
+from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 60
 
@@ -31,9 +32,10 @@ def entry(plan: Plan) -> dict[str, Any]:
 
 
 def user_servers(path: Path) -> dict[str, Any]:
+    text = read_config(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(text) if text is not None else {}
+    except ValueError:
         return {}
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     return servers if isinstance(servers, dict) else {}
@@ -85,8 +87,9 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
                      json.dumps(wanted)], timeout=TIMEOUT)
     servers = user_servers(path)
     if added.returncode != 0 or not same(servers.get(SERVER_NAME), wanted):
-        return [Report("claude", "failed",
-                       [f"claude: failed: `claude mcp add-json` did not register kint: "
-                        f"{tail(added)}", *lines])]
+        return [failed("claude", HarnessFailure(
+            f"`claude mcp add-json` did not register kint: {tail(added)}",
+            "run `claude mcp list` to see what Claude Code reads, then run `kint setup "
+            "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from kint import spaces
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, hermes_provider,
-                            run_cli, tail, which)
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            failed, file_failure, hermes_provider, run_cli, tail, which)
+from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
 
@@ -67,16 +68,24 @@ def entry_env(plan: Plan, root: Path, profile: str) -> dict[str, str]:
     return env
 
 
-def current_entry(cli: str, profile: str) -> tuple[bool, Any]:
-    """(answered, entry): Hermes's own reading of `mcp_servers.kint` in the profile."""
+def current_entry(cli: str, profile: str) -> Any:
+    """Hermes's own reading of `mcp_servers.kint` in the profile (None when not set)."""
     out = run_cli([cli, "-p", profile, "config", "get", "--json", f"mcp_servers.{SERVER_NAME}"],
                   timeout=TIMEOUT)
-    if out.returncode != 0:
-        return ("not set" in (out.stdout + out.stderr).lower(), None)
+    if out.returncode != 0 and "not set" in (out.stdout + out.stderr).lower():
+        return None
     try:
-        return True, json.loads(out.stdout)
+        if out.returncode == 0:
+            return json.loads(out.stdout)
     except ValueError:
-        return False, None
+        pass
+    raise not_answered(profile, out)
+
+
+def not_answered(profile: str, out: Any) -> HarnessFailure:
+    return HarnessFailure(f"`hermes -p {profile} config get` did not answer: {tail(out)}",
+                          f"run `hermes -p {profile} config show` to see why, then run `kint "
+                          "setup hermes` again", ErrorCode.HARNESS_ERROR)
 
 
 def same(current: Any, command: str, env: dict[str, str]) -> bool:
@@ -94,11 +103,20 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if plan.hermes_profiles:
         missing = [p for p in plan.hermes_profiles if p not in names]
         if missing:
-            return [Report("hermes", "failed", [f"hermes: failed: no Hermes profile "
-                                                f"{', '.join(missing)} under {root}"])]
+            return [failed("hermes", HarnessFailure(
+                f"no Hermes profile {', '.join(missing)} under {root}",
+                "`hermes profile list` shows the profiles there", ErrorCode.BAD_REQUEST))]
         names = [p for p in names if p in plan.hermes_profiles]
     no_plugin = plugin_blocker(cli)
-    return [one_profile(cli, plan, root, p, no_plugin) for p in names]
+    reports = []
+    for profile in names:  # a profile that fails never stops the next one
+        try:
+            reports.append(one_profile(cli, plan, root, profile, no_plugin))
+        except HarnessFailure as err:
+            reports.append(failed(f"hermes[{profile}]", err))
+        except OSError as err:
+            reports.append(failed(f"hermes[{profile}]", file_failure(err, "use")))
+    return reports
 
 
 def plugin_blocker(cli: str) -> str | None:
@@ -117,11 +135,12 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     target = f"hermes[{profile}]"
     command = str(plan.server)
     env = entry_env(plan, root, profile)
-    answered, current = current_entry(cli, profile)
+    current = current_entry(cli, profile)
     provider = hermes_provider.memory_provider(cli, profile)
-    if not answered or provider is None:
-        return Report(target, "failed",
-                      [f"{target}: failed: `hermes -p {profile} config get` did not answer"])
+    if provider is None:
+        raise HarnessFailure(f"`hermes -p {profile} config get` did not answer",
+                             f"run `hermes -p {profile} config show` to see why, then run "
+                             "`kint setup hermes` again", ErrorCode.HARNESS_ERROR)
     store = env["SIBYL_MEMORY_DB"]
     switch = no_plugin is None and provider == hermes_provider.SIBYL_PROVIDER
     register = not same(current, command, env)
@@ -129,9 +148,12 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     if register or switch:
         backed_up(lines, target, backup(profile_dir(root, profile) / "config.yaml"))
     if register:
-        failed = add_entry(cli, profile, command, env, current)
-        if failed:
-            return Report(target, "failed", [f"{target}: failed: {failed}", *lines])
+        problem = add_entry(cli, profile, command, env, current)
+        if problem:
+            return failed(target, HarnessFailure(problem, f"run `hermes -p {profile} mcp list` "
+                                                 "to see what Hermes saved, then run `kint "
+                                                 "setup hermes` again",
+                                                 ErrorCode.HARNESS_ERROR), *lines)
     changed = register
     if no_plugin is not None:
         lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} not installed: "
@@ -143,9 +165,12 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
             lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} installed in "
                          f"{hermes_provider.plugin_dir(folder)}")
         if switch:
-            failed = hermes_provider.select(cli, profile)
-            if failed:
-                return Report(target, "failed", [f"{target}: failed: {failed}", *lines])
+            problem = hermes_provider.select(cli, profile)
+            if problem:
+                return failed(target, HarnessFailure(
+                    problem, f"run `hermes -p {profile} config set memory.provider "
+                    f"{hermes_provider.PLUGIN_NAME}` yourself",
+                    ErrorCode.HARNESS_ERROR), *lines)
             changed = True
             lines.append(f"  {target}: memory provider {hermes_provider.SIBYL_PROVIDER} -> "
                          f"{hermes_provider.PLUGIN_NAME}")
@@ -165,7 +190,10 @@ def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current
     # `mcp add` asks to overwrite an existing entry, then to enable every tool it found.
     answers = ("y\n" if current is not None else "") + "Y\n"
     out = run_cli(argv, timeout=TIMEOUT, stdin=answers)
-    _, saved = current_entry(cli, profile)
+    try:
+        saved = current_entry(cli, profile)
+    except HarnessFailure:
+        saved = None
     if not same(saved, command, env):
         return f"`hermes mcp add` did not save kint: {tail(out)}"
     return None

@@ -20,8 +20,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
-                            which)
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            env_command, failed, read_config, run_cli, which)
+from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
 # OpenClaw's `string` plugin (a chain poller) prints its own lines on every CLI call, and
@@ -53,10 +54,10 @@ def definition(plan: Plan) -> dict[str, Any]:
 def saved(path: Path) -> Any:
     """The saved definition, when the file is plain JSON (OpenClaw may write JSON5: then
     setup cannot tell and runs `mcp set`, which is idempotent on OpenClaw's side)."""
+    text = read_config(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data["mcp"]["servers"][SERVER_NAME]
-    except (OSError, ValueError, KeyError, TypeError):
+        return json.loads(text or "")["mcp"]["servers"][SERVER_NAME]
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -101,9 +102,10 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
         backed_up(lines, "openclaw", backup(path))
     out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
     if out.returncode != 0:
-        return [Report("openclaw", "failed",
-                       [f"openclaw: failed: `openclaw mcp set` exited {out.returncode}: "
-                        f"{failure_reason(out)}", *lines])]
+        return [failed("openclaw", HarnessFailure(
+            f"`openclaw mcp set` exited {out.returncode}: {failure_reason(out)}",
+            "run `openclaw config validate` to see what OpenClaw refuses, then run `kint setup "
+            "openclaw` again", ErrorCode.HARNESS_ERROR), *lines)]
     if path is None:
         lines.append("  openclaw: not backed up: `openclaw config file` did not name "
                      "OpenClaw's config file")

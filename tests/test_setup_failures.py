@@ -1,0 +1,142 @@
+"""`kint setup` where a user's machine breaks it: a harness's config file that is a folder,
+unreadable or in a folder that cannot be written, a harness CLI that hangs or cannot start.
+Each harness that fails ends with `<target>: failed: MESSAGE [CODE]` and a `hint:` line (and
+`code` and `hint` in `--json`), and the user's file is left as it was. These use stand-in
+CLIs (the real clients cost seconds a call; what they do with the same breakage is in
+test_setup_clients.py)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import KINT
+
+from kint.harnesses import claude as claude_mod
+from kint.harnesses import file_failure, run_setup
+
+# A harness CLI that logs each call (argv, one JSON line) in $HOME/<name>-calls.log, then
+# does what SCRIPT says: nothing, sleep, fail.
+STAND_IN = """#!{python}
+import json, os, sys, time
+from pathlib import Path
+with open(Path(os.environ["HOME"]) / "{name}-calls.log", "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+{script}
+"""
+
+
+def stand_in(bin_dir: Path, name: str, script: str = "", python: str = sys.executable) -> Path:
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text(STAND_IN.format(python=python, name=name, script=script))
+    path.chmod(0o755)
+    return path
+
+
+def calls(home: Path, name: str) -> list[list[str]]:
+    log = home / f"{name}-calls.log"
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+def bin_path(tmp_path: Path) -> str:
+    return f"{tmp_path / 'bin'}:/usr/bin:/bin"
+
+
+def test_a_config_file_that_is_a_folder_fails_its_harness_with_a_code_and_a_hint(
+        sandbox, tmp_path):
+    """Claude Code's, Codex's and OpenClaw's config file each a folder: each harness fails
+    on a line naming the folder, with CONFIG_INVALID and a hint, no harness CLI is asked to
+    write, and nothing is created beside them; `--json` carries the code and the hint."""
+    home = sandbox.home
+    stand_in(tmp_path / "bin", "claude")
+    stand_in(tmp_path / "bin", "openclaw",
+             f"print({str(home / '.openclaw' / 'openclaw.json')!r}) if sys.argv[1:] == "
+             "['config', 'file'] else None")
+    folders = [home / ".claude.json", home / ".codex" / "config.toml",
+               home / ".openclaw" / "openclaw.json"]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    out = sandbox.kint("setup", "all", env={"PATH": bin_path(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    hint = "  {}: hint: move that folder aside, then run `kint setup` again; nothing was changed"
+    assert out.stdout.splitlines() == [
+        f"claude: failed: {folders[0]} is a folder, where a config file should be "
+        "[CONFIG_INVALID]", hint.format("claude"),
+        f"codex: failed: {folders[1]} is a folder, where a config file should be "
+        "[CONFIG_INVALID]", hint.format("codex"),
+        "hermes: CLI not found, skipped",
+        f"openclaw: failed: {folders[2]} is a folder, where a config file should be "
+        "[CONFIG_INVALID]", hint.format("openclaw")]
+    assert calls(home, "claude") == []
+    assert calls(home, "openclaw") == [["config", "file"]]
+    for folder in folders:
+        assert list(folder.parent.glob(f"{folder.name}*")) == [folder]
+
+    as_json = sandbox.kint("setup", "claude", "--json", env={"PATH": bin_path(tmp_path)})
+    assert as_json.returncode == 1
+    [report] = json.loads(as_json.stdout)["reports"]
+    assert (report["status"], report["code"]) == ("failed", "CONFIG_INVALID")
+    assert report["hint"] == ("move that folder aside, then run `kint setup` again; nothing "
+                              "was changed")
+
+
+def test_a_file_this_user_may_not_touch_is_said_as_such():
+    """A permission, a read-only file system and a full disk met on a config file or its
+    backup: what failed and what to do, never `[Errno 13] ...`. (The suite runs as root,
+    whom mode 000 does not stop: the OS's errors are made here.)"""
+    denied = file_failure(PermissionError(errno.EACCES, "Permission denied", "/h/.claude.json"),
+                          "read")
+    assert (denied.message, denied.code) == ("cannot read /h/.claude.json: Permission denied",
+                                             "CONFIG_INVALID")
+    assert denied.hint == (f"this user (uid {os.geteuid()}) needs to read and write that file "
+                           "and create files in its folder; give it that, then run `kint "
+                           "setup` again")
+    read_only = file_failure(OSError(errno.EROFS, "Read-only file system",
+                                     "/h/.claude.json.bak-1"), "back up")
+    assert read_only.message == "cannot back up /h/.claude.json.bak-1: Read-only file system"
+    full = file_failure(OSError(errno.ENOSPC, "No space left on device", "/h/x"), "write")
+    assert (full.message, full.code) == ("cannot write /h/x: the disk is full", "DISK_FULL")
+
+
+def test_a_harness_cli_that_hangs_or_cannot_start_fails_on_a_line_of_its_own(
+        sandbox, tmp_path, monkeypatch):
+    """A `claude` that never answers is given up after its time (TIMEOUT, the command named
+    without the JSON it was given); an `openclaw` whose interpreter is gone cannot start
+    (HARNESS_ERROR). The other harnesses still run."""
+    stand_in(tmp_path / "bin", "claude", "time.sleep(30)")
+    stand_in(tmp_path / "bin", "openclaw", python="/nonexistent/python3")
+    monkeypatch.setenv("HOME", str(sandbox.home))
+    monkeypatch.setenv("KINT_HOME", str(sandbox.kint_home))
+    monkeypatch.setenv("PATH", bin_path(tmp_path))
+    monkeypatch.setattr(sys, "argv", [KINT, "setup"])
+    monkeypatch.setattr(claude_mod, "TIMEOUT", 1)
+    reports = run_setup(["all"], {})
+    assert [(r.target, r.status, r.code) for r in reports] == [
+        ("claude", "failed", "TIMEOUT"), ("codex", "skipped", None),
+        ("hermes", "skipped", None), ("openclaw", "failed", "HARNESS_ERROR")]
+    assert reports[0].lines == [
+        "claude: failed: `claude mcp add-json --scope user kint` did not finish within 1 s "
+        "[TIMEOUT]",
+        "  claude: hint: run `claude mcp add-json --scope user kint` yourself to see what it "
+        "waits for, then run `kint setup` again"]
+    openclaw = str(tmp_path / "bin" / "openclaw")
+    assert reports[3].lines == [
+        f"openclaw: failed: cannot run {openclaw}: No such file or directory [HARNESS_ERROR]",
+        "  openclaw: hint: check that `openclaw --version` runs, then run `kint setup` again"]
+
+
+@pytest.mark.parametrize("target", ["claude", "openclaw"])
+def test_a_failed_harness_report_has_its_code_and_hint_in_json(sandbox, tmp_path, target):
+    stand_in(tmp_path / "bin", target, "sys.exit(print('no, I refuse') or 3)")
+    out = sandbox.kint("setup", target, "--json", env={"PATH": bin_path(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    [report] = json.loads(out.stdout)["reports"]
+    assert (report["status"], report["code"]) == ("failed", "HARNESS_ERROR")
+    assert report["lines"][0].endswith("no, I refuse [HARNESS_ERROR]"), report
+    assert report["lines"][1] == f"  {target}: hint: {report['hint']}"
