@@ -140,3 +140,36 @@ def test_a_failed_harness_report_has_its_code_and_hint_in_json(sandbox, tmp_path
     assert (report["status"], report["code"]) == ("failed", "HARNESS_ERROR")
     assert report["lines"][0].endswith("no, I refuse [HARNESS_ERROR]"), report
     assert report["lines"][1] == f"  {target}: hint: {report['hint']}"
+
+
+def test_a_harness_that_fails_leaves_no_backup_unless_its_file_changed(sandbox, tmp_path):
+    """Setup copies a config file before the harness's CLI writes it. When the CLI then
+    fails and the file is as it was, the copy is removed (nothing to restore); when the
+    CLI changed the file before failing, the copy is kept and named on the failure's
+    lines."""
+    home = sandbox.home
+    stand_in(tmp_path / "bin", "claude", "sys.exit(print('cannot save') or 1)")
+    config = home / ".openclaw" / "openclaw.json"
+    stand_in(tmp_path / "bin", "openclaw",
+             f"path = Path({str(config)!r})\n"
+             "if sys.argv[1:] == ['config', 'file']:\n    sys.exit(print(path))\n"
+             "path.write_text('{\"half\": \"written\"}')\n"
+             "sys.exit(print('crashed half way') or 1)")
+    claude_config = home / ".claude.json"
+    claude_config.write_text('{"numStartups": 3}')
+    config.parent.mkdir()
+    config.write_text('{"mine": 1}')
+    out = sandbox.kint("setup", "all", env={"PATH": bin_path(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert claude_config.read_text() == '{"numStartups": 3}'
+    assert list(home.glob(".claude.json.bak-*")) == []
+    assert lines[0].startswith("claude: failed: `claude mcp add-json` did not register kint"
+                               ": cannot save [HARNESS_ERROR]"), lines
+    [copy] = list(config.parent.glob("openclaw.json.bak-*"))
+    assert copy.read_text() == '{"mine": 1}'
+    assert lines[-3:] == [
+        "openclaw: failed: `openclaw mcp set` exited 1: crashed half way [HARNESS_ERROR]",
+        "  openclaw: hint: run `openclaw config validate` to see what OpenClaw refuses, then "
+        "run `kint setup openclaw` again",
+        f"  openclaw: backup {copy}"]

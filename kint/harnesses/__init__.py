@@ -390,6 +390,28 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise file_failure(err, "write") from None
 
 
+def unless_unchanged(copy: Path | None, path: Path) -> Path | None:
+    """A backup made before a harness command that then failed: removed when the file still
+    holds what was copied (there is nothing to restore, and a stray copy would be taken
+    for a change), else kept and returned, to be named on the failure's lines."""
+    if copy is None:
+        return None
+    try:
+        if path.read_bytes() == copy.read_bytes():
+            copy.unlink()
+            return None
+    except OSError:
+        pass
+    return copy
+
+
+def kept_backup(target: str, copy: Path | None, path: Path) -> list[str]:
+    """The line naming a failed harness's backup, when one is still needed."""
+    lines: list[str] = []
+    backed_up(lines, target, unless_unchanged(copy, path))
+    return lines
+
+
 def backed_up(lines: list[str], target: str, copy: Path | None) -> None:
     if copy is not None:
         lines.append(f"  {target}: backup {copy}")
@@ -433,5 +455,6 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
     return reports
 
 
-__all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "failed", "read_config", "TARGETS", "find_kint_server", "make_plan",
+__all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "failed", "read_config",
+           "kept_backup", "unless_unchanged", "TARGETS", "find_kint_server", "make_plan",
            "parse_env", "pin_flag", "run_setup"]

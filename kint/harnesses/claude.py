@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            env_command, failed, read_config, run_cli, tail, which)
+                            env_command, failed, kept_backup, read_config, run_cli,
+                            tail, which)
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 60
@@ -79,17 +80,22 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
         # as setup writes it; the report's status says nothing was rewritten.
         return [Report("claude", "unchanged",
                        ["claude: registered kint (user scope)", *sibyl_note(servers)])]
-    lines: list[str] = []
-    backed_up(lines, "claude", backup(path))
-    if SERVER_NAME in servers:
-        run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
-    added = run_cli([cli, "mcp", "add-json", "--scope", "user", SERVER_NAME,
-                     json.dumps(wanted)], timeout=TIMEOUT)
+    copy = backup(path)
+    try:
+        if SERVER_NAME in servers:
+            run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
+        added = run_cli([cli, "mcp", "add-json", "--scope", "user", SERVER_NAME,
+                         json.dumps(wanted)], timeout=TIMEOUT)
+    except HarnessFailure as err:
+        return [failed("claude", err, *kept_backup("claude", copy, path))]
     servers = user_servers(path)
+    lines: list[str] = []
     if added.returncode != 0 or not same(servers.get(SERVER_NAME), wanted):
+        lines = kept_backup("claude", copy, path)
         return [failed("claude", HarnessFailure(
             f"`claude mcp add-json` did not register kint: {tail(added)}",
             "run `claude mcp list` to see what Claude Code reads, then run `kint setup "
             "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
+    backed_up(lines, "claude", copy)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

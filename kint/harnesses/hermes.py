@@ -30,7 +30,8 @@ from typing import Any
 
 from kint import spaces
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            failed, file_failure, hermes_provider, run_cli, tail, which)
+                            failed, file_failure, hermes_provider, kept_backup, run_cli,
+                            tail, which)
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
@@ -144,16 +145,21 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     store = env["SIBYL_MEMORY_DB"]
     switch = no_plugin is None and provider == hermes_provider.SIBYL_PROVIDER
     register = not same(current, command, env)
-    lines: list[str] = []
-    if register or switch:
-        backed_up(lines, target, backup(profile_dir(root, profile) / "config.yaml"))
+    config = profile_dir(root, profile) / "config.yaml"
+    copy = backup(config) if register or switch else None
     if register:
-        problem = add_entry(cli, profile, command, env, current)
+        try:
+            problem = add_entry(cli, profile, command, env, current)
+        except HarnessFailure as err:
+            return failed(target, err, *kept_backup(target, copy, config))
         if problem:
             return failed(target, HarnessFailure(problem, f"run `hermes -p {profile} mcp list` "
                                                  "to see what Hermes saved, then run `kint "
                                                  "setup hermes` again",
-                                                 ErrorCode.HARNESS_ERROR), *lines)
+                                                 ErrorCode.HARNESS_ERROR),
+                          *kept_backup(target, copy, config))
+    lines: list[str] = []
+    backed_up(lines, target, copy)
     changed = register
     if no_plugin is not None:
         lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} not installed: "
@@ -165,12 +171,15 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
             lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} installed in "
                          f"{hermes_provider.plugin_dir(folder)}")
         if switch:
-            problem = hermes_provider.select(cli, profile)
-            if problem:
-                return failed(target, HarnessFailure(
-                    problem, f"run `hermes -p {profile} config set memory.provider "
-                    f"{hermes_provider.PLUGIN_NAME}` yourself",
-                    ErrorCode.HARNESS_ERROR), *lines)
+            try:
+                problem = hermes_provider.select(cli, profile)
+                if problem:
+                    raise HarnessFailure(problem, f"run `hermes -p {profile} config set "
+                                         f"memory.provider {hermes_provider.PLUGIN_NAME}` "
+                                         "yourself", ErrorCode.HARNESS_ERROR)
+            except HarnessFailure as err:
+                said = [x for x in lines if not x.startswith(f"  {target}: backup ")]
+                return failed(target, err, *kept_backup(target, copy, config), *said)
             changed = True
             lines.append(f"  {target}: memory provider {hermes_provider.SIBYL_PROVIDER} -> "
                          f"{hermes_provider.PLUGIN_NAME}")

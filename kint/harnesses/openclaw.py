@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            env_command, failed, read_config, run_cli, which)
+                            env_command, failed, kept_backup, read_config, run_cli,
+                            which)
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
@@ -98,14 +99,19 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
         return [Report("openclaw", "unchanged",
                        ["openclaw: kint already saved, nothing changed"])]
     lines: list[str] = []
-    if path is not None:
-        backed_up(lines, "openclaw", backup(path))
-    out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
+    copy = backup(path) if path is not None else None
+    try:
+        out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
+    except HarnessFailure as err:
+        return [failed("openclaw", err, *(kept_backup("openclaw", copy, path) if path else []))]
     if out.returncode != 0:
+        if path is not None:
+            lines = kept_backup("openclaw", copy, path)
         return [failed("openclaw", HarnessFailure(
             f"`openclaw mcp set` exited {out.returncode}: {failure_reason(out)}",
             "run `openclaw config validate` to see what OpenClaw refuses, then run `kint setup "
             "openclaw` again", ErrorCode.HARNESS_ERROR), *lines)]
+    backed_up(lines, "openclaw", copy)
     if path is None:
         lines.append("  openclaw: not backed up: `openclaw config file` did not name "
                      "OpenClaw's config file")
