@@ -173,3 +173,22 @@ def test_a_harness_that_fails_leaves_no_backup_unless_its_file_changed(sandbox, 
         "  openclaw: hint: run `openclaw config validate` to see what OpenClaw refuses, then "
         "run `kint setup openclaw` again",
         f"  openclaw: backup {copy}"]
+
+
+def test_a_claude_config_that_is_not_json_fails_before_claude_runs(sandbox, tmp_path):
+    """Claude Code refuses a `~/.claude.json` that does not parse (and files a copy of it
+    among its own backups): setup says so itself, runs no `claude` command and copies
+    nothing."""
+    stand_in(tmp_path / "bin", "claude")
+    config = sandbox.home / ".claude.json"
+    config.write_text('{"numStartups": 3,,}')
+    out = sandbox.kint("setup", "claude", env={"PATH": bin_path(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        f"claude: failed: {config} does not parse as JSON (Expecting property name enclosed in "
+        "double quotes: line 1 column 19 (char 18)) [CONFIG_INVALID]",
+        "  claude: hint: fix it or move it aside (Claude Code does not start on it either), "
+        "then run `kint setup claude` again; nothing was changed"]
+    assert calls(sandbox.home, "claude") == []
+    assert config.read_text() == '{"numStartups": 3,,}'
+    assert list(sandbox.home.glob(".claude.json.bak-*")) == []

@@ -33,11 +33,17 @@ def entry(plan: Plan) -> dict[str, Any]:
 
 
 def user_servers(path: Path) -> dict[str, Any]:
+    """The user-scope servers in Claude Code's config file. A file that is not JSON fails
+    here, before anything runs: Claude Code refuses to start on it too, and `claude mcp
+    add-json` would fail after setup had copied it."""
     text = read_config(path)
     try:
         data = json.loads(text) if text is not None else {}
-    except ValueError:
-        return {}
+    except ValueError as err:
+        raise HarnessFailure(f"{path} does not parse as JSON ({err})",
+                             "fix it or move it aside (Claude Code does not start on it "
+                             "either), then run `kint setup claude` again; nothing was "
+                             "changed") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     return servers if isinstance(servers, dict) else {}
 
