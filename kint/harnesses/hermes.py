@@ -25,6 +25,7 @@ An entry whose command and env already are these is left alone. Otherwise the pr
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def current_entry(cli: str, profile: str) -> Any:
     """Hermes's own reading of `mcp_servers.kint` in the profile (None when not set)."""
     out = run_cli([cli, "-p", profile, "config", "get", "--json", f"mcp_servers.{SERVER_NAME}"],
                   timeout=TIMEOUT)
+    unparsed = config_unparsed(out.stdout + "\n" + out.stderr)
+    if unparsed is not None:
+        raise HarnessFailure(f"Hermes cannot parse the config of profile {profile}: "
+                             f"{unparsed}", "fix that file (Hermes serves its defaults "
+                             "instead, and `hermes mcp add` would write them over it), then "
+                             "run `kint setup hermes` again; nothing was changed")
     if out.returncode != 0 and "not set" in (out.stdout + out.stderr).lower():
         return None
     try:
@@ -81,6 +88,21 @@ def current_entry(cli: str, profile: str) -> Any:
     except ValueError:
         pass
     raise not_answered(profile, out)
+
+
+UNPARSED = re.compile(r"Failed to parse (.*?)(?:\. Falling back|$)", re.S)
+SAID_AT_MOST = 240
+
+
+def config_unparsed(said: str) -> str | None:
+    """What Hermes said of a profile's `config.yaml` it cannot parse, or None. Hermes then
+    runs on its default config, and `mcp add` saves those defaults with kint's entry in place
+    of the user's file (hermes-agent 0.19): such a profile is not touched."""
+    found = UNPARSED.search(said)
+    if found is None:
+        return None
+    text = " ".join(found.group(1).split())
+    return text if len(text) <= SAID_AT_MOST else text[:SAID_AT_MOST - 3] + "..."
 
 
 def not_answered(profile: str, out: Any) -> HarnessFailure:
