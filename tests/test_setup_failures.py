@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,52 @@ def test_a_claude_config_that_is_not_json_fails_before_claude_runs(sandbox, tmp_
     assert calls(sandbox.home, "claude") == []
     assert config.read_text() == '{"numStartups": 3,,}'
     assert list(sandbox.home.glob(".claude.json.bak-*")) == []
+
+
+def test_a_kint_entry_turned_off_or_of_an_older_kint_is_rewritten_and_keeps_the_users_keys(
+        sandbox, tmp_path):
+    """A kint entry saved by an older kint (another kint-server path), turned off by the user
+    (`enabled` false) and given a key of the user's own: setup rewrites the launch line,
+    turns it on again saying so (and how to turn it off), and keeps the user's key, in
+    OpenClaw (whose `mcp set` replaces the whole entry) and in Codex. A second run changes
+    nothing."""
+    from test_setup import STAND_IN_OPENCLAW
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "openclaw").write_text(STAND_IN_OPENCLAW.format(python=sys.executable,
+                                                               config_file_fails=False))
+    (bin_dir / "openclaw").chmod(0o755)
+    home = sandbox.home
+    openclaw = home / ".openclaw" / "openclaw.json"
+    openclaw.parent.mkdir()
+    openclaw.write_text(json.dumps({"mcp": {"servers": {"kint": {
+        "command": "/usr/bin/env", "args": ["-u", "PYTHONPATH", "/old/venv/bin/kint-server"],
+        "enabled": False, "requestTimeoutMs": 300000}}}}))
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text('[mcp_servers.kint]\ncommand = "/old/venv/bin/kint-server"\n'
+                     "enabled = false\nenabled_tools = [\"memory_verify\"]\n")
+    env = {"PATH": bin_path(tmp_path)}
+    out = sandbox.kint("setup", "all", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    turned_on = ("  {}: kint was turned off ({} = false); setup turned it on again, as it "
+                 "registers kint to be used: set {} = false to keep it off")
+    key = "mcp_servers.kint.enabled"
+    assert lines[lines.index(f"codex: wrote [mcp_servers.kint] to {codex}") + 1] == \
+        turned_on.format("codex", key, key)
+    key = "mcp.servers.kint.enabled"
+    assert lines[lines.index("openclaw: saved MCP server kint (openclaw mcp set)") + 1] == \
+        turned_on.format("openclaw", key, key)
+    entry = json.loads(openclaw.read_text())["mcp"]["servers"]["kint"]
+    assert "enabled" not in entry and entry["requestTimeoutMs"] == 300000
+    assert entry["args"][-1] == str(Path(KINT).parent / "kint-server")
+    table = tomllib.loads(codex.read_text())["mcp_servers"]["kint"]
+    assert "enabled" not in table and table["enabled_tools"] == ["memory_verify"]
+    assert table["command"] == str(Path(KINT).parent / "kint-server")
+
+    again = sandbox.kint("setup", "all", env=env)
+    assert again.returncode == 0 and "turned off" not in again.stdout, again.stdout
+    assert "openclaw: kint already saved, nothing changed" in again.stdout.splitlines()
+    assert "codex: already configured" in again.stdout.splitlines()

@@ -40,6 +40,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kint import settings, spaces
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, kint_home, replace_file
@@ -417,6 +418,17 @@ def backed_up(lines: list[str], target: str, copy: Path | None) -> None:
         lines.append(f"  {target}: backup {copy}")
 
 
+def reenabled(target: str, current: Any, key: str) -> list[str]:
+    """The line saying that a kint entry the user had turned off (`enabled` false) is turned
+    on again. Setup is run to make kint usable in the harness: reporting a registration it
+    will not start as "already saved" would leave the user believing it works. The line says
+    how to turn it off again, for whoever turned it off on purpose."""
+    if isinstance(current, dict) and current.get("enabled") is False:
+        return [f"  {target}: kint was turned off ({key} = false); setup turned it on "
+                f"again, as it registers kint to be used: set {key} = false to keep it off"]
+    return []
+
+
 def expand_targets(targets: list[str] | tuple[str, ...]) -> list[str]:
     out: list[str] = []
     for target in targets:
@@ -456,5 +468,5 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
 
 
 __all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "failed", "read_config",
-           "kept_backup", "unless_unchanged", "TARGETS", "find_kint_server", "make_plan",
+           "kept_backup", "reenabled", "unless_unchanged", "TARGETS", "find_kint_server", "make_plan",
            "parse_env", "pin_flag", "run_setup"]

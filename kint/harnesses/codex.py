@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            failed, read_config, which, write_text_atomic)
+                            failed, read_config, reenabled, which, write_text_atomic)
 
 TABLE = ("mcp_servers", SERVER_NAME)
 DEFAULT_TIMEOUTS = {"startup_timeout_sec": 90, "tool_timeout_sec": 180}
@@ -71,6 +71,8 @@ def wanted_table(plan: Plan, current: Any) -> dict[str, Any]:
         table.setdefault(key, value)
     for key in MANAGED:
         table.pop(key, None)
+    if table.get("enabled") is False:  # turned on again, and said (harnesses.reenabled)
+        del table["enabled"]
     return {**managed(plan), **table}
 
 
@@ -107,7 +109,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
         return [failed("codex", HarnessFailure(
             f"could not edit {path} safely", "edit that file by hand (deploy/mcp/codex.toml "
             "has the table); nothing was changed"))]
-    lines: list[str] = []
+    lines = reenabled("codex", current, "mcp_servers.kint.enabled")
     backed_up(lines, "codex", backup(path))
     write_text_atomic(path, new_text)
     return [Report("codex", "changed",

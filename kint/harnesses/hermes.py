@@ -31,8 +31,8 @@ from typing import Any
 
 from kint import spaces
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            failed, file_failure, hermes_provider, kept_backup, run_cli,
-                            tail, which)
+                            failed, file_failure, hermes_provider, kept_backup, reenabled,
+                            run_cli, tail, which)
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
@@ -180,7 +180,7 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
                                                  "setup hermes` again",
                                                  ErrorCode.HARNESS_ERROR),
                           *kept_backup(target, copy, config))
-    lines: list[str] = []
+    lines = reenabled(target, current, "mcp_servers.kint.enabled") if register else []
     backed_up(lines, target, copy)
     changed = register
     if no_plugin is not None:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            env_command, failed, kept_backup, read_config, run_cli,
-                            which)
+                            env_command, failed, kept_backup, read_config, reenabled,
+                            run_cli, which)
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
@@ -85,8 +85,18 @@ def failure_reason(out: subprocess.CompletedProcess[str]) -> str:
     return " | ".join(quoted)
 
 
-def same(current: Any, wanted: dict[str, Any]) -> bool:
-    return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
+# The keys of an entry that say how OpenClaw reaches the server, and whether it does: setup
+# writes these (a stdio launch line, on). Any other key of a kint entry already saved (the
+# user's `requestTimeoutMs`, `toolFilter`, ...) is kept, since `mcp set` replaces the whole
+# entry with what it is given. (OpenClaw's docs/gateway/config-extensions.md, "MCP".)
+MANAGED = ("command", "args", "env", "cwd", "url", "transport", "type", "headers", "auth",
+           "oauth", "sslVerify", "clientCert", "clientKey", "enabled")
+
+
+def wanted_entry(current: Any, plan: Plan) -> dict[str, Any]:
+    kept = {k: v for k, v in current.items() if k not in MANAGED} \
+        if isinstance(current, dict) else {}
+    return {**definition(plan), **kept}
 
 
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
@@ -94,19 +104,19 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if cli is None:
         return [Report("openclaw", "skipped", ["openclaw: CLI not found, skipped"])]
     path = config_path(cli)
-    wanted = definition(plan)
-    if path is not None and same(saved(path), wanted):
+    current = saved(path) if path is not None else None
+    wanted = wanted_entry(current, plan)
+    if current == wanted:
         return [Report("openclaw", "unchanged",
                        ["openclaw: kint already saved, nothing changed"])]
-    lines: list[str] = []
+    lines = reenabled("openclaw", current, "mcp.servers.kint.enabled")
     copy = backup(path) if path is not None else None
     try:
         out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
     except HarnessFailure as err:
         return [failed("openclaw", err, *(kept_backup("openclaw", copy, path) if path else []))]
     if out.returncode != 0:
-        if path is not None:
-            lines = kept_backup("openclaw", copy, path)
+        lines = kept_backup("openclaw", copy, path) if path is not None else []
         return [failed("openclaw", HarnessFailure(
             f"`openclaw mcp set` exited {out.returncode}: {failure_reason(out)}",
             "run `openclaw config validate` to see what OpenClaw refuses, then run `kint setup "
