@@ -242,3 +242,32 @@ def test_a_kint_entry_turned_off_or_of_an_older_kint_is_rewritten_and_keeps_the_
     assert again.returncode == 0 and "turned off" not in again.stdout, again.stdout
     assert "openclaw: kint already saved, nothing changed" in again.stdout.splitlines()
     assert "codex: already configured" in again.stdout.splitlines()
+
+
+def test_a_second_setup_while_one_runs_is_refused_busy_having_changed_nothing(sandbox):
+    """Two setups at once race on each harness's file (each reports its own write as done
+    while the other's replaces it): the second is refused at once, BUSY, exit 2, naming
+    the pid of the one running, and writes nothing; once the first is done it runs."""
+    import fcntl
+
+    from kint.harnesses.setup_lock import LOCK_NAME
+
+    config = sandbox.home / ".codex" / "config.toml"
+    lock = sandbox.kint_home / LOCK_NAME
+    sandbox.kint_home.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(fd, b"4242", 0)
+        out = sandbox.kint("setup", "codex", env={"PATH": "/usr/bin:/bin"})
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.splitlines() == [
+            f"kint: error: another kint setup is running for {sandbox.kint_home} (pid 4242) "
+            "[BUSY]", "hint: wait for it to finish, then run this one again: nothing was "
+            "changed"]
+        assert not config.exists()
+    finally:
+        os.close(fd)
+    out = sandbox.kint("setup", "codex", env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0 and config.exists(), out.stdout + out.stderr
+    assert oct(lock.stat().st_mode & 0o777) == "0o600"

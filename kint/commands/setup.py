@@ -77,7 +77,8 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
     where Sibyl's provider was.
 
     A harness that fails prints its line with a code and a hint line under it. Exit
-    code 1 when a harness failed (the others carry on), 2 when setup could not run.
+    code 1 when a harness failed (the others carry on), 2 when setup could not run
+    (another setup running for the same KINT_HOME is refused: BUSY).
     """
     try:
         check_hermes_profiles(target, hermes_profiles)

@@ -448,14 +448,26 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
     order). A target that fails is reported and the rest carry on. Raises SetupError when
     setup cannot run at all (no kint-server, a refused --env)."""
     from kint.harnesses import claude, codex, hermes, openclaw
+    from kint.harnesses.setup_lock import setup_lock
+    from kint.paths import UnsafePathError
 
     names = expand_targets(targets)
     plan = make_plan(env, hermes_profiles)
-    modules = {"claude": claude, "codex": codex, "hermes": hermes, "openclaw": openclaw}
+    try:
+        with setup_lock():
+            return run_targets(names, plan, explicit="all" not in targets,
+                               modules={"claude": claude, "codex": codex, "hermes": hermes,
+                                        "openclaw": openclaw})
+    except UnsafePathError as err:
+        raise SetupError(str(err), err.hint, ErrorCode.BAD_REQUEST) from None
+
+
+def run_targets(names: list[str], plan: Plan, *, explicit: bool, modules: dict[str, Any]
+                ) -> list[Report]:
     reports: list[Report] = []
     for name in names:
         try:
-            reports += modules[name].setup(plan, explicit_target="all" not in targets)
+            reports += modules[name].setup(plan, explicit_target=explicit)
         except HarnessFailure as err:
             reports.append(failed(name, err))
         except OSError as err:
