@@ -271,3 +271,52 @@ def test_a_second_setup_while_one_runs_is_refused_busy_having_changed_nothing(sa
     out = sandbox.kint("setup", "codex", env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and config.exists(), out.stdout + out.stderr
     assert oct(lock.stat().st_mode & 0o777) == "0o600"
+
+
+# A stand-in for Hermes' CLI (hermes-agent 0.19's behaviour): `-p P config get --json KEY`
+# reads $HOME/hermes-config.json (a missing key: "Config key not set"), and `mcp add kint
+# --command C --env K=V...` writes the entry anew, with only command, env and enabled, as
+# the real one does.
+HERMES_SCRIPT = """
+state = Path(os.environ["HOME"]) / "hermes-config.json"
+config = json.loads(state.read_text()) if state.exists() else {}
+args = sys.argv[3:]
+if args[:3] == ["config", "get", "--json"]:
+    node = config
+    for part in args[3].split("."):
+        if not isinstance(node, dict) or part not in node:
+            sys.exit(print(f"Config key not set: {args[3]}") or 1)
+        node = node[part]
+    sys.exit(print(json.dumps(node)))
+if args[:2] == ["mcp", "add"]:
+    env = dict(pair.split("=", 1) for pair in args[args.index("--env") + 1:])
+    config.setdefault("mcp_servers", {})[args[2]] = {
+        "command": args[args.index("--command") + 1], "env": env, "enabled": True}
+    state.write_text(json.dumps(config))
+    (Path(os.environ["HOME"]) / ".hermes" / "config.yaml").write_text(json.dumps(config))
+    sys.exit(print("Saved"))
+sys.exit(print("unexpected", args) or 2)
+"""
+
+
+def test_keys_of_the_users_own_that_hermes_mcp_add_drops_are_named(sandbox, tmp_path):
+    """Hermes' `mcp add` writes kint's entry anew: a `timeout` or a `tools` filter the user
+    gave an older kint entry is gone after it. Setup says which keys and that its backup
+    holds them, rather than report the registration alone."""
+    stand_in(tmp_path / "bin", "hermes", HERMES_SCRIPT)
+    old = {"command": "/old/venv/bin/kint-server", "env": {}, "enabled": True,
+           "timeout": 300, "tools": {"include": ["memory_verify"]}}
+    (sandbox.home / "hermes-config.json").write_text(json.dumps({"mcp_servers": {"kint": old}}))
+    config = sandbox.home / ".hermes" / "config.yaml"
+    config.parent.mkdir()
+    config.write_text("mcp_servers: {kint: {timeout: 300}}\n")
+    out = sandbox.kint("setup", "hermes", env={"PATH": bin_path(tmp_path)})
+    assert out.returncode == 0, out.stdout + out.stderr
+    [copy] = list(config.parent.glob("config.yaml.bak-*"))
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("hermes[default]: registered kint (store "), lines
+    assert lines[1:3] == [
+        f"  hermes[default]: backup {copy}",
+        "  hermes[default]: `hermes mcp add` does not keep the other keys of kint's entry "
+        "(timeout, tools): the backup above holds them; set them again with `hermes -p "
+        "default config set mcp_servers.kint.KEY VALUE` or in its config.yaml"]

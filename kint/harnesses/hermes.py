@@ -182,6 +182,8 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
                           *kept_backup(target, copy, config))
     lines = reenabled(target, current, "mcp_servers.kint.enabled") if register else []
     backed_up(lines, target, copy)
+    if register:
+        lines += dropped_keys(target, profile, current)
     changed = register
     if no_plugin is not None:
         lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} not installed: "
@@ -211,6 +213,25 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     head = f"{target}: registered kint (store {store})" if register else \
         f"{target}: kint already registered (store {store})"
     return Report(target, "changed", [head, *lines])
+
+
+# The keys of Hermes' MCP entry that `mcp add` writes; it writes the entry anew, so any
+# other key of an existing kint entry (a `timeout`, a `tools` filter) is gone after it.
+ADD_WRITES = ("command", "args", "env", "enabled")
+
+
+def dropped_keys(target: str, profile: str, current: Any) -> list[str]:
+    """The line naming the keys of the user's own that `hermes mcp add` dropped from kint's
+    entry, and where they are. Hermes' `config set` cannot put a list back as one (it saves
+    its text), so setup says it rather than restore some of them and mangle the rest."""
+    if not isinstance(current, dict):
+        return []
+    gone = [key for key in current if key not in ADD_WRITES]
+    if not gone:
+        return []
+    return [f"  {target}: `hermes mcp add` does not keep the other keys of kint's entry "
+            f"({', '.join(gone)}): the backup above holds them; set them again with `hermes "
+            f"-p {profile} config set mcp_servers.kint.KEY VALUE` or in its config.yaml"]
 
 
 def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current: Any
