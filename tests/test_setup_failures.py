@@ -51,7 +51,7 @@ def bin_path(tmp_path: Path) -> str:
 
 def test_a_config_file_that_is_a_folder_fails_its_harness_with_a_code_and_a_hint(
         sandbox, tmp_path):
-    """Claude Code's, Codex's and OpenClaw's config file each a folder: each harness fails
+    """Claude Code's, Codex's, Hermes' and OpenClaw's config file each a folder: each fails
     on a line naming the folder, with CONFIG_INVALID and a hint, no harness CLI is asked to
     write, and nothing is created beside them; `--json` carries the code and the hint."""
     home = sandbox.home
@@ -59,8 +59,9 @@ def test_a_config_file_that_is_a_folder_fails_its_harness_with_a_code_and_a_hint
     stand_in(tmp_path / "bin", "openclaw",
              f"print({str(home / '.openclaw' / 'openclaw.json')!r}) if sys.argv[1:] == "
              "['config', 'file'] else None")
+    stand_in(tmp_path / "bin", "hermes", HERMES_SCRIPT)
     folders = [home / ".claude.json", home / ".codex" / "config.toml",
-               home / ".openclaw" / "openclaw.json"]
+               home / ".hermes" / "config.yaml", home / ".openclaw" / "openclaw.json"]
     for folder in folders:
         folder.mkdir(parents=True)
     out = sandbox.kint("setup", "all", env={"PATH": bin_path(tmp_path)})
@@ -71,10 +72,11 @@ def test_a_config_file_that_is_a_folder_fails_its_harness_with_a_code_and_a_hint
         "[CONFIG_INVALID]", hint.format("claude"),
         f"codex: failed: {folders[1]} is a folder, where a config file should be "
         "[CONFIG_INVALID]", hint.format("codex"),
-        "hermes: CLI not found, skipped",
-        f"openclaw: failed: {folders[2]} is a folder, where a config file should be "
+        f"hermes[default]: failed: {folders[2]} is a folder, where a config file should be "
+        "[CONFIG_INVALID]", hint.format("hermes[default]"),
+        f"openclaw: failed: {folders[3]} is a folder, where a config file should be "
         "[CONFIG_INVALID]", hint.format("openclaw")]
-    assert calls(home, "claude") == []
+    assert calls(home, "claude") == [] and calls(home, "hermes") == []
     assert calls(home, "openclaw") == [["config", "file"]]
     for folder in folders:
         assert list(folder.parent.glob(f"{folder.name}*")) == [folder]

@@ -31,8 +31,8 @@ from typing import Any
 
 from kint import spaces
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            failed, file_failure, hermes_provider, kept_backup, reenabled,
-                            run_cli, tail, which)
+                            failed, file_failure, hermes_provider, kept_backup, read_config,
+                            reenabled, run_cli, tail, which)
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
@@ -158,6 +158,8 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     target = f"hermes[{profile}]"
     command = str(plan.server)
     env = entry_env(plan, root, profile)
+    config = profile_dir(root, profile) / "config.yaml"
+    read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
     current = current_entry(cli, profile)
     provider = hermes_provider.memory_provider(cli, profile)
     if provider is None:
@@ -167,7 +169,6 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     store = env["SIBYL_MEMORY_DB"]
     switch = no_plugin is None and provider == hermes_provider.SIBYL_PROVIDER
     register = not same(current, command, env)
-    config = profile_dir(root, profile) / "config.yaml"
     copy = backup(config) if register or switch else None
     if register:
         try:
