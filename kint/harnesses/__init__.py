@@ -20,16 +20,16 @@ Each harness module has `setup(plan) -> list[Report]`. A file is copied to
 `<file>.bak-<unix time>` before setup changes it, and setup changes nothing when the
 registration already is what it would write, so a second run is a no-op.
 
-A harness that cannot be registered is reported as a `HarnessFailure`: a code of
-kint.protocol's closed set, a one-line message naming the file or the command, and a hint,
-printed as `<target>: failed: MESSAGE [CODE]` and `  <target>: hint: HINT`. A config file
-that is a folder, unreadable or in a folder this user cannot write, a harness command that
-hangs or cannot be started, all end there rather than as an exception's repr.
+A harness that cannot be registered is reported as a `HarnessFailure`
+(kint.harnesses.failures): a code of kint.protocol's closed set, a one-line message naming
+the file or the command, and a hint, printed as `<target>: failed: MESSAGE [CODE]` and
+`  <target>: hint: HINT`. A config file that is a folder, unreadable or in a folder this
+user cannot write, a harness command that hangs or cannot be started, all end there rather
+than as an exception's repr.
 """
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import re
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from kint import settings, spaces
+from kint.harnesses.failures import RERUN, HarnessFailure, file_failure, read_config
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, kint_home, replace_file
 from kint.protocol.errors import ErrorCode
 
@@ -87,66 +88,12 @@ class Report:
     hint: str | None = None
 
 
-class HarnessFailure(Exception):
-    """One harness could not be registered. `code` is CONFIG_INVALID for the harness's own
-    config file (not readable, not parseable, not writable), TIMEOUT for a harness command
-    that did not finish, HARNESS_ERROR for one that failed or did not save kint, DISK_FULL,
-    BAD_REQUEST for a value given to setup, BUSY for another setup running."""
-
-    def __init__(self, message: str, hint: str,
-                 code: ErrorCode = ErrorCode.CONFIG_INVALID) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.code = code.value
-
-
 def failed(target: str, err: HarnessFailure, *lines: str) -> Report:
     """The report of a harness that failed: its line with the code, the hint under it,
     then any lines already said (a backup kept)."""
     return Report(target, "failed", [f"{target}: failed: {err.message} [{err.code}]",
                                      f"  {target}: hint: {err.hint}", *lines],
                   code=err.code, hint=err.hint)
-
-
-RERUN = "run `kint setup` again"
-
-
-def file_failure(err: OSError, doing: str) -> HarnessFailure:
-    """An OSError met on a harness's config file (or its backup), said as what the user can
-    fix: a folder where the file should be, a permission, a full disk. `doing` is the
-    verb phrase ("read", "back up")."""
-    path = err.filename or "the file"
-    if isinstance(err, IsADirectoryError):
-        return HarnessFailure(f"{path} is a folder, where a config file should be",
-                              f"move that folder aside, then {RERUN}; nothing was changed")
-    if err.errno == errno.ENOSPC:
-        return HarnessFailure(f"cannot {doing} {path}: the disk is full",
-                              f"free some space, then {RERUN}",
-                              ErrorCode.DISK_FULL)
-    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return HarnessFailure(
-            f"cannot {doing} {path}: {err.strerror}",
-            f"this user (uid {os.geteuid()}) needs to read and write that file and create "
-            f"files in its folder; give it that, then {RERUN}")
-    return HarnessFailure(f"cannot {doing} {path}: {err.strerror or err}",
-                          f"fix what the message names, then {RERUN}")
-
-
-def read_config(path: Path) -> str | None:
-    """A harness's config file as text, None when there is none; a file that is a folder
-    or that this user may not read fails with a line saying so (rather than being taken
-    for an empty one, which the harness's own CLI would then refuse, or write over)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as err:
-        raise HarnessFailure(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})",
-                             f"fix or move aside that file, then {RERUN}; nothing was "
-                             "changed") from None
-    except OSError as err:
-        raise file_failure(err, "read") from None
 
 
 @dataclass
@@ -479,6 +426,6 @@ def run_targets(names: list[str], plan: Plan, *, explicit: bool, modules: dict[s
     return reports
 
 
-__all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "failed", "read_config",
-           "kept_backup", "reenabled", "unless_unchanged", "TARGETS", "find_kint_server", "make_plan",
-           "parse_env", "pin_flag", "run_setup"]
+__all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "TARGETS", "failed",
+           "file_failure", "find_kint_server", "kept_backup", "make_plan", "parse_env",
+           "pin_flag", "read_config", "reenabled", "run_setup", "unless_unchanged"]
