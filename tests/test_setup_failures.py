@@ -1,9 +1,11 @@
 """`kint setup` where a user's machine breaks it: a harness's config file that is a folder,
-unreadable or in a folder that cannot be written, a harness CLI that hangs or cannot start.
-Each harness that fails ends with `<target>: failed: MESSAGE [CODE]` and a `hint:` line (and
-`code` and `hint` in `--json`), and the user's file is left as it was. These use stand-in
-CLIs (the real clients cost seconds a call; what they do with the same breakage is in
-test_setup_clients.py)."""
+unreadable or in a folder that cannot be written, or not JSON; a harness CLI that hangs,
+cannot start, fails or fails half way; a kint entry of an older kint, turned off, with keys
+of the user's own; two setups at once. Each harness that fails ends with `<target>: failed:
+MESSAGE [CODE]` and a `hint:` line (and `code` and `hint` in `--json`), and the user's file
+is left as it was, with no backup left unless the file changed. These use stand-in CLIs
+(the real clients cost seconds a call; what they do with broken files and older entries is
+in test_setup_clients_broken.py)."""
 
 from __future__ import annotations
 
