@@ -376,8 +376,11 @@ def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         "openclaw: failed: `openclaw mcp set` exited 1: Error: config is locked by another "
-        "openclaw process"]
+        "openclaw process [HARNESS_ERROR]", OPENCLAW_HINT]
 
+
+OPENCLAW_HINT = ("  openclaw: hint: run `openclaw config validate` to see what OpenClaw "
+                 "refuses, then run `kint setup openclaw` again")
 
 # What OpenClaw 2026.9.6's `mcp set` printed (on stderr, exit 1) for a config file that
 # fails its schema: the reason first, the advice after a blank line.
@@ -412,7 +415,8 @@ def test_openclaw_refusing_an_invalid_config_is_reported_with_its_problems(sandb
         "openclaw: failed: `openclaw mcp set` exited 1: OpenClaw config is invalid | File: "
         "~/.openclaw/openclaw.json | Problem: | - openclaw.json:1 \u2014 gateway.port: Invalid "
         "input: expected number, received string | - <root>: Unrecognized key: \"bogusKey\" | "
-        "Run \"openclaw doctor --fix\" to repair the config, then retry."]
+        "Run \"openclaw doctor --fix\" to repair the config, then retry. [HARNESS_ERROR]",
+        OPENCLAW_HINT]
 
 
 def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
@@ -427,10 +431,10 @@ def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
     config = sandbox.home / ".codex" / "config.toml"
     assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
         {"target": "codex", "status": "changed",
-         "lines": [f"codex: wrote [mcp_servers.kint] to {config}"]}]
+         "lines": [f"codex: wrote [mcp_servers.kint] to {config}"], "code": None, "hint": None}]
     assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
         {"target": "codex", "status": "unchanged",
-         "lines": ["codex: already configured"]}]
+         "lines": ["codex: already configured"], "code": None, "hint": None}]
     assert run_setup(["all"], {"KINT_TENANT": "joined"})[0].lines == [
         "claude: CLI not found, skipped"]
 

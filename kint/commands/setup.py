@@ -76,7 +76,9 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
     profile also gets kint's memory-provider plugin (when Hermes' Python has kint), selected
     where Sibyl's provider was.
 
-    Exit code 1 when a harness failed (the others carry on), 2 when setup could not run.
+    A harness that fails prints its line with a code and a hint line under it. Exit
+    code 1 when a harness failed (the others carry on), 2 when setup could not run
+    (another setup running for the same KINT_HOME is refused: BUSY).
     """
     try:
         check_hermes_profiles(target, hermes_profiles)

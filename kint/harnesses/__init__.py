@@ -19,6 +19,13 @@ environment. Each harness module says how it keeps it out.
 Each harness module has `setup(plan) -> list[Report]`. A file is copied to
 `<file>.bak-<unix time>` before setup changes it, and setup changes nothing when the
 registration already is what it would write, so a second run is a no-op.
+
+A harness that cannot be registered is reported as a `HarnessFailure`
+(kint.harnesses.failures): a code of kint.protocol's closed set, a one-line message naming
+the file or the command, and a hint, printed as `<target>: failed: MESSAGE [CODE]` and
+`  <target>: hint: HINT`. A config file that is a folder, unreadable or in a folder this
+user cannot write, a harness command that hangs or cannot be started, all end there rather
+than as an exception's repr.
 """
 
 from __future__ import annotations
@@ -33,8 +40,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kint import settings, spaces
+from kint.harnesses.failures import RERUN, HarnessFailure, file_failure, read_config
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, kint_home, replace_file
 from kint.protocol.errors import ErrorCode
 
@@ -69,11 +78,22 @@ class SetupError(Exception):
 
 @dataclass
 class Report:
-    """What setup did for one target (or one Hermes profile)."""
+    """What setup did for one target (or one Hermes profile); a failed one carries its
+    code and hint apart from its lines, for a script reading `--json`."""
 
     target: str
     status: str  # "changed", "unchanged", "skipped" or "failed"
     lines: list[str] = field(default_factory=list)
+    code: str | None = None
+    hint: str | None = None
+
+
+def failed(target: str, err: HarnessFailure, *lines: str) -> Report:
+    """The report of a harness that failed: its line with the code, the hint under it,
+    then any lines already said (a backup kept)."""
+    return Report(target, "failed", [f"{target}: failed: {err.message} [{err.code}]",
+                                     f"  {target}: hint: {err.hint}", *lines],
+                  code=err.code, hint=err.hint)
 
 
 @dataclass
@@ -229,10 +249,37 @@ def which(cli: str) -> str | None:
     return shutil.which(cli)
 
 
+COMMAND_WORD = re.compile(r"^-{0,2}[A-Za-z][-A-Za-z0-9_]*$")
+
+
+def shown_command(argv: list[str]) -> str:
+    """The harness command as a failure line names it: the CLI's name and its leading
+    words (`claude mcp add-json --scope user kint`), never the JSON or env it was given."""
+    words = [Path(argv[0]).name]
+    for word in argv[1:]:
+        if not COMMAND_WORD.match(word) or len(words) == 7:
+            break
+        words.append(word)
+    return " ".join(words)
+
+
 def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
-                          capture_output=True, timeout=timeout)
+    """A harness's CLI, its output captured. One that does not finish within `timeout`
+    (stuck, or waiting on a question setup did not answer) or cannot be started (a broken
+    script) fails the harness with a line naming the command, not an exception's repr
+    carrying its whole argv."""
+    try:
+        return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HarnessFailure(f"`{shown_command(argv)}` did not finish within {timeout:g} s",
+                             f"run `{shown_command(argv)}` yourself to see what it waits "
+                             f"for, then {RERUN}", ErrorCode.TIMEOUT) from None
+    except OSError as err:
+        raise HarnessFailure(f"cannot run {argv[0]}: {err.strerror or err}",
+                             f"check that `{Path(argv[0]).name} --version` runs, then "
+                             f"{RERUN}", ErrorCode.HARNESS_ERROR) from None
 
 
 def tail(proc: subprocess.CompletedProcess[str], lines: int = 3, noise: str = "") -> str:
@@ -251,6 +298,13 @@ def backup(path: Path) -> Path | None:
     can hold tokens (an MCP server's env), and a copy made with the umask's mode (0644)
     could be opened by another user while its bytes are written. A new name is claimed
     with O_EXCL, never by a look and then a write."""
+    try:
+        return _copy(path)
+    except OSError as err:
+        raise file_failure(err, "back up") from None
+
+
+def _copy(path: Path) -> Path | None:
     if not path.exists():
         return None
     data = path.read_bytes()
@@ -274,16 +328,52 @@ def backup(path: Path) -> Path | None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` through a temp file in its folder, keeping its mode (0600 if new). A
     symlinked file (dotfiles kept elsewhere) is written where the link points."""
-    if path.is_symlink():
-        path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
-    replace_file(path, text.encode("utf-8"), mode=mode)
+    try:
+        if path.is_symlink():
+            path = path.resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
+        replace_file(path, text.encode("utf-8"), mode=mode)
+    except OSError as err:
+        raise file_failure(err, "write") from None
+
+
+def unless_unchanged(copy: Path | None, path: Path) -> Path | None:
+    """A backup made before a harness command that then failed: removed when the file still
+    holds what was copied (there is nothing to restore, and a stray copy would be taken
+    for a change), else kept and returned, to be named on the failure's lines."""
+    if copy is None:
+        return None
+    try:
+        if path.read_bytes() == copy.read_bytes():
+            copy.unlink()
+            return None
+    except OSError:
+        pass
+    return copy
+
+
+def kept_backup(target: str, copy: Path | None, path: Path) -> list[str]:
+    """The line naming a failed harness's backup, when one is still needed."""
+    lines: list[str] = []
+    backed_up(lines, target, unless_unchanged(copy, path))
+    return lines
 
 
 def backed_up(lines: list[str], target: str, copy: Path | None) -> None:
     if copy is not None:
         lines.append(f"  {target}: backup {copy}")
+
+
+def reenabled(target: str, current: Any, key: str) -> list[str]:
+    """The line saying that a kint entry the user had turned off (`enabled` false) is turned
+    on again. Setup is run to make kint usable in the harness: reporting a registration it
+    will not start as "already saved" would leave the user believing it works. The line says
+    how to turn it off again, for whoever turned it off on purpose."""
+    if isinstance(current, dict) and current.get("enabled") is False:
+        return [f"  {target}: kint was turned off ({key} = false); setup turned it on "
+                f"again, as it registers kint to be used: set {key} = false to keep it off"]
+    return []
 
 
 def expand_targets(targets: list[str] | tuple[str, ...]) -> list[str]:
@@ -305,18 +395,37 @@ def run_setup(targets: list[str] | tuple[str, ...], env: dict[str, str],
     order). A target that fails is reported and the rest carry on. Raises SetupError when
     setup cannot run at all (no kint-server, a refused --env)."""
     from kint.harnesses import claude, codex, hermes, openclaw
+    from kint.harnesses.setup_lock import setup_lock
+    from kint.paths import UnsafePathError
 
     names = expand_targets(targets)
     plan = make_plan(env, hermes_profiles)
-    modules = {"claude": claude, "codex": codex, "hermes": hermes, "openclaw": openclaw}
+    try:
+        with setup_lock():
+            return run_targets(names, plan, explicit="all" not in targets,
+                               modules={"claude": claude, "codex": codex, "hermes": hermes,
+                                        "openclaw": openclaw})
+    except UnsafePathError as err:
+        raise SetupError(str(err), err.hint, ErrorCode.BAD_REQUEST) from None
+
+
+def run_targets(names: list[str], plan: Plan, *, explicit: bool, modules: dict[str, Any]
+                ) -> list[Report]:
     reports: list[Report] = []
     for name in names:
         try:
-            reports += modules[name].setup(plan, explicit_target="all" not in targets)
+            reports += modules[name].setup(plan, explicit_target=explicit)
+        except HarnessFailure as err:
+            reports.append(failed(name, err))
+        except OSError as err:
+            reports.append(failed(name, file_failure(err, "use")))
         except Exception as err:  # noqa: BLE001 - one harness never stops the others
-            reports.append(Report(name, "failed", [f"{name}: failed: {err}"]))
+            reports.append(failed(name, HarnessFailure(
+                f"{type(err).__name__}: {err}", "this is a bug in kint setup: report it with "
+                "this line; the other harnesses were set up", ErrorCode.INTERNAL)))
     return reports
 
 
-__all__ = ["Plan", "Report", "SetupError", "TARGETS", "find_kint_server", "make_plan",
-           "parse_env", "pin_flag", "run_setup"]
+__all__ = ["HarnessFailure", "Plan", "Report", "SetupError", "TARGETS", "failed",
+           "file_failure", "find_kint_server", "kept_backup", "make_plan", "parse_env",
+           "pin_flag", "read_config", "reenabled", "run_setup", "unless_unchanged"]

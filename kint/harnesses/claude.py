@@ -14,8 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            env_command, failed, kept_backup, read_config, run_cli,
                             tail, which)
+from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 60
 
@@ -31,10 +33,17 @@ def entry(plan: Plan) -> dict[str, Any]:
 
 
 def user_servers(path: Path) -> dict[str, Any]:
+    """The user-scope servers in Claude Code's config file. A file that is not JSON fails
+    here, before anything runs: Claude Code refuses to start on it too, and `claude mcp
+    add-json` would fail after setup had copied it."""
+    text = read_config(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+        data = json.loads(text) if text is not None else {}
+    except ValueError as err:
+        raise HarnessFailure(f"{path} does not parse as JSON ({err})",
+                             "fix it or move it aside (Claude Code does not start on it "
+                             "either), then run `kint setup claude` again; nothing was "
+                             "changed") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     return servers if isinstance(servers, dict) else {}
 
@@ -77,16 +86,22 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
         # as setup writes it; the report's status says nothing was rewritten.
         return [Report("claude", "unchanged",
                        ["claude: registered kint (user scope)", *sibyl_note(servers)])]
-    lines: list[str] = []
-    backed_up(lines, "claude", backup(path))
-    if SERVER_NAME in servers:
-        run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
-    added = run_cli([cli, "mcp", "add-json", "--scope", "user", SERVER_NAME,
-                     json.dumps(wanted)], timeout=TIMEOUT)
+    copy = backup(path)
+    try:
+        if SERVER_NAME in servers:
+            run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
+        added = run_cli([cli, "mcp", "add-json", "--scope", "user", SERVER_NAME,
+                         json.dumps(wanted)], timeout=TIMEOUT)
+    except HarnessFailure as err:
+        return [failed("claude", err, *kept_backup("claude", copy, path))]
     servers = user_servers(path)
+    lines: list[str] = []
     if added.returncode != 0 or not same(servers.get(SERVER_NAME), wanted):
-        return [Report("claude", "failed",
-                       [f"claude: failed: `claude mcp add-json` did not register kint: "
-                        f"{tail(added)}", *lines])]
+        lines = kept_backup("claude", copy, path)
+        return [failed("claude", HarnessFailure(
+            f"`claude mcp add-json` did not register kint: {tail(added)}",
+            "run `claude mcp list` to see what Claude Code reads, then run `kint setup "
+            "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
+    backed_up(lines, "claude", copy)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

@@ -28,8 +28,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, which,
-                            write_text_atomic)
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            failed, read_config, reenabled, which, write_text_atomic)
 
 TABLE = ("mcp_servers", SERVER_NAME)
 DEFAULT_TIMEOUTS = {"startup_timeout_sec": 90, "tool_timeout_sec": 180}
@@ -71,6 +71,8 @@ def wanted_table(plan: Plan, current: Any) -> dict[str, Any]:
         table.setdefault(key, value)
     for key in MANAGED:
         table.pop(key, None)
+    if table.get("enabled") is False:  # turned on again, and said (harnesses.reenabled)
+        del table["enabled"]
     return {**managed(plan), **table}
 
 
@@ -79,12 +81,13 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if not explicit_target and which("codex") is None and not codex_home().is_dir():
         return [Report("codex", "skipped",
                        [f"codex: CLI not found and no {codex_home()}, skipped"])]
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = read_config(path) or ""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        return [Report("codex", "failed", [f"codex: failed: {path} does not parse ({err}); "
-                                           "fix it, then run setup again"])]
+        return [failed("codex", HarnessFailure(
+            f"{path} does not parse ({err})", "fix it (Codex cannot read it either), then run "
+            "`kint setup codex` again; nothing was changed"))]
     servers = doc.get("mcp_servers")
     current = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
     wanted = wanted_table(plan, current)
@@ -96,15 +99,17 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     try:
         new_text = replace_table(text, wanted)
     except EditError as err:
-        return [Report("codex", "failed", [f"codex: failed: {err}; edit {path} by hand "
-                                           "(deploy/mcp/codex.toml has the table)"])]
+        return [failed("codex", HarnessFailure(
+            f"{err}, in {path}", "edit that file by hand (deploy/mcp/codex.toml has the table); "
+            "nothing was changed"))]
     expected = json.loads(json.dumps(doc, default=str))
     expected.setdefault("mcp_servers", {})[SERVER_NAME] = wanted
     got = json.loads(json.dumps(tomllib.loads(new_text), default=str))
     if got != json.loads(json.dumps(expected, default=str)):
-        return [Report("codex", "failed", [f"codex: failed: could not edit {path} safely; "
-                                           "edit it by hand (deploy/mcp/codex.toml)"])]
-    lines: list[str] = []
+        return [failed("codex", HarnessFailure(
+            f"could not edit {path} safely", "edit that file by hand (deploy/mcp/codex.toml "
+            "has the table); nothing was changed"))]
+    lines = reenabled("codex", current, "mcp_servers.kint.enabled")
     backed_up(lines, "codex", backup(path))
     write_text_atomic(path, new_text)
     return [Report("codex", "changed",

@@ -25,12 +25,15 @@ An entry whose command and env already are these is left alone. Otherwise the pr
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from kint import spaces
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, hermes_provider,
-                            run_cli, tail, which)
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            failed, file_failure, hermes_provider, kept_backup, read_config,
+                            reenabled, run_cli, tail, which)
+from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
 
@@ -67,16 +70,45 @@ def entry_env(plan: Plan, root: Path, profile: str) -> dict[str, str]:
     return env
 
 
-def current_entry(cli: str, profile: str) -> tuple[bool, Any]:
-    """(answered, entry): Hermes's own reading of `mcp_servers.kint` in the profile."""
+def current_entry(cli: str, profile: str) -> Any:
+    """Hermes's own reading of `mcp_servers.kint` in the profile (None when not set)."""
     out = run_cli([cli, "-p", profile, "config", "get", "--json", f"mcp_servers.{SERVER_NAME}"],
                   timeout=TIMEOUT)
-    if out.returncode != 0:
-        return ("not set" in (out.stdout + out.stderr).lower(), None)
+    unparsed = config_unparsed(out.stdout + "\n" + out.stderr)
+    if unparsed is not None:
+        raise HarnessFailure(f"Hermes cannot parse the config of profile {profile}: "
+                             f"{unparsed}", "fix that file (Hermes serves its defaults "
+                             "instead, and `hermes mcp add` would write them over it), then "
+                             "run `kint setup hermes` again; nothing was changed")
+    if out.returncode != 0 and "not set" in (out.stdout + out.stderr).lower():
+        return None
     try:
-        return True, json.loads(out.stdout)
+        if out.returncode == 0:
+            return json.loads(out.stdout)
     except ValueError:
-        return False, None
+        pass
+    raise not_answered(profile, out)
+
+
+UNPARSED = re.compile(r"Failed to parse (.*?)(?:\. Falling back|$)", re.S)
+SAID_AT_MOST = 240
+
+
+def config_unparsed(said: str) -> str | None:
+    """What Hermes said of a profile's `config.yaml` it cannot parse, or None. Hermes then
+    runs on its default config, and `mcp add` saves those defaults with kint's entry in place
+    of the user's file (hermes-agent 0.19): such a profile is not touched."""
+    found = UNPARSED.search(said)
+    if found is None:
+        return None
+    text = " ".join(found.group(1).split())
+    return text if len(text) <= SAID_AT_MOST else text[:SAID_AT_MOST - 3] + "..."
+
+
+def not_answered(profile: str, out: Any) -> HarnessFailure:
+    return HarnessFailure(f"`hermes -p {profile} config get` did not answer: {tail(out)}",
+                          f"run `hermes -p {profile} config show` to see why, then run `kint "
+                          "setup hermes` again", ErrorCode.HARNESS_ERROR)
 
 
 def same(current: Any, command: str, env: dict[str, str]) -> bool:
@@ -94,11 +126,20 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if plan.hermes_profiles:
         missing = [p for p in plan.hermes_profiles if p not in names]
         if missing:
-            return [Report("hermes", "failed", [f"hermes: failed: no Hermes profile "
-                                                f"{', '.join(missing)} under {root}"])]
+            return [failed("hermes", HarnessFailure(
+                f"no Hermes profile {', '.join(missing)} under {root}",
+                "`hermes profile list` shows the profiles there", ErrorCode.BAD_REQUEST))]
         names = [p for p in names if p in plan.hermes_profiles]
     no_plugin = plugin_blocker(cli)
-    return [one_profile(cli, plan, root, p, no_plugin) for p in names]
+    reports = []
+    for profile in names:  # a profile that fails never stops the next one
+        try:
+            reports.append(one_profile(cli, plan, root, profile, no_plugin))
+        except HarnessFailure as err:
+            reports.append(failed(f"hermes[{profile}]", err))
+        except OSError as err:
+            reports.append(failed(f"hermes[{profile}]", file_failure(err, "use")))
+    return reports
 
 
 def plugin_blocker(cli: str) -> str | None:
@@ -117,21 +158,33 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     target = f"hermes[{profile}]"
     command = str(plan.server)
     env = entry_env(plan, root, profile)
-    answered, current = current_entry(cli, profile)
+    config = profile_dir(root, profile) / "config.yaml"
+    read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
+    current = current_entry(cli, profile)
     provider = hermes_provider.memory_provider(cli, profile)
-    if not answered or provider is None:
-        return Report(target, "failed",
-                      [f"{target}: failed: `hermes -p {profile} config get` did not answer"])
+    if provider is None:
+        raise HarnessFailure(f"`hermes -p {profile} config get` did not answer",
+                             f"run `hermes -p {profile} config show` to see why, then run "
+                             "`kint setup hermes` again", ErrorCode.HARNESS_ERROR)
     store = env["SIBYL_MEMORY_DB"]
     switch = no_plugin is None and provider == hermes_provider.SIBYL_PROVIDER
     register = not same(current, command, env)
-    lines: list[str] = []
-    if register or switch:
-        backed_up(lines, target, backup(profile_dir(root, profile) / "config.yaml"))
+    copy = backup(config) if register or switch else None
     if register:
-        failed = add_entry(cli, profile, command, env, current)
-        if failed:
-            return Report(target, "failed", [f"{target}: failed: {failed}", *lines])
+        try:
+            problem = add_entry(cli, profile, command, env, current)
+        except HarnessFailure as err:
+            return failed(target, err, *kept_backup(target, copy, config))
+        if problem:
+            return failed(target, HarnessFailure(problem, f"run `hermes -p {profile} mcp list` "
+                                                 "to see what Hermes saved, then run `kint "
+                                                 "setup hermes` again",
+                                                 ErrorCode.HARNESS_ERROR),
+                          *kept_backup(target, copy, config))
+    lines = reenabled(target, current, "mcp_servers.kint.enabled") if register else []
+    backed_up(lines, target, copy)
+    if register:
+        lines += dropped_keys(target, profile, current)
     changed = register
     if no_plugin is not None:
         lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} not installed: "
@@ -143,9 +196,15 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
             lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} installed in "
                          f"{hermes_provider.plugin_dir(folder)}")
         if switch:
-            failed = hermes_provider.select(cli, profile)
-            if failed:
-                return Report(target, "failed", [f"{target}: failed: {failed}", *lines])
+            try:
+                problem = hermes_provider.select(cli, profile)
+                if problem:
+                    raise HarnessFailure(problem, f"run `hermes -p {profile} config set "
+                                         f"memory.provider {hermes_provider.PLUGIN_NAME}` "
+                                         "yourself", ErrorCode.HARNESS_ERROR)
+            except HarnessFailure as err:
+                said = [x for x in lines if not x.startswith(f"  {target}: backup ")]
+                return failed(target, err, *kept_backup(target, copy, config), *said)
             changed = True
             lines.append(f"  {target}: memory provider {hermes_provider.SIBYL_PROVIDER} -> "
                          f"{hermes_provider.PLUGIN_NAME}")
@@ -157,6 +216,25 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str, no_plugin: str |
     return Report(target, "changed", [head, *lines])
 
 
+# The keys of Hermes' MCP entry that `mcp add` writes; it writes the entry anew, so any
+# other key of an existing kint entry (a `timeout`, a `tools` filter) is gone after it.
+ADD_WRITES = ("command", "args", "env", "enabled")
+
+
+def dropped_keys(target: str, profile: str, current: Any) -> list[str]:
+    """The line naming the keys of the user's own that `hermes mcp add` dropped from kint's
+    entry, and where they are. Hermes' `config set` cannot put a list back as one (it saves
+    its text), so setup says it rather than restore some of them and mangle the rest."""
+    if not isinstance(current, dict):
+        return []
+    gone = [key for key in current if key not in ADD_WRITES]
+    if not gone:
+        return []
+    return [f"  {target}: `hermes mcp add` does not keep the other keys of kint's entry "
+            f"({', '.join(gone)}): the backup above holds them; set them again with `hermes "
+            f"-p {profile} config set mcp_servers.kint.KEY VALUE` or in its config.yaml"]
+
+
 def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current: Any
               ) -> str | None:
     """`hermes mcp add` for kint; what went wrong, or None once Hermes reads it back."""
@@ -165,7 +243,10 @@ def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current
     # `mcp add` asks to overwrite an existing entry, then to enable every tool it found.
     answers = ("y\n" if current is not None else "") + "Y\n"
     out = run_cli(argv, timeout=TIMEOUT, stdin=answers)
-    _, saved = current_entry(cli, profile)
+    try:
+        saved = current_entry(cli, profile)
+    except HarnessFailure:
+        saved = None
     if not same(saved, command, env):
         return f"`hermes mcp add` did not save kint: {tail(out)}"
     return None

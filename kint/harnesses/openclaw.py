@@ -20,8 +20,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, Plan, Report, backed_up, backup, env_command, run_cli,
-                            which)
+from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
+                            env_command, failed, kept_backup, read_config, reenabled,
+                            run_cli, which)
+from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
 # OpenClaw's `string` plugin (a chain poller) prints its own lines on every CLI call, and
@@ -53,10 +55,10 @@ def definition(plan: Plan) -> dict[str, Any]:
 def saved(path: Path) -> Any:
     """The saved definition, when the file is plain JSON (OpenClaw may write JSON5: then
     setup cannot tell and runs `mcp set`, which is idempotent on OpenClaw's side)."""
+    text = read_config(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data["mcp"]["servers"][SERVER_NAME]
-    except (OSError, ValueError, KeyError, TypeError):
+        return json.loads(text or "")["mcp"]["servers"][SERVER_NAME]
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -83,8 +85,18 @@ def failure_reason(out: subprocess.CompletedProcess[str]) -> str:
     return " | ".join(quoted)
 
 
-def same(current: Any, wanted: dict[str, Any]) -> bool:
-    return isinstance(current, dict) and all(current.get(k) == v for k, v in wanted.items())
+# The keys of an entry that say how OpenClaw reaches the server, and whether it does: setup
+# writes these (a stdio launch line, on). Any other key of a kint entry already saved (the
+# user's `requestTimeoutMs`, `toolFilter`, ...) is kept, since `mcp set` replaces the whole
+# entry with what it is given. (OpenClaw's docs/gateway/config-extensions.md, "MCP".)
+MANAGED = ("command", "args", "env", "cwd", "url", "transport", "type", "headers", "auth",
+           "oauth", "sslVerify", "clientCert", "clientKey", "enabled")
+
+
+def wanted_entry(current: Any, plan: Plan) -> dict[str, Any]:
+    kept = {k: v for k, v in current.items() if k not in MANAGED} \
+        if isinstance(current, dict) else {}
+    return {**definition(plan), **kept}
 
 
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
@@ -92,18 +104,24 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if cli is None:
         return [Report("openclaw", "skipped", ["openclaw: CLI not found, skipped"])]
     path = config_path(cli)
-    wanted = definition(plan)
-    if path is not None and same(saved(path), wanted):
+    current = saved(path) if path is not None else None
+    wanted = wanted_entry(current, plan)
+    if current == wanted:
         return [Report("openclaw", "unchanged",
                        ["openclaw: kint already saved, nothing changed"])]
-    lines: list[str] = []
-    if path is not None:
-        backed_up(lines, "openclaw", backup(path))
-    out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
+    lines = reenabled("openclaw", current, "mcp.servers.kint.enabled")
+    copy = backup(path) if path is not None else None
+    try:
+        out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
+    except HarnessFailure as err:
+        return [failed("openclaw", err, *(kept_backup("openclaw", copy, path) if path else []))]
     if out.returncode != 0:
-        return [Report("openclaw", "failed",
-                       [f"openclaw: failed: `openclaw mcp set` exited {out.returncode}: "
-                        f"{failure_reason(out)}", *lines])]
+        lines = kept_backup("openclaw", copy, path) if path is not None else []
+        return [failed("openclaw", HarnessFailure(
+            f"`openclaw mcp set` exited {out.returncode}: {failure_reason(out)}",
+            "run `openclaw config validate` to see what OpenClaw refuses, then run `kint setup "
+            "openclaw` again", ErrorCode.HARNESS_ERROR), *lines)]
+    backed_up(lines, "openclaw", copy)
     if path is None:
         lines.append("  openclaw: not backed up: `openclaw config file` did not name "
                      "OpenClaw's config file")

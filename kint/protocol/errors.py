@@ -40,7 +40,8 @@ class ErrorCode(str, Enum):
     # not be read (the RPC failed, or served calldata the Epoch event does not vouch for).
     CHAIN_UNREADABLE = "CHAIN_UNREADABLE"
     # $KINT_HOME/config.toml refused (file and key named); the last good one serves. Also a
-    # chain setting that does not parse, wherever it was set: its chain work is refused.
+    # chain setting that does not parse, wherever it was set: its chain work is refused. And
+    # for `kint setup`, a harness's own config file it cannot read, parse or write.
     CONFIG_INVALID = "CONFIG_INVALID"
     # A state file under KINT_HOME that cannot be trusted (named in the message).
     CORRUPT_STATE = "CORRUPT_STATE"
@@ -51,6 +52,9 @@ class ErrorCode(str, Enum):
     QUARANTINED = "QUARANTINED"
     # Sibyl refused (its account gate, its cap, a store it cannot read): its words, its hint.
     SIBYL_ERROR = "SIBYL_ERROR"
+    # A harness's own CLI (claude, hermes, openclaw) failed or did not save what `kint setup`
+    # gave it: its words, and the command to run by hand.
+    HARNESS_ERROR = "HARNESS_ERROR"
     # A fault in kint itself.
     INTERNAL = "INTERNAL"
 
@@ -88,6 +92,8 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "
     "`kint supervisor restart SPACE`",
     ErrorCode.SIBYL_ERROR: "run `sibyl status` to see the state of your Sibyl account and store",
+    ErrorCode.HARNESS_ERROR: "run the harness's command named above yourself to see why, then "
+    "run `kint setup` again",
     ErrorCode.INTERNAL: "this is a bug in kint; the supervisor log has the details",
 }
 
