@@ -19,7 +19,8 @@ import os
 
 import click
 
-from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
+from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
+                                  usage_error)
 from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
                                    read_secret_file, read_stdin_line, signature_options)
 
@@ -206,7 +207,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                             recovery_code_stdin)
     if urls is not None:
         args["rpc_urls"] = urls
-    result = space_call(obj, "connect", args, timeout_s=300)
+    result = call_with_progress(obj, "connect", args, timeout_s=300)
     if as_json:
         echo_json(result)
         return

@@ -33,7 +33,7 @@ from kint import render, settings, spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   json_refusals, refuse, refuse_blank_space_options,
-                                  resolve_space, space_call, usage_error, worker_hint)
+                                  resolve_space, usage_error, worker_hint)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, exit_code_for,
                                       interrupted_words)
@@ -373,8 +373,9 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         step = STEP_VAULT
         _vault(anchor, enrolment, owner, ref, source, new_vault, said)
         step = STEP_CONNECT
-        connected = space_call(obj, "connect", args, timeout_s=300,
-                               on_error=_stopper(step, obj), on_interrupt=_interrupted(step))
+        connected = call_with_progress(obj, "connect", args, timeout_s=300,
+                                       on_error=_stopper(step, obj),
+                                       on_interrupt=_interrupted(step))
         said.step("connect", connected, *joined_lines(connected))
         step = STEP_RESTORE
         restored = call_with_progress(obj, "pull", {"full": full,

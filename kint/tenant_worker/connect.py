@@ -23,6 +23,12 @@ A recovery code is bound to the vault before it is trusted: its `dek_id` must eq
 head header's or, when the chain shows no header, that of what this machine holds of the
 vault (its cached data key, wraps file or newest cached epoch: recovery_binding). A
 recovery code never starts a vault. Nothing here prints or logs the signature, a KEK or the data key.
+
+The steps that take time say so in the space's progress line (`connect: ...`, `say`), which
+`kint connect` and `kint join` show on a terminal as push and pull show theirs: making the
+session key and each passphrase stretch (scrypt, under a lock other workers share), the
+chain reads (the head, then each epoch header looked at), and `--dev`'s authorization
+transaction. The rest (the unwrap, the files) is quick.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
 from kint.custody.recovery_code import recovery_file_path, write_recovery_file
-from kint.custody.session_key import create_session_key
+from kint.custody.session_key import create_session_key, session_key_exists
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.vault_message import parse_signature_text
 from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, find_wrap,
@@ -92,6 +98,11 @@ class _Found:
     key_tag: bytes | None = None  # the supplied key's tag (None for a recovery code)
 
 
+def say(ctx: SpaceContext, step: str) -> None:
+    """The connect's progress line: what it waits on now (cleared by head_op at its end)."""
+    ctx.progress = f"connect: {step}"
+
+
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         with head_op(ctx, "connect", lock_file=False):
@@ -118,6 +129,8 @@ def _supplied(ctx: SpaceContext, owner: str, args: dict[str, Any]) -> list[Suppl
     """The KEKs the caller's secrets derive, the one that must open the vault first."""
     home, space = ctx.config.home, ctx.config.space_id
     keys: list[SuppliedKey] = []
+    if args.get("passphrase") is not None or args.get("salt_passphrase") is not None:
+        say(ctx, "stretching the passphrase (scrypt)")
     if args.get("passphrase") is not None:
         keys.append(SuppliedKey(KIND_PASSPHRASE, passphrase_kek(args["passphrase"], owner, space,
                                                                 home=home)))
@@ -160,6 +173,8 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     existing = ctx.enrolment()
     moved = _moved_from(ctx, existing, chain)
     owner, dev_account, args = _owner_for(cfg.home, cfg.space_id, chain, existing, args)
+    if not session_key_exists(cfg.home):
+        say(ctx, "making this machine's session key")
     session_address, _ = create_session_key(cfg.home)
     anchor = Anchor(chain, ctx.tracker)
     supplied = _supplied(ctx, owner, args)
@@ -167,7 +182,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not supplied and code is None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
                             "passphrase or the recovery code")
-    header, chain_error = _chain_view(anchor, owner, cfg.space_id)
+    header, chain_error = _chain_view(ctx, anchor, owner)
     local = read_wraps(cfg.home, cfg.space_id)
     may_have_started = _may_have_started(existing)
     if code is not None:
@@ -181,6 +196,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
                           found, wraps)
     if dev_account is not None and not anchor.can_write(owner, session_address):
+        say(ctx, "authorizing this machine's session key on the devchain")
         dev_owner.authorize(anchor, chain.rpc_urls[0], dev_account, session_address)
     log.info("space %s connected: owner %s, data key from %s", cfg.space16, owner,
              found.source)
@@ -273,19 +289,23 @@ def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment |
     return owner, dev_account, args
 
 
-def _chain_view(anchor: Anchor, owner: str,
-                space: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
+def _chain_view(ctx: SpaceContext, anchor: Anchor,
+                owner: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
     """What the chain says (unless KINT_OFFLINE=1): the newest readable header (None when
     the chain holds no epochs), or the RPC_UNAVAILABLE error when it cannot be read, kept
     so that local wraps can still answer and only a fresh vault is refused for it."""
     header: ReadableHeader | None = None
     chain_error: ProtocolError | None = None
+    space = ctx.config.space_id
     if not settings.value("KINT_OFFLINE"):
         try:
+            say(ctx, "reading the chain head")
             head = read_head(anchor, owner, space)
             if head.seq != 0:
-                header = newest_readable_header(anchor, owner, space, head,
-                                                command="connect")
+                header = newest_readable_header(
+                    anchor, owner, space, head, command="connect",
+                    on_epoch=lambda seq, block: say(
+                        ctx, f"reading the header of epoch {seq} (block {block})"))
         except ProtocolError as err:
             if err.code is not ErrorCode.RPC_UNAVAILABLE:
                 raise
@@ -364,6 +384,7 @@ def _with_extra_passphrase(ctx: SpaceContext, owner: str, dek: bytes, wraps: tup
     the vault; every epoch pushed after this carries it."""
     if not passphrase:
         return wraps
+    say(ctx, "stretching the extra passphrase (scrypt)")
     kek = passphrase_kek(passphrase, owner, ctx.config.space_id, home=ctx.config.home)
     if find_wrap(wraps, kek_tag(kek)) is not None:
         return wraps

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Callable
 
 from kint.chain.anchor import Anchor, CalldataRefused, Head
 from kint.chain.rpc import RpcUnavailable
@@ -49,15 +50,19 @@ def read_head(anchor: Anchor, owner: str, space: str) -> Head:
 
 
 def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head, *,
-                           command: str) -> ReadableHeader:
+                           command: str,
+                           on_epoch: Callable[[int, int], None] | None = None) -> ReadableHeader:
     """The header of the head epoch, or of the newest of the 31 before it that parses.
 
     `command` names the caller (connect, rekey, recovery-code) in the refusals and the log
-    lines, so a rekey's refusal does not talk about connect."""
+    lines, so a rekey's refusal does not talk about connect. `on_epoch(seq, block)` is told
+    of each epoch before its reads (connect's progress line: each one is two chain calls)."""
     seq, block, digest = head.seq, head.block, head.digest
     for _ in range(HEADER_WALK_EPOCHS):
         if seq < 1:
             break
+        if on_epoch is not None:
+            on_epoch(seq, block)
         try:
             event = anchor.epoch_log(owner, space, seq, block)
         except RpcUnavailable as err:
