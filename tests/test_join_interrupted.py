@@ -104,3 +104,44 @@ def test_ctrl_c_at_the_vault_step_names_it(machine):
     assert out.splitlines()[-1].startswith("session key: "), out  # the step before
     assert err.splitlines() == ["join stopped at vault: interrupted (Ctrl-C) [INTERRUPTED]",
                                 "hint: run the command again"], err
+
+
+def test_ctrl_c_in_the_restore_step_names_it_and_a_second_join_resumes(machine):
+    """The restore's pull walks from the head epoch's log: held there, join waits on it.
+    The hold is taken twice: first at the connect's header read (so the switch cannot come
+    after the pull has passed), then, once the connect is seen waiting, set again, which
+    lets the connect's read through and holds the next one, the pull's. Ctrl-C there says
+    the pull goes on in the worker; it ends whole, and a second join finds it done."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    join = None
+    try:
+        sent = time.monotonic()
+        join = _join(sb, "--discard-local")
+        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's connect, held at the head epoch's log")
+        proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+        sb.wait_for(lambda: _running(sb, "pull", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's pull, held at the head epoch's log")
+        out, err = _interrupted(join)
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+    assert out.splitlines()[-1].startswith("connected: key tag "), out  # the step before
+    assert err.splitlines() == [
+        "join stopped at restore: interrupted (Ctrl-C): this command stopped waiting, not "
+        "the pull it sent, which the space's worker runs to its end [INTERRUPTED]",
+        "hint: `kint supervisor status` shows it while it runs; `kint status` says where the "
+        "space stands after"], err
+    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
+                what="the pull's end in the worker")
+    status = kjson(sb, "status")
+    assert status["head"]["seq"] == status["chain_head"]["seq"] == 1, status
+    assert status["restore_in_progress"] is None and status["interrupted_pull"] is None, status
+    again = subprocess.run([KINT, "join", "--owner", sb.owner, "--signature", "-",
+                            "--no-setup"], env=sb.env, text=True,
+                           input=sb.signature.read_text(), capture_output=True, timeout=300)
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    assert "data key from local wraps" in again.stdout, again.stdout
+    assert "restore: up to date; head seq 1 " in again.stdout, again.stdout
