@@ -10,8 +10,10 @@ One machine of the session's devchain with one epoch anchored, behind an RPC pro
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -145,3 +147,45 @@ def test_ctrl_c_in_the_restore_step_names_it_and_a_second_join_resumes(machine):
     assert again.returncode == 0, (again.stdout, again.stderr)
     assert "data key from local wraps" in again.stdout, again.stdout
     assert "restore: up to date; head seq 1 " in again.stdout, again.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+def test_ctrl_c_at_the_secret_prompt_names_the_connect_step(machine, as_json):
+    """join asks for the vault passphrase before its first step: Ctrl-C there names the step
+    the passphrase is for, as every other stop of join's names one (it was the generic
+    refusal, with no step). The command runs in a session of its own, with no terminal:
+    getpass then prompts on stderr and reads stdin, which the test keeps open and empty."""
+    sb, _proxy = machine
+    join = subprocess.Popen([KINT, "join", "--owner", sb.owner, "--base-account", "--no-setup",
+                             *(["--json"] if as_json else [])], env=sb.env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    said = bytearray()
+    reader = threading.Thread(target=_read_into, args=(join.stderr, said), daemon=True)
+    reader.start()
+    try:
+        sb.wait_for(lambda: b"vault passphrase: " in said, timeout=60, interval=0.05,
+                    what="join's passphrase prompt")
+        join.send_signal(signal.SIGINT)
+        join.wait(timeout=60)
+        reader.join(timeout=10)  # stderr is the reader's alone: communicate() would share it
+        out = join.stdout.read()
+    finally:
+        join.kill()
+    err = said.decode()
+    assert join.returncode == 130, (join.returncode, out, err)
+    assert "Traceback" not in err and "Aborted" not in err, err
+    if as_json:
+        refusal = json.loads(out)
+        assert refusal == {"error": "INTERRUPTED", "message": "interrupted (Ctrl-C)",
+                           "hint": "run the command again", "step": "connect"}, refusal
+    else:
+        assert out == b"", out
+        assert err.splitlines()[-2:] == [
+            "join stopped at connect: interrupted (Ctrl-C) [INTERRUPTED]",
+            "hint: run the command again"], err
+
+
+def _read_into(stream, said: bytearray) -> None:
+    while chunk := os.read(stream.fileno(), 4096):
+        said += chunk

@@ -19,7 +19,8 @@ nothing is said until one object at the end, each step's result under its name. 
 prints `join stopped at <step>: <message> [CODE]` (with `--json`, the refusal object with the
 `step`) and exits 2 when it stops before the restore, or with `kint pull`'s status (3, 4,
 5, 6) when the restore refuses (kint.commands.exit_codes, command "join"). Ctrl-C is
-printed the same way, naming the step it stopped, and exits 130 (`_interrupted`).
+printed the same way, naming the step it stopped, and exits 130 (`_interrupted`); at the
+secret's prompt, before the first step runs, it names `connect`, the step the secret is for.
 """
 
 from __future__ import annotations
@@ -350,8 +351,12 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
             pin_flag(env, "SIBYL_MEMORY_DB", "--db", ref.db)
         except SetupError as err:
             usage_error(err.message, err.hint or None)
-    args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
-                        passphrase_prompt, False, recovery_code_stdin, command="join")
+    try:
+        args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
+                            passphrase_prompt, False, recovery_code_stdin, command="join")
+    except KeyboardInterrupt:  # at the secret's prompt, or while stdin had not brought it
+        click.echo("", err=True)  # the prompt's line is still open
+        _interrupted(STEP_CONNECT)()
     home = kint_home()
     enrolment = _enrolment(home, ref.space16)
     anchor = _anchor(home, ref, enrolment)
