@@ -36,6 +36,16 @@ class ReadableHeader:
     blob: bytes
 
 
+# The hint of a walk that read every epoch it looked at and found no kint header: the chain
+# answered, so the transport hint (try again, another RPC) would send the user round in
+# circles. The code stays RPC_UNAVAILABLE, the class its callers act on: connect still
+# answers from this machine's wraps, rekey refuses as CHAIN_UNREADABLE.
+NO_KINT_HEADER_HINT = ("the chain answered: those epochs are not kint epochs (another tool "
+                       "wrote them, or a leaked session key did). Check --owner and the "
+                       "tenant; if both are right, a machine that holds the data key anchors "
+                       "a readable snapshot over them with `kint compact --over-skipped`")
+
+
 def _unreadable(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.RPC_UNAVAILABLE, message,
                          "that is a transport failure, never a verdict on the vault: try "
@@ -89,6 +99,8 @@ def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head, *
             log.warning("%s: using epoch %d at block %d, the newest readable one",
                         command, seq, block)
         return ReadableHeader(seq, block, header, blob)
-    raise _unreadable(f"cannot read the head epoch: none of the {head.seq - seq} newest epochs "
-                      f"(seq {head.seq} down to {seq + 1}) has a header that parses, and "
-                      f"{command} looks at {HEADER_WALK_EPOCHS} at most")
+    raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                        f"cannot read the head epoch: none of the {head.seq - seq} newest "
+                        f"epochs (seq {head.seq} down to {seq + 1}) has a header that parses, "
+                        f"and {command} looks at {HEADER_WALK_EPOCHS} at most",
+                        NO_KINT_HEADER_HINT)
