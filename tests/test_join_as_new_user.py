@@ -1,0 +1,66 @@
+"""`kint join` and `kint connect` as a new user on a second machine meets them: machine A
+(its own HOME and KINT_HOME) anchors a memory under a throwaway devchain owner; machine B,
+wiped, comes in with the wrong secrets first. Each refusal must say what happened and
+what to do, with its code; nothing B refuses leaves it connected.
+
+One anvil for the session (`kint devchain start`); nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chain_machines import (RULE_1, kjson, new_machine, ok, owner_account, recovery_code,
+                            wallet_signature)
+from conftest import write_rules
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory, chain_home):
+    """Machine A with one anchored epoch; its owner wallet and the vault's recovery code."""
+    a = new_machine(tmp_path_factory.mktemp("new-user-a"), chain_home)
+    write_rules(a.sibyl_db, a.tenant, release_gate=RULE_1)
+    connected = kjson(a, "connect", "--dev")
+    assert kjson(a, "push")["head_seq"] == 1
+    yield a, owner_account(a, connected["owner"]), recovery_code(a, connected["space"])
+    a.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine_b(tmp_path_factory, chain_home):
+    b = new_machine(tmp_path_factory.mktemp("new-user-b"), chain_home)
+    yield b
+    b.shutdown()
+
+
+def _typo(code: str) -> str:
+    """`code` with one letter changed, as a person copying it by hand would."""
+    at = code.index("-") - 1
+    return code[:at] + ("B" if code[at] != "B" else "C") + code[at + 1:]
+
+
+def test_a_mistyped_recovery_code_says_where_to_copy_it_from(vault, machine_b):
+    """The checksum's refusal (v0.3.0's words) pointed at `kint join --help`, which says
+    nothing about a code typed wrong: the hint names the file the code is the last line of."""
+    _a, owner, code = vault
+    out = machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
+                         "--no-setup", input=_typo(code) + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    stopped, hint = out.stderr.splitlines()
+    assert stopped == ("join stopped at connect: recovery code checksum failed (typo?) "
+                       "[BAD_REQUEST]"), out.stderr
+    assert hint.startswith("hint: copy the code again: it is the last line of "
+                           "RECOVERY-<space16>.txt"), out.stderr
+    refused = machine_b.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                             "--json", input=code[:20] + "\n")
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    refusal = json.loads(refused.stdout)
+    assert refusal["error"] == "BAD_REQUEST", refusal
+    assert refusal["message"].startswith("a recovery code is 55 characters"), refusal
+    assert refusal["hint"].startswith("copy the code again"), refusal
+    assert not kjson(machine_b, "status")["connected"]
+    joined = ok(machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
+                               "--no-setup", input=code + "\n"))
+    assert "connected: key tag none, data key from recovery code" in joined.stdout
