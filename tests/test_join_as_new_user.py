@@ -64,3 +64,21 @@ def test_a_mistyped_recovery_code_says_where_to_copy_it_from(vault, machine_b):
     joined = ok(machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
                                "--no-setup", input=code + "\n"))
     assert "connected: key tag none, data key from recovery code" in joined.stdout
+
+
+def test_a_signature_cut_short_says_what_a_whole_one_is(vault, machine_b):
+    """A derive signature that lost its end on the way (a copy, a terminal's wrap) is
+    refused in the worker; the hint pointed at `kint join --help`, which says nothing of
+    what the wallet's signature looks like."""
+    _a, owner, _code = vault
+    payload = ok(machine_b.kint("canonical-payload", "--owner", owner.address)).stdout
+    whole = wallet_signature(owner, payload)
+    out = machine_b.kint("join", "--owner", owner.address, "--signature", "-", "--no-setup",
+                         "--json", input=whole[:100] + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert (refusal["error"], refusal["step"]) == ("BAD_REQUEST", "connect"), refusal
+    assert refusal["message"] == ("derive signature must be 65 bytes as 130 hex characters "
+                                  "(r, s, v)"), refusal
+    assert refusal["hint"].startswith("give the whole signature the wallet printed for "
+                                      "`kint canonical-payload --owner ADDRESS`"), refusal
