@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -85,6 +86,39 @@ def test_ctrl_c_in_the_connect_step_names_it_in_the_json_refusal(machine):
     # The connect goes on in the worker, and ends (the next test's join waits on nothing).
     sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
                 what="the connect's end in the worker")
+
+
+def test_a_join_again_while_the_interrupted_connect_runs_names_what_runs(machine):
+    """A user who stops join and runs it again at once meets the connect the first one
+    sent, still running in the worker: the refusal names it (it said "a push, pull or
+    connect", though nobody had sent a push), and a third join, once it ends, resumes."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    join = None
+    try:
+        sent = time.monotonic()
+        join = _join(sb)
+        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's connect, held at the head epoch's log")
+        _interrupted(join)
+        again = _join(sb)
+        out, err = again.communicate(timeout=120)
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+    assert again.returncode == 2, (out, err)
+    stopped, hint = err.splitlines()
+    assert re.fullmatch(r"join stopped at connect: a connect is already running for this "
+                        r"space \(for \d+ s\) \[BUSY\]", stopped), err
+    assert hint == ("hint: wait for it to end (`kint supervisor status` shows it while it "
+                    "runs), then try again"), err
+    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
+                what="the connect's end in the worker")
+    resumed = _join(sb)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, (out, err)
+    assert "data key from local wraps" in out, out
 
 
 def test_ctrl_c_at_the_vault_step_names_it(machine):
