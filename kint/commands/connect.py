@@ -110,6 +110,36 @@ def refuse_dev_conflicts(given: dict[str, bool]) -> None:
             usage_error(f"{flag} cannot be given with --dev: {why}", hint)
 
 
+def refuse_unused_ways(signature: str | None, signature_file: str | None,
+                       smart_account: bool, passphrase_prompt: bool, add_passphrase: bool,
+                       recovery_code_stdin: bool, smart_flag: str = "--smart-account") -> None:
+    """Refuse a flag the way in given does not use, naming it, before any secret is read: a
+    recovery code is the data key itself and takes no other key, and a smart account's key
+    is its vault passphrase, never a derive signature or a salt for one. They were dropped
+    without a word (the code path returned before them): a user who gave
+    `--recovery-code-stdin --add-passphrase` was never told the passphrase wrap was not
+    made. `smart_flag` is the command's name for a smart account (join: --base-account)."""
+    if recovery_code_stdin:
+        why = "the recovery code is the data key itself, so it takes no other key"
+        for flag, given in (("--signature", signature is not None),
+                            ("--signature-file", signature_file is not None),
+                            (smart_flag, smart_account),
+                            ("--passphrase-prompt", passphrase_prompt),
+                            ("--add-passphrase", add_passphrase)):
+            if given:
+                usage_error(f"{flag} cannot be given with --recovery-code-stdin: {why}",
+                            f"drop {flag}, or connect with that key instead of the code")
+    if smart_account:
+        for flag, given in (("--signature", signature is not None),
+                            ("--signature-file", signature_file is not None),
+                            ("--passphrase-prompt", passphrase_prompt)):
+            if given:
+                usage_error(f"{flag} cannot be given with {smart_flag}: a smart account's "
+                            f"key is its vault passphrase (prompted, or --passphrase-stdin), "
+                            f"not a derive signature or its salt",
+                            f"drop {flag}, or drop {smart_flag} for an EOA owner's signature")
+
+
 def connect_args(owner: str | None, signature: str | None, signature_file: str | None,
                  smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool,
                  add_passphrase: bool, recovery_code_stdin: bool,
@@ -123,6 +153,9 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
     # Checked before any secret is read: a malformed owner was refused by the worker, after
     # stdin was read (an empty stdin was refused as that) and a signature file unlinked.
     args: dict = {"owner": checked_address(owner)}
+    refuse_unused_ways(signature, signature_file, smart_account, passphrase_prompt,
+                       add_passphrase, recovery_code_stdin,
+                       "--base-account" if command == "join" else "--smart-account")
     if passphrase_stdin and signature == "-":
         usage_error("--passphrase-stdin and --signature - cannot share stdin",
                     "use --passphrase-prompt or --signature-file")
