@@ -92,6 +92,21 @@ def test_a_flag_the_way_in_does_not_use_is_refused_by_name(machine, tmp_path, co
     assert signature_file.exists(), "the signature file was read and unlinked"
 
 
+@pytest.mark.parametrize("command", ["connect", "join"])
+def test_the_passphrase_given_two_ways_is_refused(machine, tmp_path, command):
+    """--passphrase-stdin took it and --passphrase-prompt was dropped without a word."""
+    signature_file = tmp_path / "signature.txt"
+    signature_file.write_text("0x" + "ab" * 65 + "\n")
+    extra = ["--no-setup"] if command == "join" else []
+    out = machine.kint(command, "--owner", OWNER, "--signature-file", str(signature_file),
+                       "--passphrase-stdin", "--passphrase-prompt", *extra,
+                       input="a passphrase\n")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[0] == ("kint: error: --passphrase-stdin and "
+                                          "--passphrase-prompt both given [BAD_REQUEST]"), out
+    assert signature_file.exists(), "the signature file was read and unlinked"
+
+
 def test_add_passphrase_with_dev_adds_a_passphrase_wrap(tmp_path, chain_home):
     """The prompt's passphrase becomes a kind 0x02 wrap beside the dev owner's signature
     wrap, and the next epoch's header carries both."""

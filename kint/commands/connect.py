@@ -159,6 +159,10 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
     if passphrase_stdin and signature == "-":
         usage_error("--passphrase-stdin and --signature - cannot share stdin",
                     "use --passphrase-prompt or --signature-file")
+    if passphrase_stdin and passphrase_prompt:  # stdin won, the prompt was dropped unsaid
+        usage_error("--passphrase-stdin and --passphrase-prompt both given",
+                    "give the passphrase one way: piped with --passphrase-stdin, or typed at "
+                    "the prompt")
     if recovery_code_stdin:
         if passphrase_stdin or signature == "-":
             usage_error("--recovery-code-stdin reads stdin",
