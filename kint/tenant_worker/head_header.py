@@ -40,10 +40,11 @@ class ReadableHeader:
 # answered, so the transport hint (try again, another RPC) would send the user round in
 # circles. The code stays RPC_UNAVAILABLE, the class its callers act on: connect still
 # answers from this machine's wraps, rekey refuses as CHAIN_UNREADABLE.
-NO_KINT_HEADER_HINT = ("the chain answered: those epochs are not kint epochs (another tool "
-                       "wrote them, or a leaked session key did). Check --owner and the "
-                       "tenant; if both are right, a machine that holds the data key anchors "
-                       "a readable snapshot over them with `kint compact --over-skipped`")
+NO_KINT_HEADER_HINT = ("the chain answered: those epochs are none of them an envelope this "
+                       "kint reads (another tool, a newer kint or a leaked session key wrote "
+                       "them). Check --owner and the tenant; if both are right, a machine "
+                       "that holds the data key anchors a readable snapshot over them with "
+                       "`kint compact --over-skipped`")
 
 
 def _unreadable(message: str) -> ProtocolError:
