@@ -153,6 +153,19 @@ def test_pull_on_a_terminal_shows_the_epoch_it_checks(machine):
     assert _cleared_after(screen, PULL_LINE), screen
 
 
+def test_pull_on_a_terminal_shows_its_head_read(machine):
+    """A pull's first wait is its head read (on Base a cold start then asks a second RPC),
+    before any epoch is walked: a joining machine's restore said nothing through it."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_call"], seconds=HOLD_S)
+    terminal = OnTerminal(sb, "pull")
+    line = re.compile(rb"\r\x1b\[2Kpull: reading the chain head")
+    shown, status, stdout, screen = _held(proxy, terminal, line)
+    assert shown, screen
+    assert status == 0, (stdout, screen)
+    assert _cleared_after(screen, line), screen
+
+
 def test_rekey_on_a_terminal_shows_its_snapshot_epoch(machine, tmp_path):
     """rekey's snapshot is a push the worker reports under op `rekey`: shown as push's is.
     (rekey waited without a word before: it did not watch the worker's progress.)"""
