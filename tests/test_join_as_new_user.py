@@ -82,3 +82,31 @@ def test_a_signature_cut_short_says_what_a_whole_one_is(vault, machine_b):
                                   "(r, s, v)"), refusal
     assert refusal["hint"].startswith("give the whole signature the wallet printed for "
                                       "`kint canonical-payload --owner ADDRESS`"), refusal
+
+
+def test_a_vault_another_tool_wrote_is_not_called_a_transport_failure(machine_b, chain_home):
+    """An owner whose only epoch under this tenant is not a kint envelope (another tool
+    wrote it with a key the owner authorized): the chain answered every read, so join's
+    connect step must not send the user to retry or change RPC."""
+    from eth_account import Account
+
+    from chain_machines import authorize_machine, devchain_anchor
+    from kint.spaces import space_id
+
+    owner, writer = Account.create(), Account.create()
+    authorize_machine(chain_home, owner, writer.address)
+    anchor = devchain_anchor(chain_home)
+    anchor.transact(writer, anchor.encode_push(owner.address, space_id("another-tool"),
+                                               "0x" + "00" * 32, b"\x07 not a kint epoch " * 8))
+    payload = ok(machine_b.kint("canonical-payload", "--owner", owner.address)).stdout
+    out = machine_b.kint("--tenant", "another-tool", "join", "--owner", owner.address,
+                         "--signature", "-", "--no-setup", "--json",
+                         input=wallet_signature(owner, payload) + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert (refusal["error"], refusal["step"]) == ("RPC_UNAVAILABLE", "connect"), refusal
+    assert refusal["message"].startswith("cannot read the head epoch: none of the 1 newest "
+                                         "epochs (seq 1 down to 1) has a header that parses")
+    assert "transport" not in refusal["hint"], refusal
+    assert "Check --owner and the tenant" in refusal["hint"], refusal
+    assert refusal["hint"].startswith("the chain answered: "), refusal
