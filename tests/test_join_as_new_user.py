@@ -110,3 +110,53 @@ def test_a_vault_another_tool_wrote_is_not_called_a_transport_failure(machine_b,
     assert "transport" not in refusal["hint"], refusal
     assert "Check --owner and the tenant" in refusal["hint"], refusal
     assert refusal["hint"].startswith("the chain answered: "), refusal
+
+
+@pytest.fixture(scope="module")
+def machine_c(tmp_path_factory, chain_home):
+    c = new_machine(tmp_path_factory.mktemp("new-user-c"), chain_home)
+    yield c
+    c.shutdown()
+
+
+def _signed(sb, account) -> str:
+    payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
+    return wallet_signature(account, payload) + "\n"
+
+
+def test_a_connect_given_the_wrong_owner_is_put_right_by_connecting_the_right_one(vault,
+                                                                               machine_c):
+    """A typo in --owner finds no epochs and starts a fresh vault (v0.3.0's warning case,
+    03-new-machine.md: "Stop, fix it, connect again"). Connecting again with the right
+    owner was refused ("use another tenant"), which sends the user away from the tenant
+    their memory is in. Nothing of the wrong vault was anchored or pulled here, so the
+    space moves to the right owner, says so, and names the recovery file still holding the
+    wrong vault's code; once an epoch of an owner is here, another owner stays refused."""
+    from eth_account import Account
+
+    _a, owner, code = vault
+    c = machine_c
+    wrong = Account.create()
+    fresh = json.loads(ok(c.kint("connect", "--owner", wrong.address, "--signature", "-",
+                                 "--json", input=_signed(c, wrong))).stdout)
+    assert fresh["fresh_vault"] and fresh["recovery_file"], fresh
+    joined = c.kint("join", "--owner", owner.address, "--signature", "-", "--no-setup",
+                    input=_signed(c, owner))
+    assert joined.returncode == 0, (joined.stdout, joined.stderr)
+    lines = joined.stdout.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("connected: ")))
+    assert lines[at].endswith(", data key from chain head header"), lines
+    assert lines[at + 1] == (
+        f"owner: this space was connected to owner {wrong.address}, of whose vault this "
+        f"machine holds no epoch; its wraps and key are replaced; {fresh['recovery_file']} "
+        f"still holds that vault's recovery code: `kint recovery-code` writes this one's"), lines
+    assert "restore: restored 1 epoch(s)" in joined.stdout, joined.stdout
+    ok(c.kint("recovery-code"))
+    assert recovery_code(c, fresh["space"]) == code
+    # An epoch of this owner is here now: another owner is refused, as before.
+    refused = c.kint("connect", "--owner", wrong.address, "--signature", "-",
+                     input=_signed(c, wrong))
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert refused.stderr.splitlines()[0] == (
+        f"kint: error: this space is connected to owner {owner.address}, not "
+        f"{wrong.address} [BAD_REQUEST]"), refused.stderr

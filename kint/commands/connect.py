@@ -259,6 +259,8 @@ def print_connected(result: dict) -> None:
         click.echo(line)
     if result.get("chain_moved"):
         click.echo(f"chain: {result['chain_moved']}")
+    if result.get("owner_changed"):
+        click.echo(f"owner: {result['owner_changed']}")
     click.echo(f"session key: {result['session']}")
 
 

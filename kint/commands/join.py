@@ -227,8 +227,9 @@ def _vault(anchor: Any, enrolment: Any, owner: str, ref: spaces.SpaceRef, source
 def joined_lines(connected: dict[str, Any]) -> list[str]:
     """join's one connect line (v0.3.0's); `kint connect` keeps its own three lines, and the
     owner, space and session key are on join's earlier lines already."""
+    changed = [f"owner: {connected['owner_changed']}"] if connected.get("owner_changed") else []
     return [f"connected: key tag {connected.get('key_tag') or 'none'}, data key from "
-            f"{connected['source']}", *fresh_vault_lines(connected)]
+            f"{connected['source']}", *fresh_vault_lines(connected), *changed]
 
 
 def restore_lines(result: dict[str, Any]) -> list[str]:

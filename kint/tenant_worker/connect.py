@@ -173,6 +173,9 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     existing = ctx.enrolment()
     moved = _moved_from(ctx, existing, chain)
     owner, dev_account, args = _owner_for(cfg.home, cfg.space_id, chain, existing, args)
+    owner_changed = _owner_change(ctx, existing, owner)
+    if owner_changed is not None:  # nothing of the old vault is kept: not its wraps, not
+        existing = replace(existing, vault_created=False)  # its maker's claim (the file's)
     if not session_key_exists(cfg.home):
         say(ctx, "making this machine's session key")
     session_address, _ = create_session_key(cfg.home)
@@ -183,10 +186,10 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
                             "passphrase or the recovery code")
     header, chain_error = _chain_view(ctx, anchor, owner)
-    local = read_wraps(cfg.home, cfg.space_id)
+    local = read_wraps(cfg.home, cfg.space_id) if owner_changed is None else None
     may_have_started = _may_have_started(existing)
     if code is not None:
-        held = held_here(ctx) if header is None else HeldHere()
+        held = held_here(ctx) if header is None and owner_changed is None else HeldHere()
         found = _from_recovery_code(code, owner, header, held, chain_error)
     else:
         found = _from_supplied_key(owner, supplied[0], header, local, chain_error,
@@ -205,7 +208,42 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             "session": session_address, "fresh_vault": found.fresh,
             "recovery_file": str(recovery_path) if recovery_path else None,
             "chain_unreadable": chain_error.message if chain_error else None,
-            "chain_moved": moved}
+            "chain_moved": moved,
+            "owner_changed": _owner_changed_words(ctx, owner_changed, recovery_path)}
+
+
+def _owner_change(ctx: SpaceContext, existing: Enrolment | None, owner: str) -> str | None:
+    """The owner this space was connected to, when `owner` is another one and this machine
+    holds no epoch of the old one's vault (its mirror at 0, no watermark, no push on its
+    way in a pending journal): the space
+    connects to the new owner, and nothing of the old vault is kept. That is a connect
+    given the wrong owner, which started a fresh vault nobody anchored: v0.3.0's way out
+    (03-new-machine.md, the fresh-vault warning) is to connect again with the right one,
+    which was refused here. With an epoch of the old vault here it is still refused
+    (another owner's memory belongs to another tenant)."""
+    if existing is None or existing.owner == owner:
+        return None
+    if ctx.seen_here() > 0 or ctx.state.files["pending"].exists():  # or a push on its way
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"this space is connected to owner {existing.owner}, not {owner}",
+                            "use another tenant (--tenant) for another owner's memory")
+    return existing.owner
+
+
+def _owner_changed_words(ctx: SpaceContext, old: str | None,
+                         recovery_path: Path | None) -> str | None:
+    """What connect says of an owner change: from whom, and, when the recovery file here is
+    still the old vault's (a fresh vault's file, not rewritten by this connect), that it
+    is not this vault's code."""
+    if old is None:
+        return None
+    words = (f"this space was connected to owner {old}, of whose vault this machine holds no "
+             f"epoch; its wraps and key are replaced")
+    stale = recovery_file_path(ctx.config.home, ctx.config.space_id)
+    if recovery_path is None and stale.exists():
+        words += (f"; {stale} still holds that vault's recovery code: `kint recovery-code` "
+                  f"writes this one's")
+    return words
 
 
 def _may_have_started(existing: Enrolment | None) -> bool:
@@ -263,8 +301,8 @@ def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment |
                args: dict[str, Any]) -> tuple[str, LocalAccount | None, dict[str, Any]]:
     """The owner, the devchain's owner account (`--dev` only, else None), and the args
     with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
-    devchain and keeps the space's owner account; a space connected to one owner refuses
-    another (another owner's memory belongs to another tenant)."""
+    devchain and keeps the space's owner account. Another owner than the space's is for
+    `_owner_change` to take or refuse."""
     dev_account: LocalAccount | None = None
     if args.get("dev"):
         if not chain.devchain:
@@ -282,10 +320,6 @@ def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment |
         args = {**args, "signature": dev_owner.derive_signature(dev_account)}
     else:
         owner = _owner(args)
-    if existing is not None and existing.owner != owner:
-        raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"this space is connected to owner {existing.owner}, not {owner}",
-                            "use another tenant (--tenant) for another owner's memory")
     return owner, dev_account, args
 
 
