@@ -160,3 +160,23 @@ def test_a_connect_given_the_wrong_owner_is_put_right_by_connecting_the_right_on
     assert refused.stderr.splitlines()[0] == (
         f"kint: error: this space is connected to owner {owner.address}, not "
         f"{wrong.address} [BAD_REQUEST]"), refused.stderr
+
+
+def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
+    """After a rekey the old code no longer opens the vault (05-keys.md); its refusal, in
+    v0.3.0's words, said to check the code, the owner and the tenant, all of them right:
+    the hint now names the rotation, and where the new code was written. (Last in the
+    module: the rekey changes the vault under the tests before it.)"""
+    a, owner, old_code = vault
+    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+    ok(a.kint("rekey", "--signature", "-", input=wallet_signature(owner, payload) + "\n"))
+    out = machine_b.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                         "--json", input=old_code + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert refusal["error"] == "WRONG_KEY", refusal
+    assert refusal["message"] == ("this recovery code does not belong to the vault anchored "
+                                  "under this owner"), refusal
+    assert refusal["hint"].endswith("A code kept from before a `kint rekey` no longer opens "
+                                    "the vault: that rekey wrote the new one "
+                                    "(RECOVERY-<space16>.txt where it ran)"), refusal
