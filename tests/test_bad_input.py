@@ -353,14 +353,15 @@ def test_a_refusals_notices_are_lines_of_their_own_not_part_of_its_hint(machine)
     assert plain.stderr.splitlines() == [
         f"kint: error: {refusal['message']} [NOT_CONNECTED]", f"hint: {refusal['hint']}",
         notice], plain.stderr
-    # A worker's bad-input refusal with a notice under its hint: still the command's own
-    # --help, not the protocol's placeholder (the hint was compared with its notices).
+    # A worker's bad-input refusal with a notice under its hint: its own hint (where the
+    # code is copied from), the notice apart from it. (The protocol's placeholder hint
+    # becoming the command's own --help, notices kept, is the join test's below.)
     bad = machine.kint("connect", "--owner", OWNER, "--recovery-code-stdin", "--json",
                        input="hello\n", env=env)
     assert bad.returncode == 2, (bad.stdout, bad.stderr)
     refusal = json.loads(bad.stdout)
     assert refusal["error"] == "BAD_REQUEST" and refusal["notices"] == [notice], refusal
-    assert refusal["hint"] == "`kint connect --help` lists what it takes", refusal
+    assert refusal["hint"].startswith("copy the code again: it is the last line of "), refusal
 
 
 def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(

@@ -55,6 +55,58 @@ def test_a_flag_dev_cannot_take_is_refused_by_name(machine, tmp_path, flag, argv
     assert signature_file.exists(), "the signature file was read and unlinked"
 
 
+# A flag the way in given does not use (connect's, or join's: its smart account is
+# --base-account): (command, the way in, the flag refused with it, the flag's argv).
+SIGNATURE_FILE = ["--signature-file", "SIGNATURE_FILE"]
+UNUSED = [
+    ("connect", "--recovery-code-stdin", "--signature-file", SIGNATURE_FILE),
+    ("connect", "--recovery-code-stdin", "--smart-account", ["--smart-account"]),
+    ("connect", "--recovery-code-stdin", "--passphrase-prompt", ["--passphrase-prompt"]),
+    ("connect", "--recovery-code-stdin", "--add-passphrase", ["--add-passphrase"]),
+    ("connect", "--smart-account", "--signature-file", SIGNATURE_FILE),
+    ("connect", "--smart-account", "--signature", ["--signature", "SIGNATURE_FILE"]),
+    ("connect", "--smart-account", "--passphrase-prompt", ["--passphrase-prompt"]),
+    ("join", "--recovery-code-stdin", "--passphrase-prompt", ["--passphrase-prompt"]),
+    ("join", "--base-account", "--passphrase-prompt", ["--passphrase-prompt"]),
+]
+
+
+@pytest.mark.parametrize("command,way,flag,argv", UNUSED,
+                         ids=[f"{u[0]}-{u[1][2:]}-{u[2][2:]}" for u in UNUSED])
+def test_a_flag_the_way_in_does_not_use_is_refused_by_name(machine, tmp_path, command, way,
+                                                          flag, argv):
+    """Each of these was dropped without a word: the recovery code's path returned before
+    the other flags were looked at, and a smart account's never read a signature (its file
+    was left unread, not unlinked) or a salt. Refused before any secret is read."""
+    signature_file = tmp_path / "signature.txt"
+    signature_file.write_text("0x" + "ab" * 65 + "\n")
+    argv = [str(signature_file) if a == "SIGNATURE_FILE" else a for a in argv]
+    extra = ["--no-setup"] if command == "join" else []
+    out = machine.kint(command, "--owner", OWNER, way, *argv, *extra, input="CODE\n")
+    assert out.returncode == 2, out.stdout + out.stderr
+    message, hint = out.stderr.splitlines()
+    assert message.startswith(f"kint: error: {flag} cannot be given with {way}: "), message
+    assert message.endswith(" [BAD_REQUEST]") and hint == f"hint: drop {flag}, or " + (
+        "connect with that key instead of the code" if way == "--recovery-code-stdin" else
+        f"drop {way} for an EOA owner's signature"), out.stderr
+    assert signature_file.exists(), "the signature file was read and unlinked"
+
+
+@pytest.mark.parametrize("command", ["connect", "join"])
+def test_the_passphrase_given_two_ways_is_refused(machine, tmp_path, command):
+    """--passphrase-stdin took it and --passphrase-prompt was dropped without a word."""
+    signature_file = tmp_path / "signature.txt"
+    signature_file.write_text("0x" + "ab" * 65 + "\n")
+    extra = ["--no-setup"] if command == "join" else []
+    out = machine.kint(command, "--owner", OWNER, "--signature-file", str(signature_file),
+                       "--passphrase-stdin", "--passphrase-prompt", *extra,
+                       input="a passphrase\n")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[0] == ("kint: error: --passphrase-stdin and "
+                                          "--passphrase-prompt both given [BAD_REQUEST]"), out
+    assert signature_file.exists(), "the signature file was read and unlinked"
+
+
 def test_add_passphrase_with_dev_adds_a_passphrase_wrap(tmp_path, chain_home):
     """The prompt's passphrase becomes a kind 0x02 wrap beside the dev owner's signature
     wrap, and the next epoch's header carries both."""

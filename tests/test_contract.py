@@ -755,6 +755,12 @@ def test_a_chain_where_no_epoch_parses_is_refused_in_the_asking_commands_name(de
     assert str(info.value) == ("cannot read the head epoch: none of the 2 newest epochs (seq 2 "
                                "down to 1) has a header that parses, and rekey looks at 32 "
                                "at most")
+    # The chain answered every read: the hint must not call it a transport failure (it
+    # did, and sent a user whose tenant holds another tool's epochs to retry or change RPC).
+    assert "transport" not in info.value.hint and "--over-skipped" in info.value.hint, \
+        info.value.hint
+    assert info.value.hint.startswith("the chain answered: those epochs are none of them an "
+                                      "envelope this kint reads (another tool, a newer kint")
     assert "rekey: the head epoch 2 at block" in caplog.text
     assert "connect" not in caplog.text
 

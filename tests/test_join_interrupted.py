@@ -10,8 +10,11 @@ One machine of the session's devchain with one epoch anchored, behind an RPC pro
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -85,6 +88,39 @@ def test_ctrl_c_in_the_connect_step_names_it_in_the_json_refusal(machine):
                 what="the connect's end in the worker")
 
 
+def test_a_join_again_while_the_interrupted_connect_runs_names_what_runs(machine):
+    """A user who stops join and runs it again at once meets the connect the first one
+    sent, still running in the worker: the refusal names it (it said "a push, pull or
+    connect", though nobody had sent a push), and a third join, once it ends, resumes."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    join = None
+    try:
+        sent = time.monotonic()
+        join = _join(sb)
+        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's connect, held at the head epoch's log")
+        _interrupted(join)
+        again = _join(sb)
+        out, err = again.communicate(timeout=120)
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+    assert again.returncode == 2, (out, err)
+    stopped, hint = err.splitlines()
+    assert re.fullmatch(r"join stopped at connect: a connect is already running for this "
+                        r"space \(for \d+ s\) \[BUSY\]", stopped), err
+    assert hint == ("hint: wait for it to end (`kint supervisor status` shows it while it "
+                    "runs), then try again"), err
+    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
+                what="the connect's end in the worker")
+    resumed = _join(sb)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, (out, err)
+    assert "data key from local wraps" in out, out
+
+
 def test_ctrl_c_at_the_vault_step_names_it(machine):
     """The vault step reads the chain head in join's own process: Ctrl-C there names it
     too (no worker request goes on)."""
@@ -104,3 +140,86 @@ def test_ctrl_c_at_the_vault_step_names_it(machine):
     assert out.splitlines()[-1].startswith("session key: "), out  # the step before
     assert err.splitlines() == ["join stopped at vault: interrupted (Ctrl-C) [INTERRUPTED]",
                                 "hint: run the command again"], err
+
+
+def test_ctrl_c_in_the_restore_step_names_it_and_a_second_join_resumes(machine):
+    """The restore's pull walks from the head epoch's log: held there, join waits on it.
+    The hold is taken twice: first at the connect's header read (so the switch cannot come
+    after the pull has passed), then, once the connect is seen waiting, set again, which
+    lets the connect's read through and holds the next one, the pull's. Ctrl-C there says
+    the pull goes on in the worker; it ends whole, and a second join finds it done."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    join = None
+    try:
+        sent = time.monotonic()
+        join = _join(sb, "--discard-local")
+        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's connect, held at the head epoch's log")
+        proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+        sb.wait_for(lambda: _running(sb, "pull", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's pull, held at the head epoch's log")
+        out, err = _interrupted(join)
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+    assert out.splitlines()[-1].startswith("connected: key tag "), out  # the step before
+    assert err.splitlines() == [
+        "join stopped at restore: interrupted (Ctrl-C): this command stopped waiting, not "
+        "the pull it sent, which the space's worker runs to its end [INTERRUPTED]",
+        "hint: `kint supervisor status` shows it while it runs; `kint status` says where the "
+        "space stands after"], err
+    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
+                what="the pull's end in the worker")
+    status = kjson(sb, "status")
+    assert status["head"]["seq"] == status["chain_head"]["seq"] == 1, status
+    assert status["restore_in_progress"] is None and status["interrupted_pull"] is None, status
+    again = subprocess.run([KINT, "join", "--owner", sb.owner, "--signature", "-",
+                            "--no-setup"], env=sb.env, text=True,
+                           input=sb.signature.read_text(), capture_output=True, timeout=300)
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    assert "data key from local wraps" in again.stdout, again.stdout
+    assert "restore: up to date; head seq 1 " in again.stdout, again.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+def test_ctrl_c_at_the_secret_prompt_names_the_connect_step(machine, as_json):
+    """join asks for the vault passphrase before its first step: Ctrl-C there names the step
+    the passphrase is for, as every other stop of join's names one (it was the generic
+    refusal, with no step). The command runs in a session of its own, with no terminal:
+    getpass then prompts on stderr and reads stdin, which the test keeps open and empty."""
+    sb, _proxy = machine
+    join = subprocess.Popen([KINT, "join", "--owner", sb.owner, "--base-account", "--no-setup",
+                             *(["--json"] if as_json else [])], env=sb.env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    said = bytearray()
+    reader = threading.Thread(target=_read_into, args=(join.stderr, said), daemon=True)
+    reader.start()
+    try:
+        sb.wait_for(lambda: b"vault passphrase: " in said, timeout=60, interval=0.05,
+                    what="join's passphrase prompt")
+        join.send_signal(signal.SIGINT)
+        join.wait(timeout=60)
+        reader.join(timeout=10)  # stderr is the reader's alone: communicate() would share it
+        out = join.stdout.read()
+    finally:
+        join.kill()
+    err = said.decode()
+    assert join.returncode == 130, (join.returncode, out, err)
+    assert "Traceback" not in err and "Aborted" not in err, err
+    if as_json:
+        refusal = json.loads(out)
+        assert refusal == {"error": "INTERRUPTED", "message": "interrupted (Ctrl-C)",
+                           "hint": "run the command again", "step": "connect"}, refusal
+    else:
+        assert out == b"", out
+        assert err.splitlines()[-2:] == [
+            "join stopped at connect: interrupted (Ctrl-C) [INTERRUPTED]",
+            "hint: run the command again"], err
+
+
+def _read_into(stream, said: bytearray) -> None:
+    while chunk := os.read(stream.fileno(), 4096):
+        said += chunk

@@ -1,12 +1,14 @@
-"""The worker's progress on a terminal: `kint push`, `kint pull` and `kint rekey` show the
-line the space's worker reports for their own op (`push: epoch 1 of 1 (3 rows)`) on stderr
+"""The worker's progress on a terminal: `kint push`, `kint pull`, `kint rekey`, `kint connect`
+and `kint join` show the line the space's worker reports for their own op (`push: epoch 1
+of 1 (3 rows)`, `connect: reading the header of epoch 3 (block 9)`) on stderr
 while the call runs, when stderr is a terminal, and clear it before the result; with
 stderr a pipe nothing of it is printed (kint.commands.common.call_with_progress).
 
 The commands run for real with stderr on a pseudo-terminal (os.openpty) on one machine of
 the session's devchain, behind an RPC proxy (tests/rpc_proxy.py) that holds the chain call
 each op waits on until the test has seen what it looks for: a push's or a rekey's receipt
-(answered null, `unmined`), a pull's epoch log (`delay_methods`, eth_getLogs). The proxy
+(answered null, `unmined`), a pull's or a connect's epoch log (`delay_methods`,
+eth_getLogs). The proxy
 then forwards, and the command ends as it would have.
 """
 
@@ -28,6 +30,8 @@ CLEAR = b"\r\x1b[2K"
 # The worker's lines (kint.tenant_worker.push and .epoch_walk), as the terminal shows them.
 PUSH_LINE = re.compile(rb"\r\x1b\[2Kpush: epoch \d+ of 1 \(\d+ rows\)")
 PULL_LINE = re.compile(rb"\r\x1b\[2Kpull: checking epoch \d+ \(walking back from \d+\)")
+# kint.tenant_worker.connect: the head epoch's header, read for its wraps.
+CONNECT_LINE = re.compile(rb"\r\x1b\[2Kconnect: reading the header of epoch \d+ \(block \d+\)")
 # How long a held chain call waits at most before it goes through anyway (a failing test
 # ends); under the RPC timeout the machine runs with, so a held read never times out.
 HOLD_S = 40
@@ -149,6 +153,19 @@ def test_pull_on_a_terminal_shows_the_epoch_it_checks(machine):
     assert _cleared_after(screen, PULL_LINE), screen
 
 
+def test_pull_on_a_terminal_shows_its_head_read(machine):
+    """A pull's first wait is its head read (on Base a cold start then asks a second RPC),
+    before any epoch is walked: a joining machine's restore said nothing through it."""
+    sb, proxy = machine
+    proxy.set_mode("delay_methods", methods=["eth_call"], seconds=HOLD_S)
+    terminal = OnTerminal(sb, "pull")
+    line = re.compile(rb"\r\x1b\[2Kpull: reading the chain head")
+    shown, status, stdout, screen = _held(proxy, terminal, line)
+    assert shown, screen
+    assert status == 0, (stdout, screen)
+    assert _cleared_after(screen, line), screen
+
+
 def test_rekey_on_a_terminal_shows_its_snapshot_epoch(machine, tmp_path):
     """rekey's snapshot is a push the worker reports under op `rekey`: shown as push's is.
     (rekey waited without a word before: it did not watch the worker's progress.)"""
@@ -163,3 +180,40 @@ def test_rekey_on_a_terminal_shows_its_snapshot_epoch(machine, tmp_path):
     assert status == 0, (stdout, screen)
     assert _cleared_after(screen, PUSH_LINE), screen
     assert re.search(r"snapshot epoch 3 tx \S+ block \d+", stdout), stdout
+
+
+def _signature_file(sb, tmp_path) -> Path:
+    """The owner wallet's derive signature, in a file for the command's stdin."""
+    payload = ok(sb.kint("canonical-payload", "--owner", sb.owner)).stdout
+    signature = tmp_path / "signature"
+    signature.write_text(wallet_signature(owner_account(sb, sb.owner), payload) + "\n")
+    return signature
+
+
+def test_connect_on_a_terminal_shows_the_header_it_reads(machine, tmp_path):
+    """connect reads the head epoch's header for the vault's wraps: held at that epoch's log,
+    it says so. (connect waited without a word before: its worker set no line.)"""
+    sb, proxy = machine
+    signature = _signature_file(sb, tmp_path)
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    terminal = OnTerminal(sb, "connect", "--owner", sb.owner, "--signature", "-",
+                          stdin=signature)
+    shown, status, stdout, screen = _held(proxy, terminal, CONNECT_LINE)
+    assert shown, screen
+    assert status == 0, (stdout, screen)
+    assert _cleared_after(screen, CONNECT_LINE), screen
+    assert stdout.startswith(f"connected: owner {sb.owner}\n"), stdout
+
+
+def test_join_on_a_terminal_shows_its_connect_step(machine, tmp_path):
+    """join's connect step is the worker's connect: its line shows as the restore's does."""
+    sb, proxy = machine
+    signature = _signature_file(sb, tmp_path)
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    terminal = OnTerminal(sb, "join", "--owner", sb.owner, "--signature", "-", "--no-setup",
+                          stdin=signature)
+    shown, status, stdout, screen = _held(proxy, terminal, CONNECT_LINE)
+    assert shown, screen
+    assert status == 0, (stdout, screen)
+    assert _cleared_after(screen, CONNECT_LINE), screen
+    assert "connected: key tag " in stdout and "restore: up to date" in stdout, stdout

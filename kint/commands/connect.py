@@ -19,7 +19,8 @@ import os
 
 import click
 
-from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
+from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
+                                  usage_error)
 from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
                                    read_secret_file, read_stdin_line, signature_options)
 
@@ -109,6 +110,36 @@ def refuse_dev_conflicts(given: dict[str, bool]) -> None:
             usage_error(f"{flag} cannot be given with --dev: {why}", hint)
 
 
+def refuse_unused_ways(signature: str | None, signature_file: str | None,
+                       smart_account: bool, passphrase_prompt: bool, add_passphrase: bool,
+                       recovery_code_stdin: bool, smart_flag: str = "--smart-account") -> None:
+    """Refuse a flag the way in given does not use, naming it, before any secret is read: a
+    recovery code is the data key itself and takes no other key, and a smart account's key
+    is its vault passphrase, never a derive signature or a salt for one. They were dropped
+    without a word (the code path returned before them): a user who gave
+    `--recovery-code-stdin --add-passphrase` was never told the passphrase wrap was not
+    made. `smart_flag` is the command's name for a smart account (join: --base-account)."""
+    if recovery_code_stdin:
+        why = "the recovery code is the data key itself, so it takes no other key"
+        for flag, given in (("--signature", signature is not None),
+                            ("--signature-file", signature_file is not None),
+                            (smart_flag, smart_account),
+                            ("--passphrase-prompt", passphrase_prompt),
+                            ("--add-passphrase", add_passphrase)):
+            if given:
+                usage_error(f"{flag} cannot be given with --recovery-code-stdin: {why}",
+                            f"drop {flag}, or connect with that key instead of the code")
+    if smart_account:
+        for flag, given in (("--signature", signature is not None),
+                            ("--signature-file", signature_file is not None),
+                            ("--passphrase-prompt", passphrase_prompt)):
+            if given:
+                usage_error(f"{flag} cannot be given with {smart_flag}: a smart account's "
+                            f"key is its vault passphrase (prompted, or --passphrase-stdin), "
+                            f"not a derive signature or its salt",
+                            f"drop {flag}, or drop {smart_flag} for an EOA owner's signature")
+
+
 def connect_args(owner: str | None, signature: str | None, signature_file: str | None,
                  smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool,
                  add_passphrase: bool, recovery_code_stdin: bool,
@@ -122,9 +153,16 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
     # Checked before any secret is read: a malformed owner was refused by the worker, after
     # stdin was read (an empty stdin was refused as that) and a signature file unlinked.
     args: dict = {"owner": checked_address(owner)}
+    refuse_unused_ways(signature, signature_file, smart_account, passphrase_prompt,
+                       add_passphrase, recovery_code_stdin,
+                       "--base-account" if command == "join" else "--smart-account")
     if passphrase_stdin and signature == "-":
         usage_error("--passphrase-stdin and --signature - cannot share stdin",
                     "use --passphrase-prompt or --signature-file")
+    if passphrase_stdin and passphrase_prompt:  # stdin won, the prompt was dropped unsaid
+        usage_error("--passphrase-stdin and --passphrase-prompt both given",
+                    "give the passphrase one way: piped with --passphrase-stdin, or typed at "
+                    "the prompt")
     if recovery_code_stdin:
         if passphrase_stdin or signature == "-":
             usage_error("--recovery-code-stdin reads stdin",
@@ -206,7 +244,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                             recovery_code_stdin)
     if urls is not None:
         args["rpc_urls"] = urls
-    result = space_call(obj, "connect", args, timeout_s=300)
+    result = call_with_progress(obj, "connect", args, timeout_s=300)
     if as_json:
         echo_json(result)
         return
@@ -221,6 +259,8 @@ def print_connected(result: dict) -> None:
         click.echo(line)
     if result.get("chain_moved"):
         click.echo(f"chain: {result['chain_moved']}")
+    if result.get("owner_changed"):
+        click.echo(f"owner: {result['owner_changed']}")
     click.echo(f"session key: {result['session']}")
 
 

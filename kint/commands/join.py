@@ -19,7 +19,8 @@ nothing is said until one object at the end, each step's result under its name. 
 prints `join stopped at <step>: <message> [CODE]` (with `--json`, the refusal object with the
 `step`) and exits 2 when it stops before the restore, or with `kint pull`'s status (3, 4,
 5, 6) when the restore refuses (kint.commands.exit_codes, command "join"). Ctrl-C is
-printed the same way, naming the step it stopped, and exits 130 (`_interrupted`).
+printed the same way, naming the step it stopped, and exits 130 (`_interrupted`); at the
+secret's prompt, before the first step runs, it names `connect`, the step the secret is for.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from kint import render, settings, spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   json_refusals, refuse, refuse_blank_space_options,
-                                  resolve_space, space_call, usage_error, worker_hint)
+                                  resolve_space, usage_error, worker_hint)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, exit_code_for,
                                       interrupted_words)
@@ -226,8 +227,9 @@ def _vault(anchor: Any, enrolment: Any, owner: str, ref: spaces.SpaceRef, source
 def joined_lines(connected: dict[str, Any]) -> list[str]:
     """join's one connect line (v0.3.0's); `kint connect` keeps its own three lines, and the
     owner, space and session key are on join's earlier lines already."""
+    changed = [f"owner: {connected['owner_changed']}"] if connected.get("owner_changed") else []
     return [f"connected: key tag {connected.get('key_tag') or 'none'}, data key from "
-            f"{connected['source']}", *fresh_vault_lines(connected)]
+            f"{connected['source']}", *fresh_vault_lines(connected), *changed]
 
 
 def restore_lines(result: dict[str, Any]) -> list[str]:
@@ -350,8 +352,12 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
             pin_flag(env, "SIBYL_MEMORY_DB", "--db", ref.db)
         except SetupError as err:
             usage_error(err.message, err.hint or None)
-    args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
-                        passphrase_prompt, False, recovery_code_stdin, command="join")
+    try:
+        args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
+                            passphrase_prompt, False, recovery_code_stdin, command="join")
+    except KeyboardInterrupt:  # at the secret's prompt, or while stdin had not brought it
+        click.echo("", err=True)  # the prompt's line is still open
+        _interrupted(STEP_CONNECT)()
     home = kint_home()
     enrolment = _enrolment(home, ref.space16)
     anchor = _anchor(home, ref, enrolment)
@@ -373,8 +379,9 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         step = STEP_VAULT
         _vault(anchor, enrolment, owner, ref, source, new_vault, said)
         step = STEP_CONNECT
-        connected = space_call(obj, "connect", args, timeout_s=300,
-                               on_error=_stopper(step, obj), on_interrupt=_interrupted(step))
+        connected = call_with_progress(obj, "connect", args, timeout_s=300,
+                                       on_error=_stopper(step, obj),
+                                       on_interrupt=_interrupted(step))
         said.step("connect", connected, *joined_lines(connected))
         step = STEP_RESTORE
         restored = call_with_progress(obj, "pull", {"full": full,

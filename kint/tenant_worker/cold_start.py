@@ -58,6 +58,8 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
                             "KINT_ALLOW_SINGLE_RPC=1 to accept one")
     second = Anchor(chain, ctx.tracker, 1)
     for attempt in range(2):
+        ctx.progress = ("pull: cold start, asking a second RPC for the head" if attempt == 0
+                        else "pull: cold start, the second RPC disagreed; asking it again")
         try:
             other = second.head(owner, ctx.config.space_id)
         except RpcUnavailable:

@@ -23,6 +23,12 @@ A recovery code is bound to the vault before it is trusted: its `dek_id` must eq
 head header's or, when the chain shows no header, that of what this machine holds of the
 vault (its cached data key, wraps file or newest cached epoch: recovery_binding). A
 recovery code never starts a vault. Nothing here prints or logs the signature, a KEK or the data key.
+
+The steps that take time say so in the space's progress line (`connect: ...`, `say`), which
+`kint connect` and `kint join` show on a terminal as push and pull show theirs: making the
+session key and each passphrase stretch (scrypt, under a lock other workers share), the
+chain reads (the head, then each epoch header looked at), and `--dev`'s authorization
+transaction. The rest (the unwrap, the files) is quick.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
 from kint.custody.recovery_code import recovery_file_path, write_recovery_file
-from kint.custody.session_key import create_session_key
+from kint.custody.session_key import create_session_key, session_key_exists
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.vault_message import parse_signature_text
 from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, find_wrap,
@@ -92,6 +98,11 @@ class _Found:
     key_tag: bytes | None = None  # the supplied key's tag (None for a recovery code)
 
 
+def say(ctx: SpaceContext, step: str) -> None:
+    """The connect's progress line: what it waits on now (cleared by head_op at its end)."""
+    ctx.progress = f"connect: {step}"
+
+
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         with head_op(ctx, "connect", lock_file=False):
@@ -118,6 +129,8 @@ def _supplied(ctx: SpaceContext, owner: str, args: dict[str, Any]) -> list[Suppl
     """The KEKs the caller's secrets derive, the one that must open the vault first."""
     home, space = ctx.config.home, ctx.config.space_id
     keys: list[SuppliedKey] = []
+    if args.get("passphrase") is not None or args.get("salt_passphrase") is not None:
+        say(ctx, "stretching the passphrase (scrypt)")
     if args.get("passphrase") is not None:
         keys.append(SuppliedKey(KIND_PASSPHRASE, passphrase_kek(args["passphrase"], owner, space,
                                                                 home=home)))
@@ -160,6 +173,11 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     existing = ctx.enrolment()
     moved = _moved_from(ctx, existing, chain)
     owner, dev_account, args = _owner_for(cfg.home, cfg.space_id, chain, existing, args)
+    owner_changed = _owner_change(ctx, existing, owner)
+    if owner_changed is not None:  # nothing of the old vault is kept: not its wraps, not
+        existing = replace(existing, vault_created=False)  # its maker's claim (the file's)
+    if not session_key_exists(cfg.home):
+        say(ctx, "making this machine's session key")
     session_address, _ = create_session_key(cfg.home)
     anchor = Anchor(chain, ctx.tracker)
     supplied = _supplied(ctx, owner, args)
@@ -167,11 +185,11 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not supplied and code is None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
                             "passphrase or the recovery code")
-    header, chain_error = _chain_view(anchor, owner, cfg.space_id)
-    local = read_wraps(cfg.home, cfg.space_id)
+    header, chain_error = _chain_view(ctx, anchor, owner)
+    local = read_wraps(cfg.home, cfg.space_id) if owner_changed is None else None
     may_have_started = _may_have_started(existing)
     if code is not None:
-        held = held_here(ctx) if header is None else HeldHere()
+        held = held_here(ctx) if header is None and owner_changed is None else HeldHere()
         found = _from_recovery_code(code, owner, header, held, chain_error)
     else:
         found = _from_supplied_key(owner, supplied[0], header, local, chain_error,
@@ -181,6 +199,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
                           found, wraps)
     if dev_account is not None and not anchor.can_write(owner, session_address):
+        say(ctx, "authorizing this machine's session key on the devchain")
         dev_owner.authorize(anchor, chain.rpc_urls[0], dev_account, session_address)
     log.info("space %s connected: owner %s, data key from %s", cfg.space16, owner,
              found.source)
@@ -189,7 +208,42 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             "session": session_address, "fresh_vault": found.fresh,
             "recovery_file": str(recovery_path) if recovery_path else None,
             "chain_unreadable": chain_error.message if chain_error else None,
-            "chain_moved": moved}
+            "chain_moved": moved,
+            "owner_changed": _owner_changed_words(ctx, owner_changed, recovery_path)}
+
+
+def _owner_change(ctx: SpaceContext, existing: Enrolment | None, owner: str) -> str | None:
+    """The owner this space was connected to, when `owner` is another one and this machine
+    holds no epoch of the old one's vault (its mirror at 0, no watermark, no push on its
+    way in a pending journal): the space
+    connects to the new owner, and nothing of the old vault is kept. That is a connect
+    given the wrong owner, which started a fresh vault nobody anchored: v0.3.0's way out
+    (03-new-machine.md, the fresh-vault warning) is to connect again with the right one,
+    which was refused here. With an epoch of the old vault here it is still refused
+    (another owner's memory belongs to another tenant)."""
+    if existing is None or existing.owner == owner:
+        return None
+    if ctx.seen_here() > 0 or ctx.state.files["pending"].exists():  # or a push on its way
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"this space is connected to owner {existing.owner}, not {owner}",
+                            "use another tenant (--tenant) for another owner's memory")
+    return existing.owner
+
+
+def _owner_changed_words(ctx: SpaceContext, old: str | None,
+                         recovery_path: Path | None) -> str | None:
+    """What connect says of an owner change: from whom, and, when the recovery file here is
+    still the old vault's (a fresh vault's file, not rewritten by this connect), that it
+    is not this vault's code."""
+    if old is None:
+        return None
+    words = (f"this space was connected to owner {old}, of whose vault this machine holds no "
+             f"epoch; its wraps and key are replaced")
+    stale = recovery_file_path(ctx.config.home, ctx.config.space_id)
+    if recovery_path is None and stale.exists():
+        words += (f"; {stale} still holds that vault's recovery code: `kint recovery-code` "
+                  f"writes this one's")
+    return words
 
 
 def _may_have_started(existing: Enrolment | None) -> bool:
@@ -247,8 +301,8 @@ def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment |
                args: dict[str, Any]) -> tuple[str, LocalAccount | None, dict[str, Any]]:
     """The owner, the devchain's owner account (`--dev` only, else None), and the args
     with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
-    devchain and keeps the space's owner account; a space connected to one owner refuses
-    another (another owner's memory belongs to another tenant)."""
+    devchain and keeps the space's owner account. Another owner than the space's is for
+    `_owner_change` to take or refuse."""
     dev_account: LocalAccount | None = None
     if args.get("dev"):
         if not chain.devchain:
@@ -266,26 +320,26 @@ def _owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment |
         args = {**args, "signature": dev_owner.derive_signature(dev_account)}
     else:
         owner = _owner(args)
-    if existing is not None and existing.owner != owner:
-        raise ProtocolError(ErrorCode.BAD_REQUEST,
-                            f"this space is connected to owner {existing.owner}, not {owner}",
-                            "use another tenant (--tenant) for another owner's memory")
     return owner, dev_account, args
 
 
-def _chain_view(anchor: Anchor, owner: str,
-                space: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
+def _chain_view(ctx: SpaceContext, anchor: Anchor,
+                owner: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
     """What the chain says (unless KINT_OFFLINE=1): the newest readable header (None when
     the chain holds no epochs), or the RPC_UNAVAILABLE error when it cannot be read, kept
     so that local wraps can still answer and only a fresh vault is refused for it."""
     header: ReadableHeader | None = None
     chain_error: ProtocolError | None = None
+    space = ctx.config.space_id
     if not settings.value("KINT_OFFLINE"):
         try:
+            say(ctx, "reading the chain head")
             head = read_head(anchor, owner, space)
             if head.seq != 0:
-                header = newest_readable_header(anchor, owner, space, head,
-                                                command="connect")
+                header = newest_readable_header(
+                    anchor, owner, space, head, command="connect",
+                    on_epoch=lambda seq, block: say(
+                        ctx, f"reading the header of epoch {seq} (block {block})"))
         except ProtocolError as err:
             if err.code is not ErrorCode.RPC_UNAVAILABLE:
                 raise
@@ -364,6 +418,7 @@ def _with_extra_passphrase(ctx: SpaceContext, owner: str, dek: bytes, wraps: tup
     the vault; every epoch pushed after this carries it."""
     if not passphrase:
         return wraps
+    say(ctx, "stretching the extra passphrase (scrypt)")
     kek = passphrase_kek(passphrase, owner, ctx.config.space_id, home=ctx.config.home)
     if find_wrap(wraps, kek_tag(kek)) is not None:
         return wraps

@@ -26,11 +26,26 @@ REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its sou
                       "then move the file aside")
 
 
+# A derive signature that is not one (cut short in a copy, another tool's output): what a
+# whole one looks like and how it comes over.
+SIGNATURE_HINT = ("give the whole signature the wallet printed for `kint canonical-payload "
+                  "--owner ADDRESS` (0x and 130 hex characters), on stdin with --signature - "
+                  "or in a file with --signature-file")
+# A recovery code that is not one, or whose checksum fails: where to copy it from again.
+RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<space16>.txt, "
+                      "written where the vault started (or by `kint recovery-code` on a "
+                      "machine that holds the data key)")
+
+
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
     if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
         return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
     if isinstance(err, e.RekeyJournalCorrupt):  # the one key file kint never rewrites itself
         return ProtocolError(ErrorCode.CORRUPT_STATE, str(err), REKEY_JOURNAL_HINT)
+    if isinstance(err, e.BadRecoveryCode):  # a typo: the command's --help would not say where
+        return ProtocolError(ErrorCode.BAD_REQUEST, str(err), RECOVERY_CODE_HINT)
+    if isinstance(err, e.BadDeriveSignature):  # cut short or mangled on its way over
+        return ProtocolError(ErrorCode.BAD_REQUEST, str(err), SIGNATURE_HINT)
     for kind, code in _CODES:
         if isinstance(err, kind):
             return ProtocolError(code, str(err))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Callable
 
 from kint.chain.anchor import Anchor, CalldataRefused, Head
 from kint.chain.rpc import RpcUnavailable
@@ -35,6 +36,17 @@ class ReadableHeader:
     blob: bytes
 
 
+# The hint of a walk that read every epoch it looked at and found no kint header: the chain
+# answered, so the transport hint (try again, another RPC) would send the user round in
+# circles. The code stays RPC_UNAVAILABLE, the class its callers act on: connect still
+# answers from this machine's wraps, rekey refuses as CHAIN_UNREADABLE.
+NO_KINT_HEADER_HINT = ("the chain answered: those epochs are none of them an envelope this "
+                       "kint reads (another tool, a newer kint or a leaked session key wrote "
+                       "them). Check --owner and the tenant; if both are right, a machine "
+                       "that holds the data key anchors a readable snapshot over them with "
+                       "`kint compact --over-skipped`")
+
+
 def _unreadable(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.RPC_UNAVAILABLE, message,
                          "that is a transport failure, never a verdict on the vault: try "
@@ -49,15 +61,19 @@ def read_head(anchor: Anchor, owner: str, space: str) -> Head:
 
 
 def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head, *,
-                           command: str) -> ReadableHeader:
+                           command: str,
+                           on_epoch: Callable[[int, int], None] | None = None) -> ReadableHeader:
     """The header of the head epoch, or of the newest of the 31 before it that parses.
 
     `command` names the caller (connect, rekey, recovery-code) in the refusals and the log
-    lines, so a rekey's refusal does not talk about connect."""
+    lines, so a rekey's refusal does not talk about connect. `on_epoch(seq, block)` is told
+    of each epoch before its reads (connect's progress line: each one is two chain calls)."""
     seq, block, digest = head.seq, head.block, head.digest
     for _ in range(HEADER_WALK_EPOCHS):
         if seq < 1:
             break
+        if on_epoch is not None:
+            on_epoch(seq, block)
         try:
             event = anchor.epoch_log(owner, space, seq, block)
         except RpcUnavailable as err:
@@ -84,6 +100,8 @@ def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head, *
             log.warning("%s: using epoch %d at block %d, the newest readable one",
                         command, seq, block)
         return ReadableHeader(seq, block, header, blob)
-    raise _unreadable(f"cannot read the head epoch: none of the {head.seq - seq} newest epochs "
-                      f"(seq {head.seq} down to {seq + 1}) has a header that parses, and "
-                      f"{command} looks at {HEADER_WALK_EPOCHS} at most")
+    raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                        f"cannot read the head epoch: none of the {head.seq - seq} newest "
+                        f"epochs (seq {head.seq} down to {seq + 1}) has a header that parses, "
+                        f"and {command} looks at {HEADER_WALK_EPOCHS} at most",
+                        NO_KINT_HEADER_HINT)

@@ -24,6 +24,8 @@ RETRY_S = 0.2
 WAIT_S = 30.0
 MESSAGE = "another kint process holds the head lock for this space"
 IN_THIS_WORKER = "a push, pull or connect is already running for this space"
+BUSY_HINT = ("wait for it to end (`kint supervisor status` shows it while it runs), then try "
+             "again")
 
 
 class HeadLockBusy(Exception):
@@ -53,6 +55,17 @@ def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
         os.close(fd)
 
 
+def busy(running: tuple[str, float] | None) -> ProtocolError:
+    """BUSY naming the op that holds the space, and how long it has run: after a command
+    stopped by Ctrl-C, its op goes on, and a second try met "a push, pull or connect" when
+    the user had sent a join. `running` is read once (None when that op just ended)."""
+    if running is None:
+        return ProtocolError(ErrorCode.BUSY, IN_THIS_WORKER, BUSY_HINT)
+    op, began = running
+    return ProtocolError(ErrorCode.BUSY, f"a {op} is already running for this space (for "
+                         f"{max(0, int(time.monotonic() - began))} s)", BUSY_HINT)
+
+
 @contextmanager
 def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
@@ -60,7 +73,7 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
     lock past its wait. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends."""
     if not ctx.head_ops.acquire(blocking=False):
-        raise ProtocolError(ErrorCode.BUSY, IN_THIS_WORKER)
+        raise busy(ctx.head_op_began)
     ctx.head_op_began = (op, time.monotonic())
     try:
         if lock_file:

@@ -108,6 +108,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     outcome, overtaken = settle_journals(ctx, anchor, owner)
     if outcome == COMPLETED:  # a killed rekey's snapshot: its key opens it
         held = held_keys(ctx)
+    ctx.progress = "pull: reading the chain head"  # a joining machine's first wait
     head = anchor.head(owner, cfg.space_id)
     agreed, single = _check_freshness(ctx, chain, owner, head)  # 1. freshness
     try:  # 2. fork: what the store holds, what is kept

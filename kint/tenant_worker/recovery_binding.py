@@ -78,7 +78,7 @@ def bind_recovery_code(code: str, owner: str, header: ReadableHeader | None, hel
     if dek_id(dek) != want:
         raise ProtocolError(ErrorCode.WRONG_KEY, NOT_OURS,
                             f"it was checked against {checked}; check the code, --owner and "
-                            f"the tenant")
+                            f"the tenant. {ROTATED}")
     wraps = _wraps_of(want, header, held)
     if wraps is None:
         raise ProtocolError(ErrorCode.NOT_CONNECTED,
@@ -115,6 +115,12 @@ def _wraps_of(want: bytes, header: ReadableHeader | None,
     if held.newest_cached is not None and held.newest_cached[1].dek_id == want:
         return tuple(held.newest_cached[1].wraps) or None
     return None
+
+
+# The likeliest right code and owner that still do not match: a code kept from before a
+# rotation, which 05-keys.md says stops opening the vault at the rotation's snapshot.
+ROTATED = ("A code kept from before a `kint rekey` no longer opens the vault: that rekey "
+           "wrote the new one (RECOVERY-<space16>.txt where it ran)")
 
 
 def _nothing_to_check(owner: str, chain_error: ProtocolError | None) -> ProtocolError:

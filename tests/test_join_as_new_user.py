@@ -1,0 +1,182 @@
+"""`kint join` and `kint connect` as a new user on a second machine meets them: machine A
+(its own HOME and KINT_HOME) anchors a memory under a throwaway devchain owner; machine B,
+wiped, comes in with the wrong secrets first. Each refusal must say what happened and
+what to do, with its code; nothing B refuses leaves it connected.
+
+One anvil for the session (`kint devchain start`); nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chain_machines import (RULE_1, kjson, new_machine, ok, owner_account, recovery_code,
+                            wallet_signature)
+from conftest import write_rules
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory, chain_home):
+    """Machine A with one anchored epoch; its owner wallet and the vault's recovery code."""
+    a = new_machine(tmp_path_factory.mktemp("new-user-a"), chain_home)
+    write_rules(a.sibyl_db, a.tenant, release_gate=RULE_1)
+    connected = kjson(a, "connect", "--dev")
+    assert kjson(a, "push")["head_seq"] == 1
+    yield a, owner_account(a, connected["owner"]), recovery_code(a, connected["space"])
+    a.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine_b(tmp_path_factory, chain_home):
+    b = new_machine(tmp_path_factory.mktemp("new-user-b"), chain_home)
+    yield b
+    b.shutdown()
+
+
+def _typo(code: str) -> str:
+    """`code` with one letter changed, as a person copying it by hand would."""
+    at = code.index("-") - 1
+    return code[:at] + ("B" if code[at] != "B" else "C") + code[at + 1:]
+
+
+def test_a_mistyped_recovery_code_says_where_to_copy_it_from(vault, machine_b):
+    """The checksum's refusal (v0.3.0's words) pointed at `kint join --help`, which says
+    nothing about a code typed wrong: the hint names the file the code is the last line of."""
+    _a, owner, code = vault
+    out = machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
+                         "--no-setup", input=_typo(code) + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    stopped, hint = out.stderr.splitlines()
+    assert stopped == ("join stopped at connect: recovery code checksum failed (typo?) "
+                       "[BAD_REQUEST]"), out.stderr
+    assert hint.startswith("hint: copy the code again: it is the last line of "
+                           "RECOVERY-<space16>.txt"), out.stderr
+    refused = machine_b.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                             "--json", input=code[:20] + "\n")
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    refusal = json.loads(refused.stdout)
+    assert refusal["error"] == "BAD_REQUEST", refusal
+    assert refusal["message"].startswith("a recovery code is 55 characters"), refusal
+    assert refusal["hint"].startswith("copy the code again"), refusal
+    assert not kjson(machine_b, "status")["connected"]
+    joined = ok(machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
+                               "--no-setup", input=code + "\n"))
+    assert "connected: key tag none, data key from recovery code" in joined.stdout
+
+
+def test_a_signature_cut_short_says_what_a_whole_one_is(vault, machine_b):
+    """A derive signature that lost its end on the way (a copy, a terminal's wrap) is
+    refused in the worker; the hint pointed at `kint join --help`, which says nothing of
+    what the wallet's signature looks like."""
+    _a, owner, _code = vault
+    payload = ok(machine_b.kint("canonical-payload", "--owner", owner.address)).stdout
+    whole = wallet_signature(owner, payload)
+    out = machine_b.kint("join", "--owner", owner.address, "--signature", "-", "--no-setup",
+                         "--json", input=whole[:100] + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert (refusal["error"], refusal["step"]) == ("BAD_REQUEST", "connect"), refusal
+    assert refusal["message"] == ("derive signature must be 65 bytes as 130 hex characters "
+                                  "(r, s, v)"), refusal
+    assert refusal["hint"].startswith("give the whole signature the wallet printed for "
+                                      "`kint canonical-payload --owner ADDRESS`"), refusal
+
+
+def test_a_vault_another_tool_wrote_is_not_called_a_transport_failure(machine_b, chain_home):
+    """An owner whose only epoch under this tenant is not a kint envelope (another tool
+    wrote it with a key the owner authorized): the chain answered every read, so join's
+    connect step must not send the user to retry or change RPC."""
+    from eth_account import Account
+
+    from chain_machines import authorize_machine, devchain_anchor
+    from kint.spaces import space_id
+
+    owner, writer = Account.create(), Account.create()
+    authorize_machine(chain_home, owner, writer.address)
+    anchor = devchain_anchor(chain_home)
+    anchor.transact(writer, anchor.encode_push(owner.address, space_id("another-tool"),
+                                               "0x" + "00" * 32, b"\x07 not a kint epoch " * 8))
+    payload = ok(machine_b.kint("canonical-payload", "--owner", owner.address)).stdout
+    out = machine_b.kint("--tenant", "another-tool", "join", "--owner", owner.address,
+                         "--signature", "-", "--no-setup", "--json",
+                         input=wallet_signature(owner, payload) + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert (refusal["error"], refusal["step"]) == ("RPC_UNAVAILABLE", "connect"), refusal
+    assert refusal["message"].startswith("cannot read the head epoch: none of the 1 newest "
+                                         "epochs (seq 1 down to 1) has a header that parses")
+    assert "transport" not in refusal["hint"], refusal
+    assert "Check --owner and the tenant" in refusal["hint"], refusal
+    assert refusal["hint"].startswith("the chain answered: "), refusal
+
+
+@pytest.fixture(scope="module")
+def machine_c(tmp_path_factory, chain_home):
+    c = new_machine(tmp_path_factory.mktemp("new-user-c"), chain_home)
+    yield c
+    c.shutdown()
+
+
+def _signed(sb, account) -> str:
+    payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
+    return wallet_signature(account, payload) + "\n"
+
+
+def test_a_connect_given_the_wrong_owner_is_put_right_by_connecting_the_right_one(vault,
+                                                                               machine_c):
+    """A typo in --owner finds no epochs and starts a fresh vault (v0.3.0's warning case,
+    03-new-machine.md: "Stop, fix it, connect again"). Connecting again with the right
+    owner was refused ("use another tenant"), which sends the user away from the tenant
+    their memory is in. Nothing of the wrong vault was anchored or pulled here, so the
+    space moves to the right owner, says so, and names the recovery file still holding the
+    wrong vault's code; once an epoch of an owner is here, another owner stays refused."""
+    from eth_account import Account
+
+    _a, owner, code = vault
+    c = machine_c
+    wrong = Account.create()
+    fresh = json.loads(ok(c.kint("connect", "--owner", wrong.address, "--signature", "-",
+                                 "--json", input=_signed(c, wrong))).stdout)
+    assert fresh["fresh_vault"] and fresh["recovery_file"], fresh
+    joined = c.kint("join", "--owner", owner.address, "--signature", "-", "--no-setup",
+                    input=_signed(c, owner))
+    assert joined.returncode == 0, (joined.stdout, joined.stderr)
+    lines = joined.stdout.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("connected: ")))
+    assert lines[at].endswith(", data key from chain head header"), lines
+    assert lines[at + 1] == (
+        f"owner: this space was connected to owner {wrong.address}, of whose vault this "
+        f"machine holds no epoch; its wraps and key are replaced; {fresh['recovery_file']} "
+        f"still holds that vault's recovery code: `kint recovery-code` writes this one's"), lines
+    assert "restore: restored 1 epoch(s)" in joined.stdout, joined.stdout
+    ok(c.kint("recovery-code"))
+    assert recovery_code(c, fresh["space"]) == code
+    # An epoch of this owner is here now: another owner is refused, as before.
+    refused = c.kint("connect", "--owner", wrong.address, "--signature", "-",
+                     input=_signed(c, wrong))
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert refused.stderr.splitlines()[0] == (
+        f"kint: error: this space is connected to owner {owner.address}, not "
+        f"{wrong.address} [BAD_REQUEST]"), refused.stderr
+
+
+def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
+    """After a rekey the old code no longer opens the vault (05-keys.md); its refusal, in
+    v0.3.0's words, said to check the code, the owner and the tenant, all of them right:
+    the hint now names the rotation, and where the new code was written. (Last in the
+    module: the rekey changes the vault under the tests before it.)"""
+    a, owner, old_code = vault
+    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+    ok(a.kint("rekey", "--signature", "-", input=wallet_signature(owner, payload) + "\n"))
+    out = machine_b.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
+                         "--json", input=old_code + "\n")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    refusal = json.loads(out.stdout)
+    assert refusal["error"] == "WRONG_KEY", refusal
+    assert refusal["message"] == ("this recovery code does not belong to the vault anchored "
+                                  "under this owner"), refusal
+    assert refusal["hint"].endswith("A code kept from before a `kint rekey` no longer opens "
+                                    "the vault: that rekey wrote the new one "
+                                    "(RECOVERY-<space16>.txt where it ran)"), refusal
