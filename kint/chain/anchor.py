@@ -69,6 +69,11 @@ class CalldataRefused(Exception):
     not a push, other owner/space/prev, or a ciphertext whose keccak is not the digest."""
 
 
+class TransactionNotServed(CalldataRefused):
+    """The endpoint answers that it has no such transaction: a pruned node, or one that
+    keeps no transaction index (a node that lost it never serves the older ones either)."""
+
+
 @dataclass(frozen=True)
 class Head:
     """head(owner, space) on chain: all zeros (ZERO_DIGEST, 0, 0) before the first push."""
@@ -284,7 +289,7 @@ class Anchor:
 
         tx = bounded(fetch, "reading a push transaction")
         if tx is None:
-            raise CalldataRefused(f"transaction {shown} is not served by the RPC "
+            raise TransactionNotServed(f"transaction {shown} is not served by the RPC "
                                   f"(pruned, or the endpoint has no transaction index)")
         to = tx.get("to")
         if to is None or _addr(to) != self.address:
