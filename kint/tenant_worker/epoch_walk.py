@@ -59,6 +59,10 @@ class Fetched:
     refusal: ProtocolError | None = None
     # Set when the endpoint said it has no such push transaction (walk_history.py).
     unserved: TransactionNotServed | None = None
+    # True for a gap this machine could not read (its calldata not served, or served
+    # altered, or its link broken): unlike one it read and can never apply, the chain may
+    # hold rows in it nobody here has seen, so no snapshot is anchored over it.
+    unread: bool = False
 
     @property
     def snapshot(self) -> bool:
@@ -88,14 +92,15 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
             envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
                                             ev.digest)
         except TransactionNotServed as err:
-            gap = _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"))
+            gap = _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"), unread=True)
             gap.unserved = err
             return gap
         except CalldataRefused as err:
-            return _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"))
+            return _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"), unread=True)
         except RpcUnavailable as err:
             reason = f"cannot fetch the calldata of epoch {ev.seq}: {err}"
-            return _gap(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
+            return _gap(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason),
+                        unread=True)
     try:
         header = parse_header(envelope)
     except HeaderError as err:
@@ -120,10 +125,12 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
 
 
 def _gap(ev: EpochLog, reason: str, refusal: ProtocolError, envelope: bytes = b"",
-         header: Header | None = None) -> Fetched:
-    """An epoch that could not be read, or opened and contradicts the chain: a gap nothing
-    walks past (`final`), and the refusal a pull that cannot stop at one raises."""
-    return Fetched(ev, envelope, header, None, reason, final=True, refusal=refusal)
+         header: Header | None = None, *, unread: bool = False) -> Fetched:
+    """An epoch that could not be read (`unread`), or opened and contradicts the chain: a
+    gap nothing walks past (`final`), and the refusal a pull that cannot stop at one
+    raises."""
+    return Fetched(ev, envelope, header, None, reason, final=True, refusal=refusal,
+                   unread=unread)
 
 
 def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,

@@ -166,6 +166,7 @@ class _Applied:
 
     mirror: Mirror  # the mirror after the newest epoch applied
     gap: list[int] = field(default_factory=list)  # from the first epoch that would not open
+    unread_gap: str | None = None  # why, when that epoch could not be read (Mirror's field)
     applied: list[int] = field(default_factory=list)
     applied_epochs: list[dict[str, int]] = field(default_factory=list)  # for join's lines
     written: dict[str, int] = field(default_factory=dict)  # rows written or deleted, by epoch
@@ -234,6 +235,7 @@ def _apply_epochs(ctx: SpaceContext, mirror: Mirror, todo: list[Fetched],
         ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
         if f.opened is None:
             done.gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
+            done.unread_gap = f.reason if f.unread else None
             skipped.append(f.entry())
             break
         plaintext = f.opened.plaintext
@@ -265,8 +267,8 @@ def _settle_mirror(ctx: SpaceContext, done: _Applied, head: Head) -> None:
     if done.applied and not mirror.root_matches:
         done.warnings.append(f"epoch {done.applied[-1]}: the replayed rows do not reproduce "
                              f"its rows root")
-    if mirror.skipped != done.gap:
-        mirror.skipped = done.gap
+    if (mirror.skipped, mirror.unread_gap) != (done.gap, done.unread_gap):
+        mirror.skipped, mirror.unread_gap = done.gap, done.unread_gap
         ctx.state.save_mirror(mirror)
     if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
         lost_restore.end(ctx.state)  # a lost store's restore, if one ran, is done

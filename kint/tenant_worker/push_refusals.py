@@ -64,13 +64,30 @@ def key_and_wraps(ctx: SpaceContext,
 def refuse_gap(mirror: Mirror | None, over: bool) -> None:
     """A machine that could not apply an epoch on its last pull has an incomplete picture
     of the memory, and its diff would anchor over what it never saw: refused GAP, unless
-    `over` (a snapshot from compact or rekey with `--over-skipped`) says to anchor over it."""
-    if mirror is not None and mirror.skipped and not over:
+    `over` (a snapshot from compact or rekey with `--over-skipped`) says to anchor over it,
+    and the epoch is one the pull read and could not open or apply, the case v0.3.0 scopes
+    the override to (06-epochs.md, "An epoch nobody can open"). One it could not read (the
+    endpoint would not serve it, served it altered, or its link broke) is the endpoint's
+    failure, not the epoch's, and is refused GAP even with `over`."""
+    if mirror is None or not mirror.skipped:
+        return
+    if not over:
         raise ProtocolError(ErrorCode.GAP, f"this machine could not apply epoch(s) "
                             f"{sorted(mirror.skipped)} on its last pull, so its picture of the "
                             f"memory is incomplete; {NOTHING_DROPPED}",  # v0.3.0's words
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
+    if mirror.unread_gap is not None:
+        # 06-epochs.md, "An epoch nobody can open": the override is for an epoch that will
+        # never open. One the last pull could not read may be another machine's rows.
+        raise ProtocolError(ErrorCode.GAP, f"--over-skipped is not honoured: this machine's "
+                            f"last pull could not read epoch {min(mirror.skipped)} "
+                            f"({mirror.unread_gap}), so nobody here knows it will never open, "
+                            f"and a snapshot over it could drop rows another machine anchored; "
+                            f"{NOTHING_DROPPED}",
+                            "run `kint pull` again (through another endpoint if this one keeps "
+                            "failing: rpc_url in config.toml); --over-skipped is for an epoch "
+                            "the pull read and could not open")
 
 
 def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
