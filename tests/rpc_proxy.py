@@ -48,6 +48,11 @@ Modes (`RpcProxy.set_mode`):
   methods are answered HTTP 429 Too Many Requests with a text body, as a metered endpoint
   answers a client over its quota; the rest (and every request after the K) is forwarded.
 
+- `other_chain` (`chain_id=N`): an endpoint now serving another network, where the
+  contract is not deployed: eth_chainId answers N, eth_call and eth_getCode answer empty
+  bytes, eth_getLogs no logs, eth_getTransactionCount 0, and eth_sendRawTransaction an
+  error object (a transaction signed for another chain id); the rest is forwarded.
+
 Any mode also takes `chain_id=N`: eth_chainId is answered N, as an endpoint of chain N
 would answer (the rest as the mode says).
 
@@ -79,7 +84,7 @@ CIPHERTEXT_OFFSET = 4 + 5 * 32
 LOG_PREV_OFFSET = 32
 MODES = ("forward", "hang", "hang_methods", "delay", "delay_methods", "stale_head",
          "same_seq_other_digest", "bad_calldata", "tampered_ciphertext", "broken_prev",
-         "unmined", "error_methods", "pruned", "rate_limited")
+         "unmined", "error_methods", "pruned", "rate_limited", "other_chain")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -103,6 +108,15 @@ def push_ciphertext(data: bytes) -> tuple[int, int]:
     """(start, length) of the `ct` argument in push calldata."""
     length = int.from_bytes(data[CIPHERTEXT_OFFSET - 32:CIPHERTEXT_OFFSET], "big")
     return CIPHERTEXT_OFFSET, length
+
+
+# What an endpoint of another network answers (mode `other_chain`; eth_chainId is the
+# mode's own number).
+_OTHER_CHAIN: dict[str, dict[str, Any]] = {
+    "eth_chainId": {}, "eth_call": {"result": "0x"}, "eth_getCode": {"result": "0x"},
+    "eth_getLogs": {"result": []}, "eth_getTransactionCount": {"result": "0x0"},
+    "eth_sendRawTransaction": {"error": {"code": -32000,
+                                         "message": "invalid chain id for signer"}}}
 
 
 def _from_block(params: Any) -> int:
@@ -397,6 +411,12 @@ class RpcProxy:
             return {"jsonrpc": "2.0", "id": item.get("id"),
                     "error": {"code": -32000, "message": params.get(
                         "message", "pruned history unavailable")}}
+        if mode == "other_chain" and method in _OTHER_CHAIN:
+            self._lie(f"{method}: on chain {params['chain_id']}")
+            answered = _OTHER_CHAIN[method]
+            if method == "eth_chainId":
+                answered = {"result": hex(params["chain_id"])}
+            return {"jsonrpc": "2.0", "id": item.get("id"), **answered}
         if method == "eth_chainId" and params.get("chain_id") is not None:
             self._lie(f"eth_chainId: {params['chain_id']}")
             return {"jsonrpc": "2.0", "id": item.get("id"), "result": hex(params["chain_id"])}

@@ -1,0 +1,56 @@
+"""The chain endpoint as users meet it, under a running worker: a metered endpoint's rate
+limit (HTTP 429), a node that answers an old head (behind), and an endpoint that now
+serves another network (its chain id changed under the worker). Each ends in a refusal
+with its code, words that name the cause, and a hint, or works; never a traceback, and
+never the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode",
+"HTTPError").
+
+One machine on the session's devchain behind a loopback proxy (tests/rpc_proxy.py:
+`rate_limited`, `stale_head`, `other_chain`) switched after the machine anchored two
+epochs, so the space's worker is running when the endpoint changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chain_machines import kjson, machine_behind_proxy, ok
+from conftest import write_rules as write
+from kint.commands.exit_codes import PUSH_PULL_REFUSED
+
+ALL_READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionCount",
+             "eth_chainId", "eth_estimateGas", "eth_sendRawTransaction", "eth_getBalance",
+             "eth_gasPrice", "eth_getBlockByNumber", "eth_maxPriorityFeePerGas",
+             "eth_feeHistory", "eth_getTransactionByHash", "eth_getTransactionReceipt"]
+
+
+@pytest.fixture
+def machine(tmp_path, chain_home):
+    """A machine that anchored two epochs through the proxy, one change left unanchored;
+    `block` is epoch 2's."""
+    with machine_behind_proxy(tmp_path / "m", chain_home) as (m, proxy):
+        write(m.sibyl_db, m.tenant, **{"release-gate": "ship on green only"})
+        kjson(m, "push")
+        write(m.sibyl_db, m.tenant, **{"deploy-window": "deploys only before 3pm"})
+        (epoch,) = kjson(m, "push")["epochs"]
+        write(m.sibyl_db, m.tenant, **{"third": "written after epoch 2"})
+        yield m, proxy, epoch
+
+
+def _refused(out, code: str) -> str:
+    assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
+    assert f"[{code}]" in out.stderr and "hint: " in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    return out.stderr
+
+
+def test_a_rate_limited_endpoint_is_said_as_such(machine):
+    """HTTP 429 on every call: push and pull refuse RPC_UNAVAILABLE saying the endpoint
+    rate limits this client (it said "HTTPError"); once it lets up, the push goes."""
+    m, proxy, _ = machine
+    proxy.set_mode("rate_limited", methods=ALL_READS, count=10_000)
+    for command in ("push", "pull"):
+        said = _refused(m.kint(command), "RPC_UNAVAILABLE")
+        assert "the endpoint is rate limiting this client (HTTP 429 Too Many Requests)" in said
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
