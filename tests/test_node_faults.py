@@ -54,3 +54,24 @@ def test_a_rate_limited_endpoint_is_said_as_such(machine):
         assert "the endpoint is rate limiting this client (HTTP 429 Too Many Requests)" in said
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
+    """The endpoint answers the head as it was before epoch 2: push refuses STALE_RPC
+    naming the stale endpoint (it said CHAIN_MOVED, "another machine pushed", exit 4,
+    sending the user to a pull that only refuses the same head), pull refuses it as
+    before, verify refuses, and status says the endpoint is behind this machine."""
+    m, proxy, epoch = machine
+    proxy.set_mode("stale_head", block=epoch["block"] - 1)
+    said = _refused(m.kint("push"), "STALE_RPC")
+    assert ("the endpoint's head (seq 1) is older than the seq 2 this machine last saw "
+            "anchored: a stale or lagging RPC") in said, said
+    assert "another machine pushed" not in said
+    pulled = m.kint("pull")
+    assert pulled.returncode == 6 and "[STALE_RPC]" in pulled.stderr, pulled.stderr
+    assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"
+    status = ok(m.kint("status")).stdout
+    assert "(BEHIND this machine: a stale or lagging RPC)" in status, status
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+

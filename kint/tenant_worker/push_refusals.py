@@ -177,11 +177,23 @@ def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
 def head_is_the_mirrors(head: Head, mirror: Mirror | None, over: bool,
                         said: dict[str, Any]) -> None:
     """Order on chain: an epoch chains on the head this machine last saw, so a head that
-    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed. With
+    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed, and
+    one older than it (a stale endpoint) STALE_RPC. With
     `over` and a gap, the snapshot chains on the chain head instead, said in an override
     line put in `said` for the result (09-cli.md prints it) and logged; `over` without a
     gap is said to be unused, in a notice in `said` (carried by a later refusal too)."""
     seen = mirror.head if mirror is not None else None
+    if seen is not None and head.seq < seen.seq:
+        # Not another machine: the chain never loses an epoch, so an endpoint that answers
+        # an older head than the one this machine anchored or pulled is behind (a lagging
+        # node, a stale cache) or lying, and "pull first" would only meet the pull's own
+        # freshness refusal.
+        raise ProtocolError(
+            ErrorCode.STALE_RPC,
+            f"the endpoint's head (seq {head.seq}) is older than the seq {seen.seq} this "
+            f"machine last saw anchored: a stale or lagging RPC; {NOTHING_DROPPED}",
+            "try again once the endpoint has caught up, or point the space at another "
+            "(rpc_url in config.toml, or `kint connect --rpc-urls`)")
     if over and mirror is not None and mirror.skipped:
         said["override"] = (f"push: OVERRIDE, anchoring a snapshot on top of chain head seq "
                             f"{head.seq} ({head.digest[:12]}) although this machine stopped "
