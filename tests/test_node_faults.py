@@ -75,3 +75,17 @@ def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 
+
+def test_an_endpoint_now_on_another_chain_is_named(machine):
+    """The endpoint starts answering for chain 1, where no EpochAnchor is: push and pull
+    name the chain it answers for and the one the space is on (they said "the endpoint's
+    answer does not decode (Tried to read 32 bytes, only got 0 bytes.)")."""
+    m, proxy, _ = machine
+    proxy.set_mode("other_chain", chain_id=1)
+    for command in ("push", "pull"):
+        said = _refused(m.kint(command), "RPC_UNAVAILABLE")
+        assert f"{proxy.url} answers for chain 1, not 31337, the chain this space is on" \
+            in said, said
+        assert "point the space's endpoint at chain 31337" in said
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]

@@ -41,6 +41,7 @@ from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.calls import ChainRefused, answer_int, bounded, endpoint_text
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
+from kint.settings.urls import redact_url
 
 RECEIPT_TIMEOUT_S = 60.0
 ZERO_DIGEST = "00" * 32
@@ -197,6 +198,8 @@ class Anchor:
             result = answer.get("result")
             if not isinstance(result, str) or not result.startswith("0x"):
                 raise RpcUnavailable(f"{what}: the endpoint's answer has no result")
+            if result == "0x":  # a view of a contract always returns data
+                raise self._no_contract(what)
             return bytes.fromhex(result[2:])
 
         try:
@@ -204,6 +207,26 @@ class Anchor:
         except (DecodingError, ValueError) as err:
             raise RpcUnavailable(f"{what}: the endpoint's answer does not decode ({err})") from None
         return values[0] if len(values) == 1 else values
+
+    def _no_contract(self, what: str) -> RpcUnavailable:
+        """A view that returned no data: no contract at the address on the endpoint's
+        chain. Most often the endpoint now serves another network (a URL changed under a
+        running worker, a provider's default network), which one eth_chainId read says;
+        "does not decode (Tried to read 32 bytes)" said neither."""
+        expected = self.config.chain_id
+        try:
+            answered: int | None = self.chain_id()
+        except RpcUnavailable:
+            answered = None
+        if answered is not None and answered != expected:
+            return RpcUnavailable(
+                f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
+                f"the chain this space is on; point the space's endpoint at chain {expected} "
+                f"(rpc_url in config.toml, or `kint connect --rpc-urls`)")
+        return RpcUnavailable(
+            f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
+            f"returned no data); check the contract setting and that the endpoint serves "
+            f"chain {expected}")
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""
