@@ -20,8 +20,9 @@ Modes (`RpcProxy.set_mode`):
   those methods, `forward` for the rest: a call held at one chosen step. A mode change
   (`forward()`) lets a held request through at once.
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
-  older block (`block=N`): a real older head, read from anvil's historical state. With
-  `reads=K`, only the next K head reads are answered so, and the rest forwarded (a head
+  older block (`block=N`): a real older head, read from anvil's historical state, and
+  eth_blockNumber answers N, as a node that lags answers it. With `reads=K`, only the next
+  K head reads are answered so, and the rest (eth_blockNumber included) forwarded (a head
   read that raced a transaction being mined).
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
 - `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
@@ -397,6 +398,10 @@ class RpcProxy:
             old["params"] = [item["params"][0], hex(int(params["block"]))]
             self._lie(f"head read at block {params['block']}")
             return json.loads(self.upstream(json.dumps(old).encode()))
+        if (mode == "stale_head" and method == "eth_blockNumber"
+                and params.get("reads") is None):
+            self._lie(f"eth_blockNumber: {params['block']}")
+            return {"jsonrpc": "2.0", "id": item.get("id"), "result": hex(int(params["block"]))}
         if (mode == "error_methods" and method in params["methods"]
                 and _names_tx(item, params.get("tx"))):
             self._lie(f"{method}: error {params['message']!r}")

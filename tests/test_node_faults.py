@@ -1,6 +1,7 @@
 """The chain endpoint as users meet it, under a running worker: a metered endpoint's rate
 limit (HTTP 429), a node that answers an old head (behind), and an endpoint that now
-serves another network (its chain id changed under the worker). Each ends in a refusal
+serves another network (its chain id changed under the worker), and a chain that lost its
+last block (a reorganisation, anvil_reorg). Each ends in a refusal
 with its code, words that name the cause, and a hint, or works; never a traceback, and
 never the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode",
 "HTTPError").
@@ -12,7 +13,10 @@ epochs, so the space's worker is running when the endpoint changes.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from web3 import Web3
 
 from chain_machines import kjson, machine_behind_proxy, ok
 from conftest import write_rules as write
@@ -89,3 +93,26 @@ def test_an_endpoint_now_on_another_chain_is_named(machine):
         assert "point the space's endpoint at chain 31337" in said
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_a_chain_that_lost_the_last_block_is_said_as_a_reorganisation(machine, chain_home):
+    """The anvil drops its last block, the one that carried epoch 2 (`anvil_reorg`, depth
+    1, the transaction not put back): the endpoint is at that height again with the head
+    at seq 1. Push and pull refuse STALE_RPC naming a reorganisation that dropped epoch 2
+    and asking for a second endpoint's word (they said a stale endpoint, to wait for it to
+    catch up, which would never help); verify refuses. Nothing is changed here."""
+    m, _, epoch = machine
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    assert w3.eth.block_number == epoch["block"], "the push's block is not the last"
+    answer = w3.provider.make_request("anvil_reorg", [1, []])
+    assert "error" not in answer, answer
+    lost = (f"the endpoint's head (seq 1) is older than the seq 2 this machine saw anchored "
+            f"at block {epoch['block']}, yet the endpoint is at block {epoch['block']}: a "
+            f"reorganisation dropped epoch 2 from the chain, or the endpoint is lying")
+    said = _refused(m.kint("push"), "STALE_RPC")
+    assert lost in said and "ask another endpoint" in said, said
+    pulled = m.kint("pull")
+    assert pulled.returncode == 6 and lost in pulled.stderr, pulled.stderr
+    assert "ask another endpoint" in pulled.stderr
+    assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"

@@ -60,6 +60,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
+from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -183,9 +184,11 @@ def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
     mark = ctx.state.watermark()
     if mark is None:
         return cold_start(ctx, chain, owner, head)
-    if head.seq < mark.seq:
-        raise stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
-                    f"machine saw (seq {mark.seq}): a stale or lying RPC, refusing")
+    if head.seq < mark.seq:  # lagging, or the chain lost the block (behind_head.py)
+        raise behind_refusal(Anchor(chain, ctx.tracker), head, mark.seq, mark.block,
+                             f"the endpoint's head (seq {head.seq}) is older than the newest "
+                             f"this machine saw (seq {mark.seq}): a stale or lying RPC, "
+                             f"refusing", "nothing was applied")
     if head.seq == mark.seq and head.digest != mark.digest:
         raise stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
                     f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "

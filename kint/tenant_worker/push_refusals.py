@@ -19,6 +19,7 @@ from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
+from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
@@ -177,23 +178,12 @@ def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
 def head_is_the_mirrors(head: Head, mirror: Mirror | None, over: bool,
                         said: dict[str, Any]) -> None:
     """Order on chain: an epoch chains on the head this machine last saw, so a head that
-    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed, and
-    one older than it (a stale endpoint) STALE_RPC. With
+    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed (one
+    older than it, `refuse_behind`, before this). With
     `over` and a gap, the snapshot chains on the chain head instead, said in an override
     line put in `said` for the result (09-cli.md prints it) and logged; `over` without a
     gap is said to be unused, in a notice in `said` (carried by a later refusal too)."""
     seen = mirror.head if mirror is not None else None
-    if seen is not None and head.seq < seen.seq:
-        # Not another machine: the chain never loses an epoch, so an endpoint that answers
-        # an older head than the one this machine anchored or pulled is behind (a lagging
-        # node, a stale cache) or lying, and "pull first" would only meet the pull's own
-        # freshness refusal.
-        raise ProtocolError(
-            ErrorCode.STALE_RPC,
-            f"the endpoint's head (seq {head.seq}) is older than the seq {seen.seq} this "
-            f"machine last saw anchored: a stale or lagging RPC; {NOTHING_DROPPED}",
-            "try again once the endpoint has caught up, or point the space at another "
-            "(rpc_url in config.toml, or `kint connect --rpc-urls`)")
     if over and mirror is not None and mirror.skipped:
         said["override"] = (f"push: OVERRIDE, anchoring a snapshot on top of chain head seq "
                             f"{head.seq} ({head.digest[:12]}) although this machine stopped "
@@ -209,6 +199,19 @@ def head_is_the_mirrors(head: Head, mirror: Mirror | None, over: bool,
             "changes make that pull a fork")
     if over and "override" not in said:
         said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
+
+
+def refuse_behind(anchor: Anchor, head: Head, mirror: Mirror | None) -> None:
+    """A head older than the one this machine last saw anchored is no other machine's push
+    (the chain never loses an epoch it keeps): the endpoint lags or lies, or the chain lost
+    the block (behind_head.py). STALE_RPC, where CHAIN_MOVED's "another machine pushed"
+    sent the user to a pull that refuses the same head."""
+    if mirror is None or head.seq >= mirror.head.seq:
+        return
+    raise behind_refusal(anchor, head, mirror.head.seq, mirror.head.block,
+                         f"the endpoint's head (seq {head.seq}) is older than the seq "
+                         f"{mirror.head.seq} this machine last saw anchored: a stale or "
+                         f"lagging RPC", NOTHING_DROPPED)
 
 
 def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:

@@ -33,17 +33,13 @@ import time
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import ARCHIVE_HINT
 
 log = logging.getLogger("kint.worker")
 
 # The pause before a failed log read of the walk is asked once more.
 LOG_RETRY_S = 1.0
 
-ARCHIVE_HINT = ("pull again (a passing fault heals); if it stops at the same epoch, the "
-                "endpoint keeps no history that old (a pruned node, or one without a "
-                "transaction index): give the space an archive endpoint (rpc_url in "
-                "config.toml, or `kint connect --rpc-urls URL` for one with no key in it) "
-                "and pull")
 
 
 def epoch_log_retried(anchor: Anchor, owner: str, space: str, seq: int,
