@@ -83,14 +83,20 @@ def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
 def test_an_endpoint_now_on_another_chain_is_named(machine):
     """The endpoint starts answering for chain 1, where no EpochAnchor is: push and pull
     name the chain it answers for and the one the space is on (they said "the endpoint's
-    answer does not decode (Tried to read 32 bytes, only got 0 bytes.)")."""
+    answer does not decode (Tried to read 32 bytes, only got 0 bytes.)"), and so do verify
+    and status, which said "rpc unresponsive"."""
     m, proxy, _ = machine
     proxy.set_mode("other_chain", chain_id=1)
+    other = f"{proxy.url} answers for chain 1, not 31337, the chain this space is on"
     for command in ("push", "pull"):
         said = _refused(m.kint(command), "RPC_UNAVAILABLE")
-        assert f"{proxy.url} answers for chain 1, not 31337, the chain this space is on" \
-            in said, said
-        assert "point the space's endpoint at chain 31337" in said
+        assert other in said and "point the space's endpoint at chain 31337" in said, said
+    # verify checks against the mirror, as for any endpoint it cannot read, and says why
+    # (it said "rpc unresponsive" of an endpoint that answered)
+    checked = m.kint("verify", "release gate", "--no-write")
+    assert f"kint: chain head unavailable (reading the head: {other}" in checked.stderr, \
+        checked.stderr
+    assert f"chain head: unavailable (reading the head: {other}" in ok(m.kint("status")).stdout
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 

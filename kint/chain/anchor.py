@@ -70,6 +70,12 @@ class CalldataRefused(Exception):
     not a push, other owner/space/prev, or a ciphertext whose keccak is not the digest."""
 
 
+class NoContractThere(RpcUnavailable):
+    """A view returned no data: no contract at the address on the endpoint's chain (most
+    often another network than the space's, which the message names). The endpoint
+    answered, so this is not an unresponsive one, and verify says which it was."""
+
+
 class TransactionNotServed(CalldataRefused):
     """The endpoint answers that it has no such transaction: a pruned node, or one that
     keeps no transaction index (a node that lost it never serves the older ones either)."""
@@ -208,7 +214,7 @@ class Anchor:
             raise RpcUnavailable(f"{what}: the endpoint's answer does not decode ({err})") from None
         return values[0] if len(values) == 1 else values
 
-    def _no_contract(self, what: str) -> RpcUnavailable:
+    def _no_contract(self, what: str) -> NoContractThere:
         """A view that returned no data: no contract at the address on the endpoint's
         chain. Most often the endpoint now serves another network (a URL changed under a
         running worker, a provider's default network), which one eth_chainId read says;
@@ -219,11 +225,11 @@ class Anchor:
         except RpcUnavailable:
             answered = None
         if answered is not None and answered != expected:
-            return RpcUnavailable(
+            return NoContractThere(
                 f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
                 f"the chain this space is on; point the space's endpoint at chain {expected} "
                 f"(rpc_url in config.toml, or `kint connect --rpc-urls`)")
-        return RpcUnavailable(
+        return NoContractThere(
             f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
             f"returned no data); check the contract setting and that the endpoint serves "
             f"chain {expected}")
