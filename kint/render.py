@@ -190,7 +190,9 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
     """`kint status` once connected, in kint v0.3.0's lines and order (02-quickstart.md and
     03-new-machine.md, "Check it"): the owner and the data key; what this machine last
     anchored; the rows changed and deleted since; the chain head, `(in step)` or `(NOT in
-    step: pull or push)`, with the contract; the session key's balance and authorization."""
+    step: pull or push)`, or, older than what this machine anchored, `(BEHIND this machine:
+    a stale or lagging RPC)`, where pull and push both refuse it, with the contract; the
+    session key's balance and authorization."""
     store = result["store"]
     head = result.get("head") or {"seq": 0, "block": 0}
     anchored = f"last anchored on this machine: seq {head['seq']} block {head.get('block') or 0}"
@@ -198,7 +200,9 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
         anchored += f" rows {result['mirror_rows']}"
     chain_head = result.get("chain_head")
     if chain_head is not None:
-        step = "in step" if result.get("in_step") else "NOT in step: pull or push"
+        step = ("in step" if result.get("in_step") else
+                "BEHIND this machine: a stale or lagging RPC" if chain_head["seq"] < head["seq"]
+                else "NOT in step: pull or push")
         there = (f"chain head: seq {chain_head['seq']} digest {chain_head['digest'][:16]} "
                  f"block {chain_head['block']} ({step})")
     else:

@@ -20,8 +20,9 @@ Modes (`RpcProxy.set_mode`):
   those methods, `forward` for the rest: a call held at one chosen step. A mode change
   (`forward()`) lets a held request through at once.
 - `stale_head`: the anchor's `head(owner, space)` eth_call is answered as it was at an
-  older block (`block=N`): a real older head, read from anvil's historical state. With
-  `reads=K`, only the next K head reads are answered so, and the rest forwarded (a head
+  older block (`block=N`): a real older head, read from anvil's historical state, and
+  eth_blockNumber answers N, as a node that lags answers it. With `reads=K`, only the next
+  K head reads are answered so, and the rest (eth_blockNumber included) forwarded (a head
   read that raced a transaction being mined).
 - `same_seq_other_digest`: `head()` answers the real seq and block with another digest.
 - `bad_calldata`: `eth_getTransactionByHash` of a push returns the transaction with a byte
@@ -38,6 +39,20 @@ Modes (`RpcProxy.set_mode`):
   sealed itself, that opens and says what the chain does not).
 - `broken_prev` (`tx=HASH`): the Epoch log of push `tx` names another prev (a digest no
   epoch has), so that epoch does not chain on the one before it; the rest is forwarded.
+
+- `pruned` (`before=N`): a node that keeps no history below block N, as a pruned node
+  serves it: an `eth_getLogs` whose range starts below N is answered with an error object
+  (`message=TEXT`), or with no logs at all (`logs="empty"`), or served (`logs="kept"`: a
+  node that keeps logs but no old transactions), and `eth_getTransactionByHash` of a
+  transaction mined below N is answered null; the rest is forwarded.
+- `rate_limited` (`methods=[...]`, `count=K`): the next K requests calling one of those
+  methods are answered HTTP 429 Too Many Requests with a text body, as a metered endpoint
+  answers a client over its quota; the rest (and every request after the K) is forwarded.
+
+- `other_chain` (`chain_id=N`): an endpoint now serving another network, where the
+  contract is not deployed: eth_chainId answers N, eth_call and eth_getCode answer empty
+  bytes, eth_getLogs no logs, eth_getTransactionCount 0, and eth_sendRawTransaction an
+  error object (a transaction signed for another chain id); the rest is forwarded.
 
 Any mode also takes `chain_id=N`: eth_chainId is answered N, as an endpoint of chain N
 would answer (the rest as the mode says).
@@ -70,7 +85,7 @@ CIPHERTEXT_OFFSET = 4 + 5 * 32
 LOG_PREV_OFFSET = 32
 MODES = ("forward", "hang", "hang_methods", "delay", "delay_methods", "stale_head",
          "same_seq_other_digest", "bad_calldata", "tampered_ciphertext", "broken_prev",
-         "unmined", "error_methods")
+         "unmined", "error_methods", "pruned", "rate_limited", "other_chain")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -94,6 +109,39 @@ def push_ciphertext(data: bytes) -> tuple[int, int]:
     """(start, length) of the `ct` argument in push calldata."""
     length = int.from_bytes(data[CIPHERTEXT_OFFSET - 32:CIPHERTEXT_OFFSET], "big")
     return CIPHERTEXT_OFFSET, length
+
+
+# What an endpoint of another network answers (mode `other_chain`; eth_chainId is the
+# mode's own number).
+_OTHER_CHAIN: dict[str, dict[str, Any]] = {
+    "eth_chainId": {}, "eth_call": {"result": "0x"}, "eth_getCode": {"result": "0x"},
+    "eth_getLogs": {"result": []}, "eth_getTransactionCount": {"result": "0x0"},
+    "eth_sendRawTransaction": {"error": {"code": -32000,
+                                         "message": "invalid chain id for signer"}}}
+
+
+def _from_block(params: Any) -> int:
+    """The first block an eth_getLogs filter asks for (0 when it names none, or a tag)."""
+    if isinstance(params, list) and params and isinstance(params[0], dict):
+        start = params[0].get("fromBlock")
+        if isinstance(start, str) and start.startswith("0x"):
+            return int(start, 16)
+        if isinstance(start, int):
+            return start
+    return 0
+
+
+def _answer_429(handler: BaseHTTPRequestHandler) -> None:
+    """An HTTP 429 with a text body and Retry-After, as a metered endpoint refuses a
+    client over its rate."""
+    body = b"Too Many Requests: rate limit exceeded"
+    handler.send_response(429)
+    handler.send_header("Content-Type", "text/plain")
+    handler.send_header("Retry-After", "1")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def _call_data(params: Any) -> str:
@@ -148,6 +196,7 @@ class RpcProxy:
         self._lock = threading.Lock()
         self._mode = "forward"
         self._stale_reads = 0
+        self._limited = 0
         self._params: dict[str, Any] = {}
         self._release = threading.Event()
         self.calls: list[str] = []  # every JSON-RPC method seen, in order
@@ -202,6 +251,7 @@ class RpcProxy:
             self._release = threading.Event()
             self._mode, self._params = mode, params
             self._stale_reads = 0
+            self._limited = 0
 
     def forward(self) -> None:
         self.set_mode("forward")
@@ -291,6 +341,12 @@ class RpcProxy:
                 with self._lock:
                     self.hanging -= 1
             return  # close the connection without a word
+        if mode == "rate_limited" and self._take_rate_limited(items, params):
+            try:
+                _answer_429(handler)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if mode == "delay" or (mode == "delay_methods" and _calls_one_of(items,
                                                                           params["methods"])):
             release.wait(float(params["seconds"]))
@@ -316,6 +372,18 @@ class RpcProxy:
             self._stale_reads += 1
             return True
 
+    def _take_rate_limited(self, items: list[Any], params: dict[str, Any]) -> bool:
+        """Whether this request is one `rate_limited` answers 429: it calls one of the
+        methods, and fewer than `count` have been answered so since the mode was set."""
+        if not _calls_one_of(items, params["methods"]):
+            return False
+        with self._lock:
+            if self._limited >= int(params.get("count", 1)):
+                return False
+            self._limited += 1
+            self.lies.append(f"429 for {[i.get('method') for i in items if isinstance(i, dict)]}")
+            return True
+
     def _lie(self, what: str) -> None:
         with self._lock:
             self.lies.append(what)
@@ -330,11 +398,30 @@ class RpcProxy:
             old["params"] = [item["params"][0], hex(int(params["block"]))]
             self._lie(f"head read at block {params['block']}")
             return json.loads(self.upstream(json.dumps(old).encode()))
+        if (mode == "stale_head" and method == "eth_blockNumber"
+                and params.get("reads") is None):
+            self._lie(f"eth_blockNumber: {params['block']}")
+            return {"jsonrpc": "2.0", "id": item.get("id"), "result": hex(int(params["block"]))}
         if (mode == "error_methods" and method in params["methods"]
                 and _names_tx(item, params.get("tx"))):
             self._lie(f"{method}: error {params['message']!r}")
             return {"jsonrpc": "2.0", "id": item.get("id"),
                     "error": {"code": -32000, "message": params["message"]}}
+        if (mode == "pruned" and method == "eth_getLogs" and params.get("logs") != "kept"
+                and _from_block(item.get("params")) < int(params["before"])):
+            if params.get("logs") == "empty":
+                self._lie(f"eth_getLogs: no logs below block {params['before']}")
+                return {"jsonrpc": "2.0", "id": item.get("id"), "result": []}
+            self._lie(f"eth_getLogs: pruned below block {params['before']}")
+            return {"jsonrpc": "2.0", "id": item.get("id"),
+                    "error": {"code": -32000, "message": params.get(
+                        "message", "pruned history unavailable")}}
+        if mode == "other_chain" and method in _OTHER_CHAIN:
+            self._lie(f"{method}: on chain {params['chain_id']}")
+            answered = _OTHER_CHAIN[method]
+            if method == "eth_chainId":
+                answered = {"result": hex(params["chain_id"])}
+            return {"jsonrpc": "2.0", "id": item.get("id"), **answered}
         if method == "eth_chainId" and params.get("chain_id") is not None:
             self._lie(f"eth_chainId: {params['chain_id']}")
             return {"jsonrpc": "2.0", "id": item.get("id"), "result": hex(params["chain_id"])}
@@ -355,6 +442,11 @@ class RpcProxy:
             at = CIPHERTEXT_OFFSET + header_length(data[CIPHERTEXT_OFFSET:]) + 7
             result["input"] = "0x" + _flip(data, at).hex()
             self._lie(f"calldata of {result.get('hash')} altered")
+        elif (mode == "pruned" and method == "eth_getTransactionByHash"
+              and isinstance(result, dict) and result.get("blockNumber") is not None
+              and int(result["blockNumber"], 16) < int(params["before"])):
+            answer["result"] = None
+            self._lie(f"eth_getTransactionByHash: {result.get('hash')} pruned")
         elif (mode == "broken_prev" and method == "eth_getLogs" and isinstance(result, list)):
             for entry in result:
                 if _bare(entry.get("transactionHash")) == _bare(params["tx"]):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from web3 import Web3
+from web3.exceptions import TransactionNotFound
 
 from chain_machines import authorize_machine, new_machine, ok, owner_account, wallet_signature
 from conftest import write_rules as write
@@ -182,10 +183,15 @@ def test_a_killed_push_that_landed_below_the_head_is_recorded_and_pulled_on_from
 def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_lost(box):
     """(b) A was killed before its send and B took seq 2: A's transaction (prev = seq 1)
     can never land, so A's push drops the journal and says so; the pull then meets A's
-    unanchored row as any fork, and --discard-local keeps it in the backup."""
+    unanchored row as any fork, and --discard-local keeps it in the backup. The dropped
+    transaction's nonce is given back, so A's next push takes it: it used to wait
+    KINT_NONCE_RETRY_SECONDS for it, then re-broadcast the dropped push, which reverted
+    (StaleHead) and spent an epoch's gas."""
     s = Space(box, "lost-push")
     write(s.dba, s.a.tenant, second="in the push killed before its send")
     s.kill_a("before_send", "push")
+    dropped = "0x" + json.loads(s.pending.read_text())["raw_tx"]
+    w3, key = box["contract"].w3, session_address(s.a.kint_home)
     assert s.chain_head()[0] == 1
     assert s.b_pushes("other")["seq"] == 2
     try:
@@ -206,7 +212,11 @@ def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_
     assert s.names(s.dba) == {"first", "other"}
     assert "second" in s.names(restored["backups"][0])  # the store moved aside, whole
     write(s.dba, s.a.tenant, third="written on A after the settlement")
+    sent_before = w3.eth.get_transaction_count(key)
     assert [e["seq"] for e in jdb(s.a, s.dba, "push")["epochs"]] == [3]
+    assert w3.eth.get_transaction_count(key) == sent_before + 1  # the push, nothing else
+    with pytest.raises(TransactionNotFound):  # the dropped push was never re-broadcast
+        w3.eth.get_transaction(Web3.keccak(hexstr=dropped))
 
 
 def test_a_killed_rekey_whose_snapshot_landed_below_the_head_completes(box):

@@ -106,6 +106,7 @@ def test_another_epoch_at_the_journals_seq_after_a_refused_resend_drops_it(tmp_p
                                         [NONCE, NONCE + 1])
     seen = []
     monkeypatch.setattr(pending_mod, "_overtaken",
-                        lambda ctx, anchor, p, head, owner: seen.append(head) or "overtaken")
+                        lambda ctx, anchor, p, head, owner, sender:
+                        seen.append(head) or "overtaken")
     assert pending_mod.resolve_pending(ctx, chain, chain, "0xowner") == "overtaken"
     assert seen == [Head(OTHER, 2, 12)]

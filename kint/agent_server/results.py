@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, hint_with_notices, split_notices
+from kint.protocol.errors import (ARCHIVE_HINT, DEFAULT_HINTS, REORG_HINT, ErrorCode,
+                                  hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -65,6 +66,10 @@ _AGENT_HINTS = {
     UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
+    ARCHIVE_HINT: "call {tool} again in a minute; if it stops at the same epoch, stop and "
+                  "tell the human: the endpoint keeps no history that old, and the space "
+                  "needs an archive endpoint (rpc_url in config.toml)",
+    REORG_HINT: f"stop and tell the human: {REORG_HINT}",
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],

@@ -41,6 +41,7 @@ from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.calls import ChainRefused, answer_int, bounded, endpoint_text
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
+from kint.settings.urls import redact_url
 
 RECEIPT_TIMEOUT_S = 60.0
 ZERO_DIGEST = "00" * 32
@@ -67,6 +68,17 @@ AUTHORIZATION_TYPE = [
 class CalldataRefused(Exception):
     """A push transaction does not carry the epoch its Epoch event names: wrong contract,
     not a push, other owner/space/prev, or a ciphertext whose keccak is not the digest."""
+
+
+class NoContractThere(RpcUnavailable):
+    """A view returned no data: no contract at the address on the endpoint's chain (most
+    often another network than the space's, which the message names). The endpoint
+    answered, so this is not an unresponsive one, and verify says which it was."""
+
+
+class TransactionNotServed(CalldataRefused):
+    """The endpoint answers that it has no such transaction: a pruned node, or one that
+    keeps no transaction index (a node that lost it never serves the older ones either)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,8 @@ class Anchor:
             result = answer.get("result")
             if not isinstance(result, str) or not result.startswith("0x"):
                 raise RpcUnavailable(f"{what}: the endpoint's answer has no result")
+            if result == "0x":  # a view of a contract always returns data
+                raise self._no_contract(what)
             return bytes.fromhex(result[2:])
 
         try:
@@ -199,6 +213,26 @@ class Anchor:
         except (DecodingError, ValueError) as err:
             raise RpcUnavailable(f"{what}: the endpoint's answer does not decode ({err})") from None
         return values[0] if len(values) == 1 else values
+
+    def _no_contract(self, what: str) -> NoContractThere:
+        """A view that returned no data: no contract at the address on the endpoint's
+        chain. Most often the endpoint now serves another network (a URL changed under a
+        running worker, a provider's default network), which one eth_chainId read says;
+        "does not decode (Tried to read 32 bytes)" said neither."""
+        expected = self.config.chain_id
+        try:
+            answered: int | None = self.chain_id()
+        except RpcUnavailable:
+            answered = None
+        if answered is not None and answered != expected:
+            return NoContractThere(
+                f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
+                f"the chain this space is on; point the space's endpoint at chain {expected} "
+                f"(rpc_url in config.toml, or `kint connect --rpc-urls`)")
+        return NoContractThere(
+            f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
+            f"returned no data); check the contract setting and that the endpoint serves "
+            f"chain {expected}")
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""
@@ -284,7 +318,7 @@ class Anchor:
 
         tx = bounded(fetch, "reading a push transaction")
         if tx is None:
-            raise CalldataRefused(f"transaction {shown} is not served by the RPC "
+            raise TransactionNotServed(f"transaction {shown} is not served by the RPC "
                                   f"(pruned, or the endpoint has no transaction index)")
         to = tx.get("to")
         if to is None or _addr(to) != self.address:

@@ -64,8 +64,15 @@ def bounded(fn: Callable[[], T], what: str) -> T:
 def transport_words(err: BaseException) -> str:
     """What went wrong on the way to the endpoint, in words a user acts on, with the
     library's name for it after: "ReadTimeout" alone said neither that the endpoint was
-    silent nor which setting bounds the wait."""
+    silent nor which setting bounds the wait, and "HTTPError" neither that a metered
+    endpoint was refusing this client's rate (429) nor which status it answered."""
     name = type(err).__name__
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    if isinstance(err, requests.exceptions.HTTPError) and status == 429:
+        return ("the endpoint is rate limiting this client (HTTP 429 Too Many Requests): "
+                "try again in a moment, or use an endpoint with a higher limit")
+    if isinstance(err, requests.exceptions.HTTPError) and isinstance(status, int):
+        return f"the endpoint answered HTTP {status} ({name})"
     if isinstance(err, (requests.exceptions.Timeout, TimeoutError)):
         return f"the endpoint did not answer within KINT_RPC_TIMEOUT ({name})"
     if isinstance(err, TimeExhausted):

@@ -87,7 +87,8 @@ def push_cmd(obj: Ctx, owner: str | None, confirmations: int | None, dry_run: bo
               help=CONFIRMATIONS_HELP)
 @click.option("--over-skipped", is_flag=True,
               help="Anchor the snapshot on the chain head even though the last pull stopped "
-                   "at an epoch this machine could not apply.")
+                   "at an epoch this machine could not apply (one it read and cannot open; "
+                   "not one the RPC would not serve or served altered).")
 @click.option("--dry-run", is_flag=True, help="Report what would be anchored; send nothing.")
 @json_option("Print the result as JSON.")
 @click.pass_obj
@@ -148,7 +149,8 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
               help="Rotate even though a key that opens the vault today was not supplied.")
 @click.option("--over-skipped", is_flag=True,
               help="Rotate even though the last pull stopped at an epoch this machine could "
-                   "not apply: the new snapshot chains on the chain head.")
+                   "not apply (one it read and cannot open): the new snapshot chains on the "
+                   "chain head.")
 @json_option("Print the result as JSON.")
 @click.pass_obj
 def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file: str | None,

@@ -98,6 +98,21 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
 }
 
 
+# Hints the worker gives for what only the human can change about the chain endpoint, named
+# here so that kint-server (which never imports the worker) tells an agent to stop and say
+# them: an endpoint without old history (a pull's walk, kint/tenant_worker/walk_history.py)
+# and a chain whose head fell behind this machine's newest epoch though its blocks did not
+# (a reorganisation, kint/tenant_worker/behind_head.py).
+ARCHIVE_HINT = ("pull again (a passing fault heals); if it stops at the same epoch, the "
+                "endpoint keeps no history that old (a pruned node, or one without a "
+                "transaction index): give the space an archive endpoint (rpc_url in "
+                "config.toml, or `kint connect --rpc-urls URL` for one with no key in it) "
+                "and pull")
+REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --rpc-urls`): "
+              "if it answers the same, the chain lost those epochs; their rows are still in "
+              "this store, and kint changes nothing while its record is ahead of the chain")
+
+
 # A reply's error carries one hint string. A refusal also carries the lines about settings
 # of the call that were not used (kint.settings.wire, each `kint: ...`): they ride under the
 # hint, one a line, and a reader that shows them apart (the CLI's --json) splits them off.

@@ -68,6 +68,7 @@ class ChainHeadSource:
     def read(self, timeout_s: float) -> HeadReading:
         from dataclasses import replace
 
+        from kint.chain.anchor import NoContractThere
         from kint.chain.rpc import RpcUnavailable
 
         if self.tracker.unresponsive():
@@ -75,6 +76,8 @@ class ChainHeadSource:
         try:
             anchor = self.anchor_for(replace(self.chain, rpc_timeout_s=timeout_s))
             head = anchor.head(self.owner, self.space_id)
+        except NoContractThere as err:  # it answered: say what, not "unresponsive"
+            return HeadReading(None, str(err))
         except RpcUnavailable:
             return HeadReading(None, "rpc unresponsive")
         return HeadReading(ChainHead(head.seq, head.digest, head.block))

@@ -27,7 +27,7 @@ from typing import Any
 
 from eth_hash.auto import keccak
 
-from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head
+from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head, TransactionNotServed
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.envelope import Header, Opened, open_epoch, parse_header
 from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
@@ -36,6 +36,8 @@ from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.cold_start import stale
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, cache_epoch
+from kint.tenant_worker.walk_history import (epoch_log_retried, unserved_below_head,
+                                             unserved_transaction)
 
 log = logging.getLogger("kint.worker")
 
@@ -55,6 +57,12 @@ class Fetched:
     # read, the epoch contradicts the chain, its prev breaks): the refusal a pull that
     # cannot stop at a gap (one moving the store aside, a backfill) raises instead.
     refusal: ProtocolError | None = None
+    # Set when the endpoint said it has no such push transaction (walk_history.py).
+    unserved: TransactionNotServed | None = None
+    # True for a gap this machine could not read (its calldata not served, or served
+    # altered, or its link broken): unlike one it read and can never apply, the chain may
+    # hold rows in it nobody here has seen, so no snapshot is anchored over it.
+    unread: bool = False
 
     @property
     def snapshot(self) -> bool:
@@ -83,11 +91,16 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
         try:
             envelope = anchor.push_calldata(ev.tx_hash, owner, ctx.config.space_id, ev.prev,
                                             ev.digest)
+        except TransactionNotServed as err:
+            gap = _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"), unread=True)
+            gap.unserved = err
+            return gap
         except CalldataRefused as err:
-            return _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"))
+            return _gap(ev, str(err), stale(f"epoch {ev.seq}: {err}"), unread=True)
         except RpcUnavailable as err:
             reason = f"cannot fetch the calldata of epoch {ev.seq}: {err}"
-            return _gap(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason))
+            return _gap(ev, reason, ProtocolError(ErrorCode.RPC_UNAVAILABLE, reason),
+                        unread=True)
     try:
         header = parse_header(envelope)
     except HeaderError as err:
@@ -112,30 +125,43 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
 
 
 def _gap(ev: EpochLog, reason: str, refusal: ProtocolError, envelope: bytes = b"",
-         header: Header | None = None) -> Fetched:
-    """An epoch that could not be read, or opened and contradicts the chain: a gap nothing
-    walks past (`final`), and the refusal a pull that cannot stop at one raises."""
-    return Fetched(ev, envelope, header, None, reason, final=True, refusal=refusal)
+         header: Header | None = None, *, unread: bool = False) -> Fetched:
+    """An epoch that could not be read (`unread`), or opened and contradicts the chain: a
+    gap nothing walks past (`final`), and the refusal a pull that cannot stop at one
+    raises."""
+    return Fetched(ev, envelope, header, None, reason, final=True, refusal=refusal,
+                   unread=unread)
 
 
 def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, full: bool,
           held: dict[bytes, bytes]) -> list[Fetched]:
     """Newest first, from the head down to the epoch after `base` (or the newest snapshot
-    that opens, unless `full`)."""
+    that opens, unless `full`). An epoch below the head the endpoint will not serve ends
+    the walk (walk_history.py): at the oldest snapshot read that opens, or in a refusal."""
     out: list[Fetched] = []
     seq, block, expect = head.seq, head.block, head.digest
     while seq > base:
         ctx.progress = f"pull: checking epoch {seq} (walking back from {head.seq})"
-        ev = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+        try:
+            ev = epoch_log_retried(anchor, owner, ctx.config.space_id, seq, block)
+        except RpcUnavailable as err:
+            if seq == head.seq:
+                raise
+            return _stopped(out, seq, block, head, f"{err}")
+        if ev is None and seq < head.seq:
+            return _stopped(out, seq, block, head, "the endpoint has no Epoch event at that "
+                                                   "block, though the epoch above names it")
         if ev is None:
             raise stale(f"no Epoch event for seq {seq} at block {block}; the RPC may be "
-                         f"pruned or lying")
+                        f"pruned or lying")
         if ev.digest != expect and seq == head.seq:
             raise stale(f"epoch {seq}: its event digest is not the head's ({expect[:12]})")
         # Below the head, an event whose digest is not the one the epoch above chains on is
         # a break in prev continuity: the walk goes on through it, and pull_plan makes the
         # epoch above it the gap, after the epochs below are applied (v0.3.0).
         f = fetch_epoch(ctx, anchor, owner, ev, held)
+        if f.unserved is not None and base == 0:  # a restore from nothing
+            raise unserved_transaction(seq, block, f.unserved)
         out.append(f)
         if f.snapshot and not full:
             if seq > base + 1:  # v0.3.0's log line (03-new-machine.md, "Snapshots and --full")
@@ -148,6 +174,20 @@ def walk(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head, base: int, f
                         "the full history instead", seq)
         seq, block, expect = seq - 1, ev.prev_block, ev.prev
     return out
+
+
+def _stopped(out: list[Fetched], seq: int, block: int, head: Head,
+             why: str) -> list[Fetched]:
+    """The walk, ended at epoch `seq` the endpoint would not serve: what it read down to
+    the oldest snapshot that opened (the pull starts there and is whole), or, without one,
+    the refusal (walk_history.py)."""
+    starts = [i for i, f in enumerate(out) if f.snapshot]
+    if not starts:
+        raise unserved_below_head(seq, block, head, why, len(out))
+    log.warning("pull: epoch %d at block %d cannot be read (%s); the pull starts at snapshot "
+                "epoch %d, and the epochs below it are left for a later `kint pull --full`",
+                seq, block, why, out[starts[-1]].log.seq)
+    return out[:starts[-1] + 1]
 
 
 def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,

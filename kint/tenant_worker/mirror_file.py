@@ -95,6 +95,11 @@ class Mirror:
     # records the snapshot and cleared by the refinement's own save, so a refinement lost
     # (a full disk, a crash) is tried again by the next pull rather than forgotten.
     provenance_owed: bool = False
+    # Why the last pull could not read the epoch it stopped at (the endpoint would not serve
+    # it, served it altered, or its link broke), None when the gap is an epoch it read and
+    # can never apply. Only the latter may be anchored over (`--over-skipped`): the former
+    # may hold rows another machine wrote, which nobody here has seen (push_refusals.py).
+    unread_gap: str | None = None
     _tree: MerkleTree | None = None
     _order: dict[str, int] | None = None
     _proofs: dict[str, tuple[list[list[str | bool]], bool]] | None = None
@@ -155,6 +160,8 @@ class Mirror:
             "leaves": base64.b64encode(b"".join(r.leaf for r in rows)).decode("ascii")}
         if self.provenance_owed:  # only then: a mirror without it reads as before
             obj["provenance_owed"] = True
+        if self.unread_gap is not None and self.skipped:  # the same
+            obj["unread_gap"] = self.unread_gap
         return gzip_json(obj)
 
 
@@ -195,8 +202,10 @@ def parse_mirror(path: Path, data: bytes, space_id: str) -> Mirror:
     require(len(packed) == LEAF_LEN * len(ids), path, "leaves do not match the ids")
     owed = obj.get("provenance_owed", False)
     require(isinstance(owed, bool), path, "provenance_owed is malformed")
+    unread = obj.get("unread_gap")
+    require(unread is None or isinstance(unread, str), path, "unread_gap is malformed")
     mirror = Mirror(space_id=space_id, head=head, anchored_root=root, skipped=skipped,
-                    provenance_owed=owed)
+                    provenance_owed=owed, unread_gap=unread)
     before = b""
     for i, (cid, seq) in enumerate(zip(ids, seqs)):
         require(isinstance(cid, str), path, "an id is not text")

@@ -161,7 +161,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
     if head.seq < pending.seq:
         raise _stale_head(head, pending)
-    return _overtaken(ctx, anchor, pending, head, owner)
+    return _overtaken(ctx, anchor, pending, head, owner, sender)
 
 
 def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
@@ -197,7 +197,7 @@ def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pendi
         _record_head(ctx, anchor, pending, head, owner)
         return None
     if head.seq >= pending.seq:
-        return _overtaken(ctx, anchor, pending, head, owner)
+        return _overtaken(ctx, anchor, pending, head, owner, sender)
     if head.seq != pending.seq - 1 or head.digest != pending.prev:
         raise _stale_head(head, pending)
     if not spent:
@@ -231,9 +231,10 @@ def _stale_head(head: Head, pending: PendingEpoch) -> ProtocolError:
 
 
 def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
-               owner: str) -> Overtaken:
+               owner: str, sender: Any) -> Overtaken:
     """The chain holds an epoch at the journal's seq and is not at it with our digest
-    (overtaken.py): the event of that seq says whose it is."""
+    (overtaken.py): the event of that seq says whose it is. A journal dropped gives its
+    nonce back when its transaction never left this machine (`_release_nonce`)."""
     event = epoch_at(anchor, owner, ctx.config.space_id, head, pending.seq)
     found = Overtaken(seq=pending.seq, head_seq=head.seq,
                       landed=event.digest == pending.digest)
@@ -245,7 +246,39 @@ def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: H
     log.warning("space %s: %s (epoch %d there has digest %s, this machine's had %s)",
                 ctx.config.space16, found.describe(), pending.seq, event.digest[:12],
                 pending.digest[:12])
+    _release_nonce(ctx, anchor, sender, pending)
     return found
+
+
+def _release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
+                   pending: PendingEpoch) -> None:
+    """The dropped journal's transaction can never land (its prev is no longer the head),
+    yet its nonce stays allocated in the machine's book with the signed bytes. The next
+    push would take the nonce after it, wait KINT_NONCE_RETRY_SECONDS for it, and then
+    re-broadcast the dropped transaction (nonces.unstick), which reverts with StaleHead and
+    spends a whole epoch's gas. When the endpoint has not mined the nonce and does not know
+    the transaction (it never left this machine: a push killed before its send), the nonce
+    is given back, so the next transaction takes it at once. Anything else is left as it
+    was: a transaction the endpoint holds will be mined (and revert) by itself, and a chain
+    that cannot be read now leaves the slow path, which still works."""
+    sent = "0x" + keccak(pending.raw_tx).hex()
+
+    def lookup() -> Any:
+        try:
+            return anchor.w3.eth.get_transaction(sent)
+        except TransactionNotFound:
+            return None
+
+    try:
+        if sender.mined_count() > pending.nonce:
+            return
+        if bounded(lookup, "looking up the dropped push's transaction") is not None:
+            return
+    except RpcUnavailable:
+        return
+    sender.book.give_back(pending.nonce)
+    log.info("space %s: nonce %d of the dropped epoch %d was never sent; given back",
+             ctx.config.space16, pending.nonce, pending.seq)
 
 
 def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,

@@ -60,6 +60,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore
+from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -167,6 +168,7 @@ class _Applied:
 
     mirror: Mirror  # the mirror after the newest epoch applied
     gap: list[int] = field(default_factory=list)  # from the first epoch that would not open
+    unread_gap: str | None = None  # why, when that epoch could not be read (Mirror's field)
     applied: list[int] = field(default_factory=list)
     applied_epochs: list[dict[str, int]] = field(default_factory=list)  # for join's lines
     written: dict[str, int] = field(default_factory=dict)  # rows written or deleted, by epoch
@@ -183,9 +185,11 @@ def _check_freshness(ctx: SpaceContext, chain: ChainConfig, owner: str,
     mark = ctx.state.watermark()
     if mark is None:
         return cold_start(ctx, chain, owner, head)
-    if head.seq < mark.seq:
-        raise stale(f"the endpoint's head (seq {head.seq}) is older than the newest this "
-                    f"machine saw (seq {mark.seq}): a stale or lying RPC, refusing")
+    if head.seq < mark.seq:  # lagging, or the chain lost the block (behind_head.py)
+        raise behind_refusal(Anchor(chain, ctx.tracker), head, mark.seq, mark.block,
+                             f"the endpoint's head (seq {head.seq}) is older than the newest "
+                             f"this machine saw (seq {mark.seq}): a stale or lying RPC, "
+                             f"refusing", "nothing was applied")
     if head.seq == mark.seq and head.digest != mark.digest:
         raise stale(f"the endpoint's head at seq {head.seq} has digest {head.digest[:12]}, "
                     f"not the {mark.digest[:12]} this machine saw: a stale or lying RPC, "
@@ -235,6 +239,7 @@ def _apply_epochs(ctx: SpaceContext, mirror: Mirror, todo: list[Fetched],
         ctx.progress = f"pull: applying epoch {f.log.seq} ({number} of {len(todo)})"
         if f.opened is None:
             done.gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
+            done.unread_gap = f.reason if f.unread else None
             skipped.append(f.entry())
             break
         plaintext = f.opened.plaintext
@@ -266,8 +271,8 @@ def _settle_mirror(ctx: SpaceContext, done: _Applied, head: Head) -> None:
     if done.applied and not mirror.root_matches:
         done.warnings.append(f"epoch {done.applied[-1]}: the replayed rows do not reproduce "
                              f"its rows root")
-    if mirror.skipped != done.gap:
-        mirror.skipped = done.gap
+    if (mirror.skipped, mirror.unread_gap) != (done.gap, done.unread_gap):
+        mirror.skipped, mirror.unread_gap = done.gap, done.unread_gap
         ctx.state.save_mirror(mirror)
     if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
         lost_restore.end(ctx.state)  # a lost store's restore, if one ran, is done

@@ -38,7 +38,8 @@ def epochs_to_apply(fetched: list[Fetched], prev_digest: str
         if breaks_chain(f, follows[i], starts_pull=i == start):
             reason = (f"epoch {f.log.seq} does not follow the last applied epoch "
                       f"({expected[i][:12]})")
-            gap = replace(f, opened=None, reason=reason, final=True, refusal=stale(reason))
+            gap = replace(f, opened=None, reason=reason, final=True, refusal=stale(reason),
+                          unread=True)
             return [*fetched[start:i], gap], skipped
         if f.opened is None:  # the pull stops there
             break

@@ -46,8 +46,8 @@ from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import PendingEpoch, record_landed
 from kint.tenant_worker.push_refusals import (UNAUTHORIZED_HINT, head_is_the_mirrors,
-                                              key_and_wraps, refuse_gap, refuse_unauthorized,
-                                              rows_to_push)
+                                              key_and_wraps, refuse_behind, refuse_gap,
+                                              refuse_unauthorized, rows_to_push)
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
@@ -151,6 +151,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         return {"pushed": 0, "message": NOTHING_TO_PUSH, "epochs": [], "changed_rows": 0,
                 "deleted_rows": 0, **_head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
+    refuse_behind(anchor, head, mirror)
     head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
     refuse_unauthorized(ctx, anchor, enrolment.owner)
     chunks = _split(changes, as_snapshot, mirror)

@@ -19,6 +19,7 @@ from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
+from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
@@ -64,13 +65,30 @@ def key_and_wraps(ctx: SpaceContext,
 def refuse_gap(mirror: Mirror | None, over: bool) -> None:
     """A machine that could not apply an epoch on its last pull has an incomplete picture
     of the memory, and its diff would anchor over what it never saw: refused GAP, unless
-    `over` (a snapshot from compact or rekey with `--over-skipped`) says to anchor over it."""
-    if mirror is not None and mirror.skipped and not over:
+    `over` (a snapshot from compact or rekey with `--over-skipped`) says to anchor over it,
+    and the epoch is one the pull read and could not open or apply, the case v0.3.0 scopes
+    the override to (06-epochs.md, "An epoch nobody can open"). One it could not read (the
+    endpoint would not serve it, served it altered, or its link broke) is the endpoint's
+    failure, not the epoch's, and is refused GAP even with `over`."""
+    if mirror is None or not mirror.skipped:
+        return
+    if not over:
         raise ProtocolError(ErrorCode.GAP, f"this machine could not apply epoch(s) "
                             f"{sorted(mirror.skipped)} on its last pull, so its picture of the "
                             f"memory is incomplete; {NOTHING_DROPPED}",  # v0.3.0's words
                             "run `kint pull` to apply it; for an epoch that will never open, "
                             "`kint compact --over-skipped` anchors this machine's store over it")
+    if mirror.unread_gap is not None:
+        # 06-epochs.md, "An epoch nobody can open": the override is for an epoch that will
+        # never open. One the last pull could not read may be another machine's rows.
+        raise ProtocolError(ErrorCode.GAP, f"--over-skipped is not honoured: this machine's "
+                            f"last pull could not read epoch {min(mirror.skipped)} "
+                            f"({mirror.unread_gap}), so nobody here knows it will never open, "
+                            f"and a snapshot over it could drop rows another machine anchored; "
+                            f"{NOTHING_DROPPED}",
+                            "run `kint pull` again (through another endpoint if this one keeps "
+                            "failing: rpc_url in config.toml); --over-skipped is for an epoch "
+                            "the pull read and could not open")
 
 
 def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
@@ -160,7 +178,8 @@ def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:
 def head_is_the_mirrors(head: Head, mirror: Mirror | None, over: bool,
                         said: dict[str, Any]) -> None:
     """Order on chain: an epoch chains on the head this machine last saw, so a head that
-    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed. With
+    moved (another machine pushed) is refused CHAIN_MOVED before anything is signed (one
+    older than it, `refuse_behind`, before this). With
     `over` and a gap, the snapshot chains on the chain head instead, said in an override
     line put in `said` for the result (09-cli.md prints it) and logged; `over` without a
     gap is said to be unused, in a notice in `said` (carried by a later refusal too)."""
@@ -180,6 +199,19 @@ def head_is_the_mirrors(head: Head, mirror: Mirror | None, over: bool,
             "changes make that pull a fork")
     if over and "override" not in said:
         said["notices"] = [OVER_SKIPPED_UNUSED]  # honoured only past a skipped epoch
+
+
+def refuse_behind(anchor: Anchor, head: Head, mirror: Mirror | None) -> None:
+    """A head older than the one this machine last saw anchored is no other machine's push
+    (the chain never loses an epoch it keeps): the endpoint lags or lies, or the chain lost
+    the block (behind_head.py). STALE_RPC, where CHAIN_MOVED's "another machine pushed"
+    sent the user to a pull that refuses the same head."""
+    if mirror is None or head.seq >= mirror.head.seq:
+        return
+    raise behind_refusal(anchor, head, mirror.head.seq, mirror.head.block,
+                         f"the endpoint's head (seq {head.seq}) is older than the seq "
+                         f"{mirror.head.seq} this machine last saw anchored: a stale or "
+                         f"lagging RPC", NOTHING_DROPPED)
 
 
 def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:

@@ -1,0 +1,124 @@
+"""The chain endpoint as users meet it, under a running worker: a metered endpoint's rate
+limit (HTTP 429), a node that answers an old head (behind), and an endpoint that now
+serves another network (its chain id changed under the worker), and a chain that lost its
+last block (a reorganisation, anvil_reorg). Each ends in a refusal
+with its code, words that name the cause, and a hint, or works; never a traceback, and
+never the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode",
+"HTTPError").
+
+One machine on the session's devchain behind a loopback proxy (tests/rpc_proxy.py:
+`rate_limited`, `stale_head`, `other_chain`) switched after the machine anchored two
+epochs, so the space's worker is running when the endpoint changes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from web3 import Web3
+
+from chain_machines import kjson, machine_behind_proxy, ok
+from conftest import write_rules as write
+from kint.commands.exit_codes import PUSH_PULL_REFUSED
+
+ALL_READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionCount",
+             "eth_chainId", "eth_estimateGas", "eth_sendRawTransaction", "eth_getBalance",
+             "eth_gasPrice", "eth_getBlockByNumber", "eth_maxPriorityFeePerGas",
+             "eth_feeHistory", "eth_getTransactionByHash", "eth_getTransactionReceipt"]
+
+
+@pytest.fixture
+def machine(tmp_path, chain_home):
+    """A machine that anchored two epochs through the proxy, one change left unanchored;
+    `block` is epoch 2's."""
+    with machine_behind_proxy(tmp_path / "m", chain_home) as (m, proxy):
+        write(m.sibyl_db, m.tenant, **{"release-gate": "ship on green only"})
+        kjson(m, "push")
+        write(m.sibyl_db, m.tenant, **{"deploy-window": "deploys only before 3pm"})
+        (epoch,) = kjson(m, "push")["epochs"]
+        write(m.sibyl_db, m.tenant, **{"third": "written after epoch 2"})
+        yield m, proxy, epoch
+
+
+def _refused(out, code: str) -> str:
+    assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
+    assert f"[{code}]" in out.stderr and "hint: " in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    return out.stderr
+
+
+def test_a_rate_limited_endpoint_is_said_as_such(machine):
+    """HTTP 429 on every call: push and pull refuse RPC_UNAVAILABLE saying the endpoint
+    rate limits this client (it said "HTTPError"); once it lets up, the push goes."""
+    m, proxy, _ = machine
+    proxy.set_mode("rate_limited", methods=ALL_READS, count=10_000)
+    for command in ("push", "pull"):
+        said = _refused(m.kint(command), "RPC_UNAVAILABLE")
+        assert "the endpoint is rate limiting this client (HTTP 429 Too Many Requests)" in said
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
+    """The endpoint answers the head as it was before epoch 2: push refuses STALE_RPC
+    naming the stale endpoint (it said CHAIN_MOVED, "another machine pushed", exit 4,
+    sending the user to a pull that only refuses the same head), pull refuses it as
+    before, verify refuses, and status says the endpoint is behind this machine."""
+    m, proxy, epoch = machine
+    proxy.set_mode("stale_head", block=epoch["block"] - 1)
+    said = _refused(m.kint("push"), "STALE_RPC")
+    assert ("the endpoint's head (seq 1) is older than the seq 2 this machine last saw "
+            "anchored: a stale or lagging RPC") in said, said
+    assert "another machine pushed" not in said
+    pulled = m.kint("pull")
+    assert pulled.returncode == 6 and "[STALE_RPC]" in pulled.stderr, pulled.stderr
+    assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"
+    status = ok(m.kint("status")).stdout
+    assert "(BEHIND this machine: a stale or lagging RPC)" in status, status
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_an_endpoint_now_on_another_chain_is_named(machine):
+    """The endpoint starts answering for chain 1, where no EpochAnchor is: push and pull
+    name the chain it answers for and the one the space is on (they said "the endpoint's
+    answer does not decode (Tried to read 32 bytes, only got 0 bytes.)"), and so do verify
+    and status, which said "rpc unresponsive"."""
+    m, proxy, _ = machine
+    proxy.set_mode("other_chain", chain_id=1)
+    other = f"{proxy.url} answers for chain 1, not 31337, the chain this space is on"
+    for command in ("push", "pull"):
+        said = _refused(m.kint(command), "RPC_UNAVAILABLE")
+        assert other in said and "point the space's endpoint at chain 31337" in said, said
+    # verify checks against the mirror, as for any endpoint it cannot read, and says why
+    # (it said "rpc unresponsive" of an endpoint that answered)
+    checked = m.kint("verify", "release gate", "--no-write")
+    assert f"kint: chain head unavailable (reading the head: {other}" in checked.stderr, \
+        checked.stderr
+    assert f"chain head: unavailable (reading the head: {other}" in ok(m.kint("status")).stdout
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_a_chain_that_lost_the_last_block_is_said_as_a_reorganisation(machine, chain_home):
+    """The anvil drops its last block, the one that carried epoch 2 (`anvil_reorg`, depth
+    1, the transaction not put back): the endpoint is at that height again with the head
+    at seq 1. Push and pull refuse STALE_RPC naming a reorganisation that dropped epoch 2
+    and asking for a second endpoint's word (they said a stale endpoint, to wait for it to
+    catch up, which would never help); verify refuses. Nothing is changed here."""
+    m, _, epoch = machine
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    assert w3.eth.block_number == epoch["block"], "the push's block is not the last"
+    answer = w3.provider.make_request("anvil_reorg", [1, []])
+    assert "error" not in answer, answer
+    lost = (f"the endpoint's head (seq 1) is older than the seq 2 this machine saw anchored "
+            f"at block {epoch['block']}, yet the endpoint is at block {epoch['block']}: a "
+            f"reorganisation dropped epoch 2 from the chain, or the endpoint is lying")
+    said = _refused(m.kint("push"), "STALE_RPC")
+    assert lost in said and "ask another endpoint" in said, said
+    pulled = m.kint("pull")
+    assert pulled.returncode == 6 and lost in pulled.stderr, pulled.stderr
+    assert "ask another endpoint" in pulled.stderr
+    assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"

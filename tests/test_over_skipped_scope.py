@@ -1,0 +1,79 @@
+"""`--over-skipped` anchors a snapshot over the gap the last pull stopped at only when that
+epoch is one the pull read and can never apply (kint/tenant_worker/push_refusals.py
+`refuse_gap`).
+
+v0.3.0 scopes the override to "an epoch nobody can open" (06-epochs.md): bytes a leaked
+session key appended, which no key opens. A gap the pull could not read (the endpoint
+would not serve the calldata, served it altered, or the prev link broke) says nothing
+about the epoch, which may be another machine's real rows: a snapshot over it would anchor
+their loss. That gap is refused GAP even with the flag, naming why, and the next pull
+through an honest endpoint applies the epoch. The honoured case (a leaked key's epoch) is
+tests/test_chain_e2e.py's `test_over_skipped_past_an_epoch_nobody_can_open`.
+
+Machine A anchors straight to the session's anvil; machine B reads through a loopback
+proxy (tests/rpc_proxy.py) that alters one push's calldata when told to.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from chain_machines import connect_with_wallet, kjson, new_machine, owner_account
+from conftest import write_rules as write
+from rpc_proxy import RpcProxy
+from kint.commands.exit_codes import PUSH_PULL_REFUSED
+
+
+@pytest.fixture
+def machines(tmp_path, chain_home):
+    a = new_machine(tmp_path / "a", chain_home)
+    try:
+        write(a.sibyl_db, a.tenant, **{"release-gate": "ship on green only"})
+        connected = kjson(a, "connect", "--dev")
+        kjson(a, "push")
+        b = new_machine(tmp_path / "b", chain_home)
+        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        with RpcProxy(record["rpc_url"]) as proxy:
+            try:
+                connect_with_wallet(b, owner_account(a, connected["owner"]), "--rpc-urls",
+                                    proxy.url)
+                assert kjson(b, "pull")["applied"] == [1]
+                yield a, b, proxy, connected["space"]
+            finally:
+                proxy.forward()
+                b.shutdown()
+    finally:
+        a.shutdown()
+
+
+def _mirror(machine, space16: str) -> dict:
+    return json.loads(gzip.decompress(
+        (machine.kint_home / f"mirror-{space16}.json.gz").read_bytes()))
+
+
+def test_over_skipped_is_refused_over_an_epoch_the_pull_could_not_read(machines):
+    a, b, proxy, space16 = machines
+    write(a.sibyl_db, a.tenant, **{"deploy-window": "deploys only before 3pm"})
+    (epoch,) = kjson(a, "push")["epochs"]
+    proxy.set_mode("bad_calldata", tx=epoch["tx"])
+    stopped = kjson(b, "pull")
+    assert stopped["gap"] == [epoch["seq"]] and stopped["applied"] == [], stopped
+    reason = stopped["skipped"][0]["reason"]
+    assert "does not match the Epoch event" in reason, reason
+    assert _mirror(b, space16)["unread_gap"] == reason
+
+    over = b.kint("compact", "--over-skipped")
+    assert over.returncode == PUSH_PULL_REFUSED, over.stdout + over.stderr
+    assert "[GAP]" in over.stderr, over.stderr
+    assert (f"--over-skipped is not honoured: this machine's last pull could not read epoch "
+            f"{epoch['seq']} ({reason})") in over.stderr, over.stderr
+    assert "run `kint pull` again" in over.stderr
+    assert kjson(a, "status")["chain_head"]["seq"] == epoch["seq"]  # nothing anchored
+
+    proxy.forward()  # an honest endpoint: the epoch applies, the gap is gone
+    pulled = kjson(b, "pull")
+    assert pulled["applied"] == [epoch["seq"]] and pulled["gap"] == [], pulled
+    assert "unread_gap" not in _mirror(b, space16)
