@@ -65,6 +65,32 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 TENANT = SIBYL_DEFAULT_TENANT
 
 
+_wheel_build: Any = None  # tests/wheel_build.py's build, once a session collected test_wheel
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A session that runs tests/test_wheel.py starts building its wheel and venv now, in
+    the background (tests/wheel_build.py), so that test_wheel finds them built."""
+    if any(item.path.name == "test_wheel.py" for item in session.items):
+        wheel_build()
+
+
+def wheel_build() -> Any:
+    """The session's background build of kint's wheel and its venv, started if need be."""
+    global _wheel_build
+    if _wheel_build is None:
+        from wheel_build import WheelBuild
+
+        _wheel_build = WheelBuild(Path(tempfile.mkdtemp(prefix="kint-wheel-build-"))).start()
+    return _wheel_build
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _wheel_build is not None:
+        _wheel_build.stop()
+        shutil.rmtree(_wheel_build.work, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _real_home_untouched():
     before = sibyl_testing.real_home_snapshot()

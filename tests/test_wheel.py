@@ -2,17 +2,11 @@
 fresh venv outside the checkout, and run from a folder outside it with a HOME and KINT_HOME
 of its own.
 
-- The wheel is built with the venv's pinned setuptools (`pip wheel --no-deps
-  --no-build-isolation --no-index`), from a copy of pyproject.toml, README.md and kint/.
-- It is installed with `pip install --no-index --find-links <wheelhouse> -c requirements.lock`:
-  pip resolves the wheel's own declared dependencies, at the lock's versions, from a
-  wheelhouse of the lock (tests/wheelhouse.py: `pip wheel -r requirements.lock`, built once
-  per lock by `make venv`, which installs this venv from it, and kept in this venv under
-  kint-test-wheelhouse/, so a run is offline and quick). The fresh venv sees no
-  site-packages but its own, and nothing of the checkout is on its path. It is made without
-  pip of its own (bootstrapping one took ~9 s): this venv's pip installs into it (`pip
-  --python`), resolving against the fresh venv's packages, not its own; and without
-  compiling every module up front, since kint's runs compile what they import.
+- The wheel and the fresh venv are built as tests/wheel_build.py says: in the background
+  from the moment the session collected this file, with the venv's pinned setuptools, and
+  installed with pip resolving the wheel's own declared dependencies at the lock's
+  versions, offline, from the lock's wheelhouse (tests/wheelhouse.py). The fresh venv sees
+  no site-packages but its own, and nothing of the checkout is on its path.
 - The installed `kint` finds anvil on PATH (the checkout's npm package, as `npm install`
   leaves it: node_modules/.bin) or through KINT_ANVIL, and names how to install it when it
   finds none.
@@ -27,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -35,9 +28,8 @@ from pathlib import Path
 import pytest
 from sibyl_memory_client import testing as sibyl_testing
 
-from conftest import SUPPORT, pid_alive, sibyl_client
+from conftest import SUPPORT, pid_alive, sibyl_client, wheel_build
 from kint.chain import devchain
-from wheelhouse import wheelhouse
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -59,34 +51,18 @@ def _pinned(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def wheel() -> Path:
     from importlib.metadata import version
 
     assert version("setuptools") == _pinned("setuptools"), (
         "this venv's setuptools is not the one requirements.lock pins: run `make venv`")
-    work = tmp_path_factory.mktemp("wheel-build")
-    src = work / "src"
-    src.mkdir()
-    for path in (ROOT / "pyproject.toml", ROOT / "README.md", *ROOT.glob("LICENSE*")):
-        shutil.copy2(path, src / path.name)
-    shutil.copytree(ROOT / "kint", src / "kint",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-          "--no-index", "-w", str(work / "dist"), str(src)], cwd=work)
-    (built,) = (work / "dist").glob("kint-*.whl")
-    return built
+    return wheel_build().wheel()
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory, wheel) -> Path:
+def venv(wheel) -> Path:
     """A fresh venv (no system site-packages) with the wheel and its dependencies."""
-    root = tmp_path_factory.mktemp("wheel-venv")
-    _run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")])
-    python = root / "venv" / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-          "--no-compile", "--no-index", "--find-links", str(wheelhouse()), "-c", str(LOCK),
-          str(wheel)], cwd=root)
-    return root / "venv"
+    return wheel_build().venv()
 
 
 def test_the_wheel_carries_every_file_kint_needs(wheel):

@@ -17,9 +17,10 @@ machine is connected to for the caller's space; for that owner, given or not, th
 in force must be the one the space was connected on, kint.commands.enrolled_contract). The flags are also accepted before the
 action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
 
-web3, eth_account and eth_utils (~0.5 s on a busy box) load only once the command line
-has passed its checks: a refused flag and `kint authorize --help` answer without them
-(`kint.commands.onchain` loads web3, `kint.commands.owner_address` eth_utils).
+web3 and eth_account (~0.5 s on a busy box) load only once the command line has passed
+its checks: a refused flag, a missing session key and `kint authorize --help` answer
+without them (`kint.commands.onchain` loads web3; the owner's and the session key's
+addresses are read with kint.custody.ids' helpers, without eth_utils).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 
 import click
-from eth_utils import is_address
+
+from kint.custody.ids import is_address_text
 
 
 @click.command("canonical-payload")
@@ -20,7 +21,7 @@ def canonical_payload_cmd(owner: str) -> None:
     type KintVault with owner and purpose). Sign it only in a terminal you opened."""
     from kint.custody.vault_message import canonical_payload
 
-    if not is_address(owner):
+    if not is_address_text(owner):
         from kint.commands.common import usage_error
 
         usage_error(f"--owner {owner!r} is not an address (0x and 40 hex characters)")

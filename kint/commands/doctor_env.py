@@ -9,7 +9,6 @@ registration keeps it out of kint-server). None of them reads the network.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata as metadata
 import os
 import platform
@@ -17,10 +16,10 @@ import re
 import sys
 from typing import Any
 
+from kint.commands.doctor_imports import DETAIL_CHARS, import_problems
 from kint.protocol.checks import check as _check
 
 SIBYL_PREFIX = "sibyl-memory"
-DETAIL_CHARS = 200  # an import error can be long; the line stays one line
 
 
 def environment_checks() -> list[dict[str, Any]]:
@@ -54,7 +53,7 @@ def sibyl_packages() -> dict[str, Any]:
     if not pins:
         return _check("Sibyl packages", False, "kint's own package metadata names no Sibyl pin",
                       "reinstall kint (pip install -e . or the wheel) so its metadata is there")
-    problems, found = [], []
+    problems, found, modules = [], [], []
     for name, pinned in sorted(pins.items()):
         try:
             dist = metadata.distribution(name)
@@ -64,14 +63,9 @@ def sibyl_packages() -> dict[str, Any]:
         if dist.version != pinned:
             problems.append(f"{name} {dist.version} installed where kint pins {pinned}")
             continue
-        module = _module_of(dist, name)
-        try:
-            importlib.import_module(module)
-        except Exception as err:  # noqa: BLE001 - any import failure is the finding
-            problems.append(f"{module} does not import: {type(err).__name__}: {err}"
-                            [:DETAIL_CHARS])
-            continue
+        modules.append(_module_of(dist, name))
         found.append(f"{name} {dist.version}")
+    problems += import_problems(modules)  # those at their pins (kint.commands.doctor_imports)
     if problems:
         return _check("Sibyl packages", False, "; ".join(problems),
                       "install kint's pinned versions (pip install -r requirements.lock), and "

@@ -24,8 +24,9 @@ def owner_option() -> Callable[[Any], Any]:
 
 
 def check_owner(obj: Ctx, owner: str | None) -> None:
-    """Refuse `--owner` unless it names the owner this space is connected to. eth_utils'
-    address helpers load only when the flag is given (and web3 not at all)."""
+    """Refuse `--owner` unless it names the owner this space is connected to. The address
+    helpers (kint.commands.owner_address) load only when the flag is given, and web3 not
+    at all."""
     if owner is None:
         return
     from kint.commands.common import usage_error

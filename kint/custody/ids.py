@@ -4,13 +4,18 @@ Why a module of its own: the KEK info, the vault message, the file names and the
 file all need the same bytes from the same inputs, and a caller may hold either form (a
 checksummed string from the CLI, a lowercase one from a file, raw bytes from a header).
 Normalising in one place keeps a different spelling from ever giving a different key.
+
+The EIP-55 checksum is computed here from keccak (eth_hash, which the rows' hashing loads
+anyway) rather than through eth_utils: its import (pydantic and the rest, ~0.1 s of CPU)
+was most of what `kint canonical-payload`, `kint connect` and the `--owner` checks of the
+chain commands loaded, where nothing else of it runs.
 """
 
 from __future__ import annotations
 
 import re
 
-from eth_utils import to_checksum_address
+from eth_hash.auto import keccak
 
 from kint.custody.errors import BadOwner, BadSpace
 
@@ -31,9 +36,25 @@ def owner_bytes(owner: str | bytes) -> bytes:
     return bytes.fromhex(owner.strip()[-40:])
 
 
+def is_address_text(value: object) -> bool:
+    """Whether `value` is an address written as text: 40 hex characters, either case (the
+    checksum of a mixed-case one not enforced), with or without 0x. What eth_utils'
+    `is_address` accepts as text."""
+    return isinstance(value, str) and _ADDRESS.fullmatch(value) is not None
+
+
+def checksum_address(address: str | bytes) -> str:
+    """An address (any case, with or without 0x, or 20 bytes) EIP-55 checksummed: each hex
+    letter upper case where the same nibble of keccak256(the lower-case hex) is 8 or more.
+    BadOwner when it is no address."""
+    lower = owner_bytes(address).hex()
+    nibbles = keccak(lower.encode("ascii")).hex()
+    return "0x" + "".join(c.upper() if int(n, 16) > 7 else c for c, n in zip(lower, nibbles))
+
+
 def owner_address(owner: str | bytes) -> str:
     """The owner as an EIP-55 checksummed `0x...` string (what messages and files show)."""
-    return to_checksum_address(owner_bytes(owner))
+    return checksum_address(owner)
 
 
 def space_bytes(space: str | bytes) -> bytes:

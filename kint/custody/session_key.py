@@ -17,6 +17,9 @@ Why it is built this way:
   decrypts is never refused.
 - kint writes every fixed-size field at full length, so what it writes any reader accepts.
 - `create` never replaces a key; `rotate` keeps the previous one as `session.key.old`.
+- eth-account (~0.3 s of imports) loads in the two functions that encrypt or decrypt a
+  keystore: reading the address it names (`kint session-key show`, the first check of
+  `kint authorize`) does not need it.
 """
 
 from __future__ import annotations
@@ -24,18 +27,19 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from eth_account import Account
-from eth_account.signers.local import LocalAccount
-from eth_utils import to_checksum_address
 
 from kint.custody.errors import SessionKeyCorrupt, SessionKeyLocked, SessionKeyMissing
 from kint.custody.files import (home_lock, home_or_default, scrypt_lock, write_new,
                                 write_private)
+from kint.custody.ids import checksum_address
 from kint.custody.local_secret import LocalSecret, load_local_secret, local_secret
 from kint.paths import ensure_private_dir
+
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
 
 SESSION_KEY_FILE = "session.key"
 SESSION_KEY_OLD_FILE = "session.key.old"
@@ -176,13 +180,15 @@ def read_keystore(path: Path) -> dict[str, Any]:
 def keystore_address(data: dict[str, Any]) -> str | None:
     """The checksummed address a normalised keystore names, or None when it names none."""
     address = data.get("address")
-    return to_checksum_address("0x" + address) if address else None
+    return checksum_address(address) if address else None
 
 
 def decrypt_keystore(data: dict[str, Any], password: str, path: Path, source: str,
                      *, home: Path | None = None) -> LocalAccount:
     """Open a normalised keystore. SessionKeyLocked when the password does not open it;
     SessionKeyCorrupt when it opens to something that is not the key it names."""
+    from eth_account import Account
+
     try:
         with scrypt_lock(home if home is not None else path.parent):
             private_key = Account.decrypt(data, password)
@@ -209,13 +215,15 @@ def encrypt_keystore(private_key: bytes, password: str, *, scrypt_n: int = SESSI
                      home: Path | None = None) -> tuple[bytes, str]:
     """(file bytes, checksummed address) of a V3 scrypt keystore for `private_key`, with
     every fixed-size hex field written at full length."""
+    from eth_account import Account
+
     with scrypt_lock(home):
         keystore = Account.encrypt(private_key, password, kdf="scrypt", iterations=scrypt_n)
     crypto = keystore["crypto"]
     crypto["cipherparams"]["iv"] = crypto["cipherparams"]["iv"].rjust(2 * _IV_LEN, "0")
     crypto["ciphertext"] = crypto["ciphertext"].rjust(2 * _CIPHERTEXT_LEN, "0")
     crypto["mac"] = crypto["mac"].rjust(2 * _MAC_LEN, "0")
-    address = to_checksum_address("0x" + keystore["address"].removeprefix("0x"))
+    address = checksum_address(keystore["address"])
     return orjson.dumps(keystore, option=orjson.OPT_INDENT_2) + b"\n", address
 
 

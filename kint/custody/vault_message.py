@@ -23,8 +23,6 @@ import re
 from typing import Any
 
 from eth_hash.auto import keccak
-from eth_keys import KeyAPI
-from eth_keys.exceptions import BadSignature
 
 from kint.custody.errors import BadDeriveSignature, WrongSigner
 from kint.custody.ids import owner_address, owner_bytes
@@ -114,6 +112,9 @@ def check_derive_signature(signature: bytes, owner: str | bytes) -> tuple[int, i
         raise BadDeriveSignature(f"has v = {signature[64]}; it must be 27, 28, 0 or 1")
     if not (0 < r < SECP256K1_N and 0 < s < SECP256K1_N):
         raise BadDeriveSignature("has r or s out of range")
+    from eth_keys import KeyAPI  # here: printing the message (canonical-payload) needs none
+    from eth_keys.exceptions import BadSignature
+
     expected = owner_address(owner)
     try:
         public = KeyAPI.Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(

@@ -52,7 +52,7 @@ from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
 from kint.custody.recovery_code import recovery_file_path, write_recovery_file
 from kint.custody.session_key import create_session_key, session_key_exists
 from kint.custody.vault_cache import cache_data_key
-from kint.custody.vault_message import parse_signature_text
+from kint.custody.vault_message import check_derive_signature, parse_signature_text
 from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, find_wrap,
                                 read_wraps, unwrap, wrap_data_key, write_wraps)
 from kint.protocol import ErrorCode, ProtocolError
@@ -125,6 +125,26 @@ def _owner(args: dict[str, Any]) -> str:
     return Web3.to_checksum_address(owner)
 
 
+def _secrets_given(args: dict[str, Any]) -> bool:
+    """Whether the caller gave a key's secret: a vault passphrase or a derive signature."""
+    return args.get("passphrase") is not None or args.get("signature") is not None
+
+
+def _check_secrets(owner: str, args: dict[str, Any]) -> None:
+    """The caller's secrets refused where they are wrong on their face, before the chain is
+    read: a signature that does not parse or is not the owner's, an empty passphrase. Their
+    stretch (scrypt, ~0.4 s and 128 MiB under the home's scrypt lock) waits for the chain,
+    which may show there is nothing to open (`_connect`); these refusals come first, as
+    they did when the stretch came first."""
+    if args.get("passphrase") is not None:
+        if args["passphrase"] == "":
+            raise custody_errors.EmptyPassphrase()
+    elif args.get("signature") is not None:
+        check_derive_signature(parse_signature_text(args["signature"]), owner)
+        if args.get("salt_passphrase") == "":
+            raise custody_errors.EmptyPassphrase()
+
+
 def _supplied(ctx: SpaceContext, owner: str, args: dict[str, Any]) -> list[SuppliedKey]:
     """The KEKs the caller's secrets derive, the one that must open the vault first."""
     home, space = ctx.config.home, ctx.config.space_id
@@ -165,9 +185,10 @@ def _from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
 
 
 def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """The steps: the chain and the owner, the caller's secrets, what the chain and this
-    machine hold, the data key from the first source that has it (the module's docstring),
-    then the files that keep it."""
+    """The steps: the chain and the owner, the caller's secrets checked, what the chain and
+    this machine hold, the data key from the first source that has it (the module's
+    docstring), then the files that keep it. A passphrase is stretched only once the chain
+    was read: a chain that cannot be read, with no wraps here, refuses whatever the key."""
     cfg = ctx.config
     chain, rpc_urls = _chain_for(ctx, args)
     existing = ctx.enrolment()
@@ -180,20 +201,22 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         say(ctx, "making this machine's session key")
     session_address, _ = create_session_key(cfg.home)
     anchor = Anchor(chain, ctx.tracker)
-    supplied = _supplied(ctx, owner, args)
     code = args.get("recovery_code")
-    if not supplied and code is None:
+    if not _secrets_given(args) and code is None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
                             "passphrase or the recovery code")
+    _check_secrets(owner, args)
     header, chain_error = _chain_view(ctx, anchor, owner)
     local = read_wraps(cfg.home, cfg.space_id) if owner_changed is None else None
     may_have_started = _may_have_started(existing)
     if code is not None:
         held = held_here(ctx) if header is None and owner_changed is None else HeldHere()
         found = _from_recovery_code(code, owner, header, held, chain_error)
+    elif header is None and local is None and chain_error is not None:
+        raise chain_error  # nothing a key could open, nor a vault to start: no stretch for it
     else:
-        found = _from_supplied_key(owner, supplied[0], header, local, chain_error,
-                                   may_have_started=may_have_started)
+        found = _from_supplied_key(owner, _supplied(ctx, owner, args)[0], header, local,
+                                   chain_error, may_have_started=may_have_started)
     wraps = _with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,

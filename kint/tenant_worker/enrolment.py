@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from eth_utils import is_address
 
+from kint.custody.ids import is_address_text as is_address  # the CLI reads it: no eth_utils
 from kint.paths import atomic_write
 from kint.tenant_worker.state_format import CorruptStateFile
 
