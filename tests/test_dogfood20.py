@@ -6,13 +6,52 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - `kint supervisor status` and `reload` with no supervisor running refuse as every command
   refuses (`kint: error: ... [SUPERVISOR_UNAVAILABLE]` and a hint), where they printed a
   plain line without the code `--json` carries.
+- RPC_UNAVAILABLE's hint names what set the endpoint that failed (the devchain's record,
+  a space's `connect --rpc-urls`, a config file), not KINT_RPC_URL, which was not in force
+  there; kint-server tells the agent to stop and tell the human when the devchain is down.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from typing import Iterator
 
-from conftest import make_sandbox
+import pytest
+
+from chain_machines import new_machine, ok
+from conftest import make_sandbox, write_rules
+from kint.client import KintError
+
+RULE = "never ship on a Friday; every release needs a green deadlift test"
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    sb = new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home)
+    try:
+        ok(sb.kint("connect", "--dev"))
+        write_rules(sb.sibyl_db, sb.tenant, **{"release-gate": RULE})
+        ok(sb.kint("push"))
+    except BaseException:
+        sb.shutdown()
+        raise
+    yield sb
+    sb.shutdown()
+
+
+@contextmanager
+def devchain_down(sb) -> Iterator[None]:
+    """The machine's devchain record pointed at a port nothing listens on (the discard
+    port), as when the devchain it names has stopped; the record is put back after."""
+    record = sb.kint_home / "devchain" / "devchain.json"
+    kept = record.read_text()
+    data = json.loads(kept)
+    record.write_text(json.dumps({**data, "rpc_url": "http://127.0.0.1:9"}))
+    try:
+        yield
+    finally:
+        record.write_text(kept)
 
 
 def test_supervisor_status_and_reload_with_none_running_refuse_with_the_code(tmp_path):
@@ -29,3 +68,42 @@ def test_supervisor_status_and_reload_with_none_running_refuse_with_the_code(tmp
         as_json = sb.kint(*command, "--json")
         assert as_json.returncode == 3
         assert json.loads(as_json.stdout)["error"] == "SUPERVISOR_UNAVAILABLE"
+
+
+def test_a_devchain_that_does_not_answer_is_named_in_the_hint(machine):
+    write_rules(machine.sibyl_db, machine.tenant, second="a rule written after the push")
+    with devchain_down(machine):
+        for command in (("push",), ("pull",)):
+            out = machine.kint(*command)
+            assert "[RPC_UNAVAILABLE]" in out.stderr, (command, out.stderr)
+            assert ("hint: the devchain's endpoint did not answer: `kint devchain status` "
+                    "says whether it runs") in out.stderr, (command, out.stderr)
+            assert "KINT_RPC_URL" not in out.stderr, (command, out.stderr)
+    ok(machine.kint("push"))
+
+
+def test_the_endpoint_hint_names_where_the_endpoint_was_set():
+    from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
+    from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+    from kint.tenant_worker.rpc_hint import endpoint_hint
+
+    def chain(source: str, where: str | None = None) -> ChainConfig:
+        return ChainConfig(("http://127.0.0.1:9",), 31337, "0x" + "11" * 20, 1, 10.0,
+                           rpc_source=source, rpc_where=where)
+
+    assert "kint devchain start" in endpoint_hint(chain(DEVCHAIN_SOURCE, "/k/devchain.json"))
+    assert "kint connect --rpc-urls" in endpoint_hint(chain(SPACE_URLS_SOURCE))
+    assert "/k/config.toml [spaces" in endpoint_hint(chain("file", '/k/config.toml [spaces."t"]'))
+    for source in ("default", "daemon environment", "this call"):
+        assert endpoint_hint(chain(source)) == DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+
+
+def test_kint_server_tells_the_agent_to_stop_for_a_devchain_that_is_down():
+    from kint.agent_server.results import agent_error
+    from kint.protocol.errors import DEVCHAIN_RPC_HINT, SPACE_RPC_HINT
+
+    down = agent_error("memory_push", KintError("RPC_UNAVAILABLE", "x", DEVCHAIN_RPC_HINT))
+    assert down.hint == f"stop and tell the human: {DEVCHAIN_RPC_HINT}"
+    space = agent_error("memory_pull", KintError("RPC_UNAVAILABLE", "x", SPACE_RPC_HINT))
+    assert space.hint.startswith("call memory_pull again in a minute; if it fails again, "
+                                 "stop and tell the human to check the endpoints")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, hint_with_notices, split_notices
+from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, SPACE_RPC_HINT, ErrorCode,
+                                  hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -68,6 +69,10 @@ _AGENT_HINTS = {
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
+    # A devchain that stopped does not come back by itself: the human starts it.
+    DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
+    SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
+                    f"human to {SPACE_RPC_HINT}",
 }
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
 # the agent is told to stop, with what the human is to do.
