@@ -9,6 +9,9 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - RPC_UNAVAILABLE's hint names what set the endpoint that failed (the devchain's record,
   a space's `connect --rpc-urls`, a config file), not KINT_RPC_URL, which was not in force
   there; kint-server tells the agent to stop and tell the human when the devchain is down.
+- `kint connect --dev` (and memory_connect's `dev`) with the devchain down refuses
+  RPC_UNAVAILABLE, where the session key's authorization check raised INTERNAL ("a bug
+  in kint").
 """
 
 from __future__ import annotations
@@ -79,6 +82,13 @@ def test_a_devchain_that_does_not_answer_is_named_in_the_hint(machine):
             assert ("hint: the devchain's endpoint did not answer: `kint devchain status` "
                     "says whether it runs") in out.stderr, (command, out.stderr)
             assert "KINT_RPC_URL" not in out.stderr, (command, out.stderr)
+        # The dev connect's last step (the session key's authorization) reads the chain too.
+        again = machine.kint("connect", "--dev")
+        assert again.returncode == 2, again.stderr
+        assert "[RPC_UNAVAILABLE]" in again.stderr and "INTERNAL" not in again.stderr, \
+            again.stderr
+        assert "the data key is kept" in again.stderr, again.stderr
+    ok(machine.kint("connect", "--dev"))  # once the devchain answers, the same connect ends
     ok(machine.kint("push"))
 
 
