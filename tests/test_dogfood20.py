@@ -12,19 +12,26 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - `kint connect --dev` (and memory_connect's `dev`) with the devchain down refuses
   RPC_UNAVAILABLE, where the session key's authorization check raised INTERNAL ("a bug
   in kint").
+- A call held by a supervisor stopped (SIGSTOP) is refused naming it, with how to resume
+  it, after 10 s, as a command's start names one, where it waited out the call's whole
+  deadline (100 s for an agent's tool call) and said only that no answer came.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
 
 from chain_machines import new_machine, ok
-from conftest import make_sandbox, write_rules
+from conftest import let_go_on, make_sandbox, write_rules
 from kint.client import KintError
+from kint.supervisor.pidlock import running_pid
 
 RULE = "never ship on a Friday; every release needs a green deadlift test"
 
@@ -108,7 +115,7 @@ def test_the_endpoint_hint_names_where_the_endpoint_was_set():
         assert endpoint_hint(chain(source)) == DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
 
 
-def test_kint_server_tells_the_agent_to_stop_for_a_devchain_that_is_down():
+def test_kint_server_tells_the_agent_to_stop_for_a_devchain_or_a_stopped_supervisor():
     from kint.agent_server.results import agent_error
     from kint.protocol.errors import DEVCHAIN_RPC_HINT, SPACE_RPC_HINT
 
@@ -117,3 +124,27 @@ def test_kint_server_tells_the_agent_to_stop_for_a_devchain_that_is_down():
     space = agent_error("memory_pull", KintError("RPC_UNAVAILABLE", "x", SPACE_RPC_HINT))
     assert space.hint.startswith("call memory_pull again in a minute; if it fails again, "
                                  "stop and tell the human to check the endpoints")
+    stopped = agent_error("memory_status", KintError(
+        "SUPERVISOR_UNAVAILABLE", "the supervisor (pid 7) runs but does not answer",
+        "see /k/supervisor.log; `kill 7` lets the next command start a new one"))
+    assert stopped.hint == ("stop and tell the human: see /k/supervisor.log; `kill 7` lets "
+                            "the next command start a new one")
+
+
+def test_a_call_held_by_a_stopped_supervisor_is_refused_naming_it(machine):
+    machine.call("status", machine.sibyl_db)  # the space's worker is up
+    pid = running_pid(machine.kint_home)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        sent = time.monotonic()
+        with pytest.raises(KintError) as refused:
+            machine.call("status", machine.sibyl_db, timeout_s=90)
+        took = time.monotonic() - sent
+    finally:
+        let_go_on(pid)
+    err = refused.value
+    assert err.code == "SUPERVISOR_UNAVAILABLE", err
+    assert f"(it is stopped: `kill -CONT {pid}` resumes it)" in err.message, err.message
+    assert "it holds status, and whether status ran is unknown" in err.message, err.message
+    assert took < 60, f"refused after {took:.1f}s, not within the call's 92 s"
+    assert machine.call("status", machine.sibyl_db)["worker"]["pid"] > 0  # it serves again

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
+from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, SPACE_RPC_HINT, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
@@ -89,6 +89,10 @@ def agent_error(tool: str, err: KintError) -> KintError:
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
     hint = _AGENT_HINTS.get(said or "")
+    if hint is None and err.code == SupervisorUnavailable.CODE and said:
+        # A supervisor that does not start, or runs stopped or stuck: kint-server cannot
+        # put it right, and the hint says what the human does about it.
+        hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
     if hint is None:
         return err
     return KintError(err.code, err.message, hint_with_notices(hint.format(tool=tool), notices))
