@@ -15,6 +15,8 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - A call held by a supervisor stopped (SIGSTOP) is refused naming it, with how to resume
   it, after 10 s, as a command's start names one, where it waited out the call's whole
   deadline (100 s for an agent's tool call) and said only that no answer came.
+- A verified row's reason stays v0.3.0's sentence ("... anchored on Base") on the
+  devchain, and docs/commands.md says why.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import signal
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -33,7 +36,10 @@ from conftest import let_go_on, make_sandbox, write_rules
 from kint.client import KintError
 from kint.supervisor.pidlock import running_pid
 
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 RULE = "never ship on a Friday; every release needs a green deadlift test"
+# 07-verify.md, "Four statuses per hit": the reason of a verified hit, word for word.
+V030_VERIFIED = "stored text matches the leaf anchored on Base"
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +84,14 @@ def test_supervisor_status_and_reload_with_none_running_refuse_with_the_code(tmp
         as_json = sb.kint(*command, "--json")
         assert as_json.returncode == 3
         assert json.loads(as_json.stdout)["error"] == "SUPERVISOR_UNAVAILABLE"
+
+
+def test_the_verified_reason_is_v030s_sentence_on_the_devchain_and_the_docs_say_why(machine):
+    out = ok(machine.kint("verify", "release rule"))
+    assert f"  verified   entity rules/release-gate: {V030_VERIFIED}\n" in out.stdout, out.stdout
+    commands = " ".join((DOCS / "commands.md").read_text().split())
+    assert ("A verified row's reason is v0.3.0's fixed sentence on every chain, the "
+            "devchain's too (07-verify.md, \"Four statuses per hit\"") in commands
 
 
 def test_a_devchain_that_does_not_answer_is_named_in_the_hint(machine):
