@@ -17,6 +17,9 @@ one on the session's devchain, connected with `--dev` and one row anchored.
   deadline (100 s for an agent's tool call) and said only that no answer came.
 - A verified row's reason stays v0.3.0's sentence ("... anchored on Base") on the
   devchain, and docs/commands.md says why.
+- memory_connect's answers carry `notices` (settings of the call not used) as every
+  other tool's do, and `chain_unreadable` when the key came from this machine's wraps
+  because the chain could not be read, which `kint connect` now prints too.
 """
 
 from __future__ import annotations
@@ -162,3 +165,38 @@ def test_a_call_held_by_a_stopped_supervisor_is_refused_naming_it(machine):
     assert "it holds status, and whether status ran is unknown" in err.message, err.message
     assert took < 60, f"refused after {took:.1f}s, not within the call's 92 s"
     assert machine.call("status", machine.sibyl_db)["worker"]["pid"] > 0  # it serves again
+
+
+def test_memory_connect_says_what_the_other_tools_say(machine):
+    """memory_connect's answers carry the lines about settings the call did not use (as
+    every other tool's do), and a connect from this machine's wraps while the chain could
+    not be read says so, to the agent and on the command line, instead of a plain
+    `connected`."""
+    from mcp_session import AgentProcess
+
+    owner, passphrase = "0x" + "20" * 20, "a vault passphrase for dogfood20"
+    other = machine.home / "other" / "memory.db"  # a space of its own: another tenant's
+    env = {**machine.env, "SIBYL_MEMORY_DB": str(other), "KINT_TENANT": "dogfood20-other",
+           "KINT_QUIET_SECONDS": "5m"}
+    unused = "KINT_QUIET_SECONDS='5m' in this environment is not a number"
+    agent = AgentProcess(env).start()
+    try:
+        made = agent.call("memory_connect", owner=owner, passphrase=passphrase)
+        assert made["ok"] is True and made["dek_source"] == "fresh vault", made
+        assert any(unused in line for line in made["notices"]), made
+        assert "chain_unreadable" not in made, made
+        with devchain_down(machine):
+            again = agent.call("memory_connect", owner=owner, passphrase=passphrase)
+            assert again["ok"] is True and again["dek_source"] == "local wraps", again
+            assert "could not be reached" in again["chain_unreadable"], again
+            by_hand = machine.kint("--db", str(other), "--tenant", "dogfood20-other",
+                                   "connect", "--owner", owner,
+                                   "--smart-account", "--passphrase-stdin",
+                                   input=passphrase + "\n")
+            assert by_hand.returncode == 0, by_hand.stderr
+            assert "\nchain: not read (" in by_hand.stdout, by_hand.stdout
+        plain = agent.call("memory_connect")
+        assert plain["connected"] is True and plain["owner"] == owner, plain
+        assert any(unused in line for line in plain["notices"]), plain
+    finally:
+        agent.close()
