@@ -17,6 +17,9 @@ one on the session's devchain, connected with `--dev` and one row anchored.
   deadline (100 s for an agent's tool call) and said only that no answer came.
 - A verified row's reason stays v0.3.0's sentence ("... anchored on Base") on the
   devchain, and docs/commands.md says why.
+- Connecting a space to another owner than its own is refused with a hint an agent can
+  pass on (KINT_TENANT in kint-server's configuration), not the command line's `--tenant`
+  alone.
 - memory_connect's answers carry `notices` (settings of the call not used) as every
   other tool's do, and `chain_unreadable` when the key came from this machine's wraps
   because the chain could not be read, which `kint connect` now prints too.
@@ -200,3 +203,20 @@ def test_memory_connect_says_what_the_other_tools_say(machine):
         assert any(unused in line for line in plain["notices"]), plain
     finally:
         agent.close()
+
+
+def test_another_owner_is_refused_with_where_the_tenant_is_set(machine):
+    from mcp_session import AgentProcess
+
+    stranger = "0x" + "ab" * 20
+    out = machine.kint("connect", "--owner", stranger, "--smart-account", "--passphrase-stdin",
+                       input="any passphrase\n")
+    assert out.returncode == 2 and "[BAD_REQUEST]" in out.stderr, out.stderr
+    assert "KINT_TENANT in kint-server's MCP configuration" in out.stderr, out.stderr
+    agent = AgentProcess(machine.env).start()
+    try:
+        refused = agent.failed("memory_connect", owner=stranger, passphrase="any passphrase")
+    finally:
+        agent.close()
+    assert refused["error"] == "BAD_REQUEST" and "--tenant" in refused["hint"], refused
+    assert "KINT_TENANT in kint-server's MCP configuration" in refused["hint"], refused

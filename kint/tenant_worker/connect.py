@@ -228,7 +228,9 @@ def _owner_change(ctx: SpaceContext, existing: Enrolment | None, owner: str) -> 
     if ctx.seen_here() > 0 or ctx.state.files["pending"].exists():  # or a push on its way
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"this space is connected to owner {existing.owner}, not {owner}",
-                            "use another tenant (--tenant) for another owner's memory")
+                            "another owner's memory takes a tenant of its own: `kint "
+                            "--tenant T` on the command line, KINT_TENANT in kint-server's "
+                            "MCP configuration (nothing was changed)")
     return existing.owner
 
 
