@@ -20,6 +20,9 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - Connecting a space to another owner than its own is refused with a hint an agent can
   pass on (KINT_TENANT in kint-server's configuration), not the command line's `--tenant`
   alone.
+- A push whose endpoint fails after its epoch was signed (the send or the receipt times
+  out) says the epoch may still land and that the next push or pull settles it, not only
+  that the endpoint did not answer.
 - memory_connect's answers carry `notices` (settings of the call not used) as every
   other tool's do, and `chain_unreadable` when the key came from this machine's wraps
   because the chain could not be read, which `kint connect` now prints too.
@@ -220,3 +223,32 @@ def test_another_owner_is_refused_with_where_the_tenant_is_set(machine):
         agent.close()
     assert refused["error"] == "BAD_REQUEST" and "--tenant" in refused["hint"], refused
     assert "KINT_TENANT in kint-server's MCP configuration" in refused["hint"], refused
+
+
+def test_a_push_whose_send_times_out_says_the_epoch_may_still_land(machine, chain_home):
+    from conftest import sibyl_client
+    from rpc_proxy import RpcProxy
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    store, tenant = machine.home / "slow" / "memory.db", "dogfood20-slow"
+    on_store = ("--db", str(store), "--tenant", tenant)
+    proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    try:
+        ok(machine.kint(*on_store, "connect", "--dev", "--rpc-urls", proxy.url))
+        sibyl_client(store, tenant).set_entity("rules", "slow", {"rule": "sent late"})
+        proxy.set_mode("delay_methods", methods=["eth_sendRawTransaction"], seconds=3)
+        late = machine.kint(*on_store, "push", env={"KINT_RPC_TIMEOUT": "1"})
+        assert late.returncode == 5 and "[RPC_UNAVAILABLE]" in late.stderr, late.stderr
+        assert ("sending a transaction: the endpoint did not answer within KINT_RPC_TIMEOUT"
+                in late.stderr), late.stderr
+        assert ("epoch 1 was signed and may still land: the next push or pull settles it "
+                "against the chain before anything else") in late.stderr, late.stderr
+        proxy.forward()
+        settled = machine.wait_for(
+            lambda: (out := machine.kint(*on_store, "push")).returncode == 0 and out,
+            timeout=60, interval=1, what="the journal settled by the next push")
+        status = json.loads(ok(machine.kint(*on_store, "status", "--json")).stdout)
+        assert status["head"]["seq"] == 1 and status["unanchored"] == 0, (status, settled)
+    finally:
+        proxy.forward()
+        proxy.stop()
