@@ -112,6 +112,10 @@ def test_a_devchain_that_does_not_answer_is_named_in_the_hint(machine):
             assert ("hint: the devchain's endpoint did not answer: `kint devchain status` "
                     "says whether it runs") in out.stderr, (command, out.stderr)
             assert "KINT_RPC_URL" not in out.stderr, (command, out.stderr)
+        doctor = machine.kint("doctor").stdout.splitlines()
+        primary = next(i for i, line in enumerate(doctor) if "rpc primary" in line)
+        assert doctor[primary].startswith("[FAIL] rpc primary: http://127.0.0.1:9"), doctor
+        assert "hint: the devchain's endpoint did not answer" in doctor[primary + 1], doctor
         # The dev connect's last step (the session key's authorization) reads the chain too.
         again = machine.kint("connect", "--dev")
         assert again.returncode == 2, again.stderr
