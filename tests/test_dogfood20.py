@@ -1,4 +1,4 @@
-"""What a day of using kint as an agent does found (session 20's dogfood lane): kint-server
+"""What a day of using kint as an agent found (session 20's dogfood lane): kint-server
 driven over MCP, several Hermes profiles on one supervisor, the supervisor stopped or
 killed under a call, and the devchain as the chain. The cases that need a machine share
 one on the session's devchain, connected with `--dev` and one row anchored.
@@ -8,7 +8,8 @@ one on the session's devchain, connected with `--dev` and one row anchored.
   plain line without the code `--json` carries.
 - RPC_UNAVAILABLE's hint names what set the endpoint that failed (the devchain's record,
   a space's `connect --rpc-urls`, a config file), not KINT_RPC_URL, which was not in force
-  there; kint-server tells the agent to stop and tell the human when the devchain is down.
+  there (`kint doctor`'s rpc primary check too); kint-server tells the agent to stop and
+  tell the human when the devchain is down.
 - `kint connect --dev` (and memory_connect's `dev`) with the devchain down refuses
   RPC_UNAVAILABLE, where the session key's authorization check raised INTERNAL ("a bug
   in kint").
