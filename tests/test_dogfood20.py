@@ -24,6 +24,9 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - A push whose endpoint fails after its epoch was signed (the send or the receipt times
   out) says the epoch may still land and that the next push or pull settles it, not only
   that the endpoint did not answer.
+- kint-server stopped by SIGTERM (or SIGHUP) exits once its goodbye is sent, where its
+  interpreter then waited for good on a thread the event loop left behind: the harness
+  found it still running.
 - memory_connect's answers carry `notices` (settings of the call not used) as every
   other tool's do, and `chain_unreadable` when the key came from this machine's wraps
   because the chain could not be read, which `kint connect` now prints too.
@@ -257,3 +260,36 @@ def test_a_push_whose_send_times_out_says_the_epoch_may_still_land(machine, chai
     finally:
         proxy.forward()
         proxy.stop()
+
+
+def _server_pid(sb) -> int:
+    """The pid of the test's kint-server of `sb` (its launcher, with sb's KINT_HOME)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc.name.isdigit() and b"run_kint_server.py" in (proc / "cmdline").read_bytes()
+                    and str(sb.kint_home).encode() in (proc / "environ").read_bytes()):
+                return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError("no kint-server found")
+
+
+def test_kint_server_exits_on_sigterm_after_asking_for_its_exit_push(machine):
+    from conftest import pid_alive
+    from mcp_session import AgentProcess
+
+    log = machine.kint_home / "supervisor.log"
+    asked_before = log.read_text(errors="replace").count("exit push")
+    agent = AgentProcess(machine.env).start()
+    try:
+        assert agent.call("memory_remember", category="rules", name="before-sigterm",
+                          body={"rule": "written just before the harness stops the server"}
+                          )["ok"] is True
+        pid = _server_pid(machine)
+        os.kill(pid, signal.SIGTERM)
+        machine.wait_for(lambda: not pid_alive(pid), timeout=20, interval=0.1,
+                         what="kint-server gone after SIGTERM")
+    finally:
+        agent.close(timeout=5)
+    machine.wait_for(lambda: log.read_text(errors="replace").count("exit push") > asked_before,
+                     timeout=60, what="the worker's exit push")
