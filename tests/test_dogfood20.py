@@ -27,6 +27,8 @@ one on the session's devchain, connected with `--dev` and one row anchored.
 - kint-server stopped by SIGTERM (or SIGHUP) exits once its goodbye is sent, where its
   interpreter then waited for good on a thread the event loop left behind: the harness
   found it still running.
+- A call of a tool kint-server does not have is refused with a code and a hint naming
+  the tools it serves, where the SDK answered a bare `Unknown tool: NAME` line.
 - memory_connect's answers carry `notices` (settings of the call not used) as every
   other tool's do, and `chain_unreadable` when the key came from this machine's wraps
   because the chain could not be read, which `kint connect` now prints too.
@@ -185,7 +187,7 @@ def test_memory_connect_says_what_the_other_tools_say(machine):
     """memory_connect's answers carry the lines about settings the call did not use (as
     every other tool's do), and a connect from this machine's wraps while the chain could
     not be read says so, to the agent and on the command line, instead of a plain
-    `connected`."""
+    `connected`. The same server refuses a tool it does not have with a code and a hint."""
     from mcp_session import AgentProcess
 
     owner, passphrase = "0x" + "20" * 20, "a vault passphrase for dogfood20"
@@ -209,6 +211,12 @@ def test_memory_connect_says_what_the_other_tools_say(machine):
                                    input=passphrase + "\n")
             assert by_hand.returncode == 0, by_hand.stderr
             assert "\nchain: not read (" in by_hand.stdout, by_hand.stdout
+        unknown = agent.call("memory_nope", query="x")
+        assert unknown["isError"] is True and unknown["code"] == "VALIDATION_ERROR", unknown
+        assert unknown["message"] == "kint-server has no tool 'memory_nope'", unknown
+        assert unknown["hint"].startswith("nothing was done; call one of the tools "
+                                          "tools/list gives: memory_remember"), unknown
+        assert "memory_verify" in unknown["hint"], unknown
         plain = agent.call("memory_connect")
         assert plain["connected"] is True and plain["owner"] == owner, plain
         assert any(unused in line for line in plain["notices"]), plain
