@@ -220,6 +220,12 @@ def test_memory_connect_says_what_the_other_tools_say(machine):
         plain = agent.call("memory_connect")
         assert plain["connected"] is True and plain["owner"] == owner, plain
         assert any(unused in line for line in plain["notices"]), plain
+        # Nothing of the first owner's vault was anchored: the right owner takes the space.
+        right = "0x" + "21" * 20
+        moved = agent.call("memory_connect", owner=right, passphrase=passphrase)
+        assert moved["ok"] is True and moved["owner"] == right, moved
+        assert moved["owner_changed"].startswith(f"this space was connected to owner {owner}"), \
+            moved
     finally:
         agent.close()
 

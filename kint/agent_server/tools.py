@@ -116,10 +116,11 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
         out["note"] = ("a fresh vault: copy the recovery code in that file somewhere that is "
                        "not this machine")
     # What the worker says besides v0.3.0's fields: a chain head it could not read (the key
-    # came from this machine's wraps), a space moved to the chain in force, and the lines
-    # about settings of the call that were not used.
-    out.update({key: result[key] for key in ("chain_unreadable", "chain_moved", "notices")
-                if result.get(key)})
+    # came from this machine's wraps), a space moved to the chain in force or to another
+    # owner (one whose vault this machine held no epoch of), and the lines about settings
+    # of the call that were not used.
+    out.update({key: result[key] for key in ("chain_unreadable", "chain_moved",
+                                             "owner_changed", "notices") if result.get(key)})
     return out
 
 
