@@ -87,6 +87,9 @@ class Client:
         # supervisor binds in one folder for its whole life, so once it has answered, its
         # folder is not looked up again; a supervisor still starting may yet record another.
         self._front: tuple[int, str, str] | None = None
+        # (pid, since): the supervisor holding this client's request, seen stopped
+        # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
+        self._stopped_since: tuple[int, float] | None = None
 
     def _connect(self) -> zmq.Socket:
         """A DEALER on the front socket, if its folder is this user's alone: a socket in a
@@ -238,6 +241,7 @@ class Client:
         sock = self._connect() if fresh_socket else self._socket()
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
+        self._stopped_since = None
         try:
             sock.send(_encoded(request))
             deadline = time.monotonic() + wait_s
@@ -284,4 +288,29 @@ class Client:
             raise SupervisorUnavailable(
                 f"the supervisor (pid {serving}) exited before answering {op}; whether "
                 f"{op} ran is unknown", EXITED_HINT)
-        return now if serving is None else serving
+        holding = now if serving is None else serving
+        if holding > 0:
+            self._refuse_if_stopped(holding, op)
+        return holding
+
+    def _refuse_if_stopped(self, pid: int, op: str) -> None:
+        """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor
+        holding `op` has been stopped (SIGSTOP) for UNREACHABLE_AFTER_S: it answers nothing
+        until someone continues it, which a command cannot tell from the outside. The same
+        bound and words as a command's start finds one stopped (kint.supervisor.autostart),
+        where waiting out the request's whole deadline (up to 100 s for an agent's tool
+        call) said only that no answer came."""
+        from kint.supervisor.autostart import (UNREACHABLE_AFTER_S, process_stopped,
+                                               silent_supervisor)
+
+        if not process_stopped(pid):
+            self._stopped_since = None
+            return
+        now = time.monotonic()
+        if self._stopped_since is None or self._stopped_since[0] != pid:
+            self._stopped_since = (pid, now)
+            return
+        if now - self._stopped_since[1] >= UNREACHABLE_AFTER_S:
+            silent = silent_supervisor(self.home, pid)
+            raise SupervisorUnavailable(f"{silent}; it holds {op}, and whether {op} ran is "
+                                        f"unknown", silent.hint)

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from kint.logs import SERVER_LOG, setup_file_logging
 from kint.paths import home_refusal, kint_home
@@ -118,8 +118,11 @@ def main() -> None:
     boot.start()
     boot.join(max(0.0, deadline - time.monotonic()) + 1.0)
 
+    stopped_by: list[int] = []
+
     def unwind(signum: int, _frame: Any) -> None:
         # Only unwind here: nothing may touch the chain inside a Sibyl write.
+        stopped_by.append(signum)
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, unwind)
@@ -133,6 +136,21 @@ def main() -> None:
         session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()
         log.info("kint-server exits; the exit push is the worker's now")
+        if stopped_by:
+            _exit_now(128 + stopped_by[0])
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process now, once its goodbye is sent. A signal unwinds the event loop from
+    inside, which leaves the SDK's worker threads (anyio's, not daemons) waiting on a queue
+    nothing feeds any more: the interpreter's own exit would wait for them for good, and
+    the harness that sent SIGTERM would find the server still there. What the interpreter
+    runs at exit (Sibyl's write counter, the log's flush) runs first."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -232,8 +232,10 @@ def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_pr
     plain, through_click = script("supervisor", "status"), sandbox.kint("--debug", "supervisor",
                                                                          "status")
     assert plain.returncode == through_click.returncode == 3
-    assert plain.stderr == through_click.stderr == (f"kint: no supervisor is running for "
-                                                    f"{sandbox.kint_home}\n")
+    assert plain.stderr == through_click.stderr == (
+        f"kint: error: no supervisor is running for {sandbox.kint_home} "
+        f"[SUPERVISOR_UNAVAILABLE]\nhint: `kint supervisor start` starts one (so does any "
+        f"command that needs it)\n")
     write_store(sandbox.sibyl_db)
     sandbox.start()
     sandbox.call("status", sandbox.sibyl_db)

@@ -192,7 +192,8 @@ def test_a_kint_home_given_with_an_unexpanded_tilde_is_under_home(sandbox):
     is the folder a shell would have made of it: HOME's `kh`, not a `~` folder here."""
     out = sandbox.kint("supervisor", "status", env={"KINT_HOME": "~/kh"})
     assert out.returncode == 3, out.stderr
-    assert out.stderr.strip() == f"kint: no supervisor is running for {sandbox.home / 'kh'}"
+    assert out.stderr.splitlines()[0] == (f"kint: error: no supervisor is running for "
+                                          f"{sandbox.home / 'kh'} [SUPERVISOR_UNAVAILABLE]")
 
 
 def permissions_check(sandbox) -> dict:

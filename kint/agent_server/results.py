@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
-from kint.protocol.errors import (ARCHIVE_HINT, DEFAULT_HINTS, REORG_HINT, ErrorCode,
+from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
+from kint.protocol.errors import (ARCHIVE_HINT, DEFAULT_HINTS, DEVCHAIN_RPC_HINT, REORG_HINT,
+                                  SPACE_RPC_HINT, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -73,6 +74,10 @@ _AGENT_HINTS = {
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
+    # A devchain that stopped does not come back by itself: the human starts it.
+    DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
+    SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
+                    f"human to {SPACE_RPC_HINT}",
 }
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
 # the agent is told to stop, with what the human is to do.
@@ -89,6 +94,10 @@ def agent_error(tool: str, err: KintError) -> KintError:
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
     hint = _AGENT_HINTS.get(said or "")
+    if hint is None and err.code == SupervisorUnavailable.CODE and said:
+        # A supervisor that does not start, or runs stopped or stuck: kint-server cannot
+        # put it right, and the hint says what the human does about it.
+        hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
     if hint is None:
         return err
     return KintError(err.code, err.message, hint_with_notices(hint.format(tool=tool), notices))

@@ -108,6 +108,13 @@ def serve(mcp: FastMCP, tools: list[KintTool],
                                                                        *listed]}))
 
     gate = Gate()
+    sibyl_names: list[str] = []
+
+    async def sibyls_names() -> list[str]:
+        """The names of Sibyl's tools, as its server lists them (asked once)."""
+        if not sibyl_names:
+            sibyl_names.extend(t.name for t in await mcp.list_tools())
+        return sibyl_names
 
     def run_kints(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
         refused = before_call(tool.name)
@@ -134,6 +141,8 @@ def serve(mcp: FastMCP, tools: list[KintTool],
                 answer = await work
                 reports.cancel_scope.cancel()
             return types.ServerResult(answer)
+        if name not in await sibyls_names():
+            return types.ServerResult(result(unknown_tool(name, [*sibyl_names, *by_name])))
         # Sibyl's run on the loop, as FastMCP runs its synchronous tools, and behind the
         # gate with the check before them: a Sibyl write never overlaps a kint call (a pull
         # swaps or closes the client it writes to). The check may ask the worker (a store
@@ -181,6 +190,16 @@ def result(payload: dict[str, Any]) -> types.CallToolResult:
     text = json.dumps(payload, indent=2, ensure_ascii=False, default=str)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                 structuredContent=payload, isError=not payload["ok"])
+
+
+def unknown_tool(name: str, served: list[str]) -> dict[str, Any]:
+    """A call of a tool this server does not have, refused as a bad argument is (the SDK's
+    own answer is a bare `Unknown tool` line without a code or a next step)."""
+    shown = name if len(name) <= 64 else name[:64] + "..."
+    return {"ok": False, "code": VALIDATION_CODE, "error": VALIDATION_ERROR,
+            "message": f"kint-server has no tool {shown!r}",
+            "hint": f"nothing was done; call one of the tools tools/list gives: "
+                    f"{', '.join(served)}"}
 
 
 def refusal(tool: KintTool, err: ValidationError) -> dict[str, Any]:

@@ -89,9 +89,11 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
     if recovery_code is None and passphrase is None and not dev:
         status = session.call("status", {"keys": True}, timeout_s=30)
         known = status.get("owner") or owner
+        # The lines about settings of the call that were not used, as every tool has them.
+        noted = {"notices": status["notices"]} if status.get("notices") else {}
         if status.get("data_key_cached") and status.get("owner"):
-            return {"connected": True, "owner": status["owner"]}
-        return {"connected": False, "owner": known, "human_steps": human_steps(known)}
+            return {"connected": True, "owner": status["owner"], **noted}
+        return {"connected": False, "owner": known, "human_steps": human_steps(known), **noted}
     args: dict[str, Any] = {}
     if dev:
         args["dev"] = True
@@ -113,6 +115,12 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
         out["recovery_code_file"] = result["recovery_file"]
         out["note"] = ("a fresh vault: copy the recovery code in that file somewhere that is "
                        "not this machine")
+    # What the worker says besides v0.3.0's fields: a chain head it could not read (the key
+    # came from this machine's wraps), a space moved to the chain in force or to another
+    # owner (one whose vault this machine held no epoch of), and the lines about settings
+    # of the call that were not used.
+    out.update({key: result[key] for key in ("chain_unreadable", "chain_moved",
+                                             "owner_changed", "notices") if result.get(key)})
     return out
 
 

@@ -257,6 +257,9 @@ def print_connected(result: dict) -> None:
                f"from {result['source']}")
     for line in fresh_vault_lines(result):
         click.echo(line)
+    if result.get("chain_unreadable"):
+        click.echo(f"chain: not read ({result['chain_unreadable']}): the data key came from "
+                   f"this machine's own wraps")
     if result.get("chain_moved"):
         click.echo(f"chain: {result['chain_moved']}")
     if result.get("owner_changed"):

@@ -10,7 +10,7 @@ import click
 
 from kint import render
 from kint.client import KintError, SupervisorUnavailable
-from kint.commands.common import (Ctx, echo_json, fail, json_option, json_refusals, refuse,
+from kint.commands.common import (Ctx, echo_json, fail, json_option, refuse,
                                   usage_error)
 from kint.commands.exit_codes import NO_SUPERVISOR
 from kint.paths import kint_home, log_path
@@ -154,12 +154,8 @@ def supervisor_reload(obj: Ctx, as_json: bool) -> None:
     client = obj.client(autostart=False)
     if not client.ping(1.0):
         _refuse_if_silent(obj)
-        if json_refusals():
-            refuse(SupervisorUnavailable.CODE, f"no supervisor is running for {kint_home()}",
-                   "the next one reads the config file when it starts", NO_SUPERVISOR)
-        click.echo(f"kint: no supervisor is running for {kint_home()}; the next one reads "
-                   f"the config file when it starts", err=True)
-        sys.exit(NO_SUPERVISOR)
+        refuse(SupervisorUnavailable.CODE, f"no supervisor is running for {kint_home()}",
+               "the next one reads the config file when it starts", NO_SUPERVISOR)
     try:
         result = client.call("sup.reload", timeout_s=10)
     except KintError as err:

@@ -27,6 +27,7 @@ from kint.paths import home_refusal, kint_home
 
 _PLAIN_FORMS = {("supervisor", "status"): False, ("supervisor", "status", "--json"): True}
 _CLEAR_SCREEN = "\033[2J\033[1;1H"
+NONE_RUNNING_HINT = "`kint supervisor start` starts one (so does any command that needs it)"
 
 
 def plain_form(argv: list[str]) -> bool | None:
@@ -91,12 +92,14 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                     _err(render.refusal_text(SupervisorUnavailable.CODE, str(silent),
                                              silent.hint))
                 return DEGRADED
+            # The same refusal either way, its code and hint with it: a script that reads
+            # stderr finds the code the JSON object carries.
+            message = f"no supervisor is running for {home}"
             if as_json:  # a script reads one object whichever way the command ends
-                _refusal_json(SupervisorUnavailable.CODE,
-                              f"no supervisor is running for {home}", "`kint supervisor "
-                              "start` starts one (so does any command that needs it)")
+                _refusal_json(SupervisorUnavailable.CODE, message, NONE_RUNNING_HINT)
             else:
-                _err(f"kint: no supervisor is running for {home}")
+                _err(render.refusal_text(SupervisorUnavailable.CODE, message,
+                                         NONE_RUNNING_HINT))
             return NO_SUPERVISOR
         try:
             status = client.call("sup.status", timeout_s=5)

@@ -112,6 +112,14 @@ REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --
               "if it answers the same, the chain lost those epochs; their rows are still in "
               "this store, and kint changes nothing while its record is ahead of the chain")
 
+# RPC_UNAVAILABLE's hint where no KINT_RPC_URL sets the endpoint that failed, so that the
+# hint names what does (kint.tenant_worker.rpc_hint): the devchain's record, or the
+# endpoints a space was given when it connected.
+DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
+                     "whether it runs (`kint devchain start` starts it), then try again")
+SPACE_RPC_HINT = ("check the endpoints this space was given by `kint connect --rpc-urls` "
+                  "and that they answer, then try again")
+
 
 # A reply's error carries one hint string. A refusal also carries the lines about settings
 # of the call that were not used (kint.settings.wire, each `kint: ...`): they ride under the

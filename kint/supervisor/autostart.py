@@ -225,11 +225,17 @@ def _last_words(home: Path) -> str:
     return f": {lines[-1].strip()[:300]}" if lines else ""
 
 
-def _stopped_note(pid: int) -> str:
-    """' (it is stopped)' when /proc says the process is stopped (SIGSTOP, a debugger)."""
+def process_stopped(pid: int) -> bool:
+    """Whether /proc says `pid` is stopped (SIGSTOP, a debugger); False where there is no
+    /proc to ask, or no such process."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
             state = fh.read().rsplit(")", 1)[-1].split()[0]
     except (OSError, IndexError):
-        return ""
-    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if state in ("T", "t") else ""
+        return False
+    return state in ("T", "t")
+
+
+def _stopped_note(pid: int) -> str:
+    """' (it is stopped)' when /proc says the process is stopped (SIGSTOP, a debugger)."""
+    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if process_stopped(pid) else ""

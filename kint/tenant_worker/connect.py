@@ -46,6 +46,7 @@ from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
 from kint.chain.config import ChainConfig
+from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
@@ -113,6 +114,8 @@ def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, f"the chain refused: {err}") from None
     except devchain.DevchainError as err:  # `--dev`'s own calls: the devchain's code and hint
         raise ProtocolError(err.code, str(err), err.hint) from None
+    except RpcUnavailable as err:  # a chain call no step above turned into a refusal of its own
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
 
 
 def _owner(args: dict[str, Any]) -> str:
@@ -221,9 +224,8 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                    args.get("extra_passphrase"))
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
                           found, wraps)
-    if dev_account is not None and not anchor.can_write(owner, session_address):
-        say(ctx, "authorizing this machine's session key on the devchain")
-        dev_owner.authorize(anchor, chain.rpc_urls[0], dev_account, session_address)
+    if dev_account is not None:
+        _authorize_on_devchain(ctx, anchor, chain, owner, dev_account, session_address)
     log.info("space %s connected: owner %s, data key from %s", cfg.space16, owner,
              found.source)
     return {"connected": True, "owner": owner, "space": cfg.space16, "source": found.source,
@@ -249,7 +251,9 @@ def _owner_change(ctx: SpaceContext, existing: Enrolment | None, owner: str) -> 
     if ctx.seen_here() > 0 or ctx.state.files["pending"].exists():  # or a push on its way
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"this space is connected to owner {existing.owner}, not {owner}",
-                            "use another tenant (--tenant) for another owner's memory")
+                            "another owner's memory takes a tenant of its own: `kint "
+                            "--tenant T` on the command line, KINT_TENANT in kint-server's "
+                            "MCP configuration (nothing was changed)")
     return existing.owner
 
 
@@ -267,6 +271,22 @@ def _owner_changed_words(ctx: SpaceContext, old: str | None,
         words += (f"; {stale} still holds that vault's recovery code: `kint recovery-code` "
                   f"writes this one's")
     return words
+
+
+def _authorize_on_devchain(ctx: SpaceContext, anchor: Anchor, chain: ChainConfig, owner: str,
+                           dev_account: LocalAccount, session_address: str) -> None:
+    """`--dev`'s last step: the throwaway owner authorizes this machine's session key, unless
+    the chain says it may write already. The data key and the enrolment are kept by then,
+    so a devchain that does not answer here is said as that (RPC_UNAVAILABLE, the hint
+    naming the devchain), and the same connect run again once it answers finishes it."""
+    try:
+        if not anchor.can_write(owner, session_address):
+            say(ctx, "authorizing this machine's session key on the devchain")
+            dev_owner.authorize(anchor, chain.rpc_urls[0], dev_account, session_address)
+    except RpcUnavailable as err:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the data key is kept, but the session key's authorization "
+                            f"could not be checked: {err}") from None
 
 
 def _may_have_started(existing: Enrolment | None) -> bool:

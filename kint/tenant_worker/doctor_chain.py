@@ -34,6 +34,7 @@ from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.rpc_hint import GENERIC, endpoint_hint
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -103,9 +104,10 @@ def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bo
     try:
         answered = anchor.chain_id()
     except CHAIN_READ_FAILED as err:
+        named = endpoint_hint(chain)  # the devchain's record, a space's, a file's table
         return check("rpc primary", False, f"{where}: {err}",
                      "check KINT_RPC_URL, or the endpoints given to `kint connect "
-                     "--rpc-urls`"), False
+                     "--rpc-urls`" if named == GENERIC else named), False
     wrong = on_other_chain(chain, {0: answered})
     if wrong is not None:
         return check("rpc primary", False, *wrong), True

@@ -24,6 +24,7 @@ from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.rpc_hint import name_the_endpoint
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
@@ -319,7 +320,11 @@ def with_settings(op: str, handler: Handler) -> Handler:
         try:
             try:
                 with settings.overlay(values):
-                    result = handler(ctx, args)
+                    try:
+                        result = handler(ctx, args)
+                    except ProtocolError as err:
+                        name_the_endpoint(ctx, err)
+                        raise
             except SibylMemoryError as err:
                 raise sibyl_refusal(op, err) from err
         except ProtocolError as err:

@@ -61,6 +61,11 @@ SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot 
                            "`kint push` splits the changes across epochs")
 
 
+# A push whose endpoint failed after its epoch was signed and journalled (pending.py).
+MAY_STILL_LAND = ("epoch {seq} was signed and may still land: the next push or pull "
+                  "settles it against the chain before anything else, so it is never "
+                  "anchored twice")
+
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
              "exit": "the exit push"}
@@ -264,6 +269,11 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
     except ChainRefused as err:
         remove_file(state.files["pending"])
         raise refused(err) from None
+    except RpcUnavailable as err:
+        # Signed, journalled and perhaps sent: said so, where the endpoint's words alone
+        # read as if nothing had left this machine.
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"{err}; {MAY_STILL_LAND.format(seq=seq)}") from None
     return record_landed(ctx, anchor, pending, receipt)
 
 
