@@ -189,12 +189,16 @@ def test_a_value_the_worker_refuses_names_the_tool_to_call_again(agent):
     """The worker's own check of a value (a NUL in the query, a recovery code that is not
     one) says what to fix, and its hint is the agent's next call, not a command line."""
     owner = agent.call("memory_status")["owner"] or "0x" + "1" * 40
-    for tool, args in (("memory_verify", {"query": "release\x00rule"}),
-                       ("memory_connect", {"owner": owner, "recovery_code": "not a code"})):
-        payload = agent.failed(tool, **args)
-        assert payload["hint"] == (f"nothing was done; call {tool} again with the value named "
-                                   f"above corrected"), payload
-        assert "kint COMMAND" not in payload["hint"]
+    payload = agent.failed("memory_verify", query="release\x00rule")
+    assert payload["hint"] == ("nothing was done; call memory_verify again with the value named "
+                               "above corrected"), payload
+    # A recovery code the human gave: the agent asks for it again (the CLI's hint says which
+    # file to copy it from).
+    payload = agent.failed("memory_connect", owner=owner, recovery_code="not a code")
+    assert payload["hint"] == ("nothing was done; ask the human for the recovery code again "
+                               "(the last line of RECOVERY-<space16>.txt) and call "
+                               "memory_connect again with it"), payload
+    assert "kint COMMAND" not in payload["hint"]
 
 
 def test_a_refusals_notices_are_their_own_field_beside_the_agents_hint(agent):
@@ -213,6 +217,7 @@ def test_a_refusals_notices_are_their_own_field_beside_the_agents_hint(agent):
         payload = offline.failed("memory_connect", owner=owner, recovery_code="not a code")
     finally:
         offline.close()
-    assert payload["hint"] == ("nothing was done; call memory_connect again with the value "
-                               "named above corrected"), payload
+    assert payload["hint"] == ("nothing was done; ask the human for the recovery code again "
+                               "(the last line of RECOVERY-<space16>.txt) and call "
+                               "memory_connect again with it"), payload
     assert payload.get("notices") == [notice], payload

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
-from kint.protocol.errors import (ARCHIVE_HINT, DEFAULT_HINTS, DEVCHAIN_RPC_HINT, REORG_HINT,
-                                  SPACE_RPC_HINT, ErrorCode,
+from kint.protocol.errors import (ARCHIVE_HINT, DEFAULT_HINTS, DEVCHAIN_RPC_HINT,
+                                  RECOVERY_CODE_HINT, REORG_HINT, SPACE_RPC_HINT, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -71,6 +71,9 @@ _AGENT_HINTS = {
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
+    # The code came from the human: the agent cannot copy it again itself.
+    RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
+                        "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],

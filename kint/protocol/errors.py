@@ -112,6 +112,12 @@ REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --
               "if it answers the same, the chain lost those epochs; their rows are still in "
               "this store, and kint changes nothing while its record is ahead of the chain")
 
+# A recovery code that is not one, or whose checksum fails: where to copy it from again
+# (named here, as the two above, so that kint-server gives an agent its own next step).
+RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<space16>.txt, "
+                      "written where the vault started (or by `kint recovery-code` on a "
+                      "machine that holds the data key)")
+
 # RPC_UNAVAILABLE's hint where no KINT_RPC_URL sets the endpoint that failed, so that the
 # hint names what does (kint.tenant_worker.rpc_hint): the devchain's record, or the
 # endpoints a space was given when it connected.

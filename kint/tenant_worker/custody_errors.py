@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kint.custody import errors as e
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import RECOVERY_CODE_HINT
 
 _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.SessionKeyMissing, ErrorCode.NO_SESSION_KEY),
@@ -31,10 +32,6 @@ REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its sou
 SIGNATURE_HINT = ("give the whole signature the wallet printed for `kint canonical-payload "
                   "--owner ADDRESS` (0x and 130 hex characters), on stdin with --signature - "
                   "or in a file with --signature-file")
-# A recovery code that is not one, or whose checksum fails: where to copy it from again.
-RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<space16>.txt, "
-                      "written where the vault started (or by `kint recovery-code` on a "
-                      "machine that holds the data key)")
 
 
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
