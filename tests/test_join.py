@@ -71,10 +71,10 @@ def _rows(sb) -> list[tuple]:
         conn.close()
 
 
-def _join(sb, account, *extra: str):
+def _join(sb, account, *extra: str, env: dict[str, str] | None = None):
     payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
     return sb.kint("join", "--owner", account.address, "--signature", "-", *extra,
-                   input=wallet_signature(account, payload) + "\n", timeout=300)
+                   input=wallet_signature(account, payload) + "\n", timeout=300, env=env)
 
 
 def _lines(out) -> list[str]:
@@ -218,6 +218,39 @@ def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine
             assert json.loads(enrol.read_text())["rpc_urls"] == [proxy.url]
         finally:
             enrol.write_text(kept)
+
+
+def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
+        vault, machine_b, chain_home):
+    """join's own reads (the contract it names, the vault's head, the session key's facts)
+    go where its connect and restore go: the space's worker, with the running supervisor's
+    settings. A dead endpoint and another contract in join's environment only (its
+    supervisor runs without them) stopped it at `vault: cannot read the chain head`, where
+    `kint connect` from the same shell ran; and it named a contract its worker does not
+    read. Now it runs to its end, names the space's contract, and says once of each value
+    that it is not used, in the line `kint connect` prints."""
+    _, account, _ = vault
+    b = machine_b
+    dead, contract = "http://127.0.0.1:1", "0x" + "12" * 20
+    anchor = devchain_anchor(chain_home)
+    label = b.label(b.sibyl_db)
+    for extra in ((), ("--json",)):
+        out = _join(b, account, "--no-setup", *extra,
+                    env={"KINT_RPC_URL": dead, "KINT_CONTRACT": contract})
+        assert out.returncode == 0, out.stdout + out.stderr
+        said = out.stderr.splitlines()
+        for name, value in (("KINT_RPC_URL", dead), ("KINT_CONTRACT", contract)):
+            unused = f"kint: {name}={value} in this environment is not used: space {label} "
+            assert [l.startswith(unused) for l in said].count(True) == 1, out.stderr
+        if extra:
+            joined = json.loads(out.stdout)
+            assert joined["contract"] == anchor.address, joined
+            assert joined["vault"]["head_seq"] == 1 and joined["writes"]["on"] is not None
+            continue
+        lines = _lines(out)
+        assert lines[2] == f"      contract {anchor.address}, store {b.sibyl_db}", lines
+        assert lines[5].startswith("vault: head epoch 1 at block "), lines
+        assert lines[-1] == "writes: on" or lines[-2] == WRITES_OFF, lines
 
 
 def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b):
