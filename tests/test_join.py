@@ -251,6 +251,29 @@ def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
         assert lines[2] == f"      contract {anchor.address}, store {b.sibyl_db}", lines
         assert lines[5].startswith("vault: head epoch 1 at block "), lines
         assert lines[-1] == "writes: on" or lines[-2] == WRITES_OFF, lines
+    # KINT_OFFLINE travels with the call, as every call setting does: join refuses it.
+    out = _join(b, account, "--no-setup", env={"KINT_OFFLINE": "1"})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[:2] == [
+        "join stopped at vault: KINT_OFFLINE=1, and join reads the chain head and restores "
+        "from the chain [BAD_REQUEST]", "hint: unset KINT_OFFLINE"], out.stderr
+
+
+def test_the_workers_join_chain_op_checks_the_addresses_it_is_sent(vault, machine_b):
+    """The op behind join's chain reads puts the owner and the session key into chain
+    calls: one that is not an address is refused by name, before any read."""
+    from kint.client import KintError
+
+    _, account, _ = vault
+    b = machine_b
+    for args, name in (({"owner": account.address, "key": "0x1234"}, "key"),
+                       ({"owner": "not an owner", "head": True}, "owner"),
+                       ({"head": True}, "owner")):
+        with pytest.raises(KintError) as refused:
+            b.call("join_chain", b.sibyl_db, args=args)
+        assert refused.value.code == "BAD_REQUEST", refused.value.message
+        assert f"argument {name!r} must be an address" in refused.value.message
+    assert b.call("join_chain", b.sibyl_db, args={})["devchain"] is True
 
 
 def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b):

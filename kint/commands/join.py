@@ -259,15 +259,16 @@ def _writes(obj: Ctx, devchain: bool, owner: str, address: str, base_account: bo
     def unread(err: KintError) -> NoReturn:
         raise _Unread(f"{err.message} [{err.code}]")
 
+    who = "the chain"
     try:
         read = _read_chain(obj, STEP_REPORT, {"owner": owner, "key": address}, unread)
         error = read.get("key_error")
-    except _Unread as err:
-        read, error = {}, str(err)
+    except _Unread as err:  # the worker refused the read (or is down): join is done anyway
+        read, error, who = {}, str(err), "the space's worker"
     if error is not None:
-        nxt = "kint session-key show, once the chain answers"
+        nxt = f"kint session-key show, once {who} answers"
         said.step("writes", {"on": None, "error": error, "next": nxt},
-                  f"writes: unknown, the chain did not answer ({error}); reads work now",
+                  f"writes: unknown, {who} did not answer ({error}); reads work now",
                   f"next: {nxt}")
         return
     facts = read["key"]
