@@ -59,18 +59,18 @@ def _address(name: str, value: str | None) -> str:
 
 def _head(anchor: Any, owner: str, space_id: str) -> dict[str, int]:
     """The head's seq and block, or join's vault-step refusals: an endpoint that does not
-    answer, a contract that does not answer as EpochAnchor."""
+    answer (its hint naming what set it), a contract that does not answer as EpochAnchor."""
     from web3.exceptions import Web3Exception
 
     from kint.chain.calls import ChainRefused
     from kint.chain.rpc import RpcUnavailable
+    from kint.tenant_worker.rpc_hint import endpoint_hint
 
     try:
         head = anchor.head(owner, space_id)
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
-                            "try again, or give the space another endpoint (`kint config "
-                            "show` says where its KINT_RPC_URL comes from)") from None
+                            endpoint_hint(anchor.config)) from None
     except (ChainRefused, Web3Exception) as err:
         raise ProtocolError(ErrorCode.CONFIG_INVALID, f"the contract at {anchor.address} did "
                             f"not answer as EpochAnchor ({type(err).__name__})",
