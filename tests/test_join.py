@@ -17,10 +17,12 @@ from eth_account import Account
 from chain_machines import (RULE_1, authorize_machine, devchain_anchor, kjson, new_machine, ok,
                             owner_account, wallet_signature)
 from conftest import kint_loading, make_sandbox, sibyl_client, write_store
+from kint.protocol.errors import SPACE_RPC_HINT
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id
 
 MIN_WEI = 2 * 10**13  # 0.00002 ETH
+DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
               "reads work now")
 
@@ -216,6 +218,15 @@ def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine
             # and restore read no balance.
             assert "eth_getBalance" in proxy.calls, proxy.calls
             assert json.loads(enrol.read_text())["rpc_urls"] == [proxy.url]
+            # Those endpoints dead: the vault step's hint names them, not KINT_RPC_URL,
+            # which sets no endpoint of this space.
+            enrol.write_text(json.dumps({**json.loads(kept), "rpc_urls": [DEAD]}))
+            out = _join(b, account, "--no-setup")
+            assert out.returncode == 2, out.stdout + out.stderr
+            stopped, hint = out.stderr.splitlines()[:2]
+            assert stopped.startswith("join stopped at vault: cannot read the chain head: ")
+            assert stopped.endswith(" [RPC_UNAVAILABLE]"), out.stderr
+            assert hint == f"hint: {SPACE_RPC_HINT}", out.stderr
         finally:
             enrol.write_text(kept)
 
@@ -231,7 +242,7 @@ def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
     that it is not used, in the line `kint connect` prints."""
     _, account, _ = vault
     b = machine_b
-    dead, contract = "http://127.0.0.1:1", "0x" + "12" * 20
+    dead, contract = DEAD, "0x" + "12" * 20
     anchor = devchain_anchor(chain_home)
     label = b.label(b.sibyl_db)
     for extra in ((), ("--json",)):
