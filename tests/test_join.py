@@ -17,10 +17,12 @@ from eth_account import Account
 from chain_machines import (RULE_1, authorize_machine, devchain_anchor, kjson, new_machine, ok,
                             owner_account, wallet_signature)
 from conftest import kint_loading, make_sandbox, sibyl_client, write_store
+from kint.protocol.errors import SPACE_RPC_HINT
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id
 
 MIN_WEI = 2 * 10**13  # 0.00002 ETH
+DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
               "reads work now")
 
@@ -71,10 +73,10 @@ def _rows(sb) -> list[tuple]:
         conn.close()
 
 
-def _join(sb, account, *extra: str):
+def _join(sb, account, *extra: str, env: dict[str, str] | None = None):
     payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
     return sb.kint("join", "--owner", account.address, "--signature", "-", *extra,
-                   input=wallet_signature(account, payload) + "\n", timeout=300)
+                   input=wallet_signature(account, payload) + "\n", timeout=300, env=env)
 
 
 def _lines(out) -> list[str]:
@@ -216,8 +218,73 @@ def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine
             # and restore read no balance.
             assert "eth_getBalance" in proxy.calls, proxy.calls
             assert json.loads(enrol.read_text())["rpc_urls"] == [proxy.url]
+            # Those endpoints dead: the vault step's hint names them, not KINT_RPC_URL,
+            # which sets no endpoint of this space.
+            enrol.write_text(json.dumps({**json.loads(kept), "rpc_urls": [DEAD]}))
+            out = _join(b, account, "--no-setup")
+            assert out.returncode == 2, out.stdout + out.stderr
+            stopped, hint = out.stderr.splitlines()[:2]
+            assert stopped.startswith("join stopped at vault: cannot read the chain head: ")
+            assert stopped.endswith(" [RPC_UNAVAILABLE]"), out.stderr
+            assert hint == f"hint: {SPACE_RPC_HINT}", out.stderr
         finally:
             enrol.write_text(kept)
+
+
+def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
+        vault, machine_b, chain_home):
+    """join's own reads (the contract it names, the vault's head, the session key's facts)
+    go where its connect and restore go: the space's worker, with the running supervisor's
+    settings. A dead endpoint and another contract in join's environment only (its
+    supervisor runs without them) stopped it at `vault: cannot read the chain head`, where
+    `kint connect` from the same shell ran; and it named a contract its worker does not
+    read. Now it runs to its end, names the space's contract, and says once of each value
+    that it is not used, in the line `kint connect` prints."""
+    _, account, _ = vault
+    b = machine_b
+    dead, contract = DEAD, "0x" + "12" * 20
+    anchor = devchain_anchor(chain_home)
+    label = b.label(b.sibyl_db)
+    for extra in ((), ("--json",)):
+        out = _join(b, account, "--no-setup", *extra,
+                    env={"KINT_RPC_URL": dead, "KINT_CONTRACT": contract})
+        assert out.returncode == 0, out.stdout + out.stderr
+        said = out.stderr.splitlines()
+        for name, value in (("KINT_RPC_URL", dead), ("KINT_CONTRACT", contract)):
+            unused = f"kint: {name}={value} in this environment is not used: space {label} "
+            assert [l.startswith(unused) for l in said].count(True) == 1, out.stderr
+        if extra:
+            joined = json.loads(out.stdout)
+            assert joined["contract"] == anchor.address, joined
+            assert joined["vault"]["head_seq"] == 1 and joined["writes"]["on"] is not None
+            continue
+        lines = _lines(out)
+        assert lines[2] == f"      contract {anchor.address}, store {b.sibyl_db}", lines
+        assert lines[5].startswith("vault: head epoch 1 at block "), lines
+        assert lines[-1] == "writes: on" or lines[-2] == WRITES_OFF, lines
+    # KINT_OFFLINE travels with the call, as every call setting does: join refuses it.
+    out = _join(b, account, "--no-setup", env={"KINT_OFFLINE": "1"})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[:2] == [
+        "join stopped at vault: KINT_OFFLINE=1, and join reads the chain head and restores "
+        "from the chain [BAD_REQUEST]", "hint: unset KINT_OFFLINE"], out.stderr
+
+
+def test_the_workers_join_chain_op_checks_the_addresses_it_is_sent(vault, machine_b):
+    """The op behind join's chain reads puts the owner and the session key into chain
+    calls: one that is not an address is refused by name, before any read."""
+    from kint.client import KintError
+
+    _, account, _ = vault
+    b = machine_b
+    for args, name in (({"owner": account.address, "key": "0x1234"}, "key"),
+                       ({"owner": "not an owner", "head": True}, "owner"),
+                       ({"head": True}, "owner")):
+        with pytest.raises(KintError) as refused:
+            b.call("join_chain", b.sibyl_db, args=args)
+        assert refused.value.code == "BAD_REQUEST", refused.value.message
+        assert f"argument {name!r} must be an address" in refused.value.message
+    assert b.call("join_chain", b.sibyl_db, args={})["devchain"] is True
 
 
 def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b):

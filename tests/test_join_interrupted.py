@@ -122,8 +122,9 @@ def test_a_join_again_while_the_interrupted_connect_runs_names_what_runs(machine
 
 
 def test_ctrl_c_at_the_vault_step_names_it(machine):
-    """The vault step reads the chain head in join's own process: Ctrl-C there names it
-    too (no worker request goes on)."""
+    """The vault step's head read (the space's worker's `join_chain`, a read that changes
+    nothing wherever it ends): Ctrl-C there names the step, and only says to run join
+    again."""
     sb, proxy = machine
     seen = len(proxy.calls)
     proxy.set_mode("delay_methods", methods=["eth_call"], seconds=HOLD_S)

@@ -150,11 +150,14 @@ def sent_settings(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_notices(result: dict[str, Any]) -> dict[str, Any]:
-    """Print, on stderr, the worker's lines about settings it did not use (one each)."""
+    """Print, on stderr, the worker's lines about settings it did not use (one each, once
+    per command: `kint join` asks its space's worker several times, and each answer says
+    the same of the same environment)."""
     from kint.settings.complaints import printed
 
     for line in result.pop("notices", None) or []:
         if line not in printed:
+            printed.add(line)
             click.echo(line, err=True)
     return result
 

@@ -4,15 +4,21 @@ Five steps, each reading the state first so a second run resumes instead of star
 then a report:
 
 1. session key: kept when there is one, else created (kint.custody.session_key);
-2. vault: the chain head for (owner, space) is read here; with no epochs it stops, unless
-   `--new-vault` (or this machine already holds a vault for that owner and space);
+2. vault: the chain head for (owner, space), read by the worker's `join_chain` op; with no
+   epochs it stops, unless `--new-vault` (or this machine already holds a vault for that
+   owner and space);
 3. connect: the worker's `connect` op, with the same three ways in as `kint connect`
    (`connect_args`), reported on one line (`joined_lines`);
 4. restore: the worker's `pull` op, `--full` and `--discard-local` passed through;
 5. harnesses: kint-server registered through `kint setup` (kint.commands.setup), with
    KINT_TENANT pinned to the tenant joined;
 6. report: `writes: on` when the session key may push for the owner and holds at least
-   0.00002 ETH, else `writes: off until ...` and a `next:` line.
+   0.00002 ETH (its facts read by `join_chain` too), else `writes: off until ...` and a
+   `next:` line.
+
+Every chain read is the space's worker's (`_read_chain`), so join reads the chain where its
+connect and restore do, whatever this process's environment says (a KINT_RPC_URL or
+KINT_CONTRACT the worker does not use is said in one line, as for `kint connect`).
 
 It sends no transaction. Each step says its lines as it goes (`Said`); with `--json`
 nothing is said until one object at the end, each step's result under its name. A failure
@@ -30,11 +36,11 @@ from typing import Any, Callable, NoReturn
 
 import click
 
-from kint import render, settings, spaces
+from kint import render, spaces
 from kint.client import KintError
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   json_refusals, refuse, refuse_blank_space_options,
-                                  resolve_space, usage_error, worker_hint)
+                                  resolve_space, space_call, usage_error, worker_hint)
 from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, exit_code_for,
                                       interrupted_words)
@@ -43,7 +49,7 @@ from kint.commands.secrets import signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
 from kint.harnesses import parse_env, pin_flag
 from kint.paths import kint_home, space_files
-from kint.protocol.errors import ErrorCode, ProtocolError, split_notices
+from kint.protocol.errors import ErrorCode, split_notices
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
 WRITES_OFF = ("writes: off until the session key is funded and authorized by the owner; "
@@ -154,26 +160,20 @@ def _session_key(home: Path, said: Said) -> str:
     return address
 
 
-def _anchor(home: Path, ref: spaces.SpaceRef, enrolment: Any) -> Any:
-    """EpochAnchor on this machine's chain, reached as the space's worker reaches it (its
-    `[spaces."<label>"]` table in config.toml, and on a rerun its enrolment's `kint connect
-    --rpc-urls` endpoints), or a stop at the vault step. The head join reads and the
-    session key's facts it reports come from the endpoints its connect and restore use: a
-    rerun on a space with endpoints of its own never stops at the machine's."""
-    from kint.chain.anchor import Anchor
-    from kint.chain.config import ChainConfigError, load_chain_config
-    from kint.chain.rpc import RpcTracker
+def _read_chain(obj: Ctx, step: str, args: dict[str, Any],
+                on_error: Callable[[KintError], NoReturn] | None = None) -> dict[str, Any]:
+    """join's own chain reads (the contract, the vault's head, the session key's facts),
+    asked of the space's worker (its `join_chain` op): they go where its connect and restore
+    go, through the running supervisor's settings and the space's own endpoints, never
+    through this process's environment, whose values the worker does not use are said in
+    one line each as for `kint connect`. A refusal stops at `step`; so does Ctrl-C, which
+    leaves nothing running that matters (a read)."""
 
-    settings.configure(space=(ref.label, ref.space16, ref.space_id))
-    try:
-        return Anchor(load_chain_config(home, enrolment.rpc_urls if enrolment else None),
-                      RpcTracker())
-    except ChainConfigError as err:
-        # Its own code and hint (a garbled devchain record is CORRUPT_STATE, a chain
-        # setting that does not parse CONFIG_INVALID), as the worker and `kint authorize`
-        # give them.
-        refused = ProtocolError(ErrorCode(err.code), str(err), err.hint)
-        stop(STEP_VAULT, refused.code, refused.message, refused.hint)
+    def on_interrupt(_op: str | None = None) -> NoReturn:
+        _interrupted(step)()
+
+    return space_call(obj, "join_chain", args, timeout_s=60,
+                      on_error=on_error or _stopper(step, obj), on_interrupt=on_interrupt)
 
 
 def _enrolment(home: Path, space16: str) -> Any:
@@ -189,29 +189,17 @@ def _enrolment(home: Path, space16: str) -> Any:
              "move it aside and run kint join again")
 
 
-def _vault(anchor: Any, enrolment: Any, owner: str, ref: spaces.SpaceRef, source: str,
+def _vault(obj: Ctx, enrolment: Any, owner: str, ref: spaces.SpaceRef, source: str,
            new_vault: bool, said: Said) -> None:
-    """Read the head; with no epochs, stop unless a new vault is wanted (or is here:
-    `enrolment`, this machine's for the space, names the owner)."""
-    from kint.chain.calls import ChainRefused
-    from kint.chain.rpc import RpcUnavailable
-    from web3.exceptions import Web3Exception
-
-    if settings.value("KINT_OFFLINE"):
-        stop(STEP_VAULT, ErrorCode.BAD_REQUEST, "KINT_OFFLINE=1, and join reads the chain "
-             "head and restores from the chain", "unset KINT_OFFLINE")
-    try:
-        head = anchor.head(owner, ref.space_id)
-    except RpcUnavailable as err:
-        stop(STEP_VAULT, ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
-             "try again, or set KINT_RPC_URL to another endpoint")
-    except (ChainRefused, Web3Exception) as err:
-        stop(STEP_VAULT, ErrorCode.CONFIG_INVALID, f"the contract at {anchor.address} did not "
-             f"answer as EpochAnchor ({type(err).__name__})", "check KINT_CONTRACT")
-    vault = {"head_seq": head.seq, "head_block": head.block if head.seq > 0 else None,
-             "starts_here": head.seq == 0}
-    if head.seq > 0:
-        said.step("vault", vault, f"vault: head epoch {head.seq} at block {head.block}")
+    """Read the head (in the space's worker: `_read_chain`); with no epochs, stop unless a
+    new vault is wanted (or is here: `enrolment`, this machine's for the space, names the
+    owner)."""
+    head = _read_chain(obj, STEP_VAULT, {"owner": owner, "head": True})["head"]
+    seq, block = head["seq"], head["block"]
+    vault = {"head_seq": seq, "head_block": block if seq > 0 else None,
+             "starts_here": seq == 0}
+    if seq > 0:
+        said.step("vault", vault, f"vault: head epoch {seq} at block {block}")
     elif new_vault:
         said.step("vault", vault, "vault: no epochs yet; --new-vault: a new vault starts here")
     elif enrolment is not None and enrolment.owner == owner:
@@ -260,34 +248,47 @@ def _harnesses(target: str | None, env: dict[str, str], said: Said) -> None:
               *(f"harnesses: {line}" for line in lines or ["nothing to register"]))
 
 
-def _writes(anchor: Any, owner: str, address: str, base_account: bool, said: Said) -> None:
-    from kint.chain.calls import ChainRefused
-    from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
-    from kint.chain.rpc import RpcUnavailable
+class _Unread(Exception):
+    """The worker did not answer the report's read: writes are unknown, join is done."""
 
+
+def _writes(obj: Ctx, devchain: bool, owner: str, address: str, base_account: bool,
+            said: Said) -> None:
+    from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI
+
+    def unread(err: KintError) -> NoReturn:
+        raise _Unread(f"{err.message} [{err.code}]")
+
+    who = "the chain"
     try:
-        facts = read_key_facts(anchor, address, owner)
-    except (RpcUnavailable, ChainRefused) as err:
-        nxt = "kint session-key show, once the chain answers"
-        said.step("writes", {"on": None, "error": str(err), "next": nxt},
-                  f"writes: unknown, the chain did not answer ({err}); reads work now",
+        read = _read_chain(obj, STEP_REPORT, {"owner": owner, "key": address}, unread)
+        error = read.get("key_error")
+    except _Unread as err:  # the worker refused the read (or is down): join is done anyway
+        read, error, who = {}, str(err), "the space's worker"
+    if error is not None:
+        nxt = f"kint session-key show, once {who} answers"
+        said.step("writes", {"on": None, "error": error, "next": nxt},
+                  f"writes: unknown, {who} did not answer ({error}); reads work now",
                   f"next: {nxt}")
         return
-    funded, authorized = facts.balance_wei >= MIN_WRITE_BALANCE_WEI, facts.authorized
-    shown = {"funded": funded, **facts.as_json()}
+    facts = read["key"]
+    funded = facts["balance_wei"] >= MIN_WRITE_BALANCE_WEI
+    authorized = bool(facts.get("authorized"))
+    shown = {"funded": funded, **facts}
     if authorized and funded:
         said.step("writes", {"on": True, **shown, "next": None}, "writes: on")
         return
-    chain = "the devchain" if anchor.config.devchain else "Base"
+    chain = "the devchain" if devchain else "Base"
     how = ("kint authorize page" if base_account else
            "kint authorize page, or kint authorize payload then submit (docs/authorize.md)")
+    held = facts["balance_eth"]
     if not funded and not authorized:
         nxt = f"put a few cents of ETH on {address} ({chain}), then {how}"
     elif not funded:
-        nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {facts.balance_eth} "
-               f"ETH and is authorized until {render.utc_time(facts.expiry or 0)})")
+        nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {held} "
+               f"ETH and is authorized until {render.utc_time(facts.get('expiry') or 0)})")
     else:
-        nxt = f"{how} (the key holds {facts.balance_eth} ETH)"
+        nxt = f"{how} (the key holds {held} ETH)"
     said.step("writes", {"on": False, **shown, "next": nxt}, WRITES_OFF, f"next: {nxt}")
 
 
@@ -360,24 +361,24 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         _interrupted(STEP_CONNECT)()
     home = kint_home()
     enrolment = _enrolment(home, ref.space16)
-    anchor = _anchor(home, ref, enrolment)
+    chain = _read_chain(obj, STEP_VAULT, {})  # the contract the worker reads, for the header
     source = spaces.tenant_origin(obj.tenant).source
 
     said = Said(as_json)
     said.result.update(owner=owner, tenant=ref.tenant, tenant_from=source, space=ref.space16,
-                       space_id=ref.space_id, label=ref.label, contract=anchor.address,
+                       space_id=ref.space_id, label=ref.label, contract=chain["contract"],
                        store=ref.db)
     label = f" (label {ref.label})" if ref.label != ref.tenant else ""
     said.lines(f"join: owner {owner}",
                f"      tenant {ref.tenant} (from {source}), space {ref.space16}{label}",
-               f"      contract {anchor.address}, store {ref.db}",
+               f"      contract {chain['contract']}, store {ref.db}",
                "      this command writes nothing to the chain")
 
     step = STEP_SESSION_KEY  # where a Ctrl-C stops it, named in its refusal
     try:
         address = _session_key(home, said)
         step = STEP_VAULT
-        _vault(anchor, enrolment, owner, ref, source, new_vault, said)
+        _vault(obj, enrolment, owner, ref, source, new_vault, said)
         step = STEP_CONNECT
         connected = call_with_progress(obj, "connect", args, timeout_s=300,
                                        on_error=_stopper(step, obj),
@@ -393,7 +394,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         step = STEP_HARNESSES
         _harnesses(None if no_setup else (setup_target or "all"), env, said)
         step = STEP_REPORT
-        _writes(anchor, owner, address, base_account, said)
+        _writes(obj, chain["devchain"], owner, address, base_account, said)
     except KeyboardInterrupt:  # at a step of join's own, not a worker's request
         _interrupted(step)()
     if as_json:

@@ -142,6 +142,12 @@ OPS: dict[str, OpSpec] = _ops(
                "dev": ArgSpec("bool"),
                "rpc_urls": ArgSpec("str", max_chars=4096),
            }),
+    OpSpec("join_chain", "worker", "what `kint join` reads of the chain, through the "
+           "space's endpoints and contract: the contract; with `head`, the vault's head for "
+           "`owner`; with `key`, that session key's balance and authorization", 60_000,
+           needs_space=True, args={"owner": ArgSpec("str", max_chars=64),
+                                   "head": ArgSpec("bool"),
+                                   "key": ArgSpec("str", max_chars=64)}),
     OpSpec("push", "worker", "anchor the store's changes on chain", 900_000, needs_space=True,
            args={"snapshot": ArgSpec("bool"), "hold_reason": ArgSpec("str", max_chars=16),
                  "over_skipped": ArgSpec("bool"), "dry_run": ArgSpec("bool"),

@@ -71,8 +71,9 @@ def tables() -> str:
                 out.append(f"| `{s.name}` | {_default(s)} | {s.scope} | {where_set(s)} | "
                            f"{_read_by(s)} | {s.doc} |")
     out += ["", "† A command reads it for what it does itself (`kint authorize`, `kint "
-            "session-key`, `kint join`'s chain reads); the supervisor does not take a "
-            "command's value for a space: it reports a different one in one line.", ""]
+            "session-key`, the session key `kint join` makes; join's chain reads are the "
+            "space's worker's, as its connect and restore are); the supervisor does not take "
+            "a command's value for a space: it reports a different one in one line.", ""]
     out += departures()
     out += ["", END]
     return "\n".join(out)

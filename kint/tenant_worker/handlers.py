@@ -255,6 +255,12 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
+def join_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.join_chain import join_chain as run
+
+    return run(ctx, args)
+
+
 def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.rekey import rekey as run
 
@@ -352,6 +358,7 @@ HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(name, fn)) for
     "verify": verify,
     "history": history,
     "connect": connect,
+    "join_chain": join_chain,
     "push": push,
     "pull": pull,
 }.items()}
