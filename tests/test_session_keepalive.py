@@ -219,8 +219,10 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         assert wait_until(lambda: _sessions(sb) == 1, timeout=REATTACH_WITHIN_S,
                           interval=0.5), _server_log(sb)[-2000:]
 
-        # Its watcher pushes the agent's write, as for a session attached at start.
-        before = kjson(sb, "status")["head"]["seq"]
+        # Its watcher pushes the agent's write, as for a session attached at start. (The
+        # head before it, from the status op: `kint status` is checked below.)
+        before = sb.call("status", sb.sibyl_db, timeout_s=30,
+                         args={"chain": True})["head"]["seq"]
         assert agent.call("memory_remember", category="notes", name="after-the-wait",
                           body={"text": "written once the worker was back"})["ok"] is True
         # Waited for on the supervisor's row (no command started per look), then `kint
