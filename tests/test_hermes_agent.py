@@ -219,15 +219,19 @@ def _every_profile(sb, hermes: Path, env: dict[str, str], work: Path,
     assert [b for b in new_baks if b.parent != root] == [], new_baks
 
     tenant = sb.tenant
-    read = _in_parallel([[str(hermes), "-p", p, "config", "get", "--json", "mcp_servers.kint"]
-                         for p in stores], env, work)
+    # Hermes' reading of each entry, and its list and test of kint in alpha and beta: all
+    # reads, so one batch of Hermes commands at once.
+    reads = [[str(hermes), "-p", p, "config", "get", "--json", "mcp_servers.kint"]
+             for p in stores]
+    done = _in_parallel(reads + [[str(hermes), "-p", p, "mcp", what, *rest] for p in PROFILES
+                                 for what, rest in (("list", []), ("test", ["kint"]))],
+                        env, work)
+    read, checked = done[:len(reads)], done[len(reads):]
     for (profile, store), got in zip(stores.items(), read):
         assert json.loads(ok(got).stdout) == {
             "command": SERVER, "enabled": True,
             "env": {"KINT_HOME": str(sb.kint_home), "SIBYL_MEMORY_DB": str(store),
                     "KINT_TENANT": tenant}}, (profile, got.stdout)
-    checked = _in_parallel([[str(hermes), "-p", p, "mcp", what, *rest] for p in PROFILES
-                            for what, rest in (("list", []), ("test", ["kint"]))], env, work)
     for listed, tested in zip(checked[::2], checked[1::2]):
         assert re.search(r"^\s+kint\s+.*enabled", listed.stdout, re.M), listed.stdout
         assert "✓ Connected" in tested.stdout, tested.stdout + tested.stderr
