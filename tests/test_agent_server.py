@@ -310,15 +310,18 @@ def test_doctor_names_each_check(box, tmp_path):
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: sibyl-memory-client\n"
                                         "Version: 0.8.0\n")
     inside = box.home / ".sibyl-memory" / "kint"
-    bad = box.kint("doctor", env={"KINT_HOME": str(inside), "PYTHONPATH": str(shadow)})
-    assert bad.returncode == 1
-    assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
-    assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
-    # A home open to others: v0.3.0's `kint home` row warns, naming the mode.
+    # A home open to others: v0.3.0's `kint home` row warns, naming the mode. The two
+    # runs (each on a home of its own, neither the box's) side by side.
     loose = tmp_path / "loose-home"
     loose.mkdir(mode=0o755)
     loose.chmod(0o755)
-    shown = box.kint("doctor", env={"KINT_HOME": str(loose)}).stdout.splitlines()
+    bad, opened = side_by_side(
+        lambda: box.kint("doctor", env={"KINT_HOME": str(inside), "PYTHONPATH": str(shadow)}),
+        lambda: box.kint("doctor", env={"KINT_HOME": str(loose)}))
+    assert bad.returncode == 1
+    assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
+    assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
+    shown = opened.stdout.splitlines()
     at = shown.index(f"[WARN] kint home: {loose} (mode 0755)")
     assert shown[at + 1] == f"       hint: chmod 700 {loose}", shown
     lines = bad.stdout.splitlines()
