@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
+from chain_machines import RULE_1, connect_with_code, kjson, ok, recovery_code
 from conftest import Sandbox, sibyl_client
 from kint.commands.doctor import RECOVERY_HINT
 from machines_together import new_machines, side_by_side
@@ -25,10 +25,13 @@ NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchai
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, chain_home):
-    a, b = new_machines([tmp_path_factory.mktemp("doctor-a"),
-                         tmp_path_factory.mktemp("doctor-b")], chain_home)
+    """A and B of the story, and the last test's machine of its own ("moves"), their
+    supervisors started together (machines_together.py)."""
+    a, b, moves = new_machines([tmp_path_factory.mktemp("doctor-a"),
+                                tmp_path_factory.mktemp("doctor-b"),
+                                tmp_path_factory.mktemp("doctor-moves")], chain_home)
     devchain = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    box = {"a": a, "b": b, "devchain": devchain}
+    box = {"a": a, "b": b, "moves": moves, "devchain": devchain}
     try:
         client = sibyl_client(a.sibyl_db, a.tenant)
         client.set_entity("rules", "release-gate", {"rule": RULE_1})
@@ -41,6 +44,7 @@ def story(tmp_path_factory, chain_home):
     finally:
         a.shutdown()
         b.shutdown()
+        moves.shutdown()
 
 
 def checks_of(sb: Sandbox, **env: str) -> dict[str, dict]:
@@ -313,12 +317,18 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             # chain call: a pull read Base's head and refused as a stale or lying RPC
             # (exit 6), pointing at the endpoint rather than at the chain.
             asked = len(proxy.calls)
-            for command, code in ((("pull",), 5), (("pull", "--full"), 5), (("push",), 5),
-                                  (("compact",), 5), (("recovery-code",), 2)):
-                out = a.kint(*command)
-                assert out.returncode == code, (command, out.stdout + out.stderr)
-                assert f"kint: error: {said} [CONFIG_INVALID]" in out.stderr, out.stderr
-                assert f"hint: {way_back}" in out.stderr, out.stderr
+            refusals = ((("pull",), 5), (("pull", "--full"), 5), (("push",), 5),
+                        (("compact",), 5), (("recovery-code",), 2))
+
+            def refused(lane) -> None:  # noqa: ANN001 - a slice of refusals
+                for command, code in lane:
+                    out = a.kint(*command)
+                    assert out.returncode == code, (command, out.stdout + out.stderr)
+                    assert f"kint: error: {said} [CONFIG_INVALID]" in out.stderr, out.stderr
+                    assert f"hint: {way_back}" in out.stderr, out.stderr
+
+            # Each is refused before any chain call or write: two lanes at once.
+            side_by_side(lambda: refused(refusals[::2]), lambda: refused(refusals[1::2]))
             assert proxy.calls[asked:] == [], proxy.calls[asked:]
             # Connecting again there would have rewritten the enrolment for Base without a
             # word, leaving the devchain's mirror and watermark under it: refused, as the
@@ -464,13 +474,12 @@ def test_status_and_doctor_over_a_slow_endpoint_start_no_call_past_their_budgets
             clear_config(a)
 
 
-def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story, tmp_path,
-                                                                          chain_home):
+def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story):
     """A space connected on the devchain that anchored nothing from this machine (its
     mirror at epoch 0, no watermark), connected again while kint reads Base: the enrolment
     moves to Base, and connect says so (a `chain:` line, `chain_moved` in --json), where it
     rewrote the enrolment without a word."""
-    fresh = new_machine(tmp_path / "moves", chain_home)
+    fresh = story["moves"]
     try:
         connected = kjson(fresh, "connect", "--dev")
         space16 = connected["space"]
