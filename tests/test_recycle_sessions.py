@@ -295,14 +295,12 @@ def _row(sb) -> dict:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One test supervisor for the tests below that need no setting of their own but the
-    watcher's poll (every quarter second unless a session says otherwise: a poll under the
-    setting's 1 s minimum through KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py,
-    so the dirty store is found within a tick or two). Each test has a store,
+    watcher's poll (every second unless a session says otherwise). Each test has a store,
     so a space, of its own (`_space`), and reads only the log written since it began
     (`Log`); the two that recycle set KINT_WORKER_RECYCLE_MIB for their own run only
     (`_recycling`)."""
     sb = make_sandbox(tmp_path_factory.mktemp("recycle-sessions") / "m", **QUICK,
-                      KINT_POLL_SECONDS="0.25", KINT_TEST_POLL_MINIMUM_S="0.25")
+                      KINT_POLL_SECONDS="1")
     try:
         sb.start_entitled()
         yield sb
