@@ -11,8 +11,9 @@ from importlib import metadata
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, new_machine, ok, recovery_code
+from chain_machines import connect_with_code, kjson, ok, recovery_code
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from machines_together import new_machines, side_by_side
 
 from mcp_session import AgentProcess
 
@@ -23,30 +24,55 @@ KINT_TOOLS = {"memory_status", "memory_connect", "memory_pull", "memory_push", "
 RULE = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
 
 
-def agent_machine(root, chain_home):
-    """A machine whose watcher pushes two seconds after the last write (the tests here
-    wait for it), its test supervisor running, not yet connected."""
-    return new_machine(root, chain_home, KINT_POLL_SECONDS="1", KINT_QUIET_SECONDS="2")
+# A machine whose watcher pushes two seconds after the last write (the tests here wait
+# for it), its test supervisor running, not yet connected.
+AGENT_MACHINE = {"KINT_POLL_SECONDS": "1", "KINT_QUIET_SECONDS": "2"}
+# The machines of the module, by name, and what each adds to the devchain machine's
+# environment: "box" is the shared one (`box`); each other is one test's own, which stops
+# it when done. "fresh" is AGENT_MACHINE with the watcher's poll a quarter second
+# (KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py): its test lets polls go
+# by on purpose. "watcher" has a poll that is not a number, and never pushes by itself.
+MACHINES = {
+    "box": AGENT_MACHINE,
+    "fresh": {**AGENT_MACHINE, "KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25"},
+    "hung": {},
+    "over-cap": {},
+    "watcher": {"KINT_POLL_SECONDS": "often", "KINT_QUIET_SECONDS": "3600"},
+}
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory, chain_home):
+    """Every machine of the module, started together when the first test asks for one
+    (their supervisors' starts overlap: machines_together.py), each untouched until its
+    test."""
+    started = new_machines([tmp_path_factory.mktemp(f"agent-{name}") for name in MACHINES],
+                           chain_home, envs=list(MACHINES.values()))
+    try:
+        yield dict(zip(MACHINES, started))
+    finally:
+        for sb in started:
+            sb.shutdown()
 
 
 @pytest.fixture
-def fresh_box(tmp_path_factory, chain_home):
+def fresh_box(machines):
     """A machine of its own, never connected: for the test that connects through the agent's
     memory_connect (on the shared box it would find the connection another test made)."""
-    sb = agent_machine(tmp_path_factory.mktemp("agent-fresh"), chain_home)
+    sb = machines["fresh"]
     yield sb
     sb.shutdown()
 
 
 @pytest.fixture(scope="module")
-def box(tmp_path_factory, chain_home):
+def box(machines):
     """One machine the tests below share, connected and with one row anchored when the first
     of them starts, so that each runs alone as well as after the others (doctor's checks of
     the head, the recovery file and the unanchored rows, the cap test's second machine that
     pulls the anchored rows, the pushes that count from the head)."""
     from conftest import sibyl_client
 
-    sb = agent_machine(tmp_path_factory.mktemp("agent"), chain_home)
+    sb = machines["box"]
     try:
         ok(sb.kint("connect", "--dev"))
         sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE})
@@ -108,8 +134,9 @@ def test_tools_verify_the_hold_and_the_ways_out(fresh_box):
             "running (entity rules/release-gate). Anchoring would make the chain vouch for a "
             "value kint cannot account for.")
         # Time let pass on purpose: the watcher waits for the next store change instead of
-        # retrying, which it would do at its next poll (every second here): two polls go by.
-        time.sleep(2.5)
+        # retrying, which it would do at its next poll (every quarter second here): four
+        # polls go by.
+        time.sleep(1.0)
         assert log_path.read_text().count("push HELD (") == 1
         refused = agent.call("memory_verify", query="release rule")
         assert refused["decision"] == "refuse" and refused["refusal_entity"].startswith(
@@ -157,9 +184,9 @@ def test_tools_verify_the_hold_and_the_ways_out(fresh_box):
 
 
 def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
-    one = AgentProcess(box.env).start()
-    two = AgentProcess(box.env).start()
+    one, two = AgentProcess(box.env), AgentProcess(box.env)
     try:
+        side_by_side(one.start, two.start)  # two agents' servers, starting at once
         before = _status(box)["head"]["seq"]
         assert one.call("memory_remember", category="notes", name="from-one",
                         body={"text": "written by session one"})["ok"]
@@ -217,12 +244,12 @@ assert BOOTSTRAP_S + BOOTSTRAP_MARGIN_S < 20
 
 
 def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
-        tmp_path_factory, chain_home):
+        machines, chain_home):
     from rpc_proxy import RpcProxy
 
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=60).start()
-    sb = new_machine(tmp_path_factory.mktemp("agent-hung"), chain_home)
+    sb = machines["hung"]
     try:
         ok(sb.kint("connect", "--dev", "--rpc-urls", proxy.url))
         proxy.set_mode("hang")
@@ -283,15 +310,18 @@ def test_doctor_names_each_check(box, tmp_path):
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: sibyl-memory-client\n"
                                         "Version: 0.8.0\n")
     inside = box.home / ".sibyl-memory" / "kint"
-    bad = box.kint("doctor", env={"KINT_HOME": str(inside), "PYTHONPATH": str(shadow)})
-    assert bad.returncode == 1
-    assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
-    assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
-    # A home open to others: v0.3.0's `kint home` row warns, naming the mode.
+    # A home open to others: v0.3.0's `kint home` row warns, naming the mode. The two
+    # runs (each on a home of its own, neither the box's) side by side.
     loose = tmp_path / "loose-home"
     loose.mkdir(mode=0o755)
     loose.chmod(0o755)
-    shown = box.kint("doctor", env={"KINT_HOME": str(loose)}).stdout.splitlines()
+    bad, opened = side_by_side(
+        lambda: box.kint("doctor", env={"KINT_HOME": str(inside), "PYTHONPATH": str(shadow)}),
+        lambda: box.kint("doctor", env={"KINT_HOME": str(loose)}))
+    assert bad.returncode == 1
+    assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
+    assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
+    shown = opened.stdout.splitlines()
     at = shown.index(f"[WARN] kint home: {loose} (mode 0755)")
     assert shown[at + 1] == f"       hint: chmod 700 {loose}", shown
     lines = bad.stdout.splitlines()
@@ -304,8 +334,7 @@ def test_doctor_names_each_check(box, tmp_path):
     assert lines[warned + 1] == "       hint: run kint with it unset: env -u PYTHONPATH kint ..."
 
 
-def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_factory,
-                                                               chain_home):
+def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, machines):
     """The cap gate counts Sibyl's stores plus every byte under KINT_HOME. A filler file
     under KINT_HOME (any file there counts) takes the total past the cap: a tool write then
     meets Sibyl's own gate, and so does a pull's replay on a machine over the cap."""
@@ -329,7 +358,7 @@ def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_fac
     # A second machine over the cap: its pull's replay meets the same gate.
     space = _status(box)["space"]
     owner = json.loads((box.kint_home / f"enrol-{space}.json").read_text())["owner"]
-    other = new_machine(tmp_path_factory.mktemp("agent-over-cap"), chain_home)
+    other = machines["over-cap"]
     try:
         connect_with_code(other, owner, recovery_code(box, space))
         (other.kint_home / "filler.bin").write_bytes(b"\0" * 5_300_000)
@@ -342,12 +371,10 @@ def test_a_write_over_the_cap_meets_sibyls_gate_pulls_included(box, tmp_path_fac
         other.shutdown()
 
 
-def test_the_watcher_says_what_an_earlier_session_left_and_defaults_bad_settings(
-        tmp_path_factory, chain_home):
+def test_the_watcher_says_what_an_earlier_session_left_and_defaults_bad_settings(machines):
     from conftest import sibyl_client
 
-    sb = new_machine(tmp_path_factory.mktemp("agent-watcher"), chain_home,
-                     KINT_POLL_SECONDS="often", KINT_QUIET_SECONDS="3600")
+    sb = machines["watcher"]
     try:
         ok(sb.kint("connect", "--dev"))
         client = sibyl_client(sb.sibyl_db, sb.tenant)

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
+from chain_machines import RULE_1, connect_with_code, kjson, ok, recovery_code
 from conftest import Sandbox, sibyl_client
 from kint.commands.doctor import RECOVERY_HINT
 from machines_together import new_machines, side_by_side
@@ -25,10 +25,13 @@ NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchai
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, chain_home):
-    a, b = new_machines([tmp_path_factory.mktemp("doctor-a"),
-                         tmp_path_factory.mktemp("doctor-b")], chain_home)
+    """A and B of the story, and the last test's machine of its own ("moves"), their
+    supervisors started together (machines_together.py)."""
+    a, b, moves = new_machines([tmp_path_factory.mktemp("doctor-a"),
+                                tmp_path_factory.mktemp("doctor-b"),
+                                tmp_path_factory.mktemp("doctor-moves")], chain_home)
     devchain = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    box = {"a": a, "b": b, "devchain": devchain}
+    box = {"a": a, "b": b, "moves": moves, "devchain": devchain}
     try:
         client = sibyl_client(a.sibyl_db, a.tenant)
         client.set_entity("rules", "release-gate", {"rule": RULE_1})
@@ -41,6 +44,7 @@ def story(tmp_path_factory, chain_home):
     finally:
         a.shutdown()
         b.shutdown()
+        moves.shutdown()
 
 
 def checks_of(sb: Sandbox, **env: str) -> dict[str, dict]:
@@ -313,12 +317,18 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             # chain call: a pull read Base's head and refused as a stale or lying RPC
             # (exit 6), pointing at the endpoint rather than at the chain.
             asked = len(proxy.calls)
-            for command, code in ((("pull",), 5), (("pull", "--full"), 5), (("push",), 5),
-                                  (("compact",), 5), (("recovery-code",), 2)):
-                out = a.kint(*command)
-                assert out.returncode == code, (command, out.stdout + out.stderr)
-                assert f"kint: error: {said} [CONFIG_INVALID]" in out.stderr, out.stderr
-                assert f"hint: {way_back}" in out.stderr, out.stderr
+            refusals = ((("pull",), 5), (("pull", "--full"), 5), (("push",), 5),
+                        (("compact",), 5), (("recovery-code",), 2))
+
+            def refused(lane) -> None:  # noqa: ANN001 - a slice of refusals
+                for command, code in lane:
+                    out = a.kint(*command)
+                    assert out.returncode == code, (command, out.stdout + out.stderr)
+                    assert f"kint: error: {said} [CONFIG_INVALID]" in out.stderr, out.stderr
+                    assert f"hint: {way_back}" in out.stderr, out.stderr
+
+            # Each is refused before any chain call or write: two lanes at once.
+            side_by_side(lambda: refused(refusals[::2]), lambda: refused(refusals[1::2]))
             assert proxy.calls[asked:] == [], proxy.calls[asked:]
             # Connecting again there would have rewritten the enrolment for Base without a
             # word, leaving the devchain's mirror and watermark under it: refused, as the
@@ -419,62 +429,57 @@ def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
         "(doctor waits 12 s a call at most; KINT_RPC_TIMEOUT is 30 s)"), primary
 
 
-def test_status_reads_the_session_key_within_one_head_budget(story):
-    """`kint status` reads the session key's balance, authorization and expiry after the
-    chain head, each bounded by KINT_VERIFY_HEAD_SECONDS; over an endpoint slow but
-    answering, no read starts once that budget has passed since the first, so status
-    says so instead of paying a budget a read."""
+def test_status_and_doctor_over_a_slow_endpoint_start_no_call_past_their_budgets(story):
+    """An endpoint slow but answering: each call within its bound, yet enough of them
+    could outlast what the command waits for. The two commands run side by side on the
+    same slow endpoint (each op on a thread of the space's worker, each call delayed by the
+    proxy on a thread of its own, each command's budget counted from its own first call),
+    where each cost a test of its own: ~5 s and ~7.5 s, now the longer of the two.
+
+    `kint status` reads the session key's balance, authorization and expiry after the
+    chain head, each bounded by KINT_VERIFY_HEAD_SECONDS; no read starts once that budget
+    has passed since the first, so status says so instead of paying a budget a read. Each
+    call answers after 1.75 s, inside a 3.25 s budget by 1.5 s (a loaded box adds to that);
+    the first two key reads start inside the budget, the third at 3.5 s at the earliest,
+    never inside it, however fast the box.
+
+    `kint doctor` starts no call once the chain's checks have taken two calls' bound (here
+    2 x 3.25 s): the checks left say so, and doctor answers. Each call answers inside its
+    3.25 s bound by 1.5 s; the two calls before the session key's take 3.5 s, inside the
+    6.5 s by 3 s; the four calls before the head's take 7 s at the least, past the 6.5 s,
+    however fast the box (a loaded one only adds to them)."""
     a = story["a"]
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            # Each call answers after 1.75 s, inside a 3.25 s budget by 1.5 s (a loaded box
-            # adds to that); the first two key reads start inside the budget, the third at
-            # 3.5 s at the earliest, never inside it, however fast the box.
             proxy.set_mode("delay", seconds=1.75)
-            out = json.loads(ok(a.kint("status", "--json",
-                                       env={"KINT_VERIFY_HEAD_SECONDS": "3.25"})).stdout)
+            status, doctored = side_by_side(
+                lambda: a.kint("status", "--json", env={"KINT_VERIFY_HEAD_SECONDS": "3.25"}),
+                lambda: a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "3.25"},
+                               timeout=120))
+            out = json.loads(ok(status).stdout)
             assert out["chain_head"] is not None, out  # the head itself was read in time
             facts = out["session_key"]
             assert facts["error"] == "not read: the chain took longer than 3.25 s to answer", \
                 facts
             assert "balance_wei" not in facts
-        finally:
-            proxy.forward()
-            clear_config(a)
 
-
-def test_doctor_starts_no_chain_call_past_two_calls_worth_of_time(story):
-    """An endpoint slow but answering: each call within its bound, yet six of them could
-    outlast the command's wait for doctor. No call starts once the chain's checks have
-    taken two calls' bound (here 2 x 3.25 s): the checks left say so, and doctor answers.
-    Each call answers after 1.75 s, inside its 3.25 s bound by 1.5 s; the two calls before
-    the session key's take 3.5 s, inside the 6.5 s by 3 s; the four calls before the head's
-    take 7 s at the least, past the 6.5 s, however fast the box (a loaded one only adds to
-    them)."""
-    a = story["a"]
-    with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
-        space_config(a, f'rpc_url = "{proxy.url}"\n')
-        try:
-            proxy.set_mode("delay", seconds=1.75)
-            out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "3.25"}, timeout=120)
-            checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+            checks = {c["name"]: c for c in json.loads(doctored.stdout)["checks"]}
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
             assert checks["head"]["detail"] == \
                 "not checked: the chain's checks took 6.5 s already"
-            assert not checks["head"]["ok"] and out.returncode == 1
+            assert not checks["head"]["ok"] and doctored.returncode == 1
         finally:
             proxy.forward()
             clear_config(a)
 
 
-def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story, tmp_path,
-                                                                          chain_home):
+def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story):
     """A space connected on the devchain that anchored nothing from this machine (its
     mirror at epoch 0, no watermark), connected again while kint reads Base: the enrolment
     moves to Base, and connect says so (a `chain:` line, `chain_moved` in --json), where it
     rewrote the enrolment without a word."""
-    fresh = new_machine(tmp_path / "moves", chain_home)
+    fresh = story["moves"]
     try:
         connected = kjson(fresh, "connect", "--dev")
         space16 = connected["space"]

@@ -43,14 +43,20 @@ WAIT = {"timeout": 120, "interval": 0.5}
 
 
 class HermesSession:
-    """One profile's session in Hermes' own Python (see tests/support/hermes_session.py)."""
+    """One profile's session in Hermes' own Python (see tests/support/hermes_session.py).
+    Started without waiting for it (`started` waits for its first line, the provider it
+    loaded), so that both profiles' sessions pay Hermes' start and imports at once."""
 
     def __init__(self, env: dict[str, str], profile: str, log: Path) -> None:
         self.stderr = open(log, "ab")
         self.proc = subprocess.Popen([str(PYTHON), str(SUPPORT / "hermes_session.py"), profile],
                                      env=env, cwd=log.parent, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.info: dict = {}
+
+    def started(self) -> HermesSession:
         self.info = self._read()
+        return self
 
     def _read(self) -> dict:
         assert self.proc.stdout is not None
@@ -113,7 +119,8 @@ def _run(sb, hermes: Path, work: Path) -> None:
     # quiet period long, so only the exit pushes anchor.
     session_env = {**sb.env, "KINT_QUIET_SECONDS": "3600"}
     labels = {p: f"{sb.tenant}@hermes:{p}" for p in PROFILES}
-    sessions = {p: HermesSession(session_env, p, work / f"hermes-{p}-1.log") for p in PROFILES}
+    sessions = _started({p: HermesSession(session_env, p, work / f"hermes-{p}-1.log")
+                         for p in PROFILES})
     for p, session in sessions.items():
         assert session.info == {
             "provider": "kint-sibyl", "hermes_home": str(root / "profiles" / p),
@@ -152,18 +159,26 @@ def _run(sb, hermes: Path, work: Path) -> None:
     heads = {p: _landed(sb, stores[p], 0) for p in PROFILES}
 
     # Second sessions rewrite the anchored rule through Hermes' tool hook: noted by kint's
-    # plugin, so the exit push is not held (Sibyl's adapter alone would hold it).
-    for p in PROFILES:
-        session = HermesSession(session_env, p, work / f"hermes-{p}-2.log")
+    # plugin, so the exit push is not held (Sibyl's adapter alone would hold it). The two
+    # profiles' sessions run side by side, as the first ones did.
+    sessions = _started({p: HermesSession(session_env, p, work / f"hermes-{p}-2.log")
+                         for p in PROFILES})
+    for p, session in sessions.items():
         assert session.send("remember", category="rules", name="release-gate",
                             body={"rule": f"{p}: never ship on a Friday or a Monday"})["ok"]
         session.close()
+    for p in PROFILES:
         _landed(sb, stores[p], heads[p])
     log = (sb.kint_home / "supervisor.log").read_text(errors="replace")
     assert "exit push not made" not in log
     for p in PROFILES:
         assert log.count(f"space {space_id(labels[p])[:16]}: exit push: ") == 2, log[-3000:]
     _every_profile(sb, hermes, env, work, stores)
+
+
+def _started(sessions: dict[str, HermesSession]) -> dict[str, HermesSession]:
+    """Each session once it has loaded its provider (all of them started already)."""
+    return {p: session.started() for p, session in sessions.items()}
 
 
 def _in_parallel(argvs: list[list[str]], env: dict[str, str], cwd: Path
@@ -204,15 +219,19 @@ def _every_profile(sb, hermes: Path, env: dict[str, str], work: Path,
     assert [b for b in new_baks if b.parent != root] == [], new_baks
 
     tenant = sb.tenant
-    read = _in_parallel([[str(hermes), "-p", p, "config", "get", "--json", "mcp_servers.kint"]
-                         for p in stores], env, work)
+    # Hermes' reading of each entry, and its list and test of kint in alpha and beta: all
+    # reads, so one batch of Hermes commands at once.
+    reads = [[str(hermes), "-p", p, "config", "get", "--json", "mcp_servers.kint"]
+             for p in stores]
+    done = _in_parallel(reads + [[str(hermes), "-p", p, "mcp", what, *rest] for p in PROFILES
+                                 for what, rest in (("list", []), ("test", ["kint"]))],
+                        env, work)
+    read, checked = done[:len(reads)], done[len(reads):]
     for (profile, store), got in zip(stores.items(), read):
         assert json.loads(ok(got).stdout) == {
             "command": SERVER, "enabled": True,
             "env": {"KINT_HOME": str(sb.kint_home), "SIBYL_MEMORY_DB": str(store),
                     "KINT_TENANT": tenant}}, (profile, got.stdout)
-    checked = _in_parallel([[str(hermes), "-p", p, "mcp", what, *rest] for p in PROFILES
-                            for what, rest in (("list", []), ("test", ["kint"]))], env, work)
     for listed, tested in zip(checked[::2], checked[1::2]):
         assert re.search(r"^\s+kint\s+.*enabled", listed.stdout, re.M), listed.stdout
         assert "✓ Connected" in tested.stdout, tested.stdout + tested.stderr

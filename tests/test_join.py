@@ -14,9 +14,10 @@ import json
 import pytest
 from eth_account import Account
 
-from chain_machines import (RULE_1, authorize_machine, devchain_anchor, kjson, new_machine, ok,
-                            owner_account, wallet_signature)
+from chain_machines import (RULE_1, authorize_machine, devchain_anchor, join_devchain, kjson,
+                            make_session_key, ok, owner_account, wallet_signature)
 from conftest import kint_loading, make_sandbox, sibyl_client, write_store
+from machines_together import side_by_side
 from kint.protocol.errors import SPACE_RPC_HINT
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id
@@ -28,9 +29,33 @@ WRITES_OFF = ("writes: off until the session key is funded and authorized by the
 
 
 @pytest.fixture(scope="module")
-def vault(tmp_path_factory, chain_home):
+def machines(tmp_path_factory, chain_home):
+    """Machines A, B and C on the session's devchain, made as `chain_machines.new_machine`
+    makes each, their test supervisors started side by side (each start is mostly its
+    interpreter's and forkserver's imports: machines_together.py). B has no session key
+    beforehand: the first join makes it, at kint's own cost, and says so. C is never
+    recycled (KINT_WORKER_RECYCLE_MIB=0): the discard test needs another space's worker to
+    stay up, holding the store, from its status to the refused join."""
+    specs = {"a": ({}, True), "b": ({}, False), "c": ({"KINT_WORKER_RECYCLE_MIB": "0"}, True)}
+    made = {}
+    for name, (env, made_key) in specs.items():
+        sb = make_sandbox(tmp_path_factory.mktemp(f"join-{name}"), **env)
+        join_devchain(chain_home, sb)
+        if made_key:
+            make_session_key(sb)
+        made[name] = sb
+    try:
+        side_by_side(*(sb.start_entitled for sb in made.values()))
+        yield made
+    finally:
+        for sb in made.values():
+            sb.shutdown()
+
+
+@pytest.fixture(scope="module")
+def vault(machines):
     """Machine A with an anchored memory, and its owner's wallet."""
-    a = new_machine(tmp_path_factory.mktemp("join-a"), chain_home)
+    a = machines["a"]
     client = sibyl_client(a.sibyl_db, a.tenant)
     try:
         client.set_entity("rules", "release-gate", {"rule": RULE_1})
@@ -44,25 +69,17 @@ def vault(tmp_path_factory, chain_home):
         client.storage.close()
     connected = kjson(a, "connect", "--dev")
     kjson(a, "push")
-    yield a, owner_account(a, connected["owner"]), connected
-    a.shutdown()
+    return a, owner_account(a, connected["owner"]), connected
 
 
 @pytest.fixture(scope="module")
-def machine_b(tmp_path_factory, chain_home):
-    # No session key beforehand: the first join makes it, at kint's own cost, and says so.
-    b = new_machine(tmp_path_factory.mktemp("join-b"), chain_home, made_key=False)
-    yield b
-    b.shutdown()
+def machine_b(machines):
+    return machines["b"]
 
 
 @pytest.fixture(scope="module")
-def machine_c(tmp_path_factory, chain_home):
-    # Never recycled (KINT_WORKER_RECYCLE_MIB=0): the discard test needs another space's
-    # worker to stay up, holding the store, from its status to the refused join.
-    c = new_machine(tmp_path_factory.mktemp("join-c"), chain_home, KINT_WORKER_RECYCLE_MIB="0")
-    yield c
-    c.shutdown()
+def machine_c(machines):
+    return machines["c"]
 
 
 def _rows(sb) -> list[tuple]:
@@ -73,8 +90,18 @@ def _rows(sb) -> list[tuple]:
         conn.close()
 
 
+# The vault message by owner: `kint canonical-payload` prints the same bytes for an owner
+# whatever the machine or tenant (it reads nothing; its bytes are pinned in
+# test_custody_v030.py), so each owner's is asked of the command once, at its first join,
+# and reused by its later ones rather than paid a command start each (~0.5 s, a dozen here).
+_PAYLOADS: dict[str, str] = {}
+
+
 def _join(sb, account, *extra: str, env: dict[str, str] | None = None):
-    payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
+    payload = _PAYLOADS.get(account.address)
+    if payload is None:
+        payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
+        _PAYLOADS[account.address] = payload
     return sb.kint("join", "--owner", account.address, "--signature", "-", *extra,
                    input=wallet_signature(account, payload) + "\n", timeout=300, env=env)
 
@@ -408,11 +435,16 @@ def test_join_refuses_bad_flags_before_any_step(vault, machine_c):
         (["--owner", account.address, "--recovery-code-stdin", "--env",
           "KINT_QUIET_SECONDS=soon"], "--env KINT_QUIET_SECONDS='soon' is not a number"),
     ]
-    for args, message in cases:
-        out = c.kint("join", *args, input="")
-        assert out.returncode == 2, (args, out.stdout + out.stderr)
-        assert message in out.stderr, (args, out.stderr)
-        assert "join: owner" not in out.stdout
+
+    def refused(lane: list[tuple[list[str], str]]) -> None:
+        for args, message in lane:
+            out = c.kint("join", *args, input="")
+            assert out.returncode == 2, (args, out.stdout + out.stderr)
+            assert message in out.stderr, (args, out.stderr)
+            assert "join: owner" not in out.stdout
+
+    # Each refusal is a command that reads and writes nothing: two lanes at once.
+    side_by_side(lambda: refused(cases[::2]), lambda: refused(cases[1::2]))
     out = c.kint("join", "--owner", account.address, "--no-setup", "--json", input="")
     assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr
     assert json.loads(out.stdout)["error"] == "BAD_REQUEST"

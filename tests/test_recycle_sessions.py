@@ -403,10 +403,12 @@ def test_sessions_attached_keep_a_worker_from_its_idle_exit(shared):
     for this test's run only (config.toml, read at once through `sup.reload`): the spaces
     earlier tests left, sessions gone, exit idle meanwhile, which no test reads."""
     sb = shared
-    with sb.supervisor_config("worker_idle_seconds = 2\nworker_recycle_mib = 0\n"):
+    # The least idle time the setting takes: the test waits it out twice, once with the
+    # session attached (and past the memory figure's sweeps), once after it left.
+    with sb.supervisor_config("worker_idle_seconds = 1\nworker_recycle_mib = 0\n"):
         store = _space(sb, "idle", {"session": "s", "watcher": False})
         pid = sb.row(store)["pid"]
-        row = _kept_after_its_figure(sb, store, after_s=2)  # the idle limit on top
+        row = _kept_after_its_figure(sb, store, after_s=1)  # the idle limit on top
         assert row["pid"] == pid and row["sessions"] == 1, row
         sb.call("detach", store, args={"session": "s"})
         row = sb.wait_for(lambda: (r := sb.row(store))["pid"] is None and r, timeout=30,

@@ -24,12 +24,12 @@ import time
 
 import pytest
 
-from chain_machines import (join_devchain, kjson, machine_behind_proxy, make_session_key,
-                            ok)
+from chain_machines import behind_proxy, join_devchain, kjson, make_session_key, ok
 from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
 from kint.spaces import SpaceRef
+from machines_together import side_by_side
 from mcp_session import AgentProcess
 
 # The longest the push below is waited for in kint-server (KINT_TEST_TOOL_WAIT_S): the
@@ -48,10 +48,41 @@ def _sessions(sb) -> int:
     return sb.call("detach", sb.sibyl_db, timeout_s=30, args={"session": "probe"})["sessions"]
 
 
-def test_the_keepalive_attaches_while_a_long_call_holds_the_session(tmp_path_factory,
-                                                                     chain_home):
-    with machine_behind_proxy(tmp_path_factory.mktemp("keepalive"), chain_home,
-                              KINT_QUIET_SECONDS="3600") as (sb, proxy):
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory, chain_home):
+    """The module's three machines, their test supervisors started side by side (each
+    start is mostly its interpreter's and forkserver's imports: machines_together.py), each
+    untouched until its test: "keepalive" on the session's devchain (connected through a
+    proxy by its test), "sessions" without a chain (the `machine` fixture's), and
+    "late-attach", on the devchain, whose config.toml is written before its supervisor
+    starts (see its test)."""
+    keepalive = make_sandbox(tmp_path_factory.mktemp("keepalive"), KINT_QUIET_SECONDS="3600")
+    sessions = make_sandbox(tmp_path_factory.mktemp("sessions") / "machine")
+    # No quiet period before the watcher's push (the session sends the sandbox's): the
+    # write the late-attach test makes is the one the push waits on, nothing comes after
+    # it to wait for. The watcher ticks every quarter second (a poll
+    # KINT_TEST_POLL_MINIMUM_S lets under 1 s, tests/support/kint_test_timings.py), so the
+    # push waits a tick, not a second.
+    late = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="0.25",
+                        KINT_TEST_POLL_MINIMUM_S="0.25", KINT_QUIET_SECONDS="0")
+    for sb in (keepalive, late):
+        join_devchain(chain_home, sb)
+        make_session_key(sb)
+    # The short timeout in late-attach's config.toml before its supervisor starts (it reads
+    # the file at its start), so the worker connect spawns beats every second; its test
+    # sets the long one once that worker runs.
+    _heartbeat_timeout(late, SPAWNED_UNDER_S)
+    made = {"keepalive": keepalive, "sessions": sessions, "late-attach": late}
+    try:
+        side_by_side(*(sb.start_entitled for sb in made.values()))
+        yield made
+    finally:
+        for sb in made.values():
+            sb.shutdown()
+
+
+def test_the_keepalive_attaches_while_a_long_call_holds_the_session(machines, chain_home):
+    with behind_proxy(machines["keepalive"], chain_home) as (sb, proxy):
         attaches = sb.root / "attaches"
         agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(LONG_CALL_S),
                               "KINT_TEST_KEEPALIVE_S": "0.5", "SESSION_NAME": "long",
@@ -80,17 +111,13 @@ def test_the_keepalive_attaches_while_a_long_call_holds_the_session(tmp_path_fac
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory):
+def machine(machines):
     """The test supervisor over the default store, no chain: the sessions of the two tests
     below run in this process against it (each ends its own, so the worker counts none
     between them)."""
-    sb = make_sandbox(tmp_path_factory.mktemp("sessions") / "machine")
-    sb.start_entitled()
-    try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        yield sb
-    finally:
-        sb.shutdown()
+    sb = machines["sessions"]
+    write_store(sb.sibyl_db, tenant=sb.tenant)
+    return sb
 
 
 def test_a_closing_session_attaches_no_more_and_the_worker_keeps_it_gone(machine,
@@ -172,8 +199,7 @@ def _hung_after(sb, seconds: float) -> None:
         log.read_text()[-2000:]
 
 
-def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
-        tmp_path_factory, chain_home):
+def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(machines):
     """The space's worker is stopped for real (SIGSTOP) before kint-server starts, with a
     0.5 s start-up budget (no budget is long enough for a stopped worker): its attach
     answers TIMEOUT, and its start-up pull waits its least, 0.5 s. The supervisor judges
@@ -183,19 +209,9 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
     run that attach, and the session would count without any retry. Before, the keepalive
     started only after a first attach that went through: this session never counted and no
     watcher pushed its agent's writes for the server's whole life."""
-    # new_machine's steps, with the short timeout in config.toml before the supervisor
-    # starts (it reads the file at its start), so the worker connect spawns beats every
-    # second; the long one once that worker runs.
-    # No quiet period before the watcher's push (the session sends the sandbox's): the
-    # write below is the one the push waits on, nothing comes after it to wait for. The
-    # watcher ticks every quarter second (a poll KINT_TEST_POLL_MINIMUM_S lets under 1 s,
-    # tests/support/kint_test_timings.py), so the push waits a tick, not a second.
-    sb = make_sandbox(tmp_path_factory.mktemp("late-attach"), KINT_POLL_SECONDS="0.25",
-                      KINT_TEST_POLL_MINIMUM_S="0.25", KINT_QUIET_SECONDS="0")
-    join_devchain(chain_home, sb)
-    make_session_key(sb)
-    _heartbeat_timeout(sb, SPAWNED_UNDER_S)
-    sb.start_entitled()
+    # The machine's supervisor started with the short timeout in config.toml (`machines`);
+    # the long one once the worker connect spawns runs.
+    sb = machines["late-attach"]
     agent = None
     worker = None
     try:
@@ -219,8 +235,10 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(
         assert wait_until(lambda: _sessions(sb) == 1, timeout=REATTACH_WITHIN_S,
                           interval=0.5), _server_log(sb)[-2000:]
 
-        # Its watcher pushes the agent's write, as for a session attached at start.
-        before = kjson(sb, "status")["head"]["seq"]
+        # Its watcher pushes the agent's write, as for a session attached at start. (The
+        # head before it, from the status op: `kint status` is checked below.)
+        before = sb.call("status", sb.sibyl_db, timeout_s=30,
+                         args={"chain": True})["head"]["seq"]
         assert agent.call("memory_remember", category="notes", name="after-the-wait",
                           body={"text": "written once the worker was back"})["ok"] is True
         # Waited for on the supervisor's row (no command started per look), then `kint

