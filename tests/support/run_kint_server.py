@@ -13,7 +13,10 @@ again (kint.agent_server.session.RETRY_FIRST_S, 2 s, doubling), so that a test s
 session attach soon after its worker is back rather than at the next of those doublings;
 `KINT_TEST_TOOL_WAIT_S` the longest a kint tool waits for the worker
 (kint.agent_server.tools.TOOL_WAIT_S, 100 s), so that a test meets that bound without
-waiting it out. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
+waiting it out; `KINT_TEST_LOCK_PROBE_S` how long the server's check of a store waits on
+another process's write lock before it answers BUSY (kint.sibyl_client.LOCK_PROBE_S, 2 s,
+paid at start and at each tool call over a locked store), so that a test of that lock does
+not wait the default out at every check. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
 `SESSION_NAME`'s value, each time this server's session has attached and logged what the
 worker answered (at start and at every keepalive), so that a test sees that a session
 re-attached instead of sleeping for it. kint reads none of this.
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # Imported for what its import does (installs the gate and the guard), by name as the
 # worker forkserver's preload imports it: no name of it is used here.
 importlib.import_module("kint_test_gate")
+from kint import sibyl_client  # noqa: E402
 from kint.agent_server import session, tools  # noqa: E402
 from kint.mcp_server import main  # noqa: E402
 
@@ -58,4 +62,6 @@ if __name__ == "__main__":
         _note_attaches(os.environ["KINT_TEST_ATTACH_LOG"])
     if os.environ.get("KINT_TEST_TOOL_WAIT_S"):
         tools.TOOL_WAIT_S = float(os.environ["KINT_TEST_TOOL_WAIT_S"])
+    if os.environ.get("KINT_TEST_LOCK_PROBE_S"):
+        sibyl_client.LOCK_PROBE_S = float(os.environ["KINT_TEST_LOCK_PROBE_S"])
     main()
