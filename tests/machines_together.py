@@ -16,8 +16,9 @@ runs them in lanes (`side_by_side`), each lane's commands in their order.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 from chain_machines import join_devchain, make_session_key
 from conftest import Sandbox, make_sandbox
@@ -57,3 +58,16 @@ def side_by_side(*lanes: Callable[[], Any]) -> list[Any]:
         if error is not None:
             raise error
     return [run.result() for run in runs]
+
+
+@contextmanager
+def running_together(machines: Mapping[str, Sandbox]) -> Iterator[Mapping[str, Sandbox]]:
+    """`machines` (made, not started: a module's own mix of settings and keys) with their
+    supervisors started side by side, for the `with` block; every one stopped after it,
+    or when a start fails."""
+    try:
+        side_by_side(*(machine.start_entitled for machine in machines.values()))
+        yield machines
+    finally:
+        for machine in machines.values():
+            machine.shutdown()

@@ -17,7 +17,7 @@ from eth_account import Account
 from chain_machines import (RULE_1, authorize_machine, devchain_anchor, join_devchain, kjson,
                             make_session_key, ok, owner_account, wallet_signature)
 from conftest import kint_loading, make_sandbox, sibyl_client, write_store
-from machines_together import side_by_side
+from machines_together import running_together, side_by_side
 from kint.protocol.errors import SPACE_RPC_HINT
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id
@@ -44,12 +44,8 @@ def machines(tmp_path_factory, chain_home):
         if made_key:
             make_session_key(sb)
         made[name] = sb
-    try:
-        side_by_side(*(sb.start_entitled for sb in made.values()))
+    with running_together(made):
         yield made
-    finally:
-        for sb in made.values():
-            sb.shutdown()
 
 
 @pytest.fixture(scope="module")

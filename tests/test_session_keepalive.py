@@ -29,7 +29,7 @@ from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
 from kint.spaces import SpaceRef
-from machines_together import side_by_side
+from machines_together import running_together
 from mcp_session import AgentProcess
 
 # The longest the push below is waited for in kint-server (KINT_TEST_TOOL_WAIT_S): the
@@ -73,12 +73,8 @@ def machines(tmp_path_factory, chain_home):
     # sets the long one once that worker runs.
     _heartbeat_timeout(late, SPAWNED_UNDER_S)
     made = {"keepalive": keepalive, "sessions": sessions, "late-attach": late}
-    try:
-        side_by_side(*(sb.start_entitled for sb in made.values()))
+    with running_together(made):
         yield made
-    finally:
-        for sb in made.values():
-            sb.shutdown()
 
 
 def test_the_keepalive_attaches_while_a_long_call_holds_the_session(machines, chain_home):
