@@ -16,6 +16,8 @@ import signal
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -55,6 +57,32 @@ def _running(sb, op: str, since: float) -> bool:
     return running.get("name") == op and running["age_s"] <= time.monotonic() - since
 
 
+@contextmanager
+def _join_held_at_connect(sb, proxy, *extra: str
+                          ) -> Iterator[tuple[subprocess.Popen[str], float]]:
+    """`kint join` started with the chain's eth_getLogs held, once the space's worker runs
+    its connect (which reads the head epoch's log) and waits there: the join and when it
+    was sent. After the block the proxy forwards again and the join is gone."""
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    join = None
+    try:
+        sent = time.monotonic()
+        join = _join(sb, *extra)
+        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
+                    what="the worker's connect, held at the head epoch's log")
+        yield join, sent
+    finally:
+        proxy.forward()
+        if join is not None:
+            join.kill()
+
+
+def _worker_done(sb, op: str) -> None:
+    """Wait until the space's worker runs no op: the one a stopped join sent ended."""
+    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
+                what=f"the {op}'s end in the worker")
+
+
 def _interrupted(join: subprocess.Popen[str]) -> tuple[str, str]:
     join.send_signal(signal.SIGINT)
     out, err = join.communicate(timeout=60)
@@ -65,56 +93,34 @@ def _interrupted(join: subprocess.Popen[str]) -> tuple[str, str]:
 
 def test_ctrl_c_in_the_connect_step_names_it_in_the_json_refusal(machine):
     """The worker's connect reads the head epoch's log: held there, join waits on it."""
-    sb, proxy = machine
-    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
-    join = None
-    try:
-        sent = time.monotonic()
-        join = _join(sb, "--json")
-        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
-                    what="the worker's connect, held at the head epoch's log")
+    with _join_held_at_connect(*machine, "--json") as (join, _):
         out, err = _interrupted(join)
-    finally:
-        proxy.forward()
-        if join is not None:
-            join.kill()
+    sb = machine[0]
     refusal = json.loads(out)
     assert refusal["error"] == "INTERRUPTED" and refusal["step"] == "connect", refusal
     assert "not the connect it sent" in refusal["message"], refusal
     assert "kint supervisor status" in refusal["hint"], refusal
     assert err == "", err
     # The connect goes on in the worker, and ends (the next test's join waits on nothing).
-    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
-                what="the connect's end in the worker")
+    _worker_done(sb, "connect")
 
 
 def test_a_join_again_while_the_interrupted_connect_runs_names_what_runs(machine):
     """A user who stops join and runs it again at once meets the connect the first one
     sent, still running in the worker: the refusal names it (it said "a push, pull or
     connect", though nobody had sent a push), and a third join, once it ends, resumes."""
-    sb, proxy = machine
-    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
-    join = None
-    try:
-        sent = time.monotonic()
-        join = _join(sb)
-        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
-                    what="the worker's connect, held at the head epoch's log")
+    sb = machine[0]
+    with _join_held_at_connect(*machine) as (join, _):
         _interrupted(join)
         again = _join(sb)
         out, err = again.communicate(timeout=120)
-    finally:
-        proxy.forward()
-        if join is not None:
-            join.kill()
     assert again.returncode == 2, (out, err)
     stopped, hint = err.splitlines()
     assert re.fullmatch(r"join stopped at connect: a connect is already running for this "
                         r"space \(for \d+ s\) \[BUSY\]", stopped), err
     assert hint == ("hint: wait for it to end (`kint supervisor status` shows it while it "
                     "runs), then try again"), err
-    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
-                what="the connect's end in the worker")
+    _worker_done(sb, "connect")
     resumed = _join(sb)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, (out, err)
@@ -150,38 +156,26 @@ def test_ctrl_c_in_the_restore_step_names_it_and_a_second_join_resumes(machine):
     lets the connect's read through and holds the next one, the pull's. Ctrl-C there says
     the pull goes on in the worker; it ends whole, and a second join finds it done."""
     sb, proxy = machine
-    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
-    join = None
-    try:
-        sent = time.monotonic()
-        join = _join(sb, "--discard-local")
-        sb.wait_for(lambda: _running(sb, "connect", sent), timeout=HOLD_S, interval=0.05,
-                    what="the worker's connect, held at the head epoch's log")
+    with _join_held_at_connect(sb, proxy, "--discard-local") as (join, sent):
         proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
         sb.wait_for(lambda: _running(sb, "pull", sent), timeout=HOLD_S, interval=0.05,
                     what="the worker's pull, held at the head epoch's log")
         out, err = _interrupted(join)
-    finally:
-        proxy.forward()
-        if join is not None:
-            join.kill()
     assert out.splitlines()[-1].startswith("connected: key tag "), out  # the step before
     assert err.splitlines() == [
         "join stopped at restore: interrupted (Ctrl-C): this command stopped waiting, not "
         "the pull it sent, which the space's worker runs to its end [INTERRUPTED]",
         "hint: `kint supervisor status` shows it while it runs; `kint status` says where the "
         "space stands after"], err
-    sb.wait_for(lambda: not (sb.row(sb.sibyl_db).get("op") or {}), timeout=60,
-                what="the pull's end in the worker")
+    _worker_done(sb, "pull")
     status = kjson(sb, "status")
     assert status["head"]["seq"] == status["chain_head"]["seq"] == 1, status
     assert status["restore_in_progress"] is None and status["interrupted_pull"] is None, status
-    again = subprocess.run([KINT, "join", "--owner", sb.owner, "--signature", "-",
-                            "--no-setup"], env=sb.env, text=True,
-                           input=sb.signature.read_text(), capture_output=True, timeout=300)
-    assert again.returncode == 0, (again.stdout, again.stderr)
-    assert "data key from local wraps" in again.stdout, again.stdout
-    assert "restore: up to date; head seq 1 " in again.stdout, again.stdout
+    again = _join(sb)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, (out, err)
+    assert "data key from local wraps" in out, out
+    assert "restore: up to date; head seq 1 " in out, out
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
