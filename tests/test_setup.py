@@ -175,6 +175,21 @@ def test_all_runs_in_order_and_skips_what_is_not_installed(sandbox):
     assert out.returncode == 0 and (sandbox.home / ".codex" / "config.toml").is_file()
 
 
+def test_a_named_harness_without_its_cli_is_skipped_as_v030_says_exit_0(sandbox):
+    """`kint setup claude` (or hermes, openclaw) with that CLI not on PATH: v0.3.0's line for
+    a target whose CLI is missing, and no failure (13-harnesses.md and 09-cli.md, "kint
+    setup", give that line for any target and setup no exit status of its own for it);
+    `--json` says `skipped` where a script can see it."""
+    out = setup(sandbox, "claude")
+    assert (out.returncode, out.stdout, out.stderr) == (
+        0, "claude: CLI not found, skipped\n", ""), out.stdout + out.stderr
+    out = setup(sandbox, "openclaw", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["reports"] == [
+        {"target": "openclaw", "status": "skipped", "lines": ["openclaw: CLI not found, skipped"],
+         "code": None, "hint": None}]
+
+
 def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tmp_path):
     lone = tmp_path / "lone"
     lone.mkdir()
