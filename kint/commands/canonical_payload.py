@@ -11,7 +11,8 @@ import sys
 
 import click
 
-from kint.custody.ids import CHECKSUM_HINT, NOT_ITS_CHECKSUM, address_problem
+from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem
+from kint.protocol.errors import CHECKSUM_HINT
 
 
 @click.command("canonical-payload")

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from kint import spaces
 from kint.commands.common import refuse, usage_error
-from kint.custody.ids import (CHECKSUM_HINT, NOT_ITS_CHECKSUM, address_problem,
-                              checksum_address)
+from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem, checksum_address
 from kint.paths import space_files
 from kint.protocol import ErrorCode
+from kint.protocol.errors import CHECKSUM_HINT
 
 if TYPE_CHECKING:
     from kint.tenant_worker.enrolment import Enrolment

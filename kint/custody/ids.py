@@ -40,8 +40,6 @@ def owner_bytes(owner: str | bytes) -> bytes:
 NOT_AN_ADDRESS = "is not an address (0x and 40 hex characters)"
 NOT_ITS_CHECKSUM = ("does not match its EIP-55 checksum (the case of its letters): a "
                     "character may be mistyped")
-CHECKSUM_HINT = ("copy the address again from the wallet or an explorer: the case of its "
-                 "letters is a checksum, and a mistyped character breaks it")
 
 
 def address_problem(value: object) -> str | None:
