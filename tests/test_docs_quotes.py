@@ -3,10 +3,11 @@
 README.md and docs/ quote several of kint's outputs and refusals exactly (most of them kint
 v0.3.0's words): the authorize page's two lines, the no-owner and no-signature refusals,
 memory_push's KEY_EXPIRED message, status's cap block, pull's unapplied-epoch lines, the
-closed-store refusal, pull's refusal of rows with no mirror. A change of wording in the
-code would leave the docs quoting a line no kint prints; each test here makes the line from
-the code, with the docs' placeholders for its variable parts, and looks for it in the page
-that quotes it. Whitespace is compared loosely, since the docs wrap a quote across lines.
+closed-store refusal, pull's refusal of rows with no mirror, `kint supervisor status`'s
+exit status. A change of wording in the code would leave the docs quoting a line no kint
+prints; each test here makes the line from the code, with the docs' placeholders for its
+variable parts, and looks for it in the page that quotes it. Whitespace is compared
+loosely, since the docs wrap a quote across lines.
 """
 
 from __future__ import annotations
@@ -108,3 +109,13 @@ def test_the_pull_over_rows_without_a_mirror_is_quoted_as_refused():
 
     said = NO_MIRROR_FORK.format(rows="N", tenant="T")
     assert _quoted_in(DOCS / "commands.md", f"`{said}`")
+
+
+def test_supervisor_status_exit_codes_are_said_in_readme_as_help_says_them():
+    """README gives `kint supervisor status`'s exit status in --help's words (one source:
+    kint.commands.supervisor_status.HELP, beside the `run` that returns it)."""
+    from kint.commands.supervisor_status import HELP
+
+    exits = HELP.split("\n\n", 1)[1]
+    assert exits.startswith("Exit code 0 ")
+    assert _quoted_in(ROOT / "README.md", exits)
