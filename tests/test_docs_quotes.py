@@ -4,10 +4,12 @@ README.md and docs/ quote several of kint's outputs and refusals exactly (most o
 v0.3.0's words): the authorize page's two lines, the no-owner and no-signature refusals,
 memory_push's KEY_EXPIRED message, status's cap block, pull's unapplied-epoch lines, the
 closed-store refusal, pull's refusal of rows with no mirror, `kint supervisor status`'s
-exit status. A change of wording in the code would leave the docs quoting a line no kint
-prints; each test here makes the line from the code, with the docs' placeholders for its
-variable parts, and looks for it in the page that quotes it. Whitespace is compared
-loosely, since the docs wrap a quote across lines.
+exit status, connect's and pull's progress lines and the BUSY that names the op running. A
+change of wording in the code would leave the docs quoting a line no kint prints; each test
+here makes the line from the code, with the docs' placeholders for its variable parts, and
+looks for it in the page that quotes it (a line made deep in the worker is looked for among
+the strings its module writes). Whitespace is compared loosely, since the docs wrap a quote
+across lines.
 """
 
 from __future__ import annotations
@@ -119,3 +121,41 @@ def test_supervisor_status_exit_codes_are_said_in_readme_as_help_says_them():
     exits = HELP.split("\n\n", 1)[1]
     assert exits.startswith("Exit code 0 ")
     assert _quoted_in(ROOT / "README.md", exits)
+
+
+def _patterns(module: Path) -> list[re.Pattern[str]]:
+    """Every string `module` writes out, as a pattern: a plain literal as itself, an
+    f-string with each `{...}` as any text (the docs put a placeholder there)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            found.append("".join(re.escape(part.value) if isinstance(part, ast.Constant)
+                                 else ".+?" for part in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append(re.escape(node.value))
+    return [re.compile(pattern) for pattern in found]
+
+
+def _made_in(module: str, line: str, prefix: str = "") -> bool:
+    """Whether kint/<module> writes `line` (its `prefix` added by the code that shows it)."""
+    assert line.startswith(prefix), line
+    said = line[len(prefix):]
+    return any(p.fullmatch(said) for p in _patterns(ROOT / "kint" / module))
+
+
+def test_connect_and_pull_progress_lines_are_quoted_as_made():
+    """The lines docs/commands.md says connect and pull show while they wait, and the BUSY
+    that names the op running, each a string the worker's code writes."""
+    text = _flat((DOCS / "commands.md").read_text())
+    connect = re.findall(r"`(connect: [^`]+)`", text)
+    assert len(connect) == 5, connect
+    for line in connect:
+        assert _made_in("tenant_worker/connect.py", line, "connect: "), line
+    assert _made_in("tenant_worker/pull.py", "pull: reading the chain head")
+    assert "`pull: reading the chain head`" in text
+    cold = "pull: cold start, asking a second RPC for the head"
+    assert _made_in("tenant_worker/cold_start.py", cold) and f"`{cold}`" in text
+    busy = "a connect is already running for this space (for 4 s)"
+    assert _made_in("tenant_worker/head_lock.py", busy) and f"`{busy}`" in text
