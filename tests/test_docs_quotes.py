@@ -4,12 +4,12 @@ README.md and docs/ quote several of kint's outputs and refusals exactly (most o
 v0.3.0's words): the authorize page's two lines, the no-owner and no-signature refusals,
 memory_push's KEY_EXPIRED message, status's cap block, pull's unapplied-epoch lines, the
 closed-store refusal, pull's refusal of rows with no mirror, `kint supervisor status`'s
-exit status, connect's and pull's progress lines and the BUSY that names the op running. A
-change of wording in the code would leave the docs quoting a line no kint prints; each test
-here makes the line from the code, with the docs' placeholders for its variable parts, and
-looks for it in the page that quotes it (a line made deep in the worker is looked for among
-the strings its module writes). Whitespace is compared loosely, since the docs wrap a quote
-across lines.
+exit status, connect's and pull's progress lines, the BUSY that names the op running, and a
+second `kint setup`'s refusal. A change of wording in the code would leave the docs quoting
+a line no kint prints; each test here makes the line from the code, with the docs'
+placeholders for its variable parts, and looks for it in the page that quotes it (a line
+made deep in the worker is looked for among the strings its module writes). Whitespace is
+compared loosely, since the docs wrap a quote across lines.
 """
 
 from __future__ import annotations
@@ -159,3 +159,30 @@ def test_connect_and_pull_progress_lines_are_quoted_as_made():
     assert _made_in("tenant_worker/cold_start.py", cold) and f"`{cold}`" in text
     busy = "a connect is already running for this space (for 4 s)"
     assert _made_in("tenant_worker/head_lock.py", busy) and f"`{busy}`" in text
+
+
+def test_a_second_setup_is_refused_as_harnesses_md_quotes_it(tmp_path):
+    """docs/harnesses.md, "Two setups at once": the refusal a setup meets while another holds
+    `setup.lock`, made here by holding the lock on another open file (flock locks by open
+    file, so one process can hold it against itself)."""
+    import fcntl
+    import os
+
+    from kint.harnesses import SetupError
+    from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
+    from kint.render import refusal_text
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    held = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.write(held, b"4242")
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SetupError) as refused:
+            with setup_lock(home):
+                pass
+    finally:
+        os.close(held)
+    err = refused.value
+    said = refusal_text(err.code, err.message, err.hint).replace(str(home), "/home/me/.kint")
+    assert _quoted_in(DOCS / "harnesses.md", said), said
