@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from chain_machines import kjson, new_machine, on
+from chain_machines import kjson, new_machine, ok, on
 from conftest import write_rules as write
+from kint.spaces import space_id as space_id_of
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +68,47 @@ def test_a_nonce_a_dropped_block_freed_is_taken_again(machine, w3):
     assert w3.eth.get_transaction("0x" + landed["tx"])["nonce"] == lost["nonce"]
     log = (machine.kint_home / "supervisor.log").read_text(errors="replace")
     assert f"nonce {lost['nonce']}'s transaction" in log and "no longer on the chain" in log
+
+
+def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
+    """Epoch 2 was in the block the chain dropped. Push refuses STALE_RPC, its hint naming
+    `kint push --reanchor` (it said only that kint changes nothing, leaving no way out);
+    `push --reanchor` sends epoch 2 again byte for byte (the same digest on the same
+    prev, from the epoch cache), then the change made since as epoch 3. The machine is in
+    step again: pull has nothing to refuse and verify proceeds."""
+    from chain_machines import devchain_anchor
+
+    db = space(machine, "again", **{"release-gate": "ship on green only"})
+    kjson(machine, *on(db, "push"))
+    write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
+    (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
+    drop_last_block(w3, epoch["block"])
+    write(db, machine.tenant, **{"third": "written after the reorganisation"})
+
+    refused = machine.kint(*on(db, "push"))
+    assert refused.returncode == 5 and "[STALE_RPC]" in refused.stderr, refused.stderr
+    assert "a reorganisation dropped epoch 2" in refused.stderr
+    assert "`kint push --reanchor` sends them again" in refused.stderr, refused.stderr
+
+    pushed = kjson(machine, *on(db, "push", "--reanchor"))
+    (again,) = pushed["reanchored"]
+    assert (again["seq"], again["digest"]) == (2, epoch["digest"])
+    assert again["block"] > epoch["block"] and again["tx"] != epoch["tx"]
+    assert [e["seq"] for e in pushed["epochs"]] == [3]
+
+    status = kjson(machine, *on(db, "status"))
+    owner, space_id = status["owner"], space_id_of(machine.label(db))
+    chain = devchain_anchor(chain_home)
+    assert chain.head(owner, space_id).seq == 3
+    landed = chain.epoch_log(owner, space_id, 2, again["block"])
+    assert landed is not None and landed.digest == epoch["digest"]
+    meta = json.loads((machine.kint_home / "epochs" / space_id[:16] / "00000002.meta.json")
+                      .read_text())
+    assert (meta["block"], meta["tx"]) == (again["block"], again["tx"])
+    assert kjson(machine, *on(db, "pull"))["applied"] == []
+    verdict = kjson(machine, *on(db, "verify", "deploys only before 3pm", "--no-write"))
+    assert verdict["decision"] == "proceed", verdict
+
+    unused = ok(machine.kint(*on(db, "push", "--reanchor")))
+    assert "kint: --reanchor not used: the chain holds every epoch" in unused.stderr
+    assert unused.stdout == "nothing to push: the store matches the last anchored epoch\n"
