@@ -75,7 +75,8 @@ def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
     assert pulled.returncode == 6 and "[STALE_RPC]" in pulled.stderr, pulled.stderr
     assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"
     status = ok(m.kint("status")).stdout
-    assert "(BEHIND this machine: a stale or lagging RPC)" in status, status
+    assert ("(BEHIND this machine: a stale or lagging RPC, or a reorganisation: `kint push` "
+            "says which)") in status, status
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 

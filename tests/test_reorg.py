@@ -71,7 +71,9 @@ def test_a_nonce_a_dropped_block_freed_is_taken_again(machine, w3):
 
 
 def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
-    """Epoch 2 was in the block the chain dropped. Push refuses STALE_RPC, its hint naming
+    """Epoch 2 was in the block the chain dropped. With nothing changed, push says so and
+    status shows the head behind, naming a reorganisation; with a change, push refuses
+    STALE_RPC, its hint naming
     `kint push --reanchor` (it said only that kint changes nothing, leaving no way out);
     `push --reanchor` sends epoch 2 again byte for byte (the same digest on the same
     prev, from the epoch cache), then the change made since as epoch 3. The machine is in
@@ -83,6 +85,13 @@ def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
     write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
     drop_last_block(w3, epoch["block"])
+    # Nothing changed: push reads no chain and says so, as v0.3.0's does; status is where
+    # the loss shows (it said "a stale or lagging RPC" only).
+    same = ok(machine.kint(*on(db, "push")))
+    assert same.stdout == "nothing to push: the store matches the last anchored epoch\n"
+    status = ok(machine.kint(*on(db, "status"))).stdout
+    assert ("(BEHIND this machine: a stale or lagging RPC, or a reorganisation: `kint push` "
+            "says which)") in status, status
     write(db, machine.tenant, **{"third": "written after the reorganisation"})
 
     refused = machine.kint(*on(db, "push"))
