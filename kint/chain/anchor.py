@@ -38,7 +38,8 @@ from web3.exceptions import (ContractCustomError, ContractLogicError, Transactio
                              Web3Exception)
 
 from kint.chain.artifact import epoch_anchor_artifact
-from kint.chain.calls import ChainRefused, answer_int, bounded, endpoint_text
+from kint.chain.calls import (ChainRefused, answer_int, bounded, endpoint_text,
+                              transport_words)
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 from kint.settings.urls import redact_url
@@ -487,7 +488,7 @@ class Anchor:
             except Web3Exception:
                 receipt = None
             except (requests.exceptions.RequestException, OSError) as err:
-                raise RpcUnavailable(f"waiting for a receipt: {type(err).__name__}") from None
+                raise RpcUnavailable(f"waiting for a receipt: {transport_words(err)}") from None
             if receipt is not None:
                 if receipt["status"] != 1:
                     raise ChainRefused("reverted", f"transaction {tx_hash} failed")
