@@ -172,6 +172,20 @@ def _custom_errors() -> dict[bytes, tuple[str, list[tuple[str, str]]]]:
         for e in epoch_anchor_artifact()["abi"] if e.get("type") == "error"}
 
 
+def _fees(raw: bytes) -> tuple[dict[str, Any], int, int]:
+    """A signed transaction's fields, its highest price per gas and its highest tip."""
+    from eth_account._utils.legacy_transactions import Transaction
+    from eth_account.typed_transactions import TypedTransaction
+    from hexbytes import HexBytes
+
+    if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
+        tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+        price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
+        return tx, price, int(tx.get("maxPriorityFeePerGas", price))
+    tx = Transaction.from_bytes(HexBytes(raw)).as_dict()
+    return tx, int(tx["gasPrice"]), int(tx["gasPrice"])
+
+
 class Anchor:
     def __init__(self, config: ChainConfig, tracker: RpcTracker, url_index: int = 0) -> None:
         self.config = config
@@ -452,17 +466,15 @@ class Anchor:
     def max_cost(raw: bytes) -> int:
         """The most a signed transaction can charge its sender: gas limit times the highest
         price it accepts, plus the value it sends."""
-        from eth_account._utils.legacy_transactions import Transaction
-        from eth_account.typed_transactions import TypedTransaction
-        from hexbytes import HexBytes
-
-        if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
-            tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
-            price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
-        else:
-            tx = Transaction.from_bytes(HexBytes(raw)).as_dict()
-            price = int(tx["gasPrice"])
+        tx, price, _ = _fees(raw)
         return int(tx["gas"]) * price + int(tx.get("value", 0))
+
+    @staticmethod
+    def fee_caps(raw: bytes) -> tuple[int, int]:
+        """A signed transaction's highest price per gas and highest tip (a legacy one's
+        gas price is both): what a transaction replacing it at its nonce must outbid."""
+        _, price, tip = _fees(raw)
+        return price, tip
 
     def send_raw(self, raw: bytes) -> str:
         try:

@@ -123,6 +123,28 @@ class SessionSender:
                      self.space16, own_nonce, acted)
         return acted
 
+    def cancel(self, nonce: int, replaced: bytes) -> bytes:
+        """Replace `replaced`, a transaction of this key waiting at the endpoint at `nonce`
+        that can only revert now, with a zero-value transfer to self at the same nonce:
+        21,000 gas where a push that reverts still pays its whole calldata (about 40 gas a
+        byte, the EIP-7623 floor). Endpoints take a replacement only at a higher price
+        (geth and anvil ask 10% more of both the price and the tip), so it bids a quarter
+        more than the replaced one's highest price, or twice the current price if that is
+        more. The book holds the transfer from then on, so a re-broadcast sends it, not
+        the push. Raises what the send raised: the endpoint refused it (the push was
+        mined meanwhile, or it wants a higher bid)."""
+        cap, tip = self.anchor.fee_caps(replaced)
+        current = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price),
+                          "reading the gas price")
+        price = max(-(-max(cap, tip) * 5 // 4), current * 2)
+        address = self.account.address
+        tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
+              "gasPrice": price, "nonce": nonce, "chainId": self.anchor.config.chain_id}
+        raw = bytes(self.account.sign_transaction(tx).raw_transaction)
+        self.anchor.send_raw(raw)
+        self.book.record(nonce, raw)
+        return raw
+
     def _filler(self, nonce: int) -> bytes:
         """A zero-value transfer to self at `nonce`: it spends the nonce and nothing else."""
         address = self.account.address
