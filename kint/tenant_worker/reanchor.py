@@ -186,9 +186,11 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
                             f"match what was sent", "run `kint pull` to re-read it")
     gas = int(receipt["gasUsed"])
     price = int(receipt.get("effectiveGasPrice", 0) or 0)
+    l1_fee = receipt.get("l1Fee")
+    l1 = int(l1_fee, 16) if isinstance(l1_fee, str) else int(l1_fee or 0)
     landed = replace(meta, block=event.block, tx=event.tx_hash, writer=event.writer,
-                     cost={**(meta.cost or {}), "gas": gas, "effective_gas_price": price,
-                           "cost_wei": gas * price})
+                     cost={"gas": gas, "bytes": len(envelope), "effective_gas_price": price,
+                           "l1_fee": l1, "cost_wei": gas * price + l1})
     cache_epoch_meta(state, landed)
     _move_head(ctx, landed)
     log.info("space %s: epoch %d anchored again at block %d (tx %s)", ctx.config.space16,
