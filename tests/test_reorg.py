@@ -99,6 +99,9 @@ def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
     assert "a reorganisation dropped epoch 2" in refused.stderr
     assert "`kint push --reanchor` sends them again" in refused.stderr, refused.stderr
 
+    dry = ok(machine.kint(*on(db, "push", "--reanchor", "--dry-run"))).stdout
+    assert dry.startswith("would anchor epoch 2 again (the chain lost it)\n"), dry
+    assert w3.eth.block_number == epoch["block"]  # nothing sent
     pushed = kjson(machine, *on(db, "push", "--reanchor"))
     (again,) = pushed["reanchored"]
     assert (again["seq"], again["digest"]) == (2, epoch["digest"])
