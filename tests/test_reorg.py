@@ -124,3 +124,47 @@ def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
     unused = ok(machine.kint(*on(db, "push", "--reanchor")))
     assert "kint: --reanchor not used: the chain holds every epoch" in unused.stderr
     assert unused.stdout == "nothing to push: the store matches the last anchored epoch\n"
+
+
+def test_a_transaction_waiting_behind_a_dropped_one_gets_its_hole_filled(tmp_path):
+    """A transaction already sent (nonce 8) when the block holding the one below it
+    (nonce 7, mined) is dropped waits on a hole: the wait's slow path now fills nonce 7
+    with a transfer to self, where it skipped a nonce the book held as mined and the send
+    waited out the receipt timeout. The endpoint is a stand-in: the chain's count fell back
+    to 7, and transaction 7 is unknown to it."""
+    from eth_account import Account
+    from web3.exceptions import TransactionNotFound
+
+    from kint.chain.nonces import NonceBook
+    from kint.tenant_worker.session_sender import SessionSender
+
+    account = Account.create()
+    book = NonceBook(tmp_path)
+    for nonce in (7, 8):
+        assert book.allocate(account.address, 7, "a" * 16) == nonce
+        book.record(nonce, bytes([nonce]) * 10)
+    book.landed(7, "0x" + "77" * 32)
+    sent: list[bytes] = []
+
+    class Eth:
+        gas_price = 10**9
+
+        def get_transaction_count(self, address: str, block: str) -> int:
+            return 7
+
+        def get_transaction(self, tx_hash: str) -> None:
+            raise TransactionNotFound(tx_hash)
+
+    class StandIn:
+        w3 = type("W3", (), {"eth": Eth()})()
+        config = type("Config", (), {"chain_id": 31337})()
+
+        def send_raw(self, raw: bytes) -> str:
+            sent.append(raw)
+            return "00" * 32
+
+    sender = SessionSender(StandIn(), account, book, "a" * 16)  # type: ignore[arg-type]
+    assert sender.unstick(8) == [7]
+    assert len(sent) == 1 and Account.recover_transaction(sent[0]) == account.address
+    entry = json.loads((tmp_path / "nonces" / f"{7:012d}.json").read_text())
+    assert entry["raw"] == sent[0].hex() and not entry["mined"]  # the filler, at nonce 7

@@ -116,7 +116,11 @@ class SessionSender:
 
     def unstick(self, own_nonce: int) -> list[int]:
         """Re-broadcast or fill what holds `own_nonce` back (see kint.chain.nonces)."""
-        acted = unstick(self.book, self.account.address, own_nonce, self.mined_count(),
+        count = self.mined_count()
+        # A nonce below this one whose block the chain dropped since it was taken is a hole
+        # too: given back here, it is filled below like any nonce never sent.
+        self._free_dropped(count)
+        acted = unstick(self.book, self.account.address, own_nonce, count,
                         self.anchor.send_raw, self._filler)
         if acted:
             log.info("space %s: nonce %d waited on nonce(s) %s; pushed them through",
