@@ -4,7 +4,9 @@ count falls back too).
 
 One machine on the session's devchain for the module; each test gives itself spaces of
 their own (Hermes profile stores: one space each, one session key for all of them), so a
-test's reorganisation drops only the block its own push made, the last one.
+test's reorganisation drops only the block its own push made, the last one. The last test
+needs a transaction in flight across the reorganisation, which a test cannot time against
+a real anvil, so its endpoint is a stand-in answering as anvil does after one.
 """
 
 from __future__ import annotations
