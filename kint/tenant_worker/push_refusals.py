@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any
 
 from kint.chain.anchor import Anchor, Head
+from kint.chain.calls import ChainRefused
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
@@ -223,3 +224,19 @@ def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
                             f"session key {session.address} is not authorized for owner "
                             f"{owner}: authorize it (kint authorize) and fund it",
                             UNAUTHORIZED_HINT)
+
+
+def refused(err: ChainRefused) -> ProtocolError:
+    """What a push answers a transaction the chain (or the node) refused as it was signed
+    or mined: the contract's custom error said as the user's next step."""
+    if err.error == "StaleHead":
+        return ProtocolError(ErrorCode.CHAIN_MOVED,
+                             f"the chain refused the epoch ({err}): another machine pushed "
+                             f"first; {NOTHING_DROPPED}", "run `kint pull` first")
+    if err.error == "NotAuthorized":
+        return ProtocolError(ErrorCode.NOT_CONNECTED,
+                             f"the chain refused the epoch: this machine's session key is not "
+                             f"authorized for the owner; {NOTHING_DROPPED}",
+                             UNAUTHORIZED_HINT)
+    return ProtocolError(ErrorCode.INTERNAL, f"transaction would revert: {err}",
+                         NOTHING_DROPPED)
