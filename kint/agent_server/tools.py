@@ -1,5 +1,5 @@
-"""kint's six MCP tools, forwarded to the space's worker (seed 001, "Write: Sibyl's tools,
-unchanged"): memory_status, memory_connect, memory_pull, memory_push, memory_verify,
+"""kint's six MCP tools, forwarded to the space's worker (docs/harnesses.md, "What the
+agent sees"): memory_status, memory_connect, memory_pull, memory_push, memory_verify,
 memory_history. Each is a `KintTool`: its description, its argument model
 (kint.agent_server.tool_args) and what it runs; kint.agent_server.surface serves them.
 A run returns its result or raises KintError; the surface turns either into `ok`.

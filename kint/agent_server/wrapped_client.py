@@ -1,4 +1,5 @@
-"""kint-server's one MemoryClient, shared with Sibyl's eight tools (seed 001, "One client").
+"""kint-server's one MemoryClient, shared with Sibyl's eight tools (docs/how-it-works.md,
+"One client").
 
 It is built like the worker's (Sibyl's account gate, kint's cap gate), put into Sibyl's
 `_client_cache` with all four keys under Sibyl's own `_client_lock`, so Sibyl's tools find

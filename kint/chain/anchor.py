@@ -10,11 +10,11 @@ nonces) are one eth_call each, encoded and decoded here from the ABI and sent th
 tracked provider as they are: web3's contract and middleware layers are built only when a
 log, a transaction or a transaction's data is needed. Building and running them for each
 head read made a worker that only verifies ~4 MiB larger: pages it shares with its
-forkserver became its own (issue 15). Gas is always estimated: anvil silently drops a
-transaction below the calldata floor, and an estimate is where a revert shows up without
-spending gas. Every receipt wait has a deadline. Low-level errors (a timeout, a refused
-connection, a malformed answer) become `RpcUnavailable` through kint.chain.calls, in one
-place.
+forkserver became its own (the many-tenants bench, bench/README.md). Gas is always
+estimated: anvil silently drops a transaction below the calldata floor, and an estimate is
+where a revert shows up without spending gas. Every receipt wait has a deadline. Low-level
+errors (a timeout, a refused connection, a malformed answer) become `RpcUnavailable`
+through kint.chain.calls, in one place.
 
 Hex conventions: digests, spaces and transaction hashes are lowercase hex without 0x
 (either form is accepted as input); addresses are checksummed.

@@ -1,4 +1,4 @@
-"""Push (seed 001, "Anchor: push, after the write returned"; v0.3.0's 06-epochs.md): anchor
+"""Push (docs/how-it-works.md, "Push, step by step"; v0.3.0's 06-epochs.md): anchor
 what the store holds now, in encrypted epochs, one `push(owner, space, prev, ct)`
 transaction each, sent from the machine's session key.
 

@@ -114,13 +114,13 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
 def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
     """The store's rows (None: not created yet). A store whose file kint cannot read
     (`store.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
-    server-side push is held over it (seed 001: an unchecked push is what the hold stops),
-    and a push from a terminal says which file, with nothing anchored. One this user may
-    not open (kint.store_denied) is refused as that, held for nobody and never sent to
-    `--discard-local`: the push goes through once the permission is fixed. A read that failed
-    for another reason is refused as what it is, never as a damaged file: a lock is BUSY,
-    a full disk DISK_FULL (state_health.guarded), anything else names SQLite's error and is
-    tried again by the next push, not held for a human."""
+    server-side push is held over it (docs/how-it-works.md: an unchecked push is what the
+    hold stops), and a push from a terminal says which file, with nothing anchored. One
+    this user may not open (kint.store_denied) is refused as that, held for nobody and
+    never sent to `--discard-local`: the push goes through once the permission is fixed. A
+    read that failed for another reason is refused as what it is, never as a damaged file:
+    a lock is BUSY, a full disk DISK_FULL (state_health.guarded), anything else names
+    SQLite's error and is tried again by the next push, not held for a human."""
     try:
         return ctx.store_rows()
     except sqlite3.DatabaseError as err:

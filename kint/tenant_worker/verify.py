@@ -1,11 +1,12 @@
-"""Verify before acting (seed 000): Sibyl finds the row, kint re-reads its exact stored
-text, hashes it into a leaf, and checks the leaf against what this machine last saw
-anchored. The answer is `proceed` or `refuse`, with the evidence.
+"""Verify before acting (docs/how-it-works.md, "Verify: four statuses, seven checks"):
+Sibyl finds the row, kint re-reads its exact stored text, hashes it into a leaf, and checks
+the leaf against what this machine last saw anchored. The answer is `proceed` or `refuse`,
+with the evidence.
 
-The decision walks seed 000's seven checks in order and stops at the first that applies.
-Reasons are the seed's words. A refusal over a drifted or missing row is written back into
-the store through Sibyl's own `set_entity`, so the next session finds it with Sibyl's
-tools.
+The decision walks the seven checks that page lists, in order, and stops at the first that
+applies. Reasons are v0.3.0's words (07-verify.md). A refusal over a drifted or missing row
+is written back into the store through Sibyl's own `set_entity`, so the next session finds
+it with Sibyl's tools.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ class Check:
 
 def check_hit(meta_of: Callable[[int], EpochMeta], mirror: Mirror, stored: Row | None,
               hit: dict[str, Any]) -> Check:
-    """One hit's status: verified, drifted, unanchored or missing (seed 000's table).
-    `meta_of(seq)` is the anchored epoch's metadata (`_metas`)."""
+    """One hit's status: verified, drifted, unanchored or missing (the table in
+    docs/how-it-works.md). `meta_of(seq)` is the anchored epoch's metadata (`_metas`)."""
     head = mirror.head
     base = dict(tier=hit["tier"], key=hit["key"], category=hit.get("category"),
                 head_seq=head.seq, head_block=head.block, rows_root=mirror.anchored_root)
@@ -229,8 +230,9 @@ def store_absent(query: str, why: str) -> dict[str, Any]:
 def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
            state: SpaceState, query: str, head: HeadReading, write_refusal: bool
            ) -> dict[str, Any]:
-    """Seed 000's seven checks over what the search returned. Each hit is re-read from the
-    store now, so a row deleted since the search ran comes back `missing`."""
+    """The seven checks (docs/how-it-works.md) over what the search returned. Each hit is
+    re-read from the store now, so a row deleted since the search ran comes back
+    `missing`."""
     verdict = results.verdict
     hits = list(results)
     out = _refusal(query, verdict, hits, "", head.unavailable)
