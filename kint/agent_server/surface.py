@@ -80,10 +80,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def serve(mcp: FastMCP, tools: list[KintTool],
-          before_call: Callable[[str], dict[str, Any] | None] = lambda _: None,
+          before_call: Callable[[str, bool], dict[str, Any] | None] = lambda _t, _s: None,
           progress_line: Callable[[str, float], str | None] | None = None) -> None:
     """Name the server, give it its instructions and add kint's tools to Sibyl's.
-    `before_call(tool)` runs before every tool call (kint-server: build Sibyl's client when
+    `before_call(tool, sibyls)` runs before every tool call, `sibyls` saying whether `tool`
+    is one of Sibyl's (kint-server: build Sibyl's client when
     the store could not be opened before, so Sibyl's tools never build an unwrapped one);
     what it returns, when not None, is the call's answer instead (a store deleted under
     the server: kint.agent_server.wrapped_client). `progress_line(op, sent_at)` reads the
@@ -117,7 +118,7 @@ def serve(mcp: FastMCP, tools: list[KintTool],
         return sibyl_names
 
     def run_kints(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
-        refused = before_call(tool.name)
+        refused = before_call(tool.name, False)
         return result(refused) if refused is not None else call(tool, arguments)
 
     async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
@@ -149,7 +150,7 @@ def serve(mcp: FastMCP, tools: list[KintTool],
         # deleted under the client), so it runs in a thread; cancelled, it is waited for.
         await gate.enter()
         try:
-            refused = await anyio.to_thread.run_sync(before_call, name)
+            refused = await anyio.to_thread.run_sync(before_call, name, True)
             if refused is not None:
                 return types.ServerResult(result(refused))
             return await call_sibyls(req)
