@@ -2,7 +2,8 @@
 tools served beside Sibyl's eight.
 
 Sibyl's `build_server()` gives a FastMCP server whose eight tools (names, schemas,
-descriptions, error handling) kint serves exactly as shipped. kint's tools are served one
+descriptions, error handling) kint serves exactly as shipped; only an error's text loses
+the SDK's prefix, so it is the JSON Sibyl raised (kint.agent_server.sibyl_errors). kint's tools are served one
 layer out, on the SDK's lowlevel `Server` under it, the layer Sibyl's own argument guard
 wraps too: `tools/list` answers Sibyl's list plus kint's, and a `tools/call` for a kint
 tool never reaches FastMCP. That is what lets each kint tool's pydantic model
@@ -39,7 +40,7 @@ from mcp.server.fastmcp import FastMCP
 from pydantic import ValidationError
 
 from kint import __version__
-from kint.agent_server import progress, results
+from kint.agent_server import progress, results, sibyl_errors
 from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
@@ -153,7 +154,8 @@ def serve(mcp: FastMCP, tools: list[KintTool],
             refused = await anyio.to_thread.run_sync(before_call, name, True)
             if refused is not None:
                 return types.ServerResult(result(refused))
-            return await call_sibyls(req)
+            answer = await call_sibyls(req)
+            return types.ServerResult(sibyl_errors.as_json(name, answer.root))
         finally:
             gate.leave()
 
