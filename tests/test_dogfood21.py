@@ -9,6 +9,8 @@ row anchored, and the two registrations made once.
   `Error executing tool NAME: {...}` text, which does not parse; v0.3.0's 08-tools.md says
   the text is JSON. The agent now gets that JSON object alone, Sibyl's keys as Sibyl
   wrote them, plus `ok: false` and a `hint`, as every kint error has them.
+- memory_pull with discard_local, refused BUSY while another agent's kint-server holds the
+  store, told the agent to call memory_pull with discard_local: the human's step now.
 - kint-server stats Sibyl's credential files (Sibyl's own rebuild check) only before
   Sibyl's tools, which make the same check at that call; kint's tools do not reach
   Sibyl's client cache.
@@ -165,6 +167,47 @@ def test_sibyls_own_errors_reach_the_agent_as_json(machine):
         missing = json.loads(_text(a.result("memory_recall", category="rules", name="nope")))
         assert missing["error"] == "NotFoundError", missing  # Sibyl's own keys, as written
         assert missing["message"].startswith("entity rules/nope not found"), missing
+
+
+def test_two_agents_on_one_space_and_the_ways_out_of_the_hold(machine, launches):
+    """Two agents at once on one store (the test launcher, whose Sibyl tools write, and
+    kint-server as Codex's entry starts it): a write through one is anchored by it and
+    verified by the other; an edit behind Sibyl's tools is refused by verify and holds
+    both servers' pushes. The agent's way out, memory_pull with discard_local, is refused
+    while the other server holds the store; its hint told the agent to call memory_pull
+    with discard_local, the call just refused, where the next step is the human's."""
+    import sqlite3
+
+    with agent(None, machine.env) as a, agent(launches["codex"]) as b:
+        assert a.call("memory_remember", category="rules", name="deploy",
+                      body={"rule": "deploy on tuesdays"})["ok"] is True
+        assert b.call("memory_verify", query="deploy tuesdays")["decision"] == "refuse"
+        assert a.call("memory_push")["pushed"] == 1
+        assert b.call("memory_verify", query="deploy tuesdays")["decision"] == "proceed"
+
+        conn = sqlite3.connect(machine.sibyl_db)
+        conn.execute("update entities set body = replace(body, 'never', 'always') "
+                     "where name = 'release-gate'")
+        conn.commit()
+        conn.close()
+        refused = a.call("memory_verify", query="release rule")
+        assert refused["decision"] == "refuse" and refused["refusal_written"], refused
+        held = b.failed("memory_push")
+        assert held["error"] == "HELD", held
+        assert a.call("memory_status")["held"]["message"] == held["message"]
+
+        busy = a.failed("memory_pull", discard_local=True)
+        assert busy["error"] == "BUSY" and "(kint-server)" in busy["message"], busy
+        assert busy["hint"] == (
+            "stop and ask the human: stop what holds it (an agent's MCP server, Hermes, a "
+            "script), then call memory_pull with discard_local again"), busy
+        b.close()
+        restored = machine.wait_for(
+            lambda: (r := a.call("memory_pull", discard_local=True))["ok"] and r,
+            timeout=30, interval=0.5, what="the discard once the other server is gone")
+        assert restored["backups"], restored
+        assert a.call("memory_verify", query="release rule")["decision"] == "proceed"
+        assert a.call("memory_status")["held"] is None
 
 
 def test_sibyls_files_are_looked_at_only_before_sibyls_tools(tmp_path, monkeypatch):
