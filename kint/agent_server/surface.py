@@ -3,13 +3,13 @@ tools served beside Sibyl's eight.
 
 Sibyl's `build_server()` gives a FastMCP server whose eight tools (names, schemas,
 descriptions, error handling) kint serves exactly as shipped; only an error's text loses
-the SDK's prefix, so it is the JSON Sibyl raised (kint.agent_server.sibyl_errors). kint's tools are served one
-layer out, on the SDK's lowlevel `Server` under it, the layer Sibyl's own argument guard
-wraps too: `tools/list` answers Sibyl's list plus kint's, and a `tools/call` for a kint
-tool never reaches FastMCP. That is what lets each kint tool's pydantic model
-(kint.agent_server.tool_args) be both the schema a harness shows and the check a call
-meets, unknown arguments included; FastMCP builds its models from a function's signature
-and drops arguments it does not know.
+the SDK's prefix, so it is the JSON Sibyl raised (kint.agent_server.sibyl_errors). kint's
+tools are served one layer out, on the SDK's lowlevel `Server` under it, the layer Sibyl's
+own argument guard wraps too: `tools/list` answers Sibyl's list plus kint's, and a
+`tools/call` for a kint tool never reaches FastMCP. That is what lets each kint tool's
+pydantic model (kint.agent_server.tool_args) be both the schema a harness shows and the
+check a call meets, unknown arguments included; FastMCP builds its models from a
+function's signature and drops arguments it does not know.
 
 The line between an answer and an error: every kint result carries `ok`, and `isError` is
 exactly `not ok`. An error is a call that did not do what it was called for: arguments
