@@ -172,6 +172,11 @@ class Client:
             self._sock = None
             self._connected = None
 
+    def serving_pid(self) -> int | None:
+        """The pid of the supervisor that holds the home now (-1 when unreadable), or None:
+        a look at the pid file this client keeps open."""
+        return self._holder.pid()
+
     def close(self, linger_ms: int = 0) -> None:
         """Close the socket and the pid file; `linger_ms` lets queued casts leave first."""
         if self._sock is not None:

@@ -11,6 +11,9 @@ row anchored, and the two registrations made once.
   wrote them, plus `ok: false` and a `hint`, as every kint error has them.
 - memory_pull with discard_local, refused BUSY while another agent's kint-server holds the
   store, told the agent to call memory_pull with discard_local: the human's step now.
+- A supervisor killed mid-session: the next one's worker knew none of the agents'
+  sessions until their keepalive (a minute), while memory_status said `attached: true`;
+  kint-server now attaches again at its next tool call.
 - kint-server stats Sibyl's credential files (Sibyl's own rebuild check) only before
   Sibyl's tools, which make the same check at that call; kint's tools do not reach
   Sibyl's client cache.
@@ -19,7 +22,11 @@ row anchored, and the two registrations made once.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tomllib
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +36,7 @@ import pytest
 
 from chain_machines import new_machine, ok
 from conftest import KINT, write_rules
+from mcp_session import SUPPORT
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = str(Path(KINT).parent / "kint-server")
@@ -208,6 +216,43 @@ def test_two_agents_on_one_space_and_the_ways_out_of_the_hold(machine, launches)
         assert restored["backups"], restored
         assert a.call("memory_verify", query="release rule")["decision"] == "proceed"
         assert a.call("memory_status")["held"] is None
+
+
+def _start_test_supervisor(sb) -> None:
+    """The machine's test supervisor started again (as Sandbox.start_entitled starts it,
+    its entitled HOME and trusted key kept)."""
+    with open(sb.root / "test-supervisor.err", "ab") as log:
+        subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
+                          str(sb.kint_home)], env=sb.env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    sb.wait_for(lambda: sb.client().ping(0.5), interval=0.05, what="the test supervisor")
+
+
+def _sessions(sb) -> int:
+    """How many sessions the space's worker counts (a detach of an id never attached
+    changes nothing and answers the count)."""
+    return sb.call("detach", sb.sibyl_db, timeout_s=30, args={"session": "probe"})["sessions"]
+
+
+def test_a_killed_supervisors_successor_counts_the_session_at_the_next_call(machine):
+    """The supervisor killed mid-session takes the space's worker with it; the next one's
+    worker knew no session until kint-server's keepalive, up to a minute later: no
+    watcher for it, its watcher settings unused (each answer said so in `notices`), while
+    memory_status said `attached: true`. The next tool call attaches again."""
+    from conftest import pid_alive
+    from kint.supervisor.pidlock import running_pid
+
+    with agent(None, {**machine.env, "KINT_QUIET_SECONDS": "3600"}) as a:
+        assert a.call("memory_status")["attached"] is True
+        assert _sessions(machine) == 1
+        killed = running_pid(machine.kint_home)
+        os.kill(killed, signal.SIGKILL)
+        machine.wait_for(lambda: not pid_alive(killed), what="the supervisor gone")
+        _start_test_supervisor(machine)
+        status = a.call("memory_status")
+        assert status["attached"] is True and not status.get("notices"), status
+        assert _sessions(machine) == 1
+        assert a.call("memory_verify", query="release rule")["decision"] == "proceed"
 
 
 def test_sibyls_files_are_looked_at_only_before_sibyls_tools(tmp_path, monkeypatch):
