@@ -234,7 +234,8 @@ def _sessions(sb) -> int:
     return sb.call("detach", sb.sibyl_db, timeout_s=30, args={"session": "probe"})["sessions"]
 
 
-def test_a_killed_supervisors_successor_counts_the_session_at_the_next_call(machine):
+def test_a_killed_supervisors_successor_counts_the_session_at_the_next_call(machine,
+                                                                           tmp_path):
     """The supervisor killed mid-session takes the space's worker with it; the next one's
     worker knew no session until kint-server's keepalive, up to a minute later: no
     watcher for it, its watcher settings unused (each answer said so in `notices`), while
@@ -242,7 +243,9 @@ def test_a_killed_supervisors_successor_counts_the_session_at_the_next_call(mach
     from conftest import pid_alive
     from kint.supervisor.pidlock import running_pid
 
-    with agent(None, {**machine.env, "KINT_QUIET_SECONDS": "3600"}) as a:
+    log = tmp_path / "kint-server.err"
+    with open(log, "w") as errlog, \
+            agent(None, {**machine.env, "KINT_QUIET_SECONDS": "3600"}, errlog=errlog) as a:
         assert a.call("memory_status")["attached"] is True
         assert _sessions(machine) == 1
         killed = running_pid(machine.kint_home)
@@ -253,6 +256,9 @@ def test_a_killed_supervisors_successor_counts_the_session_at_the_next_call(mach
         assert status["attached"] is True and not status.get("notices"), status
         assert _sessions(machine) == 1
         assert a.call("memory_verify", query="release rule")["decision"] == "proceed"
+    successor = running_pid(machine.kint_home)
+    assert (f"the supervisor changed (pid {successor}, was {killed}): attached this session "
+            f"to the space's worker again") in log.read_text()
 
 
 def test_sibyls_files_are_looked_at_only_before_sibyls_tools(tmp_path, monkeypatch):

@@ -99,8 +99,8 @@ class AgentSession:
         keepalive, told to try again soon."""
         if not self.attached or self._stop.is_set():
             return
-        now = client.serving_pid()
-        if now is None or now <= 0 or now == self._attached_to:
+        now, was = client.serving_pid(), self._attached_to
+        if now is None or now <= 0 or now == was:
             return
         try:
             self._call_on(client, "attach", self._attach_args(), 30)
@@ -108,10 +108,10 @@ class AgentSession:
             self.attached = False
             log.warning("the supervisor changed (pid %s, was %s) and its worker did not take "
                         "this session's attach (%s); the keepalive tries again within a minute",
-                        now, self._attached_to, err.message)
+                        now, was, err.message)
             return
         log.info("the supervisor changed (pid %s, was %s): attached this session to the "
-                 "space's worker again", now, self._attached_to)
+                 "space's worker again", now, was)
 
     def _call_on(self, client: Client, op: str, args: dict[str, Any] | None,
                  timeout_s: float) -> dict[str, Any]:
