@@ -14,6 +14,8 @@ row anchored, and the two registrations made once.
 - A supervisor killed mid-session: the next one's worker knew none of the agents'
   sessions until their keepalive (a minute), while memory_status said `attached: true`;
   kint-server now attaches again at its next tool call.
+- A kint tool refused by Sibyl in the worker (SIBYL_ERROR: the account, the store's
+  permissions) passed Sibyl's terminal hint to the agent; it is the human's step now.
 - kint-server stats Sibyl's credential files (Sibyl's own rebuild check) only before
   Sibyl's tools, which make the same check at that call; kint's tools do not reach
   Sibyl's client cache.
@@ -259,6 +261,22 @@ def test_a_killed_supervisors_successor_counts_the_session_at_the_next_call(mach
     successor = running_pid(machine.kint_home)
     assert (f"the supervisor changed (pid {successor}, was {killed}): attached this session "
             f"to the space's worker again") in log.read_text()
+
+
+def test_sibyls_refusal_of_the_account_or_store_is_the_humans_step():
+    """A kint tool that Sibyl refused in the worker (SIBYL_ERROR) passed Sibyl's hint to
+    the agent as it is, `Run sibyl init in a terminal, then retry.`, met after a
+    supervisor restart under Sibyl's real account gate: a step only the human can take,
+    said as one, as the account gate's refusal of Sibyl's own tools says it."""
+    from kint.agent_server.results import agent_error
+    from kint.client import KintError
+
+    sibyl = agent_error("memory_verify", KintError(
+        "SIBYL_ERROR", "Sibyl refused verify: Sibyl Memory's sign-in file ...",
+        "Run sibyl init in a terminal, then retry."))
+    assert sibyl.hint == "stop and tell the human: Run sibyl init in a terminal, then retry."
+    said = agent_error("memory_push", KintError("SIBYL_ERROR", "x", "stop and tell the human: y"))
+    assert said.hint == "stop and tell the human: y"
 
 
 def test_sibyls_files_are_looked_at_only_before_sibyls_tools(tmp_path, monkeypatch):

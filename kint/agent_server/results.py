@@ -98,9 +98,11 @@ def agent_error(tool: str, err: KintError) -> KintError:
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
     hint = _AGENT_HINTS.get(said or "")
-    if hint is None and err.code == SupervisorUnavailable.CODE and said:
-        # A supervisor that does not start, or runs stopped or stuck: kint-server cannot
-        # put it right, and the hint says what the human does about it.
+    if hint is None and said and not said.startswith("stop and ") and err.code in (
+            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value):
+        # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
+        # store or the account (`Run sibyl init in a terminal`, a store's permissions):
+        # kint-server cannot put either right, and the hint says what the human does.
         hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
     if hint is None:
         return err
