@@ -202,6 +202,9 @@ def test_two_agents_on_one_space_and_the_ways_out_of_the_hold(machine, launches)
         conn.close()
         refused = a.call("memory_verify", query="release rule")
         assert refused["decision"] == "refuse" and refused["refusal_written"], refused
+        again = b.call("memory_verify", query="release rule")  # the retry, from the other
+        assert again["refusal_entity"] == refused["refusal_entity"], again
+        assert again["refusal_written"] is False, again
         held = b.failed("memory_push")
         assert held["error"] == "HELD", held
         assert a.call("memory_status")["held"]["message"] == held["message"]
