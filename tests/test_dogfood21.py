@@ -78,7 +78,10 @@ def launches(machine, tmp_path_factory) -> dict[str, tuple[list[str], dict[str, 
     claude = _claude()
     codex = ROOT / "node_modules" / ".bin" / "codex"
     if claude is None or not codex.exists() or shutil.which("node") is None:
-        pytest.skip("Claude Code and Codex are installed by `make node`")
+        missing = "Claude Code and Codex (and node) are installed by `make node`"
+        if os.environ.get("CI"):  # where `make test` installed them: a failure, not a skip
+            pytest.fail(missing)
+        pytest.skip(missing)
     bin_dir = tmp_path_factory.mktemp("harness-bin")
     (bin_dir / "claude").symlink_to(claude)
     (bin_dir / "codex").symlink_to(codex)
