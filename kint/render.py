@@ -318,7 +318,12 @@ def verify_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {check['status']:<10} {check['tier']} {name}: {check['reason']}")
     lines.append(f"DECISION: {result['decision'].upper()}: {result['reason']}")
     if result.get("refusal_entity"):
-        lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
+        if result.get("refusal_written", True):
+            lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
+        else:
+            lines.append(f"refusal already written back as Sibyl entity "
+                         f"{result['refusal_entity']} (the same value refused before; "
+                         f"nothing new written)")
     return lines
 
 
