@@ -180,3 +180,30 @@ def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
     assert refusal["hint"].endswith("A code kept from before a `kint rekey` no longer opens "
                                     "the vault: that rekey wrote the new one "
                                     "(RECOVERY-<space16>.txt where it ran)"), refusal
+
+
+def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(
+        vault, tmp_path_factory, chain_home):
+    """After the rekey above, a wiped machine's `kint join --full` restores from the
+    rotation's snapshot and lists the epoch sealed under the retired key once, as CLOSED
+    (03-new-machine.md, "Epochs sealed under a retired key"): it printed it twice, as a
+    SKIPPED epoch the snapshot carried past and again as CLOSED."""
+    _a, owner, _code = vault
+    wiped = new_machine(tmp_path_factory.mktemp("new-user-full"), chain_home)
+    try:
+        payload = ok(wiped.kint("canonical-payload", "--owner", owner.address)).stdout
+        out = ok(wiped.kint("join", "--owner", owner.address, "--signature", "-", "--full",
+                            "--no-setup", input=wallet_signature(owner, payload) + "\n"))
+        lines = out.stdout.splitlines()
+        unapplied = [x for x in lines if x.startswith(("SKIPPED", "CLOSED"))]
+        assert len(unapplied) == 1, lines
+        assert unapplied[0].startswith("CLOSED epoch 1 block "), lines
+        assert unapplied[0].endswith(": sealed under a data key this machine does not hold "
+                                     "(rotated)"), lines
+        restore = next(x for x in lines if x.startswith("restore: "))
+        assert restore.endswith("; 1 older epoch(s) sealed under a retired key stay closed "
+                                "on this machine"), lines
+        pulled = kjson(wiped, "pull", "--full")
+        assert (pulled["skipped"], [c["seq"] for c in pulled["closed"]]) == ([], [1]), pulled
+    finally:
+        wiped.shutdown()
