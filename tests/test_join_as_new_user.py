@@ -84,6 +84,41 @@ def test_a_signature_cut_short_says_what_a_whole_one_is(vault, machine_b):
                                       "`kint canonical-payload --owner ADDRESS`"), refusal
 
 
+def test_a_secret_that_comes_empty_stops_join_at_connect(vault, machine_b):
+    """A passphrase or recovery code that comes empty, or never comes, is the connect
+    step's, as Ctrl-C at its prompt is: `join stopped at connect: ...` with its hint, where
+    join printed the generic `kint: error:` line (stdin empty) or took an empty line at the
+    prompt as the passphrase and ran the vault step before the worker refused it. An empty
+    passphrase is refused at its prompt by connect too, and Python's GetPassWarning (a
+    source file's path) is not printed when there is no terminal."""
+    _a, owner, _code = vault
+    join = ("join", "--owner", owner.address, "--no-setup")
+    typed = machine_b.kint(*join, "--base-account", input="\n")
+    assert typed.returncode == 2, (typed.stdout, typed.stderr)
+    assert typed.stdout == "", typed.stdout  # stopped before the first step
+    assert "join stopped at connect: the passphrase given at `vault passphrase` is empty; " \
+        "kint refuses an empty passphrase [BAD_REQUEST]" in typed.stderr, typed.stderr
+    assert "hint: run the command again and type the passphrase" in typed.stderr
+    assert "GetPassWarning" not in typed.stderr and "getpass.py" not in typed.stderr
+    for way, what in (("--recovery-code-stdin", "the recovery code"),
+                      ("--passphrase-stdin", "the passphrase")):
+        extra = ("--base-account", way) if way == "--passphrase-stdin" else (way,)
+        out = machine_b.kint(*join, *extra, "--json", input="")
+        assert out.returncode == 2 and out.stderr == "", (out.stdout, out.stderr)
+        refusal = json.loads(out.stdout)
+        assert (refusal["error"], refusal["step"]) == ("BAD_REQUEST", "connect"), refusal
+        assert refusal["message"] == f"{what} was to come on stdin, and stdin was empty"
+    never = machine_b.kint(*join, "--base-account")  # stdin closed at the prompt
+    assert never.returncode == 2, (never.stdout, never.stderr)
+    assert "join stopped at connect: the passphrase for `vault passphrase` never came" \
+        in never.stderr, never.stderr
+    connect = machine_b.kint("connect", "--owner", owner.address, "--smart-account",
+                             input="\n")
+    assert connect.returncode == 2, (connect.stdout, connect.stderr)
+    assert "kint: error: the passphrase given at `vault passphrase` is empty" in \
+        connect.stderr, connect.stderr
+
+
 def test_a_vault_another_tool_wrote_is_not_called_a_transport_failure(machine_b, chain_home):
     """An owner whose only epoch under this tenant is not a kint envelope (another tool
     wrote it with a key the owner authorized): the chain answered every read, so join's

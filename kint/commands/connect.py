@@ -22,7 +22,8 @@ import click
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   usage_error)
 from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
-                                   read_secret_file, read_stdin_line, signature_options)
+                                   read_secret_file, read_stdin_line, refuse_secret,
+                                   signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
@@ -66,9 +67,9 @@ def read_signature(signature: str | None, signature_file: str | None,
         # Most likely the signature itself, pasted where the path goes (09-cli.md: any
         # value but `-` is a path): v0.3.0's refusal for a signature not given the right
         # way, the value never echoed.
-        usage_error(NO_SIGNATURE, f"pipe the wallet's signature in (`cast wallet sign ... | "
-                    f"{pipe_into} --signature -`); a signature typed on the command line is "
-                    f"readable by every local user, so sign again if it was one")
+        refuse_secret(NO_SIGNATURE, f"pipe the wallet's signature in (`cast wallet sign ... | "
+                      f"{pipe_into} --signature -`); a signature typed on the command line "
+                      f"is readable by every local user, so sign again if it was one")
     return read_secret_file(path, "the signature")
 
 
@@ -185,7 +186,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         elif passphrase_prompt:
             args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
+        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
         if extra:
             args["extra_passphrase"] = extra
     return args
@@ -235,7 +236,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                               "--recovery-code-stdin": recovery_code_stdin})
         args: dict = {"dev": True}
         if add_passphrase:
-            extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
+            extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
             if extra:
                 args["extra_passphrase"] = extra
     else:
