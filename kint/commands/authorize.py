@@ -133,9 +133,11 @@ def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
     return owner_addr, session_key_address(home)
 
 
-def _anchor(ctx: click.Context, owner: str | None) -> Anchor:
-    """EpochAnchor, through the caller's space's endpoints when it is connected here
-    (onchain.open_anchor); refused when the owner is the space's own and the contract in
+def _anchor(ctx: click.Context, owner: str | None, say_endpoint: bool = True) -> Anchor:
+    """EpochAnchor, through the endpoint and contract the caller's space's worker uses when
+    the space is connected here, else the machine's, named on stderr with `say_endpoint`
+    (onchain.open_anchor);
+    refused when the owner is the space's own and the contract in
     force is not the one the space was connected on (the authorization would land where
     the space has no epochs)."""
     from kint.commands.onchain import open_anchor
@@ -143,8 +145,8 @@ def _anchor(ctx: click.Context, owner: str | None) -> Anchor:
 
     obj = _ctx(ctx)
     given = _flag(ctx, "owner", owner)
-    return open_anchor(kint_home(), obj.tenant, obj.db,
-                       checked_address(given) if given else None)
+    return open_anchor(obj, kint_home(), checked_address(given) if given else None,
+                       say_endpoint=say_endpoint)
 
 
 def _owner_account(owner: str) -> LocalAccount:
@@ -294,7 +296,9 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
 
     with chain_errors("authorize payload"):
-        anchor = _anchor(ctx, owner)
+        # Its stderr is v0.3.0's two lines, which scripts read; the typed data names the
+        # chain and the contract the owner signs for.
+        anchor = _anchor(ctx, owner, say_endpoint=False)
         now = chain_now(anchor)
         expiry, deadline = now + days_n * 86400, now + DEADLINE_S
         nonce = anchor.auth_nonce(owner_addr)
