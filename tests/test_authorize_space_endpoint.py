@@ -90,3 +90,27 @@ def test_with_no_space_connected_authorize_names_the_endpoint_it_reads(tmp_path_
     finally:
         fresh.shutdown()
 
+
+def test_page_for_an_owner_not_connected_here_names_a_base_account_by_its_code(
+        tmp_path_factory, chain_home):
+    """v0.3.0's page is for Base Account owners, and a new machine authorizes before it
+    connects (03-new-machine.md: pass --owner): with no enrolment kint printed the neutral
+    line for every owner. An owner with code on chain is a deployed smart account, so it
+    gets v0.3.0's Base Account line; one without code (an EOA, or a Base Account never
+    used) keeps the neutral one."""
+    fresh = new_machine(tmp_path_factory.mktemp("space-endpoint-page"), chain_home)
+    smart, plain = Account.create().address, Account.create().address
+    devchain_anchor(chain_home).w3.provider.make_request("anvil_setCode", [smart, "0x6001"])
+    try:
+        lines = {}
+        for owner in (smart, plain):
+            out = fresh.kint("authorize", "page", "--owner", owner,
+                             env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "1"})
+            assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
+            lines[owner] = out.stdout.splitlines()[0]
+        assert lines[smart] == (f"open this page in the browser where your Base Account is "
+                                f"logged in (owner {smart}):"), lines
+        assert lines[plain] == (f"open this page in the browser whose wallet holds the owner "
+                                f"account (owner {plain}):"), lines
+    finally:
+        fresh.shutdown()

@@ -452,7 +452,7 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
         request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
                               chain_id=anchor.config.chain_id, anchor=anchor.address,
                               calldata="0x" + anchor.encode_set_session_key(key, expiry).hex())
-    open_line = _open_page_line(owner_addr, _account_kind(ctx, owner_addr))
+    open_line = _open_page_line(owner_addr, _account_kind(ctx, owner_addr, anchor))
     page = AuthorizePage(request, on_refused=lambda why: click.echo(
         f"kint: warning: refused a result sent to the page server: {why}", err=True))
     try:
@@ -487,21 +487,33 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     _funding_hint(anchor, key)
 
 
-def _account_kind(ctx: click.Context, owner: str) -> str | None:
-    """The kind of account this machine's enrolment records for `owner` ("smart", "eoa"),
-    or None when it records none for it."""
+def _account_kind(ctx: click.Context, owner: str, anchor: Anchor) -> str | None:
+    """The kind of account `owner` is ("smart", "eoa"), or None when kint cannot tell: the
+    kind this machine's enrolment records for it, else, for an owner not connected here,
+    "smart" when the chain holds code at its address (a Base Account that has sent a
+    transaction is a deployed contract; an EOA has no code). An address without code may
+    still be a Base Account not yet deployed (authorize.md), so that stays unknown, as does
+    an endpoint that does not answer (the line is a courtesy, never a refusal)."""
+    from kint.chain.calls import bounded
     from kint.commands.owner_address import connected_account_kind
 
     obj = _ctx(ctx)
-    return connected_account_kind(owner, obj.tenant, obj.db, kint_home())
+    kind = connected_account_kind(owner, obj.tenant, obj.db, kint_home())
+    if kind is not None:
+        return kind
+    try:
+        code = bounded(lambda: bytes(anchor.w3.eth.get_code(owner)), "reading the owner's code")
+    except Exception:  # noqa: BLE001 - unknown, said neutrally
+        return None
+    return "smart" if code else None
 
 
 def _open_page_line(owner: str, account_kind: str | None) -> str:
     """The line above the page's URL. For a Base Account owner it is v0.3.0's, word for word
     (02-quickstart.md, step 4). Our page also serves an EOA in a browser-extension wallet,
-    which v0.3.0's does not: for an EOA owner, or one this machine has no enrolment for
-    (either kind), the line is our own and names no Base Account, so it does not send the
-    user looking for one."""
+    which v0.3.0's does not: for an EOA owner, or one whose kind kint cannot tell (not
+    connected here, and no code on chain), the line is our own and names no Base Account,
+    so it does not send an EOA's owner looking for one."""
     if account_kind == "smart":
         return (f"open this page in the browser where your Base Account is logged in "
                 f"(owner {owner}):")
