@@ -86,6 +86,16 @@ CASES = [
     ("an RPC URL whose port is no number", ["connect", "--owner", OWNER, "--signature", "-",
                                             "--rpc-urls", "https://base.example:K3Y-ON-ARGV/v2"],
      "0xab\n", 2, "--rpc-urls: https://base.example:<bad port>/<redacted> has a user, path"),
+    # An endpoint given without its scheme, or no URL at all, was refused as one with a
+    # user, path or query part (`:///<redacted>`); it is said for what it is, not echoed.
+    ("an RPC endpoint without its scheme", ["connect", "--owner", OWNER, "--signature", "-",
+                                            "--rpc-urls", "127.0.0.1:8545"], "0xab\n", 2,
+     "--rpc-urls: endpoint 1 of 1 is not an http:// or https:// URL with a host"),
+    ("an RPC endpoint that is no URL", ["connect", "--owner", OWNER, "--signature", "-",
+                                        "--rpc-urls", "http://127.0.0.1:9,notaurl"],
+     "0xab\n", 2, "--rpc-urls: endpoint 2 of 2 is not an http:// or https:// URL"),
+    ("no RPC endpoint", ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls", ","],
+     "0xab\n", 2, "--rpc-urls names no endpoint"),
 ]
 
 

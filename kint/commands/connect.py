@@ -38,10 +38,25 @@ def checked_rpc_urls(value: str) -> str:
     """`--rpc-urls`, refused when an endpoint has a part that may hold an API key: a command
     line is readable by every local user (/proc/<pid>/cmdline) and stays in shell history.
     Such an endpoint belongs in the config file's space table or in KINT_RPC_URL."""
+    import urllib.parse
+
     from kint.settings.urls import redact_url, url_may_hold_a_key
 
-    for url in value.split(","):
-        if url.strip() and url_may_hold_a_key(url):
+    urls = [url.strip() for url in value.split(",") if url.strip()]
+    if not urls:
+        usage_error("--rpc-urls names no endpoint", "give one or two endpoints, comma-"
+                    "separated (http://127.0.0.1:8545), or leave --rpc-urls out")
+    for number, url in enumerate(urls, 1):
+        # Not echoed: a value that is no URL may be a key pasted in the wrong place. It was
+        # refused as a URL with a user, path or query part, shown as `:///<redacted>`.
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            usage_error(f"--rpc-urls: endpoint {number} of {len(urls)} is not an http:// or "
+                        f"https:// URL with a host",
+                        "give each endpoint as scheme, host and port "
+                        "(http://127.0.0.1:8545), comma-separated")
+    for url in urls:
+        if url_may_hold_a_key(url):
             usage_error(f"--rpc-urls: {redact_url(url.strip())} has a user, path or query "
                         f"part, where providers put API keys, and a command line is readable "
                         f"by every local user",
