@@ -48,6 +48,9 @@ def test_a_mistyped_recovery_code_says_where_to_copy_it_from(vault, machine_b):
     out = machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
                          "--no-setup", input=_typo(code) + "\n")
     assert out.returncode == 2, (out.stdout, out.stderr)
+    # Refused as soon as it is read (its checksum needs no chain): join stopped at connect
+    # after its session key and vault steps had run and printed their lines.
+    assert out.stdout == "", out.stdout
     stopped, hint = out.stderr.splitlines()
     assert stopped == ("join stopped at connect: recovery code checksum failed (typo?) "
                        "[BAD_REQUEST]"), out.stderr
@@ -82,6 +85,11 @@ def test_a_signature_cut_short_says_what_a_whole_one_is(vault, machine_b):
                                   "(r, s, v)"), refusal
     assert refusal["hint"].startswith("give the whole signature the wallet printed for "
                                       "`kint canonical-payload --owner ADDRESS`"), refusal
+    plain = machine_b.kint("join", "--owner", owner.address, "--signature", "-", "--no-setup",
+                           input=whole[:100] + "\n")
+    assert plain.returncode == 2 and plain.stdout == "", (plain.stdout, plain.stderr)
+    assert plain.stderr.startswith("join stopped at connect: derive signature must be 65 "
+                                   "bytes"), plain.stderr
 
 
 def test_a_secret_that_comes_empty_stops_join_at_connect(vault, machine_b):

@@ -184,6 +184,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
             usage_error("--recovery-code-stdin reads stdin",
                         "give nothing else on it (no --passphrase-stdin, no --signature -)")
         args["recovery_code"] = read_stdin_line("the recovery code")
+        refuse_malformed(recovery_code=args["recovery_code"])
         return args
     if smart_account:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
@@ -195,6 +196,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
                         "run `kint canonical-payload --owner ADDRESS`, sign it, and pipe the "
                         "signature to --signature - (or give --smart-account, or "
                         "--recovery-code-stdin)")
+        refuse_malformed(signature=sig)
         args["signature"] = sig
         if passphrase_stdin:
             args["salt_passphrase"] = read_passphrase_stdin()
@@ -205,6 +207,29 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         if extra:
             args["extra_passphrase"] = extra
     return args
+
+
+def refuse_malformed(signature: str | None = None, recovery_code: str | None = None) -> None:
+    """A derive signature or a recovery code that is not one on its face (cut short, not
+    hex, a mistyped letter that fails the code's checksum), refused as the worker refuses
+    it (its words and hint) as soon as it is read, before anything is sent: `kint join`
+    ran its session key and vault steps first and stopped at connect after them. Whether
+    the signature is the owner's, and the code this vault's, is the worker's to say."""
+    from kint.custody.errors import BadDeriveSignature, BadRecoveryCode
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    try:
+        if signature is not None:
+            from kint.custody.vault_message import parse_signature_text
+
+            parse_signature_text(signature)
+        if recovery_code is not None:
+            from kint.custody.recovery_code import decode_recovery_code
+
+            decode_recovery_code(recovery_code)
+    except (BadDeriveSignature, BadRecoveryCode) as err:
+        said = as_protocol_error(err)
+        refuse_secret(said.message, said.hint)
 
 
 @click.command("connect")
