@@ -416,3 +416,18 @@ def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_pat
     assert shown["chain"] == {"chain_id": 8453, "rpc": m.url, "rpc_source": "this call"}, shown
     assert "balance_wei" not in shown and "authorized" not in shown, shown
     assert other in out.stderr, out.stderr
+
+
+def test_a_session_key_sealed_under_another_passphrase_is_not_told_to_create_one(machine):
+    """`authorize submit` unlocks the session key; under a KINT_SESSION_PASSPHRASE that is
+    not the one it was sealed with, the refusal's hint began `run kint session-key create`,
+    which keeps the key there (`exists: 0x...`) and changes nothing."""
+    owner = machine.owner()
+    far = str(machine.now() + 10 * DAY)
+    out = refused(machine.kint("authorize", "submit", "--owner", owner.address, "--deadline",
+                               far, "--expiry", far, input="0x" + "ab" * 65 + "\n",
+                               env={"KINT_SESSION_PASSPHRASE": "not the one"}),
+                  "does not open with the local passphrase", "NO_SESSION_KEY")
+    hint = out.stderr.rstrip("\n").split("\n")[-1]
+    assert "session-key create" not in hint, hint
+    assert hint.startswith("hint: give back the local passphrase the key was sealed with"), hint
