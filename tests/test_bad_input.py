@@ -368,12 +368,14 @@ def test_a_refusals_notices_are_lines_of_their_own_not_part_of_its_hint(machine)
     # A worker's bad-input refusal with a notice under its hint: its own hint (where the
     # code is copied from), the notice apart from it. (The protocol's placeholder hint
     # becoming the command's own --help, notices kept, is the join test's below.)
-    bad = machine.kint("connect", "--owner", OWNER, "--recovery-code-stdin", "--json",
-                       input="hello\n", env=env)
+    # (A signature of the right shape whose bytes are no signature: the command line checks
+    # only its shape, the worker the rest.)
+    bad = machine.kint("connect", "--owner", OWNER, "--signature", "-", "--json",
+                       input="0x" + "ab" * 65 + "\n", env=env)
     assert bad.returncode == 2, (bad.stdout, bad.stderr)
     refusal = json.loads(bad.stdout)
     assert refusal["error"] == "BAD_REQUEST" and refusal["notices"] == [notice], refusal
-    assert refusal["hint"].startswith("copy the code again: it is the last line of "), refusal
+    assert refusal["hint"].startswith("give the whole signature the wallet printed"), refusal
 
 
 def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(
