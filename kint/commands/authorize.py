@@ -32,6 +32,7 @@ import click
 import orjson
 
 from kint.commands.common import Ctx, refuse, usage_error
+from kint.commands.exit_codes import INTERRUPTED, INTERRUPTED_CODE
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home
@@ -463,10 +464,10 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
                    f"{anchor.address} on chain {anchor.config.chain_id}; waiting up to "
                    f"{timeout:g} s", err=True)
         result = page.wait(timeout)
-    except KeyboardInterrupt:
-        refuse(ErrorCode.TIMEOUT, "stopped before the wallet reported; the page server is "
-               "closed", "if the wallet sent the transaction, kint session-key show tells "
-               "whether it landed; else run kint authorize page again")
+    except KeyboardInterrupt:  # every command's Ctrl-C: INTERRUPTED, exit 130
+        refuse(INTERRUPTED_CODE, "interrupted (Ctrl-C) before the wallet reported; the page "
+               "server is closed", "if the wallet sent the transaction, kint session-key show "
+               "tells whether it landed; else run kint authorize page again", INTERRUPTED)
     finally:
         page.close()
     if result is None:
