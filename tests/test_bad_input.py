@@ -216,6 +216,23 @@ def test_a_bad_owner_is_refused_before_the_signature_file_is_read(machine, tmp_p
     assert signature.exists()
 
 
+@pytest.mark.parametrize("argv,stdin", [
+    (["connect", "--owner", OWNER, "--passphrase-stdin"], ""),
+    (["connect", "--owner", OWNER, "--passphrase-prompt"], "\n"),
+    (["join", "--owner", OWNER, "--no-setup", "--passphrase-prompt"], None),
+], ids=["connect-stdin-empty", "connect-prompt-empty", "join-prompt-never-typed"])
+def test_a_refused_passphrase_leaves_the_signature_file(machine, tmp_path, argv, stdin):
+    """The passphrase that salts the wallet key is asked for before the signature file is
+    read (and unlinked): one refused, empty or never typed, cost the user the file, and the
+    owner a second signature with the wallet."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "ab" * 65 + "\n")
+    out = machine.kint(*argv, "--signature-file", str(signature), input=stdin)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "[BAD_REQUEST]" in out.stderr and "passphrase" in out.stderr, out.stderr
+    assert signature.exists()
+
+
 def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_path):
     odd = tmp_path / "a\nb" / "memory.db"
     out = machine.kint("--db", str(odd), "status", env={"KINT_SPACE": "odd-path"})

@@ -190,6 +190,14 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                               else prompt_secret(VAULT_PROMPT))
     else:
+        # A signature file is unlinked once read: the passphrases are asked for first, so
+        # one refused (empty, never typed) leaves the file for the next try, rather than
+        # send the owner back to the wallet to sign again. Stdin is read in the order the
+        # secrets come on it: the signature, then a prompt that falls back to stdin.
+        path = signature_file if signature_file is not None else signature
+        file_last = path not in (None, "-") and os.path.lexists(path)
+        if file_last:
+            _passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
         sig = read_signature(signature, signature_file, f"kint {command} --owner 0x...")
         if sig is None:
             usage_error(NO_SIGNATURE,
@@ -198,15 +206,31 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
                         "--recovery-code-stdin)")
         refuse_malformed(signature=sig)
         args["signature"] = sig
-        if passphrase_stdin:
-            args["salt_passphrase"] = read_passphrase_stdin()
-        elif passphrase_prompt:
-            args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
+        if not file_last:
+            _passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
+        return args
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
-        if extra:
-            args["extra_passphrase"] = extra
+        _extra_passphrase(args)
     return args
+
+
+def _passphrases(args: dict, passphrase_stdin: bool, passphrase_prompt: bool,
+                 add_passphrase: bool) -> None:
+    """An EOA's passphrases into `args`: the one that salts the wallet key (stdin or its
+    prompt), then the extra wrap's."""
+    if passphrase_stdin:
+        args["salt_passphrase"] = read_passphrase_stdin()
+    elif passphrase_prompt:
+        args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
+    if add_passphrase:
+        _extra_passphrase(args)
+
+
+def _extra_passphrase(args: dict) -> None:
+    """`--add-passphrase`'s prompt: empty skips the extra wrap."""
+    extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
+    if extra:
+        args["extra_passphrase"] = extra
 
 
 def refuse_malformed(signature: str | None = None, recovery_code: str | None = None) -> None:
