@@ -190,7 +190,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                               else prompt_secret(VAULT_PROMPT))
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
+        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
         if extra:
             args["extra_passphrase"] = extra
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):

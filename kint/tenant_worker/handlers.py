@@ -261,6 +261,12 @@ def join_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return run(ctx, args)
 
 
+def space_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.space_chain import space_chain as run
+
+    return run(ctx, args)
+
+
 def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.rekey import rekey as run
 
@@ -359,6 +365,7 @@ HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(name, fn)) for
     "history": history,
     "connect": connect,
     "join_chain": join_chain,
+    "space_chain": space_chain,
     "push": push,
     "pull": pull,
 }.items()}
