@@ -41,6 +41,8 @@ def _state(row: dict[str, Any]) -> str:
     state = row["state"]
     if state == "quarantined" and row.get("retry_in_s") is not None:
         return f"quarantined (retry {_age(row['retry_in_s'])})"
+    if row.get("no_room"):
+        return f"{state} (no room)"
     return state
 
 
@@ -147,6 +149,13 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     for row in spaces:
         if row.get("last_exit"):
             text += f"\nlast exit of {row['space']}: {row['last_exit']}"
+    refused = [row for row in spaces if row.get("no_room")]
+    files = sup.get("open_files")
+    if refused and files:  # one line, however many spaces wait for room
+        text += (f"\n{len(refused)} space(s) refused a worker: the supervisor has "
+                 f"{files['open']} files open of its limit of {files['limit']} (ulimit -n), "
+                 f"{files['reserve']} kept free for clients; a worker that goes idle makes "
+                 f"room, or raise the limit and restart the supervisor")
     return text
 
 

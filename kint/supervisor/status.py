@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from kint.supervisor.open_files import open_files
 from kint.supervisor.workers import WorkerHandle
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
                      if handle.spawned_at is not None and handle.alive else None),
         "waiting": handle.waiting(),
         "retry_in_s": retry_in,
+        # Why no worker was started for the last request: no file descriptors to spare.
+        "no_room": handle.no_room if not handle.alive else None,
     }
 
 
@@ -99,6 +102,7 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
 
     now = time.monotonic()
     rows = [space_row(h, now) for h in sorted(sup.handles.values(), key=lambda h: h.label)]
+    files = open_files()
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "supervisor": {"pid": os.getpid(), "uptime_s": round(now - sup.started_at, 3),
@@ -107,7 +111,12 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        # a client that reads none (the outbox's bound) or that went away.
                        "replies_waiting": sup.outbox.waiting(),
                        "replies_dropped": sup.outbox.dropped,
-                       "replies_to_gone_clients": sup.outbox.gone},
+                       "replies_to_gone_clients": sup.outbox.gone,
+                       # Its descriptors in use, its limit (ulimit -n) and the part of it
+                       # no worker may take (kint/supervisor/open_files.py); null where
+                       # they cannot be counted.
+                       "open_files": files.as_json() if files is not None else None},
         "spaces": rows,
-        "degraded": any(row["state"] in DEGRADED_STATES for row in rows),
+        # A space refused a worker for want of open files is degraded too: it serves nothing.
+        "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"] for row in rows),
     }

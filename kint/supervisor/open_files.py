@@ -1,0 +1,87 @@
+"""The supervisor's open files (RLIMIT_NOFILE, `ulimit -n`), counted before each spawn.
+
+Every worker costs the supervisor three descriptors for as long as it runs (its exit
+sentinel, the pipe to its forkserver child, its connection on the back socket), and the
+forkserver one more. On a box with tens of spaces under a low `ulimit -n` the supervisor
+used to spawn until the limit, and then:
+- the spawn failed (EMFILE) and counted as a crash, so a healthy space was quarantined
+  for 30 s with "could not spawn: Too many open files";
+- the forkserver, at the same limit, died receiving a spawn's descriptors, and every later
+  spawn of every space failed ("Connection refused") until the supervisor stopped;
+- the next client to connect killed the supervisor: libzmq asserts when accept() on an
+  IPC socket fails with EMFILE (`Too many open files (src/ipc_listener.cpp:297)`), an
+  abort, no log line, every worker gone.
+
+So a worker is started only while the descriptors left after it keep a reserve for
+clients' connections and the supervisor's own files (its log, a store's header check, a
+config read). Past that the request is refused BUSY, naming the limit and what frees
+room, and the space is not counted as crashed: idle workers exit (KINT_WORKER_IDLE_SECONDS)
+and the next request starts its worker.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+from typing import NamedTuple
+
+# What one running worker holds open in the supervisor (measured: sentinel, pipe, socket).
+FDS_PER_WORKER = 3
+# Kept free whatever the limit: a spawn's own transient descriptors (the forkserver
+# connection, the descriptors it passes) and a few clients connecting at once.
+MIN_RESERVE = 16
+# And an eighth of the limit on top, for the agent sessions' long-lived connections.
+RESERVE_FRACTION = 8
+# Where this process's open descriptors are listed (Linux, then macOS and the BSDs).
+_FD_FOLDERS = ("/proc/self/fd", "/dev/fd")
+
+OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})
+
+ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulimit -n` in its "
+             "shell, LimitNOFILE= in its systemd unit) and run `kint supervisor stop`; or "
+             "wait: idle spaces' workers exit after KINT_WORKER_IDLE_SECONDS and make room")
+
+
+class OpenFiles(NamedTuple):
+    """How many descriptors this process has open, and may (its soft limit)."""
+
+    open: int
+    limit: int
+
+    @property
+    def reserve(self) -> int:
+        return MIN_RESERVE + self.limit // RESERVE_FRACTION
+
+    def room_for_worker(self) -> bool:
+        return self.open + FDS_PER_WORKER + self.reserve <= self.limit
+
+    def as_json(self) -> dict[str, int]:
+        return {"open": self.open, "limit": self.limit, "reserve": self.reserve}
+
+
+def open_files() -> OpenFiles | None:
+    """This process's open descriptors and soft limit; None where neither the count nor
+    the limit can be had (no fd folder to list, or no limit: then nothing is refused)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    for folder in _FD_FOLDERS:
+        try:
+            # The listing's own descriptor is in it, and closed once it is read.
+            return OpenFiles(len(os.listdir(folder)) - 1, soft)
+        except OSError:
+            continue
+    return None
+
+
+def no_room_message(space16: str, files: OpenFiles) -> str:
+    """Why the worker of `space16` was not started, naming the limit."""
+    return (f"no room to start the worker of space {space16}: the supervisor has {files.open} "
+            f"files open of its limit of {files.limit} (ulimit -n), and keeps "
+            f"{files.reserve} free for clients")
+
+
+def out_of_files(err: BaseException) -> bool:
+    """Whether `err` is the process (EMFILE) or the system (ENFILE) out of descriptors."""
+    return isinstance(err, OSError) and err.errno in OUT_OF_FILES
