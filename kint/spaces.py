@@ -215,7 +215,7 @@ def _unless_denied(err: OSError) -> str | None:
     which a refusal here would call a path that can never be a store and send to `--db`.
     None too when the process (or the system) is out of file descriptors: that says
     nothing of the path, and the supervisor refuses a worker it has no room for itself
-    (kint.supervisor.open_files)."""
+    (kint.open_files)."""
     if err.errno in (errno.EACCES, errno.EPERM, errno.EMFILE, errno.ENFILE):
         return None
     return f"cannot be read ({err.strerror})"

@@ -2,20 +2,23 @@
 the real supervisor, started under RLIMIT_NOFILE 64 (soft and hard, as `ulimit -n 64`
 sets them), and real workers for twenty Sibyl stores.
 
-Before kint/supervisor/open_files.py the supervisor spawned until the limit: spawns failed
+Before kint/open_files.py the supervisor spawned until the limit: spawns failed
 and counted as crashes (healthy spaces quarantined), its forkserver died, and the next
 client to connect aborted it inside libzmq (`Too many open files
 (src/ipc_listener.cpp:297)`). Now a worker it has no room for is refused BUSY, naming the
 limit; an idle worker (no session, nothing to do) is stopped to make room; and the
-supervisor and every other space keep answering.
+supervisor and every other space keep answering. A worker inherits the limit: an op of one
+that runs out is refused BUSY naming it too, never INTERNAL ("a bug in kint").
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -33,9 +36,9 @@ def _low_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
 
 
-@pytest.fixture
-def box(tmp_path):
-    sb = make_sandbox(tmp_path / "machine")
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    sb = make_sandbox(tmp_path_factory.mktemp("open-files"))
     dbs = []
     for n in range(SPACES):  # one store written by Sibyl's client, copied: a second each
         db = sb.profile_db(f"p{n:02d}")
@@ -125,3 +128,30 @@ def _try_attach(sb, db, session):
     except KintError as err:
         assert err.code == "BUSY", err  # room not made yet: refused, never anything else
         return None
+
+
+def test_a_worker_out_of_open_files_refuses_its_op_by_name_and_serves_once_it_has_them(box):
+    sb, dbs = box
+    row = next(r for r in _status_json(sb)[1]["spaces"] if r["state"] == "ready")
+    db, pid = row["store"], row["pid"]
+    held = len(os.listdir(f"/proc/{pid}/fd"))
+    # The worker's own limit, lowered to what it holds: its next file open fails (EMFILE),
+    # where a worker of a box under a low `ulimit -n` with a busy op would meet it.
+    # The soft limit only: raising a hard limit back takes a privilege.
+    before = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (held, before[1]))
+    try:
+        with pytest.raises(KintError) as err:
+            sb.call("status", Path(db), timeout_s=10)
+        assert err.value.code == "BUSY", err.value
+        assert "ran out of open files" in err.value.message, err.value.message
+        assert f"of its limit of {held}, ulimit -n" in err.value.message, err.value.message
+        assert "ulimit -n" in err.value.hint and "bug" not in err.value.hint, err.value.hint
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, before)
+    # Room again: the same worker serves, nothing restarted.
+    assert sb.call("status", Path(db))["store"]["exists"]
+    again = next(r for r in _status_json(sb)[1]["spaces"] if r["store"] == db)
+    assert again["pid"] == pid and again["restarts"] == 0, again
+    log = (sb.kint_home / "supervisor.log").read_text()
+    assert "Traceback" not in log, log[-3000:]

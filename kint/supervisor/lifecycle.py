@@ -20,7 +20,7 @@ import zmq
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.supervisor.open_files import out_of_files
+from kint.open_files import out_of_files
 from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, WorkerHandle, describe_exit,
                                     live_sessions)

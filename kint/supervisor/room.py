@@ -1,4 +1,4 @@
-"""Room for a worker when the supervisor's open files run short (kint/supervisor/open_files.py).
+"""Room for a worker when the supervisor's open files run short (kint/open_files.py).
 
 A space whose worker cannot start for want of descriptors does not wait for some worker's
 idle exit (KINT_WORKER_IDLE_SECONDS, 15 minutes by default): the worker that has been
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply
-from kint.supervisor.open_files import ROOM_HINT, no_room_message, open_files
+from kint.open_files import ROOM_HINT, no_room_message, open_files
 from kint.supervisor.workers import WorkerHandle, live_sessions
 
 log = logging.getLogger("kint.supervisor")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kint.supervisor.open_files import open_files
+from kint.open_files import open_files
 from kint.supervisor.workers import WorkerHandle
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        "replies_dropped": sup.outbox.dropped,
                        "replies_to_gone_clients": sup.outbox.gone,
                        # Its descriptors in use, its limit (ulimit -n) and the part of it
-                       # no worker may take (kint/supervisor/open_files.py); null where
+                       # no worker may take (kint/open_files.py); null where
                        # they cannot be counted.
                        "open_files": files.as_json() if files is not None else None},
         "spaces": rows,

@@ -91,7 +91,7 @@ class WorkerHandle:
     last_exit: str | None = None
     quarantined_until: float | None = None
     # Why the last spawn did not happen: the supervisor had no file descriptors to spare
-    # (kint/supervisor/open_files.py). Not a crash; cleared by the next spawn.
+    # (kint/open_files.py). Not a crash; cleared by the next spawn.
     no_room: str | None = None
     backoff_s: float | None = None
     retry_started_at: float | None = None

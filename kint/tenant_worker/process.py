@@ -40,6 +40,7 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
+from kint.open_files import WORKER_ROOM_HINT, out_of_files_message, ran_out_of_files
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
@@ -352,11 +353,23 @@ class Worker:
                                     request_id=req.id)
             reply = ok_reply(req.id, handler(self.ctx, req.args))
         except ProtocolError as err:  # Sibyl's refusals too (handlers.sibyl_refusal)
+            if err.code == ErrorCode.INTERNAL and ran_out_of_files(err):
+                return self._out_of_files(req, err.message)
             reply = error_reply(req.id, err.code, err.message, err.hint)
-        except Exception:
+        except Exception as err:
+            if ran_out_of_files(err):
+                return self._out_of_files(req, str(err))
             log.error("op failed in space %s", self.config.space16, exc_info=True)
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
         return reply
+
+    def _out_of_files(self, req: Request, what_failed: str) -> Reply:
+        """`req` failed because this worker is out of file descriptors (kint/open_files.py):
+        the box's limit, said as such, never a bug in kint. One warning line, no traceback."""
+        message = out_of_files_message(
+            f"{req.op} in the worker of space {self.config.space16}", what_failed)
+        log.warning("%s", message)
+        return error_reply(req.id, ErrorCode.BUSY, message, WORKER_ROOM_HINT)
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
         try:

@@ -1,4 +1,5 @@
-"""The supervisor's open files (RLIMIT_NOFILE, `ulimit -n`), counted before each spawn.
+"""Open files (RLIMIT_NOFILE, `ulimit -n`): counted by the supervisor before each spawn, and
+named by a worker whose op ran out of them.
 
 Every worker costs the supervisor three descriptors for as long as it runs (its exit
 sentinel, the pipe to its forkserver child, its connection on the back socket), and the
@@ -16,7 +17,11 @@ So a worker is started only while the descriptors left after it keep a reserve f
 clients' connections and the supervisor's own files (its log, a store's header check, a
 config read). Past that the request is refused BUSY, naming the limit and what frees
 room, and the space is not counted as crashed: idle workers exit (KINT_WORKER_IDLE_SECONDS)
-and the next request starts its worker.
+and the next request starts its worker (kint/supervisor/room.py).
+
+A worker inherits the same limit. An op of one that runs out (EMFILE opening a state file,
+the store, a module it imports on first use) is refused BUSY naming the limit too, never
+INTERNAL calling it a bug in kint.
 """
 
 from __future__ import annotations
@@ -70,7 +75,9 @@ def open_files() -> OpenFiles | None:
         try:
             # The listing's own descriptor is in it, and closed once it is read.
             return OpenFiles(len(os.listdir(folder)) - 1, soft)
-        except OSError:
+        except OSError as err:
+            if out_of_files(err):  # no descriptor left even to list them: at the limit
+                return OpenFiles(soft, soft)
             continue
     return None
 
@@ -82,6 +89,34 @@ def no_room_message(space16: str, files: OpenFiles) -> str:
             f"{files.reserve} free for clients")
 
 
+WORKER_ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulimit -n` in "
+                    "its shell, LimitNOFILE= in its systemd unit): its workers inherit it; "
+                    "then run `kint supervisor stop`, and the command again")
+
+
 def out_of_files(err: BaseException) -> bool:
     """Whether `err` is the process (EMFILE) or the system (ENFILE) out of descriptors."""
     return isinstance(err, OSError) and err.errno in OUT_OF_FILES
+
+
+def ran_out_of_files(err: BaseException) -> bool:
+    """Whether `err`, or an error it was raised from or while handling, is out of
+    descriptors; or, for an error that carries no errno (SQLite's "unable to open database
+    file"), whether this process is at its limit as it handles it."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if out_of_files(cause):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    files = open_files()
+    return files is not None and files.open >= files.limit - 1
+
+
+def out_of_files_message(what: str, err: BaseException | str) -> str:
+    """`what` failed for want of open files, with this process's count and limit."""
+    files = open_files()
+    count = (f" ({files.open} open of its limit of {files.limit}, ulimit -n)"
+             if files is not None else " (ulimit -n)")
+    return f"{what} ran out of open files{count}: {err}"
