@@ -10,10 +10,41 @@ STATUS_COLUMNS = ["SPACE", "TENANT", "STORE", "PID", "STATE", "OP", "RPC", "HEAD
                   "UNANCHORED", "HELD", "RESTARTS", "LAST BEAT", "UPTIME", "MEMORY"]
 
 
+def _char_width(ch: str) -> int:
+    """The columns `ch` takes on a terminal: two for a wide or full-width character (CJK),
+    none for a combining mark, one for the rest."""
+    import unicodedata
+
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def display_width(text: str) -> int:
+    """The columns `text` takes on a terminal (`len` for ASCII, the common case)."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(ch) for ch in text)
+
+
 def _shorten(text: str, width: int, keep_end: bool = False) -> str:
-    if len(text) <= width:
+    """`text` cut to `width` columns with `...` where it was cut (its end kept for a path),
+    counting a wide character as the two columns it takes: a tenant named in Japanese
+    would otherwise take twice its column and push every column after it out of line."""
+    if display_width(text) <= width:
         return text
-    return ("..." + text[-(width - 3):]) if keep_end else (text[: width - 3] + "...")
+    room, used, kept = width - 3, 0, []
+    for ch in (reversed(text) if keep_end else text):
+        used += _char_width(ch)
+        if used > room:
+            break
+        kept.append(ch)
+    return "..." + "".join(reversed(kept)) if keep_end else "".join(kept) + "..."
+
+
+def _pad(text: str, width: int) -> str:
+    """`text` followed by spaces up to `width` columns (`str.ljust` counts characters)."""
+    return text + " " * (width - display_width(text))
 
 
 def _age(seconds: float | None) -> str:
@@ -90,8 +121,9 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
         held = row.get("held")
         rows.append([
             row["space"],
-            _shorten(row["tenant"], 14),
-            _shorten(row["store"], 40, keep_end=True),
+            # Escaped before they are cut: an escape is what takes the columns.
+            _shorten(printable(row["tenant"]), 14),
+            _shorten(printable(row["store"]), 40, keep_end=True),
             str(row["pid"]) if row.get("pid") else "-",
             _state(row),
             _op(op, row.get("progress"), row.get("watcher_failure")),
@@ -118,11 +150,11 @@ def printable(text: str) -> str:
 
 def table(columns: list[str], rows: list[list[str]]) -> str:
     rows = [[printable(c) for c in r] for r in rows]
-    widths = [max(len(columns[i]), *(len(r[i]) for r in rows)) if rows else len(columns[i])
-              for i in range(len(columns))]
+    widths = [max(len(columns[i]), *(display_width(r[i]) for r in rows)) if rows
+              else len(columns[i]) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        lines.append("  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip())
     return "\n".join(lines)
 
 
