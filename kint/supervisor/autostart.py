@@ -72,7 +72,12 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
     try:
         pid_fd = hold_pid_lock(home)
     except AlreadyRunning:
-        print(f"kint: a supervisor is already running for {home}", file=sys.stderr)
+        # Named by its pid, so that a second one started by hand (or a service manager
+        # beside an on-demand start) says which process serves the home.
+        found = holder(home)
+        who = f" (pid {found.pid})" if found is not None and found.pid > 0 else ""
+        print(f"kint: a supervisor is already running for {home}{who}; this one exits",
+              file=sys.stderr)
         return 0
     sup = Supervisor(home, Settings.load(), Spawner(extra_preload),
                      Ownership(run_dir(home) / PID_FILE, pid_fd))
