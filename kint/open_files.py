@@ -82,6 +82,28 @@ def open_files() -> OpenFiles | None:
     return None
 
 
+# The most descriptors the supervisor raises its soft limit to (below its hard limit).
+RAISE_SOFT_TO = 65536
+
+
+def raise_soft_limit() -> tuple[int, int] | None:
+    """Raise this process's soft limit to its hard limit (at most RAISE_SOFT_TO), once at
+    the supervisor's start, before its forkserver and workers inherit it; returns (old,
+    new) when it rose. A login shell and systemd give 1024 soft under a far higher hard
+    limit, leaving it to a program that needs more to take it: the supervisor does, as
+    every worker costs it three. A soft limit equal to the hard one (`ulimit -n 64`) is
+    the user's ceiling, kept; then `room` decides."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = RAISE_SOFT_TO if hard == resource.RLIM_INFINITY else min(hard, RAISE_SOFT_TO)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):  # a platform that refuses (macOS above OPEN_MAX)
+            return None
+        return soft, target
+    return None
+
+
 def no_room_message(space16: str, files: OpenFiles) -> str:
     """Why the worker of `space16` was not started, naming the limit."""
     return (f"no room to start the worker of space {space16}: the supervisor has {files.open} "

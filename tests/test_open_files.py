@@ -155,3 +155,27 @@ def test_a_worker_out_of_open_files_refuses_its_op_by_name_and_serves_once_it_ha
     assert again["pid"] == pid and again["restarts"] == 0, again
     log = (sb.kint_home / "supervisor.log").read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_a_soft_limit_under_a_higher_hard_one_is_raised_at_start(tmp_path):
+    # As a login shell or systemd leaves it: 1024 soft under a far higher hard limit; here
+    # 64 under 4096. The supervisor takes its hard limit, and its workers inherit it.
+    sb = make_sandbox(tmp_path / "machine")
+    db = sb.profile_db("one")
+    db.parent.mkdir(parents=True)
+    write_store(db)
+    out = subprocess.run(
+        [KINT, "supervisor", "start"], env=sb.env, text=True, capture_output=True,
+        timeout=90, stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, 4096)))
+    assert out.returncode == 0, out.stderr
+    try:
+        sb.call("status", db)
+        code, status = _status_json(sb)
+        assert code == 0 and status["supervisor"]["open_files"]["limit"] == 4096, status
+        pid = status["spaces"][0]["pid"]
+        assert resource.prlimit(pid, resource.RLIMIT_NOFILE) == (4096, 4096)
+        assert "open-file limit raised from 64 to 4096" in (
+            sb.kint_home / "supervisor.log").read_text()
+    finally:
+        sb.shutdown()

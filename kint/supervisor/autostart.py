@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
+from kint.open_files import RAISE_SOFT_TO, raise_soft_limit
 from kint.proc_name import SUPERVISOR, set_process_name
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
@@ -69,6 +70,10 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         print(f"kint: error: {err} [{HOME_REFUSAL_CODE}]\nhint: {err.hint}", file=sys.stderr)
         return 2
     setup_file_logging(home)
+    raised = raise_soft_limit()  # before the forkserver and the workers inherit it
+    if raised is not None:
+        log.info("open-file limit raised from %d to %d (its hard limit, or %d)", *raised,
+                 RAISE_SOFT_TO)
     try:
         pid_fd = hold_pid_lock(home)
     except AlreadyRunning:
