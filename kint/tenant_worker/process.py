@@ -32,7 +32,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import zmq
 from zmq import zmq_poll
@@ -497,12 +497,16 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     _die_with_parent()
     set_process_name(WORKER)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
-    setup_file_logging(config.home)
-    # This process is the daemon, serving one space: its settings are the config file's
-    # (this space's table included) over the supervisor's environment, and each request's.
-    settings.configure(home=config.home, daemon=True,
-                       space=(config.label, config.space16, config.space_id))
-    worker = Worker(config, token)
+    try:
+        setup_file_logging(config.home)
+        # This process is the daemon, serving one space: its settings are the config
+        # file's (this space's table included) over the supervisor's environment, and each
+        # request's.
+        settings.configure(home=config.home, daemon=True,
+                           space=(config.label, config.space16, config.space_id))
+        worker = Worker(config, token)
+    except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
+        _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
     try:
@@ -535,3 +539,30 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     worker.close()
     logging.shutdown()
     os._exit(code)
+
+
+def _cannot_start(config: WorkerConfig, token: bytes, err: Exception) -> NoReturn:
+    """The worker failed before it could serve (a module that does not import, a file it
+    cannot open at start): its traceback goes to the log, and its reason to the supervisor
+    as `fatal` on a socket of its own, so `kint supervisor status` and the QUARANTINED
+    refusal say why rather than `exited with code 1` (the traceback only in the daemon's
+    raw stderr). Then it exits EXIT_FATAL, a crash: restarts, and a quarantine with
+    backoff when it fails every time."""
+    reason = f"the worker could not start: {type(err).__name__}: {err}"
+    log.error("space %s: %s", config.space16, reason, exc_info=True)
+    zctx = zmq.Context()
+    try:
+        dealer = zctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+        dealer.setsockopt(zmq.LINGER, 2000)  # the reason leaves before the exit
+        dealer.connect(config.back_address)
+        send_frames(dealer, worker_wire.encode(
+            {"kind": "fatal", "reason": reason, "pid": os.getpid(),
+             "token": worker_wire.token_text(token)}), block=False)
+        dealer.close()
+    except zmq.ZMQError:  # no supervisor to tell: the exit code says what it can
+        pass
+    finally:
+        zctx.term()
+    logging.shutdown()
+    os._exit(EXIT_FATAL)
