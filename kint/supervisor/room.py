@@ -81,6 +81,9 @@ class WorkerRoom:
         """From the sweep, once the workers stopped for room have exited (their connection
         on the back socket is closed by then too): start the waiting spaces' workers in
         order. A space whose requests all timed out meanwhile is dropped from the queue."""
+        if self.shutting_down:  # their requests were answered; no worker starts now
+            self._room_wanted.clear()
+            return
         while self._room_wanted and not self._evicting:
             handle = self.handles.get(self._room_wanted.pop(0))
             if handle is None or handle.alive or not handle.pending:
