@@ -116,9 +116,14 @@ WORKER_ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulim
                     "then run `kint supervisor stop`, and the command again")
 
 
+START_ROOM_HINT = ("start it with a higher open-file limit (`ulimit -n` in its shell, "
+                   "LimitNOFILE= in its systemd unit)")
+
+
 def out_of_files(err: BaseException) -> bool:
-    """Whether `err` is the process (EMFILE) or the system (ENFILE) out of descriptors."""
-    return isinstance(err, OSError) and err.errno in OUT_OF_FILES
+    """Whether `err` is the process (EMFILE) or the system (ENFILE) out of descriptors: an
+    OSError, or ZeroMQ's error (not an OSError) with the same errno."""
+    return getattr(err, "errno", None) in OUT_OF_FILES
 
 
 def ran_out_of_files(err: BaseException) -> bool:

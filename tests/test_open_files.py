@@ -179,3 +179,19 @@ def test_a_soft_limit_under_a_higher_hard_one_is_raised_at_start(tmp_path):
             sb.kint_home / "supervisor.log").read_text()
     finally:
         sb.shutdown()
+
+
+def test_a_limit_below_what_the_supervisor_needs_to_start_is_refused_naming_it(tmp_path):
+    sb = make_sandbox(tmp_path / "machine")
+    out = subprocess.run(
+        [KINT, "supervisor", "start"], env=sb.env, text=True, capture_output=True,
+        timeout=90, stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (12, 12)))
+    assert out.returncode == 2, out.stderr
+    assert "the supervisor ran out of open files (its limit is 12, ulimit -n)" in out.stderr
+    assert "[SUPERVISOR_UNAVAILABLE]" in out.stderr and "kint: error: kint" not in out.stderr
+    said = (sb.kint_home / "run" / "supervisor.stderr").read_text()
+    assert "[BUSY]\nhint: start it with a higher open-file limit" in said, said
+    assert "Traceback" not in said, said
+    assert "Traceback" not in (sb.kint_home / "supervisor.log").read_text()
+    assert running_pid(sb.kint_home) is None
