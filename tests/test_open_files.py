@@ -40,8 +40,11 @@ def _low_limit() -> None:
 def box(tmp_path_factory):
     sb = make_sandbox(tmp_path_factory.mktemp("open-files"))
     dbs = []
-    for n in range(SPACES):  # one store written by Sibyl's client, copied: a second each
-        db = sb.profile_db(f"p{n:02d}")
+    # Profiles p1, p2, p10, p11, p3, ... asked for in that order: the status rows read
+    # p1, p2, p3, ..., p10, p11 (numbers compared as numbers), not p1, p10, p11, p2.
+    numbers = [1, 2, 10, 11, *(n for n in range(3, SPACES + 3) if n not in (10, 11))]
+    for n in numbers[:SPACES]:  # one store written by Sibyl's client, copied: a second each
+        db = sb.profile_db(f"p{n}")
         db.parent.mkdir(parents=True)
         dbs.append(shutil.copyfile(dbs[0], db) and db if dbs else write_store(db))
     # The daemon, its forkserver and its workers inherit the limit from the command.
@@ -88,6 +91,8 @@ def test_past_the_open_file_limit_a_space_is_refused_by_name_and_served_once_roo
     row = next(r for r in status["spaces"] if r["store"] == str(db))
     assert row["state"] == "idle" and row["restarts"] == 0 and row["pid"] is None, row
     assert f"limit of {LIMIT}" in row["no_room"], row
+    profiles = [int(r["label"].rsplit(":p", 1)[1]) for r in status["spaces"]]
+    assert profiles == sorted(profiles) and {2, 10} <= set(profiles), profiles
     files = status["supervisor"]["open_files"]
     assert files["limit"] == LIMIT and files["open"] + files["reserve"] <= LIMIT, files
     text = sb.kint("supervisor", "status")
