@@ -10,7 +10,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from kint.open_files import open_files
+from kint.open_files import OpenFiles, open_files
 from kint.supervisor.workers import WorkerHandle
 
 if TYPE_CHECKING:
@@ -98,6 +98,20 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
     }
 
 
+# How long a count of the supervisor's open files serves status calls: a count lists
+# /proc/self/fd (~30 us with tens of workers), and a loop of status calls (a --watch, an
+# agent's) would pay it at each.
+FILES_EVERY_S = 0.25
+_files_seen: list[Any] = [float("-inf"), None]
+
+
+def _open_files(now: float) -> OpenFiles | None:
+    """The supervisor's open files as counted at most FILES_EVERY_S ago."""
+    if now - _files_seen[0] >= FILES_EVERY_S:
+        _files_seen[:] = [now, open_files()]
+    return _files_seen[1]
+
+
 def label_order(label: str) -> tuple[Any, ...]:
     """A space's place in `kint supervisor status` and `sup.spaces`: by label, its numbers
     compared as numbers, so a box's profiles read p1, p2, ..., p10 rather than p1, p10,
@@ -112,7 +126,7 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
     now = time.monotonic()
     rows = [space_row(h, now) for h in sorted(sup.handles.values(),
                                               key=lambda h: label_order(h.label))]
-    files = open_files()
+    files = _open_files(now)
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "supervisor": {"pid": os.getpid(), "uptime_s": round(now - sup.started_at, 3),
