@@ -59,7 +59,8 @@ log = logging.getLogger("kint.worker")
 
 # The in-flight id of the push journal's settling at start (no request carries it).
 _PENDING_AT_START = "pending-at-start"
-# How long a commanded stop waits for ops in flight before exiting anyway.
+# How long a commanded stop waits for ops in flight, and a push or pull the store watcher
+# runs, before exiting anyway.
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
@@ -448,7 +449,11 @@ class Worker:
                 count, _, _ = self.inflight.snapshot()
                 if stop_deadline is None:
                     stop_deadline = now + STOP_GRACE_SECONDS
-                if count == 0 or now >= stop_deadline:
+                # A push the store watcher started is no request in flight, but it holds
+                # the space's head op (head_lock.head_op) until it ends: a stop (a recycle,
+                # a restart, the supervisor's) waits for it too rather than cut it between
+                # its send and its receipt, leaving its journal to the next worker.
+                if (count == 0 and self.ctx.head_op_began is None) or now >= stop_deadline:
                     self._forward_answers()  # an op answered since the last poll
                     self._hand_over()
                     return 0
