@@ -13,11 +13,12 @@ used to spawn until the limit, and then:
   IPC socket fails with EMFILE (`Too many open files (src/ipc_listener.cpp:297)`), an
   abort, no log line, every worker gone.
 
-So a worker is started only while the descriptors left after it keep a reserve for
-clients' connections and the supervisor's own files (its log, a store's header check, a
-config read). Past that the request is refused BUSY, naming the limit and what frees
-room, and the space is not counted as crashed: idle workers exit (KINT_WORKER_IDLE_SECONDS)
-and the next request starts its worker (kint/supervisor/room.py).
+So the supervisor raises its soft limit to its hard one as it starts, and a worker is
+started only while the descriptors left after it keep a reserve for clients' connections
+and the supervisor's own files (its log, a store's header check, a config read). Past
+that, the worker quiet longest that nobody needs is stopped to make room; with none, the
+request is refused BUSY, naming the limit and what frees room, and the space is not
+counted as crashed (kint/supervisor/room.py).
 
 A worker inherits the same limit. An op of one that runs out (EMFILE opening a state file,
 the store, a module it imports on first use) is refused BUSY naming the limit too, never
@@ -45,7 +46,8 @@ OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 
 ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulimit -n` in its "
              "shell, LimitNOFILE= in its systemd unit) and run `kint supervisor stop`; or "
-             "wait: idle spaces' workers exit after KINT_WORKER_IDLE_SECONDS and make room")
+             "end agent sessions no longer in use: a worker with no session and nothing to "
+             "do is stopped to make room at the next request")
 
 
 class OpenFiles(NamedTuple):

@@ -83,7 +83,7 @@ def test_past_the_open_file_limit_a_space_is_refused_by_name_and_served_once_roo
     assert len(served) >= 3, served
     assert err.code == "BUSY", err
     assert f"of its limit of {LIMIT} (ulimit -n)" in err.message, err.message
-    assert "ulimit -n" in err.hint and "KINT_WORKER_IDLE_SECONDS" in err.hint, err.hint
+    assert "ulimit -n" in err.hint and "agent sessions" in err.hint, err.hint
 
     # Not a crash: no quarantine, no restart counted; the supervisor says why, and exits 1.
     code, status = _status_json(sb)
