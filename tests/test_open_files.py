@@ -162,6 +162,29 @@ def test_a_worker_out_of_open_files_refuses_its_op_by_name_and_serves_once_it_ha
     assert "Traceback" not in log, log[-3000:]
 
 
+def test_a_refusal_for_want_of_room_is_forgotten_once_workers_leave(box):
+    sb, dbs = box
+    rows = {r["store"]: r for r in _status_json(sb)[1]["spaces"]}
+    waiting = [db for db in dbs if str(db) not in rows]
+    # Every running worker holds a session: the next new space is refused, and stays
+    # degraded in status while nothing leaves.
+    with pytest.raises(KintError) as err:
+        _attach(sb, waiting[0], "agent-refused")
+    assert err.value.code == "BUSY", err.value
+    assert _status_json(sb)[0] == 1
+    # The sessions end and the workers exit idle (1 s, by config.toml): room again, and
+    # without a request for it the refused space is no longer degraded.
+    for row in (r for r in rows.values() if r["pid"]):
+        for session in [f"agent-{n}" for n in range(len(dbs))] + ["agent-late"]:
+            sb.call("detach", Path(row["store"]), args={"session": session})
+    with sb.supervisor_config("worker_idle_seconds = 1\n"):
+        code, status = sb.wait_for(lambda: (s := _status_json(sb))[0] == 0 and s, timeout=30,
+                                   what="the refused space no longer degraded")
+        row = next(r for r in status["spaces"] if r["store"] == str(waiting[0]))
+        assert row["no_room"] is None and row["state"] == "idle", row
+    assert _attach(sb, waiting[0], "agent-refused")["sessions"] == 1
+
+
 def test_a_soft_limit_under_a_higher_hard_one_is_raised_at_start(tmp_path):
     # As a login shell or systemd leaves it: 1024 soft under a far higher hard limit; here
     # 64 under 4096. The supervisor takes its hard limit, and its workers inherit it.

@@ -77,10 +77,23 @@ class WorkerRoom:
                  and h.beat_tells_after_work()]
         return min(spare, key=lambda h: h.last_activity, default=None)
 
+    def _room_sweep(self) -> None:
+        """From the sweep: the spaces waiting for room first, then a refusal made for want
+        of room forgotten once there is room again (workers exited idle, or the limit
+        rose), so that status no longer calls that space degraded: its next request
+        starts its worker."""
+        self._serve_room_wanted()
+        refused = [h for h in self.handles.values() if h.no_room is not None and not h.alive]
+        if refused:
+            files = open_files()
+            if files is None or files.room_for_worker():
+                for handle in refused:
+                    handle.no_room = None
+
     def _serve_room_wanted(self) -> None:
-        """From the sweep, once the workers stopped for room have exited (their connection
-        on the back socket is closed by then too): start the waiting spaces' workers in
-        order. A space whose requests all timed out meanwhile is dropped from the queue."""
+        """Once the workers stopped for room have exited (their connection on the back
+        socket is closed by then too): start the waiting spaces' workers in order. A space
+        whose requests all timed out meanwhile is dropped from the queue."""
         if self.shutting_down:  # their requests were answered; no worker starts now
             self._room_wanted.clear()
             return
