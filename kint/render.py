@@ -327,8 +327,8 @@ def space_status_text(result: dict[str, Any]) -> str:
     # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
     # so the worker's line, kint's own, goes before it.
     return "\n".join([
-        f"tenant {result['tenant']}  space {result['space']}  store {path}",
-        f"space:   {result['space']} ({result['label']})",
+        f"tenant {printable(result['tenant'])}  space {result['space']}  store {path}",
+        f"space:   {result['space']} ({printable(result['label'])})",
         f"store:   {where}",
         f"rows:    {row_text}",
         f"files:   {file_text} (under {result['kint_home']})",

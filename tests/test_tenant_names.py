@@ -73,3 +73,14 @@ def test_no_name_reaches_a_file_name_and_the_log_escapes_each(box):
     log = (sb.kint_home / "supervisor.log").read_text()
     assert "\x1b" not in log and "\u202e" not in log, log[-2000:]
     assert "esc\\x1b[31mred" in log and "\\u202eevil" in log, log[-2000:]
+
+
+def test_kint_status_shows_a_tenant_with_an_escape_or_an_override_escaped(box):
+    sb, dbs = box
+    for tenant, db in zip(TENANTS[1:3], dbs[1:3]):
+        out = sb.kint("--db", str(db), "status", env={"KINT_TENANT": tenant})
+        assert out.returncode in (0, 2), out.stderr  # not connected: said, not a traceback
+        assert "\x1b" not in out.stdout + out.stderr, repr(out.stdout)
+        assert "\u202e" not in out.stdout + out.stderr, repr(out.stdout)
+        escaped = tenant.encode("unicode_escape").decode("ascii")
+        assert f"tenant {escaped}" in out.stdout, out.stdout
