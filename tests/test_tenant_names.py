@@ -84,3 +84,6 @@ def test_kint_status_shows_a_tenant_with_an_escape_or_an_override_escaped(box):
         assert "\u202e" not in out.stdout + out.stderr, repr(out.stdout)
         escaped = tenant.encode("unicode_escape").decode("ascii")
         assert f"tenant {escaped}" in out.stdout, out.stdout
+        shown = sb.kint("--db", str(db), "config", "show", env={"KINT_TENANT": tenant})
+        assert shown.returncode == 0, shown.stderr
+        assert f"space: {escaped}@hermes:p" in shown.stdout, shown.stdout
