@@ -177,7 +177,7 @@ def _cap(ctx: SpaceContext) -> dict[str, Any]:
 
 
 def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Seed 000's verify: proceed, or refuse with the evidence."""
+    """Verify (docs/how-it-works.md): proceed, or refuse with the evidence."""
     if not os.path.exists(ctx.config.db):
         mirror = ctx.state.mirror()
         if mirror is not None and mirror.rows:

@@ -1,5 +1,6 @@
-"""Pull (seed 001, "Restore: pull, through Sibyl's write methods"): bring the chain's epochs
-into this machine's store, checking each before anything is written.
+"""Pull (docs/how-it-works.md, "Pull, check by check"; docs/new-machine.md, "Restore"):
+bring the chain's epochs into this machine's store, checking each before anything is
+written.
 
 A push journal a killed push left is settled first (pending.py), one the chain has since
 passed included (overtaken.py: recorded, or dropped with its rows left to the fork step).
