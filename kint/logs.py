@@ -29,8 +29,12 @@ MIN_LOG_MAX_BYTES = int(BY_NAME["KINT_LOG_MAX_BYTES"].minimum or 0)
 
 # Control characters (C0, DEL, C1) and Unicode's line and paragraph separators, written as
 # escapes: a value a client sent (a store path, a label) must not start a forged log line.
+# So are the bidirectional controls (marks, embeddings, overrides, isolates): a tenant
+# named with U+202E would show the rest of its line reversed in a terminal or an editor,
+# a record that reads as something else than what was written.
 _ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
-_ESCAPES.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+_ESCAPES.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, 0x061C, 0x200E, 0x200F,
+                                               *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
 def one_line(text: str) -> str:

@@ -10,10 +10,41 @@ STATUS_COLUMNS = ["SPACE", "TENANT", "STORE", "PID", "STATE", "OP", "RPC", "HEAD
                   "UNANCHORED", "HELD", "RESTARTS", "LAST BEAT", "UPTIME", "MEMORY"]
 
 
+def _char_width(ch: str) -> int:
+    """The columns `ch` takes on a terminal: two for a wide or full-width character (CJK),
+    none for a combining mark, one for the rest."""
+    import unicodedata
+
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def display_width(text: str) -> int:
+    """The columns `text` takes on a terminal (`len` for ASCII, the common case)."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(ch) for ch in text)
+
+
 def _shorten(text: str, width: int, keep_end: bool = False) -> str:
-    if len(text) <= width:
+    """`text` cut to `width` columns with `...` where it was cut (its end kept for a path),
+    counting a wide character as the two columns it takes: a tenant named in Japanese
+    would otherwise take twice its column and push every column after it out of line."""
+    if display_width(text) <= width:
         return text
-    return ("..." + text[-(width - 3):]) if keep_end else (text[: width - 3] + "...")
+    room, used, kept = width - 3, 0, []
+    for ch in (reversed(text) if keep_end else text):
+        used += _char_width(ch)
+        if used > room:
+            break
+        kept.append(ch)
+    return "..." + "".join(reversed(kept)) if keep_end else "".join(kept) + "..."
+
+
+def _pad(text: str, width: int) -> str:
+    """`text` followed by spaces up to `width` columns (`str.ljust` counts characters)."""
+    return text + " " * (width - display_width(text))
 
 
 def _age(seconds: float | None) -> str:
@@ -41,6 +72,8 @@ def _state(row: dict[str, Any]) -> str:
     state = row["state"]
     if state == "quarantined" and row.get("retry_in_s") is not None:
         return f"quarantined (retry {_age(row['retry_in_s'])})"
+    if row.get("no_room"):
+        return f"{state} (no room)"
     return state
 
 
@@ -88,8 +121,9 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
         held = row.get("held")
         rows.append([
             row["space"],
-            _shorten(row["tenant"], 14),
-            _shorten(row["store"], 40, keep_end=True),
+            # Escaped before they are cut: an escape is what takes the columns.
+            _shorten(printable(row["tenant"]), 14),
+            _shorten(printable(row["store"]), 40, keep_end=True),
             str(row["pid"]) if row.get("pid") else "-",
             _state(row),
             _op(op, row.get("progress"), row.get("watcher_failure")),
@@ -116,11 +150,11 @@ def printable(text: str) -> str:
 
 def table(columns: list[str], rows: list[list[str]]) -> str:
     rows = [[printable(c) for c in r] for r in rows]
-    widths = [max(len(columns[i]), *(len(r[i]) for r in rows)) if rows else len(columns[i])
-              for i in range(len(columns))]
+    widths = [max(len(columns[i]), *(display_width(r[i]) for r in rows)) if rows
+              else len(columns[i]) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        lines.append("  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip())
     return "\n".join(lines)
 
 
@@ -147,6 +181,13 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     for row in spaces:
         if row.get("last_exit"):
             text += f"\nlast exit of {row['space']}: {row['last_exit']}"
+    refused = [row for row in spaces if row.get("no_room")]
+    files = sup.get("open_files")
+    if refused and files:  # one line, however many spaces wait for room
+        text += (f"\n{len(refused)} space(s) refused a worker: the supervisor has "
+                 f"{files['open']} files open of its limit of {files['limit']} (ulimit -n), "
+                 f"{files['reserve']} kept free for clients; a worker that goes idle makes "
+                 f"room, or raise the limit and restart the supervisor")
     return text
 
 
@@ -295,8 +336,8 @@ def space_status_text(result: dict[str, Any]) -> str:
     # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
     # so the worker's line, kint's own, goes before it.
     return "\n".join([
-        f"tenant {result['tenant']}  space {result['space']}  store {path}",
-        f"space:   {result['space']} ({result['label']})",
+        f"tenant {printable(result['tenant'])}  space {result['space']}  store {path}",
+        f"space:   {result['space']} ({printable(result['label'])})",
         f"store:   {where}",
         f"rows:    {row_text}",
         f"files:   {file_text} (under {result['kint_home']})",

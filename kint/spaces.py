@@ -212,8 +212,11 @@ def _unless_denied(err: OSError) -> str | None:
     """store_problem's answer to the OS refusing a look at the store: None when it refused
     this user permission (the store may be perfectly fine, only closed to this user: the
     worker and the commands that open it say so, with how to fix it, kint.store_denied),
-    which a refusal here would call a path that can never be a store and send to `--db`."""
-    if err.errno in (errno.EACCES, errno.EPERM):
+    which a refusal here would call a path that can never be a store and send to `--db`.
+    None too when the process (or the system) is out of file descriptors: that says
+    nothing of the path, and the supervisor refuses a worker it has no room for itself
+    (kint.open_files)."""
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EMFILE, errno.ENFILE):
         return None
     return f"cannot be read ({err.strerror})"
 

@@ -195,6 +195,7 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
                          env={**sandbox.env, "KINT_TEST_PID_LOCK_RETRY_S": str(PID_LOCK_RETRY_S)},
                          text=True, capture_output=True, timeout=30)
     assert out.returncode == 0 and "already running" in out.stderr
+    assert f"(pid {first}); this one exits" in out.stderr, out.stderr  # named, not guessed
     assert running_pid(sandbox.kint_home) == first
 
 

@@ -44,6 +44,8 @@ class _Host(WorkerLifecycle, TimedWork):
         self.outbox = _Outbox()
         self._deadlines: list[tuple[float, str, str]] = []
         self._stalled: set[str] = set()
+        self._room_wanted: list[str] = []
+        self._evicting: set[str] = set()
         self._sweep_at = start
         self.sweeps: list[float] = []
         self.answered: list[tuple[str, Reply]] = []

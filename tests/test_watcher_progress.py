@@ -10,20 +10,29 @@ stays at its epoch long enough for a beat to carry its progress to the superviso
 The line says which op it is of and how long ago that op began: the supervisor keeps a
 line until the next beat, so a `kint push` or a `memory_pull` sent just after another op
 ended would otherwise show that op's last line as its own first one. The client shows a
-line only for its call's op begun since the call was sent (Client.progress_line)."""
+line only for its call's op begun since the call was sent (Client.progress_line).
+
+The same push, with the worker told to restart while it waits for its receipt: the push is
+no request in flight, and the worker used to exit at once, cutting it between its send and
+its receipt and leaving its journal for its successor to settle. It now finishes the push
+(within its stop grace), then exits: the same holds for a recycle for its memory and the
+supervisor's own stop, which take the same path."""
 
 from __future__ import annotations
 
 import time
 
 from chain_machines import machine_behind_proxy, ok
-from conftest import sibyl_client
+from conftest import pid_alive, sibyl_client
 
 # Watcher pushes, a beat a second and the chain are slower than wait_for's defaults.
 WAIT = {"timeout": 30, "interval": 0.2}
+# How long the worker told to restart is watched still running the push: one that does
+# not wait for it exits within milliseconds of the stop.
+STILL_RUNNING_S = 1.5
 
 
-def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, chain_home):
+def test_a_watcher_push_shows_its_progress_and_a_restart_waits_for_it(tmp_path, chain_home):
     before = time.monotonic()
     with machine_behind_proxy(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
                               KINT_QUIET_SECONDS="0") as (sb, proxy):
@@ -55,8 +64,29 @@ def test_a_watcher_push_shows_its_progress_in_the_supervisors_status(tmp_path, c
             assert client.progress_line(row["space"], "pull", before) is None
             assert client.progress_line(row["space"], "push", time.monotonic()) is None
 
+        # Told to restart with the push waiting for its receipt, the worker stays.
+        pid = row["pid"]
+        ok(sb.kint("supervisor", "restart", row["space"]))
+        deadline = time.monotonic() + STILL_RUNNING_S
+        while time.monotonic() < deadline:
+            assert pid_alive(pid), "the worker exited with its watcher's push in the air"
+            time.sleep(0.1)
+        assert sb.row(sb.sibyl_db)["state"] == "stopping"
+
         proxy.forward()
+        # (A new worker's first beats carry no head yet: null until it has read one.)
         row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["progress"] is None
-                          and r["head"]["seq"] == 1 and r,
-                          what="the push to land and its progress line to clear", **WAIT)
+                          and r["pid"] not in (None, pid) and r["state"] == "ready"
+                          and (r["head"] or {}).get("seq") == 1 and r,
+                          what="the push to land and the worker to restart", **WAIT)
+        assert row["restarts"] == 0, row  # commanded, not a crash
         assert sb.call("status", sb.sibyl_db, args={"chain": True})["unanchored"] == 0
+        # The push ended in the worker that ran it (its watcher's result line, then its
+        # clean exit), not in its successor's settling of a journal left behind.
+        lines = (sb.kint_home / "supervisor.log").read_text().splitlines()
+        own = [line.split(" INFO ", 1)[-1] for line in lines if f" {pid} kint.worker " in line]
+        after = own[next(i for i, line in enumerate(own) if "watcher: pushing" in line) + 1:]
+        stop = after.index("stop requested (restart)")
+        assert "exits (0)" in after[-1], after
+        assert any(line.startswith("watcher: ") for line in after[stop + 1:-1]), after
+        assert not list(sb.kint_home.rglob("pending-*.json"))

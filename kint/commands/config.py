@@ -7,7 +7,7 @@ import os
 
 import click
 
-from kint import settings
+from kint import render, settings
 from kint.commands.common import Ctx, echo_json, json_option, refuse, space_call
 from kint.protocol.errors import ErrorCode
 from kint.settings import loader, report
@@ -57,7 +57,7 @@ def config_show(obj: Ctx, as_json: bool) -> None:
     state = ("refused: " + result["config_error"] if result["config_error"] else
              "read" if result["config_exists"] else "absent: no value comes from a file")
     click.echo(f"config file: {result['config_file']} ({state})")
-    click.echo(f"space: {result['label']} ({result['space']})")
+    click.echo(f"space: {render.printable(result['label'])} ({result['space']})")
     for line in report.text_lines(result["settings"]):
         click.echo(line)
 

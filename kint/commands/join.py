@@ -376,9 +376,12 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     said.result.update(owner=owner, tenant=ref.tenant, tenant_from=source, space=ref.space16,
                        space_id=ref.space_id, label=ref.label, contract=chain["contract"],
                        store=ref.db)
-    label = f" (label {ref.label})" if ref.label != ref.tenant else ""
+    # A tenant's name comes from the user's environment or Sibyl's credentials: escaped,
+    # as every table and status line shows it, so no escape in it reaches the terminal.
+    label = f" (label {render.printable(ref.label)})" if ref.label != ref.tenant else ""
     said.lines(f"join: owner {owner}",
-               f"      tenant {ref.tenant} (from {source}), space {ref.space16}{label}",
+               f"      tenant {render.printable(ref.tenant)} (from {source}), space "
+               f"{ref.space16}{label}",
                f"      contract {chain['contract']}, store {ref.db}",
                "      this command writes nothing to the chain")
 

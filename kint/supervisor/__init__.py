@@ -11,6 +11,8 @@ answering whatever one space is doing.
 - `routing`: clients' requests to their space's worker, and exactly one answer each.
 - `worker_messages`: the workers' hellos, beats and replies, believed only from them.
 - `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
+- `room`: room for a worker when the open files run short (an idle worker stopped for it,
+  or BUSY naming the limit; the count itself is `kint.open_files`).
 - `timed`: deadlines, refused forwards and the per-space sweep, between messages.
 - `housekeeping`: the supervisor's checks on itself (home, config, log, upgrade).
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, reload, restart).

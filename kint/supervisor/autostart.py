@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
+from kint.open_files import RAISE_SOFT_TO, START_ROOM_HINT, out_of_files, raise_soft_limit
 from kint.proc_name import SUPERVISOR, set_process_name
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
@@ -51,12 +53,6 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
 
     `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
     worker forkserver imports first."""
-    from kint.supervisor.daemon import Supervisor
-    from kint.supervisor.ownership import Ownership
-    from kint.supervisor.settings import Settings
-    from kint.supervisor.spawner import Spawner
-    from kint.supervisor.tighten import tighten_home
-
     # Everything this process, its forkserver and its workers create is the user's alone,
     # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
     # store journal, a temporary file) would otherwise follow the caller's umask (0022).
@@ -69,11 +65,45 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         print(f"kint: error: {err} [{HOME_REFUSAL_CODE}]\nhint: {err.hint}", file=sys.stderr)
         return 2
     setup_file_logging(home)
+    raised = raise_soft_limit()  # before the forkserver and the workers inherit it
+    if raised is not None:
+        log.info("open-file limit raised from %d to %d (its hard limit, or %d)", *raised,
+                 RAISE_SOFT_TO)
     try:
         pid_fd = hold_pid_lock(home)
     except AlreadyRunning:
-        print(f"kint: a supervisor is already running for {home}", file=sys.stderr)
+        # Named by its pid, so that a second one started by hand (or a service manager
+        # beside an on-demand start) says which process serves the home.
+        found = holder(home)
+        who = f" (pid {found.pid})" if found is not None and found.pid > 0 else ""
+        print(f"kint: a supervisor is already running for {home}{who}; this one exits",
+              file=sys.stderr)
         return 0
+    try:
+        return _serve(home, pid_fd, extra_preload)
+    except Exception as err:
+        if not out_of_files(err):
+            raise
+        # Below what the supervisor needs to start (its sockets, its forkserver): said
+        # with the limit, in the words and code of a refusal, not as a traceback.
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        message = f"the supervisor ran out of open files (its limit is {soft}, ulimit -n): {err}"
+        log.error("%s", message)
+        print(f"kint: error: {message} [BUSY]\nhint: {START_ROOM_HINT}", file=sys.stderr)
+        return 2
+    finally:
+        os.close(pid_fd)
+
+
+def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
+    """Build the supervisor of `home`, whose pid lock `pid_fd` holds, and serve until it
+    stops; its exit code."""
+    from kint.supervisor.daemon import Supervisor
+    from kint.supervisor.ownership import Ownership
+    from kint.supervisor.settings import Settings
+    from kint.supervisor.spawner import Spawner
+    from kint.supervisor.tighten import tighten_home
+
     sup = Supervisor(home, Settings.load(), Spawner(extra_preload),
                      Ownership(run_dir(home) / PID_FILE, pid_fd))
     # Files an older kint or a loose umask left open to others are reused as they are:
@@ -89,7 +119,6 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         sup.run()
     finally:
         sup.close()
-        os.close(pid_fd)
     return sup.exit_code
 
 
@@ -222,7 +251,9 @@ def _last_words(home: Path) -> str:
             lines = fh.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return f": {lines[-1].strip()[:300]}" if lines else ""
+    # A refusal the daemon printed ends with its hint: the line before says what happened.
+    said = [line for line in lines if not line.startswith("hint: ")] or lines
+    return f": {said[-1].strip().removeprefix('kint: error: ')[:300]}" if said else ""
 
 
 def process_stopped(pid: int) -> bool:

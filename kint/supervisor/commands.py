@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 from kint import __version__
 from kint.protocol import ErrorCode, ProtocolError, Request
 from kint.protocol.envelope import Reply, ok_reply
-from kint.supervisor.status import supervisor_status
+from kint.supervisor.status import label_order, supervisor_status
 
 if TYPE_CHECKING:
     from kint.supervisor.daemon import Supervisor
@@ -37,7 +37,7 @@ def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
     return ok_reply(req.id, {"spaces": [
         {"space": h.space16, "space_id": h.space_id, "label": h.label, "tenant": h.tenant,
          "store": h.db, "state": h.state}
-        for h in sorted(sup.handles.values(), key=lambda h: h.label)]})
+        for h in sorted(sup.handles.values(), key=lambda h: label_order(h.label))]})
 
 
 def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:

@@ -73,6 +73,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._retired_routes: dict[bytes, str] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
+        self._room_wanted: list[str] = []
+        self._evicting: set[str] = set()
         self.exits: ExitWatch[WorkerHandle] = ExitWatch()
         self._deadlines: list[tuple[float, str, str]] = []
         self._stalled: set[str] = set()

@@ -20,6 +20,8 @@ import zmq
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
+from kint.open_files import out_of_files
+from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, WorkerHandle, describe_exit,
                                     live_sessions)
 from kint.tenant_worker.config import WorkerConfig
@@ -32,7 +34,7 @@ log = logging.getLogger("kint.supervisor")
 MAX_RETIRED_ROUTES = 256
 
 
-class WorkerLifecycle:
+class WorkerLifecycle(WorkerRoom):
     home: Any
     settings: Any
     spawner: Any
@@ -53,6 +55,8 @@ class WorkerLifecycle:
     _quarantine_message: Callable[[WorkerHandle, float], str]
 
     def spawn(self, handle: WorkerHandle) -> None:
+        if not self._room_for(handle):  # the supervisor's open files (room.py)
+            return
         config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
                               db=handle.db, kint_home=str(self.home),
                               back_address=self.back_address,
@@ -76,9 +80,14 @@ class WorkerLifecycle:
         try:
             proc = self.spawner.spawn(config, token)
         except Exception as err:
+            if out_of_files(err):  # the count above raced another descriptor's opening
+                self._no_room(handle, f"no room to start the worker of space "
+                                      f"{handle.space16}: {err}")
+                return
             log.exception("space %s: spawning a worker failed", handle.space16)
             self._crashed(handle, now, f"could not spawn: {err}")
             return
+        handle.no_room = None
         handle.process = proc
         handle.pid = proc.pid
         handle.token = token
@@ -99,6 +108,7 @@ class WorkerLifecycle:
             pass
         now = time.monotonic()
         pid = handle.pid
+        self._evicting.discard(handle.space_id)
         handle.process = None
         handle.pid = None
         self._retire_route(handle)

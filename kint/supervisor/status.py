@@ -6,9 +6,11 @@ status call never waits on a worker, hung or not.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from kint.open_files import OpenFiles, open_files
 from kint.supervisor.workers import WorkerHandle
 
 if TYPE_CHECKING:
@@ -91,14 +93,40 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
                      if handle.spawned_at is not None and handle.alive else None),
         "waiting": handle.waiting(),
         "retry_in_s": retry_in,
+        # Why no worker was started for the last request: no file descriptors to spare.
+        "no_room": handle.no_room if not handle.alive else None,
     }
+
+
+# How long a count of the supervisor's open files serves status calls: a count lists
+# /proc/self/fd (~30 us with tens of workers), and a loop of status calls (a --watch, an
+# agent's) would pay it at each.
+FILES_EVERY_S = 0.25
+_files_seen: list[Any] = [float("-inf"), None]
+
+
+def _open_files(now: float) -> OpenFiles | None:
+    """The supervisor's open files as counted at most FILES_EVERY_S ago."""
+    if now - _files_seen[0] >= FILES_EVERY_S:
+        _files_seen[:] = [now, open_files()]
+    return _files_seen[1]
+
+
+def label_order(label: str) -> tuple[Any, ...]:
+    """A space's place in `kint supervisor status` and `sup.spaces`: by label, its numbers
+    compared as numbers, so a box's profiles read p1, p2, ..., p10 rather than p1, p10,
+    p11, p2 (64 of them made the order hard to scan). The label itself breaks ties."""
+    parts = re.split(r"(\d+)", label)
+    return (tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p), label)
 
 
 def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
     import os
 
     now = time.monotonic()
-    rows = [space_row(h, now) for h in sorted(sup.handles.values(), key=lambda h: h.label)]
+    rows = [space_row(h, now) for h in sorted(sup.handles.values(),
+                                              key=lambda h: label_order(h.label))]
+    files = _open_files(now)
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "supervisor": {"pid": os.getpid(), "uptime_s": round(now - sup.started_at, 3),
@@ -107,7 +135,12 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        # a client that reads none (the outbox's bound) or that went away.
                        "replies_waiting": sup.outbox.waiting(),
                        "replies_dropped": sup.outbox.dropped,
-                       "replies_to_gone_clients": sup.outbox.gone},
+                       "replies_to_gone_clients": sup.outbox.gone,
+                       # Its descriptors in use, its limit (ulimit -n) and the part of it
+                       # no worker may take (kint/open_files.py); null where
+                       # they cannot be counted.
+                       "open_files": files.as_json() if files is not None else None},
         "spaces": rows,
-        "degraded": any(row["state"] in DEGRADED_STATES for row in rows),
+        # A space refused a worker for want of open files is degraded too: it serves nothing.
+        "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"] for row in rows),
     }

@@ -54,6 +54,7 @@ class TimedWork:
     _answer: Callable[[WorkerHandle, Any, Any], None]
     _check_alive: Callable[[WorkerHandle, float], None]
     _housekeeping: Callable[[float], None]
+    _room_sweep: Callable[[], None]
     spawn: Callable[[WorkerHandle], None]
 
     def poll_timeout_ms(self, now: float) -> int:
@@ -165,4 +166,5 @@ class TimedWork:
                     and now - handle.hello_at >= stable_after_s):
                 handle.backoff_s = None
                 handle.retry_started_at = None
+        self._room_sweep()
         self._housekeeping(now)

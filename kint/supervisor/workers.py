@@ -90,6 +90,9 @@ class WorkerHandle:
     restarts: int = 0
     last_exit: str | None = None
     quarantined_until: float | None = None
+    # Why the last spawn did not happen: the supervisor had no file descriptors to spare
+    # (kint/open_files.py). Not a crash; cleared by the next spawn.
+    no_room: str | None = None
     backoff_s: float | None = None
     retry_started_at: float | None = None
     pending: dict[str, Pending] = field(default_factory=dict)

@@ -32,7 +32,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import zmq
 from zmq import zmq_poll
@@ -40,6 +40,7 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
+from kint.open_files import WORKER_ROOM_HINT, out_of_files_message, ran_out_of_files
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
@@ -58,7 +59,8 @@ log = logging.getLogger("kint.worker")
 
 # The in-flight id of the push journal's settling at start (no request carries it).
 _PENDING_AT_START = "pending-at-start"
-# How long a commanded stop waits for ops in flight before exiting anyway.
+# How long a commanded stop waits for ops in flight, and a push or pull the store watcher
+# runs, before exiting anyway.
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
@@ -352,11 +354,23 @@ class Worker:
                                     request_id=req.id)
             reply = ok_reply(req.id, handler(self.ctx, req.args))
         except ProtocolError as err:  # Sibyl's refusals too (handlers.sibyl_refusal)
+            if err.code == ErrorCode.INTERNAL and ran_out_of_files(err):
+                return self._out_of_files(req, err.message)
             reply = error_reply(req.id, err.code, err.message, err.hint)
-        except Exception:
+        except Exception as err:
+            if ran_out_of_files(err):
+                return self._out_of_files(req, str(err))
             log.error("op failed in space %s", self.config.space16, exc_info=True)
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
         return reply
+
+    def _out_of_files(self, req: Request, what_failed: str) -> Reply:
+        """`req` failed because this worker is out of file descriptors (kint/open_files.py):
+        the box's limit, said as such, never a bug in kint. One warning line, no traceback."""
+        message = out_of_files_message(
+            f"{req.op} in the worker of space {self.config.space16}", what_failed)
+        log.warning("%s", message)
+        return error_reply(req.id, ErrorCode.BUSY, message, WORKER_ROOM_HINT)
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
         try:
@@ -435,7 +449,11 @@ class Worker:
                 count, _, _ = self.inflight.snapshot()
                 if stop_deadline is None:
                     stop_deadline = now + STOP_GRACE_SECONDS
-                if count == 0 or now >= stop_deadline:
+                # A push the store watcher started is no request in flight, but it holds
+                # the space's head op (head_lock.head_op) until it ends: a stop (a recycle,
+                # a restart, the supervisor's) waits for it too rather than cut it between
+                # its send and its receipt, leaving its journal to the next worker.
+                if (count == 0 and self.ctx.head_op_began is None) or now >= stop_deadline:
                     self._forward_answers()  # an op answered since the last poll
                     self._hand_over()
                     return 0
@@ -484,12 +502,16 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     _die_with_parent()
     set_process_name(WORKER)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
-    setup_file_logging(config.home)
-    # This process is the daemon, serving one space: its settings are the config file's
-    # (this space's table included) over the supervisor's environment, and each request's.
-    settings.configure(home=config.home, daemon=True,
-                       space=(config.label, config.space16, config.space_id))
-    worker = Worker(config, token)
+    try:
+        setup_file_logging(config.home)
+        # This process is the daemon, serving one space: its settings are the config
+        # file's (this space's table included) over the supervisor's environment, and each
+        # request's.
+        settings.configure(home=config.home, daemon=True,
+                           space=(config.label, config.space16, config.space_id))
+        worker = Worker(config, token)
+    except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
+        _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
     try:
@@ -522,3 +544,30 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     worker.close()
     logging.shutdown()
     os._exit(code)
+
+
+def _cannot_start(config: WorkerConfig, token: bytes, err: Exception) -> NoReturn:
+    """The worker failed before it could serve (a module that does not import, a file it
+    cannot open at start): its traceback goes to the log, and its reason to the supervisor
+    as `fatal` on a socket of its own, so `kint supervisor status` and the QUARANTINED
+    refusal say why rather than `exited with code 1` (the traceback only in the daemon's
+    raw stderr). Then it exits EXIT_FATAL, a crash: restarts, and a quarantine with
+    backoff when it fails every time."""
+    reason = f"the worker could not start: {type(err).__name__}: {err}"
+    log.error("space %s: %s", config.space16, reason, exc_info=True)
+    zctx = zmq.Context()
+    try:
+        dealer = zctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+        dealer.setsockopt(zmq.LINGER, 2000)  # the reason leaves before the exit
+        dealer.connect(config.back_address)
+        send_frames(dealer, worker_wire.encode(
+            {"kind": "fatal", "reason": reason, "pid": os.getpid(),
+             "token": worker_wire.token_text(token)}), block=False)
+        dealer.close()
+    except zmq.ZMQError:  # no supervisor to tell: the exit code says what it can
+        pass
+    finally:
+        zctx.term()
+    logging.shutdown()
+    os._exit(EXIT_FATAL)

@@ -54,6 +54,12 @@ exists (at most HOLD_MAX_S):
 - `KINT_TEST_HOLD_ATTACH`: the `attach` op (`kint.tenant_worker.sessions.attach`), on a
   pool thread, waits for it to go before it attaches the session.
 
+One wrapper fails every time rather than once: while the file `KINT_TEST_FAIL_START` names
+exists and holds a space's 16 hex characters, a worker of that space fails as it starts
+(`Worker.__init__` raises ImportError, as a module that no longer imports would), so a
+test sees what the supervisor makes of a worker that can never start, and the other
+spaces beside it.
+
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
 once. A second word, when given, limits it to the space whose 16 hex characters it is.
@@ -82,6 +88,7 @@ HOLD_ENV = "KINT_TEST_HOLD_SETTLE"
 HOLD_DISPATCH_ENV = "KINT_TEST_HOLD_DISPATCH"
 HOLD_ATTACH_ENV = "KINT_TEST_HOLD_ATTACH"
 HOLD_MAX_S = 120.0
+FAIL_START_ENV = "KINT_TEST_FAIL_START"
 
 
 def _fill(folder: str) -> None:
@@ -184,6 +191,22 @@ def _unguarded(encode: Callable[..., bytes]) -> Callable[..., bytes]:
     return wrapper
 
 
+def _failing_start(init: Callable[..., None]) -> Callable[..., None]:
+    """`Worker.__init__`, raising first in the space the KINT_TEST_FAIL_START file names."""
+    @functools.wraps(init)
+    def wrapper(self: Any, config: Any, *rest: Any) -> None:
+        path = os.environ.get(FAIL_START_ENV)
+        try:
+            with open(path or "", encoding="utf-8") as fh:
+                doomed = fh.read().split()
+        except OSError:
+            doomed = []
+        if config.space16 in doomed:
+            raise ImportError("No module named 'kint_plugin_gone' (a test's broken module)")
+        init(self, config, *rest)
+    return wrapper
+
+
 def _install() -> None:
     from kint.chain.anchor import Anchor
     from kint.tenant_worker import pending, pull
@@ -209,6 +232,7 @@ def _install() -> None:
     rekey_settle.settle_at_start = _held(rekey_settle.settle_at_start)
     from kint.tenant_worker import process
 
+    process.Worker.__init__ = _failing_start(process.Worker.__init__)  # type: ignore
     process.encode_reply = _unguarded(process.encode_reply)  # type: ignore[assignment]
     process.decode_request = _held(process.decode_request, HOLD_DISPATCH_ENV, True)
     from kint.tenant_worker import sessions

@@ -18,3 +18,5 @@ class LifecycleHost(WorkerLifecycle):
         self.shutting_down = False
         self._by_route = {}
         self._retired_routes = {}
+        self._room_wanted = []
+        self._evicting = set()

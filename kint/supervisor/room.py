@@ -1,0 +1,116 @@
+"""Room for a worker when the supervisor's open files run short (kint/open_files.py).
+
+A space whose worker cannot start for want of descriptors does not wait for some worker's
+idle exit (KINT_WORKER_IDLE_SECONDS, 15 minutes by default): the worker that has been
+quiet longest and that nobody needs (ready, no request waiting, no work left, no agent
+session attached, judged on a beat read after its last work, as the idle exit is) is
+stopped as idle, and the space's requests wait, queued under their own deadlines, until
+the sweep after its exit starts the space's worker. One such stop at a time, so a burst
+of requests for new spaces never empties the box of workers. With no such worker, the
+requests are refused BUSY, naming the limit, and the space is not counted as crashed.
+
+A mixin of `Supervisor` (kint/supervisor/daemon.py) through `WorkerLifecycle`, whose
+`spawn` asks `_room_for` first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from kint.protocol import ErrorCode
+from kint.protocol.envelope import error_reply
+from kint.open_files import ROOM_HINT, no_room_message, open_files
+from kint.supervisor.workers import WorkerHandle, live_sessions
+
+log = logging.getLogger("kint.supervisor")
+
+
+class WorkerRoom:
+    handles: dict[str, WorkerHandle]
+    shutting_down: bool
+    # Spaces whose requests wait for a worker to leave (in the order they asked), and the
+    # spaces whose workers are being stopped to make that room.
+    _room_wanted: list[str]
+    _evicting: set[str]
+    # ClientRouting's and WorkerLifecycle's own methods, declared for the type checker.
+    _answer: Callable[[WorkerHandle, Any, Any], None]
+    spawn: Callable[[WorkerHandle], None]
+    stop_worker: Callable[[WorkerHandle, str, float], None]
+
+    def _room_for(self, handle: WorkerHandle) -> bool:
+        """Whether `handle`'s worker may start now. When not, its requests either wait for
+        an idle worker stopped to make room, or are refused (`_no_room`)."""
+        files = open_files()
+        if files is None or files.room_for_worker():
+            return True
+        if not self._wait_for_room(handle):
+            self._no_room(handle, no_room_message(handle.space16, files))
+        return False
+
+    def _wait_for_room(self, handle: WorkerHandle) -> bool:
+        """Queue `handle` for the room an idle worker's stop makes, stopping one if none is
+        being stopped already. False when nothing waits (a quarantine's retry with no
+        request) or no worker can be spared."""
+        if not handle.pending or self.shutting_down:
+            return False
+        if handle.space_id in self._room_wanted:
+            return True
+        if not self._evicting:
+            spare = self._idlest_worker()
+            if spare is None:
+                return False
+            log.info("space %s: out of open files for a worker; stopping the idle worker "
+                     "of space %s to make room", handle.space16, spare.space16)
+            self._evicting.add(spare.space_id)
+            self.stop_worker(spare, "idle", time.monotonic())
+        handle.state = "idle"
+        self._room_wanted.append(handle.space_id)
+        return True
+
+    def _idlest_worker(self) -> WorkerHandle | None:
+        """The running worker quiet longest that nobody needs now, or None."""
+        spare = [h for h in self.handles.values()
+                 if h.alive and h.state == "ready" and not h.pending
+                 and not h.beat.get("has_work") and not live_sessions(h.beat)
+                 and h.beat_tells_after_work()]
+        return min(spare, key=lambda h: h.last_activity, default=None)
+
+    def _room_sweep(self) -> None:
+        """From the sweep: the spaces waiting for room first, then a refusal made for want
+        of room forgotten once there is room again (workers exited idle, or the limit
+        rose), so that status no longer calls that space degraded: its next request
+        starts its worker."""
+        self._serve_room_wanted()
+        refused = [h for h in self.handles.values() if h.no_room is not None and not h.alive]
+        if refused:
+            files = open_files()
+            if files is None or files.room_for_worker():
+                for handle in refused:
+                    handle.no_room = None
+
+    def _serve_room_wanted(self) -> None:
+        """Once the workers stopped for room have exited (their connection on the back
+        socket is closed by then too): start the waiting spaces' workers in order. A space
+        whose requests all timed out meanwhile is dropped from the queue."""
+        if self.shutting_down:  # their requests were answered; no worker starts now
+            self._room_wanted.clear()
+            return
+        while self._room_wanted and not self._evicting:
+            handle = self.handles.get(self._room_wanted.pop(0))
+            if handle is None or handle.alive or not handle.pending:
+                continue
+            self.spawn(handle)
+
+    def _no_room(self, handle: WorkerHandle, message: str) -> None:
+        """No worker for `handle` now, and none can be spared: its requests are refused BUSY
+        with the limit and what frees room. Not a crash (a quarantine would shut the space
+        out long after room is made): the next request tries again. Said in the log once
+        until a spawn succeeds."""
+        if handle.no_room is None:
+            log.warning("%s", message)
+        handle.no_room = message
+        handle.state = "idle"
+        for pending in list(handle.pending.values()):
+            self._answer(handle, pending, error_reply(None, ErrorCode.BUSY, message, ROOM_HINT))

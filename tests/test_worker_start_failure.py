@@ -1,0 +1,73 @@
+"""A tenant whose worker dies at start every time (here a module it needs no longer
+imports: tests/support/kint_test_faults.py's KINT_TEST_FAIL_START), on the real supervisor
+beside a healthy tenant.
+
+The supervisor restarts it, then quarantines it with a backoff rather than spin; the
+QUARANTINED refusal and `kint supervisor status` (text and `--json`) give the reason the
+worker failed with, not `exited with code 1` (its traceback was only in the daemon's raw
+stderr); the other tenant's calls go on meanwhile; and `kint supervisor stop` during the
+backoff stops it for good, no retry started after it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import make_sandbox, pid_alive, write_store
+from kint.client import KintError
+from kint.spaces import space_id
+from kint.supervisor.pidlock import running_pid
+
+REASON = "the worker could not start: ImportError: No module named 'kint_plugin_gone'"
+
+
+@pytest.fixture
+def box(tmp_path):
+    doomed_file = tmp_path / "fail-start"
+    sb = make_sandbox(tmp_path / "machine", KINT_QUARANTINE_BACKOFF_SECONDS="1",
+                      KINT_TEST_FAIL_START=str(doomed_file))
+    sb.start_entitled()
+    good, bad = sb.profile_db("good"), sb.profile_db("broken")
+    for db in (good, bad):
+        db.parent.mkdir(parents=True)
+        write_store(db, tenant=sb.tenant)
+    doomed_file.write_text(space_id(sb.label(bad))[:16])
+    yield sb, good, bad
+    sb.shutdown()
+
+
+def test_a_worker_that_never_starts_is_quarantined_with_its_reason_and_stops_on_command(box):
+    sb, good, bad = box
+    with pytest.raises(KintError) as err:
+        sb.call("status", bad, timeout_s=20)
+    assert err.value.code == "QUARANTINED", err.value
+    assert REASON in err.value.message, err.value.message
+    assert sb.call("status", good)["store"]["exists"]  # the other tenant, meanwhile
+
+    out = sb.kint("supervisor", "status")
+    assert out.returncode == 1, out.stdout
+    space16 = space_id(sb.label(bad))[:16]
+    assert f"last exit of {space16}: {REASON}" in out.stdout, out.stdout
+    row = next(r for r in json.loads(sb.kint("supervisor", "status", "--json").stdout)
+               ["spaces"] if r["store"] == str(bad))
+    assert row["state"] == "quarantined" and row["last_exit"].startswith(REASON), row
+    assert row["restarts"] == 6 and row["pid"] is None, row
+
+    # Not a spin: one retry after the 1 s backoff, which then doubles.
+    retried = sb.wait_for(lambda: (r := sb.row(bad))["restarts"] == 7
+                          and r["state"] == "quarantined" and r, timeout=20,
+                          what="the quarantine's retry")
+    assert 1.0 < retried["retry_in_s"] <= 2.0, retried
+    assert retried["last_exit"].startswith(REASON), retried
+
+    # A stop during the backoff is the end of it: no retry is started after it.
+    pid = running_pid(sb.kint_home)
+    out = sb.kint("supervisor", "stop")
+    assert out.returncode == 0, out.stderr
+    assert not pid_alive(pid)
+    log = (sb.kint_home / "supervisor.log").read_text()
+    after_stop = log[log.index("supervisor stopping"):]
+    assert "spawned" not in after_stop and "quarantine retry" not in after_stop, after_stop
+    assert "ImportError" in log  # the traceback is in the log, where its reason is said
