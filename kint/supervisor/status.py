@@ -107,7 +107,11 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        # a client that reads none (the outbox's bound) or that went away.
                        "replies_waiting": sup.outbox.waiting(),
                        "replies_dropped": sup.outbox.dropped,
-                       "replies_to_gone_clients": sup.outbox.gone},
+                       "replies_to_gone_clients": sup.outbox.gone,
+                       # Whether workers can start yet (the forkserver's preload runs in
+                       # the background), and any preload module it could not import.
+                       "forkserver": {"ready": sup.spawner.ready,
+                                      "missing_preload": sup.spawner.missing_preload}},
         "spaces": rows,
         "degraded": any(row["state"] in DEGRADED_STATES for row in rows),
     }
