@@ -3,8 +3,8 @@ PROFILES_AT_ONCE): each profile is its own config file and store, and most of it
 Hermes' CLI starting. Its report keeps the profiles' order whichever ends first, and a
 profile that fails is named in its own lines without stopping or hiding the others.
 
-A stand-in `hermes` (hermes-agent 0.19's answers, as in test_setup_failures.py, one state
-file a profile) shows that the profiles' `mcp add` overlapped without timing anything:
+A stand-in `hermes` (tests/harness_stand_ins.py; hermes-agent 0.19's answers, as in
+test_setup_failures.py, one state file a profile) shows that the profiles' `mcp add` overlapped without timing anything:
 each waits, up to a bound, for another profile's `mcp add` to have begun, and says
 whether one had. One after another, the first would wait out its bound alone.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from test_setup_failures import bin_path, stand_in
+from harness_stand_ins import stand_in
 
 PROFILES = ("alpha", "beta", "broken")
 MEET_BOUND_S = 30
@@ -54,7 +54,7 @@ def test_profiles_are_set_up_side_by_side_in_a_stable_order_and_one_failing_hide
     root = sandbox.hermes_home
     for profile in PROFILES:
         (root / "profiles" / profile).mkdir(parents=True)
-    out = sandbox.kint("setup", "hermes", env={"PATH": bin_path(tmp_path)})
+    out = sandbox.kint("setup", "hermes", env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
     lines = out.stdout.splitlines()
     heads = [line for line in lines if not line.startswith("  ")]
     assert [h.split(":")[0] for h in heads] == [

@@ -163,8 +163,19 @@ def plugin_blocker(cli: str) -> str | None:
         return f"cannot tell which Python runs {cli}"
     if not hermes_provider.kint_importable(python):
         return (f"Hermes' Python ({python}) cannot import kint; install kint there "
-                f"({python} -m pip install kint), then run `kint setup hermes` again")
+                f"({python} -m pip install {_install_source()}), then run `kint setup "
+                f"hermes` again")
     return None
+
+
+def _install_source() -> str:
+    """What to hand Hermes' pip so it installs this kint: kint is not published on PyPI
+    (`pip install kint` would fetch nothing of ours), so the checkout this kint runs from
+    when there is one, else a placeholder for the wheel or checkout it came from."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "kint").is_dir():
+        return str(checkout)
+    return "<the kint wheel or checkout this kint was installed from>"
 
 
 def one_profile(cli: str, plan: Plan, root: Path, profile: str,
