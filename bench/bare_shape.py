@@ -1,4 +1,4 @@
-"""The bare shape DESIGN.md specifies, with none of kint's route in it: a Python
+"""The bare shape README's "How it runs" describes, with none of kint's route in it: a Python
 ROUTER-ROUTER relay in a process of its own and one DEALER worker process per space. It is
 the baseline of bench_twohop (one space) and of bench_tenants (every space): what the
 shape itself costs, so that kint's figures can be read as "the shape" plus "kint's route".

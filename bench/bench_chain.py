@@ -47,7 +47,7 @@ through Sibyl's real EntitlementGate and CapGate, which do not cap that account.
 tier cannot hold 10,000 rows. The JSON says which (`account`).
 
 If a restore is refused by Sibyl's cap (the restoring machine's store plus everything
-under its KINT_HOME must fit the 5 MB cap, DESIGN §6), that is recorded with the state the
+under its KINT_HOME must fit the 5 MB cap, README's "Files"), that is recorded with the state the
 refused pull left behind (rows in the store, mirror head, what a second pull says), and
 the cycle is run again at the largest size that restores (estimated from the refused
 attempt's bytes per row, then lowered by 100 rows until it restores).

@@ -29,8 +29,8 @@ that order. They are made
   imported what verify needs, as kint's forkserver; one thread, no pool, no heartbeat, no
   checks), which runs the same in-process verify on its own store and answers with the
   reply bytes kint's supervisor would send (the in-process answer, encoded as kint
-  encodes it). Warmed up by the same pass as kint's workers. It is the shape DESIGN.md
-  specifies with none of kint's route: routed / bare shape is what kint's route costs at
+  encodes it). Warmed up by the same pass as kint's workers. It is the shape README's "How it runs"
+  describes with none of kint's route: routed / bare shape is what kint's route costs at
   64 spaces, bare shape / in process what the shape itself (64 processes sharing two
   cores) allows.
 The three alternate (in process, routed, bare shape, twice). Throughput = calls / wall

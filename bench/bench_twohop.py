@@ -18,7 +18,7 @@ worker, a DEALER forked from a parent (as kint's workers are forked from its for
 that answers each request with the reply it was given for it. The request and reply bytes are kint's own:
 for each op (and each verify query), the exact request frame kint's client sends (the
 same fields, a fixed id) and the exact reply frame kint's supervisor sent back. It is the
-limit of the shape DESIGN.md specifies: two IPC round trips, a Python loop in the middle,
+limit of the shape README's "How it runs" describes: two IPC round trips, a Python loop in the middle,
 no work at either end beyond moving the bytes.
 
 The four series (bare status, kint status, bare verify, kint verify) are timed in

@@ -1,9 +1,12 @@
 """The small client the CLI and kint-server use to talk to the supervisor.
 
 It never imports the engine: it builds a request, sends it as one frame on a DEALER, and
-waits for the reply with the same id until a deadline computed once, a little past the
-request's own, so that the supervisor's TIMEOUT (which says what the worker is doing)
-arrives before the client gives up on its own. While it waits it looks, once a second, at
+waits for the reply with the same id until one deadline, taken when the call begins: the
+call's bound (`timeout_s`, or the bound of the tool call it is part of, `bounded`) counts
+from there, whatever starting a supervisor took first, and the request goes out with what
+is left of it less a grace, so that the supervisor's TIMEOUT (which says what the worker
+is doing) arrives before the client gives up on its own, and the client's own refusal
+comes at the bound it names, not past it. While it waits it looks, once a second, at
 the supervisor's pid lock: a supervisor that died mid-request is reported within a second
 or so, not when a deadline of up to half an hour runs out. It connects only to a socket in
 a folder that is this user's alone.
@@ -16,9 +19,11 @@ resolved once per supervisor, and the wait is a receive with a timeout, not a po
 from __future__ import annotations
 
 import os
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import zmq
 
@@ -26,10 +31,11 @@ from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_p
                         kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
-from kint.protocol.limits import DEFAULT_TIMEOUT_MS
+from kint.protocol.limits import DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS
 from kint.supervisor.pidlock import HolderWatch
 
-# How much longer than the request's own deadline the client waits for the reply.
+# How much sooner than the call's deadline the request's own ends (a quarter of a short
+# bound at most): the supervisor's TIMEOUT then comes before the client gives up.
 CLIENT_GRACE_S = 2.0
 # While waiting for a reply, how often the client checks that its supervisor still runs.
 LIVENESS_EVERY_S = 1.0
@@ -62,6 +68,41 @@ class SupervisorUnavailable(KintError):
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(self.CODE, message, hint)
+
+
+# The deadline of the tool call this thread is running, when one is (`bounded`).
+_bound = threading.local()
+
+
+@contextmanager
+def bounded(seconds: float) -> Iterator[None]:
+    """Every call this thread makes inside the block ends by one deadline, `seconds` from
+    now (or an outer block's, when sooner): a tool call that asks the supervisor twice (a
+    status, then the op; an op, then a status to word its refusal) waits its bound in all,
+    not each call's bound in turn. A call's refusal names the block's bound."""
+    outer = getattr(_bound, "at", None)
+    at = time.monotonic() + seconds
+    if outer is not None and outer[0] <= at:
+        at, seconds = outer
+    _bound.at = (at, seconds)
+    try:
+        yield
+    finally:
+        _bound.at = outer
+
+
+def _deadline(timeout_s: float) -> tuple[float, float]:
+    """(the monotonic deadline of a call begun now with `timeout_s`, the bound it names):
+    the thread's block's, when that ends sooner."""
+    at = time.monotonic() + timeout_s
+    outer = getattr(_bound, "at", None)
+    return outer if outer is not None and outer[0] < at else (at, timeout_s)
+
+
+def _request_ms(left_s: float) -> int:
+    """The request's own timeout, with `left_s` left of the call: the grace less, so that
+    the supervisor's TIMEOUT reaches the client before its deadline."""
+    return max(MIN_TIMEOUT_MS, int((left_s - min(CLIENT_GRACE_S, left_s / 4)) * 1000))
 
 
 def _encoded(request: Request) -> bytes:
@@ -131,6 +172,11 @@ class Client:
             self._sock = None
             self._connected = None
 
+    def serving_pid(self) -> int | None:
+        """The pid of the supervisor that holds the home now (-1 when unreadable), or None:
+        a look at the pid file this client keeps open."""
+        return self._holder.pid()
+
     def close(self, linger_ms: int = 0) -> None:
         """Close the socket and the pid file; `linger_ms` lets queued casts leave first."""
         if self._sock is not None:
@@ -161,7 +207,7 @@ class Client:
             return False
         try:
             self._roundtrip(Request(id=new_request_id(), op="sup.ping", timeout_ms=1000),
-                            timeout_s, fresh_socket=True)
+                            time.monotonic() + timeout_s, timeout_s, fresh_socket=True)
         except KintError:
             return False
         return True
@@ -182,7 +228,10 @@ class Client:
     def call(self, op: str, *, tenant: str | None = None, db: str | None = None,
              space: str | None = None, args: dict[str, Any] | None = None,
              timeout_s: float | None = None) -> dict[str, Any]:
-        """Send one request and return its result, or raise KintError with the refusal."""
+        """Send one request and return its result, or raise KintError with the refusal,
+        by one deadline: `timeout_s` from now (or the thread's `bounded` block's)."""
+        deadline, bound_s = _deadline(timeout_s if timeout_s is not None
+                                      else DEFAULT_TIMEOUT_MS / 1000)
         serving = self._holder.pid()
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists(serving)):
@@ -191,10 +240,13 @@ class Client:
             self.ensure_running()
             serving = self._holder.pid()
         self._follow(serving)
-        timeout_ms = int((timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_MS / 1000) * 1000)
+        left = deadline - time.monotonic()
+        if left <= 0:  # starting the supervisor, or the block's calls before, spent it
+            raise SupervisorUnavailable(f"no answer from the supervisor within {bound_s:.1f}s "
+                                        f"({op} was not sent)", NO_ANSWER_HINT)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
-                          args=args or {}, timeout_ms=timeout_ms)
-        reply = self._roundtrip(request, timeout_ms / 1000 + CLIENT_GRACE_S, serving=serving)
+                          args=args or {}, timeout_ms=_request_ms(left))
+        reply = self._roundtrip(request, deadline, bound_s, serving=serving)
         if serving is not None and serving > 0 and self._connected is not None:
             self._front = (serving, *self._connected)
         if not reply.ok:
@@ -234,22 +286,22 @@ class Client:
             return None
         return row["progress"]
 
-    def _roundtrip(self, request: Request, wait_s: float, *, fresh_socket: bool = False,
-                   serving: int | None = None) -> Reply:
-        """Send `request` and wait for its reply. `serving` is the pid of the supervisor
-        it goes to, watched while waiting (None: not known yet; a ping is not watched)."""
+    def _roundtrip(self, request: Request, deadline: float, bound_s: float, *,
+                   fresh_socket: bool = False, serving: int | None = None) -> Reply:
+        """Send `request` and wait for its reply until `deadline` (time.monotonic()), the
+        end of the call's bound of `bound_s`. `serving` is the pid of the supervisor it
+        goes to, watched while waiting (None: not known yet; a ping is not watched)."""
         sock = self._connect() if fresh_socket else self._socket()
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
         self._stopped_since = None
         try:
             sock.send(_encoded(request))
-            deadline = time.monotonic() + wait_s
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SupervisorUnavailable(
-                        f"no answer from the supervisor within {wait_s:.1f}s", NO_ANSWER_HINT)
+                        f"no answer from the supervisor within {bound_s:.1f}s", NO_ANSWER_HINT)
                 # A receive that gives up after a second (or what is left) is the whole
                 # wait: fewer calls into ZeroMQ than a poll followed by a receive.
                 wait_ms = max(1, int(min(left, LIVENESS_EVERY_S) * 1000))

@@ -1,13 +1,14 @@
 """`kint demo`: kint's main job, end to end, in a throwaway sandbox on the devchain.
 
-It plays seed 000's beat: remember a rule through Sibyl's client, push, verify (proceed),
-edit the row straight in SQLite behind Sibyl's back, verify again (refuse, naming the block
-that anchored the good value and the head block), and read both anchored versions with
-history. Then a second machine (its own HOME and KINT_HOME) connects the way a new machine
-does: the owner's wallet signs `kint canonical-payload` and the signature is piped to
-`kint connect --signature -` (the devchain owner's throwaway key plays the wallet); the data
-key comes out of the head epoch's header, and the machine pulls through Sibyl's own write
-methods and verifies (proceed).
+It plays the beat README's "What works today" shows (v0.3.0's 07-verify.md, "The beat"):
+remember a rule through Sibyl's client, push, verify (proceed), edit the row straight in
+SQLite behind Sibyl's back, verify again (refuse, naming the block that anchored the good
+value and the head block), and read both anchored versions with history. Then a second
+machine (its own HOME and KINT_HOME) connects the way a new machine does: the owner's
+wallet signs `kint canonical-payload` and the signature is piped to `kint connect
+--signature -` (the devchain owner's throwaway key plays the wallet); the data key comes
+out of the head epoch's header, and the machine pulls through Sibyl's own write methods and
+verifies (proceed).
 
 The sandbox has no Sibyl account, so its stores are written, and its workers run, with
 Sibyl's test gate (`NullEntitlementGate`), passed in code (see `demo_gate`). The OS

@@ -1,4 +1,4 @@
-"""`kint-server`: the MCP stdio server agents run (seed 001).
+"""`kint-server`: the MCP stdio server agents run (docs/harnesses.md).
 
 Sibyl's eight tools exactly as shipped (from `sibyl_memory_mcp.server.build_server()`), on
 kint's one client, plus kint's six tools forwarded to the space's worker, on a server named

@@ -186,13 +186,22 @@ def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:
             f"{'' if attempts == 1 else 's'}, {next_try}")
 
 
+# `kint status`'s word for a chain head older than the one this machine anchored.
+BEHIND = ("BEHIND this machine: a stale or lagging RPC, or a reorganisation: `kint push` "
+          "says which")
+
+
 def _connected_lines(result: dict[str, Any]) -> list[str]:
     """`kint status` once connected, in kint v0.3.0's lines and order (02-quickstart.md and
     03-new-machine.md, "Check it"): the owner and the data key; what this machine last
     anchored; the rows changed and deleted since; the chain head, `(in step)` or `(NOT in
     step: pull or push)`, or, older than what this machine anchored, `(BEHIND this machine:
-    a stale or lagging RPC)`, where pull and push both refuse it, with the contract; the
-    session key's balance and authorization."""
+    a stale or lagging RPC, or a reorganisation: `kint push` says which)`, where pull and
+    push both refuse it, with the contract; the session key's balance and authorization.
+    Both causes are named, since telling them apart takes the endpoint's block number,
+    which status does not read, and a push with nothing to push reads no chain at all
+    (v0.3.0's 06-epochs.md): after a reorganisation, this line is where a user who writes
+    nothing sees that the chain lost epochs."""
     store = result["store"]
     head = result.get("head") or {"seq": 0, "block": 0}
     anchored = f"last anchored on this machine: seq {head['seq']} block {head.get('block') or 0}"
@@ -201,7 +210,7 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
     chain_head = result.get("chain_head")
     if chain_head is not None:
         step = ("in step" if result.get("in_step") else
-                "BEHIND this machine: a stale or lagging RPC" if chain_head["seq"] < head["seq"]
+                BEHIND if chain_head["seq"] < head["seq"]
                 else "NOT in step: pull or push")
         there = (f"chain head: seq {chain_head['seq']} digest {chain_head['digest'][:16]} "
                  f"block {chain_head['block']} ({step})")
@@ -309,7 +318,12 @@ def verify_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {check['status']:<10} {check['tier']} {name}: {check['reason']}")
     lines.append(f"DECISION: {result['decision'].upper()}: {result['reason']}")
     if result.get("refusal_entity"):
-        lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
+        if result.get("refusal_written", True):
+            lines.append(f"refusal written back as Sibyl entity {result['refusal_entity']}")
+        else:
+            lines.append(f"refusal already written back as Sibyl entity "
+                         f"{result['refusal_entity']} (the same value refused before; "
+                         f"nothing new written)")
     return lines
 
 

@@ -28,7 +28,11 @@ DAY = 86400
 
 @pytest.fixture
 def machine(tmp_path, chain_home) -> Machine:
-    return new_machine(tmp_path / "machine", chain_home)
+    """A machine whose tests write its enrolment: `session-key show` and `authorize` then
+    ask the space's worker for its chain settings, so a supervisor starts; stopped after."""
+    m = new_machine(tmp_path / "machine", chain_home)
+    yield m
+    m.sb.shutdown()
 
 
 def ok(out):
@@ -108,7 +112,9 @@ def test_session_key_create_show_rotate(tmp_path, chain_home):
 
     shown = json.loads(ok(m.kint("session-key", "show")).stdout)
     assert shown == {"address": address, "path": str(keystore), "exists": True,
-                     "chain": {"chain_id": 31337, "rpc": m.url},  # the devchain's record
+                     # the devchain's record, read in the command (no space connected)
+                     "chain": {"chain_id": 31337, "rpc": m.url,
+                               "rpc_source": "devchain record"},
                      "balance_wei": 0, "balance_eth": "0"}
     owner = m.owner(0)
     m.key = address
@@ -178,7 +184,8 @@ def test_a_connected_spaces_own_endpoints_are_read(machine):
     with RpcProxy(machine.url) as proxy:
         enrolled(enrol, owner.address, machine.anchor.address, rpc_urls=[proxy.url])
         shown = json.loads(ok(machine.kint("session-key", "show")).stdout)
-        assert shown["chain"] == {"chain_id": 31337, "rpc": proxy.url}, shown
+        assert shown["chain"] == {"chain_id": 31337, "rpc": proxy.url,
+                                  "rpc_source": "connect --rpc-urls"}, shown
         assert shown["authorized"] is False and "eth_getBalance" in proxy.calls
         typed, _ = payload(machine)
         assert typed["domain"]["chainId"] == 31337
@@ -406,6 +413,21 @@ def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_pat
 
     out = ok(m.kint("session-key", "show", "--owner", owner.address, env=env))
     shown = json.loads(out.stdout)
-    assert shown["chain"] == {"chain_id": 8453, "rpc": m.url}, shown
+    assert shown["chain"] == {"chain_id": 8453, "rpc": m.url, "rpc_source": "this call"}, shown
     assert "balance_wei" not in shown and "authorized" not in shown, shown
     assert other in out.stderr, out.stderr
+
+
+def test_a_session_key_sealed_under_another_passphrase_is_not_told_to_create_one(machine):
+    """`authorize submit` unlocks the session key; under a KINT_SESSION_PASSPHRASE that is
+    not the one it was sealed with, the refusal's hint began `run kint session-key create`,
+    which keeps the key there (`exists: 0x...`) and changes nothing."""
+    owner = machine.owner()
+    far = str(machine.now() + 10 * DAY)
+    out = refused(machine.kint("authorize", "submit", "--owner", owner.address, "--deadline",
+                               far, "--expiry", far, input="0x" + "ab" * 65 + "\n",
+                               env={"KINT_SESSION_PASSPHRASE": "not the one"}),
+                  "does not open with the local passphrase", "NO_SESSION_KEY")
+    hint = out.stderr.rstrip("\n").split("\n")[-1]
+    assert "session-key create" not in hint, hint
+    assert hint.startswith("hint: give back the local passphrase the key was sealed with"), hint

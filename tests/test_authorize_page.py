@@ -458,3 +458,23 @@ def test_a_connection_reset_mid_request_prints_nothing_on_the_terminal(capfd):
         time.sleep(0.05)  # every connection's handler has ended, and said what it would
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+def test_ctrl_c_while_the_page_waits_is_an_interruption(tmp_path, chain_home):
+    """Ctrl-C while the page waits for the wallet ends as every command's Ctrl-C does
+    (INTERRUPTED, exit 130: docs/commands.md, "Exit status"), the server closed; it was
+    refused as a TIMEOUT with exit 2, as if the page had waited out its 900 s."""
+    import signal
+
+    from conftest import wait_until
+
+    m = new_machine(tmp_path / "machine", chain_home)
+    run = PageRun(m, m.owner(0).address)
+    run.proc.send_signal(signal.SIGINT)
+    code, _stdout, _ = run.finish()
+    said = wait_until(lambda: "".join(run.stderr) if "hint:" in "".join(run.stderr) else None,
+                      timeout=10)
+    assert code == 130, (code, said)
+    assert "[INTERRUPTED]" in said and "[TIMEOUT]" not in said, said
+    assert "the page server is closed" in said, said
+    assert port_closed(urlsplit(run.url).port)

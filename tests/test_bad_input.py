@@ -96,6 +96,16 @@ CASES = [
     ("an RPC URL whose port is no number", ["connect", "--owner", OWNER, "--signature", "-",
                                             "--rpc-urls", "https://base.example:K3Y-ON-ARGV/v2"],
      "0xab\n", 2, "--rpc-urls: https://base.example:<bad port>/<redacted> has a user, path"),
+    # An endpoint given without its scheme, or no URL at all, was refused as one with a
+    # user, path or query part (`:///<redacted>`); it is said for what it is, not echoed.
+    ("an RPC endpoint without its scheme", ["connect", "--owner", OWNER, "--signature", "-",
+                                            "--rpc-urls", "127.0.0.1:8545"], "0xab\n", 2,
+     "--rpc-urls: endpoint 1 of 1 is not an http:// or https:// URL with a host"),
+    ("an RPC endpoint that is no URL", ["connect", "--owner", OWNER, "--signature", "-",
+                                        "--rpc-urls", "http://127.0.0.1:9,notaurl"],
+     "0xab\n", 2, "--rpc-urls: endpoint 2 of 2 is not an http:// or https:// URL"),
+    ("no RPC endpoint", ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls", ","],
+     "0xab\n", 2, "--rpc-urls names no endpoint"),
 ]
 
 
@@ -138,8 +148,10 @@ def test_a_prompt_whose_stdin_ends_is_refused_with_a_code(machine, argv):
     out = machine.kint(*argv)
     assert out.returncode == 2, (argv, out.stdout, out.stderr)
     assert "Aborted" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    # join names the step the passphrase is for, as its other refusals do.
+    said = "join stopped at connect" if argv[0] == "join" else "kint: error"
     assert out.stderr.splitlines()[-2:] == [
-        "kint: error: the passphrase for `vault passphrase` never came: stdin ended at the "
+        f"{said}: the passphrase for `vault passphrase` never came: stdin ended at the "
         "prompt (no terminal?) [BAD_REQUEST]",
         "hint: run the command in a terminal, or pipe the passphrase with --passphrase-stdin"
     ], out.stderr
@@ -211,6 +223,23 @@ def test_a_bad_owner_is_refused_before_the_signature_file_is_read(machine, tmp_p
     out = machine.kint("connect", "--owner", "0xzz", "--signature-file", str(signature))
     assert out.returncode == 2, out.stdout + out.stderr
     assert BAD_OWNER in out.stderr, out.stderr
+    assert signature.exists()
+
+
+@pytest.mark.parametrize("argv,stdin", [
+    (["connect", "--owner", OWNER, "--passphrase-stdin"], ""),
+    (["connect", "--owner", OWNER, "--passphrase-prompt"], "\n"),
+    (["join", "--owner", OWNER, "--no-setup", "--passphrase-prompt"], None),
+], ids=["connect-stdin-empty", "connect-prompt-empty", "join-prompt-never-typed"])
+def test_a_refused_passphrase_leaves_the_signature_file(machine, tmp_path, argv, stdin):
+    """The passphrase that salts the wallet key is asked for before the signature file is
+    read (and unlinked): one refused, empty or never typed, cost the user the file, and the
+    owner a second signature with the wallet."""
+    signature = tmp_path / "sig.txt"
+    signature.write_text("0x" + "ab" * 65 + "\n")
+    out = machine.kint(*argv, "--signature-file", str(signature), input=stdin)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "[BAD_REQUEST]" in out.stderr and "passphrase" in out.stderr, out.stderr
     assert signature.exists()
 
 
@@ -366,12 +395,14 @@ def test_a_refusals_notices_are_lines_of_their_own_not_part_of_its_hint(machine)
     # A worker's bad-input refusal with a notice under its hint: its own hint (where the
     # code is copied from), the notice apart from it. (The protocol's placeholder hint
     # becoming the command's own --help, notices kept, is the join test's below.)
-    bad = machine.kint("connect", "--owner", OWNER, "--recovery-code-stdin", "--json",
-                       input="hello\n", env=env)
+    # (A signature of the right shape whose bytes are no signature: the command line checks
+    # only its shape, the worker the rest.)
+    bad = machine.kint("connect", "--owner", OWNER, "--signature", "-", "--json",
+                       input="0x" + "ab" * 65 + "\n", env=env)
     assert bad.returncode == 2, (bad.stdout, bad.stderr)
     refusal = json.loads(bad.stdout)
     assert refusal["error"] == "BAD_REQUEST" and refusal["notices"] == [notice], refusal
-    assert refusal["hint"].startswith("copy the code again: it is the last line of "), refusal
+    assert refusal["hint"].startswith("give the whole signature the wallet printed"), refusal
 
 
 def test_session_key_show_answers_in_json_either_way_and_refuses_plain_without_json(

@@ -8,18 +8,21 @@ replaced by the next call, and one that never answers is given up on at the dead
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from bare_worker import bound_router
 from conftest import pid_alive, write_store
-from kint.client import CLIENT_GRACE_S, Client, SupervisorUnavailable
+from kint.client import CLIENT_GRACE_S, Client, SupervisorUnavailable, bounded
 from kint.paths import (FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir,
                         socket_dir)
 from kint.supervisor.pidlock import PID_FILE, HolderWatch, running_pid
@@ -172,11 +175,10 @@ def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):
 SILENT_WAIT_MAX_S = 30
 
 
-def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
-    """A socket that takes requests and never answers, held by a live 'supervisor': the
-    client waits out its deadline (the request's own plus the grace), not forever, and
-    checks liveness once a second meanwhile without mistaking the live holder for a dead
-    one."""
+@contextmanager
+def _silent_supervisor(tmp_path: Path) -> Iterator[tuple[Path, list[bytes]]]:
+    """A socket that takes requests and never answers, held by a live 'supervisor' (this
+    process): the home, and the requests it heard."""
     home = tmp_path / "kint"
     holder = _hold(ensure_private_dir(run_dir(home)) / PID_FILE, f"{os.getpid()} serving")
     folder, _ = prepare_socket_dir(home)
@@ -192,22 +194,53 @@ def test_a_silent_supervisor_is_given_up_on_at_the_deadline(tmp_path):
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     try:
-        with Client(home, autostart=False) as client:
-            # The grace is 2 s past the request's own deadline; keep the test short.
-            started = time.monotonic()
-            with pytest.raises(SupervisorUnavailable) as caught:
-                client.call("sup.ping", timeout_s=1.0)
-            took = time.monotonic() - started
-        # The deadline ended the wait (a dead holder is reported in other words), not
-        # before it, and not forever: SILENT_WAIT_MAX_S is far past it.
-        assert "no answer from the supervisor within 3.0s" in caught.value.message
-        assert 1.0 + CLIENT_GRACE_S <= took < SILENT_WAIT_MAX_S, took
-        assert len(heard) == 1
+        yield home, heard
     finally:
         done.set()
         listener.join(5)
         silent.close()
         os.close(holder)
+
+
+def test_a_silent_supervisor_is_given_up_on_at_the_bound_the_refusal_names(tmp_path):
+    """The client waits out the call's bound, not forever, and checks liveness once a
+    second meanwhile without mistaking the live holder for a dead one. The bound is one
+    deadline taken as the call begins: the refusal names the bound the caller gave, where it
+    named (and waited) the request's own plus a 2 s grace, and the request asks the
+    supervisor to answer TIMEOUT a grace sooner, so its answer comes first."""
+    with _silent_supervisor(tmp_path) as (home, heard):
+        with Client(home, autostart=False) as client:
+            started = time.monotonic()
+            with pytest.raises(SupervisorUnavailable) as caught:
+                client.call("sup.ping", timeout_s=1.0)
+            took = time.monotonic() - started
+    # The deadline ended the wait (a dead holder is reported in other words), not before
+    # it, and not forever: SILENT_WAIT_MAX_S is far past it.
+    assert caught.value.message == "no answer from the supervisor within 1.0s"
+    assert 1.0 <= took < SILENT_WAIT_MAX_S, took
+    assert len(heard) == 1
+    sent = json.loads(heard[0])["timeout_ms"]
+    # What was left of the bound when it went out, less a quarter of it (CLIENT_GRACE_S is
+    # the most a longer bound keeps back).
+    assert 0 < sent <= 1000 - 1000 * min(CLIENT_GRACE_S, 0.25), sent
+
+
+def test_a_bounded_block_is_one_deadline_for_every_call_in_it(tmp_path):
+    """A tool call that asks twice (kint-server's connect: a status, then the connect)
+    waits its bound in all: the second call gets what the first left, and says the
+    block's bound."""
+    with _silent_supervisor(tmp_path) as (home, heard):
+        with Client(home, autostart=False) as client, bounded(1.5):
+            with pytest.raises(SupervisorUnavailable) as first:
+                client.call("sup.ping", timeout_s=1.0)
+            with pytest.raises(SupervisorUnavailable) as second:
+                client.call("sup.ping", timeout_s=30.0)
+    assert first.value.message == "no answer from the supervisor within 1.0s"
+    assert second.value.message.startswith("no answer from the supervisor within 1.5s"), \
+        second.value.message
+    asked = [json.loads(frame)["timeout_ms"] for frame in heard]
+    assert len(asked) in (1, 2) and 0 < asked[0] <= 750, asked
+    assert all(ms < 500 for ms in asked[1:]), asked  # what was left, never 30 s
 
 
 def test_a_client_follows_its_supervisor_to_a_new_socket_folder(tmp_path):

@@ -5,6 +5,8 @@ docs name as the proof of a promise (docs/faults.md's last column, mostly) is th
 
 A module added, a package split or a test file renamed or merged would otherwise leave the
 docs pointing at nothing; each check reads the files as they are, so it costs no machine.
+The code, docs/ and README also name no document a clone lacks (the design notes, the
+behaviour seeds): a newcomer must be able to open what a docstring points at.
 """
 
 from __future__ import annotations
@@ -63,10 +65,21 @@ def test_a_package_that_lists_its_modules_lists_every_one(package):
     assert not missing, f"kint/{package}/__init__.py does not name {missing}"
 
 
-def test_no_docstring_points_at_a_design_document_the_checkout_lacks():
-    """`DESIGN §N` named a document that is not in the repository: a reader finds nothing."""
-    for path in sorted(KINT.rglob("*.py")):
-        assert "DESIGN §" not in path.read_text(), path.relative_to(ROOT)
+# Names of documents the checkout does not hold: "DESIGN §N" / "DESIGN.md" (the design
+# notes) and "seed 000" / "seed 001" (the behaviour specs). What they said is in docs/
+# (docs/how-it-works.md, mostly); a pointer to them leaves a reader with nothing to open.
+ABSENT_DOCUMENTS = re.compile(r"DESIGN|(?i:seed[ _]0\d\d)")
+
+
+def test_nothing_points_at_a_document_the_checkout_lacks():
+    """The code, docs/ and README point only at what a clone holds (or at v0.3.0's
+    published pages, by name)."""
+    files = [README, *sorted((ROOT / "docs").glob("*.md")), *sorted(KINT.rglob("*.py"))]
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in files
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if ABSENT_DOCUMENTS.search(line)]
+    assert not found, "\n".join(found)
 
 
 def test_every_test_file_the_docs_name_exists():

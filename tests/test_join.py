@@ -476,9 +476,12 @@ def test_a_garbled_devchain_record_stops_join_with_its_own_code(tmp_path):
     record.parent.mkdir(parents=True, mode=0o700)
     sb.kint_home.chmod(0o700)
     record.write_text("not a record")
+    from kint.custody.recovery_code import encode_recovery_code
+
+    code = encode_recovery_code(b"\x01" * 32)  # a code on its face: join reads it first
     try:  # join's vault step asks the space's worker, so a supervisor starts: stop it after
         out = sb.kint("join", "--owner", "0x000000000000000000000000000000000000dEaD",
-                      "--recovery-code-stdin", "--no-setup", "--json", input="a code\n")
+                      "--recovery-code-stdin", "--no-setup", "--json", input=code + "\n")
     finally:
         sb.shutdown()
     assert out.returncode == 2 and out.stderr == "", out.stdout + out.stderr

@@ -48,6 +48,9 @@ def test_a_mistyped_recovery_code_says_where_to_copy_it_from(vault, machine_b):
     out = machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
                          "--no-setup", input=_typo(code) + "\n")
     assert out.returncode == 2, (out.stdout, out.stderr)
+    # Refused as soon as it is read (its checksum needs no chain): join stopped at connect
+    # after its session key and vault steps had run and printed their lines.
+    assert out.stdout == "", out.stdout
     stopped, hint = out.stderr.splitlines()
     assert stopped == ("join stopped at connect: recovery code checksum failed (typo?) "
                        "[BAD_REQUEST]"), out.stderr
@@ -82,6 +85,46 @@ def test_a_signature_cut_short_says_what_a_whole_one_is(vault, machine_b):
                                   "(r, s, v)"), refusal
     assert refusal["hint"].startswith("give the whole signature the wallet printed for "
                                       "`kint canonical-payload --owner ADDRESS`"), refusal
+    plain = machine_b.kint("join", "--owner", owner.address, "--signature", "-", "--no-setup",
+                           input=whole[:100] + "\n")
+    assert plain.returncode == 2 and plain.stdout == "", (plain.stdout, plain.stderr)
+    assert plain.stderr.startswith("join stopped at connect: derive signature must be 65 "
+                                   "bytes"), plain.stderr
+
+
+def test_a_secret_that_comes_empty_stops_join_at_connect(vault, machine_b):
+    """A passphrase or recovery code that comes empty, or never comes, is the connect
+    step's, as Ctrl-C at its prompt is: `join stopped at connect: ...` with its hint, where
+    join printed the generic `kint: error:` line (stdin empty) or took an empty line at the
+    prompt as the passphrase and ran the vault step before the worker refused it. An empty
+    passphrase is refused at its prompt by connect too, and Python's GetPassWarning (a
+    source file's path) is not printed when there is no terminal."""
+    _a, owner, _code = vault
+    join = ("join", "--owner", owner.address, "--no-setup")
+    typed = machine_b.kint(*join, "--base-account", input="\n")
+    assert typed.returncode == 2, (typed.stdout, typed.stderr)
+    assert typed.stdout == "", typed.stdout  # stopped before the first step
+    assert "join stopped at connect: the passphrase given at `vault passphrase` is empty; " \
+        "kint refuses an empty passphrase [BAD_REQUEST]" in typed.stderr, typed.stderr
+    assert "hint: run the command again and type the passphrase" in typed.stderr
+    assert "GetPassWarning" not in typed.stderr and "getpass.py" not in typed.stderr
+    for way, what in (("--recovery-code-stdin", "the recovery code"),
+                      ("--passphrase-stdin", "the passphrase")):
+        extra = ("--base-account", way) if way == "--passphrase-stdin" else (way,)
+        out = machine_b.kint(*join, *extra, "--json", input="")
+        assert out.returncode == 2 and out.stderr == "", (out.stdout, out.stderr)
+        refusal = json.loads(out.stdout)
+        assert (refusal["error"], refusal["step"]) == ("BAD_REQUEST", "connect"), refusal
+        assert refusal["message"] == f"{what} was to come on stdin, and stdin was empty"
+    never = machine_b.kint(*join, "--base-account")  # stdin closed at the prompt
+    assert never.returncode == 2, (never.stdout, never.stderr)
+    assert "join stopped at connect: the passphrase for `vault passphrase` never came" \
+        in never.stderr, never.stderr
+    connect = machine_b.kint("connect", "--owner", owner.address, "--smart-account",
+                             input="\n")
+    assert connect.returncode == 2, (connect.stdout, connect.stderr)
+    assert "kint: error: the passphrase given at `vault passphrase` is empty" in \
+        connect.stderr, connect.stderr
 
 
 def test_a_vault_another_tool_wrote_is_not_called_a_transport_failure(machine_b, chain_home):
@@ -180,3 +223,30 @@ def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
     assert refusal["hint"].endswith("A code kept from before a `kint rekey` no longer opens "
                                     "the vault: that rekey wrote the new one "
                                     "(RECOVERY-<space16>.txt where it ran)"), refusal
+
+
+def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(
+        vault, tmp_path_factory, chain_home):
+    """After the rekey above, a wiped machine's `kint join --full` restores from the
+    rotation's snapshot and lists the epoch sealed under the retired key once, as CLOSED
+    (03-new-machine.md, "Epochs sealed under a retired key"): it printed it twice, as a
+    SKIPPED epoch the snapshot carried past and again as CLOSED."""
+    _a, owner, _code = vault
+    wiped = new_machine(tmp_path_factory.mktemp("new-user-full"), chain_home)
+    try:
+        payload = ok(wiped.kint("canonical-payload", "--owner", owner.address)).stdout
+        out = ok(wiped.kint("join", "--owner", owner.address, "--signature", "-", "--full",
+                            "--no-setup", input=wallet_signature(owner, payload) + "\n"))
+        lines = out.stdout.splitlines()
+        unapplied = [x for x in lines if x.startswith(("SKIPPED", "CLOSED"))]
+        assert len(unapplied) == 1, lines
+        assert unapplied[0].startswith("CLOSED epoch 1 block "), lines
+        assert unapplied[0].endswith(": sealed under a data key this machine does not hold "
+                                     "(rotated)"), lines
+        restore = next(x for x in lines if x.startswith("restore: "))
+        assert restore.endswith("; 1 older epoch(s) sealed under a retired key stay closed "
+                                "on this machine"), lines
+        pulled = kjson(wiped, "pull", "--full")
+        assert (pulled["skipped"], [c["seq"] for c in pulled["closed"]]) == ([], [1]), pulled
+    finally:
+        wiped.shutdown()

@@ -50,7 +50,10 @@ def _refused(out, code: str) -> str:
 
 def test_a_rate_limited_endpoint_is_said_as_such(machine):
     """HTTP 429 on every call: push and pull refuse RPC_UNAVAILABLE saying the endpoint
-    rate limits this client (it said "HTTPError"); once it lets up, the push goes."""
+    rate limits this client (it said "HTTPError"); once it lets up, the push goes. Not
+    retried: v0.3.0 retries a call that fails on a connection error or a timeout
+    (10-configuration.md, KINT_RPC_TIMEOUT), and a 429 is an answer. The receipt wait, and
+    verify and status, which read the head on their own, say the rate limit too."""
     m, proxy, _ = machine
     proxy.set_mode("rate_limited", methods=ALL_READS, count=10_000)
     for command in ("push", "pull"):
@@ -58,6 +61,23 @@ def test_a_rate_limited_endpoint_is_said_as_such(machine):
         assert "the endpoint is rate limiting this client (HTTP 429 Too Many Requests)" in said
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+    # The limit met by the receipt wait alone, after the epoch was sent: said as the rate
+    # limit (it said "waiting for a receipt: HTTPError"), with the journal that settles it.
+    write(m.sibyl_db, m.tenant, **{"fourth": "written under a rate limit"})
+    proxy.set_mode("rate_limited", methods=["eth_getTransactionReceipt"], count=10_000)
+    said = _refused(m.kint("push"), "RPC_UNAVAILABLE")
+    assert ("waiting for a receipt: the endpoint is rate limiting this client (HTTP 429 "
+            "Too Many Requests)") in said and "epoch 4 was signed and may still land" in said
+    # Verify and status, which check against the mirror while the head cannot be read, say
+    # the rate limit (they said "rpc unresponsive" of an endpoint that answered).
+    proxy.set_mode("rate_limited", methods=["eth_call"], count=10_000)
+    limited = "(rpc rate limited (HTTP 429 Too Many Requests))"
+    assert limited in ok(m.kint("status")).stdout
+    assert f"chain head unavailable {limited}" in m.kint("verify", "release gate",
+                                                          "--no-write").stderr
+    proxy.forward()
+    assert kjson(m, "pull")["head"]["seq"] == 4  # the journal settled: epoch 4 landed
 
 
 def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
@@ -75,7 +95,8 @@ def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
     assert pulled.returncode == 6 and "[STALE_RPC]" in pulled.stderr, pulled.stderr
     assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"
     status = ok(m.kint("status")).stdout
-    assert "(BEHIND this machine: a stale or lagging RPC)" in status, status
+    assert ("(BEHIND this machine: a stale or lagging RPC, or a reorganisation: `kint push` "
+            "says which)") in status, status
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 

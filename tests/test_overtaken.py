@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from web3 import Web3
@@ -27,7 +30,7 @@ from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
-from kint.custody.session_key import session_address
+from kint.custody.session_key import session_address, unlock_session_key
 from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
@@ -217,6 +220,51 @@ def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_
     assert w3.eth.get_transaction_count(key) == sent_before + 1  # the push, nothing else
     with pytest.raises(TransactionNotFound):  # the dropped push was never re-broadcast
         w3.eth.get_transaction(Web3.keccak(hexstr=dropped))
+
+
+def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):
+    """(b) with A's transaction sent and still waiting at the endpoint: A's session key has
+    a nonce below it that nothing has sent (held in A's nonce book by a live process), so
+    the endpoint queues it. B takes seq 2; A's push drops the journal and replaces the
+    waiting transaction by a transfer to self at its nonce, saying so. Once the nonce
+    below is sent, the transfer is mined in its place: 21,000 gas. It was left to be mined
+    after the hole and revert (StaleHead), spending the epoch's calldata gas; nothing
+    anchored was lost either way."""
+    s = Space(box, "waiting-push")
+    w3, key = box["contract"].w3, session_address(s.a.kint_home)
+    hole = w3.eth.get_transaction_count(key)
+    book = s.a.kint_home / "nonces" / f"{hole:012d}.json"
+    book.write_text(json.dumps({"nonce": hole, "address": key.lower(), "space16": "f" * 16,
+                                "pid": os.getpid(), "allocated_at": time.monotonic()}))
+    write(s.dba, s.a.tenant, second="in the push whose transaction waits")
+    s.kill_a("after_send", "push")
+    waiting = Web3.keccak(hexstr=json.loads(s.pending.read_text())["raw_tx"])
+    assert w3.eth.get_transaction(waiting)["blockNumber"] is None  # queued behind the hole
+    assert s.b_pushes("other")["seq"] == 2
+    try:
+        out = kdb(s.a, s.dba, "push")
+        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        assert ("its transaction, still waiting at the endpoint, was replaced by a transfer "
+                "to self at its nonce") in out.stderr, out.stderr
+    finally:
+        s.release()
+        book.unlink(missing_ok=True)
+    # The hole is sent (a transfer from A's key, signed here): what waited behind it goes.
+    with mock.patch.dict(os.environ, s.a.env, clear=True):
+        account = unlock_session_key(s.a.kint_home)
+    filler = account.sign_transaction({"to": key, "value": 0, "gas": 21_000, "nonce": hole,
+                                       "gasPrice": 2 * w3.eth.gas_price, "chainId": 31337})
+    w3.eth.send_raw_transaction(filler.raw_transaction)
+    s.a.wait_for(lambda: w3.eth.get_transaction_count(key) == hole + 2, timeout=30,
+                 what="the hole and the nonce after it mined")
+    latest = w3.eth.block_number
+    (replaced,) = [tx for n in range(latest - 2, latest + 1)
+                   for tx in w3.eth.get_block(n, full_transactions=True)["transactions"]
+                   if tx["from"] == key and tx["nonce"] == hole + 1]
+    assert (replaced["to"], replaced["value"], replaced["gas"]) == (key, 0, 21_000)
+    assert w3.eth.get_transaction_receipt(replaced["hash"])["status"] == 1
+    with pytest.raises(TransactionNotFound):  # the push was never mined
+        w3.eth.get_transaction_receipt(waiting)
 
 
 def test_a_killed_rekey_whose_snapshot_landed_below_the_head_completes(box):

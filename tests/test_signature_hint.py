@@ -24,7 +24,9 @@ def hint_of(stderr: str) -> str:
 def test_join_refuses_a_signature_on_argv_and_pipes_it_into_join(sandbox):
     out = sandbox.kint("join", "--owner", OWNER, "--signature", SIGNATURE, "--no-setup")
     assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.splitlines()[0] == REFUSED, out.stderr
+    # The signature is the connect step's secret: join names the step, in v0.3.0's words.
+    assert out.stderr.splitlines()[0] == REFUSED.replace("kint: error:",
+                                                         "join stopped at connect:"), out.stderr
     hint = hint_of(out.stderr)
     assert "| kint join --owner 0x... --signature -" in hint, hint
     assert "kint connect" not in hint, hint

@@ -119,3 +119,50 @@ def test_a_row_without_a_category_is_named_none_and_the_name_is_cut_to_200():
                      reason="")
     name = refusal_name(long_key, 1764936000)
     assert len(name) == 200 and name == ("entity-rules-" + "k" * 300)[:200]
+
+
+def _refusals(db) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [name for (name,) in conn.execute(
+            "select name from entities where category = 'kint_refusal' order by rowid")]
+    finally:
+        conn.close()
+
+
+def test_a_value_refused_again_is_named_not_written_again(tmp_path, monkeypatch):
+    """An agent verifying one drifted row in a loop: v0.3.0's name carries the second of
+    the write, so each retry a second later wrote another entity of the same fact, and the
+    store grew by one unanchored row a retry. The refusal already in the store is named
+    instead; a new value, or the refusal archived, is a new fact and written."""
+    from kint.tenant_worker import verify as verify_module
+
+    db, client, state = _anchored_store(tmp_path)
+    try:
+        _edit_behind_sibyl(db, "never", "always")
+        first = _verify(client, db, state)
+        assert first["refusal_written"] is True, first
+        later = time.time() + 5  # the retries come seconds later: another name each, before
+        for step in range(3):
+            monkeypatch.setattr(verify_module.time, "time", lambda s=step: later + s)
+            again = _verify(client, db, state)
+            assert again["decision"] == "refuse", again
+            assert again["refusal_entity"] == first["refusal_entity"], again
+            assert again["refusal_written"] is False, again
+        assert _refusals(db) == [first["refusal_entity"].split("/", 1)[1]]
+
+        _edit_behind_sibyl(db, "always", "rarely")  # another value: its own refusal
+        other = _verify(client, db, state)
+        assert other["refusal_written"] is True, other
+        assert other["refusal_entity"] != first["refusal_entity"], other
+        assert len(_refusals(db)) == 2
+
+        # The agent archives the refusal of the value now held: the next refusal of it is
+        # written again, so the store keeps a live record of it (and the hold its ground).
+        client.archive_entity("kint_refusal", other["refusal_entity"].split("/", 1)[1])
+        monkeypatch.setattr(verify_module.time, "time", lambda: later + 10)
+        anew = _verify(client, db, state)
+        assert anew["refusal_written"] is True and anew["refusal_entity"] not in (
+            first["refusal_entity"], other["refusal_entity"]), anew
+    finally:
+        client.storage.close()

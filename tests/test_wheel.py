@@ -167,7 +167,7 @@ def test_installed_devchain_start_status_stop_twice(tmp_path, venv):
         assert second.stdout.strip() == "no devchain was running"
         assert "Traceback" not in second.stderr
         status = _kint(venv, env, cwd, "devchain", "status", group=sentinel)
-        assert status.returncode == 3 and "no devchain is running" in status.stdout
+        assert status.returncode == 3 and "no devchain is running" in status.stderr
         assert sentinel.poll() is None, "kint devchain stop killed its caller's process group"
     finally:
         sentinel.kill()

@@ -1,3 +1,4 @@
 """kint-server's parts (the entry point is `kint.mcp_server`): the session that talks to the
 space's worker, the wrapped Sibyl client whose writes are noted, kint's six tools, their
-argument models, and the surface that serves them beside Sibyl's eight."""
+argument models, and the surface that serves them beside Sibyl's eight (whose errors reach
+the agent as the JSON Sibyl raised: sibyl_errors)."""

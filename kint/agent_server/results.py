@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
-                                  DEVCHAIN_RPC_HINT, RECOVERY_CODE_HINT, REORG_HINT, SPACE_RPC_HINT, ErrorCode,
-                                  hint_with_notices, split_notices)
+                                  DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
+                                  REORG_HINT, SPACE_RPC_HINT, ErrorCode, hint_with_notices,
+                                  split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -100,9 +101,11 @@ def agent_error(tool: str, err: KintError) -> KintError:
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
     hint = _AGENT_HINTS.get(said or "")
-    if hint is None and err.code == SupervisorUnavailable.CODE and said:
-        # A supervisor that does not start, or runs stopped or stuck: kint-server cannot
-        # put it right, and the hint says what the human does about it.
+    if hint is None and said and not said.startswith("stop and ") and err.code in (
+            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value):
+        # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
+        # store or the account (`Run sibyl init in a terminal`, a store's permissions):
+        # kint-server cannot put either right, and the hint says what the human does.
         hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
     if hint is None:
         return err
@@ -135,7 +138,17 @@ def push_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
 
 
 def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
-    return tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known, {})
+    mapped = tool_error(err, _PULL_CODES, "PULL_FAILED", owner_known, {})
+    said, notices = split_notices(mapped.hint)
+    if mapped.code == "BUSY" and said and DISCARD_FROM_AGENT in said:
+        # The store another process holds (another agent's kint-server on the same store,
+        # say): only the human can close it; the terminal's hint would have the agent call
+        # the very tool that was just refused.
+        said = (f"stop and ask the human: {said.replace(DISCARD_FROM_AGENT, '')}"
+                .removesuffix(", then try again")
+                + ", then call memory_pull with discard_local again")
+        return KintError(mapped.code, mapped.message, hint_with_notices(said, notices))
+    return mapped
 
 
 def push_result(worker: dict[str, Any], reason: str) -> dict[str, Any]:

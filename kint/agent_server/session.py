@@ -26,6 +26,13 @@ server's watcher settings never reached it. While the session is not attached th
 tries again sooner: RETRY_FIRST_S, doubling up to KEEPALIVE_S, then every KEEPALIVE_S once
 an attach goes through. A failure is logged once (the start's by the caller), and so is the
 attach that ends it: a line per retry would fill the log (it counts against the cap).
+
+A supervisor that was killed takes its workers with it, and the new one's worker knows no
+session: until the next keepalive (up to KEEPALIVE_S) it ran no watcher for this server,
+used none of its watcher settings (every call said so in `notices`) and could go idle,
+while memory_status still said `attached: true`. So each tool call looks, around the call,
+at which supervisor holds the home (a look at the pid file the client keeps open), and
+attaches again at once when it is not the one that took the session's last attach.
 """
 
 from __future__ import annotations
@@ -66,8 +73,10 @@ class AgentSession:
         self._beat = threading.Lock()
         self._keepalive: threading.Thread | None = None
         # Whether the worker took this session's last attach (written by the thread that
-        # sent it: the start's, then the keepalive's).
+        # sent it: the start's, then the keepalive's), and the pid of the supervisor that
+        # answered it: another one holding the home has a worker that never saw it.
         self.attached = False
+        self._attached_to: int | None = None
         self.watcher = not settings.value("KINT_NO_WATCHER")
         self._logged: set[str] = set()
         # Whether this session's tools wrote anything: a session that wrote nothing (a
@@ -78,7 +87,31 @@ class AgentSession:
     def call(self, op: str, args: dict[str, Any] | None = None, timeout_s: float = 60
              ) -> dict[str, Any]:
         with self._lock:
-            return self._call_on(self._client, op, args, timeout_s)
+            self._attach_if_new(self._client)
+            result = self._call_on(self._client, op, args, timeout_s)
+            # The call may have started the supervisor (the one before was gone).
+            self._attach_if_new(self._client)
+            return result
+
+    def _attach_if_new(self, client: Client) -> None:
+        """Attach again when the supervisor holding the home is not the one that took this
+        session's last attach (see the module's docstring). A failure is left to the
+        keepalive, told to try again soon."""
+        if not self.attached or self._stop.is_set():
+            return
+        now, was = client.serving_pid(), self._attached_to
+        if now is None or now <= 0 or now == was:
+            return
+        try:
+            self._call_on(client, "attach", self._attach_args(), 30)
+        except KintError as err:
+            self.attached = False
+            log.warning("the supervisor changed (pid %s, was %s) and its worker did not take "
+                        "this session's attach (%s); the keepalive tries again within a minute",
+                        now, was, err.message)
+            return
+        log.info("the supervisor changed (pid %s, was %s): attached this session to the "
+                 "space's worker again", now, was)
 
     def _call_on(self, client: Client, op: str, args: dict[str, Any] | None,
                  timeout_s: float) -> dict[str, Any]:
@@ -91,6 +124,8 @@ class AgentSession:
         except KintError as err:  # a refusal carries its notices under its hint
             self._log_notices(split_notices(err.hint)[1])
             raise
+        if op == "attach":
+            self._attached_to = client.serving_pid()
         self._log_notices(result.get("notices") or [])
         return result
 

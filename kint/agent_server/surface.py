@@ -2,13 +2,14 @@
 tools served beside Sibyl's eight.
 
 Sibyl's `build_server()` gives a FastMCP server whose eight tools (names, schemas,
-descriptions, error handling) kint serves exactly as shipped. kint's tools are served one
-layer out, on the SDK's lowlevel `Server` under it, the layer Sibyl's own argument guard
-wraps too: `tools/list` answers Sibyl's list plus kint's, and a `tools/call` for a kint
-tool never reaches FastMCP. That is what lets each kint tool's pydantic model
-(kint.agent_server.tool_args) be both the schema a harness shows and the check a call
-meets, unknown arguments included; FastMCP builds its models from a function's signature
-and drops arguments it does not know.
+descriptions, error handling) kint serves exactly as shipped; only an error's text loses
+the SDK's prefix, so it is the JSON Sibyl raised (kint.agent_server.sibyl_errors). kint's
+tools are served one layer out, on the SDK's lowlevel `Server` under it, the layer Sibyl's
+own argument guard wraps too: `tools/list` answers Sibyl's list plus kint's, and a
+`tools/call` for a kint tool never reaches FastMCP. That is what lets each kint tool's
+pydantic model (kint.agent_server.tool_args) be both the schema a harness shows and the
+check a call meets, unknown arguments included; FastMCP builds its models from a
+function's signature and drops arguments it does not know.
 
 The line between an answer and an error: every kint result carries `ok`, and `isError` is
 exactly `not ok`. An error is a call that did not do what it was called for: arguments
@@ -39,7 +40,7 @@ from mcp.server.fastmcp import FastMCP
 from pydantic import ValidationError
 
 from kint import __version__
-from kint.agent_server import progress, results
+from kint.agent_server import progress, results, sibyl_errors
 from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
@@ -80,10 +81,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def serve(mcp: FastMCP, tools: list[KintTool],
-          before_call: Callable[[str], dict[str, Any] | None] = lambda _: None,
+          before_call: Callable[[str, bool], dict[str, Any] | None] = lambda _t, _s: None,
           progress_line: Callable[[str, float], str | None] | None = None) -> None:
     """Name the server, give it its instructions and add kint's tools to Sibyl's.
-    `before_call(tool)` runs before every tool call (kint-server: build Sibyl's client when
+    `before_call(tool, sibyls)` runs before every tool call, `sibyls` saying whether `tool`
+    is one of Sibyl's (kint-server: build Sibyl's client when
     the store could not be opened before, so Sibyl's tools never build an unwrapped one);
     what it returns, when not None, is the call's answer instead (a store deleted under
     the server: kint.agent_server.wrapped_client). `progress_line(op, sent_at)` reads the
@@ -117,7 +119,7 @@ def serve(mcp: FastMCP, tools: list[KintTool],
         return sibyl_names
 
     def run_kints(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
-        refused = before_call(tool.name)
+        refused = before_call(tool.name, False)
         return result(refused) if refused is not None else call(tool, arguments)
 
     async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
@@ -149,10 +151,11 @@ def serve(mcp: FastMCP, tools: list[KintTool],
         # deleted under the client), so it runs in a thread; cancelled, it is waited for.
         await gate.enter()
         try:
-            refused = await anyio.to_thread.run_sync(before_call, name)
+            refused = await anyio.to_thread.run_sync(before_call, name, True)
             if refused is not None:
                 return types.ServerResult(result(refused))
-            return await call_sibyls(req)
+            answer = await call_sibyls(req)
+            return types.ServerResult(sibyl_errors.as_json(name, answer.root))
         finally:
             gate.leave()
 

@@ -1,5 +1,5 @@
-"""kint's six MCP tools, forwarded to the space's worker (seed 001, "Write: Sibyl's tools,
-unchanged"): memory_status, memory_connect, memory_pull, memory_push, memory_verify,
+"""kint's six MCP tools, forwarded to the space's worker (docs/harnesses.md, "What the
+agent sees"): memory_status, memory_connect, memory_pull, memory_push, memory_verify,
 memory_history. Each is a `KintTool`: its description, its argument model
 (kint.agent_server.tool_args) and what it runs; kint.agent_server.surface serves them.
 A run returns its result or raises KintError; the surface turns either into `ok`.
@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from kint.agent_server import results, tool_args
 from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import STORE_GONE_HINT, SharedClient
-from kint.client import KintError
+from kint.client import KintError, bounded
 from kint.custody.ids import address_problem
 from kint.protocol.errors import CHECKSUM_HINT
 
@@ -27,9 +27,13 @@ from kint.protocol.errors import CHECKSUM_HINT
 # rather than a client-side timeout, while the next tool call, which waits for this one
 # (kint.agent_server.one_call), is held no longer. A pull with `discard_local` is waited
 # for to the end: this server reopens the store after it, and must not do so while the
-# worker is still restoring it.
+# worker is still restoring it. Each is the tool call's whole wait (kint.client.bounded):
+# a tool that asks the worker twice (connect's status then its connect, a refusal worded
+# from a status) answers within it too.
 TOOL_WAIT_S = 100.0
 RESTORE_WAIT_S = 1800.0
+STATUS_WAIT_S = 30.0
+HISTORY_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
         raise KintError("BAD_REQUEST", f"memory_connect: argument 'owner' {owner!r} "
                         f"{address_problem(owner)}", CHECKSUM_HINT)
     if recovery_code is None and passphrase is None and not dev:
-        status = session.call("status", {"keys": True}, timeout_s=30)
+        status = session.call("status", {"keys": True}, timeout_s=STATUS_WAIT_S)
         known = status.get("owner") or owner
         # The lines about settings of the call that were not used, as every tool has them.
         noted = {"notices": status["notices"]} if status.get("notices") else {}
@@ -105,7 +109,8 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
     if dev:
         args["dev"] = True
     else:
-        known = owner or session.call("status", {"keys": True}, timeout_s=30).get("owner")
+        known = owner or session.call("status", {"keys": True},
+                                      timeout_s=STATUS_WAIT_S).get("owner")
         if not known:
             raise KintError("OWNER_REQUIRED", "no owner was passed and none is enrolled",
                             "pass owner=0x... (the owner wallet's address)")
@@ -136,12 +141,14 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         """Whether this machine is enrolled: asked only after a NOT_CONNECTED, and a status
         that fails too leaves the refusal as the worker gave it."""
         try:
-            return bool(session.call("status", {"keys": True}, timeout_s=30).get("owner"))
+            return bool(session.call("status", {"keys": True},
+                                     timeout_s=STATUS_WAIT_S).get("owner"))
         except KintError:
             return False
 
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
-        out = results.status_result(session.call("status", {"chain": True}, timeout_s=30))
+        out = results.status_result(session.call("status", {"chain": True},
+                                                 timeout_s=STATUS_WAIT_S))
         # kint's own: whether the worker counts this session (its watcher on, its exit push
         # asked for); false while a start whose attach failed is still retrying.
         out["attached"] = session.attached
@@ -150,16 +157,21 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         return out
 
     def connect(a: tool_args.ConnectArgs) -> dict[str, Any]:
-        return connect_tool(session, a.passphrase, a.recovery_code, a.owner, a.dev)
+        with bounded(TOOL_WAIT_S):  # its status and its connect, in all
+            return connect_tool(session, a.passphrase, a.recovery_code, a.owner, a.dev)
 
     def pull(a: tool_args.PullArgs) -> dict[str, Any]:
         if a.discard_local:
             shared.close()  # this server's own connection must not hold the store
+        wait_s = RESTORE_WAIT_S if a.discard_local else TOOL_WAIT_S
         try:
-            result = session.call("pull", {"full": a.full, "discard_local": a.discard_local},
-                                  timeout_s=RESTORE_WAIT_S if a.discard_local else TOOL_WAIT_S)
-        except KintError as err:
-            raise results.pull_error(err, owner_known) from None
+            with bounded(wait_s):  # the pull, and the status a refusal may ask for
+                try:
+                    result = session.call("pull", {"full": a.full,
+                                                   "discard_local": a.discard_local},
+                                          timeout_s=wait_s)
+                except KintError as err:
+                    raise results.pull_error(err, owner_known) from None
         finally:
             if a.discard_local:
                 shared.refresh()
@@ -167,11 +179,12 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         return results.pull_result(result)
 
     def push(a: tool_args.PushArgs) -> dict[str, Any]:
-        try:
-            result = session.call("push", {"snapshot": a.snapshot, "hold_reason": "tool"},
-                                  timeout_s=TOOL_WAIT_S)
-        except KintError as err:
-            raise results.push_error(err, owner_known) from None
+        with bounded(TOOL_WAIT_S):  # the push, and the status a refusal may ask for
+            try:
+                result = session.call("push", {"snapshot": a.snapshot, "hold_reason": "tool"},
+                                      timeout_s=TOOL_WAIT_S)
+            except KintError as err:
+                raise results.push_error(err, owner_known) from None
         return results.push_result(result, "tool")
 
     def verify(a: tool_args.VerifyArgs) -> dict[str, Any]:
@@ -184,7 +197,7 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
             args["category"] = a.category
         if a.block is not None:
             args["block"] = a.block
-        result = session.call("history", args, timeout_s=60)
+        result = session.call("history", args, timeout_s=HISTORY_WAIT_S)
         if a.tier == "entity" and a.category is None:
             # v0.3.0's found-nothing answer, fields untouched; the note is kint's own.
             result["note"] = ENTITY_NEEDS_CATEGORY

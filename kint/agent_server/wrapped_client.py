@@ -1,4 +1,5 @@
-"""kint-server's one MemoryClient, shared with Sibyl's eight tools (seed 001, "One client").
+"""kint-server's one MemoryClient, shared with Sibyl's eight tools (docs/how-it-works.md,
+"One client").
 
 It is built like the worker's (Sibyl's account gate, kint's cap gate), put into Sibyl's
 `_client_cache` with all four keys under Sibyl's own `_client_lock`, so Sibyl's tools find
@@ -141,22 +142,25 @@ class SharedClient:
         close_client(self.client)
         self.client = None
 
-    def before_call(self, tool: str) -> dict[str, Any] | None:
+    def before_call(self, tool: str, sibyls: bool) -> dict[str, Any] | None:
         """Run before every tool call: the refusal to answer `tool` with while the store is
-        gone, else None (and the client built or rebuilt when it needs to be)."""
-        self.refresh()
+        gone, else None (and the client built or rebuilt when it needs to be). `sibyls`:
+        whether `tool` is one of Sibyl's, the only calls that read Sibyl's client cache
+        (`_still_sibyls`); kint's tools are answered by the worker."""
+        self.refresh(sibyls=sibyls)
         if self.gone is None or tool in SERVED_WITHOUT_STORE:
             return None
         return {"ok": False, "error": STORE_GONE, "message": self.gone,
                 "hint": STORE_GONE_HINT}
 
-    def refresh(self) -> None:
+    def refresh(self, sibyls: bool = True) -> None:
         """Build the client when there is none, or again when the store was replaced; a
         store that cannot be opened now is logged and left for the next call. A store
-        deleted under the client closes it (see the class)."""
+        deleted under the client closes it (see the class). With `sibyls`, also when
+        Sibyl's server would build a client of its own at this call (`_still_sibyls`)."""
         ident = store_file_id(self.db)
         if self.client is not None:
-            if ident == self._ident and self._still_sibyls():
+            if ident == self._ident and (not sibyls or self._still_sibyls()):
                 return
             self.close()
             if ident is None:
@@ -187,7 +191,12 @@ class SharedClient:
         entitlement.json changed since the cached one was put there (`sibyl upgrade`,
         `sibyl init` while the server runs): one that counts only Sibyl's stores against
         the cap and notes no write to the worker, whose next push would then be held over
-        the tools' own writes."""
+        the tools' own writes.
+
+        It stats Sibyl's two files (and reads entitlement.json when it changed), ~0.1 ms,
+        the very check Sibyl's `_open_client` makes at the same call: asked only before
+        Sibyl's tools, whose next step is that check, and never before kint's, which do not
+        reach Sibyl's cache (a change meanwhile is found before the next Sibyl call)."""
         from sibyl_memory_mcp import server as sibyl_server
 
         with sibyl_server._client_lock:

@@ -10,11 +10,11 @@ nonces) are one eth_call each, encoded and decoded here from the ABI and sent th
 tracked provider as they are: web3's contract and middleware layers are built only when a
 log, a transaction or a transaction's data is needed. Building and running them for each
 head read made a worker that only verifies ~4 MiB larger: pages it shares with its
-forkserver became its own (issue 15). Gas is always estimated: anvil silently drops a
-transaction below the calldata floor, and an estimate is where a revert shows up without
-spending gas. Every receipt wait has a deadline. Low-level errors (a timeout, a refused
-connection, a malformed answer) become `RpcUnavailable` through kint.chain.calls, in one
-place.
+forkserver became its own (the many-tenants bench, bench/README.md). Gas is always
+estimated: anvil silently drops a transaction below the calldata floor, and an estimate is
+where a revert shows up without spending gas. Every receipt wait has a deadline. Low-level
+errors (a timeout, a refused connection, a malformed answer) become `RpcUnavailable`
+through kint.chain.calls, in one place.
 
 Hex conventions: digests, spaces and transaction hashes are lowercase hex without 0x
 (either form is accepted as input); addresses are checksummed.
@@ -38,7 +38,8 @@ from web3.exceptions import (ContractCustomError, ContractLogicError, Transactio
                              Web3Exception)
 
 from kint.chain.artifact import epoch_anchor_artifact
-from kint.chain.calls import ChainRefused, answer_int, bounded, endpoint_text
+from kint.chain.calls import (ChainRefused, answer_int, bounded, endpoint_text,
+                              transport_words)
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 from kint.settings.urls import redact_url
@@ -169,6 +170,20 @@ def _custom_errors() -> dict[bytes, tuple[str, list[tuple[str, str]]]]:
         keccak(f"{e['name']}({','.join(i['type'] for i in e['inputs'])})".encode())[:4]:
             (e["name"], [(i["name"], i["type"]) for i in e["inputs"]])
         for e in epoch_anchor_artifact()["abi"] if e.get("type") == "error"}
+
+
+def _fees(raw: bytes) -> tuple[dict[str, Any], int, int]:
+    """A signed transaction's fields, its highest price per gas and its highest tip."""
+    from eth_account._utils.legacy_transactions import Transaction
+    from eth_account.typed_transactions import TypedTransaction
+    from hexbytes import HexBytes
+
+    if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
+        tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+        price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
+        return tx, price, int(tx.get("maxPriorityFeePerGas", price))
+    tx = Transaction.from_bytes(HexBytes(raw)).as_dict()
+    return tx, int(tx["gasPrice"]), int(tx["gasPrice"])
 
 
 class Anchor:
@@ -451,17 +466,15 @@ class Anchor:
     def max_cost(raw: bytes) -> int:
         """The most a signed transaction can charge its sender: gas limit times the highest
         price it accepts, plus the value it sends."""
-        from eth_account._utils.legacy_transactions import Transaction
-        from eth_account.typed_transactions import TypedTransaction
-        from hexbytes import HexBytes
-
-        if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
-            tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
-            price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
-        else:
-            tx = Transaction.from_bytes(HexBytes(raw)).as_dict()
-            price = int(tx["gasPrice"])
+        tx, price, _ = _fees(raw)
         return int(tx["gas"]) * price + int(tx.get("value", 0))
+
+    @staticmethod
+    def fee_caps(raw: bytes) -> tuple[int, int]:
+        """A signed transaction's highest price per gas and highest tip (a legacy one's
+        gas price is both): what a transaction replacing it at its nonce must outbid."""
+        _, price, tip = _fees(raw)
+        return price, tip
 
     def send_raw(self, raw: bytes) -> str:
         try:
@@ -487,7 +500,7 @@ class Anchor:
             except Web3Exception:
                 receipt = None
             except (requests.exceptions.RequestException, OSError) as err:
-                raise RpcUnavailable(f"waiting for a receipt: {type(err).__name__}") from None
+                raise RpcUnavailable(f"waiting for a receipt: {transport_words(err)}") from None
             if receipt is not None:
                 if receipt["status"] != 1:
                     raise ChainRefused("reverted", f"transaction {tx_hash} failed")

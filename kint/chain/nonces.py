@@ -57,6 +57,7 @@ class NonceEntry:
     raw: str | None = None  # the signed transaction, hex, once there is one
     abandoned: bool = False  # given back without being sent: fill it
     mined: bool = False  # its transaction is in a block: nothing left to send
+    tx: str | None = None  # the mined transaction's hash (hex, no 0x), to look it up again
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -125,21 +126,35 @@ class NonceBook:
                 entry.raw = raw.hex()
                 self._save(entry)
 
-    def landed(self, nonce: int) -> None:
-        """`nonce`'s transaction was mined: its signed bytes (a whole epoch's calldata, up
-        to ~200 KB of hex) are dropped, since everything under KINT_HOME counts against
-        Sibyl's storage cap. The entry stays, as the nonce's placeholder, until an
-        allocation sees the chain's count past it (an endpoint a block behind still
-        counts without it)."""
+    def landed(self, nonce: int, tx_hash: str | None = None) -> None:
+        """`nonce`'s transaction (`tx_hash`) was mined: its signed bytes (a whole epoch's
+        calldata, up to ~200 KB of hex) are dropped, since everything under KINT_HOME
+        counts against Sibyl's storage cap. The entry stays, as the nonce's placeholder,
+        until an allocation sees the chain's count past it (an endpoint a block behind
+        still counts without it); its hash says whether the block that mined it is still
+        the chain's (`mined_uncounted`)."""
         with self._locked():
             entry = self._entry(nonce)
             if entry is not None:
                 entry.raw, entry.mined = None, True
+                entry.tx = tx_hash.removeprefix("0x").lower() if tx_hash else None
                 self._save(entry)
 
+    def mined_uncounted(self, address: str, chain_count: int) -> list[NonceEntry]:
+        """The entries marked mined, with a hash, that the chain's count of `address` does
+        not include: an endpoint a block behind, or a block the chain dropped (a
+        reorganisation), whose nonce is free again. Highest first, so that giving them
+        back one by one forgets each rather than leaving holes to fill."""
+        address = address.lower()
+        with self._locked():
+            found = [e for e in self._entries() if e.address == address and e.mined
+                     and e.tx and e.nonce >= chain_count]
+        return sorted(found, key=lambda e: e.nonce, reverse=True)
+
     def give_back(self, nonce: int) -> None:
-        """`nonce` will not be sent (the estimate reverted, the endpoint refused it). The
-        highest nonce is simply forgotten; one below others is marked for filling."""
+        """`nonce` will not be sent (the estimate reverted, the endpoint refused it), or
+        its mined transaction is no longer on the chain. The highest nonce is simply
+        forgotten; one below others is marked for filling."""
         with self._locked():
             entries = self._entries()
             if entries and max(e.nonce for e in entries) == nonce:
@@ -147,7 +162,7 @@ class NonceBook:
                 return
             entry = self._entry(nonce)
             if entry is not None:
-                entry.abandoned, entry.raw = True, None
+                entry.abandoned, entry.raw, entry.mined = True, None, False
                 self._save(entry)
 
     def _entry(self, nonce: int) -> NonceEntry | None:

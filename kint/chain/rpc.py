@@ -21,6 +21,8 @@ from kint.settings.urls import scrub_url_secrets, url_secrets
 
 # An endpoint that failed or hung within this many seconds counts as unresponsive.
 UNRESPONSIVE_WINDOW_S = 30.0
+# The tracker's name for a call the endpoint refused with HTTP 429 (its rate limit).
+RATE_LIMITED = "HTTP 429"
 
 
 class RpcUnavailable(Exception):
@@ -78,6 +80,18 @@ class RpcTracker:
         return (failed is not None and now - failed < UNRESPONSIVE_WINDOW_S
                 and (ok is None or ok < failed))
 
+    def unavailable_words(self) -> str:
+        """Why this endpoint counts as unavailable, for verify's and status's head line: a
+        call stuck now, or a last failure that was not a rate limit, is "rpc
+        unresponsive"; a rate limit is said as one, since the endpoint did answer and the
+        fix is the user's quota or another endpoint, not the network."""
+        oldest = self.oldest_call()
+        with self._lock:
+            failure = self.last_failure
+        if (oldest is None or oldest[1] <= 2.0) and failure == RATE_LIMITED:
+            return "rpc rate limited (HTTP 429 Too Many Requests)"
+        return "rpc unresponsive"
+
     def beat(self) -> dict[str, Any] | None:
         """What the heartbeat says about RPC: the call in flight, or down since, or ok."""
         oldest = self.oldest_call()
@@ -108,7 +122,9 @@ class TrackedHTTPProvider(HTTPProvider):
         try:
             response = super().make_request(method, params)
         except Exception as err:  # noqa: BLE001 - recorded, then re-raised, scrubbed
-            self._tracker.end(token, False, f"{type(err).__name__}")
+            status = getattr(getattr(err, "response", None), "status_code", None)
+            self._tracker.end(token, False,
+                              RATE_LIMITED if status == 429 else type(err).__name__)
             if self._secrets:
                 _scrub_exception(err, self._secrets)
             raise

@@ -32,6 +32,7 @@ import click
 import orjson
 
 from kint.commands.common import Ctx, refuse, usage_error
+from kint.commands.exit_codes import INTERRUPTED, INTERRUPTED_CODE
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint import settings
 from kint.paths import kint_home
@@ -133,9 +134,11 @@ def _owner_and_key(ctx: click.Context, owner: str | None) -> tuple[str, str]:
     return owner_addr, session_key_address(home)
 
 
-def _anchor(ctx: click.Context, owner: str | None) -> Anchor:
-    """EpochAnchor, through the caller's space's endpoints when it is connected here
-    (onchain.open_anchor); refused when the owner is the space's own and the contract in
+def _anchor(ctx: click.Context, owner: str | None, say_endpoint: bool = True) -> Anchor:
+    """EpochAnchor, through the endpoint and contract the caller's space's worker uses when
+    the space is connected here, else the machine's, named on stderr with `say_endpoint`
+    (onchain.open_anchor);
+    refused when the owner is the space's own and the contract in
     force is not the one the space was connected on (the authorization would land where
     the space has no epochs)."""
     from kint.commands.onchain import open_anchor
@@ -143,8 +146,8 @@ def _anchor(ctx: click.Context, owner: str | None) -> Anchor:
 
     obj = _ctx(ctx)
     given = _flag(ctx, "owner", owner)
-    return open_anchor(kint_home(), obj.tenant, obj.db,
-                       checked_address(given) if given else None)
+    return open_anchor(obj, kint_home(), checked_address(given) if given else None,
+                       say_endpoint=say_endpoint)
 
 
 def _owner_account(owner: str) -> LocalAccount:
@@ -294,7 +297,9 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
 
     with chain_errors("authorize payload"):
-        anchor = _anchor(ctx, owner)
+        # Its stderr is v0.3.0's two lines, which scripts read; the typed data names the
+        # chain and the contract the owner signs for.
+        anchor = _anchor(ctx, owner, say_endpoint=False)
         now = chain_now(anchor)
         expiry, deadline = now + days_n * 86400, now + DEADLINE_S
         nonce = anchor.auth_nonce(owner_addr)
@@ -448,7 +453,7 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
         request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
                               chain_id=anchor.config.chain_id, anchor=anchor.address,
                               calldata="0x" + anchor.encode_set_session_key(key, expiry).hex())
-    open_line = _open_page_line(owner_addr, _account_kind(ctx, owner_addr))
+    open_line = _open_page_line(owner_addr, _account_kind(ctx, owner_addr, anchor))
     page = AuthorizePage(request, on_refused=lambda why: click.echo(
         f"kint: warning: refused a result sent to the page server: {why}", err=True))
     try:
@@ -459,10 +464,10 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
                    f"{anchor.address} on chain {anchor.config.chain_id}; waiting up to "
                    f"{timeout:g} s", err=True)
         result = page.wait(timeout)
-    except KeyboardInterrupt:
-        refuse(ErrorCode.TIMEOUT, "stopped before the wallet reported; the page server is "
-               "closed", "if the wallet sent the transaction, kint session-key show tells "
-               "whether it landed; else run kint authorize page again")
+    except KeyboardInterrupt:  # every command's Ctrl-C: INTERRUPTED, exit 130
+        refuse(INTERRUPTED_CODE, "interrupted (Ctrl-C) before the wallet reported; the page "
+               "server is closed", "if the wallet sent the transaction, kint session-key show "
+               "tells whether it landed; else run kint authorize page again", INTERRUPTED)
     finally:
         page.close()
     if result is None:
@@ -483,21 +488,33 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
     _funding_hint(anchor, key)
 
 
-def _account_kind(ctx: click.Context, owner: str) -> str | None:
-    """The kind of account this machine's enrolment records for `owner` ("smart", "eoa"),
-    or None when it records none for it."""
+def _account_kind(ctx: click.Context, owner: str, anchor: Anchor) -> str | None:
+    """The kind of account `owner` is ("smart", "eoa"), or None when kint cannot tell: the
+    kind this machine's enrolment records for it, else, for an owner not connected here,
+    "smart" when the chain holds code at its address (a Base Account that has sent a
+    transaction is a deployed contract; an EOA has no code). An address without code may
+    still be a Base Account not yet deployed (authorize.md), so that stays unknown, as does
+    an endpoint that does not answer (the line is a courtesy, never a refusal)."""
+    from kint.chain.calls import bounded
     from kint.commands.owner_address import connected_account_kind
 
     obj = _ctx(ctx)
-    return connected_account_kind(owner, obj.tenant, obj.db, kint_home())
+    kind = connected_account_kind(owner, obj.tenant, obj.db, kint_home())
+    if kind is not None:
+        return kind
+    try:
+        code = bounded(lambda: bytes(anchor.w3.eth.get_code(owner)), "reading the owner's code")
+    except Exception:  # noqa: BLE001 - unknown, said neutrally
+        return None
+    return "smart" if code else None
 
 
 def _open_page_line(owner: str, account_kind: str | None) -> str:
     """The line above the page's URL. For a Base Account owner it is v0.3.0's, word for word
     (02-quickstart.md, step 4). Our page also serves an EOA in a browser-extension wallet,
-    which v0.3.0's does not: for an EOA owner, or one this machine has no enrolment for
-    (either kind), the line is our own and names no Base Account, so it does not send the
-    user looking for one."""
+    which v0.3.0's does not: for an EOA owner, or one whose kind kint cannot tell (not
+    connected here, and no code on chain), the line is our own and names no Base Account,
+    so it does not send an EOA's owner looking for one."""
     if account_kind == "smart":
         return (f"open this page in the browser where your Base Account is logged in "
                 f"(owner {owner}):")

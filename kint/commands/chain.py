@@ -54,6 +54,11 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
         return
     if result.get("override"):
         click.echo(result["override"])
+    for epoch in result.get("reanchored") or []:
+        tx = epoch["tx"] if str(epoch["tx"]).startswith("0x") else f"0x{epoch['tx']}"
+        click.echo(f"push: epoch {epoch['seq']} anchored again (the chain had lost it): "
+                   f"tx {tx} block {epoch['block']}" if not result.get("dry_run") else
+                   f"would anchor epoch {epoch['seq']} again (the chain lost it)")
     if result.get("dry_run"):
         for epoch in result["epochs"]:
             click.echo(f"would anchor epoch {epoch['seq']}: {epoch['rows']} row(s), "
@@ -71,14 +76,19 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
               help=CONFIRMATIONS_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Read the chain head and report what would be anchored; send nothing.")
+@click.option("--reanchor", is_flag=True,
+              help="First send again, byte for byte from this machine's epoch cache, the "
+                   "epochs a reorganisation of the chain dropped (the refusal names them), "
+                   "then push as usual.")
 @json_option("Print the result as JSON.")
 @click.pass_obj
 def push_cmd(obj: Ctx, owner: str | None, confirmations: int | None, dry_run: bool,
-             as_json: bool) -> None:
+             reanchor: bool, as_json: bool) -> None:
     """Anchor the store's changes on Base: one transaction per epoch from this machine's
     session key. Never held: from a terminal, push anchors what the store holds."""
     check_owner(obj, owner)
-    _push(obj, "push", {"dry_run": dry_run, "confirmations": confirmations}, as_json)
+    _push(obj, "push", {"dry_run": dry_run, "confirmations": confirmations,
+                        **({"reanchor": True} if reanchor else {})}, as_json)
 
 
 @click.command("compact")
@@ -180,7 +190,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                               else prompt_secret(VAULT_PROMPT))
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
+        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
         if extra:
             args["extra_passphrase"] = extra
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):

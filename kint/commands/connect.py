@@ -22,7 +22,8 @@ import click
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   usage_error)
 from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
-                                   read_secret_file, read_stdin_line, signature_options)
+                                   read_secret_file, read_stdin_line, refuse_secret,
+                                   signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
@@ -37,10 +38,25 @@ def checked_rpc_urls(value: str) -> str:
     """`--rpc-urls`, refused when an endpoint has a part that may hold an API key: a command
     line is readable by every local user (/proc/<pid>/cmdline) and stays in shell history.
     Such an endpoint belongs in the config file's space table or in KINT_RPC_URL."""
+    import urllib.parse
+
     from kint.settings.urls import redact_url, url_may_hold_a_key
 
-    for url in value.split(","):
-        if url.strip() and url_may_hold_a_key(url):
+    urls = [url.strip() for url in value.split(",") if url.strip()]
+    if not urls:
+        usage_error("--rpc-urls names no endpoint", "give one or two endpoints, comma-"
+                    "separated (http://127.0.0.1:8545), or leave --rpc-urls out")
+    for number, url in enumerate(urls, 1):
+        # Not echoed: a value that is no URL may be a key pasted in the wrong place. It was
+        # refused as a URL with a user, path or query part, shown as `:///<redacted>`.
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            usage_error(f"--rpc-urls: endpoint {number} of {len(urls)} is not an http:// or "
+                        f"https:// URL with a host",
+                        "give each endpoint as scheme, host and port "
+                        "(http://127.0.0.1:8545), comma-separated")
+    for url in urls:
+        if url_may_hold_a_key(url):
             usage_error(f"--rpc-urls: {redact_url(url.strip())} has a user, path or query "
                         f"part, where providers put API keys, and a command line is readable "
                         f"by every local user",
@@ -66,9 +82,9 @@ def read_signature(signature: str | None, signature_file: str | None,
         # Most likely the signature itself, pasted where the path goes (09-cli.md: any
         # value but `-` is a path): v0.3.0's refusal for a signature not given the right
         # way, the value never echoed.
-        usage_error(NO_SIGNATURE, f"pipe the wallet's signature in (`cast wallet sign ... | "
-                    f"{pipe_into} --signature -`); a signature typed on the command line is "
-                    f"readable by every local user, so sign again if it was one")
+        refuse_secret(NO_SIGNATURE, f"pipe the wallet's signature in (`cast wallet sign ... | "
+                      f"{pipe_into} --signature -`); a signature typed on the command line "
+                      f"is readable by every local user, so sign again if it was one")
     return read_secret_file(path, "the signature")
 
 
@@ -168,27 +184,76 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
             usage_error("--recovery-code-stdin reads stdin",
                         "give nothing else on it (no --passphrase-stdin, no --signature -)")
         args["recovery_code"] = read_stdin_line("the recovery code")
+        refuse_malformed(recovery_code=args["recovery_code"])
         return args
     if smart_account:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                               else prompt_secret(VAULT_PROMPT))
     else:
+        # A signature file is unlinked once read: the passphrases are asked for first, so
+        # one refused (empty, never typed) leaves the file for the next try, rather than
+        # send the owner back to the wallet to sign again. Stdin is read in the order the
+        # secrets come on it: the signature, then a prompt that falls back to stdin.
+        path = signature_file if signature_file is not None else signature
+        file_last = path not in (None, "-") and os.path.lexists(path)
+        if file_last:
+            _passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
         sig = read_signature(signature, signature_file, f"kint {command} --owner 0x...")
         if sig is None:
             usage_error(NO_SIGNATURE,
                         "run `kint canonical-payload --owner ADDRESS`, sign it, and pipe the "
                         "signature to --signature - (or give --smart-account, or "
                         "--recovery-code-stdin)")
+        refuse_malformed(signature=sig)
         args["signature"] = sig
-        if passphrase_stdin:
-            args["salt_passphrase"] = read_passphrase_stdin()
-        elif passphrase_prompt:
-            args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
+        if not file_last:
+            _passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
+        return args
     if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
-        if extra:
-            args["extra_passphrase"] = extra
+        _extra_passphrase(args)
     return args
+
+
+def _passphrases(args: dict, passphrase_stdin: bool, passphrase_prompt: bool,
+                 add_passphrase: bool) -> None:
+    """An EOA's passphrases into `args`: the one that salts the wallet key (stdin or its
+    prompt), then the extra wrap's."""
+    if passphrase_stdin:
+        args["salt_passphrase"] = read_passphrase_stdin()
+    elif passphrase_prompt:
+        args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
+    if add_passphrase:
+        _extra_passphrase(args)
+
+
+def _extra_passphrase(args: dict) -> None:
+    """`--add-passphrase`'s prompt: empty skips the extra wrap."""
+    extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
+    if extra:
+        args["extra_passphrase"] = extra
+
+
+def refuse_malformed(signature: str | None = None, recovery_code: str | None = None) -> None:
+    """A derive signature or a recovery code that is not one on its face (cut short, not
+    hex, a mistyped letter that fails the code's checksum), refused as the worker refuses
+    it (its words and hint) as soon as it is read, before anything is sent: `kint join`
+    ran its session key and vault steps first and stopped at connect after them. Whether
+    the signature is the owner's, and the code this vault's, is the worker's to say."""
+    from kint.custody.errors import BadDeriveSignature, BadRecoveryCode
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    try:
+        if signature is not None:
+            from kint.custody.vault_message import parse_signature_text
+
+            parse_signature_text(signature)
+        if recovery_code is not None:
+            from kint.custody.recovery_code import decode_recovery_code
+
+            decode_recovery_code(recovery_code)
+    except (BadDeriveSignature, BadRecoveryCode) as err:
+        said = as_protocol_error(err)
+        refuse_secret(said.message, said.hint)
 
 
 @click.command("connect")
@@ -235,7 +300,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
                               "--recovery-code-stdin": recovery_code_stdin})
         args: dict = {"dev": True}
         if add_passphrase:
-            extra = prompt_secret(EXTRA_PROMPT, TYPE_IT)
+            extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
             if extra:
                 args["extra_passphrase"] = extra
     else:

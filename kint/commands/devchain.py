@@ -6,7 +6,6 @@ kint.chain.devchain (requests, eth_utils: ~0.15 s) loads when an action runs, no
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -14,7 +13,11 @@ from typing import Any
 import click
 
 from kint.commands.common import echo_json, json_option, refuse
+from kint.commands.exit_codes import NO_DEVCHAIN
 from kint.paths import kint_home
+from kint.protocol.errors import ErrorCode
+
+NONE_RUNNING_HINT = "`kint devchain start` starts one"
 
 
 def _or_exit(action: Callable[[ModuleType], Any]) -> Any:
@@ -70,12 +73,15 @@ def devchain_stop() -> None:
 @json_option("Print the record as JSON.")
 def devchain_status(as_json: bool) -> None:
     """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not."""
-    record = _or_exit(lambda devchain: devchain.status(kint_home()))
+    home = kint_home()
+    record = _or_exit(lambda devchain: devchain.status(home))
+    if record is None:
+        # Refused as `kint supervisor status` refuses with none running: the code on
+        # stderr (the JSON error object under --json) and what starts one, exit 3.
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"no devchain is running for {home}",
+               NONE_RUNNING_HINT, NO_DEVCHAIN)
     if as_json:
         echo_json(record)
-    elif record is None:
-        click.echo("no devchain is running")
     else:
         click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), "
                    f"EpochAnchor {record['anchor']}")
-    sys.exit(0 if record is not None else 3)

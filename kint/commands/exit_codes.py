@@ -34,6 +34,8 @@ PUSH_PULL_REFUSED = 5
 FRESHNESS = 6
 # `kint supervisor status` (and `reload`) when no supervisor runs for KINT_HOME.
 NO_SUPERVISOR = 3
+# `kint devchain status` when no devchain runs for KINT_HOME: the same rule.
+NO_DEVCHAIN = 3
 # Ctrl-C (SIGINT): the shell's 128 + 2, which v0.3.0's uncaught KeyboardInterrupt also
 # exited with; no status above, since the command neither finished nor was refused.
 INTERRUPTED = 130

@@ -45,7 +45,7 @@ from kint.commands.connect import connect_args, fresh_vault_lines
 from kint.commands.exit_codes import (ERROR, INTERRUPTED, INTERRUPTED_CODE, exit_code_for,
                                       interrupted_words)
 from kint.commands.owner_address import checked_address
-from kint.commands.secrets import signature_options
+from kint.commands.secrets import refusing_secrets_with, signature_options
 from kint.commands.setup import SetupError, reports_json, run_setup
 from kint.harnesses import parse_env, pin_flag
 from kint.paths import kint_home, space_files
@@ -123,6 +123,12 @@ def _interrupted(step: str) -> Callable[..., NoReturn]:
         stop(step, INTERRUPTED_CODE, message, hint, INTERRUPTED)
 
     return on_interrupt
+
+
+def _secret_refused(message: str, hint: str | None) -> NoReturn:
+    """A secret that did not come, or came empty: the connect step's, which it is for, named
+    as Ctrl-C at its prompt is (before the first step runs)."""
+    stop(STEP_CONNECT, ErrorCode.BAD_REQUEST, message, hint)
 
 
 def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
@@ -354,8 +360,10 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         except SetupError as err:
             usage_error(err.message, err.hint or None)
     try:
-        args = connect_args(owner, signature, signature_file, base_account, passphrase_stdin,
-                            passphrase_prompt, False, recovery_code_stdin, command="join")
+        with refusing_secrets_with(_secret_refused):
+            args = connect_args(owner, signature, signature_file, base_account,
+                                passphrase_stdin, passphrase_prompt, False, recovery_code_stdin,
+                                command="join")
     except KeyboardInterrupt:  # at the secret's prompt, or while stdin had not brought it
         click.echo("", err=True)  # the prompt's line is still open
         _interrupted(STEP_CONNECT)()

@@ -4,8 +4,11 @@ for (`kint.commands.owner_address`) and the session key's address
 (`kint.commands.key_refusals`) load no web3, so a refused command line answers without it.
 
 Why these run in the CLI process and not in a space's worker: they act for the machine
-(one session key serves every space) and for an owner, not for a store, and each is one
-short exchange with the chain that a terminal user waits for. No supervisor is needed.
+(one session key serves every space) and for an owner, not for a store; `authorize` signs
+with the owner's key from the caller's environment, which never crosses to a worker, and
+serves its loopback page here. Which endpoint and contract they use is still the space's
+worker's when the caller's space is connected here (`open_anchor`, the worker's
+`space_chain` op): the one its push and pull use.
 
 Every refusal is what happened, with a code, and what to do (`common.refuse`), exit status
 2 (09-cli.md's status table: a refusal from `authorize` is an error); bad input on the
@@ -20,16 +23,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 from web3.exceptions import Web3Exception
 
-from kint import settings, spaces
+from kint import spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
 from kint.chain.chain_id import on_other_chain
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain.units import eth_text
-from kint.commands.common import refuse
+from kint.commands.common import Ctx, refuse
 from kint.commands.enrolled_contract import check_enrolled_contract
 from kint.commands.owner_address import enrolment
 from kint.commands.key_refusals import refuse_custody
@@ -40,35 +44,52 @@ from kint.protocol.errors import DEFAULT_HINTS
 from kint.settings.urls import redact_url
 
 
-def open_anchor(home: Path, tenant: str | None, db: str | None,
-                owner_given: str | None = None) -> Anchor:
-    """EpochAnchor on the chain this machine is configured for (a devchain under KINT_HOME,
-    or Base), reached as the caller's space reaches it.
+def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
+                say_endpoint: bool = False) -> Anchor:
+    """EpochAnchor on the chain the caller's space uses, reached as its worker reaches it.
 
     v0.3.0 has one primary endpoint, KINT_RPC_URL, "for reads and sends" of every command
     (10-configuration.md): `authorize` and `session-key show` read the chain through the
-    endpoint `push` sends through. Here a space may have endpoints of its own (`kint
-    connect --rpc-urls`, kept in its enrolment, or its `[spaces."<label>"]` table in
-    config.toml): when this machine is connected for the caller's space they are used, as
-    its worker uses them, else the machine's. They change how the chain is reached, never
-    which chain it is (kint.chain.config). `session-key show` names the endpoint it read.
+    endpoint `push` sends through. Here that endpoint is the space's worker's (the running
+    supervisor's settings, the space's config table, its `connect --rpc-urls`): when this
+    machine is connected for the caller's space, the worker hands over the settings it runs
+    with (its `space_chain` op), and a KINT_RPC_URL or KINT_CONTRACT of the caller's that it
+    does not use is said on stderr, as every space command says it. With no space connected
+    here there is no space's endpoint yet: the machine's settings as this process reads them
+    are used, and with `say_endpoint` a line on stderr names the endpoint and what set it
+    (`session-key show` names it in its JSON's `chain`).
 
     A space connected on another chain or contract than the one in force is refused when
     the owner is the space's own (from its enrolment, or `owner_given` naming it), as the
     worker refuses it (kint.commands.enrolled_contract)."""
-    ref = spaces.resolve(tenant, db)
+    ref = spaces.resolve(obj.tenant, obj.db)
     found = enrolment(ref, home, "run kint connect again, or pass --tenant for a space "
                                  "that is connected here")
-    space_urls = found.rpc_urls if found is not None else None  # checked by its reader
-    if found is not None:
-        settings.configure(space=(ref.label, ref.space16, ref.space_id))
-    try:
-        chain = load_chain_config(home, space_urls)
-    except ChainConfigError as err:
-        refuse_config(err)
-    if found is not None:
-        check_enrolled_contract(found, chain, home, owner_given)
+    if found is None:
+        try:
+            chain = load_chain_config(home)
+        except ChainConfigError as err:
+            refuse_config(err)
+        anchor = Anchor(chain, RpcTracker())
+        if say_endpoint:
+            click.echo(f"kint: no space is connected here for this store ({ref.space16}): "
+                       f"the chain is read through {endpoint_said(anchor)}", err=True)
+        return anchor
+    from kint.commands.common import space_call
+    from kint.tenant_worker.space_chain import chain_config
+
+    chain = chain_config(space_call(obj, "space_chain", {}, timeout_s=30))
+    check_enrolled_contract(found, chain, home, owner_given)
     return Anchor(chain, RpcTracker())
+
+
+def endpoint_said(anchor: Anchor) -> str:
+    """Which endpoint a command read and where it came from, for a command that had no
+    space's worker to ask (`open_anchor`): `http://host:port (chain N, from SOURCE)`."""
+    config = anchor.config
+    where = f" ({config.rpc_where})" if config.rpc_where else ""
+    return (f"{redact_url(config.rpc_urls[0])} (chain {config.chain_id}, from "
+            f"{config.rpc_source}{where})")
 
 
 def refuse_config(err: ChainConfigError) -> NoReturn:
@@ -80,8 +101,10 @@ def refuse_config(err: ChainConfigError) -> NoReturn:
 
 
 def chain_shown(anchor: Anchor) -> dict[str, Any]:
-    """The chain a command reads and signs for, and the endpoint it asks (redacted)."""
-    return {"chain_id": anchor.config.chain_id, "rpc": redact_url(anchor.config.rpc_urls[0])}
+    """The chain a command reads and signs for, the endpoint it asks (redacted) and what
+    set that endpoint (`rpc_source`, as `kint config show` names sources)."""
+    return {"chain_id": anchor.config.chain_id, "rpc": redact_url(anchor.config.rpc_urls[0]),
+            "rpc_source": anchor.config.rpc_source}
 
 
 def endpoint_on_other_chain(anchor: Anchor) -> tuple[str, str] | None:

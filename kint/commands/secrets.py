@@ -1,16 +1,48 @@
 """Reading a secret the way a terminal user hands it over: from stdin, or from a file that
-is deleted after reading. Never argv, never echoed, never logged."""
+is deleted after reading. Never argv, never echoed, never logged.
+
+A secret that does not come, or comes empty, is bad input (BAD_REQUEST, exit 2), refused
+by `usage_error` as every command refuses its command line; a command that names its own
+steps in its refusals (`kint join`: `join stopped at connect: ...`) reads its secrets
+under `refusing_secrets_with`, so a secret that fails is refused as that step's."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import os
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Callable, NoReturn
 
 import click
 
 from kint.commands.common import usage_error
+
+Refuser = Callable[[str, "str | None"], NoReturn]
+_REFUSER: contextvars.ContextVar[Refuser | None] = contextvars.ContextVar(
+    "kint_secret_refuser", default=None)
+
+
+@contextlib.contextmanager
+def refusing_secrets_with(refuser: Refuser) -> Iterator[None]:
+    """Within the block, a secret that does not come or is empty is refused by `refuser`
+    (message, hint) instead of `usage_error`."""
+    token = _REFUSER.set(refuser)
+    try:
+        yield
+    finally:
+        _REFUSER.reset(token)
+
+
+def refuse_secret(message: str, hint: str | None = None) -> NoReturn:
+    """A secret refused: by the refuser in force (`refusing_secrets_with`), else as bad
+    input on the command line."""
+    refuser = _REFUSER.get()
+    if refuser is not None:
+        refuser(" ".join(message.split()), hint)
+    usage_error(message, hint)
 
 # A signature is 132 hex characters; a recovery code 55; a passphrase is a line. Anything
 # much longer is not what the user meant to pipe.
@@ -20,15 +52,16 @@ MAX_SECRET_BYTES = 4096
 def read_stdin_line(what: str) -> str:
     """The first line of stdin, surrounding whitespace stripped."""
     if sys.stdin is None or sys.stdin.closed:
-        usage_error(f"{what} was to come on stdin, and stdin is closed",
-                    f"pipe {what} to the command")
+        refuse_secret(f"{what} was to come on stdin, and stdin is closed",
+                      f"pipe {what} to the command")
     data = sys.stdin.read(MAX_SECRET_BYTES + 1)
     if len(data) > MAX_SECRET_BYTES:
-        usage_error(f"{what} on stdin is longer than {MAX_SECRET_BYTES} bytes")
+        refuse_secret(f"{what} on stdin is longer than {MAX_SECRET_BYTES} bytes",
+                      f"pipe {what} alone, on one line")
     text = data.strip()
     if not text:
-        usage_error(f"{what} was to come on stdin, and stdin was empty",
-                    f"pipe {what} to the command")
+        refuse_secret(f"{what} was to come on stdin, and stdin was empty",
+                      f"pipe {what} to the command")
     return text.splitlines()[0].strip()
 
 
@@ -44,19 +77,32 @@ PIPE_IT = "run the command in a terminal, or pipe the passphrase with --passphra
 TYPE_IT = "run the command in a terminal: this passphrase is only ever typed at its prompt"
 
 
-def prompt_secret(prompt: str, hint: str = PIPE_IT) -> str:
+def prompt_secret(prompt: str, hint: str = PIPE_IT, allow_empty: bool = False) -> str:
     """A passphrase typed at `prompt`, not echoed. Stdin that ends before a line comes (no
     terminal, nothing piped) is refused as bad input with a code and `hint` (exit 2), not
     click's bare `Aborted!` and exit 1, a status kint keeps for verify's refusal and a
-    failed doctor."""
+    failed doctor. An empty line is refused here too (no key is ever derived from an empty
+    passphrase), before any step runs, unless the prompt offers it (`allow_empty`: the
+    extra passphrase wrap, `empty to skip`). With no terminal, getpass reads the line from
+    stdin and says so in its own line; Python's warning about it, which names a source
+    file, is not printed."""
     import getpass
+    import warnings
 
+    name = prompt.strip().rstrip(":")
     try:
-        return getpass.getpass(prompt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", getpass.GetPassWarning)
+            typed = getpass.getpass(prompt)
     except EOFError:
         click.echo("", err=True)  # the prompt's line is still open
-        usage_error(f"the passphrase for `{prompt.strip().rstrip(':')}` never came: stdin "
-                    f"ended at the prompt (no terminal?)", hint)
+        refuse_secret(f"the passphrase for `{name}` never came: stdin ended at the prompt "
+                      f"(no terminal?)", hint)
+    if not typed and not allow_empty:
+        refuse_secret(f"the passphrase given at `{name}` is empty; kint refuses an empty "
+                      f"passphrase", "run the command again and type the passphrase at the "
+                      "prompt")
+    return typed
 
 
 def read_secret_file(path: str, what: str) -> str:
@@ -66,21 +112,24 @@ def read_secret_file(path: str, what: str) -> str:
             data = fh.read(MAX_SECRET_BYTES + 1)
     except OSError as err:
         if not isinstance(err, FileNotFoundError) and err.errno != errno.ENAMETOOLONG:
-            usage_error(f"{what} file {path} cannot be read: {err}")
+            refuse_secret(f"{what} file {path} cannot be read: {err}",
+                          "give a file this user can read, or pipe it with `-`")
         # The path is not echoed (nor the OS's error, which holds it): a user who pasted
         # the secret itself would see it again. A name too long for any file is that case
         # most of all: a smart account's signature runs to hundreds of hex digits.
-        usage_error(f"{what} file given does not exist",
-                    "--signature takes `-` for stdin or a path, never the signature itself")
+        refuse_secret(f"{what} file given does not exist",
+                      "--signature takes `-` for stdin or a path, never the signature itself")
     except UnicodeDecodeError as err:
-        usage_error(f"{what} file {path} cannot be read: {err}")
+        refuse_secret(f"{what} file {path} cannot be read: {err}",
+                      f"the file must hold {what} as text (hex)")
     try:
         os.unlink(path)
     except OSError as err:
         click.echo(f"kint: warning: could not delete {path} after reading it: {err}", err=True)
     text = data.strip()
     if not text or len(data) > MAX_SECRET_BYTES:
-        usage_error(f"{what} file {path} does not hold one {what}")
+        refuse_secret(f"{what} file {path} does not hold one {what}",
+                      f"write {what} alone, on one line, into the file")
     return text.splitlines()[0].strip()
 
 

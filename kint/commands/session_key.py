@@ -142,8 +142,9 @@ def show_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
 
 def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
                 owner_given: str | None) -> dict[str, Any]:
-    """Which chain it read (its id and endpoint: before `connect`, or with KINT_RPC_URL
-    alone, that is Base), then balance and, for an owner, authorization: what the chain
+    """Which chain it read (its id, endpoint and what set it: the space's worker's when the
+    caller's space is connected here, else the machine's; before `connect`, or with
+    KINT_RPC_URL alone, that is Base), then balance and, for an owner, authorization: what the chain
     says, or nothing more when it does not answer or answers for another chain than the
     one this machine signs for (the local half of `show` still prints). The connected
     owner's authorization on another contract than the space's is refused (exit 2): it
@@ -153,7 +154,7 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
     from kint.chain.rpc import RpcUnavailable
     from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
 
-    anchor = open_anchor(home, obj.tenant, obj.db, owner_given)
+    anchor = open_anchor(obj, home, owner_given)
     shown = {"chain": chain_shown(anchor)}
     try:
         wrong = endpoint_on_other_chain(anchor)

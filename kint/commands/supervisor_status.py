@@ -1,14 +1,14 @@
 """`kint supervisor status`, without click: what the command does, and the plain forms the
 console script runs without loading the command line at all.
 
-People run this command in a loop to watch a busy or stuck box (issue 15 wants it under
-100 ms from a fresh process, two thirds of which is Python starting and importing). click
-(with `inspect`, which it loads) is ~12 ms of that, orjson and `dataclasses` ~13 ms more.
-So `kint.entry` hands `kint supervisor status` and `kint supervisor status --json`,
-exactly those words, to `run` here, which loads the client, the renderer and nothing else;
-every other form (`--watch`, `--help`, a global option such as `--debug`) goes through
-click, whose command (`kint.commands.supervisor`) calls the same `run`. One function, so
-the two ways cannot print or exit differently.
+People run this command in a loop to watch a busy or stuck box (bench/README.md's
+`bench_cli_start.py` wants it under 100 ms from a fresh process, two thirds of which is
+Python starting and importing). click (with `inspect`, which it loads) is ~12 ms of that,
+orjson and `dataclasses` ~13 ms more. So `kint.entry` hands `kint supervisor status` and
+`kint supervisor status --json`, exactly those words, to `run` here, which loads the
+client, the renderer and nothing else; every other form (`--watch`, `--help`, a global
+option such as `--debug`) goes through click, whose command (`kint.commands.supervisor`)
+calls the same `run`. One function, so the two ways cannot print or exit differently.
 """
 
 from __future__ import annotations

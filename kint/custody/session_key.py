@@ -8,13 +8,13 @@ Why it is built this way:
 - An unlock costs one scrypt (n = 2^18: ~1 s, 256 MiB), so it runs under the scrypt lock in
   KINT_HOME; callers unlock once and keep the account.
 - Reading is as lenient as the standard and its writers, strict about everything else
-  (issue 16). eth-account writes the AES-CTR iv as the hex of an integer, so about one
-  keystore in 256 has a 15-byte (30 hex digit) iv. Hex fields may carry 0x, either case, and
-  a fixed-size field (iv, ciphertext, mac) may have lost leading zero bytes; it is padded
-  back. Keys are matched case-insensitively ("Crypto" from older geth). What is not a
-  complete V3 keystore (truncated JSON, a field missing, garbled hex, a field longer than
-  its size, absurd KDF costs) is refused by name and left as it is. A keystore that
-  decrypts is never refused.
+  (docs/authorize.md; tests/test_session_keystore.py). eth-account writes the AES-CTR iv as
+  the hex of an integer, so about one keystore in 256 has a 15-byte (30 hex digit) iv. Hex
+  fields may carry 0x, either case, and a fixed-size field (iv, ciphertext, mac) may have
+  lost leading zero bytes; it is padded back. Keys are matched case-insensitively ("Crypto"
+  from older geth). What is not a complete V3 keystore (truncated JSON, a field missing,
+  garbled hex, a field longer than its size, absurd KDF costs) is refused by name and left
+  as it is. A keystore that decrypts is never refused.
 - kint writes every fixed-size field at full length, so what it writes any reader accepts.
 - `create` never replaces a key; `rotate` keeps the previous one as `session.key.old`.
 - eth-account (~0.3 s of imports) loads in the two functions that encrypt or decrypt a

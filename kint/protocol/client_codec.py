@@ -3,10 +3,11 @@
 The standard library's `json`, not orjson as the serving side: a client is most often a
 process that lives for one command (`kint supervisor status`, run in a loop by people
 watching a busy box), and importing orjson loads `dataclasses`, `inspect`, `uuid` and
-`datetime` with it, ~13 ms of a command issue 15 wants under 100 ms. What `json` costs
-more per message (10-30 us for a 6 KB verify reply, ~7 us for a status) is little beside
-a round trip (0.5 ms for a status, 5 ms for a verify). The bytes are the same JSON either
-way; the supervisor's gate decides what it accepts.
+`datetime` with it, ~13 ms of a command bench/README.md wants under 100 ms
+(`bench_cli_start.py`). What `json` costs more per message (10-30 us for a 6 KB verify
+reply, ~7 us for a status) is little beside a round trip (0.5 ms for a status, 5 ms for a
+verify). The bytes are the same JSON either way; the supervisor's gate decides what it
+accepts.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ the side that sends them: `kint.protocol.client_codec` (a client: encode a reque
 check a reply) and `kint.protocol.server_codec` (the supervisor and a worker: the gate
 every inbound request passes, and the reply's bytes).
 
-Plain classes with slots, not dataclasses: this module is on the way of every fresh
-`kint supervisor status`, and `dataclasses` loads `inspect` (with `ast`, `dis` and
-`tokenize`), ~10 ms of a command issue 15 wants under 100 ms.
+Plain classes with slots, not dataclasses: this module is on the way of every fresh `kint
+supervisor status`, and `dataclasses` loads `inspect` (with `ast`, `dis` and `tokenize`),
+~10 ms of a command bench/README.md wants under 100 ms (`bench_cli_start.py`).
 """
 
 from __future__ import annotations

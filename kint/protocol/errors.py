@@ -109,8 +109,9 @@ ARCHIVE_HINT = ("pull again (a passing fault heals); if it stops at the same epo
                 "config.toml, or `kint connect --rpc-urls URL` for one with no key in it) "
                 "and pull")
 REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --rpc-urls`): "
-              "if it answers the same, the chain lost those epochs; their rows are still in "
-              "this store, and kint changes nothing while its record is ahead of the chain")
+              "if it answers the same, the chain lost those epochs, and `kint push "
+              "--reanchor` sends them again from this machine's epoch cache, byte for byte; "
+              "until then kint changes nothing")
 
 # A recovery code that is not one, or whose checksum fails: where to copy it from again
 # (named here, as the two above, so that kint-server gives an agent its own next step).
@@ -130,6 +131,11 @@ DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain sta
                      "whether it runs (`kint devchain start` starts it), then try again")
 SPACE_RPC_HINT = ("check the endpoints this space was given by `kint connect --rpc-urls` "
                   "and that they answer, then try again")
+# The way past a discard refused because another process holds the store, for a person at
+# a terminal: an agent's kint-server closes its own connection first. Said to an agent
+# that has just called memory_pull with discard_local, it would send the agent round in a
+# loop, so kint-server says the human's step instead (kint.agent_server.results).
+DISCARD_FROM_AGENT = ", or from a kint-server agent call memory_pull with discard_local"
 
 
 # A reply's error carries one hint string. A refusal also carries the lines about settings

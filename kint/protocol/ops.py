@@ -148,10 +148,14 @@ OPS: dict[str, OpSpec] = _ops(
            needs_space=True, args={"owner": ArgSpec("str", max_chars=64),
                                    "head": ArgSpec("bool"),
                                    "key": ArgSpec("str", max_chars=64)}),
+    OpSpec("space_chain", "worker", "the chain settings the space's worker runs with (its "
+           "endpoints, chain id and contract), for the command line's own exchanges with the "
+           "chain (session-key show, authorize)", 30_000, needs_space=True, args={}),
     OpSpec("push", "worker", "anchor the store's changes on chain", 900_000, needs_space=True,
            args={"snapshot": ArgSpec("bool"), "hold_reason": ArgSpec("str", max_chars=16),
                  "over_skipped": ArgSpec("bool"), "dry_run": ArgSpec("bool"),
-                 "confirmations": ArgSpec("int", min_value=1, max_value=64)}),
+                 "confirmations": ArgSpec("int", min_value=1, max_value=64),
+                 "reanchor": ArgSpec("bool")}),
     OpSpec("attach", "worker", "a kint-server session over this store (keepalive too)",
            30_000, needs_space=True, args={"session": ArgSpec("str", required=True,
                                                               max_chars=64),

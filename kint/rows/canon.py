@@ -1,4 +1,5 @@
-"""The leaf byte layout, journal identity and canonical ids (seed 000, "The leaf").
+"""The leaf byte layout, journal identity and canonical ids (docs/how-it-works.md, "The
+leaf and the rows root").
 
 Every field is written as a 4-byte big-endian length and its UTF-8 bytes; a null field is
 the length 0xFFFFFFFF and no bytes. The text is hashed exactly as Sibyl stored it:

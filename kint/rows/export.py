@@ -1,5 +1,5 @@
-"""Read-only export of a tenant's rows from a Sibyl store (seed 000, "Re-read the exact
-stored text"; seed 001, push step 3).
+"""Read-only export of a tenant's rows from a Sibyl store (docs/how-it-works.md, "The leaf
+and the rows root", and push step 3).
 
 Every read goes through a `mode=ro` connection, in rowid order, and returns the stored
 text of each column untouched.

@@ -1,4 +1,5 @@
-"""The merkle root over a space's leaves and inclusion proofs (seed 000, "The proof").
+"""The merkle root over a space's leaves and inclusion proofs (docs/how-it-works.md, "The
+leaf and the rows root").
 
 Leaves are ordered by canonical id. Pairs hash as keccak256 of the two children; an odd
 node is carried up unchanged; the empty set's root is keccak256("kint-empty-v1"). A proof

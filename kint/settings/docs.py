@@ -70,10 +70,13 @@ def tables() -> str:
             if s.group == group:
                 out.append(f"| `{s.name}` | {_default(s)} | {s.scope} | {where_set(s)} | "
                            f"{_read_by(s)} | {s.doc} |")
-    out += ["", "† A command reads it for what it does itself (`kint authorize`, `kint "
-            "session-key`, the session key `kint join` makes; join's chain reads are the "
-            "space's worker's, as its connect and restore are); the supervisor does not take "
-            "a command's value for a space: it reports a different one in one line.", ""]
+    out += ["", "† A command reads it for what it does itself (`kint session-key`'s keystore "
+            "and the session key `kint join` makes; the chain of `kint authorize` and `kint "
+            "session-key show` for a store whose space is not connected here, an endpoint "
+            "they name). The chain of a connected space is its worker's, for `authorize` and "
+            "`session-key show` as for join's chain reads, connect and restore; the "
+            "supervisor does not take a command's value for a space: it reports a different "
+            "one in one line.", ""]
     out += departures()
     out += ["", END]
     return "\n".join(out)

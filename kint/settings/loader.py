@@ -266,7 +266,7 @@ class RequestView(dict):  # type: ignore[type-arg]
     each resolved the first time a request asks for it (in the daemon, one view serves every
     request that sent no setting while that reading is in force: `shared_view`). A request
     reads two or three of the ~30 settings; resolving them all up front was ~7% of a
-    verify's CPU in the worker (issue 15's many-tenants benchmark)."""
+    verify's CPU in the worker (the many-tenants bench, bench/README.md)."""
 
     def __init__(self, cfg: ConfigFile) -> None:
         super().__init__()

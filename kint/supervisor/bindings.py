@@ -116,9 +116,10 @@ class Bindings:
                 and bound.label == label)
 
     def bind_if_exists(self, space_id: str, binding: Binding) -> None:
-        """Bind the space to its store, if the store exists and can be one: only such a store
-        binds its space (issue 14, item 5). A binding already held as it is asks nothing of
-        the disk, so routing a call to a bound space costs no stat of its store."""
+        """Bind the space to its store, if the store exists and can be one: only such a
+        store binds its space (a mistyped `--db` never takes a space from its real store:
+        docs/faults.md). A binding already held as it is asks nothing of the disk, so
+        routing a call to a bound space costs no stat of its store."""
         if self._by_space.get(space_id) == binding or not _is_store(binding.db):
             return
         self._by_space[space_id] = binding

@@ -2,8 +2,9 @@
 imports what a worker's ops load on first use and then freezes every object so far into
 the garbage collector's permanent generation (`gc.freeze`).
 
-Why (issue 15: a connected worker at 28 MiB PSS against 15 for an idle one): a worker
-shares the forkserver's pages copy-on-write, and every page it writes to becomes its own.
+Why (the many-tenants bench, bench/RESULTS.md, measured a connected worker at 28 MiB PSS
+against 15 for an idle one): a worker shares the forkserver's pages copy-on-write, and
+every page it writes to becomes its own.
 
 - A full collection in a worker walks every tracked object and writes to its header, so
   each page of web3's, eth_account's and Sibyl's objects (~24 MiB) became the worker's own

@@ -14,9 +14,10 @@ and the other spaces' workers keep answering.
   `file_presence`, `session_facts`, `store_holders`, `rpc_hint`.
 - Keys and connect: `connect`, `connected`, `dev_owner`, `data_key`, `head_header`,
   `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
-  `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain).
+  `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain),
+  `space_chain` (the chain settings `session-key show` and `authorize` read through).
 - Push: `push`, `push_refusals`, `pending` (the journal before a send), `overtaken`,
-  `session_sender`, `head_lock`.
+  `reanchor` (epochs a reorganisation dropped, sent again), `session_sender`, `head_lock`.
 - Pull: `pull`, `pull_plan`, `epoch_walk`, `walk_history`, `cold_start`, `local_state`,
   `replay`, `apply_journal`, `lost_restore`, `discard`.
 - State files: `statefiles`, `mirror_file`, `epoch_cache`, `state_format`, `state_health`,

@@ -9,8 +9,9 @@ number can: a node that lags is behind in blocks too, below the block that carri
 machine's newest epoch, while a chain that reorganised that block away is at or past its
 height again. The lagging endpoint's refusal says to check the endpoints; the other says
 what happened, since waiting would never help, and asks for a second endpoint's word
-before anyone concludes the chain lost an epoch. Re-anchoring such an epoch from this
-machine's cache is not built: the refusals keep everything as it is.
+before anyone concludes the chain lost an epoch, and names `kint push --reanchor`, which
+sends the lost epochs again from this machine's cache (reanchor.py); the refusals
+themselves keep everything as it is.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The epoch cache is a copy, not the truth (issue 14, item 6): before `history` shows a
-cached epoch, its files are checked against what was anchored.
+"""The epoch cache is a copy, not the truth (docs/faults.md, "an edited epoch cache"):
+before `history` shows a cached epoch, its files are checked against what was anchored.
 
 - The digests must chain: each epoch's `prev` is the digest of the epoch before it, up to
   the mirror's head, the digest this machine saw anchored.

@@ -72,14 +72,14 @@ class ChainHeadSource:
         from kint.chain.rpc import RpcUnavailable
 
         if self.tracker.unresponsive():
-            return HeadReading(None, "rpc unresponsive")
+            return HeadReading(None, self.tracker.unavailable_words())
         try:
             anchor = self.anchor_for(replace(self.chain, rpc_timeout_s=timeout_s))
             head = anchor.head(self.owner, self.space_id)
         except NoContractThere as err:  # it answered: say what, not "unresponsive"
             return HeadReading(None, str(err))
         except RpcUnavailable:
-            return HeadReading(None, "rpc unresponsive")
+            return HeadReading(None, self.tracker.unavailable_words())
         return HeadReading(ChainHead(head.seq, head.digest, head.block))
 
 

@@ -1,6 +1,6 @@
 """What changed in the store since the mirror: the rows push must anchor. A row counts as
 changed when its leaf differs from the mirror's, as deleted when the mirror has it and the
-store does not (seed 001, push step 4)."""
+store does not (docs/how-it-works.md, push step 4)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kint.epochs.plaintext import Deletion
 from kint.rows.canon import Row
 from kint.tenant_worker.statefiles import Mirror
 
-# The watcher's size estimate per changed or deleted row (seed 001).
+# The watcher's size estimate per changed or deleted row (docs/how-it-works.md).
 ESTIMATED_BYTES_PER_ROW = 400
 
 

@@ -34,6 +34,15 @@ SIGNATURE_HINT = ("give the whole signature the wallet printed for `kint canonic
                   "or in a file with --signature-file")
 
 
+# A keystore that does not open with the local passphrase in force: NO_SESSION_KEY's default
+# hint begins `run kint session-key create`, which keeps the key there (`exists: 0x...`) and
+# opens nothing. The passphrase is what is wrong.
+SESSION_KEY_LOCKED_HINT = ("give back the local passphrase the key was sealed with "
+                           "(KINT_SESSION_PASSPHRASE, the Keychain item, or local.secret); if "
+                           "it is lost, `kint session-key rotate` makes a new key (which needs "
+                           "its own authorization)")
+
+
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
     if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
         return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
@@ -43,6 +52,8 @@ def as_protocol_error(err: e.CustodyError) -> ProtocolError:
         return ProtocolError(ErrorCode.BAD_REQUEST, str(err), RECOVERY_CODE_HINT)
     if isinstance(err, e.BadDeriveSignature):  # cut short or mangled on its way over
         return ProtocolError(ErrorCode.BAD_REQUEST, str(err), SIGNATURE_HINT)
+    if isinstance(err, e.SessionKeyLocked):
+        return ProtocolError(ErrorCode.NO_SESSION_KEY, str(err), SESSION_KEY_LOCKED_HINT)
     for kind, code in _CODES:
         if isinstance(err, kind):
             return ProtocolError(code, str(err))

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import DISCARD_FROM_AGENT
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreDenied, StoreUnreadable, rows_by_tenant
@@ -94,8 +95,8 @@ def refuse_if_held(ctx: SpaceContext) -> None:
         hints.append("kint's workers keep the store open while they run: `kint supervisor "
                      "stop` stops them (the next command starts it again)")
     if len(ours) < len(holders):
-        hints.append("stop what holds it (an agent's MCP server, Hermes, a script), or from a "
-                     "kint-server agent call memory_pull with discard_local")
+        hints.append(f"stop what holds it (an agent's MCP server, Hermes, a script)"
+                     f"{DISCARD_FROM_AGENT}")
     raise ProtocolError(
         ErrorCode.BUSY,
         f"the store is open in {len(holders)} other process(es), pid {named}: moving it "

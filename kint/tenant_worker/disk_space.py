@@ -1,5 +1,5 @@
-"""How much room the disks under a space have left (issue 14: `status` and `doctor` tell
-the truth while the disk is full).
+"""How much room the disks under a space have left (`status` and `doctor` tell the truth
+while the disk is full: docs/faults.md, the full-disk rows).
 
 Why: a full disk stops a pull, a push and Sibyl's own writes, and each of those refuses
 with DISK_FULL when it happens. Between those moments `status` and `doctor` still run (they

@@ -1,4 +1,5 @@
-"""The drift baseline and the hold (seed 001, "When a push is held").
+"""The drift baseline and the hold (docs/how-it-works.md, "When the watcher pushes, and
+when a push is held").
 
 Every kint-server over a store reports each write its tool path made (`note_write`); the
 baseline is the whole store's leaves at the last attach, pull or push, moved row by row by

@@ -1,4 +1,5 @@
-"""One epoch in this machine's cache (seed 001, "The epoch cache"): two files per epoch,
+"""One epoch in this machine's cache (docs/how-it-works.md, "The mirror, the watermark and
+the epoch cache"; the layout against v0.3.0's in docs/protocol.md): two files per epoch,
 named by the eight-digit seq under `epochs/<space>/`.
 
 - `NNNNNNNN.json.gz`: the gzip member the epoch sealed, byte for byte. It inflates to the

@@ -63,6 +63,9 @@ class Fetched:
     # altered, or its link broken): unlike one it read and can never apply, the chain may
     # hold rows in it nobody here has seen, so no snapshot is anchored over it.
     unread: bool = False
+    # True for an epoch whose header parses and names a data key this machine does not hold:
+    # one sealed before a rotation, when a later snapshot opens (pull_plan.split_rotated).
+    rotated: bool = False
 
     @property
     def snapshot(self) -> bool:
@@ -108,7 +111,8 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
     key = held.get(header.dek_id)
     if key is None:
         return Fetched(ev, envelope, header, None,
-                       "sealed under a data key this machine does not hold (rotated)")
+                       "sealed under a data key this machine does not hold (rotated)",
+                       rotated=True)
     try:
         opened = open_epoch(envelope, dek=key, owner=owner, space=ctx.config.space_id,
                             seq=ev.seq, prev=ev.prev)
@@ -191,8 +195,8 @@ def _stopped(out: list[Fetched], seq: int, block: int, head: Head,
 
 
 def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
-              held: dict[bytes, bytes]) -> tuple[list[int], list[dict[str, Any]],
-                                                  dict[str, Any] | None]:
+              held: dict[bytes, bytes], reported: frozenset[int] = frozenset()
+              ) -> tuple[list[int], list[dict[str, Any]], dict[str, Any] | None]:
     """`--full`: walk from the head to epoch 1 and cache, for history, every epoch this
     machine has not decrypted (those a snapshot let an earlier pull skip). Returns the seqs
     cached, the epochs it could not open (CLOSED, and the walk carries on past them, as
@@ -200,8 +204,10 @@ def backfill(ctx: SpaceContext, anchor: Anchor, owner: str, head: Head,
     epoch 1, if it did: an epoch whose event or calldata could not be read, or whose link
     breaks, is one nobody has seen, so the walk cannot pass it. It runs after the pull
     applied its epochs, so that is no refusal of the pull (whose store is restored): the
-    pull reports it and the next `pull --full` tries again from the head."""
-    cached = set(ctx.state.cached_seqs())
+    pull reports it and the next `pull --full` tries again from the head. The epochs in
+    `reported` (the pull's own walk found them closed and said so) are not fetched again,
+    so no epoch is reported twice by one pull."""
+    cached = set(ctx.state.cached_seqs()) | set(reported)
     added: list[int] = []
     closed: list[dict[str, Any]] = []
     seq, block, expect = head.seq, head.block, head.digest

@@ -177,7 +177,7 @@ def _cap(ctx: SpaceContext) -> dict[str, Any]:
 
 
 def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Seed 000's verify: proceed, or refuse with the evidence."""
+    """Verify (docs/how-it-works.md): proceed, or refuse with the evidence."""
     if not os.path.exists(ctx.config.db):
         mirror = ctx.state.mirror()
         if mirror is not None and mirror.rows:
@@ -257,6 +257,12 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def join_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.join_chain import join_chain as run
+
+    return run(ctx, args)
+
+
+def space_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    from kint.tenant_worker.space_chain import space_chain as run
 
     return run(ctx, args)
 
@@ -359,6 +365,7 @@ HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(name, fn)) for
     "history": history,
     "connect": connect,
     "join_chain": join_chain,
+    "space_chain": space_chain,
     "push": push,
     "pull": pull,
 }.items()}

@@ -1,6 +1,7 @@
-"""The head lock (seed 001, "The head lock"): an exclusive flock on `head-<space>.lock`
-that push, pull, compact and rekey hold, so two processes on one machine take turns on a
-space's head instead of racing. Between machines, the chain head decides.
+"""The head lock (docs/how-it-works.md, "The head lock"): an exclusive flock on
+`head-<space>.lock` that push, pull, compact and rekey hold, so two processes on one
+machine take turns on a space's head instead of racing. Between machines, the chain head
+decides.
 
 `head_op` is how an op takes it: first this worker's own lock (a second head-moving op of
 the space is refused BUSY at once), then the file."""

@@ -1,5 +1,6 @@
-"""What a row held at every anchored epoch (seed 000, "What the agent believed at an
-earlier block"), read from this machine's epoch cache. No RPC call.
+"""What a row held at every anchored epoch (docs/commands.md, "kint history"; v0.3.0's
+07-verify.md, "What the agent believed at an earlier block"), read from this machine's
+epoch cache. No RPC call.
 
 Each block is an upper bound: the version existed no later than that block. A snapshot
 re-anchors every row; its entry is kept only when the row changed, so a compaction never

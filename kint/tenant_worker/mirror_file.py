@@ -1,5 +1,5 @@
-"""The mirror and the watermark (seed 001, "The mirror and the watermark"): what this machine
-last saw anchored, and its freshness floor.
+"""The mirror and the watermark (docs/how-it-works.md, "The mirror, the watermark and the
+epoch cache"): what this machine last saw anchored, and its freshness floor.
 
 The mirror keeps, per row, only what push, verify and pull use: the row's id (tier,
 category, key), its leaf and the epoch that last changed it (its provenance). The row's

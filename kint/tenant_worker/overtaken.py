@@ -34,6 +34,12 @@ from kint.protocol import ErrorCode, ProtocolError
 UNSETTLED = "the journal is kept until the chain can be read"
 UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
                   "`kint pull`: it settles the interrupted push first")
+# What became of a dropped journal's transaction that the endpoint held, waiting to be
+# mined (pending._release_nonce): its revert would spend the epoch's calldata gas.
+REPLACED = ("its transaction, still waiting at the endpoint, was replaced by a transfer to "
+            "self at its nonce, so it never reverts at an epoch's gas")
+WAITS_TO_REVERT = ("its transaction is still waiting at the endpoint and will revert when "
+                   "mined, spending its gas; nothing anchored is lost")
 PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
              "pull --discard-local` moves the store aside, nothing deleted, and restores "
              "the anchored rows)")
@@ -48,6 +54,7 @@ class Overtaken:
     seq: int
     head_seq: int
     landed: bool
+    waiting: str | None = None  # REPLACED, WAITS_TO_REVERT: its transaction the endpoint held
 
     def describe(self) -> str:
         if self.landed:
@@ -57,7 +64,8 @@ class Overtaken:
                 f"another machine's epoch holds seq {self.seq} (the chain is at seq "
                 f"{self.head_seq}), and the contract takes an epoch only on the current "
                 f"head; its journal was dropped, and the changes it carried are still in "
-                f"the store, not anchored")
+                f"the store, not anchored"
+                + (f"; {self.waiting}" if self.waiting else ""))
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: this machine is behind the

@@ -17,7 +17,7 @@ before head, and the Epoch event at the journal's seq decides (`_settle_spent`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ from kint.chain.rpc import RpcUnavailable
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.overtaken import UNSETTLED, UNSETTLED_HINT, Overtaken, epoch_at
+from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
+                                         Overtaken, epoch_at)
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -243,24 +244,29 @@ def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: H
         log.warning("space %s: %s", ctx.config.space16, found.describe())
         return found
     remove_file(ctx.state.files["pending"])
+    found = replace(found, waiting=_release_nonce(ctx, anchor, sender, pending))
     log.warning("space %s: %s (epoch %d there has digest %s, this machine's had %s)",
                 ctx.config.space16, found.describe(), pending.seq, event.digest[:12],
                 pending.digest[:12])
-    _release_nonce(ctx, anchor, sender, pending)
     return found
 
 
 def _release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                   pending: PendingEpoch) -> None:
+                   pending: PendingEpoch) -> str | None:
     """The dropped journal's transaction can never land (its prev is no longer the head),
     yet its nonce stays allocated in the machine's book with the signed bytes. The next
     push would take the nonce after it, wait KINT_NONCE_RETRY_SECONDS for it, and then
     re-broadcast the dropped transaction (nonces.unstick), which reverts with StaleHead and
     spends a whole epoch's gas. When the endpoint has not mined the nonce and does not know
     the transaction (it never left this machine: a push killed before its send), the nonce
-    is given back, so the next transaction takes it at once. Anything else is left as it
-    was: a transaction the endpoint holds will be mined (and revert) by itself, and a chain
-    that cannot be read now leaves the slow path, which still works."""
+    is given back, so the next transaction takes it at once. When the endpoint holds it
+    waiting to be mined (behind another nonce of the key, or a slow block), it is replaced
+    by a transfer to self at its nonce (`SessionSender.cancel`), which spends 21,000 gas
+    where its revert would spend the epoch's. Anything else is left as it was: a chain that
+    cannot be read now, or an endpoint that refuses the replacement, leaves the slow path,
+    which still works (the push is then mined and reverts; nothing anchored is lost).
+    Returns what became of a transaction the endpoint held (None: it held none), for the
+    refusal to say."""
     sent = "0x" + keccak(pending.raw_tx).hex()
 
     def lookup() -> Any:
@@ -271,14 +277,28 @@ def _release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
 
     try:
         if sender.mined_count() > pending.nonce:
-            return
-        if bounded(lookup, "looking up the dropped push's transaction") is not None:
-            return
+            return None
+        held = bounded(lookup, "looking up the dropped push's transaction")
     except RpcUnavailable:
-        return
-    sender.book.give_back(pending.nonce)
-    log.info("space %s: nonce %d of the dropped epoch %d was never sent; given back",
-             ctx.config.space16, pending.nonce, pending.seq)
+        return None
+    if held is None:
+        sender.book.give_back(pending.nonce)
+        log.info("space %s: nonce %d of the dropped epoch %d was never sent; given back",
+                 ctx.config.space16, pending.nonce, pending.seq)
+        return None
+    if held.get("blockNumber") is not None:
+        return None
+    try:
+        sender.cancel(pending.nonce, pending.raw_tx)
+    except (RpcUnavailable, ChainRefused) as err:
+        log.warning("space %s: the dropped epoch %d's transaction %s waits at the endpoint "
+                    "and could not be replaced (%s): it will revert when mined",
+                    ctx.config.space16, pending.seq, sent[:14], err)
+        return WAITS_TO_REVERT
+    log.info("space %s: the dropped epoch %d's transaction %s waited at the endpoint; "
+             "replaced by a transfer to self at nonce %d", ctx.config.space16, pending.seq,
+             sent[:14], pending.nonce)
+    return REPLACED
 
 
 def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,

@@ -1,5 +1,6 @@
-"""A row's provenance (seed 000, "Four statuses per hit"): the epoch that last changed it,
-whose block a drift names as the one that anchored the good value.
+"""A row's provenance (docs/how-it-works.md, "Verify: four statuses, seven checks"): the
+epoch that last changed it, whose block a drift names as the one that anchored the good
+value.
 
 The mirror keeps it per row as epochs are applied (`statefiles.apply_rows`): a snapshot
 re-anchors every row without moving the provenance of one it did not change, but a pull
@@ -8,7 +9,8 @@ the snapshot becomes every row's provenance. Where the epoch cache holds the epo
 it (cached by an earlier push or pull, or by `kint pull --full`), it knows better: this
 module replays the cached epochs, oldest first, by the same rule, and moves each row's
 provenance back to the epoch that wrote the value it still holds. With no epoch before the
-snapshot cached, the snapshot stays (seed 000: its block is the one named).
+snapshot cached, the snapshot stays (its block is the one named: docs/commands.md, "kint
+verify").
 
 The cache is a copy, not the truth (kint.tenant_worker.cache_check): each epoch replayed is
 checked against what was anchored first, as `history` checks it, since a drift's evidence

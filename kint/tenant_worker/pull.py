@@ -1,5 +1,6 @@
-"""Pull (seed 001, "Restore: pull, through Sibyl's write methods"): bring the chain's epochs
-into this machine's store, checking each before anything is written.
+"""Pull (docs/how-it-works.md, "Pull, check by check"; docs/new-machine.md, "Restore"):
+bring the chain's epochs into this machine's store, checking each before anything is
+written.
 
 A push journal a killed push left is settled first (pending.py), one the chain has since
 passed included (overtaken.py: recorded, or dropped with its rows left to the fork step).
@@ -71,7 +72,7 @@ from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.provenance import refine_from_cache
-from kint.tenant_worker.pull_plan import epochs_to_apply
+from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
@@ -122,6 +123,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
     fetched.reverse()  # oldest first
     todo, skipped = epochs_to_apply(fetched, local.mirror.head.digest)
+    skipped, closed_here = split_rotated(fetched, skipped)
     if discard:
         _refuse_gap(todo)
     local.refuse_overwriting(todo, cfg.db)
@@ -140,8 +142,10 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # refusal of the whole pull.
     # What it could not cache stops it and is reported, not raised: the pull's epochs are
     # applied by then, and the next `pull --full` tries again.
-    backfilled, closed, stopped = (backfill(ctx, anchor, owner, head, held)
+    reported = frozenset(e["seq"] for e in skipped + closed_here)
+    backfilled, closed, stopped = (backfill(ctx, anchor, owner, head, held, reported)
                                    if full and not done.gap else ([], [], None))
+    closed = sorted(closed_here + closed, key=lambda e: e["seq"])
     _provenance_from_cache(ctx, done, todo, full, owner, held)
     rows, matches, report = _check_store(ctx, done)
     if not done.gap:

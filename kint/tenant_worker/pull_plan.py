@@ -72,3 +72,15 @@ def _resume_point(fetched: list[Fetched], follows: list[bool]) -> int:
             break  # the pull stops at this one
         start = later[-1]
     return start
+
+
+def split_rotated(fetched: list[Fetched], skipped: list[dict[str, Any]]
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`skipped` split in two: the epochs a later snapshot carried the pull past that are
+    sealed under a data key this machine does not hold, which a `--full` walk lists as
+    CLOSED (03-new-machine.md, "Epochs sealed under a retired key": a rotation's snapshot
+    opens, the epochs before it stay closed), and the rest, SKIPPED ("Gaps"). Each epoch
+    is said once, in the words of the section that is about it."""
+    rotated = {f.log.seq for f in fetched if f.rotated}
+    closed = [e for e in skipped if e.get("superseded_by") and e["seq"] in rotated]
+    return [e for e in skipped if e not in closed], closed

@@ -1,4 +1,4 @@
-"""Push (seed 001, "Anchor: push, after the write returned"; v0.3.0's 06-epochs.md): anchor
+"""Push (docs/how-it-works.md, "Push, step by step"; v0.3.0's 06-epochs.md): anchor
 what the store holds now, in encrypted epochs, one `push(owner, space, prev, ct)`
 transaction each, sent from the machine's session key.
 
@@ -45,8 +45,9 @@ from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.pending import PendingEpoch, record_landed
-from kint.tenant_worker.push_refusals import (UNAUTHORIZED_HINT, head_is_the_mirrors,
-                                              key_and_wraps, refuse_behind, refuse_gap,
+from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
+from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps, refused,
+                                              refuse_behind, refuse_gap,
                                               refuse_unauthorized, rows_to_push)
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.session_sender import SessionSender
@@ -77,7 +78,8 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
-                           confirmations=args.get("confirmations"))
+                           confirmations=args.get("confirmations"),
+                           again=bool(args.get("reanchor")) and not args.get("hold_reason"))
     except (RpcUnavailable, custody_errors.CustodyError) as err:
         raise failure_refusal(err) from None
     if not args.get("dry_run"):
@@ -103,19 +105,22 @@ def failure_refusal(err: RpcUnavailable | custody_errors.CustodyError) -> Protoc
 def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, *,
           over_skipped: bool = False, dry_run: bool = False,
           new_key: tuple[bytes, tuple[Any, ...]] | None = None,
-          confirmations: int | None = None) -> dict[str, Any]:
+          confirmations: int | None = None, again: bool = False) -> dict[str, Any]:
     """The push itself. `hold_reason` (watcher, exit, tool) marks a server-side push: it
     passes the hold first. A push from a terminal has none and is never held.
     `over_skipped` (compact and rekey from a terminal only) chains a snapshot on the chain
     head past an epoch this machine could not apply. `new_key` (rekey) seals the snapshot
-    under a new data key and its wraps, which nothing on this machine holds yet.
+    under a new data key and its wraps, which nothing on this machine holds yet. `again`
+    (`push --reanchor`, from a terminal only) first sends again the epochs a
+    reorganisation dropped (reanchor.py).
 
     What the push has to say (`--over-skipped not used`) is in the result, or under the
     hint of the refusal met after it was said: a flag given is reported either way."""
     said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
     try:
         return _push_saying(ctx, as_snapshot, hold_reason, said, over_skipped=over_skipped,
-                            dry_run=dry_run, new_key=new_key, confirmations=confirmations)
+                            dry_run=dry_run, new_key=new_key, confirmations=confirmations,
+                            again=again)
     except (RpcUnavailable, custody_errors.CustodyError, ProtocolError) as err:
         refused_with = err if isinstance(err, ProtocolError) else failure_refusal(err)
         refused_with.hint = hint_with_notices(refused_with.hint, said.get("notices", []))
@@ -125,7 +130,7 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
 def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
                  said: dict[str, Any], *, over_skipped: bool, dry_run: bool,
                  new_key: tuple[bytes, tuple[Any, ...]] | None,
-                 confirmations: int | None) -> dict[str, Any]:
+                 confirmations: int | None, again: bool = False) -> dict[str, Any]:
     """`_push`, filling `said` (the override line, the notices) as it goes. Every refusal
     comes before the first transaction is signed, in the order the module's docstring
     gives; then the epochs are sent one by one."""
@@ -147,14 +152,26 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         raise overtaken.refusal()
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)
+    if again:
+        said["reanchored"] = reanchor(ctx, anchor, sender, enrolment.owner, key,
+                                      anchor.head(enrolment.owner, cfg.space_id), mirror,
+                                      dry_run)
+        if dry_run and said["reanchored"]:
+            seqs = [e["seq"] for e in said["reanchored"]]
+            return {**said, "pushed": 0, "dry_run": True, "epochs": [],
+                    "message": f"would anchor again epoch(s) {seqs}, which the chain lost; "
+                               f"then what the store changed"}
+        if not said["reanchored"]:
+            said["notices"] = [REANCHOR_UNUSED]
+        mirror = state.mirror()
     before = counting_from(cfg.db)
     rows = rows_to_push(ctx, mirror, hold_reason)  # None: the store is not created yet
     present = rows if rows is not None else []
     changes = snapshot(mirror, present) if as_snapshot else diff(mirror, present)
     if not changes and not as_snapshot:
         note_count(ctx, before, mirror, 0)
-        return {"pushed": 0, "message": NOTHING_TO_PUSH, "epochs": [], "changed_rows": 0,
-                "deleted_rows": 0, **_head_after(mirror)}
+        return {**said, "pushed": 0, "message": _nothing_to_push(said), "epochs": [],
+                "changed_rows": 0, "deleted_rows": 0, **_head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
     refuse_behind(anchor, head, mirror)
     head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
@@ -174,6 +191,15 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if ctx.drift.active and rows is not None:
         ctx.drift.reset(ctx.store_rows() or [])
     return _anchored(said, pushed, current)
+
+
+def _nothing_to_push(said: dict[str, Any]) -> str:
+    """NOTHING_TO_PUSH, after the epochs `push --reanchor` sent again when it sent any."""
+    again = [e["seq"] for e in said.get("reanchored") or []]
+    if not again:
+        return NOTHING_TO_PUSH
+    return (f"anchored again epoch(s) {again}, which the chain had lost, head epoch "
+            f"{again[-1]}; {NOTHING_TO_PUSH}")
 
 
 def _anchored(said: dict[str, Any], pushed: list[dict[str, Any]],
@@ -275,17 +301,3 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
                             f"{err}; {MAY_STILL_LAND.format(seq=seq)}") from None
     return record_landed(ctx, anchor, pending, receipt)
-
-
-def refused(err: ChainRefused) -> ProtocolError:
-    if err.error == "StaleHead":
-        return ProtocolError(ErrorCode.CHAIN_MOVED,
-                             f"the chain refused the epoch ({err}): another machine pushed "
-                             f"first; {NOTHING_DROPPED}", "run `kint pull` first")
-    if err.error == "NotAuthorized":
-        return ProtocolError(ErrorCode.NOT_CONNECTED,
-                             f"the chain refused the epoch: this machine's session key is not "
-                             f"authorized for the owner; {NOTHING_DROPPED}",
-                             UNAUTHORIZED_HINT)
-    return ProtocolError(ErrorCode.INTERNAL, f"transaction would revert: {err}",
-                         NOTHING_DROPPED)

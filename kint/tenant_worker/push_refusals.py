@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any
 
 from kint.chain.anchor import Anchor, Head
+from kint.chain.calls import ChainRefused
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
@@ -113,13 +114,13 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
 def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
     """The store's rows (None: not created yet). A store whose file kint cannot read
     (`store.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
-    server-side push is held over it (seed 001: an unchecked push is what the hold stops),
-    and a push from a terminal says which file, with nothing anchored. One this user may
-    not open (kint.store_denied) is refused as that, held for nobody and never sent to
-    `--discard-local`: the push goes through once the permission is fixed. A read that failed
-    for another reason is refused as what it is, never as a damaged file: a lock is BUSY,
-    a full disk DISK_FULL (state_health.guarded), anything else names SQLite's error and is
-    tried again by the next push, not held for a human."""
+    server-side push is held over it (docs/how-it-works.md: an unchecked push is what the
+    hold stops), and a push from a terminal says which file, with nothing anchored. One
+    this user may not open (kint.store_denied) is refused as that, held for nobody and
+    never sent to `--discard-local`: the push goes through once the permission is fixed. A
+    read that failed for another reason is refused as what it is, never as a damaged file:
+    a lock is BUSY, a full disk DISK_FULL (state_health.guarded), anything else names
+    SQLite's error and is tried again by the next push, not held for a human."""
     try:
         return ctx.store_rows()
     except sqlite3.DatabaseError as err:
@@ -223,3 +224,19 @@ def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
                             f"session key {session.address} is not authorized for owner "
                             f"{owner}: authorize it (kint authorize) and fund it",
                             UNAUTHORIZED_HINT)
+
+
+def refused(err: ChainRefused) -> ProtocolError:
+    """What a push answers a transaction the chain (or the node) refused as it was signed
+    or mined: the contract's custom error said as the user's next step."""
+    if err.error == "StaleHead":
+        return ProtocolError(ErrorCode.CHAIN_MOVED,
+                             f"the chain refused the epoch ({err}): another machine pushed "
+                             f"first; {NOTHING_DROPPED}", "run `kint pull` first")
+    if err.error == "NotAuthorized":
+        return ProtocolError(ErrorCode.NOT_CONNECTED,
+                             f"the chain refused the epoch: this machine's session key is not "
+                             f"authorized for the owner; {NOTHING_DROPPED}",
+                             UNAUTHORIZED_HINT)
+    return ProtocolError(ErrorCode.INTERNAL, f"transaction would revert: {err}",
+                         NOTHING_DROPPED)

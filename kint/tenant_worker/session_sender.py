@@ -14,9 +14,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from web3.exceptions import TransactionNotFound
+
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused, answer_int, bounded
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
+from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import eth_text
 from kint.protocol import ErrorCode, ProtocolError
 
@@ -48,7 +51,9 @@ class SessionSender:
         """A signed transaction for `calldata` at the next machine-wide nonce, gas estimated
         (a revert refuses here, nonce given back) and affordable (else NOT_CONNECTED naming
         the address to fund)."""
-        nonce = self.book.allocate(self.account.address, self.mined_count(), self.space16)
+        count = self.mined_count()
+        self._free_dropped(count)
+        nonce = self.book.allocate(self.account.address, count, self.space16)
         try:
             raw = self.anchor.build(self.account, calldata, nonce=nonce)
             need = self.anchor.max_cost(raw)
@@ -78,17 +83,71 @@ class SessionSender:
     def wait(self, tx_hash: str, signed: Signed) -> Any:
         receipt = self.anchor.wait(tx_hash, on_slow=lambda: self.unstick(signed.nonce),
                                    slow_after_s=retry_seconds())
-        self.book.landed(signed.nonce)
+        self.book.landed(signed.nonce, tx_hash)
         return receipt
+
+    def _free_dropped(self, chain_count: int) -> None:
+        """Give back the nonces whose mined transaction the chain no longer has. A block
+        that a reorganisation dropped takes its transactions with it, and the sender's
+        count falls back below them; their entries, still marked mined, would put the next
+        transaction past a hole that nothing fills (unstick leaves a mined entry alone),
+        so it would wait out the whole receipt timeout and fail. The endpoint is asked for
+        each one: a transaction it still knows (in a block, or waiting to be mined again)
+        keeps its nonce, and a lookup that fails changes nothing."""
+        for entry in self.book.mined_uncounted(self.account.address, chain_count):
+            tx_hash = "0x" + str(entry.tx)
+
+            def lookup() -> Any:
+                try:
+                    return self.anchor.w3.eth.get_transaction(tx_hash)
+                except TransactionNotFound:  # an answer: the endpoint has no such transaction
+                    return None
+
+            try:
+                known = bounded(lookup, "looking up a mined transaction")
+            except RpcUnavailable:
+                return
+            if known is not None:
+                continue
+            self.book.give_back(entry.nonce)
+            log.warning("space %s: nonce %d's transaction %s is no longer on the chain (a "
+                        "dropped block); the nonce is free again", self.space16, entry.nonce,
+                        tx_hash[:14])
 
     def unstick(self, own_nonce: int) -> list[int]:
         """Re-broadcast or fill what holds `own_nonce` back (see kint.chain.nonces)."""
-        acted = unstick(self.book, self.account.address, own_nonce, self.mined_count(),
+        count = self.mined_count()
+        # A nonce below this one whose block the chain dropped since it was taken is a hole
+        # too: given back here, it is filled below like any nonce never sent.
+        self._free_dropped(count)
+        acted = unstick(self.book, self.account.address, own_nonce, count,
                         self.anchor.send_raw, self._filler)
         if acted:
             log.info("space %s: nonce %d waited on nonce(s) %s; pushed them through",
                      self.space16, own_nonce, acted)
         return acted
+
+    def cancel(self, nonce: int, replaced: bytes) -> bytes:
+        """Replace `replaced`, a transaction of this key waiting at the endpoint at `nonce`
+        that can only revert now, with a zero-value transfer to self at the same nonce:
+        21,000 gas where a push that reverts still pays its whole calldata (about 40 gas a
+        byte, the EIP-7623 floor). Endpoints take a replacement only at a higher price
+        (geth and anvil ask 10% more of both the price and the tip), so it bids a quarter
+        more than the replaced one's highest price, or twice the current price if that is
+        more. The book holds the transfer from then on, so a re-broadcast sends it, not
+        the push. Raises what the send raised: the endpoint refused it (the push was
+        mined meanwhile, or it wants a higher bid)."""
+        cap, tip = self.anchor.fee_caps(replaced)
+        current = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price),
+                          "reading the gas price")
+        price = max(-(-max(cap, tip) * 5 // 4), current * 2)
+        address = self.account.address
+        tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
+              "gasPrice": price, "nonce": nonce, "chainId": self.anchor.config.chain_id}
+        raw = bytes(self.account.sign_transaction(tx).raw_transaction)
+        self.anchor.send_raw(raw)
+        self.book.record(nonce, raw)
+        return raw
 
     def _filler(self, nonce: int) -> bytes:
         """A zero-value transfer to self at `nonce`: it spends the nonce and nothing else."""

@@ -303,8 +303,8 @@ class SpaceContext:
     def head_anchor(self, chain: ChainConfig) -> Any:
         """The Anchor verify reads the head through, for `chain` (with its head budget as
         the RPC timeout). A new Anchor per verify was a new web3 provider, a new HTTP
-        session and a new TCP connection each time, and memory the worker kept growing
-        (issue 15's many-tenants bench); it is made again only when the configuration
+        session and a new TCP connection each time, and memory the worker kept growing (the
+        many-tenants bench, bench/README.md); it is made again only when the configuration
         changes. web3 keeps one session per thread, so pool threads can share it."""
         from kint.chain.anchor import Anchor
 

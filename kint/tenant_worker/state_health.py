@@ -1,7 +1,7 @@
 """What is wrong with a space's files under KINT_HOME, said the same way by every op
-(issue 14, item 4): a corrupt file is refused by name with its own code, never called a
-bug in kint, never overwritten; a full disk says so; `status` and `doctor` report the
-problems verify would refuse on instead of "in step" / "ok".
+(docs/faults.md, the corrupt-state rows): a corrupt file is refused by name with its own
+code, never called a bug in kint, never overwritten; a full disk says so; `status` and
+`doctor` report the problems verify would refuse on instead of "in step" / "ok".
 """
 
 from __future__ import annotations

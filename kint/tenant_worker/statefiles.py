@@ -1,7 +1,7 @@
-"""The space's state files under KINT_HOME (seed 001, "The mirror and the watermark", "The
-epoch cache"): what this machine last saw anchored, its freshness floor, and every epoch
-it holds. The formats live in mirror_file (mirror, watermark) and epoch_cache (one cached
-epoch); this module reads and writes them for one space.
+"""The space's state files under KINT_HOME (docs/how-it-works.md, "The mirror, the
+watermark and the epoch cache"): what this machine last saw anchored, its freshness floor,
+and every epoch it holds. The formats live in mirror_file (mirror, watermark) and
+epoch_cache (one cached epoch); this module reads and writes them for one space.
 
 Every file is written 0600 through a temp file and a rename, so a reader (verify beside a
 push) never sees half a file. A file that does not parse or does not hold what it must is

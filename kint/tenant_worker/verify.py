@@ -1,11 +1,12 @@
-"""Verify before acting (seed 000): Sibyl finds the row, kint re-reads its exact stored
-text, hashes it into a leaf, and checks the leaf against what this machine last saw
-anchored. The answer is `proceed` or `refuse`, with the evidence.
+"""Verify before acting (docs/how-it-works.md, "Verify: four statuses, seven checks"):
+Sibyl finds the row, kint re-reads its exact stored text, hashes it into a leaf, and checks
+the leaf against what this machine last saw anchored. The answer is `proceed` or `refuse`,
+with the evidence.
 
-The decision walks seed 000's seven checks in order and stops at the first that applies.
-Reasons are the seed's words. A refusal over a drifted or missing row is written back into
-the store through Sibyl's own `set_entity`, so the next session finds it with Sibyl's
-tools.
+The decision walks the seven checks that page lists, in order, and stops at the first that
+applies. Reasons are v0.3.0's words (07-verify.md). A refusal over a drifted or missing row
+is written back into the store through Sibyl's own `set_entity`, so the next session finds
+it with Sibyl's tools.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ class Check:
 
 def check_hit(meta_of: Callable[[int], EpochMeta], mirror: Mirror, stored: Row | None,
               hit: dict[str, Any]) -> Check:
-    """One hit's status: verified, drifted, unanchored or missing (seed 000's table).
-    `meta_of(seq)` is the anchored epoch's metadata (`_metas`)."""
+    """One hit's status: verified, drifted, unanchored or missing (the table in
+    docs/how-it-works.md). `meta_of(seq)` is the anchored epoch's metadata (`_metas`)."""
     head = mirror.head
     base = dict(tier=hit["tier"], key=hit["key"], category=hit.get("category"),
                 head_seq=head.seq, head_block=head.block, rows_root=mirror.anchored_root)
@@ -133,8 +134,9 @@ def refusal_name(check: Check, unix_seconds: int | None = None) -> str:
     """The refusal entity's name as kint v0.3.0 gives it (07-verify.md, "The refusal is
     written back"): tier, category (`none` without one), key and the unix seconds of the
     write, cut to 200 characters. The name is a label for people and Sibyl's tools only:
-    the hold finds the refused value by the body's `local_leaf` (`refused_values`), so a
-    value refused twice is two entities, as in v0.3.0."""
+    the hold finds the refused value by the body's `local_leaf` (`refused_values`), and a
+    value refused again while its refusal is still in the store is named, not written
+    again (`refusal_on_record`)."""
     seconds = int(time.time()) if unix_seconds is None else unix_seconds
     return f"{check.tier}-{check.category or 'none'}-{check.key}-{seconds}"[:REFUSAL_NAME_MAX]
 
@@ -163,6 +165,42 @@ def refused_values(rows: list[Row]) -> set[tuple[str, str]]:
         # The leaf as this kint writes it (64 hex, no 0x), whichever kint wrote the body.
         refused.add((canonical_id(tier, category, key), leaf.lower().removeprefix("0x")))
     return refused
+
+
+def _leaf_text(leaf: Any) -> Any:
+    """A body's leaf as this kint writes it (64 hex, no 0x), whichever kint wrote it."""
+    return leaf.lower().removeprefix("0x") if isinstance(leaf, str) else leaf
+
+
+def refusal_on_record(conn: sqlite3.Connection, tenant: str, check: Check) -> str | None:
+    """The name of a live refusal entity that already refused exactly what `check` refuses
+    (the same row, the same stored value against the same anchored one), else None.
+
+    v0.3.0 names each refusal by the second it was written (07-verify.md, "The refusal is
+    written back"), so an agent that verifies the same drifted row in a loop wrote one
+    entity per second, each an unanchored change counted against Sibyl's cap. A refusal
+    records a fact about a value; while the store still holds that fact's entity, verify
+    names it rather than write the same fact again. A value that changed again, a refusal
+    archived with memory_forget, or a new anchored value is a new fact, written anew."""
+    prefix = f"{check.tier}-{check.category or 'none'}-{check.key}-"[:REFUSAL_NAME_MAX]
+    found = conn.execute(
+        "SELECT name, body FROM entities WHERE tenant_id = ? AND category = ? "
+        "AND substr(name, 1, ?) = ? ORDER BY rowid DESC",
+        (tenant, REFUSAL_CATEGORY, len(prefix), prefix))
+    wanted = (check.tier, check.category, check.key, _leaf_text(check.local_leaf),
+              _leaf_text(check.anchored_leaf))
+    for name, text in found:
+        try:
+            body = json.loads(text or "")
+        except ValueError:
+            continue
+        if not isinstance(body, dict):
+            continue
+        if (body.get("tier"), body.get("category"), body.get("key"),
+                _leaf_text(body.get("local_leaf")), _leaf_text(body.get("anchored_leaf"))) \
+                == wanted:
+            return str(name)
+    return None
 
 
 def refusal_body(check: Check, query: str, reason: str) -> dict[str, Any]:
@@ -229,8 +267,9 @@ def store_absent(query: str, why: str) -> dict[str, Any]:
 def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
            state: SpaceState, query: str, head: HeadReading, write_refusal: bool
            ) -> dict[str, Any]:
-    """Seed 000's seven checks over what the search returned. Each hit is re-read from the
-    store now, so a row deleted since the search ran comes back `missing`."""
+    """The seven checks (docs/how-it-works.md) over what the search returned. Each hit is
+    re-read from the store now, so a row deleted since the search ran comes back
+    `missing`."""
     verdict = results.verdict
     hits = list(results)
     out = _refusal(query, verdict, hits, "", head.unavailable)
@@ -285,9 +324,12 @@ def decide(results: Any, *, client: Any, conn: sqlite3.Connection, tenant: str,
     if bad is not None:
         out["reason"] = f"{bad.label}: {bad.reason}"
         if write_refusal:
-            name = refusal_name(bad)
-            client.set_entity(REFUSAL_CATEGORY, name, refusal_body(bad, query, out["reason"]),
-                              status="refused")
+            name = refusal_on_record(conn, tenant, bad)
+            out["refusal_written"] = name is None
+            if name is None:
+                name = refusal_name(bad)
+                client.set_entity(REFUSAL_CATEGORY, name,
+                                  refusal_body(bad, query, out["reason"]), status="refused")
             out["refusal_entity"] = f"{REFUSAL_CATEGORY}/{name}"
         return out
     verified = [i for i, c in enumerate(checks) if c.status == "verified"]

@@ -1,5 +1,5 @@
-"""The watcher (seed 001, "When push runs"): one per space, in the space's worker, however
-many agent sessions use the store.
+"""The watcher (docs/how-it-works.md, "When the watcher pushes, and when a push is held"):
+one per space, in the space's worker, however many agent sessions use the store.
 
 Its timings are read at every tick, so a change takes effect without a restart: the newest
 kint-server session's (sent on attach, from the harness's MCP configuration), else the

@@ -1,0 +1,116 @@
+"""`kint session-key show` and `kint authorize` use the endpoint and contract of the caller's
+space's worker, the ones its push and pull use, not the caller's environment (lane
+join21).
+
+They read the chain in the command's own process, through its environment: a KINT_RPC_URL
+or KINT_CONTRACT of the caller's that the space's worker does not use took them elsewhere
+(a dead endpoint, another contract, a local chain taken for Base and refused as a move of
+the space) while `kint status` and `kint push` from the same shell ran on the space's.
+The worker now hands them its settings (its `space_chain` op), and the caller's values it
+does not use are said once each on stderr, as every space command says them. With no space
+connected here there is no worker's endpoint to follow: the machine's settings are used,
+and authorize names the endpoint on stderr (but `payload`, whose stderr is v0.3.0's two
+lines and whose typed data names the chain and contract; session-key show names it in its
+JSON's `chain`).
+
+Through the real CLI on the session's devchain, with a second EpochAnchor deployed on it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eth_account import Account
+
+from chain_machines import (deploy_second_anchor, devchain_anchor, kjson, new_machine, ok,
+                            owner_account)
+
+DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """Connected with --dev on the devchain: its worker reads the devchain's record."""
+    sb = new_machine(tmp_path_factory.mktemp("space-endpoint"), chain_home)
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner = connected["owner"]
+    yield sb
+    sb.shutdown()
+
+
+@pytest.fixture(scope="module")
+def caller_env(chain_home) -> dict[str, str]:
+    """A shell whose KINT_RPC_URL is dead and whose KINT_CONTRACT names another
+    EpochAnchor than the space's."""
+    return {"KINT_RPC_URL": DEAD, "KINT_CONTRACT": deploy_second_anchor(chain_home)}
+
+
+def test_show_and_payload_read_where_the_space_s_worker_reads(machine, chain_home,
+                                                             caller_env):
+    ok(machine.kint("status"))  # the supervisor runs: no command below starts one
+    env = caller_env
+    out = machine.kint("session-key", "show", env=env)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    shown = json.loads(out.stdout)
+    assert shown["chain"]["chain_id"] == 31337, shown
+    assert shown["chain"]["rpc_source"] == "devchain record", shown
+    assert shown["authorized"] is True, shown  # read on the space's own contract
+    assert f"kint: KINT_RPC_URL={DEAD} in this environment is not used" in out.stderr
+    assert "kint: KINT_CONTRACT=" in out.stderr and "warning" not in out.stderr, out.stderr
+    payload = machine.kint("authorize", "payload", env=env)
+    assert payload.returncode == 0, (payload.stdout, payload.stderr)
+    typed = json.loads(payload.stdout)
+    assert typed["domain"]["verifyingContract"] == devchain_anchor(chain_home).address
+    assert typed["domain"]["chainId"] == 31337
+
+
+def test_direct_sends_through_the_space_s_endpoint(machine, caller_env):
+    owner = owner_account(machine, machine.owner)
+    env = {**caller_env, "KINT_OWNER_KEY": owner.key.hex()}
+    out = machine.kint("authorize", "direct", "--days", "2", env=env)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    assert out.stdout.startswith("submitted 0x"), out.stdout
+    assert owner.key.hex() not in out.stdout + out.stderr
+
+
+def test_with_no_space_connected_authorize_names_the_endpoint_it_reads(tmp_path_factory,
+                                                                      chain_home):
+    fresh = new_machine(tmp_path_factory.mktemp("space-endpoint-none"), chain_home)
+    try:
+        out = fresh.kint("authorize", "page", "--owner", Account.create().address,
+                         env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "1"})
+        assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
+        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        said = [x for x in out.stderr.splitlines() if x.startswith("kint: no space")]
+        assert len(said) == 1, out.stderr
+        assert said[0].endswith(f"the chain is read through {record['rpc_url']} (chain 31337, "
+                                f"from devchain record ({fresh.kint_home}/devchain/"
+                                f"devchain.json))"), said
+    finally:
+        fresh.shutdown()
+
+
+def test_page_for_an_owner_not_connected_here_names_a_base_account_by_its_code(
+        tmp_path_factory, chain_home):
+    """v0.3.0's page is for Base Account owners, and a new machine authorizes before it
+    connects (03-new-machine.md: pass --owner): with no enrolment kint printed the neutral
+    line for every owner. An owner with code on chain is a deployed smart account, so it
+    gets v0.3.0's Base Account line; one without code (an EOA, or a Base Account never
+    used) keeps the neutral one."""
+    fresh = new_machine(tmp_path_factory.mktemp("space-endpoint-page"), chain_home)
+    smart, plain = Account.create().address, Account.create().address
+    devchain_anchor(chain_home).w3.provider.make_request("anvil_setCode", [smart, "0x6001"])
+    try:
+        lines = {}
+        for owner in (smart, plain):
+            out = fresh.kint("authorize", "page", "--owner", owner,
+                             env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "1"})
+            assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
+            lines[owner] = out.stdout.splitlines()[0]
+        assert lines[smart] == (f"open this page in the browser where your Base Account is "
+                                f"logged in (owner {smart}):"), lines
+        assert lines[plain] == (f"open this page in the browser whose wallet holds the owner "
+                                f"account (owner {plain}):"), lines
+    finally:
+        fresh.shutdown()
