@@ -316,8 +316,8 @@ def test_hermes_whose_python_lacks_kint_gets_no_plugin_and_is_told_why(sandbox, 
     assert lines[0] == f"hermes[default]: registered kint (store {root / 'sibyl' / 'memory.db'})"
     assert lines[-1] == (
         f"  hermes[default]: plugin kint-sibyl not installed: Hermes' Python ({bare}) cannot "
-        f"import kint; install kint there ({bare} -m pip install kint), then run `kint setup "
-        "hermes` again")
+        f"import kint; install kint there ({bare} -m pip install {ROOT}), then run `kint "
+        "setup hermes` again")  # this checkout: kint is not on PyPI
     assert not (root / "plugins").exists()
     got = run([str(wrapper), "config", "get", "--json", "memory.provider"], env, cwd=tmp_path)
     assert json.loads(got.stdout) == "sibyl"

@@ -125,6 +125,24 @@ def _permissions(home: Path) -> dict[str, Any]:
                  "; ".join(hints), warn=bool(parts) and not failed)
 
 
+def _reachable(client: Any) -> dict[str, Any]:
+    """The supervisor answers; a [WARN] when its worker forkserver could not import one of
+    its preload modules (spawner.py): workers then start without it."""
+    try:
+        forkserver = client.call("sup.status", timeout_s=5)["supervisor"].get("forkserver")
+    except KintError:
+        forkserver = None
+    missing = (forkserver or {}).get("missing_preload") or []
+    if not missing:
+        return check("supervisor reachable", True, "answering", "")
+    return check("supervisor reachable", True,
+                 "answering, but its worker forkserver could not import "
+                 + "; ".join(missing),
+                 "reinstall kint in this environment (`pip install --force-reinstall kint`), "
+                 "then `kint supervisor stop`: the next command starts a new one",
+                 warn=True)
+
+
 @click.command("doctor")
 @owner_option()
 @json_option("Print the checks as JSON.")
@@ -146,7 +164,7 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     client = obj.client(autostart=False)
     reachable = client.ping(2.0)
     if reachable:
-        checks.append(check("supervisor reachable", True, "answering", ""))
+        checks.append(_reachable(client))
     else:
         from kint.supervisor.autostart import unanswering_supervisor
 

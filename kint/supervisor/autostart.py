@@ -112,7 +112,9 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)
     try:
-        sup.spawner.warm_up()
+        # The forkserver imports in the background while this one binds and answers; no
+        # worker is spawned before it is done (kint/supervisor/spawner.py).
+        sup.spawner.warm_up_in_background()
         sup.bind()
         sup.resume_after_upgrade()  # before serving: what an upgrade's exit left this one
         mark_serving(pid_fd)

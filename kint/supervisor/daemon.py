@@ -76,6 +76,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._room_wanted: list[str] = []
         self._evicting: set[str] = set()
         self.exits: ExitWatch[WorkerHandle] = ExitWatch()
+        self._awaiting_forkserver: dict[str, WorkerHandle] = {}
         self._deadlines: list[tuple[float, str, str]] = []
         self._stalled: set[str] = set()
         self._ids = itertools.count(1)
@@ -143,6 +144,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)
         self.poller.register(self.exits.fileno(), zmq.POLLIN)
+        self.poller.register(self.spawner.ready_fd(), zmq.POLLIN)
 
     def _bind_sockets(self) -> None:
         """Bind (or bind again) each socket whose file is not the one this supervisor
@@ -210,6 +212,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # and the poll's items are registered once (`bind`); `zmq_poll` is what
         # `Poller.poll` calls, without its argument checks.
         front, back, items = self.front, self.back, self.poller.sockets
+        forkserver_ready = self.spawner.ready_fd()
         drain, on_front, on_back = self._drain, self._on_front, self._on_back
         turn, monotonic = self._schedule.turn, time.monotonic
         # Whether each socket was ready at the last turn (see `_drain`).
@@ -232,6 +235,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
                 elif sock is back:
                     drain(back, on_back, back_busy)
                     back_ready = True
+                elif sock == forkserver_ready:
+                    self.on_forkserver_ready()
                 else:  # the exit watch's descriptor: a worker exited
                     for handle in self.exits.exited():
                         self._on_exit(handle)
@@ -255,6 +260,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.back.close(linger=0)
         self.zctx.term()
         self.exits.close()
+        self.spawner.close()
         for path in self.ownership.release():
             log.info("left %s alone: it is no longer this supervisor's", path)
 

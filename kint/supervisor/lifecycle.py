@@ -49,12 +49,20 @@ class WorkerLifecycle(WorkerRoom):
     # Routes of workers declared down or exited, with their space (`_retire_route`).
     _retired_routes: dict[bytes, str]
     exits: ExitWatch[WorkerHandle]
+    # Spaces whose worker was asked for before the forkserver was ready (`spawn`).
+    _awaiting_forkserver: dict[str, WorkerHandle]
     # ClientRouting's own methods, declared for the type checker (the mixin has no body of
     # its own for them).
     _answer: Callable[[WorkerHandle, Any, Any], None]
     _quarantine_message: Callable[[WorkerHandle, float], str]
 
     def spawn(self, handle: WorkerHandle) -> None:
+        if not self.spawner.ready:
+            # The forkserver is still importing (spawner.py): this worker starts once it
+            # is done (`on_forkserver_ready`); its requests wait as for any starting one.
+            handle.state = "starting"
+            self._awaiting_forkserver[handle.space_id] = handle
+            return
         if not self._room_for(handle):  # the supervisor's open files (room.py)
             return
         config = WorkerConfig(space_id=handle.space_id, label=handle.label, tenant=handle.tenant,
@@ -96,6 +104,22 @@ class WorkerLifecycle(WorkerRoom):
         handle.state = "starting"
         self.exits.watch(proc.sentinel, handle)
         log.info("space %s: worker %d spawned for %s", handle.space16, proc.pid, handle.db)
+
+    def on_forkserver_ready(self) -> None:
+        """The forkserver's preload is done: say what it could not import, then start the
+        workers asked for meanwhile, unless the supervisor is stopping (their requests
+        were refused) or a stop or restart settled the space since."""
+        missing = self.spawner.take_ready()
+        if not self.spawner.ready:
+            return
+        self.poller.unregister(self.spawner.ready_fd())
+        if missing:
+            log.warning("the worker forkserver could not import %s: workers start "
+                        "without what it would have set up", "; ".join(missing))
+        waiting, self._awaiting_forkserver = self._awaiting_forkserver, {}
+        for handle in waiting.values():
+            if not self.shutting_down and not handle.alive and handle.state == "starting":
+                self.spawn(handle)
 
     def _on_exit(self, handle: WorkerHandle) -> None:
         proc = handle.process

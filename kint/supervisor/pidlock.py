@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kint.paths import run_dir
-from kint.pid_file_lock import PidFileHeld, hold_pid_file
 
 PID_FILE = "supervisor.pid"
 SERVING = "serving"
@@ -37,6 +36,11 @@ def hold_pid_lock(home: Path) -> int:
     file, which must stay open while this process is the supervisor. Raises
     AlreadyRunning when another supervisor holds it (tried for PID_LOCK_RETRY_S, since a
     client's look holds the same file for an instant)."""
+    # Here, not at the top: only a starting supervisor holds the lock, and every client
+    # imports this module to look at it (`kint supervisor status` keeps to the client's
+    # modules, tests/test_cli.py).
+    from kint.pid_file_lock import PidFileHeld, hold_pid_file
+
     path = run_dir(home) / PID_FILE
     try:
         return hold_pid_file(path, wait_s=PID_LOCK_RETRY_S)

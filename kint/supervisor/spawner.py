@@ -6,11 +6,25 @@ shares those pages copy-on-write, so a worker costs a few MB of its own and star
 fraction of the seconds a fresh interpreter would need. The preload ends with
 kint.supervisor.forkserver_heap: the modules workers load on first use, then a freeze of the
 heap, so a worker's garbage collections keep those pages shared.
+
+The preload takes most of a second of CPU (seconds on a loaded box), and most calls a
+supervisor answers first need no worker (a ping, a status, the wait of a CLI that started
+it). So it runs in the background (`warm_up_in_background`) while the supervisor binds and
+serves; the loop spawns no worker until `ready_fd` says it is done (`take_ready`): a fork
+asked of a forkserver still importing would block the loop until its preload ended.
+
+The forkserver skips a preload module whose import fails, silently (multiprocess'
+`forkserver.main`); a worker then runs without it (for the test suite and `kint demo`,
+without their account gate). The warm-up's child, forked from the forkserver, names any
+preload module it does not find loaded, with the import's error, and the supervisor says
+so in its log and its status.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from typing import Any
 
 import multiprocess
@@ -27,10 +41,29 @@ PRELOAD = [
 ]
 # Imported after every other preload, the test suite's too (see that module).
 HEAP_PRELOAD = "kint.supervisor.forkserver_heap"
+# How long the warm-up waits for the forkserver's first child to start, and then to answer.
+WARM_UP_BOUND_S = 120.0
 
 
-def _noop() -> None:
-    return None
+def _missing_preloads(names: list[str], conn: Any) -> None:
+    """Run in the warm-up's child, forked from the forkserver, whose modules it sees: send
+    each of `names` the forkserver did not import, with why (the import's error, tried
+    again here; the child exits right after, so what that import loads is never kept)."""
+    import importlib
+    import sys
+
+    missing = []
+    for name in names:
+        if name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+            why = "it imports here, but the forkserver's import failed"
+        except BaseException as err:  # noqa: BLE001 - any failure is the answer sought
+            why = f"{type(err).__name__}: {err}"
+        missing.append(f"{name} ({why})")
+    conn.send(missing)
+    conn.close()
 
 
 def _run_worker(config: WorkerConfig, token: bytes) -> None:
@@ -51,14 +84,78 @@ class Spawner:
 
     def __init__(self, extra_preload: tuple[str, ...] = ()) -> None:
         self._ctx = multiprocess.get_context("forkserver")
-        self._ctx.set_forkserver_preload([*PRELOAD, *extra_preload, HEAP_PRELOAD])
+        self.preload = [*PRELOAD, *extra_preload, HEAP_PRELOAD]
+        self._ctx.set_forkserver_preload(self.preload)
+        # The warm-up thread writes one byte here when it is done; the loop polls the
+        # other end (`ready_fd`), so it never waits on the thread.
+        self._ready_r, self._ready_w = os.pipe()
+        os.set_blocking(self._ready_r, False)
+        self._thread: threading.Thread | None = None
+        self._outcome: list[str] = []
+        # Set by `take_ready`, in the loop's thread only.
+        self.ready = False
+        self.missing_preload: list[str] = []
 
-    def warm_up(self) -> None:
-        """Start the forkserver and let it finish its imports now: `Process.start` waits for
-        the fork, so a cold forkserver would stall the supervisor's loop on its first spawn."""
-        proc = self._ctx.Process(target=_noop, name="kint-forkserver-warm-up")
+    def ready_fd(self) -> int:
+        """Readable once the background warm-up has ended, well or not."""
+        return self._ready_r
+
+    def warm_up_in_background(self) -> None:
+        """Start the forkserver and its preload in a thread of this process, which ends
+        with one throwaway child forked from it (`Process.start` returns once the fork is
+        made, so after the preload)."""
+        self._thread = threading.Thread(target=self._warm_up, name="kint-forkserver-warm-up",
+                                        daemon=True)
+        self._thread.start()
+
+    def _warm_up(self) -> None:
+        try:
+            self._outcome = self._check_preload()
+        except Exception as err:  # a spawn will fail the same way, and say so for its space
+            log.exception("the worker forkserver did not start")
+            self._outcome = [f"(the forkserver did not start: {err})"]
+        finally:
+            os.write(self._ready_w, b"!")
+
+    def _check_preload(self) -> list[str]:
+        reader, writer = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(target=_missing_preloads, args=(self.preload, writer),
+                                 name="kint-forkserver-warm-up", daemon=True)
         proc.start()
-        proc.join(timeout=60)
+        writer.close()
+        try:
+            if not reader.poll(WARM_UP_BOUND_S):
+                return ["(the forkserver's first child did not answer)"]
+            return list(reader.recv())
+        except EOFError:
+            return ["(the forkserver's first child exited without an answer)"]
+        finally:
+            reader.close()
+            proc.join(WARM_UP_BOUND_S)
+
+    def take_ready(self) -> list[str]:
+        """For the loop, once `ready_fd` is readable: mark the forkserver ready and return
+        the preload modules it lacks (empty when it has them all)."""
+        try:
+            os.read(self._ready_r, 1)
+        except BlockingIOError:
+            return []
+        if self._thread is not None:
+            self._thread.join()
+        self.ready = True
+        self.missing_preload = self._outcome
+        return self.missing_preload
+
+    def close(self) -> None:
+        """Close the warm-up's pipe, unless its thread still runs (a stop during the
+        preload): it would write to a descriptor number the process may have reused."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        for fd in (self._ready_r, self._ready_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def spawn(self, config: WorkerConfig, token: bytes) -> Any:
         """Start a worker for `config`. `token`, its secret for this spawn, travels with the

@@ -139,7 +139,11 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        # Its descriptors in use, its limit (ulimit -n) and the part of it
                        # no worker may take (kint/open_files.py); null where
                        # they cannot be counted.
-                       "open_files": files.as_json() if files is not None else None},
+                       "open_files": files.as_json() if files is not None else None,
+                       # Whether workers can start yet (the forkserver's preload runs in
+                       # the background), and any preload module it could not import.
+                       "forkserver": {"ready": sup.spawner.ready,
+                                      "missing_preload": sup.spawner.missing_preload}},
         "spaces": rows,
         # A space refused a worker for want of open files is degraded too: it serves nothing.
         "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"] for row in rows),

@@ -1,0 +1,81 @@
+"""The worker forkserver imports its preload in the background (kint/supervisor/spawner.py):
+the supervisor binds and answers first, and a worker asked for meanwhile starts once the
+preload is done, never from a forkserver still importing. A preload module the forkserver
+could not import is named in the supervisor's log, its status and `kint doctor`, where
+multiprocess' forkserver skips it without a word."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from conftest import make_sandbox, wait_until
+
+SUPPORT = Path(__file__).parent / "support"
+
+
+def _start(sb, *preload: str) -> None:
+    sb.env["PYTHONPATH"] = str(SUPPORT)  # the forkserver imports its preload by name
+    sb.kint_home.mkdir(mode=0o700, exist_ok=True)
+    with open(sb.root / "supervisor.err", "ab") as err:
+        subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor_preloading.py"),
+                          "--home", str(sb.kint_home), "--preload", ",".join(preload)],
+                         env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=err, start_new_session=True)
+    sb.wait_for(lambda: sb.client().ping(0.5), interval=0.02, what="the supervisor")
+
+
+def _forkserver(sb) -> dict:
+    return sb.sup_status()["supervisor"]["forkserver"]
+
+
+def test_the_supervisor_answers_while_its_forkserver_imports_and_starts_a_worker_after(
+        tmp_path):
+    sb = make_sandbox(tmp_path / "machine")
+    hold = tmp_path / "let-the-preload-go"
+    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
+    try:
+        _start(sb, "held_preload")
+        # Answering with the preload held: it was bound before the forkserver was ready.
+        assert _forkserver(sb) == {"ready": False, "missing_preload": []}
+        answer: dict = {}
+        asked = threading.Thread(target=lambda: answer.update(
+            sb.call("status", db=sb.sibyl_db, timeout_s=60)))
+        asked.start()
+        row = wait_until(lambda: next((r for r in sb.sup_status()["spaces"]
+                                       if r["waiting"]), None))
+        # The request waits for a worker that is not forked yet.
+        assert row["state"] == "starting" and row["pid"] is None, row
+        assert _forkserver(sb)["ready"] is False
+        hold.touch()
+        asked.join(60)
+        assert answer.get("worker", {}).get("pid"), answer
+        assert _forkserver(sb) == {"ready": True, "missing_preload": []}
+        assert sb.row(sb.sibyl_db)["pid"] == answer["worker"]["pid"]
+    finally:
+        hold.touch()
+        sb.shutdown()
+
+
+def test_a_preload_module_the_forkserver_cannot_import_is_named(tmp_path):
+    sb = make_sandbox(tmp_path / "machine")
+    try:
+        _start(sb, "kint_no_such_preload")
+        forkserver = wait_until(lambda: (lambda f: f if f["ready"] else None)(_forkserver(sb)))
+        assert len(forkserver["missing_preload"]) == 1, forkserver
+        assert forkserver["missing_preload"][0].startswith(
+            "kint_no_such_preload (ModuleNotFoundError: "), forkserver
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert "the worker forkserver could not import kint_no_such_preload" in log, log
+        # A worker still starts and serves, without it.
+        assert sb.call("status", db=sb.sibyl_db, timeout_s=60)["worker"]["pid"]
+        out = sb.kint("doctor", "--json")
+        reachable = next(c for c in json.loads(out.stdout)["checks"]
+                         if c["name"] == "supervisor reachable")
+        assert reachable["ok"] and reachable.get("warn"), reachable
+        assert "kint_no_such_preload" in reachable["detail"], reachable
+    finally:
+        sb.shutdown()
