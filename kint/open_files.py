@@ -39,6 +39,10 @@ FDS_PER_WORKER = 3
 MIN_RESERVE = 16
 # And an eighth of the limit on top, for the agent sessions' long-lived connections.
 RESERVE_FRACTION = 8
+# What the supervisor holds open with no worker running: measured 19 (its standard
+# streams, sockets, ZeroMQ's pollers and signalling, the forkserver's pipes, the log),
+# and some to spare.
+START_FDS = 24
 # Where this process's open descriptors are listed (Linux, then macOS and the BSDs).
 _FD_FOLDERS = ("/proc/self/fd", "/dev/fd")
 
@@ -62,6 +66,13 @@ class OpenFiles(NamedTuple):
 
     def room_for_worker(self) -> bool:
         return self.open + FDS_PER_WORKER + self.reserve <= self.limit
+
+    def too_few_to_start(self) -> bool:
+        """Whether this limit leaves the supervisor no room for even one worker beside its
+        own descriptors and the reserve. Checked before it makes its ZeroMQ context:
+        libzmq aborts the process (SIGABRT) where it meets EMFILE making its poller, where
+        Python would see an error."""
+        return START_FDS + FDS_PER_WORKER + self.reserve > self.limit
 
     def as_json(self) -> dict[str, int]:
         return {"open": self.open, "limit": self.limit, "reserve": self.reserve}

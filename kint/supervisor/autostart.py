@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from kint.logs import setup_file_logging
-from kint.open_files import RAISE_SOFT_TO, START_ROOM_HINT, out_of_files, raise_soft_limit
+from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
+                             out_of_files, raise_soft_limit)
 from kint.proc_name import SUPERVISOR, set_process_name
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
@@ -80,19 +81,28 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
               file=sys.stderr)
         return 0
     try:
+        files = open_files()
+        if files is not None and files.too_few_to_start():
+            return _out_of_files(f"it needs {START_FDS} for itself, {FDS_PER_WORKER} a "
+                                 f"worker and {files.reserve} kept for clients")
         return _serve(home, pid_fd, extra_preload)
     except Exception as err:
         if not out_of_files(err):
             raise
-        # Below what the supervisor needs to start (its sockets, its forkserver): said
-        # with the limit, in the words and code of a refusal, not as a traceback.
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        message = f"the supervisor ran out of open files (its limit is {soft}, ulimit -n): {err}"
-        log.error("%s", message)
-        print(f"kint: error: {message} [BUSY]\nhint: {START_ROOM_HINT}", file=sys.stderr)
-        return 2
+        return _out_of_files(str(err))
     finally:
         os.close(pid_fd)
+
+
+def _out_of_files(why: str) -> int:
+    """Below what the supervisor needs to start (its sockets, its forkserver, one worker):
+    said with the limit, in the words and code of a refusal, not as a traceback or an
+    abort inside libzmq."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    message = f"the supervisor ran out of open files (its limit is {soft}, ulimit -n): {why}"
+    log.error("%s", message)
+    print(f"kint: error: {message} [BUSY]\nhint: {START_ROOM_HINT}", file=sys.stderr)
+    return 2
 
 
 def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:

@@ -96,6 +96,7 @@ class WorkerLifecycle(WorkerRoom):
             self._crashed(handle, now, f"could not spawn: {err}")
             return
         handle.no_room = None
+        handle.no_room_seen = None
         handle.process = proc
         handle.pid = proc.pid
         handle.token = token

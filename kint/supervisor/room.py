@@ -79,16 +79,25 @@ class WorkerRoom:
 
     def _room_sweep(self) -> None:
         """From the sweep: the spaces waiting for room first, then a refusal made for want
-        of room forgotten once there is room again (workers exited idle, or the limit
-        rose), so that status no longer calls that space degraded: its next request
-        starts its worker."""
+        of room forgotten once there is room again because workers exited or the limit
+        rose (not because a client's connection closed: the refusal came at the edge, and
+        that descriptor or two is the next client's), so that status no longer calls that
+        space degraded: its next request starts its worker."""
         self._serve_room_wanted()
         refused = [h for h in self.handles.values() if h.no_room is not None and not h.alive]
         if refused:
             files = open_files()
-            if files is None or files.room_for_worker():
-                for handle in refused:
+            alive = self._alive_workers()
+            for handle in refused:
+                seen = handle.no_room_seen
+                changed = (seen is None or files is None or alive < seen[0]
+                           or files.limit > seen[1])
+                if changed and (files is None or files.room_for_worker()):
                     handle.no_room = None
+                    handle.no_room_seen = None
+
+    def _alive_workers(self) -> int:
+        return sum(1 for h in self.handles.values() if h.alive)
 
     def _serve_room_wanted(self) -> None:
         """Once the workers stopped for room have exited (their connection on the back
@@ -111,6 +120,8 @@ class WorkerRoom:
         if handle.no_room is None:
             log.warning("%s", message)
         handle.no_room = message
+        files = open_files()
+        handle.no_room_seen = (self._alive_workers(), files.limit if files else 0)
         handle.state = "idle"
         for pending in list(handle.pending.values()):
             self._answer(handle, pending, error_reply(None, ErrorCode.BUSY, message, ROOM_HINT))

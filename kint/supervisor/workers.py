@@ -93,6 +93,10 @@ class WorkerHandle:
     # Why the last spawn did not happen: the supervisor had no file descriptors to spare
     # (kint/open_files.py). Not a crash; cleared by the next spawn.
     no_room: str | None = None
+    # The workers alive and the limit when it was refused: the refusal is forgotten once
+    # fewer run or the limit rose, not when a client's connection closing frees a
+    # descriptor or two (room.py's sweep).
+    no_room_seen: tuple[int, int] | None = None
     backoff_s: float | None = None
     retry_started_at: float | None = None
     pending: dict[str, Pending] = field(default_factory=dict)
