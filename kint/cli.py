@@ -3,9 +3,9 @@ environment, sends one request to the supervisor (starting it when needed), and 
 the answer. No engine code runs here.
 
 Errors print as two lines, what happened and what to do, with no traceback unless
-`--debug`. Exit codes: 0 success, 1 a refusal or a degraded state, 2 an error, 3 no
-supervisor running (for `kint supervisor status`), 130 Ctrl-C (kint.commands.exit_codes
-has them all).
+`--debug`. Exit codes are kint v0.3.0's (kint.commands.exit_codes has them all): 0 done,
+1 verify refused or a degraded state, 2 an error, 3-6 push's and pull's refusals (3 also
+no supervisor running, for `kint supervisor status` and `reload`), 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -137,8 +137,10 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context, tenant: str | None, db: str | None, debug: bool) -> None:
     """Check a remembered Sibyl fact against the chain before acting on it.
 
-    Every command goes to the supervisor of KINT_HOME (default ~/.kint), which runs one
-    worker process per tenant space; it is started on demand.
+    A command on a space (status, verify, history, connect, join, push, compact, pull,
+    rekey, recovery-code, config show) goes to the supervisor of KINT_HOME (default
+    ~/.kint), which runs one worker process per tenant space and is started on demand
+    (`doctor` asks one that runs, and starts none).
     """
     refuse_blank_space_options(tenant, db)
     # Every command but `demo` (a sandbox with a KINT_HOME of its own) keeps its files

@@ -1,4 +1,4 @@
-"""The small client the CLI (and, later, kint-server) use to talk to the supervisor.
+"""The small client the CLI and kint-server use to talk to the supervisor.
 
 It never imports the engine: it builds a request, sends it as one frame on a DEALER, and
 waits for the reply with the same id until a deadline computed once, a little past the

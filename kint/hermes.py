@@ -1,4 +1,4 @@
-"""kint under Hermes (DESIGN §6): the Hermes provider writes to its profile's store itself
+"""kint under Hermes (docs/harnesses.md, deploy/hermes/README.md): the Hermes provider writes to its profile's store itself
 (journal events per turn, mirrored entities), so its client's write methods are wrapped the
 way kint-server wraps its own: each write's leaf is noted to the profile's space worker,
 and Hermes' own writes never hold a push.

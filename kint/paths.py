@@ -3,7 +3,7 @@
 Everything lives under KINT_HOME (default ~/.kint, mode 0700). State files are written
 0600 and replaced atomically, so a reader never sees half a file and a crash never leaves
 one. The ZeroMQ sockets live in `run/`, or, when that path would be too long for a unix
-socket, in a short private folder under the system temp directory (DESIGN §3). That
+socket, in a short private folder under the system temp directory (README, "Files"). That
 folder's name is predictable, so another user (or a symlink) may be there first: the
 supervisor then binds in a fresh private folder and records it in `run/socket-dir`, and
 no kint process talks to a socket in a folder that is not this user's alone.

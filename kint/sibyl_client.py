@@ -1,5 +1,5 @@
 """The space's Sibyl client, built the way Sibyl's own MCP server builds it, with two
-deliberate differences (DESIGN §6):
+deliberate differences:
 
 - the cap gate's size function is Sibyl's `aggregate_db_size` plus every byte under
   KINT_HOME, so what kint keeps on disk counts against the same cap Sibyl enforces;

@@ -1,4 +1,4 @@
-"""Which space a store belongs to (DESIGN §5).
+"""Which space a store belongs to (README, "How it runs": a space).
 
 A space is one Sibyl store of one tenant: `keccak256("kint-space-v1" || label)`, and files
 use its first 16 hex characters. The label is KINT_SPACE when set; else

@@ -1,19 +1,23 @@
-"""kint's own address helpers (kint.custody.ids: `is_address_text`, `checksum_address`),
-which the command line uses in place of eth_utils': eth_utils loads pydantic and the
-rest (~0.1 s of CPU at every `kint canonical-payload`, `connect`, `session-key show`, and
-`--owner` check), and web3's ~0.3 s more came with eth_account where only the session
-key's address was read. Their answers are eth_utils' own, checked here against it."""
+"""kint's own address helpers (kint.custody.ids: `address_problem`, `is_address_text`,
+`checksum_address`), which the command line and the workers use in place of eth_utils':
+eth_utils loads pydantic and the rest (~0.1 s of CPU at every `kint canonical-payload`,
+`connect`, `session-key show`, and `--owner` check), and web3's ~0.3 s more came with
+eth_account where only the session key's address was read. Their answers are checked
+here against eth_utils: its checksum, and its `is_address` except where the mixed case of
+an address is not its checksum, which eth_utils 6 takes and kint refuses (a character
+mistyped names another owner)."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from eth_utils import is_address, to_checksum_address
+from eth_utils import is_address, is_checksum_address, to_checksum_address
 
 from conftest import kint_loading, make_sandbox
 from kint.custody.errors import BadOwner
-from kint.custody.ids import checksum_address, is_address_text
+from kint.custody.ids import (NOT_AN_ADDRESS, NOT_ITS_CHECKSUM, address_problem,
+                              checksum_address, is_address_text)
 
 # EIP-55's own examples.
 EIP55 = ("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
@@ -34,10 +38,20 @@ def test_the_checksum_and_the_address_test_are_eth_utils_own():
         assert checksum_address(bytes.fromhex(address[2:])) == to_checksum_address(address)
     for address in EIP55[:6]:  # the mixed-case examples come back as they are
         assert checksum_address(address.lower()) == address
-    wrong = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD"  # a checksum typo: an address still
-    for text in (wrong, "0x12", "0x" + "g" * 40, "0x" + "ab" * 21, " 0x" + "ab" * 20, "",
-                 "0x", "ab" * 19 + "a"):
-        assert is_address_text(text) is is_address(text), text
+    for text in ("0x12", "0x" + "g" * 40, "0x" + "ab" * 21, " 0x" + "ab" * 20, "", "0x",
+                 "ab" * 19 + "a"):
+        assert is_address_text(text) is is_address(text) is False, text
+        assert address_problem(text) == NOT_AN_ADDRESS
+    for address in EIP55[:6]:  # one letter's case changed: the bytes are an address still,
+        digits = address[2:]  # and eth_utils 6 takes it, but it is not its own checksum
+        at = next(i for i, c in enumerate(digits) if c.isalpha())
+        wrong = "0x" + digits[:at] + digits[at].swapcase() + digits[at + 1:]
+        assert is_address(wrong) and not is_checksum_address(wrong), wrong
+        for spelling in (wrong, wrong[2:]):
+            assert address_problem(spelling) == NOT_ITS_CHECKSUM, spelling
+            assert is_address_text(spelling) is False, spelling
+    for spelling in ("0x" + "AB" * 20, "0X" + "ab" * 20):  # one case: no checksum to check
+        assert is_address_text(spelling) is is_address(spelling) is True, spelling
     assert is_address_text(b"\x01" * 20) is False  # text only: bytes are never typed in
     with pytest.raises(BadOwner):
         checksum_address("0x12")

@@ -12,6 +12,10 @@ import pytest
 
 OWNER = "0x19E7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
 BAD_OWNER = "--owner '0xzz' is not an address (0x and 40 hex characters)"
+MISTYPED = "0x19e7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
+CHECKSUM_REFUSAL = (f"--owner '{MISTYPED}' does not match its EIP-55 checksum (the case of "
+                    "its letters): a character may be mistyped [BAD_REQUEST]\nhint: copy the "
+                    "address again from the wallet or an explorer")
 
 CASES = [
     # (what, argv, stdin, exit status, phrase on stderr)
@@ -50,6 +54,12 @@ CASES = [
      "No such option '--bogus'"),
     ("an owner that is not an address", ["canonical-payload", "--owner", "0x123"], None, 2,
      "is not an address"),
+    # OWNER with one letter's case changed: the same bytes, but not its EIP-55 checksum,
+    # the mark of a mistyped character (eth_utils 6's `is_address` takes it).
+    ("an owner whose case is not its checksum", ["canonical-payload", "--owner",
+                                                  MISTYPED], None, 2, CHECKSUM_REFUSAL),
+    ("a chain command's owner whose case is not its checksum", ["push", "--owner", MISTYPED],
+     None, 2, CHECKSUM_REFUSAL),
     ("connect without any key", ["connect", "--owner", OWNER], None, 2,
      "give the derive signature with --signature - (stdin) or --signature-file PATH"),
     ("connect without an owner", ["connect", "--signature", "-"], "0xab\n", 2,

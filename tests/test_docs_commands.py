@@ -160,3 +160,27 @@ def test_the_exit_status_table_lists_every_code_help_names(path):
     for code in _exit_codes_said(_help(*path)):
         says = _exit_status_says(code)
         assert f"`{path[-1]}`" in says or f"`kint {' '.join(path)}`" in says, (path, code, says)
+
+
+def _doctor_check_names() -> set[str]:
+    """Every check name `kint doctor` can print: the `check(...)` calls of its two halves
+    (the command's own, kint/commands/doctor*.py, and the worker's, tenant_worker/doctor*.py)."""
+    names: set[str] = set()
+    for path in [*ROOT.glob("kint/commands/doctor*.py"),
+                 *ROOT.glob("kint/tenant_worker/doctor*.py")]:
+        text = path.read_text()
+        names |= set(re.findall(r"\b(?:_?check|not_checked)\(\s*\"([^\"]+)\"", text))
+        names |= set(re.findall(r"^\s+name = \"([^\"]+)\"$", text, re.M))
+    return names
+
+
+def test_doctor_help_and_docs_name_every_check_it_makes():
+    """A check added to doctor is named in its --help and in docs/commands.md, where a
+    reader looks up what a `[FAIL] name:` line is about."""
+    names = _doctor_check_names()
+    assert {"Sibyl packages", "interrupted push", "rpc secondary", "contract"} <= names, names
+    help_text = " ".join(_help("doctor").split()).lower()
+    section = " ".join(_sections()[("doctor",)].split())
+    for name in sorted(names):
+        assert re.search(rf"\b{re.escape(name.lower())}\b", help_text), f"--help: {name}"
+        assert f"`{name}`" in section, f"docs/commands.md: {name}"

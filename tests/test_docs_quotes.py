@@ -3,10 +3,13 @@
 README.md and docs/ quote several of kint's outputs and refusals exactly (most of them kint
 v0.3.0's words): the authorize page's two lines, the no-owner and no-signature refusals,
 memory_push's KEY_EXPIRED message, status's cap block, pull's unapplied-epoch lines, the
-closed-store refusal, pull's refusal of rows with no mirror. A change of wording in the
-code would leave the docs quoting a line no kint prints; each test here makes the line from
-the code, with the docs' placeholders for its variable parts, and looks for it in the page
-that quotes it. Whitespace is compared loosely, since the docs wrap a quote across lines.
+closed-store refusal, pull's refusal of rows with no mirror, `kint supervisor status`'s
+exit status, connect's and pull's progress lines, the BUSY that names the op running, and a
+second `kint setup`'s refusal. A change of wording in the code would leave the docs quoting
+a line no kint prints; each test here makes the line from the code, with the docs'
+placeholders for its variable parts, and looks for it in the page that quotes it (a line
+made deep in the worker is looked for among the strings its module writes). Whitespace is
+compared loosely, since the docs wrap a quote across lines.
 """
 
 from __future__ import annotations
@@ -108,3 +111,78 @@ def test_the_pull_over_rows_without_a_mirror_is_quoted_as_refused():
 
     said = NO_MIRROR_FORK.format(rows="N", tenant="T")
     assert _quoted_in(DOCS / "commands.md", f"`{said}`")
+
+
+def test_supervisor_status_exit_codes_are_said_in_readme_as_help_says_them():
+    """README gives `kint supervisor status`'s exit status in --help's words (one source:
+    kint.commands.supervisor_status.HELP, beside the `run` that returns it)."""
+    from kint.commands.supervisor_status import HELP
+
+    exits = HELP.split("\n\n", 1)[1]
+    assert exits.startswith("Exit code 0 ")
+    assert _quoted_in(ROOT / "README.md", exits)
+
+
+def _patterns(module: Path) -> list[re.Pattern[str]]:
+    """Every string `module` writes out, as a pattern: a plain literal as itself, an
+    f-string with each `{...}` as any text (the docs put a placeholder there)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            found.append("".join(re.escape(part.value) if isinstance(part, ast.Constant)
+                                 else ".+?" for part in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append(re.escape(node.value))
+    return [re.compile(pattern) for pattern in found]
+
+
+def _made_in(module: str, line: str, prefix: str = "") -> bool:
+    """Whether kint/<module> writes `line` (its `prefix` added by the code that shows it)."""
+    assert line.startswith(prefix), line
+    said = line[len(prefix):]
+    return any(p.fullmatch(said) for p in _patterns(ROOT / "kint" / module))
+
+
+def test_connect_and_pull_progress_lines_are_quoted_as_made():
+    """The lines docs/commands.md says connect and pull show while they wait, and the BUSY
+    that names the op running, each a string the worker's code writes."""
+    text = _flat((DOCS / "commands.md").read_text())
+    connect = re.findall(r"`(connect: [^`]+)`", text)
+    assert len(connect) == 5, connect
+    for line in connect:
+        assert _made_in("tenant_worker/connect.py", line, "connect: "), line
+    assert _made_in("tenant_worker/pull.py", "pull: reading the chain head")
+    assert "`pull: reading the chain head`" in text
+    cold = "pull: cold start, asking a second RPC for the head"
+    assert _made_in("tenant_worker/cold_start.py", cold) and f"`{cold}`" in text
+    busy = "a connect is already running for this space (for 4 s)"
+    assert _made_in("tenant_worker/head_lock.py", busy) and f"`{busy}`" in text
+
+
+def test_a_second_setup_is_refused_as_harnesses_md_quotes_it(tmp_path):
+    """docs/harnesses.md, "Two setups at once": the refusal a setup meets while another holds
+    `setup.lock`, made here by holding the lock on another open file (flock locks by open
+    file, so one process can hold it against itself)."""
+    import fcntl
+    import os
+
+    from kint.harnesses import SetupError
+    from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
+    from kint.render import refusal_text
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    held = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.write(held, b"4242")
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SetupError) as refused:
+            with setup_lock(home):
+                pass
+    finally:
+        os.close(held)
+    err = refused.value
+    said = refusal_text(err.code, err.message, err.hint).replace(str(home), "/home/me/.kint")
+    assert _quoted_in(DOCS / "harnesses.md", said), said

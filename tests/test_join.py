@@ -295,13 +295,18 @@ def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
 
 def test_the_workers_join_chain_op_checks_the_addresses_it_is_sent(vault, machine_b):
     """The op behind join's chain reads puts the owner and the session key into chain
-    calls: one that is not an address is refused by name, before any read."""
+    calls: one that is not an address is refused by name, before any read, and so is one
+    whose mixed case is not its EIP-55 checksum (a character mistyped), as the command
+    line refuses it."""
     from kint.client import KintError
 
     _, account, _ = vault
     b = machine_b
+    at = next(i for i, c in enumerate(account.address) if i > 1 and c.isalpha())
+    mistyped = account.address[:at] + account.address[at].swapcase() + account.address[at + 1:]
     for args, name in (({"owner": account.address, "key": "0x1234"}, "key"),
                        ({"owner": "not an owner", "head": True}, "owner"),
+                       ({"owner": mistyped, "head": True}, "owner"),
                        ({"head": True}, "owner")):
         with pytest.raises(KintError) as refused:
             b.call("join_chain", b.sibyl_db, args=args)

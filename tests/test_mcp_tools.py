@@ -199,6 +199,13 @@ def test_a_value_the_worker_refuses_names_the_tool_to_call_again(agent):
                                "(the last line of RECOVERY-<space16>.txt) and call "
                                "memory_connect again with it"), payload
     assert "kint COMMAND" not in payload["hint"]
+    # So does an owner whose mixed case is not its EIP-55 checksum (a character mistyped).
+    digits = "19E7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
+    payload = agent.failed("memory_connect", owner="0x" + digits.replace("E", "e", 1))
+    assert payload["error"] == "BAD_REQUEST" and "EIP-55 checksum" in payload["message"], payload
+    assert payload["hint"] == ("nothing was done; ask the human for the owner's address again, "
+                               "as their wallet shows it, and call memory_connect again with "
+                               "it"), payload
 
 
 def test_a_refusals_notices_are_their_own_field_beside_the_agents_hint(agent):

@@ -95,7 +95,7 @@ def test_the_launchd_agent_reads_the_environment_file_and_the_config(sandbox, tm
 
 def test_the_install_paths_are_documented():
     text = (ROOT / "docs" / "settings.md").read_text()
-    for words in ("pipx install kint", "uv tool install kint", "python3 -m venv",
+    for words in ("pipx install CHECKOUT", "uv tool install CHECKOUT", "python3 -m venv",
                   "~/.local/bin/kint", "supervisor.env", "config.toml"):
         assert words in text, words
     for name in ("kint-supervisor.service", "com.kint.supervisor.plist"):

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+import harness_stand_ins
 from conftest import KINT
+from harness_stand_ins import calls
 
 from kint.harnesses import codex as codex_mod
 
@@ -175,6 +177,21 @@ def test_all_runs_in_order_and_skips_what_is_not_installed(sandbox):
     assert out.returncode == 0 and (sandbox.home / ".codex" / "config.toml").is_file()
 
 
+def test_a_named_harness_without_its_cli_is_skipped_as_v030_says_exit_0(sandbox):
+    """`kint setup claude` (or hermes, openclaw) with that CLI not on PATH: v0.3.0's line for
+    a target whose CLI is missing, and no failure (13-harnesses.md and 09-cli.md, "kint
+    setup", give that line for any target and setup no exit status of its own for it);
+    `--json` says `skipped` where a script can see it."""
+    out = setup(sandbox, "claude")
+    assert (out.returncode, out.stdout, out.stderr) == (
+        0, "claude: CLI not found, skipped\n", ""), out.stdout + out.stderr
+    out = setup(sandbox, "openclaw", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["reports"] == [
+        {"target": "openclaw", "status": "skipped", "lines": ["openclaw: CLI not found, skipped"],
+         "code": None, "hint": None}]
+
+
 def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tmp_path):
     lone = tmp_path / "lone"
     lone.mkdir()
@@ -248,46 +265,14 @@ def test_a_hermes_profile_that_would_do_nothing_is_refused(sandbox, argv, messag
     assert not (sandbox.home / ".claude.json").exists()
 
 
-STAND_IN_OPENCLAW = """\
-#!{python}
-# A stand-in for OpenClaw's CLI: `openclaw config file` prints the config file's path
-# (OPENCLAW_CONFIG_PATH, else ~/.openclaw/openclaw.json; OpenClaw 2026.9 does the same),
-# `openclaw mcp set NAME JSON` saves the definition under mcp.servers there, and every call
-# is logged in ~/.openclaw/calls.log.
-import json, os, sys
-from pathlib import Path
-home = Path(os.environ["HOME"]) / ".openclaw"
-home.mkdir(exist_ok=True)
-with open(home / "calls.log", "a") as fh:
-    fh.write(json.dumps(sys.argv[1:]) + "\\n")
-path = Path(os.environ.get("OPENCLAW_CONFIG_PATH") or home / "openclaw.json")
-if sys.argv[1:] == ["config", "file"]:
-    if {config_file_fails}:
-        sys.exit("error: unknown command 'file'")
-    print(path)
-    sys.exit(0)
-assert sys.argv[1:3] == ["mcp", "set"], sys.argv
-data = json.loads(path.read_text()) if path.exists() else {{}}
-data.setdefault("mcp", {{}}).setdefault("servers", {{}})[sys.argv[3]] = json.loads(sys.argv[4])
-path.write_text(json.dumps(data, indent=2))
-print("saved", sys.argv[3])
-"""
-
-
 def stand_in_openclaw(tmp_path: Path, config_file_fails: bool = False) -> str:
     """A PATH with the stand-in `openclaw` first (and no other harness CLI)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    stand_in = bin_dir / "openclaw"
-    stand_in.write_text(STAND_IN_OPENCLAW.format(python=sys.executable,
-                                                 config_file_fails=config_file_fails))
-    stand_in.chmod(0o755)
-    return f"{bin_dir}:{bare_path(tmp_path)}"
+    harness_stand_ins.stand_in_openclaw(tmp_path / "bin", config_file_fails=config_file_fails)
+    return f"{tmp_path / 'bin'}:{bare_path(tmp_path)}"
 
 
 def mcp_set_calls(sandbox) -> list[list[str]]:
-    calls = (sandbox.home / ".openclaw" / "calls.log").read_text().splitlines()
-    return [json.loads(c) for c in calls if json.loads(c)[:2] == ["mcp", "set"]]
+    return [c for c in calls(sandbox.home, "openclaw") if c[:2] == ["mcp", "set"]]
 
 
 def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox, tmp_path):
@@ -362,17 +347,13 @@ def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines
                                                                                 tmp_path):
     """OpenClaw's `string` plugin prints lines of its own on every call; a failed `mcp set`
     is reported with OpenClaw's reason, not with them (v0.3.0's setup drops them too)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    stand_in = bin_dir / "openclaw"
-    stand_in.write_text(f"#!{sys.executable}\nimport sys\n"
-                        "print('Error: config is locked by another openclaw process')\n"
-                        "for n in range(4):\n"
-                        "    print(f'[plugins] string-bridge: polling block {n}', "
-                        "file=sys.stderr)\n"
-                        "sys.exit(1)\n")
-    stand_in.chmod(0o755)
-    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{bin_dir}:{bare_path(tmp_path)}"})
+    harness_stand_ins.stand_in_openclaw(
+        tmp_path / "bin", "print('Error: config is locked by another openclaw process')\n"
+        "for n in range(4):\n"
+        "    print(f'[plugins] string-bridge: polling block {n}', file=sys.stderr)\n"
+        "sys.exit(1)\n")
+    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{tmp_path / 'bin'}:"
+                                                         f"{bare_path(tmp_path)}"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         "openclaw: failed: `openclaw mcp set` exited 1: Error: config is locked by another "
@@ -400,16 +381,10 @@ Run "openclaw doctor --fix" to repair the config, then retry.
 def test_openclaw_refusing_an_invalid_config_is_reported_with_its_problems(sandbox, tmp_path):
     """OpenClaw's reason comes first and its advice last: the failed line quotes the
     reason (which file, each problem) and the last line of advice, not only the advice."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    stand_in = bin_dir / "openclaw"
-    stand_in.write_text(f"#!{sys.executable}\nimport sys\n"
-                        "if sys.argv[1:] == ['config', 'file']:\n"
-                        "    sys.exit(print('/nowhere/openclaw.json'))\n"
-                        f"sys.stderr.write({OPENCLAW_INVALID_CONFIG!r})\n"
-                        "sys.exit(1)\n")
-    stand_in.chmod(0o755)
-    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{bin_dir}:{bare_path(tmp_path)}"})
+    harness_stand_ins.stand_in_openclaw(
+        tmp_path / "bin", f"sys.stderr.write({OPENCLAW_INVALID_CONFIG!r})\nsys.exit(1)\n")
+    out = sandbox.kint("setup", "openclaw", env={"PATH": f"{tmp_path / 'bin'}:"
+                                                         f"{bare_path(tmp_path)}"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         "openclaw: failed: `openclaw mcp set` exited 1: OpenClaw config is invalid | File: "

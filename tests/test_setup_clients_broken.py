@@ -68,12 +68,13 @@ def test_entries_of_an_older_kint_turned_off_are_brought_up_to_date(sandbox, tmp
     off where the harness has a switch, with a key of the user's own: one `kint setup all`
     rewrites each to this kint's launch line, turns it on again saying so, keeps the user's
     key (OpenClaw's `mcp set` would replace the whole entry) or names it where Hermes' `mcp
-    add` drops it, and leaves no entry other than kint's changed."""
+    add` drops it, as Claude Code drops a key it does not know, and leaves no entry other than kint's changed."""
     env = real_clients(sandbox, tmp_path)
     home, old = sandbox.home, "/old/venv/bin/kint-server"
     (home / ".claude.json").write_text(json.dumps({"mcpServers": {
         "kint": {"type": "stdio", "command": "/usr/bin/env",
-                 "args": ["-u", "PYTHONPATH", old], "env": {}},
+                 "args": ["-u", "PYTHONPATH", old], "env": {}, "timeout": 300000,
+                 "alwaysAllow": ["memory_verify"]},
         "docs": {"type": "stdio", "command": "docs-mcp", "args": [], "env": {}}}}))
     (home / ".codex").mkdir()
     (home / ".codex" / "config.toml").write_text(
@@ -96,6 +97,12 @@ def test_entries_of_an_older_kint_turned_off_are_brought_up_to_date(sandbox, tmp
         (home / ".openclaw" / "openclaw.json").read_text()
     claude = json.loads((home / ".claude.json").read_text())["mcpServers"]
     assert claude["docs"]["command"] == "docs-mcp" and claude["kint"]["args"][-1] != old
+    assert claude["kint"]["timeout"] == 300000  # a key Claude Code's schema takes: kept
+    [copy] = home.glob(".claude.json.bak-*")
+    assert json.loads(copy.read_text())["mcpServers"]["kint"]["alwaysAllow"] == ["memory_verify"]
+    assert (f"  claude: backup {copy}\n  claude: kint's entry lost keys of yours (alwaysAllow): "
+            "Claude Code does not keep keys it does not know; the backup above holds them"
+            in said), said
     for target, key in (("codex", "mcp_servers.kint.enabled"),
                         ("hermes[default]", "mcp_servers.kint.enabled"),
                         ("openclaw", "mcp.servers.kint.enabled")):
@@ -107,3 +114,28 @@ def test_entries_of_an_older_kint_turned_off_are_brought_up_to_date(sandbox, tmp
     assert entry["kint"]["requestTimeoutMs"] == 300000 and "enabled" not in entry["kint"]
     assert "tool_timeout_sec = 600" in (home / ".codex" / "config.toml").read_text()
     assert "enabled = false" not in (home / ".codex" / "config.toml").read_text()
+
+
+def test_a_claude_entry_holding_a_value_claude_code_refuses_is_registered_without_it(
+        sandbox, tmp_path):
+    """A kint entry whose key of the user's Claude Code refuses (`timeout` not a number):
+    `claude mcp add-json` with it fails once kint's old entry is removed, so setup adds
+    kint's entry without the user's keys and names them, Claude Code's words and the
+    backup beside them, rather than leave kint unregistered."""
+    claude = client_or_skip(claude_binary(), "Claude Code (npm @anthropic-ai/claude-code)")
+    env = harness_env(sandbox, tmp_path, claude=claude)
+    config = sandbox.home / ".claude.json"
+    config.write_text(json.dumps({"mcpServers": {"kint": {
+        "type": "stdio", "command": "/old/venv/bin/kint-server", "args": [], "env": {},
+        "timeout": "five minutes"}}}))
+    out = sandbox.kint("setup", "claude", env={"PATH": env["PATH"]}, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    entry = json.loads(config.read_text())["mcpServers"]["kint"]
+    assert entry["args"][-1] != "/old/venv/bin/kint-server" and "timeout" not in entry
+    [copy] = sandbox.home.glob(".claude.json.bak-*")
+    lines = out.stdout.splitlines()
+    assert lines[-2] == f"  claude: backup {copy}", out.stdout
+    assert lines[-1].startswith("  claude: kint's entry lost keys of yours (timeout): Claude "
+                                "Code refused them ("), lines[-1]
+    assert "timeout" in lines[-1].split("refused them", 1)[1], lines[-1]
+    assert lines[-1].endswith("); the backup above holds them"), lines[-1]

@@ -19,33 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import KINT
+from harness_stand_ins import calls, stand_in, stand_in_openclaw
 
 from kint.harnesses import claude as claude_mod
 from kint.harnesses import file_failure, run_setup
-
-# A harness CLI that logs each call (argv, one JSON line) in $HOME/<name>-calls.log, then
-# does what SCRIPT says: nothing, sleep, fail.
-STAND_IN = """#!{python}
-import json, os, sys, time
-from pathlib import Path
-with open(Path(os.environ["HOME"]) / "{name}-calls.log", "a") as fh:
-    fh.write(json.dumps(sys.argv[1:]) + "\\n")
-{script}
-"""
-
-
-def stand_in(bin_dir: Path, name: str, script: str = "", python: str = sys.executable) -> Path:
-    bin_dir.mkdir(exist_ok=True)
-    path = bin_dir / name
-    path.write_text(STAND_IN.format(python=python, name=name, script=script))
-    path.chmod(0o755)
-    return path
-
-
-def calls(home: Path, name: str) -> list[list[str]]:
-    log = home / f"{name}-calls.log"
-    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
-
 
 def bin_path(tmp_path: Path) -> str:
     return f"{tmp_path / 'bin'}:/usr/bin:/bin"
@@ -58,9 +35,7 @@ def test_a_config_file_that_is_a_folder_fails_its_harness_with_a_code_and_a_hint
     write, and nothing is created beside them; `--json` carries the code and the hint."""
     home = sandbox.home
     stand_in(tmp_path / "bin", "claude")
-    stand_in(tmp_path / "bin", "openclaw",
-             f"print({str(home / '.openclaw' / 'openclaw.json')!r}) if sys.argv[1:] == "
-             "['config', 'file'] else None")
+    stand_in_openclaw(tmp_path / "bin", mcp_set="")
     stand_in(tmp_path / "bin", "hermes", HERMES_SCRIPT)
     folders = [home / ".claude.json", home / ".codex" / "config.toml",
                home / ".hermes" / "config.yaml", home / ".openclaw" / "openclaw.json"]
@@ -155,11 +130,8 @@ def test_a_harness_that_fails_leaves_no_backup_unless_its_file_changed(sandbox, 
     home = sandbox.home
     stand_in(tmp_path / "bin", "claude", "sys.exit(print('cannot save') or 1)")
     config = home / ".openclaw" / "openclaw.json"
-    stand_in(tmp_path / "bin", "openclaw",
-             f"path = Path({str(config)!r})\n"
-             "if sys.argv[1:] == ['config', 'file']:\n    sys.exit(print(path))\n"
-             "path.write_text('{\"half\": \"written\"}')\n"
-             "sys.exit(print('crashed half way') or 1)")
+    stand_in_openclaw(tmp_path / "bin", "path.write_text('{\"half\": \"written\"}')\n"
+                      "sys.exit(print('crashed half way') or 1)")
     claude_config = home / ".claude.json"
     claude_config.write_text('{"numStartups": 3}')
     config.parent.mkdir()
@@ -206,13 +178,7 @@ def test_a_kint_entry_turned_off_or_of_an_older_kint_is_rewritten_and_keeps_the_
     turns it on again saying so (and how to turn it off), and keeps the user's key, in
     OpenClaw (whose `mcp set` replaces the whole entry) and in Codex. A second run changes
     nothing."""
-    from test_setup import STAND_IN_OPENCLAW
-
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "openclaw").write_text(STAND_IN_OPENCLAW.format(python=sys.executable,
-                                                               config_file_fails=False))
-    (bin_dir / "openclaw").chmod(0o755)
+    stand_in_openclaw(tmp_path / "bin")
     home = sandbox.home
     openclaw = home / ".openclaw" / "openclaw.json"
     openclaw.parent.mkdir()

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
-from kint.protocol.errors import (ARCHIVE_HINT, DEFAULT_HINTS, DEVCHAIN_RPC_HINT,
-                                  RECOVERY_CODE_HINT, REORG_HINT, SPACE_RPC_HINT, ErrorCode,
+from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
+                                  DEVCHAIN_RPC_HINT, RECOVERY_CODE_HINT, REORG_HINT, SPACE_RPC_HINT, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -74,6 +74,9 @@ _AGENT_HINTS = {
     # The code came from the human: the agent cannot copy it again itself.
     RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
                         "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
+    # So did the owner's address: a mixed case that is not its checksum is a mistyped one.
+    CHECKSUM_HINT: "nothing was done; ask the human for the owner's address again, as their "
+                   "wallet shows it, and call {tool} again with it",
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],

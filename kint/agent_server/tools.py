@@ -17,6 +17,8 @@ from kint.agent_server import results, tool_args
 from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import STORE_GONE_HINT, SharedClient
 from kint.client import KintError
+from kint.custody.ids import address_problem
+from kint.protocol.errors import CHECKSUM_HINT
 
 # The longest a kint tool waits for the space's worker (a status waits 30 s, a history
 # 60 s). Inside the 120 s Hermes gives a tool call by default and the 180 s `kint setup`
@@ -82,10 +84,15 @@ def refuse_dev_conflicts(given: dict[str, bool]) -> None:
 
 def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: str | None,
                  owner: str | None, dev: bool) -> dict[str, Any]:
-    """memory_connect as v0.3.0's 08-tools.md gives it, plus kint's `dev`."""
+    """memory_connect as v0.3.0's 08-tools.md gives it, plus kint's `dev`. An `owner`
+    whose mixed case is not its EIP-55 checksum is refused here, as the worker refuses it:
+    `human_steps` naming it would send the human to commands that refuse it."""
     if dev:
         refuse_dev_conflicts({"owner": owner is not None, "passphrase": passphrase is not None,
                               "recovery_code": recovery_code is not None})
+    if owner is not None and address_problem(owner) is not None:
+        raise KintError("BAD_REQUEST", f"memory_connect: argument 'owner' {owner!r} "
+                        f"{address_problem(owner)}", CHECKSUM_HINT)
     if recovery_code is None and passphrase is None and not dev:
         status = session.call("status", {"keys": True}, timeout_s=30)
         known = status.get("owner") or owner

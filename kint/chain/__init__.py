@@ -1,3 +1,9 @@
-"""The chain: which one (config), how to reach it with bounded calls (rpc), the
-EpochAnchor contract (anchor), what it says of a session key (key_facts), wei as ETH text
-(units), and the embedded local chain for development (devchain)."""
+"""The chain: everything kint says to Base (or the devchain) goes through here, so the
+bounds on a call, the refusals it can end in and the contract's bytes are one code path.
+
+Which chain (config; an endpoint's chain id, chain_id; v0.3.0's macOS Keychain endpoint,
+keychain_rpc), how to reach it with bounded calls (rpc) and what a call can end in besides
+its answer (calls), the EpochAnchor contract (anchor) and its compiled bytes (artifact,
+artifacts/), what it says of a session key (key_facts), the machine-wide nonce book every
+space's pushes share (nonces), wei as ETH text (units), and the embedded local chain for
+development (devchain)."""

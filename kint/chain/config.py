@@ -1,4 +1,4 @@
-"""Which chain this machine anchors on, read once per use (DESIGN §7; v0.3.0's
+"""Which chain this machine anchors on, read once per use (docs/settings.md; v0.3.0's
 10-configuration.md, "Base: chain, RPCs and contract").
 
 Base mainnet is the default: chain 8453, the deployed EpochAnchor

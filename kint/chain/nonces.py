@@ -1,5 +1,5 @@
 """One nonce sequence, many workers: the machine's session key sends every push of every
-space (DESIGN §8), from one worker process per space.
+space (README, "What works today"), from one worker process per space.
 
 Two workers asking the endpoint for the next nonce at the same moment get the same
 number, and one of their pushes is lost. So nonces are allocated here, machine-wide, under

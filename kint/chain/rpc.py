@@ -1,5 +1,5 @@
 """Bounded JSON-RPC: every call has a timeout, web3's own retries are off, and what is in
-flight is visible (DESIGN §4).
+flight is visible (a worker's TIMEOUT says what it waits on).
 
 web3's default retries make one hung call take 12 s and silently re-send
 `eth_sendRawTransaction`; retrying is this module's caller's decision. The tracker records

@@ -11,7 +11,8 @@ import sys
 
 import click
 
-from kint.custody.ids import is_address_text
+from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem
+from kint.protocol.errors import CHECKSUM_HINT
 
 
 @click.command("canonical-payload")
@@ -21,10 +22,12 @@ def canonical_payload_cmd(owner: str) -> None:
     type KintVault with owner and purpose). Sign it only in a terminal you opened."""
     from kint.custody.vault_message import canonical_payload
 
-    if not is_address_text(owner):
+    problem = address_problem(owner)
+    if problem is not None:
         from kint.commands.common import usage_error
 
-        usage_error(f"--owner {owner!r} is not an address (0x and 40 hex characters)")
+        usage_error(f"--owner {owner!r} {problem}",
+                    CHECKSUM_HINT if problem == NOT_ITS_CHECKSUM else None)
     payload = canonical_payload(owner)
     sys.stdout.buffer.write(payload if payload.endswith(b"\n") else payload + b"\n")
     sys.stdout.flush()

@@ -130,14 +130,15 @@ def _permissions(home: Path) -> dict[str, Any]:
 @json_option("Print the checks as JSON.")
 @click.pass_obj
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
-    """Named checks: Sibyl's packages, python, PYTHONPATH, kint home (its mode), kint home
-    placement, permissions, tenant (and where it came from), supervisor reachable; from the space's worker the sibyl store,
-    enrolment, data key, recovery file, state files, disk space, a half-done pull,
+    """Named checks: Sibyl packages, python, PYTHONPATH, kint home (its mode), kint home
+    placement, permissions, tenant (and where it came from), supervisor reachable; from the
+    space's worker the sibyl store, chain settings (when one is refused), enrolment, data
+    key, recovery file, state files, an interrupted push, disk space, a half-done pull,
     unanchored changes, the chain (when it is not the one the space was connected on), and
-    on the chain rpc primary (its chain id), rpc secondary, the
-    contract's code, the session key and the head against the mirror (v0.3.0's names where
-    it has the check). RPC URLs show scheme, host and port only. Exit code 1 when any fails
-    ([WARN] lines pass)."""
+    on the chain rpc primary (its chain id), rpc secondary, the contract's code, the
+    session key and the head against the mirror (v0.3.0's names where it has the check).
+    RPC URLs show scheme, host and port only. Exit code 1 when any fails ([WARN] lines
+    pass)."""
     check_owner(obj, owner)
     home = kint_home()
     checks = [*environment_checks(), _home(home), _placement(home), _permissions(home),

@@ -2,7 +2,7 @@
 
 v0.3.0's doctor checked these three, and each explains failures no other check names:
 Sibyl's packages must be the versions kint pins (kint replays and hashes their storage
-format byte for byte, DESIGN §6), the Python must be one kint supports, and a `PYTHONPATH`
+format byte for byte), the Python must be one kint supports, and a `PYTHONPATH`
 in the shell can shadow the packages of kint's own environment (so every `kint setup`
 registration keeps it out of kint-server). None of them reads the network.
 """

@@ -17,7 +17,10 @@ from kint.rows.canon import VERSIONED_TIERS, row_label
 @json_option("Print the result as JSON.")
 @click.pass_obj
 def status_cmd(obj: Ctx, as_json: bool) -> None:
-    """The space of this store: tenant, store, row counts per tier, kint's files."""
+    """The space of this store: tenant, store, row counts per tier, kint's files; once
+    connected, the owner, the data key, the last epoch anchored here, unanchored changes,
+    the chain head (in step or not) and the session key; then its worker and the storage
+    cap Sibyl enforces."""
     result = space_call(obj, "status", {"chain": True}, timeout_s=30)
     if as_json:
         echo_json(result)

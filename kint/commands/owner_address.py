@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 from kint import spaces
 from kint.commands.common import refuse, usage_error
-from kint.custody.ids import checksum_address, is_address_text
+from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem, checksum_address
 from kint.paths import space_files
 from kint.protocol import ErrorCode
+from kint.protocol.errors import CHECKSUM_HINT
 
 if TYPE_CHECKING:
     from kint.tenant_worker.enrolment import Enrolment
@@ -32,8 +33,10 @@ NO_OWNER = "no owner known on this machine: pass --owner 0x... or run kint conne
 
 def checked_address(value: str, flag: str = "--owner") -> str:
     """`value` checksummed, or a refusal naming the flag."""
-    if not is_address_text(value):
-        usage_error(f"{flag} {value!r} is not an address (0x and 40 hex characters)")
+    problem = address_problem(value)
+    if problem is not None:
+        usage_error(f"{flag} {value!r} {problem}",
+                    CHECKSUM_HINT if problem == NOT_ITS_CHECKSUM else None)
     return checksum_address(value)
 
 

@@ -72,9 +72,9 @@ def setup_cmd(obj: Ctx, target: str, env_pairs: tuple[str, ...],
     the absolute kint-server (next to kint, else on PATH) and pins KINT_HOME, the store
     (SIBYL_MEMORY_DB), KINT_TENANT when set (or --tenant), and every --env. A file is
     copied to <file>.bak-<unix time> before it changes; a registration that is already
-    right is left alone. A harness whose CLI is missing is skipped. For Hermes, each
-    profile also gets kint's memory-provider plugin (when Hermes' Python has kint), selected
-    where Sibyl's provider was.
+    right is left alone. A harness whose CLI is missing is skipped, named on its own too
+    (exit 0, as in kint v0.3.0). For Hermes, each profile also gets kint's memory-provider
+    plugin (when Hermes' Python has kint), selected where Sibyl's provider was.
 
     A harness that fails prints its line with a code and a hint line under it. Exit
     code 1 when a harness failed (the others carry on), 2 when setup could not run

@@ -13,6 +13,7 @@ from kint.client import KintError, SupervisorUnavailable
 from kint.commands.common import (Ctx, echo_json, fail, json_option, refuse,
                                   usage_error)
 from kint.commands.exit_codes import NO_SUPERVISOR
+from kint.commands.supervisor_status import HELP as STATUS_HELP
 from kint.paths import kint_home, log_path
 from kint.protocol import ErrorCode
 
@@ -150,7 +151,8 @@ def _wait_gone(home: Path, stopping: int | None) -> int | None:
 def supervisor_reload(obj: Ctx, as_json: bool) -> None:
     """Read $KINT_HOME/config.toml again now (it is also read whenever it changes). A value
     the file gets wrong is named with its key, and the last good configuration keeps
-    serving (exit 2)."""
+    serving (exit 2). Exit 3 when no supervisor runs (the next one reads the file as it
+    starts), 2 when one runs and does not answer (stopped or stuck)."""
     client = obj.client(autostart=False)
     if not client.ping(1.0):
         _refuse_if_silent(obj)
@@ -171,17 +173,13 @@ def supervisor_reload(obj: Ctx, as_json: bool) -> None:
                f"machine setting(s), {len(result['spaces'])} space table(s))")
 
 
-@supervisor_group.command("status")
+@supervisor_group.command("status", help=STATUS_HELP)
 @json_option("Print the rows as JSON.")
 @click.option("--watch", is_flag=True, help="Refresh every second until Ctrl-C.")
 @click.pass_obj
 def supervisor_status(obj: Ctx, as_json: bool, watch: bool) -> None:
-    """One row per space: worker state, op in flight, RPC, head, restarts.
-
-    Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
-    restarting or quarantined; 2 when the supervisor refuses the call; 3 when no
-    supervisor runs.
-    """
+    # Its help is kint.commands.supervisor_status.HELP: the plain form runs without click,
+    # and the exit status is stated where `run` returns it.
     from kint.commands.supervisor_status import run
 
     sys.exit(run(as_json=as_json, watch=watch, debug=obj.debug))

@@ -28,6 +28,13 @@ from kint.paths import home_refusal, kint_home
 _PLAIN_FORMS = {("supervisor", "status"): False, ("supervisor", "status", "--json"): True}
 _CLEAR_SCREEN = "\033[2J\033[1;1H"
 NONE_RUNNING_HINT = "`kint supervisor start` starts one (so does any command that needs it)"
+# The command's --help (kint.commands.supervisor takes it from here), so the exit status it
+# states and the one `run` returns are written down once, beside the code that returns it.
+HELP = """One row per space: worker state, op in flight, RPC, head, restarts.
+
+Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
+restarting or quarantined, or when the supervisor runs and does not answer (stopped or
+stuck); 2 when the supervisor refuses the call; 3 when no supervisor runs."""
 
 
 def plain_form(argv: list[str]) -> bool | None:
@@ -69,10 +76,7 @@ def _show(status: dict[str, Any], as_json: bool, watch: bool) -> None:
 
 
 def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> int:
-    """One row per space; the exit status the CLI reference gives: 0 when every space is
-    ready, busy, starting or idle, 1 when any is hung, restarting or quarantined (or the
-    supervisor itself runs and does not answer), 2 when the supervisor refused the call, 3
-    when no supervisor runs. With `watch`, again every
+    """One row per space, and the exit status HELP states. With `watch`, again every
     second until Ctrl-C (which ends it with 0)."""
     home = kint_home()
     client = Client(home, autostart=False)

@@ -36,11 +36,32 @@ def owner_bytes(owner: str | bytes) -> bytes:
     return bytes.fromhex(owner.strip()[-40:])
 
 
+# Why a value typed or sent as an address is refused, worded to follow the value.
+NOT_AN_ADDRESS = "is not an address (0x and 40 hex characters)"
+NOT_ITS_CHECKSUM = ("does not match its EIP-55 checksum (the case of its letters): a "
+                    "character may be mistyped")
+
+
+def address_problem(value: object) -> str | None:
+    """Why `value` is not an address to act on, or None: text of 40 hex characters (with
+    or without 0x), whose letters, when some are upper case and some lower, are its EIP-55
+    checksum. One in a single case carries no checksum and is taken as it is, as EIP-55
+    has it. A mixed case that is not the checksum is most likely a character mistyped (a
+    different owner, whose space and vault are not the user's), which is what the
+    checksum is for; eth_utils' `is_address` (6.x) no longer checks it."""
+    if not isinstance(value, str) or _ADDRESS.fullmatch(value) is None:
+        return NOT_AN_ADDRESS
+    digits = value[-40:]
+    if digits not in (digits.lower(), digits.upper()) and \
+            checksum_address(digits)[2:] != digits:
+        return NOT_ITS_CHECKSUM
+    return None
+
+
 def is_address_text(value: object) -> bool:
-    """Whether `value` is an address written as text: 40 hex characters, either case (the
-    checksum of a mixed-case one not enforced), with or without 0x. What eth_utils'
-    `is_address` accepts as text."""
-    return isinstance(value, str) and _ADDRESS.fullmatch(value) is not None
+    """Whether `value` is an address written as text that `address_problem` takes: the
+    check every address typed on the command line or sent to a worker goes through."""
+    return address_problem(value) is None
 
 
 def checksum_address(address: str | bytes) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,44 @@ def _is_sibyls(name: str, server: Any) -> bool:
     return name == "sibyl-memory" or "sibyl-memory-mcp" in text or "sibyl_memory_mcp" in text
 
 
+# The keys of a Claude Code MCP entry that say how kint-server is started: setup writes
+# these. Any other key of a kint entry already saved (a `timeout` the user set) is given to
+# `claude mcp add-json` again with them, since the entry is removed and added anew; Claude
+# Code saves those its schema takes (`timeout`) and leaves out the rest, which setup names.
+MANAGED = ("type", "command", "args", "env")
+
+
+def users_keys(current: Any) -> dict[str, Any]:
+    return {k: v for k, v in current.items() if k not in MANAGED} \
+        if isinstance(current, dict) else {}
+
+
+def dropped_keys(kept: dict[str, Any], saved: Any, refused: str | None) -> list[str]:
+    """The line naming the keys of the user's own that Claude Code did not save back into
+    kint's entry, and where they are: the ones its schema leaves out, or all of them when
+    it refused one of their values (`refused`, its words)."""
+    gone = [k for k in kept if not isinstance(saved, dict) or saved.get(k) != kept[k]]
+    if not gone:
+        return []
+    why = f"Claude Code refused them ({refused})" if refused else \
+        "Claude Code does not keep keys it does not know"
+    return [f"  claude: kint's entry lost keys of yours ({', '.join(gone)}): {why}; the "
+            "backup above holds them"]
+
+
+def add(cli: str, wanted: dict[str, Any], kept: dict[str, Any]
+        ) -> tuple[subprocess.CompletedProcess[str], str | None]:
+    """`claude mcp add-json` of kint's entry with the user's keys kept; when Claude Code
+    refuses the entry for one of them (a value its schema does not take), kint's entry
+    alone, so kint is registered rather than left removed. Returns the last run and, when
+    the user's keys were refused, Claude Code's words."""
+    argv = [cli, "mcp", "add-json", "--scope", "user", SERVER_NAME]
+    added = run_cli([*argv, json.dumps({**kept, **wanted})], timeout=TIMEOUT)
+    if added.returncode == 0 or not kept:
+        return added, None
+    return run_cli([*argv, json.dumps(wanted)], timeout=TIMEOUT), tail(added)
+
+
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     cli = which("claude")
     if cli is None:
@@ -81,17 +120,18 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     path = config_path()
     wanted = entry(plan)
     servers = user_servers(path)
-    if same(servers.get(SERVER_NAME), wanted):
+    current = servers.get(SERVER_NAME)
+    if same(current, wanted):
         # v0.3.0's line (13-harnesses.md, "kint setup"): kint is registered at user scope,
         # as setup writes it; the report's status says nothing was rewritten.
         return [Report("claude", "unchanged",
                        ["claude: registered kint (user scope)", *sibyl_note(servers)])]
+    kept = users_keys(current)
     copy = backup(path)
     try:
         if SERVER_NAME in servers:
             run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
-        added = run_cli([cli, "mcp", "add-json", "--scope", "user", SERVER_NAME,
-                         json.dumps(wanted)], timeout=TIMEOUT)
+        added, refused = add(cli, wanted, kept)
     except HarnessFailure as err:
         return [failed("claude", err, *kept_backup("claude", copy, path))]
     servers = user_servers(path)
@@ -103,5 +143,6 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
             "run `claude mcp list` to see what Claude Code reads, then run `kint setup "
             "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
     backed_up(lines, "claude", copy)
+    lines += dropped_keys(kept, servers.get(SERVER_NAME), refused)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

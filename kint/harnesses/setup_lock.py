@@ -12,24 +12,16 @@ may take minutes.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from kint.harnesses import SetupError
 from kint.paths import ensure_private_dir, kint_home
+from kint.pid_file_lock import PidFileHeld, hold_pid_file
 from kint.protocol.errors import ErrorCode
 
 LOCK_NAME = "setup.lock"
-
-
-def holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    return f" (pid {text})" if text.isdigit() else ""
 
 
 @contextlib.contextmanager
@@ -39,20 +31,17 @@ def setup_lock(home: Path | None = None) -> Iterator[None]:
     folder = ensure_private_dir(home or kint_home())
     path = folder / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = hold_pid_file(path)
+    except PidFileHeld as held:
+        named = f" (pid {held.pid})" if held.pid is not None else ""
+        raise SetupError(f"another kint setup is running for {folder}{named}",
+                         "wait for it to finish, then run this one again: nothing was "
+                         "changed", ErrorCode.BUSY) from None
     except OSError as err:
         raise SetupError(f"cannot open {path}: {err.strerror}",
                          "KINT_HOME must be a folder this user can write (kint-server needs it "
                          "too); nothing was changed", ErrorCode.BAD_REQUEST) from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SetupError(f"another kint setup is running for {folder}{holder(fd)}",
-                             "wait for it to finish, then run this one again: nothing was "
-                             "changed", ErrorCode.BUSY) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
         yield
     finally:
         os.close(fd)

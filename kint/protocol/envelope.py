@@ -1,4 +1,4 @@
-"""The request and reply envelopes (DESIGN §2): one ZeroMQ frame, one JSON object.
+"""The request and reply envelopes (kint.protocol): one ZeroMQ frame, one JSON object.
 
 The two types and the replies' constructors live here; the bytes are made and read by
 the side that sends them: `kint.protocol.client_codec` (a client: encode a request,

@@ -114,6 +114,11 @@ REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --
 
 # A recovery code that is not one, or whose checksum fails: where to copy it from again
 # (named here, as the two above, so that kint-server gives an agent its own next step).
+# An address refused for a mixed case that is not its EIP-55 checksum (kint.custody.ids):
+# only the human can read it off the wallet again, so kint-server says it as theirs.
+CHECKSUM_HINT = ("copy the address again from the wallet or an explorer: the case of its "
+                 "letters is a checksum, and a mistyped character breaks it")
+
 RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<space16>.txt, "
                       "written where the vault started (or by `kint recovery-code` on a "
                       "machine that holds the data key)")

@@ -1,5 +1,8 @@
 """The supervisor: one daemon per KINT_HOME that routes requests by space and keeps one
-worker process per space alive (DESIGN §3).
+worker process per space alive (README, "How it runs"). It exists so that a hung RPC, a
+held push or a crashing worker stays inside its own space: the supervisor does no chain
+or store work of its own, only routing, deadlines and the workers' lifecycle, so it keeps
+answering whatever one space is doing.
 
 - `settings`: the tunables, read once from the environment.
 - `spawner`: the forkserver that makes workers cheap to start.
@@ -10,11 +13,19 @@ worker process per space alive (DESIGN §3).
 - `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
 - `timed`: deadlines, refused forwards and the per-space sweep, between messages.
 - `housekeeping`: the supervisor's checks on itself (home, config, log, upgrade).
-- `commands`: the supervisor's own ops (ping, status, spaces, stop, restart).
+- `commands`: the supervisor's own ops (ping, status, spaces, stop, reload, restart).
+- `status`: the rows of `kint supervisor status`, from what the supervisor already holds.
 - `autostart`: how a client starts a supervisor on demand, exactly once.
 - `pidlock`: the pid lock a running supervisor holds, and who holds it.
 - `ownership`: the pid lock and socket files a supervisor owns, so it never breaks another.
 - `outbox`: replies a client's pipe cannot take yet, kept instead of dropped.
 - `pause`: the supervisor's own pauses, told apart from its workers' silence.
 - `peer`: who is on the other end of an ipc connection, in the kernel's words.
+- `exits`: the workers' exit sentinels behind one descriptor for the poller.
+- `bindings`: which store each space is bound to, kept across restarts.
+- `code_watch`: kint upgraded or edited in place under a running supervisor.
+- `succession`: what a supervisor exiting for an upgrade leaves the next one.
+- `tighten`: kint's own files under KINT_HOME made private again at start.
+- `forkserver_heap`: the forkserver's heap, imported and frozen to be shared.
+- `__main__`: the daemon process (`python -m kint.supervisor --home PATH`).
 """

@@ -18,6 +18,8 @@ Command = Callable[["Supervisor", bytes, Request], "Reply | None"]
 
 
 def ping(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    """Answer that the supervisor is up: its pid, version and uptime (`kint supervisor
+    start` prints the pid; a client's liveness check needs only the answer)."""
     import os
 
     return ok_reply(req.id, {"pid": os.getpid(), "version": __version__,
@@ -25,10 +27,13 @@ def ping(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
 
 
 def status(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    """`kint supervisor status`: one row per space, from what the supervisor holds (the
+    workers' last beats), so it answers even while a worker hangs."""
     return ok_reply(req.id, supervisor_status(sup))
 
 
 def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
+    """The spaces the supervisor knows, each with its store and its worker's state."""
     return ok_reply(req.id, {"spaces": [
         {"space": h.space16, "space_id": h.space_id, "label": h.label, "tenant": h.tenant,
          "store": h.db, "state": h.state}
@@ -36,6 +41,8 @@ def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
 
 
 def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
+    """`kint supervisor stop`: stop every worker cleanly, then the supervisor; answered once
+    every worker is down. A commanded stop ends the agent sessions (no succession)."""
     sup.add_stop_waiter(identity, req.id)
     # A stop ends the sessions, an upgrade's drain under way too: the next start takes
     # nothing of this one's (kint/supervisor/succession.py).
@@ -46,8 +53,9 @@ def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
 
 
 def reload(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
-    """Read the config file now: the answer says whether it was taken, naming the file and
-    the key it refuses (the last good configuration then keeps serving)."""
+    """`kint supervisor reload`: read the config file now; the answer says whether it was
+    taken, naming the file and the key it refuses (the last good configuration then keeps
+    serving)."""
     error = sup.check_config(force=True)
     if error is not None:
         raise ProtocolError(ErrorCode.CONFIG_INVALID,
@@ -60,8 +68,10 @@ def reload(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
 
 
 def restart(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
-    """Restart the workers matching TARGET: a space (16 or 64 hex), a label or a tenant.
-    A quarantined space is released and tried at once; this is not counted as a crash."""
+    """`kint supervisor restart TARGET`: restart the workers matching TARGET, a space id (16
+    or 64 hex), a label or a tenant. A quarantined space is released and tried at once;
+    this is not counted as a crash. A live worker hands its agent sessions to the new one,
+    as on a recycle."""
     target = req.args["target"]
     matches = [h for h in sup.handles.values()
                if target in (h.space16, h.space_id, h.label, h.tenant)]

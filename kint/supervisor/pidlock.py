@@ -12,14 +12,13 @@ who holds the lock, and that question must not load what starting one needs: a f
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import time
 from pathlib import Path
 from typing import NamedTuple
 
 from kint.paths import run_dir
+from kint.pid_file_lock import PidFileHeld, hold_pid_file
 
 PID_FILE = "supervisor.pid"
 SERVING = "serving"
@@ -36,25 +35,13 @@ class AlreadyRunning(Exception):
 def hold_pid_lock(home: Path) -> int:
     """Take the pid lock of `home` for this process and write its pid; returns the open
     file, which must stay open while this process is the supervisor. Raises
-    AlreadyRunning when another supervisor holds it."""
+    AlreadyRunning when another supervisor holds it (tried for PID_LOCK_RETRY_S, since a
+    client's look holds the same file for an instant)."""
     path = run_dir(home) / PID_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + PID_LOCK_RETRY_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as err:
-            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                os.close(fd)
-                raise
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise AlreadyRunning(str(path)) from None
-            time.sleep(0.02)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
+    try:
+        return hold_pid_file(path, wait_s=PID_LOCK_RETRY_S)
+    except PidFileHeld:
+        raise AlreadyRunning(str(path)) from None
 
 
 def mark_serving(pid_fd: int) -> None:

@@ -1,5 +1,5 @@
 """One `WorkerHandle` per space: the worker process, its last heartbeat, its requests,
-and the rules of its lifecycle (DESIGN §3).
+and the rules of its lifecycle (README, "How it runs").
 
 The rules, in one place:
 - A crash restarts that space's worker alone (one_for_one, transient).

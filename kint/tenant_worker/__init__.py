@@ -1,5 +1,24 @@
-"""Everything one tenant space owns, run in a process of its own (DESIGN §4).
+"""Everything one tenant space owns, run in a process of its own (README, "How it runs").
 
-`process` is the worker's loop (sockets, heartbeats, the request thread pool); `handlers`
-maps each worker op to the function that serves it; `store` reads the space's Sibyl store.
+Why a process per space: a space's verify, push, pull and their chain calls run here, so a
+hung RPC, a held push, a slow pull or a crash stays inside that space while the supervisor
+and the other spaces' workers keep answering.
+
+- The process: `process` (its loop: sockets, heartbeats, the op pool), `config` (what the
+  spawn tells it), `space` (what every op shares), `handlers` (op name to function),
+  `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
+  sessions, and what a successor takes over), `watcher`, `drift` and `push_backoff` (the
+  store watcher, its hold and its wait after a failure).
+- Reading: `store`, `verify`, `history`, `cache_check`, `provenance`, `changes`,
+  `unanchored`, `chain_head`, `behind_head`, `doctor`, `doctor_chain`, `disk_space`,
+  `file_presence`, `session_facts`, `store_holders`, `rpc_hint`.
+- Keys and connect: `connect`, `connected`, `dev_owner`, `data_key`, `head_header`,
+  `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
+  `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain).
+- Push: `push`, `push_refusals`, `pending` (the journal before a send), `overtaken`,
+  `session_sender`, `head_lock`.
+- Pull: `pull`, `pull_plan`, `epoch_walk`, `walk_history`, `cold_start`, `local_state`,
+  `replay`, `apply_journal`, `lost_restore`, `discard`.
+- State files: `statefiles`, `mirror_file`, `epoch_cache`, `state_format`, `state_health`,
+  `state_upgrade`.
 """

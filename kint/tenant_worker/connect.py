@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
-from web3 import Web3
 
 from kint import settings
 from kint.chain import devchain
@@ -49,6 +48,7 @@ from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id, new_data_key
+from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem, checksum_address
 from kint.custody.keks import kek_tag, passphrase_kek, signature_kek
 from kint.custody.recovery_code import recovery_file_path, write_recovery_file
 from kint.custody.session_key import create_session_key, session_key_exists
@@ -57,6 +57,7 @@ from kint.custody.vault_message import check_derive_signature, parse_signature_t
 from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, find_wrap,
                                 read_wraps, unwrap, wrap_data_key, write_wraps)
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import CHECKSUM_HINT
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.enrolled_chain import other_chain
@@ -122,10 +123,14 @@ def _owner(args: dict[str, Any]) -> str:
     owner = args.get("owner")
     if not owner:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "--owner 0x... is required")
-    if not Web3.is_address(owner):
+    problem = address_problem(owner)
+    if problem == NOT_ITS_CHECKSUM:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"--owner {owner!r} {problem}",
+                            CHECKSUM_HINT)
+    if problem is not None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"--owner {owner!r} is not an address",
                             "give the owner wallet's address, 0x and 40 hex characters")
-    return Web3.to_checksum_address(owner)
+    return checksum_address(owner)
 
 
 def _secrets_given(args: dict[str, Any]) -> bool:

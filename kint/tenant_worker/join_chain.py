@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from kint import settings
+from kint.custody.ids import address_problem, checksum_address
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.space import SpaceContext
 
@@ -48,13 +49,12 @@ def join_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def _address(name: str, value: str | None) -> str:
     """An address the caller sent, checksummed, or BAD_REQUEST naming the argument: it
-    goes into chain calls."""
-    from web3 import Web3
-
-    if not value or not Web3.is_address(value):
+    goes into chain calls. Checked as the command line checks it (kint.custody.ids)."""
+    problem = address_problem(value)
+    if problem is not None:
         raise ProtocolError(ErrorCode.BAD_REQUEST, f"join_chain: argument {name!r} must be "
-                            f"an address, 0x and 40 hex characters")
-    return Web3.to_checksum_address(value)
+                            f"an address: {value!r} {problem}")
+    return checksum_address(value)
 
 
 def _head(anchor: Any, owner: str, space_id: str) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""The pending-epoch journal (DESIGN §8): `pending-<space16>.json`, written before a push
+"""The pending-epoch journal (docs/faults.md, its first rows): `pending-<space16>.json`, written before a push
 sends its signed transaction, so a push killed at any step is settled from the chain head
 later instead of reading as a fork.
 

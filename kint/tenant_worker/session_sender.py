@@ -1,4 +1,4 @@
-"""Sending from the machine's one session key, for one space (DESIGN §8).
+"""Sending from the machine's one session key, for one space (README, "What works today").
 
 Every transaction the session key sends (a push, `authorize submit`) takes its nonce from
 the machine-wide nonce book, is signed and recorded in the book before it is sent, and

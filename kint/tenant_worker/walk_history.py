@@ -20,7 +20,7 @@ v0.3.0's gap (03-new-machine.md, "Gaps"): the epochs before it apply, and the ne
 retries.
 
 Why one retry: v0.3.0 tries a read that failed once more (03-new-machine.md, "Freshness:
-two endpoints on a cold start"); web3's own retries are off here (DESIGN §4), so the walk
+two endpoints on a cold start"); web3's own retries are off here (kint.chain.rpc), so the walk
 repeats a failed log read once, after a pause that rides out a rate limit's burst, before
 it decides the endpoint does not serve that block.
 """

@@ -1,11 +1,12 @@
 """The embedded local chain: anvil on 127.0.0.1, chain id 31337, its state kept under
-$KINT_HOME/devchain/ (DESIGN §7).
+$KINT_HOME/devchain/ (docs/commands.md, "kint devchain").
 
 - `anvil`: which anvil binary runs it, and how to install one.
 - `lifecycle`: start (deploying EpochAnchor once), status, stop.
 - `records`: the record of the running anvil, the anchor's address, the lock.
 - `identity`: which process is the recorded anvil (nothing else is ever signalled).
 - `powers`: dev-only powers (deploy, fund, impersonate an owner) that exist nowhere else.
+- `errors`: its one error type, with a code and a hint.
 
 `powers` (web3 and eth_account) is imported when one of its names is first asked for, so
 `kint devchain status` and `stop` never load it.

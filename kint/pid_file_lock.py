@@ -1,0 +1,74 @@
+"""A lock file a process holds for as long as it runs, holding that process's pid: how the
+supervisor claims its home (`run/supervisor.pid`) and `kint setup` its run (`setup.lock`).
+
+Both open the file 0600 without following a link (the file lives in a 0700 folder of
+KINT_HOME, and a link there is not one kint made), take an exclusive flock without
+blocking, and write the pid once the lock is theirs, so whoever finds it held can name the
+holder. They differ only in how long a held lock is tried: a starting supervisor retries
+for a few seconds (a client's status check holds a shared lock on the same file for an
+instant), where a second setup refuses at once rather than wait behind harness commands
+that may take minutes. One module keeps the two from drifting apart (one wrote a newline
+after the pid and followed links, the other did neither).
+
+Only `os`, `fcntl` and `time`: every kint client asks who holds the supervisor's lock, and
+this must not cost it an import.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from pathlib import Path
+
+# flock's answers for a lock another process holds (EACCES is fcntl's, kept for NFS).
+_HELD = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
+_RETRY_EVERY_S = 0.02
+
+
+class PidFileHeld(Exception):
+    """Another process holds the lock; `pid` is what it wrote (None when unreadable)."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.pid = pid
+
+
+def holder_pid(fd: int) -> int | None:
+    """The pid written at the start of the lock file open on `fd`, or None."""
+    try:
+        words = os.pread(fd, 64, 0).decode("ascii", "replace").split()
+    except OSError:
+        return None
+    return int(words[0]) if words and words[0].isdigit() else None
+
+
+def hold_pid_file(path: Path, wait_s: float = 0.0) -> int:
+    """Open `path` (created 0600, never through a link), take its exclusive flock, trying
+    again for up to `wait_s` while another process holds it, and write this process's pid
+    in it. Returns the open file, which holds the lock until it is closed. Raises
+    PidFileHeld when the lock stays held, OSError when the file cannot be opened."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as err:
+            if err.errno not in _HELD:
+                os.close(fd)
+                raise
+            if time.monotonic() >= deadline:
+                pid = holder_pid(fd)
+                os.close(fd)
+                raise PidFileHeld(path, pid) from None
+            time.sleep(_RETRY_EVERY_S)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

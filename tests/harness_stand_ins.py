@@ -1,0 +1,66 @@
+"""Stand-in harness CLIs for the `kint setup` tests that do not run the real clients (the
+real ones cost seconds a call; test_setup_clients*.py runs them).
+
+A stand-in is a Python script on PATH under the harness's name: it logs each call (its
+argv, one JSON line) in `$HOME/<name>-calls.log`, then runs the test's script. OpenClaw's
+stand-in answers `openclaw config file` as OpenClaw 2026.9 does (OPENCLAW_CONFIG_PATH,
+else ~/.openclaw/openclaw.json) and by default saves `mcp set NAME JSON` under
+`mcp.servers` there; a test gives it another `mcp set` (one that fails, or writes half).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+STAND_IN = """#!{python}
+import json, os, sys, time
+from pathlib import Path
+with open(Path(os.environ["HOME"]) / "{name}-calls.log", "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+{script}
+"""
+
+
+def stand_in(bin_dir: Path, name: str, script: str = "", python: str = sys.executable) -> Path:
+    """`bin_dir/name`, a stand-in that logs its call and runs `script`."""
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text(STAND_IN.format(python=python, name=name, script=script))
+    path.chmod(0o755)
+    return path
+
+
+def calls(home: Path, name: str) -> list[list[str]]:
+    """The argv of each call of stand-in `name` under `home`, in order."""
+    log = home / f"{name}-calls.log"
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+# What `openclaw mcp set NAME JSON` does by default: save the definition in the config file.
+SAVES_DEFINITION = """\
+assert sys.argv[1:3] == ["mcp", "set"], sys.argv
+data = json.loads(path.read_text()) if path.exists() else {}
+data.setdefault("mcp", {}).setdefault("servers", {})[sys.argv[3]] = json.loads(sys.argv[4])
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_text(json.dumps(data, indent=2))
+print("saved", sys.argv[3])
+"""
+
+OPENCLAW = """\
+path = Path(os.environ.get("OPENCLAW_CONFIG_PATH")
+            or Path(os.environ["HOME"]) / ".openclaw" / "openclaw.json")
+if sys.argv[1:] == ["config", "file"]:
+    if {config_file_fails}:
+        sys.exit("error: unknown command 'file'")
+    sys.exit(print(path))
+"""
+
+
+def stand_in_openclaw(bin_dir: Path, mcp_set: str = SAVES_DEFINITION,
+                      config_file_fails: bool = False) -> Path:
+    """A stand-in `openclaw`: `config file` names its config file (or fails, as an OpenClaw
+    without the command), and any other call runs `mcp_set`, with `path` that file."""
+    return stand_in(bin_dir, "openclaw",
+                    OPENCLAW.format(config_file_fails=config_file_fails) + mcp_set)

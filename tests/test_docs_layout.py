@@ -1,0 +1,76 @@
+"""The map a newcomer reads is the tree they clone: README's "Code layout" names every
+package and top-level module of kint/, every package says in its `__init__` docstring why
+it exists, the packages that list their modules list all of them, and every test file the
+docs name as the proof of a promise (docs/faults.md's last column, mostly) is there.
+
+A module added, a package split or a test file renamed or merged would otherwise leave the
+docs pointing at nothing; each check reads the files as they are, so it costs no machine.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KINT = ROOT / "kint"
+README = ROOT / "README.md"
+
+# The packages whose __init__ docstring lists their modules: each must list every one.
+LISTING_PACKAGES = ["supervisor", "tenant_worker", "settings", "chain", "chain/devchain",
+                    "custody"]
+
+
+def _layout_block() -> str:
+    text = README.read_text()
+    return text.split("\n## Code layout\n", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+
+
+def _packages() -> list[Path]:
+    return sorted(p.parent for p in KINT.glob("*/__init__.py"))
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+def _modules(package: Path) -> list[str]:
+    return sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__")
+
+
+def test_readme_code_layout_names_every_package_and_top_level_module():
+    named = set(re.findall(r"kint/[\w/]+?(?:/|\.py)|[\w]+\.py|[\w]+/", _layout_block()))
+    for package in _packages():
+        assert f"kint/{package.name}/" in named, f"README's Code layout lacks kint/{package.name}/"
+    for module in _modules(KINT):
+        assert f"kint/{module}.py" in named or f"{module}.py" in named, \
+            f"README's Code layout lacks kint/{module}.py"
+
+
+@pytest.mark.parametrize("package", [p.name for p in _packages()])
+def test_every_package_says_why_it_exists(package):
+    said = _docstring(KINT / package / "__init__.py")
+    assert len(said.split()) >= 12, f"kint/{package}/__init__.py has no docstring to speak of"
+
+
+@pytest.mark.parametrize("package", LISTING_PACKAGES)
+def test_a_package_that_lists_its_modules_lists_every_one(package):
+    said = _docstring(KINT / package / "__init__.py")
+    missing = [m for m in _modules(KINT / package) if not re.search(rf"\b{m}\b", said)]
+    assert not missing, f"kint/{package}/__init__.py does not name {missing}"
+
+
+def test_no_docstring_points_at_a_design_document_the_checkout_lacks():
+    """`DESIGN §N` named a document that is not in the repository: a reader finds nothing."""
+    for path in sorted(KINT.rglob("*.py")):
+        assert "DESIGN §" not in path.read_text(), path.relative_to(ROOT)
+
+
+def test_every_test_file_the_docs_name_exists():
+    pages = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for name in set(re.findall(r"tests/[\w/]+\.py", page.read_text())):
+            assert (ROOT / name).is_file(), f"{page.name} names {name}, which is not there"

@@ -1,0 +1,80 @@
+"""kint.pid_file_lock: the one way the supervisor's `run/supervisor.pid` and setup's
+`setup.lock` are taken (a 0600 file, never through a link, an exclusive flock, the holder's
+pid written in it). A starting supervisor tries a held lock for a few seconds; a second
+setup refuses at once, naming the holder's pid. Those refusals, as users see them, are in
+test_supervisor_lifecycle.py and test_setup_failures.py."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+
+import pytest
+
+from kint.harnesses import SetupError
+from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
+from kint.paths import run_dir
+from kint.pid_file_lock import PidFileHeld, hold_pid_file
+from kint.supervisor.pidlock import PID_FILE, hold_pid_lock
+
+
+def held_by_another(path, pid: bytes = b"4242\n") -> int:
+    """The file open and flock'ed on a descriptor of its own, as another process holds it
+    (flock locks belong to the open file, so this conflicts within one process too)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.pwrite(fd, pid, 0)
+    return fd
+
+
+def test_a_held_lock_is_refused_at_once_with_its_holders_pid_or_waited_for(tmp_path):
+    path = tmp_path / "x.lock"
+    other = held_by_another(path)
+    try:
+        with pytest.raises(PidFileHeld) as held:
+            hold_pid_file(path)
+        assert held.value.pid == 4242
+        got: list[int] = []
+        waiter = threading.Thread(target=lambda: got.append(hold_pid_file(path, wait_s=60)))
+        waiter.start()
+        assert waiter.is_alive()  # still trying: the other holds it
+    finally:
+        os.close(other)
+    waiter.join(timeout=60)
+    assert got, "the lock was not taken once it was let go"
+    try:
+        assert path.read_text() == f"{os.getpid()}\n"
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+    finally:
+        os.close(got[0])
+
+
+def test_both_locks_write_the_pid_and_refuse_a_link(tmp_path):
+    """The supervisor's pid file and the setup lock are the same kind of file: the pid and
+    a newline, and neither is taken through a link (a file elsewhere would be truncated
+    and written; the supervisor's used to follow one)."""
+    home = tmp_path / "home"
+    run = run_dir(home)
+    run.mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    fd = hold_pid_lock(home)
+    try:
+        assert (run / PID_FILE).read_text() == f"{os.getpid()}\n"
+    finally:
+        os.close(fd)
+    with setup_lock(home):
+        assert (home / LOCK_NAME).read_text() == f"{os.getpid()}\n"
+
+    elsewhere = tmp_path / "someone-elses-file"
+    elsewhere.write_text("keep me")
+    for link in (run / PID_FILE, home / LOCK_NAME):
+        link.unlink()
+        link.symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        hold_pid_lock(home)
+    with pytest.raises(SetupError) as refused:
+        with setup_lock(home):
+            pass
+    assert refused.value.code == "BAD_REQUEST"
+    assert elsewhere.read_text() == "keep me"
