@@ -10,7 +10,8 @@ assertions on it. A failing case is still its own test's failure, under its own 
 the checks it made before; only the moment its command ran moved.
 
 Only the cases this session collected run (`collected_ids`): a test picked out with `-k`
-does not wait for the whole table.
+does not wait for the whole table. (Within one test, machines_together.side_by_side runs
+independent lanes of commands.)
 """
 
 from __future__ import annotations
