@@ -31,14 +31,15 @@ from chain_machines import (
     wallet_signature,
 )
 from conftest import sibyl_client
+from machines_together import new_machines
 
 RULE_DRIFT = "never ship on a Friday, except when it is urgent"
 
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("machine-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("machine-b"), chain_home)
+    a, b = new_machines([tmp_path_factory.mktemp("machine-a"),
+                         tmp_path_factory.mktemp("machine-b")], chain_home)
     owner = Account.create()
     box = {"a": a, "b": b, "owner": owner, "chain_home": chain_home,
            "root": tmp_path_factory}
