@@ -104,6 +104,9 @@ STATUS_KINT_MODULES = frozenset({
     "kint.outcomes", "kint.paths", "kint.protocol", "kint.protocol.client_codec",
     "kint.protocol.envelope", "kint.protocol.errors", "kint.protocol.limits", "kint.render",
     "kint.settings", "kint.settings.environ", "kint.supervisor", "kint.supervisor.pidlock",
+    # The supervisor's pid file is read through the lock module it shares with `kint setup`
+    # (os, fcntl and time only).
+    "kint.pid_file_lock",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys
