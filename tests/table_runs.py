@@ -31,10 +31,14 @@ WAIT_S = 300
 class TableRuns:
     """The outcomes of a table's commands, by case id, as they come in."""
 
-    def __init__(self, pool: ThreadPoolExecutor, runs: Mapping[str, Callable[[], Any]]):
-        self._runs: dict[str, Future] = {case: pool.submit(run) for case, run in runs.items()}
+    def __init__(self, pool: ThreadPoolExecutor, runs: Mapping[Any, Callable[[], Any]]):
+        self._runs: dict[Any, Future] = {case: pool.submit(run) for case, run in runs.items()}
 
-    def outcome(self, case: str) -> Any:
+    def cases(self) -> list[Any]:
+        """The cases' ids, in the order they were handed over."""
+        return list(self._runs)
+
+    def outcome(self, case: Any) -> Any:
         """Case `case`'s outcome once its command has ended (its error raised here)."""
         return self._runs[case].result(timeout=WAIT_S)
 
@@ -46,10 +50,10 @@ class TableRuns:
 
 
 @contextmanager
-def running_ahead(runs: Mapping[str, Callable[[], Any]]) -> Iterator[TableRuns]:
-    """`runs` (case id -> a function running that case's command) started now, LANES at a
-    time, for the `with` block; on the way out, every command still running is waited for
-    (nothing of a case outlives its module)."""
+def running_ahead(runs: Mapping[Any, Callable[[], Any]]) -> Iterator[TableRuns]:
+    """`runs` (a case's id, any hashable -> a function running that case's command) started
+    now, LANES at a time, for the `with` block; on the way out, every command still running
+    is waited for (nothing of a case outlives its module)."""
     pool = ThreadPoolExecutor(max_workers=LANES)
     try:
         yield TableRuns(pool, runs)
