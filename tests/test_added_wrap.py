@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 
 from chain_machines import (authorize_machine, connect_with_wallet, devchain_anchor, kjson,
-                            new_machine, ok, owner_account, wallet_signature)
+                            ok, owner_account, wallet_signature)
 from conftest import sibyl_client, write_store
+from machines_together import new_machines
 from kint.custody.session_key import session_address
 from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import Header
@@ -43,9 +44,7 @@ def _write(sb, name: str) -> None:
 
 def test_a_passphrase_added_on_one_machine_is_carried_by_every_later_epoch(tmp_path,
                                                                            chain_home):
-    a = new_machine(tmp_path / "a", chain_home)
-    b = new_machine(tmp_path / "b", chain_home)
-    c = new_machine(tmp_path / "c", chain_home)
+    a, b, c = new_machines([tmp_path / "a", tmp_path / "b", tmp_path / "c"], chain_home)
     try:
         write_store(a.sibyl_db, tenant=a.tenant)
         owner = kjson(a, "connect", "--dev")["owner"]

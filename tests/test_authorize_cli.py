@@ -20,6 +20,8 @@ from eth_account import Account
 from authorize_support import ADDRESS, Machine, new_machine
 from chain_machines import make_session_key
 from conftest import TENANT, kint_loading, make_sandbox
+from machines_together import side_by_side
+from table_runs import running_ahead
 from kint.protocol import ErrorCode
 from kint.spaces import space_id
 
@@ -335,18 +337,28 @@ def test_burn_nonce_kills_an_unsubmitted_signature(machine):
 def test_refusals_are_one_line_with_exit_2(tmp_path, chain_home):
     m = new_machine(tmp_path / "machine", chain_home, create_key=False)
     owner = m.owner(0).address
-    refused(m.kint("authorize", "payload", "--owner", owner), "no session key on this machine",
-            "NO_SESSION_KEY")
-    refused(m.kint("authorize", "payload", "--owner", "0x1234"), "is not an address")
-    refused(m.kint("authorize", "submit", "--owner", owner), "--deadline and --expiry are required")
-    refused(m.kint("authorize", "--signature", "-", "direct"),
-            "--signature does not apply to `kint authorize direct`")
-    refused(m.kint("authorize", "payload", "--owner", owner, "--days", "0"), "at least one day")
+    # Refusals of a machine with no session key, then of one with a key: each command only
+    # refuses, so those of one machine state run in two lanes side by side
+    # (machines_together.side_by_side), each checked after.
+    (no_key, not_address, no_deadline), (no_signature, no_days) = side_by_side(
+        lambda: [m.kint("authorize", "payload", "--owner", owner),
+                 m.kint("authorize", "payload", "--owner", "0x1234"),
+                 m.kint("authorize", "submit", "--owner", owner)],
+        lambda: [m.kint("authorize", "--signature", "-", "direct"),
+                 m.kint("authorize", "payload", "--owner", owner, "--days", "0")])
+    refused(no_key, "no session key on this machine", "NO_SESSION_KEY")
+    refused(not_address, "is not an address")
+    refused(no_deadline, "--deadline and --expiry are required")
+    refused(no_signature, "--signature does not apply to `kint authorize direct`")
+    refused(no_days, "at least one day")
     make_session_key(m.sb)  # `session-key create` itself: test_session_key_create_show_rotate
-    refused(m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry", "2",
-                   input="not hex\n"), "the signature is not hex")
-    refused(m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry", "2",
-                   "--signature", str(tmp_path / "missing")), "does not exist")
+    not_hex, missing = side_by_side(
+        lambda: m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry",
+                       "2", input="not hex\n"),
+        lambda: m.kint("authorize", "submit", "--owner", owner, "--deadline", "1", "--expiry",
+                       "2", "--signature", str(tmp_path / "missing")))
+    refused(not_hex, "the signature is not hex")
+    refused(missing, "does not exist")
     assert os.environ.get("KINT_OWNER_KEY") is None
 
 
@@ -356,16 +368,22 @@ def test_a_refused_command_line_loads_no_web3(tmp_path):
     missing session key is answered without it."""
     sb = make_sandbox(tmp_path / "machine")
     owner = "0x000000000000000000000000000000000000dEaD"
-    for argv, said in ((("payload", "--owner", "0x1234"), "is not an address"),
-                       (("direct", "--days", "0"), "at least one day"),
-                       (("submit", "--owner", owner), "--deadline and --expiry are required"),
-                       (("--signature", "-", "page"), "--signature does not apply"),
-                       (("payload",), "no owner known on this machine"),
-                       (("payload", "--owner", owner), "no session key on this machine")):
-        out, loaded = kint_loading(sb.env, "authorize", *argv)
-        refused(out, said)
-        assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
-        assert "kint.commands.authorize" in loaded  # the list is real
+    cases = ((("payload", "--owner", "0x1234"), "is not an address"),
+             (("direct", "--days", "0"), "at least one day"),
+             (("submit", "--owner", owner), "--deadline and --expiry are required"),
+             (("--signature", "-", "page"), "--signature does not apply"),
+             (("payload",), "no owner known on this machine"),
+             (("payload", "--owner", owner), "no session key on this machine"))
+    # Refusals only: the cases' commands run two at a time (tests/table_runs.py), each
+    # checked in turn.
+    runs = {" ".join(argv): (lambda argv=argv: kint_loading(sb.env, "authorize", *argv))
+            for argv, _ in cases}
+    with running_ahead(runs) as ahead:
+        for argv, said in cases:
+            out, loaded = ahead.outcome(" ".join(argv))
+            refused(out, said)
+            assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
+            assert "kint.commands.authorize" in loaded  # the list is real
 
 
 def test_payload_lane_for_a_smart_account_owner(machine):
@@ -403,15 +421,21 @@ def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_pat
     assert "hint: point KINT_RPC_URL at an endpoint of chain 8453" in out.stderr
     assert out.stdout == "", "no typed data is printed for a chain it would not verify on"
 
+    # The other lanes and `show` refuse or read, and none needs another's outcome: two lanes
+    # of commands side by side (machines_together.side_by_side), each checked after.
     owner_env = {**env, "KINT_OWNER_KEY": owner.key.hex()}
-    for lane in ("direct", "burn-nonce"):
-        refused(m.kint("authorize", lane, "--owner", owner.address, env=owner_env), other)
     far = str(m.now() + 10 * DAY)
-    refused(m.kint("authorize", "submit", "--owner", owner.address, "--deadline", far,
-                   "--expiry", far, input="0x" + "ab" * 65 + "\n", env=env), other)
+    (direct, burn), (submit, out) = side_by_side(
+        lambda: [m.kint("authorize", lane, "--owner", owner.address, env=owner_env)
+                 for lane in ("direct", "burn-nonce")],
+        lambda: [m.kint("authorize", "submit", "--owner", owner.address, "--deadline", far,
+                        "--expiry", far, input="0x" + "ab" * 65 + "\n", env=env),
+                 m.kint("session-key", "show", "--owner", owner.address, env=env)])
+    for lane in (direct, burn, submit):
+        refused(lane, other)
     assert m.tx_count(owner.address) == m.tx_count(m.key) == 0  # nothing was sent
 
-    out = ok(m.kint("session-key", "show", "--owner", owner.address, env=env))
+    ok(out)
     shown = json.loads(out.stdout)
     assert shown["chain"] == {"chain_id": 8453, "rpc": m.url, "rpc_source": "this call"}, shown
     assert "balance_wei" not in shown and "authorized" not in shown, shown

@@ -22,6 +22,7 @@ import pytest
 from chain_machines import (deploy_second_anchor, devchain_anchor, kjson, new_machine,
                             owner_account)
 from conftest import sibyl_client
+from table_runs import collected_ids, running_ahead
 
 
 @pytest.fixture(scope="module")
@@ -77,44 +78,81 @@ LANES = [
 ]
 
 
-@pytest.mark.parametrize("what,argv,stdin", LANES, ids=[lane[0] for lane in LANES])
-def test_the_connected_owner_on_another_contract_is_refused(machine, chain_home, second_anchor,
-                                                            what, argv, stdin):
+OWNER_KEY_ENV = "KINT_OWNER_KEY"
+NAMED_OWNER = [("authorize", "payload"), ("session-key", "show")]
+OTHER_OWNER = "0x" + "42" * 20
+
+
+@pytest.fixture(scope="module")
+def commands(request, machine, chain_home):
+    """The commands of this module's tests up to the last one, which changes the config
+    they read: none signs or sends anything, so they run ahead of their tests two at a
+    time (tests/table_runs.py). Yields (the owner's and the session key's transaction
+    counts before any of them ran, the runs by test name)."""
     nonces = sent_by(chain_home, machine.owner), sent_by(chain_home, machine.session)
-    out = machine.kint(*argv, input=stdin, env={"KINT_OWNER_KEY": machine.owner_key,
-                                                "KINT_AUTHORIZE_PAGE_TIMEOUT": "5"})
+    runs = {}
+    collected = collected_ids(request, test_the_connected_owner_on_another_contract_is_refused)
+    for what, argv, stdin in LANES:
+        if what in collected:
+            runs[f"test_the_connected_owner_on_another_contract_is_refused[{what}]"] = (
+                lambda argv=argv, stdin=stdin: machine.kint(
+                    *argv, input=stdin, env={OWNER_KEY_ENV: machine.owner_key,
+                                             "KINT_AUTHORIZE_PAGE_TIMEOUT": "5"}))
+    named = test_the_spaces_owner_named_with_owner_is_refused_the_same_way
+    for n, argv in enumerate(NAMED_OWNER):
+        if f"argv{n}" in collected_ids(request, named):
+            runs[f"test_the_spaces_owner_named_with_owner_is_refused_the_same_way[argv{n}]"] = (
+                lambda argv=argv: machine.kint(*argv, "--owner",
+                                               machine.owner.upper().replace("0X", "0x")))
+    if any(item.name == "test_another_owner_goes_on_with_the_contract_in_force"
+           for item in request.session.items):
+        runs["test_another_owner_goes_on_with_the_contract_in_force"] = (
+            lambda: machine.kint("authorize", "payload", "--owner", OTHER_OWNER))
+    with running_ahead(runs) as ahead:
+        yield nonces, ahead
+
+
+@pytest.mark.parametrize("what,argv,stdin", LANES, ids=[lane[0] for lane in LANES])
+def test_the_connected_owner_on_another_contract_is_refused(request, commands, machine,
+                                                            chain_home, second_anchor,
+                                                            what, argv, stdin):
+    nonces, ahead = commands
+    out = ahead.outcome(request.node.name)
     assert out.returncode == 2, (what, out.stdout, out.stderr)
     assert f"kint: error: {machine.said} [CONFIG_INVALID]" in out.stderr, out.stderr
     assert machine.hint in out.stderr, out.stderr
     assert "http://127.0.0.1" not in out.stdout, out.stdout  # no page was served
+    # Nothing sent by this lane (nor by any other run so far).
     assert (sent_by(chain_home, machine.owner), sent_by(chain_home, machine.session)) == nonces
     assert expiry_on(chain_home, second_anchor, machine.owner, machine.session) == 0
 
 
-@pytest.mark.parametrize("argv", [("authorize", "payload"), ("session-key", "show")])
-def test_the_spaces_owner_named_with_owner_is_refused_the_same_way(machine, argv):
+@pytest.mark.parametrize("argv", NAMED_OWNER)
+def test_the_spaces_owner_named_with_owner_is_refused_the_same_way(request, commands, machine,
+                                                                   argv):
     """Naming the space's own owner with `--owner` (in another case) only warned and went on
     with the contract in force; it is refused as the connected owner is (lane left18)."""
-    out = machine.kint(*argv, "--owner", machine.owner.upper().replace("0X", "0x"))
+    out = commands[1].outcome(request.node.name)
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"kint: error: {machine.said} [CONFIG_INVALID]" in out.stderr, out.stderr
     assert machine.hint in out.stderr, out.stderr
     assert "warning" not in out.stderr and out.stdout == "", out.stdout + out.stderr
 
 
-def test_another_owner_goes_on_with_the_contract_in_force(machine, second_anchor):
+def test_another_owner_goes_on_with_the_contract_in_force(request, commands, machine,
+                                                          second_anchor):
     """The enrolment says nothing of another owner: its payload is for the contract in
     force, with no word about the space."""
-    other = "0x" + "42" * 20
-    out = machine.kint("authorize", "payload", "--owner", other)
+    out = commands[1].outcome(request.node.name)
     assert out.returncode == 0, out.stderr
     typed = json.loads(out.stdout)
     assert typed["domain"]["verifyingContract"].lower() == second_anchor.lower()
     assert machine.said not in out.stderr and "warning" not in out.stderr, out.stderr
 
 
-def test_on_the_space_s_own_contract_nothing_is_refused(machine, second_anchor):
+def test_on_the_space_s_own_contract_nothing_is_refused(commands, machine, second_anchor):
     """The contract set back: show reads the authorization --dev made, with no warning."""
+    commands[1].wait_all()  # none of the commands above may read the config set back
     machine.config_path.unlink()
     try:
         out = machine.kint("session-key", "show")

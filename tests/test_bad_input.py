@@ -7,8 +7,11 @@ line ending in its code, then a hint."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+from table_runs import collected_ids, running_ahead
 
 OWNER = "0x19E7E376E7C213B7E7e7e46cc70A5dD086DAff2A"
 BAD_OWNER = "--owner '0xzz' is not an address (0x and 40 hex characters)"
@@ -107,6 +110,10 @@ CASES = [
     ("no RPC endpoint", ["connect", "--owner", OWNER, "--signature", "-", "--rpc-urls", ","],
      "0xab\n", 2, "--rpc-urls names no endpoint"),
 ]
+# The table's cases whose command reaches the space's worker (a connect op, one at a time
+# per space): run in their own tests, never two at once. Every other case is refused by the
+# command itself and runs ahead of its test (`table`).
+REACH_THE_WORKER = {"a malformed signature", "a recovery code that is not one"}
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +127,44 @@ def machine(tmp_path_factory):
     sb.shutdown()
 
 
+@pytest.fixture(scope="module")
+def table(request, machine, tmp_path_factory):
+    """The cases of this module's three tables (CASES, KINT_HOME_ARGV, JSON_CASES) that the
+    command itself refuses, run ahead of their tests two at a time (tests/table_runs.py):
+    by CASES' id, ("home", argv, the KINT_HOME given) and ("json", JSON_CASES' id). A
+    KINT_HOME case names a file of its own (`home_file`)."""
+    runs = {}
+    collected = collected_ids(request, test_bad_input_table)
+    for what, argv, stdin, _, _ in CASES:
+        if what in collected and what not in REACH_THE_WORKER:
+            runs[what] = lambda argv=argv, stdin=stdin: machine.kint(*argv, input=stdin)
+    collected = collected_ids(request, test_a_kint_home_that_is_not_a_folder_is_one_line)
+    for argv in KINT_HOME_ARGV:
+        if " ".join(argv) in collected:
+            afile = home_file(tmp_path_factory.mktemp("afile"))
+            for home in (afile, afile / "sub"):
+                runs[("home", *argv, str(home))] = (
+                    lambda argv=argv, home=home: machine.kint(*argv,
+                                                              env={"KINT_HOME": str(home)}))
+    collected = collected_ids(request, test_a_refusal_under_json_is_one_json_object_on_stdout)
+    for what, argv, _, _ in JSON_CASES:
+        if what in collected and what not in JSON_REACH_THE_WORKER:
+            runs[("json", what)] = lambda argv=argv: machine.kint(*argv)
+    with running_ahead(runs) as ahead:
+        yield ahead
+
+
+def home_file(folder: Path) -> Path:
+    """An empty file where a KINT_HOME case's folder would be."""
+    afile = folder / "afile"
+    afile.write_text("")
+    return afile
+
+
 @pytest.mark.parametrize("what,argv,stdin,status,phrase", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_table(machine, what, argv, stdin, status, phrase):
-    out = machine.kint(*argv, input=stdin)
+def test_bad_input_table(machine, table, what, argv, stdin, status, phrase):
+    out = (machine.kint(*argv, input=stdin) if what in REACH_THE_WORKER
+           else table.outcome(what))
     assert out.returncode == status, (what, out.returncode, out.stdout, out.stderr)
     assert phrase in out.stderr, (what, out.stderr)
     assert "Traceback" not in out.stderr and "check the client version" not in out.stderr
@@ -251,19 +293,21 @@ def test_a_newline_in_a_store_path_does_not_break_the_status_lines(machine, tmp_
     assert len(store_lines) == 1 and "a\\nb" in store_lines[0]
 
 
-@pytest.mark.parametrize("argv", [["status"], ["config", "show"], ["session-key", "create"],
-                                  ["devchain", "status"], ["doctor"],
-                                  ["supervisor", "status"], ["supervisor", "status", "--json"]],
-                         ids=" ".join)
-def test_a_kint_home_that_is_not_a_folder_is_one_line(machine, tmp_path, argv):
+KINT_HOME_ARGV = [["status"], ["config", "show"], ["session-key", "create"],
+                  ["devchain", "status"], ["doctor"], ["supervisor", "status"],
+                  ["supervisor", "status", "--json"]]
+
+
+@pytest.mark.parametrize("argv", KINT_HOME_ARGV, ids=" ".join)
+def test_a_kint_home_that_is_not_a_folder_is_one_line(table, argv):
     """KINT_HOME naming a file (or a path under one) gave a Python traceback from whichever
     module first touched it; every command now refuses it once, up front (`supervisor
     status`, which runs without the command line, once it finds no supervisor)."""
-    afile = tmp_path / "afile"
-    afile.write_text("")
+    homes = sorted(case[-1] for case in table.cases() if case[:-1] == ("home", *argv))
+    afile = Path(homes[0])  # the file, then the path under it
     for home, why in ((afile, "is not a plain folder"),
                       (afile / "sub", "cannot be used (Not a directory)")):
-        out = machine.kint(*argv, env={"KINT_HOME": str(home)})
+        out = table.outcome(("home", *argv, str(home)))
         assert out.returncode == 2, (argv, out.stdout, out.stderr)
         assert out.stderr.splitlines() == [
             f"kint: error: KINT_HOME {home} {why} [BAD_REQUEST]",
@@ -308,7 +352,6 @@ def test_kint_server_takes_no_arguments(machine):
     """`kint-server --help` in a terminal served MCP on it, silently; it now says what it is
     (exit 0 for --help, 2 for anything else) and serves nothing."""
     import subprocess
-    from pathlib import Path
 
     from conftest import KINT
 
@@ -324,7 +367,6 @@ def test_kint_server_refuses_a_kint_home_that_is_not_a_folder(machine, tmp_path)
     """kint-server named in a harness with KINT_HOME on a file stopped with a traceback
     (its log is opened there first); it now says so in the command line's two lines."""
     import subprocess
-    from pathlib import Path
 
     from conftest import KINT
 
@@ -358,14 +400,22 @@ JSON_CASES = [
 ]
 
 
+# JSON_CASES' refusals by the space's worker (one op at a time per space): run in their
+# own tests; the others run ahead of theirs (`table`).
+JSON_REACH_THE_WORKER = {"a push on a machine never connected",
+                         "a pull on a machine never connected"}
+
+
 @pytest.mark.parametrize("what,argv,status,code", JSON_CASES, ids=[c[0] for c in JSON_CASES])
-def test_a_refusal_under_json_is_one_json_object_on_stdout(machine, what, argv, status, code):
+def test_a_refusal_under_json_is_one_json_object_on_stdout(machine, table, what, argv, status,
+                                                           code):
     """Every command with --json refuses with `{"error", "message", "hint"}` on stdout and
     the plain form's exit status, whichever option the refusal is about and wherever
     --json stands on the line: a script reads one object whichever way the command ends."""
     import json
 
-    out = machine.kint(*argv)
+    out = (machine.kint(*argv) if what in JSON_REACH_THE_WORKER
+           else table.outcome(("json", what)))
     assert out.returncode == status, (what, out.returncode, out.stdout, out.stderr)
     assert out.stderr == "", (what, out.stderr)
     refusal = json.loads(out.stdout)

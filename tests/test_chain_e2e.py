@@ -25,35 +25,41 @@ from chain_machines import (
     connect_with_wallet,
     devchain_anchor,
     kjson,
-    new_machine,
     ok,
     recovery_code,
     wallet_signature,
 )
 from conftest import sibyl_client
+from machines_together import new_machines
 
 RULE_DRIFT = "never ship on a Friday, except when it is urgent"
 
 
+# The story's machines: A and B from the first test on, the newcomer, and the fresh machines
+# later tests bring in (each stopped at the end of its test).
+MACHINES = ("a", "b", "newcomer", "e", "f", "g", "h")
+
+
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, chain_home):
-    a = new_machine(tmp_path_factory.mktemp("machine-a"), chain_home)
-    b = new_machine(tmp_path_factory.mktemp("machine-b"), chain_home)
+    """Every machine of the story, their supervisors started side by side
+    (machines_together.new_machines) rather than one at a time as each test came to it;
+    each untouched until its test."""
+    made = dict(zip(MACHINES, new_machines(
+        [tmp_path_factory.mktemp(f"machine-{name}") for name in MACHINES], chain_home)))
     owner = Account.create()
-    box = {"a": a, "b": b, "owner": owner, "chain_home": chain_home,
-           "root": tmp_path_factory}
+    box = {"a": made["a"], "b": made["b"], "owner": owner, "chain_home": chain_home,
+           "root": tmp_path_factory, "fresh": made}
     yield box
-    for machine in (a, b):
+    for machine in made.values():
         machine.shutdown()
 
 
 @pytest.fixture(scope="module")
-def newcomer(tmp_path_factory, chain_home):
+def newcomer(story):
     """A machine that has never connected: the wrong signature's test leaves it so (it
     checks that), and the third machine's test then restores the story onto it."""
-    sb = new_machine(tmp_path_factory.mktemp("machine-newcomer"), chain_home)
-    yield sb
-    sb.shutdown()
+    return story["fresh"]["newcomer"]
 
 
 def _query(db, sql: str, args: tuple = ()) -> list[tuple]:
@@ -291,7 +297,7 @@ def test_smart_account_owner_with_a_passphrase(story, chain_home):
     assert Web3.is_address(account)
 
 
-def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory, chain_home):
+def test_compact_then_a_cold_start_stops_at_the_snapshot(story):
     a, owner = story["a"], story["owner"]
     ok(a.kint("pull"))
     compact = kjson(a, "compact")
@@ -301,7 +307,7 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story, tmp_path_factory
     ca.delete_entity("rules", "deploy-window")
     ca.storage.close()
     after = kjson(a, "push")["epochs"][0]
-    e = new_machine(tmp_path_factory.mktemp("machine-e"), chain_home)
+    e = story["fresh"]["e"]
     try:
         connect_with_wallet(e, owner)
         pulled = kjson(e, "pull")
@@ -365,7 +371,7 @@ def _focus_check(machine) -> dict:
     return next(c for c in result["checks"] if (c["tier"], c["key"]) == ("state", "focus"))
 
 
-def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, chain_home):
+def test_over_skipped_past_an_epoch_nobody_can_open(story, chain_home):
     """A leaked session key appends bytes no key opens. A new machine's connect walks back
     to the newest readable header; pulls stop at the bad epoch and push refuses naming
     `kint compact --over-skipped`; the owner's snapshot over it lets every later pull stop
@@ -382,7 +388,7 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
                                                b"\x07 not a kint epoch " * 8))
     bad = head.seq + 1
 
-    f = new_machine(tmp_path_factory.mktemp("machine-f"), chain_home)
+    f = story["fresh"]["f"]
     try:
         assert connect_with_wallet(f, owner)["source"] == "chain head header"
     finally:
@@ -412,7 +418,7 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
     assert over["override"].startswith(  # the line 09-cli.md says --over-skipped prints
         f"push: OVERRIDE, anchoring a snapshot on top of chain head seq {bad} (")
     assert kjson(a, "verify", "release rule")["decision"] == "proceed"
-    g = new_machine(tmp_path_factory.mktemp("machine-g"), chain_home)
+    g = story["fresh"]["g"]
     try:
         connect_with_wallet(g, owner)
         pulled = kjson(g, "pull")
@@ -425,7 +431,7 @@ def test_over_skipped_past_an_epoch_nobody_can_open(story, tmp_path_factory, cha
     assert kjson(b, "verify", "release rule")["decision"] == "proceed"
 
 
-def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_home):
+def test_rekey_rotates_and_other_machines_follow(story):
     """rekey with the wallet's signature: a snapshot under the new key; B (old key cached)
     stops at it until it connects again with the same wallet, which the header hands the
     new key; the old recovery code no longer opens the vault.
@@ -470,7 +476,7 @@ def test_rekey_rotates_and_other_machines_follow(story, tmp_path_factory, chain_
     assert pulled["applied"] == [snap, after] and pulled["gap"] == []
     assert pulled["store_root_matches"] is True
     assert _all_rows(b.sibyl_db) == _all_rows(a.sibyl_db)
-    h = new_machine(tmp_path_factory.mktemp("machine-h"), chain_home)
+    h = story["fresh"]["h"]
     try:
         out = h.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
                      input=old_code + "\n")

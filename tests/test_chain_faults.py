@@ -28,6 +28,7 @@ from chain_machines import (RULE_1, connect_with_wallet, kjson, new_machine, ok,
                             recovery_code)
 from conftest import KINT
 from conftest import write_rules as write
+from machines_together import new_machines
 from rpc_proxy import CIPHERTEXT_OFFSET, RpcProxy, live_proxy_threads, push_ciphertext
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import FRESHNESS, PUSH_PULL_REFUSED
@@ -189,8 +190,8 @@ def liars(tmp_path_factory, chain, proxies):
     connects the way a second machine of an EOA owner does: the owner's wallet signs the
     canonical payload and the data key comes from the head epoch's header, read through the
     proxy."""
-    a = new_machine(tmp_path_factory.mktemp("liar-a"), chain["home"])
-    b = new_machine(tmp_path_factory.mktemp("liar-b"), chain["home"])
+    a, b = new_machines([tmp_path_factory.mktemp("liar-a"), tmp_path_factory.mktemp("liar-b")],
+                        chain["home"])
     proxy = proxies()
     try:
         write(a.sibyl_db, a.tenant, **{"release-gate": RULE_1})

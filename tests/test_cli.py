@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KINT, TENANT, write_store
+from conftest import KINT, TENANT, make_sandbox, write_store
 
 from kint.spaces import space_id
 
@@ -67,8 +67,22 @@ def test_tenant_flag_names_another_space(sandbox):
     assert json.loads(b.stdout)["rows"]["entity"] == 0
 
 
-def test_errors_are_two_lines_without_a_traceback(sandbox):
-    sandbox.start()
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory):
+    """One machine for the tests that only read a running supervisor: a store, the
+    supervisor started with `kint supervisor start`, and the store's space asked once (its
+    worker running, its row in the status table). None of them changes it: each of the
+    three started a supervisor and a worker of its own (~1 s of CPU)."""
+    sb = make_sandbox(tmp_path_factory.mktemp("serving"))
+    write_store(sb.sibyl_db)
+    sb.start()
+    sb.call("status", sb.sibyl_db)
+    yield sb
+    sb.shutdown()
+
+
+def test_errors_are_two_lines_without_a_traceback(serving):
+    sandbox = serving
     out = sandbox.kint("supervisor", "restart", "no-such-space")
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -105,6 +119,9 @@ STATUS_KINT_MODULES = frozenset({
     "kint.protocol.client_codec",
     "kint.protocol.envelope", "kint.protocol.errors", "kint.protocol.limits", "kint.render",
     "kint.settings", "kint.settings.environ", "kint.supervisor", "kint.supervisor.pidlock",
+    # The supervisor's pid file is read through the lock module it shares with `kint setup`
+    # (os, fcntl and time only).
+    "kint.pid_file_lock",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys
@@ -117,14 +134,12 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def test_supervisor_status_loads_only_the_client(sandbox):
+def test_supervisor_status_loads_only_the_client(serving):
     """The command a person runs to look at a busy or stuck box imports the CLI, the client
     and the protocol, and no command module it does not run: web3 and eth_account alone
     took ~2 s to import on a loaded two-core box, the settings, kint.spaces and the
     supervisor's start-up code ~35 ms of ~150 (issue 15: status under 100 ms)."""
-    write_store(sandbox.sibyl_db)
-    sandbox.start()
-    sandbox.call("status", sandbox.sibyl_db)
+    sandbox = serving
     out = subprocess.run([sys.executable, "-c", _LOADED_AFTER_STATUS], env=sandbox.env,
                          text=True, capture_output=True, timeout=90)
     assert out.returncode == 0, out.stderr
@@ -222,27 +237,27 @@ main()
 """
 
 
-def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_prints(sandbox):
+def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_prints(
+        sandbox, serving):
     """`kint supervisor status` and `... --json`, exactly, run from the console script
     without click, orjson or dataclasses (~25 ms of a fresh status: issue 15); any other
-    form goes through click to the same function, so the two print and exit alike."""
-    def script(*args: str) -> subprocess.CompletedProcess[str]:
+    form goes through click to the same function, so the two print and exit alike. First
+    on a machine with no supervisor, then on one serving a space."""
+    def script(sb, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-c", _LOADED_BY_THE_SCRIPT, *args],
-                              env=sandbox.env, text=True, capture_output=True, timeout=90)
+                              env=sb.env, text=True, capture_output=True, timeout=90)
 
-    plain, through_click = script("supervisor", "status"), sandbox.kint("--debug", "supervisor",
-                                                                         "status")
+    plain, through_click = (script(sandbox, "supervisor", "status"),
+                            sandbox.kint("--debug", "supervisor", "status"))
     assert plain.returncode == through_click.returncode == 3
     assert plain.stderr == through_click.stderr == (
         f"kint: error: no supervisor is running for {sandbox.kint_home} "
         f"[SUPERVISOR_UNAVAILABLE]\nhint: `kint supervisor start` starts one (so does any "
         f"command that needs it)\n")
-    write_store(sandbox.sibyl_db)
-    sandbox.start()
-    sandbox.call("status", sandbox.sibyl_db)
+    sandbox = serving
     space = sandbox.row(sandbox.sibyl_db)["space"]
     for args in (("supervisor", "status"), ("supervisor", "status", "--json")):
-        plain = script(*args)
+        plain = script(sandbox, *args)
         assert plain.returncode == 0, plain.stderr
         *printed, modules = plain.stdout.splitlines()
         loaded = json.loads(modules)

@@ -12,11 +12,13 @@ They were all dropped without a word before.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from chain_machines import devchain_anchor, new_machine, ok
 from conftest import make_sandbox, sibyl_client
+from table_runs import collected_ids, running_ahead
 from kint.custody.keks import kek_tag, passphrase_kek
 from kint.custody.wraps import KIND_PASSPHRASE, KIND_SIGNATURE
 from kint.epochs.envelope import Header
@@ -42,12 +44,52 @@ def machine(tmp_path_factory):
     return make_sandbox(tmp_path_factory.mktemp("dev-flags"))
 
 
+def _signature_file(folder: Path) -> Path:
+    """A signature file of a case's own (a refusal must leave it unread, so not unlinked)."""
+    folder.mkdir()
+    path = folder / "signature.txt"
+    path.write_text("0x" + "ab" * 65 + "\n")
+    return path
+
+
+def _with_file(argv: list[str], path: Path) -> list[str]:
+    return [str(path) if a == "SIGNATURE_FILE" else a for a in argv]
+
+
+@pytest.fixture(scope="module")
+def refusals(request, machine, tmp_path_factory):
+    """Every refusal case of this module's three tables (one command each, none of which
+    writes or sends anything), run ahead of their tests two at a time
+    (tests/table_runs.py): a test's name (its request.node.name) -> (its signature file,
+    the command's outcome)."""
+    folder = tmp_path_factory.mktemp("dev-flags-cases")
+    runs, files = {}, {}
+
+    def case(test, case_id: str, argv: list[str], stdin: str | None) -> None:
+        if case_id in collected_ids(request, test):
+            name = f"{test.__name__}[{case_id}]"
+            files[name] = path = _signature_file(folder / name)
+            runs[name] = lambda: machine.kint(*_with_file(argv, path), input=stdin)
+
+    for flag, argv, stdin in REFUSED:
+        case(test_a_flag_dev_cannot_take_is_refused_by_name, flag,
+             ["connect", "--dev", *argv], stdin)
+    for command, way, flag, argv in UNUSED:
+        extra = ["--no-setup"] if command == "join" else []
+        case(test_a_flag_the_way_in_does_not_use_is_refused_by_name,
+             _unused_id(command, way, flag), [command, "--owner", OWNER, way, *argv, *extra], "CODE\n")
+    for command in ("connect", "join"):
+        extra = ["--no-setup"] if command == "join" else []
+        case(test_the_passphrase_given_two_ways_is_refused, command,
+             [command, "--owner", OWNER, "--signature-file", "SIGNATURE_FILE",
+              "--passphrase-stdin", "--passphrase-prompt", *extra], "a passphrase\n")
+    with running_ahead(runs) as ahead:
+        yield lambda name: (files[name], ahead.outcome(name))
+
+
 @pytest.mark.parametrize("flag,argv,stdin", REFUSED, ids=[r[0] for r in REFUSED])
-def test_a_flag_dev_cannot_take_is_refused_by_name(machine, tmp_path, flag, argv, stdin):
-    signature_file = tmp_path / "signature.txt"
-    signature_file.write_text("0x" + "ab" * 65 + "\n")
-    argv = [str(signature_file) if a == "SIGNATURE_FILE" else a for a in argv]
-    out = machine.kint("connect", "--dev", *argv, input=stdin)
+def test_a_flag_dev_cannot_take_is_refused_by_name(request, refusals, flag, argv, stdin):
+    signature_file, out = refusals(request.node.name)
     assert out.returncode == 2, out.stdout + out.stderr
     message, hint = out.stderr.splitlines()
     assert message.startswith(f"kint: error: {flag} cannot be given with --dev: "), message
@@ -71,18 +113,18 @@ UNUSED = [
 ]
 
 
+def _unused_id(command: str, way: str, flag: str) -> str:
+    return f"{command}-{way[2:]}-{flag[2:]}"
+
+
 @pytest.mark.parametrize("command,way,flag,argv", UNUSED,
-                         ids=[f"{u[0]}-{u[1][2:]}-{u[2][2:]}" for u in UNUSED])
-def test_a_flag_the_way_in_does_not_use_is_refused_by_name(machine, tmp_path, command, way,
+                         ids=[_unused_id(*u[:3]) for u in UNUSED])
+def test_a_flag_the_way_in_does_not_use_is_refused_by_name(request, refusals, command, way,
                                                           flag, argv):
     """Each of these was dropped without a word: the recovery code's path returned before
     the other flags were looked at, and a smart account's never read a signature (its file
     was left unread, not unlinked) or a salt. Refused before any secret is read."""
-    signature_file = tmp_path / "signature.txt"
-    signature_file.write_text("0x" + "ab" * 65 + "\n")
-    argv = [str(signature_file) if a == "SIGNATURE_FILE" else a for a in argv]
-    extra = ["--no-setup"] if command == "join" else []
-    out = machine.kint(command, "--owner", OWNER, way, *argv, *extra, input="CODE\n")
+    signature_file, out = refusals(request.node.name)
     assert out.returncode == 2, out.stdout + out.stderr
     message, hint = out.stderr.splitlines()
     assert message.startswith(f"kint: error: {flag} cannot be given with {way}: "), message
@@ -93,14 +135,9 @@ def test_a_flag_the_way_in_does_not_use_is_refused_by_name(machine, tmp_path, co
 
 
 @pytest.mark.parametrize("command", ["connect", "join"])
-def test_the_passphrase_given_two_ways_is_refused(machine, tmp_path, command):
+def test_the_passphrase_given_two_ways_is_refused(request, refusals, command):
     """--passphrase-stdin took it and --passphrase-prompt was dropped without a word."""
-    signature_file = tmp_path / "signature.txt"
-    signature_file.write_text("0x" + "ab" * 65 + "\n")
-    extra = ["--no-setup"] if command == "join" else []
-    out = machine.kint(command, "--owner", OWNER, "--signature-file", str(signature_file),
-                       "--passphrase-stdin", "--passphrase-prompt", *extra,
-                       input="a passphrase\n")
+    signature_file, out = refusals(request.node.name)
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.splitlines()[0] == ("kint: error: --passphrase-stdin and "
                                           "--passphrase-prompt both given [BAD_REQUEST]"), out

@@ -12,27 +12,37 @@ import json
 
 import pytest
 
-from chain_machines import (RULE_1, kjson, new_machine, ok, owner_account, recovery_code,
-                            wallet_signature)
+from chain_machines import RULE_1, kjson, ok, owner_account, recovery_code, wallet_signature
 from conftest import write_rules
+from machines_together import new_machines
 
 
 @pytest.fixture(scope="module")
-def vault(tmp_path_factory, chain_home):
+def machines(tmp_path_factory, chain_home):
+    """Machines A, B and C, their supervisors started side by side
+    (machines_together.new_machines): B and C stay untouched until their tests."""
+    made = new_machines([tmp_path_factory.mktemp(f"new-user-{name}") for name in "abc"],
+                        chain_home)
+    try:
+        yield dict(zip("abc", made))
+    finally:
+        for machine in made:
+            machine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def vault(machines):
     """Machine A with one anchored epoch; its owner wallet and the vault's recovery code."""
-    a = new_machine(tmp_path_factory.mktemp("new-user-a"), chain_home)
+    a = machines["a"]
     write_rules(a.sibyl_db, a.tenant, release_gate=RULE_1)
     connected = kjson(a, "connect", "--dev")
     assert kjson(a, "push")["head_seq"] == 1
-    yield a, owner_account(a, connected["owner"]), recovery_code(a, connected["space"])
-    a.shutdown()
+    return a, owner_account(a, connected["owner"]), recovery_code(a, connected["space"])
 
 
 @pytest.fixture(scope="module")
-def machine_b(tmp_path_factory, chain_home):
-    b = new_machine(tmp_path_factory.mktemp("new-user-b"), chain_home)
-    yield b
-    b.shutdown()
+def machine_b(machines):
+    return machines["b"]
 
 
 def _typo(code: str) -> str:
@@ -156,10 +166,8 @@ def test_a_vault_another_tool_wrote_is_not_called_a_transport_failure(machine_b,
 
 
 @pytest.fixture(scope="module")
-def machine_c(tmp_path_factory, chain_home):
-    c = new_machine(tmp_path_factory.mktemp("new-user-c"), chain_home)
-    yield c
-    c.shutdown()
+def machine_c(machines):
+    return machines["c"]
 
 
 def _signed(sb, account) -> str:

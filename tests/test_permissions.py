@@ -30,10 +30,20 @@ def _files_under(root: Path):
             yield Path(base) / name
 
 
-def test_run_folder_and_files_are_private(sandbox):
-    write_store(sandbox.sibyl_db)
-    sandbox.start()
-    sandbox.call("status", sandbox.sibyl_db)
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory):
+    """A machine serving its store's space (`kint supervisor start`, a worker running), for
+    the two tests that look at what it made: one supervisor and worker, not one each."""
+    sb = make_sandbox(tmp_path_factory.mktemp("serving") / "machine")
+    write_store(sb.sibyl_db)
+    sb.start()
+    sb.call("status", sb.sibyl_db)
+    yield sb
+    sb.shutdown()
+
+
+def test_run_folder_and_files_are_private(serving):
+    sandbox = serving
     assert mode(sandbox.kint_home) == 0o700
     assert mode(sandbox.kint_home / "run") == 0o700
     for path in _files_under(sandbox.kint_home):
@@ -53,9 +63,8 @@ def test_run_folder_and_files_are_private(sandbox):
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
                     reason="needs root (to act as another user) and a system python3")
-def test_another_user_cannot_reach_the_sockets(sandbox):
-    write_store(sandbox.sibyl_db)
-    sandbox.start()
+def test_another_user_cannot_reach_the_sockets(serving):
+    sandbox = serving
     sock = sandbox.kint_home / "run" / "kint.sock"
     # Let the other user walk down to run/, so that run/'s own mode is what stops it.
     for parent in [sandbox.kint_home.parent, *sandbox.kint_home.parent.parents]:

@@ -14,6 +14,7 @@ import sys
 import click
 from click.testing import CliRunner
 
+from chain_machines import make_session_key
 from kint import render
 
 SIGNATURE = "0x" + "ab" * 65
@@ -84,7 +85,9 @@ def test_with_no_owner_known_authorize_refuses_in_v030s_words(sandbox):
     # 14-agents.md, "Common errors and fixes": `kint: no owner known on this machine: pass
     # --owner 0x... or run kint connect`, exit 2 (02-quickstart.md, step 4: authorize needs
     # an owner from `kint connect` or `--owner`).
-    sandbox.kint("session-key", "create")
+    # The key written as `session-key create` writes it, at a test's scrypt cost
+    # (chain_machines.make_session_key; the command itself: test_authorize_cli.py).
+    make_session_key(sandbox)
     for lane in ("payload", "direct"):
         out = sandbox.kint("authorize", lane)
         assert out.returncode == 2, (lane, out.stdout, out.stderr)
