@@ -115,8 +115,7 @@ ENGINE_MODULES = ("web3", "eth_account", "eth_keys", "eth_hash", "sibyl_memory_c
 STATUS_KINT_MODULES = frozenset({
     "kint", "kint.cli", "kint.client", "kint.commands", "kint.commands.common",
     "kint.commands.exit_codes", "kint.commands.supervisor", "kint.commands.supervisor_status",
-    "kint.outcomes", "kint.paths", "kint.pid_file_lock", "kint.protocol",
-    "kint.protocol.client_codec",
+    "kint.outcomes", "kint.paths", "kint.protocol", "kint.protocol.client_codec",
     "kint.protocol.envelope", "kint.protocol.errors", "kint.protocol.limits", "kint.render",
     "kint.settings", "kint.settings.environ", "kint.supervisor", "kint.supervisor.pidlock",
     # The supervisor's pid file is read through the lock module it shares with `kint setup`

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from chain_machines import RULE_1, kjson, ok, owner_account, recovery_code, wallet_signature
+from chain_machines import (RULE_1, kjson, new_machine, ok, owner_account, recovery_code,
+                            wallet_signature)
 from conftest import write_rules
 from machines_together import new_machines
 
