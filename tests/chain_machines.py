@@ -16,7 +16,7 @@ from unittest import mock
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from conftest import Sandbox, make_sandbox
+from conftest import Sandbox, make_sandbox, write_rules
 from rpc_proxy import RpcProxy
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
@@ -63,6 +63,20 @@ def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: s
         make_session_key(sb)
     sb.start_entitled()
     return sb
+
+
+@contextmanager
+def anchored(sb: Sandbox, **rules: str) -> Iterator[Sandbox]:
+    """`sb` connected on the devchain with `rules` written and pushed as its first epoch,
+    the shape of a module's shared machine; stopped on the way out, or when that set-up
+    fails."""
+    try:
+        ok(sb.kint("connect", "--dev"))
+        write_rules(sb.sibyl_db, sb.tenant, **rules)
+        ok(sb.kint("push"))
+        yield sb
+    finally:
+        sb.shutdown()
 
 
 @contextmanager

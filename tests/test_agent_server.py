@@ -11,7 +11,7 @@ from importlib import metadata
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, ok, recovery_code
+from chain_machines import anchored, connect_with_code, kjson, ok, recovery_code
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from machines_together import new_machines, side_by_side
 
@@ -70,18 +70,8 @@ def box(machines):
     of them starts, so that each runs alone as well as after the others (doctor's checks of
     the head, the recovery file and the unanchored rows, the cap test's second machine that
     pulls the anchored rows, the pushes that count from the head)."""
-    from conftest import sibyl_client
-
-    sb = machines["box"]
-    try:
-        ok(sb.kint("connect", "--dev"))
-        sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE})
-        ok(sb.kint("push"))
-    except BaseException:
-        sb.shutdown()
-        raise
-    yield sb
-    sb.shutdown()
+    with anchored(machines["box"], **{"release-gate": RULE}) as sb:
+        yield sb
 
 
 # Chain pushes and the watcher's quiet period are slower than Sandbox.wait_for's defaults.

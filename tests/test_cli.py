@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KINT, TENANT, make_sandbox, write_store
+from conftest import KINT, TENANT, serving, write_store
 
 from kint.spaces import space_id
 
@@ -68,21 +68,17 @@ def test_tenant_flag_names_another_space(sandbox):
 
 
 @pytest.fixture(scope="module")
-def serving(tmp_path_factory):
+def serving_machine(tmp_path_factory):
     """One machine for the tests that only read a running supervisor: a store, the
     supervisor started with `kint supervisor start`, and the store's space asked once (its
     worker running, its row in the status table). None of them changes it: each of the
     three started a supervisor and a worker of its own (~1 s of CPU)."""
-    sb = make_sandbox(tmp_path_factory.mktemp("serving"))
-    write_store(sb.sibyl_db)
-    sb.start()
-    sb.call("status", sb.sibyl_db)
-    yield sb
-    sb.shutdown()
+    with serving(tmp_path_factory.mktemp("serving") / "machine") as sb:
+        yield sb
 
 
-def test_errors_are_two_lines_without_a_traceback(serving):
-    sandbox = serving
+def test_errors_are_two_lines_without_a_traceback(serving_machine):
+    sandbox = serving_machine
     out = sandbox.kint("supervisor", "restart", "no-such-space")
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -133,12 +129,12 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def test_supervisor_status_loads_only_the_client(serving):
+def test_supervisor_status_loads_only_the_client(serving_machine):
     """The command a person runs to look at a busy or stuck box imports the CLI, the client
     and the protocol, and no command module it does not run: web3 and eth_account alone
     took ~2 s to import on a loaded two-core box, the settings, kint.spaces and the
     supervisor's start-up code ~35 ms of ~150 (issue 15: status under 100 ms)."""
-    sandbox = serving
+    sandbox = serving_machine
     out = subprocess.run([sys.executable, "-c", _LOADED_AFTER_STATUS], env=sandbox.env,
                          text=True, capture_output=True, timeout=90)
     assert out.returncode == 0, out.stderr
@@ -237,7 +233,7 @@ main()
 
 
 def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_prints(
-        sandbox, serving):
+        sandbox, serving_machine):
     """`kint supervisor status` and `... --json`, exactly, run from the console script
     without click, orjson or dataclasses (~25 ms of a fresh status: issue 15); any other
     form goes through click to the same function, so the two print and exit alike. First
@@ -253,7 +249,7 @@ def test_the_plain_status_runs_without_click_and_prints_what_the_command_line_pr
         f"kint: error: no supervisor is running for {sandbox.kint_home} "
         f"[SUPERVISOR_UNAVAILABLE]\nhint: `kint supervisor start` starts one (so does any "
         f"command that needs it)\n")
-    sandbox = serving
+    sandbox = serving_machine
     space = sandbox.row(sandbox.sibyl_db)["space"]
     for args in (("supervisor", "status"), ("supervisor", "status", "--json")):
         plain = script(sandbox, *args)

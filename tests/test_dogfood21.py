@@ -36,8 +36,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from chain_machines import new_machine, ok
-from conftest import KINT, write_rules
+from chain_machines import anchored, new_machine
+from conftest import KINT
 from mcp_session import SUPPORT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,16 +58,9 @@ def _claude() -> Path | None:
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    sb = new_machine(tmp_path_factory.mktemp("dogfood21"), chain_home)
-    try:
-        ok(sb.kint("connect", "--dev"))
-        write_rules(sb.sibyl_db, sb.tenant, **{"release-gate": RULE})
-        ok(sb.kint("push"))
-    except BaseException:
-        sb.shutdown()
-        raise
-    yield sb
-    sb.shutdown()
+    with anchored(new_machine(tmp_path_factory.mktemp("dogfood21"), chain_home),
+                  **{"release-gate": RULE}) as sb:
+        yield sb
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KINT, make_sandbox, write_store
+from conftest import KINT, make_sandbox, serving, write_store
 from kint.client import Client, SupervisorUnavailable
 from kint.commands import doctor
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
@@ -31,19 +31,15 @@ def _files_under(root: Path):
 
 
 @pytest.fixture(scope="module")
-def serving(tmp_path_factory):
+def serving_machine(tmp_path_factory):
     """A machine serving its store's space (`kint supervisor start`, a worker running), for
     the two tests that look at what it made: one supervisor and worker, not one each."""
-    sb = make_sandbox(tmp_path_factory.mktemp("serving") / "machine")
-    write_store(sb.sibyl_db)
-    sb.start()
-    sb.call("status", sb.sibyl_db)
-    yield sb
-    sb.shutdown()
+    with serving(tmp_path_factory.mktemp("serving") / "machine") as sb:
+        yield sb
 
 
-def test_run_folder_and_files_are_private(serving):
-    sandbox = serving
+def test_run_folder_and_files_are_private(serving_machine):
+    sandbox = serving_machine
     assert mode(sandbox.kint_home) == 0o700
     assert mode(sandbox.kint_home / "run") == 0o700
     for path in _files_under(sandbox.kint_home):
@@ -63,8 +59,8 @@ def test_run_folder_and_files_are_private(serving):
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
                     reason="needs root (to act as another user) and a system python3")
-def test_another_user_cannot_reach_the_sockets(serving):
-    sandbox = serving
+def test_another_user_cannot_reach_the_sockets(serving_machine):
+    sandbox = serving_machine
     sock = sandbox.kint_home / "run" / "kint.sock"
     # Let the other user walk down to run/, so that run/'s own mode is what stops it.
     for parent in [sandbox.kint_home.parent, *sandbox.kint_home.parent.parents]:

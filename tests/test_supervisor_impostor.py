@@ -19,7 +19,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from bare_worker import bound_router
-from conftest import make_sandbox, write_store
+from conftest import serving, write_store
 from kint.paths import back_address
 from kint.protocol import worker_wire
 from kint.protocol.envelope import ok_reply
@@ -72,20 +72,16 @@ class Impostor(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def serving(tmp_path_factory):
+def serving_machine(tmp_path_factory):
     """A machine serving its store's space (`kint supervisor start`, a worker running): the
     two tests that hand its supervisor a peer's messages check that it and that worker go
     on, so they share one rather than start one each."""
-    sb = make_sandbox(tmp_path_factory.mktemp("serving") / "machine")
-    write_store(sb.sibyl_db)
-    sb.start()
-    sb.call("status", sb.sibyl_db)
-    yield sb
-    sb.shutdown()
+    with serving(tmp_path_factory.mktemp("serving") / "machine") as sb:
+        yield sb
 
 
-def test_an_impostor_worker_gets_no_route_and_forges_nothing(serving):
-    sandbox = serving
+def test_an_impostor_worker_gets_no_route_and_forges_nothing(serving_machine):
+    sandbox = serving_machine
     db, later = sandbox.sibyl_db, sandbox.profile_db("later")
     write_store(later)
     real = sandbox.call("status", db)["worker"]["pid"]
@@ -143,13 +139,13 @@ def test_the_kernel_names_the_process_behind_a_message(tmp_path):
         router.close()
 
 
-def test_a_huge_frame_on_the_back_socket_ends_that_connection_only(serving):
+def test_a_huge_frame_on_the_back_socket_ends_that_connection_only(serving_machine):
     """A peer's frame larger than any a worker sends is refused by ZeroMQ at the socket (the
     connection is dropped) instead of being read whole into the supervisor's memory; the
     supervisor and its real worker go on."""
     from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
 
-    sandbox = serving
+    sandbox = serving_machine
     worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
