@@ -77,5 +77,8 @@ def test_a_preload_module_the_forkserver_cannot_import_is_named(tmp_path):
                          if c["name"] == "supervisor reachable")
         assert reachable["ok"] and reachable.get("warn"), reachable
         assert "kint_no_such_preload" in reachable["detail"], reachable
+        # kint is not on PyPI: the reinstall names this checkout, never the bare name.
+        checkout = Path(__file__).resolve().parent.parent
+        assert f"pip install --force-reinstall {checkout}`" in reachable["hint"], reachable
     finally:
         sb.shutdown()

@@ -15,6 +15,7 @@ from kint.commands.common import (Ctx, echo_json, explained, json_option, print_
                                   sent_settings)
 from kint.commands.doctor_env import environment_checks
 from kint.commands.owner_flag import check_owner, owner_option
+from kint.install_source import install_source
 from kint.paths import LOCAL_SECRET_FILE, kint_home
 from kint.protocol.checks import check
 
@@ -138,8 +139,9 @@ def _reachable(client: Any) -> dict[str, Any]:
     return check("supervisor reachable", True,
                  "answering, but its worker forkserver could not import "
                  + "; ".join(missing),
-                 "reinstall kint in this environment (`pip install --force-reinstall kint`), "
-                 "then `kint supervisor stop`: the next command starts a new one",
+                 f"reinstall kint in this environment (`pip install --force-reinstall "
+                 f"{install_source()}`), then `kint supervisor stop`: the next command "
+                 f"starts a new one",
                  warn=True)
 
 

@@ -34,6 +34,7 @@ from kint import spaces
 from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
                             failed, file_failure, hermes_provider, kept_backup, read_config,
                             reenabled, run_cli, tail, which)
+from kint.install_source import install_source
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120
@@ -163,19 +164,9 @@ def plugin_blocker(cli: str) -> str | None:
         return f"cannot tell which Python runs {cli}"
     if not hermes_provider.kint_importable(python):
         return (f"Hermes' Python ({python}) cannot import kint; install kint there "
-                f"({python} -m pip install {_install_source()}), then run `kint setup "
+                f"({python} -m pip install {install_source()}), then run `kint setup "
                 f"hermes` again")
     return None
-
-
-def _install_source() -> str:
-    """What to hand Hermes' pip so it installs this kint: kint is not published on PyPI
-    (`pip install kint` would fetch nothing of ours), so the checkout this kint runs from
-    when there is one, else a placeholder for the wheel or checkout it came from."""
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "kint").is_dir():
-        return str(checkout)
-    return "<the kint wheel or checkout this kint was installed from>"
 
 
 def one_profile(cli: str, plan: Plan, root: Path, profile: str,
