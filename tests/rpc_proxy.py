@@ -1,5 +1,5 @@
 """A loopback JSON-RPC proxy in front of the test's real anvil, whose behaviour the test
-switches while kint's workers talk through it (DESIGN §11: faults made for real).
+switches while kint's workers talk through it (docs/faults.md: faults made for real).
 
 Modes (`RpcProxy.set_mode`):
 

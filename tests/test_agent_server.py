@@ -1,4 +1,4 @@
-"""kint-server for agents (seed 001), driven by a real MCP client from the `mcp` SDK over
+"""kint-server for agents (docs/harnesses.md), driven by a real MCP client from the `mcp` SDK over
 stdio, on a real anvil, with real supervisors and workers."""
 
 from __future__ import annotations
@@ -413,7 +413,7 @@ def _one_row_anchored(box, tenant: str, db) -> tuple[str, ...]:
 
 
 def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
-    """Seed 001: a store kint cannot read holds the push, because an unchecked push is what
+    """docs/how-it-works.md, "When the watcher pushes, and when a push is held": a store kint cannot read holds the push, because an unchecked push is what
     the hold exists to stop. kint-server's pushes come back HELD naming the store, anchoring
     nothing; a push from a terminal is refused naming the file, not as a crash inside the
     worker."""

@@ -43,7 +43,7 @@ def ok(out):
 
 
 def refused(out, text: str, code: str | None = None):
-    """A refusal as every kint refusal reads (DESIGN.md section 10): exit 2, one line of
+    """A refusal as every kint refusal reads (README, "Commands": one line, then its hint): exit 2, one line of
     what happened ending in its code from the protocol's closed set, one `hint:` line of
     what to do."""
     assert out.returncode == 2, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"

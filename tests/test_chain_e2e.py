@@ -325,7 +325,7 @@ def test_compact_then_a_cold_start_stops_at_the_snapshot(story):
         assert int(lines.splitlines()[0].split()[1]) == snap
         # The state row `focus` was written long before the snapshot, which carried it
         # unchanged. On a machine that restored from the snapshot, the snapshot is the
-        # oldest epoch it holds, and its block is the one a check names (seed 000).
+        # oldest epoch it holds, and its block is the one a check names (docs/how-it-works.md).
         focus = _focus_check(e)
         assert (focus["anchored_seq"], focus["anchored_block"]) == (
             snap, compact["epochs"][0]["block"]), focus

@@ -1,4 +1,4 @@
-"""Chain faults, made for real (issue 4's acceptance list, DESIGN §11): a lying RPC, a hung
+"""Chain faults, made for real (issue 4's acceptance list, docs/faults.md): a lying RPC, a hung
 RPC for one tenant while another works, and kill -9 of a worker at each step of a push.
 Exit statuses are v0.3.0's (kint/commands/exit_codes.py): a pull's freshness refusal exits
 6, any other push or pull refusal 5.
@@ -902,7 +902,7 @@ def test_kill_9_at_each_push_step_loses_nothing(killbox, chain, step):
     pending = k.kint_home / f"pending-{space16}.json"
 
     # The supervisor restarts the worker on its own (one_for_one, transient), and the new
-    # worker resolves the pending epoch against the head at once (DESIGN §9): landed, it is
+    # worker resolves the pending epoch against the head at once (docs/how-it-works.md, "Push, step by step"): landed, it is
     # recorded; not sent, the same signed transaction is sent. Either way: seq 2, agreed.
     row = k.wait_for(lambda: (r := k.row(db))["pid"] not in (None, pid)
                      and r["state"] in ("ready", "idle") and r, timeout=30,

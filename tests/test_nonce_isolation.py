@@ -1,5 +1,5 @@
 """One session key, many spaces: a stuck transaction of one space must not hold back
-another space's push beyond a retry interval (DESIGN §8, the protocol issue's item 7).
+another space's push beyond a retry interval (docs/faults.md, the nonce rows).
 
 Two Hermes profile stores on one machine are two spaces with two workers, and the machine's
 one session key sends for both, so they share one nonce sequence. Space P1's transaction

@@ -1,6 +1,6 @@
 """An endpoint that answers with the wrong shape (an object where a number is due, a reply
 with neither a result nor an error object) or with a whole web page gets a clear refusal in
-one line: never a traceback, never the page quoted whole (DESIGN §10: a lying RPC is bad
+one line: never a traceback, never the page quoted whole (docs/faults.md: a lying RPC is bad
 input). The endpoint is a real loopback HTTP server."""
 
 from __future__ import annotations

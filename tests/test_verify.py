@@ -1,4 +1,4 @@
-"""Verify before acting (seed 000), end to end: real Sibyl stores, the mirror and epoch
+"""Verify before acting (docs/how-it-works.md, "Verify: four statuses, seven checks"), end to end: real Sibyl stores, the mirror and epoch
 cache written by kint's recording function, and `kint verify` / `kint history` served by
 the space's worker through the real supervisor, with Sibyl's real account gate."""
 
@@ -43,7 +43,7 @@ def verify_json(sb, db, query, *extra):
 
 
 def seed_beat(sb, profile):
-    """Seed 000's beat: the release rule anchored at epoch 1, edited, anchored at epoch 2."""
+    """The verify story's beat (docs/how-it-works.md): the release rule anchored at epoch 1, edited, anchored at epoch 2."""
     db = sb.profile_db(profile)
     client = sibyl_client(db, sb.tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE_1})

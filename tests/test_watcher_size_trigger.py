@@ -1,4 +1,4 @@
-"""The store watcher's size trigger (seed 001; v0.3.0's 08-tools.md): while the store is
+"""The store watcher's size trigger (docs/how-it-works.md; v0.3.0's 08-tools.md): while the store is
 dirty it counts the unanchored rows at most once a minute, and pushes before the quiet
 period ends when rows x 400 bytes is more than KINT_SIZE_TRIGGER_BYTES (32,768 by default):
 81 rows (32,400 bytes) wait for the quiet period, 82 (32,800) are pushed at the next check.
