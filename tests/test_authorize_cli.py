@@ -43,9 +43,9 @@ def ok(out):
 
 
 def refused(out, text: str, code: str | None = None):
-    """A refusal as every kint refusal reads (README, "Commands": one line, then its hint): exit 2, one line of
-    what happened ending in its code from the protocol's closed set, one `hint:` line of
-    what to do."""
+    """A refusal as every kint refusal reads (README, "Commands"): exit 2, one line of what
+    happened ending in its code from the protocol's closed set, one `hint:` line of what
+    to do."""
     assert out.returncode == 2, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     assert text in out.stderr, out.stderr
     lines = out.stderr.rstrip("\n").split("\n")
