@@ -12,7 +12,7 @@ from eth_account import Account
 from authorize_support import new_machine
 from kint.chain import devchain
 from kint.chain.key_facts import KeyFacts, read_key_facts
-from kint.chain.units import eth_text
+from kint.chain.units import eth_text, receipt_cost
 
 
 @pytest.mark.parametrize("wei, text", [
@@ -112,3 +112,14 @@ def test_before_read_runs_before_every_read_and_stops_the_rest(machine):
         with pytest.raises(_Spent):
             read_key_facts(machine.anchor, key, owner.address, before_read=budget(allowed))
         assert len(calls) == allowed + 1
+
+
+@pytest.mark.parametrize("receipt, cost", [
+    ({"gasUsed": 21_000, "effectiveGasPrice": 2}, (21_000, 2, 0, 42_000)),  # the devchain
+    ({"gasUsed": 100, "effectiveGasPrice": 3, "l1Fee": "0x10"}, (100, 3, 16, 316)),  # Base
+    ({"gasUsed": 100, "effectiveGasPrice": None, "l1Fee": 5}, (100, 0, 5, 5)),
+])
+def test_a_receipts_cost_is_read_one_way(receipt, cost) -> None:
+    """Every push, re-anchoring and owner transaction prices its receipt through
+    kint.chain.units.receipt_cost: gas times the effective price, plus Base's L1 fee."""
+    assert tuple(receipt_cost(receipt).values()) == cost

@@ -32,6 +32,7 @@ from kint.chain.calls import answer_int, bounded
 from kint.chain.chain_id import on_other_chain
 from kint.chain.config import ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.chain import units
 from kint.chain.units import eth_text
 from kint.commands.common import Ctx, refuse
 from kint.commands.enrolled_contract import check_enrolled_contract
@@ -159,13 +160,8 @@ def chain_now(anchor: Anchor) -> int:
 
 
 def receipt_cost(receipt: Any) -> int:
-    """What a mined transaction cost its sender in wei: gas used times the effective price,
-    plus the L1 data fee an OP-stack chain such as Base adds to its receipts."""
-    cost = int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice") or 0)
-    l1_fee = receipt.get("l1Fee")
-    if l1_fee is not None:
-        cost += int(l1_fee, 16) if isinstance(l1_fee, str) else int(l1_fee)
-    return cost
+    """What a mined transaction cost its sender in wei (kint.chain.units.receipt_cost)."""
+    return units.receipt_cost(receipt)["cost_wei"]
 
 
 def tx_hash_text(receipt: Any) -> str:

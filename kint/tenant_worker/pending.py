@@ -28,6 +28,7 @@ from web3.exceptions import TransactionNotFound
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
+from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
@@ -101,17 +102,15 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
         raise ProtocolError(ErrorCode.INTERNAL,
                             f"epoch {pending.seq} landed but the Epoch event digest does not "
                             f"match what was sent", "run `kint pull` to re-read it")
-    gas = int(receipt["gasUsed"])
-    price = int(receipt.get("effectiveGasPrice", 0) or 0)
-    l1_fee = receipt.get("l1Fee")
-    l1 = int(l1_fee, 16) if isinstance(l1_fee, str) else int(l1_fee or 0)
+    cost = receipt_cost(receipt)
+    gas = cost["gas"]
     plaintext = parse_plaintext(pending.plaintext)
     meta = EpochMeta(seq=pending.seq, digest=event.digest, prev=pending.prev,
                      block=event.block, tx=event.tx_hash, bucket=pending.bucket,
                      rows_root=plaintext.rows_root, writer=event.writer,
                      cost={"gas": gas, "bytes": len(pending.envelope),
-                           "effective_gas_price": price, "l1_fee": l1,
-                           "cost_wei": gas * price + l1})
+                           "effective_gas_price": cost["effective_gas_price"],
+                           "l1_fee": cost["l1_fee"], "cost_wei": cost["cost_wei"]})
     try:
         mirror = record_epoch(state, pending.plaintext, plaintext, pending.envelope, meta)
     except EpochRejected as err:

@@ -39,6 +39,7 @@ from web3.exceptions import TransactionNotFound
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
+from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
 from kint.outcomes import NOTHING_DROPPED
 from kint.paths import atomic_write
@@ -184,13 +185,11 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         raise ProtocolError(ErrorCode.INTERNAL,
                             f"epoch {meta.seq} landed again but the Epoch event does not "
                             f"match what was sent", "run `kint pull` to re-read it")
-    gas = int(receipt["gasUsed"])
-    price = int(receipt.get("effectiveGasPrice", 0) or 0)
-    l1_fee = receipt.get("l1Fee")
-    l1 = int(l1_fee, 16) if isinstance(l1_fee, str) else int(l1_fee or 0)
+    cost = receipt_cost(receipt)
     landed = replace(meta, block=event.block, tx=event.tx_hash, writer=event.writer,
-                     cost={"gas": gas, "bytes": len(envelope), "effective_gas_price": price,
-                           "l1_fee": l1, "cost_wei": gas * price + l1})
+                     cost={"gas": cost["gas"], "bytes": len(envelope),
+                           "effective_gas_price": cost["effective_gas_price"],
+                           "l1_fee": cost["l1_fee"], "cost_wei": cost["cost_wei"]})
     cache_epoch_meta(state, landed)
     _move_head(ctx, landed)
     log.info("space %s: epoch %d anchored again at block %d (tx %s)", ctx.config.space16,
