@@ -66,6 +66,9 @@ def test_a_restore_past_the_bound_answers_and_the_store_opens_when_it_ends(
                 refused = agent.failed(tool, **args)
                 assert refused["error"] == "RESTORE_RUNNING", refused
                 assert "is still restoring the store" in refused["message"], refused
+            # A second restore is the worker's to refuse; the first is still waited for.
+            again = agent.failed("memory_pull", discard_local=True)
+            assert again["error"] == "BUSY", again
             status = agent.call("memory_status")
             assert status["restore_running"].startswith(
                 "a memory_pull with discard_local began "), status

@@ -184,8 +184,10 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
                                           timeout_s=TOOL_WAIT_S)
                 except KintError as err:
                     if a.discard_local and err.code == "TIMEOUT":
-                        shared.restore = RestoreUnderWay(shared.home,
-                                                         session.ref.space16, sent_at)
+                        # The first restore still pending is the one to wait for: a
+                        # later call's pull was refused BUSY behind it, or began after it.
+                        shared.restore = shared.restore or RestoreUnderWay(
+                            shared.home, session.ref.space16, sent_at)
                         raise KintError(RESTORE_RUNNING, restore_running_message(err),
                                         RESTORE_RUNNING_HINT) from None
                     raise results.pull_error(err, owner_known) from None
