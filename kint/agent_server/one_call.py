@@ -3,7 +3,7 @@
 kint-server's tool calls must never overlap: a pull swaps (or, with `discard_local`, closes
 and reopens) the one client Sibyl's tools share, and must not do so under a Sibyl write.
 They once ran on the event loop for that reason, which left the loop deaf for as long as a
-kint call waited on the worker (up to TOOL_WAIT_S, a restore up to RESTORE_WAIT_S): no
+kint call waited on the worker (up to TOOL_WAIT_S, a restore once 30 minutes): no
 `ping`, no `notifications/cancelled`, no `tools/list`. The SDK's lowlevel Server handles
 each request in a task of its own, so a `Gate` keeps the one-at-a-time rule instead: every
 tool call, Sibyl's or kint's, passes it, and a kint call's blocking work runs in a thread

@@ -21,7 +21,7 @@ memory_connect's `human_steps`, memory_history's null version.
 Tool calls run one at a time, kint's and Sibyl's alike (a pull swaps the client Sibyl's
 tools write through), but a kint call waits on the worker in a thread of its own
 (kint.agent_server.one_call), so the event loop goes on answering `ping`, `tools/list` and
-`notifications/cancelled` for the up to 100 s (a restore: 1800 s) such a call may take,
+`notifications/cancelled` for the up to 100 s such a call may take (a restore too),
 and sends a pull's or push's progress lines to a client that asked for them.
 """
 

@@ -7,6 +7,7 @@ A run returns its result or raises KintError; the surface turns either into `ok`
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -14,6 +15,8 @@ from mcp import types
 from pydantic import BaseModel
 
 from kint.agent_server import results, tool_args
+from kint.agent_server.restore_wait import (RESTORE_RUNNING, RESTORE_RUNNING_HINT,
+                                            RestoreUnderWay)
 from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import STORE_GONE_HINT, SharedClient
 from kint.client import KintError, bounded
@@ -25,13 +28,12 @@ from kint.protocol.errors import CHECKSUM_HINT
 # gives Codex's: past it the supervisor answers TIMEOUT and the worker goes on with the push,
 # pull or connect, so the agent gets an answer it can act on (call memory_status later)
 # rather than a client-side timeout, while the next tool call, which waits for this one
-# (kint.agent_server.one_call), is held no longer. A pull with `discard_local` is waited
-# for to the end: this server reopens the store after it, and must not do so while the
-# worker is still restoring it. Each is the tool call's whole wait (kint.client.bounded):
-# a tool that asks the worker twice (connect's status then its connect, a refusal worded
-# from a status) answers within it too.
+# (kint.agent_server.one_call), is held no longer. A pull with `discard_local` (a restore)
+# keeps it too: past it the answer is RESTORE_RUNNING, and the store this server closed for
+# the restore stays closed until the worker ends it (kint.agent_server.restore_wait). Each
+# is the tool call's whole wait (kint.client.bounded): a tool that asks the worker twice
+# (connect's status then its connect, a refusal worded from a status) answers within it too.
 TOOL_WAIT_S = 100.0
-RESTORE_WAIT_S = 1800.0
 STATUS_WAIT_S = 30.0
 HISTORY_WAIT_S = 60.0
 
@@ -136,6 +138,12 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
     return out
 
 
+def restore_running_message(timeout: KintError) -> str:
+    """The TIMEOUT of a restore, said as what goes on: the worker still restores."""
+    return (f"{timeout.message.rstrip('.')}; the restore goes on in the space's worker, and "
+            f"this server opens the store again when it ends")
+
+
 def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
     def owner_known() -> bool:
         """Whether this machine is enrolled: asked only after a NOT_CONNECTED, and a status
@@ -154,6 +162,10 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         out["attached"] = session.attached
         if shared.gone is not None:
             out["store_gone"] = {"message": shared.gone, "hint": STORE_GONE_HINT}
+        # kint's own: a restore memory_pull stopped waiting for, still running (the call's
+        # before_call looked), or null.
+        out["restore_running"] = (shared.restore.message() if shared.restore is not None
+                                  else None)
         return out
 
     def connect(a: tool_args.ConnectArgs) -> dict[str, Any]:
@@ -163,18 +175,25 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
     def pull(a: tool_args.PullArgs) -> dict[str, Any]:
         if a.discard_local:
             shared.close()  # this server's own connection must not hold the store
-        wait_s = RESTORE_WAIT_S if a.discard_local else TOOL_WAIT_S
+        sent_at = time.monotonic()  # before the worker can have begun this call's pull
         try:
-            with bounded(wait_s):  # the pull, and the status a refusal may ask for
+            with bounded(TOOL_WAIT_S):  # the pull, and the status a refusal may ask for
                 try:
                     result = session.call("pull", {"full": a.full,
                                                    "discard_local": a.discard_local},
-                                          timeout_s=wait_s)
+                                          timeout_s=TOOL_WAIT_S)
                 except KintError as err:
+                    if a.discard_local and err.code == "TIMEOUT":
+                        # The first restore still pending is the one to wait for: a
+                        # later call's pull was refused BUSY behind it, or began after it.
+                        shared.restore = shared.restore or RestoreUnderWay(
+                            shared.home, session.ref.space16, sent_at)
+                        raise KintError(RESTORE_RUNNING, restore_running_message(err),
+                                        RESTORE_RUNNING_HINT) from None
                     raise results.pull_error(err, owner_known) from None
         finally:
             if a.discard_local:
-                shared.refresh()
+                shared.refresh()  # not while the restore still runs (shared.restoring)
         shared.refresh()
         return results.pull_result(result)
 
@@ -235,7 +254,8 @@ and when it tries again, or null), \
 retries an attach that failed, and until then its watcher does not push), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
-finishes, or null), `disk_problems` (a full disk under the store or kint's state) and \
+finishes, or null), `restore_running` (a memory_pull with discard_local still restoring the \
+store after its call answered RESTORE_RUNNING, or null), `disk_problems` (a full disk under the store or kint's state) and \
 `cap` (Sibyl's bytes, kint's bytes, their sum against the cap). Reads only."""
 
 CONNECT = """Connect this machine to the owner's vault, or say what the human must run. With \
@@ -248,7 +268,8 @@ passphrase and the recovery code too."""
 PULL = """Restore this machine's store from the epochs anchored on the chain, through \
 Sibyl's own write methods. Call it when memory_status says `in_step: false` or a push \
 answers CHAIN_MOVED. FORK (local changes while the chain moved) is the human's call: \
-`discard_local` throws the local changes away."""
+`discard_local` throws the local changes away; a restore that outlasts the call answers \
+RESTORE_RUNNING and goes on (memory_status shows it as `restore_running`)."""
 
 PUSH = """Anchor the store's unanchored changes on the chain now. Not needed after every \
 write: kint anchors them after a quiet period. HELD means nothing was anchored and nothing \

@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 from sibyl_memory_client.exceptions import SibylMemoryError
 
+from kint.agent_server.restore_wait import (RESTORE_RUNNING, RESTORE_RUNNING_HINT,
+                                            RestoreUnderWay)
 from kint.agent_server.session import AgentSession
 from kint.client import KintError
 from kint.protocol.errors import ProtocolError
@@ -68,8 +70,9 @@ def wrap_writes(client: Any, session: AgentSession, db: str, tenant: str) -> Non
 STORE_GONE = "STORE_GONE"
 STORE_GONE_HINT = ("call memory_pull: it restores the anchored rows into a new store (what "
                    "was written since the last anchoring went with the deleted file)")
-# The tools that still run while the store is gone: they do not touch it, or restore it.
-# Every other (Sibyl's eight, memory_verify, memory_push) is refused until it is back.
+# The tools that still run while the store is gone or being restored: they do not touch
+# it, or restore it (a second pull meets the worker's BUSY). Every other (Sibyl's eight,
+# memory_verify, memory_push) is refused until it is back.
 SERVED_WITHOUT_STORE = frozenset({"memory_status", "memory_pull", "memory_connect",
                                   "memory_history"})
 
@@ -100,15 +103,21 @@ class SharedClient:
     pull. So the client is closed at the next tool call, and while rows anchored from the
     store are on chain, that call and every one that needs the store is refused
     (`STORE_GONE`) until memory_pull restores it; with nothing anchored, a new store is made
-    as at a first start."""
+    as at a first start.
+
+    A restore the pull tool stopped waiting for (`restore`, kint.agent_server.restore_wait)
+    keeps the client closed and the same tools refused (`RESTORE_RUNNING`) until the
+    worker no longer runs it; the first tool call after that opens the restored store."""
 
     def __init__(self, db: str, tenant: str, home: Path, session: AgentSession) -> None:
         self.db, self.tenant, self.home, self.session = db, tenant, home, session
         self.client: Any = None
         self._ident: tuple[int, int] | None = None
         self._failed: str | None = None  # the last failure logged, logged once
-        # Why the tools that need the store are refused: it was deleted under the client.
+        # Why the tools that need the store are refused: it was deleted under the client,
+        # or a restore the tool call stopped waiting for still runs (restore_wait).
         self.gone: str | None = None
+        self.restore: RestoreUnderWay | None = None
 
     def install(self) -> Any:
         from sibyl_memory_mcp import server as sibyl_server
@@ -148,16 +157,35 @@ class SharedClient:
         whether `tool` is one of Sibyl's, the only calls that read Sibyl's client cache
         (`_still_sibyls`); kint's tools are answered by the worker."""
         self.refresh(sibyls=sibyls)
-        if self.gone is None or tool in SERVED_WITHOUT_STORE:
+        if tool in SERVED_WITHOUT_STORE:
+            return None
+        if self.restore is not None:
+            return {"ok": False, "error": RESTORE_RUNNING, "message": self.restore.message(),
+                    "hint": RESTORE_RUNNING_HINT}
+        if self.gone is None:
             return None
         return {"ok": False, "error": STORE_GONE, "message": self.gone,
                 "hint": STORE_GONE_HINT}
+
+    def restoring(self) -> bool:
+        """Whether a restore the server stopped waiting for still runs; one that ended is
+        forgotten here, and the next `refresh` opens the store it left."""
+        if self.restore is None:
+            return False
+        if self.restore.running():
+            return True
+        log.info("the restore a memory_pull began has ended; opening the store again")
+        self.restore = None
+        return False
 
     def refresh(self, sibyls: bool = True) -> None:
         """Build the client when there is none, or again when the store was replaced; a
         store that cannot be opened now is logged and left for the next call. A store
         deleted under the client closes it (see the class). With `sibyls`, also when
-        Sibyl's server would build a client of its own at this call (`_still_sibyls`)."""
+        Sibyl's server would build a client of its own at this call (`_still_sibyls`).
+        Nothing is opened while a restore still runs (`restoring`)."""
+        if self.restoring():
+            return
         ident = store_file_id(self.db)
         if self.client is not None:
             if ident == self._ident and (not sibyls or self._still_sibyls()):

@@ -1,0 +1,98 @@
+"""A restore (`memory_pull` with `discard_local`) that outlasts the tool call's bound,
+through the real kint-server and the official MCP client (docs/harnesses.md, "Every kint
+tool call comes back within a bound").
+
+The call was once waited for up to 30 minutes, while Codex gives a tool call the 180 s
+`kint setup` writes: the client gave up and every later call waited behind the restore.
+Now it answers RESTORE_RUNNING within the bound (3 s here, KINT_TEST_TOOL_WAIT_S), the
+calls that need the store are refused at once while the worker still restores, and the
+first call after the restore ends opens the restored store.
+
+One machine of the session's devchain with one epoch anchored, behind an RPC proxy
+(tests/rpc_proxy.py) that holds the restore's epoch log read until the test lets it go.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sibyl_memory_client.exceptions import NotFoundError
+
+from chain_machines import kjson, machine_behind_proxy
+from conftest import sibyl_client, wait_until, write_rules
+from mcp_session import AgentProcess
+
+# How long the held epoch log read waits at most before it goes through anyway (a failing
+# test ends); under the machine's RPC timeout, so the held read never times out.
+HOLD_S = 40
+TOOL_WAIT_S = 3
+
+
+def _running(sb, op: str, since: float) -> bool:
+    """Whether the space's worker runs `op`, begun since `since` (time.monotonic())."""
+    running = sb.row(sb.sibyl_db).get("op") or {}
+    return running.get("name") == op and running["age_s"] <= time.monotonic() - since
+
+
+def test_a_restore_past_the_bound_answers_and_the_store_opens_when_it_ends(
+        tmp_path, chain_home):
+    with machine_behind_proxy(tmp_path, chain_home, KINT_QUIET_SECONDS="3600",
+                              KINT_RPC_TIMEOUT="60") as (sb, proxy):
+        write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
+        assert kjson(sb, "push")["head_seq"] == 1
+        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S)}).start()
+        try:
+            assert agent.call("memory_recall", category="rules",
+                              name="release_gate")["ok"] is True  # the client is open
+            proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+            sent = time.monotonic()
+            pull = agent.submit("memory_pull", discard_local=True)
+            # Before, the call waited for the whole restore (held here for HOLD_S).
+            answered = pull.result(timeout=HOLD_S / 2)
+            payload = agent.payload(answered)
+            assert answered.isError is True and payload["error"] == "RESTORE_RUNNING", payload
+            assert "the restore goes on in the space's worker" in payload["message"], payload
+            assert payload["hint"].startswith("call memory_status in a minute"), payload
+            assert _running(sb, "pull", sent), sb.row(sb.sibyl_db)
+
+            # While the worker restores, the calls that need the store answer at once, and
+            # nothing opens the store under the restore; memory_status says why.
+            for tool, args in (("memory_remember", {"category": "rules", "name": "lost",
+                                                    "body": {"rule": "written mid-restore"}}),
+                               ("memory_recall", {"category": "rules",
+                                                  "name": "release_gate"}),
+                               ("memory_verify", {"query": "release rule"})):
+                refused = agent.failed(tool, **args)
+                assert refused["error"] == "RESTORE_RUNNING", refused
+                assert "is still restoring the store" in refused["message"], refused
+            # A second restore is the worker's to refuse; the first is still waited for.
+            again = agent.failed("memory_pull", discard_local=True)
+            assert again["error"] == "BUSY", again
+            status = agent.call("memory_status")
+            assert status["restore_running"].startswith(
+                "a memory_pull with discard_local began "), status
+            assert _running(sb, "pull", sent), "the restore ended before the checks"
+
+            proxy.forward()
+            sb.wait_for(lambda: not _running(sb, "pull", sent), timeout=HOLD_S,
+                        what="the restore's end")
+            status = wait_until(lambda: (s := agent.call("memory_status"))
+                                ["restore_running"] is None and s, timeout=30)
+            assert status and status["in_step"] is True, status
+            recalled = agent.call("memory_recall", category="rules", name="release_gate")
+            assert recalled["entity"]["body"] == {"rule": "never ship on a Friday"}, recalled
+            # Writes land in the restored file, where another reader finds them.
+            assert agent.call("memory_remember", category="rules", name="kept",
+                              body={"rule": "written after the restore"})["ok"] is True
+            reader = sibyl_client(sb.sibyl_db, sb.tenant)
+            try:
+                assert reader.get_entity("rules", "kept")["body"] == {
+                    "rule": "written after the restore"}
+                with pytest.raises(NotFoundError):  # refused mid-restore, written nowhere
+                    reader.get_entity("rules", "lost")
+            finally:
+                reader.storage.close()
+        finally:
+            proxy.forward()
+            agent.close()

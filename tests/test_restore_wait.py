@@ -1,0 +1,61 @@
+"""When kint-server takes a restore it stopped waiting for as ended
+(kint.agent_server.restore_wait): read from the supervisor's status rows, given here."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kint.agent_server import restore_wait
+from kint.client import KintError
+
+SPACE16 = "c4594b48e156226b"
+
+
+class FakeClient:
+    """The supervisor's status as `answer` says: rows, or a KintError to raise."""
+
+    answer: object = None
+
+    def __init__(self, _home: Path, autostart: bool = True) -> None:
+        assert autostart is False  # a look must never start a supervisor
+
+    def call(self, op: str, timeout_s: float) -> dict:
+        assert op == "sup.status" and timeout_s <= 2
+        if isinstance(FakeClient.answer, KintError):
+            raise FakeClient.answer
+        return {"spaces": FakeClient.answer}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def restore(monkeypatch):
+    monkeypatch.setattr(restore_wait, "Client", FakeClient)
+    return restore_wait.RestoreUnderWay(Path("/nowhere"), SPACE16, time.monotonic() - 5)
+
+
+def _row(op: dict | None, alive: bool = True) -> list[dict]:
+    return [{"space": SPACE16, "op": op, "uptime_s": 9.0 if alive else None}]
+
+
+@pytest.mark.parametrize("rows, running", [
+    (_row({"name": "pull", "age_s": 4.0}), True),       # the restore, begun since the call
+    (_row({"name": "pull", "age_s": 60.0}), False),     # a pull older than the call
+    (_row({"name": "status", "age_s": 1.0}), False),    # the worker does something else
+    (_row(None), False),                                # nothing in flight
+    (_row({"name": "pull", "age_s": 4.0}, alive=False), False),  # no worker runs it
+    ([], False),                                        # the space has no worker
+])
+def test_the_restore_runs_while_the_worker_runs_its_pull(restore, rows, running):
+    FakeClient.answer = rows
+    assert restore.running() is running
+
+
+def test_a_status_that_cannot_be_read_leaves_the_store_closed(restore):
+    FakeClient.answer = KintError("SUPERVISOR_UNAVAILABLE", "no supervisor", "start one")
+    assert restore.running() is True
+    assert restore.message().startswith("a memory_pull with discard_local began 5 s ago")
