@@ -18,6 +18,7 @@ it runs once at a worker's start and at `kint doctor`, never per request.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -108,8 +109,6 @@ def warn_at_start(db: str, home: Path, space16: str) -> None:
     """At a worker's start, on its pool: the log's one warning line when another home's
     worker holds the store (each worker of the pair says it at its own start, if the
     other holds the store by then; `kint doctor` looks again whenever asked)."""
-    import logging
-
     sharers = other_homes_on_store(db, home)
     if sharers:
         logging.getLogger("kint.worker").warning("space %s: %s (%s)", space16,
