@@ -124,6 +124,15 @@ def no_room_message(space16: str, files: OpenFiles) -> str:
             f"{files.reserve} free for clients")
 
 
+def no_room_yet_message(late: str) -> str:
+    """A TIMEOUT's message (`late` says which request ran out of time) for a request that
+    waited for room to start its space's worker, while an idle worker was stopped to free
+    open files: the space had no worker, so naming one's state would mislead."""
+    return (f"{late}: it was waiting for room to start the space's worker (the supervisor "
+            f"is short of open files, ulimit -n; an idle worker is being stopped to free "
+            f"some)")
+
+
 WORKER_ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulimit -n` in "
                     "its shell, LimitNOFILE= in its systemd unit): its workers inherit it; "
                     "then run `kint supervisor stop`, and the command again")

@@ -17,7 +17,9 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -160,6 +162,52 @@ def test_a_worker_out_of_open_files_refuses_its_op_by_name_and_serves_once_it_ha
     assert again["pid"] == pid and again["restarts"] == 0, again
     log = (sb.kint_home / "supervisor.log").read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_a_request_that_times_out_waiting_for_room_says_so(box):
+    """A request for a space with no worker, queued while an idle worker is stopped to make
+    room, that runs out of time meanwhile is answered TIMEOUT naming the wait for room (open
+    files) and what frees some, not as if the space's worker sat idle. The worker stopped for
+    room is held (SIGSTOP) so that it cannot leave before the request's deadline."""
+    sb, dbs = box
+    code, status = _status_json(sb)
+    rows = {r["store"]: r for r in status["spaces"]}
+    spare = next(r for r in rows.values() if r["pid"] and r["state"] == "ready")
+    new_space = next(db for db in dbs if str(db) not in rows)
+    # The spare worker's sessions end; it may be stopped for room once a beat made after
+    # that work has been read (WorkerHandle.beat_tells_after_work).
+    for session in [f"agent-{n}" for n in range(len(dbs))] + ["agent-late"]:
+        sb.call("detach", Path(spare["store"]), args={"session": session})
+    detached = time.monotonic()
+
+    def beat_after_detach():
+        asked = time.monotonic()
+        row = next(r for r in _status_json(sb)[1]["spaces"] if r["store"] == spare["store"])
+        age = row["last_beat_age_s"]
+        return (row["sessions"] == 0 and age is not None and age < asked - detached
+                and row)
+
+    sb.wait_for(beat_after_detach, timeout=20, what="a beat after the sessions ended")
+    os.kill(spare["pid"], signal.SIGSTOP)
+    try:
+        with pytest.raises(KintError) as err:
+            sb.call("attach", new_space, timeout_s=2,
+                    args={"session": "agent-late", "watcher": False})
+    finally:
+        os.kill(spare["pid"], signal.SIGCONT)
+    assert err.value.code == "TIMEOUT", err.value
+    assert "waiting for room to start the space's worker" in err.value.message, err.value
+    assert "open files" in err.value.message and "idle" in err.value.message, err.value
+    assert "ulimit -n" in err.value.hint and "agent sessions" in err.value.hint, err.value
+    # The held worker, let go, leaves on the stop it was sent; nothing crashed.
+    sb.wait_for(lambda: not pid_alive(spare["pid"]), timeout=30,
+                what="the worker stopped for room gone")
+    row = next(r for r in _status_json(sb)[1]["spaces"] if r["store"] == spare["store"])
+    assert row["restarts"] == 0, row
+    # The room it left is the waiting space's at its next call: every worker holds a
+    # session again, as the next test expects.
+    sb.wait_for(lambda: _try_attach(sb, new_space, "agent-late"), timeout=20,
+                what="the space that timed out served once room was made")
 
 
 def test_a_refusal_for_want_of_room_is_forgotten_once_workers_leave(box):

@@ -89,3 +89,25 @@ def test_a_rekey_whose_snapshot_push_fails_changes_nothing_here(machine):
     assert "[RPC_UNAVAILABLE]" in out.stderr.splitlines()[0], out.stderr
     assert _key_files(sb, space) == before
     assert read_cached_key(sb.kint_home, space).dek == dek
+
+
+@pytest.mark.parametrize("flags,stdin", [
+    (["--passphrase-stdin"], ""),
+    (["--passphrase-prompt"], "\n"),
+    (["--smart-account"], None),
+    (["--add-passphrase"], None),
+], ids=["salt-stdin-empty", "salt-prompt-empty", "vault-prompt-never-typed",
+        "extra-prompt-never-typed"])
+def test_a_refused_passphrase_leaves_the_rekey_signature_file(machine, tmp_path, flags, stdin):
+    """A signature file is unlinked once read, so rekey asks for the passphrases that go with
+    it first: one refused (empty, never typed) leaves the file, and the owner need not sign
+    again with the wallet; no key file moves."""
+    sb, space, _ = machine
+    before = _key_files(sb, space)
+    signature = tmp_path / "sig.txt"
+    signature.write_text(SIGNATURE)
+    out = sb.kint("rekey", "--signature-file", str(signature), *flags, input=stdin)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "[BAD_REQUEST]" in out.stderr and "passphrase" in out.stderr, out.stderr
+    assert signature.exists()
+    assert _key_files(sb, space) == before

@@ -4,6 +4,7 @@ worker; exit statuses as 09-cli.md gives them (kint.commands.exit_codes)."""
 
 from __future__ import annotations
 
+import os
 
 import click
 
@@ -177,22 +178,26 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
                     "use --passphrase-prompt or --signature-file")
     args: dict = {"drop_missing": drop_missing, "over_skipped": over_skipped,
                   "confirmations": confirmations}
+    # A signature file is unlinked once read: its passphrases are asked for first, so one
+    # refused (empty, never typed) leaves the file for the next try instead of sending the
+    # owner back to the wallet. A signature on stdin still comes first, as it is piped.
+    path = signature_file if signature_file is not None else signature
+    file_last = path not in (None, "-") and os.path.lexists(path)
+    if file_last:
+        _signature_passphrases(args, passphrase_stdin, passphrase_prompt, smart_account,
+                               add_passphrase)
     sig = read_signature(signature, signature_file, "kint rekey")
     if sig is not None:
         args["signature"] = sig
-        if passphrase_stdin:
-            args["salt_passphrase"] = read_passphrase_stdin()
-        elif passphrase_prompt:
-            args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
-        if smart_account:  # --passphrase-stdin is the salt here
-            args["passphrase"] = prompt_secret(VAULT_PROMPT, TYPE_IT)
-    elif smart_account or passphrase_stdin:
-        args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
-                              else prompt_secret(VAULT_PROMPT))
-    if add_passphrase:
-        extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
-        if extra:
-            args["extra_passphrase"] = extra
+        if not file_last:
+            _signature_passphrases(args, passphrase_stdin, passphrase_prompt, smart_account,
+                                   add_passphrase)
+    else:
+        if smart_account or passphrase_stdin:
+            args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
+                                  else prompt_secret(VAULT_PROMPT))
+        if add_passphrase:
+            _extra_passphrase(args)
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):
         usage_error("rekey needs every key that is to keep opening the vault, and none was "
                     "given", "give --signature -, --signature-file PATH and/or "
@@ -208,6 +213,28 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
                f"{', '.join(result['dropped']) or 'none'}")
     click.echo(f"recovery code written to {result['recovery_file']}")
     click.echo(result["note"])
+
+
+def _signature_passphrases(args: dict, passphrase_stdin: bool, passphrase_prompt: bool,
+                           smart_account: bool, add_passphrase: bool) -> None:
+    """The passphrases that go with a signature into `args`: the salt of the wallet key
+    (`--passphrase-stdin` is the salt here), the vault passphrase a `--smart-account` wrap
+    carries over, then the extra wrap's."""
+    if passphrase_stdin:
+        args["salt_passphrase"] = read_passphrase_stdin()
+    elif passphrase_prompt:
+        args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
+    if smart_account:
+        args["passphrase"] = prompt_secret(VAULT_PROMPT, TYPE_IT)
+    if add_passphrase:
+        _extra_passphrase(args)
+
+
+def _extra_passphrase(args: dict) -> None:
+    """`--add-passphrase`'s prompt: empty skips carrying the extra wrap over."""
+    extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
+    if extra:
+        args["extra_passphrase"] = extra
 
 
 @click.command("recovery-code")

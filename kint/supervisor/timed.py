@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import zmq
 
+from kint.open_files import ROOM_HINT, no_room_yet_message
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.zmq_frames import send_frames
@@ -45,6 +46,8 @@ class TimedWork:
     shutting_down: bool
     # Every request's (deadline, space id, internal id), a heap.
     _deadlines: list[tuple[float, str, str]]
+    # Spaces whose requests wait for room to start their worker (WorkerRoom's queue).
+    _room_wanted: list[str]
     # Spaces with a request their worker's pipe refused: retried at every turn.
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
@@ -110,10 +113,17 @@ class TimedWork:
             pending = handle.pending.get(internal_id) if handle else None
             if handle is None or pending is None:
                 continue
-            self._answer(handle, pending, error_reply(
-                None, ErrorCode.TIMEOUT,
-                f"{pending.op} on space {handle.space16} did not finish within "
-                f"{pending.timeout_ms} ms: the worker is {handle.doing(now)}"))
+            late = (f"{pending.op} on space {handle.space16} did not finish within "
+                    f"{pending.timeout_ms} ms")
+            if handle.space_id in self._room_wanted:
+                # No worker yet: an idle one is being stopped to free open files for it.
+                # Said as such, with what frees room, not as a worker that sat idle.
+                reply = error_reply(None, ErrorCode.TIMEOUT, no_room_yet_message(late),
+                                    ROOM_HINT)
+            else:
+                reply = error_reply(None, ErrorCode.TIMEOUT,
+                                    f"{late}: the worker is {handle.doing(now)}")
+            self._answer(handle, pending, reply)
 
     def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
         """Send one request to the worker. False when its pipe cannot take it now: the

@@ -11,6 +11,7 @@ from typing import Any
 from kint.protocol.checks import check
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.store_sharers import SHARING_HINT, other_homes_on_store, sharing_message
 
 
 def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -39,6 +40,10 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except StoreUnreadable as err:
         checks.append(check("sibyl store", False, str(err),
                             getattr(err, "hint", "check the store file")))
+    sharers = other_homes_on_store(cfg.db, cfg.home)
+    if sharers:  # a row only when it has something to say
+        checks.append(check("store shared", True, sharing_message(cfg.db, sharers),
+                            SHARING_HINT, warn=True))
     try:
         enrolment = ctx.enrolment()
     except CorruptStateFile:

@@ -530,6 +530,9 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         logging.shutdown()
         os._exit(EXIT_FATAL)
     log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
+    from kint.tenant_worker.store_sharers import warn_at_start
+
+    worker.pool.submit(warn_at_start, config.db, config.home, config.space16)
     from kint.tenant_worker.rekey_settle import rekey_in_progress
 
     if worker.ctx.state.files["pending"].exists() or rekey_in_progress(worker.ctx):

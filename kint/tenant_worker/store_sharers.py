@@ -1,0 +1,115 @@
+"""kint workers of another KINT_HOME that have this worker's Sibyl store open.
+
+Why: two KINT_HOMEs serving one store (a second home made for a test, a profile pointed at
+another's store) run two watchers and two vaults over the same rows, each anchoring them
+on its own, and nothing said so. This is a warning, never a refusal: the user may mean it
+(a home being replaced), and a store is shared by design between the spaces of one home.
+
+A worker keeps its read-only connection to the store between ops (kint/tenant_worker/
+discard.py says so too), so another home's worker shows among the store's holders
+(store_holders.py) once it has served an op. kint's workers name themselves
+(kint.proc_name.WORKER); siblings, forked by this supervisor's forkserver, are this home's.
+Another worker's home is read from the log file it holds open (supervisor.log, under its
+KINT_HOME: kint.logs.setup_file_logging), else from KINT_HOME in its environment.
+
+Linux only (/proc); elsewhere the list is empty. It walks every process's open files, so
+it runs once at a worker's start and at `kint doctor`, never per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from kint.paths import log_path
+from kint.proc_name import WORKER
+from kint.tenant_worker.store_holders import other_holders, same_parent
+
+LOG_NAME = log_path(Path("/")).name
+
+
+class Sharer(NamedTuple):
+    """Another home's kint worker holding the store: its pid, and its KINT_HOME when it
+    could be read (None: this user may not read it, or it names none)."""
+
+    pid: int
+    home: str | None
+
+
+def other_homes_on_store(db: str, home: Path) -> list[Sharer]:
+    """The kint workers of a KINT_HOME other than `home` with the store `db` open."""
+    if not os.path.isdir("/proc/self/fd"):
+        return []
+    holders = other_holders(db)
+    siblings = set(same_parent(holders))
+    own = os.path.realpath(home)
+    found = []
+    for pid in holders:
+        if pid in siblings or _name(pid) != WORKER:
+            continue
+        their_home = _home_of(pid)
+        if their_home is not None and os.path.realpath(their_home) == own:
+            continue  # this home's worker left by an earlier supervisor, not another home
+        found.append(Sharer(pid, their_home))
+    return found
+
+
+def sharing_message(db: str, sharers: list[Sharer]) -> str:
+    """One line naming the other homes (or their workers' pids where a home is unread)."""
+    homes = sorted({s.home for s in sharers if s.home is not None})
+    unread = [str(s.pid) for s in sharers if s.home is None]
+    named = ", ".join(homes + ([f"unread for worker pid {', '.join(unread)}"]
+                               if unread else []))
+    return (f"the Sibyl store {db} is also served by kint of another KINT_HOME ({named}): "
+            f"two homes anchor and watch the same rows, each with its own vault")
+
+
+SHARING_HINT = ("serve each store from one KINT_HOME: run `kint supervisor stop` under the "
+                "home that should not serve it, or point that home's profile at a store of "
+                "its own")
+
+
+def _name(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _home_of(pid: int) -> str | None:
+    """The folder of the kint log `pid` holds open, else KINT_HOME from its environment."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            target = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if os.path.basename(target) == LOG_NAME:
+            return os.path.dirname(target)
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read().split(b"\0")
+    except OSError:
+        return None
+    for entry in environ:
+        if entry.startswith(b"KINT_HOME="):
+            value = entry[len(b"KINT_HOME="):].decode("utf-8", "replace")
+            return value or None
+    return None
+
+
+def warn_at_start(db: str, home: Path, space16: str) -> None:
+    """At a worker's start, on its pool: the log's one warning line when another home's
+    worker holds the store (each worker of the pair says it at its own start, if the
+    other holds the store by then; `kint doctor` looks again whenever asked)."""
+    sharers = other_homes_on_store(db, home)
+    if sharers:
+        logging.getLogger("kint.worker").warning("space %s: %s (%s)", space16,
+                                                 sharing_message(db, sharers), SHARING_HINT)

@@ -1,0 +1,152 @@
+"""Two KINT_HOMEs serving one Sibyl store are named, never refused
+(kint/tenant_worker/store_sharers.py): `kint doctor`'s `store shared` row and a worker's
+warning at its start name the other home.
+
+Another home's worker is stood in for by a process that names itself as kint's workers do
+(kint.proc_name) and holds open what one holds: the store, and the log under its home."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.store import StoreReader
+from kint.tenant_worker.store_sharers import (SHARING_HINT, Sharer, other_homes_on_store,
+                                              warn_at_start)
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
+
+HOLDER = """
+import sys
+from kint.proc_name import set_process_name
+set_process_name(sys.argv[1])
+held = [open(path, "ab" if path.endswith(".log") else "rb") for path in sys.argv[2:]]
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def store(tmp_path):
+    db = tmp_path / "memory.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE entities (tenant_id TEXT, name TEXT)")
+    conn.close()
+    return db
+
+
+@pytest.fixture
+def holder():
+    """Start processes named `name` holding `paths` open, each until the test ends."""
+    started: list[subprocess.Popen] = []
+
+    def start(name: str, *paths: Path, env: dict | None = None) -> int:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, name, *map(str, paths)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env=env)
+        started.append(proc)
+        assert proc.stdout.readline() == "holding\n"
+        return proc.pid
+
+    yield start
+    for proc in started:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def _home(path: Path) -> Path:
+    path.mkdir(mode=0o700)
+    return path
+
+
+def test_another_homes_worker_on_the_store_is_named_by_its_home(tmp_path, store, holder):
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    pid = holder("kint-worker", store, theirs / "supervisor.log")
+    assert other_homes_on_store(str(store), mine) == [Sharer(pid, str(theirs))]
+
+
+def test_this_homes_worker_and_other_programs_are_not_named(tmp_path, store, holder):
+    mine = _home(tmp_path / "mine")
+    holder("kint-worker", store, mine / "supervisor.log")  # an earlier supervisor's worker
+    holder("python-agent", store, _home(tmp_path / "agent") / "supervisor.log")
+    assert other_homes_on_store(str(store), mine) == []
+
+
+def test_a_home_read_from_the_environment_when_no_log_is_held(tmp_path, store, holder):
+    import os
+
+    theirs = tmp_path / "theirs-by-env"
+    pid = holder("kint-worker", store, env={**os.environ, "KINT_HOME": str(theirs)})
+    assert other_homes_on_store(str(store), _home(tmp_path / "mine")) == [
+        Sharer(pid, str(theirs))]
+
+
+def _context(home: Path, db: Path) -> SpaceContext:
+    cfg = WorkerConfig(space_id="ab" * 32, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    return SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
+
+
+def test_doctor_warns_naming_the_other_home_and_does_not_fail_for_it(tmp_path, store, holder,
+                                                                    monkeypatch):
+    from kint.tenant_worker.doctor import doctor
+
+    monkeypatch.setenv("KINT_OFFLINE", "1")
+    monkeypatch.setenv("KINT_RPC_URL", "http://127.0.0.1:9")
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    ctx = _context(mine, store)
+    assert "store shared" not in {c["name"] for c in doctor(ctx, {})["checks"]}
+
+    holder("kint-worker", store, theirs / "supervisor.log")
+    checks = {c["name"]: c for c in doctor(ctx, {})["checks"]}
+    row = checks["store shared"]
+    assert row["ok"] is True and row["warn"] is True, row
+    assert str(theirs) in row["detail"] and str(store) in row["detail"], row
+    assert row["hint"] == SHARING_HINT
+
+
+def test_a_worker_says_so_once_at_its_start(tmp_path, store, holder, caplog):
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    holder("kint-worker", store, theirs / "supervisor.log")
+    with caplog.at_level(logging.WARNING, logger="kint.worker"):
+        warn_at_start(str(store), mine, "ab" * 8)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"space {'ab' * 8}: the Sibyl store {store} is also served by "
+                           f"kint of another KINT_HOME ({theirs})"), line
+
+
+def test_two_real_homes_on_one_store_each_hear_of_the_other(tmp_path):
+    """Two supervisors, two KINT_HOMEs, one store: the second home's worker warns at its
+    start in its log, and its doctor has the row; both serve (a warning, not a refusal)."""
+    from conftest import make_sandbox, write_store
+
+    (tmp_path / "shared").mkdir()
+    db = write_store(tmp_path / "shared" / "memory.db")
+    first, second = make_sandbox(tmp_path / "first"), make_sandbox(tmp_path / "second")
+    try:
+        first.start()
+        second.start()
+        # An agent session's attach reads the rows: the first home's worker holds the store.
+        first.call("attach", db, args={"session": "agent", "watcher": False})
+        assert second.call("status", db)["store"]["exists"]
+        log = second.kint_home / "supervisor.log"
+        line = second.wait_for(
+            lambda: next((x for x in log.read_text().splitlines() if "store shared" in x
+                          or "another KINT_HOME" in x), None),
+            timeout=20, what="the second home's worker warning at its start")
+        assert f"({first.kint_home})" in line and "WARNING" in line, line
+        out = second.kint("--db", str(db), "doctor")
+        assert f"[WARN] store shared: the Sibyl store {db} is also served by kint of another " \
+               f"KINT_HOME ({first.kint_home})" in out.stdout, out.stdout
+        assert first.call("status", db)["store"]["exists"]
+    finally:
+        first.shutdown()
+        second.shutdown()
