@@ -152,7 +152,8 @@ def _reachable(client: Any) -> dict[str, Any]:
 def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     """Named checks: Sibyl packages, python, PYTHONPATH, kint home (its mode), kint home
     placement, permissions, tenant (and where it came from), supervisor reachable; from the
-    space's worker the sibyl store, chain settings (when one is refused), enrolment, data
+    space's worker the sibyl store, store shared (when another KINT_HOME's worker has it
+    open), chain settings (when one is refused), enrolment, data
     key, recovery file, state files, an interrupted push, disk space, a half-done pull,
     unanchored changes, the chain (when it is not the one the space was connected on), and
     on the chain rpc primary (its chain id), rpc secondary, the contract's code, the

@@ -11,7 +11,8 @@ and the other spaces' workers keep answering.
   store watcher, its hold and its wait after a failure).
 - Reading: `store`, `verify`, `history`, `cache_check`, `provenance`, `changes`,
   `unanchored`, `chain_head`, `behind_head`, `doctor`, `doctor_chain`, `disk_space`,
-  `file_presence`, `session_facts`, `store_holders`, `rpc_hint`.
+  `file_presence`, `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's
+  worker on the same store), `rpc_hint`.
 - Keys and connect: `connect`, `connected`, `dev_owner`, `data_key`, `head_header`,
   `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
   `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain),
