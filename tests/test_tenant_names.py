@@ -103,3 +103,15 @@ def test_a_last_exit_quoting_a_name_is_escaped_under_the_table():
     text = render.supervisor_status_text(status)
     assert "last exit of 0123456789abcdef:" in text, text
     assert "\x1b" not in text and "\u202e" not in text, text
+
+
+def test_a_name_with_a_superscript_digit_sorts_without_failing_status():
+    """Status orders spaces by label with numbers compared as numbers: a label with a
+    digit `int` does not read (a superscript, a circled one), a tenant name like any
+    other, sorts as text beside the rest, where it failed every status call of the box."""
+    from kint.supervisor.status import label_order
+
+    labels = ["p10", "x1²", "²", "p2", "①", "p١"]
+    ordered = sorted(labels, key=label_order)
+    assert ordered.index("p١") < ordered.index("p2") < ordered.index("p10"), ordered
+    assert set(ordered) == set(labels)
