@@ -212,12 +212,14 @@ class Client:
             return False
         return True
 
-    def ensure_running(self) -> None:
+    def ensure_running(self, wait_s: float = 30.0) -> None:
+        """Start a supervisor if none answers, waiting up to `wait_s` for it (a call passes
+        what is left of its bound, which counts the start)."""
         from kint.paths import UnsafePathError
         from kint.supervisor.autostart import ensure_running
 
         try:
-            ensure_running(self.home, lambda t: self.ping(t))
+            ensure_running(self.home, lambda t: self.ping(t), wait_s=wait_s)
         except UnsafePathError as err:  # refused, never followed or tightened
             raise SupervisorUnavailable(str(err), err.hint) from None
         except TimeoutError as err:
@@ -236,8 +238,9 @@ class Client:
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists(serving)):
             # No supervisor holds the home (a stale socket file says nothing), or this
-            # client has not looked yet: make sure one answers.
-            self.ensure_running()
+            # client has not looked yet: make sure one answers, within the call's bound
+            # (a tool's 5 s status must not wait out a 30 s start before refusing).
+            self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
             serving = self._holder.pid()
         self._follow(serving)
         left = deadline - time.monotonic()

@@ -180,7 +180,9 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
                                                  f"watcher of {row['space']}")
     for row in spaces:
         if row.get("last_exit"):
-            text += f"\nlast exit of {row['space']}: {row['last_exit']}"
+            # A worker that could not start says why in its own words, which may quote
+            # a store path or a tenant's name: escaped as the table's cells are.
+            text += f"\nlast exit of {row['space']}: {printable(row['last_exit'])}"
     refused = [row for row in spaces if row.get("no_room")]
     files = sup.get("open_files")
     if refused and files:  # one line, however many spaces wait for room

@@ -272,3 +272,26 @@ def test_a_client_follows_its_supervisor_to_a_new_socket_folder(tmp_path):
         for folder in (first_folder, second_folder):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_starting_a_supervisor_waits_no_longer_than_the_calls_bound(tmp_path, monkeypatch):
+    """The start counts against the call's bound (`bounded`, `timeout_s`): a call with a
+    short bound hands the start only what is left of it, rather than the start's own 30 s
+    and a refusal after them."""
+    import kint.supervisor.autostart as autostart
+
+    asked: list[float] = []
+
+    def no_supervisor(home, ping, wait_s=30.0):
+        asked.append(wait_s)
+        raise autostart.SupervisorNotReachable("did not answer", "start it")
+
+    monkeypatch.setattr(autostart, "ensure_running", no_supervisor)
+    home = tmp_path / "kint"
+    ensure_private_dir(run_dir(home))
+    with Client(home) as client:
+        with pytest.raises(SupervisorUnavailable):
+            client.call("sup.ping", timeout_s=1.5)
+        with bounded(0.5), pytest.raises(SupervisorUnavailable):
+            client.call("sup.ping", timeout_s=20.0)
+    assert len(asked) == 2 and 0 < asked[0] <= 1.5 and 0 < asked[1] <= 0.5, asked

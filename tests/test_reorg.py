@@ -174,3 +174,51 @@ def test_a_transaction_waiting_behind_a_dropped_one_gets_its_hole_filled(tmp_pat
     assert len(sent) == 1 and Account.recover_transaction(sent[0]) == account.address
     entry = json.loads((tmp_path / "nonces" / f"{7:012d}.json").read_text())
     assert entry["raw"] == sent[0].hex() and not entry["mined"]  # the filler, at nonce 7
+
+
+def test_an_endpoint_a_block_behind_does_not_free_a_mined_nonce(tmp_path):
+    """An endpoint behind the block that mined nonce 7 (a load balancer's late node)
+    neither counts it nor knows its transaction, yet nothing was dropped: the nonce stays
+    taken, and the next push takes 8, where taking 7 again would be refused by the chain
+    as a spent nonce. Once the endpoint is at that block and still does not know it, the
+    block was dropped, and 7 is free again. The endpoint is a stand-in."""
+    from eth_account import Account
+    from web3.exceptions import TransactionNotFound
+
+    from kint.chain.nonces import NonceBook
+    from kint.tenant_worker.session_sender import SessionSender, Signed
+
+    account = Account.create()
+    book = NonceBook(tmp_path)
+    assert book.allocate(account.address, 7, "a" * 16) == 7
+    book.record(7, b"\x07" * 10)
+
+    class Eth:
+        block_number = 0
+
+        def get_transaction_count(self, address: str, block: str) -> int:
+            return 7
+
+        def get_transaction(self, tx_hash: str) -> None:
+            raise TransactionNotFound(tx_hash)
+
+    eth = Eth()
+
+    class StandIn:
+        w3 = type("W3", (), {"eth": eth})()
+
+        def wait(self, tx_hash: str, **_: object) -> dict[str, int]:
+            return {"blockNumber": 100}
+
+        def block_number(self) -> int:
+            return eth.block_number
+
+    sender = SessionSender(StandIn(), account, book, "a" * 16)  # type: ignore[arg-type]
+    sender.wait("0x" + "77" * 32, Signed(7, b"\x07" * 10))
+    eth.block_number = 99  # a block behind the one that mined nonce 7
+    sender._free_dropped(7)
+    assert book.allocate(account.address, 7, "a" * 16) == 8
+    book.give_back(8)
+    eth.block_number = 100  # at that block, and the transaction is not in it: dropped
+    sender._free_dropped(7)
+    assert book.allocate(account.address, 7, "a" * 16) == 7

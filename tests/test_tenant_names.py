@@ -87,3 +87,31 @@ def test_kint_status_shows_a_tenant_with_an_escape_or_an_override_escaped(box):
         shown = sb.kint("--db", str(db), "config", "show", env={"KINT_TENANT": tenant})
         assert shown.returncode == 0, shown.stderr
         assert f"space: {escaped}@hermes:p" in shown.stdout, shown.stdout
+
+
+def test_a_last_exit_quoting_a_name_is_escaped_under_the_table():
+    """A worker that could not start sends its reason (`fatal`), which may quote the
+    store's path and so a tenant's name: the line under the table escapes it as the
+    table's cells are, never letting an escape or an override reach the terminal."""
+    from kint import render
+
+    row = {"space": "0123456789abcdef", "tenant": "plain", "store": "/s/memory.db",
+           "pid": None, "state": "quarantined", "restarts": 4,
+           "last_exit": "the worker could not start: OSError: /s/esc\x1b[2J\u202eevil"}
+    status = {"supervisor": {"pid": 1, "uptime_s": 1.0, "kint_home": "/k"},
+              "spaces": [row]}
+    text = render.supervisor_status_text(status)
+    assert "last exit of 0123456789abcdef:" in text, text
+    assert "\x1b" not in text and "\u202e" not in text, text
+
+
+def test_a_name_with_a_superscript_digit_sorts_without_failing_status():
+    """Status orders spaces by label with numbers compared as numbers: a label with a
+    digit `int` does not read (a superscript, a circled one), a tenant name like any
+    other, sorts as text beside the rest, where it failed every status call of the box."""
+    from kint.supervisor.status import label_order
+
+    labels = ["p10", "x1²", "²", "p2", "①", "p١"]
+    ordered = sorted(labels, key=label_order)
+    assert ordered.index("p١") < ordered.index("p2") < ordered.index("p10"), ordered
+    assert set(ordered) == set(labels)

@@ -58,6 +58,9 @@ class NonceEntry:
     abandoned: bool = False  # given back without being sent: fill it
     mined: bool = False  # its transaction is in a block: nothing left to send
     tx: str | None = None  # the mined transaction's hash (hex, no 0x), to look it up again
+    # The block that mined it: an endpoint not yet at that block lags, it does not show
+    # the block dropped (`mined_uncounted`).
+    block: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -126,18 +129,19 @@ class NonceBook:
                 entry.raw = raw.hex()
                 self._save(entry)
 
-    def landed(self, nonce: int, tx_hash: str | None = None) -> None:
+    def landed(self, nonce: int, tx_hash: str | None = None, block: int | None = None) -> None:
         """`nonce`'s transaction (`tx_hash`) was mined: its signed bytes (a whole epoch's
         calldata, up to ~200 KB of hex) are dropped, since everything under KINT_HOME
         counts against Sibyl's storage cap. The entry stays, as the nonce's placeholder,
         until an allocation sees the chain's count past it (an endpoint a block behind
-        still counts without it); its hash says whether the block that mined it is still
-        the chain's (`mined_uncounted`)."""
+        still counts without it); its hash and `block` say whether the block that mined
+        it is still the chain's (`mined_uncounted`)."""
         with self._locked():
             entry = self._entry(nonce)
             if entry is not None:
                 entry.raw, entry.mined = None, True
                 entry.tx = tx_hash.removeprefix("0x").lower() if tx_hash else None
+                entry.block = block
                 self._save(entry)
 
     def mined_uncounted(self, address: str, chain_count: int) -> list[NonceEntry]:

@@ -83,7 +83,8 @@ class SessionSender:
     def wait(self, tx_hash: str, signed: Signed) -> Any:
         receipt = self.anchor.wait(tx_hash, on_slow=lambda: self.unstick(signed.nonce),
                                    slow_after_s=retry_seconds())
-        self.book.landed(signed.nonce, tx_hash)
+        block = receipt.get("blockNumber")
+        self.book.landed(signed.nonce, tx_hash, int(block) if block is not None else None)
         return receipt
 
     def _free_dropped(self, chain_count: int) -> None:
@@ -93,9 +94,22 @@ class SessionSender:
         transaction past a hole that nothing fills (unstick leaves a mined entry alone),
         so it would wait out the whole receipt timeout and fail. The endpoint is asked for
         each one: a transaction it still knows (in a block, or waiting to be mined again)
-        keeps its nonce, and a lookup that fails changes nothing."""
+        keeps its nonce, and a lookup that fails changes nothing. An endpoint not yet at
+        the block that mined it (one behind a load balancer, a block late) neither counts
+        nor knows the transaction, yet nothing was dropped: taking its nonce again would
+        send a transaction the chain refuses as a spent nonce, so it is asked again once
+        it has caught up (as a push tells a lagging endpoint from a reorganisation,
+        behind_head.reorganised_at)."""
+        at: int | None = None
         for entry in self.book.mined_uncounted(self.account.address, chain_count):
             tx_hash = "0x" + str(entry.tx)
+            if entry.block is not None:
+                try:
+                    at = self.anchor.block_number() if at is None else at
+                except RpcUnavailable:
+                    return
+                if at < entry.block:
+                    continue
 
             def lookup() -> Any:
                 try:
