@@ -59,6 +59,7 @@ def error_payload(tool: str, text: str) -> dict[str, Any]:
     if not isinstance(payload, dict):
         payload = {"error": "ToolError", "code": "ERROR", "message": bare}
     out = {"ok": False, **payload}
+    out["ok"] = False  # first in the reply, and never a payload's own `ok` in its place
     if not out.get("hint"):
         out["hint"] = _hint(tool, out)
     return out
