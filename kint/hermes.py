@@ -1,7 +1,7 @@
-"""kint under Hermes (docs/harnesses.md, deploy/hermes/README.md): the Hermes provider writes to its profile's store itself
-(journal events per turn, mirrored entities), so its client's write methods are wrapped the
-way kint-server wraps its own: each write's leaf is noted to the profile's space worker,
-and Hermes' own writes never hold a push.
+"""kint under Hermes (docs/harnesses.md, deploy/hermes/README.md): the Hermes provider
+writes to its profile's store itself (journal events per turn, mirrored entities), so its
+client's write methods are wrapped the way kint-server wraps its own: each write's leaf is
+noted to the profile's space worker, and Hermes' own writes never hold a push.
 
 Each Hermes profile store is a space of its own (`<tenant>@hermes:<profile>`), so several
 profiles give several spaces and several workers. Use it through the Hermes plugin in

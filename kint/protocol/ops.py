@@ -117,7 +117,8 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("sup.reload", "supervisor", "read $KINT_HOME/config.toml again now (the workers "
            "read it on their next request)", 10_000),
     OpSpec("sup.restart", "supervisor", "restart the workers of a space id, label or tenant "
-           "(a quarantine released)", 60_000, args={"target": ArgSpec("str", required=True, max_chars=512)}),
+           "(a quarantine released)", 60_000,
+           args={"target": ArgSpec("str", required=True, max_chars=512)}),
     # Served by the space's worker.
     OpSpec("status", "worker", "the space's tenant, store, row counts and kint files; with "
            "`chain`, the heads, in_step, unanchored changes, a half-done pull, the hold and the "

@@ -1,6 +1,6 @@
-"""A killed push whose seq the chain has passed (docs/faults.md, its second row): the pending journal of epoch N
-meets a chain head above N - 1 that is not its own epoch, because another machine pushed
-before this machine's worker settled the journal.
+"""A killed push whose seq the chain has passed (docs/faults.md, its second row): the
+pending journal of epoch N meets a chain head above N - 1 that is not its own epoch,
+because another machine pushed before this machine's worker settled the journal.
 
 Only the Epoch event of seq N can tell the two cases apart:
 

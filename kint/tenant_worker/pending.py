@@ -1,6 +1,6 @@
-"""The pending-epoch journal (docs/faults.md, its first rows): `pending-<space16>.json`, written before a push
-sends its signed transaction, so a push killed at any step is settled from the chain head
-later instead of reading as a fork.
+"""The pending-epoch journal (docs/faults.md, its first rows): `pending-<space16>.json`,
+written before a push sends its signed transaction, so a push killed at any step is settled
+from the chain head later instead of reading as a fork.
 
 It holds the epoch (seq, prev, digest, the sealed envelope and its plaintext bytes) and the
 signed transaction with its nonce. `resolve_pending` compares it with the head: landed
