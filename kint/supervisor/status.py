@@ -116,7 +116,7 @@ def label_order(label: str) -> tuple[Any, ...]:
     """A space's place in `kint supervisor status` and `sup.spaces`: by label, its numbers
     compared as numbers, so a box's profiles read p1, p2, ..., p10 rather than p1, p10,
     p11, p2 (64 of them made the order hard to scan). The label itself breaks ties. A part
-    is a number when it is decimal digits, the ones `\d` splits on and `int` reads: a
+    is a number when it is decimal digits, the ones `\\d` splits on and `int` reads: a
     superscript or circled digit (`str.isdigit`, not `isdecimal`) that `int` refuses, in a
     tenant's name, would fail every status call of the box."""
     parts = re.split(r"(\d+)", label)
