@@ -11,10 +11,10 @@ import click
 from kint import render
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   space_call, usage_error)
-from kint.commands.connect import EXTRA_PROMPT, SALT_PROMPT, VAULT_PROMPT, read_signature
+from kint.commands.connect import (VAULT_PROMPT, extra_passphrase, read_signature,
+                                   signature_passphrases)
 from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
-from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
-                                   signature_options)
+from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
@@ -184,20 +184,20 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
     path = signature_file if signature_file is not None else signature
     file_last = path not in (None, "-") and os.path.lexists(path)
     if file_last:
-        _signature_passphrases(args, passphrase_stdin, passphrase_prompt, smart_account,
-                               add_passphrase)
+        signature_passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase,
+                              smart_account)
     sig = read_signature(signature, signature_file, "kint rekey")
     if sig is not None:
         args["signature"] = sig
         if not file_last:
-            _signature_passphrases(args, passphrase_stdin, passphrase_prompt, smart_account,
-                                   add_passphrase)
+            signature_passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase,
+                                  smart_account)
     else:
         if smart_account or passphrase_stdin:
             args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
                                   else prompt_secret(VAULT_PROMPT))
         if add_passphrase:
-            _extra_passphrase(args)
+            extra_passphrase(args)
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):
         usage_error("rekey needs every key that is to keep opening the vault, and none was "
                     "given", "give --signature -, --signature-file PATH and/or "
@@ -213,28 +213,6 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
                f"{', '.join(result['dropped']) or 'none'}")
     click.echo(f"recovery code written to {result['recovery_file']}")
     click.echo(result["note"])
-
-
-def _signature_passphrases(args: dict, passphrase_stdin: bool, passphrase_prompt: bool,
-                           smart_account: bool, add_passphrase: bool) -> None:
-    """The passphrases that go with a signature into `args`: the salt of the wallet key
-    (`--passphrase-stdin` is the salt here), the vault passphrase a `--smart-account` wrap
-    carries over, then the extra wrap's."""
-    if passphrase_stdin:
-        args["salt_passphrase"] = read_passphrase_stdin()
-    elif passphrase_prompt:
-        args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
-    if smart_account:
-        args["passphrase"] = prompt_secret(VAULT_PROMPT, TYPE_IT)
-    if add_passphrase:
-        _extra_passphrase(args)
-
-
-def _extra_passphrase(args: dict) -> None:
-    """`--add-passphrase`'s prompt: empty skips carrying the extra wrap over."""
-    extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
-    if extra:
-        args["extra_passphrase"] = extra
 
 
 @click.command("recovery-code")

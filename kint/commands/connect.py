@@ -197,7 +197,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         path = signature_file if signature_file is not None else signature
         file_last = path not in (None, "-") and os.path.lexists(path)
         if file_last:
-            _passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
+            signature_passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
         sig = read_signature(signature, signature_file, f"kint {command} --owner 0x...")
         if sig is None:
             usage_error(NO_SIGNATURE,
@@ -207,27 +207,31 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
         refuse_malformed(signature=sig)
         args["signature"] = sig
         if not file_last:
-            _passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
+            signature_passphrases(args, passphrase_stdin, passphrase_prompt, add_passphrase)
         return args
     if add_passphrase:
-        _extra_passphrase(args)
+        extra_passphrase(args)
     return args
 
 
-def _passphrases(args: dict, passphrase_stdin: bool, passphrase_prompt: bool,
-                 add_passphrase: bool) -> None:
-    """An EOA's passphrases into `args`: the one that salts the wallet key (stdin or its
-    prompt), then the extra wrap's."""
+def signature_passphrases(args: dict, passphrase_stdin: bool, passphrase_prompt: bool,
+                          add_passphrase: bool, smart_account: bool = False) -> None:
+    """The passphrases that go with a wallet signature into `args`: the one that salts the
+    wallet key (stdin or its prompt), the vault passphrase a `--smart-account` wrap carries
+    (`kint rekey`), then the extra wrap's. connect, join and rekey each ask them before
+    they consume a signature file."""
     if passphrase_stdin:
         args["salt_passphrase"] = read_passphrase_stdin()
     elif passphrase_prompt:
         args["salt_passphrase"] = prompt_secret(SALT_PROMPT)
+    if smart_account:
+        args["passphrase"] = prompt_secret(VAULT_PROMPT, TYPE_IT)
     if add_passphrase:
-        _extra_passphrase(args)
+        extra_passphrase(args)
 
 
-def _extra_passphrase(args: dict) -> None:
-    """`--add-passphrase`'s prompt: empty skips the extra wrap."""
+def extra_passphrase(args: dict) -> None:
+    """`--add-passphrase`'s prompt: empty skips the extra wrap (rekey: carrying it over)."""
     extra = prompt_secret(EXTRA_PROMPT, TYPE_IT, allow_empty=True)
     if extra:
         args["extra_passphrase"] = extra
