@@ -230,11 +230,11 @@ def test_a_request_without_the_token_prints_nothing_whatever_its_host(page):
 
 
 def test_the_cli_prints_v030s_lines_for_a_base_account_then_gives_up_at_the_timeout(
-        tmp_path, chain_home):
+        own_machine):
     """A space connected with --smart-account (a Base Account: its vault key is a
     passphrase) is authorized from the page, and the command says so in v0.3.0's words
     (02-quickstart.md, step 4), the URL under /kint/."""
-    m = new_machine(tmp_path / "machine", chain_home)
+    m = own_machine()
     owner = m.owner(0).address  # a Base Account that has never sent a transaction
     connected = m.kint("connect", "--owner", owner, "--smart-account", "--passphrase-stdin",
                        input="correct horse battery\n")
@@ -285,11 +285,27 @@ class PageRun:
 
 
 @pytest.fixture
-def browser_machine(tmp_path, chain_home):
+def own_machine(tmp_path, chain_home):
+    """A machine of the test's own, its supervisor stopped after the test: `kint authorize`
+    reads the chain through the space's worker, so it starts one (left running, it
+    outlived the suite)."""
+    made: list[Machine] = []
+
+    def make() -> Machine:
+        made.append(new_machine(tmp_path / "machine", chain_home))
+        return made[-1]
+
+    yield make
+    for machine in made:
+        machine.sb.shutdown()
+
+
+@pytest.fixture
+def browser_machine(own_machine):
     reason = browser_missing()
     if reason:
         pytest.skip(reason)
-    return new_machine(tmp_path / "machine", chain_home)
+    return own_machine()
 
 
 def impersonated_owner(m: Machine):
@@ -460,7 +476,7 @@ def test_a_connection_reset_mid_request_prints_nothing_on_the_terminal(capfd):
     assert (out, err) == ("", "")
 
 
-def test_ctrl_c_while_the_page_waits_is_an_interruption(tmp_path, chain_home):
+def test_ctrl_c_while_the_page_waits_is_an_interruption(own_machine):
     """Ctrl-C while the page waits for the wallet ends as every command's Ctrl-C does
     (INTERRUPTED, exit 130: docs/commands.md, "Exit status"), the server closed; it was
     refused as a TIMEOUT with exit 2, as if the page had waited out its 900 s."""
@@ -468,7 +484,7 @@ def test_ctrl_c_while_the_page_waits_is_an_interruption(tmp_path, chain_home):
 
     from conftest import wait_until
 
-    m = new_machine(tmp_path / "machine", chain_home)
+    m = own_machine()
     run = PageRun(m, m.owner(0).address)
     run.proc.send_signal(signal.SIGINT)
     code, _stdout, _ = run.finish()
