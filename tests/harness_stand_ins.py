@@ -14,6 +14,27 @@ import json
 import sys
 from pathlib import Path
 
+# Hermes' CLI as hermes-agent 0.19 answers the two commands `kint setup hermes` runs, for a
+# stand-in script that holds the profile's config as `config` and its arguments after
+# `-p PROFILE` as `args`: `config get --json KEY` prints the value (a missing key: "Config
+# key not set", exit 1), and `mcp add NAME --command C --env K=V...` writes the entry anew,
+# with only command, env and enabled, as the real one does (the caller saves `config`).
+HERMES_COMMANDS = """
+def config_get(config, args):
+    node = config
+    for part in args[3].split("."):
+        if not isinstance(node, dict) or part not in node:
+            sys.exit(print(f"Config key not set: {args[3]}") or 1)
+        node = node[part]
+    sys.exit(print(json.dumps(node)))
+
+
+def mcp_add(config, args):
+    env = dict(pair.split("=", 1) for pair in args[args.index("--env") + 1:])
+    config.setdefault("mcp_servers", {})[args[2]] = {
+        "command": args[args.index("--command") + 1], "env": env, "enabled": True}
+"""
+
 STAND_IN = """#!{python}
 import json, os, sys, time
 from pathlib import Path

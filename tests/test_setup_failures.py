@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KINT
-from harness_stand_ins import calls, stand_in, stand_in_openclaw
+from harness_stand_ins import HERMES_COMMANDS, calls, stand_in, stand_in_openclaw
 
 from kint.harnesses import claude as claude_mod
 from kint.harnesses import file_failure, run_setup
@@ -243,25 +243,16 @@ def test_a_second_setup_while_one_runs_is_refused_busy_having_changed_nothing(sa
     assert oct(lock.stat().st_mode & 0o777) == "0o600"
 
 
-# A stand-in for Hermes' CLI (hermes-agent 0.19's behaviour): `-p P config get --json KEY`
-# reads $HOME/hermes-config.json (a missing key: "Config key not set"), and `mcp add kint
-# --command C --env K=V...` writes the entry anew, with only command, env and enabled, as
-# the real one does.
-HERMES_SCRIPT = """
+# A stand-in for Hermes' CLI (harness_stand_ins.HERMES_COMMANDS) over one config,
+# $HOME/hermes-config.json.
+HERMES_SCRIPT = HERMES_COMMANDS + """
 state = Path(os.environ["HOME"]) / "hermes-config.json"
 config = json.loads(state.read_text()) if state.exists() else {}
 args = sys.argv[3:]
 if args[:3] == ["config", "get", "--json"]:
-    node = config
-    for part in args[3].split("."):
-        if not isinstance(node, dict) or part not in node:
-            sys.exit(print(f"Config key not set: {args[3]}") or 1)
-        node = node[part]
-    sys.exit(print(json.dumps(node)))
+    config_get(config, args)
 if args[:2] == ["mcp", "add"]:
-    env = dict(pair.split("=", 1) for pair in args[args.index("--env") + 1:])
-    config.setdefault("mcp_servers", {})[args[2]] = {
-        "command": args[args.index("--command") + 1], "env": env, "enabled": True}
+    mcp_add(config, args)
     state.write_text(json.dumps(config))
     (Path(os.environ["HOME"]) / ".hermes" / "config.yaml").write_text(json.dumps(config))
     sys.exit(print("Saved"))

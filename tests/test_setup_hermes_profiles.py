@@ -13,24 +13,19 @@ from __future__ import annotations
 
 import json
 
-from harness_stand_ins import stand_in
+from harness_stand_ins import HERMES_COMMANDS, stand_in
 
 PROFILES = ("alpha", "beta", "broken")
 MEET_BOUND_S = 30
 
-HERMES_SCRIPT = """
+HERMES_SCRIPT = HERMES_COMMANDS + """
 home = Path(os.environ["HOME"])
 profile = sys.argv[2]
 state = home / f"hermes-{profile}.json"
 config = json.loads(state.read_text()) if state.exists() else {}
 args = sys.argv[3:]
 if args[:3] == ["config", "get", "--json"]:
-    node = config
-    for part in args[3].split("."):
-        if not isinstance(node, dict) or part not in node:
-            sys.exit(print(f"Config key not set: {args[3]}") or 1)
-        node = node[part]
-    sys.exit(print(json.dumps(node)))
+    config_get(config, args)
 if args[:2] == ["mcp", "add"]:
     (home / f"adding-{profile}").touch()
     deadline = time.monotonic() + %(bound)d
@@ -39,9 +34,7 @@ if args[:2] == ["mcp", "add"]:
     (home / f"met-{profile}").write_text(str(len(list(home.glob("adding-*"))) >= 2))
     if profile == "broken":
         sys.exit(print("boom: this profile's config is read-only") or 1)
-    env = dict(pair.split("=", 1) for pair in args[args.index("--env") + 1:])
-    config.setdefault("mcp_servers", {})[args[2]] = {
-        "command": args[args.index("--command") + 1], "env": env, "enabled": True}
+    mcp_add(config, args)
     state.write_text(json.dumps(config))
     sys.exit(print("Saved"))
 sys.exit(print("unexpected", args) or 2)
