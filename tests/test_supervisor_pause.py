@@ -8,7 +8,8 @@ pause: no worker is declared hung, none is restarted, and the requests it then g
 answered by the same workers. (The issue saw it after ~23 s against the default 10 s
 timeout; this test uses a 2 s timeout and 2.5 s stops: past it by a quarter, and the silence
 the supervisor finds on its return, the stop plus the time since the last beat, longer
-still; the whole box's second stop adds the half second its workers stay stopped.)
+still; the whole box's second stop adds the moment its workers stay stopped.) The first stop comes
+while clients keep the supervisor at work, so that it falls inside a turn.
 After each stop the test waits for every worker's first beat after it (an idle worker
 beats every second under a 2 s timeout): the supervisor has then turned many times since
 it was let go, and the beat it read ends any silence a wrong verdict could count.
@@ -18,9 +19,13 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from conftest import make_sandbox, write_store
+from kint.client import KintError
 from kint.supervisor.pidlock import running_pid
 
 HEARTBEAT_TIMEOUT_S = 2.0
@@ -36,15 +41,48 @@ def _signal(pids: list[int], sig: signal.Signals) -> None:
 
 
 def _stopped(first: list[int], then: list[int], seconds: float) -> None:
-    """SIGSTOP every pid, and after `seconds` SIGCONT `first`, then `then` half a second
-    later (so that the supervisor is back before any worker has beaten)."""
+    """SIGSTOP every pid, and after `seconds` SIGCONT `first`, then `then` a moment later
+    (so that the supervisor is back before any worker has beaten; short, as a starved test
+    process would otherwise leave the workers stopped past the timeout itself)."""
     _signal(first + then, signal.SIGSTOP)
     try:
         time.sleep(seconds)
     finally:
         _signal(first, signal.SIGCONT)
-        time.sleep(0.5)
+        time.sleep(0.3)
         _signal(then, signal.SIGCONT)
+
+
+@contextmanager
+def _asked_without_pause(sb, clients: int = 3) -> Iterator[None]:
+    """Clients asking the supervisor's status back to back, so that a stop finds it at work
+    in a turn rather than waiting in its poll. A turn that judged its workers' silence on a
+    clock read after its messages (not the turn's own) found them silent for the whole stop
+    when the stop fell between the two, and restarted both (12 hung verdicts in 10 stops)."""
+    done = threading.Event()
+    answered = threading.Semaphore(0)
+
+    def ask() -> None:
+        with sb.client() as client:
+            client.call("sup.status", timeout_s=10)
+            answered.release()
+            while not done.is_set():
+                try:
+                    client.call("sup.status", timeout_s=10)
+                except KintError:
+                    pass  # a request that timed out across the stop: ask again
+
+    threads = [threading.Thread(target=ask, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for _ in threads:  # every client asking before the stop
+        assert answered.acquire(timeout=15)
+    try:
+        yield
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=15)
 
 
 def _beaten_since(sb, stores: list, since: float) -> bool:
@@ -73,18 +111,19 @@ def test_a_supervisor_stopped_past_the_heartbeat_timeout_restarts_no_worker(tmp_
         for db in stores:
             write_store(db, tenant=sb.tenant)
         pids = {db: sb.call("status", db)["worker"]["pid"] for db in stores}
-        _stopped([sup], [], STOPPED_FOR_S)  # the supervisor alone
+        with _asked_without_pause(sb):
+            _stopped([sup], [], STOPPED_FOR_S)  # the supervisor alone, at work
         back = time.monotonic()
         sb.wait_for(lambda: _beaten_since(sb, stores, back), what="a beat after the first stop")
         _stopped([sup], list(pids.values()), STOPPED_FOR_S)  # the whole box
         back = time.monotonic()
         sb.wait_for(lambda: _beaten_since(sb, stores, back), what="a beat after the second stop")
+        log = (sb.kint_home / "supervisor.log").read_text()
         for db in stores:
-            assert sb.call("status", db)["worker"]["pid"] == pids[db]
+            assert sb.call("status", db)["worker"]["pid"] == pids[db], log[-3000:]
             row = sb.row(db)
             assert row["restarts"] == 0 and row["last_exit"] is None, row
             assert row["state"] in ("ready", "busy"), row
-        log = (sb.kint_home / "supervisor.log").read_text()
         assert " is hung " not in log, log[-2000:]
         assert "did not run for" in log  # the pause is named as the supervisor's own
     finally:

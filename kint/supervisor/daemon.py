@@ -243,7 +243,10 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             front_busy, back_busy = front_ready, back_ready
             if self.outbox.backlogged():
                 self.outbox.flush()
-            self.tick(monotonic())
+            # The turn's own clock, the one its pause was judged on: a clock read here,
+            # after the messages, would count a stop that fell among them as the
+            # workers' silence, and declare them hung before the next turn saw the pause.
+            self.tick(now)
         if self._handing_on():
             try:
                 hand_on(self.home, self.run_id, self._handed_spaces)
