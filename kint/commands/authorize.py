@@ -293,7 +293,7 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     _no_others(ctx, "deadline", "expiry", "signature")
     days_n = _days(ctx, days)
     owner_addr, key = _owner_and_key(ctx, owner)
-    from kint.chain.anchor import authorization_typed_data
+    from kint.chain.anchor_abi import authorization_typed_data
     from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
 
     with chain_errors("authorize payload"):
