@@ -84,7 +84,7 @@ class AnchorWrites:
         """Calldata of setStartSeq(space, seq), sent by the owner."""
         return self._encode("setStartSeq", bytes32_of(space_hex), int(seq))
 
-    # -- decoding ----------------------------------------------------------------------
+    # -- reverts -----------------------------------------------------------------------
 
     def decode_revert(self, data: bytes | str | None) -> ChainRefused:
         """A ChainRefused naming the custom error in revert `data` and its arguments

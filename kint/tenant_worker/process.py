@@ -124,6 +124,8 @@ class Worker(Heartbeat, OpReplies):
         message["token"] = self._token
         send_frames(self.dealer, worker_wire.encode(message), block=not flags & zmq.NOBLOCK)
 
+    # -- receiving -------------------------------------------------------------------------
+
     def _on_wake(self) -> None:
         """The wake pipe's bytes (a signal, the pool's answers, a beat asked for): read
         first, so a byte written after this look wakes the next poll."""
