@@ -256,7 +256,7 @@ def test_smart_account_owner_with_a_passphrase(story, chain_home):
     from web3 import Web3
 
     from kint.chain import devchain
-    from kint.chain.anchor import authorization_typed_data
+    from kint.chain.anchor_abi import authorization_typed_data
 
     anchor = devchain_anchor(chain_home)
     url = anchor.config.rpc_urls[0]

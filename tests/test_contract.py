@@ -31,8 +31,8 @@ from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
 from kint.chain import devchain
-from kint.chain.anchor import (EPOCH_TOPIC, PUSH_SELECTOR, ZERO_DIGEST, Anchor, CalldataRefused,
-                               EpochLog, Head, authorization_typed_data)
+from kint.chain.anchor import ZERO_DIGEST, Anchor, CalldataRefused, EpochLog, Head
+from kint.chain.anchor_abi import EPOCH_TOPIC, PUSH_SELECTOR, authorization_typed_data
 from kint.chain.calls import ChainRefused
 from kint.chain.artifact import epoch_anchor_artifact, load_artifact
 from kint.chain.config import ChainConfig

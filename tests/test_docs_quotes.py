@@ -35,7 +35,7 @@ def _quoted_in(page: Path, line: str) -> bool:
 @pytest.mark.parametrize("page", ["quickstart.md", "authorize.md", "commands.md"])
 def test_the_authorize_page_lines_for_a_base_account_are_the_ones_printed(page):
     from kint.authorize_page.handler import PATH_PREFIX
-    from kint.commands.authorize import _open_page_line
+    from kint.commands.authorize_page_lane import _open_page_line
 
     url = f"  http://127.0.0.1:<port>{PATH_PREFIX}<64 hex>"
     block = _open_page_line("0x<owner>", "smart") + "\n" + url + "\n"
@@ -44,7 +44,7 @@ def test_the_authorize_page_lines_for_a_base_account_are_the_ones_printed(page):
 
 @pytest.mark.parametrize("page", ["authorize.md", "commands.md"])
 def test_the_authorize_page_line_for_any_other_owner_is_the_one_printed(page):
-    from kint.commands.authorize import _open_page_line
+    from kint.commands.authorize_page_lane import _open_page_line
 
     assert _quoted_in(DOCS / page, _open_page_line("0x<owner>", None))
 

@@ -310,7 +310,7 @@ def test_an_idle_worker_beats_as_a_session_lapses_not_an_idle_beat_later(tmp_pat
     or answer to bring a beat: the worker's next beat is set for the lapse (a hair after),
     and that beat counts no session."""
     from kint.tenant_worker.config import SESSION_TTL_S
-    from kint.tenant_worker.process import SESSION_LAPSE_MARGIN_S
+    from kint.tenant_worker.heartbeat import SESSION_LAPSE_MARGIN_S
 
     with bare_worker_here(tmp_path) as worker:
         now = time.monotonic()

@@ -4,8 +4,9 @@ Why a process per space: a space's verify, push, pull and their chain calls run 
 hung RPC, a held push, a slow pull or a crash stays inside that space while the supervisor
 and the other spaces' workers keep answering.
 
-- The process: `process` (its loop: sockets, heartbeats, the op pool), `config` (what the
-  spawn tells it), `space` (what every op shares), `handlers` (op name to function),
+- The process: `process` (its loop: the socket, the stop, the hand-over), `heartbeat`
+  (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
+  the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `drift` and `push_backoff` (the
   store watcher, its hold and its wait after a failure).

@@ -2,16 +2,12 @@
 
 The main thread owns the DEALER socket: it receives requests, hands them to a small
 thread pool (kint.tenant_worker.op_pool: the thread that went idle last runs the next
-op), forwards the pool's replies (encoded by the pool thread, queued for the main thread,
-since a ZeroMQ socket belongs to one thread, with a byte on the wake pipe the loop
-already polls), and beats with what it is doing:
-every second while it works and for `idle_beat_s` after, then every `idle_beat_s`
-(each beat says when the next is due; a request, and an answer, make the next one due
-within a second).
+op), forwards the pool's replies (kint.tenant_worker.op_replies: encoded by the pool
+thread, queued for the main thread, with a byte on the wake pipe the loop already polls),
+and beats with what it is doing (kint.tenant_worker.heartbeat).
 The only handler it runs itself is the plain `status` (a few stats), so a slow op never
-stops the heartbeat: slow is *busy*, not *hung*. Nor does a beat read the store: the
-unanchored count it carries is the last one an op made, and when the store or the head
-moved since, the beat starts a recount on the pool (kint.tenant_worker.unanchored).
+stops the heartbeat: slow is *busy*, not *hung*. This module is the loop, the stop (a
+grace for the work in flight) and the hand-over of the attached sessions to a successor.
 
 The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
 which exits when the supervisor does) and, on every beat, a check that the supervisor's
@@ -40,18 +36,17 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
-from kint.open_files import WORKER_ROOM_HINT, out_of_files_message, ran_out_of_files
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
-from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
-from kint.protocol.server_codec import decode_request, encode_reply
+from kint.protocol.envelope import error_reply
+from kint.protocol.server_codec import decode_request
 from kint.tenant_worker.config import WorkerConfig
-from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.heartbeat import Heartbeat
 from kint.tenant_worker.op_pool import OpPool
+from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
 from kint.zmq_frames import recv_frames, send_frames
 
@@ -64,9 +59,6 @@ _PENDING_AT_START = "pending-at-start"
 STOP_GRACE_SECONDS = 10.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
-# How long after a session's lapse the beat that no longer counts it comes: past the
-# lapse, so that the beat surely forgets it.
-SESSION_LAPSE_MARGIN_S = 0.05
 
 
 def _die_with_parent() -> None:
@@ -79,41 +71,10 @@ def _die_with_parent() -> None:
             pass
 
 
-def _runs_inline(request: Request) -> bool:
-    """The plain status (a few stats, cached counts) runs on the main thread: a thread
-    hand-off would cost more than the op. So does `note_write` (a dict entry under a
-    lock), for its order: a session casts it for a write and may send `push` right after;
-    on the pool the push could pass the hold's check on another thread before the note
-    was taken, and be HELD for the session's own write. Everything else runs on the pool,
-    so a slow op never delays a heartbeat."""
-    return (request.op == "note_write"
-            or (request.op == "status" and not request.args.get("chain")))
+class Worker(Heartbeat, OpReplies):
+    """One space's worker: the loop on its socket; its beats and its ops' answers are
+    the parts it inherits (kint.tenant_worker.heartbeat, kint.tenant_worker.op_replies)."""
 
-
-class InFlight:
-    """The ops running in the pool, for the heartbeat. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ops: dict[str, tuple[str, float]] = {}
-
-    def start(self, rid: str, op: str) -> None:
-        with self._lock:
-            self._ops[rid] = (op, time.monotonic())
-
-    def finish(self, rid: str) -> None:
-        with self._lock:
-            self._ops.pop(rid, None)
-
-    def snapshot(self) -> tuple[int, str | None, float | None]:
-        with self._lock:
-            if not self._ops:
-                return 0, None, None
-            op, started = min(self._ops.values(), key=lambda item: item[1])
-            return len(self._ops), op, time.monotonic() - started
-
-
-class Worker:
     def __init__(self, config: WorkerConfig, token: bytes) -> None:
         self.config = config
         self._token = worker_wire.token_text(token)
@@ -163,42 +124,7 @@ class Worker:
         message["token"] = self._token
         send_frames(self.dealer, worker_wire.encode(message), block=not flags & zmq.NOBLOCK)
 
-    def _beat(self, now: float) -> None:
-        """One beat, never waited on: while the supervisor does not read (it is stopped,
-        say) and the queue to it is full, a beat is skipped, not queued behind the rest.
-        The next is due in a second while the worker works (an op in flight, or a push
-        the store watcher started, which shows as progress) or worked lately, else in
-        `idle_beat_s`."""
-        count, op, age = self.inflight.snapshot()
-        idle_s = self.config.idle_beat_s
-        working = count or self.ctx.progress is not None or now - self._active_at < idle_s
-        every = worker_wire.BEAT_SECONDS if working else idle_s
-        self._next_beat = now + every
-        message, recount = self._beat_message(now, count, op, age, every)
-        # A session that lapses (its kint-server gone without a goodbye) frees the worker
-        # for its idle exit with no request or answer to bring a beat: the beat that says
-        # so comes as it lapses, not up to an idle beat later.
-        lapses_at = self.ctx.session_lapses_at()
-        if lapses_at is not None:
-            self._next_beat = min(self._next_beat, max(now, lapses_at) + SESSION_LAPSE_MARGIN_S)
-        try:
-            self._send(message, zmq.NOBLOCK)
-        except zmq.Again:
-            pass
-        if recount:
-            self.pool.submit(self._recount)
-
-    def beat_soon(self) -> None:
-        """From any thread: beat at the loop's next turn. For work that ends with no
-        request or answer (the store watcher's push settling the store): the supervisor
-        stops an idle worker only on a beat, and this one would otherwise wait for the
-        idle cadence. The flag goes before the byte, so the turn that reads the byte
-        finds it."""
-        self._beat_wanted = True
-        try:
-            os.write(self._wake_w, b"\0")
-        except OSError:  # full (so readable already), or closed: the worker is exiting
-            pass
+    # -- receiving -------------------------------------------------------------------------
 
     def _on_wake(self) -> None:
         """The wake pipe's bytes (a signal, the pool's answers, a beat asked for): read
@@ -212,106 +138,6 @@ class Worker:
             self._next_beat = min(self._next_beat, time.monotonic())
         self._forward_answers()
 
-    def _busy_now(self) -> None:
-        """A request went to the pool or its reply came back: beat within a second."""
-        self._active_at = now = time.monotonic()
-        self._next_beat = min(self._next_beat, now + worker_wire.BEAT_SECONDS)
-
-    def _beat_message(self, now: float, count: int, op: str | None, age: float | None,
-                      every: float) -> tuple[dict[str, Any], bool]:
-        """The beat, and whether to start a recount of the unanchored rows on the pool (the
-        store or the head moved since the last count: unanchored.py). This thread never
-        reads the store: a few stats and the mirror as cached."""
-        mirror = self._mirror()
-        quiet = not count and self.ctx.progress is None and not self.stopping
-        unanchored, recount = self.ctx.unanchored.at_beat(now, self.config.db, mirror, quiet)
-        watcher = self.ctx.watcher
-        return {"kind": "beat", "state": {
-            "op": op, "op_age_s": round(age, 3) if age is not None else None,
-            "inflight": count, "rpc": self.ctx.tracker.beat(),
-            "head": ({"seq": mirror.head.seq, "block": mirror.head.block}
-                     if mirror is not None else None),
-            **unanchored,
-            "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
-            "watcher_failure": watcher.backoff.for_beat(now) if watcher is not None else None,
-            "has_work": self._has_work(count),
-            # Agent sessions attached: they keep the worker from an idle stop, not from a
-            # recycle, which hands them to its successor (session_handoff.py).
-            "sessions": self.ctx.live_sessions(),
-            # An op's, or a push the store watcher started with no op in flight; which
-            # op's, and how long ago that op began.
-            **self._progress(now),
-            "own_mib": self.memory.at_beat(time.monotonic(), count),
-            "every_s": every,
-            "taken": self._taken,
-        }}, recount
-
-    def _progress(self, now: float) -> dict[str, Any]:
-        """The progress line, the op it belongs to and that op's age, read together: a
-        client shows the line only when that op began after it sent its call
-        (kint.client.Client.progress_line). The op is read before and after the line (each
-        op's is a new tuple): an op that ended and the next one that began and said its
-        first line between two reads would otherwise label the old op's last line as the
-        new op's, and a client of the new op would show it. Such a beat names no op."""
-        began = self.ctx.head_op_began
-        line = self.ctx.progress
-        if began is None or line is None or self.ctx.head_op_began is not began:
-            return {"progress": line, "progress_op": None, "progress_age_s": None}
-        return {"progress": line, "progress_op": began[0],
-                "progress_age_s": round(max(0.0, now - began[1]), 3)}
-
-    def _recount(self) -> None:
-        """The unanchored rows counted on a pool thread, for the beats to come. Not an op:
-        not in flight, not activity (an idle worker still exits); its memory is measured
-        again after it, as an op's."""
-        try:
-            self.ctx.unanchored.recount(self.ctx)
-        finally:
-            self.memory.worked()
-
-    def _has_work(self, inflight: int) -> bool:
-        """Work this worker must finish before any stop: ops in flight, a push to finish,
-        or a dirty store the watcher has yet to push (or whose push is held or waits to
-        be tried again). Attached sessions are not work: the beat counts them apart."""
-        watcher = self.ctx.watcher
-        return bool(inflight or self.ctx.state.files["pending"].exists()
-                    or (watcher is not None and watcher.dirty))
-
-    def _mirror(self) -> Mirror | None:
-        """The mirror as last saved (cached by the file's identity: a stat a beat)."""
-        try:
-            return self.ctx.state.mirror()
-        except Exception:  # noqa: BLE001 - a corrupt mirror is reported by the ops, not here
-            return None
-
-    # -- running ops -----------------------------------------------------------------------
-
-    def _reply_message(self, internal_id: str, reply: Reply,
-                       op: str | None = None) -> list[bytes]:
-        """The reply's two frames: the header the supervisor routes on (its own id for the
-        request), and the reply frame the client gets, under the client's id. An answer
-        too large to send becomes TOO_LARGE here (`encode_reply`): the supervisor's back
-        socket would drop it, and its client would wait for TIMEOUT."""
-        return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": self._pid,
-                                   "token": self._token}, encode_reply(reply, op))
-
-    def _run_in_pool(self, internal_id: str,
-                     request: Request) -> tuple[str, list[bytes]]:
-        """An op on a pool thread, counted in flight (the heartbeat reports it) until its
-        answer is queued. Encoded here, once, as the back-socket message, which the pool
-        hands to `_send_reply` once this thread is idle again: the main thread only
-        forwards it."""
-        try:
-            reply = self._run(request)
-            return internal_id, self._reply_message(internal_id, reply, request.op)
-        except BaseException:  # escaped `_run` (logged by the pool): no answer to wait for
-            self._done(internal_id)
-            raise
-
-    def _done(self, internal_id: str) -> None:
-        self.inflight.finish(internal_id)
-        self.memory.worked()
-
     def settle_at_start(self) -> None:
         """A push journal or a rekey journal left by the last worker, settled before
         anything else, counted in flight: the heartbeat says so, beats every second, and a
@@ -324,53 +150,6 @@ class Worker:
         finally:
             self.inflight.finish(_PENDING_AT_START)
             self.beat_soon()  # no answer marks its end
-
-    def _send_reply(self, answer: tuple[str, list[bytes]]) -> None:
-        """On a pool thread: queue the answer for the main thread and wake its poll. The op
-        leaves the in-flight count only once its answer is queued, so a stop that finds
-        nothing in flight forwards every answer before the worker exits. The byte goes
-        after the answer, so the loop that reads the byte finds the answer; a pipe already
-        full of bytes is readable anyway."""
-        internal_id, frames = answer
-        self._answers.append(frames)
-        self._done(internal_id)
-        try:
-            os.write(self._wake_w, b"\0")
-        except OSError:  # full (so readable already), or closed: the worker is exiting
-            pass
-
-    def _forward_answers(self) -> None:
-        """Send the pool's answers that wait, in order (main thread)."""
-        answers = self._answers
-        while answers:
-            send_frames(self.dealer, answers.popleft(), block=True)
-            self._busy_now()
-
-    def _run(self, req: Request) -> Reply:
-        try:
-            handler = HANDLERS.get(req.op)
-            if handler is None:
-                raise ProtocolError(ErrorCode.UNKNOWN_OP, f"this worker does not serve {req.op!r}",
-                                    request_id=req.id)
-            reply = ok_reply(req.id, handler(self.ctx, req.args))
-        except ProtocolError as err:  # Sibyl's refusals too (handlers.sibyl_refusal)
-            if err.code == ErrorCode.INTERNAL and ran_out_of_files(err):
-                return self._out_of_files(req, err.message)
-            reply = error_reply(req.id, err.code, err.message, err.hint)
-        except Exception as err:
-            if ran_out_of_files(err):
-                return self._out_of_files(req, str(err))
-            log.error("op failed in space %s", self.config.space16, exc_info=True)
-            reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
-        return reply
-
-    def _out_of_files(self, req: Request, what_failed: str) -> Reply:
-        """`req` failed because this worker is out of file descriptors (kint/open_files.py):
-        the box's limit, said as such, never a bug in kint. One warning line, no traceback."""
-        message = out_of_files_message(
-            f"{req.op} in the worker of space {self.config.space16}", what_failed)
-        log.warning("%s", message)
-        return error_reply(req.id, ErrorCode.BUSY, message, WORKER_ROOM_HINT)
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
         try:
@@ -407,7 +186,7 @@ class Worker:
             send_frames(self.dealer, self._reply_message(internal_id, error_reply(
                 request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")), block=True)
             return
-        if _runs_inline(request):
+        if runs_inline(request):
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
             send_frames(self.dealer, self._reply_message(internal_id, self._run(request),
                                                          request.op), block=True)

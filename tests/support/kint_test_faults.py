@@ -230,10 +230,10 @@ def _install() -> None:
     connect.write_recovery_file = _around(connect.write_recovery_file,
                                           "before_connect_recovery_file", None)
     rekey_settle.settle_at_start = _held(rekey_settle.settle_at_start)
-    from kint.tenant_worker import process
+    from kint.tenant_worker import op_replies, process
 
     process.Worker.__init__ = _failing_start(process.Worker.__init__)  # type: ignore
-    process.encode_reply = _unguarded(process.encode_reply)  # type: ignore[assignment]
+    op_replies.encode_reply = _unguarded(op_replies.encode_reply)  # type: ignore[assignment]
     process.decode_request = _held(process.decode_request, HOLD_DISPATCH_ENV, True)
     from kint.tenant_worker import sessions
 
