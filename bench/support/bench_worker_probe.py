@@ -95,9 +95,9 @@ def _memory_after_each_request() -> None:
             tracemalloc.start(8)
         original_init(self, *args, **kwargs)
 
-    def run(self, internal_id, request):  # noqa: ANN001, ANN202
+    def run(self, request):  # noqa: ANN001, ANN202
         try:
-            return original_run(self, internal_id, request)
+            return original_run(self, request)
         finally:
             rollup = {}
             with open("/proc/self/smaps_rollup") as fh:
