@@ -164,6 +164,42 @@ quiet_seconds = 5
     assert at("KINT_POLL_SECONDS") == (1.0, "daemon environment", None)  # raised to its minimum
 
 
+def test_a_contract_whose_case_is_not_its_checksum_is_refused_as_a_typo(tmp_path,
+                                                                         monkeypatch):
+    """KINT_CONTRACT goes through the check every owner does (kint.custody.ids): a
+    mixed-case address whose case is not its EIP-55 checksum is a likely typo, another
+    contract to anchor to, and is refused in the environment and in config.toml alike,
+    naming the setting and echoing no other. Before, only its shape was checked (and
+    eth_utils' is_address, which no longer checks the checksum), so it was used. One case
+    throughout carries no checksum and is taken as it is."""
+    from kint.chain import config as chain_config
+    from kint.settings.loader import refusal
+    from kint.settings.schema import DEFAULT_CONTRACT
+
+    digits = DEFAULT_CONTRACT[2:]
+    at = next(i for i, c in enumerate(digits) if c.isupper())
+    typo = "0x" + digits[:at] + digits[at].lower() + digits[at + 1:]
+    env = {"KINT_CONTRACT": typo, "KINT_RPC_URL": "https://base.example/v2/SECRETKEY123"}
+    empty = parse_config(tmp_path / "config.toml", b"")
+    found = loader.resolve(BY_NAME["KINT_CONTRACT"], empty, environ=env)
+    assert found.value is None and found.refused is not None, found
+    message, hint = refusal(found)
+    assert message.startswith(f"KINT_CONTRACT='{typo}' in "), message
+    assert "does not match its EIP-55 checksum" in message, message
+    assert "SECRETKEY123" not in message + hint and "KINT_RPC_URL" not in message + hint
+    # The chain's own reader of the contract (for a caller that did not check the settings
+    # first) says the same.
+    monkeypatch.setattr(chain_config.settings, "value", lambda name: typo)
+    with pytest.raises(chain_config.ChainConfigError, match="EIP-55 checksum"):
+        chain_config.contract_address()
+    with pytest.raises(ConfigError, match="does not match its EIP-55 checksum"):
+        parse_config(tmp_path / "config.toml", f'contract = "{typo}"\n'.encode())
+    for spelled in (DEFAULT_CONTRACT, DEFAULT_CONTRACT.lower(), "0x" + digits.upper()):
+        taken = loader.resolve(BY_NAME["KINT_CONTRACT"], empty,
+                               environ={"KINT_CONTRACT": spelled})
+        assert taken.refused is None and taken.value == spelled, spelled
+
+
 def test_a_floor_is_lowered_through_kints_one_hook_and_every_check_sees_it(tmp_path):
     """A test harness lowers KINT_POLL_SECONDS' floor (tests/support/kint_test_timings.py)
     with `schema.lower_minimum`, not by writing into a frozen Setting: the environment,
