@@ -334,6 +334,9 @@ def space_status_text(result: dict[str, Any]) -> str:
     failure = result.get("watcher_failure")
     if failure:
         chain_lines.append(watcher_failure_text(failure))
+    shared = result.get("store_shared")
+    if shared:
+        chain_lines.append(f"WARNING: {printable(shared['message'])}; {shared['hint']}")
     cap = result.get("cap")
     # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
     # so the worker's line, kint's own, goes before it.
