@@ -483,6 +483,86 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
                            "supervisor runs without it")
 
 
+def _another_value(setting, running) -> str:
+    """A value of `setting` a caller could give that is not `running`, by its kind."""
+    if setting.kind == "flag":
+        return "0" if running else "1"
+    if setting.kind in ("float", "int"):
+        return str(int(running) + 7)
+    if setting.kind == "url":
+        return "http://127.0.0.1:9/secret-key"
+    if setting.kind == "address":
+        return "0x" + "ab" * 20
+    raise AssertionError(f"{setting.name}: say which value of kind {setting.kind} differs")
+
+
+def test_every_machine_and_space_setting_that_differs_is_told_in_one_line(box):
+    """A supervisor runs with the values it was started with (an on-demand start takes the
+    starting command's environment), so each `machine` or `space` setting it reads that a
+    later command gives another value gets that command its one line, whichever it is: the
+    schema decides which are checked, so a setting added later is covered too. A secret
+    travels only as set: its line is for a supervisor that runs without it."""
+    running = daemon(box)["values"]
+    compared = [s for s in SETTINGS if s.scope in ("machine", "space") and s.sent]
+    sent = {s.name: ("set" if s.secret else _another_value(s, running[s.name][0]))
+            for s in compared}
+    assert {"KINT_NO_KEYCHAIN", "KINT_WORKER_IDLE_SECONDS", "KINT_LOG_MAX_BYTES",
+            "KINT_RPC_URL", "KINT_SESSION_PASSPHRASE"} <= set(sent)
+    notices = daemon(box, **sent)["notices"]
+    for name in sent:
+        lines = [n for n in notices if n.startswith(f"kint: {name}=")
+                 or n.startswith(f"kint: {name} is set")]
+        assert len(lines) == 1, (name, notices)
+    assert len(notices) == len(sent), notices
+    assert not any("secret-key" in n for n in notices)
+
+
+def test_supervisor_status_lists_the_settings_it_was_started_with(box):
+    """`kint supervisor status` ends with the settings the supervisor took from its
+    environment (--json: `started_with`), so a command that sets none can still see what
+    a supervisor started by another command runs with."""
+    out = box.kint("supervisor", "status", "--json")
+    assert out.returncode == 0, out.stderr
+    given = [{"name": "KINT_WORKER_IDLE_SECONDS", "value": "600"}]
+    if sys.platform == "darwin":  # the sandboxes switch the Keychain off there
+        given.insert(0, {"name": "KINT_NO_KEYCHAIN", "value": "1"})
+    assert json.loads(out.stdout)["supervisor"]["started_with"] == given
+    text = box.kint("supervisor", "status").stdout
+    assert text.splitlines()[-1] == "started with: " + ", ".join(
+        f"{e['name']}={e['value']}" for e in given), text
+
+
+def test_the_settings_started_with_never_show_a_secret_or_an_endpoints_key(tmp_path):
+    """What an on-demand start took from a command's environment, as status lists it: the
+    settings the daemon reads (not a client's own, nor KINT_HOME, which status names
+    already), a secret only as set, an endpoint without its user, path or query. End to
+    end: a one-off `KINT_RPC_URL=... kint status` starts the supervisor, and its status
+    says so."""
+    from kint.settings.started_with import started_with
+
+    env = {"KINT_SESSION_PASSPHRASE": SECRET, "KINT_OWNER_KEY": "0x" + "11" * 32,
+           "KINT_RPC_URL": "https://user:pw@base.example/v2/APIKEY123?k=QUERYKEY9",
+           "KINT_HOME": "/h", "KINT_ANVIL": "/bin/anvil", "KINT_QUIET_SECONDS": "5",
+           "KINT_TENANT": "t", "KINT_RPC_TIMEOUT": " "}
+    assert started_with(env) == [
+        {"name": "KINT_RPC_URL", "value": "https://base.example/<redacted>"},
+        {"name": "KINT_SESSION_PASSPHRASE", "value": "set"},
+        {"name": "KINT_QUIET_SECONDS", "value": "5"}]
+    sb = make_sandbox(tmp_path / "machine")
+    try:
+        started = sb.kint("status", env={"KINT_RPC_URL": "http://127.0.0.1:9/APIKEY123",
+                                         "KINT_SESSION_PASSPHRASE": SECRET})
+        assert started.returncode == 0, started.stderr
+        out = sb.kint("supervisor", "status")
+    finally:
+        sb.shutdown()
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("started with: ") and "KINT_RPC_URL=http://127.0.0.1:9/<redacted>" \
+        in last and "KINT_SESSION_PASSPHRASE=set" in last, out.stdout
+    assert "APIKEY123" not in out.stdout and SECRET not in out.stdout
+
+
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS has the Keychain it switches off")
 def test_a_setting_that_does_nothing_on_this_platform_is_said_not_dropped(box):
     """v0.3.0's KINT_NO_KEYCHAIN switches off the macOS Keychain; where there is none it
