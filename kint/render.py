@@ -168,7 +168,8 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     sup = status["supervisor"]
     head = f"supervisor pid {sup['pid']}, up {_age(sup['uptime_s'])}, {sup['kint_home']}"
     if not status["spaces"]:
-        return head + "\nno spaces yet (a worker starts on the first request for its space)"
+        return (head + "\nno spaces yet (a worker starts on the first request for its space)"
+                + "\n" + started_with_text(sup.get("started_with") or []))
     text = head + "\n" + table(STATUS_COLUMNS, status_rows(status))
     spaces = status["spaces"]
     if any(r.get("unanchored") is not None and r.get("unanchored_stale") for r in spaces):
@@ -190,7 +191,16 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
                  f"{files['open']} files open of its limit of {files['limit']} (ulimit -n), "
                  f"{files['reserve']} kept free for clients; a worker that goes idle makes "
                  f"room, or raise the limit and restart the supervisor")
-    return text
+    return text + "\n" + started_with_text(sup.get("started_with") or [])
+
+
+def started_with_text(entries: list[dict[str, Any]]) -> str:
+    """The settings the supervisor took from the environment it was started with (secrets
+    as `set`, endpoints without their keys: kint.settings.started_with), one line."""
+    if not entries:
+        return "started with: none of kint's settings in its environment"
+    return "started with: " + ", ".join(f"{e['name']}={printable(str(e['value']))}"
+                                        for e in entries)
 
 
 def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
@@ -334,6 +344,9 @@ def space_status_text(result: dict[str, Any]) -> str:
     failure = result.get("watcher_failure")
     if failure:
         chain_lines.append(watcher_failure_text(failure))
+    shared = result.get("store_shared")
+    if shared:
+        chain_lines.append(f"WARNING: {printable(shared['message'])}; {shared['hint']}")
     cap = result.get("cap")
     # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
     # so the worker's line, kint's own, goes before it.

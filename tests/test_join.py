@@ -490,6 +490,41 @@ def test_a_garbled_devchain_record_stops_join_with_its_own_code(tmp_path):
                        "hint": "remove it and run `kint devchain start`", "step": "vault"}
 
 
+def test_a_session_key_file_kint_cannot_read_stops_join_naming_it_and_the_way_out(tmp_path):
+    """A session.key that is not a keystore stops join at its session key step naming the
+    file, saying it is not a session key kint can read, and how to get past it: join keeps a
+    key that is there, so "fix or move the file named" (its old hint) left the user to
+    guess that rotating makes a new one. The file is never rewritten."""
+    sb = make_sandbox(tmp_path / "machine")
+    sb.kint_home.mkdir(mode=0o700, exist_ok=True)
+    path = sb.kint_home / "session.key"
+    path.write_text("not a keystore\n")
+    path.chmod(0o600)
+    from kint.custody.recovery_code import encode_recovery_code
+
+    code = encode_recovery_code(b"\x01" * 32)
+    argv = ("join", "--owner", "0x000000000000000000000000000000000000dEaD",
+            "--recovery-code-stdin", "--no-setup")
+    try:  # join reads the chain through the space's worker first, so a supervisor starts
+        plain = sb.kint(*argv, input=code + "\n")
+        asked = sb.kint(*argv, "--json", input=code + "\n")
+    finally:
+        sb.shutdown()
+    message = f"{path} is not a session key kint can read: it is not valid JSON"
+    hint = ("`kint session-key rotate` moves it aside and makes a new key, then run kint join "
+            "again (the new key needs the owner's authorization: kint authorize)")
+    assert plain.returncode == 2, plain.stdout + plain.stderr
+    stopped, said = plain.stderr.splitlines()[:2]
+    assert stopped.startswith(f"join stopped at session key: {message}"), plain.stderr
+    assert stopped.endswith("; it was left as it is [CORRUPT_STATE]"), plain.stderr
+    assert said == f"hint: {hint}", plain.stderr
+    assert asked.returncode == 2 and asked.stderr == "", asked.stdout + asked.stderr
+    refused = json.loads(asked.stdout)
+    assert refused["error"] == "CORRUPT_STATE" and refused["step"] == "session key", refused
+    assert refused["message"].startswith(message) and refused["hint"] == hint, refused
+    assert path.read_text() == "not a keystore\n"
+
+
 def test_the_restore_lines_of_a_cold_start_on_base():
     """The cold start's `both RPCs agree` line and an epoch with deletions, printed from a
     pull result as the worker returns it. The devchain cannot give that result (one local

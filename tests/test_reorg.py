@@ -222,3 +222,64 @@ def test_an_endpoint_a_block_behind_does_not_free_a_mined_nonce(tmp_path):
     eth.block_number = 100  # at that block, and the transaction is not in it: dropped
     sender._free_dropped(7)
     assert book.allocate(account.address, 7, "a" * 16) == 7
+
+
+def test_a_replacement_is_in_the_book_before_it_is_sent(tmp_path):
+    """`cancel` records the transfer replacing a dropped push before it sends it, as every
+    other send of the key's is recorded: it recorded after the send, so a worker killed
+    between the two left the push in the book while the transfer waited at the endpoint,
+    and a re-broadcast sent the push. A send that fails after the endpoint may have taken
+    it (a kill, a silent endpoint) keeps the transfer; a refusal naming the transfer itself
+    (too little ETH for its bid) puts the push back. The endpoint is a stand-in."""
+    from eth_account import Account
+
+    from kint.chain.calls import ChainRefused
+    from kint.chain.nonces import NonceBook
+    from kint.chain.rpc import RpcUnavailable
+    from kint.tenant_worker.session_sender import SessionSender
+
+    account = Account.create()
+    book = NonceBook(tmp_path)
+    push = b"\x07" * 10
+    assert book.allocate(account.address, 7, "a" * 16) == 7
+    book.record(7, push)
+
+    def in_book() -> str:
+        return json.loads((tmp_path / "nonces" / f"{7:012d}.json").read_text())["raw"]
+
+    class Killed(BaseException):
+        """The worker's end between two lines (SIGKILL, as far as the book can tell)."""
+
+    seen: list[str] = []
+    failure: list[BaseException] = []
+
+    class StandIn:
+        w3 = type("W3", (), {"eth": type("Eth", (), {"gas_price": 10**9})()})()
+        config = type("Config", (), {"chain_id": 31337})()
+
+        def fee_caps(self, raw: bytes) -> tuple[int, int]:
+            return 2 * 10**9, 10**8
+
+        def send_raw(self, raw: bytes) -> str:
+            seen.append(in_book())  # what the book holds as the transfer goes out
+            raise failure[0]
+
+    sender = SessionSender(StandIn(), account, book, "a" * 16)  # type: ignore[arg-type]
+    failure.append(Killed())
+    with pytest.raises(Killed):
+        sender.cancel(7, push)
+    transfer = in_book()
+    assert seen == [transfer] and transfer != push.hex()
+    assert Account.recover_transaction(bytes.fromhex(transfer)) == account.address
+
+    book.record(7, push)
+    failure[0] = RpcUnavailable("sending a transaction: the endpoint did not answer")
+    with pytest.raises(RpcUnavailable):
+        sender.cancel(7, push)
+    assert in_book() != push.hex()  # it may be at the endpoint: the transfer stays
+
+    book.record(7, push)
+    failure[0] = ChainRefused("INSUFFICIENT_FUNDS")
+    with pytest.raises(ChainRefused):
+        sender.cancel(7, push)
+    assert in_book() == push.hex() and seen[-1] != push.hex()

@@ -182,7 +182,7 @@ def test_a_truncated_or_garbled_keystore_is_refused_by_name(tmp_path, garble, wh
     before = path.read_bytes()
     with pytest.raises(SessionKeyCorrupt, match=why) as err:
         SK.unlock_session_key(home, secret=SECRET)
-    assert str(err.value).startswith(f"{path}: ")
+    assert str(err.value).startswith(f"{path} is not a session key kint can read: it ")
     with pytest.raises(SessionKeyCorrupt):
         SK.create_session_key(home, secret=SECRET, scrypt_n=LOW_N)  # never replaced
     assert path.read_bytes() == before

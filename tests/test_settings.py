@@ -164,6 +164,42 @@ quiet_seconds = 5
     assert at("KINT_POLL_SECONDS") == (1.0, "daemon environment", None)  # raised to its minimum
 
 
+def test_a_contract_whose_case_is_not_its_checksum_is_refused_as_a_typo(tmp_path,
+                                                                         monkeypatch):
+    """KINT_CONTRACT goes through the check every owner does (kint.custody.ids): a
+    mixed-case address whose case is not its EIP-55 checksum is a likely typo, another
+    contract to anchor to, and is refused in the environment and in config.toml alike,
+    naming the setting and echoing no other. Before, only its shape was checked (and
+    eth_utils' is_address, which no longer checks the checksum), so it was used. One case
+    throughout carries no checksum and is taken as it is."""
+    from kint.chain import config as chain_config
+    from kint.settings.loader import refusal
+    from kint.settings.schema import DEFAULT_CONTRACT
+
+    digits = DEFAULT_CONTRACT[2:]
+    at = next(i for i, c in enumerate(digits) if c.isupper())
+    typo = "0x" + digits[:at] + digits[at].lower() + digits[at + 1:]
+    env = {"KINT_CONTRACT": typo, "KINT_RPC_URL": "https://base.example/v2/SECRETKEY123"}
+    empty = parse_config(tmp_path / "config.toml", b"")
+    found = loader.resolve(BY_NAME["KINT_CONTRACT"], empty, environ=env)
+    assert found.value is None and found.refused is not None, found
+    message, hint = refusal(found)
+    assert message.startswith(f"KINT_CONTRACT='{typo}' in "), message
+    assert "does not match its EIP-55 checksum" in message, message
+    assert "SECRETKEY123" not in message + hint and "KINT_RPC_URL" not in message + hint
+    # The chain's own reader of the contract (for a caller that did not check the settings
+    # first) says the same.
+    monkeypatch.setattr(chain_config.settings, "value", lambda name: typo)
+    with pytest.raises(chain_config.ChainConfigError, match="EIP-55 checksum"):
+        chain_config.contract_address()
+    with pytest.raises(ConfigError, match="does not match its EIP-55 checksum"):
+        parse_config(tmp_path / "config.toml", f'contract = "{typo}"\n'.encode())
+    for spelled in (DEFAULT_CONTRACT, DEFAULT_CONTRACT.lower(), "0x" + digits.upper()):
+        taken = loader.resolve(BY_NAME["KINT_CONTRACT"], empty,
+                               environ={"KINT_CONTRACT": spelled})
+        assert taken.refused is None and taken.value == spelled, spelled
+
+
 def test_a_floor_is_lowered_through_kints_one_hook_and_every_check_sees_it(tmp_path):
     """A test harness lowers KINT_POLL_SECONDS' floor (tests/support/kint_test_timings.py)
     with `schema.lower_minimum`, not by writing into a frozen Setting: the environment,
@@ -445,6 +481,86 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
     [line] = result["notices"]
     assert line.startswith("kint: KINT_SESSION_PASSPHRASE is set in this environment but the "
                            "supervisor runs without it")
+
+
+def _another_value(setting, running) -> str:
+    """A value of `setting` a caller could give that is not `running`, by its kind."""
+    if setting.kind == "flag":
+        return "0" if running else "1"
+    if setting.kind in ("float", "int"):
+        return str(int(running) + 7)
+    if setting.kind == "url":
+        return "http://127.0.0.1:9/secret-key"
+    if setting.kind == "address":
+        return "0x" + "ab" * 20
+    raise AssertionError(f"{setting.name}: say which value of kind {setting.kind} differs")
+
+
+def test_every_machine_and_space_setting_that_differs_is_told_in_one_line(box):
+    """A supervisor runs with the values it was started with (an on-demand start takes the
+    starting command's environment), so each `machine` or `space` setting it reads that a
+    later command gives another value gets that command its one line, whichever it is: the
+    schema decides which are checked, so a setting added later is covered too. A secret
+    travels only as set: its line is for a supervisor that runs without it."""
+    running = daemon(box)["values"]
+    compared = [s for s in SETTINGS if s.scope in ("machine", "space") and s.sent]
+    sent = {s.name: ("set" if s.secret else _another_value(s, running[s.name][0]))
+            for s in compared}
+    assert {"KINT_NO_KEYCHAIN", "KINT_WORKER_IDLE_SECONDS", "KINT_LOG_MAX_BYTES",
+            "KINT_RPC_URL", "KINT_SESSION_PASSPHRASE"} <= set(sent)
+    notices = daemon(box, **sent)["notices"]
+    for name in sent:
+        lines = [n for n in notices if n.startswith(f"kint: {name}=")
+                 or n.startswith(f"kint: {name} is set")]
+        assert len(lines) == 1, (name, notices)
+    assert len(notices) == len(sent), notices
+    assert not any("secret-key" in n for n in notices)
+
+
+def test_supervisor_status_lists_the_settings_it_was_started_with(box):
+    """`kint supervisor status` ends with the settings the supervisor took from its
+    environment (--json: `started_with`), so a command that sets none can still see what
+    a supervisor started by another command runs with."""
+    out = box.kint("supervisor", "status", "--json")
+    assert out.returncode == 0, out.stderr
+    given = [{"name": "KINT_WORKER_IDLE_SECONDS", "value": "600"}]
+    if sys.platform == "darwin":  # the sandboxes switch the Keychain off there
+        given.insert(0, {"name": "KINT_NO_KEYCHAIN", "value": "1"})
+    assert json.loads(out.stdout)["supervisor"]["started_with"] == given
+    text = box.kint("supervisor", "status").stdout
+    assert text.splitlines()[-1] == "started with: " + ", ".join(
+        f"{e['name']}={e['value']}" for e in given), text
+
+
+def test_the_settings_started_with_never_show_a_secret_or_an_endpoints_key(tmp_path):
+    """What an on-demand start took from a command's environment, as status lists it: the
+    settings the daemon reads (not a client's own, nor KINT_HOME, which status names
+    already), a secret only as set, an endpoint without its user, path or query. End to
+    end: a one-off `KINT_RPC_URL=... kint status` starts the supervisor, and its status
+    says so."""
+    from kint.settings.started_with import started_with
+
+    env = {"KINT_SESSION_PASSPHRASE": SECRET, "KINT_OWNER_KEY": "0x" + "11" * 32,
+           "KINT_RPC_URL": "https://user:pw@base.example/v2/APIKEY123?k=QUERYKEY9",
+           "KINT_HOME": "/h", "KINT_ANVIL": "/bin/anvil", "KINT_QUIET_SECONDS": "5",
+           "KINT_TENANT": "t", "KINT_RPC_TIMEOUT": " "}
+    assert started_with(env) == [
+        {"name": "KINT_RPC_URL", "value": "https://base.example/<redacted>"},
+        {"name": "KINT_SESSION_PASSPHRASE", "value": "set"},
+        {"name": "KINT_QUIET_SECONDS", "value": "5"}]
+    sb = make_sandbox(tmp_path / "machine")
+    try:
+        started = sb.kint("status", env={"KINT_RPC_URL": "http://127.0.0.1:9/APIKEY123",
+                                         "KINT_SESSION_PASSPHRASE": SECRET})
+        assert started.returncode == 0, started.stderr
+        out = sb.kint("supervisor", "status")
+    finally:
+        sb.shutdown()
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("started with: ") and "KINT_RPC_URL=http://127.0.0.1:9/<redacted>" \
+        in last and "KINT_SESSION_PASSPHRASE=set" in last, out.stdout
+    assert "APIKEY123" not in out.stdout and SECRET not in out.stdout
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS has the Keychain it switches off")

@@ -7,6 +7,7 @@ Another home's worker is stood in for by a process that names itself as kint's w
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import subprocess
@@ -113,6 +114,45 @@ def test_doctor_warns_naming_the_other_home_and_does_not_fail_for_it(tmp_path, s
     assert row["hint"] == SHARING_HINT
 
 
+def test_status_shows_what_the_last_look_found_while_that_worker_runs(tmp_path, store,
+                                                                      monkeypatch):
+    """`status` names another home's worker on the store as the worker's last look (its
+    start's, doctor's) found it, and drops it once that worker is gone, without a look of
+    its own (a walk of every process per status): only doctor and the log said so."""
+    from kint.render import space_status_text
+    from kint.tenant_worker import store_sharers
+    from kint.tenant_worker.handlers import status
+
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    ctx = _context(mine, store)
+    warn_at_start(str(store), mine, "ab" * 8)  # nobody else yet
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, "kint-worker", str(store),
+                             str(theirs / "supervisor.log")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "holding\n"
+        assert status(ctx, {})["store_shared"] is None  # status does not look itself
+        warn_at_start(str(store), mine, "ab" * 8)  # a look: this worker's start
+        looks = []
+        real_look = store_sharers._look
+        monkeypatch.setattr(store_sharers, "_look", lambda *a: looks.append(a) or real_look(*a))
+        shown = status(ctx, {})
+        assert looks == []
+        assert shown["store_shared"] == {
+            "message": f"the Sibyl store {store} is also served by kint of another KINT_HOME "
+                       f"({theirs}): two homes anchor and watch the same rows, each with its "
+                       f"own vault",
+            "hint": SHARING_HINT}, shown["store_shared"]
+        line = f"WARNING: {shown['store_shared']['message']}; {SHARING_HINT}"
+        assert line in space_status_text(shown).splitlines()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    gone = status(ctx, {})
+    assert gone["store_shared"] is None
+    assert "WARNING" not in space_status_text(gone)
+
+
 def test_a_worker_says_so_once_at_its_start(tmp_path, store, holder, caplog):
     mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
     holder("kint-worker", store, theirs / "supervisor.log")
@@ -146,6 +186,12 @@ def test_two_real_homes_on_one_store_each_hear_of_the_other(tmp_path):
         out = second.kint("--db", str(db), "doctor")
         assert f"[WARN] store shared: the Sibyl store {db} is also served by kint of another " \
                f"KINT_HOME ({first.kint_home})" in out.stdout, out.stdout
+        # `kint status` says so too, from what the worker found at its start.
+        shown = second.kint("--db", str(db), "status")
+        assert f"WARNING: the Sibyl store {db} is also served by kint of another KINT_HOME " \
+               f"({first.kint_home})" in shown.stdout, shown.stdout
+        as_json = json.loads(second.kint("--db", str(db), "status", "--json").stdout)
+        assert str(first.kint_home) in as_json["store_shared"]["message"], as_json
         assert first.call("status", db)["store"]["exists"]
     finally:
         first.shutdown()

@@ -256,7 +256,8 @@ retries an attach that failed, and until then its watcher does not push), \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
 finishes, or null), `restore_running` (a memory_pull with discard_local still restoring the \
 store after its call answered RESTORE_RUNNING, or null), `disk_problems` (a full disk \
-under the store or kint's state) and \
+under the store or kint's state), `store_shared` (kint of another KINT_HOME serving the \
+same store, or null) and \
 `cap` (Sibyl's bytes, kint's bytes, their sum against the cap). Reads only."""
 
 CONNECT = """Connect this machine to the owner's vault, or say what the human must run. With \

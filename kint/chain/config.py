@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from eth_utils import is_address, to_checksum_address
+from eth_utils import to_checksum_address
 
 from kint import settings
 from kint.chain.keychain_rpc import SERVICE as KEYCHAIN_ITEM
 from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
 from kint.chain.keychain_rpc import keychain_rpc_url
+from kint.custody.ids import address_problem, checksum_address
 from kint.settings.loader import refusal
 from kint.settings.schema import BASE_PUBLIC_RPC, DEFAULT_CONTRACT, STRICT
 
@@ -132,10 +133,14 @@ def devchain_record(home: Path) -> Path:
 
 
 def contract_address() -> str:
+    """The contract in force, checksummed. Its value was checked as it was read (the
+    settings' address kind, EIP-55 included); checked again with that same check, so a
+    caller that skipped check_chain_settings cannot get an unchecked address."""
     value = settings.value("KINT_CONTRACT") or DEFAULT_CONTRACT
-    if not is_address(value):
-        raise ChainConfigError(f"KINT_CONTRACT={value!r} is not an address")
-    return to_checksum_address(value)
+    problem = address_problem(value)
+    if problem is not None:
+        raise ChainConfigError(f"KINT_CONTRACT={value!r} {problem}")
+    return checksum_address(value)
 
 
 @dataclass(frozen=True)

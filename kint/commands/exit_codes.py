@@ -17,7 +17,8 @@ table for readers.)
 
 And this kint's own: `supervisor status` and `supervisor reload` exit 3 when no
 supervisor runs for KINT_HOME, `devchain status` when no devchain runs (v0.3.0 has
-neither); every command exits 130 on Ctrl-C (`INTERRUPTED`), as v0.3.0 did by its
+neither); `supervisor start --foreground` exits 2 beside a running supervisor, for a
+service manager to see; every command exits 130 on Ctrl-C (`INTERRUPTED`), as v0.3.0 did by its
 traceback, where click would say `Aborted!` and exit 1.
 """
 

@@ -31,7 +31,8 @@ def supervisor_group() -> None:
 
 @supervisor_group.command("start")
 @click.option("--foreground", is_flag=True,
-              help="Run in this process (for systemd and launchd) instead of as a daemon.")
+              help="Run in this process (for systemd and launchd) instead of as a daemon; "
+                   "exit 2 if one is already running.")
 @json_option("Print the running supervisor's pid and home as JSON.")
 @click.pass_obj
 def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
@@ -43,7 +44,7 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     if foreground:
         from kint.supervisor.autostart import run_foreground
 
-        sys.exit(run_foreground(home))
+        sys.exit(run_foreground(home, refuse_beside_running=True))
     client = obj.client()
     try:
         client.ensure_running()

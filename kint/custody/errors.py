@@ -140,11 +140,12 @@ class SessionKeyMissing(CustodyError):
 
 
 class SessionKeyCorrupt(CustodyError):
-    """A keystore that is truncated, garbled, or not a V3 keystore. Named, never replaced."""
+    """A keystore that is truncated, garbled, or not a V3 keystore. Named, never replaced;
+    what to do about it depends on the command (kint.tenant_worker.custody_errors, join)."""
 
     def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"{path}: {why}; it was left as it is (kint session-key rotate "
-                         f"moves it aside and makes a new key)")
+        super().__init__(f"{path} is not a session key kint can read: it {why}; it was left "
+                         f"as it is")
         self.path = path
         self.why = why
 

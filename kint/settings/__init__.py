@@ -10,6 +10,8 @@
 - `urls`: endpoints as shown, without the parts that may hold an API key.
 - `wire`: what a request carries, what the worker applies, the one-line reports.
 - `report`: `kint config show`'s entries.
+- `started_with`: the settings a supervisor took from its environment, as its status lists
+  them.
 - `docs`: the tables of docs/settings.md, made from the schema.
 
 The names below are imported from their module the first time one is asked for

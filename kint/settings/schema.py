@@ -394,8 +394,14 @@ def parse(setting: Setting, value: Any) -> Any:
             raise BadValue("is not an http(s) URL")
         return value
     if kind == "address":
-        if not re.fullmatch(r"0x[0-9a-fA-F]{40}", value):
-            raise BadValue("is not an address (0x and 40 hex characters)")
+        # The check every owner typed goes through (EIP-55 included): a contract address in
+        # mixed case that is not its checksum is as likely a typo, and a typo here names
+        # another contract to anchor to. Imported here: only a set address pays for keccak.
+        from kint.custody.ids import NOT_AN_ADDRESS, address_problem
+
+        problem = address_problem(value) if value.startswith("0x") else NOT_AN_ADDRESS
+        if problem is not None:
+            raise BadValue(problem)
         return value
     if kind == "ttl":
         text = value.strip().lower()

@@ -31,12 +31,16 @@ from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROO
 from kint.proc_name import SUPERVISOR, set_process_name
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
+from kint.protocol import ErrorCode
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
 log = logging.getLogger("kint.supervisor")
 
 START_LOCK = "supervisor.lock"
+BESIDE_RUNNING_HINT = ("that one serves this KINT_HOME (`kint supervisor status` shows it); to "
+                       "run it here instead, `kint supervisor stop` it, then start this again "
+                       "(a systemd unit or launchd agent does so itself on its next restart)")
 # The daemon's umask, inherited by the worker forkserver and every worker.
 PRIVATE_UMASK = 0o077
 
@@ -49,11 +53,20 @@ class SupervisorNotReachable(TimeoutError):
         self.hint = hint
 
 
-def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
+# `kint supervisor start --foreground` beside a running supervisor: a service manager
+# (systemd's Restart=on-failure, launchd's KeepAlive) reads 0 as a clean end, neither
+# restarting the unit once the other one is gone nor showing it failed (09-cli.md's 2).
+FOREGROUND_BESIDE_RUNNING = 2
+
+
+def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
+                   refuse_beside_running: bool = False) -> int:
     """Run the supervisor in this process until it is stopped. Returns the exit code.
 
     `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
-    worker forkserver imports first."""
+    worker forkserver imports first. `refuse_beside_running` is `--foreground`'s: a
+    supervisor already serving the home is an error it exits non-zero on, where a daemon
+    that lost a race of on-demand starts has nothing to report and exits 0."""
     # Everything this process, its forkserver and its workers create is the user's alone,
     # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
     # store journal, a temporary file) would otherwise follow the caller's umask (0022).
@@ -77,6 +90,11 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = ()) -> int:
         # beside an on-demand start) says which process serves the home.
         found = holder(home)
         who = f" (pid {found.pid})" if found is not None and found.pid > 0 else ""
+        if refuse_beside_running:
+            print(f"kint: error: a supervisor is already running for {home}{who}; this one "
+                  f"exits [{ErrorCode.BUSY.value}]\nhint: {BESIDE_RUNNING_HINT}",
+                  file=sys.stderr)
+            return FOREGROUND_BESIDE_RUNNING
         print(f"kint: a supervisor is already running for {home}{who}; this one exits",
               file=sys.stderr)
         return 0

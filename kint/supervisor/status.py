@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kint.open_files import OpenFiles, open_files
+from kint.settings.started_with import started_with
 from kint.supervisor.workers import WorkerHandle
 
 if TYPE_CHECKING:
@@ -146,7 +147,10 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        # Whether workers can start yet (the forkserver's preload runs in
                        # the background), and any preload module it could not import.
                        "forkserver": {"ready": sup.spawner.ready,
-                                      "missing_preload": sup.spawner.missing_preload}},
+                                      "missing_preload": sup.spawner.missing_preload},
+                       # The settings it took from the environment it was started with
+                       # (an on-demand start's is the starting command's), for its life.
+                       "started_with": started_with()},
         "spaces": rows,
         # A space refused a worker for want of open files is degraded too: it serves nothing.
         "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"] for row in rows),

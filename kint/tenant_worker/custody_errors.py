@@ -10,7 +10,6 @@ from kint.protocol.errors import RECOVERY_CODE_HINT
 _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.SessionKeyMissing, ErrorCode.NO_SESSION_KEY),
     (e.SessionKeyLocked, ErrorCode.NO_SESSION_KEY),
-    (e.SessionKeyCorrupt, ErrorCode.CORRUPT_STATE),
     (e.NoLocalPassphrase, ErrorCode.NO_SESSION_KEY),
     (e.LocalSecretCorrupt, ErrorCode.CORRUPT_STATE),
     (e.LocalSecretUnsafe, ErrorCode.CORRUPT_STATE),
@@ -43,6 +42,12 @@ SESSION_KEY_LOCKED_HINT = ("give back the local passphrase the key was sealed wi
                            "its own authorization)")
 
 
+# A keystore kint cannot read: CORRUPT_STATE's default hint (move it aside, then pull or
+# connect) would leave the machine with no session key and no word of how to get one.
+SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes a new key "
+                            "(which needs its own authorization)")
+
+
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
     if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
         return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
@@ -54,6 +59,8 @@ def as_protocol_error(err: e.CustodyError) -> ProtocolError:
         return ProtocolError(ErrorCode.BAD_REQUEST, str(err), SIGNATURE_HINT)
     if isinstance(err, e.SessionKeyLocked):
         return ProtocolError(ErrorCode.NO_SESSION_KEY, str(err), SESSION_KEY_LOCKED_HINT)
+    if isinstance(err, e.SessionKeyCorrupt):
+        return ProtocolError(ErrorCode.CORRUPT_STATE, str(err), SESSION_KEY_CORRUPT_HINT)
     for kind, code in _CODES:
         if isinstance(err, kind):
             return ProtocolError(code, str(err))

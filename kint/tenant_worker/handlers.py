@@ -29,6 +29,7 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
 from kint.tenant_worker.store import StoreDenied, StoreLocked, StoreUnreadable
+from kint.tenant_worker.store_sharers import still_sharing
 from kint.tenant_worker.verify import store_absent, verify as run_verify
 
 log = logging.getLogger("kint.worker")
@@ -38,8 +39,9 @@ Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
 
 
 def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """The space's tenant, label, id, store, row counts per tier, its KINT_HOME files, and
-    the store watcher's last failed push while it waits to try again."""
+    """The space's tenant, label, id, store, row counts per tier, its KINT_HOME files, the
+    store watcher's last failed push while it waits to try again, and another KINT_HOME's
+    workers on the store as this worker last looked (at its start, or doctor's)."""
     cfg = ctx.config
     try:
         facts = ctx.store.facts()
@@ -72,6 +74,7 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
         "watcher_failure": (ctx.watcher.backoff.report(time.monotonic())
                             if ctx.watcher is not None else None),
+        "store_shared": still_sharing(cfg.db, cfg.home),
     }
 
 

@@ -148,9 +148,15 @@ class SessionSender:
         byte, the EIP-7623 floor). Endpoints take a replacement only at a higher price
         (geth and anvil ask 10% more of both the price and the tip), so it bids a quarter
         more than the replaced one's highest price, or twice the current price if that is
-        more. The book holds the transfer from then on, so a re-broadcast sends it, not
-        the push. Raises what the send raised: the endpoint refused it (the push was
-        mined meanwhile, or it wants a higher bid)."""
+        more. The book holds the transfer from before it is sent, as every send of the
+        key's is recorded first: a worker killed between the two would otherwise leave the
+        push in the book while the transfer waits at the endpoint, and a re-broadcast
+        would send the push it replaced. Raises what the send raised (the endpoint's
+        refusal of a nonce mined meanwhile, or of a bid too low, among them). A refusal
+        that names the transfer (ChainRefused: too little ETH for its bid) means it was
+        not taken, so the book holds the push again; any other failure may have come after
+        the endpoint took it, so the transfer stays (either is a valid transaction at that
+        nonce to send again)."""
         cap, tip = self.anchor.fee_caps(replaced)
         current = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price),
                           "reading the gas price")
@@ -159,8 +165,12 @@ class SessionSender:
         tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
               "gasPrice": price, "nonce": nonce, "chainId": self.anchor.config.chain_id}
         raw = bytes(self.account.sign_transaction(tx).raw_transaction)
-        self.anchor.send_raw(raw)
         self.book.record(nonce, raw)
+        try:
+            self.anchor.send_raw(raw)
+        except ChainRefused:
+            self.book.record(nonce, replaced)
+            raise
         return raw
 
     def _filler(self, nonce: int) -> bytes:

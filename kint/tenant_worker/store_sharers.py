@@ -13,15 +13,18 @@ Another worker's home is read from the log file it holds open (supervisor.log, u
 KINT_HOME: kint.logs.setup_file_logging), else from KINT_HOME in its environment.
 
 Linux only (/proc); elsewhere the list is empty. It walks every process's open files, so
-it runs once at a worker's start and at `kint doctor`, never per request.
+it runs once at a worker's start and at `kint doctor`, never per request. What the last
+look found is kept (this worker serves one space), and `kint status` shows it, keeping
+only the workers still running: one small read per named worker, no walk.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kint.paths import log_path
 from kint.proc_name import WORKER
@@ -38,8 +41,33 @@ class Sharer(NamedTuple):
     home: str | None
 
 
+# What the last look found, per (store, home): written by the look at a worker's start (on
+# its pool) and by doctor's, read by status on another thread.
+_last_found: dict[tuple[str, str], list[Sharer]] = {}
+_last_found_lock = threading.Lock()
+
+
 def other_homes_on_store(db: str, home: Path) -> list[Sharer]:
-    """The kint workers of a KINT_HOME other than `home` with the store `db` open."""
+    """The kint workers of a KINT_HOME other than `home` with the store `db` open, kept
+    as the last look for `still_sharing`."""
+    found = _look(db, home)
+    with _last_found_lock:
+        _last_found[(db, os.path.realpath(home))] = found
+    return found
+
+
+def still_sharing(db: str, home: Path) -> dict[str, Any] | None:
+    """The sharing the last look found, as `kint status` shows it (`message`, `hint`),
+    keeping only the workers that still run: None when there is none. Never walks /proc."""
+    with _last_found_lock:
+        found = _last_found.get((db, os.path.realpath(home)), [])
+    running = [s for s in found if _name(s.pid) == WORKER]
+    if not running:
+        return None
+    return {"message": sharing_message(db, running), "hint": SHARING_HINT}
+
+
+def _look(db: str, home: Path) -> list[Sharer]:
     if not os.path.isdir("/proc/self/fd"):
         return []
     holders = other_holders(db)
