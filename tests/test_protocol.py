@@ -133,6 +133,47 @@ def test_the_client_refuses_a_request_json_cannot_carry(args):
     assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c2"
 
 
+def test_a_process_that_holds_orjson_encodes_a_request_without_arguments_with_it(monkeypatch):
+    """A long-lived client (a command through click, kint-server) has orjson loaded: a
+    request without arguments is written by it, the same bytes; one with arguments, or one
+    orjson cannot carry, goes the standard way, and is refused in the same words. A process
+    without orjson (the plain `kint supervisor status`) never imports it here."""
+    import sys
+
+    from kint.protocol import client_codec
+
+    used: list[dict] = []
+
+    class Recording:
+        JSONEncodeError = orjson.JSONEncodeError
+
+        @staticmethod
+        def dumps(obj):
+            used.append(obj)
+            return orjson.dumps(obj)
+
+    plain = [Request(id="c6", op="status", tenant="ténant", db="/h/m.db", space="s",
+                     timeout_ms=57_998),
+             Request(id="c7", op="sup.ping", timeout_ms=1000),
+             Request(id="c8", op="note", args={}, cast=True)]
+    with_args = Request(id="c9", op="verify", args={"query": "q"})
+    standard = [client_codec.encode_request(r) for r in [*plain, with_args]]  # orjson loaded
+    monkeypatch.setitem(sys.modules, "orjson", Recording)
+    assert [client_codec.encode_request(r) for r in [*plain, with_args]] == standard
+    assert used == [r.to_dict() for r in plain]
+    assert standard[:3] == [orjson.dumps(r.to_dict()) for r in plain]
+    lone = Request(id="c10", op="status", tenant="lone \ud800 surrogate")
+    with pytest.raises(ProtocolError) as fast:
+        client_codec.encode_request(lone)
+    monkeypatch.delitem(sys.modules, "orjson")
+    with pytest.raises(ProtocolError) as slow:
+        client_codec.encode_request(lone)
+    assert (fast.value.code, fast.value.message) == (slow.value.code, slow.value.message)
+    assert fast.value.code == ErrorCode.BAD_REQUEST
+    assert client_codec.encode_request(plain[0]) == standard[0]
+    assert "orjson" not in sys.modules
+
+
 def test_the_client_refuses_arguments_that_hold_themselves():
     args: dict = {"query": "q"}
     args["settings"] = {"again": args}

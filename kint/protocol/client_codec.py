@@ -8,11 +8,18 @@ watching a busy box), and importing orjson loads `dataclasses`, `inspect`, `uuid
 reply, ~7 us for a status) is little beside a round trip (0.5 ms for a status, 5 ms for a
 verify). The bytes are the same JSON either way; the supervisor's gate decides what it
 accepts.
+
+A process that has loaded orjson already (every command through click, kint-server, a
+benchmark) encodes a request without arguments with it: the same bytes in a tenth of the
+time (0.6 against 5 us hot), in every call of a long-lived client. Anything orjson cannot
+carry goes the standard way, which words the refusal. Replies are still read by `json`:
+orjson reads an integer past 64 bits as a float, where `json` keeps it exact.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
@@ -75,6 +82,13 @@ def encode_request(request: Request) -> bytes:
     """The request's frame. Text that is not valid Unicode (a lone surrogate), a float JSON
     cannot carry (NaN, infinity), an integer outside 64 bits or arguments that hold
     themselves are refused here, before anything is sent."""
+    if not request.args and type(request.timeout_ms) is int:  # no float: orjson writes NaN
+        orjson = sys.modules.get("orjson")  # never imported here (see above)
+        if orjson is not None:
+            try:
+                return orjson.dumps(request.to_dict())
+            except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits
+                pass
     try:
         big = _big_int_in(request.args)
         if big is None:
