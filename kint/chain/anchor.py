@@ -191,6 +191,8 @@ class Anchor:
         self.config = config
         self.url = config.rpc_urls[url_index]
         self.provider = TrackedHTTPProvider(self.url, config.rpc_timeout_s, tracker)
+        if not config.rpc_retries:
+            self.provider.retry_pauses = ()
         self.address = _addr(config.anchor)
         self._errors = _custom_errors()
 

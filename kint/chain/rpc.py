@@ -140,10 +140,13 @@ class TrackedHTTPProvider(HTTPProvider):
                          exception_retry_configuration=None)
         self._tracker = tracker
         self._secrets = url_secrets(url)
+        # The pauses before each further try; () for a read whose caller bounds its whole
+        # wait (verify's head budget), where three tries would triple that budget.
+        self.retry_pauses: tuple[float, ...] = RETRY_PAUSES_S
 
     def make_request(self, method: Any, params: Any) -> Any:
         token = self._tracker.begin(str(method))
-        pauses = () if str(method) in NOT_RETRIED else RETRY_PAUSES_S
+        pauses = () if str(method) in NOT_RETRIED else self.retry_pauses
         try:
             for pause in pauses:
                 try:

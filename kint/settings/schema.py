@@ -270,9 +270,11 @@ V030_DEPARTURES: dict[str, str] = {
                         "v0.3.0, after 0.25 s and then 0.5 s (v0.3.0 names no pause), so a "
                         "hung endpoint costs three timeouts; but a transaction's send is "
                         "tried once only (its request may have reached the endpoint, and the "
-                        "push's journal decides what becomes of it), and an answer (an HTTP "
-                        "status such as 429, an error object) is never tried again; web3's "
-                        "own retries are off; below 0.1 is raised to 0.1",
+                        "push's journal decides what becomes of it), an answer (an HTTP "
+                        "status such as 429, an error object) is never tried again, and "
+                        "verify's head read and doctor's calls, each bounded as a whole "
+                        "(`KINT_VERIFY_HEAD_SECONDS`, doctor's own bound), are tried once; "
+                        "web3's own retries are off; below 0.1 is raised to 0.1",
     "KINT_OFFLINE": "`kint join`, which must read the chain, refuses",
     "KINT_SESSION_PASSPHRASE": "the supervisor's value unseals the keys, so a command whose "
                                "value differs is told so (v0.3.0 reads each process's own)",
