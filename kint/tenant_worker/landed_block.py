@@ -65,12 +65,14 @@ def settle_block(ctx: SpaceContext, anchor: Anchor, owner: str, seq: int,
     there, with the transaction and writer its Epoch event names, when the cache says
     another block and the event is there with the recorded digest. True when it moved; an
     epoch not cached, or an event not found, changes nothing."""
+    if not block or seq < 1:
+        return False
     state = ctx.state
     try:
         meta = state.meta(seq)
     except CorruptStateFile:
         return False
-    if not block or meta.block == block:
+    if meta.block == block:
         return False
     event = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
     if event is None or event.digest != meta.digest:

@@ -180,7 +180,6 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     head = anchor.head(enrolment.owner, cfg.space_id)
     refuse_behind(anchor, head, mirror)
     head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
-    settle_head_block(ctx, anchor, enrolment.owner, head)  # put back in a later block
     refuse_unauthorized(ctx, anchor, enrolment.owner)
     chunks = _split(changes, as_snapshot, mirror)
     if dry_run:
@@ -188,6 +187,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
             {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
              "bytes": c.measured} for i, c in enumerate(chunks, 1)],
             "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
+    settle_head_block(ctx, anchor, enrolment.owner, head)  # put back in a later block
     current, pushed = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps, head,
                                    mirror, chunks, as_snapshot)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.

@@ -75,7 +75,8 @@ def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: st
     epoch (what `push` reports of an epoch), none when the chain lost nothing; with
     `dry_run`, the epochs that would be sent, nothing sent."""
     if mirror is None or head.seq >= mirror.head.seq:
-        settle_head_block(ctx, anchor, owner, head)
+        if not dry_run:
+            settle_head_block(ctx, anchor, owner, head)
         return []
     at = reorganised_at(anchor, mirror.head.block)
     if at is None:
