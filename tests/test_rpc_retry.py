@@ -55,11 +55,14 @@ class FlakyEndpoint:
                           else "0x10")
                 body = json.dumps({"jsonrpc": "2.0", "id": request["id"],
                                    "result": result}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a late answer: the client gave up on it and closed
 
             def log_message(self, fmt: str, *args: object) -> None:
                 pass
