@@ -54,6 +54,11 @@ Modes (`RpcProxy.set_mode`):
   bytes, eth_getLogs no logs, eth_getTransactionCount 0, and eth_sendRawTransaction an
   error object (a transaction signed for another chain id); the rest is forwarded.
 
+- `close_after` (`methods=[...]`): the first request calling one of those methods is
+  answered, but only once the proxy has stopped listening, so the next connection is
+  refused (an endpoint gone between two calls: a request that never left the client);
+  `reopen()` listens again on the same port, forwarding.
+
 Any mode also takes `chain_id=N`: eth_chainId is answered N, as an endpoint of chain N
 would answer (the rest as the mode says).
 
@@ -85,7 +90,7 @@ CIPHERTEXT_OFFSET = 4 + 5 * 32
 LOG_PREV_OFFSET = 32
 MODES = ("forward", "hang", "hang_methods", "delay", "delay_methods", "stale_head",
          "same_seq_other_digest", "bad_calldata", "tampered_ciphertext", "broken_prev",
-         "unmined", "error_methods", "pruned", "rate_limited", "other_chain")
+         "unmined", "error_methods", "pruned", "rate_limited", "other_chain", "close_after")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -213,12 +218,17 @@ class RpcProxy:
             def log_message(self, fmt: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = False
-        self._server.block_on_close = True  # server_close() joins every handler thread
+        self._handler_class = Handler
+        self._server = self._listen(0)
         self._thread: threading.Thread | None = None
         self._handlers: set[threading.Thread] = set()
         _ALL.append(self)
+
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class)
+        server.daemon_threads = False
+        server.block_on_close = True  # server_close() joins every handler thread
+        return server
 
     # -- control -----------------------------------------------------------------------
 
@@ -255,6 +265,20 @@ class RpcProxy:
 
     def forward(self) -> None:
         self.set_mode("forward")
+
+    def reopen(self) -> None:
+        """Listen again on the same port after `close_after` closed it, forwarding."""
+        if self._server.socket.fileno() != -1:
+            return
+        self.forward()
+        self._server = self._listen(self.port)
+        self.start()
+
+    def _stop_listening(self) -> None:
+        """From a handler thread: end the accept loop and close the listening socket, so
+        that a connection made from now on is refused."""
+        self._server.shutdown()
+        self._server.socket.close()
 
     def release(self) -> None:
         """Wake every hung handler (it closes its connection without an answer)."""
@@ -347,6 +371,11 @@ class RpcProxy:
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return
+        if mode == "close_after" and _calls_one_of(items, params["methods"]):
+            with self._lock:
+                self._mode, self._params = "forward", {}
+            self._lie(f"stopped listening after {[i.get('method') for i in items]}")
+            self._stop_listening()
         if mode == "delay" or (mode == "delay_methods" and _calls_one_of(items,
                                                                           params["methods"])):
             release.wait(float(params["seconds"]))

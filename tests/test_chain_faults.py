@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ MARGIN_S = 10.0
 # KINT_RPC_TIMEOUT of a verify under test: longer than the proxy holds a call, so that only
 # verify's own head budget (VERIFY_HEAD_S) can end its wait before the proxy does.
 VERIFY_RPC_TIMEOUT_S = 60.0
-assert VERIFY_HEAD_S + MARGIN_S < PROXY_HANG_S and RPC_TIMEOUT_S + MARGIN_S < PROXY_HANG_S
+assert VERIFY_HEAD_S + MARGIN_S < PROXY_HANG_S and 3 * RPC_TIMEOUT_S + MARGIN_S < PROXY_HANG_S
 
 
 # -- the chain and the proxies --------------------------------------------------------------
@@ -755,8 +756,14 @@ def _verify_x(m, x: Path, px) -> tuple[subprocess.CompletedProcess[str], float, 
 
 
 def _tried_once_each(calls: list[str]) -> bool:
-    """No call sent again: web3's retries are off, a hung endpoint costs one timeout."""
+    """No call sent again: verify's head read is bounded by its budget, tried once."""
     return bool(calls) and len(calls) == len(set(calls))
+
+
+def _tried_thrice_at_most(calls: list[str]) -> bool:
+    """A call that timed out is tried twice more, as v0.3.0's are (10-configuration.md),
+    and no more: web3's own retries are off."""
+    return bool(calls) and max(Counter(calls).values()) <= 3
 
 
 def _status_row(m, db: Path) -> dict:
@@ -826,13 +833,13 @@ def test_a_hung_rpc_stalls_only_its_own_tenant(hung):
         if push.poll() is None:
             push.kill()
         waiter.join()
-    # Refused by its RPC timeout: the call was sent once, and the refusal came before the
-    # proxy let go of it (the push's own deadline is 900 s).
+    # Refused by its RPC timeout: the call was sent three times at most, and the refusal
+    # came before the proxy let go of it (the push's own deadline is 900 s).
     err, took = ended["err"], ended["at"] - started
     assert push.returncode == PUSH_PULL_REFUSED, err
     assert "[RPC_UNAVAILABLE]" in err and "Timeout" in err, err
-    assert _tried_once_each(px.calls[calls:]), px.calls[calls:]
-    assert took < RPC_TIMEOUT_S + MARGIN_S, took
+    assert _tried_thrice_at_most(px.calls[calls:]), px.calls[calls:]
+    assert took < 3 * RPC_TIMEOUT_S + MARGIN_S, took
 
     # With a failure just recorded, X's verify does not even try the endpoint.
     out, _, sent = _verify_x(m, x, px)

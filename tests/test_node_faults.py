@@ -80,6 +80,27 @@ def test_a_rate_limited_endpoint_is_said_as_such(machine):
     assert kjson(m, "pull")["head"]["seq"] == 4  # the journal settled: epoch 4 landed
 
 
+def test_a_send_that_never_left_says_the_epoch_was_never_sent(machine):
+    """The endpoint stops listening after the balance read that comes just before the
+    send, so the send's connection is refused: nothing left this machine, and the push
+    says the epoch was never sent and what the next push does with it (it said the epoch
+    "may still land"). Once the endpoint listens again, the next push sends the journal's
+    transaction and records epoch 3."""
+    m, proxy, _ = machine
+    proxy.calls.clear()
+    proxy.set_mode("close_after", methods=["eth_getBalance"])
+    said = _refused(m.kint("push"), "RPC_UNAVAILABLE")
+    assert "sending a transaction: the endpoint could not be reached" in said, said
+    assert ("epoch 3 was signed but never sent (no connection to the endpoint was made): "
+            "the next push or pull sends it") in said, said
+    assert "may still land" not in said
+    assert "eth_sendRawTransaction" not in proxy.calls
+    proxy.reopen()
+    ok(m.kint("push"))
+    assert kjson(m, "status")["head"]["seq"] == 3
+    assert proxy.calls.count("eth_sendRawTransaction") == 1
+
+
 def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):
     """The endpoint answers the head as it was before epoch 2: push refuses STALE_RPC
     naming the stale endpoint (it said CHAIN_MOVED, "another machine pushed", exit 4,

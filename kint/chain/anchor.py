@@ -91,6 +91,8 @@ class Anchor(AnchorWrites):
         self.config = config
         self.url = config.rpc_urls[url_index]
         self.provider = TrackedHTTPProvider(self.url, config.rpc_timeout_s, tracker)
+        if not config.rpc_retries:
+            self.provider.retry_pauses = ()
         self.address = checksummed(config.anchor)
         self._errors = custom_errors()
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, TypeVar
 import requests
 from web3.exceptions import BadResponseFormat, TimeExhausted, Web3RPCError
 
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import NEVER_CONNECTED, RpcNotReached, RpcUnavailable
 
 T = TypeVar("T")
 # ChainRefused.error when the sender cannot pay for the gas.
@@ -41,6 +41,8 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         return fn()
     except (requests.exceptions.RequestException, TimeExhausted, ConnectionError,
             OSError) as err:
+        if getattr(err, NEVER_CONNECTED, False):
+            raise RpcNotReached(f"{what}: {transport_words(err)}") from None
         raise RpcUnavailable(f"{what}: {transport_words(err)}") from None
     except Web3RPCError as err:
         # The node refused the call. Too little ETH for the gas is the sender's to fix, not

@@ -95,6 +95,9 @@ class ChainConfig:
     confirmations: int
     rpc_timeout_s: float
     devchain: bool = False
+    # Whether a read that cannot connect or times out is tried twice more (kint.chain.rpc):
+    # off where the caller bounds the whole wait (verify's head budget, doctor's calls).
+    rpc_retries: bool = True
     allow_single_rpc: bool = False
     # Where the endpoints and the contract came from (a settings source, the devchain
     # record, or the space's `connect --rpc-urls`) and, for a file, which file and table:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import orjson
+from eth_hash.auto import keccak
 
 from kint import settings
 from kint.envsettings import pid_alive
@@ -154,6 +155,17 @@ class NonceBook:
             found = [e for e in self._entries() if e.address == address and e.mined
                      and e.tx and e.nonce >= chain_count]
         return sorted(found, key=lambda e: e.nonce, reverse=True)
+
+    def signed_as(self, address: str, tx_hash: str) -> NonceEntry | None:
+        """The entry of `address` holding the signed, unmined transaction whose hash is
+        `tx_hash` (hex, with or without 0x), or None."""
+        address, wanted = address.lower(), tx_hash.removeprefix("0x").lower()
+        with self._locked():
+            for entry in self._entries():
+                if (entry.address == address and entry.raw and not entry.mined
+                        and keccak(bytes.fromhex(entry.raw)).hex() == wanted):
+                    return entry
+        return None
 
     def give_back(self, nonce: int) -> None:
         """`nonce` will not be sent (the estimate reverted, the endpoint refused it), or

@@ -2,9 +2,18 @@
 flight is visible (a worker's TIMEOUT says what it waits on).
 
 web3's default retries make one hung call take 12 s and silently re-send
-`eth_sendRawTransaction`; retrying is this module's caller's decision. The tracker records
-the call in flight and the last failure, so the heartbeat can show a stuck call and its age,
-and verify can skip its head read while this space's endpoint is unresponsive.
+`eth_sendRawTransaction`. This module retries instead as v0.3.0 does (10-configuration.md,
+`KINT_RPC_TIMEOUT`: a call that fails on a connection error or a timeout is tried twice
+more after a short pause), for every method but a send: a send whose request may have
+reached the endpoint is never sent a second time behind the caller's back (the push
+journal and the nonce book decide what happens to it). An answer, an HTTP status (a 429
+included) or an error object is never retried here. The tracker records the call in flight
+and the last failure, so the heartbeat can show a stuck call and its age, and verify can
+skip its head read while this space's endpoint is unresponsive.
+
+A connection that was never made (refused, an unknown host, a connect timeout) is marked
+on the exception (`NEVER_CONNECTED`): nothing of that request left this machine, which a
+failed send's message tells apart from a send that may still land (calls.bounded).
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ import threading
 import time
 from typing import Any
 
+import requests
+from urllib3.exceptions import NewConnectionError
 from web3 import Web3
 from web3.providers.rpc import HTTPProvider
 
@@ -23,10 +34,22 @@ from kint.settings.urls import scrub_url_secrets, url_secrets
 UNRESPONSIVE_WINDOW_S = 30.0
 # The tracker's name for a call the endpoint refused with HTTP 429 (its rate limit).
 RATE_LIMITED = "HTTP 429"
+# The pauses before the second and third try of a call that could not connect or timed out
+# (v0.3.0 retries twice "with a short backoff", 10-configuration.md; the pauses are ours).
+RETRY_PAUSES_S = (0.25, 0.5)
+# The methods never tried again: their request may have reached the endpoint.
+NOT_RETRIED = frozenset({"eth_sendRawTransaction", "eth_sendTransaction"})
+# The attribute set (True) on a transport exception whose connection was never made.
+NEVER_CONNECTED = "kint_never_connected"
 
 
 class RpcUnavailable(Exception):
     """The endpoint did not answer in time, refused the connection, or answered garbage."""
+
+
+class RpcNotReached(RpcUnavailable):
+    """The connection to the endpoint was never made: the request did not leave this
+    machine (a send that failed so was not sent)."""
 
 
 class RpcTracker:
@@ -105,7 +128,8 @@ class RpcTracker:
 
 
 class TrackedHTTPProvider(HTTPProvider):
-    """web3's HTTP provider with a timeout, no retries, the tracker, and the endpoint's
+    """web3's HTTP provider with a timeout, v0.3.0's retries in place of web3's (the module's
+    docstring), the tracker, and the endpoint's
     keyed URL parts kept out of what it raises and of the error objects it returns:
     requests names the URL in its exceptions, web3 quotes an answer that does not decode,
     and an endpoint may echo its URL in an error. Every chain call passes through here, so
@@ -116,12 +140,25 @@ class TrackedHTTPProvider(HTTPProvider):
                          exception_retry_configuration=None)
         self._tracker = tracker
         self._secrets = url_secrets(url)
+        # The pauses before each further try; () for a read whose caller bounds its whole
+        # wait (verify's head budget), where three tries would triple that budget.
+        self.retry_pauses: tuple[float, ...] = RETRY_PAUSES_S
 
     def make_request(self, method: Any, params: Any) -> Any:
         token = self._tracker.begin(str(method))
+        pauses = () if str(method) in NOT_RETRIED else self.retry_pauses
         try:
-            response = super().make_request(method, params)
+            for pause in pauses:
+                try:
+                    response = super().make_request(method, params)
+                    break
+                except (requests.exceptions.ConnectionError, requests.exceptions.Timeout):
+                    time.sleep(pause)
+            else:
+                response = super().make_request(method, params)
         except Exception as err:  # noqa: BLE001 - recorded, then re-raised, scrubbed
+            if never_connected(err):
+                setattr(err, NEVER_CONNECTED, True)
             status = getattr(getattr(err, "response", None), "status_code", None)
             self._tracker.end(token, False,
                               RATE_LIMITED if status == 429 else type(err).__name__)
@@ -134,6 +171,17 @@ class TrackedHTTPProvider(HTTPProvider):
             # is the chain's data and is never touched.
             response = _scrubbed(response, self._secrets)
         return response
+
+
+def never_connected(err: BaseException) -> bool:
+    """Whether `err` is a connection that was never made, so no byte of the request reached
+    the endpoint: refused, a host that does not resolve, or a connect timeout. A read
+    timeout or a connection dropped after the request went out is not one."""
+    if isinstance(err, requests.exceptions.ConnectTimeout):
+        return True
+    if isinstance(err, requests.exceptions.ConnectionError) and err.args:
+        return isinstance(getattr(err.args[0], "reason", None), NewConnectionError)
+    return False
 
 
 def _scrubbed(value: Any, secrets: list[str]) -> Any:
@@ -171,7 +219,7 @@ def _scrubbed_arg(arg: Any, secrets: list[str]) -> Any:
 
 
 def connect(provider: TrackedHTTPProvider) -> Web3:
-    """web3 over `provider` (its timeout, no retries, the tracker), without the layers kint
+    """web3 over `provider` (its timeout, its retries, the tracker), without the layers kint
     does not use."""
     w3 = Web3(provider)
     # web3's validation layer asks eth_chainId around every call (three round trips for

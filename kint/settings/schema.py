@@ -157,7 +157,8 @@ SETTINGS: tuple[Setting, ...] = (
        "`1`: a cold-start pull trusts one endpoint when the second is the same or "
        "unreachable (never over a disagreement)", "unset", space_table=True),
     _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
-       "seconds for any one RPC call (web3's own retries are off)", minimum=0.1),
+       "seconds for any one try of an RPC call; a read that times out or cannot connect is "
+       "tried twice more, a send never", minimum=0.1),
     _s("KINT_VERIFY_HEAD_SECONDS", "float", 2.0, "call", DAEMON, CHAIN,
        "how long verify's head read may wait", minimum=0.1),
     _s("KINT_OFFLINE", "flag", False, "call", CLI_DAEMON, CHAIN,
@@ -265,9 +266,15 @@ V030_DEPARTURES: dict[str, str] = {
     "KINT_RPC_URL": _SPACE_NOT_CALL,
     "KINT_RPC_URL_2": _SPACE_NOT_CALL,
     "KINT_CONTRACT": _SPACE_NOT_CALL,
-    "KINT_RPC_TIMEOUT": "a call that times out or cannot connect is not tried again (v0.3.0 "
-                        "tries it up to twice more): web3's retries are off, so a hung "
-                        "endpoint costs one timeout; below 0.1 is raised to 0.1",
+    "KINT_RPC_TIMEOUT": "a call that times out or cannot connect is tried twice more, as in "
+                        "v0.3.0, after 0.25 s and then 0.5 s (v0.3.0 names no pause), so a "
+                        "hung endpoint costs three timeouts; but a transaction's send is "
+                        "tried once only (its request may have reached the endpoint, and the "
+                        "push's journal decides what becomes of it), an answer (an HTTP "
+                        "status such as 429, an error object) is never tried again, and "
+                        "verify's head read and doctor's calls, each bounded as a whole "
+                        "(`KINT_VERIFY_HEAD_SECONDS`, doctor's own bound), are tried once; "
+                        "web3's own retries are off; below 0.1 is raised to 0.1",
     "KINT_OFFLINE": "`kint join`, which must read the chain, refuses",
     "KINT_SESSION_PASSPHRASE": "the supervisor's value unseals the keys, so a command whose "
                                "value differs is told so (v0.3.0 reads each process's own)",

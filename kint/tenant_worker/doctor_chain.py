@@ -5,7 +5,8 @@ start say it),
 the contract has code, the session key may write, and the chain's head against this
 machine's mirror.
 
-Bounds: every call is one RPC bounded by KINT_RPC_TIMEOUT (this call's, else the space's),
+Bounds: every call is one RPC, tried once (not three times as other reads are), bounded by
+KINT_RPC_TIMEOUT (this call's, else the space's),
 and by DOCTOR_CALL_S at most (said on the primary's line when the setting is longer), and
 no call starts once the chain's checks have taken CHAIN_CALLS_WORTH calls' bound (the
 checks left say so), so that doctor
@@ -62,7 +63,7 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
                  space_id: str, mirror: Mirror | None) -> list[dict[str, Any]]:
     """The chain's checks for a connected space, read through the space's own tracker."""
     setting_s = chain.rpc_timeout_s
-    chain = replace(chain, rpc_timeout_s=min(setting_s, DOCTOR_CALL_S))
+    chain = replace(chain, rpc_timeout_s=min(setting_s, DOCTOR_CALL_S), rpc_retries=False)
     budget_s = CHAIN_CALLS_WORTH * chain.rpc_timeout_s
     deadline = time.monotonic() + budget_s
     anchor = Anchor(chain, tracker)

@@ -70,6 +70,7 @@ from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
 from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
+from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
@@ -113,6 +114,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     ctx.progress = "pull: reading the chain head"  # a joining machine's first wait
     head = anchor.head(owner, cfg.space_id)
     agreed, single = _check_freshness(ctx, chain, owner, head)  # 1. freshness
+    # This machine's newest epoch, the chain's head, put back in a later block than the
+    # one recorded (a dropped block's transaction mined again): recorded where it is.
+    settle_head_block(ctx, anchor, owner, head)
     try:  # 2. fork: what the store holds, what is kept
         local = local_state(ctx, head, discard)
     except ProtocolError as err:

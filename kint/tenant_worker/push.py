@@ -28,7 +28,7 @@ from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
@@ -44,6 +44,7 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.head_lock import head_op
+from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import PendingEpoch, record_landed
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps, refused,
@@ -62,10 +63,14 @@ SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot 
                            "`kint push` splits the changes across epochs")
 
 
-# A push whose endpoint failed after its epoch was signed and journalled (pending.py).
+# A push whose endpoint failed after its epoch was signed and journalled (pending.py): the
+# send's request left this machine (it may still land), or its connection was never made.
 MAY_STILL_LAND = ("epoch {seq} was signed and may still land: the next push or pull "
                   "settles it against the chain before anything else, so it is never "
                   "anchored twice")
+NEVER_SENT = ("epoch {seq} was signed but never sent (no connection to the endpoint was "
+              "made): the next push or pull sends it, or drops it if the chain has moved "
+              "on, before anything else, so it is never anchored twice")
 
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
@@ -182,6 +187,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
             {"seq": head.seq + i, "rows": len(c.rows), "deleted": len(c.deleted),
              "bytes": c.measured} for i, c in enumerate(chunks, 1)],
             "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
+    settle_head_block(ctx, anchor, enrolment.owner, head)  # put back in a later block
     current, pushed = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps, head,
                                    mirror, chunks, as_snapshot)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
@@ -289,15 +295,18 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
                            raw_tx=signed.raw, bucket=header.bucket, plaintext=raw,
                            envelope=blob, sender=sender.account.address)
     pending.save(state.files["pending"])
+    sent = False
     try:
         tx = sender.send(signed)
+        sent = True
         receipt = sender.wait(tx, signed)
     except ChainRefused as err:
         remove_file(state.files["pending"])
         raise refused(err) from None
     except RpcUnavailable as err:
-        # Signed, journalled and perhaps sent: said so, where the endpoint's words alone
-        # read as if nothing had left this machine.
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                            f"{err}; {MAY_STILL_LAND.format(seq=seq)}") from None
+        # Signed and journalled, and sent or not: said which, where the endpoint's words
+        # alone read as if nothing had left this machine, or as if it had.
+        never = not sent and isinstance(err, RpcNotReached)
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{err}; " + (
+            NEVER_SENT if never else MAY_STILL_LAND).format(seq=seq)) from None
     return record_landed(ctx, anchor, pending, receipt)

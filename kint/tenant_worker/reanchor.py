@@ -21,9 +21,13 @@ What is checked before anything is signed: the endpoint is at or past the block 
 machine's newest epoch (a lagging endpoint is not a reorganisation); the dropped epochs
 rebuild from the cache and chain on the endpoint's head; and the endpoint knows none of
 their transactions (one it holds waiting, or in a block, lands or has landed by itself).
-No journal is written: a re-anchoring cut short is finished by running it again, since an
-epoch that landed moved the head past it, and one whose transaction is still waiting is
-named as such (its hash is recorded before it is sent).
+No journal file is written: a re-anchoring cut short is finished by running it again,
+which sends each epoch at most once (tests/test_reanchor_resume.py). An epoch that landed
+moved the head past it, so it is not sent again, and its record is put right from the
+next epoch's prevBlock if the run died before recording it (landed_block.py); one whose
+transaction is still waiting at the endpoint is named as such (its hash is recorded in
+the cached metadata before it is sent); one signed and never sent is sent as it was signed,
+from the nonce book, not signed again at another nonce.
 """
 
 from __future__ import annotations
@@ -32,25 +36,25 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-import orjson
 from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
 from kint.outcomes import NOTHING_DROPPED
-from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.behind_head import reorganised_at
 from kint.tenant_worker.cache_check import rebuilt_envelope
-from kint.tenant_worker.epoch_cache import META_SUFFIX, EpochMeta
+from kint.tenant_worker.epoch_cache import EpochMeta
+from kint.tenant_worker.landed_block import (cache_epoch_meta, record_landing,
+                                             settle_block, settle_head_block)
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.push_refusals import refused
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.statefiles import CorruptStateFile, Mirror, SpaceState, Watermark
+from kint.tenant_worker.statefiles import CorruptStateFile, Mirror
 
 log = logging.getLogger("kint.worker")
 
@@ -58,6 +62,9 @@ REANCHOR_UNUSED = ("kint: --reanchor not used: the chain holds every epoch this 
                    "saw anchored")
 SENT_AGAIN = ("epoch {seq} was sent again and may still land: `kint push --reanchor` "
               "again names it while it waits, and goes on once it has landed")
+NEVER_SENT_AGAIN = ("epoch {seq} was signed to be sent again but never sent (no connection "
+                    "to the endpoint was made): `kint push --reanchor` again sends that "
+                    "same transaction")
 
 
 def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
@@ -68,6 +75,8 @@ def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: st
     epoch (what `push` reports of an epoch), none when the chain lost nothing; with
     `dry_run`, the epochs that would be sent, nothing sent."""
     if mirror is None or head.seq >= mirror.head.seq:
+        if not dry_run:
+            settle_head_block(ctx, anchor, owner, head)
         return []
     at = reorganised_at(anchor, mirror.head.block)
     if at is None:
@@ -164,54 +173,49 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
                 meta: EpochMeta, envelope: bytes) -> dict[str, Any]:
     """Push `envelope` again on its own prev, and record where it landed: the cached
     metadata's block, transaction and writer, the mirror's head and the watermark when it
-    is theirs (their seq and digest do not change)."""
+    is theirs (their seq and digest do not change). A transaction an earlier run signed
+    for it and never sent (the nonce book still holds it) is sent as it is: signed anew
+    at the next nonce, it would wait behind the old one, which the wait's slow path sends
+    (nonces.unstick), and one of the two would revert, spending an epoch's gas."""
     state = ctx.state
-    calldata = anchor.encode_push(owner, ctx.config.space_id, meta.prev, envelope)
+    signed = sender.signed_before(meta.tx)
+    if signed is None:
+        calldata = anchor.encode_push(owner, ctx.config.space_id, meta.prev, envelope)
+        try:
+            signed = sender.sign(calldata, NOTHING_DROPPED)
+        except ChainRefused as err:
+            raise refused(err) from None
+        # The new transaction's hash first: a re-anchoring cut short finds it at the
+        # endpoint, or in the nonce book when it never left this machine.
+        cache_epoch_meta(state, replace(meta, tx=keccak(signed.raw).hex()))
+    sent = False
     try:
-        signed = sender.sign(calldata, NOTHING_DROPPED)
-    except ChainRefused as err:
-        raise refused(err) from None
-    # The new transaction's hash first: a re-anchoring cut short finds it at the endpoint.
-    cache_epoch_meta(state, replace(meta, tx=keccak(signed.raw).hex()))
-    try:
-        receipt = sender.wait(sender.send(signed), signed)
+        tx = sender.send(signed)
+        sent = True
+        receipt = sender.wait(tx, signed)
     except ChainRefused as err:
         raise refused(err) from None
     except RpcUnavailable as err:
+        words = NEVER_SENT_AGAIN if not sent and isinstance(err, RpcNotReached) else SENT_AGAIN
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                            f"{err}; {SENT_AGAIN.format(seq=meta.seq)}") from None
+                            f"{err}; {words.format(seq=meta.seq)}") from None
     event = anchor.epoch_from_receipt(receipt)
     if event is None or (event.seq, event.digest) != (meta.seq, meta.digest):
         raise ProtocolError(ErrorCode.INTERNAL,
                             f"epoch {meta.seq} landed again but the Epoch event does not "
                             f"match what was sent", "run `kint pull` to re-read it")
+    # The epoch below, where the chain holds it: the one a run cut short after its receipt
+    # re-sent but did not record, or one the chain put back in a later block.
+    settle_block(ctx, anchor, owner, meta.seq - 1, event.prev_block)
     cost = receipt_cost(receipt)
     landed = replace(meta, block=event.block, tx=event.tx_hash, writer=event.writer,
                      cost={"gas": cost["gas"], "bytes": len(envelope),
                            "effective_gas_price": cost["effective_gas_price"],
                            "l1_fee": cost["l1_fee"], "cost_wei": cost["cost_wei"]})
-    cache_epoch_meta(state, landed)
-    _move_head(ctx, landed)
+    record_landing(ctx, landed)
     log.info("space %s: epoch %d anchored again at block %d (tx %s)", ctx.config.space16,
              landed.seq, landed.block, landed.tx[:12])
     return _line(landed, envelope)
-
-
-def cache_epoch_meta(state: SpaceState, meta: EpochMeta) -> None:
-    """Rewrite one cached epoch's metadata; its gzip member and clear header do not
-    change."""
-    atomic_write(state.epoch_path(meta.seq, META_SUFFIX), orjson.dumps(meta.to_json()))
-
-
-def _move_head(ctx: SpaceContext, meta: EpochMeta) -> None:
-    state = ctx.state
-    mirror = state.mirror()
-    if mirror is not None and (mirror.head.seq, mirror.head.digest) == (meta.seq, meta.digest):
-        mirror.head = replace(mirror.head, block=meta.block, tx=meta.tx)
-        state.save_mirror(mirror)
-    mark = state.watermark()
-    if mark is not None and (mark.seq, mark.digest) == (meta.seq, meta.digest):
-        state.save_watermark(Watermark(meta.seq, meta.digest, meta.block))
 
 
 def _line(meta: EpochMeta, envelope: bytes) -> dict[str, Any]:

@@ -45,7 +45,8 @@ def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[s
             raise _OutOfTime
 
     try:
-        anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s))
+        anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s,
+                                         rpc_retries=False))
         facts = read_key_facts(anchor, out["address"], owner, before_read=in_time)
     except (RpcUnavailable, ChainRefused) as err:
         out["error"] = f"the chain did not answer: {err}"

@@ -73,6 +73,15 @@ class SessionSender:
         self.book.record(nonce, raw)
         return Signed(nonce, raw)
 
+    def signed_before(self, tx_hash: str) -> Signed | None:
+        """Transaction `tx_hash` as the nonce book holds it, signed and never mined, at a
+        nonce the chain has not spent: one a run cut short signed (and perhaps never
+        sent), to be sent as it is rather than signed again at the next nonce."""
+        entry = self.book.signed_as(self.account.address, tx_hash)
+        if entry is None or entry.raw is None or entry.nonce < self.mined_count():
+            return None
+        return Signed(entry.nonce, bytes.fromhex(entry.raw))
+
     def send(self, signed: Signed) -> str:
         try:
             return self.anchor.send_raw(signed.raw)

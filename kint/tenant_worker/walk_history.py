@@ -20,9 +20,10 @@ v0.3.0's gap (03-new-machine.md, "Gaps"): the epochs before it apply, and the ne
 retries.
 
 Why one retry: v0.3.0 tries a read that failed once more (03-new-machine.md, "Freshness:
-two endpoints on a cold start"); web3's own retries are off here (kint.chain.rpc), so the walk
-repeats a failed log read once, after a pause that rides out a rate limit's burst, before
-it decides the endpoint does not serve that block.
+two endpoints on a cold start"); the provider tries again only a connection that failed
+or timed out (kint.chain.rpc), not an answer, so the walk repeats a failed log read once
+(an error object, a 429), after a pause that rides out a rate limit's burst, before it
+decides the endpoint does not serve that block.
 """
 
 from __future__ import annotations

@@ -1,0 +1,137 @@
+"""A call whose connection fails or times out is tried twice more, as v0.3.0's are
+(10-configuration.md, `KINT_RPC_TIMEOUT`), except a send, which is never sent twice behind
+the caller's back; and a connection never made is told apart from a request that left
+(kint/chain/rpc.py). The endpoint is a loopback server that drops, or answers late, its
+first requests, and a port nothing listens on."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+
+from kint.chain.calls import bounded
+from kint.chain.rpc import (RpcNotReached, RpcTracker, RpcUnavailable, TrackedHTTPProvider,
+                            connect)
+
+TIMEOUT_S = 0.5
+
+
+class FlakyEndpoint:
+    """Answers JSON-RPC after failing its first `fail` requests: `drop` reads one and
+    closes the connection without a word, `late` answers it after the client's timeout,
+    `429` answers HTTP 429. `methods` lists every method asked, in order."""
+
+    def __init__(self) -> None:
+        self.fail, self.how = 0, "drop"
+        self.methods: list[str] = []
+        self._lock = threading.Lock()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with endpoint._lock:
+                    endpoint.methods.append(request["method"])
+                    failing = endpoint.fail > 0
+                    endpoint.fail -= 1
+                if failing and endpoint.how == "drop":
+                    return
+                if failing and endpoint.how == "late":
+                    time.sleep(TIMEOUT_S * 3)
+                if failing and endpoint.how == "429":
+                    self.send_response(429)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                result = ("0x" + "ab" * 32 if request["method"] == "eth_sendRawTransaction"
+                          else "0x10")
+                body = json.dumps({"jsonrpc": "2.0", "id": request["id"],
+                                   "result": result}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a late answer: the client gave up on it and closed
+
+            def log_message(self, fmt: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[FlakyEndpoint]:
+    server = FlakyEndpoint()
+    yield server
+    server.stop()
+
+
+def _w3(url: str):  # noqa: ANN202 - web3's Web3
+    return connect(TrackedHTTPProvider(url, TIMEOUT_S, RpcTracker()))
+
+
+@pytest.mark.parametrize("how", ["drop", "late"])
+def test_a_read_is_tried_twice_more(endpoint, how):
+    """Two dropped (or late) answers in a row, then the answer: the read gets it, on its
+    third try. A third failure is the caller's: RPC_UNAVAILABLE after three tries."""
+    endpoint.fail, endpoint.how = 2, how
+    w3 = _w3(endpoint.url)
+    assert bounded(lambda: w3.eth.block_number, "reading the block number") == 16
+    assert endpoint.methods == ["eth_blockNumber"] * 3
+
+    endpoint.methods.clear()
+    endpoint.fail = 3
+    with pytest.raises(RpcUnavailable) as failed:
+        bounded(lambda: w3.eth.block_number, "reading the block number")
+    assert not isinstance(failed.value, RpcNotReached)  # the requests left this machine
+    assert endpoint.methods == ["eth_blockNumber"] * 3
+
+
+def test_a_send_and_an_answer_are_not_tried_again(endpoint):
+    """A send whose connection dropped may have reached the endpoint: it is not sent
+    again here (the push journal decides). An HTTP 429 is an answer: not retried."""
+    endpoint.fail = 1
+    w3 = _w3(endpoint.url)
+    with pytest.raises(RpcUnavailable) as failed:
+        bounded(lambda: w3.eth.send_raw_transaction(b"\x01"), "sending a transaction")
+    assert not isinstance(failed.value, RpcNotReached)
+    assert endpoint.methods == ["eth_sendRawTransaction"]
+
+    endpoint.methods.clear()
+    endpoint.fail, endpoint.how = 1, "429"
+    with pytest.raises(RpcUnavailable, match="HTTP 429"):
+        bounded(lambda: w3.eth.block_number, "reading the block number")
+    assert endpoint.methods == ["eth_blockNumber"]
+
+
+def test_a_connection_never_made_is_said_as_such():
+    """A port nothing listens on: the send fails as never having reached the endpoint
+    (RpcNotReached), so a push can say its epoch was never sent."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    w3 = _w3(f"http://127.0.0.1:{port}")
+    with pytest.raises(RpcNotReached, match="could not be reached"):
+        bounded(lambda: w3.eth.send_raw_transaction(b"\x01"), "sending a transaction")
