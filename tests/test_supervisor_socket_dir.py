@@ -140,21 +140,33 @@ def test_another_user_is_turned_away_even_where_the_folder_was_loosened(tmp_path
     try:
         sb.start()
         folder = socket_dir(sb.kint_home)
-        os.chmod(folder, 0o711)
         for name in (FRONT_SOCKET, BACK_SOCKET):
             os.chmod(folder / name, 0o777)
             # This user is greeted: what the check below reads is ZeroMQ's answer.
             ours = subprocess.run([SYSTEM_PYTHON, "-c", _KNOCK, name], cwd=folder,
                                   capture_output=True, text=True, timeout=30)
             assert ours.stdout.strip() == "GREETED", ours
-            # `cwd` is entered before the user is changed: the folders above it stay shut.
-            theirs = subprocess.run([SYSTEM_PYTHON, "-c", _KNOCK, name], cwd=folder,
-                                    user=NOBODY, capture_output=True, text=True, timeout=30)
-            assert theirs.stdout.strip() == "CLOSED", (name, theirs)
+            assert _knocked_as_another_user(folder, name) == "CLOSED", name
         os.chmod(folder, 0o700)  # the client talks only through a private folder
         assert sb.call("status", sb.sibyl_db)["worker"]["pid"] > 0  # this user is served
     finally:
         sb.shutdown()
+
+
+def _knocked_as_another_user(folder: Path, name: str) -> str:
+    """What another user's knock on `name` hears with `folder` loosened to 0711. The
+    supervisor makes its own folder private again within a second (its housekeeping), and
+    a knock that comes after that is refused by the folder itself (EACCES), which is not
+    the check this test is about: such a knock is made again with the folder loosened
+    anew, a few times, so that a slow box still reaches ZeroMQ's answer. `cwd` is entered
+    before the user is changed: the folders above it stay shut."""
+    for _ in range(10):
+        os.chmod(folder, 0o711)
+        theirs = subprocess.run([SYSTEM_PYTHON, "-c", _KNOCK, name], cwd=folder,
+                                user=NOBODY, capture_output=True, text=True, timeout=30)
+        if "PermissionError" not in theirs.stderr:
+            return theirs.stdout.strip() or theirs.stderr
+    raise AssertionError(f"the folder was made private again before every knock on {name}")
 
 
 def _socket_fds() -> dict[int, int]:
