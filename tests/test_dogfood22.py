@@ -4,16 +4,24 @@
   parent that never reaps it stays a zombie, which `os.kill(pid, 0)` still finds, so the
   worker went on serving (a restore it was running included) with no supervisor to answer
   for it. kint.envsettings.pid_alive now counts a zombie as gone.
+- The worker's beat, and so `kint supervisor status` and a TIMEOUT's "running ..." line,
+  named only the oldest op in flight: a verify waiting behind a restore was invisible.
+  The beat names them all (up to 8), oldest first; `--json` has `ops` and `ops_running`,
+  the table `+N`, a TIMEOUT the others too.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from conftest import make_sandbox, write_store
+from kint.client import KintError
 from kint.envsettings import pid_alive
 
 
@@ -29,3 +37,49 @@ def test_a_zombie_is_not_alive():
         child.wait()
     assert pid_alive(child.pid) is False
     assert pid_alive(os.getpid()) is True
+
+
+def test_every_op_in_flight_is_named(tmp_path):
+    """Three attaches held on the worker's pool (KINT_TEST_HOLD_ATTACH) are three ops in
+    flight: status names each, oldest first, and a request timed out behind them names
+    them too."""
+    hold = tmp_path / "hold-attach"
+    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold))
+    sb.start_entitled()
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        sb.call("status", sb.sibyl_db, timeout_s=60)
+        hold.touch()
+        held = []
+        for n in range(3):
+            def attach(session: str = f"agent-{n}") -> None:
+                try:
+                    sb.call("attach", sb.sibyl_db, timeout_s=60,
+                            args={"session": session, "watcher": False})
+                except KintError:
+                    pass
+            held.append(threading.Thread(target=attach, daemon=True))
+            held[-1].start()
+            sb.wait_for(lambda n=n: (sb.row(sb.sibyl_db).get("ops_running") or 0) > n,
+                        what=f"attach {n} in flight")
+        row = sb.row(sb.sibyl_db)
+        assert row["ops_running"] == 3, row
+        assert [op["name"] for op in row["ops"]] == ["attach"] * 3, row
+        ages = [op["age_s"] for op in row["ops"]]
+        assert ages == sorted(ages, reverse=True), row  # oldest first
+        assert row["op"]["name"] == "attach", row  # the oldest, as before
+        table = sb.kint("supervisor", "status")
+        assert "attach" in table.stdout and " +2" in table.stdout, table.stdout
+        shown = json.loads(sb.kint("supervisor", "status", "--json").stdout)
+        assert [r["ops_running"] for r in shown["spaces"]] == [3], shown
+        # A fourth, held too until its bound: its TIMEOUT says what the worker runs, all
+        # of it.
+        with pytest.raises(KintError) as timed_out:
+            sb.call("attach", sb.sibyl_db, timeout_s=3,
+                    args={"session": "agent-late", "watcher": False})
+        assert timed_out.value.code == "TIMEOUT", timed_out.value
+        assert "(and attach for " in timed_out.value.message, timed_out.value.message
+    finally:
+        if hold.exists():
+            hold.unlink()
+        sb.shutdown()
