@@ -8,6 +8,9 @@
   named only the oldest op in flight: a verify waiting behind a restore was invisible.
   The beat names them all (up to 8), oldest first; `--json` has `ops` and `ops_running`,
   the table `+N`, a TIMEOUT the others too.
+- `kint verify ''` searched for nothing and answered REFUSE, exit 1, where memory_verify
+  refuses an empty query as bad input: the op's `query` is now refused empty or blank
+  (BAD_REQUEST, exit 2) wherever it comes from.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import pytest
 from conftest import make_sandbox, write_store
 from kint.client import KintError
 from kint.envsettings import pid_alive
+from kint.protocol import ProtocolError
+from kint.protocol.ops import OPS
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -83,3 +88,12 @@ def test_every_op_in_flight_is_named(tmp_path):
         if hold.exists():
             hold.unlink()
         sb.shutdown()
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+def test_an_empty_query_is_bad_input(query):
+    with pytest.raises(ProtocolError) as refused:
+        OPS["verify"].validate_args({"query": query}, None)
+    assert refused.value.code.value == "BAD_REQUEST"
+    assert refused.value.message == "verify: argument 'query' is empty"
+    OPS["verify"].validate_args({"query": "release rule"}, None)
