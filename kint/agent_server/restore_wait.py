@@ -99,6 +99,7 @@ class RestoreUnderWay:
         self._handed_over = False  # the tool call stopped waiting: the thread opens
         self.result: dict[str, Any] | None = None
         self.error: KintError | None = None
+        self.unanswered = False  # its supervisor did not answer it (exited, or stopped)
         self.resumed = False  # sent again after its supervisor exited
         self.worker_pid: int | None = None  # the worker running it, once looked up
         self.ended_at: float | None = None
@@ -141,6 +142,11 @@ class RestoreUnderWay:
 
     def message(self) -> str:
         began = int(time.monotonic() - self.sent_at)
+        if self.unanswered and not self.resumed:
+            return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
+                    f"running it did not answer it (it exited, or does not run), and this "
+                    f"server sends the restore again once the worker that ran it is gone, "
+                    f"or opens the store once that worker says it ended")
         if self.resumed:
             return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
                     f"running it exited, and this server sent the restore again, which is "
@@ -195,6 +201,7 @@ class RestoreUnderWay:
             return self._send(client, RESTORE_WAIT_S)
         except SupervisorUnavailable as err:
             log.warning("the restore's supervisor did not answer it (%s)", err.message)
+            self.unanswered = True
             if not self._wait_out(client, serving):
                 raise
         # Its supervisor exited mid-restore: the same restore again, now the old worker's
