@@ -11,6 +11,10 @@
 - `kint verify ''` searched for nothing and answered REFUSE, exit 1, where memory_verify
   refuses an empty query as bad input: the op's `query` is now refused empty or blank
   (BAD_REQUEST, exit 2) wherever it comes from.
+- A cold-start pull refused because its second endpoint was out of reach left the space's
+  own endpoint counted as down: for 30 s `kint status` and verify said the chain head was
+  unavailable ("rpc unresponsive") though the primary answered. The second opinion is read
+  through a tracker of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import threading
 
 import pytest
 
-from conftest import make_sandbox, write_store
+from chain_machines import connect_with_code, kjson, new_machine, ok, recovery_code
+from conftest import make_sandbox, sibyl_client, write_store
+from rpc_proxy import RpcProxy
 from kint.client import KintError
 from kint.envsettings import pid_alive
 from kint.protocol import ProtocolError
@@ -97,3 +103,32 @@ def test_an_empty_query_is_bad_input(query):
     assert refused.value.code.value == "BAD_REQUEST"
     assert refused.value.message == "verify: argument 'query' is empty"
     OPS["verify"].validate_args({"query": "release rule"}, None)
+
+
+def test_a_second_opinion_out_of_reach_leaves_the_primary_read(tmp_path, chain_home):
+    source = new_machine(tmp_path / "source", chain_home)
+    fresh = new_machine(tmp_path / "fresh", chain_home)
+    try:
+        connected = kjson(source, "connect", "--dev")
+        sibyl_client(source.sibyl_db, source.tenant).set_entity("rules", "release-gate",
+                                                                {"rule": "never on Friday"})
+        ok(source.kint("push"))
+        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        with RpcProxy(record["rpc_url"]) as proxy:
+            # Off the devchain's own endpoint the space is configured as on Base: a cold
+            # start asks a second endpoint, here one nothing listens on.
+            (fresh.kint_home / "config.toml").write_text(
+                f'rpc_url = "{proxy.url}"\nrpc_url_2 = "http://127.0.0.1:1"\n'
+                f'contract = "{record["anchor"]}"\n')
+            connect_with_code(fresh, connected["owner"],
+                              recovery_code(source, connected["space"]))
+            refused = fresh.kint("pull")
+            assert refused.returncode == 6, refused.stdout + refused.stderr
+            assert "could not get a second opinion" in refused.stderr, refused.stderr
+            status = kjson(fresh, "status")
+        # Before: null, and "rpc unresponsive", for 30 s after the refusal.
+        assert status["chain_head_unavailable"] is None, status["chain_head_unavailable"]
+        assert status["chain_head"]["seq"] == 1, status
+    finally:
+        fresh.shutdown()
+        source.shutdown()
