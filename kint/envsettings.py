@@ -6,11 +6,22 @@ import os
 
 
 def pid_alive(pid: int) -> bool:
-    """True while a process with this pid exists (it may be another user's)."""
+    """True while a process with this pid runs (it may be another user's). A zombie (exited,
+    not yet reaped) counts as gone: a supervisor killed under a parent that never reaps it
+    (a container's init that reaps nothing, a subreaper that waits for none) stays a zombie,
+    and a worker checking on it by its pid alone went on serving, the restore it was running
+    included, with no supervisor to answer for it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except (FileNotFoundError, ProcessLookupError):  # reaped meanwhile
+        return False
+    except OSError:  # no /proc (macOS): os.kill is all there is
         return True
-    return True
+    return stat.rsplit(b")", 1)[-1].split()[:1] not in ([b"Z"], [b"X"])

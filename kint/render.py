@@ -93,12 +93,14 @@ def epoch_at(seq: int, block: int | None) -> str:
 
 
 def _op(op: dict[str, Any] | None, progress: str | None,
-        failure: dict[str, Any] | None = None) -> str:
-    """The OP column: the op in flight and its age, else what a push or pull started by the
-    store watcher is doing (it runs with no op in flight), else the watcher's failed push
-    it waits to try again (`push failed x3`; the line under the table says why), else `-`."""
+        failure: dict[str, Any] | None = None, running: int = 0) -> str:
+    """The OP column: the oldest op in flight and its age, `+N` for the `running` beside it
+    (`--json` names each under `ops`), else what a push or pull started by the store
+    watcher is doing (it runs with no op in flight), else the watcher's failed push it
+    waits to try again (`push failed x3`; the line under the table says why), else `-`."""
     if op:
-        return f"{op['name']} {_age(op['age_s'])}"
+        more = f" +{running - 1}" if running > 1 else ""
+        return f"{op['name']} {_age(op['age_s'])}{more}"
     if progress:
         return _shorten(progress, 24)
     return f"push failed x{failure['attempts']}" if failure else "-"
@@ -126,7 +128,8 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
             _shorten(printable(row["store"]), 40, keep_end=True),
             str(row["pid"]) if row.get("pid") else "-",
             _state(row),
-            _op(op, row.get("progress"), row.get("watcher_failure")),
+            _op(op, row.get("progress"), row.get("watcher_failure"),
+                row.get("ops_running") or 0),
             _rpc(row),
             _head(head),
             _unanchored(row),

@@ -6,7 +6,10 @@ The call was once waited for up to 30 minutes, while Codex gives a tool call the
 `kint setup` writes: the client gave up and every later call waited behind the restore.
 Now it answers RESTORE_RUNNING within the bound (3 s here, KINT_TEST_TOOL_WAIT_S), the
 calls that need the store are refused at once while the worker still restores, and the
-first call after the restore ends opens the restored store.
+server opens the restored store as the restore ends, with no tool call (it once waited for
+the next call, whose look at a second-old beat could still say "restoring"). A supervisor
+killed mid-restore no longer leaves Sibyl's tools refused until a kint tool is called: the
+server sends the restore again and opens the store when that one ends.
 
 One machine of the session's devchain with one epoch anchored, behind an RPC proxy
 (tests/rpc_proxy.py) that holds the restore's epoch log read until the test lets it go.
@@ -14,7 +17,10 @@ One machine of the session's devchain with one epoch anchored, behind an RPC pro
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 
 import pytest
 from sibyl_memory_client.exceptions import NotFoundError
@@ -22,6 +28,8 @@ from sibyl_memory_client.exceptions import NotFoundError
 from chain_machines import kjson, machine_behind_proxy
 from conftest import sibyl_client, wait_until, write_rules
 from mcp_session import AgentProcess
+
+from kint.supervisor.pidlock import running_pid
 
 # How long the held epoch log read waits at most before it goes through anyway (a failing
 # test ends); under the machine's RPC timeout, so the held read never times out.
@@ -33,6 +41,19 @@ def _running(sb, op: str, since: float) -> bool:
     """Whether the space's worker runs `op`, begun since `since` (time.monotonic())."""
     running = sb.row(sb.sibyl_db).get("op") or {}
     return running.get("name") == op and running["age_s"] <= time.monotonic() - since
+
+
+def _server_holds(db: Path) -> bool:
+    """Whether a kint-server (the test launcher) has `db` open: it opened its client."""
+    from kint.tenant_worker.store_holders import other_holders
+
+    for pid in other_holders(str(db)):
+        try:
+            if b"run_kint_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def test_a_restore_past_the_bound_answers_and_the_store_opens_when_it_ends(
@@ -66,21 +87,22 @@ def test_a_restore_past_the_bound_answers_and_the_store_opens_when_it_ends(
                 refused = agent.failed(tool, **args)
                 assert refused["error"] == "RESTORE_RUNNING", refused
                 assert "is still restoring the store" in refused["message"], refused
-            # A second restore is the worker's to refuse; the first is still waited for.
+            # A second restore is not sent while the first is followed.
             again = agent.failed("memory_pull", discard_local=True)
-            assert again["error"] == "BUSY", again
+            assert again["error"] == "RESTORE_RUNNING", again
             status = agent.call("memory_status")
             assert status["restore_running"].startswith(
                 "a memory_pull with discard_local began "), status
             assert _running(sb, "pull", sent), "the restore ended before the checks"
 
             proxy.forward()
-            sb.wait_for(lambda: not _running(sb, "pull", sent), timeout=HOLD_S,
-                        what="the restore's end")
-            status = wait_until(lambda: (s := agent.call("memory_status"))
-                                ["restore_running"] is None and s, timeout=30)
-            assert status and status["in_step"] is True, status
+            # The server opens the restored store when the restore ends, before any call.
+            sb.wait_for(lambda: _server_holds(sb.sibyl_db), timeout=HOLD_S,
+                        what="kint-server opening the restored store, with no tool call")
             recalled = agent.call("memory_recall", category="rules", name="release_gate")
+            status = agent.call("memory_status")
+            assert status["restore_running"] is None and status["in_step"] is True, status
+            assert status["restore_outcome"]["ok"] is True, status
             assert recalled["entity"]["body"] == {"rule": "never ship on a Friday"}, recalled
             # Writes land in the restored file, where another reader finds them.
             assert agent.call("memory_remember", category="rules", name="kept",
@@ -93,6 +115,50 @@ def test_a_restore_past_the_bound_answers_and_the_store_opens_when_it_ends(
                     reader.get_entity("rules", "lost")
             finally:
                 reader.storage.close()
+        finally:
+            proxy.forward()
+            agent.close()
+
+
+def test_a_supervisor_killed_mid_restore_leaves_no_tool_refused(tmp_path, chain_home):
+    """Only Sibyl's tools are called after the kill, and nothing else starts a supervisor:
+    the server finds its supervisor gone, sends the restore again once the old worker has
+    stopped (starting a supervisor, the test's here: KINT_TEST_AUTOSTART_ENTITLED), and
+    opens the store when it ends. A row written only here before the discard is gone, as
+    the agent asked. Before, every Sibyl call answered RESTORE_RUNNING until a kint tool
+    happened to start a supervisor."""
+    with machine_behind_proxy(tmp_path, chain_home, KINT_QUIET_SECONDS="3600",
+                              KINT_RPC_TIMEOUT="60") as (sb, proxy):
+        write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
+        assert kjson(sb, "push")["head_seq"] == 1
+        write_rules(sb.sibyl_db, sb.tenant, local_only="never anchored")
+        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S),
+                              "KINT_TEST_AUTOSTART_ENTITLED": "1"}).start()
+        try:
+            proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+            sent = time.monotonic()
+            payload = agent.payload(agent.submit("memory_pull", discard_local=True)
+                                    .result(timeout=HOLD_S / 2))
+            assert payload["error"] == "RESTORE_RUNNING", payload
+            sb.wait_for(lambda: _running(sb, "pull", sent), what="the restore in the worker")
+            killed = running_pid(sb.kint_home)
+            os.kill(killed, signal.SIGKILL)
+            proxy.forward()
+
+            def recalled() -> dict | None:
+                answer = agent.payload(agent.result("memory_recall", category="rules",
+                                                    name="release_gate"))
+                return None if answer.get("error") == "RESTORE_RUNNING" else answer
+
+            answer = wait_until(recalled, timeout=HOLD_S)
+            assert answer and answer.get("entity", {}).get("body") == {
+                "rule": "never ship on a Friday"}, answer
+            assert running_pid(sb.kint_home) not in (None, killed)  # the server started it
+            gone = agent.payload(agent.result("memory_recall", category="rules",
+                                              name="local_only"))
+            assert gone.get("ok") is not True, gone  # discarded, as the restore was asked
+            outcome = agent.call("memory_status")["restore_outcome"]
+            assert outcome["ok"] is True and outcome["resumed"] is True, outcome
         finally:
             proxy.forward()
             agent.close()

@@ -1,5 +1,6 @@
-"""When kint-server takes a restore it stopped waiting for as ended
-(kint.agent_server.restore_wait): read from the supervisor's status rows, given here."""
+"""When kint-server takes a restore whose supervisor did not answer it (stopped, starved) as
+ended (kint.agent_server.restore_wait, `_worker_pulls`): read from the supervisor's status
+rows, given here. A restore that was answered is ended by its answer."""
 
 from __future__ import annotations
 
@@ -35,7 +36,10 @@ class FakeClient:
 @pytest.fixture
 def restore(monkeypatch):
     monkeypatch.setattr(restore_wait, "Client", FakeClient)
-    return restore_wait.RestoreUnderWay(Path("/nowhere"), SPACE16, time.monotonic() - 5)
+    under_way = restore_wait.RestoreUnderWay(Path("/nowhere"), SPACE16, lambda c, t: {},
+                                             lambda r: None, lambda: None)
+    under_way.sent_at = time.monotonic() - 5
+    return under_way
 
 
 def _row(op: dict | None, alive: bool = True) -> list[dict]:
@@ -49,13 +53,17 @@ def _row(op: dict | None, alive: bool = True) -> list[dict]:
     (_row(None), False),                                # nothing in flight
     (_row({"name": "pull", "age_s": 4.0}, alive=False), False),  # no worker runs it
     ([], False),                                        # the space has no worker
+    # The restore beside an older op: the beat's `ops` names both.
+    ([{"space": SPACE16, "op": {"name": "verify", "age_s": 30.0}, "uptime_s": 9.0,
+       "ops": [{"name": "verify", "age_s": 30.0}, {"name": "pull", "age_s": 4.0}]}], True),
 ])
 def test_the_restore_runs_while_the_worker_runs_its_pull(restore, rows, running):
     FakeClient.answer = rows
-    assert restore.running() is running
+    assert restore._worker_pulls(FakeClient(Path("/nowhere"), autostart=False)) is running
 
 
 def test_a_status_that_cannot_be_read_leaves_the_store_closed(restore):
     FakeClient.answer = KintError("SUPERVISOR_UNAVAILABLE", "no supervisor", "start one")
-    assert restore.running() is True
+    assert restore._worker_pulls(FakeClient(Path("/nowhere"), autostart=False)) is True
+    assert restore.running() is True  # its thread was never started: no answer yet
     assert restore.message().startswith("a memory_pull with discard_local began 5 s ago")

@@ -1,66 +1,247 @@
-"""A restore (`memory_pull` with `discard_local`) still running in the space's worker after
-the tool call answered.
+"""A restore (`memory_pull` with `discard_local`) that may outlast its tool call, followed to
+its end by a thread of its own.
 
 A restore moves the store aside and rebuilds it, which can take longer than any client
 waits for a tool call (Codex gives up at the `tool_timeout_sec` `kint setup` writes, 180 s;
-Hermes at 120 s). The call once waited for it up to 30 minutes, so the client gave up on it
-and every later tool call waited behind it. Now it answers within the bound every kint tool
-keeps (kint.agent_server.tools.TOOL_WAIT_S) with RESTORE_RUNNING, and the server keeps its
-client closed, so nothing opens the store under the restore, until the worker no longer
-runs that pull. Each later tool call looks (kint.agent_server.wrapped_client): the tools
-that need the store are refused RESTORE_RUNNING meanwhile, the others are served, and the
-first call after the restore ends opens the store again.
+Hermes at 120 s). So the tool call waits for it only up to the bound every kint tool keeps
+(kint.agent_server.tools.TOOL_WAIT_S) and then answers RESTORE_RUNNING, while the server
+keeps its client closed, so nothing opens the store under the restore: the tools that need
+the store are refused RESTORE_RUNNING meanwhile (kint.agent_server.wrapped_client), the
+others are served.
 
-Whether the pull still runs is read from the supervisor's status (the worker's last beat:
-its oldest op in flight and how long ago it began), which never waits on the worker. A
-pull begun after the call was sent is the restore (or a later pull, which the store must
-not be opened under either). A status that cannot be read says "still running": the next
-look asks again, and a supervisor that died took its worker, and the restore, with it.
+The restore's request is sent by a `RestoreUnderWay` thread on a socket of its own, which
+waits for the worker's answer as `kint pull` does (RESTORE_WAIT_S), not for the tool call's
+bound. Why a thread that waits, rather than a look at the worker's beat at each later tool
+call (what this module did first): the answer comes when the restore has ended, so the
+store is opened then, at once and by that thread, and the agent's next call, Sibyl's or
+kint's, finds it open. A beat is up to a second old and reads "still pulling" for that
+second, so a call just after the end was refused once more, and nothing opened the store
+until some tool was called. The thread opens it under the shared client's lock; no Sibyl
+call can be running then (every one is refused while the restore is followed, and only
+memory_pull, behind the one-call gate, starts one), so opening it races nothing. The
+answer is kept (`outcome`) for memory_status: an agent told RESTORE_RUNNING learns there
+whether the restore it asked for went through.
+
+A supervisor that exits while it holds the restore's request takes its worker with it (the
+worker dies with its supervisor: kint.tenant_worker.process), so no answer ever comes: the
+thread hears so from its client (SupervisorUnavailable) within about a second. It then
+waits until that worker has exited (its pid, read when the call stopped waiting) and no
+process holds the space's head lock (the dying worker's restore has stopped, however far it
+got; a worker still alive keeps the store open, and the restore sent again would be refused
+BUSY over it) and sends the same restore again, which starts a supervisor
+and carries the agent's request out: the store ends as the chain has it whether the first
+one was cut before its move, during its rows or after its last. Only then is the store
+opened. Before, Sibyl's tools stayed refused until some kint tool happened to start a
+supervisor. A supervisor that still holds the home and does not answer (stopped, or
+starved) has a worker that may still be restoring: the thread then looks at its status
+(the worker's beat) until it no longer runs the pull, or the supervisor is gone after all.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
-from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError
+from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnavailable
+from kint.envsettings import pid_alive
+from kint.paths import space_files
 
 log = logging.getLogger("kint.server")
 
 RESTORE_RUNNING = "RESTORE_RUNNING"
 RESTORE_RUNNING_HINT = ("call memory_status in a minute: `restore_running` says whether it "
-                        "still runs; until it ends, Sibyl's tools, memory_verify and "
-                        "memory_push answer RESTORE_RUNNING, and the first call after it "
-                        "opens the restored store")
+                        "still runs and `restore_outcome` how it ended; until it ends, "
+                        "Sibyl's tools, memory_verify and memory_push answer RESTORE_RUNNING, "
+                        "and this server opens the restored store as soon as it ends")
+# How long the thread waits for the restore's answer: `kint pull`'s own bound.
+RESTORE_WAIT_S = 1800.0
+# How often the thread looks again while the supervisor is gone or silent.
+LOOK_EVERY_S = 0.5
+
+
+def head_lock_free(home: Path, space16: str) -> bool:
+    """Whether no process holds the space's head lock (a push, pull or connect of some
+    worker): taken shared and let go at once, so a worker that wants it waits at most one
+    of its 0.2 s retries (kint.tenant_worker.head_lock)."""
+    try:
+        fd = os.open(space_files(home, space16)["head_lock"], os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing the descriptor lets the lock go
+    return True
 
 
 class RestoreUnderWay:
-    """One restore the server stopped waiting for: `sent_at` is time.monotonic() when its
-    call was sent to the worker."""
+    """One restore, sent and waited for by a thread of its own (see the module's
+    docstring). `send(client, timeout_s)` sends the restore's request on `client` and
+    returns its result; `ended(self)` is called on that thread once the restore has ended
+    and the tool call stopped waiting for it (the shared client opens the store)."""
 
-    def __init__(self, home: Path, space16: str, sent_at: float) -> None:
-        self.home, self.space16, self.sent_at = home, space16, sent_at
+    def __init__(self, home: Path, space16: str,
+                 send: Callable[[Client, float], dict[str, Any]],
+                 ended: Callable[["RestoreUnderWay"], None],
+                 reattach: Callable[[], None]) -> None:
+        self.home, self.space16 = home, space16
+        self._send, self._ended, self._reattach = send, ended, reattach
+        self.sent_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._handed_over = False  # the tool call stopped waiting: the thread opens
+        self.result: dict[str, Any] | None = None
+        self.error: KintError | None = None
+        self.unanswered = False  # its supervisor did not answer it (exited, or stopped)
+        self.resumed = False  # sent again after its supervisor exited
+        self.worker_pid: int | None = None  # the worker running it, once looked up
+        self.ended_at: float | None = None
 
-    def message(self) -> str:
-        return (f"a memory_pull with discard_local began "
-                f"{int(time.monotonic() - self.sent_at)} s ago and is still restoring the "
-                f"store in the space's worker; this server opens the store when it ends")
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="kint-restore", daemon=True).start()
+
+    def wait(self, seconds: float) -> bool:
+        """Whether the restore ended within `seconds`. When it did not, its end is the
+        thread's to handle from now on (the store opened there, not by the caller)."""
+        self._done.wait(max(0.0, seconds))
+        with self._lock:
+            if self._done.is_set():
+                return True
+            self._handed_over = True
+        self.worker_pid = self._worker_pid()
+        return False
+
+    def _worker_pid(self) -> int | None:
+        """The pid of the space's worker, which runs the restore now (a status of a second
+        at most, which never waits on the worker): after its supervisor exits, the restore
+        is sent again only once that worker is gone too."""
+        look = Client(self.home, autostart=False)
+        try:
+            rows = look.call("sup.status", timeout_s=1)["spaces"]
+        except KintError:
+            return None
+        finally:
+            look.close()
+        row = next((r for r in rows if r["space"] == self.space16), None)
+        return row.get("pid") if row is not None else None
 
     def running(self) -> bool:
-        """Whether the space's worker still runs a pull begun since the call was sent."""
-        client = Client(self.home, autostart=False)
+        return not self._done.is_set()
+
+    def outlasted_call(self) -> bool:
+        """Whether the tool call stopped waiting for it (answered RESTORE_RUNNING)."""
+        with self._lock:
+            return self._handed_over
+
+    def message(self) -> str:
+        began = int(time.monotonic() - self.sent_at)
+        if self.unanswered and not self.resumed:
+            return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
+                    f"running it did not answer it (it exited, or does not run), and this "
+                    f"server sends the restore again once the worker that ran it is gone, "
+                    f"or opens the store once that worker says it ended")
+        if self.resumed:
+            return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
+                    f"running it exited, and this server sent the restore again, which is "
+                    f"still restoring the store in the space's worker; the store opens "
+                    f"when it ends")
+        return (f"a memory_pull with discard_local began {began} s ago and is still "
+                f"restoring the store in the space's worker; this server opens the store "
+                f"when it ends")
+
+    def outcome(self) -> dict[str, Any] | None:
+        """How the restore ended, for memory_status (None while it runs): `ok`, and the
+        refusal's `error`, `message` and `hint`, or `resumed` when it was sent again."""
+        if self.running():
+            return None
+        out: dict[str, Any] = {"ok": self.error is None, "resumed": self.resumed,
+                               "ended_s_ago": (round(time.monotonic() - self.ended_at, 1)
+                                               if self.ended_at is not None else None)}
+        if self.error is not None:
+            out.update(error=self.error.code, message=self.error.message,
+                       hint=self.error.hint)
+        return out
+
+    def _run(self) -> None:
+        client = Client(self.home)
         try:
-            rows = client.call("sup.status", timeout_s=2)["spaces"]
+            self.result = self._follow(client)
         except KintError as err:
-            log.info("the restore's state is unknown (%s); still treated as running",
-                     err.message)
-            return True
+            self.error = err
+        except Exception as err:  # noqa: BLE001 - the store must open whatever went wrong
+            log.exception("following the restore failed")
+            self.error = KintError("INTERNAL", f"following the restore failed: {err!r}",
+                                   "this is a bug in kint; kint.log has the details")
         finally:
             client.close()
+        with self._lock:
+            self.ended_at = time.monotonic()
+            self._done.set()
+            handed_over = self._handed_over
+        if handed_over:
+            log.info("the restore a memory_pull began has ended (%s); opening the store",
+                     "ok" if self.error is None else self.error.code)
+            self._ended(self)
+        if self.resumed:  # its call started a new supervisor, whose worker lacks the session
+            try:
+                self._reattach()
+            except Exception:  # noqa: BLE001 - the session's keepalive attaches it anyway
+                log.warning("could not attach the session after the restore", exc_info=True)
+
+    def _follow(self, client: Client) -> dict[str, Any]:
+        serving = client.serving_pid()
+        try:
+            return self._send(client, RESTORE_WAIT_S)
+        except SupervisorUnavailable as err:
+            log.warning("the restore's supervisor did not answer it (%s)", err.message)
+            self.unanswered = True
+            if not self._wait_out(client, serving):
+                raise
+        # Its supervisor exited mid-restore: the same restore again, now the old worker's
+        # has stopped (see the module's docstring).
+        self.resumed = True
+        log.info("the supervisor that ran the restore exited; sending it again")
+        return self._send(client, RESTORE_WAIT_S)
+
+    def _wait_out(self, client: Client, serving: int | None) -> bool:
+        """After a call the supervisor did not answer: True once it is gone and no process
+        holds the head lock (send the restore again), False once the supervisor that still
+        holds the home says its worker no longer runs the pull (it ended unanswered)."""
+        look = Client(self.home, autostart=False)
+        give_up_at = self.sent_at + RESTORE_WAIT_S  # then sent again: its worker says BUSY
+        try:
+            while time.monotonic() < give_up_at:
+                now = client.serving_pid()
+                if now is None or now <= 0 or now != serving:
+                    if ((self.worker_pid is None or not pid_alive(self.worker_pid))
+                            and head_lock_free(self.home, self.space16)):
+                        return True
+                elif not self._worker_pulls(look):
+                    return False
+                time.sleep(LOOK_EVERY_S)
+            return True
+        finally:
+            look.close()
+
+    def _worker_pulls(self, look: Client) -> bool:
+        """Whether the space's worker runs a pull begun since the restore was sent, by the
+        supervisor's status (the worker's last beat), which never waits on the worker. A
+        status that cannot be read says yes: the caller looks again."""
+        try:
+            rows = look.call("sup.status", timeout_s=2)["spaces"]
+        except KintError:
+            return True
         row = next((r for r in rows if r["space"] == self.space16), None)
         if row is None or row.get("uptime_s") is None:  # no worker runs it any more
             return False
-        op = row.get("op") or {}
-        return (op.get("name") == "pull" and op.get("age_s") is not None
-                and op["age_s"] <= time.monotonic() - self.sent_at + PROGRESS_AGE_SLACK_S)
+        ops = row.get("ops") or ([row["op"]] if row.get("op") else [])
+        since = time.monotonic() - self.sent_at + PROGRESS_AGE_SLACK_S
+        return any(op.get("name") == "pull" and op.get("age_s") is not None
+                   and op["age_s"] <= since for op in ops)

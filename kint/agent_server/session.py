@@ -113,6 +113,18 @@ class AgentSession:
         log.info("the supervisor changed (pid %s, was %s): attached this session to the "
                  "space's worker again", now, was)
 
+    def call_on(self, client: Client, op: str, args: dict[str, Any] | None,
+                timeout_s: float) -> dict[str, Any]:
+        """`op` on a socket the calling thread owns (a restore's thread waits on its own for
+        up to half an hour, kint.agent_server.restore_wait), not the tool calls' one."""
+        return self._call_on(client, op, args, timeout_s)
+
+    def attach_if_new(self) -> None:
+        """Attach again now when another supervisor holds the home than the one that took
+        the last attach (a restore's thread started it), not at the next tool call."""
+        with self._lock:
+            self._attach_if_new(self._client)
+
     def _call_on(self, client: Client, op: str, args: dict[str, Any] | None,
                  timeout_s: float) -> dict[str, Any]:
         """`op` on `client`'s socket, which the caller's thread alone uses; its notices

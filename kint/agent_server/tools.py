@@ -7,7 +7,6 @@ A run returns its result or raises KintError; the surface turns either into `ok`
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -138,10 +137,17 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
     return out
 
 
-def restore_running_message(timeout: KintError) -> str:
-    """The TIMEOUT of a restore, said as what goes on: the worker still restores."""
-    return (f"{timeout.message.rstrip('.')}; the restore goes on in the space's worker, and "
-            f"this server opens the store again when it ends")
+def restore_grace(bound_s: float) -> float:
+    """How much of the call's bound is kept, twice, after the restore's wait: for the look
+    at which worker runs it (when it did not end), or for wording the refusal it ended with
+    (a status, kint.agent_server.results.pull_error)."""
+    return min(1.0, bound_s / 8)
+
+
+def restore_running_message(bound_s: float) -> str:
+    """A restore that outlasts its call, said as what goes on: the worker still restores."""
+    return (f"the restore did not end within this call's {bound_s:g} s; the restore goes on "
+            f"in the space's worker, and this server opens the store again when it ends")
 
 
 def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
@@ -166,6 +172,9 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         # before_call looked), or null.
         out["restore_running"] = (shared.restore.message() if shared.restore is not None
                                   else None)
+        # kint's own: how the last restore that outlasted its call ended, or null.
+        last = shared.last_restore
+        out["restore_outcome"] = last.outcome() if last is not None else None
         return out
 
     def connect(a: tool_args.ConnectArgs) -> dict[str, Any]:
@@ -174,29 +183,37 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
 
     def pull(a: tool_args.PullArgs) -> dict[str, Any]:
         if a.discard_local:
-            shared.close()  # this server's own connection must not hold the store
-        sent_at = time.monotonic()  # before the worker can have begun this call's pull
-        try:
-            with bounded(TOOL_WAIT_S):  # the pull, and the status a refusal may ask for
-                try:
-                    result = session.call("pull", {"full": a.full,
-                                                   "discard_local": a.discard_local},
-                                          timeout_s=TOOL_WAIT_S)
-                except KintError as err:
-                    if a.discard_local and err.code == "TIMEOUT":
-                        # The first restore still pending is the one to wait for: a
-                        # later call's pull was refused BUSY behind it, or began after it.
-                        shared.restore = shared.restore or RestoreUnderWay(
-                            shared.home, session.ref.space16, sent_at)
-                        raise KintError(RESTORE_RUNNING, restore_running_message(err),
-                                        RESTORE_RUNNING_HINT) from None
-                    raise results.pull_error(err, owner_known) from None
-        finally:
-            if a.discard_local:
-                shared.refresh()  # not while the restore still runs (shared.restoring)
-        shared.refresh()
+            return restore(a)
+        with bounded(TOOL_WAIT_S):  # the pull, and the status a refusal may ask for
+            try:
+                result = session.call("pull", {"full": a.full}, timeout_s=TOOL_WAIT_S)
+            except KintError as err:
+                raise results.pull_error(err, owner_known) from None
+            finally:
+                shared.refresh()  # a pull may have replaced the store (a lost one's restore)
         return results.pull_result(result)
 
+    def restore(a: tool_args.PullArgs) -> dict[str, Any]:
+        """A pull with `discard_local`, sent and waited for by its own thread
+        (kint.agent_server.restore_wait): this call waits for it up to its bound, then
+        answers RESTORE_RUNNING and leaves the rest, opening the store included, to it."""
+        if shared.restore is not None:  # one restore at a time, and this one is followed
+            raise KintError(RESTORE_RUNNING, shared.restore.message(), RESTORE_RUNNING_HINT)
+        with bounded(TOOL_WAIT_S):  # the restore's wait, and the status a refusal may ask for
+            follower = RestoreUnderWay(
+                shared.home, session.ref.space16,
+                lambda client, timeout_s: session.call_on(
+                    client, "pull", {"full": a.full, "discard_local": True}, timeout_s),
+                shared.restore_ended, session.attach_if_new)
+            shared.follow(follower)
+            follower.start()
+            if not follower.wait(TOOL_WAIT_S - 2 * restore_grace(TOOL_WAIT_S)):
+                raise KintError(RESTORE_RUNNING, restore_running_message(TOOL_WAIT_S),
+                                RESTORE_RUNNING_HINT)
+            shared.restore_ended(follower)
+            if follower.error is not None:
+                raise results.pull_error(follower.error, owner_known) from None
+        return results.pull_result(follower.result or {})
     def push(a: tool_args.PushArgs) -> dict[str, Any]:
         with bounded(TOOL_WAIT_S):  # the push, and the status a refusal may ask for
             try:
@@ -255,7 +272,9 @@ retries an attach that failed, and until then its watcher does not push), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
 finishes, or null), `restore_running` (a memory_pull with discard_local still restoring the \
-store after its call answered RESTORE_RUNNING, or null), `disk_problems` (a full disk \
+store after its call answered RESTORE_RUNNING, or null), `restore_outcome` (how the last \
+such restore ended: `ok`, and its `error`, `message` and `hint`; `resumed` when its \
+supervisor exited and this server sent it again; or null), `disk_problems` (a full disk \
 under the store or kint's state), `store_shared` (kint of another KINT_HOME serving the \
 same store, or null) and \
 `cap` (Sibyl's bytes, kint's bytes, their sum against the cap). Reads only."""

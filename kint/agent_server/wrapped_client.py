@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -106,8 +107,9 @@ class SharedClient:
     as at a first start.
 
     A restore the pull tool stopped waiting for (`restore`, kint.agent_server.restore_wait)
-    keeps the client closed and the same tools refused (`RESTORE_RUNNING`) until the
-    worker no longer runs it; the first tool call after that opens the restored store."""
+    keeps the client closed and the same tools refused (`RESTORE_RUNNING`) until it ends;
+    its own thread then opens the restored store (`restore_ended`). Every change of the
+    client and of `restore` is made under `_lock`, which that thread takes too."""
 
     def __init__(self, db: str, tenant: str, home: Path, session: AgentSession) -> None:
         self.db, self.tenant, self.home, self.session = db, tenant, home, session
@@ -118,6 +120,9 @@ class SharedClient:
         # or a restore the tool call stopped waiting for still runs (restore_wait).
         self.gone: str | None = None
         self.restore: RestoreUnderWay | None = None
+        # The last restore that ended after its call answered, for memory_status.
+        self.last_restore: RestoreUnderWay | None = None
+        self._lock = threading.RLock()
 
     def install(self) -> Any:
         from sibyl_memory_mcp import server as sibyl_server
@@ -145,7 +150,7 @@ class SharedClient:
         aside: an open connection must not hold it). `install` builds a new one."""
         from sibyl_memory_mcp import server as sibyl_server
 
-        with sibyl_server._client_lock:
+        with self._lock, sibyl_server._client_lock:
             if sibyl_server._client_cache.get("client") is self.client:
                 sibyl_server._client_cache["client"] = None
         close_client(self.client)
@@ -156,36 +161,45 @@ class SharedClient:
         gone, else None (and the client built or rebuilt when it needs to be). `sibyls`:
         whether `tool` is one of Sibyl's, the only calls that read Sibyl's client cache
         (`_still_sibyls`); kint's tools are answered by the worker."""
-        self.refresh(sibyls=sibyls)
-        if tool in SERVED_WITHOUT_STORE:
-            return None
-        if self.restore is not None:
-            return {"ok": False, "error": RESTORE_RUNNING, "message": self.restore.message(),
-                    "hint": RESTORE_RUNNING_HINT}
-        if self.gone is None:
-            return None
-        return {"ok": False, "error": STORE_GONE, "message": self.gone,
-                "hint": STORE_GONE_HINT}
+        with self._lock:
+            self.refresh(sibyls=sibyls)
+            if tool in SERVED_WITHOUT_STORE:
+                return None
+            if self.restore is not None:
+                return {"ok": False, "error": RESTORE_RUNNING,
+                        "message": self.restore.message(), "hint": RESTORE_RUNNING_HINT}
+            if self.gone is None:
+                return None
+            return {"ok": False, "error": STORE_GONE, "message": self.gone,
+                    "hint": STORE_GONE_HINT}
 
-    def restoring(self) -> bool:
-        """Whether a restore the server stopped waiting for still runs; one that ended is
-        forgotten here, and the next `refresh` opens the store it left."""
-        if self.restore is None:
-            return False
-        if self.restore.running():
-            return True
-        log.info("the restore a memory_pull began has ended; opening the store again")
-        self.restore = None
-        return False
+    def follow(self, restore: RestoreUnderWay) -> None:
+        """From now until `restore_ended`, the store stays closed for `restore`."""
+        with self._lock:
+            self.close()  # this server's own connection must not hold the store
+            self.restore = restore
+
+    def restore_ended(self, restore: RestoreUnderWay) -> None:
+        """`restore` has ended (on its thread, or on the tool call's that waited for it):
+        the store it left is opened now."""
+        with self._lock:
+            if self.restore is restore:
+                self.restore = None
+                if restore.outlasted_call():  # its own call never said how it ended
+                    self.last_restore = restore
+            self.refresh()
 
     def refresh(self, sibyls: bool = True) -> None:
         """Build the client when there is none, or again when the store was replaced; a
         store that cannot be opened now is logged and left for the next call. A store
         deleted under the client closes it (see the class). With `sibyls`, also when
         Sibyl's server would build a client of its own at this call (`_still_sibyls`).
-        Nothing is opened while a restore still runs (`restoring`)."""
-        if self.restoring():
-            return
+        Nothing is opened while a restore is followed (`restore`)."""
+        with self._lock:
+            if self.restore is None:
+                self._refresh(sibyls)
+
+    def _refresh(self, sibyls: bool) -> None:
         ident = store_file_id(self.db)
         if self.client is not None:
             if ident == self._ident and (not sibyls or self._still_sibyls()):

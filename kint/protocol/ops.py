@@ -21,6 +21,9 @@ class ArgSpec:
     kind: Literal["str", "int", "bool", "settings"]
     required: bool = False
     max_chars: int = MAX_ARG_STRING_CHARS
+    # A string that must say something: verify's query ("" searched for nothing and came
+    # back a REFUSE, exit 1, rather than the bad input it is).
+    non_empty: bool = False
     min_value: int | None = None
     max_value: int | None = None
 
@@ -72,6 +75,8 @@ def _check_arg(op: str, name: str, spec: ArgSpec, value: Any, request_id: str | 
             raise bad("must be a string")
         if len(value) > spec.max_chars:
             raise bad(f"is longer than {spec.max_chars} characters")
+        if spec.non_empty and not value.strip():
+            raise bad("is empty")
         if "\x00" in value:
             raise bad("contains a NUL character")
     elif spec.kind == "int":
@@ -126,7 +131,7 @@ OPS: dict[str, OpSpec] = _ops(
            30_000, needs_space=True, args={"chain": ArgSpec("bool"), "keys": ArgSpec("bool")}),
     OpSpec("verify", "worker", "check recalled rows against what was anchored: proceed or "
            "refuse", 120_000, needs_space=True, args={
-               "query": ArgSpec("str", required=True, max_chars=4096),
+               "query": ArgSpec("str", required=True, max_chars=4096, non_empty=True),
                "limit": ArgSpec("int", min_value=1, max_value=100),
                "write": ArgSpec("bool"),
            }),

@@ -45,6 +45,9 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "op": (str,),
     "op_age_s": (float, int),
     "inflight": (int,),
+    # Every op in flight, oldest first, as [name, age_s], up to MAX_OPS_NAMED: `op` is the
+    # oldest alone, and a status naming only it hid a verify or a status behind a restore.
+    "ops": (list,),
     "rpc": (dict,),
     "head": (dict,),
     # The last count of unanchored row changes, whether the store or the head moved since
@@ -70,6 +73,9 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     # (kint.supervisor.workers.WorkerHandle.beat_tells_after_work).
     "taken": (int,),
 }
+
+# The most ops in flight a beat names (`ops`); the count (`inflight`) covers the rest.
+MAX_OPS_NAMED = 8
 
 # A worker at work beats every second. One idle for longer beats less often: 64 idle
 # workers beating every second cost ~47 ms of CPU a second (supervisor and workers, most

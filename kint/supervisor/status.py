@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kint.open_files import OpenFiles, open_files
 from kint.settings.started_with import started_with
-from kint.supervisor.workers import WorkerHandle
+from kint.supervisor.workers import WorkerHandle, ops_in_flight
 
 if TYPE_CHECKING:
     from kint.supervisor.daemon import Supervisor
@@ -72,6 +72,10 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "pid": handle.pid,
         "state": handle.state,
         "op": op,
+        # Every op in flight (the oldest is `op`), and how many run: more than are named
+        # when past MAX_OPS_NAMED.
+        "ops": ops_in_flight(beat, since) if handle.alive else [],
+        "ops_running": (beat.get("inflight") or 0) if handle.alive else 0,
         "rpc": beat.get("rpc"),
         "head": beat.get("head"),
         **_unanchored(handle, since),

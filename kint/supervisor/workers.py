@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kint.protocol.worker_wire import BEAT_SECONDS, beat_seconds_in_range
+from kint.protocol.worker_wire import BEAT_SECONDS, MAX_OPS_NAMED, beat_seconds_in_range
 
 State = Literal["starting", "ready", "busy", "hung", "restarting", "quarantined", "idle",
                 "stopping", "stopped"]
@@ -42,6 +42,18 @@ SILENT_MARGIN_S = 0.5
 HEALTHY_STATES = frozenset({"starting", "ready", "busy", "idle"})
 # States in which the worker takes requests.
 SERVING_STATES = frozenset({"ready", "busy"})
+
+
+def ops_in_flight(beat: dict[str, Any], since: float) -> list[dict[str, Any]]:
+    """Every op the last beat named as in flight, oldest first, each `name` and `age_s` as
+    of now (at most MAX_OPS_NAMED; `ops_running` counts them all). An item not shaped as
+    a worker makes it is left out: the beat is checked field by field, not item by item."""
+    named = []
+    for item in beat.get("ops") or []:
+        if (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
+            named.append({"name": item[0], "age_s": round(float(item[1]) + since, 3)})
+    return named[:MAX_OPS_NAMED]
 
 
 @dataclass(slots=True)
@@ -131,11 +143,21 @@ class WorkerHandle:
             return f"silent: no heartbeat for {now - self.last_beat_at:.1f}s"
         op = self.beat.get("op")
         if op:
-            age = self.beat.get("op_age_s") or 0.0
-            if self.last_beat_at is not None:
-                age += now - self.last_beat_at
-            return f"running {op} for {age:.1f}s"
+            since = now - self.last_beat_at if self.last_beat_at is not None else 0.0
+            age = (self.beat.get("op_age_s") or 0.0) + since
+            return f"running {op} for {age:.1f}s{self._others(since)}"
         return self.state
+
+    def _others(self, since: float) -> str:
+        """The ops in flight beside the oldest, for `doing`: a TIMEOUT of a verify sent
+        while a restore runs says the verify runs too, not only the restore."""
+        others = ops_in_flight(self.beat, since)[1:]
+        count = int(self.beat.get("inflight") or 0) - 1
+        if count <= 0 or not others:
+            return ""
+        said = ", ".join(f"{o['name']} for {o['age_s']:.1f}s" for o in others)
+        more = count - len(others)
+        return f" (and {said}{f' and {more} more' if more > 0 else ''})"
 
     # -- lifecycle decisions ---------------------------------------------------------------
 

@@ -8,6 +8,12 @@ Base's public endpoint, and "two RPCs disagree" or "could not get a second opini
 send the user after the wrong endpoint. Once a second opinion failed, one eth_chainId read
 of each endpoint says which answers for which chain (kint.chain.chain_id; never on a pull
 that goes through).
+
+The second opinion, and that look, are read through a tracker of their own, not the space's
+(`ctx.tracker`): the space's tracker stands for the endpoint the space reads its head
+from, and verify and status skip that read, saying "rpc unresponsive", for 30 s after a
+failure it recorded. A second endpoint that was down (Base's public one, rate limited, or
+out of reach) once made the primary look down that long after every refused cold start.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from kint.chain.anchor import Anchor, Head
 from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.settings.urls import redact_url
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.space import SpaceContext
 
@@ -34,7 +40,7 @@ def _on_the_right_chain(ctx: SpaceContext, chain: ChainConfig,
                         refusal: ProtocolError) -> ProtocolError:
     """`refusal`, or, when an endpoint answers for another chain, a refusal that says so
     first and says what to do about it."""
-    found = other_chain(chain, ctx.tracker, len(chain.rpc_urls), skip_silent=True)
+    found = other_chain(chain, RpcTracker(), len(chain.rpc_urls), skip_silent=True)
     if found is None:
         return refusal
     return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}: {refusal.message}", found[1])
@@ -56,7 +62,7 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
                             "resolves to the same endpoint as the primary",
                             "set KINT_RPC_URL_2 to another operator's endpoint, or "
                             "KINT_ALLOW_SINGLE_RPC=1 to accept one")
-    second = Anchor(chain, ctx.tracker, 1)
+    second = Anchor(chain, RpcTracker(), 1)  # not the space's: see the module's docstring
     for attempt in range(2):
         ctx.progress = ("pull: cold start, asking a second RPC for the head" if attempt == 0
                         else "pull: cold start, the second RPC disagreed; asking it again")

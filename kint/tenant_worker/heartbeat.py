@@ -106,7 +106,8 @@ class Heartbeat:
         watcher = self.ctx.watcher
         return {"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
-            "inflight": count, "rpc": self.ctx.tracker.beat(),
+            "inflight": count, "ops": self.inflight.named(worker_wire.MAX_OPS_NAMED),
+            "rpc": self.ctx.tracker.beat(),
             "head": ({"seq": mirror.head.seq, "block": mirror.head.block}
                      if mirror is not None else None),
             **unanchored,

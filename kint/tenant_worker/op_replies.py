@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kint.open_files import WORKER_ROOM_HINT, out_of_files_message, ran_out_of_files
 from kint.protocol import ErrorCode, ProtocolError
@@ -71,6 +71,14 @@ class InFlight:
                 return 0, None, None
             op, started = min(self._ops.values(), key=lambda item: item[1])
             return len(self._ops), op, time.monotonic() - started
+
+    def named(self, limit: int) -> list[list[Any]] | None:
+        """Every op running, oldest first, as [name, age_s], up to `limit` (the beat's
+        `ops`), or None when none runs."""
+        with self._lock:
+            now = time.monotonic()
+            ops = sorted(self._ops.values(), key=lambda item: item[1])[:limit]
+        return [[op, round(now - started, 3)] for op, started in ops] or None
 
 
 class OpReplies:

@@ -19,15 +19,21 @@ paid at start and at each tool call over a locked store), so that a test of that
 not wait the default out at every check. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
 `SESSION_NAME`'s value, each time this server's session has attached and logged what the
 worker answered (at start and at every keepalive), so that a test sees that a session
-re-attached instead of sleeping for it. kint reads none of this.
+re-attached instead of sleeping for it. `KINT_TEST_AUTOSTART_ENTITLED=1` has a supervisor
+this server starts (its calls start one when none runs) be the test's
+(tests/support/run_supervisor.py, Sibyl's test gate in its workers, trusting the same
+`KINT_TEST_TRUSTED_KEY` as this server), so that a test sees what the server does on its
+own after a supervisor dies. kint reads none of this.
 """
 
 import importlib
 import os
 import sys
+import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+SUPPORT = Path(__file__).resolve().parent
+sys.path.insert(0, str(SUPPORT))
 
 # Imported for what its import does (installs the gate and the guard), by name as the
 # worker forkserver's preload imports it: no name of it is used here.
@@ -53,7 +59,26 @@ def _note_attaches(path: str) -> None:
     session.AgentSession._call_on = noted
 
 
+def _autostart_entitled() -> None:
+    """The supervisor a call of this server starts is the test's (see the docstring)."""
+    import subprocess
+
+    from kint.supervisor import autostart
+
+    def spawn(home):  # noqa: ANN001, ANN202 - spawn_daemon's own
+        proc = subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
+                                 str(home)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
+        threading.Thread(target=proc.wait, daemon=True).start()  # reaped, as kint's is
+        return proc
+
+    autostart.spawn_daemon = spawn
+
+
 if __name__ == "__main__":
+    if os.environ.get("KINT_TEST_AUTOSTART_ENTITLED"):
+        _autostart_entitled()
     if os.environ.get("KINT_TEST_KEEPALIVE_S"):
         session.KEEPALIVE_S = float(os.environ["KINT_TEST_KEEPALIVE_S"])
     if os.environ.get("KINT_TEST_ATTACH_RETRY_S"):
