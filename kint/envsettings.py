@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 
+# Whether this system has a /proc to tell a zombie by (Linux); without one (macOS) a missing
+# /proc/<pid> says nothing about the pid.
+_HAVE_PROC = os.path.exists("/proc/self/stat")
+
+
 def pid_alive(pid: int) -> bool:
     """True while a process with this pid runs (it may be another user's). A zombie (exited,
     not yet reaped) counts as gone: a supervisor killed under a parent that never reaps it
@@ -17,11 +22,13 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         pass
+    if not _HAVE_PROC:  # macOS: os.kill is all there is
+        return True
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except (FileNotFoundError, ProcessLookupError):  # reaped meanwhile
         return False
-    except OSError:  # no /proc (macOS): os.kill is all there is
+    except OSError:  # /proc unreadable here (hidepid): os.kill said enough
         return True
     return stat.rsplit(b")", 1)[-1].split()[:1] not in ([b"Z"], [b"X"])

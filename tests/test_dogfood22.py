@@ -50,6 +50,25 @@ def test_a_zombie_is_not_alive():
     assert pid_alive(os.getpid()) is True
 
 
+def test_without_a_proc_a_live_pid_is_alive(monkeypatch):
+    """macOS has no /proc: a pid that os.kill finds is alive there, not gone because
+    /proc/<pid> is missing (every worker would have left its supervisor at its first beat).
+    The flag is what such a system sets at import; set here, as this box has a /proc."""
+    import kint.envsettings as envsettings
+
+    monkeypatch.setattr(envsettings, "_HAVE_PROC", False)
+    monkeypatch.setattr(envsettings.os, "kill", lambda pid, sig: None)
+    real_open = open
+
+    def no_proc(path, *args, **kwargs):
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", no_proc)
+    assert envsettings.pid_alive(os.getpid()) is True
+
+
 def test_every_op_in_flight_is_named(tmp_path):
     """Three attaches held on the worker's pool (KINT_TEST_HOLD_ATTACH) are three ops in
     flight: status names each, oldest first, and a request timed out behind them names
