@@ -263,3 +263,20 @@ def test_every_part_redact_url_hides_is_scrubbed_from_an_endpoints_words():
     assert scrub_url_secrets(said, url_secrets(url)) == (
         "POST https://<redacted>:<redacted>@rpc.example:8545<redacted> failed; key <redacted> "
         "unknown; v2 is the API; <redacted>")
+
+
+def test_an_endpoint_urllib_cannot_split_is_shown_without_its_key_and_raises_nothing():
+    """A `[` that opens no IPv6 host makes urllib raise. Such a KINT_RPC_URL in the
+    environment of the command that started a supervisor failed every `kint supervisor
+    status` with INTERNAL (the status lists what it was started with), and its refusal's
+    words raised too; neither may show the key it holds."""
+    from kint.settings.started_with import started_with
+    from kint.settings.urls import redact_url, url_may_hold_a_key, url_secrets
+
+    url = "https://[rpc.example/v2/kintkeypart"
+    assert "kintkeypart" not in redact_url(url)
+    assert url_may_hold_a_key(url)
+    assert url_secrets(url) == [url]
+    listed = started_with({"KINT_RPC_URL": url, "KINT_QUIET_SECONDS": "5"})
+    assert [e["name"] for e in listed] == ["KINT_RPC_URL", "KINT_QUIET_SECONDS"]
+    assert "kintkeypart" not in listed[0]["value"]

@@ -104,6 +104,21 @@ def test_a_bad_value_is_refused_naming_the_file_and_the_key(tmp_path, text, key,
     assert why in str(caught.value)
 
 
+def test_an_endpoint_urllib_cannot_split_is_refused_as_no_url(tmp_path):
+    """A `[` that opens no IPv6 host makes urllib raise ValueError: in the environment it
+    failed every op that read the setting with INTERNAL (a worker's status, config show),
+    where a bad value is refused or left unused; its key is not shown."""
+    from kint.settings.schema import BadValue, parse
+
+    url = "https://[rpc.example/v2/kintkeypart"
+    with pytest.raises(BadValue, match="is not an http"):
+        parse(BY_NAME["KINT_RPC_URL"], url)
+    with pytest.raises(ConfigError) as caught:
+        parse_config(tmp_path / "config.toml", f'rpc_url = "{url}"'.encode())
+    assert "is not an http(s) URL" in str(caught.value)
+    assert "kintkeypart" not in str(caught.value)
+
+
 @pytest.mark.parametrize("text, key, why", [
     ('rpc_url = ["https://base.example/v2/API-KEY-1"]', "rpc_url", "an array must be a string"),
     ('[spaces."alice"]\nrpc_url_2 = {u = "https://x.example/v2/API-KEY-1"}',

@@ -396,7 +396,10 @@ def parse(setting: Setting, value: Any) -> Any:
     if not isinstance(value, str):
         raise BadValue("must be a string")
     if kind == "url":
-        parts = urllib.parse.urlsplit(value)
+        try:
+            parts = urllib.parse.urlsplit(value)
+        except ValueError:  # a `[` that opens no IPv6 host: refused as bad, not a crash
+            raise BadValue("is not an http(s) URL") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadValue("is not an http(s) URL")
         return value

@@ -10,10 +10,19 @@ from __future__ import annotations
 import urllib.parse
 
 
+# What `redact_url` shows of a value urllib cannot split (a `[` that opens no IPv6 host).
+UNSPLITTABLE_URL = "<not a URL kint can read>"
+
+
 def redact_url(url: str) -> str:
     """Scheme, host and port only: an API key in a path or query never reaches a log line,
-    a status table or an error."""
-    p = urllib.parse.urlsplit(url)
+    a status table or an error. Never raises: it words the very values that are wrong (a
+    refused setting, the environment a supervisor was started with), and one that urllib
+    cannot split, shown as it is, could show the key it holds."""
+    try:
+        p = urllib.parse.urlsplit(url)
+    except ValueError:
+        return UNSPLITTABLE_URL
     host = p.hostname or ""
     try:
         netloc = f"{host}:{p.port}" if p.port else host
@@ -31,8 +40,12 @@ SECRET_PART_MIN_CHARS = 6
 def url_secrets(url: str) -> list[str]:
     """The parts of `url` that `redact_url` hides (the user and password, the path and its
     segments, the query and its values, the fragment), longest first: the text an
-    endpoint's error may quote back, which kint must not show."""
-    p = urllib.parse.urlsplit(url.strip())
+    endpoint's error may quote back, which kint must not show. A value urllib cannot split
+    is one secret whole."""
+    try:
+        p = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return [url.strip()] if len(url.strip()) >= SECRET_PART_MIN_CHARS else []
     parts = {p.path + ("?" + p.query if p.query else ""), p.path, p.query, p.fragment,
              p.username or "", p.password or "", *p.path.split("/"), *p.query.split("&")}
     for key, value in urllib.parse.parse_qsl(p.query, keep_blank_values=True):
@@ -50,6 +63,9 @@ def scrub_url_secrets(text: str, secrets: list[str]) -> str:
 
 def url_may_hold_a_key(url: str) -> bool:
     """Whether `url` has a part where providers put API keys or passwords (a user, a path,
-    a query, a fragment): the parts `redact_url` hides."""
-    p = urllib.parse.urlsplit(url.strip())
+    a query, a fragment): the parts `redact_url` hides. One urllib cannot split may."""
+    try:
+        p = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return True
     return bool(p.username or p.password or p.path.strip("/") or p.query or p.fragment)
