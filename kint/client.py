@@ -134,6 +134,12 @@ class Client:
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
+        # The pid of the supervisor the last `call` sent its request to, as the pid file
+        # named it then (one the call started included); None when it sent nothing or no
+        # pid was known. Read after a call that got no answer, it names the supervisor that
+        # holds the request, where a pid read before the call names none when the call
+        # itself started one.
+        self.sent_to: int | None = None
 
     def _connect(self) -> zmq.Socket:
         """A DEALER on the front socket, if its folder is this user's alone: a socket in a
@@ -237,6 +243,7 @@ class Client:
         by one deadline: `timeout_s` from now (or the thread's `bounded` block's)."""
         deadline, bound_s = _deadline(timeout_s if timeout_s is not None
                                       else DEFAULT_TIMEOUT_MS / 1000)
+        self.sent_to = None
         serving = self._holder.pid()
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists(serving)):
@@ -252,6 +259,7 @@ class Client:
                                         f"({op} was not sent)", NO_ANSWER_HINT)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
+        self.sent_to = serving
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
         if serving is not None and serving > 0 and self._connected is not None:
             self._front = (serving, *self._connected)
@@ -320,7 +328,7 @@ class Client:
                     frame = sock.recv()
                 except zmq.Again:
                     if not fresh_socket:
-                        serving = self._check_serving(serving, request.op)
+                        serving = self.sent_to = self._check_serving(serving, request.op)
                     continue
                 try:
                     reply = decode_reply(frame)

@@ -151,3 +151,18 @@ def test_a_second_opinion_out_of_reach_leaves_the_primary_read(tmp_path, chain_h
     finally:
         fresh.shutdown()
         source.shutdown()
+
+
+def test_a_pid_of_another_user_is_not_alive(monkeypatch):
+    """os.kill refused with EPERM: the pid is another user's now (ours exited and the pid
+    was taken again), so the supervisor, worker or nonce holder asked about is gone. It
+    counted as alive (a worker kept serving for a supervisor long dead, a nonce held by a
+    dead holder stayed held)."""
+    import kint.envsettings as envsettings
+
+    def refused(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(envsettings.os, "kill", refused)
+    assert envsettings.pid_alive(os.getpid()) is False
+

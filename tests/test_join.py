@@ -500,7 +500,9 @@ def test_a_session_key_file_kint_cannot_read_stops_join_naming_it_and_the_way_ou
     path = sb.kint_home / "session.key"
     path.write_text("not a keystore\n")
     path.chmod(0o600)
+    from kint.custody.errors import SessionKeyCorrupt
     from kint.custody.recovery_code import encode_recovery_code
+    from kint.tenant_worker.custody_errors import as_protocol_error
 
     code = encode_recovery_code(b"\x01" * 32)
     argv = ("join", "--owner", "0x000000000000000000000000000000000000dEaD",
@@ -511,8 +513,10 @@ def test_a_session_key_file_kint_cannot_read_stops_join_naming_it_and_the_way_ou
     finally:
         sb.shutdown()
     message = f"{path} is not a session key kint can read: it is not valid JSON"
-    hint = ("`kint session-key rotate` moves it aside and makes a new key, then run kint join "
-            "again (the new key needs the owner's authorization: kint authorize)")
+    # The hint every command and op gives for it (custody_errors), join's next step after.
+    hint = ("`kint session-key rotate` moves it aside and makes a new key, which needs the "
+            "owner's authorization (kint authorize); then run kint join again")
+    assert hint.startswith(as_protocol_error(SessionKeyCorrupt(path, "is not valid JSON")).hint + "; ")
     assert plain.returncode == 2, plain.stdout + plain.stderr
     stopped, said = plain.stderr.splitlines()[:2]
     assert stopped.startswith(f"join stopped at session key: {message}"), plain.stderr

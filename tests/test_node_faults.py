@@ -164,3 +164,32 @@ def test_a_chain_that_lost_the_last_block_is_said_as_a_reorganisation(machine, c
     assert pulled.returncode == 6 and lost in pulled.stderr, pulled.stderr
     assert "ask another endpoint" in pulled.stderr
     assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"
+
+
+def test_a_block_check_the_endpoint_refuses_lets_pull_and_push_go_on(machine):
+    """This machine's record of epoch 2 names another block than the head does (as after
+    the chain put it back in a later one), and the endpoint refuses the Epoch event read
+    that would check it (eth_getLogs answered with an error object). The correction is a
+    refinement: pull and push go on, the record unchanged and one log line said, where
+    both failed RPC_UNAVAILABLE; the next pull, the endpoint well again, corrects it."""
+    m, proxy, epoch = machine
+    (meta_path,) = (m.kint_home / "epochs").glob("*/00000002.meta.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["block"] == epoch["block"]
+
+    def record_elsewhere() -> None:
+        meta_path.write_text(json.dumps({**meta, "block": epoch["block"] - 1}))
+
+    record_elsewhere()
+    proxy.set_mode("error_methods", methods=["eth_getLogs"], message="logs are switched off")
+    assert kjson(m, "pull")["applied"] == []
+    assert json.loads(meta_path.read_text())["block"] == epoch["block"] - 1
+    log = (m.kint_home / "supervisor.log").read_text(errors="replace")
+    assert f"epoch 2 not checked at block {epoch['block']}" in log, log[-2000:]
+    proxy.forward()
+    assert kjson(m, "pull")["applied"] == []
+    assert json.loads(meta_path.read_text())["block"] == epoch["block"]
+
+    record_elsewhere()
+    proxy.set_mode("error_methods", methods=["eth_getLogs"], message="logs are switched off")
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]

@@ -67,3 +67,37 @@ def test_a_status_that_cannot_be_read_leaves_the_store_closed(restore):
     assert restore._worker_pulls(FakeClient(Path("/nowhere"), autostart=False)) is True
     assert restore.running() is True  # its thread was never started: no answer yet
     assert restore.message().startswith("a memory_pull with discard_local began 5 s ago")
+
+
+class SendingClient:
+    """The restore thread's own client: its send starts a supervisor (pid 4242, none held
+    the home before) whose request then goes unanswered; it stays, stopped (SIGSTOP)."""
+
+    def __init__(self) -> None:
+        self.holder: int | None = None
+        self.sent_to: int | None = None
+        self.sends = 0
+
+    def serving_pid(self) -> int | None:
+        return self.holder
+
+    def send(self, _client: object, _timeout_s: float) -> dict:
+        self.sends += 1
+        self.holder = self.sent_to = 4242
+        raise restore_wait.SupervisorUnavailable("the supervisor (pid 4242) is stopped")
+
+
+def test_a_supervisor_the_send_started_is_the_one_watched(monkeypatch):
+    """No supervisor ran when the restore was sent; the send started one, which then did
+    not answer and stays stopped. It is not gone: its worker no longer pulls, so the
+    restore ended unanswered and is not sent a second time, where the pid read before the
+    send (none) made that supervisor look gone and the restore went out twice."""
+    monkeypatch.setattr(restore_wait, "Client", FakeClient)
+    monkeypatch.setattr(restore_wait, "LOOK_EVERY_S", 0.0)
+    FakeClient.answer = _row(None)  # its worker runs nothing now
+    client = SendingClient()
+    under_way = restore_wait.RestoreUnderWay(Path("/nowhere"), SPACE16, client.send,
+                                             lambda r: None, lambda: None)
+    with pytest.raises(restore_wait.SupervisorUnavailable):
+        under_way._follow(client)  # type: ignore[arg-type]
+    assert client.sends == 1 and under_way.unanswered and not under_way.resumed

@@ -135,3 +135,34 @@ def test_a_connection_never_made_is_said_as_such():
     w3 = _w3(f"http://127.0.0.1:{port}")
     with pytest.raises(RpcNotReached, match="could not be reached"):
         bounded(lambda: w3.eth.send_raw_transaction(b"\x01"), "sending a transaction")
+
+
+class _LogReader:
+    """A stand-in anchor whose Epoch-event read is one bounded call to the endpoint."""
+
+    def __init__(self, url: str) -> None:
+        self.w3 = _w3(url)
+
+    def epoch_log(self, owner: str, space: str, seq: int, block: int) -> int:
+        return bounded(lambda: self.w3.eth.block_number, "reading an epoch log")
+
+
+def test_a_walks_log_read_repeats_a_refusal_not_a_timeout(endpoint, monkeypatch):
+    """The walk asks a log read once more only when the endpoint answered with a refusal
+    (a 429: RpcErrorAnswer). A read that timed out was already tried three times by the
+    provider: the walk raises it at once, where it asked again (six timeouts in all)."""
+    from kint.chain.rpc import RpcErrorAnswer
+    from kint.tenant_worker import walk_history
+
+    monkeypatch.setattr(walk_history, "LOG_RETRY_S", 0.0)
+    reader = _LogReader(endpoint.url)
+    endpoint.fail, endpoint.how = 3, "late"
+    with pytest.raises(RpcUnavailable, match="did not answer") as failed:
+        walk_history.epoch_log_retried(reader, "owner", "space", 2, 7)  # type: ignore[arg-type]
+    assert not isinstance(failed.value, RpcErrorAnswer)
+    assert endpoint.methods == ["eth_blockNumber"] * 3
+
+    endpoint.methods.clear()
+    endpoint.fail, endpoint.how = 1, "429"
+    assert walk_history.epoch_log_retried(reader, "owner", "space", 2, 7) == 16  # type: ignore[arg-type]
+    assert endpoint.methods == ["eth_blockNumber"] * 2

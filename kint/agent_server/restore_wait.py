@@ -196,13 +196,15 @@ class RestoreUnderWay:
                 log.warning("could not attach the session after the restore", exc_info=True)
 
     def _follow(self, client: Client) -> dict[str, Any]:
-        serving = client.serving_pid()
         try:
             return self._send(client, RESTORE_WAIT_S)
         except SupervisorUnavailable as err:
             log.warning("the restore's supervisor did not answer it (%s)", err.message)
             self.unanswered = True
-            if not self._wait_out(client, serving):
+            # The supervisor the restore went to, read once sent: a pid read before the
+            # send was None when the send started the supervisor, and then that one,
+            # stopped but alive, read as gone, so the restore was sent a second time.
+            if not self._wait_out(client, client.sent_to):
                 raise
         # Its supervisor exited mid-restore: the same restore again, now the old worker's
         # has stopped (see the module's docstring).
@@ -211,8 +213,8 @@ class RestoreUnderWay:
         return self._send(client, RESTORE_WAIT_S)
 
     def _wait_out(self, client: Client, serving: int | None) -> bool:
-        """After a call the supervisor did not answer: True once it is gone and no process
-        holds the head lock (send the restore again), False once the supervisor that still
+        """After a call the supervisor `serving` (its pid) did not answer: True once it is
+        gone and no process holds the head lock (send the restore again), False once the supervisor that still
         holds the home says its worker no longer runs the pull (it ended unanswered)."""
         look = Client(self.home, autostart=False)
         give_up_at = self.sent_at + RESTORE_WAIT_S  # then sent again: its worker says BUSY

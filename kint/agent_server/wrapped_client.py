@@ -76,6 +76,19 @@ STORE_GONE_HINT = ("call memory_pull: it restores the anchored rows into a new s
 # memory_verify, memory_push) is refused until it is back.
 SERVED_WITHOUT_STORE = frozenset({"memory_status", "memory_pull", "memory_connect",
                                   "memory_history"})
+# How long a tool call that needs the store waits for the worker to say what was anchored
+# from a deleted one (its status call is bounded at 30 s), before it is refused as gone.
+DELETION_CHECK_WAIT_S = 35.0
+
+
+class _DeletionCheck:
+    """The worker being asked what was anchored from a store deleted under the client:
+    `message` is what `gone` says meanwhile, `done` is set once the answer is in."""
+
+    def __init__(self, db: str) -> None:
+        self.message = (f"the store {db} was deleted while kint-server had it open; asking "
+                        f"the worker what was anchored from it")
+        self.done = threading.Event()
 
 
 def _sibyl_files() -> dict[str, Any]:
@@ -109,7 +122,12 @@ class SharedClient:
     A restore the pull tool stopped waiting for (`restore`, kint.agent_server.restore_wait)
     keeps the client closed and the same tools refused (`RESTORE_RUNNING`) until it ends;
     its own thread then opens the restored store (`restore_ended`). Every change of the
-    client and of `restore` is made under `_lock`, which that thread takes too."""
+    client and of `restore` is made under `_lock`, which that thread takes too.
+
+    The worker's answer about a deleted store (a status call, up to 30 s) is waited for
+    outside `_lock`, so memory_status, memory_pull and the restore thread are not held
+    behind it. Meanwhile `gone` says the check is under way, so no call makes a new store
+    over the loss, and the calls that need the store wait for the answer (`_check`)."""
 
     def __init__(self, db: str, tenant: str, home: Path, session: AgentSession) -> None:
         self.db, self.tenant, self.home, self.session = db, tenant, home, session
@@ -122,6 +140,8 @@ class SharedClient:
         self.restore: RestoreUnderWay | None = None
         # The last restore that ended after its call answered, for memory_status.
         self.last_restore: RestoreUnderWay | None = None
+        # The worker being asked about a deleted store, outside the lock (the class).
+        self._check: _DeletionCheck | None = None
         self._lock = threading.RLock()
 
     def install(self) -> Any:
@@ -161,8 +181,11 @@ class SharedClient:
         gone, else None (and the client built or rebuilt when it needs to be). `sibyls`:
         whether `tool` is one of Sibyl's, the only calls that read Sibyl's client cache
         (`_still_sibyls`); kint's tools are answered by the worker."""
+        self.refresh(sibyls=sibyls)
+        check = self._check
+        if check is not None and tool not in SERVED_WITHOUT_STORE:
+            check.done.wait(DELETION_CHECK_WAIT_S)  # refused as gone if still unanswered
         with self._lock:
-            self.refresh(sibyls=sibyls)
             if tool in SERVED_WITHOUT_STORE:
                 return None
             if self.restore is not None:
@@ -196,17 +219,24 @@ class SharedClient:
         Sibyl's server would build a client of its own at this call (`_still_sibyls`).
         Nothing is opened while a restore is followed (`restore`)."""
         with self._lock:
-            if self.restore is None:
-                self._refresh(sibyls)
+            if self.restore is not None:
+                return
+            check = self._refresh(sibyls)
+        if check is not None:
+            self._settle_deletion(check, sibyls)
 
-    def _refresh(self, sibyls: bool) -> None:
+    def _refresh(self, sibyls: bool) -> _DeletionCheck | None:
+        """Under `_lock`. The check to run (outside it) when the store was found deleted
+        under the client, else None."""
         ident = store_file_id(self.db)
         if self.client is not None:
             if ident == self._ident and (not sibyls or self._still_sibyls()):
-                return
+                return None
             self.close()
             if ident is None:
-                self._deleted()
+                self._check = _DeletionCheck(self.db)
+                self.gone = self._check.message
+                return self._check
             elif ident != self._ident:
                 log.info("the store was replaced (a pull restored it); rebuilding the client")
             else:
@@ -214,7 +244,7 @@ class SharedClient:
                          "with them")
         if self.gone is not None:
             if ident is None:
-                return
+                return None
             log.info("the store is back at %s; opening it", self.db)
             self.gone = None
         try:
@@ -224,8 +254,9 @@ class SharedClient:
             if message != self._failed:
                 self._failed = message
                 log.warning("Sibyl's client is not open: %s", message)
-            return
+            return None
         self._failed = None
+        return None
 
     def _still_sibyls(self) -> bool:
         """Whether Sibyl's tools will use kint's client at this call. Sibyl's server builds
@@ -246,9 +277,39 @@ class SharedClient:
             return cache.get("client") is self.client and all(
                 cache.get(key) == value for key, value in _sibyl_files().items())
 
-    def _deleted(self) -> None:
-        """The store was deleted under the client just closed: refuse the tools that need
-        it while rows anchored from it are on chain (or the worker cannot say)."""
+    def _settle_deletion(self, check: _DeletionCheck, sibyls: bool) -> None:
+        """The store was deleted under the client just closed: ask the worker (without
+        `_lock`), then refuse the tools that need it while rows anchored from it are on
+        chain (or the worker cannot say), or make a new store when none were. A store that
+        came back meanwhile (a restore, a pull) is left as its refresh found it."""
+        try:
+            anchored = self._anchored()
+            with self._lock:
+                if self.gone is not check.message:  # settled meanwhile by a refresh
+                    return
+                if not anchored:
+                    log.warning("the store %s was deleted under kint-server; nothing of it "
+                                "was anchored: a new store is made, as at a first start",
+                                self.db)
+                    self.gone = None
+                    if self.restore is None:
+                        self._refresh(sibyls)
+                    return
+                rows = (f"{anchored} row(s) anchored from it are on chain" if anchored > 0
+                        else "rows anchored from it may be on chain (the worker did not say)")
+                self.gone = (f"the store {self.db} was deleted while kint-server had it "
+                             f"open; {rows}")
+                log.warning("%s: refusing the tools that need it until memory_pull restores "
+                            "it", self.gone)
+        finally:
+            with self._lock:
+                if self._check is check:
+                    self._check = None
+            check.done.set()
+
+    def _anchored(self) -> int | None:
+        """How many rows anchored from the store the worker holds in its mirror (None or 0:
+        none); -1 when it cannot say."""
         try:
             # The mirror comes with the chain facts (a head read within verify's budget).
             status = self.session.call("status", {"chain": True}, timeout_s=30)
@@ -257,13 +318,5 @@ class SharedClient:
         except KintError as err:
             log.warning("the store %s was deleted; the worker cannot say what was anchored "
                         "from it (%s)", self.db, err.message)
-            anchored = -1
-        if not anchored:
-            log.warning("the store %s was deleted under kint-server; nothing of it was "
-                        "anchored: a new store is made, as at a first start", self.db)
-            return
-        rows = (f"{anchored} row(s) anchored from it are on chain" if anchored > 0 else
-                "rows anchored from it may be on chain (the worker did not say)")
-        self.gone = f"the store {self.db} was deleted while kint-server had it open; {rows}"
-        log.warning("%s: refusing the tools that need it until memory_pull restores it",
-                    self.gone)
+            return -1
+        return anchored

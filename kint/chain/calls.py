@@ -1,6 +1,7 @@
 """A chain call's outcomes other than its answer, in one place: the contract (or the node,
 for gas) refused it (`ChainRefused`), or the endpoint could not be used (`RpcUnavailable`:
-a timeout, a refused connection, an error object, an answer of the wrong shape).
+a timeout, a refused connection, an error object, an answer of the wrong shape; an error
+object or an HTTP status is the subclass `RpcErrorAnswer`).
 
 `bounded` runs one call and maps every low-level failure web3, requests and the socket
 raise to one of those two, so no caller sees a library's exception or a traceback, and an
@@ -14,7 +15,7 @@ from typing import Any, Callable, TypeVar
 import requests
 from web3.exceptions import BadResponseFormat, TimeExhausted, Web3RPCError
 
-from kint.chain.rpc import NEVER_CONNECTED, RpcNotReached, RpcUnavailable
+from kint.chain.rpc import NEVER_CONNECTED, RpcErrorAnswer, RpcNotReached, RpcUnavailable
 
 T = TypeVar("T")
 # ChainRefused.error when the sender cannot pay for the gas.
@@ -43,17 +44,20 @@ def bounded(fn: Callable[[], T], what: str) -> T:
             OSError) as err:
         if getattr(err, NEVER_CONNECTED, False):
             raise RpcNotReached(f"{what}: {transport_words(err)}") from None
+        if isinstance(err, requests.exceptions.HTTPError) and isinstance(
+                getattr(err.response, "status_code", None), int):
+            raise RpcErrorAnswer(f"{what}: {transport_words(err)}") from None
         raise RpcUnavailable(f"{what}: {transport_words(err)}") from None
     except Web3RPCError as err:
         # The node refused the call. Too little ETH for the gas is the sender's to fix, not
         # the endpoint's: it comes back as a refusal the ops can explain.
         if "insufficient funds" in str(err).lower():
             raise ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200]) from None
-        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+        raise RpcErrorAnswer(f"{what}: the endpoint answered with an error "
                              f"({endpoint_text(err)})") from None
     except ValueError as err:
         # web3 raises ValueError for JSON-RPC error objects it does not map.
-        raise RpcUnavailable(f"{what}: the endpoint answered with an error "
+        raise RpcErrorAnswer(f"{what}: the endpoint answered with an error "
                              f"({endpoint_text(err)})") from None
     except (TypeError, KeyError, AttributeError, IndexError, BadResponseFormat):
         # An answer of the wrong shape (an object where a number was due, a receipt without

@@ -52,6 +52,13 @@ class RpcNotReached(RpcUnavailable):
     machine (a send that failed so was not sent)."""
 
 
+class RpcErrorAnswer(RpcUnavailable):
+    """The endpoint answered, and the answer was a refusal: an error object or an HTTP
+    status (a 429 rate limit). The provider never asks again after an answer, so a caller
+    that can ride one out (a pull's walk) repeats this, and only this: a connection error
+    or a timeout was already tried three times here."""
+
+
 class RpcTracker:
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -149,25 +149,20 @@ def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
 # -- the steps ------------------------------------------------------------------------------
 
 
-# A session.key that is there but not a keystore kint can read: join keeps a key that is
-# there and makes one only where there is none, so it never gets past this on its own.
-SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes a new key, "
-                            "then run kint join again (the new key needs the owner's "
-                            "authorization: kint authorize)")
-
-
 def _session_key(home: Path, said: Said) -> str:
     from kint.commands.key_refusals import custody_refusal
-    from kint.custody.errors import CustodyError, SessionKeyCorrupt
+    from kint.custody.errors import CustodyError
     from kint.custody.session_key import create_session_key
 
     try:
         address, existed = create_session_key(home)
     except CustodyError as err:
+        # A session.key kint cannot read: join keeps a key that is there and makes one only
+        # where there is none, so it never gets past this on its own; the custody hint
+        # (custody_errors.SESSION_KEY_CORRUPT_HINT) names the way out.
         found = custody_refusal(err)
-        hint = (SESSION_KEY_CORRUPT_HINT if isinstance(err, SessionKeyCorrupt) else
-                f"{found.hint}; then run kint join again")
-        stop(STEP_SESSION_KEY, found.code, found.message, hint)
+        stop(STEP_SESSION_KEY, found.code, found.message,
+             f"{found.hint}; then run kint join again")
     said.step("session_key", {"address": address, "created": not existed},
               f"session key: {address} (kept)" if existed else
               f"session key: {address} (created; it signs epochs for this machine and can "

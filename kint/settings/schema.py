@@ -272,7 +272,8 @@ V030_DEPARTURES: dict[str, str] = {
                         "tried once only (its request may have reached the endpoint, and the "
                         "push's journal decides what becomes of it), an answer (an HTTP "
                         "status such as 429, an error object) is never tried again, and "
-                        "verify's head read and doctor's calls, each bounded as a whole "
+                        "verify's head read, status's session-key facts (its balance and "
+                        "authorization) and doctor's calls, each bounded as a whole "
                         "(`KINT_VERIFY_HEAD_SECONDS`, doctor's own bound), are tried once; "
                         "web3's own retries are off; below 0.1 is raised to 0.1",
     "KINT_OFFLINE": "`kint join`, which must read the chain, refuses",

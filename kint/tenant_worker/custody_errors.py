@@ -43,9 +43,11 @@ SESSION_KEY_LOCKED_HINT = ("give back the local passphrase the key was sealed wi
 
 
 # A keystore kint cannot read: CORRUPT_STATE's default hint (move it aside, then pull or
-# connect) would leave the machine with no session key and no word of how to get one.
-SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes a new key "
-                            "(which needs its own authorization)")
+# connect) would leave the machine with no session key and no word of how to get one. The
+# one wording for every command and op that meets it (kint join adds its own "then run kint
+# join again", as it does to every custody hint).
+SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes a new key, "
+                            "which needs the owner's authorization (kint authorize)")
 
 
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:

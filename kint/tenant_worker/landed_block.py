@@ -11,6 +11,11 @@ the one before it (its prevBlock, read by `push --reanchor`'s re-sent epochs). E
 checked before it is taken: the Epoch event of that seq must be in that block with the
 digest this machine recorded, so an endpoint can only move an epoch where the chain holds
 it.
+
+Why a failed check changes nothing and is not raised: the correction is a refinement of
+records that are right in seq and digest; the pull or push that asked for it does not
+depend on it. An endpoint that cannot answer the Epoch event read (a timeout, an error
+object, a refused eth_getLogs) costs one log line, and the next pull or push asks again.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import replace
 import orjson
 
 from kint.chain.anchor import Anchor, Head
+from kint.chain.rpc import RpcUnavailable
 from kint.paths import atomic_write
 from kint.tenant_worker.epoch_cache import META_SUFFIX, EpochMeta
 from kint.tenant_worker.space import SpaceContext
@@ -64,7 +70,8 @@ def settle_block(ctx: SpaceContext, anchor: Anchor, owner: str, seq: int,
     """Epoch `seq`, which this machine holds, is in `block` by the chain's word: record it
     there, with the transaction and writer its Epoch event names, when the cache says
     another block and the event is there with the recorded digest. True when it moved; an
-    epoch not cached, or an event not found, changes nothing."""
+    epoch not cached, an event not found, or an endpoint that fails the read changes
+    nothing."""
     if not block or seq < 1:
         return False
     state = ctx.state
@@ -74,7 +81,12 @@ def settle_block(ctx: SpaceContext, anchor: Anchor, owner: str, seq: int,
         return False
     if meta.block == block:
         return False
-    event = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+    try:
+        event = anchor.epoch_log(owner, ctx.config.space_id, seq, block)
+    except RpcUnavailable as err:
+        log.warning("space %s: epoch %d not checked at block %d (recorded at %d): %s; the next "
+                 "pull or push tries again", ctx.config.space16, seq, block, meta.block, err)
+        return False
     if event is None or event.digest != meta.digest:
         return False
     record_landing(ctx, replace(meta, block=event.block, tx=event.tx_hash,

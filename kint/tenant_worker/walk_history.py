@@ -19,11 +19,13 @@ says the same thing with the setting to change. A pull that already holds epochs
 v0.3.0's gap (03-new-machine.md, "Gaps"): the epochs before it apply, and the next pull
 retries.
 
-Why one retry: v0.3.0 tries a read that failed once more (03-new-machine.md, "Freshness:
-two endpoints on a cold start"); the provider tries again only a connection that failed
-or timed out (kint.chain.rpc), not an answer, so the walk repeats a failed log read once
-(an error object, a 429), after a pause that rides out a rate limit's burst, before it
-decides the endpoint does not serve that block.
+Why one retry, of an answer only: v0.3.0 tries a read that failed once more
+(03-new-machine.md, "Freshness: two endpoints on a cold start"); the provider already
+tries a connection that failed or timed out three times (kint.chain.rpc), but never an
+answer, so the walk repeats a log read the endpoint refused (an error object, a 429:
+RpcErrorAnswer) once, after a pause that rides out a rate limit's burst, before it
+decides the endpoint does not serve that block. Repeating a timeout too would make a hung
+endpoint cost six timeouts per log read.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import logging
 import time
 
 from kint.chain.anchor import Anchor, EpochLog, Head
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcErrorAnswer
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import ARCHIVE_HINT
 
@@ -42,14 +44,14 @@ log = logging.getLogger("kint.worker")
 LOG_RETRY_S = 1.0
 
 
-
 def epoch_log_retried(anchor: Anchor, owner: str, space: str, seq: int,
                       block: int) -> EpochLog | None:
     """The Epoch event of `seq` at `block` (None: the endpoint has none there), the read
-    asked once more after LOG_RETRY_S when it fails; the second failure is raised."""
+    asked once more after LOG_RETRY_S when the endpoint refused it; the second refusal, or
+    any other failure (the provider's tries already spent), is raised."""
     try:
         return anchor.epoch_log(owner, space, seq, block)
-    except RpcUnavailable as err:
+    except RpcErrorAnswer as err:
         log.info("pull: reading the Epoch event of epoch %d failed (%s); asking once more",
                  seq, err)
     time.sleep(LOG_RETRY_S)
