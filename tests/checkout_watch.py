@@ -3,13 +3,13 @@
 Every supervisor a test starts runs the checkout's kint, and stops on its own once a file
 of the package changes (kint/supervisor/code_watch.py: an upgrade, or an edit of an
 editable install). The test's next `kint` command then starts a production supervisor in
-its place, without the suite's test account gate (tests/support/kint_test_gate.py), whose
-Sibyl refuses the machine's test sign-in file as "damaged or belongs to another computer".
+its place, without the suite's preloads: no test account gate (tests/support/
+kint_test_gate.py), so its Sibyl refuses the machine's test sign-in file as "damaged or
+belongs to another computer", and no crash point or hold (kint_test_faults.py) acts.
 A module whose machines outlive a test (tests/test_overtaken.py) then fails test after
 test with that refusal, or with WORKER_DOWN "the supervisor is stopping" for a request that
 met the upgrade's drain: it reads as a flake under load, and was taken for one (a lane
-swapped files of kint/ in and out of its checkout to compare `--help` while the module ran
-from it). So the suite takes the package's fingerprint when it starts, and a failed test
+wrote the modules of a split into its checkout while the module ran from it). So the suite takes the package's fingerprint when it starts, and a failed test
 whose package no longer matches it carries a section naming the changed files and what
 that does; the session's summary says it once more.
 
@@ -59,8 +59,9 @@ class CheckoutWatch:
         return (f"kint/ changed after this test session started ({named}). Every supervisor "
                 "started before the change stops for an upgrade (kint/supervisor/"
                 "code_watch.py), and a test machine's next `kint` command starts a "
-                "production one without the suite's test account gate, whose Sibyl refuses "
-                "the test sign-in file as damaged or another computer's; a request that met "
+                "production one without the suite's preloads (tests/support/"
+                "run_supervisor.py): its Sibyl refuses the test sign-in file as damaged or "
+                "another computer's, and no crash point or hold acts; a request that met "
                 "the upgrade's drain gets WORKER_DOWN \"the supervisor is stopping\". The "
                 "failure may be that, not the test's: run it again with the checkout left "
                 "alone while tests run from it.")
