@@ -6,6 +6,8 @@
   127.0.0.1 fails even if it swallowed the refusal.
 - A `Sandbox` is one machine: its own HOME, KINT_HOME and HERMES_HOME, real Sibyl stores,
   and a real supervisor started through the real `kint` command.
+- A failed test says so when kint's own files changed since the session started, which
+  stops every supervisor the tests started (tests/checkout_watch.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ for _var in ("SIBYL_MEMORY_DB", "SIBYL_CREDENTIALS", "HERMES_HOME", "KINT_SPACE"
 from sibyl_memory_client import MemoryClient  # noqa: E402
 from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
 
+from checkout_watch import SECTION as CHECKOUT_SECTION  # noqa: E402
+from checkout_watch import CheckoutWatch  # noqa: E402
 from kint.client import Client, KintError  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
@@ -83,6 +87,28 @@ def wheel_build() -> Any:
 
         _wheel_build = WheelBuild(Path(tempfile.mkdtemp(prefix="kint-wheel-build-"))).start()
     return _wheel_build
+
+
+# kint's files as the session found them (tests/checkout_watch.py).
+_checkout = CheckoutWatch()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    """A failed test's report names kint's files changed since the session started."""
+    report = yield
+    _checkout.annotate(report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """And the session's summary says it once more, beside the failures' short lines."""
+    stats = terminalreporter.stats
+    if stats.get("failed") or stats.get("error"):
+        note = _checkout.note()
+        if note is not None:
+            terminalreporter.write_sep("=", CHECKOUT_SECTION)
+            terminalreporter.write_line(note)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
