@@ -228,7 +228,7 @@ class WorkerLifecycle(WorkerRoom):
     def _check_alive(self, handle: WorkerHandle, now: float) -> None:
         s = self.settings
         if handle.kill_at is not None:
-            if now >= handle.kill_at:
+            if handle.grace_over(handle.kill_at, s.kill_grace_s, now):
                 log.warning("space %s: worker %s did not exit; SIGKILL", handle.space16,
                             handle.pid)
                 handle.signal(signal.SIGKILL)
@@ -238,7 +238,8 @@ class WorkerLifecycle(WorkerRoom):
                 handle.kill_at = now + s.kill_grace_s
             return
         if handle.state == "stopping":
-            if handle.stop_deadline is not None and now >= handle.stop_deadline:
+            if (handle.stop_deadline is not None
+                    and handle.grace_over(handle.stop_deadline, s.stop_grace_s, now)):
                 handle.signal(signal.SIGKILL)
                 handle.stop_deadline = None
             return
