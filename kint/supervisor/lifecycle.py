@@ -256,7 +256,7 @@ class WorkerLifecycle(WorkerRoom):
         if (handle.state != "ready" or handle.pending or handle.beat.get("has_work")
                 or self.shutting_down or not handle.beat_tells_after_work()):
             return
-        quiet = now - handle.last_activity
+        quiet = handle.quiet_for(now)
         sessions = live_sessions(handle.beat)
         if quiet >= s.idle_s and not sessions:
             log.info("space %s: idle for %.0fs; stopping its worker", handle.space16, quiet)

@@ -15,7 +15,8 @@ The rules, in one place:
   while the supervisor itself ran: after a pause of its own it gives every worker a full
   timeout from its resume (`excuse_silence`), the time to be heard again, so a stopped
   supervisor never finds its whole fleet hung; a stop's or a kill's grace running across
-  that pause is given whole again from the resume too (`grace_over`).
+  that pause is given whole again from the resume too (`grace_over`), and so is the quiet
+  an idle exit or a recycle waits for (`quiet_for`).
 
 All times are `time.monotonic()`; wall-clock time is used for display only.
 """
@@ -163,6 +164,17 @@ class WorkerHandle:
     def heard(self, now: float) -> None:
         """A hello or a beat arrived."""
         self.last_beat_at = now
+
+    def quiet_for(self, now: float) -> float:
+        """How long no request or answer passed while the supervisor listened: since the
+        last one, or since the supervisor's own resume when that is later. The requests
+        clients sent during its pause wait unread on its socket, so the pause is no sign
+        that nobody asked: counted as quiet, the first sweep after a long Ctrl-Z stopped as
+        idle (or recycled) workers whose requests were next in line."""
+        since = self.last_activity
+        if self.excused_until is not None:
+            since = max(since, self.excused_until)
+        return now - since
 
     def worked(self, now: float) -> None:
         """A request for the worker arrived, or its answer came back: the quiet the idle
