@@ -324,3 +324,24 @@ def test_starting_a_supervisor_waits_no_longer_than_the_calls_bound(tmp_path, mo
         with bounded(0.5), pytest.raises(SupervisorUnavailable):
             client.call("sup.ping", timeout_s=20.0)
     assert len(asked) == 2 and 0 < asked[0] <= 1.5 and 0 < asked[1] <= 0.5, asked
+
+
+def test_every_look_for_a_supervisor_ends_by_the_waits_deadline(tmp_path):
+    """`ensure_running` is handed what is left of a call's bound. Its first look asked the
+    socket for a fixed half second, and the wait's deadline was taken only after it, so a
+    call with 0.3 s left waited 0.5 s on its first look alone and then the whole 0.3 s
+    again: its refusal came past the bound it names. Each look now waits at most what is
+    left of the one deadline."""
+    import kint.supervisor.autostart as autostart
+
+    wait_s = 0.3
+    looks: list[float] = []
+
+    def unanswered(timeout_s: float) -> bool:  # a supervisor that never answers
+        looks.append(timeout_s)
+        return False
+
+    with _silent_supervisor(tmp_path) as (home, _heard):
+        with pytest.raises(autostart.SupervisorNotReachable):
+            autostart.ensure_running(home, unanswered, wait_s=wait_s)
+    assert looks and all(0 <= look <= wait_s for look in looks), looks

@@ -149,3 +149,25 @@ def test_a_recycle_waits_for_a_beat_that_shows_what_the_last_answer_left():
     handle.heard(quiet_at + 0.1)
     host._check_alive(handle, quiet_at + 0.2)
     assert handle.stop_reason == "recycle" and handle.state == "stopping"
+
+
+def test_the_supervisors_own_pause_is_no_quiet_for_an_idle_exit():
+    """The requests clients send while the supervisor is stopped (a Ctrl-Z) wait unread on
+    its socket: its pause is no sign that nobody asked. Counted as quiet, the first sweep
+    after the resume stopped as idle a worker whose request was next in line. The quiet
+    now counts from the resume, as the workers' silence does."""
+    host = LifecycleHost(Settings(idle_s=5.0))
+    t0 = 1000.0
+    handle = WorkerHandle(space_id="ab" * 32, label="t", tenant="t", db="/x.db")
+    handle.state = "ready"
+    handle.beat = {"sessions": 0, "has_work": False, "every_s": 1.0}
+    handle.last_activity = t0  # the last answer
+    handle.last_beat_at = t0 + 0.5  # a beat after it, the one a stop is judged on
+    resumed = t0 + 60.0  # the supervisor stopped from t0 + 1 s
+    handle.excuse_silence(resumed)
+    handle.heard(resumed + 0.01)  # the beats read on resuming
+
+    host._check_alive(handle, resumed + 0.1)
+    assert handle.stop_reason is None and handle.state == "ready"
+    host._check_alive(handle, resumed + 5.0)  # quiet for the whole idle time since
+    assert handle.stop_reason == "idle" and handle.state == "stopping"

@@ -128,3 +128,19 @@ def test_a_supervisor_stopped_past_the_heartbeat_timeout_restarts_no_worker(tmp_
         assert "did not run for" in log  # the pause is named as the supervisor's own
     finally:
         sb.shutdown()
+
+
+def test_the_pause_slack_follows_a_changed_heartbeat_timeout():
+    """The slack a late turn is allowed before it counts as the supervisor's own pause is a
+    quarter of the heartbeat timeout (a second at most). Fixed at start, a config.toml that
+    lowered the timeout from 10 s to 2 s left a second's slack against it: a 1.1 s stop
+    went unseen, and counted as the workers' silence."""
+    from kint.supervisor.pause import ScheduleWatch
+
+    timeout = {"s": 10.0}
+    watch = ScheduleWatch(0.25, lambda: timeout["s"])
+    assert watch.turn(100.0) == 0.0
+    assert watch.turn(100.25 + 0.85) == 0.0  # within a 10 s timeout's 1 s slack
+    timeout["s"] = 2.0  # the config file changed: 0.5 s of slack
+    late = watch.turn(101.10 + 0.25 + 0.85)
+    assert abs(late - 0.85) < 1e-6, late

@@ -5,13 +5,17 @@ its own handler instead of waiting, stopped, for the SIGKILL after the kill grac
 new worker answers the space's next request.
 
 And the worker's side of it: a worker whose SIGTERM has come starts nothing more, not even
-what reached it while it was stopped and is read in the same turn of its loop.
+what reached it while it was stopped and is read in the same turn of its loop; and a worker
+stopping with an op in flight that was itself stopped past its stop grace still finishes
+the op once continued.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 
 import orjson
 import pytest
@@ -109,3 +113,46 @@ def test_a_worker_told_to_stop_starts_nothing_it_reads_after(tmp_path):
         assert reply["id"] == "c1" and reply["ok"] is False, reply
         assert reply["error"] == "WORKER_DOWN" and reply["message"] == "the worker is stopping"
         assert worker.inflight.snapshot()[0] == 0
+
+
+class _Clock:
+    """The worker loop's monotonic clock, which a test can move on at once, as it moves for
+    a process that was stopped; `reads` counts the loop's looks at it."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        return time.monotonic() + self.skipped
+
+
+def test_a_stopping_worker_stopped_past_its_grace_still_finishes_its_op(tmp_path, monkeypatch):
+    """A Ctrl-Z stops a foreground supervisor's whole process group. A worker told to stop
+    (a recycle) with an op in flight had its 10 s grace run out on its own clock while it
+    was stopped, and on `fg` it exited at its next turn, cutting the op (a push between its
+    send and its receipt, its journal left to the next worker). Its grace now counts from
+    its resume: it waits for the op, and exits once it ends."""
+    from kint.tenant_worker import process
+
+    clock = _Clock()
+    monkeypatch.setattr(process, "time", clock)
+    with bare_worker(tmp_path, b"\x05" * 32) as (worker, _router):
+        worker.inflight.start("op-1", "push")
+        worker.stopping = True  # a stop the supervisor sent (a recycle)
+        served: list[int] = []
+        loop = threading.Thread(target=lambda: served.append(worker.serve()), daemon=True)
+        loop.start()
+        try:
+            assert wait_until(lambda: clock.reads >= 20, timeout=30)  # stopping, waiting
+            assert loop.is_alive()
+            clock.skipped = process.STOP_GRACE_SECONDS + 20  # stopped past its whole grace
+            seen = clock.reads
+            # Many turns after the resume, or the loop's end: the op is not cut.
+            wait_until(lambda: clock.reads >= seen + 40 or not loop.is_alive(), timeout=30)
+            assert loop.is_alive(), "the worker exited with its op in flight on resuming"
+        finally:
+            worker.inflight.finish("op-1")
+            loop.join(timeout=30)
+        assert served == [0]

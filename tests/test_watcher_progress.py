@@ -44,7 +44,10 @@ def test_a_watcher_push_shows_its_progress_and_a_restart_waits_for_it(tmp_path, 
         client.set_entity("notes", "watched", {"text": "pushed by the watcher"})
         client.storage.close()
 
-        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["progress"] and r,
+        # The push's line, not any line: the status is the last beat's, and on a loaded
+        # box a beat made while `connect` ran is still the last one read when this starts
+        # (its line "connect: authorizing ...", until the beat after the attach's answer).
+        row = sb.wait_for(lambda: (r := sb.row(sb.sibyl_db))["progress_op"] == "push" and r,
                           what="the watcher's push in the supervisor's status", **WAIT)
         assert row["progress"].startswith("push: epoch 1 of 1"), row
         assert row["op"] is None  # no request in flight: the watcher's own push

@@ -191,6 +191,8 @@ UNREACHABLE_AFTER_S = 10.0
 # rather than 100 answers a started supervisor ~40 ms sooner at the same CPU (the CLI's
 # own ~0.1 s). Every first command of a fresh home pays the wait, as do most test machines.
 RETRY_EVERY_S = 0.02
+# The longest one look waits for an answer: less when less is left of the wait.
+PING_S = 0.5
 
 
 def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
@@ -199,13 +201,16 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
     `ping(timeout_s) -> bool` asks the socket. Raises SupervisorNotReachable (a
     TimeoutError) when none answers: at once when the supervisor this call started exited,
     after UNREACHABLE_AFTER_S when one is serving but silent, after `wait_s` otherwise.
+    Every look ends by the one deadline `wait_s` from the call: a caller passes what is left
+    of its own bound, and a first look of a fixed half second, with the deadline taken
+    after it, ran that bound over (a call's refusal came past the bound it names).
     """
-    if ping(0.5):
+    deadline = time.monotonic() + wait_s
+    if ping(_look_s(deadline)):
         return
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
     lock_fd = os.open(run_dir(home) / START_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + wait_s
     try:
         while True:
             try:
@@ -229,7 +234,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> No
     started: subprocess.Popen[bytes] | None = None
     silent_since: float | None = None
     while True:
-        if ping(0.5):
+        if ping(_look_s(deadline)):
             return
         now = time.monotonic()
         found = holder(home)
@@ -253,6 +258,12 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> No
                 f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
                 "`kint supervisor start --foreground` to see why it does not start")
         time.sleep(RETRY_EVERY_S)
+
+
+def _look_s(deadline: float) -> float:
+    """How long the next look may wait for an answer: PING_S, or what is left before
+    `deadline` (none once it passed: the look then asks without waiting)."""
+    return max(0.0, min(PING_S, deadline - time.monotonic()))
 
 
 def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:

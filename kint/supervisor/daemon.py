@@ -100,7 +100,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._ownership_at = self.started_at
         self._log_rotate_failed = False
         self._schedule = ScheduleWatch(settings.tick_s,
-                                       min(1.0, settings.heartbeat_timeout_s / 4))
+                                       lambda: self.settings.heartbeat_timeout_s)
         self.shutting_down = False
         self._stop_waiters: list[tuple[bytes, str]] = []
         self._stop_signalled = False

@@ -228,7 +228,7 @@ class WorkerLifecycle(WorkerRoom):
     def _check_alive(self, handle: WorkerHandle, now: float) -> None:
         s = self.settings
         if handle.kill_at is not None:
-            if now >= handle.kill_at:
+            if handle.grace_over(handle.kill_at, s.kill_grace_s, now):
                 log.warning("space %s: worker %s did not exit; SIGKILL", handle.space16,
                             handle.pid)
                 handle.signal(signal.SIGKILL)
@@ -238,7 +238,8 @@ class WorkerLifecycle(WorkerRoom):
                 handle.kill_at = now + s.kill_grace_s
             return
         if handle.state == "stopping":
-            if handle.stop_deadline is not None and now >= handle.stop_deadline:
+            if (handle.stop_deadline is not None
+                    and handle.grace_over(handle.stop_deadline, s.stop_grace_s, now)):
                 handle.signal(signal.SIGKILL)
                 handle.stop_deadline = None
             return
@@ -255,7 +256,7 @@ class WorkerLifecycle(WorkerRoom):
         if (handle.state != "ready" or handle.pending or handle.beat.get("has_work")
                 or self.shutting_down or not handle.beat_tells_after_work()):
             return
-        quiet = now - handle.last_activity
+        quiet = handle.quiet_for(now)
         sessions = live_sessions(handle.beat)
         if quiet >= s.idle_s and not sessions:
             log.info("space %s: idle for %.0fs; stopping its worker", handle.space16, quiet)

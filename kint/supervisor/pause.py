@@ -14,18 +14,29 @@ never find a worker hung; so starved, it could not judge one fairly anyway.)
 
 from __future__ import annotations
 
+from typing import Callable
+
+
+def pause_slack(heartbeat_timeout_s: float) -> float:
+    """What a busy turn may add to its due time before the lateness counts as a pause: a
+    quarter of the heartbeat timeout, a second at most."""
+    return min(1.0, heartbeat_timeout_s / 4)
+
 
 class ScheduleWatch:
     """`turn(now)` at each turn of the loop returns how long the supervisor was away
     before it (0.0 when the turn came on time).
 
-    `due_s` is the longest a turn may take (the poll timeout); `slack_s` is what a busy
-    turn may add before the lateness counts as a pause.
+    `due_s` is the longest a turn may take (the poll timeout); `heartbeat_timeout_s` gives
+    the timeout in force, read only for a turn that came late: its slack (`pause_slack`)
+    follows a config.toml that changed the timeout, where one fixed at start left a
+    shortened timeout (10 s to 2 s) with a second's slack against it, not half a second,
+    and a pause up to 1.25 s long counted as the workers' silence.
     """
 
-    def __init__(self, due_s: float, slack_s: float) -> None:
+    def __init__(self, due_s: float, heartbeat_timeout_s: Callable[[], float]) -> None:
         self.due_s = due_s
-        self.slack_s = slack_s
+        self._timeout = heartbeat_timeout_s
         self._last: float | None = None
 
     def turn(self, now: float) -> float:
@@ -33,4 +44,6 @@ class ScheduleWatch:
         if last is None:
             return 0.0
         late = now - last - self.due_s
-        return late if late > self.slack_s else 0.0
+        if late <= 0.0:  # nearly every turn: nothing more to read
+            return 0.0
+        return late if late > pause_slack(self._timeout()) else 0.0

@@ -14,7 +14,9 @@ The rules, in one place:
   then SIGTERM with a SIGCONT, and SIGKILL after a grace. The silence is counted only
   while the supervisor itself ran: after a pause of its own it gives every worker a full
   timeout from its resume (`excuse_silence`), the time to be heard again, so a stopped
-  supervisor never finds its whole fleet hung.
+  supervisor never finds its whole fleet hung; a stop's or a kill's grace running across
+  that pause is given whole again from the resume too (`grace_over`), and so is the quiet
+  an idle exit or a recycle waits for (`quiet_for`).
 
 All times are `time.monotonic()`; wall-clock time is used for display only.
 """
@@ -185,6 +187,17 @@ class WorkerHandle:
         """A hello or a beat arrived."""
         self.last_beat_at = now
 
+    def quiet_for(self, now: float) -> float:
+        """How long no request or answer passed while the supervisor listened: since the
+        last one, or since the supervisor's own resume when that is later. The requests
+        clients sent during its pause wait unread on its socket, so the pause is no sign
+        that nobody asked: counted as quiet, the first sweep after a long Ctrl-Z stopped as
+        idle (or recycled) workers whose requests were next in line."""
+        since = self.last_activity
+        if self.excused_until is not None:
+            since = max(since, self.excused_until)
+        return now - since
+
     def worked(self, now: float) -> None:
         """A request for the worker arrived, or its answer came back: the quiet the idle
         exit and the recycle wait for counts from here."""
@@ -207,9 +220,21 @@ class WorkerHandle:
 
     def excuse_silence(self, now: float) -> None:
         """The supervisor itself did not run until `now`: the worker's silence counts from
-        here. (Taking off only the pause would leave a worker that had been quiet for most
-        of a beat before it too little time to be heard again once both resume.)"""
+        here, and so does what is left of a grace it was given (`grace_over`). (Taking off
+        only the pause would leave a worker that had been quiet for most of a beat before
+        it too little time to be heard again once both resume.)"""
         self.excused_until = now
+
+    def grace_over(self, deadline: float, grace_s: float, now: float) -> bool:
+        """Whether a grace of `grace_s` that ends at `deadline` (a commanded stop's before
+        its SIGKILL, or a hung worker's after its SIGTERM) is over at `now`. After a pause
+        of the supervisor's own the worker has the whole grace again from the resume: the
+        pause may have stopped it too (a Ctrl-Z stops a foreground supervisor's whole
+        process group), and a worker stopping with a push in flight was otherwise
+        SIGKILLed at the first sweep after `fg`, before it had run a moment."""
+        if self.excused_until is not None:
+            deadline = max(deadline, self.excused_until + grace_s)
+        return now >= deadline
 
     def record_crash(self, now: float, reason: str, window_s: float) -> int:
         self.restarts += 1

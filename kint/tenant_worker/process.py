@@ -57,6 +57,10 @@ _PENDING_AT_START = "pending-at-start"
 # How long a commanded stop waits for ops in flight, and a push or pull the store watcher
 # runs, before exiting anyway.
 STOP_GRACE_SECONDS = 10.0
+# While stopping, the loop turns every 0.2 s at most: a turn later than this after the one
+# before means the worker itself did not run (stopped with its whole process group, say),
+# and its grace is given whole again from then.
+STOPPED_TURN_S = 1.0
 # Exit code of a worker that refused to start (the supervisor counts it as a crash).
 EXIT_FATAL = 3
 
@@ -215,8 +219,10 @@ class Worker(Heartbeat, OpReplies):
         dealer, items, dispatch, monotonic = self.dealer, poller.sockets, self._dispatch, \
             time.monotonic
         stop_deadline: float | None = None
+        last_turn = monotonic()
         while True:
             now = monotonic()
+            late, last_turn = now - last_turn > STOPPED_TURN_S, now
             if now >= self._next_beat:
                 if not pid_alive(cfg.supervisor_pid):
                     log.warning("supervisor %d is gone; exiting", cfg.supervisor_pid)
@@ -226,7 +232,11 @@ class Worker(Heartbeat, OpReplies):
                 self.stopping = True
             if self.stopping:
                 count, _, _ = self.inflight.snapshot()
-                if stop_deadline is None:
+                if stop_deadline is None or late:
+                    # A stop that stopped the worker too (a Ctrl-Z of a foreground
+                    # supervisor's process group) is no time its ops had to finish: the
+                    # grace counts from the resume, as the supervisor's own does
+                    # (WorkerHandle.grace_over), not cut at once on the clock's jump.
                     stop_deadline = now + STOP_GRACE_SECONDS
                 # A push the store watcher started is no request in flight, but it holds
                 # the space's head op (head_lock.head_op) until it ends: a stop (a recycle,
