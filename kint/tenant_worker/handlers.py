@@ -74,7 +74,7 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
         "watcher_failure": (ctx.watcher.backoff.report(time.monotonic())
                             if ctx.watcher is not None else None),
-        "store_shared": still_sharing(cfg.db, cfg.home),
+        "store_shared": still_sharing(cfg.db, cfg.kint_home),
     }
 
 

@@ -20,6 +20,7 @@ only the workers still running: one small read per named worker, no walk.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -47,20 +48,35 @@ _last_found: dict[tuple[str, str], list[Sharer]] = {}
 _last_found_lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=8)
+def _home_key(home: str | Path) -> str:
+    """The home as the last look is kept under: resolved once (a worker serves one home),
+    as `realpath` costs a system call per folder of the path, which was a third of a plain
+    status's CPU in the worker."""
+    return os.path.realpath(home)
+
+
 def other_homes_on_store(db: str, home: Path) -> list[Sharer]:
     """The kint workers of a KINT_HOME other than `home` with the store `db` open, kept
     as the last look for `still_sharing`."""
     found = _look(db, home)
     with _last_found_lock:
-        _last_found[(db, os.path.realpath(home))] = found
+        if found:
+            _last_found[(db, _home_key(home))] = found
+        else:  # kept empty on a box with no sharing: status then reads nothing at all
+            _last_found.pop((db, _home_key(home)), None)
     return found
 
 
-def still_sharing(db: str, home: Path) -> dict[str, Any] | None:
+def still_sharing(db: str, home: str | Path) -> dict[str, Any] | None:
     """The sharing the last look found, as `kint status` shows it (`message`, `hint`),
-    keeping only the workers that still run: None when there is none. Never walks /proc."""
+    keeping only the workers that still run: None when there is none. Never walks /proc.
+    Asked at every status: the home as the worker's config holds it (a string; a Path
+    built for the call cost more than the rest of this)."""
+    if not _last_found:  # no sharing found: every status but a shared box's
+        return None
     with _last_found_lock:
-        found = _last_found.get((db, os.path.realpath(home)), [])
+        found = _last_found.get((db, _home_key(home)), [])
     running = [s for s in found if _name(s.pid) == WORKER]
     if not running:
         return None
