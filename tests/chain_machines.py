@@ -189,3 +189,23 @@ def on(db: Path, *args: str) -> tuple[str, ...]:
     """`kint` arguments for the space of store `db`: tests that share one machine give each
     test a store (so a space) of its own, `Sandbox.profile_db(name)`."""
     return ("--db", str(db), *args)
+
+
+def devchain_web3(chain_home: Path):  # noqa: ANN201 - web3.Web3
+    """web3 on the session's anvil, for what a test asks of the chain itself (a reorg, a
+    mempool, a block): no retries, so a refusal is seen as the endpoint gave it."""
+    from web3 import Web3
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    return Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10},
+                                  exception_retry_configuration=None))
+
+
+def connected_profile(sb: Sandbox, profile: str, **rules: str) -> Path:
+    """A connected space of its own on `sb`: Hermes profile `profile`'s store holding
+    `rules` (one space each, one session key for all: a test's pushes are its own)."""
+    db = sb.profile_db(profile)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    write_rules(db, sb.tenant, **rules)
+    kjson(sb, *on(db, "connect", "--dev"))
+    return db

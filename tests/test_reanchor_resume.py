@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from chain_machines import devchain_anchor, kjson, machine_behind_proxy, new_machine, on
+from chain_machines import (connected_profile, devchain_anchor, devchain_web3, kjson,
+                            machine_behind_proxy, new_machine, on)
 from conftest import write_rules as write
 from kint.spaces import space_id as space_id_of
 
@@ -37,18 +38,8 @@ def machine(tmp_path_factory, chain_home, flag):
 
 @pytest.fixture(scope="module")
 def w3(chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    return Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10},
-                                  exception_retry_configuration=None))
+    return devchain_web3(chain_home)
 
-
-def space(sb, profile: str, **rules: str) -> Path:
-    """A connected space of its own on `sb`: profile `profile`'s store holding `rules`."""
-    db = sb.profile_db(profile)
-    db.parent.mkdir(parents=True, exist_ok=True)
-    write(db, sb.tenant, **rules)
-    kjson(sb, *on(db, "connect", "--dev"))
-    return db
 
 
 def anvil(w3: Web3, method: str, *params: object) -> object:
@@ -77,7 +68,7 @@ def test_reanchor_refuses_while_the_dropped_transaction_waits(machine, w3):
     epoch landed a block later than the one this machine recorded, and the push records
     where it is (it kept the dropped block: `kint history --block` was bounded by a block
     that never held it)."""
-    db = space(machine, "waiting", **{"release-gate": "ship on green only"})
+    db = connected_profile(machine, "waiting", **{"release-gate": "ship on green only"})
     kjson(machine, *on(db, "push"))
     write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
@@ -114,7 +105,7 @@ def test_a_pull_records_an_epoch_put_back_in_a_later_block(machine, w3):
     one: same seq, digest and transaction, another block. A pull, which finds nothing to
     apply, records the block the head names in the epoch cache, the mirror and the
     watermark (it kept the dropped one)."""
-    db = space(machine, "put-back", **{"release-gate": "ship on green only"})
+    db = connected_profile(machine, "put-back", **{"release-gate": "ship on green only"})
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
     raw = w3.eth.get_raw_transaction("0x" + epoch["tx"])
     drop_last_blocks(w3, epoch["block"], 1)
@@ -139,7 +130,7 @@ def test_a_reanchoring_killed_between_two_epochs_finishes_once(machine, w3, flag
     (one transaction: nothing is sent twice), and epoch 2's record names the block and
     transaction it landed in the second time, read from epoch 3's prevBlock (it kept the
     dropped block)."""
-    db = space(machine, "killed", **{"release-gate": "ship on green only"})
+    db = connected_profile(machine, "killed", **{"release-gate": "ship on green only"})
     kjson(machine, *on(db, "push"))
     write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
     kjson(machine, *on(db, "push"))

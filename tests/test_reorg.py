@@ -12,12 +12,11 @@ a real anvil, so its endpoint is a stand-in answering as anvil does after one.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from web3 import Web3
 
-from chain_machines import kjson, new_machine, ok, on
+from chain_machines import connected_profile, devchain_web3, kjson, new_machine, ok, on
 from conftest import write_rules as write
 from kint.spaces import space_id as space_id_of
 
@@ -31,18 +30,8 @@ def machine(tmp_path_factory, chain_home):
 
 @pytest.fixture(scope="module")
 def w3(chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    return Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10},
-                                  exception_retry_configuration=None))
+    return devchain_web3(chain_home)
 
-
-def space(sb, profile: str, **rules: str) -> Path:
-    """A connected space of its own on `sb`: profile `profile`'s store holding `rules`."""
-    db = sb.profile_db(profile)
-    db.parent.mkdir(parents=True, exist_ok=True)
-    write(db, sb.tenant, **rules)
-    kjson(sb, *on(db, "connect", "--dev"))
-    return db
 
 
 def drop_last_block(w3: Web3, block: int) -> None:
@@ -59,8 +48,8 @@ def test_a_nonce_a_dropped_block_freed_is_taken_again(machine, w3):
     push takes that nonce again and lands at once; it took the nonce after it, behind a
     hole nothing would fill, and failed after the 60 s receipt wait ('no confirmed
     receipt')."""
-    a = space(machine, "nonce-a", **{"release-gate": "ship on green only"})
-    b = space(machine, "nonce-b", **{"deploy-window": "deploys only before 3pm"})
+    a = connected_profile(machine, "nonce-a", **{"release-gate": "ship on green only"})
+    b = connected_profile(machine, "nonce-b", **{"deploy-window": "deploys only before 3pm"})
     (epoch,) = kjson(machine, *on(a, "push"))["epochs"]
     lost = w3.eth.get_transaction("0x" + epoch["tx"])
     drop_last_block(w3, epoch["block"])
@@ -82,7 +71,7 @@ def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
     step again: pull has nothing to refuse and verify proceeds."""
     from chain_machines import devchain_anchor
 
-    db = space(machine, "again", **{"release-gate": "ship on green only"})
+    db = connected_profile(machine, "again", **{"release-gate": "ship on green only"})
     kjson(machine, *on(db, "push"))
     write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
