@@ -203,9 +203,10 @@ SETTINGS: tuple[Setting, ...] = (
        "there, restarted); an idle worker beats every quarter of it (1 to 3 s), and one spawned "
        "before a reload shortened it is given two of its beats", minimum=1.0),
     _s("KINT_WORKER_IDLE_SECONDS", "float", 900.0, "machine", DAEMON, SUPERVISOR,
-       "seconds with nothing to do (no request, no answer) before a worker exits; never "
-       "while an agent session is attached, which a beat sent after its last answer, and "
-       "after it took every request sent to it, tells",
+       "seconds with nothing to do (no request, no answer; counted only while the "
+       "supervisor runs) before a worker exits; never while an agent session is attached, "
+       "which a beat sent after its last answer, and after it took every request sent to "
+       "it, tells",
        minimum=1.0),
     _s("KINT_WORKER_RECYCLE_MIB", "float", 22.0, "machine", DAEMON, SUPERVISOR,
        "a worker holding more than this many MiB of its own (USS: pages no other process "
