@@ -109,8 +109,11 @@ def test_a_pull_records_an_epoch_put_back_in_a_later_block(machine, w3):
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
     raw = w3.eth.get_raw_transaction("0x" + epoch["tx"])
     drop_last_blocks(w3, epoch["block"], 1)
-    w3.eth.send_raw_transaction(raw)  # mined at once, a block later
-    landed = w3.eth.get_transaction_receipt("0x" + epoch["tx"])["blockNumber"]
+    w3.eth.send_raw_transaction(raw)  # mined by automine, a block later
+    # anvil answers the send before its automine has mined it: wait for the receipt (a
+    # receipt asked at once was not found once, in a full run).
+    landed = w3.eth.wait_for_transaction_receipt("0x" + epoch["tx"], timeout=30,
+                                                 poll_latency=0.05)["blockNumber"]
     assert landed == epoch["block"] + 1
 
     pulled = kjson(machine, *on(db, "pull"))
