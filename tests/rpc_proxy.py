@@ -190,6 +190,25 @@ def answer_json(handler: BaseHTTPRequestHandler, answer: bytes, *, close: bool =
     handler.wfile.write(answer)
 
 
+class LoopbackServer:
+    """A test's own HTTP endpoint on 127.0.0.1: `handler` serves each request on a thread
+    of its own, from now until `stop`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class RpcProxy:
     def __init__(self, upstream: str, max_hang_s: float = 30.0) -> None:
         parts = urlsplit(upstream)

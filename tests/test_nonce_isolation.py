@@ -17,7 +17,7 @@ import json
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,11 +25,11 @@ import pytest
 
 from chain_machines import devchain_anchor, kjson, new_machine, ok
 from conftest import KINT, sibyl_client
-from rpc_proxy import answer_json, post_json
+from rpc_proxy import LoopbackServer, answer_json, post_json
 from kint.spaces import space_id
 
 
-class SendSwallower:
+class SendSwallower(LoopbackServer):
     """Forwards JSON-RPC to the devchain, except that once armed it reads
     `eth_sendRawTransaction` and never answers it (until released or stopped)."""
 
@@ -52,19 +52,11 @@ class SendSwallower:
             def log_message(self, fmt: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(Handler)
 
     def stop(self) -> None:
         self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().stop()
 
 
 def _signed_entry(kint_home: Path, space16: str, timeout: float = 60) -> dict:

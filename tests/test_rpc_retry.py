@@ -10,11 +10,12 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 
 import pytest
 
+from rpc_proxy import LoopbackServer, answer_json
 from kint.chain.calls import bounded
 from kint.chain.rpc import (RpcNotReached, RpcTracker, RpcUnavailable, TrackedHTTPProvider,
                             connect)
@@ -22,7 +23,7 @@ from kint.chain.rpc import (RpcNotReached, RpcTracker, RpcUnavailable, TrackedHT
 TIMEOUT_S = 0.5
 
 
-class FlakyEndpoint:
+class FlakyEndpoint(LoopbackServer):
     """Answers JSON-RPC after failing its first `fail` requests: `drop` reads one and
     closes the connection without a word, `late` answers it after the client's timeout,
     `429` answers HTTP 429. `methods` lists every method asked, in order."""
@@ -56,29 +57,14 @@ class FlakyEndpoint:
                 body = json.dumps({"jsonrpc": "2.0", "id": request["id"],
                                    "result": result}).encode()
                 try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    answer_json(self, body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # a late answer: the client gave up on it and closed
 
             def log_message(self, fmt: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
