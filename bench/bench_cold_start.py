@@ -22,7 +22,6 @@ in each, so load on the shared box hits them alike. No target: reported as measu
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -41,19 +40,11 @@ CASES: dict[str, list[list[str]]] = {
 }
 
 
-def _env(tree: Path, root: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("KINT_", "SIBYL_", "HERMES_", "PYTHONPATH"))}
-    (root / "home").mkdir(parents=True)
-    return {**base, "HOME": str(root / "home"), "KINT_HOME": str(root / "kint"),
-            "SIBYL_MEMORY_TELEMETRY": "0", "PYTHONPATH": str(tree)}
-
-
 def _one(tree: Path, commands: list[list[str]]) -> tuple[float, int]:
     """The wall time of `commands` run one after the other on a fresh home, and the
     highest exit code among them."""
     root = Path(tempfile.mkdtemp(prefix="kint-cold-"))
-    env = _env(tree, root)
+    env = common.tree_env(tree, root)
     kint = [sys.executable, "-m", "kint.cli"]
     total, worst = 0.0, 0
     try:

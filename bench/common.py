@@ -530,3 +530,14 @@ def bench_main(name: str, doc: str | None, run: Callable[..., dict[str, Any]],
     result = run(**vars(parser.parse_args()))
     report(result, write_json(name, result))
     return 0
+
+
+def tree_env(tree: Path, root: Path) -> dict[str, str]:
+    """The environment of a machine under `root` running the kint source tree `tree` (its
+    own HOME and KINT_HOME, no kint, Sibyl or Hermes setting of this shell's), for the
+    benches that set trees side by side."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("KINT_", "SIBYL_", "HERMES_", "PYTHONPATH"))}
+    (root / "home").mkdir(parents=True)
+    return {**base, "HOME": str(root / "home"), "KINT_HOME": str(root / "kint"),
+            "SIBYL_MEMORY_TELEMETRY": "0", "PYTHONPATH": str(tree)}

@@ -30,17 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import common
+
 PR_SET_CHILD_SUBREAPER = 36
 # How long the round waits for the daemons it started to exit after their stop.
 REAP_BOUND_S = 60.0
-
-
-def _env(tree: Path, root: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("KINT_", "SIBYL_", "HERMES_", "PYTHONPATH"))}
-    (root / "home").mkdir(parents=True)
-    return {**base, "HOME": str(root / "home"), "KINT_HOME": str(root / "kint"),
-            "SIBYL_MEMORY_TELEMETRY": "0", "PYTHONPATH": str(tree)}
 
 
 def _kint(env: dict[str, str], *argv: str) -> None:
@@ -52,7 +46,7 @@ def _shape(tree: Path, then: list[str]) -> float:
     """`kint supervisor start` then `then` on a fresh home: their wall seconds; the
     supervisor is stopped after, untimed."""
     root = Path(tempfile.mkdtemp(prefix="kint-machine-ab-"))
-    env = _env(tree, root)
+    env = common.tree_env(tree, root)
     try:
         started = time.monotonic()
         _kint(env, "supervisor", "start")
