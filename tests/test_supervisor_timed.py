@@ -22,9 +22,11 @@ import zmq
 
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply
+from kint.supervisor.daemon import Supervisor
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
+from kint.supervisor.worker_messages import WorkerMessages
 from kint.supervisor.workers import Pending, WorkerHandle
 
 
@@ -35,9 +37,13 @@ class _Outbox:
         return False
 
 
-class _Host(WorkerLifecycle, TimedWork):
+class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
     def __init__(self, settings: Settings, start: float, back: zmq.Socket | None = None) -> None:
         self.settings = settings
+        self._by_route: dict[bytes, WorkerHandle] = {}
+        self._retired_routes: dict[bytes, str] = {}
+        self._refused_routes: set[bytes] = set()
+        self.passed_on: list[tuple[str, bytes]] = []
         self.shutting_down = False
         self.handles: dict[str, WorkerHandle] = {}
         self.back = back
@@ -56,6 +62,15 @@ class _Host(WorkerLifecycle, TimedWork):
     def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
         handle.pending.pop(pending.internal_id, None)
         self.answered.append((pending.internal_id, reply))
+
+    def _pass_on(self, handle: WorkerHandle, pending: Pending, body: zmq.Frame) -> None:
+        handle.pending.pop(pending.internal_id, None)
+        self.passed_on.append((pending.internal_id, body.bytes))
+
+    def _drain(self, sock: zmq.Socket | None, handler, busy: bool = True) -> None:
+        """The loop's own drain; a host without a back socket has nothing to read."""
+        if sock is not None:
+            Supervisor._drain(sock, handler, busy)
 
     def add(self, n: int) -> WorkerHandle:
         handle = WorkerHandle(space_id=f"{n:064x}", label=f"t@hermes:p{n}", tenant="t",
@@ -100,6 +115,43 @@ def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
     assert [(i, r.error) for i, r in host.answered] == [("7", "TIMEOUT")]
     assert "did not finish within 1000 ms" in (host.answered[0][1].message or "")
     assert host.sweeps == [1000.0]
+
+
+def test_a_reply_waiting_unread_when_its_deadline_passes_wins_over_the_timeout():
+    """The supervisor was preempted between its poll and its clock read: the turn's clock
+    is past the request's deadline, and the worker's reply arrived meanwhile, after the
+    poll, unread on the back socket. The reply is read before any TIMEOUT is given and is
+    the request's answer; a request whose worker sent nothing is still answered TIMEOUT."""
+    ctx = zmq.Context()
+    back = ctx.socket(zmq.ROUTER)
+    worker = ctx.socket(zmq.DEALER)
+    try:
+        back.bind("inproc://timed-late-reply")
+        token = worker_wire.new_token()
+        worker.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+        worker.connect("inproc://timed-late-reply")
+        host = _Host(Settings(tick_s=0.25), start=1000.0, back=back)
+        handle = host.add(1)
+        handle.state, handle.pid = "busy", 4242
+        handle.token, handle.route = token, worker_wire.route_for(token)
+        host._by_route[handle.route] = handle
+        host.tick(1000.0)  # the sweep: the next is due at 1000.25
+        host.queue(handle, "7", deadline=1000.05).forwarded = True
+        host.queue(handle, "8", deadline=1000.05).forwarded = True
+        worker.send_multipart(worker_wire.encode(
+            {"kind": "reply", "id": "7", "pid": 4242, "token": worker_wire.token_text(token)},
+            b'{"ok":true}'))
+        give_up = time.monotonic() + 30
+        while not back.poll(0) and time.monotonic() < give_up:  # in the back socket's queue
+            time.sleep(0.001)
+        host.tick(1000.06)  # the turn's clock: past both deadlines
+        assert host.passed_on == [("7", b'{"ok":true}')]
+        assert [(i, r.error) for i, r in host.answered] == [("8", "TIMEOUT")]
+        assert handle.pending == {}
+    finally:
+        worker.close(linger=0)
+        back.close(linger=0)
+        ctx.term()
 
 
 def test_requests_a_full_pipe_refused_leave_in_order_at_the_next_turn(caplog):
