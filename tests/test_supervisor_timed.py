@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import signal
 import subprocess
 import sys
 import time
+import types
 
 import zmq
 
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply
 from kint.supervisor.daemon import Supervisor
+from kint.supervisor.exits import ExitWatch
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
@@ -283,3 +286,74 @@ def test_the_loop_never_polls_without_waiting_while_work_is_not_yet_due():
     host.queue(handle, "1", deadline=1000.1003)
     assert host.poll_timeout_ms(1000.1) == 1
     assert host.poll_timeout_ms(1000.2) == 0
+
+
+class _Spawner:
+    """A forkserver still importing until `ready` is set; its spawns are recorded."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.spawned: list[str] = []
+        self._pipes: list[tuple[int, int]] = []
+
+    def ready_fd(self) -> int:
+        return -1
+
+    def take_ready(self) -> list[str]:
+        self.ready = True
+        return []
+
+    def spawn(self, config, token: bytes):  # noqa: ANN001
+        self.spawned.append(config.space_id)
+        read, write = os.pipe()  # the sentinel: readable once the "process" exits
+        self._pipes.append((read, write))
+        return types.SimpleNamespace(pid=40000 + len(self.spawned), sentinel=read)
+
+    def close(self) -> None:
+        for pair in self._pipes:
+            for fd in pair:
+                os.close(fd)
+
+
+class _Poller:
+    def unregister(self, _fd: int) -> None:
+        pass
+
+
+class _ForkserverHost(_Host):
+    def __init__(self, settings: Settings, start: float) -> None:
+        super().__init__(settings, start)
+        self.home, self.back_address = "/nowhere", "ipc:///nowhere"
+        self.run_id, self.predecessor_run = "run", ""
+        self.spawner, self.poller = _Spawner(), _Poller()
+        self.exits: ExitWatch[WorkerHandle] = ExitWatch()
+        self._awaiting_forkserver: dict = {}
+
+
+def test_a_worker_whose_requests_all_timed_out_before_the_forkserver_was_ready_is_not_started():
+    """Requests for three spaces wait while the forkserver imports (a slow box): one's
+    requests all time out, one's time out and another arrives before the forkserver is
+    ready, and one space's worker was asked for its own sake (an upgrade's sessions
+    handed over, no request). Once ready, the first gets no worker (no one waits for it:
+    it would only idle out) and says idle; the other two start, and a request that comes
+    later for the first starts its worker as any request does."""
+    host = _ForkserverHost(Settings(tick_s=0.25), start=1000.0)
+    try:
+        timed_out, asked_again, for_itself = host.add(1), host.add(2), host.add(3)
+        for handle in (timed_out, asked_again):
+            host.queue(handle, f"{handle.label}-1", deadline=1000.5)
+            host.spawn(handle)
+        host.spawn(for_itself)
+        assert {h.state for h in (timed_out, asked_again, for_itself)} == {"starting"}
+        host.tick(1001.0)  # the deadlines pass: answered TIMEOUT
+        assert [r.error for _, r in host.answered] == ["TIMEOUT", "TIMEOUT"]
+        host.queue(asked_again, "again", deadline=1030.0)
+        host.on_forkserver_ready()
+        assert host.spawner.spawned == [asked_again.space_id, for_itself.space_id]
+        assert timed_out.state == "idle" and not timed_out.alive
+        host.queue(timed_out, "later", deadline=1030.0)
+        host.spawn(timed_out)
+        assert host.spawner.spawned[-1] == timed_out.space_id and timed_out.alive
+    finally:
+        host.exits.close()
+        host.spawner.close()
