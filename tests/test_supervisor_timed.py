@@ -18,13 +18,14 @@ import signal
 import subprocess
 import sys
 import time
-import types
 
 import zmq
 
+from kint.open_files import FDS_PER_WORKER, OpenFiles
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply
 from kint.supervisor.daemon import Supervisor
+from kint.supervisor import room
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
@@ -55,6 +56,7 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
         self._stalled: set[str] = set()
         self._room_wanted: list[str] = []
         self._evicting: set[str] = set()
+        self._room_turn: str | None = None
         self._sweep_at = start
         self.sweeps: list[float] = []
         self.answered: list[tuple[str, Reply]] = []
@@ -288,6 +290,21 @@ def test_the_loop_never_polls_without_waiting_while_work_is_not_yet_due():
     assert host.poll_timeout_ms(1000.2) == 0
 
 
+class _Process:
+    """A worker process as the lifecycle handles it; it exits when the test says."""
+
+    exitcode = 0
+
+    def __init__(self, pid: int, sentinel: int) -> None:
+        self.pid, self.sentinel = pid, sentinel
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class _Spawner:
     """A forkserver still importing until `ready` is set; its spawns are recorded."""
 
@@ -307,7 +324,7 @@ class _Spawner:
         self.spawned.append(config.space_id)
         read, write = os.pipe()  # the sentinel: readable once the "process" exits
         self._pipes.append((read, write))
-        return types.SimpleNamespace(pid=40000 + len(self.spawned), sentinel=read)
+        return _Process(pid=40000 + len(self.spawned), sentinel=read)
 
     def close(self) -> None:
         for pair in self._pipes:
@@ -355,5 +372,54 @@ def test_a_worker_whose_requests_all_timed_out_before_the_forkserver_was_ready_i
         host.spawn(timed_out)
         assert host.spawner.spawned[-1] == timed_out.space_id and timed_out.alive
     finally:
+        host.exits.close()
+        host.spawner.close()
+
+
+def test_a_space_stopped_for_room_and_asked_for_meanwhile_waits_its_turn(monkeypatch):
+    """Room for one worker. Space B's request stops A's idle worker to make room; a request
+    for A comes while it stops, and one for a new space X once it has exited, before the
+    sweep that serves the queue. The room is B's: B's worker starts first, and A and X
+    wait behind it (refused BUSY at their turn, B's worker being busy starting), where A
+    started again at once took the room back and B, which asked first, was refused, and a
+    request for B then stopped A again: stopped and started for each of its requests
+    while B was never served."""
+    alive = lambda: sum(1 for h in host.handles.values() if h.alive)  # noqa: E731
+    limit = 1000
+    reserve = OpenFiles(0, limit).reserve
+
+    def one_worker_fits() -> OpenFiles:
+        return OpenFiles(limit - reserve - FDS_PER_WORKER + alive(), limit)
+
+    monkeypatch.setattr(room, "open_files", one_worker_fits)
+    ctx = zmq.Context()
+    host = _ForkserverHost(Settings(tick_s=0.25), start=1000.0)
+    host.back = ctx.socket(zmq.ROUTER)  # the stop goes nowhere: the test ends the worker
+    host.spawner.ready = True
+    try:
+        a, b, x = host.add(1), host.add(2), host.add(3)
+        host.spawn(a)
+        a.state, a.last_activity, a.last_beat_at = "ready", 1.0, 2.0  # idle, beat after work
+        host.queue(b, "b1", deadline=1010.0)
+        host.spawn(b)  # no room: A is stopped for it
+        assert a.state == "stopping" and host._room_wanted == [b.space_id]
+        host.queue(a, "a1", deadline=1010.0)  # A asked for while it stops
+        a_process = a.process
+        host.exits.forget(a_process.sentinel)
+        host.exits.watch(a_process.sentinel, a)
+        host._on_exit(a)
+        assert not a.alive and host._room_wanted == [b.space_id, a.space_id]
+        host.queue(x, "x1", deadline=1010.0)
+        host.spawn(x)  # the room A left is B's
+        assert not x.alive and host._room_wanted == [b.space_id, a.space_id, x.space_id]
+        host.tick(1000.25)  # the sweep serves the queue in order
+        assert host.spawner.spawned == [a.space_id, b.space_id]
+        assert b.alive and "b1" in b.pending
+        assert sorted((i, r.error) for i, r in host.answered) == [("a1", "BUSY"),
+                                                                   ("x1", "BUSY")]
+        assert host._room_wanted == [] and host._evicting == set()
+    finally:
+        host.back.close(linger=0)
+        ctx.term()
         host.exits.close()
         host.spawner.close()

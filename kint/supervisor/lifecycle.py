@@ -150,6 +150,7 @@ class WorkerLifecycle(WorkerRoom):
             pass
         now = time.monotonic()
         pid = handle.pid
+        stopped_for_room = handle.space_id in self._evicting
         self._evicting.discard(handle.space_id)
         handle.process = None
         handle.pid = None
@@ -173,7 +174,11 @@ class WorkerLifecycle(WorkerRoom):
             # (kint/tenant_worker/session_handoff.py), which starts now: their watcher
             # and notes go on without waiting for a request.
             handed = stop_reason == "recycle" and live_sessions(handle.beat)
-            if (handle.pending or handed) and not self.shutting_down:
+            if stopped_for_room and handle.pending and not self.shutting_down:
+                # Asked for while it was stopped to make room: its requests wait their
+                # turn behind the spaces the room was made for (room.py).
+                self._queue_for_room(handle)
+            elif (handle.pending or handed) and not self.shutting_down:
                 self.spawn(handle)
         elif stop_reason in ("stop", "upgrade") or self.shutting_down:
             # One stopped for an upgrade handed its sessions over, if it had any, to the
