@@ -2,11 +2,13 @@
 requests a full pipe refused at every turn, the sweep over every space once per tick.
 
 The host below is the part of `Supervisor` the timed work reads (its handles, settings,
-deadline heap, back socket and outbox); the real `Supervisor` is not built here because
-constructing it marks the whole test process as the daemon for every test that runs
-after (see test_supervisor_hung_judgement.py). The worker lifecycle is the real one, the
-sockets are real ZeroMQ sockets (inproc), the hung worker a real stopped process. Turns
-are given explicit monotonic times.
+deadline heap, back socket and outbox, the routes its worker messages are read by, and
+for the forkserver's wait and the room queue a spawner and open files the test decides);
+the real `Supervisor` is not built here because constructing it marks the whole test
+process as the daemon for every test that runs after (see
+test_supervisor_hung_judgement.py). The worker lifecycle is the real one, the sockets are
+real ZeroMQ sockets (inproc), the hung worker a real stopped process. Turns are given
+explicit monotonic times.
 """
 
 from __future__ import annotations
