@@ -32,6 +32,7 @@ from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_p
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS
+from kint.seconds_text import seconds_text
 from kint.supervisor.pidlock import HolderWatch
 
 # How much sooner than the call's deadline the request's own ends (a quarter of a short
@@ -255,8 +256,9 @@ class Client:
         self._follow(serving)
         left = deadline - time.monotonic()
         if left <= 0:  # starting the supervisor, or the block's calls before, spent it
-            raise SupervisorUnavailable(f"no answer from the supervisor within {bound_s:.1f}s "
-                                        f"({op} was not sent)", NO_ANSWER_HINT)
+            raise SupervisorUnavailable(f"no answer from the supervisor within "
+                                        f"{seconds_text(bound_s)} ({op} was not sent)",
+                                        NO_ANSWER_HINT)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
         self.sent_to = serving
@@ -315,7 +317,8 @@ class Client:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SupervisorUnavailable(
-                        f"no answer from the supervisor within {bound_s:.1f}s", NO_ANSWER_HINT)
+                        f"no answer from the supervisor within {seconds_text(bound_s)}",
+                        NO_ANSWER_HINT)
                 # A receive that gives up after a second (or what is left) is the whole
                 # wait: fewer calls into ZeroMQ than a poll followed by a receive.
                 wait_ms = max(1, int(min(left, LIVENESS_EVERY_S) * 1000))

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from kint.paths import footprint_bytes
 from kint.protocol.errors import ErrorCode, ProtocolError
+from kint.seconds_text import seconds_text
 from kint.spaces import sibyl_credentials_path
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 
@@ -99,7 +100,7 @@ def probe_store(db: str) -> None:
         if "locked" in str(err) or "busy" in str(err):
             raise ProtocolError(
                 ErrorCode.BUSY, f"the store {db} is locked by another process's write "
-                f"(held for more than {LOCK_PROBE_S:.0f}s)", LOCKED_HINT) from None
+                f"(held for more than {seconds_text(LOCK_PROBE_S)})", LOCKED_HINT) from None
         raise _unreadable(db, err) from None
     except sqlite3.Error as err:
         raise _unreadable(db, err) from None

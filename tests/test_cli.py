@@ -117,6 +117,8 @@ STATUS_KINT_MODULES = frozenset({
     # The supervisor's pid file is read through the lock module it shares with `kint setup`
     # (os, fcntl and time only).
     "kint.pid_file_lock",
+    # How a refusal words its bound ("within 0.5s"): one function, importing nothing.
+    "kint.seconds_text",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys

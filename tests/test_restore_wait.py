@@ -4,6 +4,7 @@ rows, given here. A restore that was answered is ended by its answer."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -100,4 +101,49 @@ def test_a_supervisor_the_send_started_is_the_one_watched(monkeypatch):
                                              lambda r: None, lambda: None)
     with pytest.raises(restore_wait.SupervisorUnavailable):
         under_way._follow(client)  # type: ignore[arg-type]
+    assert client.sends == 1 and under_way.unanswered and not under_way.resumed
+
+
+class OrphaningClient:
+    """The restore thread's own client: its send went to a supervisor (pid 4242) that then
+    exited without answering, leaving the worker that ran the restore behind, alive."""
+
+    def __init__(self) -> None:
+        self.sent_to: int | None = None
+        self.sends = 0
+
+    def serving_pid(self) -> int | None:
+        return None  # no supervisor holds the home any more
+
+    def send(self, _client: object, _timeout_s: float) -> dict:
+        self.sends += 1
+        self.sent_to = 4242
+        raise restore_wait.SupervisorUnavailable("the supervisor (pid 4242) exited")
+
+
+def test_an_old_worker_that_outlives_its_supervisor_ends_the_wait_by_the_stop_graces(
+        monkeypatch):
+    """The supervisor running the restore exited; the worker that ran it (this test's
+    own process here, so alive) does not go. The thread waits for it as long as a
+    supervisor lets a worker it stops outlive the stop (its stop grace and kill grace:
+    20 s), not the half hour a restore may take, and then ends the restore BUSY naming the
+    pid and how to end it, without sending it again over the old worker."""
+    assert restore_wait.OLD_WORKER_GONE_S == 20.0
+    monkeypatch.setattr(restore_wait, "Client", FakeClient)
+    monkeypatch.setattr(restore_wait, "LOOK_EVERY_S", 0.01)
+    monkeypatch.setattr(restore_wait, "OLD_WORKER_GONE_S", 0.2)
+    # Past this the thread of old sent the restore again: kept short, the test ends.
+    monkeypatch.setattr(restore_wait, "RESTORE_WAIT_S", 5.0)
+    client = OrphaningClient()
+    under_way = restore_wait.RestoreUnderWay(Path("/nowhere"), SPACE16, client.send,
+                                             lambda r: None, lambda: None)
+    under_way.worker_pid = os.getpid()
+    with pytest.raises(KintError) as ended:
+        under_way._follow(client)  # type: ignore[arg-type]
+    assert ended.value.code == "BUSY"
+    assert ended.value.message == (
+        f"the supervisor running the restore exited, and its worker (pid {os.getpid()}) "
+        f"still runs 0.2s later (stopped or stuck): the restore was not sent again, and "
+        f"the store is opened as that worker left it")
+    assert f"kill {os.getpid()}" in (ended.value.hint or "")
     assert client.sends == 1 and under_way.unanswered and not under_way.resumed

@@ -2,17 +2,20 @@
 requests a full pipe refused at every turn, the sweep over every space once per tick.
 
 The host below is the part of `Supervisor` the timed work reads (its handles, settings,
-deadline heap, back socket and outbox); the real `Supervisor` is not built here because
-constructing it marks the whole test process as the daemon for every test that runs
-after (see test_supervisor_hung_judgement.py). The worker lifecycle is the real one, the
-sockets are real ZeroMQ sockets (inproc), the hung worker a real stopped process. Turns
-are given explicit monotonic times.
+deadline heap, back socket and outbox, the routes its worker messages are read by, and
+for the forkserver's wait and the room queue a spawner and open files the test decides);
+the real `Supervisor` is not built here because constructing it marks the whole test
+process as the daemon for every test that runs after (see
+test_supervisor_hung_judgement.py). The worker lifecycle is the real one, the sockets are
+real ZeroMQ sockets (inproc), the hung worker a real stopped process. Turns are given
+explicit monotonic times.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -20,11 +23,16 @@ import time
 
 import zmq
 
+from kint.open_files import FDS_PER_WORKER, OpenFiles
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply
+from kint.supervisor.daemon import Supervisor
+from kint.supervisor import room
+from kint.supervisor.exits import ExitWatch
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
+from kint.supervisor.worker_messages import WorkerMessages
 from kint.supervisor.workers import Pending, WorkerHandle
 
 
@@ -35,9 +43,13 @@ class _Outbox:
         return False
 
 
-class _Host(WorkerLifecycle, TimedWork):
+class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
     def __init__(self, settings: Settings, start: float, back: zmq.Socket | None = None) -> None:
         self.settings = settings
+        self._by_route: dict[bytes, WorkerHandle] = {}
+        self._retired_routes: dict[bytes, str] = {}
+        self._refused_routes: set[bytes] = set()
+        self.passed_on: list[tuple[str, bytes]] = []
         self.shutting_down = False
         self.handles: dict[str, WorkerHandle] = {}
         self.back = back
@@ -46,6 +58,7 @@ class _Host(WorkerLifecycle, TimedWork):
         self._stalled: set[str] = set()
         self._room_wanted: list[str] = []
         self._evicting: set[str] = set()
+        self._room_turn: str | None = None
         self._sweep_at = start
         self.sweeps: list[float] = []
         self.answered: list[tuple[str, Reply]] = []
@@ -56,6 +69,15 @@ class _Host(WorkerLifecycle, TimedWork):
     def _answer(self, handle: WorkerHandle, pending: Pending, reply: Reply) -> None:
         handle.pending.pop(pending.internal_id, None)
         self.answered.append((pending.internal_id, reply))
+
+    def _pass_on(self, handle: WorkerHandle, pending: Pending, body: zmq.Frame) -> None:
+        handle.pending.pop(pending.internal_id, None)
+        self.passed_on.append((pending.internal_id, body.bytes))
+
+    def _drain(self, sock: zmq.Socket | None, handler, busy: bool = True) -> None:
+        """The loop's own drain; a host without a back socket has nothing to read."""
+        if sock is not None:
+            Supervisor._drain(sock, handler, busy)
 
     def add(self, n: int) -> WorkerHandle:
         handle = WorkerHandle(space_id=f"{n:064x}", label=f"t@hermes:p{n}", tenant="t",
@@ -100,6 +122,43 @@ def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
     assert [(i, r.error) for i, r in host.answered] == [("7", "TIMEOUT")]
     assert "did not finish within 1000 ms" in (host.answered[0][1].message or "")
     assert host.sweeps == [1000.0]
+
+
+def test_a_reply_waiting_unread_when_its_deadline_passes_wins_over_the_timeout():
+    """The supervisor was preempted between its poll and its clock read: the turn's clock
+    is past the request's deadline, and the worker's reply arrived meanwhile, after the
+    poll, unread on the back socket. The reply is read before any TIMEOUT is given and is
+    the request's answer; a request whose worker sent nothing is still answered TIMEOUT."""
+    ctx = zmq.Context()
+    back = ctx.socket(zmq.ROUTER)
+    worker = ctx.socket(zmq.DEALER)
+    try:
+        back.bind("inproc://timed-late-reply")
+        token = worker_wire.new_token()
+        worker.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+        worker.connect("inproc://timed-late-reply")
+        host = _Host(Settings(tick_s=0.25), start=1000.0, back=back)
+        handle = host.add(1)
+        handle.state, handle.pid = "busy", 4242
+        handle.token, handle.route = token, worker_wire.route_for(token)
+        host._by_route[handle.route] = handle
+        host.tick(1000.0)  # the sweep: the next is due at 1000.25
+        host.queue(handle, "7", deadline=1000.05).forwarded = True
+        host.queue(handle, "8", deadline=1000.05).forwarded = True
+        worker.send_multipart(worker_wire.encode(
+            {"kind": "reply", "id": "7", "pid": 4242, "token": worker_wire.token_text(token)},
+            b'{"ok":true}'))
+        give_up = time.monotonic() + 30
+        while not back.poll(0) and time.monotonic() < give_up:  # in the back socket's queue
+            time.sleep(0.001)
+        host.tick(1000.06)  # the turn's clock: past both deadlines
+        assert host.passed_on == [("7", b'{"ok":true}')]
+        assert [(i, r.error) for i, r in host.answered] == [("8", "TIMEOUT")]
+        assert handle.pending == {}
+    finally:
+        worker.close(linger=0)
+        back.close(linger=0)
+        ctx.term()
 
 
 def test_requests_a_full_pipe_refused_leave_in_order_at_the_next_turn(caplog):
@@ -231,3 +290,138 @@ def test_the_loop_never_polls_without_waiting_while_work_is_not_yet_due():
     host.queue(handle, "1", deadline=1000.1003)
     assert host.poll_timeout_ms(1000.1) == 1
     assert host.poll_timeout_ms(1000.2) == 0
+
+
+class _Process:
+    """A worker process as the lifecycle handles it; it exits when the test says."""
+
+    exitcode = 0
+
+    def __init__(self, pid: int, sentinel: int) -> None:
+        self.pid, self.sentinel = pid, sentinel
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Spawner:
+    """A forkserver still importing until `ready` is set; its spawns are recorded."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.spawned: list[str] = []
+        self._pipes: list[tuple[int, int]] = []
+
+    def ready_fd(self) -> int:
+        return -1
+
+    def take_ready(self) -> list[str]:
+        self.ready = True
+        return []
+
+    def spawn(self, config, token: bytes):  # noqa: ANN001
+        self.spawned.append(config.space_id)
+        read, write = os.pipe()  # the sentinel: readable once the "process" exits
+        self._pipes.append((read, write))
+        return _Process(pid=40000 + len(self.spawned), sentinel=read)
+
+    def close(self) -> None:
+        for pair in self._pipes:
+            for fd in pair:
+                os.close(fd)
+
+
+class _Poller:
+    def unregister(self, _fd: int) -> None:
+        pass
+
+
+class _ForkserverHost(_Host):
+    def __init__(self, settings: Settings, start: float) -> None:
+        super().__init__(settings, start)
+        self.home, self.back_address = "/nowhere", "ipc:///nowhere"
+        self.run_id, self.predecessor_run = "run", ""
+        self.spawner, self.poller = _Spawner(), _Poller()
+        self.exits: ExitWatch[WorkerHandle] = ExitWatch()
+        self._awaiting_forkserver: dict = {}
+
+
+def test_a_worker_whose_requests_all_timed_out_before_the_forkserver_was_ready_is_not_started():
+    """Requests for three spaces wait while the forkserver imports (a slow box): one's
+    requests all time out, one's time out and another arrives before the forkserver is
+    ready, and one space's worker was asked for its own sake (an upgrade's sessions
+    handed over, no request). Once ready, the first gets no worker (no one waits for it:
+    it would only idle out) and says idle; the other two start, and a request that comes
+    later for the first starts its worker as any request does."""
+    host = _ForkserverHost(Settings(tick_s=0.25), start=1000.0)
+    try:
+        timed_out, asked_again, for_itself = host.add(1), host.add(2), host.add(3)
+        for handle in (timed_out, asked_again):
+            host.queue(handle, f"{handle.label}-1", deadline=1000.5)
+            host.spawn(handle)
+        host.spawn(for_itself)
+        assert {h.state for h in (timed_out, asked_again, for_itself)} == {"starting"}
+        host.tick(1001.0)  # the deadlines pass: answered TIMEOUT
+        assert [r.error for _, r in host.answered] == ["TIMEOUT", "TIMEOUT"]
+        host.queue(asked_again, "again", deadline=1030.0)
+        host.on_forkserver_ready()
+        assert host.spawner.spawned == [asked_again.space_id, for_itself.space_id]
+        assert timed_out.state == "idle" and not timed_out.alive
+        host.queue(timed_out, "later", deadline=1030.0)
+        host.spawn(timed_out)
+        assert host.spawner.spawned[-1] == timed_out.space_id and timed_out.alive
+    finally:
+        host.exits.close()
+        host.spawner.close()
+
+
+def test_a_space_stopped_for_room_and_asked_for_meanwhile_waits_its_turn(monkeypatch):
+    """Room for one worker. Space B's request stops A's idle worker to make room; a request
+    for A comes while it stops, and one for a new space X once it has exited, before the
+    sweep that serves the queue. The room is B's: B's worker starts first, and A and X
+    wait behind it (refused BUSY at their turn, B's worker being busy starting), where A
+    started again at once took the room back and B, which asked first, was refused, and a
+    request for B then stopped A again: stopped and started for each of its requests
+    while B was never served."""
+    alive = lambda: sum(1 for h in host.handles.values() if h.alive)  # noqa: E731
+    limit = 1000
+    reserve = OpenFiles(0, limit).reserve
+
+    def one_worker_fits() -> OpenFiles:
+        return OpenFiles(limit - reserve - FDS_PER_WORKER + alive(), limit)
+
+    monkeypatch.setattr(room, "open_files", one_worker_fits)
+    ctx = zmq.Context()
+    host = _ForkserverHost(Settings(tick_s=0.25), start=1000.0)
+    host.back = ctx.socket(zmq.ROUTER)  # the stop goes nowhere: the test ends the worker
+    host.spawner.ready = True
+    try:
+        a, b, x = host.add(1), host.add(2), host.add(3)
+        host.spawn(a)
+        a.state, a.last_activity, a.last_beat_at = "ready", 1.0, 2.0  # idle, beat after work
+        host.queue(b, "b1", deadline=1010.0)
+        host.spawn(b)  # no room: A is stopped for it
+        assert a.state == "stopping" and host._room_wanted == [b.space_id]
+        host.queue(a, "a1", deadline=1010.0)  # A asked for while it stops
+        a_process = a.process
+        host.exits.forget(a_process.sentinel)
+        host.exits.watch(a_process.sentinel, a)
+        host._on_exit(a)
+        assert not a.alive and host._room_wanted == [b.space_id, a.space_id]
+        host.queue(x, "x1", deadline=1010.0)
+        host.spawn(x)  # the room A left is B's
+        assert not x.alive and host._room_wanted == [b.space_id, a.space_id, x.space_id]
+        host.tick(1000.25)  # the sweep serves the queue in order
+        assert host.spawner.spawned == [a.space_id, b.space_id]
+        assert b.alive and "b1" in b.pending
+        assert sorted((i, r.error) for i, r in host.answered) == [("a1", "BUSY"),
+                                                                   ("x1", "BUSY")]
+        assert host._room_wanted == [] and host._evicting == set()
+    finally:
+        host.back.close(linger=0)
+        ctx.term()
+        host.exits.close()
+        host.spawner.close()

@@ -31,7 +31,9 @@ got; a worker still alive keeps the store open, and the restore sent again would
 BUSY over it) and sends the same restore again, which starts a supervisor
 and carries the agent's request out: the store ends as the chain has it whether the first
 one was cut before its move, during its rows or after its last. Only then is the store
-opened. Before, Sibyl's tools stayed refused until some kint tool happened to start a
+opened. It waits for that as long as a supervisor lets a worker it stops outlive the stop
+(OLD_WORKER_GONE_S); a worker still there then is stopped or stuck, and the restore ends
+BUSY naming its pid and how to end it, the store opened as it stands. Before, Sibyl's tools stayed refused until some kint tool happened to start a
 supervisor. A supervisor that still holds the home and does not answer (stopped, or
 starved) has a worker that may still be restoring: the thread then looks at its status
 (the worker's beat) until it no longer runs the pull, or the supervisor is gone after all.
@@ -50,6 +52,9 @@ from typing import Any, Callable
 from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnavailable
 from kint.envsettings import pid_alive
 from kint.paths import space_files
+from kint.protocol import ErrorCode
+from kint.seconds_text import seconds_text
+from kint.supervisor.settings import Settings
 
 log = logging.getLogger("kint.server")
 
@@ -62,6 +67,14 @@ RESTORE_RUNNING_HINT = ("call memory_status in a minute: `restore_running` says 
 RESTORE_WAIT_S = 1800.0
 # How often the thread looks again while the supervisor is gone or silent.
 LOOK_EVERY_S = 0.5
+# How long the thread waits, once the restore's supervisor is gone, for its worker to
+# exit and the head lock to come free: the longest a worker outlives a stop its supervisor
+# commands (the stop's grace, then SIGKILL and the kill's grace). A worker whose supervisor
+# died is told by SIGTERM (or sees it at its next beat, 3 s apart at most) and exits
+# within its own stop grace for the op in flight, shorter than the supervisor's; one
+# still there after this is stopped (SIGSTOP, a debugger) or stuck, and waiting longer
+# only keeps the agent's tools refused.
+OLD_WORKER_GONE_S = Settings.stop_grace_s + Settings.kill_grace_s
 
 
 def head_lock_free(home: Path, space16: str) -> bool:
@@ -145,8 +158,9 @@ class RestoreUnderWay:
         if self.unanswered and not self.resumed:
             return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
                     f"running it did not answer it (it exited, or does not run), and this "
-                    f"server sends the restore again once the worker that ran it is gone, "
-                    f"or opens the store once that worker says it ended")
+                    f"server sends the restore again once the worker that ran it is gone "
+                    f"(waiting {seconds_text(OLD_WORKER_GONE_S)} at most after its "
+                    f"supervisor), or opens the store once that worker says it ended")
         if self.resumed:
             return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
                     f"running it exited, and this server sent the restore again, which is "
@@ -214,23 +228,56 @@ class RestoreUnderWay:
 
     def _wait_out(self, client: Client, serving: int | None) -> bool:
         """After a call the supervisor `serving` (its pid) did not answer: True once it is
-        gone and no process holds the head lock (send the restore again), False once the supervisor that still
-        holds the home says its worker no longer runs the pull (it ended unanswered)."""
+        gone and no process holds the head lock (send the restore again), False once the
+        supervisor that still holds the home says its worker no longer runs the pull (it
+        ended unanswered). Raises BUSY when the old worker, or the head lock, is still
+        there OLD_WORKER_GONE_S after the supervisor was found gone: sent again, the
+        restore would only be refused over it, and the store is opened as it stands."""
         look = Client(self.home, autostart=False)
         give_up_at = self.sent_at + RESTORE_WAIT_S  # then sent again: its worker says BUSY
+        gone_at: float | None = None  # when the supervisor was first found gone
         try:
             while time.monotonic() < give_up_at:
                 now = client.serving_pid()
                 if now is None or now <= 0 or now != serving:
-                    if ((self.worker_pid is None or not pid_alive(self.worker_pid))
-                            and head_lock_free(self.home, self.space16)):
+                    worker_alive = self.worker_pid is not None and pid_alive(self.worker_pid)
+                    if not worker_alive and head_lock_free(self.home, self.space16):
                         return True
+                    looked_at = time.monotonic()
+                    gone_at = looked_at if gone_at is None else gone_at
+                    if looked_at - gone_at >= OLD_WORKER_GONE_S:
+                        raise self._old_worker_stays(worker_alive)
                 elif not self._worker_pulls(look):
                     return False
                 time.sleep(LOOK_EVERY_S)
             return True
         finally:
             look.close()
+
+    def _old_worker_stays(self, worker_alive: bool) -> KintError:
+        """The refusal the restore ends with when its supervisor is gone and its worker
+        (or another process holding the space's head lock) has not let go in time."""
+        waited = seconds_text(OLD_WORKER_GONE_S)
+        if worker_alive:
+            pid = self.worker_pid
+            log.warning("the worker %s that ran the restore still runs %s after its "
+                        "supervisor exited; the restore is not sent again", pid, waited)
+            return KintError(
+                ErrorCode.BUSY.value,
+                f"the supervisor running the restore exited, and its worker (pid {pid}) "
+                f"still runs {waited} later (stopped or stuck): the restore was not sent "
+                f"again, and the store is opened as that worker left it",
+                f"`kill -CONT {pid}` if it is stopped (it then exits), or `kill {pid}`; then "
+                f"call memory_pull with discard_local again")
+        log.warning("the space's head lock is still held %s after the restore's "
+                    "supervisor exited; the restore is not sent again", waited)
+        return KintError(
+            ErrorCode.BUSY.value,
+            f"the supervisor running the restore exited, and the space's head lock is still "
+            f"held {waited} later (another kint process pushes or pulls the space): the "
+            f"restore was not sent again, and the store is opened as it stands",
+            "call memory_pull with discard_local again once `kint status` shows no push or "
+            "pull running")
 
     def _worker_pulls(self, look: Client) -> bool:
         """Whether the space's worker runs a pull begun since the restore was sent, by the

@@ -27,6 +27,7 @@ from kint.chain.anchor_abi import bare_hex, bytes32_of, checksummed
 from kint.chain.calls import ChainRefused, bounded, transport_words
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
+from kint.seconds_text import seconds_text
 
 RECEIPT_TIMEOUT_S = 60.0
 
@@ -182,7 +183,7 @@ class AnchorWrites:
                 if self.block_number() - int(receipt["blockNumber"]) + 1 >= self.config.confirmations:
                     return receipt
             time.sleep(0.2)
-        raise RpcUnavailable(f"no confirmed receipt for {tx_hash} within {timeout_s:.0f}s")
+        raise RpcUnavailable(f"no confirmed receipt for {tx_hash} within {seconds_text(timeout_s)}")
 
     def transact(self, account: LocalAccount, call: Any, value: int = 0) -> Any:
         return self.wait(self.send_raw(self.build(account, call, value)))

@@ -13,6 +13,7 @@ from kint.client import KintError, SupervisorUnavailable
 from kint.commands.common import (Ctx, echo_json, fail, json_option, refuse,
                                   usage_error)
 from kint.commands.exit_codes import NO_SUPERVISOR
+from kint.seconds_text import seconds_text
 from kint.commands.supervisor_status import HELP as STATUS_HELP
 from kint.paths import kint_home, log_path
 from kint.protocol import ErrorCode
@@ -92,7 +93,7 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
     started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
     if pid is not None and started is None:
         refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) stopped its workers but "
-               f"has not exited {STOP_EXIT_WAIT_S:.0f}s later",
+               f"has not exited {seconds_text(STOP_EXIT_WAIT_S)} later",
                f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
     if as_json:
         echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),

@@ -32,6 +32,7 @@ from kint.proc_name import SUPERVISOR, set_process_name
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
 from kint.protocol import ErrorCode
+from kint.seconds_text import seconds_text
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 
@@ -254,7 +255,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> No
                 raise silent_supervisor(home, found.pid)
         if now >= deadline:
             raise SupervisorNotReachable(
-                f"the supervisor did not answer within {wait_s:.0f}s",
+                f"the supervisor did not answer within {seconds_text(wait_s)}",
                 f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
                 "`kint supervisor start --foreground` to see why it does not start")
         time.sleep(RETRY_EVERY_S)

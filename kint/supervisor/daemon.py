@@ -75,8 +75,9 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._refused_routes: set[bytes] = set()
         self._room_wanted: list[str] = []
         self._evicting: set[str] = set()
+        self._room_turn: str | None = None
         self.exits: ExitWatch[WorkerHandle] = ExitWatch()
-        self._awaiting_forkserver: dict[str, WorkerHandle] = {}
+        self._awaiting_forkserver: dict[str, tuple[WorkerHandle, bool]] = {}
         self._deadlines: list[tuple[float, str, str]] = []
         self._stalled: set[str] = set()
         self._ids = itertools.count(1)

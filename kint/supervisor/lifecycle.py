@@ -49,8 +49,9 @@ class WorkerLifecycle(WorkerRoom):
     # Routes of workers declared down or exited, with their space (`_retire_route`).
     _retired_routes: dict[bytes, str]
     exits: ExitWatch[WorkerHandle]
-    # Spaces whose worker was asked for before the forkserver was ready (`spawn`).
-    _awaiting_forkserver: dict[str, WorkerHandle]
+    # Spaces whose worker was asked for before the forkserver was ready (`spawn`), each
+    # with whether it was asked for itself (sessions handed over), not for requests.
+    _awaiting_forkserver: dict[str, tuple[WorkerHandle, bool]]
     # ClientRouting's own methods, declared for the type checker (the mixin has no body of
     # its own for them).
     _answer: Callable[[WorkerHandle, Any, Any], None]
@@ -60,8 +61,13 @@ class WorkerLifecycle(WorkerRoom):
         if not self.spawner.ready:
             # The forkserver is still importing (spawner.py): this worker starts once it
             # is done (`on_forkserver_ready`); its requests wait as for any starting one.
+            # A spawn asked with no request waiting is for the worker itself (an upgrade's
+            # sessions handed over: `resume_after_upgrade`); no worker has run before the
+            # forkserver was ready, so no crash or recycle asks for one here.
             handle.state = "starting"
-            self._awaiting_forkserver[handle.space_id] = handle
+            _, for_itself = self._awaiting_forkserver.get(handle.space_id, (handle, False))
+            self._awaiting_forkserver[handle.space_id] = (
+                handle, for_itself or not handle.pending)
             return
         if not self._room_for(handle):  # the supervisor's open files (room.py)
             return
@@ -109,7 +115,12 @@ class WorkerLifecycle(WorkerRoom):
     def on_forkserver_ready(self) -> None:
         """The forkserver's preload is done: say what it could not import, then start the
         workers asked for meanwhile, unless the supervisor is stopping (their requests
-        were refused) or a stop or restart settled the space since."""
+        were refused) or a stop or restart settled the space since. A worker asked for
+        by requests only starts only while one of them still waits: those all answered
+        meanwhile (TIMEOUT, on a box slow to import) would leave a worker no one waits
+        for, which sat idle until its idle exit. The loop is one thread: a request that
+        arrived for such a space before now is waiting in it, and one that comes after
+        finds the space idle and starts its worker as any request does."""
         missing = self.spawner.take_ready()
         if not self.spawner.ready:
             return
@@ -118,9 +129,15 @@ class WorkerLifecycle(WorkerRoom):
             log.warning("the worker forkserver could not import %s: workers start "
                         "without what it would have set up", "; ".join(missing))
         waiting, self._awaiting_forkserver = self._awaiting_forkserver, {}
-        for handle in waiting.values():
-            if not self.shutting_down and not handle.alive and handle.state == "starting":
+        for handle, for_itself in waiting.values():
+            if self.shutting_down or handle.alive or handle.state != "starting":
+                continue
+            if handle.pending or for_itself:
                 self.spawn(handle)
+            else:
+                handle.state = "idle"
+                log.info("space %s: its requests were answered before the worker "
+                         "forkserver was ready; no worker started", handle.space16)
 
     def _on_exit(self, handle: WorkerHandle) -> None:
         proc = handle.process
@@ -133,6 +150,7 @@ class WorkerLifecycle(WorkerRoom):
             pass
         now = time.monotonic()
         pid = handle.pid
+        stopped_for_room = handle.space_id in self._evicting
         self._evicting.discard(handle.space_id)
         handle.process = None
         handle.pid = None
@@ -156,7 +174,11 @@ class WorkerLifecycle(WorkerRoom):
             # (kint/tenant_worker/session_handoff.py), which starts now: their watcher
             # and notes go on without waiting for a request.
             handed = stop_reason == "recycle" and live_sessions(handle.beat)
-            if (handle.pending or handed) and not self.shutting_down:
+            if stopped_for_room and handle.pending and not self.shutting_down:
+                # Asked for while it was stopped to make room: its requests wait their
+                # turn behind the spaces the room was made for (room.py).
+                self._queue_for_room(handle)
+            elif (handle.pending or handed) and not self.shutting_down:
                 self.spawn(handle)
         elif stop_reason in ("stop", "upgrade") or self.shutting_down:
             # One stopped for an upgrade handed its sessions over, if it had any, to the

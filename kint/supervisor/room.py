@@ -9,6 +9,19 @@ the sweep after its exit starts the space's worker. One such stop at a time, so 
 of requests for new spaces never empties the box of workers. With no such worker, the
 requests are refused BUSY, naming the limit, and the space is not counted as crashed.
 
+The spaces waiting for room are served in the order they asked, and the room a stop made
+is theirs: while any waits, a request that needs a new worker for another space waits
+behind them (`_room_for`), the space whose worker was stopped for room included, when a
+request came for it during the stop (lifecycle's `_on_exit`). Started at once, that space
+took the room back from the one it was stopped for, which was then refused BUSY or
+stopped yet another worker: with two spaces asked in turn at the limit, the space asked
+first could be refused at every turn while the other's worker was stopped and started
+for each of its requests. In order, every stop for room serves the request at the head
+of the queue, and a space comes back into the queue only with a request of its own, so
+the stops and starts are bounded by the requests that find no worker (at a limit with
+room for one worker, two spaces asked in turn pay a worker start a turn), and end when
+the requests do.
+
 A mixin of `Supervisor` (kint/supervisor/daemon.py) through `WorkerLifecycle`, whose
 `spawn` asks `_room_for` first.
 """
@@ -34,6 +47,8 @@ class WorkerRoom:
     # spaces whose workers are being stopped to make that room.
     _room_wanted: list[str]
     _evicting: set[str]
+    # The space `_serve_room_wanted` is starting the worker of now (its turn in the queue).
+    _room_turn: str | None
     # ClientRouting's and WorkerLifecycle's own methods, declared for the type checker.
     _answer: Callable[[WorkerHandle, Any, Any], None]
     spawn: Callable[[WorkerHandle], None]
@@ -41,7 +56,11 @@ class WorkerRoom:
 
     def _room_for(self, handle: WorkerHandle) -> bool:
         """Whether `handle`'s worker may start now. When not, its requests either wait for
-        an idle worker stopped to make room, or are refused (`_no_room`)."""
+        an idle worker stopped to make room, or are refused (`_no_room`). Requests for a
+        space whose turn it is not wait behind the spaces already waiting for room."""
+        if self._room_wanted and self._room_turn != handle.space_id and handle.pending:
+            self._queue_for_room(handle)
+            return False
         files = open_files()
         if files is None or files.room_for_worker():
             return True
@@ -66,8 +85,18 @@ class WorkerRoom:
             self._evicting.add(spare.space_id)
             self.stop_worker(spare, "idle", time.monotonic())
         handle.state = "idle"
-        self._room_wanted.append(handle.space_id)
+        if self._room_turn == handle.space_id:  # still first: the room made is its own
+            self._room_wanted.insert(0, handle.space_id)
+        else:
+            self._room_wanted.append(handle.space_id)
         return True
+
+    def _queue_for_room(self, handle: WorkerHandle) -> None:
+        """`handle`'s requests wait for a worker behind the spaces waiting for room (once
+        in the queue, at its end)."""
+        handle.state = "idle"
+        if handle.space_id not in self._room_wanted:
+            self._room_wanted.append(handle.space_id)
 
     def _idlest_worker(self) -> WorkerHandle | None:
         """The running worker quiet longest that nobody needs now, or None."""
@@ -110,7 +139,11 @@ class WorkerRoom:
             handle = self.handles.get(self._room_wanted.pop(0))
             if handle is None or handle.alive or not handle.pending:
                 continue
-            self.spawn(handle)
+            self._room_turn = handle.space_id
+            try:
+                self.spawn(handle)
+            finally:
+                self._room_turn = None
 
     def _no_room(self, handle: WorkerHandle, message: str) -> None:
         """No worker for `handle` now, and none can be spared: its requests are refused BUSY

@@ -30,6 +30,7 @@ from kint.protocol.envelope import Reply, error_reply, reply_from_error
 from kint.protocol.limits import MAX_WAITING_PER_SPACE
 from kint.protocol.ops import OPS
 from kint.protocol.server_codec import decode_request, encode_reply
+from kint.seconds_text import seconds_text
 from kint.spaces import space_id as compute_space_id
 from kint.spaces import STORE_HINT, space_label, store_problem
 from kint.supervisor.bindings import Binding, Bindings
@@ -190,8 +191,8 @@ class ClientRouting:
     def _quarantine_message(self, handle: WorkerHandle, now: float) -> str:
         retry = max(0.0, (handle.quarantined_until or now) - now)
         return (f"space {handle.space16} is quarantined after {len(handle.crash_times)} "
-                f"restarts in {self.settings.restart_window_s:.0f}s; last exit: "
-                f"{handle.last_exit}; next retry in {retry:.0f}s")
+                f"restarts in {seconds_text(self.settings.restart_window_s)}; last exit: "
+                f"{handle.last_exit}; next retry in {seconds_text(retry)}")
 
 
 def _same_store(sid: str, label: str, db: str, tenant: str, request: Any) -> None:

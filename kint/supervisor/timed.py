@@ -1,7 +1,8 @@
 """What the supervisor's loop does besides reading messages, each on its own schedule.
 
 - Deadlines, at every turn: a request whose deadline passed is answered TIMEOUT (the
-  deadline heap's head is one comparison when none is due).
+  deadline heap's head is one comparison when none is due), unless its reply is found
+  waiting on the back socket, read first at such a turn (`_expire`).
 - Forwards a worker's pipe refused (it was full), at every turn while any wait, and only
   for those spaces (`_stalled`), so a request never waits for the sweep.
 - The sweep over every space's handle (hung judgement, kills after a grace, commanded
@@ -52,9 +53,11 @@ class TimedWork:
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
     _sweep_at: float
-    # ClientRouting's, WorkerLifecycle's and Housekeeping's own methods, declared for the
-    # type checker.
+    # ClientRouting's, WorkerMessages', WorkerLifecycle's, Housekeeping's and the loop's
+    # own methods, declared for the type checker.
     _answer: Callable[[WorkerHandle, Any, Any], None]
+    _drain: Callable[[Any, Callable[[Any], None]], None]
+    _on_back: Callable[[Any], None]
     _check_alive: Callable[[WorkerHandle, float], None]
     _housekeeping: Callable[[float], None]
     _room_sweep: Callable[[], None]
@@ -107,12 +110,24 @@ class TimedWork:
             heapq.heappop(deadlines)
 
     def _expire(self, now: float) -> None:
+        """Answer TIMEOUT each request whose deadline passed by `now`, once what the
+        workers sent is read: `now` was read after the turn's poll, and a supervisor
+        preempted between the two finds deadlines passed whose replies came meanwhile,
+        unread on the back socket (the poll had not seen them). The reply wins: it is
+        passed on, and no TIMEOUT is given for its request. Read here, once per turn that
+        times a request out, not at every turn: a normal turn pays no look for it."""
+        read_back = False
         while self._deadlines and self._deadlines[0][0] <= now:
             _, sid, internal_id = heapq.heappop(self._deadlines)
             handle = self.handles.get(sid)
             pending = handle.pending.get(internal_id) if handle else None
             if handle is None or pending is None:
                 continue
+            if not read_back:
+                read_back = True
+                self._drain(self.back, self._on_back)
+                if internal_id not in handle.pending:  # its reply was waiting
+                    continue
             late = (f"{pending.op} on space {handle.space16} did not finish within "
                     f"{pending.timeout_ms} ms")
             if handle.space_id in self._room_wanted:

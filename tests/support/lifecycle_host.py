@@ -20,3 +20,4 @@ class LifecycleHost(WorkerLifecycle):
         self._retired_routes = {}
         self._room_wanted = []
         self._evicting = set()
+        self._room_turn = None
