@@ -123,7 +123,7 @@ def test_status_shows_what_the_last_look_found_while_that_worker_runs(tmp_path, 
     """`status` names another home's worker on the store as the worker's last look (its
     start's, doctor's) found it, and drops it once that worker is gone, without a look of
     its own (a walk of every process per status): only doctor and the log said so."""
-    from kint.render import space_status_text
+    from kint.render_space import space_status_text
     from kint.tenant_worker import store_sharers
     from kint.tenant_worker.handlers import status
 
