@@ -113,6 +113,17 @@ def kjson(sb: Sandbox, *args: str) -> dict:
     return json.loads(ok(sb.kint(*args, "--json")).stdout)
 
 
+def kdb(sb: Sandbox, db: Path, *args: str,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`kint --db DB ARGS` on machine `sb`: the space of a store that is not its default."""
+    return sb.kint("--db", str(db), *args, input=input)
+
+
+def jdb(sb: Sandbox, db: Path, *args: str, input: str | None = None) -> dict:
+    """`kdb` with `--json`, which must succeed: its object."""
+    return json.loads(ok(kdb(sb, db, *args, "--json", input=input)).stdout)
+
+
 def recovery_code(sb: Sandbox, space16: str) -> str:
     """The code in RECOVERY-<space16>.txt: its last non-empty line."""
     lines = (sb.kint_home / f"RECOVERY-{space16}.txt").read_text().splitlines()

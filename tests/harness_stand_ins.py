@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 # Hermes' CLI as hermes-agent 0.19 answers the two commands `kint setup hermes` runs, for a
@@ -34,6 +35,37 @@ def mcp_add(config, args):
     config.setdefault("mcp_servers", {})[args[2]] = {
         "command": args[args.index("--command") + 1], "env": env, "enabled": True}
 """
+
+# The rest of a stand-in Hermes over one JSON file (see hermes_script); formatted apart from
+# HERMES_COMMANDS, whose braces are Python's.
+HERMES_OVER_ONE_FILE = """
+{prelude}
+state = {state}
+config = json.loads(state.read_text()) if state.exists() else {{}}
+args = sys.argv[3:]
+if args[:3] == ["config", "get", "--json"]:
+    config_get(config, args)
+if args[:2] == ["mcp", "add"]:
+{before_add}
+    mcp_add(config, args)
+    state.write_text(json.dumps(config))
+{after_save}
+    sys.exit(print("Saved"))
+sys.exit(print("unexpected", args) or 2)
+"""
+
+
+def hermes_script(state: str, *, prelude: str = "", before_add: str = "",
+                  after_save: str = "") -> str:
+    """A stand-in Hermes CLI (HERMES_COMMANDS) whose profile config is the JSON file at
+    `state` (a Python expression, after `prelude` has run): `config get --json` answers
+    from it; `mcp add` runs `before_add`, writes the entry, saves the file, runs
+    `after_save` and says `Saved`; any other call exits 2. The tests differ only in where
+    the file is and what an `mcp add` does beside it."""
+    return HERMES_COMMANDS + HERMES_OVER_ONE_FILE.format(
+        prelude=prelude, state=state, before_add=textwrap.indent(before_add, "    "),
+        after_save=textwrap.indent(after_save, "    "))
+
 
 STAND_IN = """#!{python}
 import json, os, sys, time

@@ -493,7 +493,7 @@ def test_a_worker_bad_input_refusal_in_join_names_joins_help(capsys):
     from kint.cli import main as cli
     from kint.client import KintError
     from kint.commands.common import Ctx
-    from kint.commands.join import _stopper
+    from kint.commands.join_stops import stopper
     from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
 
     notice = "kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off)"
@@ -502,7 +502,7 @@ def test_a_worker_bad_input_refusal_in_join_names_joins_help(capsys):
     join = cli.get_command(click.Context(cli), "join")
     with click.Context(join, info_name="join", parent=click.Context(cli, info_name="kint")):
         with pytest.raises(SystemExit) as stopped:
-            _stopper("vault", Ctx(None, None, False))(err)
+            stopper("vault", Ctx(None, None, False))(err)
     assert stopped.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
         "join stopped at vault: a recovery code is 55 characters [BAD_REQUEST]",

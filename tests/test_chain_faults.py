@@ -25,8 +25,8 @@ import pytest
 from web3 import Web3
 
 from anchoring import resealed
-from chain_machines import (RULE_1, connect_with_wallet, kjson, new_machine, ok, owner_account,
-                            recovery_code)
+from chain_machines import (RULE_1, connect_with_wallet, jdb, kdb, kjson, new_machine, ok,
+                            owner_account, recovery_code)
 from conftest import KINT
 from conftest import write_rules as write
 from machines_together import new_machines
@@ -81,14 +81,6 @@ def proxies(chain):
 
 
 # -- what a machine holds -------------------------------------------------------------------
-
-
-def kdb(sb, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return sb.kint("--db", str(db), *args)
-
-
-def jdb(sb, db: Path, *args: str) -> dict:
-    return json.loads(ok(kdb(sb, db, *args, "--json")).stdout)
 
 
 def store_rows(db: Path) -> dict[str, list]:

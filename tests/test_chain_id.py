@@ -11,46 +11,37 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 
 import pytest
 
+from rpc_proxy import LoopbackServer, answer_json
 from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 
 
-def _server(chain_id: int) -> ThreadingHTTPServer:
+def _server(chain_id: int) -> LoopbackServer:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             answer = json.dumps({"jsonrpc": "2.0", "id": body["id"],
                                  "result": hex(chain_id)}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            answer_json(self, answer)
 
         def log_message(self, *_: object) -> None:
             pass
 
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return LoopbackServer(Handler)
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
     """An endpoint of chain 1 (not Base)."""
     server = _server(1)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    yield server.url
+    server.stop()
 
 
 def _closed_port() -> str:

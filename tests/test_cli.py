@@ -339,15 +339,15 @@ def test_a_session_key_authorized_past_year_9999_is_shown_not_a_traceback():
     `type(uint64).max` for "never": `kint status`'s keys line and `kint join`'s and `kint
     authorize`'s times (render.utc_time) show that number; no datetime holds it (it raised
     OverflowError)."""
-    from kint import render
+    from kint import render, render_space
 
     when = render.utc_time
 
     never = 2**64 - 1
     facts = {"exists": True, "balance_eth": "0.01", "authorized": True, "expiry": never}
-    assert render.session_key_text(facts) == (
+    assert render_space.session_key_text(facts) == (
         f"balance 0.01 ETH authorized True until unix time {never} (past year 9999)")
     assert when(never) == f"unix time {never} (past year 9999)"
     assert when(253402300799) == "9999-12-31T23:59:59Z"
-    assert render.session_key_text({**facts, "expiry": 86400}) == (
+    assert render_space.session_key_text({**facts, "expiry": 86400}) == (
         "balance 0.01 ETH authorized True until 1970-01-02 00:00 UTC")

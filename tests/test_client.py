@@ -93,15 +93,20 @@ def test_the_kept_pid_file_is_read_again_when_its_holder_rewrites_it(tmp_path):
 def test_one_client_outlives_its_supervisor_and_the_next_call_starts_another(sandbox,
                                                                              monkeypatch):
     """The same autostarting client, across a supervisor killed between two calls: the
-    next call finds nobody holding the (kept) pid file and starts a new supervisor."""
+    next call finds nobody holding the (kept) pid file and starts a new supervisor.
+    `sent_to` names, after each call, the real supervisor its request went to: the one
+    the call itself started (no pid was there before it), and the one that held a request
+    it never answered (stopped), which is what a memory_pull's restore watches."""
     for name in ("HOME", "KINT_HOME", "HERMES_HOME"):
         monkeypatch.setenv(name, sandbox.env[name])
     db = str(write_store(sandbox.sibyl_db))
     where = {"tenant": sandbox.tenant, "db": db, "space": sandbox.label(sandbox.sibyl_db)}
     with Client(sandbox.kint_home, autostart=True) as client:
+        assert client.sent_to is None and running_pid(sandbox.kint_home) is None
         first_worker = client.call("status", **where, timeout_s=30)["worker"]["pid"]
         first = running_pid(sandbox.kint_home)
         assert first and first > 0
+        assert client.sent_to == first
         os.kill(first, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while pid_alive(first) or running_pid(sandbox.kint_home) == first:
@@ -110,10 +115,18 @@ def test_one_client_outlives_its_supervisor_and_the_next_call_starts_another(san
         answer = client.call("status", **where, timeout_s=30)
         second = running_pid(sandbox.kint_home)
         assert second and second not in (first, -1)
+        assert client.sent_to == second
         assert answer["worker"]["pid"] != first_worker
         # And it keeps answering on the new one.
         assert client.call("status", **where, timeout_s=30)["worker"]["pid"] == \
             answer["worker"]["pid"]
+        os.kill(second, signal.SIGSTOP)
+        try:
+            with pytest.raises(SupervisorUnavailable):
+                client.call("status", **where, timeout_s=0.3)
+            assert client.sent_to == second
+        finally:
+            os.kill(second, signal.SIGCONT)
 
 
 def test_a_new_socket_of_the_same_client_gets_its_receive_timeout(tmp_path):

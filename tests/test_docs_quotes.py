@@ -64,7 +64,7 @@ def test_memory_push_key_expired_message_is_quoted_as_made():
 
 
 def test_status_cap_block_is_quoted_as_made():
-    from kint.render import cap_lines, cap_size
+    from kint.render_space import cap_lines, cap_size
 
     lines = cap_lines({"sibyl_bytes": 0, "kint_bytes": 0, "volunteered_total": 0,
                        "cap_bytes": 5 * 1048576})
@@ -81,7 +81,7 @@ def test_status_cap_block_is_quoted_as_made():
 
 
 def test_pull_prints_unapplied_epochs_last_and_indented_as_commands_md_says():
-    from kint.render import pull_output_lines
+    from kint.render_pull import pull_output_lines
 
     summary = "restored 1 epoch(s), 2 rows; head seq 1 at block 7"
     result = {"applied_epochs": [{"seq": 3, "block": 7, "rows": 2, "deletions": 0}],

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
 from chain_machines import new_machine, ok
-from rpc_proxy import answer_json, post_json
+from rpc_proxy import LoopbackServer, answer_json, post_json
 from conftest import write_store
 from kint.tenant_worker.config import WorkerConfig
 
 VERIFIES = 12
 
 
-class KeepAliveCounter:
+class KeepAliveCounter(LoopbackServer):
     """A loopback HTTP/1.1 proxy that keeps connections open and records, for each
     eth_call, the client's (host, port): one port is one TCP connection."""
 
@@ -51,22 +51,13 @@ class KeepAliveCounter:
             def log_message(self, fmt: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        super().__init__(Handler)
 
     def __enter__(self) -> "KeepAliveCounter":
-        self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self.stop()
 
 
 def test_a_run_of_verifies_reads_the_head_over_kept_connections(tmp_path, chain_home):

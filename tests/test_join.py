@@ -534,7 +534,7 @@ def test_the_restore_lines_of_a_cold_start_on_base():
     pull result as the worker returns it. The devchain cannot give that result (one local
     endpoint, so no second opinion is asked, and its chain id is not Base's), so the result
     here is written out by hand; the other lines of join run end to end above."""
-    from kint.commands.join import restore_lines
+    from kint.commands.join_steps import restore_lines
 
     digest = "b64dcde033b03249" + "0" * 48
     assert restore_lines({
@@ -560,7 +560,7 @@ def test_join_prints_the_epochs_it_did_not_apply_as_kint_pull_does():
     printer `kint pull` uses too (its lines are checked end to end in test_chain_e2e.py):
     a skipped epoch a later snapshot carried past, one the pull stopped at, and an epoch
     sealed under a retired data key."""
-    from kint.commands.join import restore_lines
+    from kint.commands.join_steps import restore_lines
 
     digest = "ab" * 32
     assert restore_lines({

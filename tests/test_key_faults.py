@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,8 @@ import pytest
 from eth_account import Account
 from web3 import Web3
 
-from chain_machines import authorize_machine, new_machine, ok, owner_account, wallet_signature
+from chain_machines import (authorize_machine, jdb, kdb, new_machine, ok, owner_account,
+                            wallet_signature)
 from conftest import write_rules as write
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
@@ -51,14 +51,6 @@ def killbox(tmp_path_factory, chain):
     k = new_machine(root / "machine", chain["home"], KINT_TEST_CRASH_FLAG=str(flag))
     yield k, flag
     k.shutdown()
-
-
-def kdb(sb, db: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return sb.kint("--db", str(db), *args, input=input)
-
-
-def jdb(sb, db: Path, *args: str, input: str | None = None) -> dict:
-    return json.loads(ok(kdb(sb, db, *args, "--json", input=input)).stdout)
 
 
 def chain_head(chain, owner: str, sid: str) -> tuple[int, str]:

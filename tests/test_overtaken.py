@@ -24,7 +24,8 @@ import pytest
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
-from chain_machines import authorize_machine, new_machine, ok, owner_account, wallet_signature
+from chain_machines import (authorize_machine, jdb, kdb, new_machine, ok, owner_account,
+                            wallet_signature)
 from conftest import write_rules as write
 from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
@@ -58,14 +59,6 @@ def box(tmp_path_factory, chain_home):
         a.shutdown()
         b.shutdown()
         proxy.stop()
-
-
-def kdb(sb, db: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return sb.kint("--db", str(db), *args, input=input)
-
-
-def jdb(sb, db: Path, *args: str, input: str | None = None) -> dict:
-    return json.loads(ok(kdb(sb, db, *args, "--json", input=input)).stdout)
 
 
 class Space:
@@ -141,18 +134,30 @@ class Space:
                                                                      self.a.tenant)
                 if r.canonical_id.startswith("entity\x00")}
 
-    def pull_a(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """A's pull, once no settlement in A's worker holds the space (BUSY meanwhile)."""
+    def unheld_a(self, *command: str) -> subprocess.CompletedProcess[str]:
+        """`kint COMMAND` on A, once no settlement in A's worker holds the space (BUSY
+        meanwhile, in text or in `--json`)."""
         found: list[subprocess.CompletedProcess[str]] = []
 
         def attempt() -> bool:
-            found.append(kdb(self.a, self.dba, "pull", *args))
+            found.append(kdb(self.a, self.dba, *command))
             out = found[-1]
             return "[BUSY]" not in out.stderr and '"BUSY"' not in out.stdout
 
         self.a.wait_for(attempt, timeout=60, interval=0.2,
-                        what="a pull no settlement holds")
+                        what="a command no settlement holds")
         return found[-1]
+
+    def pull_a(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A's pull, once no settlement in A's worker holds the space."""
+        return self.unheld_a("pull", *args)
+
+    def chain_moved_a(self, *command: str, input: str | None = None) -> str:
+        """`kint COMMAND` on A, refused as the chain moved on (its exit and its code): the
+        refusal's stderr, for what it says of the interrupted push."""
+        out = kdb(self.a, self.dba, *command, input=input)
+        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        return out.stderr
 
 
 def test_a_killed_push_that_landed_below_the_head_is_recorded_and_pulled_on_from(box):
@@ -165,11 +170,10 @@ def test_a_killed_push_that_landed_below_the_head_is_recorded_and_pulled_on_from
     assert s.chain_head()[0] == 2
     assert s.b_pushes("third")["seq"] == 3
     try:
-        out = kdb(s.a, s.dba, "push")
-        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        said = s.chain_moved_a("push")
         assert ("an interrupted push of epoch 2 had landed and is recorded now; another "
-                "machine has since pushed up to seq 3") in out.stderr, out.stderr
-        assert "hint: run `kint pull`, then `kint push`" in out.stderr, out.stderr
+                "machine has since pushed up to seq 3") in said, said
+        assert "hint: run `kint pull`, then `kint push`" in said, said
         assert not s.pending.exists()
         assert s.mirror_head()[0] == 2 and s.meta(2)["prev"] == s.meta(1)["digest"]
     finally:
@@ -198,10 +202,9 @@ def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_
     assert s.chain_head()[0] == 1
     assert s.b_pushes("other")["seq"] == 2
     try:
-        out = kdb(s.a, s.dba, "push")
-        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        said = s.chain_moved_a("push")
         assert ("an interrupted push of epoch 2 never landed and never can: another "
-                "machine's epoch holds seq 2") in out.stderr, out.stderr
+                "machine's epoch holds seq 2") in said, said
         assert not s.pending.exists()
         assert s.mirror_head()[0] == 1
     finally:
@@ -242,10 +245,9 @@ def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_re
     assert w3.eth.get_transaction(waiting)["blockNumber"] is None  # queued behind the hole
     assert s.b_pushes("other")["seq"] == 2
     try:
-        out = kdb(s.a, s.dba, "push")
-        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
+        said = s.chain_moved_a("push")
         assert ("its transaction, still waiting at the endpoint, was replaced by a transfer "
-                "to self at its nonce") in out.stderr, out.stderr
+                "to self at its nonce") in said, said
     finally:
         s.release()
         book.unlink(missing_ok=True)
@@ -308,10 +310,9 @@ def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature())
     assert s.b_pushes("other")["seq"] == 2
     try:  # the restarted worker's own settlement still held: the rekey's is the one
-        out = kdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature())
-        assert out.returncode == CHAIN_MOVED_EXIT and "[CHAIN_MOVED]" in out.stderr, out.stderr
-        assert "an interrupted push of epoch 2 never landed and never can" in out.stderr
-        assert "hint: run `kint pull`, then `kint rekey`" in out.stderr, out.stderr
+        said = s.chain_moved_a("rekey", "--signature", "-", input=s.signature())
+        assert "an interrupted push of epoch 2 never landed and never can" in said
+        assert "hint: run `kint pull`, then `kint rekey`" in said, said
         assert not s.pending.exists() and not s.rekey_journal.exists()
     finally:
         s.release()
@@ -367,15 +368,9 @@ def raced_settlement(s: Space, *command: str) -> subprocess.CompletedProcess[str
     px.set_mode("stale_head", block=int(block) - 1, reads=1)
     try:
         s.release()
-        found: list[subprocess.CompletedProcess[str]] = []
-
-        def attempt() -> bool:
-            found.append(kdb(s.a, s.dba, *command))
-            return "[BUSY]" not in found[-1].stderr
-
-        s.a.wait_for(attempt, timeout=60, interval=0.2, what="a command no settlement holds")
+        settled = s.unheld_a(*command)
         assert any("head read at block" in lie for lie in px.lies), px.lies
-        return found[-1]
+        return settled
     finally:
         px.forward()
 

@@ -279,7 +279,7 @@ def test_a_full_disk_stopping_the_provenance_refinement_does_not_fail_the_pull(e
     could not be saved (it used to fail the whole pull with DISK_FULL), and once space is
     freed the next pull, at the chain head, does the refinement (the mirror owes it) and
     pull and verify are in step."""
-    from kint.render import pull_lines
+    from kint.render_pull import pull_lines
 
     a, b, disk = epochs.a, epochs.b, epochs.disk
     assert kjson(b, "pull")["applied"] == [2]

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 
 import pytest
 
 from chain_machines import make_session_key
 from conftest import make_sandbox
+from rpc_proxy import LoopbackServer, answer_json
 
 PAGE = "<html>" + "a web page, not JSON-RPC " * 4000 + "</html>"
 
@@ -36,23 +36,14 @@ class _Liar(http.server.BaseHTTPRequestHandler):
         else:  # every result an object: no number, no receipt
             data = json.dumps({"jsonrpc": "2.0", "id": req.get("id"),
                                "result": {"number": "zz"}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer_json(self, data)
 
 
 @pytest.fixture
 def liar():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Liar)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    endpoint = LoopbackServer(_Liar)
+    yield endpoint.server  # the handler reads its `mode`, which the test sets
+    endpoint.stop()
 
 
 # `session-key show` reads the endpoint's chain id first (it names the chain it shows), so

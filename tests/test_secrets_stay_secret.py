@@ -11,7 +11,6 @@ import gzip
 import http.server
 import json
 import os
-import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -22,6 +21,7 @@ from chain_machines import (authorize_machine, make_session_key, ok, recovery_co
                             wallet_signature)
 from conftest import make_sandbox, sibyl_client
 from machines_together import new_machines, side_by_side
+from rpc_proxy import LoopbackServer, answer_json
 from support.procs import processes
 
 SALT = "salty horse battery staple 7731"
@@ -180,11 +180,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
                        "error": {"code": -32001, "message": f"unknown key {self.path}"}}
                       for item in items]
             data = json.dumps(errors if isinstance(body, list) else errors[0]).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer_json(self, data)
 
 
 def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
@@ -196,11 +192,9 @@ def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
     failed without the key, in text and `--json`, and no log or file under the machine
     holds it. Before, web3's "Could not decode '<the page>'" and the endpoint's error
     object reached the refusal whole."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_port}"
+    endpoint = LoopbackServer(_Echo)
+    server = endpoint.server  # the handler reads its `mode`, set below
+    base = endpoint.url
     sb = make_sandbox(tmp_path / "m", KINT_RPC_URL=f"{base}/v2/{PATH_KEY}?apikey={QUERY_KEY}",
                       KINT_RPC_URL_2=f"{base}/{SECOND_KEY}", KINT_RPC_TIMEOUT="1")
     outputs: list[str] = []
@@ -247,8 +241,7 @@ def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
         assert leaks == []
     finally:
         sb.shutdown()
-        server.shutdown()
-        server.server_close()
+        endpoint.stop()
 
 
 def test_every_part_redact_url_hides_is_scrubbed_from_an_endpoints_words():

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KINT
-from harness_stand_ins import HERMES_COMMANDS, calls, stand_in, stand_in_openclaw
+from harness_stand_ins import calls, hermes_script, stand_in, stand_in_openclaw
 
 from kint.harnesses import claude as claude_mod
 from kint.harnesses import file_failure, run_setup
@@ -243,21 +243,12 @@ def test_a_second_setup_while_one_runs_is_refused_busy_having_changed_nothing(sa
     assert oct(lock.stat().st_mode & 0o777) == "0o600"
 
 
-# A stand-in for Hermes' CLI (harness_stand_ins.HERMES_COMMANDS) over one config,
-# $HOME/hermes-config.json.
-HERMES_SCRIPT = HERMES_COMMANDS + """
-state = Path(os.environ["HOME"]) / "hermes-config.json"
-config = json.loads(state.read_text()) if state.exists() else {}
-args = sys.argv[3:]
-if args[:3] == ["config", "get", "--json"]:
-    config_get(config, args)
-if args[:2] == ["mcp", "add"]:
-    mcp_add(config, args)
-    state.write_text(json.dumps(config))
-    (Path(os.environ["HOME"]) / ".hermes" / "config.yaml").write_text(json.dumps(config))
-    sys.exit(print("Saved"))
-sys.exit(print("unexpected", args) or 2)
-"""
+# A stand-in for Hermes' CLI (harness_stand_ins.hermes_script) over one config,
+# $HOME/hermes-config.json, which it also writes where Hermes keeps its config.
+HERMES_SCRIPT = hermes_script(
+    'Path(os.environ["HOME"]) / "hermes-config.json"',
+    after_save=('(Path(os.environ["HOME"]) / ".hermes" / "config.yaml")'
+                '.write_text(json.dumps(config))'))
 
 
 def test_keys_of_the_users_own_that_hermes_mcp_add_drops_are_named(sandbox, tmp_path):

@@ -13,32 +13,23 @@ from __future__ import annotations
 
 import json
 
-from harness_stand_ins import HERMES_COMMANDS, stand_in
+from harness_stand_ins import hermes_script, stand_in
 
 PROFILES = ("alpha", "beta", "broken")
 MEET_BOUND_S = 30
 
-HERMES_SCRIPT = HERMES_COMMANDS + """
-home = Path(os.environ["HOME"])
-profile = sys.argv[2]
-state = home / f"hermes-{profile}.json"
-config = json.loads(state.read_text()) if state.exists() else {}
-args = sys.argv[3:]
-if args[:3] == ["config", "get", "--json"]:
-    config_get(config, args)
-if args[:2] == ["mcp", "add"]:
-    (home / f"adding-{profile}").touch()
-    deadline = time.monotonic() + %(bound)d
-    while (len(list(home.glob("adding-*"))) < 2 and time.monotonic() < deadline):
-        time.sleep(0.05)
-    (home / f"met-{profile}").write_text(str(len(list(home.glob("adding-*"))) >= 2))
-    if profile == "broken":
-        sys.exit(print("boom: this profile's config is read-only") or 1)
-    mcp_add(config, args)
-    state.write_text(json.dumps(config))
-    sys.exit(print("Saved"))
-sys.exit(print("unexpected", args) or 2)
-""" % {"bound": MEET_BOUND_S}
+HERMES_SCRIPT = hermes_script(
+    'home / f"hermes-{profile}.json"',
+    prelude='home = Path(os.environ["HOME"])\nprofile = sys.argv[2]',
+    before_add=f"""\
+(home / f"adding-{{profile}}").touch()
+deadline = time.monotonic() + {MEET_BOUND_S}
+while (len(list(home.glob("adding-*"))) < 2 and time.monotonic() < deadline):
+    time.sleep(0.05)
+(home / f"met-{{profile}}").write_text(str(len(list(home.glob("adding-*"))) >= 2))
+if profile == "broken":
+    sys.exit(print("boom: this profile's config is read-only") or 1)
+""")
 
 
 def test_profiles_are_set_up_side_by_side_in_a_stable_order_and_one_failing_hides_none(

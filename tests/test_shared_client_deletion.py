@@ -66,16 +66,33 @@ def _in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, out
 
 
+def _loss_being_asked(
+        shared: Any, mirror_rows: int) -> tuple[HeldWorker, Any, threading.Thread, list[Any]]:
+    """The store deleted under a fresh shared client, and a memory_recall that found the
+    loss now asking the worker (held): the worker, the client, that call's thread and what
+    it returns."""
+    worker = HeldWorker(mirror_rows=mirror_rows)
+    client = shared(worker)
+    _delete(client.db)
+    finder, found = _in_thread(client.before_call, "memory_recall", True)
+    assert worker.asked.wait(WAIT_S)
+    return worker, client, finder, found
+
+
+def _answer(worker: HeldWorker, *threads: threading.Thread) -> None:
+    """The worker answers its held status call; `threads`, the calls waiting on it, end."""
+    worker.release.set()
+    for thread in threads:
+        thread.join(WAIT_S)
+        assert not thread.is_alive()
+
+
 def test_the_worker_is_asked_outside_the_lock(shared):
     """While the status call is held, memory_status is served and a refresh (the restore
     thread's) returns, where both waited behind it; memory_recall, which needs the store,
     waits for the answer, then both it and the call that found the loss are refused
     STORE_GONE naming the anchored row, and no new store was made meanwhile."""
-    worker = HeldWorker(mirror_rows=1)
-    client = shared(worker)
-    _delete(client.db)
-    finder, found = _in_thread(client.before_call, "memory_recall", True)
-    assert worker.asked.wait(WAIT_S)
+    worker, client, finder, found = _loss_being_asked(shared, mirror_rows=1)
 
     status, served = _in_thread(client.before_call, "memory_status", False)
     status.join(WAIT_S)
@@ -87,10 +104,7 @@ def test_the_worker_is_asked_outside_the_lock(shared):
     assert not Path(client.db).exists()  # nothing made over the loss meanwhile
     assert finder.is_alive()  # still asking
 
-    worker.release.set()
-    for thread in (finder, waiting):
-        thread.join(WAIT_S)
-        assert not thread.is_alive()
+    _answer(worker, finder, waiting)
     for refused in (found[0], waited[0]):
         assert refused["error"] == "STORE_GONE", refused
         assert refused["message"].endswith("; 1 row(s) anchored from it are on chain")
@@ -100,15 +114,8 @@ def test_the_worker_is_asked_outside_the_lock(shared):
 def test_nothing_anchored_makes_a_new_store_once_the_worker_says_so(shared):
     """With no row anchored the answer makes a new store, as at a first start, and a call
     that waited for the answer is served on it."""
-    worker = HeldWorker(mirror_rows=0)
-    client = shared(worker)
-    _delete(client.db)
-    finder, found = _in_thread(client.before_call, "memory_recall", True)
-    assert worker.asked.wait(WAIT_S)
+    worker, client, finder, found = _loss_being_asked(shared, mirror_rows=0)
     waiting, waited = _in_thread(client.before_call, "memory_remember", True)
-    worker.release.set()
-    for thread in (finder, waiting):
-        thread.join(WAIT_S)
-        assert not thread.is_alive()
+    _answer(worker, finder, waiting)
     assert found == [None] and waited == [None]
     assert client.client is not None and client.gone is None and Path(client.db).exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -67,10 +68,15 @@ def _home(path: Path) -> Path:
     return path
 
 
+def _started(pid: int) -> str:
+    """Field 22 of /proc/PID/stat (proc(5)), counted after the name's closing ')'."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
 def test_another_homes_worker_on_the_store_is_named_by_its_home(tmp_path, store, holder):
     mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
     pid = holder("kint-worker", store, theirs / "supervisor.log")
-    assert other_homes_on_store(str(store), mine) == [Sharer(pid, str(theirs))]
+    assert other_homes_on_store(str(store), mine) == [Sharer(pid, str(theirs), _started(pid))]
 
 
 def test_this_homes_worker_and_other_programs_are_not_named(tmp_path, store, holder):
@@ -81,12 +87,10 @@ def test_this_homes_worker_and_other_programs_are_not_named(tmp_path, store, hol
 
 
 def test_a_home_read_from_the_environment_when_no_log_is_held(tmp_path, store, holder):
-    import os
-
     theirs = tmp_path / "theirs-by-env"
     pid = holder("kint-worker", store, env={**os.environ, "KINT_HOME": str(theirs)})
     assert other_homes_on_store(str(store), _home(tmp_path / "mine")) == [
-        Sharer(pid, str(theirs))]
+        Sharer(pid, str(theirs), _started(pid))]
 
 
 def _context(home: Path, db: Path) -> SpaceContext:
@@ -119,7 +123,7 @@ def test_status_shows_what_the_last_look_found_while_that_worker_runs(tmp_path, 
     """`status` names another home's worker on the store as the worker's last look (its
     start's, doctor's) found it, and drops it once that worker is gone, without a look of
     its own (a walk of every process per status): only doctor and the log said so."""
-    from kint.render import space_status_text
+    from kint.render_space import space_status_text
     from kint.tenant_worker import store_sharers
     from kint.tenant_worker.handlers import status
 
@@ -151,6 +155,31 @@ def test_status_shows_what_the_last_look_found_while_that_worker_runs(tmp_path, 
     gone = status(ctx, {})
     assert gone["store_shared"] is None
     assert "WARNING" not in space_status_text(gone)
+
+
+def test_status_does_not_take_a_later_kint_worker_on_that_pid_for_the_one_found(
+        tmp_path, store, holder):
+    """The worker the last look found exits and its pid goes to another kint worker (of
+    another space, or another home, not holding this store): status drops the sharing, as
+    the pid's start time is not the found worker's. A pid cannot be made to repeat here, so
+    the kept record is pointed at a live kint worker started after the one found."""
+    from kint.tenant_worker import store_sharers
+    from kint.tenant_worker.handlers import status
+
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    ctx = _context(mine, store)
+    found_pid = holder("kint-worker", store, theirs / "supervisor.log")
+    (found,) = other_homes_on_store(str(store), mine)
+    assert found.pid == found_pid and status(ctx, {})["store_shared"] is not None
+    later_pid = holder("kint-worker", _home(tmp_path / "elsewhere") / "supervisor.log")
+    key = (str(store), os.path.realpath(mine))
+    with store_sharers._last_found_lock:
+        store_sharers._last_found[key] = [found._replace(pid=later_pid)]
+    try:
+        assert status(ctx, {})["store_shared"] is None
+    finally:
+        with store_sharers._last_found_lock:
+            store_sharers._last_found.pop(key, None)
 
 
 def test_a_worker_says_so_once_at_its_start(tmp_path, store, holder, caplog):

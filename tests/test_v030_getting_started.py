@@ -15,7 +15,7 @@ import click
 from click.testing import CliRunner
 
 from chain_machines import make_session_key
-from kint import render
+from kint import render_pull, render_space
 
 SIGNATURE = "0x" + "ab" * 65
 OWNER = "0x000000000000000000000000000000000000dEaD"
@@ -24,9 +24,9 @@ OWNER = "0x000000000000000000000000000000000000dEaD"
 def test_cap_sizes_print_in_kb_below_one_mib_and_in_mb_from_it():
     # 15-sibyl.md, "One client, one cap": KB with one decimal below 1 MiB, MB with two
     # decimals from 1 MiB up; the cap itself reads `5.00 MB` (02-quickstart.md, "Check it").
-    assert [render.cap_size(n) for n in (0, 512, 40_960, 1048575, 1048576, 5242880)] == [
+    assert [render_space.cap_size(n) for n in (0, 512, 40_960, 1048575, 1048576, 5242880)] == [
         "0.0 KB", "0.5 KB", "40.0 KB", "1024.0 KB", "1.00 MB", "5.00 MB"]
-    assert render.cap_lines({"sibyl_bytes": 2_621_440, "kint_bytes": 20_480,
+    assert render_space.cap_lines({"sibyl_bytes": 2_621_440, "kint_bytes": 20_480,
                              "volunteered_total": 2_641_920, "cap_bytes": 5_242_880}) == [
         "cap accounting (the same 5 MiB free cap Sibyl enforces):",
         "  sibyl stores      2.50 MB",
@@ -39,13 +39,13 @@ def test_the_cap_block_is_the_last_four_lines_of_status():
     # cap block; kint's own worker line comes before it.
     cap = {"sibyl_bytes": 4096, "kint_bytes": 8192, "volunteered_total": 12288,
            "cap_bytes": 5242880}
-    text = render.space_status_text({
+    text = render_space.space_status_text({
         "tenant": "t", "space": "ab" * 8, "label": "t", "kint_home": "/k",
         "store": {"path": "/s/memory.db", "exists": True, "size_bytes": 4096},
         "rows": {"entity": 1}, "files": {}, "worker": {"pid": 7, "uptime_s": 3},
         "cap": cap, "held": {"message": "refusing to anchor: x", "reason": "watcher"}})
     lines = text.splitlines()
-    assert lines[-4:] == render.cap_lines(cap), text
+    assert lines[-4:] == render_space.cap_lines(cap), text
     assert lines[-5].startswith("worker:  pid 7, up "), text
     assert lines[0] == f"tenant t  space {'ab' * 8}  store /s/memory.db", text
 
@@ -192,7 +192,7 @@ def test_kint_pull_prints_skipped_and_closed_epochs_last_and_indented():
         "applied_epochs": [{"seq": 3, "block": 60, "rows": 4, "deletions": 0}],
         "chain_head": {"seq": 3, "block": 60, "digest": digest},
     }
-    assert render.pull_output_lines(result) == [
+    assert render_pull.pull_output_lines(result) == [
         "pull: cold start, both RPCs agree: head seq 3, digest abababababababab, block 60",
         "pull: applied epoch 3 (4 rows, 0 deletions) from block 60",
         "restored 1 epoch(s), 4 rows; head seq 3 at block 60; store root matches the anchored "

@@ -14,7 +14,7 @@ import pytest
 from chain_machines import kjson, new_machine, on
 from conftest import write_store
 
-from kint import render
+from kint import render_pull
 
 DIGEST = "b64dcde033b03249" + "0" * 48
 
@@ -40,7 +40,7 @@ def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line()
         "chain_head": {"seq": 1, "block": 51082012, "digest": DIGEST},
     }
     # 03-new-machine.md, "What it prints".
-    assert render.pull_lines(result) + render.pull_summary_lines(result) == [
+    assert render_pull.pull_lines(result) + render_pull.pull_summary_lines(result) == [
         "pull: cold start, both RPCs agree: head seq 1, digest b64dcde033b03249, block 51082012",
         "pull: applied epoch 1 (5 rows, 0 deletions) from block 51082012",
         "restored 1 epoch(s), 5 rows; head seq 1 at block 51082012; store root matches the "
@@ -52,13 +52,13 @@ def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line()
 def test_a_row_that_did_not_come_back_is_a_pull_warning_line_naming_its_epoch():
     # 03-new-machine.md, "What every epoch must pass": `pull: WARNING epoch N: ...`.
     warning = "epoch 2: entity notes/x: stored text differs from the anchored leaf after replay"
-    assert render.pull_lines({"applied_epochs": [], "warnings": [warning]}) == [
+    assert render_pull.pull_lines({"applied_epochs": [], "warnings": [warning]}) == [
         f"pull: WARNING {warning}"]
 
 
 def test_a_pull_without_a_second_opinion_ends_with_its_summary():
     for agreed in (None, False):
-        assert render.pull_summary_lines({"message": "already at the chain head (epoch 3)",
+        assert render_pull.pull_summary_lines({"message": "already at the chain head (epoch 3)",
                                           "rpcs_agreed": agreed}) == [
             "already at the chain head (epoch 3)"]
 

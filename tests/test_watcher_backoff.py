@@ -26,7 +26,7 @@ from chain_machines import behind_proxy, ok
 from conftest import sibyl_client, write_store
 from machines_together import new_machines
 from kint.protocol import ErrorCode, ProtocolError
-from kint.render import space_status_text
+from kint.render_space import space_status_text
 from kint.agent_server.results import status_result
 
 RETRY_S = 3  # KINT_PUSH_RETRY_SECONDS here: several ticks, and a short test

@@ -8,7 +8,7 @@ import os
 
 import click
 
-from kint import render
+from kint import render_pull
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   space_call, usage_error)
 from kint.commands.connect import (VAULT_PROMPT, extra_passphrase, read_signature,
@@ -138,7 +138,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
     if as_json:
         echo_json(result)
         return
-    click.echo("\n".join(render.pull_output_lines(result)))
+    click.echo("\n".join(render_pull.pull_output_lines(result)))
 
 
 @click.command("rekey")

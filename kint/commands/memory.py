@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kint import render
+from kint import render_space, render_verify
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
 from kint.rows.canon import VERSIONED_TIERS, row_label
 
@@ -25,7 +25,7 @@ def status_cmd(obj: Ctx, as_json: bool) -> None:
     if as_json:
         echo_json(result)
     else:
-        click.echo(render.space_status_text(result))
+        click.echo(render_space.space_status_text(result))
 
 
 @click.command("verify")
@@ -48,7 +48,7 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
     if as_json:
         echo_json(result)
         return
-    click.echo("\n".join(render.verify_lines(result)))
+    click.echo("\n".join(render_verify.verify_lines(result)))
     sys.exit(0 if result["decision"] == "proceed" else 1)
 
 
@@ -99,5 +99,5 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
     if as_json:
         echo_json(result)
         return
-    for line in render.history_lines(result):
+    for line in render_verify.history_lines(result):
         click.echo(line)

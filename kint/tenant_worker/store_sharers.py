@@ -12,10 +12,14 @@ discard.py says so too), so another home's worker shows among the store's holder
 Another worker's home is read from the log file it holds open (supervisor.log, under its
 KINT_HOME: kint.logs.setup_file_logging), else from KINT_HOME in its environment.
 
-Linux only (/proc); elsewhere the list is empty. It walks every process's open files, so
-it runs once at a worker's start and at `kint doctor`, never per request. What the last
-look found is kept (this worker serves one space), and `kint status` shows it, keeping
-only the workers still running: one small read per named worker, no walk.
+Linux only (/proc); elsewhere (macOS) the look finds nobody, nothing is kept, and status
+returns at its first line. It walks every process's open files, so it runs once at a
+worker's start and at `kint doctor`, never per request. What the last look found is kept
+(this worker serves one space), and `kint status` shows it, keeping only the workers still
+running: one read of /proc/PID/stat per kept worker, no walk. A worker is kept with its
+start time (that file's field 22, clock ticks after boot), not only its pid and name: a pid
+freed by that worker and reused by another kint worker (another space's, another home's)
+has a later start time, and is not taken for the one the look found.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ LOG_NAME = log_path(Path("/")).name
 
 
 class Sharer(NamedTuple):
-    """Another home's kint worker holding the store: its pid, and its KINT_HOME when it
-    could be read (None: this user may not read it, or it names none)."""
+    """Another home's kint worker holding the store: its pid, its KINT_HOME when it could
+    be read (None: this user may not read it, or it names none), and its start time as
+    /proc/PID/stat gives it, which tells that worker from a later process on its pid."""
 
     pid: int
     home: str | None
+    started: str
 
 
 # What the last look found, per (store, home): written by the look at a worker's start (on
@@ -77,7 +83,7 @@ def still_sharing(db: str, home: str | Path) -> dict[str, Any] | None:
         return None
     with _last_found_lock:
         found = _last_found.get((db, _home_key(home)), [])
-    running = [s for s in found if _name(s.pid) == WORKER]
+    running = [s for s in found if _worker_start(s.pid) == s.started]
     if not running:
         return None
     return {"message": sharing_message(db, running), "hint": SHARING_HINT}
@@ -91,12 +97,13 @@ def _look(db: str, home: Path) -> list[Sharer]:
     own = os.path.realpath(home)
     found = []
     for pid in holders:
-        if pid in siblings or _name(pid) != WORKER:
+        started = None if pid in siblings else _worker_start(pid)
+        if started is None:
             continue
         their_home = _home_of(pid)
         if their_home is not None and os.path.realpath(their_home) == own:
             continue  # this home's worker left by an earlier supervisor, not another home
-        found.append(Sharer(pid, their_home))
+        found.append(Sharer(pid, their_home, started))
     return found
 
 
@@ -115,12 +122,21 @@ SHARING_HINT = ("serve each store from one KINT_HOME: run `kint supervisor stop`
                 "its own")
 
 
-def _name(pid: int) -> str | None:
+def _worker_start(pid: int) -> str | None:
+    """The start time of `pid` when it is a kint worker (named kint.proc_name.WORKER), else
+    None (gone, unreadable, another program). One read: /proc/PID/stat holds both the
+    name, in parentheses as field 2, and the start time, field 22 (proc(5)). The name may
+    hold spaces or parentheses, so the fields after it are counted from its last ')'."""
     try:
-        with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
-            return fh.read().strip()
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            stat = fh.read()
     except OSError:
         return None
+    opened, closed = stat.find("("), stat.rfind(")")
+    if opened < 0 or closed < opened or stat[opened + 1:closed] != WORKER:
+        return None
+    after_name = stat[closed + 1:].split()  # field 3 (state) onwards
+    return after_name[19] if len(after_name) > 19 else None
 
 
 def _home_of(pid: int) -> str | None:
