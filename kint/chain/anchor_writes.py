@@ -20,11 +20,14 @@ import requests
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
+from eth_hash.auto import keccak
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, Web3Exception
+from web3.exceptions import (ContractCustomError, ContractLogicError, Web3Exception,
+                             Web3RPCError)
 
 from kint.chain.anchor_abi import bare_hex, bytes32_of, checksummed
-from kint.chain.calls import ChainRefused, bounded, transport_words
+from kint.chain.calls import (AlreadyHeld, ChainRefused, bounded, refused_send,
+                              transport_words)
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 
@@ -152,9 +155,19 @@ class AnchorWrites:
         return price, tip
 
     def send_raw(self, raw: bytes) -> str:
+        """Broadcast `raw`; its hash (hex, no 0x) once the endpoint holds it. An endpoint
+        that answers with an error object did not take it: ChainRefused (calls.refused_send),
+        except one that holds it already, which is the send done."""
+        def send() -> Any:
+            try:
+                return self.w3.eth.send_raw_transaction(raw)
+            except Web3RPCError as err:
+                raise refused_send(err) from None
+
         try:
-            return bare_hex(bounded(lambda: self.w3.eth.send_raw_transaction(raw),
-                                "sending a transaction"))
+            return bare_hex(bounded(send, "sending a transaction"))
+        except AlreadyHeld:
+            return keccak(raw).hex()
         except (ContractCustomError, ContractLogicError) as err:
             raise self._decode_revert(err) from None
 

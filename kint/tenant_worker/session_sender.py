@@ -160,12 +160,12 @@ class SessionSender:
         more. The book holds the transfer from before it is sent, as every send of the
         key's is recorded first: a worker killed between the two would otherwise leave the
         push in the book while the transfer waits at the endpoint, and a re-broadcast
-        would send the push it replaced. Raises what the send raised (the endpoint's
-        refusal of a nonce mined meanwhile, or of a bid too low, among them). A refusal
-        that names the transfer (ChainRefused: too little ETH for its bid) means it was
-        not taken, so the book holds the push again; any other failure may have come after
-        the endpoint took it, so the transfer stays (either is a valid transaction at that
-        nonce to send again)."""
+        would send the push it replaced. Raises what the send raised. An endpoint that
+        answered the send and did not take the transfer (ChainRefused: too little ETH for
+        its bid, a bid too low, a nonce mined meanwhile; kint.chain.calls.refused_send)
+        leaves the push as the nonce's transaction, so the book holds the push again; any
+        other failure may have come after the endpoint took it, so the transfer stays
+        (either is a valid transaction at that nonce to send again)."""
         cap, tip = self.anchor.fee_caps(replaced)
         current = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price),
                           "reading the gas price")
