@@ -49,20 +49,16 @@ class SessionSender:
 
     def sign(self, calldata: bytes, nothing_dropped: str) -> Signed:
         """A signed transaction for `calldata` at the next machine-wide nonce, gas estimated
-        (a revert refuses here, nonce given back) and affordable (else NOT_CONNECTED naming
-        the address to fund)."""
+        (a revert refuses here) and affordable (else NOT_CONNECTED naming the address to
+        fund). Every chain call comes first; the nonce is taken and the transaction signed
+        and written to the book in one step after them (NonceBook.allocate), so a push
+        killed or failing on its way there leaves no nonce behind."""
         count = self.mined_count()
         self._free_dropped(count)
-        nonce = self.book.allocate(self.account.address, count, self.space16)
-        try:
-            raw = self.anchor.build(self.account, calldata, nonce=nonce)
-            need = self.anchor.max_cost(raw)
-            has = self.anchor.balance(self.account.address)
-        except BaseException:
-            self.book.give_back(nonce)
-            raise
+        tx = self.anchor.prepare(self.account, calldata)
+        need = self.anchor.max_cost(tx)
+        has = self.anchor.balance(self.account.address)
         if has < need:
-            self.book.give_back(nonce)
             raise ProtocolError(
                 ErrorCode.NOT_CONNECTED,
                 f"this machine's session key {self.account.address} holds {eth_text(has)} "
@@ -70,8 +66,15 @@ class SessionSender:
                 f"{nothing_dropped}",
                 f"send ETH on chain {self.anchor.config.chain_id} to {self.account.address} "
                 f"(`kint status` names it), then try again")
-        self.book.record(nonce, raw)
-        return Signed(nonce, raw)
+        signed: list[bytes] = []
+
+        def sign_at(nonce: int) -> bytes:
+            signed.append(bytes(self.account.sign_transaction({**tx, "nonce": nonce})
+                                .raw_transaction))
+            return signed[0]
+
+        nonce = self.book.allocate(self.account.address, count, self.space16, sign_at)
+        return Signed(nonce, signed[0])
 
     def signed_before(self, tx_hash: str) -> Signed | None:
         """Transaction `tx_hash` as the nonce book holds it, signed and never mined, at a
