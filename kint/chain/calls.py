@@ -31,8 +31,8 @@ INSUFFICIENT_FUNDS = "InsufficientFunds"
 # ChainRefused.error when the endpoint answered a raw send with an error object that names
 # no reason kint acts on: the transaction was not taken. Its words are the refusal's detail.
 SEND_REFUSED = "SendRefused"
-# What endpoints answer a raw send of a transaction they hold already (geth, erigon and
-# erigon: "already known", nethermind "AlreadyKnown", older geth "known transaction", anvil
+# What endpoints answer a raw send of a transaction they hold already (geth and erigon:
+# "already known", nethermind "AlreadyKnown", older geth "known transaction", anvil
 # "transaction already imported"): taken before, so the send has done its work.
 _ALREADY_HELD = ("already known", "known transaction", "already imported", "alreadyknown")
 
@@ -100,6 +100,15 @@ def refused_send(err: Exception) -> Exception:
         return AlreadyHeld(endpoint_text(err))
     return ChainRefused(SEND_REFUSED, f"the endpoint refused the transaction "
                                       f"({endpoint_text(err)})")
+
+
+def spent_nonce(err: ChainRefused) -> bool:
+    """Whether a refused send said its nonce is spent (geth and anvil: "nonce too low",
+    nethermind "OldNonce"). The transaction was not taken, yet what spent the nonce may be
+    that very transaction, sent before through another endpoint (nonces.unstick), so
+    whether it landed is the chain's to say, not the refusal's."""
+    text = err.detail.lower()
+    return err.error == SEND_REFUSED and ("nonce too low" in text or "oldnonce" in text)
 
 
 def transport_words(err: BaseException) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor
-from kint.chain.calls import ChainRefused, answer_int, bounded
+from kint.chain.calls import ChainRefused, answer_int, bounded, spent_nonce
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import eth_text
@@ -86,10 +86,14 @@ class SessionSender:
         return Signed(entry.nonce, bytes.fromhex(entry.raw))
 
     def send(self, signed: Signed) -> str:
+        """Send `signed`; a refusal gives its nonce back, unless the refusal is that the
+        nonce is spent: then it may be this very transaction that spent it, and the book
+        keeps the entry until the chain's count passes it."""
         try:
             return self.anchor.send_raw(signed.raw)
-        except ChainRefused:
-            self.book.give_back(signed.nonce)
+        except ChainRefused as err:
+            if not spent_nonce(err):
+                self.book.give_back(signed.nonce)
             raise
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
