@@ -67,7 +67,9 @@ def _rpc(row: dict[str, Any]) -> str:
     if not rpc:
         return "-"
     if rpc.get("call"):
-        return f"{rpc['call']} {age_text(rpc.get('age_s'))}"
+        where = rpc.get("endpoint")  # the call another endpoint than the primary holds up
+        return (f"{rpc['call']} {age_text(rpc.get('age_s'))}"
+                + (f" ({where} rpc)" if where and where != "primary" else ""))
     if rpc.get("down_since_s") is not None:
         return f"down {age_text(rpc['down_since_s'])}"
     return "ok"

@@ -209,6 +209,45 @@ class LoopbackServer:
         self.server.server_close()
 
 
+class ScriptedEndpoint(LoopbackServer):
+    """Answers `answers[method]`: a result, {"error": {...}} for an error object, or an int
+    for that HTTP status with no body."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Any] = {"eth_gasPrice": "0x3b9aca00"}
+        self.sent: list[str] = []
+        self._lock = threading.Lock()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with endpoint._lock:
+                    if request["method"] == "eth_sendRawTransaction":
+                        endpoint.sent.append(request["params"][0])
+                    answer = endpoint.answers.get(request["method"], "0x0")
+                if isinstance(answer, int):
+                    self.send_response(answer)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = ({"error": answer["error"]} if isinstance(answer, dict)
+                        else {"result": answer})
+                answer_json(self, json.dumps({"jsonrpc": "2.0", "id": request["id"],
+                                              **body}).encode())
+
+            def log_message(self, fmt: str, *args: object) -> None:
+                pass
+
+        super().__init__(Handler)
+
+    def refuse_sends(self, message: str) -> None:
+        self.answers["eth_sendRawTransaction"] = {"error": {"code": -32000,
+                                                            "message": message}}
+
+
 class RpcProxy:
     def __init__(self, upstream: str, max_hang_s: float = 30.0) -> None:
         parts = urlsplit(upstream)

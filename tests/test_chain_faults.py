@@ -255,6 +255,33 @@ def _two_new_epochs(liars) -> tuple[int, dict, dict]:
     return seq, first, second
 
 
+def test_an_epoch_put_back_under_another_machines_newer_one_is_recorded_where_it_is(liars,
+                                                                                   chain):
+    """B pulled A's epoch; the chain dropped its block and mined its transaction again a
+    block later; A pushed the next epoch on it. B's pull walks that newer epoch alone, and
+    the block it names as its prevBlock is where the older one is: B records it there (it
+    corrected the head's block only, so B kept the dropped block for an epoch the head no
+    longer is, and `kint history --block` was bounded by a block that never held it)."""
+    a, b, space16, w3 = liars["a"], liars["b"], liars["space16"], chain["w3"]
+    seq = _at_head(liars)
+    write(a.sibyl_db, a.tenant, **{"put-back": f"the epoch after {seq}, put back"})
+    put_back = kjson(a, "push")["epochs"][-1]
+    assert kjson(b, "pull")["applied"] == [seq + 1]
+    assert meta(b, space16, seq + 1)["block"] == put_back["block"]
+    raw = w3.eth.get_raw_transaction("0x" + put_back["tx"])
+    assert w3.eth.block_number == put_back["block"], "the block to drop is not the last"
+    assert "error" not in w3.provider.make_request("anvil_reorg", [1, []])
+    w3.eth.send_raw_transaction(raw)  # mined by automine, a block later
+    landed = w3.eth.wait_for_transaction_receipt("0x" + put_back["tx"], timeout=30,
+                                                 poll_latency=0.05)["blockNumber"]
+    assert landed > put_back["block"]
+    write(a.sibyl_db, a.tenant, **{"on-top": f"the epoch after {seq + 1}, on top"})
+    assert kjson(a, "push")["epochs"][-1]["seq"] == seq + 2
+
+    assert kjson(b, "pull")["applied"] == [seq + 2]
+    assert meta(b, space16, seq + 1)["block"] == landed
+
+
 def _stopped_at(out: subprocess.CompletedProcess[str], seq: int, epoch: dict,
                 reason: str) -> dict:
     """v0.3.0's gap (03-new-machine.md, "Gaps"): not an error, exit 0, the epochs before

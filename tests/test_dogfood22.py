@@ -13,8 +13,8 @@
   (BAD_REQUEST, exit 2) wherever it comes from.
 - A cold-start pull refused because its second endpoint was out of reach left the space's
   own endpoint counted as down: for 30 s `kint status` and verify said the chain head was
-  unavailable ("rpc unresponsive") though the primary answered. The second opinion is read
-  through a tracker of its own.
+  unavailable ("rpc unresponsive") though the primary answered. The tracker keeps the
+  second opinion's failures apart from the primary's (tests/test_rpc_endpoints_apart.py).
 """
 
 from __future__ import annotations

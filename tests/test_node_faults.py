@@ -1,7 +1,7 @@
 """The chain endpoint as users meet it, under a running worker: a metered endpoint's rate
-limit (HTTP 429), a node that answers an old head (behind), and an endpoint that now
-serves another network (its chain id changed under the worker), and a chain that lost its
-last block (a reorganisation, anvil_reorg). Each ends in a refusal
+limit (HTTP 429), a send it refuses (or refuses as a spent nonce), a node that answers an
+old head (behind), an endpoint that now serves another network (its chain id changed under
+the worker), and a chain that lost its last block (a reorganisation, anvil_reorg). Each ends in a refusal
 with its code, words that name the cause, and a hint, or works; never a traceback, and
 never the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode",
 "HTTPError").
@@ -99,6 +99,48 @@ def test_a_send_that_never_left_says_the_epoch_was_never_sent(machine):
     ok(m.kint("push"))
     assert kjson(m, "status")["head"]["seq"] == 3
     assert proxy.calls.count("eth_sendRawTransaction") == 1
+
+
+def test_a_send_the_endpoint_refused_says_the_epoch_cannot_land(machine):
+    """The endpoint answers the send with an error object: it did not take the epoch's
+    transaction, so the push says it was refused and cannot land, and drops its journal
+    (it said "may still land" and kept both journal and nonce, so the next push waited on
+    a nonce the endpoint had never held). Once the endpoint takes sends again, the next
+    push seals and sends epoch 3 at the nonce given back."""
+    m, proxy, _ = machine
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"],
+                   message="transaction underpriced by the test")
+    said = _refused(m.kint("push"), "RPC_UNAVAILABLE")
+    assert ("sending a transaction" not in said
+            and "the endpoint refused the transaction (" in said
+            and "transaction underpriced by the test" in said
+            and "the epoch was not taken and cannot land" in said), said
+    assert "may still land" not in said
+    assert not list(m.kint_home.glob("pending-*.json"))
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_a_send_refused_as_a_spent_nonce_keeps_its_journal(machine):
+    """The endpoint refuses the send saying its nonce is spent ("nonce too low"). That
+    nonce may have been spent by this very transaction, sent before through another
+    space's endpoint (nonces.unstick), so the push keeps its journal and its nonce and says
+    the next push or pull settles the epoch, not that it cannot land. Here the endpoint
+    lied: the next push finds the nonce unspent, sends the journal's transaction, and
+    records epoch 3 from it."""
+    m, proxy, _ = machine
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"], message="nonce too low")
+    said = _refused(m.kint("push"), "RPC_UNAVAILABLE")
+    assert ("the endpoint counts epoch 3's nonce as spent, perhaps by its own transaction "
+            "sent before: the next push or pull settles it") in said, said
+    assert "cannot land" not in said
+    (pending,) = m.kint_home.glob("pending-*.json")
+    journalled = json.loads(pending.read_text())["nonce"]
+    proxy.forward()
+    ok(m.kint("push"))
+    assert kjson(m, "status")["head"]["seq"] == 3
+    sent = Web3(Web3.HTTPProvider(proxy.url)).eth.get_block("latest", True)["transactions"]
+    assert [tx["nonce"] for tx in sent] == [journalled]
 
 
 def test_an_endpoint_behind_this_machine_is_a_stale_rpc_to_push_too(machine):

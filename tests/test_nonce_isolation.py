@@ -164,3 +164,48 @@ def test_a_mined_nonce_keeps_no_signed_transaction(tmp_path):
                     fill=lambda n: pytest.fail(f"filled mined nonce {n}"))
     assert acted == [second] and sent == [b"\x02" * 10]
     assert book.allocate(address, chain_count=7, space16="a" * 16) == 9  # still counted
+
+
+def _sign_then_die_estimating(home: str, key: bytes) -> None:
+    """A worker's `sign` whose gas estimate is where it is SIGKILLed (run in a child)."""
+    import os
+    import signal
+
+    from eth_account import Account
+
+    from kint.chain.nonces import NonceBook
+    from kint.tenant_worker.session_sender import SessionSender
+
+    def die(*_args: object, **_kwargs: object) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    eth = type("Eth", (), {"get_transaction_count": staticmethod(lambda *_: 7)})()
+    anchor = type("DiesEstimating", (), {
+        "w3": type("W3", (), {"eth": eth})(), "prepare": die, "build": die,
+        "config": type("Config", (), {"chain_id": 31337})()})()
+    SessionSender(anchor, Account.from_key(key), NonceBook(Path(home)),  # type: ignore[arg-type]
+                  "a" * 16).sign(b"calldata", "nothing was dropped")
+
+
+def test_a_push_killed_before_it_signs_takes_no_nonce(tmp_path):
+    """A push killed between taking its nonce and signing (its gas estimate or balance
+    read, both chain calls) left the nonce in the book with no transaction: the next
+    transaction above it waited KINT_NONCE_RETRY_SECONDS, then filled it with a 21,000-gas
+    transfer to self. The nonce is now taken, and the transaction signed and written, in
+    one step after every chain call: killed at its estimate, the push leaves nothing in the
+    book, and the next transaction takes that nonce."""
+    import multiprocessing
+
+    from eth_account import Account
+
+    from kint.chain.nonces import NonceBook
+
+    account = Account.create()
+    child = multiprocessing.get_context("fork").Process(
+        target=_sign_then_die_estimating, args=(str(tmp_path), bytes(account.key)))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -9, child.exitcode
+    book = NonceBook(tmp_path)
+    assert book.blocking(account.address, chain_count=7, below=100) == []
+    assert book.allocate(account.address, chain_count=7, space16="b" * 16) == 7

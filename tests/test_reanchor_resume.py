@@ -1,6 +1,6 @@
 """`kint push --reanchor` (kint/tenant_worker/reanchor.py) where the chain, the endpoint or
 the machine do not go the plain way: the dropped transaction still waiting at the endpoint,
-a re-anchoring killed between two epochs, a dropped epoch put back in a later block, and a
+a re-anchoring killed between two epochs, dropped epochs put back in later blocks, and a
 re-send whose connection was never made.
 
 Each test has spaces of its own on one machine of the session's devchain (Hermes profile
@@ -124,6 +124,29 @@ def test_a_pull_records_an_epoch_put_back_in_a_later_block(machine, w3):
     assert mark["block"] == landed, mark
     log = (machine.kint_home / "supervisor.log").read_text(errors="replace")
     assert f"epoch 1 is in block {landed}" in log
+
+
+def test_a_pull_records_every_epoch_put_back_not_the_head_alone(machine, w3):
+    """The chain dropped the blocks of epochs 1 and 2 and mined both transactions again,
+    each in a later block. A pull records both where they are: epoch 2 from the head's
+    block, epoch 1 from the block epoch 2's event names as its prevBlock (it recorded the
+    head alone, and epoch 1 kept its dropped block)."""
+    db = connected_profile(machine, "put-back-two", **{"release-gate": "ship on green only"})
+    (first,) = kjson(machine, *on(db, "push"))["epochs"]
+    write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
+    (second,) = kjson(machine, *on(db, "push"))["epochs"]
+    raws = [w3.eth.get_raw_transaction("0x" + e["tx"]) for e in (first, second)]
+    drop_last_blocks(w3, second["block"], second["block"] - first["block"] + 1)
+    landed = []
+    for raw, epoch in zip(raws, (first, second)):
+        w3.eth.send_raw_transaction(raw)  # mined by automine, after the dropped blocks
+        landed.append(w3.eth.wait_for_transaction_receipt(
+            "0x" + epoch["tx"], timeout=30, poll_latency=0.05)["blockNumber"])
+    assert landed[0] > second["block"] and landed[1] > landed[0]
+
+    pulled = kjson(machine, *on(db, "pull"))
+    assert pulled["applied"] == [] and pulled["head"]["block"] == landed[1], pulled
+    assert [meta_of(machine, db, seq)["block"] for seq in (1, 2)] == landed
 
 
 def test_a_reanchoring_killed_between_two_epochs_finishes_once(machine, w3, flag,

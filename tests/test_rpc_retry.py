@@ -152,3 +152,19 @@ def test_a_walks_log_read_repeats_a_refusal_not_a_timeout(endpoint, monkeypatch)
     endpoint.fail, endpoint.how = 1, "429"
     assert walk_history.epoch_log_retried(reader, "owner", "space", 2, 7) == 16  # type: ignore[arg-type]
     assert endpoint.methods == ["eth_blockNumber"] * 2
+
+
+def test_the_timeout_settings_text_says_which_answers_are_asked_again():
+    """docs/settings.md (made from the schema) said an answer is never tried again, while
+    a pull's history walk asks a log read the endpoint refused once more
+    (walk_history.epoch_log_retried): the text names that one exception, with its pause,
+    and the provider's pauses as they are."""
+    from kint.chain.rpc import RETRY_PAUSES_S
+    from kint.settings.schema import V030_DEPARTURES
+    from kint.tenant_worker.walk_history import LOG_RETRY_S
+
+    text = V030_DEPARTURES["KINT_RPC_TIMEOUT"]
+    assert "never tried again" not in text
+    assert ("except by a pull's history walk, which asks a log read the endpoint refused so "
+            "once more after a second") in text and LOG_RETRY_S == 1.0
+    assert f"after {RETRY_PAUSES_S[0]:g} s and then {RETRY_PAUSES_S[1]:g} s" in text

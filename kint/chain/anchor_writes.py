@@ -20,11 +20,14 @@ import requests
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
+from eth_hash.auto import keccak
 from web3 import Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, Web3Exception
+from web3.exceptions import (ContractCustomError, ContractLogicError, Web3Exception,
+                             Web3RPCError)
 
 from kint.chain.anchor_abi import bare_hex, bytes32_of, checksummed
-from kint.chain.calls import ChainRefused, bounded, transport_words
+from kint.chain.calls import (AlreadyHeld, ChainRefused, bounded, refused_send,
+                              transport_words)
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.seconds_text import seconds_text
@@ -121,28 +124,37 @@ class AnchorWrites:
 
     # -- writes ------------------------------------------------------------------------
 
-    def build(self, account: LocalAccount, call: Any, value: int = 0,
-              nonce: int | None = None) -> bytes:
-        """A signed transaction for `call` (a contract function call, or calldata from one of
-        the encode_* builders), gas estimated: a revert surfaces here as ChainRefused."""
+    def prepare(self, account: LocalAccount, call: Any, value: int = 0) -> dict[str, Any]:
+        """The transaction for `call` (a contract function call, or calldata from one of the
+        encode_* builders) from `account`, gas estimated and fees set, without its nonce:
+        every chain call a transaction needs but the nonce, so that the session key takes
+        its nonce only once they have gone through (SessionSender.sign). A revert surfaces
+        here as ChainRefused."""
         if isinstance(call, (bytes, bytearray)):
             fn, args = self.contract.decode_function_input(bytes(call))
             call = fn(**args)
         sender = account.address
         try:
-            tx = bounded(lambda: call.build_transaction({
-                "from": sender, "value": value, "chainId": self.config.chain_id,
-                "nonce": nonce if nonce is not None else self.w3.eth.get_transaction_count(
-                    sender, "pending")}), "estimating gas")
+            return dict(bounded(lambda: call.build_transaction({
+                "from": sender, "value": value, "chainId": self.config.chain_id}),
+                "estimating gas"))
         except (ContractCustomError, ContractLogicError) as err:
             raise self._decode_revert(err) from None
+
+    def build(self, account: LocalAccount, call: Any, value: int = 0) -> bytes:
+        """`prepare`'s transaction signed at the sender's next nonce as the endpoint counts
+        it: the owner's sends, which no nonce book orders."""
+        tx = self.prepare(account, call, value)
+        sender = account.address
+        tx["nonce"] = bounded(lambda: self.w3.eth.get_transaction_count(sender, "pending"),
+                              "reading the nonce")
         return bytes(account.sign_transaction(tx).raw_transaction)
 
     @staticmethod
-    def max_cost(raw: bytes) -> int:
-        """The most a signed transaction can charge its sender: gas limit times the highest
-        price it accepts, plus the value it sends."""
-        tx, price, _ = _fees(raw)
+    def max_cost(tx: dict[str, Any]) -> int:
+        """The most a transaction (`prepare`'s) can charge its sender: gas limit times the
+        highest price it accepts, plus the value it sends."""
+        price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
         return int(tx["gas"]) * price + int(tx.get("value", 0))
 
     @staticmethod
@@ -153,9 +165,19 @@ class AnchorWrites:
         return price, tip
 
     def send_raw(self, raw: bytes) -> str:
+        """Broadcast `raw`; its hash (hex, no 0x) once the endpoint holds it. An endpoint
+        that answers with an error object did not take it: ChainRefused (calls.refused_send),
+        except one that holds it already, which is the send done."""
+        def send() -> Any:
+            try:
+                return self.w3.eth.send_raw_transaction(raw)
+            except Web3RPCError as err:
+                raise refused_send(err) from None
+
         try:
-            return bare_hex(bounded(lambda: self.w3.eth.send_raw_transaction(raw),
-                                "sending a transaction"))
+            return bare_hex(bounded(send, "sending a transaction"))
+        except AlreadyHeld:
+            return keccak(raw).hex()
         except (ContractCustomError, ContractLogicError) as err:
             raise self._decode_revert(err) from None
 

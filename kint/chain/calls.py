@@ -3,6 +3,14 @@ for gas) refused it (`ChainRefused`), or the endpoint could not be used (`RpcUna
 a timeout, a refused connection, an error object, an answer of the wrong shape; an error
 object or an HTTP status is the subclass `RpcErrorAnswer`).
 
+A raw send is the one call whose error object is not the endpoint's failure but its word
+on the transaction (`refused_send`): it answered, and it did not take it (a spent nonce, a
+replacement bid too low, a transaction for another chain), so nothing of it can land, and
+a caller must be able to tell that from a send that may have gone through. Said as an
+unavailable endpoint, a push called an epoch the endpoint had refused "may still land",
+and a replacement the endpoint had refused stayed in the nonce book in place of the
+transaction it was meant to replace.
+
 `bounded` runs one call and maps every low-level failure web3, requests and the socket
 raise to one of those two, so no caller sees a library's exception or a traceback, and an
 endpoint's own words (its answer may be a whole web page) are quoted short.
@@ -20,6 +28,13 @@ from kint.chain.rpc import NEVER_CONNECTED, RpcErrorAnswer, RpcNotReached, RpcUn
 T = TypeVar("T")
 # ChainRefused.error when the sender cannot pay for the gas.
 INSUFFICIENT_FUNDS = "InsufficientFunds"
+# ChainRefused.error when the endpoint answered a raw send with an error object that names
+# no reason kint acts on: the transaction was not taken. Its words are the refusal's detail.
+SEND_REFUSED = "SendRefused"
+# What endpoints answer a raw send of a transaction they hold already (geth and erigon:
+# "already known", nethermind "AlreadyKnown", older geth "known transaction", anvil
+# "transaction already imported"): taken before, so the send has done its work.
+_ALREADY_HELD = ("already known", "known transaction", "already imported", "alreadyknown")
 
 
 class ChainRefused(Exception):
@@ -30,6 +45,7 @@ class ChainRefused(Exception):
 
     def __init__(self, error: str, detail: str = "", fields: dict[str, Any] | None = None) -> None:
         self.error = error
+        self.detail = detail
         self.fields = dict(fields or {})
         shown = (f"{error}({', '.join(f'{k}={v}' for k, v in self.fields.items())})"
                  if self.fields else error)
@@ -65,6 +81,34 @@ def bounded(fn: Callable[[], T], what: str) -> T:
         # as BadResponseFormat quoting the reply whole): a lying or broken endpoint,
         # refused in words, never a traceback.
         raise RpcUnavailable(f"{what}: the endpoint's answer is not what was asked for") from None
+
+
+class AlreadyHeld(Exception):
+    """The endpoint answered a raw send that it holds that very transaction already: a
+    send that did its work (the caller goes on with the transaction's own hash)."""
+
+
+def refused_send(err: Exception) -> Exception:
+    """What an error object answering a raw send means (`err`: web3's exception over it):
+    too little ETH (ChainRefused INSUFFICIENT_FUNDS), the transaction held already
+    (AlreadyHeld), or any other refusal (ChainRefused SEND_REFUSED, the endpoint's words
+    as its detail). Never an unavailable endpoint: it answered."""
+    text = str(err).lower()
+    if "insufficient funds" in text:
+        return ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200])
+    if any(words in text for words in _ALREADY_HELD):
+        return AlreadyHeld(endpoint_text(err))
+    return ChainRefused(SEND_REFUSED, f"the endpoint refused the transaction "
+                                      f"({endpoint_text(err)})")
+
+
+def spent_nonce(err: ChainRefused) -> bool:
+    """Whether a refused send said its nonce is spent (geth and anvil: "nonce too low",
+    nethermind "OldNonce"). The transaction was not taken, yet what spent the nonce may be
+    that very transaction, sent before through another endpoint (nonces.unstick), so
+    whether it landed is the chain's to say, not the refusal's."""
+    text = err.detail.lower()
+    return err.error == SEND_REFUSED and ("nonce too low" in text or "oldnonce" in text)
 
 
 def transport_words(err: BaseException) -> str:

@@ -3,8 +3,11 @@ space (README, "What works today"), from one worker process per space.
 
 Two workers asking the endpoint for the next nonce at the same moment get the same
 number, and one of their pushes is lost. So nonces are allocated here, machine-wide, under
-a lock file in `$KINT_HOME/nonces/` (a 0700 folder only the user can write), and every
-allocated nonce gets an entry holding the signed transaction once it exists.
+a lock file in `$KINT_HOME/nonces/` (a 0700 folder only the user can write), and a
+session-key transaction's nonce is taken and its signed transaction written in one entry,
+in one step, once every chain call it needs (the gas estimate, the balance) is done: a
+worker killed or failing before that step has taken no nonce, and one killed after it
+left a signed transaction to send.
 
 A nonce sequence also has a worse failure: a transaction that never reaches the chain
 (its space's RPC hangs after signing; its worker is stopped or killed between signing and
@@ -12,8 +15,10 @@ broadcast) holds back every later nonce, so every other space's push waits behin
 A worker whose own transaction is not mined within `KINT_NONCE_RETRY_SECONDS` (15) calls
 `unstick`: it re-broadcasts, through its own endpoint, every signed transaction below its
 own nonce that the chain has not mined, and fills a nonce whose transaction was never
-signed (its worker is dead, or gave it back) with a zero-value transfer to itself. The
-owner of a re-broadcast epoch finds it landed the next time it looks at its pending file.
+signed (given back below a higher one: a transaction that will never be sent, or an
+entry without one that an older kint, which took the nonce before its chain calls, left
+when it was killed) with a zero-value transfer to itself. The owner of a re-broadcast
+epoch finds it landed the next time it looks at its pending file.
 
 Times are `time.monotonic()`: the system-wide monotonic clock, comparable between the
 processes of one boot, and never moved by a wall-clock change.
@@ -40,7 +45,8 @@ from kint.paths import atomic_write, ensure_private_dir, remove_file
 log = logging.getLogger("kint.nonces")
 
 # An entry with no signed transaction this old is abandoned even if its process lives
-# (signing takes milliseconds once the nonce is allocated).
+# (an entry is written signed; one without is given back, or from an older kint, whose
+# worker signed it within milliseconds of taking the nonce).
 UNSIGNED_STALE_S = 60.0
 
 
@@ -108,8 +114,14 @@ class NonceBook:
     def _save(self, entry: NonceEntry) -> None:
         atomic_write(self._path(entry.nonce), orjson.dumps(entry.to_json()))
 
-    def allocate(self, address: str, chain_count: int, space16: str) -> int:
-        """The next nonce of `address`, given the count of its mined transactions."""
+    def allocate(self, address: str, chain_count: int, space16: str,
+                 sign: Callable[[int], bytes] | None = None) -> int:
+        """The next nonce of `address`, given the count of its mined transactions. With
+        `sign` (the transaction, signed at that nonce: local work, no chain call), the
+        entry is written once, holding the signed bytes, under the same lock: a process
+        killed before that write has taken no nonce, so it leaves no hole for a filler
+        transfer to spend gas on, and one killed after it leaves a transaction that
+        `unstick` sends as it is."""
         address = address.lower()
         with self._locked():
             highest = chain_count - 1
@@ -119,7 +131,9 @@ class NonceBook:
                     continue
                 highest = max(highest, entry.nonce)
             nonce = highest + 1
-            self._save(NonceEntry(nonce, address, space16, os.getpid(), time.monotonic()))
+            raw = sign(nonce).hex() if sign is not None else None
+            self._save(NonceEntry(nonce, address, space16, os.getpid(), time.monotonic(),
+                                  raw=raw))
             return nonce
 
     def record(self, nonce: int, raw: bytes) -> None:

@@ -8,8 +8,9 @@ more after a short pause), for every method but a send: a send whose request may
 reached the endpoint is never sent a second time behind the caller's back (the push
 journal and the nonce book decide what happens to it). An answer, an HTTP status (a 429
 included) or an error object is never retried here. The tracker records the call in flight
-and the last failure, so the heartbeat can show a stuck call and its age, and verify can
-skip its head read while this space's endpoint is unresponsive.
+and each endpoint's last failure, so the heartbeat can show a stuck call, its age and the
+endpoint it waits on, and verify can skip its head read while this space's primary
+endpoint is unresponsive.
 
 A connection that was never made (refused, an unknown host, a connect timeout) is marked
 on the exception (`NEVER_CONNECTED`): nothing of that request left this machine, which a
@@ -21,6 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -41,6 +43,8 @@ RETRY_PAUSES_S = (0.25, 0.5)
 NOT_RETRIED = frozenset({"eth_sendRawTransaction", "eth_sendTransaction"})
 # The attribute set (True) on a transport exception whose connection was never made.
 NEVER_CONNECTED = "kint_never_connected"
+# How the heartbeat names a space's endpoints, by their place in its list (rpc_urls).
+ENDPOINT_ROLES = ("primary", "second")
 
 
 class RpcUnavailable(Exception):
@@ -59,76 +63,117 @@ class RpcErrorAnswer(RpcUnavailable):
     or a timeout was already tried three times here."""
 
 
+@dataclass
+class _EndpointRecord:
+    """One endpoint's last success and last failure (monotonic times)."""
+
+    last_ok_at: float | None = None
+    last_failure_at: float | None = None
+    last_failure: str | None = None
+
+
 class RpcTracker:
+    """A space's RPC calls in flight and each endpoint's last success and failure, kept
+    apart by endpoint (its URL, which never leaves this object). A space reads its head
+    from its primary endpoint, asks a second one on a cold start, and `connect
+    --rpc-urls` tries endpoints that are not yet the space's: a failure of one of those
+    once counted as the space's own endpoint being down, so verify skipped its head read
+    and status said "down" for 30 s while the primary answered. Whether an endpoint is
+    unresponsive is read for that endpoint alone; the call the heartbeat names is the
+    oldest in flight on any of them, with which endpoint it waits on."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count()
-        self._inflight: dict[int, tuple[str, float]] = {}
-        self.last_failure_at: float | None = None
-        self.last_failure: str | None = None
-        self.last_ok_at: float | None = None
+        self._inflight: dict[int, tuple[str, str, float]] = {}  # endpoint, method, start
+        self._records: dict[str, _EndpointRecord] = {}
 
-    def begin(self, method: str) -> int:
+    def begin(self, method: str, endpoint: str) -> int:
         with self._lock:
             token = next(self._ids)
-            self._inflight[token] = (method, time.monotonic())
+            self._inflight[token] = (endpoint, method, time.monotonic())
             return token
 
     def end(self, token: int, ok: bool, error: str | None = None) -> None:
         now = time.monotonic()
         with self._lock:
-            self._inflight.pop(token, None)
+            endpoint = self._inflight.pop(token, ("", "", now))[0]
+            record = self._records.setdefault(endpoint, _EndpointRecord())
             if ok:
-                self.last_ok_at = now
+                record.last_ok_at = now
             else:
-                self.last_failure_at = now
-                self.last_failure = error
+                record.last_failure_at = now
+                record.last_failure = error
 
     def forget_failures(self) -> None:
         """The endpoints changed: what the old ones did says nothing about the new."""
         with self._lock:
-            self.last_failure_at = None
-            self.last_failure = None
+            for record in self._records.values():
+                record.last_failure_at = None
+                record.last_failure = None
 
-    def oldest_call(self) -> tuple[str, float] | None:
+    def _record(self, endpoint: str) -> _EndpointRecord:
         with self._lock:
-            if not self._inflight:
-                return None
-            method, started = min(self._inflight.values(), key=lambda v: v[1])
-            return method, time.monotonic() - started
+            found = self._records.get(endpoint)
+            return _EndpointRecord(**vars(found)) if found is not None else _EndpointRecord()
 
-    def unresponsive(self, stuck_after_s: float = 2.0) -> bool:
-        """A call stuck past `stuck_after_s`, or a failure in the last 30 s with no success
-        since."""
+    def last_failure_at(self, endpoint: str) -> float | None:
+        return self._record(endpoint).last_failure_at
+
+    def oldest_call(self, endpoint: str | None = None) -> tuple[str, float] | None:
+        """The method and age of the oldest call in flight to `endpoint` (None: to any)."""
+        found = self._oldest(endpoint)
+        return None if found is None else (found[1], found[2])
+
+    def _oldest(self, endpoint: str | None) -> tuple[str, str, float] | None:
+        with self._lock:
+            calls = [call for call in self._inflight.values()
+                     if endpoint is None or call[0] == endpoint]
+        if not calls:
+            return None
+        where, method, started = min(calls, key=lambda call: call[2])
+        return where, method, time.monotonic() - started
+
+    def unresponsive(self, endpoint: str, stuck_after_s: float = 2.0) -> bool:
+        """A call to `endpoint` stuck past `stuck_after_s`, or a failure of it in the last
+        30 s with no success since."""
         now = time.monotonic()
-        oldest = self.oldest_call()
+        oldest = self.oldest_call(endpoint)
         if oldest is not None and oldest[1] > stuck_after_s:
             return True
-        with self._lock:
-            failed = self.last_failure_at
-            ok = self.last_ok_at
+        record = self._record(endpoint)
+        failed, ok = record.last_failure_at, record.last_ok_at
         return (failed is not None and now - failed < UNRESPONSIVE_WINDOW_S
                 and (ok is None or ok < failed))
 
-    def unavailable_words(self) -> str:
-        """Why this endpoint counts as unavailable, for verify's and status's head line: a
+    def unavailable_words(self, endpoint: str) -> str:
+        """Why `endpoint` counts as unavailable, for verify's and status's head line: a
         call stuck now, or a last failure that was not a rate limit, is "rpc
         unresponsive"; a rate limit is said as one, since the endpoint did answer and the
         fix is the user's quota or another endpoint, not the network."""
-        oldest = self.oldest_call()
-        with self._lock:
-            failure = self.last_failure
+        oldest = self.oldest_call(endpoint)
+        failure = self._record(endpoint).last_failure
         if (oldest is None or oldest[1] <= 2.0) and failure == RATE_LIMITED:
             return "rpc rate limited (HTTP 429 Too Many Requests)"
         return "rpc unresponsive"
 
-    def beat(self) -> dict[str, Any] | None:
-        """What the heartbeat says about RPC: the call in flight, or down since, or ok."""
-        oldest = self.oldest_call()
+    def beat(self, endpoints: tuple[str, ...] | None) -> dict[str, Any] | None:
+        """What the heartbeat says about RPC: the oldest call in flight (on any endpoint:
+        `endpoint` names which of the space's `endpoints`, "other" for one that is not
+        among them), else whether the primary (`endpoints[0]`) is down since a failure,
+        or ok."""
+        endpoints = endpoints or ()
+        oldest = self._oldest(None)
         if oldest is not None:
-            return {"call": oldest[0], "age_s": round(oldest[1], 3)}
-        with self._lock:
-            failed, ok = self.last_failure_at, self.last_ok_at
+            where, method, age = oldest
+            place = endpoints.index(where) if where in endpoints else len(ENDPOINT_ROLES)
+            return {"call": method, "age_s": round(age, 3),
+                    "endpoint": (ENDPOINT_ROLES[place] if place < len(ENDPOINT_ROLES)
+                                 else "other")}
+        if not endpoints:
+            return None
+        record = self._record(endpoints[0])
+        failed, ok = record.last_failure_at, record.last_ok_at
         if failed is not None and (ok is None or ok < failed):
             return {"down_since_s": round(time.monotonic() - failed, 3)}
         return {"ok": True} if ok is not None else None
@@ -146,13 +191,14 @@ class TrackedHTTPProvider(HTTPProvider):
         super().__init__(url, request_kwargs={"timeout": timeout_s},
                          exception_retry_configuration=None)
         self._tracker = tracker
+        self._url = url  # the tracker's key for this endpoint; never shown
         self._secrets = url_secrets(url)
         # The pauses before each further try; () for a read whose caller bounds its whole
         # wait (verify's head budget), where three tries would triple that budget.
         self.retry_pauses: tuple[float, ...] = RETRY_PAUSES_S
 
     def make_request(self, method: Any, params: Any) -> Any:
-        token = self._tracker.begin(str(method))
+        token = self._tracker.begin(str(method), self._url)
         pauses = () if str(method) in NOT_RETRIED else self.retry_pauses
         try:
             for pause in pauses:

@@ -104,8 +104,15 @@ def _read_signature(source: str) -> bytes:
 def _submit_refusal(err: ChainRefused, anchor: Anchor, owner: str, key: str, deadline: int,
                     expiry: int) -> NoReturn:
     """EpochAnchor's refusal of setSessionKeyBySig, in words that say which value was off;
-    every one is fixed the same way, a fresh payload signed again."""
+    every one is fixed the same way, a fresh payload signed again. The endpoint's refusal
+    of the send itself is said as the endpoint's."""
+    from kint.chain.calls import SEND_REFUSED
+
     again = "run kint authorize payload again, sign its output and submit it"
+    if err.error == SEND_REFUSED:  # the endpoint's word on the send, not the contract's
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
+               "check what the endpoint said and KINT_RPC_URL, then run kint authorize "
+               "submit again")
     if err.error == "AuthorizationExpired":
         refuse(ErrorCode.BAD_REQUEST,
                f"EpochAnchor refused the authorization: its deadline {deadline} "

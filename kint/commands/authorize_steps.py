@@ -144,11 +144,15 @@ def owner_account(owner: str) -> LocalAccount:
 def send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> Any:
     """Send owner calldata to EpochAnchor and wait for it, with the refusals a person can
     act on."""
-    from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
+    from kint.chain.calls import INSUFFICIENT_FUNDS, SEND_REFUSED, ChainRefused
 
     try:
         return anchor.transact(account, calldata)
     except ChainRefused as err:
+        if err.error == SEND_REFUSED:  # the endpoint's word on the send, not the contract's
+            refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
+                   "check what the endpoint said and KINT_RPC_URL, then run the command "
+                   "again")
         if err.error == INSUFFICIENT_FUNDS:
             # The worker's code for a sender that cannot pay (session_sender).
             refuse(ErrorCode.NOT_CONNECTED,

@@ -57,7 +57,8 @@ class RefusedChain:
 class ChainHeadSource:
     """The head of (owner, space) on the configured chain. Reads through its own
     connection whose timeout is verify's head budget, and not at all while this space's
-    endpoint is stuck or failed in the last 30 s."""
+    primary endpoint is stuck or failed in the last 30 s (another endpoint's failure, a
+    cold start's second opinion or one `connect --rpc-urls` tried, says nothing of it)."""
 
     def __init__(self, chain: Any, tracker: Any, anchor_for: Callable[[Any], Any], owner: str,
                  space_id: str) -> None:
@@ -71,8 +72,9 @@ class ChainHeadSource:
         from kint.chain.anchor import NoContractThere
         from kint.chain.rpc import RpcUnavailable
 
-        if self.tracker.unresponsive():
-            return HeadReading(None, self.tracker.unavailable_words())
+        primary = self.chain.rpc_urls[0]  # the tracker's record of this endpoint only
+        if self.tracker.unresponsive(primary):
+            return HeadReading(None, self.tracker.unavailable_words(primary))
         try:
             # One try: the budget bounds the whole read, and a verify that misses it
             # checks against the mirror, where retries would triple the budget.
@@ -82,7 +84,7 @@ class ChainHeadSource:
         except NoContractThere as err:  # it answered: say what, not "unresponsive"
             return HeadReading(None, str(err))
         except RpcUnavailable:
-            return HeadReading(None, self.tracker.unavailable_words())
+            return HeadReading(None, self.tracker.unavailable_words(primary))
         return HeadReading(ChainHead(head.seq, head.digest, head.block))
 
 

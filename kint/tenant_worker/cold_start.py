@@ -9,11 +9,13 @@ send the user after the wrong endpoint. Once a second opinion failed, one eth_ch
 of each endpoint says which answers for which chain (kint.chain.chain_id; never on a pull
 that goes through).
 
-The second opinion, and that look, are read through a tracker of their own, not the space's
-(`ctx.tracker`): the space's tracker stands for the endpoint the space reads its head
-from, and verify and status skip that read, saying "rpc unresponsive", for 30 s after a
-failure it recorded. A second endpoint that was down (Base's public one, rate limited, or
-out of reach) once made the primary look down that long after every refused cold start.
+The second opinion, and that look, are recorded in the space's tracker (`ctx.tracker`)
+under their own endpoint, which keeps each endpoint's failures apart (kint.chain.rpc):
+verify and status skip their head read, saying "rpc unresponsive", for 30 s after a
+failure of the primary only. A second endpoint that was down (Base's public one, rate
+limited, or out of reach) once made the primary look down that long after every refused
+cold start; recorded apart, a second opinion that hangs shows in the heartbeat as the call
+the worker waits on, on the second endpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from kint.chain.anchor import Anchor, Head
 from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.settings.urls import redact_url
-from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.space import SpaceContext
 
@@ -40,7 +42,7 @@ def _on_the_right_chain(ctx: SpaceContext, chain: ChainConfig,
                         refusal: ProtocolError) -> ProtocolError:
     """`refusal`, or, when an endpoint answers for another chain, a refusal that says so
     first and says what to do about it."""
-    found = other_chain(chain, RpcTracker(), len(chain.rpc_urls), skip_silent=True)
+    found = other_chain(chain, ctx.tracker, len(chain.rpc_urls), skip_silent=True)
     if found is None:
         return refusal
     return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}: {refusal.message}", found[1])
@@ -62,7 +64,7 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
                             "resolves to the same endpoint as the primary",
                             "set KINT_RPC_URL_2 to another operator's endpoint, or "
                             "KINT_ALLOW_SINGLE_RPC=1 to accept one")
-    second = Anchor(chain, RpcTracker(), 1)  # not the space's: see the module's docstring
+    second = Anchor(chain, ctx.tracker, 1)  # recorded apart: see the module's docstring
     for attempt in range(2):
         ctx.progress = ("pull: cold start, asking a second RPC for the head" if attempt == 0
                         else "pull: cold start, the second RPC disagreed; asking it again")

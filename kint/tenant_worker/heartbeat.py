@@ -107,7 +107,7 @@ class Heartbeat:
         return {"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
             "inflight": count, "ops": self.inflight.named(worker_wire.MAX_OPS_NAMED),
-            "rpc": self.ctx.tracker.beat(),
+            "rpc": self.ctx.tracker.beat(self.ctx.endpoints),
             "head": ({"seq": mirror.head.seq, "block": mirror.head.block}
                      if mirror is not None else None),
             **unanchored,

@@ -70,7 +70,7 @@ from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
 from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
-from kint.tenant_worker.landed_block import settle_head_block
+from kint.tenant_worker.landed_block import settle_block, settle_head_block
 from kint.tenant_worker.local_state import LocalState, local_state
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
@@ -138,6 +138,11 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     if overtaken is not None:
         done.warnings.insert(0, overtaken.describe())
     _settle_mirror(ctx, done, head)
+    # The newest epoch this machine held before the walk, put back in a later block and
+    # since buried under newer epochs (another machine's): the oldest epoch walked names
+    # where it is (its prevBlock), which the head's block cannot.
+    if fetched:
+        settle_block(ctx, anchor, owner, fetched[0].log.seq - 1, fetched[0].log.prev_block)
     take_in_header_wraps(ctx, (f.opened.header for f in todo
                                if f.opened is not None and f.log.seq in done.applied))
     # v0.3.0 backfills only after a pull that ended without a gap (03-new-machine.md,

@@ -27,7 +27,7 @@ from typing import Any
 from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.calls import ChainRefused
+from kint.chain.calls import ChainRefused, spent_nonce
 from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.epochs.envelope import seal
@@ -71,6 +71,10 @@ MAY_STILL_LAND = ("epoch {seq} was signed and may still land: the next push or p
 NEVER_SENT = ("epoch {seq} was signed but never sent (no connection to the endpoint was "
               "made): the next push or pull sends it, or drops it if the chain has moved "
               "on, before anything else, so it is never anchored twice")
+
+NONCE_SPENT = ("the endpoint counts epoch {seq}'s nonce as spent, perhaps by its own "
+               "transaction sent before: the next push or pull settles it against the chain "
+               "before anything else, so it is never anchored twice")
 
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
@@ -301,6 +305,9 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         sent = True
         receipt = sender.wait(tx, signed)
     except ChainRefused as err:
+        if spent_nonce(err):  # perhaps by this epoch's own transaction: the journal decides
+            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                                f"{err.detail}; " + NONCE_SPENT.format(seq=seq)) from None
         remove_file(state.files["pending"])
         raise refused(err) from None
     except RpcUnavailable as err:

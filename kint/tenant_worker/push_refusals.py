@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.calls import ChainRefused
+from kint.chain.calls import SEND_REFUSED, ChainRefused
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
@@ -233,6 +233,15 @@ def refused(err: ChainRefused) -> ProtocolError:
         return ProtocolError(ErrorCode.CHAIN_MOVED,
                              f"the chain refused the epoch ({err}): another machine pushed "
                              f"first; {NOTHING_DROPPED}", "run `kint pull` first")
+    if err.error == SEND_REFUSED:
+        # The endpoint answered the send and did not take it: unlike a send that timed
+        # out (push.MAY_STILL_LAND), this transaction cannot land (its nonce is given
+        # back: SessionSender.send).
+        return ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                             f"{err.detail}: the epoch was not taken and cannot land; "
+                             f"{NOTHING_DROPPED}",
+                             "check what the endpoint said (KINT_RPC_URL, or the endpoints "
+                             "given to `kint connect --rpc-urls`), then push again")
     if err.error == "NotAuthorized":
         return ProtocolError(ErrorCode.NOT_CONNECTED,
                              f"the chain refused the epoch: this machine's session key is not "

@@ -40,7 +40,7 @@ from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.calls import ChainRefused, bounded
+from kint.chain.calls import ChainRefused, bounded, spent_nonce
 from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
@@ -194,6 +194,9 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
         sent = True
         receipt = sender.wait(tx, signed)
     except ChainRefused as err:
+        if spent_nonce(err):  # perhaps by this very transaction: the chain's head says
+            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                                f"{err.detail}; {SENT_AGAIN.format(seq=meta.seq)}") from None
         raise refused(err) from None
     except RpcUnavailable as err:
         words = NEVER_SENT_AGAIN if not sent and isinstance(err, RpcNotReached) else SENT_AGAIN

@@ -17,7 +17,7 @@ from typing import Any
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor
-from kint.chain.calls import ChainRefused, answer_int, bounded
+from kint.chain.calls import ChainRefused, answer_int, bounded, spent_nonce
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import eth_text
@@ -49,20 +49,16 @@ class SessionSender:
 
     def sign(self, calldata: bytes, nothing_dropped: str) -> Signed:
         """A signed transaction for `calldata` at the next machine-wide nonce, gas estimated
-        (a revert refuses here, nonce given back) and affordable (else NOT_CONNECTED naming
-        the address to fund)."""
+        (a revert refuses here) and affordable (else NOT_CONNECTED naming the address to
+        fund). Every chain call comes first; the nonce is taken and the transaction signed
+        and written to the book in one step after them (NonceBook.allocate), so a push
+        killed or failing on its way there leaves no nonce behind."""
         count = self.mined_count()
         self._free_dropped(count)
-        nonce = self.book.allocate(self.account.address, count, self.space16)
-        try:
-            raw = self.anchor.build(self.account, calldata, nonce=nonce)
-            need = self.anchor.max_cost(raw)
-            has = self.anchor.balance(self.account.address)
-        except BaseException:
-            self.book.give_back(nonce)
-            raise
+        tx = self.anchor.prepare(self.account, calldata)
+        need = self.anchor.max_cost(tx)
+        has = self.anchor.balance(self.account.address)
         if has < need:
-            self.book.give_back(nonce)
             raise ProtocolError(
                 ErrorCode.NOT_CONNECTED,
                 f"this machine's session key {self.account.address} holds {eth_text(has)} "
@@ -70,8 +66,15 @@ class SessionSender:
                 f"{nothing_dropped}",
                 f"send ETH on chain {self.anchor.config.chain_id} to {self.account.address} "
                 f"(`kint status` names it), then try again")
-        self.book.record(nonce, raw)
-        return Signed(nonce, raw)
+        signed: list[bytes] = []
+
+        def sign_at(nonce: int) -> bytes:
+            signed.append(bytes(self.account.sign_transaction({**tx, "nonce": nonce})
+                                .raw_transaction))
+            return signed[0]
+
+        nonce = self.book.allocate(self.account.address, count, self.space16, sign_at)
+        return Signed(nonce, signed[0])
 
     def signed_before(self, tx_hash: str) -> Signed | None:
         """Transaction `tx_hash` as the nonce book holds it, signed and never mined, at a
@@ -83,10 +86,14 @@ class SessionSender:
         return Signed(entry.nonce, bytes.fromhex(entry.raw))
 
     def send(self, signed: Signed) -> str:
+        """Send `signed`; a refusal gives its nonce back, unless the refusal is that the
+        nonce is spent: then it may be this very transaction that spent it, and the book
+        keeps the entry until the chain's count passes it."""
         try:
             return self.anchor.send_raw(signed.raw)
-        except ChainRefused:
-            self.book.give_back(signed.nonce)
+        except ChainRefused as err:
+            if not spent_nonce(err):
+                self.book.give_back(signed.nonce)
             raise
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
@@ -160,12 +167,12 @@ class SessionSender:
         more. The book holds the transfer from before it is sent, as every send of the
         key's is recorded first: a worker killed between the two would otherwise leave the
         push in the book while the transfer waits at the endpoint, and a re-broadcast
-        would send the push it replaced. Raises what the send raised (the endpoint's
-        refusal of a nonce mined meanwhile, or of a bid too low, among them). A refusal
-        that names the transfer (ChainRefused: too little ETH for its bid) means it was
-        not taken, so the book holds the push again; any other failure may have come after
-        the endpoint took it, so the transfer stays (either is a valid transaction at that
-        nonce to send again)."""
+        would send the push it replaced. Raises what the send raised. An endpoint that
+        answered the send and did not take the transfer (ChainRefused: too little ETH for
+        its bid, a bid too low, a nonce mined meanwhile; kint.chain.calls.refused_send)
+        leaves the push as the nonce's transaction, so the book holds the push again; any
+        other failure may have come after the endpoint took it, so the transfer stays
+        (either is a valid transaction at that nonce to send again)."""
         cap, tip = self.anchor.fee_caps(replaced)
         current = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price),
                           "reading the gas price")

@@ -83,7 +83,8 @@ class SpaceContext:
     # The last unanchored count an op made, which the heartbeat carries, and why each
     # counter last could not count (unanchored.py).
     unanchored: UnanchoredTally = field(default_factory=UnanchoredTally)
-    # The endpoints the last chain() returned: a change forgets the old ones' failures.
+    # The endpoints the last chain() returned: a change forgets the old ones' failures, and
+    # the heartbeat names the endpoint a call waits on by its place among them.
     _endpoints: tuple[str, ...] | None = None
     _state: SpaceState | None = None
     _client: Any = None
@@ -198,6 +199,12 @@ class SpaceContext:
                 self.tracker.forget_failures()
             self._endpoints = config.rpc_urls
         return config
+
+    @property
+    def endpoints(self) -> tuple[str, ...] | None:
+        """The space's endpoints as its last chain settings named them (None before any):
+        read by the heartbeat, which reads no file."""
+        return self._endpoints
 
     def session_lapses_at(self) -> float | None:
         """When (monotonic) the attached session seen longest ago is forgotten by

@@ -1,0 +1,86 @@
+"""A space's RPC tracker keeps each endpoint's calls and failures apart (kint/chain/rpc.py):
+a failure of another endpoint than the space's primary (one `connect --rpc-urls` tried, a
+cold start's second opinion) neither skips verify's head read nor shows the space's
+endpoint as down, and the heartbeat names the endpoint a call in flight waits on. The
+primary is a loopback endpoint answering a zero head; the other a port nothing listens on."""
+
+from __future__ import annotations
+
+import socket
+from typing import Iterator
+
+import pytest
+
+from rpc_proxy import ScriptedEndpoint
+from kint.chain.anchor import Anchor
+from kint.chain.config import ChainConfig
+from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.render import _rpc
+from kint.tenant_worker.chain_head import ChainHeadSource
+
+SPACE = "22" * 32
+OWNER = "0x" + "33" * 20
+
+
+@pytest.fixture
+def primary() -> Iterator[ScriptedEndpoint]:
+    server = ScriptedEndpoint()
+    server.answers["eth_call"] = "0x" + "00" * 96  # head(): no epoch yet
+    yield server
+    server.stop()
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _chain(*urls: str) -> ChainConfig:
+    return ChainConfig(tuple(urls), 31337, "0x" + "11" * 20, 1, 0.5, rpc_retries=False)
+
+
+def test_another_endpoints_failure_leaves_the_primary_read(primary):
+    """An endpoint tried through the space's tracker that fails (here: refused) made the
+    primary count as unresponsive for 30 s: verify's head read was skipped ("rpc
+    unresponsive") and the heartbeat said the space's RPC was down, while the primary
+    answered. Now the head is read, and the heartbeat says the primary is ok."""
+    tracker = RpcTracker()
+    other = _closed_port_url()
+    chain = _chain(primary.url, other)
+    source = ChainHeadSource(chain, tracker, lambda config: Anchor(config, tracker), OWNER,
+                             SPACE)
+    assert source.read(1.0).head is not None
+    with pytest.raises(RpcUnavailable):
+        Anchor(_chain(other), tracker).head(OWNER, SPACE)  # connect --rpc-urls OTHER
+    with pytest.raises(RpcUnavailable):
+        Anchor(chain, tracker, 1).head(OWNER, SPACE)  # a cold start's second opinion
+    reading = source.read(1.0)
+    assert reading.head is not None and reading.head.seq == 0, reading
+    assert tracker.beat(chain.rpc_urls) == {"ok": True}
+    assert tracker.unresponsive(other)
+
+
+def test_the_heartbeat_names_the_endpoint_a_call_waits_on(primary):
+    """The oldest call in flight is named with the endpoint it waits on, by its place in
+    the space's list (a cold start's second opinion: "second"; one that is not the space's:
+    "other"), and `kint supervisor status` shows it beside the call; the primary's own
+    shows as before."""
+    tracker = RpcTracker()
+    other = _closed_port_url()
+    urls = (primary.url, "http://127.0.0.1:1")
+    token = tracker.begin("eth_call", urls[1])
+    beat = tracker.beat(urls)
+    assert beat is not None and beat["call"] == "eth_call" and beat["endpoint"] == "second"
+    assert _rpc({"rpc": beat}).endswith("(second rpc)"), _rpc({"rpc": beat})
+    assert not tracker.unresponsive(urls[0], stuck_after_s=0.0)
+    tracker.end(token, False, "ReadTimeout")
+    assert tracker.beat(urls) is None and not tracker.unresponsive(urls[0])
+    token = tracker.begin("eth_chainId", other)
+    assert tracker.beat(urls)["endpoint"] == "other"
+    tracker.end(token, True)
+    token = tracker.begin("eth_blockNumber", urls[0])
+    assert tracker.beat(urls)["endpoint"] == "primary"
+    assert "rpc)" not in _rpc({"rpc": tracker.beat(urls)})
+    tracker.end(token, False, "ReadTimeout")
+    assert "down_since_s" in tracker.beat(urls) and tracker.unresponsive(urls[0])
