@@ -168,7 +168,7 @@ def test_a_second_setup_is_refused_as_harnesses_md_quotes_it(tmp_path):
     import fcntl
     import os
 
-    from kint.harnesses import SetupError
+    from kint.harnesses.failures import SetupError
     from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
     from kint.render import refusal_text
 

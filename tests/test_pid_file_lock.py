@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from kint.harnesses import SetupError
+from kint.harnesses.failures import SetupError
 from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
 from kint.paths import run_dir
 from kint.pid_file_lock import PidFileHeld, hold_pid_file

@@ -516,7 +516,7 @@ def test_a_config_backup_is_never_readable_by_others_while_it_is_written(tmp_pat
     import os
     import stat
 
-    from kint.harnesses import backup
+    from kint.harnesses.config_files import backup
 
     config = tmp_path / ".claude.json"
     config.write_text('{"mcpServers": {"x": {"env": {"TOKEN": "s3cret"}}}}')

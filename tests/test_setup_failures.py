@@ -22,7 +22,8 @@ from conftest import KINT
 from harness_stand_ins import calls, hermes_script, stand_in, stand_in_openclaw
 
 from kint.harnesses import claude as claude_mod
-from kint.harnesses import file_failure, run_setup
+from kint.harnesses.failures import file_failure
+from kint.harnesses.run import run_setup
 
 def bin_path(tmp_path: Path) -> str:
     return f"{tmp_path / 'bin'}:/usr/bin:/bin"

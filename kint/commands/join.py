@@ -46,7 +46,7 @@ from kint.commands.join_stops import (STEP_CONNECT, STEP_HARNESSES, STEP_REPORT,
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import refusing_secrets_with, signature_options
 from kint.commands.setup import SetupError
-from kint.harnesses import parse_env, pin_flag
+from kint.harnesses.env_checks import parse_env, pin_flag
 from kint.paths import kint_home
 
 HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
@@ -54,7 +54,7 @@ HARNESS_TARGETS = ("all", "claude", "codex", "hermes", "openclaw")
 
 def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
     """`--env K=V` pairs for the server process, checked before any step the way `kint
-    setup` checks them (kint.harnesses.parse_env: names, and no secret or PYTHONPATH);
+    setup` checks them (kint.harnesses.env_checks.parse_env: names, and no secret or PYTHONPATH);
     KINT_TENANT is the tenant joined."""
     try:
         env = parse_env(pairs)

@@ -15,7 +15,10 @@ import click
 
 from kint.commands.common import Ctx, echo_json, json_option, refuse, usage_error
 from kint.commands.exit_codes import REFUSE
-from kint.harnesses import TARGETS, Report, SetupError, parse_env, pin_flag, run_setup
+from kint.harnesses.env_checks import parse_env, pin_flag
+from kint.harnesses.failures import SetupError
+from kint.harnesses.plan import TARGETS, Report
+from kint.harnesses.run import run_setup
 from kint.protocol.errors import ErrorCode
 from kint.spaces import HERMES_PROFILE
 

@@ -15,9 +15,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            env_command, failed, kept_backup, read_config, run_cli,
-                            tail, which)
+from kint.harnesses.cli_run import env_command, run_cli, tail, which
+from kint.harnesses.config_files import backed_up, backup, kept_backup
+from kint.harnesses.failures import HarnessFailure, read_config
+from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 60

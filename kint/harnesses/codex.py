@@ -28,8 +28,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            failed, read_config, reenabled, which, write_text_atomic)
+from kint.harnesses.cli_run import which
+from kint.harnesses.config_files import backed_up, backup, reenabled, write_text_atomic
+from kint.harnesses.failures import HarnessFailure, read_config
+from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 
 TABLE = ("mcp_servers", SERVER_NAME)
 DEFAULT_TIMEOUTS = {"startup_timeout_sec": 90, "tool_timeout_sec": 180}

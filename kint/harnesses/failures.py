@@ -1,5 +1,6 @@
-"""How `kint setup` says that one harness could not be registered: `HarnessFailure`, a code
-of kint.protocol's closed set with a one-line message and a hint, and the OSErrors met on a
+"""How `kint setup` says what went wrong: `SetupError` when setup cannot run at all,
+`HarnessFailure` when one harness could not be registered, each a code of kint.protocol's
+closed set with a one-line message and a hint, and the OSErrors met on a
 harness's config file said as what the user can fix (a folder where the file should be, a
 permission, a read-only home, a full disk) rather than as an exception's repr.
 """
@@ -11,6 +12,19 @@ import os
 from pathlib import Path
 
 from kint.protocol.errors import ErrorCode
+
+
+class SetupError(Exception):
+    """Setup cannot run at all (no kint-server, a bad --env); `hint` says what to do, and
+    `code` (kint.protocol's closed set) is BAD_REQUEST for a value given on the command
+    line, INTERNAL for a kint installed without its kint-server."""
+
+    def __init__(self, message: str, hint: str = "",
+                 code: ErrorCode = ErrorCode.BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.code = code.value
 
 
 class HarnessFailure(Exception):

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from kint import spaces
-from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            failed, file_failure, hermes_provider, kept_backup, read_config,
-                            reenabled, run_cli, tail, which)
+from kint.harnesses import hermes_provider
+from kint.harnesses.cli_run import run_cli, tail, which
+from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
+from kint.harnesses.failures import HarnessFailure, file_failure, read_config
+from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.install_source import install_source
 from kint.protocol.errors import ErrorCode
 

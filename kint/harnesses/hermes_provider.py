@@ -21,7 +21,8 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
-from kint.harnesses import run_cli, tail, write_text_atomic
+from kint.harnesses.cli_run import run_cli, tail
+from kint.harnesses.config_files import write_text_atomic
 
 PLUGIN_NAME = "kint-sibyl"
 SIBYL_PROVIDER = "sibyl"

@@ -20,9 +20,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses import (SERVER_NAME, HarnessFailure, Plan, Report, backed_up, backup,
-                            env_command, failed, kept_backup, read_config, reenabled,
-                            run_cli, which)
+from kint.harnesses.cli_run import env_command, run_cli, which
+from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
+from kint.harnesses.failures import HarnessFailure, read_config
+from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
 
 TIMEOUT = 120

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from kint.harnesses import SetupError
+from kint.harnesses.failures import SetupError
 from kint.paths import ensure_private_dir, kint_home
 from kint.pid_file_lock import PidFileHeld, hold_pid_file
 from kint.protocol.errors import ErrorCode

@@ -1,0 +1,120 @@
+"""The environment `kint setup` writes into a harness's configuration, checked before
+anything is written: `--env KEY=VALUE` names and values (a kint setting as config.toml
+checks it, never a secret, PYTHONPATH or an endpoint URL that may carry an API key), the
+path settings made absolute, and `--tenant`/`--db` pinned without contradicting an `--env`.
+Plain text in a harness's file, started later where no one reads its log: so refused now.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kint.harnesses.failures import SetupError
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Never written into a harness's configuration (plain text there): the owner's key, the
+# session key's passphrase, and PYTHONPATH, which setup keeps out of the server.
+REFUSED_ENV = {
+    "KINT_OWNER_KEY": "the owner's private key is read from the environment of `kint "
+                      "authorize` only",
+    "KINT_SESSION_PASSPHRASE": "a secret; leave it unset and let kint and kint-server "
+                               "both read ~/.kint/local.secret",
+    "PYTHONPATH": "setup keeps PYTHONPATH out of kint-server",
+}
+
+
+def parse_env(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`--env KEY=VALUE` pairs, in order (a later key wins)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SetupError(f"--env {pair!r} is not KEY=VALUE",
+                             "give each variable as --env KEY=VALUE")
+        key, value = pair.split("=", 1)
+        check_env_name(key)
+        check_env_value(key, value)
+        env[key] = value
+    return env
+
+
+def check_env_value(key: str, value: str) -> None:
+    """A value of a kint setting is checked as `config.toml` checks it, now rather than in
+    a log line of a server the harness starts later: one that does not parse, or is below
+    the setting's minimum, is refused (kint-server would use the default, or the minimum,
+    instead, saying so only in its log), and so
+    is a relative KINT_HOME (refused by every kint program). An empty value is unset.
+
+    An endpoint setting whose URL may carry an API key (a user, path or query part) is
+    refused too: setup writes it into the harness's configuration in plain text, and some
+    harnesses take it on their command line. kint-server reads KINT_HOME/config.toml
+    itself, which is where such an endpoint belongs."""
+    from kint.settings.urls import redact_url, url_may_hold_a_key
+    from kint.settings.schema import BY_NAME, BadValue, given, parse
+
+    setting = BY_NAME.get(key)
+    if setting is None or not value.strip():
+        return
+    try:
+        parsed = parse(setting, value)
+    except BadValue as err:
+        raise SetupError(f"--env {key}={given(setting, value)} {err}",
+                         "give a value kint takes (docs/settings.md), or leave it out: "
+                         "kint-server would not use this one") from None
+    if setting.minimum is not None and parsed < setting.minimum:
+        raise SetupError(f"--env {key}={value} is below its minimum {setting.minimum:g}",
+                         f"give {key} a value of at least {setting.minimum:g} "
+                         f"(docs/settings.md)")
+    if key == "KINT_HOME" and not Path(value).expanduser().is_absolute():
+        raise SetupError(f"--env KINT_HOME={value} {RELATIVE_PROBLEM}", RELATIVE_HOME_HINT)
+    if setting.kind == "url" and url_may_hold_a_key(value):
+        raise SetupError(f"--env {key}: {redact_url(value.strip())} has a user, path or query "
+                         f"part, where providers put API keys",
+                         "kint-server reads $KINT_HOME/config.toml itself: give the endpoint "
+                         "there (docs/settings.md), not in the harness's configuration")
+
+
+def absolute_paths(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the value of every path setting (the store, Sibyl's credentials, Hermes'
+    root, ...) made absolute here, `~` expanded: a harness starts kint-server in a folder
+    of its own and expands nothing, so a relative path would name another file there."""
+    from kint.settings.schema import BY_NAME
+
+    out = dict(env)
+    for key, value in env.items():
+        setting = BY_NAME.get(key)
+        if setting is not None and setting.kind == "path" and value.strip():
+            out[key] = str(Path(value).expanduser().absolute())
+    return out
+
+
+def pin_flag(env: dict[str, str], name: str, flag: str, value: str | None) -> None:
+    """Pin a global flag's value (`--tenant` as KINT_TENANT, `--db` as SIBYL_MEMORY_DB) in
+    `env`. An `--env` of the same variable that names another tenant or store is refused:
+    one of the two would be dropped without a word."""
+    if not value:
+        return
+    given_value = env.get(name)
+    if given_value is None:
+        env[name] = value
+        return
+    if name == "SIBYL_MEMORY_DB":
+        differs = (Path(given_value).expanduser().absolute()
+                   != Path(value).expanduser().absolute())
+    else:
+        differs = given_value != value
+    if differs:
+        raise SetupError(f"{flag} {value} and --env {name}={given_value} name two different "
+                         f"{'stores' if name == 'SIBYL_MEMORY_DB' else 'tenants'}",
+                         f"give one of them: {flag} alone pins it as {name}")
+
+
+def check_env_name(key: str) -> None:
+    if not ENV_NAME.match(key):
+        raise SetupError(f"--env {key!r} is not a variable name",
+                         "a name is letters, digits and _, not starting with a digit")
+    if key in REFUSED_ENV:
+        raise SetupError(f"--env {key} is refused: {REFUSED_ENV[key]}",
+                         "setup writes --env values into the harness's configuration in "
+                         "plain text")
