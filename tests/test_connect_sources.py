@@ -23,9 +23,9 @@ from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile
                                 wrap_data_key)
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.connect import (SOURCE_CODE, SOURCE_FRESH, SOURCE_HEADER, SOURCE_LOCAL,
-                                        SuppliedKey, _from_recovery_code, _from_supplied_key,
-                                        _with_extra_passphrase)
+from kint.tenant_worker.connect_key import (SOURCE_CODE, SOURCE_FRESH, SOURCE_HEADER,
+                                            SOURCE_LOCAL, SuppliedKey, key_from_recovery_code,
+                                            key_from_supplied, with_extra_passphrase)
 from kint.tenant_worker.head_header import ReadableHeader
 from kint.tenant_worker.recovery_binding import HeldHere
 
@@ -68,7 +68,7 @@ def test_the_vector_wraps_carry_the_keys_these_tests_name():
 
 
 def test_local_wraps_answer_while_they_hold_the_key_the_head_was_sealed_with():
-    found = _from_supplied_key(OWNER, SIGNATURE_KEY, head(DEK, WRAPS[1:]), local(DEK, WRAPS),
+    found = key_from_supplied(OWNER, SIGNATURE_KEY, head(DEK, WRAPS[1:]), local(DEK, WRAPS),
                                None)
     assert (found.source, found.dek, found.wraps) == (SOURCE_LOCAL, DEK, WRAPS)
     assert found.key_tag == SIGNATURE_KEY.tag and not found.fresh
@@ -77,13 +77,13 @@ def test_local_wraps_answer_while_they_hold_the_key_the_head_was_sealed_with():
 def test_after_a_rotation_the_header_decides_over_local_wraps():
     """Local wraps from before a rotation give way to the head header, whose wrap of this
     key opens the new data key; the wraps kept are the header's."""
-    found = _from_supplied_key(OWNER, PASSPHRASE_KEY, head(NEW_DEK, NEW_WRAPS),
+    found = key_from_supplied(OWNER, PASSPHRASE_KEY, head(NEW_DEK, NEW_WRAPS),
                                local(DEK, WRAPS), None)
     assert (found.source, found.dek, found.wraps) == (SOURCE_HEADER, NEW_DEK, NEW_WRAPS)
 
 
 def test_a_key_the_rotation_dropped_is_told_so():
-    err = refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, head(NEW_DEK, NEW_WRAPS),
+    err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, head(NEW_DEK, NEW_WRAPS),
                   local(DEK, WRAPS), None)
     assert err.code is ErrorCode.WRONG_KEY
     assert str(err) == (f"the data key of this vault was rotated and this key (tag "
@@ -98,7 +98,7 @@ def test_a_key_no_wrap_in_the_head_carries_is_the_wrong_key(held):
     ordinary wrong-key refusal (05-keys.md, "Rotate the data key")."""
     mine = local(NEW_DEK, NEW_WRAPS) if held else None
     for key in (STRANGER_KEY, SIGNATURE_KEY):
-        err = refusal(_from_supplied_key, OWNER, key, head(NEW_DEK, NEW_WRAPS), mine, None)
+        err = refusal(key_from_supplied, OWNER, key, head(NEW_DEK, NEW_WRAPS), mine, None)
         assert err.code is ErrorCode.WRONG_KEY
         assert str(err) == (f"this key (tag {key.tag.hex()[:8]}) does not open the vault "
                             f"anchored under {OWNER}: the wraps in the head epoch carry "
@@ -108,24 +108,24 @@ def test_a_key_no_wrap_in_the_head_carries_is_the_wrong_key(held):
 def test_a_header_wrap_that_opens_another_data_key_is_refused():
     """The tag finds the wrap, and the key it opens must be the one whose dek_id the header
     names: a wrap copied from another vault does not hand over that vault's key."""
-    err = refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, head(NEW_DEK, WRAPS), None, None)
+    err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, head(NEW_DEK, WRAPS), None, None)
     assert err.code is ErrorCode.WRONG_KEY and "dek_id mismatch" in str(err)
 
 
 def test_an_unreadable_chain_falls_back_to_local_wraps_and_never_starts_a_vault():
-    found = _from_supplied_key(OWNER, SIGNATURE_KEY, None, local(DEK, WRAPS), UNREADABLE)
+    found = key_from_supplied(OWNER, SIGNATURE_KEY, None, local(DEK, WRAPS), UNREADABLE)
     assert (found.source, found.dek) == (SOURCE_LOCAL, DEK)
     for held in (None, local(NEW_DEK, NEW_WRAPS)):
-        assert refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, None, held,
+        assert refusal(key_from_supplied, OWNER, SIGNATURE_KEY, None, held,
                        UNREADABLE) is UNREADABLE
 
 
 def test_a_fresh_vault_only_when_the_chain_was_read_empty_and_no_wraps_are_here():
-    found = _from_supplied_key(OWNER, SIGNATURE_KEY, None, None, None)
+    found = key_from_supplied(OWNER, SIGNATURE_KEY, None, None, None)
     assert found.source == SOURCE_FRESH and found.fresh and len(found.dek) == 32
     (wrap,) = found.wraps
     assert (wrap.kind, wrap.tag) == (KIND_SIGNATURE, SIGNATURE_KEY.tag)
-    err = refusal(_from_supplied_key, OWNER, SIGNATURE_KEY, None, local(NEW_DEK, NEW_WRAPS),
+    err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, None, local(NEW_DEK, NEW_WRAPS),
                   None)
     assert err.code is ErrorCode.WRONG_KEY and "does not open the vault" in str(err)
 
@@ -135,12 +135,12 @@ def test_a_fresh_vault_only_when_the_chain_was_read_empty_and_no_wraps_are_here(
 
 def code_refusal(code_dek: bytes, header, held: HeldHere,
                  chain_error=UNREADABLE) -> ProtocolError:
-    return refusal(_from_recovery_code, encode_recovery_code(code_dek), OWNER, header, held,
+    return refusal(key_from_recovery_code, encode_recovery_code(code_dek), OWNER, header, held,
                    chain_error)
 
 
 def test_a_recovery_code_is_bound_to_the_head_header_and_keeps_its_wraps():
-    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, head(DEK, WRAPS), HeldHere(),
+    found = key_from_recovery_code(encode_recovery_code(DEK), OWNER, head(DEK, WRAPS), HeldHere(),
                                 None)
     assert (found.source, found.dek, found.wraps) == (SOURCE_CODE, DEK, WRAPS)
     assert found.key_tag is None and not found.fresh
@@ -155,7 +155,7 @@ def test_a_recovery_code_of_another_vault_is_refused():
         assert err.code is ErrorCode.WRONG_KEY
         assert str(err) == ("this recovery code does not belong to the vault anchored under "
                             "this owner")
-    found = _from_recovery_code(encode_recovery_code(NEW_DEK), OWNER, None,
+    found = key_from_recovery_code(encode_recovery_code(NEW_DEK), OWNER, None,
                                 HeldHere(wraps=local(NEW_DEK, NEW_WRAPS)), UNREADABLE)
     assert (found.dek, found.wraps) == (NEW_DEK, NEW_WRAPS)
 
@@ -175,10 +175,10 @@ def test_with_no_header_the_first_source_this_machine_holds_decides():
     err = code_refusal(NEW_DEK, None, HeldHere(newest_cached=old_header))
     assert "the header of epoch 2 in this machine's epoch cache" in err.hint
     # Bound by the cached key, the wraps come from whichever source holds that key.
-    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, None,
+    found = key_from_recovery_code(encode_recovery_code(DEK), OWNER, None,
                                 HeldHere(cached_key=DEK, newest_cached=old_header), UNREADABLE)
     assert (found.source, found.dek, found.wraps) == (SOURCE_CODE, DEK, WRAPS)
-    found = _from_recovery_code(encode_recovery_code(DEK), OWNER, None,
+    found = key_from_recovery_code(encode_recovery_code(DEK), OWNER, None,
                                 HeldHere(newest_cached=old_header), None)
     assert found.wraps == WRAPS
 
@@ -215,11 +215,11 @@ def test_an_extra_passphrase_adds_the_passphrase_paths_wrap_once(tmp_path):
     ctx = SimpleNamespace(config=SimpleNamespace(space_id=V["space"], home=tmp_path))
     vector = V["keks"]["passphrase"]
     wallet_only = WRAPS[:1]
-    added = _with_extra_passphrase(ctx, OWNER, DEK, wallet_only, vector["passphrase"])
+    added = with_extra_passphrase(ctx, OWNER, DEK, wallet_only, vector["passphrase"])
     assert added[:1] == wallet_only and len(added) == 2
     extra = added[1]
     assert (extra.kind, extra.tag.hex()) == (KIND_PASSPHRASE, vector["tag"])
     assert unwrap(extra, bytes.fromhex(vector["kek"])) == DEK
-    assert _with_extra_passphrase(ctx, OWNER, DEK, WRAPS, vector["passphrase"]) == WRAPS
+    assert with_extra_passphrase(ctx, OWNER, DEK, WRAPS, vector["passphrase"]) == WRAPS
     for nothing in (None, ""):
-        assert _with_extra_passphrase(ctx, OWNER, DEK, wallet_only, nothing) == wallet_only
+        assert with_extra_passphrase(ctx, OWNER, DEK, wallet_only, nothing) == wallet_only

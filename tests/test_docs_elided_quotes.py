@@ -45,10 +45,10 @@ def _wrong_signer() -> list[str]:
     return [str(WrongSigner("0x" + "12" * 20, OWNER))]
 
 
-def _wrong_key() -> list[str]:
-    from kint.tenant_worker.connect import SuppliedKey, _wrong_key
+def wrong_key() -> list[str]:
+    from kint.tenant_worker.connect_key import SuppliedKey, wrong_key
 
-    return [_wrong_key(OWNER, SuppliedKey(kind=1, kek=bytes(32)), rotated=False).message]
+    return [wrong_key(OWNER, SuppliedKey(kind=1, kek=bytes(32)), rotated=False).message]
 
 
 class _EpochsOfAnotherTool:
@@ -95,7 +95,7 @@ def _walk_stops_below_the_head() -> list[str]:
 # Each left-out quote of the page, by its first words, and the refusals the code makes there.
 MADE: dict[str, Callable[[], list[str]]] = {
     "derive signature recovers to": _wrong_signer,
-    "this key (tag": _wrong_key,
+    "this key (tag": wrong_key,
     "cannot read the head epoch: none of the": _no_header_parses,
     "a recovery code cannot start a vault:": _recovery_code_with_nothing_to_check,
     "cannot walk back to epoch": _walk_stops_below_the_head,

@@ -23,7 +23,7 @@ README = ROOT / "README.md"
 
 # The packages whose __init__ docstring lists their modules: each must list every one.
 LISTING_PACKAGES = ["supervisor", "tenant_worker", "settings", "chain", "chain/devchain",
-                    "custody"]
+                    "custody", "harnesses"]
 
 
 def _layout_block() -> str:

@@ -1,5 +1,5 @@
 """The machine that made a vault, moved to another EpochAnchor before anchoring anything
-(lane left18): it stays the vault's maker, as connect.py `_may_have_started` says why.
+(lane left18): it stays the vault's maker, as connect_owner.py `wraps_may_be_ours` says why.
 
 The data key belongs to no contract: the first epoch on the new one is sealed under the key
 this machine made, so the recovery code it wrote is that vault's code. A file removed

@@ -10,7 +10,7 @@ redeploy, a new chain of epochs that starts empty. So every command that reads t
 head (status, verify, doctor, push, pull, compact, rekey, recovery-code) refuses first,
 naming where the space lives, what kint reads now and the setting that makes the
 difference (CONFIG_INVALID); connect moves an enrolment only while this machine holds none
-of the old contract's epochs (connect.py `_moved_from`).
+of the old contract's epochs (connect_owner.py `moved_from`).
 
 Only the chain id was compared at first: a `contract` in config.toml, a KINT_CONTRACT in the
 supervisor's environment, or a devchain deployed again at another address went unnoticed.
@@ -58,8 +58,8 @@ def _where_epochs(seen: int) -> str:
 
 
 def _connect_again(seen: int, now: str) -> str:
-    """With none of the old epochs here, connecting again moves the enrolment (connect.py
-    `_moved_from`); with some, it is refused, so it is not offered."""
+    """With none of the old epochs here, connecting again moves the enrolment
+    (connect_owner.py `moved_from`); with some, it is refused, so it is not offered."""
     return f"; or run `kint connect` again to connect the space on {now}" if seen == 0 else ""
 
 

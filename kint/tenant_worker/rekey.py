@@ -34,7 +34,7 @@ from kint.custody.recovery_code import recovery_file_path, write_recovery_file
 from kint.custody.rekey_journal import RekeyJournal, save_rekey_journal
 from kint.custody.wraps import Wrap, find_wrap, read_wraps, unwrap, wrap_data_key
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.connect import SuppliedKey, _supplied
+from kint.tenant_worker.connect_key import SuppliedKey, supplied_keks
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
@@ -93,16 +93,16 @@ def _describe(wrap: Wrap) -> str:
 def supplied_keys(ctx: SpaceContext, owner: str, args: dict[str, Any]) -> list[SuppliedKey]:
     """Every key rekey was given, each once: the signature (salted when a salt came with
     it), the vault passphrase (`--smart-account`, beside a signature or alone) and the extra
-    passphrase wrap. Connect's `_supplied` picks one of the first two; rekey carries every
+    passphrase wrap. Connect's `supplied_keks` picks one of the first two; rekey carries every
     one it was given (09-cli.md: a signature with `--smart-account` carries both)."""
     supplied: list[SuppliedKey] = []
     if args.get("signature") is not None:
-        supplied += _supplied(ctx, owner, {"signature": args["signature"],
+        supplied += supplied_keks(ctx, owner, {"signature": args["signature"],
                                            "salt_passphrase": args.get("salt_passphrase")})
     if args.get("passphrase") is not None:
-        supplied += _supplied(ctx, owner, {"passphrase": args["passphrase"]})
+        supplied += supplied_keks(ctx, owner, {"passphrase": args["passphrase"]})
     if args.get("extra_passphrase"):  # an empty answer at its prompt skips it
-        supplied += _supplied(ctx, owner, {"passphrase": args["extra_passphrase"]})
+        supplied += supplied_keks(ctx, owner, {"passphrase": args["extra_passphrase"]})
     once: dict[bytes, SuppliedKey] = {}
     for key in supplied:  # the same passphrase given twice is one wrap
         once.setdefault(key.tag, key)
