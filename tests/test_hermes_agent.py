@@ -33,7 +33,7 @@ from pathlib import Path
 from chain_machines import kjson, new_machine, ok
 from conftest import KINT, SUPPORT
 from test_setup_clients import (ROOT, SERVER, client_or_skip, harness_env, kint_setup,
-                                no_second_supervisor, run)
+                                no_second_supervisor)
 
 from kint.spaces import space_id
 
@@ -93,9 +93,11 @@ def test_two_hermes_profiles_load_kints_plugin_and_end_with_an_exit_push(
 def _run(sb, hermes: Path, work: Path) -> None:
     env = harness_env(sb, work, hermes=hermes)
     root = sb.hermes_home
-    for profile in PROFILES:
-        ok(run([str(hermes), "profile", "create", profile, "--no-alias", "--no-skills"], env,
-               cwd=work))
+    # Both profiles at once: each create writes its own folder under profiles/ (a new,
+    # empty profile: no clone of another's files, no alias, no skills).
+    for done in _in_parallel([[str(hermes), "profile", "create", p, "--no-alias", "--no-skills"]
+                              for p in PROFILES], env, work):
+        ok(done)
     # What Sibyl's own Hermes setup leaves: Sibyl's adapter as the memory provider (each
     # profile's own config.yaml, so both at once).
     for done in _in_parallel([[str(hermes), "-p", p, "config", "set", "memory.provider",

@@ -6,9 +6,11 @@ with its code, words that name the cause, and a hint, or works; never a tracebac
 never the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode",
 "HTTPError").
 
-One machine on the session's devchain behind a loopback proxy (tests/rpc_proxy.py:
+One machine per test on the session's devchain behind a loopback proxy (tests/rpc_proxy.py:
 `rate_limited`, `stale_head`, `other_chain`) switched after the machine anchored two
-epochs, so the space's worker is running when the endpoint changes.
+epochs, so the space's worker is running when the endpoint changes. The tests' machines
+are made and their supervisors started together, once for the module (each still new to
+its test: nothing connected, nothing anchored, until its test takes it).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import json
 import pytest
 from web3 import Web3
 
-from chain_machines import kjson, machine_behind_proxy, ok
+from chain_machines import behind_proxy, kjson, ok
 from conftest import write_rules as write
+from machines_together import new_machines
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 ALL_READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionCount",
@@ -28,11 +31,27 @@ ALL_READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionCo
              "eth_feeHistory", "eth_getTransactionByHash", "eth_getTransactionReceipt"]
 
 
+@pytest.fixture(scope="module")
+def started(request, tmp_path_factory, chain_home):
+    """One machine for each test of this module the session runs, started together (one
+    start's wait where each test waited its own); each test takes one and stops it, the
+    rest are stopped at the end."""
+    count = sum(1 for item in request.session.items
+                if item.module is request.module and "machine" in item.fixturenames)
+    root = tmp_path_factory.mktemp("node-faults")
+    machines = new_machines([root / f"m{n}" for n in range(count)], chain_home)
+    try:
+        yield machines
+    finally:
+        for m in machines:
+            m.shutdown()
+
+
 @pytest.fixture
-def machine(tmp_path, chain_home):
+def machine(started, chain_home):
     """A machine that anchored two epochs through the proxy, one change left unanchored;
     `block` is epoch 2's."""
-    with machine_behind_proxy(tmp_path / "m", chain_home) as (m, proxy):
+    with behind_proxy(started.pop(), chain_home) as (m, proxy):
         write(m.sibyl_db, m.tenant, **{"release-gate": "ship on green only"})
         kjson(m, "push")
         write(m.sibyl_db, m.tenant, **{"deploy-window": "deploys only before 3pm"})

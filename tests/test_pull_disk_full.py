@@ -31,8 +31,9 @@ from pathlib import Path
 import pytest
 
 from chain_machines import (connect_with_wallet, join_devchain, kjson, make_session_key,
-                            new_machine, owner_account)
+                            owner_account)
 from conftest import Sandbox, make_sandbox, sibyl_client
+from machines_together import side_by_side
 
 CAP_SYS_ADMIN = 21
 DISK_BYTES = 32 * 1024 * 1024
@@ -121,22 +122,31 @@ class TwoEpochs:
 
     def make(self, chain_home: Path) -> None:
         tmp_path = self.tmp_path
-        self.a = new_machine(tmp_path / "a", chain_home)
-        _write_rules(self.a, 1, ROWS)
-        connected = kjson(self.a, "connect", "--dev")
-        self.space16 = connected["space"]
-        assert kjson(self.a, "push")["pushed"] == ROWS
+        self.a = make_sandbox(tmp_path / "a")
         self.b = make_sandbox(tmp_path / "b", KINT_TEST_CRASH_FLAG=str(self.flag))
         self.disk = SmallDisk(self.b)
-        join_devchain(chain_home, self.b)
-        make_session_key(self.b)
-        self.b.start_entitled()
+        for machine in (self.a, self.b):  # one after another: each swaps the environment
+            join_devchain(chain_home, machine)
+            make_session_key(machine)
+        # B's supervisor starts while A starts and anchors epoch 1: B waits on nothing of
+        # A's until it connects with A's wallet.
+        connected, _ = side_by_side(self._anchor_first, self.b.start_entitled)
+        self.space16 = connected["space"]
         connect_with_wallet(self.b, owner_account(self.a, connected["owner"]))
         assert kjson(self.b, "pull")["applied"] == [1]
         self.before = _entities(self.b.sibyl_db)
         assert self.before == _entities(self.a.sibyl_db)
         _write_rules(self.a, 2, ROWS + 2)
         assert kjson(self.a, "push")["pushed"] == ROWS + 2
+
+    def _anchor_first(self) -> dict:
+        """A started, ROWS rules written, connected and pushed: `connect --dev`'s answer."""
+        assert self.a is not None
+        self.a.start_entitled()
+        _write_rules(self.a, 1, ROWS)
+        connected = kjson(self.a, "connect", "--dev")
+        assert kjson(self.a, "push")["pushed"] == ROWS
+        return connected
 
     def fill_at(self, step: str) -> None:
         assert self.disk is not None

@@ -35,6 +35,11 @@ RETRY_S = 3  # KINT_PUSH_RETRY_SECONDS here: several ticks, and a short test
 # second is still several ticks of every wait the steps check (RETRY_S, 1 s).
 TICK = {"KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25"}
 WAIT = {"timeout": 60, "interval": 0.2}
+# KINT_RPC_TIMEOUT of the first machine's supervisor, so of the watcher's own pushes: each
+# push the hung proxy fails costs three tries of it (and 0.75 s of pauses), four such pushes
+# here. Its commands (connect, push, status) send their own 1 s with each call.
+WATCHER_RPC_TIMEOUT_S = "0.5"
+COMMAND_RPC_TIMEOUT_S = "1"
 
 
 def _failure(sb, db) -> dict | None:
@@ -46,10 +51,14 @@ def _failure(sb, db) -> dict | None:
 def machines(tmp_path_factory, chain_home):
     """The two real-parts tests' machines, started together (their supervisors' starts
     overlap), each untouched until its test, which stops it when done: the first's is
-    connected through a proxy by the test, with a 1 s RPC timeout."""
+    connected through a proxy by the test, its supervisor with a 0.5 s RPC timeout and its
+    commands with 1 s."""
     started = new_machines([tmp_path_factory.mktemp("backoff"), tmp_path_factory.mktemp("counts")],
-                           chain_home, envs=[{"KINT_RPC_TIMEOUT": "1"}, {}], **TICK,
-                           KINT_QUIET_SECONDS="0")
+                           chain_home, envs=[{"KINT_RPC_TIMEOUT": WATCHER_RPC_TIMEOUT_S}, {}],
+                           **TICK, KINT_QUIET_SECONDS="0")
+    # Started: the supervisor keeps the value it started with; the commands run from now on
+    # (each reads the machine's environment anew) send theirs.
+    started[0].env["KINT_RPC_TIMEOUT"] = COMMAND_RPC_TIMEOUT_S
     try:
         yield started
     finally:

@@ -54,6 +54,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   a tick or two waits a fraction of a second per tick. A kint-server session sends the
   value as text and the worker parses it, so that process needs nothing. The watcher's
   other timings (quiet, push retry, size check) stay what the settings say.
+- `KINT_TEST_LOG_RETRY_S` (set only by tests): how long a pull's history walk waits before
+  it asks once more for an Epoch event the endpoint refused
+  (`kint.tenant_worker.walk_history.LOG_RETRY_S`, 1 s), in the worker, where a test's
+  endpoint refuses on purpose and the second ask, not the pause, is what it checks.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -74,6 +78,7 @@ SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 BEAT_ENV = "KINT_TEST_BEAT_SECONDS"
 POLL_MINIMUM_ENV = "KINT_TEST_POLL_MINIMUM_S"
+LOG_RETRY_ENV = "KINT_TEST_LOG_RETRY_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -103,6 +108,7 @@ def _install_worker() -> None:
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.tenant_worker.store", "READ_BUSY_WAIT_S")
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.rows.export", "READ_BUSY_WAIT_S")
     _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
+    _set_from_env(LOG_RETRY_ENV, "kint.tenant_worker.walk_history", "LOG_RETRY_S")
     _lower_poll_minimum()
 
 
