@@ -11,6 +11,9 @@ only the supervisors' starts overlap.
 A `kint` command is mostly its interpreter's start and imports too (~0.1 s to ~0.7 s of one
 core): a test that runs several commands no one of which needs another's outcome or state
 runs them in lanes (`side_by_side`), each lane's commands in their order.
+
+A module whose tests each need a machine of their own, new, starts them all at once
+(`MachinePool`, one per test the session runs there) rather than one start per test.
 """
 
 from __future__ import annotations
@@ -45,6 +48,33 @@ def new_machines(roots: list[Path], chain_home: Path, *,
             machine.shutdown()
         raise failed[0]
     return machines
+
+
+class MachinePool:
+    """New machines for the tests of one module, each taking one it alone uses: one per
+    test of `request`'s module the session runs that asks for `fixture`, started together
+    (`new_machines`) when the pool is made. A test that finds the pool empty (run again by
+    a plugin, or a count that missed it) gets a machine started for it alone, never an
+    IndexError. `shutdown` stops the ones never taken; a test stops its own."""
+
+    def __init__(self, request: Any, fixture: str, root: Path, chain_home: Path,
+                 **env: str) -> None:
+        count = sum(1 for item in request.session.items
+                    if item.module is request.module and fixture in item.fixturenames)
+        self._root, self._chain_home, self._env = root, chain_home, env
+        self._made = count
+        self._free = new_machines([root / f"m{n}" for n in range(count)], chain_home, **env)
+
+    def take(self) -> Sandbox:
+        if self._free:
+            return self._free.pop()
+        self._made += 1
+        return new_machines([self._root / f"m{self._made}"], self._chain_home, **self._env)[0]
+
+    def shutdown(self) -> None:
+        for machine in self._free:
+            machine.shutdown()
+        self._free.clear()
 
 
 def side_by_side(*lanes: Callable[[], Any]) -> list[Any]:

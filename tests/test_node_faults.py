@@ -22,7 +22,7 @@ from web3 import Web3
 
 from chain_machines import behind_proxy, kjson, ok
 from conftest import write_rules as write
-from machines_together import new_machines
+from machines_together import MachinePool
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 ALL_READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionCount",
@@ -36,22 +36,18 @@ def started(request, tmp_path_factory, chain_home):
     """One machine for each test of this module the session runs, started together (one
     start's wait where each test waited its own); each test takes one and stops it, the
     rest are stopped at the end."""
-    count = sum(1 for item in request.session.items
-                if item.module is request.module and "machine" in item.fixturenames)
-    root = tmp_path_factory.mktemp("node-faults")
-    machines = new_machines([root / f"m{n}" for n in range(count)], chain_home)
+    pool = MachinePool(request, "machine", tmp_path_factory.mktemp("node-faults"), chain_home)
     try:
-        yield machines
+        yield pool
     finally:
-        for m in machines:
-            m.shutdown()
+        pool.shutdown()
 
 
 @pytest.fixture
 def machine(started, chain_home):
     """A machine that anchored two epochs through the proxy, one change left unanchored;
     `block` is epoch 2's."""
-    with behind_proxy(started.pop(), chain_home) as (m, proxy):
+    with behind_proxy(started.take(), chain_home) as (m, proxy):
         write(m.sibyl_db, m.tenant, **{"release-gate": "ship on green only"})
         kjson(m, "push")
         write(m.sibyl_db, m.tenant, **{"deploy-window": "deploys only before 3pm"})

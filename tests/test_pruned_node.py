@@ -26,7 +26,7 @@ from sibyl_memory_client.exceptions import NotFoundError
 
 from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, recovery_code
 from conftest import Sandbox, sibyl_client
-from machines_together import new_machines
+from machines_together import MachinePool
 from rpc_proxy import RpcProxy
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
@@ -68,21 +68,18 @@ def unused(request, tmp_path_factory, chain_home):
     """A new machine for each test of this module the session runs, started together (one
     start's wait where each test waited its own); each test takes one (`_fresh`) and stops
     it, the rest are stopped at the end."""
-    count = sum(1 for item in request.session.items
-                if item.module is request.module and "unused" in item.fixturenames)
-    root = tmp_path_factory.mktemp("pruned-fresh")
-    machines = new_machines([root / f"m{n}" for n in range(count)], chain_home, **FRESH_ENV)
+    pool = MachinePool(request, "unused", tmp_path_factory.mktemp("pruned-fresh"), chain_home,
+                       **FRESH_ENV)
     try:
-        yield machines
+        yield pool
     finally:
-        for machine in machines:
-            machine.shutdown()
+        pool.shutdown()
 
 
-def _fresh(source: Sandbox, unused: list[Sandbox], primary: RpcProxy) -> Sandbox:
+def _fresh(source: Sandbox, unused: MachinePool, primary: RpcProxy) -> Sandbox:
     """A new machine connected with the recovery code, the proxy its primary endpoint and
     the devchain itself the second (so its first pull is a cold start that asks both)."""
-    fresh = unused.pop()
+    fresh = unused.take()
     fresh.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     (fresh.kint_home / "config.toml").write_text(
         f'rpc_url = "{primary.url}"\nrpc_url_2 = "{source.devchain_url}"\n'
