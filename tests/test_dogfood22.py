@@ -27,8 +27,9 @@ import threading
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, new_machine, ok, recovery_code
+from chain_machines import connect_with_code, kjson, ok, recovery_code
 from conftest import make_sandbox, sibyl_client, write_store
+from machines_together import new_machines
 from rpc_proxy import RpcProxy
 from kint.client import KintError
 from kint.envsettings import pid_alive
@@ -103,9 +104,11 @@ def test_every_op_in_flight_is_named(tmp_path):
         shown = json.loads(sb.kint("supervisor", "status", "--json").stdout)
         assert [r["ops_running"] for r in shown["spaces"]] == [3], shown
         # A fourth, held too until its bound: its TIMEOUT says what the worker runs, all
-        # of it.
+        # of it. A bound of 2 s: the request's own ends half a second before the client's
+        # (kint.client's grace, a quarter of a short bound), time enough for the idle
+        # supervisor's TIMEOUT to come back.
         with pytest.raises(KintError) as timed_out:
-            sb.call("attach", sb.sibyl_db, timeout_s=3,
+            sb.call("attach", sb.sibyl_db, timeout_s=2,
                     args={"session": "agent-late", "watcher": False})
         assert timed_out.value.code == "TIMEOUT", timed_out.value
         assert "(and attach for " in timed_out.value.message, timed_out.value.message
@@ -125,8 +128,8 @@ def test_an_empty_query_is_bad_input(query):
 
 
 def test_a_second_opinion_out_of_reach_leaves_the_primary_read(tmp_path, chain_home):
-    source = new_machine(tmp_path / "source", chain_home)
-    fresh = new_machine(tmp_path / "fresh", chain_home)
+    # The two supervisors' starts overlap (machines_together.py).
+    source, fresh = new_machines([tmp_path / "source", tmp_path / "fresh"], chain_home)
     try:
         connected = kjson(source, "connect", "--dev")
         sibyl_client(source.sibyl_db, source.tenant).set_entity("rules", "release-gate",
