@@ -39,9 +39,9 @@ HEARTBEAT_TIMEOUT_S = 4
 RECOUNT_S = 1
 # The worker's idle exit (KINT_WORKER_IDLE_SECONDS): its default (900 s) while the test asks
 # things of the worker at its own pace, then, through config.toml as a user would shorten
-# it, this for the last part, which waits it out: twice the 1-2 s between two recounts of
-# a store that keeps changing, so recounts that kept the worker alive would.
-IDLE_S = 4
+# it, this for the last part, which waits it out: longer than the 1-2 s between two
+# recounts of a store that keeps changing, so recounts that kept the worker alive would.
+IDLE_S = 3
 
 
 def _cell(text: str, space16: str, column: str) -> str:
