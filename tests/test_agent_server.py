@@ -404,13 +404,17 @@ def _one_row_anchored(box, tenant: str, db) -> tuple[str, ...]:
     """A store of `tenant` at `db` holding the release rule, connected and pushed on the
     box's devchain; the command-line scope (--tenant, --db) that names it."""
     from conftest import sibyl_client
+    from kint.spaces import resolve
 
     client = sibyl_client(db, tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE})
     client.storage.close()
     scope = ("--tenant", tenant, "--db", str(db))
     ok(box.kint(*scope, "connect", "--dev"))
-    ok(box.kint(*scope, "push"))
+    # The push op `kint push` sends, from this process: set-up here, not the command.
+    ref = resolve(tenant, db)
+    with box.client() as kint:
+        kint.call("push", tenant=ref.tenant, db=ref.db, space=ref.label, timeout_s=120)
     return scope
 
 
