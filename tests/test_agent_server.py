@@ -368,10 +368,11 @@ def test_the_watcher_says_what_an_earlier_session_left_and_defaults_bad_settings
 
     sb = machines["watcher"]
     try:
-        ok(sb.kint("connect", "--dev"))
+        # The ops `kint connect --dev` and `kint push` send, from this process: set-up.
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
         client = sibyl_client(sb.sibyl_db, sb.tenant)
         client.set_entity("notes", "anchored", {"text": "pushed from a terminal"})
-        ok(sb.kint("push"))
+        sb.call("push", sb.sibyl_db, timeout_s=120)
         client.set_entity("notes", "left-behind", {"text": "written with no server running"})
         agent = AgentProcess(sb.env).start()
         try:
@@ -409,13 +410,14 @@ def _one_row_anchored(box, tenant: str, db) -> tuple[str, ...]:
     client = sibyl_client(db, tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE})
     client.storage.close()
-    scope = ("--tenant", tenant, "--db", str(db))
-    ok(box.kint(*scope, "connect", "--dev"))
-    # The push op `kint push` sends, from this process: set-up here, not the command.
+    # The ops `kint connect --dev` and `kint push` send, from this process: set-up here,
+    # not the commands.
     ref = resolve(tenant, db)
     with box.client() as kint:
+        kint.call("connect", tenant=ref.tenant, db=ref.db, space=ref.label,
+                  args={"dev": True}, timeout_s=300)
         kint.call("push", tenant=ref.tenant, db=ref.db, space=ref.label, timeout_s=120)
-    return scope
+    return ("--tenant", tenant, "--db", str(db))
 
 
 def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from chain_machines import behind_proxy, ok
+from chain_machines import behind_proxy
 from conftest import sibyl_client, wait_until, write_store
 from machines_together import new_machines
 from kint.supervisor.pidlock import running_pid
@@ -332,10 +332,11 @@ def _machine_with_a_rule(sb, *, pushed: bool):
     """The devchain machine `sb` connected, its store holding one rule, anchored when
     `pushed`; its watcher never pushes by itself (KINT_QUIET_SECONDS)."""
     try:
-        ok(sb.kint("connect", "--dev"))
+        # The ops `kint connect --dev` and `kint push` send, from this process: set-up.
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
         sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
                                                         {"rule": "never ship on a Friday"})
-        if pushed:  # the op `kint push` sends, from this process: set-up, not the command
+        if pushed:
             sb.call("push", sb.sibyl_db, timeout_s=120)
     except BaseException:
         sb.shutdown()
