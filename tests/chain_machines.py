@@ -80,6 +80,20 @@ def anchored(sb: Sandbox, **rules: str) -> Iterator[Sandbox]:
 
 
 @contextmanager
+def anchored_by_ops(sb: Sandbox, **rules: str) -> Iterator[Sandbox]:
+    """`anchored`, its connect and push made by the ops `kint connect --dev` and `kint push`
+    send, asked from the test process: for a module whose tests do not check those two
+    commands, each a command's start (its interpreter and imports) spared."""
+    try:
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
+        write_rules(sb.sibyl_db, sb.tenant, **rules)
+        sb.call("push", sb.sibyl_db, timeout_s=300)
+        yield sb
+    finally:
+        sb.shutdown()
+
+
+@contextmanager
 def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, RpcProxy]]:
     """`machine` connected to the session's devchain through a loopback RPC proxy the test
     switches (tests/rpc_proxy.py). On the way out the proxy forwards again, so nothing of

@@ -11,7 +11,7 @@ from importlib import metadata
 
 import pytest
 
-from chain_machines import anchored, connect_with_code, kjson, ok, recovery_code
+from chain_machines import anchored_by_ops, connect_with_code, kjson, ok, recovery_code
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from machines_together import new_machines, side_by_side
 
@@ -25,16 +25,18 @@ RULE = "never ship on a Friday; every release needs a green deadlift test and a 
 
 
 # A machine whose watcher pushes two seconds after the last write (the tests here wait
-# for it), its test supervisor running, not yet connected.
-AGENT_MACHINE = {"KINT_POLL_SECONDS": "1", "KINT_QUIET_SECONDS": "2"}
+# for it), its test supervisor running, not yet connected. The watcher looks every quarter
+# second (a poll KINT_TEST_POLL_MINIMUM_S lets under 1 s, tests/support/kint_test_timings.py),
+# so a test waiting for its push waits the quiet period and a tick, not up to a second
+# more; the fresh box's test lets polls go by on purpose.
+AGENT_MACHINE = {"KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25",
+                 "KINT_QUIET_SECONDS": "2"}
 # The machines of the module, by name, and what each adds to the devchain machine's
 # environment: "box" is the shared one (`box`); each other is one test's own, which stops
-# it when done. "fresh" is AGENT_MACHINE with the watcher's poll a quarter second
-# (KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py): its test lets polls go
-# by on purpose. "watcher" has a poll that is not a number, and never pushes by itself.
+# it when done. "watcher" has a poll that is not a number, and never pushes by itself.
 MACHINES = {
     "box": AGENT_MACHINE,
-    "fresh": {**AGENT_MACHINE, "KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25"},
+    "fresh": AGENT_MACHINE,
     "hung": {},
     "over-cap": {},
     "watcher": {"KINT_POLL_SECONDS": "often", "KINT_QUIET_SECONDS": "3600"},
@@ -70,7 +72,7 @@ def box(machines):
     of them starts, so that each runs alone as well as after the others (doctor's checks of
     the head, the recovery file and the unanchored rows, the cap test's second machine that
     pulls the anchored rows, the pushes that count from the head)."""
-    with anchored(machines["box"], **{"release-gate": RULE}) as sb:
+    with anchored_by_ops(machines["box"], **{"release-gate": RULE}) as sb:
         yield sb
 
 
@@ -228,8 +230,8 @@ def _kint_server_pids(sb):
 # listing may take on top on a loaded 2-core box. The slow path stays well past the bound:
 # the pull hangs for the proxy's 60 s hold, and a server that ignored the budget would wait
 # out the default KINT_BOOTSTRAP_SECONDS (20 s).
-BOOTSTRAP_S = 3
-BOOTSTRAP_MARGIN_S = 12
+BOOTSTRAP_S = 1
+BOOTSTRAP_MARGIN_S = 14
 assert BOOTSTRAP_S + BOOTSTRAP_MARGIN_S < 20
 
 
@@ -366,10 +368,11 @@ def test_the_watcher_says_what_an_earlier_session_left_and_defaults_bad_settings
 
     sb = machines["watcher"]
     try:
-        ok(sb.kint("connect", "--dev"))
+        # The ops `kint connect --dev` and `kint push` send, from this process: set-up.
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
         client = sibyl_client(sb.sibyl_db, sb.tenant)
         client.set_entity("notes", "anchored", {"text": "pushed from a terminal"})
-        ok(sb.kint("push"))
+        sb.call("push", sb.sibyl_db, timeout_s=120)
         client.set_entity("notes", "left-behind", {"text": "written with no server running"})
         agent = AgentProcess(sb.env).start()
         try:
@@ -402,14 +405,19 @@ def _one_row_anchored(box, tenant: str, db) -> tuple[str, ...]:
     """A store of `tenant` at `db` holding the release rule, connected and pushed on the
     box's devchain; the command-line scope (--tenant, --db) that names it."""
     from conftest import sibyl_client
+    from kint.spaces import resolve
 
     client = sibyl_client(db, tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE})
     client.storage.close()
-    scope = ("--tenant", tenant, "--db", str(db))
-    ok(box.kint(*scope, "connect", "--dev"))
-    ok(box.kint(*scope, "push"))
-    return scope
+    # The ops `kint connect --dev` and `kint push` send, from this process: set-up here,
+    # not the commands.
+    ref = resolve(tenant, db)
+    with box.client() as kint:
+        kint.call("connect", tenant=ref.tenant, db=ref.db, space=ref.label,
+                  args={"dev": True}, timeout_s=300)
+        kint.call("push", tenant=ref.tenant, db=ref.db, space=ref.label, timeout_s=120)
+    return ("--tenant", tenant, "--db", str(db))
 
 
 def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):

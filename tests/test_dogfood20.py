@@ -46,7 +46,7 @@ from typing import Iterator
 
 import pytest
 
-from chain_machines import anchored, new_machine, ok
+from chain_machines import anchored_by_ops, new_machine, ok
 from conftest import let_go_on, make_sandbox, write_rules
 from kint.client import KintError
 from kint.supervisor.pidlock import running_pid
@@ -59,8 +59,8 @@ V030_VERIFIED = "stored text matches the leaf anchored on Base"
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    with anchored(new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home),
-                  **{"release-gate": RULE}) as sb:
+    with anchored_by_ops(new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home),
+                         **{"release-gate": RULE}) as sb:
         yield sb
 
 
@@ -159,10 +159,11 @@ def test_kint_server_tells_the_agent_to_stop_for_a_devchain_or_a_stopped_supervi
 
 def test_a_call_held_by_a_stopped_supervisor_is_refused_naming_it(machine, monkeypatch):
     # The call runs in this process: its bound is autostart's (10 s), read at each check,
-    # lowered here as KINT_TEST_UNREACHABLE_AFTER_S lowers it for a command.
+    # lowered here as KINT_TEST_UNREACHABLE_AFTER_S lowers it for a command. A second: the
+    # supervisor is stopped, so no wait is long enough for it to answer.
     from kint.supervisor import autostart
 
-    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 2.0)
+    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 1.0)
     machine.call("status", machine.sibyl_db)  # the space's worker is up
     pid = running_pid(machine.kint_home)
     os.kill(pid, signal.SIGSTOP)

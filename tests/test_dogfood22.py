@@ -24,11 +24,14 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
-from chain_machines import connect_with_code, kjson, new_machine, ok, recovery_code
+from chain_machines import (connect_with_code, join_devchain, kjson, make_session_key, ok,
+                            recovery_code)
 from conftest import make_sandbox, sibyl_client, write_store
+from machines_together import running_together
 from rpc_proxy import RpcProxy
 from kint.client import KintError
 from kint.envsettings import pid_alive
@@ -69,13 +72,30 @@ def test_without_a_proc_a_live_pid_is_alive(monkeypatch):
     assert envsettings.pid_alive(os.getpid()) is True
 
 
-def test_every_op_in_flight_is_named(tmp_path):
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory, chain_home):
+    """The module's three machines, their test supervisors started side by side
+    (machines_together.py), each untouched until its test, which stops it: "held", with no
+    chain, whose attaches wait on the hold file its test touches (KINT_TEST_HOLD_ATTACH, at
+    `hold-attach` in its root); "source" and "fresh" on the session's devchain, their
+    session keys made as `new_machine` makes them."""
+    held_root = tmp_path_factory.mktemp("held")
+    made = {"held": make_sandbox(held_root / "machine",
+                                 KINT_TEST_HOLD_ATTACH=str(held_root / "hold-attach"))}
+    for name in ("source", "fresh"):
+        made[name] = make_sandbox(tmp_path_factory.mktemp(name))
+        join_devchain(chain_home, made[name])
+        make_session_key(made[name])
+    with running_together(made):
+        yield made
+
+
+def test_every_op_in_flight_is_named(machines):
     """Three attaches held on the worker's pool (KINT_TEST_HOLD_ATTACH) are three ops in
     flight: status names each, oldest first, and a request timed out behind them names
     them too."""
-    hold = tmp_path / "hold-attach"
-    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold))
-    sb.start_entitled()
+    sb = machines["held"]
+    hold = Path(sb.env["KINT_TEST_HOLD_ATTACH"])
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         sb.call("status", sb.sibyl_db, timeout_s=60)
@@ -103,9 +123,11 @@ def test_every_op_in_flight_is_named(tmp_path):
         shown = json.loads(sb.kint("supervisor", "status", "--json").stdout)
         assert [r["ops_running"] for r in shown["spaces"]] == [3], shown
         # A fourth, held too until its bound: its TIMEOUT says what the worker runs, all
-        # of it.
+        # of it. A bound of 2 s: the request's own ends half a second before the client's
+        # (kint.client's grace, a quarter of a short bound), time enough for the idle
+        # supervisor's TIMEOUT to come back.
         with pytest.raises(KintError) as timed_out:
-            sb.call("attach", sb.sibyl_db, timeout_s=3,
+            sb.call("attach", sb.sibyl_db, timeout_s=2,
                     args={"session": "agent-late", "watcher": False})
         assert timed_out.value.code == "TIMEOUT", timed_out.value
         assert "(and attach for " in timed_out.value.message, timed_out.value.message
@@ -124,9 +146,8 @@ def test_an_empty_query_is_bad_input(query):
     OPS["verify"].validate_args({"query": "release rule"}, None)
 
 
-def test_a_second_opinion_out_of_reach_leaves_the_primary_read(tmp_path, chain_home):
-    source = new_machine(tmp_path / "source", chain_home)
-    fresh = new_machine(tmp_path / "fresh", chain_home)
+def test_a_second_opinion_out_of_reach_leaves_the_primary_read(machines, chain_home):
+    source, fresh = machines["source"], machines["fresh"]
     try:
         connected = kjson(source, "connect", "--dev")
         sibyl_client(source.sibyl_db, source.tenant).set_entity("rules", "release-gate",

@@ -20,11 +20,13 @@ a real worker's memory figure.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
 from conftest import make_sandbox, write_store
 from kint.client import KintError
+from machines_together import running_together
 from support.lifecycle_host import LifecycleHost
 
 from kint.supervisor import lifecycle
@@ -36,10 +38,27 @@ BEAT_S = "3"
 SERVING = ("ready", "busy")
 
 
-def test_a_session_attached_after_the_last_beat_keeps_the_worker_from_its_idle_exit(tmp_path):
-    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=IDLE_S,
-                      KINT_TEST_BEAT_SECONDS=BEAT_S)
-    sb.start_entitled()
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory):
+    """The two tests' machines, each its own test's alone, their test supervisors started
+    side by side (machines_together.py): "attach" with the shortest idle time, "held" with
+    the two holds its test touches (its folder `holds` is where they go)."""
+    holds = tmp_path_factory.mktemp("holds")
+    made = {
+        "attach": make_sandbox(tmp_path_factory.mktemp("attach") / "machine",
+                               KINT_WORKER_IDLE_SECONDS=IDLE_S, KINT_TEST_BEAT_SECONDS=BEAT_S),
+        "held": make_sandbox(tmp_path_factory.mktemp("held") / "machine",
+                             KINT_TEST_BEAT_SECONDS=BEAT_S,
+                             KINT_WORKER_HEARTBEAT_TIMEOUT="12",
+                             KINT_TEST_HOLD_DISPATCH=str(holds / "hold-dispatch"),
+                             KINT_TEST_HOLD_ATTACH=str(holds / "hold-attach")),
+    }
+    with running_together(made):
+        yield made
+
+
+def test_a_session_attached_after_the_last_beat_keeps_the_worker_from_its_idle_exit(machines):
+    sb = machines["attach"]
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         attached = sb.call("attach", sb.sibyl_db, timeout_s=30,
@@ -68,7 +87,7 @@ def test_a_session_attached_after_the_last_beat_keeps_the_worker_from_its_idle_e
         sb.shutdown()
 
 
-def test_a_beat_from_before_the_worker_took_a_timed_out_request_stops_nothing(tmp_path):
+def test_a_beat_from_before_the_worker_took_a_timed_out_request_stops_nothing(machines):
     """The supervisor answered TIMEOUT for a request still queued to the worker (here an
     attach), and then read a beat the worker made before it took that request: the beat
     was read after the request arrived and after the last answer, and so once passed the
@@ -82,12 +101,9 @@ def test_a_beat_from_before_the_worker_took_a_timed_out_request_stops_nothing(tm
     takes the attach; the attach is held on its pool thread, and the worker's next beat
     comes 3 s later (KINT_TEST_BEAT_SECONDS, and an idle beat of 3 s from a heartbeat
     timeout of 12 s), 2 s past the idle time."""
-    dispatch_hold, attach_hold = tmp_path / "hold-dispatch", tmp_path / "hold-attach"
-    sb = make_sandbox(tmp_path / "machine", KINT_TEST_BEAT_SECONDS=BEAT_S,
-                      KINT_WORKER_HEARTBEAT_TIMEOUT="12",
-                      KINT_TEST_HOLD_DISPATCH=str(dispatch_hold),
-                      KINT_TEST_HOLD_ATTACH=str(attach_hold))
-    sb.start_entitled()
+    sb = machines["held"]
+    dispatch_hold = Path(sb.env["KINT_TEST_HOLD_DISPATCH"])
+    attach_hold = Path(sb.env["KINT_TEST_HOLD_ATTACH"])
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         sb.call("status", sb.sibyl_db, timeout_s=60)

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from chain_machines import behind_proxy, ok
+from chain_machines import behind_proxy
 from conftest import sibyl_client, wait_until, write_store
 from machines_together import new_machines
 from kint.supervisor.pidlock import running_pid
@@ -65,10 +65,10 @@ def timed(agent, tool, **args):
 def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
         machines, chain_home):
     """The endpoint takes the transaction and never confirms it: the push waits past the
-    tool's bound (3 s here, kint.agent_server.tools.TOOL_WAIT_S), the agent is told so with
+    tool's bound (2 s here, kint.agent_server.tools.TOOL_WAIT_S), the agent is told so with
     its next call, and the worker's push lands once the endpoint answers again."""
     with behind_proxy(machines["unmined"], chain_home) as (sb, proxy):
-        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": "3"}).start()
+        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": "2"}).start()
         try:
             assert agent.call("memory_remember", category="rules", name="release-gate",
                               body={"rule": "never ship on a Friday"})["ok"] is True
@@ -82,7 +82,7 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
             proxy.forward()
             status = wait_until(lambda: (s := agent.call("memory_status"))["in_step"]
                                 and s["unanchored"] == {"changed": 0, "deleted": 0} and s,
-                                timeout=60, interval=0.5)
+                                timeout=60, interval=0.2)
             assert status and status["mirror"]["seq"] == 1, agent.call("memory_status")
 
             # A second epoch, then an endpoint that answers the head as it was before it.
@@ -116,7 +116,7 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
 # round trips over stdio, once the worker waits on the receipt: seconds to spare on a
 # loaded box); the worker's own receipt wait (60 s) is longer, so the call answers TIMEOUT
 # at this bound, which the test waits out once.
-IN_FLIGHT_WAIT_S = 7
+IN_FLIGHT_WAIT_S = 5
 
 
 def _push_in_flight(agent, proxy, **submit):
@@ -166,7 +166,7 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
             # Let the worker's push land, then cancel one that waits.
             proxy.forward()
             assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
-                               .get("seq") == 1), timeout=90, interval=0.5), \
+                               .get("seq") == 1), timeout=90, interval=0.2), \
                 agent.call("memory_status")
             assert agent.call("memory_remember", category="rules", name="deploy",
                               body={"rule": "deploy from main, on a Tuesday"})["ok"]
@@ -188,7 +188,7 @@ def test_a_long_kint_call_leaves_pings_answered_and_the_next_tool_call_waiting(
             # The client goes away while a push waits: the server says goodbye to the
             # worker on a socket of its own (the push holds the session's) and exits.
             assert wait_until(lambda: ((agent.call("memory_status").get("mirror") or {})
-                               .get("seq") == 2), timeout=90, interval=0.5), \
+                               .get("seq") == 2), timeout=90, interval=0.2), \
                 agent.call("memory_status")
             _push_in_flight(agent, proxy)
         finally:
@@ -332,11 +332,12 @@ def _machine_with_a_rule(sb, *, pushed: bool):
     """The devchain machine `sb` connected, its store holding one rule, anchored when
     `pushed`; its watcher never pushes by itself (KINT_QUIET_SECONDS)."""
     try:
-        ok(sb.kint("connect", "--dev"))
+        # The ops `kint connect --dev` and `kint push` send, from this process: set-up.
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
         sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate",
                                                         {"rule": "never ship on a Friday"})
         if pushed:
-            ok(sb.kint("push"))
+            sb.call("push", sb.sibyl_db, timeout_s=120)
     except BaseException:
         sb.shutdown()
         raise

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from sibyl_memory_client.exceptions import NotFoundError
 
-from chain_machines import kjson, machine_behind_proxy
+from chain_machines import machine_behind_proxy
 from conftest import sibyl_client, wait_until, write_rules
 from mcp_session import AgentProcess
 
@@ -35,6 +35,12 @@ from kint.supervisor.pidlock import running_pid
 # test ends); under the machine's RPC timeout, so the held read never times out.
 HOLD_S = 40
 TOOL_WAIT_S = 3
+
+
+def _pushed(sb) -> dict:
+    """The push op's answer, asked from this process: the first epoch is set-up here, not
+    `kint push` under test, whose start would cost its interpreter and imports."""
+    return sb.call("push", sb.sibyl_db, timeout_s=120)
 
 
 def _running(sb, op: str, since: float) -> bool:
@@ -61,7 +67,7 @@ def test_a_restore_past_the_bound_answers_and_the_store_opens_when_it_ends(
     with machine_behind_proxy(tmp_path, chain_home, KINT_QUIET_SECONDS="3600",
                               KINT_RPC_TIMEOUT="60") as (sb, proxy):
         write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
-        assert kjson(sb, "push")["head_seq"] == 1
+        assert _pushed(sb)["head_seq"] == 1
         agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S)}).start()
         try:
             assert agent.call("memory_recall", category="rules",
@@ -130,7 +136,7 @@ def test_a_supervisor_killed_mid_restore_leaves_no_tool_refused(tmp_path, chain_
     with machine_behind_proxy(tmp_path, chain_home, KINT_QUIET_SECONDS="3600",
                               KINT_RPC_TIMEOUT="60") as (sb, proxy):
         write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
-        assert kjson(sb, "push")["head_seq"] == 1
+        assert _pushed(sb)["head_seq"] == 1
         write_rules(sb.sibyl_db, sb.tenant, local_only="never anchored")
         agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S),
                               "KINT_TEST_AUTOSTART_ENTITLED": "1"}).start()

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from chain_machines import behind_proxy, join_devchain, kjson, make_session_key, ok
+from chain_machines import behind_proxy, join_devchain, kjson, make_session_key
 from conftest import let_go_on, make_sandbox, wait_until, write_store
 from kint.agent_server import session as session_module
 from kint.agent_server.session import AgentSession
@@ -211,7 +211,8 @@ def test_a_server_whose_first_attach_failed_attaches_once_the_worker_is_back(mac
     agent = None
     worker = None
     try:
-        ok(sb.kint("connect", "--dev"))
+        # `kint connect --dev`'s op, from this process: set-up, not the command.
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
         worker = sb.call("status", sb.sibyl_db, timeout_s=30)["worker"]["pid"]
         _hung_after(sb, HUNG_AFTER_S)
         os.kill(worker, signal.SIGSTOP)
