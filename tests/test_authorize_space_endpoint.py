@@ -14,6 +14,9 @@ lines and whose typed data names the chain and contract; session-key show names 
 JSON's `chain`).
 
 Through the real CLI on the session's devchain, with a second EpochAnchor deployed on it.
+The module's two machines (one connected, one never connected) start side by side, and
+the page runs that each wait out KINT_AUTHORIZE_PAGE_TIMEOUT run side by side too
+(tests/machines_together.py): none reads what another writes.
 """
 
 from __future__ import annotations
@@ -23,20 +26,43 @@ import json
 import pytest
 from eth_account import Account
 
-from chain_machines import (deploy_second_anchor, devchain_anchor, kjson, new_machine, ok,
-                            owner_account)
+from chain_machines import deploy_second_anchor, devchain_anchor, kjson, ok, owner_account
+from machines_together import new_machines, side_by_side
 
 DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory, chain_home):
+def machines(tmp_path_factory, chain_home):
+    """(the machine the module connects, one never connected), started side by side."""
+    made = new_machines([tmp_path_factory.mktemp(f"space-endpoint-{name}")
+                         for name in ("connected", "none")], chain_home)
+    try:
+        yield made
+    finally:
+        for sb in made:
+            sb.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine(machines):
     """Connected with --dev on the devchain: its worker reads the devchain's record."""
-    sb = new_machine(tmp_path_factory.mktemp("space-endpoint"), chain_home)
+    sb = machines[0]
     connected = kjson(sb, "connect", "--dev")
     sb.owner = connected["owner"]
-    yield sb
-    sb.shutdown()
+    return sb
+
+
+@pytest.fixture(scope="module")
+def fresh(machines):
+    """A machine with no space connected (nothing the tests below run connects one)."""
+    return machines[1]
+
+
+def page(sb, owner: str):
+    """`kint authorize page` for `owner`, given up on after its shortest timeout."""
+    return sb.kint("authorize", "page", "--owner", owner,
+                   env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "1"})
 
 
 @pytest.fixture(scope="module")
@@ -74,43 +100,32 @@ def test_direct_sends_through_the_space_s_endpoint(machine, caller_env):
     assert owner.key.hex() not in out.stdout + out.stderr
 
 
-def test_with_no_space_connected_authorize_names_the_endpoint_it_reads(tmp_path_factory,
-                                                                      chain_home):
-    fresh = new_machine(tmp_path_factory.mktemp("space-endpoint-none"), chain_home)
-    try:
-        out = fresh.kint("authorize", "page", "--owner", Account.create().address,
-                         env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "1"})
-        assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
-        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-        said = [x for x in out.stderr.splitlines() if x.startswith("kint: no space")]
-        assert len(said) == 1, out.stderr
-        assert said[0].endswith(f"the chain is read through {record['rpc_url']} (chain 31337, "
-                                f"from devchain record ({fresh.kint_home}/devchain/"
-                                f"devchain.json))"), said
-    finally:
-        fresh.shutdown()
+def test_with_no_space_connected_authorize_names_the_endpoint_it_reads(fresh, chain_home):
+    out = page(fresh, Account.create().address)
+    assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    said = [x for x in out.stderr.splitlines() if x.startswith("kint: no space")]
+    assert len(said) == 1, out.stderr
+    assert said[0].endswith(f"the chain is read through {record['rpc_url']} (chain 31337, "
+                            f"from devchain record ({fresh.kint_home}/devchain/"
+                            f"devchain.json))"), said
 
 
 def test_page_for_an_owner_not_connected_here_names_a_base_account_by_its_code(
-        tmp_path_factory, chain_home):
+        fresh, chain_home):
     """v0.3.0's page is for Base Account owners, and a new machine authorizes before it
     connects (03-new-machine.md: pass --owner): with no enrolment kint printed the neutral
     line for every owner. An owner with code on chain is a deployed smart account, so it
     gets v0.3.0's Base Account line; one without code (an EOA, or a Base Account never
     used) keeps the neutral one."""
-    fresh = new_machine(tmp_path_factory.mktemp("space-endpoint-page"), chain_home)
     smart, plain = Account.create().address, Account.create().address
     devchain_anchor(chain_home).w3.provider.make_request("anvil_setCode", [smart, "0x6001"])
-    try:
-        lines = {}
-        for owner in (smart, plain):
-            out = fresh.kint("authorize", "page", "--owner", owner,
-                             env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "1"})
-            assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
-            lines[owner] = out.stdout.splitlines()[0]
-        assert lines[smart] == (f"open this page in the browser where your Base Account is "
-                                f"logged in (owner {smart}):"), lines
-        assert lines[plain] == (f"open this page in the browser whose wallet holds the owner "
-                                f"account (owner {plain}):"), lines
-    finally:
-        fresh.shutdown()
+    lines = {}
+    for owner, out in zip((smart, plain), side_by_side(lambda: page(fresh, smart),
+                                                       lambda: page(fresh, plain))):
+        assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
+        lines[owner] = out.stdout.splitlines()[0]
+    assert lines[smart] == (f"open this page in the browser where your Base Account is "
+                            f"logged in (owner {smart}):"), lines
+    assert lines[plain] == (f"open this page in the browser whose wallet holds the owner "
+                            f"account (owner {plain}):"), lines

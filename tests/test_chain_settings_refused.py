@@ -20,6 +20,7 @@ import pytest
 
 from chain_machines import devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
+from machines_together import side_by_side
 
 BAD_CONTRACT = "0x123"
 # A URL that is not one, with what could be an API key in it: never printed whole.
@@ -68,39 +69,45 @@ def test_a_bad_contract_in_the_commands_environment(machine, chain_home):
             "place [CONFIG_INVALID]")
     hint = ("hint: correct KINT_CONTRACT in this command's environment (or kint-server's MCP "
             "configuration), or unset it")
-    push = machine.kint("push", env=env)
+    # None of these commands writes or sends (the chain state is compared after them all):
+    # they run in two lanes side by side, each checked after.
+    (push, as_json, verify, pull, payload), (status, export, shown, text, doctor) = side_by_side(
+        lambda: [machine.kint(*argv, env=env) for argv in (
+            ("push",), ("push", "--json"), ("verify", "rule"), ("pull",),
+            ("authorize", "payload"))],
+        lambda: [machine.kint(*argv, env=env) for argv in (
+            ("status", "--json"), ("export",), ("config", "show", "--json"),
+            ("config", "show"), ("doctor", "--json"))])
     refused(push, 5, line, hint)
     # The refusal is the setting's own: its two lines, not a third `kint:` line under the
     # hint restating it (the hint's JSON form held that line too).
     assert push.stderr.splitlines() == [line, hint], push.stderr
-    as_json = machine.kint("push", "--json", env=env)
     assert as_json.returncode == 5 and as_json.stderr == "", as_json.stderr
     assert json.loads(as_json.stdout)["hint"] == hint.removeprefix("hint: "), as_json.stdout
-    refused(machine.kint("verify", "rule", env=env), 2, line)
-    refused(machine.kint("pull", env=env), 5, line)
+    refused(verify, 2, line)
+    refused(pull, 5, line)
     # A chain read the command does itself (not through the supervisor) refuses the same.
-    refused(machine.kint("authorize", "payload", env=env), 2,
+    refused(payload, 2,
             "kint: error: KINT_CONTRACT='0x123' in the environment of this call is not an "
             "address", hint)
     assert chain_state(machine, chain_home) == before
 
     # What reads no chain answers, and says so.
-    status = machine.kint("status", "--json", env=env)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["chain_head_unavailable"].startswith(
         "KINT_CONTRACT='0x123' in the environment of this call is not an address")
     assert ("kint: KINT_CONTRACT='0x123' in this environment is not an address (0x and 40 hex "
             "characters), so this call's chain work is refused") in status.stderr
-    assert ok(machine.kint("export", env=env)).stdout.count("\n") >= 2
-    entry = config_entry(machine, "KINT_CONTRACT", env)
+    assert ok(export).stdout.count("\n") >= 2
+    entry = next(e for e in json.loads(ok(shown).stdout)["settings"]
+                 if e["name"] == "KINT_CONTRACT")
     assert (entry["value"], entry["source"]) == (None, "this call")
     assert entry["refused"].startswith("KINT_CONTRACT='0x123' in the environment of this call")
-    text = ok(machine.kint("config", "show", env=env)).stdout
+    text = ok(text).stdout
     assert any(row.startswith("KINT_CONTRACT") and " refused " in row
                for row in text.splitlines()), text
     # Doctor: one failing `chain settings` check in place of the chain's, and the space's
     # local checks as ever (a typo must not hide a full disk or a broken state file).
-    doctor = machine.kint("doctor", "--json", env=env)
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert checks["chain settings"]["ok"] is False

@@ -12,20 +12,20 @@ import json
 
 import pytest
 
-from chain_machines import (RULE_1, kjson, new_machine, ok, owner_account, recovery_code,
-                            wallet_signature)
+from chain_machines import RULE_1, kjson, ok, owner_account, recovery_code, wallet_signature
 from conftest import write_rules
 from machines_together import new_machines
 
 
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory, chain_home):
-    """Machines A, B and C, their supervisors started side by side
-    (machines_together.new_machines): B and C stay untouched until their tests."""
-    made = new_machines([tmp_path_factory.mktemp(f"new-user-{name}") for name in "abc"],
+    """Machines A, B, C and D, their supervisors started side by side
+    (machines_together.new_machines): B, C and D stay untouched until their tests (D is
+    the wiped machine of the last one)."""
+    made = new_machines([tmp_path_factory.mktemp(f"new-user-{name}") for name in "abcd"],
                         chain_home)
     try:
-        yield dict(zip("abc", made))
+        yield dict(zip("abcd", made))
     finally:
         for machine in made:
             machine.shutdown()
@@ -234,28 +234,24 @@ def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
                                     "(RECOVERY-<space16>.txt where it ran)"), refusal
 
 
-def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(
-        vault, tmp_path_factory, chain_home):
+def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(vault, machines):
     """After the rekey above, a wiped machine's `kint join --full` restores from the
     rotation's snapshot and lists the epoch sealed under the retired key once, as CLOSED
     (03-new-machine.md, "Epochs sealed under a retired key"): it printed it twice, as a
     SKIPPED epoch the snapshot carried past and again as CLOSED."""
     _a, owner, _code = vault
-    wiped = new_machine(tmp_path_factory.mktemp("new-user-full"), chain_home)
-    try:
-        payload = ok(wiped.kint("canonical-payload", "--owner", owner.address)).stdout
-        out = ok(wiped.kint("join", "--owner", owner.address, "--signature", "-", "--full",
-                            "--no-setup", input=wallet_signature(owner, payload) + "\n"))
-        lines = out.stdout.splitlines()
-        unapplied = [x for x in lines if x.startswith(("SKIPPED", "CLOSED"))]
-        assert len(unapplied) == 1, lines
-        assert unapplied[0].startswith("CLOSED epoch 1 block "), lines
-        assert unapplied[0].endswith(": sealed under a data key this machine does not hold "
-                                     "(rotated)"), lines
-        restore = next(x for x in lines if x.startswith("restore: "))
-        assert restore.endswith("; 1 older epoch(s) sealed under a retired key stay closed "
-                                "on this machine"), lines
-        pulled = kjson(wiped, "pull", "--full")
-        assert (pulled["skipped"], [c["seq"] for c in pulled["closed"]]) == ([], [1]), pulled
-    finally:
-        wiped.shutdown()
+    wiped = machines["d"]
+    payload = ok(wiped.kint("canonical-payload", "--owner", owner.address)).stdout
+    out = ok(wiped.kint("join", "--owner", owner.address, "--signature", "-", "--full",
+                        "--no-setup", input=wallet_signature(owner, payload) + "\n"))
+    lines = out.stdout.splitlines()
+    unapplied = [x for x in lines if x.startswith(("SKIPPED", "CLOSED"))]
+    assert len(unapplied) == 1, lines
+    assert unapplied[0].startswith("CLOSED epoch 1 block "), lines
+    assert unapplied[0].endswith(": sealed under a data key this machine does not hold "
+                                 "(rotated)"), lines
+    restore = next(x for x in lines if x.startswith("restore: "))
+    assert restore.endswith("; 1 older epoch(s) sealed under a retired key stay closed "
+                            "on this machine"), lines
+    pulled = kjson(wiped, "pull", "--full")
+    assert (pulled["skipped"], [c["seq"] for c in pulled["closed"]]) == ([], [1]), pulled

@@ -67,6 +67,13 @@ def _status_json(sb):
     return out.returncode, json.loads(out.stdout)
 
 
+def _spaces(sb) -> list[dict]:
+    """The rows `kint supervisor status --json` prints (its `sup.status` answer), asked from
+    this process: for a wait's predicate, where each look through the command would cost
+    its start and imports."""
+    return sb.sup_status()["spaces"]
+
+
 def test_past_the_open_file_limit_a_space_is_refused_by_name_and_served_once_room_is_made(box):
     sb, dbs = box
     pid = running_pid(sb.kint_home)
@@ -182,7 +189,7 @@ def test_a_request_that_times_out_waiting_for_room_says_so(box):
 
     def beat_after_detach():
         asked = time.monotonic()
-        row = next(r for r in _status_json(sb)[1]["spaces"] if r["store"] == spare["store"])
+        row = next(r for r in _spaces(sb) if r["store"] == spare["store"])
         age = row["last_beat_age_s"]
         return (row["sessions"] == 0 and age is not None and age < asked - detached
                 and row)
@@ -226,8 +233,10 @@ def test_a_refusal_for_want_of_room_is_forgotten_once_workers_leave(box):
         for session in [f"agent-{n}" for n in range(len(dbs))] + ["agent-late"]:
             sb.call("detach", Path(row["store"]), args={"session": session})
     with sb.supervisor_config("worker_idle_seconds = 1\n"):
-        code, status = sb.wait_for(lambda: (s := _status_json(sb))[0] == 0 and s, timeout=30,
-                                   what="the refused space no longer degraded")
+        sb.wait_for(lambda: not sb.sup_status()["degraded"], timeout=30,
+                    what="the refused space no longer degraded")
+        code, status = _status_json(sb)  # and the command says so: exit 0
+        assert code == 0, status
         row = next(r for r in status["spaces"] if r["store"] == str(waiting[0]))
         assert row["no_room"] is None and row["state"] == "idle", row
     assert _attach(sb, waiting[0], "agent-refused")["sessions"] == 1

@@ -21,8 +21,9 @@ from dataclasses import replace
 import pytest
 
 from chain_machines import (connect_with_wallet, deploy_second_anchor, devchain_anchor, kjson,
-                            new_machine, ok, owner_account, recovery_code)
+                            ok, owner_account, recovery_code)
 from conftest import sibyl_client
+from machines_together import new_machines, side_by_side
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +32,22 @@ def second_anchor(chain_home) -> str:
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory, chain_home):
+def machines(tmp_path_factory, chain_home):
+    """(`machine`'s, `spare`'s), their supervisors started side by side
+    (machines_together.new_machines)."""
+    made = new_machines([tmp_path_factory.mktemp("other-contract"),
+                         tmp_path_factory.mktemp("other-contract-spare")], chain_home)
+    try:
+        yield made
+    finally:
+        for sb in made:
+            sb.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine(machines):
     """A machine connected on the devchain's EpochAnchor, one epoch anchored."""
-    sb = new_machine(tmp_path_factory.mktemp("other-contract"), chain_home)
+    sb = machines[0]
     connected = kjson(sb, "connect", "--dev")
     sb.owner, sb.space16, sb.session = (connected["owner"], connected["space"],
                                         connected["session"])
@@ -41,18 +55,15 @@ def machine(tmp_path_factory, chain_home):
     client.set_entity("rules", "anchored", {"rule": "first"})
     assert kjson(sb, "push")["pushed"] == 1
     client.set_entity("rules", "waiting", {"rule": "not anchored yet"})
-    yield sb
-    sb.shutdown()
+    return sb
 
 
 @pytest.fixture(scope="module")
-def spare(tmp_path_factory, chain_home):
+def spare(machines):
     """A second machine for the tests that set `contract` in its config.toml: each works in
     a space of its own (the joiner in the default store's, the others in a profile store's)
     and takes its config.toml away when done, so none needs a machine started for it."""
-    sb = new_machine(tmp_path_factory.mktemp("other-contract-spare"), chain_home)
-    yield sb
-    sb.shutdown()
+    return machines[1]
 
 
 def head_on(chain_home, contract: str, owner: str, space: str):
@@ -93,13 +104,17 @@ def test_a_contract_set_in_config_toml_after_the_connect_is_refused_by_name(
         # Status read the other contract's head (none) as this space's, and said nothing.
         status = kjson(machine, "status")
         assert status["chain_head"] is None and status["chain_head_unavailable"] == said, status
-        for command, code in ((("push",), 5), (("pull",), 5), (("compact",), 5),
-                              (("verify", "first"), 2), (("recovery-code",), 2)):
-            out = machine.kint(*command)
-            refused(out, code, f"kint: error: {said} [CONFIG_INVALID]", hint)
-            assert "kint connect` again" not in out.stderr, out.stderr
-        checks = {c["name"]: c for c in
-                  json.loads(machine.kint("doctor", "--json").stdout)["checks"]}
+        # Each refused before anything is sent: two lanes side by side, each checked after.
+        lanes = ((("push",), 5), (("compact",), 5), (("recovery-code",), 2)), \
+            ((("pull",), 5), (("verify", "first"), 2), (("doctor", "--json"), None))
+        outs = side_by_side(*(lambda lane=lane: [machine.kint(*command) for command, _ in lane]
+                              for lane in lanes))
+        for lane, lane_outs in zip(lanes, outs):
+            for (command, code), out in zip(lane, lane_outs):
+                if code is not None:
+                    refused(out, code, f"kint: error: {said} [CONFIG_INVALID]", hint)
+                    assert "kint connect` again" not in out.stderr, (command, out.stderr)
+        checks = {c["name"]: c for c in json.loads(outs[1][2].stdout)["checks"]}
         assert checks["chain"] == {"name": "chain", "ok": False, "detail": said,
                                    "hint": hint.removeprefix("hint: ")}, checks["chain"]
         # Connecting again would leave this contract's mirror and watermark under an

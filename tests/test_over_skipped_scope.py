@@ -21,20 +21,21 @@ import json
 
 import pytest
 
-from chain_machines import connect_with_wallet, kjson, new_machine, owner_account
+from chain_machines import connect_with_wallet, kjson, owner_account
 from conftest import write_rules as write
+from machines_together import new_machines
 from rpc_proxy import RpcProxy
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 
 @pytest.fixture
 def machines(tmp_path, chain_home):
-    a = new_machine(tmp_path / "a", chain_home)
+    """A and B, their supervisors started side by side (machines_together.new_machines)."""
+    a, b = new_machines([tmp_path / "a", tmp_path / "b"], chain_home)
     try:
         write(a.sibyl_db, a.tenant, **{"release-gate": "ship on green only"})
         connected = kjson(a, "connect", "--dev")
         kjson(a, "push")
-        b = new_machine(tmp_path / "b", chain_home)
         record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
         with RpcProxy(record["rpc_url"]) as proxy:
             try:
@@ -44,8 +45,8 @@ def machines(tmp_path, chain_home):
                 yield a, b, proxy, connected["space"]
             finally:
                 proxy.forward()
-                b.shutdown()
     finally:
+        b.shutdown()
         a.shutdown()
 
 

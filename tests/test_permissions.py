@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KINT, make_sandbox, serving, write_store
+from machines_together import side_by_side
 from kint.client import Client, SupervisorUnavailable
 from kint.commands import doctor
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
@@ -159,16 +160,23 @@ def test_a_relative_kint_home_is_refused_in_one_line(tmp_path, monkeypatch):
         return subprocess.run(argv, env=env, cwd=here, capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=90)
 
-    for argv in ((KINT, "status"), (KINT, "supervisor", "start"),
-                 (KINT, "supervisor", "start", "--foreground"), (KINT, "supervisor", "status"),
-                 (server,)):
-        out = run(*argv)
+    # Each refusal is made before anything is created: the runs go two lanes side by side
+    # (machines_together.side_by_side), each checked after.
+    refused = [(KINT, "status"), (KINT, "supervisor", "start"),
+               (KINT, "supervisor", "start", "--foreground"), (KINT, "supervisor", "status"),
+               (server,)]
+    daemon = (sys.executable, "-m", "kint.supervisor", "--home", "state/kint")
+    lanes = side_by_side(lambda: [run(*argv) for argv in refused[0::2]],
+                         lambda: [run(*argv) for argv in (*refused[1::2], daemon)])
+    outs = dict(zip([*refused[0::2], *refused[1::2], daemon], [*lanes[0], *lanes[1]]))
+    for argv in refused:
+        out = outs[argv]
         assert out.returncode == 2, (argv, out.stderr)
         assert out.stderr.splitlines() == [
             f"{Path(argv[0]).name}: error: KINT_HOME state/kint {RELATIVE_PROBLEM} [BAD_REQUEST]",
             f"hint: {RELATIVE_HOME_HINT}"], (argv, out.stderr)
     # The daemon's own entry runs in /, where the path would name /state/kint.
-    out = run(sys.executable, "-m", "kint.supervisor", "--home", "state/kint")
+    out = outs[daemon]
     assert out.returncode == 2, out.stderr
     assert out.stderr.splitlines() == [f"kint: error: state/kint {RELATIVE_PROBLEM} [BAD_REQUEST]",
                                        f"hint: {RELATIVE_HOME_HINT}"]

@@ -16,17 +16,19 @@ from contextlib import closing
 
 import pytest
 
-from chain_machines import connect_with_wallet, kjson, new_machine, ok, on, owner_account
+from chain_machines import connect_with_wallet, kjson, ok, on, owner_account
 from conftest import Sandbox, sibyl_client, write_rules
+from machines_together import new_machines
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, chain_home):
-    """(A, B, B's crash flag)."""
+    """(A, B, B's crash flag), the supervisors started side by side
+    (machines_together.new_machines)."""
     root = tmp_path_factory.mktemp("pull-resume")
     flag = root / "crash-flag"
-    a = new_machine(root / "a", chain_home)
-    b = new_machine(root / "b", chain_home, KINT_TEST_CRASH_FLAG=str(flag))
+    a, b = new_machines([root / "a", root / "b"], chain_home,
+                        envs=[{}, {"KINT_TEST_CRASH_FLAG": str(flag)}])
     yield a, b, flag
     a.shutdown()
     b.shutdown()

@@ -15,6 +15,7 @@ import pytest
 
 from chain_machines import RULE_1, devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
+from machines_together import side_by_side
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +48,16 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
         "copy that code somewhere that is not this machine; push refuses until the file exists",
         f"session key: {answer['session']}"], connected
 
-    status = ok(machine.kint("status")).stdout
+    # What reads (status, doctor) and what verifies (a store with no row: nothing to write)
+    # run in two lanes side by side, each checked below; the pushes come after them.
+    (status, cap, doctor), (verify, verified) = side_by_side(
+        lambda: [ok(machine.kint("status")).stdout, kjson(machine, "status")["cap"],
+                 ok(machine.kint("doctor")).stdout],
+        lambda: [machine.kint("verify", "release rule"),
+                 kjson(machine, "verify", "release rule")])
     assert "None" not in status, status
     # kint v0.3.0's cap accounting (02-quickstart.md, "Check it"), the cap in its words, as
     # the last four lines, sizes below 1 MiB in KB (15-sibyl.md, "One client, one cap").
-    cap = kjson(machine, "status")["cap"]
     assert cap["sibyl_bytes"] == 0 and 0 < cap["kint_bytes"] < 1048576, cap
     assert status.splitlines()[-4:] == [
         "cap accounting (the same 5 MiB free cap Sibyl enforces):",
@@ -68,7 +74,6 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     assert _line(status, "unanchored:") == ("unanchored: none: the store is not created yet "
                                             "(Sibyl creates it on the first write)")
 
-    doctor = ok(machine.kint("doctor")).stdout
     assert "None" not in doctor, doctor
     # v0.3.0's row: a store not created yet warns (and a warning passes: exit 0).
     assert f"[WARN] sibyl store: {machine.sibyl_db} (not created yet)" in doctor.splitlines()
@@ -81,7 +86,6 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
     # A store with no row is a refusal, kint v0.3.0's exit statuses (1; 0 with --json,
     # whose `decision` says it) under Sibyl's own verdict for it, never an error (exit 2):
     # v0.3.0's verify opened the store and searched it.
-    verify = machine.kint("verify", "release rule")
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert verify.stdout.splitlines() == [
         "query: release rule", "sibyl verdict: empty_store  hits: 0",
@@ -89,7 +93,7 @@ def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
         f"the store {machine.sibyl_db} does not exist yet (Sibyl creates it on the first "
         f"write, the agent's memory_remember through kint-server; if it should exist, check "
         f"--db or SIBYL_MEMORY_DB)"], verify.stdout
-    answer = kjson(machine, "verify", "release rule")  # exit 0 with --json
+    answer = verified  # exit 0 with --json
     assert (answer["decision"], answer["verdict"]["code"], answer["verdict"]["recovery"]) == (
         "refuse", "empty_store", "write_first")
     assert answer["hits"] == answer["checks"] == [] and answer["refusal_entity"] is None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from chain_machines import make_session_key
 from conftest import make_sandbox
 from kint.custody.data_key import dek_id
 from kint.custody.keks import passphrase_kek
@@ -32,12 +33,15 @@ VAULT_PASSPHRASE = "a vault passphrase"
 def machine(tmp_path_factory):
     """One machine for the module: each test checks that the rekey it tries leaves every key
     file as it was, so the next one starts from the same vault (and a test that changed one
-    would fail on its own check first)."""
+    would fail on its own check first). Its session key is made beforehand at a test's
+    scrypt cost (chain_machines.make_session_key): no rekey here reads it, and at kint's
+    own cost the connect's write and the worker's unlock cost seconds."""
     sb = make_sandbox(tmp_path_factory.mktemp("rekey-keys") / "machine", KINT_OFFLINE="1",
                       KINT_RPC_URL="http://127.0.0.1:9", KINT_SESSION_PASSPHRASE=SECRET)
     try:
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.setenv("KINT_SESSION_PASSPHRASE", SECRET)
+            make_session_key(sb)
             out = sb.kint("connect", "--owner", OWNER, "--signature", "-", input=SIGNATURE)
             assert out.returncode == 0, out.stderr
             space = space_id(sb.tenant)

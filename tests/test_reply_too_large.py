@@ -59,6 +59,14 @@ def rewritten(sb, profile: str, versions: int) -> Path:
     return db
 
 
+@pytest.fixture(scope="module")
+def five(box) -> Path:
+    """A store whose row was anchored 5 times (~5 MiB of history: over the reply limit,
+    under the frame limit), made once for the two tests that ask for it: neither writes to
+    it (a refused history, a status and a history of one version)."""
+    return rewritten(box, "five", 5)
+
+
 def history_refused(sb, db: Path) -> KintError:
     with pytest.raises(KintError) as refused:
         sb.call("history", db, timeout_s=50, args=HISTORY)
@@ -72,8 +80,8 @@ def still_served(sb, db: Path, pid: int, versions: int) -> None:
     assert one["version"]["seq"] == versions
 
 
-def test_a_history_over_the_reply_limit_is_refused_too_large(box):
-    db = rewritten(box, "five", 5)  # ~5 MiB: over the reply limit, under the frame limit
+def test_a_history_over_the_reply_limit_is_refused_too_large(box, five):
+    db = five  # ~5 MiB: over the reply limit, under the frame limit
     pid = box.call("status", db, timeout_s=30)["worker"]["pid"]
     out = box.kint("--db", str(db), "history", "entity", "handbook", "--category", "rules",
                    "--json", timeout=120)
@@ -104,10 +112,10 @@ def test_a_history_over_the_socket_frame_limit_is_refused_too_large(box):
     still_served(box, db, pid, 9)
 
 
-def test_the_supervisor_answers_an_oversized_reply_too_large(box):
+def test_the_supervisor_answers_an_oversized_reply_too_large(box, five):
     """A reply over the limit that reaches the supervisor anyway goes no further: its
     client gets TOO_LARGE from the supervisor, not a frame it would refuse, nor a TIMEOUT."""
-    db = rewritten(box, "unguarded", 5)
+    db = five
     pid = box.call("status", db, timeout_s=30)["worker"]["pid"]
     flag = Path(box.env["KINT_TEST_CRASH_FLAG"])
     flag.write_text("unguarded_reply")

@@ -75,16 +75,22 @@ def test_a_folder_or_a_file_that_is_no_store_is_refused_and_binds_nothing(sandbo
     worker started on such a path failed at every start, the space was quarantined and
     bound to it, and the real store got SPACE_CONFLICT from then on)."""
     from conftest import write_store
+    from machines_together import side_by_side
 
     write_store(sandbox.sibyl_db)
     notes = sandbox.root / "notes"
     notes.mkdir()
     readme = sandbox.root / "README.md"
     readme.write_text("# not a store\n")
-    for path, why in ((notes, "is a folder, not a regular file"),
-                      (readme, "is not a SQLite database")):
-        for command in (["status"], ["verify", "release rule"], ["export"]):
-            out = sandbox.kint("--db", str(path), *command)
+    cases = ((notes, "is a folder, not a regular file"), (readme, "is not a SQLite database"))
+    commands = (["status"], ["verify", "release rule"], ["export"])
+    # Every refusal is made before anything is sent: one lane per path, side by side
+    # (machines_together.side_by_side), each run checked after.
+    lanes = side_by_side(*(lambda path=path: [sandbox.kint("--db", str(path), *command)
+                                              for command in commands]
+                           for path, _ in cases))
+    for (path, why), outs in zip(cases, lanes):
+        for command, out in zip(commands, outs):
             assert out.returncode == 2, (command, out.stdout, out.stderr)
             assert out.stderr.splitlines() == [
                 f"kint: error: store {path} {why} [BAD_REQUEST]",

@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from chain_machines import kjson, new_machine, on
+from chain_machines import kjson, on
 from conftest import write_store
+from machines_together import new_machines
 
 from kint import render_pull
 
@@ -20,13 +21,24 @@ DIGEST = "b64dcde033b03249" + "0" * 48
 
 
 @pytest.fixture(scope="module")
-def machine(tmp_path_factory, chain_home):
+def machines(tmp_path_factory, chain_home):
+    """(`machine`, the machine that loses its local secret), their supervisors started side
+    by side (machines_together.new_machines)."""
+    made = new_machines([tmp_path_factory.mktemp("v030-lines"),
+                         tmp_path_factory.mktemp("v030-lines-secret")], chain_home)
+    try:
+        yield made
+    finally:
+        for sb in made:
+            sb.shutdown()
+
+
+@pytest.fixture(scope="module")
+def machine(machines):
     """One machine on the devchain for the tests that each connect a space of their own (a
     profile store, `Sandbox.profile_db`): what they take away (a space's key cache, mirror or
     recovery file) is that space's alone, so none needs a machine started for it."""
-    sb = new_machine(tmp_path_factory.mktemp("v030-lines"), chain_home)
-    yield sb
-    sb.shutdown()
+    return machines[0]
 
 
 def test_a_cold_start_pull_ends_with_v030s_summary_and_its_second_opinion_line():
@@ -120,14 +132,13 @@ def test_a_store_with_rows_and_no_mirror_is_refused_in_v030s_words(machine):
     assert not mirror.exists() and db.exists()  # nothing written, nothing moved
 
 
-def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(tmp_path,
-                                                                              chain_home):
+def test_with_no_local_passphrase_push_and_pull_refuse_in_v030s_words_exit_3(machines):
     """05-keys.md: with no local passphrase the session key cannot be loaded, `no local
     passphrase: set KINT_SESSION_PASSPHRASE`; 09-cli.md: exit 3 for that, `pull` too. The
     same secret seals the key cache, and pull said so as a missing data key, exit 5."""
     from conftest import sibyl_client
 
-    sb = new_machine(tmp_path / "m", chain_home)
+    sb = machines[1]  # its own: the local secret it loses is the machine's, every space's
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         kjson(sb, "connect", "--dev")
