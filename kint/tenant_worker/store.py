@@ -3,10 +3,19 @@
 kint never writes Sibyl's file behind Sibyl's back: every read here goes through a
 `mode=ro` SQLite connection. Row counts are cached against the store's and its WAL's
 size and modification time, so a status call on an unchanged store costs a few stats.
+
+One exception, SQLite's own crash recovery: a writer killed mid-transaction (an agent, a
+restore cut short) leaves a hot rollback journal, which no read-only connection may undo,
+so every read-only read fails with "attempt to write a readonly database" until a
+read-write connection opens the store and SQLite rolls the cut-short transaction back, as
+Sibyl's next open would. A worker that started there failed its start check every time
+and its space was quarantined; at its start it now opens the store read-write once to let
+SQLite do that (`check_openable`), changing nothing SQLite would not.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -43,6 +52,14 @@ class StoreLocked(StoreUnreadable):
     StoreUnreadable, so that a caller that only wants the rows if it can have them (the
     tenant count before a discard, doctor's diff) takes it as before."""
 
+
+log = logging.getLogger("kint.worker")
+
+# SQLite's extended codes for a read-only connection that found a transaction cut short by
+# a killed writer: a hot rollback journal, or a WAL whose index must be rebuilt. Only a
+# read-write connection can recover it (the module's docstring).
+_CUT_SHORT_CODES = frozenset({sqlite3.SQLITE_READONLY_ROLLBACK,
+                              sqlite3.SQLITE_READONLY_RECOVERY})
 
 # SQLite's primary result codes for a lock another connection holds that a read needs.
 _LOCK_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
@@ -114,15 +131,52 @@ def check_openable(db: str) -> "StoreLocked | None":
         raise StoreUnreadable(f"store {db} {problem}")
     if not os.path.exists(db):
         return None
-    with closing(_connect_ro(db)) as conn:
+    try:
+        _read_schema_version(db)
+    except sqlite3.DatabaseError as err:
+        if not (_cut_short(err) and _recovered(db)):
+            return _start_refusal(db, err)
         try:
-            conn.execute("PRAGMA schema_version").fetchone()
-        except sqlite3.DatabaseError as err:
-            found = unreadable(db, err)
-            if isinstance(found, StoreLocked):  # a restart would not help: ops wait their turn
-                return found
-            raise _cannot_open(db, err, "cannot be opened") from None
+            _read_schema_version(db)
+        except sqlite3.DatabaseError as again:
+            return _start_refusal(db, again)
     return None
+
+
+def _read_schema_version(db: str) -> None:
+    with closing(_connect_ro(db)) as conn:
+        conn.execute("PRAGMA schema_version").fetchone()
+
+
+def _start_refusal(db: str, err: sqlite3.DatabaseError) -> "StoreLocked":
+    """check_openable's answer to a failed read: StoreLocked returned (a restart would not
+    help: ops wait their turn), anything else raised."""
+    found = unreadable(db, err)
+    if isinstance(found, StoreLocked):
+        return found
+    raise _cannot_open(db, err, "cannot be opened") from None
+
+
+def _cut_short(err: sqlite3.Error) -> bool:
+    """Whether a read-only read failed on a transaction a killed writer cut short."""
+    return getattr(err, "sqlite_errorcode", None) in _CUT_SHORT_CODES
+
+
+def _recovered(db: str) -> bool:
+    """Open `db` read-write (never creating it) for SQLite to roll back the transaction a
+    killed writer cut short, as Sibyl's next open would; True when the read went through.
+    Said in the log: something was killed mid-write to the store."""
+    uri = "file:" + urllib.parse.quote(db) + "?mode=rw"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=READ_BUSY_WAIT_S)) as conn:
+            conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.Error as err:
+        log.warning("the store %s holds a transaction a killed writer cut short, and "
+                    "SQLite could not roll it back (%s)", db, err)
+        return False
+    log.warning("the store %s held a transaction a killed writer cut short (a hot journal); "
+                "SQLite rolled it back, as Sibyl's next open would have", db)
+    return True
 
 
 # How long a count or check of the store waits on another process's lock (SQLite's busy
