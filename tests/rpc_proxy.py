@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -188,6 +189,14 @@ def answer_json(handler: BaseHTTPRequestHandler, answer: bytes, *, close: bool =
         handler.send_header("Connection", "close")
     handler.end_headers()
     handler.wfile.write(answer)
+
+
+def closed_port_url() -> str:
+    """The URL of a loopback port nothing listens on (bound, then let go): a connection to
+    it is refused at once, an endpoint that never answers without a hang."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 class LoopbackServer:

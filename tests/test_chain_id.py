@@ -10,13 +10,12 @@ a closed port for one that does not answer.
 from __future__ import annotations
 
 import json
-import socket
 from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 
 import pytest
 
-from rpc_proxy import LoopbackServer, answer_json
+from rpc_proxy import LoopbackServer, answer_json, closed_port_url
 from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
@@ -44,18 +43,12 @@ def endpoint() -> Iterator[str]:
     server.stop()
 
 
-def _closed_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
 def _chain(*urls: str) -> ChainConfig:
     return ChainConfig(tuple(urls), 8453, "0x" + "11" * 20, 1, 2.0)
 
 
 def test_an_endpoint_of_another_chain_is_named_with_its_setting(endpoint):
-    silent = _closed_port()
+    silent = closed_port_url()
     found = other_chain(_chain(silent, endpoint), RpcTracker(), 2, skip_silent=True)
     assert found is not None
     assert found[0] == (f"{endpoint} (KINT_RPC_URL_2) answers for chain 1, not 8453, the "
@@ -67,6 +60,6 @@ def test_an_endpoint_of_another_chain_is_named_with_its_setting(endpoint):
 def test_only_the_two_endpoints_kint_asks_are_looked_at(endpoint):
     """A third endpoint is never the primary nor the second opinion: it is not asked (it
     was, and one of another chain made the refusal an IndexError, INTERNAL to the user)."""
-    silent = _closed_port()
+    silent = closed_port_url()
     config = _chain(silent, silent, endpoint)
     assert other_chain(config, RpcTracker(), len(config.rpc_urls), skip_silent=True) is None

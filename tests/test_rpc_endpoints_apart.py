@@ -6,12 +6,11 @@ primary is a loopback endpoint answering a zero head; the other a port nothing l
 
 from __future__ import annotations
 
-import socket
 from typing import Iterator
 
 import pytest
 
-from rpc_proxy import ScriptedEndpoint
+from rpc_proxy import ScriptedEndpoint, closed_port_url
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
@@ -30,12 +29,6 @@ def primary() -> Iterator[ScriptedEndpoint]:
     server.stop()
 
 
-def _closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-
 def _chain(*urls: str) -> ChainConfig:
     return ChainConfig(tuple(urls), 31337, "0x" + "11" * 20, 1, 0.5, rpc_retries=False)
 
@@ -46,7 +39,7 @@ def test_another_endpoints_failure_leaves_the_primary_read(primary):
     unresponsive") and the heartbeat said the space's RPC was down, while the primary
     answered. Now the head is read, and the heartbeat says the primary is ok."""
     tracker = RpcTracker()
-    other = _closed_port_url()
+    other = closed_port_url()
     chain = _chain(primary.url, other)
     source = ChainHeadSource(chain, tracker, lambda config: Anchor(config, tracker), OWNER,
                              SPACE)
@@ -67,7 +60,7 @@ def test_the_heartbeat_names_the_endpoint_a_call_waits_on(primary):
     "other"), and `kint supervisor status` shows it beside the call; the primary's own
     shows as before."""
     tracker = RpcTracker()
-    other = _closed_port_url()
+    other = closed_port_url()
     urls = (primary.url, "http://127.0.0.1:1")
     token = tracker.begin("eth_call", urls[1])
     beat = tracker.beat(urls)
