@@ -91,6 +91,18 @@ def side_by_side(*lanes: Callable[[], Any]) -> list[Any]:
 
 
 @contextmanager
+def machines_started(roots: list[Path], chain_home: Path, **env: str) -> Iterator[list[Sandbox]]:
+    """`new_machines(roots, chain_home, **env)` for the `with` block (a module fixture's
+    yield), every one stopped after it."""
+    made = new_machines(roots, chain_home, **env)
+    try:
+        yield made
+    finally:
+        for machine in made:
+            machine.shutdown()
+
+
+@contextmanager
 def running_together(machines: Mapping[str, Sandbox]) -> Iterator[Mapping[str, Sandbox]]:
     """`machines` (made, not started: a module's own mix of settings and keys) with their
     supervisors started side by side, for the `with` block; every one stopped after it,

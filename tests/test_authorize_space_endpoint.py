@@ -27,7 +27,7 @@ import pytest
 from eth_account import Account
 
 from chain_machines import deploy_second_anchor, devchain_anchor, kjson, ok, owner_account
-from machines_together import new_machines, side_by_side
+from machines_together import machines_started, side_by_side
 
 DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 
@@ -35,13 +35,9 @@ DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory, chain_home):
     """(the machine the module connects, one never connected), started side by side."""
-    made = new_machines([tmp_path_factory.mktemp(f"space-endpoint-{name}")
-                         for name in ("connected", "none")], chain_home)
-    try:
+    with machines_started([tmp_path_factory.mktemp(f"space-endpoint-{name}")
+                           for name in ("connected", "none")], chain_home) as made:
         yield made
-    finally:
-        for sb in made:
-            sb.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -14,21 +14,17 @@ import pytest
 
 from chain_machines import RULE_1, kjson, ok, owner_account, recovery_code, wallet_signature
 from conftest import write_rules
-from machines_together import new_machines
+from machines_together import machines_started
 
 
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory, chain_home):
     """Machines A, B, C and D, their supervisors started side by side
-    (machines_together.new_machines): B, C and D stay untouched until their tests (D is
+    (machines_together.machines_started): B, C and D stay untouched until their tests (D is
     the wiped machine of the last one)."""
-    made = new_machines([tmp_path_factory.mktemp(f"new-user-{name}") for name in "abcd"],
-                        chain_home)
-    try:
+    with machines_started([tmp_path_factory.mktemp(f"new-user-{name}") for name in "abcd"],
+                          chain_home) as made:
         yield dict(zip("abcd", made))
-    finally:
-        for machine in made:
-            machine.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import pytest
 from chain_machines import (connect_with_wallet, deploy_second_anchor, devchain_anchor, kjson,
                             ok, owner_account, recovery_code)
 from conftest import sibyl_client
-from machines_together import new_machines, side_by_side
+from machines_together import machines_started, side_by_side
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +34,10 @@ def second_anchor(chain_home) -> str:
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory, chain_home):
     """(`machine`'s, `spare`'s), their supervisors started side by side
-    (machines_together.new_machines)."""
-    made = new_machines([tmp_path_factory.mktemp("other-contract"),
-                         tmp_path_factory.mktemp("other-contract-spare")], chain_home)
-    try:
+    (machines_together.machines_started)."""
+    with machines_started([tmp_path_factory.mktemp("other-contract"),
+                           tmp_path_factory.mktemp("other-contract-spare")], chain_home) as made:
         yield made
-    finally:
-        for sb in made:
-            sb.shutdown()
 
 
 @pytest.fixture(scope="module")

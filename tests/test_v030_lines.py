@@ -13,7 +13,7 @@ import pytest
 
 from chain_machines import kjson, on
 from conftest import write_store
-from machines_together import new_machines
+from machines_together import machines_started
 
 from kint import render_pull
 
@@ -23,14 +23,10 @@ DIGEST = "b64dcde033b03249" + "0" * 48
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory, chain_home):
     """(`machine`, the machine that loses its local secret), their supervisors started side
-    by side (machines_together.new_machines)."""
-    made = new_machines([tmp_path_factory.mktemp("v030-lines"),
-                         tmp_path_factory.mktemp("v030-lines-secret")], chain_home)
-    try:
+    by side (machines_together.machines_started)."""
+    with machines_started([tmp_path_factory.mktemp("v030-lines"),
+                           tmp_path_factory.mktemp("v030-lines-secret")], chain_home) as made:
         yield made
-    finally:
-        for sb in made:
-            sb.shutdown()
 
 
 @pytest.fixture(scope="module")
