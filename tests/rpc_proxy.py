@@ -75,7 +75,7 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from eth_hash.auto import keccak
@@ -199,6 +199,30 @@ def closed_port_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
+def json_post_handler(serve: Callable[[BaseHTTPRequestHandler, dict], None]
+                      ) -> type[BaseHTTPRequestHandler]:
+    """A handler class for a LoopbackServer whose every POST is one JSON-RPC request,
+    decoded and handed to `serve(handler, request)` to answer; quiet in the test's output."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            serve(self, json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+
+        def log_message(self, fmt: str, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+def answer_status(handler: BaseHTTPRequestHandler, status: int) -> None:
+    """Answer with HTTP `status` and no body (a 429, a 500)."""
+    handler.send_response(status)
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
+
+
 class LoopbackServer:
     """A test's own HTTP endpoint on 127.0.0.1: `handler` serves each request on a thread
     of its own, from now until `stop`."""
@@ -226,31 +250,19 @@ class ScriptedEndpoint(LoopbackServer):
         self.answers: dict[str, Any] = {"eth_gasPrice": "0x3b9aca00"}
         self.sent: list[str] = []
         self._lock = threading.Lock()
-        endpoint = self
+        super().__init__(json_post_handler(self._serve))
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with endpoint._lock:
-                    if request["method"] == "eth_sendRawTransaction":
-                        endpoint.sent.append(request["params"][0])
-                    answer = endpoint.answers.get(request["method"], "0x0")
-                if isinstance(answer, int):
-                    self.send_response(answer)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = ({"error": answer["error"]} if isinstance(answer, dict)
-                        else {"result": answer})
-                answer_json(self, json.dumps({"jsonrpc": "2.0", "id": request["id"],
-                                              **body}).encode())
-
-            def log_message(self, fmt: str, *args: object) -> None:
-                pass
-
-        super().__init__(Handler)
+    def _serve(self, handler: BaseHTTPRequestHandler, request: dict) -> None:
+        with self._lock:
+            if request["method"] == "eth_sendRawTransaction":
+                self.sent.append(request["params"][0])
+            answer = self.answers.get(request["method"], "0x0")
+        if isinstance(answer, int):
+            answer_status(handler, answer)
+            return
+        body = {"error": answer["error"]} if isinstance(answer, dict) else {"result": answer}
+        answer_json(handler, json.dumps({"jsonrpc": "2.0", "id": request["id"],
+                                         **body}).encode())
 
     def refuse_sends(self, message: str) -> None:
         self.answers["eth_sendRawTransaction"] = {"error": {"code": -32000,

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from rpc_proxy import LoopbackServer, answer_json
+from rpc_proxy import LoopbackServer, answer_json, answer_status, json_post_handler
 from kint.chain.calls import bounded
 from kint.chain.rpc import (RETRY_PAUSES_S, RpcNotReached, RpcTracker, RpcUnavailable,
                             TrackedHTTPProvider, connect)
@@ -32,39 +32,27 @@ class FlakyEndpoint(LoopbackServer):
         self.fail, self.how = 0, "drop"
         self.methods: list[str] = []
         self._lock = threading.Lock()
-        endpoint = self
+        super().__init__(json_post_handler(self._serve))
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with endpoint._lock:
-                    endpoint.methods.append(request["method"])
-                    failing = endpoint.fail > 0
-                    endpoint.fail -= 1
-                if failing and endpoint.how == "drop":
-                    return
-                if failing and endpoint.how == "late":
-                    time.sleep(TIMEOUT_S * 3)
-                if failing and endpoint.how == "429":
-                    self.send_response(429)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                result = ("0x" + "ab" * 32 if request["method"] == "eth_sendRawTransaction"
-                          else "0x10")
-                body = json.dumps({"jsonrpc": "2.0", "id": request["id"],
-                                   "result": result}).encode()
-                try:
-                    answer_json(self, body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # a late answer: the client gave up on it and closed
-
-            def log_message(self, fmt: str, *args: object) -> None:
-                pass
-
-        super().__init__(Handler)
+    def _serve(self, handler: BaseHTTPRequestHandler, request: dict) -> None:
+        with self._lock:
+            self.methods.append(request["method"])
+            failing = self.fail > 0
+            self.fail -= 1
+        if failing and self.how == "drop":
+            return
+        if failing and self.how == "late":
+            time.sleep(TIMEOUT_S * 3)
+        if failing and self.how == "429":
+            answer_status(handler, 429)
+            return
+        result = ("0x" + "ab" * 32 if request["method"] == "eth_sendRawTransaction"
+                  else "0x10")
+        body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+        try:
+            answer_json(handler, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a late answer: the client gave up on it and closed
 
 
 @pytest.fixture
