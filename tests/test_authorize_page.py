@@ -240,7 +240,7 @@ def test_the_cli_prints_v030s_lines_for_a_base_account_then_gives_up_at_the_time
                        input="correct horse battery\n")
     assert connected.returncode == 0, connected.stdout + connected.stderr
     proc = subprocess.Popen([KINT, "authorize", "page"], text=True,
-                            env={**m.sb.env, "KINT_AUTHORIZE_PAGE_TIMEOUT": "2"},
+                            env={**m.sb.env, "KINT_AUTHORIZE_PAGE_TIMEOUT": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 2, stdout + stderr
@@ -248,7 +248,7 @@ def test_the_cli_prints_v030s_lines_for_a_base_account_then_gives_up_at_the_time
     assert first == (f"open this page in the browser where your Base Account is logged in "
                      f"(owner {owner}):")
     assert re.fullmatch(r"  http://127\.0\.0\.1:\d+/kint/[0-9a-f]{64}", url_line), url_line
-    assert "no result from the page within 2 s; the page server is closed" in stderr
+    assert "no result from the page within 1 s; the page server is closed" in stderr
     assert port_closed(urlsplit(url_line.strip()).port)
 
 

@@ -31,6 +31,7 @@ from chain_machines import (
 )
 from conftest import sibyl_client
 from machines_together import new_machines
+from kint.custody.vault_message import canonical_payload
 
 RULE_DRIFT = "never ship on a Friday, except when it is urgent"
 
@@ -144,7 +145,7 @@ def test_wallet_signature_on_stdin_then_a_second_machine_restores(story):
 
 def test_a_wrong_signature_is_refused_with_the_documented_message(story, newcomer):
     owner, d = story["owner"], newcomer
-    payload = ok(d.kint("canonical-payload", "--owner", owner.address)).stdout
+    payload = canonical_payload(owner.address).decode()
     stranger = Account.create()
     out = d.kint("connect", "--owner", owner.address, "--signature", "-",
                  input=wallet_signature(stranger, payload) + "\n")
@@ -445,7 +446,7 @@ def test_rekey_rotates_and_other_machines_follow(story):
     sibyl_client(a.sibyl_db, a.tenant).set_entity("notes", "before-rekey", {"n": 1})
     (before,) = [e["seq"] for e in kjson(a, "push")["epochs"]]
     old_code = recovery_code(a, space)
-    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+    payload = canonical_payload(owner.address).decode()
     rekeyed = json.loads(ok(a.kint("rekey", "--signature", "-", "--json",
                                    input=wallet_signature(owner, payload) + "\n")).stdout)
     assert rekeyed["old_dek_id"] != rekeyed["new_dek_id"] and rekeyed["carried"] == 1

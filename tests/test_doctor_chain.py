@@ -435,40 +435,40 @@ def test_status_and_doctor_over_a_slow_endpoint_start_no_call_past_their_budgets
     could outlast what the command waits for. The two commands run side by side on the
     same slow endpoint (each op on a thread of the space's worker, each call delayed by the
     proxy on a thread of its own, each command's budget counted from its own first call),
-    where each cost a test of its own: ~5 s and ~7.5 s, now the longer of the two.
+    where each cost a test of its own: ~5 s and ~7.5 s, now the longer of the two (~6 s).
 
     `kint status` reads the session key's balance, authorization and expiry after the
     chain head, each bounded by KINT_VERIFY_HEAD_SECONDS; no read starts once that budget
     has passed since the first, so status says so instead of paying a budget a read. Each
-    call answers after 1.75 s, inside a 3.25 s budget by 1.5 s (a loaded box adds to that);
-    the first two key reads start inside the budget, the third at 3.5 s at the earliest,
+    call answers after 1.4 s, inside a 2.6 s budget by 1.2 s (a loaded box adds to that);
+    the first two key reads start inside the budget, the third at 2.8 s at the earliest,
     never inside it, however fast the box.
 
     `kint doctor` starts no call once the chain's checks have taken two calls' bound (here
-    2 x 3.25 s): the checks left say so, and doctor answers. Each call answers inside its
-    3.25 s bound by 1.5 s; the two calls before the session key's take 3.5 s, inside the
-    6.5 s by 3 s; the four calls before the head's take 7 s at the least, past the 6.5 s,
-    however fast the box (a loaded one only adds to them)."""
+    2 x 2.6 s): the checks left say so, and doctor answers. Each call answers inside its
+    2.6 s bound by 1.2 s; the two calls before the session key's take 2.8 s, inside the
+    5.2 s by 2.4 s; the four calls before the head's take 5.6 s at the least, past the
+    5.2 s, however fast the box (a loaded one only adds to them)."""
     a = story["a"]
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            proxy.set_mode("delay", seconds=1.75)
+            proxy.set_mode("delay", seconds=1.4)
             status, doctored = side_by_side(
-                lambda: a.kint("status", "--json", env={"KINT_VERIFY_HEAD_SECONDS": "3.25"}),
-                lambda: a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "3.25"},
+                lambda: a.kint("status", "--json", env={"KINT_VERIFY_HEAD_SECONDS": "2.6"}),
+                lambda: a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2.6"},
                                timeout=120))
             out = json.loads(ok(status).stdout)
             assert out["chain_head"] is not None, out  # the head itself was read in time
             facts = out["session_key"]
-            assert facts["error"] == "not read: the chain took longer than 3.25 s to answer", \
+            assert facts["error"] == "not read: the chain took longer than 2.6 s to answer", \
                 facts
             assert "balance_wei" not in facts
 
             checks = {c["name"]: c for c in json.loads(doctored.stdout)["checks"]}
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
             assert checks["head"]["detail"] == \
-                "not checked: the chain's checks took 6.5 s already"
+                "not checked: the chain's checks took 5.2 s already"
             assert not checks["head"]["ok"] and doctored.returncode == 1
         finally:
             proxy.forward()

@@ -18,6 +18,7 @@ from chain_machines import (RULE_1, authorize_machine, devchain_anchor, join_dev
                             make_session_key, ok, owner_account, wallet_signature)
 from conftest import kint_loading, make_sandbox, sibyl_client, write_store
 from machines_together import running_together, side_by_side
+from kint.custody.vault_message import canonical_payload
 from kint.protocol.errors import SPACE_RPC_HINT
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id
@@ -86,18 +87,11 @@ def _rows(sb) -> list[tuple]:
         conn.close()
 
 
-# The vault message by owner: `kint canonical-payload` prints the same bytes for an owner
-# whatever the machine or tenant (it reads nothing; its bytes are pinned in
-# test_custody_v030.py), so each owner's is asked of the command once, at its first join,
-# and reused by its later ones rather than paid a command start each (~0.5 s, a dozen here).
-_PAYLOADS: dict[str, str] = {}
-
-
 def _join(sb, account, *extra: str, env: dict[str, str] | None = None):
-    payload = _PAYLOADS.get(account.address)
-    if payload is None:
-        payload = ok(sb.kint("canonical-payload", "--owner", account.address)).stdout
-        _PAYLOADS[account.address] = payload
+    # The vault message: `kint canonical-payload` prints the same bytes for an owner
+    # whatever the machine or tenant (it reads nothing; the command's bytes are pinned in
+    # test_custody_v030.py), so it is made here rather than paid a command start (~0.5 s).
+    payload = canonical_payload(account.address).decode()
     return sb.kint("join", "--owner", account.address, "--signature", "-", *extra,
                    input=wallet_signature(account, payload) + "\n", timeout=300, env=env)
 

@@ -21,8 +21,9 @@ from typing import Iterator
 
 import pytest
 
-from chain_machines import kjson, machine_behind_proxy, ok, owner_account, wallet_signature
+from chain_machines import kjson, machine_behind_proxy, owner_account, wallet_signature
 from conftest import KINT, write_rules
+from kint.custody.vault_message import canonical_payload
 
 # How long a held chain call waits at most before it goes through anyway (a failing test
 # ends); under the machine's RPC timeout, so a held call never times out.
@@ -37,7 +38,7 @@ def machine(tmp_path_factory, chain_home):
         sb.owner = kjson(sb, "status")["owner"]
         write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
         assert kjson(sb, "push")["head_seq"] == 1
-        payload = ok(sb.kint("canonical-payload", "--owner", sb.owner)).stdout
+        payload = canonical_payload(sb.owner).decode()
         sb.signature = root / "signature"
         sb.signature.write_text(wallet_signature(owner_account(sb, sb.owner), payload) + "\n")
         yield sb, proxy

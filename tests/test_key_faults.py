@@ -29,6 +29,7 @@ from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import decode_recovery_code
 from kint.custody.vault_cache import read_cached_key
+from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import parse_header
 from kint.spaces import space_id as space_id_of
 
@@ -96,12 +97,12 @@ def wallet_space(sb, profile: str) -> tuple[Path, Any, str, str]:
     db = sb.profile_db(profile)
     write(db, sb.tenant, release=RULE)
     account = Account.create()
-    payload = ok(kdb(sb, db, "canonical-payload", "--owner", account.address)).stdout
+    payload = canonical_payload(account.address).decode()
     return db, account, wallet_signature(account, payload) + "\n", space_id_of(sb.label(db))
 
 
 def rekey_signature(sb, db: Path, owner: str) -> str:
-    payload = ok(kdb(sb, db, "canonical-payload", "--owner", owner)).stdout
+    payload = canonical_payload(owner).decode()
     return wallet_signature(owner_account(sb, owner), payload) + "\n"
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, machine_behind_proxy, ok, owner_account, wallet_signature
+from chain_machines import kjson, machine_behind_proxy, owner_account, wallet_signature
 from conftest import KINT, wait_until, write_rules
+from kint.custody.vault_message import canonical_payload
 
 # Cleared before a new line and before the result: carriage return, erase the line.
 CLEAR = b"\r\x1b[2K"
@@ -170,7 +171,7 @@ def test_rekey_on_a_terminal_shows_its_snapshot_epoch(machine, tmp_path):
     """rekey's snapshot is a push the worker reports under op `rekey`: shown as push's is.
     (rekey waited without a word before: it did not watch the worker's progress.)"""
     sb, proxy = machine
-    payload = ok(sb.kint("canonical-payload", "--owner", sb.owner)).stdout
+    payload = canonical_payload(sb.owner).decode()
     signature = tmp_path / "signature"
     signature.write_text(wallet_signature(owner_account(sb, sb.owner), payload) + "\n")
     proxy.set_mode("unmined")
@@ -184,7 +185,7 @@ def test_rekey_on_a_terminal_shows_its_snapshot_epoch(machine, tmp_path):
 
 def _signature_file(sb, tmp_path) -> Path:
     """The owner wallet's derive signature, in a file for the command's stdin."""
-    payload = ok(sb.kint("canonical-payload", "--owner", sb.owner)).stdout
+    payload = canonical_payload(sb.owner).decode()
     signature = tmp_path / "signature"
     signature.write_text(wallet_signature(owner_account(sb, sb.owner), payload) + "\n")
     return signature

@@ -8,7 +8,9 @@ account's vault passphrase is, so `--smart-account` opens the vault with it, unt
 cannot share stdin, so the signature comes from `--signature-file`, read then unlinked.
 
 Real parts: machines of the session's devchain, the real CLI, the owner's wallet signing
-`kint canonical-payload` as `cast wallet sign --data` would. A prompt reads its line from
+the vault message as `cast wallet sign --data` would (the bytes `kint canonical-payload`
+prints, made in this process: they depend on the owner alone, and the command's are
+pinned in test_custody_v030.py). A prompt reads its line from
 stdin in a process with no controlling terminal, as under a script."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from eth_account import Account
 from chain_machines import authorize_machine, kjson, ok, wallet_signature
 from conftest import sibyl_client
 from machines_together import new_machines
+from kint.custody.vault_message import canonical_payload
 
 SALT = "a salt only the owner knows"
 
@@ -62,7 +65,7 @@ def _without_a_terminal(machine, *args: str, input: str):
 def test_a_salted_vault_opens_with_the_signature_and_its_salt_only(machines, chain_home):
     a, b, _ = machines
     owner = Account.create()
-    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
+    payload = canonical_payload(owner.address).decode()
     signature = wallet_signature(owner, payload)
     made = json.loads(ok(_connect_salted(a, owner.address, signature, SALT)).stdout)
     assert made["fresh_vault"] is True and made["source"] == "fresh vault", made
@@ -106,7 +109,7 @@ def test_a_passphrase_wrap_added_by_an_eoa_opens_the_vault_as_a_smart_accounts_d
         return ("--db", str(machine.profile_db("added")), *args)
 
     owner = Account.create()
-    payload = ok(a.kint(*on(a, "canonical-payload", "--owner", owner.address))).stdout
+    payload = canonical_payload(owner.address).decode()
     signature_file = a.root / "vault-signature.txt"
     signature_file.write_text(wallet_signature(owner, payload) + "\n")
     made = _without_a_terminal(a, *on(a, "connect", "--owner", owner.address,

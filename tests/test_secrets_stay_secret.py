@@ -217,19 +217,23 @@ def test_a_keyed_endpoints_key_is_in_no_output_log_or_file(tmp_path):
         # refusal): the key does not change what connect says of the chain.
         signed = wallet_signature(owner, canonical_payload(owner.address).decode()) + "\n"
         connect = ("connect", "--owner", owner.address, "--signature", "-")
-        # Two lanes at once, each in its order: the commands of the heaviest start-up
-        # (web3's imports, the MCP SDK's), beside those the supervisor and the worker
-        # answer. None changes what another reads (every connect is refused); the
-        # supervisor is started first, so every command meets it running whichever lane
-        # gets there first.
+        # Three lanes at once, each in its order: the commands of the heaviest start-up
+        # (web3's imports, the MCP SDK's; `session-key show` reads the chain in the
+        # command, each failing call waiting out its tries), the other commands that read
+        # the chain, and those the supervisor and the worker answer from what they hold.
+        # Most of each lane is a wait on the endpoint, so a third lane overlaps waits where
+        # two ran them in turn. None changes what another reads (every connect is refused);
+        # the supervisor is started first, so every command meets it running whichever
+        # lane gets there first.
         heavy = ((("session-key", "show"), None), (("doctor",), None))
-        light = ((("doctor", "--json"), None), (connect, signed), ((*connect, "--json"), signed),
-                 (("status",), None), (("status", "--json"), None), (("config", "show"), None),
+        chain = ((("doctor", "--json"), None), (connect, signed), ((*connect, "--json"), signed))
+        light = ((("status",), None), (("status", "--json"), None), (("config", "show"), None),
                  (("config", "show", "--json"), None), (("supervisor", "status", "--json"), None))
         run("page", (("supervisor", "start"), None))
         for mode in ("page", "error", "hang"):
             server.mode = mode  # type: ignore[attr-defined]
-            side_by_side(partial(run, mode, *heavy), partial(run, mode, *light))
+            side_by_side(partial(run, mode, *heavy), partial(run, mode, *chain),
+                         partial(run, mode, *light))
         said = "\n".join(outputs)
         # The endpoint's words were met and quoted, less the key.
         assert "unknown key <redacted>" in said, said[-3000:]

@@ -118,13 +118,25 @@ def test_a_conflicting_chain_setting_is_reported_or_applied(machine):
     ]  # the call settings (timeout, head budget) were applied: no line for them
 
 
-def test_the_watchers_timings_set_for_kint_server_take_effect(machine):
+def test_the_watchers_timings_and_key_ttl_set_for_kint_server_take_effect(machine):
     """The supervisor runs with the default quiet period (300 s); a kint-server whose MCP
-    configuration sets 1 s gets a push within seconds of its write."""
+    configuration sets 1 s gets a push within seconds of its write.
+
+    v0.3.0's kint-server renews the cached data key after each pull and push with the
+    KINT_KEY_TTL of its own environment (the harness's registration: `30d` on a machine
+    that stays up). Here the watcher's pushes run in the worker: they renew with the
+    newest session's KINT_KEY_TTL, not the space's 24 h default, which would shorten the
+    30 days the connect gave. One session and one watcher push show both (each had a
+    kint-server and a push of its own)."""
+    from kint.custody.vault_cache import CachedKey, read_cached_key
+    from kint.spaces import space_id
+
+    space = space_id(machine.label(machine.sibyl_db))
     before = status(machine)["head"]["seq"]
-    agent = AgentProcess({**machine.env, "KINT_QUIET_SECONDS": "1",
+    agent = AgentProcess({**machine.env, "KINT_KEY_TTL": "30d", "KINT_QUIET_SECONDS": "1",
                           "KINT_POLL_SECONDS": "1"}).start()
     try:
+        started = time.time()
         assert agent.call("memory_remember", category="notes", name="watched",
                           body={"text": "pushed by the watcher"})["ok"] is True
         now = machine.wait_for(lambda: (s := status(machine))["unanchored"] == 0 and s,
@@ -136,6 +148,11 @@ def test_the_watchers_timings_set_for_kint_server_take_effect(machine):
         log = (machine.kint_home / "supervisor.log").read_text()
         assert ("watcher: quiet 1s (kint-server session), poll 1s (kint-server session), "
                 "size trigger 32768 bytes (default)") in log
+        cached = read_cached_key(machine.kint_home, space)
+        assert isinstance(cached, CachedKey), cached
+        assert cached.expires_at is not None
+        assert cached.expires_at >= started + 30 * 86400 - 60, (
+            f"renewed for {(cached.expires_at - started) / 3600:.1f} h, not 30 days")
     finally:
         agent.close()
 
@@ -257,35 +274,6 @@ def test_a_bootstrap_budget_of_zero_serves_at_once_and_still_pulls(machine):
         with log.open("rb") as f:
             f.seek(start)
             assert b"KINT_BOOTSTRAP_SECONDS" not in f.read()  # 0 taken as given, not raised
-    finally:
-        agent.close()
-
-
-def test_the_watchers_pushes_renew_the_key_with_kint_servers_key_ttl(machine):
-    """v0.3.0's kint-server renews the cached data key after each pull and push with the
-    KINT_KEY_TTL of its own environment (the harness's registration: `30d` on a machine
-    that stays up). Here the watcher's pushes run in the worker: they renew with the
-    newest session's KINT_KEY_TTL, not the space's 24 h default, which would shorten the
-    30 days the connect gave."""
-    from kint.custody.vault_cache import CachedKey, read_cached_key
-    from kint.spaces import space_id
-
-    space = space_id(machine.label(machine.sibyl_db))
-    before = status(machine)["head"]["seq"]
-    agent = AgentProcess({**machine.env, "KINT_KEY_TTL": "30d", "KINT_QUIET_SECONDS": "1",
-                          "KINT_POLL_SECONDS": "1"}).start()
-    try:
-        started = time.time()
-        assert agent.call("memory_remember", category="notes", name="kept-for-a-month",
-                          body={"text": "pushed by the watcher"})["ok"] is True
-        machine.wait_for(lambda: (s := status(machine))["unanchored"] == 0
-                         and s["head"]["seq"] > before, timeout=60, interval=0.5,
-                         what="the watcher's push")
-        cached = read_cached_key(machine.kint_home, space)
-        assert isinstance(cached, CachedKey), cached
-        assert cached.expires_at is not None
-        assert cached.expires_at >= started + 30 * 86400 - 60, (
-            f"renewed for {(cached.expires_at - started) / 3600:.1f} h, not 30 days")
     finally:
         agent.close()
 

@@ -21,7 +21,7 @@ ORPHAN_EXIT_MAX_S = 30
 # How long `kint supervisor stop` waits for the stopped supervisor to exit, here (10 s for a
 # user): through the test launcher's knob (tests/support/kint_test_timings.py). The test that
 # uses it holds the supervisor on its log until the stop has answered, so any wait is outlived.
-STOP_EXIT_WAIT_S = 2
+STOP_EXIT_WAIT_S = 0.5
 
 
 def _supervisors_of(home: Path) -> list[int]:
@@ -167,7 +167,7 @@ def test_ten_racing_calls_start_exactly_one_supervisor(sandbox):
 def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_path):
     from conftest import make_sandbox
 
-    sb = make_sandbox(tmp_path / "idle", KINT_WORKER_IDLE_SECONDS="1.5")
+    sb = make_sandbox(tmp_path / "idle", KINT_WORKER_IDLE_SECONDS="1")
     try:
         write_store(sb.sibyl_db)
         sb.start()

@@ -60,7 +60,7 @@ def test_an_old_supervisor_stopping_after_a_new_one_took_over_leaves_it_serving(
 
 # How long the CLI waits on a supervisor that does not answer, here (10 s for a user):
 # through the test launcher's knob (tests/support/kint_test_timings.py).
-UNREACHABLE_AFTER_S = 4
+UNREACHABLE_AFTER_S = 2
 
 
 def _kint_measured(sb, *args: str) -> tuple[int, str, float, float]:

@@ -40,9 +40,9 @@ from test_worker_recycle import QUICK
 
 WATCHED = Path(kint.__file__).parent / "protocol" / "envelope.py"
 # The supervisor looks at kint's installed files at each housekeeping (5 s by default):
-# every second here (tests/support/kint_test_timings.py), so each upgrade is seen within a
-# second of the file's change instead of up to five.
-UPGRADE_QUICK = {**QUICK, "KINT_TEST_HOUSEKEEPING_S": "1"}
+# every quarter second here (tests/support/kint_test_timings.py), so each upgrade is seen
+# within a quarter second of the file's change instead of up to five.
+UPGRADE_QUICK = {**QUICK, "KINT_TEST_HOUSEKEEPING_S": "0.25"}
 
 
 def _upgrade_and_start_again(sb: Sandbox) -> int:
@@ -150,8 +150,7 @@ def test_a_session_attached_after_the_last_beat_is_handed_on_across_an_upgrade(t
     (KINT_TEST_BEAT_SECONDS), while the supervisor looks at kint's files every quarter
     second: the upgrade is seen, and the spaces to hand on chosen, on the beat from before
     the attach."""
-    sb = make_sandbox(tmp_path / "m", **{**UPGRADE_QUICK, "KINT_TEST_HOUSEKEEPING_S": "0.25",
-                                         "KINT_TEST_BEAT_SECONDS": "3"})
+    sb = make_sandbox(tmp_path / "m", **{**UPGRADE_QUICK, "KINT_TEST_BEAT_SECONDS": "3"})
     try:
         sb.start_entitled()
         write_store(sb.sibyl_db, tenant=sb.tenant)

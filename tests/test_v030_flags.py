@@ -12,6 +12,7 @@ import pytest
 
 from chain_machines import kjson, new_machine, ok, on
 from conftest import kint_loading, write_store
+from kint.custody.vault_message import canonical_payload
 
 OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
                        "epoch, so the snapshot chains on the epoch it last saw, as without it")
@@ -172,7 +173,7 @@ def test_a_state_too_large_for_one_snapshot_is_a_push_refusal_for_compact_and_re
     owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
     assert len(kjson(sb, *on(db, "push"))["epochs"]) >= 2
     head = kjson(sb, *on(db, "status"))["head"]
-    payload = ok(sb.kint(*on(db, "canonical-payload", "--owner", owner))).stdout
+    payload = canonical_payload(owner).decode()
     signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
     # --over-skipped where no epoch was skipped: the refusal says it was not used (it
     # was lost when the snapshot was refused after the notice was made).
@@ -204,7 +205,7 @@ def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(machine):
     dry = ok(sb.kint(*on(db, "compact", "--over-skipped", "--dry-run")))
     assert dry.stderr.splitlines() == [OVER_SKIPPED_UNUSED], dry.stderr
     assert dry.stdout.startswith("would anchor epoch 2:"), dry.stdout
-    payload = ok(sb.kint(*on(db, "canonical-payload", "--owner", owner))).stdout
+    payload = canonical_payload(owner).decode()
     signature = wallet_signature(owner_account(sb, owner), payload) + "\n"
     rekeyed = ok(sb.kint(*on(db, "rekey", "--signature", "-", "--over-skipped"),
                          input=signature))
