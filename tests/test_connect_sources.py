@@ -1,6 +1,6 @@
 """Where connect takes the data key from, and what it refuses (05-keys.md, "One data key,
 many wraps", "The recovery code" and "Rotate the data key"), decided from what the chain and
-this machine hold and nothing else: the choosing functions of kint/tenant_worker/connect.py
+this machine hold and nothing else: the choosing functions of kint/tenant_worker/connect_key.py
 (and recovery_binding.py, which binds a recovery code),
 fed v0.3.0's vector wraps (tests/vectors/kint-v0.3.0.json) and headers built here.
 
