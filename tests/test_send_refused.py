@@ -41,8 +41,9 @@ def _signed(account: Any, nonce: int = 7) -> bytes:
 
 
 def test_an_answered_refusal_of_a_send_is_the_chains_refusal(endpoint):
-    """An error object answering eth_sendRawTransaction is ChainRefused SEND_REFUSED with
-    the endpoint's words (it was RpcErrorAnswer: "may still land"); too little ETH keeps
+    """An error object answering eth_sendRawTransaction that names why the node did not
+    take it is ChainRefused SEND_REFUSED with the endpoint's words (it was RpcErrorAnswer:
+    "may still land"), any other stays RpcErrorAnswer; too little ETH keeps
     its own name; "already known" (anvil: "transaction already imported") is the send
     done, its hash returned; an HTTP 429 stays the endpoint's failure."""
     anchor, raw = _anchor(endpoint.url), _signed(Account.create())
@@ -65,6 +66,13 @@ def test_an_answered_refusal_of_a_send_is_the_chains_refusal(endpoint):
     endpoint.answers["eth_sendRawTransaction"] = 429
     with pytest.raises(RpcErrorAnswer):
         anchor.send_raw(raw)
+
+    # An error object naming no reason the node did not take the transaction stays the
+    # endpoint's failure: a gateway answers so after passing it on, and the epoch may land.
+    for said in ("internal error", "request timed out", "upstream connect error"):
+        endpoint.refuse_sends(said)
+        with pytest.raises(RpcErrorAnswer, match=said):
+            anchor.send_raw(raw)
 
 
 def test_a_refused_replacement_leaves_the_push_in_the_nonce_book(endpoint, tmp_path):

@@ -165,9 +165,10 @@ class AnchorWrites:
         return price, tip
 
     def send_raw(self, raw: bytes) -> str:
-        """Broadcast `raw`; its hash (hex, no 0x) once the endpoint holds it. An endpoint
-        that answers with an error object did not take it: ChainRefused (calls.refused_send),
-        except one that holds it already, which is the send done."""
+        """Broadcast `raw`; its hash (hex, no 0x) once the endpoint holds it. An error object
+        naming why the node did not take it is ChainRefused, one saying it holds it already
+        the send done, any other the endpoint's failure, the transaction possibly passed on
+        (calls.refused_send)."""
         def send() -> Any:
             try:
                 return self.w3.eth.send_raw_transaction(raw)

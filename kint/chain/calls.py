@@ -3,13 +3,16 @@ for gas) refused it (`ChainRefused`), or the endpoint could not be used (`RpcUna
 a timeout, a refused connection, an error object, an answer of the wrong shape; an error
 object or an HTTP status is the subclass `RpcErrorAnswer`).
 
-A raw send is the one call whose error object is not the endpoint's failure but its word
-on the transaction (`refused_send`): it answered, and it did not take it (a spent nonce, a
-replacement bid too low, a transaction for another chain), so nothing of it can land, and
-a caller must be able to tell that from a send that may have gone through. Said as an
-unavailable endpoint, a push called an epoch the endpoint had refused "may still land",
-and a replacement the endpoint had refused stayed in the nonce book in place of the
-transaction it was meant to replace.
+A raw send's error object may be the node's word on the transaction (`refused_send`): one
+that names why the node did not take it (a spent nonce, a bid too low, a transaction for
+another chain) means nothing of it can land, and a caller must be able to tell that from a
+send that may have gone through. Said as an unavailable endpoint, a push called an epoch
+the endpoint had refused "may still land", and a replacement the endpoint had refused
+stayed in the nonce book in place of the transaction it was meant to replace. Any other
+error object stays the endpoint's failure, the transaction possibly taken: a gateway or a
+load balancer answers "internal error" or "request timed out" after it passed the
+transaction on, and a push told it cannot land would drop its journal and reuse its nonce
+for an epoch already on its way.
 
 `bounded` runs one call and maps every low-level failure web3, requests and the socket
 raise to one of those two, so no caller sees a library's exception or a traceback, and an
@@ -35,6 +38,14 @@ SEND_REFUSED = "SendRefused"
 # "already known", nethermind "AlreadyKnown", older geth "known transaction", anvil
 # "transaction already imported"): taken before, so the send has done its work.
 _ALREADY_HELD = ("already known", "known transaction", "already imported", "alreadyknown")
+# The reasons a node gives for not taking a transaction at all (geth's, erigon's and
+# anvil's transaction pool errors, nethermind's names): only an error object naming one of
+# these is a refusal (SEND_REFUSED); any other may come after the transaction was passed on.
+_NOT_TAKEN = ("nonce too low", "oldnonce", "nonce too high", "underpriced", "feetoolow",
+              "fee cap less than", "max fee per gas less than", "less than block base fee",
+              "intrinsic gas too low", "exceeds block gas limit", "invalid sender",
+              "invalid chain id", "chain id mismatch", "oversized data",
+              "transaction type not supported", "tx type not supported")
 
 
 class ChainRefused(Exception):
@@ -91,15 +102,19 @@ class AlreadyHeld(Exception):
 def refused_send(err: Exception) -> Exception:
     """What an error object answering a raw send means (`err`: web3's exception over it):
     too little ETH (ChainRefused INSUFFICIENT_FUNDS), the transaction held already
-    (AlreadyHeld), or any other refusal (ChainRefused SEND_REFUSED, the endpoint's words
-    as its detail). Never an unavailable endpoint: it answered."""
+    (AlreadyHeld), a reason the node did not take it (ChainRefused SEND_REFUSED, the
+    endpoint's words as its detail: `_NOT_TAKEN`), or anything else: the endpoint's failure
+    (RpcErrorAnswer), the transaction possibly passed on (the module's docstring)."""
     text = str(err).lower()
     if "insufficient funds" in text:
         return ChainRefused(INSUFFICIENT_FUNDS, str(err)[:200])
     if any(words in text for words in _ALREADY_HELD):
         return AlreadyHeld(endpoint_text(err))
-    return ChainRefused(SEND_REFUSED, f"the endpoint refused the transaction "
-                                      f"({endpoint_text(err)})")
+    if any(words in text for words in _NOT_TAKEN):
+        return ChainRefused(SEND_REFUSED, f"the endpoint refused the transaction "
+                                          f"({endpoint_text(err)})")
+    return RpcErrorAnswer(f"sending a transaction: the endpoint answered with an error "
+                          f"({endpoint_text(err)})")
 
 
 def spent_nonce(err: ChainRefused) -> bool:
