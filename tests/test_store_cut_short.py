@@ -69,3 +69,14 @@ def test_a_transaction_a_killed_writer_cut_short_is_rolled_back_at_the_workers_s
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     assert "cut_short" not in tables  # nothing of the cut-short transaction kept
+
+
+def test_a_worker_already_counting_the_store_rolls_it_back_at_its_next_count(tmp_path):
+    """A writer killed while the worker runs: the next row count (every status) met the
+    same refusal until Sibyl opened the store again; it now rolls back and counts."""
+    db = write_store(tmp_path / "memory.db")
+    reader = StoreReader(str(db), TENANT)
+    before = reader.facts().rows
+    _killed_mid_transaction(db)
+    assert reader.facts().rows == before  # counted anew: the files changed
+    assert not Path(f"{db}-journal").exists()

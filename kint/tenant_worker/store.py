@@ -9,8 +9,9 @@ restore cut short) leaves a hot rollback journal, which no read-only connection 
 so every read-only read fails with "attempt to write a readonly database" until a
 read-write connection opens the store and SQLite rolls the cut-short transaction back, as
 Sibyl's next open would. A worker that started there failed its start check every time
-and its space was quarantined; at its start it now opens the store read-write once to let
-SQLite do that (`check_openable`), changing nothing SQLite would not.
+and its space was quarantined; it now opens the store read-write once to let SQLite do
+that, at its start (`check_openable`, which `kint doctor`'s store check calls too) and when
+its row counts meet it, changing nothing SQLite would not.
 """
 
 from __future__ import annotations
@@ -241,7 +242,9 @@ class StoreReader:
             self._cached = (sig, facts)
             return facts
 
-    def _count_rows(self) -> dict[str, int]:
+    def _count_rows(self, recover: bool = True) -> dict[str, int]:
+        """The counts; a transaction a writer killed while this worker runs cut short is
+        rolled back once (`_recovered`), as at the worker's start, and counted again."""
         with closing(_connect_ro(self.db)) as conn:
             try:
                 present = {row[0] for row in conn.execute(
@@ -257,7 +260,10 @@ class StoreReader:
                     counts[tier] = int(n)
                 return counts
             except sqlite3.DatabaseError as err:
-                raise unreadable(self.db, err) from None
+                failed = err
+        if recover and _cut_short(failed) and _recovered(self.db):
+            return self._count_rows(recover=False)
+        raise unreadable(self.db, failed) from None
 
 
 def rows_by_tenant(db: str) -> dict[str, int]:
