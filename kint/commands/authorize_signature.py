@@ -16,8 +16,8 @@ import click
 import orjson
 
 from kint.commands.authorize_steps import (days_flag, days_option, flag_value, no_others,
-                                           owner_and_key, owner_option, sent_lines,
-                                           space_anchor)
+                                           owner_and_key, owner_option, refuse_send_refused,
+                                           sent_lines, space_anchor)
 from kint.commands.common import refuse, usage_error
 from kint.commands.secrets import read_secret_file, read_stdin_line
 from kint.paths import kint_home
@@ -109,10 +109,8 @@ def _submit_refusal(err: ChainRefused, anchor: Anchor, owner: str, key: str, dea
     from kint.chain.calls import SEND_REFUSED
 
     again = "run kint authorize payload again, sign its output and submit it"
-    if err.error == SEND_REFUSED:  # the endpoint's word on the send, not the contract's
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
-               "check what the endpoint said and KINT_RPC_URL, then run kint authorize "
-               "submit again")
+    if err.error == SEND_REFUSED:
+        refuse_send_refused(err, "kint authorize submit")
     if err.error == "AuthorizationExpired":
         refuse(ErrorCode.BAD_REQUEST,
                f"EpochAnchor refused the authorization: its deadline {deadline} "

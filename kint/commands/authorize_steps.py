@@ -11,7 +11,7 @@ import: `kint authorize --help` and a refused flag answer without them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import click
 
@@ -149,10 +149,8 @@ def send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> A
     try:
         return anchor.transact(account, calldata)
     except ChainRefused as err:
-        if err.error == SEND_REFUSED:  # the endpoint's word on the send, not the contract's
-            refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
-                   "check what the endpoint said and KINT_RPC_URL, then run the command "
-                   "again")
+        if err.error == SEND_REFUSED:
+            refuse_send_refused(err, "the command")
         if err.error == INSUFFICIENT_FUNDS:
             # The worker's code for a sender that cannot pay (session_sender).
             refuse(ErrorCode.NOT_CONNECTED,
@@ -184,3 +182,10 @@ def sent_lines(receipt: Any, owner: str, key: str, expiry: int | None) -> list[s
     return [f"submitted {tx_hash_text(receipt)}",
             f"authorized {key} under {owner}{until}; {cost_and_block(receipt)}"]
 
+
+def refuse_send_refused(err: Any, rerun: str) -> NoReturn:
+    """The endpoint's refusal of an owner's send (ChainRefused SEND_REFUSED: the node's
+    word on the transaction, not the contract's), said as the endpoint's: nothing changed
+    on chain, and `rerun` (what to run again) once the endpoint is looked at."""
+    refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
+           f"check what the endpoint said and KINT_RPC_URL, then run {rerun} again")

@@ -72,15 +72,15 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
         primary["detail"] += (f" (doctor waits {DOCTOR_CALL_S:g} s a call at most; "
                               f"KINT_RPC_TIMEOUT is {setting_s:g} s)")
     checks = [primary, _secondary_rpc(chain)]
-    primary = chain.rpc_urls[0]
-    failures = tracker.last_failure_at(primary)
+    primary_url = chain.rpc_urls[0]
+    failures = tracker.last_failure_at(primary_url)
 
     def answering_still() -> bool:
-        return (answering and tracker.last_failure_at(primary) == failures
+        return (answering and tracker.last_failure_at(primary_url) == failures
                 and time.monotonic() < deadline)
 
     def not_checked(name: str) -> dict[str, Any]:
-        if answering and tracker.last_failure_at(primary) == failures:  # time ran out
+        if answering and tracker.last_failure_at(primary_url) == failures:  # time ran out
             return check(name, False, f"not checked: the chain's checks took {budget_s:g} s "
                          f"already", "the endpoint answers slowly: check KINT_RPC_URL, or "
                          "run doctor again")
