@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from eth_hash.auto import keccak
@@ -278,6 +279,18 @@ def _state_after(mirror: Mirror | None) -> Any:
     return MerkleState(leaves).apply
 
 
+def save_journal(pending: PendingEpoch, path: Path, sender: SessionSender) -> None:
+    """The push's journal, written before its transaction is sent. One that cannot be
+    written (a full disk) leaves nothing to settle the transaction by, so its nonce is
+    given back: the nonce book held the signed epoch from its signing, and another space's
+    `unstick` would have broadcast it behind this machine, with no journal to record it."""
+    try:
+        pending.save(path)
+    except BaseException:
+        sender.book.give_back(pending.nonce)
+        raise
+
+
 def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
                 key: bytes, wraps: Any, seq: int, prev: str, bucket_floor: int, chunk: Chunk,
                 as_snapshot: bool) -> Mirror:
@@ -298,7 +311,7 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
     pending = PendingEpoch(seq=seq, prev=prev, digest=keccak(blob).hex(), nonce=signed.nonce,
                            raw_tx=signed.raw, bucket=header.bucket, plaintext=raw,
                            envelope=blob, sender=sender.account.address)
-    pending.save(state.files["pending"])
+    save_journal(pending, state.files["pending"], sender)
     sent = False
     try:
         tx = sender.send(signed)
