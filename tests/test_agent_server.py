@@ -11,7 +11,7 @@ from importlib import metadata
 
 import pytest
 
-from chain_machines import anchored_by_ops, connect_with_code, kjson, ok, recovery_code
+from chain_machines import anchored, connect_with_code, kjson, ok, recovery_code
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from machines_together import new_machines, side_by_side
 
@@ -72,7 +72,7 @@ def box(machines):
     of them starts, so that each runs alone as well as after the others (doctor's checks of
     the head, the recovery file and the unanchored rows, the cap test's second machine that
     pulls the anchored rows, the pushes that count from the head)."""
-    with anchored_by_ops(machines["box"], **{"release-gate": RULE}) as sb:
+    with anchored(machines["box"], by_ops=True, **{"release-gate": RULE}) as sb:
         yield sb
 
 

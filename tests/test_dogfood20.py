@@ -46,7 +46,7 @@ from typing import Iterator
 
 import pytest
 
-from chain_machines import anchored_by_ops, new_machine, ok
+from chain_machines import anchored, new_machine, ok
 from conftest import let_go_on, make_sandbox, write_rules
 from kint.client import KintError
 from kint.supervisor.pidlock import running_pid
@@ -59,8 +59,8 @@ V030_VERIFIED = "stored text matches the leaf anchored on Base"
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    with anchored_by_ops(new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home),
-                         **{"release-gate": RULE}) as sb:
+    with anchored(new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home), by_ops=True,
+                  **{"release-gate": RULE}) as sb:
         yield sb
 
 

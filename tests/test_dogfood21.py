@@ -36,7 +36,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from chain_machines import anchored_by_ops, new_machine
+from chain_machines import anchored, new_machine
 from conftest import KINT
 from mcp_session import SUPPORT
 
@@ -58,8 +58,8 @@ def _claude() -> Path | None:
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    with anchored_by_ops(new_machine(tmp_path_factory.mktemp("dogfood21"), chain_home),
-                         **{"release-gate": RULE}) as sb:
+    with anchored(new_machine(tmp_path_factory.mktemp("dogfood21"), chain_home), by_ops=True,
+                  **{"release-gate": RULE}) as sb:
         yield sb
 
 
