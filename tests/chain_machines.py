@@ -66,22 +66,16 @@ def new_machine(root: Path, chain_home: Path, *, made_key: bool = True, **env: s
 
 
 @contextmanager
-def anchored(sb: Sandbox, *, by_ops: bool = False, **rules: str) -> Iterator[Sandbox]:
+def anchored(sb: Sandbox, **rules: str) -> Iterator[Sandbox]:
     """`sb` connected on the devchain with `rules` written and pushed as its first epoch,
     the shape of a module's shared machine; stopped on the way out, or when that set-up
-    fails. `by_ops`: the connect and push made by the ops `kint connect --dev` and `kint
-    push` send, asked from the test process, for a module whose tests do not check those
-    two commands (each a command's start, its interpreter and imports, spared)."""
+    fails. The connect and push are the ops `kint connect --dev` and `kint push` send,
+    asked from the test process: no module sharing such a machine checks those two
+    commands (each a command's start, its interpreter and imports, spared)."""
     try:
-        if by_ops:
-            sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
-        else:
-            ok(sb.kint("connect", "--dev"))
+        sb.call("connect", sb.sibyl_db, args={"dev": True}, timeout_s=300)
         write_rules(sb.sibyl_db, sb.tenant, **rules)
-        if by_ops:
-            sb.call("push", sb.sibyl_db, timeout_s=300)
-        else:
-            ok(sb.kint("push"))
+        sb.call("push", sb.sibyl_db, timeout_s=300)
         yield sb
     finally:
         sb.shutdown()

@@ -72,7 +72,7 @@ def box(machines):
     of them starts, so that each runs alone as well as after the others (doctor's checks of
     the head, the recovery file and the unanchored rows, the cap test's second machine that
     pulls the anchored rows, the pushes that count from the head)."""
-    with anchored(machines["box"], by_ops=True, **{"release-gate": RULE}) as sb:
+    with anchored(machines["box"], **{"release-gate": RULE}) as sb:
         yield sb
 
 

@@ -59,7 +59,7 @@ V030_VERIFIED = "stored text matches the leaf anchored on Base"
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    with anchored(new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home), by_ops=True,
+    with anchored(new_machine(tmp_path_factory.mktemp("dogfood20"), chain_home),
                   **{"release-gate": RULE}) as sb:
         yield sb
 

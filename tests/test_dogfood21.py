@@ -58,7 +58,7 @@ def _claude() -> Path | None:
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    with anchored(new_machine(tmp_path_factory.mktemp("dogfood21"), chain_home), by_ops=True,
+    with anchored(new_machine(tmp_path_factory.mktemp("dogfood21"), chain_home),
                   **{"release-gate": RULE}) as sb:
         yield sb
 
