@@ -241,6 +241,53 @@ def test_a_silent_worker_is_judged_hung_at_the_first_sweep_past_its_timeout():
             child.wait()
 
 
+def test_a_beat_waiting_unread_at_the_sweep_keeps_its_worker_from_being_judged_hung():
+    """The supervisor was preempted between its poll and its clock read, for less than
+    the pause slack (so no pause is told): at the sweep, two workers look silent past the
+    heartbeat timeout, and one of them beat meanwhile, after the poll, unread on the back
+    socket. That beat is read before any worker is judged: its worker stays; the one that
+    sent nothing is judged hung. The workers are real stopped processes, so nothing but
+    the beat placed on the socket speaks for them."""
+    ctx = zmq.Context()
+    back = ctx.socket(zmq.ROUTER)
+    worker = ctx.socket(zmq.DEALER)
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+                for _ in range(2)]
+    try:
+        for child in children:
+            child.send_signal(signal.SIGSTOP)
+        back.bind("inproc://timed-late-beat")
+        token = worker_wire.new_token()
+        worker.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+        worker.connect("inproc://timed-late-beat")
+        settings = Settings(heartbeat_timeout_s=3.0, kill_grace_s=5.0, tick_s=0.25)
+        start = time.monotonic()
+        host = _Host(settings, start=start, back=back)
+        beating, silent = host.add(1), host.add(2)
+        for handle, child in ((beating, children[0]), (silent, children[1])):
+            handle.process, handle.pid, handle.state = child, child.pid, "ready"
+            handle.spawned_at = handle.last_beat_at = start - 3.5
+        beating.token, beating.route = token, worker_wire.route_for(token)
+        host._by_route[beating.route] = beating
+        worker.send_multipart(worker_wire.encode(
+            {"kind": "beat", "pid": beating.pid, "token": worker_wire.token_text(token),
+             "state": {}}, b""))
+        give_up = time.monotonic() + 30
+        while not back.poll(0) and time.monotonic() < give_up:  # in the back socket's queue
+            time.sleep(0.001)
+        host.tick(time.monotonic())  # the sweep, its clock past both workers' timeouts
+        assert beating.state == "ready" and beating.hung_reason is None
+        assert beating.last_beat_at is not None and beating.last_beat_at >= start
+        assert silent.state == "hung" and silent.hung_reason == "no heartbeat for 4s"
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+        worker.close(linger=0)
+        back.close(linger=0)
+        ctx.term()
+
+
 def test_an_answered_request_leaves_no_deadline_to_wake_the_loop_for():
     host = _Host(Settings(tick_s=0.25), start=1000.0)
     handle = host.add(1)

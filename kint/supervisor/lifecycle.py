@@ -247,6 +247,21 @@ class WorkerLifecycle(WorkerRoom):
             handle.pid = None
             handle.state = "stopped"
 
+    def silent_past_limit(self, handle: WorkerHandle, now: float) -> float | None:
+        """How long a serving worker has been silent by `now`, when that is past what it
+        is allowed (the heartbeat timeout, or the start timeout before its hello); None
+        otherwise, and for a worker already being stopped or killed, which is waited on
+        by its grace rather than judged on its silence."""
+        if handle.kill_at is not None or handle.state == "stopping":
+            return None
+        s = self.settings
+        silent = handle.silent_for(now)
+        # A worker spawned before a reload shortened the timeout may beat less often than
+        # the new timeout allows: it is given two of its beats (its next spawn follows it).
+        limit = (max(s.heartbeat_timeout_s, 2 * handle.beat_every_s())
+                 if handle.last_beat_at is not None else s.start_timeout_s)
+        return silent if silent is not None and silent > limit else None
+
     def _check_alive(self, handle: WorkerHandle, now: float) -> None:
         s = self.settings
         if handle.kill_at is not None:
@@ -265,12 +280,8 @@ class WorkerLifecycle(WorkerRoom):
                 handle.signal(signal.SIGKILL)
                 handle.stop_deadline = None
             return
-        silent = handle.silent_for(now)
-        # A worker spawned before a reload shortened the timeout may beat less often than
-        # the new timeout allows: it is given two of its beats (its next spawn follows it).
-        limit = (max(s.heartbeat_timeout_s, 2 * handle.beat_every_s())
-                 if handle.last_beat_at is not None else s.start_timeout_s)
-        if silent is not None and silent > limit:
+        silent = self.silent_past_limit(handle, now)
+        if silent is not None:
             self._declare_down(handle, now, f"no heartbeat for {silent:.0f}s")
             return
         # A beat older than the last request or answer is no ground for a stop: it may not

@@ -10,7 +10,9 @@
   supervisor's own housekeeping, once per `tick_s` on the monotonic clock. A turn of the
   loop comes with each request, each reply and each of the workers' beats (64 spaces beat
   64 times a second): walking every handle at each of them cost tens of µs a turn and
-  told nothing new, since a worker's silence is judged in seconds.
+  told nothing new, since a worker's silence is judged in seconds. A sweep that finds a
+  worker silent past its limit reads the back socket first, as `_expire` does: a beat
+  waiting there speaks for its worker.
 
 `poll_timeout_ms` is how long the loop may wait for a message before one of these is due.
 A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the handles, the back
@@ -59,6 +61,7 @@ class TimedWork:
     _drain: Callable[[Any, Callable[[Any], None]], None]
     _on_back: Callable[[Any], None]
     _check_alive: Callable[[WorkerHandle, float], None]
+    silent_past_limit: Callable[[WorkerHandle, float], float | None]
     _housekeeping: Callable[[float], None]
     _room_sweep: Callable[[], None]
     spawn: Callable[[WorkerHandle], None]
@@ -177,6 +180,13 @@ class TimedWork:
         already answered leave the heap's head, so it holds at most a tick's worth of
         them (`poll_timeout_ms` walks it only when its head is due before this sweep)."""
         self._drop_answered()
+        if any(h.alive and self.silent_past_limit(h, now) is not None
+               for h in self.handles.values()):
+            # As at `_expire`: `now` was read after the turn's poll, and a supervisor
+            # preempted between the two (for less than the pause slack, so no pause was
+            # told) finds a worker silent whose beat came meanwhile, unread. What waits
+            # on the back socket is read before any worker is judged hung on its silence.
+            self._drain(self.back, self._on_back)
         stable_after_s = self.settings.stable_after_s
         for handle in self.handles.values():
             if handle.alive:
