@@ -124,15 +124,16 @@ def test_a_deletion_outside_the_entity_tier_is_a_warning_naming_the_missing_sdk_
 
 STAND_IN_CLAUDE = """\
 #!{python}
-# A stand-in for Claude Code's CLI: `claude mcp add-json --scope user NAME JSON` and
-# `claude mcp remove --scope user NAME` edit mcpServers in ~/.claude.json.
+# A stand-in for Claude Code's CLI: `claude mcp add-json --scope user NAME -` (the JSON on
+# stdin, as setup gives it) and `claude mcp remove --scope user NAME` edit mcpServers in
+# ~/.claude.json.
 import json, os, sys
 from pathlib import Path
 path = Path(os.environ["HOME"]) / ".claude.json"
 data = json.loads(path.read_text()) if path.exists() else {{}}
 servers = data.setdefault("mcpServers", {{}})
 if sys.argv[1:3] == ["mcp", "add-json"]:
-    servers[sys.argv[5]] = json.loads(sys.argv[6])
+    servers[sys.argv[5]] = json.loads(sys.stdin.read() if sys.argv[6] == "-" else sys.argv[6])
 elif sys.argv[1:3] == ["mcp", "remove"]:
     servers.pop(sys.argv[-1], None)
 path.write_text(json.dumps(data))

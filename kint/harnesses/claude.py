@@ -1,6 +1,13 @@
 """Claude Code: a user-scope MCP server, written by Claude Code's own CLI
-(`claude mcp add-json --scope user kint '<json>'`) into `~/.claude.json` (or
-`$CLAUDE_CONFIG_DIR/.claude.json`), under `mcpServers`.
+(`claude mcp add-json --scope user kint -`, the entry's JSON on its stdin) into
+`~/.claude.json` (or `$CLAUDE_CONFIG_DIR/.claude.json`), under `mcpServers`.
+
+The JSON goes on stdin, never on the command line: a process's argv is readable by every
+user of the machine (/proc/<pid>/cmdline, `ps`), and the entry carries the keys a user
+added to kint's entry (a header with a token, say). A Claude Code older than add-json's
+`-` takes an entry only on its command line: kint's own entry (kint's settings alone,
+checked to hold no secret and no keyed URL) is given there, and the user's keys are left
+in the backup, named, rather than shown to the machine.
 
 Claude Code starts a server with its own whole environment plus the entry's `env`, so the
 entry launches `/usr/bin/env -u PYTHONPATH <kint-server>`: kint's variables pinned in
@@ -88,30 +95,72 @@ def users_keys(current: Any) -> dict[str, Any]:
         if isinstance(current, dict) else {}
 
 
-def dropped_keys(kept: dict[str, Any], saved: Any, refused: str | None) -> list[str]:
+def dropped_keys(kept: dict[str, Any], saved: Any, why: str | None) -> list[str]:
     """The line naming the keys of the user's own that Claude Code did not save back into
     kint's entry, and where they are: the ones its schema leaves out, or all of them when
-    it refused one of their values (`refused`, its words)."""
+    they were not given to it (`why`, said as the reason)."""
     gone = [k for k in kept if not isinstance(saved, dict) or saved.get(k) != kept[k]]
     if not gone:
         return []
-    why = f"Claude Code refused them ({refused})" if refused else \
-        "Claude Code does not keep keys it does not know"
+    why = why or "Claude Code does not keep keys it does not know"
     return [f"  claude: kint's entry lost keys of yours ({', '.join(gone)}): {why}; the "
             "backup above holds them"]
 
 
+ADD_JSON = ("mcp", "add-json", "--scope", "user", SERVER_NAME)
+ARGV_ONLY = ("this Claude Code takes an entry only on its command line, where every user of "
+             "this machine can read it, so kint gave it its own entry alone (update Claude "
+             "Code to one whose `claude mcp add-json` reads `-` from stdin, then run `kint "
+             "setup claude` again)")
+
+
 def add(cli: str, wanted: dict[str, Any], kept: dict[str, Any]
         ) -> tuple[subprocess.CompletedProcess[str], str | None]:
-    """`claude mcp add-json` of kint's entry with the user's keys kept; when Claude Code
-    refuses the entry for one of them (a value its schema does not take), kint's entry
-    alone, so kint is registered rather than left removed. Returns the last run and, when
-    the user's keys were refused, Claude Code's words."""
-    argv = [cli, "mcp", "add-json", "--scope", "user", SERVER_NAME]
-    added = run_cli([*argv, json.dumps({**kept, **wanted})], timeout=TIMEOUT)
-    if added.returncode == 0 or not kept:
+    """`claude mcp add-json` of kint's entry with the user's keys kept, the JSON on stdin;
+    when Claude Code refuses the entry for one of them (a value its schema does not take),
+    kint's entry alone, so kint is registered rather than left removed. Returns the last
+    run and, when the user's keys were not given or were refused, why (for
+    `dropped_keys`)."""
+    argv = [cli, *ADD_JSON, "-"]
+    added = run_cli(argv, timeout=TIMEOUT, stdin=json.dumps({**kept, **wanted}))
+    if added.returncode == 0:
         return added, None
-    return run_cli([*argv, json.dumps(wanted)], timeout=TIMEOUT), tail(added)
+    why = None
+    if kept:  # refused for a value of the user's keys: kint's entry alone
+        why = f"Claude Code refused them ({tail(added)})"
+        added = run_cli(argv, timeout=TIMEOUT, stdin=json.dumps(wanted))
+    if added.returncode == 0 or reads_stdin(cli):
+        return added, why
+    # An older Claude Code, which took `-` for the JSON itself.
+    entry = json.dumps(argv_safe(wanted))
+    return run_cli([cli, *ADD_JSON, entry], timeout=TIMEOUT), ARGV_ONLY if kept else None
+
+
+def reads_stdin(cli: str) -> bool:
+    """Whether this Claude Code's `mcp add-json` reads the JSON from stdin (`-`), as its
+    help says since it does: asked only once an add on stdin failed, so a Claude Code that
+    takes it costs no second run."""
+    helped = run_cli([cli, "mcp", "add-json", "--help"], timeout=TIMEOUT)
+    return "stdin" in helped.stdout + helped.stderr
+
+
+def argv_safe(wanted: dict[str, Any]) -> dict[str, Any]:
+    """kint's entry, for a Claude Code that takes it only on its command line: refused
+    (HarnessFailure) when its `env` holds a variable that is not a kint setting (an
+    `--env` of the user's, whose value kint has not checked), since that would show it to
+    every user of the machine. kint's settings are checked before setup writes them: no
+    secret, no endpoint URL that may carry an API key (env_checks.py)."""
+    from kint.settings.schema import BY_NAME
+
+    others = sorted(k for k in wanted.get("env", {}) if k not in BY_NAME)
+    if others:
+        raise HarnessFailure(
+            f"this Claude Code takes an entry only on its command line, where every user of "
+            f"this machine can read it, and kint's holds values of yours "
+            f"({', '.join(others)})",
+            "update Claude Code to one whose `claude mcp add-json` reads `-` from stdin, "
+            "then run `kint setup claude` again", ErrorCode.HARNESS_ERROR)
+    return wanted
 
 
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
@@ -132,7 +181,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     try:
         if SERVER_NAME in servers:
             run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
-        added, refused = add(cli, wanted, kept)
+        added, why = add(cli, wanted, kept)
     except HarnessFailure as err:
         return [failed("claude", err, *kept_backup("claude", copy, path))]
     servers = user_servers(path)
@@ -144,6 +193,6 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
             "run `claude mcp list` to see what Claude Code reads, then run `kint setup "
             "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
     backed_up(lines, "claude", copy)
-    lines += dropped_keys(kept, servers.get(SERVER_NAME), refused)
+    lines += dropped_keys(kept, servers.get(SERVER_NAME), why)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

@@ -2,7 +2,9 @@
 
 It owns the space's state files, its Sibyl client (built on first need), a read-only
 connection per thread, the chain settings and RPC tracker, and the keys once unlocked
-(the session key costs one scrypt unlock, done once and never per request).
+(the session key costs one scrypt unlock, done once per keystore file and never per
+request: a `kint session-key rotate` while the worker runs is noticed by the file's
+identity, and the new key unlocked on its next use).
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class SpaceContext:
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
     _local: threading.local = field(default_factory=threading.local)
     _session: Any = None
+    # The keystore file `_session` was unlocked from: (device, inode, mtime_ns, size).
+    _session_file: tuple[int, int, int, int] | None = None
     _session_lock: threading.Lock = field(default_factory=threading.Lock)
     # Verify's head reads: one Anchor per chain configuration (endpoints, contract, head
     # budget), kept so its HTTP connections are reused from one verify to the next.
@@ -323,20 +327,38 @@ class SpaceContext:
         return anchor
 
     def session_account(self) -> Any:
-        """This machine's session key, unlocked once per worker (one scrypt at a time
-        machine-wide, inside `unlock_session_key`). NO_SESSION_KEY when it cannot be."""
+        """This machine's session key, unlocked once per keystore file (one scrypt at a
+        time machine-wide, inside `unlock_session_key`). NO_SESSION_KEY when it cannot be.
+
+        Why the file is looked at on every use: `kint session-key rotate` renames a new
+        keystore over session.key while the worker runs, and the owner then authorizes the
+        new key and may revoke the old one. A key kept for the worker's life went on
+        signing with the old one (NotAuthorized once revoked) until a restart. One stat per
+        use is cheap; the unlock (~1 s of scrypt) runs again only when the file's identity
+        (device, inode, mtime_ns, size) changed."""
         from kint.custody.errors import CustodyError
-        from kint.custody.session_key import unlock_session_key
+        from kint.custody.session_key import session_key_path, unlock_session_key
         from kint.tenant_worker.custody_errors import as_protocol_error
 
+        seen = _file_identity(session_key_path(self.config.home))
         with self._session_lock:
-            if self._session is None:
+            if self._session is None or seen is None or seen != self._session_file:
+                self._session, self._session_file = None, None
                 try:
                     self._session = unlock_session_key(self.config.home)
                 except CustodyError as err:
                     raise as_protocol_error(err) from None
+                # Read before the unlock: a file replaced during it is unlocked again at
+                # the next use, never kept under the new file's identity.
+                self._session_file = seen
             return self._session
 
-    def forget_session(self) -> None:
-        with self._session_lock:
-            self._session = None
+
+def _file_identity(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
+    """(device, inode, mtime_ns, size) of the file at `path` (through a symlink, as the
+    keystore is read), or None when there is none to read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
