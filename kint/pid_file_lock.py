@@ -8,7 +8,9 @@ holder. They differ only in how long a held lock is tried: a starting supervisor
 for a few seconds (a client's status check holds a shared lock on the same file for an
 instant), where a second setup refuses at once rather than wait behind harness commands
 that may take minutes. One module keeps the two from drifting apart (one wrote a newline
-after the pid and followed links, the other did neither).
+after the pid and followed links, the other did neither). `flock_by`, the wait for the
+flock, is also how the supervisor's start lock (supervisor/autostart.py) and a space's
+head lock (tenant_worker/head_lock.py) are taken within their deadlines.
 
 Only `os`, `fcntl` and `time`: every kint client asks who holds the supervisor's lock, and
 this must not cost it an import.
@@ -45,26 +47,38 @@ def holder_pid(fd: int) -> int | None:
     return int(words[0]) if words and words[0].isdigit() else None
 
 
+def flock_by(fd: int, deadline: float, every_s: float) -> bool:
+    """Take the exclusive flock of the file open on `fd`, trying again every `every_s`
+    while another process holds it, until `deadline` (monotonic): whether it was taken. An
+    error that is not the lock being held (no locks on that file system) is raised at
+    once: waiting would not mend it, and the deadline's refusal would blame a holder."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as err:
+            if err.errno not in _HELD:
+                raise
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(every_s)
+
+
 def hold_pid_file(path: Path, wait_s: float = 0.0) -> int:
     """Open `path` (created 0600, never through a link), take its exclusive flock, trying
     again for up to `wait_s` while another process holds it, and write this process's pid
     in it. Returns the open file, which holds the lock until it is closed. Raises
     PidFileHeld when the lock stays held, OSError when the file cannot be opened."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as err:
-            if err.errno not in _HELD:
-                os.close(fd)
-                raise
-            if time.monotonic() >= deadline:
-                pid = holder_pid(fd)
-                os.close(fd)
-                raise PidFileHeld(path, pid) from None
-            time.sleep(_RETRY_EVERY_S)
+    try:
+        taken = flock_by(fd, time.monotonic() + wait_s, _RETRY_EVERY_S)
+    except OSError:
+        os.close(fd)
+        raise
+    if not taken:
+        pid = holder_pid(fd)
+        os.close(fd)
+        raise PidFileHeld(path, pid)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)

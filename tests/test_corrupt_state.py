@@ -95,6 +95,25 @@ def test_an_enrolment_naming_no_contract_or_chain_id_is_refused(tmp_path, field,
         load_enrolment(path)
 
 
+def test_an_enrolment_that_cannot_be_read_is_refused_by_name(tmp_path):
+    """An enrolment path this user cannot read (here a directory stands there) is a
+    corrupt file named with why, as every state file is, where its own reader let the
+    OSError through (an INTERNAL error, a traceback on the command line); garbled JSON
+    is named as before, and no file is no enrolment."""
+    from kint.tenant_worker.enrolment import load_enrolment
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    path = tmp_path / "enrol-0000000000000000.json"
+    assert load_enrolment(path) is None
+    path.write_text('{"v": 1, "own')
+    with pytest.raises(CorruptStateFile, match="is not valid JSON"):
+        load_enrolment(path)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(CorruptStateFile, match=r"cannot be read \(Is a directory\)"):
+        load_enrolment(path)
+
+
 def test_a_rekey_journal_that_does_not_open_is_named_by_status_and_doctor(machine):
     """A rekey journal (rekey-<space16>.json) left garbled stops every push and pull
     (CORRUPT_STATE, naming it); status and doctor's "state files" name it too. Before,

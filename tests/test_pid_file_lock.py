@@ -1,7 +1,8 @@
 """kint.pid_file_lock: the one way the supervisor's `run/supervisor.pid` and setup's
 `setup.lock` are taken (a 0600 file, never through a link, an exclusive flock, the holder's
 pid written in it). A starting supervisor tries a held lock for a few seconds; a second
-setup refuses at once, naming the holder's pid. Those refusals, as users see them, are in
+setup refuses at once, naming the holder's pid; the supervisor's start lock and a space's
+head lock wait for their flock the same way (flock_by). Those refusals, as users see them, are in
 test_supervisor_lifecycle.py and test_setup_failures.py."""
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 
 import pytest
 
 from kint.harnesses.failures import SetupError
 from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
 from kint.paths import run_dir
-from kint.pid_file_lock import PidFileHeld, hold_pid_file
+from kint.pid_file_lock import PidFileHeld, flock_by, hold_pid_file
 from kint.supervisor.pidlock import PID_FILE, hold_pid_lock
 
 
@@ -78,3 +80,22 @@ def test_both_locks_write_the_pid_and_refuse_a_link(tmp_path):
             pass
     assert refused.value.code == "BAD_REQUEST"
     assert elsewhere.read_text() == "keep me"
+
+
+def test_a_flock_is_waited_for_only_while_it_is_held(tmp_path):
+    """flock_by (the pid file, the start lock and the head lock) tries again only while
+    another holder has the lock: a flock that fails otherwise (here a closed descriptor)
+    raises at once, where the start lock and the head lock tried it until their deadline
+    and then blamed another kint process for holding it."""
+    path = tmp_path / "some.lock"
+    held = held_by_another(path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert flock_by(fd, 0.0, 0.01) is False
+        fcntl.flock(held, fcntl.LOCK_UN)
+        assert flock_by(fd, 0.0, 0.01) is True
+    finally:
+        os.close(fd)
+        os.close(held)
+    with pytest.raises(OSError):  # not held: no False once the deadline has passed
+        flock_by(fd, time.monotonic() + 2.0, 0.01)

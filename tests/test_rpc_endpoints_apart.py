@@ -1,19 +1,21 @@
 """A space's RPC tracker keeps each endpoint's calls and failures apart (kint/chain/rpc.py):
 a failure of another endpoint than the space's primary (one `connect --rpc-urls` tried, a
 cold start's second opinion) neither skips verify's head read nor shows the space's
-endpoint as down, and the heartbeat names the endpoint a call in flight waits on. The
-primary is a loopback endpoint answering a zero head; the other a port nothing listens on."""
+endpoint as down, and the heartbeat names the endpoint a call in flight waits on. Its
+records are bounded, and verify's head read asks it once. The primary is a loopback
+endpoint answering a zero head; the other a port nothing listens on."""
 
 from __future__ import annotations
 
-from typing import Iterator
+import threading
+from typing import Any, Iterator
 
 import pytest
 
 from rpc_proxy import ScriptedEndpoint, closed_port_url
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
-from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.chain.rpc import MAX_OTHER_RECORDS, RpcTracker, RpcUnavailable
 from kint.render import _rpc
 from kint.tenant_worker.chain_head import ChainHeadSource
 
@@ -77,3 +79,62 @@ def test_the_heartbeat_names_the_endpoint_a_call_waits_on(primary):
     assert "rpc)" not in _rpc({"rpc": tracker.beat(urls)})
     tracker.end(token, False, "ReadTimeout")
     assert "down_since_s" in tracker.beat(urls) and tracker.unresponsive(urls[0])
+
+
+def _called(tracker: RpcTracker, endpoint: str, ok: bool) -> None:
+    tracker.end(tracker.begin("eth_call", endpoint), ok, None if ok else "ReadTimeout")
+
+
+def test_the_trackers_records_are_bounded():
+    """Each endpoint tried through a space's tracker kept its record for the worker's
+    life: `connect --rpc-urls` run with one endpoint after another grew it without end.
+    Of endpoints not the space's, the least recently used go past MAX_OTHER_RECORDS (the
+    space's own never do); a change of the space's endpoints drops the records of the old
+    ones and forgets every failure, a success still said."""
+    tracker = RpcTracker()
+    own = ("http://127.0.0.1:1/own", "http://127.0.0.1:1/second")
+    tracker.use(own, changed=False)
+    _called(tracker, own[0], True)
+    _called(tracker, own[1], False)
+    others = [f"http://127.0.0.1:1/tried-{n}" for n in range(MAX_OTHER_RECORDS + 5)]
+    _called(tracker, others[0], False)
+    for url in others[1:]:
+        _called(tracker, url, False)
+        _called(tracker, others[0], False)  # used again: kept as the most recent
+    assert len(tracker._records) == len(own) + MAX_OTHER_RECORDS
+    assert tracker.unresponsive(others[0]) and tracker.unresponsive(others[-1])
+    assert not tracker.unresponsive(others[1]), "the least recently used stayed"
+    assert tracker.beat(own) == {"ok": True} and tracker.unresponsive(own[1])
+
+    tracker.use(own[:1], changed=True)
+    assert set(tracker._records) == {own[0]}
+    assert not tracker.unresponsive(own[1]) and tracker.beat(own[:1]) == {"ok": True}
+
+
+class _CountingLock:
+    """A real lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self.lock, self.taken = threading.Lock(), 0
+
+    def __enter__(self) -> Any:
+        self.taken += 1
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.lock.__exit__(*exc)
+
+
+def test_a_head_read_skipped_for_an_unresponsive_primary_takes_the_lock_once():
+    """Verify's head read asks whether the primary is unresponsive and, when it is, why:
+    each question took the tracker's lock twice (the calls in flight, then the record),
+    four holds where one reads both. The read skipped here holds it once."""
+    tracker = RpcTracker()
+    primary = closed_port_url()
+    _called(tracker, primary, False)
+    counting = _CountingLock()
+    tracker._lock = counting  # type: ignore[assignment]
+    source = ChainHeadSource(_chain(primary), tracker, lambda config: Anchor(config, tracker),
+                             OWNER, SPACE)
+    assert source.read(1.0).unavailable == "rpc unresponsive"
+    assert counting.taken == 1

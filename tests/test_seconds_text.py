@@ -11,7 +11,9 @@ from kint.supervisor import autostart
 
 @pytest.mark.parametrize("seconds, said", [
     (0.0, "0s"), (0.001, "0.001s"), (0.25, "0.25s"), (0.5, "0.5s"), (0.4004, "0.4s"),
-    (1.0, "1s"), (1.5, "1.5s"), (2.96, "3s"), (10.0, "10s"), (29.7, "30s"), (1800.0, "1800s"),
+    (1.0, "1s"), (1.5, "1.5s"), (2.96, "3s"), (10.0, "10s"), (29.7, "30s"), (119.4, "119s"),
+    (119.6, "2 min"), (120.0, "2 min"), (150.0, "2 min 30s"), (125.2, "2 min 5s"),
+    (900.0, "15 min"), (1800.0, "30 min"),
 ])
 def test_a_span_is_said_with_the_precision_a_reader_needs(seconds, said):
     assert seconds_text(seconds) == said

@@ -2,8 +2,9 @@
 (kint/chain/calls.py, `refused_send`): the send is the chain's refusal (ChainRefused), not
 an unavailable endpoint, so a push says nothing of it can land and `cancel` puts back the
 push a refused replacement was meant to replace. One that answers it holds the transaction
-already has done the send's work. An HTTP status is still the endpoint's failure. The
-endpoint is a loopback server answering each method as the test sets it."""
+already has done the send's work. An HTTP status is still the endpoint's failure. What a
+push and a re-anchoring then say of their signed epoch (epoch_send.py) is each command's
+own. The endpoint is a loopback server answering each method as the test sets it."""
 
 from __future__ import annotations
 
@@ -94,3 +95,47 @@ def test_a_refused_replacement_leaves_the_push_in_the_nonce_book(endpoint, tmp_p
     assert len(endpoint.sent) == 1 and bytes.fromhex(endpoint.sent[0][2:]) != push
     held = json.loads((tmp_path / "nonces" / f"{7:012d}.json").read_text())["raw"]
     assert held == push.hex()
+
+
+@pytest.mark.parametrize("command", ["push", "reanchor"])
+def test_a_signed_epochs_send_says_what_becomes_of_it_in_its_commands_words(endpoint, tmp_path,
+                                                                            command):
+    """push and `push --reanchor` send a signed epoch through one helper (epoch_send.py),
+    each in its own words: a nonce the endpoint counts as spent may be this very
+    transaction's, so it is RPC_UNAVAILABLE saying how the epoch is settled (the push's
+    journal is kept); any other refusal cannot land (the push drops its journal); no
+    connection made is said to be never sent."""
+    from kint.protocol import ProtocolError
+    from kint.tenant_worker.epoch_send import send_epoch
+    from kint.tenant_worker.push import PUSH_WORDS
+    from kint.tenant_worker.reanchor import REANCHOR_WORDS
+    from kint.tenant_worker.session_sender import SessionSender, Signed
+    from rpc_proxy import closed_port_url
+
+    words = {"push": PUSH_WORDS, "reanchor": REANCHOR_WORDS}[command]
+    account = Account.create()
+    book = NonceBook(tmp_path)
+    signed = Signed(7, _signed(account))
+    sender = SessionSender(_anchor(endpoint.url), account, book, "a" * 16)
+    dropped: list[str] = []
+
+    def send() -> str:
+        with pytest.raises(ProtocolError) as said:
+            send_epoch(sender, signed, 3, words, not_taken=lambda: dropped.append("journal"))
+        return f"{said.value.code.value}: {said.value}"
+
+    endpoint.refuse_sends("nonce too low")
+    said = send()
+    assert said.startswith("RPC_UNAVAILABLE") and "nonce too low" in said, said
+    assert words.spent.format(seq=3) in said and not dropped, said
+    assert {"push": "the endpoint counts epoch 3's nonce as spent",
+            "reanchor": "epoch 3 was sent again and may still land"}[command] in said, said
+
+    endpoint.refuse_sends("replacement transaction underpriced")
+    said = send()
+    assert "the epoch was not taken and cannot land" in said and dropped == ["journal"], said
+
+    sender.anchor = Anchor(ChainConfig((closed_port_url(),), 31337, "0x" + "11" * 20, 1, 0.5,
+                                       rpc_retries=False), RpcTracker())
+    said = send()
+    assert said.startswith("RPC_UNAVAILABLE") and words.never_sent.format(seq=3) in said, said

@@ -35,18 +35,9 @@ from kint.seconds_text import seconds_text
 RECEIPT_TIMEOUT_S = 60.0
 
 
-def _fees(raw: bytes) -> tuple[dict[str, Any], int, int]:
-    """A signed transaction's fields, its highest price per gas and its highest tip."""
-    from eth_account._utils.legacy_transactions import Transaction
-    from eth_account.typed_transactions import TypedTransaction
-    from hexbytes import HexBytes
-
-    if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
-        tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
-        price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
-        return tx, price, int(tx.get("maxPriorityFeePerGas", price))
-    tx = Transaction.from_bytes(HexBytes(raw)).as_dict()
-    return tx, int(tx["gasPrice"]), int(tx["gasPrice"])
+def _highest_price(tx: dict[str, Any]) -> int:
+    """The most per gas a transaction accepts: its fee cap (EIP-1559), else its gas price."""
+    return int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
 
 
 class AnchorWrites:
@@ -154,15 +145,22 @@ class AnchorWrites:
     def max_cost(tx: dict[str, Any]) -> int:
         """The most a transaction (`prepare`'s) can charge its sender: gas limit times the
         highest price it accepts, plus the value it sends."""
-        price = int(tx.get("maxFeePerGas", tx.get("gasPrice", 0)))
-        return int(tx["gas"]) * price + int(tx.get("value", 0))
+        return int(tx["gas"]) * _highest_price(tx) + int(tx.get("value", 0))
 
     @staticmethod
     def fee_caps(raw: bytes) -> tuple[int, int]:
         """A signed transaction's highest price per gas and highest tip (a legacy one's
         gas price is both): what a transaction replacing it at its nonce must outbid."""
-        _, price, tip = _fees(raw)
-        return price, tip
+        from eth_account._utils.legacy_transactions import Transaction
+        from eth_account.typed_transactions import TypedTransaction
+        from hexbytes import HexBytes
+
+        if raw and raw[0] <= 0x7F:  # EIP-2718 typed (EIP-1559 and friends)
+            tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+            price = _highest_price(tx)
+            return price, int(tx.get("maxPriorityFeePerGas", price))
+        price = int(Transaction.from_bytes(HexBytes(raw)).as_dict()["gasPrice"])
+        return price, price
 
     def send_raw(self, raw: bytes) -> str:
         """Broadcast `raw`; its hash (hex, no 0x) once the endpoint holds it. An error object

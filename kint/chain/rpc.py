@@ -72,6 +72,14 @@ class _EndpointRecord:
     last_failure: str | None = None
 
 
+# The most endpoints a tracker keeps records of beyond the space's own: `connect
+# --rpc-urls` run again and again with other endpoints added one record each, for good.
+# The least recently used of the others goes first; the space's own are never dropped.
+MAX_OTHER_RECORDS = 8
+# A call stuck past this many seconds makes its endpoint unresponsive.
+STUCK_AFTER_S = 2.0
+
+
 class RpcTracker:
     """A space's RPC calls in flight and each endpoint's last success and failure, kept
     apart by endpoint (its URL, which never leaves this object). A space reads its head
@@ -80,13 +88,17 @@ class RpcTracker:
     once counted as the space's own endpoint being down, so verify skipped its head read
     and status said "down" for 30 s while the primary answered. Whether an endpoint is
     unresponsive is read for that endpoint alone; the call the heartbeat names is the
-    oldest in flight on any of them, with which endpoint it waits on."""
+    oldest in flight on any of them, with which endpoint it waits on. The records are
+    bounded: those of endpoints the space no longer uses go when its settings change, and
+    at most MAX_OTHER_RECORDS of endpoints not the space's are kept."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._inflight: dict[int, tuple[str, str, float]] = {}  # endpoint, method, start
+        # By last use, the most recent last (a record used again moves to the end).
         self._records: dict[str, _EndpointRecord] = {}
+        self._own: tuple[str, ...] = ()
 
     def begin(self, method: str, endpoint: str) -> int:
         with self._lock:
@@ -98,64 +110,74 @@ class RpcTracker:
         now = time.monotonic()
         with self._lock:
             endpoint = self._inflight.pop(token, ("", "", now))[0]
-            record = self._records.setdefault(endpoint, _EndpointRecord())
+            record = self._records.pop(endpoint, None) or _EndpointRecord()
+            self._records[endpoint] = record
             if ok:
                 record.last_ok_at = now
             else:
                 record.last_failure_at = now
                 record.last_failure = error
+            others = [url for url in self._records if url not in self._own]
+            for url in others[:max(0, len(others) - MAX_OTHER_RECORDS)]:
+                del self._records[url]
 
-    def forget_failures(self) -> None:
-        """The endpoints changed: what the old ones did says nothing about the new."""
+    def use(self, endpoints: tuple[str, ...], changed: bool) -> None:
+        """The space's endpoints are now `endpoints`, kept whatever else is tried. When
+        they `changed` from others, what the old ones did says nothing about the new:
+        every failure is forgotten and the records of endpoints no longer the space's
+        are dropped."""
         with self._lock:
+            self._own = endpoints
+            if not changed:
+                return
+            self._records = {url: record for url, record in self._records.items()
+                             if url in endpoints}
             for record in self._records.values():
                 record.last_failure_at = None
                 record.last_failure = None
 
-    def _record(self, endpoint: str) -> _EndpointRecord:
+    def _seen(self, endpoint: str) -> tuple[float | None, _EndpointRecord]:
+        """The age of the oldest call in flight to `endpoint` (None: none) and a copy of
+        its record, read under one hold of the lock (verify's head read asks for both)."""
+        now = time.monotonic()
         with self._lock:
+            starts = [call[2] for call in self._inflight.values() if call[0] == endpoint]
             found = self._records.get(endpoint)
-            return _EndpointRecord(**vars(found)) if found is not None else _EndpointRecord()
+            record = _EndpointRecord(**vars(found)) if found is not None else _EndpointRecord()
+        return (now - min(starts) if starts else None), record
 
     def last_failure_at(self, endpoint: str) -> float | None:
-        return self._record(endpoint).last_failure_at
+        return self._seen(endpoint)[1].last_failure_at
 
-    def oldest_call(self, endpoint: str | None = None) -> tuple[str, float] | None:
-        """The method and age of the oldest call in flight to `endpoint` (None: to any)."""
-        found = self._oldest(endpoint)
-        return None if found is None else (found[1], found[2])
-
-    def _oldest(self, endpoint: str | None) -> tuple[str, str, float] | None:
+    def _oldest(self) -> tuple[str, str, float] | None:
+        """The endpoint, method and age of the oldest call in flight to any endpoint."""
         with self._lock:
-            calls = [call for call in self._inflight.values()
-                     if endpoint is None or call[0] == endpoint]
+            calls = list(self._inflight.values())
         if not calls:
             return None
         where, method, started = min(calls, key=lambda call: call[2])
         return where, method, time.monotonic() - started
 
-    def unresponsive(self, endpoint: str, stuck_after_s: float = 2.0) -> bool:
-        """A call to `endpoint` stuck past `stuck_after_s`, or a failure of it in the last
-        30 s with no success since."""
-        now = time.monotonic()
-        oldest = self.oldest_call(endpoint)
-        if oldest is not None and oldest[1] > stuck_after_s:
-            return True
-        record = self._record(endpoint)
+    def unavailable(self, endpoint: str, stuck_after_s: float = STUCK_AFTER_S) -> str | None:
+        """Why `endpoint` counts as unresponsive now, in unavailable_words' terms, or None
+        when it does not: a call to it stuck past `stuck_after_s`, or a failure of it in the
+        last 30 s with no success since. Verify asks before each head read, so this reads
+        the tracker once."""
+        age, record = self._seen(endpoint)
+        stuck = age is not None and age > stuck_after_s
         failed, ok = record.last_failure_at, record.last_ok_at
-        return (failed is not None and now - failed < UNRESPONSIVE_WINDOW_S
-                and (ok is None or ok < failed))
+        if stuck or (failed is not None and time.monotonic() - failed < UNRESPONSIVE_WINDOW_S
+                     and (ok is None or ok < failed)):
+            return _words(age, record)
+        return None
+
+    def unresponsive(self, endpoint: str, stuck_after_s: float = STUCK_AFTER_S) -> bool:
+        return self.unavailable(endpoint, stuck_after_s) is not None
 
     def unavailable_words(self, endpoint: str) -> str:
-        """Why `endpoint` counts as unavailable, for verify's and status's head line: a
-        call stuck now, or a last failure that was not a rate limit, is "rpc
-        unresponsive"; a rate limit is said as one, since the endpoint did answer and the
-        fix is the user's quota or another endpoint, not the network."""
-        oldest = self.oldest_call(endpoint)
-        failure = self._record(endpoint).last_failure
-        if (oldest is None or oldest[1] <= 2.0) and failure == RATE_LIMITED:
-            return "rpc rate limited (HTTP 429 Too Many Requests)"
-        return "rpc unresponsive"
+        """Why `endpoint` counts as unavailable, for verify's and status's head line (see
+        _words)."""
+        return _words(*self._seen(endpoint))
 
     def beat(self, endpoints: tuple[str, ...] | None) -> dict[str, Any] | None:
         """What the heartbeat says about RPC: the oldest call in flight (on any endpoint:
@@ -163,7 +185,7 @@ class RpcTracker:
         among them), else whether the primary (`endpoints[0]`) is down since a failure,
         or ok."""
         endpoints = endpoints or ()
-        oldest = self._oldest(None)
+        oldest = self._oldest()
         if oldest is not None:
             where, method, age = oldest
             place = endpoints.index(where) if where in endpoints else len(ENDPOINT_ROLES)
@@ -172,7 +194,7 @@ class RpcTracker:
                                  else "other")}
         if not endpoints:
             return None
-        record = self._record(endpoints[0])
+        record = self._seen(endpoints[0])[1]
         failed, ok = record.last_failure_at, record.last_ok_at
         if failed is not None and (ok is None or ok < failed):
             return {"down_since_s": round(time.monotonic() - failed, 3)}
@@ -281,3 +303,12 @@ def connect(provider: TrackedHTTPProvider) -> Web3:
     for name in ("validation", "ens_name_to_address"):
         w3.middleware_onion.remove(name)
     return w3
+
+
+def _words(age: float | None, record: _EndpointRecord) -> str:
+    """A call stuck now, or a last failure that was not a rate limit, is "rpc
+    unresponsive"; a rate limit is said as one, since the endpoint did answer and the fix
+    is the user's quota or another endpoint, not the network."""
+    if (age is None or age <= STUCK_AFTER_S) and record.last_failure == RATE_LIMITED:
+        return "rpc rate limited (HTTP 429 Too Many Requests)"
+    return "rpc unresponsive"

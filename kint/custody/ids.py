@@ -27,13 +27,7 @@ def owner_bytes(owner: str | bytes) -> bytes:
     """The owner's 20 bytes, from an address string in any case (with or without 0x) or
     from 20 raw bytes. The checksum of a mixed-case string is not enforced: the owner is
     always re-derived from bytes, and refusing a casing would only lock a user out."""
-    if isinstance(owner, (bytes, bytearray)):
-        if len(owner) != 20:
-            raise BadOwner()
-        return bytes(owner)
-    if not isinstance(owner, str) or not _ADDRESS.fullmatch(owner.strip()):
-        raise BadOwner()
-    return bytes.fromhex(owner.strip()[-40:])
+    return _id_bytes(owner, 20, _ADDRESS, BadOwner)
 
 
 # Why a value typed or sent as an address is refused, worded to follow the value.
@@ -80,13 +74,21 @@ def owner_address(owner: str | bytes) -> str:
 
 def space_bytes(space: str | bytes) -> bytes:
     """The space id's 32 bytes, from 64 hex characters (any case, optional 0x) or bytes."""
-    if isinstance(space, (bytes, bytearray)):
-        if len(space) != 32:
-            raise BadSpace()
-        return bytes(space)
-    if not isinstance(space, str) or not _SPACE_HEX.fullmatch(space.strip()):
-        raise BadSpace()
-    return bytes.fromhex(space.strip()[-64:])
+    return _id_bytes(space, 32, _SPACE_HEX, BadSpace)
+
+
+def _id_bytes(value: object, size: int, text: re.Pattern[str],
+              refused: type[Exception]) -> bytes:
+    """`value`'s `size` bytes: raw bytes of that length, or text `text` matches (0x and
+    hex digits, white space around them taken); `refused` raised for anything else. The
+    owner and the space id are read the same way, here once."""
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) != size:
+            raise refused()
+        return bytes(value)
+    if not isinstance(value, str) or not text.fullmatch(value.strip()):
+        raise refused()
+    return bytes.fromhex(value.strip()[-2 * size:])
 
 
 def space_hex(space: str | bytes) -> str:

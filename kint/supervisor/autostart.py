@@ -29,6 +29,7 @@ from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
 from kint.proc_name import SUPERVISOR, set_process_name
+from kint.pid_file_lock import flock_by
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
 from kint.protocol import ErrorCode
@@ -213,16 +214,9 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
     ensure_private_dir(run_dir(home))
     lock_fd = os.open(run_dir(home) / START_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        while True:
-            try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    raise SupervisorNotReachable(
-                        "another kint process holds the start lock",
-                        "try again in a moment") from None
-                time.sleep(0.05)
+        if not flock_by(lock_fd, deadline, 0.05):
+            raise SupervisorNotReachable("another kint process holds the start lock",
+                                         "try again in a moment")
         _wait_for_supervisor(home, ping, deadline, wait_s)
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)

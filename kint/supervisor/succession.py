@@ -37,7 +37,8 @@ from typing import Any
 import orjson
 
 from kint.boot import boot_id
-from kint.paths import atomic_write, remove_file, run_dir
+from kint.paths import atomic_write, run_dir
+from kint.taken_once import take_once
 from kint.tenant_worker.config import SESSION_TTL_S
 
 log = logging.getLogger("kint.supervisor")
@@ -70,22 +71,10 @@ def take_up(home: Path) -> Succession | None:
     """What the supervisor before this one left for it on an upgrade, or None. The file is
     removed either way: it is read once."""
     path = succession_path(home)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, orjson.JSONDecodeError) as err:
-        log.warning("%s is unreadable (%s); the sessions of the supervisor before attach "
-                    "again at their next keepalive", path, err)
-        remove_file(path)
-        return None
-    remove_file(path)
-    try:
-        return _checked(data)
-    except (KeyError, TypeError, ValueError) as err:
-        log.warning("%s does not hold what a supervisor writes (%s); the sessions of the "
-                    "supervisor before attach again at their next keepalive", path, err)
-        return None
+    return take_once(path, _checked, (KeyError, TypeError, ValueError),
+                     lambda why: log.warning("%s %s; the sessions of the supervisor before "
+                                             "attach again at their next keepalive",
+                                             path, why))
 
 
 def _checked(data: Any) -> Succession | None:

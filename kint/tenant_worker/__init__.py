@@ -21,7 +21,8 @@ and the other spaces' workers keep answering.
   `space_chain` (the chain settings `session-key show` and `authorize` read through).
 - Push: `push`, `push_refusals`, `pending` (the journal before a send), `overtaken`,
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put
-  back in a later block), `session_sender`, `head_lock`.
+  back in a later block), `epoch_send` (an epoch's send, and what each says when it goes
+  wrong), `session_sender`, `head_lock`.
 - Pull: `pull`, `pull_plan`, `epoch_walk`, `walk_history`, `cold_start`, `local_state`,
   `replay`, `apply_journal`, `lost_restore`, `discard`.
 - State files: `statefiles`, `mirror_file`, `epoch_cache`, `state_format`, `state_health`,

@@ -73,8 +73,9 @@ class ChainHeadSource:
         from kint.chain.rpc import RpcUnavailable
 
         primary = self.chain.rpc_urls[0]  # the tracker's record of this endpoint only
-        if self.tracker.unresponsive(primary):
-            return HeadReading(None, self.tracker.unavailable_words(primary))
+        unavailable = self.tracker.unavailable(primary)
+        if unavailable is not None:
+            return HeadReading(None, unavailable)
         try:
             # One try: the budget bounds the whole read, and a verify that misses it
             # checks against the mirror, where retries would triple the budget.

@@ -17,7 +17,7 @@ import orjson
 
 from kint.custody.ids import is_address_text as is_address  # the CLI reads it: no eth_utils
 from kint.paths import atomic_write
-from kint.tenant_worker.state_format import CorruptStateFile
+from kint.tenant_worker.state_format import CorruptStateFile, load_json
 
 ENROL_VERSION = 2
 # A space with no enrolment here: what push, pull and rekey refuse with (NOT_CONNECTED).
@@ -48,14 +48,14 @@ class Enrolment:
 
 
 def load_enrolment(path: Path) -> Enrolment | None:
+    """The space's enrolment, None when this machine is not connected to it; a file that
+    cannot be read or trusted is a CorruptStateFile naming it (state_format's reader, as
+    every state file: one this user cannot read, or a directory, was an OSError that the
+    worker answered INTERNAL and the command line as a traceback)."""
     try:
-        raw = path.read_bytes()
+        obj = load_json(path)
     except FileNotFoundError:
         return None
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise CorruptStateFile(path, "is not valid JSON (truncated or garbled)") from None
     if not isinstance(obj, dict):
         raise CorruptStateFile(path, "is not an enrolment file")
     if obj.get("v") != ENROL_VERSION:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from kint.paths import ensure_private_dir
+from kint.pid_file_lock import flock_by
 from kint.protocol import ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
@@ -39,15 +40,8 @@ def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
     ensure_private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    raise HeadLockBusy() from None
-                time.sleep(RETRY_S)
+        if not flock_by(fd, time.monotonic() + wait_s, RETRY_S):
+            raise HeadLockBusy()
         try:
             yield
         finally:

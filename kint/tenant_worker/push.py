@@ -28,8 +28,7 @@ from typing import Any
 from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.calls import ChainRefused, spent_nonce
-from kint.chain.rpc import RpcNotReached, RpcUnavailable
+from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
@@ -44,11 +43,12 @@ from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
+from kint.tenant_worker.epoch_send import SendWords, send_epoch, sign_epoch
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import PendingEpoch, record_landed
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
-from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps, refused,
+from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
                                               refuse_unauthorized, rows_to_push)
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
@@ -76,6 +76,7 @@ NEVER_SENT = ("epoch {seq} was signed but never sent (no connection to the endpo
 NONCE_SPENT = ("the endpoint counts epoch {seq}'s nonce as spent, perhaps by its own "
                "transaction sent before: the next push or pull settles it against the chain "
                "before anything else, so it is never anchored twice")
+PUSH_WORDS = SendWords(spent=NONCE_SPENT, never_sent=NEVER_SENT, may_land=MAY_STILL_LAND)
 
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
@@ -304,29 +305,12 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
                         rows_root=chunk.rows_root, wraps=wraps, snapshot=as_snapshot,
                         bucket_floor=bucket_floor)
     calldata = anchor.encode_push(owner, cfg.space_id, prev, blob)
-    try:
-        signed = sender.sign(calldata, NOTHING_DROPPED)
-    except ChainRefused as err:
-        raise refused(err) from None
+    signed = sign_epoch(sender, calldata)
     pending = PendingEpoch(seq=seq, prev=prev, digest=keccak(blob).hex(), nonce=signed.nonce,
                            raw_tx=signed.raw, bucket=header.bucket, plaintext=raw,
                            envelope=blob, sender=sender.account.address)
     save_journal(pending, state.files["pending"], sender)
-    sent = False
-    try:
-        tx = sender.send(signed)
-        sent = True
-        receipt = sender.wait(tx, signed)
-    except ChainRefused as err:
-        if spent_nonce(err):  # perhaps by this epoch's own transaction: the journal decides
-            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                                f"{err.detail}; " + NONCE_SPENT.format(seq=seq)) from None
-        remove_file(state.files["pending"])
-        raise refused(err) from None
-    except RpcUnavailable as err:
-        # Signed and journalled, and sent or not: said which, where the endpoint's words
-        # alone read as if nothing had left this machine, or as if it had.
-        never = not sent and isinstance(err, RpcNotReached)
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{err}; " + (
-            NEVER_SENT if never else MAY_STILL_LAND).format(seq=seq)) from None
+    # A nonce counted as spent may be this epoch's own transaction: the journal decides.
+    receipt = send_epoch(sender, signed, seq, PUSH_WORDS,
+                         not_taken=lambda: remove_file(state.files["pending"]))
     return record_landed(ctx, anchor, pending, receipt)

@@ -22,6 +22,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from kint.seconds_text import seconds_text
+
 log = logging.getLogger("kint.worker")
 
 # The longest wait between two attempts: an outage of hours costs a few lines and a few
@@ -57,10 +59,6 @@ class Failure:
                 "wait_s": self.wait_s}
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:g}s" if seconds < 120 else f"{seconds / 60:g} min"
-
-
 class PushBackoff:
     """The failure the watcher is waiting out, if any. Read by status and reset by other
     pushes from request threads, so every change is under a lock."""
@@ -94,10 +92,10 @@ class PushBackoff:
         if last is None:
             log.info("watcher: push failed (%s): %s; it is tried again in %s, and after each "
                      "further failure the wait doubles up to %s", code, message,
-                     _duration(wait), _duration(max(MAX_WAIT_S, first_wait_s)))
+                     seconds_text(wait), seconds_text(max(MAX_WAIT_S, first_wait_s)))
         else:
             log.info("watcher: push failed again, now (%s): %s; %d failed attempts, the "
-                     "next in %s", code, message, attempts, _duration(wait))
+                     "next in %s", code, message, attempts, seconds_text(wait))
         return True
 
     def went_through(self, by: str | None = None) -> None:

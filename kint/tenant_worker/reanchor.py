@@ -40,8 +40,7 @@ from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.calls import ChainRefused, bounded, spent_nonce
-from kint.chain.rpc import RpcNotReached, RpcUnavailable
+from kint.chain.calls import bounded
 from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
 from kint.outcomes import NOTHING_DROPPED
@@ -49,10 +48,10 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.behind_head import reorganised_at
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.epoch_cache import EpochMeta
+from kint.tenant_worker.epoch_send import SendWords, send_epoch, sign_epoch
 from kint.tenant_worker.landed_block import (cache_epoch_meta, record_landing,
                                              settle_block, settle_head_block)
 from kint.tenant_worker.session_sender import SessionSender
-from kint.tenant_worker.push_refusals import refused
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import CorruptStateFile, Mirror
 
@@ -65,6 +64,7 @@ SENT_AGAIN = ("epoch {seq} was sent again and may still land: `kint push --reanc
 NEVER_SENT_AGAIN = ("epoch {seq} was signed to be sent again but never sent (no connection "
                     "to the endpoint was made): `kint push --reanchor` again sends that "
                     "same transaction")
+REANCHOR_WORDS = SendWords(spent=SENT_AGAIN, never_sent=NEVER_SENT_AGAIN, may_land=SENT_AGAIN)
 
 
 def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
@@ -181,27 +181,12 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
     signed = sender.signed_before(meta.tx)
     if signed is None:
         calldata = anchor.encode_push(owner, ctx.config.space_id, meta.prev, envelope)
-        try:
-            signed = sender.sign(calldata, NOTHING_DROPPED)
-        except ChainRefused as err:
-            raise refused(err) from None
+        signed = sign_epoch(sender, calldata)
         # The new transaction's hash first: a re-anchoring cut short finds it at the
         # endpoint, or in the nonce book when it never left this machine.
         cache_epoch_meta(state, replace(meta, tx=keccak(signed.raw).hex()))
-    sent = False
-    try:
-        tx = sender.send(signed)
-        sent = True
-        receipt = sender.wait(tx, signed)
-    except ChainRefused as err:
-        if spent_nonce(err):  # perhaps by this very transaction: the chain's head says
-            raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                                f"{err.detail}; {SENT_AGAIN.format(seq=meta.seq)}") from None
-        raise refused(err) from None
-    except RpcUnavailable as err:
-        words = NEVER_SENT_AGAIN if not sent and isinstance(err, RpcNotReached) else SENT_AGAIN
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                            f"{err}; {words.format(seq=meta.seq)}") from None
+    # A nonce counted as spent may be this very transaction's: the chain's head says.
+    receipt = send_epoch(sender, signed, meta.seq, REANCHOR_WORDS)
     event = anchor.epoch_from_receipt(receipt)
     if event is None or (event.seq, event.digest) != (meta.seq, meta.digest):
         raise ProtocolError(ErrorCode.INTERNAL,

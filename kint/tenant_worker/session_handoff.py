@@ -55,10 +55,11 @@ from typing import Any
 import orjson
 
 from kint.boot import boot_id
-from kint.paths import atomic_write, remove_file, session_handoff_path
+from kint.paths import atomic_write, session_handoff_path
 from kint.settings.loader import SESSION, Value
 from kint.settings.schema import BY_NAME, BadValue
 from kint.settings.wire import parse_sent
+from kint.taken_once import take_once
 from kint.tenant_worker.drift import Hold
 from kint.tenant_worker.space import SESSION_SETTINGS, SESSION_TTL_S, SpaceContext
 from kint.tenant_worker.state_format import is_hex64
@@ -103,23 +104,11 @@ def take_over(ctx: SpaceContext) -> Any:
     start (its first count reads the store: not on the thread that says hello); else None.
     The file is removed either way."""
     path = _path(ctx)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, orjson.JSONDecodeError) as err:
-        log.warning("space %s: the sessions handed over in %s are unreadable (%s); they "
-                    "attach again at their next keepalive", ctx.config.space16, path, err)
-        remove_file(path)
-        return None
-    remove_file(path)
-    try:
-        return _apply(ctx, data)
-    except (KeyError, TypeError, ValueError, AttributeError, BadValue) as err:
-        log.warning("space %s: the sessions handed over in %s do not hold what they must "
-                    "(%s); they attach again at their next keepalive", ctx.config.space16,
-                    path, err)
-        return None
+    return take_once(path, lambda data: _apply(ctx, data),
+                     (KeyError, TypeError, ValueError, AttributeError, BadValue),
+                     lambda why: log.warning("space %s: %s %s; the sessions it hands over "
+                                             "attach again at their next keepalive",
+                                             ctx.config.space16, path, why))
 
 
 def _ago(value: Any) -> float:

@@ -199,8 +199,7 @@ class SpaceContext:
         except ChainConfigError as err:
             raise ProtocolError(ErrorCode(err.code), str(err), err.hint) from None
         if config.rpc_urls != self._endpoints:
-            if self._endpoints is not None:
-                self.tracker.forget_failures()
+            self.tracker.use(config.rpc_urls, changed=self._endpoints is not None)
             self._endpoints = config.rpc_urls
         return config
 
