@@ -20,6 +20,8 @@ from pathlib import Path
 from kint.paths import ensure_private_dir, log_path
 from kint.settings.schema import BY_NAME
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 _FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
 
 DEFAULT_LOG_MAX_BYTES = BY_NAME["KINT_LOG_MAX_BYTES"].default
@@ -117,7 +119,10 @@ class _PrivateWatchedFileHandler(logging.handlers.WatchedFileHandler):
             pass
 
     def _open(self):  # type: ignore[override]
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # Never through a link: the log's folder is KINT_HOME, where a link is not kint's,
+        # and lines appended through one would land in (and create) a file elsewhere.
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW,
+                     0o600)
         try:
             return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
         except BaseException:

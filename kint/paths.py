@@ -24,7 +24,8 @@ BACK_SOCKET = "workers.sock"
 
 class UnsafePathError(Exception):
     """A folder kint must own privately exists with another owner, mode or type, or is
-    named by a relative path. Carries what to do about it (`hint`)."""
+    named by a relative path; or a file kint writes in one is a link. Carries what to do
+    about it (`hint`)."""
 
     def __init__(self, message: str, hint: str) -> None:
         super().__init__(message)

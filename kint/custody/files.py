@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from kint.custody.errors import LockUnsafe
 from kint.custody.ids import space16
 from kint.paths import atomic_write, ensure_private_dir, fsync_dir, kint_home
+from kint.pid_file_lock import LockFileRefused, open_lock_file
 
 SCRYPT_LOCK_FILE = "scrypt.lock"
 
@@ -68,15 +68,13 @@ def home_lock(home: Path | None, name: str) -> Iterator[None]:
     """
     folder = ensure_private_dir(home_or_default(home))
     path = folder / name
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o600)
+        fd = open_lock_file(path)
+    except LockFileRefused as err:
+        raise LockUnsafe(path, err.why) from None
     except OSError as err:
         raise LockUnsafe(path, f"cannot be opened ({err.strerror})") from None
     try:
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
-            raise LockUnsafe(path, "is not a regular file of this user")
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield

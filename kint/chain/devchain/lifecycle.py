@@ -144,7 +144,8 @@ def start(home: Path) -> dict[str, Any]:
                 str(CHAIN_ID), "--state", str(state), "--state-interval", "1",
                 "--preserve-historical-states"]
         log_path = folder / "anvil.log"
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                      | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,

@@ -18,6 +18,7 @@ import orjson
 from kint.chain.config import devchain_record
 from kint.chain.devchain.errors import DevchainError
 from kint.paths import UnsafePathError, atomic_write, ensure_private_dir
+from kint.pid_file_lock import FOREIGN_FILE_HINT, LockFileRefused, open_lock_file
 from kint.protocol import ErrorCode
 
 
@@ -45,7 +46,11 @@ def locked(home: Path) -> Iterator[None]:
         raise DevchainError(str(err), hint="KINT_HOME and its devchain/ folder must be plain "
                                            "folders of this user",
                             code=ErrorCode.CORRUPT_STATE) from None
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = open_lock_file(folder / ".lock")
+    except LockFileRefused as err:
+        raise DevchainError(str(err), hint=FOREIGN_FILE_HINT,
+                            code=ErrorCode.CORRUPT_STATE) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

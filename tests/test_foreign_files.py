@@ -1,0 +1,83 @@
+"""A link, or a file that is not a regular file of this user, where kint keeps one of its
+own files in KINT_HOME (a lock, the supervisor's stderr, the shared log) is refused by
+name and never followed: every folder there is 0700, so no such file is kint's, and
+through a link kint would create, lock, empty or append to a file elsewhere."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.chain.nonces import NonceBook
+from kint.paths import space_files
+from kint.pid_file_lock import LockFileRefused, open_lock_file
+from kint.spaces import space_id
+
+
+def _json_refusal(out) -> dict:
+    assert out.returncode != 0, out.stdout
+    return json.loads(out.stdout or out.stderr)
+
+
+@pytest.mark.parametrize("name", ["supervisor.lock", "supervisor.stderr"])
+def test_a_link_in_the_run_folder_stops_the_start_by_name_and_is_never_followed(tmp_path, name):
+    sb = make_sandbox(tmp_path / "m")
+    run = sb.kint_home / "run"
+    run.mkdir(mode=0o700, parents=True)
+    elsewhere = sb.home / "elsewhere"
+    (run / name).symlink_to(elsewhere)
+    out = sb.kint("status", "--json")
+    refusal = _json_refusal(out)
+    assert refusal["error"] == "SUPERVISOR_UNAVAILABLE", refusal
+    assert refusal["message"].endswith(f"{run / name} is a symlink"), refusal
+    assert refusal["hint"].startswith("remove it"), refusal
+    assert not elsewhere.exists()  # neither created, locked nor emptied
+    assert "Traceback" not in out.stderr
+
+
+def test_a_link_at_the_head_lock_refuses_the_pull_by_name(tmp_path):
+    sb = make_sandbox(tmp_path / "m")
+    write_store(sb.sibyl_db, tenant=sb.tenant)
+    sb.start()
+    try:
+        sb.call("status", sb.sibyl_db)
+        space16 = space_id(sb.label(sb.sibyl_db))[:16]
+        lock = space_files(sb.kint_home, space16)["head_lock"]
+        elsewhere = sb.home / "elsewhere"
+        lock.symlink_to(elsewhere)
+        refusal = _json_refusal(sb.kint("--db", str(sb.sibyl_db), "pull", "--json"))
+        assert refusal["error"] == "CORRUPT_STATE", refusal
+        assert refusal["message"] == f"the lock {lock} is a symlink", refusal
+        assert not elsewhere.exists()
+    finally:
+        sb.shutdown()
+
+
+def test_a_lock_that_is_a_folder_or_a_link_is_refused_and_nothing_is_made_elsewhere(tmp_path):
+    folder = tmp_path / "k"
+    folder.mkdir(mode=0o700)
+    (folder / "a-folder.lock").mkdir()
+    with pytest.raises(LockFileRefused, match="a-folder.lock is a folder$"):
+        open_lock_file(folder / "a-folder.lock")
+    nonces = folder / "nonces"
+    nonces.mkdir(mode=0o700)
+    (nonces / "lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(LockFileRefused, match="lock is a symlink$"):
+        with NonceBook(folder)._locked():
+            pytest.fail("locked through a link")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_link_at_the_shared_log_is_never_written_through(tmp_path):
+    sb = make_sandbox(tmp_path / "m")
+    sb.kint_home.mkdir(mode=0o700, parents=True)
+    elsewhere = sb.home / "elsewhere"
+    (sb.kint_home / "supervisor.log").symlink_to(elsewhere)
+    out = sb.kint("status", "--json")
+    refusal = _json_refusal(out)
+    assert refusal["error"] == "SUPERVISOR_UNAVAILABLE", refusal
+    assert "Too many levels of symbolic links" in refusal["message"], refusal
+    assert str(sb.kint_home / "supervisor.log") in refusal["message"], refusal
+    assert not elsewhere.exists()
