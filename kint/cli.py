@@ -18,9 +18,11 @@ import click
 from click.exceptions import NoArgsIsHelpError, NoSuchOption
 
 from kint import __version__
-from kint.commands.common import (Ctx, help_hint, refuse_blank_space_options,
+from kint.commands.common import (Ctx, help_hint, refuse, refuse_blank_space_options,
                                   refuse_interrupted, usage_error)
 from kint.paths import home_refusal, kint_home
+from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
+from kint.protocol import ErrorCode
 
 # Every command but `demo`, by name: the module that defines it and its name there. A
 # command's module is imported only when that command runs (`kint --help` reads the short
@@ -87,6 +89,10 @@ class LazyGroup(click.Group):
             raise
         except click.UsageError as err:
             _usage_refused(err)
+        except NotOwnFile as err:
+            # A link or a stranger's file where a command keeps one of kint's (the nonce
+            # book's lock under `kint authorize submit`, ...): named, never followed.
+            refuse(ErrorCode.CORRUPT_STATE, str(err), FOREIGN_FILE_HINT)
         except KeyboardInterrupt:
             # Ctrl-C anywhere a command has no word of its own for it (a prompt, a local
             # step): a refusal with its code and exit 130, where click says `Aborted!`. On

@@ -226,14 +226,14 @@ class Client:
         """Start a supervisor if none answers, waiting up to `wait_s` for it (a call passes
         what is left of its bound, which counts the start)."""
         from kint.paths import UnsafePathError
-        from kint.pid_file_lock import FOREIGN_FILE_HINT, LockFileRefused
+        from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
         from kint.supervisor.autostart import ensure_running
 
         try:
             ensure_running(self.home, lambda t: self.ping(t), wait_s=wait_s)
         except UnsafePathError as err:  # refused, never followed or tightened
             raise SupervisorUnavailable(str(err), err.hint) from None
-        except LockFileRefused as err:  # the start lock: a link or a stranger's file
+        except NotOwnFile as err:  # the start lock or stderr: a link or a stranger's file
             raise SupervisorUnavailable(str(err), FOREIGN_FILE_HINT) from None
         except TimeoutError as err:
             hint = getattr(err, "hint", None) or ("run `kint supervisor start --foreground` "

@@ -153,7 +153,15 @@ def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None =
     for handler in list(root.handlers):
         root.removeHandler(handler)
     # The handler creates the file 0600 before it first writes, and again on every reopen.
-    handler = _PrivateWatchedFileHandler(path, encoding="utf-8")
+    # Opened here rather than by the handler's constructor, where a file it cannot open
+    # (a link in its place, refused) would end the process with a traceback: the handler
+    # then says why on stderr, once, and sends the lines there until the file takes them.
+    handler = _PrivateWatchedFileHandler(path, encoding="utf-8", delay=True)
+    try:
+        handler.stream = handler._open()
+        handler._statstream()
+    except OSError:
+        handler.stream = None
     handler.setFormatter(_OneLineFormatter(_FORMAT))
     root.addHandler(handler)
     if stderr:

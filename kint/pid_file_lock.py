@@ -11,12 +11,12 @@ that may take minutes. One module keeps the two from drifting apart (one wrote a
 after the pid and followed links, the other did neither). `flock_by`, the wait for the
 flock, is also how the supervisor's start lock (supervisor/autostart.py) and a space's
 head lock (tenant_worker/head_lock.py) are taken within their deadlines, and
-`open_lock_file` how every lock file of KINT_HOME is opened (those two, these two, and the
-custody locks of custody/files.py): never through a link, and only a regular file of this
-user.
+`open_own_file` how every lock file of KINT_HOME is opened (those two, these two, the
+nonce book's, the devchain's and custody's), and the supervisor's stderr: never through a
+link, and only a regular file of this user.
 
-Only `os`, `fcntl`, `stat` and `time`: every kint client asks who holds the supervisor's
-lock, and this must not cost it an import.
+Only `errno`, `os`, `fcntl`, `stat` and `time`: every kint client asks who holds the
+supervisor's lock, and this must not cost it an import.
 """
 
 from __future__ import annotations
@@ -37,35 +37,37 @@ _RETRY_EVERY_S = 0.02
 FOREIGN_FILE_HINT = "remove it (nothing of kint's made it), then run the command again"
 
 
-class LockFileRefused(OSError):
-    """A lock file kint will not use: a link, not a regular file, or another user's.
-    `why` is the end of a sentence that starts with the file's path."""
+class NotOwnFile(OSError):
+    """A file of KINT_HOME that kint will not use: a link, a folder, or not a regular file
+    of this user. `why` ends the sentence its path starts ("is a symlink"); it is the
+    error's `strerror` too, for a caller that words an OSError by that."""
 
     def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"the lock {path} {why}")
+        super().__init__(f"{path} {why}")
+        self.strerror = why
         self.path = path
         self.why = why
 
 
-def open_lock_file(path: Path) -> int:
-    """Open the lock file at `path` read-write (created 0600), never through a link, and
-    only when it is a regular file of this user: its folder is a 0700 folder of KINT_HOME,
-    so a link or a stranger's file there is not one kint made, and a flock taken through
-    a link would lock (and create, or truncate at a pid write) a file elsewhere. Raises
-    LockFileRefused for such a file, OSError when it cannot be opened at all."""
+def open_own_file(path: Path) -> int:
+    """Open the file at `path` read-write (created 0600), never through a link, and only
+    when it is a regular file of this user: its folder is a 0700 folder of KINT_HOME, so a
+    link or a stranger's file there is not one kint made, and a flock, a pid write or an
+    emptying through a link would lock, create or truncate a file elsewhere. Raises
+    NotOwnFile for such a file, OSError when it cannot be opened at all."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise LockFileRefused(path, "is a symlink") from None
+            raise NotOwnFile(path, "is a symlink") from None
         if err.errno == errno.EISDIR:
-            raise LockFileRefused(path, "is a folder") from None
+            raise NotOwnFile(path, "is a folder") from None
         raise
     st = os.fstat(fd)
     if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise LockFileRefused(path, "is not a regular file of this user")
+        raise NotOwnFile(path, "is not a regular file of this user")
     return fd
 
 
@@ -108,9 +110,9 @@ def hold_pid_file(path: Path, wait_s: float = 0.0) -> int:
     """Open `path` (created 0600, never through a link), take its exclusive flock, trying
     again for up to `wait_s` while another process holds it, and write this process's pid
     in it. Returns the open file, which holds the lock until it is closed. Raises
-    PidFileHeld when the lock stays held, LockFileRefused for a link or a file that is not
+    PidFileHeld when the lock stays held, NotOwnFile for a link or a file that is not
     this user's, OSError when the file cannot be opened."""
-    fd = open_lock_file(path)
+    fd = open_own_file(path)
     try:
         taken = flock_by(fd, time.monotonic() + wait_s, _RETRY_EVERY_S)
     except OSError:

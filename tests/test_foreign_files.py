@@ -12,7 +12,7 @@ import pytest
 from conftest import make_sandbox, write_store
 from kint.chain.nonces import NonceBook
 from kint.paths import space_files
-from kint.pid_file_lock import LockFileRefused, open_lock_file
+from kint.pid_file_lock import NotOwnFile, open_own_file
 from kint.spaces import space_id
 
 
@@ -35,6 +35,10 @@ def test_a_link_in_the_run_folder_stops_the_start_by_name_and_is_never_followed(
     assert refusal["hint"].startswith("remove it"), refusal
     assert not elsewhere.exists()  # neither created, locked nor emptied
     assert "Traceback" not in out.stderr
+    (run / name).unlink()
+    (run / name).mkdir()  # a folder in its place: named the same way
+    refusal = _json_refusal(sb.kint("status", "--json"))
+    assert refusal["message"].endswith(f"{run / name} is a folder"), refusal
 
 
 def test_a_link_at_the_head_lock_refuses_the_pull_by_name(tmp_path):
@@ -49,7 +53,8 @@ def test_a_link_at_the_head_lock_refuses_the_pull_by_name(tmp_path):
         lock.symlink_to(elsewhere)
         refusal = _json_refusal(sb.kint("--db", str(sb.sibyl_db), "pull", "--json"))
         assert refusal["error"] == "CORRUPT_STATE", refusal
-        assert refusal["message"] == f"the lock {lock} is a symlink", refusal
+        assert refusal["message"] == f"{lock} is a symlink", refusal
+        assert refusal["hint"].startswith("remove it"), refusal
         assert not elsewhere.exists()
     finally:
         sb.shutdown()
@@ -59,25 +64,45 @@ def test_a_lock_that_is_a_folder_or_a_link_is_refused_and_nothing_is_made_elsewh
     folder = tmp_path / "k"
     folder.mkdir(mode=0o700)
     (folder / "a-folder.lock").mkdir()
-    with pytest.raises(LockFileRefused, match="a-folder.lock is a folder$"):
-        open_lock_file(folder / "a-folder.lock")
+    with pytest.raises(NotOwnFile, match="a-folder.lock is a folder$"):
+        open_own_file(folder / "a-folder.lock")
     nonces = folder / "nonces"
     nonces.mkdir(mode=0o700)
     (nonces / "lock").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(LockFileRefused, match="lock is a symlink$"):
+    with pytest.raises(NotOwnFile, match="lock is a symlink$"):
         with NonceBook(folder)._locked():
             pytest.fail("locked through a link")
     assert not (tmp_path / "elsewhere").exists()
 
 
 def test_a_link_at_the_shared_log_is_never_written_through(tmp_path):
+    """The supervisor runs; its lines go to its stderr (run/supervisor.stderr), after one
+    saying why the log cannot take them."""
     sb = make_sandbox(tmp_path / "m")
     sb.kint_home.mkdir(mode=0o700, parents=True)
+    log = sb.kint_home / "supervisor.log"
     elsewhere = sb.home / "elsewhere"
-    (sb.kint_home / "supervisor.log").symlink_to(elsewhere)
-    out = sb.kint("status", "--json")
-    refusal = _json_refusal(out)
-    assert refusal["error"] == "SUPERVISOR_UNAVAILABLE", refusal
-    assert "Too many levels of symbolic links" in refusal["message"], refusal
-    assert str(sb.kint_home / "supervisor.log") in refusal["message"], refusal
+    log.symlink_to(elsewhere)
+    write_store(sb.sibyl_db, tenant=sb.tenant)
+    try:
+        out = sb.kint("status", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        stderr = (sb.kint_home / "run" / "supervisor.stderr").read_text()
+        assert f"kint: cannot write the log {log} (Too many levels of symbolic links)" in stderr
+        assert "worker for space" in stderr  # the lines it would have logged
+        assert not elsewhere.exists() and log.is_symlink()
+    finally:
+        sb.shutdown()
+
+
+def test_a_link_at_setups_lock_is_named_with_what_to_do(tmp_path):
+    sb = make_sandbox(tmp_path / "m")
+    sb.kint_home.mkdir(mode=0o700, parents=True)
+    lock = sb.kint_home / "setup.lock"
+    elsewhere = sb.home / "elsewhere"
+    lock.symlink_to(elsewhere)
+    out = sb.kint("setup", "claude")
+    assert out.returncode != 0
+    assert f"{lock} is a symlink [CORRUPT_STATE]" in out.stderr, out.stderr
+    assert "hint: remove it" in out.stderr, out.stderr
     assert not elsewhere.exists()

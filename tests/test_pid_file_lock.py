@@ -78,7 +78,8 @@ def test_both_locks_write_the_pid_and_refuse_a_link(tmp_path):
     with pytest.raises(SetupError) as refused:
         with setup_lock(home):
             pass
-    assert refused.value.code == "BAD_REQUEST"
+    assert refused.value.code == "CORRUPT_STATE"
+    assert str(refused.value).endswith(f"{home / LOCK_NAME} is a symlink")
     assert elsewhere.read_text() == "keep me"
 
 

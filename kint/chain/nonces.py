@@ -41,7 +41,7 @@ from eth_hash.auto import keccak
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.paths import atomic_write, ensure_private_dir, remove_file
-from kint.pid_file_lock import open_lock_file
+from kint.pid_file_lock import open_own_file
 
 log = logging.getLogger("kint.nonces")
 
@@ -83,7 +83,7 @@ class NonceBook:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         ensure_private_dir(self.folder)
-        fd = open_lock_file(self.folder / "lock")
+        fd = open_own_file(self.folder / "lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -24,7 +24,7 @@ from pathlib import Path
 from kint.custody.errors import LockUnsafe
 from kint.custody.ids import space16
 from kint.paths import atomic_write, ensure_private_dir, fsync_dir, kint_home
-from kint.pid_file_lock import LockFileRefused, open_lock_file
+from kint.pid_file_lock import NotOwnFile, open_own_file
 
 SCRYPT_LOCK_FILE = "scrypt.lock"
 
@@ -69,8 +69,8 @@ def home_lock(home: Path | None, name: str) -> Iterator[None]:
     folder = ensure_private_dir(home_or_default(home))
     path = folder / name
     try:
-        fd = open_lock_file(path)
-    except LockFileRefused as err:
+        fd = open_own_file(path)
+    except NotOwnFile as err:
         raise LockUnsafe(path, err.why) from None
     except OSError as err:
         raise LockUnsafe(path, f"cannot be opened ({err.strerror})") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kint.harnesses.failures import SetupError
 from kint.paths import ensure_private_dir, kint_home
-from kint.pid_file_lock import PidFileHeld, hold_pid_file
+from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, PidFileHeld, hold_pid_file
 from kint.protocol.errors import ErrorCode
 
 LOCK_NAME = "setup.lock"
@@ -37,6 +37,8 @@ def setup_lock(home: Path | None = None) -> Iterator[None]:
         raise SetupError(f"another kint setup is running for {folder}{named}",
                          "wait for it to finish, then run this one again: nothing was "
                          "changed", ErrorCode.BUSY) from None
+    except NotOwnFile as err:
+        raise SetupError(str(err), FOREIGN_FILE_HINT, ErrorCode.CORRUPT_STATE) from None
     except OSError as err:
         raise SetupError(f"cannot open {path}: {err.strerror}",
                          "KINT_HOME must be a folder this user can write (kint-server needs it "

@@ -14,7 +14,6 @@ gives up within seconds on a supervisor that is serving but does not answer.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
@@ -30,7 +29,7 @@ from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
 from kint.proc_name import SUPERVISOR, set_process_name
-from kint.pid_file_lock import FOREIGN_FILE_HINT, flock_by, open_lock_file
+from kint.pid_file_lock import flock_by, open_own_file
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir)
 from kint.protocol import ErrorCode
@@ -167,15 +166,13 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
 
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
-    # Never through a link (it is emptied: through one, another file would be).
-    stderr_path = run_dir(home) / DAEMON_STDERR
+    # Never through a link, nor another user's file: it is emptied, and only then.
+    fd = open_own_file(run_dir(home) / DAEMON_STDERR)
     try:
-        fd = os.open(stderr_path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT
-                     | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except OSError as err:
-        if err.errno != errno.ELOOP:
-            raise
-        raise UnsafePathError(f"{stderr_path} is a symlink", FOREIGN_FILE_HINT) from None
+        os.ftruncate(fd, 0)
+    except OSError:
+        os.close(fd)
+        raise
     try:
         # -P and cwd="/": the daemon imports the installed kint, never a `kint/` folder
         # that happens to sit in the caller's working directory.
@@ -221,7 +218,7 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
         return
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
-    lock_fd = open_lock_file(run_dir(home) / START_LOCK)
+    lock_fd = open_own_file(run_dir(home) / START_LOCK)
     try:
         if not flock_by(lock_fd, deadline, 0.05):
             raise SupervisorNotReachable("another kint process holds the start lock",

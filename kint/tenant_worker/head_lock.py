@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from kint.paths import ensure_private_dir
-from kint.pid_file_lock import FOREIGN_FILE_HINT, LockFileRefused, flock_by, open_lock_file
+from kint.pid_file_lock import flock_by, open_own_file
 from kint.protocol import ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ BUSY_HINT = ("wait for it to end (`kint supervisor status` shows it while it run
              "again")
 
 
-
 class HeadLockBusy(Exception):
     def __init__(self) -> None:
         super().__init__(MESSAGE)
@@ -39,10 +38,7 @@ class HeadLockBusy(Exception):
 @contextmanager
 def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
     ensure_private_dir(path.parent)
-    try:
-        fd = open_lock_file(path)
-    except LockFileRefused as err:
-        raise ProtocolError(ErrorCode.CORRUPT_STATE, str(err), FOREIGN_FILE_HINT) from None
+    fd = open_own_file(path)  # a link there: NotOwnFile, CORRUPT_STATE (state_health)
     try:
         if not flock_by(fd, time.monotonic() + wait_s, RETRY_S):
             raise HeadLockBusy()

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from sibyl_memory_client.exceptions import SibylMemoryError
 
+from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.statefiles import CorruptStateFile
 
@@ -59,14 +60,17 @@ def _disk_full(what: str, why: str, op: str) -> ProtocolError:
 
 
 def guarded(op: str, handler: Handler) -> Handler:
-    """`handler` (op `op`), with the faults of the machine (a corrupt file, a full disk
-    under kint's state or under Sibyl's store) answered as what they are, naming the file."""
+    """`handler` (op `op`), with the faults of the machine (a corrupt file, a link or a
+    stranger's file where kint keeps its own, a full disk under kint's state or under
+    Sibyl's store) answered as what they are, naming the file."""
 
     def run(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         try:
             return handler(ctx, args)
         except CorruptStateFile as err:
             raise corrupt_error(err) from None
+        except NotOwnFile as err:  # a link where a lock of the space's goes, named
+            raise ProtocolError(ErrorCode.CORRUPT_STATE, str(err), FOREIGN_FILE_HINT) from None
         except OSError as err:
             if not disk_full(err):
                 raise

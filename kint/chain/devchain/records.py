@@ -18,7 +18,7 @@ import orjson
 from kint.chain.config import devchain_record
 from kint.chain.devchain.errors import DevchainError
 from kint.paths import UnsafePathError, atomic_write, ensure_private_dir
-from kint.pid_file_lock import FOREIGN_FILE_HINT, LockFileRefused, open_lock_file
+from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
 
 
@@ -47,8 +47,8 @@ def locked(home: Path) -> Iterator[None]:
                                            "folders of this user",
                             code=ErrorCode.CORRUPT_STATE) from None
     try:
-        fd = open_lock_file(folder / ".lock")
-    except LockFileRefused as err:
+        fd = open_own_file(folder / ".lock")
+    except NotOwnFile as err:
         raise DevchainError(str(err), hint=FOREIGN_FILE_HINT,
                             code=ErrorCode.CORRUPT_STATE) from None
     try:
