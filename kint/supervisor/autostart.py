@@ -14,7 +14,6 @@ gives up within seconds on a supervisor that is serving but does not answer.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import resource
@@ -225,7 +224,9 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
                                          "try again in a moment")
         _wait_for_supervisor(home, ping, deadline, wait_s)
     finally:
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        # Closing lets the lock go (the descriptor is close-on-exec: the supervisor
+        # started under it holds no copy). An unlock first could itself fail after a
+        # flock that did (no locks on that file system) and leak the descriptor.
         os.close(lock_fd)
 
 
