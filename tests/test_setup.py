@@ -82,7 +82,8 @@ def test_codex_pins_the_identity_forwards_the_rest_keeps_the_file_and_runs_once(
     doc = tomllib.loads(text)
     kint = doc["mcp_servers"]["kint"]
     assert kint["command"] == SERVER and kint["args"] == []
-    assert kint["env"] == {"KINT_HOME": str(sandbox.kint_home),
+    # The user's own variable in the table (Sibyl's, not a kint setting) is kept.
+    assert kint["env"] == {"SIBYL_MEMORY_TELEMETRY": "0", "KINT_HOME": str(sandbox.kint_home),
                            "SIBYL_MEMORY_DB": str(sandbox.sibyl_db),
                            "KINT_TENANT": "kint-demo", "KINT_KEY_TTL": "30d"}
     # Settings not pinned reach the server by name only when Codex runs with them; the

@@ -123,17 +123,22 @@ def check_env_name(key: str) -> None:
 
 def users_env(current: Any, pinned: dict[str, str]) -> dict[str, str]:
     """The variables of the user's own in the `env` of kint's entry already saved (`current`,
-    the entry), kept by setup beside what it pins (`pinned`): those that are not kint
-    settings, which are setup's to write (this run's values, or none), nor PYTHONPATH, which
-    setup keeps out of the server. A proxy or a tool's variable the user added there would
-    otherwise be replaced without a word each time setup rewrites the entry."""
-    from kint.settings.schema import BY_NAME
-
+    the entry), kept by setup beside what it pins (`pinned`): a proxy or a tool's variable
+    the user added there would otherwise be replaced without a word each time setup
+    rewrites the entry."""
     env = current.get("env") if isinstance(current, dict) else None
     if not isinstance(env, dict):
         return {}
-    return {k: v for k, v in env.items()
-            if k not in BY_NAME and k != "PYTHONPATH" and k not in pinned}
+    return {k: v for k, v in env.items() if users_own(k, pinned)}
+
+
+def users_own(name: str, pinned: dict[str, str]) -> bool:
+    """Whether a variable of kint's entry is the user's own, to keep: not a kint setting,
+    which is setup's to write (this run's value, or none), nor PYTHONPATH, which setup
+    keeps out of the server, nor one setup pins (an `--env` of the user's wins)."""
+    from kint.settings.schema import BY_NAME
+
+    return name not in BY_NAME and name != "PYTHONPATH" and name not in pinned
 
 
 def users_values(env: dict[str, str]) -> list[str]:
