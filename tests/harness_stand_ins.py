@@ -126,3 +126,27 @@ def stand_in_openclaw(bin_dir: Path, mcp_set: str = SAVES_DEFINITION,
     `mcp_set` (the write), with `path` that file."""
     return stand_in(bin_dir, "openclaw",
                     OPENCLAW.format(config_file_fails=config_file_fails) + mcp_set)
+
+
+# A real client's stand-in on PATH that records its command line (one JSON line in `log`)
+# and execs the real one, so what runs and what it saves is the client's own.
+RECORDING_SHIM = """#!{python}
+import json, os, sys
+with open({log!r}, "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+"""
+
+
+def recording_shim(folder: Path, name: str, real: Path, log: Path) -> Path:
+    """`folder/name`, recording each command line in `log` before it execs `real`."""
+    folder.mkdir(exist_ok=True)
+    shim = folder / name
+    shim.write_text(RECORDING_SHIM.format(python=sys.executable, log=str(log), real=str(real)))
+    shim.chmod(0o755)
+    return shim
+
+
+def recorded(log: Path) -> list[list[str]]:
+    """The command lines a recording shim wrote, in order."""
+    return [json.loads(line) for line in log.read_text().splitlines()]

