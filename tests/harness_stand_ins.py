@@ -4,8 +4,10 @@ real ones cost seconds a call; test_setup_clients*.py runs them).
 A stand-in is a Python script on PATH under the harness's name: it logs each call (its
 argv, one JSON line) in `$HOME/<name>-calls.log`, then runs the test's script. OpenClaw's
 stand-in answers `openclaw config file` as OpenClaw 2026.9 does (OPENCLAW_CONFIG_PATH,
-else ~/.openclaw/openclaw.json) and by default saves `mcp set NAME JSON` under
-`mcp.servers` there; a test gives it another `mcp set` (one that fails, or writes half).
+else ~/.openclaw/openclaw.json) and `config patch --help` as 2026.9 does (naming
+`--stdin`), and by default saves the entry `config patch --stdin --replace-path
+mcp.servers.NAME` reads under `mcp.servers` there; a test gives it another script (one that
+fails, or writes half, or an older OpenClaw's `mcp set NAME JSON`).
 """
 
 from __future__ import annotations
@@ -91,14 +93,17 @@ def calls(home: Path, name: str) -> list[list[str]]:
     return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
 
 
-# What `openclaw mcp set NAME JSON` does by default: save the definition in the config file.
+# What `openclaw config patch --stdin --replace-path mcp.servers.NAME` does by default: save
+# the entry of the patch on stdin in the config file, in place of the one there.
 SAVES_DEFINITION = """\
-assert sys.argv[1:3] == ["mcp", "set"], sys.argv
+assert sys.argv[1:4] == ["config", "patch", "--stdin"], sys.argv
+name = sys.argv[5].split(".")[2]
 data = json.loads(path.read_text()) if path.exists() else {}
-data.setdefault("mcp", {}).setdefault("servers", {})[sys.argv[3]] = json.loads(sys.argv[4])
+data.setdefault("mcp", {}).setdefault("servers", {})[name] = \\
+    json.load(sys.stdin)["mcp"]["servers"][name]
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(data, indent=2))
-print("saved", sys.argv[3])
+print("Applied 1 config update(s).")
 """
 
 OPENCLAW = """\
@@ -108,12 +113,40 @@ if sys.argv[1:] == ["config", "file"]:
     if {config_file_fails}:
         sys.exit("error: unknown command 'file'")
     sys.exit(print(path))
+if sys.argv[1:] == ["config", "patch", "--help"]:
+    sys.exit(print("Usage: openclaw config patch [options]\\n  --stdin  Read a JSON5 config "
+                   "patch object from stdin"))
 """
 
 
 def stand_in_openclaw(bin_dir: Path, mcp_set: str = SAVES_DEFINITION,
                       config_file_fails: bool = False) -> Path:
     """A stand-in `openclaw`: `config file` names its config file (or fails, as an OpenClaw
-    without the command), and any other call runs `mcp_set`, with `path` that file."""
+    without the command), `config patch --help` names `--stdin`, and any other call runs
+    `mcp_set` (the write), with `path` that file."""
     return stand_in(bin_dir, "openclaw",
                     OPENCLAW.format(config_file_fails=config_file_fails) + mcp_set)
+
+
+# A real client's stand-in on PATH that records its command line (one JSON line in `log`)
+# and execs the real one, so what runs and what it saves is the client's own.
+RECORDING_SHIM = """#!{python}
+import json, os, sys
+with open({log!r}, "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+"""
+
+
+def recording_shim(folder: Path, name: str, real: Path, log: Path) -> Path:
+    """`folder/name`, recording each command line in `log` before it execs `real`."""
+    folder.mkdir(exist_ok=True)
+    shim = folder / name
+    shim.write_text(RECORDING_SHIM.format(python=sys.executable, log=str(log), real=str(real)))
+    shim.chmod(0o755)
+    return shim
+
+
+def recorded(log: Path) -> list[list[str]]:
+    """The command lines a recording shim wrote, in order."""
+    return [json.loads(line) for line in log.read_text().splitlines()]

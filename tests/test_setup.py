@@ -82,7 +82,8 @@ def test_codex_pins_the_identity_forwards_the_rest_keeps_the_file_and_runs_once(
     doc = tomllib.loads(text)
     kint = doc["mcp_servers"]["kint"]
     assert kint["command"] == SERVER and kint["args"] == []
-    assert kint["env"] == {"KINT_HOME": str(sandbox.kint_home),
+    # The user's own variable in the table (Sibyl's, not a kint setting) is kept.
+    assert kint["env"] == {"SIBYL_MEMORY_TELEMETRY": "0", "KINT_HOME": str(sandbox.kint_home),
                            "SIBYL_MEMORY_DB": str(sandbox.sibyl_db),
                            "KINT_TENANT": "kint-demo", "KINT_KEY_TTL": "30d"}
     # Settings not pinned reach the server by name only when Codex runs with them; the
@@ -272,7 +273,8 @@ def stand_in_openclaw(tmp_path: Path, config_file_fails: bool = False) -> str:
 
 
 def mcp_set_calls(sandbox) -> list[list[str]]:
-    return [c for c in calls(sandbox.home, "openclaw") if c[:2] == ["mcp", "set"]]
+    """The writes of kint's entry (`config patch --stdin`, the entry on stdin)."""
+    return [c for c in calls(sandbox.home, "openclaw") if c[:3] == ["config", "patch", "--stdin"]]
 
 
 def test_openclaw_is_set_through_its_cli_with_the_env_in_the_launch_line(sandbox, tmp_path):
@@ -330,7 +332,7 @@ def test_openclaw_config_moved_by_its_variables_is_the_one_checked_and_backed_up
 
 def test_openclaw_that_cannot_name_its_config_file_is_still_set(sandbox, tmp_path):
     """An OpenClaw whose `config file` fails (one without the command): setup cannot tell
-    which file to check or copy, so it runs `mcp set` and says nothing was backed up."""
+    which file to check or copy, so it writes kint's entry and says nothing was backed up."""
     path = stand_in_openclaw(tmp_path, config_file_fails=True)
     for _ in range(2):
         out = sandbox.kint("setup", "openclaw", env={"PATH": path})
@@ -345,7 +347,7 @@ def test_openclaw_that_cannot_name_its_config_file_is_still_set(sandbox, tmp_pat
 
 def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines(sandbox,
                                                                                 tmp_path):
-    """OpenClaw's `string` plugin prints lines of its own on every call; a failed `mcp set`
+    """OpenClaw's `string` plugin prints lines of its own on every call; a failed write
     is reported with OpenClaw's reason, not with them (v0.3.0's setup drops them too)."""
     harness_stand_ins.stand_in_openclaw(
         tmp_path / "bin", "print('Error: config is locked by another openclaw process')\n"
@@ -356,7 +358,7 @@ def test_openclaw_that_fails_is_reported_without_its_string_bridge_plugins_lines
                                                          f"{bare_path(tmp_path)}"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
-        "openclaw: failed: `openclaw mcp set` exited 1: Error: config is locked by another "
+        "openclaw: failed: `openclaw config patch` exited 1: Error: config is locked by another "
         "openclaw process [HARNESS_ERROR]", OPENCLAW_HINT]
 
 
@@ -387,7 +389,7 @@ def test_openclaw_refusing_an_invalid_config_is_reported_with_its_problems(sandb
                                                          f"{bare_path(tmp_path)}"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
-        "openclaw: failed: `openclaw mcp set` exited 1: OpenClaw config is invalid | File: "
+        "openclaw: failed: `openclaw config patch` exited 1: OpenClaw config is invalid | File: "
         "~/.openclaw/openclaw.json | Problem: | - openclaw.json:1 \u2014 gateway.port: Invalid "
         "input: expected number, received string | - <root>: Unrecognized key: \"bogusKey\" | "
         "Run \"openclaw doctor --fix\" to repair the config, then retry. [HARNESS_ERROR]",

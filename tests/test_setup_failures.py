@@ -147,7 +147,7 @@ def test_a_harness_that_fails_leaves_no_backup_unless_its_file_changed(sandbox, 
     [copy] = list(config.parent.glob("openclaw.json.bak-*"))
     assert copy.read_text() == '{"mine": 1}'
     assert lines[-3:] == [
-        "openclaw: failed: `openclaw mcp set` exited 1: crashed half way [HARNESS_ERROR]",
+        "openclaw: failed: `openclaw config patch` exited 1: crashed half way [HARNESS_ERROR]",
         "  openclaw: hint: run `openclaw config validate` to see what OpenClaw refuses, then "
         "run `kint setup openclaw` again",
         f"  openclaw: backup {copy}"]
@@ -177,7 +177,7 @@ def test_a_kint_entry_turned_off_or_of_an_older_kint_is_rewritten_and_keeps_the_
     """A kint entry saved by an older kint (another kint-server path), turned off by the user
     (`enabled` false) and given a key of the user's own: setup rewrites the launch line,
     turns it on again saying so (and how to turn it off), and keeps the user's key, in
-    OpenClaw (whose `mcp set` replaces the whole entry) and in Codex. A second run changes
+    OpenClaw (whose write replaces the whole entry) and in Codex. A second run changes
     nothing."""
     stand_in_openclaw(tmp_path / "bin")
     home = sandbox.home

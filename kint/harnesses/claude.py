@@ -11,7 +11,8 @@ in the backup, named, rather than shown to the machine.
 
 Claude Code starts a server with its own whole environment plus the entry's `env`, so the
 entry launches `/usr/bin/env -u PYTHONPATH <kint-server>`: kint's variables pinned in
-`env`, the shell's PYTHONPATH dropped.
+`env`, the shell's PYTHONPATH dropped. The variables of the user's own already in that
+`env` (env_checks.users_env) are written back beside kint's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup
+from kint.harnesses.env_checks import users_env
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
@@ -36,9 +38,10 @@ def config_path() -> Path:
     return (Path(raw).expanduser() if raw else Path.home()) / ".claude.json"
 
 
-def entry(plan: Plan) -> dict[str, Any]:
+def entry(plan: Plan, theirs: dict[str, str] | None = None) -> dict[str, Any]:
+    """kint's entry; `theirs`, the variables of the user's own kept in its `env`."""
     return {"type": "stdio", "command": env_command(),
-            "args": ["-u", "PYTHONPATH", str(plan.server)], "env": dict(plan.env)}
+            "args": ["-u", "PYTHONPATH", str(plan.server)], "env": {**(theirs or {}), **plan.env}}
 
 
 def user_servers(path: Path) -> dict[str, Any]:
@@ -95,11 +98,15 @@ def users_keys(current: Any) -> dict[str, Any]:
         if isinstance(current, dict) else {}
 
 
-def dropped_keys(kept: dict[str, Any], saved: Any, why: str | None) -> list[str]:
-    """The line naming the keys of the user's own that Claude Code did not save back into
-    kint's entry, and where they are: the ones its schema leaves out, or all of them when
-    they were not given to it (`why`, said as the reason)."""
-    gone = [k for k in kept if not isinstance(saved, dict) or saved.get(k) != kept[k]]
+def dropped_keys(kept: dict[str, Any], theirs: dict[str, str], saved: Any, why: str | None
+                 ) -> list[str]:
+    """The line naming the keys (and `env` variables, `theirs`) of the user's own that Claude
+    Code did not save back into kint's entry, and where they are: the keys its schema
+    leaves out, or all of them when they were not given to it (`why`, said as the reason)."""
+    saved = saved if isinstance(saved, dict) else {}
+    env = saved.get("env") if isinstance(saved.get("env"), dict) else {}
+    gone = [k for k in kept if saved.get(k) != kept[k]]
+    gone += [f"env.{k}" for k in theirs if env.get(k) != theirs[k]]
     if not gone:
         return []
     why = why or "Claude Code does not keep keys it does not know"
@@ -114,26 +121,29 @@ ARGV_ONLY = ("this Claude Code takes an entry only on its command line, where ev
              "setup claude` again)")
 
 
-def add(cli: str, wanted: dict[str, Any], kept: dict[str, Any]
-        ) -> tuple[subprocess.CompletedProcess[str], str | None]:
+def add(cli: str, wanted: dict[str, Any], kept: dict[str, Any], theirs: dict[str, str]
+        ) -> tuple[subprocess.CompletedProcess[str], str | None, dict[str, Any]]:
     """`claude mcp add-json` of kint's entry with the user's keys kept, the JSON on stdin;
     when Claude Code refuses the entry for one of them (a value its schema does not take),
     kint's entry alone, so kint is registered rather than left removed. Returns the last
-    run and, when the user's keys were not given or were refused, why (for
-    `dropped_keys`)."""
+    run, why the user's keys (or variables, `theirs`) were not given or were refused (for
+    `dropped_keys`), and the entry given, less the user's keys."""
     argv = [cli, *ADD_JSON, "-"]
     added = run_cli(argv, timeout=TIMEOUT, stdin=json.dumps({**kept, **wanted}))
     if added.returncode == 0:
-        return added, None
+        return added, None, wanted
     why = None
     if kept:  # refused for a value of the user's keys: kint's entry alone
         why = f"Claude Code refused them ({tail(added)})"
         added = run_cli(argv, timeout=TIMEOUT, stdin=json.dumps(wanted))
     if added.returncode == 0 or reads_stdin(cli):
-        return added, why
-    # An older Claude Code, which took `-` for the JSON itself.
-    entry = json.dumps(argv_safe(wanted))
-    return run_cli([cli, *ADD_JSON, entry], timeout=TIMEOUT), ARGV_ONLY if kept else None
+        return added, why, wanted
+    # An older Claude Code, which took `-` for the JSON itself: the user's variables left
+    # in the backup, as their keys are.
+    own = argv_safe({**wanted, "env": {k: v for k, v in wanted["env"].items()
+                                       if k not in theirs}})
+    return (run_cli([cli, *ADD_JSON, json.dumps(own)], timeout=TIMEOUT),
+            ARGV_ONLY if kept or theirs else None, own)
 
 
 def reads_stdin(cli: str) -> bool:
@@ -168,9 +178,10 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     if cli is None:
         return [Report("claude", "skipped", ["claude: CLI not found, skipped"])]
     path = config_path()
-    wanted = entry(plan)
     servers = user_servers(path)
     current = servers.get(SERVER_NAME)
+    theirs = users_env(current, plan.env)
+    wanted = entry(plan, theirs)
     if same(current, wanted):
         # v0.3.0's line (13-harnesses.md, "kint setup"): kint is registered at user scope,
         # as setup writes it; the report's status says nothing was rewritten.
@@ -181,18 +192,18 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     try:
         if SERVER_NAME in servers:
             run_cli([cli, "mcp", "remove", "--scope", "user", SERVER_NAME], timeout=TIMEOUT)
-        added, why = add(cli, wanted, kept)
+        added, why, given = add(cli, wanted, kept, theirs)
     except HarnessFailure as err:
         return [failed("claude", err, *kept_backup("claude", copy, path))]
     servers = user_servers(path)
     lines: list[str] = []
-    if added.returncode != 0 or not same(servers.get(SERVER_NAME), wanted):
+    if added.returncode != 0 or not same(servers.get(SERVER_NAME), given):
         lines = kept_backup("claude", copy, path)
         return [failed("claude", HarnessFailure(
             f"`claude mcp add-json` did not register kint: {tail(added)}",
             "run `claude mcp list` to see what Claude Code reads, then run `kint setup "
             "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
     backed_up(lines, "claude", copy)
-    lines += dropped_keys(kept, servers.get(SERVER_NAME), why)
+    lines += dropped_keys(kept, theirs, servers.get(SERVER_NAME), why)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

@@ -38,18 +38,19 @@ def shown_command(argv: list[str]) -> str:
     return " ".join(words)
 
 
-def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None
-            ) -> subprocess.CompletedProcess[str]:
+def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None,
+            shown: str | None = None) -> subprocess.CompletedProcess[str]:
     """A harness's CLI, its output captured. One that does not finish within `timeout`
     (stuck, or waiting on a question setup did not answer) or cannot be started (a broken
-    script) fails the harness with a line naming the command, not an exception's repr
-    carrying its whole argv."""
+    script) fails the harness with a line naming the command (`shown`, when its arguments
+    travel on stdin), not an exception's repr carrying its whole argv."""
+    shown = shown or shown_command(argv)
     try:
         return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
                               capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise HarnessFailure(f"`{shown_command(argv)}` did not finish within {timeout:g} s",
-                             f"run `{shown_command(argv)}` yourself to see what it waits "
+        raise HarnessFailure(f"`{shown}` did not finish within {timeout:g} s",
+                             f"run `{shown}` yourself to see what it waits "
                              f"for, then {RERUN}", ErrorCode.TIMEOUT) from None
     except OSError as err:
         raise HarnessFailure(f"cannot run {argv[0]}: {err.strerror or err}",

@@ -10,8 +10,9 @@ identity variables in `env` and lists in `env_vars` the settings kint reads that
 pinned, which then reach the server only when Codex itself runs with them (by name: no
 value, secret or not, is written). PYTHONPATH is in neither, so it never reaches the server.
 
-Setup owns `command`, `args`, `env` and `env_vars`; every other key of the table (timeouts
-you set, tool filters) is kept, and `startup_timeout_sec` / `tool_timeout_sec` are set when
+Setup owns `command`, `args`, `env` and `env_vars`, but for the variables of the user's own
+in them (names that are not kint settings, nor PYTHONPATH), which are kept beside kint's;
+every other key of the table (timeouts you set, tool filters) is kept, and `startup_timeout_sec` / `tool_timeout_sec` are set when
 absent (the startup pull, and pushes that wait for confirmations). The file is copied to
 `config.toml.bak-<unix time>` first, and the edit is checked by parsing the result: every
 other table must come back unchanged, or nothing is written.
@@ -30,6 +31,7 @@ from typing import Any
 
 from kint.harnesses.cli_run import which
 from kint.harnesses.config_files import backed_up, backup, reenabled, write_text_atomic
+from kint.harnesses.env_checks import users_env, users_own
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 
@@ -62,9 +64,16 @@ def config_path() -> Path:
     return codex_home() / "config.toml"
 
 
-def managed(plan: Plan) -> dict[str, Any]:
-    return {"command": str(plan.server), "args": [], "env": dict(plan.env),
-            "env_vars": [name for name in FORWARDED if name not in plan.env]}
+def managed(plan: Plan, current: Any = None) -> dict[str, Any]:
+    """What setup writes of the table: kint's, and the variables of the user's own already in
+    `current`'s `env` and `env_vars` (env_checks.users_env), kept."""
+    theirs = users_env(current, plan.env)
+    forwarded = [name for name in FORWARDED if name not in plan.env]
+    names = current.get("env_vars") if isinstance(current, dict) else None
+    kept = [n for n in names if isinstance(n, str) and users_own(n, plan.env)
+            and n not in forwarded] if isinstance(names, list) else []
+    return {"command": str(plan.server), "args": [], "env": {**theirs, **plan.env},
+            "env_vars": [*forwarded, *kept]}
 
 
 def wanted_table(plan: Plan, current: Any) -> dict[str, Any]:
@@ -75,7 +84,7 @@ def wanted_table(plan: Plan, current: Any) -> dict[str, Any]:
         table.pop(key, None)
     if table.get("enabled") is False:  # turned on again, and said (harnesses.reenabled)
         del table["enabled"]
-    return {**managed(plan), **table}
+    return {**managed(plan, current), **table}
 
 
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:

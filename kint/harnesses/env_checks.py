@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from kint.harnesses.failures import SetupError
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM
@@ -118,3 +119,33 @@ def check_env_name(key: str) -> None:
         raise SetupError(f"--env {key} is refused: {REFUSED_ENV[key]}",
                          "setup writes --env values into the harness's configuration in "
                          "plain text")
+
+
+def users_env(current: Any, pinned: dict[str, str]) -> dict[str, str]:
+    """The variables of the user's own in the `env` of kint's entry already saved (`current`,
+    the entry), kept by setup beside what it pins (`pinned`): a proxy or a tool's variable
+    the user added there would otherwise be replaced without a word each time setup
+    rewrites the entry."""
+    env = current.get("env") if isinstance(current, dict) else None
+    if not isinstance(env, dict):
+        return {}
+    return {k: v for k, v in env.items() if users_own(k, pinned)}
+
+
+def users_own(name: str, pinned: dict[str, str]) -> bool:
+    """Whether a variable of kint's entry is the user's own, to keep: not a kint setting,
+    which is setup's to write (this run's value, or none), nor PYTHONPATH, which setup
+    keeps out of the server, nor one setup pins (an `--env` of the user's wins)."""
+    from kint.settings.schema import BY_NAME
+
+    return name not in BY_NAME and name != "PYTHONPATH" and name not in pinned
+
+
+def users_values(env: dict[str, str]) -> list[str]:
+    """The names in `env` that are not kint settings: values of the user's own (an `--env`,
+    a variable kept from kint's entry), which kint has not checked, so they are never put
+    on another program's command line (every user of the machine reads /proc/<pid>/cmdline).
+    kint's settings are checked before setup writes them: no secret, no keyed URL."""
+    from kint.settings.schema import BY_NAME
+
+    return sorted(k for k in env if k not in BY_NAME)

@@ -17,7 +17,9 @@ of the shell reaches it, PYTHONPATH included. So every entry pins, for its profi
 - KINT_TENANT (resolved now: credentials, else Sibyl's default). The store's path alone
   makes its space `<tenant>@hermes:<profile>`, the one kint's plugin uses for that store.
 
-An entry whose command and env already are these is left alone. Otherwise the profile's
+The entry's `env` keeps the variables of the user's own already in it (not kint settings,
+not PYTHONPATH: env_checks.users_env). An entry whose command and env already are these is
+left alone. Otherwise the profile's
 `config.yaml` is copied to `config.yaml.bak-<unix time>` and `mcp add` rewrites the entry
 (answering its overwrite and "enable all tools" questions with yes).
 """
@@ -31,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from kint import spaces
-from kint.harnesses import hermes_provider
+from kint.harnesses import hermes_provider, hermes_run
 from kint.harnesses.cli_run import run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
+from kint.harnesses.env_checks import users_env, users_values
 from kint.harnesses.failures import HarnessFailure, file_failure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.install_source import install_source
@@ -181,6 +184,7 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     config = profile_dir(root, profile) / "config.yaml"
     read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
     current = current_entry(cli, profile)
+    env = {**users_env(current, env), **env}
     provider = hermes_provider.memory_provider(cli, profile)
     no_plugin = blocker.result()
     if provider is None:
@@ -191,9 +195,10 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     switch = no_plugin is None and provider == hermes_provider.SIBYL_PROVIDER
     register = not same(current, command, env)
     copy = backup(config) if register or switch else None
+    left_out: list[str] = []
     if register:
         try:
-            problem = add_entry(cli, profile, command, env, current)
+            problem, left_out = add_entry(cli, profile, command, env, current, plan.explicit)
         except HarnessFailure as err:
             return failed(target, err, *kept_backup(target, copy, config))
         if problem:
@@ -206,6 +211,9 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     backed_up(lines, target, copy)
     if register:
         lines += dropped_keys(target, profile, current)
+    if left_out:
+        lines.append(f"  {target}: kint's entry lost variables of yours ({', '.join(left_out)}):"
+                     f" {ARGV_ONLY}; the backup above holds them")
     changed = register
     if no_plugin is not None:
         lines.append(f"  {target}: plugin {hermes_provider.PLUGIN_NAME} not installed: "
@@ -256,18 +264,44 @@ def dropped_keys(target: str, profile: str, current: Any) -> list[str]:
             f"-p {profile} config set mcp_servers.kint.KEY VALUE` or in its config.yaml"]
 
 
-def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current: Any
-              ) -> str | None:
-    """`hermes mcp add` for kint; what went wrong, or None once Hermes reads it back."""
-    argv = [cli, "-p", profile, "mcp", "add", SERVER_NAME, "--command", command,
-            "--env", *[f"{k}={v}" for k, v in env.items()]]
+ARGV_ONLY = ("this `hermes` is no Python script, so it takes them only on its command line, "
+             "where every user of this machine can read them, and kint gave it its own "
+             "settings alone (set them in the profile's config.yaml, under mcp_servers.kint.env)")
+
+
+def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current: Any,
+              given: dict[str, str]) -> tuple[str | None, list[str]]:
+    """`hermes mcp add` for kint, its arguments on stdin (hermes_run); what went wrong, or
+    None once Hermes reads it back, and the variables of the user's left out. A `hermes`
+    that is no Python script gets kint's settings alone on its command line: the user's
+    variables kept from the entry are left out (the caller names them), and an `--env` of
+    the user's (`given`) fails, named, never its value."""
     # `mcp add` asks to overwrite an existing entry, then to enable every tool it found.
     answers = ("y\n" if current is not None else "") + "Y\n"
-    out = run_cli(argv, timeout=TIMEOUT, stdin=answers)
+    out = hermes_run.run(cli, add_args(profile, command, env), timeout=TIMEOUT,
+                         answers=answers)
+    left_out: list[str] = []
+    if out is None:
+        left_out = users_values(env)
+        refused = [k for k in left_out if k in given]
+        if refused:
+            raise HarnessFailure(
+                f"this `hermes` is no Python script, so it takes an entry's env only on its "
+                f"command line, where every user of this machine can read it, and kint's "
+                f"holds values of yours ({', '.join(refused)})",
+                "set them in the profile's config.yaml under mcp_servers.kint.env once kint is "
+                "registered, and run `kint setup hermes` without them", ErrorCode.HARNESS_ERROR)
+        env = {k: v for k, v in env.items() if k not in left_out}
+        out = run_cli([cli, *add_args(profile, command, env)], timeout=TIMEOUT, stdin=answers)
     try:
         saved = current_entry(cli, profile)
     except HarnessFailure:
         saved = None
     if not same(saved, command, env):
-        return f"`hermes mcp add` did not save kint: {tail(out)}"
-    return None
+        return f"`hermes mcp add` did not save kint: {tail(out)}", left_out
+    return None, left_out
+
+
+def add_args(profile: str, command: str, env: dict[str, str]) -> list[str]:
+    return ["-p", profile, "mcp", "add", SERVER_NAME, "--command", command,
+            "--env", *[f"{k}={v}" for k, v in env.items()]]

@@ -1,5 +1,15 @@
 """OpenClaw: `mcp.servers.kint` in OpenClaw's config file (`~/.openclaw/openclaw.json` by
-default), written by OpenClaw's own CLI (`openclaw mcp set kint '<json>'`).
+default), written by OpenClaw's own CLI: `openclaw config patch --stdin --replace-path
+mcp.servers.kint`, the entry on its stdin, which replaces the entry whole as `openclaw mcp
+set kint '<json>'` does, in one validated write.
+
+The entry goes on stdin, never on the command line (`mcp set` takes it only there): a
+process's argv is readable by every user of the machine (/proc/<pid>/cmdline, `ps`), and
+the entry carries the user's values (an `--env` that is not a kint setting, the keys and
+variables of theirs kept in kint's entry). An OpenClaw whose `config patch` does not read
+stdin gets `mcp set` with kint's own definition (kint's settings alone, checked to hold no
+secret and no keyed URL); the user's keys are left in the backup, named, and an `--env` of
+theirs fails setup, named, never its value.
 
 The definition launches `/usr/bin/env -u PYTHONPATH KEY=VALUE ... <kint-server>`: kint's
 variables travel in the launch line itself, so they reach the server whatever environment
@@ -22,6 +32,7 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, run_cli, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
+from kint.harnesses.env_checks import users_env, users_values
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
@@ -88,8 +99,10 @@ def failure_reason(out: subprocess.CompletedProcess[str]) -> str:
 
 # The keys of an entry that say how OpenClaw reaches the server, and whether it does: setup
 # writes these (a stdio launch line, on). Any other key of a kint entry already saved (the
-# user's `requestTimeoutMs`, `toolFilter`, ...) is kept, since `mcp set` replaces the whole
-# entry with what it is given. (OpenClaw's docs/gateway/config-extensions.md, "MCP".)
+# user's `requestTimeoutMs`, `toolFilter`, ...) is kept, since the write replaces the whole
+# entry with what it is given. (OpenClaw's docs/gateway/config-extensions.md, "MCP".) Of
+# `env`, the variables of the user's own are kept (env_checks.users_env): kint's own travel
+# in the launch line, which `env` runs after OpenClaw applied the entry's `env`.
 MANAGED = ("command", "args", "env", "cwd", "url", "transport", "type", "headers", "auth",
            "oauth", "sslVerify", "clientCert", "clientKey", "enabled")
 
@@ -97,7 +110,54 @@ MANAGED = ("command", "args", "env", "cwd", "url", "transport", "type", "headers
 def wanted_entry(current: Any, plan: Plan) -> dict[str, Any]:
     kept = {k: v for k, v in current.items() if k not in MANAGED} \
         if isinstance(current, dict) else {}
-    return {**definition(plan), **kept}
+    env = users_env(current, plan.env)
+    return {**definition(plan), **({"env": env} if env else {}), **kept}
+
+
+PATCH = ("config", "patch", "--stdin", "--replace-path", f"mcp.servers.{SERVER_NAME}")
+ARGV_ONLY = ("this OpenClaw takes an entry only on its command line (`openclaw mcp set`), "
+             "where every user of this machine can read it, so kint gave it its own "
+             "definition alone (update OpenClaw to one whose `openclaw config patch` reads "
+             "`--stdin`, then run `kint setup openclaw` again)")
+
+
+def save(cli: str, wanted: dict[str, Any], plan: Plan
+         ) -> tuple[subprocess.CompletedProcess[str], str, bool]:
+    """The entry written by `openclaw config patch`, on its stdin. Returns the run, the
+    command it was (for a failure's line) and whether the user's keys were left out: an
+    OpenClaw whose `config patch` does not read `--stdin` (its help says so when it does)
+    gets `mcp set` with kint's own definition, refused when that holds an `--env` value of
+    the user's."""
+    patch = {"mcp": {"servers": {SERVER_NAME: wanted}}}
+    out = run_cli([cli, *PATCH], timeout=TIMEOUT, stdin=json.dumps(patch))
+    if out.returncode == 0 or patches_from_stdin(cli):
+        return out, "openclaw config patch", False
+    others = users_values(plan.env)
+    if others:
+        raise HarnessFailure(
+            f"this OpenClaw takes an entry only on its command line (`openclaw mcp set`), "
+            f"where every user of this machine can read it, and kint's holds values of yours "
+            f"({', '.join(others)})",
+            "update OpenClaw to one whose `openclaw config patch` reads `--stdin`, then run "
+            "`kint setup openclaw` again", ErrorCode.HARNESS_ERROR)
+    own = definition(plan)
+    out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(own)], timeout=TIMEOUT)
+    return out, "openclaw mcp set", wanted != own
+
+
+def patches_from_stdin(cli: str) -> bool:
+    """Whether this OpenClaw's `config patch` reads the patch from stdin (`--stdin`, in its
+    help): asked only once a patch failed, so an OpenClaw that takes it costs no more."""
+    helped = run_cli([cli, "config", "patch", "--help"], timeout=TIMEOUT)
+    return "--stdin" in helped.stdout + helped.stderr
+
+
+def dropped_keys(wanted: dict[str, Any], plan: Plan) -> list[str]:
+    """The line naming the keys of the user's own that an OpenClaw taking an entry only on
+    its command line was not given, and where they are."""
+    gone = [k for k in wanted if k not in definition(plan)]
+    return [f"  openclaw: kint's entry lost keys of yours ({', '.join(gone)}): {ARGV_ONLY}; "
+            "the backup above holds them"]
 
 
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
@@ -113,18 +173,21 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     lines = reenabled("openclaw", current, "mcp.servers.kint.enabled")
     copy = backup(path) if path is not None else None
     try:
-        out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(wanted)], timeout=TIMEOUT)
+        out, ran, left_out = save(cli, wanted, plan)
     except HarnessFailure as err:
         return [failed("openclaw", err, *(kept_backup("openclaw", copy, path) if path else []))]
     if out.returncode != 0:
         lines = kept_backup("openclaw", copy, path) if path is not None else []
         return [failed("openclaw", HarnessFailure(
-            f"`openclaw mcp set` exited {out.returncode}: {failure_reason(out)}",
+            f"`{ran}` exited {out.returncode}: {failure_reason(out)}",
             "run `openclaw config validate` to see what OpenClaw refuses, then run `kint setup "
             "openclaw` again", ErrorCode.HARNESS_ERROR), *lines)]
     backed_up(lines, "openclaw", copy)
     if path is None:
         lines.append("  openclaw: not backed up: `openclaw config file` did not name "
                      "OpenClaw's config file")
+    if left_out:
+        lines += dropped_keys(wanted, plan)
+    # v0.3.0's line (13-harnesses.md, "OpenClaw"), whichever command wrote the entry.
     return [Report("openclaw", "changed",
                    ["openclaw: saved MCP server kint (openclaw mcp set)", *lines])]

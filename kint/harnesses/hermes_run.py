@@ -1,0 +1,50 @@
+"""Running Hermes' CLI with its arguments on stdin, for the one command that carries the
+user's values: `hermes mcp add kint --command ... --env K=V ...` takes the entry's
+environment only as arguments (hermes-agent 0.19 has no stdin, file or `-` form for it, and
+`hermes config set` takes its value as an argument too), and a process's argv is readable
+by every user of the machine (/proc/<pid>/cmdline, `ps`).
+
+So setup starts the Python that runs the `hermes` script (its `#!` line, as for kint's
+plugin) on a short program that reads the arguments from the first line of its stdin, sets
+them as `sys.argv` and runs that same script as `__main__`: what runs is Hermes' own CLI,
+its checks, its test connection to kint-server and its save, and the rest of stdin answers
+its questions as before. Its command line shows the script's path alone. A `hermes` that is
+no Python script (a shell wrapper) cannot be run that way: `run` returns None, and the
+caller gives Hermes kint's own settings alone on the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from kint.harnesses import hermes_provider
+from kint.harnesses.cli_run import run_cli, shown_command
+
+# The arguments are the first line of stdin, read a byte at a time from fd 0 so that the rest
+# (the answers) stays there for Hermes, or for a program a `hermes` script hands over to;
+# sys.path[0] as Python sets it for a script (its folder), not `-c`'s working folder.
+RUNNER = """import json, os, runpy, sys
+line = b""
+while not line.endswith(b"\\n"):
+    byte = os.read(0, 1)
+    if not byte:
+        break
+    line += byte
+script = sys.argv[1]
+sys.argv = [script, *json.loads(line)]
+sys.path[0] = os.path.dirname(script)
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run(cli: str, args: list[str], *, timeout: float, answers: str = ""
+        ) -> subprocess.CompletedProcess[str] | None:
+    """`hermes <args>` with `args` on its stdin (then `answers`), never on a command line;
+    None when this `hermes` is not a Python script."""
+    python = hermes_provider.hermes_python(cli)
+    if python is None:
+        return None
+    return run_cli([python, "-c", RUNNER, os.path.realpath(cli)], timeout=timeout,
+                   stdin=json.dumps(args) + "\n" + answers, shown=shown_command([cli, *args]))
