@@ -219,6 +219,32 @@ def test_a_push_of_a_revoked_old_key_is_dropped_and_its_rows_go_with_the_new_key
     assert s.anchored() == {"first", "second", "third"}
 
 
+def test_a_push_the_old_key_cannot_pay_for_names_that_key(box):
+    """The old key holds no ETH when the journal is settled: its re-send is refused and its
+    nonce is not spent, so the journal is kept, and the push says whose transaction waits
+    and which address to fund (it said "fund the session key", the new one). Funded, the
+    next settlement sends it and records it."""
+    s = Space(box, "unpaid-after-rotate")
+    s.kill("before_send")
+    s.rotate()
+    balance = s.w3.eth.get_balance(s.old)
+    s.w3.provider.make_request("anvil_setBalance", [s.old, "0x0"])
+    try:
+        out = kdb(s.a, s.db, "push")
+        assert out.returncode == PUSH_PULL_REFUSED and "[RPC_UNAVAILABLE]" in out.stderr, \
+            out.stdout + out.stderr
+        assert (f"the interrupted push of epoch 2 (signed by the previous session key "
+                f"{s.old}) is not on the chain and its nonce is not spent") in out.stderr, \
+            out.stderr
+        assert f"hint: fund {s.old} if the refusal says so" in out.stderr, out.stderr
+        assert s.pending.exists()
+    finally:
+        s.w3.provider.make_request("anvil_setBalance", [s.old, hex(balance)])
+        s.settled()
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert s.w3.eth.get_transaction("0x" + s.meta(2)["tx"])["from"] == s.old
+
+
 def test_the_new_keys_nonce_book_is_left_alone(box):
     """The same, the new key's count not past the old nonce, and the new key's entry at the
     same nonce number in the machine's book (another space's push, signed, being sent): the
