@@ -19,6 +19,7 @@ from kint.tenant_worker.pending import PendingEpoch
 
 PREV, OTHER = "a1" * 32, "ee" * 32
 NONCE = 7
+KEY = "0x" + "11" * 20  # the machine's session key, which signed the journal
 
 
 class Chain:
@@ -26,6 +27,7 @@ class Chain:
 
     def __init__(self, heads: list[Head | Exception], counts: list[int]) -> None:
         self.heads, self.counts, self.sent = heads, counts, 0
+        self.account = SimpleNamespace(address=KEY)
 
     def head(self, owner: str, space: str) -> Head:
         answer = self.heads.pop(0)
@@ -45,10 +47,11 @@ def _setup(tmp_path, monkeypatch, heads: list[Head | Exception], counts: list[in
     envelope = b"an envelope"
     journal = PendingEpoch(seq=2, prev=PREV, digest=keccak(envelope).hex(), nonce=NONCE,
                            raw_tx=b"signed", bucket=4096, plaintext=b"", envelope=envelope,
-                           sender="0x" + "11" * 20)
+                           sender=KEY)
     path = tmp_path / "pending.json"
     journal.save(path)
-    ctx = SimpleNamespace(config=SimpleNamespace(space16="ab" * 8, space_id="ab" * 32),
+    ctx = SimpleNamespace(config=SimpleNamespace(space16="ab" * 8, space_id="ab" * 32,
+                                                 home=tmp_path),
                           state=SimpleNamespace(files={"pending": path}, mirror=lambda: None))
     recorded: list[Head] = []
     monkeypatch.setattr(pending_mod, "_record_head",

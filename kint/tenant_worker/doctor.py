@@ -93,6 +93,7 @@ def _journals(ctx: SpaceContext) -> dict[str, Any]:
     or a journal settled by no command since). A warning: nothing is lost while it waits,
     and the command that settles it is named."""
     from kint.custody.rekey_journal import rekey_journal_path
+    from kint.tenant_worker.former_key import rotated_signer
 
     cfg = ctx.config
     found = [path.name for path in (ctx.state.files["pending"],
@@ -100,8 +101,11 @@ def _journals(ctx: SpaceContext) -> dict[str, Any]:
              if path.exists()]
     if not found:
         return check("interrupted push", True, "no push or rekey journal waiting")
+    signed_by = rotated_signer(cfg.home, ctx.state.files["pending"])
+    before = (f"; its transaction was signed by the previous session key {signed_by} "
+              f"(rotated since), whose nonce settles it" if signed_by else "")
     return check("interrupted push", True, f"{' and '.join(found)} in {cfg.kint_home}: a push "
-                 f"or rekey was interrupted and is not settled with the chain yet",
+                 f"or rekey was interrupted and is not settled with the chain yet{before}",
                  "run `kint pull`: it settles it against the chain head first (recorded, "
                  "sent again or dropped), and says why when the endpoint cannot be read",
                  warn=True)

@@ -40,6 +40,17 @@ REPLACED = ("its transaction, still waiting at the endpoint, was replaced by a t
             "self at its nonce, so it never reverts at an epoch's gas")
 WAITS_TO_REVERT = ("its transaction is still waiting at the endpoint and will revert when "
                    "mined, spending its gas; nothing anchored is lost")
+
+
+def not_replaced(address: str) -> str:
+    """WAITS_TO_REVERT for a transaction of a rotated-away session key whose keystore is
+    not here to sign its replacement (former_key.py)."""
+    return (f"its transaction is still waiting at the endpoint, from the previous session "
+            f"key {address}, which this machine can no longer open (session.key.old is "
+            f"another key, or none) to replace it: it will revert when mined, spending its "
+            f"gas; nothing anchored is lost")
+
+
 PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
              "pull --discard-local` moves the store aside, nothing deleted, and restores "
              "the anchored rows)")

@@ -8,6 +8,10 @@ signed transaction with its nonce. `resolve_pending` compares it with the head: 
 by the chain (overtaken.py: landed below the head and recorded, or never to land and
 dropped; either way a pull goes on from there).
 
+The journal is settled with the key that signed it (its `sender`): after a `kint
+session-key rotate` that is no longer the machine's key, and its nonce, its receipt and
+any replacement are that key's (former_key.py).
+
 A head read that shows the chain still at the journal's prev can be older than the block
 that mined the journal's own transaction. A spent nonce or a refused re-send after such a
 read is therefore never taken alone as "it did not land": the chain is read again, nonce
@@ -32,8 +36,9 @@ from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import atomic_write, remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
-                                         Overtaken, epoch_at)
+                                         Overtaken, epoch_at, not_replaced)
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -125,11 +130,13 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
                     owner: str) -> Overtaken | None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
     the same signed transaction, or drop it), or the chain moved past it (`_overtaken`).
-    Returns what that last case found, for a push to say; None otherwise."""
+    Returns what that last case found, for a push to say; None otherwise. `sender` is the
+    machine's; the journal's own key settles it (`signer_of`)."""
     path = ctx.state.files["pending"]
     pending = PendingEpoch.load(path)
     if pending is None:
         return None
+    sender = signer_of(sender, pending.sender, ctx.config.home)
     space16 = ctx.config.space16
     mirror = ctx.state.mirror()
     if mirror is not None and (mirror.head.seq, mirror.head.digest) == (pending.seq,
@@ -204,14 +211,20 @@ def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pendi
         # Refused before it spent the nonce (too little ETH, say), or a nonce the endpoint
         # named spent and then not: the transaction may still land, so the journal stays.
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                            f"the interrupted push of epoch {pending.seq} is not on the chain "
-                            f"and its nonce is not spent {_why(refused)}; {UNSETTLED}",
-                            "fund the session key if the refusal says so; " + UNSETTLED_HINT)
+                            f"the interrupted push of epoch {pending.seq}{_signed_by(sender)} "
+                            f"is not on the chain and its nonce is not spent {_why(refused)}; "
+                            f"{UNSETTLED}", f"fund {pending.sender} if the refusal says so; "
+                            + UNSETTLED_HINT)
     remove_file(ctx.state.files["pending"])
     log.info("space %s: dropped pending epoch %d %s: another transaction spent its nonce "
              "and the chain is still at its prev", ctx.config.space16, pending.seq,
              _why(refused))
     return None
+
+
+def _signed_by(sender: Any) -> str:
+    """Which key a journal waits on, when it is not the machine's key now."""
+    return f" ({sender.describe()})" if isinstance(sender, FormerKey) else ""
 
 
 def _why(refused: ChainRefused | None) -> str:
@@ -281,19 +294,24 @@ def _release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
     except RpcUnavailable:
         return None
     if held is None:
-        sender.book.give_back(pending.nonce)
-        log.info("space %s: nonce %d of the dropped epoch %d was never sent; given back",
-                 ctx.config.space16, pending.nonce, pending.seq)
+        sender.give_back(pending.nonce)
+        log.info("space %s: nonce %d of the dropped epoch %d%s was never sent; given back",
+                 ctx.config.space16, pending.nonce, pending.seq, _signed_by(sender))
         return None
     if held.get("blockNumber") is not None:
         return None
     try:
-        sender.cancel(pending.nonce, pending.raw_tx)
+        replaced = sender.cancel(pending.nonce, pending.raw_tx)
     except (RpcUnavailable, ChainRefused) as err:
         log.warning("space %s: the dropped epoch %d's transaction %s waits at the endpoint "
                     "and could not be replaced (%s): it will revert when mined",
                     ctx.config.space16, pending.seq, sent[:14], err)
         return WAITS_TO_REVERT
+    if replaced is None:
+        log.warning("space %s: the dropped epoch %d's transaction %s waits at the endpoint "
+                    "from %s, whose keystore is not here to replace it: it will revert when "
+                    "mined", ctx.config.space16, pending.seq, sent[:14], pending.sender)
+        return not_replaced(pending.sender)
     log.info("space %s: the dropped epoch %d's transaction %s waited at the endpoint; "
              "replaced by a transfer to self at nonce %d", ctx.config.space16, pending.seq,
              sent[:14], pending.nonce)

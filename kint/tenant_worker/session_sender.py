@@ -28,6 +28,24 @@ log = logging.getLogger("kint.worker")
 _TRANSFER_GAS = 21_000
 
 
+def mined_count(anchor: Anchor, address: str) -> int:
+    """How many transactions of `address` the chain has mined: its next nonce."""
+    return bounded(lambda: answer_int(anchor.w3.eth.get_transaction_count(address, "latest")),
+                   "reading the session key's nonce")
+
+
+def replacement(anchor: Anchor, account: Any, nonce: int, replaced: bytes) -> bytes:
+    """A zero-value transfer to self at `nonce`, signed by `account`, bidding enough to
+    replace `replaced` at the endpoint (`SessionSender.cancel` says why and how much)."""
+    cap, tip = anchor.fee_caps(replaced)
+    current = bounded(lambda: answer_int(anchor.w3.eth.gas_price), "reading the gas price")
+    price = max(-(-max(cap, tip) * 5 // 4), current * 2)
+    address = account.address
+    tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
+          "gasPrice": price, "nonce": nonce, "chainId": anchor.config.chain_id}
+    return bytes(account.sign_transaction(tx).raw_transaction)
+
+
 @dataclass(frozen=True)
 class Signed:
     nonce: int
@@ -42,10 +60,11 @@ class SessionSender:
         self.space16 = space16
 
     def mined_count(self) -> int:
-        address = self.account.address
-        return bounded(lambda: answer_int(self.anchor.w3.eth.get_transaction_count(address,
-                                                                                 "latest")),
-                       "reading the session key's nonce")
+        return mined_count(self.anchor, self.account.address)
+
+    def give_back(self, nonce: int) -> None:
+        """`nonce` will never be sent: the machine's book forgets it (NonceBook.give_back)."""
+        self.book.give_back(nonce)
 
     def sign(self, calldata: bytes, nothing_dropped: str) -> Signed:
         """A signed transaction for `calldata` at the next machine-wide nonce, gas estimated
@@ -173,14 +192,7 @@ class SessionSender:
         leaves the push as the nonce's transaction, so the book holds the push again; any
         other failure may have come after the endpoint took it, so the transfer stays
         (either is a valid transaction at that nonce to send again)."""
-        cap, tip = self.anchor.fee_caps(replaced)
-        current = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price),
-                          "reading the gas price")
-        price = max(-(-max(cap, tip) * 5 // 4), current * 2)
-        address = self.account.address
-        tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
-              "gasPrice": price, "nonce": nonce, "chainId": self.anchor.config.chain_id}
-        raw = bytes(self.account.sign_transaction(tx).raw_transaction)
+        raw = replacement(self.anchor, self.account, nonce, replaced)
         self.book.record(nonce, raw)
         try:
             self.anchor.send_raw(raw)
