@@ -9,7 +9,8 @@ calls that need the store are refused at once while the worker still restores, a
 server opens the restored store as the restore ends, with no tool call (it once waited for
 the next call, whose look at a second-old beat could still say "restoring"). A supervisor
 killed mid-restore no longer leaves Sibyl's tools refused until a kint tool is called: the
-server sends the restore again and opens the store when that one ends.
+server sends the restore again and opens the store when that one ends. A worker the dead
+supervisor left stopped keeps the store closed while it lives, named in the refusals.
 
 One machine of the session's devchain with one epoch anchored, behind an RPC proxy
 (tests/rpc_proxy.py) that holds the restore's epoch log read until the test lets it go.
@@ -35,6 +36,9 @@ from kint.supervisor.pidlock import running_pid
 # test ends); under the machine's RPC timeout, so the held read never times out.
 HOLD_S = 40
 TOOL_WAIT_S = 3
+# How long after a supervisor died the server expects its worker gone
+# (KINT_TEST_OLD_WORKER_GONE_S; 13 s in kint-server).
+OLD_WORKER_GONE_S = 1
 
 
 def _pushed(sb) -> dict:
@@ -47,6 +51,31 @@ def _running(sb, op: str, since: float) -> bool:
     """Whether the space's worker runs `op`, begun since `since` (time.monotonic())."""
     running = sb.row(sb.sibyl_db).get("op") or {}
     return running.get("name") == op and running["age_s"] <= time.monotonic() - since
+
+
+def _restore_held(agent: AgentProcess, sb, proxy) -> None:
+    """A memory_pull with discard_local sent, its epoch log read held at the proxy: answered
+    RESTORE_RUNNING at the tool bound, once the worker runs it."""
+    proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+    sent = time.monotonic()
+    payload = agent.payload(agent.submit("memory_pull", discard_local=True)
+                            .result(timeout=HOLD_S / 2))
+    assert payload["error"] == "RESTORE_RUNNING", payload
+    sb.wait_for(lambda: _running(sb, "pull", sent), what="the restore in the worker")
+
+
+def _recalled_once_restored(agent: AgentProcess) -> dict:
+    """memory_recall of `release_gate`, asked until it is no longer refused RESTORE_RUNNING:
+    the row the restore brought back."""
+    def recalled() -> dict | None:
+        answer = agent.payload(agent.result("memory_recall", category="rules",
+                                            name="release_gate"))
+        return None if answer.get("error") == "RESTORE_RUNNING" else answer
+
+    answer = wait_until(recalled, timeout=HOLD_S)
+    assert answer and answer.get("entity", {}).get("body") == {
+        "rule": "never ship on a Friday"}, answer
+    return answer
 
 
 def _server_holds(db: Path) -> bool:
@@ -141,24 +170,11 @@ def test_a_supervisor_killed_mid_restore_leaves_no_tool_refused(tmp_path, chain_
         agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S),
                               "KINT_TEST_AUTOSTART_ENTITLED": "1"}).start()
         try:
-            proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
-            sent = time.monotonic()
-            payload = agent.payload(agent.submit("memory_pull", discard_local=True)
-                                    .result(timeout=HOLD_S / 2))
-            assert payload["error"] == "RESTORE_RUNNING", payload
-            sb.wait_for(lambda: _running(sb, "pull", sent), what="the restore in the worker")
+            _restore_held(agent, sb, proxy)
             killed = running_pid(sb.kint_home)
             os.kill(killed, signal.SIGKILL)
             proxy.forward()
-
-            def recalled() -> dict | None:
-                answer = agent.payload(agent.result("memory_recall", category="rules",
-                                                    name="release_gate"))
-                return None if answer.get("error") == "RESTORE_RUNNING" else answer
-
-            answer = wait_until(recalled, timeout=HOLD_S)
-            assert answer and answer.get("entity", {}).get("body") == {
-                "rule": "never ship on a Friday"}, answer
+            _recalled_once_restored(agent)
             assert running_pid(sb.kint_home) not in (None, killed)  # the server started it
             gone = agent.payload(agent.result("memory_recall", category="rules",
                                               name="local_only"))
@@ -166,5 +182,55 @@ def test_a_supervisor_killed_mid_restore_leaves_no_tool_refused(tmp_path, chain_
             outcome = agent.call("memory_status")["restore_outcome"]
             assert outcome["ok"] is True and outcome["resumed"] is True, outcome
         finally:
+            proxy.forward()
+            agent.close()
+
+
+def test_a_stopped_worker_a_killed_supervisor_left_keeps_the_store_closed(tmp_path,
+                                                                          chain_home):
+    """The worker running the restore is stopped (SIGSTOP), then its supervisor killed.
+    Past the bound the worker is expected gone by, the server keeps the store closed and
+    Sibyl's tools refused, naming the worker and how to end it: it once ended the restore
+    BUSY there and opened the store, under a worker that, resumed, runs its restore on and
+    moves the store aside. Resumed, the worker exits (its supervisor is gone), and the
+    server sends the restore again and opens the store when it ends."""
+    with machine_behind_proxy(tmp_path, chain_home, KINT_QUIET_SECONDS="3600",
+                              KINT_RPC_TIMEOUT="60") as (sb, proxy):
+        write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
+        assert _pushed(sb)["head_seq"] == 1
+        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S),
+                              "KINT_TEST_OLD_WORKER_GONE_S": str(OLD_WORKER_GONE_S),
+                              "KINT_TEST_AUTOSTART_ENTITLED": "1"}).start()
+        worker = None
+        try:
+            _restore_held(agent, sb, proxy)
+            worker = sb.row(sb.sibyl_db)["pid"]
+            os.kill(worker, signal.SIGSTOP)
+            os.kill(running_pid(sb.kint_home), signal.SIGKILL)
+            proxy.forward()
+
+            # Sibyl's tool, not memory_status: a kint tool would start a supervisor.
+            def named() -> dict | None:
+                answer = agent.payload(agent.result("memory_recall", category="rules",
+                                                    name="release_gate"))
+                return answer if (answer.get("error") != "RESTORE_RUNNING"
+                                  or f"(pid {worker})" in answer["message"]) else None
+
+            refused = wait_until(named, timeout=HOLD_S)
+            assert refused and refused.get("error") == "RESTORE_RUNNING", refused  # closed
+            assert f"the worker that ran it (pid {worker}) still runs" in refused["message"]
+            assert refused["hint"].startswith(f"`kill -CONT {worker}` if it is stopped"), refused
+            assert not _server_holds(sb.sibyl_db)
+
+            os.kill(worker, signal.SIGCONT)
+            _recalled_once_restored(agent)
+            outcome = agent.call("memory_status")["restore_outcome"]
+            assert outcome["ok"] is True and outcome["resumed"] is True, outcome
+        finally:
+            if worker is not None:
+                try:
+                    os.kill(worker, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
             proxy.forward()
             agent.close()

@@ -25,16 +25,25 @@ whether the restore it asked for went through.
 A supervisor that exits while it holds the restore's request takes its worker with it (the
 worker dies with its supervisor: kint.tenant_worker.process), so no answer ever comes: the
 thread hears so from its client (SupervisorUnavailable) within about a second. It then
-waits until that worker has exited (its pid, read when the call stopped waiting) and no
-process holds the space's head lock (the dying worker's restore has stopped, however far it
-got; a worker still alive keeps the store open, and the restore sent again would be refused
-BUSY over it) and sends the same restore again, which starts a supervisor
-and carries the agent's request out: the store ends as the chain has it whether the first
-one was cut before its move, during its rows or after its last. Only then is the store
-opened. It waits for that as long as a supervisor lets a worker it stops outlive the stop
-(OLD_WORKER_GONE_S); a worker still there then is stopped or stuck, and the restore ends
-BUSY naming its pid and how to end it, the store opened as it stands. Before, Sibyl's tools stayed refused until some kint tool happened to start a
-supervisor. A supervisor that still holds the home and does not answer (stopped, or
+waits until that worker has exited (its pid and start time, read when the call stopped
+waiting: a later process on that pid is not the worker) and no process holds the space's
+head lock (the dying worker's restore has stopped, however far it got; a worker still alive
+keeps the store open, and the restore sent again would be refused BUSY over it) and sends
+the same restore again, which starts a supervisor and carries the agent's request out: the
+store ends as the chain has it whether the first one was cut before its move, during its
+rows or after its last. Only then is the store opened. Before, Sibyl's tools stayed refused
+until some kint tool happened to start a supervisor.
+
+A worker outlives its supervisor by its own stop grace and a beat at most
+(OLD_WORKER_GONE_S, kint.tenant_worker.stop_grace); one still there then is stopped
+(SIGSTOP, a debugger) or stuck, and from then on the refusals and memory_status name its
+pid and how to end it. The store stays closed while it lives, however long: a stopped
+worker that resumes runs its restore on for its stop grace, and would move the store aside
+under a client opened over it. (It was once opened after the supervisor's stop and kill
+graces, 20 s, which bound a stop the supervisor commands, not a worker left alone.) Once it
+is gone the restore is sent again. The head lock held that long by a process other than
+that worker (another kint process's push or pull) ends the restore BUSY instead, the store
+opened as it stands. A supervisor that still holds the home and does not answer (stopped, or
 starved) has a worker that may still be restoring: the thread then looks at its status
 (the worker's beat) until it no longer runs the pull, or the supervisor is gone after all.
 """
@@ -54,7 +63,8 @@ from kint.envsettings import pid_alive
 from kint.paths import space_files
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
-from kint.supervisor.settings import Settings
+from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
+from kint.tenant_worker.store_sharers import worker_start
 
 log = logging.getLogger("kint.server")
 
@@ -67,14 +77,12 @@ RESTORE_RUNNING_HINT = ("call memory_status in a minute: `restore_running` says 
 RESTORE_WAIT_S = 1800.0
 # How often the thread looks again while the supervisor is gone or silent.
 LOOK_EVERY_S = 0.5
-# How long the thread waits, once the restore's supervisor is gone, for its worker to
-# exit and the head lock to come free: the longest a worker outlives a stop its supervisor
-# commands (the stop's grace, then SIGKILL and the kill's grace). A worker whose supervisor
-# died is told by SIGTERM (or sees it at its next beat, 3 s apart at most) and exits
-# within its own stop grace for the op in flight, shorter than the supervisor's; one
-# still there after this is stopped (SIGSTOP, a debugger) or stuck, and waiting longer
-# only keeps the agent's tools refused.
-OLD_WORKER_GONE_S = Settings.stop_grace_s + Settings.kill_grace_s
+# How long after the restore's supervisor is found gone its worker is expected to have
+# exited: the longest a worker outlives its supervisor (its own stop grace for the op in
+# flight, and a beat's slack: kint.tenant_worker.stop_grace). One still there then is
+# stopped or stuck: the refusals name it, and the store stays closed until it is gone. The
+# head lock still held then by another process ends the restore BUSY.
+OLD_WORKER_GONE_S = ORPHAN_EXIT_S
 
 
 def head_lock_free(home: Path, space16: str) -> bool:
@@ -115,6 +123,10 @@ class RestoreUnderWay:
         self.unanswered = False  # its supervisor did not answer it (exited, or stopped)
         self.resumed = False  # sent again after its supervisor exited
         self.worker_pid: int | None = None  # the worker running it, once looked up
+        # That worker's start time (/proc), which tells it from a later process on its pid.
+        self.worker_started: str | None = None
+        # Its supervisor is gone and that worker still runs OLD_WORKER_GONE_S later.
+        self.worker_stays = False
         self.ended_at: float | None = None
 
     def start(self) -> None:
@@ -128,7 +140,9 @@ class RestoreUnderWay:
             if self._done.is_set():
                 return True
             self._handed_over = True
-        self.worker_pid = self._worker_pid()
+        pid = self._worker_pid()
+        self.worker_started = worker_start(pid) if pid is not None else None
+        self.worker_pid = pid  # after its start time: the thread reads the pid first
         return False
 
     def _worker_pid(self) -> int | None:
@@ -155,12 +169,20 @@ class RestoreUnderWay:
 
     def message(self) -> str:
         began = int(time.monotonic() - self.sent_at)
+        if self.worker_stays and not self.resumed:
+            return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
+                    f"running it exited, and the worker that ran it (pid {self.worker_pid}) "
+                    f"still runs, past the {seconds_text(OLD_WORKER_GONE_S)} a worker "
+                    f"outlives its supervisor (stopped or stuck): this server keeps the "
+                    f"store closed while that worker lives, since it could resume the "
+                    f"restore and move the store aside under an open client, and sends the "
+                    f"restore again once it is gone")
         if self.unanswered and not self.resumed:
             return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
                     f"running it did not answer it (it exited, or does not run), and this "
                     f"server sends the restore again once the worker that ran it is gone "
-                    f"(waiting {seconds_text(OLD_WORKER_GONE_S)} at most after its "
-                    f"supervisor), or opens the store once that worker says it ended")
+                    f"(within {seconds_text(OLD_WORKER_GONE_S)} of its supervisor unless "
+                    f"stopped or stuck), or opens the store once that worker says it ended")
         if self.resumed:
             return (f"a memory_pull with discard_local began {began} s ago; the supervisor "
                     f"running it exited, and this server sent the restore again, which is "
@@ -169,6 +191,17 @@ class RestoreUnderWay:
         return (f"a memory_pull with discard_local began {began} s ago and is still "
                 f"restoring the store in the space's worker; this server opens the store "
                 f"when it ends")
+
+    def hint(self) -> str:
+        """What to do about a refusal while this restore runs: how to end a worker that
+        outlived its supervisor (`worker_stays`), else to wait for the restore."""
+        if self.worker_stays and not self.resumed:
+            pid = self.worker_pid
+            return (f"`kill -CONT {pid}` if it is stopped (it then exits, its supervisor "
+                    f"gone), or `kill -KILL {pid}` if it is stuck; this server then sends "
+                    f"the restore again and opens the store when it ends (memory_status "
+                    f"says how under restore_outcome)")
+        return RESTORE_RUNNING_HINT
 
     def outcome(self) -> dict[str, Any] | None:
         """How the restore ended, for memory_status (None while it runs): `ok`, and the
@@ -228,47 +261,60 @@ class RestoreUnderWay:
 
     def _wait_out(self, client: Client, serving: int | None) -> bool:
         """After a call the supervisor `serving` (its pid) did not answer: True once it is
-        gone and no process holds the head lock (send the restore again), False once the
-        supervisor that still holds the home says its worker no longer runs the pull (it
-        ended unanswered). Raises BUSY when the old worker, or the head lock, is still
-        there OLD_WORKER_GONE_S after the supervisor was found gone: sent again, the
-        restore would only be refused over it, and the store is opened as it stands."""
+        gone, the old worker too and no process holds the head lock (send the restore
+        again), False once the supervisor that still holds the home says its worker no
+        longer runs the pull (it ended unanswered). An old worker still there
+        OLD_WORKER_GONE_S after the supervisor was found gone is waited for as long as it
+        lives, the refusals naming it (see the module's docstring); the head lock held that
+        long by another process raises BUSY: sent again, the restore would only be refused
+        over it, and the store is opened as it stands."""
         look = Client(self.home, autostart=False)
         give_up_at = self.sent_at + RESTORE_WAIT_S  # then sent again: its worker says BUSY
         gone_at: float | None = None  # when the supervisor was first found gone
         try:
-            while time.monotonic() < give_up_at:
+            while True:
                 now = client.serving_pid()
                 if now is None or now <= 0 or now != serving:
-                    worker_alive = self.worker_pid is not None and pid_alive(self.worker_pid)
+                    worker_alive = self._old_worker_alive()
                     if not worker_alive and head_lock_free(self.home, self.space16):
                         return True
                     looked_at = time.monotonic()
                     gone_at = looked_at if gone_at is None else gone_at
                     if looked_at - gone_at >= OLD_WORKER_GONE_S:
-                        raise self._old_worker_stays(worker_alive)
+                        if not worker_alive:
+                            raise self._head_lock_stays()
+                        self._note_worker_stays()
                 elif not self._worker_pulls(look):
                     return False
+                elif time.monotonic() >= give_up_at:
+                    return True
                 time.sleep(LOOK_EVERY_S)
-            return True
         finally:
             look.close()
 
-    def _old_worker_stays(self, worker_alive: bool) -> KintError:
-        """The refusal the restore ends with when its supervisor is gone and its worker
-        (or another process holding the space's head lock) has not let go in time."""
-        waited = seconds_text(OLD_WORKER_GONE_S)
-        if worker_alive:
-            pid = self.worker_pid
+    def _old_worker_alive(self) -> bool:
+        """Whether the worker that ran the restore still runs: its pid alive (a zombie is
+        gone) and, where /proc says, the same process, started when it was when the call
+        stopped waiting (a pid freed by that worker and taken by another is not it)."""
+        pid = self.worker_pid
+        if pid is None or not pid_alive(pid):
+            return False
+        return self.worker_started is None or worker_start(pid) == self.worker_started
+
+    def _note_worker_stays(self) -> None:
+        """The old worker outlived its supervisor past OLD_WORKER_GONE_S: logged once, and
+        the refusals name it from now on (`message`, `hint`)."""
+        if not self.worker_stays:
             log.warning("the worker %s that ran the restore still runs %s after its "
-                        "supervisor exited; the restore is not sent again", pid, waited)
-            return KintError(
-                ErrorCode.BUSY.value,
-                f"the supervisor running the restore exited, and its worker (pid {pid}) "
-                f"still runs {waited} later (stopped or stuck): the restore was not sent "
-                f"again, and the store is opened as that worker left it",
-                f"`kill -CONT {pid}` if it is stopped (it then exits), or `kill {pid}`; then "
-                f"call memory_pull with discard_local again")
+                        "supervisor exited (stopped or stuck); the store stays closed until "
+                        "it is gone, then the restore is sent again", self.worker_pid,
+                        seconds_text(OLD_WORKER_GONE_S))
+        self.worker_stays = True
+
+    def _head_lock_stays(self) -> KintError:
+        """The refusal the restore ends with when its supervisor and worker are gone and
+        another process still holds the space's head lock OLD_WORKER_GONE_S later."""
+        waited = seconds_text(OLD_WORKER_GONE_S)
         log.warning("the space's head lock is still held %s after the restore's "
                     "supervisor exited; the restore is not sent again", waited)
         return KintError(

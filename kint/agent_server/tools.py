@@ -198,7 +198,7 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         (kint.agent_server.restore_wait): this call waits for it up to its bound, then
         answers RESTORE_RUNNING and leaves the rest, opening the store included, to it."""
         if shared.restore is not None:  # one restore at a time, and this one is followed
-            raise KintError(RESTORE_RUNNING, shared.restore.message(), RESTORE_RUNNING_HINT)
+            raise KintError(RESTORE_RUNNING, shared.restore.message(), shared.restore.hint())
         with bounded(TOOL_WAIT_S):  # the restore's wait, and the status a refusal may ask for
             follower = RestoreUnderWay(
                 shared.home, session.ref.space16,

@@ -21,8 +21,7 @@ from typing import Any, Callable
 
 from sibyl_memory_client.exceptions import SibylMemoryError
 
-from kint.agent_server.restore_wait import (RESTORE_RUNNING, RESTORE_RUNNING_HINT,
-                                            RestoreUnderWay)
+from kint.agent_server.restore_wait import RESTORE_RUNNING, RestoreUnderWay
 from kint.agent_server.session import AgentSession
 from kint.client import KintError
 from kint.protocol.errors import ProtocolError
@@ -190,7 +189,7 @@ class SharedClient:
                 return None
             if self.restore is not None:
                 return {"ok": False, "error": RESTORE_RUNNING,
-                        "message": self.restore.message(), "hint": RESTORE_RUNNING_HINT}
+                        "message": self.restore.message(), "hint": self.restore.hint()}
             if self.gone is None:
                 return None
             return {"ok": False, "error": STORE_GONE, "message": self.gone,

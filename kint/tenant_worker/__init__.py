@@ -4,7 +4,8 @@ Why a process per space: a space's verify, push, pull and their chain calls run 
 hung RPC, a held push, a slow pull or a crash stays inside that space while the supervisor
 and the other spaces' workers keep answering.
 
-- The process: `process` (its loop: the socket, the stop, the hand-over), `heartbeat`
+- The process: `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
+  (how long it outlives a stop or its supervisor), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
   the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent

@@ -47,6 +47,7 @@ from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
 from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
 from kint.zmq_frames import recv_frames, send_frames
 
@@ -54,9 +55,6 @@ log = logging.getLogger("kint.worker")
 
 # The in-flight id of the push journal's settling at start (no request carries it).
 _PENDING_AT_START = "pending-at-start"
-# How long a commanded stop waits for ops in flight, and a push or pull the store watcher
-# runs, before exiting anyway.
-STOP_GRACE_SECONDS = 10.0
 # While stopping, the loop turns every 0.2 s at most: a turn later than this after the one
 # before means the worker itself did not run (stopped with its whole process group, say),
 # and its grace is given whole again from then.

@@ -32,7 +32,7 @@ from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
-from kint.tenant_worker.store import StoreReader
+from kint.tenant_worker.store import StoreReader, sqlite_code
 from kint.tenant_worker.unanchored import UnanchoredTally
 
 WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES",
@@ -164,8 +164,8 @@ class SpaceContext:
             if denied is not None:
                 raise ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied),
                                     DENIED_HINT) from None
-            raise ProtocolError(ErrorCode.INTERNAL, f"store {db} cannot be opened: {err}") \
-                from None
+            raise ProtocolError(ErrorCode.INTERNAL, f"store {db} cannot be opened: "
+                                f"{err}{sqlite_code(err)}") from None
         self._local.conn = (conn, store)
         return conn
 

@@ -89,6 +89,19 @@ def is_damaged(err: sqlite3.Error) -> bool:
     return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _UNREADABLE_CODES
 
 
+def sqlite_code(err: BaseException) -> str:
+    """` (SQLITE_READONLY_ROLLBACK, code 776)`: SQLite's name and extended code for `err`,
+    which its message leaves out. Six causes share "attempt to write a readonly database"
+    (a hot journal, a WAL to recover, a store moved under the connection, a read-only
+    folder...), each with its own fix, and a start that failed once said only the message.
+    Empty for an error that carries no code."""
+    name = getattr(err, "sqlite_errorname", None)
+    code = getattr(err, "sqlite_errorcode", None)
+    if name is None and code is None:
+        return ""
+    return f" ({name or 'SQLITE_?'}, code {code})"
+
+
 def unreadable(db: str, err: sqlite3.DatabaseError) -> StoreUnreadable:
     """The error for a read of the store that failed: StoreLocked when another process
     holds it, StoreDenied when this user may not open it, else StoreUnreadable."""
@@ -103,7 +116,7 @@ def _cannot_open(db: str, err: sqlite3.Error, failed: str) -> StoreUnreadable:
     reason = denied_reason(db, err)
     if reason is not None:
         return StoreDenied(denied_message(db, reason))
-    return StoreUnreadable(f"store {db} {failed}: {err}")
+    return StoreUnreadable(f"store {db} {failed}: {err}{sqlite_code(err)}")
 
 
 @dataclass(frozen=True)
@@ -173,7 +186,7 @@ def _recovered(db: str) -> bool:
             conn.execute("PRAGMA schema_version").fetchone()
     except sqlite3.Error as err:
         log.warning("the store %s holds a transaction a killed writer cut short, and "
-                    "SQLite could not roll it back (%s)", db, err)
+                    "SQLite could not roll it back (%s%s)", db, err, sqlite_code(err))
         return False
     log.warning("the store %s held a transaction a killed writer cut short (a hot journal); "
                 "SQLite rolled it back, as Sibyl's next open would have", db)

@@ -83,7 +83,7 @@ def still_sharing(db: str, home: str | Path) -> dict[str, Any] | None:
         return None
     with _last_found_lock:
         found = _last_found.get((db, _home_key(home)), [])
-    running = [s for s in found if _worker_start(s.pid) == s.started]
+    running = [s for s in found if worker_start(s.pid) == s.started]
     if not running:
         return None
     return {"message": sharing_message(db, running), "hint": SHARING_HINT}
@@ -97,7 +97,7 @@ def _look(db: str, home: Path) -> list[Sharer]:
     own = os.path.realpath(home)
     found = []
     for pid in holders:
-        started = None if pid in siblings else _worker_start(pid)
+        started = None if pid in siblings else worker_start(pid)
         if started is None:
             continue
         their_home = _home_of(pid)
@@ -122,7 +122,7 @@ SHARING_HINT = ("serve each store from one KINT_HOME: run `kint supervisor stop`
                 "its own")
 
 
-def _worker_start(pid: int) -> str | None:
+def worker_start(pid: int) -> str | None:
     """The start time of `pid` when it is a kint worker (named kint.proc_name.WORKER), else
     None (gone, unreadable, another program). One read: /proc/PID/stat holds both the
     name, in parentheses as field 2, and the start time, field 22 (proc(5)). The name may

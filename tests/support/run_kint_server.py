@@ -16,7 +16,10 @@ session attach soon after its worker is back rather than at the next of those do
 waiting it out; `KINT_TEST_LOCK_PROBE_S` how long the server's check of a store waits on
 another process's write lock before it answers BUSY (kint.sibyl_client.LOCK_PROBE_S, 2 s,
 paid at start and at each tool call over a locked store), so that a test of that lock does
-not wait the default out at every check. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
+not wait the default out at every check. `KINT_TEST_OLD_WORKER_GONE_S` how long after a
+restore's supervisor died its worker is expected gone
+(kint.agent_server.restore_wait.OLD_WORKER_GONE_S, 13 s), so that a test sees what the
+server says of a worker still there without waiting that out. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
 `SESSION_NAME`'s value, each time this server's session has attached and logged what the
 worker answered (at start and at every keepalive), so that a test sees that a session
 re-attached instead of sleeping for it. `KINT_TEST_AUTOSTART_ENTITLED=1` has a supervisor
@@ -39,7 +42,7 @@ sys.path.insert(0, str(SUPPORT))
 # worker forkserver's preload imports it: no name of it is used here.
 importlib.import_module("kint_test_gate")
 from kint import sibyl_client  # noqa: E402
-from kint.agent_server import session, tools  # noqa: E402
+from kint.agent_server import restore_wait, session, tools  # noqa: E402
 from kint.mcp_server import main  # noqa: E402
 
 
@@ -87,6 +90,8 @@ if __name__ == "__main__":
         _note_attaches(os.environ["KINT_TEST_ATTACH_LOG"])
     if os.environ.get("KINT_TEST_TOOL_WAIT_S"):
         tools.TOOL_WAIT_S = float(os.environ["KINT_TEST_TOOL_WAIT_S"])
+    if os.environ.get("KINT_TEST_OLD_WORKER_GONE_S"):
+        restore_wait.OLD_WORKER_GONE_S = float(os.environ["KINT_TEST_OLD_WORKER_GONE_S"])
     if os.environ.get("KINT_TEST_LOCK_PROBE_S"):
         sibyl_client.LOCK_PROBE_S = float(os.environ["KINT_TEST_LOCK_PROBE_S"])
     main()
