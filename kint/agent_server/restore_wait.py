@@ -50,6 +50,7 @@ starved) has a worker that may still be restoring: the thread then looks at its 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -88,11 +89,18 @@ OLD_WORKER_GONE_S = ORPHAN_EXIT_S
 def head_lock_free(home: Path, space16: str) -> bool:
     """Whether no process holds the space's head lock (a push, pull or connect of some
     worker): taken shared and let go at once, so a worker that wants it waits at most one
-    of its 0.2 s retries (kint.tenant_worker.head_lock)."""
+    of its 0.2 s retries (kint.tenant_worker.head_lock). Never through a link: no worker
+    takes the lock through one either (it refuses the file by name, CORRUPT_STATE), so a
+    link there holds nothing of kint's."""
     try:
-        fd = os.open(space_files(home, space16)["head_lock"], os.O_RDONLY)
+        fd = os.open(space_files(home, space16)["head_lock"],
+                     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return True
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return True
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
