@@ -161,6 +161,8 @@ def setup_file_logging(home: Path, level: int = logging.INFO, name: str | None =
         handler.stream = handler._open()
         handler._statstream()
     except OSError:
+        if handler.stream is not None:
+            handler.stream.close()
         handler.stream = None
     handler.setFormatter(_OneLineFormatter(_FORMAT))
     root.addHandler(handler)

@@ -106,3 +106,16 @@ def test_a_link_at_setups_lock_is_named_with_what_to_do(tmp_path):
     assert f"{lock} is a symlink [CORRUPT_STATE]" in out.stderr, out.stderr
     assert "hint: remove it" in out.stderr, out.stderr
     assert not elsewhere.exists()
+
+
+def test_a_link_at_anvils_log_refuses_the_devchain_start_before_anvil_runs(tmp_path):
+    sb = make_sandbox(tmp_path / "m")
+    folder = sb.kint_home / "devchain"
+    folder.mkdir(mode=0o700, parents=True)
+    sb.kint_home.chmod(0o700)
+    elsewhere = sb.home / "elsewhere"
+    (folder / "anvil.log").symlink_to(elsewhere)
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{folder / 'anvil.log'} is a symlink [CORRUPT_STATE]" in out.stderr, out.stderr
+    assert not elsewhere.exists() and not (folder / "record.json").exists()

@@ -21,7 +21,7 @@ them.
 from __future__ import annotations
 
 import contextlib
-import errno
+import fcntl
 import os
 import signal
 import socket
@@ -41,7 +41,7 @@ from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
                                          read_record, started_here, state_path)
 from kint.paths import atomic_write
-from kint.pid_file_lock import FOREIGN_FILE_HINT
+from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
 from kint.settings.schema import environment_for
 
@@ -146,15 +146,12 @@ def start(home: Path) -> dict[str, Any]:
                 str(CHAIN_ID), "--state", str(state), "--state-interval", "1",
                 "--preserve-historical-states"]
         log_path = folder / "anvil.log"
-        try:  # never through a link: devchain/ is a 0700 folder of ours
-            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND
-                          | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        except OSError as err:
-            if err.errno not in (errno.ELOOP, errno.EISDIR):
-                raise
-            why = "is a symlink" if err.errno == errno.ELOOP else "is a folder"
-            raise DevchainError(f"{log_path} {why}", hint=FOREIGN_FILE_HINT,
+        try:  # never through a link, nor into another user's file
+            log = open_own_file(log_path)
+        except NotOwnFile as err:
+            raise DevchainError(str(err), hint=FOREIGN_FILE_HINT,
                                 code=ErrorCode.CORRUPT_STATE) from None
+        fcntl.fcntl(log, fcntl.F_SETFL, fcntl.fcntl(log, fcntl.F_GETFL) | os.O_APPEND)
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
