@@ -118,4 +118,4 @@ def test_a_link_at_anvils_log_refuses_the_devchain_start_before_anvil_runs(tmp_p
     out = sb.kint("devchain", "start")
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"{folder / 'anvil.log'} is a symlink [CORRUPT_STATE]" in out.stderr, out.stderr
-    assert not elsewhere.exists() and not (folder / "record.json").exists()
+    assert not elsewhere.exists() and not (folder / "devchain.json").exists()  # no anvil ran
