@@ -312,3 +312,26 @@ def test_a_new_supervisors_worker_on_the_head_lock_is_not_the_old_one(monkeypatc
     finally:
         _end(worker)
         _end(supervisor)
+
+
+def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp_path,
+                                                                old_worker):
+    """The old worker outlived the bound, then exited while another process held the head
+    lock a moment: the lock is waited for the bound again, counted from that exit, and the
+    restore is sent again once it is let go. Before, the bound was counted from the
+    supervisor's exit, long past: BUSY at once, with no grace."""
+    under_way, client = _orphaned_restore(monkeypatch, old_worker.pid, tmp_path, gone_s=2.0)
+    under_way.worker_started = worker_start(old_worker.pid)
+    thread, out = _follow_on_a_thread(under_way, client)
+    assert wait_until(lambda: under_way.worker_stays, timeout=10)
+    other = _process(worker=False, lock=_head_lock(tmp_path), stop=False)
+    try:
+        old_worker.kill()
+        old_worker.wait()
+        thread.join(0.3)  # well inside the bound: still waiting for the lock
+        assert thread.is_alive() and not out, out
+    finally:
+        _end(other)
+    thread.join(10)
+    assert not thread.is_alive() and out == {"result": {"restored": True}}, out
+    assert client.sends == 2 and under_way.resumed

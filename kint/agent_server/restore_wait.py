@@ -44,8 +44,9 @@ under a client opened over it. (It was once opened after the supervisor's stop a
 graces, 20 s, which bound a stop the supervisor commands, not a worker left alone.) Once it
 is gone the restore is sent again. A worker never named by a status (its supervisor died
 first) is found by the head lock it holds (kint.agent_server.old_worker). The head lock
-held that long by a process other than that worker (another kint process's push or pull)
-ends the restore BUSY instead, the store opened as it stands. A supervisor that still holds the home and does not answer (stopped, or
+held that long by a process other than that worker (another kint process's push or pull),
+counted from that worker's exit, ends the restore BUSY instead, the store opened as it
+stands. A supervisor that still holds the home and does not answer (stopped, or
 starved) has a worker that may still be restoring: the thread then looks at its status
 (the worker's beat) until it no longer runs the pull, or the supervisor is gone after all.
 """
@@ -285,6 +286,10 @@ class RestoreUnderWay:
         look = Client(self.home, autostart=False)
         give_up_at = self.sent_at + RESTORE_WAIT_S  # then sent again: its worker says BUSY
         gone_at: float | None = None  # when the supervisor was first found gone
+        # Since when the head lock is held with no old worker alive: counted from the old
+        # worker's exit, not the supervisor's (a worker that stayed, then exited while
+        # another process held the lock a moment, once got BUSY at once, with no grace).
+        held_at: float | None = None
         try:
             while True:
                 now = client.serving_pid()
@@ -296,10 +301,14 @@ class RestoreUnderWay:
                         if head_lock_free(self.home, self.space16):
                             return True
                         worker_alive = self._old_worker_on_lock(now)
-                    if looked_at - gone_at >= OLD_WORKER_GONE_S:
-                        if not worker_alive:
+                    if worker_alive:
+                        held_at = None
+                        if looked_at - gone_at >= OLD_WORKER_GONE_S:
+                            self._note_worker_stays()
+                    else:
+                        held_at = looked_at if held_at is None else held_at
+                        if looked_at - held_at >= OLD_WORKER_GONE_S:
                             raise self._head_lock_stays()
-                        self._note_worker_stays()
                 elif not self._worker_pulls(look):
                     return False
                 elif time.monotonic() >= give_up_at:
