@@ -18,6 +18,7 @@ import pytest
 
 from conftest import wait_until
 
+from kint.agent_server import old_worker as old_worker_mod
 from kint.agent_server import restore_wait
 from kint.client import KintError
 from kint.paths import space_files
@@ -335,3 +336,24 @@ def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp
     thread.join(10)
     assert not thread.is_alive() and out == {"result": {"restored": True}}, out
     assert client.sends == 2 and under_way.resumed
+
+
+@pytest.mark.parametrize("closed", ["mode", "folder"])
+def test_a_head_lock_that_cannot_be_opened_is_refused_as_what_it_is(tmp_path, closed):
+    """A head lock file that cannot be opened (its mode changed: EACCES; KINT_HOME a file,
+    not a folder: ENOTDIR, which root meets too) answers CORRUPT_STATE naming it, not an
+    OSError that ended the restore INTERNAL, "a bug in kint"."""
+    if closed == "mode":
+        if os.geteuid() == 0:
+            pytest.skip("root opens a file of mode 000")
+        home, why = tmp_path, "Permission denied"
+        _head_lock(home).touch(mode=0o000)
+    else:
+        home, why = tmp_path / "home", "Not a directory"
+        home.write_text("")
+    path = space_files(home, SPACE16)["head_lock"]
+    with pytest.raises(KintError) as refused:
+        old_worker_mod.head_lock_free(home, SPACE16)
+    assert refused.value.code == "CORRUPT_STATE", refused.value
+    assert f"head lock {path} cannot be opened ({why})" in refused.value.message
+    assert "memory_pull with discard_local again" in (refused.value.hint or "")

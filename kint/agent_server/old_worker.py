@@ -20,7 +20,9 @@ import fcntl
 import os
 from pathlib import Path
 
+from kint.client import KintError
 from kint.paths import space_files
+from kint.protocol import ErrorCode
 from kint.tenant_worker.store_holders import file_holders
 from kint.tenant_worker.store_sharers import process_start, worker_start
 
@@ -30,7 +32,10 @@ def head_lock_free(home: Path, space16: str) -> bool:
     worker): taken shared and let go at once, so a worker that wants it waits at most one
     of its 0.2 s retries (kint.tenant_worker.head_lock). Never through a link: no worker
     takes the lock through one either (it refuses the file by name, CORRUPT_STATE), so a
-    link there holds nothing of kint's."""
+    link there holds nothing of kint's. A lock file that cannot be opened otherwise (its
+    mode changed, KINT_HOME not a folder) is refused as what it is, CORRUPT_STATE naming
+    it, not left to end the restore INTERNAL: a worker cannot take it either, so the
+    restore sent again would fail on it."""
     path = space_files(home, space16)["head_lock"]
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
@@ -40,7 +45,13 @@ def head_lock_free(home: Path, space16: str) -> bool:
     except OSError as err:
         if err.errno == errno.ELOOP:
             return True
-        raise
+        raise KintError(
+            ErrorCode.CORRUPT_STATE.value,
+            f"the space's head lock {path} cannot be opened ({err.strerror}): the restore "
+            f"was not sent again, and the store is opened as it stands",
+            f"kint keeps that file as a regular file of this user, mode 0600, in "
+            f"KINT_HOME's folder: fix what the message names (a mode: `chmod 600 {path}`), "
+            f"then call memory_pull with discard_local again") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
