@@ -39,6 +39,9 @@ TOOL_WAIT_S = 3
 # How long after a supervisor died the server expects its worker gone
 # (KINT_TEST_OLD_WORKER_GONE_S; 13 s in kint-server).
 OLD_WORKER_GONE_S = 1
+# The tool bound where the supervisor is killed inside the call's wait: room to see the
+# worker run the restore, stop it and kill its supervisor before the call gives up.
+INSIDE_CALL_WAIT_S = 12
 
 
 def _pushed(sb) -> dict:
@@ -186,28 +189,48 @@ def test_a_supervisor_killed_mid_restore_leaves_no_tool_refused(tmp_path, chain_
             agent.close()
 
 
+@pytest.mark.parametrize("killed", ["after the call", "inside the call"])
 def test_a_stopped_worker_a_killed_supervisor_left_keeps_the_store_closed(tmp_path,
-                                                                          chain_home):
+                                                                          chain_home, killed):
     """The worker running the restore is stopped (SIGSTOP), then its supervisor killed.
     Past the bound the worker is expected gone by, the server keeps the store closed and
     Sibyl's tools refused, naming the worker and how to end it: it once ended the restore
     BUSY there and opened the store, under a worker that, resumed, runs its restore on and
     moves the store aside. Resumed, the worker exits (its supervisor is gone), and the
-    server sends the restore again and opens the store when it ends."""
+    server sends the restore again and opens the store when it ends.
+
+    Killed "inside the call": while the tool call still waits for the restore (the likelier
+    case: the call waits 100 s). The worker's pid was once looked up only when the call
+    gave up, from the supervisor's status, gone by then: unknown, the worker counted as
+    gone, and its head lock, held under the stopped pull, ended the restore BUSY blaming
+    "another kint process", the store opened under it. The server now learns the worker
+    while the call waits (and finds it by the head lock it holds when it could not)."""
+    inside = killed == "inside the call"
     with machine_behind_proxy(tmp_path, chain_home, KINT_QUIET_SECONDS="3600",
                               KINT_RPC_TIMEOUT="60") as (sb, proxy):
         write_rules(sb.sibyl_db, sb.tenant, release_gate="never ship on a Friday")
         assert _pushed(sb)["head_seq"] == 1
-        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(TOOL_WAIT_S),
+        wait_s = INSIDE_CALL_WAIT_S if inside else TOOL_WAIT_S
+        agent = AgentProcess({**sb.env, "KINT_TEST_TOOL_WAIT_S": str(wait_s),
                               "KINT_TEST_OLD_WORKER_GONE_S": str(OLD_WORKER_GONE_S),
                               "KINT_TEST_AUTOSTART_ENTITLED": "1"}).start()
         worker = None
         try:
-            _restore_held(agent, sb, proxy)
+            if inside:
+                proxy.set_mode("delay_methods", methods=["eth_getLogs"], seconds=HOLD_S)
+                sent = time.monotonic()
+                pull = agent.submit("memory_pull", discard_local=True)
+                sb.wait_for(lambda: _running(sb, "pull", sent), what="the restore in the worker")
+            else:
+                _restore_held(agent, sb, proxy)
             worker = sb.row(sb.sibyl_db)["pid"]
             os.kill(worker, signal.SIGSTOP)
             os.kill(running_pid(sb.kint_home), signal.SIGKILL)
             proxy.forward()
+            if inside:
+                assert not pull.done(), "the call answered before its supervisor was killed"
+                payload = agent.payload(pull.result(timeout=HOLD_S))
+                assert payload["error"] == "RESTORE_RUNNING", payload
 
             # Sibyl's tool, not memory_status: a kint tool would start a supervisor.
             def named() -> dict | None:

@@ -1,7 +1,8 @@
 """When kint-server takes a restore whose supervisor did not answer it (stopped, starved) as
 ended (kint.agent_server.restore_wait, `_worker_pulls`): read from the supervisor's status
 rows, given here. A restore that was answered is ended by its answer. And how long it waits
-for the worker a dead supervisor left (`_wait_out`): a real process stands in for it."""
+for the worker a dead supervisor left (`_wait_out`), and how it finds that worker by the
+head lock when no status named it (kint.agent_server.old_worker): real processes stand in."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import pytest
 
 from conftest import wait_until
 
+from kint.agent_server import old_worker as old_worker_mod
 from kint.agent_server import restore_wait
 from kint.client import KintError
+from kint.paths import space_files
 from kint.protocol.worker_wire import IDLE_BEAT_MAX_SECONDS
 from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
 from kint.tenant_worker.store_sharers import worker_start
@@ -30,12 +33,15 @@ class FakeClient:
     """The supervisor's status as `answer` says: rows, or a KintError to raise."""
 
     answer: object = None
+    serving: int | None = 4242  # the supervisor the status comes from
 
     def __init__(self, _home: Path, autostart: bool = True) -> None:
         assert autostart is False  # a look must never start a supervisor
+        self.sent_to: int | None = None
 
     def call(self, op: str, timeout_s: float) -> dict:
         assert op == "sup.status" and timeout_s <= 2
+        self.sent_to = FakeClient.serving
         if isinstance(FakeClient.answer, KintError):
             raise FakeClient.answer
         return {"spaces": FakeClient.answer}
@@ -80,6 +86,25 @@ def test_a_status_that_cannot_be_read_leaves_the_store_closed(restore):
     assert restore.message().startswith("a memory_pull with discard_local began 5 s ago")
 
 
+@pytest.mark.parametrize("status_from, learnt", [(4242, True), (5151, False)])
+def test_the_worker_is_learnt_only_from_the_supervisor_the_restore_went_to(
+        restore, old_worker, status_from, learnt):
+    """While the call waits, the worker running the restore is noted from the status of
+    the supervisor the restore was sent to (pid 4242). One another kint process started
+    since (5151) answers for its own, healthy worker: not the old one, never waited for."""
+    restore._client = SendingClient()
+    restore._client.sent_to = 4242
+    FakeClient.serving = status_from
+    FakeClient.answer = [{"space": SPACE16, "pid": old_worker.pid, "uptime_s": 9.0,
+                          "op": {"name": "pull", "age_s": 4.0}}]
+    try:
+        assert restore._learn_worker() is learnt
+    finally:
+        FakeClient.serving = 4242
+    assert restore.worker_pid == (old_worker.pid if learnt else None)
+    assert restore.worker_started == (worker_start(old_worker.pid) if learnt else None)
+
+
 class SendingClient:
     """The restore thread's own client: its send starts a supervisor (pid 4242, none held
     the home before) whose request then goes unanswered; it stays, stopped (SIGSTOP)."""
@@ -117,14 +142,16 @@ def test_a_supervisor_the_send_started_is_the_one_watched(monkeypatch):
 class OrphaningClient:
     """The restore thread's own client: its first send went to a supervisor (pid 4242) that
     then exited without answering, leaving the worker that ran the restore behind; the
-    send after it is answered (the supervisor it starts restores)."""
+    send after it is answered (the supervisor it starts restores). `serving` is the pid the
+    home's pid file names after that exit: none, or another kint process's supervisor."""
 
-    def __init__(self) -> None:
+    def __init__(self, serving: int | None = None) -> None:
         self.sent_to: int | None = None
         self.sends = 0
+        self.serving = serving
 
     def serving_pid(self) -> int | None:
-        return None  # no supervisor holds the home any more
+        return self.serving
 
     def send(self, _client: object, _timeout_s: float) -> dict:
         self.sends += 1
@@ -134,34 +161,57 @@ class OrphaningClient:
         raise restore_wait.SupervisorUnavailable("the supervisor (pid 4242) exited")
 
 
+def _process(worker: bool = True, lock: Path | None = None,
+             stop: bool = True) -> subprocess.Popen:
+    """A real process: named as kint's workers are (kint.proc_name.WORKER) when `worker`,
+    holding an exclusive flock on `lock` when given (as a worker holds the head lock through
+    a pull), SIGSTOPped when `stop`, as a debugger or a Ctrl-Z leaves one."""
+    proc = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; from kint.proc_name import WORKER, set_process_name\n"
+        "if sys.argv[1] == '1': set_process_name(WORKER)\n"
+        "if sys.argv[2]: fcntl.flock(os.open(sys.argv[2], os.O_RDWR | os.O_CREAT, 0o600), "
+        "fcntl.LOCK_EX)\n"
+        "print(flush=True); time.sleep(120)"), "1" if worker else "0",
+        str(lock) if lock is not None else ""], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"\n"  # named, locked
+    if stop:
+        os.kill(proc.pid, signal.SIGSTOP)
+    return proc
+
+
+def _end(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
 @pytest.fixture
 def old_worker():
-    """A process named as kint's workers are (kint.proc_name.WORKER), standing in for the
-    worker the dead supervisor left, SIGSTOPped as a debugger or a Ctrl-Z leaves one. A
-    real worker, stopped the same way, is tests/test_mcp_restore.py's."""
-    proc = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from kint.proc_name import WORKER, set_process_name; "
-        "set_process_name(WORKER); print(flush=True); time.sleep(120)")],
-        stdout=subprocess.PIPE)
+    """A process standing in for the worker the dead supervisor left, stopped. A real
+    worker, stopped the same way, is tests/test_mcp_restore.py's."""
+    proc = _process()
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == b"\n"  # named now
-        os.kill(proc.pid, signal.SIGSTOP)
         yield proc
     finally:
-        proc.kill()
-        proc.wait()
+        _end(proc)
 
 
-def _orphaned_restore(monkeypatch, pid: int) -> tuple[restore_wait.RestoreUnderWay,
-                                                      OrphaningClient]:
+def _orphaned_restore(monkeypatch, pid: int | None, home: Path = Path("/nowhere"),
+                      serving: int | None = None, gone_s: float = 0.2
+                      ) -> tuple[restore_wait.RestoreUnderWay, OrphaningClient]:
     monkeypatch.setattr(restore_wait, "Client", FakeClient)
     monkeypatch.setattr(restore_wait, "LOOK_EVERY_S", 0.01)
-    monkeypatch.setattr(restore_wait, "OLD_WORKER_GONE_S", 0.2)
-    client = OrphaningClient()
-    under_way = restore_wait.RestoreUnderWay(Path("/nowhere"), SPACE16, client.send,
+    monkeypatch.setattr(restore_wait, "OLD_WORKER_GONE_S", gone_s)
+    client = OrphaningClient(serving)
+    under_way = restore_wait.RestoreUnderWay(home, SPACE16, client.send,
                                              lambda r: None, lambda: None)
     under_way.worker_pid = pid
     return under_way, client
+
+
+def _head_lock(home: Path) -> Path:
+    path = space_files(home, SPACE16)["head_lock"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _follow_on_a_thread(under_way, client) -> tuple[threading.Thread, dict]:
@@ -220,3 +270,90 @@ def test_a_pid_taken_by_another_process_is_not_the_old_worker(monkeypatch, old_w
     thread.join(10)
     assert not thread.is_alive() and out == {"result": {"restored": True}}, out
     assert client.sends == 2 and not under_way.worker_stays
+
+
+def test_an_old_worker_never_named_is_found_by_the_head_lock_it_holds(monkeypatch, tmp_path):
+    """The supervisor died before any status named the worker running the restore (its pid
+    unknown), and that worker, stopped, holds the space's head lock: it is found by the lock
+    and waited for as the old worker, named in the refusals. Before, an unknown pid counted
+    as a worker gone, and the lock ended the restore BUSY "held by another kint process",
+    the store opened under the stopped worker."""
+    proc = _process(lock=_head_lock(tmp_path))
+    try:
+        under_way, client = _orphaned_restore(monkeypatch, None, tmp_path)
+        thread, out = _follow_on_a_thread(under_way, client)
+        assert wait_until(lambda: under_way.worker_stays or out, timeout=10)
+        assert under_way.worker_pid == proc.pid and not out, out
+        assert f"(pid {proc.pid}) still runs" in under_way.message()
+        _end(proc)
+        thread.join(10)
+        assert not thread.is_alive() and out == {"result": {"restored": True}}, out
+        assert client.sends == 2 and under_way.resumed
+    finally:
+        _end(proc)
+
+
+def test_a_new_supervisors_worker_on_the_head_lock_is_not_the_old_one(monkeypatch,
+                                                                       tmp_path):
+    """Another kint process started a supervisor since, whose worker (started after it)
+    holds the head lock for its own pull: not the restore's old worker, so the restore ends
+    BUSY past the bound as before, the store opened, rather than waiting on a healthy
+    worker."""
+    supervisor = _process(worker=False, stop=False)
+    worker = _process(lock=_head_lock(tmp_path), stop=False)
+    try:
+        under_way, client = _orphaned_restore(monkeypatch, None, tmp_path,
+                                              serving=supervisor.pid)
+        thread, out = _follow_on_a_thread(under_way, client)
+        thread.join(10)
+        assert not thread.is_alive() and "error" in out, out
+        assert out["error"].code == "BUSY" and "head lock is still held" in out["error"].message
+        assert client.sends == 1 and not under_way.worker_stays
+        assert under_way.worker_pid is None
+    finally:
+        _end(worker)
+        _end(supervisor)
+
+
+def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp_path,
+                                                                old_worker):
+    """The old worker outlived the bound, then exited while another process held the head
+    lock a moment: the lock is waited for the bound again, counted from that exit, and the
+    restore is sent again once it is let go. Before, the bound was counted from the
+    supervisor's exit, long past: BUSY at once, with no grace."""
+    under_way, client = _orphaned_restore(monkeypatch, old_worker.pid, tmp_path, gone_s=2.0)
+    under_way.worker_started = worker_start(old_worker.pid)
+    thread, out = _follow_on_a_thread(under_way, client)
+    assert wait_until(lambda: under_way.worker_stays, timeout=10)
+    other = _process(worker=False, lock=_head_lock(tmp_path), stop=False)
+    try:
+        old_worker.kill()
+        old_worker.wait()
+        thread.join(0.3)  # well inside the bound: still waiting for the lock
+        assert thread.is_alive() and not out, out
+    finally:
+        _end(other)
+    thread.join(10)
+    assert not thread.is_alive() and out == {"result": {"restored": True}}, out
+    assert client.sends == 2 and under_way.resumed
+
+
+@pytest.mark.parametrize("closed", ["mode", "folder"])
+def test_a_head_lock_that_cannot_be_opened_is_refused_as_what_it_is(tmp_path, closed):
+    """A head lock file that cannot be opened (its mode changed: EACCES; KINT_HOME a file,
+    not a folder: ENOTDIR, which root meets too) answers CORRUPT_STATE naming it, not an
+    OSError that ended the restore INTERNAL, "a bug in kint"."""
+    if closed == "mode":
+        if os.geteuid() == 0:
+            pytest.skip("root opens a file of mode 000")
+        home, why = tmp_path, "Permission denied"
+        _head_lock(home).touch(mode=0o000)
+    else:
+        home, why = tmp_path / "home", "Not a directory"
+        home.write_text("")
+    path = space_files(home, SPACE16)["head_lock"]
+    with pytest.raises(KintError) as refused:
+        old_worker_mod.head_lock_free(home, SPACE16)
+    assert refused.value.code == "CORRUPT_STATE", refused.value
+    assert f"head lock {path} cannot be opened ({why})" in refused.value.message
+    assert "memory_pull with discard_local again" in (refused.value.hint or "")

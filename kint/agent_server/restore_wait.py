@@ -25,8 +25,9 @@ whether the restore it asked for went through.
 A supervisor that exits while it holds the restore's request takes its worker with it (the
 worker dies with its supervisor: kint.tenant_worker.process), so no answer ever comes: the
 thread hears so from its client (SupervisorUnavailable) within about a second. It then
-waits until that worker has exited (its pid and start time, read when the call stopped
-waiting: a later process on that pid is not the worker) and no process holds the space's
+waits until that worker has exited (its pid and start time, learnt from the supervisor's
+status while the tool call waits, so a supervisor that dies inside the call leaves it
+known; a later process on that pid is not the worker) and no process holds the space's
 head lock (the dying worker's restore has stopped, however far it got; a worker still alive
 keeps the store open, and the restore sent again would be refused BUSY over it) and sends
 the same restore again, which starts a supervisor and carries the agent's request out: the
@@ -41,27 +42,26 @@ pid and how to end it. The store stays closed while it lives, however long: a st
 worker that resumes runs its restore on for its stop grace, and would move the store aside
 under a client opened over it. (It was once opened after the supervisor's stop and kill
 graces, 20 s, which bound a stop the supervisor commands, not a worker left alone.) Once it
-is gone the restore is sent again. The head lock held that long by a process other than
-that worker (another kint process's push or pull) ends the restore BUSY instead, the store
-opened as it stands. A supervisor that still holds the home and does not answer (stopped, or
+is gone the restore is sent again. A worker never named by a status (its supervisor died
+first) is found by the head lock it holds (kint.agent_server.old_worker). The head lock
+held that long by a process other than that worker (another kint process's push or pull),
+counted from that worker's exit, ends the restore BUSY instead, the store opened as it
+stands. A supervisor that still holds the home and does not answer (stopped, or
 starved) has a worker that may still be restoring: the thread then looks at its status
 (the worker's beat) until it no longer runs the pull, or the supervisor is gone after all.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnavailable
+from kint.agent_server.old_worker import head_lock_free, old_worker_on_lock
 from kint.envsettings import pid_alive
-from kint.paths import space_files
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
@@ -76,38 +76,17 @@ RESTORE_RUNNING_HINT = ("call memory_status in a minute: `restore_running` says 
                         "and this server opens the restored store as soon as it ends")
 # How long the thread waits for the restore's answer: `kint pull`'s own bound.
 RESTORE_WAIT_S = 1800.0
-# How often the thread looks again while the supervisor is gone or silent.
+# How often the thread looks again while the supervisor is gone or silent, and the tool
+# call at the supervisor's status until it names the worker running the restore.
 LOOK_EVERY_S = 0.5
+# The bound of one such look at the status (it never waits on the worker).
+LOOK_S = 1.0
 # How long after the restore's supervisor is found gone its worker is expected to have
 # exited: the longest a worker outlives its supervisor (its own stop grace for the op in
 # flight, and a beat's slack: kint.tenant_worker.stop_grace). One still there then is
 # stopped or stuck: the refusals name it, and the store stays closed until it is gone. The
 # head lock still held then by another process ends the restore BUSY.
 OLD_WORKER_GONE_S = ORPHAN_EXIT_S
-
-
-def head_lock_free(home: Path, space16: str) -> bool:
-    """Whether no process holds the space's head lock (a push, pull or connect of some
-    worker): taken shared and let go at once, so a worker that wants it waits at most one
-    of its 0.2 s retries (kint.tenant_worker.head_lock). Never through a link: no worker
-    takes the lock through one either (it refuses the file by name, CORRUPT_STATE), so a
-    link there holds nothing of kint's."""
-    try:
-        fd = os.open(space_files(home, space16)["head_lock"],
-                     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return True
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return True
-        raise
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)  # closing the descriptor lets the lock go
-    return True
 
 
 class RestoreUnderWay:
@@ -131,6 +110,8 @@ class RestoreUnderWay:
         self.unanswered = False  # its supervisor did not answer it (exited, or stopped)
         self.resumed = False  # sent again after its supervisor exited
         self.worker_pid: int | None = None  # the worker running it, once looked up
+        self._worker_seen = False  # its status showed it running this restore
+        self._client: Client | None = None  # the thread's own, which sends the restore
         # That worker's start time (/proc), which tells it from a later process on its pid.
         self.worker_started: str | None = None
         # Its supervisor is gone and that worker still runs OLD_WORKER_GONE_S later.
@@ -142,30 +123,56 @@ class RestoreUnderWay:
 
     def wait(self, seconds: float) -> bool:
         """Whether the restore ended within `seconds`. When it did not, its end is the
-        thread's to handle from now on (the store opened there, not by the caller)."""
-        self._done.wait(max(0.0, seconds))
+        thread's to handle from now on (the store opened there, not by the caller).
+        Meanwhile the worker that runs the restore is learnt (`_learn_worker`), every
+        LOOK_EVERY_S until its status shows the restore: its supervisor may die inside
+        these seconds, and then no status names it any more (the pid was once looked up
+        only here at the end, unknown in that case, and the stopped worker's head lock
+        ended the restore BUSY with the store opened under it)."""
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            left = end - time.monotonic()
+            settled = self._worker_seen or left <= LOOK_S or self._learn_worker()
+            left = end - time.monotonic()
+            if self._done.wait(max(0.0, left if settled else min(left, LOOK_EVERY_S))):
+                break
+            if left <= 0:
+                break
         with self._lock:
             if self._done.is_set():
                 return True
             self._handed_over = True
-        pid = self._worker_pid()
-        self.worker_started = worker_start(pid) if pid is not None else None
-        self.worker_pid = pid  # after its start time: the thread reads the pid first
+        if not self._worker_seen:  # one more look, within the grace the call kept for it
+            self._learn_worker()
         return False
 
-    def _worker_pid(self) -> int | None:
-        """The pid of the space's worker, which runs the restore now (a status of a second
-        at most, which never waits on the worker): after its supervisor exits, the restore
-        is sent again only once that worker is gone too."""
+    def _learn_worker(self) -> bool:
+        """Note the pid and start time of the space's worker from the supervisor's status (a
+        second at most, never waiting on the worker): after its supervisor exits, the
+        restore is sent again only once that worker is gone too. True once the status
+        shows it running the restore, the pull begun since the send (`_worker_seen`);
+        until then the space's worker is noted, the one the restore goes to. Only a status
+        of the supervisor the restore went to counts: after that one died, another kint
+        process may start a supervisor whose healthy worker is not the old one."""
+        sending = self._client
         look = Client(self.home, autostart=False)
         try:
-            rows = look.call("sup.status", timeout_s=1)["spaces"]
+            row = next((r for r in look.call("sup.status", timeout_s=LOOK_S)["spaces"]
+                        if r["space"] == self.space16), None)
         except KintError:
-            return None
+            return False
         finally:
             look.close()
-        row = next((r for r in rows if r["space"] == self.space16), None)
-        return row.get("pid") if row is not None else None
+        sent_to = sending.sent_to if sending is not None else None
+        if sent_to is None or sent_to != look.sent_to:
+            return False
+        pid = row.get("pid") if row is not None and row.get("uptime_s") is not None else None
+        if pid is None:
+            return False
+        self.worker_started = worker_start(pid)
+        self.worker_pid = pid  # after its start time: the thread reads the pid first
+        self._worker_seen = self._pulls(row)
+        return self._worker_seen
 
     def running(self) -> bool:
         return not self._done.is_set()
@@ -225,7 +232,7 @@ class RestoreUnderWay:
         return out
 
     def _run(self) -> None:
-        client = Client(self.home)
+        client = self._client = Client(self.home)
         try:
             self.result = self._follow(client)
         except KintError as err:
@@ -279,19 +286,29 @@ class RestoreUnderWay:
         look = Client(self.home, autostart=False)
         give_up_at = self.sent_at + RESTORE_WAIT_S  # then sent again: its worker says BUSY
         gone_at: float | None = None  # when the supervisor was first found gone
+        # Since when the head lock is held with no old worker alive: counted from the old
+        # worker's exit, not the supervisor's (a worker that stayed, then exited while
+        # another process held the lock a moment, once got BUSY at once, with no grace).
+        held_at: float | None = None
         try:
             while True:
                 now = client.serving_pid()
                 if now is None or now <= 0 or now != serving:
-                    worker_alive = self._old_worker_alive()
-                    if not worker_alive and head_lock_free(self.home, self.space16):
-                        return True
                     looked_at = time.monotonic()
                     gone_at = looked_at if gone_at is None else gone_at
-                    if looked_at - gone_at >= OLD_WORKER_GONE_S:
-                        if not worker_alive:
+                    worker_alive = self._old_worker_alive()
+                    if not worker_alive:
+                        if head_lock_free(self.home, self.space16):
+                            return True
+                        worker_alive = self._old_worker_on_lock(now)
+                    if worker_alive:
+                        held_at = None
+                        if looked_at - gone_at >= OLD_WORKER_GONE_S:
+                            self._note_worker_stays()
+                    else:
+                        held_at = looked_at if held_at is None else held_at
+                        if looked_at - held_at >= OLD_WORKER_GONE_S:
                             raise self._head_lock_stays()
-                        self._note_worker_stays()
                 elif not self._worker_pulls(look):
                     return False
                 elif time.monotonic() >= give_up_at:
@@ -302,12 +319,26 @@ class RestoreUnderWay:
 
     def _old_worker_alive(self) -> bool:
         """Whether the worker that ran the restore still runs: its pid alive (a zombie is
-        gone) and, where /proc says, the same process, started when it was when the call
-        stopped waiting (a pid freed by that worker and taken by another is not it)."""
+        gone) and, where /proc says, the same process, started when it was when it was
+        learnt (a pid freed by that worker and taken by another is not it)."""
         pid = self.worker_pid
         if pid is None or not pid_alive(pid):
             return False
         return self.worker_started is None or worker_start(pid) == self.worker_started
+
+    def _old_worker_on_lock(self, serving: int | None) -> bool:
+        """With the head lock held and no old worker known alive: whether a kint worker
+        that no supervisor serving now (`serving`) started holds it, then taken as the one
+        that ran the restore (kint.agent_server.old_worker): its supervisor died before
+        the status named it, or the one named was not it."""
+        found = old_worker_on_lock(self.home, self.space16, serving)
+        if found is None:
+            return False
+        log.info("the worker %s holds the space's head lock, its supervisor gone: taken as "
+                 "the one that ran the restore", found[0])
+        self.worker_started = found[1]
+        self.worker_pid = found[0]  # after its start time, as `_learn_worker` writes them
+        return True
 
     def _note_worker_stays(self) -> None:
         """The old worker outlived its supervisor past OLD_WORKER_GONE_S: logged once, and
@@ -342,7 +373,12 @@ class RestoreUnderWay:
         except KintError:
             return True
         row = next((r for r in rows if r["space"] == self.space16), None)
-        if row is None or row.get("uptime_s") is None:  # no worker runs it any more
+        return row is not None and self._pulls(row)
+
+    def _pulls(self, row: dict[str, Any]) -> bool:
+        """Whether the space's status `row` shows its worker running a pull begun since
+        the restore was sent (the op's age, given to the millisecond, and a beat's slack)."""
+        if row.get("uptime_s") is None:  # no worker runs it any more
             return False
         ops = row.get("ops") or ([row["op"]] if row.get("op") else [])
         since = time.monotonic() - self.sent_at + PROGRESS_AGE_SLACK_S

@@ -124,16 +124,22 @@ SHARING_HINT = ("serve each store from one KINT_HOME: run `kint supervisor stop`
 
 def worker_start(pid: int) -> str | None:
     """The start time of `pid` when it is a kint worker (named kint.proc_name.WORKER), else
-    None (gone, unreadable, another program). One read: /proc/PID/stat holds both the
-    name, in parentheses as field 2, and the start time, field 22 (proc(5)). The name may
-    hold spaces or parentheses, so the fields after it are counted from its last ')'."""
+    None (gone, unreadable, another program)."""
+    return process_start(pid, WORKER)
+
+
+def process_start(pid: int, name: str | None = None) -> str | None:
+    """The start time of `pid` (clock ticks after boot), None when it is gone, unreadable
+    or, with `name`, named otherwise. One read: /proc/PID/stat holds both the name, in
+    parentheses as field 2, and the start time, field 22 (proc(5)). The name may hold
+    spaces or parentheses, so the fields after it are counted from its last ')'."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
             stat = fh.read()
     except OSError:
         return None
     opened, closed = stat.find("("), stat.rfind(")")
-    if opened < 0 or closed < opened or stat[opened + 1:closed] != WORKER:
+    if opened < 0 or closed < opened or (name is not None and stat[opened + 1:closed] != name):
         return None
     after_name = stat[closed + 1:].split()  # field 3 (state) onwards
     return after_name[19] if len(after_name) > 19 else None
