@@ -14,6 +14,14 @@ The old key's nonce N is therefore nothing of the book's, and the new key's entr
 same number may be a live transaction of another space: marking it mined or giving it back
 would strand that one. So the former key reads the chain alone and writes no book entry.
 
+A nonce of the old key below the journal's that nothing spent (a push of another space
+killed after it took the nonce and before it sent, or a dropped journal's never sent) holds
+the journal's transaction back for ever: the book that filled such a hole with a transfer
+to self (nonces.unstick) holds the new key now. So the former key fills it itself, from
+`session.key.old`, in its receipt wait's slow path (`fill_below`); when that key does not
+open here, the settlement refuses at once, naming the address and the nonce, instead of
+waiting out the receipt timeout at every push and pull.
+
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
 keystore can still be opened here: `session.key.old`, kept by the rotate, naming this very
 address. A second rotate (session.key.old is then another key) or a keystore that no
@@ -31,7 +39,10 @@ from typing import Any
 import orjson
 
 from kint.chain.anchor import Anchor
-from kint.tenant_worker.session_sender import Signed, mined_count, replacement
+from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, spent_nonce
+from kint.chain.nonces import retry_seconds
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
 log = logging.getLogger("kint.worker")
 
@@ -55,15 +66,95 @@ class FormerKey:
     def mined_count(self) -> int:
         return mined_count(self.anchor, self.address)
 
+    def held_count(self) -> int:
+        """The key's next nonce counting what the endpoint holds waiting to be mined: a
+        nonce below it is mined or waits there; the first one above the mined count that
+        nothing waits at stops it (a queued transaction behind a hole does not count)."""
+        return bounded(lambda: answer_int(
+            self.anchor.w3.eth.get_transaction_count(self.address, "pending")),
+            "reading the previous session key's waiting nonce")
+
+    def hole_below(self, nonce: int) -> int | None:
+        """The lowest nonce below `nonce` that nothing of this key was mined at or waits
+        at, or None. Something must spend it before `nonce` can be mined: the book that
+        filled such a hole for the machine's key no longer holds this one."""
+        held = self.held_count()
+        return held if held < nonce else None
+
+    def check_hole(self, nonce: int) -> None:
+        """Before a journal's transaction at `nonce` is sent again: a hole below it that
+        this machine cannot fill (the key does not open here) is refused at once, naming
+        the nonce and what to do, where the receipt wait ran out its 60 s at every push and
+        pull for ever. One it can fill is left to `wait`'s slow path, which gives another
+        space's settlement of its own journal at that nonce the time to send it first."""
+        hole = self.hole_below(nonce)
+        if hole is not None and self.account() is None:
+            raise self._unfillable(hole, nonce)
+
     def wait(self, tx_hash: str, signed: Signed) -> Any:
-        """The receipt of the journal's transaction sent again. No slow path: unsticking
-        what holds it back is the book's work, and the book no longer holds this key (a
-        nonce of it below this one is another journal's, settled by its own space)."""
-        return self.anchor.wait(tx_hash)
+        """The receipt of the journal's transaction sent again, its slow path filling the
+        holes below it (`fill_below`) every KINT_NONCE_RETRY_SECONDS, as the machine's
+        key's `unstick` does."""
+        return self.anchor.wait(tx_hash, on_slow=lambda: self.fill_below(signed.nonce),
+                                slow_after_s=retry_seconds())
+
+    def fill_below(self, nonce: int) -> list[int]:
+        """Spend each nonce below `nonce` that nothing of this key waits at with a transfer
+        to self signed by `session.key.old`. A nonce something waits at is left to it (a
+        push of another space sent before its worker was killed is mined as it was). The
+        nonce of a push killed after it signed and before it sent, whose journal another
+        space keeps, is spent too: that space's settlement then finds it spent with the
+        chain at its prev and drops its journal, its rows pushed by the machine's key.
+        Refused (ProtocolError, the journal kept) when the key does not open here, or the
+        endpoint does not take the transfer (too little ETH names the address to fund).
+        Returns the nonces it filled."""
+        account: Any | None = None
+        filled: list[int] = []
+        for _ in range(max(0, nonce - self.mined_count())):
+            hole = self.hole_below(nonce)
+            if hole is None:
+                break
+            account = account or self.account()  # opened once there is a hole to fill
+            if account is None:
+                raise self._unfillable(hole, nonce)
+            try:
+                self.anchor.send_raw(filler(self.anchor, account, hole))
+            except ChainRefused as err:
+                if spent_nonce(err):
+                    continue  # mined meanwhile: read the count again
+                raise self._refused_fill(hole, nonce, err) from None
+            filled.append(hole)
+            log.info("space %s: nonce %d of the previous session key %s was never sent: "
+                     "filled with a transfer to self", self.space16, hole, self.address)
+        return filled
 
     def give_back(self, nonce: int) -> None:
         """Nothing to give back: the book's entries are the machine's key's now, and one at
-        the same number is another transaction."""
+        the same number is another transaction. A nonce of this key left unsent is a hole
+        that the settlement of any journal above it fills (`fill_below`)."""
+
+    def _unfillable(self, hole: int, nonce: int) -> ProtocolError:
+        return ProtocolError(
+            ErrorCode.RPC_UNAVAILABLE,
+            f"the interrupted push's transaction, nonce {nonce} of the previous session key "
+            f"{self.address}, cannot be mined: nonce {hole} of that key was never sent, and "
+            f"this machine can no longer open that key to fill it (session.key.old is "
+            f"another key, or none); the journal is kept",
+            f"put that key's keystore back as session.key.old under KINT_HOME and run `kint "
+            f"pull` (it fills nonce {hole} with a transfer to self), or send any transaction "
+            f"from {self.address} at nonce {hole}; or move pending-{self.space16}.json out "
+            f"of KINT_HOME and run `kint pull`: the push's rows are still in the store, and "
+            f"the next push anchors them with this machine's key")
+
+    def _refused_fill(self, hole: int, nonce: int, err: ChainRefused) -> ProtocolError:
+        fund = (f"send ETH on chain {self.anchor.config.chain_id} to {self.address}, then "
+                if err.error == INSUFFICIENT_FUNDS else "")
+        return ProtocolError(
+            ErrorCode.RPC_UNAVAILABLE,
+            f"the interrupted push's transaction, nonce {nonce} of the previous session key "
+            f"{self.address}, waits behind nonce {hole} of that key, which was never sent, "
+            f"and the endpoint refused the transfer to self that fills it ({err}); the "
+            f"journal is kept", f"{fund}run `kint pull`: it fills nonce {hole} again")
 
     def account(self) -> Any | None:
         """The key itself when `session.key.old` holds it and opens here, else None (a
