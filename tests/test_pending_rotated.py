@@ -426,3 +426,38 @@ def test_a_hole_below_the_old_keys_push_that_no_key_here_can_fill_is_named_at_on
     else:
         assert [e["seq"] for e in pushed] == [3]
         assert "0x" + s.meta(2)["tx"] == waiting.to_0x_hex()
+
+
+@pytest.mark.parametrize("rotates", [1, 2])
+def test_a_hole_that_another_spaces_journal_holds_is_sent_from_that_journal(box, rotates):
+    """Two spaces of one machine: X's push killed after it took the old key's nonce N-1 and
+    signed, before it sent; Y's push, at N, sent and killed waiting behind it. Then one
+    rotate (session.key.old opens) or two (it does not), and the old key's book entries
+    gone with the new key's first allocation. Y's push, X's settlement still held, sends
+    X's signed push from X's journal at N-1 (no key needed), so both epochs land, X's
+    recorded by X's own settlement. With one rotate, N-1 was filled by a transfer and X's
+    epoch dropped; with two, Y refused, naming N-1 as never sent."""
+    x = Space(box, f"journal-hole-x-{rotates}")
+    y = Space(box, f"journal-hole-y-{rotates}")
+    held = x.kill("before_send")
+    waiting = y.kill("after_send")
+    assert waiting["nonce"] == held["nonce"] + 1
+    assert x.w3.eth.get_transaction_count(x.old, "pending") == held["nonce"]
+    for _ in range(rotates - 1):
+        y.rotate(authorize=False)
+    new = y.rotate()
+    for entry in (x.a.kint_home / "nonces").glob("*.json"):
+        entry.unlink()  # as the new key's first allocation does
+    try:
+        write(y.db, y.a.tenant, third="written after the rotate")
+        pushed = jdb(y.a, y.db, "push")["epochs"]
+        assert [e["seq"] for e in pushed] == [3]
+        assert y.w3.eth.get_transaction(pushed[0]["tx"])["from"] == new
+        assert y.meta(2)["tx"] == Web3.keccak(hexstr=waiting["raw_tx"]).hex().removeprefix("0x")
+        assert x.chain_head()[0] == 2 and x.pending.exists()  # landed, X not yet settled
+    finally:
+        x.release()
+    x.settled()
+    assert x.chain_head()[:2] == x.mirror_head() and x.mirror_head()[0] == 2
+    assert x.meta(2)["tx"] == Web3.keccak(hexstr=held["raw_tx"]).hex().removeprefix("0x")
+    assert x.anchored() == {"first", "second"}

@@ -16,11 +16,12 @@ would strand that one. So the former key reads the chain alone and writes no boo
 
 A nonce of the old key below the journal's that nothing spent (a push of another space
 killed after it took the nonce and before it sent, or a dropped journal's never sent) holds
-the journal's transaction back for ever: the book that filled such a hole with a transfer
-to self (nonces.unstick) holds the new key now. So the former key fills it itself, from
-`session.key.old`, in its receipt wait's slow path (`fill_below`); when that key does not
-open here, the settlement refuses at once, naming the address and the nonce, instead of
-waiting out the receipt timeout at every push and pull.
+the journal's transaction back for ever: the book that sent or filled such a hole
+(nonces.unstick) holds the new key now. So the former key fills it itself, in its receipt
+wait's slow path (`fill_below`): with the push another space's journal holds signed at it,
+else a transfer to self from `session.key.old`; when neither can be had, the settlement
+refuses at once, naming the address and the nonce, instead of waiting out the receipt
+timeout at every push and pull.
 
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
 keystore can still be opened here: `session.key.old`, kept by the rotate, naming this very
@@ -83,12 +84,13 @@ class FormerKey:
 
     def check_hole(self, nonce: int) -> None:
         """Before a journal's transaction at `nonce` is sent again: a hole below it that
-        this machine cannot fill (the key does not open here) is refused at once, naming
-        the nonce and what to do, where the receipt wait ran out its 60 s at every push and
-        pull for ever. One it can fill is left to `wait`'s slow path, which gives another
-        space's settlement of its own journal at that nonce the time to send it first."""
+        this machine cannot fill is refused at once, naming the nonce and what to do, where
+        the receipt wait ran out its 60 s at every push and pull for ever. It can fill a
+        hole with another space's push its journal holds signed (no key needed), or with a
+        transfer when the key opens here; that is left to `wait`'s slow path, which gives
+        the other space's own settlement the time to send its push first."""
         hole = self.hole_below(nonce)
-        if hole is not None and self.account() is None:
+        if hole is not None and self.signed_at(hole) is None and self.account() is None:
             raise self._unfillable(hole, nonce)
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
@@ -99,34 +101,50 @@ class FormerKey:
                                 slow_after_s=retry_seconds())
 
     def fill_below(self, nonce: int) -> list[int]:
-        """Spend each nonce below `nonce` that nothing of this key waits at with a transfer
-        to self signed by `session.key.old`. A nonce something waits at is left to it (a
-        push of another space sent before its worker was killed is mined as it was). The
-        nonce of a push killed after it signed and before it sent, whose journal another
-        space keeps, is spent too: that space's settlement then finds it spent with the
-        chain at its prev and drops its journal, its rows pushed by the machine's key.
-        Refused (ProtocolError, the journal kept) when the key does not open here, or the
-        endpoint does not take the transfer (too little ETH names the address to fund).
-        Returns the nonces it filled."""
+        """Spend each nonce below `nonce` that nothing of this key waits at, as `unstick`
+        does for the machine's key: the push another space's journal on this machine holds
+        signed at it (killed after it signed, before it sent) is sent as it is, and that
+        space's settlement finds it landed; any other is filled with a transfer to self
+        signed by `session.key.old`. A nonce something waits at is left to it. Refused
+        (ProtocolError, the journal kept) when a transfer is needed and the key does not
+        open here, or the endpoint does not take what fills it (too little ETH names the
+        address to fund). Returns the nonces it filled."""
         account: Any | None = None
         filled: list[int] = []
         for _ in range(max(0, nonce - self.mined_count())):
             hole = self.hole_below(nonce)
             if hole is None:
                 break
-            account = account or self.account()  # opened once there is a hole to fill
-            if account is None:
-                raise self._unfillable(hole, nonce)
+            raw, how = self.signed_at(hole), "sent the push another space's journal holds"
+            if raw is None:
+                account = account or self.account()  # opened once a transfer is needed
+                if account is None:
+                    raise self._unfillable(hole, nonce)
+                raw, how = filler(self.anchor, account, hole), "filled with a transfer to self"
             try:
-                self.anchor.send_raw(filler(self.anchor, account, hole))
+                self.anchor.send_raw(raw)
             except ChainRefused as err:
                 if spent_nonce(err):
                     continue  # mined meanwhile: read the count again
                 raise self._refused_fill(hole, nonce, err) from None
             filled.append(hole)
-            log.info("space %s: nonce %d of the previous session key %s was never sent: "
-                     "filled with a transfer to self", self.space16, hole, self.address)
+            log.info("space %s: nonce %d of the previous session key %s was never sent: %s",
+                     self.space16, hole, self.address, how)
         return filled
+
+    def signed_at(self, hole: int) -> bytes | None:
+        """The transaction of this key at nonce `hole` that another space's push journal
+        under KINT_HOME holds signed, or None. A journal that does not read is passed over
+        (its own space names it)."""
+        for path in sorted(self.home.glob("pending-*.json")):
+            try:
+                held = orjson.loads(path.read_bytes())
+                if same_address(held["sender"], self.address) and int(held["nonce"]) == hole:
+                    return bytes.fromhex(held["raw_tx"])
+            except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError,
+                    ValueError):
+                continue
+        return None
 
     def give_back(self, nonce: int) -> None:
         """Nothing to give back: the book's entries are the machine's key's now, and one at
@@ -153,7 +171,7 @@ class FormerKey:
             ErrorCode.RPC_UNAVAILABLE,
             f"the interrupted push's transaction, nonce {nonce} of the previous session key "
             f"{self.address}, waits behind nonce {hole} of that key, which was never sent, "
-            f"and the endpoint refused the transfer to self that fills it ({err}); the "
+            f"and the endpoint refused the transaction that fills it ({err}); the "
             f"journal is kept", f"{fund}run `kint pull`: it fills nonce {hole} again")
 
     def account(self) -> Any | None:
