@@ -276,10 +276,9 @@ def test_the_new_keys_nonce_book_is_left_alone(box):
     assert s.w3.eth.get_transaction_receipt(signed.hash)["status"] == 1
 
 
-def _waiting_push_overtaken(box, profile: str) -> tuple[Space, int, Path, bytes, int]:
-    """A's push sent and waiting at the endpoint behind a hole of the old key, then B takes
-    seq 2: (space, the hole, its book entry, the waiting transaction's hash, a block from
-    before)."""
+def _waiting_behind_hole(box, profile: str) -> tuple[Space, int, Path, bytes, int]:
+    """A's push sent and waiting at the endpoint behind a hole of the old key: (space, the
+    hole, its book entry, the waiting transaction's hash, a block from before)."""
     s = Space(box, profile)
     since = s.w3.eth.block_number
     hole, entry = s.hole(s.old)
@@ -287,6 +286,12 @@ def _waiting_push_overtaken(box, profile: str) -> tuple[Space, int, Path, bytes,
     assert journal["nonce"] == hole + 1
     waiting = Web3.keccak(hexstr=journal["raw_tx"])
     assert s.w3.eth.get_transaction(waiting)["blockNumber"] is None
+    return s, hole, entry, waiting, since
+
+
+def _waiting_push_overtaken(box, profile: str) -> tuple[Space, int, Path, bytes, int]:
+    """The same, then B takes seq 2."""
+    s, hole, entry, waiting, since = _waiting_behind_hole(box, profile)
     s.other_machine_takes_seq_2()
     return s, hole, entry, waiting, since
 
@@ -343,3 +348,116 @@ def test_a_dropped_push_whose_key_is_gone_is_left_to_the_chain_and_named(box):
     assert s.w3.eth.get_transaction_count(current, "pending") == 0
     _fill_hole(s, old_key, hole, entry)
     assert s.w3.eth.get_transaction_receipt(waiting)["status"] == 0  # it reverted, as said
+
+
+def test_a_hole_below_the_old_keys_push_is_filled_by_the_old_key(box):
+    """A's push sent and waiting behind a nonce of the old key that nothing sent (another
+    space's push killed after it took the nonce), then a rotate, whose first allocation
+    deletes the old key's entries from the nonce book: the settlement's receipt wait fills
+    the hole with a transfer to self signed by session.key.old, and the push lands and is
+    recorded. Nothing filled it: the wait ran out its 60 s and failed, at every push and
+    pull, for ever."""
+    s, hole, entry, waiting, since = _waiting_behind_hole(box, "hole-filled-after-rotate")
+    new = s.rotate()
+    entry.unlink()  # as the new key's first allocation does
+    s.settled()
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert "0x" + s.meta(2)["tx"] == waiting.to_0x_hex()
+    filled = s.mined_at(s.old, hole, since)
+    assert (filled["to"], filled["value"], filled["gas"]) == (s.old, 0, 21_000)
+    assert s.w3.eth.get_transaction_count(new, "pending") == 0  # nothing from the new key
+    write(s.db, s.a.tenant, third="written after the settlement")
+    assert [e["seq"] for e in jdb(s.a, s.db, "push")["epochs"]] == [3]
+
+
+@pytest.mark.parametrize("remedy", ["keystore", "transfer", "aside"])
+def test_a_hole_below_the_old_keys_push_that_no_key_here_can_fill_is_named_at_once(box,
+                                                                                  remedy):
+    """The same after two rotates: session.key.old is the middle key, and the one whose
+    nonce is missing is not here. Push and pull refuse at once, naming the address, the
+    missing nonce and what to do, and keep the journal; the receipt wait ran out its 60 s
+    at each of them and said only that no receipt came. Each way the hint gives works: the
+    keystore put back as session.key.old (the settlement fills the hole), a transaction
+    from that key at the nonce (the push lands), or the journal moved out of KINT_HOME
+    (its rows go with the current key)."""
+    s, hole, entry, waiting, since = _waiting_behind_hole(box, f"hole-{remedy}-after-rotate")
+    old_key = s.key()
+    keystore = (s.a.kint_home / "session.key").read_bytes()
+    s.rotate(authorize=False)
+    current = s.rotate()
+    entry.unlink()
+    try:
+        for command in ("push", "pull"):
+            out = kdb(s.a, s.db, command)
+            assert out.returncode == PUSH_PULL_REFUSED and "[RPC_UNAVAILABLE]" in out.stderr, \
+                out.stdout + out.stderr
+            assert (f"nonce {hole + 1} of the previous session key {s.old}, cannot be mined: "
+                    f"nonce {hole} of that key was never sent, and this machine can no longer "
+                    f"open that key") in out.stderr, out.stderr
+            assert ("put that key's keystore back as session.key.old under KINT_HOME and "
+                    "run `kint pull`") in out.stderr, out.stderr
+            assert f"send any transaction from {s.old} at nonce {hole}" in out.stderr, \
+                out.stderr
+            assert f"move pending-{s.space16}.json out of KINT_HOME" in out.stderr, out.stderr
+        assert s.pending.exists()
+        if remedy == "keystore":
+            old_file = s.a.kint_home / "session.key.old"
+            old_file.unlink()
+            old_file.write_bytes(keystore)
+            old_file.chmod(0o600)
+            jdb(s.a, s.db, "pull")
+            assert not s.pending.exists()
+            filled = s.mined_at(s.old, hole, since)
+            assert (filled["to"], filled["value"], filled["gas"]) == (s.old, 0, 21_000)
+        elif remedy == "transfer":
+            s.transfer(old_key, hole)
+        else:
+            s.pending.rename(s.box["root"] / s.pending.name)
+            jdb(s.a, s.db, "pull")
+    finally:
+        s.release()
+    write(s.db, s.a.tenant, third="written after the hole")
+    pushed = jdb(s.a, s.db, "push")["epochs"]
+    assert s.chain_head()[:2] == s.mirror_head()
+    assert s.anchored() == {"first", "second", "third"}
+    if remedy == "aside":  # the second rule went with the current key, in one epoch
+        assert [e["seq"] for e in pushed] == [2]
+        assert s.w3.eth.get_transaction(pushed[0]["tx"])["from"] == current
+    else:
+        assert [e["seq"] for e in pushed] == [3]
+        assert "0x" + s.meta(2)["tx"] == waiting.to_0x_hex()
+
+
+@pytest.mark.parametrize("rotates", [1, 2])
+def test_a_hole_that_another_spaces_journal_holds_is_sent_from_that_journal(box, rotates):
+    """Two spaces of one machine: X's push killed after it took the old key's nonce N-1 and
+    signed, before it sent; Y's push, at N, sent and killed waiting behind it. Then one
+    rotate (session.key.old opens) or two (it does not), and the old key's book entries
+    gone with the new key's first allocation. Y's push, X's settlement still held, sends
+    X's signed push from X's journal at N-1 (no key needed), so both epochs land, X's
+    recorded by X's own settlement. With one rotate, N-1 was filled by a transfer and X's
+    epoch dropped; with two, Y refused, naming N-1 as never sent."""
+    x = Space(box, f"journal-hole-x-{rotates}")
+    y = Space(box, f"journal-hole-y-{rotates}")
+    held = x.kill("before_send")
+    waiting = y.kill("after_send")
+    assert waiting["nonce"] == held["nonce"] + 1
+    assert x.w3.eth.get_transaction_count(x.old, "pending") == held["nonce"]
+    for _ in range(rotates - 1):
+        y.rotate(authorize=False)
+    new = y.rotate()
+    for entry in (x.a.kint_home / "nonces").glob("*.json"):
+        entry.unlink()  # as the new key's first allocation does
+    try:
+        write(y.db, y.a.tenant, third="written after the rotate")
+        pushed = jdb(y.a, y.db, "push")["epochs"]
+        assert [e["seq"] for e in pushed] == [3]
+        assert y.w3.eth.get_transaction(pushed[0]["tx"])["from"] == new
+        assert y.meta(2)["tx"] == Web3.keccak(hexstr=waiting["raw_tx"]).hex().removeprefix("0x")
+        assert x.chain_head()[0] == 2 and x.pending.exists()  # landed, X not yet settled
+    finally:
+        x.release()
+    x.settled()
+    assert x.chain_head()[:2] == x.mirror_head() and x.mirror_head()[0] == 2
+    assert x.meta(2)["tx"] == Web3.keccak(hexstr=held["raw_tx"]).hex().removeprefix("0x")
+    assert x.anchored() == {"first", "second"}

@@ -14,6 +14,15 @@ The old key's nonce N is therefore nothing of the book's, and the new key's entr
 same number may be a live transaction of another space: marking it mined or giving it back
 would strand that one. So the former key reads the chain alone and writes no book entry.
 
+A nonce of the old key below the journal's that nothing spent (a push of another space
+killed after it took the nonce and before it sent, or a dropped journal's never sent) holds
+the journal's transaction back for ever: the book that sent or filled such a hole
+(nonces.unstick) holds the new key now. So the former key fills it itself, in its receipt
+wait's slow path (`fill_below`): with the push another space's journal holds signed at it,
+else a transfer to self from `session.key.old`; when neither can be had, the settlement
+refuses at once, naming the address and the nonce, instead of waiting out the receipt
+timeout at every push and pull.
+
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
 keystore can still be opened here: `session.key.old`, kept by the rotate, naming this very
 address. A second rotate (session.key.old is then another key) or a keystore that no
@@ -31,7 +40,10 @@ from typing import Any
 import orjson
 
 from kint.chain.anchor import Anchor
-from kint.tenant_worker.session_sender import Signed, mined_count, replacement
+from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, spent_nonce
+from kint.chain.nonces import retry_seconds
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
 log = logging.getLogger("kint.worker")
 
@@ -55,15 +67,112 @@ class FormerKey:
     def mined_count(self) -> int:
         return mined_count(self.anchor, self.address)
 
+    def held_count(self) -> int:
+        """The key's next nonce counting what the endpoint holds waiting to be mined: a
+        nonce below it is mined or waits there; the first one above the mined count that
+        nothing waits at stops it (a queued transaction behind a hole does not count)."""
+        return bounded(lambda: answer_int(
+            self.anchor.w3.eth.get_transaction_count(self.address, "pending")),
+            "reading the previous session key's waiting nonce")
+
+    def hole_below(self, nonce: int) -> int | None:
+        """The lowest nonce below `nonce` that nothing of this key was mined at or waits
+        at, or None. Something must spend it before `nonce` can be mined: the book that
+        filled such a hole for the machine's key no longer holds this one."""
+        held = self.held_count()
+        return held if held < nonce else None
+
+    def check_hole(self, nonce: int) -> None:
+        """Before a journal's transaction at `nonce` is sent again: a hole below it that
+        this machine cannot fill is refused at once, naming the nonce and what to do, where
+        the receipt wait ran out its 60 s at every push and pull for ever. It can fill a
+        hole with another space's push its journal holds signed (no key needed), or with a
+        transfer when the key opens here; that is left to `wait`'s slow path, which gives
+        the other space's own settlement the time to send its push first."""
+        hole = self.hole_below(nonce)
+        if hole is not None and self.signed_at(hole) is None and self.account() is None:
+            raise self._unfillable(hole, nonce)
+
     def wait(self, tx_hash: str, signed: Signed) -> Any:
-        """The receipt of the journal's transaction sent again. No slow path: unsticking
-        what holds it back is the book's work, and the book no longer holds this key (a
-        nonce of it below this one is another journal's, settled by its own space)."""
-        return self.anchor.wait(tx_hash)
+        """The receipt of the journal's transaction sent again, its slow path filling the
+        holes below it (`fill_below`) every KINT_NONCE_RETRY_SECONDS, as the machine's
+        key's `unstick` does."""
+        return self.anchor.wait(tx_hash, on_slow=lambda: self.fill_below(signed.nonce),
+                                slow_after_s=retry_seconds())
+
+    def fill_below(self, nonce: int) -> list[int]:
+        """Spend each nonce below `nonce` that nothing of this key waits at, as `unstick`
+        does for the machine's key: the push another space's journal on this machine holds
+        signed at it (killed after it signed, before it sent) is sent as it is, and that
+        space's settlement finds it landed; any other is filled with a transfer to self
+        signed by `session.key.old`. A nonce something waits at is left to it. Refused
+        (ProtocolError, the journal kept) when a transfer is needed and the key does not
+        open here, or the endpoint does not take what fills it (too little ETH names the
+        address to fund). Returns the nonces it filled."""
+        account: Any | None = None
+        filled: list[int] = []
+        for _ in range(max(0, nonce - self.mined_count())):
+            hole = self.hole_below(nonce)
+            if hole is None:
+                break
+            raw, how = self.signed_at(hole), "sent the push another space's journal holds"
+            if raw is None:
+                account = account or self.account()  # opened once a transfer is needed
+                if account is None:
+                    raise self._unfillable(hole, nonce)
+                raw, how = filler(self.anchor, account, hole), "filled with a transfer to self"
+            try:
+                self.anchor.send_raw(raw)
+            except ChainRefused as err:
+                if spent_nonce(err):
+                    continue  # mined meanwhile: read the count again
+                raise self._refused_fill(hole, nonce, err) from None
+            filled.append(hole)
+            log.info("space %s: nonce %d of the previous session key %s was never sent: %s",
+                     self.space16, hole, self.address, how)
+        return filled
+
+    def signed_at(self, hole: int) -> bytes | None:
+        """The transaction of this key at nonce `hole` that another space's push journal
+        under KINT_HOME holds signed, or None. A journal that does not read is passed over
+        (its own space names it)."""
+        for path in sorted(self.home.glob("pending-*.json")):
+            try:
+                held = orjson.loads(path.read_bytes())
+                if same_address(held["sender"], self.address) and int(held["nonce"]) == hole:
+                    return bytes.fromhex(held["raw_tx"])
+            except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError,
+                    ValueError):
+                continue
+        return None
 
     def give_back(self, nonce: int) -> None:
         """Nothing to give back: the book's entries are the machine's key's now, and one at
-        the same number is another transaction."""
+        the same number is another transaction. A nonce of this key left unsent is a hole
+        that the settlement of any journal above it fills (`fill_below`)."""
+
+    def _unfillable(self, hole: int, nonce: int) -> ProtocolError:
+        return ProtocolError(
+            ErrorCode.RPC_UNAVAILABLE,
+            f"the interrupted push's transaction, nonce {nonce} of the previous session key "
+            f"{self.address}, cannot be mined: nonce {hole} of that key was never sent, and "
+            f"this machine can no longer open that key to fill it (session.key.old is "
+            f"another key, or none); the journal is kept",
+            f"put that key's keystore back as session.key.old under KINT_HOME and run `kint "
+            f"pull` (it fills nonce {hole} with a transfer to self), or send any transaction "
+            f"from {self.address} at nonce {hole}; or move pending-{self.space16}.json out "
+            f"of KINT_HOME and run `kint pull`: the push's rows are still in the store, and "
+            f"the next push anchors them with this machine's key")
+
+    def _refused_fill(self, hole: int, nonce: int, err: ChainRefused) -> ProtocolError:
+        fund = (f"send ETH on chain {self.anchor.config.chain_id} to {self.address}, then "
+                if err.error == INSUFFICIENT_FUNDS else "")
+        return ProtocolError(
+            ErrorCode.RPC_UNAVAILABLE,
+            f"the interrupted push's transaction, nonce {nonce} of the previous session key "
+            f"{self.address}, waits behind nonce {hole} of that key, which was never sent, "
+            f"and the endpoint refused the transaction that fills it ({err}); the "
+            f"journal is kept", f"{fund}run `kint pull`: it fills nonce {hole} again")
 
     def account(self) -> Any | None:
         """The key itself when `session.key.old` holds it and opens here, else None (a

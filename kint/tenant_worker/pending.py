@@ -157,6 +157,8 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         if sender.mined_count() <= pending.nonce:
             from kint.tenant_worker.session_sender import Signed
 
+            if isinstance(sender, FormerKey):
+                sender.check_hole(pending.nonce)
             try:
                 tx = anchor.send_raw(pending.raw_tx)
                 receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))

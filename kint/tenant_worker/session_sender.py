@@ -46,6 +46,17 @@ def replacement(anchor: Anchor, account: Any, nonce: int, replaced: bytes) -> by
     return bytes(account.sign_transaction(tx).raw_transaction)
 
 
+def filler(anchor: Anchor, account: Any, nonce: int) -> bytes:
+    """A zero-value transfer to self at `nonce`, signed by `account`: it spends a nonce that
+    nothing else will (nonces.unstick's fill), and nothing else, at twice the current price
+    so it is mined at once."""
+    price = bounded(lambda: answer_int(anchor.w3.eth.gas_price), "reading the gas price")
+    address = account.address
+    tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
+          "gasPrice": price * 2, "nonce": nonce, "chainId": anchor.config.chain_id}
+    return bytes(account.sign_transaction(tx).raw_transaction)
+
+
 @dataclass(frozen=True)
 class Signed:
     nonce: int
@@ -203,8 +214,4 @@ class SessionSender:
 
     def _filler(self, nonce: int) -> bytes:
         """A zero-value transfer to self at `nonce`: it spends the nonce and nothing else."""
-        address = self.account.address
-        price = bounded(lambda: answer_int(self.anchor.w3.eth.gas_price), "reading the gas price")
-        tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
-              "gasPrice": price * 2, "nonce": nonce, "chainId": self.anchor.config.chain_id}
-        return bytes(self.account.sign_transaction(tx).raw_transaction)
+        return filler(self.anchor, self.account, nonce)
