@@ -110,7 +110,7 @@ MANAGED = ("command", "args", "env", "cwd", "url", "transport", "type", "headers
 def wanted_entry(current: Any, plan: Plan) -> dict[str, Any]:
     kept = {k: v for k, v in current.items() if k not in MANAGED} \
         if isinstance(current, dict) else {}
-    env = users_env(current, plan.env)
+    env, _ = users_env(current, plan.env, lambda name, value: None)  # all OpenClaw validated
     return {**definition(plan), **({"env": env} if env else {}), **kept}
 
 
