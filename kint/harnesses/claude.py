@@ -12,7 +12,9 @@ in the backup, named, rather than shown to the machine.
 Claude Code starts a server with its own whole environment plus the entry's `env`, so the
 entry launches `/usr/bin/env -u PYTHONPATH <kint-server>`: kint's variables pinned in
 `env`, the shell's PYTHONPATH dropped. The variables of the user's own already in that
-`env` (env_checks.users_env) are written back beside kint's.
+`env` (env_checks.users_env) are written back beside kint's, those with a string value:
+Claude Code's schema takes no other, and refuses the whole entry for one (after `claude mcp
+remove` ran), so any other is left out and named with the backup that holds it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup
-from kint.harnesses.env_checks import users_env
+from kint.harnesses.env_checks import left_line, string_only, users_env
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
@@ -180,7 +182,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     path = config_path()
     servers = user_servers(path)
     current = servers.get(SERVER_NAME)
-    theirs = users_env(current, plan.env)
+    theirs, left = users_env(current, plan.env, string_only)
     wanted = entry(plan, theirs)
     if same(current, wanted):
         # v0.3.0's line (13-harnesses.md, "kint setup"): kint is registered at user scope,
@@ -205,5 +207,6 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
             "claude` again", ErrorCode.HARNESS_ERROR), *lines)]
     backed_up(lines, "claude", copy)
     lines += dropped_keys(kept, theirs, servers.get(SERVER_NAME), why)
+    lines += left_line("claude", left)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

@@ -11,7 +11,8 @@ pinned, which then reach the server only when Codex itself runs with them (by na
 value, secret or not, is written). PYTHONPATH is in neither, so it never reaches the server.
 
 Setup owns `command`, `args`, `env` and `env_vars`, but for the variables of the user's own
-in them (names that are not kint settings, nor PYTHONPATH), which are kept beside kint's;
+in them (names that are not kint settings, nor PYTHONPATH), which are kept beside kint's
+when Codex takes them (`managed`: the others are named with the backup);
 every other key of the table (timeouts you set, tool filters) is kept, and `startup_timeout_sec` / `tool_timeout_sec` are set when
 absent (the startup pull, and pushes that wait for confirmations). The file is copied to
 `config.toml.bak-<unix time>` first, and the edit is checked by parsing the result: every
@@ -31,7 +32,7 @@ from typing import Any
 
 from kint.harnesses.cli_run import which
 from kint.harnesses.config_files import backed_up, backup, reenabled, write_text_atomic
-from kint.harnesses.env_checks import users_env, users_own
+from kint.harnesses.env_checks import left_line, string_only, users_env, users_own
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 
@@ -64,19 +65,28 @@ def config_path() -> Path:
     return codex_home() / "config.toml"
 
 
-def managed(plan: Plan, current: Any = None) -> dict[str, Any]:
+def managed(plan: Plan, current: Any = None) -> tuple[dict[str, Any], dict[str, str]]:
     """What setup writes of the table: kint's, and the variables of the user's own already in
-    `current`'s `env` and `env_vars` (env_checks.users_env), kept."""
-    theirs = users_env(current, plan.env)
+    `current`'s `env` and `env_vars` (env_checks.users_env), kept when Codex takes them;
+    and those left out, name -> why (for env_checks.left_line). Codex refuses its whole
+    config for an `env` value that is not a string, or an `env_vars` item that is neither a
+    name nor a table (`{ name = "NAME", ... }`, kept as it is)."""
+    theirs, left = users_env(current, plan.env, string_only)
     forwarded = [name for name in FORWARDED if name not in plan.env]
     names = current.get("env_vars") if isinstance(current, dict) else None
-    kept = [n for n in names if isinstance(n, str) and users_own(n, plan.env)
-            and n not in forwarded] if isinstance(names, list) else []
-    return {"command": str(plan.server), "args": [], "env": {**theirs, **plan.env},
-            "env_vars": [*forwarded, *kept]}
+    kept: list[Any] = []
+    for number, item in enumerate(names if isinstance(names, list) else [], 1):
+        name = item.get("name") if isinstance(item, dict) else item
+        if not isinstance(name, str):
+            left[f"env_vars item {number}"] = "neither a name nor a table with one"
+        elif users_own(name, plan.env) and name not in forwarded:
+            kept.append(item)
+    return ({"command": str(plan.server), "args": [], "env": {**theirs, **plan.env},
+             "env_vars": [*forwarded, *kept]}, left)
 
 
-def wanted_table(plan: Plan, current: Any) -> dict[str, Any]:
+def wanted_table(plan: Plan, current: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The table setup writes, and the user's values it leaves out (`managed`)."""
     table = dict(current) if isinstance(current, dict) else {}
     for key, value in DEFAULT_TIMEOUTS.items():
         table.setdefault(key, value)
@@ -84,7 +94,8 @@ def wanted_table(plan: Plan, current: Any) -> dict[str, Any]:
         table.pop(key, None)
     if table.get("enabled") is False:  # turned on again, and said (harnesses.reenabled)
         del table["enabled"]
-    return {**managed(plan, current), **table}
+    mine, left = managed(plan, current)
+    return {**mine, **table}, left
 
 
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
@@ -101,7 +112,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
             "`kint setup codex` again; nothing was changed"))]
     servers = doc.get("mcp_servers")
     current = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-    wanted = wanted_table(plan, current)
+    wanted, left = wanted_table(plan, current)
     notes = sibyl_note(servers if isinstance(servers, dict) else {})
     if current == wanted:
         # v0.3.0's line (13-harnesses.md, "Codex"); here only a table that already is what
@@ -122,6 +133,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
             "has the table); nothing was changed"))]
     lines = reenabled("codex", current, "mcp_servers.kint.enabled")
     backed_up(lines, "codex", backup(path))
+    lines += left_line("codex", left)
     write_text_atomic(path, new_text)
     return [Report("codex", "changed",
                    [f"codex: wrote [mcp_servers.kint] to {path}", *lines, *notes])]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kint.harnesses.failures import SetupError
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM
@@ -121,15 +121,72 @@ def check_env_name(key: str) -> None:
                          "plain text")
 
 
-def users_env(current: Any, pinned: dict[str, str]) -> dict[str, str]:
+# Why a value of the user's in kint's entry is not given to a harness again: it does not
+# take it (a type its schema refuses fails the whole entry), or would change it.
+Refusal = Callable[[str, Any], str | None]
+
+
+def users_env(current: Any, pinned: dict[str, str], refused: Refusal
+              ) -> tuple[dict[str, Any], dict[str, str]]:
     """The variables of the user's own in the `env` of kint's entry already saved (`current`,
     the entry), kept by setup beside what it pins (`pinned`): a proxy or a tool's variable
     the user added there would otherwise be replaced without a word each time setup
-    rewrites the entry."""
+    rewrites the entry. Those the harness does not take as they are (`refused` says why,
+    for a name and its value) are left out, apart, name -> why, for the caller to name with
+    the backup that holds them: given as they are, one would fail the whole entry or be
+    saved changed."""
     env = current.get("env") if isinstance(current, dict) else None
     if not isinstance(env, dict):
-        return {}
-    return {k: v for k, v in env.items() if users_own(k, pinned)}
+        return {}, {}
+    kept: dict[str, Any] = {}
+    left: dict[str, str] = {}
+    for name, value in env.items():
+        if not users_own(name, pinned):
+            continue
+        why = refused(name, value)
+        if why is None:
+            kept[name] = value
+        else:
+            left[shown_name(name)] = why
+    return kept, left
+
+
+def string_only(name: str, value: Any) -> str | None:
+    """A `Refusal` for a harness that takes only strings as `env` values (Claude Code's
+    schema, Codex's config)."""
+    return None if isinstance(value, str) else f"not a string ({type_name(value)})"
+
+
+def type_name(value: Any) -> str:
+    """A YAML/JSON/TOML value's type as the user wrote it: `1` a number, `true` a boolean,
+    an empty `KEY:` nothing at all (no value, not the empty string)."""
+    if value is None:
+        return "no value"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+def left_line(target: str, left: dict[str, str]) -> list[str]:
+    """The line naming the variables of the user's own that setup did not give the harness
+    again (`users_env`'s second half), each with why, and where they are: the backup named
+    above it, since the entry is rewritten without them."""
+    if not left:
+        return []
+    said = "; ".join(f"{name}: {why}" for name, why in left.items())
+    return [f"  {target}: kint's entry lost variables of yours, which this harness does not "
+            f"take as they are ({said}); the backup above holds them"]
+
+
+def shown_name(name: str) -> str:
+    """A variable's name as a line shows it: quoted when it is not a plain name."""
+    return name if ENV_NAME.match(name) else repr(name)
 
 
 def users_own(name: str, pinned: dict[str, str]) -> bool:

@@ -18,7 +18,9 @@ of the shell reaches it, PYTHONPATH included. So every entry pins, for its profi
   makes its space `<tenant>@hermes:<profile>`, the one kint's plugin uses for that store.
 
 The entry's `env` keeps the variables of the user's own already in it (not kint settings,
-not PYTHONPATH: env_checks.users_env). An entry whose command and env already are these is
+not PYTHONPATH: env_checks.users_env) that `mcp add` saves as they are (hermes_refuses: a
+string, under a name Hermes takes, not ending in whitespace); the others are named, with
+the backup that holds them. An entry whose command and env already are these is
 left alone. Otherwise the profile's
 `config.yaml` is copied to `config.yaml.bak-<unix time>` and `mcp add` rewrites the entry
 (answering its overwrite and "enable all tools" questions with yes).
@@ -36,7 +38,8 @@ from kint import spaces
 from kint.harnesses import hermes_provider, hermes_run
 from kint.harnesses.cli_run import run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
-from kint.harnesses.env_checks import users_env, users_values
+from kint.harnesses.env_checks import (ENV_NAME, left_line, type_name, users_env,
+                                       users_values)
 from kint.harnesses.failures import HarnessFailure, file_failure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.install_source import install_source
@@ -181,10 +184,17 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     target = f"hermes[{profile}]"
     command = str(plan.server)
     env = entry_env(plan, root, profile)
+    padded = [k for k, v in env.items() if v != v.rstrip()]
+    if padded:  # `mcp add` would save them cut, and setup would say it did not save kint
+        raise HarnessFailure(f"`hermes mcp add` drops the whitespace at the end of an --env "
+                             f"value, and yours end in some ({', '.join(padded)})",
+                             "give them without it, then run `kint setup hermes` again",
+                             ErrorCode.BAD_REQUEST)
     config = profile_dir(root, profile) / "config.yaml"
     read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
     current = current_entry(cli, profile)
-    env = {**users_env(current, env), **env}
+    theirs, left = users_env(current, env, hermes_refuses)
+    env = {**theirs, **env}
     provider = hermes_provider.memory_provider(cli, profile)
     no_plugin = blocker.result()
     if provider is None:
@@ -211,6 +221,7 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     backed_up(lines, target, copy)
     if register:
         lines += dropped_keys(target, profile, current)
+        lines += left_line(target, left)
     if left_out:
         lines.append(f"  {target}: kint's entry lost variables of yours ({', '.join(left_out)}):"
                      f" {ARGV_ONLY}; the backup above holds them")
@@ -243,6 +254,23 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     head = f"{target}: registered kint (store {store})" if register else \
         f"{target}: kint already registered (store {store})"
     return Report(target, "changed", [head, *lines])
+
+
+def hermes_refuses(name: str, value: Any) -> str | None:
+    """Why a variable of the user's in kint's entry cannot go back through `hermes mcp add
+    --env NAME=VALUE`, or None. Hermes (0.19) refuses a name that is not `[A-Za-z_][A-Za-z0-9_]*`
+    (the whole `mcp add` fails), and reads each pair as `str(pair).strip()`: a number or a
+    boolean would be saved as its text (`1`, `True`), a key with no value as the text
+    `None`, and the whitespace at a value's end (a `|` block's newline) is lost. Saved
+    changed, the entry would not read back as given, and setup would report Hermes' save as
+    failed though it wrote the file."""
+    if not ENV_NAME.match(name):
+        return "not a name Hermes takes"
+    if not isinstance(value, str):
+        return f"not a string ({type_name(value)}), which `hermes mcp add` would save as text"
+    if value != value.rstrip():
+        return "ends in whitespace, which `hermes mcp add` drops"
+    return None
 
 
 # The keys of Hermes' MCP entry that `mcp add` writes; it writes the entry anew, so any

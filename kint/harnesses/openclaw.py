@@ -12,8 +12,11 @@ secret and no keyed URL); the user's keys are left in the backup, named, and an 
 theirs fails setup, named, never its value.
 
 The definition launches `/usr/bin/env -u PYTHONPATH KEY=VALUE ... <kint-server>`: kint's
-variables travel in the launch line itself, so they reach the server whatever environment
-OpenClaw's runtime gives it, and the shell's PYTHONPATH does not. The file is copied to
+settings travel in the launch line itself, so they reach the server whatever environment
+OpenClaw's runtime gives it, and the shell's PYTHONPATH does not. The user's values (an
+`--env` that is not a kint setting, the variables of theirs kept) go in the entry's `env`,
+which OpenClaw gives the server too, never in that line: it is kint-server's argv, readable
+by every user of the machine for as long as the server runs. The file is copied to
 `<file>.bak-<unix time>` first; a definition that already is this one is left alone.
 
 Which file that is, OpenClaw's CLI says (`openclaw config file`): OPENCLAW_CONFIG_PATH,
@@ -59,9 +62,15 @@ def config_path(cli: str) -> Path | None:
 
 
 def definition(plan: Plan) -> dict[str, Any]:
+    """kint's launch line: kint's settings alone (checked to hold no secret and no keyed
+    URL). An `--env` of the user's goes in the entry's `env` (`wanted_entry`): the launch
+    line is the server's argv, which every user of the machine reads in /proc/<pid>/cmdline
+    for as long as kint-server runs."""
+    from kint.settings.schema import BY_NAME
+
     return {"command": env_command(),
-            "args": ["-u", "PYTHONPATH", *[f"{k}={v}" for k, v in plan.env.items()],
-                     str(plan.server)]}
+            "args": ["-u", "PYTHONPATH", *[f"{k}={v}" for k, v in plan.env.items()
+                                           if k in BY_NAME], str(plan.server)]}
 
 
 def saved(path: Path) -> Any:
@@ -100,17 +109,23 @@ def failure_reason(out: subprocess.CompletedProcess[str]) -> str:
 # The keys of an entry that say how OpenClaw reaches the server, and whether it does: setup
 # writes these (a stdio launch line, on). Any other key of a kint entry already saved (the
 # user's `requestTimeoutMs`, `toolFilter`, ...) is kept, since the write replaces the whole
-# entry with what it is given. (OpenClaw's docs/gateway/config-extensions.md, "MCP".) Of
-# `env`, the variables of the user's own are kept (env_checks.users_env): kint's own travel
-# in the launch line, which `env` runs after OpenClaw applied the entry's `env`.
+# entry with what it is given. (OpenClaw's docs/gateway/config-extensions.md, "MCP".) Its
+# `env` holds the user's values: the variables of theirs already there (env_checks.users_env)
+# and their `--env` values; kint's own travel in the launch line, which `env` runs after
+# OpenClaw applied the entry's `env`.
 MANAGED = ("command", "args", "env", "cwd", "url", "transport", "type", "headers", "auth",
            "oauth", "sslVerify", "clientCert", "clientKey", "enabled")
 
 
 def wanted_entry(current: Any, plan: Plan) -> dict[str, Any]:
+    """kint's entry as setup writes it. Every variable of the user's in it goes back as it
+    is: OpenClaw's schema (2026.9) takes a string, a number or a boolean there, and a file
+    holding any other value is refused by `config patch` before it writes (it validates the
+    whole file), setup failing with OpenClaw's own words, which name the key."""
     kept = {k: v for k, v in current.items() if k not in MANAGED} \
         if isinstance(current, dict) else {}
-    env = users_env(current, plan.env)
+    theirs, _ = users_env(current, plan.env, lambda name, value: None)
+    env = {**theirs, **{k: plan.env[k] for k in users_values(plan.env)}}
     return {**definition(plan), **({"env": env} if env else {}), **kept}
 
 
