@@ -837,7 +837,7 @@ def test_a_revert_at_send_time_becomes_the_push_refusal_it_names(dev):
     between the head read and the send), NotAuthorized as this machine's key not being
     authorized, and anything else as `transaction would revert: ...`; each says nothing
     was dropped."""
-    from kint.tenant_worker.push import refused
+    from kint.tenant_worker.push_refusals import refused
 
     a, b = "11" * 32, "22" * 32
     stale = refused(dev.anchor.decode_revert(bytes.fromhex(
