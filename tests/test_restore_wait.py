@@ -34,6 +34,7 @@ class FakeClient:
 
     answer: object = None
     serving: int | None = 4242  # the supervisor the status comes from
+    answered_by: int | None = None  # the pid its status gives, when it gives one
 
     def __init__(self, _home: Path, autostart: bool = True) -> None:
         assert autostart is False  # a look must never start a supervisor
@@ -42,8 +43,11 @@ class FakeClient:
     def call(self, op: str, timeout_s: float) -> dict:
         assert op == "sup.status" and timeout_s <= 2
         self.sent_to = FakeClient.serving
-        if isinstance(FakeClient.answer, KintError):
+        if isinstance(FakeClient.answer, Exception):
             raise FakeClient.answer
+        if FakeClient.answered_by is not None:
+            return {"supervisor": {"pid": FakeClient.answered_by},
+                    "spaces": FakeClient.answer}
         return {"spaces": FakeClient.answer}
 
     def close(self) -> None:
@@ -103,6 +107,40 @@ def test_the_worker_is_learnt_only_from_the_supervisor_the_restore_went_to(
         FakeClient.serving = 4242
     assert restore.worker_pid == (old_worker.pid if learnt else None)
     assert restore.worker_started == (worker_start(old_worker.pid) if learnt else None)
+
+
+def test_a_status_answered_by_another_supervisor_than_the_pid_file_named_is_not_learnt(
+        restore, old_worker):
+    """The pid file named the supervisor the restore went to (4242) when the look read it,
+    but that one died and another (5151) answered the look: its worker is not the old one."""
+    restore._client = SendingClient()
+    restore._client.sent_to = 4242
+    FakeClient.answer = [{"space": SPACE16, "pid": old_worker.pid, "uptime_s": 9.0,
+                          "op": {"name": "pull", "age_s": 4.0}}]
+    FakeClient.answered_by = 5151
+    try:
+        assert restore._learn_worker() is False
+        assert restore.worker_pid is None
+        FakeClient.answered_by = 4242
+        assert restore._learn_worker() is True and restore.worker_pid == old_worker.pid
+    finally:
+        FakeClient.answered_by = None
+
+
+def test_a_look_that_fails_otherwise_still_hands_the_restore_over(restore):
+    """A look that fails with anything but a refusal (a run/ folder that is not one, no
+    descriptors left) is no look: the call still hands the restore over to its thread,
+    which opens the store once it ends. Raised out of `wait`, it left the restore neither
+    ended nor handed over, and the store closed until kint-server restarted."""
+    restore._client = SendingClient()
+    restore._client.sent_to = 4242
+    FakeClient.answer = NotADirectoryError(20, "Not a directory", "/nowhere/run/kint.pid")
+    try:
+        assert restore._learn_worker() is False
+        assert restore.wait(0.2) is False
+        assert restore.outlasted_call() is True
+    finally:
+        FakeClient.answer = None
 
 
 class SendingClient:
@@ -310,6 +348,33 @@ def test_a_new_supervisors_worker_on_the_head_lock_is_not_the_old_one(monkeypatc
         assert out["error"].code == "BUSY" and "head lock is still held" in out["error"].message
         assert client.sends == 1 and not under_way.worker_stays
         assert under_way.worker_pid is None
+    finally:
+        _end(worker)
+        _end(supervisor)
+
+
+def test_a_supervisor_started_during_the_walk_for_the_lock_keeps_its_worker(
+        monkeypatch, tmp_path):
+    """The pid file named no supervisor when the loop looked; another kint process then
+    started one whose worker took the head lock before the walk of /proc ended. The
+    supervisor serving is read after the walk, so its healthy worker is not taken for the
+    old one (waited on for as long as it lives): the restore ends BUSY past the bound."""
+    supervisor = _process(worker=False, stop=False)
+    worker = _process(lock=_head_lock(tmp_path), stop=False)
+    try:
+        under_way, client = _orphaned_restore(monkeypatch, None, tmp_path)
+        reads = []
+
+        def serving_pid() -> int | None:  # none at the loop's look, the new one after
+            reads.append(1)
+            return None if len(reads) == 1 else supervisor.pid
+
+        client.serving_pid = serving_pid
+        thread, out = _follow_on_a_thread(under_way, client)
+        thread.join(10)
+        assert not thread.is_alive() and "error" in out, out
+        assert out["error"].code == "BUSY", out
+        assert under_way.worker_pid is None and not under_way.worker_stays
     finally:
         _end(worker)
         _end(supervisor)

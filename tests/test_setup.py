@@ -223,6 +223,7 @@ def test_an_env_pair_is_split_at_its_first_equals_sign(sandbox):
 @pytest.mark.parametrize("pair, message", [
     ("KINT_TENANT", "--env 'KINT_TENANT' is not KEY=VALUE"),
     ("1X=2", "--env '1X' is not a variable name"),
+    ("X\n=2", "--env 'X\\n' is not a variable name"),  # `$` matched before a final newline
     ("KINT_OWNER_KEY=0xabc", "--env KINT_OWNER_KEY is refused"),
     ("KINT_SESSION_PASSPHRASE=pw", "--env KINT_SESSION_PASSPHRASE is refused"),
     ("PYTHONPATH=/x", "--env PYTHONPATH is refused"),

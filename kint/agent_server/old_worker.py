@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 from pathlib import Path
+from typing import Callable
 
 from kint.client import KintError
 from kint.paths import space_files
@@ -62,13 +63,20 @@ def head_lock_free(home: Path, space16: str) -> bool:
 
 
 def old_worker_on_lock(home: Path, space16: str,
-                       serving: int | None) -> tuple[int, str] | None:
+                       serving_pid: Callable[[], int | None]) -> tuple[int, str] | None:
     """The pid and start time of a kint worker with the space's head lock file open that
-    no supervisor serving now started (see the module's docstring): `serving` is the pid
-    the home's pid file names now, or None. A walk of /proc's open files, so asked only
-    while the lock is held and no old worker is known."""
+    no supervisor serving now started (see the module's docstring): `serving_pid` reads
+    the pid the home's pid file names, or None. A walk of /proc's open files, so asked
+    only while the lock is held and no old worker is known. The serving supervisor is read
+    after the walk, not before: one that another kint process started meanwhile, whose
+    worker took the lock during the walk, would otherwise be no supervisor, and its
+    healthy worker taken for the old one (waited on while it lives)."""
+    holders = file_holders(str(space_files(home, space16)["head_lock"]))
+    if not holders:
+        return None
+    serving = serving_pid()
     serving_start = process_start(serving) if serving is not None and serving > 0 else None
-    for pid in file_holders(str(space_files(home, space16)["head_lock"])):
+    for pid in holders:
         started = worker_start(pid)
         if started is None:  # not a kint worker, or gone
             continue

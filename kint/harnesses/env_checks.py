@@ -14,7 +14,7 @@ from typing import Any, Callable
 from kint.harnesses.failures import SetupError
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole names only: `fullmatch`
 # Never written into a harness's configuration (plain text there): the owner's key, the
 # session key's passphrase, and PYTHONPATH, which setup keeps out of the server.
 REFUSED_ENV = {
@@ -112,7 +112,7 @@ def pin_flag(env: dict[str, str], name: str, flag: str, value: str | None) -> No
 
 
 def check_env_name(key: str) -> None:
-    if not ENV_NAME.match(key):
+    if not ENV_NAME.fullmatch(key):
         raise SetupError(f"--env {key!r} is not a variable name",
                          "a name is letters, digits and _, not starting with a digit")
     if key in REFUSED_ENV:
@@ -186,7 +186,7 @@ def left_line(target: str, left: dict[str, str]) -> list[str]:
 
 def shown_name(name: str) -> str:
     """A variable's name as a line shows it: quoted when it is not a plain name."""
-    return name if ENV_NAME.match(name) else repr(name)
+    return name if ENV_NAME.fullmatch(name) else repr(name)
 
 
 def users_own(name: str, pinned: dict[str, str]) -> bool:

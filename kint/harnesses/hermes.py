@@ -264,7 +264,7 @@ def hermes_refuses(name: str, value: Any) -> str | None:
     `None`, and the whitespace at a value's end (a `|` block's newline) is lost. Saved
     changed, the entry would not read back as given, and setup would report Hermes' save as
     failed though it wrote the file."""
-    if not ENV_NAME.match(name):
+    if not ENV_NAME.fullmatch(name):
         return "not a name Hermes takes"
     if not isinstance(value, str):
         return f"not a string ({type_name(value)}), which `hermes mcp add` would save as text"
