@@ -71,6 +71,10 @@ def old_worker_on_lock(home: Path, space16: str,
     after the walk, not before: one that another kint process started meanwhile, whose
     worker took the lock during the walk, would otherwise be no supervisor, and its
     healthy worker taken for the old one (waited on while it lives)."""
+    if not os.path.isdir("/proc/self/fd"):
+        # Without /proc no worker's start time is known (`worker_start`), so none could be
+        # told old; and `file_holders` would run lsof (seconds) at every turn of the loop.
+        return None
     holders = file_holders(str(space_files(home, space16)["head_lock"]))
     if not holders:
         return None
