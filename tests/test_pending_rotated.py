@@ -164,10 +164,20 @@ class Space:
         return at, entry
 
     def mined_at(self, address: str, nonce: int, since: int) -> dict:
-        (found,) = [tx for n in range(since, self.w3.eth.block_number + 1)
-                    for tx in self.w3.eth.get_block(n, full_transactions=True)["transactions"]
-                    if tx["from"] == address and tx["nonce"] == nonce]
-        return found
+        head = self.w3.eth.block_number
+        found = [tx for n in range(since, head + 1)
+                 for tx in self.w3.eth.get_block(n, full_transactions=True)["transactions"]
+                 if tx["from"] == address and tx["nonce"] == nonce]
+        if len(found) != 1:  # once in a full run (not alone): what the chain held, said
+            everything = [(n, tx["nonce"], tx["hash"].hex(), tx["to"])
+                          for n in range(0, head + 1)
+                          for tx in self.w3.eth.get_block(n, full_transactions=True)[
+                              "transactions"] if tx["from"] == address]
+            pytest.fail(f"{len(found)} transactions of {address} at nonce {nonce} in blocks "
+                        f"{since}..{head}; its count {self.w3.eth.get_transaction_count(address)}"
+                        f"; all of its mined transactions (block, nonce, hash, to): "
+                        f"{everything}")
+        return found[0]
 
 
 def test_a_push_signed_before_a_rotate_is_sent_again_from_its_own_key(box):
