@@ -38,22 +38,26 @@ def replacement(anchor: Anchor, account: Any, nonce: int, replaced: bytes) -> by
     """A zero-value transfer to self at `nonce`, signed by `account`, bidding enough to
     replace `replaced` at the endpoint (`SessionSender.cancel` says why and how much)."""
     cap, tip = anchor.fee_caps(replaced)
-    current = bounded(lambda: answer_int(anchor.w3.eth.gas_price), "reading the gas price")
-    price = max(-(-max(cap, tip) * 5 // 4), current * 2)
-    address = account.address
-    tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
-          "gasPrice": price, "nonce": nonce, "chainId": anchor.config.chain_id}
-    return bytes(account.sign_transaction(tx).raw_transaction)
+    price = max(-(-max(cap, tip) * 5 // 4), _gas_price(anchor) * 2)
+    return _transfer_to_self(anchor, account, nonce, price)
 
 
 def filler(anchor: Anchor, account: Any, nonce: int) -> bytes:
     """A zero-value transfer to self at `nonce`, signed by `account`: it spends a nonce that
     nothing else will (nonces.unstick's fill), and nothing else, at twice the current price
     so it is mined at once."""
-    price = bounded(lambda: answer_int(anchor.w3.eth.gas_price), "reading the gas price")
+    return _transfer_to_self(anchor, account, nonce, _gas_price(anchor) * 2)
+
+
+def _gas_price(anchor: Anchor) -> int:
+    return bounded(lambda: answer_int(anchor.w3.eth.gas_price), "reading the gas price")
+
+
+def _transfer_to_self(anchor: Anchor, account: Any, nonce: int, price: int) -> bytes:
+    """The one transaction a cancel and a fill send: 21,000 gas, zero value, to self."""
     address = account.address
     tx = {"from": address, "to": address, "value": 0, "gas": _TRANSFER_GAS,
-          "gasPrice": price * 2, "nonce": nonce, "chainId": anchor.config.chain_id}
+          "gasPrice": price, "nonce": nonce, "chainId": anchor.config.chain_id}
     return bytes(account.sign_transaction(tx).raw_transaction)
 
 
@@ -181,7 +185,8 @@ class SessionSender:
         # too: given back here, it is filled below like any nonce never sent.
         self._free_dropped(count)
         acted = unstick(self.book, self.account.address, own_nonce, count,
-                        self.anchor.send_raw, self._filler)
+                        self.anchor.send_raw,
+                        lambda nonce: filler(self.anchor, self.account, nonce))
         if acted:
             log.info("space %s: nonce %d waited on nonce(s) %s; pushed them through",
                      self.space16, own_nonce, acted)
@@ -211,7 +216,3 @@ class SessionSender:
             self.book.record(nonce, replaced)
             raise
         return raw
-
-    def _filler(self, nonce: int) -> bytes:
-        """A zero-value transfer to self at `nonce`: it spends the nonce and nothing else."""
-        return filler(self.anchor, self.account, nonce)
