@@ -36,7 +36,8 @@ from kint.tenant_worker.config import WorkerConfig
 from kint.epochs.plaintext import parse_plaintext
 from kint.tenant_worker.epoch_walk import Fetched, walk
 from kint.tenant_worker.pull_plan import epochs_to_apply
-from kint.tenant_worker.pending import PendingEpoch, record_landed
+from kint.tenant_worker.pending import record_landed
+from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, EpochRejected, record_epoch
 from kint.tenant_worker.store import StoreReader

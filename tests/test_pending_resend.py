@@ -15,7 +15,7 @@ from kint.chain.calls import ChainRefused
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import pending as pending_mod
-from kint.tenant_worker.pending import PendingEpoch
+from kint.tenant_worker.pending_journal import PendingEpoch
 
 PREV, OTHER = "a1" * 32, "ee" * 32
 NONCE = 7

@@ -11,7 +11,7 @@ from eth_account import Account
 
 from kint.chain.nonces import NonceBook
 from kint.paths import UnsafePathError
-from kint.tenant_worker.pending import PendingEpoch
+from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.push import save_journal
 from kint.tenant_worker.session_sender import SessionSender
 

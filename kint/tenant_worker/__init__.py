@@ -20,7 +20,8 @@ and the other spaces' workers keep answering.
   `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
   `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain),
   `space_chain` (the chain settings `session-key show` and `authorize` read through).
-- Push: `push`, `push_refusals`, `pending` (the journal before a send), `former_key` (a
+- Push: `push`, `push_refusals`, `pending` (settling the journal written before a send),
+  `pending_journal` (that journal's file), `former_key` (a
   journal signed by a session key rotated away since), `overtaken`,
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put
   back in a later block), `epoch_send` (an epoch's send, and what each says when it goes

@@ -37,12 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from kint.chain.anchor import Anchor
 from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, spent_nonce
 from kint.chain.nonces import retry_seconds
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
 log = logging.getLogger("kint.worker")
@@ -137,13 +136,10 @@ class FormerKey:
         under KINT_HOME holds signed, or None. A journal that does not read is passed over
         (its own space names it)."""
         for path in sorted(self.home.glob("pending-*.json")):
-            try:
-                held = orjson.loads(path.read_bytes())
-                if same_address(held["sender"], self.address) and int(held["nonce"]) == hole:
-                    return bytes.fromhex(held["raw_tx"])
-            except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError,
-                    ValueError):
-                continue
+            held = _journal(path)
+            if held is not None and same_address(held.sender, self.address) \
+                    and held.nonce == hole:
+                return held.raw_tx
         return None
 
     def give_back(self, nonce: int) -> None:
@@ -216,11 +212,20 @@ def rotated_signer(home: Path, journal: Path) -> str | None:
     from kint.custody.errors import CustodyError
     from kint.custody.session_key import session_address
 
+    held = _journal(journal)
     try:
-        signed_by = orjson.loads(journal.read_bytes())["sender"]
         current = session_address(home)
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, CustodyError):
+    except CustodyError:
         return None
-    if not isinstance(signed_by, str) or same_address(signed_by, current):
+    if held is None or same_address(held.sender, current):
         return None
-    return signed_by
+    return held.sender
+
+
+def _journal(path: Path) -> PendingEpoch | None:
+    """The push journal at `path`, or None when there is none or it does not read (the
+    settlement of its own space names such a file)."""
+    try:
+        return PendingEpoch.load(path)
+    except (OSError, ProtocolError):
+        return None

@@ -21,11 +21,9 @@ before head, and the Epoch event at the journal's seq decides (`_settle_spent`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-import orjson
 from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
@@ -34,11 +32,12 @@ from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
-from kint.paths import atomic_write, remove_file
+from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
                                          Overtaken, epoch_at, not_replaced)
+from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -49,53 +48,6 @@ from kint.tenant_worker.statefiles import (
 )
 
 log = logging.getLogger("kint.worker")
-
-PENDING_VERSION = 2
-
-
-@dataclass(frozen=True)
-class PendingEpoch:
-    seq: int
-    prev: str
-    digest: str
-    nonce: int
-    raw_tx: bytes
-    bucket: int
-    plaintext: bytes
-    envelope: bytes
-    sender: str
-
-    def save(self, path: Path) -> None:
-        atomic_write(path, orjson.dumps({
-            "v": PENDING_VERSION, "seq": self.seq, "prev": self.prev, "digest": self.digest,
-            "nonce": self.nonce, "raw_tx": self.raw_tx.hex(), "bucket": self.bucket,
-            "plaintext": self.plaintext.hex(), "envelope": self.envelope.hex(),
-            "sender": self.sender}))
-
-    @classmethod
-    def load(cls, path: Path) -> PendingEpoch | None:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
-            obj = orjson.loads(raw)
-            if obj.get("v") != PENDING_VERSION:
-                raise ValueError("version")
-            pending = cls(seq=int(obj["seq"]), prev=str(obj["prev"]), digest=str(obj["digest"]),
-                          nonce=int(obj["nonce"]), raw_tx=bytes.fromhex(obj["raw_tx"]),
-                          bucket=int(obj["bucket"]),
-                          plaintext=bytes.fromhex(obj["plaintext"]),
-                          envelope=bytes.fromhex(obj["envelope"]), sender=str(obj["sender"]))
-        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
-            raise ProtocolError(ErrorCode.CORRUPT_STATE,
-                                f"{path}: is not a pending-epoch file; it was left as it is",
-                                "move it aside and run `kint pull`") from None
-        if keccak(pending.envelope).hex() != pending.digest:
-            raise ProtocolError(ErrorCode.CORRUPT_STATE,
-                                f"{path}: its envelope does not hash to its digest; it was "
-                                f"left as it is", "move it aside and run `kint pull`")
-        return pending
 
 
 def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,

@@ -46,7 +46,8 @@ from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import SendWords, send_epoch, sign_epoch
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.landed_block import settle_head_block
-from kint.tenant_worker.pending import PendingEpoch, record_landed
+from kint.tenant_worker.pending import record_landed
+from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
