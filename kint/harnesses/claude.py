@@ -27,7 +27,8 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup
-from kint.harnesses.env_checks import left_line, string_only, users_env
+from kint.harnesses.env_checks import (left_line, refuse_users_values_on_argv, string_only,
+                                       users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
@@ -162,16 +163,11 @@ def argv_safe(wanted: dict[str, Any]) -> dict[str, Any]:
     `--env` of the user's, whose value kint has not checked), since that would show it to
     every user of the machine. kint's settings are checked before setup writes them: no
     secret, no endpoint URL that may carry an API key (env_checks.py)."""
-    from kint.settings.schema import BY_NAME
-
-    others = sorted(k for k in wanted.get("env", {}) if k not in BY_NAME)
-    if others:
-        raise HarnessFailure(
-            f"this Claude Code takes an entry only on its command line, where every user of "
-            f"this machine can read it, and kint's holds values of yours "
-            f"({', '.join(others)})",
-            "update Claude Code to one whose `claude mcp add-json` reads `-` from stdin, "
-            "then run `kint setup claude` again", ErrorCode.HARNESS_ERROR)
+    refuse_users_values_on_argv(
+        "this Claude Code takes an entry only on its command line",
+        users_values(wanted.get("env", {})),
+        "update Claude Code to one whose `claude mcp add-json` reads `-` from stdin, then "
+        "run `kint setup claude` again")
     return wanted
 
 

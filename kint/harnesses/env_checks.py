@@ -11,8 +11,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from kint.harnesses.failures import SetupError
+from kint.harnesses.failures import HarnessFailure, SetupError
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM
+from kint.protocol.errors import ErrorCode
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole names only: `fullmatch`
 # Never written into a harness's configuration (plain text there): the owner's key, the
@@ -196,6 +197,17 @@ def users_own(name: str, pinned: dict[str, str]) -> bool:
     from kint.settings.schema import BY_NAME
 
     return name not in BY_NAME and name != "PYTHONPATH" and name not in pinned
+
+
+def refuse_users_values_on_argv(takes_only_argv: str, names: list[str], hint: str) -> None:
+    """An entry a harness CLI takes only on its command line (`takes_only_argv`: "this
+    Claude Code takes an entry only on its command line") that would carry values of the
+    user's (`names`, from `users_values`) fails that harness (HarnessFailure), naming them,
+    never their values: every user of the machine reads a command line."""
+    if names:
+        raise HarnessFailure(
+            f"{takes_only_argv}, where every user of this machine can read it, and kint's "
+            f"holds values of yours ({', '.join(names)})", hint, ErrorCode.HARNESS_ERROR)
 
 
 def users_values(env: dict[str, str]) -> list[str]:

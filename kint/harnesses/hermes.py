@@ -38,8 +38,8 @@ from kint import spaces
 from kint.harnesses import hermes_provider, hermes_run
 from kint.harnesses.cli_run import run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
-from kint.harnesses.env_checks import (ENV_NAME, left_line, type_name, users_env,
-                                       users_values)
+from kint.harnesses.env_checks import (ENV_NAME, left_line, refuse_users_values_on_argv,
+                                       type_name, users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, file_failure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.install_source import install_source
@@ -311,14 +311,11 @@ def add_entry(cli: str, profile: str, command: str, env: dict[str, str], current
     left_out: list[str] = []
     if out is None:
         left_out = users_values(env)
-        refused = [k for k in left_out if k in given]
-        if refused:
-            raise HarnessFailure(
-                f"this `hermes` is no Python script, so it takes an entry's env only on its "
-                f"command line, where every user of this machine can read it, and kint's "
-                f"holds values of yours ({', '.join(refused)})",
-                "set them in the profile's config.yaml under mcp_servers.kint.env once kint is "
-                "registered, and run `kint setup hermes` without them", ErrorCode.HARNESS_ERROR)
+        refuse_users_values_on_argv(
+            "this `hermes` is no Python script, so it takes an entry's env only on its "
+            "command line", [k for k in left_out if k in given],
+            "set them in the profile's config.yaml under mcp_servers.kint.env once kint is "
+            "registered, and run `kint setup hermes` without them")
         env = {k: v for k, v in env.items() if k not in left_out}
         out = run_cli([cli, *add_args(profile, command, env)], timeout=TIMEOUT, stdin=answers)
     try:

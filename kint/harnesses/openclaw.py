@@ -35,7 +35,7 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, run_cli, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
-from kint.harnesses.env_checks import users_env, users_values
+from kint.harnesses.env_checks import refuse_users_values_on_argv, users_env, users_values
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
@@ -147,14 +147,11 @@ def save(cli: str, wanted: dict[str, Any], plan: Plan
     out = run_cli([cli, *PATCH], timeout=TIMEOUT, stdin=json.dumps(patch))
     if out.returncode == 0 or patches_from_stdin(cli):
         return out, "openclaw config patch", False
-    others = users_values(plan.env)
-    if others:
-        raise HarnessFailure(
-            f"this OpenClaw takes an entry only on its command line (`openclaw mcp set`), "
-            f"where every user of this machine can read it, and kint's holds values of yours "
-            f"({', '.join(others)})",
-            "update OpenClaw to one whose `openclaw config patch` reads `--stdin`, then run "
-            "`kint setup openclaw` again", ErrorCode.HARNESS_ERROR)
+    refuse_users_values_on_argv(
+        "this OpenClaw takes an entry only on its command line (`openclaw mcp set`)",
+        users_values(plan.env),
+        "update OpenClaw to one whose `openclaw config patch` reads `--stdin`, then run "
+        "`kint setup openclaw` again")
     own = definition(plan)
     out = run_cli([cli, "mcp", "set", SERVER_NAME, json.dumps(own)], timeout=TIMEOUT)
     return out, "openclaw mcp set", wanted != own
