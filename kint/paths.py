@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 # sun_path is 108 bytes on Linux (104 on macOS) including the NUL; stay well inside.
 MAX_SOCKET_PATH_BYTES = 100
@@ -191,6 +192,33 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class FileSignature(NamedTuple):
+    """What a file is now, to tell later whether it changed: a rewrite moves its mtime (and
+    mostly its size), a replacement by rename (atomic_write, an install, `kint session-key
+    rotate`) gives a new inode even at the same size and mtime, and a file put back from
+    another disk has another device. A tuple: compared and hashed as one, built cheaply on
+    every request."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+def file_signature(path: str | os.PathLike[str]) -> FileSignature | None:
+    """`path`'s signature, through a symlink (as the file is read), or None when there is
+    no file there (it, or a folder on its way, is missing). None rather than an exception
+    because every caller compares signatures, and "no file" is a state like any other: a
+    file that appears or goes away is a change, one still missing is none. Any other
+    failure of the stat (no permission, a link loop) is raised: the file may be there, and
+    only the caller knows what to make of a file it cannot see."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return FileSignature(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def run_dir(home: Path | None = None) -> Path:

@@ -58,7 +58,9 @@ def cap_sizes(db: str, kint_home: Path) -> tuple[int, int]:
 def store_file_id(db: str) -> tuple[int, int] | None:
     """The (device, inode) of the store file at `db`, or None when there is none: what a
     connection or a client was opened on, compared later to see the store deleted or
-    replaced under it (SQLite would go on with the old file, unlinked)."""
+    replaced under it (SQLite would go on with the old file, unlinked). Not
+    paths.file_signature: the store is written all the time, and only its replacement
+    counts here."""
     try:
         st = os.stat(db)
     except FileNotFoundError:

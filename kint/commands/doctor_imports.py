@@ -53,7 +53,8 @@ def memo_path() -> Path | None:
 def _path_entry(entry: str) -> list:
     """One `sys.path` entry as an import sees it: missing, a file (a zip) by its size and
     time, or a folder by its time and its names (the names catch a change inside one tick
-    of a coarse clock)."""
+    of a coarse clock). Not paths.file_signature: a folder is known by its names too, and
+    the entry must be JSON for the memo's digest."""
     try:
         st = os.stat(entry or ".")
     except OSError:

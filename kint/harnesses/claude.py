@@ -25,7 +25,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses.cli_run import env_command, run_cli, tail, which
+from kint.harnesses.cli_run import env_command, help_mentions, run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup
 from kint.harnesses.env_checks import (left_line, refuse_users_values_on_argv, string_only,
                                        users_env, users_values)
@@ -153,8 +153,7 @@ def reads_stdin(cli: str) -> bool:
     """Whether this Claude Code's `mcp add-json` reads the JSON from stdin (`-`), as its
     help says since it does: asked only once an add on stdin failed, so a Claude Code that
     takes it costs no second run."""
-    helped = run_cli([cli, "mcp", "add-json", "--help"], timeout=TIMEOUT)
-    return "stdin" in helped.stdout + helped.stderr
+    return help_mentions([cli, "mcp", "add-json", "--help"], "stdin", timeout=TIMEOUT)
 
 
 def argv_safe(wanted: dict[str, Any]) -> dict[str, Any]:

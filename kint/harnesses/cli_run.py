@@ -58,6 +58,16 @@ def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None,
                              f"{RERUN}", ErrorCode.HARNESS_ERROR) from None
 
 
+def help_mentions(argv: list[str], word: str, *, timeout: float) -> bool:
+    """Whether the help `argv` prints (`claude mcp add-json --help`) names `word`: how setup
+    tells whether a harness's CLI takes a form it added in a later version (its JSON on
+    stdin), asked only once that form failed. Its stdout and stderr are both read, whatever
+    its exit status: a CLI may print its help on either, or exit non-zero after it. One that
+    hangs or cannot be started fails the harness, as any run of it does (`run_cli`)."""
+    helped = run_cli(argv, timeout=timeout)
+    return word in helped.stdout + helped.stderr
+
+
 def tail(proc: subprocess.CompletedProcess[str], lines: int = 3, noise: str = "") -> str:
     """The last `lines` lines a harness's CLI printed, for a failure's line; lines that
     contain `noise` (a plugin's chatter) are left out."""

@@ -33,7 +33,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kint.harnesses.cli_run import env_command, run_cli, which
+from kint.harnesses.cli_run import env_command, help_mentions, run_cli, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
 from kint.harnesses.env_checks import refuse_users_values_on_argv, users_env, users_values
 from kint.harnesses.failures import HarnessFailure, read_config
@@ -160,8 +160,7 @@ def save(cli: str, wanted: dict[str, Any], plan: Plan
 def patches_from_stdin(cli: str) -> bool:
     """Whether this OpenClaw's `config patch` reads the patch from stdin (`--stdin`, in its
     help): asked only once a patch failed, so an OpenClaw that takes it costs no more."""
-    helped = run_cli([cli, "config", "patch", "--help"], timeout=TIMEOUT)
-    return "--stdin" in helped.stdout + helped.stderr
+    return help_mentions([cli, "config", "patch", "--help"], "--stdin", timeout=TIMEOUT)
 
 
 def dropped_keys(wanted: dict[str, Any], plan: Plan) -> list[str]:

@@ -1,5 +1,5 @@
-"""The config file, read again when it changes: one stat per check (its inode, size and
-modification time), cheap enough for every request.
+"""The config file, read again when it changes: one stat per check (its signature,
+paths.file_signature), cheap enough for every request.
 
 A file that fails its checks is refused (the error names the file and the key) and the last
 good configuration keeps serving, except that a chain setting never gives way to the
@@ -19,6 +19,7 @@ import os
 import threading
 from pathlib import Path
 
+from kint.paths import FileSignature, atomic_write, file_signature
 from kint.settings.complaints import complain
 from kint.settings.tomlfile import (CONFIG_NAME, ConfigError, ConfigFile, parse_config,
                                     read_config, with_refusals)
@@ -27,7 +28,9 @@ log = logging.getLogger("kint.settings")
 
 LAST_GOOD_NAME = "config.last-good.toml"
 
-Signature = tuple[int, int, int] | None
+Signature = FileSignature | None
+# A config file that cannot be looked at is not "no file": it is read (and refused) again.
+UNREADABLE = FileSignature(-1, -1, -1, -1)
 
 
 def config_path(home: Path) -> Path:
@@ -36,12 +39,9 @@ def config_path(home: Path) -> Path:
 
 def _signature(path: Path | str) -> Signature:
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
+        return file_signature(path)
     except OSError:
-        return (-1, -1, -1)
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return UNREADABLE
 
 
 class ConfigWatch:
@@ -122,8 +122,6 @@ class ConfigWatch:
         return copy
 
     def _keep_last_good(self, good: ConfigFile) -> None:
-        from kint.paths import atomic_write
-
         try:
             if not good.exists:
                 self.last_good_path.unlink(missing_ok=True)

@@ -14,9 +14,9 @@ they hand their agent sessions over, and the supervisor names its run id to the 
 (kint/supervisor/succession.py), which takes them up, so the sessions go on across the
 upgrade as across a recycle.
 
-The fingerprint is each file's (path, inode, size, mtime): an install writes files anew
-(new inodes), an editor or `git` rewrites them (new mtimes), and a file added or removed
-changes the list. It is a walk of the package's folders and a stat per file: ~220 files,
+The fingerprint is each file's path and signature (paths.file_signature: device, inode, size,
+mtime): an install writes files anew (new inodes), an editor or `git` rewrites them (new
+mtimes), and a file added or removed changes the list. It is a walk of the package's folders and a stat per file: ~220 files,
 under 2 ms on a laptop, every HOUSEKEEPING_EVERY_S (5 s). The files Python writes itself
 (`__pycache__`), and an editor's hidden or backup files (`.name`, `name~`), are left out:
 they are no code of kint's, and would end the supervisor at each import or each save of
@@ -29,18 +29,19 @@ import os
 from pathlib import Path
 
 import kint
+from kint.paths import FileSignature, file_signature
 
 # EX_TEMPFAIL: "start me again". A commanded stop still exits 0 and stays stopped.
 EXIT_UPGRADED = 75
 
-Entry = tuple[str, int | None, int | None, int | None]
+Entry = tuple[str, FileSignature | None]
 Signature = tuple[Entry, ...]
 
 
 def code_signature(root: Path | None = None) -> Signature:
-    """(file, inode, size, mtime) of every file of the kint package, in path order. A
-    folder that cannot be read (removed half-way through an install) is one entry of
-    Nones, so that it, too, differs from what was there."""
+    """(file, signature) of every file of the kint package, in path order. A file or a
+    folder that cannot be read (removed half-way through an install) has None for its
+    signature, so that it, too, differs from what was there."""
     base = str(root or Path(kint.__file__).parent)
     out: list[Entry] = []
     _walk(base, "", out)
@@ -60,10 +61,9 @@ def _walk(folder: str, rel: str, out: list[Entry]) -> None:
                     if entry.is_dir(follow_symlinks=False):
                         _walk(entry.path, path, out)
                         continue
-                    st = entry.stat()
+                    sig = file_signature(entry.path)
                 except OSError:
-                    out.append((path, None, None, None))
-                    continue
-                out.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
+                    sig = None
+                out.append((path, sig))
     except OSError:
-        out.append((rel or ".", None, None, None))
+        out.append((rel or ".", None))

@@ -5,8 +5,8 @@ Why: `status` promises the files as they are at the call, and asking each of the
 `access` calls and a listing of the epochs folder) was most of the plain status's system
 calls, which cost a microsecond or more each in a VM. A file appears or goes away only
 by a change to its folder's entries, and every such change sets the folder's modification
-time. So the answer is kept with the two folders' (mtime, inode, device) and asked again
-only when one of them differs.
+time. So the answer is kept with the two folders' signatures (paths.file_signature: device,
+inode, size and mtime) and asked again only when one of them differs.
 
 One race is closed by hand: a folder's mtime has a granularity (a kernel tick of a few
 ms on ext4 and tmpfs, whole seconds on some file systems, two on FAT), so two changes
@@ -23,19 +23,13 @@ import os
 import time
 from typing import Any
 
+from kint.paths import FileSignature, file_signature
+
 # How long before a reading a folder's last change must be for the reading to be kept: at
 # least the coarsest mtime step of a file system KINT_HOME may sit on (FAT's 2 s).
 SETTLED_NS = 3_000_000_000
 
-Signature = tuple[int, int, int] | None  # (mtime, inode, device)
-
-
-def _folder_signature(path: str) -> Signature:
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return (st.st_mtime_ns, st.st_ino, st.st_dev)
+Signature = FileSignature | None
 
 
 class SpaceFilePresence:
@@ -63,14 +57,14 @@ class SpaceFilePresence:
         """`current()`, and KINT_HOME's device (st_dev) as the same stat of it found it, None
         when it cannot be read: `status` compares it with the store's, so that a disk
         holding both is asked for its free room once (disk_space.full_disks)."""
-        sig = (_folder_signature(self._home), _folder_signature(self._epochs))
-        device = sig[0][2] if sig[0] is not None else None
+        sig = (file_signature(self._home), file_signature(self._epochs))
+        device = sig[0].dev if sig[0] is not None else None
         kept = self._kept
         if kept is not None and kept[0] == sig:
             return dict(kept[1]), device
         taken_ns = time.time_ns()
         files = self._read()
-        settled = all(s is None or taken_ns - s[0] > SETTLED_NS for s in sig)
+        settled = all(s is None or taken_ns - s.mtime_ns > SETTLED_NS for s in sig)
         self._kept = (sig, files) if settled else None
         return dict(files), device
 

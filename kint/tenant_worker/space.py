@@ -19,6 +19,7 @@ from typing import Any, Callable
 from kint import settings
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker
+from kint.paths import FileSignature, file_signature
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
@@ -95,8 +96,8 @@ class SpaceContext:
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
     _local: threading.local = field(default_factory=threading.local)
     _session: Any = None
-    # The keystore file `_session` was unlocked from: (device, inode, mtime_ns, size).
-    _session_file: tuple[int, int, int, int] | None = None
+    # The keystore file `_session` was unlocked from, by its signature.
+    _session_file: FileSignature | None = None
     _session_lock: threading.Lock = field(default_factory=threading.Lock)
     # Verify's head reads: one Anchor per chain configuration (endpoints, contract, head
     # budget), kept so its HTTP connections are reused from one verify to the next.
@@ -334,12 +335,15 @@ class SpaceContext:
         new key and may revoke the old one. A key kept for the worker's life went on
         signing with the old one (NotAuthorized once revoked) until a restart. One stat per
         use is cheap; the unlock (~1 s of scrypt) runs again only when the file's identity
-        (device, inode, mtime_ns, size) changed."""
+        (paths.file_signature) changed."""
         from kint.custody.errors import CustodyError
         from kint.custody.session_key import session_key_path, unlock_session_key
         from kint.tenant_worker.custody_errors import as_protocol_error
 
-        seen = _file_identity(session_key_path(self.config.home))
+        try:  # through a symlink, as the keystore is read
+            seen = file_signature(session_key_path(self.config.home))
+        except OSError:  # not to be seen: the unlock below says why
+            seen = None
         with self._session_lock:
             if self._session is None or seen is None or seen != self._session_file:
                 self._session, self._session_file = None, None
@@ -351,13 +355,3 @@ class SpaceContext:
                 # the next use, never kept under the new file's identity.
                 self._session_file = seen
             return self._session
-
-
-def _file_identity(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
-    """(device, inode, mtime_ns, size) of the file at `path` (through a symlink, as the
-    keystore is read), or None when there is none to read."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size

@@ -30,7 +30,7 @@ from kint.epochs.buckets import gzip_bytes
 from kint.epochs.envelope import parse_header
 from kint.epochs.errors import EpochError
 from kint.epochs.plaintext import Plaintext
-from kint.paths import atomic_write, space_files
+from kint.paths import FileSignature, atomic_write, file_signature, space_files
 from kint.rows.canon import canonical_id
 from kint.tenant_worker import state_upgrade
 from kint.tenant_worker.epoch_cache import (
@@ -79,7 +79,7 @@ class SpaceState:
         self.file_names = {name: str(path) for name, path in self.files.items()}
         self.presence = SpaceFilePresence(str(home), self.file_names)
         self._lock = threading.Lock()
-        self._cache: dict[Path | str, tuple[tuple[int, int, int], Any]] = {}
+        self._cache: dict[Path | str, tuple[FileSignature, Any]] = {}
         self._meta_paths: dict[int, str] = {}
         self._upgrade_lock = threading.Lock()
         self._upgraded = False
@@ -98,8 +98,9 @@ class SpaceState:
     def _cached(self, path: Path | str, parse: Callable[[Path | str, bytes], Any]) -> Any:
         """Parse `path` from its bytes (or raise FileNotFoundError), reusing the last parse
         if the file is unchanged."""
-        st = os.stat(path)
-        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        sig = file_signature(path)
+        if sig is None:  # the read says how it is missing (FileNotFoundError, mostly)
+            return parse(path, read_bytes(path))
         with self._lock:
             hit = self._cache.get(path)
             if hit is not None and hit[0] == sig:
@@ -187,12 +188,10 @@ class SpaceState:
         """Cache what was just written under the new file's identity, so a restore does
         not parse the mirror it has just written after each of its epochs. Only this
         space's worker writes these files (under the head lock)."""
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return
-        with self._lock:
-            self._cache[path] = ((st.st_ino, st.st_size, st.st_mtime_ns), value)
+        sig = file_signature(path)
+        if sig is not None:
+            with self._lock:
+                self._cache[path] = (sig, value)
 
 
 class EpochRejected(Exception):

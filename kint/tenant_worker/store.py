@@ -213,7 +213,8 @@ def store_signature(db: str) -> tuple[int, ...] | None:
     write through SQLite changes it, so a figure read from the store holds while it holds
     (the row counts here, the heartbeat's unanchored count: unanchored.py). An empty WAL
     counts as none: kint's own read-only connection creates one on a store in WAL mode,
-    and that read must not look like a change."""
+    and that read must not look like a change. Not paths.file_signature: the store is two
+    files, and an empty WAL must read as none."""
     try:
         st = os.stat(db)
     except FileNotFoundError:
