@@ -12,6 +12,9 @@ The journal is settled with the key that signed it (its `sender`): after a `kint
 session-key rotate` that is no longer the machine's key, and its nonce, its receipt and
 any replacement are that key's (former_key.py).
 
+A re-send whose endpoint fails, its receipt wait run out
+included, keeps the journal and says so in a push's own words (`_send_again`).
+
 A head read that shows the chain still at the journal's prev can be older than the block
 that mined the journal's own transaction. A spent nonce or a refused re-send after such a
 read is therefore never taken alone as "it did not land": the chain is read again, nonce
@@ -34,6 +37,7 @@ from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.epoch_send import PUSH_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
                                          Overtaken, epoch_at, not_replaced)
@@ -107,22 +111,38 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         return None
     if head.seq == pending.seq - 1 and head.digest == pending.prev:
         if sender.mined_count() <= pending.nonce:
-            from kint.tenant_worker.session_sender import Signed
-
-            if isinstance(sender, FormerKey):
-                sender.check_hole(pending.nonce)
-            try:
-                tx = anchor.send_raw(pending.raw_tx)
-                receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))
-            except ChainRefused as err:
-                return _settle_spent(ctx, anchor, sender, pending, owner, err)
-            record_landed(ctx, anchor, pending, receipt)
-            log.info("space %s: re-sent and recorded pending epoch %d", space16, pending.seq)
-            return None
+            return _send_again(ctx, anchor, sender, pending, owner)
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
     if head.seq < pending.seq:
         raise _stale_head(head, pending)
     return _overtaken(ctx, anchor, pending, head, owner, sender)
+
+
+def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: PendingEpoch,
+                owner: str) -> Overtaken | None:
+    """The journal's transaction, not landed and still next, sent again as it was signed
+    and its receipt waited for. A refusal is settled from the chain read again
+    (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
+    says so in the words of a push's own send (epoch_send.PUSH_WORDS): the transaction may
+    still land, and the next settlement finds it. Escaping as the endpoint's bare words,
+    a wait that ran out read as an endpoint that did not answer."""
+    from kint.tenant_worker.session_sender import Signed
+
+    if isinstance(sender, FormerKey):
+        sender.check_hole(pending.nonce)
+    sent = False
+    try:
+        tx = anchor.send_raw(pending.raw_tx)
+        sent = True
+        receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))
+    except ChainRefused as err:
+        return _settle_spent(ctx, anchor, sender, pending, owner, err)
+    except RpcUnavailable as err:
+        raise endpoint_failed(err, sent, pending.seq, PUSH_WORDS) from None
+    record_landed(ctx, anchor, pending, receipt)
+    log.info("space %s: re-sent and recorded pending epoch %d", ctx.config.space16,
+             pending.seq)
+    return None
 
 
 def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,

@@ -235,7 +235,7 @@ def refused(err: ChainRefused) -> ProtocolError:
                              f"first; {NOTHING_DROPPED}", "run `kint pull` first")
     if err.error == SEND_REFUSED:
         # The endpoint answered the send and did not take it: unlike a send that timed
-        # out (push.MAY_STILL_LAND), this transaction cannot land (its nonce is given
+        # out (epoch_send.MAY_STILL_LAND), this transaction cannot land (its nonce is given
         # back: SessionSender.send).
         return ProtocolError(ErrorCode.RPC_UNAVAILABLE,
                              f"{err.detail}: the epoch was not taken and cannot land; "
