@@ -12,7 +12,10 @@ The journal is settled with the key that signed it (its `sender`): after a `kint
 session-key rotate` that is no longer the machine's key, and its nonce, its receipt and
 any replacement are that key's (former_key.py).
 
-A re-send whose endpoint fails, its receipt wait run out
+A journal whose key may no longer write for the owner (revoked, or expired: `canWrite`)
+is never sent again, since the chain would revert it at the key's cost: it is dropped as a
+push the chain refuses drops its own, and the settlement refuses naming the key
+(`_settle_unauthorized`). A re-send whose endpoint fails, its receipt wait run out
 included, keeps the journal and says so in a push's own words (`_send_again`).
 
 A head read that shows the chain still at the journal's prev can be older than the block
@@ -42,6 +45,7 @@ from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
                                          Overtaken, epoch_at, not_replaced)
 from kint.tenant_worker.pending_journal import PendingEpoch
+from kint.tenant_worker.push_refusals import unauthorized_signer
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -111,6 +115,8 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         return None
     if head.seq == pending.seq - 1 and head.digest == pending.prev:
         if sender.mined_count() <= pending.nonce:
+            if not anchor.can_write(owner, pending.sender):
+                return _settle_unauthorized(ctx, anchor, sender, pending, owner)
             return _send_again(ctx, anchor, sender, pending, owner)
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
     if head.seq < pending.seq:
@@ -143,6 +149,34 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     log.info("space %s: re-sent and recorded pending epoch %d", ctx.config.space16,
              pending.seq)
     return None
+
+
+def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
+                         pending: PendingEpoch, owner: str) -> Overtaken | None:
+    """The key that signed the journal may not write for the owner now (revoked, or its
+    authorization expired: `canWrite`), and the journal's transaction is not on the chain:
+    sent again, it would revert NotAuthorized and spend the key's gas for nothing. It is
+    not sent. The nonce is read again after the rights: unspent, the transaction did not
+    land while the key could write, and cannot land now, so the journal goes as a push
+    refused by the chain drops its own, its nonce given back or its waiting transaction
+    replaced (`_release_nonce`), and the refusal names the key and what to do. The rows
+    it carried are still in the store, for the next push. Spent meanwhile, the chain
+    decides as for any spent nonce (`_settle_spent`)."""
+    try:
+        spent = sender.mined_count() > pending.nonce
+    except RpcUnavailable as err:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the chain could not be read again once the key that signed "
+                            f"the interrupted push of epoch {pending.seq} was found not "
+                            f"authorized ({err}); {UNSETTLED}", UNSETTLED_HINT) from None
+    if spent:
+        return _settle_spent(ctx, anchor, sender, pending, owner, None)
+    remove_file(ctx.state.files["pending"])
+    waiting = _release_nonce(ctx, anchor, sender, pending)
+    log.warning("space %s: dropped pending epoch %d unsent: its signer %s may not write for "
+                "owner %s", ctx.config.space16, pending.seq, pending.sender, owner)
+    raise unauthorized_signer(pending.seq, pending.sender, owner,
+                              isinstance(sender, FormerKey), waiting)
 
 
 def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
