@@ -38,6 +38,9 @@ class Chain:
     def mined_count(self) -> int:
         return self.counts.pop(0)
 
+    def can_write(self, owner: str, writer: str) -> bool:
+        return True  # the key still authorized: tests/test_pending_resend_settled.py revokes it
+
     def send_raw(self, raw: bytes) -> str:
         self.sent += 1
         raise ChainRefused("reverted", "the re-send failed")

@@ -207,10 +207,12 @@ def test_a_push_signed_before_a_rotate_is_sent_again_from_its_own_key(box):
 
 def test_a_push_of_a_revoked_old_key_is_dropped_and_its_rows_go_with_the_new_key(box):
     """The owner revoked the old key (docs/authorize.md) before the journal was settled:
-    its transaction sent again reverts (NotAuthorized) and spends the old key's nonce with
-    the chain still at the journal's prev, so the journal is dropped, and the next push
-    anchors its rows signed by the new key. Read from the new key, the nonce was never
-    spent: the journal stayed, and every push and pull refused RPC_UNAVAILABLE for ever."""
+    its transaction is not sent again (it would revert NotAuthorized and spend the old
+    key's gas), the journal is dropped, the push says so naming the old key, and the next
+    push anchors its rows signed by the new key. Read from the new key, the nonce was never
+    spent: the journal stayed, and every push and pull refused RPC_UNAVAILABLE for ever;
+    then, read from the old key, it was sent again and reverted, spending a nonce of the
+    revoked key."""
     s = Space(box, "revoked-after-rotate")
     journal = s.kill("before_send")
     new = s.rotate()
@@ -218,9 +220,20 @@ def test_a_push_of_a_revoked_old_key_is_dropped_and_its_rows_go_with_the_new_key
     owner = owner_account(s.a, s.owner)
     anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
     assert not anchor.can_write(owner.address, s.old)
-    s.settled()
+    try:
+        out = kdb(s.a, s.db, "push")
+        assert out.returncode == PUSH_PULL_REFUSED and "[NOT_CONNECTED]" in out.stderr, \
+            out.stdout + out.stderr
+        assert (f"the interrupted push of epoch 2 was not sent again: the previous session "
+                f"key {s.old} (rotated since) is not authorized for owner {s.owner}"
+                ) in out.stderr, out.stderr
+        assert ("hint: run `kint push` again: it anchors them with this machine's current "
+                "session key") in out.stderr, out.stderr
+        assert not s.pending.exists()
+    finally:
+        s.release()
     assert s.mirror_head() == s.chain_head()[:2] and s.mirror_head()[0] == 1
-    assert s.w3.eth.get_transaction_count(s.old) == journal["nonce"] + 1  # the revert
+    assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]  # not sent
     write(s.db, s.a.tenant, third="written after the settlement")
     pushed = jdb(s.a, s.db, "push")["epochs"]
     assert [e["seq"] for e in pushed] == [2]

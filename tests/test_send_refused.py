@@ -107,7 +107,7 @@ def test_a_signed_epochs_send_says_what_becomes_of_it_in_its_commands_words(endp
     connection made is said to be never sent."""
     from kint.protocol import ProtocolError
     from kint.tenant_worker.epoch_send import send_epoch
-    from kint.tenant_worker.push import PUSH_WORDS
+    from kint.tenant_worker.epoch_send import PUSH_WORDS
     from kint.tenant_worker.reanchor import REANCHOR_WORDS
     from kint.tenant_worker.session_sender import SessionSender, Signed
     from rpc_proxy import closed_port_url

@@ -32,6 +32,22 @@ class SendWords:
     may_land: str
 
 
+# A push whose endpoint failed after its epoch was signed and journalled (pending.py): the
+# send's request left this machine (it may still land), or its connection was never made.
+# The settlement of its journal says the same when its own re-send fails so.
+MAY_STILL_LAND = ("epoch {seq} was signed and may still land: the next push or pull "
+                  "settles it against the chain before anything else, so it is never "
+                  "anchored twice")
+NEVER_SENT = ("epoch {seq} was signed but never sent (no connection to the endpoint was "
+              "made): the next push or pull sends it, or drops it if the chain has moved "
+              "on, before anything else, so it is never anchored twice")
+
+NONCE_SPENT = ("the endpoint counts epoch {seq}'s nonce as spent, perhaps by its own "
+               "transaction sent before: the next push or pull settles it against the chain "
+               "before anything else, so it is never anchored twice")
+PUSH_WORDS = SendWords(spent=NONCE_SPENT, never_sent=NEVER_SENT, may_land=MAY_STILL_LAND)
+
+
 def sign_epoch(sender: SessionSender, calldata: bytes) -> Signed:
     """`calldata` signed at the machine's next nonce, or the refusal a push answers when
     the chain would not take it (an estimate that reverts, too little ETH)."""
@@ -64,7 +80,15 @@ def send_epoch(sender: SessionSender, signed: Signed, seq: int, words: SendWords
             not_taken()
         raise refused(err) from None
     except RpcUnavailable as err:
-        never = not sent and isinstance(err, RpcNotReached)
-        said = words.never_sent if never else words.may_land
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                            f"{err}; {said.format(seq=seq)}") from None
+        raise endpoint_failed(err, sent, seq, words) from None
+
+
+def endpoint_failed(err: RpcUnavailable, sent: bool, seq: int,
+                    words: SendWords) -> ProtocolError:
+    """RPC_UNAVAILABLE for epoch `seq`'s send (`sent`: the endpoint took it) or receipt
+    wait that failed with `err`: `words.never_sent` when no connection was made for the
+    send, else `words.may_land`. A push's own send and its journal's re-send (pending.py)
+    say it alike."""
+    never = not sent and isinstance(err, RpcNotReached)
+    said = words.never_sent if never else words.may_land
+    return ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{err}; {said.format(seq=seq)}")

@@ -12,6 +12,12 @@ The journal is settled with the key that signed it (its `sender`): after a `kint
 session-key rotate` that is no longer the machine's key, and its nonce, its receipt and
 any replacement are that key's (former_key.py).
 
+A journal whose key may no longer write for the owner (revoked, or expired: `canWrite`)
+is never sent again, since the chain would revert it at the key's cost: it is dropped as a
+push the chain refuses drops its own, and the settlement refuses naming the key
+(`_settle_unauthorized`). A re-send whose endpoint fails, its receipt wait run out
+included, keeps the journal and says so in a push's own words (`_send_again`).
+
 A head read that shows the chain still at the journal's prev can be older than the block
 that mined the journal's own transaction. A spent nonce or a refused re-send after such a
 read is therefore never taken alone as "it did not land": the chain is read again, nonce
@@ -34,10 +40,12 @@ from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.epoch_send import PUSH_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
                                          Overtaken, epoch_at, not_replaced)
 from kint.tenant_worker.pending_journal import PendingEpoch
+from kint.tenant_worker.push_refusals import unauthorized_signer
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -107,22 +115,68 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         return None
     if head.seq == pending.seq - 1 and head.digest == pending.prev:
         if sender.mined_count() <= pending.nonce:
-            from kint.tenant_worker.session_sender import Signed
-
-            if isinstance(sender, FormerKey):
-                sender.check_hole(pending.nonce)
-            try:
-                tx = anchor.send_raw(pending.raw_tx)
-                receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))
-            except ChainRefused as err:
-                return _settle_spent(ctx, anchor, sender, pending, owner, err)
-            record_landed(ctx, anchor, pending, receipt)
-            log.info("space %s: re-sent and recorded pending epoch %d", space16, pending.seq)
-            return None
+            if not anchor.can_write(owner, pending.sender):
+                return _settle_unauthorized(ctx, anchor, sender, pending, owner)
+            return _send_again(ctx, anchor, sender, pending, owner)
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
     if head.seq < pending.seq:
         raise _stale_head(head, pending)
     return _overtaken(ctx, anchor, pending, head, owner, sender)
+
+
+def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: PendingEpoch,
+                owner: str) -> Overtaken | None:
+    """The journal's transaction, not landed and still next, sent again as it was signed
+    and its receipt waited for. A refusal is settled from the chain read again
+    (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
+    says so in the words of a push's own send (epoch_send.PUSH_WORDS): the transaction may
+    still land, and the next settlement finds it. Escaping as the endpoint's bare words,
+    a wait that ran out read as an endpoint that did not answer."""
+    from kint.tenant_worker.session_sender import Signed
+
+    if isinstance(sender, FormerKey):
+        sender.check_hole(pending.nonce)
+    sent = False
+    try:
+        tx = anchor.send_raw(pending.raw_tx)
+        sent = True
+        receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))
+    except ChainRefused as err:
+        return _settle_spent(ctx, anchor, sender, pending, owner, err)
+    except RpcUnavailable as err:
+        raise endpoint_failed(err, sent, pending.seq, PUSH_WORDS) from None
+    record_landed(ctx, anchor, pending, receipt)
+    log.info("space %s: re-sent and recorded pending epoch %d", ctx.config.space16,
+             pending.seq)
+    return None
+
+
+def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
+                         pending: PendingEpoch, owner: str) -> Overtaken | None:
+    """The key that signed the journal may not write for the owner now (revoked, or its
+    authorization expired: `canWrite`), and the journal's transaction is not on the chain:
+    sent again, it would revert NotAuthorized and spend the key's gas for nothing. It is
+    not sent. The nonce is read again after the rights: unspent, the transaction did not
+    land while the key could write, and cannot land now, so the journal goes as a push
+    refused by the chain drops its own, its nonce given back or its waiting transaction
+    replaced (`_release_nonce`), and the refusal names the key and what to do. The rows
+    it carried are still in the store, for the next push. Spent meanwhile, the chain
+    decides as for any spent nonce (`_settle_spent`)."""
+    try:
+        spent = sender.mined_count() > pending.nonce
+    except RpcUnavailable as err:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
+                            f"the chain could not be read again once the key that signed "
+                            f"the interrupted push of epoch {pending.seq} was found not "
+                            f"authorized ({err}); {UNSETTLED}", UNSETTLED_HINT) from None
+    if spent:
+        return _settle_spent(ctx, anchor, sender, pending, owner, None)
+    remove_file(ctx.state.files["pending"])
+    waiting = _release_nonce(ctx, anchor, sender, pending)
+    log.warning("space %s: dropped pending epoch %d unsent: its signer %s may not write for "
+                "owner %s", ctx.config.space16, pending.seq, pending.sender, owner)
+    raise unauthorized_signer(pending.seq, pending.sender, owner,
+                              isinstance(sender, FormerKey), waiting)
 
 
 def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,

@@ -43,7 +43,7 @@ from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
-from kint.tenant_worker.epoch_send import SendWords, send_epoch, sign_epoch
+from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
@@ -64,20 +64,6 @@ NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
 SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
                            "`kint push` splits the changes across epochs")
 
-
-# A push whose endpoint failed after its epoch was signed and journalled (pending.py): the
-# send's request left this machine (it may still land), or its connection was never made.
-MAY_STILL_LAND = ("epoch {seq} was signed and may still land: the next push or pull "
-                  "settles it against the chain before anything else, so it is never "
-                  "anchored twice")
-NEVER_SENT = ("epoch {seq} was signed but never sent (no connection to the endpoint was "
-              "made): the next push or pull sends it, or drops it if the chain has moved "
-              "on, before anything else, so it is never anchored twice")
-
-NONCE_SPENT = ("the endpoint counts epoch {seq}'s nonce as spent, perhaps by its own "
-               "transaction sent before: the next push or pull settles it against the chain "
-               "before anything else, so it is never anchored twice")
-PUSH_WORDS = SendWords(spent=NONCE_SPENT, never_sent=NEVER_SENT, may_land=MAY_STILL_LAND)
 
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",

@@ -54,6 +54,10 @@ exists (at most HOLD_MAX_S):
 - `KINT_TEST_HOLD_ATTACH`: the `attach` op (`kint.tenant_worker.sessions.attach`), on a
   pool thread, waits for it to go before it attaches the session.
 
+One wrapper shortens rather than holds: while the file `KINT_TEST_RECEIPT_WAIT` names exists,
+`Anchor.wait` gives up after the seconds it holds (not kint's 60), so a test meets a receipt
+wait that runs out without waiting a minute for it.
+
 One wrapper fails every time rather than once: while the file `KINT_TEST_FAIL_START` names
 exists and holds a space's 16 hex characters, a worker of that space fails as it starts
 (`Worker.__init__` raises ImportError, as a module that no longer imports would), so a
@@ -89,6 +93,7 @@ HOLD_DISPATCH_ENV = "KINT_TEST_HOLD_DISPATCH"
 HOLD_ATTACH_ENV = "KINT_TEST_HOLD_ATTACH"
 HOLD_MAX_S = 120.0
 FAIL_START_ENV = "KINT_TEST_FAIL_START"
+RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
 
 
 def _fill(folder: str) -> None:
@@ -179,6 +184,23 @@ def _held(fn: Callable[..., Any], env: str = HOLD_ENV,
     return wrapper
 
 
+def _short_wait(wait: Callable[..., Any]) -> Callable[..., Any]:
+    """`Anchor.wait`, with the timeout the KINT_TEST_RECEIPT_WAIT file holds while it
+    exists, where the caller gave none."""
+    @functools.wraps(wait)
+    def wrapper(self: Any, tx_hash: str, *rest: Any, **kwargs: Any) -> Any:
+        try:
+            with open(os.environ.get(RECEIPT_WAIT_ENV) or "", encoding="utf-8") as fh:
+                seconds = float(fh.read())
+        except (OSError, ValueError):
+            seconds = None
+        if seconds is not None and not rest and "timeout_s" not in kwargs:
+            kwargs["timeout_s"] = seconds
+        return wait(self, tx_hash, *rest, **kwargs)
+
+    return wrapper
+
+
 def _unguarded(encode: Callable[..., bytes]) -> Callable[..., bytes]:
     @functools.wraps(encode)
     def wrapper(reply: Any, *rest: Any) -> bytes:
@@ -215,7 +237,7 @@ def _install() -> None:
     if getattr(Anchor.send_raw, "__kint_test_faults__", False):
         return
     Anchor.send_raw = _around(Anchor.send_raw, "before_send", "after_send")  # type: ignore
-    Anchor.wait = _around(Anchor.wait, None, "after_receipt")  # type: ignore
+    Anchor.wait = _around(_short_wait(Anchor.wait), None, "after_receipt")  # type: ignore
     pending.record_epoch = _around(pending.record_epoch, None, "after_mirror_save")
     pull.record_epoch = _around(pull.record_epoch, "before_record_epoch", None)
     pull.refine_from_cache = _around(pull.refine_from_cache, "before_refine", None)

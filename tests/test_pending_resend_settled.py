@@ -1,0 +1,113 @@
+"""What the settlement of a killed push's journal meets when it sends the journal's signed
+transaction again (kint/tenant_worker/pending.py, `resolve_pending`): a key the owner has
+revoked since it signed, and a receipt that does not come within the wait.
+
+One machine for the module on the session's devchain, with the crash points and the
+settlement hold of tests/support/kint_test_faults.py preloaded, and its receipt-wait
+knob (`KINT_TEST_RECEIPT_WAIT`), so a wait that runs out does so in seconds, not kint's
+60. Each test has a space of its own (`Space`, shared with tests/test_pending_rotated.py);
+the machine's session key is the one the tests revoke and authorize again. A transaction
+is held back with a nonce of the key the nonce book holds for this live process and that
+nothing sends (`Space.hole`), not by stopping anvil's mining: nothing else on the chain
+waits for it. Nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from web3 import Web3
+
+from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_machine,
+                            owner_account)
+from kint.chain.artifact import load_artifact
+from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from test_pending_rotated import Space
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory, chain_home):
+    root = tmp_path_factory.mktemp("resend-settled")
+    flag, hold, wait = root / "crash.flag", root / "hold-settlement", root / "receipt-wait"
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
+                               abi=load_artifact()["abi"])
+    a = new_machine(root / "a", chain_home, KINT_TEST_CRASH_FLAG=str(flag),
+                    KINT_TEST_HOLD_SETTLE=str(hold), KINT_TEST_RECEIPT_WAIT=str(wait),
+                    KINT_NONCE_RETRY_SECONDS="1")
+    try:
+        yield {"a": a, "flag": flag, "hold": hold, "wait": wait, "home": chain_home,
+               "w3": w3, "contract": contract, "root": root}
+    finally:
+        hold.unlink(missing_ok=True)
+        wait.unlink(missing_ok=True)
+        a.shutdown()
+
+
+def test_a_journal_whose_key_was_revoked_is_not_sent_again(box):
+    """The owner revoked the machine's session key after the push signed its epoch and was
+    killed: the settlement does not send the transaction (it would revert NotAuthorized
+    and spend the key's gas), drops the journal, gives the nonce back, and the push names
+    the key and what to do. Authorized again, the next push anchors the rows the journal
+    carried. Before, the transaction was sent and reverted: one nonce of the revoked key
+    spent, its gas with it."""
+    s = Space(box, "revoked-key")
+    journal = s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    assert not anchor.can_write(owner.address, s.old)
+    assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]
+    try:
+        out = kdb(s.a, s.db, "push")
+        assert out.returncode == PUSH_PULL_REFUSED and "[NOT_CONNECTED]" in out.stderr, \
+            out.stdout + out.stderr
+        # Nothing of the revoked key was mined, or waits at the endpoint, since the revoke.
+        assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]
+        assert (f"the interrupted push of epoch 2 was not sent again: session key {s.old} "
+                f"is not authorized for owner {s.owner}") in out.stderr, out.stderr
+        assert "its journal is dropped" in out.stderr, out.stderr
+        assert "hint: the owner authorizes this machine's session key with `kint " \
+            "authorize`" in out.stderr, out.stderr
+        assert not s.pending.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+    pushed = jdb(s.a, s.db, "push")["epochs"]
+    assert [e["seq"] for e in pushed] == [2]
+    sent = s.w3.eth.get_transaction(pushed[0]["tx"])
+    assert (sent["from"], sent["nonce"]) == (s.old, journal["nonce"])  # the nonce given back
+    assert s.chain_head()[:2] == s.mirror_head()
+    assert s.anchored() == {"first", "second"}
+
+
+def test_a_resent_journal_whose_receipt_does_not_come_is_kept(box):
+    """The journal's transaction sent again waits at the endpoint behind a nonce nothing
+    sends, and the receipt wait runs out: the push refuses RPC_UNAVAILABLE in the words a
+    push's own receipt timeout says (the epoch may still land, the next push or pull
+    settles it), and the journal is kept; once the nonce below is spent, the settlement
+    records the epoch. Before, the wait's failure escaped as the endpoint's bare words."""
+    s = Space(box, "receipt-wait")
+    hole, entry = s.hole(s.old)
+    journal = s.kill("before_send")
+    assert journal["nonce"] == hole + 1
+    box["wait"].write_text("2")
+    try:
+        out = kdb(s.a, s.db, "push")
+        assert out.returncode == PUSH_PULL_REFUSED and "[RPC_UNAVAILABLE]" in out.stderr, \
+            out.stdout + out.stderr
+        sent = Web3.keccak(hexstr=journal["raw_tx"]).to_0x_hex()
+        assert (f"no confirmed receipt for {sent[2:]} within 2s; epoch 2 was signed and may "
+                f"still land: the next push or pull settles it") in out.stderr, out.stderr
+        assert s.pending.exists()
+        assert s.w3.eth.get_transaction(sent)["blockNumber"] is None
+    finally:
+        box["wait"].unlink(missing_ok=True)
+    entry.unlink()
+    s.transfer(s.key(), hole)
+    s.settled()
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert "0x" + s.meta(2)["tx"] == sent
+    assert s.anchored() == {"first", "second"}
