@@ -33,5 +33,5 @@ The package's modules: `plan` (the plan and the reports), `env_checks` (what `--
 write), `run` (the run over the targets), `cli_run` (a harness's CLI, bounded),
 `config_files` (backups and atomic writes of a harness's file), `failures` (the two
 errors), `setup_lock`, and one module per harness (`claude`, `codex`, `hermes` with
-`hermes_provider` and `hermes_run`, `openclaw`).
+`hermes_provider` and `hermes_run`, `openclaw` with `openclaw_env`).
 """
