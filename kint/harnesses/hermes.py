@@ -40,7 +40,7 @@ from kint.harnesses import hermes_provider, hermes_run
 from kint.harnesses.cli_run import run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
 from kint.harnesses.env_checks import (ENV_NAME, left_line, refuse_users_values_on_argv,
-                                       type_name, users_env, users_values)
+                                       replaced_lines, type_name, users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, file_failure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.install_source import install_source
@@ -224,6 +224,7 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     if register:
         lines += dropped_keys(target, profile, current)
         lines += left_line(target, left)
+        lines += replaced_lines(target, current, env, plan.explicit)
     if left_out:
         lines.append(f"  {target}: kint's entry lost variables of yours ({', '.join(left_out)}):"
                      f" {ARGV_ONLY}; the backup above holds them")

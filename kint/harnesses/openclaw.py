@@ -37,8 +37,8 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, help_mentions, run_cli, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
-from kint.harnesses.env_checks import (refuse_users_values_on_argv, shown_name, users_env,
-                                       users_values)
+from kint.harnesses.env_checks import (refuse_users_values_on_argv, replaced_lines,
+                                       shown_name, users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.openclaw_env import dropped_why
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
@@ -231,6 +231,9 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
                      "OpenClaw's config file")
     if left_out:
         lines += dropped_keys(wanted, plan)
+    # What the server is given: the entry's `env`, then kint's settings in the launch line.
+    lines += replaced_lines("openclaw", current, {**wanted.get("env", {}), **plan.env},
+                            plan.explicit)
     # v0.3.0's line (13-harnesses.md, "OpenClaw"), whichever command wrote the entry.
     return with_dropped(Report("openclaw", "changed",
                                ["openclaw: saved MCP server kint (openclaw mcp set)", *lines]),
