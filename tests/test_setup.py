@@ -190,7 +190,7 @@ def test_a_named_harness_without_its_cli_is_skipped_as_v030_says_exit_0(sandbox)
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["reports"] == [
         {"target": "openclaw", "status": "skipped", "lines": ["openclaw: CLI not found, skipped"],
-         "code": None, "hint": None}]
+         "code": None, "hint": None, "dropped_env": []}]
 
 
 def test_kint_server_is_found_next_to_kint_else_on_path_else_refused(sandbox, tmp_path):
@@ -409,10 +409,12 @@ def test_run_setup_is_the_same_registration_for_join(sandbox, monkeypatch):
     config = sandbox.home / ".codex" / "config.toml"
     assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
         {"target": "codex", "status": "changed",
-         "lines": [f"codex: wrote [mcp_servers.kint] to {config}"], "code": None, "hint": None}]
+         "lines": [f"codex: wrote [mcp_servers.kint] to {config}"], "code": None, "hint": None,
+         "dropped_env": []}]
     assert reports_json(run_setup(["codex"], {"KINT_TENANT": "joined"})) == [
         {"target": "codex", "status": "unchanged",
-         "lines": ["codex: already configured"], "code": None, "hint": None}]
+         "lines": ["codex: already configured"], "code": None, "hint": None,
+         "dropped_env": []}]
     assert run_setup(["all"], {"KINT_TENANT": "joined"})[0].lines == [
         "claude: CLI not found, skipped"]
 

@@ -57,7 +57,9 @@ def test_the_entry_goes_to_claude_code_on_stdin_and_is_saved_whole(sandbox, tmp_
     assert out.stdout.splitlines() == [
         "claude: registered kint (user scope)", SIBYL_REMINDER, f"  claude: backup {copy}",
         "  claude: kint's entry lost keys of yours (alwaysAllow): Claude Code does not keep "
-        "keys it does not know; the backup above holds them"]
+        "keys it does not know; the backup above holds them",
+        "  claude: replaced your KINT_HOME=... in kint's entry with kint's (give yours with "
+        "--env KINT_HOME=... to keep it)"]  # the older kint's pin: named, never its value
 
 
 # A stand-in for a Claude Code whose `mcp add-json` takes the JSON only as its argument: its

@@ -51,6 +51,9 @@ def test_hermes_mcp_add_gets_its_arguments_on_stdin_and_keeps_the_users_variable
     out = kint_setup(sandbox, env, "hermes", "--env", f"MY_TOOL_TOKEN={TOKEN}")
     store = root / "sibyl" / "memory.db"
     assert out.stdout.splitlines()[0] == f"hermes[default]: registered kint (store {store})"
+    assert out.stdout.splitlines()[2] == (  # the older kint's pin: named, never its value
+        "  hermes[default]: replaced your KINT_HOME=... in kint's entry with kint's (give yours "
+        "with --env KINT_HOME=... to keep it)"), out.stdout
     runs = recorded(log)
     assert any(argv[:1] == ["-c"] for argv in runs), runs  # mcp add, through Hermes' Python
     for argv in runs:

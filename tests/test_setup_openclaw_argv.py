@@ -53,8 +53,10 @@ def test_the_entry_goes_to_openclaw_on_stdin_and_keeps_the_users_variables(sandb
                        env={"PATH": f"{shim_dir}:{node.parent}:{env['PATH']}"}, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     [copy] = config.parent.glob("openclaw.json.bak-*")
-    assert out.stdout.splitlines() == ["openclaw: saved MCP server kint (openclaw mcp set)",
-                                       f"  openclaw: backup {copy}"]
+    assert out.stdout.splitlines() == [
+        "openclaw: saved MCP server kint (openclaw mcp set)", f"  openclaw: backup {copy}",
+        "  openclaw: replaced your KINT_HOME=... in kint's entry with kint's (give yours with "
+        "--env KINT_HOME=... to keep it)"]  # the older kint's pin: named, never its value
     runs = recorded(log)
     assert ["config", "patch", "--stdin", "--replace-path", "mcp.servers.kint"] in runs, runs
     for argv in runs:

@@ -18,7 +18,9 @@ environment. Each harness module says how it keeps it out.
 
 Each harness module has `setup(plan) -> list[Report]`. A file is copied to
 `<file>.bak-<unix time>` before setup changes it, and setup changes nothing when the
-registration already is what it would write, so a second run is a no-op. No value a
+registration already is what it would write, so a second run is a no-op. A value of the
+user's in kint's entry under a name setup writes itself, replaced or left out by a rewrite,
+is named, never shown (env_checks.replaced_lines). No value a
 registration carries is put on a harness CLI's command line, which every user of the
 machine can read: each module says how its entry travels instead.
 
@@ -33,5 +35,5 @@ The package's modules: `plan` (the plan and the reports), `env_checks` (what `--
 write), `run` (the run over the targets), `cli_run` (a harness's CLI, bounded),
 `config_files` (backups and atomic writes of a harness's file), `failures` (the two
 errors), `setup_lock`, and one module per harness (`claude`, `codex`, `hermes` with
-`hermes_provider` and `hermes_run`, `openclaw`).
+`hermes_provider` and `hermes_run`, `openclaw` with `openclaw_env`).
 """

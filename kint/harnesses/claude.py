@@ -27,8 +27,8 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, help_mentions, run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup
-from kint.harnesses.env_checks import (left_line, refuse_users_values_on_argv, string_only,
-                                       users_env, users_values)
+from kint.harnesses.env_checks import (left_line, refuse_users_values_on_argv, replaced_lines,
+                                       string_only, users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
@@ -203,5 +203,6 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     backed_up(lines, "claude", copy)
     lines += dropped_keys(kept, theirs, servers.get(SERVER_NAME), why)
     lines += left_line("claude", left)
+    lines += replaced_lines("claude", current, given["env"], plan.explicit)
     return [Report("claude", "changed",
                    ["claude: registered kint (user scope)", *sibyl_note(servers), *lines])]

@@ -39,15 +39,17 @@ def shown_command(argv: list[str]) -> str:
 
 
 def run_cli(argv: list[str], *, timeout: float, stdin: str | None = None,
-            shown: str | None = None) -> subprocess.CompletedProcess[str]:
-    """A harness's CLI, its output captured. One that does not finish within `timeout`
-    (stuck, or waiting on a question setup did not answer) or cannot be started (a broken
-    script) fails the harness with a line naming the command (`shown`, when its arguments
-    travel on stdin), not an exception's repr carrying its whole argv."""
+            shown: str | None = None, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """A harness's CLI, its output captured, in this process's environment or `env`. One
+    that does not finish within `timeout` (stuck, or waiting on a question setup did not
+    answer) or cannot be started (a broken script) fails the harness with a line naming the
+    command (`shown`, when its arguments travel on stdin), not an exception's repr carrying
+    its whole argv."""
     shown = shown or shown_command(argv)
     try:
         return subprocess.run(argv, input=stdin if stdin is not None else "", text=True,
-                              capture_output=True, timeout=timeout)
+                              capture_output=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise HarnessFailure(f"`{shown}` did not finish within {timeout:g} s",
                              f"run `{shown}` yourself to see what it waits "

@@ -12,7 +12,8 @@ value, secret or not, is written). PYTHONPATH is in neither, so it never reaches
 
 Setup owns `command`, `args`, `env` and `env_vars`, but for the variables of the user's own
 in them (names that are not kint settings, nor PYTHONPATH), which are kept beside kint's
-when Codex takes them (`managed`: the others are named with the backup);
+when Codex takes them (`managed`: the others are named with the backup); a value of the
+user's under a kint setting's name that setup replaces or drops is named too (never shown);
 every other key of the table (timeouts you set, tool filters) is kept, and `startup_timeout_sec` / `tool_timeout_sec` are set when
 absent (the startup pull, and pushes that wait for confirmations). The file is copied to
 `config.toml.bak-<unix time>` first, and the edit is checked by parsing the result: every
@@ -32,7 +33,8 @@ from typing import Any
 
 from kint.harnesses.cli_run import which
 from kint.harnesses.config_files import backed_up, backup, reenabled, write_text_atomic
-from kint.harnesses.env_checks import left_line, string_only, users_env, users_own
+from kint.harnesses.env_checks import (left_line, replaced_lines, string_only, users_env,
+                                       users_own)
 from kint.harnesses.failures import HarnessFailure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 
@@ -134,6 +136,7 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     lines = reenabled("codex", current, "mcp_servers.kint.enabled")
     backed_up(lines, "codex", backup(path))
     lines += left_line("codex", left)
+    lines += replaced_lines("codex", current, wanted["env"], plan.explicit)
     write_text_atomic(path, new_text)
     return [Report("codex", "changed",
                    [f"codex: wrote [mcp_servers.kint] to {path}", *lines, *notes])]

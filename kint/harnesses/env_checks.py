@@ -185,6 +185,32 @@ def left_line(target: str, left: dict[str, str]) -> list[str]:
             f"take as they are ({said}); the backup above holds them"]
 
 
+def replaced_lines(target: str, current: Any, written: dict[str, Any],
+                   explicit: dict[str, str]) -> list[str]:
+    """A line for each variable of kint's entry already saved (`current`, the entry) whose
+    value of the user's setup did not write back: one under a name setup writes itself (a
+    kint setting, one it pins) that now holds another value (`written`, the variables the
+    harness gives kint-server after this run) or none, or PYTHONPATH, which setup keeps out.
+    Named only, never with its value, which may be a secret; a name the user gave this run
+    (`explicit`, an `--env`) is theirs already, and says nothing."""
+    env = current.get("env") if isinstance(current, dict) else None
+    lines: list[str] = []
+    for name, value in (env if isinstance(env, dict) else {}).items():
+        if name in explicit or (name in written and written[name] == value):
+            continue
+        shown = shown_name(name)
+        if name == "PYTHONPATH":
+            lines.append(f"  {target}: removed your PYTHONPATH=... from kint's entry: "
+                         f"{REFUSED_ENV['PYTHONPATH']}")
+        elif not users_own(name, written):
+            keep = f"(give yours with --env {shown}=... to keep it)"
+            lines.append(f"  {target}: replaced your {shown}=... in kint's entry with kint's "
+                         f"{keep}" if name in written else
+                         f"  {target}: removed your {shown}=... from kint's entry, where kint's "
+                         f"settings are setup's {keep}")
+    return lines
+
+
 def shown_name(name: str) -> str:
     """A variable's name as a line shows it: quoted when it is not a plain name."""
     return name if ENV_NAME.fullmatch(name) else repr(name)

@@ -23,7 +23,8 @@ string, under a name Hermes takes, not ending in whitespace); the others are nam
 the backup that holds them. An entry whose command and env already are these is
 left alone. Otherwise the profile's
 `config.yaml` is copied to `config.yaml.bak-<unix time>` and `mcp add` rewrites the entry
-(answering its overwrite and "enable all tools" questions with yes).
+(answering its overwrite and "enable all tools" questions with yes). A profile Hermes runs
+in container mode is refused before any `hermes` runs (hermes_run.container_mode says why).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from kint.harnesses import hermes_provider, hermes_run
 from kint.harnesses.cli_run import run_cli, tail, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
 from kint.harnesses.env_checks import (ENV_NAME, left_line, refuse_users_values_on_argv,
-                                       type_name, users_env, users_values)
+                                       replaced_lines, type_name, users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, file_failure, read_config
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.install_source import install_source
@@ -192,6 +193,7 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
                              ErrorCode.BAD_REQUEST)
     config = profile_dir(root, profile) / "config.yaml"
     read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
+    refuse_container_mode(cli, profile, profile_dir(root, profile))
     current = current_entry(cli, profile)
     theirs, left = users_env(current, env, hermes_refuses)
     env = {**theirs, **env}
@@ -222,6 +224,7 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     if register:
         lines += dropped_keys(target, profile, current)
         lines += left_line(target, left)
+        lines += replaced_lines(target, current, env, plan.explicit)
     if left_out:
         lines.append(f"  {target}: kint's entry lost variables of yours ({', '.join(left_out)}):"
                      f" {ARGV_ONLY}; the backup above holds them")
@@ -254,6 +257,22 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     head = f"{target}: registered kint (store {store})" if register else \
         f"{target}: kint already registered (store {store})"
     return Report(target, "changed", [head, *lines])
+
+
+def refuse_container_mode(cli: str, profile: str, folder: Path) -> None:
+    """A profile Hermes runs in container mode fails (HarnessFailure) before any `hermes`
+    runs: Hermes would re-run each command in its container with the arguments setup gives
+    on stdin on a command line (hermes_run), and would register kint-server, KINT_HOME and
+    the store by paths of this machine in a configuration read inside the container."""
+    marker = hermes_run.container_mode(cli, folder, timeout=TIMEOUT)
+    if marker is not None:
+        raise HarnessFailure(
+            f"Hermes runs profile {profile} in container mode ({marker}, which its NixOS "
+            f"module's container.enable writes): it re-runs each `hermes` command in the "
+            f"container with its arguments on the container runtime's command line, where "
+            f"every user of this machine can read the values setup gives it",
+            "run `kint setup hermes` inside that container, where Hermes runs; nothing was "
+            "changed", ErrorCode.HARNESS_ERROR)
 
 
 def hermes_refuses(name: str, value: Any) -> str | None:

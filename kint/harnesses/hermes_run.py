@@ -11,6 +11,14 @@ its checks, its test connection to kint-server and its save, and the rest of std
 its questions as before. Its command line shows the script's path alone. A `hermes` that is
 no Python script (a shell wrapper) cannot be run that way: `run` returns None, and the
 caller gives Hermes kint's own settings alone on the command line.
+
+Hermes in container mode would undo that: hermes-agent 0.19's `main()` (hermes_cli/main.py)
+first asks `get_container_exec_info()` (hermes_cli/config.py), which reads
+`$HERMES_HOME/.container-mode` (written by its NixOS module's `container.enable`), and
+`_exec_in_container()` then execs `[sudo -n] docker exec -i -u USER CONTAINER HERMES_BIN`
+followed by Hermes' own arguments, the ones RUNNER took from stdin: on the command lines of
+the container runtime and of the `hermes` inside. `container_mode` finds such a profile
+before anything runs, and setup refuses it (hermes.py).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 from kint.harnesses import hermes_provider
 from kint.harnesses.cli_run import run_cli, shown_command
@@ -48,3 +57,28 @@ def run(cli: str, args: list[str], *, timeout: float, answers: str = ""
         return None
     return run_cli([python, "-c", RUNNER, os.path.realpath(cli)], timeout=timeout,
                    stdin=json.dumps(args) + "\n" + answers, shown=shown_command([cli, *args]))
+
+
+CONTAINER_MODE = ".container-mode"
+# Hermes' own answer, under the profile's HERMES_HOME: None unless it would re-run itself in
+# the container (HERMES_DEV=1, or running inside a container already, turns that off).
+ASK_CONTAINER = ("import json; from hermes_cli.config import get_container_exec_info; "
+                 "print(json.dumps(get_container_exec_info() is not None))")
+
+
+def container_mode(cli: str, home: Path, *, timeout: float) -> Path | None:
+    """`home`'s `.container-mode` when `hermes`, run with that HERMES_HOME, would re-run
+    itself in a container with its arguments on a command line; None when it runs them
+    itself. Hermes is asked only when the file is there; a `hermes` that is no Python
+    script, or an answer other than false, counts as container mode: setup would rather
+    refuse a profile than put the user's values on a command line."""
+    marker = home / CONTAINER_MODE
+    if not os.path.lexists(marker):
+        return None
+    python = hermes_provider.hermes_python(cli)
+    if python is None:
+        return marker
+    out = run_cli([python, "-c", ASK_CONTAINER], timeout=timeout,
+                  env={**os.environ, "HERMES_HOME": str(home)})
+    said = out.stdout.split()
+    return None if out.returncode == 0 and said[-1:] == ["false"] else marker

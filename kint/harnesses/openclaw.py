@@ -16,7 +16,9 @@ settings travel in the launch line itself, so they reach the server whatever env
 OpenClaw's runtime gives it, and the shell's PYTHONPATH does not. The user's values (an
 `--env` that is not a kint setting, the variables of theirs kept) go in the entry's `env`,
 which OpenClaw gives the server too, never in that line: it is kint-server's argv, readable
-by every user of the machine for as long as the server runs. The file is copied to
+by every user of the machine for as long as the server runs. OpenClaw leaves some names
+of that `env` out when it starts the server (its host-env policy, openclaw_env), saying so
+only in its log: setup names those, on every run. The file is copied to
 `<file>.bak-<unix time>` first; a definition that already is this one is left alone.
 
 Which file that is, OpenClaw's CLI says (`openclaw config file`): OPENCLAW_CONFIG_PATH,
@@ -35,8 +37,10 @@ from typing import Any
 
 from kint.harnesses.cli_run import env_command, help_mentions, run_cli, which
 from kint.harnesses.config_files import backed_up, backup, kept_backup, reenabled
-from kint.harnesses.env_checks import refuse_users_values_on_argv, users_env, users_values
+from kint.harnesses.env_checks import (refuse_users_values_on_argv, replaced_lines,
+                                       shown_name, users_env, users_values)
 from kint.harnesses.failures import HarnessFailure, read_config
+from kint.harnesses.openclaw_env import dropped_why
 from kint.harnesses.plan import SERVER_NAME, Plan, Report, failed
 from kint.protocol.errors import ErrorCode
 
@@ -171,6 +175,33 @@ def dropped_keys(wanted: dict[str, Any], plan: Plan) -> list[str]:
             "the backup above holds them"]
 
 
+def dropped_by_openclaw(entry: dict[str, Any]) -> dict[str, str]:
+    """The variables of `entry`'s `env` that OpenClaw leaves out when it starts kint-server
+    (openclaw_env), name -> why: the entry holds them, the server never sees them."""
+    env = entry.get("env")
+    return {shown_name(name): why for name in (env if isinstance(env, dict) else {})
+            if (why := dropped_why(name)) is not None}
+
+
+def dropped_line(dropped: dict[str, str]) -> list[str]:
+    """The line naming the variables of kint's entry OpenClaw will not give the server, and
+    why: it says so only in its own log, when it starts the server."""
+    if not dropped:
+        return []
+    said = "; ".join(f"{name}: {why}" for name, why in dropped.items())
+    return [f"  openclaw: OpenClaw will not give kint-server these variables of kint's entry "
+            f"({said}): it drops them when it starts the server, saying so only in its own "
+            f"log; they stay in the entry, without effect"]
+
+
+def with_dropped(report: Report, dropped: dict[str, str]) -> list[Report]:
+    """`report`, its lines followed by the variables OpenClaw drops (`dropped_line`), which
+    `--json` carries as a list."""
+    report.lines += dropped_line(dropped)
+    report.dropped_env = list(dropped)
+    return [report]
+
+
 def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     cli = which("openclaw")
     if cli is None:
@@ -179,8 +210,9 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
     current = saved(path) if path is not None else None
     wanted = wanted_entry(current, plan)
     if current == wanted:
-        return [Report("openclaw", "unchanged",
-                       ["openclaw: kint already saved, nothing changed"])]
+        return with_dropped(Report("openclaw", "unchanged",
+                                   ["openclaw: kint already saved, nothing changed"]),
+                            dropped_by_openclaw(wanted))
     lines = reenabled("openclaw", current, "mcp.servers.kint.enabled")
     copy = backup(path) if path is not None else None
     try:
@@ -199,6 +231,10 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
                      "OpenClaw's config file")
     if left_out:
         lines += dropped_keys(wanted, plan)
+    # What the server is given: the entry's `env`, then kint's settings in the launch line.
+    lines += replaced_lines("openclaw", current, {**wanted.get("env", {}), **plan.env},
+                            plan.explicit)
     # v0.3.0's line (13-harnesses.md, "OpenClaw"), whichever command wrote the entry.
-    return [Report("openclaw", "changed",
-                   ["openclaw: saved MCP server kint (openclaw mcp set)", *lines])]
+    return with_dropped(Report("openclaw", "changed",
+                               ["openclaw: saved MCP server kint (openclaw mcp set)", *lines]),
+                        dropped_by_openclaw(definition(plan) if left_out else wanted))

@@ -36,6 +36,9 @@ class Report:
     lines: list[str] = field(default_factory=list)
     code: str | None = None
     hint: str | None = None
+    # Variables of kint's entry the harness will not give kint-server, though the entry
+    # holds them (OpenClaw's host-env policy): said in `lines` too.
+    dropped_env: list[str] = field(default_factory=list)
 
 
 def failed(target: str, err: HarnessFailure, *lines: str) -> Report:
