@@ -129,9 +129,13 @@ class Space:
 
     def spend(self, account, count: int) -> None:
         """`account` sends transfers to itself until the chain counts `count` of its
-        transactions (another space's pushes would, on a real machine)."""
+        transactions (another space's pushes would, on a real machine). Each transfer's
+        receipt is waited for before the count is read again: anvil answers a send before it
+        has mined it, and a count read in between sent the same nonce twice ("transaction
+        already imported", or "nonce too low" at a gas price read anew)."""
         while self.w3.eth.get_transaction_count(account.address) < count:
-            self.transfer(account, self.w3.eth.get_transaction_count(account.address))
+            sent = self.transfer(account, self.w3.eth.get_transaction_count(account.address))
+            self.w3.eth.wait_for_transaction_receipt(sent, timeout=30, poll_latency=0.05)
 
     def transfer(self, account, nonce: int) -> str:
         signed = account.sign_transaction({"to": account.address, "value": 0, "gas": 21_000,
