@@ -29,6 +29,7 @@ from lock_holders import end as _end, holding
 from kint.paths import worker_lock_path
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
+from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 from kint.tenant_worker.store_sharers import worker_start
 from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
 
@@ -49,6 +50,16 @@ def test_the_lock_is_taken_with_the_pids_written_and_private(tmp_path):
         assert worker_lock.read_holder(fd) == (os.getpid(), 4242)
     finally:
         os.close(fd)
+
+
+def test_the_wait_ends_before_the_supervisor_would_judge_the_start_hung():
+    """A worker waits for the lock before its hello: the wait (an old worker's orphan exit)
+    must end, refused or served, before the supervisor's start timeout takes it for hung
+    and restarts it in a loop."""
+    from kint.supervisor.settings import Settings
+
+    assert worker_lock.WAIT_S == ORPHAN_EXIT_S
+    assert worker_lock.WAIT_S + 2 * worker_lock.STOPPED_FOR_S < Settings().start_timeout_s
 
 
 def test_a_successor_waits_for_a_predecessor_that_is_exiting(tmp_path):

@@ -38,7 +38,8 @@ from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 from kint.tenant_worker.store_sharers import process_stopped
 
 # How long a starting worker waits for the lock: the longest an old worker that is neither
-# stopped nor stuck outlives its supervisor.
+# stopped nor stuck outlives its supervisor. Well under the supervisor's start timeout
+# (30 s without a hello is a hung start), so the wait ends in a refusal, never a hang.
 WAIT_S = ORPHAN_EXIT_S
 # How often it tries again meanwhile.
 RETRY_S = 0.1
