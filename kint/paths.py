@@ -359,6 +359,13 @@ def space_files(home: Path, space16: str) -> dict[str, Path]:
     }
 
 
+def worker_lock_path(home: Path, space16: str) -> Path:
+    """The file a space's worker holds an exclusive flock on for its whole life, its pid and
+    its supervisor's written in it (kint.tenant_worker.worker_lock): one live worker per
+    space of a KINT_HOME. Not among the files `status` lists."""
+    return home / f"worker-{space16}.lock"
+
+
 def apply_journal_path(home: Path, space16: str) -> Path:
     """A pull's apply journal (kint.tenant_worker.apply_journal): present only while an
     epoch's rows are being written, so not among the files `status` lists."""

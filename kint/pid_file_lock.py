@@ -123,9 +123,17 @@ def hold_pid_file(path: Path, wait_s: float = 0.0) -> int:
         os.close(fd)
         raise PidFileHeld(path, pid)
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        write_holder(fd)
     except OSError:
         os.close(fd)
         raise
     return fd
+
+
+def write_holder(fd: int, *more: int) -> None:
+    """Write this process's pid, and `more` after it, as all the lock file open on `fd`
+    says (`holder_pid` reads the first back): whoever finds the lock held can name the
+    holder. One line, the pids apart by a space (a space's worker lock names its
+    supervisor's too: kint.tenant_worker.worker_lock)."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (" ".join(str(pid) for pid in (os.getpid(), *more)) + "\n").encode("ascii"), 0)

@@ -370,6 +370,20 @@ def test_beats_are_type_checked():
         worker_wire.decode_from_worker(orjson.dumps({**good, "pid": 0}), b"")
 
 
+def test_a_fatal_carries_a_code_and_hint_only_together_and_only_a_real_code():
+    """A start the worker refuses (kint.tenant_worker.worker_lock) names the code and hint
+    its space's requests get; the supervisor answers with them, so it takes neither alone,
+    nor a code kint does not have."""
+    plain = {"kind": "fatal", "pid": 5, "reason": "the worker could not start: ..."}
+    assert "code" not in worker_wire.decode_from_worker(orjson.dumps(plain), b"")
+    refused = {**plain, "code": "WORKER_DOWN", "hint": "`kill -CONT 7`"}
+    assert worker_wire.decode_from_worker(orjson.dumps(refused), b"")["code"] == "WORKER_DOWN"
+    for bad in ({"code": "WORKER_DOWN"}, {"hint": "x"}, {"code": "NOPE", "hint": "x"},
+                {"code": ["WORKER_DOWN"], "hint": "x"}, {"code": "WORKER_DOWN", "hint": 3}):
+        with pytest.raises(ProtocolError):
+            worker_wire.decode_from_worker(orjson.dumps({**plain, **bad}), b"")
+
+
 def test_a_request_and_its_reply_cross_the_supervisor_as_bytes():
     """The back socket's two frames: the supervisor routes on the header and passes the
     body on as it is, the client's request to the worker, the worker's reply (already under

@@ -1,15 +1,14 @@
 """When kint-server takes a restore whose supervisor did not answer it (stopped, starved) as
 ended (kint.agent_server.restore_wait, `_worker_pulls`): read from the supervisor's status
 rows, given here. A restore that was answered is ended by its answer. And how long it waits
-for the worker a dead supervisor left (`_wait_out`), and how it finds that worker by the
-head lock when no status named it (kint.agent_server.old_worker): real processes stand in."""
+for the worker a dead supervisor left (`_wait_out`), found by the space's worker lock it
+holds (kint.agent_server.old_worker, kint.tenant_worker.worker_lock): real processes
+holding real lock files stand in."""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until
+from lock_holders import end as _end, holding
 
 from kint.agent_server import old_worker as old_worker_mod
 from kint.agent_server import restore_wait
 from kint.client import KintError
-from kint.paths import space_files
+from kint.paths import space_files, worker_lock_path
 from kint.protocol.worker_wire import IDLE_BEAT_MAX_SECONDS
 from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
-from kint.tenant_worker.store_sharers import worker_start
 
 SPACE16 = "c4594b48e156226b"
 
@@ -90,57 +89,11 @@ def test_a_status_that_cannot_be_read_leaves_the_store_closed(restore):
     assert restore.message().startswith("a memory_pull with discard_local began 5 s ago")
 
 
-@pytest.mark.parametrize("status_from, learnt", [(4242, True), (5151, False)])
-def test_the_worker_is_learnt_only_from_the_supervisor_the_restore_went_to(
-        restore, old_worker, status_from, learnt):
-    """While the call waits, the worker running the restore is noted from the status of
-    the supervisor the restore was sent to (pid 4242). One another kint process started
-    since (5151) answers for its own, healthy worker: not the old one, never waited for."""
-    restore._client = SendingClient()
-    restore._client.sent_to = 4242
-    FakeClient.serving = status_from
-    FakeClient.answer = [{"space": SPACE16, "pid": old_worker.pid, "uptime_s": 9.0,
-                          "op": {"name": "pull", "age_s": 4.0}}]
-    try:
-        assert restore._learn_worker() is learnt
-    finally:
-        FakeClient.serving = 4242
-    assert restore.worker_pid == (old_worker.pid if learnt else None)
-    assert restore.worker_started == (worker_start(old_worker.pid) if learnt else None)
-
-
-def test_a_status_answered_by_another_supervisor_than_the_pid_file_named_is_not_learnt(
-        restore, old_worker):
-    """The pid file named the supervisor the restore went to (4242) when the look read it,
-    but that one died and another (5151) answered the look: its worker is not the old one."""
-    restore._client = SendingClient()
-    restore._client.sent_to = 4242
-    FakeClient.answer = [{"space": SPACE16, "pid": old_worker.pid, "uptime_s": 9.0,
-                          "op": {"name": "pull", "age_s": 4.0}}]
-    FakeClient.answered_by = 5151
-    try:
-        assert restore._learn_worker() is False
-        assert restore.worker_pid is None
-        FakeClient.answered_by = 4242
-        assert restore._learn_worker() is True and restore.worker_pid == old_worker.pid
-    finally:
-        FakeClient.answered_by = None
-
-
-def test_a_look_that_fails_otherwise_still_hands_the_restore_over(restore):
-    """A look that fails with anything but a refusal (a run/ folder that is not one, no
-    descriptors left) is no look: the call still hands the restore over to its thread,
-    which opens the store once it ends. Raised out of `wait`, it left the restore neither
-    ended nor handed over, and the store closed until kint-server restarted."""
-    restore._client = SendingClient()
-    restore._client.sent_to = 4242
-    FakeClient.answer = NotADirectoryError(20, "Not a directory", "/nowhere/run/kint.pid")
-    try:
-        assert restore._learn_worker() is False
-        assert restore.wait(0.2) is False
-        assert restore.outlasted_call() is True
-    finally:
-        FakeClient.answer = None
+def test_a_call_that_outlasts_the_restore_hands_it_over(restore):
+    """The call stops waiting at its bound: the restore's end is its thread's from then on,
+    which opens the store once it ends."""
+    assert restore.wait(0.2) is False
+    assert restore.outlasted_call() is True
 
 
 class SendingClient:
@@ -199,42 +152,33 @@ class OrphaningClient:
         raise restore_wait.SupervisorUnavailable("the supervisor (pid 4242) exited")
 
 
-def _process(worker: bool = True, lock: Path | None = None,
+def _process(home: Path, supervisor: int | None = 4242, head_lock: bool = False,
              stop: bool = True) -> subprocess.Popen:
-    """A real process: named as kint's workers are (kint.proc_name.WORKER) when `worker`,
-    holding an exclusive flock on `lock` when given (as a worker holds the head lock through
-    a pull), SIGSTOPped when `stop`, as a debugger or a Ctrl-Z leaves one."""
-    proc = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time; from kint.proc_name import WORKER, set_process_name\n"
-        "if sys.argv[1] == '1': set_process_name(WORKER)\n"
-        "if sys.argv[2]: fcntl.flock(os.open(sys.argv[2], os.O_RDWR | os.O_CREAT, 0o600), "
-        "fcntl.LOCK_EX)\n"
-        "print(flush=True); time.sleep(120)"), "1" if worker else "0",
-        str(lock) if lock is not None else ""], stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"\n"  # named, locked
-    if stop:
-        os.kill(proc.pid, signal.SIGSTOP)
-    return proc
-
-
-def _end(proc: subprocess.Popen) -> None:
-    proc.kill()
-    proc.wait()
+    """A real process standing in for a worker of the space: holding the space's worker
+    lock with its pid and `supervisor`'s written in it, as a worker holds it for its life
+    (its supervisor 4242, the one the restore went to, by default; None: a process that
+    holds no worker lock), the head lock too when `head_lock` (as through a pull),
+    SIGSTOPped when `stop`."""
+    locks = [(_worker_lock(home), f"{{pid}} {supervisor}\n")] if supervisor is not None else []
+    if head_lock:
+        locks.append((_head_lock(home), ""))
+    return holding(locks, stop)
 
 
 @pytest.fixture
-def old_worker():
-    """A process standing in for the worker the dead supervisor left, stopped. A real
-    worker, stopped the same way, is tests/test_mcp_restore.py's."""
-    proc = _process()
+def old_worker(tmp_path):
+    """A process standing in for the worker the dead supervisor left, stopped, holding the
+    space's worker lock under `tmp_path`. A real worker, stopped the same way, is
+    tests/test_mcp_restore.py's and tests/test_worker_lock.py's."""
+    proc = _process(tmp_path)
     try:
         yield proc
     finally:
         _end(proc)
 
 
-def _orphaned_restore(monkeypatch, pid: int | None, home: Path = Path("/nowhere"),
-                      serving: int | None = None, gone_s: float = 0.2
+def _orphaned_restore(monkeypatch, home: Path, serving: int | None = None,
+                      gone_s: float = 0.2
                       ) -> tuple[restore_wait.RestoreUnderWay, OrphaningClient]:
     monkeypatch.setattr(restore_wait, "Client", FakeClient)
     monkeypatch.setattr(restore_wait, "LOOK_EVERY_S", 0.01)
@@ -242,12 +186,17 @@ def _orphaned_restore(monkeypatch, pid: int | None, home: Path = Path("/nowhere"
     client = OrphaningClient(serving)
     under_way = restore_wait.RestoreUnderWay(home, SPACE16, client.send,
                                              lambda r: None, lambda: None)
-    under_way.worker_pid = pid
     return under_way, client
 
 
 def _head_lock(home: Path) -> Path:
     path = space_files(home, SPACE16)["head_lock"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _worker_lock(home: Path) -> Path:
+    path = worker_lock_path(home, SPACE16)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -275,14 +224,15 @@ def test_an_old_worker_is_expected_gone_by_its_own_stop_grace_and_a_beat():
 
 
 def test_a_stopped_old_worker_keeps_the_store_closed_until_it_is_gone(monkeypatch,
-                                                                         old_worker):
-    """The supervisor running the restore exited; the worker that ran it is stopped. Past
-    the bound the restore does not end (it once ended BUSY and the store was opened, under
-    a worker that could resume and move it aside): it runs on, its refusals naming the pid
-    and how to end it, and once that worker is gone the restore is sent again."""
-    under_way, client = _orphaned_restore(monkeypatch, old_worker.pid)
-    under_way.worker_started = worker_start(old_worker.pid)
-    assert under_way.worker_started is not None
+                                                                         tmp_path, old_worker):
+    """The supervisor running the restore exited before any status named its worker; that
+    worker is stopped, holding the space's worker lock, and no head lock (stopped before
+    its pull took it: the look for a head lock's holder found nothing then). Past the
+    bound the restore does not end (it once ended BUSY and the store was opened, under a
+    worker that could resume and move it aside): it runs on, its refusals naming the pid
+    the lock file gives and how to end it, and once that worker is gone the restore is
+    sent again."""
+    under_way, client = _orphaned_restore(monkeypatch, tmp_path)
     thread, out = _follow_on_a_thread(under_way, client)
     assert wait_until(lambda: under_way.worker_stays, timeout=10)
     thread.join(1.0)  # five times the bound: still waiting for the worker
@@ -299,49 +249,26 @@ def test_a_stopped_old_worker_keeps_the_store_closed_until_it_is_gone(monkeypatc
     assert under_way.hint() == restore_wait.RESTORE_RUNNING_HINT
 
 
-def test_a_pid_taken_by_another_process_is_not_the_old_worker(monkeypatch, old_worker):
-    """The old worker exited and its pid now runs another process (here: a worker started
-    at another time): that one is not waited for, and the restore is sent again."""
-    under_way, client = _orphaned_restore(monkeypatch, old_worker.pid)
-    under_way.worker_started = str(int(worker_start(old_worker.pid) or 0) - 1)
+def test_a_worker_lock_nobody_holds_is_no_old_worker(monkeypatch, tmp_path):
+    """The old worker exited: its pids are still written in the lock file, and the pid now
+    runs another process (here: this one). The file is not held, so nobody is waited for,
+    and the restore is sent again."""
+    _worker_lock(tmp_path).write_text(f"{os.getpid()} 4242\n")
+    under_way, client = _orphaned_restore(monkeypatch, tmp_path)
     thread, out = _follow_on_a_thread(under_way, client)
     thread.join(10)
     assert not thread.is_alive() and out == {"result": {"restored": True}}, out
-    assert client.sends == 2 and not under_way.worker_stays
+    assert client.sends == 2 and not under_way.worker_stays and under_way.worker_pid is None
 
 
-def test_an_old_worker_never_named_is_found_by_the_head_lock_it_holds(monkeypatch, tmp_path):
-    """The supervisor died before any status named the worker running the restore (its pid
-    unknown), and that worker, stopped, holds the space's head lock: it is found by the lock
-    and waited for as the old worker, named in the refusals. Before, an unknown pid counted
-    as a worker gone, and the lock ended the restore BUSY "held by another kint process",
-    the store opened under the stopped worker."""
-    proc = _process(lock=_head_lock(tmp_path))
+def test_a_new_supervisors_worker_is_not_the_old_one(monkeypatch, tmp_path):
+    """Another kint process started a supervisor since, whose worker holds the worker lock
+    under it and the head lock for its own pull: not the restore's old worker, so the
+    restore ends BUSY past the bound as before, the store opened, rather than waiting on a
+    healthy worker."""
+    worker = _process(tmp_path, supervisor=5151, head_lock=True, stop=False)
     try:
-        under_way, client = _orphaned_restore(monkeypatch, None, tmp_path)
-        thread, out = _follow_on_a_thread(under_way, client)
-        assert wait_until(lambda: under_way.worker_stays or out, timeout=10)
-        assert under_way.worker_pid == proc.pid and not out, out
-        assert f"(pid {proc.pid}) still runs" in under_way.message()
-        _end(proc)
-        thread.join(10)
-        assert not thread.is_alive() and out == {"result": {"restored": True}}, out
-        assert client.sends == 2 and under_way.resumed
-    finally:
-        _end(proc)
-
-
-def test_a_new_supervisors_worker_on_the_head_lock_is_not_the_old_one(monkeypatch,
-                                                                       tmp_path):
-    """Another kint process started a supervisor since, whose worker (started after it)
-    holds the head lock for its own pull: not the restore's old worker, so the restore ends
-    BUSY past the bound as before, the store opened, rather than waiting on a healthy
-    worker."""
-    supervisor = _process(worker=False, stop=False)
-    worker = _process(lock=_head_lock(tmp_path), stop=False)
-    try:
-        under_way, client = _orphaned_restore(monkeypatch, None, tmp_path,
-                                              serving=supervisor.pid)
+        under_way, client = _orphaned_restore(monkeypatch, tmp_path, serving=5151)
         thread, out = _follow_on_a_thread(under_way, client)
         thread.join(10)
         assert not thread.is_alive() and "error" in out, out
@@ -350,24 +277,22 @@ def test_a_new_supervisors_worker_on_the_head_lock_is_not_the_old_one(monkeypatc
         assert under_way.worker_pid is None
     finally:
         _end(worker)
-        _end(supervisor)
 
 
-def test_a_supervisor_started_during_the_walk_for_the_lock_keeps_its_worker(
+def test_a_supervisor_started_during_the_look_at_the_lock_keeps_its_worker(
         monkeypatch, tmp_path):
     """The pid file named no supervisor when the loop looked; another kint process then
-    started one whose worker took the head lock before the walk of /proc ended. The
-    supervisor serving is read after the walk, so its healthy worker is not taken for the
-    old one (waited on for as long as it lives): the restore ends BUSY past the bound."""
-    supervisor = _process(worker=False, stop=False)
-    worker = _process(lock=_head_lock(tmp_path), stop=False)
+    started one whose worker took the worker lock before the look at it. The supervisor
+    serving is read after the lock, so its healthy worker is not taken for the old one
+    (waited on for as long as it lives): the restore ends BUSY past the bound."""
+    worker = _process(tmp_path, supervisor=5151, head_lock=True, stop=False)
     try:
-        under_way, client = _orphaned_restore(monkeypatch, None, tmp_path)
+        under_way, client = _orphaned_restore(monkeypatch, tmp_path)
         reads = []
 
         def serving_pid() -> int | None:  # none at the loop's look, the new one after
             reads.append(1)
-            return None if len(reads) == 1 else supervisor.pid
+            return None if len(reads) == 1 else 5151
 
         client.serving_pid = serving_pid
         thread, out = _follow_on_a_thread(under_way, client)
@@ -377,7 +302,6 @@ def test_a_supervisor_started_during_the_walk_for_the_lock_keeps_its_worker(
         assert under_way.worker_pid is None and not under_way.worker_stays
     finally:
         _end(worker)
-        _end(supervisor)
 
 
 def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp_path,
@@ -386,11 +310,10 @@ def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp
     lock a moment: the lock is waited for the bound again, counted from that exit, and the
     restore is sent again once it is let go. Before, the bound was counted from the
     supervisor's exit, long past: BUSY at once, with no grace."""
-    under_way, client = _orphaned_restore(monkeypatch, old_worker.pid, tmp_path, gone_s=2.0)
-    under_way.worker_started = worker_start(old_worker.pid)
+    under_way, client = _orphaned_restore(monkeypatch, tmp_path, gone_s=2.0)
     thread, out = _follow_on_a_thread(under_way, client)
     assert wait_until(lambda: under_way.worker_stays, timeout=10)
-    other = _process(worker=False, lock=_head_lock(tmp_path), stop=False)
+    other = _process(tmp_path, supervisor=None, head_lock=True, stop=False)
     try:
         old_worker.kill()
         old_worker.wait()
@@ -403,22 +326,28 @@ def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp
     assert client.sends == 2 and under_way.resumed
 
 
+@pytest.mark.parametrize("lock", ["head", "worker"])
 @pytest.mark.parametrize("closed", ["mode", "folder"])
-def test_a_head_lock_that_cannot_be_opened_is_refused_as_what_it_is(tmp_path, closed):
-    """A head lock file that cannot be opened (its mode changed: EACCES; KINT_HOME a file,
-    not a folder: ENOTDIR, which root meets too) answers CORRUPT_STATE naming it, not an
-    OSError that ended the restore INTERNAL, "a bug in kint"."""
+def test_a_lock_that_cannot_be_opened_is_refused_as_what_it_is(tmp_path, closed, lock):
+    """A head or worker lock file that cannot be opened (its mode changed: EACCES;
+    KINT_HOME a file, not a folder: ENOTDIR, which root meets too) answers CORRUPT_STATE
+    naming it, not an OSError that ended the restore INTERNAL, "a bug in kint"."""
+    place = _head_lock if lock == "head" else _worker_lock
     if closed == "mode":
         if os.geteuid() == 0:
             pytest.skip("root opens a file of mode 000")
         home, why = tmp_path, "Permission denied"
-        _head_lock(home).touch(mode=0o000)
+        place(home).touch(mode=0o000)
     else:
         home, why = tmp_path / "home", "Not a directory"
         home.write_text("")
-    path = space_files(home, SPACE16)["head_lock"]
+    path = (space_files(home, SPACE16)["head_lock"] if lock == "head"
+            else worker_lock_path(home, SPACE16))
     with pytest.raises(KintError) as refused:
-        old_worker_mod.head_lock_free(home, SPACE16)
+        if lock == "head":
+            old_worker_mod.head_lock_free(home, SPACE16)
+        else:
+            old_worker_mod.old_worker(home, SPACE16, lambda: None)
     assert refused.value.code == "CORRUPT_STATE", refused.value
-    assert f"head lock {path} cannot be opened ({why})" in refused.value.message
+    assert f"{lock} lock {path} cannot be opened ({why})" in refused.value.message
     assert "memory_pull with discard_local again" in (refused.value.hint or "")

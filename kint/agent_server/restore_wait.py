@@ -25,12 +25,12 @@ whether the restore it asked for went through.
 A supervisor that exits while it holds the restore's request takes its worker with it (the
 worker dies with its supervisor: kint.tenant_worker.process), so no answer ever comes: the
 thread hears so from its client (SupervisorUnavailable) within about a second. It then
-waits until that worker has exited (its pid and start time, learnt from the supervisor's
-status while the tool call waits, so a supervisor that dies inside the call leaves it
-known; a later process on that pid is not the worker) and no process holds the space's
-head lock (the dying worker's restore has stopped, however far it got; a worker still alive
-keeps the store open, and the restore sent again would be refused BUSY over it) and sends
-the same restore again, which starts a supervisor and carries the agent's request out: the
+waits until that worker has exited (it holds the space's worker lock for its whole life,
+with its supervisor's pid: kint.agent_server.old_worker, so it is known however early its
+supervisor died, with no status needed) and no process holds the space's head lock (the
+dying worker's restore has stopped, however far it got; a worker still alive keeps the
+store open, and the restore sent again would be refused over it) and sends the same
+restore again, which starts a supervisor and carries the agent's request out: the
 store ends as the chain has it whether the first one was cut before its move, during its
 rows or after its last. Only then is the store opened. Before, Sibyl's tools stayed refused
 until some kint tool happened to start a supervisor.
@@ -42,13 +42,15 @@ pid and how to end it. The store stays closed while it lives, however long: a st
 worker that resumes runs its restore on for its stop grace, and would move the store aside
 under a client opened over it. (It was once opened after the supervisor's stop and kill
 graces, 20 s, which bound a stop the supervisor commands, not a worker left alone.) Once it
-is gone the restore is sent again. A worker never named by a status (its supervisor died
-first) is found by the head lock it holds (kint.agent_server.old_worker). The head lock
-held that long by a process other than that worker (another kint process's push or pull),
-counted from that worker's exit, ends the restore BUSY instead, the store opened as it
-stands. A supervisor that still holds the home and does not answer (stopped, or
-starved) has a worker that may still be restoring: the thread then looks at its status
-(the worker's beat) until it no longer runs the pull, or the supervisor is gone after all.
+is gone the restore is sent again. (Its pid was once learnt from the supervisor's status
+while the call waited, and a worker no status had named looked for among the processes
+holding the head lock: one stopped before it took that lock, its supervisor dead within
+the look's half second, was found by neither.) The head lock held that long by a process
+other than that worker (another kint process's push or pull), counted from that worker's
+exit, ends the restore BUSY instead, the store opened as it stands. A supervisor that
+still holds the home and does not answer (stopped, or starved) has a worker that may still
+be restoring: the thread then looks at its status (the worker's beat) until it no longer
+runs the pull, or the supervisor is gone after all.
 """
 
 from __future__ import annotations
@@ -60,12 +62,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnavailable
-from kint.agent_server.old_worker import head_lock_free, old_worker_on_lock
-from kint.envsettings import pid_alive
+from kint.agent_server.old_worker import head_lock_free, old_worker
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
-from kint.tenant_worker.store_sharers import worker_start
 
 log = logging.getLogger("kint.server")
 
@@ -76,11 +76,8 @@ RESTORE_RUNNING_HINT = ("call memory_status in a minute: `restore_running` says 
                         "and this server opens the restored store as soon as it ends")
 # How long the thread waits for the restore's answer: `kint pull`'s own bound.
 RESTORE_WAIT_S = 1800.0
-# How often the thread looks again while the supervisor is gone or silent, and the tool
-# call at the supervisor's status until it names the worker running the restore.
+# How often the thread looks again while the supervisor is gone or silent.
 LOOK_EVERY_S = 0.5
-# The bound of one such look at the status (it never waits on the worker).
-LOOK_S = 1.0
 # How long after the restore's supervisor is found gone its worker is expected to have
 # exited: the longest a worker outlives its supervisor (its own stop grace for the op in
 # flight, and a beat's slack: kint.tenant_worker.stop_grace). One still there then is
@@ -109,11 +106,8 @@ class RestoreUnderWay:
         self.error: KintError | None = None
         self.unanswered = False  # its supervisor did not answer it (exited, or stopped)
         self.resumed = False  # sent again after its supervisor exited
-        self.worker_pid: int | None = None  # the worker running it, once looked up
-        self._worker_seen = False  # its status showed it running this restore
-        self._client: Client | None = None  # the thread's own, which sends the restore
-        # That worker's start time (/proc), which tells it from a later process on its pid.
-        self.worker_started: str | None = None
+        # The old worker a dead supervisor left, by the space's worker lock, once found.
+        self.worker_pid: int | None = None
         # Its supervisor is gone and that worker still runs OLD_WORKER_GONE_S later.
         self.worker_stays = False
         self.ended_at: float | None = None
@@ -123,64 +117,13 @@ class RestoreUnderWay:
 
     def wait(self, seconds: float) -> bool:
         """Whether the restore ended within `seconds`. When it did not, its end is the
-        thread's to handle from now on (the store opened there, not by the caller).
-        Meanwhile the worker that runs the restore is learnt (`_learn_worker`), every
-        LOOK_EVERY_S until its status shows the restore: its supervisor may die inside
-        these seconds, and then no status names it any more (the pid was once looked up
-        only here at the end, unknown in that case, and the stopped worker's head lock
-        ended the restore BUSY with the store opened under it)."""
-        end = time.monotonic() + max(0.0, seconds)
-        while True:
-            left = end - time.monotonic()
-            settled = self._worker_seen or left <= LOOK_S or self._learn_worker()
-            left = end - time.monotonic()
-            if self._done.wait(max(0.0, left if settled else min(left, LOOK_EVERY_S))):
-                break
-            if left <= 0:
-                break
+        thread's to handle from now on (the store opened there, not by the caller)."""
+        self._done.wait(max(0.0, seconds))
         with self._lock:
             if self._done.is_set():
                 return True
             self._handed_over = True
-        if not self._worker_seen:  # one more look, within the grace the call kept for it
-            self._learn_worker()
         return False
-
-    def _learn_worker(self) -> bool:
-        """Note the pid and start time of the space's worker from the supervisor's status (a
-        second at most, never waiting on the worker): after its supervisor exits, the
-        restore is sent again only once that worker is gone too. True once the status
-        shows it running the restore, the pull begun since the send (`_worker_seen`);
-        until then the space's worker is noted, the one the restore goes to. Only a status
-        of the supervisor the restore went to counts: after that one died, another kint
-        process may start a supervisor whose healthy worker is not the old one."""
-        sending = self._client
-        sent_to = sending.sent_to if sending is not None else None
-        look = Client(self.home, autostart=False)
-        try:
-            status = look.call("sup.status", timeout_s=LOOK_S)
-            answered_by = status.get("supervisor", {}).get("pid")
-            row = next((r for r in status["spaces"] if r["space"] == self.space16), None)
-        except Exception as err:  # noqa: BLE001 - the look must never skip the hand-over
-            # A refusal, or anything else (a run/ folder that is not one, no descriptors
-            # left, a reply of another shape): raised out of `wait`, it left the restore
-            # neither ended nor handed over, and the store closed until a restart.
-            if not isinstance(err, KintError):
-                log.info("could not look up the restore's worker: %s", err)
-            return False
-        finally:
-            look.close()
-        # The supervisor the restore went to, by the pid file read at the send and by the
-        # pid its own status gives (it may have died, and another answered, between them).
-        if sent_to is None or sent_to != look.sent_to or answered_by not in (None, sent_to):
-            return False
-        pid = row.get("pid") if row is not None and row.get("uptime_s") is not None else None
-        if pid is None:
-            return False
-        self.worker_started = worker_start(pid)
-        self.worker_pid = pid  # after its start time: the thread reads the pid first
-        self._worker_seen = self._pulls(row)
-        return self._worker_seen
 
     def running(self) -> bool:
         return not self._done.is_set()
@@ -240,7 +183,7 @@ class RestoreUnderWay:
         return out
 
     def _run(self) -> None:
-        client = self._client = Client(self.home)
+        client = Client(self.home)
         try:
             self.result = self._follow(client)
         except KintError as err:
@@ -304,11 +247,9 @@ class RestoreUnderWay:
                 if now is None or now <= 0 or now != serving:
                     looked_at = time.monotonic()
                     gone_at = looked_at if gone_at is None else gone_at
-                    worker_alive = self._old_worker_alive()
-                    if not worker_alive:
-                        if head_lock_free(self.home, self.space16):
-                            return True
-                        worker_alive = self._old_worker_on_lock(client.serving_pid)
+                    worker_alive = self._old_worker_lives(client.serving_pid)
+                    if not worker_alive and head_lock_free(self.home, self.space16):
+                        return True
                     if worker_alive:
                         held_at = None
                         if looked_at - gone_at >= OLD_WORKER_GONE_S:
@@ -325,27 +266,18 @@ class RestoreUnderWay:
         finally:
             look.close()
 
-    def _old_worker_alive(self) -> bool:
-        """Whether the worker that ran the restore still runs: its pid alive (a zombie is
-        gone) and, where /proc says, the same process, started when it was when it was
-        learnt (a pid freed by that worker and taken by another is not it)."""
-        pid = self.worker_pid
-        if pid is None or not pid_alive(pid):
-            return False
-        return self.worker_started is None or worker_start(pid) == self.worker_started
-
-    def _old_worker_on_lock(self, serving_pid: Callable[[], int | None]) -> bool:
-        """With the head lock held and no old worker known alive: whether a kint worker
-        that no supervisor serving now (`serving_pid`) started holds it, then taken as the one
-        that ran the restore (kint.agent_server.old_worker): its supervisor died before
-        the status named it, or the one named was not it."""
-        found = old_worker_on_lock(self.home, self.space16, serving_pid)
+    def _old_worker_lives(self, serving_pid: Callable[[], int | None]) -> bool:
+        """Whether a worker no supervisor serving now (`serving_pid`) started still holds
+        the space's worker lock (kint.agent_server.old_worker): the one that ran the
+        restore, or one an earlier supervisor left, either of which keeps the store open.
+        Its pid, when the lock file names it, is what the refusals name."""
+        found = old_worker(self.home, self.space16, serving_pid)
         if found is None:
             return False
-        log.info("the worker %s holds the space's head lock, its supervisor gone: taken as "
-                 "the one that ran the restore", found[0])
-        self.worker_started = found[1]
-        self.worker_pid = found[0]  # after its start time, as `_learn_worker` writes them
+        if found.pid is not None and found.pid != self.worker_pid:
+            log.info("the worker %s holds the space's worker lock, its supervisor gone: "
+                     "waited for before the restore is sent again", found.pid)
+            self.worker_pid = found.pid
         return True
 
     def _note_worker_stays(self) -> None:

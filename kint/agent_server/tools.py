@@ -138,9 +138,8 @@ def connect_tool(session: AgentSession, passphrase: str | None, recovery_code: s
 
 
 def restore_grace(bound_s: float) -> float:
-    """How much of the call's bound is kept, twice, after the restore's wait: for the look
-    at which worker runs it (when it did not end), or for wording the refusal it ended with
-    (a status, kint.agent_server.results.pull_error)."""
+    """How much of the call's bound is kept after the restore's wait, for wording the
+    refusal it ended with (a status, kint.agent_server.results.pull_error)."""
     return min(1.0, bound_s / 8)
 
 
@@ -207,7 +206,7 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
                 shared.restore_ended, session.attach_if_new)
             shared.follow(follower)
             follower.start()
-            if not follower.wait(TOOL_WAIT_S - 2 * restore_grace(TOOL_WAIT_S)):
+            if not follower.wait(TOOL_WAIT_S - restore_grace(TOOL_WAIT_S)):
                 raise KintError(RESTORE_RUNNING, restore_running_message(TOOL_WAIT_S),
                                 RESTORE_RUNNING_HINT)
             shared.restore_ended(follower)

@@ -2,7 +2,8 @@
 
 A worker says `hello`, then `beat`s (every second while it works, every `idle_beat_seconds`
 once it has been idle that long; each beat says when the next is due) and sends
-`reply`s; before a deliberate non-zero exit it sends `fatal` with the reason. The
+`reply`s; before a deliberate non-zero exit it sends `fatal` with the reason (and, for a
+start it refuses rather than fails, the code and hint its space's requests get). The
 supervisor sends `req` and `stop`.
 Every message carries the sender's pid, so a message from a worker that was already
 replaced is recognised and dropped.
@@ -39,6 +40,7 @@ from kint.protocol.limits import MAX_ID_CHARS, MAX_MESSAGE_BYTES
 WorkerKind = Literal["hello", "beat", "reply", "fatal"]
 _WORKER_KINDS = frozenset({"hello", "beat", "reply", "fatal"})
 _SUPERVISOR_KINDS = frozenset({"req", "stop"})
+_ERROR_CODES = frozenset(code.value for code in ErrorCode)
 
 # The fields a beat may carry, with the types each may have (None always allowed).
 BEAT_FIELDS: dict[str, tuple[type, ...]] = {
@@ -183,6 +185,12 @@ def decode_from_worker(header: bytes, body: Any) -> dict[str, Any]:
     elif kind == "fatal":
         if not isinstance(obj.get("reason"), str):
             raise ProtocolError(ErrorCode.BAD_REQUEST, "fatal without a reason")
+        # A start refused rather than failed (kint.tenant_worker.worker_lock) says with
+        # what code, and what to do: both or neither.
+        code, hint = obj.get("code"), obj.get("hint")
+        if (code is None) != (hint is None) or (code is not None and (
+                type(code) is not str or code not in _ERROR_CODES or type(hint) is not str)):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "fatal with a bad code or hint")
     return obj
 
 

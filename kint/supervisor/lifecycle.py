@@ -84,6 +84,7 @@ class WorkerLifecycle(WorkerRoom):
         handle.kill_at = None
         handle.hung_reason = None
         handle.fatal_reason = None
+        handle.start_refused = None
         handle.hello_at = None
         handle.last_beat_at = None
         handle.beat = {}
@@ -188,8 +189,26 @@ class WorkerLifecycle(WorkerRoom):
             # Its sessions too were handed to the successor (session_handoff.py), unless
             # the space moved to another store, which that successor serves.
             self.spawn(handle)
+        elif handle.start_refused is not None:
+            self._start_refused(handle, reason, handle.start_refused)
         else:
             self._crashed(handle, now, reason)
+
+    def _start_refused(self, handle: WorkerHandle, reason: str,
+                       refusal: tuple[str, str]) -> None:
+        """The worker refused to start: an older worker of the space, left by a supervisor
+        that died, still runs (stopped or stuck) and holds the space's worker lock
+        (kint.tenant_worker.worker_lock). Not a crash: a restart would only wait and be
+        refused again, and a quarantine would outlast the old worker's end. The requests
+        waiting for it are answered with the refusal's code and hint, the space is left
+        idle with the reason as its last exit (`kint supervisor status`), and the next
+        request starts a worker again, which serves once the old one is gone."""
+        code, hint = refusal
+        handle.state = "idle"
+        handle.last_exit = reason
+        log.warning("space %s: the worker refused to start: %s", handle.space16, reason)
+        for pending in list(handle.pending.values()):
+            self._answer(handle, pending, error_reply(None, ErrorCode(code), reason, hint))
 
     def _crashed(self, handle: WorkerHandle, now: float, reason: str) -> None:
         recent = handle.record_crash(now, reason, self.settings.restart_window_s)

@@ -105,6 +105,8 @@ class WorkerMessages:
             return  # a worker that was already replaced
         if kind == "fatal":
             handle.fatal_reason = msg["reason"]
+            if msg.get("code") is not None:  # a start refused, not a crash (`_on_exit`)
+                handle.start_refused = (msg["code"], msg["hint"])
         elif kind == "hello":
             refusal = self._hello_refusal(handle, frames[1])
             if refusal is not None:

@@ -5,7 +5,9 @@ The rules, in one place:
 - A crash restarts that space's worker alone (one_for_one, transient).
 - More than `max_restarts_in_window` crashes in `restart_window_s` quarantines the space;
   it is retried after a backoff that doubles (30 s to 10 min) and never gives up for good.
-- A commanded stop, a restart by command, or an idle exit is not a crash.
+- A commanded stop, a restart by command, or an idle exit is not a crash; nor is a start
+  the worker refuses because an older worker of the space still runs (its requests are
+  answered with the refusal, and the next request tries again).
 - A stop of the supervisor's own choosing (the idle exit, a recycle for memory) is
   decided only on a beat read after the worker's last request and answer
   (`beat_tells_after_work`): the beat is where sessions attached and work left show.
@@ -100,6 +102,10 @@ class WorkerHandle:
     kill_at: float | None = None
     hung_reason: str | None = None
     fatal_reason: str | None = None
+    # The code and hint of a start the worker refused (another worker of the space still
+    # holds it: kint.tenant_worker.worker_lock): its requests are answered with them, and
+    # no restart follows.
+    start_refused: tuple[str, str] | None = None
     crash_times: collections.deque[float] = field(default_factory=collections.deque)
     restarts: int = 0
     last_exit: str | None = None

@@ -5,7 +5,8 @@ hung RPC, a held push, a slow pull or a crash stays inside that space while the 
 and the other spaces' workers keep answering.
 
 - The process: `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
-  (how long it outlives a stop or its supervisor), `heartbeat`
+  (how long it outlives a stop or its supervisor), `worker_lock` (one live worker per
+  space of a home, an old one included), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
   the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent

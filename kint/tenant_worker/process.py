@@ -11,7 +11,10 @@ grace for the work in flight) and the hand-over of the attached sessions to a su
 
 The worker dies with its supervisor: PR_SET_PDEATHSIG (its parent is the forkserver,
 which exits when the supervisor does) and, on every beat, a check that the supervisor's
-pid is still alive.
+pid is still alive. Until it has, or for good while it is stopped, it holds its space's
+worker lock (kint.tenant_worker.worker_lock), taken before anything else of the space:
+the next supervisor's worker of the space waits for it, and refuses its start rather than
+run beside it.
 
 It proves who it is with the token its supervisor made for this spawn (passed as an
 argument, through the spawn's pipe): its DEALER identity is the route derived from it, and
@@ -36,6 +39,7 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
+from kint.paths import worker_lock_path
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
@@ -49,6 +53,7 @@ from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
 from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
+from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
 from kint.zmq_frames import recv_frames, send_frames
 
 log = logging.getLogger("kint.worker")
@@ -296,7 +301,16 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         # request's.
         settings.configure(home=config.home, daemon=True,
                            space=(config.label, config.space16, config.space_id))
+        # Before anything of the space is touched, and held until the process ends: no
+        # second worker of the space runs beside one an earlier supervisor left.
+        hold_worker_lock(worker_lock_path(config.home, config.space16), config.space16,
+                         config.supervisor_pid)
         worker = Worker(config, token)
+    except WorkerLockHeld as held:
+        log.error("space %s cannot start: %s", config.space16, held)
+        _tell_supervisor(config, token, {"kind": "fatal", "reason": str(held),
+                                         "code": ErrorCode.WORKER_DOWN.value,
+                                         "hint": held.hint})
     except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
         _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
@@ -339,12 +353,19 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
 def _cannot_start(config: WorkerConfig, token: bytes, err: Exception) -> NoReturn:
     """The worker failed before it could serve (a module that does not import, a file it
     cannot open at start): its traceback goes to the log, and its reason to the supervisor
-    as `fatal` on a socket of its own, so `kint supervisor status` and the QUARANTINED
-    refusal say why rather than `exited with code 1` (the traceback only in the daemon's
-    raw stderr). Then it exits EXIT_FATAL, a crash: restarts, and a quarantine with
-    backoff when it fails every time."""
+    as `fatal`, so `kint supervisor status` and the QUARANTINED refusal say why rather than
+    `exited with code 1` (the traceback only in the daemon's raw stderr). A crash:
+    restarts, and a quarantine with backoff when it fails every time."""
     reason = f"the worker could not start: {type(err).__name__}: {err}"
     log.error("space %s: %s", config.space16, reason, exc_info=True)
+    _tell_supervisor(config, token, {"kind": "fatal", "reason": reason})
+
+
+def _tell_supervisor(config: WorkerConfig, token: bytes, fatal: dict[str, Any]) -> NoReturn:
+    """Send `fatal` on a socket of its own and exit EXIT_FATAL. One that carries a `code`
+    and a `hint` is a start refused, not a crash (another worker of the space holds it:
+    kint.tenant_worker.worker_lock): the supervisor answers the space's requests with
+    them and restarts nothing."""
     zctx = zmq.Context()
     try:
         dealer = zctx.socket(zmq.DEALER)
@@ -352,8 +373,8 @@ def _cannot_start(config: WorkerConfig, token: bytes, err: Exception) -> NoRetur
         dealer.setsockopt(zmq.LINGER, 2000)  # the reason leaves before the exit
         dealer.connect(config.back_address)
         send_frames(dealer, worker_wire.encode(
-            {"kind": "fatal", "reason": reason, "pid": os.getpid(),
-             "token": worker_wire.token_text(token)}), block=False)
+            {**fatal, "pid": os.getpid(), "token": worker_wire.token_text(token)}),
+            block=False)
         dealer.close()
     except zmq.ZMQError:  # no supervisor to tell: the exit code says what it can
         pass

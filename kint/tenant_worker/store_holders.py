@@ -27,12 +27,6 @@ def other_holders(db: str) -> list[int]:
     return _holders({os.path.realpath(db + suffix) for suffix in ("", "-wal", "-shm")})
 
 
-def file_holders(path: str) -> list[int]:
-    """Pids of processes other than this one with the file at `path` open (kint-server's
-    look for a worker that holds a space's head lock: kint.agent_server.old_worker)."""
-    return _holders({os.path.realpath(path)})
-
-
 def _holders(targets: set[str]) -> list[int]:
     if os.path.isdir("/proc/self/fd"):
         return _from_proc(targets)

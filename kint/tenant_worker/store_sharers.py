@@ -130,9 +130,25 @@ def worker_start(pid: int) -> str | None:
 
 def process_start(pid: int, name: str | None = None) -> str | None:
     """The start time of `pid` (clock ticks after boot), None when it is gone, unreadable
-    or, with `name`, named otherwise. One read: /proc/PID/stat holds both the name, in
-    parentheses as field 2, and the start time, field 22 (proc(5)). The name may hold
-    spaces or parentheses, so the fields after it are counted from its last ')'."""
+    or, with `name`, named otherwise: field 22 of /proc/PID/stat (proc(5))."""
+    after_name = _stat_after_name(pid, name)
+    return after_name[19] if after_name is not None and len(after_name) > 19 else None
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether `pid` is stopped (state T: SIGSTOP, a Ctrl-Z) or stopped by a debugger (t):
+    it lets go of nothing until continued, so a worker waiting for what it holds need not
+    wait its whole bound (kint.tenant_worker.worker_lock). False when it is gone, or where
+    there is no /proc (macOS): not known there."""
+    after_name = _stat_after_name(pid)
+    return bool(after_name) and after_name[0] in ("T", "t")
+
+
+def _stat_after_name(pid: int, name: str | None = None) -> list[str] | None:
+    """The fields of /proc/PID/stat after the process's name, from field 3 (its state) on;
+    None when it is gone, unreadable or, with `name`, named otherwise. One read: the file
+    holds both the name, in parentheses as field 2, and the rest. The name may hold spaces
+    or parentheses, so the fields after it are counted from its last ')'."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
             stat = fh.read()
@@ -141,8 +157,7 @@ def process_start(pid: int, name: str | None = None) -> str | None:
     opened, closed = stat.find("("), stat.rfind(")")
     if opened < 0 or closed < opened or (name is not None and stat[opened + 1:closed] != name):
         return None
-    after_name = stat[closed + 1:].split()  # field 3 (state) onwards
-    return after_name[19] if len(after_name) > 19 else None
+    return stat[closed + 1:].split()
 
 
 def _home_of(pid: int) -> str | None:

@@ -1,0 +1,118 @@
+"""One live worker per space of a KINT_HOME, held by the kernel rather than looked for.
+
+A worker whose supervisor died lives on until it notices (kint.tenant_worker.stop_grace:
+ORPHAN_EXIT_S), and for good while it is stopped (SIGSTOP, a debugger). The next supervisor
+of the home, started by the next `kint` command or by kint-server, used to start a worker
+for the same space at once beside it: two workers on one store, one mirror, one push
+journal. The head lock serialises pushes and pulls only, not the store watcher, the mirror's
+saves or the session files.
+
+So each worker takes an exclusive flock on `worker-<space16>.lock` in KINT_HOME before it
+touches anything of its space, and keeps it until its process ends (the kernel lets it go
+then, however the process ends: a SIGKILL too). It writes its pid and its supervisor's pid
+in the file, so whoever finds the lock held can name the holder, and can tell an old
+worker (its supervisor not the one serving the home now) from the serving supervisor's own
+(kint.agent_server.old_worker), on any system: no /proc walk.
+
+A worker that finds the lock held waits for it: a recycled, restarted or upgraded worker's
+successor is started only once its predecessor has exited (kint.supervisor.lifecycle), so
+it finds the lock free or free within a moment, and an orphan exits within ORPHAN_EXIT_S of
+its supervisor's death. Past that bound, or as soon as the holder is seen stopped (it lets
+go of nothing until continued; Linux only, /proc), the start is refused with
+`WorkerLockHeld`, which names the holder and the way out; the supervisor answers the
+space's requests with it (kint.supervisor.lifecycle) and starts no other worker until the
+next request. The file is opened as every lock file of KINT_HOME is
+(kint.pid_file_lock.open_own_file: 0600, never through a link).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from kint.pid_file_lock import flock_by, open_own_file, write_holder
+from kint.seconds_text import seconds_text
+from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
+from kint.tenant_worker.store_sharers import process_stopped
+
+# How long a starting worker waits for the lock: the longest an old worker that is neither
+# stopped nor stuck outlives its supervisor. Well under the supervisor's start timeout
+# (30 s without a hello is a hung start), so the wait ends in a refusal, never a hang.
+WAIT_S = ORPHAN_EXIT_S
+# How often it tries again meanwhile.
+RETRY_S = 0.1
+# How long the holder must be seen stopped before the start is refused without waiting out
+# WAIT_S: a process stopped for an instant is not refused.
+STOPPED_FOR_S = 1.0
+
+
+class Holder(NamedTuple):
+    """What the lock file says of the worker holding it: its pid and its supervisor's,
+    each None when the file does not name it (written a moment after the lock is taken)."""
+
+    pid: int | None
+    supervisor_pid: int | None
+
+
+class WorkerLockHeld(Exception):
+    """Another worker of the space holds the lock: the start is refused (never a crash)."""
+
+    def __init__(self, path: Path, space16: str, holder: Holder, stopped: bool,
+                 waited_s: float) -> None:
+        self.path, self.holder, self.stopped = path, holder, stopped
+        pid = holder.pid
+        who = (f"pid {pid}" if pid is not None
+               else "a process whose pid the lock file does not name")
+        why = ("it is stopped (SIGSTOP, a Ctrl-Z or a debugger)" if stopped
+               else f"it did not let go within {seconds_text(waited_s)} (stopped or stuck)")
+        super().__init__(
+            f"another worker of space {space16} still runs ({who}) and holds {path}: {why}; "
+            f"no second worker is started beside it on the same store")
+        if pid is not None:
+            self.hint = (f"`kill -CONT {pid}` if it is stopped (it then exits by itself once "
+                         f"its supervisor is gone), or `kill {pid}` if it is stuck; then run "
+                         f"the command again")
+        else:
+            self.hint = (f"find the process with `lsof {path}` (or `fuser {path}`) and end "
+                         f"it, then run the command again")
+
+
+def read_holder(fd: int) -> Holder:
+    """The pids written at the start of the lock file open on `fd`."""
+    try:
+        words = os.pread(fd, 64, 0).decode("ascii", "replace").split()
+    except OSError:
+        words = []
+    pids = [int(w) if w.isdigit() else None for w in words[:2]]
+    pids += [None] * (2 - len(pids))
+    return Holder(pids[0], pids[1])
+
+
+def hold_worker_lock(path: Path, space16: str, supervisor_pid: int,
+                     wait_s: float | None = None) -> int:
+    """Take the space's worker lock for this process's life, waiting up to `wait_s`
+    (WAIT_S by default) while another worker holds it, and write this process's pid and
+    its supervisor's in it. Returns the open file, which holds the lock until the process
+    ends. Raises WorkerLockHeld when it stays held (or its holder is stopped), NotOwnFile
+    or OSError when the file cannot be opened."""
+    waited = WAIT_S if wait_s is None else wait_s
+    fd = open_own_file(path)
+    try:
+        started = time.monotonic()
+        stopped_since: float | None = None
+        while not flock_by(fd, 0.0, RETRY_S):  # one try: the loop below decides the wait
+            holder = read_holder(fd)
+            now = time.monotonic()
+            stopped = holder.pid is not None and process_stopped(holder.pid)
+            stopped_since = (stopped_since or now) if stopped else None
+            if now - started >= waited or (stopped_since is not None
+                                           and now - stopped_since >= STOPPED_FOR_S):
+                raise WorkerLockHeld(path, space16, holder, stopped, waited)
+            time.sleep(RETRY_S)
+        write_holder(fd, supervisor_pid)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

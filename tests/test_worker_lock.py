@@ -1,0 +1,169 @@
+"""One live worker per space of a KINT_HOME (kint.tenant_worker.worker_lock).
+
+A worker outlives a supervisor that died until it notices (ORPHAN_EXIT_S), and for good
+while it is stopped. The next supervisor of the home, started by the next `kint` command,
+used to start a worker for the same space at once beside it: two workers on one store,
+mirror and journal. Now each worker holds an exclusive flock on `worker-<space16>.lock`
+for its life, and a new one that finds it held waits for it, then refuses its start naming
+the holder and the way out, which the supervisor answers the space's requests with.
+
+The lock itself with real processes standing in for the holder; then the whole of it with
+the real supervisor and workers: the supervisor SIGKILLed while its worker is SIGSTOPped,
+and `kint status` autostarting the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import let_go_on, make_sandbox, pid_alive, wait_until, write_store
+from lock_holders import end as _end, holding
+from kint.paths import worker_lock_path
+from kint.supervisor.pidlock import running_pid
+from kint.tenant_worker import worker_lock
+from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
+from kint.tenant_worker.store_sharers import worker_start
+from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
+
+SPACE16 = "c4594b48e156226b"
+
+
+def _holder(path: Path, content: str, stop: bool = False) -> subprocess.Popen:
+    """A real process holding the flock on `path`, `content` written in it."""
+    return holding([(path, content)], stop)
+
+
+def test_the_lock_is_taken_with_the_pids_written_and_private(tmp_path):
+    path = worker_lock_path(tmp_path, SPACE16)
+    fd = hold_worker_lock(path, SPACE16, 4242)
+    try:
+        assert path.read_text() == f"{os.getpid()} 4242\n"
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert worker_lock.read_holder(fd) == (os.getpid(), 4242)
+    finally:
+        os.close(fd)
+
+
+def test_the_wait_ends_before_the_supervisor_would_judge_the_start_hung():
+    """A worker waits for the lock before its hello: the wait (an old worker's orphan exit)
+    must end, refused or served, before the supervisor's start timeout takes it for hung
+    and restarts it in a loop."""
+    from kint.supervisor.settings import Settings
+
+    assert worker_lock.WAIT_S == ORPHAN_EXIT_S
+    assert worker_lock.WAIT_S + 2 * worker_lock.STOPPED_FOR_S < Settings().start_timeout_s
+
+
+def test_a_successor_waits_for_a_predecessor_that_is_exiting(tmp_path):
+    """A recycled or restarted worker's successor may find the lock held a moment by the
+    predecessor on its way out: it waits and takes it, never refused."""
+    path = worker_lock_path(tmp_path, SPACE16)
+    proc = _holder(path, "1 2\n")
+    try:
+        threading.Timer(0.5, proc.kill).start()  # its exit, a moment after the start
+        fd = hold_worker_lock(path, SPACE16, 4242, wait_s=20)
+        os.close(fd)
+    finally:
+        _end(proc)
+
+
+def test_a_stopped_holder_is_refused_by_name_without_waiting_out_the_bound(tmp_path):
+    path = worker_lock_path(tmp_path, SPACE16)
+    proc = _holder(path, "{pid} 4243\n", stop=True)  # as a worker writes it
+    try:
+        began = time.monotonic()
+        with pytest.raises(WorkerLockHeld) as held:
+            hold_worker_lock(path, SPACE16, 4242, wait_s=60)
+        assert time.monotonic() - began < 30  # not the bound: it is stopped
+        assert held.value.holder == (proc.pid, 4243) and held.value.stopped
+        message = str(held.value)
+        assert f"another worker of space {SPACE16} still runs (pid {proc.pid})" in message
+        assert "it is stopped" in message, message
+        assert held.value.hint.startswith(f"`kill -CONT {proc.pid}` if it is stopped")
+        assert path.read_text() == f"{proc.pid} 4243\n"  # the holder's words left alone
+    finally:
+        _end(proc)
+
+
+def test_a_holder_the_file_does_not_name_is_refused_past_the_bound(tmp_path):
+    """A holder that wrote no pid (or one whose stop cannot be seen, as on macOS without
+    /proc) is waited for its whole bound, then refused saying its pid is unknown."""
+    path = worker_lock_path(tmp_path, SPACE16)
+    proc = _holder(path, "")
+    try:
+        with pytest.raises(WorkerLockHeld) as held:
+            hold_worker_lock(path, SPACE16, 4242, wait_s=0.3)
+        assert held.value.holder == (None, None) and not held.value.stopped
+        assert "a process whose pid the lock file does not name" in str(held.value)
+        assert "did not let go within" in str(held.value)
+        assert f"lsof {path}" in held.value.hint
+    finally:
+        _end(proc)
+
+
+def _workers_of(home: Path) -> list[int]:
+    """Pids of the kint workers (named kint.proc_name.WORKER) of `home`, from /proc."""
+    mine = f"KINT_HOME={home}".encode()
+    found = []
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        if worker_start(pid) is None:  # not a kint worker, or gone
+            continue
+        try:
+            if mine in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                found.append(pid)
+        except OSError:
+            continue
+    return sorted(found)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts workers in /proc")
+def test_a_new_supervisor_starts_no_worker_beside_a_stopped_one_its_predecessor_left(
+        tmp_path):
+    """The supervisor is SIGKILLed while its worker is SIGSTOPped. `kint status` starts a
+    new supervisor and asks for the space: refused WORKER_DOWN naming the old worker and
+    how to end it, no second worker of the space running, the refusal as the space's last
+    exit in `kint supervisor status`. Continued, the old worker exits by itself (its
+    supervisor gone), and the next request is served by a new one. Before, the new
+    supervisor's worker served beside the stopped one."""
+    sb = make_sandbox(tmp_path / "machine")
+    write_store(sb.sibyl_db)
+    sb.start()
+    old = None
+    try:
+        old = sb.call("status", sb.sibyl_db)["worker"]["pid"]
+        os.kill(old, signal.SIGSTOP)
+        killed = running_pid(sb.kint_home)
+        os.kill(killed, signal.SIGKILL)
+        sb.wait_for(lambda: not pid_alive(killed), what="the killed supervisor's end")
+
+        out = sb.kint("status")
+        assert out.returncode != 0, out.stdout
+        said = out.stdout + out.stderr
+        assert "WORKER_DOWN" in said, said
+        assert f"another worker of space {sb.row(sb.sibyl_db)['space']}" in said, said
+        assert f"still runs (pid {old})" in said and "it is stopped" in said, said
+        assert f"kill -CONT {old}" in said, said
+        new_supervisor = running_pid(sb.kint_home)
+        assert new_supervisor not in (None, killed)
+        assert _workers_of(sb.kint_home) == [old]  # no second worker of the space
+        row = next(r for r in json.loads(sb.kint("supervisor", "status", "--json").stdout)
+                   ["spaces"] if r["store"] == str(sb.sibyl_db))
+        assert row["pid"] is None and f"(pid {old})" in row["last_exit"], row
+        assert row["restarts"] == 0, row  # not a crash: nothing restarted in a loop
+
+        os.kill(old, signal.SIGCONT)
+        assert wait_until(lambda: not pid_alive(old), timeout=30), "the old worker stays"
+        served = sb.call("status", sb.sibyl_db, timeout_s=30)
+        assert served["worker"]["pid"] not in (None, old)
+        assert _workers_of(sb.kint_home) == [served["worker"]["pid"]]
+    finally:
+        let_go_on(old)
+        sb.shutdown()
