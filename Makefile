@@ -13,6 +13,9 @@ HERMES_DEPS := $(HERMES_VENV)/.kint-deps-installed
 HERMES_LOCK := tests/harnesses/hermes-agent.lock
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: 2 fits the two-core box (a test mostly waits on its
+# processes); 0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: all venv node browser hermes demo lint test-setup test bench clean
 
@@ -96,8 +99,9 @@ test-setup:
 	@$(MAKE) --no-print-directory --output-sync=target -j4 lint node browser hermes
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a green run.
+# `--dist loadfile`: a file's tests run in one worker, its module's machines made once.
 test: test-setup
-	SIBYL_MEMORY_TELEMETRY=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	SIBYL_MEMORY_TELEMETRY=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests ran" >&2; exit 1; fi; exit $$rc
 
 bench: venv node

@@ -8,6 +8,12 @@
   and a real supervisor started through the real `kint` command.
 - A failed test says so when kint's own files changed since the session started, which
   stops every supervisor the tests started (tests/checkout_watch.py).
+- `make test` runs the suite in two pytest-xdist workers (`--dist loadfile`: a file's tests
+  in one worker, its module fixtures made once). They share one devchain, the run's one
+  anvil, started by the first worker that needs it and stopped by the controller at the
+  end. A test that moves the chain under everyone (a reorganisation, automine off, time
+  moved on) or reads it as still (no block mined meanwhile) is marked `chain_exclusive`
+  and runs while no other test of the chain runs (`_chain_turn`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,14 @@ from typing import Any, Iterator
 
 import pytest
 
+# The worker's name under pytest-xdist ("gw0", ...); None in the controller or a plain run.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+# What the run's processes share (the devchain, the chain's turn lock): made by the first
+# process, the controller (which imports this file before it starts the workers), and
+# inherited by the workers through the environment.
+if "KINT_TESTS_RUN_ROOT" not in os.environ:
+    os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kint-tests-run-")
+_RUN_ROOT = Path(os.environ["KINT_TESTS_RUN_ROOT"])
 _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
 os.environ["HOME"] = str(_SESSION_ROOT / "home")
 os.environ["KINT_HOME"] = str(_SESSION_ROOT / "kint-home-unused")
@@ -72,10 +86,19 @@ TENANT = SIBYL_DEFAULT_TENANT
 _wheel_build: Any = None  # tests/wheel_build.py's build, once a session collected test_wheel
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "chain_exclusive: runs while no other test uses the session's devchain "
+        "(it moves the chain under everyone, or reads it as still)")
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A session that runs tests/test_wheel.py starts building its wheel and venv now, in
-    the background (tests/wheel_build.py), so that test_wheel finds them built."""
-    if any(item.path.name == "test_wheel.py" for item in session.items):
+    the background (tests/wheel_build.py), so that test_wheel finds them built. Not in an
+    xdist worker: each collects every test, and only one runs test_wheel, which starts the
+    build itself when it gets there."""
+    if XDIST_WORKER is None and any(item.path.name == "test_wheel.py"
+                                    for item in session.items):
         wheel_build()
 
 
@@ -111,10 +134,42 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(note)
 
 
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _wheel_build is not None:
         _wheel_build.stop()
         shutil.rmtree(_wheel_build.work, ignore_errors=True)
+    if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
+        if (_DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json").exists():
+            make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
+        shutil.rmtree(_RUN_ROOT, ignore_errors=True)
+        # xdist's controller runs no test, so no fixture removed the HOME it made here.
+        shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """A test of the devchain runs in its turn (`_chain_turn`), set-up and tear-down
+    included (a module's machines are made in its first test's set-up)."""
+    if "chain_home" not in getattr(item, "fixturenames", ()):
+        return (yield)
+    with _chain_turn(exclusive=item.get_closest_marker("chain_exclusive") is not None):
+        return (yield)
+
+
+@contextmanager
+def _chain_turn(exclusive: bool) -> Iterator[None]:
+    """The chain's reader-writer lock across the run's workers: every test of the devchain
+    holds it shared, one marked `chain_exclusive` alone. A flock on a file of the run's
+    shared folder: let go by the kernel when a worker dies."""
+    import fcntl
+
+    fd = os.open(_RUN_ROOT / "chain-turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -282,7 +337,10 @@ class Sandbox:
         sibyl_testing.install_entitled_home(self.home, signer)
         self.env["KINT_TEST_TRUSTED_KEY"] = f"{signer.kid}:{signer.public_raw.hex()}"
         # The worker forkserver imports its preload by name and ignores sys.path changes.
-        self.env["PYTHONPATH"] = str(SUPPORT)
+        # A folder the sandbox was given there (a copy of kint: `kint_copy`) stays.
+        paths = [path for path in self.env.get("PYTHONPATH", "").split(os.pathsep) if path]
+        self.env["PYTHONPATH"] = os.pathsep.join([str(SUPPORT)] + [
+            path for path in paths if path != str(SUPPORT)])
         self.kint_home.mkdir(mode=0o700, exist_ok=True)
         log = open(self.root / "test-supervisor.err", "ab")
         subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
@@ -335,6 +393,18 @@ class Sandbox:
             os.kill(pid, signal.SIGKILL)
 
 
+def kint_copy(folder: Path) -> Path:
+    """A copy of the kint package in `folder` (its bytecode caches too, still valid: the
+    copy keeps the sources' times), for a test that moves a file of kint's as an upgrade
+    does. A machine given PYTHONPATH=`folder` runs the copy and watches it
+    (kint/supervisor/code_watch.py), so neither the checkout nor the supervisors of the
+    tests running beside it see the change. Returns the copy's package folder."""
+    import kint
+
+    shutil.copytree(Path(kint.__file__).parent, folder / "kint")
+    return folder / "kint"
+
+
 def make_sandbox(root: Path, **env: str) -> Sandbox:
     root.mkdir(parents=True, exist_ok=True)
     sb = Sandbox(root=root)
@@ -365,16 +435,29 @@ def serving(root: Path) -> Iterator[Sandbox]:
         sb.shutdown()
 
 
+# The run's devchain: one anvil for every worker of the run (conftest's docstring).
+_DEVCHAIN_ROOT = _RUN_ROOT / "devchain"
+
+
 @pytest.fixture(scope="session")
-def chain_home(tmp_path_factory):
-    """One devchain (a real anvil) for the whole test session, in a KINT_HOME of its own.
-    Machines join it with a copy of its record (chain_machines.join_devchain); every
-    `connect --dev` makes a fresh owner, so the modules' spaces never meet."""
-    sb = make_sandbox(tmp_path_factory.mktemp("devchain"))
-    out = sb.kint("devchain", "start")
-    assert out.returncode == 0, out.stdout + out.stderr
-    yield sb.kint_home
-    sb.kint("devchain", "stop")
+def chain_home():
+    """One devchain (a real anvil) for the whole test run, in a KINT_HOME of its own,
+    started by the first worker that needs it (the others find its record) and stopped by
+    the controller once every test has ended (`pytest_sessionfinish`). Machines join it
+    with a copy of its record (chain_machines.join_devchain); every `connect --dev` makes a
+    fresh owner, so the modules' spaces never meet."""
+    import fcntl
+
+    sb = make_sandbox(_DEVCHAIN_ROOT)
+    fd = os.open(_RUN_ROOT / "devchain-start.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not (sb.kint_home / "devchain" / "devchain.json").exists():
+            out = sb.kint("devchain", "start")
+            assert out.returncode == 0, out.stdout + out.stderr
+    finally:
+        os.close(fd)
+    return sb.kint_home
 
 
 @pytest.fixture

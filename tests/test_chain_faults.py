@@ -255,6 +255,8 @@ def _two_new_epochs(liars) -> tuple[int, dict, dict]:
     return seq, first, second
 
 
+# Drops the devchain's last block (anvil_reorg): alone on the run's devchain.
+@pytest.mark.chain_exclusive
 def test_an_epoch_put_back_under_another_machines_newer_one_is_recorded_where_it_is(liars,
                                                                                    chain):
     """B pulled A's epoch; the chain dropped its block and mined its transaction again a

@@ -22,6 +22,9 @@ from chain_machines import devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
 from machines_together import side_by_side
 
+# Reads the devchain's newest block as unchanged by a refused command: alone on it.
+pytestmark = pytest.mark.chain_exclusive
+
 BAD_CONTRACT = "0x123"
 # A URL that is not one, with what could be an API key in it: never printed whole.
 BAD_URL = "htps//base.example/v2/SECRETKEY123"

@@ -41,6 +41,9 @@ from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.head_header import HEADER_WALK_EPOCHS, newest_readable_header
 
+# Sets the next block's time and moves the chain's clock on: alone on the run's devchain.
+pytestmark = pytest.mark.chain_exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN_ID = devchain.CHAIN_ID
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141

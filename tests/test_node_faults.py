@@ -200,6 +200,8 @@ def test_an_endpoint_now_on_another_chain_is_named(machine):
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 
 
+# Drops the devchain's last block (anvil_reorg): alone on the run's devchain.
+@pytest.mark.chain_exclusive
 def test_a_chain_that_lost_the_last_block_is_said_as_a_reorganisation(machine, chain_home):
     """The anvil drops its last block, the one that carried epoch 2 (`anvil_reorg`, depth
     1, the transaction not put back): the endpoint is at that height again with the head

@@ -22,6 +22,9 @@ from chain_machines import (connected_profile, devchain_anchor, devchain_web3, k
 from conftest import write_rules as write
 from kint.spaces import space_id as space_id_of
 
+# Drops blocks and turns automine off on the run's one devchain: alone on it.
+pytestmark = pytest.mark.chain_exclusive
+
 
 @pytest.fixture(scope="module")
 def flag(tmp_path_factory) -> Path:

@@ -42,6 +42,8 @@ def drop_last_block(w3: Web3, block: int) -> None:
     assert "error" not in answer, answer
 
 
+# Drops the devchain's last block (anvil_reorg): alone on the run's devchain.
+@pytest.mark.chain_exclusive
 def test_a_nonce_a_dropped_block_freed_is_taken_again(machine, w3):
     """Space A's epoch is in the block the chain drops, so the session key's nonce count
     falls back below A's transaction, which the nonce book still holds as mined. Space B's
@@ -61,6 +63,8 @@ def test_a_nonce_a_dropped_block_freed_is_taken_again(machine, w3):
     assert f"nonce {lost['nonce']}'s transaction" in log and "no longer on the chain" in log
 
 
+# Drops the devchain's last block (anvil_reorg): alone on the run's devchain.
+@pytest.mark.chain_exclusive
 def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
     """Epoch 2 was in the block the chain dropped. With nothing changed, push says so and
     status shows the head behind, naming a reorganisation; with a change, push refuses

@@ -3,8 +3,9 @@ workers, exits with EXIT_UPGRADED (which systemd's Restart=on-failure and launch
 KeepAlive/SuccessfulExit=false restart), and the next call starts the new version.
 
 The "upgrade" is what an install (or an edit of an editable install) does to a file of the
-package: it is written anew. The test moves one file's mtime forward (its content is
-untouched) and puts it back before the next supervisor starts: the package's root module,
+package: it is written anew. The machine runs a copy of kint (conftest.kint_copy), and the
+test moves one file's mtime forward in it (its content is untouched) and puts it back before
+the next supervisor starts, the checkout and the tests beside it untouched: the package's root module,
 and an op's module deep in it that only a worker imports, on its first request (before,
 only four files were watched, and an edit of any other left the supervisor spawning
 workers against mixed code). A real supervisor, in the foreground as a service manager
@@ -17,17 +18,17 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import kint
 import pytest
-from conftest import SUPPORT, write_store
+from conftest import SUPPORT, kint_copy, write_store
 from kint.supervisor.pidlock import running_pid
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 
 
 @pytest.mark.parametrize("changed", ["protocol/envelope.py", "tenant_worker/history.py"])
 def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox, changed):
+    copy = kint_copy(sandbox.root / "code")
+    sandbox.env["PYTHONPATH"] = str(copy.parent)
     write_store(sandbox.sibyl_db)
     sandbox.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     # `kint supervisor start --foreground` through the suite's launcher (the same command),
@@ -37,14 +38,14 @@ def test_an_upgrade_on_disk_stops_the_supervisor_for_a_restart(sandbox, changed)
                             env={**sandbox.env, "KINT_TEST_HOUSEKEEPING_S": "1"},
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    target = Path(kint.__file__).parent / changed
+    target = copy / changed
     st = target.stat()
     try:
         sandbox.wait_for(lambda: sandbox.client().ping(0.5), what="the foreground supervisor")
         old = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
-        before = code_signature()
+        before = code_signature(copy)
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-        assert code_signature() != before
+        assert code_signature(copy) != before
         try:
             code = proc.wait(timeout=30)
         finally:

@@ -14,7 +14,8 @@ Sibyl's tools before the upgrade was no longer flagged.
 Real parts: the test supervisor and its workers, sessions attached through the worker's
 own `attach` op (no keepalive follows: what a worker knows, it was handed), and for the
 drift a space connected on the session's devchain. The "upgrade" moves a watched file's
-mtime forward, as tests/test_upgrade.py does, and puts it back before the next start.
+mtime forward in the machine's own copy of kint (conftest.kint_copy), as
+tests/test_upgrade.py does, and puts it back before the next start.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ import stat
 import time
 from pathlib import Path
 
-import kint
 import orjson
 import pytest
 
 from chain_machines import new_machine, ok
-from conftest import Sandbox, make_sandbox, write_store
+from conftest import Sandbox, kint_copy, make_sandbox, write_store
 from kint.boot import boot_id
 from kint.paths import session_handoff_path
 from kint.supervisor.pidlock import running_pid
@@ -38,24 +38,38 @@ from kint.tenant_worker.space import SESSION_TTL_S
 from test_recycle_sessions import FromNow
 from test_worker_recycle import QUICK
 
-WATCHED = Path(kint.__file__).parent / "protocol" / "envelope.py"
 # The supervisor looks at kint's installed files at each housekeeping (5 s by default):
 # every quarter second here (tests/support/kint_test_timings.py), so each upgrade is seen
 # within a quarter second of the file's change instead of up to five.
 UPGRADE_QUICK = {**QUICK, "KINT_TEST_HOUSEKEEPING_S": "0.25"}
 
 
+def _own_kint(root: Path) -> dict[str, str]:
+    """The environment that has a machine at `root` run (and watch) a copy of kint of its
+    own: its upgrade is seen by it alone, neither by the checkout nor by the tests beside."""
+    return {"PYTHONPATH": str(kint_copy(root / "code").parent)}
+
+
+def _watched(sb: Sandbox) -> Path:
+    """The file of `sb`'s own copy of kint that its upgrade moves."""
+    for folder in sb.env["PYTHONPATH"].split(os.pathsep):
+        if (Path(folder) / "kint").is_dir():
+            return Path(folder) / "kint" / "protocol" / "envelope.py"
+    raise AssertionError(f"no copy of kint on {sb.env['PYTHONPATH']}")
+
+
 def _upgrade_and_start_again(sb: Sandbox) -> int:
     """Make the running supervisor see new code, wait for it to exit, put the file back and
     start the next one (as the next call or a service manager would). The log's length
     before the new start, so that a test reads what the new supervisor wrote."""
-    st = WATCHED.stat()
+    watched = _watched(sb)
+    st = watched.stat()
     try:
-        os.utime(WATCHED, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        os.utime(watched, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
         sb.wait_for(lambda: running_pid(sb.kint_home) is None, timeout=60, interval=0.2,
                     what="the supervisor to exit for the upgrade")
     finally:
-        os.utime(WATCHED, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.utime(watched, ns=(st.st_atime_ns, st.st_mtime_ns))
     log = (sb.kint_home / "supervisor.log").read_text()
     assert "kint's installed files changed (an upgrade)" in log, log[-3000:]
     before = len(log)
@@ -77,7 +91,8 @@ def _new_log(sb: Sandbox, since: int) -> str:
 def machine(tmp_path_factory):
     """The test supervisor over the default store, no chain, for the two tests below (the
     first leaves it with no session attached; the second stops it)."""
-    sb = make_sandbox(tmp_path_factory.mktemp("upgrade-sessions") / "m", **UPGRADE_QUICK)
+    root = tmp_path_factory.mktemp("upgrade-sessions") / "m"
+    sb = make_sandbox(root, **UPGRADE_QUICK, **_own_kint(root))
     try:
         sb.start_entitled()
         write_store(sb.sibyl_db, tenant=sb.tenant)
@@ -132,9 +147,6 @@ def test_a_stop_on_command_then_a_start_takes_no_session(machine):
     assert sb.row(sb.sibyl_db)["sessions"] == 0
     new = _new_log(sb, since)
     assert "took over from supervisor run" not in new and "taken over" not in new, new
-    # Stopped here, not at the module's end: the drift test's upgrade moves a file every
-    # supervisor of this suite looks at, this one's too.
-    sb.shutdown()
 
 
 def test_a_session_attached_after_the_last_beat_is_handed_on_across_an_upgrade(tmp_path):
@@ -142,15 +154,15 @@ def test_a_session_attached_after_the_last_beat_is_handed_on_across_an_upgrade(t
     an attach's answer and the first beat that counts it. A space whose last beat is older
     than its last work is handed on all the same (kint/supervisor/daemon.py,
     `begin_shutdown`): the next supervisor starts its worker at once, which takes the
-    session. Without it, the space was left to its next request. (After the tests of the
-    module's machine, which this upgrade would stop too.)
+    session. Without it, the space was left to its next request.
 
     Made certain as in tests/test_idle_with_session.py: the attach starts the worker, whose
     first beat goes out before it reads the attach and its next 3 s later
     (KINT_TEST_BEAT_SECONDS), while the supervisor looks at kint's files every quarter
     second: the upgrade is seen, and the spaces to hand on chosen, on the beat from before
     the attach."""
-    sb = make_sandbox(tmp_path / "m", **{**UPGRADE_QUICK, "KINT_TEST_BEAT_SECONDS": "3"})
+    sb = make_sandbox(tmp_path / "m", **{**UPGRADE_QUICK, "KINT_TEST_BEAT_SECONDS": "3"},
+                      **_own_kint(tmp_path / "m"))
     try:
         sb.start_entitled()
         write_store(sb.sibyl_db, tenant=sb.tenant)
@@ -176,7 +188,8 @@ def test_a_drift_seen_before_an_upgrade_is_flagged_after_it(tmp_path, chain_home
     """A row of a connected space changed behind Sibyl's tools while a session was
     attached: `status` holds the push before the upgrade, and after it still, as the new
     worker took over the baseline the session's attach made."""
-    sb = new_machine(tmp_path / "drift", chain_home, **UPGRADE_QUICK)
+    sb = new_machine(tmp_path / "drift", chain_home, **UPGRADE_QUICK,
+                     **_own_kint(tmp_path / "drift"))
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         ok(sb.kint("connect", "--dev"))
