@@ -196,11 +196,12 @@ class FromNow:
     collection is stale by the time a later test of a long session runs (a "future" one
     becomes a fresh one a minute on)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, text: bool = False) -> None:
         self.seconds = seconds
+        self.text = text  # planted as text ("123.4"), as no worker writes it
 
     def __repr__(self) -> str:
-        return f"now{self.seconds:+g}s"
+        return f"now{self.seconds:+g}s" + (" as text" if self.text else "")
 
 
 def _planted(store: str, **changes: Any) -> dict:
@@ -218,7 +219,10 @@ def _planted(store: str, **changes: Any) -> dict:
         node: Any = data
         for part in parents:
             node = node[int(part)] if isinstance(node, list) else node[part]
-        node[key] = time.monotonic() + value.seconds if isinstance(value, FromNow) else value
+        if isinstance(value, FromNow):
+            value = time.monotonic() + value.seconds
+            value = str(value) if changes[where].text else value
+        node[key] = value
     return data
 
 
@@ -233,7 +237,7 @@ def _planted(store: str, **changes: Any) -> dict:
     {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
     {"watcher": "yes"},
     {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
-    {"written_mono": str(time.monotonic())},
+    {"written_mono": FromNow(0, text=True)},
     {"written_mono": FromNow(60)},  # written in the future
     {"written_mono": FromNow(-SESSION_TTL_S - 5)},  # too old to be taken
     {"boot_id": "an-earlier-boot"},  # a monotonic reading of another boot means nothing
