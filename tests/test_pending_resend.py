@@ -8,14 +8,17 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from eth_account import Account
 from eth_hash.auto import keccak
 
 from kint.chain.anchor import Head
 from kint.chain.calls import ChainRefused
+from kint.chain.nonces import NonceBook
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import pending as pending_mod
 from kint.tenant_worker.pending_journal import PendingEpoch
+from kint.tenant_worker.session_sender import SessionSender
 
 PREV, OTHER = "a1" * 32, "ee" * 32
 NONCE = 7
@@ -116,3 +119,68 @@ def test_another_epoch_at_the_journals_seq_after_a_refused_resend_drops_it(tmp_p
                         seen.append(head) or "overtaken")
     assert pending_mod.resolve_pending(ctx, chain, chain, "0xowner") == "overtaken"
     assert seen == [Head(OTHER, 2, 12)]
+
+
+class Revoked(Chain):
+    """The journal's key may not write for the owner now, and its nonce is unspent: the
+    settlement does not send the transaction (`_settle_unauthorized`). `lookup` is what
+    the endpoint answers when asked for the journal's transaction; a replacement sent is
+    refused, as an endpoint refuses a bid too low."""
+
+    def __init__(self, lookup) -> None:
+        super().__init__([Head(PREV, 1, 11)], [])
+        self.account = Account.create()
+        self.config = SimpleNamespace(chain_id=31337)
+        self.w3 = SimpleNamespace(eth=SimpleNamespace(
+            get_transaction_count=lambda address, tag: NONCE,
+            get_transaction=lookup, gas_price=10**9))
+
+    def can_write(self, owner: str, writer: str) -> bool:
+        return False
+
+    @staticmethod
+    def fee_caps(raw: bytes) -> tuple[int, int]:
+        return 10**9, 10**9
+
+
+def _revoked(tmp_path, lookup):
+    """A journal signed by the machine's key (a real nonce book holding its signed push at
+    NONCE, as the push left it) whose key the owner revoked since."""
+    chain = Revoked(lookup)
+    book = NonceBook(tmp_path)
+    assert book.allocate(chain.account.address, NONCE, "ab" * 8, lambda n: b"signed") == NONCE
+    sender = SessionSender(chain, chain.account, book, "ab" * 8)
+    envelope = b"an envelope"
+    path = tmp_path / "pending.json"
+    PendingEpoch(seq=2, prev=PREV, digest=keccak(envelope).hex(), nonce=NONCE,
+                 raw_tx=b"signed", bucket=4096, plaintext=b"", envelope=envelope,
+                 sender=chain.account.address).save(path)
+    ctx = SimpleNamespace(config=SimpleNamespace(space16="ab" * 8, space_id="ab" * 32,
+                                                 home=tmp_path),
+                          state=SimpleNamespace(files={"pending": path}, mirror=lambda: None))
+    return ctx, chain, sender, book, path
+
+
+def _lookup_fails(tx_hash):
+    raise ConnectionError("the endpoint dropped the connection")
+
+
+@pytest.mark.parametrize("lookup", [_lookup_fails, lambda tx_hash: {"blockNumber": None}],
+                         ids=["lookup-failed", "replacement-refused"])
+def test_a_revoked_keys_journal_that_may_still_land_is_kept(tmp_path, lookup):
+    """Whether the endpoint holds the journal's transaction could not be read, or it holds
+    it and refused its replacement: the signed push is still in the book (or waiting at
+    the endpoint), so once the owner authorizes the key again the next push would stall
+    behind it and re-broadcast it (nonces.unstick), an epoch landing with no journal. The
+    journal and the book entry are kept, and the refusal says so. Before, the journal was
+    dropped all the same and the refusal said it was."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lookup)
+    with pytest.raises(ProtocolError) as refused:
+        pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
+    assert refused.value.code == ErrorCode.NOT_CONNECTED
+    assert "its journal is kept" in refused.value.message, refused.value.message
+    assert "dropped" not in refused.value.message
+    assert "`kint authorize`" in refused.value.hint
+    assert path.exists() and chain.sent == (0 if lookup is _lookup_fails else 1)
+    assert book._entry(NONCE).raw == b"signed".hex()
+
