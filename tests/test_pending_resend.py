@@ -5,6 +5,8 @@ chain so each answer order is exact; tests/test_overtaken.py makes the race for 
 
 from __future__ import annotations
 
+import logging
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +19,7 @@ from kint.chain.nonces import NonceBook
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import pending as pending_mod
+from kint.tenant_worker import rekey_settle
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import SessionSender
 
@@ -184,3 +187,38 @@ def test_a_revoked_keys_journal_that_may_still_land_is_kept(tmp_path, lookup):
     assert path.exists() and chain.sent == (0 if lookup is _lookup_fails else 1)
     assert book._entry(NONCE).raw == b"signed".hex()
 
+
+def test_a_revoked_keys_journal_never_sent_is_dropped_and_its_nonce_given_back(tmp_path):
+    """The endpoint does not know the transaction: it never left this machine and cannot
+    land once its nonce is given back, so the journal goes; the settlement returns what it
+    found for a push to refuse with (and a pull to carry on past)."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lambda tx_hash: None)
+    found = pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
+    assert found is not None and found.kept is None and not found.rotated
+    assert "its journal is dropped" in found.describe()
+    assert found.refusal().code == ErrorCode.NOT_CONNECTED
+    assert not path.exists() and book._entry(NONCE) is None and chain.sent == 0
+
+
+def test_a_start_that_drops_a_revoked_keys_journal_says_it_dropped_it(tmp_path, monkeypatch,
+                                                                      caplog):
+    """A worker's start settlement (rekey_settle.settle_at_start) that drops the journal:
+    its log says the journal is dropped, and the rekey journal is settled after it. Before,
+    the drop escaped as the refusal, the rekey journal was skipped, and the start logged
+    "left for the next push, pull or rekey" over "its journal is dropped"."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lambda tx_hash: None)
+    ctx.head_ops = threading.Lock()
+    ctx.state.files["head_lock"] = tmp_path / "head.lock"
+    ctx.tracker = None
+    monkeypatch.setattr(rekey_settle, "connected",
+                        lambda ctx: (None, SimpleNamespace(owner="0xowner")))
+    monkeypatch.setattr(rekey_settle, "Anchor", lambda chain_, tracker: chain)
+    monkeypatch.setattr(rekey_settle, "sender_for", lambda ctx, anchor: sender)
+    settled: list[object] = []
+    monkeypatch.setattr(rekey_settle, "settle_rekey", lambda ctx: settled.append(ctx))
+    with caplog.at_level(logging.INFO, logger="kint.worker"):
+        rekey_settle.settle_at_start(ctx)
+    said = [r.getMessage() for r in caplog.records]
+    assert not path.exists() and settled == [ctx]
+    assert any("its journal is dropped" in m for m in said), said
+    assert not any("left for the next push" in m for m in said), said

@@ -88,10 +88,11 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
 
 
 def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                    owner: str) -> Overtaken | None:
+                    owner: str) -> Overtaken | Unauthorized | None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
     the same signed transaction, or drop it), or the chain moved past it (`_overtaken`).
-    Returns what that last case found, for a push to say; None otherwise. `sender` is the
+    Returns what that last case found, or a journal dropped unsent because its key may not
+    write (`_settle_unauthorized`), for a push to say; None otherwise. `sender` is the
     machine's; the journal's own key settles it (`signer_of`)."""
     path = ctx.state.files["pending"]
     pending = PendingEpoch.load(path)
@@ -153,15 +154,16 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
 
 
 def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                         pending: PendingEpoch, owner: str) -> Overtaken | None:
+                         pending: PendingEpoch, owner: str) -> Overtaken | Unauthorized | None:
     """The key that signed the journal may not write for the owner now (revoked, or its
     authorization expired: `canWrite`), and the journal's transaction is not on the chain:
     sent again, it would revert NotAuthorized and spend the key's gas for nothing. It is
     not sent. The nonce is read again after the rights (spent meanwhile, the chain decides
     as for any spent nonce: `_settle_spent`). Unspent, the journal is dropped only once
     its transaction can no longer land (dropped_nonce.py: its nonce given back, or its
-    transaction replaced at the endpoint), and the refusal names the key and what to do;
-    the rows it carried are still in the store. Its transaction still in the book or at the endpoint keeps the journal,
+    transaction replaced at the endpoint), and the settlement returns that (Unauthorized:
+    a push refuses with it, naming the key and what to do; the rows it carried are still
+    in the store). Its transaction still in the book or at the endpoint keeps the journal,
     refused saying so: once the owner authorizes the key again, the next push would
     re-broadcast it from the book (nonces.unstick) and it would land, an epoch of this
     machine with no journal to record it; the next settlement sends it and records it."""
@@ -185,7 +187,9 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
     else:
         remove_file(ctx.state.files["pending"])
     log.warning("space %s: %s", ctx.config.space16, found.describe())
-    raise found.refusal()
+    if found.kept is not None:
+        raise found.refusal()
+    return found
 
 
 def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,

@@ -2,8 +2,11 @@
 authorization expired: pending._settle_unauthorized): its transaction is not sent again,
 since the chain would revert it at the key's cost.
 
-The journal is dropped only once its transaction cannot land from here, else kept (its
-transaction may still land: `dropped_nonce.Release.may_land`); the refusal says which.
+What became of it is a value, as `Overtaken` is, not an exception out of the settlement:
+a journal dropped is settled, so the rekey journal is settled after it as after any
+other, a push then refuses with it, and a pull goes on, carrying it as a notice. A journal
+kept (its transaction may still land: `dropped_nonce.Release.may_land`) is refused at once
+by push and pull alike, as every journal not settled yet is.
 """
 
 from __future__ import annotations
