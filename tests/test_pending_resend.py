@@ -16,7 +16,7 @@ from eth_hash.auto import keccak
 from kint.chain.anchor import Head
 from kint.chain.calls import ChainRefused
 from kint.chain.nonces import NonceBook
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import pending as pending_mod
 from kint.tenant_worker import rekey_settle
@@ -222,3 +222,21 @@ def test_a_start_that_drops_a_revoked_keys_journal_says_it_dropped_it(tmp_path, 
     assert not path.exists() and settled == [ctx]
     assert any("its journal is dropped" in m for m in said), said
     assert not any("left for the next push" in m for m in said), said
+
+
+def test_a_resend_that_makes_no_connection_says_not_sent_again(tmp_path, monkeypatch):
+    """The journal's re-send makes no connection to the endpoint: the journal is kept, and
+    the refusal says the epoch was not sent again, since a push killed after its own send
+    may have left it at the endpoint. Before, it said "signed but never sent"."""
+    ctx, chain, path, recorded = _setup(tmp_path, monkeypatch, [Head(PREV, 1, 11)], [NONCE])
+
+    def unreached(raw: bytes) -> str:
+        raise RpcNotReached("sending the transaction: the endpoint could not be reached")
+
+    chain.send_raw = unreached
+    with pytest.raises(ProtocolError) as refused:
+        pending_mod.resolve_pending(ctx, chain, chain, "0xowner")
+    assert refused.value.code == ErrorCode.RPC_UNAVAILABLE and path.exists()
+    assert "epoch 2 was signed and not sent again" in refused.value.message, \
+        refused.value.message
+    assert "never sent" not in refused.value.message

@@ -17,7 +17,7 @@ is never sent again, since the chain would revert it at the key's cost: dropped 
 transaction cannot land from here (its nonce given back, or its transaction replaced at
 the endpoint), and kept, refused as kept, while it may (`_settle_unauthorized`). A re-send
 whose endpoint fails, its receipt wait run out included, keeps the journal and says so in
-a push's own words (`_send_again`).
+a push's own words, "not sent again" where a push says "never sent" (`_send_again`).
 
 A head read that shows the chain still at the journal's prev can be older than the block
 that mined the journal's own transaction. A spent nonce or a refused re-send after such a
@@ -41,7 +41,7 @@ from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.epoch_send import PUSH_WORDS, endpoint_failed
+from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.dropped_nonce import release_nonce, signed_by
 from kint.tenant_worker.overtaken import UNSETTLED, UNSETTLED_HINT, Overtaken, epoch_at
@@ -131,8 +131,9 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     """The journal's transaction, not landed and still next, sent again as it was signed
     and its receipt waited for. A refusal is settled from the chain read again
     (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
-    says so in the words of a push's own send (epoch_send.PUSH_WORDS): the transaction may
-    still land, and the next settlement finds it. Escaping as the endpoint's bare words,
+    says so in the words of a push's own send (epoch_send.RESEND_WORDS), but for a send
+    that made no connection: not sent again, where a send of it before may have reached
+    the endpoint. The transaction may still land, and the next settlement finds it. Escaping as the endpoint's bare words,
     a wait that ran out read as an endpoint that did not answer."""
     from kint.tenant_worker.session_sender import Signed
 
@@ -146,7 +147,7 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     except ChainRefused as err:
         return _settle_spent(ctx, anchor, sender, pending, owner, err)
     except RpcUnavailable as err:
-        raise endpoint_failed(err, sent, pending.seq, PUSH_WORDS) from None
+        raise endpoint_failed(err, sent, pending.seq, RESEND_WORDS) from None
     record_landed(ctx, anchor, pending, receipt)
     log.info("space %s: re-sent and recorded pending epoch %d", ctx.config.space16,
              pending.seq)
