@@ -17,7 +17,9 @@ from pathlib import Path
 
 from test_setup_clients import ROOT, client_or_skip, harness_env
 
+from kint.harnesses.openclaw import dropped_by_openclaw, with_dropped
 from kint.harnesses.openclaw_env import DROPPED_NAMES, VERSION, dropped_why
+from kint.harnesses.plan import Report
 
 POLICY = re.compile(r"var host_env_security_policy_default = (\{.*?\n\});", re.S)
 CREDENTIALS = re.compile(r"MCP_EXPLICIT_CREDENTIAL_ENV_KEYS = [^\[]*\[(.*?)\]", re.S)
@@ -118,3 +120,17 @@ def test_setup_names_the_variables_of_kints_entry_that_openclaw_drops(sandbox, t
     saved = json.loads(config.read_text())["mcp"]["servers"]["kint"]["env"]
     assert saved == {"NODE_OPTIONS": "--require /tmp/x.js", "ld_preload": "/tmp/x.so",
                      "GITHUB_TOKEN": "tok-of-the-user", "PIP_INDEX_URL": "https://pypi.example"}
+
+
+def test_json_carries_the_dropped_names_as_the_entry_holds_them():
+    """An odd name OpenClaw drops (a space in it, one at its end: OpenClaw upper-cases and
+    trims it before the check): `--json`'s `dropped_env` holds it as the entry does, for a
+    script to find it there; the line shows it quoted. Before, `dropped_env` held the
+    quoted form, a name the entry does not hold."""
+    odd = "ld_pre load "
+    report = with_dropped(Report("openclaw", "changed", ["openclaw: saved"]),
+                          dropped_by_openclaw({"env": {odd: "x", "NODE_OPTIONS": "y",
+                                                       "GITHUB_TOKEN": "z"}}))
+    assert report[0].dropped_env == [odd, "NODE_OPTIONS"]
+    assert f"({odd!r}: OpenClaw blocks every LD_* name; NODE_OPTIONS: on OpenClaw's " \
+        "host-env block list)" in report[0].lines[-1], report[0].lines

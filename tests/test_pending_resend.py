@@ -5,17 +5,23 @@ chain so each answer order is exact; tests/test_overtaken.py makes the race for 
 
 from __future__ import annotations
 
+import logging
+import threading
 from types import SimpleNamespace
 
 import pytest
+from eth_account import Account
 from eth_hash.auto import keccak
 
 from kint.chain.anchor import Head
 from kint.chain.calls import ChainRefused
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.nonces import NonceBook
+from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import pending as pending_mod
+from kint.tenant_worker import rekey_settle
 from kint.tenant_worker.pending_journal import PendingEpoch
+from kint.tenant_worker.session_sender import SessionSender
 
 PREV, OTHER = "a1" * 32, "ee" * 32
 NONCE = 7
@@ -116,3 +122,121 @@ def test_another_epoch_at_the_journals_seq_after_a_refused_resend_drops_it(tmp_p
                         seen.append(head) or "overtaken")
     assert pending_mod.resolve_pending(ctx, chain, chain, "0xowner") == "overtaken"
     assert seen == [Head(OTHER, 2, 12)]
+
+
+class Revoked(Chain):
+    """The journal's key may not write for the owner now, and its nonce is unspent: the
+    settlement does not send the transaction (`_settle_unauthorized`). `lookup` is what
+    the endpoint answers when asked for the journal's transaction; a replacement sent is
+    refused, as an endpoint refuses a bid too low."""
+
+    def __init__(self, lookup) -> None:
+        super().__init__([Head(PREV, 1, 11)], [])
+        self.account = Account.create()
+        self.config = SimpleNamespace(chain_id=31337)
+        self.w3 = SimpleNamespace(eth=SimpleNamespace(
+            get_transaction_count=lambda address, tag: NONCE,
+            get_transaction=lookup, gas_price=10**9))
+
+    def can_write(self, owner: str, writer: str) -> bool:
+        return False
+
+    @staticmethod
+    def fee_caps(raw: bytes) -> tuple[int, int]:
+        return 10**9, 10**9
+
+
+def _revoked(tmp_path, lookup):
+    """A journal signed by the machine's key (a real nonce book holding its signed push at
+    NONCE, as the push left it) whose key the owner revoked since."""
+    chain = Revoked(lookup)
+    book = NonceBook(tmp_path)
+    assert book.allocate(chain.account.address, NONCE, "ab" * 8, lambda n: b"signed") == NONCE
+    sender = SessionSender(chain, chain.account, book, "ab" * 8)
+    envelope = b"an envelope"
+    path = tmp_path / "pending.json"
+    PendingEpoch(seq=2, prev=PREV, digest=keccak(envelope).hex(), nonce=NONCE,
+                 raw_tx=b"signed", bucket=4096, plaintext=b"", envelope=envelope,
+                 sender=chain.account.address).save(path)
+    ctx = SimpleNamespace(config=SimpleNamespace(space16="ab" * 8, space_id="ab" * 32,
+                                                 home=tmp_path),
+                          state=SimpleNamespace(files={"pending": path}, mirror=lambda: None))
+    return ctx, chain, sender, book, path
+
+
+def _lookup_fails(tx_hash):
+    raise ConnectionError("the endpoint dropped the connection")
+
+
+@pytest.mark.parametrize("lookup", [_lookup_fails, lambda tx_hash: {"blockNumber": None}],
+                         ids=["lookup-failed", "replacement-refused"])
+def test_a_revoked_keys_journal_that_may_still_land_is_kept(tmp_path, lookup):
+    """Whether the endpoint holds the journal's transaction could not be read, or it holds
+    it and refused its replacement: the signed push is still in the book (or waiting at
+    the endpoint), so once the owner authorizes the key again the next push would stall
+    behind it and re-broadcast it (nonces.unstick), an epoch landing with no journal. The
+    journal and the book entry are kept, and the refusal says so. Before, the journal was
+    dropped all the same and the refusal said it was."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lookup)
+    with pytest.raises(ProtocolError) as refused:
+        pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
+    assert refused.value.code == ErrorCode.NOT_CONNECTED
+    assert "its journal is kept" in refused.value.message, refused.value.message
+    assert "dropped" not in refused.value.message
+    assert "`kint authorize`" in refused.value.hint
+    assert path.exists() and chain.sent == (0 if lookup is _lookup_fails else 1)
+    assert book._entry(NONCE).raw == b"signed".hex()
+
+
+def test_a_revoked_keys_journal_never_sent_is_dropped_and_its_nonce_given_back(tmp_path):
+    """The endpoint does not know the transaction: it never left this machine and cannot
+    land once its nonce is given back, so the journal goes; the settlement returns what it
+    found for a push to refuse with (and a pull to carry on past)."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lambda tx_hash: None)
+    found = pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
+    assert found is not None and found.kept is None and not found.rotated
+    assert "its journal is dropped" in found.describe()
+    assert found.refusal().code == ErrorCode.NOT_CONNECTED
+    assert not path.exists() and book._entry(NONCE) is None and chain.sent == 0
+
+
+def test_a_start_that_drops_a_revoked_keys_journal_says_it_dropped_it(tmp_path, monkeypatch,
+                                                                      caplog):
+    """A worker's start settlement (rekey_settle.settle_at_start) that drops the journal:
+    its log says the journal is dropped, and the rekey journal is settled after it. Before,
+    the drop escaped as the refusal, the rekey journal was skipped, and the start logged
+    "left for the next push, pull or rekey" over "its journal is dropped"."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lambda tx_hash: None)
+    ctx.head_ops = threading.Lock()
+    ctx.state.files["head_lock"] = tmp_path / "head.lock"
+    ctx.tracker = None
+    monkeypatch.setattr(rekey_settle, "connected",
+                        lambda ctx: (None, SimpleNamespace(owner="0xowner")))
+    monkeypatch.setattr(rekey_settle, "Anchor", lambda chain_, tracker: chain)
+    monkeypatch.setattr(rekey_settle, "sender_for", lambda ctx, anchor: sender)
+    settled: list[object] = []
+    monkeypatch.setattr(rekey_settle, "settle_rekey", lambda ctx: settled.append(ctx))
+    with caplog.at_level(logging.INFO, logger="kint.worker"):
+        rekey_settle.settle_at_start(ctx)
+    said = [r.getMessage() for r in caplog.records]
+    assert not path.exists() and settled == [ctx]
+    assert any("its journal is dropped" in m for m in said), said
+    assert not any("left for the next push" in m for m in said), said
+
+
+def test_a_resend_that_makes_no_connection_says_not_sent_again(tmp_path, monkeypatch):
+    """The journal's re-send makes no connection to the endpoint: the journal is kept, and
+    the refusal says the epoch was not sent again, since a push killed after its own send
+    may have left it at the endpoint. Before, it said "signed but never sent"."""
+    ctx, chain, path, recorded = _setup(tmp_path, monkeypatch, [Head(PREV, 1, 11)], [NONCE])
+
+    def unreached(raw: bytes) -> str:
+        raise RpcNotReached("sending the transaction: the endpoint could not be reached")
+
+    chain.send_raw = unreached
+    with pytest.raises(ProtocolError) as refused:
+        pending_mod.resolve_pending(ctx, chain, chain, "0xowner")
+    assert refused.value.code == ErrorCode.RPC_UNAVAILABLE and path.exists()
+    assert "epoch 2 was signed and not sent again" in refused.value.message, \
+        refused.value.message
+    assert "never sent" not in refused.value.message

@@ -83,6 +83,28 @@ def test_a_journal_whose_key_was_revoked_is_not_sent_again(box):
     assert s.anchored() == {"first", "second"}
 
 
+def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
+    """The same journal settled by a pull: dropped unsent as for a push, and the pull goes
+    on, saying so in its warnings (as after a journal the chain passed), where it refused
+    before for a journal it had already dropped. Authorized again, the next push anchors
+    the rows the journal carried."""
+    s = Space(box, "revoked-pull")
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    try:
+        pulled = jdb(s.a, s.db, "pull")
+        assert any(w.startswith("the interrupted push of epoch 2 was not sent again")
+                   and "its journal is dropped" in w for w in pulled["warnings"]), pulled
+        assert not s.pending.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+    assert [e["seq"] for e in jdb(s.a, s.db, "push")["epochs"]] == [2]
+    assert s.anchored() == {"first", "second"}
+
+
 def test_a_resent_journal_whose_receipt_does_not_come_is_kept(box):
     """The journal's transaction sent again waits at the endpoint behind a nonce nothing
     sends, and the receipt wait runs out: the push refuses RPC_UNAVAILABLE in the words a

@@ -103,3 +103,87 @@ def test_container_mode_is_hermes_own_answer(sandbox, tmp_path, monkeypatch):
     marker.unlink()
     monkeypatch.setattr(hermes_run, "run_cli", None)  # nothing is run without the file
     assert hermes_run.container_mode(str(hermes), home, timeout=60) is None
+
+
+# A `hermes` that is no Python script, as Hermes' NixOS module installs it (a makeWrapper
+# shell script): setup cannot ask it, and applies Hermes' own exemptions itself. It would
+# fail any command it were given, so a setup that runs it says so.
+WRAPPER = "#!/bin/sh\necho \"hermes wrapper run: $*\" >&2\nexit 3\n"
+# This box is a container itself (`/.dockerenv`), where Hermes never routes: kint's own
+# Python, in the setup the test runs, is told it is not, through the module's constants
+# (hermes_run.CONTAINER_FILES and the rest).
+KINT_NOT_IN_A_CONTAINER = """try:
+    from kint.harnesses import hermes_run
+    hermes_run.CONTAINER_FILES, hermes_run.CONTAINER_MARKS = (), ()
+except ImportError:
+    pass
+"""
+
+
+def wrapper_home(sandbox, tmp_path) -> tuple[dict[str, str], object]:
+    """Hermes' root in container mode with a shell `hermes` on PATH, and kint told it is
+    not in a container; the environment for `kint setup`, and the file."""
+    folder = tmp_path / "kint-not-in-a-container"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(KINT_NOT_IN_A_CONTAINER)
+    bin_dir = tmp_path / "wrapper-bin"
+    bin_dir.mkdir()
+    (bin_dir / "hermes").write_text(WRAPPER)
+    (bin_dir / "hermes").chmod(0o755)
+    root = sandbox.hermes_home
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / ".container-mode"
+    marker.write_text("backend=docker\ncontainer_name=hermes-agent\n")
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(folder),
+            "HERMES_DEV": ""}, marker
+
+
+def test_a_wrapper_hermes_gets_hermes_own_exemptions(tmp_path, monkeypatch):
+    """A shell `hermes` with `.container-mode` beside it: container mode, unless HERMES_DEV
+    is "1" or this is a container already (a file of `CONTAINER_FILES` there; the box's own
+    `/.dockerenv` pointed elsewhere). Before, the file alone refused it, where Hermes would
+    have run the command itself."""
+    hermes = tmp_path / "hermes"
+    hermes.write_text(WRAPPER)
+    hermes.chmod(0o755)
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    marker = home / ".container-mode"
+    marker.write_text("backend=docker\n")
+    inside = tmp_path / "dockerenv"
+    monkeypatch.setattr(hermes_run, "CONTAINER_FILES", (str(inside),))
+    monkeypatch.setattr(hermes_run, "CONTAINER_MARKS", ())
+    monkeypatch.delenv(hermes_run.CONTAINER_ENV, raising=False)
+    monkeypatch.delenv("HERMES_DEV", raising=False)
+    assert hermes_run.container_mode(str(hermes), home, timeout=10) == marker
+    monkeypatch.setenv("HERMES_DEV", "1")
+    assert hermes_run.container_mode(str(hermes), home, timeout=10) is None
+    monkeypatch.setenv("HERMES_DEV", "0")  # Hermes takes "1" alone
+    assert hermes_run.container_mode(str(hermes), home, timeout=10) == marker
+    inside.write_text("")
+    assert hermes_run.container_mode(str(hermes), home, timeout=10) is None
+
+
+def test_setup_all_skips_a_profile_in_container_mode(sandbox, tmp_path):
+    """Under `kint setup all` Hermes was not named: a profile in container mode is
+    `skipped` with the reason, exit 0, as a harness whose CLI is missing is; `kint setup
+    hermes` fails it (exit 1). Either way no `hermes` runs. Before, `all` failed it."""
+    env, marker = wrapper_home(sandbox, tmp_path)
+    out = sandbox.kint("setup", "all", "--json", env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "hermes wrapper run" not in out.stderr, out.stderr
+    reports = {r["target"]: r for r in json.loads(out.stdout)["reports"]}
+    report = reports["hermes[default]"]
+    assert report["status"] == "skipped", report
+    assert report["lines"] == [
+        f"hermes[default]: Hermes runs profile default in container mode ({marker}, which "
+        "its NixOS module's container.enable writes): it re-runs each `hermes` command in "
+        "the container with its arguments on the container runtime's command line, where "
+        "every user of this machine can read the values setup gives it; run `kint setup "
+        "hermes` inside that container, where Hermes runs; nothing was changed, skipped"]
+
+    out = sandbox.kint("setup", "hermes", "--json", env=env, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    [report] = json.loads(out.stdout)["reports"]
+    assert (report["status"], report["code"]) == ("failed", "HARNESS_ERROR"), report
+    assert "hermes wrapper run" not in out.stderr, out.stderr

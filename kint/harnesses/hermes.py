@@ -24,7 +24,8 @@ the backup that holds them. An entry whose command and env already are these is
 left alone. Otherwise the profile's
 `config.yaml` is copied to `config.yaml.bak-<unix time>` and `mcp add` rewrites the entry
 (answering its overwrite and "enable all tools" questions with yes). A profile Hermes runs
-in container mode is refused before any `hermes` runs (hermes_run.container_mode says why).
+in container mode is refused before any `hermes` runs (hermes_run.container_mode says why),
+or skipped under `kint setup all`.
 """
 
 from __future__ import annotations
@@ -151,17 +152,25 @@ def setup(plan: Plan, explicit_target: bool = True) -> list[Report]:
         no_plugin = pool.submit(plugin_blocker, cli)
         # In the profiles' order, whichever ends first.
         return list(pool.map(lambda profile: profile_report(cli, plan, root, profile,
-                                                            no_plugin), names))
+                                                            no_plugin, explicit_target),
+                             names))
 
 
 def profile_report(cli: str, plan: Plan, root: Path, profile: str,
-                   no_plugin: Future[str | None]) -> Report:
+                   no_plugin: Future[str | None], explicit: bool = True) -> Report:
     """One profile's report: a profile that fails is named in its own report, and never
-    stops or hides the others."""
+    stops or hides the others. A profile in container mode under `kint setup all` (Hermes
+    not named) is skipped with the reason, as a harness whose CLI is missing is: nothing
+    here is wrong that setup could mend, and `all` is not asked for each harness."""
+    target = f"hermes[{profile}]"
     try:
         return one_profile(cli, plan, root, profile, no_plugin)
+    except ContainerMode as err:
+        if explicit:
+            return failed(target, err)
+        return Report(target, "skipped", [f"{target}: {err.message}; {err.hint}, skipped"])
     except HarnessFailure as err:
-        return failed(f"hermes[{profile}]", err)
+        return failed(target, err)
     except OSError as err:
         return failed(f"hermes[{profile}]", file_failure(err, "use"))
 
@@ -259,14 +268,19 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     return Report(target, "changed", [head, *lines])
 
 
+class ContainerMode(HarnessFailure):
+    """`refuse_container_mode`'s refusal: failed for `kint setup hermes`, skipped for
+    `kint setup all` (`profile_report`)."""
+
+
 def refuse_container_mode(cli: str, profile: str, folder: Path) -> None:
-    """A profile Hermes runs in container mode fails (HarnessFailure) before any `hermes`
+    """A profile Hermes runs in container mode fails (ContainerMode) before any `hermes`
     runs: Hermes would re-run each command in its container with the arguments setup gives
     on stdin on a command line (hermes_run), and would register kint-server, KINT_HOME and
     the store by paths of this machine in a configuration read inside the container."""
     marker = hermes_run.container_mode(cli, folder, timeout=TIMEOUT)
     if marker is not None:
-        raise HarnessFailure(
+        raise ContainerMode(
             f"Hermes runs profile {profile} in container mode ({marker}, which its NixOS "
             f"module's container.enable writes): it re-runs each `hermes` command in the "
             f"container with its arguments on the container runtime's command line, where "

@@ -64,21 +64,50 @@ CONTAINER_MODE = ".container-mode"
 # the container (HERMES_DEV=1, or running inside a container already, turns that off).
 ASK_CONTAINER = ("import json; from hermes_cli.config import get_container_exec_info; "
                  "print(json.dumps(get_container_exec_info() is not None))")
+# Where Hermes tells it runs inside a container already (hermes-agent 0.19's
+# hermes_constants.is_container), for a `hermes` that cannot be asked: either file there,
+# KUBERNETES_SERVICE_HOST set, or one of the markers in the file it reads them from.
+CONTAINER_FILES = ("/.dockerenv", "/run/.containerenv")
+CONTAINER_ENV = "KUBERNETES_SERVICE_HOST"
+CONTAINER_MARKS = (("/proc/1/cgroup", ("docker", "podman", "/lxc/", "kubepods", "containerd",
+                                       "crio")),
+                   ("/proc/self/mountinfo", ("kubepods", "containerd", "crio")))
 
 
 def container_mode(cli: str, home: Path, *, timeout: float) -> Path | None:
     """`home`'s `.container-mode` when `hermes`, run with that HERMES_HOME, would re-run
     itself in a container with its arguments on a command line; None when it runs them
-    itself. Hermes is asked only when the file is there; a `hermes` that is no Python
-    script, or an answer other than false, counts as container mode: setup would rather
-    refuse a profile than put the user's values on a command line."""
+    itself. Hermes is asked only when the file is there; an answer other than false counts
+    as container mode: setup would rather refuse a profile than put the user's values on a
+    command line. A `hermes` that is no Python script (the NixOS module's wrapper, the
+    usual one where the file is) cannot be asked: Hermes' own two exemptions are applied
+    here instead (`hermes_exempt`)."""
     marker = home / CONTAINER_MODE
     if not os.path.lexists(marker):
         return None
     python = hermes_provider.hermes_python(cli)
     if python is None:
-        return marker
+        return None if hermes_exempt() else marker
     out = run_cli([python, "-c", ASK_CONTAINER], timeout=timeout,
                   env={**os.environ, "HERMES_HOME": str(home)})
     said = out.stdout.split()
     return None if out.returncode == 0 and said[-1:] == ["false"] else marker
+
+
+def hermes_exempt() -> bool:
+    """Whether Hermes runs its commands itself whatever `.container-mode` says
+    (hermes_cli/config.py `get_container_exec_info`): HERMES_DEV is "1", or this is a
+    container already (`CONTAINER_FILES` and the rest, as Hermes reads them)."""
+    if os.environ.get("HERMES_DEV") == "1":
+        return True
+    if any(os.path.exists(path) for path in CONTAINER_FILES) or os.environ.get(CONTAINER_ENV):
+        return True
+    for path, marks in CONTAINER_MARKS:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if any(mark in text for mark in marks):
+            return True
+    return False

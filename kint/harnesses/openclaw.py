@@ -177,9 +177,10 @@ def dropped_keys(wanted: dict[str, Any], plan: Plan) -> list[str]:
 
 def dropped_by_openclaw(entry: dict[str, Any]) -> dict[str, str]:
     """The variables of `entry`'s `env` that OpenClaw leaves out when it starts kint-server
-    (openclaw_env), name -> why: the entry holds them, the server never sees them."""
+    (openclaw_env), name -> why: the entry holds them, the server never sees them. The
+    names as the entry holds them, for `--json`; the line shows them (`dropped_line`)."""
     env = entry.get("env")
-    return {shown_name(name): why for name in (env if isinstance(env, dict) else {})
+    return {name: why for name in (env if isinstance(env, dict) else {})
             if (why := dropped_why(name)) is not None}
 
 
@@ -188,7 +189,7 @@ def dropped_line(dropped: dict[str, str]) -> list[str]:
     why: it says so only in its own log, when it starts the server."""
     if not dropped:
         return []
-    said = "; ".join(f"{name}: {why}" for name, why in dropped.items())
+    said = "; ".join(f"{shown_name(name)}: {why}" for name, why in dropped.items())
     return [f"  openclaw: OpenClaw will not give kint-server these variables of kint's entry "
             f"({said}): it drops them when it starts the server, saying so only in its own "
             f"log; they stay in the entry, without effect"]
@@ -196,7 +197,8 @@ def dropped_line(dropped: dict[str, str]) -> list[str]:
 
 def with_dropped(report: Report, dropped: dict[str, str]) -> list[Report]:
     """`report`, its lines followed by the variables OpenClaw drops (`dropped_line`), which
-    `--json` carries as a list."""
+    `--json` carries as a list of their names as the entry holds them (a line quotes an odd
+    one: env_checks.shown_name)."""
     report.lines += dropped_line(dropped)
     report.dropped_env = list(dropped)
     return [report]

@@ -42,10 +42,20 @@ NEVER_SENT = ("epoch {seq} was signed but never sent (no connection to the endpo
               "made): the next push or pull sends it, or drops it if the chain has moved "
               "on, before anything else, so it is never anchored twice")
 
+# The settlement's re-send of a journal (pending._send_again) that made no connection: it
+# was not sent this time, but a push killed after its own send may have left it at the
+# endpoint already, so "never sent" would not be true.
+NOT_SENT_AGAIN = ("epoch {seq} was signed and not sent again (no connection to the endpoint "
+                  "was made), and a send of it before may still land: the next push or pull "
+                  "settles it against the chain before anything else, so it is never "
+                  "anchored twice")
+
 NONCE_SPENT = ("the endpoint counts epoch {seq}'s nonce as spent, perhaps by its own "
                "transaction sent before: the next push or pull settles it against the chain "
                "before anything else, so it is never anchored twice")
 PUSH_WORDS = SendWords(spent=NONCE_SPENT, never_sent=NEVER_SENT, may_land=MAY_STILL_LAND)
+RESEND_WORDS = SendWords(spent=NONCE_SPENT, never_sent=NOT_SENT_AGAIN,
+                         may_land=MAY_STILL_LAND)
 
 
 def sign_epoch(sender: SessionSender, calldata: bytes) -> Signed:
@@ -87,8 +97,8 @@ def endpoint_failed(err: RpcUnavailable, sent: bool, seq: int,
                     words: SendWords) -> ProtocolError:
     """RPC_UNAVAILABLE for epoch `seq`'s send (`sent`: the endpoint took it) or receipt
     wait that failed with `err`: `words.never_sent` when no connection was made for the
-    send, else `words.may_land`. A push's own send and its journal's re-send (pending.py)
-    say it alike."""
+    send, else `words.may_land`. A push's own send (PUSH_WORDS) and its journal's re-send
+    (pending.py, RESEND_WORDS) say it alike but for a send that made no connection."""
     never = not sent and isinstance(err, RpcNotReached)
     said = words.never_sent if never else words.may_land
     return ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{err}; {said.format(seq=seq)}")

@@ -35,7 +35,7 @@ UNSETTLED = "the journal is kept until the chain can be read"
 UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
                   "`kint pull`: it settles the interrupted push first")
 # What became of a dropped journal's transaction that the endpoint held, waiting to be
-# mined (pending._release_nonce): its revert would spend the epoch's calldata gas.
+# mined (dropped_nonce.release_nonce): its revert would spend the epoch's calldata gas.
 REPLACED = ("its transaction, still waiting at the endpoint, was replaced by a transfer to "
             "self at its nonce, so it never reverts at an epoch's gas")
 WAITS_TO_REVERT = ("its transaction is still waiting at the endpoint and will revert when "

@@ -13,10 +13,11 @@ session-key rotate` that is no longer the machine's key, and its nonce, its rece
 any replacement are that key's (former_key.py).
 
 A journal whose key may no longer write for the owner (revoked, or expired: `canWrite`)
-is never sent again, since the chain would revert it at the key's cost: it is dropped as a
-push the chain refuses drops its own, and the settlement refuses naming the key
-(`_settle_unauthorized`). A re-send whose endpoint fails, its receipt wait run out
-included, keeps the journal and says so in a push's own words (`_send_again`).
+is never sent again, since the chain would revert it at the key's cost: dropped once its
+transaction cannot land from here (its nonce given back, or its transaction replaced at
+the endpoint), and kept, refused as kept, while it may (`_settle_unauthorized`). A re-send
+whose endpoint fails, its receipt wait run out included, keeps the journal and says so in
+a push's own words, "not sent again" where a push says "never sent" (`_send_again`).
 
 A head read that shows the chain still at the journal's prev can be older than the block
 that mined the journal's own transaction. A spent nonce or a refused re-send after such a
@@ -40,12 +41,12 @@ from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.epoch_send import PUSH_WORDS, endpoint_failed
+from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
-from kint.tenant_worker.overtaken import (REPLACED, UNSETTLED, UNSETTLED_HINT, WAITS_TO_REVERT,
-                                         Overtaken, epoch_at, not_replaced)
+from kint.tenant_worker.dropped_nonce import release_nonce, signed_by
+from kint.tenant_worker.overtaken import UNSETTLED, UNSETTLED_HINT, Overtaken, epoch_at
 from kint.tenant_worker.pending_journal import PendingEpoch
-from kint.tenant_worker.push_refusals import unauthorized_signer
+from kint.tenant_worker.unauthorized_journal import Unauthorized
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import (
     EpochMeta,
@@ -87,10 +88,11 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
 
 
 def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                    owner: str) -> Overtaken | None:
+                    owner: str) -> Overtaken | Unauthorized | None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
     the same signed transaction, or drop it), or the chain moved past it (`_overtaken`).
-    Returns what that last case found, for a push to say; None otherwise. `sender` is the
+    Returns what that last case found, or a journal dropped unsent because its key may not
+    write (`_settle_unauthorized`), for a push to say; None otherwise. `sender` is the
     machine's; the journal's own key settles it (`signer_of`)."""
     path = ctx.state.files["pending"]
     pending = PendingEpoch.load(path)
@@ -129,8 +131,9 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     """The journal's transaction, not landed and still next, sent again as it was signed
     and its receipt waited for. A refusal is settled from the chain read again
     (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
-    says so in the words of a push's own send (epoch_send.PUSH_WORDS): the transaction may
-    still land, and the next settlement finds it. Escaping as the endpoint's bare words,
+    says so in the words of a push's own send (epoch_send.RESEND_WORDS), but for a send
+    that made no connection: not sent again, where a send of it before may have reached
+    the endpoint. The transaction may still land, and the next settlement finds it. Escaping as the endpoint's bare words,
     a wait that ran out read as an endpoint that did not answer."""
     from kint.tenant_worker.session_sender import Signed
 
@@ -144,7 +147,7 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     except ChainRefused as err:
         return _settle_spent(ctx, anchor, sender, pending, owner, err)
     except RpcUnavailable as err:
-        raise endpoint_failed(err, sent, pending.seq, PUSH_WORDS) from None
+        raise endpoint_failed(err, sent, pending.seq, RESEND_WORDS) from None
     record_landed(ctx, anchor, pending, receipt)
     log.info("space %s: re-sent and recorded pending epoch %d", ctx.config.space16,
              pending.seq)
@@ -152,16 +155,19 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
 
 
 def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                         pending: PendingEpoch, owner: str) -> Overtaken | None:
+                         pending: PendingEpoch, owner: str) -> Overtaken | Unauthorized | None:
     """The key that signed the journal may not write for the owner now (revoked, or its
     authorization expired: `canWrite`), and the journal's transaction is not on the chain:
     sent again, it would revert NotAuthorized and spend the key's gas for nothing. It is
-    not sent. The nonce is read again after the rights: unspent, the transaction did not
-    land while the key could write, and cannot land now, so the journal goes as a push
-    refused by the chain drops its own, its nonce given back or its waiting transaction
-    replaced (`_release_nonce`), and the refusal names the key and what to do. The rows
-    it carried are still in the store, for the next push. Spent meanwhile, the chain
-    decides as for any spent nonce (`_settle_spent`)."""
+    not sent. The nonce is read again after the rights (spent meanwhile, the chain decides
+    as for any spent nonce: `_settle_spent`). Unspent, the journal is dropped only once
+    its transaction can no longer land (dropped_nonce.py: its nonce given back, or its
+    transaction replaced at the endpoint), and the settlement returns that (Unauthorized:
+    a push refuses with it, naming the key and what to do; the rows it carried are still
+    in the store). Its transaction still in the book or at the endpoint keeps the journal,
+    refused saying so: once the owner authorizes the key again, the next push would
+    re-broadcast it from the book (nonces.unstick) and it would land, an epoch of this
+    machine with no journal to record it; the next settlement sends it and records it."""
     try:
         spent = sender.mined_count() > pending.nonce
     except RpcUnavailable as err:
@@ -171,12 +177,20 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
                             f"authorized ({err}); {UNSETTLED}", UNSETTLED_HINT) from None
     if spent:
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
-    remove_file(ctx.state.files["pending"])
-    waiting = _release_nonce(ctx, anchor, sender, pending)
-    log.warning("space %s: dropped pending epoch %d unsent: its signer %s may not write for "
-                "owner %s", ctx.config.space16, pending.seq, pending.sender, owner)
-    raise unauthorized_signer(pending.seq, pending.sender, owner,
-                              isinstance(sender, FormerKey), waiting)
+    release = release_nonce(ctx, anchor, sender, pending)
+    rotated = isinstance(sender, FormerKey)
+    found = Unauthorized(pending.seq, pending.sender, owner, rotated, release.waiting)
+    # A previous session key's transaction goes whatever became of it: the book no longer
+    # holds that key's nonces (nothing here re-broadcasts it), and the next push, signed by
+    # the current key on the same prev, takes the seq first, so it can only revert.
+    if release.may_land is not None and not rotated:
+        found = replace(found, waiting=None, kept=release.may_land)
+    else:
+        remove_file(ctx.state.files["pending"])
+    log.warning("space %s: %s", ctx.config.space16, found.describe())
+    if found.kept is not None:
+        raise found.refusal()
+    return found
 
 
 def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
@@ -219,7 +233,7 @@ def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pendi
         # Refused before it spent the nonce (too little ETH, say), or a nonce the endpoint
         # named spent and then not: the transaction may still land, so the journal stays.
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                            f"the interrupted push of epoch {pending.seq}{_signed_by(sender)} "
+                            f"the interrupted push of epoch {pending.seq}{signed_by(sender)} "
                             f"is not on the chain and its nonce is not spent {_why(refused)}; "
                             f"{UNSETTLED}", f"fund {pending.sender} if the refusal says so; "
                             + UNSETTLED_HINT)
@@ -228,11 +242,6 @@ def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pendi
              "and the chain is still at its prev", ctx.config.space16, pending.seq,
              _why(refused))
     return None
-
-
-def _signed_by(sender: Any) -> str:
-    """Which key a journal waits on, when it is not the machine's key now."""
-    return f" ({sender.describe()})" if isinstance(sender, FormerKey) else ""
 
 
 def _why(refused: ChainRefused | None) -> str:
@@ -255,7 +264,8 @@ def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: H
                owner: str, sender: Any) -> Overtaken:
     """The chain holds an epoch at the journal's seq and is not at it with our digest
     (overtaken.py): the event of that seq says whose it is. A journal dropped gives its
-    nonce back when its transaction never left this machine (`_release_nonce`)."""
+    nonce back when its transaction never left this machine (dropped_nonce.py): whatever
+    that finds, a transaction built on a prev the head has passed cannot land."""
     event = epoch_at(anchor, owner, ctx.config.space_id, head, pending.seq)
     found = Overtaken(seq=pending.seq, head_seq=head.seq,
                       landed=event.digest == pending.digest)
@@ -264,66 +274,11 @@ def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: H
         log.warning("space %s: %s", ctx.config.space16, found.describe())
         return found
     remove_file(ctx.state.files["pending"])
-    found = replace(found, waiting=_release_nonce(ctx, anchor, sender, pending))
+    found = replace(found, waiting=release_nonce(ctx, anchor, sender, pending).waiting)
     log.warning("space %s: %s (epoch %d there has digest %s, this machine's had %s)",
                 ctx.config.space16, found.describe(), pending.seq, event.digest[:12],
                 pending.digest[:12])
     return found
-
-
-def _release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                   pending: PendingEpoch) -> str | None:
-    """The dropped journal's transaction can never land (its prev is no longer the head),
-    yet its nonce stays allocated in the machine's book with the signed bytes. The next
-    push would take the nonce after it, wait KINT_NONCE_RETRY_SECONDS for it, and then
-    re-broadcast the dropped transaction (nonces.unstick), which reverts with StaleHead and
-    spends a whole epoch's gas. When the endpoint has not mined the nonce and does not know
-    the transaction (it never left this machine: a push killed before its send), the nonce
-    is given back, so the next transaction takes it at once. When the endpoint holds it
-    waiting to be mined (behind another nonce of the key, or a slow block), it is replaced
-    by a transfer to self at its nonce (`SessionSender.cancel`), which spends 21,000 gas
-    where its revert would spend the epoch's. Anything else is left as it was: a chain that
-    cannot be read now, or an endpoint that refuses the replacement, leaves the slow path,
-    which still works (the push is then mined and reverts; nothing anchored is lost).
-    Returns what became of a transaction the endpoint held (None: it held none), for the
-    refusal to say."""
-    sent = "0x" + keccak(pending.raw_tx).hex()
-
-    def lookup() -> Any:
-        try:
-            return anchor.w3.eth.get_transaction(sent)
-        except TransactionNotFound:
-            return None
-
-    try:
-        if sender.mined_count() > pending.nonce:
-            return None
-        held = bounded(lookup, "looking up the dropped push's transaction")
-    except RpcUnavailable:
-        return None
-    if held is None:
-        sender.give_back(pending.nonce)
-        log.info("space %s: nonce %d of the dropped epoch %d%s was never sent; given back",
-                 ctx.config.space16, pending.nonce, pending.seq, _signed_by(sender))
-        return None
-    if held.get("blockNumber") is not None:
-        return None
-    try:
-        replaced = sender.cancel(pending.nonce, pending.raw_tx)
-    except (RpcUnavailable, ChainRefused) as err:
-        log.warning("space %s: the dropped epoch %d's transaction %s waits at the endpoint "
-                    "and could not be replaced (%s): it will revert when mined",
-                    ctx.config.space16, pending.seq, sent[:14], err)
-        return WAITS_TO_REVERT
-    if replaced is None:
-        log.warning("space %s: the dropped epoch %d's transaction %s waits at the endpoint "
-                    "from %s, whose keystore is not here to replace it: it will revert when "
-                    "mined", ctx.config.space16, pending.seq, sent[:14], pending.sender)
-        return not_replaced(pending.sender)
-    log.info("space %s: the dropped epoch %d's transaction %s waited at the endpoint; "
-             "replaced by a transfer to self at nonce %d", ctx.config.space16, pending.seq,
-             sent[:14], pending.nonce)
-    return REPLACED
 
 
 def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,

@@ -107,7 +107,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     owner = enrolment.owner
     anchor = Anchor(chain, ctx.tracker)
     # A push journal the chain passed is settled here too (overtaken.py), and the pull goes
-    # on from what it left: a recorded epoch, or the rows it carried, unanchored.
+    # on from what it left: a recorded epoch, or the rows it carried, unanchored; so does
+    # one whose key may not write, dropped unsent (unauthorized_journal.py).
     outcome, overtaken = settle_journals(ctx, anchor, owner)
     if outcome == COMPLETED:  # a killed rekey's snapshot: its key opens it
         held = held_keys(ctx)

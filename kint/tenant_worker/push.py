@@ -15,7 +15,9 @@ A kill at any step loses nothing and forks nothing: `pending.resolve_pending` se
 pending file against the chain head the next time this space pushes or pulls, or when the
 worker starts; a rekey's journal is settled right after it (`rekey_settle.py`), before an
 epoch is sealed. A push that finds the chain moved past its journal (another machine pushed
-meanwhile: overtaken.py) settles it, then refuses CHAIN_MOVED saying what it found.
+meanwhile: overtaken.py) settles it, then refuses CHAIN_MOVED saying what it found; one
+whose key may no longer write, dropped unsent, refuses NOT_CONNECTED naming the key
+(unauthorized_journal.py).
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if outcome == COMPLETED:
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
-    if overtaken is not None:  # settled: this machine is behind the chain either way
+    if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
         raise overtaken.refusal()
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)

@@ -226,26 +226,6 @@ def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
                             UNAUTHORIZED_HINT)
 
 
-def unauthorized_signer(seq: int, signer: str, owner: str, rotated: bool,
-                        waiting: str | None) -> ProtocolError:
-    """What the settlement of a killed push's journal answers when the key that signed it
-    may no longer write for `owner` (pending.py): the transaction was not sent again, the
-    journal is dropped, its rows wait in the store. `rotated`: the key is a previous
-    session key of this machine, so the next push anchors them with the current one;
-    else the key is this machine's, and the owner authorizes it first. `waiting`: what
-    became of its transaction the endpoint held (overtaken.REPLACED and the like)."""
-    key = f"the previous session key {signer} (rotated since)" if rotated else \
-        f"session key {signer}"
-    then = ("run `kint push` again: it anchors them with this machine's current session "
-            "key" if rotated else f"{UNAUTHORIZED_HINT}; then `kint push` anchors them")
-    return ProtocolError(ErrorCode.NOT_CONNECTED,
-                         f"the interrupted push of epoch {seq} was not sent again: {key} is "
-                         f"not authorized for owner {owner} (revoked, or its authorization "
-                         f"expired), and the chain would revert it, spending its gas; its "
-                         f"journal is dropped, and the changes it carried are still in the "
-                         f"store, not anchored" + (f"; {waiting}" if waiting else ""), then)
-
-
 def refused(err: ChainRefused) -> ProtocolError:
     """What a push answers a transaction the chain (or the node) refused as it was signed
     or mined: the contract's custom error said as the user's next step."""

@@ -113,8 +113,9 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
         chain, enrolment = connected(ctx)
-        # An earlier rekey killed mid-way: finished or dropped first. One the chain had
-        # passed leaves this machine behind it: said now, not as the snapshot's refusal.
+        # An earlier rekey killed mid-way: finished or dropped first. A push journal the
+        # chain had passed leaves this machine behind it, one dropped unsent leaves rows
+        # for a key that may write: said now, not as the snapshot's refusal.
         overtaken = settle_now(ctx)[1]
         if overtaken is not None:
             raise overtaken.refusal("kint rekey")

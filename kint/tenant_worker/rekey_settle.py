@@ -40,12 +40,16 @@ from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_format import CorruptStateFile
+from kint.tenant_worker.unauthorized_journal import Unauthorized
 
 log = logging.getLogger("kint.worker")
 
 COMPLETED = "completed"
 ABANDONED = "abandoned"
 Outcome = Literal["completed", "abandoned"]
+# What settling a push journal found that its caller says: the chain had passed it, or its
+# key may not write and it was dropped unsent.
+Found = Overtaken | Unauthorized
 
 
 def rekey_in_progress(ctx: SpaceContext) -> bool:
@@ -135,7 +139,7 @@ def _added_since(ctx: SpaceContext, journal: RekeyJournal) -> tuple[Wrap, ...]:
 
 def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str | None = None,
                     *, sender: Any = None,
-                    rekey: bool = True) -> tuple[Outcome | None, Overtaken | None]:
+                    rekey: bool = True) -> tuple[Outcome | None, Found | None]:
     """The one order for every command about to read a key (push, pull, rekey,
     recovery-code, a worker's start), under the head lock: the push journal is resolved
     against the chain first, since only then is it known whether a rotation's snapshot
@@ -144,7 +148,7 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
     has them passes them. `rekey=False` is rekey's own push: the journal then is the
     rotation in progress, not one a killed worker left.
     Returns the rekey's outcome, and what the push journal's settlement found when the
-    chain had passed it (overtaken.py)."""
+    chain had passed it (overtaken.py) or dropped it unsent (unauthorized_journal.py)."""
     overtaken = None
     if ctx.state.files["pending"].exists():
         if anchor is None or owner is None:
@@ -156,7 +160,7 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
     return (settle_rekey(ctx) if rekey else None), overtaken
 
 
-def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Overtaken | None]:
+def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Found | None]:
     """`settle_journals` for rekey and recovery-code; nothing to do (no RPC) without a
     rekey journal."""
     if not rekey_in_progress(ctx):

@@ -1,0 +1,59 @@
+"""A killed push's journal whose key may no longer write for the owner (revoked, or its
+authorization expired: pending._settle_unauthorized): its transaction is not sent again,
+since the chain would revert it at the key's cost.
+
+What became of it is a value, as `Overtaken` is, not an exception out of the settlement:
+a journal dropped is settled, so the rekey journal is settled after it as after any
+other, a push then refuses with it, and a pull goes on, carrying it as a notice. A journal
+kept (its transaction may still land: `dropped_nonce.Release.may_land`) is refused at once
+by push and pull alike, as every journal not settled yet is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
+
+
+@dataclass(frozen=True)
+class Unauthorized:
+    """Epoch `seq`'s journal, signed by `signer`, which may not write for `owner`.
+    `rotated`: a previous session key of this machine (the next push anchors its rows with
+    the current one); else the machine's key, which the owner authorizes first. `waiting`:
+    what became of its transaction the endpoint held (overtaken.REPLACED and the like).
+    `kept`: why the journal stays (its transaction may still land); None: dropped."""
+
+    seq: int
+    signer: str
+    owner: str
+    rotated: bool
+    waiting: str | None = None
+    kept: str | None = None
+
+    def describe(self) -> str:
+        key = (f"the previous session key {self.signer} (rotated since)" if self.rotated
+               else f"session key {self.signer}")
+        said = (f"the interrupted push of epoch {self.seq} was not sent again: {key} is not "
+                f"authorized for owner {self.owner} (revoked, or its authorization expired), "
+                f"and the chain would revert it, spending its gas; ")
+        if self.kept is not None:
+            return said + (f"its journal is kept, since {self.kept}: once the key is "
+                           f"authorized again, the next push or pull sends it again and "
+                           f"records it")
+        return said + ("its journal is dropped, and the changes it carried are still in the "
+                       "store, not anchored" + (f"; {self.waiting}" if self.waiting else ""))
+
+    def hint(self) -> str:
+        if self.kept is not None:
+            return f"{UNAUTHORIZED_HINT}; then `kint push` sends it again"
+        if self.rotated:
+            return ("run `kint push` again: it anchors them with this machine's current "
+                    "session key")
+        return f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
+
+    def refusal(self, again: str = "kint push") -> ProtocolError:
+        """What a push (or rekey) that met it answers. `again` is taken for the same call
+        as `Overtaken.refusal`'s: the rows wait for a push whatever the command was."""
+        return ProtocolError(ErrorCode.NOT_CONNECTED, self.describe(), self.hint())
