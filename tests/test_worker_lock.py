@@ -88,6 +88,9 @@ def test_a_stopped_holder_is_refused_by_name_without_waiting_out_the_bound(tmp_p
         assert f"another worker of space {SPACE16} still runs (pid {proc.pid})" in message
         assert "it is stopped" in message, message
         assert held.value.hint.startswith(f"`kill -CONT {proc.pid}` if it is stopped")
+        # Stuck rather than stopped, it already had its SIGTERM when its supervisor died
+        # (the parent-death signal): only a SIGKILL ends it.
+        assert f"`kill -KILL {proc.pid}` if it is stuck" in held.value.hint
         assert path.read_text() == f"{proc.pid} 4243\n"  # the holder's words left alone
     finally:
         _end(proc)

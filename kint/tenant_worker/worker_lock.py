@@ -17,8 +17,9 @@ worker (its supervisor not the one serving the home now) from the serving superv
 A worker that finds the lock held waits for it: a recycled, restarted or upgraded worker's
 successor is started only once its predecessor has exited (kint.supervisor.lifecycle), so
 it finds the lock free or free within a moment, and an orphan exits within ORPHAN_EXIT_S of
-its supervisor's death. Past that bound, or as soon as the holder is seen stopped (it lets
-go of nothing until continued; Linux only, /proc), the start is refused with
+its supervisor's death. Past that bound, or once the holder has been seen stopped for
+STOPPED_FOR_S (it lets go of nothing until continued; Linux only, /proc), the start is
+refused with
 `WorkerLockHeld`, which names the holder and the way out; the supervisor answers the
 space's requests with it (kint.supervisor.lifecycle) and starts no other worker until the
 next request. The file is opened as every lock file of KINT_HOME is
@@ -71,9 +72,11 @@ class WorkerLockHeld(Exception):
             f"another worker of space {space16} still runs ({who}) and holds {path}: {why}; "
             f"no second worker is started beside it on the same store")
         if pid is not None:
+            # An old worker had its SIGTERM when its supervisor died (the parent-death
+            # signal), and is still here: a second `kill` would do nothing more.
             self.hint = (f"`kill -CONT {pid}` if it is stopped (it then exits by itself once "
-                         f"its supervisor is gone), or `kill {pid}` if it is stuck; then run "
-                         f"the command again")
+                         f"its supervisor is gone), or `kill -KILL {pid}` if it is stuck "
+                         f"(a SIGTERM it already had); then run the command again")
         else:
             self.hint = (f"find the process with `lsof {path}` (or `fuser {path}`) and end "
                          f"it, then run the command again")
