@@ -15,18 +15,25 @@ and `kint status` autostarting the next one.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import let_go_on, make_sandbox, pid_alive, wait_until, write_store
 from lock_holders import end as _end, holding
+from support.lifecycle_host import LifecycleHost
 from kint.paths import worker_lock_path
+from kint.protocol.worker_wire import EXIT_REFUSED
+from kint.supervisor.exits import ExitWatch
+from kint.supervisor.settings import Settings
+from kint.supervisor.workers import Pending, WorkerHandle
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
@@ -110,6 +117,55 @@ def test_a_holder_the_file_does_not_name_is_refused_past_the_bound(tmp_path):
         assert f"lsof {path}" in held.value.hint
     finally:
         _end(proc)
+
+
+class _RefusalHost(LifecycleHost):
+    """The supervisor's worker lifecycle (the real one) with the parts `_on_exit` reads;
+    its answers are recorded. The forkserver is never ready: a restart, were one asked
+    for, would only leave the space `starting`."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(Settings())
+        self.home = home
+        self.exits: ExitWatch[WorkerHandle] = ExitWatch()
+        self.spawner = SimpleNamespace(ready=False)
+        self._awaiting_forkserver: dict = {}
+        self.answered: list[tuple[str, object]] = []
+
+    def _answer(self, handle, pending, reply) -> None:  # noqa: ANN001
+        handle.pending.pop(pending.internal_id, None)
+        self.answered.append((pending.internal_id, reply))
+
+
+def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
+    """A worker refused its start (the lock held) and exited EXIT_REFUSED; the supervisor
+    handles the exit before its `fatal` (still queued behind another worker's beat), so
+    it has no message. The exit code says it was refused: the waiting request is answered
+    WORKER_DOWN naming the lock file with the lsof hint, nothing restarts, no crash is
+    counted. Before, it went to `_crashed`: a restart, counted towards a quarantine, and
+    the late `fatal` dropped. The worker is a real process exiting with the code."""
+    host = _RefusalHost(tmp_path)
+    handle = WorkerHandle(space_id="c4" * 32, label="t@hermes:p1", tenant="t", db="/p1.db")
+    handle.pending["1"] = Pending(internal_id="1", client=b"c", client_id="r1", op="status",
+                                  deadline=time.monotonic() + 30, timeout_ms=30000,
+                                  body=b"{}")
+    proc = multiprocessing.get_context("spawn").Process(target=os._exit,
+                                                        args=(EXIT_REFUSED,))
+    proc.start()
+    try:
+        handle.process, handle.pid, handle.state = proc, proc.pid, "starting"
+        host.exits.watch(proc.sentinel, handle)
+        proc.join(30)
+        host._on_exit(handle)
+    finally:
+        host.exits.close()
+    path = worker_lock_path(tmp_path, handle.space16)
+    assert handle.restarts == 0 and handle.state == "idle", (handle.restarts, handle.state)
+    assert [(i, r.error) for i, r in host.answered] == [("1", "WORKER_DOWN")], host.answered
+    reply = host.answered[0][1]
+    assert f"another worker of the space holds its worker lock {path}" in reply.message
+    assert f"lsof {path}" in reply.hint
+    assert handle.last_exit == reply.message
 
 
 def _workers_of(home: Path) -> list[int]:

@@ -42,6 +42,15 @@ _WORKER_KINDS = frozenset({"hello", "beat", "reply", "fatal"})
 _SUPERVISOR_KINDS = frozenset({"req", "stop"})
 _ERROR_CODES = frozenset(code.value for code in ErrorCode)
 
+# How a worker that never served ends (its `fatal` says why, when it arrives). The exit code
+# alone tells the two apart: the supervisor may handle the exit before it reads the
+# message, which can sit queued behind another worker's beat.
+# A worker that cannot serve its space: a crash (restarts, then a quarantine).
+EXIT_FATAL = 3
+# A worker that refused to start because another worker of its space holds the space's
+# worker lock (kint.tenant_worker.worker_lock): not a crash, nothing restarted.
+EXIT_REFUSED = 4
+
 # The fields a beat may carry, with the types each may have (None always allowed).
 BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "op": (str,),

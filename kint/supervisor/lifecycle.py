@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import zmq
 
+from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
@@ -26,6 +27,7 @@ from kint.supervisor.workers import (STOPPED_MID_OP_HINT, WorkerHandle, describe
                                     live_sessions)
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.own_memory import QUIET_SECONDS
+from kint.tenant_worker.worker_lock import unnamed_holder_hint
 
 log = logging.getLogger("kint.supervisor")
 
@@ -159,6 +161,8 @@ class WorkerLifecycle(WorkerRoom):
         reason = handle.fatal_reason or describe_exit(exitcode)
         if handle.hung_reason:
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
+        elif exitcode == worker_wire.EXIT_REFUSED and handle.start_refused is None:
+            reason = self._refused_unheard(handle)
         stop_reason = handle.stop_reason
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
@@ -193,6 +197,19 @@ class WorkerLifecycle(WorkerRoom):
             self._start_refused(handle, reason, handle.start_refused)
         else:
             self._crashed(handle, now, reason)
+
+    def _refused_unheard(self, handle: WorkerHandle) -> str:
+        """The worker exited EXIT_REFUSED and its `fatal`, which names the holder, has not
+        been read (lost, or still queued: the loop drains the back socket before it
+        handles exits, but a message can arrive after the exit it precedes). The code
+        says as much as the message would have, bar the holder: a refusal, never a crash
+        (which restarted the space and counted towards a quarantine). Returns the reason,
+        and sets `start_refused` for `_on_exit`."""
+        path = worker_lock_path(self.home, handle.space16)
+        handle.start_refused = (ErrorCode.WORKER_DOWN.value, unnamed_holder_hint(path))
+        return (f"the worker of space {handle.space16} refused to start: another worker of "
+                f"the space holds its worker lock {path}; no second worker is started "
+                f"beside it on the same store")
 
     def _start_refused(self, handle: WorkerHandle, reason: str,
                        refusal: tuple[str, str]) -> None:

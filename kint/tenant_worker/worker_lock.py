@@ -78,8 +78,15 @@ class WorkerLockHeld(Exception):
                          f"its supervisor is gone), or `kill -KILL {pid}` if it is stuck "
                          f"(a SIGTERM it already had); then run the command again")
         else:
-            self.hint = (f"find the process with `lsof {path}` (or `fuser {path}`) and end "
-                         f"it, then run the command again")
+            self.hint = unnamed_holder_hint(path)
+
+
+def unnamed_holder_hint(path: Path) -> str:
+    """The way out when the lock at `path` is held by a process nobody can name: the lock
+    file does not, or the refusal's own message never reached the supervisor
+    (kint.supervisor.lifecycle)."""
+    return (f"find the process with `lsof {path}` (or `fuser {path}`) and end it, then run "
+            f"the command again")
 
 
 def read_holder(fd: int) -> Holder:
