@@ -137,18 +137,13 @@ class _RefusalHost(LifecycleHost):
         self.answered.append((pending.internal_id, reply))
 
 
-def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
-    """A worker refused its start (the lock held) and exited EXIT_REFUSED; the supervisor
-    handles the exit before its `fatal` (still queued behind another worker's beat), so
-    it has no message. The exit code says it was refused: the waiting request is answered
-    WORKER_DOWN naming the lock file with the lsof hint, nothing restarts, no crash is
-    counted. Before, it went to `_crashed`: a restart, counted towards a quarantine, and
-    the late `fatal` dropped. The worker is a real process exiting with the code."""
-    host = _RefusalHost(tmp_path)
-    handle = WorkerHandle(space_id="c4" * 32, label="t@hermes:p1", tenant="t", db="/p1.db")
-    handle.pending["1"] = Pending(internal_id="1", client=b"c", client_id="r1", op="status",
-                                  deadline=time.monotonic() + 30, timeout_ms=30000,
-                                  body=b"{}")
+def _handle() -> WorkerHandle:
+    return WorkerHandle(space_id="c4" * 32, label="t@hermes:p1", tenant="t", db="/p1.db")
+
+
+def _exits_refused(host: _RefusalHost, handle: WorkerHandle) -> None:
+    """The space's worker, a real process, exits EXIT_REFUSED with no message read, and
+    the host handles its exit."""
     proc = multiprocessing.get_context("spawn").Process(target=os._exit,
                                                         args=(EXIT_REFUSED,))
     proc.start()
@@ -159,6 +154,20 @@ def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
         host._on_exit(handle)
     finally:
         host.exits.close()
+
+
+def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
+    """A worker refused its start (the lock held) and exited EXIT_REFUSED; the supervisor
+    handles the exit before its `fatal` (still queued behind another worker's beat), so
+    it has no message. The exit code says it was refused: the waiting request is answered
+    WORKER_DOWN naming the lock file with the lsof hint, nothing restarts, no crash is
+    counted. Before, it went to `_crashed`: a restart, counted towards a quarantine, and
+    the late `fatal` dropped. The worker is a real process exiting with the code."""
+    host, handle = _RefusalHost(tmp_path), _handle()
+    handle.pending["1"] = Pending(internal_id="1", client=b"c", client_id="r1", op="status",
+                                  deadline=time.monotonic() + 30, timeout_ms=30000,
+                                  body=b"{}")
+    _exits_refused(host, handle)
     path = worker_lock_path(tmp_path, handle.space16)
     assert handle.restarts == 0 and handle.state == "idle", (handle.restarts, handle.state)
     assert [(i, r.error) for i, r in host.answered] == [("1", "WORKER_DOWN")], host.answered
@@ -166,6 +175,20 @@ def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
     assert f"another worker of the space holds its worker lock {path}" in reply.message
     assert f"lsof {path}" in reply.hint
     assert handle.last_exit == reply.message
+
+
+def test_a_refusal_at_a_quarantines_retry_keeps_the_quarantine_as_it_was(tmp_path):
+    """The space was quarantined (crashes) and its retry's worker is refused the lock. The
+    quarantine stands, its backoff neither lifted (every request then started a worker at
+    once, the crashes it is for never known to be mended) nor doubled (a refusal is no
+    crash): the next retry is one backoff from the refusal."""
+    host, handle = _RefusalHost(tmp_path), _handle()
+    before = time.monotonic()
+    handle.backoff_s, handle.retry_started_at = 4.0, before  # the quarantine's retry
+    _exits_refused(host, handle)
+    assert handle.state == "quarantined" and handle.backoff_s == 4.0, handle
+    assert handle.quarantined_until is not None and handle.quarantined_until >= before + 4.0
+    assert handle.restarts == 0
 
 
 def _workers_of(home: Path) -> list[int]:
@@ -213,10 +236,20 @@ def test_a_new_supervisor_starts_no_worker_beside_a_stopped_one_its_predecessor_
         new_supervisor = running_pid(sb.kint_home)
         assert new_supervisor not in (None, killed)
         assert _workers_of(sb.kint_home) == [old]  # no second worker of the space
-        row = next(r for r in json.loads(sb.kint("supervisor", "status", "--json").stdout)
-                   ["spaces"] if r["store"] == str(sb.sibyl_db))
+        status = json.loads(sb.kint("supervisor", "status", "--json").stdout)
+        row = next(r for r in status["spaces"] if r["store"] == str(sb.sibyl_db))
         assert row["pid"] is None and f"(pid {old})" in row["last_exit"], row
         assert row["restarts"] == 0, row  # not a crash: nothing restarted in a loop
+        # Yet the space serves nothing: degraded, the refusal and its holder in its row,
+        # where it once read a plain "idle" and the command exited 0.
+        assert row["start_refused"] == {"code": "WORKER_DOWN", "holder_pid": old,
+                                        "hint": row["start_refused"]["hint"]}, row
+        assert f"kill -CONT {old}" in row["start_refused"]["hint"], row
+        assert status["degraded"] is True
+        text = sb.kint("supervisor", "status")
+        assert text.returncode == 1, text.stdout + text.stderr
+        assert f"idle (held by pid {old})" in text.stdout, text.stdout
+        assert f"kill -CONT {old}" in text.stdout, text.stdout
 
         os.kill(old, signal.SIGCONT)
         assert wait_until(lambda: not pid_alive(old), timeout=30), "the old worker stays"

@@ -312,7 +312,8 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         log.error("space %s cannot start: %s", config.space16, held)
         _tell_supervisor(config, token, {"kind": "fatal", "reason": str(held),
                                          "code": ErrorCode.WORKER_DOWN.value,
-                                         "hint": held.hint}, EXIT_REFUSED)
+                                         "hint": held.hint,
+                                         "holder_pid": held.holder.pid}, EXIT_REFUSED)
     except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
         _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
