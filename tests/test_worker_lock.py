@@ -119,6 +119,47 @@ def test_a_holder_the_file_does_not_name_is_refused_past_the_bound(tmp_path):
         _end(proc)
 
 
+@pytest.fixture(params=["dead", "stopped stranger"])
+def stale_pid(request):
+    """A pid the lock file may still name once its holder changed: a process gone since,
+    or one of another program that took the pid, stopped (`sleep`, SIGSTOPped)."""
+    proc = subprocess.Popen(["sleep", "120"])
+    if request.param == "dead":
+        _end(proc)
+    else:
+        os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield proc.pid
+    finally:
+        if request.param != "dead":
+            _end(proc)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="tells a kint worker by /proc")
+def test_a_pid_the_lock_file_names_is_believed_only_when_a_kint_worker_has_it(
+        tmp_path, stale_pid):
+    """A real worker holds the lock, its file still naming the holder before it (it took
+    the lock a moment ago and has not written yet), whose pid is now no kint worker's.
+    Nobody is named: the refusal comes past the bound with the lsof hint, never judging
+    the stranger stopped nor telling anyone to `kill -KILL` it. So does the look of
+    kint-server (kint.agent_server.old_worker), which counts the holder as old, unnamed,
+    even under the supervisor the stale line names as the one serving."""
+    from kint.agent_server.old_worker import old_worker
+
+    path = worker_lock_path(tmp_path, SPACE16)
+    proc = _holder(path, f"{stale_pid} 4243\n")
+    try:
+        with pytest.raises(WorkerLockHeld) as held:
+            hold_worker_lock(path, SPACE16, 4242, wait_s=1.5)
+        assert held.value.holder == (None, None) and not held.value.stopped
+        assert f"pid {stale_pid}" not in str(held.value), held.value
+        assert f"{stale_pid}`" not in held.value.hint, held.value.hint
+        assert f"lsof {path}" in held.value.hint
+        assert old_worker(tmp_path, SPACE16, lambda: 4243) == (None, None)
+    finally:
+        _end(proc)
+
+
 class _RefusalHost(LifecycleHost):
     """The supervisor's worker lifecycle (the real one) with the parts `_on_exit` reads;
     its answers are recorded. The forkserver is never ready: a restart, were one asked

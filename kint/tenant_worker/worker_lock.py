@@ -10,8 +10,9 @@ saves or the session files.
 So each worker takes an exclusive flock on `worker-<space16>.lock` in KINT_HOME before it
 touches anything of its space, and keeps it until its process ends (the kernel lets it go
 then, however the process ends: a SIGKILL too). It writes its pid and its supervisor's pid
-in the file, so whoever finds the lock held can name the holder, and can tell an old
-worker (its supervisor not the one serving the home now) from the serving supervisor's own
+in the file, so whoever finds the lock held can name the holder (once that pid is seen to
+be a live kint worker's: `live_holder`), and can tell an old worker (its supervisor not
+the one serving the home now) from the serving supervisor's own
 (kint.agent_server.old_worker), on any system: no /proc walk.
 
 A worker that finds the lock held waits for it: a recycled, restarted or upgraded worker's
@@ -33,10 +34,11 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from kint.envsettings import pid_alive
 from kint.pid_file_lock import flock_by, open_own_file, write_holder
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
-from kint.tenant_worker.store_sharers import process_stopped
+from kint.tenant_worker.store_sharers import process_stopped, worker_start
 
 # How long a starting worker waits for the lock: the longest an old worker that is neither
 # stopped nor stuck outlives its supervisor. Well under the supervisor's start timeout
@@ -100,6 +102,26 @@ def read_holder(fd: int) -> Holder:
     return Holder(pids[0], pids[1])
 
 
+def live_holder(fd: int) -> Holder:
+    """The holder `read_holder` reads, believed only when its pid is a live kint worker
+    (named kint.proc_name.WORKER, from /proc; where there is no /proc, a live process);
+    otherwise read as a holder that has not written its pids yet: both None. Between a
+    new holder's lock and its write, the file still names the holder before it, whose pid
+    may since have gone to another process: that stranger was judged stopped (the start
+    refused at once) or named with `kill -KILL` in the hint. Its supervisor's pid, written
+    on the same line, is as stale. Unnamed, the refusal gives the lsof hint instead."""
+    holder = read_holder(fd)
+    if holder.pid is None or _live_worker(holder.pid):
+        return holder
+    return Holder(None, None)
+
+
+def _live_worker(pid: int) -> bool:
+    if os.path.isdir("/proc/self"):
+        return worker_start(pid) is not None
+    return pid_alive(pid)
+
+
 def hold_worker_lock(path: Path, space16: str, supervisor_pid: int,
                      wait_s: float | None = None) -> int:
     """Take the space's worker lock for this process's life, waiting up to `wait_s`
@@ -113,7 +135,7 @@ def hold_worker_lock(path: Path, space16: str, supervisor_pid: int,
         started = time.monotonic()
         stopped_since: float | None = None
         while not flock_by(fd, 0.0, RETRY_S):  # one try: the loop below decides the wait
-            holder = read_holder(fd)
+            holder = live_holder(fd)
             now = time.monotonic()
             stopped = holder.pid is not None and process_stopped(holder.pid)
             stopped_since = (stopped_since or now) if stopped else None
