@@ -81,6 +81,10 @@ def _state(row: dict[str, Any]) -> str:
         return f"quarantined (retry {age_text(row['retry_in_s'])})"
     if row.get("no_room"):
         return f"{state} (no room)"
+    refused = row.get("start_refused")
+    if refused:
+        pid = refused.get("holder_pid")
+        return f"{state} (held by pid {pid})" if pid else f"{state} (lock held)"
     return state
 
 
@@ -194,6 +198,8 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
             # A worker that could not start says why in its own words, which may quote
             # a store path or a tenant's name: escaped as the table's cells are.
             text += f"\nlast exit of {row['space']}: {printable(row['last_exit'])}"
+        if row.get("start_refused"):
+            text += f"\nto serve {row['space']}: {printable(row['start_refused']['hint'])}"
     refused = [row for row in spaces if row.get("no_room")]
     files = sup.get("open_files")
     if refused and files:  # one line, however many spaces wait for room

@@ -16,9 +16,13 @@ from pathlib import Path
 def holding(locks: list[tuple[Path, str]], stop: bool = False) -> subprocess.Popen:
     """A process holding the exclusive flock of each file of `locks`, its text written at
     the file's start (`{pid}` in it is the process's own pid), once it has them all;
-    SIGSTOPped when `stop`, as a debugger or a Ctrl-Z leaves a worker."""
+    SIGSTOPped when `stop`, as a debugger or a Ctrl-Z leaves a worker. It names itself as
+    a worker does (kint.proc_name.WORKER): a pid the worker lock names is believed only
+    when it is a live kint worker's (kint.tenant_worker.worker_lock.live_holder)."""
     proc = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, os, sys, time\n"
+        "from kint.proc_name import WORKER, set_process_name\n"
+        "set_process_name(WORKER)\n"
         "for path, text in zip(sys.argv[1::2], sys.argv[2::2]):\n"
         "    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)\n"
         "    fcntl.flock(fd, fcntl.LOCK_EX)\n"

@@ -378,8 +378,13 @@ def test_a_fatal_carries_a_code_and_hint_only_together_and_only_a_real_code():
     assert "code" not in worker_wire.decode_from_worker(orjson.dumps(plain), b"")
     refused = {**plain, "code": "WORKER_DOWN", "hint": "`kill -CONT 7`"}
     assert worker_wire.decode_from_worker(orjson.dumps(refused), b"")["code"] == "WORKER_DOWN"
+    # The holder's pid, when the lock names it, comes with a refusal only.
+    held = {**refused, "holder_pid": 7}
+    assert worker_wire.decode_from_worker(orjson.dumps(held), b"")["holder_pid"] == 7
     for bad in ({"code": "WORKER_DOWN"}, {"hint": "x"}, {"code": "NOPE", "hint": "x"},
-                {"code": ["WORKER_DOWN"], "hint": "x"}, {"code": "WORKER_DOWN", "hint": 3}):
+                {"code": ["WORKER_DOWN"], "hint": "x"}, {"code": "WORKER_DOWN", "hint": 3},
+                {"holder_pid": 7}, {**refused, "holder_pid": "7"},
+                {**refused, "holder_pid": True}, {**refused, "holder_pid": 0}):
         with pytest.raises(ProtocolError):
             worker_wire.decode_from_worker(orjson.dumps({**plain, **bad}), b"")
 

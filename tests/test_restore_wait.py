@@ -288,13 +288,14 @@ def test_a_supervisor_started_during_the_look_at_the_lock_keeps_its_worker(
     worker = _process(tmp_path, supervisor=5151, head_lock=True, stop=False)
     try:
         under_way, client = _orphaned_restore(monkeypatch, tmp_path)
-        reads = []
-
-        def serving_pid() -> int | None:  # none at the loop's look, the new one after
-            reads.append(1)
-            return None if len(reads) == 1 else 5151
-
-        client.serving_pid = serving_pid
+        # None until the lock has been read, the new supervisor from then on: `_wait_out`
+        # reads the pid file itself before the look, so a stand-in that answered None at
+        # its first call only was used up there and could never fail.
+        looked = []
+        real = old_worker_mod.live_holder
+        monkeypatch.setattr(old_worker_mod, "live_holder",
+                            lambda fd: (looked.append(1), real(fd))[1])
+        client.serving_pid = lambda: 5151 if looked else None
         thread, out = _follow_on_a_thread(under_way, client)
         thread.join(10)
         assert not thread.is_alive() and "error" in out, out

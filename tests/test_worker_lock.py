@@ -15,18 +15,25 @@ and `kint status` autostarting the next one.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import let_go_on, make_sandbox, pid_alive, wait_until, write_store
 from lock_holders import end as _end, holding
+from support.lifecycle_host import LifecycleHost
 from kint.paths import worker_lock_path
+from kint.protocol.worker_wire import EXIT_REFUSED
+from kint.supervisor.exits import ExitWatch
+from kint.supervisor.settings import Settings
+from kint.supervisor.workers import Pending, WorkerHandle
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
@@ -88,6 +95,9 @@ def test_a_stopped_holder_is_refused_by_name_without_waiting_out_the_bound(tmp_p
         assert f"another worker of space {SPACE16} still runs (pid {proc.pid})" in message
         assert "it is stopped" in message, message
         assert held.value.hint.startswith(f"`kill -CONT {proc.pid}` if it is stopped")
+        # Stuck rather than stopped, it already had its SIGTERM when its supervisor died
+        # (the parent-death signal): only a SIGKILL ends it.
+        assert f"`kill -KILL {proc.pid}` if it is stuck" in held.value.hint
         assert path.read_text() == f"{proc.pid} 4243\n"  # the holder's words left alone
     finally:
         _end(proc)
@@ -107,6 +117,119 @@ def test_a_holder_the_file_does_not_name_is_refused_past_the_bound(tmp_path):
         assert f"lsof {path}" in held.value.hint
     finally:
         _end(proc)
+
+
+@pytest.fixture(params=["dead", "stopped stranger"])
+def stale_pid(request):
+    """A pid the lock file may still name once its holder changed: a process gone since,
+    or one of another program that took the pid, stopped (`sleep`, SIGSTOPped)."""
+    proc = subprocess.Popen(["sleep", "120"])
+    if request.param == "dead":
+        _end(proc)
+    else:
+        os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield proc.pid
+    finally:
+        if request.param != "dead":
+            _end(proc)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="tells a kint worker by /proc")
+def test_a_pid_the_lock_file_names_is_believed_only_when_a_kint_worker_has_it(
+        tmp_path, stale_pid):
+    """A real worker holds the lock, its file still naming the holder before it (it took
+    the lock a moment ago and has not written yet), whose pid is now no kint worker's.
+    Nobody is named: the refusal comes past the bound with the lsof hint, never judging
+    the stranger stopped nor telling anyone to `kill -KILL` it. So does the look of
+    kint-server (kint.agent_server.old_worker), which counts the holder as old, unnamed,
+    even under the supervisor the stale line names as the one serving."""
+    from kint.agent_server.old_worker import old_worker
+
+    path = worker_lock_path(tmp_path, SPACE16)
+    proc = _holder(path, f"{stale_pid} 4243\n")
+    try:
+        with pytest.raises(WorkerLockHeld) as held:
+            hold_worker_lock(path, SPACE16, 4242, wait_s=1.5)
+        assert held.value.holder == (None, None) and not held.value.stopped
+        assert f"pid {stale_pid}" not in str(held.value), held.value
+        assert f"{stale_pid}`" not in held.value.hint, held.value.hint
+        assert f"lsof {path}" in held.value.hint
+        assert old_worker(tmp_path, SPACE16, lambda: 4243) == (None, None)
+    finally:
+        _end(proc)
+
+
+class _RefusalHost(LifecycleHost):
+    """The supervisor's worker lifecycle (the real one) with the parts `_on_exit` reads;
+    its answers are recorded. The forkserver is never ready: a restart, were one asked
+    for, would only leave the space `starting`."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(Settings())
+        self.home = home
+        self.exits: ExitWatch[WorkerHandle] = ExitWatch()
+        self.spawner = SimpleNamespace(ready=False)
+        self._awaiting_forkserver: dict = {}
+        self.answered: list[tuple[str, object]] = []
+
+    def _answer(self, handle, pending, reply) -> None:  # noqa: ANN001
+        handle.pending.pop(pending.internal_id, None)
+        self.answered.append((pending.internal_id, reply))
+
+
+def _handle() -> WorkerHandle:
+    return WorkerHandle(space_id="c4" * 32, label="t@hermes:p1", tenant="t", db="/p1.db")
+
+
+def _exits_refused(host: _RefusalHost, handle: WorkerHandle) -> None:
+    """The space's worker, a real process, exits EXIT_REFUSED with no message read, and
+    the host handles its exit."""
+    proc = multiprocessing.get_context("spawn").Process(target=os._exit,
+                                                        args=(EXIT_REFUSED,))
+    proc.start()
+    try:
+        handle.process, handle.pid, handle.state = proc, proc.pid, "starting"
+        host.exits.watch(proc.sentinel, handle)
+        proc.join(30)
+        host._on_exit(handle)
+    finally:
+        host.exits.close()
+
+
+def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
+    """A worker refused its start (the lock held) and exited EXIT_REFUSED; the supervisor
+    handles the exit before its `fatal` (still queued behind another worker's beat), so
+    it has no message. The exit code says it was refused: the waiting request is answered
+    WORKER_DOWN naming the lock file with the lsof hint, nothing restarts, no crash is
+    counted. Before, it went to `_crashed`: a restart, counted towards a quarantine, and
+    the late `fatal` dropped. The worker is a real process exiting with the code."""
+    host, handle = _RefusalHost(tmp_path), _handle()
+    handle.pending["1"] = Pending(internal_id="1", client=b"c", client_id="r1", op="status",
+                                  deadline=time.monotonic() + 30, timeout_ms=30000,
+                                  body=b"{}")
+    _exits_refused(host, handle)
+    path = worker_lock_path(tmp_path, handle.space16)
+    assert handle.restarts == 0 and handle.state == "idle", (handle.restarts, handle.state)
+    assert [(i, r.error) for i, r in host.answered] == [("1", "WORKER_DOWN")], host.answered
+    reply = host.answered[0][1]
+    assert f"another worker of the space holds its worker lock {path}" in reply.message
+    assert f"lsof {path}" in reply.hint
+    assert handle.last_exit == reply.message
+
+
+def test_a_refusal_at_a_quarantines_retry_keeps_the_quarantine_as_it_was(tmp_path):
+    """The space was quarantined (crashes) and its retry's worker is refused the lock. The
+    quarantine stands, its backoff neither lifted (every request then started a worker at
+    once, the crashes it is for never known to be mended) nor doubled (a refusal is no
+    crash): the next retry is one backoff from the refusal."""
+    host, handle = _RefusalHost(tmp_path), _handle()
+    before = time.monotonic()
+    handle.backoff_s, handle.retry_started_at = 4.0, before  # the quarantine's retry
+    _exits_refused(host, handle)
+    assert handle.state == "quarantined" and handle.backoff_s == 4.0, handle
+    assert handle.quarantined_until is not None and handle.quarantined_until >= before + 4.0
+    assert handle.restarts == 0
 
 
 def _workers_of(home: Path) -> list[int]:
@@ -154,10 +277,20 @@ def test_a_new_supervisor_starts_no_worker_beside_a_stopped_one_its_predecessor_
         new_supervisor = running_pid(sb.kint_home)
         assert new_supervisor not in (None, killed)
         assert _workers_of(sb.kint_home) == [old]  # no second worker of the space
-        row = next(r for r in json.loads(sb.kint("supervisor", "status", "--json").stdout)
-                   ["spaces"] if r["store"] == str(sb.sibyl_db))
+        status = json.loads(sb.kint("supervisor", "status", "--json").stdout)
+        row = next(r for r in status["spaces"] if r["store"] == str(sb.sibyl_db))
         assert row["pid"] is None and f"(pid {old})" in row["last_exit"], row
         assert row["restarts"] == 0, row  # not a crash: nothing restarted in a loop
+        # Yet the space serves nothing: degraded, the refusal and its holder in its row,
+        # where it once read a plain "idle" and the command exited 0.
+        assert row["start_refused"] == {"code": "WORKER_DOWN", "holder_pid": old,
+                                        "hint": row["start_refused"]["hint"]}, row
+        assert f"kill -CONT {old}" in row["start_refused"]["hint"], row
+        assert status["degraded"] is True
+        text = sb.kint("supervisor", "status")
+        assert text.returncode == 1, text.stdout + text.stderr
+        assert f"idle (held by pid {old})" in text.stdout, text.stdout
+        assert f"kill -CONT {old}" in text.stdout, text.stdout
 
         os.kill(old, signal.SIGCONT)
         assert wait_until(lambda: not pid_alive(old), timeout=30), "the old worker stays"

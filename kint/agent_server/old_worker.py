@@ -24,7 +24,7 @@ from typing import Callable
 from kint.client import KintError
 from kint.paths import space_files, worker_lock_path
 from kint.protocol import ErrorCode
-from kint.tenant_worker.worker_lock import Holder, read_holder
+from kint.tenant_worker.worker_lock import Holder, live_holder
 
 
 def head_lock_free(home: Path, space16: str) -> bool:
@@ -47,15 +47,16 @@ def old_worker(home: Path, space16: str,
     file names, or None. The serving supervisor is read after the lock, not before: one
     that another kint process started meanwhile, whose worker took the lock in between,
     would otherwise be no supervisor, and its healthy worker taken for the old one. A
-    holder that has not written its pids yet (an instant after it took the lock) counts
-    as old for this look; the next one reads them."""
+    holder that has not written its pids yet (an instant after it took the lock), the
+    file still naming the one before it (`live_holder`: its pid no live kint worker's),
+    counts as old for this look, unnamed; the next one reads them."""
     fd = _open_lock(worker_lock_path(home, space16), "worker lock")
     if fd is None:
         return None
     try:
         if not _held(fd):
             return None
-        holder = read_holder(fd)
+        holder = live_holder(fd)
     finally:
         os.close(fd)
     serving = serving_pid()

@@ -3,7 +3,8 @@
 A worker says `hello`, then `beat`s (every second while it works, every `idle_beat_seconds`
 once it has been idle that long; each beat says when the next is due) and sends
 `reply`s; before a deliberate non-zero exit it sends `fatal` with the reason (and, for a
-start it refuses rather than fails, the code and hint its space's requests get). The
+start it refuses rather than fails, the code and hint its space's requests get, and the
+pid of the worker that holds the space when the worker lock names one). The
 supervisor sends `req` and `stop`.
 Every message carries the sender's pid, so a message from a worker that was already
 replaced is recognised and dropped.
@@ -41,6 +42,15 @@ WorkerKind = Literal["hello", "beat", "reply", "fatal"]
 _WORKER_KINDS = frozenset({"hello", "beat", "reply", "fatal"})
 _SUPERVISOR_KINDS = frozenset({"req", "stop"})
 _ERROR_CODES = frozenset(code.value for code in ErrorCode)
+
+# How a worker that never served ends (its `fatal` says why, when it arrives). The exit code
+# alone tells the two apart: the supervisor may handle the exit before it reads the
+# message, which can sit queued behind another worker's beat.
+# A worker that cannot serve its space: a crash (restarts, then a quarantine).
+EXIT_FATAL = 3
+# A worker that refused to start because another worker of its space holds the space's
+# worker lock (kint.tenant_worker.worker_lock): not a crash, nothing restarted.
+EXIT_REFUSED = 4
 
 # The fields a beat may carry, with the types each may have (None always allowed).
 BEAT_FIELDS: dict[str, tuple[type, ...]] = {
@@ -191,6 +201,11 @@ def decode_from_worker(header: bytes, body: Any) -> dict[str, Any]:
         if (code is None) != (hint is None) or (code is not None and (
                 type(code) is not str or code not in _ERROR_CODES or type(hint) is not str)):
             raise ProtocolError(ErrorCode.BAD_REQUEST, "fatal with a bad code or hint")
+        # And the pid of the worker holding the space, when known: `kint supervisor
+        # status` names it in the space's state.
+        holder = obj.get("holder_pid")
+        if holder is not None and (code is None or type(holder) is not int or holder <= 0):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "fatal with a bad holder_pid")
     return obj
 
 

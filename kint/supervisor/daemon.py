@@ -239,6 +239,11 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
                 elif sock == forkserver_ready:
                     self.on_forkserver_ready()
                 else:  # the exit watch's descriptor: a worker exited
+                    # What its workers sent before they exited is read first, all of
+                    # it: a refused start's `fatal` queued behind another worker's beat
+                    # (one message is read a turn) was dropped as a retired route's, and
+                    # the refusal taken for a crash.
+                    drain(back, on_back)
                     for handle in self.exits.exited():
                         self._on_exit(handle)
             front_busy, back_busy = front_ready, back_ready

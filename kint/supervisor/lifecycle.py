@@ -17,15 +17,17 @@ from typing import Any, Callable
 
 import zmq
 
+from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
 from kint.open_files import out_of_files
 from kint.supervisor.room import WorkerRoom
-from kint.supervisor.workers import (STOPPED_MID_OP_HINT, WorkerHandle, describe_exit,
-                                    live_sessions)
+from kint.supervisor.workers import (STOPPED_MID_OP_HINT, StartRefusal, WorkerHandle,
+                                    describe_exit, live_sessions)
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.own_memory import QUIET_SECONDS
+from kint.tenant_worker.worker_lock import unnamed_holder_hint
 
 log = logging.getLogger("kint.supervisor")
 
@@ -159,6 +161,8 @@ class WorkerLifecycle(WorkerRoom):
         reason = handle.fatal_reason or describe_exit(exitcode)
         if handle.hung_reason:
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
+        elif exitcode == worker_wire.EXIT_REFUSED and handle.start_refused is None:
+            reason = self._refused_unheard(handle)
         stop_reason = handle.stop_reason
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
@@ -190,21 +194,46 @@ class WorkerLifecycle(WorkerRoom):
             # the space moved to another store, which that successor serves.
             self.spawn(handle)
         elif handle.start_refused is not None:
-            self._start_refused(handle, reason, handle.start_refused)
+            self._start_refused(handle, now, reason, handle.start_refused)
         else:
             self._crashed(handle, now, reason)
 
-    def _start_refused(self, handle: WorkerHandle, reason: str,
-                       refusal: tuple[str, str]) -> None:
+    def _refused_unheard(self, handle: WorkerHandle) -> str:
+        """The worker exited EXIT_REFUSED and its `fatal`, which names the holder, has not
+        been read (lost, or still queued: the loop drains the back socket before it
+        handles exits, but a message can arrive after the exit it precedes). The code
+        says as much as the message would have, bar the holder: a refusal, never a crash
+        (which restarted the space and counted towards a quarantine). Returns the reason,
+        and sets `start_refused` for `_on_exit`."""
+        path = worker_lock_path(self.home, handle.space16)
+        handle.start_refused = StartRefusal(ErrorCode.WORKER_DOWN.value,
+                                            unnamed_holder_hint(path), None)
+        return (f"the worker of space {handle.space16} refused to start: another worker of "
+                f"the space holds its worker lock {path}; no second worker is started "
+                f"beside it on the same store")
+
+    def _start_refused(self, handle: WorkerHandle, now: float, reason: str,
+                       refusal: StartRefusal) -> None:
         """The worker refused to start: an older worker of the space, left by a supervisor
         that died, still runs (stopped or stuck) and holds the space's worker lock
         (kint.tenant_worker.worker_lock). Not a crash: a restart would only wait and be
         refused again, and a quarantine would outlast the old worker's end. The requests
         waiting for it are answered with the refusal's code and hint, the space is left
-        idle with the reason as its last exit (`kint supervisor status`), and the next
-        request starts a worker again, which serves once the old one is gone."""
-        code, hint = refusal
-        handle.state = "idle"
+        idle with the reason as its last exit and the refusal in its row until the next
+        spawn (`kint supervisor status`: degraded), and the next request starts a worker
+        again, which serves once the old one is gone.
+
+        Refused at a quarantine's retry, the space stays quarantined, its backoff as it
+        was, the next retry one backoff from now: the refusal says nothing of the crashes
+        the quarantine is for (neither that they are mended, which lifting it would
+        assume, every request then starting a worker at once, nor that one more happened,
+        which doubling the backoff would count)."""
+        code, hint, _ = refusal
+        if handle.backoff_s is not None and handle.retry_started_at is not None:
+            handle.quarantined_until = now + handle.backoff_s
+            handle.state = "quarantined"
+        else:
+            handle.state = "idle"
         handle.last_exit = reason
         log.warning("space %s: the worker refused to start: %s", handle.space16, reason)
         for pending in list(handle.pending.values()):

@@ -100,6 +100,10 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "retry_in_s": retry_in,
         # Why no worker was started for the last request: no file descriptors to spare.
         "no_room": handle.no_room if not handle.alive else None,
+        # Why the last worker started refused to serve: another worker of the space holds
+        # its worker lock (its pid when known), and what to do about it.
+        "start_refused": (handle.start_refused._asdict()
+                          if handle.start_refused is not None and not handle.alive else None),
     }
 
 
@@ -156,6 +160,8 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                        # (an on-demand start's is the starting command's), for its life.
                        "started_with": started_with()},
         "spaces": rows,
-        # A space refused a worker for want of open files is degraded too: it serves nothing.
-        "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"] for row in rows),
+        # A space refused a worker for want of open files, or whose worker refused its
+        # start, is degraded too: it serves nothing.
+        "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"]
+                        or row["start_refused"] for row in rows),
     }

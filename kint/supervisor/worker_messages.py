@@ -28,7 +28,7 @@ from kint.paths import BACK_SOCKET
 from kint.protocol import ProtocolError, worker_wire
 from kint.protocol.server_codec import too_large_reply
 from kint.supervisor.peer import peer_credentials
-from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
+from kint.supervisor.workers import SERVING_STATES, Pending, StartRefusal, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 
@@ -106,7 +106,8 @@ class WorkerMessages:
         if kind == "fatal":
             handle.fatal_reason = msg["reason"]
             if msg.get("code") is not None:  # a start refused, not a crash (`_on_exit`)
-                handle.start_refused = (msg["code"], msg["hint"])
+                handle.start_refused = StartRefusal(msg["code"], msg["hint"],
+                                                    msg.get("holder_pid"))
         elif kind == "hello":
             refusal = self._hello_refusal(handle, frames[1])
             if refusal is not None:

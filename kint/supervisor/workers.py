@@ -30,7 +30,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from kint.protocol.worker_wire import BEAT_SECONDS, MAX_OPS_NAMED, beat_seconds_in_range
 
@@ -58,6 +58,15 @@ def ops_in_flight(beat: dict[str, Any], since: float) -> list[dict[str, Any]]:
                 and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
             named.append({"name": item[0], "age_s": round(float(item[1]) + since, 3)})
     return named[:MAX_OPS_NAMED]
+
+
+class StartRefusal(NamedTuple):
+    """A start the worker refused: the code and hint its space's requests get, and the pid
+    of the worker holding the space, None when nobody could name it."""
+
+    code: str
+    hint: str
+    holder_pid: int | None
 
 
 @dataclass(slots=True)
@@ -102,10 +111,10 @@ class WorkerHandle:
     kill_at: float | None = None
     hung_reason: str | None = None
     fatal_reason: str | None = None
-    # The code and hint of a start the worker refused (another worker of the space still
-    # holds it: kint.tenant_worker.worker_lock): its requests are answered with them, and
-    # no restart follows.
-    start_refused: tuple[str, str] | None = None
+    # The start the worker refused (another worker of the space still holds it:
+    # kint.tenant_worker.worker_lock): its requests are answered with its code and hint,
+    # no restart follows, and `kint supervisor status` shows it until the next spawn.
+    start_refused: StartRefusal | None = None
     crash_times: collections.deque[float] = field(default_factory=collections.deque)
     restarts: int = 0
     last_exit: str | None = None

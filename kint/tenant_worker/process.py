@@ -64,8 +64,9 @@ _PENDING_AT_START = "pending-at-start"
 # before means the worker itself did not run (stopped with its whole process group, say),
 # and its grace is given whole again from then.
 STOPPED_TURN_S = 1.0
-# Exit code of a worker that refused to start (the supervisor counts it as a crash).
-EXIT_FATAL = 3
+# The exit codes of a worker that never served (EXIT_FATAL, EXIT_REFUSED) are the
+# supervisor's to read: kint.protocol.worker_wire.
+EXIT_FATAL, EXIT_REFUSED = worker_wire.EXIT_FATAL, worker_wire.EXIT_REFUSED
 
 
 def _die_with_parent() -> None:
@@ -289,7 +290,8 @@ class Worker(Heartbeat, OpReplies):
 
 
 def run_worker(config: WorkerConfig, token: bytes) -> None:
-    """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served.
+    """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served,
+    EXIT_REFUSED when another worker of the space holds its worker lock.
     `token` is this spawn's secret, made by the supervisor (see kint.protocol.worker_wire)."""
     _die_with_parent()
     set_process_name(WORKER)
@@ -310,7 +312,8 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         log.error("space %s cannot start: %s", config.space16, held)
         _tell_supervisor(config, token, {"kind": "fatal", "reason": str(held),
                                          "code": ErrorCode.WORKER_DOWN.value,
-                                         "hint": held.hint})
+                                         "hint": held.hint,
+                                         "holder_pid": held.holder.pid}, EXIT_REFUSED)
     except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
         _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
@@ -358,14 +361,16 @@ def _cannot_start(config: WorkerConfig, token: bytes, err: Exception) -> NoRetur
     restarts, and a quarantine with backoff when it fails every time."""
     reason = f"the worker could not start: {type(err).__name__}: {err}"
     log.error("space %s: %s", config.space16, reason, exc_info=True)
-    _tell_supervisor(config, token, {"kind": "fatal", "reason": reason})
+    _tell_supervisor(config, token, {"kind": "fatal", "reason": reason}, EXIT_FATAL)
 
 
-def _tell_supervisor(config: WorkerConfig, token: bytes, fatal: dict[str, Any]) -> NoReturn:
-    """Send `fatal` on a socket of its own and exit EXIT_FATAL. One that carries a `code`
-    and a `hint` is a start refused, not a crash (another worker of the space holds it:
-    kint.tenant_worker.worker_lock): the supervisor answers the space's requests with
-    them and restarts nothing."""
+def _tell_supervisor(config: WorkerConfig, token: bytes, fatal: dict[str, Any],
+                     exit_code: int) -> NoReturn:
+    """Send `fatal` on a socket of its own and exit with `exit_code`. One that carries a
+    `code` and a `hint` is a start refused, not a crash (another worker of the space holds
+    it: kint.tenant_worker.worker_lock), and exits EXIT_REFUSED: the supervisor answers the
+    space's requests with them and restarts nothing, and takes the exit code alone as the
+    refusal when it handles the exit before the message."""
     zctx = zmq.Context()
     try:
         dealer = zctx.socket(zmq.DEALER)
@@ -381,4 +386,4 @@ def _tell_supervisor(config: WorkerConfig, token: bytes, fatal: dict[str, Any]) 
     finally:
         zctx.term()
     logging.shutdown()
-    os._exit(EXIT_FATAL)
+    os._exit(exit_code)

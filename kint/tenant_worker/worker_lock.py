@@ -10,15 +10,17 @@ saves or the session files.
 So each worker takes an exclusive flock on `worker-<space16>.lock` in KINT_HOME before it
 touches anything of its space, and keeps it until its process ends (the kernel lets it go
 then, however the process ends: a SIGKILL too). It writes its pid and its supervisor's pid
-in the file, so whoever finds the lock held can name the holder, and can tell an old
-worker (its supervisor not the one serving the home now) from the serving supervisor's own
+in the file, so whoever finds the lock held can name the holder (once that pid is seen to
+be a live kint worker's: `live_holder`), and can tell an old worker (its supervisor not
+the one serving the home now) from the serving supervisor's own
 (kint.agent_server.old_worker), on any system: no /proc walk.
 
 A worker that finds the lock held waits for it: a recycled, restarted or upgraded worker's
 successor is started only once its predecessor has exited (kint.supervisor.lifecycle), so
 it finds the lock free or free within a moment, and an orphan exits within ORPHAN_EXIT_S of
-its supervisor's death. Past that bound, or as soon as the holder is seen stopped (it lets
-go of nothing until continued; Linux only, /proc), the start is refused with
+its supervisor's death. Past that bound, or once the holder has been seen stopped for
+STOPPED_FOR_S (it lets go of nothing until continued; Linux only, /proc), the start is
+refused with
 `WorkerLockHeld`, which names the holder and the way out; the supervisor answers the
 space's requests with it (kint.supervisor.lifecycle) and starts no other worker until the
 next request. The file is opened as every lock file of KINT_HOME is
@@ -32,10 +34,11 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from kint.envsettings import pid_alive
 from kint.pid_file_lock import flock_by, open_own_file, write_holder
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
-from kint.tenant_worker.store_sharers import process_stopped
+from kint.tenant_worker.store_sharers import process_stopped, worker_start
 
 # How long a starting worker waits for the lock: the longest an old worker that is neither
 # stopped nor stuck outlives its supervisor. Well under the supervisor's start timeout
@@ -71,12 +74,21 @@ class WorkerLockHeld(Exception):
             f"another worker of space {space16} still runs ({who}) and holds {path}: {why}; "
             f"no second worker is started beside it on the same store")
         if pid is not None:
+            # An old worker had its SIGTERM when its supervisor died (the parent-death
+            # signal), and is still here: a second `kill` would do nothing more.
             self.hint = (f"`kill -CONT {pid}` if it is stopped (it then exits by itself once "
-                         f"its supervisor is gone), or `kill {pid}` if it is stuck; then run "
-                         f"the command again")
+                         f"its supervisor is gone), or `kill -KILL {pid}` if it is stuck "
+                         f"(a SIGTERM it already had); then run the command again")
         else:
-            self.hint = (f"find the process with `lsof {path}` (or `fuser {path}`) and end "
-                         f"it, then run the command again")
+            self.hint = unnamed_holder_hint(path)
+
+
+def unnamed_holder_hint(path: Path) -> str:
+    """The way out when the lock at `path` is held by a process nobody can name: the lock
+    file does not, or the refusal's own message never reached the supervisor
+    (kint.supervisor.lifecycle)."""
+    return (f"find the process with `lsof {path}` (or `fuser {path}`) and end it, then run "
+            f"the command again")
 
 
 def read_holder(fd: int) -> Holder:
@@ -88,6 +100,26 @@ def read_holder(fd: int) -> Holder:
     pids = [int(w) if w.isdigit() else None for w in words[:2]]
     pids += [None] * (2 - len(pids))
     return Holder(pids[0], pids[1])
+
+
+def live_holder(fd: int) -> Holder:
+    """The holder `read_holder` reads, believed only when its pid is a live kint worker
+    (named kint.proc_name.WORKER, from /proc; where there is no /proc, a live process);
+    otherwise read as a holder that has not written its pids yet: both None. Between a
+    new holder's lock and its write, the file still names the holder before it, whose pid
+    may since have gone to another process: that stranger was judged stopped (the start
+    refused at once) or named with `kill -KILL` in the hint. Its supervisor's pid, written
+    on the same line, is as stale. Unnamed, the refusal gives the lsof hint instead."""
+    holder = read_holder(fd)
+    if holder.pid is None or _live_worker(holder.pid):
+        return holder
+    return Holder(None, None)
+
+
+def _live_worker(pid: int) -> bool:
+    if os.path.isdir("/proc/self"):
+        return worker_start(pid) is not None
+    return pid_alive(pid)
 
 
 def hold_worker_lock(path: Path, space16: str, supervisor_pid: int,
@@ -103,7 +135,7 @@ def hold_worker_lock(path: Path, space16: str, supervisor_pid: int,
         started = time.monotonic()
         stopped_since: float | None = None
         while not flock_by(fd, 0.0, RETRY_S):  # one try: the loop below decides the wait
-            holder = read_holder(fd)
+            holder = live_holder(fd)
             now = time.monotonic()
             stopped = holder.pid is not None and process_stopped(holder.pid)
             stopped_since = (stopped_since or now) if stopped else None
