@@ -38,7 +38,7 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 # process, the controller (which imports this file before it starts the workers), and
 # inherited by the workers through the environment.
 if "KINT_TESTS_RUN_ROOT" not in os.environ:
-    os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kint-tests-run-")
+    os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kt-")
 _RUN_ROOT = Path(os.environ["KINT_TESTS_RUN_ROOT"])
 _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
 os.environ["HOME"] = str(_SESSION_ROOT / "home")
@@ -86,7 +86,15 @@ TENANT = SIBYL_DEFAULT_TENANT
 _wheel_build: Any = None  # tests/wheel_build.py's build, once a session collected test_wheel
 
 
+@pytest.hookimpl(tryfirst=True)  # before the tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
+    """The tests' folders go under the run's short folder (`_RUN_ROOT`/t; a worker's under
+    t/popen-gwN, as xdist names them), unless --basetemp says where: a machine's sockets
+    must fit in a socket path's ~100 bytes below its KINT_HOME, or kint binds them in a
+    fallback folder (kint.paths.socket_dir), and pytest's own root plus xdist's worker
+    folder made them too long for most tests."""
+    if XDIST_WORKER is None and not config.option.basetemp:
+        config.option.basetemp = str(_RUN_ROOT / "t")
     config.addinivalue_line(
         "markers", "chain_exclusive: runs while no other test uses the session's devchain "
         "(it moves the chain under everyone, or reads it as still)")
@@ -142,7 +150,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
         if (_DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json").exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
-        shutil.rmtree(_RUN_ROOT, ignore_errors=True)
+        if session.testsfailed:  # the failed tests' folders are kept to look at
+            print(f"\nthe tests' folders are kept in {_RUN_ROOT / 't'}")
+            shutil.rmtree(_DEVCHAIN_ROOT, ignore_errors=True)
+        else:
+            shutil.rmtree(_RUN_ROOT, ignore_errors=True)
         # xdist's controller runs no test, so no fixture removed the HOME it made here.
         shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
 
