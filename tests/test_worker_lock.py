@@ -294,6 +294,13 @@ def test_a_new_supervisor_starts_no_worker_beside_a_stopped_one_its_predecessor_
 
         os.kill(old, signal.SIGCONT)
         assert wait_until(lambda: not pid_alive(old), timeout=30), "the old worker stays"
+        # Gone, it is no longer named, nor the space degraded, before any request: the
+        # supervisor's sweep finds the lock free (its pid may be another process's soon).
+        def refusal_gone() -> bool:
+            row = next(r for r in sb.sup_status()["spaces"] if r["store"] == str(sb.sibyl_db))
+            return row["start_refused"] is None
+        assert wait_until(refusal_gone, timeout=10), sb.sup_status()
+        assert json.loads(sb.kint("supervisor", "status", "--json").stdout)["degraded"] is False
         served = sb.call("status", sb.sibyl_db, timeout_s=30)
         assert served["worker"]["pid"] not in (None, old)
         assert _workers_of(sb.kint_home) == [served["worker"]["pid"]]

@@ -16,7 +16,6 @@ never waited on as the old one.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 from pathlib import Path
 from typing import Callable
@@ -24,7 +23,7 @@ from typing import Callable
 from kint.client import KintError
 from kint.paths import space_files, worker_lock_path
 from kint.protocol import ErrorCode
-from kint.tenant_worker.worker_lock import Holder, live_holder
+from kint.tenant_worker.worker_lock import Holder, held, live_holder
 
 
 def head_lock_free(home: Path, space16: str) -> bool:
@@ -35,7 +34,7 @@ def head_lock_free(home: Path, space16: str) -> bool:
     if fd is None:
         return True
     try:
-        return not _held(fd)
+        return not held(fd)
     finally:
         os.close(fd)
 
@@ -54,7 +53,7 @@ def old_worker(home: Path, space16: str,
     if fd is None:
         return None
     try:
-        if not _held(fd):
+        if not held(fd):
             return None
         holder = live_holder(fd)
     finally:
@@ -63,16 +62,6 @@ def old_worker(home: Path, space16: str,
     if serving is not None and holder.supervisor_pid == serving:
         return None
     return holder
-
-
-def _held(fd: int) -> bool:
-    """Whether another process holds the lock on `fd` (taken shared and let go at once)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    return False
 
 
 def _open_lock(path: Path, what: str) -> int | None:

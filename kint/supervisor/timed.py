@@ -29,10 +29,12 @@ from typing import Any, Callable
 import zmq
 
 from kint.open_files import ROOM_HINT, no_room_yet_message
+from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.zmq_frames import send_frames
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
+from kint.tenant_worker.worker_lock import held_at
 
 log = logging.getLogger("kint.supervisor")
 
@@ -196,6 +198,13 @@ class TimedWork:
                 log.info("space %s: quarantine retry", handle.space16)
                 handle.retry_started_at = now
                 self.spawn(handle)
+            elif handle.start_refused is not None and held_at(
+                    worker_lock_path(self.home, handle.space16)) is False:
+                # The worker that held the space is gone: its refusal no longer stands
+                # (status showed the space degraded, naming a pid that may be another
+                # process's by now); the last exit keeps the story.
+                log.info("space %s: the worker lock is free again", handle.space16)
+                handle.start_refused = None
             if (handle.backoff_s is not None and handle.state in SERVING_STATES
                     and handle.retry_started_at is not None and handle.hello_at is not None
                     and now - handle.hello_at >= stable_after_s):

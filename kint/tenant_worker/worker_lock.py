@@ -29,6 +29,8 @@ next request. The file is opened as every lock file of KINT_HOME is
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import time
 from pathlib import Path
@@ -100,6 +102,33 @@ def read_holder(fd: int) -> Holder:
     pids = [int(w) if w.isdigit() else None for w in words[:2]]
     pids += [None] * (2 - len(pids))
     return Holder(pids[0], pids[1])
+
+
+def held(fd: int) -> bool:
+    """Whether another process holds the lock on `fd` (taken shared and let go at once:
+    a worker that wants it meanwhile waits one of its RETRY_S tries)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def held_at(path: Path) -> bool | None:
+    """Whether a process holds the worker lock at `path`: False when there is no such file
+    (or a link, which no worker takes), None when it cannot be opened to look (unknown)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        return False if err.errno == errno.ELOOP else None
+    try:
+        return held(fd)
+    finally:
+        os.close(fd)
 
 
 def live_holder(fd: int) -> Holder:
