@@ -188,6 +188,20 @@ def test_a_revoked_keys_journal_that_may_still_land_is_kept(tmp_path, lookup):
     assert book._entry(NONCE).raw == b"signed".hex()
 
 
+def test_a_revoked_keys_journal_found_mined_is_settled_from_the_chain(tmp_path, monkeypatch):
+    """The journal's transaction is found in a block when the nonce is released (mined
+    between the settlement's nonce read and its look, or read from an endpoint behind the
+    one that answered first): perhaps the journal's own epoch, landed before the key's
+    rights ended. The chain decides, as for any spent nonce (`_settle_spent`); the journal
+    is never dropped on the look alone (review25c)."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lambda tx_hash: {"blockNumber": 12})
+    seen = []
+    monkeypatch.setattr(pending_mod, "_settle_spent",
+                        lambda ctx, anchor, s, p, owner, refused: seen.append(p.seq) or None)
+    assert pending_mod.resolve_pending(ctx, chain, sender, "0xowner") is None
+    assert seen == [2] and path.exists() and chain.sent == 0
+
+
 def test_a_revoked_keys_journal_never_sent_is_dropped_and_its_nonce_given_back(tmp_path):
     """The endpoint does not know the transaction: it never left this machine and cannot
     land once its nonce is given back, so the journal goes; the settlement returns what it

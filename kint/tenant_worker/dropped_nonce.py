@@ -36,10 +36,15 @@ class Release:
     held (REPLACED, WAITS_TO_REVERT, `not_replaced`), for a refusal to say once the journal
     is dropped. `may_land`: why its signed transaction may still be mined from this
     machine's book or the endpoint (None: it cannot, the nonce being given back, spent,
-    mined, or its transaction replaced). Whether that keeps the journal is the caller's."""
+    mined, or its transaction replaced). Whether that keeps the journal is the caller's.
+    `spent`: the nonce was found mined meanwhile, by the journal's own transaction or
+    another: only the chain, read again, says whether the epoch landed (a journal dropped
+    for its key's rights may have landed before they ended), so the caller settles it as
+    a spent nonce, never drops it on this alone."""
 
     waiting: str | None = None
     may_land: str | None = None
+    spent: bool = False
 
 
 def signed_by(sender: Any) -> str:
@@ -69,7 +74,7 @@ def release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
 
     try:
         if sender.mined_count() > pending.nonce:
-            return Release()
+            return Release(spent=True)
         held = bounded(lookup, "looking up the interrupted push's transaction")
     except RpcUnavailable as err:
         return Release(may_land=f"whether its transaction waits at the endpoint could not be "
@@ -80,7 +85,7 @@ def release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
                  ctx.config.space16, pending.nonce, pending.seq, signed_by(sender))
         return Release()
     if held.get("blockNumber") is not None:
-        return Release()
+        return Release(spent=True)
     try:
         replaced = sender.cancel(pending.nonce, pending.raw_tx)
     except (RpcUnavailable, ChainRefused) as err:

@@ -178,6 +178,8 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
     if spent:
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
     release = release_nonce(ctx, anchor, sender, pending)
+    if release.spent:  # mined since the read above: perhaps the journal's own, landed
+        return _settle_spent(ctx, anchor, sender, pending, owner, None)
     rotated = isinstance(sender, FormerKey)
     found = Unauthorized(pending.seq, pending.sender, owner, rotated, release.waiting)
     # A previous session key's transaction goes whatever became of it: the book no longer
