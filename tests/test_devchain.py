@@ -537,3 +537,38 @@ def test_connect_dev_keeps_a_devchain_errors_own_code(tmp_path, chain_home):
             assert "no powers" in refusal["message"], refusal
     finally:
         sb.shutdown()
+
+
+def test_deploys_at_once_from_the_one_dev_account_all_land(chain_home):
+    """Every deploy on a devchain comes from anvil's first dev account: several at once
+    (two machines of one devchain, the suite's two workers) read the same pending nonce,
+    and the ones that lost were refused "nonce too low" or "already imported" (a reviewer
+    saw one fail in each of 20 rounds of two). Each is signed again at the nonce read anew:
+    every deploy lands, at an address of its own."""
+    import threading
+
+    from chain_machines import devchain_web3
+    from kint.chain.artifact import test_smart_account_artifact
+    from kint.chain.devchain.powers import deploy_artifact
+
+    w3 = devchain_web3(chain_home)
+    art = test_smart_account_artifact()
+    owner = "0x" + "11" * 20
+    start = threading.Barrier(4)
+    landed: list[str] = []
+    failed: list[BaseException] = []
+
+    def deploy() -> None:
+        start.wait()
+        try:
+            landed.append(deploy_artifact(w3, art, owner))
+        except BaseException as err:  # noqa: BLE001 - the assertion below shows it
+            failed.append(err)
+
+    threads = [threading.Thread(target=deploy) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failed, failed
+    assert len(set(landed)) == 4 and all(w3.eth.get_code(a) for a in landed), landed

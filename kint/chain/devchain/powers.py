@@ -14,7 +14,6 @@ from eth_account import Account
 from web3 import Web3
 
 from kint.chain.artifact import test_smart_account_artifact
-from kint.chain.devchain.anvil import CHAIN_ID
 from kint.chain.devchain.errors import DevchainError
 from kint.settings.urls import redact_url
 
@@ -23,13 +22,16 @@ DEV_DEPLOYER_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4
 
 
 def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
-    """Deploy `art` with constructor `args` from anvil's first dev account; its address."""
-    deployer = Account.from_key(DEV_DEPLOYER_KEY)
-    factory = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
-    tx = factory.constructor(*args).build_transaction({
-        "from": deployer.address, "chainId": CHAIN_ID,
-        "nonce": w3.eth.get_transaction_count(deployer.address, "pending")})
-    tx_hash = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
+    """Deploy `art` with constructor `args` from anvil's first dev account; its address.
+    Sent unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys) so that anvil
+    gives it the account's next nonce itself: every deploy on a devchain comes from that
+    one account, and two at once (two machines of one devchain, the test suite's two
+    workers) that each read the pending nonce and signed at it collided, the loser refused
+    "nonce too low" or "already imported"."""
+    deployer = Account.from_key(DEV_DEPLOYER_KEY).address
+    data = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"]).constructor(
+        *args).data_in_transaction
+    tx_hash = w3.eth.send_transaction({"from": deployer, "data": data})
     receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
     if receipt["status"] != 1:
         raise DevchainError(f"deploying {art.get('contractName', 'a contract')} reverted")
