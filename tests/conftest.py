@@ -151,7 +151,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if (_DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json").exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
         if session.testsfailed:  # the failed tests' folders are kept to look at
-            print(f"\nthe tests' folders are kept in {_RUN_ROOT / 't'}")
+            print(f"\nthe tests' folders are kept in {session.config.option.basetemp}")
             shutil.rmtree(_DEVCHAIN_ROOT, ignore_errors=True)
         else:
             shutil.rmtree(_RUN_ROOT, ignore_errors=True)
@@ -413,7 +413,10 @@ def kint_copy(folder: Path) -> Path:
     tests running beside it see the change. Returns the copy's package folder."""
     import kint
 
-    shutil.copytree(Path(kint.__file__).parent, folder / "kint")
+    # Not a cache file Python is writing this moment (X.pyc.<id>, renamed when whole): a
+    # kint process of the other worker may be compiling a module as the copy lists them.
+    shutil.copytree(Path(kint.__file__).parent, folder / "kint",
+                    ignore=shutil.ignore_patterns("*.pyc.*"))
     return folder / "kint"
 
 

@@ -3,6 +3,7 @@ second machine joining with the owner wallet's signature, and leaves nothing beh
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -13,9 +14,19 @@ from conftest import KINT
 
 
 def test_demo_plays_the_beat_and_cleans_up(sandbox):
-    before = set(Path(tempfile.gettempdir()).glob("kint-demo-*"))
-    out = subprocess.run([KINT, "demo"], env=sandbox.env, text=True, capture_output=True,
-                         timeout=300)
+    # The demo's folders and processes are looked for in a temporary folder of its own
+    # (short: its machines' sockets live under it), not the machine's /tmp, where another
+    # test run or a user's `make demo` may be playing at the same time.
+    tmp = Path(tempfile.mkdtemp(prefix="kd-"))
+    try:
+        _plays_the_beat_and_cleans_up(sandbox, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _plays_the_beat_and_cleans_up(sandbox, tmp: Path) -> None:
+    out = subprocess.run([KINT, "demo"], env={**sandbox.env, "TMPDIR": str(tmp)}, text=True,
+                         capture_output=True, timeout=300)
     text = out.stdout
     assert out.returncode == 0, text + out.stderr
     assert text.rstrip().endswith("demo: done")
@@ -34,9 +45,10 @@ def test_demo_plays_the_beat_and_cleans_up(sandbox):
     assert "| kint connect --owner 0x" in text and "--signature -" in text
     assert "data key from chain head header" in text
     assert "RECOVERY-" in text and "fresh vault" in text
-    assert set(Path(tempfile.gettempdir()).glob("kint-demo-*")) == before
+    assert not list(tmp.glob("kint-demo-*")), "the demo left its folders"
     assert not sandbox.kint_home.exists(), "the demo must not use the caller's KINT_HOME"
-    leftovers = subprocess.run(["pgrep", "-f", "kint-demo-"], capture_output=True, text=True)
+    leftovers = subprocess.run(["pgrep", "-f", f"{tmp}/kint-demo-"], capture_output=True,
+                               text=True)
     assert leftovers.stdout.strip() == "", "the demo left processes running"
 
 
