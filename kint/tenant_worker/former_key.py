@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from kint.chain.anchor import Anchor
-from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, spent_nonce
+from kint.chain.calls import (INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, nonce_held,
+                              spent_nonce)
 from kint.chain.nonces import retry_seconds
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.pending_journal import PendingEpoch
@@ -104,7 +105,9 @@ class FormerKey:
         does for the machine's key: the push another space's journal on this machine holds
         signed at it (killed after it signed, before it sent) is sent as it is, and that
         space's settlement finds it landed; any other is filled with a transfer to self
-        signed by `session.key.old`. A nonce something waits at is left to it. Refused
+        signed by `session.key.old`. A nonce something waits at is left to it, also when
+        only the send finds it so (the endpoint refuses the filler as a replacement bid too
+        low: an endpoint whose count lags behind its pool). Refused
         (ProtocolError, the journal kept) when a transfer is needed and the key does not
         open here, or the endpoint does not take what fills it (too little ETH names the
         address to fund). Returns the nonces it filled."""
@@ -125,6 +128,16 @@ class FormerKey:
             except ChainRefused as err:
                 if spent_nonce(err):
                     continue  # mined meanwhile: read the count again
+                if nonce_held(err):
+                    # The endpoint holds a transaction at `hole` after all (the filler an
+                    # earlier settlement sent, read through an endpoint that lags, or any
+                    # other of this key's): the nonce is taken, and that one must not be
+                    # outbid. Reading the count again would show the same lag: the wait's
+                    # next slow step looks again.
+                    log.info("space %s: nonce %d of the previous session key %s already "
+                             "waits at the endpoint: not filled again", self.space16,
+                             hole, self.address)
+                    break
                 raise self._refused_fill(hole, nonce, err) from None
             filled.append(hole)
             log.info("space %s: nonce %d of the previous session key %s was never sent: %s",
