@@ -60,12 +60,13 @@ def box(tmp_path, chain_home):
 class Space:
     """A's space: connected, its first epoch pushed by A's first key."""
 
-    def __init__(self, box: dict, profile: str) -> None:
+    def __init__(self, box: dict, profile: str, *connect: str) -> None:
+        """`connect`: more `kint connect --dev` arguments (`--rpc-urls`)."""
         self.box, self.a, self.w3 = box, box["a"], box["w3"]
         self.db = self.a.profile_db(profile)
         self.profile = profile
         write(self.db, self.a.tenant, first="anchored before the kill")
-        connected = jdb(self.a, self.db, "connect", "--dev")
+        connected = jdb(self.a, self.db, "connect", "--dev", *connect)
         self.space16, self.owner = connected["space"], connected["owner"]
         self.sid = bytes.fromhex(space_id_of(self.a.label(self.db)))
         assert jdb(self.a, self.db, "push")["epochs"][-1]["seq"] == 1

@@ -89,6 +89,7 @@ class Anchor(AnchorWrites):
 
     def __init__(self, config: ChainConfig, tracker: RpcTracker, url_index: int = 0) -> None:
         self.config = config
+        self.tracker = tracker  # for an Anchor of another of the space's endpoints
         self.url = config.rpc_urls[url_index]
         self.provider = TrackedHTTPProvider(self.url, config.rpc_timeout_s, tracker)
         if not config.rpc_retries:

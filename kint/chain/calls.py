@@ -126,6 +126,15 @@ def spent_nonce(err: ChainRefused) -> bool:
     return err.error == SEND_REFUSED and ("nonce too low" in text or "oldnonce" in text)
 
 
+def nonce_held(err: ChainRefused) -> bool:
+    """Whether a refused send said the endpoint holds another transaction at its nonce,
+    waiting, that it bids too little to replace (geth, erigon, reth and anvil: "replacement
+    transaction underpriced"). The nonce is taken there: for a sender that only meant to
+    spend it (a filler), that is the work done by what waits, never a refusal."""
+    return err.error == SEND_REFUSED and "replacement transaction underpriced" in \
+        err.detail.lower()
+
+
 def transport_words(err: BaseException) -> str:
     """What went wrong on the way to the endpoint, in words a user acts on, with the
     library's name for it after: "ReadTimeout" alone said neither that the endpoint was

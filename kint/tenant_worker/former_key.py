@@ -21,7 +21,11 @@ the journal's transaction back for ever: the book that sent or filled such a hol
 wait's slow path (`fill_below`): with the push another space's journal holds signed at it,
 else a transfer to self from `session.key.old`; when neither can be had, the settlement
 refuses at once, naming the address and the nonce, instead of waiting out the receipt
-timeout at every push and pull.
+timeout at every push and pull. "Nothing spent" is the space's every endpoint's word, not
+only the one it sends through: a transaction of the old key at that nonce waiting in
+another endpoint's pool was sent (a push of another space, sent through its own endpoint;
+the user's own), and a filler would replace it, so it is left to arrive
+(`waits_elsewhere`), the wait going on as for any transaction that waits.
 
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
 keystore can still be opened here: `session.key.old`, kept by the rotate, naming this very
@@ -38,9 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from kint.chain.anchor import Anchor
-from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, spent_nonce
+from kint.chain.calls import (INSUFFICIENT_FUNDS, ChainRefused, answer_int, bounded, nonce_held,
+                              spent_nonce)
+from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
+from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.settings.urls import redact_url
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
@@ -66,13 +74,15 @@ class FormerKey:
     def mined_count(self) -> int:
         return mined_count(self.anchor, self.address)
 
-    def held_count(self) -> int:
-        """The key's next nonce counting what the endpoint holds waiting to be mined: a
-        nonce below it is mined or waits there; the first one above the mined count that
-        nothing waits at stops it (a queued transaction behind a hole does not count)."""
-        return bounded(lambda: answer_int(
-            self.anchor.w3.eth.get_transaction_count(self.address, "pending")),
-            "reading the previous session key's waiting nonce")
+    def held_count(self, anchor: Anchor | None = None) -> int:
+        """The key's next nonce counting what the endpoint (`anchor`, else the one the
+        space sends through) holds waiting to be mined: a nonce below it is mined or waits
+        there; the first one above the mined count that nothing waits at stops it (a
+        queued transaction behind a hole does not count)."""
+        at = anchor or self.anchor
+        return bounded(lambda: answer_int(at.w3.eth.get_transaction_count(self.address,
+                                                                          "pending")),
+                       "reading the previous session key's waiting nonce")
 
     def hole_below(self, nonce: int) -> int | None:
         """The lowest nonce below `nonce` that nothing of this key was mined at or waits
@@ -81,15 +91,36 @@ class FormerKey:
         held = self.held_count()
         return held if held < nonce else None
 
+    def waits_elsewhere(self, hole: int) -> str | None:
+        """Which other endpoint of the space (redacted) counts a transaction of this key at
+        `hole`, mined or waiting ("pending" count above it), or None. The endpoint read
+        first holds nothing there, yet a push of another space sent through its own
+        endpoint, or a transaction of the user's, may wait in another pool that has not
+        passed it on yet: it was sent, and a filler would replace it (another space's
+        epoch cancelled). An endpoint that does not answer says nothing."""
+        for index, url in enumerate(self.anchor.config.rpc_urls):
+            if same_endpoint(url, self.anchor.url):
+                continue
+            try:
+                held = self.held_count(Anchor(self.anchor.config, self.anchor.tracker, index))
+            except RpcUnavailable:
+                continue
+            if held > hole:
+                return redact_url(url)
+        return None
+
     def check_hole(self, nonce: int) -> None:
         """Before a journal's transaction at `nonce` is sent again: a hole below it that
         this machine cannot fill is refused at once, naming the nonce and what to do, where
         the receipt wait ran out its 60 s at every push and pull for ever. It can fill a
         hole with another space's push its journal holds signed (no key needed), or with a
         transfer when the key opens here; that is left to `wait`'s slow path, which gives
-        the other space's own settlement the time to send its push first."""
+        the other space's own settlement the time to send its push first. A nonce another
+        of the space's endpoints holds a transaction at is no hole: that one is waited
+        for."""
         hole = self.hole_below(nonce)
-        if hole is not None and self.signed_at(hole) is None and self.account() is None:
+        if hole is not None and self.signed_at(hole) is None and self.account() is None \
+                and self.waits_elsewhere(hole) is None:
             raise self._unfillable(hole, nonce)
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
@@ -104,7 +135,9 @@ class FormerKey:
         does for the machine's key: the push another space's journal on this machine holds
         signed at it (killed after it signed, before it sent) is sent as it is, and that
         space's settlement finds it landed; any other is filled with a transfer to self
-        signed by `session.key.old`. A nonce something waits at is left to it. Refused
+        signed by `session.key.old`. A nonce something waits at is left to it, also when
+        only the send finds it so (the endpoint refuses the filler as a replacement bid too
+        low: an endpoint whose count lags behind its pool). Refused
         (ProtocolError, the journal kept) when a transfer is needed and the key does not
         open here, or the endpoint does not take what fills it (too little ETH names the
         address to fund). Returns the nonces it filled."""
@@ -115,6 +148,13 @@ class FormerKey:
             if hole is None:
                 break
             raw, how = self.signed_at(hole), "sent the push another space's journal holds"
+            where = self.waits_elsewhere(hole) if raw is None else None
+            if where is not None:
+                log.info("space %s: nonce %d of the previous session key %s waits at the "
+                         "endpoint %s, not yet at the one this space sends through: not "
+                         "filled, the push waits behind it", self.space16, hole,
+                         self.address, where)
+                break
             if raw is None:
                 account = account or self.account()  # opened once a transfer is needed
                 if account is None:
@@ -125,6 +165,16 @@ class FormerKey:
             except ChainRefused as err:
                 if spent_nonce(err):
                     continue  # mined meanwhile: read the count again
+                if nonce_held(err):
+                    # The endpoint holds a transaction at `hole` after all (the filler an
+                    # earlier settlement sent, read through an endpoint that lags, or any
+                    # other of this key's): the nonce is taken, and that one must not be
+                    # outbid. Reading the count again would show the same lag: the wait's
+                    # next slow step looks again.
+                    log.info("space %s: nonce %d of the previous session key %s already "
+                             "waits at the endpoint: not filled again", self.space16,
+                             hole, self.address)
+                    break
                 raise self._refused_fill(hole, nonce, err) from None
             filled.append(hole)
             log.info("space %s: nonce %d of the previous session key %s was never sent: %s",

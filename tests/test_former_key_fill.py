@@ -1,0 +1,75 @@
+"""The previous session key's hole filler (kint/tenant_worker/former_key.py `fill_below`)
+against an endpoint that answers its filler "replacement transaction underpriced".
+
+That answer comes when the endpoint's pool already holds a transaction at the hole (the
+filler an earlier settlement sent, read through an endpoint whose count lags behind its
+pool, as a load balancer's nodes do) and the filler signed again bids less than 10% over
+it. anvil neither lags nor keeps two views, so the refusal is a stand-in: a loopback proxy
+(tests/rpc_proxy.py) in front of the session's real anvil answers every raw send with it,
+as such an endpoint would, and forwards every read (the counts, the gas price) to anvil.
+The key is a fresh one, its count 0: nonce 0 is the hole below nonce 1. Nothing leaves
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from unittest import mock
+
+import pytest
+from eth_account import Account
+
+from kint.chain.anchor import Anchor
+from kint.chain.config import load_chain_config
+from kint.chain.rpc import RpcTracker
+from kint.protocol import ProtocolError
+from kint.tenant_worker.former_key import FormerKey
+from rpc_proxy import RpcProxy
+
+
+@pytest.fixture
+def proxy(chain_home):
+    import json
+
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    made = RpcProxy(record["rpc_url"]).start()
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def _former(chain_home, proxy, tmp_path) -> tuple[FormerKey, object]:
+    key = Account.create()
+    config = replace(load_chain_config(chain_home), rpc_urls=(proxy.url,))
+    former = FormerKey(Anchor(config, RpcTracker()), key.address, tmp_path, "a" * 16)
+    return former, key
+
+
+def test_a_filler_refused_as_an_underpriced_replacement_is_not_a_refusal(chain_home, proxy,
+                                                                         tmp_path, caplog):
+    """The endpoint holds a transaction at the hole already: the filler signed again is not
+    sent over it, and the settlement is not refused; the wait goes on and says the nonce
+    waits. It was refused ("the endpoint refused the transaction that fills it"), the
+    journal kept, at every push and pull until the endpoint caught up."""
+    former, key = _former(chain_home, proxy, tmp_path)
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"],
+                   message="replacement transaction underpriced")
+    with mock.patch.object(FormerKey, "account", return_value=key), \
+            caplog.at_level(logging.INFO, logger="kint.worker"):
+        assert former.fill_below(1) == []
+    assert (f"nonce 0 of the previous session key {key.address} already waits at the "
+            f"endpoint: not filled again") in caplog.text
+
+
+def test_a_filler_refused_for_another_reason_is_still_a_refusal(chain_home, proxy, tmp_path):
+    """Any other refusal of the filler (here a price under the pool's floor, "transaction
+    underpriced", which names no transaction waiting) still refuses, keeping the journal."""
+    former, key = _former(chain_home, proxy, tmp_path)
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"],
+                   message="transaction underpriced")
+    with mock.patch.object(FormerKey, "account", return_value=key), \
+            pytest.raises(ProtocolError) as refused:
+        former.fill_below(1)
+    assert "the endpoint refused the transaction that fills it" in str(refused.value)

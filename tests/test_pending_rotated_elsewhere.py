@@ -1,0 +1,107 @@
+"""A previous session key's nonce below a journal's that the endpoint the space sends
+through holds nothing at, while the space's other endpoint holds a transaction of that key
+there, waiting (kint/tenant_worker/former_key.py `waits_elsewhere`): it was sent, so it is
+neither "never sent" nor a hole to fill with a transfer to self, which would replace it.
+
+The second endpoint is a real second node of the chain: an anvil this test starts, forked
+from the session's anvil (tests/test_pending_rotated.py's machine A and its `Space`), with
+no mining of its own, so a transaction sent to it waits in its pool and reaches the
+session's anvil only when the test passes it on (as one node gossips to another). Its fork
+is taken again just before (anvil_reset), so it holds the chain as the session's anvil has
+it then. Nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+from web3 import Web3
+from web3.exceptions import Web3RPCError
+
+import test_pending_rotated
+from test_pending_rotated import Space
+
+box = test_pending_rotated.box  # machine A, its crash points and settlement hold
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def node(chain_home):
+    """A second anvil forked from the session's, mining nothing: (its URL, web3 on it,
+    the session anvil's URL)."""
+    from kint.chain.devchain import anvil_binary
+
+    upstream = json.loads((chain_home / "devchain" / "devchain.json").read_text())["rpc_url"]
+    url = f"http://127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen([str(anvil_binary()), "--fork-url", upstream, "--host",
+                             "127.0.0.1", "--port", url.rsplit(":", 1)[1], "--no-mining",
+                             "--silent"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
+    try:
+        deadline = time.monotonic() + 30
+        while not w3.is_connected():
+            assert proc.poll() is None and time.monotonic() < deadline, "the fork did not start"
+            time.sleep(0.1)
+        yield url, w3, upstream
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("rotates", [1, 2])
+def test_a_nonce_that_waits_at_the_other_endpoint_is_not_filled_nor_called_never_sent(
+        box, node, rotates):
+    """The old key's nonce N-1 waits at the space's second endpoint (sent, not mined), and
+    its push at N was sent through the first, where it waits behind N-1. Then one rotate
+    (session.key.old opens: it could fill N-1) or two (it cannot). The settlement leaves
+    N-1 alone and waits, its log saying N-1 waits at the other endpoint; once that
+    transaction reaches the first endpoint both are mined and epoch 2 is recorded. With one
+    rotate, N-1 was filled by a transfer to self, the user's transaction at N-1 cancelled;
+    with two, the push was refused at once, N-1 "never sent"."""
+    url, other, upstream = node
+    s = Space(box, f"elsewhere-{rotates}", "--rpc-urls", f"{upstream},{url}")
+    since = s.w3.eth.block_number
+    hole, entry = s.hole(s.old)
+    old_key = s.key()
+    journal = s.kill("after_send")
+    assert journal["nonce"] == hole + 1
+    other.provider.make_request("anvil_reset", [{"forking": {"jsonRpcUrl": upstream}}])
+    other.provider.make_request("evm_setAutomine", [False])
+    sent = old_key.sign_transaction({"to": s.owner, "value": 1, "gas": 21_000, "nonce": hole,
+                                     "chainId": 31337, "gasPrice": 2 * s.w3.eth.gas_price})
+    other.eth.send_raw_transaction(sent.raw_transaction)
+    assert other.eth.get_transaction_count(s.old, "pending") == hole + 1
+    assert s.w3.eth.get_transaction_count(s.old, "pending") == hole  # not at the first
+    for _ in range(rotates - 1):
+        s.rotate(authorize=False)
+    s.rotate()
+    entry.unlink()  # as the new key's first allocation does
+    log = s.a.kint_home / "supervisor.log"
+    said = (f"nonce {hole} of the previous session key {s.old} waits at the endpoint "
+            f"{url}, not yet at the one this space sends through: not filled")
+    try:
+        s.release()
+        s.a.wait_for(lambda: said in log.read_text(), timeout=30,
+                     what="the settlement saying the nonce waits at the other endpoint")
+        assert "was never sent" not in log.read_text()
+        assert s.pending.exists()
+    finally:
+        # The other node passes it on: both are mined, and the settlement records epoch 2
+        # (refused as a spent nonce when a filler took it: the assertions below say so).
+        with contextlib.suppress(Web3RPCError):
+            s.w3.eth.send_raw_transaction(sent.raw_transaction)
+        s.settled()
+    assert s.mined_at(s.old, hole, since)["hash"] == sent.hash
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert s.meta(2)["tx"] == Web3.keccak(hexstr=journal["raw_tx"]).hex().removeprefix("0x")
