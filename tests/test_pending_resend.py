@@ -184,8 +184,32 @@ def test_a_revoked_keys_journal_that_may_still_land_is_kept(tmp_path, lookup):
     assert "its journal is kept" in refused.value.message, refused.value.message
     assert "dropped" not in refused.value.message
     assert "`kint authorize`" in refused.value.hint
+    assert "`kint session-key rotate`" in refused.value.hint, refused.value.hint
     assert path.exists() and chain.sent == (0 if lookup is _lookup_fails else 1)
     assert book._entry(NONCE).raw == b"signed".hex()
+
+
+@pytest.mark.parametrize("lookup", [_lookup_fails, lambda tx_hash: {"blockNumber": None}],
+                         ids=["lookup-failed", "replacement-refused"])
+def test_a_kept_journal_of_a_revoked_key_is_dropped_once_the_key_is_rotated(tmp_path,
+                                                                             lookup):
+    """The other way out its hint names, for a user who will not authorize the key again:
+    after `kint session-key rotate` the journal is a previous key's (former_key.py), and
+    the next settlement drops it whatever became of its transaction, the rows left for the
+    new key's push. Here no session.key.old opens (the refused replacement is not tried
+    again: nothing sent), and the endpoint answers as it did."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lookup)
+    chain.heads.append(Head(PREV, 1, 11))
+    with pytest.raises(ProtocolError):
+        pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
+    assert path.exists()
+    sent = chain.sent
+    rotated = SessionSender(chain, Account.create(), NonceBook(tmp_path), "ab" * 8)
+    found = pending_mod.resolve_pending(ctx, chain, rotated, "0xowner")
+    assert found is not None and found.rotated and found.kept is None, found
+    assert "its journal is dropped" in found.describe()
+    assert "`kint push` again" in found.hint()
+    assert not path.exists() and chain.sent == sent
 
 
 def test_a_revoked_keys_journal_found_mined_is_settled_from_the_chain(tmp_path, monkeypatch):

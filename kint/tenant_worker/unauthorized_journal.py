@@ -6,7 +6,12 @@ What became of it is a value, as `Overtaken` is, not an exception out of the set
 a journal dropped is settled, so the rekey journal is settled after it as after any
 other, a push then refuses with it, and a pull goes on, carrying it as a notice. A journal
 kept (its transaction may still land: `dropped_nonce.Release.may_land`) is refused at once
-by push and pull alike, as every journal not settled yet is.
+by push and pull alike, as every journal not settled yet is. It has two ways out, both
+named in its hint: the key authorized again, whose next settlement sends it and records
+it; or `kint session-key rotate`, after which it is a previous key's journal, which the
+settlement drops whatever became of its transaction (pending._settle_unauthorized: the
+nonce book no longer holds that key's nonces, and the current key's next push takes the
+seq first).
 """
 
 from __future__ import annotations
@@ -47,7 +52,10 @@ class Unauthorized:
 
     def hint(self) -> str:
         if self.kept is not None:
-            return f"{UNAUTHORIZED_HINT}; then `kint push` sends it again"
+            return (f"{UNAUTHORIZED_HINT}; then `kint push` sends it again. Not to "
+                    f"authorize this key again: `kint session-key rotate`, and the owner "
+                    f"authorizes the new key; the next push or pull drops this journal, a "
+                    f"previous key's then, and `kint push` anchors its rows with the new key")
         if self.rotated:
             return ("run `kint push` again: it anchors them with this machine's current "
                     "session key")
