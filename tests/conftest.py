@@ -173,15 +173,46 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _chain_turn(exclusive: bool) -> Iterator[None]:
     """The chain's reader-writer lock across the run's workers: every test of the devchain
     holds it shared, one marked `chain_exclusive` alone. A flock on a file of the run's
-    shared folder: let go by the kernel when a worker dies."""
+    shared folder: let go by the kernel when a worker dies.
+
+    The kernel frees the lock of a worker that died inside an exclusive test, but not the
+    anvil that test changed: one that turned automine off (test_reanchor_resume.py) and
+    never reached its `finally` would leave every later chain test of both workers waiting
+    out its receipt timeouts. So an exclusive turn puts automine back on as it starts and
+    as it ends, and leaves a mark for its length: a turn that finds the mark while it holds
+    the lock (none can hold it beside an exclusive one) knows that turn's worker died, and
+    puts automine back on itself (`_automine_on`) and takes the mark away."""
     import fcntl
 
     fd = os.open(_RUN_ROOT / "chain-turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    mark = _RUN_ROOT / "chain-turn.exclusive"
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
+        if exclusive or mark.exists():
+            _automine_on()
+            mark.unlink(missing_ok=True)
+        if exclusive:
+            mark.touch()
+        try:
+            yield
+        finally:
+            if exclusive:
+                _automine_on()
+                mark.unlink(missing_ok=True)
     finally:
         os.close(fd)
+
+
+def _automine_on() -> None:
+    """The run's anvil mines each transaction as it comes again (`evm_setAutomine` true),
+    one call; nothing when no devchain runs yet (no test has needed one)."""
+    from chain_machines import devchain_web3
+
+    chain_home = _DEVCHAIN_ROOT / "kint"
+    if not (chain_home / "devchain" / "devchain.json").exists():
+        return
+    answer = devchain_web3(chain_home).provider.make_request("evm_setAutomine", [True])
+    assert "error" not in answer, answer
 
 
 @pytest.fixture(scope="session", autouse=True)

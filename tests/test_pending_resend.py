@@ -20,6 +20,7 @@ from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker import pending as pending_mod
 from kint.tenant_worker import rekey_settle
+from kint.tenant_worker.overtaken import UNSETTLED_HINT
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import SessionSender
 
@@ -180,12 +181,43 @@ def test_a_revoked_keys_journal_that_may_still_land_is_kept(tmp_path, lookup):
     ctx, chain, sender, book, path = _revoked(tmp_path, lookup)
     with pytest.raises(ProtocolError) as refused:
         pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
-    assert refused.value.code == ErrorCode.NOT_CONNECTED
     assert "its journal is kept" in refused.value.message, refused.value.message
     assert "dropped" not in refused.value.message
-    assert "`kint authorize`" in refused.value.hint
+    if lookup is _lookup_fails:
+        # The endpoint failed, not the key: its refusal and hint, as every settlement's
+        # that cannot read the chain (it was NOT_CONNECTED, sending the user to authorize).
+        assert refused.value.code == ErrorCode.RPC_UNAVAILABLE, refused.value
+        assert refused.value.hint == UNSETTLED_HINT
+        assert "once the endpoint answers" in refused.value.message
+    else:  # the endpoint answered, refusing the replacement: the key's refusal
+        assert refused.value.code == ErrorCode.NOT_CONNECTED
+        assert "`kint authorize`" in refused.value.hint
+        assert "`kint session-key rotate`" in refused.value.hint, refused.value.hint
     assert path.exists() and chain.sent == (0 if lookup is _lookup_fails else 1)
     assert book._entry(NONCE).raw == b"signed".hex()
+
+
+@pytest.mark.parametrize("lookup", [_lookup_fails, lambda tx_hash: {"blockNumber": None}],
+                         ids=["lookup-failed", "replacement-refused"])
+def test_a_kept_journal_of_a_revoked_key_is_dropped_once_the_key_is_rotated(tmp_path,
+                                                                             lookup):
+    """The other way out its hint names, for a user who will not authorize the key again:
+    after `kint session-key rotate` the journal is a previous key's (former_key.py), and
+    the next settlement drops it whatever became of its transaction, the rows left for the
+    new key's push. Here no session.key.old opens (the refused replacement is not tried
+    again: nothing sent), and the endpoint answers as it did."""
+    ctx, chain, sender, book, path = _revoked(tmp_path, lookup)
+    chain.heads.append(Head(PREV, 1, 11))
+    with pytest.raises(ProtocolError):
+        pending_mod.resolve_pending(ctx, chain, sender, "0xowner")
+    assert path.exists()
+    sent = chain.sent
+    rotated = SessionSender(chain, Account.create(), NonceBook(tmp_path), "ab" * 8)
+    found = pending_mod.resolve_pending(ctx, chain, rotated, "0xowner")
+    assert found is not None and found.rotated and found.kept is None, found
+    assert "its journal is dropped" in found.describe()
+    assert "`kint push` again" in found.hint()
+    assert not path.exists() and chain.sent == sent
 
 
 def test_a_revoked_keys_journal_found_mined_is_settled_from_the_chain(tmp_path, monkeypatch):

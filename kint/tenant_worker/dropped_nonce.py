@@ -40,11 +40,14 @@ class Release:
     `spent`: the nonce was found mined meanwhile, by the journal's own transaction or
     another: only the chain, read again, says whether the epoch landed (a journal dropped
     for its key's rights may have landed before they ended), so the caller settles it as
-    a spent nonce, never drops it on this alone."""
+    a spent nonce, never drops it on this alone. `unread`: `may_land` because the endpoint
+    failed the lookup, not because it answered: a refusal kept for it is the endpoint's
+    failure (RPC_UNAVAILABLE), where one it answered is the key's."""
 
     waiting: str | None = None
     may_land: str | None = None
     spent: bool = False
+    unread: bool = False
 
 
 def signed_by(sender: Any) -> str:
@@ -78,7 +81,7 @@ def release_nonce(ctx: SpaceContext, anchor: Anchor, sender: Any,
         held = bounded(lookup, "looking up the interrupted push's transaction")
     except RpcUnavailable as err:
         return Release(may_land=f"whether its transaction waits at the endpoint could not be "
-                                f"read ({err})")
+                                f"read ({err})", unread=True)
     if held is None:
         sender.give_back(pending.nonce)
         log.info("space %s: nonce %d of the dropped epoch %d%s was never sent; given back",

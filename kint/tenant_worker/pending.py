@@ -165,7 +165,8 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
     transaction replaced at the endpoint), and the settlement returns that (Unauthorized:
     a push refuses with it, naming the key and what to do; the rows it carried are still
     in the store). Its transaction still in the book or at the endpoint keeps the journal,
-    refused saying so: once the owner authorizes the key again, the next push would
+    refused saying so (RPC_UNAVAILABLE when the endpoint failed to say whether it holds it,
+    NOT_CONNECTED, the key's, when it answered): once the owner authorizes the key again, the next push would
     re-broadcast it from the book (nonces.unstick) and it would land, an epoch of this
     machine with no journal to record it; the next settlement sends it and records it."""
     try:
@@ -186,7 +187,7 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
     # holds that key's nonces (nothing here re-broadcasts it), and the next push, signed by
     # the current key on the same prev, takes the seq first, so it can only revert.
     if release.may_land is not None and not rotated:
-        found = replace(found, waiting=None, kept=release.may_land)
+        found = replace(found, waiting=None, kept=release.may_land, unread=release.unread)
     else:
         remove_file(ctx.state.files["pending"])
     log.warning("space %s: %s", ctx.config.space16, found.describe())

@@ -6,7 +6,12 @@ What became of it is a value, as `Overtaken` is, not an exception out of the set
 a journal dropped is settled, so the rekey journal is settled after it as after any
 other, a push then refuses with it, and a pull goes on, carrying it as a notice. A journal
 kept (its transaction may still land: `dropped_nonce.Release.may_land`) is refused at once
-by push and pull alike, as every journal not settled yet is.
+by push and pull alike, as every journal not settled yet is. It has two ways out, both
+named in its hint: the key authorized again, whose next settlement sends it and records
+it; or `kint session-key rotate`, after which it is a previous key's journal, which the
+settlement drops whatever became of its transaction (pending._settle_unauthorized: the
+nonce book no longer holds that key's nonces, and the current key's next push takes the
+seq first).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.overtaken import UNSETTLED_HINT
 from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 
@@ -23,7 +29,10 @@ class Unauthorized:
     `rotated`: a previous session key of this machine (the next push anchors its rows with
     the current one); else the machine's key, which the owner authorizes first. `waiting`:
     what became of its transaction the endpoint held (overtaken.REPLACED and the like).
-    `kept`: why the journal stays (its transaction may still land); None: dropped."""
+    `kept`: why the journal stays (its transaction may still land); None: dropped.
+    `unread`: kept because the endpoint failed to say what became of the transaction
+    (`dropped_nonce.Release.unread`): the refusal is the endpoint's, RPC_UNAVAILABLE, and
+    the next settlement through an endpoint that answers decides."""
 
     seq: int
     signer: str
@@ -31,6 +40,7 @@ class Unauthorized:
     rotated: bool
     waiting: str | None = None
     kept: str | None = None
+    unread: bool = False
 
     def describe(self) -> str:
         key = (f"the previous session key {self.signer} (rotated since)" if self.rotated
@@ -38,6 +48,9 @@ class Unauthorized:
         said = (f"the interrupted push of epoch {self.seq} was not sent again: {key} is not "
                 f"authorized for owner {self.owner} (revoked, or its authorization expired), "
                 f"and the chain would revert it, spending its gas; ")
+        if self.kept is not None and self.unread:
+            return said + (f"its journal is kept, since {self.kept}: the next push or pull "
+                           f"settles it once the endpoint answers")
         if self.kept is not None:
             return said + (f"its journal is kept, since {self.kept}: once the key is "
                            f"authorized again, the next push or pull sends it again and "
@@ -46,8 +59,13 @@ class Unauthorized:
                        "store, not anchored" + (f"; {self.waiting}" if self.waiting else ""))
 
     def hint(self) -> str:
+        if self.kept is not None and self.unread:
+            return UNSETTLED_HINT
         if self.kept is not None:
-            return f"{UNAUTHORIZED_HINT}; then `kint push` sends it again"
+            return (f"{UNAUTHORIZED_HINT}; then `kint push` sends it again. Not to "
+                    f"authorize this key again: `kint session-key rotate`, and the owner "
+                    f"authorizes the new key; the next push or pull drops this journal, a "
+                    f"previous key's then, and `kint push` anchors its rows with the new key")
         if self.rotated:
             return ("run `kint push` again: it anchors them with this machine's current "
                     "session key")
@@ -55,5 +73,8 @@ class Unauthorized:
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey) that met it answers. `again` is taken for the same call
-        as `Overtaken.refusal`'s: the rows wait for a push whatever the command was."""
-        return ProtocolError(ErrorCode.NOT_CONNECTED, self.describe(), self.hint())
+        as `Overtaken.refusal`'s: the rows wait for a push whatever the command was. A
+        journal kept for an endpoint that failed is that endpoint's refusal, as every
+        settlement's that cannot read the chain (pending.py); the key's otherwise."""
+        code = ErrorCode.RPC_UNAVAILABLE if self.unread else ErrorCode.NOT_CONNECTED
+        return ProtocolError(code, self.describe(), self.hint())
