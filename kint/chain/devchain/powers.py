@@ -12,6 +12,7 @@ from typing import Any
 import requests
 from eth_account import Account
 from web3 import Web3
+from web3.exceptions import Web3RPCError
 
 from kint.chain.artifact import test_smart_account_artifact
 from kint.chain.devchain.errors import DevchainError
@@ -21,17 +22,36 @@ from kint.settings.urls import redact_url
 DEV_DEPLOYER_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 
 
+# What anvil answers a transaction at a nonce another one took first.
+NONCE_TAKEN = ("nonce too low", "already imported", "replacement transaction underpriced")
+DEPLOY_TRIES = 5
+# One price for every deploy: two sends given the same nonce are then refused (above),
+# never one replacing the other, whose sender would wait for a receipt that never comes.
+# Above any base fee a devchain of one transaction per block reaches (it falls from 1 gwei).
+DEPLOY_GAS_PRICE = 10**10
+
+
 def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
     """Deploy `art` with constructor `args` from anvil's first dev account; its address.
-    Sent unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys) so that anvil
-    gives it the account's next nonce itself: every deploy on a devchain comes from that
-    one account, and two at once (two machines of one devchain, the test suite's two
-    workers) that each read the pending nonce and signed at it collided, the loser refused
-    "nonce too low" or "already imported"."""
+    Every deploy on a devchain comes from that one account, and two at once (two machines
+    of one devchain, the test suite's two workers) that each read the pending nonce and
+    signed at it collided, the loser refused "nonce too low" or "already imported". So it
+    is sent unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys), anvil
+    giving the nonce, and sent again when refused so: anvil reads the nonce and takes the
+    transaction in two steps, so two sends at one instant can still meet (review25d saw a
+    few in a hundred at four at once)."""
     deployer = Account.from_key(DEV_DEPLOYER_KEY).address
     data = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"]).constructor(
         *args).data_in_transaction
-    tx_hash = w3.eth.send_transaction({"from": deployer, "data": data})
+    for attempt in range(DEPLOY_TRIES):
+        try:
+            tx_hash = w3.eth.send_transaction({"from": deployer, "data": data,
+                                               "gasPrice": DEPLOY_GAS_PRICE})
+            break
+        except Web3RPCError as err:
+            if attempt + 1 == DEPLOY_TRIES or not any(said in str(err).lower()
+                                                      for said in NONCE_TAKEN):
+                raise
     receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
     if receipt["status"] != 1:
         raise DevchainError(f"deploying {art.get('contractName', 'a contract')} reverted")
