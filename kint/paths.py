@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import NamedTuple
 
 # sun_path is 108 bytes on Linux (104 on macOS) including the NUL; stay well inside.
 MAX_SOCKET_PATH_BYTES = 100
@@ -194,17 +193,15 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-class FileSignature(NamedTuple):
-    """What a file is now, to tell later whether it changed: a rewrite moves its mtime (and
-    mostly its size), a replacement by rename (atomic_write, an install, `kint session-key
-    rotate`) gives a new inode even at the same size and mtime, and a file put back from
-    another disk has another device. A tuple: compared and hashed as one, built cheaply on
-    every request."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
+# What a file is now, to tell later whether it changed: (device, inode, size, mtime_ns). A
+# rewrite moves its mtime (and mostly its size), a replacement by rename (atomic_write, an
+# install, `kint session-key rotate`) gives a new inode even at the same size and mtime, and
+# a file put back from another disk has another device. A plain tuple, compared and hashed
+# as one: it is built several times for every request, where a NamedTuple's construction
+# costs three times a tuple's (~250 ns more each). Its fields by index: SIG_DEV, SIG_INO,
+# SIG_SIZE, SIG_MTIME_NS.
+FileSignature = tuple[int, int, int, int]
+SIG_DEV, SIG_INO, SIG_SIZE, SIG_MTIME_NS = range(4)
 
 
 def file_signature(path: str | os.PathLike[str]) -> FileSignature | None:
@@ -218,7 +215,7 @@ def file_signature(path: str | os.PathLike[str]) -> FileSignature | None:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return FileSignature(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def run_dir(home: Path | None = None) -> Path:

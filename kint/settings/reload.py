@@ -30,7 +30,7 @@ LAST_GOOD_NAME = "config.last-good.toml"
 
 Signature = FileSignature | None
 # A config file that cannot be looked at is not "no file": it is read (and refused) again.
-UNREADABLE = FileSignature(-1, -1, -1, -1)
+UNREADABLE: FileSignature = (-1, -1, -1, -1)
 
 
 def config_path(home: Path) -> Path:

@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any
 
-from kint.paths import FileSignature, file_signature
+from kint.paths import SIG_DEV, SIG_MTIME_NS, FileSignature, file_signature
 
 # How long before a reading a folder's last change must be for the reading to be kept: at
 # least the coarsest mtime step of a file system KINT_HOME may sit on (FAT's 2 s).
@@ -58,13 +58,13 @@ class SpaceFilePresence:
         when it cannot be read: `status` compares it with the store's, so that a disk
         holding both is asked for its free room once (disk_space.full_disks)."""
         sig = (file_signature(self._home), file_signature(self._epochs))
-        device = sig[0].dev if sig[0] is not None else None
+        device = sig[0][SIG_DEV] if sig[0] is not None else None
         kept = self._kept
         if kept is not None and kept[0] == sig:
             return dict(kept[1]), device
         taken_ns = time.time_ns()
         files = self._read()
-        settled = all(s is None or taken_ns - s.mtime_ns > SETTLED_NS for s in sig)
+        settled = all(s is None or taken_ns - s[SIG_MTIME_NS] > SETTLED_NS for s in sig)
         self._kept = (sig, files) if settled else None
         return dict(files), device
 
