@@ -21,10 +21,10 @@ the journal's transaction back for ever: the book that sent or filled such a hol
 wait's slow path (`fill_below`): with the push another space's journal holds signed at it,
 else a transfer to self from `session.key.old`; when neither can be had, the settlement
 refuses at once, naming the address and the nonce, instead of waiting out the receipt
-timeout at every push and pull. "Nothing spent" is the space's every endpoint's word, not
-only the one it sends through: a transaction of the old key at that nonce waiting in
-another endpoint's pool was sent (a push of another space, sent through its own endpoint;
-the user's own), and a filler would replace it, so it is left to arrive
+timeout at every push and pull. "Nothing spent" is the word of the space's every endpoint
+on its chain, not only the one it sends through: a transaction of the old key at that
+nonce waiting in another endpoint's pool was sent (a push of another space, sent through
+its own endpoint; the user's own), and a filler would replace it, so it is left to arrive
 (`waits_elsewhere`), the wait going on as for any transaction that waits.
 
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
@@ -37,7 +37,7 @@ naming the address it waits on.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +97,19 @@ class FormerKey:
         first holds nothing there, yet a push of another space sent through its own
         endpoint, or a transaction of the user's, may wait in another pool that has not
         passed it on yet: it was sent, and a filler would replace it (another space's
-        epoch cancelled). An endpoint that does not answer says nothing."""
-        for index, url in enumerate(self.anchor.config.rpc_urls):
+        epoch cancelled). An endpoint that does not answer says nothing, and is asked once
+        (no retries: a silent one cost ~31 s a look, half the receipt wait). One that
+        serves another chain than the space's says nothing either: the same address may
+        have sent more there, which would defer the fill for ever."""
+        config = replace(self.anchor.config, rpc_retries=False)  # advisory: asked once
+        for index, url in enumerate(config.rpc_urls):
             if same_endpoint(url, self.anchor.url):
                 continue
+            other = Anchor(config, self.anchor.tracker, index)
             try:
-                held = self.held_count(Anchor(self.anchor.config, self.anchor.tracker, index))
+                if other.chain_id() != config.chain_id:
+                    continue
+                held = self.held_count(other)
             except RpcUnavailable:
                 continue
             if held > hole:
