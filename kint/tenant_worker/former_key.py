@@ -143,11 +143,15 @@ class FormerKey:
         signed at it (killed after it signed, before it sent) is sent as it is, and that
         space's settlement finds it landed; any other is filled with a transfer to self
         signed by `session.key.old`. A nonce something waits at is left to it, also when
-        only the send finds it so (the endpoint refuses the filler as a replacement bid too
-        low: an endpoint whose count lags behind its pool). Refused
-        (ProtocolError, the journal kept) when a transfer is needed and the key does not
-        open here, or the endpoint does not take what fills it (too little ETH names the
-        address to fund). Returns the nonces it filled."""
+        only the send finds it so, as far as "replacement transaction underpriced" says:
+        an earlier filler of ours at the nonce, read through an endpoint whose count lags
+        behind its pool, is not sent over again. That answer covers only a transaction
+        bidding within ~10% of the filler's (another filler): a push of another space or
+        the user's, priced near the gas price, that such a lagging endpoint holds is
+        replaced by the filler's bid (twice the gas price at least), no refusal saying so.
+        Refused (ProtocolError, the journal kept) when a transfer is needed and the key
+        does not open here, or the endpoint does not take what fills it (too little ETH
+        names the address to fund). Returns the nonces it filled."""
         account: Any | None = None
         filled: list[int] = []
         for _ in range(max(0, nonce - self.mined_count())):
@@ -173,11 +177,12 @@ class FormerKey:
                 if spent_nonce(err):
                     continue  # mined meanwhile: read the count again
                 if nonce_held(err):
-                    # The endpoint holds a transaction at `hole` after all (the filler an
-                    # earlier settlement sent, read through an endpoint that lags, or any
-                    # other of this key's): the nonce is taken, and that one must not be
-                    # outbid. Reading the count again would show the same lag: the wait's
-                    # next slow step looks again.
+                    # The endpoint holds a transaction at `hole` after all that the
+                    # filler's bid does not replace: in practice the filler an earlier
+                    # settlement sent, read through an endpoint that lags (one priced
+                    # near 1x, a push or the user's, would have been replaced, not
+                    # refused). The nonce is taken. Reading the count again would show
+                    # the same lag: the wait's next slow step looks again.
                     log.info("space %s: nonce %d of the previous session key %s already "
                              "waits at the endpoint: not filled again", self.space16,
                              hole, self.address)
