@@ -7,8 +7,12 @@ pool, as a load balancer's nodes do) and the filler signed again bids less than 
 it. anvil neither lags nor keeps two views, so the refusal is a stand-in: a loopback proxy
 (tests/rpc_proxy.py) in front of the session's real anvil answers every raw send with it,
 as such an endpoint would, and forwards every read (the counts, the gas price) to anvil.
-The key is a fresh one, its count 0: nonce 0 is the hole below nonce 1. Nothing leaves
-127.0.0.1.
+The key is a fresh one, its count 0: nonce 0 is the hole below nonce 1.
+
+Then `waits_elsewhere`, the look at the space's other endpoint before a hole is filled:
+one that answers another chain's id (the proxy's `chain_id`) is not heard, and one that
+cannot be reached (a closed loopback port) is asked once, without the retries of normal
+reads. Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -73,3 +77,38 @@ def test_a_filler_refused_for_another_reason_is_still_a_refusal(chain_home, prox
             pytest.raises(ProtocolError) as refused:
         former.fill_below(1)
     assert "the endpoint refused the transaction that fills it" in str(refused.value)
+
+
+def _looking_elsewhere(chain_home, tmp_path, other_url: str) -> tuple[FormerKey, str]:
+    """A fresh key whose count is 3 on the session's anvil, as a FormerKey sending through
+    that anvil with `other_url` as the space's second endpoint: (it, its address)."""
+    config = load_chain_config(chain_home)
+    anvil = Anchor(config, RpcTracker())
+    key = Account.create()
+    anvil.provider.make_request("anvil_setNonce", [key.address, hex(3)])
+    config = replace(config, rpc_urls=(config.rpc_urls[0], other_url))
+    return FormerKey(Anchor(config, RpcTracker()), key.address, tmp_path, "a" * 16), key.address
+
+
+def test_an_endpoint_of_another_chain_is_not_asked_whether_the_nonce_waits(chain_home, proxy,
+                                                                             tmp_path):
+    """The second endpoint counts the key's transactions past the hole (the proxy forwards
+    the counts to anvil), but answers eth_chainId with another chain's id: what the same
+    address sent on another chain is not a transaction at the space's hole, and taking it
+    for one deferred the fill for ever. The same endpoint on the space's chain is heard."""
+    former, _ = _looking_elsewhere(chain_home, tmp_path, proxy.url)
+    assert former.waits_elsewhere(1) == proxy.url
+    proxy.set_mode("forward", chain_id=4242)
+    assert former.waits_elsewhere(1) is None
+
+
+def test_a_silent_other_endpoint_is_asked_once(chain_home, tmp_path):
+    """The look at another endpoint is advice inside the receipt wait: an endpoint that
+    cannot be reached is not tried again (the normal reads' pauses before each retry are
+    never slept), where a silent one cost three timeouts and their pauses at every look."""
+    from rpc_proxy import closed_port_url
+
+    former, _ = _looking_elsewhere(chain_home, tmp_path, closed_port_url())
+    with mock.patch("kint.chain.rpc.time.sleep") as slept:
+        assert former.waits_elsewhere(1) is None
+    assert slept.call_count == 0

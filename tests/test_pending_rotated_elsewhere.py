@@ -53,10 +53,17 @@ def node(chain_home):
         while not w3.is_connected():
             assert proc.poll() is None and time.monotonic() < deadline, "the fork did not start"
             time.sleep(0.1)
+        # Connected, yet to whom: another process may have taken the port between
+        # `_free_port` and anvil's bind, and this anvil then exited.
+        assert proc.poll() is None, "the fork exited: its port was taken"
         yield url, w3, upstream
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("rotates", [1, 2])

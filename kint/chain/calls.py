@@ -130,7 +130,9 @@ def nonce_held(err: ChainRefused) -> bool:
     """Whether a refused send said the endpoint holds another transaction at its nonce,
     waiting, that it bids too little to replace (geth, erigon, reth and anvil: "replacement
     transaction underpriced"). The nonce is taken there: for a sender that only meant to
-    spend it (a filler), that is the work done by what waits, never a refusal."""
+    spend it (a filler), that is the work done by what waits, never a refusal. It is said
+    only of a transaction bidding about as much as the send (an earlier filler of ours):
+    one bid well below it is replaced, with no refusal to read here."""
     return err.error == SEND_REFUSED and "replacement transaction underpriced" in \
         err.detail.lower()
 

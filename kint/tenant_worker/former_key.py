@@ -21,10 +21,10 @@ the journal's transaction back for ever: the book that sent or filled such a hol
 wait's slow path (`fill_below`): with the push another space's journal holds signed at it,
 else a transfer to self from `session.key.old`; when neither can be had, the settlement
 refuses at once, naming the address and the nonce, instead of waiting out the receipt
-timeout at every push and pull. "Nothing spent" is the space's every endpoint's word, not
-only the one it sends through: a transaction of the old key at that nonce waiting in
-another endpoint's pool was sent (a push of another space, sent through its own endpoint;
-the user's own), and a filler would replace it, so it is left to arrive
+timeout at every push and pull. "Nothing spent" is the word of the space's every endpoint
+on its chain, not only the one it sends through: a transaction of the old key at that
+nonce waiting in another endpoint's pool was sent (a push of another space, sent through
+its own endpoint; the user's own), and a filler would replace it, so it is left to arrive
 (`waits_elsewhere`), the wait going on as for any transaction that waits.
 
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
@@ -37,7 +37,7 @@ naming the address it waits on.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +97,19 @@ class FormerKey:
         first holds nothing there, yet a push of another space sent through its own
         endpoint, or a transaction of the user's, may wait in another pool that has not
         passed it on yet: it was sent, and a filler would replace it (another space's
-        epoch cancelled). An endpoint that does not answer says nothing."""
-        for index, url in enumerate(self.anchor.config.rpc_urls):
+        epoch cancelled). An endpoint that does not answer says nothing, and is asked once
+        (no retries: a silent one cost ~31 s a look, half the receipt wait). One that
+        serves another chain than the space's says nothing either: the same address may
+        have sent more there, which would defer the fill for ever."""
+        config = replace(self.anchor.config, rpc_retries=False)  # advisory: asked once
+        for index, url in enumerate(config.rpc_urls):
             if same_endpoint(url, self.anchor.url):
                 continue
+            other = Anchor(config, self.anchor.tracker, index)
             try:
-                held = self.held_count(Anchor(self.anchor.config, self.anchor.tracker, index))
+                if other.chain_id() != config.chain_id:
+                    continue
+                held = self.held_count(other)
             except RpcUnavailable:
                 continue
             if held > hole:
@@ -136,11 +143,15 @@ class FormerKey:
         signed at it (killed after it signed, before it sent) is sent as it is, and that
         space's settlement finds it landed; any other is filled with a transfer to self
         signed by `session.key.old`. A nonce something waits at is left to it, also when
-        only the send finds it so (the endpoint refuses the filler as a replacement bid too
-        low: an endpoint whose count lags behind its pool). Refused
-        (ProtocolError, the journal kept) when a transfer is needed and the key does not
-        open here, or the endpoint does not take what fills it (too little ETH names the
-        address to fund). Returns the nonces it filled."""
+        only the send finds it so, as far as "replacement transaction underpriced" says:
+        an earlier filler of ours at the nonce, read through an endpoint whose count lags
+        behind its pool, is not sent over again. That answer covers only a transaction
+        bidding within ~10% of the filler's (another filler): a push of another space or
+        the user's, priced near the gas price, that such a lagging endpoint holds is
+        replaced by the filler's bid (twice the gas price at least), no refusal saying so.
+        Refused (ProtocolError, the journal kept) when a transfer is needed and the key
+        does not open here, or the endpoint does not take what fills it (too little ETH
+        names the address to fund). Returns the nonces it filled."""
         account: Any | None = None
         filled: list[int] = []
         for _ in range(max(0, nonce - self.mined_count())):
@@ -166,11 +177,12 @@ class FormerKey:
                 if spent_nonce(err):
                     continue  # mined meanwhile: read the count again
                 if nonce_held(err):
-                    # The endpoint holds a transaction at `hole` after all (the filler an
-                    # earlier settlement sent, read through an endpoint that lags, or any
-                    # other of this key's): the nonce is taken, and that one must not be
-                    # outbid. Reading the count again would show the same lag: the wait's
-                    # next slow step looks again.
+                    # The endpoint holds a transaction at `hole` after all that the
+                    # filler's bid does not replace: in practice the filler an earlier
+                    # settlement sent, read through an endpoint that lags (one priced
+                    # near 1x, a push or the user's, would have been replaced, not
+                    # refused). The nonce is taken. Reading the count again would show
+                    # the same lag: the wait's next slow step looks again.
                     log.info("space %s: nonce %d of the previous session key %s already "
                              "waits at the endpoint: not filled again", self.space16,
                              hole, self.address)
