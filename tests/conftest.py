@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -148,7 +149,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _wheel_build.stop()
         shutil.rmtree(_wheel_build.work, ignore_errors=True)
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
-        if (_DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json").exists():
+        if _DEVCHAIN_RECORD.exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
         if session.testsfailed:  # the failed tests' folders are kept to look at
             print(f"\nthe tests' folders are kept in {session.config.option.basetemp}")
@@ -182,8 +183,6 @@ def _chain_turn(exclusive: bool) -> Iterator[None]:
     as it ends, and leaves a mark for its length: a turn that finds the mark while it holds
     the lock (none can hold it beside an exclusive one) knows that turn's worker died, and
     puts automine back on itself (`_automine_on`) and takes the mark away."""
-    import fcntl
-
     fd = os.open(_RUN_ROOT / "chain-turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
     mark = _RUN_ROOT / "chain-turn.exclusive"
     try:
@@ -208,10 +207,10 @@ def _automine_on() -> None:
     one call; nothing when no devchain runs yet (no test has needed one)."""
     from chain_machines import devchain_web3
 
-    chain_home = _DEVCHAIN_ROOT / "kint"
-    if not (chain_home / "devchain" / "devchain.json").exists():
+    if not _DEVCHAIN_RECORD.exists():
         return
-    answer = devchain_web3(chain_home).provider.make_request("evm_setAutomine", [True])
+    answer = devchain_web3(_DEVCHAIN_ROOT / "kint").provider.make_request(
+        "evm_setAutomine", [True])
     assert "error" not in answer, answer
 
 
@@ -481,8 +480,10 @@ def serving(root: Path) -> Iterator[Sandbox]:
         sb.shutdown()
 
 
-# The run's devchain: one anvil for every worker of the run (conftest's docstring).
+# The run's devchain: one anvil for every worker of the run (conftest's docstring), and
+# the record `kint devchain start` writes once it runs.
 _DEVCHAIN_ROOT = _RUN_ROOT / "devchain"
+_DEVCHAIN_RECORD = _DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json"
 
 
 @pytest.fixture(scope="session")
@@ -492,13 +493,11 @@ def chain_home():
     the controller once every test has ended (`pytest_sessionfinish`). Machines join it
     with a copy of its record (chain_machines.join_devchain); every `connect --dev` makes a
     fresh owner, so the modules' spaces never meet."""
-    import fcntl
-
     sb = make_sandbox(_DEVCHAIN_ROOT)
     fd = os.open(_RUN_ROOT / "devchain-start.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if not (sb.kint_home / "devchain" / "devchain.json").exists():
+        if not _DEVCHAIN_RECORD.exists():
             out = sb.kint("devchain", "start")
             assert out.returncode == 0, out.stdout + out.stderr
     finally:
