@@ -154,10 +154,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if session.testsfailed:  # the failed tests' folders are kept to look at
             print(f"\nthe tests' folders are kept in {session.config.option.basetemp}")
             shutil.rmtree(_DEVCHAIN_ROOT, ignore_errors=True)
+            _keep_last_failed_runs(3)
         else:
             shutil.rmtree(_RUN_ROOT, ignore_errors=True)
         # xdist's controller runs no test, so no fixture removed the HOME it made here.
         shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
+
+
+def _keep_last_failed_runs(kept: int) -> None:
+    """Marks this run's folder as a failed run's, and removes all but the `kept` newest
+    failed runs' folders of this user, as pytest keeps its last three: a run that failed
+    while someone checked that a test fails without its fix leaves nothing for long."""
+    (_RUN_ROOT / "failed").touch()
+    marks = sorted(Path(tempfile.gettempdir()).glob("kt-*/failed"),
+                   key=lambda mark: mark.stat().st_mtime)
+    for mark in marks[:-kept]:
+        if mark.stat().st_uid == os.getuid():
+            shutil.rmtree(mark.parent, ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)
