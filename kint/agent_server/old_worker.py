@@ -15,7 +15,6 @@ never waited on as the old one.
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Callable
@@ -23,7 +22,7 @@ from typing import Callable
 from kint.client import KintError
 from kint.paths import space_files, worker_lock_path
 from kint.protocol import ErrorCode
-from kint.tenant_worker.worker_lock import Holder, held, live_holder
+from kint.tenant_worker.worker_lock import Holder, held, live_holder, open_to_look
 
 
 def head_lock_free(home: Path, space16: str) -> bool:
@@ -65,20 +64,14 @@ def old_worker(home: Path, space16: str,
 
 
 def _open_lock(path: Path, what: str) -> int | None:
-    """The lock file at `path` opened to read, or None when there is none. Never through
-    a link: no worker takes a lock through one either (it refuses the file by name), so a
-    link there holds nothing of kint's. A lock file that cannot be opened otherwise (its
-    mode changed, KINT_HOME not a folder) is refused as what it is, CORRUPT_STATE naming
-    it, not left to end the restore INTERNAL: a worker cannot take it either, so the
-    restore sent again would fail on it."""
+    """The lock file at `path` opened to read, or None when there is none (or a link:
+    worker_lock.open_to_look). A lock file that cannot be opened otherwise (its mode
+    changed, KINT_HOME not a folder) is refused as what it is, CORRUPT_STATE naming it, not
+    left to end the restore INTERNAL: a worker cannot take it either, so the restore sent
+    again would fail on it."""
     try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                       | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
+        return open_to_look(path)
     except OSError as err:
-        if err.errno == errno.ELOOP:
-            return None
         raise KintError(
             ErrorCode.CORRUPT_STATE.value,
             f"the space's {what} {path} cannot be opened ({err.strerror}): the restore "

@@ -115,16 +115,31 @@ def held(fd: int) -> bool:
     return False
 
 
+def open_to_look(path: Path) -> int | None:
+    """The lock file at `path` opened to read, to look whether it is held, or None when
+    there is none. Never through a link: no worker takes a lock through one (it refuses
+    the file by name), so a link there holds nothing of kint's. Any other failure to open
+    it is raised (OSError), for the caller to say as what it is."""
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                       | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return None
+        raise
+
+
 def held_at(path: Path) -> bool | None:
     """Whether a process holds the worker lock at `path`: False when there is no such file
     (or a link, which no worker takes), None when it cannot be opened to look (unknown)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
+        fd = open_to_look(path)
+    except OSError:
+        return None
+    if fd is None:
         return False
-    except OSError as err:
-        return False if err.errno == errno.ELOOP else None
     try:
         return held(fd)
     finally:
