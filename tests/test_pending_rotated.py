@@ -445,7 +445,16 @@ def test_a_hole_below_the_old_keys_push_that_no_key_here_can_fill_is_named_at_on
     finally:
         s.release()
     write(s.db, s.a.tenant, third="written after the hole")
-    pushed = jdb(s.a, s.db, "push")["epochs"]
+
+    def past_the_settlement():
+        """The push, once the settlement the release let go has let go of the head lock
+        (after the transfer nothing waited for it, and a push meanwhile was BUSY)."""
+        out = kdb(s.a, s.db, "push", "--json")
+        return None if '"error": "BUSY"' in out.stdout else out
+
+    out = s.a.wait_for(past_the_settlement, timeout=60, interval=0.5, what="the push")
+    assert out.returncode == 0, out.stdout + out.stderr
+    pushed = json.loads(out.stdout)["epochs"]
     assert s.chain_head()[:2] == s.mirror_head()
     assert s.anchored() == {"first", "second", "third"}
     if remedy == "aside":  # the second rule went with the current key, in one epoch
