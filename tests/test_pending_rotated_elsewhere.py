@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import time
 
@@ -29,20 +28,15 @@ from test_pending_rotated import Space
 box = test_pending_rotated.box  # machine A, its crash points and settlement hold
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def node(chain_home):
     """A second anvil forked from the session's, mining nothing: (its URL, web3 on it,
     the session anvil's URL)."""
     from kint.chain.devchain import anvil_binary
+    from kint.chain.devchain.lifecycle import free_port
 
     upstream = json.loads((chain_home / "devchain" / "devchain.json").read_text())["rpc_url"]
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     proc = subprocess.Popen([str(anvil_binary()), "--fork-url", upstream, "--host",
                              "127.0.0.1", "--port", url.rsplit(":", 1)[1], "--no-mining",
                              "--silent"], stdout=subprocess.DEVNULL,
@@ -54,7 +48,7 @@ def node(chain_home):
             assert proc.poll() is None and time.monotonic() < deadline, "the fork did not start"
             time.sleep(0.1)
         # Connected, yet to whom: another process may have taken the port between
-        # `_free_port` and anvil's bind, and this anvil then exited.
+        # `free_port` and anvil's bind, and this anvil then exited.
         assert proc.poll() is None, "the fork exited: its port was taken"
         yield url, w3, upstream
     finally:
