@@ -53,6 +53,8 @@ class TimedWork:
     _deadlines: list[tuple[float, str, str]]
     # Spaces whose requests wait for room to start their worker (WorkerRoom's queue).
     _room_wanted: list[str]
+    # Spaces whose workers are being stopped to make that room.
+    _evicting: set[str]
     # Spaces with a request their worker's pipe refused: retried at every turn.
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
@@ -136,9 +138,11 @@ class TimedWork:
             late = (f"{pending.op} on space {handle.space16} did not finish within "
                     f"{pending.timeout_ms} ms")
             if handle.space_id in self._room_wanted:
-                # No worker yet: an idle one is being stopped to free open files for it.
-                # Said as such, with what frees room, not as a worker that sat idle.
-                reply = error_reply(None, ErrorCode.TIMEOUT, no_room_yet_message(late),
+                # No worker yet: an idle one is being stopped to free open files for it,
+                # or one still settling is waited for. Said as such, with what frees
+                # room, not as a worker that sat idle.
+                reply = error_reply(None, ErrorCode.TIMEOUT,
+                                    no_room_yet_message(late, bool(self._evicting)),
                                     ROOM_HINT)
             else:
                 reply = error_reply(None, ErrorCode.TIMEOUT,
