@@ -14,24 +14,18 @@ its deadline, and is served.
 from __future__ import annotations
 
 import os
-import resource
-import shutil
 import signal
-import subprocess
 import threading
 import time
 
-from conftest import KINT, let_go_on, make_sandbox, write_store
+from conftest import let_go_on, make_sandbox
 from kint.client import KintError
+from support.limited_box import profile_stores, start_limited
 
 # Room for a few workers: the supervisor keeps 16 + LIMIT/8 descriptors free, holds about
 # 20 of its own and 3 for each worker.
 LIMIT = 56
 SPACES = 8
-
-
-def _low_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
 
 
 def _in_thread(call) -> tuple[threading.Thread, dict]:  # noqa: ANN001
@@ -51,15 +45,8 @@ def _in_thread(call) -> tuple[threading.Thread, dict]:  # noqa: ANN001
 
 def test_a_space_whose_turn_comes_while_the_other_worker_starts_waits_for_it(tmp_path):
     sb = make_sandbox(tmp_path / "machine")
-    dbs = []
-    for n in range(SPACES):
-        db = sb.profile_db(f"p{n}")
-        db.parent.mkdir(parents=True)
-        dbs.append(shutil.copyfile(dbs[0], db) and db if dbs else write_store(db))
-    out = subprocess.run([KINT, "supervisor", "start"], env=sb.env, text=True,
-                         capture_output=True, timeout=90, stdin=subprocess.DEVNULL,
-                         preexec_fn=_low_limit)
-    assert out.returncode == 0, out.stderr
+    dbs = profile_stores(sb, list(range(SPACES)))
+    start_limited(sb, LIMIT)
     held = None
     try:
         # Sessions attached until the supervisor has no room for another worker.
