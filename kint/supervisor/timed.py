@@ -34,7 +34,7 @@ from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.zmq_frames import send_frames
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
-from kint.tenant_worker.worker_lock import held_at
+from kint.tenant_worker.worker_lock import held_at, waited_for, waiting_words
 
 log = logging.getLogger("kint.supervisor")
 
@@ -44,6 +44,7 @@ RETRY_S = 0.02
 
 
 class TimedWork:
+    home: Any
     settings: Any
     back: Any
     handles: dict[str, WorkerHandle]
@@ -145,9 +146,23 @@ class TimedWork:
                                     no_room_yet_message(late, bool(self._evicting)),
                                     ROOM_HINT)
             else:
-                reply = error_reply(None, ErrorCode.TIMEOUT,
-                                    f"{late}: the worker is {handle.doing(now)}")
+                reply = self._late_reply(handle, late, now)
             self._answer(handle, pending, reply)
+
+    def _late_reply(self, handle: WorkerHandle, late: str, now: float) -> Any:
+        """The TIMEOUT of a request its space's worker did not answer in time, saying what
+        the worker is doing. One still starting may be waiting for the space's worker
+        lock, held by an old worker a supervisor that died left (worker_lock.py): its
+        start is refused naming that holder only after up to WAIT_S, and a request whose
+        deadline came first was told only "starting". The lock is looked at then, as
+        `held_at` does, and its holder named with the refusal's way out."""
+        if handle.state == "starting" and handle.pid is not None:
+            path = worker_lock_path(self.home, handle.space16)
+            holder = waited_for(path, handle.pid)
+            if holder is not None:
+                said, hint = waiting_words(path, holder)
+                return error_reply(None, ErrorCode.TIMEOUT, f"{late}: {said}", hint)
+        return error_reply(None, ErrorCode.TIMEOUT, f"{late}: the worker is {handle.doing(now)}")
 
     def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
         """Send one request to the worker. False when its pipe cannot take it now: the
