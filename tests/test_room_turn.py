@@ -49,7 +49,11 @@ def test_a_space_whose_turn_comes_while_the_other_worker_starts_waits_for_it(tmp
     start_limited(sb, LIMIT)
     held = None
     try:
-        # Sessions attached until the supervisor has no room for another worker.
+        # Sessions attached until the supervisor has no room for another worker. Each
+        # client connected costs it a descriptor: two more are held meanwhile than the
+        # requests for A and B hold later, so that the room X leaves is surely A's.
+        spare_clients = [sb.client() for _ in range(2)]
+        assert all(c.ping(2.0) for c in spare_clients)
         served = []
         for n, db in enumerate(dbs):
             try:
@@ -58,6 +62,8 @@ def test_a_space_whose_turn_comes_while_the_other_worker_starts_waits_for_it(tmp
                 assert err.code == "BUSY", err
                 break
             served.append(db)
+        for c in spare_clients:
+            c.close()
         assert 2 <= len(served) <= SPACES - 2, served
         space_a, space_b = dbs[len(served)], dbs[len(served) + 1]
 
