@@ -117,11 +117,12 @@ class WorkerRoom:
         return min(spare, key=lambda h: h.last_activity, default=None)
 
     def _settling_workers(self, handle: WorkerHandle) -> bool:
-        """Whether a running worker other than `handle`'s, with no agent session known,
-        is not yet one `_idlest_worker` may stop only because it is still starting or
-        answering requests, or has not beaten since its last work: it may be spared once
-        that settles. Its beat then says which: no session, and it is stopped for room;
-        one attached, and the spaces waiting are refused."""
+        """Whether a running worker other than `handle`'s may be spared soon: starting,
+        ready or busy, with no agent session known and no work of its own left. Asked
+        once `_idlest_worker` found none to stop now, so such a worker is only still
+        starting, answering a request, or owes the beat after its last work; that beat
+        says which: no session, and it is stopped for room at a sweep; one attached, and
+        the spaces waiting are refused."""
         return any(h.alive and h.space_id != handle.space_id
                    and h.state in ("starting", "ready", "busy")
                    and not live_sessions(h.beat) and not h.beat.get("has_work")
