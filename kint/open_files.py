@@ -124,13 +124,17 @@ def no_room_message(space16: str, files: OpenFiles) -> str:
             f"{files.reserve} free for clients")
 
 
-def no_room_yet_message(late: str) -> str:
+def no_room_yet_message(late: str, stopping: bool = True) -> str:
     """A TIMEOUT's message (`late` says which request ran out of time) for a request that
     waited for room to start its space's worker, while an idle worker was stopped to free
-    open files: the space had no worker, so naming one's state would mislead."""
+    open files (`stopping`), or while none could be stopped yet, one still starting or
+    answering (kint/supervisor/room.py): the space had no worker, so naming one's state
+    would mislead."""
+    why = ("an idle worker is being stopped to free some" if stopping else
+           "no worker was idle yet, one still starting or answering, to be stopped to "
+           "free some once it is")
     return (f"{late}: it was waiting for room to start the space's worker (the supervisor "
-            f"is short of open files, ulimit -n; an idle worker is being stopped to free "
-            f"some)")
+            f"is short of open files, ulimit -n; {why})")
 
 
 WORKER_ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulimit -n` in "

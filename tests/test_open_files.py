@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import time
@@ -26,6 +25,7 @@ import pytest
 
 from conftest import KINT, make_sandbox, pid_alive, write_store
 from kint.client import KintError
+from support.limited_box import profile_stores, start_limited
 from kint.supervisor.pidlock import running_pid
 
 LIMIT = 64
@@ -34,26 +34,14 @@ LIMIT = 64
 SPACES = 20
 
 
-def _low_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
-
-
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
     sb = make_sandbox(tmp_path_factory.mktemp("open-files"))
-    dbs = []
     # Profiles p1, p2, p10, p11, p3, ... asked for in that order: the status rows read
     # p1, p2, p3, ..., p10, p11 (numbers compared as numbers), not p1, p10, p11, p2.
     numbers = [1, 2, 10, 11, *(n for n in range(3, SPACES + 3) if n not in (10, 11))]
-    for n in numbers[:SPACES]:  # one store written by Sibyl's client, copied: a second each
-        db = sb.profile_db(f"p{n}")
-        db.parent.mkdir(parents=True)
-        dbs.append(shutil.copyfile(dbs[0], db) and db if dbs else write_store(db))
-    # The daemon, its forkserver and its workers inherit the limit from the command.
-    out = subprocess.run([KINT, "supervisor", "start"], env=sb.env, text=True,
-                         capture_output=True, timeout=90, stdin=subprocess.DEVNULL,
-                         preexec_fn=_low_limit)
-    assert out.returncode == 0, out.stderr
+    dbs = profile_stores(sb, numbers[:SPACES])
+    start_limited(sb, LIMIT)
     yield sb, dbs
     sb.shutdown()
 

@@ -292,8 +292,8 @@ def test_a_supervisor_started_during_the_look_at_the_lock_keeps_its_worker(
         # reads the pid file itself before the look, so a stand-in that answered None at
         # its first call only was used up there and could never fail.
         looked = []
-        real = old_worker_mod.live_holder
-        monkeypatch.setattr(old_worker_mod, "live_holder",
+        real = old_worker_mod.holder_closing
+        monkeypatch.setattr(old_worker_mod, "holder_closing",
                             lambda fd: (looked.append(1), real(fd))[1])
         client.serving_pid = lambda: 5151 if looked else None
         thread, out = _follow_on_a_thread(under_way, client)

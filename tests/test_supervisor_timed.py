@@ -429,10 +429,13 @@ def test_a_space_stopped_for_room_and_asked_for_meanwhile_waits_its_turn(monkeyp
     """Room for one worker. Space B's request stops A's idle worker to make room; a request
     for A comes while it stops, and one for a new space X once it has exited, before the
     sweep that serves the queue. The room is B's: B's worker starts first, and A and X
-    wait behind it (refused BUSY at their turn, B's worker being busy starting), where A
-    started again at once took the room back and B, which asked first, was refused, and a
-    request for B then stopped A again: stopped and started for each of its requests
-    while B was never served."""
+    wait behind it, where A started again at once took the room back and B, which asked
+    first, was refused, and a request for B then stopped A again: stopped and started for
+    each of its requests while B was never served. At their turn B's worker is still
+    starting: A waits at the queue's head (it was refused BUSY then, though B's worker,
+    its request answered, could be stopped for it a moment later), and once B's worker
+    has answered with no session it is stopped for A; X waits in turn for A's, and is
+    refused BUSY only once A's beat says a session holds it."""
     alive = lambda: sum(1 for h in host.handles.values() if h.alive)  # noqa: E731
     limit = 1000
     reserve = OpenFiles(0, limit).reserve
@@ -463,9 +466,31 @@ def test_a_space_stopped_for_room_and_asked_for_meanwhile_waits_its_turn(monkeyp
         assert not x.alive and host._room_wanted == [b.space_id, a.space_id, x.space_id]
         host.tick(1000.25)  # the sweep serves the queue in order
         assert host.spawner.spawned == [a.space_id, b.space_id]
-        assert b.alive and "b1" in b.pending
-        assert sorted((i, r.error) for i, r in host.answered) == [("a1", "BUSY"),
-                                                                   ("x1", "BUSY")]
+        assert b.alive and "b1" in b.pending and b.state == "starting"
+        assert host.answered == [] and host._room_wanted == [a.space_id, x.space_id]
+        assert host._evicting == set()
+        host.queue(a, "a2", deadline=1000.3)  # one that runs out meanwhile says for what
+        host.tick(1000.3)
+        _, late = host.answered.pop()
+        assert late.error == "TIMEOUT" and "waiting for room" in late.message, late
+        assert "no worker was idle yet, one still starting or answering" in late.message
+
+        def answered_and_beat(handle: WorkerHandle, now: float, sessions: int) -> None:
+            handle.pending.clear()  # its request answered, then a beat after it
+            handle.state, handle.last_activity, handle.last_beat_at = "ready", now - 0.2, now
+            handle.beat = {"taken": handle.sent, "sessions": sessions}
+
+        answered_and_beat(b, 1000.4, sessions=0)
+        host.tick(1000.5)  # B's worker can be spared now: stopped for A
+        assert b.state == "stopping" and host._evicting == {b.space_id}
+        assert host._room_wanted == [a.space_id, x.space_id]
+        host._on_exit(b)
+        host.tick(1000.75)
+        assert host.spawner.spawned == [a.space_id, b.space_id, a.space_id] and a.alive
+        assert host.answered == [] and host._room_wanted == [x.space_id]
+        answered_and_beat(a, 1000.9, sessions=1)  # A's worker holds a session: none to spare
+        host.tick(1001.0)
+        assert [(i, r.error) for i, r in host.answered] == [("x1", "BUSY")]
         assert host._room_wanted == [] and host._evicting == set()
     finally:
         host.back.close(linger=0)

@@ -37,7 +37,7 @@ from kint.supervisor.workers import Pending, WorkerHandle
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
-from kint.tenant_worker.store_sharers import worker_start
+from kint.tenant_worker.store_sharers import process_stopped, worker_start
 from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
 
 SPACE16 = "c4594b48e156226b"
@@ -306,4 +306,60 @@ def test_a_new_supervisor_starts_no_worker_beside_a_stopped_one_its_predecessor_
         assert _workers_of(sb.kint_home) == [served["worker"]["pid"]]
     finally:
         let_go_on(old)
+        sb.shutdown()
+
+
+def test_the_holder_a_starting_worker_waits_for_is_read_from_the_lock(tmp_path):
+    """What the supervisor reads for a request timed out while its worker starts: the
+    holder, unless the lock is free or the starting worker's own; a stopped holder is said
+    stopped, with the 1 s after which the start is refused."""
+    path = worker_lock_path(tmp_path, SPACE16)
+    assert worker_lock.waited_for(path, os.getpid()) is None  # no file: nobody waits
+    proc = _holder(path, "{pid} 4243\n", stop=True)
+    try:
+        assert worker_lock.waited_for(path, proc.pid) is None  # the worker's own lock
+        holder = worker_lock.waited_for(path, os.getpid())
+        assert holder == (proc.pid, 4243), holder
+        assert wait_until(lambda: process_stopped(proc.pid), timeout=10)  # SIGSTOP landed
+        said, hint = worker_lock.waiting_words(path, holder)
+        assert f"(pid {proc.pid}) holds and is stopped" in said, said
+        assert "refused once it has been seen stopped for 1s" in said, said
+        assert hint.startswith(f"`kill -CONT {proc.pid}` if it is stopped"), hint
+    finally:
+        _end(proc)
+    assert worker_lock.waited_for(path, os.getpid()) is None  # let go
+
+
+def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holder(tmp_path):
+    """An old worker of the space (a real process holding the lock as one does, neither
+    stopped nor gone) keeps the new worker waiting up to WAIT_S before its refusal names
+    it. A request whose deadline comes first was answered TIMEOUT "the worker is
+    starting", naming nobody; now it names the lock, the holder's pid and the refusal's
+    way out. Once the holder is gone, the waiting worker takes the lock and serves."""
+    from kint.client import KintError
+    from kint.spaces import space_id
+
+    sb = make_sandbox(tmp_path / "machine")
+    write_store(sb.sibyl_db)
+    sb.start()
+    path = worker_lock_path(sb.kint_home, space_id(sb.label(sb.sibyl_db))[:16])
+    holder = _holder(path, "{pid} 4243\n")
+    try:
+        # The worker is spawned, not held back by a forkserver still importing.
+        sb.wait_for(lambda: sb.sup_status()["supervisor"]["forkserver"]["ready"],
+                    what="the forkserver ready")
+        with pytest.raises(KintError) as err:
+            sb.call("status", sb.sibyl_db, timeout_s=2)
+        assert err.value.code == "TIMEOUT", err.value
+        message, hint = err.value.message, err.value.hint or ""
+        assert f"it waits for the space's worker lock {path}" in message, message
+        assert f"another worker of the space (pid {holder.pid}) holds" in message, message
+        assert "refused if it has not let go within 13s of the worker's start" in message
+        assert f"`kill -KILL {holder.pid}` if it is stuck" in hint, hint
+        _end(holder)
+        served = sb.call("status", sb.sibyl_db, timeout_s=30)
+        assert served["worker"]["pid"] not in (None, holder.pid), served
+        assert sb.row(sb.sibyl_db)["restarts"] == 0
+    finally:
+        _end(holder)
         sb.shutdown()

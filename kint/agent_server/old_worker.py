@@ -22,7 +22,7 @@ from typing import Callable
 from kint.client import KintError
 from kint.paths import space_files, worker_lock_path
 from kint.protocol import ErrorCode
-from kint.tenant_worker.worker_lock import Holder, held, live_holder, open_to_look
+from kint.tenant_worker.worker_lock import Holder, held, holder_closing, open_to_look
 
 
 def head_lock_free(home: Path, space16: str) -> bool:
@@ -49,14 +49,9 @@ def old_worker(home: Path, space16: str,
     file still naming the one before it (`live_holder`: its pid no live kint worker's),
     counts as old for this look, unnamed; the next one reads them."""
     fd = _open_lock(worker_lock_path(home, space16), "worker lock")
-    if fd is None:
+    holder = None if fd is None else holder_closing(fd)
+    if holder is None:
         return None
-    try:
-        if not held(fd):
-            return None
-        holder = live_holder(fd)
-    finally:
-        os.close(fd)
     serving = serving_pid()
     if serving is not None and holder.supervisor_pid == serving:
         return None

@@ -7,7 +7,13 @@ session attached, judged on a beat read after its last work, as the idle exit is
 stopped as idle, and the space's requests wait, queued under their own deadlines, until
 the sweep after its exit starts the space's worker. One such stop at a time, so a burst
 of requests for new spaces never empties the box of workers. With no such worker, the
-requests are refused BUSY, naming the limit, and the space is not counted as crashed.
+requests are refused BUSY, naming the limit, and the space is not counted as crashed;
+but while a worker with no session known is only still starting, answering, or owes the
+beat that follows its work (`_settling_workers`), the space waits at the queue's head,
+looked at again at each sweep, for the beat that says whether that worker can be spared.
+It used to be refused at once: a space queued behind another, whose turn came as the
+worker started for the other was still starting, was refused BUSY, though that worker,
+its one request answered, was idle a moment later.
 
 The spaces waiting for room are served in the order they asked, and the room a stop made
 is theirs: while any waits, a request that needs a new worker for another space waits
@@ -79,11 +85,15 @@ class WorkerRoom:
         if not self._evicting:
             spare = self._idlest_worker()
             if spare is None:
-                return False
-            log.info("space %s: out of open files for a worker; stopping the idle worker "
-                     "of space %s to make room", handle.space16, spare.space16)
-            self._evicting.add(spare.space_id)
-            self.stop_worker(spare, "idle", time.monotonic())
+                if not self._settling_workers(handle):
+                    return False
+                # One may be spared once it has answered: the space waits its turn at
+                # the queue's head, looked at again at each sweep (`_serve_room_wanted`).
+            else:
+                log.info("space %s: out of open files for a worker; stopping the idle "
+                         "worker of space %s to make room", handle.space16, spare.space16)
+                self._evicting.add(spare.space_id)
+                self.stop_worker(spare, "idle", time.monotonic())
         handle.state = "idle"
         if self._room_turn == handle.space_id:  # still first: the room made is its own
             self._room_wanted.insert(0, handle.space_id)
@@ -105,6 +115,18 @@ class WorkerRoom:
                  and not h.beat.get("has_work") and not live_sessions(h.beat)
                  and h.beat_tells_after_work()]
         return min(spare, key=lambda h: h.last_activity, default=None)
+
+    def _settling_workers(self, handle: WorkerHandle) -> bool:
+        """Whether a running worker other than `handle`'s may be spared soon: starting,
+        ready or busy, with no agent session known and no work of its own left. Asked
+        once `_idlest_worker` found none to stop now, so such a worker is only still
+        starting, answering a request, or owes the beat after its last work; that beat
+        says which: no session, and it is stopped for room at a sweep; one attached, and
+        the spaces waiting are refused."""
+        return any(h.alive and h.space_id != handle.space_id
+                   and h.state in ("starting", "ready", "busy")
+                   and not live_sessions(h.beat) and not h.beat.get("has_work")
+                   for h in self.handles.values())
 
     def _room_sweep(self) -> None:
         """From the sweep: the spaces waiting for room first, then a refusal made for want
@@ -144,6 +166,8 @@ class WorkerRoom:
                 self.spawn(handle)
             finally:
                 self._room_turn = None
+            if handle.space_id in self._room_wanted and not self._evicting:
+                break  # back at the head, waiting for a worker still settling: next sweep
 
     def _no_room(self, handle: WorkerHandle, message: str) -> None:
         """No worker for `handle` now, and none can be spared: its requests are refused BUSY

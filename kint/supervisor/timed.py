@@ -34,7 +34,7 @@ from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.zmq_frames import send_frames
 from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
-from kint.tenant_worker.worker_lock import held_at
+from kint.tenant_worker.worker_lock import held_at, waited_for, waiting_words
 
 log = logging.getLogger("kint.supervisor")
 
@@ -44,6 +44,7 @@ RETRY_S = 0.02
 
 
 class TimedWork:
+    home: Any
     settings: Any
     back: Any
     handles: dict[str, WorkerHandle]
@@ -53,6 +54,8 @@ class TimedWork:
     _deadlines: list[tuple[float, str, str]]
     # Spaces whose requests wait for room to start their worker (WorkerRoom's queue).
     _room_wanted: list[str]
+    # Spaces whose workers are being stopped to make that room.
+    _evicting: set[str]
     # Spaces with a request their worker's pipe refused: retried at every turn.
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
@@ -136,14 +139,30 @@ class TimedWork:
             late = (f"{pending.op} on space {handle.space16} did not finish within "
                     f"{pending.timeout_ms} ms")
             if handle.space_id in self._room_wanted:
-                # No worker yet: an idle one is being stopped to free open files for it.
-                # Said as such, with what frees room, not as a worker that sat idle.
-                reply = error_reply(None, ErrorCode.TIMEOUT, no_room_yet_message(late),
+                # No worker yet: an idle one is being stopped to free open files for it,
+                # or one still settling is waited for. Said as such, with what frees
+                # room, not as a worker that sat idle.
+                reply = error_reply(None, ErrorCode.TIMEOUT,
+                                    no_room_yet_message(late, bool(self._evicting)),
                                     ROOM_HINT)
             else:
-                reply = error_reply(None, ErrorCode.TIMEOUT,
-                                    f"{late}: the worker is {handle.doing(now)}")
+                reply = self._late_reply(handle, late, now)
             self._answer(handle, pending, reply)
+
+    def _late_reply(self, handle: WorkerHandle, late: str, now: float) -> Any:
+        """The TIMEOUT of a request its space's worker did not answer in time, saying what
+        the worker is doing. One still starting may be waiting for the space's worker
+        lock, held by an old worker a supervisor that died left (worker_lock.py): its
+        start is refused naming that holder only after up to WAIT_S, and a request whose
+        deadline came first was told only "starting". The lock is looked at then, as
+        `held_at` does, and its holder named with the refusal's way out."""
+        if handle.state == "starting" and handle.pid is not None:
+            path = worker_lock_path(self.home, handle.space16)
+            holder = waited_for(path, handle.pid)
+            if holder is not None:
+                said, hint = waiting_words(path, holder)
+                return error_reply(None, ErrorCode.TIMEOUT, f"{late}: {said}", hint)
+        return error_reply(None, ErrorCode.TIMEOUT, f"{late}: the worker is {handle.doing(now)}")
 
     def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
         """Send one request to the worker. False when its pipe cannot take it now: the

@@ -23,7 +23,8 @@ STOPPED_FOR_S (it lets go of nothing until continued; Linux only, /proc), the st
 refused with
 `WorkerLockHeld`, which names the holder and the way out; the supervisor answers the
 space's requests with it (kint.supervisor.lifecycle) and starts no other worker until the
-next request. The file is opened as every lock file of KINT_HOME is
+next request. A request whose deadline comes first is answered TIMEOUT naming the holder
+too: the supervisor reads the lock then (`waited_for`, `waiting_words`). The file is opened as every lock file of KINT_HOME is
 (kint.pid_file_lock.open_own_file: 0600, never through a link).
 """
 
@@ -75,14 +76,18 @@ class WorkerLockHeld(Exception):
         super().__init__(
             f"another worker of space {space16} still runs ({who}) and holds {path}: {why}; "
             f"no second worker is started beside it on the same store")
-        if pid is not None:
-            # An old worker had its SIGTERM when its supervisor died (the parent-death
-            # signal), and is still here: a second `kill` would do nothing more.
-            self.hint = (f"`kill -CONT {pid}` if it is stopped (it then exits by itself once "
-                         f"its supervisor is gone), or `kill -KILL {pid}` if it is stuck "
-                         f"(a SIGTERM it already had); then run the command again")
-        else:
-            self.hint = unnamed_holder_hint(path)
+        self.hint = holder_hint(path, pid)
+
+
+def holder_hint(path: Path, pid: int | None) -> str:
+    """The way out when the worker `pid` (None: a process nobody can name) holds the lock
+    at `path`. An old worker had its SIGTERM when its supervisor died (the parent-death
+    signal), and is still here: a second `kill` would do nothing more."""
+    if pid is None:
+        return unnamed_holder_hint(path)
+    return (f"`kill -CONT {pid}` if it is stopped (it then exits by itself once its "
+            f"supervisor is gone), or `kill -KILL {pid}` if it is stuck (a SIGTERM it "
+            f"already had); then run the command again")
 
 
 def unnamed_holder_hint(path: Path) -> str:
@@ -144,6 +149,49 @@ def held_at(path: Path) -> bool | None:
         return held(fd)
     finally:
         os.close(fd)
+
+
+def waited_for(path: Path, pid: int) -> Holder | None:
+    """The holder of the worker lock at `path` when a live process other than `pid` (a
+    worker still starting) holds it: the one that worker waits for, named as `live_holder`
+    names it (both pids None when nobody can). None when the lock is free, is `pid`'s own,
+    or cannot be looked at. The supervisor reads it only for a request that times out
+    while its worker starts (kint.supervisor.timed), never on a request's way: a look
+    costs an open, a flock try and a /proc read."""
+    try:
+        fd = open_to_look(path)
+    except OSError:
+        return None
+    holder = None if fd is None else holder_closing(fd)
+    return None if holder is None or holder.pid == pid else holder
+
+
+def holder_closing(fd: int) -> Holder | None:
+    """The holder of the lock open on `fd`, as `live_holder` names it, or None when no
+    other process holds it; `fd` is closed (a look, never kept)."""
+    try:
+        return live_holder(fd) if held(fd) else None
+    finally:
+        os.close(fd)
+
+
+def waiting_words(path: Path, holder: Holder) -> tuple[str, str]:
+    """What a starting worker waiting for `holder` to let go of the lock at `path` is
+    doing, and the way out (`WorkerLockHeld`'s, before its refusal comes), for the
+    TIMEOUT of a request that cannot wait that long."""
+    pid = holder.pid
+    who = (f"another worker of the space (pid {pid})" if pid is not None
+           else "a process whose pid the lock file does not name")
+    if pid is not None and process_stopped(pid):
+        state, refused = (" and is stopped (SIGSTOP, a Ctrl-Z or a debugger)",
+                          f"once it has been seen stopped for {seconds_text(STOPPED_FOR_S)}")
+    else:
+        state, refused = "", (f"if it has not let go within {seconds_text(WAIT_S)} of the "
+                              f"worker's start (an old worker whose supervisor died exits "
+                              f"by then unless it is stopped or stuck)")
+    return (f"the worker is starting: it waits for the space's worker lock {path}, which "
+            f"{who} holds{state}; no second worker serves beside it, and the start is "
+            f"refused {refused}", holder_hint(path, pid))
 
 
 def live_holder(fd: int) -> Holder:
