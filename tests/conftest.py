@@ -41,6 +41,16 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if "KINT_TESTS_RUN_ROOT" not in os.environ:
     os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kt-")
 _RUN_ROOT = Path(os.environ["KINT_TESTS_RUN_ROOT"])
+# Every temporary folder of the run goes under its folder, removed with it: a supervisor
+# a test kills leaves its multiprocessing folder (pymp-*) and a long home's fallback
+# socket folder (kint-<uid>-*) behind, which in the system's /tmp outlived the run.
+# Short enough for the socket paths (kint.paths.MAX_SOCKET_PATH_BYTES).
+# The system's own temp folder, for the tests of what another user can do there.
+SYSTEM_TMPDIR = str(_RUN_ROOT.parent)
+_RUN_TMP = _RUN_ROOT / "tmp"
+_RUN_TMP.mkdir(mode=0o700, exist_ok=True)
+os.environ["TMPDIR"] = str(_RUN_TMP)
+tempfile.tempdir = str(_RUN_TMP)
 _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
 os.environ["HOME"] = str(_SESSION_ROOT / "home")
 os.environ["KINT_HOME"] = str(_SESSION_ROOT / "kint-home-unused")
@@ -166,7 +176,7 @@ def _keep_last_failed_runs(kept: int) -> None:
     failed runs' folders of this user, as pytest keeps its last three: a run that failed
     while someone checked that a test fails without its fix leaves nothing for long."""
     (_RUN_ROOT / "failed").touch()
-    marks = sorted(Path(tempfile.gettempdir()).glob("kt-*/failed"),
+    marks = sorted(_RUN_ROOT.parent.glob("kt-*/failed"),
                    key=lambda mark: mark.stat().st_mtime)
     for mark in marks[:-kept]:
         if mark.stat().st_uid == os.getuid():

@@ -14,20 +14,28 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import make_sandbox
+from conftest import SYSTEM_TMPDIR, make_sandbox
 from kint.paths import socket_dir
 from other_user import SYSTEM_PYTHON
 
 NOBODY = 65534
 
 
+@pytest.fixture(autouse=True)
+def _system_tmp(monkeypatch):
+    """The short folder where the system's temp folder is, which every user can enter:
+    the run's own temp folder (tests/conftest.py) is this user's alone."""
+    monkeypatch.setattr(tempfile, "tempdir", SYSTEM_TMPDIR)
+
+
 def _long_sandbox(tmp_path: Path):
-    sb = make_sandbox(tmp_path / ("d" * 60) / ("e" * 60))
+    sb = make_sandbox(tmp_path / ("d" * 60) / ("e" * 60), TMPDIR=SYSTEM_TMPDIR)
     assert len(str(sb.kint_home / "run" / "workers.sock")) > 107
     return sb
 
