@@ -133,3 +133,37 @@ def test_a_resent_journal_whose_receipt_does_not_come_is_kept(box):
     assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
     assert "0x" + s.meta(2)["tx"] == sent
     assert s.anchored() == {"first", "second"}
+
+
+def test_a_revoked_keys_journal_mined_and_reverted_is_said_once(box):
+    """The journal's transaction left this machine (killed after its send, waiting at the
+    endpoint behind a nonce nothing sends), the owner revoked the key, then the nonce below
+    was spent: the journal's transaction was mined and reverted NotAuthorized. A pull
+    settles it as a spent nonce with the chain still at its prev, drops the journal and
+    says once, among its warnings, that the key may not write, as for a journal not sent;
+    the next pull says nothing of it. Before, the drop was one line in the log."""
+    s = Space(box, "revoked-reverted")
+    hole, entry = s.hole(s.old)
+    journal = s.kill("after_send")
+    assert journal["nonce"] == hole + 1
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    try:
+        anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+        entry.unlink()
+        s.transfer(s.key(), hole)
+        sent = Web3.keccak(hexstr=journal["raw_tx"]).to_0x_hex()
+        assert s.w3.eth.wait_for_transaction_receipt(sent, timeout=30)["status"] == 0
+        pulled = jdb(s.a, s.db, "pull")
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 did not land: session key "
+                                f"{s.old} is not authorized for owner {s.owner}")]
+        assert len(said) == 1 and "its journal is dropped" in said[0], pulled
+        assert not s.pending.exists()
+        again = jdb(s.a, s.db, "pull")
+        assert not any("interrupted push" in w for w in again["warnings"]), again
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+    assert [e["seq"] for e in jdb(s.a, s.db, "push")["epochs"]] == [2]
+    assert s.anchored() == {"first", "second"}
