@@ -225,6 +225,29 @@ def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_
         w3.eth.get_transaction(Web3.keccak(hexstr=dropped))
 
 
+def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box):
+    """(b) settled by a `pull --discard-local` rather than a push: the journal is dropped,
+    the pull goes on (the store moved aside, the row the journal carried with it), and its
+    warning says where those changes are and what brings them to the chain. The warning
+    said only what happened before."""
+    s = Space(box, "lost-push-pulled")
+    write(s.dba, s.a.tenant, second="in the push killed before its send")
+    s.kill_a("before_send", "push")
+    assert s.b_pushes("other")["seq"] == 2
+    try:
+        pulled = jdb(s.a, s.dba, "pull", "--discard-local")
+    finally:
+        s.release()
+    assert not s.pending.exists() and s.mirror_head() == s.chain_head()
+    said = pulled["warnings"][0]
+    assert said.startswith("an interrupted push of epoch 2 never landed and never can"), said
+    assert said.endswith("; `kint status` counts those the store still holds, and `kint "
+                         "push` anchors them; a store this pull moved aside "
+                         "(--discard-local) holds them instead: write back what is still "
+                         "wanted, then `kint push`"), said
+    assert "second" in s.names(pulled["backups"][0])
+
+
 def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):
     """(b) with A's transaction sent and still waiting at the endpoint: A's session key has
     a nonce below it that nothing has sent (held in A's nonce book by a live process), so

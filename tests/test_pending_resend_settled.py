@@ -85,8 +85,9 @@ def test_a_journal_whose_key_was_revoked_is_not_sent_again(box):
 
 def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     """The same journal settled by a pull: dropped unsent as for a push, and the pull goes
-    on, saying so in its warnings (as after a journal the chain passed), where it refused
-    before for a journal it had already dropped. Authorized again, the next push anchors
+    on, saying so in its warnings (as after a journal the chain passed) with what to do, as
+    the push's hint says it, where it refused before for a journal it had already dropped.
+    Authorized again, the next push anchors
     the rows the journal carried."""
     s = Space(box, "revoked-pull")
     s.kill("before_send")
@@ -95,8 +96,14 @@ def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
     try:
         pulled = jdb(s.a, s.db, "pull")
-        assert any(w.startswith("the interrupted push of epoch 2 was not sent again")
-                   and "its journal is dropped" in w for w in pulled["warnings"]), pulled
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1 and "its journal is dropped" in said[0], pulled
+        # What to do, as a push's refusal hints it: before, the warning said none.
+        assert said[0].endswith("; the owner authorizes this machine's session key with "
+                                "`kint authorize` (direct, page, or payload then submit) and "
+                                "it needs a little ETH; `kint session-key show` says which is "
+                                "missing; then `kint push` anchors them"), said
         assert not s.pending.exists()
     finally:  # the machine's key authorized again for the module's other tests, come what may
         authorize_machine(box["home"], owner, s.old)

@@ -78,6 +78,17 @@ class Overtaken:
                 f"the store, not anchored"
                 + (f"; {self.waiting}" if self.waiting else ""))
 
+    def notice(self) -> str:
+        """What a pull that went on past it carries among its warnings: `describe`, and for a
+        dropped journal what to do with the rows it carried (PULL_THEN, the refusal's hint,
+        asks for the very pull that is saying it)."""
+        if self.landed:
+            return self.describe()
+        return (f"{self.describe()}; `kint status` counts those the store still holds, "
+                f"and `kint push` anchors them; a store this pull moved aside "
+                f"(--discard-local) holds them instead: write back what is still wanted, "
+                f"then `kint push`")
+
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: this machine is behind the
         chain either way, and a pull is what brings it to the head."""

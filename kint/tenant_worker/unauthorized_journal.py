@@ -82,6 +82,15 @@ class Unauthorized:
                     "session key")
         return f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
 
+    def notice(self) -> str:
+        """What a pull that went on past the dropped journal carries among its warnings:
+        `describe` and what to do, the rows it carried waiting in the store for a push
+        (refusals carry the same as their hint)."""
+        if self.rotated:
+            return (f"{self.describe()}; `kint push` anchors them with this machine's "
+                    f"current session key")
+        return f"{self.describe()}; {self.hint()}"
+
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey) that met it answers. `again` is taken for the same call
         as `Overtaken.refusal`'s: the rows wait for a push whatever the command was. A
