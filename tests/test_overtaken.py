@@ -349,6 +349,33 @@ def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     assert rekeyed["old_dek_id"] == old_id and rekeyed["snapshot"][0]["seq"] == 3
 
 
+def test_a_killed_rekey_settled_by_recovery_code_says_the_journal_was_dropped(box):
+    """(b) for a rekey, settled by `kint recovery-code` (which settles a rekey journal
+    first): the code is written from the cached key, which the abandoned rotation left as
+    it was (exit 0, done), and the command says on stderr that the interrupted push was
+    dropped and why, with the push's hint; `--json` carries it in `warnings`. Before, the
+    drop was in the worker's log alone."""
+    s = Space(box, "lost-rekey-code")
+    old_id = s.dek_id(1)
+    s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature())
+    assert s.b_pushes("other")["seq"] == 2
+    try:  # the restarted worker's own settlement still held: recovery-code's is the one
+        out = kdb(s.a, s.dba, "recovery-code")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.startswith("recovery code written to "), out.stdout
+        assert ("recovery-code: WARNING an interrupted push of epoch 2 never landed and "
+                "never can") in out.stderr, out.stderr
+        assert "its journal was dropped" in out.stderr
+        assert "; run `kint pull`, then `kint push`" in out.stderr, out.stderr
+        assert not s.pending.exists() and not s.rekey_journal.exists()
+    finally:
+        s.release()
+    wraps = json.loads((s.a.kint_home / f"wraps-{s.space16}.json").read_text())
+    assert wraps["dek_id"] == old_id
+    again = jdb(s.a, s.dba, "recovery-code")  # nothing left to settle: nothing said
+    assert set(again) == {"recovery_file"}, again
+
+
 def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box):
     """(a) behind A's own endpoint (a loopback proxy): while it will not serve the Epoch
     logs, or serves one whose prev does not chain, whether A's epoch landed is not known,
