@@ -23,6 +23,8 @@ from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_ma
                             owner_account)
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from mcp_session import AgentProcess
+from rpc_proxy import RpcProxy
 from test_pending_rotated import Space
 
 
@@ -174,3 +176,43 @@ def test_a_revoked_keys_journal_mined_and_reverted_is_said_once(box):
         s.release()
     assert [e["seq"] for e in jdb(s.a, s.db, "push")["epochs"]] == [2]
     assert s.anchored() == {"first", "second"}
+
+
+def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, chain_home):
+    """An agent's memory_pull meets a journal the settlement keeps because the endpoint did
+    not answer (here: the key revoked, and the endpoint, a loopback proxy in front of the
+    session's anvil, answering the lookup of the journal's transaction with an error
+    object, so whether it waits there is not known). Through the real kint-server, the
+    hint is the agent's next call, memory_pull, and what to tell the human if it fails
+    again. It was the terminal's `kint pull`, a command the agent does not have."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"]).start()
+    agent = None
+    s = Space(box, "unsettled-agent", "--rpc-urls", proxy.url)
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    try:
+        anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+        proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                       message="the lookup is down")
+        agent = AgentProcess({**s.a.env, "SIBYL_MEMORY_DB": str(s.db),
+                              "KINT_QUIET_SECONDS": "3600"}).start()
+        refused = agent.failed("memory_pull")
+        assert refused["error"] == "RPC_UNAVAILABLE", refused
+        assert "its journal is kept" in refused["message"], refused
+        assert refused["hint"] == (
+            "call memory_pull in a minute: it settles the interrupted push first; if it "
+            "fails again, stop and tell the human to check KINT_RPC_URL and KINT_RPC_URL_2 "
+            "and the endpoint"), refused
+        assert s.pending.exists()
+    finally:
+        if agent is not None:
+            agent.close()
+        proxy.forward()
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+        try:  # settled once the key may write again (the proxy forwards every call)
+            s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the settlement")
+        finally:
+            proxy.stop()

@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import UNSETTLED_HINT
 
 UNSETTLED = "the journal is kept until the chain can be read"
-UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
-                  "`kint pull`: it settles the interrupted push first")
 # What became of a dropped journal's transaction that the endpoint held, waiting to be
 # mined (dropped_nonce.release_nonce): its revert would spend the epoch's calldata gas.
 REPLACED = ("its transaction, still waiting at the endpoint, was replaced by a transfer to "

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.overtaken import UNSETTLED_HINT
+from kint.protocol.errors import UNSETTLED_HINT
 from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 
