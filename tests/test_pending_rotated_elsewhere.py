@@ -32,7 +32,7 @@ from chain_machines import kdb
 from test_pending_rotated import Space
 
 # KINT_NONCE_RETRY_SECONDS for machine A: the fill waits for a nonce at the other endpoint
-# at most FormerKey.DEFER_STEPS of them (10 s here), time for the first test to see the log
+# at most former_key.DEFER_STEPS of them (10 s here), time for the first test to see the log
 # line and pass the transaction on before the bound ends, on a loaded box too.
 RETRY_S = 5
 
