@@ -225,6 +225,29 @@ def test_a_killed_push_whose_seq_another_machine_took_is_dropped_and_nothing_is_
         w3.eth.get_transaction(Web3.keccak(hexstr=dropped))
 
 
+def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box):
+    """(b) settled by a `pull --discard-local` rather than a push: the journal is dropped,
+    the pull goes on (the store moved aside, the row the journal carried with it), and its
+    warning says where those changes are and what brings them to the chain. The warning
+    said only what happened before."""
+    s = Space(box, "lost-push-pulled")
+    write(s.dba, s.a.tenant, second="in the push killed before its send")
+    s.kill_a("before_send", "push")
+    assert s.b_pushes("other")["seq"] == 2
+    try:
+        pulled = jdb(s.a, s.dba, "pull", "--discard-local")
+    finally:
+        s.release()
+    assert not s.pending.exists() and s.mirror_head() == s.chain_head()
+    said = pulled["warnings"][0]
+    assert said.startswith("an interrupted push of epoch 2 never landed and never can"), said
+    assert said.endswith("; `kint status` counts those the store still holds, and `kint "
+                         "push` anchors them; a store this pull moved aside "
+                         "(--discard-local) holds them instead: write back what is still "
+                         "wanted, then `kint push`"), said
+    assert "second" in s.names(pulled["backups"][0])
+
+
 def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):
     """(b) with A's transaction sent and still waiting at the endpoint: A's session key has
     a nonce below it that nothing has sent (held in A's nonce book by a live process), so
@@ -324,6 +347,33 @@ def test_a_killed_rekey_whose_seq_another_machine_took_did_not_happen(box):
     assert s.names(s.dba) == {"first", "other"}
     rekeyed = jdb(s.a, s.dba, "rekey", "--signature", "-", input=s.signature())
     assert rekeyed["old_dek_id"] == old_id and rekeyed["snapshot"][0]["seq"] == 3
+
+
+def test_a_killed_rekey_settled_by_recovery_code_says_the_journal_was_dropped(box):
+    """(b) for a rekey, settled by `kint recovery-code` (which settles a rekey journal
+    first): the code is written from the cached key, which the abandoned rotation left as
+    it was (exit 0, done), and the command says on stderr that the interrupted push was
+    dropped and why, with the push's hint; `--json` carries it in `warnings`. Before, the
+    drop was in the worker's log alone."""
+    s = Space(box, "lost-rekey-code")
+    old_id = s.dek_id(1)
+    s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature())
+    assert s.b_pushes("other")["seq"] == 2
+    try:  # the restarted worker's own settlement still held: recovery-code's is the one
+        out = kdb(s.a, s.dba, "recovery-code")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.startswith("recovery code written to "), out.stdout
+        assert ("recovery-code: WARNING an interrupted push of epoch 2 never landed and "
+                "never can") in out.stderr, out.stderr
+        assert "its journal was dropped" in out.stderr
+        assert "; run `kint pull`, then `kint push`" in out.stderr, out.stderr
+        assert not s.pending.exists() and not s.rekey_journal.exists()
+    finally:
+        s.release()
+    wraps = json.loads((s.a.kint_home / f"wraps-{s.space16}.json").read_text())
+    assert wraps["dek_id"] == old_id
+    again = jdb(s.a, s.dba, "recovery-code")  # nothing left to settle: nothing said
+    assert set(again) == {"recovery_file"}, again
 
 
 def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box):

@@ -18,9 +18,9 @@ from kint.chain.calls import ChainRefused
 from kint.chain.nonces import NonceBook
 from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import UNSETTLED_HINT
 from kint.tenant_worker import pending as pending_mod
 from kint.tenant_worker import rekey_settle
-from kint.tenant_worker.overtaken import UNSETTLED_HINT
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import SessionSender
 

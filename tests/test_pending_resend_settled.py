@@ -23,6 +23,8 @@ from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_ma
                             owner_account)
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from mcp_session import AgentProcess
+from rpc_proxy import RpcProxy
 from test_pending_rotated import Space
 
 
@@ -85,8 +87,9 @@ def test_a_journal_whose_key_was_revoked_is_not_sent_again(box):
 
 def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     """The same journal settled by a pull: dropped unsent as for a push, and the pull goes
-    on, saying so in its warnings (as after a journal the chain passed), where it refused
-    before for a journal it had already dropped. Authorized again, the next push anchors
+    on, saying so in its warnings (as after a journal the chain passed) with what to do, as
+    the push's hint says it, where it refused before for a journal it had already dropped.
+    Authorized again, the next push anchors
     the rows the journal carried."""
     s = Space(box, "revoked-pull")
     s.kill("before_send")
@@ -95,8 +98,14 @@ def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
     try:
         pulled = jdb(s.a, s.db, "pull")
-        assert any(w.startswith("the interrupted push of epoch 2 was not sent again")
-                   and "its journal is dropped" in w for w in pulled["warnings"]), pulled
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1 and "its journal is dropped" in said[0], pulled
+        # What to do, as a push's refusal hints it: before, the warning said none.
+        assert said[0].endswith("; the owner authorizes this machine's session key with "
+                                "`kint authorize` (direct, page, or payload then submit) and "
+                                "it needs a little ETH; `kint session-key show` says which is "
+                                "missing; then `kint push` anchors them"), said
         assert not s.pending.exists()
     finally:  # the machine's key authorized again for the module's other tests, come what may
         authorize_machine(box["home"], owner, s.old)
@@ -133,3 +142,77 @@ def test_a_resent_journal_whose_receipt_does_not_come_is_kept(box):
     assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
     assert "0x" + s.meta(2)["tx"] == sent
     assert s.anchored() == {"first", "second"}
+
+
+def test_a_revoked_keys_journal_mined_and_reverted_is_said_once(box):
+    """The journal's transaction left this machine (killed after its send, waiting at the
+    endpoint behind a nonce nothing sends), the owner revoked the key, then the nonce below
+    was spent: the journal's transaction was mined and reverted NotAuthorized. A pull
+    settles it as a spent nonce with the chain still at its prev, drops the journal and
+    says once, among its warnings, that the key may not write, as for a journal not sent;
+    the next pull says nothing of it. Before, the drop was one line in the log."""
+    s = Space(box, "revoked-reverted")
+    hole, entry = s.hole(s.old)
+    journal = s.kill("after_send")
+    assert journal["nonce"] == hole + 1
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    try:
+        anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+        entry.unlink()
+        s.transfer(s.key(), hole)
+        sent = Web3.keccak(hexstr=journal["raw_tx"]).to_0x_hex()
+        assert s.w3.eth.wait_for_transaction_receipt(sent, timeout=30)["status"] == 0
+        pulled = jdb(s.a, s.db, "pull")
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 did not land: session key "
+                                f"{s.old} is not authorized for owner {s.owner}")]
+        assert len(said) == 1 and "its journal is dropped" in said[0], pulled
+        assert not s.pending.exists()
+        again = jdb(s.a, s.db, "pull")
+        assert not any("interrupted push" in w for w in again["warnings"]), again
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+    assert [e["seq"] for e in jdb(s.a, s.db, "push")["epochs"]] == [2]
+    assert s.anchored() == {"first", "second"}
+
+
+def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, chain_home):
+    """An agent's memory_pull meets a journal the settlement keeps because the endpoint did
+    not answer (here: the key revoked, and the endpoint, a loopback proxy in front of the
+    session's anvil, answering the lookup of the journal's transaction with an error
+    object, so whether it waits there is not known). Through the real kint-server, the
+    hint is the agent's next call, memory_pull, and what to tell the human if it fails
+    again. It was the terminal's `kint pull`, a command the agent does not have."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    proxy = RpcProxy(record["rpc_url"]).start()
+    agent = None
+    s = Space(box, "unsettled-agent", "--rpc-urls", proxy.url)
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    try:
+        anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+        proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
+                       message="the lookup is down")
+        agent = AgentProcess({**s.a.env, "SIBYL_MEMORY_DB": str(s.db),
+                              "KINT_QUIET_SECONDS": "3600"}).start()
+        refused = agent.failed("memory_pull")
+        assert refused["error"] == "RPC_UNAVAILABLE", refused
+        assert "its journal is kept" in refused["message"], refused
+        assert refused["hint"] == (
+            "call memory_pull in a minute: it settles the interrupted push first; if it "
+            "fails again, stop and tell the human to check KINT_RPC_URL and KINT_RPC_URL_2 "
+            "and the endpoint"), refused
+        assert s.pending.exists()
+    finally:
+        if agent is not None:
+            agent.close()
+        proxy.forward()
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+        try:  # settled once the key may write again (the proxy forwards every call)
+            s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the settlement")
+        finally:
+            proxy.stop()

@@ -9,6 +9,10 @@ no mining of its own, so a transaction sent to it waits in its pool and reaches 
 session's anvil only when the test passes it on (as one node gossips to another). Its fork
 is taken again just before (anvil_reset), so it holds the chain as the session's anvil has
 it then. Nothing leaves 127.0.0.1.
+
+Then the bound of that wait (`DEFER_STEPS` x KINT_NONCE_RETRY_SECONDS): a transaction the
+other node never passes on is filled past it, or, with no key here to fill it, refused
+naming the nonce and the endpoint.
 """
 
 from __future__ import annotations
@@ -23,9 +27,19 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 
 import test_pending_rotated
+from chain_machines import kdb
 from test_pending_rotated import Space
 
-box = test_pending_rotated.box  # machine A, its crash points and settlement hold
+# KINT_NONCE_RETRY_SECONDS for machine A: the fill waits for a nonce at the other endpoint
+# at most former_key.DEFER_STEPS of them (10 s here), time for the first test to see the log
+# line and pass the transaction on before the bound ends, on a loaded box too.
+RETRY_S = 5
+
+
+@pytest.fixture
+def box(tmp_path, chain_home):
+    """Machine A, its crash points and settlement hold (test_pending_rotated's)."""
+    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(RETRY_S))
 
 
 @pytest.fixture
@@ -106,3 +120,77 @@ def test_a_nonce_that_waits_at_the_other_endpoint_is_not_filled_nor_called_never
     assert s.mined_at(s.old, hole, since)["hash"] == sent.hash
     assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
     assert s.meta(2)["tx"] == Web3.keccak(hexstr=journal["raw_tx"]).hex().removeprefix("0x")
+
+
+def _waits_at_the_other_node(box, node, profile: str, rotates: int):
+    """The first test's start, the transaction at N-1 never passed on: (the space, the
+    hole, the journal, the signed transaction at the other node, the block before)."""
+    url, other, upstream = node
+    s = Space(box, profile, "--rpc-urls", f"{upstream},{url}")
+    since = s.w3.eth.block_number
+    hole, entry = s.hole(s.old)
+    old_key = s.key()
+    journal = s.kill("after_send")
+    other.provider.make_request("anvil_reset", [{"forking": {"jsonRpcUrl": upstream}}])
+    other.provider.make_request("evm_setAutomine", [False])
+    sent = old_key.sign_transaction({"to": s.owner, "value": 1, "gas": 21_000, "nonce": hole,
+                                     "chainId": 31337, "gasPrice": 2 * s.w3.eth.gas_price})
+    other.eth.send_raw_transaction(sent.raw_transaction)
+    for _ in range(rotates - 1):
+        s.rotate(authorize=False)
+    s.rotate()
+    entry.unlink()  # as the new key's first allocation does
+    return s, hole, journal, sent, since
+
+
+def test_a_nonce_never_passed_on_from_the_other_endpoint_is_filled_past_the_bound(box, node):
+    """The transaction at N-1 stays in the other node's pool: the fill waits for it
+    FormerKey's bound (DEFER_STEPS x KINT_NONCE_RETRY_SECONDS), then fills N-1 with a
+    transfer to self signed by session.key.old (one rotate: it opens), the log naming the
+    nonce and the endpoint it waited at, and epoch 2 is recorded. Before, the fill waited
+    for it at every look, the 60 s receipt wait ran out in "may still land", and so did
+    every push and pull after it."""
+    url = node[0]
+    s, hole, journal, sent, _ = _waits_at_the_other_node(box, node, "never-passed-on", 1)
+    log = s.a.kint_home / "supervisor.log"
+    s.settled()
+    said = f"nonce {hole} of that key has waited at the endpoint {url} for "
+    line = next(ln for ln in log.read_text().splitlines() if said in ln)
+    assert (f"(the previous session key {s.old}): filled with a transfer to self, which "
+            f"replaces it") in line, line
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert s.meta(2)["tx"] == Web3.keccak(hexstr=journal["raw_tx"]).hex().removeprefix("0x")
+    assert s.w3.eth.get_transaction_count(s.old) == hole + 2
+    with pytest.raises(Web3RPCError):  # the other node's transaction can no longer land
+        s.w3.eth.send_raw_transaction(sent.raw_transaction)
+
+
+def test_a_nonce_never_passed_on_that_no_key_here_can_fill_is_named_past_the_bound(box,
+                                                                                   node):
+    """The same with two rotates (session.key.old is another key): past the bound the
+    settlement refuses, naming the nonce and the endpoint it waits at and what to do, and
+    the next pull refuses so at once, keeping the journal; once the transaction is passed
+    on, the pull records epoch 2. Before, each waited out the receipt wait and said "may
+    still land", the endpoint and the nonce only in the log."""
+    url, _, _ = node
+    s, hole, _, sent, since = _waits_at_the_other_node(box, node, "never-passed-on-2", 2)
+    log = s.a.kint_home / "supervisor.log"
+    said = f"nonce {hole} of that key has waited at the endpoint {url} for "
+    s.release()
+    s.a.wait_for(lambda: "is left for the next push, pull" in log.read_text()
+                 and said in log.read_text(), timeout=60,
+                 what="the settlement refused past the bound")
+    assert s.pending.exists()
+    out = kdb(s.a, s.db, "pull")
+    assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
+    assert said in out.stderr and "has not reached the endpoint this space sends through" \
+        in out.stderr, out.stderr
+    assert (f"hint: send the transaction waiting at {url} through the endpoint this space "
+            f"sends through too") in out.stderr, out.stderr
+    assert s.pending.exists()
+    s.w3.eth.send_raw_transaction(sent.raw_transaction)  # passed on: both are mined
+    pulled = kdb(s.a, s.db, "pull")
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert not s.pending.exists()
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert s.mined_at(s.old, hole, since)["hash"] == sent.hash

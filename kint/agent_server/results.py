@@ -15,8 +15,8 @@ from typing import Any, Callable
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
-                                  REORG_HINT, SPACE_RPC_HINT, ErrorCode, hint_with_notices,
-                                  split_notices)
+                                  REORG_HINT, SPACE_RPC_HINT, UNSETTLED_HINT, ErrorCode,
+                                  hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -85,6 +85,11 @@ _AGENT_HINTS = {
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
     SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
                     f"human to {SPACE_RPC_HINT}",
+    # An interrupted push's journal kept while the chain could not be read: memory_pull
+    # settles it first, whichever tool met it; the endpoint, if it stays so, is the human's.
+    UNSETTLED_HINT: "call memory_pull in a minute: it settles the interrupted push first; if "
+                    "it fails again, stop and tell the human to check KINT_RPC_URL and "
+                    "KINT_RPC_URL_2 and the endpoint",
 }
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
 # the agent is told to stop, with what the human is to do.

@@ -216,14 +216,20 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
 
 
 @click.command("recovery-code")
-@json_option("Print the file written as JSON (its path: the code stays in the file).")
+@json_option("Print the file written as JSON (its path, and any warning about an interrupted "
+             "push it settled: the code stays in the file).")
 @click.pass_obj
 def recovery_code_cmd(obj: Ctx, as_json: bool) -> None:
     """Write RECOVERY-<space16>.txt (mode 0600) again from the cached data key: the fix when
     push refuses because the machine that created the vault lost its recovery file."""
     result = space_call(obj, "recovery_code", {}, timeout_s=300,
                         command="recovery-code")
+    # An interrupted push's journal its settlement passed or dropped: said, the code written.
+    warnings = result.get("warnings") or []
     if as_json:
-        echo_json({"recovery_file": result["recovery_file"]})
+        echo_json({"recovery_file": result["recovery_file"],
+                   **({"warnings": warnings} if warnings else {})})
         return
+    for warning in warnings:
+        click.echo(f"recovery-code: WARNING {warning}", err=True)
     click.echo(f"recovery code written to {result['recovery_file']}")

@@ -124,6 +124,12 @@ RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<spa
                       "written where the vault started (or by `kint recovery-code` on a "
                       "machine that holds the data key)")
 
+# An interrupted push's journal kept because the chain could not be read while it was settled
+# (kint/tenant_worker/overtaken.py, pending.py): a pull settles it first. Named here, as the
+# hints above, so that kint-server gives an agent its own next call for it.
+UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
+                  "`kint pull`: it settles the interrupted push first")
+
 # RPC_UNAVAILABLE's hint where no KINT_RPC_URL sets the endpoint that failed, so that the
 # hint names what does (kint.tenant_worker.rpc_hint): the devchain's record, or the
 # endpoints a space was given when it connected.

@@ -165,8 +165,9 @@ SETTINGS: tuple[Setting, ...] = (
        "`1`: verify reads no chain head; `connect`, `rekey` and `recovery-code` read no "
        "header", "unset"),
     _s("KINT_NONCE_RETRY_SECONDS", "float", 15.0, "call", CLI_DAEMON, CHAIN,
-       "how long a transaction waits before another space's stuck one is pushed through "
-       "(a kint extension)", minimum=0.5),
+       "how long a transaction waits before another space's stuck one is pushed through; "
+       "twice it, how long a previous session key's nonce that waits at another endpoint "
+       "of the space is waited for before it is filled (a kint extension)", minimum=0.5),
     _s("KINT_ANVIL", "path", None, "call", CLI, CHAIN,
        "the anvil binary `kint devchain start` runs",
        "the checkout's pinned npm package, then `anvil` on `PATH`, then "

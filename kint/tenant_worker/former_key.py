@@ -25,7 +25,10 @@ timeout at every push and pull. "Nothing spent" is the word of the space's every
 on its chain, not only the one it sends through: a transaction of the old key at that
 nonce waiting in another endpoint's pool was sent (a push of another space, sent through
 its own endpoint; the user's own), and a filler would replace it, so it is left to arrive
-(`waits_elsewhere`), the wait going on as for any transaction that waits.
+(`waits_elsewhere`), the wait going on as for any transaction that waits; but for a bound
+(`deferral`, DEFER_STEPS): one not passed on by then is taken as one that never will be,
+and filled (the filler replaces it) or, when nothing here can fill it, refused at once,
+naming the nonce and the endpoint it waits at.
 
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
 keystore can still be opened here: `session.key.old`, kept by the rotate, naming this very
@@ -37,6 +40,7 @@ naming the address it waits on.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,37 @@ from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
 log = logging.getLogger("kint.worker")
+
+# How long a nonce of the previous key that waits at another endpoint of the space, not yet
+# at the one it sends through, defers its fill: DEFER_STEPS times KINT_NONCE_RETRY_SECONDS
+# (the setting for how long a transaction waits before another space's stuck one is pushed
+# through), 30 s at its default. Nodes of one chain pass a transaction on within seconds, so
+# one still not passed on after two such waits never will be (that pool does not gossip to
+# this one, or dropped it); and at the default, the wait's first look (15 s) defers and its
+# third (45 s) ends the deferral inside the 60 s receipt wait, which then ran out in the
+# generic "may still land" at every push and pull for as long as the transaction waited.
+DEFER_STEPS = 2
+# When this worker first found each (address, nonce) waiting at another endpoint, and at
+# which one (redacted): a FormerKey lives for one settlement, the deferral across them.
+# A worker that restarts starts its count again, one bound more at most.
+_first_seen: dict[tuple[str, int], tuple[float, str]] = {}
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A nonce of the previous key waiting at another endpoint of the space (`url`,
+    redacted) for `waited_s` since this worker first saw it there; `over`: past the bound,
+    the fill no longer waits for it."""
+
+    url: str
+    waited_s: float
+    over: bool
+
+    def words(self, hole: int) -> str:
+        return (f"nonce {hole} of that key has waited at the endpoint {self.url} for "
+                f"{self.waited_s:.0f} s (the bound is {DEFER_STEPS} x "
+                f"KINT_NONCE_RETRY_SECONDS) and has not reached the endpoint this space "
+                f"sends through")
 
 
 def same_address(one: str, other: str) -> bool:
@@ -116,6 +151,18 @@ class FormerKey:
                 return redact_url(url)
         return None
 
+    def deferral(self, hole: int) -> Elsewhere | None:
+        """Whether the fill of `hole` waits for a transaction of this key at another
+        endpoint (`waits_elsewhere`), and how long it has: None when none holds one."""
+        key = (self.address.lower(), hole)
+        url = self.waits_elsewhere(hole)
+        if url is None:
+            _first_seen.pop(key, None)
+            return None
+        since, _ = _first_seen.setdefault(key, (time.monotonic(), url))
+        waited = time.monotonic() - since
+        return Elsewhere(url, waited, waited >= DEFER_STEPS * retry_seconds())
+
     def check_hole(self, nonce: int) -> None:
         """Before a journal's transaction at `nonce` is sent again: a hole below it that
         this machine cannot fill is refused at once, naming the nonce and what to do, where
@@ -123,12 +170,14 @@ class FormerKey:
         hole with another space's push its journal holds signed (no key needed), or with a
         transfer when the key opens here; that is left to `wait`'s slow path, which gives
         the other space's own settlement the time to send its push first. A nonce another
-        of the space's endpoints holds a transaction at is no hole: that one is waited
-        for."""
+        of the space's endpoints holds a transaction at is no hole while the bound lasts
+        (`deferral`): that one is waited for; past it, refused naming that endpoint."""
         hole = self.hole_below(nonce)
-        if hole is not None and self.signed_at(hole) is None and self.account() is None \
-                and self.waits_elsewhere(hole) is None:
-            raise self._unfillable(hole, nonce)
+        if hole is None or self.signed_at(hole) is not None or self.account() is not None:
+            return
+        elsewhere = self.deferral(hole)
+        if elsewhere is None or elsewhere.over:
+            raise self._unfillable(hole, nonce, elsewhere)
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
         """The receipt of the journal's transaction sent again, its slow path filling the
@@ -159,17 +208,17 @@ class FormerKey:
             if hole is None:
                 break
             raw, how = self.signed_at(hole), "sent the push another space's journal holds"
-            where = self.waits_elsewhere(hole) if raw is None else None
-            if where is not None:
+            elsewhere = self.deferral(hole) if raw is None else None
+            if elsewhere is not None and not elsewhere.over:
                 log.info("space %s: nonce %d of the previous session key %s waits at the "
                          "endpoint %s, not yet at the one this space sends through: not "
                          "filled, the push waits behind it", self.space16, hole,
-                         self.address, where)
+                         self.address, elsewhere.url)
                 break
             if raw is None:
                 account = account or self.account()  # opened once a transfer is needed
                 if account is None:
-                    raise self._unfillable(hole, nonce)
+                    raise self._unfillable(hole, nonce, elsewhere)
                 raw, how = filler(self.anchor, account, hole), "filled with a transfer to self"
             try:
                 self.anchor.send_raw(raw)
@@ -189,6 +238,10 @@ class FormerKey:
                     break
                 raise self._refused_fill(hole, nonce, err) from None
             filled.append(hole)
+            if elsewhere is not None:
+                log.info("space %s: %s (the previous session key %s): %s, which replaces it",
+                         self.space16, elsewhere.words(hole), self.address, how)
+                continue
             log.info("space %s: nonce %d of the previous session key %s was never sent: %s",
                      self.space16, hole, self.address, how)
         return filled
@@ -209,15 +262,25 @@ class FormerKey:
         the same number is another transaction. A nonce of this key left unsent is a hole
         that the settlement of any journal above it fills (`fill_below`)."""
 
-    def _unfillable(self, hole: int, nonce: int) -> ProtocolError:
+    def _unfillable(self, hole: int, nonce: int,
+                    elsewhere: Elsewhere | None = None) -> ProtocolError:
+        """Refused: nothing here can spend `hole`. `elsewhere`: a transaction of the key
+        waits at `hole` at another endpoint, past the bound: which one is said, and that
+        passing it on (it is the user's own, or another space's push) also frees the way."""
+        why = (f"{elsewhere.words(hole)}" if elsewhere is not None
+               else f"nonce {hole} of that key was never sent")
+        passed = (f"send the transaction waiting at {elsewhere.url} through the endpoint this "
+                  f"space sends through too, or check why that endpoint does not pass it on; "
+                  if elsewhere is not None else "")
         return ProtocolError(
             ErrorCode.RPC_UNAVAILABLE,
             f"the interrupted push's transaction, nonce {nonce} of the previous session key "
-            f"{self.address}, cannot be mined: nonce {hole} of that key was never sent, and "
-            f"this machine can no longer open that key to fill it (session.key.old is "
-            f"another key, or none); the journal is kept",
-            f"put that key's keystore back as session.key.old under KINT_HOME and run `kint "
-            f"pull` (it fills nonce {hole} with a transfer to self), or send any transaction "
+            f"{self.address}, cannot be mined: {why}, and this machine can no longer open "
+            f"that key to fill it (session.key.old is another key, or none); the journal is "
+            f"kept",
+            f"{passed}put that key's keystore back as session.key.old under KINT_HOME and "
+            f"run `kint pull` (it fills nonce {hole} with a transfer to self), or send any "
+            f"transaction "
             f"from {self.address} at nonce {hole}; or move pending-{self.space16}.json out "
             f"of KINT_HOME and run `kint pull`: the push's rows are still in the store, and "
             f"the next push anchors them with this machine's key")

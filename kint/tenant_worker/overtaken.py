@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import UNSETTLED_HINT
 
 UNSETTLED = "the journal is kept until the chain can be read"
-UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
-                  "`kint pull`: it settles the interrupted push first")
 # What became of a dropped journal's transaction that the endpoint held, waiting to be
 # mined (dropped_nonce.release_nonce): its revert would spend the epoch's calldata gas.
 REPLACED = ("its transaction, still waiting at the endpoint, was replaced by a transfer to "
@@ -77,6 +76,17 @@ class Overtaken:
                 f"head; its journal was dropped, and the changes it carried are still in "
                 f"the store, not anchored"
                 + (f"; {self.waiting}" if self.waiting else ""))
+
+    def notice(self) -> str:
+        """What a pull that went on past it carries among its warnings: `describe`, and for a
+        dropped journal what to do with the rows it carried (PULL_THEN, the refusal's hint,
+        asks for the very pull that is saying it)."""
+        if self.landed:
+            return self.describe()
+        return (f"{self.describe()}; `kint status` counts those the store still holds, "
+                f"and `kint push` anchors them; a store this pull moved aside "
+                f"(--discard-local) holds them instead: write back what is still wanted, "
+                f"then `kint push`")
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: this machine is behind the

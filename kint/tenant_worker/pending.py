@@ -15,7 +15,9 @@ any replacement are that key's (former_key.py).
 A journal whose key may no longer write for the owner (revoked, or expired: `canWrite`)
 is never sent again, since the chain would revert it at the key's cost: dropped once its
 transaction cannot land from here (its nonce given back, or its transaction replaced at
-the endpoint), and kept, refused as kept, while it may (`_settle_unauthorized`). A re-send
+the endpoint), and kept, refused as kept, while it may (`_settle_unauthorized`); one
+whose transaction, sent before the key lost its rights, was mined and reverted is dropped
+as any spent nonce's and said the same way (`_spent_unauthorized`). A re-send
 whose endpoint fails, its receipt wait run out included, keeps the journal and says so in
 a push's own words, "not sent again" where a push says "never sent" (`_send_again`).
 
@@ -44,7 +46,8 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.dropped_nonce import release_nonce, signed_by
-from kint.tenant_worker.overtaken import UNSETTLED, UNSETTLED_HINT, Overtaken, epoch_at
+from kint.protocol.errors import UNSETTLED_HINT
+from kint.tenant_worker.overtaken import UNSETTLED, Overtaken, epoch_at
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.unauthorized_journal import Unauthorized
 from kint.tenant_worker.space import SpaceContext
@@ -91,8 +94,9 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
                     owner: str) -> Overtaken | Unauthorized | None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
     the same signed transaction, or drop it), or the chain moved past it (`_overtaken`).
-    Returns what that last case found, or a journal dropped unsent because its key may not
-    write (`_settle_unauthorized`), for a push to say; None otherwise. `sender` is the
+    Returns what that last case found, or a journal dropped because its key may not write
+    (unsent, `_settle_unauthorized`, or its nonce spent, `_spent_unauthorized`), for a push
+    or pull to say; None otherwise. `sender` is the
     machine's; the journal's own key settles it (`signer_of`)."""
     path = ctx.state.files["pending"]
     pending = PendingEpoch.load(path)
@@ -127,7 +131,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
 
 
 def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: PendingEpoch,
-                owner: str) -> Overtaken | None:
+                owner: str) -> Overtaken | Unauthorized | None:
     """The journal's transaction, not landed and still next, sent again as it was signed
     and its receipt waited for. A refusal is settled from the chain read again
     (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
@@ -208,7 +212,7 @@ def _record_head(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head:
 
 
 def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: PendingEpoch,
-                  owner: str, refused: ChainRefused | None) -> Overtaken | None:
+                  owner: str, refused: ChainRefused | None) -> Overtaken | Unauthorized | None:
     """The head read said the chain was still at the journal's prev, yet the journal's
     nonce turned out spent or its re-send was refused. Both happen when the journal's own
     transaction was mined just after that head read, so neither means "it never landed".
@@ -216,7 +220,11 @@ def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pendi
     known spent means whatever spent it was not this epoch (a filler, or a re-send that
     reverted), and only then is the journal dropped. A head that moved is settled from the
     Epoch event at the journal's seq (landed: recorded; another epoch: dropped); a chain
-    that cannot be read keeps the journal (RPC_UNAVAILABLE)."""
+    that cannot be read keeps the journal (RPC_UNAVAILABLE). A journal dropped so whose key
+    may not write for the owner now (revoked or expired: its own transaction, sent before,
+    reverted when mined) is returned as `_settle_unauthorized`'s is (`_spent_unauthorized`),
+    so the push or pull says it once, as it does when the journal was not sent; it went
+    with one line in the log before."""
     try:
         spent = sender.mined_count() > pending.nonce
         head = anchor.head(owner, ctx.config.space_id)
@@ -244,7 +252,25 @@ def _settle_spent(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pendi
     log.info("space %s: dropped pending epoch %d %s: another transaction spent its nonce "
              "and the chain is still at its prev", ctx.config.space16, pending.seq,
              _why(refused))
-    return None
+    return _spent_unauthorized(ctx, anchor, sender, pending, owner)
+
+
+def _spent_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
+                        pending: PendingEpoch, owner: str) -> Unauthorized | None:
+    """What a journal dropped for its spent nonce tells when its key may not write for the
+    owner now: Unauthorized (`spent`), else None. The journal is gone already, so an
+    endpoint that cannot answer the rights leaves it said in the log alone."""
+    try:
+        if anchor.can_write(owner, pending.sender):
+            return None
+    except RpcUnavailable as err:
+        log.warning("space %s: whether the key of the dropped epoch %d may write could not "
+                    "be read (%s)", ctx.config.space16, pending.seq, err)
+        return None
+    found = Unauthorized(pending.seq, pending.sender, owner, isinstance(sender, FormerKey),
+                         spent=True)
+    log.warning("space %s: %s", ctx.config.space16, found.describe())
+    return found
 
 
 def _why(refused: ChainRefused | None) -> str:

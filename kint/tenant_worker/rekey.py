@@ -192,6 +192,16 @@ CONNECT_AGAIN_FOR_CODE = ("run `kint connect --owner ADDRESS` again (the wallet'
                           "recovery-code`")
 
 
+def settled_warning(found: Any) -> str:
+    """What recovery-code says of the push journal its settlement passed or dropped
+    (overtaken.py, unauthorized_journal.py): the refusal a push would give, line and hint.
+    The code is written all the same (exit 0): it is the cached key's, which the settlement
+    does not change, and the rows or the chain the journal leaves behind are the next
+    push's and pull's. It was logged alone, the user never told the journal was gone."""
+    refusal = found.refusal()
+    return f"{refusal.message}; {refusal.hint}"
+
+
 def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         cfg = ctx.config
@@ -199,7 +209,8 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         if enrolment is None:
             raise ProtocolError(ErrorCode.NO_DATA_KEY, NO_KEY_FOR_CODE,
                                 "run `kint connect --owner ADDRESS` first")
-        if settle_now(ctx)[0] == COMPLETED:  # a killed rekey's code is written by its end
+        outcome, settled = settle_now(ctx)
+        if outcome == COMPLETED:  # a killed rekey's code is written by its end
             enrolment = ctx.enrolment() or enrolment
         try:
             key = current_data_key(ctx)
@@ -221,6 +232,9 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                         "sealed with (the key was rotated on another machine)",
                                         "run `kint connect` again first")
         path = write_recovery_file(cfg.home, enrolment.owner, cfg.space_id, key)
-        return {"recovery_file": str(path)}
+        said: dict[str, Any] = {"recovery_file": str(path)}
+        if settled is not None:
+            said["warnings"] = [settled_warning(settled)]
+        return said
 
     return _locked(ctx, run)

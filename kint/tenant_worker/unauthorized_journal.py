@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.tenant_worker.overtaken import UNSETTLED_HINT
+from kint.protocol.errors import UNSETTLED_HINT
 from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 
@@ -32,7 +32,11 @@ class Unauthorized:
     `kept`: why the journal stays (its transaction may still land); None: dropped.
     `unread`: kept because the endpoint failed to say what became of the transaction
     (`dropped_nonce.Release.unread`): the refusal is the endpoint's, RPC_UNAVAILABLE, and
-    the next settlement through an endpoint that answers decides."""
+    the next settlement through an endpoint that answers decides. `spent`: the journal's
+    nonce was found spent with the chain still at its prev (pending._settle_spent): its own
+    transaction, sent before the key lost its rights, was mined and reverted, or another
+    transaction took the nonce; either way nothing of it landed, and the journal is
+    dropped, said as the unsent one is."""
 
     seq: int
     signer: str
@@ -41,13 +45,20 @@ class Unauthorized:
     waiting: str | None = None
     kept: str | None = None
     unread: bool = False
+    spent: bool = False
 
     def describe(self) -> str:
         key = (f"the previous session key {self.signer} (rotated since)" if self.rotated
                else f"session key {self.signer}")
-        said = (f"the interrupted push of epoch {self.seq} was not sent again: {key} is not "
-                f"authorized for owner {self.owner} (revoked, or its authorization expired), "
-                f"and the chain would revert it, spending its gas; ")
+        if self.spent:
+            said = (f"the interrupted push of epoch {self.seq} did not land: {key} is not "
+                    f"authorized for owner {self.owner} (revoked, or its authorization "
+                    f"expired), and its nonce was spent (its transaction reverted, or another "
+                    f"took the nonce); ")
+        else:
+            said = (f"the interrupted push of epoch {self.seq} was not sent again: {key} is "
+                    f"not authorized for owner {self.owner} (revoked, or its authorization "
+                    f"expired), and the chain would revert it, spending its gas; ")
         if self.kept is not None and self.unread:
             return said + (f"its journal is kept, since {self.kept}: the next push or pull "
                            f"settles it once the endpoint answers")
@@ -70,6 +81,15 @@ class Unauthorized:
             return ("run `kint push` again: it anchors them with this machine's current "
                     "session key")
         return f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
+
+    def notice(self) -> str:
+        """What a pull that went on past the dropped journal carries among its warnings:
+        `describe` and what to do, the rows it carried waiting in the store for a push
+        (refusals carry the same as their hint)."""
+        if self.rotated:
+            return (f"{self.describe()}; `kint push` anchors them with this machine's "
+                    f"current session key")
+        return f"{self.describe()}; {self.hint()}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey) that met it answers. `again` is taken for the same call
