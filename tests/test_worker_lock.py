@@ -363,3 +363,43 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
     finally:
         _end(holder)
         sb.shutdown()
+
+
+def test_a_fifo_at_the_lock_path_is_refused_without_blocking_the_look(tmp_path):
+    """A FIFO where a worker lock goes (nothing of kint's makes one) blocked every look's
+    open until a writer came: the supervisor looks from its loop (a request's TIMEOUT while
+    its worker starts, the sweep over a refused start), kint-server before it sends a
+    restore again. Now the look opens without blocking and refuses what is not a regular
+    file: unknown to the supervisor, CORRUPT_STATE naming it to kint-server."""
+    from kint.agent_server.old_worker import old_worker
+    from kint.client import KintError
+
+    path = worker_lock_path(tmp_path, SPACE16)
+    os.mkfifo(path, 0o600)
+    said: dict = {}
+
+    def look() -> None:
+        said["held_at"] = worker_lock.held_at(path)
+        said["waited_for"] = worker_lock.waited_for(path, os.getpid())
+        try:
+            old_worker(tmp_path, SPACE16, lambda: None)
+        except KintError as err:
+            said["old_worker"] = err
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(10)
+    blocked = thread.is_alive()
+    for _ in range(100):  # a blocked open lets go once a writer comes: one each look
+        if not thread.is_alive():
+            break
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader yet (ENXIO)
+            pass
+        thread.join(0.1)
+    assert not blocked, "a look at the lock blocked on the FIFO"
+    assert said["held_at"] is None and said["waited_for"] is None, said
+    refused = said["old_worker"]
+    assert refused.code == "CORRUPT_STATE", refused
+    assert f"{path} cannot be opened (is not a regular file)" in refused.message, refused
