@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import math
 import os
 import stat
 import time
@@ -189,23 +190,36 @@ def holder_closing(fd: int) -> Holder | None:
         os.close(fd)
 
 
-def waiting_words(path: Path, holder: Holder) -> tuple[str, str]:
-    """What a starting worker waiting for `holder` to let go of the lock at `path` is
-    doing, and the way out (`WorkerLockHeld`'s, before its refusal comes), for the
-    TIMEOUT of a request that cannot wait that long."""
+def waiting_words(path: Path, holder: Holder, waited_s: float) -> tuple[str, str]:
+    """What a starting worker waiting `waited_s` so far for `holder` to let go of the
+    lock at `path` is doing, and the way out, for the TIMEOUT of a request that cannot
+    wait for the start's end. A stopped holder is told `kill -CONT` at once. One that is
+    not is most likely an old worker finishing its op within its grace (an orphan exits
+    within ORPHAN_EXIT_S): told to run the command again once it has, not `kill -KILL`,
+    which is the refusal's word for it once the wait is out (`holder_hint`)."""
     pid = holder.pid
     who = (f"another worker of the space (pid {pid})" if pid is not None
            else "a process whose pid the lock file does not name")
     if pid is not None and process_stopped(pid):
-        state, refused = (" and is stopped (SIGSTOP, a Ctrl-Z or a debugger)",
-                          f"once it has been seen stopped for {seconds_text(STOPPED_FOR_S)}")
-    else:
-        state, refused = "", (f"if it has not let go within {seconds_text(WAIT_S)} of the "
-                              f"worker's start (an old worker whose supervisor died exits "
-                              f"by then unless it is stopped or stuck)")
+        return (_waiting(path, who, " and is stopped (SIGSTOP, a Ctrl-Z or a debugger)",
+                         f"once it has been seen stopped for {seconds_text(STOPPED_FOR_S)}"),
+                f"`kill -CONT {pid}` (it then exits by itself once its supervisor is "
+                f"gone), then run the command again")
+    said = _waiting(path, who, "", f"if it has not let go within {seconds_text(WAIT_S)} of "
+                    f"the worker's start (an old worker whose supervisor died exits by then "
+                    f"unless it is stopped or stuck)")
+    left = WAIT_S - waited_s
+    if pid is None or left <= 0:
+        return said, holder_hint(path, pid)
+    return said, (f"it should exit within {seconds_text(max(1, math.ceil(left)))} (most likely "
+                  f"finishing its op): run the command again then; if the start is refused "
+                  f"instead, that refusal says how to end it")
+
+
+def _waiting(path: Path, who: str, state: str, refused: str) -> str:
     return (f"the worker is starting: it waits for the space's worker lock {path}, which "
             f"{who} holds{state}; no second worker serves beside it, and the start is "
-            f"refused {refused}", holder_hint(path, pid))
+            f"refused {refused}")
 
 
 def live_holder(fd: int) -> Holder:
