@@ -58,6 +58,37 @@ def test_a_command_with_another_passphrase_is_told_which_is_used_and_how_to_chan
         assert PROOF.search(both) is None
 
 
+def test_supervisor_status_says_whether_this_environments_passphrase_is_the_supervisors(box):
+    """`kint supervisor status`, where the settings the supervisor was started with are
+    listed (a secret as `set` only), says on stderr when this environment's passphrase is
+    another, and `--json` has `passphrase_differs` (null when this environment has none)."""
+    for env, differs in (({"KINT_SESSION_PASSPHRASE": MINE}, True),
+                         ({"KINT_SESSION_PASSPHRASE": THEIRS}, False), ({}, None)):
+        out = box.kint("supervisor", "status", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        shown = json.loads(out.stdout)
+        assert shown["supervisor"]["passphrase_differs"] is differs, (env, shown)
+        assert "notices" not in shown
+        lines = [x for x in out.stderr.splitlines() if "KINT_SESSION_PASSPHRASE" in x]
+        assert [x[:len(DIFFERS)] for x in lines] == ([DIFFERS] if differs else []), out.stderr
+        text = box.kint("supervisor", "status", env=env)
+        assert ("KINT_SESSION_PASSPHRASE=set" in text.stdout.splitlines()[-1]
+                and (DIFFERS in text.stderr) is bool(differs)), text
+        for done in (out, text):
+            both = (done.stdout + done.stderr).encode()
+            assert MINE.encode() not in both and THEIRS.encode() not in both
+            assert PROOF.search(both) is None
+
+
+def test_supervisor_status_refuses_anything_but_a_proof(box):
+    from kint.client import KintError
+
+    for sent in ("set", MINE):
+        with pytest.raises(KintError) as caught:
+            box.call("sup.status", args={"passphrase": sent})
+        assert caught.value.code == "BAD_REQUEST" and MINE not in caught.value.message
+
+
 def test_a_json_refusal_carries_the_line_in_its_notices(box):
     """A `--json` command that refuses carries the lines about its settings in the refusal
     object (kint.commands.common.refuse): this one among them."""
@@ -85,3 +116,27 @@ def test_neither_passphrase_nor_a_proof_reaches_a_file_a_log_or_a_command_line(b
             assert MINE.encode() not in argv and THEIRS.encode() not in argv, pid
             assert PROOF.search(argv) is None, pid
 
+
+
+def test_an_older_supervisor_that_takes_no_proof_is_asked_again_without_it(monkeypatch):
+    """A supervisor older than `sup.status`'s `passphrase` argument (one an upgrade is about
+    to replace: kint/supervisor/code_watch.py) refuses it as unknown, and the status is
+    asked again without it. Such a supervisor cannot be had here, so a stand-in client
+    answers as its ops check does (kint.protocol.ops.OpSpec.validate_args)."""
+    from kint.client import KintError
+    from kint.commands.supervisor_status import _status
+
+    class OlderSupervisor:
+        def __init__(self) -> None:
+            self.asked: list[dict] = []
+
+        def call(self, op, args=None, timeout_s=None):
+            self.asked.append(args or {})
+            if args:
+                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'passphrase'")
+            return {"supervisor": {}}
+
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", MINE)
+    older = OlderSupervisor()
+    assert _status(older) == {"supervisor": {}}
+    assert [list(a) for a in older.asked] == [["passphrase"], []]

@@ -133,18 +133,9 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         if effective is not None:
             running = effective(name, running)
         if setting.secret:
-            if not running.value:
-                notices.append(
-                    f"kint: {name} is set in this environment but the supervisor runs without "
-                    f"it, so its keys are sealed under another local secret; give the "
-                    f"supervisor the same (the service's environment file, or `kint "
-                    f"supervisor stop` and run any command from this environment)")
-            elif secret_proof.differs(raw, running.value):
-                notices.append(
-                    f"kint: {name} in this environment differs from the supervisor's, so it "
-                    f"is not used: the supervisor unseals the keys with its own; to use this "
-                    f"one, give it to the supervisor (the service's environment file, or "
-                    f"`kint supervisor stop` and run any command from this environment)")
+            line = secret_proof.notice(name, raw, running.value)
+            if line is not None:
+                notices.append(line)
             continue
         try:
             theirs = parse_sent(setting, raw)
