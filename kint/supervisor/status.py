@@ -132,13 +132,17 @@ def label_order(label: str) -> tuple[Any, ...]:
     return (tuple((0, int(p), "") if p.isdecimal() else (1, 0, p) for p in parts if p), label)
 
 
-def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
+def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[str, Any]:
+    """The status; `passphrase`, the caller's proof of its KINT_SESSION_PASSPHRASE when it
+    has one (kint.settings.secret_proof), is checked against this process's, which its
+    workers unseal the keys with: `passphrase_differs`, and the line that says so."""
     import os
 
     now = time.monotonic()
     rows = [space_row(h, now) for h in sorted(sup.handles.values(),
                                               key=lambda h: label_order(h.label))]
     files = _open_files(now)
+    notice = _passphrase_notice(passphrase) if passphrase else None
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "supervisor": {"pid": os.getpid(), "uptime_s": round(now - sup.started_at, 3),
@@ -158,10 +162,23 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                                       "missing_preload": sup.spawner.missing_preload},
                        # The settings it took from the environment it was started with
                        # (an on-demand start's is the starting command's), for its life.
-                       "started_with": started_with()},
+                       "started_with": started_with(),
+                       # Whether the caller's KINT_SESSION_PASSPHRASE is not this one (or
+                       # this one is unset); null when the caller sent none.
+                       "passphrase_differs": notice is not None if passphrase else None},
         "spaces": rows,
         # A space refused a worker for want of open files, or whose worker refused its
         # start, is degraded too: it serves nothing.
         "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"]
                         or row["start_refused"] for row in rows),
+        **({"notices": [notice]} if notice is not None else {}),
     }
+
+
+def _passphrase_notice(proof: str) -> str | None:
+    """The line for a caller whose passphrase (its proof) is not this process's."""
+    from kint.settings import secret_proof
+    from kint.settings.environ import environ_value
+
+    name = "KINT_SESSION_PASSPHRASE"
+    return secret_proof.notice(name, proof, environ_value(name))
