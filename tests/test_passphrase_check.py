@@ -80,6 +80,42 @@ def test_supervisor_status_says_whether_this_environments_passphrase_is_the_supe
             assert PROOF.search(both) is None
 
 
+def test_a_session_key_sealed_under_another_local_secret_than_the_supervisors_is_refused(box):
+    """`kint session-key create` and `rotate` seal the key with the command's local secret,
+    and only the supervisor's workers open it, with theirs: made under another (this
+    environment's other passphrase, or none while the supervisor has one), the key was
+    written and pushes refused NO_SESSION_KEY later. Both are refused before anything is
+    written, naming neither secret; with the supervisor's passphrase they go on."""
+    key, old = box.kint_home / "session.key", box.kint_home / "session.key.old"
+    assert not key.exists()
+    for env, why in (({"KINT_SESSION_PASSPHRASE": MINE}, "runs with another "
+                      "KINT_SESSION_PASSPHRASE than this command's"),
+                     ({}, "unseals the session key with its KINT_SESSION_PASSPHRASE, which "
+                      "this command's environment does not set")):
+        for action in ("create", "rotate"):
+            out = box.kint("session-key", action, env=env)
+            assert out.returncode == 2 and "[CONFIG_INVALID]" in out.stderr, out
+            assert f") {why}: a key {action}d here would be sealed" in out.stderr, out.stderr
+            assert "nothing was changed" in out.stderr and "`kint supervisor stop`" in \
+                out.stderr, out.stderr
+            assert not key.exists() and not old.exists(), action
+            both = (out.stdout + out.stderr).encode()
+            assert MINE.encode() not in both and THEIRS.encode() not in both
+            assert PROOF.search(both) is None
+    made = box.kint("session-key", "create", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert made.returncode == 0 and made.stdout.startswith("created: 0x"), made
+    sealed = key.read_bytes()
+    # An existing key is left alone whatever the passphrase: nothing is sealed.
+    again = box.kint("session-key", "create", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert again.returncode == 0 and again.stdout.startswith("exists: 0x"), again
+    refused = box.kint("session-key", "rotate", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert refused.returncode == 2 and "[CONFIG_INVALID]" in refused.stderr, refused
+    assert key.read_bytes() == sealed and not old.exists()  # nothing moved
+    rotated = box.kint("session-key", "rotate", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert rotated.returncode == 0 and rotated.stdout.startswith("rotated: 0x"), rotated
+    assert old.read_bytes() == sealed
+
+
 def test_supervisor_status_refuses_anything_but_a_proof(box):
     from kint.client import KintError
 
@@ -124,7 +160,7 @@ def test_an_older_supervisor_that_takes_no_proof_is_asked_again_without_it(monke
     asked again without it. Such a supervisor cannot be had here, so a stand-in client
     answers as its ops check does (kint.protocol.ops.OpSpec.validate_args)."""
     from kint.client import KintError
-    from kint.commands.supervisor_status import _status
+    from kint.commands.supervisor_status import status_with_proof
 
     class OlderSupervisor:
         def __init__(self) -> None:
@@ -138,5 +174,5 @@ def test_an_older_supervisor_that_takes_no_proof_is_asked_again_without_it(monke
 
     monkeypatch.setenv("KINT_SESSION_PASSPHRASE", MINE)
     older = OlderSupervisor()
-    assert _status(older) == {"supervisor": {}}
+    assert status_with_proof(older) == {"supervisor": {}}
     assert [list(a) for a in older.asked] == [["passphrase"], []]

@@ -335,7 +335,9 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
     stopped nor gone) keeps the new worker waiting up to WAIT_S before its refusal names
     it. A request whose deadline comes first was answered TIMEOUT "the worker is
     starting", naming nobody; now it names the lock, the holder's pid and the refusal's
-    way out. Once the holder is gone, the waiting worker takes the lock and serves."""
+    way out. `kint supervisor status` showed the space only `starting` meanwhile; its row
+    names the holder too (STATE `starting (waits for pid N)`, `--json`'s `waits_for`).
+    Once the holder is gone, the waiting worker takes the lock and serves."""
     from kint.client import KintError
     from kint.spaces import space_id
 
@@ -356,10 +358,16 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
         assert f"another worker of the space (pid {holder.pid}) holds" in message, message
         assert "refused if it has not let go within 13s of the worker's start" in message
         assert f"`kill -KILL {holder.pid}` if it is stuck" in hint, hint
+        row = sb.row(sb.sibyl_db)
+        assert row["state"] == "starting", row  # well inside WAIT_S (13 s)
+        assert row["waits_for"] == {"pid": holder.pid, "supervisor_pid": 4243}, row
+        shown = sb.kint("supervisor", "status").stdout
+        assert f" starting (waits for pid {holder.pid}) " in shown, shown
         _end(holder)
         served = sb.call("status", sb.sibyl_db, timeout_s=30)
         assert served["worker"]["pid"] not in (None, holder.pid), served
-        assert sb.row(sb.sibyl_db)["restarts"] == 0
+        row = sb.row(sb.sibyl_db)
+        assert row["restarts"] == 0 and row["waits_for"] is None, row
     finally:
         _end(holder)
         sb.shutdown()

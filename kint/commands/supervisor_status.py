@@ -109,7 +109,7 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                                          NONE_RUNNING_HINT))
             return NO_SUPERVISOR
         try:
-            status = _status(client)
+            status = status_with_proof(client)
         except KintError as err:
             if debug:
                 import traceback
@@ -133,11 +133,12 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             return 0
 
 
-def _status(client: Client) -> dict[str, Any]:
+def status_with_proof(client: Client) -> dict[str, Any]:
     """`sup.status`, with the proof of this environment's KINT_SESSION_PASSPHRASE when it
     has one (kint.settings.secret_proof), so that the answer says whether the supervisor
     runs with another. A supervisor older than that argument (one an upgrade is about to
-    replace) refuses it as unknown: asked again without it."""
+    replace) refuses it as unknown: asked again without it. `kint session-key create` and
+    `rotate` ask the same (kint.commands.key_passphrase)."""
     from kint.settings.environ import environ_value
 
     secret = environ_value("KINT_SESSION_PASSPHRASE")

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kint.open_files import OpenFiles, open_files
+from kint.paths import worker_lock_path
 from kint.settings.started_with import started_with
 from kint.supervisor.workers import WorkerHandle, ops_in_flight
+from kint.tenant_worker.worker_lock import waited_for
 
 if TYPE_CHECKING:
     from kint.supervisor.daemon import Supervisor
@@ -53,7 +56,19 @@ def _progress_origin(beat: dict[str, Any], since: float) -> dict[str, Any]:
             "progress_age_s": round(float(age) + since, 3) if age is not None else None}
 
 
-def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
+def _waits_for(home: Path, handle: WorkerHandle) -> dict[str, Any] | None:
+    """The holder of the space's worker lock that its starting worker waits for (`pid`,
+    `supervisor_pid`, each null when the lock file does not name it), or None. A worker
+    that finds the lock held waits up to WAIT_S before its refusal names the holder, and
+    the row said only `starting` meanwhile. Looked at only for a row in `starting` with a
+    pid: a look costs an open, a flock try and a /proc read, which no other row pays."""
+    if handle.state != "starting" or handle.pid is None:
+        return None
+    holder = waited_for(worker_lock_path(home, handle.space16), handle.pid)
+    return holder._asdict() if holder is not None else None
+
+
+def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
     beat = handle.beat
     # How long ago the last beat was made: its ages are as of then.
     since = now - handle.last_beat_at if handle.last_beat_at is not None else 0.0
@@ -97,6 +112,9 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "uptime_s": (round(now - handle.spawned_at, 3)
                      if handle.spawned_at is not None and handle.alive else None),
         "waiting": handle.waiting(),
+        # The worker lock's holder a starting worker waits for (another worker of the
+        # space, an old supervisor's): null when it waits for nothing.
+        "waits_for": _waits_for(home, handle),
         "retry_in_s": retry_in,
         # Why no worker was started for the last request: no file descriptors to spare.
         "no_room": handle.no_room if not handle.alive else None,
@@ -139,7 +157,7 @@ def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[
     import os
 
     now = time.monotonic()
-    rows = [space_row(h, now) for h in sorted(sup.handles.values(),
+    rows = [space_row(h, now, sup.home) for h in sorted(sup.handles.values(),
                                               key=lambda h: label_order(h.label))]
     files = _open_files(now)
     notice = _passphrase_notice(passphrase) if passphrase else None
