@@ -85,6 +85,10 @@ def _state(row: dict[str, Any]) -> str:
     if refused:
         pid = refused.get("holder_pid")
         return f"{state} (held by pid {pid})" if pid else f"{state} (lock held)"
+    waits = row.get("waits_for")  # a starting worker's wait for the space's worker lock
+    if waits:
+        pid = waits.get("pid")
+        return f"{state} (waits for pid {pid})" if pid else f"{state} (waits for the lock)"
     return state
 
 

@@ -229,7 +229,8 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     """(b) settled by a `pull --discard-local` rather than a push: the journal is dropped,
     the pull goes on (the store moved aside, the row the journal carried with it), and its
     warning says where those changes are and what brings them to the chain. The warning
-    said only what happened before."""
+    said only what happened before; then it said the changes were "still in the store",
+    the restored one that does not hold them: it names the store moved aside."""
     s = Space(box, "lost-push-pulled")
     write(s.dba, s.a.tenant, second="in the push killed before its send")
     s.kill_a("before_send", "push")
@@ -239,13 +240,13 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     finally:
         s.release()
     assert not s.pending.exists() and s.mirror_head() == s.chain_head()
-    said = pulled["warnings"][0]
+    said, moved = pulled["warnings"][0], pulled["backups"][0]
     assert said.startswith("an interrupted push of epoch 2 never landed and never can"), said
-    assert said.endswith("; `kint status` counts those the store still holds, and `kint "
-                         "push` anchors them; a store this pull moved aside "
-                         "(--discard-local) holds them instead: write back what is still "
-                         "wanted, then `kint push`"), said
-    assert "second" in s.names(pulled["backups"][0])
+    assert said.endswith(f"its journal was dropped, and the changes it carried are in the "
+                         f"store this pull moved aside ({moved}), not anchored; write back "
+                         f"from it what is still wanted, then `kint push`"), said
+    assert "still in the store" not in said, said
+    assert "second" in s.names(moved)
 
 
 def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):

@@ -184,7 +184,10 @@ def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, c
     session's anvil, answering the lookup of the journal's transaction with an error
     object, so whether it waits there is not known). Through the real kint-server, the
     hint is the agent's next call, memory_pull, and what to tell the human if it fails
-    again. It was the terminal's `kint pull`, a command the agent does not have."""
+    again. It was the terminal's `kint pull`, a command the agent does not have. The
+    space was connected with `--rpc-urls`: the terminal's hint and the agent's name those
+    endpoints, where both sent the human to KINT_RPC_URL and KINT_RPC_URL_2, which are
+    not in force for it."""
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     proxy = RpcProxy(record["rpc_url"]).start()
     agent = None
@@ -196,15 +199,22 @@ def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, c
         anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
         proxy.set_mode("error_methods", methods=["eth_getTransactionByHash"],
                        message="the lookup is down")
+        check = ("check the endpoints this space was given by `kint connect --rpc-urls` "
+                 "and that they answer")
+        out = kdb(s.a, s.db, "pull")
+        assert out.returncode == PUSH_PULL_REFUSED and "[RPC_UNAVAILABLE]" in out.stderr, \
+            out.stdout + out.stderr
+        assert (f"hint: {check}, then run `kint pull`: it settles the interrupted push "
+                f"first") in out.stderr, out.stderr
+        assert "KINT_RPC_URL" not in out.stderr, out.stderr
         agent = AgentProcess({**s.a.env, "SIBYL_MEMORY_DB": str(s.db),
                               "KINT_QUIET_SECONDS": "3600"}).start()
         refused = agent.failed("memory_pull")
         assert refused["error"] == "RPC_UNAVAILABLE", refused
         assert "its journal is kept" in refused["message"], refused
         assert refused["hint"] == (
-            "call memory_pull in a minute: it settles the interrupted push first; if it "
-            "fails again, stop and tell the human to check KINT_RPC_URL and KINT_RPC_URL_2 "
-            "and the endpoint"), refused
+            f"call memory_pull in a minute: it settles the interrupted push first; if it "
+            f"fails again, stop and tell the human to {check}"), refused
         assert s.pending.exists()
     finally:
         if agent is not None:

@@ -355,10 +355,17 @@ def test_the_settings_a_request_carries_are_checked_like_any_argument():
     ok = decode_request(orjson.dumps(_request("verify", {
         "query": "q", "settings": {"KINT_OFFLINE": "1", "KINT_SESSION_PASSPHRASE": "set"}})))
     assert ok.args["settings"] == {"KINT_OFFLINE": "1", "KINT_SESSION_PASSPHRASE": "set"}
+    proof = {"KINT_SESSION_PASSPHRASE": "set:" + "ab" * 16 + ":" + "cd" * 32}
+    assert decode_request(orjson.dumps(_request("verify", {
+        "query": "q", "settings": proof}))).args["settings"] == proof
     for settings, why in [
         ({"KINT_HOME": "/x"}, "not a setting the daemon reads"),
         ({"KINT_OWNER_KEY": "set"}, "not a setting the daemon reads"),
         ({"KINT_SESSION_PASSPHRASE": SECRET}, "only say that KINT_SESSION_PASSPHRASE is set"),
+        ({"KINT_SESSION_PASSPHRASE": "set:" + SECRET},
+         "only say that KINT_SESSION_PASSPHRASE is set"),
+        ({"KINT_SESSION_PASSPHRASE": "set:" + "ab" * 16 + ":" + "cd" * 31},
+         "only say that KINT_SESSION_PASSPHRASE is set"),
         ({"KINT_OFFLINE": 1}, "bad value for KINT_OFFLINE"),
         ({"KINT_OFFLINE": "x" * 5000}, "bad value for KINT_OFFLINE"),
         ({"KINT_OFFLINE": ""}, "bad value for KINT_OFFLINE"),
@@ -379,8 +386,15 @@ def test_a_client_sends_what_the_daemon_reads_and_never_a_secret():
            "KINT_SESSION_PASSPHRASE": SECRET, "KINT_OWNER_KEY": "0x" + "11" * 32,
            "KINT_TENANT": "t", "KINT_ANVIL": "/bin/anvil", "KINT_QUIET_SECONDS": "5",
            "KINT_RPC_TIMEOUT": ""}
-    assert outgoing(env) == {"KINT_OFFLINE": "1", "KINT_RPC_URL": "http://127.0.0.1:9",
-                             "KINT_SESSION_PASSPHRASE": "set", "KINT_QUIET_SECONDS": "5"}
+    sent = outgoing(env)
+    proof = sent.pop("KINT_SESSION_PASSPHRASE")
+    assert sent == {"KINT_OFFLINE": "1", "KINT_RPC_URL": "http://127.0.0.1:9",
+                    "KINT_QUIET_SECONDS": "5"}
+    # Of the secret, that it is set and a proof a worker checks against its own
+    # (kint.settings.secret_proof): a fresh nonce each request, so no two proofs match.
+    again = outgoing(env)["KINT_SESSION_PASSPHRASE"]
+    assert proof.startswith("set:") and again.startswith("set:") and proof != again
+    assert SECRET not in proof and SECRET.encode().hex() not in proof
 
 
 # -- a real supervisor ----------------------------------------------------------------------

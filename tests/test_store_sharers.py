@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.store_sharers import (SHARING_HINT, Sharer, other_homes_on_store,
-                                              warn_at_start)
+                                              look_and_warn)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
 
@@ -129,14 +130,14 @@ def test_status_shows_what_the_last_look_found_while_that_worker_runs(tmp_path, 
 
     mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
     ctx = _context(mine, store)
-    warn_at_start(str(store), mine, "ab" * 8)  # nobody else yet
+    look_and_warn(str(store), mine, "ab" * 8)  # nobody else yet
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, "kint-worker", str(store),
                              str(theirs / "supervisor.log")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "holding\n"
         assert status(ctx, {})["store_shared"] is None  # status does not look itself
-        warn_at_start(str(store), mine, "ab" * 8)  # a look: this worker's start
+        look_and_warn(str(store), mine, "ab" * 8)  # a look: this worker's start
         looks = []
         real_look = store_sharers._look
         monkeypatch.setattr(store_sharers, "_look", lambda *a: looks.append(a) or real_look(*a))
@@ -186,25 +187,57 @@ def test_a_worker_says_so_once_at_its_start(tmp_path, store, holder, caplog):
     mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
     holder("kint-worker", store, theirs / "supervisor.log")
     with caplog.at_level(logging.WARNING, logger="kint.worker"):
-        warn_at_start(str(store), mine, "ab" * 8)
+        look_and_warn(str(store), mine, "ab" * 8)
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"space {'ab' * 8}: the Sibyl store {store} is also served by "
                            f"kint of another KINT_HOME ({theirs})"), line
 
 
+def test_later_looks_name_each_other_home_once_in_the_log(tmp_path, store, holder, caplog):
+    """A running worker looks again (its heartbeat starts `LaterLooks.look` when `due`): a
+    home found again is not said again; one found since is said, alone."""
+    from kint.tenant_worker.store_sharers import LOOK_EVERY_S, LaterLooks
+
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    looks = LaterLooks(str(store), mine, "ab" * 8, now=100.0)
+    assert not looks.due(100.0 + LOOK_EVERY_S)  # the start's look has not ended yet
+    holder("kint-worker", store, theirs / "supervisor.log")
+    with caplog.at_level(logging.WARNING, logger="kint.worker"):
+        looks.look()  # the start's
+        assert not looks.due(100.0 + LOOK_EVERY_S / 2) and looks.due(100.0 + LOOK_EVERY_S)
+        assert not looks.due(100.0 + LOOK_EVERY_S)  # one at a time
+        looks.look()
+        later = _home(tmp_path / "later")
+        holder("kint-worker", store, later / "supervisor.log")
+        assert looks.due(100.0 + 2 * LOOK_EVERY_S)
+        looks.look()
+    first, second = [r.getMessage() for r in caplog.records]
+    assert f"({theirs})" in first and str(later) not in first, first
+    assert f"({later})" in second and str(theirs) not in second, second
+
+
 def test_two_real_homes_on_one_store_each_hear_of_the_other(tmp_path):
     """Two supervisors, two KINT_HOMEs, one store: the second home's worker warns at its
-    start in its log, and its doctor has the row; both serve (a warning, not a refusal)."""
+    start in its log, and its doctor has the row; the first home's worker, which started
+    before the second's, learns of it at a later look of its own (no doctor asked), once in
+    its log and in its status; both serve (a warning, not a refusal).
+
+    The first home's supervisor is the test one (tests/support/run_supervisor.py), so that
+    its worker looks again every LOOK_S rather than every minute (KINT_TEST_SHARING_LOOK_S,
+    tests/support/kint_test_timings.py)."""
     from conftest import make_sandbox, write_store
 
     (tmp_path / "shared").mkdir()
     db = write_store(tmp_path / "shared" / "memory.db")
-    first, second = make_sandbox(tmp_path / "first"), make_sandbox(tmp_path / "second")
+    first = make_sandbox(tmp_path / "first", KINT_TEST_SHARING_LOOK_S=str(LOOK_S))
+    second = make_sandbox(tmp_path / "second")
     try:
-        first.start()
-        second.start()
+        first.start_entitled()
         # An agent session's attach reads the rows: the first home's worker holds the store.
         first.call("attach", db, args={"session": "agent", "watcher": False})
+        first_log = first.kint_home / "supervisor.log"
+        assert first.call("status", db)["store_shared"] is None  # alone on the store
+        second.start()
         assert second.call("status", db)["store"]["exists"]
         log = second.kint_home / "supervisor.log"
         line = second.wait_for(
@@ -221,7 +254,25 @@ def test_two_real_homes_on_one_store_each_hear_of_the_other(tmp_path):
                f"({first.kint_home})" in shown.stdout, shown.stdout
         as_json = json.loads(second.kint("--db", str(db), "status", "--json").stdout)
         assert str(first.kint_home) in as_json["store_shared"]["message"], as_json
+
+        # The first home's worker, started before, learns it with no doctor run.
+        said = first.wait_for(lambda: first.call("status", db)["store_shared"], timeout=20,
+                              what="the first home's status naming the second home")
+        assert f"({second.kint_home})" in said["message"] and said["hint"] == SHARING_HINT
+        first.wait_for(lambda: _sharing_lines(first_log), timeout=20,
+                       what="the first home's worker warning in its log")
+        time.sleep(LOOK_S * 4)  # a few more looks: each finds the same home, none says it
+        [warned] = _sharing_lines(first_log)
+        assert f"({second.kint_home})" in warned and "WARNING" in warned, warned
         assert first.call("status", db)["store"]["exists"]
     finally:
         first.shutdown()
         second.shutdown()
+
+
+# How often the first home's worker looks in the test above.
+LOOK_S = 0.3
+
+
+def _sharing_lines(log: Path) -> list[str]:
+    return [x for x in log.read_text().splitlines() if "another KINT_HOME" in x]

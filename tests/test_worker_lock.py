@@ -337,7 +337,9 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
     stopped nor gone) keeps the new worker waiting up to WAIT_S before its refusal names
     it. A request whose deadline comes first was answered TIMEOUT "the worker is
     starting", naming nobody; now it names the lock, the holder's pid and the refusal's
-    way out. Once the holder is gone, the waiting worker takes the lock and serves."""
+    way out. `kint supervisor status` showed the space only `starting` meanwhile; its row
+    names the holder too (STATE `starting (waits for pid N)`, `--json`'s `waits_for`).
+    Once the holder is gone, the waiting worker takes the lock and serves."""
     from kint.client import KintError
     from kint.spaces import space_id
 
@@ -361,10 +363,16 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
         # refusal's word, once the wait is out), but when to try again.
         assert "it should exit within " in hint and "run the command again then" in hint, hint
         assert "kill -KILL" not in hint, hint
+        row = sb.row(sb.sibyl_db)
+        assert row["state"] == "starting", row  # well inside WAIT_S (13 s)
+        assert row["waits_for"] == {"pid": holder.pid, "supervisor_pid": 4243}, row
+        shown = sb.kint("supervisor", "status").stdout
+        assert f" starting (waits for pid {holder.pid}) " in shown, shown
         _end(holder)
         served = sb.call("status", sb.sibyl_db, timeout_s=30)
         assert served["worker"]["pid"] not in (None, holder.pid), served
-        assert sb.row(sb.sibyl_db)["restarts"] == 0
+        row = sb.row(sb.sibyl_db)
+        assert row["restarts"] == 0 and row["waits_for"] is None, row
     finally:
         _end(holder)
         sb.shutdown()

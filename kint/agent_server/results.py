@@ -15,7 +15,7 @@ from typing import Any, Callable
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
-                                  REORG_HINT, SPACE_RPC_HINT, UNSETTLED_HINT, ErrorCode,
+                                  REORG_HINT, SPACE_RPC_HINT, UNSETTLED_THEN, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -85,12 +85,13 @@ _AGENT_HINTS = {
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
     SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
                     f"human to {SPACE_RPC_HINT}",
-    # An interrupted push's journal kept while the chain could not be read: memory_pull
-    # settles it first, whichever tool met it; the endpoint, if it stays so, is the human's.
-    UNSETTLED_HINT: "call memory_pull in a minute: it settles the interrupted push first; if "
-                    "it fails again, stop and tell the human to check KINT_RPC_URL and "
-                    "KINT_RPC_URL_2 and the endpoint",
 }
+# An interrupted push's journal kept while the chain could not be read: memory_pull settles
+# it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
+# its tail (UNSETTLED_THEN), since the check before it names the endpoint in force
+# (kint.tenant_worker.rpc_hint), one of several.
+UNSETTLED_FOR_AGENT = ("call memory_pull in a minute: it settles the interrupted push first; "
+                       "if it fails again, stop and tell the human to {check}")
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
 # the agent is told to stop, with what the human is to do.
 _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HINTS[code]}"
@@ -106,6 +107,9 @@ def agent_error(tool: str, err: KintError) -> KintError:
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
     hint = _AGENT_HINTS.get(said or "")
+    if hint is None and said and said.endswith(UNSETTLED_THEN):
+        check = said.removesuffix(UNSETTLED_THEN).replace("{", "{{").replace("}", "}}")
+        hint = UNSETTLED_FOR_AGENT.format(check=check)
     if hint is None and said and not said.startswith("stop and ") and err.code in (
             SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value):
         # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the

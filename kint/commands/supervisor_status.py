@@ -82,6 +82,7 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
     second until Ctrl-C (which ends it with 0)."""
     home = kint_home()
     client = Client(home, autostart=False)
+    told: set[str] = set()
     while True:
         if not client.ping(1.0):
             refusal = home_refusal(home)  # asked only here: the answered call needs none
@@ -108,7 +109,7 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                                          NONE_RUNNING_HINT))
             return NO_SUPERVISOR
         try:
-            status = client.call("sup.status", timeout_s=5)
+            status = status_with_proof(client)
         except KintError as err:
             if debug:
                 import traceback
@@ -119,6 +120,10 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             else:
                 _err(render.refusal_text(err.code, err.message, err.hint))
             return ERROR
+        for line in status.pop("notices", None) or []:
+            if line not in told:  # once, however long --watch runs
+                told.add(line)
+                _err(line)
         _show(status, as_json, watch)
         if not watch:
             return DEGRADED if status["degraded"] else 0
@@ -126,6 +131,27 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             time.sleep(1.0)
         except KeyboardInterrupt:
             return 0
+
+
+def status_with_proof(client: Client) -> dict[str, Any]:
+    """`sup.status`, with the proof of this environment's KINT_SESSION_PASSPHRASE when it
+    has one (kint.settings.secret_proof), so that the answer says whether the supervisor
+    runs with another. A supervisor older than that argument (one an upgrade is about to
+    replace) refuses it as unknown: asked again without it. `kint session-key create` and
+    `rotate` ask the same (kint.commands.key_passphrase)."""
+    from kint.settings.environ import environ_value
+
+    secret = environ_value("KINT_SESSION_PASSPHRASE")
+    if secret is None:
+        return client.call("sup.status", timeout_s=5)
+    from kint.settings.secret_proof import proof
+
+    try:
+        return client.call("sup.status", args={"passphrase": proof(secret)}, timeout_s=5)
+    except KintError as err:
+        if err.code != "BAD_REQUEST" or "unknown argument 'passphrase'" not in err.message:
+            raise
+    return client.call("sup.status", timeout_s=5)
 
 
 def run_plain(as_json: bool) -> int:

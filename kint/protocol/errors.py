@@ -59,6 +59,17 @@ class ErrorCode(str, Enum):
     INTERNAL = "INTERNAL"
 
 
+# What to check when an endpoint did not answer, by what set it: the generic settings, the
+# endpoints a space was given when it connected, the devchain's record. The worker names
+# the one in force (kint.tenant_worker.rpc_hint) in RPC_UNAVAILABLE's hint and in
+# UNSETTLED_HINT alike: a hint that sends the user to a setting not in force is a wrong
+# next step.
+RPC_CHECK = "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint"
+SPACE_RPC_CHECK = ("check the endpoints this space was given by `kint connect --rpc-urls` "
+                   "and that they answer")
+DEVCHAIN_RPC_CHECK = ("check that the devchain runs (`kint devchain status`; `kint devchain "
+                      "start` starts it)")
+
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
     "command takes)",
@@ -84,7 +95,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.CORRUPT_STATE: "the file named was left as it is; move it aside and run "
     "`kint pull` (or `kint connect` for a key file)",
     ErrorCode.DISK_FULL: "free some space, then run the command again",
-    ErrorCode.RPC_UNAVAILABLE: "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then try again",
+    ErrorCode.RPC_UNAVAILABLE: f"{RPC_CHECK}, then try again",
     ErrorCode.CHAIN_UNREADABLE: "that is a transport failure, never a verdict on the vault: "
     "nothing was sent or changed; try again, or change the RPC (KINT_RPC_URL)",
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
@@ -126,17 +137,18 @@ RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<spa
 
 # An interrupted push's journal kept because the chain could not be read while it was settled
 # (kint/tenant_worker/overtaken.py, pending.py): a pull settles it first. Named here, as the
-# hints above, so that kint-server gives an agent its own next call for it.
-UNSETTLED_HINT = ("check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint, then run "
-                  "`kint pull`: it settles the interrupted push first")
+# hints above, so that kint-server gives an agent its own next call for it. Raised with
+# RPC_CHECK; the worker puts the check of the endpoint in force in its place, so an agent's
+# hint is recognised by UNSETTLED_THEN, whatever check comes before it.
+UNSETTLED_THEN = ", then run `kint pull`: it settles the interrupted push first"
+UNSETTLED_HINT = RPC_CHECK + UNSETTLED_THEN
 
 # RPC_UNAVAILABLE's hint where no KINT_RPC_URL sets the endpoint that failed, so that the
 # hint names what does (kint.tenant_worker.rpc_hint): the devchain's record, or the
 # endpoints a space was given when it connected.
 DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
                      "whether it runs (`kint devchain start` starts it), then try again")
-SPACE_RPC_HINT = ("check the endpoints this space was given by `kint connect --rpc-urls` "
-                  "and that they answer, then try again")
+SPACE_RPC_HINT = f"{SPACE_RPC_CHECK}, then try again"
 # The way past a discard refused because another process holds the store, for a person at
 # a terminal: an agent's kint-server closes its own connection first. Said to an agent
 # that has just called memory_pull with discard_local, it would send the agent round in a

@@ -9,6 +9,7 @@
 - `complaints`: where a complaint about a setting goes (the log, else stderr, once).
 - `urls`: endpoints as shown, without the parts that may hold an API key.
 - `wire`: what a request carries, what the worker applies, the one-line reports.
+- `secret_proof`: whether a command's secret is the supervisor's, told without sending it.
 - `report`: `kint config show`'s entries.
 - `started_with`: the settings a supervisor took from its environment, as its status lists
   them.

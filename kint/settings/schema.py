@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from kint.settings import secret_proof
 from kint.settings.urls import redact_url
 
 Kind = Literal["float", "int", "flag", "text", "url", "address", "ttl", "path"]
@@ -316,8 +317,9 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 STRICT: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.strict)
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
 SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
-# The value a client sends for a secret it has: never the secret itself.
-SECRET_SET = "set"
+# The value a client sends for a secret it has (never the secret itself), before the proof
+# that tells the worker whether it is its own (kint.settings.secret_proof).
+SECRET_SET = secret_proof.SECRET_SET
 GROUPS = (PLACES, CHAIN, KEYS, SUPERVISOR, AGENTS)
 
 

@@ -1,7 +1,8 @@
 """Settings that travel with a request, and the one-line reports of those not used.
 
 A client sends, with every request to a worker, the value in its environment of each
-setting the daemon reads (`outgoing`); of a secret, only that it is set. The worker
+setting the daemon reads (`outgoing`); of a secret, only that it is set, with a proof
+that tells the worker whether it is the worker's own (kint.settings.secret_proof). The worker
 (`apply`) uses the call-scope ones for this call, and the watcher's timings on attach;
 every other value is compared with what the space runs with, and a difference comes back
 as one line naming the running value, where it comes from and how to change it. A value
@@ -16,10 +17,11 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
+from kint.settings import secret_proof
 from kint.settings.environ import environ_value
 from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config,
                                   refused_in_env, shared_view)
-from kint.settings.schema import (BY_NAME, SECRET_SET, SENT, BadValue, Setting, given, parse,
+from kint.settings.schema import (BY_NAME, SENT, BadValue, Setting, given, parse,
                                   shown)
 
 # Most settings a request may carry (there are fewer than this).
@@ -38,7 +40,7 @@ def outgoing(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         if raw is None:
             continue
         if BY_NAME[name].secret:
-            out[name] = SECRET_SET
+            out[name] = secret_proof.proof(raw)
         elif len(raw) <= MAX_SENT_CHARS and "\x00" not in raw:
             out[name] = raw
     return out
@@ -55,7 +57,7 @@ def check_sent(sent: Any) -> str | None:
             return f"names {name[:64]!r}, which is not a setting the daemon reads"
         if not isinstance(raw, str) or not raw or len(raw) > MAX_SENT_CHARS or "\x00" in raw:
             return f"has a bad value for {name} (a string of 1 to {MAX_SENT_CHARS} characters)"
-        if BY_NAME[name].secret and raw != SECRET_SET:
+        if BY_NAME[name].secret and not secret_proof.well_formed(raw):
             return f"may only say that {name} is set, never its value"
     return None
 
@@ -131,12 +133,9 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         if effective is not None:
             running = effective(name, running)
         if setting.secret:
-            if not running.value:
-                notices.append(
-                    f"kint: {name} is set in this environment but the supervisor runs without "
-                    f"it, so its keys are sealed under another local secret; give the "
-                    f"supervisor the same (the service's environment file, or `kint "
-                    f"supervisor stop` and run any command from this environment)")
+            line = secret_proof.notice(name, raw, running.value)
+            if line is not None:
+                notices.append(line)
             continue
         try:
             theirs = parse_sent(setting, raw)

@@ -28,8 +28,16 @@ def ping(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
 
 def status(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
     """`kint supervisor status`: one row per space, from what the supervisor holds (the
-    workers' last beats), so it answers even while a worker hangs."""
-    return ok_reply(req.id, supervisor_status(sup))
+    workers' last beats), so it answers even while a worker hangs. A caller that sends the
+    proof of its KINT_SESSION_PASSPHRASE is told whether it is the supervisor's."""
+    proof = req.args.get("passphrase")
+    if proof is not None:
+        from kint.settings.secret_proof import is_proof
+
+        if not is_proof(proof):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "sup.status: argument 'passphrase' "
+                                "must be a proof (set:NONCE:MAC), never the passphrase")
+    return ok_reply(req.id, supervisor_status(sup, proof))
 
 
 def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:

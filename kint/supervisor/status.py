@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kint.open_files import OpenFiles, open_files
+from kint.paths import worker_lock_path
 from kint.settings.started_with import started_with
 from kint.supervisor.workers import WorkerHandle, ops_in_flight
+from kint.tenant_worker.worker_lock import waited_for
 
 if TYPE_CHECKING:
     from kint.supervisor.daemon import Supervisor
@@ -53,7 +56,19 @@ def _progress_origin(beat: dict[str, Any], since: float) -> dict[str, Any]:
             "progress_age_s": round(float(age) + since, 3) if age is not None else None}
 
 
-def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
+def _waits_for(home: Path, handle: WorkerHandle) -> dict[str, Any] | None:
+    """The holder of the space's worker lock that its starting worker waits for (`pid`,
+    `supervisor_pid`, each null when the lock file does not name it), or None. A worker
+    that finds the lock held waits up to WAIT_S before its refusal names the holder, and
+    the row said only `starting` meanwhile. Looked at only for a row in `starting` with a
+    pid: a look costs an open, a flock try and a /proc read, which no other row pays."""
+    if handle.state != "starting" or handle.pid is None:
+        return None
+    holder = waited_for(worker_lock_path(home, handle.space16), handle.pid)
+    return holder._asdict() if holder is not None else None
+
+
+def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
     beat = handle.beat
     # How long ago the last beat was made: its ages are as of then.
     since = now - handle.last_beat_at if handle.last_beat_at is not None else 0.0
@@ -97,6 +112,9 @@ def space_row(handle: WorkerHandle, now: float) -> dict[str, Any]:
         "uptime_s": (round(now - handle.spawned_at, 3)
                      if handle.spawned_at is not None and handle.alive else None),
         "waiting": handle.waiting(),
+        # The worker lock's holder a starting worker waits for (another worker of the
+        # space, an old supervisor's): null when it waits for nothing.
+        "waits_for": _waits_for(home, handle),
         "retry_in_s": retry_in,
         # Why no worker was started for the last request: no file descriptors to spare.
         "no_room": handle.no_room if not handle.alive else None,
@@ -132,13 +150,17 @@ def label_order(label: str) -> tuple[Any, ...]:
     return (tuple((0, int(p), "") if p.isdecimal() else (1, 0, p) for p in parts if p), label)
 
 
-def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
+def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[str, Any]:
+    """The status; `passphrase`, the caller's proof of its KINT_SESSION_PASSPHRASE when it
+    has one (kint.settings.secret_proof), is checked against this process's, which its
+    workers unseal the keys with: `passphrase_differs`, and the line that says so."""
     import os
 
     now = time.monotonic()
-    rows = [space_row(h, now) for h in sorted(sup.handles.values(),
+    rows = [space_row(h, now, sup.home) for h in sorted(sup.handles.values(),
                                               key=lambda h: label_order(h.label))]
     files = _open_files(now)
+    notice = _passphrase_notice(passphrase) if passphrase else None
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "supervisor": {"pid": os.getpid(), "uptime_s": round(now - sup.started_at, 3),
@@ -158,10 +180,23 @@ def supervisor_status(sup: "Supervisor") -> dict[str, Any]:
                                       "missing_preload": sup.spawner.missing_preload},
                        # The settings it took from the environment it was started with
                        # (an on-demand start's is the starting command's), for its life.
-                       "started_with": started_with()},
+                       "started_with": started_with(),
+                       # Whether the caller's KINT_SESSION_PASSPHRASE is not this one (or
+                       # this one is unset); null when the caller sent none.
+                       "passphrase_differs": notice is not None if passphrase else None},
         "spaces": rows,
         # A space refused a worker for want of open files, or whose worker refused its
         # start, is degraded too: it serves nothing.
         "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"]
                         or row["start_refused"] for row in rows),
+        **({"notices": [notice]} if notice is not None else {}),
     }
+
+
+def _passphrase_notice(proof: str) -> str | None:
+    """The line for a caller whose passphrase (its proof) is not this process's."""
+    from kint.settings import secret_proof
+    from kint.settings.environ import environ_value
+
+    name = "KINT_SESSION_PASSPHRASE"
+    return secret_proof.notice(name, proof, environ_value(name))

@@ -6,7 +6,8 @@ apart from the loop that sends them. A worker beats every second while it works 
 `idle_beat_s` after, then every `idle_beat_s`; each beat says when the next is due, and a
 request, or an answer, makes the next one due within a second. A beat never reads the
 store: the unanchored count it carries is the last one an op made, and when the store or
-the head moved since, the beat starts a recount on the pool (kint.tenant_worker.unanchored).
+the head moved since, the beat starts a recount on the pool (kint.tenant_worker.unanchored);
+so too, every minute, a look for another KINT_HOME's worker on the store (store_sharers).
 
 `Heartbeat` is one of the parts kint.tenant_worker.process.Worker is made of; the
 attributes it reads are the worker's, named below.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from kint.tenant_worker.op_replies import InFlight
     from kint.tenant_worker.own_memory import MemoryReading
     from kint.tenant_worker.space import SpaceContext
+    from kint.tenant_worker.store_sharers import LaterLooks
 
 # How long after a session's lapse the beat that no longer counts it comes: past the
 # lapse, so that the beat surely forgets it.
@@ -45,6 +47,7 @@ class Heartbeat:
     inflight: InFlight
     memory: MemoryReading
     pool: OpPool
+    sharing: LaterLooks
     stopping: bool
     _taken: int
     _active_at: float
@@ -77,6 +80,8 @@ class Heartbeat:
             pass
         if recount:
             self.pool.submit(self._recount)
+        if self.sharing.due(now):  # another home's worker on the store, started since
+            self.pool.submit(self.sharing.look)
 
     def beat_soon(self) -> None:
         """From any thread: beat at the loop's next turn. For work that ends with no

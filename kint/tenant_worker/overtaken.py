@@ -50,6 +50,23 @@ def not_replaced(address: str) -> str:
             f"gas; nothing anchored is lost")
 
 
+
+
+def carried_where(moved_to: str | None) -> str:
+    """Where the changes a dropped journal carried are: still in the store, or, once a
+    `pull --discard-local` moved the store aside, in that copy (`moved_to`), where a
+    describe that said "still in the store" sent the user to the new, restored store
+    that does not hold them."""
+    if moved_to is None:
+        return "still in the store, not anchored"
+    return f"in the store this pull moved aside ({moved_to}), not anchored"
+
+
+# What a pull that moved the store aside says of those changes: they come back only when
+# written again.
+WRITE_BACK = "write back from it what is still wanted"
+
+
 PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
              "pull --discard-local` moves the store aside, nothing deleted, and restores "
              "the anchored rows)")
@@ -66,27 +83,29 @@ class Overtaken:
     landed: bool
     waiting: str | None = None  # REPLACED, WAITS_TO_REVERT: its transaction the endpoint held
 
-    def describe(self) -> str:
+    def describe(self, moved_to: str | None = None) -> str:
+        """What became of the journal; `moved_to`: the store a pull moved aside
+        (--discard-local), which holds the changes a dropped journal carried."""
         if self.landed:
             return (f"an interrupted push of epoch {self.seq} had landed and is recorded now; "
                     f"another machine has since pushed up to seq {self.head_seq}")
         return (f"an interrupted push of epoch {self.seq} never landed and never can: "
                 f"another machine's epoch holds seq {self.seq} (the chain is at seq "
                 f"{self.head_seq}), and the contract takes an epoch only on the current "
-                f"head; its journal was dropped, and the changes it carried are still in "
-                f"the store, not anchored"
+                f"head; its journal was dropped, and the changes it carried are "
+                f"{carried_where(moved_to)}"
                 + (f"; {self.waiting}" if self.waiting else ""))
 
-    def notice(self) -> str:
+    def notice(self, moved_to: str | None = None) -> str:
         """What a pull that went on past it carries among its warnings: `describe`, and for a
         dropped journal what to do with the rows it carried (PULL_THEN, the refusal's hint,
-        asks for the very pull that is saying it)."""
+        asks for the very pull that is saying it), in the store or in the one the pull
+        moved aside (`moved_to`)."""
         if self.landed:
             return self.describe()
-        return (f"{self.describe()}; `kint status` counts those the store still holds, "
-                f"and `kint push` anchors them; a store this pull moved aside "
-                f"(--discard-local) holds them instead: write back what is still wanted, "
-                f"then `kint push`")
+        if moved_to is not None:
+            return f"{self.describe(moved_to)}; {WRITE_BACK}, then `kint push`"
+        return f"{self.describe()}; `kint status` counts them, and `kint push` anchors them"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: this machine is behind the

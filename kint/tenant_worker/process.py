@@ -53,6 +53,7 @@ from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
 from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
+from kint.tenant_worker.store_sharers import LaterLooks
 from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
 from kint.zmq_frames import recv_frames, send_frames
 
@@ -124,6 +125,8 @@ class Worker(Heartbeat, OpReplies):
         # the supervisor counts those it sent, and judges a stop only on a beat that has
         # taken them all.
         self._taken = 0
+        # Another KINT_HOME's worker on this store, looked for again while this one runs.
+        self.sharing = LaterLooks(config.db, config.home, config.space16, self._active_at)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -334,9 +337,7 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
         logging.shutdown()
         os._exit(EXIT_FATAL)
     log.info("worker for space %s (%s) serving %s", config.space16, config.label, config.db)
-    from kint.tenant_worker.store_sharers import warn_at_start
-
-    worker.pool.submit(warn_at_start, config.db, config.home, config.space16)
+    worker.pool.submit(worker.sharing.look)  # the first look; the beats start the later ones
     from kint.tenant_worker.rekey_settle import rekey_in_progress
 
     if worker.ctx.state.files["pending"].exists() or rekey_in_progress(worker.ctx):

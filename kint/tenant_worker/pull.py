@@ -137,7 +137,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     if overtaken is not None:
-        done.warnings.insert(0, overtaken.notice())  # with what to do about its rows
+        # With what to do about its rows, and where they are: the store moved aside
+        # (its backups are the store first) holds them, not the restored one.
+        done.warnings.insert(0, overtaken.notice(backups[0] if backups else None))
     _settle_mirror(ctx, done, head)
     # The newest epoch this machine held before the walk, put back in a later block and
     # since buried under newer epochs (another machine's): the oldest epoch walked names

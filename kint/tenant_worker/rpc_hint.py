@@ -1,42 +1,64 @@
-"""RPC_UNAVAILABLE's hint, naming what set the endpoint that did not answer.
+"""RPC_UNAVAILABLE's hint, and an unsettled push journal's (UNSETTLED_HINT), naming what
+set the endpoint that did not answer.
 
 The generic hint sends the user to KINT_RPC_URL and KINT_RPC_URL_2. On the devchain no such
 setting is in force: the endpoint is the one the devchain's record names, and the fix is
 to start the devchain again; a space connected with `kint connect --rpc-urls` keeps its
 own endpoints in its enrolment, and a `[spaces."<label>"]` table in config.toml beats both.
 A hint that sends the user to a setting that is not in force is a wrong next step.
+
+An interrupted push whose journal is kept because the chain could not be read (pending.py,
+overtaken.py, unauthorized_journal.py) is raised with UNSETTLED_HINT, its check the generic
+one: the settlement does not know which settings the call runs under. The same check of
+the endpoint in force takes its place here, and its tail (UNSETTLED_THEN) stays as it
+was, which is what kint-server knows it by to send an agent to memory_pull.
 """
 
 from __future__ import annotations
 
 from kint import settings
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
-from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, SPACE_RPC_HINT, ErrorCode,
-                                  ProtocolError)
+from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
+                                  RPC_CHECK, SPACE_RPC_CHECK, UNSETTLED_HINT, UNSETTLED_THEN,
+                                  ErrorCode, ProtocolError)
 from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+
+
+def endpoint_check(chain: ChainConfig) -> str:
+    """What to check of `chain`'s endpoints, by where they were set."""
+    if chain.rpc_source == DEVCHAIN_SOURCE:
+        return DEVCHAIN_RPC_CHECK
+    if chain.rpc_source == SPACE_URLS_SOURCE:
+        return SPACE_RPC_CHECK
+    if chain.rpc_source == settings.FILE and chain.rpc_where:
+        return f"check the endpoints set in {chain.rpc_where} and that they answer"
+    return RPC_CHECK
 
 
 def endpoint_hint(chain: ChainConfig) -> str:
     """The hint for an endpoint of `chain` that did not answer, by where it was set."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
         return DEVCHAIN_RPC_HINT
-    if chain.rpc_source == SPACE_URLS_SOURCE:
-        return SPACE_RPC_HINT
-    if chain.rpc_source == settings.FILE and chain.rpc_where:
-        return f"check the endpoints set in {chain.rpc_where} and that they answer, then try again"
-    return GENERIC
+    return f"{endpoint_check(chain)}, then try again"
 
 
 def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     """Give `err` the hint of the endpoint in force, when it is RPC_UNAVAILABLE with the
-    generic hint (a handler's own hint is kept). Runs under the call's settings, so it
-    names the endpoint the call used; when the chain settings cannot be read now, the
-    generic hint stays."""
-    if err.code is not ErrorCode.RPC_UNAVAILABLE or err.hint != GENERIC:
+    generic hint (a handler's own hint is kept), or ends with UNSETTLED_HINT (whatever its
+    code: an endpoint that contradicts itself is STALE_RPC). Runs under the call's
+    settings, so it names the endpoint the call used; when the chain settings cannot be
+    read now, the generic hint stays."""
+    hint = err.hint or ""
+    generic = err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC
+    if not generic and not hint.endswith(UNSETTLED_HINT):
         return
     try:
-        err.hint = endpoint_hint(ctx.chain())
+        chain = ctx.chain()
     except ProtocolError:
-        pass
+        return
+    if generic:
+        err.hint = endpoint_hint(chain)
+    else:  # what comes before it (`fund 0x... if the refusal says so; `) is kept
+        err.hint = hint.removesuffix(UNSETTLED_HINT) + endpoint_check(chain) + UNSETTLED_THEN

@@ -13,8 +13,10 @@ Another worker's home is read from the log file it holds open (supervisor.log, u
 KINT_HOME: kint.logs.setup_file_logging), else from KINT_HOME in its environment.
 
 Linux only (/proc); elsewhere (macOS) the look finds nobody, nothing is kept, and status
-returns at its first line. It walks every process's open files, so it runs once at a
-worker's start and at `kint doctor`, never per request. What the last look found is kept
+returns at its first line. It walks every process's open files, so it runs at a worker's
+start, at `kint doctor`, and on the worker's pool every `LOOK_EVERY_S` its heartbeat
+starts (`LaterLooks`), never per request: a worker that started before another home's
+would otherwise learn of it only at the next doctor. What the last look found is kept
 (this worker serves one space), and `kint status` shows it, keeping only the workers still
 running: one read of /proc/PID/stat per kept worker, no walk. A worker is kept with its
 start time (that file's field 22, clock ticks after boot), not only its pid and name: a pid
@@ -49,9 +51,16 @@ class Sharer(NamedTuple):
 
 
 # What the last look found, per (store, home): written by the look at a worker's start (on
-# its pool) and by doctor's, read by status on another thread.
+# its pool), by the later ones and by doctor's, read by status on another thread.
 _last_found: dict[tuple[str, str], list[Sharer]] = {}
 _last_found_lock = threading.Lock()
+# The other homes (or, where a home is unread, the workers' pids) the log has named, per
+# (store, home): each once in a worker's life, however often the looks find it again.
+_told: dict[tuple[str, str], set[str]] = {}
+
+# How long after one look a running worker looks again: another home's worker that starts
+# later is named in status and the log within this (a walk of /proc a minute, on the pool).
+LOOK_EVERY_S = 60.0
 
 
 @functools.lru_cache(maxsize=8)
@@ -186,11 +195,52 @@ def _home_of(pid: int) -> str | None:
     return None
 
 
-def warn_at_start(db: str, home: Path, space16: str) -> None:
-    """At a worker's start, on its pool: the log's one warning line when another home's
-    worker holds the store (each worker of the pair says it at its own start, if the
-    other holds the store by then; `kint doctor` looks again whenever asked)."""
+def look_and_warn(db: str, home: Path, space16: str) -> None:
+    """At a worker's start, on its pool, and at each later look (`LaterLooks`): the log's
+    warning line when another home's worker holds the store, naming only the homes the log
+    has not named yet (a worker that starts first says it at a later look; `kint doctor`
+    looks again whenever asked)."""
     sharers = other_homes_on_store(db, home)
-    if sharers:
+    if not sharers:
+        return
+    key = (db, _home_key(home))
+    with _last_found_lock:
+        told = _told.setdefault(key, set())
+        new = [s for s in sharers if _named_as(s) not in told]
+        told.update(_named_as(s) for s in new)
+    if new:
         logging.getLogger("kint.worker").warning("space %s: %s (%s)", space16,
-                                                 sharing_message(db, sharers), SHARING_HINT)
+                                                 sharing_message(db, new), SHARING_HINT)
+
+
+def _named_as(sharer: Sharer) -> str:
+    return sharer.home if sharer.home is not None else f"pid {sharer.pid}"
+
+
+class LaterLooks:
+    """A running worker's looks, its start's and the later ones, each on its pool and at
+    most one at a time: its heartbeat asks `due` at every beat (one comparison, on the main
+    thread) and starts `look` when it says so. Status never waits on one: it reads what the
+    last found."""
+
+    def __init__(self, db: str, home: Path, space16: str, now: float) -> None:
+        self._args = (db, home, space16)
+        self._next = now + LOOK_EVERY_S
+        # The start's look is the first (the worker submits `look` once it serves): until
+        # it ends, no beat starts another.
+        self._running = True
+
+    def due(self, now: float) -> bool:
+        """Whether to start a look now; if so, the next is due `LOOK_EVERY_S` on."""
+        if self._running or now < self._next:
+            return False
+        self._running = True
+        self._next = now + LOOK_EVERY_S
+        return True
+
+    def look(self) -> None:
+        """One look, and the log's line for each other home it finds first."""
+        try:
+            look_and_warn(*self._args)
+        finally:
+            self._running = False

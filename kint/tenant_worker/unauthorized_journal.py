@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import UNSETTLED_HINT
+from kint.tenant_worker.overtaken import WRITE_BACK, carried_where
 from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 
@@ -47,7 +48,8 @@ class Unauthorized:
     unread: bool = False
     spent: bool = False
 
-    def describe(self) -> str:
+    def describe(self, moved_to: str | None = None) -> str:
+        """What became of the journal; `moved_to` as `Overtaken.describe` takes it."""
         key = (f"the previous session key {self.signer} (rotated since)" if self.rotated
                else f"session key {self.signer}")
         if self.spent:
@@ -66,8 +68,9 @@ class Unauthorized:
             return said + (f"its journal is kept, since {self.kept}: once the key is "
                            f"authorized again, the next push or pull sends it again and "
                            f"records it")
-        return said + ("its journal is dropped, and the changes it carried are still in the "
-                       "store, not anchored" + (f"; {self.waiting}" if self.waiting else ""))
+        return said + (f"its journal is dropped, and the changes it carried are "
+                       f"{carried_where(moved_to)}"
+                       + (f"; {self.waiting}" if self.waiting else ""))
 
     def hint(self) -> str:
         if self.kept is not None and self.unread:
@@ -82,14 +85,15 @@ class Unauthorized:
                     "session key")
         return f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
 
-    def notice(self) -> str:
+    def notice(self, moved_to: str | None = None) -> str:
         """What a pull that went on past the dropped journal carries among its warnings:
         `describe` and what to do, the rows it carried waiting in the store for a push
-        (refusals carry the same as their hint)."""
+        (refusals carry the same as their hint), or in the store the pull moved aside
+        (`moved_to`), from which they are written back first."""
+        said = self.describe(moved_to) + (f"; {WRITE_BACK}" if moved_to is not None else "")
         if self.rotated:
-            return (f"{self.describe()}; `kint push` anchors them with this machine's "
-                    f"current session key")
-        return f"{self.describe()}; {self.hint()}"
+            return f"{said}; `kint push` anchors them with this machine's current session key"
+        return f"{said}; {self.hint()}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey) that met it answers. `again` is taken for the same call

@@ -58,6 +58,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   it asks once more for an Epoch event the endpoint refused
   (`kint.tenant_worker.walk_history.LOG_RETRY_S`, 1 s), in the worker, where a test's
   endpoint refuses on purpose and the second ask, not the pause, is what it checks.
+- `KINT_TEST_SHARING_LOOK_S` (set only by tests): how long a running worker waits between
+  two looks for another KINT_HOME's worker on its store
+  (`kint.tenant_worker.store_sharers.LOOK_EVERY_S`, 60 s), in the worker, so that a test
+  sees a worker that started first learn of a later one within a second.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -79,6 +83,7 @@ STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 BEAT_ENV = "KINT_TEST_BEAT_SECONDS"
 POLL_MINIMUM_ENV = "KINT_TEST_POLL_MINIMUM_S"
 LOG_RETRY_ENV = "KINT_TEST_LOG_RETRY_S"
+SHARING_LOOK_ENV = "KINT_TEST_SHARING_LOOK_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -109,6 +114,7 @@ def _install_worker() -> None:
     _set_from_env(STORE_BUSY_WAIT_ENV, "kint.rows.export", "READ_BUSY_WAIT_S")
     _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
     _set_from_env(LOG_RETRY_ENV, "kint.tenant_worker.walk_history", "LOG_RETRY_S")
+    _set_from_env(SHARING_LOOK_ENV, "kint.tenant_worker.store_sharers", "LOOK_EVERY_S")
     _lower_poll_minimum()
 
 

@@ -1,0 +1,90 @@
+"""Whether a command's KINT_SESSION_PASSPHRASE is the supervisor's, told without sending it.
+
+Why: a request carried only that the passphrase is set, so a command whose passphrase
+differed from the supervisor's (both set) was told nothing, while the supervisor's workers
+unsealed the keys with their own: a setting given and silently not used.
+
+How: with each request the client sends, in place of `set`, `set:NONCE:MAC`: a fresh random
+nonce and HMAC-SHA256 keyed with its passphrase over a fixed label and that nonce. The
+worker (wire.apply) computes the same over its own passphrase and compares in constant
+time; all that comes back is one bit, as a notice line or none. `kint supervisor status`
+sends one too, and the supervisor, whose environment its workers take, checks it the same
+way (`passphrase_differs`).
+
+Why this way round, the client proving and the worker comparing, rather than the
+supervisor handing out a salted HMAC of its passphrase for each client to compare: then
+every process that connects to the socket, and every command, would get a value to guess
+the supervisor's passphrase against offline. Here nothing derived from the supervisor's
+passphrase leaves its worker, and the client's MAC goes only to the process that already
+holds a passphrase for the same keys. That MAC would still let whoever read it test
+guesses offline, so it is kept off disk and out of every log and output: it lives in memory
+and in the request's frames over the supervisor's socket (under KINT_HOME, mode 0700), and
+anyone who can read those can already read the passphrase from either process's
+environment. A fresh nonce per request keeps two requests' MACs from matching each other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+# What a client sends for a secret it has and cannot prove (and what status and `kint
+# config show` print for one): the schema names it SECRET_SET.
+SECRET_SET = "set"
+_LABEL = b"kint passphrase check v1\x00"
+_NONCE_BYTES = 16
+_FORM = re.compile(r"set:([0-9a-f]{32}):([0-9a-f]{64})")
+
+
+def proof(secret: str) -> str:
+    """What a client sends for a secret it has: `set:NONCE:MAC`, a new nonce each call."""
+    nonce = os.urandom(_NONCE_BYTES)
+    return f"{SECRET_SET}:{nonce.hex()}:{_mac(secret, nonce).hex()}"
+
+
+def well_formed(raw: str) -> bool:
+    """Whether `raw` is what a client may send for a secret: `set`, or a proof."""
+    return raw == SECRET_SET or is_proof(raw)
+
+
+def is_proof(raw: str) -> bool:
+    """Whether `raw` is a proof (`set:NONCE:MAC`), not a bare `set` nor anything else."""
+    return _FORM.fullmatch(raw) is not None
+
+
+def differs(raw: str, secret: str) -> bool:
+    """Whether the proof `raw` was made from a secret other than `secret`. False for a bare
+    `set` (a client that sends no proof): nothing to compare, so nothing is claimed."""
+    found = _FORM.fullmatch(raw)
+    if found is None:
+        return False
+    import hmac
+
+    nonce, mac = bytes.fromhex(found.group(1)), bytes.fromhex(found.group(2))
+    return not hmac.compare_digest(mac, _mac(secret, nonce))
+
+
+def notice(name: str, raw: str, running: str | None) -> str | None:
+    """The line for a command that sent `raw` for the secret `name` (`set` or a proof) to
+    a process running with `running`: None when they agree or nothing can be compared."""
+    how = ("the service's environment file, or `kint supervisor stop` and run any command "
+           "from this environment")
+    if not running:
+        return (f"kint: {name} is set in this environment but the supervisor runs without "
+                f"it, so its keys are sealed under another local secret; give the "
+                f"supervisor the same ({how})")
+    if differs(raw, running):
+        return (f"kint: {name} in this environment differs from the supervisor's, so it is "
+                f"not used: the supervisor unseals the keys with its own; to use this one, "
+                f"give it to the supervisor ({how})")
+    return None
+
+
+def _mac(secret: str, nonce: bytes) -> bytes:
+    # Imported here: `kint supervisor status`'s plain form loads this module only when
+    # its environment has the passphrase, and the rest of its start never needs these.
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode("utf-8", "surrogateescape"), _LABEL + nonce,
+                    hashlib.sha256).digest()

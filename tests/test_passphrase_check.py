@@ -1,0 +1,178 @@
+"""A command whose KINT_SESSION_PASSPHRASE differs from the running supervisor's is told,
+and neither passphrase, nor anything a guess could be checked against, is shown, logged,
+written or put on a command line (kint/settings/secret_proof.py).
+
+A real supervisor and worker, started with one passphrase; commands run with another."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.settings import secret_proof
+
+THEIRS = "supervisor-passphrase-9c41d"
+MINE = "command-passphrase-2be70"
+DIFFERS = ("kint: KINT_SESSION_PASSPHRASE in this environment differs from the supervisor's, "
+           "so it is not used: the supervisor unseals the keys with its own; to use this one, "
+           "give it to the supervisor")
+# What a proof looks like on the wire: never to be seen outside a request's frames.
+PROOF = re.compile(rb"set:[0-9a-f]{32}:[0-9a-f]{64}")
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    """A machine whose supervisor was started with THEIRS in its environment."""
+    sb = make_sandbox(tmp_path_factory.mktemp("passphrase"))
+    write_store(sb.sibyl_db)
+    out = sb.kint("supervisor", "start", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert out.returncode == 0, out.stderr
+    yield sb
+    sb.shutdown()
+
+
+def test_a_proof_tells_the_same_secret_from_another_and_a_bare_set_claims_nothing():
+    proof = secret_proof.proof(MINE)
+    assert secret_proof.well_formed(proof) and secret_proof.well_formed("set")
+    assert not secret_proof.differs(proof, MINE)
+    assert secret_proof.differs(proof, THEIRS)
+    assert not secret_proof.differs("set", THEIRS)  # an older client: nothing to compare
+    assert not secret_proof.well_formed(MINE) and not secret_proof.well_formed(proof + "0")
+
+
+def test_a_command_with_another_passphrase_is_told_which_is_used_and_how_to_change_it(box):
+    out = box.kint("status", "--json", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert out.returncode == 0, out.stderr
+    [line] = [x for x in out.stderr.splitlines() if "KINT_SESSION_PASSPHRASE" in x]
+    assert line.startswith(DIFFERS) and "`kint supervisor stop`" in line, line
+    same = box.kint("status", "--json", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert same.returncode == 0 and "KINT_SESSION_PASSPHRASE" not in same.stderr, same.stderr
+    for out in (out, same):
+        both = (out.stdout + out.stderr).encode()
+        assert MINE.encode() not in both and THEIRS.encode() not in both
+        assert PROOF.search(both) is None
+
+
+def test_supervisor_status_says_whether_this_environments_passphrase_is_the_supervisors(box):
+    """`kint supervisor status`, where the settings the supervisor was started with are
+    listed (a secret as `set` only), says on stderr when this environment's passphrase is
+    another, and `--json` has `passphrase_differs` (null when this environment has none)."""
+    for env, differs in (({"KINT_SESSION_PASSPHRASE": MINE}, True),
+                         ({"KINT_SESSION_PASSPHRASE": THEIRS}, False), ({}, None)):
+        out = box.kint("supervisor", "status", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        shown = json.loads(out.stdout)
+        assert shown["supervisor"]["passphrase_differs"] is differs, (env, shown)
+        assert "notices" not in shown
+        lines = [x for x in out.stderr.splitlines() if "KINT_SESSION_PASSPHRASE" in x]
+        assert [x[:len(DIFFERS)] for x in lines] == ([DIFFERS] if differs else []), out.stderr
+        text = box.kint("supervisor", "status", env=env)
+        assert ("KINT_SESSION_PASSPHRASE=set" in text.stdout.splitlines()[-1]
+                and (DIFFERS in text.stderr) is bool(differs)), text
+        for done in (out, text):
+            both = (done.stdout + done.stderr).encode()
+            assert MINE.encode() not in both and THEIRS.encode() not in both
+            assert PROOF.search(both) is None
+
+
+def test_a_session_key_sealed_under_another_local_secret_than_the_supervisors_is_refused(box):
+    """`kint session-key create` and `rotate` seal the key with the command's local secret,
+    and only the supervisor's workers open it, with theirs: made under another (this
+    environment's other passphrase, or none while the supervisor has one), the key was
+    written and pushes refused NO_SESSION_KEY later. Both are refused before anything is
+    written, naming neither secret; with the supervisor's passphrase they go on."""
+    key, old = box.kint_home / "session.key", box.kint_home / "session.key.old"
+    assert not key.exists()
+    for env, why in (({"KINT_SESSION_PASSPHRASE": MINE}, "runs with another "
+                      "KINT_SESSION_PASSPHRASE than this command's"),
+                     ({}, "unseals the session key with its KINT_SESSION_PASSPHRASE, which "
+                      "this command's environment does not set")):
+        for action in ("create", "rotate"):
+            out = box.kint("session-key", action, env=env)
+            assert out.returncode == 2 and "[CONFIG_INVALID]" in out.stderr, out
+            assert f") {why}: a key {action}d here would be sealed" in out.stderr, out.stderr
+            assert "nothing was changed" in out.stderr and "`kint supervisor stop`" in \
+                out.stderr, out.stderr
+            assert not key.exists() and not old.exists(), action
+            both = (out.stdout + out.stderr).encode()
+            assert MINE.encode() not in both and THEIRS.encode() not in both
+            assert PROOF.search(both) is None
+    made = box.kint("session-key", "create", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert made.returncode == 0 and made.stdout.startswith("created: 0x"), made
+    sealed = key.read_bytes()
+    # An existing key is left alone whatever the passphrase: nothing is sealed.
+    again = box.kint("session-key", "create", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert again.returncode == 0 and again.stdout.startswith("exists: 0x"), again
+    refused = box.kint("session-key", "rotate", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert refused.returncode == 2 and "[CONFIG_INVALID]" in refused.stderr, refused
+    assert key.read_bytes() == sealed and not old.exists()  # nothing moved
+    rotated = box.kint("session-key", "rotate", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert rotated.returncode == 0 and rotated.stdout.startswith("rotated: 0x"), rotated
+    assert old.read_bytes() == sealed
+
+
+def test_supervisor_status_refuses_anything_but_a_proof(box):
+    from kint.client import KintError
+
+    for sent in ("set", MINE):
+        with pytest.raises(KintError) as caught:
+            box.call("sup.status", args={"passphrase": sent})
+        assert caught.value.code == "BAD_REQUEST" and MINE not in caught.value.message
+
+
+def test_a_json_refusal_carries_the_line_in_its_notices(box):
+    """A `--json` command that refuses carries the lines about its settings in the refusal
+    object (kint.commands.common.refuse): this one among them."""
+    out = box.kint("push", "--json", env={"KINT_SESSION_PASSPHRASE": MINE})  # not connected
+    assert out.returncode != 0, out.stdout
+    refusal = json.loads(out.stdout)
+    assert any(n.startswith(DIFFERS) for n in refusal.get("notices", [])), refusal
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the command lines in /proc")
+def test_neither_passphrase_nor_a_proof_reaches_a_file_a_log_or_a_command_line(box):
+    box.kint("status", env={"KINT_SESSION_PASSPHRASE": MINE})
+    for path in box.kint_home.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert MINE.encode() not in data and THEIRS.encode() not in data, path
+            assert PROOF.search(data) is None, path
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(box.kint_home).encode() in argv or b"kint" in argv:
+            assert MINE.encode() not in argv and THEIRS.encode() not in argv, pid
+            assert PROOF.search(argv) is None, pid
+
+
+
+def test_an_older_supervisor_that_takes_no_proof_is_asked_again_without_it(monkeypatch):
+    """A supervisor older than `sup.status`'s `passphrase` argument (one an upgrade is about
+    to replace: kint/supervisor/code_watch.py) refuses it as unknown, and the status is
+    asked again without it. Such a supervisor cannot be had here, so a stand-in client
+    answers as its ops check does (kint.protocol.ops.OpSpec.validate_args)."""
+    from kint.client import KintError
+    from kint.commands.supervisor_status import status_with_proof
+
+    class OlderSupervisor:
+        def __init__(self) -> None:
+            self.asked: list[dict] = []
+
+        def call(self, op, args=None, timeout_s=None):
+            self.asked.append(args or {})
+            if args:
+                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'passphrase'")
+            return {"supervisor": {}}
+
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", MINE)
+    older = OlderSupervisor()
+    assert status_with_proof(older) == {"supervisor": {}}
+    assert [list(a) for a in older.asked] == [["passphrase"], []]
