@@ -12,8 +12,6 @@ past any wait, so the 2 s and 5 s of the defaults would only be waited out at ev
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,33 +20,8 @@ from typing import Any
 import pytest
 
 from conftest import write_store
+from support.locked_store import locked
 from kint.protocol.errors import ProtocolError
-
-# Takes SQLite's exclusive lock on the store (argv[1]) with a write, says so, and keeps it
-# until its stdin closes.
-_LOCKER = ("import sqlite3, sys\n"
-           "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-           "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
-           "c.execute('BEGIN EXCLUSIVE')\n"
-           "c.execute('CREATE TABLE IF NOT EXISTS kint_test_lock (x)')\n"
-           "c.execute('COMMIT')\n"
-           "print('locked', flush=True)\n"
-           "sys.stdin.read()\n")
-
-
-@contextmanager
-def locked(db: Path) -> Iterator[None]:
-    """`db` held locked by another process for the block."""
-    writer = subprocess.Popen([sys.executable, "-c", _LOCKER, str(db)], text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == "locked\n"
-        yield
-    finally:
-        assert writer.stdin is not None
-        writer.stdin.close()
-        writer.wait(timeout=30)
-
 
 @pytest.fixture
 def short_busy_waits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,32 +15,15 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
 
 from conftest import let_go_on, make_sandbox
-from kint.client import KintError
-from support.limited_box import profile_stores, start_limited
+from support.limited_box import (fill_with_sessions, idle_after_detach, in_thread,
+                                 profile_stores, start_limited)
 
 # Room for a few workers: the supervisor keeps 16 + LIMIT/8 descriptors free, holds about
 # 20 of its own and 3 for each worker.
 LIMIT = 56
 SPACES = 8
-
-
-def _in_thread(call) -> tuple[threading.Thread, dict]:  # noqa: ANN001
-    """Run `call` on a thread of its own; what it returned or raised lands in the dict."""
-    said: dict = {}
-
-    def run() -> None:
-        try:
-            said["answer"] = call()
-        except KintError as err:
-            said["error"] = err
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, said
 
 
 def test_a_space_whose_turn_comes_while_the_other_worker_starts_waits_for_it(tmp_path):
@@ -49,41 +32,19 @@ def test_a_space_whose_turn_comes_while_the_other_worker_starts_waits_for_it(tmp
     start_limited(sb, LIMIT)
     held = None
     try:
-        # Sessions attached until the supervisor has no room for another worker. Each
-        # client connected costs it a descriptor: two more are held meanwhile than the
-        # requests for A and B hold later, so that the room X leaves is surely A's.
-        spare_clients = [sb.client() for _ in range(2)]
-        assert all(c.ping(2.0) for c in spare_clients)
-        served = []
-        for n, db in enumerate(dbs):
-            try:
-                sb.call("attach", db, args={"session": f"agent-{n}", "watcher": False})
-            except KintError as err:
-                assert err.code == "BUSY", err
-                break
-            served.append(db)
-        for c in spare_clients:
-            c.close()
-        assert 2 <= len(served) <= SPACES - 2, served
+        # Sessions attached until the supervisor has no room for another worker, while
+        # as many clients are held as the requests for A and B hold later.
+        served = fill_with_sessions(sb, dbs, spare=2)
         space_a, space_b = dbs[len(served)], dbs[len(served) + 1]
 
         # X's session ends: once a beat after that is read, X may be stopped for room.
         x = served[0]
-        sb.call("detach", x, args={"session": "agent-0"})
-        detached = time.monotonic()
-
-        def x_idle():
-            asked = time.monotonic()
-            row = sb.row(x)
-            age = row["last_beat_age_s"]
-            return row["sessions"] == 0 and age is not None and age < asked - detached and row
-
-        held = sb.wait_for(x_idle, timeout=20, what="a beat of X after its session ended")["pid"]
+        held = idle_after_detach(sb, x, "agent-0")
         os.kill(held, signal.SIGSTOP)
-        a_thread, a_said = _in_thread(lambda: sb.call("status", space_a, timeout_s=40))
+        a_thread, a_said = in_thread(lambda: sb.call("status", space_a, timeout_s=40))
         sb.wait_for(lambda: sb.row(x)["state"] == "stopping", timeout=20,
                     what="X stopped to make room for A")
-        b_thread, b_said = _in_thread(lambda: sb.call("status", space_b, timeout_s=40))
+        b_thread, b_said = in_thread(lambda: sb.call("status", space_b, timeout_s=40))
         sb.wait_for(lambda: any(r["store"] == str(space_b) and r["waiting"] == 1
                                 for r in sb.sup_status()["spaces"]),
                     timeout=20, what="B's request queued behind A's")

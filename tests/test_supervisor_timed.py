@@ -58,6 +58,7 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
         self._stalled: set[str] = set()
         self._room_wanted: list[str] = []
         self._evicting: set[str] = set()
+        self._settle_seen: dict[str, float] = {}
         self._room_turn: str | None = None
         self._sweep_at = start
         self.sweeps: list[float] = []

@@ -33,6 +33,7 @@ from kint.paths import worker_lock_path
 from kint.protocol.worker_wire import EXIT_REFUSED
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.settings import Settings
+from kint.supervisor.timed import TimedWork
 from kint.supervisor.workers import Pending, WorkerHandle
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
@@ -321,10 +322,11 @@ def test_the_holder_a_starting_worker_waits_for_is_read_from_the_lock(tmp_path):
         holder = worker_lock.waited_for(path, os.getpid())
         assert holder == (proc.pid, 4243), holder
         assert wait_until(lambda: process_stopped(proc.pid), timeout=10)  # SIGSTOP landed
-        said, hint = worker_lock.waiting_words(path, holder)
+        said, hint = worker_lock.waiting_words(path, holder, 0.5)
         assert f"(pid {proc.pid}) holds and is stopped" in said, said
         assert "refused once it has been seen stopped for 1s" in said, said
-        assert hint.startswith(f"`kill -CONT {proc.pid}` if it is stopped"), hint
+        assert hint.startswith(f"`kill -CONT {proc.pid}`"), hint  # at once, stopped
+        assert "kill -KILL" not in hint, hint
     finally:
         _end(proc)
     assert worker_lock.waited_for(path, os.getpid()) is None  # let go
@@ -357,7 +359,10 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
         assert f"it waits for the space's worker lock {path}" in message, message
         assert f"another worker of the space (pid {holder.pid}) holds" in message, message
         assert "refused if it has not let go within 13s of the worker's start" in message
-        assert f"`kill -KILL {holder.pid}` if it is stuck" in hint, hint
+        # Most likely finishing its op within its grace: not told to be killed (that is the
+        # refusal's word, once the wait is out), but when to try again.
+        assert "it should exit within " in hint and "run the command again then" in hint, hint
+        assert "kill -KILL" not in hint, hint
         row = sb.row(sb.sibyl_db)
         assert row["state"] == "starting", row  # well inside WAIT_S (13 s)
         assert row["waits_for"] == {"pid": holder.pid, "supervisor_pid": 4243}, row
@@ -371,3 +376,115 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
     finally:
         _end(holder)
         sb.shutdown()
+
+
+def test_the_way_out_while_the_holder_may_still_be_finishing_its_op(tmp_path):
+    """An old worker not stopped is most likely finishing its op within its grace (it exits
+    within ORPHAN_EXIT_S of its supervisor): the TIMEOUT's hint says within how long, and
+    to run the command again then; past that bound, `kill -KILL` as the refusal says."""
+    path = worker_lock_path(tmp_path, SPACE16)
+    holder = worker_lock.Holder(os.getpid(), 4243)  # this process: live, not stopped
+    _, hint = worker_lock.waiting_words(path, holder, 3.2)
+    assert hint.startswith(f"it should exit within {int(ORPHAN_EXIT_S - 3)}s"), hint
+    assert "run the command again then" in hint and "kill -KILL" not in hint, hint
+    _, hint = worker_lock.waiting_words(path, holder, ORPHAN_EXIT_S + 1)
+    assert f"`kill -KILL {os.getpid()}` if it is stuck" in hint, hint
+    _, hint = worker_lock.waiting_words(path, worker_lock.Holder(None, None), 1.0)
+    assert hint == worker_lock.unnamed_holder_hint(path), hint
+
+
+def test_a_fifo_at_the_lock_path_is_refused_without_blocking_the_look(tmp_path):
+    """A FIFO where a worker lock goes (nothing of kint's makes one) blocked every look's
+    open until a writer came: the supervisor looks from its loop (a request's TIMEOUT while
+    its worker starts, the sweep over a refused start), kint-server before it sends a
+    restore again. Now the look opens without blocking and refuses what is not a regular
+    file: unknown to the supervisor, CORRUPT_STATE naming it to kint-server."""
+    from kint.agent_server.old_worker import old_worker
+    from kint.client import KintError
+
+    path = worker_lock_path(tmp_path, SPACE16)
+    os.mkfifo(path, 0o600)
+    said: dict = {}
+
+    def look() -> None:
+        said["held_at"] = worker_lock.held_at(path)
+        said["waited_for"] = worker_lock.waited_for(path, os.getpid())
+        try:
+            old_worker(tmp_path, SPACE16, lambda: None)
+        except KintError as err:
+            said["old_worker"] = err
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    thread.join(10)
+    blocked = thread.is_alive()
+    for _ in range(100):  # a blocked open lets go once a writer comes: one each look
+        if not thread.is_alive():
+            break
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader yet (ENXIO)
+            pass
+        thread.join(0.1)
+    assert not blocked, "a look at the lock blocked on the FIFO"
+    assert said["held_at"] is None and said["waited_for"] is None, said
+    refused = said["old_worker"]
+    assert refused.code == "CORRUPT_STATE", refused
+    assert f"{path} cannot be opened (is not a regular file)" in refused.message, refused
+
+
+def test_requests_timed_out_together_cost_one_look_at_the_lock(tmp_path, monkeypatch):
+    """A burst of requests for a space whose worker waits for the lock, timed out in one
+    turn, each named the holder after a look of its own (an open, a flock try, a /proc
+    read, on the supervisor's loop): now one look a space a turn, the same words for each.
+    A real holder; the supervisor's own part (`TimedWork._expire`) on a stand-in host, the
+    look counted by a spy around the real one."""
+    from kint.supervisor import timed
+
+    looks: list[Path] = []
+
+    def counted(path: Path, pid: int):  # noqa: ANN202
+        looks.append(path)
+        return worker_lock.waited_for(path, pid)
+
+    monkeypatch.setattr(timed, "waited_for", counted)
+    handle = WorkerHandle(space_id=SPACE16 * 4, label="t", tenant="t", db="d",
+                          state="starting", pid=os.getpid(), spawned_at=time.monotonic())
+    host = _ExpireHost(tmp_path, handle)
+    now = time.monotonic()
+    for n in range(3):
+        pending = Pending(f"r{n}", b"c", f"c{n}", "status", now - 1, 2000, b"{}")
+        handle.pending[pending.internal_id] = pending
+        host._deadlines.append((now - 1, handle.space_id, pending.internal_id))
+    path = worker_lock_path(tmp_path, SPACE16)
+    holder = _holder(path, "{pid} 4243\n")
+    try:
+        host._expire(now)
+    finally:
+        _end(holder)
+    assert looks == [path], looks
+    assert len(host.answered) == 3 and not handle.pending
+    for reply in host.answered:
+        assert f"(pid {holder.pid}) holds" in reply.message, reply
+
+
+class _ExpireHost(TimedWork):
+    """What `TimedWork._expire` reads of the supervisor: its home, handles, deadlines and
+    room queue; a reply read off the back socket (none here) and an answer, recorded."""
+
+    def __init__(self, home: Path, handle: WorkerHandle) -> None:
+        self.home = home
+        self.handles = {handle.space_id: handle}
+        self._deadlines: list = []
+        self._room_wanted: list = []
+        self._evicting: set = set()
+        self.back = None
+        self._on_back = None
+        self.answered: list = []
+
+    def _drain(self, sock, on) -> None:  # noqa: ANN001
+        pass
+
+    def _answer(self, handle: WorkerHandle, pending: Pending, reply) -> None:  # noqa: ANN001
+        handle.pending.pop(pending.internal_id)
+        self.answered.append(reply)

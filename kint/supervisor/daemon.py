@@ -75,6 +75,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._refused_routes: set[bytes] = set()
         self._room_wanted: list[str] = []
         self._evicting: set[str] = set()
+        self._settle_seen: dict[str, float] = {}
         self._room_turn: str | None = None
         self.exits: ExitWatch[WorkerHandle] = ExitWatch()
         self._awaiting_forkserver: dict[str, tuple[WorkerHandle, bool]] = {}

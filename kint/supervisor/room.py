@@ -8,12 +8,20 @@ stopped as idle, and the space's requests wait, queued under their own deadlines
 the sweep after its exit starts the space's worker. One such stop at a time, so a burst
 of requests for new spaces never empties the box of workers. With no such worker, the
 requests are refused BUSY, naming the limit, and the space is not counted as crashed;
-but while a worker with no session known is only still starting, answering, or owes the
-beat that follows its work (`_settling_workers`), the space waits at the queue's head,
-looked at again at each sweep, for the beat that says whether that worker can be spared.
-It used to be refused at once: a space queued behind another, whose turn came as the
-worker started for the other was still starting, was refused BUSY, though that worker,
-its one request answered, was idle a moment later.
+but a worker already stopping as idle (or recycled with no session) makes room within its
+grace, and is waited for as one stopped for room is (`_stopping_worker`); and while a
+worker with no session known is only still starting, answering (a request or an op in
+flight: its beats say `has_work` every second meanwhile), or owes the beat that follows
+its work (`_settling_workers`), the space waits at the queue's head, looked at again at
+each sweep, for the beat that says whether that worker can be spared. It used to be
+refused at once: a space queued behind another, whose turn came as the worker started
+for the other was still starting, was refused BUSY, though that worker, its one request
+answered, was idle a moment later. That wait has a bound of its own (SETTLE_S from the
+first look that counted the worker, or from its hello when it started since): a worker
+serving steady traffic answers forever, and every space waiting on it ran out its
+deadline (TIMEOUT) where it was refused BUSY at once, and so did those behind it. A
+push or a dirty store left with no op in flight is not waited for: it ends on a receipt,
+a retry's backoff or a held push, not on an answer.
 
 The spaces waiting for room are served in the order they asked, and the room a stop made
 is theirs: while any waits, a request that needs a new worker for another space waits
@@ -40,10 +48,16 @@ from typing import Any, Callable
 
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply
+from kint.protocol.worker_wire import BEAT_SECONDS
 from kint.open_files import ROOM_HINT, no_room_message, open_files
 from kint.supervisor.workers import WorkerHandle, live_sessions
 
 log = logging.getLogger("kint.supervisor")
+
+# How long a space waits for a worker answering (or owing its beat after work) before it
+# is refused BUSY: a beat a second while it works, so a few beats; counted per worker from
+# the first look that counted it, or from its hello when it started since.
+SETTLE_S = 3 * BEAT_SECONDS
 
 
 class WorkerRoom:
@@ -53,6 +67,9 @@ class WorkerRoom:
     # spaces whose workers are being stopped to make that room.
     _room_wanted: list[str]
     _evicting: set[str]
+    # When each worker was first counted as settling while spaces wait for room
+    # (`_settling_workers`); forgotten once none waits.
+    _settle_seen: dict[str, float]
     # The space `_serve_room_wanted` is starting the worker of now (its turn in the queue).
     _room_turn: str | None
     # ClientRouting's and WorkerLifecycle's own methods, declared for the type checker.
@@ -76,24 +93,29 @@ class WorkerRoom:
 
     def _wait_for_room(self, handle: WorkerHandle) -> bool:
         """Queue `handle` for the room an idle worker's stop makes, stopping one if none is
-        being stopped already. False when nothing waits (a quarantine's retry with no
-        request) or no worker can be spared."""
+        being stopped already (or waiting for one already stopping, or for one that may
+        be spared once it has answered). False when nothing waits (a quarantine's retry
+        with no request) or no worker can be spared."""
         if not handle.pending or self.shutting_down:
             return False
         if handle.space_id in self._room_wanted:
             return True
         if not self._evicting:
+            now = time.monotonic()
             spare = self._idlest_worker()
-            if spare is None:
-                if not self._settling_workers(handle):
-                    return False
-                # One may be spared once it has answered: the space waits its turn at
-                # the queue's head, looked at again at each sweep (`_serve_room_wanted`).
-            else:
+            leaving = None if spare is not None else self._stopping_worker(handle)
+            if spare is not None:
                 log.info("space %s: out of open files for a worker; stopping the idle "
                          "worker of space %s to make room", handle.space16, spare.space16)
                 self._evicting.add(spare.space_id)
-                self.stop_worker(spare, "idle", time.monotonic())
+                self.stop_worker(spare, "idle", now)
+            elif leaving is not None:
+                # Already on its way out with nothing to hand on: its exit is the room.
+                self._evicting.add(leaving.space_id)
+            elif not self._settling_workers(handle, now):
+                return False
+            # else one may be spared once it has answered: the space waits its turn at the
+            # queue's head, looked at again at each sweep (`_serve_room_wanted`).
         handle.state = "idle"
         if self._room_turn == handle.space_id:  # still first: the room made is its own
             self._room_wanted.insert(0, handle.space_id)
@@ -116,17 +138,47 @@ class WorkerRoom:
                  and h.beat_tells_after_work()]
         return min(spare, key=lambda h: h.last_activity, default=None)
 
-    def _settling_workers(self, handle: WorkerHandle) -> bool:
-        """Whether a running worker other than `handle`'s may be spared soon: starting,
-        ready or busy, with no agent session known and no work of its own left. Asked
-        once `_idlest_worker` found none to stop now, so such a worker is only still
-        starting, answering a request, or owes the beat after its last work; that beat
-        says which: no session, and it is stopped for room at a sweep; one attached, and
-        the spaces waiting are refused."""
-        return any(h.alive and h.space_id != handle.space_id
-                   and h.state in ("starting", "ready", "busy")
-                   and not live_sessions(h.beat) and not h.beat.get("has_work")
-                   for h in self.handles.values())
+    def _stopping_worker(self, handle: WorkerHandle) -> WorkerHandle | None:
+        """A worker other than `handle`'s already stopping as idle, or recycled with no
+        session to hand to a successor: its exit frees its room within its stop grace,
+        and nothing starts in its place unless a request for it comes meanwhile (which
+        then waits in the queue, as for a worker stopped for room: lifecycle's
+        `_on_exit`). A space refused BUSY while it left was refused for nothing."""
+        return next((h for h in self.handles.values()
+                     if h.alive and h.space_id != handle.space_id and h.state == "stopping"
+                     and h.kill_at is None and (h.stop_reason == "idle" or (
+                         h.stop_reason == "recycle" and not live_sessions(h.beat)))),
+                    None)
+
+    def _settling_workers(self, handle: WorkerHandle, now: float) -> bool:
+        """Whether a running worker other than `handle`'s may be spared soon (any
+        `_settling` one). Asked once `_idlest_worker` found none to stop now."""
+        settling = False
+        for h in self.handles.values():
+            if h.alive and h.space_id != handle.space_id and self._settling(h, now):
+                settling = True  # every one looked at, so that each one's clock starts
+        return settling
+
+    def _settling(self, h: WorkerHandle, now: float) -> bool:
+        """Whether the worker of `h` has no agent session known and is still starting,
+        answering (a request sent to it, an op in flight), or owes the beat after its
+        last work, within SETTLE_S of the first look that counted it (or of its hello).
+        That beat says whether it can be spared: no session, and it is stopped for room
+        at a sweep; one attached, and the spaces waiting are refused. Work with no op in
+        flight (a push, a dirty store) is not waited for."""
+        if live_sessions(h.beat):
+            return False
+        if h.state == "starting" or h.hello_at is None:
+            return h.state == "starting"  # bounded by the start timeout
+        if h.state not in ("ready", "busy"):
+            return False
+        beat = h.beat
+        answering = (bool(h.pending) or bool(beat.get("inflight"))
+                     or not h.beat_tells_after_work())
+        if not answering and beat.get("has_work"):
+            return False
+        seen = self._settle_seen.setdefault(h.space_id, now)
+        return now - max(seen, h.hello_at) < SETTLE_S
 
     def _room_sweep(self) -> None:
         """From the sweep: the spaces waiting for room first, then a refusal made for want
@@ -156,7 +208,6 @@ class WorkerRoom:
         whose requests all timed out meanwhile is dropped from the queue."""
         if self.shutting_down:  # their requests were answered; no worker starts now
             self._room_wanted.clear()
-            return
         while self._room_wanted and not self._evicting:
             handle = self.handles.get(self._room_wanted.pop(0))
             if handle is None or handle.alive or not handle.pending:
@@ -168,6 +219,8 @@ class WorkerRoom:
                 self._room_turn = None
             if handle.space_id in self._room_wanted and not self._evicting:
                 break  # back at the head, waiting for a worker still settling: next sweep
+        if not self._room_wanted:
+            self._settle_seen.clear()  # the next space to wait gives each worker its bound
 
     def _no_room(self, handle: WorkerHandle, message: str) -> None:
         """No worker for `handle` now, and none can be spared: its requests are refused BUSY

@@ -125,6 +125,7 @@ class TimedWork:
         passed on, and no TIMEOUT is given for its request. Read here, once per turn that
         times a request out, not at every turn: a normal turn pays no look for it."""
         read_back = False
+        looked: dict[str, Any] = {}  # each space's lock looked at once a call (`_late_reply`)
         while self._deadlines and self._deadlines[0][0] <= now:
             _, sid, internal_id = heapq.heappop(self._deadlines)
             handle = self.handles.get(sid)
@@ -146,22 +147,29 @@ class TimedWork:
                                     no_room_yet_message(late, bool(self._evicting)),
                                     ROOM_HINT)
             else:
-                reply = self._late_reply(handle, late, now)
+                reply = self._late_reply(handle, late, now, looked)
             self._answer(handle, pending, reply)
 
-    def _late_reply(self, handle: WorkerHandle, late: str, now: float) -> Any:
+    def _late_reply(self, handle: WorkerHandle, late: str, now: float,
+                    looked: dict[str, Any]) -> Any:
         """The TIMEOUT of a request its space's worker did not answer in time, saying what
         the worker is doing. One still starting may be waiting for the space's worker
         lock, held by an old worker a supervisor that died left (worker_lock.py): its
         start is refused naming that holder only after up to WAIT_S, and a request whose
         deadline came first was told only "starting". The lock is looked at then, as
-        `held_at` does, and its holder named with the refusal's way out."""
+        `held_at` does, once per space in `looked` (a burst of requests timed out
+        together costs one look, not one each), and its holder named with the way out
+        for the time the worker has waited so far."""
         if handle.state == "starting" and handle.pid is not None:
-            path = worker_lock_path(self.home, handle.space16)
-            holder = waited_for(path, handle.pid)
-            if holder is not None:
-                said, hint = waiting_words(path, holder)
-                return error_reply(None, ErrorCode.TIMEOUT, f"{late}: {said}", hint)
+            if handle.space_id not in looked:
+                path = worker_lock_path(self.home, handle.space16)
+                holder = waited_for(path, handle.pid)
+                waited = now - (handle.spawned_at if handle.spawned_at is not None else now)
+                looked[handle.space_id] = (None if holder is None
+                                           else waiting_words(path, holder, waited))
+            words = looked[handle.space_id]
+            if words is not None:
+                return error_reply(None, ErrorCode.TIMEOUT, f"{late}: {words[0]}", words[1])
         return error_reply(None, ErrorCode.TIMEOUT, f"{late}: the worker is {handle.doing(now)}")
 
     def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:

@@ -20,25 +20,27 @@ successor is started only once its predecessor has exited (kint.supervisor.lifec
 it finds the lock free or free within a moment, and an orphan exits within ORPHAN_EXIT_S of
 its supervisor's death. Past that bound, or once the holder has been seen stopped for
 STOPPED_FOR_S (it lets go of nothing until continued; Linux only, /proc), the start is
-refused with
-`WorkerLockHeld`, which names the holder and the way out; the supervisor answers the
-space's requests with it (kint.supervisor.lifecycle) and starts no other worker until the
-next request. A request whose deadline comes first is answered TIMEOUT naming the holder
-too: the supervisor reads the lock then (`waited_for`, `waiting_words`). The file is opened as every lock file of KINT_HOME is
-(kint.pid_file_lock.open_own_file: 0600, never through a link).
+refused with `WorkerLockHeld`, which names the holder and the way out; the supervisor
+answers the space's requests with it (kint.supervisor.lifecycle) and starts no other worker
+until the next request. A request whose deadline comes first is answered TIMEOUT naming the
+holder too: the supervisor reads the lock then (`waited_for`, `waiting_words`), without
+blocking on whatever is at its path (`open_to_look`). The file is opened as every lock file
+of KINT_HOME is (kint.pid_file_lock.open_own_file: 0600, never through a link).
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import math
 import os
+import stat
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from kint.envsettings import pid_alive
-from kint.pid_file_lock import flock_by, open_own_file, write_holder
+from kint.pid_file_lock import NotOwnFile, flock_by, open_own_file, write_holder
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 from kint.tenant_worker.store_sharers import process_stopped, worker_start
@@ -123,17 +125,30 @@ def held(fd: int) -> bool:
 def open_to_look(path: Path) -> int | None:
     """The lock file at `path` opened to read, to look whether it is held, or None when
     there is none. Never through a link: no worker takes a lock through one (it refuses
-    the file by name), so a link there holds nothing of kint's. Any other failure to open
-    it is raised (OSError), for the caller to say as what it is."""
+    the file by name), so a link there holds nothing of kint's. Opened without blocking
+    (O_NONBLOCK) and refused unless a regular file (NotOwnFile, an OSError): the
+    supervisor looks from its loop (`waited_for`, `held_at`), and a FIFO put there blocked
+    its open until a writer came, forever; no worker takes a lock on anything else either
+    (kint.pid_file_lock.open_own_file). Any other failure to open it is raised (OSError),
+    for the caller to say as what it is."""
     try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                       | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None
     except OSError as err:
         if err.errno == errno.ELOOP:
             return None
         raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise NotOwnFile(path, "is not a regular file")
+    return fd
 
 
 def held_at(path: Path) -> bool | None:
@@ -175,23 +190,36 @@ def holder_closing(fd: int) -> Holder | None:
         os.close(fd)
 
 
-def waiting_words(path: Path, holder: Holder) -> tuple[str, str]:
-    """What a starting worker waiting for `holder` to let go of the lock at `path` is
-    doing, and the way out (`WorkerLockHeld`'s, before its refusal comes), for the
-    TIMEOUT of a request that cannot wait that long."""
+def waiting_words(path: Path, holder: Holder, waited_s: float) -> tuple[str, str]:
+    """What a starting worker waiting `waited_s` so far for `holder` to let go of the
+    lock at `path` is doing, and the way out, for the TIMEOUT of a request that cannot
+    wait for the start's end. A stopped holder is told `kill -CONT` at once. One that is
+    not is most likely an old worker finishing its op within its grace (an orphan exits
+    within ORPHAN_EXIT_S): told to run the command again once it has, not `kill -KILL`,
+    which is the refusal's word for it once the wait is out (`holder_hint`)."""
     pid = holder.pid
     who = (f"another worker of the space (pid {pid})" if pid is not None
            else "a process whose pid the lock file does not name")
     if pid is not None and process_stopped(pid):
-        state, refused = (" and is stopped (SIGSTOP, a Ctrl-Z or a debugger)",
-                          f"once it has been seen stopped for {seconds_text(STOPPED_FOR_S)}")
-    else:
-        state, refused = "", (f"if it has not let go within {seconds_text(WAIT_S)} of the "
-                              f"worker's start (an old worker whose supervisor died exits "
-                              f"by then unless it is stopped or stuck)")
+        return (_waiting(path, who, " and is stopped (SIGSTOP, a Ctrl-Z or a debugger)",
+                         f"once it has been seen stopped for {seconds_text(STOPPED_FOR_S)}"),
+                f"`kill -CONT {pid}` (it then exits by itself once its supervisor is "
+                f"gone), then run the command again")
+    said = _waiting(path, who, "", f"if it has not let go within {seconds_text(WAIT_S)} of "
+                    f"the worker's start (an old worker whose supervisor died exits by then "
+                    f"unless it is stopped or stuck)")
+    left = WAIT_S - waited_s
+    if pid is None or left <= 0:
+        return said, holder_hint(path, pid)
+    return said, (f"it should exit within {seconds_text(max(1, math.ceil(left)))} (most likely "
+                  f"finishing its op): run the command again then; if the start is refused "
+                  f"instead, that refusal says how to end it")
+
+
+def _waiting(path: Path, who: str, state: str, refused: str) -> str:
     return (f"the worker is starting: it waits for the space's worker lock {path}, which "
             f"{who} holds{state}; no second worker serves beside it, and the start is "
-            f"refused {refused}", holder_hint(path, pid))
+            f"refused {refused}")
 
 
 def live_holder(fd: int) -> Holder:

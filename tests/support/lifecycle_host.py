@@ -20,4 +20,5 @@ class LifecycleHost(WorkerLifecycle):
         self._retired_routes = {}
         self._room_wanted = []
         self._evicting = set()
+        self._settle_seen = {}
         self._room_turn = None

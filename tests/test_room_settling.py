@@ -1,0 +1,174 @@
+"""A space that finds no room for its worker, while the only worker with no agent session
+is busy or on its way out (kint/supervisor/room.py): the real supervisor under a low
+`ulimit -n`, real workers for a few Sibyl stores, every worker but one (X) holding a
+session.
+
+- X, started for a first request that outlasts a beat (its store held locked by another
+  process, so its `status` waits out SQLite's busy timeout): its beats say `has_work`
+  every second meanwhile, and a space asking for room was refused BUSY at once, though X,
+  its answer given, was idle a moment later. It now waits for X's beat after its work,
+  and is served.
+- X answering forever (a request always in flight): the space waited its whole deadline
+  for X and was answered TIMEOUT, where it was refused BUSY at once before. The wait now
+  has its own bound (room.SETTLE_S) and ends in the BUSY naming the limit.
+- X already stopping as idle (held by a SIGSTOP within its stop grace): its exit frees
+  the room, yet the space was refused BUSY meanwhile. It now waits for that exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from conftest import Sandbox, let_go_on, make_sandbox
+from kint.client import KintError
+from kint.supervisor.room import SETTLE_S
+from support.limited_box import (fill_with_sessions, idle_after_detach, in_thread,
+                                 profile_stores, start_limited)
+from support.locked_store import locked
+
+# Room for a few workers: the supervisor keeps 16 + LIMIT/8 descriptors free, holds about
+# 20 of its own and 3 for each worker.
+LIMIT = 56
+SPACES = 6
+# X's idle exit (KINT_WORKER_IDLE_SECONDS): the workers with a session never take it.
+IDLE_S = 3
+# A status that runs on the worker's pool, counted in flight by its beats (a plain one runs
+# on the thread that beats): its read of the locked store fails first, BUSY, chain unasked.
+ON_POOL = {"chain": True}
+
+
+def _queued(sb: Sandbox, db: Path, said: dict) -> bool:
+    """Whether the request for `db` was answered (`said`), or waits for room."""
+    return bool(said) or any(r["store"] == str(db) and r["waiting"] == 1 and r["pid"] is None
+                             for r in sb.sup_status()["spaces"])
+
+
+def _box(tmp_path: Path, spare: int) -> tuple[Sandbox, list[Path], Path]:
+    """The machine at its limit: the stores served (X first, its session ended) and the
+    next one (A), which has no worker. `spare`: the clients connected at once when A asks,
+    but one (A's own: fill_with_sessions)."""
+    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=str(IDLE_S))
+    dbs = profile_stores(sb, list(range(SPACES)))
+    start_limited(sb, LIMIT)
+    served = fill_with_sessions(sb, dbs, spare=spare)
+    return sb, served, dbs[len(served)]
+
+
+@contextmanager
+def _connected(sb: Sandbox, count: int) -> Iterator[None]:
+    """`count` clients connected for the block (each a descriptor of the supervisor's),
+    so that as many are connected when A asks as when the box was filled."""
+    clients = [sb.client() for _ in range(count)]
+    try:
+        assert all(c.ping(2.0) for c in clients)
+        yield
+    finally:
+        for c in clients:
+            c.close()
+
+
+def _x_gone(sb: Sandbox, served: list[Path]) -> Path:
+    """X's session ended, and its worker exited as idle: its store may now be locked (an
+    open worker keeps SQLite's exclusive lock from being taken at all), and the next
+    request for X starts a worker in the room it left."""
+    x = served[0]
+    idle_after_detach(sb, x, "agent-0")
+    sb.wait_for(lambda: sb.row(x)["pid"] is None, timeout=20, what="X's idle exit")
+    return x
+
+
+def test_a_space_waits_for_a_worker_whose_first_answer_outlasts_a_beat(tmp_path):
+    sb, served, space_a = _box(tmp_path, spare=2)  # X's request and one more
+    try:
+        x = _x_gone(sb, served)
+        with _connected(sb, 1), locked(x):
+            # X's worker starts for a status that waits on the lock (SQLite's busy wait).
+            x_thread, x_said = in_thread(lambda: sb.call("status", x, timeout_s=30, args=ON_POOL))
+            sb.wait_for(lambda: sb.row(x)["ops_running"] >= 1, timeout=20,
+                        what="a beat of X with its status in flight (has_work)")
+            a_thread, a_said = in_thread(lambda: sb.call("status", space_a, timeout_s=30))
+            sb.wait_for(lambda: _queued(sb, space_a, a_said), timeout=20,
+                        what="A's request answered or waiting for room")
+            # Once refused BUSY at once here: "no room to start the worker".
+            assert "error" not in a_said, a_said
+        for thread in (x_thread, a_thread):
+            thread.join(60)
+        assert x_said, "X's status was never answered"
+        assert "answer" in a_said, a_said
+        rows = {r["store"]: r for r in sb.sup_status()["spaces"]}
+        assert rows[str(space_a)]["state"] == "ready", rows[str(space_a)]
+        assert rows[str(x)]["pid"] is None, rows[str(x)]  # X was stopped for A
+        for other in served[1:]:  # the spaces with sessions kept their workers
+            assert rows[str(other)]["state"] == "ready", rows[str(other)]
+    finally:
+        sb.shutdown()
+
+
+def test_a_space_is_refused_once_a_worker_that_answers_on_and_on_has_had_its_beats(tmp_path):
+    sb, served, space_a = _box(tmp_path, spare=3)  # X's two callers and one more
+    stop = threading.Event()
+
+    def keep_x_answering() -> None:
+        while not stop.is_set():
+            try:
+                sb.call("status", x, timeout_s=30, args=ON_POOL)
+            except KintError:
+                pass  # BUSY (the store is locked): the next one goes at once
+
+    try:
+        x = _x_gone(sb, served)
+        with _connected(sb, 1), locked(x):
+            callers = [threading.Thread(target=keep_x_answering, daemon=True)
+                       for _ in range(2)]  # one always in flight while the other turns
+            for caller in callers:
+                caller.start()
+            sb.wait_for(lambda: sb.row(x)["ops_running"] >= 1, timeout=20,
+                        what="a beat of X with a status in flight")
+            try:
+                sb.call("status", space_a, timeout_s=4 * SETTLE_S + 8)
+                raise AssertionError("A served while X never stopped answering")
+            except KintError as err:
+                refusal = err
+            stop.set()
+            for caller in callers:
+                caller.join(60)
+        # Once answered TIMEOUT at its deadline ("waiting for room ..."): X is forever
+        # answering, so the wait for it would never end otherwise.
+        assert refusal.code == "BUSY", refusal
+        assert refusal.message.startswith("no room to start the worker"), refusal.message
+        assert "ulimit -n" in (refusal.hint or ""), refusal.hint
+        assert sb.row(x)["restarts"] == 0, sb.row(x)
+    finally:
+        stop.set()
+        sb.shutdown()
+
+
+def test_a_space_waits_for_a_worker_already_stopping_as_idle(tmp_path):
+    sb, served, space_a = _box(tmp_path, spare=2)  # two more than A's request
+    held = None
+    try:
+        x = served[0]
+        held = idle_after_detach(sb, x, "agent-0")
+        os.kill(held, signal.SIGSTOP)  # kept from exiting once it is told to stop
+        sb.wait_for(lambda: sb.row(x)["state"] == "stopping", timeout=20,
+                    what="X stopped as idle")
+        with _connected(sb, 2):
+            a_thread, a_said = in_thread(lambda: sb.call("status", space_a, timeout_s=30))
+            sb.wait_for(lambda: _queued(sb, space_a, a_said), timeout=20,
+                        what="A's request answered or waiting for room")
+            # Once refused BUSY here, though X's exit (within its stop grace) frees room.
+            assert "error" not in a_said, a_said
+            os.kill(held, signal.SIGCONT)
+            a_thread.join(60)
+        assert "answer" in a_said, a_said
+        row = sb.row(space_a)
+        assert row["state"] == "ready" and row["no_room"] is None, row
+        assert sb.row(x)["pid"] is None and sb.row(x)["restarts"] == 0, sb.row(x)
+    finally:
+        let_go_on(held)
+        sb.shutdown()
