@@ -329,3 +329,33 @@ def test_a_worker_is_named_once_with_the_home_first_read_for_it(tmp_path, store,
     (line,) = [r.getMessage() for r in caplog.records]
     assert f"({theirs})" in line, line
     assert other_homes_on_store(str(store), mine) == [Sharer(pid, str(theirs), _started(pid))]
+
+
+def test_a_look_reads_the_open_files_of_kint_workers_only(tmp_path, store, holder,
+                                                          monkeypatch):
+    """The look, every minute in every worker, reads each process's name and lists the open
+    files of kint's workers alone: not those of another program holding the store (nor of
+    any other process), which could hold tens of thousands. `pull --discard-local`'s check
+    (store_holders.other_holders without a name) still sees every holder."""
+    from kint.tenant_worker import store_holders
+
+    theirs = _home(tmp_path / "theirs")
+    worker = holder("kint-worker", store, theirs / "supervisor.log")
+    other = holder("python-agent", store, _home(tmp_path / "agent") / "supervisor.log")
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path="."):
+        listed.append(str(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(store_holders.os, "listdir", listdir)
+    found = other_homes_on_store(str(store), _home(tmp_path / "mine"))
+    assert [s.pid for s in found] == [worker]
+    walked = {int(p.split("/")[2]) for p in listed
+              if p.startswith("/proc/") and p.endswith("/fd")}
+    assert worker in walked and other not in walked, walked
+    # Any other walked is a kint worker (of the tests running beside this one, or gone since).
+    names = {pid: store_holders._comm(str(pid)) for pid in walked}
+    assert set(names.values()) <= {"kint-worker", None}, names
+    assert sorted(store_holders.other_holders(str(store))) == sorted([worker, other])

@@ -16,15 +16,17 @@ log's folder is. A worker is kept with the home first read for it, and the log n
 once, whatever a later look reads (its log rotated or gone since, no KINT_HOME set).
 
 Linux only (/proc); elsewhere (macOS) the look finds nobody, nothing is kept, and status
-returns at its first line. It walks every process's open files, so it runs at a worker's
-start, at `kint doctor`, and on the worker's pool every `LOOK_EVERY_S` its heartbeat
-starts (`LaterLooks`), never per request: a worker that started before another home's
-would otherwise learn of it only at the next doctor. What the last look found is kept
-(this worker serves one space), and `kint status` shows it, keeping only the workers still
-running: one read of /proc/PID/stat per kept worker, no walk. A worker is kept with its
-start time (that file's field 22, clock ticks after boot), not only its pid and name: a pid
-freed by that worker and reused by another kint worker (another space's, another home's)
-has a later start time, and is not taken for the one the look found.
+returns at its first line. It reads every process's name and the open files of kint's
+workers only (store_holders.other_holders: another program's are never read), still a walk
+of /proc, so it runs at a worker's start, at `kint doctor`, and on the worker's pool every
+`LOOK_EVERY_S` its heartbeat starts (`LaterLooks`), never per request: a worker that
+started before another home's would otherwise learn of it only at the next doctor. What the
+last look found is kept (this worker serves one space), and `kint status` shows it, keeping
+only the workers still running: one read of /proc/PID/stat per kept worker, no walk. A
+worker is kept with its start time (that file's field 22, clock ticks after boot), not only
+its pid and name: a pid freed by that worker and reused by another kint worker (another
+space's, another home's) has a later start time, and is not taken for the one the look
+found.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def still_sharing(db: str, home: str | Path) -> dict[str, Any] | None:
 def _look(db: str, home: Path) -> list[Sharer]:
     if not os.path.isdir("/proc/self/fd"):
         return []
-    holders = other_holders(db)
+    holders = other_holders(db, named=WORKER)  # no other process's open files read
     siblings = set(same_parent(holders))
     own = os.path.realpath(home)
     found = []
