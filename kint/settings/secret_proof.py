@@ -11,15 +11,15 @@ time; all that comes back is one bit, as a notice line or none. `kint supervisor
 sends one too, and the supervisor, whose environment its workers take, checks it the same
 way (`passphrase_differs`).
 
-Why this way round, the client proving and the worker comparing, rather than the
-supervisor handing out a salted HMAC of its passphrase for each client to compare: then
-every process that connects to the socket, and every command, would get a value to guess
-the supervisor's passphrase against offline. Here nothing derived from the supervisor's
-passphrase leaves its worker, and the client's MAC goes only to the process that already
-holds a passphrase for the same keys. That MAC would still let whoever read it test
-guesses offline, so it is kept off disk and out of every log and output: it lives in memory
-and in the request's frames over the supervisor's socket (in a folder of this user's alone,
-mode 0700: KINT_HOME's run/, or for a long home a private /tmp/kint-UID-* folder), and
+Why this way round, the client proving and the worker comparing, rather than the supervisor
+handing out a salted HMAC of its passphrase for each client to compare: then every process
+that connects to the socket, and every command, would get a value to guess the supervisor's
+passphrase against offline. Here nothing derived from the supervisor's passphrase leaves
+its worker, and the client's MAC goes only to the process that already holds a passphrase
+for the same keys. That MAC would still let whoever read it test guesses offline, so it is
+kept off disk and out of every log and output: it lives in memory and in the request's
+frames over the supervisor's socket (in a folder of this user's alone, mode 0700:
+KINT_HOME's run/, or for a long home a private kint-UID-* folder in the temp folder), and
 anyone who can read those can already read the passphrase from either process's
 environment. A fresh nonce per request keeps two requests' MACs from matching each other.
 
