@@ -171,6 +171,9 @@ def test_an_older_supervisor_refuses_a_proof_and_serves_the_same_request_without
         both = (out.stdout + out.stderr).encode()
         assert MINE.encode() not in both and THEIRS.encode() not in both
         assert PROOF.search(both) is None
+    for path in older.kint_home.rglob("*"):  # the refused proof was not kept, nor logged
+        if path.is_file() and not path.is_symlink():
+            assert PROOF.search(path.read_bytes()) is None, path
 
 
 def test_a_client_told_so_by_a_supervisor_sends_it_no_proof_again(older, box):
