@@ -117,6 +117,29 @@ def _encoded(request: Request) -> bytes:
         raise KintError(err.code.value, err.message, err.hint) from None
 
 
+def _refused_proof(err: KintError, args: dict[str, Any] | None) -> bool:
+    """Whether `err` is how a supervisor older than secret proofs refuses the proof that
+    `args` carried among the caller's settings (kint.settings.secret_proof)."""
+    sent = (args or {}).get("settings")
+    if err.code != "BAD_REQUEST" or not isinstance(sent, dict):
+        return False
+    from kint.settings.secret_proof import is_proof, refused_as_a_value
+
+    raw = sent.get(refused_as_a_value(err.message))
+    return isinstance(raw, str) and is_proof(raw)
+
+
+def _without_proofs(args: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`args` with a bare `set` for each secret's proof among the caller's settings."""
+    sent = (args or {}).get("settings")
+    if not isinstance(sent, dict):
+        return args
+    from kint.settings.secret_proof import without_proof
+
+    return {**(args or {}), "settings": {name: without_proof(raw) if isinstance(raw, str)
+                                         else raw for name, raw in sent.items()}}
+
+
 class Client:
     def __init__(self, home: Path | None = None, *, autostart: bool = True) -> None:
         self.home = home or kint_home()
@@ -141,6 +164,12 @@ class Client:
         # holds the request, where a pid read before the call names none when the call
         # itself started one.
         self.sent_to: int | None = None
+        # Whether a supervisor refused the proof of a secret a request carried (one older
+        # than kint.settings.secret_proof, which refuses it on every op), and its pid:
+        # requests to that supervisor say of a secret only that it is set, for its life. A
+        # later supervisor (the older one stopped, idle or replaced) is sent the proof again.
+        self._proofless = False
+        self._proofless_pid: int | None = None
 
     def _connect(self) -> zmq.Socket:
         """A DEALER on the front socket, if its folder is this user's alone: a socket in a
@@ -244,9 +273,24 @@ class Client:
              space: str | None = None, args: dict[str, Any] | None = None,
              timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request and return its result, or raise KintError with the refusal,
-        by one deadline: `timeout_s` from now (or the thread's `bounded` block's)."""
+        by one deadline: `timeout_s` from now (or the thread's `bounded` block's). A
+        supervisor older than secret proofs refuses one as a secret's value: the request
+        goes again, by the same deadline, saying only that the secret is set, as that
+        supervisor's own clients did (`_proofless`)."""
         deadline, bound_s = _deadline(timeout_s if timeout_s is not None
                                       else DEFAULT_TIMEOUT_MS / 1000)
+        try:
+            return self._call(op, tenant, db, space, args, deadline, bound_s)
+        except KintError as err:
+            if not _refused_proof(err, args):
+                raise
+        self._proofless, self._proofless_pid = True, self.sent_to
+        return self._call(op, tenant, db, space, args, deadline, bound_s)
+
+    def _call(self, op: str, tenant: str | None, db: str | None, space: str | None,
+              args: dict[str, Any] | None, deadline: float, bound_s: float) -> dict[str, Any]:
+        """`call`'s one request, by `deadline` (time.monotonic()), the end of its bound of
+        `bound_s`."""
         self.sent_to = None
         serving = self._holder.pid()
         if self.autostart and (serving is None or self._sock is None
@@ -262,6 +306,8 @@ class Client:
             raise SupervisorUnavailable(f"no answer from the supervisor within "
                                         f"{seconds_text(bound_s)} ({op} was not sent)",
                                         NO_ANSWER_HINT)
+        if self._proofless and serving == self._proofless_pid:
+            args = _without_proofs(args)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
         self.sent_to = serving
@@ -281,7 +327,10 @@ class Client:
             serving = self._holder.pid()
             if serving is None or self._sock is None or not self.socket_exists(serving):
                 self.ensure_running()
-        self._follow(self._holder.pid())
+        serving = self._holder.pid()
+        self._follow(serving)
+        if self._proofless and serving == self._proofless_pid:  # a cast is never answered
+            args = _without_proofs(args)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
         _send(self._socket(), _encoded(request), 0)

@@ -2,7 +2,9 @@
 and neither passphrase, nor anything a guess could be checked against, is shown, logged,
 written or put on a command line (kint/settings/secret_proof.py).
 
-A real supervisor and worker, started with one passphrase; commands run with another."""
+A real supervisor and worker, started with one passphrase; commands run with another. And
+a supervisor older than the proof (`older`), which refuses one: every command is still
+served by it."""
 
 from __future__ import annotations
 
@@ -153,26 +155,88 @@ def test_neither_passphrase_nor_a_proof_reaches_a_file_a_log_or_a_command_line(b
             assert PROOF.search(argv) is None, pid
 
 
+# What a supervisor older than secret proofs was, in the two places it differs from this
+# version's on the wire: each replaced in a copy of kint by the line it had then.
+OLDER = {
+    "settings/wire.py": ("if BY_NAME[name].secret and not secret_proof.well_formed(raw):",
+                         "if BY_NAME[name].secret and raw != secret_proof.SECRET_SET:"),
+    "protocol/ops.py": ("""10_000,
+           # The caller's proof of its KINT_SESSION_PASSPHRASE (kint.settings.secret_proof).
+           args={"passphrase": ArgSpec("str", max_chars=128)}),""", "10_000),"),
+}
 
-def test_an_older_supervisor_that_takes_no_proof_is_asked_again_without_it(monkeypatch):
-    """A supervisor older than `sup.status`'s `passphrase` argument (one an upgrade is about
-    to replace: kint/supervisor/code_watch.py) refuses it as unknown, and the status is
-    asked again without it. Such a supervisor cannot be had here, so a stand-in client
-    answers as its ops check does (kint.protocol.ops.OpSpec.validate_args)."""
-    from kint.client import KintError
-    from kint.commands.supervisor_status import status_with_proof
 
-    class OlderSupervisor:
-        def __init__(self) -> None:
-            self.asked: list[dict] = []
+@pytest.fixture(scope="module")
+def older(tmp_path_factory):
+    """A machine whose supervisor (started with THEIRS) is older than secret proofs: a
+    copy of this kint (conftest.kint_copy) whose two checks of a request are put back as
+    they were before (OLDER): a secret's value may be only `set`, and `sup.status` takes
+    no argument. Both are checked as the supervisor decodes a request, before it routes
+    it, so the copy refuses what the older version refused, in its words. The commands
+    run this checkout's kint, as when an upgrade has replaced the CLI (or Hermes' own
+    install) but not yet the supervisor serving the home: it exits only when idle, and
+    one started from another install is never replaced by this one's upgrade."""
+    from conftest import kint_copy
 
-        def call(self, op, args=None, timeout_s=None):
-            self.asked.append(args or {})
-            if args:
-                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'passphrase'")
-            return {"supervisor": {}}
+    root = tmp_path_factory.mktemp("older")
+    copy = kint_copy(root / "code")
+    for name, (now, then) in OLDER.items():
+        text = (copy / name).read_text()
+        assert text.count(now) == 1, f"{name} no longer has {now!r}: update OLDER"
+        (copy / name).write_text(text.replace(now, then))
+    sb = make_sandbox(root / "machine")
+    write_store(sb.sibyl_db)
+    paths = [str(copy.parent), *filter(None, sb.env.get("PYTHONPATH", "").split(os.pathsep))]
+    out = sb.kint("supervisor", "start", env={"KINT_SESSION_PASSPHRASE": THEIRS,
+                                              "PYTHONPATH": os.pathsep.join(paths)})
+    assert out.returncode == 0, out.stderr
+    yield sb
+    sb.shutdown()
 
-    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", MINE)
-    older = OlderSupervisor()
-    assert status_with_proof(older) == {"supervisor": {}}
-    assert [list(a) for a in older.asked] == [["passphrase"], []]
+
+def test_an_older_supervisor_refuses_a_proof_and_serves_the_same_request_without_it(older):
+    """Every command that sends its settings to an older supervisor (all that reach a
+    worker) is served: refused for the proof, it asks again saying only that the
+    passphrase is set, and gets what that supervisor's own commands got. `kint supervisor
+    status` too, whose own argument that supervisor does not know."""
+    mine = {"KINT_SESSION_PASSPHRASE": MINE}
+    for argv in (("status", "--json"), ("supervisor", "status", "--json")):
+        out = older.kint(*argv, env=mine)
+        assert out.returncode == 0, (argv, out.stdout, out.stderr)
+        assert "BAD_REQUEST" not in out.stdout + out.stderr, (argv, out.stdout, out.stderr)
+        both = (out.stdout + out.stderr).encode()
+        assert MINE.encode() not in both and THEIRS.encode() not in both
+        assert PROOF.search(both) is None
+    for path in older.kint_home.rglob("*"):  # the refused proof was not kept, nor logged
+        if path.is_file() and not path.is_symlink():
+            assert PROOF.search(path.read_bytes()) is None, path
+
+
+def test_a_client_told_so_by_a_supervisor_sends_it_no_proof_again(older, box):
+    """One refusal per supervisor, not per request: the client remembers that this one
+    takes none (requests to it are watched on their way out, the supervisor real), while a
+    supervisor of this version gets the proof with every request."""
+    from kint.client import Client
+    from kint.settings.wire import outgoing
+
+    def sent_by(client: Client) -> list[str]:
+        seen: list[str] = []
+        send = client._roundtrip
+
+        def watched(request, *rest, **kw):
+            seen.append(request.args["settings"]["KINT_SESSION_PASSPHRASE"])
+            return send(request, *rest, **kw)
+
+        client._roundtrip = watched
+        return seen
+
+    for sb, first, again in ((older, ["proof", "set"], ["set"]),
+                             (box, ["proof"], ["proof"])):
+        with Client(sb.kint_home, autostart=False) as client:
+            seen = sent_by(client)
+            for expected in (first, again):
+                seen.clear()
+                args = {"settings": outgoing({"KINT_SESSION_PASSPHRASE": MINE})}
+                client.call("status", tenant=sb.tenant, db=str(sb.sibyl_db),
+                            space=sb.label(sb.sibyl_db), args=args, timeout_s=30)
+                assert ["proof" if secret_proof.is_proof(x) else x for x in seen] == expected

@@ -276,3 +276,86 @@ LOOK_S = 0.3
 
 def _sharing_lines(log: Path) -> list[str]:
     return [x for x in log.read_text().splitlines() if "another KINT_HOME" in x]
+
+
+def _without_home(**extra: str) -> dict[str, str]:
+    """This process's environment without KINT_HOME (and with `extra`): a worker whose home
+    is read from its log alone, or from `extra`'s."""
+    return {**{k: v for k, v in os.environ.items() if k != "KINT_HOME"}, **extra}
+
+
+def test_a_worker_holding_its_log_rotated_or_deleted_is_named_by_its_home(tmp_path, store,
+                                                                         holder):
+    """An idle worker keeps the log it last wrote open: after the supervisor's rotation
+    that is `supervisor.log.1` (kint.logs.rotate_if_large), after the next `supervisor.log.1
+    (deleted)`. Its home is still that file's folder, not its environment's (none here)."""
+    mine = _home(tmp_path / "mine")
+    rotated, deleted = _home(tmp_path / "rotated"), _home(tmp_path / "deleted")
+    (rotated / "supervisor.log.1").touch()
+    (deleted / "supervisor.log.1").touch()
+    (mine / "supervisor.log.1").touch()
+    env = _without_home()
+    first = holder("kint-worker", store, rotated / "supervisor.log.1", env=env)
+    second = holder("kint-worker", store, deleted / "supervisor.log.1", env=env)
+    (deleted / "supervisor.log.1").unlink()
+    assert Path(f"/proc/{second}/fd").is_dir()
+    assert sorted(other_homes_on_store(str(store), mine)) == sorted([
+        Sharer(first, str(rotated), _started(first)),
+        Sharer(second, str(deleted), _started(second))])
+    # This home's own worker of an earlier supervisor, holding the rotated log: not another.
+    mine_pid = holder("kint-worker", store, mine / "supervisor.log.1", env=env)
+    assert mine_pid not in {s.pid for s in other_homes_on_store(str(store), mine)}
+
+
+def test_a_home_from_the_environment_is_resolved_as_one_from_the_log(tmp_path, store, holder):
+    theirs = _home(tmp_path / "theirs")
+    (tmp_path / "link").symlink_to(theirs)
+    pid = holder("kint-worker", store, env=_without_home(KINT_HOME=str(tmp_path / "link")))
+    assert other_homes_on_store(str(store), _home(tmp_path / "mine")) == [
+        Sharer(pid, os.path.realpath(theirs), _started(pid))]
+
+
+def test_a_worker_is_named_once_with_the_home_first_read_for_it(tmp_path, store, holder,
+                                                                 caplog):
+    """A later look that reads no home for a worker named by its home (its log moved where
+    no kint log is, no KINT_HOME in its environment) neither names it again (by its pid)
+    nor forgets its home: status keeps saying it."""
+    mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
+    pid = holder("kint-worker", store, theirs / "supervisor.log", env=_without_home())
+    with caplog.at_level(logging.WARNING, logger="kint.worker"):
+        look_and_warn(str(store), mine, "ab" * 8)
+        (theirs / "supervisor.log").rename(tmp_path / "elsewhere.txt")
+        look_and_warn(str(store), mine, "ab" * 8)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert f"({theirs})" in line, line
+    assert other_homes_on_store(str(store), mine) == [Sharer(pid, str(theirs), _started(pid))]
+
+
+def test_a_look_reads_the_open_files_of_kint_workers_only(tmp_path, store, holder,
+                                                          monkeypatch):
+    """The look, every minute in every worker, reads each process's name and lists the open
+    files of kint's workers alone: not those of another program holding the store (nor of
+    any other process), which could hold tens of thousands. `pull --discard-local`'s check
+    (store_holders.other_holders without a name) still sees every holder."""
+    from kint.tenant_worker import store_holders
+
+    theirs = _home(tmp_path / "theirs")
+    worker = holder("kint-worker", store, theirs / "supervisor.log")
+    other = holder("python-agent", store, _home(tmp_path / "agent") / "supervisor.log")
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path="."):
+        listed.append(str(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(store_holders.os, "listdir", listdir)
+    found = other_homes_on_store(str(store), _home(tmp_path / "mine"))
+    assert [s.pid for s in found] == [worker]
+    walked = {int(p.split("/")[2]) for p in listed
+              if p.startswith("/proc/") and p.endswith("/fd")}
+    assert worker in walked and other not in walked, walked
+    # Any other walked is a kint worker (of the tests running beside this one, or gone since).
+    names = {pid: store_holders._comm(str(pid)) for pid in walked}
+    assert set(names.values()) <= {"kint-worker", None}, names
+    assert sorted(store_holders.other_holders(str(store))) == sorted([worker, other])

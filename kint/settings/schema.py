@@ -283,7 +283,8 @@ V030_DEPARTURES: dict[str, str] = {
                         "web3's own retries are off; below 0.1 is raised to 0.1",
     "KINT_OFFLINE": "`kint join`, which must read the chain, refuses",
     "KINT_SESSION_PASSPHRASE": "the supervisor's value unseals the keys, so a command whose "
-                               "value differs is told so (v0.3.0 reads each process's own)",
+                               "value differs is told so when it asks a space's worker "
+                               "(v0.3.0 reads each process's own)",
     "KINT_NO_KEYCHAIN": "the supervisor's value applies to what its workers do; a command's "
                         "is used for what the command does itself and otherwise reported "
                         "(v0.3.0 reads each process's own)",

@@ -11,16 +11,21 @@ time; all that comes back is one bit, as a notice line or none. `kint supervisor
 sends one too, and the supervisor, whose environment its workers take, checks it the same
 way (`passphrase_differs`).
 
-Why this way round, the client proving and the worker comparing, rather than the
-supervisor handing out a salted HMAC of its passphrase for each client to compare: then
-every process that connects to the socket, and every command, would get a value to guess
-the supervisor's passphrase against offline. Here nothing derived from the supervisor's
-passphrase leaves its worker, and the client's MAC goes only to the process that already
-holds a passphrase for the same keys. That MAC would still let whoever read it test
-guesses offline, so it is kept off disk and out of every log and output: it lives in memory
-and in the request's frames over the supervisor's socket (under KINT_HOME, mode 0700), and
+Why this way round, the client proving and the worker comparing, rather than the supervisor
+handing out a salted HMAC of its passphrase for each client to compare: then every process
+that connects to the socket, and every command, would get a value to guess the supervisor's
+passphrase against offline. Here nothing derived from the supervisor's passphrase leaves
+its worker, and the client's MAC goes only to the process that already holds a passphrase
+for the same keys. That MAC would still let whoever read it test guesses offline, so it is
+kept off disk and out of every log and output: it lives in memory and in the request's
+frames over the supervisor's socket (in a folder of this user's alone, mode 0700:
+KINT_HOME's run/, or for a long home a private kint-UID-* folder in the temp folder), and
 anyone who can read those can already read the passphrase from either process's
 environment. A fresh nonce per request keeps two requests' MACs from matching each other.
+
+A supervisor older than proofs took only `set` for a secret, and refuses a proof on every
+op as it decodes the request: the client asks it again with `set` and keeps doing so while
+that supervisor serves (kint.client), so such a supervisor tells nothing, as before.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ SECRET_SET = "set"
 _LABEL = b"kint passphrase check v1\x00"
 _NONCE_BYTES = 16
 _FORM = re.compile(r"set:([0-9a-f]{32}):([0-9a-f]{64})")
+_OLDER_REFUSAL = re.compile(r"argument 'settings' may only say that ([A-Z_]+) is set, never "
+                            r"its value")
 
 
 def proof(secret: str) -> str:
@@ -50,6 +57,21 @@ def well_formed(raw: str) -> bool:
 def is_proof(raw: str) -> bool:
     """Whether `raw` is a proof (`set:NONCE:MAC`), not a bare `set` nor anything else."""
     return _FORM.fullmatch(raw) is not None
+
+
+def without_proof(raw: str) -> str:
+    """What an older supervisor takes for `raw`: a bare `set` in place of a proof."""
+    return SECRET_SET if is_proof(raw) else raw
+
+
+def refused_as_a_value(message: str) -> str | None:
+    """The secret whose value a BAD_REQUEST's `message` refuses the way a supervisor older
+    than proofs does, which took anything but a bare `set` for the value ("... argument
+    'settings' may only say that NAME is set, never its value"); else None. A proof is no
+    such value, and a supervisor of this version takes it: the client asks the older one
+    again without it (kint.client)."""
+    found = _OLDER_REFUSAL.search(message)
+    return found.group(1) if found is not None else None
 
 
 def differs(raw: str, secret: str) -> bool:

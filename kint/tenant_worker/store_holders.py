@@ -22,14 +22,18 @@ import subprocess
 LSOF_TIMEOUT_S = 10.0
 
 
-def other_holders(db: str) -> list[int]:
-    """Pids of processes other than this one with the store or its -wal/-shm open."""
-    return _holders({os.path.realpath(db + suffix) for suffix in ("", "-wal", "-shm")})
+def other_holders(db: str, named: str | None = None) -> list[int]:
+    """Pids of processes other than this one with the store or its -wal/-shm open. With
+    `named`, only processes of that name (/proc/PID/comm) are looked at, and only their
+    open files read: a look for kint's workers (store_sharers, every minute in each worker)
+    then costs a read per process, not a read of every process's every open file. Linux
+    only; `lsof` (macOS) lists every holder."""
+    return _holders({os.path.realpath(db + suffix) for suffix in ("", "-wal", "-shm")}, named)
 
 
-def _holders(targets: set[str]) -> list[int]:
+def _holders(targets: set[str], named: str | None = None) -> list[int]:
     if os.path.isdir("/proc/self/fd"):
-        return _from_proc(targets)
+        return _from_proc(targets, named)
     return _from_lsof(targets)
 
 
@@ -48,11 +52,13 @@ def _from_lsof(targets: set[str]) -> list[int]:
     return sorted({int(line) for line in done.stdout.split() if line.isdigit()} - {me})
 
 
-def _from_proc(targets: set[str]) -> list[int]:
+def _from_proc(targets: set[str], named: str | None = None) -> list[int]:
     me = os.getpid()
     found: list[int] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
+            continue
+        if named is not None and _comm(name) != named:
             continue
         fd_dir = f"/proc/{name}/fd"
         try:
@@ -67,6 +73,15 @@ def _from_proc(targets: set[str]) -> list[int]:
             except OSError:
                 continue
     return sorted(found)
+
+
+def _comm(pid: str) -> str | None:
+    """The process's name (what kint.proc_name sets), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+            return fh.read().rstrip("\n")
+    except OSError:
+        return None
 
 
 def same_parent(pids: list[int]) -> list[int]:

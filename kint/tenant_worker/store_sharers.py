@@ -10,18 +10,23 @@ discard.py says so too), so another home's worker shows among the store's holder
 (store_holders.py) once it has served an op. kint's workers name themselves
 (kint.proc_name.WORKER); siblings, forked by this supervisor's forkserver, are this home's.
 Another worker's home is read from the log file it holds open (supervisor.log, under its
-KINT_HOME: kint.logs.setup_file_logging), else from KINT_HOME in its environment.
+KINT_HOME: kint.logs.setup_file_logging; an idle worker may still hold it as the rotated
+supervisor.log.1, or deleted), else from KINT_HOME in its environment, resolved as the
+log's folder is. A worker is kept with the home first read for it, and the log names it
+once, whatever a later look reads (its log rotated or gone since, no KINT_HOME set).
 
 Linux only (/proc); elsewhere (macOS) the look finds nobody, nothing is kept, and status
-returns at its first line. It walks every process's open files, so it runs at a worker's
-start, at `kint doctor`, and on the worker's pool every `LOOK_EVERY_S` its heartbeat
-starts (`LaterLooks`), never per request: a worker that started before another home's
-would otherwise learn of it only at the next doctor. What the last look found is kept
-(this worker serves one space), and `kint status` shows it, keeping only the workers still
-running: one read of /proc/PID/stat per kept worker, no walk. A worker is kept with its
-start time (that file's field 22, clock ticks after boot), not only its pid and name: a pid
-freed by that worker and reused by another kint worker (another space's, another home's)
-has a later start time, and is not taken for the one the look found.
+returns at its first line. It reads every process's name and the open files of kint's
+workers only (store_holders.other_holders: another program's are never read), still a walk
+of /proc, so it runs at a worker's start, at `kint doctor`, and on the worker's pool every
+`LOOK_EVERY_S` its heartbeat starts (`LaterLooks`), never per request: a worker that
+started before another home's would otherwise learn of it only at the next doctor. What the
+last look found is kept (this worker serves one space), and `kint status` shows it, keeping
+only the workers still running: one read of /proc/PID/stat per kept worker, no walk. A
+worker is kept with its start time (that file's field 22, clock ticks after boot), not only
+its pid and name: a pid freed by that worker and reused by another kint worker (another
+space's, another home's) has a later start time, and is not taken for the one the look
+found.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,6 +44,9 @@ from kint.proc_name import WORKER
 from kint.tenant_worker.store_holders import other_holders, same_parent
 
 LOG_NAME = log_path(Path("/")).name
+# The kint log as a worker may hold it: by its name, as the supervisor's rotation left it
+# (kint.logs.rotate_if_large), and deleted under it (readlink then adds " (deleted)").
+_HELD_LOG = re.compile(re.escape(LOG_NAME) + r"(\.1)?( \(deleted\))?")
 
 
 class Sharer(NamedTuple):
@@ -54,9 +63,13 @@ class Sharer(NamedTuple):
 # its pool), by the later ones and by doctor's, read by status on another thread.
 _last_found: dict[tuple[str, str], list[Sharer]] = {}
 _last_found_lock = threading.Lock()
-# The other homes (or, where a home is unread, the workers' pids) the log has named, per
-# (store, home): each once in a worker's life, however often the looks find it again.
-_told: dict[tuple[str, str], set[str]] = {}
+# The workers of other homes the log has named, per (store, home), each by (pid, start
+# time), and their homes: each worker and each home once in this worker's life, however
+# often the looks find them again, and whatever home they read for a worker.
+_told: dict[tuple[str, str], set[tuple[int, str] | str]] = {}
+# The home first read for each other home's worker a look found: a later look that reads
+# another or none (its log rotated away, no KINT_HOME in its environment) names it as before.
+_first_home: dict[tuple[int, str], str | None] = {}
 
 # How long after one look a running worker looks again: another home's worker that starts
 # later is named in status and the log within this (a walk of /proc a minute, on the pool).
@@ -76,11 +89,29 @@ def other_homes_on_store(db: str, home: Path) -> list[Sharer]:
     as the last look for `still_sharing`."""
     found = _look(db, home)
     with _last_found_lock:
+        found = _as_first_read(found)
         if found:
             _last_found[(db, _home_key(home))] = found
         else:  # kept empty on a box with no sharing: status then reads nothing at all
             _last_found.pop((db, _home_key(home)), None)
     return found
+
+
+def _as_first_read(found: list[Sharer]) -> list[Sharer]:
+    """`found`, each worker with the home first read for it (under `_last_found_lock`).
+    Those kept of workers no longer running are let go."""
+    now = {(s.pid, s.started) for s in found}
+    for gone in [w for w in _first_home if w not in now and worker_start(w[0]) != w[1]]:
+        del _first_home[gone]
+        for told in _told.values():
+            told.discard(gone)
+    out = []
+    for sharer in found:
+        first = _first_home.get((sharer.pid, sharer.started))
+        if first is None:
+            first = _first_home[(sharer.pid, sharer.started)] = sharer.home
+        out.append(sharer._replace(home=first))
+    return out
 
 
 def still_sharing(db: str, home: str | Path) -> dict[str, Any] | None:
@@ -101,7 +132,7 @@ def still_sharing(db: str, home: str | Path) -> dict[str, Any] | None:
 def _look(db: str, home: Path) -> list[Sharer]:
     if not os.path.isdir("/proc/self/fd"):
         return []
-    holders = other_holders(db)
+    holders = other_holders(db, named=WORKER)  # no other process's open files read
     siblings = set(same_parent(holders))
     own = os.path.realpath(home)
     found = []
@@ -170,7 +201,8 @@ def _stat_after_name(pid: int, name: str | None = None) -> list[str] | None:
 
 
 def _home_of(pid: int) -> str | None:
-    """The folder of the kint log `pid` holds open, else KINT_HOME from its environment."""
+    """The folder of the kint log `pid` holds open (as the kernel names it: resolved),
+    else KINT_HOME from its environment, resolved."""
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
@@ -181,40 +213,54 @@ def _home_of(pid: int) -> str | None:
             target = os.readlink(f"{fd_dir}/{fd}")
         except OSError:
             continue
-        if os.path.basename(target) == LOG_NAME:
+        if _HELD_LOG.fullmatch(os.path.basename(target)):
             return os.path.dirname(target)
+    return _home_in_environ(pid)
+
+
+def _home_in_environ(pid: int) -> str | None:
+    """KINT_HOME in `pid`'s environment as kint reads it (kint.paths.kint_home: a blank one
+    unset, a leading `~` its HOME), resolved; None when unset, unreadable or relative."""
+    from kint.settings.environ import environ_value
+
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            environ = fh.read().split(b"\0")
+            entries = fh.read().split(b"\0")
     except OSError:
         return None
-    for entry in environ:
-        if entry.startswith(b"KINT_HOME="):
-            value = entry[len(b"KINT_HOME="):].decode("utf-8", "replace")
-            return value or None
-    return None
+    environ = {}
+    for entry in entries:
+        name, sep, value = entry.partition(b"=")
+        if sep and name in (b"KINT_HOME", b"HOME"):
+            environ[name.decode()] = value.decode("utf-8", "replace")
+    home = environ_value("KINT_HOME", environ)
+    if home is None:
+        return None
+    their_home = environ_value("HOME", environ)
+    if their_home is not None and (home == "~" or home.startswith("~/")):
+        home = their_home + home[1:]
+    home = os.path.expanduser(home)
+    return os.path.realpath(home) if os.path.isabs(home) else None
 
 
 def look_and_warn(db: str, home: Path, space16: str) -> None:
     """At a worker's start, on its pool, and at each later look (`LaterLooks`): the log's
-    warning line when another home's worker holds the store, naming only the homes the log
-    has not named yet (a worker that starts first says it at a later look; `kint doctor`
-    looks again whenever asked)."""
+    warning line when another home's worker holds the store, naming only the workers the
+    log has not named yet, and of those only the ones of a home it has not named (another
+    home's worker started again after its idle exit is not news; a worker that starts first
+    says it at a later look; `kint doctor` looks again whenever asked)."""
     sharers = other_homes_on_store(db, home)
     if not sharers:
         return
     key = (db, _home_key(home))
     with _last_found_lock:
         told = _told.setdefault(key, set())
-        new = [s for s in sharers if _named_as(s) not in told]
-        told.update(_named_as(s) for s in new)
+        new = [s for s in sharers if (s.pid, s.started) not in told and s.home not in told]
+        told.update((s.pid, s.started) for s in sharers)
+        told.update(s.home for s in sharers if s.home is not None)
     if new:
         logging.getLogger("kint.worker").warning("space %s: %s (%s)", space16,
                                                  sharing_message(db, new), SHARING_HINT)
-
-
-def _named_as(sharer: Sharer) -> str:
-    return sharer.home if sharer.home is not None else f"pid {sharer.pid}"
 
 
 class LaterLooks:
