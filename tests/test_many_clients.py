@@ -159,3 +159,25 @@ def test_past_the_open_file_limit_new_clients_are_refused_and_connected_ones_ser
     assert "was removed or replaced" not in log, log
     assert os.path.exists(socket_dir(sb.kint_home) / "kint.sock")
 
+
+def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_stop(sb):
+    """The refusal's hint says to restart it: `kint supervisor stop` cannot connect either,
+    and stops it by SIGTERM, as cleanly; the moved socket and the note go with it."""
+    pid = running_pid(sb.kint_home)
+    folder = socket_dir(sb.kint_home)
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    try:
+        served, unserved = _crowd(sb, ctx, pid)
+        assert (folder / NOTE).exists() and served
+        out = sb.kint("supervisor", "stop")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "supervisor stopped" in out.stdout, out.stdout
+    finally:
+        for sock in served + unserved:
+            sock.close(linger=0)
+        ctx.term()
+    assert not pid_alive(pid) and running_pid(sb.kint_home) is None
+    assert sorted(p.name for p in folder.iterdir() if "kint.sock" in p.name or
+                  p.name.startswith("front-closed")) == []
+    assert "supervisor %d stopped" % pid in _log(sb)
