@@ -25,7 +25,7 @@ from kint.paths import FRONT_SOCKET
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
-# The note: {"pid": ..., "open": ..., "limit": ..., "since": unix time}.
+# The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time}.
 NOTE = "front-closed.json"
 
 CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server, hermes); "
@@ -36,17 +36,19 @@ CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server
 
 class FrontClosed(NamedTuple):
     """What the note says: the supervisor `pid` closed its socket to new clients with
-    `open` descriptors of its limit of `limit` in use, at unix time `since`."""
+    `open` descriptors of its limit of `limit` in use, `clients` of them its clients'
+    connections, at unix time `since`."""
 
     pid: int
     open: int
     limit: int
+    clients: int
     since: float
 
     def message(self) -> str:
         return (f"the supervisor (pid {self.pid}) takes no new clients: {self.open} of its "
-                f"{self.limit} open files (ulimit -n) are in use, most by the clients "
-                f"connected already")
+                f"{self.limit} open files (ulimit -n) are in use, {self.clients} by the "
+                f"clients connected")
 
 
 def write_note(folder: Path, closed: FrontClosed) -> None:
@@ -70,7 +72,7 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
     try:
         data = json.loads((folder / NOTE).read_text())
         closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
-                             float(data["since"]))
+                             int(data["clients"]), float(data["since"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return closed if closed.pid == pid else None

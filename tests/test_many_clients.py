@@ -117,6 +117,8 @@ def test_past_the_open_file_limit_new_clients_are_refused_and_connected_ones_ser
         assert status["degraded"] and status["supervisor"]["front"]["episodes"] == 1, status
         closed = status["supervisor"]["front"]["closed"]
         assert closed["limit"] == LIMIT and closed["pid"] == pid, closed
+        assert 0 < closed["clients"] < closed["open"], closed
+        assert status["supervisor"]["front"]["clients"] == len(served), status
         assert f"of the supervisor's {LIMIT} open files" in render.supervisor_status_text(status)
 
         # A new client is refused at once, naming the limit, not left to its deadline.
@@ -149,12 +151,13 @@ def test_past_the_open_file_limit_new_clients_are_refused_and_connected_ones_ser
     sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open again")
     assert not note.exists() and running_pid(sb.kint_home) == pid
     status = sb.call("sup.status")
-    assert status["supervisor"]["front"] == {"closed": None, "episodes": 1}, status
+    assert status["supervisor"]["front"] == {"closed": None, "episodes": 1,
+                                             "clients": 1}, status  # this call's
     assert not status["degraded"]
     log = _log(sb)
     assert log.count("new clients are refused until some close") == 1, log
     assert log.count("taking new clients again") == 1, log
-    assert f"of {LIMIT} open files (ulimit -n) in use" in log, log
+    assert f"of {LIMIT} open files (ulimit -n) in use, " in log, log
     # Its socket is where it was bound: no rebinding took the closed socket for a removal.
     assert "was removed or replaced" not in log, log
     assert os.path.exists(socket_dir(sb.kint_home) / "kint.sock")

@@ -54,6 +54,8 @@ class FrontDoor:
         self.monitor: zmq.Socket | None = None
         self.closed: FrontClosed | None = None
         self.episodes = 0
+        # Clients connected now, as the monitor told their accepts and disconnects.
+        self.clients = 0
         self._limit: int | None = None
 
     def prepare(self) -> None:
@@ -79,9 +81,10 @@ class FrontDoor:
         assert self.monitor is not None
         while True:
             try:
-                recv_monitor_message(self.monitor, zmq.NOBLOCK)
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)["event"]
             except zmq.Again:
                 break
+            self.clients += 1 if event == zmq.EVENT_ACCEPTED else -1
         self.look(front_path)
 
     def look(self, front_path: Path | None) -> None:
@@ -99,7 +102,7 @@ class FrontDoor:
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:
-        closed = FrontClosed(os.getpid(), files.open, files.limit, time.time())
+        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time())
         try:
             write_note(path.parent, closed)
             os.rename(path, path.parent / CLOSED_SOCKET)
@@ -110,9 +113,9 @@ class FrontDoor:
             return
         self.closed = closed
         self.episodes += 1
-        log.warning("%d of %d open files (ulimit -n) in use: new clients are refused until "
-                    "some close (%s moved aside); the clients connected are served",
-                    files.open, files.limit, path)
+        log.warning("%d of %d open files (ulimit -n) in use, %d by clients: new clients are "
+                    "refused until some close (%s moved aside); the clients connected are "
+                    "served", files.open, files.limit, self.clients, path)
 
     def _open(self, path: Path, files: OpenFiles) -> None:
         try:
@@ -128,7 +131,7 @@ class FrontDoor:
 
     def as_json(self) -> dict[str, Any]:
         return {"closed": self.closed._asdict() if self.closed is not None else None,
-                "episodes": self.episodes}
+                "episodes": self.episodes, "clients": self.clients}
 
     def shut(self, front_path: Path | None) -> None:
         """At the supervisor's stop: the moved socket and the note go with it."""
