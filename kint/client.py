@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 import zmq
 
+from kint.front_closed import CLOSED_HINT, read_note
 from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
                         kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
@@ -298,8 +299,11 @@ class Client:
             # No supervisor holds the home (a stale socket file says nothing), or this
             # client has not looked yet: make sure one answers, within the call's bound
             # (a tool's 5 s status must not wait out a 30 s start before refusing).
-            self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
-            serving = self._holder.pid()
+            # Unless it closed its socket to new clients: then only one it answered on
+            # this connection goes on.
+            if not self._refuse_if_closed(serving, op, sent=False):
+                self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
+                serving = self._holder.pid()
         self._follow(serving)
         left = deadline - time.monotonic()
         if left <= 0:  # starting the supervisor, or the block's calls before, spent it
@@ -326,7 +330,8 @@ class Client:
         if self.autostart:
             serving = self._holder.pid()
             if serving is None or self._sock is None or not self.socket_exists(serving):
-                self.ensure_running()
+                if not self._refuse_if_closed(serving, "a cast", sent=False):
+                    self.ensure_running()
         serving = self._holder.pid()
         self._follow(serving)
         if self._proofless and serving == self._proofless_pid:  # a cast is never answered
@@ -412,7 +417,26 @@ class Client:
         holding = now if serving is None else serving
         if holding > 0:
             self._refuse_if_stopped(holding, op)
+            self._refuse_if_closed(holding, op, sent=True)
         return holding
+
+    def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
+        """Whether the supervisor `pid` has closed its socket to new clients
+        (kint/front_closed.py) while this client holds a connection it answered on (which
+        it still serves); BUSY, naming the open-file limit, when this client has none: a
+        connect now finds no socket file, and waiting would only run out the deadline."""
+        closed = read_note(socket_dir(self.home), pid)
+        if closed is None:
+            return False
+        if self._front is not None and self._front[0] == pid and self._sock is not None:
+            return True
+        if self._sock is not None:  # connecting to a path that is gone: stop trying
+            self._sock.close(linger=0)
+            self._sock = None
+            self._connected = None
+        unsent = (f"; whether {op} reached it is unknown" if sent else
+                  f" ({op} was not sent)")
+        raise KintError("BUSY", closed.message() + unsent, CLOSED_HINT)
 
     def _refuse_if_stopped(self, pid: int, op: str) -> None:
         """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor

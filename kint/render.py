@@ -185,6 +185,11 @@ def refusal_text(code: str, message: str, hint: str | None) -> str:
 def supervisor_status_text(status: dict[str, Any]) -> str:
     sup = status["supervisor"]
     head = f"supervisor pid {sup['pid']}, up {age_text(sup['uptime_s'])}, {sup['kint_home']}"
+    closed = (sup.get("front") or {}).get("closed")
+    if closed:  # seen only by a client connected before (a --watch): new ones are refused
+        head += (f"\nnew clients refused: {closed['open']} of the supervisor's "
+                 f"{closed['limit']} open files (ulimit -n) are in use; it takes new ones "
+                 f"again as some close")
     if not status["spaces"]:
         return (head + "\nno spaces yet (a worker starts on the first request for its space)"
                 + "\n" + started_with_text(sup.get("started_with") or []))

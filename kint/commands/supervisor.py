@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -80,15 +81,18 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         return
     from kint.supervisor import autostart
 
-    if not client.ping(autostart.UNREACHABLE_AFTER_S):
-        # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now, not
-        # after the stop's whole minute as "no answer".
-        _refuse_if_silent(obj)
-    stopping = pid
-    try:
-        client.call("sup.stop", timeout_s=60)
-    except KintError as err:
-        fail(err, obj.debug)
+    if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
+        stopping = pid
+    else:
+        if not client.ping(autostart.UNREACHABLE_AFTER_S):
+            # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
+            # not after the stop's whole minute as "no answer".
+            _refuse_if_silent(obj)
+        stopping = pid
+        try:
+            client.call("sup.stop", timeout_s=60)
+        except KintError as err:
+            fail(err, obj.debug)
     pid = _wait_gone(home, stopping)
     started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
     if pid is not None and started is None:
@@ -103,6 +107,25 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
     if started is not None:
         click.echo(f"another supervisor (pid {started}) has started since: a kint-server or a "
                    f"command started one; `kint supervisor stop` again stops it")
+
+
+def _stopped_by_signal(home: Path, pid: int) -> bool:
+    """Whether the supervisor `pid` closed its socket to new clients for want of open
+    files (kint/front_closed.py), and was asked to stop by SIGTERM instead: no new
+    connection reaches it, and the stop is what its refusal tells a user to do. It stops
+    on SIGTERM as on `sup.stop`, its workers first."""
+    import signal
+
+    from kint.front_closed import read_note
+    from kint.paths import socket_dir
+
+    if read_note(socket_dir(home), pid) is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # gone meanwhile: the wait below finds it so
+    return True
 
 
 def _refuse_if_silent(obj: Ctx) -> None:

@@ -13,6 +13,8 @@ answering whatever one space is doing.
 - `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
 - `room`: room for a worker when the open files run short (an idle worker stopped for it,
   or BUSY naming the limit; the count itself is `kint.open_files`).
+- `front_door`: the front socket closed to new clients before they take the last open
+  files (libzmq aborts on EMFILE), open again as they leave (the note: `kint.front_closed`).
 - `timed`: deadlines, refused forwards and the per-space sweep, between messages.
 - `housekeeping`: the supervisor's checks on itself (home, config, log, upgrade).
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, reload, restart).

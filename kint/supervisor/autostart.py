@@ -271,7 +271,14 @@ def _look_s(deadline: float) -> float:
 def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
     says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
-    "no supervisor is running", which would send the user to start one beside it."""
+    "no supervisor is running", which would send the user to start one beside it. One that
+    closed its socket to new clients for want of open files says so (kint/front_closed.py)."""
+    from kint.front_closed import CLOSED_HINT, read_note
+    from kint.paths import socket_dir
+
+    closed = read_note(socket_dir(home), pid)
+    if closed is not None:
+        return SupervisorNotReachable(closed.message(), CLOSED_HINT)
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on "
         f"{front_address(home)}{_stopped_note(pid)}",

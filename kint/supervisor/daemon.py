@@ -39,6 +39,7 @@ from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
 from kint.supervisor.bindings import Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 from kint.supervisor.exits import ExitWatch
+from kint.supervisor.front_door import FrontDoor
 from kint.zmq_frames import readable, recv_frames
 from kint.supervisor.housekeeping import Housekeeping
 from kint.supervisor.lifecycle import WorkerLifecycle
@@ -110,6 +111,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.front = self.zctx.socket(zmq.ROUTER)
         self.back = self.zctx.socket(zmq.ROUTER)
         self.outbox = Outbox(self.front)
+        self.door = FrontDoor(self.front)
         self.poller = zmq.Poller()
         self.front_path: Path | None = None
         self.back_path: Path | None = None
@@ -138,11 +140,17 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # No handover: a second connection claiming a worker's route is refused, never
         # handed the route (routes are secret anyway, see worker_wire.route_for).
         self.back.setsockopt(zmq.ROUTER_HANDOVER, 0)
+        self.door.prepare()
         for sock, name in ((self.front, FRONT_SOCKET), (self.back, BACK_SOCKET)):
             if not admit_only_this_user(sock):
                 log.warning("this libzmq cannot check a peer's user on %s; the socket "
                             "folder's mode alone keeps other users out", name)
         self._bind_sockets()
+        # The door's monitor first: a turn's events come in this order, and the door
+        # closes before the turn's requests are served.
+        monitor = self.door.watch(self.front_path)
+        if monitor is not None:
+            self.poller.register(monitor, zmq.POLLIN)
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)
         self.poller.register(self.exits.fileno(), zmq.POLLIN)
@@ -157,6 +165,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         for sock, name, attr in ((self.front, FRONT_SOCKET, "front_path"),
                                  (self.back, BACK_SOCKET, "back_path")):
             old: Path | None = getattr(self, attr)
+            if attr == "front_path" and self.door.closed is not None:
+                continue  # moved aside on purpose (front_door): rebinding would drop clients
             path = folder / name
             if old == path and self.ownership.socket_is_ours(path):
                 continue
@@ -215,6 +225,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # `Poller.poll` calls, without its argument checks.
         front, back, items = self.front, self.back, self.poller.sockets
         forkserver_ready = self.spawner.ready_fd()
+        door, monitor = self.door, self.door.monitor
         drain, on_front, on_back = self._drain, self._on_front, self._on_back
         turn, monotonic = self._schedule.turn, time.monotonic
         # Whether each socket was ready at the last turn (see `_drain`).
@@ -239,6 +250,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
                     back_ready = True
                 elif sock == forkserver_ready:
                     self.on_forkserver_ready()
+                elif sock is monitor:  # a client connected or left (the first event)
+                    door.on_events(self.front_path)
                 else:  # the exit watch's descriptor: a worker exited
                     # What its workers sent before they exited is read first, all of
                     # it: a refused start's `fatal` queued behind another worker's beat
@@ -266,6 +279,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
 
     def close(self) -> None:
         self.end_workers_left()
+        self.door.shut(self.front_path)
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()

@@ -26,6 +26,7 @@ from kint import settings as kint_settings
 from kint.logs import rotate_if_large, rotated_logs
 from kint.paths import is_private_dir
 from kint.supervisor.code_watch import EXIT_UPGRADED, Signature, code_signature
+from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.ownership import Ownership
 from kint.supervisor.settings import Settings
 from kint.supervisor.workers import WorkerHandle
@@ -55,6 +56,7 @@ class Housekeeping:
     _log_rotate_failed: bool
     # Supervisor's own methods, declared for the type checker.
     _bind_sockets: Callable[[], None]
+    door: FrontDoor
     begin_shutdown: Callable[[], None]
 
     def _housekeeping(self, now: float) -> None:
@@ -87,7 +89,9 @@ class Housekeeping:
             self.exit_code = EXIT_STEPPED_DOWN
             self.begin_shutdown()
             return
-        paths = (self.front_path, self.back_path)
+        # A front socket moved aside by its door (front_door) is this supervisor's doing.
+        paths = (self.back_path,) if self.door.closed is not None else (self.front_path,
+                                                                         self.back_path)
         if any(p is None or not is_private_dir(p.parent) or not self.ownership.socket_is_ours(p)
                for p in paths):
             try:

@@ -174,6 +174,9 @@ def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[
                        # no worker may take (kint/open_files.py); null where
                        # they cannot be counted.
                        "open_files": files.as_json() if files is not None else None,
+                       # Its socket closed to new clients for want of open files (the
+                       # count and limit then, and since when), and how often it was.
+                       "front": sup.door.as_json(),
                        # Whether workers can start yet (the forkserver's preload runs in
                        # the background), and any preload module it could not import.
                        "forkserver": {"ready": sup.spawner.ready,
@@ -187,8 +190,9 @@ def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[
         "spaces": rows,
         # A space refused a worker for want of open files, or whose worker refused its
         # start, is degraded too: it serves nothing.
-        "degraded": any(row["state"] in DEGRADED_STATES or row["no_room"]
-                        or row["start_refused"] for row in rows),
+        "degraded": sup.door.closed is not None or any(
+            row["state"] in DEGRADED_STATES or row["no_room"] or row["start_refused"]
+            for row in rows),
         **({"notices": [notice]} if notice is not None else {}),
     }
 

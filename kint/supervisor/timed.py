@@ -60,6 +60,9 @@ class TimedWork:
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
     _sweep_at: float
+    # The front socket's door to new clients (front_door), and where the socket is bound.
+    door: Any
+    front_path: Any
     # ClientRouting's, WorkerMessages', WorkerLifecycle's, Housekeeping's and the loop's
     # own methods, declared for the type checker.
     _answer: Callable[[WorkerHandle, Any, Any], None]
@@ -238,4 +241,6 @@ class TimedWork:
                 handle.backoff_s = None
                 handle.retry_started_at = None
         self._room_sweep()
+        if self.door.closed is not None:  # a client's disconnect is told before its close
+            self.door.look(self.front_path)
         self._housekeeping(now)

@@ -1,6 +1,7 @@
 """A machine of several Sibyl stores whose supervisor starts under a low open-file limit
 (`ulimit -n`), for the tests of the room for workers (kint/supervisor/room.py):
-tests/test_open_files.py, tests/test_room_turn.py and tests/test_room_settling.py."""
+tests/test_open_files.py, tests/test_room_turn.py and tests/test_room_settling.py; and
+for tests/test_many_clients.py, of the clients it takes (kint/supervisor/front_door.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,78 @@
+"""The supervisor's front socket closed to new clients for want of open files: the note it
+leaves beside the socket, and the refusal a client gives on reading it.
+
+Every client connection costs the supervisor one descriptor, and libzmq aborts the whole
+process (`Too many open files (src/ipc_listener.cpp:297)`, SIGABRT, every worker gone) when
+accept() on an IPC socket fails with EMFILE. It cannot be told to stop accepting without
+dropping the clients it has (an unbind ends every connection made through the endpoint).
+So, short of open files, the supervisor moves its socket file aside (`CLOSED_SOCKET`, the
+same listening socket: the clients connected through it keep being served) and writes
+this note; a new client's connect then finds no file, never reaching the supervisor, and
+the client reads the note to say why instead of waiting out its deadline
+(kint/supervisor/front_door.py moves them; kint.client and `kint supervisor status` read).
+
+Imported by the clients: nothing here imports ZeroMQ or the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from kint.paths import FRONT_SOCKET
+
+# The front socket's file while the door is closed, in the same folder.
+CLOSED_SOCKET = FRONT_SOCKET + ".closed"
+# The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time}.
+NOTE = "front-closed.json"
+
+CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server, hermes); "
+               "the supervisor takes new clients again as soon as some close. Or raise the "
+               "open-file limit it starts with (`ulimit -n` in its shell, LimitNOFILE= in its "
+               "systemd unit) and run `kint supervisor stop`")
+
+
+class FrontClosed(NamedTuple):
+    """What the note says: the supervisor `pid` closed its socket to new clients with
+    `open` descriptors of its limit of `limit` in use, `clients` of them its clients'
+    connections, at unix time `since`."""
+
+    pid: int
+    open: int
+    limit: int
+    clients: int
+    since: float
+
+    def message(self) -> str:
+        return (f"the supervisor (pid {self.pid}) takes no new clients: {self.open} of its "
+                f"{self.limit} open files (ulimit -n) are in use, {self.clients} by the "
+                f"clients connected")
+
+
+def write_note(folder: Path, closed: FrontClosed) -> None:
+    """Leave the note in the socket folder (0600 by the daemon's umask), whole or not at
+    all: written aside and renamed."""
+    tmp = folder / (NOTE + ".tmp")
+    tmp.write_text(json.dumps(closed._asdict()))
+    os.replace(tmp, folder / NOTE)
+
+
+def remove_note(folder: Path) -> None:
+    (folder / NOTE).unlink(missing_ok=True)
+
+
+def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
+    """The note in `folder` when the supervisor `pid` (the one holding the home now) left
+    it and its socket is closed now; None otherwise (no note, another supervisor's, the
+    socket open again, or a note that cannot be read)."""
+    if pid is None or pid <= 0 or os.path.exists(folder / FRONT_SOCKET):
+        return None
+    try:
+        data = json.loads((folder / NOTE).read_text())
+        closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
+                             int(data["clients"]), float(data["since"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return closed if closed.pid == pid else None

@@ -1,0 +1,145 @@
+"""The front socket's door: closed to new clients before they take the supervisor's last
+open files, open again once enough of them left (kint/front_closed.py says why a door is
+needed at all: libzmq aborts the process where an accept meets EMFILE).
+
+ZeroMQ accepts clients in its own I/O thread, so the supervisor cannot refuse one
+connection; it can only keep new ones from arriving. It watches its front socket's
+accepts and disconnects (a ZeroMQ socket monitor, one more item in its poll) and counts
+its descriptors at each; when fewer than `margin` are left free it moves the socket file
+aside and leaves the note, and when twice that many are free again it moves it back. The
+margin holds what can still arrive after the door closes: the connections already in the
+kernel's listen queue (the front socket's backlog, set here to fit the limit) and those
+accepted while the loop was busy, plus what the supervisor needs for itself (a spawn, its
+log, a config read). One closing is one episode: logged once as it starts and once as it
+ends, and shown by `kint supervisor status`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from kint.front_closed import CLOSED_SOCKET, FrontClosed, remove_note, write_note
+from kint.open_files import OpenFiles, open_files
+
+log = logging.getLogger("kint.supervisor")
+
+_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+
+
+def backlog_for(limit: int) -> int:
+    """The front socket's listen backlog under `limit`: ZeroMQ's 100, or less under a low
+    limit, since every queued connection is accepted even after the door closes."""
+    return max(4, min(100, limit // 16))
+
+
+def margin_for(limit: int) -> int:
+    """The free descriptors below which the door closes: the backlog, a burst accepted
+    before the loop looks, and the supervisor's own needs."""
+    return backlog_for(limit) + 8 + limit // 32
+
+
+class FrontDoor:
+    """The door of the supervisor's front socket. While `closed`, the socket's file is
+    moved aside on purpose: the rebinding checks leave it so."""
+
+    def __init__(self, front: zmq.Socket) -> None:
+        self.front = front
+        self.monitor: zmq.Socket | None = None
+        self.closed: FrontClosed | None = None
+        self.episodes = 0
+        # Clients connected now, as the monitor told their accepts and disconnects.
+        self.clients = 0
+        self._limit: int | None = None
+
+    def prepare(self) -> None:
+        """Before the front socket binds: a backlog that fits the limit."""
+        files = open_files()
+        if files is not None:
+            self._limit = files.limit
+            self.front.setsockopt(zmq.BACKLOG, backlog_for(files.limit))
+
+    def watch(self, front_path: Path | None) -> zmq.Socket | None:
+        """Start the monitor (where there is a limit to keep under); its socket, to poll.
+        A moved socket and note left beside `front_path` are a killed predecessor's (this
+        supervisor holds the pid lock): removed."""
+        if front_path is not None:
+            (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
+            remove_note(front_path.parent)
+        if self._limit is not None:
+            self.monitor = self.front.get_monitor_socket(_EVENTS)
+        return self.monitor
+
+    def on_events(self, front_path: Path | None) -> None:
+        """Read what the monitor has, then look at the count."""
+        assert self.monitor is not None
+        while True:
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)["event"]
+            except zmq.Again:
+                break
+            self.clients += 1 if event == zmq.EVENT_ACCEPTED else -1
+        self.look(front_path)
+
+    def look(self, front_path: Path | None) -> None:
+        """Close or open the door by the descriptors free now."""
+        if self._limit is None or front_path is None:
+            return
+        files = open_files()
+        if files is None:
+            return
+        free = files.limit - files.open
+        margin = margin_for(files.limit)
+        if self.closed is None and free < margin:
+            self._close(front_path, files)
+        elif self.closed is not None and free >= 2 * margin:
+            self._open(front_path, files)
+
+    def _close(self, path: Path, files: OpenFiles) -> None:
+        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time())
+        try:
+            write_note(path.parent, closed)
+            os.rename(path, path.parent / CLOSED_SOCKET)
+        except OSError as err:
+            remove_note(path.parent)
+            log.warning("could not close the front socket to new clients at %d of %d open "
+                        "files: %s", files.open, files.limit, err)
+            return
+        self.closed = closed
+        self.episodes += 1
+        log.warning("%d of %d open files (ulimit -n) in use, %d by clients: new clients are "
+                    "refused until some close (%s moved aside); the clients connected are "
+                    "served", files.open, files.limit, self.clients, path)
+
+    def _open(self, path: Path, files: OpenFiles) -> None:
+        try:
+            os.rename(path.parent / CLOSED_SOCKET, path)
+        except OSError as err:
+            log.warning("could not open the front socket to new clients again: %s", err)
+            return
+        remove_note(path.parent)
+        assert self.closed is not None
+        log.info("%d of %d open files in use: taking new clients again after %.0fs",
+                 files.open, files.limit, time.time() - self.closed.since)
+        self.closed = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"closed": self.closed._asdict() if self.closed is not None else None,
+                "episodes": self.episodes, "clients": self.clients}
+
+    def shut(self, front_path: Path | None) -> None:
+        """At the supervisor's stop: the moved socket and the note go with it."""
+        if self.monitor is not None:
+            self.front.disable_monitor()
+            self.monitor.close(linger=0)
+            self.monitor = None
+        if self.closed is not None and front_path is not None:
+            (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
+            remove_note(front_path.parent)
+            self.closed = None

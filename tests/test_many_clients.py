@@ -1,0 +1,186 @@
+"""Hundreds of clients at the supervisor's open-file limit: the real supervisor, started
+under RLIMIT_NOFILE 64 (soft and hard, as `ulimit -n 64` sets them, so its start cannot
+raise it), and a few hundred real ZeroMQ DEALER clients of this process, each asking
+`sup.ping` as a CLI call or an agent's session does.
+
+Before kint/supervisor/front_door.py, the client that took its last descriptor killed the
+supervisor: libzmq aborts when accept() on an IPC socket fails with EMFILE (`Too many
+open files (src/ipc_listener.cpp:297)` on its raw stderr, SIGABRT, no log line), and every
+client waited out its deadline. Now the supervisor closes its socket to new clients while
+it still has descriptors to spare, keeps serving the clients it has, says so once in its
+log and in `kint supervisor status` (exit 1, with the count and the limit); a new client
+is refused BUSY naming the limit, and the socket opens again once clients leave.
+
+The clients connect a few at a time and wait for their answers, as separate processes do
+(each starts Python first): the door is shut from the supervisor's loop, and a burst of
+connections faster than one turn of it could still overrun a margin this small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import orjson
+import pytest
+import zmq
+
+from conftest import make_sandbox, pid_alive
+from kint import render
+from kint.client import Client, KintError
+from kint.front_closed import NOTE
+from kint.paths import front_address, socket_dir
+from kint.supervisor.pidlock import running_pid
+from support.limited_box import start_limited
+
+LIMIT = 64
+CLIENTS = 240
+# Clients that connect together, then wait for their answers.
+WAVE = 4
+
+
+@pytest.fixture(scope="module")
+def sb(tmp_path_factory):
+    sb = make_sandbox(tmp_path_factory.mktemp("many-clients"))
+    start_limited(sb, LIMIT)
+    yield sb
+    sb.shutdown()
+
+
+def _ping(sock: zmq.Socket, rid: str) -> None:
+    sock.send(orjson.dumps({"v": 1, "id": rid, "op": "sup.ping", "timeout_ms": 5000}))
+
+
+def _client(ctx: zmq.Context, sb) -> zmq.Socket:
+    """A client connected to the supervisor's front socket, its `sup.ping` sent."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(front_address(sb.kint_home))
+    _ping(sock, "first")
+    return sock
+
+
+def _answered(sock: zmq.Socket, rid: str, wait_ms: int) -> bool:
+    if not sock.poll(wait_ms):
+        return False
+    reply = orjson.loads(sock.recv())
+    assert reply["id"] == rid and reply["ok"], reply
+    return True
+
+
+def _log(sb) -> str:
+    return (sb.kint_home / "supervisor.log").read_text()
+
+
+def _crowd(sb, ctx: zmq.Context, pid: int) -> tuple[list[zmq.Socket], list[zmq.Socket]]:
+    """CLIENTS clients, a few at a time until the supervisor closes its socket, then the
+    rest: the ones it answered, and the ones it did not."""
+    note = socket_dir(sb.kint_home) / NOTE
+    served: list[zmq.Socket] = []
+    unserved: list[zmq.Socket] = []
+    while not note.exists() and pid_alive(pid) and len(served) + len(unserved) < CLIENTS:
+        for sock in [_client(ctx, sb) for _ in range(WAVE)]:
+            # Generous while the socket is open; a moment once it is closed.
+            wait = 200 if note.exists() else 10_000
+            (served if _answered(sock, "first", wait) else unserved).append(sock)
+    # The rest connect after the door closed: none reaches the supervisor.
+    late = [_client(ctx, sb) for _ in range(CLIENTS - len(served) - len(unserved))]
+    poller = zmq.Poller()
+    for sock in late:
+        poller.register(sock, zmq.POLLIN)
+    assert not poller.poll(500)
+    return served, unserved + late
+
+
+def test_past_the_open_file_limit_new_clients_are_refused_and_connected_ones_served(sb):
+    pid = running_pid(sb.kint_home)
+    note = socket_dir(sb.kint_home) / NOTE
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)  # this process's own cap, not the supervisor's
+    served: list[zmq.Socket] = []
+    unserved: list[zmq.Socket] = []
+    try:
+        served, unserved = _crowd(sb, ctx, pid)
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid, (
+            "the supervisor died: " + (sb.kint_home / "run" / "supervisor.stderr").read_text())
+        assert note.exists(), f"all {CLIENTS} clients served under a limit of {LIMIT}"
+        assert len(served) >= 16 and unserved, (len(served), len(unserved))
+
+        # Every client it took is served still, and one of them is told why others are not.
+        for n, sock in enumerate(served):
+            _ping(sock, f"again-{n}")
+        assert all(_answered(sock, f"again-{n}", 10_000) for n, sock in enumerate(served))
+        served[0].send(orjson.dumps({"v": 1, "id": "st", "op": "sup.status",
+                                     "timeout_ms": 5000}))
+        assert served[0].poll(10_000)
+        status = orjson.loads(served[0].recv())["result"]
+        assert status["degraded"] and status["supervisor"]["front"]["episodes"] == 1, status
+        closed = status["supervisor"]["front"]["closed"]
+        assert closed["limit"] == LIMIT and closed["pid"] == pid, closed
+        assert 0 < closed["clients"] < closed["open"], closed
+        assert status["supervisor"]["front"]["clients"] == len(served), status
+        assert f"of the supervisor's {LIMIT} open files" in render.supervisor_status_text(status)
+
+        # A new client is refused at once, naming the limit, not left to its deadline.
+        with Client(sb.kint_home) as client:
+            with pytest.raises(KintError) as refused:
+                client.call("sup.ping", timeout_s=30)
+        err = refused.value
+        assert err.code == "BUSY", err
+        assert f"of its {LIMIT} open files (ulimit -n)" in err.message, err.message
+        assert "(sup.ping was not sent)" in err.message, err.message
+        assert "ulimit -n" in err.hint and "kint supervisor stop" in err.hint, err.hint
+        # One that does not start supervisors (as `sb.call`) says so within a second or two.
+        with pytest.raises(KintError) as refused:
+            sb.call("sup.ping", timeout_s=30)
+        assert refused.value.code == "BUSY", refused.value
+
+        # `kint supervisor status`: degraded, with the count and the limit.
+        out = sb.kint("supervisor", "status")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert f"of its {LIMIT} open files (ulimit -n)" in out.stderr and "[BUSY]" in out.stderr
+        out = sb.kint("supervisor", "status", "--json")
+        assert out.returncode == 1 and json.loads(out.stdout)["error"] == "BUSY", out.stdout
+        assert "Traceback" not in out.stderr
+    finally:
+        for sock in served + unserved:
+            sock.close(linger=0)
+        ctx.term()
+
+    # Once its clients leave, it takes new ones again: the same process, one episode.
+    sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open again")
+    assert not note.exists() and running_pid(sb.kint_home) == pid
+    status = sb.call("sup.status")
+    assert status["supervisor"]["front"] == {"closed": None, "episodes": 1,
+                                             "clients": 1}, status  # this call's
+    assert not status["degraded"]
+    log = _log(sb)
+    assert log.count("new clients are refused until some close") == 1, log
+    assert log.count("taking new clients again") == 1, log
+    assert f"of {LIMIT} open files (ulimit -n) in use, " in log, log
+    # Its socket is where it was bound: no rebinding took the closed socket for a removal.
+    assert "was removed or replaced" not in log, log
+    assert os.path.exists(socket_dir(sb.kint_home) / "kint.sock")
+
+
+def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_stop(sb):
+    """The refusal's hint says to restart it: `kint supervisor stop` cannot connect either,
+    and stops it by SIGTERM, as cleanly; the moved socket and the note go with it."""
+    pid = running_pid(sb.kint_home)
+    folder = socket_dir(sb.kint_home)
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    try:
+        served, unserved = _crowd(sb, ctx, pid)
+        assert (folder / NOTE).exists() and served
+        out = sb.kint("supervisor", "stop")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "supervisor stopped" in out.stdout, out.stdout
+    finally:
+        for sock in served + unserved:
+            sock.close(linger=0)
+        ctx.term()
+    assert not pid_alive(pid) and running_pid(sb.kint_home) is None
+    assert sorted(p.name for p in folder.iterdir() if "kint.sock" in p.name or
+                  p.name.startswith("front-closed")) == []
+    assert "supervisor %d stopped" % pid in _log(sb)
