@@ -23,6 +23,7 @@ from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_ma
                             owner_account)
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.tenant_worker.unauthorized_journal import Unauthorized
 from mcp_session import AgentProcess
 from rpc_proxy import RpcProxy
 from test_pending_rotated import Space
@@ -216,3 +217,42 @@ def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, c
             s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the settlement")
         finally:
             proxy.stop()
+
+
+def test_a_pull_discarding_the_store_says_a_dropped_journals_rows_are_in_the_backup(box):
+    """A revoked key's journal dropped by `kint pull --discard-local`: its warning says the
+    rows the journal carried are in the backup of the store the pull moved aside, naming
+    it, and to write back from it what is still wanted. It said they were "still in the
+    store", for `kint push` to anchor, the store moved aside."""
+    s = Space(box, "revoked-discard")
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    try:
+        pulled = jdb(s.a, s.db, "pull", "--discard-local")
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1, pulled
+        backup = pulled["backups"][0]
+        assert (f"its journal is dropped, and the changes it carried were in the store this "
+                f"pull moved aside (--discard-local), kept at {backup}, not anchored") \
+            in said[0], said
+        assert "still in the store" not in said[0], said
+        assert said[0].endswith("write back from it what is still wanted, then `kint push` "
+                                "anchors it"), said
+        assert not s.pending.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+
+
+@pytest.mark.parametrize("rotated", [False, True])
+def test_a_rekey_refused_by_the_spent_key_path_is_told_to_run_rekey(rotated):
+    """A journal dropped for its spent nonce, its key not authorized (`spent`), met by a
+    rekey: the hint names `kint rekey` again, not `kint push`; a push's is unchanged."""
+    found = Unauthorized(2, "0x" + "ab" * 20, "0x" + "cd" * 20, rotated, spent=True)
+    rekey, push = found.refusal("kint rekey").hint, found.refusal().hint
+    assert "`kint rekey` again: its snapshot anchors them" in rekey and "kint push" \
+        not in rekey, rekey
+    assert "`kint push`" in push and "kint rekey" not in push, push

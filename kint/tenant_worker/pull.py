@@ -77,6 +77,7 @@ from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.replay import replay, rows_not_back
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.unauthorized_journal import Unauthorized
 from kint.tenant_worker.state_health import disk_full
 from kint.tenant_worker.statefiles import EpochRejected, Mirror, empty_mirror, record_epoch
 
@@ -136,8 +137,9 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
-    if overtaken is not None:
-        done.warnings.insert(0, overtaken.notice())  # with what to do about its rows
+    if overtaken is not None:  # with what to do about its rows: in the backup, moved aside
+        done.warnings.insert(0, overtaken.notice(backups[0]) if backups and isinstance(
+            overtaken, Unauthorized) else overtaken.notice())
     _settle_mirror(ctx, done, head)
     # The newest epoch this machine held before the walk, put back in a later block and
     # since buried under newer epochs (another machine's): the oldest epoch walked names

@@ -47,7 +47,9 @@ class Unauthorized:
     unread: bool = False
     spent: bool = False
 
-    def describe(self) -> str:
+    def describe(self, moved: str | None = None) -> str:
+        """`moved`: the backup of the store a pull moved aside (--discard-local) before the
+        journal's rows reached the store again, where a dropped journal's rows are now."""
         key = (f"the previous session key {self.signer} (rotated since)" if self.rotated
                else f"session key {self.signer}")
         if self.spent:
@@ -66,10 +68,17 @@ class Unauthorized:
             return said + (f"its journal is kept, since {self.kept}: once the key is "
                            f"authorized again, the next push or pull sends it again and "
                            f"records it")
-        return said + ("its journal is dropped, and the changes it carried are still in the "
-                       "store, not anchored" + (f"; {self.waiting}" if self.waiting else ""))
+        where = (f"were in the store this pull moved aside (--discard-local), kept at "
+                 f"{moved}, not anchored" if moved is not None
+                 else "are still in the store, not anchored")
+        return said + (f"its journal is dropped, and the changes it carried {where}"
+                       + (f"; {self.waiting}" if self.waiting else ""))
 
-    def hint(self) -> str:
+    def hint(self, again: str = "kint push") -> str:
+        """What to do: `again` is the command refused (push or rekey), which is what
+        anchors the rows once the key may write: a rekey's snapshot carries the store's
+        rows as a push does. It told a refused rekey to run `kint push` again."""
+        rekey = again == "kint rekey"
         if self.kept is not None and self.unread:
             return UNSETTLED_HINT
         if self.kept is not None:
@@ -78,23 +87,32 @@ class Unauthorized:
                     f"authorizes the new key; the next push or pull drops this journal, a "
                     f"previous key's then, and `kint push` anchors its rows with the new key")
         if self.rotated:
-            return ("run `kint push` again: it anchors them with this machine's current "
-                    "session key")
-        return f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
+            run = ("run `kint rekey` again: its snapshot anchors them" if rekey
+                   else "run `kint push` again: it anchors them")
+            return f"{run} with this machine's current session key"
+        return (f"{UNAUTHORIZED_HINT}; then "
+                + ("`kint rekey` again: its snapshot anchors them" if rekey
+                   else "`kint push` anchors them"))
 
-    def notice(self) -> str:
+    def notice(self, moved: str | None = None) -> str:
         """What a pull that went on past the dropped journal carries among its warnings:
         `describe` and what to do, the rows it carried waiting in the store for a push
-        (refusals carry the same as their hint)."""
+        (refusals carry the same as their hint), or, the pull having moved the store
+        aside (`moved`, its backup: --discard-local), in that backup: it said they were
+        still in the store for `kint push` to anchor."""
+        first = "" if self.rotated else f"{UNAUTHORIZED_HINT}; "
+        key = " with this machine's current session key" if self.rotated else ""
+        if moved is not None and self.kept is None:
+            return (f"{self.describe(moved)}; {first}write back from it what is still "
+                    f"wanted, then `kint push` anchors it{key}")
         if self.rotated:
-            return (f"{self.describe()}; `kint push` anchors them with this machine's "
-                    f"current session key")
+            return f"{self.describe()}; `kint push` anchors them{key}"
         return f"{self.describe()}; {self.hint()}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
-        """What a push (or rekey) that met it answers. `again` is taken for the same call
-        as `Overtaken.refusal`'s: the rows wait for a push whatever the command was. A
-        journal kept for an endpoint that failed is that endpoint's refusal, as every
-        settlement's that cannot read the chain (pending.py); the key's otherwise."""
+        """What a push (or rekey: `again`) that met it answers: the hint names the command
+        to run again, which anchors the rows once the key may write. A journal kept for an
+        endpoint that failed is that endpoint's refusal, as every settlement's that cannot
+        read the chain (pending.py); the key's otherwise."""
         code = ErrorCode.RPC_UNAVAILABLE if self.unread else ErrorCode.NOT_CONNECTED
-        return ProtocolError(code, self.describe(), self.hint())
+        return ProtocolError(code, self.describe(), self.hint(again))
