@@ -375,6 +375,13 @@ def lost_restore_path(home: Path, space16: str) -> Path:
     return home / f"restoring-{space16}.json"
 
 
+def settled_notice_path(home: Path, space16: str) -> Path:
+    """What settling an interrupted push's journal found that no command has said yet
+    (kint.tenant_worker.settled_notice): present only from that settlement until the next
+    push, pull, rekey or recovery-code says it."""
+    return home / f"settled-{space16}.json"
+
+
 def session_handoff_path(home: Path, space16: str) -> Path:
     """The agent sessions a worker recycled for its memory, restarted or stopped for an
     upgrade hands to its successor (kint.tenant_worker.session_handoff): present only from

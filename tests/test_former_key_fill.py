@@ -12,7 +12,8 @@ The key is a fresh one, its count 0: nonce 0 is the hole below nonce 1.
 Then `waits_elsewhere`, the look at the space's other endpoint before a hole is filled:
 one that answers another chain's id (the proxy's `chain_id`) is not heard, and one that
 cannot be reached (a closed loopback port) is asked once, without the retries of normal
-reads. Nothing leaves 127.0.0.1.
+reads, and counted as unanswered, which keeps a nonce seen waiting there waiting within
+the bound (`deferral`). Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from kint.chain.anchor import Anchor
 from kint.chain.config import load_chain_config
 from kint.chain.rpc import RpcTracker
 from kint.protocol import ProtocolError
-from kint.tenant_worker.former_key import FormerKey
+from kint.tenant_worker.former_key import FormerKey, Look
 from rpc_proxy import RpcProxy
 
 
@@ -97,9 +98,9 @@ def test_an_endpoint_of_another_chain_is_not_asked_whether_the_nonce_waits(chain
     address sent on another chain is not a transaction at the space's hole, and taking it
     for one deferred the fill for ever. The same endpoint on the space's chain is heard."""
     former, _ = _looking_elsewhere(chain_home, tmp_path, proxy.url)
-    assert former.waits_elsewhere(1) == proxy.url
+    assert former.waits_elsewhere(1) == Look(proxy.url)
     proxy.set_mode("forward", chain_id=4242)
-    assert former.waits_elsewhere(1) is None
+    assert former.waits_elsewhere(1) == Look()
 
 
 def test_a_silent_other_endpoint_is_asked_once(chain_home, tmp_path):
@@ -110,5 +111,24 @@ def test_a_silent_other_endpoint_is_asked_once(chain_home, tmp_path):
 
     former, _ = _looking_elsewhere(chain_home, tmp_path, closed_port_url())
     with mock.patch("kint.chain.rpc.time.sleep") as slept:
-        assert former.waits_elsewhere(1) is None
+        assert former.waits_elsewhere(1) == Look(unanswered=True)
     assert slept.call_count == 0
+
+
+def test_an_unanswered_look_keeps_a_nonce_seen_waiting_within_the_bound(chain_home, proxy,
+                                                                        tmp_path):
+    """The other endpoint held a transaction at the hole, then does not answer one look (a
+    rate limit here): the fill still waits for it, counted from when it was first seen and
+    named by the endpoint it was seen at. Taken for "holds nothing", that one silent look
+    had the fill replace it at once (or refuse, "never sent") and forgot the first sighting.
+    An endpoint never seen holding it defers nothing when it does not answer."""
+    former, _ = _looking_elsewhere(chain_home, tmp_path, proxy.url)
+    first = former.deferral(1)
+    assert first is not None and not first.over and first.url == proxy.url
+    proxy.set_mode("rate_limited", methods=["eth_getTransactionCount"], count=100)
+    silent = former.deferral(1)
+    assert silent is not None and not silent.over and silent.unanswered, silent
+    assert silent.url == proxy.url and silent.waited_s >= first.waited_s
+    assert "(which did not answer the last look)" in silent.words(1)
+    other, _ = _looking_elsewhere(chain_home, tmp_path, proxy.url)
+    assert other.deferral(1) is None  # another key, never seen waiting

@@ -377,6 +377,38 @@ def test_a_killed_rekey_settled_by_recovery_code_says_the_journal_was_dropped(bo
     assert set(again) == {"recovery_file"}, again
 
 
+def test_what_the_start_settlement_found_is_said_by_the_next_command_once(box):
+    """(b) for a rekey in the usual order: the restarted worker's own settlement, released
+    at once, drops both journals with no command waiting, and the supervisor and its
+    worker stop before any command comes (an idle exit, a restart). The next `kint
+    recovery-code` still says on stderr that the interrupted push was dropped, and the one
+    after says nothing: what the settlement found waits in settled-<space16>.json (0600)
+    until a command has said it. Before, the start settlement only logged it, and every
+    command after found nothing to settle and said nothing. The worker goes by `kint
+    supervisor restart` (`sup.restart`), which leaves the test supervisor and its preloads
+    in place for the module's other tests."""
+    s = Space(box, "lost-rekey-started")
+    s.kill_a("before_send", "rekey", "--signature", "-", input=s.signature())
+    assert s.b_pushes("other")["seq"] == 2
+    kept = s.a.kint_home / f"settled-{s.space16}.json"
+    s.release()
+    s.a.wait_for(lambda: not s.pending.exists() and not s.rekey_journal.exists(),
+                 timeout=60, what="the start settlement")  # the rekey journal goes last
+    mode = kept.stat().st_mode & 0o777 if kept.exists() else None
+    before = s.a.row(s.dba)["pid"]  # no command between the settlement and the worker's end
+    s.a.call("sup.restart", args={"target": s.space16})
+    s.a.wait_for(lambda: s.a.row(s.dba)["pid"] not in (None, before), timeout=30,
+                 what="the space's next worker")
+    out = kdb(s.a, s.dba, "recovery-code")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("recovery-code: WARNING an interrupted push of epoch 2 never landed and never "
+            "can") in out.stderr, out.stderr
+    assert "; run `kint pull`, then `kint push`" in out.stderr, out.stderr
+    assert mode == 0o600 and not kept.exists()
+    again = jdb(s.a, s.dba, "recovery-code")  # said once
+    assert set(again) == {"recovery_file"}, again
+
+
 def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box):
     """(a) behind A's own endpoint (a loopback proxy): while it will not serve the Epoch
     logs, or serves one whose prev does not chain, whether A's epoch landed is not known,

@@ -20,9 +20,11 @@ import pytest
 from web3 import Web3
 
 from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_machine,
-                            owner_account)
+                            owner_account, wallet_signature)
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.custody.vault_message import canonical_payload
+from kint.tenant_worker.unauthorized_journal import Unauthorized
 from mcp_session import AgentProcess
 from rpc_proxy import RpcProxy
 from test_pending_rotated import Space
@@ -226,3 +228,125 @@ def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, c
             s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the settlement")
         finally:
             proxy.stop()
+
+
+def _revoke(s: Space, box: dict):
+    """The owner revokes the machine's session key (after the kill): the owner's account."""
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    return owner
+
+
+def test_a_pull_discarding_the_store_says_a_dropped_journals_rows_are_in_the_backup(box):
+    """A revoked key's journal dropped by `kint pull --discard-local`: its warning says the
+    rows the journal carried are in the backup of the store the pull moved aside, naming
+    it, and to write back from it what is still wanted. It said they were "still in the
+    store", for `kint push` to anchor, the store moved aside."""
+    s = Space(box, "revoked-discard")
+    s.kill("before_send")
+    owner = _revoke(s, box)
+    try:
+        pulled = jdb(s.a, s.db, "pull", "--discard-local")
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1, pulled
+        backup = pulled["backups"][0]
+        assert (f"its journal is dropped, and the changes it carried are in the store this "
+                f"pull moved aside ({backup}), not anchored; write back from it what is "
+                f"still wanted") in said[0], said
+        assert "still in the store" not in said[0], said
+        assert said[0].endswith("`kint push` anchors them"), said
+        assert not s.pending.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+
+
+@pytest.mark.parametrize("rotated", [False, True])
+def test_a_rekey_refused_by_the_spent_key_path_is_told_to_run_rekey(rotated):
+    """A journal dropped for its spent nonce, its key not authorized (`spent`), met by a
+    rekey: the hint names `kint rekey` again, not `kint push`; a push's is unchanged."""
+    found = Unauthorized(2, "0x" + "ab" * 20, "0x" + "cd" * 20, rotated, spent=True)
+    rekey, push = found.refusal("kint rekey").hint, found.refusal().hint
+    assert "`kint rekey` again: its snapshot anchors them" in rekey and "kint push" \
+        not in rekey, rekey
+    assert "`kint push`" in push and "kint rekey" not in push, push
+
+
+def _started_settlement(s: Space, box: dict):
+    """The usual order: the machine's key revoked after the kill, then the restarted
+    worker's own settlement released at once, with no command waiting, dropping the
+    journal. Returns the owner's account and the file that keeps what it found. A command
+    run while the settlement still holds the space is refused BUSY: `unheld` runs one
+    once it is done."""
+    owner = _revoke(s, box)
+    s.release()
+    s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the start settlement")
+    return owner, s.a.kint_home / f"settled-{s.space16}.json"
+
+
+def _unheld(s: Space, *args: str, input: str | None = None):
+    """`kint ARGS` on the space, once no settlement holds it."""
+    found: list = []
+
+    def attempt() -> bool:
+        found.append(kdb(s.a, s.db, *args, input=input))
+        return "[BUSY]" not in found[-1].stderr and '"BUSY"' not in found[-1].stdout
+
+    s.a.wait_for(attempt, timeout=60, interval=0.2, what="a command no settlement holds")
+    return found[-1]
+
+
+def test_what_the_start_settlement_dropped_the_next_pull_says_once(box):
+    """A revoked key's journal dropped by the restarted worker's own settlement, with no
+    command waiting (the usual order): the next `kint pull` says it once among its
+    warnings, with the hint's words, and the pull after says nothing of it. Before, the
+    start settlement only logged it, and the pull found nothing to settle and said
+    nothing."""
+    s = Space(box, "revoked-started")
+    s.kill("before_send")
+    owner = None
+    try:
+        owner, kept = _started_settlement(s, box)
+        out = _unheld(s, "pull", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        pulled = json.loads(out.stdout)
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1 and "its journal is dropped" in said[0], pulled
+        assert said[0].endswith("then `kint push` anchors them"), said
+        assert not kept.exists()
+        again = jdb(s.a, s.db, "pull")
+        assert not any("interrupted push" in w for w in again["warnings"]), again
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
+        s.release()
+
+
+def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
+    """The same journal, dropped by the start settlement, met first by `kint rekey`: it is
+    refused once, naming the key, its hint saying what applies to a rekey (the owner
+    authorizes the key, then `kint rekey` again, whose snapshot anchors the rows); run
+    again once the key may write, the rekey goes through, its snapshot holding them.
+    Before, the rekey said nothing of it, and a rekey that did was told to run `kint push`."""
+    s = Space(box, "revoked-rekey")
+    s.kill("before_send")
+    signature = wallet_signature(owner_account(s.a, s.owner),
+                                 canonical_payload(s.owner).decode()) + "\n"
+    owner = None
+    try:
+        owner, kept = _started_settlement(s, box)
+        out = _unheld(s, "rekey", "--signature", "-", input=signature)
+        assert out.returncode != 0 and "[NOT_CONNECTED]" in out.stderr, out.stderr
+        assert (f"the interrupted push of epoch 2 was not sent again: session key {s.old} "
+                f"is not authorized") in out.stderr, out.stderr
+        assert "then `kint rekey` again: its snapshot anchors them" in out.stderr, out.stderr
+        assert "`kint push`" not in out.stderr.split("hint:", 1)[1], out.stderr
+        assert not kept.exists()
+    finally:
+        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
+        s.release()
+    rekeyed = jdb(s.a, s.db, "rekey", "--signature", "-", input=signature)
+    assert [e["seq"] for e in rekeyed["snapshot"]] == [2], rekeyed
+    assert s.anchored() == {"first", "second"}

@@ -42,16 +42,17 @@ def box(tmp_path, chain_home):
     yield from make_box(tmp_path, chain_home)
 
 
-def make_box(tmp_path: Path, chain_home: Path, retry_s: str = "1"):
-    """Machine A (`retry_s`: its KINT_NONCE_RETRY_SECONDS), its crash points and hold, and
-    the chain read directly; B is made by the test that needs it, and both are stopped."""
+def make_box(tmp_path: Path, chain_home: Path, retry_s: str = "1", **env: str):
+    """Machine A (`retry_s`: its KINT_NONCE_RETRY_SECONDS; `env`: more of its environment),
+    its crash points and hold, and the chain read directly; B is made by the test that
+    needs it, and both are stopped."""
     flag, hold = tmp_path / "crash.flag", tmp_path / "hold-settlement"
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
                                abi=load_artifact()["abi"])
     a = new_machine(tmp_path / "a", chain_home, KINT_TEST_CRASH_FLAG=str(flag),
-                    KINT_TEST_HOLD_SETTLE=str(hold), KINT_NONCE_RETRY_SECONDS=retry_s)
+                    KINT_TEST_HOLD_SETTLE=str(hold), KINT_NONCE_RETRY_SECONDS=retry_s, **env)
     made = {"a": a, "flag": flag, "hold": hold, "home": chain_home, "w3": w3,
             "contract": contract, "root": tmp_path}
     try:

@@ -31,15 +31,33 @@ from chain_machines import kdb
 from test_pending_rotated import Space
 
 # KINT_NONCE_RETRY_SECONDS for machine A: the fill waits for a nonce at the other endpoint
-# at most former_key.DEFER_STEPS of them (10 s here), time for the first test to see the log
-# line and pass the transaction on before the bound ends, on a loaded box too.
+# at most former_key.DEFER_STEPS of them (10 s here), after which the bound's tests fill it
+# or refuse.
 RETRY_S = 5
+# The first test's: its settlement never reaches the bound, whatever the box's load. Its
+# receipt wait (KINT_TEST_RECEIPT_WAIT) ends before the wait's second look, at 2 x
+# WAITING_RETRY_S, and after its first, which logs the line the test waits for; the bound is
+# counted from the first sighting, which is that look (one rotate) or the check before the
+# re-send (two), only one send earlier. What the test does after the line (pass the
+# transaction on, then `kint pull` to settle what the settlement left, if its wait ran out)
+# races nothing: it raced the bound, 5-10 s after the line, on a loaded box.
+WAITING_RETRY_S = 10
+RECEIPT_WAIT_S = 15
 
 
 @pytest.fixture
 def box(tmp_path, chain_home):
     """Machine A, its crash points and settlement hold (test_pending_rotated's)."""
     yield from test_pending_rotated.make_box(tmp_path, chain_home, str(RETRY_S))
+
+
+@pytest.fixture
+def waiting_box(tmp_path, chain_home):
+    """`box` with the first test's retry and receipt wait (the file holds the seconds)."""
+    wait = tmp_path / "receipt-wait"
+    wait.write_text(str(RECEIPT_WAIT_S))
+    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(WAITING_RETRY_S),
+                                             KINT_TEST_RECEIPT_WAIT=str(wait))
 
 
 @pytest.fixture
@@ -76,16 +94,17 @@ def node(chain_home):
 
 @pytest.mark.parametrize("rotates", [1, 2])
 def test_a_nonce_that_waits_at_the_other_endpoint_is_not_filled_nor_called_never_sent(
-        box, node, rotates):
+        waiting_box, node, rotates):
     """The old key's nonce N-1 waits at the space's second endpoint (sent, not mined), and
     its push at N was sent through the first, where it waits behind N-1. Then one rotate
     (session.key.old opens: it could fill N-1) or two (it cannot). The settlement leaves
     N-1 alone and waits, its log saying N-1 waits at the other endpoint; once that
-    transaction reaches the first endpoint both are mined and epoch 2 is recorded. With one
-    rotate, N-1 was filled by a transfer to self, the user's transaction at N-1 cancelled;
-    with two, the push was refused at once, N-1 "never sent"."""
+    transaction reaches the first endpoint both are mined and epoch 2 is recorded (by the
+    settlement, or, its receipt wait run out, by the pull after it). With one rotate, N-1
+    was filled by a transfer to self, the user's transaction at N-1 cancelled; with two,
+    the push was refused at once, N-1 "never sent"."""
     url, other, upstream = node
-    s = Space(box, f"elsewhere-{rotates}", "--rpc-urls", f"{upstream},{url}")
+    s = Space(waiting_box, f"elsewhere-{rotates}", "--rpc-urls", f"{upstream},{url}")
     since = s.w3.eth.block_number
     hole, entry = s.hole(s.old)
     old_key = s.key()
@@ -113,10 +132,17 @@ def test_a_nonce_that_waits_at_the_other_endpoint_is_not_filled_nor_called_never
         assert s.pending.exists()
     finally:
         # The other node passes it on: both are mined, and the settlement records epoch 2
-        # (refused as a spent nonce when a filler took it: the assertions below say so).
+        # (refused as a spent nonce when a filler took it: the assertions below say so),
+        # or the pull does, once the settlement's receipt wait has run out.
         with contextlib.suppress(Web3RPCError):
             s.w3.eth.send_raw_transaction(sent.raw_transaction)
-        s.settled()
+        s.a.wait_for(lambda: not s.pending.exists()
+                     or "is left for the next push, pull" in log.read_text(), timeout=60,
+                     what="the settlement's end (a pull meanwhile is refused BUSY)")
+        pulled = kdb(s.a, s.db, "pull")
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert not s.pending.exists()
+    assert "was never sent" not in log.read_text()
     assert s.mined_at(s.old, hole, since)["hash"] == sent.hash
     assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
     assert s.meta(2)["tx"] == Web3.keccak(hexstr=journal["raw_tx"]).hex().removeprefix("0x")

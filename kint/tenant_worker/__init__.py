@@ -24,7 +24,8 @@ and the other spaces' workers keep answering.
 - Push: `push`, `push_refusals`, `pending` (settling the journal written before a send),
   `pending_journal` (that journal's file), `former_key` (a
   journal signed by a session key rotated away since), `overtaken`, `unauthorized_journal`
-  (one whose key may no longer write), `dropped_nonce` (a dropped journal's nonce),
+  (one whose key may no longer write), `settled_notice` (what a settlement found, kept
+  until a command says it), `dropped_nonce` (a dropped journal's nonce),
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put
   back in a later block), `epoch_send` (an epoch's send, and what each says when it goes
   wrong), `session_sender`, `head_lock`.

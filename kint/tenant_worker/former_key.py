@@ -26,7 +26,8 @@ on its chain, not only the one it sends through: a transaction of the old key at
 nonce waiting in another endpoint's pool was sent (a push of another space, sent through
 its own endpoint; the user's own), and a filler would replace it, so it is left to arrive
 (`waits_elsewhere`), the wait going on as for any transaction that waits; but for a bound
-(`deferral`, DEFER_STEPS): one not passed on by then is taken as one that never will be,
+(`deferral`, DEFER_STEPS, counted from its first sighting, which a look that endpoint
+does not answer keeps): one not passed on by then is taken as one that never will be,
 and filled (the filler replaces it) or, when nothing here can fill it, refused at once,
 naming the nonce and the endpoint it waits at.
 
@@ -69,8 +70,20 @@ log = logging.getLogger("kint.worker")
 DEFER_STEPS = 2
 # When this worker first found each (address, nonce) waiting at another endpoint, and at
 # which one (redacted): a FormerKey lives for one settlement, the deferral across them.
-# A worker that restarts starts its count again, one bound more at most.
+# A worker that restarts starts its count again, one bound more at most. The endpoint is
+# the one a later look that went unanswered names (`deferral`).
 _first_seen: dict[tuple[str, int], tuple[float, str]] = {}
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the space's other endpoints said of a nonce of the key (`waits_elsewhere`):
+    `url` (redacted), the first that holds a transaction at it; else `unanswered`, whether
+    one of them did not answer, so that it may hold one all the same. Neither: none
+    holds one (or there is no other endpoint)."""
+
+    url: str | None = None
+    unanswered: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,9 +95,13 @@ class Elsewhere:
     url: str
     waited_s: float
     over: bool
+    unanswered: bool = False  # the last look went unanswered: `url` is where it was seen
+
+    def where(self) -> str:
+        return self.url + (" (which did not answer the last look)" if self.unanswered else "")
 
     def words(self, hole: int) -> str:
-        return (f"nonce {hole} of that key has waited at the endpoint {self.url} for "
+        return (f"nonce {hole} of that key has waited at the endpoint {self.where()} for "
                 f"{self.waited_s:.0f} s (the bound is {DEFER_STEPS} x "
                 f"KINT_NONCE_RETRY_SECONDS) and has not reached the endpoint this space "
                 f"sends through")
@@ -126,17 +143,19 @@ class FormerKey:
         held = self.held_count()
         return held if held < nonce else None
 
-    def waits_elsewhere(self, hole: int) -> str | None:
+    def waits_elsewhere(self, hole: int) -> Look:
         """Which other endpoint of the space (redacted) counts a transaction of this key at
-        `hole`, mined or waiting ("pending" count above it), or None. The endpoint read
+        `hole`, mined or waiting ("pending" count above it), and whether one did not answer
+        (`Look`): "holds nothing" and "did not say" are not the same. The endpoint read
         first holds nothing there, yet a push of another space sent through its own
         endpoint, or a transaction of the user's, may wait in another pool that has not
         passed it on yet: it was sent, and a filler would replace it (another space's
-        epoch cancelled). An endpoint that does not answer says nothing, and is asked once
-        (no retries: a silent one cost ~31 s a look, half the receipt wait). One that
-        serves another chain than the space's says nothing either: the same address may
-        have sent more there, which would defer the fill for ever."""
+        epoch cancelled). An endpoint that does not answer is asked once (no retries: a
+        silent one cost ~31 s a look, half the receipt wait), and counted as unanswered.
+        One that serves another chain than the space's holds nothing: the same address
+        may have sent more there, which would defer the fill for ever."""
         config = replace(self.anchor.config, rpc_retries=False)  # advisory: asked once
+        unanswered = False
         for index, url in enumerate(config.rpc_urls):
             if same_endpoint(url, self.anchor.url):
                 continue
@@ -146,22 +165,31 @@ class FormerKey:
                     continue
                 held = self.held_count(other)
             except RpcUnavailable:
+                unanswered = True
                 continue
             if held > hole:
-                return redact_url(url)
-        return None
+                return Look(redact_url(url))
+        return Look(unanswered=unanswered)
 
     def deferral(self, hole: int) -> Elsewhere | None:
         """Whether the fill of `hole` waits for a transaction of this key at another
-        endpoint (`waits_elsewhere`), and how long it has: None when none holds one."""
+        endpoint (`waits_elsewhere`), and how long it has: None when none holds one. A look
+        that goes unanswered after one that found it waiting keeps it waiting within the
+        bound, counted from the first sighting, at the endpoint it was seen at: taken for
+        "holds nothing", one silent look had it filled at once and called never sent, seconds
+        after it was seen waiting. Never seen, an unanswered look defers nothing: an
+        endpoint that is down would hold every fill for the bound."""
         key = (self.address.lower(), hole)
-        url = self.waits_elsewhere(hole)
-        if url is None:
+        look = self.waits_elsewhere(hole)
+        seen = _first_seen.get(key)
+        if look.url is None and not (look.unanswered and seen is not None):
             _first_seen.pop(key, None)
             return None
-        since, _ = _first_seen.setdefault(key, (time.monotonic(), url))
-        waited = time.monotonic() - since
-        return Elsewhere(url, waited, waited >= DEFER_STEPS * retry_seconds())
+        if seen is None:
+            seen = _first_seen[key] = (time.monotonic(), look.url or "")
+        waited = time.monotonic() - seen[0]
+        return Elsewhere(look.url or seen[1], waited, waited >= DEFER_STEPS * retry_seconds(),
+                         unanswered=look.url is None)
 
     def check_hole(self, nonce: int) -> None:
         """Before a journal's transaction at `nonce` is sent again: a hole below it that
@@ -213,7 +241,7 @@ class FormerKey:
                 log.info("space %s: nonce %d of the previous session key %s waits at the "
                          "endpoint %s, not yet at the one this space sends through: not "
                          "filled, the push waits behind it", self.space16, hole,
-                         self.address, elsewhere.url)
+                         self.address, elsewhere.where())
                 break
             if raw is None:
                 account = account or self.account()  # opened once a transfer is needed

@@ -60,7 +60,7 @@ from kint.custody import errors as custody_errors
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
-from kint.tenant_worker import apply_journal, lost_restore
+from kint.tenant_worker import apply_journal, lost_restore, settled_notice
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected
@@ -123,6 +123,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     except ProtocolError as err:
         if overtaken is not None:  # why the store holds changes the chain never saw
             err.message = f"{overtaken.describe()}; {err.message}"
+            settled_notice.said(ctx)
         raise
     # 3. Walk, and 4. check every epoch before anything is written.
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
@@ -175,6 +176,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         result["provenance_unsaved"] = {"message": done.provenance_unsaved,
                                         "hint": PROVENANCE_HINT}
     result["message"] = _summary(done, skipped, len(rows), report, backfilled, closed)
+    if overtaken is not None:  # among the warnings returned: said, not again
+        settled_notice.said(ctx)
     return result
 
 

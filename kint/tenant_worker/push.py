@@ -54,6 +54,7 @@ from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
                                               refuse_unauthorized, rows_to_push)
+from kint.tenant_worker import settled_notice
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.session_sender import SessionSender
 from kint.tenant_worker.space import SpaceContext
@@ -149,6 +150,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
+        settled_notice.said(ctx)  # this refusal says it, the next push need not
         raise overtaken.refusal()
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)

@@ -40,6 +40,7 @@ from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.connected import connected
 from kint.tenant_worker.push import _push, failure_refusal, went_through
+from kint.tenant_worker import settled_notice
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_now, settle_rekey
 from kint.tenant_worker.space import SpaceContext
 
@@ -114,10 +115,12 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         cfg = ctx.config
         chain, enrolment = connected(ctx)
         # An earlier rekey killed mid-way: finished or dropped first. A push journal the
-        # chain had passed leaves this machine behind it, one dropped unsent leaves rows
-        # for a key that may write: said now, not as the snapshot's refusal.
+        # chain had passed leaves this machine behind it, one dropped leaves rows for a
+        # key that may write: said now, not as the snapshot's refusal (also when a
+        # restarted worker's settlement found it, said by no command yet).
         overtaken = settle_now(ctx)[1]
         if overtaken is not None:
+            settled_notice.said(ctx)
             raise overtaken.refusal("kint rekey")
         owner = enrolment.owner
         anchor = Anchor(chain, ctx.tracker)
@@ -235,6 +238,7 @@ def recovery_code(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         said: dict[str, Any] = {"recovery_file": str(path)}
         if settled is not None:
             said["warnings"] = [settled_warning(settled)]
+            settled_notice.said(ctx)
         return said
 
     return _locked(ctx, run)

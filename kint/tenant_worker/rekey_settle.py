@@ -36,20 +36,17 @@ from kint.epochs.errors import EpochError
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.enrolment import save_enrolment
-from kint.tenant_worker.overtaken import Overtaken
+from kint.tenant_worker import settled_notice
+from kint.tenant_worker.settled_notice import Found
 from kint.tenant_worker.pending import resolve_pending
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_format import CorruptStateFile
-from kint.tenant_worker.unauthorized_journal import Unauthorized
 
 log = logging.getLogger("kint.worker")
 
 COMPLETED = "completed"
 ABANDONED = "abandoned"
 Outcome = Literal["completed", "abandoned"]
-# What settling a push journal found that its caller says: the chain had passed it, or its
-# key may not write and it was dropped unsent.
-Found = Overtaken | Unauthorized
 
 
 def rekey_in_progress(ctx: SpaceContext) -> bool:
@@ -148,7 +145,9 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
     has them passes them. `rekey=False` is rekey's own push: the journal then is the
     rotation in progress, not one a killed worker left.
     Returns the rekey's outcome, and what the push journal's settlement found when the
-    chain had passed it (overtaken.py) or dropped it unsent (unauthorized_journal.py)."""
+    chain had passed it (overtaken.py) or dropped it (unauthorized_journal.py): this one's,
+    or an earlier one's no command has said yet (a worker's start settlement: it is kept
+    in settled_notice.py until the caller says it and calls `settled_notice.said`)."""
     overtaken = None
     if ctx.state.files["pending"].exists():
         if anchor is None or owner is None:
@@ -157,20 +156,26 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
         if sender is None:
             sender = sender_for(ctx, anchor)
         overtaken = resolve_pending(ctx, anchor, sender, owner)
-    return (settle_rekey(ctx) if rekey else None), overtaken
+        if overtaken is not None:
+            settled_notice.keep(ctx, overtaken)
+    outcome = settle_rekey(ctx) if rekey else None
+    return outcome, overtaken or settled_notice.found(ctx)
 
 
 def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Found | None]:
     """`settle_journals` for rekey and recovery-code; nothing to do (no RPC) without a
-    rekey journal."""
+    rekey journal, but to say what an earlier settlement found (settled_notice.py)."""
     if not rekey_in_progress(ctx):
-        return None, None
+        return None, settled_notice.found(ctx)
     return settle_journals(ctx)
 
 
 def settle_at_start(ctx: SpaceContext) -> None:
     """A worker that starts with a push journal or a rekey journal settles them at once;
-    when the chain cannot be read, the next push, pull or rekey does it. A state file that
+    when the chain cannot be read, the next push, pull or rekey does it. What settling the
+    push journal found is kept (settled_notice.py) for the next push, pull, rekey or
+    recovery-code to say: it was only logged, and that command found nothing left to
+    settle and said nothing. A state file that
     does not read (the mirror the push journal is checked against, or the mirror and
     watermark `connected` asks of a space on another contract) is left the same way,
     logged as one line, not as an op that escaped its handler: the next op names it as

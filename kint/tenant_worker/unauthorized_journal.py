@@ -72,7 +72,11 @@ class Unauthorized:
                        f"{carried_where(moved_to)}"
                        + (f"; {self.waiting}" if self.waiting else ""))
 
-    def hint(self) -> str:
+    def hint(self, again: str = "kint push") -> str:
+        """What to do: `again` is the command refused (push or rekey), which is what
+        anchors the rows once the key may write: a rekey's snapshot carries the store's
+        rows as a push does. It told a refused rekey to run `kint push` again."""
+        rekey = again == "kint rekey"
         if self.kept is not None and self.unread:
             return UNSETTLED_HINT
         if self.kept is not None:
@@ -81,9 +85,12 @@ class Unauthorized:
                     f"authorizes the new key; the next push or pull drops this journal, a "
                     f"previous key's then, and `kint push` anchors its rows with the new key")
         if self.rotated:
-            return ("run `kint push` again: it anchors them with this machine's current "
-                    "session key")
-        return f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
+            run = ("run `kint rekey` again: its snapshot anchors them" if rekey
+                   else "run `kint push` again: it anchors them")
+            return f"{run} with this machine's current session key"
+        return (f"{UNAUTHORIZED_HINT}; then "
+                + ("`kint rekey` again: its snapshot anchors them" if rekey
+                   else "`kint push` anchors them"))
 
     def notice(self, moved_to: str | None = None) -> str:
         """What a pull that went on past the dropped journal carries among its warnings:
@@ -96,9 +103,9 @@ class Unauthorized:
         return f"{said}; {self.hint()}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
-        """What a push (or rekey) that met it answers. `again` is taken for the same call
-        as `Overtaken.refusal`'s: the rows wait for a push whatever the command was. A
-        journal kept for an endpoint that failed is that endpoint's refusal, as every
-        settlement's that cannot read the chain (pending.py); the key's otherwise."""
+        """What a push (or rekey: `again`) that met it answers: the hint names the command
+        to run again, which anchors the rows once the key may write. A journal kept for an
+        endpoint that failed is that endpoint's refusal, as every settlement's that cannot
+        read the chain (pending.py); the key's otherwise."""
         code = ErrorCode.RPC_UNAVAILABLE if self.unread else ErrorCode.NOT_CONNECTED
-        return ProtocolError(code, self.describe(), self.hint())
+        return ProtocolError(code, self.describe(), self.hint(again))

@@ -1,0 +1,74 @@
+"""What settling an interrupted push's journal found (overtaken.py, unauthorized_journal.py),
+kept in `settled-<space16>.json` (0600) until a command has said it.
+
+Why a file: the usual settlement is a restarted worker's, at its start
+(rekey_settle.settle_at_start). The worker killed mid-push is a crash, which the supervisor
+restarts at once, with nobody's command waiting: what the start settlement found was only
+logged, and the push, pull, rekey or recovery-code run after it found no journal and said
+nothing, the user never told that the push did not land or that its rows wait for a key.
+Kept in the worker's memory, it would still be lost whenever the worker exits before that
+command: its idle exit (KINT_WORKER_IDLE_SECONDS, 15 minutes), a recycle, `kint supervisor
+restart`, an upgrade; the next command is the user's, often later than that.
+
+Every settlement that finds something keeps it here (`keep`), so one cut short after it
+(an endpoint failing later in a pull) leaves it for the next command too, and the next
+push, pull, rekey or recovery-code reads it (`found`) and, once it has said it, removes
+it (`said`): said once. A file that does not read is removed with a line in the log: it
+only ever repeats what the log already holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+
+from kint.paths import atomic_write, remove_file, settled_notice_path
+from kint.tenant_worker.overtaken import Overtaken
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.unauthorized_journal import Unauthorized
+
+log = logging.getLogger("kint.worker")
+
+# What settling a push journal found that its caller says: the chain had passed it, or its
+# key may not write and it was dropped.
+Found = Overtaken | Unauthorized
+_KINDS: dict[str, type[Overtaken] | type[Unauthorized]] = {
+    "overtaken": Overtaken, "unauthorized": Unauthorized}
+
+
+def _path(ctx: SpaceContext) -> Path:
+    return settled_notice_path(ctx.config.home, ctx.config.space16)
+
+
+def keep(ctx: SpaceContext, found: Found) -> None:
+    """Keep what a settlement found until a command says it. A write that fails (a full
+    disk) leaves it to the log and to the command that settled, if any."""
+    kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
+    try:
+        atomic_write(_path(ctx), orjson.dumps({"kind": kind, "found": asdict(found)}))
+    except OSError as err:
+        log.warning("space %s: what the settlement found is only in this log: %s",
+                    ctx.config.space16, err)
+
+
+def found(ctx: SpaceContext) -> Found | None:
+    """What a settlement found that no command has said yet, or None."""
+    path = _path(ctx)
+    try:
+        data = orjson.loads(path.read_bytes())
+        return _KINDS[data["kind"]](**data["found"])
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
+        log.warning("space %s: %s does not read (%s); removed: what it held is in this log",
+                    ctx.config.space16, path, err)
+        said(ctx)
+        return None
+
+
+def said(ctx: SpaceContext) -> None:
+    """The command has said it: not again."""
+    remove_file(_path(ctx))
