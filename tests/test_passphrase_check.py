@@ -82,6 +82,54 @@ def test_supervisor_status_says_whether_this_environments_passphrase_is_the_supe
             assert PROOF.search(both) is None
 
 
+HINT = ("hint: give the supervisor this environment's KINT_SESSION_PASSPHRASE (or none, if "
+        "this environment has none) first: the service's environment file, or `kint "
+        "supervisor stop`, then ")
+
+
+def test_join_stops_at_its_session_key_step_under_another_local_secret(box):
+    """`kint join` makes the session key where there is none, sealed with its own local
+    secret, after its first chain read has made sure a supervisor runs: under another
+    passphrase than that supervisor's (or none where it has one) the key was written, and
+    refused NO_SESSION_KEY at the first push. It stops at its session key step instead, as
+    `kint session-key create` refuses, nothing written, naming neither secret."""
+    from kint.custody.recovery_code import encode_recovery_code
+
+    key = box.kint_home / "session.key"
+    assert not key.exists()
+    # Should join go on past the step, its chain reads meet a closed loopback port, never
+    # Base's public endpoints (config.toml: the space's worker reads it again at once).
+    config = box.kint_home / "config.toml"
+    config.write_text('rpc_url = "http://127.0.0.1:9"\nrpc_url_2 = "http://127.0.0.1:9"\n')
+    config.chmod(0o600)
+    argv = ("join", "--owner", "0x000000000000000000000000000000000000dEaD",
+            "--recovery-code-stdin", "--no-setup")
+    code = encode_recovery_code(b"\x01" * 32) + "\n"
+    try:
+        for env in ({"KINT_SESSION_PASSPHRASE": MINE}, {}):
+            plain = box.kint(*argv, input=code, env=env)
+            assert plain.returncode == 2, plain.stdout + plain.stderr
+            stopped = next(x for x in plain.stderr.splitlines() if x.startswith("join stopped"))
+            assert stopped.startswith("join stopped at session key: the running supervisor "
+                                      "(pid "), plain.stderr
+            assert stopped.endswith("a key created here would be sealed under another local "
+                                    "secret than its workers unseal it with, and every push "
+                                    "would refuse NO_SESSION_KEY; nothing was changed "
+                                    "[CONFIG_INVALID]"), plain.stderr
+            assert f"{HINT}`kint join` again" in plain.stderr, plain.stderr
+            asked = box.kint(*argv, "--json", input=code, env=env)
+            refused = json.loads(asked.stdout)
+            assert refused["error"] == "CONFIG_INVALID" and refused["step"] == "session key"
+            assert not key.exists()
+            for out in (plain, asked):
+                both = (out.stdout + out.stderr).encode()
+                assert MINE.encode() not in both and THEIRS.encode() not in both
+                assert PROOF.search(both) is None
+    finally:  # the next test makes the key itself
+        key.unlink(missing_ok=True)
+        config.unlink()
+
+
 def test_a_session_key_sealed_under_another_local_secret_than_the_supervisors_is_refused(box):
     """`kint session-key create` and `rotate` seal the key with the command's local secret,
     and only the supervisor's workers open it, with theirs: made under another (this
@@ -100,6 +148,9 @@ def test_a_session_key_sealed_under_another_local_secret_than_the_supervisors_is
             assert f") {why}: a key {action}d here would be sealed" in out.stderr, out.stderr
             assert "nothing was changed" in out.stderr and "`kint supervisor stop`" in \
                 out.stderr, out.stderr
+            # This environment's passphrase given to the supervisor first: a key sealed
+            # under the supervisor's is one this shell's own later commands cannot open.
+            assert f"{HINT}this command again" in out.stderr, out.stderr
             assert not key.exists() and not old.exists(), action
             both = (out.stdout + out.stderr).encode()
             assert MINE.encode() not in both and THEIRS.encode() not in both
@@ -166,21 +217,18 @@ OLDER = {
 }
 
 
-@pytest.fixture(scope="module")
-def older(tmp_path_factory):
-    """A machine whose supervisor (started with THEIRS) is older than secret proofs: a
-    copy of this kint (conftest.kint_copy) whose two checks of a request are put back as
-    they were before (OLDER): a secret's value may be only `set`, and `sup.status` takes
-    no argument. Both are checked as the supervisor decodes a request, before it routes
-    it, so the copy refuses what the older version refused, in its words. The commands
-    run this checkout's kint, as when an upgrade has replaced the CLI (or Hermes' own
-    install) but not yet the supervisor serving the home: it exits only when idle, and
-    one started from another install is never replaced by this one's upgrade."""
+# And what a supervisor older than `started_with` (the settings it took from its
+# environment, in sup.status) was besides: it said nothing of its passphrase.
+OLDEST = {**OLDER, "supervisor/status.py": ('"started_with": started_with(),', "")}
+
+
+def _older_machine(root: Path, lines: dict[str, tuple[str, str]]):
+    """A machine whose supervisor, started with THEIRS, runs a copy of this kint
+    (conftest.kint_copy) with `lines` put back as they were."""
     from conftest import kint_copy
 
-    root = tmp_path_factory.mktemp("older")
     copy = kint_copy(root / "code")
-    for name, (now, then) in OLDER.items():
+    for name, (now, then) in lines.items():
         text = (copy / name).read_text()
         assert text.count(now) == 1, f"{name} no longer has {now!r}: update OLDER"
         (copy / name).write_text(text.replace(now, then))
@@ -190,6 +238,20 @@ def older(tmp_path_factory):
     out = sb.kint("supervisor", "start", env={"KINT_SESSION_PASSPHRASE": THEIRS,
                                               "PYTHONPATH": os.pathsep.join(paths)})
     assert out.returncode == 0, out.stderr
+    return sb
+
+
+@pytest.fixture(scope="module")
+def older(tmp_path_factory):
+    """A machine whose supervisor (started with THEIRS) is older than secret proofs: a
+    copy of this kint whose two checks of a request are put back as they were before
+    (OLDER): a secret's value may be only `set`, and `sup.status` takes no argument. Both
+    are checked as the supervisor decodes a request, before it routes it, so the copy
+    refuses what the older version refused, in its words. The commands run this
+    checkout's kint, as when an upgrade has replaced the CLI (or Hermes' own install) but
+    not yet the supervisor serving the home: it exits only when idle, and one started from
+    another install is never replaced by this one's upgrade."""
+    sb = _older_machine(tmp_path_factory.mktemp("older"), OLDER)
     yield sb
     sb.shutdown()
 
@@ -240,3 +302,16 @@ def test_a_client_told_so_by_a_supervisor_sends_it_no_proof_again(older, box):
                 client.call("status", tenant=sb.tenant, db=str(sb.sibyl_db),
                             space=sb.label(sb.sibyl_db), args=args, timeout_s=30)
                 assert ["proof" if secret_proof.is_proof(x) else x for x in seen] == expected
+
+
+def test_a_supervisor_older_than_started_with_cannot_say_and_is_not_refused(tmp_path):
+    """A supervisor older than the list of the settings it started with (`started_with`
+    in sup.status, and older than the proof) cannot say whether it has a passphrase: a
+    command with one was refused as if it ran without, though it may run with the same.
+    Not refused: the key is made as with no supervisor running."""
+    sb = _older_machine(tmp_path, OLDEST)
+    try:
+        made = sb.kint("session-key", "create", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    finally:
+        sb.shutdown()
+    assert made.returncode == 0 and made.stdout.startswith("created: 0x"), made

@@ -26,6 +26,7 @@ from chain_machines import behind_proxy, ok
 from conftest import sibyl_client, write_store
 from machines_together import new_machines
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import SPACE_RPC_HINT
 from kint.render_space import space_status_text
 from kint.agent_server.results import status_result
 
@@ -105,7 +106,14 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
         assert shown["watcher_failure"]["code"] == "RPC_UNAVAILABLE", shown
         assert shown["watcher_failure"]["attempts"] >= 2
         assert "watcher: push failed " in space_status_text(shown)
-        assert status_result(shown)["watcher_failure"] == shown["watcher_failure"]
+        # Its hint names the endpoints the space was connected with (`--rpc-urls`), as a
+        # request's refusal does, where it sent the user to KINT_RPC_URL; memory_status
+        # gives it in an agent's words, what else it says as the worker said it.
+        assert shown["watcher_failure"]["hint"] == SPACE_RPC_HINT, shown
+        agent = status_result(shown)["watcher_failure"]
+        assert agent == {**shown["watcher_failure"], "hint": (
+            f"call memory_push again in a minute; if it fails again, stop and tell the "
+            f"human to {SPACE_RPC_HINT}")}, agent
 
         # `kint supervisor status` shows it too, from the worker's beat (no request to the
         # worker): in OP while nothing runs, on a line under the table, in --json; and the

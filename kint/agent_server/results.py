@@ -229,4 +229,15 @@ def status_result(worker: dict[str, Any]) -> dict[str, Any]:
             out["chain_head"] = {**chain_head, "contract": worker.get("contract")}
             out["in_step"] = bool(worker.get("in_step"))
             out["session_key"] = worker.get("session_key")
+    failure = out.get("watcher_failure")
+    if isinstance(failure, dict) and failure.get("hint"):
+        out["watcher_failure"] = {**failure, "hint": watcher_failure_hint(failure)}
     return out
+
+
+def watcher_failure_hint(failure: dict[str, Any]) -> str | None:
+    """The watcher's failed push's hint in an agent's words, as a memory_push refusal's
+    would be (agent_error): the worker's is written for a terminal."""
+    said = agent_error("memory_push", KintError(failure["code"], failure.get("message") or "",
+                                                failure["hint"]))
+    return said.hint

@@ -25,11 +25,21 @@ WRITES_OFF = ("writes: off until the session key is funded and authorized by the
 
 
 def session_key_step(home: Path, said: Said) -> str:
-    """The machine's session key, kept when there is one, else made: its address."""
+    """The machine's session key, kept when there is one, else made: its address. A key
+    made here is sealed with this command's local secret, and only the supervisor's
+    workers open it: while one runs with another (join's own chain read has started one if
+    none ran), join stops here, nothing written, as `kint session-key create` refuses
+    (key_passphrase). Checked here rather than the key made in the worker, as `connect`
+    makes it: the step and its line stay where they are, and the one check serves both."""
+    from kint.commands.key_passphrase import supervisor_disagrees
     from kint.commands.key_refusals import custody_refusal
     from kint.custody.errors import CustodyError
-    from kint.custody.session_key import create_session_key
+    from kint.custody.session_key import create_session_key, session_key_exists
 
+    if not session_key_exists(home):  # a key kept is not sealed again: nothing to refuse
+        refused = supervisor_disagrees(home, "created", "`kint join`")
+        if refused is not None:
+            stop(STEP_SESSION_KEY, ErrorCode.CONFIG_INVALID, *refused)
     try:
         address, existed = create_session_key(home)
     except CustodyError as err:

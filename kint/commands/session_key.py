@@ -62,8 +62,8 @@ def create_cmd() -> None:
     """Create the session key: prints `created: 0x...` and, on stderr, kint v0.3.0's next
     step (fund it, authorize it), or `exists: 0x...` when there is one already (it is left
     alone). Does not touch the chain. A supervisor running with another
-    KINT_SESSION_PASSPHRASE (or none where this has one) refuses it before a key is made:
-    its workers could not open the key."""
+    KINT_SESSION_PASSPHRASE (or none where this has one, or one where this has none)
+    refuses it before a key is made: its workers could not open the key."""
     from kint.commands.key_passphrase import refuse_if_supervisor_differs
     from kint.commands.key_refusals import refuse_custody
     from kint.custody.session_key import create_session_key, session_key_exists
@@ -86,8 +86,8 @@ def rotate_cmd() -> None:
     """Move session.key to session.key.old and create a new key. Local only: the new key
     needs its own authorization and ETH, and the old one stays authorized on chain until
     its expiry unless the owner revokes it (revokeSessionKey). Refused, nothing moved, while
-    a supervisor runs with another KINT_SESSION_PASSPHRASE (or none where this has one):
-    its workers could not open the new key."""
+    a supervisor runs with another KINT_SESSION_PASSPHRASE (or none where this has one, or
+    one where this has none): its workers could not open the new key."""
     from kint.commands.key_passphrase import refuse_if_supervisor_differs
     from kint.commands.key_refusals import refuse_custody
     from kint.custody.session_key import rotate_session_key, session_key_path

@@ -20,6 +20,7 @@ from kint.rows.canon import TIERS, canonical_id
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
+from kint.tenant_worker.rpc_hint import name_the_endpoint
 from kint.tenant_worker.space import SESSION_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -64,9 +65,15 @@ def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     """The watcher's push, outside any request: it renews the data key with the newest
     session's KINT_KEY_TTL (its kint-server's environment), else the space's, as v0.3.0's
     kint-server renews with its own. Without it a harness's `30d` was cut to the
-    space's 24 h by the first automatic push."""
+    space's 24 h by the first automatic push. Its refusal names the endpoint in force
+    (rpc_hint), as a request's does in handlers.with_settings: status shows this hint as
+    the watcher's failure, which sent a space connected with `--rpc-urls` to KINT_RPC_URL."""
     with settings.overlay({"KINT_KEY_TTL": ctx.watcher_setting("KINT_KEY_TTL")}):
-        return server_push(ctx, reason)
+        try:
+            return server_push(ctx, reason)
+        except ProtocolError as err:
+            name_the_endpoint(ctx, err)
+            raise
 
 
 def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:

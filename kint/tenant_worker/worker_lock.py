@@ -171,8 +171,9 @@ def waited_for(path: Path, pid: int) -> Holder | None:
     worker still starting) holds it: the one that worker waits for, named as `live_holder`
     names it (both pids None when nobody can). None when the lock is free, is `pid`'s own,
     or cannot be looked at. The supervisor reads it only for a request that times out
-    while its worker starts (kint.supervisor.timed), never on a request's way: a look
-    costs an open, a flock try and a /proc read."""
+    while its worker starts (kint.supervisor.timed) and for a `starting` row of its status
+    (kint.supervisor.status), never on a request's way: a look costs an open, a flock try
+    and a /proc read."""
     try:
         fd = open_to_look(path)
     except OSError:
