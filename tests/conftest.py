@@ -38,15 +38,55 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 # What the run's processes share (the devchain, the chain's turn lock): made by the first
 # process, the controller (which imports this file before it starts the workers), and
 # inherited by the workers through the environment.
+RUN_LOCK = "run.lock"
+
+
+def _hold_run_lock(root: Path) -> int:
+    """An exclusive flock on `root`/run.lock, held for this process's life (the fd is kept,
+    never inherited): a later run removes a run folder whose lock is free and that is no
+    failed run's, the folder of a run killed before its end, which removed nothing. The
+    file is locked before it is named, so no later run sees it unlocked while this one
+    starts."""
+    fd, made = tempfile.mkstemp(dir=root, prefix=".run-lock-")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(made, root / RUN_LOCK)
+    return fd
+
+
+def _remove_abandoned_runs(own: Path) -> None:
+    """Remove this user's run folders beside `own` whose run ended without removing them
+    (killed, or its machine stopped): their lock is free. A failed run's folder is kept
+    (`_keep_last_failed_runs` keeps the last three); one with no lock yet is a run being
+    made, or a folder of an older conftest, and is left alone."""
+    for folder in own.parent.glob("kt-*"):
+        try:
+            if folder == own or folder.is_symlink() or folder.stat().st_uid != os.getuid() \
+                    or (folder / "failed").exists():
+                continue
+            fd = os.open(folder / RUN_LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a run going on
+            continue
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
 if "KINT_TESTS_RUN_ROOT" not in os.environ:
     os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kt-")
+    _RUN_LOCK_FD = _hold_run_lock(Path(os.environ["KINT_TESTS_RUN_ROOT"]))
+    _remove_abandoned_runs(Path(os.environ["KINT_TESTS_RUN_ROOT"]))
 _RUN_ROOT = Path(os.environ["KINT_TESTS_RUN_ROOT"])
+# The system's own temp folder, for the tests of what another user can do there.
+SYSTEM_TMPDIR = str(_RUN_ROOT.parent)
 # Every temporary folder of the run goes under its folder, removed with it: a supervisor
 # a test kills leaves its multiprocessing folder (pymp-*) and a long home's fallback
 # socket folder (kint-<uid>-*) behind, which in the system's /tmp outlived the run.
 # Short enough for the socket paths (kint.paths.MAX_SOCKET_PATH_BYTES).
-# The system's own temp folder, for the tests of what another user can do there.
-SYSTEM_TMPDIR = str(_RUN_ROOT.parent)
 _RUN_TMP = _RUN_ROOT / "tmp"
 _RUN_TMP.mkdir(mode=0o700, exist_ok=True)
 os.environ["TMPDIR"] = str(_RUN_TMP)
