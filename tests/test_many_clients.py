@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import orjson
 import pytest
 import zmq
 
-from conftest import make_sandbox, pid_alive
+from conftest import SUPPORT, make_sandbox, pid_alive
 from kint import render
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE
@@ -221,9 +225,21 @@ def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_st
     try:
         served, unserved = _crowd(sb, ctx, pid)
         assert (folder / NOTE).exists() and served
-        out = sb.kint("supervisor", "stop")
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert "supervisor stopped" in out.stdout, out.stdout
+        # Its stop takes longer than the command's wait for an exit (cut to half a second
+        # here, 10 s for a user): held (SIGSTOP) as the SIGTERM arrives, resumed after it.
+        # The command waits as long as it would for `sup.stop`'s answer and the exit.
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            stop = subprocess.Popen(
+                [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
+                env={**sb.env, "KINT_TEST_STOP_EXIT_WAIT_S": "0.5"}, text=True,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(3)  # its start and imports, then well past that half second
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        out, err = stop.communicate(timeout=90)
+        assert stop.returncode == 0, out + err
+        assert "supervisor stopped" in out, out
     finally:
         for sock in served + unserved:
             sock.close(linger=0)
