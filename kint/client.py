@@ -426,6 +426,11 @@ class Client:
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
+    def answered_by(self, pid: int | None) -> bool:
+        """Whether this client holds a connection the supervisor `pid` has answered on:
+        one it still serves when it takes no new clients (kint/front_closed.py)."""
+        return self._sock is not None and self._front is not None and self._front[0] == pid
+
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients
         (kint/front_closed.py) while this client holds a connection it accepted (which it
@@ -435,9 +440,8 @@ class Client:
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
-        if self._sock is not None and (
-                (self._front is not None and self._front[0] == pid)
-                or (self._connected_at is not None and self._connected_at < closed.since)):
+        if self.answered_by(pid) or (self._sock is not None and self._connected_at is not None
+                                     and self._connected_at < closed.since):
             # Answered on this connection, or connected to the file before the door
             # closed: accepted, and served (a first request slower than a liveness look
             # is no refusal).

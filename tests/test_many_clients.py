@@ -23,13 +23,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import orjson
 import pytest
 import zmq
 
-from conftest import SUPPORT, make_sandbox, pid_alive
+from conftest import KINT, SUPPORT, make_sandbox, pid_alive
 from kint import render
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE
@@ -183,6 +184,40 @@ def test_past_the_open_file_limit_new_clients_are_refused_and_connected_ones_ser
     # Its socket is where it was bound: no rebinding took the closed socket for a removal.
     assert "was removed or replaced" not in log, log
     assert os.path.exists(socket_dir(sb.kint_home) / "kint.sock")
+
+
+def test_a_watch_started_before_the_door_closed_shows_it_closed(sb):
+    """`kint supervisor status --watch` keeps its connection, which the supervisor serves
+    still: it shows the line saying new clients are refused, where it used to end at its
+    next look with the BUSY a new client gets."""
+    pid = running_pid(sb.kint_home)
+    watch = subprocess.Popen([KINT, "supervisor", "status", "--watch"], env=sb.env, text=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)
+    reader.start()
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    served: list[zmq.Socket] = []
+    unserved: list[zmq.Socket] = []
+    try:
+        sb.wait_for(lambda: any(line.startswith("supervisor pid") for line in lines),
+                    timeout=30, what="the watch's first status")
+        served, unserved = _crowd(sb, ctx, pid)
+        assert (socket_dir(sb.kint_home) / NOTE).exists() and served
+        sb.wait_for(lambda: any(line.startswith("new clients refused: ") for line in lines),
+                    timeout=20, what="the watch showing the door closed")
+        assert watch.poll() is None, watch.stderr.read()
+        assert f"of the supervisor's {LIMIT} open files (ulimit -n)" in "".join(lines)
+    finally:
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=30)
+        for sock in served + unserved:
+            sock.close(linger=0)
+        ctx.term()
+    assert watch.returncode == 0, err
+    sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open again")
 
 
 def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again(sb):
