@@ -170,6 +170,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             if old == path and self.ownership.socket_is_ours(path):
                 continue
             if old is not None:
+                if sock is self.front:
+                    self.door.unbinding()
                 try:
                     sock.unbind(f"ipc://{old}")
                 except zmq.ZMQError:

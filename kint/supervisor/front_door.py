@@ -83,14 +83,24 @@ class FrontDoor:
 
     def on_events(self, front_path: Path | None) -> None:
         """Read what the monitor has, then look at the count."""
-        assert self.monitor is not None
-        while True:
+        self._count()
+        self.look(front_path)
+
+    def _count(self) -> None:
+        while self.monitor is not None:
             try:
                 event = recv_monitor_message(self.monitor, zmq.NOBLOCK)["event"]
             except zmq.Again:
                 break
             self.clients += 1 if event == zmq.EVENT_ACCEPTED else -1
-        self.look(front_path)
+
+    def unbinding(self) -> None:
+        """Before the front socket is unbound to be bound again (its file removed or
+        replaced): an unbind ends every connection made through it, and the monitor tells
+        none of those ends (the clients that reconnect are told as accepted again). What
+        it told before counts; then nobody is connected."""
+        self._count()
+        self.clients = 0
 
     def look(self, front_path: Path | None) -> None:
         """Close or open the door by the descriptors free now."""
