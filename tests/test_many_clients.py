@@ -25,6 +25,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 import orjson
 import pytest
@@ -95,6 +98,26 @@ def _crowd(sb, ctx: zmq.Context, pid: int) -> tuple[list[zmq.Socket], list[zmq.S
         poller.register(sock, zmq.POLLIN)
     assert not poller.poll(500)
     return served, unserved + late
+
+
+@contextmanager
+def _door_closed(sb) -> Iterator[tuple[int, Path]]:
+    """The supervisor's door closed by a crowd of clients: its pid and socket folder. The
+    crowd leaves at the block's end."""
+    pid = running_pid(sb.kint_home)
+    folder = socket_dir(sb.kint_home)
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    served: list[zmq.Socket] = []
+    unserved: list[zmq.Socket] = []
+    try:
+        served, unserved = _crowd(sb, ctx, pid)
+        assert (folder / NOTE).exists() and served
+        yield pid, folder
+    finally:
+        for sock in served + unserved:
+            sock.close(linger=0)
+        ctx.term()
 
 
 def _clients_settle_at(sb, count: int) -> dict:
@@ -190,32 +213,24 @@ def test_a_watch_started_before_the_door_closed_shows_it_closed(sb):
     """`kint supervisor status --watch` keeps its connection, which the supervisor serves
     still: it shows the line saying new clients are refused, where it used to end at its
     next look with the BUSY a new client gets."""
-    pid = running_pid(sb.kint_home)
     watch = subprocess.Popen([KINT, "supervisor", "status", "--watch"], env=sb.env, text=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)
     reader.start()
-    ctx = zmq.Context()
-    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
-    served: list[zmq.Socket] = []
-    unserved: list[zmq.Socket] = []
     try:
         sb.wait_for(lambda: any(line.startswith("supervisor pid") for line in lines),
                     timeout=30, what="the watch's first status")
-        served, unserved = _crowd(sb, ctx, pid)
-        assert (socket_dir(sb.kint_home) / NOTE).exists() and served
-        sb.wait_for(lambda: any(line.startswith("new clients refused: ") for line in lines),
-                    timeout=20, what="the watch showing the door closed")
-        assert watch.poll() is None, watch.stderr.read()
-        assert f"of the supervisor's {LIMIT} open files (ulimit -n)" in "".join(lines)
+        with _door_closed(sb):
+            sb.wait_for(lambda: any(line.startswith("new clients refused: ")
+                                    for line in lines),
+                        timeout=20, what="the watch showing the door closed")
+            assert watch.poll() is None, watch.stderr.read()
+            assert f"of the supervisor's {LIMIT} open files (ulimit -n)" in "".join(lines)
     finally:
         watch.send_signal(signal.SIGINT)
         _, err = watch.communicate(timeout=30)
-        for sock in served + unserved:
-            sock.close(linger=0)
-        ctx.term()
     assert watch.returncode == 0, err
     sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open again")
 
@@ -225,20 +240,10 @@ def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again(sb):
     the supervisor forgets it, says so once, and binds its front socket again. Before, it
     tried to move the gone file back at every turn, a warning each, and took no new
     client again for its life."""
-    pid = running_pid(sb.kint_home)
-    folder = socket_dir(sb.kint_home)
-    ctx = zmq.Context()
-    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
-    try:
-        served, unserved = _crowd(sb, ctx, pid)
-        assert (folder / NOTE).exists() and served
+    with _door_closed(sb) as (pid, folder):
         (folder / CLOSED_SOCKET).unlink()
         sb.wait_for(lambda: "binding the front socket again" in _log(sb), timeout=20,
                     what="the moved socket's removal seen")
-    finally:
-        for sock in served + unserved:
-            sock.close(linger=0)
-        ctx.term()
     # Bound again (and closed again at once, had its clients still been there), it takes
     # new clients once they left.
     sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket bound again")
@@ -253,13 +258,7 @@ def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again(sb):
 def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_stop(sb):
     """The refusal's hint says to restart it: `kint supervisor stop` cannot connect either,
     and stops it by SIGTERM, as cleanly; the moved socket and the note go with it."""
-    pid = running_pid(sb.kint_home)
-    folder = socket_dir(sb.kint_home)
-    ctx = zmq.Context()
-    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
-    try:
-        served, unserved = _crowd(sb, ctx, pid)
-        assert (folder / NOTE).exists() and served
+    with _door_closed(sb) as (pid, folder):
         # Its stop takes longer than the command's wait for an exit (cut to half a second
         # here, 10 s for a user): held (SIGSTOP) as the SIGTERM arrives, resumed after it.
         # The command waits as long as it would for `sup.stop`'s answer and the exit.
@@ -275,10 +274,6 @@ def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_st
         out, err = stop.communicate(timeout=90)
         assert stop.returncode == 0, out + err
         assert "supervisor stopped" in out, out
-    finally:
-        for sock in served + unserved:
-            sock.close(linger=0)
-        ctx.term()
     assert not pid_alive(pid) and running_pid(sb.kint_home) is None
     assert sorted(p.name for p in folder.iterdir() if "kint.sock" in p.name or
                   p.name.startswith("front-closed")) == []
