@@ -156,6 +156,9 @@ class Client:
         # supervisor binds in one folder for its whole life, so once it has answered, its
         # folder is not looked up again; a supervisor still starting may yet record another.
         self._front: tuple[int, str, str] | None = None
+        # When (unix time) `_sock` was connected to a socket file that was there: a
+        # supervisor that closed its front door later (kint/front_closed.py) accepted it.
+        self._connected_at: float | None = None
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
@@ -196,6 +199,9 @@ class Client:
             self._rcvtimeo = None  # a new socket: no receive timeout set yet
             self._connected = (str(folder), str(folder / FRONT_SOCKET))
             self._front = None
+            # A stat, once a socket: whether the connect found the file.
+            self._connected_at = (time.time() if os.path.exists(folder / FRONT_SOCKET)
+                                  else None)
         return self._sock
 
     def _follow(self, serving: int | None) -> None:
@@ -420,20 +426,30 @@ class Client:
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
+    def answered_by(self, pid: int | None) -> bool:
+        """Whether this client holds a connection the supervisor `pid` has answered on:
+        one it still serves when it takes no new clients (kint/front_closed.py)."""
+        return self._sock is not None and self._front is not None and self._front[0] == pid
+
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients
-        (kint/front_closed.py) while this client holds a connection it answered on (which
-        it still serves); BUSY, naming the open-file limit, when this client has none: a
-        connect now finds no socket file, and waiting would only run out the deadline."""
+        (kint/front_closed.py) while this client holds a connection it accepted (which it
+        still serves: one it answered on, or made to the socket file before the door
+        closed); BUSY, naming the open-file limit, when this client has none: a connect
+        now finds no socket file, and waiting would only run out the deadline."""
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
-        if self._front is not None and self._front[0] == pid and self._sock is not None:
+        if self.answered_by(pid) or (self._sock is not None and self._connected_at is not None
+                                     and self._connected_at < closed.since):
+            # Answered on this connection, or connected to the file before the door
+            # closed: accepted, and served (a first request slower than a liveness look
+            # is no refusal).
             return True
         if self._sock is not None:  # connecting to a path that is gone: stop trying
             self._sock.close(linger=0)
             self._sock = None
-            self._connected = None
+            self._connected = self._connected_at = None
         unsent = (f"; whether {op} reached it is unknown" if sent else
                   f" ({op} was not sent)")
         raise KintError("BUSY", closed.message() + unsent, CLOSED_HINT)

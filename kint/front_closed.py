@@ -21,12 +21,14 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from kint.paths import FRONT_SOCKET
+from kint.paths import FRONT_SOCKET, is_private_dir
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
 # The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time}.
 NOTE = "front-closed.json"
+# More than a note ever holds (about 100 bytes): what is read of one, at most.
+NOTE_MAX_BYTES = 4096
 
 CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server, hermes); "
                "the supervisor takes new clients again as soon as some close. Or raise the "
@@ -63,14 +65,36 @@ def remove_note(folder: Path) -> None:
     (folder / NOTE).unlink(missing_ok=True)
 
 
+def clear_left_behind(folder: Path) -> None:
+    """Remove the note and the moved socket a killed supervisor left in its socket
+    `folder`: by the next one, as soon as it holds the home's pid lock, before any client
+    reads them. A note names its supervisor by pid alone, and in a container the next
+    supervisor often has the same pid: its clients would be told BUSY by the dead one's
+    note until its socket was bound. Only in a private folder: anywhere else the files
+    are not kint's to remove."""
+    if is_private_dir(folder):
+        (folder / CLOSED_SOCKET).unlink(missing_ok=True)
+        remove_note(folder)
+
+
 def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
     """The note in `folder` when the supervisor `pid` (the one holding the home now) left
     it and its socket is closed now; None otherwise (no note, another supervisor's, the
     socket open again, or a note that cannot be read)."""
-    if pid is None or pid <= 0 or os.path.exists(folder / FRONT_SOCKET):
+    if (pid is None or pid <= 0 or not is_private_dir(folder)
+            or os.path.exists(folder / FRONT_SOCKET)):
         return None
     try:
-        data = json.loads((folder / NOTE).read_text())
+        # Never through a link, nor waiting on a fifo, nor reading more than a note holds:
+        # the folder is private, but a client reads whatever is put there.
+        fd = os.open(folder / NOTE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            raw = os.read(fd, NOTE_MAX_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(raw) > NOTE_MAX_BYTES:
+            return None
+        data = json.loads(raw)
         closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
                              int(data["clients"]), float(data["since"]))
     except (OSError, ValueError, KeyError, TypeError):

@@ -119,6 +119,9 @@ STATUS_KINT_MODULES = frozenset({
     "kint.pid_file_lock",
     # How a refusal words its bound ("within 0.5s"): one function, importing nothing.
     "kint.seconds_text",
+    # Why a supervisor short of open files takes no new clients: its note, read by every
+    # client (json and kint.paths only).
+    "kint.front_closed",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys

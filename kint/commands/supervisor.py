@@ -21,6 +21,8 @@ from kint.protocol import ErrorCode
 
 # How long `stop` waits, once the supervisor answered, for its process to be gone.
 STOP_EXIT_WAIT_S = 10.0
+# How long `stop` waits for the supervisor to answer `sup.stop` (its workers stopped).
+STOP_CALL_S = 60.0
 # How long `stop`, once nobody holds the pid lock, looks for a supervisor that was waiting
 # to take it (_wait_gone).
 SUCCESSOR_GRACE_S = 0.5
@@ -81,8 +83,12 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         return
     from kint.supervisor import autostart
 
+    # Asked by SIGTERM, the supervisor gets the whole time `sup.stop` would: the answer's
+    # wait (its workers stopped first) and the exit's.
+    wait_s = STOP_EXIT_WAIT_S
     if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
         stopping = pid
+        wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
     else:
         if not client.ping(autostart.UNREACHABLE_AFTER_S):
             # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
@@ -90,14 +96,16 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
             _refuse_if_silent(obj)
         stopping = pid
         try:
-            client.call("sup.stop", timeout_s=60)
+            client.call("sup.stop", timeout_s=STOP_CALL_S)
         except KintError as err:
             fail(err, obj.debug)
-    pid = _wait_gone(home, stopping)
+    pid = _wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
     if pid is not None and started is None:
-        refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) stopped its workers but "
-               f"has not exited {seconds_text(STOP_EXIT_WAIT_S)} later",
+        asked = ("was sent SIGTERM and" if wait_s > STOP_EXIT_WAIT_S else
+                 "stopped its workers but")
+        refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) {asked} has not exited "
+               f"{seconds_text(wait_s)} later",
                f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
     if as_json:
         echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),
@@ -145,8 +153,8 @@ def _same_supervisor(pid: int, stopping: int | None) -> bool:
     return stopping is None or pid in (stopping, -1) or stopping == -1
 
 
-def _wait_gone(home: Path, stopping: int | None) -> int | None:
-    """Wait up to STOP_EXIT_WAIT_S for the supervisor asked to stop to let go of its pid
+def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
+    """Wait up to `wait_s` for the supervisor asked to stop to let go of its pid
     lock; the holder then (None: nobody). A supervisor started meanwhile (a kint-server's
     call, a command's autostart) takes the lock once the old one lets go: its pid is
     another, and the wait ends there. The lock is not handed over, though: its waiter is
@@ -155,7 +163,7 @@ def _wait_gone(home: Path, stopping: int | None) -> int | None:
     reads (on a busy box a woken process can wait tens of milliseconds for a core)."""
     from kint.supervisor.pidlock import running_pid
 
-    deadline = time.monotonic() + STOP_EXIT_WAIT_S
+    deadline = time.monotonic() + wait_s
     while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
         if time.monotonic() >= deadline:
             return pid

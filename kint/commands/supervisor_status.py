@@ -84,7 +84,9 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
     client = Client(home, autostart=False)
     told: set[str] = set()
     while True:
-        if not client.ping(1.0):
+        # A watch keeps its connection: one the supervisor answered on is served still
+        # when it takes no new clients (kint/front_closed.py), and shows that it does not.
+        if not client.ping(1.0) and not (watch and client.answered_by(client.serving_pid())):
             refusal = home_refusal(home)  # asked only here: the answered call needs none
             if refusal is not None:  # as the command line says it for every other command
                 _err(refusal)

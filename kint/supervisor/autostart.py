@@ -24,13 +24,14 @@ import threading
 import time
 from pathlib import Path
 
+from kint.front_closed import clear_left_behind
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
 from kint.proc_name import SUPERVISOR, set_process_name
 from kint.pid_file_lock import flock_by, open_own_file
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
-                        log_path, run_dir)
+                        log_path, run_dir, socket_dir)
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
@@ -99,6 +100,13 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         print(f"kint: a supervisor is already running for {home}{who}; this one exits",
               file=sys.stderr)
         return 0
+    try:
+        # What a killed predecessor left of its closed front door (front_closed.py) goes
+        # before any client could read it as this one's.
+        clear_left_behind(socket_dir(home))
+    except OSError as err:
+        log.warning("could not remove what the last supervisor left in its socket folder: "
+                    "%s", err)
     try:
         files = open_files()
         if files is not None and files.too_few_to_start():
@@ -274,7 +282,6 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     "no supervisor is running", which would send the user to start one beside it. One that
     closed its socket to new clients for want of open files says so (kint/front_closed.py)."""
     from kint.front_closed import CLOSED_HINT, read_note
-    from kint.paths import socket_dir
 
     closed = read_note(socket_dir(home), pid)
     if closed is not None:

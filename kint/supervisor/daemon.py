@@ -148,9 +148,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._bind_sockets()
         # The door's monitor first: a turn's events come in this order, and the door
         # closes before the turn's requests are served.
-        monitor = self.door.watch(self.front_path)
-        if monitor is not None:
-            self.poller.register(monitor, zmq.POLLIN)
+        if self.door.monitor is not None:
+            self.poller.register(self.door.monitor, zmq.POLLIN)
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.back, zmq.POLLIN)
         self.poller.register(self.exits.fileno(), zmq.POLLIN)
@@ -171,6 +170,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             if old == path and self.ownership.socket_is_ours(path):
                 continue
             if old is not None:
+                if sock is self.front:
+                    self.door.unbinding()
                 try:
                     sock.unbind(f"ipc://{old}")
                 except zmq.ZMQError:
@@ -327,6 +328,9 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
 
     def begin_shutdown(self) -> None:
         self.shutting_down = True
+        monitor = self.door.unwatch()  # a stop counts no clients (front_door.unwatch)
+        if monitor is not None:
+            self.poller.unregister(monitor)
         now = time.monotonic()
         log.info("supervisor stopping %d worker(s)",
                  sum(1 for h in self.handles.values() if h.alive))

@@ -6,7 +6,7 @@ ZeroMQ accepts clients in its own I/O thread, so the supervisor cannot refuse on
 connection; it can only keep new ones from arriving. It watches its front socket's
 accepts and disconnects (a ZeroMQ socket monitor, one more item in its poll) and counts
 its descriptors at each; when fewer than `margin` are left free it moves the socket file
-aside and leaves the note, and when twice that many are free again it moves it back. The
+aside and leaves the note, and when `reopen_at` are free again it moves it back. The
 margin holds what can still arrive after the door closes: the connections already in the
 kernel's listen queue (the front socket's backlog, set here to fit the limit) and those
 accepted while the loop was busy, plus what the supervisor needs for itself (a spawn, its
@@ -45,6 +45,18 @@ def margin_for(limit: int) -> int:
     return backlog_for(limit) + 8 + limit // 32
 
 
+def reopen_at(files: OpenFiles) -> int:
+    """The free descriptors at which a closed door opens again: twice the margin, for a
+    gap that keeps it from flapping, but never more than the reserve. The workers may
+    take every descriptor but the reserve (kint/open_files.py), and under a limit below
+    about 1600 twice the margin is more than that (28 against 24 at 64): a door waiting
+    for it stayed closed for good once the workers filled their room, with no client
+    left. The margin is below the reserve at every limit, so the door closes only for
+    clients, and opens once they leave."""
+    margin = margin_for(files.limit)
+    return max(margin + 1, min(2 * margin, files.reserve))
+
+
 class FrontDoor:
     """The door of the supervisor's front socket. While `closed`, the socket's file is
     moved aside on purpose: the rebinding checks leave it so."""
@@ -59,37 +71,43 @@ class FrontDoor:
         self._limit: int | None = None
 
     def prepare(self) -> None:
-        """Before the front socket binds: a backlog that fits the limit."""
+        """Before the front socket binds: a backlog that fits the limit, and the monitor
+        (where there is a limit to keep under). Started after the bind, it missed the
+        accept of a client that connected in between (`kint supervisor start`'s own wait
+        for its answer) but told that client's disconnect: `clients` stayed one short."""
         files = open_files()
         if files is not None:
             self._limit = files.limit
             self.front.setsockopt(zmq.BACKLOG, backlog_for(files.limit))
-
-    def watch(self, front_path: Path | None) -> zmq.Socket | None:
-        """Start the monitor (where there is a limit to keep under); its socket, to poll.
-        A moved socket and note left beside `front_path` are a killed predecessor's (this
-        supervisor holds the pid lock): removed."""
-        if front_path is not None:
-            (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
-            remove_note(front_path.parent)
-        if self._limit is not None:
             self.monitor = self.front.get_monitor_socket(_EVENTS)
-        return self.monitor
 
     def on_events(self, front_path: Path | None) -> None:
         """Read what the monitor has, then look at the count."""
-        assert self.monitor is not None
-        while True:
+        self._count()
+        self.look(front_path)
+
+    def _count(self) -> None:
+        while self.monitor is not None:
             try:
                 event = recv_monitor_message(self.monitor, zmq.NOBLOCK)["event"]
             except zmq.Again:
                 break
             self.clients += 1 if event == zmq.EVENT_ACCEPTED else -1
-        self.look(front_path)
+
+    def unbinding(self) -> None:
+        """Before the front socket is unbound to be bound again (its file removed or
+        replaced): an unbind ends every connection made through it, and the monitor tells
+        none of those ends (the clients that reconnect are told as accepted again). What
+        it told before counts; then nobody is connected."""
+        self._count()
+        self.clients = 0
 
     def look(self, front_path: Path | None) -> None:
         """Close or open the door by the descriptors free now."""
         if self._limit is None or front_path is None:
+            return
+        if self.closed is not None and not os.path.exists(front_path.parent / CLOSED_SOCKET):
+            self._lost(front_path)
             return
         files = open_files()
         if files is None:
@@ -97,8 +115,9 @@ class FrontDoor:
         free = files.limit - files.open
         margin = margin_for(files.limit)
         if self.closed is None and free < margin:
-            self._close(front_path, files)
-        elif self.closed is not None and free >= 2 * margin:
+            if os.path.exists(front_path):  # else gone, for the ownership check to bind
+                self._close(front_path, files)
+        elif self.closed is not None and free >= reopen_at(files):
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:
@@ -129,16 +148,34 @@ class FrontDoor:
                  files.open, files.limit, time.time() - self.closed.since)
         self.closed = None
 
+    def _lost(self, path: Path) -> None:
+        """The moved socket file is gone (its folder removed, or the file): there is no
+        door left to open. Said once; the door is forgotten, and the supervisor's check of
+        its sockets binds the front socket again, as for any socket file removed under it
+        (its clients' connections end with the old binding)."""
+        remove_note(path.parent)
+        log.warning("%s (the front socket moved aside for want of open files) was removed; "
+                    "binding the front socket again", path.parent / CLOSED_SOCKET)
+        self.closed = None
+
     def as_json(self) -> dict[str, Any]:
         return {"closed": self.closed._asdict() if self.closed is not None else None,
                 "episodes": self.episodes, "clients": self.clients}
 
+    def unwatch(self) -> zmq.Socket | None:
+        """Stop the monitor, as soon as the supervisor begins to stop (a stop counts no
+        clients), well before its context ends: libzmq can hang ending a context whose
+        socket still has a monitor (zeromq/libzmq#3575). The monitor's socket, for the
+        poller to forget; None when there was none."""
+        monitor, self.monitor = self.monitor, None
+        if monitor is not None:
+            self.front.disable_monitor()
+            monitor.close(linger=0)
+        return monitor
+
     def shut(self, front_path: Path | None) -> None:
         """At the supervisor's stop: the moved socket and the note go with it."""
-        if self.monitor is not None:
-            self.front.disable_monitor()
-            self.monitor.close(linger=0)
-            self.monitor = None
+        self.unwatch()
         if self.closed is not None and front_path is not None:
             (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
             remove_note(front_path.parent)

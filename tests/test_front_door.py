@@ -1,0 +1,226 @@
+"""The supervisor's front door (kint/supervisor/front_door.py, kint/front_closed.py): when
+it opens again, what a client connected before it closed is owed, the note a killed
+supervisor left, and how a client reads a note.
+
+The door closes for want of open files under a low `ulimit -n`; tests/test_many_clients.py
+closes it with a crowd of real clients. Here the workers fill the supervisor's room first
+(tests/support/limited_box.py), and the tests that need the door closed at one exact
+moment close it as the door does (the note written, the socket file moved aside) from the
+test: that moment cannot be had from outside otherwise. Each says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+import zmq
+
+from conftest import SUPPORT, make_sandbox, pid_alive
+from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
+                               write_note)
+from kint.open_files import OpenFiles
+from kint.paths import FRONT_SOCKET, front_address, socket_dir
+from kint.supervisor.front_door import FrontDoor, margin_for, reopen_at
+from kint.supervisor.pidlock import holder, running_pid
+from support.limited_box import fill_with_sessions, in_thread, profile_stores, start_limited
+
+LIMIT = 64
+
+
+def test_the_door_opens_again_below_the_reserve_the_workers_leave_at_every_limit():
+    """The workers may take every descriptor but the reserve (kint/open_files.py): a door
+    that waited for more than that free stayed closed for good once they had."""
+    for limit in range(32, 70_000):
+        files = OpenFiles(0, limit)
+        margin = margin_for(limit)
+        assert margin < reopen_at(files) <= files.reserve, (limit, margin, files.reserve)
+
+
+def test_the_door_opens_again_when_the_workers_fill_their_room_and_the_clients_leave(tmp_path):
+    sb = make_sandbox(tmp_path)
+    try:
+        dbs = profile_stores(sb, list(range(1, 13)))
+        start_limited(sb, LIMIT)
+        pid = running_pid(sb.kint_home)
+        # Workers with agent sessions, none to spare, until no room is left for another.
+        fill_with_sessions(sb, dbs, 2)
+        note = socket_dir(sb.kint_home) / NOTE
+        ctx = zmq.Context()
+        socks: list[zmq.Socket] = []
+        try:
+            while not note.exists() and len(socks) < 100:
+                sock = ctx.socket(zmq.DEALER)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.connect(front_address(sb.kint_home))
+                socks.append(sock)
+                sock.send(orjson.dumps({"v": 1, "id": "x", "op": "sup.ping",
+                                        "timeout_ms": 5000}))
+                assert sock.poll(10_000), "a client connected before the door closed unserved"
+                sock.recv()
+            assert note.exists(), f"{len(socks)} clients and the door never closed"
+        finally:
+            for sock in socks:
+                sock.close(linger=0)
+            ctx.term()
+        # Its clients gone, only the workers' descriptors are left: it takes new ones.
+        sb.wait_for(lambda: sb.client().ping(1.0), timeout=30, what="the door open again")
+        assert not note.exists() and running_pid(sb.kint_home) == pid and pid_alive(pid)
+        assert sb.call("sup.status")["supervisor"]["front"]["episodes"] == 1
+    finally:
+        sb.shutdown()
+
+
+def test_a_client_accepted_as_the_socket_binds_is_counted(tmp_path):
+    """The door's monitor is on before its socket binds (`prepare`): a client waiting to
+    connect (as `kint supervisor start`'s own wait for the answer does) is accepted the
+    moment the socket listens, and counted in as it is later counted out. Started after
+    the bind, the monitor missed such an accept, and told only its disconnect: the count
+    stayed one short for the supervisor's life. A real ROUTER and DEALER of this process,
+    the door as the supervisor builds it."""
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    client = ctx.socket(zmq.DEALER)
+    client.setsockopt(zmq.LINGER, 0)
+    path = tmp_path / FRONT_SOCKET
+    try:
+        client.connect(f"ipc://{path}")
+        client.send(b"hello")
+        door.prepare()
+        front.bind(f"ipc://{path}")
+        assert front.poll(10_000) and front.recv_multipart()[1] == b"hello"
+        assert door.monitor is not None and door.monitor.poll(10_000)
+        door.on_events(None)
+        assert door.clients == 1
+        client.close(linger=0)
+        deadline = time.monotonic() + 10
+        while door.clients and time.monotonic() < deadline:
+            if door.monitor.poll(100):
+                door.on_events(None)
+        assert door.clients == 0
+    finally:
+        client.close(linger=0)
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()
+
+
+def _queued(path) -> int:
+    """The connections waiting in the listen queue of the socket file `path` (its Recv-Q,
+    as `ss` reads it from the kernel): made, not yet accepted by ZeroMQ."""
+    out = subprocess.run(["ss", "-xlnH"], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in out.splitlines()]
+    return sum(int(row[2]) for row in rows if len(row) > 4 and row[4] == str(path))
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is stopped (SIGSTOP lands on each in its turn)."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/stat") as fh:
+            states.append(fh.read().rsplit(")", 1)[-1].split()[0])
+    return all(state == "T" for state in states)
+
+
+def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tmp_path):
+    """Its first request outlasting a liveness look (a second) while the door closes is
+    still answered: it was accepted. Before, it was refused BUSY ("whether sup.ping reached
+    it is unknown"). The supervisor is held (SIGSTOP) to make the request slow, and the
+    door is closed by the test, as the door closes it (its note, its socket file moved),
+    while the client's connection waits in the socket's listen queue."""
+    if shutil.which("ss") is None:
+        pytest.skip("no `ss` here to see the connection queued (iproute2)")
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        folder = socket_dir(sb.kint_home)
+        front = folder / FRONT_SOCKET
+        client = sb.client()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            sb.wait_for(lambda: _stopped(pid), timeout=10, what="every thread stopped")
+            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=30))
+            sb.wait_for(lambda: _queued(front) > 0, timeout=10,
+                        what="the client's connection in the listen queue")
+            write_note(folder, FrontClosed(pid, 60, LIMIT, 40, time.time()))
+            os.rename(front, folder / CLOSED_SOCKET)
+            thread.join(2.5)  # past two liveness looks, with the door closed
+            assert not said, said
+            os.rename(folder / CLOSED_SOCKET, front)
+            (folder / NOTE).unlink()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        thread.join(30)
+        client.close()
+        assert said.get("answer") is not None, said
+    finally:
+        sb.shutdown()
+
+
+def test_a_note_a_killed_supervisor_left_is_gone_once_the_next_holds_the_home(tmp_path):
+    """A note names its supervisor by pid alone; in a container the next supervisor often
+    has the dead one's pid. It is removed as soon as the next one holds the pid lock,
+    before its clients could read it as this one's (before, only once it had bound)."""
+    sb = make_sandbox(tmp_path)
+    sb.kint_home.mkdir(mode=0o700, exist_ok=True)
+    (sb.kint_home / "run").mkdir(mode=0o700, exist_ok=True)
+    folder = socket_dir(sb.kint_home)
+    proc = subprocess.Popen(
+        [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start", "--foreground"],
+        env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        # The dead supervisor's, under the pid the new one has: written before it starts.
+        write_note(folder, FrontClosed(proc.pid, 60, LIMIT, 40, time.time() - 60))
+        (folder / CLOSED_SOCKET).write_bytes(b"")
+        read_as_its = []
+        deadline = time.monotonic() + 60
+        while not (folder / FRONT_SOCKET).exists() and time.monotonic() < deadline:
+            found = holder(sb.kint_home)
+            if found is not None and found.pid == proc.pid:
+                closed = read_note(folder, proc.pid)
+                if closed is not None:
+                    read_as_its.append(closed)
+            time.sleep(0.001)
+        assert (folder / FRONT_SOCKET).exists(), "the supervisor never bound"
+        assert read_as_its == [], read_as_its[:1]
+        assert not (folder / NOTE).exists() and not (folder / CLOSED_SOCKET).exists()
+        assert sb.client().ping(5.0)
+    finally:
+        sb.shutdown()
+        proc.wait(30)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def test_a_note_is_read_only_from_a_private_folder_never_through_a_link_and_whole(folder):
+    pid = os.getpid()
+    closed = FrontClosed(pid, 60, LIMIT, 40, 1.5)
+    write_note(folder, closed)
+    assert read_note(folder, pid) == closed
+    folder.chmod(0o755)  # anyone's folder: anyone's note
+    assert read_note(folder, pid) is None
+    folder.chmod(0o700)
+    os.rename(folder / NOTE, folder / "elsewhere.json")
+    (folder / NOTE).symlink_to(folder / "elsewhere.json")
+    assert read_note(folder, pid) is None
+    (folder / NOTE).unlink()
+    os.mkfifo(folder / NOTE, 0o600)  # no writer: a blocking read would wait for good
+    assert read_note(folder, pid) is None
+    (folder / NOTE).unlink()
+    (folder / NOTE).write_text(orjson.dumps(closed._asdict()).decode()
+                               + " " * NOTE_MAX_BYTES)
+    assert read_note(folder, pid) is None
