@@ -51,6 +51,11 @@ WAVE = 4
 def sb(tmp_path_factory):
     sb = make_sandbox(tmp_path_factory.mktemp("many-clients"))
     start_limited(sb, LIMIT)
+    # The crowd only once the worker forkserver has started: its warm-up takes descriptors
+    # of its own (pipes, its child's sentinel) in a thread of the supervisor, beside the
+    # loop that keeps the margin, and a crowd arriving meanwhile once took the last one.
+    sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"], timeout=60,
+                what="the supervisor's worker forkserver started")
     yield sb
     sb.shutdown()
 
