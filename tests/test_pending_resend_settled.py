@@ -22,6 +22,7 @@ from web3 import Web3
 from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_machine,
                             owner_account, wallet_signature)
 from kint.chain.artifact import load_artifact
+from kint.client import KintError
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.vault_message import canonical_payload
 from kint.tenant_worker.unauthorized_journal import Unauthorized
@@ -298,6 +299,24 @@ def _unheld(s: Space, *args: str, input: str | None = None):
     return found[-1]
 
 
+def _unheld_op(s: Space, op: str, args: dict) -> str:
+    """What the worker's `op` on the space says (its message, or its refusal's), once no
+    settlement holds it."""
+    found: list[str] = []
+
+    def attempt() -> bool:
+        try:
+            found.append(s.a.call(op, db=s.db, args=args, timeout_s=120).get("message", ""))
+        except KintError as err:
+            if err.code == "BUSY":
+                return False
+            found.append(f"[{err.code}] {err.message}")
+        return True
+
+    s.a.wait_for(attempt, timeout=60, interval=0.2, what="an op no settlement holds")
+    return found[-1]
+
+
 def test_what_the_start_settlement_dropped_the_next_pull_says_once(box):
     """A revoked key's journal dropped by the restarted worker's own settlement, with no
     command waiting (the usual order): the next `kint pull` says it once among its
@@ -350,3 +369,54 @@ def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
     rekeyed = jdb(s.a, s.db, "rekey", "--signature", "-", input=signature)
     assert [e["seq"] for e in rekeyed["snapshot"]] == [2], rekeyed
     assert s.anchored() == {"first", "second"}
+
+
+@pytest.mark.parametrize("op,args", [("exit_push", {}), ("push", {"hold_reason": "watcher"})],
+                         ids=["exit-push", "watcher-push"])
+def test_what_the_start_settlement_dropped_outlives_a_push_nobody_reads(box, op, args):
+    """The journal dropped by the start settlement, then a push whose refusal reaches
+    nobody: the exit push of a closing kint-server (the real `exit_push` op) or the store
+    watcher's (its hold reason). It neither refuses on the kept notice nor uses it up: the
+    next `kint pull` says it once among its warnings, the pull after says nothing. Before,
+    that push refused with the notice's words and removed it, and the user's next command
+    said nothing of the dropped journal."""
+    s = Space(box, f"revoked-unread-{op}")
+    s.kill("before_send")
+    owner = None
+    try:
+        owner, kept = _started_settlement(s, box)
+        s.a.wait_for(kept.exists, timeout=60, what="the notice kept")
+        said = _unheld_op(s, op, args)  # the revoked key's refusal, or nothing to push...
+        assert "interrupted push" not in said, said  # ...not the notice's words
+        assert kept.exists()
+        out = _unheld(s, "pull", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        pulled = json.loads(out.stdout)
+        told = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(told) == 1 and "its journal is dropped" in told[0], pulled
+        assert not kept.exists()
+        again = jdb(s.a, s.db, "pull")
+        assert not any("interrupted push" in w for w in again["warnings"]), again
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
+        s.release()
+
+
+def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
+    """The same kept notice met by an agent's memory_push (the push op with the "tool"
+    hold reason, as kint-server sends it): its refusal reaches the agent, so it says the
+    dropped journal and uses the notice up, as a `kint push` does."""
+    s = Space(box, "revoked-tool-push")
+    s.kill("before_send")
+    owner = None
+    try:
+        owner, kept = _started_settlement(s, box)
+        s.a.wait_for(kept.exists, timeout=60, what="the notice kept")
+        said = _unheld_op(s, "push", {"hold_reason": "tool"})
+        assert said.startswith("[NOT_CONNECTED] the interrupted push of epoch 2 was not sent "
+                               "again"), said
+        assert not kept.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
+        s.release()

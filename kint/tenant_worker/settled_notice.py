@@ -12,9 +12,11 @@ restart`, an upgrade; the next command is the user's, often later than that.
 
 Every settlement that finds something keeps it here (`keep`), so one cut short after it
 (an endpoint failing later in a pull) leaves it for the next command too, and the next
-push, pull, rekey or recovery-code reads it (`found`) and, once it has said it, removes
-it (`said`): said once. A file that does not read is removed with a line in the log: it
-only ever repeats what the log already holds.
+push (compact's too), pull, rekey or recovery-code reads it (`found`) and, once it has
+said it, removes it (`said`): said once. Not the store watcher's push nor a closing
+kint-server's exit push: nobody reads their refusal, and one attached after a killed push
+(the usual case) used the notice up unseen (push.TOLD). A file that does not read is
+removed with a line in the log: it only ever repeats what the log already holds.
 """
 
 from __future__ import annotations
