@@ -1,5 +1,5 @@
 """The settled notice's file (kint/tenant_worker/settled_notice.py) against what may stand
-at its path. A real SpaceContext
+at its path, and against an enrolment that changed since it was kept. A real SpaceContext
 over a temp KINT_HOME, with a real enrolment file; no worker, no chain: the notice is read
 and removed by these functions alone (tests/test_pending_resend_settled.py has the commands
 that say it)."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -97,3 +98,21 @@ def test_a_file_too_large_for_a_notice_is_not_read_whole(ctx):
     _path(ctx).write_bytes(b" " * settled_notice.MAX_BYTES + kept)
     assert settled_notice.found(ctx) is None and not _path(ctx).exists()
 
+
+@pytest.mark.parametrize("changed", [{"owner": "0x" + "33" * 20},
+                                     {"contract": "0x" + "44" * 20}, {"chain_id": 8453}],
+                         ids=["owner", "contract", "chain"])
+def test_a_notice_of_another_vault_is_dropped(ctx, changed):
+    """A notice kept before connect moved the space to another owner, contract or chain
+    (allowed while nothing of the old vault is seen here and no journal waits): dropped,
+    not said. The new vault's first push was refused CHAIN_MOVED in the old vault's words."""
+    settled_notice.keep(ctx, FOUND)
+    save_enrolment(ctx.state.files["enrol"], replace(ENROLMENT, **changed))
+    assert settled_notice.found(ctx) is None and not _path(ctx).exists()
+
+
+def test_a_notice_kept_without_its_vault_is_the_spaces(ctx):
+    """One written before notices named their vault: taken as the space's."""
+    _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": {
+        "seq": 2, "head_seq": 3, "landed": False}}))
+    assert settled_notice.found(ctx) == FOUND

@@ -21,6 +21,11 @@ read under the head lock by every push and pull, so never through a link, never 
 (a FIFO there hung the settlement, and the space, until a writer came), at most MAX_BYTES;
 what cannot be removed (a directory standing there) is logged, not raised: raised, it
 failed every push, pull, rekey and recovery-code as INTERNAL.
+
+A notice is the vault's it was found in: it names the owner, chain and contract, and one
+read under another enrolment is dropped. Connect moves a space to another owner, chain or
+contract while nothing of the old one is seen here and no push journal waits, which the
+notice does not count: the new vault's first push was refused with the old vault's words.
 """
 
 from __future__ import annotations
@@ -55,12 +60,21 @@ def _path(ctx: SpaceContext) -> Path:
     return settled_notice_path(ctx.config.home, ctx.config.space16)
 
 
+def _vault(ctx: SpaceContext) -> list[str | int] | None:
+    """The owner, chain and contract the space is enrolled for (None: not connected)."""
+    enrolment = ctx.enrolment()
+    if enrolment is None:
+        return None
+    return [enrolment.owner.lower(), enrolment.chain_id, enrolment.contract.lower()]
+
+
 def keep(ctx: SpaceContext, found: Found) -> None:
     """Keep what a settlement found until a command says it. A write that fails (a full
     disk) leaves it to the log and to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
+    notice = {"kind": kind, "found": asdict(found), "vault": _vault(ctx)}
     try:
-        atomic_write(_path(ctx), orjson.dumps({"kind": kind, "found": asdict(found)}))
+        atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
         log.warning("space %s: what the settlement found is only in this log: %s",
                     ctx.config.space16, err)
@@ -80,17 +94,26 @@ def _read(path: Path) -> bytes:
 
 
 def found(ctx: SpaceContext) -> Found | None:
-    """What a settlement found that no command has said yet, or None."""
+    """What a settlement found that no command has said yet, or None. One kept under
+    another owner, chain or contract than the space's now is dropped; one without them
+    (kept before they were written) is taken as the space's."""
     path = _path(ctx)
     try:
         data = orjson.loads(_read(path))
-        return _KINDS[data["kind"]](**data["found"])
+        notice = _KINDS[data["kind"]](**data["found"])
+        vault = data.get("vault")
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
         log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
                     ctx.config.space16, path, err, removed(path) or ", removed")
         return None
+    if vault is not None and vault != _vault(ctx):
+        log.warning("space %s: %s was kept for another vault (owner, chain id, contract: "
+                    "%s) than this space's now; dropped%s", ctx.config.space16, path, vault,
+                    removed(path))
+        return None
+    return notice
 
 
 def said(ctx: SpaceContext) -> None:
