@@ -420,3 +420,22 @@ def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
     finally:  # the machine's key authorized again for the module's other tests, come what may
         authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
         s.release()
+
+
+def test_what_the_start_settlement_dropped_a_compact_says(box):
+    """The kept notice met by `kint compact` (a push of a snapshot): refused once in the
+    push's words, the notice used up, as docs/commands.md says of compact."""
+    s = Space(box, "revoked-compact")
+    s.kill("before_send")
+    owner = None
+    try:
+        owner, kept = _started_settlement(s, box)
+        s.a.wait_for(kept.exists, timeout=60, what="the notice kept")
+        out = _unheld(s, "compact")
+        assert out.returncode == PUSH_PULL_REFUSED and "[NOT_CONNECTED]" in out.stderr, \
+            out.stdout + out.stderr
+        assert "the interrupted push of epoch 2 was not sent again" in out.stderr, out.stderr
+        assert not kept.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
+        s.release()

@@ -179,8 +179,8 @@ def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Found | None]:
 def settle_at_start(ctx: SpaceContext) -> None:
     """A worker that starts with a push journal or a rekey journal settles them at once;
     when the chain cannot be read, the next push, pull or rekey does it. What settling the
-    push journal found is kept (settled_notice.py) for the next push, pull, rekey or
-    recovery-code to say: it was only logged, and that command found nothing left to
+    push journal found is kept (settled_notice.py) for the next push (compact's too), pull,
+    rekey or recovery-code to say: it was only logged, and that command found nothing left to
     settle and said nothing. A state file that
     does not read (the mirror the push journal is checked against, or the mirror and
     watermark `connected` asks of a space on another contract) is left the same way,
