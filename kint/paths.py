@@ -378,7 +378,8 @@ def lost_restore_path(home: Path, space16: str) -> Path:
 def settled_notice_path(home: Path, space16: str) -> Path:
     """What settling an interrupted push's journal found that no command has said yet
     (kint.tenant_worker.settled_notice): present only from that settlement until the next
-    push, pull, rekey or recovery-code says it."""
+    push (compact's too; not the watcher's or the exit push's), pull, rekey or
+    recovery-code says it."""
     return home / f"settled-{space16}.json"
 
 

@@ -33,7 +33,7 @@ def take_once(path: Path, read: Callable[[Any], T | None],
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError) as err:
-        said(f"is unreadable ({err}){_removed(path)}")
+        said(f"is unreadable ({err}){removed(path)}")
         return None
     remove_file(path)
     try:
@@ -43,9 +43,11 @@ def take_once(path: Path, read: Callable[[Any], T | None],
         return None
 
 
-def _removed(path: Path) -> str:
-    """Remove a file that did not read, or say why it could not be: what stands there may
-    be no file (a directory), and a start that raised on it would never get past it."""
+def removed(path: Path) -> str:
+    """Remove a file that did not read, or say why it could not be (", and cannot be
+    removed (...)"; "" once removed): what stands there may be no file (a directory), and
+    a start that raised on it would never get past it. Also settled_notice.py's, whose
+    reader runs in every push and pull."""
     try:
         remove_file(path)
     except OSError as err:

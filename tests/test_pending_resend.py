@@ -161,7 +161,8 @@ def _revoked(tmp_path, lookup):
                  sender=chain.account.address).save(path)
     ctx = SimpleNamespace(config=SimpleNamespace(space16="ab" * 8, space_id="ab" * 32,
                                                  home=tmp_path),
-                          state=SimpleNamespace(files={"pending": path}, mirror=lambda: None))
+                          state=SimpleNamespace(files={"pending": path}, mirror=lambda: None),
+                          enrolment=lambda: None)  # the settled notice names no vault
     return ctx, chain, sender, book, path
 
 

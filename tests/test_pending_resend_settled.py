@@ -15,6 +15,9 @@ waits for it. Nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 from web3 import Web3
@@ -22,6 +25,7 @@ from web3 import Web3
 from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_machine,
                             owner_account, wallet_signature)
 from kint.chain.artifact import load_artifact
+from kint.client import KintError
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.vault_message import canonical_payload
 from kint.tenant_worker.unauthorized_journal import Unauthorized
@@ -274,16 +278,41 @@ def test_a_rekey_refused_by_the_spent_key_path_is_told_to_run_rekey(rotated):
     assert "`kint push`" in push and "kint rekey" not in push, push
 
 
-def _started_settlement(s: Space, box: dict):
-    """The usual order: the machine's key revoked after the kill, then the restarted
-    worker's own settlement released at once, with no command waiting, dropping the
-    journal. Returns the owner's account and the file that keeps what it found. A command
-    run while the settlement still holds the space is refused BUSY: `unheld` runs one
-    once it is done."""
-    owner = _revoke(s, box)
-    s.release()
-    s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the start settlement")
-    return owner, s.a.kint_home / f"settled-{s.space16}.json"
+@contextmanager
+def _started_settlement(s: Space, box: dict) -> Iterator[Path]:
+    """The usual order: A's push killed before its send, the machine's key revoked after
+    the kill, then the restarted worker's own settlement released at once, with no command
+    waiting, dropping the journal. Yields the file that keeps what it found, once kept; the
+    key is authorized again afterwards for the module's other tests, come what may. A
+    command run while the settlement still holds the space is refused BUSY: `_unheld` runs
+    one once it is done."""
+    s.kill("before_send")
+    owner = None
+    try:
+        owner = _revoke(s, box)
+        s.release()
+        s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the start settlement")
+        kept = s.a.kint_home / f"settled-{s.space16}.json"
+        s.a.wait_for(kept.exists, timeout=60, what="the notice kept")
+        yield kept
+    finally:
+        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
+        s.release()
+
+
+def _pull_says_once(s: Space, kept: Path) -> str:
+    """The next `kint pull` says the dropped journal once among its warnings, uses the
+    notice up, and the pull after says nothing of it: that warning."""
+    out = _unheld(s, "pull", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    pulled = json.loads(out.stdout)
+    said = [w for w in pulled["warnings"]
+            if w.startswith("the interrupted push of epoch 2 was not sent again")]
+    assert len(said) == 1 and "its journal is dropped" in said[0], pulled
+    assert not kept.exists()
+    again = jdb(s.a, s.db, "pull")
+    assert not any("interrupted push" in w for w in again["warnings"]), again
+    return said[0]
 
 
 def _unheld(s: Space, *args: str, input: str | None = None):
@@ -298,6 +327,24 @@ def _unheld(s: Space, *args: str, input: str | None = None):
     return found[-1]
 
 
+def _unheld_op(s: Space, op: str, args: dict) -> str:
+    """What the worker's `op` on the space says (its message, or its refusal's), once no
+    settlement holds it."""
+    found: list[str] = []
+
+    def attempt() -> bool:
+        try:
+            found.append(s.a.call(op, db=s.db, args=args, timeout_s=120).get("message", ""))
+        except KintError as err:
+            if err.code == "BUSY":
+                return False
+            found.append(f"[{err.code}] {err.message}")
+        return True
+
+    s.a.wait_for(attempt, timeout=60, interval=0.2, what="an op no settlement holds")
+    return found[-1]
+
+
 def test_what_the_start_settlement_dropped_the_next_pull_says_once(box):
     """A revoked key's journal dropped by the restarted worker's own settlement, with no
     command waiting (the usual order): the next `kint pull` says it once among its
@@ -305,23 +352,9 @@ def test_what_the_start_settlement_dropped_the_next_pull_says_once(box):
     start settlement only logged it, and the pull found nothing to settle and said
     nothing."""
     s = Space(box, "revoked-started")
-    s.kill("before_send")
-    owner = None
-    try:
-        owner, kept = _started_settlement(s, box)
-        out = _unheld(s, "pull", "--json")
-        assert out.returncode == 0, out.stdout + out.stderr
-        pulled = json.loads(out.stdout)
-        said = [w for w in pulled["warnings"]
-                if w.startswith("the interrupted push of epoch 2 was not sent again")]
-        assert len(said) == 1 and "its journal is dropped" in said[0], pulled
-        assert said[0].endswith("then `kint push` anchors them"), said
-        assert not kept.exists()
-        again = jdb(s.a, s.db, "pull")
-        assert not any("interrupted push" in w for w in again["warnings"]), again
-    finally:  # the machine's key authorized again for the module's other tests, come what may
-        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
-        s.release()
+    with _started_settlement(s, box) as kept:
+        said = _pull_says_once(s, kept)
+        assert said.endswith("then `kint push` anchors them"), said
 
 
 def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
@@ -331,12 +364,9 @@ def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
     again once the key may write, the rekey goes through, its snapshot holding them.
     Before, the rekey said nothing of it, and a rekey that did was told to run `kint push`."""
     s = Space(box, "revoked-rekey")
-    s.kill("before_send")
     signature = wallet_signature(owner_account(s.a, s.owner),
                                  canonical_payload(s.owner).decode()) + "\n"
-    owner = None
-    try:
-        owner, kept = _started_settlement(s, box)
+    with _started_settlement(s, box) as kept:
         out = _unheld(s, "rekey", "--signature", "-", input=signature)
         assert out.returncode != 0 and "[NOT_CONNECTED]" in out.stderr, out.stderr
         assert (f"the interrupted push of epoch 2 was not sent again: session key {s.old} "
@@ -344,9 +374,47 @@ def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
         assert "then `kint rekey` again: its snapshot anchors them" in out.stderr, out.stderr
         assert "`kint push`" not in out.stderr.split("hint:", 1)[1], out.stderr
         assert not kept.exists()
-    finally:
-        authorize_machine(box["home"], owner or owner_account(s.a, s.owner), s.old)
-        s.release()
     rekeyed = jdb(s.a, s.db, "rekey", "--signature", "-", input=signature)
     assert [e["seq"] for e in rekeyed["snapshot"]] == [2], rekeyed
     assert s.anchored() == {"first", "second"}
+
+
+@pytest.mark.parametrize("op,args", [("exit_push", {}), ("push", {"hold_reason": "watcher"})],
+                         ids=["exit-push", "watcher-push"])
+def test_what_the_start_settlement_dropped_outlives_a_push_nobody_reads(box, op, args):
+    """The journal dropped by the start settlement, then a push whose refusal reaches
+    nobody: the exit push of a closing kint-server (the real `exit_push` op) or the store
+    watcher's (its hold reason). It neither refuses on the kept notice nor uses it up: the
+    next `kint pull` says it once among its warnings, the pull after says nothing. Before,
+    that push refused with the notice's words and removed it, and the user's next command
+    said nothing of the dropped journal."""
+    s = Space(box, f"revoked-unread-{op}")
+    with _started_settlement(s, box) as kept:
+        said = _unheld_op(s, op, args)  # the revoked key's refusal, or nothing to push...
+        assert "interrupted push" not in said, said  # ...not the notice's words
+        assert kept.exists()
+        _pull_says_once(s, kept)
+
+
+def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
+    """The same kept notice met by an agent's memory_push (the push op with the "tool"
+    hold reason, as kint-server sends it): its refusal reaches the agent, so it says the
+    dropped journal and uses the notice up, as a `kint push` does."""
+    s = Space(box, "revoked-tool-push")
+    with _started_settlement(s, box) as kept:
+        said = _unheld_op(s, "push", {"hold_reason": "tool"})
+        assert said.startswith("[NOT_CONNECTED] the interrupted push of epoch 2 was not sent "
+                               "again"), said
+        assert not kept.exists()
+
+
+def test_what_the_start_settlement_dropped_a_compact_says(box):
+    """The kept notice met by `kint compact` (a push of a snapshot): refused once in the
+    push's words, the notice used up, as docs/commands.md says of compact."""
+    s = Space(box, "revoked-compact")
+    with _started_settlement(s, box) as kept:
+        out = _unheld(s, "compact")
+        assert out.returncode == PUSH_PULL_REFUSED and "[NOT_CONNECTED]" in out.stderr, \
+            out.stdout + out.stderr
+        assert "the interrupted push of epoch 2 was not sent again" in out.stderr, out.stderr
+        assert not kept.exists()

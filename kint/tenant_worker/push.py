@@ -71,6 +71,10 @@ SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot 
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
              "exit": "the exit push"}
+# The pushes whose refusal reaches the one who asked: a command line's (None) and an
+# agent's memory_push ("tool"). Only they say what a settlement found and use it up
+# (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
+TOLD = frozenset({None, "tool"})
 
 
 def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -144,13 +148,15 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         chain = replace(chain, confirmations=confirmations)
     anchor = Anchor(chain, ctx.tracker)
     sender = sender_for(ctx, anchor)
+    told = hold_reason in TOLD
     outcome, overtaken = settle_journals(ctx, anchor, enrolment.owner, sender=sender,
-                                         rekey=new_key is None)
+                                         rekey=new_key is None, told=told)
     if outcome == COMPLETED:
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
-        settled_notice.said(ctx)  # this refusal says it, the next push need not
+        if told:  # this refusal says it, the next push need not; else kept for it
+            settled_notice.said(ctx)
         raise overtaken.refusal()
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)

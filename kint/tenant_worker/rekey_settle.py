@@ -135,8 +135,8 @@ def _added_since(ctx: SpaceContext, journal: RekeyJournal) -> tuple[Wrap, ...]:
 
 
 def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str | None = None,
-                    *, sender: Any = None,
-                    rekey: bool = True) -> tuple[Outcome | None, Found | None]:
+                    *, sender: Any = None, rekey: bool = True,
+                    told: bool = True) -> tuple[Outcome | None, Found | None]:
     """The one order for every command about to read a key (push, pull, rekey,
     recovery-code, a worker's start), under the head lock: the push journal is resolved
     against the chain first, since only then is it known whether a rotation's snapshot
@@ -146,8 +146,12 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
     rotation in progress, not one a killed worker left.
     Returns the rekey's outcome, and what the push journal's settlement found when the
     chain had passed it (overtaken.py) or dropped it (unauthorized_journal.py): this one's,
-    or an earlier one's no command has said yet (a worker's start settlement: it is kept
-    in settled_notice.py until the caller says it and calls `settled_notice.said`)."""
+    or, when the caller tells its user (`told`), an earlier one's no command has said yet
+    (a worker's start settlement: it is kept in settled_notice.py until the caller says it
+    and calls `settled_notice.said`). The watcher's and the exit push's refusals reach
+    nobody (`told=False`): given the kept one, they refused on it and the next command the
+    user ran said nothing of it, the notice used up. Theirs is only a finding of this
+    settlement, which stays kept for that command."""
     overtaken = None
     if ctx.state.files["pending"].exists():
         if anchor is None or owner is None:
@@ -159,7 +163,9 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
         if overtaken is not None:
             settled_notice.keep(ctx, overtaken)
     outcome = settle_rekey(ctx) if rekey else None
-    return outcome, overtaken or settled_notice.found(ctx)
+    if overtaken is None and told:
+        overtaken = settled_notice.found(ctx)
+    return outcome, overtaken
 
 
 def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Found | None]:
@@ -173,8 +179,8 @@ def settle_now(ctx: SpaceContext) -> tuple[Outcome | None, Found | None]:
 def settle_at_start(ctx: SpaceContext) -> None:
     """A worker that starts with a push journal or a rekey journal settles them at once;
     when the chain cannot be read, the next push, pull or rekey does it. What settling the
-    push journal found is kept (settled_notice.py) for the next push, pull, rekey or
-    recovery-code to say: it was only logged, and that command found nothing left to
+    push journal found is kept (settled_notice.py) for the next push (compact's too), pull,
+    rekey or recovery-code to say: it was only logged, and that command found nothing left to
     settle and said nothing. A state file that
     does not read (the mirror the push journal is checked against, or the mirror and
     watermark `connected` asks of a space on another contract) is left the same way,
@@ -186,7 +192,7 @@ def settle_at_start(ctx: SpaceContext) -> None:
         return
     try:
         with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
-            settle_journals(ctx)
+            settle_journals(ctx, told=False)  # no command to say it: kept for the next
     except (ProtocolError, RpcUnavailable, HeadLockBusy, CustodyError,
             CorruptStateFile) as err:
         log.warning("space %s: an interrupted push or rekey is left for the next push, pull "

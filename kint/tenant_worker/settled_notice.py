@@ -12,20 +12,34 @@ restart`, an upgrade; the next command is the user's, often later than that.
 
 Every settlement that finds something keeps it here (`keep`), so one cut short after it
 (an endpoint failing later in a pull) leaves it for the next command too, and the next
-push, pull, rekey or recovery-code reads it (`found`) and, once it has said it, removes
-it (`said`): said once. A file that does not read is removed with a line in the log: it
-only ever repeats what the log already holds.
+push (compact's too), pull, rekey or recovery-code reads it (`found`) and, once it has
+said it, removes it (`said`): said once. Not the store watcher's push nor a closing
+kint-server's exit push: nobody reads their refusal, and one attached after a killed push
+(the usual case) used the notice up unseen (push.TOLD). A file that does not read is
+removed with a line in the log: it only ever repeats what the log already holds. It is
+read under the head lock by every push and pull, so never through a link, never blocking
+(a FIFO there hung the settlement, and the space, until a writer came), at most MAX_BYTES;
+what cannot be removed (a directory standing there) is logged, not raised: raised, it
+failed every push, pull, rekey and recovery-code as INTERNAL.
+
+A notice is the vault's it was found in: it names the owner, chain and contract, and one
+read under another enrolment is dropped. Connect moves a space to another owner, chain or
+contract while nothing of the old one is seen here and no push journal waits, which the
+notice does not count: the new vault's first push was refused with the old vault's words.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from dataclasses import asdict
 from pathlib import Path
 
 import orjson
 
-from kint.paths import atomic_write, remove_file, settled_notice_path
+from kint.paths import atomic_write, settled_notice_path
+from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.unauthorized_journal import Unauthorized
@@ -37,38 +51,74 @@ log = logging.getLogger("kint.worker")
 Found = Overtaken | Unauthorized
 _KINDS: dict[str, type[Overtaken] | type[Unauthorized]] = {
     "overtaken": Overtaken, "unauthorized": Unauthorized}
+# A notice is a few hundred bytes: a file past this is not one, and is not read whole.
+MAX_BYTES = 64 * 1024
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _path(ctx: SpaceContext) -> Path:
     return settled_notice_path(ctx.config.home, ctx.config.space16)
 
 
+def _vault(ctx: SpaceContext) -> list[str | int] | None:
+    """The owner, chain and contract the space is enrolled for (None: not connected)."""
+    enrolment = ctx.enrolment()
+    if enrolment is None:
+        return None
+    return [enrolment.owner.lower(), enrolment.chain_id, enrolment.contract.lower()]
+
+
 def keep(ctx: SpaceContext, found: Found) -> None:
     """Keep what a settlement found until a command says it. A write that fails (a full
     disk) leaves it to the log and to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
+    notice = {"kind": kind, "found": asdict(found), "vault": _vault(ctx)}
     try:
-        atomic_write(_path(ctx), orjson.dumps({"kind": kind, "found": asdict(found)}))
+        atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
         log.warning("space %s: what the settlement found is only in this log: %s",
                     ctx.config.space16, err)
 
 
+def _read(path: Path) -> bytes:
+    """The notice's bytes (the module's docstring: no link, no wait, no more than
+    MAX_BYTES); an OSError for anything else standing there."""
+    fd = os.open(path, _OPEN)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        data = fh.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise OSError(f"larger than {MAX_BYTES} bytes")
+    return data
+
+
 def found(ctx: SpaceContext) -> Found | None:
-    """What a settlement found that no command has said yet, or None."""
+    """What a settlement found that no command has said yet, or None. One kept under
+    another owner, chain or contract than the space's now is dropped; one without them
+    (kept before they were written) is taken as the space's."""
     path = _path(ctx)
     try:
-        data = orjson.loads(path.read_bytes())
-        return _KINDS[data["kind"]](**data["found"])
+        data = orjson.loads(_read(path))
+        notice = _KINDS[data["kind"]](**data["found"])
+        vault = data.get("vault")
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
-        log.warning("space %s: %s does not read (%s); removed: what it held is in this log",
-                    ctx.config.space16, path, err)
-        said(ctx)
+        log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
+                    ctx.config.space16, path, err, removed(path) or ", removed")
         return None
+    if vault is not None and vault != _vault(ctx):
+        log.warning("space %s: %s was kept for another vault (owner, chain id, contract: "
+                    "%s) than this space's now; dropped%s", ctx.config.space16, path, vault,
+                    removed(path))
+        return None
+    return notice
 
 
 def said(ctx: SpaceContext) -> None:
-    """The command has said it: not again."""
-    remove_file(_path(ctx))
+    """The command has said it: not again. One that cannot be removed is logged, not
+    raised: the command's answer, which says it, must still reach its caller."""
+    left = removed(_path(ctx))
+    if left:
+        log.warning("space %s: %s was said%s", ctx.config.space16, _path(ctx), left)

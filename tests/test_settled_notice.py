@@ -1,0 +1,118 @@
+"""The settled notice's file (kint/tenant_worker/settled_notice.py) against what may stand
+at its path, and against an enrolment that changed since it was kept. A real SpaceContext
+over a temp KINT_HOME, with a real enrolment file; no worker, no chain: the notice is read
+and removed by these functions alone (tests/test_pending_resend_settled.py has the commands
+that say it)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from kint.tenant_worker import settled_notice
+from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.enrolment import Enrolment, save_enrolment
+from kint.tenant_worker.overtaken import Overtaken
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.store import StoreReader
+
+SPACE = "ab" * 32
+FOUND = Overtaken(2, 3, False)
+ENROLMENT = Enrolment(space=SPACE, tenant="t", owner="0x" + "11" * 20, account="eoa",
+                      contract="0x" + "22" * 20, chain_id=31337)
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    config = WorkerConfig(space_id=SPACE, label="t", tenant="t", db=str(tmp_path / "m.db"),
+                          kint_home=str(home), back_address="ipc:///unused",
+                          supervisor_pid=1, idle_beat_s=2.5)
+    ctx = SpaceContext(config=config, store=StoreReader(config.db, "t"))
+    save_enrolment(ctx.state.files["enrol"], ENROLMENT)
+    return ctx
+
+
+def _path(ctx):
+    return ctx.config.home / f"settled-{ctx.config.space16}.json"
+
+
+def test_a_kept_notice_is_found_until_said(ctx):
+    settled_notice.keep(ctx, FOUND)
+    assert _path(ctx).stat().st_mode & 0o777 == 0o600
+    assert settled_notice.found(ctx) == FOUND == settled_notice.found(ctx)
+    settled_notice.said(ctx)
+    assert settled_notice.found(ctx) is None and not _path(ctx).exists()
+
+
+def test_a_directory_at_the_notice_is_logged_not_raised(ctx, caplog):
+    """A directory where the notice goes: no notice, a line in the log, and said() does
+    not raise either. It raised IsADirectoryError, which failed every push, pull, rekey and
+    recovery-code (and the watcher's push) as INTERNAL."""
+    _path(ctx).mkdir()
+    with caplog.at_level(logging.WARNING, "kint.worker"):
+        assert settled_notice.found(ctx) is None
+        settled_notice.said(ctx)
+    assert "cannot be removed (Is a directory)" in caplog.text, caplog.text
+    assert _path(ctx).is_dir()
+
+
+def test_a_fifo_at_the_notice_is_not_waited_on(ctx):
+    """A FIFO where the notice goes: removed as a file that does not read, at once. It was
+    opened to read and waited for a writer, under the head lock, holding the space."""
+    os.mkfifo(_path(ctx), 0o600)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(settled_notice.found(ctx)),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout=30)  # a guard against a hang, not a speed: it returns at once
+    if reader.is_alive():  # let the stuck reader go: a writer opens the FIFO
+        with open(_path(ctx), "wb"):
+            pass
+        reader.join()
+        pytest.fail("found() waited on the FIFO for a writer")
+    assert got == [None] and not _path(ctx).exists()
+
+
+def test_a_link_at_the_notice_is_not_followed(ctx, tmp_path):
+    """A symlink where the notice goes, to a file holding a notice: not read through
+    (the link is removed, its target left)."""
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(orjson.dumps({"kind": "overtaken", "found": {
+        "seq": 2, "head_seq": 3, "landed": False}}))
+    _path(ctx).symlink_to(target)
+    assert settled_notice.found(ctx) is None
+    assert not _path(ctx).is_symlink() and target.exists()
+
+
+def test_a_file_too_large_for_a_notice_is_not_read_whole(ctx):
+    """Past MAX_BYTES it is no notice (whatever JSON follows the padding): removed."""
+    settled_notice.keep(ctx, FOUND)
+    kept = _path(ctx).read_bytes()
+    _path(ctx).write_bytes(b" " * settled_notice.MAX_BYTES + kept)
+    assert settled_notice.found(ctx) is None and not _path(ctx).exists()
+
+
+@pytest.mark.parametrize("changed", [{"owner": "0x" + "33" * 20},
+                                     {"contract": "0x" + "44" * 20}, {"chain_id": 8453}],
+                         ids=["owner", "contract", "chain"])
+def test_a_notice_of_another_vault_is_dropped(ctx, changed):
+    """A notice kept before connect moved the space to another owner, contract or chain
+    (allowed while nothing of the old vault is seen here and no journal waits): dropped,
+    not said. The new vault's first push was refused CHAIN_MOVED in the old vault's words."""
+    settled_notice.keep(ctx, FOUND)
+    save_enrolment(ctx.state.files["enrol"], replace(ENROLMENT, **changed))
+    assert settled_notice.found(ctx) is None and not _path(ctx).exists()
+
+
+def test_a_notice_kept_without_its_vault_is_the_spaces(ctx):
+    """One written before notices named their vault: taken as the space's."""
+    _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": {
+        "seq": 2, "head_seq": 3, "landed": False}}))
+    assert settled_notice.found(ctx) == FOUND
