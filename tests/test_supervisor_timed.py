@@ -29,6 +29,7 @@ from kint.protocol.envelope import Reply
 from kint.supervisor.daemon import Supervisor
 from kint.supervisor import room
 from kint.supervisor.exits import ExitWatch
+from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
@@ -60,6 +61,9 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
         self._evicting: set[str] = set()
         self._settle_seen: dict[str, float] = {}
         self._room_turn: str | None = None
+        # The front socket's door, never closed here (no front socket: the sweep looks at
+        # it only while closed).
+        self.door = FrontDoor(None)  # type: ignore[arg-type]
         self._sweep_at = start
         self.sweeps: list[float] = []
         self.answered: list[tuple[str, Reply]] = []
