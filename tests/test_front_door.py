@@ -11,6 +11,7 @@ test: that moment cannot be had from outside otherwise. Each says so.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ import pytest
 import zmq
 
 from conftest import SUPPORT, make_sandbox, pid_alive
+from kint.client import CONNECT_SLACK_S
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import OpenFiles
@@ -150,6 +152,7 @@ def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tm
             thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=30))
             sb.wait_for(lambda: _queued(front) > 0, timeout=10,
                         what="the client's connection in the listen queue")
+            time.sleep(CONNECT_SLACK_S + 0.1)  # the door closes after the client's slack
             write_note(folder, FrontClosed(pid, 60, LIMIT, 40, time.time()))
             os.rename(front, folder / CLOSED_SOCKET)
             thread.join(2.5)  # past two liveness looks, with the door closed
@@ -162,6 +165,89 @@ def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tm
         client.close()
         assert said.get("answer") is not None, said
     finally:
+        sb.shutdown()
+
+
+def test_a_request_unanswered_behind_a_closed_door_is_not_left_queued(tmp_path):
+    """A client let in (connected before the door closed) whose request gets no answer by
+    its deadline while the door stays closed: the refusal names the door, and its socket
+    is closed at once, so the request queued on it is not run once the door reopens (a
+    retried write would run twice). Before, the socket was kept with the request on it.
+    The supervisor is held (SIGSTOP) so nothing answers."""
+    if shutil.which("ss") is None:
+        pytest.skip("no `ss` here to see the connection queued (iproute2)")
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        folder = socket_dir(sb.kint_home)
+        front = folder / FRONT_SOCKET
+        client = sb.client()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            sb.wait_for(lambda: _stopped(pid), timeout=10, what="every thread stopped")
+            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=4))
+            sb.wait_for(lambda: _queued(front) > 0, timeout=10,
+                        what="the client's connection in the listen queue")
+            time.sleep(CONNECT_SLACK_S + 0.1)
+            write_note(folder, FrontClosed(pid, 60, LIMIT, 40, time.time()))
+            os.rename(front, folder / CLOSED_SOCKET)
+            thread.join(30)
+            err = said.get("error")
+            assert err is not None and "takes no new clients" in err.message, said
+            assert client._sock is None
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        client.close()
+    finally:
+        sb.shutdown()
+
+
+@pytest.mark.parametrize("autostart", ["autostart", "no-autostart"])
+def test_a_connection_another_supervisor_accepted_is_refused_busy_by_a_closed_door(
+        tmp_path, autostart):
+    """A long-lived client (a kint-server's) answered by one supervisor, that one killed, the
+    next one's door closed before ZeroMQ reconnected the client's socket to it (the client
+    is held stopped meanwhile, as a herd's last comer meets it): its socket dates from the
+    dead one, no proof it was let in. BUSY within a liveness look or two, and its request,
+    queued on a socket with no connection, is never delivered once the door reopens.
+    Before, it waited out its whole deadline, ended "no answer" without naming the door,
+    and the reopened door ran its request (a retried write would run twice)."""
+    sb = make_sandbox(tmp_path)
+    pid_b = None
+    proc = None
+    try:
+        pid_a = sb.start()
+        proc = subprocess.Popen(
+            [sys.executable, str(SUPPORT / "kept_client.py"), str(sb.kint_home), "15",
+             autostart], env=sb.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(pid_a, signal.SIGKILL)
+        sb.wait_for(lambda: running_pid(sb.kint_home) is None, timeout=30,
+                    what="the first supervisor gone")
+        pid_b = sb.start()
+        folder = socket_dir(sb.kint_home)
+        os.kill(pid_b, signal.SIGSTOP)  # its door stays as the test leaves it
+        write_note(folder, FrontClosed(pid_b, 60, LIMIT, 40, time.time()))
+        os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        said = json.loads(proc.stdout.readline())
+        os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+        (folder / NOTE).unlink()
+        os.kill(pid_b, signal.SIGCONT)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        after = json.loads(proc.stdout.readline())
+        assert said["code"] == "BUSY", said
+        assert after["late"] == 0 and not after["kept"], after
+    finally:
+        if pid_b is not None and pid_alive(pid_b):
+            os.kill(pid_b, signal.SIGCONT)
+        if proc is not None:
+            proc.kill()
+            proc.wait(30)
         sb.shutdown()
 
 
