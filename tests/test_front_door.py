@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import orjson
 import pytest
@@ -132,12 +134,13 @@ def _stopped(pid: int) -> bool:
     return all(state == "T" for state in states)
 
 
-def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tmp_path):
-    """Its first request outlasting a liveness look (a second) while the door closes is
-    still answered: it was accepted. Before, it was refused BUSY ("whether sup.ping reached
-    it is unknown"). The supervisor is held (SIGSTOP) to make the request slow, and the
-    door is closed by the test, as the door closes it (its note, its socket file moved),
-    while the client's connection waits in the socket's listen queue."""
+@contextmanager
+def _held_call_as_the_door_closes(tmp_path, timeout_s: float) -> Iterator[tuple]:
+    """A client's sup.ping (by `timeout_s`) to a supervisor held (SIGSTOP) so it stays
+    unanswered, and the door closed by the test, as the door closes it (its note, its
+    socket file moved), while the client's connection waits in the socket's listen queue
+    (past the client's slack for a connect): (pid, socket folder, client, the call's
+    thread, what it said). The supervisor is continued, then shut, at the block's end."""
     if shutil.which("ss") is None:
         pytest.skip("no `ss` here to see the connection queued (iproute2)")
     sb = make_sandbox(tmp_path)
@@ -149,57 +152,44 @@ def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tm
         os.kill(pid, signal.SIGSTOP)
         try:
             sb.wait_for(lambda: _stopped(pid), timeout=10, what="every thread stopped")
-            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=30))
+            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=timeout_s))
             sb.wait_for(lambda: _queued(front) > 0, timeout=10,
                         what="the client's connection in the listen queue")
-            time.sleep(CONNECT_SLACK_S + 0.1)  # the door closes after the client's slack
+            time.sleep(CONNECT_SLACK_S + 0.1)
             write_note(folder, FrontClosed(pid, 60, LIMIT, 40, time.time()))
             os.rename(front, folder / CLOSED_SOCKET)
-            thread.join(2.5)  # past two liveness looks, with the door closed
-            assert not said, said
-            os.rename(folder / CLOSED_SOCKET, front)
-            (folder / NOTE).unlink()
+            yield pid, folder, client, thread, said
         finally:
             os.kill(pid, signal.SIGCONT)
-        thread.join(30)
         client.close()
-        assert said.get("answer") is not None, said
     finally:
         sb.shutdown()
+
+
+def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tmp_path):
+    """Its first request outlasting a liveness look (a second) while the door closes is
+    still answered: it was accepted. Before, it was refused BUSY ("whether sup.ping reached
+    it is unknown")."""
+    with _held_call_as_the_door_closes(tmp_path, 30) as (pid, folder, client, thread, said):
+        thread.join(2.5)  # past two liveness looks, with the door closed
+        assert not said, said
+        os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+        (folder / NOTE).unlink()
+        os.kill(pid, signal.SIGCONT)
+        thread.join(30)
+        assert said.get("answer") is not None, said
 
 
 def test_a_request_unanswered_behind_a_closed_door_is_not_left_queued(tmp_path):
     """A client let in (connected before the door closed) whose request gets no answer by
     its deadline while the door stays closed: the refusal names the door, and its socket
     is closed at once, so the request queued on it is not run once the door reopens (a
-    retried write would run twice). Before, the socket was kept with the request on it.
-    The supervisor is held (SIGSTOP) so nothing answers."""
-    if shutil.which("ss") is None:
-        pytest.skip("no `ss` here to see the connection queued (iproute2)")
-    sb = make_sandbox(tmp_path)
-    try:
-        pid = sb.start()
-        folder = socket_dir(sb.kint_home)
-        front = folder / FRONT_SOCKET
-        client = sb.client()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            sb.wait_for(lambda: _stopped(pid), timeout=10, what="every thread stopped")
-            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=4))
-            sb.wait_for(lambda: _queued(front) > 0, timeout=10,
-                        what="the client's connection in the listen queue")
-            time.sleep(CONNECT_SLACK_S + 0.1)
-            write_note(folder, FrontClosed(pid, 60, LIMIT, 40, time.time()))
-            os.rename(front, folder / CLOSED_SOCKET)
-            thread.join(30)
-            err = said.get("error")
-            assert err is not None and "takes no new clients" in err.message, said
-            assert client._sock is None
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        client.close()
-    finally:
-        sb.shutdown()
+    retried write would run twice). Before, the socket was kept with the request on it."""
+    with _held_call_as_the_door_closes(tmp_path, 4) as (pid, folder, client, thread, said):
+        thread.join(30)
+        err = said.get("error")
+        assert err is not None and "takes no new clients" in err.message, said
+        assert client._sock is None
 
 
 @pytest.mark.parametrize("autostart", ["autostart", "no-autostart"])

@@ -265,6 +265,15 @@ def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again(sb):
     assert "could not open the front socket" not in log, log
 
 
+def _kint_supervisor_stop(sb, **timings: str) -> subprocess.Popen:
+    """`kint supervisor stop` started through run_kint.py, with the test timings given
+    (tests/support/kint_test_timings.py)."""
+    return subprocess.Popen(
+        [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
+        env={**sb.env, **timings}, text=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_stop(sb):
     """The refusal's hint says to restart it: `kint supervisor stop` cannot connect either,
     and stops it by SIGTERM, as cleanly; the moved socket and the note go with it."""
@@ -274,10 +283,7 @@ def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_st
         # The command waits as long as it would for `sup.stop`'s answer and the exit.
         os.kill(pid, signal.SIGSTOP)
         try:
-            stop = subprocess.Popen(
-                [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
-                env={**sb.env, "KINT_TEST_STOP_EXIT_WAIT_S": "0.5"}, text=True,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stop = _kint_supervisor_stop(sb, KINT_TEST_STOP_EXIT_WAIT_S="0.5")
             time.sleep(3)  # its start and imports, then well past that half second
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -300,12 +306,10 @@ def test_a_stopped_supervisor_that_takes_no_new_clients_is_said_stopped_by_the_s
     with _door_closed(sb) as (pid, folder):
         os.kill(pid, signal.SIGSTOP)
         try:
-            stop = subprocess.run(
-                [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
-                env={**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1"}, text=True,
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+            stop = _kint_supervisor_stop(sb, KINT_TEST_UNREACHABLE_AFTER_S="1")
+            out, err = stop.communicate(timeout=120)
         finally:
             os.kill(pid, signal.SIGCONT)
-        assert stop.returncode != 0, stop.stdout + stop.stderr
-        assert "is stopped" in stop.stderr and f"kill -CONT {pid}" in stop.stderr, stop.stderr
+        assert stop.returncode != 0, out + err
+        assert "is stopped" in err and f"kill -CONT {pid}" in err, err
     sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor gone on SIGTERM")
