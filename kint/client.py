@@ -44,6 +44,9 @@ LIVENESS_EVERY_S = 1.0
 # The status gives a progress line's age to the millisecond: a line of an op that began
 # within this of the call being sent still counts as the call's.
 PROGRESS_AGE_SLACK_S = 0.01
+# How much earlier than a front door's closing a client's connect must have returned to
+# count as accepted: ZeroMQ connects (and reconnects, every 100 ms) after connect() returns.
+CONNECT_SLACK_S = 0.5
 _RCVTIMEO = int(zmq.RCVTIMEO)
 # pyzmq's own send, without the checks its Socket.send adds for DRAFT sockets' routing ids
 # and groups (a DEALER has neither): 0.6 against 2.5 us hot, on every call.
@@ -156,9 +159,11 @@ class Client:
         # supervisor binds in one folder for its whole life, so once it has answered, its
         # folder is not looked up again; a supervisor still starting may yet record another.
         self._front: tuple[int, str, str] | None = None
-        # When (unix time) `_sock` was connected to a socket file that was there: a
-        # supervisor that closed its front door later (kint/front_closed.py) accepted it.
-        self._connected_at: float | None = None
+        # (when (unix time), the pid of the supervisor serving then) `_sock` was connected,
+        # or last sent on, to a socket file that was there: that supervisor, if it closed
+        # its front door later (kint/front_closed.py), accepted it. ZeroMQ reconnects the
+        # same socket by itself, so a stamp is another supervisor's proof of nothing.
+        self._connected_at: tuple[float, int | None] | None = None
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
@@ -199,10 +204,14 @@ class Client:
             self._rcvtimeo = None  # a new socket: no receive timeout set yet
             self._connected = (str(folder), str(folder / FRONT_SOCKET))
             self._front = None
-            # A stat, once a socket: whether the connect found the file.
-            self._connected_at = (time.time() if os.path.exists(folder / FRONT_SOCKET)
-                                  else None)
+            self._stamp(self._holder.pid())
         return self._sock
+
+    def _stamp(self, serving: int | None) -> None:
+        """Note when, and to which supervisor, `_sock` was last connected (or a request
+        sent) while its socket file was there: a stat, once a socket or once a supervisor."""
+        there = self._connected is not None and os.path.exists(self._connected[1])
+        self._connected_at = (time.time(), serving) if there else None
 
     def _follow(self, serving: int | None) -> None:
         """Before a request goes to a supervisor this client has not heard from yet: if
@@ -321,6 +330,11 @@ class Client:
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
         self.sent_to = serving
+        if self._sock is not None and (self._connected_at is None
+                                       or self._connected_at[1] != serving):
+            # A kept socket ZeroMQ reconnects to this supervisor by itself: from now, if
+            # its file is there (the door open), within its reconnect interval.
+            self._stamp(serving)
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
         if serving is not None and serving > 0 and self._connected is not None:
             self._front = (serving, *self._connected)
@@ -380,7 +394,8 @@ class Client:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SupervisorUnavailable(
-                        f"no answer from the supervisor within {seconds_text(bound_s)}",
+                        f"no answer from the supervisor within {seconds_text(bound_s)}"
+                        + ("" if fresh_socket else self._drop_if_closed(serving)),
                         NO_ANSWER_HINT)
                 # A receive that gives up after a second (or what is left) is the whole
                 # wait: fewer calls into ZeroMQ than a poll followed by a receive.
@@ -434,25 +449,41 @@ class Client:
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients
         (kint/front_closed.py) while this client holds a connection it accepted (which it
-        still serves: one it answered on, or made to the socket file before the door
-        closed); BUSY, naming the open-file limit, when this client has none: a connect
+        still serves: one it answered on, or made to its socket file while it served, half
+        a second before the door closed); BUSY, naming the open-file limit, when this client has none: a connect
         now finds no socket file, and waiting would only run out the deadline."""
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
         if self.answered_by(pid) or (self._sock is not None and self._connected_at is not None
-                                     and self._connected_at < closed.since):
-            # Answered on this connection, or connected to the file before the door
-            # closed: accepted, and served (a first request slower than a liveness look
-            # is no refusal).
+                                     and self._connected_at[1] == pid
+                                     and self._connected_at[0] + CONNECT_SLACK_S < closed.since):
+            # Answered on this connection, or connected to this supervisor's file before
+            # its door closed: accepted, and served (a first request slower than a
+            # liveness look is no refusal).
             return True
-        if self._sock is not None:  # connecting to a path that is gone: stop trying
-            self._sock.close(linger=0)
-            self._sock = None
-            self._connected = self._connected_at = None
+        self._drop_socket()  # connecting to a path that is gone: stop trying
         unsent = (f"; whether {op} reached it is unknown" if sent else
                   f" ({op} was not sent)")
         raise KintError("BUSY", closed.message() + unsent, CLOSED_HINT)
+
+    def _drop_socket(self) -> None:
+        """Close the socket at once (linger 0): nothing queued on it is delivered later."""
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+        self._connected = self._connected_at = None
+
+    def _drop_if_closed(self, pid: int | None) -> str:
+        """At a deadline with no answer: when the supervisor `pid` takes no new clients,
+        drop the socket, so a request queued on it for a connection never made is not
+        run once the door opens again (a retried write would run twice); what to add to
+        the refusal (the door), or nothing."""
+        closed = read_note(socket_dir(self.home), pid)
+        if closed is None:
+            return ""
+        self._drop_socket()
+        return f"; {closed.message()}"
 
     def _refuse_if_stopped(self, pid: int, op: str) -> None:
         """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor

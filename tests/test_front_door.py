@@ -11,18 +11,22 @@ test: that moment cannot be had from outside otherwise. Each says so.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import orjson
 import pytest
 import zmq
 
 from conftest import SUPPORT, make_sandbox, pid_alive
+from kint.client import CONNECT_SLACK_S
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import OpenFiles
@@ -130,12 +134,13 @@ def _stopped(pid: int) -> bool:
     return all(state == "T" for state in states)
 
 
-def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tmp_path):
-    """Its first request outlasting a liveness look (a second) while the door closes is
-    still answered: it was accepted. Before, it was refused BUSY ("whether sup.ping reached
-    it is unknown"). The supervisor is held (SIGSTOP) to make the request slow, and the
-    door is closed by the test, as the door closes it (its note, its socket file moved),
-    while the client's connection waits in the socket's listen queue."""
+@contextmanager
+def _held_call_as_the_door_closes(tmp_path, timeout_s: float) -> Iterator[tuple]:
+    """A client's sup.ping (by `timeout_s`) to a supervisor held (SIGSTOP) so it stays
+    unanswered, and the door closed by the test, as the door closes it (its note, its
+    socket file moved), while the client's connection waits in the socket's listen queue
+    (past the client's slack for a connect): (pid, socket folder, client, the call's
+    thread, what it said). The supervisor is continued, then shut, at the block's end."""
     if shutil.which("ss") is None:
         pytest.skip("no `ss` here to see the connection queued (iproute2)")
     sb = make_sandbox(tmp_path)
@@ -147,21 +152,92 @@ def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tm
         os.kill(pid, signal.SIGSTOP)
         try:
             sb.wait_for(lambda: _stopped(pid), timeout=10, what="every thread stopped")
-            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=30))
+            thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=timeout_s))
             sb.wait_for(lambda: _queued(front) > 0, timeout=10,
                         what="the client's connection in the listen queue")
+            time.sleep(CONNECT_SLACK_S + 0.1)
             write_note(folder, FrontClosed(pid, 60, LIMIT, 40, time.time()))
             os.rename(front, folder / CLOSED_SOCKET)
-            thread.join(2.5)  # past two liveness looks, with the door closed
-            assert not said, said
-            os.rename(folder / CLOSED_SOCKET, front)
-            (folder / NOTE).unlink()
+            yield pid, folder, client, thread, said
         finally:
             os.kill(pid, signal.SIGCONT)
-        thread.join(30)
         client.close()
-        assert said.get("answer") is not None, said
     finally:
+        sb.shutdown()
+
+
+def test_a_client_connected_before_the_door_closed_waits_for_its_first_answer(tmp_path):
+    """Its first request outlasting a liveness look (a second) while the door closes is
+    still answered: it was accepted. Before, it was refused BUSY ("whether sup.ping reached
+    it is unknown")."""
+    with _held_call_as_the_door_closes(tmp_path, 30) as (pid, folder, client, thread, said):
+        thread.join(2.5)  # past two liveness looks, with the door closed
+        assert not said, said
+        os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+        (folder / NOTE).unlink()
+        os.kill(pid, signal.SIGCONT)
+        thread.join(30)
+        assert said.get("answer") is not None, said
+
+
+def test_a_request_unanswered_behind_a_closed_door_is_not_left_queued(tmp_path):
+    """A client let in (connected before the door closed) whose request gets no answer by
+    its deadline while the door stays closed: the refusal names the door, and its socket
+    is closed at once, so the request queued on it is not run once the door reopens (a
+    retried write would run twice). Before, the socket was kept with the request on it."""
+    with _held_call_as_the_door_closes(tmp_path, 4) as (pid, folder, client, thread, said):
+        thread.join(30)
+        err = said.get("error")
+        assert err is not None and "takes no new clients" in err.message, said
+        assert client._sock is None
+
+
+@pytest.mark.parametrize("autostart", ["autostart", "no-autostart"])
+def test_a_connection_another_supervisor_accepted_is_refused_busy_by_a_closed_door(
+        tmp_path, autostart):
+    """A long-lived client (a kint-server's) answered by one supervisor, that one killed, the
+    next one's door closed before ZeroMQ reconnected the client's socket to it (the client
+    is held stopped meanwhile, as a herd's last comer meets it): its socket dates from the
+    dead one, no proof it was let in. BUSY within a liveness look or two, and its request,
+    queued on a socket with no connection, is never delivered once the door reopens.
+    Before, it waited out its whole deadline, ended "no answer" without naming the door,
+    and the reopened door ran its request (a retried write would run twice)."""
+    sb = make_sandbox(tmp_path)
+    pid_b = None
+    proc = None
+    try:
+        pid_a = sb.start()
+        proc = subprocess.Popen(
+            [sys.executable, str(SUPPORT / "kept_client.py"), str(sb.kint_home), "15",
+             autostart], env=sb.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(pid_a, signal.SIGKILL)
+        sb.wait_for(lambda: running_pid(sb.kint_home) is None, timeout=30,
+                    what="the first supervisor gone")
+        pid_b = sb.start()
+        folder = socket_dir(sb.kint_home)
+        os.kill(pid_b, signal.SIGSTOP)  # its door stays as the test leaves it
+        write_note(folder, FrontClosed(pid_b, 60, LIMIT, 40, time.time()))
+        os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        said = json.loads(proc.stdout.readline())
+        os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+        (folder / NOTE).unlink()
+        os.kill(pid_b, signal.SIGCONT)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        after = json.loads(proc.stdout.readline())
+        assert said["code"] == "BUSY", said
+        assert after["late"] == 0 and not after["kept"], after
+    finally:
+        if pid_b is not None and pid_alive(pid_b):
+            os.kill(pid_b, signal.SIGCONT)
+        if proc is not None:
+            proc.kill()
+            proc.wait(30)
         sb.shutdown()
 
 

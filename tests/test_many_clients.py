@@ -50,14 +50,19 @@ WAVE = 4
 @pytest.fixture(scope="module")
 def sb(tmp_path_factory):
     sb = make_sandbox(tmp_path_factory.mktemp("many-clients"))
-    start_limited(sb, LIMIT)
-    # The crowd only once the worker forkserver has started: its warm-up takes descriptors
-    # of its own (pipes, its child's sentinel) in a thread of the supervisor, beside the
-    # loop that keeps the margin, and a crowd arriving meanwhile once took the last one.
-    sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"], timeout=60,
-                what="the supervisor's worker forkserver started")
+    _start(sb)
     yield sb
     sb.shutdown()
+
+
+def _start(sb) -> None:
+    """The supervisor started under the limit, its worker forkserver ready. The crowd only
+    once the forkserver has started: its warm-up takes descriptors of its own (pipes, its
+    child's sentinel) in a thread of the supervisor, beside the loop that keeps the margin,
+    and a crowd arriving meanwhile once took the last one."""
+    start_limited(sb, LIMIT)
+    sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"], timeout=60,
+                what="the supervisor's worker forkserver started")
 
 
 def _ping(sock: zmq.Socket, rid: str) -> None:
@@ -260,6 +265,15 @@ def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again(sb):
     assert "could not open the front socket" not in log, log
 
 
+def _kint_supervisor_stop(sb, **timings: str) -> subprocess.Popen:
+    """`kint supervisor stop` started through run_kint.py, with the test timings given
+    (tests/support/kint_test_timings.py)."""
+    return subprocess.Popen(
+        [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
+        env={**sb.env, **timings}, text=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_stop(sb):
     """The refusal's hint says to restart it: `kint supervisor stop` cannot connect either,
     and stops it by SIGTERM, as cleanly; the moved socket and the note go with it."""
@@ -269,10 +283,7 @@ def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_st
         # The command waits as long as it would for `sup.stop`'s answer and the exit.
         os.kill(pid, signal.SIGSTOP)
         try:
-            stop = subprocess.Popen(
-                [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "stop"],
-                env={**sb.env, "KINT_TEST_STOP_EXIT_WAIT_S": "0.5"}, text=True,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stop = _kint_supervisor_stop(sb, KINT_TEST_STOP_EXIT_WAIT_S="0.5")
             time.sleep(3)  # its start and imports, then well past that half second
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -283,3 +294,22 @@ def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_st
     assert sorted(p.name for p in folder.iterdir() if "kint.sock" in p.name or
                   p.name.startswith("front-closed")) == []
     assert "supervisor %d stopped" % pid in _log(sb)
+
+
+def test_a_stopped_supervisor_that_takes_no_new_clients_is_said_stopped_by_the_stop(sb):
+    """Closed to new clients and held (SIGSTOP): `kint supervisor stop` sends SIGTERM, sees
+    it stopped for the unreachable bound (cut to a second here, 10 s for a user), and says
+    so, naming how to resume it. Before, it waited the whole minute and more `sup.stop`
+    would have had, then said TIMEOUT. Resumed, it stops on that SIGTERM. Runs after the
+    test above stopped the module's supervisor, and starts its own."""
+    _start(sb)
+    with _door_closed(sb) as (pid, folder):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            stop = _kint_supervisor_stop(sb, KINT_TEST_UNREACHABLE_AFTER_S="1")
+            out, err = stop.communicate(timeout=120)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert stop.returncode != 0, out + err
+        assert "is stopped" in err and f"kill -CONT {pid}" in err, err
+    sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor gone on SIGTERM")

@@ -101,6 +101,14 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
             fail(err, obj.debug)
     pid = _wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
+    if pid is not None and started is None and autostart.process_stopped(pid):
+        # Stopped (SIGSTOP), it acts on no SIGTERM until continued: said once it has been
+        # for UNREACHABLE_AFTER_S, not after the whole wait as TIMEOUT.
+        fail(SupervisorUnavailable(
+            f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
+            f"exited; it was asked to stop and does once it runs again",
+            f"`kill -CONT {pid}` resumes it; `kill -9 {pid}` ends it (its workers with it)"),
+            obj.debug)
     if pid is not None and started is None:
         asked = ("was sent SIGTERM and" if wait_s > STOP_EXIT_WAIT_S else
                  "stopped its workers but")
@@ -160,12 +168,23 @@ def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
     another, and the wait ends there. The lock is not handed over, though: its waiter is
     woken and takes it when it next runs, so a look in between finds nobody. Nobody is
     looked for again for SUCCESSOR_GRACE_S, so such a successor is named once its pid file
-    reads (on a busy box a woken process can wait tens of milliseconds for a core)."""
+    reads (on a busy box a woken process can wait tens of milliseconds for a core). One
+    seen stopped (SIGSTOP) at every look for UNREACHABLE_AFTER_S ends the wait too: it
+    exits only once continued, which nobody here can tell."""
+    from kint.supervisor import autostart
     from kint.supervisor.pidlock import running_pid
 
     deadline = time.monotonic() + wait_s
+    stopped_since: float | None = None
     while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
+            return pid
+        if pid <= 0 or not autostart.process_stopped(pid):
+            stopped_since = None
+        elif stopped_since is None:
+            stopped_since = now
+        elif now - stopped_since >= autostart.UNREACHABLE_AFTER_S:
             return pid
         time.sleep(0.05)
     if pid is not None:
