@@ -450,8 +450,9 @@ class Client:
         """Whether the supervisor `pid` has closed its socket to new clients
         (kint/front_closed.py) while this client holds a connection it accepted (which it
         still serves: one it answered on, or made to its socket file while it served, half
-        a second before the door closed); BUSY, naming the open-file limit, when this client has none: a connect
-        now finds no socket file, and waiting would only run out the deadline."""
+        a second before the door closed); BUSY, naming the open-file limit, when this
+        client has none: a connect now finds no socket file, and waiting would only run
+        out the deadline."""
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
