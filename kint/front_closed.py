@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from kint.paths import FRONT_SOCKET, is_private_dir
+from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
@@ -85,16 +85,8 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
             or os.path.exists(folder / FRONT_SOCKET)):
         return None
     try:
-        # Never through a link, nor waiting on a fifo, nor reading more than a note holds:
-        # the folder is private, but a client reads whatever is put there.
-        fd = os.open(folder / NOTE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        try:
-            raw = os.read(fd, NOTE_MAX_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(raw) > NOTE_MAX_BYTES:
-            return None
-        data = json.loads(raw)
+        # The folder is private, but a client reads whatever is put there.
+        data = json.loads(read_small_file(folder / NOTE, NOTE_MAX_BYTES))
         closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
                              int(data["clients"]), float(data["since"]))
     except (OSError, ValueError, KeyError, TypeError):

@@ -179,6 +179,23 @@ def remove_file(path: Path) -> None:
     fsync_dir(path.parent)
 
 
+def read_small_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path`, of at most `max_bytes`: never through a
+    link, never waiting on a FIFO, never reading more than that. For the small records a
+    process reads from a folder it shares with others of this user (a note, a notice):
+    what stands there may be anything. An OSError for anything else: no file, a link, not
+    a regular file, or larger."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"larger than {max_bytes} bytes")
+    return data
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a rename or link in `folder` durable (best effort: not every OS allows it)."""
     try:

@@ -31,14 +31,12 @@ notice does not count: the new vault's first push was refused with the old vault
 from __future__ import annotations
 
 import logging
-import os
-import stat
 from dataclasses import asdict
 from pathlib import Path
 
 import orjson
 
-from kint.paths import atomic_write, settled_notice_path
+from kint.paths import atomic_write, read_small_file, settled_notice_path
 from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
@@ -53,7 +51,6 @@ _KINDS: dict[str, type[Overtaken] | type[Unauthorized]] = {
     "overtaken": Overtaken, "unauthorized": Unauthorized}
 # A notice is a few hundred bytes: a file past this is not one, and is not read whole.
 MAX_BYTES = 64 * 1024
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _path(ctx: SpaceContext) -> Path:
@@ -80,26 +77,13 @@ def keep(ctx: SpaceContext, found: Found) -> None:
                     ctx.config.space16, err)
 
 
-def _read(path: Path) -> bytes:
-    """The notice's bytes (the module's docstring: no link, no wait, no more than
-    MAX_BYTES); an OSError for anything else standing there."""
-    fd = os.open(path, _OPEN)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        data = fh.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise OSError(f"larger than {MAX_BYTES} bytes")
-    return data
-
-
 def found(ctx: SpaceContext) -> Found | None:
     """What a settlement found that no command has said yet, or None. One kept under
     another owner, chain or contract than the space's now is dropped; one without them
     (kept before they were written) is taken as the space's."""
     path = _path(ctx)
     try:
-        data = orjson.loads(_read(path))
+        data = orjson.loads(read_small_file(path, MAX_BYTES))
         notice = _KINDS[data["kind"]](**data["found"])
         vault = data.get("vault")
     except FileNotFoundError:
