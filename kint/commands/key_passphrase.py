@@ -5,10 +5,11 @@ KINT_SESSION_PASSPHRASE, else the Keychain item or KINT_HOME/local.secret), and 
 supervisor's workers ever open it, with theirs. A command whose passphrase is not the
 supervisor's made a key no worker could open: nothing said so until a push refused
 NO_SESSION_KEY, long after. So, when a supervisor runs for the home, the command asks it
-first, as `kint supervisor status` does (kint.settings.secret_proof: a one-use proof of
-this passphrase goes over the socket, one bit comes back; neither secret is printed,
-logged or written), and when they differ it refuses before anything is written. `kint
-join`, which makes the key where there is none, stops at its session key step the same way.
+first, as `kint supervisor status` does (kint.settings.secret_proof: a proof of this
+passphrase, an HMAC over a fresh nonce, goes over the socket, one bit comes back; neither
+secret is printed, logged or written), and when they differ it refuses before anything is
+written. `kint join`, which makes the key where there is none, stops at its session key
+step the same way.
 What is compared is KINT_SESSION_PASSPHRASE alone, whether each side has one and whether
 they are the same: with none on either side, whether each uses the Keychain item or
 local.secret (KINT_NO_KEYCHAIN=1 on macOS) is not known to the command, and not refused.
