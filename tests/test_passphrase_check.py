@@ -178,6 +178,30 @@ def test_supervisor_status_refuses_anything_but_a_proof(box):
         assert caught.value.code == "BAD_REQUEST" and MINE not in caught.value.message
 
 
+def test_a_secret_given_as_neither_set_nor_a_proof_is_refused_saying_what_is_taken(box):
+    """This version takes `set` or a proof for a secret; a request giving anything else
+    (the passphrase itself, a proof cut short) was refused in the words of a supervisor
+    older than proofs ("may only say that ... is set"), with the usual hint to fix the
+    value. It says what is taken now and what to do, never echoing the value, in words the
+    client does not take for an older supervisor's (which it would ask again with `set`)."""
+    from kint.client import KintError
+
+    for sent in (MINE, secret_proof.proof(MINE)[:-1], "unset"):
+        with pytest.raises(KintError) as caught:
+            box.call("status", box.sibyl_db, args={"settings": {
+                "KINT_SESSION_PASSPHRASE": sent}})
+        err = caught.value
+        assert err.code == "BAD_REQUEST", (err.code, err.message)
+        assert err.message == (
+            "status: argument 'settings' gives KINT_SESSION_PASSPHRASE as neither `set` nor "
+            "its proof `set:NONCE:MAC` (NONCE 32 and MAC 64 lowercase hex digits); a "
+            "secret's value is never sent"), err.message
+        assert err.hint is not None and err.hint.startswith("send `set` for a secret the "
+                                                            "caller has, or the proof "), err.hint
+        assert sent not in err.message + err.hint and MINE not in err.message + err.hint
+        assert secret_proof.refused_as_a_value(err.message) is None
+
+
 def test_a_json_refusal_carries_the_line_in_its_notices(box):
     """A `--json` command that refuses carries the lines about its settings in the refusal
     object (kint.commands.common.refuse): this one among them."""
@@ -209,8 +233,10 @@ def test_neither_passphrase_nor_a_proof_reaches_a_file_a_log_or_a_command_line(b
 # What a supervisor older than secret proofs was, in the two places it differs from this
 # version's on the wire: each replaced in a copy of kint by the line it had then.
 OLDER = {
-    "settings/wire.py": ("if BY_NAME[name].secret and not secret_proof.well_formed(raw):",
-                         "if BY_NAME[name].secret and raw != secret_proof.SECRET_SET:"),
+    "settings/wire.py": ("""if BY_NAME[name].secret and not secret_proof.well_formed(raw):
+            return secret_proof.malformed(name)""",
+                         """if BY_NAME[name].secret and raw != secret_proof.SECRET_SET:
+            return f"may only say that {name} is set, never its value", None"""),
     "protocol/ops.py": ("""10_000,
            # The caller's proof of its KINT_SESSION_PASSPHRASE (kint.settings.secret_proof).
            args={"passphrase": ArgSpec("str", max_chars=128)}),""", "10_000),"),

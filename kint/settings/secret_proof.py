@@ -54,6 +54,20 @@ def well_formed(raw: str) -> bool:
     return raw == SECRET_SET or is_proof(raw)
 
 
+def malformed(name: str) -> tuple[str, str]:
+    """(why, what to do) for a request whose value of the secret `name` is neither `set`
+    nor a proof: what this version takes, never the value sent. Not the words of a
+    supervisor older than proofs, which the client reads as "send `set` instead"
+    (`refused_as_a_value`): this supervisor takes a proof, so a refusal here is of a value
+    that is neither."""
+    return (f"gives {name} as neither `set` nor its proof `set:NONCE:MAC` (NONCE 32 and MAC "
+            f"64 lowercase hex digits); a secret's value is never sent",
+            "send `set` for a secret the caller has, or the proof "
+            "kint.settings.secret_proof.proof makes of it; kint's own clients (the CLI, "
+            "kint-server) send these by themselves, and one newer than this supervisor is "
+            "served by a new one after `kint supervisor stop`")
+
+
 def is_proof(raw: str) -> bool:
     """Whether `raw` is a proof (`set:NONCE:MAC`), not a bare `set` nor anything else."""
     return _FORM.fullmatch(raw) is not None
