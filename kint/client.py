@@ -346,7 +346,12 @@ class Client:
              space: str | None = None, args: dict[str, Any] | None = None,
              timeout_s: float = 60) -> None:
         """Send a request that gets no reply (a note, an exit push): queued on the socket,
-        delivered once it is connected."""
+        delivered once it is connected. It says of a secret only that it is set, never
+        with a proof: the proof's one bit comes back in a reply, and a cast has none, while
+        a supervisor older than proofs refuses one and, with no reply to tell the client,
+        the cast was lost (kint-server's goodbye from a socket of its own is the first
+        message that socket sends, before any call could have learnt which supervisor
+        this is)."""
         if self.autostart:
             serving = self._holder.pid()
             if serving is None or self._sock is None or not self.socket_exists(serving):
@@ -354,10 +359,9 @@ class Client:
                     self.ensure_running()
         serving = self._holder.pid()
         self._follow(serving)
-        if self._proofless and serving == self._proofless_pid:  # a cast is never answered
-            args = _without_proofs(args)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
-                          args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
+                          args=_without_proofs(args) or {}, timeout_ms=int(timeout_s * 1000),
+                          cast=True)
         _send(self._socket(), _encoded(request), 0)
 
     def progress_line(self, space16: str, op: str, sent_at: float) -> str | None:

@@ -330,6 +330,34 @@ def test_a_client_told_so_by_a_supervisor_sends_it_no_proof_again(older, box):
                 assert ["proof" if secret_proof.is_proof(x) else x for x in seen] == expected
 
 
+def test_a_kint_servers_goodbye_sent_first_on_a_socket_of_its_own_reaches_an_older_one(
+        older, monkeypatch):
+    """A cast gets no reply, so a supervisor older than proofs that refused its proof told
+    no one, and the cast was lost. kint-server sends one as the first message of a client:
+    an exiting server whose socket a tool call still holds says goodbye on a fresh one
+    (kint.agent_server.session). That goodbye now says only `set`, and the worker takes it:
+    an attach of the session afterwards is told it ended."""
+    from conftest import wait_until
+    from kint.agent_server.session import AgentSession
+    from kint.spaces import SpaceRef
+
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", MINE)  # what the server's settings carry
+    session = AgentSession(SpaceRef(label=older.tenant, tenant=older.tenant,
+                                    db=str(older.sibyl_db)), older.kint_home)
+    session.watcher = False
+    session.attach()  # a call: refused for its proof, and asked again with `set`
+    with session._lock:  # a tool call waiting on the worker holds the session's socket
+        session.close()  # the goodbye, a cast, the first message of a client of its own
+    session._keepalive.join(30)
+
+    def ended() -> bool:
+        late = older.call("attach", older.sibyl_db, args={"session": session.id,
+                                                          "watcher": False})
+        return late.get("ended") is True
+
+    assert wait_until(ended, timeout=15, interval=0.3)
+
+
 def test_a_supervisor_older_than_started_with_cannot_say_and_is_not_refused(tmp_path):
     """A supervisor older than the list of the settings it started with (`started_with`
     in sup.status, and older than the proof) cannot say whether it has a passphrase: a
