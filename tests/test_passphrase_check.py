@@ -202,6 +202,20 @@ def test_a_secret_given_as_neither_set_nor_a_proof_is_refused_saying_what_is_tak
         assert secret_proof.refused_as_a_value(err.message) is None
 
 
+def test_a_successful_json_command_carries_the_line_in_its_notices(box):
+    """`--json` is read from stdout alone: a success's line about the passphrase was on
+    stderr only. It is in the object's `notices` too (as a refusal's is), and stays on
+    stderr; a command with the supervisor's passphrase has none."""
+    out = box.kint("status", "--json", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    [line] = [n for n in shown.get("notices", []) if "KINT_SESSION_PASSPHRASE" in n]
+    assert line.startswith(DIFFERS) and line in out.stderr.splitlines(), (shown, out.stderr)
+    same = box.kint("status", "--json", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert "notices" not in json.loads(same.stdout), same.stdout
+    assert PROOF.search(out.stdout.encode()) is None and MINE not in out.stdout
+
+
 def test_a_json_refusal_carries_the_line_in_its_notices(box):
     """A `--json` command that refuses carries the lines about its settings in the refusal
     object (kint.commands.common.refuse): this one among them."""
