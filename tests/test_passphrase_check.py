@@ -97,37 +97,33 @@ def test_join_stops_at_its_session_key_step_under_another_local_secret(box):
 
     key = box.kint_home / "session.key"
     assert not key.exists()
-    # Should join go on past the step, its chain reads meet a closed loopback port, never
-    # Base's public endpoints (config.toml: the space's worker reads it again at once).
-    config = box.kint_home / "config.toml"
-    config.write_text('rpc_url = "http://127.0.0.1:9"\nrpc_url_2 = "http://127.0.0.1:9"\n')
-    config.chmod(0o600)
     argv = ("join", "--owner", "0x000000000000000000000000000000000000dEaD",
             "--recovery-code-stdin", "--no-setup")
     code = encode_recovery_code(b"\x01" * 32) + "\n"
-    try:
-        for env in ({"KINT_SESSION_PASSPHRASE": MINE}, {}):
-            plain = box.kint(*argv, input=code, env=env)
-            assert plain.returncode == 2, plain.stdout + plain.stderr
-            stopped = next(x for x in plain.stderr.splitlines() if x.startswith("join stopped"))
-            assert stopped.startswith("join stopped at session key: the running supervisor "
-                                      "(pid "), plain.stderr
-            assert stopped.endswith("a key created here would be sealed under another local "
-                                    "secret than its workers unseal it with, and every push "
-                                    "would refuse NO_SESSION_KEY; nothing was changed "
-                                    "[CONFIG_INVALID]"), plain.stderr
-            assert f"{HINT}`kint join` again" in plain.stderr, plain.stderr
-            asked = box.kint(*argv, "--json", input=code, env=env)
-            refused = json.loads(asked.stdout)
-            assert refused["error"] == "CONFIG_INVALID" and refused["step"] == "session key"
-            assert not key.exists()
-            for out in (plain, asked):
-                both = (out.stdout + out.stderr).encode()
-                assert MINE.encode() not in both and THEIRS.encode() not in both
-                assert PROOF.search(both) is None
+    try:  # should join go on past the step, its chain reads meet a closed port
+        with box.chain_out_of_reach():
+            for env in ({"KINT_SESSION_PASSPHRASE": MINE}, {}):
+                plain = box.kint(*argv, input=code, env=env)
+                assert plain.returncode == 2, plain.stdout + plain.stderr
+                stopped = next(x for x in plain.stderr.splitlines()
+                               if x.startswith("join stopped"))
+                assert stopped.startswith("join stopped at session key: the running "
+                                          "supervisor (pid "), plain.stderr
+                assert stopped.endswith("a key created here would be sealed under another "
+                                        "local secret than its workers unseal it with, and "
+                                        "every push would refuse NO_SESSION_KEY; nothing was "
+                                        "changed [CONFIG_INVALID]"), plain.stderr
+                assert f"{HINT}`kint join` again" in plain.stderr, plain.stderr
+                asked = box.kint(*argv, "--json", input=code, env=env)
+                refused = json.loads(asked.stdout)
+                assert (refused["error"], refused["step"]) == ("CONFIG_INVALID", "session key")
+                assert not key.exists()
+                for out in (plain, asked):
+                    both = (out.stdout + out.stderr).encode()
+                    assert MINE.encode() not in both and THEIRS.encode() not in both
+                    assert PROOF.search(both) is None
     finally:  # the next test makes the key itself
         key.unlink(missing_ok=True)
-        config.unlink()
 
 
 def test_a_session_key_sealed_under_another_local_secret_than_the_supervisors_is_refused(box):
