@@ -71,10 +71,34 @@ def _remove_abandoned_runs(own: Path) -> None:
         except OSError:  # a run going on
             continue
         else:
+            _stop_abandoned_anvil(folder)
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(fd)
 
+
+def _stop_abandoned_anvil(folder: Path) -> None:
+    """Stop the devchain's anvil of the abandoned run whose folder is `folder`, if it still
+    runs: the controller stops it at the run's end, and a killed run never got there, so
+    its anvil (in a session of its own, past any Ctrl-C) outlived it, and removing the
+    folder took its record with it. The record `kint devchain start` wrote in the run's
+    folder is the anvil's pid and identity (its command line and start time, which
+    kint.chain.devchain.identity reads again): `kint devchain stop`'s own code signals the
+    pid only while it is still that anvil, never a process that took the pid since. A
+    clean-up that fails leaves the anvil, never this run unstarted."""
+    home = folder / _DEVCHAIN_KINT_HOME
+    if not (home / "devchain" / "devchain.json").is_file():
+        return
+    from kint.chain.devchain.lifecycle import stop
+
+    try:
+        stop(home)
+    except Exception:  # noqa: BLE001 - a corrupt record, a foreign file: left, as before
+        pass
+
+
+# The run's devchain's KINT_HOME, inside its folder (`chain_home`).
+_DEVCHAIN_KINT_HOME = Path("devchain") / "kint"
 
 if "KINT_TESTS_RUN_ROOT" not in os.environ:
     os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kt-")
@@ -568,8 +592,8 @@ def serving(root: Path) -> Iterator[Sandbox]:
 
 # The run's devchain: one anvil for every worker of the run (conftest's docstring), and
 # the record `kint devchain start` writes once it runs.
-_DEVCHAIN_ROOT = _RUN_ROOT / "devchain"
-_DEVCHAIN_RECORD = _DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json"
+_DEVCHAIN_ROOT = _RUN_ROOT / _DEVCHAIN_KINT_HOME.parent
+_DEVCHAIN_RECORD = _RUN_ROOT / _DEVCHAIN_KINT_HOME / "devchain" / "devchain.json"
 
 
 @pytest.fixture(scope="session")
