@@ -177,6 +177,7 @@ class Client:
         # than kint.settings.secret_proof, which refuses it on every op), and its pid:
         # requests to that supervisor say of a secret only that it is set, for its life. A
         # later supervisor (the older one stopped, idle or replaced) is sent the proof again.
+        # A cast never carries one (`cast`).
         self._proofless = False
         self._proofless_pid: int | None = None
 
