@@ -177,6 +177,7 @@ class Client:
         # than kint.settings.secret_proof, which refuses it on every op), and its pid:
         # requests to that supervisor say of a secret only that it is set, for its life. A
         # later supervisor (the older one stopped, idle or replaced) is sent the proof again.
+        # A cast never carries one (`cast`).
         self._proofless = False
         self._proofless_pid: int | None = None
 
@@ -346,7 +347,12 @@ class Client:
              space: str | None = None, args: dict[str, Any] | None = None,
              timeout_s: float = 60) -> None:
         """Send a request that gets no reply (a note, an exit push): queued on the socket,
-        delivered once it is connected."""
+        delivered once it is connected. It says of a secret only that it is set, never
+        with a proof: the proof's one bit comes back in a reply, and a cast has none, while
+        a supervisor older than proofs refuses one and, with no reply to tell the client,
+        the cast was lost (kint-server's goodbye from a socket of its own is the first
+        message that socket sends, before any call could have learnt which supervisor
+        this is)."""
         if self.autostart:
             serving = self._holder.pid()
             if serving is None or self._sock is None or not self.socket_exists(serving):
@@ -354,10 +360,9 @@ class Client:
                     self.ensure_running()
         serving = self._holder.pid()
         self._follow(serving)
-        if self._proofless and serving == self._proofless_pid:  # a cast is never answered
-            args = _without_proofs(args)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
-                          args=args or {}, timeout_ms=int(timeout_s * 1000), cast=True)
+                          args=_without_proofs(args) or {}, timeout_ms=int(timeout_s * 1000),
+                          cast=True)
         _send(self._socket(), _encoded(request), 0)
 
     def progress_line(self, space16: str, op: str, sent_at: float) -> str | None:

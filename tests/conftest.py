@@ -71,10 +71,34 @@ def _remove_abandoned_runs(own: Path) -> None:
         except OSError:  # a run going on
             continue
         else:
+            _stop_abandoned_anvil(folder)
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(fd)
 
+
+def _stop_abandoned_anvil(folder: Path) -> None:
+    """Stop the devchain's anvil of the abandoned run whose folder is `folder`, if it still
+    runs: the controller stops it at the run's end, and a killed run never got there, so
+    its anvil (in a session of its own, past any Ctrl-C) outlived it, and removing the
+    folder took its record with it. The record `kint devchain start` wrote in the run's
+    folder is the anvil's pid and identity (its command line and start time, which
+    kint.chain.devchain.identity reads again): `kint devchain stop`'s own code signals the
+    pid only while it is still that anvil, never a process that took the pid since. A
+    clean-up that fails leaves the anvil, never this run unstarted."""
+    home = folder / _DEVCHAIN_KINT_HOME
+    if not (home / "devchain" / "devchain.json").is_file():
+        return
+    from kint.chain.devchain.lifecycle import stop
+
+    try:
+        stop(home)
+    except Exception:  # noqa: BLE001 - a corrupt record, a foreign file: left, as before
+        pass
+
+
+# The run's devchain's KINT_HOME, inside its folder (`chain_home`).
+_DEVCHAIN_KINT_HOME = Path("devchain") / "kint"
 
 if "KINT_TESTS_RUN_ROOT" not in os.environ:
     os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kt-")
@@ -131,6 +155,8 @@ def kint_loading(env: dict[str, str], *argv: str) -> tuple[subprocess.CompletedP
                          capture_output=True, timeout=90, stdin=subprocess.DEVNULL)
     return out, json.loads(out.stdout.splitlines()[-1])
 SUPPORT = Path(__file__).resolve().parent / "support"
+# A loopback endpoint nobody listens on (the discard port): a read there fails at once.
+CLOSED_PORT_URL = "http://127.0.0.1:9"
 TENANT = SIBYL_DEFAULT_TENANT
 
 
@@ -411,20 +437,41 @@ class Sandbox:
                 kw.update(tenant=self.tenant, db=str(db), space=self.label(db))
             return client.call(op, timeout_s=timeout_s, **kw)
 
-    @contextmanager
-    def supervisor_config(self, text: str) -> Iterator[None]:
-        """`text` as this machine's config.toml (0600, as a user keeps it), read by its
-        running supervisor at once (`sup.reload`); the file is gone again afterwards, and
-        read so."""
+    def _config_file(self, text: str) -> Path:
+        """`text` as this machine's config.toml, 0600 in a 0700 KINT_HOME, as a user keeps
+        them."""
+        self.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
         config = self.kint_home / "config.toml"
         config.write_text(text)
         config.chmod(0o600)
+        return config
+
+    @contextmanager
+    def supervisor_config(self, text: str) -> Iterator[None]:
+        """`text` as this machine's config.toml, read by its running supervisor at once
+        (`sup.reload`); the file is gone again afterwards, and read so."""
+        config = self._config_file(text)
         self.call("sup.reload")
         try:
             yield
         finally:
             config.unlink()
             self.call("sup.reload")
+
+    @contextmanager
+    def chain_out_of_reach(self) -> Iterator[None]:
+        """For a test whose command must stop before it reads the chain: both endpoints in
+        this machine's config.toml are a closed loopback port, so that should it regress
+        and go on, its reads meet that port, never Base's public endpoints (the defaults).
+        The space's worker, another process, is outside this process's network guard; it
+        reads the file again at once, so a supervisor already running needs no reload. The
+        file is gone again afterwards."""
+        config = self._config_file(f'rpc_url = "{CLOSED_PORT_URL}"\n'
+                                   f'rpc_url_2 = "{CLOSED_PORT_URL}"\n')
+        try:
+            yield
+        finally:
+            config.unlink()
 
     def start(self) -> int:
         out = self.kint("supervisor", "start")
@@ -545,8 +592,8 @@ def serving(root: Path) -> Iterator[Sandbox]:
 
 # The run's devchain: one anvil for every worker of the run (conftest's docstring), and
 # the record `kint devchain start` writes once it runs.
-_DEVCHAIN_ROOT = _RUN_ROOT / "devchain"
-_DEVCHAIN_RECORD = _DEVCHAIN_ROOT / "kint" / "devchain" / "devchain.json"
+_DEVCHAIN_ROOT = _RUN_ROOT / _DEVCHAIN_KINT_HOME.parent
+_DEVCHAIN_RECORD = _RUN_ROOT / _DEVCHAIN_KINT_HOME / "devchain" / "devchain.json"
 
 
 @pytest.fixture(scope="session")

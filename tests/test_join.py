@@ -502,8 +502,9 @@ def test_a_session_key_file_kint_cannot_read_stops_join_naming_it_and_the_way_ou
     argv = ("join", "--owner", "0x000000000000000000000000000000000000dEaD",
             "--recovery-code-stdin", "--no-setup")
     try:  # join reads the chain through the space's worker first, so a supervisor starts
-        plain = sb.kint(*argv, input=code + "\n")
-        asked = sb.kint(*argv, "--json", input=code + "\n")
+        with sb.chain_out_of_reach():  # and should it go on past the step, a closed port
+            plain = sb.kint(*argv, input=code + "\n")
+            asked = sb.kint(*argv, "--json", input=code + "\n")
     finally:
         sb.shutdown()
     message = f"{path} is not a session key kint can read: it is not valid JSON"
@@ -521,6 +522,30 @@ def test_a_session_key_file_kint_cannot_read_stops_join_naming_it_and_the_way_ou
     assert refused["error"] == "CORRUPT_STATE" and refused["step"] == "session key", refused
     assert refused["message"].startswith(message) and refused["hint"] == hint, refused
     assert path.read_text() == "not a keystore\n"
+
+
+def test_a_join_that_goes_past_its_session_key_step_meets_the_guards_closed_port(tmp_path):
+    """The guard of the tests whose join must stop at its session key step
+    (`Sandbox.chain_out_of_reach`): a join that goes on (here one with no key, which makes
+    one and goes on, as a regressed check would) reads the vault's head at the closed port
+    the guard names, and stops there, never at Base's public endpoints, which its space's
+    worker, outside this process's network guard, would otherwise ask."""
+    sb = make_sandbox(tmp_path / "machine")
+    from kint.custody.recovery_code import encode_recovery_code
+
+    code = encode_recovery_code(b"\x01" * 32)
+    try:
+        with sb.chain_out_of_reach():
+            out = sb.kint("join", "--owner", "0x000000000000000000000000000000000000dEaD",
+                          "--recovery-code-stdin", "--no-setup", "--json", input=code + "\n")
+    finally:
+        sb.shutdown()
+    refused = json.loads(out.stdout)
+    assert (out.returncode, refused["error"], refused["step"]) == (2, "RPC_UNAVAILABLE",
+                                                                  "vault"), out.stdout
+    assert "the endpoint could not be reached" in refused["message"], refused
+    assert refused["hint"].startswith(f"check the endpoints set in "
+                                      f"{sb.kint_home / 'config.toml'} "), refused
 
 
 def test_the_restore_lines_of_a_cold_start_on_base():

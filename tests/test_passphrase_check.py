@@ -97,37 +97,33 @@ def test_join_stops_at_its_session_key_step_under_another_local_secret(box):
 
     key = box.kint_home / "session.key"
     assert not key.exists()
-    # Should join go on past the step, its chain reads meet a closed loopback port, never
-    # Base's public endpoints (config.toml: the space's worker reads it again at once).
-    config = box.kint_home / "config.toml"
-    config.write_text('rpc_url = "http://127.0.0.1:9"\nrpc_url_2 = "http://127.0.0.1:9"\n')
-    config.chmod(0o600)
     argv = ("join", "--owner", "0x000000000000000000000000000000000000dEaD",
             "--recovery-code-stdin", "--no-setup")
     code = encode_recovery_code(b"\x01" * 32) + "\n"
-    try:
-        for env in ({"KINT_SESSION_PASSPHRASE": MINE}, {}):
-            plain = box.kint(*argv, input=code, env=env)
-            assert plain.returncode == 2, plain.stdout + plain.stderr
-            stopped = next(x for x in plain.stderr.splitlines() if x.startswith("join stopped"))
-            assert stopped.startswith("join stopped at session key: the running supervisor "
-                                      "(pid "), plain.stderr
-            assert stopped.endswith("a key created here would be sealed under another local "
-                                    "secret than its workers unseal it with, and every push "
-                                    "would refuse NO_SESSION_KEY; nothing was changed "
-                                    "[CONFIG_INVALID]"), plain.stderr
-            assert f"{HINT}`kint join` again" in plain.stderr, plain.stderr
-            asked = box.kint(*argv, "--json", input=code, env=env)
-            refused = json.loads(asked.stdout)
-            assert refused["error"] == "CONFIG_INVALID" and refused["step"] == "session key"
-            assert not key.exists()
-            for out in (plain, asked):
-                both = (out.stdout + out.stderr).encode()
-                assert MINE.encode() not in both and THEIRS.encode() not in both
-                assert PROOF.search(both) is None
+    try:  # should join go on past the step, its chain reads meet a closed port
+        with box.chain_out_of_reach():
+            for env in ({"KINT_SESSION_PASSPHRASE": MINE}, {}):
+                plain = box.kint(*argv, input=code, env=env)
+                assert plain.returncode == 2, plain.stdout + plain.stderr
+                stopped = next(x for x in plain.stderr.splitlines()
+                               if x.startswith("join stopped"))
+                assert stopped.startswith("join stopped at session key: the running "
+                                          "supervisor (pid "), plain.stderr
+                assert stopped.endswith("a key created here would be sealed under another "
+                                        "local secret than its workers unseal it with, and "
+                                        "every push would refuse NO_SESSION_KEY; nothing was "
+                                        "changed [CONFIG_INVALID]"), plain.stderr
+                assert f"{HINT}`kint join` again" in plain.stderr, plain.stderr
+                asked = box.kint(*argv, "--json", input=code, env=env)
+                refused = json.loads(asked.stdout)
+                assert (refused["error"], refused["step"]) == ("CONFIG_INVALID", "session key")
+                assert not key.exists()
+                for out in (plain, asked):
+                    both = (out.stdout + out.stderr).encode()
+                    assert MINE.encode() not in both and THEIRS.encode() not in both
+                    assert PROOF.search(both) is None
     finally:  # the next test makes the key itself
         key.unlink(missing_ok=True)
-        config.unlink()
 
 
 def test_a_session_key_sealed_under_another_local_secret_than_the_supervisors_is_refused(box):
@@ -178,6 +174,44 @@ def test_supervisor_status_refuses_anything_but_a_proof(box):
         assert caught.value.code == "BAD_REQUEST" and MINE not in caught.value.message
 
 
+def test_a_secret_given_as_neither_set_nor_a_proof_is_refused_saying_what_is_taken(box):
+    """This version takes `set` or a proof for a secret; a request giving anything else
+    (the passphrase itself, a proof cut short) was refused in the words of a supervisor
+    older than proofs ("may only say that ... is set"), with the usual hint to fix the
+    value. It says what is taken now and what to do, never echoing the value, in words the
+    client does not take for an older supervisor's (which it would ask again with `set`)."""
+    from kint.client import KintError
+
+    for sent in (MINE, secret_proof.proof(MINE)[:-1], "unset"):
+        with pytest.raises(KintError) as caught:
+            box.call("status", box.sibyl_db, args={"settings": {
+                "KINT_SESSION_PASSPHRASE": sent}})
+        err = caught.value
+        assert err.code == "BAD_REQUEST", (err.code, err.message)
+        assert err.message == (
+            "status: argument 'settings' gives KINT_SESSION_PASSPHRASE as neither `set` nor "
+            "its proof `set:NONCE:MAC` (NONCE 32 and MAC 64 lowercase hex digits); a "
+            "secret's value is never sent"), err.message
+        assert err.hint is not None and err.hint.startswith("send `set` for a secret the "
+                                                            "caller has, or the proof "), err.hint
+        assert sent not in err.message + err.hint and MINE not in err.message + err.hint
+        assert secret_proof.refused_as_a_value(err.message) is None
+
+
+def test_a_successful_json_command_carries_the_line_in_its_notices(box):
+    """`--json` is read from stdout alone: a success's line about the passphrase was on
+    stderr only. It is in the object's `notices` too (as a refusal's is), and stays on
+    stderr; a command with the supervisor's passphrase has none."""
+    out = box.kint("status", "--json", env={"KINT_SESSION_PASSPHRASE": MINE})
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    [line] = [n for n in shown.get("notices", []) if "KINT_SESSION_PASSPHRASE" in n]
+    assert line.startswith(DIFFERS) and line in out.stderr.splitlines(), (shown, out.stderr)
+    same = box.kint("status", "--json", env={"KINT_SESSION_PASSPHRASE": THEIRS})
+    assert "notices" not in json.loads(same.stdout), same.stdout
+    assert PROOF.search(out.stdout.encode()) is None and MINE not in out.stdout
+
+
 def test_a_json_refusal_carries_the_line_in_its_notices(box):
     """A `--json` command that refuses carries the lines about its settings in the refusal
     object (kint.commands.common.refuse): this one among them."""
@@ -209,8 +243,10 @@ def test_neither_passphrase_nor_a_proof_reaches_a_file_a_log_or_a_command_line(b
 # What a supervisor older than secret proofs was, in the two places it differs from this
 # version's on the wire: each replaced in a copy of kint by the line it had then.
 OLDER = {
-    "settings/wire.py": ("if BY_NAME[name].secret and not secret_proof.well_formed(raw):",
-                         "if BY_NAME[name].secret and raw != secret_proof.SECRET_SET:"),
+    "settings/wire.py": ("""if BY_NAME[name].secret and not secret_proof.well_formed(raw):
+            return secret_proof.malformed(name)""",
+                         """if BY_NAME[name].secret and raw != secret_proof.SECRET_SET:
+            return f"may only say that {name} is set, never its value", None"""),
     "protocol/ops.py": ("""10_000,
            # The caller's proof of its KINT_SESSION_PASSPHRASE (kint.settings.secret_proof).
            args={"passphrase": ArgSpec("str", max_chars=128)}),""", "10_000),"),
@@ -302,6 +338,34 @@ def test_a_client_told_so_by_a_supervisor_sends_it_no_proof_again(older, box):
                 client.call("status", tenant=sb.tenant, db=str(sb.sibyl_db),
                             space=sb.label(sb.sibyl_db), args=args, timeout_s=30)
                 assert ["proof" if secret_proof.is_proof(x) else x for x in seen] == expected
+
+
+def test_a_kint_servers_goodbye_sent_first_on_a_socket_of_its_own_reaches_an_older_one(
+        older, monkeypatch):
+    """A cast gets no reply, so a supervisor older than proofs that refused its proof told
+    no one, and the cast was lost. kint-server sends one as the first message of a client:
+    an exiting server whose socket a tool call still holds says goodbye on a fresh one
+    (kint.agent_server.session). That goodbye now says only `set`, and the worker takes it:
+    an attach of the session afterwards is told it ended."""
+    from conftest import wait_until
+    from kint.agent_server.session import AgentSession
+    from kint.spaces import SpaceRef
+
+    monkeypatch.setenv("KINT_SESSION_PASSPHRASE", MINE)  # what the server's settings carry
+    session = AgentSession(SpaceRef(label=older.tenant, tenant=older.tenant,
+                                    db=str(older.sibyl_db)), older.kint_home)
+    session.watcher = False
+    session.attach()  # a call: refused for its proof, and asked again with `set`
+    with session._lock:  # a tool call waiting on the worker holds the session's socket
+        session.close()  # the goodbye, a cast, the first message of a client of its own
+    session._keepalive.join(30)
+
+    def ended() -> bool:
+        late = older.call("attach", older.sibyl_db, args={"session": session.id,
+                                                          "watcher": False})
+        return late.get("ended") is True
+
+    assert wait_until(ended, timeout=15, interval=0.3)
 
 
 def test_a_supervisor_older_than_started_with_cannot_say_and_is_not_refused(tmp_path):

@@ -60,6 +60,9 @@ def worker_hint(err: KintError) -> str | None:
 # Set in the click context's `meta` by `json_option` when --json is given: the command's
 # refusals are then a JSON object on stdout.
 _JSON_REFUSALS = "kint.json_refusals"
+# In the click context's `meta`: the worker's lines about settings this command printed
+# (`print_notices`), in order, for its --json object (`echo_json`).
+_NOTICES = "kint.notices"
 
 
 def json_option(help_text: str = "Print the result as JSON.") -> Callable[[Any], Any]:
@@ -137,7 +140,22 @@ def refuse_blank_space_options(tenant: str | None, db: str | None) -> None:
 
 
 def echo_json(obj: Any) -> None:
+    """Print `obj` as the command's JSON. An object gets `notices`, the worker's lines
+    about settings of the command's calls that were not used, when it printed any
+    (`print_notices`): a script reading stdout alone, as --json is for, was never told
+    them (a success's went to stderr only; a refusal's object already had its own)."""
+    said = _said_notices()
+    if isinstance(obj, dict) and said:
+        own = list(obj.get("notices") or [])
+        obj = {**obj, "notices": own + [line for line in said if line not in own]}
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
+
+
+def _said_notices() -> list[str]:
+    """The running command's list of the worker's lines it printed (kept in its click
+    context, so that commands run in one process each have their own)."""
+    ctx = click.get_current_context(silent=True)
+    return [] if ctx is None else ctx.meta.setdefault(_NOTICES, [])
 
 
 def sent_settings(args: dict[str, Any]) -> dict[str, Any]:
@@ -152,13 +170,17 @@ def sent_settings(args: dict[str, Any]) -> dict[str, Any]:
 def print_notices(result: dict[str, Any]) -> dict[str, Any]:
     """Print, on stderr, the worker's lines about settings it did not use (one each, once
     per command: `kint join` asks its space's worker several times, and each answer says
-    the same of the same environment)."""
+    the same of the same environment); the command's --json object carries them too
+    (`echo_json`)."""
     from kint.settings.complaints import printed
 
+    said = _said_notices()
     for line in result.pop("notices", None) or []:
         if line not in printed:
             printed.add(line)
             click.echo(line, err=True)
+        if line not in said:
+            said.append(line)
     return result
 
 

@@ -66,8 +66,8 @@ class OpSpec:
 
 
 def _check_arg(op: str, name: str, spec: ArgSpec, value: Any, request_id: str | None) -> None:
-    def bad(why: str) -> ProtocolError:
-        return ProtocolError(ErrorCode.BAD_REQUEST, f"{op}: argument {name!r} {why}",
+    def bad(why: str, hint: str | None = None) -> ProtocolError:
+        return ProtocolError(ErrorCode.BAD_REQUEST, f"{op}: argument {name!r} {why}", hint,
                              request_id=request_id)
 
     if spec.kind == "str":
@@ -92,13 +92,14 @@ def _check_arg(op: str, name: str, spec: ArgSpec, value: Any, request_id: str | 
     elif spec.kind == "settings":
         from kint.settings.wire import check_sent
 
-        why = check_sent(value)
-        if why is not None:
-            raise bad(why)
+        refused = check_sent(value)
+        if refused is not None:
+            raise bad(*refused)
 
 
 # Every op a worker serves may carry the caller's settings (kint.settings.wire): the
-# names of settings the daemon reads, each with the caller's value (a secret: only "set").
+# names of settings the daemon reads, each with the caller's value (a secret: `set`, or
+# its proof: kint.settings.secret_proof).
 SETTINGS_ARG = "settings"
 
 

@@ -25,7 +25,9 @@ environment. A fresh nonce per request keeps two requests' MACs from matching ea
 
 A supervisor older than proofs took only `set` for a secret, and refuses a proof on every
 op as it decodes the request: the client asks it again with `set` and keeps doing so while
-that supervisor serves (kint.client), so such a supervisor tells nothing, as before.
+that supervisor serves (kint.client), so such a supervisor tells nothing, as before. A cast
+(a request that gets no reply) carries `set` alone: no reply could bring the bit back, nor
+say that such a supervisor dropped it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,20 @@ def proof(secret: str) -> str:
 def well_formed(raw: str) -> bool:
     """Whether `raw` is what a client may send for a secret: `set`, or a proof."""
     return raw == SECRET_SET or is_proof(raw)
+
+
+def malformed(name: str) -> tuple[str, str]:
+    """(why, what to do) for a request whose value of the secret `name` is neither `set`
+    nor a proof: what this version takes, never the value sent. Not the words of a
+    supervisor older than proofs, which the client reads as "send `set` instead"
+    (`refused_as_a_value`): this supervisor takes a proof, so a refusal here is of a value
+    that is neither."""
+    return (f"gives {name} as neither `set` nor its proof `set:NONCE:MAC` (NONCE 32 and MAC "
+            "64 lowercase hex digits); a secret's value is never sent",
+            "send `set` for a secret the caller has, or the proof "
+            "kint.settings.secret_proof.proof makes of it; kint's own clients (the CLI, "
+            "kint-server) send these by themselves, and a kint newer than this supervisor "
+            "gets one of its own version after `kint supervisor stop`")
 
 
 def is_proof(raw: str) -> bool:

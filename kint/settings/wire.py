@@ -46,19 +46,21 @@ def outgoing(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-def check_sent(sent: Any) -> str | None:
-    """Why `sent` is not a settings mapping a request may carry, or None."""
+def check_sent(sent: Any) -> tuple[str, str | None] | None:
+    """(why `sent` is not a settings mapping a request may carry, what to do or None for
+    the usual hint), or None."""
     if not isinstance(sent, dict):
-        return "must be an object of setting names to strings"
+        return "must be an object of setting names to strings", None
     if len(sent) > MAX_SENT:
-        return f"carries more than {MAX_SENT} settings"
+        return f"carries more than {MAX_SENT} settings", None
     for name, raw in sent.items():
         if name not in SENT:
-            return f"names {name[:64]!r}, which is not a setting the daemon reads"
+            return f"names {name[:64]!r}, which is not a setting the daemon reads", None
         if not isinstance(raw, str) or not raw or len(raw) > MAX_SENT_CHARS or "\x00" in raw:
-            return f"has a bad value for {name} (a string of 1 to {MAX_SENT_CHARS} characters)"
+            return (f"has a bad value for {name} (a string of 1 to {MAX_SENT_CHARS} "
+                    f"characters)", None)
         if BY_NAME[name].secret and not secret_proof.well_formed(raw):
-            return f"may only say that {name} is set, never its value"
+            return secret_proof.malformed(name)
     return None
 
 
