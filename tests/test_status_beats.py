@@ -16,15 +16,13 @@ real Worker over a real store, not serving (its requests are run as its loop run
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from conftest import make_sandbox, write_rules, write_store
 from kint.client import KintError
 from kint.protocol.envelope import Request
 from support.locked_store import locked
+from support.worker_over import worker_over
 
 
 def test_a_status_waiting_on_a_locked_store_keeps_the_worker_beating(tmp_path):
@@ -66,29 +64,10 @@ def test_a_status_waiting_on_a_locked_store_keeps_the_worker_beating(tmp_path):
         sb.shutdown()
 
 
-@contextmanager
-def _worker(tmp_path: Path) -> Iterator[Any]:
-    """A real Worker over a real store, not serving."""
-    from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.process import Worker
-
-    home = tmp_path / "kint"
-    home.mkdir(mode=0o700)
-    db = write_store(tmp_path / "memory.db", tenant="t")
-    cfg = WorkerConfig(space_id="ab" * 32, label="t", tenant="t", db=str(db),
-                       kint_home=str(home), back_address="ipc:///unused",
-                       supervisor_pid=1, idle_beat_s=2.5)
-    worker = Worker(cfg, b"\x04" * 32)
-    try:
-        yield worker
-    finally:
-        worker.close()
-
-
 def test_a_plain_status_runs_inline_while_its_counts_hold(tmp_path):
     """The quick status keeps its path (no thread hand-off): only a status that would count
     the store is left to the pool, its call's settings kept for that run."""
-    with _worker(tmp_path) as worker:
+    with worker_over(tmp_path) as (worker, db):
         settings = {"KINT_RPC_TIMEOUT": "7"}
         first = Request(id="c1", op="status", args={"settings": settings})
         assert worker.run_inline(first) is None  # nothing counted yet: the pool's
@@ -98,5 +77,5 @@ def test_a_plain_status_runs_inline_while_its_counts_hold(tmp_path):
         again = worker.run_inline(Request(id="c2", op="status"))
         assert again is not None and again.ok, again
         assert again.result["rows"] == counted.result["rows"]
-        write_rules(Path(worker.config.db), "t", later="a row the count has not seen")
+        write_rules(db, "t", later="a row the count has not seen")
         assert worker.run_inline(Request(id="c3", op="status")) is None
