@@ -200,6 +200,12 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
         text += ("\n~N unanchored: counted before the store or the head last moved; a running "
                  "worker recounts within seconds")
     for row in spaces:
+        shared = row.get("store_shared")
+        if shared:  # the worker's words, which quote paths: escaped as the cells are
+            text += (f"\nWARNING: space {row['space']}: "
+                     f"{printable(str(shared.get('message')))}; "
+                     f"{printable(str(shared.get('hint')))}")
+    for row in spaces:
         if row.get("watcher_failure"):
             text += "\n" + watcher_failure_text(row["watcher_failure"],
                                                  f"watcher of {row['space']}")

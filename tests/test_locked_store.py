@@ -12,16 +12,12 @@ past any wait, so the 2 s and 5 s of the defaults would only be waited out at ev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from conftest import write_store
 from support.locked_store import locked
+from support.worker_over import worker_over
 from kint.protocol.errors import ProtocolError
+
 
 @pytest.fixture
 def short_busy_waits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,25 +28,6 @@ def short_busy_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(store, "READ_BUSY_WAIT_S", 0.2)
     monkeypatch.setattr(export, "READ_BUSY_WAIT_S", 0.2)
-
-
-@contextmanager
-def worker_over(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
-    """A real Worker over a real store, not serving, and the store's path."""
-    from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.process import Worker
-
-    home = tmp_path / "kint"
-    home.mkdir(mode=0o700)
-    db = write_store(tmp_path / "memory.db", tenant="t")
-    cfg = WorkerConfig(space_id="ef" * 32, label="t", tenant="t", db=str(db),
-                       kint_home=str(home), back_address="ipc:///unused",
-                       supervisor_pid=1, idle_beat_s=2.5)
-    worker = Worker(cfg, b"\x03" * 32)
-    try:
-        yield worker, db
-    finally:
-        worker.close()
 
 
 def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path,

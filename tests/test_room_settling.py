@@ -13,6 +13,9 @@ session.
   has its own bound (room.SETTLE_S) and ends in the BUSY naming the limit.
 - X already stopping as idle (held by a SIGSTOP within its stop grace): its exit frees
   the room, yet the space was refused BUSY meanwhile. It now waits for that exit.
+
+And docs/faults.md says that bound in beats and seconds, from the code's values: it is no
+setting, and the table said only "3 s (three beats)".
 """
 
 from __future__ import annotations
@@ -172,3 +175,19 @@ def test_a_space_waits_for_a_worker_already_stopping_as_idle(tmp_path):
     finally:
         let_go_on(held)
         sb.shutdown()
+
+
+def test_the_faults_table_says_what_a_queued_space_waits_in_beats_and_seconds():
+    """SETTLE_S is a constant, not a setting: docs/faults.md says it in beats and seconds,
+    and when the refusal comes (the sweep that looks again), from the code's own values."""
+    from kint.protocol.worker_wire import BEAT_SECONDS
+    from kint.supervisor.settings import Settings
+
+    faults = (Path(__file__).parent.parent / "docs" / "faults.md").read_text()
+    beats = {3: "three"}[round(SETTLE_S / BEAT_SECONDS)]
+    tick = Settings().tick_s
+    assert (f"have answered on for {SETTLE_S:g} s ({beats} beats of a worker at work, one a "
+            f"second)") in faults
+    assert "that bound is fixed, not a setting" in faults
+    assert (f"(every {tick:g} s), so it is refused within {SETTLE_S + tick:g} s ({beats} "
+            f"beats and a sweep)") in faults

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,11 +255,23 @@ def test_two_real_homes_on_one_store_each_hear_of_the_other(tmp_path):
                f"({first.kint_home})" in shown.stdout, shown.stdout
         as_json = json.loads(second.kint("--db", str(db), "status", "--json").stdout)
         assert str(first.kint_home) in as_json["store_shared"]["message"], as_json
+        # And `kint supervisor status`, in the space's row, from the worker's beats.
+        row = second.wait_for(lambda: _shared_row(second, db), timeout=20,
+                              what="the second home's supervisor status row naming it")
+        assert row["store_shared"] == as_json["store_shared"], row
+        space = row["space"]
+        sup_text = second.kint("supervisor", "status").stdout
+        assert f"WARNING: space {space}: the Sibyl store {db} is also served by kint of " \
+               f"another KINT_HOME ({first.kint_home})" in sup_text, sup_text
+        assert SHARING_HINT in sup_text, sup_text
 
         # The first home's worker, started before, learns it with no doctor run.
         said = first.wait_for(lambda: first.call("status", db)["store_shared"], timeout=20,
                               what="the first home's status naming the second home")
         assert f"({second.kint_home})" in said["message"] and said["hint"] == SHARING_HINT
+        row = first.wait_for(lambda: _shared_row(first, db), timeout=20,
+                             what="the first home's supervisor status row naming it")
+        assert row["store_shared"] == said, row
         first.wait_for(lambda: _sharing_lines(first_log), timeout=20,
                        what="the first home's worker warning in its log")
         time.sleep(LOOK_S * 4)  # a few more looks: each finds the same home, none says it
@@ -268,6 +281,13 @@ def test_two_real_homes_on_one_store_each_hear_of_the_other(tmp_path):
     finally:
         first.shutdown()
         second.shutdown()
+
+
+def _shared_row(sb: Any, db: Path) -> dict[str, Any] | None:
+    """The first row of `kint supervisor status` (--json) serving `db` whose worker's beats
+    say another home shares it (the CLI's call and the test's may name two spaces of it)."""
+    return next((r for r in sb.sup_status()["spaces"]
+                 if r["store"] == str(db) and r["store_shared"]), None)
 
 
 # How often the first home's worker looks in the test above.

@@ -246,8 +246,8 @@ def _a_beat_between_two_ops_names_neither(worker) -> None:
 
 
 def test_an_answer_the_beating_thread_gives_itself_brings_a_beat_within_a_second(tmp_path):
-    """A plain status (and a session's note) is answered on the thread that beats, never
-    on the pool. Such an answer, as a pool's, brings the next beat within a second: the
+    """A plain status whose counts hold (and a session's note) is answered on the thread
+    that beats, never on the pool. Such an answer, as a pool's, brings the next beat within a second: the
     supervisor stops a worker as idle only on a beat read after its last answer, so an
     idle worker whose last call was a status used to wait for its next idle beat (up to
     3 s) before it could go, past a short KINT_WORKER_IDLE_SECONDS."""
@@ -256,6 +256,7 @@ def test_an_answer_the_beating_thread_gives_itself_brings_a_beat_within_a_second
     with bare_worker(tmp_path, b"\x02" * 32) as (worker, router):
         idle_until = time.monotonic() + 100
         worker._next_beat = idle_until  # an idle worker's beat, far off
+        worker.ctx.store.facts()  # counted: the status is answered on this thread
         worker._dispatch(request_frames("1", "status", {}, worker.config.db))
         header, reply = answer(router)
         assert header["kind"] == "reply" and reply["ok"], reply

@@ -104,18 +104,37 @@ def test_a_stopped_holder_is_refused_by_name_without_waiting_out_the_bound(tmp_p
         _end(proc)
 
 
-def test_a_holder_the_file_does_not_name_is_refused_past_the_bound(tmp_path):
-    """A holder that wrote no pid (or one whose stop cannot be seen, as on macOS without
-    /proc) is waited for its whole bound, then refused saying its pid is unknown."""
+@pytest.fixture(params=["kernel's table", "no table"])
+def lock_table(request, monkeypatch):
+    """Whether the kernel's table of locks names the holder (Linux's /proc/locks), or
+    there is none to read, as on macOS: the lock file's own words are all there is."""
+    from kint.tenant_worker import lock_table as table
+
+    if request.param == "no table":
+        monkeypatch.setattr(table, "LOCKS_TABLE", "/nonexistent/locks")
+    elif not os.path.isfile(table.LOCKS_TABLE):
+        pytest.skip("no kernel table of locks here")
+    return request.param
+
+
+def test_a_holder_the_file_does_not_name_is_refused_past_the_bound(tmp_path, lock_table):
+    """A holder that wrote no pid (one that took the lock an instant ago) is waited for
+    its whole bound, then refused: named by the kernel's table where there is one, else
+    saying its pid is unknown, with the lsof hint."""
     path = worker_lock_path(tmp_path, SPACE16)
     proc = _holder(path, "")
     try:
         with pytest.raises(WorkerLockHeld) as held:
             hold_worker_lock(path, SPACE16, 4242, wait_s=0.3)
-        assert held.value.holder == (None, None) and not held.value.stopped
-        assert "a process whose pid the lock file does not name" in str(held.value)
-        assert "did not let go within" in str(held.value)
-        assert f"lsof {path}" in held.value.hint
+        assert not held.value.stopped and "did not let go within" in str(held.value)
+        if lock_table == "no table":
+            assert held.value.holder == (None, None)
+            assert "a process whose pid the lock file does not name" in str(held.value)
+            assert f"lsof {path}" in held.value.hint
+        else:
+            assert held.value.holder == (proc.pid, None)
+            assert f"still runs (pid {proc.pid})" in str(held.value), held.value
+            assert f"`kill -KILL {proc.pid}` if it is stuck" in held.value.hint
     finally:
         _end(proc)
 
@@ -138,13 +157,15 @@ def stale_pid(request):
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="tells a kint worker by /proc")
 def test_a_pid_the_lock_file_names_is_believed_only_when_a_kint_worker_has_it(
-        tmp_path, stale_pid):
+        tmp_path, stale_pid, lock_table):
     """A real worker holds the lock, its file still naming the holder before it (it took
     the lock a moment ago and has not written yet), whose pid is now no kint worker's.
-    Nobody is named: the refusal comes past the bound with the lsof hint, never judging
-    the stranger stopped nor telling anyone to `kill -KILL` it. So does the look of
-    kint-server (kint.agent_server.old_worker), which counts the holder as old, unnamed,
-    even under the supervisor the stale line names as the one serving."""
+    The stranger is never judged stopped nor told to `kill -KILL`. Where the kernel lists
+    its locks, the holder is named by it, its supervisor unknown (the line is the holder
+    before's): the refusal names it, and so does the look of kint-server
+    (kint.agent_server.old_worker), counting it as old even under the supervisor the stale
+    line names as the one serving. It gave the lsof hint, naming nobody, as it still does
+    where there is no such table."""
     from kint.agent_server.old_worker import old_worker
 
     path = worker_lock_path(tmp_path, SPACE16)
@@ -152,11 +173,33 @@ def test_a_pid_the_lock_file_names_is_believed_only_when_a_kint_worker_has_it(
     try:
         with pytest.raises(WorkerLockHeld) as held:
             hold_worker_lock(path, SPACE16, 4242, wait_s=1.5)
-        assert held.value.holder == (None, None) and not held.value.stopped
+        assert not held.value.stopped
         assert f"pid {stale_pid}" not in str(held.value), held.value
         assert f"{stale_pid}`" not in held.value.hint, held.value.hint
-        assert f"lsof {path}" in held.value.hint
-        assert old_worker(tmp_path, SPACE16, lambda: 4243) == (None, None)
+        named = (None, None) if lock_table == "no table" else (proc.pid, None)
+        assert held.value.holder == named
+        if lock_table == "no table":
+            assert f"lsof {path}" in held.value.hint
+        else:
+            assert f"`kill -KILL {proc.pid}` if it is stuck" in held.value.hint
+        assert old_worker(tmp_path, SPACE16, lambda: 4243) == named
+    finally:
+        _end(proc)
+
+
+def test_a_holder_the_kernel_names_keeps_its_own_line(tmp_path):
+    """The kernel's word takes nothing from a file that names the holder itself: its
+    supervisor's pid is read as before."""
+    from kint.tenant_worker.lock_table import flock_holder
+
+    path = worker_lock_path(tmp_path, SPACE16)
+    proc = _holder(path, "{pid} 4243\n")
+    try:
+        fd = worker_lock.open_to_look(path)
+        assert fd is not None
+        if os.path.isfile("/proc/locks"):
+            assert flock_holder(fd) == proc.pid
+        assert worker_lock.holder_closing(fd) == (proc.pid, 4243)
     finally:
         _end(proc)
 

@@ -46,8 +46,9 @@ def old_worker(home: Path, space16: str,
     that another kint process started meanwhile, whose worker took the lock in between,
     would otherwise be no supervisor, and its healthy worker taken for the old one. A
     holder that has not written its pids yet (an instant after it took the lock), the
-    file still naming the one before it (`live_holder`: its pid no live kint worker's),
-    counts as old for this look, unnamed; the next one reads them."""
+    file still naming the one before it, counts as old for this look, its supervisor
+    unknown (`live_holder`: named by the kernel's table of locks where there is one, else
+    unnamed); the next one reads them."""
     fd = _open_lock(worker_lock_path(home, space16), "worker lock")
     holder = None if fd is None else holder_closing(fd)
     if holder is None:

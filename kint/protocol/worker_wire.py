@@ -74,6 +74,9 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "has_work": (bool,),
     # Agent sessions attached: no idle stop, but a recycle hands them to the successor.
     "sessions": (int,),
+    # Another KINT_HOME's kint workers on the store, as the worker's last look found them
+    # (`message`, `hint`: kint.tenant_worker.store_sharers.still_sharing).
+    "store_shared": (dict,),
     "progress": (str,),
     # The head op the progress line is of, and how long ago it began.
     "progress_op": (str,),

@@ -103,6 +103,9 @@ def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
         # recycle), and whether it has work to finish first (ops, a push, a dirty store).
         "sessions": beat.get("sessions") if handle.alive else None,
         "work_left": beat.get("has_work") if handle.alive else None,
+        # Another KINT_HOME's kint workers serving the same store, as the worker's last
+        # look found them (`message`, `hint`), as `kint status` and doctor say it.
+        "store_shared": beat.get("store_shared") if handle.alive else None,
         "restarts": handle.restarts,
         "last_exit": handle.last_exit,
         "last_beat_age_s": (round(now - handle.last_beat_at, 3)

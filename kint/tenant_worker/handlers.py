@@ -38,13 +38,14 @@ log = logging.getLogger("kint.worker")
 Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
 
 
-def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[str, Any]:
     """The space's tenant, label, id, store, row counts per tier, its KINT_HOME files, the
     store watcher's last failed push while it waits to try again, and another KINT_HOME's
-    workers on the store as this worker last looked (at its start, or doctor's)."""
+    workers on the store as this worker last looked (at its start, or doctor's).
+    `read=False` (`status_if_counted`) raises StoreNotCounted rather than read the store."""
     cfg = ctx.config
     try:
-        facts = ctx.store.facts()
+        facts = ctx.store.facts(read)
     except StoreLocked as err:  # the store is fine, only taken: not a file to check
         raise ProtocolError(ErrorCode.BUSY, str(err), "run it again once the other writer "
                             "lets go of the store") from None
@@ -76,6 +77,15 @@ def status(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                             if ctx.watcher is not None else None),
         "store_shared": still_sharing(cfg.db, cfg.kint_home),
     }
+
+
+def status_if_counted(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    """The plain status as the worker's main thread answers it, from the row counts as
+    cached: StoreNotCounted when the store changed since, and the status goes to the pool.
+    A count may wait seconds on another process's lock of the store, and the main thread
+    makes the beats: held that long, they stopped, and the supervisor could take the
+    worker for hung."""
+    return status(ctx, args, read=False)
 
 
 def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
@@ -372,3 +382,10 @@ HANDLERS: dict[str, Handler] = {name: with_settings(name, guarded(name, fn)) for
     "push": push,
     "pull": pull,
 }.items()}
+
+# The ops the worker's main thread runs itself (op_replies.runs_inline), the plain status
+# from the counts as cached only.
+INLINE_HANDLERS: dict[str, Handler] = {
+    "status": with_settings("status", guarded("status", status_if_counted)),
+    "note_write": HANDLERS["note_write"],
+}

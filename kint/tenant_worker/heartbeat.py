@@ -23,6 +23,7 @@ import zmq
 
 from kint.protocol import worker_wire
 from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.store_sharers import still_sharing
 
 if TYPE_CHECKING:
     from kint.tenant_worker.config import WorkerConfig
@@ -122,6 +123,10 @@ class Heartbeat:
             # Agent sessions attached: they keep the worker from an idle stop, not from a
             # recycle, which hands them to its successor (session_handoff.py).
             "sessions": self.ctx.live_sessions(),
+            # Another home's workers on the store, as the last look found them: `kint
+            # supervisor status` shows it as `kint status` does (nothing read on a box
+            # with no sharing found).
+            "store_shared": still_sharing(self.config.db, self.config.kint_home),
             # An op's, or a push the store watcher started with no op in flight; which
             # op's, and how long ago that op began.
             **self._progress(now),

@@ -26,7 +26,8 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
 from kint.protocol.server_codec import encode_reply
-from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.handlers import HANDLERS, INLINE_HANDLERS, Handler
+from kint.tenant_worker.store import StoreNotCounted
 from kint.zmq_frames import send_frames
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ log = logging.getLogger("kint.worker")
 
 def runs_inline(request: Request) -> bool:
     """The plain status (a few stats, cached counts) runs on the main thread: a thread
-    hand-off would cost more than the op. So does `note_write` (a dict entry under a
+    hand-off would cost more than the op. Only while its counts hold: a store changed
+    since is counted on the pool (`OpReplies.run_inline`). So does `note_write` (a dict entry under a
     lock), for its order: a session casts it for a write and may send `push` right after;
     on the pool the push could pass the hold's check on another thread before the note
     was taken, and be HELD for the session's own write. Everything else runs on the pool,
@@ -143,9 +145,23 @@ class OpReplies:
             send_frames(self.dealer, answers.popleft(), block=True)
             self._busy_now()
 
-    def _run(self, req: Request) -> Reply:
+    def run_inline(self, req: Request) -> Reply | None:
+        """`req` run on the main thread (`runs_inline`), or None when it would read the
+        store (a status whose counts the store's change outdated): the caller hands it to
+        the pool then, where a count that waits on another process's lock of the store
+        (READ_BUSY_WAIT_S) holds no beat. The call's settings, which the handler's wrapper
+        takes from its arguments (handlers.with_settings), are put back for that run."""
+        sent = req.args.get("settings")
         try:
-            handler = HANDLERS.get(req.op)
+            return self._run(req, INLINE_HANDLERS)
+        except StoreNotCounted:
+            if sent is not None:
+                req.args["settings"] = sent
+            return None
+
+    def _run(self, req: Request, handlers: dict[str, Handler] = HANDLERS) -> Reply:
+        try:
+            handler = handlers.get(req.op)
             if handler is None:
                 raise ProtocolError(ErrorCode.UNKNOWN_OP, f"this worker does not serve {req.op!r}",
                                     request_id=req.id)
@@ -154,6 +170,8 @@ class OpReplies:
             if err.code == ErrorCode.INTERNAL and ran_out_of_files(err):
                 return self._out_of_files(req, err.message)
             reply = error_reply(req.id, err.code, err.message, err.hint)
+        except StoreNotCounted:  # an inline status's: `run_inline` hands it to the pool
+            raise
         except Exception as err:
             if ran_out_of_files(err):
                 return self._out_of_files(req, str(err))

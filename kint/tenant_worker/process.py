@@ -5,7 +5,8 @@ thread pool (kint.tenant_worker.op_pool: the thread that went idle last runs the
 op), forwards the pool's replies (kint.tenant_worker.op_replies: encoded by the pool
 thread, queued for the main thread, with a byte on the wake pipe the loop already polls),
 and beats with what it is doing (kint.tenant_worker.heartbeat).
-The only handler it runs itself is the plain `status` (a few stats), so a slow op never
+The only handlers it runs itself are the plain `status` from its cached counts (a few
+stats; a store changed since is counted on the pool) and `note_write`, so a slow op never
 stops the heartbeat: slow is *busy*, not *hung*. This module is the loop, the stop (a
 grace for the work in flight) and the hand-over of the attached sessions to a successor.
 
@@ -199,18 +200,21 @@ class Worker(Heartbeat, OpReplies):
             return
         if runs_inline(request):
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
-            send_frames(self.dealer, self._reply_message(internal_id, self._run(request),
-                                                         request.op), block=True)
-            # As after a pool's answer, the next beat comes within a second: the
-            # supervisor stops an idle worker only on a beat read after its last answer,
-            # and one due at the idle cadence (up to 3 s) would hold that stop past a
-            # short KINT_WORKER_IDLE_SECONDS. Not activity: the cadence stays idle.
-            self._next_beat = min(self._next_beat,
-                                  time.monotonic() + worker_wire.BEAT_SECONDS)
-        else:
-            self.inflight.start(internal_id, request.op)
-            self._busy_now()
-            self.pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
+            # None: it would read the store, which may wait seconds on a lock; the pool's.
+            reply = self.run_inline(request)
+            if reply is not None:
+                send_frames(self.dealer, self._reply_message(internal_id, reply, request.op),
+                            block=True)
+                # As after a pool's answer, the next beat comes within a second: the
+                # supervisor stops an idle worker only on a beat read after its last
+                # answer, and one due at the idle cadence (up to 3 s) would hold that stop
+                # past a short KINT_WORKER_IDLE_SECONDS. Not activity: the cadence stays idle.
+                self._next_beat = min(self._next_beat,
+                                      time.monotonic() + worker_wire.BEAT_SECONDS)
+                return
+        self.inflight.start(internal_id, request.op)
+        self._busy_now()
+        self.pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
 
     # -- the loop --------------------------------------------------------------------------
 

@@ -54,6 +54,13 @@ class StoreLocked(StoreUnreadable):
     tenant count before a discard, doctor's diff) takes it as before."""
 
 
+class StoreNotCounted(Exception):
+    """The store changed since its rows were last counted, and the caller asked for the
+    counts as cached only: a count reads the store, which waits up to READ_BUSY_WAIT_S on
+    another process's lock. The worker's main thread, which beats, asks so, and hands
+    the status to its pool when this is raised (kint.tenant_worker.op_replies)."""
+
+
 log = logging.getLogger("kint.worker")
 
 # SQLite's extended codes for a read-only connection that found a transaction cut short by
@@ -237,7 +244,9 @@ class StoreReader:
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
 
-    def facts(self) -> StoreFacts:
+    def facts(self, read: bool = True) -> StoreFacts:
+        """The store's facts, its rows counted again when its files changed; with
+        `read=False`, StoreNotCounted rather than that count (only stats are made)."""
         try:
             sig = store_signature(self.db)
         except PermissionError as err:  # a folder on its path this user may not search
@@ -248,6 +257,8 @@ class StoreReader:
         cached = self._cached  # one reference, replaced whole: read without the lock
         if cached is not None and cached[0] == sig:
             return cached[1]
+        if not read:
+            raise StoreNotCounted(self.db)
         with self._lock:
             if self._cached is not None and self._cached[0] == sig:
                 return self._cached[1]

@@ -11,7 +11,8 @@ So each worker takes an exclusive flock on `worker-<space16>.lock` in KINT_HOME 
 touches anything of its space, and keeps it until its process ends (the kernel lets it go
 then, however the process ends: a SIGKILL too). It writes its pid and its supervisor's pid
 in the file, so whoever finds the lock held can name the holder (once that pid is seen to
-be a live kint worker's: `live_holder`), and can tell an old worker (its supervisor not
+be a live kint worker's, and, where the kernel lists its locks, the one holding this lock:
+`live_holder`), and can tell an old worker (its supervisor not
 the one serving the home now) from the serving supervisor's own
 (kint.agent_server.old_worker), on any system: no /proc walk.
 
@@ -42,6 +43,7 @@ from typing import NamedTuple
 from kint.envsettings import pid_alive
 from kint.pid_file_lock import NotOwnFile, flock_by, open_own_file, write_holder
 from kint.seconds_text import seconds_text
+from kint.tenant_worker.lock_table import flock_holder
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 from kint.tenant_worker.store_sharers import process_stopped, worker_start
 
@@ -57,8 +59,9 @@ STOPPED_FOR_S = 1.0
 
 
 class Holder(NamedTuple):
-    """What the lock file says of the worker holding it: its pid and its supervisor's,
-    each None when the file does not name it (written a moment after the lock is taken)."""
+    """What is known of the worker holding the lock: its pid (the kernel's where it lists
+    its locks, else the file's) and its supervisor's (the file's), each None when nobody
+    can name it (the file is written a moment after the lock is taken)."""
 
     pid: int | None
     supervisor_pid: int | None
@@ -224,14 +227,20 @@ def _waiting(path: Path, who: str, state: str, refused: str) -> str:
 
 
 def live_holder(fd: int) -> Holder:
-    """The holder `read_holder` reads, believed only when its pid is a live kint worker
-    (named kint.proc_name.WORKER, from /proc; where there is no /proc, a live process);
-    otherwise read as a holder that has not written its pids yet: both None. Between a
-    new holder's lock and its write, the file still names the holder before it, whose pid
-    may since have gone to another process: that stranger was judged stopped (the start
-    refused at once) or named with `kill -KILL` in the hint. Its supervisor's pid, written
-    on the same line, is as stale. Unnamed, the refusal gives the lsof hint instead."""
+    """The holder of the lock on `fd`: the pid the kernel's table of locks gives
+    (kint.tenant_worker.lock_table; Linux), else the one `read_holder` reads, believed
+    only when it is a live kint worker (named kint.proc_name.WORKER, from /proc; where
+    there is no /proc, a live process); otherwise both None. Between a new holder's lock
+    and its write, the file still names the holder before it, whose pid may since have gone
+    to another process (a stranger once judged stopped, or named with `kill -KILL`), or
+    to nobody: a wait that ended in that instant refused naming nobody, with the lsof hint,
+    though the holder was a worker of kint's. The kernel's pid has no such instant. The
+    supervisor's pid is the file's only when the file names that same pid: else the line
+    is the holder before's, and its supervisor's pid as stale (None: not known)."""
     holder = read_holder(fd)
+    owner = flock_holder(fd)
+    if owner is not None and owner != holder.pid:
+        holder = Holder(owner, None)
     if holder.pid is None or _live_worker(holder.pid):
         return holder
     return Holder(None, None)
