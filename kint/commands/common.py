@@ -139,12 +139,14 @@ def refuse_blank_space_options(tenant: str | None, db: str | None) -> None:
             usage_error(f"{name} is empty", "give a value or leave the option out")
 
 
-def echo_json(obj: Any) -> None:
+def echo_json(obj: Any, *, notices: bool = True) -> None:
     """Print `obj` as the command's JSON. An object gets `notices`, the worker's lines
     about settings of the command's calls that were not used, when it printed any
     (`print_notices`): a script reading stdout alone, as --json is for, was never told
-    them (a success's went to stderr only; a refusal's object already had its own)."""
-    said = _said_notices()
+    them (a success's went to stderr only; a refusal's object already had its own).
+    `notices=False` for an object whose shape is a record's, not a result's (`kint history
+    --block` prints the row version v0.3.0 printed): its lines stay on stderr."""
+    said = _said_notices() if notices else []
     if isinstance(obj, dict) and said:
         own = list(obj.get("notices") or [])
         obj = {**obj, "notices": own + [line for line in said if line not in own]}

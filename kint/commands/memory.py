@@ -94,7 +94,7 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
         click.echo(f"kint: no anchored version of {row_label(tier, category, key)} in this "
                    f"machine's epoch cache (`kint pull --full` fills in older epochs)", err=True)
     if block is not None:
-        echo_json(result["version"])
+        echo_json(result["version"], notices=False)  # the record, as v0.3.0 printed it
         return
     if as_json:
         echo_json(result)
