@@ -91,6 +91,34 @@ def test_a_journal_whose_key_was_revoked_is_not_sent_again(box):
     assert s.anchored() == {"first", "second"}
 
 
+def test_a_rekey_that_drops_a_revoked_keys_journal_itself_says_so_in_its_own_words(box):
+    """The same journal settled by `kint rekey` itself (no rekey journal beside it: its
+    snapshot's push settles it): refused naming the key, its hint saying what applies to a
+    rekey (the owner authorizes the key, then `kint rekey` again, whose snapshot anchors
+    the rows), and the rekey journal it wrote is dropped. It was told to run `kint push`."""
+    s = Space(box, "revoked-rekey-itself")
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    signature = wallet_signature(owner, canonical_payload(s.owner).decode()) + "\n"
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    try:
+        out = kdb(s.a, s.db, "rekey", "--signature", "-", input=signature)
+        assert out.returncode != 0 and "[NOT_CONNECTED]" in out.stderr, \
+            out.stdout + out.stderr
+        assert (f"the interrupted push of epoch 2 was not sent again: session key {s.old} "
+                f"is not authorized") in out.stderr, out.stderr
+        hint = out.stderr.split("hint:", 1)[1]
+        assert "then `kint rekey` again: its snapshot anchors them" in hint, out.stderr
+        assert "`kint push`" not in hint, out.stderr
+        assert not s.pending.exists()
+        assert not list(s.a.kint_home.glob(f"rekey-{s.space16}*")), \
+            list(s.a.kint_home.iterdir())
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+
+
 def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     """The same journal settled by a pull: dropped unsent as for a push, and the pull goes
     on, saying so in its warnings (as after a journal the chain passed) with what to do, as

@@ -157,7 +157,10 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
         if told:  # this refusal says it, the next push need not; else kept for it
             settled_notice.said(ctx)
-        raise overtaken.refusal()
+        # A rekey's snapshot settles a plain push journal here, not in rekey's own
+        # settlement (which settles one only beside a rekey journal): its refusal is the
+        # rekey's, whose hint told it to run `kint push` again.
+        raise overtaken.refusal("kint rekey" if new_key is not None else "kint push")
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)
     if again:
