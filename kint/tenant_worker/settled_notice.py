@@ -57,19 +57,23 @@ def _path(ctx: SpaceContext) -> Path:
     return settled_notice_path(ctx.config.home, ctx.config.space16)
 
 
-def _vault(ctx: SpaceContext) -> list[str | int] | None:
-    """The owner, chain and contract the space is enrolled for (None: not connected)."""
+def vault(ctx: SpaceContext) -> list[str | int] | None:
+    """The owner, chain and contract the space is enrolled for (None: not connected): what
+    a notice names. Read by the settlement before it can drop the journal (`keep` takes
+    it): read after, an enrolment that no longer read failed the settlement that had just
+    dropped the journal, CORRUPT_STATE, and what it found was only in the log."""
     enrolment = ctx.enrolment()
     if enrolment is None:
         return None
     return [enrolment.owner.lower(), enrolment.chain_id, enrolment.contract.lower()]
 
 
-def keep(ctx: SpaceContext, found: Found) -> None:
-    """Keep what a settlement found until a command says it. A write that fails (a full
-    disk) leaves it to the log and to the command that settled, if any."""
+def keep(ctx: SpaceContext, found: Found, vault_read: list[str | int] | None) -> None:
+    """Keep what a settlement found until a command says it, naming `vault_read` (`vault`,
+    read before the settlement). A write that fails (a full disk) leaves it to the log and
+    to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
-    notice = {"kind": kind, "found": asdict(found), "vault": _vault(ctx)}
+    notice = {"kind": kind, "found": asdict(found), "vault": vault_read}
     try:
         atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
@@ -85,16 +89,16 @@ def found(ctx: SpaceContext) -> Found | None:
     try:
         data = orjson.loads(read_small_file(path, MAX_BYTES))
         notice = _KINDS[data["kind"]](**data["found"])
-        vault = data.get("vault")
+        kept_for = data.get("vault")
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
         log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
                     ctx.config.space16, path, err, removed(path) or ", removed")
         return None
-    if vault is not None and vault != _vault(ctx):
+    if kept_for is not None and kept_for != vault(ctx):
         log.warning("space %s: %s was kept for another vault (owner, chain id, contract: "
-                    "%s) than this space's now; dropped%s", ctx.config.space16, path, vault,
+                    "%s) than this space's now; dropped%s", ctx.config.space16, path, kept_for,
                     removed(path))
         return None
     return notice
