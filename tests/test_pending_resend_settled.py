@@ -381,8 +381,26 @@ def test_what_the_start_settlement_dropped_the_next_pull_says_once(box):
     nothing."""
     s = Space(box, "revoked-started")
     with _started_settlement(s, box) as kept:
+        _status_and_doctor_name(s, kept)
         said = _pull_says_once(s, kept)
         assert said.endswith("then `kint push` anchors them"), said
+        assert jdb(s.a, s.db, "status")["settled_notice"] is None
+
+
+def _status_and_doctor_name(s: Space, kept: Path) -> None:
+    """`kint status` (a `settled:` line, `settled_notice` in --json) and `kint doctor` (its
+    `interrupted push` row, a warning) name the kept notice and what it holds, and leave it
+    for the command that says it. Before, neither showed an outcome waiting."""
+    told = (f"{kept.name} keeps what settling an interrupted push found, said by no command "
+            f"yet: the interrupted push of epoch 2 was not sent again")
+    status = jdb(s.a, s.db, "status")
+    assert (status["settled_notice"] or "").startswith(told), status
+    text = kdb(s.a, s.db, "status").stdout
+    assert f"settled: {told}" in text, text
+    doctor = json.loads(kdb(s.a, s.db, "doctor", "--json").stdout)
+    row = next(c for c in doctor["checks"] if c["name"] == "interrupted push")
+    assert row.get("warn") and told in row["detail"], row
+    assert kept.exists()
 
 
 def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):

@@ -104,6 +104,24 @@ def found(ctx: SpaceContext) -> Found | None:
     return notice
 
 
+def waiting(ctx: SpaceContext) -> str | None:
+    """What `kint status` and `kint doctor` say of a notice still kept, or None: one line
+    naming the file and what it holds, so an outcome no command has said yet is seen
+    without running the command that says it (and uses it up). Read only: a file that does
+    not read is named so and left to that command, which removes it."""
+    path = _path(ctx)
+    try:
+        data = orjson.loads(read_small_file(path, MAX_BYTES))
+        held = _KINDS[data["kind"]](**data["found"]).describe()
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
+        held = f"it does not read ({err}), and is removed by"
+        return f"{path.name}: {held} the next push, pull, rekey or recovery-code"
+    return (f"{path.name} keeps what settling an interrupted push found, said by no "
+            f"command yet: {held}; the next push, pull, rekey or recovery-code says it")
+
+
 def said(ctx: SpaceContext) -> None:
     """The command has said it: not again. One that cannot be removed is logged, not
     raised: the command's answer, which says it, must still reach its caller."""
