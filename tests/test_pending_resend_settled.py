@@ -442,6 +442,27 @@ def test_what_the_start_settlement_dropped_outlives_a_push_nobody_reads(box, op,
         _pull_says_once(s, kept)
 
 
+def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_is_said_so(box):
+    """The journal dropped by the start settlement (the key revoked), then the key is
+    authorized again and the store watcher's push anchors the rows the journal carried,
+    leaving the notice kept. The next `kint push` says the dropped journal once, as what
+    holds now: nothing of it is left to anchor, and it goes on (nothing to push, exit 0).
+    It refused NOT_CONNECTED, hint "`kint push` anchors them", which found nothing."""
+    s = Space(box, "revoked-anchored-since")
+    with _started_settlement(s, box) as kept:
+        authorize_machine(box["home"], owner_account(s.a, s.owner), s.old)
+        assert "nothing to push" not in _unheld_op(s, "push", {"hold_reason": "watcher"})
+        assert s.anchored() == {"first", "second"} and kept.exists()
+        out = _unheld(s, "push")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "nothing to push" in out.stdout, out.stdout
+        assert ("its journal is dropped, and the store holds no unanchored change now: a "
+                "later push from this machine (its store watcher's) anchored the changes it "
+                "carried") in out.stderr, out.stderr
+        assert "anchors them" not in out.stderr, out.stderr
+        assert not kept.exists()
+
+
 def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
     """The same kept notice met by an agent's memory_push (the push op with the "tool"
     hold reason, as kint-server sends it): its refusal reaches the agent, so it says the

@@ -31,12 +31,15 @@ notice does not count: the new vault's first push was refused with the old vault
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+import os
+import sqlite3
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import orjson
 
 from kint.paths import atomic_write, read_small_file, settled_notice_path
+from kint.protocol import ProtocolError
 from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
@@ -101,7 +104,34 @@ def found(ctx: SpaceContext) -> Found | None:
                     "%s) than this space's now; dropped%s", ctx.config.space16, path, kept_for,
                     removed(path))
         return None
-    return notice
+    return _as_now(ctx, notice)
+
+
+def _as_now(ctx: SpaceContext, notice: Found) -> Found:
+    """`notice` as it holds now: a dropped journal's rows that the store no longer holds
+    unanchored (the watcher's push, which leaves the notice kept, anchored them) are said
+    so, not sent to `kint push`, which would find nothing to push. A store that cannot be
+    counted leaves the words as they were kept."""
+    if not isinstance(notice, Unauthorized) or notice.kept is not None:
+        return notice
+    from kint.tenant_worker.state_format import CorruptStateFile
+    from kint.tenant_worker.unanchored import count_unanchored
+
+    try:
+        mirror = ctx.state.mirror()
+        if mirror is None or not os.path.exists(ctx.config.db):
+            return notice
+        left = len(count_unanchored(ctx, mirror).unanchored)
+    except (OSError, sqlite3.Error, ProtocolError, CorruptStateFile) as err:
+        log.info("space %s: whether the rows of a dropped journal are anchored since is not "
+                 "known (%s)", ctx.config.space16, err)
+        return notice
+    return replace(notice, anchored_since=True) if left == 0 else notice
+
+
+def owes_nothing(found: Found) -> bool:
+    """Whether `found` is said only to tell it: nothing of it waits for the command."""
+    return isinstance(found, Unauthorized) and found.anchored_since
 
 
 def waiting(ctx: SpaceContext) -> str | None:
@@ -112,7 +142,7 @@ def waiting(ctx: SpaceContext) -> str | None:
     path = _path(ctx)
     try:
         data = orjson.loads(read_small_file(path, MAX_BYTES))
-        held = _KINDS[data["kind"]](**data["found"]).describe()
+        held = _as_now(ctx, _KINDS[data["kind"]](**data["found"])).describe()
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
