@@ -485,3 +485,47 @@ def test_what_the_start_settlement_dropped_a_compact_says(box):
             out.stdout + out.stderr
         assert "the interrupted push of epoch 2 was not sent again" in out.stderr, out.stderr
         assert not kept.exists()
+
+
+def test_a_notice_kept_for_the_vault_the_space_left_is_not_said_for_the_next(box):
+    """End to end, the notice's vault check (tests/test_settled_notice.py has its file): the
+    space's first push killed, its key revoked, the start settlement drops the journal and
+    keeps the notice; nothing of the vault is seen here, so `kint connect` moves the space
+    to another owner. The new vault's pull says nothing of the old vault's journal and
+    drops the notice; the old vault's words were said for the new one."""
+    from types import SimpleNamespace
+
+    from conftest import write_rules
+    from kint.custody.session_key import session_address
+
+    a = box["a"]
+    db = a.profile_db("notice-moved")
+    write_rules(db, a.tenant, first="in the first push, killed")
+    connected = jdb(a, db, "connect", "--dev")
+    space16, owner = connected["space"], owner_account(a, connected["owner"])
+    pending = a.kint_home / f"pending-{space16}.json"
+    kept = a.kint_home / f"settled-{space16}.json"
+    key = session_address(a.kint_home)
+    box["hold"].write_text("held")
+    box["flag"].write_text(f"before_send {space16}")
+    out = kdb(a, db, "push")
+    assert out.returncode == PUSH_PULL_REFUSED and "[WORKER_DOWN]" in out.stderr, out.stderr
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(key))
+    try:
+        box["hold"].unlink()
+        a.wait_for(lambda: not pending.exists() and kept.exists(), timeout=60,
+                   what="the start settlement keeping its notice")
+        space = SimpleNamespace(a=a, db=db)
+        other = "0x" + "5a" * 20
+        moved = _unheld(space, "connect", "--owner", other, "--smart-account",
+                        "--passphrase-stdin", "--json", input="another vault's passphrase\n")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert json.loads(moved.stdout)["owner_changed"], moved.stdout
+        pulled = _unheld(space, "pull", "--json")
+        assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+        assert "interrupted push" not in pulled.stdout + pulled.stderr, pulled.stdout
+        assert not kept.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, key)
+        box["hold"].unlink(missing_ok=True)
