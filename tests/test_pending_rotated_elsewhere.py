@@ -56,22 +56,24 @@ def box(tmp_path, chain_home):
     yield from test_pending_rotated.make_box(tmp_path, chain_home, str(RETRY_S))
 
 
+def _waiting(tmp_path, chain_home, retry_s: int, wait_s: int):
+    """`box` with `retry_s` and a receipt wait of `wait_s` (the file holds the seconds)."""
+    wait = tmp_path / "receipt-wait"
+    wait.write_text(str(wait_s))
+    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(retry_s),
+                                             KINT_TEST_RECEIPT_WAIT=str(wait))
+
+
 @pytest.fixture
 def waiting_box(tmp_path, chain_home):
-    """`box` with the first test's retry and receipt wait (the file holds the seconds)."""
-    wait = tmp_path / "receipt-wait"
-    wait.write_text(str(RECEIPT_WAIT_S))
-    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(WAITING_RETRY_S),
-                                             KINT_TEST_RECEIPT_WAIT=str(wait))
+    """`box` with the first test's retry and receipt wait."""
+    yield from _waiting(tmp_path, chain_home, WAITING_RETRY_S, RECEIPT_WAIT_S)
 
 
 @pytest.fixture
 def short_box(tmp_path, chain_home):
     """`box` with a receipt wait shorter than the bound (SHORT_WAIT_S)."""
-    wait = tmp_path / "receipt-wait"
-    wait.write_text(str(SHORT_WAIT_S))
-    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(RETRY_S),
-                                             KINT_TEST_RECEIPT_WAIT=str(wait))
+    yield from _waiting(tmp_path, chain_home, RETRY_S, SHORT_WAIT_S)
 
 
 @pytest.fixture
