@@ -88,15 +88,15 @@ def note(journal: Path, signer: str, hole: int, seen: tuple[float, str] | None) 
     held = _load(journal, signer)
     if held is not None and held.deferred_at(hole) == seen:
         return
-    try:
-        if held is None:  # none to keep it in (a look with no journal of the key's)
-            raise FileNotFoundError(f"no journal of {signer} at {journal}")
-        held.with_deferred(hole, seen).save(journal)
-    except OSError as err:
-        if seen is not None:
+    if held is not None:
+        try:
+            held.with_deferred(hole, seen).save(journal)
+            return
+        except OSError as err:
             log.warning("%s: when nonce %d was first seen waiting elsewhere is kept only "
                         "by this worker: %s", journal, hole, err)
-            _unsaved[(journal, signer.lower(), hole)] = seen
+    if seen is not None:  # no journal of the key's to keep it in, or it did not write
+        _unsaved[(journal, signer.lower(), hole)] = seen
 
 
 def waited(seen: tuple[float, str]) -> float:
