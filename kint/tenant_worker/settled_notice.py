@@ -146,8 +146,8 @@ def waiting(ctx: SpaceContext) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
-        held = f"it does not read ({err}), and is removed by"
-        return f"{path.name}: {held} the next push, pull, rekey or recovery-code"
+        return (f"{path.name}: it does not read ({err}), and is removed by the next push, "
+                f"pull, rekey or recovery-code")
     return (f"{path.name} keeps what settling an interrupted push found, said by no "
             f"command yet: {held}; the next push, pull, rekey or recovery-code says it")
 

@@ -26,7 +26,8 @@ from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 # What a dropped journal's rows are once a later push anchored them (`anchored_since`).
 ANCHORED_SINCE = ("the store holds no unanchored change now: a later push from this machine "
-                  "(its store watcher's) anchored the changes it carried")
+                  "(its store watcher's, or kint-server's as it closed) anchored the changes "
+                  "it carried, or they are gone from the store")
 NOTHING_LEFT = "nothing of it is left to anchor"
 
 
