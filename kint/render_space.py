@@ -76,6 +76,8 @@ def _connected_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"pull:    {result['interrupted_pull']}")
     if result.get("restore_in_progress"):
         lines.append(f"restore: {printable(result['restore_in_progress'])}")
+    if result.get("settled_notice"):
+        lines.append(f"settled: {printable(result['settled_notice'])}")
     return lines
 
 

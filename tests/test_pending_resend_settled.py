@@ -91,6 +91,34 @@ def test_a_journal_whose_key_was_revoked_is_not_sent_again(box):
     assert s.anchored() == {"first", "second"}
 
 
+def test_a_rekey_that_drops_a_revoked_keys_journal_itself_says_so_in_its_own_words(box):
+    """The same journal settled by `kint rekey` itself (no rekey journal beside it: its
+    snapshot's push settles it): refused naming the key, its hint saying what applies to a
+    rekey (the owner authorizes the key, then `kint rekey` again, whose snapshot anchors
+    the rows), and the rekey journal it wrote is dropped. It was told to run `kint push`."""
+    s = Space(box, "revoked-rekey-itself")
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    signature = wallet_signature(owner, canonical_payload(s.owner).decode()) + "\n"
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    try:
+        out = kdb(s.a, s.db, "rekey", "--signature", "-", input=signature)
+        assert out.returncode != 0 and "[NOT_CONNECTED]" in out.stderr, \
+            out.stdout + out.stderr
+        assert (f"the interrupted push of epoch 2 was not sent again: session key {s.old} "
+                f"is not authorized") in out.stderr, out.stderr
+        hint = out.stderr.split("hint:", 1)[1]
+        assert "then `kint rekey` again: its snapshot anchors them" in hint, out.stderr
+        assert "`kint push`" not in hint, out.stderr
+        assert not s.pending.exists()
+        assert not list(s.a.kint_home.glob(f"rekey-{s.space16}*")), \
+            list(s.a.kint_home.iterdir())
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+
+
 def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     """The same journal settled by a pull: dropped unsent as for a push, and the pull goes
     on, saying so in its warnings (as after a journal the chain passed) with what to do, as
@@ -353,8 +381,26 @@ def test_what_the_start_settlement_dropped_the_next_pull_says_once(box):
     nothing."""
     s = Space(box, "revoked-started")
     with _started_settlement(s, box) as kept:
+        _status_and_doctor_name(s, kept)
         said = _pull_says_once(s, kept)
         assert said.endswith("then `kint push` anchors them"), said
+        assert jdb(s.a, s.db, "status")["settled_notice"] is None
+
+
+def _status_and_doctor_name(s: Space, kept: Path) -> None:
+    """`kint status` (a `settled:` line, `settled_notice` in --json) and `kint doctor` (its
+    `interrupted push` row, a warning) name the kept notice and what it holds, and leave it
+    for the command that says it. Before, neither showed an outcome waiting."""
+    told = (f"{kept.name} keeps what settling an interrupted push found, said by no command "
+            f"yet: the interrupted push of epoch 2 was not sent again")
+    status = jdb(s.a, s.db, "status")
+    assert (status["settled_notice"] or "").startswith(told), status
+    text = kdb(s.a, s.db, "status").stdout
+    assert f"settled: {told}" in text, text
+    doctor = json.loads(kdb(s.a, s.db, "doctor", "--json").stdout)
+    row = next(c for c in doctor["checks"] if c["name"] == "interrupted push")
+    assert row.get("warn") and told in row["detail"], row
+    assert kept.exists()
 
 
 def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
@@ -396,6 +442,27 @@ def test_what_the_start_settlement_dropped_outlives_a_push_nobody_reads(box, op,
         _pull_says_once(s, kept)
 
 
+def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_is_said_so(box):
+    """The journal dropped by the start settlement (the key revoked), then the key is
+    authorized again and the store watcher's push anchors the rows the journal carried,
+    leaving the notice kept. The next `kint push` says the dropped journal once, as what
+    holds now: nothing of it is left to anchor, and it goes on (nothing to push, exit 0).
+    It refused NOT_CONNECTED, hint "`kint push` anchors them", which found nothing."""
+    s = Space(box, "revoked-anchored-since")
+    with _started_settlement(s, box) as kept:
+        authorize_machine(box["home"], owner_account(s.a, s.owner), s.old)
+        assert "nothing to push" not in _unheld_op(s, "push", {"hold_reason": "watcher"})
+        assert s.anchored() == {"first", "second"} and kept.exists()
+        out = _unheld(s, "push")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "nothing to push" in out.stdout, out.stdout
+        assert ("its journal is dropped, and the store holds no unanchored change now: a "
+                "later push from this machine (its store watcher's, or kint-server's as it "
+                "closed) anchored the changes it carried") in out.stderr, out.stderr
+        assert "anchors them" not in out.stderr, out.stderr
+        assert not kept.exists()
+
+
 def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
     """The same kept notice met by an agent's memory_push (the push op with the "tool"
     hold reason, as kint-server sends it): its refusal reaches the agent, so it says the
@@ -418,3 +485,47 @@ def test_what_the_start_settlement_dropped_a_compact_says(box):
             out.stdout + out.stderr
         assert "the interrupted push of epoch 2 was not sent again" in out.stderr, out.stderr
         assert not kept.exists()
+
+
+def test_a_notice_kept_for_the_vault_the_space_left_is_not_said_for_the_next(box):
+    """End to end, the notice's vault check (tests/test_settled_notice.py has its file): the
+    space's first push killed, its key revoked, the start settlement drops the journal and
+    keeps the notice; nothing of the vault is seen here, so `kint connect` moves the space
+    to another owner. The new vault's pull says nothing of the old vault's journal and
+    drops the notice; the old vault's words were said for the new one."""
+    from types import SimpleNamespace
+
+    from conftest import write_rules
+    from kint.custody.session_key import session_address
+
+    a = box["a"]
+    db = a.profile_db("notice-moved")
+    write_rules(db, a.tenant, first="in the first push, killed")
+    connected = jdb(a, db, "connect", "--dev")
+    space16, owner = connected["space"], owner_account(a, connected["owner"])
+    pending = a.kint_home / f"pending-{space16}.json"
+    kept = a.kint_home / f"settled-{space16}.json"
+    key = session_address(a.kint_home)
+    box["hold"].write_text("held")
+    box["flag"].write_text(f"before_send {space16}")
+    out = kdb(a, db, "push")
+    assert out.returncode == PUSH_PULL_REFUSED and "[WORKER_DOWN]" in out.stderr, out.stderr
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(key))
+    try:
+        box["hold"].unlink()
+        a.wait_for(lambda: not pending.exists() and kept.exists(), timeout=60,
+                   what="the start settlement keeping its notice")
+        space = SimpleNamespace(a=a, db=db)
+        other = "0x" + "5a" * 20
+        moved = _unheld(space, "connect", "--owner", other, "--smart-account",
+                        "--passphrase-stdin", "--json", input="another vault's passphrase\n")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert json.loads(moved.stdout)["owner_changed"], moved.stdout
+        pulled = _unheld(space, "pull", "--json")
+        assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+        assert "interrupted push" not in pulled.stdout + pulled.stderr, pulled.stdout
+        assert not kept.exists()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, key)
+        box["hold"].unlink(missing_ok=True)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -43,6 +45,9 @@ RETRY_S = 5
 # races nothing: it raced the bound, 5-10 s after the line, on a loaded box.
 WAITING_RETRY_S = 10
 RECEIPT_WAIT_S = 15
+# The restart test's receipt wait, at RETRY_S: past the wait's first look (5 s), which
+# defers, and short of its second (10 s), where the bound (10 s) would end the deferral.
+SHORT_WAIT_S = 8
 
 
 @pytest.fixture
@@ -51,13 +56,24 @@ def box(tmp_path, chain_home):
     yield from test_pending_rotated.make_box(tmp_path, chain_home, str(RETRY_S))
 
 
+def _waiting(tmp_path, chain_home, retry_s: int, wait_s: int):
+    """`box` with `retry_s` and a receipt wait of `wait_s` (the file holds the seconds)."""
+    wait = tmp_path / "receipt-wait"
+    wait.write_text(str(wait_s))
+    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(retry_s),
+                                             KINT_TEST_RECEIPT_WAIT=str(wait))
+
+
 @pytest.fixture
 def waiting_box(tmp_path, chain_home):
-    """`box` with the first test's retry and receipt wait (the file holds the seconds)."""
-    wait = tmp_path / "receipt-wait"
-    wait.write_text(str(RECEIPT_WAIT_S))
-    yield from test_pending_rotated.make_box(tmp_path, chain_home, str(WAITING_RETRY_S),
-                                             KINT_TEST_RECEIPT_WAIT=str(wait))
+    """`box` with the first test's retry and receipt wait."""
+    yield from _waiting(tmp_path, chain_home, WAITING_RETRY_S, RECEIPT_WAIT_S)
+
+
+@pytest.fixture
+def short_box(tmp_path, chain_home):
+    """`box` with a receipt wait shorter than the bound (SHORT_WAIT_S)."""
+    yield from _waiting(tmp_path, chain_home, RETRY_S, SHORT_WAIT_S)
 
 
 @pytest.fixture
@@ -220,3 +236,44 @@ def test_a_nonce_never_passed_on_that_no_key_here_can_fill_is_named_past_the_bou
     assert not s.pending.exists()
     assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
     assert s.mined_at(s.old, hole, since)["hash"] == sent.hash
+
+
+def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, node):
+    """Two rotates (nothing here fills N-1), the transaction at N-1 never passed on, and a
+    receipt wait shorter than the bound (as KINT_NONCE_RETRY_SECONDS >= 20 makes it against
+    the 60 s wait). The pull's wait runs out with N-1 deferred: its refusal names the nonce,
+    the endpoint and the bound beside "may still land" (it said "may still land" alone).
+    Then the worker is killed and restarted: once the bound has passed since the first
+    sighting, the next pull refuses at once, naming the endpoint, with no new look that
+    defers. The sighting was in the worker's memory: the restarted worker began the bound
+    again, sent and waited once more, the refusal "may still land" again."""
+    url = node[0]
+    s, hole, _, sent, _ = _waits_at_the_other_node(short_box, node, "bound-kept", 2)
+    log = s.a.kint_home / "supervisor.log"
+    deferring = (f"nonce {hole} of the previous session key {s.old} waits at the endpoint "
+                 f"{url}, not yet at the one this space sends through: not filled")
+    waited = f"nonce {hole} of that key has waited at the endpoint {url} for "
+    out = kdb(s.a, s.db, "pull")  # the restarted worker's own settlement is still held
+    ended = time.monotonic()
+    assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
+    assert "may still land" in out.stderr and waited in out.stderr, out.stderr
+    assert f"behind a nonce of the previous session key {s.old}" in out.stderr, out.stderr
+    looks = log.read_text().count(deferring)
+    assert looks >= 1 and s.pending.exists()
+    assert json.loads(s.pending.read_text())["deferred"][0][:1] == [hole]
+    pid = s.a.row(s.db)["pid"]
+    os.kill(pid, signal.SIGKILL)  # its successor's start settlement is held too
+    s.a.wait_for(lambda: s.a.row(s.db)["pid"] not in (None, pid), timeout=30,
+                 what="the restarted worker")
+    time.sleep(max(0.0, ended + 2 * RETRY_S - time.monotonic()))  # the bound has passed
+    out = kdb(s.a, s.db, "pull")
+    assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
+    assert waited in out.stderr and (f"hint: send the transaction waiting at {url} through "
+                                     f"the endpoint this space sends through") in out.stderr, \
+        out.stderr
+    assert log.read_text().count(deferring) == looks
+    s.w3.eth.send_raw_transaction(sent.raw_transaction)  # passed on: both are mined
+    s.release()
+    pulled = kdb(s.a, s.db, "pull")
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert not s.pending.exists()

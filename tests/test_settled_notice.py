@@ -11,6 +11,8 @@ import os
 import threading
 from dataclasses import replace
 
+from unittest import mock
+
 import orjson
 import pytest
 
@@ -44,7 +46,7 @@ def _path(ctx):
 
 
 def test_a_kept_notice_is_found_until_said(ctx):
-    settled_notice.keep(ctx, FOUND)
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
     assert _path(ctx).stat().st_mode & 0o777 == 0o600
     assert settled_notice.found(ctx) == FOUND == settled_notice.found(ctx)
     settled_notice.said(ctx)
@@ -93,7 +95,7 @@ def test_a_link_at_the_notice_is_not_followed(ctx, tmp_path):
 
 def test_a_file_too_large_for_a_notice_is_not_read_whole(ctx):
     """Past MAX_BYTES it is no notice (whatever JSON follows the padding): removed."""
-    settled_notice.keep(ctx, FOUND)
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
     kept = _path(ctx).read_bytes()
     _path(ctx).write_bytes(b" " * settled_notice.MAX_BYTES + kept)
     assert settled_notice.found(ctx) is None and not _path(ctx).exists()
@@ -106,7 +108,7 @@ def test_a_notice_of_another_vault_is_dropped(ctx, changed):
     """A notice kept before connect moved the space to another owner, contract or chain
     (allowed while nothing of the old vault is seen here and no journal waits): dropped,
     not said. The new vault's first push was refused CHAIN_MOVED in the old vault's words."""
-    settled_notice.keep(ctx, FOUND)
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
     save_enrolment(ctx.state.files["enrol"], replace(ENROLMENT, **changed))
     assert settled_notice.found(ctx) is None and not _path(ctx).exists()
 
@@ -115,4 +117,34 @@ def test_a_notice_kept_without_its_vault_is_the_spaces(ctx):
     """One written before notices named their vault: taken as the space's."""
     _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": {
         "seq": 2, "head_seq": 3, "landed": False}}))
+    assert settled_notice.found(ctx) == FOUND
+
+
+def test_an_enrolment_that_stops_reading_during_the_settlement_does_not_lose_what_it_found(
+        ctx):
+    """The journal settled and dropped, and the enrolment no longer reads by then (written
+    over meanwhile): the settlement still returns what it found and keeps it, naming the
+    vault it read before it began. It read the enrolment after dropping the journal, and
+    the CORRUPT_STATE that raised lost the finding to the log. A stand-in for the chain's
+    part only: `resolve_pending` here drops the journal and returns what a real one finds
+    (test_pending_resend_settled.py has those), since nothing real can write over the
+    enrolment at that one moment."""
+    from kint.tenant_worker import rekey_settle
+
+    pending = ctx.state.files["pending"]
+    pending.write_bytes(b"{}")
+
+    def settles(*_args):
+        pending.unlink()
+        ctx.state.files["enrol"].write_bytes(b"not an enrolment")
+        return FOUND
+
+    with mock.patch.object(rekey_settle, "resolve_pending", settles):
+        outcome, found = rekey_settle.settle_journals(ctx, mock.sentinel.anchor,
+                                                      ENROLMENT.owner,
+                                                      sender=mock.sentinel.sender)
+    assert (outcome, found) == (None, FOUND)
+    kept = orjson.loads(_path(ctx).read_bytes())
+    assert kept["vault"] == [ENROLMENT.owner, 31337, ENROLMENT.contract], kept
+    save_enrolment(ctx.state.files["enrol"], ENROLMENT)
     assert settled_notice.found(ctx) == FOUND

@@ -270,7 +270,9 @@ and when it tries again, or null), \
 retries an attach that failed, and until then its watcher does not push), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
-finishes, or null), `restore_running` (a memory_pull with discard_local still restoring the \
+finishes, or null), `settled_notice` (what settling an interrupted push found that no \
+call has said yet, which memory_pull or memory_push says once, or null), `restore_running` \
+(a memory_pull with discard_local still restoring the \
 store after its call answered RESTORE_RUNNING, or null), `restore_outcome` (how the last \
 such restore ended: `ok`, and its `error`, `message` and `hint`; `resumed` when its \
 supervisor exited and this server sent it again; or null), `disk_problems` (a full disk \

@@ -24,7 +24,8 @@ and the other spaces' workers keep answering.
   `space_chain` (the chain settings `session-key show` and `authorize` read through).
 - Push: `push`, `push_refusals`, `pending` (settling the journal written before a send),
   `pending_journal` (that journal's file), `former_key` (a
-  journal signed by a session key rotated away since), `overtaken`, `unauthorized_journal`
+  journal signed by a session key rotated away since; `former_key_wait`, the bound on its
+  wait for a nonce held at another endpoint), `overtaken`, `unauthorized_journal`
   (one whose key may no longer write), `settled_notice` (what a settlement found, kept
   until a command says it), `dropped_nonce` (a dropped journal's nonce),
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put

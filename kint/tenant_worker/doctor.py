@@ -91,21 +91,28 @@ def _journals(ctx: SpaceContext) -> dict[str, Any]:
     the worker settles one when it starts and before every push, pull or rekey, so one
     that lingers is one no settlement could finish yet (an endpoint that did not answer,
     or a journal settled by no command since). A warning: nothing is lost while it waits,
-    and the command that settles it is named."""
+    and the command that settles it is named. So is what a settlement found that no
+    command has said yet (settled_notice.py): a user sees an outcome waits."""
     from kint.custody.rekey_journal import rekey_journal_path
     from kint.tenant_worker.former_key import rotated_signer
+    from kint.tenant_worker.settled_notice import waiting
 
     cfg = ctx.config
     found = [path.name for path in (ctx.state.files["pending"],
                                     rekey_journal_path(cfg.home, cfg.space_id))
              if path.exists()]
+    kept = waiting(ctx)  # a settlement's outcome no command has said yet
+    if not found and kept is not None:
+        return check("interrupted push", True, f"no push or rekey journal waiting; {kept}",
+                     "run `kint pull`: it says it once, among its warnings", warn=True)
     if not found:
         return check("interrupted push", True, "no push or rekey journal waiting")
     signed_by = rotated_signer(cfg.home, ctx.state.files["pending"])
     before = (f"; its transaction was signed by the previous session key {signed_by} "
               f"(rotated since), whose nonce settles it" if signed_by else "")
     return check("interrupted push", True, f"{' and '.join(found)} in {cfg.kint_home}: a push "
-                 f"or rekey was interrupted and is not settled with the chain yet{before}",
+                 f"or rekey was interrupted and is not settled with the chain yet{before}"
+                 + (f"; {kept}" if kept is not None else ""),
                  "run `kint pull`: it settles it against the chain head first (recorded, "
                  "sent again or dropped), and says why when the endpoint cannot be read",
                  warn=True)

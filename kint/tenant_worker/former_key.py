@@ -26,10 +26,10 @@ on its chain, not only the one it sends through: a transaction of the old key at
 nonce waiting in another endpoint's pool was sent (a push of another space, sent through
 its own endpoint; the user's own), and a filler would replace it, so it is left to arrive
 (`waits_elsewhere`), the wait going on as for any transaction that waits; but for a bound
-(`deferral`, DEFER_STEPS, counted from its first sighting, which a look that endpoint
-does not answer keeps): one not passed on by then is taken as one that never will be,
-and filled (the filler replaces it) or, when nothing here can fill it, refused at once,
-naming the nonce and the endpoint it waits at.
+(`deferral`, former_key_wait.py: counted from its first sighting, which the journal keeps
+and a look that endpoint does not answer keeps too): one not passed on by then is taken
+as one that never will be, and filled (the filler replaces it) or, when nothing here can
+fill it, refused at once, naming the nonce and the endpoint it waits at.
 
 It replaces its own waiting transaction (the dropped journal's, `cancel`) only when its
 keystore can still be opened here: `session.key.old`, kept by the rotate, naming this very
@@ -53,59 +53,14 @@ from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.paths import space_files
 from kint.settings.urls import redact_url
+from kint.tenant_worker import former_key_wait
+from kint.tenant_worker.former_key_wait import Elsewhere, Look
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
 log = logging.getLogger("kint.worker")
-
-# How long a nonce of the previous key that waits at another endpoint of the space, not yet
-# at the one it sends through, defers its fill: DEFER_STEPS times KINT_NONCE_RETRY_SECONDS
-# (the setting for how long a transaction waits before another space's stuck one is pushed
-# through), 30 s at its default. Nodes of one chain pass a transaction on within seconds, so
-# one still not passed on after two such waits never will be (that pool does not gossip to
-# this one, or dropped it); and at the default, the wait's first look (15 s) defers and its
-# third (45 s) ends the deferral inside the 60 s receipt wait, which then ran out in the
-# generic "may still land" at every push and pull for as long as the transaction waited.
-DEFER_STEPS = 2
-# When this worker first found each (address, nonce) waiting at another endpoint, and at
-# which one (redacted): a FormerKey lives for one settlement, the deferral across them.
-# A worker that restarts starts its count again, one bound more at most. The endpoint is
-# the one a later look that went unanswered names (`deferral`).
-_first_seen: dict[tuple[str, int], tuple[float, str]] = {}
-
-
-@dataclass(frozen=True)
-class Look:
-    """What the space's other endpoints said of a nonce of the key (`waits_elsewhere`):
-    `url` (redacted), the first that holds a transaction at it; else `unanswered`, whether
-    one of them did not answer, so that it may hold one all the same. Neither: none
-    holds one (or there is no other endpoint)."""
-
-    url: str | None = None
-    unanswered: bool = False
-
-
-@dataclass(frozen=True)
-class Elsewhere:
-    """A nonce of the previous key waiting at another endpoint of the space (`url`,
-    redacted) for `waited_s` since this worker first saw it there; `over`: past the bound,
-    the fill no longer waits for it."""
-
-    url: str
-    waited_s: float
-    over: bool
-    unanswered: bool = False  # the last look went unanswered: `url` is where it was seen
-
-    def where(self) -> str:
-        return self.url + (" (which did not answer the last look)" if self.unanswered else "")
-
-    def words(self, hole: int) -> str:
-        return (f"nonce {hole} of that key has waited at the endpoint {self.where()} for "
-                f"{self.waited_s:.0f} s (the bound is {DEFER_STEPS} x "
-                f"KINT_NONCE_RETRY_SECONDS) and has not reached the endpoint this space "
-                f"sends through")
-
 
 def same_address(one: str, other: str) -> bool:
     return one.lower() == other.lower()
@@ -178,17 +133,19 @@ class FormerKey:
         bound, counted from the first sighting, at the endpoint it was seen at: taken for
         "holds nothing", one silent look had it filled at once and called never sent, seconds
         after it was seen waiting. Never seen, an unanswered look defers nothing: an
-        endpoint that is down would hold every fill for the bound."""
-        key = (self.address.lower(), hole)
+        endpoint that is down would hold every fill for the bound. The first sighting is
+        the journal's (former_key_wait.py), so a restarted worker goes on counting."""
+        journal = space_files(self.home, self.space16)["pending"]
         look = self.waits_elsewhere(hole)
-        seen = _first_seen.get(key)
+        seen = former_key_wait.first_seen(journal, self.address, hole)
         if look.url is None and not (look.unanswered and seen is not None):
-            _first_seen.pop(key, None)
+            former_key_wait.note(journal, self.address, hole, None)
             return None
         if seen is None:
-            seen = _first_seen[key] = (time.monotonic(), look.url or "")
-        waited = time.monotonic() - seen[0]
-        return Elsewhere(look.url or seen[1], waited, waited >= DEFER_STEPS * retry_seconds(),
+            seen = (time.time(), look.url or "")
+            former_key_wait.note(journal, self.address, hole, seen)
+        waited = former_key_wait.waited(seen)
+        return Elsewhere(look.url or seen[1], waited, waited >= former_key_wait.bound_s(),
                          unanswered=look.url is None)
 
     def check_hole(self, nonce: int) -> None:
@@ -210,11 +167,29 @@ class FormerKey:
     def wait(self, tx_hash: str, signed: Signed) -> Any:
         """The receipt of the journal's transaction sent again, its slow path filling the
         holes below it (`fill_below`) every KINT_NONCE_RETRY_SECONDS, as the machine's
-        key's `unstick` does."""
-        return self.anchor.wait(tx_hash, on_slow=lambda: self.fill_below(signed.nonce),
-                                slow_after_s=retry_seconds())
+        key's `unstick` does. A wait that runs out while its last look left a hole to a
+        transaction waiting at another endpoint says so: the bound on that (DEFER_STEPS x
+        KINT_NONCE_RETRY_SECONDS) outlives the 60 s wait from 20 s on, and the refusal
+        said only "may still land", the next one naming the nonce and the endpoint."""
+        deferred: list[tuple[int, Elsewhere]] = []
 
-    def fill_below(self, nonce: int) -> list[int]:
+        def slow() -> None:
+            deferred.clear()
+            self.fill_below(signed.nonce, deferred)
+
+        try:
+            return self.anchor.wait(tx_hash, on_slow=slow, slow_after_s=retry_seconds())
+        except RpcUnavailable as err:
+            if not deferred:
+                raise
+            hole, elsewhere = deferred[-1]
+            raise RpcUnavailable(
+                f"{err}: it waits behind a nonce of the previous session key "
+                f"{self.address}: {elsewhere.words(hole)}; until the bound, the fill waits "
+                f"for it") from None
+
+    def fill_below(self, nonce: int,
+                   deferred: list[tuple[int, Elsewhere]] | None = None) -> list[int]:
         """Spend each nonce below `nonce` that nothing of this key waits at, as `unstick`
         does for the machine's key: the push another space's journal on this machine holds
         signed at it (killed after it signed, before it sent) is sent as it is, and that
@@ -228,7 +203,8 @@ class FormerKey:
         replaced by the filler's bid (twice the gas price at least), no refusal saying so.
         Refused (ProtocolError, the journal kept) when a transfer is needed and the key
         does not open here, or the endpoint does not take what fills it (too little ETH
-        names the address to fund). Returns the nonces it filled."""
+        names the address to fund). Returns the nonces it filled; a hole left to a
+        transaction waiting elsewhere is added to `deferred`."""
         account: Any | None = None
         filled: list[int] = []
         for _ in range(max(0, nonce - self.mined_count())):
@@ -242,6 +218,8 @@ class FormerKey:
                          "endpoint %s, not yet at the one this space sends through: not "
                          "filled, the push waits behind it", self.space16, hole,
                          self.address, elsewhere.where())
+                if deferred is not None:
+                    deferred.append((hole, elsewhere))
                 break
             if raw is None:
                 account = account or self.account()  # opened once a transfer is needed

@@ -121,6 +121,7 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
         hold = ctx.drift.evaluate(ctx.ro_connection(), ctx.config.tenant, mirror, "status")
         held = hold.to_json() if hold is not None else None
+    from kint.tenant_worker import settled_notice
     from kint.tenant_worker.lost_restore import in_progress
     from kint.tenant_worker.state_health import problems
 
@@ -136,7 +137,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
            "chain_head": chain_head, "chain_head_unavailable": reading.unavailable,
            "in_step": in_step, "unanchored": unanchored, "unanchored_changes": split,
            "interrupted_pull": half.message if half is not None else None,
-           "restore_in_progress": restoring.message if restoring is not None else None}
+           "restore_in_progress": restoring.message if restoring is not None else None,
+           "settled_notice": settled_notice.waiting(ctx)}
     if enrolment is not None and chain_head is not None:
         from kint.tenant_worker.session_facts import session_key_facts
 

@@ -157,7 +157,13 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
         if told:  # this refusal says it, the next push need not; else kept for it
             settled_notice.said(ctx)
-        raise overtaken.refusal()
+        if settled_notice.owes_nothing(overtaken):  # a later push anchored its rows
+            said.setdefault("notices", []).append(overtaken.notice())
+        else:
+            # A rekey's snapshot settles a plain push journal here, not in rekey's own
+            # settlement (which settles one only beside a rekey journal): its refusal is
+            # the rekey's, whose hint told it to run `kint push` again.
+            raise overtaken.refusal("kint rekey" if new_key is not None else "kint push")
     mirror = state.mirror()
     refuse_gap(mirror, over_skipped and as_snapshot)
     if again:
@@ -170,7 +176,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
                     "message": f"would anchor again epoch(s) {seqs}, which the chain lost; "
                                f"then what the store changed"}
         if not said["reanchored"]:
-            said["notices"] = [REANCHOR_UNUSED]
+            said.setdefault("notices", []).append(REANCHOR_UNUSED)
         mirror = state.mirror()
     before = counting_from(cfg.db)
     rows = rows_to_push(ctx, mirror, hold_reason)  # None: the store is not created yet

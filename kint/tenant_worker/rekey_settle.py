@@ -159,9 +159,10 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
             anchor, owner = Anchor(chain, ctx.tracker), enrolment.owner
         if sender is None:
             sender = sender_for(ctx, anchor)
+        vault = settled_notice.vault(ctx)  # before the settlement may drop the journal
         overtaken = resolve_pending(ctx, anchor, sender, owner)
         if overtaken is not None:
-            settled_notice.keep(ctx, overtaken)
+            settled_notice.keep(ctx, overtaken, vault)
     outcome = settle_rekey(ctx) if rekey else None
     if overtaken is None and told:
         overtaken = settled_notice.found(ctx)

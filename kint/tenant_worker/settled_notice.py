@@ -31,12 +31,15 @@ notice does not count: the new vault's first push was refused with the old vault
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+import os
+import sqlite3
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import orjson
 
 from kint.paths import atomic_write, read_small_file, settled_notice_path
+from kint.protocol import ProtocolError
 from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
@@ -57,19 +60,23 @@ def _path(ctx: SpaceContext) -> Path:
     return settled_notice_path(ctx.config.home, ctx.config.space16)
 
 
-def _vault(ctx: SpaceContext) -> list[str | int] | None:
-    """The owner, chain and contract the space is enrolled for (None: not connected)."""
+def vault(ctx: SpaceContext) -> list[str | int] | None:
+    """The owner, chain and contract the space is enrolled for (None: not connected): what
+    a notice names. Read by the settlement before it can drop the journal (`keep` takes
+    it): read after, an enrolment that no longer read failed the settlement that had just
+    dropped the journal, CORRUPT_STATE, and what it found was only in the log."""
     enrolment = ctx.enrolment()
     if enrolment is None:
         return None
     return [enrolment.owner.lower(), enrolment.chain_id, enrolment.contract.lower()]
 
 
-def keep(ctx: SpaceContext, found: Found) -> None:
-    """Keep what a settlement found until a command says it. A write that fails (a full
-    disk) leaves it to the log and to the command that settled, if any."""
+def keep(ctx: SpaceContext, found: Found, vault_read: list[str | int] | None) -> None:
+    """Keep what a settlement found until a command says it, naming `vault_read` (`vault`,
+    read before the settlement). A write that fails (a full disk) leaves it to the log and
+    to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
-    notice = {"kind": kind, "found": asdict(found), "vault": _vault(ctx)}
+    notice = {"kind": kind, "found": asdict(found), "vault": vault_read}
     try:
         atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
@@ -85,19 +92,64 @@ def found(ctx: SpaceContext) -> Found | None:
     try:
         data = orjson.loads(read_small_file(path, MAX_BYTES))
         notice = _KINDS[data["kind"]](**data["found"])
-        vault = data.get("vault")
+        kept_for = data.get("vault")
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
         log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
                     ctx.config.space16, path, err, removed(path) or ", removed")
         return None
-    if vault is not None and vault != _vault(ctx):
+    if kept_for is not None and kept_for != vault(ctx):
         log.warning("space %s: %s was kept for another vault (owner, chain id, contract: "
-                    "%s) than this space's now; dropped%s", ctx.config.space16, path, vault,
+                    "%s) than this space's now; dropped%s", ctx.config.space16, path, kept_for,
                     removed(path))
         return None
-    return notice
+    return _as_now(ctx, notice)
+
+
+def _as_now(ctx: SpaceContext, notice: Found) -> Found:
+    """`notice` as it holds now: a dropped journal's rows that the store no longer holds
+    unanchored (the watcher's push, which leaves the notice kept, anchored them) are said
+    so, not sent to `kint push`, which would find nothing to push. A store that cannot be
+    counted leaves the words as they were kept."""
+    if not isinstance(notice, Unauthorized) or notice.kept is not None:
+        return notice
+    from kint.tenant_worker.state_format import CorruptStateFile
+    from kint.tenant_worker.unanchored import count_unanchored
+
+    try:
+        mirror = ctx.state.mirror()
+        if mirror is None or not os.path.exists(ctx.config.db):
+            return notice
+        left = len(count_unanchored(ctx, mirror).unanchored)
+    except (OSError, sqlite3.Error, ProtocolError, CorruptStateFile) as err:
+        log.info("space %s: whether the rows of a dropped journal are anchored since is not "
+                 "known (%s)", ctx.config.space16, err)
+        return notice
+    return replace(notice, anchored_since=True) if left == 0 else notice
+
+
+def owes_nothing(found: Found) -> bool:
+    """Whether `found` is said only to tell it: nothing of it waits for the command."""
+    return isinstance(found, Unauthorized) and found.anchored_since
+
+
+def waiting(ctx: SpaceContext) -> str | None:
+    """What `kint status` and `kint doctor` say of a notice still kept, or None: one line
+    naming the file and what it holds, so an outcome no command has said yet is seen
+    without running the command that says it (and uses it up). Read only: a file that does
+    not read is named so and left to that command, which removes it."""
+    path = _path(ctx)
+    try:
+        data = orjson.loads(read_small_file(path, MAX_BYTES))
+        held = _as_now(ctx, _KINDS[data["kind"]](**data["found"])).describe()
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
+        return (f"{path.name}: it does not read ({err}), and is removed by the next push, "
+                f"pull, rekey or recovery-code")
+    return (f"{path.name} keeps what settling an interrupted push found, said by no "
+            f"command yet: {held}; the next push, pull, rekey or recovery-code says it")
 
 
 def said(ctx: SpaceContext) -> None:

@@ -24,6 +24,13 @@ from kint.tenant_worker.overtaken import WRITE_BACK, carried_where
 from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 
+# What a dropped journal's rows are once a later push anchored them (`anchored_since`).
+ANCHORED_SINCE = ("the store holds no unanchored change now: a later push from this machine "
+                  "(its store watcher's, or kint-server's as it closed) anchored the changes "
+                  "it carried, or they are gone from the store")
+NOTHING_LEFT = "nothing of it is left to anchor"
+
+
 @dataclass(frozen=True)
 class Unauthorized:
     """Epoch `seq`'s journal, signed by `signer`, which may not write for `owner`.
@@ -37,7 +44,10 @@ class Unauthorized:
     nonce was found spent with the chain still at its prev (pending._settle_spent): its own
     transaction, sent before the key lost its rights, was mined and reverted, or another
     transaction took the nonce; either way nothing of it landed, and the journal is
-    dropped, said as the unsent one is."""
+    dropped, said as the unsent one is. `anchored_since`: said from a kept notice
+    (settled_notice.py) when the store holds no unanchored change any more: a later push of
+    this machine (its store watcher's, which does not use the notice up) anchored the rows
+    the journal carried, and "`kint push` anchors them" was no longer true."""
 
     seq: int
     signer: str
@@ -47,6 +57,7 @@ class Unauthorized:
     kept: str | None = None
     unread: bool = False
     spent: bool = False
+    anchored_since: bool = False
 
     def describe(self, moved_to: str | None = None) -> str:
         """What became of the journal; `moved_to` as `Overtaken.describe` takes it."""
@@ -68,8 +79,9 @@ class Unauthorized:
             return said + (f"its journal is kept, since {self.kept}: once the key is "
                            f"authorized again, the next push or pull sends it again and "
                            f"records it")
-        return said + (f"its journal is dropped, and the changes it carried are "
-                       f"{carried_where(moved_to)}"
+        carried = (ANCHORED_SINCE if self.anchored_since
+                   else f"the changes it carried are {carried_where(moved_to)}")
+        return said + (f"its journal is dropped, and {carried}"
                        + (f"; {self.waiting}" if self.waiting else ""))
 
     def hint(self, again: str = "kint push") -> str:
@@ -79,6 +91,8 @@ class Unauthorized:
         rekey = again == "kint rekey"
         if self.kept is not None and self.unread:
             return UNSETTLED_HINT
+        if self.anchored_since and self.kept is None:
+            return NOTHING_LEFT + ("; run `kint rekey` again" if rekey else "")
         if self.kept is not None:
             return (f"{UNAUTHORIZED_HINT}; then `kint push` sends it again. Not to "
                     f"authorize this key again: `kint session-key rotate`, and the owner "
@@ -97,6 +111,8 @@ class Unauthorized:
         `describe` and what to do, the rows it carried waiting in the store for a push
         (refusals carry the same as their hint), or in the store the pull moved aside
         (`moved_to`), from which they are written back first."""
+        if self.anchored_since:
+            return self.describe(moved_to)
         said = self.describe(moved_to) + (f"; {WRITE_BACK}" if moved_to is not None else "")
         if self.rotated:
             return f"{said}; `kint push` anchors them with this machine's current session key"

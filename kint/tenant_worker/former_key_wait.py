@@ -1,0 +1,114 @@
+"""The bound on waiting for a previous session key's nonce that another endpoint of the
+space holds (former_key.py `deferral`), and when that wait began.
+
+Why the first sighting is kept in the push journal (`PendingEpoch.deferred`): the bound is
+counted from it, and a count held in the worker's memory began again at every restart (a
+crash, its idle exit, `kint supervisor restart`), so a transaction that one pool never
+passed on held the fill back for one bound more at each, where the bound is there to end
+that wait. The journal is the file the wait is about: written as it is (0600, whole or not
+at all), removed with it once settled, and under the head lock as every settlement is.
+A write that fails (a full disk), or no journal of the key's to keep it in, leaves the
+sighting in this worker's memory, as all of them were before.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kint.chain.nonces import retry_seconds
+from kint.protocol import ProtocolError
+from kint.seconds_text import seconds_text
+from kint.tenant_worker.pending_journal import PendingEpoch
+
+log = logging.getLogger("kint.worker")
+
+# How long a nonce of the previous key that waits at another endpoint of the space, not yet
+# at the one it sends through, defers its fill: DEFER_STEPS times KINT_NONCE_RETRY_SECONDS
+# (the setting for how long a transaction waits before another space's stuck one is pushed
+# through), 30 s at its default. Nodes of one chain pass a transaction on within seconds, so
+# one still not passed on after two such waits never will be (that pool does not gossip to
+# this one, or dropped it); and at the default, the wait's first look (15 s) defers and its
+# third (45 s) ends the deferral inside the 60 s receipt wait, which then ran out in the
+# generic "may still land" at every push and pull for as long as the transaction waited.
+DEFER_STEPS = 2
+# A sighting no journal could keep, by (journal, signer, nonce): this worker's only.
+_unsaved: dict[tuple[Path, str, int], tuple[float, str]] = {}
+
+
+def bound_s() -> float:
+    return DEFER_STEPS * retry_seconds()
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the space's other endpoints said of a nonce of the key (`waits_elsewhere`):
+    `url` (redacted), the first that holds a transaction at it; else `unanswered`, whether
+    one of them did not answer, so that it may hold one all the same. Neither: none
+    holds one (or there is no other endpoint)."""
+
+    url: str | None = None
+    unanswered: bool = False
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A nonce of the previous key waiting at another endpoint of the space (`url`,
+    redacted) for `waited_s` since it was first seen there; `over`: past the bound, the
+    fill no longer waits for it."""
+
+    url: str
+    waited_s: float
+    over: bool
+    unanswered: bool = False  # the last look went unanswered: `url` is where it was seen
+
+    def where(self) -> str:
+        return self.url + (" (which did not answer the last look)" if self.unanswered else "")
+
+    def words(self, hole: int) -> str:
+        return (f"nonce {hole} of that key has waited at the endpoint {self.where()} for "
+                f"{self.waited_s:.0f} s (the bound is {DEFER_STEPS} x "
+                f"KINT_NONCE_RETRY_SECONDS: {seconds_text(bound_s())} here) and has not "
+                f"reached the endpoint this space sends through")
+
+
+def first_seen(journal: Path, signer: str, hole: int) -> tuple[float, str] | None:
+    """When (wall clock: it outlives the process) and where `hole` was first seen waiting
+    elsewhere, as the journal at `journal`, signed by `signer`, keeps it."""
+    held = _load(journal, signer)
+    seen = held.deferred_at(hole) if held is not None else None
+    return seen or _unsaved.get((journal, signer.lower(), hole))
+
+
+def note(journal: Path, signer: str, hole: int, seen: tuple[float, str] | None) -> None:
+    """Keep `hole`'s first sighting (None: it waits nowhere now, forgotten) in the journal."""
+    _unsaved.pop((journal, signer.lower(), hole), None)
+    held = _load(journal, signer)
+    if held is not None and held.deferred_at(hole) == seen:
+        return
+    if held is not None:
+        try:
+            held.with_deferred(hole, seen).save(journal)
+            return
+        except OSError as err:
+            log.warning("%s: when nonce %d was first seen waiting elsewhere is kept only "
+                        "by this worker: %s", journal, hole, err)
+    if seen is not None:  # no journal of the key's to keep it in, or it did not write
+        _unsaved[(journal, signer.lower(), hole)] = seen
+
+
+def waited(seen: tuple[float, str]) -> float:
+    """Seconds since `seen`; none for a clock set back past it."""
+    return max(0.0, time.time() - seen[0])
+
+
+def _load(journal: Path, signer: str) -> PendingEpoch | None:
+    """The journal, when it is `signer`'s; a file that does not read is its settlement's
+    to name, not this wait's."""
+    try:
+        held = PendingEpoch.load(journal)
+    except (OSError, ProtocolError):
+        return None
+    return held if held is not None and held.sender.lower() == signer.lower() else None
