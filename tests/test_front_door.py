@@ -45,6 +45,8 @@ def test_the_door_opens_again_below_the_reserve_the_workers_leave_at_every_limit
         files = OpenFiles(0, limit)
         margin = margin_for(limit)
         assert margin < reopen_at(files) <= files.reserve, (limit, margin, files.reserve)
+        # While the forkserver warms up (no worker yet), no sooner than it would close.
+        assert margin_for(limit, True) < reopen_at(files, True), limit
 
 
 def test_the_door_opens_again_when_the_workers_fill_their_room_and_the_clients_leave(tmp_path):

@@ -111,7 +111,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.front = self.zctx.socket(zmq.ROUTER)
         self.back = self.zctx.socket(zmq.ROUTER)
         self.outbox = Outbox(self.front)
-        self.door = FrontDoor(self.front)
+        # Its margin holds what the forkserver's warm-up may yet open (front_door.margin_for).
+        self.door = FrontDoor(self.front, lambda: not self.spawner.ready)
         self.poller = zmq.Poller()
         self.front_path: Path | None = None
         self.back_path: Path | None = None

@@ -10,8 +10,10 @@ aside and leaves the note, and when `reopen_at` are free again it moves it back.
 margin holds what can still arrive after the door closes: the connections already in the
 kernel's listen queue (the front socket's backlog, set here to fit the limit) and those
 accepted while the loop was busy, plus what the supervisor needs for itself (a spawn, its
-log, a config read). One closing is one episode: logged once as it starts and once as it
-ends, and shown by `kint supervisor status`.
+log, a config read), and, while the worker forkserver still starts, what its warm-up
+takes in a thread of the supervisor beside the loop (WARM_UP_FDS). One closing is one
+episode: logged once as it starts and once as it ends, and shown by `kint supervisor
+status`.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from kint.front_closed import CLOSED_SOCKET, FrontClosed, remove_note, write_note
-from kint.open_files import OpenFiles, open_files
+from kint.open_files import WARM_UP_FDS, OpenFiles, open_files
 
 log = logging.getLogger("kint.supervisor")
 
@@ -39,21 +41,25 @@ def backlog_for(limit: int) -> int:
     return max(4, min(100, limit // 16))
 
 
-def margin_for(limit: int) -> int:
+def margin_for(limit: int, warming: bool = False) -> int:
     """The free descriptors below which the door closes: the backlog, a burst accepted
-    before the loop looks, and the supervisor's own needs."""
-    return backlog_for(limit) + 8 + limit // 32
+    before the loop looks, and the supervisor's own needs; and while the forkserver
+    warms up (`warming`), the descriptors its warm-up may yet open, which the loop's
+    listing does not see coming: a crowd let in to the usual margin then left the
+    warm-up too few, and the next accept met EMFILE (libzmq's abort)."""
+    return backlog_for(limit) + 8 + limit // 32 + (WARM_UP_FDS if warming else 0)
 
 
-def reopen_at(files: OpenFiles) -> int:
+def reopen_at(files: OpenFiles, warming: bool = False) -> int:
     """The free descriptors at which a closed door opens again: twice the margin, for a
     gap that keeps it from flapping, but never more than the reserve. The workers may
     take every descriptor but the reserve (kint/open_files.py), and under a limit below
     about 1600 twice the margin is more than that (28 against 24 at 64): a door waiting
     for it stayed closed for good once the workers filled their room, with no client
     left. The margin is below the reserve at every limit, so the door closes only for
-    clients, and opens once they leave."""
-    margin = margin_for(files.limit)
+    clients, and opens once they leave. While the forkserver warms up (`warming`), above
+    that margin, the warm-up's included: no sooner than the door would close again."""
+    margin = margin_for(files.limit, warming)
     return max(margin + 1, min(2 * margin, files.reserve))
 
 
@@ -61,8 +67,11 @@ class FrontDoor:
     """The door of the supervisor's front socket. While `closed`, the socket's file is
     moved aside on purpose: the rebinding checks leave it so."""
 
-    def __init__(self, front: zmq.Socket) -> None:
+    def __init__(self, front: zmq.Socket,
+                 warming: Callable[[], bool] = lambda: False) -> None:
         self.front = front
+        # Whether the worker forkserver still warms up (Spawner.ready not yet set).
+        self.warming = warming
         self.monitor: zmq.Socket | None = None
         self.closed: FrontClosed | None = None
         self.episodes = 0
@@ -113,11 +122,12 @@ class FrontDoor:
         if files is None:
             return
         free = files.limit - files.open
-        margin = margin_for(files.limit)
+        warming = self.warming()
+        margin = margin_for(files.limit, warming)
         if self.closed is None and free < margin:
             if os.path.exists(front_path):  # else gone, for the ownership check to bind
                 self._close(front_path, files)
-        elif self.closed is not None and free >= reopen_at(files):
+        elif self.closed is not None and free >= reopen_at(files, warming):
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:

@@ -40,6 +40,9 @@ class WorkerLifecycle(WorkerRoom):
     home: Any
     settings: Any
     spawner: Any
+    # The front socket's door (front_door.py): looked at again once the warm-up is done.
+    door: Any
+    front_path: Any
     poller: Any
     back: Any
     back_address: str
@@ -128,6 +131,8 @@ class WorkerLifecycle(WorkerRoom):
         if not self.spawner.ready:
             return
         self.poller.unregister(self.spawner.ready_fd())
+        # The warm-up's descriptors are no longer held out of the door's margin.
+        self.door.look(self.front_path)
         if missing:
             log.warning("the worker forkserver could not import %s: workers start "
                         "without what it would have set up", "; ".join(missing))
