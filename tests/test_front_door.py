@@ -31,7 +31,7 @@ from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed,
                                write_note)
 from kint.open_files import OpenFiles
 from kint.paths import FRONT_SOCKET, front_address, socket_dir
-from kint.supervisor.front_door import FrontDoor, margin_for, reopen_at
+from kint.supervisor.front_door import RECOUNT_S, FrontDoor, margin_for, reopen_at
 from kint.supervisor.pidlock import holder, running_pid
 from support.limited_box import fill_with_sessions, in_thread, profile_stores, start_limited
 
@@ -114,6 +114,56 @@ def test_a_client_accepted_as_the_socket_binds_is_counted(tmp_path):
         assert door.clients == 0
     finally:
         client.close(linger=0)
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()
+
+
+def test_far_from_the_limit_a_client_costs_the_door_no_listing(tmp_path):
+    """The door lists this process's descriptors only when the count it listed last,
+    moved by the clients its monitor told since, nears the margin, or once RECOUNT_S old,
+    or once told of descriptors no event tells (`recount`: a worker spawned). Before, it
+    listed at every connect and every disconnect, two listings per CLI command on the
+    supervisor's loop (bench/bench_front_door.py). A real ROUTER and DEALERs of this
+    process, far from its limit, the door as the supervisor builds it."""
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    path = tmp_path / FRONT_SOCKET
+    rounds = 20
+    try:
+        door.prepare()
+        assert door.monitor is not None, "no open-file limit here"
+        front.bind(f"ipc://{path}")
+        began = time.monotonic()
+
+        def told(count: int) -> None:
+            deadline = time.monotonic() + 10
+            while door.clients != count and time.monotonic() < deadline:
+                if door.monitor.poll(100):
+                    door.on_events(path)
+            assert door.clients == count
+
+        clients = []
+        for n in range(rounds):  # clients that connect one by one, then leave one by one
+            client = ctx.socket(zmq.DEALER)
+            client.setsockopt(zmq.LINGER, 0)
+            client.connect(f"ipc://{path}")
+            clients.append(client)
+            told(n + 1)
+        for n, client in enumerate(clients):
+            client.close(linger=0)
+            told(rounds - n - 1)
+        took = time.monotonic() - began
+        # One listing at the first look, and at most one a RECOUNT_S since: never one for
+        # each of the 2 * rounds events.
+        assert door.listings <= 2 + took / RECOUNT_S < 2 * rounds, (door.listings, took)
+        listed = door.listings
+        door.recount()
+        door.look(path)
+        assert door.listings == listed + 1
+    finally:
         door.shut(None)
         front.close(linger=0)
         ctx.term()

@@ -14,6 +14,14 @@ log, a config read), and, while the worker forkserver still starts, what its war
 takes in a thread of the supervisor beside the loop (WARM_UP_FDS). One closing is one
 episode: logged once as it starts and once as it ends, and shown by `kint supervisor
 status`.
+
+The count is not listed at every accept and disconnect (two per CLI command, on the
+loop, a listing of every open descriptor: bench/bench_front_door.py). The door keeps
+the count it listed last and moves it by the clients the monitor told since; it lists
+again only when that estimate comes within twice the margin of the limit, when the
+listing is older than RECOUNT_S, or when the supervisor opened descriptors the
+monitor does not tell (a worker spawned, `recount`). Far from the limit, as a box
+under its raised soft limit always is, a connect costs no listing.
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ from kint.open_files import WARM_UP_FDS, OpenFiles, open_files
 log = logging.getLogger("kint.supervisor")
 
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+# The longest a listed count is moved by the monitor's events alone before it is listed
+# again: a bound on what the events miss (a monitor that dropped some in a crowd).
+RECOUNT_S = 1.0
 
 
 def backlog_for(limit: int) -> int:
@@ -78,6 +89,11 @@ class FrontDoor:
         # Clients connected now, as the monitor told their accepts and disconnects.
         self.clients = 0
         self._limit: int | None = None
+        # (open descriptors, clients, time.monotonic()) at the last listing; None: list
+        # at the next look.
+        self._listed: tuple[int, int, float] | None = None
+        # How many listings the door made: what it costs the loop (bench_front_door.py).
+        self.listings = 0
 
     def prepare(self) -> None:
         """Before the front socket binds: a backlog that fits the limit, and the monitor
@@ -110,6 +126,22 @@ class FrontDoor:
         it told before counts; then nobody is connected."""
         self._count()
         self.clients = 0
+        self._listed = None
+
+    def recount(self) -> None:
+        """The supervisor opened descriptors no monitor event tells (a worker spawned, the
+        forkserver ready): the next look lists them."""
+        self._listed = None
+
+    def _far_from_margin(self, limit: int, margin: int) -> bool:
+        """Whether the count listed last, moved by the clients told since, leaves at least
+        twice `margin` free, and is younger than RECOUNT_S: the door, open, stays open
+        without a listing."""
+        listed = self._listed
+        if listed is None or self.closed is not None:
+            return False
+        open_now = listed[0] + self.clients - listed[1]
+        return limit - open_now >= 2 * margin and time.monotonic() - listed[2] < RECOUNT_S
 
     def look(self, front_path: Path | None) -> None:
         """Close or open the door by the descriptors free now."""
@@ -118,12 +150,16 @@ class FrontDoor:
         if self.closed is not None and not os.path.exists(front_path.parent / CLOSED_SOCKET):
             self._lost(front_path)
             return
+        warming = self.warming()
+        margin = margin_for(self._limit, warming)
+        if self._far_from_margin(self._limit, margin):
+            return
         files = open_files()
+        self.listings += 1
         if files is None:
             return
+        self._listed = (files.open, self.clients, time.monotonic())
         free = files.limit - files.open
-        warming = self.warming()
-        margin = margin_for(files.limit, warming)
         if self.closed is None and free < margin:
             if os.path.exists(front_path):  # else gone, for the ownership check to bind
                 self._close(front_path, files)

@@ -40,7 +40,7 @@ class WorkerLifecycle(WorkerRoom):
     home: Any
     settings: Any
     spawner: Any
-    # The front socket's door (front_door.py): looked at again once the warm-up is done.
+    # The front socket's door (front_door.py): told of descriptors its monitor does not see.
     door: Any
     front_path: Any
     poller: Any
@@ -116,6 +116,7 @@ class WorkerLifecycle(WorkerRoom):
         self._by_route[handle.route] = handle
         handle.state = "starting"
         self.exits.watch(proc.sentinel, handle)
+        self.door.recount()  # three descriptors no client's event tells (open_files.py)
         log.info("space %s: worker %d spawned for %s", handle.space16, proc.pid, handle.db)
 
     def on_forkserver_ready(self) -> None:
@@ -132,6 +133,7 @@ class WorkerLifecycle(WorkerRoom):
             return
         self.poller.unregister(self.spawner.ready_fd())
         # The warm-up's descriptors are no longer held out of the door's margin.
+        self.door.recount()
         self.door.look(self.front_path)
         if missing:
             log.warning("the worker forkserver could not import %s: workers start "
