@@ -25,7 +25,8 @@ from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
-# The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time}.
+# The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time,
+# "started": unix time}.
 NOTE = "front-closed.json"
 # More than a note ever holds (about 100 bytes): what is read of one, at most.
 NOTE_MAX_BYTES = 4096
@@ -39,13 +40,18 @@ CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server
 class FrontClosed(NamedTuple):
     """What the note says: the supervisor `pid` closed its socket to new clients with
     `open` descriptors of its limit of `limit` in use, `clients` of them its clients'
-    connections, at unix time `since`."""
+    connections, at unix time `since`. It took its home (the pid lock) at unix time
+    `started`: what names this supervisor among every one with its pid (in a container,
+    the next one often has the same), to a client that knows when it connected (a
+    connection older than `started` was made to another). 0 in a note of a kint before
+    session 27, which named it by pid alone."""
 
     pid: int
     open: int
     limit: int
     clients: int
     since: float
+    started: float = 0.0
 
     def message(self) -> str:
         return (f"the supervisor (pid {self.pid}) takes no new clients: {self.open} of its "
@@ -68,10 +74,9 @@ def remove_note(folder: Path) -> None:
 def clear_left_behind(folder: Path) -> None:
     """Remove the note and the moved socket a killed supervisor left in its socket
     `folder`: by the next one, as soon as it holds the home's pid lock, before any client
-    reads them. A note names its supervisor by pid alone, and in a container the next
-    supervisor often has the same pid: its clients would be told BUSY by the dead one's
-    note until its socket was bound. Only in a private folder: anywhere else the files
-    are not kint's to remove."""
+    reads them. In a container the next supervisor often has the same pid: its clients
+    would be told BUSY by the dead one's note until its socket was bound. Only in a
+    private folder: anywhere else the files are not kint's to remove."""
     if is_private_dir(folder):
         (folder / CLOSED_SOCKET).unlink(missing_ok=True)
         remove_note(folder)
@@ -88,7 +93,8 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
         # The folder is private, but a client reads whatever is put there.
         data = json.loads(read_small_file(folder / NOTE, NOTE_MAX_BYTES))
         closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
-                             int(data["clients"]), float(data["since"]))
+                             int(data["clients"]), float(data["since"]),
+                             float(data.get("started", 0.0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return closed if closed.pid == pid else None

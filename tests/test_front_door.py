@@ -26,7 +26,7 @@ import pytest
 import zmq
 
 from conftest import SUPPORT, make_sandbox, pid_alive
-from kint.client import CONNECT_SLACK_S
+from kint.client import CONNECT_SLACK_S, KintError
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import OpenFiles
@@ -167,6 +167,43 @@ def test_far_from_the_limit_a_client_costs_the_door_no_listing(tmp_path):
         door.shut(None)
         front.close(linger=0)
         ctx.term()
+
+
+def test_a_successor_with_the_same_pid_is_not_taken_for_the_supervisor_that_answered(
+        tmp_path):
+    """A client answered by one supervisor; the next one, with its pid (as in a container),
+    has closed its door since. The client's connection was made before that one took the
+    home: no proof it was let in, so it is refused BUSY at once, its request not sent.
+    Before, the client named supervisors by pid alone, took the answer as this one's,
+    sent its request on a connection nobody serves and waited out its deadline. The
+    successor is the supervisor itself, held (SIGSTOP), its door closed by the test as a
+    successor's would be (its note, with its pid and a later start; the socket moved):
+    a process with a given pid cannot be had otherwise."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        folder = socket_dir(sb.kint_home)
+        with sb.client() as client:
+            client.call("sup.ping", timeout_s=10)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(0.01)
+                started = time.time()
+                write_note(folder, FrontClosed(pid, 60, LIMIT, 40, started + 1, started))
+                os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+                asked = time.monotonic()
+                with pytest.raises(KintError) as refused:
+                    client.call("sup.ping", timeout_s=8)
+                waited = time.monotonic() - asked
+            finally:
+                if (folder / CLOSED_SOCKET).exists():
+                    os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+                (folder / NOTE).unlink(missing_ok=True)
+                os.kill(pid, signal.SIGCONT)
+        err = refused.value
+        assert err.code == "BUSY" and "takes no new clients" in err.message, (err, waited)
+    finally:
+        sb.shutdown()
 
 
 def _queued(path) -> int:

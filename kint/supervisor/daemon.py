@@ -112,7 +112,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.back = self.zctx.socket(zmq.ROUTER)
         self.outbox = Outbox(self.front)
         # Its margin holds what the forkserver's warm-up may yet open (front_door.margin_for).
-        self.door = FrontDoor(self.front, lambda: not self.spawner.ready)
+        # Built once its pid lock is held: `time.time()` here is when it took the home.
+        self.door = FrontDoor(self.front, lambda: not self.spawner.ready, time.time())
         self.poller = zmq.Poller()
         self.front_path: Path | None = None
         self.back_path: Path | None = None

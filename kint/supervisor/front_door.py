@@ -78,9 +78,11 @@ class FrontDoor:
     """The door of the supervisor's front socket. While `closed`, the socket's file is
     moved aside on purpose: the rebinding checks leave it so."""
 
-    def __init__(self, front: zmq.Socket,
-                 warming: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, front: zmq.Socket, warming: Callable[[], bool] = lambda: False,
+                 started: float = 0.0) -> None:
         self.front = front
+        # When this supervisor took its home (unix time), for the note (FrontClosed).
+        self.started = started
         # Whether the worker forkserver still warms up (Spawner.ready not yet set).
         self.warming = warming
         self.monitor: zmq.Socket | None = None
@@ -167,7 +169,8 @@ class FrontDoor:
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:
-        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time())
+        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time(),
+                             self.started)
         try:
             write_note(path.parent, closed)
             os.rename(path, path.parent / CLOSED_SOCKET)
