@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 import zmq
 
-from kint.front_closed import CLOSED_HINT, read_note
+from kint.front_closed import read_note
 from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
                         kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
@@ -457,11 +457,17 @@ class Client:
         (kint/front_closed.py) while this client holds a connection it accepted (which it
         still serves: one it answered on, or made to its socket file while it served, half
         a second before the door closed); BUSY, naming the open-file limit, when this
-        client has none: a connect now finds no socket file, and waiting would only run
+        client has none (SUPERVISOR_UNAVAILABLE, saying it stops, where the door closed as
+        its stop began): a connect now finds no socket file, and waiting would only run
         out the deadline."""
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
+        if closed.stopping and sent:
+            # Sent to a supervisor that stops: it answers the clients it let in (`kint
+            # supervisor stop` its own stop, sent a moment before the door closed), and
+            # its exit, seen at the next look, ends the wait of one it did not.
+            return True
         stamp = self._connected_at
         if self.answered_by(pid, closed.started) or (
                 self._sock is not None and stamp is not None and stamp[1] == pid
@@ -474,7 +480,7 @@ class Client:
         self._drop_socket()  # connecting to a path that is gone: stop trying
         unsent = (f"; whether {op} reached it is unknown" if sent else
                   f" ({op} was not sent)")
-        raise KintError("BUSY", closed.message() + unsent, CLOSED_HINT)
+        raise KintError(closed.code, closed.message() + unsent, closed.hint)
 
     def _drop_socket(self) -> None:
         """Close the socket at once (linger 0): nothing queued on it is delivered later."""

@@ -383,3 +383,55 @@ def test_a_crowd_during_the_forkserver_warm_up_leaves_it_room(tmp_path):
     assert "Too many open files" not in (tmp_path / "supervisor.err").read_text()
     assert "the worker forkserver did not start" not in _log(sb)
 
+
+def test_a_crowd_while_the_supervisor_stops_is_told_it_stops(tmp_path):
+    """The supervisor's stop takes up to a minute with its workers (one held here, SIGSTOP,
+    as long as the test looks), and its socket monitor is off from the stop's start
+    (libzmq#3575): nothing kept the door. A crowd then took its last descriptors, and
+    libzmq aborted it mid-stop (its workers left to their own exits, no "stopped" in its
+    log). Now the door closes as the stop begins: the crowd never reaches it, a new
+    client is told it stops (not left to its deadline), and it stops cleanly, leaving no
+    moved socket or note behind."""
+    sb = make_sandbox(tmp_path / "machine")
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    crowd: list[zmq.Socket] = []
+    worker = None
+    try:
+        _start(sb)
+        pid = running_pid(sb.kint_home)
+        worker = sb.call("status", db=sb.sibyl_db, timeout_s=60)["worker"]["pid"]
+        os.kill(worker, signal.SIGSTOP)  # the stop waits for it
+        os.kill(pid, signal.SIGTERM)
+        sb.wait_for(lambda: "supervisor stopping 1 worker(s)" in _log(sb), timeout=20,
+                    what="the stop begun")
+
+        crowd = [_client(ctx, sb) for _ in range(CLIENTS)]
+        poller = zmq.Poller()
+        for sock in crowd:
+            poller.register(sock, zmq.POLLIN)
+        answered = poller.poll(1000)
+        assert pid_alive(pid), (sb.kint_home / "run" / "supervisor.stderr").read_text()
+        assert not answered, f"{len(answered)} of the crowd answered"
+
+        with Client(sb.kint_home) as client:  # a command's: it would start a supervisor
+            with pytest.raises(KintError) as refused:
+                client.call("sup.ping", timeout_s=30)
+        err = refused.value
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err
+        assert f"the supervisor (pid {pid}) is stopping" in err.message, err.message
+        assert "(sup.ping was not sent)" in err.message and "has stopped" in err.hint, err
+        out = sb.kint("supervisor", "status")
+        assert out.returncode == 1 and "is stopping" in out.stderr, out.stdout + out.stderr
+    finally:
+        if worker is not None:
+            os.kill(worker, signal.SIGCONT)
+        for sock in crowd:
+            sock.close(linger=0)
+        ctx.term()
+    sb.wait_for(lambda: running_pid(sb.kint_home) is None, timeout=60,
+                what="the supervisor stopped")
+    assert "supervisor %d stopped" % pid in _log(sb)
+    assert "Too many open files" not in (sb.kint_home / "run" / "supervisor.stderr").read_text()
+    folder = socket_dir(sb.kint_home)
+    assert not (folder / NOTE).exists() and not (folder / CLOSED_SOCKET).exists()

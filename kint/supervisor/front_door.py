@@ -147,8 +147,9 @@ class FrontDoor:
 
     def look(self, front_path: Path | None) -> None:
         """Close or open the door by the descriptors free now."""
-        if self._limit is None or front_path is None:
-            return
+        if self._limit is None or front_path is None or (self.closed is not None
+                                                         and self.closed.stopping):
+            return  # no limit to keep under, or closed for the stop: for good
         if self.closed is not None and not os.path.exists(front_path.parent / CLOSED_SOCKET):
             self._lost(front_path)
             return
@@ -210,6 +211,33 @@ class FrontDoor:
     def as_json(self) -> dict[str, Any]:
         return {"closed": self.closed._asdict() if self.closed is not None else None,
                 "episodes": self.episodes, "clients": self.clients}
+
+    def close_for_stop(self, front_path: Path | None) -> None:
+        """As the supervisor begins to stop, before its monitor goes (`unwatch`): closed
+        to new clients, for the note to tell them it stops (kint/front_closed.py). The
+        stop takes up to a minute with its workers, and with nothing watching the
+        descriptors a crowd could take the last of them (libzmq's abort). The clients
+        connected are served to the end (`kint supervisor stop`'s answer among them).
+        Closed already for want of files, the note says the stop now."""
+        if front_path is None:
+            return
+        files = open_files()
+        count, limit = (files.open, files.limit) if files is not None else (0, 0)
+        closed = FrontClosed(os.getpid(), count, limit, self.clients, time.time(),
+                             self.started, stopping=True)
+        try:
+            write_note(front_path.parent, closed)
+            if self.closed is None:
+                os.rename(front_path, front_path.parent / CLOSED_SOCKET)
+        except OSError as err:  # the socket file gone, or a full disk: served as before
+            if self.closed is None:
+                remove_note(front_path.parent)
+            else:
+                self.closed = self.closed._replace(stopping=True)
+            log.warning("could not close the front socket to new clients as the supervisor "
+                        "stops: %s", err)
+            return
+        self.closed = closed
 
     def unwatch(self) -> zmq.Socket | None:
         """Stop the monitor, as soon as the supervisor begins to stop (a stop counts no
