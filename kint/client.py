@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 import zmq
 
-from kint.front_closed import CLOSED_HINT, read_note
+from kint.front_closed import read_note
 from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
                         kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
@@ -155,14 +155,17 @@ class Client:
         self._holder = HolderWatch(self.home)
         # The socket's folder and path as this client's socket was connected to them.
         self._connected: tuple[str, str] | None = None
-        # (the pid of a supervisor that answered on that socket, the folder, the path): a
-        # supervisor binds in one folder for its whole life, so once it has answered, its
-        # folder is not looked up again; a supervisor still starting may yet record another.
-        self._front: tuple[int, str, str] | None = None
+        # (the pid of a supervisor that answered on that socket, the folder, the path, when
+        # it last answered (unix time)): a supervisor binds in one folder for its whole
+        # life, so once it has answered, its folder is not looked up again; a supervisor
+        # still starting may yet record another. The time tells that supervisor from a
+        # successor with its pid (a closed door's `started`, kint/front_closed.py).
+        self._front: tuple[int, str, str, float] | None = None
         # (when (unix time), the pid of the supervisor serving then) `_sock` was connected,
         # or last sent on, to a socket file that was there: that supervisor, if it closed
         # its front door later (kint/front_closed.py), accepted it. ZeroMQ reconnects the
-        # same socket by itself, so a stamp is another supervisor's proof of nothing.
+        # same socket by itself, so a stamp is another supervisor's proof of nothing: one
+        # with the same pid too, which took the home after the stamp.
         self._connected_at: tuple[float, int | None] | None = None
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
@@ -252,7 +255,7 @@ class Client:
         the supervisor that holds the home: when it has answered this client before, the
         folder it answered from is checked without being looked up again."""
         if self._front is not None and self._front[0] == serving:
-            _, folder_text, front = self._front
+            _, folder_text, front, _ = self._front
         else:
             folder = socket_dir(self.home)
             folder_text, front = str(folder), str(folder / FRONT_SOCKET)
@@ -338,7 +341,7 @@ class Client:
             self._stamp(serving)
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
         if serving is not None and serving > 0 and self._connected is not None:
-            self._front = (serving, *self._connected)
+            self._front = (serving, *self._connected, time.time())
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}
@@ -446,32 +449,43 @@ class Client:
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
-    def answered_by(self, pid: int | None) -> bool:
+    def answered_by(self, pid: int | None, started: float = 0.0) -> bool:
         """Whether this client holds a connection the supervisor `pid` has answered on:
-        one it still serves when it takes no new clients (kint/front_closed.py)."""
-        return self._sock is not None and self._front is not None and self._front[0] == pid
+        one it still serves when it takes no new clients (kint/front_closed.py). With
+        `started` (when that supervisor took its home, as its note says), an answer from
+        before then was another's with the same pid."""
+        return (self._sock is not None and self._front is not None
+                and self._front[0] == pid and self._front[3] >= started)
 
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients
         (kint/front_closed.py) while this client holds a connection it accepted (which it
         still serves: one it answered on, or made to its socket file while it served, half
         a second before the door closed); BUSY, naming the open-file limit, when this
-        client has none: a connect now finds no socket file, and waiting would only run
+        client has none (SUPERVISOR_UNAVAILABLE, saying it stops, where the door closed as
+        its stop began): a connect now finds no socket file, and waiting would only run
         out the deadline."""
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
-        if self.answered_by(pid) or (self._sock is not None and self._connected_at is not None
-                                     and self._connected_at[1] == pid
-                                     and self._connected_at[0] + CONNECT_SLACK_S < closed.since):
+        if closed.stopping and sent:
+            # Sent to a supervisor that stops: it answers the clients it let in (`kint
+            # supervisor stop` its own stop, sent a moment before the door closed), and
+            # its exit, seen at the next look, ends the wait of one it did not.
+            return True
+        stamp = self._connected_at
+        if self.answered_by(pid, closed.started) or (
+                self._sock is not None and stamp is not None and stamp[1] == pid
+                and closed.started <= stamp[0] < closed.since - CONNECT_SLACK_S):
             # Answered on this connection, or connected to this supervisor's file before
             # its door closed: accepted, and served (a first request slower than a
-            # liveness look is no refusal).
+            # liveness look is no refusal). Never one made before it took the home: that
+            # was another supervisor's, even with its pid.
             return True
         self._drop_socket()  # connecting to a path that is gone: stop trying
         unsent = (f"; whether {op} reached it is unknown" if sent else
                   f" ({op} was not sent)")
-        raise KintError("BUSY", closed.message() + unsent, CLOSED_HINT)
+        raise KintError(closed.code, closed.message() + unsent, closed.hint)
 
     def _drop_socket(self) -> None:
         """Close the socket at once (linger 0): nothing queued on it is delivered later."""

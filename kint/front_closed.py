@@ -1,5 +1,5 @@
-"""The supervisor's front socket closed to new clients for want of open files: the note it
-leaves beside the socket, and the refusal a client gives on reading it.
+"""The supervisor's front socket closed to new clients, for want of open files or as it
+stops: the note it leaves beside the socket, and the refusal a client gives on reading it.
 
 Every client connection costs the supervisor one descriptor, and libzmq aborts the whole
 process (`Too many open files (src/ipc_listener.cpp:297)`, SIGABRT, every worker gone) when
@@ -10,6 +10,11 @@ same listening socket: the clients connected through it keep being served) and w
 this note; a new client's connect then finds no file, never reaching the supervisor, and
 the client reads the note to say why instead of waiting out its deadline
 (kint/supervisor/front_door.py moves them; kint.client and `kint supervisor status` read).
+
+A stopping supervisor closes it the same way as its stop begins (`stopping` in the note):
+its stop takes up to a minute with its workers, its socket monitor is off by then (libzmq
+can hang ending a context whose socket has one, zeromq/libzmq#3575), and a crowd of new
+clients could still take its last descriptors unwatched. A new client is told it stops.
 
 Imported by the clients: nothing here imports ZeroMQ or the engine.
 """
@@ -25,7 +30,8 @@ from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
-# The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time}.
+# The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time,
+# "started": unix time, "stopping": bool}.
 NOTE = "front-closed.json"
 # More than a note ever holds (about 100 bytes): what is read of one, at most.
 NOTE_MAX_BYTES = 4096
@@ -34,23 +40,45 @@ CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server
                "the supervisor takes new clients again as soon as some close. Or raise the "
                "open-file limit it starts with (`ulimit -n` in its shell, LimitNOFILE= in its "
                "systemd unit) and run `kint supervisor stop`")
+# The hint of a request a stopping supervisor refuses (a client let in before its stop, or
+# one its door turned away): nothing is left running, the next call starts a new one.
+STOPPING_HINT = "run it again once the supervisor has stopped: the next call starts a new one"
 
 
 class FrontClosed(NamedTuple):
     """What the note says: the supervisor `pid` closed its socket to new clients with
     `open` descriptors of its limit of `limit` in use, `clients` of them its clients'
-    connections, at unix time `since`."""
+    connections, at unix time `since`. It took its home (the pid lock) at unix time
+    `started`: what names this supervisor among every one with its pid (in a container,
+    the next one often has the same), to a client that knows when it connected (a
+    connection older than `started` was made to another). 0 in a note of a kint before
+    session 27, which named it by pid alone. `stopping`: closed as its stop began, not for
+    want of open files."""
 
     pid: int
     open: int
     limit: int
     clients: int
     since: float
+    started: float = 0.0
+    stopping: bool = False
 
     def message(self) -> str:
+        if self.stopping:
+            return f"the supervisor (pid {self.pid}) is stopping: it takes no new clients"
         return (f"the supervisor (pid {self.pid}) takes no new clients: {self.open} of its "
                 f"{self.limit} open files (ulimit -n) are in use, {self.clients} by the "
                 f"clients connected")
+
+    @property
+    def code(self) -> str:
+        """The refusal's code: BUSY, short of open files (it serves again as clients
+        leave); SUPERVISOR_UNAVAILABLE, stopping (it does not)."""
+        return "SUPERVISOR_UNAVAILABLE" if self.stopping else "BUSY"
+
+    @property
+    def hint(self) -> str:
+        return STOPPING_HINT if self.stopping else CLOSED_HINT
 
 
 def write_note(folder: Path, closed: FrontClosed) -> None:
@@ -68,10 +96,9 @@ def remove_note(folder: Path) -> None:
 def clear_left_behind(folder: Path) -> None:
     """Remove the note and the moved socket a killed supervisor left in its socket
     `folder`: by the next one, as soon as it holds the home's pid lock, before any client
-    reads them. A note names its supervisor by pid alone, and in a container the next
-    supervisor often has the same pid: its clients would be told BUSY by the dead one's
-    note until its socket was bound. Only in a private folder: anywhere else the files
-    are not kint's to remove."""
+    reads them. In a container the next supervisor often has the same pid: its clients
+    would be told BUSY by the dead one's note until its socket was bound. Only in a
+    private folder: anywhere else the files are not kint's to remove."""
     if is_private_dir(folder):
         (folder / CLOSED_SOCKET).unlink(missing_ok=True)
         remove_note(folder)
@@ -88,7 +115,8 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
         # The folder is private, but a client reads whatever is put there.
         data = json.loads(read_small_file(folder / NOTE, NOTE_MAX_BYTES))
         closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
-                             int(data["clients"]), float(data["since"]))
+                             int(data["clients"]), float(data["since"]),
+                             float(data.get("started", 0.0)), data.get("stopping") is True)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return closed if closed.pid == pid else None

@@ -26,12 +26,12 @@ import pytest
 import zmq
 
 from conftest import SUPPORT, make_sandbox, pid_alive
-from kint.client import CONNECT_SLACK_S
+from kint.client import CONNECT_SLACK_S, KintError
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import OpenFiles
 from kint.paths import FRONT_SOCKET, front_address, socket_dir
-from kint.supervisor.front_door import FrontDoor, margin_for, reopen_at
+from kint.supervisor.front_door import RECOUNT_S, FrontDoor, margin_for, reopen_at
 from kint.supervisor.pidlock import holder, running_pid
 from support.limited_box import fill_with_sessions, in_thread, profile_stores, start_limited
 
@@ -45,6 +45,8 @@ def test_the_door_opens_again_below_the_reserve_the_workers_leave_at_every_limit
         files = OpenFiles(0, limit)
         margin = margin_for(limit)
         assert margin < reopen_at(files) <= files.reserve, (limit, margin, files.reserve)
+        # While the forkserver warms up (no worker yet), no sooner than it would close.
+        assert margin_for(limit, True) < reopen_at(files, True), limit
 
 
 def test_the_door_opens_again_when_the_workers_fill_their_room_and_the_clients_leave(tmp_path):
@@ -115,6 +117,93 @@ def test_a_client_accepted_as_the_socket_binds_is_counted(tmp_path):
         door.shut(None)
         front.close(linger=0)
         ctx.term()
+
+
+def test_far_from_the_limit_a_client_costs_the_door_no_listing(tmp_path):
+    """The door lists this process's descriptors only when the count it listed last,
+    moved by the clients its monitor told since, nears the margin, or once RECOUNT_S old,
+    or once told of descriptors no event tells (`recount`: a worker spawned). Before, it
+    listed at every connect and every disconnect, two listings per CLI command on the
+    supervisor's loop (bench/bench_front_door.py). A real ROUTER and DEALERs of this
+    process, far from its limit, the door as the supervisor builds it."""
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    path = tmp_path / FRONT_SOCKET
+    rounds = 20
+    try:
+        door.prepare()
+        assert door.monitor is not None, "no open-file limit here"
+        front.bind(f"ipc://{path}")
+        began = time.monotonic()
+
+        def told(count: int) -> None:
+            deadline = time.monotonic() + 10
+            while door.clients != count and time.monotonic() < deadline:
+                if door.monitor.poll(100):
+                    door.on_events(path)
+            assert door.clients == count
+
+        clients = []
+        for n in range(rounds):  # clients that connect one by one, then leave one by one
+            client = ctx.socket(zmq.DEALER)
+            client.setsockopt(zmq.LINGER, 0)
+            client.connect(f"ipc://{path}")
+            clients.append(client)
+            told(n + 1)
+        for n, client in enumerate(clients):
+            client.close(linger=0)
+            told(rounds - n - 1)
+        took = time.monotonic() - began
+        # One listing at the first look, and at most one a RECOUNT_S since: never one for
+        # each of the 2 * rounds events.
+        assert door.listings <= 2 + took / RECOUNT_S < 2 * rounds, (door.listings, took)
+        listed = door.listings
+        door.recount()
+        door.look(path)
+        assert door.listings == listed + 1
+    finally:
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()
+
+
+def test_a_successor_with_the_same_pid_is_not_taken_for_the_supervisor_that_answered(
+        tmp_path):
+    """A client answered by one supervisor; the next one, with its pid (as in a container),
+    has closed its door since. The client's connection was made before that one took the
+    home: no proof it was let in, so it is refused BUSY at once, its request not sent.
+    Before, the client named supervisors by pid alone, took the answer as this one's,
+    sent its request on a connection nobody serves and waited out its deadline. The
+    successor is the supervisor itself, held (SIGSTOP), its door closed by the test as a
+    successor's would be (its note, with its pid and a later start; the socket moved):
+    a process with a given pid cannot be had otherwise."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        folder = socket_dir(sb.kint_home)
+        with sb.client() as client:
+            client.call("sup.ping", timeout_s=10)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(0.01)
+                started = time.time()
+                write_note(folder, FrontClosed(pid, 60, LIMIT, 40, started + 1, started))
+                os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+                asked = time.monotonic()
+                with pytest.raises(KintError) as refused:
+                    client.call("sup.ping", timeout_s=8)
+                waited = time.monotonic() - asked
+            finally:
+                if (folder / CLOSED_SOCKET).exists():
+                    os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+                (folder / NOTE).unlink(missing_ok=True)
+                os.kill(pid, signal.SIGCONT)
+        err = refused.value
+        assert err.code == "BUSY" and "takes no new clients" in err.message, (err, waited)
+    finally:
+        sb.shutdown()
 
 
 def _queued(path) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -38,6 +39,8 @@ from kint import render
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE
 from kint.paths import front_address, socket_dir
+from kint.open_files import WARM_UP_FDS
+from kint.supervisor.front_door import backlog_for
 from kint.supervisor.pidlock import running_pid
 from support.limited_box import start_limited
 
@@ -56,10 +59,10 @@ def sb(tmp_path_factory):
 
 
 def _start(sb) -> None:
-    """The supervisor started under the limit, its worker forkserver ready. The crowd only
-    once the forkserver has started: its warm-up takes descriptors of its own (pipes, its
-    child's sentinel) in a thread of the supervisor, beside the loop that keeps the margin,
-    and a crowd arriving meanwhile once took the last one."""
+    """The supervisor started under the limit, its worker forkserver ready: these tests
+    count on the margin of a supervisor that warmed up. While its warm-up runs, the margin
+    holds the descriptors the warm-up may yet open, and the door closes sooner
+    (`test_a_crowd_during_the_forkserver_warm_up_leaves_it_room`)."""
     start_limited(sb, LIMIT)
     sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"], timeout=60,
                 what="the supervisor's worker forkserver started")
@@ -313,3 +316,122 @@ def test_a_stopped_supervisor_that_takes_no_new_clients_is_said_stopped_by_the_s
         assert stop.returncode != 0, out + err
         assert "is stopped" in err and f"kill -CONT {pid}" in err, err
     sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor gone on SIGTERM")
+
+
+def test_a_crowd_during_the_forkserver_warm_up_leaves_it_room(tmp_path):
+    """A crowd that arrives while the worker forkserver warms up (its thread, beside the
+    loop, gets its turn late on a loaded box: held here until the crowd is in). The door
+    closes with room left for what the warm-up opens after it (up to WARM_UP_FDS) and the
+    backlog still to be accepted; the warm-up then ends well, and the clients the door let
+    in are served. Before, the door closed at the usual margin (14 free at 64), which the
+    warm-up's descriptors ate, and a client accepted next met EMFILE: libzmq aborted the
+    supervisor (seen once in some fifty runs of the tests above)."""
+    sb = make_sandbox(tmp_path / "machine")
+    hold = tmp_path / "let-the-warm-up-go"
+    sb.env["KINT_TEST_WARM_UP_HOLD"] = str(hold)
+    sb.kint_home.mkdir(mode=0o700, exist_ok=True)
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    served: list[zmq.Socket] = []
+    unserved: list[zmq.Socket] = []
+    try:
+        with open(tmp_path / "supervisor.err", "ab") as err:
+            subprocess.Popen(
+                [sys.executable, str(SUPPORT / "run_supervisor_warm_up_held.py"), "--home",
+                 str(sb.kint_home)], env=sb.env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT)))
+        sb.wait_for(lambda: sb.client().ping(0.5), interval=0.05, what="the supervisor")
+        pid = running_pid(sb.kint_home)
+        assert sb.call("sup.status")["supervisor"]["forkserver"]["ready"] is False
+
+        served, unserved = _crowd(sb, ctx, pid)
+        assert pid_alive(pid), (tmp_path / "supervisor.err").read_text()
+        note = json.loads((socket_dir(sb.kint_home) / NOTE).read_text())
+        free = note["limit"] - note["open"]
+        assert free >= WARM_UP_FDS + backlog_for(LIMIT), note
+
+        hold.touch()  # the warm-up opens its descriptors now, the door closed
+        status_rid = iter(range(1000))
+
+        def forkserver() -> dict | None:
+            rid = f"status-{next(status_rid)}"
+            served[0].send(orjson.dumps({"v": 1, "id": rid, "op": "sup.status",
+                                         "timeout_ms": 5000}))
+            assert served[0].poll(10_000), "no answer from the supervisor"
+            reply = orjson.loads(served[0].recv())
+            assert reply["id"] == rid, reply
+            found = reply["result"]["supervisor"]["forkserver"]
+            return found if found["ready"] else None
+
+        assert sb.wait_for(forkserver, timeout=60, what="the forkserver ready") == {
+            "ready": True, "missing_preload": []}
+        for n, sock in enumerate(served):
+            _ping(sock, f"again-{n}")
+        assert all(_answered(sock, f"again-{n}", 10_000) for n, sock in enumerate(served))
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+    finally:
+        hold.touch()
+        for sock in served + unserved:
+            sock.close(linger=0)
+        ctx.term()
+        try:
+            # Once its clients left, it takes new ones again, and stops.
+            sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open")
+        finally:
+            sb.shutdown()
+    assert "Too many open files" not in (tmp_path / "supervisor.err").read_text()
+    assert "the worker forkserver did not start" not in _log(sb)
+
+
+def test_a_crowd_while_the_supervisor_stops_is_told_it_stops(tmp_path):
+    """The supervisor's stop takes up to a minute with its workers (one held here, SIGSTOP,
+    as long as the test looks), and its socket monitor is off from the stop's start
+    (libzmq#3575): nothing kept the door. A crowd then took its last descriptors, and
+    libzmq aborted it mid-stop (its workers left to their own exits, no "stopped" in its
+    log). Now the door closes as the stop begins: the crowd never reaches it, a new
+    client is told it stops (not left to its deadline), and it stops cleanly, leaving no
+    moved socket or note behind."""
+    sb = make_sandbox(tmp_path / "machine")
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, CLIENTS + 64)
+    crowd: list[zmq.Socket] = []
+    worker = None
+    try:
+        _start(sb)
+        pid = running_pid(sb.kint_home)
+        worker = sb.call("status", db=sb.sibyl_db, timeout_s=60)["worker"]["pid"]
+        os.kill(worker, signal.SIGSTOP)  # the stop waits for it
+        os.kill(pid, signal.SIGTERM)
+        sb.wait_for(lambda: "supervisor stopping 1 worker(s)" in _log(sb), timeout=20,
+                    what="the stop begun")
+
+        crowd = [_client(ctx, sb) for _ in range(CLIENTS)]
+        poller = zmq.Poller()
+        for sock in crowd:
+            poller.register(sock, zmq.POLLIN)
+        answered = poller.poll(1000)
+        assert pid_alive(pid), (sb.kint_home / "run" / "supervisor.stderr").read_text()
+        assert not answered, f"{len(answered)} of the crowd answered"
+
+        with Client(sb.kint_home) as client:  # a command's: it would start a supervisor
+            with pytest.raises(KintError) as refused:
+                client.call("sup.ping", timeout_s=30)
+        err = refused.value
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err
+        assert f"the supervisor (pid {pid}) is stopping" in err.message, err.message
+        assert "(sup.ping was not sent)" in err.message and "has stopped" in err.hint, err
+        out = sb.kint("supervisor", "status")
+        assert out.returncode == 1 and "is stopping" in out.stderr, out.stdout + out.stderr
+    finally:
+        if worker is not None:
+            os.kill(worker, signal.SIGCONT)
+        for sock in crowd:
+            sock.close(linger=0)
+        ctx.term()
+    sb.wait_for(lambda: running_pid(sb.kint_home) is None, timeout=60,
+                what="the supervisor stopped")
+    assert "supervisor %d stopped" % pid in _log(sb)
+    assert "Too many open files" not in (sb.kint_home / "run" / "supervisor.stderr").read_text()
+    folder = socket_dir(sb.kint_home)
+    assert not (folder / NOTE).exists() and not (folder / CLOSED_SOCKET).exists()

@@ -62,8 +62,9 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
         self._settle_seen: dict[str, float] = {}
         self._room_turn: str | None = None
         # The front socket's door, never closed here (no front socket: the sweep looks at
-        # it only while closed).
+        # it only while closed, and the forkserver's readiness at a path it has not).
         self.door = FrontDoor(None)  # type: ignore[arg-type]
+        self.front_path = None
         self._sweep_at = start
         self.sweeps: list[float] = []
         self.answered: list[tuple[str, Reply]] = []

@@ -35,8 +35,8 @@ HELP = """One row per space: worker state, op in flight, RPC, head, restarts.
 Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
 restarting or quarantined, or was refused a worker for want of open files, or its worker
 refused to start (an older worker of the space holds it), or when the supervisor runs and
-does not answer (stopped or stuck) or takes no new clients for want of open files; 2 when
-the supervisor refuses the call; 3 when no supervisor runs."""
+does not answer (stopped or stuck) or takes no new clients for want of open files or as
+it stops; 2 when the supervisor refuses the call; 3 when no supervisor runs."""
 
 
 def plain_form(argv: list[str]) -> bool | None:
@@ -91,16 +91,16 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             if refusal is not None:  # as the command line says it for every other command
                 _err(refusal)
                 return ERROR
-            from kint.front_closed import CLOSED_HINT, read_note
+            from kint.front_closed import read_note
             from kint.paths import socket_dir
             from kint.supervisor.autostart import unanswering_supervisor
 
             closed = read_note(socket_dir(home), client.serving_pid())
-            if closed is not None:  # it runs, short of open files: degraded, and why
+            if closed is not None:  # it runs, short of open files or stopping: and why
                 if as_json:
-                    _refusal_json("BUSY", closed.message(), CLOSED_HINT)
+                    _refusal_json(closed.code, closed.message(), closed.hint)
                 else:
-                    _err(render.refusal_text("BUSY", closed.message(), CLOSED_HINT))
+                    _err(render.refusal_text(closed.code, closed.message(), closed.hint))
                 return DEGRADED
             silent = unanswering_supervisor(home)
             if silent is not None:  # one runs (stopped, stuck): the most degraded of all

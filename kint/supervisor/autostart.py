@@ -280,12 +280,13 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
     says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
     "no supervisor is running", which would send the user to start one beside it. One that
-    closed its socket to new clients for want of open files says so (kint/front_closed.py)."""
-    from kint.front_closed import CLOSED_HINT, read_note
+    closed its socket to new clients for want of open files, or as it stops, says so
+    (kint/front_closed.py)."""
+    from kint.front_closed import read_note
 
     closed = read_note(socket_dir(home), pid)
     if closed is not None:
-        return SupervisorNotReachable(closed.message(), CLOSED_HINT)
+        return SupervisorNotReachable(closed.message(), closed.hint)
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on "
         f"{front_address(home)}{_stopped_note(pid)}",

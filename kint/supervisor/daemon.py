@@ -32,6 +32,7 @@ from zmq import zmq_poll
 
 from kint import __version__
 from kint import settings as kint_settings
+from kint.front_closed import STOPPING_HINT
 from kint.paths import BACK_SOCKET, FRONT_SOCKET, prepare_socket_dir
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply, ok_reply
@@ -53,7 +54,7 @@ from kint.supervisor.spawner import Spawner
 from kint.supervisor.succession import hand_on, take_up
 from kint.supervisor.timed import TimedWork
 from kint.supervisor.worker_messages import WorkerMessages
-from kint.supervisor.workers import STOPPING_HINT, WorkerHandle, live_sessions
+from kint.supervisor.workers import WorkerHandle, live_sessions
 
 log = logging.getLogger("kint.supervisor")
 
@@ -111,7 +112,9 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.front = self.zctx.socket(zmq.ROUTER)
         self.back = self.zctx.socket(zmq.ROUTER)
         self.outbox = Outbox(self.front)
-        self.door = FrontDoor(self.front)
+        # Its margin holds what the forkserver's warm-up may yet open (front_door.margin_for).
+        # Built once its pid lock is held: `time.time()` here is when it took the home.
+        self.door = FrontDoor(self.front, lambda: not self.spawner.ready, time.time())
         self.poller = zmq.Poller()
         self.front_path: Path | None = None
         self.back_path: Path | None = None
@@ -328,6 +331,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
 
     def begin_shutdown(self) -> None:
         self.shutting_down = True
+        # New clients are told it stops, first: nothing counts them from here on.
+        self.door.close_for_stop(self.front_path)
         monitor = self.door.unwatch()  # a stop counts no clients (front_door.unwatch)
         if monitor is not None:
             self.poller.unregister(monitor)

@@ -10,8 +10,18 @@ aside and leaves the note, and when `reopen_at` are free again it moves it back.
 margin holds what can still arrive after the door closes: the connections already in the
 kernel's listen queue (the front socket's backlog, set here to fit the limit) and those
 accepted while the loop was busy, plus what the supervisor needs for itself (a spawn, its
-log, a config read). One closing is one episode: logged once as it starts and once as it
-ends, and shown by `kint supervisor status`.
+log, a config read), and, while the worker forkserver still starts, what its warm-up
+takes in a thread of the supervisor beside the loop (WARM_UP_FDS). One closing is one
+episode: logged once as it starts and once as it ends, and shown by `kint supervisor
+status`.
+
+The count is not listed at every accept and disconnect (two per CLI command, on the
+loop, a listing of every open descriptor: bench/bench_front_door.py). The door keeps
+the count it listed last and moves it by the clients the monitor told since; it lists
+again only when that estimate comes within twice the margin of the limit, when the
+listing is older than RECOUNT_S, or when the supervisor opened descriptors the
+monitor does not tell (a worker spawned, `recount`). Far from the limit, as a box
+under its raised soft limit always is, a connect costs no listing.
 """
 
 from __future__ import annotations
@@ -20,17 +30,20 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from kint.front_closed import CLOSED_SOCKET, FrontClosed, remove_note, write_note
-from kint.open_files import OpenFiles, open_files
+from kint.open_files import WARM_UP_FDS, OpenFiles, open_files
 
 log = logging.getLogger("kint.supervisor")
 
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+# The longest a listed count is moved by the monitor's events alone before it is listed
+# again: a bound on what the events miss (a monitor that dropped some in a crowd).
+RECOUNT_S = 1.0
 
 
 def backlog_for(limit: int) -> int:
@@ -39,21 +52,25 @@ def backlog_for(limit: int) -> int:
     return max(4, min(100, limit // 16))
 
 
-def margin_for(limit: int) -> int:
+def margin_for(limit: int, warming: bool = False) -> int:
     """The free descriptors below which the door closes: the backlog, a burst accepted
-    before the loop looks, and the supervisor's own needs."""
-    return backlog_for(limit) + 8 + limit // 32
+    before the loop looks, and the supervisor's own needs; and while the forkserver
+    warms up (`warming`), the descriptors its warm-up may yet open, which the loop's
+    listing does not see coming: a crowd let in to the usual margin then left the
+    warm-up too few, and the next accept met EMFILE (libzmq's abort)."""
+    return backlog_for(limit) + 8 + limit // 32 + (WARM_UP_FDS if warming else 0)
 
 
-def reopen_at(files: OpenFiles) -> int:
+def reopen_at(files: OpenFiles, warming: bool = False) -> int:
     """The free descriptors at which a closed door opens again: twice the margin, for a
     gap that keeps it from flapping, but never more than the reserve. The workers may
     take every descriptor but the reserve (kint/open_files.py), and under a limit below
     about 1600 twice the margin is more than that (28 against 24 at 64): a door waiting
     for it stayed closed for good once the workers filled their room, with no client
     left. The margin is below the reserve at every limit, so the door closes only for
-    clients, and opens once they leave."""
-    margin = margin_for(files.limit)
+    clients, and opens once they leave. While the forkserver warms up (`warming`), above
+    that margin, the warm-up's included: no sooner than the door would close again."""
+    margin = margin_for(files.limit, warming)
     return max(margin + 1, min(2 * margin, files.reserve))
 
 
@@ -61,14 +78,24 @@ class FrontDoor:
     """The door of the supervisor's front socket. While `closed`, the socket's file is
     moved aside on purpose: the rebinding checks leave it so."""
 
-    def __init__(self, front: zmq.Socket) -> None:
+    def __init__(self, front: zmq.Socket, warming: Callable[[], bool] = lambda: False,
+                 started: float = 0.0) -> None:
         self.front = front
+        # When this supervisor took its home (unix time), for the note (FrontClosed).
+        self.started = started
+        # Whether the worker forkserver still warms up (Spawner.ready not yet set).
+        self.warming = warming
         self.monitor: zmq.Socket | None = None
         self.closed: FrontClosed | None = None
         self.episodes = 0
         # Clients connected now, as the monitor told their accepts and disconnects.
         self.clients = 0
         self._limit: int | None = None
+        # (open descriptors, clients, time.monotonic()) at the last listing; None: list
+        # at the next look.
+        self._listed: tuple[int, int, float] | None = None
+        # How many listings the door made: what it costs the loop (bench_front_door.py).
+        self.listings = 0
 
     def prepare(self) -> None:
         """Before the front socket binds: a backlog that fits the limit, and the monitor
@@ -101,27 +128,50 @@ class FrontDoor:
         it told before counts; then nobody is connected."""
         self._count()
         self.clients = 0
+        self._listed = None
+
+    def recount(self) -> None:
+        """The supervisor opened descriptors no monitor event tells (a worker spawned, the
+        forkserver ready): the next look lists them."""
+        self._listed = None
+
+    def _far_from_margin(self, limit: int, margin: int) -> bool:
+        """Whether the count listed last, moved by the clients told since, leaves at least
+        twice `margin` free, and is younger than RECOUNT_S: the door, open, stays open
+        without a listing."""
+        listed = self._listed
+        if listed is None or self.closed is not None:
+            return False
+        open_now = listed[0] + self.clients - listed[1]
+        return limit - open_now >= 2 * margin and time.monotonic() - listed[2] < RECOUNT_S
 
     def look(self, front_path: Path | None) -> None:
         """Close or open the door by the descriptors free now."""
-        if self._limit is None or front_path is None:
-            return
+        if self._limit is None or front_path is None or (self.closed is not None
+                                                         and self.closed.stopping):
+            return  # no limit to keep under, or closed for the stop: for good
         if self.closed is not None and not os.path.exists(front_path.parent / CLOSED_SOCKET):
             self._lost(front_path)
             return
+        warming = self.warming()
+        margin = margin_for(self._limit, warming)
+        if self._far_from_margin(self._limit, margin):
+            return
         files = open_files()
+        self.listings += 1
         if files is None:
             return
+        self._listed = (files.open, self.clients, time.monotonic())
         free = files.limit - files.open
-        margin = margin_for(files.limit)
         if self.closed is None and free < margin:
             if os.path.exists(front_path):  # else gone, for the ownership check to bind
                 self._close(front_path, files)
-        elif self.closed is not None and free >= reopen_at(files):
+        elif self.closed is not None and free >= reopen_at(files, warming):
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:
-        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time())
+        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time(),
+                             self.started)
         try:
             write_note(path.parent, closed)
             os.rename(path, path.parent / CLOSED_SOCKET)
@@ -161,6 +211,33 @@ class FrontDoor:
     def as_json(self) -> dict[str, Any]:
         return {"closed": self.closed._asdict() if self.closed is not None else None,
                 "episodes": self.episodes, "clients": self.clients}
+
+    def close_for_stop(self, front_path: Path | None) -> None:
+        """As the supervisor begins to stop, before its monitor goes (`unwatch`): closed
+        to new clients, for the note to tell them it stops (kint/front_closed.py). The
+        stop takes up to a minute with its workers, and with nothing watching the
+        descriptors a crowd could take the last of them (libzmq's abort). The clients
+        connected are served to the end (`kint supervisor stop`'s answer among them).
+        Closed already for want of files, the note says the stop now."""
+        if front_path is None:
+            return
+        files = open_files()
+        count, limit = (files.open, files.limit) if files is not None else (0, 0)
+        closed = FrontClosed(os.getpid(), count, limit, self.clients, time.time(),
+                             self.started, stopping=True)
+        try:
+            write_note(front_path.parent, closed)
+            if self.closed is None:
+                os.rename(front_path, front_path.parent / CLOSED_SOCKET)
+        except OSError as err:  # the socket file gone, or a full disk: served as before
+            if self.closed is None:
+                remove_note(front_path.parent)
+            else:
+                self.closed = self.closed._replace(stopping=True)
+            log.warning("could not close the front socket to new clients as the supervisor "
+                        "stops: %s", err)
+            return
+        self.closed = closed
 
     def unwatch(self) -> zmq.Socket | None:
         """Stop the monitor, as soon as the supervisor begins to stop (a stop counts no

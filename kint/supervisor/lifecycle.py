@@ -40,6 +40,9 @@ class WorkerLifecycle(WorkerRoom):
     home: Any
     settings: Any
     spawner: Any
+    # The front socket's door (front_door.py): told of descriptors its monitor does not see.
+    door: Any
+    front_path: Any
     poller: Any
     back: Any
     back_address: str
@@ -113,6 +116,7 @@ class WorkerLifecycle(WorkerRoom):
         self._by_route[handle.route] = handle
         handle.state = "starting"
         self.exits.watch(proc.sentinel, handle)
+        self.door.recount()  # three descriptors no client's event tells (open_files.py)
         log.info("space %s: worker %d spawned for %s", handle.space16, proc.pid, handle.db)
 
     def on_forkserver_ready(self) -> None:
@@ -128,6 +132,9 @@ class WorkerLifecycle(WorkerRoom):
         if not self.spawner.ready:
             return
         self.poller.unregister(self.spawner.ready_fd())
+        # The warm-up's descriptors are no longer held out of the door's margin.
+        self.door.recount()
+        self.door.look(self.front_path)
         if missing:
             log.warning("the worker forkserver could not import %s: workers start "
                         "without what it would have set up", "; ".join(missing))

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import zmq
 
+from kint.front_closed import STOPPING_HINT
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.envelope import Reply, error_reply, reply_from_error
 from kint.protocol.limits import MAX_WAITING_PER_SPACE
@@ -34,7 +35,7 @@ from kint.seconds_text import seconds_text
 from kint.spaces import space_id as compute_space_id
 from kint.spaces import STORE_HINT, space_label, store_problem
 from kint.supervisor.bindings import Binding, Bindings
-from kint.supervisor.workers import SERVING_STATES, STOPPING_HINT, Pending, WorkerHandle
+from kint.supervisor.workers import SERVING_STATES, Pending, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 

@@ -276,10 +276,10 @@ class WorkerHandle:
             pass
 
 
-# The hint of a request a stopping supervisor refuses before its worker got it, and of one
-# its worker had not finished when it exited: nothing is left running, and the next call
-# starts a supervisor again.
-STOPPING_HINT = "run it again once the supervisor has stopped: the next call starts a new one"
+# The hint of a request a stopping supervisor refuses before its worker got it
+# (STOPPING_HINT, kint/front_closed.py, which a client names too), and of one its worker
+# had not finished when it exited: nothing is left running, and the next call starts a
+# supervisor again.
 STOPPED_MID_OP_HINT = ("the supervisor was stopped before the worker finished; `kint status` "
                        "shows where the space stands, and the next call starts a new "
                        "supervisor")
