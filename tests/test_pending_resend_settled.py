@@ -463,6 +463,30 @@ def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_is_sai
         assert not kept.exists()
 
 
+def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_a_rekey_says(box):
+    """The same kept notice, the rows anchored since by the watcher's push, met by `kint
+    rekey`: it owes nothing, so the rekey goes through, its snapshot's push saying it once
+    on stderr (the store holds no unanchored change now), the notice used up. A rekey refused
+    NOT_CONNECTED on it, saying to run `kint rekey` again, for which the user gave the
+    signature again."""
+    s = Space(box, "revoked-anchored-rekey")
+    signature = wallet_signature(owner_account(s.a, s.owner),
+                                 canonical_payload(s.owner).decode()) + "\n"
+    with _started_settlement(s, box) as kept:
+        authorize_machine(box["home"], owner_account(s.a, s.owner), s.old)
+        assert "nothing to push" not in _unheld_op(s, "push", {"hold_reason": "watcher"})
+        assert s.anchored() == {"first", "second"} and kept.exists()
+        out = _unheld(s, "rekey", "--signature", "-", input=signature)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "snapshot epoch 3" in out.stdout, out.stdout
+        assert out.stderr.count("the interrupted push of epoch 2 was not sent again") == 1, \
+            out.stderr
+        assert ("its journal is dropped, and the store holds no unanchored change now"
+                in out.stderr), out.stderr
+        assert "anchors them" not in out.stderr, out.stderr
+        assert not kept.exists()
+
+
 def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
     """The same kept notice met by an agent's memory_push (the push op with the "tool"
     hold reason, as kint-server sends it): its refusal reaches the agent, so it says the

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import replace
+from dataclasses import asdict, fields, replace
 
 from unittest import mock
 
@@ -22,6 +22,7 @@ from kint.tenant_worker.enrolment import Enrolment, save_enrolment
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader
+from kint.tenant_worker.unauthorized_journal import Unauthorized
 
 SPACE = "ab" * 32
 FOUND = Overtaken(2, 3, False)
@@ -148,3 +149,41 @@ def test_an_enrolment_that_stops_reading_during_the_settlement_does_not_lose_wha
     assert kept["vault"] == [ENROLMENT.owner, 31337, ENROLMENT.contract], kept
     save_enrolment(ctx.state.files["enrol"], ENROLMENT)
     assert settled_notice.found(ctx) == FOUND
+
+
+REVOKED = Unauthorized(2, "0x" + "55" * 20, ENROLMENT.owner, False)
+
+
+def test_what_holds_now_is_not_kept(ctx):
+    """A notice said with `anchored_since` (what the store holds now) keeps no such field,
+    so the previous kint, whose notice has none, reads it: it met a TypeError and removed
+    the notice unsaid. Every field kept is one of that kint's."""
+    settled_notice.keep(ctx, replace(REVOKED, anchored_since=True), settled_notice.vault(ctx))
+    kept = orjson.loads(_path(ctx).read_bytes())["found"]
+    before = {f.name for f in fields(Unauthorized)} - {"anchored_since"}
+    assert set(kept) == before, kept
+
+
+def test_a_kept_anchored_since_is_not_trusted_nor_a_later_field_fatal(ctx):
+    """A file holding `anchored_since: true` (as the kint before this one kept it) and a
+    field a later kint may add: read with the fields this kint knows, `anchored_since`
+    false until the store is counted again (no store here: the words as kept). A stored
+    true was taken as it stood, saying nothing was left to anchor after new rows came; a
+    field it did not know removed the notice unsaid."""
+    found = {**asdict(REVOKED), "anchored_since": True, "later": 1}
+    _path(ctx).write_bytes(orjson.dumps({"kind": "unauthorized", "found": found,
+                                         "vault": settled_notice.vault(ctx)}))
+    waits = settled_notice.waiting(ctx) or ""
+    assert "nothing of it is left to anchor" not in waits and "epoch 2" in waits, waits
+    assert settled_notice.found(ctx) == REVOKED and _path(ctx).exists()
+
+
+def test_status_does_not_name_a_notice_of_another_vault(ctx):
+    """`kint status` and `kint doctor` (`waiting`) leave out a notice kept for another
+    vault than the space's now, as the next command drops it unsaid: they named an outcome
+    no command would ever say. Read only: the file stays for that command."""
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
+    assert settled_notice.waiting(ctx) is not None
+    save_enrolment(ctx.state.files["enrol"], replace(ENROLMENT, owner="0x" + "33" * 20))
+    assert settled_notice.waiting(ctx) is None and _path(ctx).exists()
+    assert settled_notice.found(ctx) is None and not _path(ctx).exists()

@@ -41,7 +41,6 @@ naming the address it waits on.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -128,24 +127,17 @@ class FormerKey:
 
     def deferral(self, hole: int) -> Elsewhere | None:
         """Whether the fill of `hole` waits for a transaction of this key at another
-        endpoint (`waits_elsewhere`), and how long it has: None when none holds one. A look
-        that goes unanswered after one that found it waiting keeps it waiting within the
-        bound, counted from the first sighting, at the endpoint it was seen at: taken for
-        "holds nothing", one silent look had it filled at once and called never sent, seconds
-        after it was seen waiting. Never seen, an unanswered look defers nothing: an
-        endpoint that is down would hold every fill for the bound. The first sighting is
-        the journal's (former_key_wait.py), so a restarted worker goes on counting."""
+        endpoint (`waits_elsewhere`), and how long it has: None when none holds one. The
+        bound counts from the first sighting, which the journal keeps (former_key_wait.py
+        `since`, which also says what an unanswered look keeps), so a restarted worker goes
+        on counting."""
         journal = space_files(self.home, self.space16)["pending"]
         look = self.waits_elsewhere(hole)
-        seen = former_key_wait.first_seen(journal, self.address, hole)
-        if look.url is None and not (look.unanswered and seen is not None):
-            former_key_wait.note(journal, self.address, hole, None)
-            return None
+        seen = former_key_wait.since(journal, self.address, hole, look)
         if seen is None:
-            seen = (time.time(), look.url or "")
-            former_key_wait.note(journal, self.address, hole, seen)
+            return None
         waited = former_key_wait.waited(seen)
-        return Elsewhere(look.url or seen[1], waited, waited >= former_key_wait.bound_s(),
+        return Elsewhere(look.url or seen.url, waited, waited >= former_key_wait.bound_s(),
                          unanswered=look.url is None)
 
     def check_hole(self, nonce: int) -> None:

@@ -9,6 +9,13 @@ that wait. The journal is the file the wait is about: written as it is (0600, wh
 at all), removed with it once settled, and under the head lock as every settlement is.
 A write that fails (a full disk), or no journal of the key's to keep it in, leaves the
 sighting in this worker's memory, as all of them were before.
+
+The sighting's time is the monotonic clock's (`Sighting`), with the boot it was read on,
+never the wall clock's: a wall clock set back kept the bound from ending (the push waited
+out its receipt wait at every push and pull again), set forward ended it at once. The
+monotonic clock is one clock for the whole system within a boot (kint/chain/nonces.py and
+session_handoff.py rely on it too), so a restarted worker reads the same one; a sighting of
+another boot is recorded again as first seen now.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kint.boot import boot_id
 from kint.chain.nonces import retry_seconds
 from kint.protocol import ProtocolError
 from kint.seconds_text import seconds_text
-from kint.tenant_worker.pending_journal import PendingEpoch
+from kint.tenant_worker.pending_journal import PendingEpoch, Sighting
 
 log = logging.getLogger("kint.worker")
 
@@ -35,7 +43,7 @@ log = logging.getLogger("kint.worker")
 # generic "may still land" at every push and pull for as long as the transaction waited.
 DEFER_STEPS = 2
 # A sighting no journal could keep, by (journal, signer, nonce): this worker's only.
-_unsaved: dict[tuple[Path, str, int], tuple[float, str]] = {}
+_unsaved: dict[tuple[Path, str, int], Sighting] = {}
 
 
 def bound_s() -> float:
@@ -74,15 +82,38 @@ class Elsewhere:
                 f"reached the endpoint this space sends through")
 
 
-def first_seen(journal: Path, signer: str, hole: int) -> tuple[float, str] | None:
-    """When (wall clock: it outlives the process) and where `hole` was first seen waiting
-    elsewhere, as the journal at `journal`, signed by `signer`, keeps it."""
+def since(journal: Path, signer: str, hole: int, look: Look) -> Sighting | None:
+    """The first sighting of `hole` waiting elsewhere that the bound counts from, after
+    `look`; None when it defers nothing. A look that finds it waiting keeps the sighting the
+    journal at `journal` (signed by `signer`) holds, or records one now. A look that goes
+    unanswered after one that found it waiting keeps it too (taken for "holds nothing", one
+    silent look had it filled at once and called never sent, seconds after it was seen
+    waiting); never seen, such a look defers nothing (an endpoint that is down would hold
+    every fill for the bound). A look that finds nothing forgets it."""
+    seen = first_seen(journal, signer, hole)
+    if look.url is None and not (look.unanswered and seen is not None):
+        note(journal, signer, hole, None)
+        return None
+    if seen is None:
+        seen = Sighting(hole, time.monotonic(), boot_id(), look.url or "")
+        note(journal, signer, hole, seen)
+    return seen
+
+
+def first_seen(journal: Path, signer: str, hole: int) -> Sighting | None:
+    """When and where `hole` was first seen waiting elsewhere, as the journal at `journal`,
+    signed by `signer`, keeps it (else this worker's memory), if it counts here: on the boot
+    that recorded it, and not after now (a monotonic reading from another boot, or one
+    edited, is no time here: it is recorded again as first seen now)."""
     held = _load(journal, signer)
     seen = held.deferred_at(hole) if held is not None else None
-    return seen or _unsaved.get((journal, signer.lower(), hole))
+    seen = seen or _unsaved.get((journal, signer.lower(), hole))
+    if seen is None or seen.boot != boot_id() or not seen.mono <= time.monotonic():
+        return None
+    return seen
 
 
-def note(journal: Path, signer: str, hole: int, seen: tuple[float, str] | None) -> None:
+def note(journal: Path, signer: str, hole: int, seen: Sighting | None) -> None:
     """Keep `hole`'s first sighting (None: it waits nowhere now, forgotten) in the journal."""
     _unsaved.pop((journal, signer.lower(), hole), None)
     held = _load(journal, signer)
@@ -99,9 +130,10 @@ def note(journal: Path, signer: str, hole: int, seen: tuple[float, str] | None) 
         _unsaved[(journal, signer.lower(), hole)] = seen
 
 
-def waited(seen: tuple[float, str]) -> float:
-    """Seconds since `seen`; none for a clock set back past it."""
-    return max(0.0, time.time() - seen[0])
+def waited(seen: Sighting) -> float:
+    """Seconds since `seen`, on the monotonic clock (`first_seen` took it only on its boot
+    and not after now)."""
+    return max(0.0, time.monotonic() - seen.mono)
 
 
 def _load(journal: Path, signer: str) -> PendingEpoch | None:

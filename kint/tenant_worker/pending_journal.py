@@ -6,6 +6,7 @@ version and its digest checked, and none parses its fields by hand.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,6 +17,22 @@ from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 
 PENDING_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """`nonce` of the journal's sender first seen waiting at the endpoint `url` (redacted)
+    of the space, not at the one it sends through (former_key_wait.py). `mono` is
+    time.monotonic() then, not the wall clock, which a step (NTP, a user setting the date)
+    moves: set back, the bound on that wait never ended; set forward, it ended at once. A
+    monotonic reading starts again at each boot, so it counts only on the boot `boot`
+    (kint.boot.boot_id(); None where the OS has none)."""
+
+    nonce: int
+    mono: float
+    boot: str | None
+    url: str
+
 
 
 @dataclass(frozen=True)
@@ -30,26 +47,27 @@ class PendingEpoch:
     envelope: bytes
     sender: str
     # When a nonce of `sender` below `nonce` was first seen waiting at another endpoint of
-    # the space (former_key_wait.py): (nonce, wall-clock seconds, that endpoint redacted).
-    # Kept here so that the bound on that wait outlives the worker: counted in its memory,
-    # every restart began it again. A journal without it (written before) has none.
-    deferred: tuple[tuple[int, float, str], ...] = ()
+    # the space (former_key_wait.py), one `Sighting` each. Kept here so that the bound on
+    # that wait outlives the worker: counted in its memory, every restart began it again. A
+    # journal without it (written before) has none.
+    deferred: tuple[Sighting, ...] = ()
 
     def save(self, path: Path) -> None:
         atomic_write(path, orjson.dumps({
             "v": PENDING_VERSION, "seq": self.seq, "prev": self.prev, "digest": self.digest,
             "nonce": self.nonce, "raw_tx": self.raw_tx.hex(), "bucket": self.bucket,
             "plaintext": self.plaintext.hex(), "envelope": self.envelope.hex(),
-            "sender": self.sender, "deferred": [list(d) for d in self.deferred]}))
+            "sender": self.sender,
+            "deferred": [[d.nonce, d.mono, d.boot, d.url] for d in self.deferred]}))
 
-    def deferred_at(self, nonce: int) -> tuple[float, str] | None:
+    def deferred_at(self, nonce: int) -> Sighting | None:
         """When and where `nonce` was first seen waiting at another endpoint, or None."""
-        return next(((at, url) for n, at, url in self.deferred if n == nonce), None)
+        return next((d for d in self.deferred if d.nonce == nonce), None)
 
-    def with_deferred(self, nonce: int, seen: tuple[float, str] | None) -> PendingEpoch:
+    def with_deferred(self, nonce: int, seen: Sighting | None) -> PendingEpoch:
         """This journal with `nonce`'s first sighting set to `seen` (None: forgotten)."""
-        kept = tuple(d for d in self.deferred if d[0] != nonce)
-        return replace(self, deferred=kept + (((nonce, *seen),) if seen else ()))
+        kept = tuple(d for d in self.deferred if d.nonce != nonce)
+        return replace(self, deferred=kept + ((seen,) if seen else ()))
 
     @classmethod
     def load(cls, path: Path) -> PendingEpoch | None:
@@ -66,8 +84,7 @@ class PendingEpoch:
                           bucket=int(obj["bucket"]),
                           plaintext=bytes.fromhex(obj["plaintext"]),
                           envelope=bytes.fromhex(obj["envelope"]), sender=str(obj["sender"]),
-                          deferred=tuple((int(n), float(at), str(url))
-                                         for n, at, url in obj.get("deferred", ())))
+                          deferred=_sightings(obj.get("deferred")))
         except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
             raise ProtocolError(ErrorCode.CORRUPT_STATE,
                                 f"{path}: is not a pending-epoch file; it was left as it is",
@@ -77,3 +94,23 @@ class PendingEpoch:
                                 f"{path}: its envelope does not hash to its digest; it was "
                                 f"left as it is", "move it aside and run `kint pull`")
         return pending
+
+
+def _sightings(held: object) -> tuple[Sighting, ...]:
+    """The journal's `deferred`, each entry that reads as a `Sighting`; any other is dropped,
+    and so is the field when it is not a list. It is advisory (the wait's bound records a
+    sighting again as first seen now), where the push's own fields are not: read inside
+    them, a null, an entry of another shape (the earlier [nonce, wall clock, url]) or a
+    non-number made the whole journal CORRUPT_STATE, blocking every push and pull."""
+    if not isinstance(held, list):
+        return ()
+    kept: list[Sighting] = []
+    for entry in held:
+        if not (isinstance(entry, list) and len(entry) == 4):
+            continue
+        nonce, mono, boot, url = entry
+        if (type(nonce) is int and nonce >= 0 and type(mono) in (int, float)
+                and math.isfinite(mono) and (boot is None or isinstance(boot, str))
+                and isinstance(url, str)):
+            kept.append(Sighting(nonce, float(mono), boot, url))
+    return tuple(kept)

@@ -117,9 +117,14 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         # An earlier rekey killed mid-way: finished or dropped first. A push journal the
         # chain had passed leaves this machine behind it, one dropped leaves rows for a
         # key that may write: said now, not as the snapshot's refusal (also when a
-        # restarted worker's settlement found it, said by no command yet).
+        # restarted worker's settlement found it, said by no command yet). One whose rows
+        # a later push anchored since owes nothing: it was refused, the user giving the
+        # signature or passphrase again for a rekey that then went through. It is left
+        # kept for the snapshot's push, which says it among the notices and goes on, as
+        # a push does: used up here, a rekey refused next (a key that does not open the
+        # vault) would drop it unsaid.
         overtaken = settle_now(ctx)[1]
-        if overtaken is not None:
+        if overtaken is not None and not settled_notice.owes_nothing(overtaken):
             settled_notice.said(ctx)
             raise overtaken.refusal("kint rekey")
         owner = enrolment.owner

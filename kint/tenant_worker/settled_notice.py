@@ -33,8 +33,9 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -54,6 +55,11 @@ _KINDS: dict[str, type[Overtaken] | type[Unauthorized]] = {
     "overtaken": Overtaken, "unauthorized": Unauthorized}
 # A notice is a few hundred bytes: a file past this is not one, and is not read whole.
 MAX_BYTES = 64 * 1024
+# What a notice says of the store now (`_as_now`), never kept: stored, a `true` was trusted
+# after new rows came, and a kint without the field could not read the notice at all.
+NOW_ONLY = frozenset({"anchored_since"})
+# A file whose fields are not a notice's (JSON of another shape).
+UNREAD = (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError)
 
 
 def _path(ctx: SpaceContext) -> Path:
@@ -76,7 +82,8 @@ def keep(ctx: SpaceContext, found: Found, vault_read: list[str | int] | None) ->
     read before the settlement). A write that fails (a full disk) leaves it to the log and
     to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
-    notice = {"kind": kind, "found": asdict(found), "vault": vault_read}
+    kept = {name: value for name, value in asdict(found).items() if name not in NOW_ONLY}
+    notice = {"kind": kind, "found": kept, "vault": vault_read}
     try:
         atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
@@ -90,12 +97,10 @@ def found(ctx: SpaceContext) -> Found | None:
     (kept before they were written) is taken as the space's."""
     path = _path(ctx)
     try:
-        data = orjson.loads(read_small_file(path, MAX_BYTES))
-        notice = _KINDS[data["kind"]](**data["found"])
-        kept_for = data.get("vault")
+        notice, kept_for = _read(path)
     except FileNotFoundError:
         return None
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
+    except UNREAD as err:
         log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
                     ctx.config.space16, path, err, removed(path) or ", removed")
         return None
@@ -105,6 +110,18 @@ def found(ctx: SpaceContext) -> Found | None:
                     removed(path))
         return None
     return _as_now(ctx, notice)
+
+
+def _read(path: Path) -> tuple[Found, Any]:
+    """The notice at `path` and the vault it was kept for. Only the fields this kint's
+    dataclass knows are taken, `NOW_ONLY` never: a later kint may keep more (an earlier one
+    that met a field it did not know removed the notice unsaid), and what holds now is
+    `_as_now`'s to say."""
+    data = orjson.loads(read_small_file(path, MAX_BYTES))
+    kind = _KINDS[data["kind"]]
+    known = {f.name for f in fields(kind)} - NOW_ONLY
+    held = {name: value for name, value in data["found"].items() if name in known}
+    return kind(**held), data.get("vault")
 
 
 def _as_now(ctx: SpaceContext, notice: Found) -> Found:
@@ -138,18 +155,27 @@ def waiting(ctx: SpaceContext) -> str | None:
     """What `kint status` and `kint doctor` say of a notice still kept, or None: one line
     naming the file and what it holds, so an outcome no command has said yet is seen
     without running the command that says it (and uses it up). Read only: a file that does
-    not read is named so and left to that command, which removes it."""
+    not read is named so and left to that command, which removes it; one kept for another
+    vault than the space's now is not named, as that command drops it unsaid (an enrolment
+    that does not read leaves it named: the command's own refusal says that file)."""
+    from kint.tenant_worker.state_format import CorruptStateFile
+
     path = _path(ctx)
     try:
-        data = orjson.loads(read_small_file(path, MAX_BYTES))
-        held = _as_now(ctx, _KINDS[data["kind"]](**data["found"])).describe()
+        notice, kept_for = _read(path)
     except FileNotFoundError:
         return None
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
+    except UNREAD as err:
         return (f"{path.name}: it does not read ({err}), and is removed by the next push, "
                 f"pull, rekey or recovery-code")
+    try:
+        if kept_for is not None and kept_for != vault(ctx):
+            return None
+    except (ProtocolError, CorruptStateFile):
+        pass
     return (f"{path.name} keeps what settling an interrupted push found, said by no "
-            f"command yet: {held}; the next push, pull, rekey or recovery-code says it")
+            f"command yet: {_as_now(ctx, notice).describe()}; the next push, pull, rekey or "
+            f"recovery-code says it")
 
 
 def said(ctx: SpaceContext) -> None:

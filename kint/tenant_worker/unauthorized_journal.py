@@ -91,8 +91,8 @@ class Unauthorized:
         rekey = again == "kint rekey"
         if self.kept is not None and self.unread:
             return UNSETTLED_HINT
-        if self.anchored_since and self.kept is None:
-            return NOTHING_LEFT + ("; run `kint rekey` again" if rekey else "")
+        if self.anchored_since and self.kept is None:  # push and rekey go on past it
+            return NOTHING_LEFT
         if self.kept is not None:
             return (f"{UNAUTHORIZED_HINT}; then `kint push` sends it again. Not to "
                     f"authorize this key again: `kint session-key rotate`, and the owner "
