@@ -58,7 +58,7 @@ class StoreNotCounted(Exception):
     """The store changed since its rows were last counted, and the caller asked for the
     counts as cached only: a count reads the store, which waits up to READ_BUSY_WAIT_S on
     another process's lock. The worker's main thread, which beats, asks so, and hands
-    the status to its pool when this is raised (kint.tenant_worker.op_replies)."""
+    the status to its count thread when this is raised (kint.tenant_worker.process)."""
 
 
 log = logging.getLogger("kint.worker")
