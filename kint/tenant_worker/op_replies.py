@@ -150,8 +150,9 @@ class OpReplies:
         """`req` run on the main thread (`runs_inline`), or None when it would read the
         store (a status whose counts the store's change outdated): the caller hands it to
         its count thread then, where a count that waits on another process's lock of the
-        store (READ_BUSY_WAIT_S) holds no beat, and which no op of the pool holds up. The call's settings, which the handler's wrapper
-        takes from its arguments (handlers.with_settings), are put back for that run."""
+        store (READ_BUSY_WAIT_S) holds no beat, and which no op of the pool holds up. The
+        call's settings, which the handler's wrapper takes from its arguments
+        (handlers.with_settings), are put back for that run."""
         sent = req.args.get("settings")
         try:
             return self._run(req, INLINE_HANDLERS)
