@@ -294,7 +294,7 @@ def test_a_supervisor_started_during_the_look_at_the_lock_keeps_its_worker(
         looked = []
         real = old_worker_mod.holder_closing
         monkeypatch.setattr(old_worker_mod, "holder_closing",
-                            lambda fd: (looked.append(1), real(fd))[1])
+                            lambda fd, table=None: (looked.append(1), real(fd, table))[1])
         client.serving_pid = lambda: 5151 if looked else None
         thread, out = _follow_on_a_thread(under_way, client)
         thread.join(10)
