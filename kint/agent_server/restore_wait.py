@@ -274,11 +274,16 @@ class RestoreUnderWay:
         """Whether a worker no supervisor serving now (`serving_pid`) started still holds
         the space's worker lock (kint.agent_server.old_worker): the one that ran the
         restore, or one an earlier supervisor left, either of which keeps the store open.
-        Its pid, when the lock file names it, is what the refusals name."""
+        Its pid, when the lock file names it, is what the refusals name. A holder whose
+        supervisor nobody knows yet (the kernel names it, the lock file still the holder
+        before it: an instant after it took the lock) counts as old for this look only,
+        and is neither logged nor named: it may be the serving supervisor's new worker,
+        and the next look reads its own line."""
         found = old_worker(self.home, self.space16, serving_pid, self._table)
         if found is None:
             return False
-        if found.pid is not None and found.pid != self.worker_pid:
+        if (found.pid is not None and found.supervisor_pid is not None
+                and found.pid != self.worker_pid):
             log.info("the worker %s holds the space's worker lock, its supervisor gone: "
                      "waited for before the restore is sent again", found.pid)
             self.worker_pid = found.pid
