@@ -262,6 +262,29 @@ def test_a_wait_for_a_holder_its_line_does_not_name_reads_the_table_once_a_secon
     assert 1 <= len(table_reads) <= waited / TABLE_EVERY_S + 1, (len(table_reads), waited)
 
 
+def test_a_holder_the_table_lists_as_pid_0_is_nobody(tmp_path, monkeypatch):
+    """The kernel's table gives pid 0 for a holder in another pid namespace (another
+    container's): no process here, never named (a refusal said `kill -KILL 0`, which
+    signals the whole process group of whoever runs it). The table is a file in the
+    kernel's format, written here: such a holder cannot be had in a test."""
+    from kint.tenant_worker import lock_table
+
+    path = tmp_path / "lock"
+    path.write_text("")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        table = tmp_path / "locks"
+        table.write_text(f"1: FLOCK  ADVISORY  WRITE 0 {where} 0 EOF\n")
+        monkeypatch.setattr(lock_table, "LOCKS_TABLE", str(table))
+        assert lock_table.flock_holder(fd) is None
+        table.write_text(f"1: FLOCK  ADVISORY  WRITE 4242 {where} 0 EOF\n")
+        assert lock_table.flock_holder(fd) == 4242  # the format read as the kernel's
+    finally:
+        os.close(fd)
+
+
 class _RefusalHost(LifecycleHost):
     """The supervisor's worker lifecycle (the real one) with the parts `_on_exit` reads;
     its answers are recorded. The forkserver is never ready: a restart, were one asked
