@@ -179,7 +179,9 @@ def waited_for(path: Path, pid: int) -> Holder | None:
     starts (kint.supervisor.timed) and for a `starting` row of its status
     (kint.supervisor.status), never on a request's way. The common case, a starting worker
     that has its lock already, costs an open, a flock try and a read of the file, which
-    names that worker, alive: its own line, so no /proc read; otherwise `live_holder`'s."""
+    names that worker, alive (a zombie's lock is gone: `pid_alive` counts it gone): its own
+    line, so neither its open files nor the kernel's table of locks are read; otherwise
+    `live_holder`'s."""
     try:
         fd = open_to_look(path)
     except OSError:
