@@ -44,6 +44,48 @@ def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path
         assert status(worker.ctx, {})["rows"] is not None  # once it is let go
 
 
+def test_counts_queued_behind_one_the_lock_refused_do_not_wait_it_out_again(tmp_path):
+    """Five statuses of a store another process keeps locked, each count under the
+    reader's lock: each waited the whole busy wait in turn (BUSY 2, 4, 6, 8 and 10 s on,
+    the ops behind them held). Now one waits it out; those behind it, the store unchanged,
+    try with a wait long enough for a write's commit only, and are BUSY too; the lock let
+    go, the next count reads the store. The real busy wait (2 s), once: the waits each
+    count was given are recorded by a subclass around the real count."""
+    import threading
+
+    from conftest import write_store
+    from kint.tenant_worker import store
+
+    waits: list[float | None] = []
+
+    class Recorded(store.StoreReader):
+        def _count_rows(self, recover: bool = True,
+                        wait_s: float | None = None) -> dict[str, int]:
+            waits.append(wait_s)
+            return super()._count_rows(recover, wait_s)
+
+    db = write_store(tmp_path / "memory.db", tenant="t")
+    reader = Recorded(str(db), "t")
+    assert reader.facts().rows is not None
+    said: list[BaseException] = []
+
+    def count() -> None:
+        try:
+            reader.facts()
+        except BaseException as err:  # noqa: BLE001 - what each count said, looked at below
+            said.append(err)
+
+    with locked(db):
+        counts = [threading.Thread(target=count) for _ in range(5)]
+        for thread in counts:
+            thread.start()
+        for thread in counts:
+            thread.join(60)
+    assert len(said) == 5 and all(isinstance(e, store.StoreLocked) for e in said), said
+    assert waits[1:] == [None] + [store.REFUSED_AGAIN_WAIT_S] * 4, waits
+    assert reader.facts().rows is not None  # let go: read, within that window or past it
+
+
 def test_doctor_over_a_locked_store_answers_and_says_it_is_locked(tmp_path, short_busy_waits):
     """Doctor counts the store's changes itself: a store locked past the busy wait failed
     the whole op (sqlite3's own error, which only "does not read" errors were caught

@@ -294,7 +294,7 @@ def test_a_supervisor_started_during_the_look_at_the_lock_keeps_its_worker(
         looked = []
         real = old_worker_mod.holder_closing
         monkeypatch.setattr(old_worker_mod, "holder_closing",
-                            lambda fd: (looked.append(1), real(fd))[1])
+                            lambda fd, table=None: (looked.append(1), real(fd, table))[1])
         client.serving_pid = lambda: 5151 if looked else None
         thread, out = _follow_on_a_thread(under_way, client)
         thread.join(10)
@@ -303,6 +303,36 @@ def test_a_supervisor_started_during_the_look_at_the_lock_keeps_its_worker(
         assert under_way.worker_pid is None and not under_way.worker_stays
     finally:
         _end(worker)
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/locks"), reason="the kernel's table names it")
+def test_a_holder_that_has_not_written_its_line_yet_is_not_named_the_old_worker(
+        tmp_path, caplog):
+    """The instant after a worker took the space's worker lock and before it wrote its
+    pids, the file still names the holder before it (gone): the kernel names the new
+    holder, its supervisor unknown. That look logged "the worker N holds the space's worker
+    lock, its supervisor gone" and named N in the refusals, though N may be the serving
+    supervisor's new, healthy worker. It counts as old for that look only, unnamed; once
+    its line says its supervisor is not the one serving, it is named."""
+    import logging
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has now: the holder before
+    path = _worker_lock(tmp_path)
+    holder = holding([(path, f"{gone.pid} 4243\n")])
+    try:
+        under_way = restore_wait.RestoreUnderWay(tmp_path, SPACE16, lambda c, t: {},
+                                                 lambda r: None, lambda: None)
+        with caplog.at_level(logging.INFO, logger="kint.server"):
+            assert under_way._old_worker_lives(lambda: 5151)  # old for this look
+            assert under_way.worker_pid is None
+            assert "holds the space's worker lock" not in caplog.text, caplog.text
+            path.write_text(f"{holder.pid} 4243\n")  # its own line, as a worker writes it
+            assert under_way._old_worker_lives(lambda: 5151)
+        assert under_way.worker_pid == holder.pid
+        assert f"the worker {holder.pid} holds the space's worker lock" in caplog.text
+    finally:
+        _end(holder)
 
 
 def test_the_head_lock_gets_its_grace_from_the_old_workers_exit(monkeypatch, tmp_path,

@@ -16,6 +16,7 @@ real Worker over a real store, not serving (its requests are run as its loop run
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from conftest import make_sandbox, write_rules, write_store
@@ -79,3 +80,32 @@ def test_a_plain_status_runs_inline_while_its_counts_hold(tmp_path):
         assert again.result["rows"] == counted.result["rows"]
         write_rules(db, "t", later="a row the count has not seen")
         assert worker.run_inline(Request(id="c3", op="status")) is None
+
+
+def test_a_status_that_counts_the_store_waits_behind_no_op_of_the_pool(tmp_path):
+    """A status whose store changed since its count went to the op pool, and waited there
+    behind whatever held every thread (four pushes on their receipts, pulls behind the
+    head lock) for one to end, where `kint status` was answered at once. It now has a
+    thread of its own: answered while every pool thread is still held. The pool's ops
+    here are stand-ins (threads held on an event): what they wait on is not the case."""
+    import orjson
+
+    from bare_worker import bare_worker, request_frames
+    from conftest import TENANT, wait_until
+
+    with bare_worker(tmp_path, b"\x05" * 32) as (worker, _router):
+        before = worker.ctx.store.facts().rows
+        release = threading.Event()
+        for _ in range(worker.config.threads):
+            worker.pool.submit(release.wait)
+        try:
+            write_rules(Path(worker.config.db), TENANT, later="a row the count has not seen")
+            worker._dispatch(request_frames("1", "status", {}, worker.config.db))
+            assert wait_until(lambda: bool(worker._answers), timeout=15), \
+                "the status waited behind the pool's ops"
+            assert not release.is_set() and worker.pool.threads == worker.config.threads
+            reply = orjson.loads(worker._answers[0][1])
+            assert reply["ok"], reply
+            assert reply["result"]["rows"]["entity"] == before["entity"] + 1, reply
+        finally:
+            release.set()

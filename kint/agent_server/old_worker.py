@@ -22,6 +22,7 @@ from typing import Callable
 from kint.client import KintError
 from kint.paths import space_files, worker_lock_path
 from kint.protocol import ErrorCode
+from kint.tenant_worker.lock_table import TableReader
 from kint.tenant_worker.worker_lock import Holder, held, holder_closing, open_to_look
 
 
@@ -38,8 +39,8 @@ def head_lock_free(home: Path, space16: str) -> bool:
         os.close(fd)
 
 
-def old_worker(home: Path, space16: str,
-               serving_pid: Callable[[], int | None]) -> Holder | None:
+def old_worker(home: Path, space16: str, serving_pid: Callable[[], int | None],
+               table: TableReader | None = None) -> Holder | None:
     """The holder of the space's worker lock when no supervisor serving now started it
     (see the module's docstring), else None: `serving_pid` reads the pid the home's pid
     file names, or None. The serving supervisor is read after the lock, not before: one
@@ -48,9 +49,10 @@ def old_worker(home: Path, space16: str,
     holder that has not written its pids yet (an instant after it took the lock), the
     file still naming the one before it, counts as old for this look, its supervisor
     unknown (`live_holder`: named by the kernel's table of locks where there is one, else
-    unnamed); the next one reads them."""
+    unnamed); the next one reads them. A look again and again passes its `table`: the
+    kernel's whole table read at most once a second."""
     fd = _open_lock(worker_lock_path(home, space16), "worker lock")
-    holder = None if fd is None else holder_closing(fd)
+    holder = None if fd is None else holder_closing(fd, table)
     if holder is None:
         return None
     serving = serving_pid()

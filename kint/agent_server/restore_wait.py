@@ -65,6 +65,7 @@ from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnava
 from kint.agent_server.old_worker import head_lock_free, old_worker
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
+from kint.tenant_worker.lock_table import TableReader
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 
 log = logging.getLogger("kint.server")
@@ -108,6 +109,9 @@ class RestoreUnderWay:
         self.resumed = False  # sent again after its supervisor exited
         # The old worker a dead supervisor left, by the space's worker lock, once found.
         self.worker_pid: int | None = None
+        # The kernel's table of locks as the looks for that worker read it (once a second
+        # at most: it lists every lock of the box).
+        self._table = TableReader()
         # Its supervisor is gone and that worker still runs OLD_WORKER_GONE_S later.
         self.worker_stays = False
         self.ended_at: float | None = None
@@ -270,11 +274,16 @@ class RestoreUnderWay:
         """Whether a worker no supervisor serving now (`serving_pid`) started still holds
         the space's worker lock (kint.agent_server.old_worker): the one that ran the
         restore, or one an earlier supervisor left, either of which keeps the store open.
-        Its pid, when the lock file names it, is what the refusals name."""
-        found = old_worker(self.home, self.space16, serving_pid)
+        Its pid, when the lock file names it, is what the refusals name. A holder whose
+        supervisor nobody knows yet (the kernel names it, the lock file still the holder
+        before it: an instant after it took the lock) counts as old for this look only,
+        and is neither logged nor named: it may be the serving supervisor's new worker,
+        and the next look reads its own line."""
+        found = old_worker(self.home, self.space16, serving_pid, self._table)
         if found is None:
             return False
-        if found.pid is not None and found.pid != self.worker_pid:
+        if (found.pid is not None and found.supervisor_pid is not None
+                and found.pid != self.worker_pid):
             log.info("the worker %s holds the space's worker lock, its supervisor gone: "
                      "waited for before the restore is sent again", found.pid)
             self.worker_pid = found.pid

@@ -58,10 +58,14 @@ def _progress_origin(beat: dict[str, Any], since: float) -> dict[str, Any]:
 
 def _waits_for(home: Path, handle: WorkerHandle) -> dict[str, Any] | None:
     """The holder of the space's worker lock that its starting worker waits for (`pid`,
-    `supervisor_pid`, each null when the lock file does not name it), or None. A worker
-    that finds the lock held waits up to WAIT_S before its refusal names the holder, and
-    the row said only `starting` meanwhile. Looked at only for a row in `starting` with a
-    pid: a look costs an open, a flock try and a /proc read, which no other row pays."""
+    `supervisor_pid`, each null when nobody can name it: the supervisor's pid is the lock
+    file's only when the file names the pid the kernel gives), or None. A worker that
+    finds the lock held waits up to WAIT_S before its refusal names the holder, and the
+    row said only `starting` meanwhile. Looked at only for a row in `starting` with a pid,
+    which no other row pays: an open, a flock try and a read of the file, which names the
+    starting worker once it has the lock (the common case); else the holder's own open
+    files or, where they do not name it, the kernel's table of every lock
+    (worker_lock.waited_for)."""
     if handle.state != "starting" or handle.pid is None:
         return None
     holder = waited_for(worker_lock_path(home, handle.space16), handle.pid)

@@ -81,7 +81,8 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
 
 def status_if_counted(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """The plain status as the worker's main thread answers it, from the row counts as
-    cached: StoreNotCounted when the store changed since, and the status goes to the pool.
+    cached: StoreNotCounted when the store changed since, and the status goes to the
+    worker's count thread.
     A count may wait seconds on another process's lock of the store, and the main thread
     makes the beats: held that long, they stopped, and the supervisor could take the
     worker for hung."""

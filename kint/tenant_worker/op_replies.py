@@ -43,11 +43,12 @@ log = logging.getLogger("kint.worker")
 def runs_inline(request: Request) -> bool:
     """The plain status (a few stats, cached counts) runs on the main thread: a thread
     hand-off would cost more than the op. Only while its counts hold: a store changed
-    since is counted on the pool (`OpReplies.run_inline`). So does `note_write` (a dict entry under a
-    lock), for its order: a session casts it for a write and may send `push` right after;
-    on the pool the push could pass the hold's check on another thread before the note
-    was taken, and be HELD for the session's own write. Everything else runs on the pool,
-    so a slow op never delays a heartbeat."""
+    since is counted on a thread of its own (`OpReplies.run_inline`, the worker's
+    `counts`). So does `note_write` (a dict entry under a lock), for its order: a session
+    casts it for a write and may send `push` right after; on the pool the push could pass
+    the hold's check on another thread before the note was taken, and be HELD for the
+    session's own write. Everything else runs on the pool, so a slow op never delays a
+    heartbeat."""
     return (request.op == "note_write"
             or (request.op == "status" and not request.args.get("chain")))
 
@@ -148,9 +149,10 @@ class OpReplies:
     def run_inline(self, req: Request) -> Reply | None:
         """`req` run on the main thread (`runs_inline`), or None when it would read the
         store (a status whose counts the store's change outdated): the caller hands it to
-        the pool then, where a count that waits on another process's lock of the store
-        (READ_BUSY_WAIT_S) holds no beat. The call's settings, which the handler's wrapper
-        takes from its arguments (handlers.with_settings), are put back for that run."""
+        its count thread then, where a count that waits on another process's lock of the
+        store (READ_BUSY_WAIT_S) holds no beat, and which no op of the pool holds up. The
+        call's settings, which the handler's wrapper takes from its arguments
+        (handlers.with_settings), are put back for that run."""
         sent = req.args.get("settings")
         try:
             return self._run(req, INLINE_HANDLERS)

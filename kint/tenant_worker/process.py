@@ -6,7 +6,8 @@ op), forwards the pool's replies (kint.tenant_worker.op_replies: encoded by the 
 thread, queued for the main thread, with a byte on the wake pipe the loop already polls),
 and beats with what it is doing (kint.tenant_worker.heartbeat).
 The only handlers it runs itself are the plain `status` from its cached counts (a few
-stats; a store changed since is counted on the pool) and `note_write`, so a slow op never
+stats; a store changed since is counted on a thread of its own, never queued behind the
+pool's ops) and `note_write`, so a slow op never
 stops the heartbeat: slow is *busy*, not *hung*. This module is the loop, the stop (a
 grace for the work in flight) and the hand-over of the attached sessions to a successor.
 
@@ -98,6 +99,11 @@ class Worker(Heartbeat, OpReplies):
         self.dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
         self.dealer.setsockopt(zmq.LINGER, 2000)
         self.pool = OpPool(config.threads, f"kint-{config.space16}")
+        # The plain status whose store changed since its last count, on a thread of its
+        # own: on the pool it waited behind every op there (four pushes on their receipts,
+        # pulls behind the head lock) for one to end, where a status is answered at once.
+        # Started at its first such status only (OpPool starts threads on demand).
+        self.counts = OpPool(1, f"kint-{config.space16}-count")
         # The pool's answers, each the back-socket message to send, in the order they were
         # made; each comes with a byte on the wake pipe. Not an inproc socket: one more
         # ZeroMQ socket in the loop's poll cost every turn a look at its mailbox (a system
@@ -198,9 +204,11 @@ class Worker(Heartbeat, OpReplies):
             send_frames(self.dealer, self._reply_message(internal_id, error_reply(
                 request.id, ErrorCode.WORKER_DOWN, "the worker is stopping")), block=True)
             return
+        pool = self.pool
         if runs_inline(request):
             # Not counted in flight: it runs on the thread that beats, so no beat sees it.
-            # None: it would read the store, which may wait seconds on a lock; the pool's.
+            # None: it would read the store, which may wait seconds on a lock: the count's
+            # own thread then, counted in flight like a pool's op, never behind one.
             reply = self.run_inline(request)
             if reply is not None:
                 send_frames(self.dealer, self._reply_message(internal_id, reply, request.op),
@@ -212,9 +220,10 @@ class Worker(Heartbeat, OpReplies):
                 self._next_beat = min(self._next_beat,
                                       time.monotonic() + worker_wire.BEAT_SECONDS)
                 return
+            pool = self.counts
         self.inflight.start(internal_id, request.op)
         self._busy_now()
-        self.pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
+        pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -290,6 +299,7 @@ class Worker(Heartbeat, OpReplies):
     def close(self) -> None:
         signal.set_wakeup_fd(-1)
         self.pool.shutdown()
+        self.counts.shutdown()
         os.close(self._wake_r)
         os.close(self._wake_w)
         self.dealer.close()

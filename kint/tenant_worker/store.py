@@ -20,6 +20,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from contextlib import closing
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class StoreNotCounted(Exception):
     """The store changed since its rows were last counted, and the caller asked for the
     counts as cached only: a count reads the store, which waits up to READ_BUSY_WAIT_S on
     another process's lock. The worker's main thread, which beats, asks so, and hands
-    the status to its pool when this is raised (kint.tenant_worker.op_replies)."""
+    the status to its count thread when this is raised (kint.tenant_worker.process)."""
 
 
 log = logging.getLogger("kint.worker")
@@ -204,13 +205,19 @@ def _recovered(db: str) -> bool:
 # timeout) before it fails as StoreLocked: a Sibyl write is over well within it, and a
 # status call answers BUSY in seconds rather than waiting on a writer that keeps the lock.
 READ_BUSY_WAIT_S = 2.0
+# How long a count waits within READ_BUSY_WAIT_S of one the lock refused
+# (`StoreReader.facts`): long enough for a Sibyl write's commit, not for a writer that
+# keeps the lock.
+REFUSED_AGAIN_WAIT_S = 0.05
 
 
-def _connect_ro(db: str) -> sqlite3.Connection:
+def _connect_ro(db: str, wait_s: float | None = None) -> sqlite3.Connection:
+    """A read-only connection waiting `wait_s` (READ_BUSY_WAIT_S when None, read at
+    the call) on another process's lock."""
     uri = "file:" + urllib.parse.quote(db) + "?mode=ro"
     try:
-        return sqlite3.connect(uri, uri=True, timeout=READ_BUSY_WAIT_S,
-                               check_same_thread=False)
+        return sqlite3.connect(uri, uri=True, check_same_thread=False,
+                               timeout=READ_BUSY_WAIT_S if wait_s is None else wait_s)
     except sqlite3.Error as err:
         raise _cannot_open(db, err, "cannot be opened") from None
 
@@ -243,10 +250,18 @@ class StoreReader:
         self.tenant = tenant
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
+        # The store's signature when a count was last refused by another process's lock,
+        # and when (monotonic). See `facts`.
+        self._refused: tuple[tuple[int, ...], float] | None = None
 
     def facts(self, read: bool = True) -> StoreFacts:
         """The store's facts, its rows counted again when its files changed; with
-        `read=False`, StoreNotCounted rather than that count (only stats are made)."""
+        `read=False`, StoreNotCounted rather than that count (only stats are made).
+        Within READ_BUSY_WAIT_S of a count the store's lock refused (StoreLocked, after
+        that wait), a count of the same unchanged store waits REFUSED_AGAIN_WAIT_S only:
+        each status queued behind the refused one waited the whole busy wait again, five of
+        them answered BUSY 2, 4, 6, 8 and 10 s on. A lock let go meanwhile is still seen
+        at once, and the next count past that window waits the whole busy wait again."""
         try:
             sig = store_signature(self.db)
         except PermissionError as err:  # a folder on its path this user may not search
@@ -262,15 +277,26 @@ class StoreReader:
         with self._lock:
             if self._cached is not None and self._cached[0] == sig:
                 return self._cached[1]
-            facts = StoreFacts(exists=True, rows=self._count_rows(), size_bytes=sig[1] + sig[3],
+            refused = self._refused
+            again = (refused is not None and refused[0] == sig
+                     and time.monotonic() - refused[1] < READ_BUSY_WAIT_S)
+            try:
+                rows = self._count_rows(wait_s=REFUSED_AGAIN_WAIT_S if again else None)
+            except StoreLocked:
+                if not again:  # the window counts from the whole wait's end
+                    self._refused = (sig, time.monotonic())
+                raise
+            facts = StoreFacts(exists=True, rows=rows, size_bytes=sig[1] + sig[3],
                                device=sig[4])
-            self._cached = (sig, facts)
+            self._cached, self._refused = (sig, facts), None
             return facts
 
-    def _count_rows(self, recover: bool = True) -> dict[str, int]:
-        """The counts; a transaction a writer killed while this worker runs cut short is
-        rolled back once (`_recovered`), as at the worker's start, and counted again."""
-        with closing(_connect_ro(self.db)) as conn:
+    def _count_rows(self, recover: bool = True,
+                    wait_s: float | None = None) -> dict[str, int]:
+        """The counts, waiting up to `wait_s` on another process's lock (`_connect_ro`); a transaction a
+        writer killed while this worker runs cut short is rolled back once (`_recovered`),
+        as at the worker's start, and counted again."""
+        with closing(_connect_ro(self.db, wait_s)) as conn:
             try:
                 present = {row[0] for row in conn.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -287,7 +313,7 @@ class StoreReader:
             except sqlite3.DatabaseError as err:
                 failed = err
         if recover and _cut_short(failed) and _recovered(self.db):
-            return self._count_rows(recover=False)
+            return self._count_rows(recover=False, wait_s=wait_s)
         raise unreadable(self.db, failed) from None
 
 

@@ -43,7 +43,8 @@ from typing import NamedTuple
 from kint.envsettings import pid_alive
 from kint.pid_file_lock import NotOwnFile, flock_by, open_own_file, write_holder
 from kint.seconds_text import seconds_text
-from kint.tenant_worker.lock_table import flock_holder
+from kint.tenant_worker import lock_table
+from kint.tenant_worker.lock_table import TableReader, holds_flock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 from kint.tenant_worker.store_sharers import process_stopped, worker_start
 
@@ -172,24 +173,37 @@ def held_at(path: Path) -> bool | None:
 def waited_for(path: Path, pid: int) -> Holder | None:
     """The holder of the worker lock at `path` when a live process other than `pid` (a
     worker still starting) holds it: the one that worker waits for, named as `live_holder`
-    names it (both pids None when nobody can). None when the lock is free, is `pid`'s own,
-    or cannot be looked at. The supervisor reads it only for a request that times out
-    while its worker starts (kint.supervisor.timed) and for a `starting` row of its status
-    (kint.supervisor.status), never on a request's way: a look costs an open, a flock try
-    and a /proc read."""
+    names it (both pids None when nobody can, the supervisor's pid None when only the
+    kernel names the holder). None when the lock is free, is `pid`'s own, or cannot be
+    looked at. The supervisor reads it only for a request that times out while its worker
+    starts (kint.supervisor.timed) and for a `starting` row of its status
+    (kint.supervisor.status), never on a request's way. The common case, a starting worker
+    that has its lock already, costs an open, a flock try and a read of the file, which
+    names that worker, alive (a zombie's lock is gone: `pid_alive` counts it gone): its own
+    line, so neither its open files nor the kernel's table of locks are read; otherwise
+    `live_holder`'s."""
     try:
         fd = open_to_look(path)
     except OSError:
         return None
-    holder = None if fd is None else holder_closing(fd)
-    return None if holder is None or holder.pid == pid else holder
+    if fd is None:
+        return None
+    try:
+        if not held(fd):
+            return None
+        if read_holder(fd).pid == pid and pid_alive(pid):
+            return None  # it wrote its line once it had the lock, and holds it for life
+        holder = live_holder(fd)
+    finally:
+        os.close(fd)
+    return None if holder.pid == pid else holder
 
 
-def holder_closing(fd: int) -> Holder | None:
+def holder_closing(fd: int, table: TableReader | None = None) -> Holder | None:
     """The holder of the lock open on `fd`, as `live_holder` names it, or None when no
     other process holds it; `fd` is closed (a look, never kept)."""
     try:
-        return live_holder(fd) if held(fd) else None
+        return live_holder(fd, table) if held(fd) else None
     finally:
         os.close(fd)
 
@@ -226,21 +240,24 @@ def _waiting(path: Path, who: str, state: str, refused: str) -> str:
             f"refused {refused}")
 
 
-def live_holder(fd: int) -> Holder:
-    """The holder of the lock on `fd`: the pid the kernel's table of locks gives
-    (kint.tenant_worker.lock_table; Linux), else the one `read_holder` reads, believed
-    only when it is a live kint worker (named kint.proc_name.WORKER, from /proc; where
-    there is no /proc, a live process); otherwise both None. Between a new holder's lock
-    and its write, the file still names the holder before it, whose pid may since have gone
-    to another process (a stranger once judged stopped, or named with `kill -KILL`), or
-    to nobody: a wait that ended in that instant refused naming nobody, with the lsof hint,
-    though the holder was a worker of kint's. The kernel's pid has no such instant. The
-    supervisor's pid is the file's only when the file names that same pid: else the line
-    is the holder before's, and its supervisor's pid as stale (None: not known)."""
+def live_holder(fd: int, table: TableReader | None = None) -> Holder:
+    """The holder of the lock on `fd`: the one `read_holder` reads when the kernel says
+    that process holds it (kint.tenant_worker.lock_table.holds_flock; Linux), else the pid
+    the kernel's table of locks gives (read now, or at most once a second through `table`
+    by a wait), else the file's; believed only when it is a live kint worker (named
+    kint.proc_name.WORKER, from /proc; where there is no /proc, a live process); otherwise
+    both None. Between a new holder's lock and its write, the file still names the holder
+    before it, whose pid may since have gone to another process (a stranger once judged
+    stopped, or named with `kill -KILL`), or to nobody: a wait that ended in that instant
+    refused naming nobody, with the lsof hint, though the holder was a worker of kint's.
+    The kernel's pid has no such instant. The supervisor's pid is the file's only when the
+    file names that same pid: else the line is the holder before's, and its supervisor's
+    pid as stale (None: not known)."""
     holder = read_holder(fd)
-    owner = flock_holder(fd)
-    if owner is not None and owner != holder.pid:
-        holder = Holder(owner, None)
+    if holder.pid is None or not holds_flock(holder.pid, fd):
+        owner = lock_table.flock_holder(fd) if table is None else table.holder(fd)
+        if owner is not None and owner != holder.pid:
+            holder = Holder(owner, None)
     if holder.pid is None or _live_worker(holder.pid):
         return holder
     return Holder(None, None)
@@ -264,8 +281,9 @@ def hold_worker_lock(path: Path, space16: str, supervisor_pid: int,
     try:
         started = time.monotonic()
         stopped_since: float | None = None
+        table = TableReader()  # ten looks a second: the box's whole table once at most
         while not flock_by(fd, 0.0, RETRY_S):  # one try: the loop below decides the wait
-            holder = live_holder(fd)
+            holder = live_holder(fd, table)
             now = time.monotonic()
             stopped = holder.pid is not None and process_stopped(holder.pid)
             stopped_since = (stopped_since or now) if stopped else None
