@@ -461,8 +461,21 @@ def test_rekey_rotates_and_other_machines_follow(story):
     assert (closed["applied"], closed["gap"]) == ([before], [snap, after]), closed
     assert closed["head"]["seq"] == before
     assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
+    refused = kjson(b, "verify", "release rule")["reason"]
     assert "this machine's picture of the memory is not the one the chain vouches for" in \
-        kjson(b, "verify", "release rule")["reason"]
+        refused
+    # 03-new-machine.md, "Gaps": a wrong key does not heal on the next pull (connect
+    # again). The pull and push say so (verify's reason is the seed's, word for word);
+    # push's hint said "run `kint pull`", which stops here again, or `kint compact
+    # --over-skipped`, a snapshot sealed under the retired key.
+    connect_again = "`kint connect` again with a key that opens the vault now"
+    assert connect_again in closed["message"], closed["message"]
+    sibyl_client(b.sibyl_db, b.tenant).set_entity("notes", "on-b", {"n": 3})
+    gap = b.kint("push")
+    assert gap.returncode == 5 and "[GAP]" in gap.stderr, gap.stderr
+    assert f"hint: if the data key was rotated on another machine (`kint rekey`), " \
+        f"{connect_again}" in gap.stderr, gap.stderr
+    sibyl_client(b.sibyl_db, b.tenant).delete_entity("notes", "on-b")
     # 09-cli.md, "kint recovery-code" and 05-keys.md, "The recovery code": B's cached key is
     # not the one the head epoch was sealed with, so it writes no code (a kint: line, exit 2)
     # and says to connect again.
