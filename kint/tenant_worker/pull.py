@@ -223,10 +223,26 @@ def _refuse_gap(todo: list[Fetched]) -> None:
     contradicts the chain or one whose prev breaks refuses whole, as that epoch's refusal:
     it would move the store aside for a part of the memory, and the chain that did not
     answer, or answered that, leaves the store where it was instead (the next pull, or this
-    one again, reads the epoch and restores all of it)."""
+    one again, reads the epoch and restores all of it).
+
+    So does one whose walk would stop at an epoch sealed under a data key this machine does
+    not hold: a `kint rekey` on another machine, or a vault two machines each started
+    before the first push (v0.3.0's 16-limits.md, "Writers": the second opens nothing
+    until it connects again, which adopts the vault in the head epoch). The store moved
+    aside would be replaced by none of the chain's rows; connecting again first lets the
+    discard restore them."""
     gap = next((f for f in todo if f.opened is None), None)
     if gap is not None and gap.refusal is not None:
         raise gap.refusal
+    if gap is not None and gap.rotated:
+        raise ProtocolError(
+            ErrorCode.GAP, f"epoch {gap.log.seq} is sealed under a data key this machine does "
+            f"not hold, so the restore would stop there, before the chain's rows from it on; "
+            f"nothing was moved",
+            "`kint connect` again with a key that opens the vault in the head epoch (the "
+            "owner's signature, the vault passphrase or its recovery code): after a `kint "
+            "rekey` on another machine, or a vault started on two machines before the first "
+            "push, it takes that vault's data key; then `kint pull --discard-local` again")
 
 
 def _start_from(ctx: SpaceContext, local: LocalState,
