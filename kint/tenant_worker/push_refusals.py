@@ -237,6 +237,20 @@ def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
                             UNAUTHORIZED_HINT)
 
 
+def unauthorized_notice(ctx: SpaceContext, anchor: Anchor, owner: str) -> str | None:
+    """For `--dry-run`, which sends nothing: the session key's refusal as a line saying a
+    push would be refused, not a refusal of the preview. A machine that joined (`kint join`:
+    writes off until the owner authorizes its key) can see what its first push would
+    anchor, as docs/commands.md advises before a push that may anchor deletions."""
+    try:
+        refuse_unauthorized(ctx, anchor, owner)
+    except ProtocolError as err:
+        if err.code is not ErrorCode.NOT_CONNECTED:
+            raise
+        return f"kint: a push would be refused: {err.message}"
+    return None
+
+
 def refused(err: ChainRefused) -> ProtocolError:
     """What a push answers a transaction the chain (or the node) refused as it was signed
     or mined: the contract's custom error said as the user's next step."""
