@@ -461,8 +461,31 @@ def test_rekey_rotates_and_other_machines_follow(story):
     assert (closed["applied"], closed["gap"]) == ([before], [snap, after]), closed
     assert closed["head"]["seq"] == before
     assert "does not hold (rotated)" in closed["skipped"][-1]["reason"]
+    refused = kjson(b, "verify", "release rule")["reason"]
     assert "this machine's picture of the memory is not the one the chain vouches for" in \
-        kjson(b, "verify", "release rule")["reason"]
+        refused
+    # 03-new-machine.md, "Gaps": a wrong key does not heal on the next pull (connect
+    # again). The pull and push say so (verify's reason is the seed's, word for word);
+    # push's hint said "run `kint pull`", which stops here again, or `kint compact
+    # --over-skipped`, a snapshot sealed under the retired key.
+    connect_again = "`kint connect` again with a key that opens the vault now"
+    assert connect_again in closed["message"], closed["message"]
+    on_b = sibyl_client(b.sibyl_db, b.tenant)
+    on_b.set_entity("notes", "on-b", {"n": 3})
+    gap = b.kint("push")
+    assert gap.returncode == 5 and "[GAP]" in gap.stderr, gap.stderr
+    assert f"hint: if the data key was rotated on another machine (`kint rekey`), " \
+        f"{connect_again}" in gap.stderr, gap.stderr
+    on_b.delete_entity("notes", "on-b")
+    on_b.storage.close()  # an open store is not moved aside (BUSY): the discard's check
+    # A discarding pull would move the store aside and restore none of the chain's rows
+    # from the rotation on: refused before the move, saying to connect again first.
+    backups = set(b.sibyl_db.parent.glob("*.kint-backup-*"))
+    discard = b.kint("pull", "--discard-local")
+    assert discard.returncode == 5 and "[GAP]" in discard.stderr, discard.stderr
+    assert "sealed under a data key this machine does not hold" in discard.stderr
+    assert "nothing was moved" in discard.stderr and "`kint connect` again" in discard.stderr
+    assert set(b.sibyl_db.parent.glob("*.kint-backup-*")) == backups and b.sibyl_db.exists()
     # 09-cli.md, "kint recovery-code" and 05-keys.md, "The recovery code": B's cached key is
     # not the one the head epoch was sealed with, so it writes no code (a kint: line, exit 2)
     # and says to connect again.

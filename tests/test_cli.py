@@ -354,3 +354,27 @@ def test_a_session_key_authorized_past_year_9999_is_shown_not_a_traceback():
     assert when(253402300799) == "9999-12-31T23:59:59Z"
     assert render_space.session_key_text({**facts, "expiry": 86400}) == (
         "balance 0.01 ETH authorized True until 1970-01-02 00:00 UTC")
+
+
+def test_join_refuses_a_tenant_or_store_given_before_and_after_it_with_two_values(sandbox):
+    """`kint join` takes `--tenant` and `--db` after the command too (09-cli.md, "kint
+    join"). Given on both sides with two values, it took the later one silently: the tenant
+    and the store pick the space, so a join could restore another memory than the one the
+    global option named. Refused before any step (exit 2, nothing started); the same value
+    twice, or one store path written two ways, is taken."""
+    owner = "0x" + "ab" * 20
+    for argv, said in (
+            (("--tenant", "team-a", "join", "--tenant", "team-b"),
+             "--tenant given twice, 'team-a' before the command and 'team-b' after it"),
+            (("--db", str(sandbox.sibyl_db), "join", "--db", str(sandbox.root / "other.db")),
+             f"--db given twice, {str(sandbox.sibyl_db)!r} before the command and "
+             f"{str(sandbox.root / 'other.db')!r} after it")):
+        out = sandbox.kint(*argv, "--owner", owner, "--recovery-code-stdin", "--no-setup",
+                           input="")
+        assert out.returncode == 2, (argv, out.stdout, out.stderr)
+        assert out.stderr.splitlines()[0] == f"kint: error: {said} [BAD_REQUEST]", out.stderr
+    same = sandbox.kint("--tenant", "team-a", "join", "--tenant", "team-a", "--owner", owner,
+                        "--recovery-code-stdin", "--no-setup", input="")
+    assert same.returncode == 2 and "given twice" not in same.stderr, same.stderr
+    assert "the recovery code was to come on stdin" in same.stderr, same.stderr
+    assert not (sandbox.kint_home / "run").exists()  # no step ran: no supervisor started

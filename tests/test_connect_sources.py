@@ -128,6 +128,13 @@ def test_a_fresh_vault_only_when_the_chain_was_read_empty_and_no_wraps_are_here(
     err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, None, local(NEW_DEK, NEW_WRAPS),
                   None)
     assert err.code is ErrorCode.WRONG_KEY and "does not open the vault" in str(err)
+    # No epoch on chain, so no head epoch was read: the wraps compared are this machine's
+    # (a vault started here and not anchored yet, a wrong passphrase typed at the second
+    # connect). The refusal named "the wraps in the head epoch" of "the vault anchored".
+    assert str(err) == (f"this key (tag {SIGNATURE_KEY.tag.hex()[:8]}) does not open the "
+                        f"vault of {OWNER} this machine holds: its wraps here carry "
+                        f"different tags (no epoch header was read from the chain). Wrong "
+                        f"wallet, wrong passphrase, or wrong tenant.")
 
 
 # --- the recovery code -----------------------------------------------------------------

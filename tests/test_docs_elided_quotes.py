@@ -51,6 +51,16 @@ def wrong_key() -> list[str]:
     return [wrong_key(OWNER, SuppliedKey(kind=1, kek=bytes(32)), rotated=False).message]
 
 
+def wrong_key_here() -> list[str]:
+    """A key no wrap of this machine's carries, with no epoch header read: the page quotes
+    the refusal from the words that differ from the head epoch's."""
+    from kint.tenant_worker.connect_key import SuppliedKey, wrong_key
+
+    made = wrong_key(OWNER, SuppliedKey(kind=1, kek=bytes(32)), rotated=False,
+                     from_chain=False).message
+    return [made[made.index("the vault of "):]]
+
+
 class _EpochsOfAnotherTool:
     """A chain whose every epoch is vouched for by its Epoch event but whose calldata is no
     kint envelope (another tool wrote them)."""
@@ -96,6 +106,7 @@ def _walk_stops_below_the_head() -> list[str]:
 MADE: dict[str, Callable[[], list[str]]] = {
     "derive signature recovers to": _wrong_signer,
     "this key (tag": wrong_key,
+    "the vault of 0x": wrong_key_here,
     "cannot read the head epoch: none of the": _no_header_parses,
     "a recovery code cannot start a vault:": _recovery_code_with_nothing_to_check,
     "cannot walk back to epoch": _walk_stops_below_the_head,

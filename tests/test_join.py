@@ -157,6 +157,22 @@ def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, chain_home):
     assert set(got[0]) == {"tier", "category", "key", "status", "body", "leaf"}
     assert json.loads(got[0]["body"]) == {"rule": RULE_1}
 
+    # Writes are off, and `kint push --dry-run` (09-cli.md: "read the chain head and report
+    # what would be anchored; send nothing") still says what the first push would anchor:
+    # the key's refusal is a line, where it refused the preview (exit 5).
+    client = sibyl_client(b.sibyl_db, b.tenant)
+    try:
+        client.set_entity("notes", "written-on-b", {"n": 1})
+        preview = ok(b.kint("push", "--dry-run"))
+        assert "would anchor 1 row change(s) in 1 epoch(s)" in preview.stdout, preview.stdout
+        assert f"kint: a push would be refused: session key {address} is not authorized " \
+            f"for owner {account.address}" in preview.stderr, preview.stderr
+        refused = b.kint("push")
+        assert refused.returncode == 5 and "[NOT_CONNECTED]" in refused.stderr, refused.stderr
+    finally:
+        client.delete_entity("notes", "written-on-b")
+        client.storage.close()
+
 
 def test_a_second_join_resumes_and_reports_writes_on_once_authorized(vault, machine_b,
                                                                     chain_home):

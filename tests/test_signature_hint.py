@@ -56,3 +56,28 @@ def test_connect_still_pipes_it_into_connect(sandbox):
     assert out.stderr.splitlines()[0] == REFUSED, out.stderr
     assert "| kint connect --owner 0x... --signature -" in hint_of(out.stderr)
     assert "cd" * 65 not in out.stdout + out.stderr
+
+
+def test_a_signature_file_that_is_gone_is_said_to_be_deleted_once_read(sandbox, tmp_path):
+    """`--signature-file PATH` is read, then unlinked (09-cli.md), so the same command run
+    again after a refusal meets no file. Its hint spoke of `--signature` ("takes `-` for
+    stdin or a path, never the signature itself"), a flag the user did not give, and not of
+    the file kint deleted. The path is still not echoed (it may be the signature itself)."""
+    sig = tmp_path / "sig.txt"
+    sig.write_text("0x1234\n")  # not a signature: refused here, nothing sent to a chain
+    first = sandbox.kint("connect", "--owner", OWNER, "--signature-file", str(sig))
+    assert first.returncode == 2 and not sig.exists(), first.stderr  # read, then unlinked
+    for argv in (("connect", "--owner", OWNER), ("join", "--owner", OWNER, "--no-setup")):
+        out = sandbox.kint(*argv, "--signature-file", str(sig))
+        assert out.returncode == 2, (argv, out.stdout, out.stderr)
+        assert "the signature file given does not exist [BAD_REQUEST]" in \
+            out.stderr.splitlines()[0], out.stderr
+        hint = hint_of(out.stderr)
+        assert hint == ("hint: --signature-file names a file holding the signature, which "
+                        "kint deletes once read (a run before this one may have read it): "
+                        "sign into the file again, or pipe the signature with --signature -"
+                        ), hint
+        assert str(sig) not in out.stderr
+    # `--signature PATH` naming no file is still taken for the signature itself.
+    out = sandbox.kint("connect", "--owner", OWNER, "--signature", str(sig))
+    assert out.stderr.splitlines()[0] == REFUSED, out.stderr

@@ -18,6 +18,11 @@ OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull 
                        "epoch, so the snapshot chains on the epoch it last saw, as without it")
 
 OTHER = "0x000000000000000000000000000000000000dEaD"
+# The hint for another owner's --owner once the space holds an epoch of its vault.
+TENANT_OF_ITS_OWN = (f"leave --owner out; another owner's memory takes a tenant of its own: "
+                     f"`kint --tenant T connect --owner {OTHER}`, then `kint --tenant T ...` "
+                     f"(this space holds epochs of the connected owner's vault and stays "
+                     f"theirs)")
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +52,32 @@ def test_owner_and_force_scan_are_taken_and_another_owner_is_refused(machine):
         assert out.stderr.splitlines() == [
             f"kint: error: --owner {OTHER} is not the owner this space is connected to "
             f"({owner}); this kint acts for the connected owner [BAD_REQUEST]",
-            f"hint: leave --owner out, or run kint connect --owner {OTHER} first"
+            f"hint: {TENANT_OF_ITS_OWN}"
         ], out.stderr
     assert kjson(sb, *on(db, "status"))["head"] == head  # nothing was anchored
     bad = sb.kint(*on(db, "push", "--owner", "0x12"))
     assert bad.returncode == 2 and "is not an address" in bad.stderr
+    # What the hint said before: `kint connect --owner OTHER`, which this space, holding
+    # epochs of its owner's vault, refuses (connect_owner.owner_change): the hint led to
+    # a second refusal.
+    moved = sb.kint(*on(db, "connect", "--owner", OTHER, "--signature", "-"),
+                    input="0x" + "11" * 65 + "\n")
+    assert moved.returncode == 2 and f"is connected to owner {owner}, not {OTHER}" in \
+        moved.stderr, moved.stderr
+
+
+def test_another_owner_on_a_space_holding_no_epoch_is_sent_to_connect(machine):
+    """A space connected and never anchored or pulled (a connect given a mistyped owner
+    starts a vault nobody anchored): `kint connect --owner OTHER` moves it, so the hint
+    names that."""
+    sb, db = machine, machine.profile_db("unanchored")
+    owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
+    out = sb.kint(*on(db, "pull", "--owner", OTHER))
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines() == [
+        f"kint: error: --owner {OTHER} is not the owner this space is connected to "
+        f"({owner}); this kint acts for the connected owner [BAD_REQUEST]",
+        f"hint: leave --owner out, or run kint connect --owner {OTHER} first"], out.stderr
 
 
 def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(sandbox):

@@ -21,9 +21,9 @@ import click
 
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
                                   usage_error)
-from kint.commands.secrets import (TYPE_IT, prompt_secret, read_passphrase_stdin,
-                                   read_secret_file, read_stdin_line, refuse_secret,
-                                   signature_options)
+from kint.commands.secrets import (SIGNATURE_FILE_GONE, TYPE_IT, prompt_secret,
+                                   read_passphrase_stdin, read_secret_file, read_stdin_line,
+                                   refuse_secret, signature_options)
 
 VAULT_PROMPT = "vault passphrase: "
 SALT_PROMPT = "salt passphrase: "
@@ -85,6 +85,8 @@ def read_signature(signature: str | None, signature_file: str | None,
         refuse_secret(NO_SIGNATURE, f"pipe the wallet's signature in (`cast wallet sign ... | "
                       f"{pipe_into} --signature -`); a signature typed on the command line "
                       f"is readable by every local user, so sign again if it was one")
+    if signature_file is not None:
+        return read_secret_file(path, "the signature", SIGNATURE_FILE_GONE)
     return read_secret_file(path, "the signature")
 
 

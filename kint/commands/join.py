@@ -31,6 +31,8 @@ secret's prompt, before the first step runs, it names `connect`, the step the se
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from kint import render, spaces
@@ -65,6 +67,22 @@ def parse_env_pairs(pairs: tuple[str, ...], tenant: str) -> dict[str, str]:
                     f"({tenant})", f"give --tenant {env['KINT_TENANT']} instead")
     env["KINT_TENANT"] = tenant
     return env
+
+
+def refuse_two_values(obj: Ctx, tenant: str | None, db: str | None) -> None:
+    """`--tenant` (or `--db`) given before the command and after it, with two values, is
+    refused (exit 2): the tenant and the store pick the space, so the vault join connects
+    and restores, and taking one of two values silently would join another memory than
+    the user may have meant. The same value twice is taken."""
+    for flag, before, after in (("--tenant", obj.tenant, tenant), ("--db", obj.db, db)):
+        if before is None or after is None:
+            continue
+        if flag == "--db":
+            before, after = (os.path.abspath(os.path.expanduser(p)) for p in (before, after))
+        if before != after:
+            usage_error(f"{flag} given twice, {before!r} before the command and {after!r} "
+                        f"after it", f"give {flag} once: it picks the space, so the memory "
+                        f"join restores")
 
 
 @click.command("join", short_help="A new machine's read half: key, connect, restore.")
@@ -109,6 +127,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     registered with the harnesses. Sends no transaction. Exit 2 when it stops before the
     restore, kint pull's status (3-6) when the restore refuses."""
     refuse_blank_space_options(tenant, db)
+    refuse_two_values(obj, tenant, db)
     obj = Ctx(tenant or obj.tenant, db or obj.db, obj.debug)
     if owner is None:
         usage_error("--owner 0x... is required", "give the owner wallet's address")

@@ -38,7 +38,25 @@ def check_owner(obj: Ctx, owner: str | None) -> None:
     if connected is not None and connected != given:
         usage_error(f"--owner {given} is not the owner this space is connected to "
                     f"({connected}); this kint acts for the connected owner",
-                    f"leave --owner out, or run kint connect --owner {given} first")
+                    other_owner_hint(obj, given))
+
+
+def other_owner_hint(obj: Ctx, given: str) -> str:
+    """What to do about another owner's `--owner`. `kint connect --owner GIVEN` moves the
+    space to that owner only while this machine holds no epoch of the connected owner's
+    vault (a connect given a mistyped owner, which started a vault nobody anchored); once
+    it holds one (a watermark, a push journal on its way) connect refuses it, and another
+    owner's memory is another tenant's space, so the hint says that instead of sending the
+    user to a connect that refuses (kint.tenant_worker.connect_owner.owner_change)."""
+    from kint import spaces
+    from kint.paths import kint_home, space_files
+
+    files = space_files(kint_home(), spaces.resolve(obj.tenant, obj.db).space16)
+    if files["watermark"].exists() or files["pending"].exists():
+        return ("leave --owner out; another owner's memory takes a tenant of its own: "
+                f"`kint --tenant T connect --owner {given}`, then `kint --tenant T ...` "
+                "(this space holds epochs of the connected owner's vault and stays theirs)")
+    return f"leave --owner out, or run kint connect --owner {given} first"
 
 
 def refuse_unconnected(obj: Ctx) -> None:

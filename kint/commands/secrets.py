@@ -105,8 +105,19 @@ def prompt_secret(prompt: str, hint: str = PIPE_IT, allow_empty: bool = False) -
     return typed
 
 
-def read_secret_file(path: str, what: str) -> str:
-    """Read `path`, then unlink it: the file held a key and should not outlive its use."""
+# A path that names no file, given as `--signature PATH`: most likely the secret itself.
+NOT_THE_SECRET_ITSELF = "--signature takes `-` for stdin or a path, never the signature itself"
+# The same, given as `--signature-file PATH`: the flag says it is a file, and kint deletes
+# the file once read, so a command run again after a refusal finds it gone.
+SIGNATURE_FILE_GONE = ("--signature-file names a file holding the signature, which kint "
+                       "deletes once read (a run before this one may have read it): sign "
+                       "into the file again, or pipe the signature with --signature -")
+
+
+def read_secret_file(path: str, what: str, missing_hint: str = NOT_THE_SECRET_ITSELF) -> str:
+    """Read `path`, then unlink it: the file held a key and should not outlive its use.
+    `missing_hint` says what to do when there is no such file (the flag that named it
+    decides)."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = fh.read(MAX_SECRET_BYTES + 1)
@@ -117,8 +128,7 @@ def read_secret_file(path: str, what: str) -> str:
         # The path is not echoed (nor the OS's error, which holds it): a user who pasted
         # the secret itself would see it again. A name too long for any file is that case
         # most of all: a smart account's signature runs to hundreds of hex digits.
-        refuse_secret(f"{what} file given does not exist",
-                      "--signature takes `-` for stdin or a path, never the signature itself")
+        refuse_secret(f"{what} file given does not exist", missing_hint)
     except UnicodeDecodeError as err:
         refuse_secret(f"{what} file {path} cannot be read: {err}",
                       f"the file must hold {what} as text (hex)")

@@ -94,9 +94,18 @@ def supplied_keks(ctx: SpaceContext, owner: str, args: dict[str, Any]) -> list[S
     return keys
 
 
-def wrong_key(owner: str, key: SuppliedKey, rotated: bool) -> ProtocolError:
+def wrong_key(owner: str, key: SuppliedKey, rotated: bool,
+              from_chain: bool = True) -> ProtocolError:
+    """The refusal of a key no wrap carries. `from_chain` False: no epoch's header was read
+    (the chain shows none, or KINT_OFFLINE=1) and this machine's own wraps were the ones
+    compared, so the message says so rather than naming a head epoch that was not read;
+    v0.3.0, which started a fresh vault there, has no words for it."""
     tag8 = key.tag.hex()[:8]
-    if rotated:
+    if not from_chain:
+        message = (f"this key (tag {tag8}) does not open the vault of {owner} this machine "
+                   f"holds: its wraps here carry different tags (no epoch header was read "
+                   f"from the chain). Wrong wallet, wrong passphrase, or wrong tenant.")
+    elif rotated:
         message = (f"the data key of this vault was rotated and this key (tag {tag8}) was not "
                    f"carried over: it opens the epochs sealed before the rotation and nothing "
                    f"after it")
@@ -145,7 +154,7 @@ def key_from_supplied(owner: str, key: SuppliedKey, header: ReadableHeader | Non
     if chain_error is not None:
         raise chain_error
     if local is not None:
-        raise wrong_key(owner, key, rotated=False)
+        raise wrong_key(owner, key, rotated=False, from_chain=False)
     dek = new_data_key()
     return FoundKey(dek, (wrap_data_key(dek, key.kek, key.kind),), SOURCE_FRESH, fresh=True,
                   key_tag=key.tag)

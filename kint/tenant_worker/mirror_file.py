@@ -83,6 +83,16 @@ class Head:
                 "bucket": self.bucket, "tx": self.tx}
 
 
+# What opens an epoch sealed under a data key this machine does not hold, when the key was
+# rotated on another machine (v0.3.0's 03-new-machine.md, "Gaps": a wrong key does not heal
+# on the next pull, connect again). The pull's line and push's hint say it
+# (push_refusals.gap_hint); verify's reason is the seed's own words.
+ROTATED_GAP_TODO = ("if the data key was rotated on another machine (`kint rekey`), `kint "
+                    "connect` again with a key that opens the vault now (the owner's "
+                    "signature, the vault passphrase or the new recovery code), then `kint "
+                    "pull`")
+
+
 @dataclass
 class Mirror:
     space_id: str
@@ -100,6 +110,11 @@ class Mirror:
     # can never apply. Only the latter may be anchored over (`--over-skipped`): the former
     # may hold rows another machine wrote, which nobody here has seen (push_refusals.py).
     unread_gap: str | None = None
+    # The epoch the last pull stopped at is sealed under a data key this machine does not
+    # hold: the key was rotated on another machine (`kint rekey`). v0.3.0's 03-new-machine.md,
+    # "Gaps": a wrong key does not heal on the next pull; connect again. The pull's line
+    # and push's hint say so rather than "run `kint pull`" (pull.py, push_refusals.py).
+    rotated_gap: bool = False
     _tree: MerkleTree | None = None
     _order: dict[str, int] | None = None
     _proofs: dict[str, tuple[list[list[str | bool]], bool]] | None = None
@@ -162,6 +177,8 @@ class Mirror:
             obj["provenance_owed"] = True
         if self.unread_gap is not None and self.skipped:  # the same
             obj["unread_gap"] = self.unread_gap
+        if self.rotated_gap and self.skipped:  # the same
+            obj["rotated_gap"] = True
         return gzip_json(obj)
 
 
@@ -204,8 +221,10 @@ def parse_mirror(path: Path, data: bytes, space_id: str) -> Mirror:
     require(isinstance(owed, bool), path, "provenance_owed is malformed")
     unread = obj.get("unread_gap")
     require(unread is None or isinstance(unread, str), path, "unread_gap is malformed")
+    rotated = obj.get("rotated_gap", False)
+    require(isinstance(rotated, bool), path, "rotated_gap is malformed")
     mirror = Mirror(space_id=space_id, head=head, anchored_root=root, skipped=skipped,
-                    provenance_owed=owed, unread_gap=unread)
+                    provenance_owed=owed, unread_gap=unread, rotated_gap=rotated)
     before = b""
     for i, (cid, seq) in enumerate(zip(ids, seqs)):
         require(isinstance(cid, str), path, "an id is not text")

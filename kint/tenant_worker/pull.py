@@ -72,6 +72,7 @@ from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.landed_block import settle_block, settle_head_block
 from kint.tenant_worker.local_state import LocalState, local_state
+from kint.tenant_worker.mirror_file import ROTATED_GAP_TODO
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
@@ -188,6 +189,7 @@ class _Applied:
     mirror: Mirror  # the mirror after the newest epoch applied
     gap: list[int] = field(default_factory=list)  # from the first epoch that would not open
     unread_gap: str | None = None  # why, when that epoch could not be read (Mirror's field)
+    rotated_gap: bool = False  # that epoch is sealed under a data key rotated elsewhere
     applied: list[int] = field(default_factory=list)
     applied_epochs: list[dict[str, int]] = field(default_factory=list)  # for join's lines
     written: dict[str, int] = field(default_factory=dict)  # rows written or deleted, by epoch
@@ -221,10 +223,26 @@ def _refuse_gap(todo: list[Fetched]) -> None:
     contradicts the chain or one whose prev breaks refuses whole, as that epoch's refusal:
     it would move the store aside for a part of the memory, and the chain that did not
     answer, or answered that, leaves the store where it was instead (the next pull, or this
-    one again, reads the epoch and restores all of it)."""
+    one again, reads the epoch and restores all of it).
+
+    So does one whose walk would stop at an epoch sealed under a data key this machine does
+    not hold: a `kint rekey` on another machine, or a vault two machines each started
+    before the first push (v0.3.0's 16-limits.md, "Writers": the second opens nothing
+    until it connects again, which adopts the vault in the head epoch). The store moved
+    aside would be replaced by none of the chain's rows; connecting again first lets the
+    discard restore them."""
     gap = next((f for f in todo if f.opened is None), None)
     if gap is not None and gap.refusal is not None:
         raise gap.refusal
+    if gap is not None and gap.rotated:
+        raise ProtocolError(
+            ErrorCode.GAP, f"epoch {gap.log.seq} is sealed under a data key this machine does "
+            f"not hold, so the restore would stop there, before the chain's rows from it on; "
+            f"nothing was moved",
+            "`kint connect` again with a key that opens the vault in the head epoch (the "
+            "owner's signature, the vault passphrase or its recovery code): after a `kint "
+            "rekey` on another machine, or a vault started on two machines before the first "
+            "push, it takes that vault's data key; then `kint pull --discard-local` again")
 
 
 def _start_from(ctx: SpaceContext, local: LocalState,
@@ -259,6 +277,7 @@ def _apply_epochs(ctx: SpaceContext, mirror: Mirror, todo: list[Fetched],
         if f.opened is None:
             done.gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
             done.unread_gap = f.reason if f.unread else None
+            done.rotated_gap = f.rotated
             skipped.append(f.entry())
             break
         plaintext = f.opened.plaintext
@@ -290,8 +309,9 @@ def _settle_mirror(ctx: SpaceContext, done: _Applied, head: Head) -> None:
     if done.applied and not mirror.root_matches:
         done.warnings.append(f"epoch {done.applied[-1]}: the replayed rows do not reproduce "
                              f"its rows root")
-    if (mirror.skipped, mirror.unread_gap) != (done.gap, done.unread_gap):
-        mirror.skipped, mirror.unread_gap = done.gap, done.unread_gap
+    gap = (done.gap, done.unread_gap, done.rotated_gap)
+    if (mirror.skipped, mirror.unread_gap, mirror.rotated_gap) != gap:
+        mirror.skipped, mirror.unread_gap, mirror.rotated_gap = gap
         ctx.state.save_mirror(mirror)
     if (mirror.head.seq, mirror.head.digest) == (head.seq, head.digest):
         lost_restore.end(ctx.state)  # a lost store's restore, if one ran, is done
@@ -349,9 +369,10 @@ def _summary(done: _Applied, skipped: list[dict[str, Any]], rows_total: int, rep
     restored."""
     mirror = done.mirror
     if done.gap:
+        todo = f"; {ROTATED_GAP_TODO}" if done.rotated_gap else ""
         return (f"stopped at epoch {done.gap[0]}: {skipped[-1]['reason']}; the mirror "
                 f"stays at epoch {mirror.head.seq}, and push and verify refuse "
-                f"until it applies")
+                f"until it applies{todo}")
     if not done.applied:
         return (f"already at the chain head (epoch {mirror.head.seq})"
                 + _older_epochs(backfilled, closed))

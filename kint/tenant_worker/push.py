@@ -53,7 +53,8 @@ from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
-                                              refuse_unauthorized, rows_to_push)
+                                              refuse_unauthorized, rows_to_push,
+                                              unauthorized_notice)
 from kint.tenant_worker import settled_notice
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
 from kint.tenant_worker.session_sender import SessionSender
@@ -189,7 +190,12 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     head = anchor.head(enrolment.owner, cfg.space_id)
     refuse_behind(anchor, head, mirror)
     head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
-    refuse_unauthorized(ctx, anchor, enrolment.owner)
+    if dry_run:  # it sends nothing: the key's refusal is said, not raised
+        notice = unauthorized_notice(ctx, anchor, enrolment.owner)
+        if notice is not None:
+            said["notices"] = [*said.get("notices", []), notice]
+    else:
+        refuse_unauthorized(ctx, anchor, enrolment.owner)
     chunks = _split(changes, as_snapshot, mirror)
     if dry_run:
         return {**said, "pushed": 0, "dry_run": True, "epochs": [

@@ -23,6 +23,7 @@ from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.mirror_file import ROTATED_GAP_TODO
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.state_health import store_full
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
@@ -77,8 +78,7 @@ def refuse_gap(mirror: Mirror | None, over: bool) -> None:
         raise ProtocolError(ErrorCode.GAP, f"this machine could not apply epoch(s) "
                             f"{sorted(mirror.skipped)} on its last pull, so its picture of the "
                             f"memory is incomplete; {NOTHING_DROPPED}",  # v0.3.0's words
-                            "run `kint pull` to apply it; for an epoch that will never open, "
-                            "`kint compact --over-skipped` anchors this machine's store over it")
+                            gap_hint(mirror))
     if mirror.unread_gap is not None:
         # 06-epochs.md, "An epoch nobody can open": the override is for an epoch that will
         # never open. One the last pull could not read may be another machine's rows.
@@ -90,6 +90,17 @@ def refuse_gap(mirror: Mirror | None, over: bool) -> None:
                             "run `kint pull` again (through another endpoint if this one keeps "
                             "failing: rpc_url in config.toml); --over-skipped is for an epoch "
                             "the pull read and could not open")
+
+
+def gap_hint(mirror: Mirror) -> str:
+    """What to do about the gap the last pull left: pull again (an endpoint's failure heals),
+    or, for an epoch sealed under a data key this machine does not hold, connect again
+    first; and for an epoch that will never open (a leaked session key's), the owner's
+    snapshot over it."""
+    over = "`kint compact --over-skipped` anchors this machine's store over it"
+    if mirror.rotated_gap:
+        return f"{ROTATED_GAP_TODO}; for an epoch that will never open, {over}"
+    return f"run `kint pull` to apply it; for an epoch that will never open, {over}"
 
 
 def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
@@ -224,6 +235,20 @@ def refuse_unauthorized(ctx: SpaceContext, anchor: Anchor, owner: str) -> None:
                             f"session key {session.address} is not authorized for owner "
                             f"{owner}: authorize it (kint authorize) and fund it",
                             UNAUTHORIZED_HINT)
+
+
+def unauthorized_notice(ctx: SpaceContext, anchor: Anchor, owner: str) -> str | None:
+    """For `--dry-run`, which sends nothing: the session key's refusal as a line saying a
+    push would be refused, not a refusal of the preview. A machine that joined (`kint join`:
+    writes off until the owner authorizes its key) can see what its first push would
+    anchor, as docs/commands.md advises before a push that may anchor deletions."""
+    try:
+        refuse_unauthorized(ctx, anchor, owner)
+    except ProtocolError as err:
+        if err.code is not ErrorCode.NOT_CONNECTED:
+            raise
+        return f"kint: a push would be refused: {err.message}"
+    return None
 
 
 def refused(err: ChainRefused) -> ProtocolError:

@@ -218,10 +218,11 @@ def apply_rows(mirror: Mirror | None, space_id: str, plaintext: Plaintext) -> Mi
     # A snapshot is the whole state: an epoch skipped before it no longer leaves a gap.
     skipped = list(mirror.skipped) if mirror is not None and not plaintext.snapshot else []
     unread = mirror.unread_gap if skipped and mirror is not None else None
+    rotated = bool(skipped) and mirror is not None and mirror.rotated_gap
     # A snapshot over no picture is every row's provenance until the cache is consulted.
     owed = (plaintext.snapshot and not old) or (mirror is not None and mirror.provenance_owed)
     return Mirror(space_id=space_id, anchored_root=plaintext.rows_root, skipped=skipped,
-                  rows=rows, provenance_owed=owed, unread_gap=unread)
+                  rows=rows, provenance_owed=owed, unread_gap=unread, rotated_gap=rotated)
 
 
 def record_epoch(state: SpaceState, raw: bytes, plaintext: Plaintext, ciphertext: bytes,
