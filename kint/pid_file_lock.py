@@ -27,6 +27,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import Callable
 
 # flock's answers for a lock another process holds (EACCES is fcntl's, kept for NFS).
 _HELD = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
@@ -106,12 +107,18 @@ def flock_by(fd: int, deadline: float, every_s: float) -> bool:
             time.sleep(every_s)
 
 
-def hold_pid_file(path: Path, wait_s: float = 0.0) -> int:
+def hold_pid_file(path: Path, wait_s: float = 0.0,
+                  before_named: Callable[[], None] | None = None) -> int:
     """Open `path` (created 0600, never through a link), take its exclusive flock, trying
     again for up to `wait_s` while another process holds it, and write this process's pid
     in it. Returns the open file, which holds the lock until it is closed. Raises
     PidFileHeld when the lock stays held, NotOwnFile for a link or a file that is not
-    this user's, OSError when the file cannot be opened."""
+    this user's, OSError when the file cannot be opened.
+
+    `before_named` runs once the lock is taken and before the pid is written: whatever a
+    dead holder left that readers would take for the new holder's once the file names it
+    is removed while no reader can name this process yet (its exceptions are the
+    caller's: the lock is let go)."""
     fd = open_own_file(path)
     try:
         taken = flock_by(fd, time.monotonic() + wait_s, _RETRY_EVERY_S)
@@ -123,8 +130,10 @@ def hold_pid_file(path: Path, wait_s: float = 0.0) -> int:
         os.close(fd)
         raise PidFileHeld(path, pid)
     try:
+        if before_named is not None:
+            before_named()
         write_holder(fd)
-    except OSError:
+    except BaseException:
         os.close(fd)
         raise
     return fd

@@ -100,3 +100,41 @@ def test_a_flock_is_waited_for_only_while_it_is_held(tmp_path):
         os.close(held)
     with pytest.raises(OSError):  # not held: no False once the deadline has passed
         flock_by(fd, time.monotonic() + 2.0, 0.01)
+
+
+def test_what_runs_before_the_file_names_its_holder_runs_with_the_lock_held(tmp_path):
+    """A starting supervisor removes what a killed one left of its closed front door
+    (kint.front_closed.clear_left_behind) with the lock held and before the file names it:
+    a client that finds the file naming the new pid (in a container, often the dead one's)
+    never reads the old note as the new supervisor's. (test_front_door's end-to-end test
+    polled that window; on a loaded box it once saw the note between the pid write and the
+    removal.) A failing step lets the lock go."""
+    path = run_dir(tmp_path) / PID_FILE
+    path.parent.mkdir(parents=True, mode=0o700)
+    path.write_text("4242\n")  # the dead holder's line
+    seen: list[tuple[str, bool]] = []
+
+    def look() -> None:
+        probe = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            held = False
+        except BlockingIOError:
+            held = True
+        finally:
+            os.close(probe)
+        seen.append((path.read_text(), held))
+
+    fd = hold_pid_lock(tmp_path, before_named=look)
+    try:
+        assert seen == [("4242\n", True)], seen
+        assert path.read_text() == f"{os.getpid()}\n"
+    finally:
+        os.close(fd)
+
+    def fail() -> None:
+        raise OSError("the step failed")
+
+    with pytest.raises(OSError):
+        hold_pid_file(path, before_named=fail)
+    os.close(held_by_another(path))  # let go: taken again at once

@@ -86,7 +86,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         log.info("open-file limit raised from %d to %d (its hard limit, or %d)", *raised,
                  RAISE_SOFT_TO)
     try:
-        pid_fd = hold_pid_lock(home)
+        pid_fd = hold_pid_lock(home, before_named=lambda: _clear_left_behind(home))
     except AlreadyRunning:
         # Named by its pid, so that a second one started by hand (or a service manager
         # beside an on-demand start) says which process serves the home.
@@ -101,13 +101,6 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
               file=sys.stderr)
         return 0
     try:
-        # What a killed predecessor left of its closed front door (front_closed.py) goes
-        # before any client could read it as this one's.
-        clear_left_behind(socket_dir(home))
-    except OSError as err:
-        log.warning("could not remove what the last supervisor left in its socket folder: "
-                    "%s", err)
-    try:
         files = open_files()
         if files is not None and files.too_few_to_start():
             return _out_of_files(f"it needs {START_FDS} for itself, {FDS_PER_WORKER} a "
@@ -119,6 +112,18 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         return _out_of_files(str(err))
     finally:
         os.close(pid_fd)
+
+
+def _clear_left_behind(home: Path) -> None:
+    """What a killed predecessor left of its closed front door (front_closed.py) goes with
+    the pid lock held and before the pid file names this process: a client that finds the
+    file naming this pid (in a container, often the dead one's too) never reads the old
+    note as this one's."""
+    try:
+        clear_left_behind(socket_dir(home))
+    except OSError as err:
+        log.warning("could not remove what the last supervisor left in its socket folder: "
+                    "%s", err)
 
 
 def _out_of_files(why: str) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from kint.paths import run_dir
 
@@ -31,11 +31,12 @@ class AlreadyRunning(Exception):
     pass
 
 
-def hold_pid_lock(home: Path) -> int:
+def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) -> int:
     """Take the pid lock of `home` for this process and write its pid; returns the open
     file, which must stay open while this process is the supervisor. Raises
     AlreadyRunning when another supervisor holds it (tried for PID_LOCK_RETRY_S, since a
-    client's look holds the same file for an instant)."""
+    client's look holds the same file for an instant). `before_named` runs with the lock
+    held, before the file names this process (pid_file_lock.hold_pid_file)."""
     # Here, not at the top: only a starting supervisor holds the lock, and every client
     # imports this module to look at it (`kint supervisor status` keeps to the client's
     # modules, tests/test_cli.py).
@@ -43,7 +44,7 @@ def hold_pid_lock(home: Path) -> int:
 
     path = run_dir(home) / PID_FILE
     try:
-        return hold_pid_file(path, wait_s=PID_LOCK_RETRY_S)
+        return hold_pid_file(path, wait_s=PID_LOCK_RETRY_S, before_named=before_named)
     except PidFileHeld:
         raise AlreadyRunning(str(path)) from None
 
