@@ -7,6 +7,7 @@ stop and start, and the times in its note: review27d's findings on door27.
   forkserver warms up;
 - a request whose socket never connected to a stopping supervisor is refused at once,
   and two stops at once both end well;
+- the stopping refusal tells an agent to call again, and a `--watch` says it stops;
 - a served connection is told from another's on a clock nobody steps.
 
 The tests that need the door closed at one exact moment close it as the door does (its
@@ -26,8 +27,10 @@ import time
 import pytest
 
 from conftest import SUPPORT, make_sandbox, pid_alive
+from kint import render
+from kint.agent_server.results import agent_error
 from kint.client import KintError
-from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed, boot_time
+from kint.front_closed import CLOSED_SOCKET, NOTE, STOPPING_HINT, FrontClosed, boot_time
 from kint.paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.ownership import file_id
 from kint.supervisor.pidlock import running_pid
@@ -122,6 +125,30 @@ def test_a_stop_that_meets_another_stop_ends_well(tmp_path):
         assert not pid_alive(pid) and running_pid(sb.kint_home) is None
     finally:
         sb.shutdown()
+
+
+def test_the_stopping_refusal_tells_an_agent_to_call_again():
+    """A stop ends by itself, and the next call starts a new supervisor. Before, the
+    agent was told to stop and tell the human."""
+    closed = FrontClosed(4242, 30, LIMIT, 1, time.time(), time.time() - 5, True)
+    err = agent_error("memory_push", KintError(
+        closed.code, closed.message() + " (push was not sent)", closed.hint))
+    assert closed.hint == STOPPING_HINT
+    assert err.hint is not None and not err.hint.startswith("stop and tell"), err.hint
+    assert "call memory_push again in a moment" in err.hint, err.hint
+
+
+def test_a_watch_says_the_supervisor_stops_not_a_count_of_its_files():
+    """`supervisor status --watch` connected before the stop: its closed note is the
+    stop's. Before, it showed "new clients refused: 0 of the supervisor's 0 open files"."""
+    closed = FrontClosed(4242, 0, 0, 1, time.time(), time.time() - 5, True)
+    text = render.supervisor_status_text({
+        "supervisor": {"pid": 4242, "uptime_s": 5, "kint_home": "/h",
+                       "front": {"closed": closed._asdict(), "episodes": 0, "clients": 1},
+                       "started_with": []},
+        "spaces": []})
+    assert "stopping: new clients refused until it has stopped" in text, text
+    assert "open files" not in text, text
 
 
 @pytest.mark.skipif(boot_time() == 0.0, reason="no clock since boot here (CLOCK_BOOTTIME)")
