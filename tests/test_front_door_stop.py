@@ -109,15 +109,18 @@ def test_a_request_on_a_socket_that_never_connected_to_a_stopping_supervisor_is_
         sb.shutdown()
 
 
-def test_a_stop_that_meets_another_stop_ends_well(tmp_path):
-    """`kint supervisor stop` pinged the supervisor, then another stop began before its
-    `sup.stop` went out (tests/support/stop_begins_after_ping.py times it so). The
-    supervisor stops all the same: exit 0. Before, the call was refused (or the
-    supervisor exited before answering it) and the stop failed, exit 2."""
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_a_stop_that_meets_another_stop_ends_well(tmp_path, when):
+    """`kint supervisor stop` looked at the supervisor, then another stop began: after its
+    ping answered, before its `sup.stop` went out; or before its ping
+    (tests/support/stop_begins_after_ping.py times it so). The supervisor stops all the
+    same: exit 0. Before, the call was refused (or the supervisor exited before answering
+    it), or the ping went unanswered and the stop said "is stopping": exit 2."""
     sb = make_sandbox(tmp_path)
     try:
         pid = sb.start()
-        out = subprocess.run([sys.executable, str(SUPPORT / "stop_begins_after_ping.py")],
+        out = subprocess.run([sys.executable, str(SUPPORT / "stop_begins_after_ping.py"),
+                              when],
                              env=sb.env, text=True, capture_output=True, timeout=120,
                              stdin=subprocess.DEVNULL)
         assert out.returncode == 0, out.stdout + out.stderr

@@ -91,19 +91,23 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
     else:
         stopping = pid
+        # Another stop (a second `kint supervisor stop`, a signal) may begin between the
+        # look above and the ping or the call: its door turns this one away, or it exits
+        # first. The supervisor stops all the same; this one waits for it as for its own.
+        answered = client.ping(autostart.UNREACHABLE_AFTER_S)
+        meanwhile = not answered and _stopping_meanwhile(home, pid)
+        if not answered and not meanwhile:
+            # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
+            # not after the stop's whole minute as "no answer".
+            _refuse_if_silent(obj)
         try:
-            if not client.ping(autostart.UNREACHABLE_AFTER_S):
-                if not _stopping_meanwhile(home, pid):
-                    # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said
-                    # now, not after the stop's whole minute as "no answer".
-                    _refuse_if_silent(obj)
-            client.call("sup.stop", timeout_s=STOP_CALL_S)
+            if not meanwhile:
+                client.call("sup.stop", timeout_s=STOP_CALL_S)
         except KintError as err:
-            # Another stop (a second `kint supervisor stop`, a signal) began between the
-            # look and the call: its door turned this one away, or it exited first. The
-            # supervisor stops all the same; this one waits for it as for its own.
-            if not _stopping_meanwhile(home, pid):
+            meanwhile = _stopping_meanwhile(home, pid)
+            if not meanwhile:
                 fail(err, obj.debug)
+        if meanwhile:
             wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
     pid = _wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
