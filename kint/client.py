@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 import zmq
 
-from kint.front_closed import read_note
+from kint.front_closed import FrontClosed, Moment, moment, read_note
 from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
                         kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
@@ -156,17 +156,17 @@ class Client:
         # The socket's folder and path as this client's socket was connected to them.
         self._connected: tuple[str, str] | None = None
         # (the pid of a supervisor that answered on that socket, the folder, the path, when
-        # it last answered (unix time)): a supervisor binds in one folder for its whole
+        # it last answered): a supervisor binds in one folder for its whole
         # life, so once it has answered, its folder is not looked up again; a supervisor
         # still starting may yet record another. The time tells that supervisor from a
         # successor with its pid (a closed door's `started`, kint/front_closed.py).
-        self._front: tuple[int, str, str, float] | None = None
-        # (when (unix time), the pid of the supervisor serving then) `_sock` was connected,
+        self._front: tuple[int, str, str, Moment] | None = None
+        # (when, the pid of the supervisor serving then) `_sock` was connected,
         # or last sent on, to a socket file that was there: that supervisor, if it closed
         # its front door later (kint/front_closed.py), accepted it. ZeroMQ reconnects the
         # same socket by itself, so a stamp is another supervisor's proof of nothing: one
         # with the same pid too, which took the home after the stamp.
-        self._connected_at: tuple[float, int | None] | None = None
+        self._connected_at: tuple[Moment, int | None] | None = None
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
@@ -215,7 +215,7 @@ class Client:
         """Note when, and to which supervisor, `_sock` was last connected (or a request
         sent) while its socket file was there: a stat, once a socket or once a supervisor."""
         there = self._connected is not None and os.path.exists(self._connected[1])
-        self._connected_at = (time.time(), serving) if there else None
+        self._connected_at = (moment(), serving) if there else None
 
     def _follow(self, serving: int | None) -> None:
         """Before a request goes to a supervisor this client has not heard from yet: if
@@ -341,7 +341,7 @@ class Client:
             self._stamp(serving)
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
         if serving is not None and serving > 0 and self._connected is not None:
-            self._front = (serving, *self._connected, time.time())
+            self._front = (serving, *self._connected, moment())
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}
@@ -449,13 +449,14 @@ class Client:
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
-    def answered_by(self, pid: int | None, started: float = 0.0) -> bool:
+    def answered_by(self, pid: int | None, closed: FrontClosed | None = None) -> bool:
         """Whether this client holds a connection the supervisor `pid` has answered on:
-        one it still serves when it takes no new clients (kint/front_closed.py). With
-        `started` (when that supervisor took its home, as its note says), an answer from
+        one it still serves when it takes no new clients (kint/front_closed.py). With its
+        note (`closed`, which says when that supervisor took its home), an answer from
         before then was another's with the same pid."""
         return (self._sock is not None and self._front is not None
-                and self._front[0] == pid and self._front[3] >= started)
+                and self._front[0] == pid
+                and (closed is None or closed.started_by(self._front[3])))
 
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients
@@ -468,22 +469,26 @@ class Client:
         closed = read_note(socket_dir(self.home), pid)
         if closed is None:
             return False
-        if closed.stopping and sent:
-            # Sent to a supervisor that stops: it answers the clients it let in (`kint
-            # supervisor stop` its own stop, sent a moment before the door closed), and
-            # its exit, seen at the next look, ends the wait of one it did not.
-            return True
         stamp = self._connected_at
-        if self.answered_by(pid, closed.started) or (
+        if closed.stopping and sent and stamp is not None:
+            # Sent to a supervisor that stops, on a socket connected while its file was
+            # there: it answers the clients it let in (`kint supervisor stop` its own stop,
+            # sent a moment before the door closed), and its exit, seen at the next look,
+            # ends the wait of one it did not. A socket that connected to no file (made as
+            # the stop began) delivers nothing: refused at once, not after the whole stop.
+            return True
+        if self.answered_by(pid, closed) or (
                 self._sock is not None and stamp is not None and stamp[1] == pid
-                and closed.started <= stamp[0] < closed.since - CONNECT_SLACK_S):
+                and closed.started_by(stamp[0])
+                and closed.closed_after(stamp[0], CONNECT_SLACK_S)):
             # Answered on this connection, or connected to this supervisor's file before
             # its door closed: accepted, and served (a first request slower than a
             # liveness look is no refusal). Never one made before it took the home: that
             # was another supervisor's, even with its pid.
             return True
         self._drop_socket()  # connecting to a path that is gone: stop trying
-        unsent = (f"; whether {op} reached it is unknown" if sent else
+        unsent = (f"; whether {op} reached it is unknown"
+                  if sent and not (closed.stopping and stamp is None) else
                   f" ({op} was not sent)")
         raise KintError(closed.code, closed.message() + unsent, closed.hint)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
 # The note: {"pid": ..., "open": ..., "limit": ..., "clients": ..., "since": unix time,
-# "started": unix time, "stopping": bool}.
+# "started": unix time, "stopping": bool, "since_boot": ..., "started_boot": ... (boot_time)}.
 NOTE = "front-closed.json"
 # More than a note ever holds (about 100 bytes): what is read of one, at most.
 NOTE_MAX_BYTES = 4096
@@ -45,6 +46,32 @@ CLOSED_HINT = ("end kint processes no longer in use (agent sessions, kint-server
 STOPPING_HINT = "run it again once the supervisor has stopped: the next call starts a new one"
 
 
+def boot_time() -> float:
+    """Seconds since the machine booted, on a clock nobody steps (Linux's CLOCK_BOOTTIME,
+    the same in every process of the box); 0.0 where there is none. A note's times are
+    compared with a client's: on the wall clock (time.time()), a step back between the
+    two (NTP, a VM resumed) made a connection the supervisor had served look older than
+    the supervisor, and a served kint-server was refused BUSY."""
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    if clock is None:
+        return 0.0
+    try:
+        return time.clock_gettime(clock)
+    except OSError:
+        return 0.0
+
+
+class Moment(NamedTuple):
+    """A client's moment (its connect, an answer): on the wall clock and on `boot_time`."""
+
+    wall: float
+    boot: float
+
+
+def moment() -> Moment:
+    return Moment(time.time(), boot_time())
+
+
 class FrontClosed(NamedTuple):
     """What the note says: the supervisor `pid` closed its socket to new clients with
     `open` descriptors of its limit of `limit` in use, `clients` of them its clients'
@@ -53,7 +80,9 @@ class FrontClosed(NamedTuple):
     the next one often has the same), to a client that knows when it connected (a
     connection older than `started` was made to another). 0 in a note of a kint before
     session 27, which named it by pid alone. `stopping`: closed as its stop began, not for
-    want of open files."""
+    want of open files. `since_boot` and `started_boot`: the same two on `boot_time`, 0.0
+    in a note of a kint before session 28 or from a box without that clock: then the wall
+    clock's are compared, as before."""
 
     pid: int
     open: int
@@ -62,6 +91,23 @@ class FrontClosed(NamedTuple):
     since: float
     started: float = 0.0
     stopping: bool = False
+    since_boot: float = 0.0
+    started_boot: float = 0.0
+
+    def _on_boot(self, at: Moment) -> bool:
+        return self.started_boot > 0 and self.since_boot > 0 and at.boot > 0
+
+    def started_by(self, at: Moment) -> bool:
+        """Whether this supervisor had taken its home by the client's moment `at`."""
+        if self._on_boot(at):
+            return self.started_boot <= at.boot
+        return self.started <= at.wall
+
+    def closed_after(self, at: Moment, slack: float) -> bool:
+        """Whether the door closed more than `slack` seconds after the moment `at`."""
+        if self._on_boot(at):
+            return at.boot < self.since_boot - slack
+        return at.wall < self.since - slack
 
     def message(self) -> str:
         if self.stopping:
@@ -93,6 +139,15 @@ def remove_note(folder: Path) -> None:
     (folder / NOTE).unlink(missing_ok=True)
 
 
+def remove_own_note(folder: Path, pid: int, started: float) -> None:
+    """Remove the note only while it is the one the supervisor `pid`, which took its home
+    at `started`, wrote: a supervisor that lost its home (`run/` removed under it) must
+    not remove the note of the one that serves it now."""
+    closed = _parse_note(folder)
+    if closed is not None and closed.pid == pid and closed.started == started:
+        remove_note(folder)
+
+
 def clear_left_behind(folder: Path) -> None:
     """Remove the note and the moved socket a killed supervisor left in its socket
     `folder`: by the next one, as soon as it holds the home's pid lock, before any client
@@ -111,12 +166,19 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
     if (pid is None or pid <= 0 or not is_private_dir(folder)
             or os.path.exists(folder / FRONT_SOCKET)):
         return None
+    closed = _parse_note(folder)
+    return closed if closed is not None and closed.pid == pid else None
+
+
+def _parse_note(folder: Path) -> FrontClosed | None:
+    """The note in `folder` as it is, or None (none, or one that cannot be read)."""
     try:
         # The folder is private, but a client reads whatever is put there.
         data = json.loads(read_small_file(folder / NOTE, NOTE_MAX_BYTES))
-        closed = FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
-                             int(data["clients"]), float(data["since"]),
-                             float(data.get("started", 0.0)), data.get("stopping") is True)
+        return FrontClosed(int(data["pid"]), int(data["open"]), int(data["limit"]),
+                           int(data["clients"]), float(data["since"]),
+                           float(data.get("started", 0.0)), data.get("stopping") is True,
+                           float(data.get("since_boot", 0.0)),
+                           float(data.get("started_boot", 0.0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return closed if closed.pid == pid else None

@@ -186,7 +186,10 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     sup = status["supervisor"]
     head = f"supervisor pid {sup['pid']}, up {age_text(sup['uptime_s'])}, {sup['kint_home']}"
     closed = (sup.get("front") or {}).get("closed")
-    if closed:  # seen only by a client connected before (a --watch started while it took
+    if closed and closed.get("stopping"):  # its stop began: no count is why
+        head += ("\nstopping: new clients refused until it has stopped; the next call "
+                 "starts a new one")
+    elif closed:  # seen only by a client connected before (a --watch started while it took
         # new clients, which keeps its connection): a new one is refused BUSY
         head += (f"\nnew clients refused: {closed['open']} of the supervisor's "
                  f"{closed['limit']} open files (ulimit -n) are in use; it takes new ones "

@@ -29,10 +29,11 @@ from conftest import SUPPORT, make_sandbox, pid_alive
 from kint.client import CONNECT_SLACK_S, KintError
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
-from kint.open_files import OpenFiles
+from kint.open_files import WARM_UP_FDS, OpenFiles
 from kint.paths import FRONT_SOCKET, front_address, socket_dir
 from kint.supervisor.front_door import RECOUNT_S, FrontDoor, margin_for, reopen_at
 from kint.supervisor.pidlock import holder, running_pid
+from support.closed_by_hand import closed_by_hand
 from support.limited_box import fill_with_sessions, in_thread, profile_stores, start_limited
 
 LIMIT = 64
@@ -46,7 +47,7 @@ def test_the_door_opens_again_below_the_reserve_the_workers_leave_at_every_limit
         margin = margin_for(limit)
         assert margin < reopen_at(files) <= files.reserve, (limit, margin, files.reserve)
         # While the forkserver warms up (no worker yet), no sooner than it would close.
-        assert margin_for(limit, True) < reopen_at(files, True), limit
+        assert margin_for(limit, WARM_UP_FDS) < reopen_at(files, WARM_UP_FDS), limit
 
 
 def test_the_door_opens_again_when_the_workers_fill_their_room_and_the_clients_leave(tmp_path):
@@ -185,21 +186,14 @@ def test_a_successor_with_the_same_pid_is_not_taken_for_the_supervisor_that_answ
         folder = socket_dir(sb.kint_home)
         with sb.client() as client:
             client.call("sup.ping", timeout_s=10)
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                time.sleep(0.01)
-                started = time.time()
-                write_note(folder, FrontClosed(pid, 60, LIMIT, 40, started + 1, started))
-                os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+            time.sleep(0.01)
+            started = time.time()
+            with closed_by_hand(pid, folder, FrontClosed(pid, 60, LIMIT, 40, started + 1,
+                                                         started)):
                 asked = time.monotonic()
                 with pytest.raises(KintError) as refused:
                     client.call("sup.ping", timeout_s=8)
                 waited = time.monotonic() - asked
-            finally:
-                if (folder / CLOSED_SOCKET).exists():
-                    os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
-                (folder / NOTE).unlink(missing_ok=True)
-                os.kill(pid, signal.SIGCONT)
         err = refused.value
         assert err.code == "BUSY" and "takes no new clients" in err.message, (err, waited)
     finally:

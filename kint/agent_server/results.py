@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
+from kint.front_closed import STOPPING_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
                                   REORG_HINT, SPACE_RPC_HINT, UNSETTLED_THEN, ErrorCode,
@@ -62,6 +63,9 @@ _AGENT_HINTS = {
                                         "{tool} again",
     EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
                  "whether the call that failed had run)",
+    # A supervisor that stops ends by itself, in a minute at most: nothing for the human.
+    STOPPING_HINT: "the supervisor is stopping, and this call was not sent: call {tool} "
+                   "again in a moment; the next call starts a new supervisor",
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
     LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",

@@ -90,15 +90,25 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
         stopping = pid
         wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
     else:
-        if not client.ping(autostart.UNREACHABLE_AFTER_S):
+        stopping = pid
+        # Another stop (a second `kint supervisor stop`, a signal) may begin between the
+        # look above and the ping or the call: its door turns this one away, or it exits
+        # first. The supervisor stops all the same; this one waits for it as for its own.
+        answered = client.ping(autostart.UNREACHABLE_AFTER_S)
+        meanwhile = not answered and _stopping_meanwhile(home, pid)
+        if not answered and not meanwhile:
             # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
             # not after the stop's whole minute as "no answer".
             _refuse_if_silent(obj)
-        stopping = pid
         try:
-            client.call("sup.stop", timeout_s=STOP_CALL_S)
+            if not meanwhile:
+                client.call("sup.stop", timeout_s=STOP_CALL_S)
         except KintError as err:
-            fail(err, obj.debug)
+            meanwhile = _stopping_meanwhile(home, pid)
+            if not meanwhile:
+                fail(err, obj.debug)
+        if meanwhile:
+            wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
     pid = _wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
     if pid is not None and started is None and autostart.process_stopped(pid):
@@ -142,6 +152,18 @@ def _stopped_by_signal(home: Path, pid: int) -> bool:
     except ProcessLookupError:
         pass  # gone meanwhile: the wait below finds it so
     return True
+
+
+def _stopping_meanwhile(home: Path, pid: int | None) -> bool:
+    """Whether the supervisor `pid`, asked nothing yet by this stop, is gone already or
+    has closed its socket to new clients (stopping, or short of open files: then it is
+    sent SIGTERM, `_stopped_by_signal`): the stop's wait is all that is left to do."""
+    from kint.supervisor.pidlock import running_pid
+
+    now = running_pid(home)
+    if now is None or (pid is not None and pid > 0 and now != pid):
+        return True
+    return pid is not None and pid > 0 and _stopped_by_signal(home, pid)
 
 
 def _refuse_if_silent(obj: Ctx) -> None:

@@ -154,10 +154,12 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, sup.request_stop)
     try:
-        # The forkserver imports in the background while this one binds and answers; no
-        # worker is spawned before it is done (kint/supervisor/spawner.py).
-        sup.spawner.warm_up_in_background()
         sup.bind()
+        # The forkserver imports in the background while this one answers; no worker is
+        # spawned before it is done (kint/supervisor/spawner.py). The door counts what
+        # the warm-up opens from here (front_door.FrontDoor.before_warm_up).
+        sup.door.before_warm_up()
+        sup.spawner.warm_up_in_background()
         sup.resume_after_upgrade()  # before serving: what an upgrade's exit left this one
         mark_serving(pid_fd)
         sup.run()

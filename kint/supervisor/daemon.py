@@ -114,7 +114,8 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.outbox = Outbox(self.front)
         # Its margin holds what the forkserver's warm-up may yet open (front_door.margin_for).
         # Built once its pid lock is held: `time.time()` here is when it took the home.
-        self.door = FrontDoor(self.front, lambda: not self.spawner.ready, time.time())
+        self.door = FrontDoor(self.front, lambda: not self.spawner.ready, time.time(),
+                              self.ownership)
         self.poller = zmq.Poller()
         self.front_path: Path | None = None
         self.back_path: Path | None = None

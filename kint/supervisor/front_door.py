@@ -11,9 +11,11 @@ margin holds what can still arrive after the door closes: the connections alread
 kernel's listen queue (the front socket's backlog, set here to fit the limit) and those
 accepted while the loop was busy, plus what the supervisor needs for itself (a spawn, its
 log, a config read), and, while the worker forkserver still starts, what its warm-up
-takes in a thread of the supervisor beside the loop (WARM_UP_FDS). One closing is one
-episode: logged once as it starts and once as it ends, and shown by `kint supervisor
-status`.
+takes in a thread of the supervisor beside the loop (WARM_UP_FDS, less what it opened
+since it began: those counted twice, once open and once in the margin, left no room at
+`ulimit -n` 49-52, and the door closed on the CLI's own wait for the start). One closing
+is one episode: logged once as it starts and once as it ends, and shown by `kint
+supervisor status`.
 
 The count is not listed at every accept and disconnect (two per CLI command, on the
 loop, a listing of every open descriptor: bench/bench_front_door.py). The door keeps
@@ -22,6 +24,11 @@ again only when that estimate comes within twice the margin of the limit, when t
 listing is older than RECOUNT_S, or when the supervisor opened descriptors the
 monitor does not tell (a worker spawned, `recount`). Far from the limit, as a box
 under its raised soft limit always is, a connect costs no listing.
+
+The door moves only a socket file that is its supervisor's, and only while that one holds
+its home's pid lock (kint/supervisor/ownership.py): one that lost its home (`run/` removed,
+another supervisor serving there now) and steps down would otherwise move, and at its stop
+unlink, the next one's socket and note.
 """
 
 from __future__ import annotations
@@ -35,8 +42,10 @@ from typing import Any, Callable
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from kint.front_closed import CLOSED_SOCKET, FrontClosed, remove_note, write_note
+from kint.front_closed import (CLOSED_SOCKET, FrontClosed, boot_time, remove_own_note,
+                               write_note)
 from kint.open_files import WARM_UP_FDS, OpenFiles, open_files
+from kint.supervisor.ownership import FileId, Ownership, file_id
 
 log = logging.getLogger("kint.supervisor")
 
@@ -52,25 +61,25 @@ def backlog_for(limit: int) -> int:
     return max(4, min(100, limit // 16))
 
 
-def margin_for(limit: int, warming: bool = False) -> int:
+def margin_for(limit: int, warm_up_left: int = 0) -> int:
     """The free descriptors below which the door closes: the backlog, a burst accepted
     before the loop looks, and the supervisor's own needs; and while the forkserver
-    warms up (`warming`), the descriptors its warm-up may yet open, which the loop's
+    warms up, the descriptors its warm-up may yet open (`warm_up_left`), which the loop's
     listing does not see coming: a crowd let in to the usual margin then left the
     warm-up too few, and the next accept met EMFILE (libzmq's abort)."""
-    return backlog_for(limit) + 8 + limit // 32 + (WARM_UP_FDS if warming else 0)
+    return backlog_for(limit) + 8 + limit // 32 + warm_up_left
 
 
-def reopen_at(files: OpenFiles, warming: bool = False) -> int:
+def reopen_at(files: OpenFiles, warm_up_left: int = 0) -> int:
     """The free descriptors at which a closed door opens again: twice the margin, for a
     gap that keeps it from flapping, but never more than the reserve. The workers may
     take every descriptor but the reserve (kint/open_files.py), and under a limit below
     about 1600 twice the margin is more than that (28 against 24 at 64): a door waiting
     for it stayed closed for good once the workers filled their room, with no client
     left. The margin is below the reserve at every limit, so the door closes only for
-    clients, and opens once they leave. While the forkserver warms up (`warming`), above
-    that margin, the warm-up's included: no sooner than the door would close again."""
-    margin = margin_for(files.limit, warming)
+    clients, and opens once they leave. While the forkserver warms up, above that margin,
+    what the warm-up may yet open included: no sooner than the door would close again."""
+    margin = margin_for(files.limit, warm_up_left)
     return max(margin + 1, min(2 * margin, files.reserve))
 
 
@@ -79,10 +88,20 @@ class FrontDoor:
     moved aside on purpose: the rebinding checks leave it so."""
 
     def __init__(self, front: zmq.Socket, warming: Callable[[], bool] = lambda: False,
-                 started: float = 0.0) -> None:
+                 started: float = 0.0, ownership: Ownership | None = None) -> None:
         self.front = front
-        # When this supervisor took its home (unix time), for the note (FrontClosed).
+        # When this supervisor took its home (unix time, and on front_closed.boot_time),
+        # for the note (FrontClosed).
         self.started = started
+        self.started_boot = boot_time()
+        # Its pid lock and socket files (None: code that embeds a door, no lock to lose).
+        self.ownership = ownership
+        # The identity of the socket file the door moved aside: only that one is moved
+        # back, or unlinked at the stop.
+        self._moved: FileId | None = None
+        # The descriptors the supervisor held, its clients' left out, as the forkserver's
+        # warm-up began (`before_warm_up`): what the warm-up opened since is above it.
+        self._warm_base: int | None = None
         # Whether the worker forkserver still warms up (Spawner.ready not yet set).
         self.warming = warming
         self.monitor: zmq.Socket | None = None
@@ -145,41 +164,85 @@ class FrontDoor:
         open_now = listed[0] + self.clients - listed[1]
         return limit - open_now >= 2 * margin and time.monotonic() - listed[2] < RECOUNT_S
 
+    def _holds(self) -> bool:
+        return self.ownership is None or self.ownership.holds_lock()
+
+    def _ours(self, path: Path) -> bool:
+        """Whether the socket file at `path` is the one its supervisor bound, while it holds
+        its home: the only one the door may move aside."""
+        return self.ownership is None or (self.ownership.holds_lock()
+                                          and self.ownership.socket_is_ours(path))
+
+    def _moved_is_ours(self, path: Path) -> bool:
+        """Whether the file moved aside beside `path` is still the one the door moved, while
+        its supervisor holds its home."""
+        return (self._moved is not None and self._holds()
+                and file_id(path.parent / CLOSED_SOCKET) == self._moved)
+
+    def before_warm_up(self) -> None:
+        """Just before the forkserver's warm-up begins, its sockets bound: what the
+        supervisor holds then, its clients' connections left out, is where the warm-up's
+        descriptors are counted from (`_warm_up_left`)."""
+        files = open_files()
+        if files is not None:
+            self._count()
+            self._warm_base = files.open - self.clients
+
+    def _warm_up_left(self, open_now: int) -> int:
+        """What the forkserver's warm-up may yet open: WARM_UP_FDS less what the supervisor
+        opened since it began (`before_warm_up`; its clients' connections left out, and a
+        worker is spawned only once it is ready). Counted from the first listing instead
+        where nobody said when it began: that one may count some of the warm-up's own
+        already, and then more is kept than it needs, never less."""
+        held = open_now - self.clients
+        if self._warm_base is None:
+            self._warm_base = held
+        return max(0, WARM_UP_FDS - max(0, held - self._warm_base))
+
+    def _note(self, files: OpenFiles | None, stopping: bool = False) -> FrontClosed:
+        count, limit = (files.open, files.limit) if files is not None else (0, 0)
+        return FrontClosed(os.getpid(), count, limit, self.clients, time.time(), self.started,
+                           stopping, boot_time(), self.started_boot)
+
     def look(self, front_path: Path | None) -> None:
         """Close or open the door by the descriptors free now."""
         if self._limit is None or front_path is None or (self.closed is not None
                                                          and self.closed.stopping):
             return  # no limit to keep under, or closed for the stop: for good
-        if self.closed is not None and not os.path.exists(front_path.parent / CLOSED_SOCKET):
+        if self.closed is not None and (file_id(front_path.parent / CLOSED_SOCKET)
+                                        != self._moved):
             self._lost(front_path)
             return
         warming = self.warming()
-        margin = margin_for(self._limit, warming)
-        if self._far_from_margin(self._limit, margin):
+        # Before a listing, all the warm-up's count: the listing says what it opened.
+        if self._far_from_margin(self._limit,
+                                 margin_for(self._limit, WARM_UP_FDS if warming else 0)):
             return
         files = open_files()
         self.listings += 1
         if files is None:
             return
         self._listed = (files.open, self.clients, time.monotonic())
+        left = self._warm_up_left(files.open) if warming else 0
         free = files.limit - files.open
-        if self.closed is None and free < margin:
-            if os.path.exists(front_path):  # else gone, for the ownership check to bind
+        if self.closed is None and free < margin_for(files.limit, left):
+            # Else gone or another's: for the ownership check to bind, or to step down.
+            if os.path.exists(front_path) and self._ours(front_path):
                 self._close(front_path, files)
-        elif self.closed is not None and free >= reopen_at(files, warming):
+        elif self.closed is not None and free >= reopen_at(files, left):
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:
-        closed = FrontClosed(os.getpid(), files.open, files.limit, self.clients, time.time(),
-                             self.started)
+        closed = self._note(files)
         try:
             write_note(path.parent, closed)
             os.rename(path, path.parent / CLOSED_SOCKET)
         except OSError as err:
-            remove_note(path.parent)
+            remove_own_note(path.parent, closed.pid, closed.started)
             log.warning("could not close the front socket to new clients at %d of %d open "
                         "files: %s", files.open, files.limit, err)
             return
+        self._moved = file_id(path.parent / CLOSED_SOCKET)
         self.closed = closed
         self.episodes += 1
         log.warning("%d of %d open files (ulimit -n) in use, %d by clients: new clients are "
@@ -187,13 +250,16 @@ class FrontDoor:
                     "served", files.open, files.limit, self.clients, path)
 
     def _open(self, path: Path, files: OpenFiles) -> None:
+        if not self._moved_is_ours(path):
+            return  # no longer its home: the ownership check steps it down
         try:
             os.rename(path.parent / CLOSED_SOCKET, path)
         except OSError as err:
             log.warning("could not open the front socket to new clients again: %s", err)
             return
-        remove_note(path.parent)
         assert self.closed is not None
+        remove_own_note(path.parent, self.closed.pid, self.closed.started)
+        self._moved = None
         log.info("%d of %d open files in use: taking new clients again after %.0fs",
                  files.open, files.limit, time.time() - self.closed.since)
         self.closed = None
@@ -203,10 +269,12 @@ class FrontDoor:
         door left to open. Said once; the door is forgotten, and the supervisor's check of
         its sockets binds the front socket again, as for any socket file removed under it
         (its clients' connections end with the old binding)."""
-        remove_note(path.parent)
+        if self.closed is not None and self._holds():
+            remove_own_note(path.parent, self.closed.pid, self.closed.started)
         log.warning("%s (the front socket moved aside for want of open files) was removed; "
                     "binding the front socket again", path.parent / CLOSED_SOCKET)
         self.closed = None
+        self._moved = None
 
     def as_json(self) -> dict[str, Any]:
         return {"closed": self.closed._asdict() if self.closed is not None else None,
@@ -218,20 +286,25 @@ class FrontDoor:
         stop takes up to a minute with its workers, and with nothing watching the
         descriptors a crowd could take the last of them (libzmq's abort). The clients
         connected are served to the end (`kint supervisor stop`'s answer among them).
-        Closed already for want of files, the note says the stop now."""
+        Closed already for want of files, the note says the stop now. A supervisor that
+        steps down (its home no longer its own) touches nothing there: the socket file and
+        the note may be the next supervisor's."""
         if front_path is None:
             return
-        files = open_files()
-        count, limit = (files.open, files.limit) if files is not None else (0, 0)
-        closed = FrontClosed(os.getpid(), count, limit, self.clients, time.time(),
-                             self.started, stopping=True)
+        if not (self._moved_is_ours(front_path) if self.closed is not None
+                else self._ours(front_path)):
+            if self.closed is not None:
+                self.closed = self.closed._replace(stopping=True)
+            return
+        closed = self._note(open_files(), stopping=True)
         try:
             write_note(front_path.parent, closed)
             if self.closed is None:
                 os.rename(front_path, front_path.parent / CLOSED_SOCKET)
+                self._moved = file_id(front_path.parent / CLOSED_SOCKET)
         except OSError as err:  # the socket file gone, or a full disk: served as before
             if self.closed is None:
-                remove_note(front_path.parent)
+                remove_own_note(front_path.parent, closed.pid, closed.started)
             else:
                 self.closed = self.closed._replace(stopping=True)
             log.warning("could not close the front socket to new clients as the supervisor "
@@ -251,9 +324,12 @@ class FrontDoor:
         return monitor
 
     def shut(self, front_path: Path | None) -> None:
-        """At the supervisor's stop: the moved socket and the note go with it."""
+        """At the supervisor's stop: the moved socket and the note go with it, while they
+        are its own and it holds its home (else they may be the next supervisor's)."""
         self.unwatch()
         if self.closed is not None and front_path is not None:
-            (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
-            remove_note(front_path.parent)
+            if self._moved_is_ours(front_path):
+                (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
+                remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
             self.closed = None
+            self._moved = None

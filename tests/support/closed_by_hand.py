@@ -1,0 +1,30 @@
+"""The front door of a held supervisor closed from a test, as the door closes it (its note
+written, its socket file moved aside), for tests that need it closed at one exact moment:
+tests/test_front_door.py, tests/test_front_door_stop.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed, write_note
+from kint.paths import FRONT_SOCKET
+
+
+@contextmanager
+def closed_by_hand(pid: int, folder: Path, note: FrontClosed) -> Iterator[None]:
+    """The supervisor `pid` held (SIGSTOP), its door in `folder` closed with `note`; at the
+    block's end its socket file is back, the note gone, and it is continued."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        write_note(folder, note)
+        os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+        yield
+    finally:
+        if (folder / CLOSED_SOCKET).exists():
+            os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+        (folder / NOTE).unlink(missing_ok=True)
+        os.kill(pid, signal.SIGCONT)

@@ -1,0 +1,181 @@
+"""The front door (kint/supervisor/front_door.py, kint/front_closed.py) at a supervisor's
+stop and start, and the times in its note: review27d's findings on door27.
+
+- a supervisor that steps down (its `run/` removed, another started there) leaves the
+  next one's socket file and note alone;
+- under `ulimit -n 50` the start is not refused by its own door while the worker
+  forkserver warms up;
+- a request whose socket never connected to a stopping supervisor is refused at once,
+  and two stops at once both end well;
+- the stopping refusal tells an agent to call again, and a `--watch` says it stops;
+- a served connection is told from another's on a clock nobody steps.
+
+The tests that need the door closed at one exact moment close it as the door does (its
+note written, the socket file moved aside) from the test, the supervisor held (SIGSTOP)
+meanwhile: that moment cannot be had from outside otherwise. Each says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SUPPORT, make_sandbox, pid_alive
+from kint import render
+from kint.agent_server.results import agent_error
+from kint.client import KintError
+from kint.front_closed import CLOSED_SOCKET, NOTE, STOPPING_HINT, FrontClosed, boot_time
+from kint.paths import FRONT_SOCKET, socket_dir
+from kint.supervisor.ownership import file_id
+from kint.supervisor.pidlock import running_pid
+from support.closed_by_hand import closed_by_hand
+from support.limited_box import in_thread, start_limited
+
+LIMIT = 64
+
+
+def _log(sb) -> str:
+    return (sb.kint_home / "supervisor.log").read_text()
+
+
+def test_a_supervisor_that_steps_down_leaves_the_next_ones_socket_alone(tmp_path):
+    """Supervisor A held (SIGSTOP), its `run/` removed, B started there; A, continued, sees
+    its pid lock gone and steps down. Before, its stop closed "its" door: it moved B's
+    socket file aside, and unlinked it as it exited; B bound again, and every client B had
+    lost its connection."""
+    sb = make_sandbox(tmp_path)
+    pid_a = sb.start()
+    try:
+        os.kill(pid_a, signal.SIGSTOP)
+        try:
+            shutil.rmtree(sb.kint_home / "run")
+            pid_b = sb.start()
+            front = socket_dir(sb.kint_home) / FRONT_SOCKET
+            socket_b = file_id(front)
+            assert pid_b != pid_a and socket_b is not None
+        finally:
+            os.kill(pid_a, signal.SIGCONT)
+        sb.wait_for(lambda: not pid_alive(pid_a), timeout=30, what="A stepped down")
+        assert "stepping down" in _log(sb)
+        assert file_id(front) == socket_b
+        assert not (front.parent / NOTE).exists() and not (front.parent / CLOSED_SOCKET).exists()
+        out = sb.kint("supervisor", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert running_pid(sb.kint_home) == pid_b
+        assert "bound it again" not in _log(sb)
+    finally:
+        sb.shutdown()
+
+
+def test_a_start_under_ulimit_50_is_not_refused_by_its_own_door(tmp_path):
+    """`kint supervisor start` under `ulimit -n 50`. Before, the door's margin held all of
+    the forkserver warm-up's descriptors even once the warm-up had opened them: it closed
+    on the command's own wait, which was refused BUSY (49 to 52, every time)."""
+    sb = make_sandbox(tmp_path)
+    try:
+        start_limited(sb, 50)
+        sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"],
+                    timeout=60, what="the worker forkserver ready")
+        assert "new clients are refused" not in _log(sb)
+    finally:
+        sb.shutdown()
+
+
+def test_a_request_on_a_socket_that_never_connected_to_a_stopping_supervisor_is_refused(
+        tmp_path):
+    """A client whose socket was made after the stop began (its file moved aside): its
+    request can never be delivered. Refused at once, saying it was not sent. Before, it
+    was taken for one the supervisor had let in, and waited out the whole stop, or here
+    its whole deadline ("no answer"). The stop's door is closed by the test, the
+    supervisor held, as its stop closes it."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        folder = socket_dir(sb.kint_home)
+        now = time.time()
+        with closed_by_hand(pid, folder, FrontClosed(pid, 30, LIMIT, 1, now, now - 5, True)):
+            with sb.client() as client, pytest.raises(KintError) as refused:
+                client.call("sup.ping", timeout_s=15)
+        err = refused.value
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err
+        assert "is stopping" in err.message and "(sup.ping was not sent)" in err.message, err
+    finally:
+        sb.shutdown()
+
+
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_a_stop_that_meets_another_stop_ends_well(tmp_path, when):
+    """`kint supervisor stop` looked at the supervisor, then another stop began: after its
+    ping answered, before its `sup.stop` went out; or before its ping
+    (tests/support/stop_begins_after_ping.py times it so). The supervisor stops all the
+    same: exit 0. Before, the call was refused (or the supervisor exited before answering
+    it), or the ping went unanswered and the stop said "is stopping": exit 2."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        out = subprocess.run([sys.executable, str(SUPPORT / "stop_begins_after_ping.py"),
+                              when],
+                             env=sb.env, text=True, capture_output=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "supervisor stopped" in out.stdout, out.stdout
+        assert not pid_alive(pid) and running_pid(sb.kint_home) is None
+    finally:
+        sb.shutdown()
+
+
+def test_the_stopping_refusal_tells_an_agent_to_call_again():
+    """A stop ends by itself, and the next call starts a new supervisor. Before, the
+    agent was told to stop and tell the human."""
+    closed = FrontClosed(4242, 30, LIMIT, 1, time.time(), time.time() - 5, True)
+    err = agent_error("memory_push", KintError(
+        closed.code, closed.message() + " (push was not sent)", closed.hint))
+    assert closed.hint == STOPPING_HINT
+    assert err.hint is not None and not err.hint.startswith("stop and tell"), err.hint
+    assert "call memory_push again in a moment" in err.hint, err.hint
+
+
+def test_a_watch_says_the_supervisor_stops_not_a_count_of_its_files():
+    """`supervisor status --watch` connected before the stop: its closed note is the
+    stop's. Before, it showed "new clients refused: 0 of the supervisor's 0 open files"."""
+    closed = FrontClosed(4242, 0, 0, 1, time.time(), time.time() - 5, True)
+    text = render.supervisor_status_text({
+        "supervisor": {"pid": 4242, "uptime_s": 5, "kint_home": "/h",
+                       "front": {"closed": closed._asdict(), "episodes": 0, "clients": 1},
+                       "started_with": []},
+        "spaces": []})
+    assert "stopping: new clients refused until it has stopped" in text, text
+    assert "open files" not in text, text
+
+
+@pytest.mark.skipif(boot_time() == 0.0, reason="no clock since boot here (CLOCK_BOOTTIME)")
+def test_a_served_connection_is_told_by_a_clock_nobody_steps(tmp_path):
+    """The supervisor's wall clock an hour ahead of the client's (the client's clock
+    stepped back since the supervisor took its home): its note's `started` is after the
+    client's answer. On the clock since boot the answer came after the start: the client's
+    connection is served, its next request waits for its answer. Before, the wall clocks
+    were compared and a kint-server the supervisor had served was refused BUSY. The door
+    is closed by the test, the supervisor held, as the door closes it."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        started_boot = boot_time()
+        folder = socket_dir(sb.kint_home)
+        with sb.client() as client:
+            client.call("sup.ping", timeout_s=10)
+            ahead = time.time() + 3600
+            with closed_by_hand(pid, folder, FrontClosed(pid, 60, LIMIT, 40, ahead + 1, ahead,
+                                                         False, boot_time(), started_boot)):
+                thread, said = in_thread(lambda: client.call("sup.ping", timeout_s=30))
+                thread.join(2.5)  # past two liveness looks, with the door closed
+                assert not said, said
+            thread.join(30)
+            assert said.get("answer") is not None, said
+    finally:
+        sb.shutdown()
