@@ -19,10 +19,11 @@ from eth_hash.auto import keccak
 from kint.boot import boot_id
 from kint.tenant_worker import former_key_wait
 from kint.tenant_worker.former_key_wait import Look
-from kint.tenant_worker.pending_journal import PendingEpoch, Sighting
+from kint.tenant_worker.pending_journal import NO_BOOT, PendingEpoch, Sighting
 
 SIGNER = "0x" + "ab" * 20
 URL = "http://127.0.0.1:9/"
+OLD = "http://127.0.0.1:8/"
 HOLE = 4
 
 
@@ -65,41 +66,60 @@ def test_a_wall_clock_step_changes_nothing(journal, monkeypatch, step_s):
     assert 0 <= former_key_wait.waited(again) < former_key_wait.bound_s()
 
 
-@pytest.mark.parametrize("boot,ahead_s", [("another boot", -5.0), (boot_id(), 3600.0)],
-                         ids=["another-boot", "ahead-of-now"])
-def test_a_sighting_that_is_no_time_here_starts_again(journal, boot, ahead_s):
+@pytest.mark.parametrize("old", [
+    [[HOLE, time.monotonic() - 5.0, "another boot", OLD]],
+    [[HOLE, time.monotonic() + 3600.0, boot_id(), OLD]],
+    [[HOLE, time.time(), OLD]],
+    [[HOLE, "x", boot_id(), OLD]],
+], ids=["another-boot", "ahead-of-now", "three-wall-clock", "text-time"])
+def test_a_sighting_that_is_no_time_here_starts_again(journal, old):
     """A sighting recorded on another boot (its monotonic reading means nothing on this
-    one), or one ahead of the monotonic clock now: recorded again as first seen now, not
-    counted from (a reading of another boot could end the bound at once or never); and
-    with a look that went unanswered, nothing is deferred."""
-    old = [[HOLE, time.monotonic() + ahead_s, boot, "http://old/"]]
+    one), one ahead of the monotonic clock now, one in the earlier wall-clock shape or with
+    a time that does not read: recorded again as first seen now, not counted from (a
+    reading of another boot could end the bound at once or never), where the look finds it
+    now. A look that goes unanswered keeps it waiting as one that was seen waiting, at the
+    endpoint it was seen at, counted from now and kept so: taken for never seen, it
+    deferred nothing and the hole was filled at once."""
     _with_deferred(journal, old)
     seen = former_key_wait.since(journal, SIGNER, HOLE, Look(URL))
     assert seen is not None and seen.boot == boot_id() and seen.url == URL
     assert former_key_wait.waited(seen) < former_key_wait.bound_s()
     assert PendingEpoch.load(journal).deferred == (seen,)
     _with_deferred(journal, old)
-    assert former_key_wait.since(journal, SIGNER, HOLE, Look(unanswered=True)) is None
+    kept = former_key_wait.since(journal, SIGNER, HOLE, Look(unanswered=True))
+    assert kept is not None and kept.boot == boot_id() and kept.url == OLD, kept
+    assert former_key_wait.waited(kept) < former_key_wait.bound_s()
+    assert PendingEpoch.load(journal).deferred == (kept,)
+    assert former_key_wait.since(journal, SIGNER, HOLE, Look(unanswered=True)) == kept
+    assert former_key_wait.since(journal, SIGNER, HOLE, Look()) is None  # forgotten
 
 
-@pytest.mark.parametrize("deferred", [
-    None, "text", {"4": 1.0}, [None], [[HOLE, 1.0, URL]], [[HOLE, 1.0, "b", URL, 5]],
-    [[HOLE, "x", "b", URL]], [[HOLE, None, "b", URL]], [["4", 1.0, "b", URL]],
-    [[True, 1.0, "b", URL]], [[-1, 1.0, "b", URL]], [[HOLE, 1.0, 7, URL]],
-    [[HOLE, 1.0, "b", None]], [[HOLE, float("inf"), "b", URL]],
-], ids=["null", "text", "object", "null-entry", "three-wall-clock", "five", "text-time",
-        "null-time", "text-nonce", "bool-nonce", "negative-nonce", "number-boot", "null-url",
-        "infinite-time"])
-def test_a_deferred_field_that_does_not_read_costs_only_itself(journal, deferred):
+@pytest.mark.parametrize("deferred,timeless", [
+    (None, False), ("text", False), ({"4": 1.0}, False), ([None], False),
+    ([[HOLE, 1.0, "b", URL, 5]], False), ([["4", 1.0, "b", URL]], False),
+    ([[True, 1.0, "b", URL]], False), ([[-1, 1.0, "b", URL]], False),
+    ([[HOLE, 1.0, "b", None]], False), ([[HOLE, 1.0, URL]], True),
+    ([[HOLE, "x", "b", URL]], True), ([[HOLE, None, "b", URL]], True),
+    ([[HOLE, 1.0, 7, URL]], True), ([[HOLE, float("inf"), "b", URL]], True),
+], ids=["null", "text", "object", "null-entry", "five", "text-nonce", "bool-nonce",
+        "negative-nonce", "null-url", "three-wall-clock", "text-time", "null-time",
+        "number-boot", "infinite-time"])
+def test_a_deferred_field_that_does_not_read_costs_only_itself(journal, deferred, timeless):
     """Each shape the optional field may have that is not a sighting's (the three-element
     entry is the wall-clock shape an earlier kint wrote): the journal reads, every other
-    field as it was, and the entry is dropped. It made the whole journal CORRUPT_STATE,
-    which blocks every push and pull of the space."""
+    field as it was. It made the whole journal CORRUPT_STATE, which blocks every push and
+    pull of the space. An entry whose nonce and endpoint read, its time not (`timeless`),
+    is kept as a sighting of no boot, which `first_seen` records again as first seen now;
+    any other is dropped."""
     before = PendingEpoch.load(journal)
     good = [HOLE + 7, 2.5, "b", URL]
     _with_deferred(journal, (deferred if not isinstance(deferred, list)
                              else deferred + [good]))
     held = PendingEpoch.load(journal)
     kept = () if not isinstance(deferred, list) else (Sighting(HOLE + 7, 2.5, "b", URL),)
+    if timeless:
+        kept = (Sighting(HOLE, 0.0, NO_BOOT, URL),) + kept
     assert held.deferred == kept
     assert held == PendingEpoch(**{**before.__dict__, "deferred": kept})
+    held.save(journal)
+    assert PendingEpoch.load(journal) == held  # written back as it reads

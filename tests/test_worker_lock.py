@@ -285,6 +285,41 @@ def test_a_holder_the_table_lists_as_pid_0_is_nobody(tmp_path, monkeypatch):
         os.close(fd)
 
 
+
+def test_a_holder_of_a_lock_file_with_the_same_inode_elsewhere_is_not_named(
+        tmp_path, monkeypatch):
+    """The pid the lock file names, taken since by a worker of another KINT_HOME whose lock
+    file, on another file system, has the same inode number: its lock line names that
+    inode, and matched by it alone, that worker was named the holder, with a `kill -KILL`
+    hint. Now its open file must be this lock file (device and inode, through
+    /proc/PID/fd/N). Such a file cannot be made here (it takes mounting a file system), so
+    that process's /proc entries are written in the kernel's format: its fdinfo's line
+    naming this lock file's inode, its fd a link to another file."""
+    from kint.tenant_worker import lock_table
+
+    path = tmp_path / "worker.lock"
+    other = tmp_path / "other-home" / "worker.lock"
+    other.parent.mkdir()
+    path.write_text("")
+    other.write_text("")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        proc = tmp_path / "proc" / "4242"
+        (proc / "fd").mkdir(parents=True)
+        (proc / "fdinfo").mkdir()
+        (proc / "fdinfo" / "3").write_text(
+            f"pos:\t0\nflags:\t02\nmnt_id:\t1\nino:\t{st.st_ino}\n"
+            f"lock:\t1: FLOCK  ADVISORY  WRITE 4242 fe:01:{st.st_ino} 0 EOF\n")
+        (proc / "fd" / "3").symlink_to(other)
+        monkeypatch.setattr(lock_table, "PROC", str(tmp_path / "proc"))
+        assert not lock_table.holds_flock(4242, fd)
+        (proc / "fd" / "3").unlink()
+        (proc / "fd" / "3").symlink_to(path)
+        assert lock_table.holds_flock(4242, fd)  # the same file: the line read as the kernel's
+    finally:
+        os.close(fd)
+
 class _RefusalHost(LifecycleHost):
     """The supervisor's worker lifecycle (the real one) with the parts `_on_exit` reads;
     its answers are recorded. The forkserver is never ready: a restart, were one asked

@@ -88,9 +88,10 @@ def since(journal: Path, signer: str, hole: int, look: Look) -> Sighting | None:
     journal at `journal` (signed by `signer`) holds, or records one now. A look that goes
     unanswered after one that found it waiting keeps it too (taken for "holds nothing", one
     silent look had it filled at once and called never sent, seconds after it was seen
-    waiting); never seen, such a look defers nothing (an endpoint that is down would hold
-    every fill for the bound). A look that finds nothing forgets it."""
-    seen = first_seen(journal, signer, hole)
+    waiting), a sighting that is no time here included (`first_seen`); never seen, such a
+    look defers nothing (an endpoint that is down would hold every fill for the bound). A
+    look that finds nothing forgets it."""
+    seen = first_seen(journal, signer, hole, look.url)
     if look.url is None and not (look.unanswered and seen is not None):
         note(journal, signer, hole, None)
         return None
@@ -100,16 +101,21 @@ def since(journal: Path, signer: str, hole: int, look: Look) -> Sighting | None:
     return seen
 
 
-def first_seen(journal: Path, signer: str, hole: int) -> Sighting | None:
+def first_seen(journal: Path, signer: str, hole: int, url: str | None = None
+               ) -> Sighting | None:
     """When and where `hole` was first seen waiting elsewhere, as the journal at `journal`,
-    signed by `signer`, keeps it (else this worker's memory), if it counts here: on the boot
-    that recorded it, and not after now (a monotonic reading from another boot, or one
-    edited, is no time here: it is recorded again as first seen now)."""
+    signed by `signer`, keeps it (else this worker's memory). One that is no time here (a
+    monotonic reading of another boot, one ahead of now, edited, or a time that does not
+    read: pending_journal.py `NO_BOOT`) is recorded again as first seen now, at `url` (where
+    a look finds it now) else where it was, and kept so: it still says the nonce was seen
+    waiting, which keeps a look that goes unanswered waiting, where read as never seen it
+    had the hole filled at once."""
     held = _load(journal, signer)
     seen = held.deferred_at(hole) if held is not None else None
     seen = seen or _unsaved.get((journal, signer.lower(), hole))
-    if seen is None or seen.boot != boot_id() or not seen.mono <= time.monotonic():
-        return None
+    if seen is not None and (seen.boot != boot_id() or not seen.mono <= time.monotonic()):
+        seen = Sighting(hole, time.monotonic(), boot_id(), url or seen.url)
+        note(journal, signer, hole, seen)
     return seen
 
 

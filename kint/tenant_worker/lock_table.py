@@ -9,9 +9,10 @@ there is.
 
 The table lists every lock of the box: reading it costs ~1 ms with none, tens of ms at
 20,000, hundreds at 50,000. So the holder the file names is first asked alone
-(`holds_flock`: its own open files' lock lines, a few small reads), and the table is read
-only when that process does not hold the lock (the moment above, or no such lines), at
-most once a second by a wait that looks ten times a second (`TableReader`).
+(`holds_flock`: a stat of each of its open files, the lock lines of the one that is the
+lock file), and the table is read only when that process does not hold the lock (the
+moment above, or no such lines), at most once a second by a wait that looks ten times a
+second (`TableReader`).
 """
 
 from __future__ import annotations
@@ -32,18 +33,25 @@ TABLE_EVERY_S = 1.0
 
 def holds_flock(pid: int, fd: int) -> bool:
     """Whether process `pid` holds the exclusive flock on the file open on `fd`, as the
-    lock lines of its own open files say (matched by inode: the device may be listed as
-    the one below a stacked file system). False when they cannot be read (no /proc,
-    another user's process, one gone) or do not say so: the caller asks the table. The
-    files are read lowest first: a worker takes its lock before anything else of its
-    space, so it is among its first."""
+    lock lines of its own open file of it say (/proc/PID/fdinfo/N lists only the locks
+    taken through that open file). Which of its open files is this one: the stat of
+    /proc/PID/fd/N (it follows that open file) with the lock file's device and inode. The
+    lock line's inode alone (its device may be the one below a stacked file system) named
+    a pid taken since by a worker of another KINT_HOME, on another file system whose lock
+    file has the same inode number, the holder, with a `kill -KILL` hint. False when they
+    cannot be read (no /proc, another user's process, one gone) or do not say so: the
+    caller asks the table. The files are looked at lowest first: a worker takes its lock
+    before anything else of its space, so it is among its first."""
     try:
-        inode = str(os.fstat(fd).st_ino)
-        names = os.listdir(f"{PROC}/{pid}/fdinfo")
+        st = os.fstat(fd)
+        names = os.listdir(f"{PROC}/{pid}/fd")
     except OSError:
         return False
     for name in sorted(names, key=lambda n: int(n) if n.isdigit() else -1):
         try:
+            held = os.stat(f"{PROC}/{pid}/fd/{name}")
+            if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+                continue
             with open(f"{PROC}/{pid}/fdinfo/{name}", encoding="ascii",
                       errors="replace") as fh:
                 text = fh.read()
@@ -51,8 +59,8 @@ def holds_flock(pid: int, fd: int) -> bool:
             continue  # closed since
         for line in text.splitlines():
             fields = line.split()
-            if (len(fields) >= 7 and fields[0] == "lock:" and fields[2] == "FLOCK"
-                    and fields[4] == "WRITE" and fields[6].rpartition(":")[2] == inode):
+            if (len(fields) >= 5 and fields[0] == "lock:" and fields[2] == "FLOCK"
+                    and fields[4] == "WRITE"):
                 return True
     return False
 

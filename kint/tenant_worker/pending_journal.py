@@ -26,13 +26,19 @@ class Sighting:
     time.monotonic() then, not the wall clock, which a step (NTP, a user setting the date)
     moves: set back, the bound on that wait never ended; set forward, it ended at once. A
     monotonic reading starts again at each boot, so it counts only on the boot `boot`
-    (kint.boot.boot_id(); None where the OS has none)."""
+    (kint.boot.boot_id(); None where the OS has none), and `NO_BOOT` on none: an entry
+    whose time does not read (the earlier [nonce, wall clock, url], one garbled) still says
+    that `nonce` was seen waiting at `url`, which keeps a look that goes unanswered waiting
+    (former_key_wait.py `first_seen` records it again as first seen now)."""
 
     nonce: int
     mono: float
     boot: str | None
     url: str
 
+
+# The boot of a `Sighting` whose time does not read: kint.boot.boot_id() is never empty.
+NO_BOOT = ""
 
 
 @dataclass(frozen=True)
@@ -97,20 +103,26 @@ class PendingEpoch:
 
 
 def _sightings(held: object) -> tuple[Sighting, ...]:
-    """The journal's `deferred`, each entry that reads as a `Sighting`; any other is dropped,
-    and so is the field when it is not a list. It is advisory (the wait's bound records a
-    sighting again as first seen now), where the push's own fields are not: read inside
-    them, a null, an entry of another shape (the earlier [nonce, wall clock, url]) or a
-    non-number made the whole journal CORRUPT_STATE, blocking every push and pull."""
+    """The journal's `deferred`, each entry whose nonce and endpoint read (first and last,
+    of three or four) as a `Sighting`, on `NO_BOOT` when its time and boot do not; any
+    other is dropped, and so is the field when it is not a list. It is advisory (the wait's
+    bound records a sighting again as first seen now), where the push's own fields are not:
+    read inside them, a null, an entry of another shape (the earlier [nonce, wall clock,
+    url]) or a non-number made the whole journal CORRUPT_STATE, blocking every push and
+    pull; dropped whole, such an entry let a look that went unanswered fill at once."""
     if not isinstance(held, list):
         return ()
     kept: list[Sighting] = []
     for entry in held:
-        if not (isinstance(entry, list) and len(entry) == 4):
+        if not (isinstance(entry, list) and len(entry) in (3, 4)):
             continue
-        nonce, mono, boot, url = entry
-        if (type(nonce) is int and nonce >= 0 and type(mono) in (int, float)
-                and math.isfinite(mono) and (boot is None or isinstance(boot, str))
-                and isinstance(url, str)):
+        nonce, url = entry[0], entry[-1]
+        if not (type(nonce) is int and nonce >= 0 and isinstance(url, str)):
+            continue
+        mono, boot = entry[1:3] if len(entry) == 4 else (None, NO_BOOT)
+        if (type(mono) in (int, float) and math.isfinite(mono)
+                and (boot is None or isinstance(boot, str))):
             kept.append(Sighting(nonce, float(mono), boot, url))
+        else:
+            kept.append(Sighting(nonce, 0.0, NO_BOOT, url))
     return tuple(kept)
