@@ -241,7 +241,13 @@ def unauthorized_notice(ctx: SpaceContext, anchor: Anchor, owner: str) -> str | 
     """For `--dry-run`, which sends nothing: the session key's refusal as a line saying a
     push would be refused, not a refusal of the preview. A machine that joined (`kint join`:
     writes off until the owner authorizes its key) can see what its first push would
-    anchor, as docs/commands.md advises before a push that may anchor deletions."""
+    anchor, as docs/commands.md advises before a push that may anchor deletions. So can
+    one whose session key does not load (none made yet, another local passphrase, a
+    keystore that does not read): v0.3.0's dry run returned before loading it."""
+    try:
+        ctx.session_account()
+    except ProtocolError as err:  # the custody refusal: NO_SESSION_KEY, CORRUPT_STATE
+        return f"kint: a push would be refused: {err.message}; {err.hint}"
     try:
         refuse_unauthorized(ctx, anchor, owner)
     except ProtocolError as err:
