@@ -80,6 +80,29 @@ def test_another_owner_on_a_space_holding_no_epoch_is_sent_to_connect(machine):
         f"hint: leave --owner out, or run kint connect --owner {OTHER} first"], out.stderr
 
 
+def test_the_owner_hint_and_connects_refusal_agree_on_a_mirror_without_a_watermark(machine):
+    """The hint for another owner's `--owner` looked for the watermark and push journal
+    files, connect's refusal (connect_owner.owner_change) at the mirror's head too: a space
+    whose mirror holds epochs and whose watermark is gone was sent to `kint connect --owner
+    OTHER`, which refused. Both ask kint.tenant_worker.owner_bound now."""
+    from kint import spaces
+    from kint.paths import space_files
+
+    sb, db = machine, machine.profile_db("no-watermark")
+    write_store(db, tenant=sb.tenant)
+    owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
+    ok(sb.kint(*on(db, "push")))
+    space16 = spaces.resolve(sb.tenant, str(db)).space16
+    space_files(sb.kint_home, space16)["watermark"].unlink()
+    out = sb.kint(*on(db, "pull", "--owner", OTHER))
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines()[1] == f"hint: {TENANT_OF_ITS_OWN}", out.stderr
+    moved = sb.kint(*on(db, "connect", "--owner", OTHER, "--signature", "-"),
+                    input="0x" + "11" * 65 + "\n")
+    assert moved.returncode == 2 and f"is connected to owner {owner}, not {OTHER}" in \
+        moved.stderr, moved.stderr
+
+
 def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(sandbox):
     """`--owner` given, checked against an enrolment file that cannot be read: what to do is
     to connect again, not to `pass --owner` (which the caller did)."""
