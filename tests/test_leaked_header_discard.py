@@ -30,29 +30,32 @@ from sibyl_memory_client.exceptions import NotFoundError
 from chain_machines import authorize_machine, devchain_anchor, kjson, owner_account
 from conftest import sibyl_client, write_rules as write
 from machines_together import new_machines
-from kint.custody.wraps import Wrap
+from kint.custody.wraps import Wrap, read_wraps
 from kint.epochs.envelope import Header
 
 CONNECT_AGAIN = "`kint connect` again"
 
 
-def _leaked_epoch(chain_home, owner, space_id: str) -> int:
-    """A leaked session key appends an epoch whose header parses and names a data key and
-    a wrap nobody holds; its seq."""
+def _leaked_epoch(chain_home, owner, space_id: str, wraps: tuple[Wrap, ...]) -> int:
+    """A leaked session key appends an epoch whose header parses and names a data key
+    nobody holds, carrying `wraps`; its seq."""
     anchor = devchain_anchor(chain_home)
     leaked = Account.create()
     authorize_machine(chain_home, owner, leaked.address)
     head = anchor.head(owner.address, space_id)
     header = Header(flags=0, nonce=os.urandom(12), rows_root=os.urandom(32),
-                    dek_id=os.urandom(8), bucket=4096,
-                    wraps=(Wrap(1, os.urandom(16), os.urandom(12), os.urandom(48)),))
+                    dek_id=os.urandom(8), bucket=4096, wraps=wraps)
     blob = header.encode() + os.urandom(4096 + 16)
     anchor.transact(leaked, anchor.encode_push(owner.address, space_id, head.digest, blob))
     return head.seq + 1
 
 
+@pytest.mark.parametrize("wraps", ["none of ours", "copied"])
 def test_discard_and_over_skipped_get_past_a_leaked_keys_well_formed_epoch(tmp_path,
-                                                                           chain_home):
+                                                                           chain_home, wraps):
+    """`wraps`: the bad epoch's header carries a wrap under a key nobody holds, or a copy
+    of this machine's own wraps (public in every header it pushed): those wrap the data
+    key held here, not the one the bad header names, so they are no rotation's either."""
     (a,) = new_machines([tmp_path / "a"], chain_home)
     try:
         write(a.sibyl_db, a.tenant, **{"release-gate": "ship on green only"})
@@ -60,7 +63,10 @@ def test_discard_and_over_skipped_get_past_a_leaked_keys_well_formed_epoch(tmp_p
         kjson(a, "push")
         space16 = connected["space"]
         space_id = json.loads((a.kint_home / f"enrol-{space16}.json").read_text())["space"]
-        bad = _leaked_epoch(chain_home, owner_account(a, connected["owner"]), space_id)
+        carried = (read_wraps(a.kint_home, space_id).wraps if wraps == "copied" else
+                   (Wrap(1, os.urandom(16), os.urandom(12), os.urandom(48)),))
+        bad = _leaked_epoch(chain_home, owner_account(a, connected["owner"]), space_id,
+                            carried)
         store = sibyl_client(a.sibyl_db, a.tenant)
         store.set_entity("notes", "unanchored", {"n": 1})
         store.storage.close()  # an open store is not moved aside (BUSY)

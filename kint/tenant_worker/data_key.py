@@ -56,7 +56,10 @@ def wrapped_for_here(ctx: SpaceContext, wraps: tuple[Wrap, ...]) -> bool:
     (a `kint rekey` elsewhere carries the vault's wraps over to the new key, and a vault two
     machines started each wrap under the same signature's or passphrase's tag); otherwise
     no connect here does, which is a leaked session key's epoch (06-epochs.md: "a bad epoch
-    with a well-formed header whose wraps none of your keys open"). A wraps file that does
+    with a well-formed header whose wraps none of your keys open"). A wrap byte for byte one
+    of this machine's wraps file holds is no rotation's (a rotation wraps its new key
+    afresh): it wraps the key held here, not the one the header names, so it is a copy of
+    an earlier header's, which a leaked key can put on its epoch. A wraps file that does
     not read counts for nothing here: the enrolment's tags are the current wraps' too."""
     enrolment = ctx.enrolment()
     ours = {t.lower() for t in enrolment.key_tags if isinstance(t, str)} if enrolment else set()
@@ -64,9 +67,9 @@ def wrapped_for_here(ctx: SpaceContext, wraps: tuple[Wrap, ...]) -> bool:
         local = read_wraps(ctx.config.home, ctx.config.space_id)
     except custody_errors.WrapsFileCorrupt:
         local = None
-    if local is not None:
-        ours.update(w.tag.hex() for w in local.wraps)
-    return any(w.tag.hex() in ours for w in wraps)
+    held = local.wraps if local is not None else ()
+    ours.update(w.tag.hex() for w in held)
+    return any(w.tag.hex() in ours and w not in held for w in wraps)
 
 
 def renew(ctx: SpaceContext, key: bytes) -> None:
