@@ -378,3 +378,28 @@ def test_join_refuses_a_tenant_or_store_given_before_and_after_it_with_two_value
     assert same.returncode == 2 and "given twice" not in same.stderr, same.stderr
     assert "the recovery code was to come on stdin" in same.stderr, same.stderr
     assert not (sandbox.kint_home / "run").exists()  # no step ran: no supervisor started
+
+
+def test_join_tells_two_store_paths_apart_by_the_file_they_lead_to(sandbox):
+    """`--db` given before `join` and after it is compared as the file each path leads to
+    (links followed), not as text: the store named through a link to it is the one store,
+    taken, and `link/../other.db` is not `other.db` when the link leads elsewhere (the text
+    compare folded `link/..` away and took the second store silently). The refusal shows
+    each path as typed."""
+    owner = "0x" + "ab" * 20
+    root = sandbox.root
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "to-deep").symlink_to(root / "deep" / "er")
+    (root / "via").symlink_to(sandbox.sibyl_db.parent, target_is_directory=True)
+    far, near = f"{root}/to-deep/../other.db", f"{root}/other.db"  # deep/other.db, other.db
+    out = sandbox.kint("--db", far, "join", "--db", near, "--owner", owner,
+                       "--recovery-code-stdin", "--no-setup", input="")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines()[0] == (f"kint: error: --db given twice, {far!r} before the "
+                                          f"command and {near!r} after it [BAD_REQUEST]"), \
+        out.stderr
+    alias = root / "via" / sandbox.sibyl_db.name  # the store, through a linked folder
+    one = sandbox.kint("--db", str(sandbox.sibyl_db), "join", "--db", str(alias),
+                       "--owner", owner, "--recovery-code-stdin", "--no-setup", input="")
+    assert one.returncode == 2 and "given twice" not in one.stderr, one.stderr
+    assert "the recovery code was to come on stdin" in one.stderr, one.stderr

@@ -80,6 +80,29 @@ def test_another_owner_on_a_space_holding_no_epoch_is_sent_to_connect(machine):
         f"hint: leave --owner out, or run kint connect --owner {OTHER} first"], out.stderr
 
 
+def test_the_owner_hint_and_connects_refusal_agree_on_a_mirror_without_a_watermark(machine):
+    """The hint for another owner's `--owner` looked for the watermark and push journal
+    files, connect's refusal (connect_owner.owner_change) at the mirror's head too: a space
+    whose mirror holds epochs and whose watermark is gone was sent to `kint connect --owner
+    OTHER`, which refused. Both ask kint.tenant_worker.owner_bound now."""
+    from kint import spaces
+    from kint.paths import space_files
+
+    sb, db = machine, machine.profile_db("no-watermark")
+    write_store(db, tenant=sb.tenant)
+    owner = kjson(sb, *on(db, "connect", "--dev"))["owner"]
+    ok(sb.kint(*on(db, "push")))
+    space16 = spaces.resolve(sb.tenant, str(db)).space16
+    space_files(sb.kint_home, space16)["watermark"].unlink()
+    out = sb.kint(*on(db, "pull", "--owner", OTHER))
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.splitlines()[1] == f"hint: {TENANT_OF_ITS_OWN}", out.stderr
+    moved = sb.kint(*on(db, "connect", "--owner", OTHER, "--signature", "-"),
+                    input="0x" + "11" * 65 + "\n")
+    assert moved.returncode == 2 and f"is connected to owner {owner}, not {OTHER}" in \
+        moved.stderr, moved.stderr
+
+
 def test_an_unreadable_enrolment_never_asks_for_the_owner_flag_already_given(sandbox):
     """`--owner` given, checked against an enrolment file that cannot be read: what to do is
     to connect again, not to `pass --owner` (which the caller did)."""
@@ -239,3 +262,33 @@ def test_over_skipped_where_no_epoch_was_skipped_is_said_to_be_unused(machine):
     assert rekeyed.stdout.splitlines()[1].startswith("snapshot epoch 2 tx "), rekeyed.stdout
     plain = ok(sb.kint(*on(db, "compact", "--dry-run")))  # without the flag: nothing said
     assert plain.stderr == "", plain.stderr
+
+
+def test_a_dry_run_on_a_machine_without_its_session_key_previews_and_says_so(machine):
+    """09-cli.md: `--dry-run` reads the chain head and reports what would be anchored, sending
+    nothing; v0.3.0's returned before it loaded the session key. Here the key was loaded
+    first, so a machine whose key does not load (none made yet, moved away, another local
+    passphrase) had its preview refused, exit 3 NO_SESSION_KEY. The key's refusal is a
+    `kint: a push would be refused: ...` line now, as an unauthorized key's is; the push
+    itself still refuses."""
+    sb, db = machine, machine.profile_db("keyless")
+    write_store(db, tenant=sb.tenant)
+    kjson(sb, *on(db, "connect", "--dev"))
+    ok(sb.kint(*on(db, "push")))
+    write_store(db, {"deploy-window": {"rule": "deploys only before 3pm"}}, tenant=sb.tenant)
+    keystore = sb.kint_home / "session.key"
+    keystore.rename(sb.kint_home / "session.key.away")
+    try:
+        would = "kint: a push would be refused: no session key on this machine"
+        for argv, said in ((("push", "--dry-run"), "would anchor 2 row change(s) in 1 epoch(s)"),
+                           (("compact", "--dry-run"), "would anchor epoch 2:")):
+            out = ok(sb.kint(*on(db, *argv)))
+            assert said in out.stdout, (argv, out.stdout)
+            assert out.stderr.startswith(would), (argv, out.stderr)
+        preview = kjson(sb, *on(db, "push", "--dry-run"))
+        assert preview["dry_run"] is True and preview["notices"][0].startswith(would), preview
+        refused = sb.kint(*on(db, "push"))
+        assert refused.returncode == 3 and "[NO_SESSION_KEY]" in refused.stderr, refused.stderr
+    finally:
+        (sb.kint_home / "session.key.away").rename(keystore)
+    ok(sb.kint(*on(db, "push")))

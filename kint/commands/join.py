@@ -73,13 +73,17 @@ def refuse_two_values(obj: Ctx, tenant: str | None, db: str | None) -> None:
     """`--tenant` (or `--db`) given before the command and after it, with two values, is
     refused (exit 2): the tenant and the store pick the space, so the vault join connects
     and restores, and taking one of two values silently would join another memory than
-    the user may have meant. The same value twice is taken."""
+    the user may have meant. The same value twice is taken, and so is one store named by
+    two paths: they are compared as the files they lead to (os.path.realpath, links
+    followed before `..`), not as text, where `link/../x` and `x` were one store however
+    far the link leads. The refusal shows each value as it was typed."""
     for flag, before, after in (("--tenant", obj.tenant, tenant), ("--db", obj.db, db)):
         if before is None or after is None:
             continue
-        if flag == "--db":
-            before, after = (os.path.abspath(os.path.expanduser(p)) for p in (before, after))
-        if before != after:
+        same = (before == after if flag == "--tenant" else
+                os.path.realpath(os.path.expanduser(before))
+                == os.path.realpath(os.path.expanduser(after)))
+        if not same:
             usage_error(f"{flag} given twice, {before!r} before the command and {after!r} "
                         f"after it", f"give {flag} once: it picks the space, so the memory "
                         f"join restores")
@@ -113,9 +117,11 @@ def refuse_two_values(obj: Ctx, tenant: str | None, db: str | None) -> None:
               help="Set in the server process, repeatable; KINT_TENANT is always the tenant "
                    "joined.")
 @click.option("--tenant", default=None, metavar="TENANT",
-              help="The global --tenant, accepted after the command.")
+              help="The global --tenant, accepted after the command; given on both sides "
+                   "with two values, refused.")
 @click.option("--db", default=None, metavar="PATH",
-              help="The global --db, accepted after the command.")
+              help="The global --db, accepted after the command; given on both sides naming "
+                   "two stores, refused.")
 @json_option("Print what each step did as one JSON object at the end.")
 @click.pass_obj
 def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | None,

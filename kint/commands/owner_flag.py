@@ -45,14 +45,19 @@ def other_owner_hint(obj: Ctx, given: str) -> str:
     """What to do about another owner's `--owner`. `kint connect --owner GIVEN` moves the
     space to that owner only while this machine holds no epoch of the connected owner's
     vault (a connect given a mistyped owner, which started a vault nobody anchored); once
-    it holds one (a watermark, a push journal on its way) connect refuses it, and another
+    it holds one (its mirror's head or watermark past 0, a push journal on its way)
+    connect refuses it, and another
     owner's memory is another tenant's space, so the hint says that instead of sending the
-    user to a connect that refuses (kint.tenant_worker.connect_owner.owner_change)."""
+    user to a connect that refuses (kint.tenant_worker.connect_owner.owner_change). Both
+    ask kint.tenant_worker.owner_bound, so they agree."""
     from kint import spaces
+    from kint.commands.enrolled_contract import seen_on_disk
     from kint.paths import kint_home, space_files
+    from kint.tenant_worker.owner_bound import bound_to_owner
 
-    files = space_files(kint_home(), spaces.resolve(obj.tenant, obj.db).space16)
-    if files["watermark"].exists() or files["pending"].exists():
+    home, space_id = kint_home(), spaces.resolve(obj.tenant, obj.db).space_id
+    if bound_to_owner(lambda: seen_on_disk(home, space_id),
+                      space_files(home, space_id[:16])["pending"]):
         return ("leave --owner out; another owner's memory takes a tenant of its own: "
                 f"`kint --tenant T connect --owner {given}`, then `kint --tenant T ...` "
                 "(this space holds epochs of the connected owner's vault and stays theirs)")

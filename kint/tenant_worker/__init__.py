@@ -18,7 +18,8 @@ and the other spaces' workers keep answering.
   `file_presence`, `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's
   worker on the same store), `rpc_hint`.
 - Keys and connect: `connect` (its steps and files; the data key from the caller's
-  secrets in `connect_key`, the owner and chain in `connect_owner`), `connected`, `dev_owner`, `data_key`, `head_header`,
+  secrets in `connect_key`, the owner and chain in `connect_owner`, whether the space is
+  bound to its owner in `owner_bound`), `connected`, `dev_owner`, `data_key`, `head_header`,
   `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
   `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain),
   `space_chain` (the chain settings `session-key show` and `authorize` read through).

@@ -22,6 +22,7 @@ from kint.protocol.errors import CHECKSUM_HINT
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.owner_bound import bound_to_owner
 from kint.tenant_worker.space import SpaceContext
 
 def checked_owner(args: dict[str, Any]) -> str:
@@ -75,7 +76,7 @@ def owner_change(ctx: SpaceContext, existing: Enrolment | None, owner: str) -> s
     (another owner's memory belongs to another tenant)."""
     if existing is None or existing.owner == owner:
         return None
-    if ctx.seen_here() > 0 or ctx.state.files["pending"].exists():  # or a push on its way
+    if bound_to_owner(ctx.seen_here, ctx.state.files["pending"]):
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"this space is connected to owner {existing.owner}, not {owner}",
                             "another owner's memory takes a tenant of its own: `kint "

@@ -8,6 +8,7 @@ import logging
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
 from kint.custody.vault_cache import CachedKey, cache_data_key, read_cached_key
+from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.space import SpaceContext
@@ -46,6 +47,29 @@ def held_keys(ctx: SpaceContext) -> dict[bytes, bytes]:
     """The data keys this machine holds, by dek_id (an epoch names its key by dek_id)."""
     key = current_data_key(ctx)
     return {dek_id(key): key}
+
+
+def wrapped_for_here(ctx: SpaceContext, wraps: tuple[Wrap, ...]) -> bool:
+    """Whether one of `wraps` (an epoch header's, sealed under a data key this machine does
+    not hold) is under a key-encryption key of this machine's: a tag its enrolment records
+    or its wraps file holds. Then connecting again with that key opens the epoch's data key
+    (a `kint rekey` elsewhere carries the vault's wraps over to the new key, and a vault two
+    machines started each wrap under the same signature's or passphrase's tag); otherwise
+    no connect here does, which is a leaked session key's epoch (06-epochs.md: "a bad epoch
+    with a well-formed header whose wraps none of your keys open"). A wrap byte for byte one
+    of this machine's wraps file holds is no rotation's (a rotation wraps its new key
+    afresh): it wraps the key held here, not the one the header names, so it is a copy of
+    an earlier header's, which a leaked key can put on its epoch. A wraps file that does
+    not read counts for nothing here: the enrolment's tags are the current wraps' too."""
+    enrolment = ctx.enrolment()
+    ours = {t.lower() for t in enrolment.key_tags if isinstance(t, str)} if enrolment else set()
+    try:
+        local = read_wraps(ctx.config.home, ctx.config.space_id)
+    except custody_errors.WrapsFileCorrupt:
+        local = None
+    held = local.wraps if local is not None else ()
+    ours.update(w.tag.hex() for w in held)
+    return any(w.tag.hex() in ours and w not in held for w in wraps)
 
 
 def renew(ctx: SpaceContext, key: bytes) -> None:

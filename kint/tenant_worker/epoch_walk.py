@@ -34,6 +34,7 @@ from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.cold_start import stale
+from kint.tenant_worker.data_key import wrapped_for_here
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import EpochMeta, cache_epoch
 from kint.tenant_worker.walk_history import (epoch_log_retried, unserved_below_head,
@@ -66,6 +67,12 @@ class Fetched:
     # True for an epoch whose header parses and names a data key this machine does not hold:
     # one sealed before a rotation, when a later snapshot opens (pull_plan.split_rotated).
     rotated: bool = False
+    # True when, besides, the header carries a wrap under one of this machine's key tags
+    # (data_key.key_tags_here): the data key moved on elsewhere (a `kint rekey`, a vault two
+    # machines started), and connecting again opens it. False for a header none of them
+    # opens, such as a leaked session key's bad epoch (06-epochs.md, "An epoch nobody can
+    # open"), which no connect opens: the owner's snapshot goes over it instead.
+    rekeyed: bool = False
 
     @property
     def snapshot(self) -> bool:
@@ -112,7 +119,7 @@ def fetch_epoch(ctx: SpaceContext, anchor: Anchor, owner: str, ev: EpochLog,
     if key is None:
         return Fetched(ev, envelope, header, None,
                        "sealed under a data key this machine does not hold (rotated)",
-                       rotated=True)
+                       rotated=True, rekeyed=wrapped_for_here(ctx, header.wraps))
     try:
         opened = open_epoch(envelope, dek=key, owner=owner, space=ctx.config.space_id,
                             seq=ev.seq, prev=ev.prev)

@@ -230,11 +230,15 @@ def _refuse_gap(todo: list[Fetched]) -> None:
     before the first push (v0.3.0's 16-limits.md, "Writers": the second opens nothing
     until it connects again, which adopts the vault in the head epoch). The store moved
     aside would be replaced by none of the chain's rows; connecting again first lets the
-    discard restore them."""
+    discard restore them. Only when the epoch's header carries a wrap under one of this
+    machine's keys (`Fetched.rekeyed`), though: one none of them opens (a leaked session
+    key's, 06-epochs.md) no connect opens either, and the discard goes on as v0.3.0's does,
+    restoring up to it and recording it skipped, after which `kint compact --over-skipped`
+    anchors this machine's store over it."""
     gap = next((f for f in todo if f.opened is None), None)
     if gap is not None and gap.refusal is not None:
         raise gap.refusal
-    if gap is not None and gap.rotated:
+    if gap is not None and gap.rekeyed:
         raise ProtocolError(
             ErrorCode.GAP, f"epoch {gap.log.seq} is sealed under a data key this machine does "
             f"not hold, so the restore would stop there, before the chain's rows from it on; "
@@ -277,7 +281,7 @@ def _apply_epochs(ctx: SpaceContext, mirror: Mirror, todo: list[Fetched],
         if f.opened is None:
             done.gap = [x.log.seq for x in fetched if x.log.seq >= f.log.seq]
             done.unread_gap = f.reason if f.unread else None
-            done.rotated_gap = f.rotated
+            done.rotated_gap = f.rekeyed
             skipped.append(f.entry())
             break
         plaintext = f.opened.plaintext

@@ -148,7 +148,9 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if confirmations is not None:
         chain = replace(chain, confirmations=confirmations)
     anchor = Anchor(chain, ctx.tracker)
-    sender = sender_for(ctx, anchor)
+    # A dry run signs nothing: the session key is loaded only where a push journal needs
+    # settling (settle_journals), and its refusal is a notice (unauthorized_notice).
+    sender = None if dry_run else sender_for(ctx, anchor)
     told = hold_reason in TOLD
     outcome, overtaken = settle_journals(ctx, anchor, enrolment.owner, sender=sender,
                                          rekey=new_key is None, told=told)

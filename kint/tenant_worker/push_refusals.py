@@ -94,13 +94,15 @@ def refuse_gap(mirror: Mirror | None, over: bool) -> None:
 
 def gap_hint(mirror: Mirror) -> str:
     """What to do about the gap the last pull left: pull again (an endpoint's failure heals),
-    or, for an epoch sealed under a data key this machine does not hold, connect again
-    first; and for an epoch that will never open (a leaked session key's), the owner's
-    snapshot over it."""
-    over = "`kint compact --over-skipped` anchors this machine's store over it"
+    and for an epoch that will never open (a leaked session key's), the owner's snapshot
+    over it. For an epoch sealed under a data key another machine's rekey made (its header
+    carries a wrap under one of this machine's keys), connect again first, and nothing
+    else: it opens then, and a snapshot over it from here would seal the memory under the
+    key that rotation retired, a gap for every machine that holds only the new one."""
     if mirror.rotated_gap:
-        return f"{ROTATED_GAP_TODO}; for an epoch that will never open, {over}"
-    return f"run `kint pull` to apply it; for an epoch that will never open, {over}"
+        return ROTATED_GAP_TODO
+    return ("run `kint pull` to apply it; for an epoch that will never open, `kint compact "
+            "--over-skipped` anchors this machine's store over it")
 
 
 def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
@@ -241,7 +243,13 @@ def unauthorized_notice(ctx: SpaceContext, anchor: Anchor, owner: str) -> str | 
     """For `--dry-run`, which sends nothing: the session key's refusal as a line saying a
     push would be refused, not a refusal of the preview. A machine that joined (`kint join`:
     writes off until the owner authorizes its key) can see what its first push would
-    anchor, as docs/commands.md advises before a push that may anchor deletions."""
+    anchor, as docs/commands.md advises before a push that may anchor deletions. So can
+    one whose session key does not load (none made yet, another local passphrase, a
+    keystore that does not read): v0.3.0's dry run returned before loading it."""
+    try:
+        ctx.session_account()
+    except ProtocolError as err:  # the custody refusal: NO_SESSION_KEY, CORRUPT_STATE
+        return f"kint: a push would be refused: {err.message}; {err.hint}"
     try:
         refuse_unauthorized(ctx, anchor, owner)
     except ProtocolError as err:

@@ -67,13 +67,14 @@ NEVER_SENT_AGAIN = ("epoch {seq} was signed to be sent again but never sent (no 
 REANCHOR_WORDS = SendWords(spent=SENT_AGAIN, never_sent=NEVER_SENT_AGAIN, may_land=SENT_AGAIN)
 
 
-def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
+def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender | None, owner: str,
              key: bytes, head: Head, mirror: Mirror | None,
              dry_run: bool = False) -> list[dict[str, Any]]:
     """Send again, in order, the epochs above `head` that this machine holds (a
     reorganisation dropped them), or refuse saying why they cannot be. Returns one line per
     epoch (what `push` reports of an epoch), none when the chain lost nothing; with
-    `dry_run`, the epochs that would be sent, nothing sent."""
+    `dry_run`, the epochs that would be sent, nothing sent (and no `sender`, the session
+    key a dry run does not load)."""
     if mirror is None or head.seq >= mirror.head.seq:
         if not dry_run:
             settle_head_block(ctx, anchor, owner, head)
@@ -95,6 +96,7 @@ def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: st
                 "seq %d this machine anchored at block %d: re-anchoring epoch(s) %s",
                 ctx.config.space16, at, head.seq, mirror.head.seq, mirror.head.block,
                 [meta.seq for meta, _ in lost])
+    assert sender is not None  # only a dry run comes without one
     return [_send_again(ctx, anchor, sender, owner, meta, envelope) for meta, envelope in lost]
 
 
