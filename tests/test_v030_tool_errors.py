@@ -45,3 +45,27 @@ def test_the_endpoints_the_human_must_change_stop_the_agent():
         KintError(ErrorCode.STALE_RPC.value, "a reorganisation dropped epoch 2", REORG_HINT),
         lambda: True))
     assert lost.hint == f"stop and tell the human: {REORG_HINT}", lost.hint
+
+
+def test_no_session_key_file_has_the_agent_make_one_and_hand_the_rest_to_the_human():
+    """Without a key file there is no passphrase to check: the worker's refusal (kint.custody's
+    SessionKeyMissing, as the worker turns it into a reply) gives the one step, and the agent
+    is told which part of it is its own (14-agents.md: it may run `kint session-key create`)
+    and which the owner's."""
+    from pathlib import Path
+
+    from kint.custody.errors import SessionKeyMissing
+    from kint.protocol.errors import SESSION_KEY_MISSING_HINT
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    err = as_protocol_error(SessionKeyMissing(Path("/home/u/.kint/session.key")))
+    assert (err.code, err.hint) == (ErrorCode.NO_SESSION_KEY, SESSION_KEY_MISSING_HINT)
+    assert "KINT_SESSION_PASSPHRASE" not in err.hint
+    mapped = agent_error("memory_push", push_error(
+        KintError(err.code.value, err.message, err.hint), lambda: True))
+    assert mapped.code == "KeyError_"
+    assert mapped.hint.startswith("this machine has no session key: run `kint session-key "
+                                  "create`"), mapped.hint
+    assert "stop and tell the human: the owner authorizes that address" in mapped.hint
+    assert mapped.hint.endswith("call memory_push again"), mapped.hint
+

@@ -16,7 +16,8 @@ from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavai
 from kint.front_closed import STOPPING_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
-                                  REORG_HINT, SPACE_RPC_HINT, UNSETTLED_THEN, ErrorCode,
+                                  REORG_HINT, SESSION_KEY_MISSING_HINT, SPACE_RPC_HINT,
+                                  UNSETTLED_THEN, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -89,6 +90,12 @@ _AGENT_HINTS = {
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
     SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
                     f"human to {SPACE_RPC_HINT}",
+    # 14-agents.md, "What you can do for the user": the agent may make the key; authorizing
+    # and funding it are the owner's.
+    SESSION_KEY_MISSING_HINT: "this machine has no session key: run `kint session-key create` "
+                              "(it prints the new address), then stop and tell the human: the "
+                              "owner authorizes that address (`kint authorize`) and funds it "
+                              "with a little ETH; after that, call {tool} again",
 }
 # An interrupted push's journal kept while the chain could not be read: memory_pull settles
 # it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
