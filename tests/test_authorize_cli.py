@@ -23,6 +23,7 @@ from conftest import TENANT, kint_loading, make_sandbox
 from machines_together import side_by_side
 from table_runs import running_ahead
 from kint.protocol import ErrorCode
+from kint.protocol.errors import SESSION_KEY_MISSING_HINT
 from kint.spaces import space_id
 
 DAY = 86400
@@ -382,6 +383,11 @@ def test_a_refused_command_line_loads_no_web3(tmp_path):
         for argv, said in cases:
             out, loaded = ahead.outcome(" ".join(argv))
             refused(out, said)
+            if said.startswith("no session key"):
+                # No key file: no passphrase to check (KINT_SESSION_PASSPHRASE's words are
+                # for a key file that does not open), the one step is to make a key.
+                assert out.stderr.rstrip("\n").split("\n")[-1] == \
+                    f"hint: {SESSION_KEY_MISSING_HINT}", out.stderr
             assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
             assert "kint.commands.authorize" in loaded  # the list is real
 

@@ -51,7 +51,8 @@ def closed_store(tmp_path, monkeypatch):
 
 def test_the_read_only_connection_says_the_store_is_closed_to_this_user(closed_store):
     with pytest.raises(ProtocolError) as raised:
-        closed_store.ro_connection()
+        with closed_store.reading():
+            pass
     assert raised.value.code == ErrorCode.SIBYL_ERROR, raised.value
     assert "cannot be opened by this user" in raised.value.message
     assert raised.value.hint == store_denied.DENIED_HINT

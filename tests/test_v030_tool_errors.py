@@ -45,3 +45,52 @@ def test_the_endpoints_the_human_must_change_stop_the_agent():
         KintError(ErrorCode.STALE_RPC.value, "a reorganisation dropped epoch 2", REORG_HINT),
         lambda: True))
     assert lost.hint == f"stop and tell the human: {REORG_HINT}", lost.hint
+
+
+def test_no_session_key_file_has_the_agent_make_one_and_hand_the_rest_to_the_human():
+    """Without a key file there is no passphrase to check: the worker's refusal (kint.custody's
+    SessionKeyMissing, as the worker turns it into a reply) gives the one step, and the agent
+    is told which part of it is its own (14-agents.md: it may run `kint session-key create`)
+    and which the owner's."""
+    from pathlib import Path
+
+    from kint.custody.errors import SessionKeyMissing
+    from kint.protocol.errors import SESSION_KEY_MISSING_HINT
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    err = as_protocol_error(SessionKeyMissing(Path("/home/u/.kint/session.key")))
+    assert (err.code, err.hint) == (ErrorCode.NO_SESSION_KEY, SESSION_KEY_MISSING_HINT)
+    assert "KINT_SESSION_PASSPHRASE" not in err.hint
+    mapped = agent_error("memory_push", push_error(
+        KintError(err.code.value, err.message, err.hint), lambda: True))
+    assert mapped.code == "KeyError_"
+    assert mapped.hint.startswith("this machine has no session key: run `kint session-key "
+                                  "create`"), mapped.hint
+    assert "stop and tell the human: the owner authorizes that address" in mapped.hint
+    assert mapped.hint.endswith("call memory_push again"), mapped.hint
+
+
+def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
+    """14-agents.md, "Anti-patterns to avoid": an agent never runs `kint compact
+    --over-skipped` (nor rekey's), and never discards the store without the human. The
+    worker's hints for a terminal that name one (push's GAP hint, as the worker writes it
+    for a gap that heals and for a rotated key; a header no kint reads; a store that
+    cannot be read) reach the agent as the human's step, whole, never as its own next
+    call. The translation is kint-server's, in process; the hints are the worker's own."""
+    from types import SimpleNamespace
+
+    from kint.tenant_worker.head_header import NO_KINT_HEADER_HINT
+    from kint.tenant_worker.push_refusals import gap_hint
+
+    unreadable = ("check the store file (kint only reads it); `kint pull --discard-local` "
+                  "moves it aside and restores the anchored values")
+    for code, hint in (("GAP", gap_hint(SimpleNamespace(rotated_gap=False))),
+                       ("GAP", gap_hint(SimpleNamespace(rotated_gap=True))),
+                       ("RPC_UNAVAILABLE", NO_KINT_HEADER_HINT),
+                       ("INTERNAL", unreadable)):
+        mapped = agent_error("memory_push", push_error(
+            KintError(code, "refused", f"{hint}\nkint: a notice"), lambda: True))
+        assert mapped.hint == f"stop and tell the human: {hint}\nkint: a notice", mapped.hint
+    # One already in the agent's words is left as it is.
+    said = "stop and ask the human: close it, then call memory_pull with discard_local again"
+    assert agent_error("memory_pull", KintError("BUSY", "held", said)).hint == said

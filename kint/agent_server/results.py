@@ -16,7 +16,8 @@ from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavai
 from kint.front_closed import STOPPING_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
-                                  REORG_HINT, SPACE_RPC_HINT, UNSETTLED_THEN, ErrorCode,
+                                  REORG_HINT, SESSION_KEY_MISSING_HINT, SPACE_RPC_HINT,
+                                  UNSETTLED_THEN, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -89,6 +90,12 @@ _AGENT_HINTS = {
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
     SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
                     f"human to {SPACE_RPC_HINT}",
+    # 14-agents.md, "What you can do for the user": the agent may make the key; authorizing
+    # and funding it are the owner's.
+    SESSION_KEY_MISSING_HINT: "this machine has no session key: run `kint session-key create` "
+                              "(it prints the new address), then stop and tell the human: the "
+                              "owner authorizes that address (`kint authorize`) and funds it "
+                              "with a little ETH; after that, call {tool} again",
 }
 # An interrupted push's journal kept while the chain could not be read: memory_pull settles
 # it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
@@ -106,6 +113,18 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
                                   ErrorCode.INTERNAL)})
 
 
+# Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
+# anchoring over an epoch that will never open, moving the store aside, rotating the data
+# key. A hint the worker wrote for a terminal that names one of them (push's GAP hint, a
+# header no kint reads, a store that cannot be read) is the human's to act on, whatever
+# else it says: the agent is told to stop and hand it over, never to run it.
+HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey")
+
+
+def _human_only(said: str) -> bool:
+    return any(step in said for step in HUMAN_ONLY_STEPS)
+
+
 def agent_error(tool: str, err: KintError) -> KintError:
     """`err` with its generic hint in an agent's words (its next call); any other as it is.
     The lines about settings of the call that ride under a hint stay under it."""
@@ -114,11 +133,12 @@ def agent_error(tool: str, err: KintError) -> KintError:
     if hint is None and said and said.endswith(UNSETTLED_THEN):
         check = said.removesuffix(UNSETTLED_THEN).replace("{", "{{").replace("}", "}}")
         hint = UNSETTLED_FOR_AGENT.format(check=check)
-    if hint is None and said and not said.startswith("stop and ") and err.code in (
-            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value):
+    if hint is None and said and not said.startswith("stop and ") and (err.code in (
+            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said)):
         # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
         # store or the account (`Run sibyl init in a terminal`, a store's permissions):
-        # kint-server cannot put either right, and the hint says what the human does.
+        # kint-server cannot put either right, and the hint says what the human does. So
+        # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS).
         hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
     if hint is None:
         return err

@@ -87,6 +87,8 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.GAP: "run `kint pull` again",
     ErrorCode.NOT_CONNECTED: "run `kint connect` first",
     ErrorCode.NO_DATA_KEY: NOTHING_DROPPED,
+    # Said where kint cannot tell which is missing (the key file, or the local passphrase
+    # that opens it); a refusal that knows there is no file says SESSION_KEY_MISSING_HINT.
     ErrorCode.NO_SESSION_KEY: "run `kint session-key create` (or check KINT_SESSION_PASSPHRASE: the "
     "session key is sealed under the local passphrase it was made with)",
     ErrorCode.WRONG_KEY: "the key given does not open this vault; nothing was changed",
@@ -108,6 +110,14 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.INTERNAL: "this is a bug in kint; the supervisor log has the details",
 }
 
+
+# NO_SESSION_KEY where there is no session key file at all (kint.custody's SessionKeyMissing):
+# no passphrase can open a file that is not there, so the default's "or check
+# KINT_SESSION_PASSPHRASE" does not apply; the one step is to make a key. Named here, as the
+# hints below, so that kint-server tells an agent whose step it is.
+SESSION_KEY_MISSING_HINT = ("`kint session-key create` makes one and prints its address, "
+                            "which the owner then authorizes (`kint authorize`) and funds "
+                            "with a little ETH")
 
 # Hints the worker gives for what only the human can change about the chain endpoint, named
 # here so that kint-server (which never imports the worker) tells an agent to stop and say

@@ -13,10 +13,11 @@ and the other spaces' workers keep answering.
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `drift` and `push_backoff` (the
   store watcher, its hold and its wait after a failure).
-- Reading: `store`, `verify`, `history`, `cache_check`, `provenance`, `changes`,
-  `unanchored`, `chain_head`, `behind_head`, `doctor`, `doctor_chain`, `disk_space`,
-  `file_presence`, `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's
-  worker on the same store), `rpc_hint`.
+- Reading: `store`, `store_readers` (the worker's read-only connections), `verify`,
+  `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,
+  `behind_head`, `doctor`, `doctor_chain`, `disk_space`, `file_presence`,
+  `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's worker on the
+  same store), `rpc_hint`.
 - Keys and connect: `connect` (its steps and files; the data key from the caller's
   secrets in `connect_key`, the owner and chain in `connect_owner`, whether the space is
   bound to its owner in `owner_bound`), `connected`, `dev_owner`, `data_key`, `head_header`,

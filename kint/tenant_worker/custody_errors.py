@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kint.custody import errors as e
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import RECOVERY_CODE_HINT
+from kint.protocol.errors import RECOVERY_CODE_HINT, SESSION_KEY_MISSING_HINT
 
 _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.SessionKeyMissing, ErrorCode.NO_SESSION_KEY),
@@ -59,6 +59,8 @@ def as_protocol_error(err: e.CustodyError) -> ProtocolError:
         return ProtocolError(ErrorCode.BAD_REQUEST, str(err), RECOVERY_CODE_HINT)
     if isinstance(err, e.BadDeriveSignature):  # cut short or mangled on its way over
         return ProtocolError(ErrorCode.BAD_REQUEST, str(err), SIGNATURE_HINT)
+    if isinstance(err, e.SessionKeyMissing):  # no file: no passphrase to check
+        return ProtocolError(ErrorCode.NO_SESSION_KEY, str(err), SESSION_KEY_MISSING_HINT)
     if isinstance(err, e.SessionKeyLocked):
         return ProtocolError(ErrorCode.NO_SESSION_KEY, str(err), SESSION_KEY_LOCKED_HINT)
     if isinstance(err, e.SessionKeyCorrupt):

@@ -77,7 +77,9 @@ def refuse_if_held(ctx: SpaceContext) -> None:
     One Sibyl store holds many tenants, so kint's own worker for another space on it (a
     sibling: forked by the same forkserver) may be the holder: it keeps its read-only
     connection between ops for as long as it runs. The refusal names it as such, with the way
-    to stop it, rather than send the user looking for an agent that is not there."""
+    to stop it, rather than send the user looking for an agent that is not there. This
+    worker's own connections are closed first (those no op is reading through), so the
+    checkpoint before the move removes the -wal and -shm (fold_wal)."""
     from kint.tenant_worker.store_holders import describe, other_holders, same_parent
 
     ctx.reset_client()

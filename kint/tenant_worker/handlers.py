@@ -120,7 +120,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         split = {"changed": len(local.rows), "deleted": len(local.deleted)}
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
-        hold = ctx.drift.evaluate(ctx.ro_connection(), ctx.config.tenant, mirror, "status")
+        with ctx.reading() as conn:
+            hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status")
         held = hold.to_json() if hold is not None else None
     from kint.tenant_worker import settled_notice
     from kint.tenant_worker.lost_restore import in_progress
@@ -214,10 +215,10 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     # The store file as it is after the head's read (which may wait on the RPC), looked at
     # once for both: the client and the connection are each checked against it.
     store = store_file_id(ctx.config.db)
-    return run_verify(client=ctx.client(store), conn=ctx.ro_connection(store),
-                      tenant=ctx.config.tenant,
-                      state=ctx.state, query=args["query"], limit=args.get("limit") or 5,
-                      head=head, write_refusal=args.get("write", True) is not False)
+    with ctx.reading(store) as conn:
+        return run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
+                          state=ctx.state, query=args["query"], limit=args.get("limit") or 5,
+                          head=head, write_refusal=args.get("write", True) is not False)
 
 
 def _cache_reader(ctx: SpaceContext) -> Any:

@@ -87,6 +87,13 @@ class LocalState:
             "other tenants share, remove those rows through Sibyl and `kint pull` again)")
 
 
+def _archived(ctx: SpaceContext) -> set[tuple[str, str]]:
+    """The store's archived entities (store.archived_entities), read through this thread's
+    connection."""
+    with ctx.reading() as conn:
+        return archived_entities(conn, ctx.config.tenant)
+
+
 def local_state(ctx: SpaceContext, head: Head, discard: bool) -> LocalState:
     """The fork step: refuses FORK (or, discarding, a store it may not move), else says
     what the pull starts from. Saves an empty mirror only for a machine that never pulled."""
@@ -97,7 +104,7 @@ def local_state(ctx: SpaceContext, head: Head, discard: bool) -> LocalState:
         sibyl_takes_writes()
         return LocalState(unsaved_empty_mirror(state), from_first=True)
     rows = ctx.store_rows()  # None: the store does not exist
-    if store_lost(mirror, rows, lambda: archived_entities(ctx.ro_connection(), cfg.tenant)):
+    if store_lost(mirror, rows, lambda: _archived(ctx)):
         assert mirror is not None
         present = {r.canonical_id: r for r in rows or []}  # never anchored: kept as they are
         log.warning("pull: %s; restoring them from the first epoch",

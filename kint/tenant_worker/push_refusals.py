@@ -118,7 +118,8 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
     elif hold_reason is not None:
         from kint.tenant_worker.drift import hold_error
 
-        hold = ctx.drift.evaluate(ctx.ro_connection(), cfg.tenant, mirror, hold_reason)
+        with ctx.reading() as conn:
+            hold = ctx.drift.evaluate(conn, cfg.tenant, mirror, hold_reason)
         if hold is not None:
             raise hold_error(hold)
     return rows

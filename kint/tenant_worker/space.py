@@ -9,12 +9,14 @@ identity, and the new key unlocked on its next use).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kint import settings
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
@@ -34,7 +36,10 @@ from kint.tenant_worker.enrolment import Enrolment, load_enrolment
 from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader, sqlite_code
+from kint.tenant_worker.store_readers import StoreReaders
 from kint.tenant_worker.unanchored import UnanchoredTally
+
+log = logging.getLogger("kint.worker")
 
 WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES",
                     "KINT_PUSH_RETRY_SECONDS")
@@ -94,7 +99,8 @@ class SpaceContext:
     # The store file (device, inode) the client was built on.
     _client_store: tuple[int, int] | None = None
     _client_lock: threading.Lock = field(default_factory=threading.Lock)
-    _local: threading.local = field(default_factory=threading.local)
+    # Every thread's read-only connection to the store (`reading`).
+    readers: StoreReaders = field(init=False)
     _session: Any = None
     # The keystore file `_session` was unlocked from, by its signature.
     _session_file: FileSignature | None = None
@@ -102,6 +108,9 @@ class SpaceContext:
     # Verify's head reads: one Anchor per chain configuration (endpoints, contract, head
     # budget), kept so its HTTP connections are reused from one verify to the next.
     _head_anchor: tuple[Any, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.readers = StoreReaders(self._connect_ro)
 
     @property
     def verify_head_seconds(self) -> float:
@@ -137,28 +146,29 @@ class SpaceContext:
             return self._client
 
     def reset_client(self) -> None:
-        """Close the client (a pull that moved the store aside builds a new one)."""
+        """Close the client and every read-only connection no thread is reading through
+        (a pull that moves the store aside; it builds a new client after)."""
         with self._client_lock:
             close_client(self._client)
             self._client = None
-        held = getattr(self._local, "conn", None)
-        if held is not None:
-            held[0].close()
-            self._local.conn = None
+        busy = self.readers.close_idle()
+        if busy:
+            log.info("space %s: %d read-only connection(s) to the store are in use by "
+                     "other ops and stay open", self.config.space16, busy)
 
-    def ro_connection(self, store: tuple[int, int] | None = None) -> sqlite3.Connection:
-        """This thread's read-only connection to the store, reopened when the store file
-        was replaced (a pull with --discard-local moves it aside). `store` as for
-        `client`. One this user may not open is said as that (kint.store_denied), as
-        `store_rows` says it, never as a fault in kint."""
-        store = store or store_file_id(self.config.db)
-        held = getattr(self._local, "conn", None)
-        if held is not None and held[1] == store:
-            return held[0]
-        if held is not None:
-            held[0].close()
+    @contextmanager
+    def reading(self, store: tuple[int, int] | None = None) -> Iterator[sqlite3.Connection]:
+        """This thread's read-only connection to the store (kint.tenant_worker.store_readers),
+        reopened when the store file was replaced (a pull with --discard-local moves it
+        aside), for the block's length. `store` as for `client`. One this user may not open
+        is said as that (kint.store_denied), as `store_rows` says it, never as a fault in
+        kint."""
+        with self.readers.reading(store or store_file_id(self.config.db)) as conn:
+            yield conn
+
+    def _connect_ro(self) -> sqlite3.Connection:
         try:
-            conn = connect_ro(self.config.db)
+            return connect_ro(self.config.db)
         except sqlite3.Error as err:
             db = self.config.db
             denied = denied_reason(db, err)
@@ -167,8 +177,6 @@ class SpaceContext:
                                     DENIED_HINT) from None
             raise ProtocolError(ErrorCode.INTERNAL, f"store {db} cannot be opened: "
                                 f"{err}{sqlite_code(err)}") from None
-        self._local.conn = (conn, store)
-        return conn
 
     def store_rows(self) -> list[Row] | None:
         """The store's rows, read through this thread's read-only connection, or None when
@@ -182,7 +190,8 @@ class SpaceContext:
             raise ProtocolError(ErrorCode.SIBYL_ERROR, denied_message(db, denied), DENIED_HINT)
         if not os.path.exists(db):
             return None
-        return export_rows(self.ro_connection(), self.config.tenant)
+        with self.reading() as conn:
+            return export_rows(conn, self.config.tenant)
 
     # -- chain and keys ----------------------------------------------------------------
 

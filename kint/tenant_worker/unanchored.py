@@ -103,7 +103,8 @@ def count_unanchored(ctx: "SpaceContext", mirror: Mirror | None) -> StoreCount:
     from kint.tenant_worker.changes import diff
 
     before = counting_from(ctx.config.db)
-    changes = diff(mirror, export_rows(ctx.ro_connection(), ctx.config.tenant))
+    with ctx.reading() as conn:
+        changes = diff(mirror, export_rows(conn, ctx.config.tenant))
     half, local = half_done(ctx.state, mirror, changes)
     note_count(ctx, before, mirror, len(local))
     return StoreCount(changes, half, local)
