@@ -1,0 +1,121 @@
+"""A stop reaches only the supervisor it was meant for, and a stop's own failure is said
+as such: review27g's findings on fix27d.
+
+- `sup.stop` names the supervisor's pid: another one refuses it (a stop queued for a
+  supervisor whose door had closed for its own stop was delivered to the next one);
+- a request on a socket made with no socket file there (the door closed) is refused
+  before it is sent, and a socket whose request no supervisor took is closed, so the
+  next supervisor to bind never gets it;
+
+Real supervisors throughout; the doors closed at one exact moment are closed by the test
+(tests/support/closed_by_hand.py), the supervisor held, as its stop closes them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import make_sandbox, pid_alive
+from kint.client import KintError
+from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
+from kint.paths import socket_dir
+from kint.supervisor.pidlock import running_pid
+from support.closed_by_hand import close_by_hand
+
+# How long a supervisor started after the stop is watched for a late stop: ZeroMQ
+# reconnects a kept socket within 100 ms of the bind, and delivers what it queued then.
+WATCH_S = 2.0
+
+
+def _still_serving(sb, pid: int) -> None:
+    time.sleep(WATCH_S)
+    assert pid_alive(pid) and running_pid(sb.kint_home) == pid, "the supervisor stopped"
+    with sb.client() as client:
+        assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+
+
+def test_a_stop_meant_for_another_supervisor_is_refused(tmp_path):
+    """Before, `sup.stop` named nobody: whichever supervisor read it stopped. One without
+    a pid (an older client's) still stops it."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        with sb.client() as client, pytest.raises(KintError) as refused:
+            client.call("sup.stop", args={"pid": pid + 1}, timeout_s=10)
+        err = refused.value
+        assert err.code == "BAD_REQUEST", err
+        assert f"meant for the supervisor pid {pid + 1}" in err.message, err
+        assert f"(pid {pid}) keeps running" in err.message, err
+        _still_serving(sb, pid)
+        with sb.client() as client:
+            client.call("sup.stop", timeout_s=60)
+        sb.wait_for(lambda: not pid_alive(pid), what="stopped by a stop naming nobody")
+    finally:
+        sb.shutdown()
+
+
+def test_a_stop_sent_while_the_door_was_closed_never_stops_the_next_supervisor(tmp_path):
+    """/tmp/review27g/demo_queued_stop.py: a `sup.stop` on a socket made while A's door was
+    closed for its stop, A gone a moment later, B started. Before, the stop was queued on
+    a socket that connected to no file, the call said A "exited before answering" and
+    kept it, and B, once bound, got it and stopped."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid_a = sb.start()
+        folder = socket_dir(sb.kint_home)
+        os.kill(pid_a, signal.SIGSTOP)
+        now = time.time()
+        close_by_hand(folder, FrontClosed(pid_a, 30, 1024, 1, now, now - 5, True))
+        client = sb.client()
+        result: dict = {}
+
+        def stop() -> None:
+            try:
+                result["ok"] = client.call("sup.stop", timeout_s=60)
+            except KintError as err:
+                result["err"] = err
+
+        caller = threading.Thread(target=stop)
+        caller.start()
+        time.sleep(0.2)
+        # A's stop ends (idle: in milliseconds): its exit, and what it left goes with it.
+        os.kill(pid_a, signal.SIGKILL)
+        sb.wait_for(lambda: not pid_alive(pid_a), what="A gone")
+        (folder / CLOSED_SOCKET).unlink(missing_ok=True)
+        (folder / NOTE).unlink(missing_ok=True)
+        caller.join(timeout=90)
+        err = result.get("err")
+        assert isinstance(err, KintError), result
+        assert "is stopping" in err.message and "(sup.stop was not sent)" in err.message, err
+        pid_b = sb.start()
+        try:
+            _still_serving(sb, pid_b)
+        finally:
+            client.close()
+    finally:
+        sb.shutdown()
+
+
+def test_a_request_no_supervisor_took_never_reaches_the_next_one(tmp_path):
+    """A kept socket, its supervisor stopped since: a `sup.stop` on it is refused (no
+    supervisor is running) within a second. Before, the socket was kept with the stop
+    queued on it, and the next supervisor to bind got it and stopped."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid_a = sb.start()
+        with sb.client() as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid_a
+            out = sb.kint("supervisor", "stop")
+            assert out.returncode == 0, out.stdout + out.stderr
+            with pytest.raises(KintError) as refused:
+                client.call("sup.stop", timeout_s=60)
+            assert "no supervisor is running" in refused.value.message, refused.value
+            pid_b = sb.start()
+            _still_serving(sb, pid_b)
+    finally:
+        sb.shutdown()
