@@ -6,6 +6,8 @@ as such: review27g's findings on fix27d.
 - a request on a socket made with no socket file there (the door closed) is refused
   before it is sent, and a socket whose request no supervisor took is closed, so the
   next supervisor to bind never gets it;
+- `kint supervisor stop` whose own `sup.stop` fails (the supervisor held mid-stop) says
+  so, where it was taken for another stop's doing (SIGTERM, 70 s more).
 
 Real supervisors throughout; the doors closed at one exact moment are closed by the test
 (tests/support/closed_by_hand.py), the supervisor held, as its stop closes them.
@@ -15,17 +17,19 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
-from conftest import make_sandbox, pid_alive
+from conftest import SUPPORT, make_sandbox, pid_alive
 from kint.client import KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
 from kint.paths import socket_dir
 from kint.supervisor.pidlock import running_pid
-from support.closed_by_hand import close_by_hand
+from support.closed_by_hand import close_by_hand, open_by_hand
 
 # How long a supervisor started after the stop is watched for a late stop: ZeroMQ
 # reconnects a kept socket within 100 ms of the bind, and delivers what it queued then.
@@ -118,4 +122,39 @@ def test_a_request_no_supervisor_took_never_reaches_the_next_one(tmp_path):
             pid_b = sb.start()
             _still_serving(sb, pid_b)
     finally:
+        sb.shutdown()
+
+
+def _pending_signals(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("ShdPnd:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def test_a_stop_whose_own_call_fails_says_so(tmp_path):
+    """`kint supervisor stop` whose own `sup.stop` reached the supervisor as it was held
+    mid-stop (tests/support/stop_held_mid_stop.py): refused, saying the supervisor is
+    stopped and holds the stop. Before, that was taken for another stop begun meanwhile:
+    it was sent SIGTERM and waited for up to 70 s more (130 s in all for a stop that took
+    too long, where docs/commands.md says 70 s)."""
+    sb = make_sandbox(tmp_path)
+    folder = socket_dir(sb.kint_home)
+    pid = None
+    try:
+        pid = sb.start()
+        out = subprocess.run([sys.executable, str(SUPPORT / "stop_held_mid_stop.py")],
+                             env={**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1"},
+                             text=True, capture_output=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"pid {pid}" in out.stderr and "it holds sup.stop" in out.stderr, out.stderr
+        assert not _pending_signals(pid) & (1 << (signal.SIGTERM - 1)), "sent SIGTERM"
+    finally:
+        open_by_hand(folder)
+        if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGCONT)
+            # Continued, it reads the stop it holds (its own pid) and stops.
+            sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the stop it held")
         sb.shutdown()

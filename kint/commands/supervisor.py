@@ -104,7 +104,12 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
             if not meanwhile:
                 _ask_stop(client, pid)
         except KintError as err:
-            meanwhile = _stopping_meanwhile(home, pid)
+            # Another stop's doing only when this one's sup.stop never went out (its door
+            # turned it away) or the supervisor is gone or replaced: its own call's
+            # failure (no answer in a minute, a supervisor stopped mid-stop) is said as
+            # before, not followed by SIGTERM and a wait of 70 s more.
+            meanwhile = _gone_or_replaced(home, pid) or (
+                "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
             if not meanwhile:
                 fail(err, obj.debug)
         if meanwhile:
