@@ -125,6 +125,48 @@ def test_a_request_no_supervisor_took_never_reaches_the_next_one(tmp_path):
         sb.shutdown()
 
 
+def test_a_request_on_a_socket_connected_as_the_door_closed_is_served(tmp_path):
+    """The socket file is looked at before the connect: here it was there, the connect
+    made, and the door closed for the stop just after (the supervisor held meanwhile, the
+    door closed by the test at that one moment, from a wrapper around the connect). The
+    request reached the supervisor and is answered once it runs. Before (review27g 3),
+    the file was looked at after the connect, found gone, and the request that reached it
+    was refused "(sup.ping was not sent)"."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        folder = socket_dir(sb.kint_home)
+        with sb.client() as client:
+            connect = client._connect
+
+            def connect_then_the_door_closes():
+                sock = connect()
+                time.sleep(0.3)  # ZeroMQ connects in its own thread
+                os.kill(pid, signal.SIGSTOP)
+                now = time.time()
+                close_by_hand(folder, FrontClosed(pid, 30, 1024, 1, now, now - 5, True))
+                return sock
+
+            client._connect = connect_then_the_door_closes  # type: ignore[method-assign]
+            result: dict = {}
+
+            def ping() -> None:
+                try:
+                    result["ok"] = client.call("sup.ping", timeout_s=30)
+                except KintError as err:
+                    result["err"] = err
+
+            caller = threading.Thread(target=ping)
+            caller.start()
+            time.sleep(2.0)  # past the call's first liveness look (a second)
+            open_by_hand(folder)
+            os.kill(pid, signal.SIGCONT)
+            caller.join(timeout=60)
+            assert result.get("ok", {}).get("pid") == pid, result
+    finally:
+        sb.shutdown()
+
+
 def _pending_signals(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:
         for line in status:
