@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -30,6 +29,7 @@ from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
 from kint.paths import socket_dir
 from kint.supervisor.pidlock import running_pid
 from support.closed_by_hand import close_by_hand, open_by_hand
+from support.limited_box import in_thread
 
 # How long a supervisor started after the stop is watched for a late stop: ZeroMQ
 # reconnects a kept socket within 100 ms of the bind, and delivers what it queued then.
@@ -76,16 +76,7 @@ def test_a_stop_sent_while_the_door_was_closed_never_stops_the_next_supervisor(t
         now = time.time()
         close_by_hand(folder, FrontClosed(pid_a, 30, 1024, 1, now, now - 5, True))
         client = sb.client()
-        result: dict = {}
-
-        def stop() -> None:
-            try:
-                result["ok"] = client.call("sup.stop", timeout_s=60)
-            except KintError as err:
-                result["err"] = err
-
-        caller = threading.Thread(target=stop)
-        caller.start()
+        caller, result = in_thread(lambda: client.call("sup.stop", timeout_s=60))
         time.sleep(0.2)
         # A's stop ends (idle: in milliseconds): its exit, and what it left goes with it.
         os.kill(pid_a, signal.SIGKILL)
@@ -93,7 +84,7 @@ def test_a_stop_sent_while_the_door_was_closed_never_stops_the_next_supervisor(t
         (folder / CLOSED_SOCKET).unlink(missing_ok=True)
         (folder / NOTE).unlink(missing_ok=True)
         caller.join(timeout=90)
-        err = result.get("err")
+        err = result.get("error")
         assert isinstance(err, KintError), result
         assert "is stopping" in err.message and "(sup.stop was not sent)" in err.message, err
         pid_b = sb.start()
@@ -148,21 +139,12 @@ def test_a_request_on_a_socket_connected_as_the_door_closed_is_served(tmp_path):
                 return sock
 
             client._connect = connect_then_the_door_closes  # type: ignore[method-assign]
-            result: dict = {}
-
-            def ping() -> None:
-                try:
-                    result["ok"] = client.call("sup.ping", timeout_s=30)
-                except KintError as err:
-                    result["err"] = err
-
-            caller = threading.Thread(target=ping)
-            caller.start()
+            caller, result = in_thread(lambda: client.call("sup.ping", timeout_s=30))
             time.sleep(2.0)  # past the call's first liveness look (a second)
             open_by_hand(folder)
             os.kill(pid, signal.SIGCONT)
             caller.join(timeout=60)
-            assert result.get("ok", {}).get("pid") == pid, result
+            assert result.get("answer", {}).get("pid") == pid, result
     finally:
         sb.shutdown()
 
