@@ -54,6 +54,7 @@ _send = zmq.backend.Socket.send
 # The hints of the two ways a supervisor fails a call it was sent: it never answered, or
 # it exited first. Named, so that kint-server can say them in an agent's words.
 NO_ANSWER_HINT = "see `kint supervisor status` and the supervisor log"
+NO_SUPERVISOR_HINT = "run `kint supervisor start`, or any command that starts one"
 EXITED_HINT = ("run the command again (it starts a new supervisor); the supervisor log "
                "says why it exited")
 
@@ -204,11 +205,18 @@ class Client:
     def _socket(self) -> zmq.Socket:
         if self._sock is None:
             folder = socket_dir(self.home)
+            front = folder / FRONT_SOCKET
+            # Looked at before the connect: a file there then may yet go before the
+            # connect (the request then said to have maybe reached it), where one looked at
+            # after could have been reached and moved aside since ("not sent" said of a
+            # request delivered).
+            serving = self._holder.pid()
+            stamp = (moment(), serving) if os.path.exists(front) else None
             self._sock = self._connect()
             self._rcvtimeo = None  # a new socket: no receive timeout set yet
-            self._connected = (str(folder), str(folder / FRONT_SOCKET))
+            self._connected = (str(folder), str(front))
             self._front = None
-            self._stamp(self._holder.pid())
+            self._connected_at = stamp
         return self._sock
 
     def _stamp(self, serving: int | None) -> None:
@@ -216,6 +224,21 @@ class Client:
         sent) while its socket file was there: a stat, once a socket or once a supervisor."""
         there = self._connected is not None and os.path.exists(self._connected[1])
         self._connected_at = (moment(), serving) if there else None
+
+    def _refuse_if_no_file(self, serving: int | None, op: str) -> None:
+        """Before `op` goes out on a socket just made with no socket file to connect to:
+        ZeroMQ would queue it and deliver it to whichever supervisor binds there next (a
+        `sup.stop` meant for the one whose door closed for its stop would stop the next).
+        Refused now, nothing sent, where the door is closed or no supervisor runs; a
+        supervisor holding the home that has not bound yet (still starting) gets it once
+        it binds, as before."""
+        if self._connected_at is not None:
+            return
+        self._refuse_if_closed(serving, op, sent=False)
+        if serving is None:
+            self._drop_socket()
+            raise SupervisorUnavailable(f"no supervisor is running for {self.home} "
+                                        f"({op} was not sent)", NO_SUPERVISOR_HINT)
 
     def _follow(self, serving: int | None) -> None:
         """Before a request goes to a supervisor this client has not heard from yet: if
@@ -333,12 +356,14 @@ class Client:
             args = _without_proofs(args)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
-        self.sent_to = serving
-        if self._sock is not None and (self._connected_at is None
-                                       or self._connected_at[1] != serving):
+        if self._sock is None:
+            self._socket()
+            self._refuse_if_no_file(serving, op)
+        elif self._connected_at is None or self._connected_at[1] != serving:
             # A kept socket ZeroMQ reconnects to this supervisor by itself: from now, if
             # its file is there (the door open), within its reconnect interval.
             self._stamp(serving)
+        self.sent_to = serving
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
         if serving is not None and serving > 0 and self._connected is not None:
             self._front = (serving, *self._connected, moment())
@@ -436,10 +461,13 @@ class Client:
         nothing, and waiting out the deadline would only hide that."""
         now = self._holder.pid()
         if now is None and serving is None:
+            self._drop_socket()  # queued for no one: the next supervisor must not get it
             raise SupervisorUnavailable(f"no supervisor is running for {self.home}",
-                                        "run `kint supervisor start`, or any command that "
-                                        "starts one")
+                                        NO_SUPERVISOR_HINT)
         if now is None or (serving not in (None, -1) and now != serving):
+            # A request still queued on the socket (never delivered: the door closed for a
+            # stop) would go to the next supervisor to bind there, a minute on.
+            self._drop_socket()
             raise SupervisorUnavailable(
                 f"the supervisor (pid {serving}) exited before answering {op}; whether "
                 f"{op} ran is unknown", EXITED_HINT)

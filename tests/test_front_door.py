@@ -383,3 +383,79 @@ def test_a_note_is_read_only_from_a_private_folder_never_through_a_link_and_whol
     (folder / NOTE).write_text(orjson.dumps(closed._asdict()).decode()
                                + " " * NOTE_MAX_BYTES)
     assert read_note(folder, pid) is None
+
+
+def test_the_warm_up_is_counted_from_the_clients_told_before_the_listing(tmp_path,
+                                                                         monkeypatch):
+    """`before_warm_up` tells the monitor's clients first, then lists: a client accepted
+    in between is in the listing and counted the supervisor's own, which keeps more room
+    for the warm-up. Before (review27g 3), it listed first: a client accepted after the
+    listing, told after it, was taken off a count that never had it, and the warm-up
+    looked further along than it was (less room kept). A real ROUTER and DEALER of this
+    process; the client connects just after the real listing (a wrapper around it), the
+    one moment that tells the orders apart."""
+    from kint.supervisor import front_door
+
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    path = tmp_path / FRONT_SOCKET
+    client = ctx.socket(zmq.DEALER)
+    client.setsockopt(zmq.LINGER, 0)
+    listed: dict = {}
+    listing = front_door.open_files
+
+    def a_client_right_after_the_listing():
+        files = listing()
+        listed["files"], listed["clients"] = files, door.clients
+        client.connect(f"ipc://{path}")
+        assert door.monitor is not None and door.monitor.poll(10_000)  # accepted, told
+        return files
+
+    try:
+        door.prepare()
+        assert door.monitor is not None, "no open-file limit here"
+        front.bind(f"ipc://{path}")
+        monkeypatch.setattr(front_door, "open_files", a_client_right_after_the_listing)
+        door.before_warm_up()
+        assert door._warm_base == listed["files"].open - listed["clients"]
+    finally:
+        client.close(linger=0)
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()
+
+
+def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
+        tmp_path, monkeypatch):
+    """The moved socket removed between the door's move and its look at it (a folder
+    cleaned): the door knows no moved file. Before (review27g 3), a later look took "none
+    there" for "the one it moved", never found it its own to open again, and stayed
+    closed for good; now it is lost, said once, and the socket bound again. A real ROUTER;
+    the removal at that one moment is had by the look answering None once."""
+    from kint.supervisor import front_door
+
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    path = tmp_path / FRONT_SOCKET
+    try:
+        door.prepare()
+        assert door.monitor is not None, "no open-file limit here"
+        front.bind(f"ipc://{path}")
+        looks = [None]
+        real_file_id = front_door.file_id
+        monkeypatch.setattr(front_door, "file_id",
+                            lambda p: looks.pop() if looks else real_file_id(p))
+        door._close(path, OpenFiles(10, 64))
+        (tmp_path / CLOSED_SOCKET).unlink()
+        assert door.closed is not None and door._moved is None
+        door.look(path)
+        assert door.closed is None, "closed for good"
+        assert not (tmp_path / NOTE).exists()
+    finally:
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()

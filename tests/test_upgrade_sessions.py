@@ -278,7 +278,7 @@ def test_a_stop_during_an_upgrades_drain_hands_nothing_on(tmp_path, how):
         if how == "signal":
             sup.request_stop()
         else:
-            COMMANDS["sup.stop"](sup, b"client", SimpleNamespace(id="r1"))
+            COMMANDS["sup.stop"](sup, b"client", SimpleNamespace(id="r1", args={}))
         assert not sup._handing_on()
     finally:
         sup.close()

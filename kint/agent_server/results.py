@@ -64,9 +64,11 @@ _AGENT_HINTS = {
                                         "{tool} again",
     EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
                  "whether the call that failed had run)",
-    # A supervisor that stops ends by itself, in a minute at most: nothing for the human.
-    STOPPING_HINT: "the supervisor is stopping, and this call was not sent: call {tool} "
-                   "again in a moment; the next call starts a new supervisor",
+    # A supervisor that stops ends by itself, in a minute at most (its workers first):
+    # nothing for the human, and no sooner than that is the call worth making again.
+    STOPPING_HINT: "the supervisor is stopping (up to a minute, its workers first), and "
+                   "this call was not sent: call {tool} again in a minute; the next call "
+                   "starts a new supervisor",
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
     LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",

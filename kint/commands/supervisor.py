@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from kint import render
-from kint.client import KintError, SupervisorUnavailable
+from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import (Ctx, echo_json, fail, json_option, refuse,
                                   usage_error)
 from kint.commands.exit_codes import NO_SUPERVISOR
@@ -102,9 +102,14 @@ def supervisor_stop(obj: Ctx, as_json: bool) -> None:
             _refuse_if_silent(obj)
         try:
             if not meanwhile:
-                client.call("sup.stop", timeout_s=STOP_CALL_S)
+                _ask_stop(client, pid)
         except KintError as err:
-            meanwhile = _stopping_meanwhile(home, pid)
+            # Another stop's doing only when this one's sup.stop never went out (its door
+            # turned it away) or the supervisor is gone or replaced: its own call's
+            # failure (no answer in a minute, a supervisor stopped mid-stop) is said as
+            # before, not followed by SIGTERM and a wait of 70 s more.
+            meanwhile = _gone_or_replaced(home, pid) or (
+                "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
             if not meanwhile:
                 fail(err, obj.debug)
         if meanwhile:
@@ -154,14 +159,33 @@ def _stopped_by_signal(home: Path, pid: int) -> bool:
     return True
 
 
+def _ask_stop(client: Client, pid: int | None) -> None:
+    """Send `sup.stop` naming the supervisor `pid` it is meant for: another refuses it (one
+    started since, were it delivered late). A supervisor older than that argument refuses
+    the argument itself: asked again without it."""
+    args = {"pid": pid} if pid is not None and pid > 0 else None
+    try:
+        client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
+    except KintError as err:
+        if (args is None or err.code != "BAD_REQUEST"
+                or "unknown argument 'pid'" not in err.message):
+            raise
+        client.call("sup.stop", timeout_s=STOP_CALL_S)
+
+
+def _gone_or_replaced(home: Path, pid: int | None) -> bool:
+    """Whether the supervisor `pid` no longer holds the home: none does, or another."""
+    from kint.supervisor.pidlock import running_pid
+
+    now = running_pid(home)
+    return now is None or (pid is not None and pid > 0 and now != pid)
+
+
 def _stopping_meanwhile(home: Path, pid: int | None) -> bool:
     """Whether the supervisor `pid`, asked nothing yet by this stop, is gone already or
     has closed its socket to new clients (stopping, or short of open files: then it is
     sent SIGTERM, `_stopped_by_signal`): the stop's wait is all that is left to do."""
-    from kint.supervisor.pidlock import running_pid
-
-    now = running_pid(home)
-    if now is None or (pid is not None and pid > 0 and now != pid):
+    if _gone_or_replaced(home, pid):
         return True
     return pid is not None and pid > 0 and _stopped_by_signal(home, pid)
 

@@ -121,7 +121,10 @@ OPS: dict[str, OpSpec] = _ops(
            args={"passphrase": ArgSpec("str", max_chars=128)}),
     OpSpec("sup.spaces", "supervisor", "the spaces the supervisor knows, with their stores",
            10_000),
-    OpSpec("sup.stop", "supervisor", "stop every worker, then the supervisor", 60_000),
+    OpSpec("sup.stop", "supervisor", "stop every worker, then the supervisor", 60_000,
+           # The pid of the supervisor the stop is meant for: another refuses it
+           # (kint/supervisor/commands.py, `stop`). Left out, whichever serves stops.
+           args={"pid": ArgSpec("int", min_value=1)}),
     OpSpec("sup.reload", "supervisor", "read $KINT_HOME/config.toml again now (the workers "
            "read it on their next request)", 10_000),
     OpSpec("sup.restart", "supervisor", "restart the workers of a space id, label or tenant "

@@ -50,7 +50,20 @@ def spaces(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
 
 def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
     """`kint supervisor stop`: stop every worker cleanly, then the supervisor; answered once
-    every worker is down. A commanded stop ends the agent sessions (no succession)."""
+    every worker is down. A commanded stop ends the agent sessions (no succession).
+
+    The stop names the supervisor it is meant for (`pid`): one queued on a socket while no
+    supervisor served it (the last one's door closed for its own stop) is delivered to the
+    next one to bind there, which would stop a supervisor nobody asked to stop. Refused
+    then, that one keeps serving. A stop without `pid` (an older client's) stops this one."""
+    import os
+
+    meant_for = req.args.get("pid")
+    if meant_for is not None and meant_for != os.getpid():
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"sup.stop was meant for the supervisor pid {meant_for}; this "
+                            f"one (pid {os.getpid()}) keeps running",
+                            "`kint supervisor stop` stops the one running now")
     sup.add_stop_waiter(identity, req.id)
     # A stop ends the sessions, an upgrade's drain under way too: the next start takes
     # nothing of this one's (kint/supervisor/succession.py).

@@ -183,9 +183,13 @@ class FrontDoor:
         """Just before the forkserver's warm-up begins, its sockets bound: what the
         supervisor holds then, its clients' connections left out, is where the warm-up's
         descriptors are counted from (`_warm_up_left`)."""
+        # The clients told first, then the listing: one accepted in between is in the
+        # listing and not yet told, and counted the supervisor's own keeps more room for
+        # the warm-up, never less (told after the listing, one accepted after it was taken
+        # off a count that never had it: the warm-up seen further along than it was).
+        self._count()
         files = open_files()
         if files is not None:
-            self._count()
             self._warm_base = files.open - self.clients
 
     def _warm_up_left(self, open_now: int) -> int:
@@ -209,8 +213,11 @@ class FrontDoor:
         if self._limit is None or front_path is None or (self.closed is not None
                                                          and self.closed.stopping):
             return  # no limit to keep under, or closed for the stop: for good
-        if self.closed is not None and (file_id(front_path.parent / CLOSED_SOCKET)
+        if self.closed is not None and (self._moved is None
+                                        or file_id(front_path.parent / CLOSED_SOCKET)
                                         != self._moved):
+            # Gone or replaced; or never known (removed between the move and its look):
+            # no door left that `_open` would take for its own.
             self._lost(front_path)
             return
         warming = self.warming()

@@ -9,9 +9,11 @@ heap, so a worker's garbage collections keep those pages shared.
 
 The preload takes most of a second of CPU (seconds on a loaded box), and most calls a
 supervisor answers first need no worker (a ping, a status, the wait of a CLI that started
-it). So it runs in the background (`warm_up_in_background`) while the supervisor binds and
-serves; the loop spawns no worker until `ready_fd` says it is done (`take_ready`): a fork
-asked of a forkserver still importing would block the loop until its preload ended.
+it). So it runs in the background (`warm_up_in_background`), begun once the supervisor's
+sockets are bound (the front door counts what it opens from there,
+front_door.FrontDoor.before_warm_up), while the supervisor serves; the loop spawns no
+worker until `ready_fd` says it is done (`take_ready`): a fork asked of a forkserver still
+importing would block the loop until its preload ended.
 
 The forkserver skips a preload module whose import fails, silently (multiprocess'
 `forkserver.main`); a worker then runs without it (for the test suite and `kint demo`,

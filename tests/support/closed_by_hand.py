@@ -20,11 +20,21 @@ def closed_by_hand(pid: int, folder: Path, note: FrontClosed) -> Iterator[None]:
     block's end its socket file is back, the note gone, and it is continued."""
     os.kill(pid, signal.SIGSTOP)
     try:
-        write_note(folder, note)
-        os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+        close_by_hand(folder, note)
         yield
     finally:
-        if (folder / CLOSED_SOCKET).exists():
-            os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
-        (folder / NOTE).unlink(missing_ok=True)
+        open_by_hand(folder)
         os.kill(pid, signal.SIGCONT)
+
+
+def close_by_hand(folder: Path, note: FrontClosed) -> None:
+    """The door in `folder` closed with `note`, as a door closes it."""
+    write_note(folder, note)
+    os.rename(folder / FRONT_SOCKET, folder / CLOSED_SOCKET)
+
+
+def open_by_hand(folder: Path) -> None:
+    """The door in `folder` open again: its socket file back, the note gone."""
+    if (folder / CLOSED_SOCKET).exists():
+        os.rename(folder / CLOSED_SOCKET, folder / FRONT_SOCKET)
+    (folder / NOTE).unlink(missing_ok=True)
