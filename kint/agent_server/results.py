@@ -16,8 +16,8 @@ from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavai
 from kint.front_closed import STOPPING_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
-                                  RECOVERY_CODE_HINT, REORG_HINT, SESSION_KEY_MISSING_HINT, SPACE_RPC_HINT,
-                                  UNREAD_GAP_HINT, UNSETTLED_THEN, ErrorCode,
+                                  RECOVERY_CODE_HINT, REORG_HINT, SESSION_KEY_MISSING_HINT,
+                                  SPACE_RPC_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
