@@ -217,7 +217,7 @@ def test_a_dry_run_leaves_a_journal_for_the_next_push_and_sends_nothing(box):
     the journal all the same (its signed transaction sent again, under a session key it
     loaded for that), and with the key moved away it was refused NO_SESSION_KEY. Now it
     says the journal is the next push's to settle, exits 0, and the key's nonce and the
-    journal stay as they were; the push after it settles and anchors the rows."""
+    journal stay as they were; the settlement after it sends the journal again."""
     s = Space(box, "dry-run-journal")
     journal = s.kill("before_send")
     keystore = s.a.kint_home / "session.key"
@@ -235,10 +235,9 @@ def test_a_dry_run_leaves_a_journal_for_the_next_push_and_sends_nothing(box):
     assert any(said in n for n in preview["notices"]), preview
     assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]
     assert json.loads(s.pending.read_text()) == journal
-    s.release()
-    assert [e["seq"] for e in jdb(s.a, s.db, "push")["epochs"]] in ([], [2])
-    s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the settlement")
-    assert s.chain_head()[0] == 2 and s.anchored() == {"first", "second"}
+    s.settled()  # the held start settlement sends it again, as the next push would
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert s.anchored() == {"first", "second"}
 
 
 def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, chain_home):
