@@ -110,6 +110,27 @@ def test_a_header_wrap_that_opens_another_data_key_is_refused():
     names: a wrap copied from another vault does not hand over that vault's key."""
     err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, head(NEW_DEK, WRAPS), None, None)
     assert err.code is ErrorCode.WRONG_KEY and "dek_id mismatch" in str(err)
+    assert "no rekey's epoch" in str(err) and "--over-skipped" in err.hint, err.hint
+
+
+def test_a_forged_wrap_under_this_machines_tag_is_no_rekeys_epoch():
+    """A kek tag is public (every header carries it): a leaked session key can put this
+    machine's on random bytes, so its epoch passes the pull for another machine's rekey
+    (data_key.wrapped_for_here), whose hint is to connect again. That connect finds the
+    wrap does not open and says so: no rekey made the epoch, the key is to be revoked and
+    `kint compact --over-skipped` anchors over it. Before, the custody error's own words
+    (`its bytes were altered`) with no way past them. The GAP hint says the same."""
+    forged = Wrap(KIND_SIGNATURE, SIGNATURE_KEY.tag, b"\x01" * 12, b"\x02" * 48)
+    err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, head(NEW_DEK, (forged,)), None,
+                  None)
+    assert err.code is ErrorCode.WRONG_KEY, err
+    assert f"(tag {SIGNATURE_KEY.tag.hex()[:8]}) does not open: this is no rekey's epoch" \
+        in str(err), str(err)
+    assert "revokes the leaked session key" in err.hint and \
+        "`kint compact --over-skipped`" in err.hint, err.hint
+    from kint.tenant_worker.push_refusals import gap_hint
+    rotated = gap_hint(SimpleNamespace(rotated_gap=True, unread_gap=None))
+    assert "no rekey made it" in rotated and err.hint in rotated, rotated
 
 
 def test_an_unreadable_chain_falls_back_to_local_wraps_and_never_starts_a_vault():

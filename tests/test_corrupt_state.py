@@ -95,6 +95,27 @@ def test_an_enrolment_naming_no_contract_or_chain_id_is_refused(tmp_path, field,
         load_enrolment(path)
 
 
+@pytest.mark.parametrize("tags", [None, "ab" * 16, [None], ["ab" * 15], ["0x" + "ab" * 16],
+                                  [7]])
+def test_an_enrolment_whose_key_tags_are_not_kek_tags_is_refused(tmp_path, tags):
+    """The enrolment's kek tags tell another machine's rotation from a leaked key's epoch
+    (data_key.wrapped_for_here): a value that is not a list of 16-byte tags in hex is a
+    corrupt file, named, not a TypeError there (`"key_tags": null` was one)."""
+    from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    path = tmp_path / "enrol-0000000000000000.json"
+    good = Enrolment(space="00" * 32, tenant="t", owner="0x" + "ab" * 20, account="eoa",
+                     contract="0x" + "00" * 20, chain_id=8453, key_tags=["Ab" * 16])
+    save_enrolment(path, good)
+    assert load_enrolment(path) == good
+    path.write_text(json.dumps({**good.to_json(), "key_tags": tags}))
+    with pytest.raises(CorruptStateFile, match="key_tags that are not a list of kek tags") \
+            as refused:
+        load_enrolment(path)
+    assert str(path) in str(refused.value)
+
+
 def test_an_enrolment_that_cannot_be_read_is_refused_by_name(tmp_path):
     """An enrolment path this user cannot read (here a directory stands there) is a
     corrupt file named with why, as every state file is, where its own reader let the

@@ -212,6 +212,34 @@ def test_a_revoked_keys_journal_mined_and_reverted_is_said_once(box):
     assert s.anchored() == {"first", "second"}
 
 
+def test_a_dry_run_leaves_a_journal_for_the_next_push_and_sends_nothing(box):
+    """docs/commands.md: a dry run sends nothing. Over a killed push's journal it settled
+    the journal all the same (its signed transaction sent again, under a session key it
+    loaded for that), and with the key moved away it was refused NO_SESSION_KEY. Now it
+    says the journal is the next push's to settle, exits 0, and the key's nonce and the
+    journal stay as they were; the settlement after it sends the journal again."""
+    s = Space(box, "dry-run-journal")
+    journal = s.kill("before_send")
+    keystore = s.a.kint_home / "session.key"
+    said = "an interrupted push of epoch 2 is settled by the next push"
+    try:
+        keystore.rename(s.a.kint_home / "session.key.away")
+        out = kdb(s.a, s.db, "push", "--dry-run")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert said in out.stderr, out.stderr
+        assert "would first settle the interrupted push of epoch 2" in out.stdout, out.stdout
+    finally:
+        (s.a.kint_home / "session.key.away").rename(keystore)
+    preview = jdb(s.a, s.db, "push", "--dry-run")  # the key there: still nothing sent
+    assert preview["dry_run"] is True and preview["epochs"] == [], preview
+    assert any(said in n for n in preview["notices"]), preview
+    assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]
+    assert json.loads(s.pending.read_text()) == journal
+    s.settled()  # the held start settlement sends it again, as the next push would
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
+    assert s.anchored() == {"first", "second"}
+
+
 def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, chain_home):
     """An agent's memory_pull meets a journal the settlement keeps because the endpoint did
     not answer (here: the key revoked, and the endpoint, a loopback proxy in front of the

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kint.agent_server.results import agent_error, pull_error, push_error
 from kint.client import KintError
-from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, ProtocolError
 
 MESSAGE = "no session key on this machine: run `kint session-key create`"
 
@@ -84,8 +84,8 @@ def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
 
     unreadable = ("check the store file (kint only reads it); `kint pull --discard-local` "
                   "moves it aside and restores the anchored values")
-    for code, hint in (("GAP", gap_hint(SimpleNamespace(rotated_gap=False))),
-                       ("GAP", gap_hint(SimpleNamespace(rotated_gap=True))),
+    for code, hint in (("GAP", gap_hint(SimpleNamespace(rotated_gap=False, unread_gap=None))),
+                       ("GAP", gap_hint(SimpleNamespace(rotated_gap=True, unread_gap=None))),
                        ("RPC_UNAVAILABLE", NO_KINT_HEADER_HINT),
                        ("INTERNAL", unreadable)):
         mapped = agent_error("memory_push", push_error(
@@ -94,3 +94,54 @@ def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
     # One already in the agent's words is left as it is.
     said = "stop and ask the human: close it, then call memory_pull with discard_local again"
     assert agent_error("memory_pull", KintError("BUSY", "held", said)).hint == said
+
+
+def _refused(call, *args) -> ProtocolError:
+    try:
+        call(*args)
+    except ProtocolError as err:
+        return err
+    raise AssertionError(f"{call.__name__} did not refuse")
+
+
+def test_a_hint_whose_first_step_is_a_pull_gives_the_agent_memory_pull():
+    """14-agents.md makes memory_pull the agent's own step. A hint whose first step is a
+    pull keeps that, though it names `--discard-local` as the way past a fork the pull may
+    meet (that pull's FORK says the human's step when it comes): another machine's push met
+    by the watcher (memory_status's watcher_failure) or by memory_push, or by a journal the
+    chain passed (PULL_THEN); a gap at an epoch the last pull could not read (it may heal).
+    The hints are the worker's own, from its real refusals."""
+    from types import SimpleNamespace
+
+    from kint.agent_server.results import status_result, watcher_failure_hint
+    from kint.chain.anchor import Head
+    from kint.tenant_worker.mirror_file import Mirror
+    from kint.tenant_worker.overtaken import PULL_THEN
+    from kint.tenant_worker.push_refusals import gap_hint, head_is_the_mirrors, refuse_gap
+
+    moved = _refused(head_is_the_mirrors, Head("ab" * 32, 3, 30),
+                     Mirror("cd" * 32, Head("ef" * 32, 2, 20)), False, {})
+    assert moved.code == ErrorCode.CHAIN_MOVED and "--discard-local" in moved.hint
+    failure = {"code": moved.code.value, "message": moved.message, "hint": moved.hint}
+    assert watcher_failure_hint(failure) == "call memory_pull first"
+    status = status_result({"owner": None, "watcher_failure": failure})
+    assert status["watcher_failure"]["hint"] == "call memory_pull first"
+    for hint in (moved.hint, PULL_THEN.format(again="kint push")):
+        err = KintError("CHAIN_MOVED", "moved", hint)
+        assert agent_error("memory_push", push_error(err, lambda: True)).hint \
+            == "call memory_pull first"
+        assert agent_error("memory_pull", err).hint == "call memory_pull again"
+    unread = Mirror("cd" * 32, Head("ef" * 32, 2, 20), skipped=[3],
+                    unread_gap="the endpoint did not serve it")
+    gap = _refused(refuse_gap, unread, False)
+    assert "--over-skipped" not in gap.hint, gap.hint
+    said = agent_error("memory_push", push_error(
+        KintError(gap.code.value, gap.message, gap.hint), lambda: True)).hint
+    assert said.startswith("call memory_pull again"), said
+    # Where the pull read the epoch and could not open it, the snapshot over it stays the
+    # human's; so does a rekey's step.
+    never = gap_hint(SimpleNamespace(rotated_gap=False, unread_gap=None))
+    assert "--over-skipped" in never
+    for hint in (never, "run `kint rekey` again: its snapshot anchors them"):
+        assert agent_error("memory_push", KintError("GAP", "gap", hint)).hint \
+            == f"stop and tell the human: {hint}"

@@ -15,9 +15,9 @@ from typing import Any, Callable
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import STOPPING_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
-                                  DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, RECOVERY_CODE_HINT,
-                                  REORG_HINT, SESSION_KEY_MISSING_HINT, SPACE_RPC_HINT,
-                                  UNSETTLED_THEN, ErrorCode,
+                                  DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
+                                  RECOVERY_CODE_HINT, REORG_HINT, SESSION_KEY_MISSING_HINT,
+                                  SPACE_RPC_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -56,6 +56,12 @@ _AGENT_HINTS = {
                                           "again in a few seconds",
     DEFAULT_HINTS[ErrorCode.CHAIN_MOVED]: CALL_PULL_FIRST,
     DEFAULT_HINTS[ErrorCode.GAP]: "call memory_pull again",
+    # A gap at an epoch the last pull could not read: the agent's own pull may heal it.
+    UNREAD_GAP_HINT: "call memory_pull again; if it stops at the same epoch again, stop and "
+                     "tell the human: the endpoint does not serve it (rpc_url in config.toml "
+                     "names another)",
+    # One at an epoch the pull read and could not open: the snapshot over it is the human's.
+    GAP_NEVER_OPENS_HINT: f"stop and tell the human: {GAP_NEVER_OPENS_HINT}",
     DEFAULT_HINTS[ErrorCode.NOT_CONNECTED]: CALL_CONNECT,
     DEFAULT_HINTS[ErrorCode.FORK]: "stop and ask the human: memory_pull with discard_local "
                                    "moves the local changes aside and restores the anchored "
@@ -117,14 +123,18 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 
 # Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
 # anchoring over an epoch that will never open, moving the store aside, rotating the data
-# key. A hint the worker wrote for a terminal that names one of them (push's GAP hint, a
-# header no kint reads, a store that cannot be read) is the human's to act on, whatever
-# else it says: the agent is told to stop and hand it over, never to run it.
+# key. A hint the worker wrote for a terminal that names one of them (a header no kint
+# reads, a store that cannot be read) is the human's to act on: the agent is told to stop
+# and hand it over, never to run it. Not so a hint whose first step is a pull, the agent's
+# own memory_pull (14-agents.md), with the human's step only as the way past a fork the pull
+# may meet: that pull's own refusal says so when it comes. Such hints are known by their
+# code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop" by a word they hold.
 HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey")
+PULL_STEP = "run `kint pull`"
 
 
 def _human_only(said: str) -> bool:
-    return any(step in said for step in HUMAN_ONLY_STEPS)
+    return not said.startswith(PULL_STEP) and any(step in said for step in HUMAN_ONLY_STEPS)
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
@@ -132,6 +142,11 @@ def agent_error(tool: str, err: KintError) -> KintError:
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
     hint = _AGENT_HINTS.get(said or "")
+    if hint is None and said and err.code == ErrorCode.CHAIN_MOVED.value \
+            and said.startswith(PULL_STEP):
+        # Another machine pushed (push_refusals' head check, an overtaken journal's
+        # PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says.
+        hint = "call memory_pull again" if tool == "memory_pull" else CALL_PULL_FIRST
     if hint is None and said and said.endswith(UNSETTLED_THEN):
         check = said.removesuffix(UNSETTLED_THEN).replace("{", "{{").replace("}", "}}")
         hint = UNSETTLED_FOR_AGENT.format(check=check)
@@ -263,7 +278,7 @@ def status_result(worker: dict[str, Any]) -> dict[str, Any]:
 
 def watcher_failure_hint(failure: dict[str, Any]) -> str | None:
     """The watcher's failed push's hint in an agent's words, as a memory_push refusal's
-    would be (agent_error): the worker's is written for a terminal."""
-    said = agent_error("memory_push", KintError(failure["code"], failure.get("message") or "",
-                                                failure["hint"]))
-    return said.hint
+    would be (push_error's hints by code, then agent_error): the worker's is written for a
+    terminal. The watcher pushes only on an enrolled machine, so the owner is known."""
+    err = KintError(failure["code"], failure.get("message") or "", failure["hint"])
+    return agent_error("memory_push", push_error(err, lambda: True)).hint

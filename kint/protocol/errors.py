@@ -159,6 +159,14 @@ UNSETTLED_HINT = RPC_CHECK + UNSETTLED_THEN
 DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
                      "whether it runs (`kint devchain start` starts it), then try again")
 SPACE_RPC_HINT = f"{SPACE_RPC_CHECK}, then try again"
+# A push's GAP hints (kint.tenant_worker.push_refusals.gap_hint), named here so kint-server
+# tells them apart by what they are, not by the words they contain: a gap the last pull left
+# at an epoch it read and could not open, which may never open (the human's snapshot over
+# it), and one at an epoch it could not read at all, which the next pull may well heal.
+GAP_NEVER_OPENS_HINT = ("run `kint pull` to apply it; for an epoch that will never open, "
+                        "`kint compact --over-skipped` anchors this machine's store over it")
+UNREAD_GAP_HINT = ("run `kint pull` again: the last one could not read that epoch (through "
+                   "another endpoint if this one keeps failing: rpc_url in config.toml)")
 # The way past a discard refused because another process holds the store, for a person at
 # a terminal: an agent's kint-server closes its own connection first. Said to an agent
 # that has just called memory_pull with discard_local, it would send the agent round in a

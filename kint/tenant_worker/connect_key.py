@@ -20,6 +20,7 @@ from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile
                                 unwrap, wrap_data_key)
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.head_header import ReadableHeader
+from kint.tenant_worker.mirror_file import NOT_A_REKEY_HINT
 from kint.tenant_worker.recovery_binding import HeldHere, bind_recovery_code
 from kint.tenant_worker.space import SpaceContext
 
@@ -118,6 +119,18 @@ def wrong_key(owner: str, key: SuppliedKey, rotated: bool,
                          f"--owner {owner} --recovery-code-stdin")
 
 
+def not_a_rekey(seq: int, key: SuppliedKey, opened: bool) -> ProtocolError:
+    """The head epoch's wrap under this key's tag does not open the data key that sealed it
+    (it does not open, or opens another key: dek_id mismatch). A rotation's wrap does, so no
+    `kint rekey` made that epoch; a kek tag is public, and a leaked session key can carry
+    this machine's onto an epoch of its own, to pass for a rotation (data_key.py)."""
+    how = ("opens a data key that did not seal it (dek_id mismatch)" if opened
+           else "does not open")
+    return ProtocolError(ErrorCode.WRONG_KEY,
+                         f"the wrap of epoch {seq} under this key (tag {key.tag.hex()[:8]}) "
+                         f"{how}: this is no rekey's epoch", NOT_A_REKEY_HINT)
+
+
 def key_from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
                         held: HeldHere, chain_error: ProtocolError | None) -> FoundKey:
     """The recovery code, bound to the vault by the chain's header or, when the chain shows
@@ -146,10 +159,12 @@ def key_from_supplied(owner: str, key: SuppliedKey, header: ReadableHeader | Non
         wrap = find_wrap(header.header.wraps, key.tag)
         if wrap is None:
             raise wrong_key(owner, key, rotated=local_wrap is not None)
-        dek = unwrap(wrap, key.kek)
-        if dek_id(dek) != header.header.dek_id:
-            raise ProtocolError(ErrorCode.WRONG_KEY, f"the wrap of epoch {header.seq} opens "
-                                f"a data key that did not seal it (dek_id mismatch)")
+        try:
+            dek: bytes | None = unwrap(wrap, key.kek)
+        except custody_errors.WrapAltered:
+            dek = None
+        if dek is None or dek_id(dek) != header.header.dek_id:
+            raise not_a_rekey(header.seq, key, opened=dek is not None)
         return FoundKey(dek, tuple(header.header.wraps), SOURCE_HEADER, key_tag=key.tag)
     if chain_error is not None:
         raise chain_error

@@ -62,7 +62,7 @@ def wrapped_for_here(ctx: SpaceContext, wraps: tuple[Wrap, ...]) -> bool:
     an earlier header's, which a leaked key can put on its epoch. A wraps file that does
     not read counts for nothing here: the enrolment's tags are the current wraps' too."""
     enrolment = ctx.enrolment()
-    ours = {t.lower() for t in enrolment.key_tags if isinstance(t, str)} if enrolment else set()
+    ours = {t.lower() for t in enrolment.key_tags} if enrolment else set()  # tags: load_enrolment
     try:
         local = read_wraps(ctx.config.home, ctx.config.space_id)
     except custody_errors.WrapsFileCorrupt:

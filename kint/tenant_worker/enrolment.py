@@ -9,6 +9,7 @@ own RPC endpoints, an extension (`kint connect --rpc-urls`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,9 @@ ENROL_VERSION = 2
 NOT_CONNECTED_MESSAGE = "this machine is not connected for this space"
 NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"
 AccountKind = Literal["eoa", "smart"]
+# A kek tag as connect writes it: 16 bytes (kint.custody.wraps.TAG_LEN, not imported: the
+# CLI reads this file without the custody modules), in hex.
+_KEK_TAG = re.compile(r"[0-9a-fA-F]{32}")
 
 
 @dataclass
@@ -77,6 +81,13 @@ def load_enrolment(path: Path) -> Enrolment | None:
     if urls is not None and not (isinstance(urls, list) and urls
                                  and all(isinstance(u, str) and u for u in urls)):
         raise CorruptStateFile(path, "has rpc_urls that are not a list of endpoints")
+    # The kek tags of the current wraps, which tell a rotation's epoch from a leaked key's
+    # (data_key.key_tags_here): a value that is not a list of tags would fail there as a
+    # bug (TypeError) rather than as this file, named.
+    tags = enrolment.key_tags
+    if not (isinstance(tags, list) and all(isinstance(t, str) and _KEK_TAG.fullmatch(t)
+                                           for t in tags)):
+        raise CorruptStateFile(path, "has key_tags that are not a list of kek tags")
     return enrolment
 
 

@@ -91,6 +91,15 @@ ROTATED_GAP_TODO = ("if the data key was rotated on another machine (`kint rekey
                     "connect` again with a key that opens the vault now (the owner's "
                     "signature, the vault passphrase or the new recovery code), then `kint "
                     "pull`")
+# What that connect says when the head epoch's wrap under the key given does not open the
+# data key that sealed the epoch: a rotation's does, and a kek tag is public (every header
+# carries it), so a leaked session key can put this machine's tag on bytes of its own.
+NOT_A_REKEY_HINT = ("the owner revokes the leaked session key that wrote it "
+                    "(revokeSessionKey, docs/authorize.md), then `kint compact "
+                    "--over-skipped` on a machine that holds the data key anchors a readable "
+                    "snapshot over it")
+NOT_A_REKEY = ("if that connect says the head epoch's wrap under the key does not open, no "
+               f"rekey made it: {NOT_A_REKEY_HINT}")
 
 
 @dataclass

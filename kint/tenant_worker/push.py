@@ -40,7 +40,7 @@ from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapsh
 from kint.outcomes import NOTHING_DROPPED
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import hint_with_notices
+from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -148,8 +148,13 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if confirmations is not None:
         chain = replace(chain, confirmations=confirmations)
     anchor = Anchor(chain, ctx.tracker)
-    # A dry run signs nothing: the session key is loaded only where a push journal needs
-    # settling (settle_journals), and its refusal is a notice (unauthorized_notice).
+    if dry_run:
+        preview = _journal_preview(ctx, said)
+        if preview is not None:
+            return preview
+    # A dry run signs nothing: the session key is not loaded (with no push journal to
+    # settle, settle_journals reaches for none), and its refusal is a notice
+    # (unauthorized_notice).
     sender = None if dry_run else sender_for(ctx, anchor)
     told = hold_reason in TOLD
     outcome, overtaken = settle_journals(ctx, anchor, enrolment.owner, sender=sender,
@@ -214,6 +219,24 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if ctx.drift.active and rows is not None:
         ctx.drift.reset(ctx.store_rows() or [])
     return _anchored(said, pushed, current)
+
+
+def _journal_preview(ctx: SpaceContext, said: dict[str, Any]) -> dict[str, Any] | None:
+    """A dry run where an interrupted push left its journal: it sends nothing and releases
+    no nonce, so it leaves the journal for the next push to settle (settling may send the
+    journal's signed transaction again, or give its nonce back) and says so; what the store
+    changed is counted against the mirror that settlement moves, so it stops there. None
+    with no journal: the dry run goes on."""
+    journal = PendingEpoch.load(ctx.state.files["pending"])
+    if journal is None:
+        return None
+    notice = (f"{NOTICE_PREFIX}an interrupted push of epoch {journal.seq} is settled by the "
+              f"next push (recorded, sent again or dropped against the chain head); this dry "
+              f"run sent nothing")
+    return {**said, "pushed": 0, "dry_run": True, "epochs": [],
+            "notices": [*said.get("notices", []), notice],
+            "message": f"would first settle the interrupted push of epoch {journal.seq}, "
+                       f"then anchor what the store changed after it"}
 
 
 def _nothing_to_push(said: dict[str, Any]) -> str:

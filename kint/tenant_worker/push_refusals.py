@@ -19,11 +19,12 @@ from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import GAP_NEVER_OPENS_HINT, UNREAD_GAP_HINT
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.mirror_file import ROTATED_GAP_TODO
+from kint.tenant_worker.mirror_file import NOT_A_REKEY, ROTATED_GAP_TODO
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.state_health import store_full
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
@@ -95,14 +96,16 @@ def refuse_gap(mirror: Mirror | None, over: bool) -> None:
 def gap_hint(mirror: Mirror) -> str:
     """What to do about the gap the last pull left: pull again (an endpoint's failure heals),
     and for an epoch that will never open (a leaked session key's), the owner's snapshot
-    over it. For an epoch sealed under a data key another machine's rekey made (its header
-    carries a wrap under one of this machine's keys), connect again first, and nothing
-    else: it opens then, and a snapshot over it from here would seal the memory under the
+    over it; an epoch the pull could not read at all (`unread_gap`) is the endpoint's
+    failure, so only the pull again, never the snapshot over it. For an epoch sealed under
+    a data key another machine's rekey made (its header carries a wrap under one of this
+    machine's keys), connect again first, and nothing else: it opens then, and a snapshot over it from here would seal the memory under the
     key that rotation retired, a gap for every machine that holds only the new one."""
-    if mirror.rotated_gap:
-        return ROTATED_GAP_TODO
-    return ("run `kint pull` to apply it; for an epoch that will never open, `kint compact "
-            "--over-skipped` anchors this machine's store over it")
+    if mirror.rotated_gap:  # or, should connect find the wrap forged, a leaked key's
+        return f"{ROTATED_GAP_TODO}; {NOT_A_REKEY}"
+    if mirror.unread_gap is not None:  # the endpoint's failure, not the epoch's
+        return UNREAD_GAP_HINT
+    return GAP_NEVER_OPENS_HINT
 
 
 def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
