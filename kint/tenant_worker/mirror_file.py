@@ -87,7 +87,7 @@ class Head:
 # rotated on another machine (v0.3.0's 03-new-machine.md, "Gaps": a wrong key does not heal
 # on the next pull, connect again). The pull's line and push's hint say it
 # (push_refusals.gap_hint); verify's reason is the seed's own words.
-ROTATED_GAP_TODO = ("if the data key was rotated on another machine (`kint rekey`), `kint "
+ROTATED_GAP_STEP = ("if the data key was rotated on another machine (`kint rekey`), `kint "
                     "connect` again with a key that opens the vault now (the owner's "
                     "signature, the vault passphrase or the new recovery code), then `kint "
                     "pull`")

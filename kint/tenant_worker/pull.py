@@ -72,7 +72,7 @@ from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.landed_block import settle_block, settle_head_block
 from kint.tenant_worker.local_state import LocalState, local_state
-from kint.tenant_worker.mirror_file import ROTATED_GAP_TODO
+from kint.tenant_worker.mirror_file import ROTATED_GAP_STEP
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
@@ -373,7 +373,7 @@ def _summary(done: _Applied, skipped: list[dict[str, Any]], rows_total: int, rep
     restored."""
     mirror = done.mirror
     if done.gap:
-        todo = f"; {ROTATED_GAP_TODO}" if done.rotated_gap else ""
+        todo = f"; {ROTATED_GAP_STEP}" if done.rotated_gap else ""
         return (f"stopped at epoch {done.gap[0]}: {skipped[-1]['reason']}; the mirror "
                 f"stays at epoch {mirror.head.seq}, and push and verify refuse "
                 f"until it applies{todo}")
