@@ -111,6 +111,9 @@ def test_a_header_wrap_that_opens_another_data_key_is_refused():
     err = refusal(key_from_supplied, OWNER, SIGNATURE_KEY, head(NEW_DEK, WRAPS), None, None)
     assert err.code is ErrorCode.WRONG_KEY and "dek_id mismatch" in str(err)
     assert "no rekey's epoch" in str(err) and "--over-skipped" in err.hint, err.hint
+    # A wrap that opens was made with this key: unless it is a copy, its writer holds the
+    # key, and the way out rotates it away too (a wrap that does not open says nothing of it).
+    assert "whoever wrote it holds this key too" in err.hint and "--drop-missing" in err.hint
 
 
 def test_a_forged_wrap_under_this_machines_tag_is_no_rekeys_epoch():

@@ -126,9 +126,21 @@ def not_a_rekey(seq: int, key: SuppliedKey, opened: bool) -> ProtocolError:
     this machine's onto an epoch of its own, to pass for a rotation (data_key.py)."""
     how = ("opens a data key that did not seal it (dek_id mismatch)" if opened
            else "does not open")
+    # A wrap that opens was made with this key: copied from an earlier epoch (a replay needs
+    # nothing secret), or written by someone who holds the key itself, which the way out
+    # must then also rotate away.
+    hint = f"{NOT_A_REKEY_HINT}; {KEY_HELD_ELSEWHERE}" if opened else NOT_A_REKEY_HINT
     return ProtocolError(ErrorCode.WRONG_KEY,
                          f"the wrap of epoch {seq} under this key (tag {key.tag.hex()[:8]}) "
-                         f"{how}: this is no rekey's epoch", NOT_A_REKEY_HINT)
+                         f"{how}: this is no rekey's epoch", hint)
+
+
+# What the dek_id mismatch adds to the way out: the wrap opened under this key.
+KEY_HELD_ELSEWHERE = ("unless that wrap is a copy of an earlier epoch's, whoever wrote it holds "
+                      "this key too: after the snapshot, `kint rekey` with the keys that are "
+                      "to go on opening the vault and `--drop-missing` leaves this one out "
+                      "(docs/new-machine.md, \"Rotate the data key\"; everything anchored "
+                      "before stays readable to that key)")
 
 
 def key_from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
