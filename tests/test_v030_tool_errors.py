@@ -142,6 +142,11 @@ def test_a_hint_whose_first_step_is_a_pull_gives_the_agent_memory_pull():
     # human's; so does a rekey's step.
     never = gap_hint(SimpleNamespace(rotated_gap=False, unread_gap=None))
     assert "--over-skipped" in never
-    for hint in (never, "run `kint rekey` again: its snapshot anchors them"):
+    # A hint that starts with a pull but names a step of the human's (the refusal of
+    # `--over-skipped` over an unread epoch) is no CHAIN_MOVED and no named hint: it stops
+    # the agent too, its first words never a way past the check (review27j).
+    over = _refused(refuse_gap, unread, True)
+    assert over.hint.startswith("run `kint pull`") and "--over-skipped" in over.hint
+    for hint in (never, "run `kint rekey` again: its snapshot anchors them", over.hint):
         assert agent_error("memory_push", KintError("GAP", "gap", hint)).hint \
             == f"stop and tell the human: {hint}"

@@ -134,7 +134,10 @@ PULL_STEP = "run `kint pull`"
 
 
 def _human_only(said: str) -> bool:
-    return not said.startswith(PULL_STEP) and any(step in said for step in HUMAN_ONLY_STEPS)
+    """Whether a hint no earlier rule gave the agent's words names a step of the human's
+    terminal (the CHAIN_MOVED pull and the named hints are mapped before this is asked, so
+    a hint that starts with a pull and names one of those steps stops the agent too)."""
+    return any(step in said for step in HUMAN_ONLY_STEPS)
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
