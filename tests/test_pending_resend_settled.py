@@ -232,6 +232,7 @@ def test_a_dry_run_leaves_a_journal_for_the_next_push_and_sends_nothing(box):
         (s.a.kint_home / "session.key.away").rename(keystore)
     preview = jdb(s.a, s.db, "push", "--dry-run")  # the key there: still nothing sent
     assert preview["dry_run"] is True and preview["epochs"] == [], preview
+    assert preview["interrupted_push"] == 2, preview
     assert any(said in n for n in preview["notices"]), preview
     assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]
     assert json.loads(s.pending.read_text()) == journal

@@ -234,6 +234,7 @@ def _journal_preview(ctx: SpaceContext, said: dict[str, Any]) -> dict[str, Any] 
               f"next push (recorded, sent again or dropped against the chain head); this dry "
               f"run sent nothing")
     return {**said, "pushed": 0, "dry_run": True, "epochs": [],
+            "interrupted_push": journal.seq,  # for a script: the preview stops at it
             "notices": [*said.get("notices", []), notice],
             "message": f"would first settle the interrupted push of epoch {journal.seq}, "
                        f"then anchor what the store changed after it"}
