@@ -181,3 +181,32 @@ def test_a_served_connection_is_told_by_a_clock_nobody_steps(tmp_path):
             assert said.get("answer") is not None, said
     finally:
         sb.shutdown()
+
+
+@pytest.mark.parametrize("holds_s, exits", [(0.5, True), (30.0, False)])
+def test_an_unanswered_supervisor_that_exits_at_once_is_no_silent_one(tmp_path, holds_s, exits):
+    """The end of another stop: the supervisor removed its closed-door note and moved
+    socket, and holds its pid lock only until its process ends. A stop whose ping that
+    door refused, and that then found no note, called it "runs but does not answer" (CI's
+    run at 3e1ab11, test_a_stop_that_meets_another_stop_ends_well[before]); it is given
+    EXITING_GRACE_S to exit. The holder here is a process of the test's own that takes the
+    real pid lock (kint.supervisor.pidlock) and lets it go after `holds_s`: one that keeps
+    it is still not taken for gone."""
+    from kint.commands.supervisor import EXITING_GRACE_S, _exits_within
+
+    home = tmp_path / "kint"
+    (home / "run").mkdir(parents=True, mode=0o700)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+         "from kint.supervisor.pidlock import hold_pid_lock\n"
+         "hold_pid_lock(Path(sys.argv[1])); print('held', flush=True)\n"
+         "time.sleep(float(sys.argv[2]))", str(home), str(holds_s)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert running_pid(home) == holder.pid
+        assert (holds_s < EXITING_GRACE_S) is exits
+        assert _exits_within(home, holder.pid, EXITING_GRACE_S) is exits
+    finally:
+        holder.kill()
+        holder.wait(30)
