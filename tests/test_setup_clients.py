@@ -384,17 +384,18 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     poison = tmp_path / "poison" / "kint"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('PYTHONPATH reached kint-server')\n")
-    # The probe, the second setup and the first step of kint's removal (below), side by
-    # side: setup asks OpenClaw only for its config file's path (`openclaw config file`,
-    # which opens neither that file nor OpenClaw's state) and reads the file; the probe
-    # does not write it, nor does the refused `mcp unset` (the bytes taken before all three
-    # are the bytes after), so none waits for another's OpenClaw start (seconds each).
+    # The probe and the second setup side by side: setup asks OpenClaw only for its config
+    # file's path (`openclaw config file`, which opens neither that file nor OpenClaw's
+    # state) and reads the file; the probe does not write it (the bytes taken before both
+    # are the bytes after), so neither waits for the other's OpenClaw start (seconds each).
+    # The first step of kint's removal (below) comes after the probe, not beside it: two
+    # OpenClaw commands at once both run OpenClaw's state migrations on its SQLite state,
+    # and the second may fail "database is locked" (CI's run at 9b3ce43).
     before = config.read_bytes()
-    probed, again, unset = side_by_side(
+    probed, again = side_by_side(
         lambda: run([str(openclaw), "mcp", "probe", "kint", "--json"],
                     {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path),
-        lambda: kint_setup(sandbox, env, "openclaw", *given),
-        lambda: run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path))
+        lambda: kint_setup(sandbox, env, "openclaw", *given))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     probe = json.loads(probed.stdout)
     assert probe["diagnostics"] == [], probe
@@ -412,6 +413,7 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     # Removing kint as docs/harnesses.md says: in a config that is mostly kint's entry,
     # `mcp unset` is refused by OpenClaw's size-drop guard and saves what it would have
     # written beside the file; that file, put in place, is the user's config without kint.
+    unset = run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path)
     assert unset.returncode == 1 and "(size-drop:" in unset.stdout + unset.stderr, \
         unset.stdout + unset.stderr
     assert config.read_bytes() == before
