@@ -493,11 +493,14 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
     supervisor does not take for the call is named with the running value, its source and
     how to change it; the call runs with the supervisor's."""
     env = {name: given for name, (given, _, _) in CLASSES.items()}
-    out = box.kint("status", "--json", env=env)
+    out = box.kint("status", env=env)
     assert out.returncode == 0, out.stderr
     reports = _reports(out.stderr)
-    # The object carries the same lines, for a script that reads stdout alone.
-    assert _reports("\n".join(json.loads(out.stdout)["notices"])) == reports, out.stdout
+    # Under --json the object carries the same lines, for a script that reads stdout alone,
+    # and stderr stays quiet of them.
+    shown = box.kint("status", "--json", env=env)
+    assert _reports("\n".join(json.loads(shown.stdout)["notices"])) == reports, shown.stdout
+    assert _reports(shown.stderr) == [], shown.stderr
     assert len(reports) == len(CLASSES), out.stderr
     label, file = box.tenant, box.kint_home / "config.toml"
     for name, (given, running, how) in CLASSES.items():
@@ -602,9 +605,11 @@ def test_a_setting_that_does_nothing_on_this_platform_is_said_not_dropped(box):
     no_effect = ("kint: KINT_NO_KEYCHAIN=1 in this environment has no effect on "
                  f"{sys.platform}: there is no macOS Keychain here; the local secret is "
                  "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret")
-    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "1"})
+    out = box.kint("status", env={"KINT_NO_KEYCHAIN": "1"})
     assert out.returncode == 0, out.stderr
     assert out.stderr.splitlines() == [no_effect], out.stderr
+    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "1"})
+    assert json.loads(out.stdout)["notices"] == [no_effect] and out.stderr == "", out
     # Set for the machine (here in the config file): `config show` marks it.
     config_file(box, "no_keychain = true\n")
     try:
