@@ -217,3 +217,19 @@ def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step()
             hint = journal.hint(again)
             said = agent_error("memory_push", KintError("NOT_CONNECTED", "refused", hint)).hint
             assert said == f"stop and tell the human: {hint}", said
+
+
+def test_a_busy_supervisor_short_of_open_files_is_no_push_running():
+    """memory_push's BUSY takes v0.3.0's hint, `a push is already running`; the BUSY of a
+    supervisor or worker short of open files (kint.open_files) is no push, and its own
+    hint reaches the agent in the agent's words."""
+    from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+
+    for hint, opens in ((WORKER_ROOM_HINT, "stop and tell the human: "),
+                        (ROOM_HINT, "call memory_push again in a minute; if it fails again")):
+        mapped = agent_error("memory_push", push_error(
+            KintError("BUSY", "out of open files", hint), lambda: True))
+        assert mapped.code == "BUSY" and mapped.hint.startswith(opens), mapped.hint
+    ran = agent_error("memory_push", push_error(
+        KintError("BUSY", "busy", DEFAULT_HINTS[ErrorCode.BUSY]), lambda: True))
+    assert ran.hint == "a push is already running", ran.hint

@@ -45,6 +45,9 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
+# A BUSY that is no running work of the space's but the supervisor's open files: v0.3.0's
+# hint for the code ("a push is already running") would send the agent to wait on nothing.
+_NOT_THE_CODES = frozenset({ROOM_HINT, WORKER_ROOM_HINT})
 
 
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
@@ -211,6 +214,8 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
     code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
+    if said in _NOT_THE_CODES:  # the supervisor short of open files, no push running
+        hint = said
     if err.code == "NOT_CONNECTED":
         if owner_known():
             code = failed
