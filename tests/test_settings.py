@@ -451,8 +451,13 @@ def test_config_show_names_the_source_of_every_value(box):
     # A secret: only whether it is set, and the supervisor's is not this command's.
     assert found["KINT_SESSION_PASSPHRASE"]["value"] == "unset"
     assert found["KINT_OWNER_KEY"]["value"] == "unset"
-    assert "KINT_SESSION_PASSPHRASE is set in this environment but the supervisor runs " \
-           "without it" in stderr
+    # Said in the object's `notices` under --json (stderr quiet of it), on stderr without.
+    told = "KINT_SESSION_PASSPHRASE is set in this environment but the supervisor runs without it"
+    assert told not in stderr, stderr
+    shown = box.kint("config", "show", "--json", env={"KINT_SESSION_PASSPHRASE": SECRET})
+    assert any(told in line for line in json.loads(shown.stdout)["notices"]), shown.stdout
+    plain = box.kint("config", "show", env={"KINT_SESSION_PASSPHRASE": SECRET})
+    assert told in plain.stderr and SECRET not in plain.stdout + plain.stderr, plain.stderr
     text = box.kint("config", "show", env={"KINT_OFFLINE": "1"}).stdout
     assert re.search(r"^KINT_OFFLINE +1 +this call$", text, re.M), text
     assert re.search(r"^KINT_WORKER_IDLE_SECONDS +600 +daemon environment$", text, re.M)
