@@ -74,8 +74,9 @@ def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
     """14-agents.md, "Anti-patterns to avoid": an agent never runs `kint compact
     --over-skipped` (nor rekey's), and never discards the store without the human. The
     worker's hints for a terminal that name one (push's GAP hint, as the worker writes it
-    for a rotated key; a header no kint reads; a store that cannot be read) reach the agent as the human's step, whole, never as its own next
-    call. The translation is kint-server's, in process; the hints are the worker's own."""
+    for a rotated key; a header no kint reads; a store that cannot be read) reach the
+    agent as the human's step, whole, never as its own next call. The translation is
+    kint-server's, in process; the hints are the worker's own."""
     from types import SimpleNamespace
 
     from kint.tenant_worker.head_header import NO_KINT_HEADER_HINT

@@ -118,13 +118,13 @@ _AGENT_HINTS = {
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
-    # The code came from the human: the agent cannot copy it again itself.
     # The local passphrase, a key file kint will not rewrite, the open-file limit the
     # supervisor started with, kint processes to end, a stranger's file in KINT_HOME: the
     # human's, at a terminal.
     **{hint: f"stop and tell the human: {hint}" for hint in (
         SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
         REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, CLOSED_HINT, FOREIGN_FILE_HINT)},
+    # The code came from the human: the agent cannot copy it again itself.
     RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
                         "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
     # So did the owner's address: a mixed case that is not its checksum is a mistyped one.
@@ -164,12 +164,13 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 # anchoring over an epoch that will never open, moving the store aside, rotating the data
 # key; and the owner's authorization of a session key ("What must go back to the human",
 # the worker's hints for a journal its unauthorized key left: UNAUTHORIZED_HINT and what
-# to run after it). A hint the worker wrote for a terminal that names one of them (a header no kint
-# reads, a store that cannot be read) is the human's to act on: the agent is told to stop
-# and hand it over, never to run it. Not so a hint whose first step is a pull, the agent's
-# own memory_pull (14-agents.md), with the human's step only as the way past a fork the pull
-# may meet: that pull's own refusal says so when it comes. Such hints are known by their
-# code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop" by a word they hold.
+# to run after it). A hint the worker wrote for a terminal that names one of them (a
+# header no kint reads, a store that cannot be read) is the human's to act on: the agent
+# is told to stop and hand it over, never to run it. Not so a hint whose first step is a
+# pull, the agent's own memory_pull (14-agents.md), with the human's step only as the way
+# past a fork the pull may meet: that pull's own refusal says so when it comes. Such hints
+# are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop"
+# by a word they hold.
 HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`")
 PULL_STEP = "run `kint pull`"
 
