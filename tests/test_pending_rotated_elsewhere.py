@@ -258,6 +258,7 @@ def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, nod
     assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
     assert "may still land" in out.stderr and waited in out.stderr, out.stderr
     assert f"behind a nonce of the previous session key {s.old}" in out.stderr, out.stderr
+    _says_the_deferrals_hint(out.stderr)
     looks = log.read_text().count(deferring)
     assert looks >= 1 and s.pending.exists()
     assert json.loads(s.pending.read_text())["deferred"][0][:1] == [hole]
@@ -277,3 +278,14 @@ def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, nod
     pulled = kdb(s.a, s.db, "pull")
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     assert not s.pending.exists()
+
+
+def _says_the_deferrals_hint(stderr: str) -> None:
+    """The refusal of a wait that ran out behind the deferral gives its own hint (what
+    frees the way, and the setting that bounds the wait), not the endpoints' check: they
+    answered, and "try again" met the same wait (review of session 27)."""
+    from kint.protocol.errors import DEFERRED_FILL_HINT, SPACE_RPC_HINT
+
+    assert f"hint: {DEFERRED_FILL_HINT}" in stderr, stderr
+    assert SPACE_RPC_HINT not in stderr, stderr
+

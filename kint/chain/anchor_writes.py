@@ -29,7 +29,7 @@ from kint.chain.anchor_abi import bare_hex, bytes32_of, checksummed
 from kint.chain.calls import (AlreadyHeld, ChainRefused, bounded, refused_send,
                               transport_words)
 from kint.chain.config import ChainConfig
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.seconds_text import seconds_text
 
 RECEIPT_TIMEOUT_S = 60.0
@@ -183,8 +183,9 @@ class AnchorWrites:
     def wait(self, tx_hash: str, timeout_s: float = RECEIPT_TIMEOUT_S,
              on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0) -> Any:
         """The receipt once it has `confirmations` blocks on top (counting its own), or
-        RpcUnavailable when the deadline passes first. `on_slow` runs each `slow_after_s`
-        while the transaction is not mined (the nonce book's unstick)."""
+        ReceiptTimedOut when the deadline passes first (RpcUnavailable when the endpoint
+        fails). `on_slow` runs each `slow_after_s` while the transaction is not mined (the
+        nonce book's unstick)."""
         deadline = time.monotonic() + timeout_s
         next_slow = time.monotonic() + slow_after_s
         receipt = None
@@ -204,7 +205,8 @@ class AnchorWrites:
                 if self.block_number() - int(receipt["blockNumber"]) + 1 >= self.config.confirmations:
                     return receipt
             time.sleep(0.2)
-        raise RpcUnavailable(f"no confirmed receipt for {tx_hash} within {seconds_text(timeout_s)}")
+        raise ReceiptTimedOut(f"no confirmed receipt for {tx_hash} within "
+                              f"{seconds_text(timeout_s)}")
 
     def transact(self, account: LocalAccount, call: Any, value: int = 0) -> Any:
         return self.wait(self.send_raw(self.build(account, call, value)))
