@@ -33,6 +33,9 @@ from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.seconds_text import seconds_text
 
 RECEIPT_TIMEOUT_S = 60.0
+# With `first_slow_within`, the share of the receipt wait by which its first slow step runs
+# at the latest: half leaves the other half for what that step sent to be mined.
+FIRST_SLOW_SHARE = 0.5
 
 
 def _highest_price(tx: dict[str, Any]) -> int:
@@ -181,13 +184,18 @@ class AnchorWrites:
             raise self._decode_revert(err) from None
 
     def wait(self, tx_hash: str, timeout_s: float = RECEIPT_TIMEOUT_S,
-             on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0) -> Any:
+             on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0,
+             first_slow_within: bool = False) -> Any:
         """The receipt once it has `confirmations` blocks on top (counting its own), or
         ReceiptTimedOut when the deadline passes first (RpcUnavailable when the endpoint
         fails). `on_slow` runs each `slow_after_s` while the transaction is not mined (the
-        nonce book's unstick)."""
+        nonce book's unstick); `first_slow_within`: its first run comes by FIRST_SLOW_SHARE
+        of the wait at the latest, for a caller whose wait only that step can end (a
+        `slow_after_s` as long as the wait ran it never)."""
         deadline = time.monotonic() + timeout_s
-        next_slow = time.monotonic() + slow_after_s
+        first = min(slow_after_s, timeout_s * FIRST_SLOW_SHARE) if first_slow_within \
+            else slow_after_s
+        next_slow = time.monotonic() + first
         receipt = None
         while time.monotonic() < deadline:
             if on_slow is not None and receipt is None and time.monotonic() >= next_slow:

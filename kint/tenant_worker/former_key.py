@@ -159,7 +159,9 @@ class FormerKey:
     def wait(self, tx_hash: str, signed: Signed) -> Any:
         """The receipt of the journal's transaction sent again, its slow path filling the
         holes below it (`fill_below`) every KINT_NONCE_RETRY_SECONDS, as the machine's
-        key's `unstick` does. A wait that runs out
+        key's `unstick` does, the first time by half the receipt wait at the latest: from
+        60 s on the setting ran it never, so no hole was filled nor a deferral seen, and
+        every push and pull ran out its wait in "may still land". A wait that runs out
         while its last look left a hole to a transaction waiting at another endpoint says
         so, with a hint of its own (DeferredWait): the bound on that (DEFER_STEPS x
         KINT_NONCE_RETRY_SECONDS) outlives the 60 s wait from 20 s on, and the refusal
@@ -171,7 +173,8 @@ class FormerKey:
             self.fill_below(signed.nonce, deferred)
 
         try:
-            return self.anchor.wait(tx_hash, on_slow=slow, slow_after_s=retry_seconds())
+            return self.anchor.wait(tx_hash, on_slow=slow, slow_after_s=retry_seconds(),
+                                    first_slow_within=True)
         except RpcUnavailable as err:
             if not deferred:
                 raise
