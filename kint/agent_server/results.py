@@ -15,6 +15,7 @@ from typing import Any, Callable
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import STOPPING_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
+                                  DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
                                   RECOVERY_CODE_HINT, REORG_HINT, SESSION_KEY_MISSING_HINT,
                                   SPACE_RPC_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN, ErrorCode,
@@ -94,6 +95,12 @@ _AGENT_HINTS = {
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
+    # A push waiting behind a previous key's nonce held at another endpoint: the wait ends
+    # by itself at the bound, and the transaction is the human's to pass on sooner.
+    DEFERRED_FILL_HINT: "call memory_pull once the bound named above has passed: the nonce "
+                        "is then filled, or what to do is named; sooner only if the human "
+                        "sends that transaction through the endpoint this space sends "
+                        "through",
     # A devchain that stopped does not come back by itself: the human starts it.
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
     SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
