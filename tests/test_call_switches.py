@@ -9,8 +9,9 @@ unsaid: v0.3.0's own way back from it (03-new-machine.md, the warning under "Con
 again": "connect again with the chain reachable, then run `kint recovery-code`") connected
 from the fresh vault's local wraps again ("data key from local wraps"), and recovery-code
 wrote that vault's code, not the real one's, for the user to copy off the machine. A
-supervisor a command starts on demand now leaves out KINT_OFFLINE and KINT_ALLOW_SINGLE_RPC
-(schema.CALL_SWITCHES); `kint supervisor start` keeps them, the service's own setting.
+supervisor a command starts on demand now leaves out KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC and
+KINT_KEY_TTL (schema.CALL_SWITCHES); `kint supervisor start` keeps them, the service's own
+setting.
 
 Through the real CLI on the session's devchain: machine A anchors an epoch; machine B's
 supervisor is started by B's first command (no test supervisor: the start on demand is
@@ -27,7 +28,7 @@ from chain_machines import (anchored, join_devchain, make_session_key, new_machi
                             owner_account, recovery_code, wallet_signature)
 from conftest import make_sandbox
 from kint.custody.vault_message import canonical_payload
-from kint.settings.schema import CALL_SWITCHES, environment_for
+from kint.settings.schema import BY_NAME, CALL_SWITCHES, environment_for
 
 
 def connect(sb, account, **env: str) -> dict:
@@ -40,14 +41,15 @@ def connect(sb, account, **env: str) -> dict:
 
 
 def test_the_switches_are_left_out_of_an_on_demand_start_only():
-    env = {"KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_RPC_TIMEOUT": "30",
-           "KINT_OWNER_KEY": "0x" + "11" * 32, "HOME": "/h"}
-    assert CALL_SWITCHES == {"KINT_OFFLINE", "KINT_ALLOW_SINGLE_RPC"}
+    env = {"KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
+           "KINT_RPC_TIMEOUT": "30", "KINT_OWNER_KEY": "0x" + "11" * 32, "HOME": "/h"}
+    for name in CALL_SWITCHES:  # each is the call's, and its request carries it
+        assert BY_NAME[name].scope == "call" and BY_NAME[name].sent, name
     assert environment_for("daemon", env, call_switches=False) == {
         "KINT_RPC_TIMEOUT": "30", "HOME": "/h"}
     assert environment_for("daemon", env) == {
-        "KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_RPC_TIMEOUT": "30",
-        "HOME": "/h"}
+        "KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
+        "KINT_RPC_TIMEOUT": "30", "HOME": "/h"}
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,16 @@ def test_a_connect_under_kint_offline_leaves_the_next_one_reading_the_chain(
         assert recovery_code(b, space16) == recovery_code(a, space16)
         started = json.loads(ok(b.kint("supervisor", "status", "--json")).stdout)
         assert started["supervisor"]["started_with"] == [], started["supervisor"]
+
+        # KINT_KEY_TTL=session: that connect keeps the key in memory only; the next one,
+        # given none, caches it on disk for the default 24 h, as v0.3.0's does.
+        b.shutdown()
+        cache = b.kint_home / f"vault-{space16}.aes"
+        cache.unlink()
+        connect(b, account, KINT_KEY_TTL="session")
+        assert not cache.exists()
+        connect(b, account)
+        assert cache.exists()
 
         # An explicit start keeps what it was given: the service's own setting.
         b.shutdown()

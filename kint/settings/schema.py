@@ -318,14 +318,16 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 STRICT: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.strict)
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
 SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
-# v0.3.0's one-off switches a command sends with its request (KINT_OFFLINE,
-# KINT_ALLOW_SINGLE_RPC): each is that command's alone, as in v0.3.0, where every command
-# reads its own environment. A supervisor a command starts on demand does not take them
+# v0.3.0's settings a command reads for itself that decide what it reads, trusts or keeps
+# (KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC, KINT_KEY_TTL), which a command sends with its
+# request: each is that command's alone, as in v0.3.0, where every command reads its own
+# environment. A supervisor a command starts on demand does not take them
 # (autostart.spawn_daemon): it would apply them, unsaid, to every later call of every space
 # that sets none (a connect "with the chain reachable" after `KINT_OFFLINE=1 kint connect`
-# started it read no chain, kept the fresh vault's key and wrote its recovery code).
-CALL_SWITCHES: frozenset[str] = frozenset(
-    s.name for s in SETTINGS if s.scope == "call" and s.kind == "flag" and s.sent)
+# started it read no chain, kept the fresh vault's key and wrote its recovery code; one
+# after `KINT_KEY_TTL=session kint connect` cached no key on disk).
+CALL_SWITCHES: frozenset[str] = frozenset({"KINT_OFFLINE", "KINT_ALLOW_SINGLE_RPC",
+                                           "KINT_KEY_TTL"})
 # The value a client sends for a secret it has (never the secret itself), before the proof
 # that tells the worker whether it is its own (kint.settings.secret_proof).
 SECRET_SET = secret_proof.SECRET_SET
