@@ -7,7 +7,7 @@ and the other spaces' workers keep answering.
 - The process: `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
   (how long it outlives a stop or its supervisor), `worker_lock` (one live worker per
   space of a home, an old one included) and `lock_table` (its holder as the kernel names
-  it), `heartbeat`
+  it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
   the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
