@@ -13,7 +13,8 @@ and the other spaces' workers keep answering.
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `drift` and `push_backoff` (the
   store watcher, its hold and its wait after a failure).
-- Reading: `store`, `store_readers` (the worker's read-only connections), `verify`,
+- Reading: `store`, `store_readers` (the worker's read-only connections), `shared_client`
+  (its Sibyl client, never closed under an op reading through it), `verify`,
   `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,
   `behind_head`, `doctor`, `doctor_chain`, `disk_space`, `file_presence`,
   `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's worker on the
