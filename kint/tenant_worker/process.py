@@ -41,6 +41,7 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
+from kint.open_files import WORKER_START_FDS, open_files, out_of_files
 from kint.paths import worker_lock_path
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
@@ -307,6 +308,9 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     EXIT_REFUSED when another worker of the space holds its worker lock.
     `token` is this spawn's secret, made by the supervisor (see kint.protocol.worker_wire)."""
     _die_with_parent()
+    files = open_files()
+    if files is not None and files.limit - files.open < WORKER_START_FDS:
+        os._exit(worker_wire.EXIT_NO_FILES)  # before anything that opens one (worker_wire)
     set_process_name(WORKER)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     try:
@@ -328,6 +332,8 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
                                          "hint": held.hint,
                                          "holder_pid": held.holder.pid}, EXIT_REFUSED)
     except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
+        if out_of_files(err):  # a neighbour thread took the room the check above saw
+            os._exit(worker_wire.EXIT_NO_FILES)
         _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker.wake_pipe.write_fd)  # first: a SIGTERM from here on wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
