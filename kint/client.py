@@ -294,15 +294,16 @@ class Client:
             return False
         return True
 
-    def ensure_running(self, wait_s: float = 30.0) -> None:
+    def ensure_running(self, wait_s: float = 30.0, on_demand: bool = True) -> None:
         """Start a supervisor if none answers, waiting up to `wait_s` for it (a call passes
-        what is left of its bound, which counts the start)."""
+        what is left of its bound, which counts the start; `on_demand` as autostart's)."""
         from kint.paths import UnsafePathError
         from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
         from kint.supervisor.autostart import ensure_running
 
         try:
-            ensure_running(self.home, lambda t: self.ping(t), wait_s=wait_s)
+            ensure_running(self.home, lambda t: self.ping(t), wait_s=wait_s,
+                           on_demand=on_demand)
         except UnsafePathError as err:  # refused, never followed or tightened
             raise SupervisorUnavailable(str(err), err.hint) from None
         except NotOwnFile as err:  # the start lock or stderr: a link or a stranger's file

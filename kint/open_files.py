@@ -142,6 +142,11 @@ def no_room_yet_message(late: str, stopping: bool = True) -> str:
             f"is short of open files, ulimit -n; {why})")
 
 
+# The descriptors a worker's start needs free (measured under a lowered limit: it served
+# with 12 free, SQLite could not open the store with 8, libzmq aborted it with 4).
+WORKER_START_FDS = 12
+
+
 WORKER_ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulimit -n` in "
                     "its shell, LimitNOFILE= in its systemd unit): its workers inherit it; "
                     "then run `kint supervisor stop`, and the command again")

@@ -151,7 +151,7 @@ def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
     client.set_entity("rules", "rollback", {"rule": "every deploy has a rollback plan"})
     client.storage.close()
     story["pushed"] = kjson(a, "push")["epochs"][-1]
-    text, checks = doctor(b)  # (B's session key is not authorized: that check fails)
+    text, checks = doctor(b)  # (B's session key is not authorized: that check warns)
     lines = text.stdout.splitlines()
     head = story["pushed"]
     at = lines.index(f"[WARN] head: this machine epoch {behind['seq']} at block "

@@ -439,8 +439,7 @@ def test_what_the_start_settlement_dropped_a_rekey_says_in_its_own_words(box):
     again once the key may write, the rekey goes through, its snapshot holding them.
     Before, the rekey said nothing of it, and a rekey that did was told to run `kint push`."""
     s = Space(box, "revoked-rekey")
-    signature = wallet_signature(owner_account(s.a, s.owner),
-                                 canonical_payload(s.owner).decode()) + "\n"
+    signature = _signature(s)
     with _started_settlement(s, box) as kept:
         out = _unheld(s, "rekey", "--signature", "-", input=signature)
         assert out.returncode != 0 and "[NOT_CONNECTED]" in out.stderr, out.stderr
@@ -471,6 +470,23 @@ def test_what_the_start_settlement_dropped_outlives_a_push_nobody_reads(box, op,
         _pull_says_once(s, kept)
 
 
+@contextmanager
+def _anchored_since(s: Space, box: dict) -> Iterator[Path]:
+    """`_started_settlement`, then the key authorized again and the store watcher's push
+    anchoring the rows the dropped journal carried, the notice still kept: yields it."""
+    with _started_settlement(s, box) as kept:
+        authorize_machine(box["home"], owner_account(s.a, s.owner), s.old)
+        assert "nothing to push" not in _unheld_op(s, "push", {"hold_reason": "watcher"})
+        assert s.anchored() == {"first", "second"} and kept.exists()
+        yield kept
+
+
+def _signature(s: Space) -> str:
+    """The owner's derive signature, as `kint rekey --signature -` reads it."""
+    return wallet_signature(owner_account(s.a, s.owner),
+                            canonical_payload(s.owner).decode()) + "\n"
+
+
 def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_is_said_so(box):
     """The journal dropped by the start settlement (the key revoked), then the key is
     authorized again and the store watcher's push anchors the rows the journal carried,
@@ -478,10 +494,7 @@ def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_is_sai
     holds now: nothing of it is left to anchor, and it goes on (nothing to push, exit 0).
     It refused NOT_CONNECTED, hint "`kint push` anchors them", which found nothing."""
     s = Space(box, "revoked-anchored-since")
-    with _started_settlement(s, box) as kept:
-        authorize_machine(box["home"], owner_account(s.a, s.owner), s.old)
-        assert "nothing to push" not in _unheld_op(s, "push", {"hold_reason": "watcher"})
-        assert s.anchored() == {"first", "second"} and kept.exists()
+    with _anchored_since(s, box) as kept:
         out = _unheld(s, "push")
         assert out.returncode == 0, out.stdout + out.stderr
         assert "nothing to push" in out.stdout, out.stdout
@@ -499,12 +512,8 @@ def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_a_reke
     NOT_CONNECTED on it, saying to run `kint rekey` again, for which the user gave the
     signature again."""
     s = Space(box, "revoked-anchored-rekey")
-    signature = wallet_signature(owner_account(s.a, s.owner),
-                                 canonical_payload(s.owner).decode()) + "\n"
-    with _started_settlement(s, box) as kept:
-        authorize_machine(box["home"], owner_account(s.a, s.owner), s.old)
-        assert "nothing to push" not in _unheld_op(s, "push", {"hold_reason": "watcher"})
-        assert s.anchored() == {"first", "second"} and kept.exists()
+    signature = _signature(s)
+    with _anchored_since(s, box) as kept:
         out = _unheld(s, "rekey", "--signature", "-", input=signature)
         assert out.returncode == 0, out.stdout + out.stderr
         assert "snapshot epoch 3" in out.stdout, out.stdout
@@ -513,6 +522,31 @@ def test_what_the_start_settlement_dropped_and_the_watcher_anchored_since_a_reke
         assert ("its journal is dropped, and the store holds no unanchored change now"
                 in out.stderr), out.stderr
         assert "anchors them" not in out.stderr, out.stderr
+        assert not kept.exists()
+
+
+def test_a_rekey_whose_snapshot_fails_after_the_settlement_keeps_the_notice(box):
+    """The same kept notice (owing nothing) met by `kint rekey`, whose snapshot's push then
+    fails in a way its refusal carries no notices on: the space's watermark garbled (a real
+    file, read as the snapshot is recorded), CORRUPT_STATE. The notice is kept, and said
+    by the next command once the file is put right. The snapshot's settlement used it up
+    as it read it, and the failure lost it unsaid."""
+    s = Space(box, "revoked-anchored-rekey-fails")
+    signature = _signature(s)
+    with _anchored_since(s, box) as kept:
+        watermark = s.a.kint_home / f"watermark-{s.space16}.json"
+        good = watermark.read_bytes()
+        watermark.write_bytes(b"{not json")
+        out = _unheld(s, "rekey", "--signature", "-", input=signature)
+        assert out.returncode != 0 and "[CORRUPT_STATE]" in out.stderr, \
+            out.stdout + out.stderr
+        assert "the interrupted push of epoch 2" not in out.stderr, out.stderr
+        assert kept.exists()
+        watermark.write_bytes(good)
+        pulled = jdb(s.a, s.db, "pull")
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1 and "holds no unanchored change now" in said[0], pulled
         assert not kept.exists()
 
 

@@ -45,9 +45,13 @@ RETRY_S = 5
 # races nothing: it raced the bound, 5-10 s after the line, on a loaded box.
 WAITING_RETRY_S = 10
 RECEIPT_WAIT_S = 15
-# The restart test's receipt wait, at RETRY_S: past the wait's first look (5 s), which
-# defers, and short of its second (10 s), where the bound (10 s) would end the deferral.
+# The restart test's receipt wait, at RETRY_S: past the wait's first look (4 s: by half the
+# wait at the latest), which defers, and short of its second (9 s), where the bound (10 s)
+# would end the deferral.
 SHORT_WAIT_S = 8
+# A KINT_NONCE_RETRY_SECONDS as long as kint's 60 s receipt wait: the wait's first look comes
+# by half the wait all the same (SHORT_WAIT_S here).
+LONG_RETRY_S = 60
 
 
 @pytest.fixture
@@ -74,6 +78,12 @@ def waiting_box(tmp_path, chain_home):
 def short_box(tmp_path, chain_home):
     """`box` with a receipt wait shorter than the bound (SHORT_WAIT_S)."""
     yield from _waiting(tmp_path, chain_home, RETRY_S, SHORT_WAIT_S)
+
+
+@pytest.fixture
+def long_retry_box(tmp_path, chain_home):
+    """`box` with LONG_RETRY_S and a receipt wait of SHORT_WAIT_S."""
+    yield from _waiting(tmp_path, chain_home, LONG_RETRY_S, SHORT_WAIT_S)
 
 
 @pytest.fixture
@@ -258,6 +268,7 @@ def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, nod
     assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
     assert "may still land" in out.stderr and waited in out.stderr, out.stderr
     assert f"behind a nonce of the previous session key {s.old}" in out.stderr, out.stderr
+    _says_the_deferrals_hint(out.stderr)
     looks = log.read_text().count(deferring)
     assert looks >= 1 and s.pending.exists()
     assert json.loads(s.pending.read_text())["deferred"][0][:1] == [hole]
@@ -272,6 +283,43 @@ def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, nod
                                      f"the endpoint this space sends through") in out.stderr, \
         out.stderr
     assert log.read_text().count(deferring) == looks
+    s.w3.eth.send_raw_transaction(sent.raw_transaction)  # passed on: both are mined
+    s.release()
+    pulled = kdb(s.a, s.db, "pull")
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert not s.pending.exists()
+
+
+def _says_the_deferrals_hint(stderr: str) -> None:
+    """The refusal of a wait that ran out behind the deferral gives its own hint (what
+    frees the way, and the setting that bounds the wait), not the endpoints' check: they
+    answered, and "try again" met the same wait (review of session 27)."""
+    from kint.protocol.errors import DEFERRED_FILL_HINT, SPACE_RPC_HINT
+
+    assert f"hint: {DEFERRED_FILL_HINT}" in stderr, stderr
+    assert SPACE_RPC_HINT not in stderr, stderr
+
+
+def test_a_retry_setting_as_long_as_the_receipt_wait_still_looks_within_it(long_retry_box,
+                                                                           node):
+    """KINT_NONCE_RETRY_SECONDS at 60: the receipt wait's slow path ran first at 60 s, so a
+    wait of 60 s (here SHORT_WAIT_S) ended before it, the nonce at the other endpoint never
+    seen in that wait, and the refusal said "may still land" alone. Its first look now
+    comes by half the wait: the refusal names the nonce and the endpoint, with the
+    deferral's hint. Two rotates, so no key fills it; the check before the re-send looked
+    once too (the journal's sighting), which the wait's refusal did not name."""
+    url = node[0]
+    s, hole, _, sent, _ = _waits_at_the_other_node(long_retry_box, node, "long-retry", 2)
+    log = s.a.kint_home / "supervisor.log"
+    deferring = (f"nonce {hole} of the previous session key {s.old} waits at the endpoint "
+                 f"{url}, not yet at the one this space sends through: not filled")
+    out = kdb(s.a, s.db, "pull")  # the restarted worker's own settlement is still held
+    assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
+    assert f"nonce {hole} of that key has waited at the endpoint {url} for " in out.stderr \
+        and "(the bound is 2 x KINT_NONCE_RETRY_SECONDS: 2 min here)" in out.stderr, \
+        out.stderr
+    assert deferring in log.read_text()
+    _says_the_deferrals_hint(out.stderr)
     s.w3.eth.send_raw_transaction(sent.raw_transaction)  # passed on: both are mined
     s.release()
     pulled = kdb(s.a, s.db, "pull")

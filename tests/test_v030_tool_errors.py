@@ -234,3 +234,20 @@ def test_a_busy_supervisor_short_of_open_files_is_no_push_running():
     ran = agent_error("memory_push", push_error(
         KintError("BUSY", "busy", DEFAULT_HINTS[ErrorCode.BUSY]), lambda: True))
     assert ran.hint == "a push is already running", ran.hint
+
+
+def test_a_wait_behind_a_nonce_held_elsewhere_gives_the_agent_a_pull_after_the_bound():
+    """A receipt wait that ran out behind a previous key's nonce waiting at another endpoint
+    (former_key_wait.DeferredWait) has its own hint, a step of a terminal (`kint pull` once
+    the bound has passed): the agent is given its own pull, and the human's part (passing
+    the transaction on), where it was handed the terminal's words as they were."""
+    from kint.protocol.errors import DEFERRED_FILL_HINT
+
+    for tool in ("memory_push", "memory_pull"):
+        err = KintError(ErrorCode.RPC_UNAVAILABLE.value, "waits behind a nonce",
+                        DEFERRED_FILL_HINT)
+        mapped = agent_error(tool, push_error(err, lambda: True) if tool == "memory_push"
+                             else pull_error(err, lambda: True))
+        assert mapped.hint.startswith("call memory_pull once the bound named above has "
+                                      "passed"), mapped.hint
+        assert "`kint pull`" not in mapped.hint

@@ -17,6 +17,7 @@ from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
+                                  DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
                                   RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
@@ -133,6 +134,12 @@ _AGENT_HINTS = {
     DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
                                               "again, stop and tell the human to "
                                               + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
+    # A push waiting behind a previous key's nonce held at another endpoint: the wait ends
+    # by itself at the bound, and the transaction is the human's to pass on sooner.
+    DEFERRED_FILL_HINT: "call memory_pull once the bound named above has passed: the nonce "
+                        "is then filled, or what to do is named; sooner only if the human "
+                        "sends that transaction through the endpoint this space sends "
+                        "through",
     # A devchain that stopped does not come back by itself: the human starts it.
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
     SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "

@@ -29,10 +29,13 @@ from kint.chain.anchor_abi import bare_hex, bytes32_of, checksummed
 from kint.chain.calls import (AlreadyHeld, ChainRefused, bounded, refused_send,
                               transport_words)
 from kint.chain.config import ChainConfig
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.seconds_text import seconds_text
 
 RECEIPT_TIMEOUT_S = 60.0
+# With `first_slow_within`, the share of the receipt wait by which its first slow step runs
+# at the latest: half leaves the other half for what that step sent to be mined.
+FIRST_SLOW_SHARE = 0.5
 
 
 def _highest_price(tx: dict[str, Any]) -> int:
@@ -181,12 +184,18 @@ class AnchorWrites:
             raise self._decode_revert(err) from None
 
     def wait(self, tx_hash: str, timeout_s: float = RECEIPT_TIMEOUT_S,
-             on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0) -> Any:
+             on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0,
+             first_slow_within: bool = False) -> Any:
         """The receipt once it has `confirmations` blocks on top (counting its own), or
-        RpcUnavailable when the deadline passes first. `on_slow` runs each `slow_after_s`
-        while the transaction is not mined (the nonce book's unstick)."""
+        ReceiptTimedOut when the deadline passes first (RpcUnavailable when the endpoint
+        fails). `on_slow` runs each `slow_after_s` while the transaction is not mined (the
+        nonce book's unstick); `first_slow_within`: its first run comes by FIRST_SLOW_SHARE
+        of the wait at the latest, for a caller whose wait only that step can end (a
+        `slow_after_s` as long as the wait ran it never)."""
         deadline = time.monotonic() + timeout_s
-        next_slow = time.monotonic() + slow_after_s
+        first = min(slow_after_s, timeout_s * FIRST_SLOW_SHARE) if first_slow_within \
+            else slow_after_s
+        next_slow = time.monotonic() + first
         receipt = None
         while time.monotonic() < deadline:
             if on_slow is not None and receipt is None and time.monotonic() >= next_slow:
@@ -204,7 +213,8 @@ class AnchorWrites:
                 if self.block_number() - int(receipt["blockNumber"]) + 1 >= self.config.confirmations:
                     return receipt
             time.sleep(0.2)
-        raise RpcUnavailable(f"no confirmed receipt for {tx_hash} within {seconds_text(timeout_s)}")
+        raise ReceiptTimedOut(f"no confirmed receipt for {tx_hash} within "
+                              f"{seconds_text(timeout_s)}")
 
     def transact(self, account: LocalAccount, call: Any, value: int = 0) -> Any:
         return self.wait(self.send_raw(self.build(account, call, value)))

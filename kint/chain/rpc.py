@@ -56,6 +56,13 @@ class RpcNotReached(RpcUnavailable):
     machine (a send that failed so was not sent)."""
 
 
+class ReceiptTimedOut(RpcUnavailable):
+    """A receipt wait that ran out (anchor_writes `wait`): the endpoint answered each look,
+    and the transaction had no confirmed receipt by the deadline. Told apart from an
+    endpoint that failed by a caller that knows why the transaction waits (former_key.py,
+    behind a nonce held at another endpoint), whose hint is then not the endpoint's."""
+
+
 class RpcErrorAnswer(RpcUnavailable):
     """The endpoint answered, and the answer was a refusal: an error object or an HTTP
     status (a 429 rate limit). The provider never asks again after an answer, so a caller

@@ -54,7 +54,7 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         sys.exit(run_foreground(home, refuse_beside_running=True))
     client = obj.client()
     try:
-        client.ensure_running()
+        client.ensure_running(on_demand=False)  # the environment given: the service's
         info = client.call("sup.ping", timeout_s=5)
     except KintError as err:
         fail(err, obj.debug)

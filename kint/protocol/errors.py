@@ -203,6 +203,16 @@ UNSETTLED_HINT = RPC_CHECK + UNSETTLED_THEN
 DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
                      "whether it runs (`kint devchain start` starts it), then try again")
 SPACE_RPC_HINT = f"{SPACE_RPC_CHECK}, then try again"
+# RPC_UNAVAILABLE's hint for a receipt wait that ran out while the push waited behind a
+# previous session key's nonce held at another endpoint of the space, within the bound on
+# that wait (kint.tenant_worker.former_key_wait): no endpoint failed, so the generic hint's
+# check of the endpoints was a wrong next step, and "try again" met the same wait. Named
+# here so kint-server gives an agent its own words for it.
+DEFERRED_FILL_HINT = ("that transaction reaching the endpoint this space sends through frees "
+                      "the way (send it there too, or check why the other does not pass it "
+                      "on); else run `kint pull` once the bound named above has passed: "
+                      "the nonce is then filled here, or what to do is named "
+                      "(KINT_NONCE_RETRY_SECONDS sets the bound)")
 # A push's GAP hints (kint.tenant_worker.push_refusals.gap_hint), named here so kint-server
 # tells them apart by what they are, not by the words they contain: a gap the last pull left
 # at an epoch it read and could not open, which may never open (the human's snapshot over

@@ -51,6 +51,12 @@ EXIT_FATAL = 3
 # A worker that refused to start because another worker of its space holds the space's
 # worker lock (kint.tenant_worker.worker_lock): not a crash, nothing restarted.
 EXIT_REFUSED = 4
+# A worker that began short of open files (its own limit, inherited: fewer than
+# open_files.WORKER_START_FDS free): not a crash either, its requests refused BUSY with
+# the limit's hint (docs/faults.md), where libzmq aborted it or SQLite could not open the
+# store, and the space was quarantined as crashing. Said by the code alone: telling the
+# supervisor more takes descriptors it may not have.
+EXIT_NO_FILES = 5
 
 # The fields a beat may carry, with the types each may have (None always allowed).
 BEAT_FIELDS: dict[str, tuple[type, ...]] = {

@@ -318,6 +318,16 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 STRICT: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.strict)
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
 SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
+# v0.3.0's settings a command reads for itself that decide what it reads, trusts or keeps
+# (KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC, KINT_KEY_TTL), which a command sends with its
+# request: each is that command's alone, as in v0.3.0, where every command reads its own
+# environment. A supervisor a command starts on demand does not take them
+# (autostart.spawn_daemon): it would apply them, unsaid, to every later call of every space
+# that sets none (a connect "with the chain reachable" after `KINT_OFFLINE=1 kint connect`
+# started it read no chain, kept the fresh vault's key and wrote its recovery code; one
+# after `KINT_KEY_TTL=session kint connect` cached no key on disk).
+CALL_SWITCHES: frozenset[str] = frozenset({"KINT_OFFLINE", "KINT_ALLOW_SINGLE_RPC",
+                                           "KINT_KEY_TTL"})
 # The value a client sends for a secret it has (never the secret itself), before the proof
 # that tells the worker whether it is its own (kint.settings.secret_proof).
 SECRET_SET = secret_proof.SECRET_SET
@@ -350,15 +360,18 @@ def lower_minimum(name: str, minimum: float) -> Setting:
     return new
 
 
-def environment_for(reader: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+def environment_for(reader: str | None, environ: Mapping[str, str], *,
+                    call_switches: bool = True) -> dict[str, str]:
     """`environ` for a process kint starts, less every secret setting `reader` (`daemon`)
     does not read; None, a program of another's (the devchain's anvil): less every one.
     A process started by a command lives on after it, with the environment it was given
     (/proc/<pid>/environ, a core dump): the owner's private key exported in the shell for
-    `kint authorize direct` must not live on in a supervisor, its workers or an anvil."""
+    `kint authorize direct` must not live on in a supervisor, its workers or an anvil.
+    `call_switches` False: less the one-off switches of a call too (CALL_SWITCHES)."""
     return {name: value for name, value in environ.items()
-            if not ((setting := BY_NAME.get(name)) is not None and setting.secret
-                    and (reader is None or reader not in setting.read_by))}
+            if not ((setting := BY_NAME.get(name)) is not None and
+                    ((setting.secret and (reader is None or reader not in setting.read_by))
+                     or (not call_switches and name in CALL_SWITCHES)))}
 
 
 class BadValue(ValueError):

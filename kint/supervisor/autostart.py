@@ -171,11 +171,14 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
 DAEMON_STDERR = "supervisor.stderr"
 
 
-def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
+def spawn_daemon(home: Path, *, on_demand: bool = True) -> subprocess.Popen[bytes]:
     """Start a detached supervisor: its own session, no terminal. Its raw stderr (what
     bypasses logging: a crash before logging is set up, interpreter warnings), and its
     workers', goes to run/supervisor.stderr, emptied at each start: the shared log is
-    rotated by renaming, and a file descriptor held since start would follow the rename."""
+    rotated by renaming, and a file descriptor held since start would follow the rename.
+    `on_demand` (started for a command's request, not by `kint supervisor start`): the
+    command's one-off switches stay its own (schema.CALL_SWITCHES); its request carries
+    them."""
     from kint.settings.schema import environment_for
 
     ensure_private_dir(home)
@@ -195,7 +198,7 @@ def spawn_daemon(home: Path) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
             start_new_session=True, close_fds=True, cwd="/",
             # Less the secrets no daemon reads (the owner's key): it outlives this command.
-            env=environment_for("daemon", os.environ),
+            env=environment_for("daemon", os.environ, call_switches=not on_demand),
         )
         # Reap it when it exits, so a long-lived client never holds a zombie.
         threading.Thread(target=proc.wait, name="kint-reap-supervisor", daemon=True).start()
@@ -217,7 +220,7 @@ RETRY_EVERY_S = 0.02
 PING_S = 0.5
 
 
-def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
+def ensure_running(home: Path, ping, wait_s: float = 30.0, *, on_demand: bool = True) -> None:
     """Make sure a supervisor answers on `home`'s socket, starting one if needed.
 
     `ping(timeout_s) -> bool` asks the socket. Raises SupervisorNotReachable (a
@@ -237,7 +240,7 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
         if not flock_by(lock_fd, deadline, 0.05):
             raise SupervisorNotReachable("another kint process holds the start lock",
                                          "try again in a moment")
-        _wait_for_supervisor(home, ping, deadline, wait_s)
+        _wait_for_supervisor(home, ping, deadline, wait_s, on_demand)
     finally:
         # Closing lets the lock go (the descriptor is close-on-exec: the supervisor
         # started under it holds no copy). An unlock first could itself fail after a
@@ -245,7 +248,8 @@ def ensure_running(home: Path, ping, wait_s: float = 30.0) -> None:
         os.close(lock_fd)
 
 
-def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> None:
+def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
+                         on_demand: bool) -> None:
     """Under the start lock: start a supervisor when none holds the pid lock, then wait
     (never spinning) until one answers or waiting cannot help."""
     started: subprocess.Popen[bytes] | None = None
@@ -258,7 +262,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float) -> No
         if found is None:
             silent_since = None
             if started is None:
-                started = spawn_daemon(home)
+                started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
                 raise SupervisorNotReachable(
                     f"the supervisor exited with code {started.returncode} before it "

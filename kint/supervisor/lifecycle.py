@@ -21,7 +21,7 @@ from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.open_files import out_of_files
+from kint.open_files import WORKER_ROOM_HINT, out_of_files
 from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, StartRefusal, WorkerHandle,
                                     describe_exit, live_sessions)
@@ -170,6 +170,10 @@ class WorkerLifecycle(WorkerRoom):
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
         elif exitcode == worker_wire.EXIT_REFUSED and handle.start_refused is None:
             reason = self._refused_unheard(handle)
+        elif exitcode == worker_wire.EXIT_NO_FILES:
+            reason = (f"the worker of space {handle.space16} could not start: it ran out of "
+                      f"open files (the limit it inherited, ulimit -n)")
+            handle.start_refused = StartRefusal(ErrorCode.BUSY.value, WORKER_ROOM_HINT, None)
         stop_reason = handle.stop_reason
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
@@ -223,7 +227,8 @@ class WorkerLifecycle(WorkerRoom):
                        refusal: StartRefusal) -> None:
         """The worker refused to start: an older worker of the space, left by a supervisor
         that died, still runs (stopped or stuck) and holds the space's worker lock
-        (kint.tenant_worker.worker_lock). Not a crash: a restart would only wait and be
+        (kint.tenant_worker.worker_lock), or it began short of open files
+        (worker_wire.EXIT_NO_FILES: BUSY, as an op that runs out is). Not a crash: a restart would only wait and be
         refused again, and a quarantine would outlast the old worker's end. The requests
         waiting for it are answered with the refusal's code and hint, the space is left
         idle with the reason as its last exit and the refusal in its row until the next

@@ -7,13 +7,14 @@ and the other spaces' workers keep answering.
 - The process: `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
   (how long it outlives a stop or its supervisor), `worker_lock` (one live worker per
   space of a home, an old one included) and `lock_table` (its holder as the kernel names
-  it), `heartbeat`
+  it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
   the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `drift` and `push_backoff` (the
   store watcher, its hold and its wait after a failure).
-- Reading: `store`, `store_readers` (the worker's read-only connections), `verify`,
+- Reading: `store`, `store_readers` (the worker's read-only connections), `shared_client`
+  (its Sibyl client, never closed under an op reading through it), `verify`,
   `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,
   `behind_head`, `doctor`, `doctor_chain`, `disk_space`, `file_presence`,
   `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's worker on the

@@ -1,8 +1,8 @@
 """Where verify gets the chain head from: one small interface, so verify does not know
 whether a chain is configured, reachable or hung.
 
-Until this machine is connected to a chain (the chain issue plugs that in), every reading
-is unavailable and verify checks against the mirror alone, saying so.
+Until this machine is connected, no head is read: status says why, and verify checks
+against the mirror alone without a word of it, as v0.3.0's (`read_head`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,12 @@ class ChainHeadSource:
 
 def read_head(source: HeadSource, timeout_s: float) -> HeadReading:
     """Verify's single head read: none at all under KINT_OFFLINE=1 (this call's, else the
-    space's settings)."""
+    space's settings), nor, unsaid, on a machine that is not connected: v0.3.0 reads the
+    head "for the connected owner (... not on a machine that is not connected)" and prints
+    its `chain head unavailable` line only when that read fails (07-verify.md); verify's
+    `this machine has never pulled or pushed` says the rest."""
+    if isinstance(source, NotConnected):
+        return HeadReading(None)
     if settings.value("KINT_OFFLINE"):
         return HeadReading(None, "KINT_OFFLINE=1")
     return source.read(timeout_s)

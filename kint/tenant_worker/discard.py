@@ -156,6 +156,14 @@ def discard_local(ctx: SpaceContext) -> list[str]:
     return sorted(moved, key=_store_first)
 
 
+def discard_released(ctx: SpaceContext) -> list[str]:
+    """`discard_local` with the space's Sibyl client closed until the store is moved: a
+    verify reading through it is waited for, and one asked meanwhile waits, then finds the
+    store gone (shared_client.py), never its connection closed under it."""
+    with ctx.store_released("pull --discard-local"):
+        return discard_local(ctx)
+
+
 def fold_wal(db: str) -> None:
     """Checkpoint the store's WAL into it and close it, so SQLite deletes the -wal and -shm
     and the store is one file to move. Only once nothing else holds the store

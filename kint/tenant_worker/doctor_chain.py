@@ -194,7 +194,11 @@ def no_session_key(home: Path) -> dict[str, Any] | None:
 
 
 def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
-    """Ok when the owner has authorized the key and it holds more than 0.00002 ETH."""
+    """Ok when the owner has authorized the key and it holds more than 0.00002 ETH, else a
+    warning, as in v0.3.0 (02-quickstart.md: doctor "warns" at or below that balance or
+    while the key is not authorized): a machine that only restores and reads needs neither
+    (03-new-machine.md), so its doctor must not exit 1 for them. A key that cannot be read
+    at all still fails."""
     from kint.custody.errors import CustodyError
     from kint.custody.session_key import session_address
 
@@ -207,9 +211,12 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
     except (CustodyError, *CHAIN_READ_FAILED) as err:
         return check("session key", False, str(err), "check the session key file and the RPC")
     ok = bool(facts.authorized) and facts.balance_wei > MIN_WRITE_BALANCE_WEI
-    return check("session key", ok, f"{address}: {facts.balance_eth} ETH, "
-                 f"{'authorized' if facts.authorized else 'NOT authorized'} for {owner}",
-                 "fund it with a few cents of ETH and authorize it (kint authorize)")
+    detail = (f"{address}: {facts.balance_eth} ETH, "
+              f"{'authorized' if facts.authorized else 'NOT authorized'} for {owner}")
+    if ok:
+        return check("session key", True, detail)
+    return check("session key", True, detail, "fund it with a few cents of ETH and authorize "
+                 "it (kint authorize) before pushing; pulls and reads need neither", warn=True)
 
 
 def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from kint.chain.calls import ChainRefused, spent_nonce
 from kint.chain.rpc import RpcNotReached, RpcUnavailable
 from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.former_key_wait import DeferredWait
 from kint.tenant_worker.push_refusals import refused
 from kint.tenant_worker.session_sender import SessionSender, Signed
 
@@ -98,7 +99,10 @@ def endpoint_failed(err: RpcUnavailable, sent: bool, seq: int,
     """RPC_UNAVAILABLE for epoch `seq`'s send (`sent`: the endpoint took it) or receipt
     wait that failed with `err`: `words.never_sent` when no connection was made for the
     send, else `words.may_land`. A push's own send (PUSH_WORDS) and its journal's re-send
-    (pending.py, RESEND_WORDS) say it alike but for a send that made no connection."""
+    (pending.py, RESEND_WORDS) say it alike but for a send that made no connection. A wait
+    that ran out behind a previous key's nonce waiting elsewhere (DeferredWait) keeps its
+    own hint: the endpoints answered."""
     never = not sent and isinstance(err, RpcNotReached)
     said = words.never_sent if never else words.may_land
-    return ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{err}; {said.format(seq=seq)}")
+    hint = err.hint if isinstance(err, DeferredWait) else None
+    return ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{err}; {said.format(seq=seq)}", hint)

@@ -50,12 +50,12 @@ from kint.chain.calls import (INSUFFICIENT_FUNDS, ChainRefused, answer_int, boun
                               spent_nonce)
 from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.paths import space_files
 from kint.settings.urls import redact_url
 from kint.tenant_worker import former_key_wait
-from kint.tenant_worker.former_key_wait import Elsewhere, Look
+from kint.tenant_worker.former_key_wait import DeferredWait, Elsewhere, Look
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import Signed, filler, mined_count, replacement
 
@@ -159,8 +159,11 @@ class FormerKey:
     def wait(self, tx_hash: str, signed: Signed) -> Any:
         """The receipt of the journal's transaction sent again, its slow path filling the
         holes below it (`fill_below`) every KINT_NONCE_RETRY_SECONDS, as the machine's
-        key's `unstick` does. A wait that runs out while its last look left a hole to a
-        transaction waiting at another endpoint says so: the bound on that (DEFER_STEPS x
+        key's `unstick` does, the first time by half the receipt wait at the latest: from
+        60 s on the setting ran it never, so no hole was filled nor a deferral seen, and
+        every push and pull ran out its wait in "may still land". A wait that runs out
+        while its last look left a hole to a transaction waiting at another endpoint says
+        so, with a hint of its own (DeferredWait): the bound on that (DEFER_STEPS x
         KINT_NONCE_RETRY_SECONDS) outlives the 60 s wait from 20 s on, and the refusal
         said only "may still land", the next one naming the nonce and the endpoint."""
         deferred: list[tuple[int, Elsewhere]] = []
@@ -170,15 +173,18 @@ class FormerKey:
             self.fill_below(signed.nonce, deferred)
 
         try:
-            return self.anchor.wait(tx_hash, on_slow=slow, slow_after_s=retry_seconds())
+            return self.anchor.wait(tx_hash, on_slow=slow, slow_after_s=retry_seconds(),
+                                    first_slow_within=True)
         except RpcUnavailable as err:
             if not deferred:
                 raise
             hole, elsewhere = deferred[-1]
-            raise RpcUnavailable(
-                f"{err}: it waits behind a nonce of the previous session key "
-                f"{self.address}: {elsewhere.words(hole)}; until the bound, the fill waits "
-                f"for it") from None
+            why = (f"{err}: it waits behind a nonce of the previous session key "
+                   f"{self.address}: {elsewhere.words(hole)}; until the bound, the fill "
+                   f"waits for it")
+            # An endpoint that failed meanwhile is the endpoint's hint's to say.
+            raise (DeferredWait(why) if isinstance(err, ReceiptTimedOut)
+                   else RpcUnavailable(why)) from None
 
     def fill_below(self, nonce: int,
                    deferred: list[tuple[int, Elsewhere]] | None = None) -> list[int]:

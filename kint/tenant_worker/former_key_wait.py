@@ -27,7 +27,9 @@ from pathlib import Path
 
 from kint.boot import boot_id
 from kint.chain.nonces import retry_seconds
+from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ProtocolError
+from kint.protocol.errors import DEFERRED_FILL_HINT
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.pending_journal import PendingEpoch, Sighting
 
@@ -48,6 +50,15 @@ _unsaved: dict[tuple[Path, str, int], Sighting] = {}
 
 def bound_s() -> float:
     return DEFER_STEPS * retry_seconds()
+
+
+class DeferredWait(RpcUnavailable):
+    """A receipt wait that ran out while its last look left a hole to a transaction waiting
+    at another endpoint, within the bound: no endpoint failed, so its refusal's hint
+    (`hint`) is the way past that wait, where the generic RPC hint sent the user to check
+    endpoints that answered, and to try again into the same wait."""
+
+    hint = DEFERRED_FILL_HINT
 
 
 @dataclass(frozen=True)

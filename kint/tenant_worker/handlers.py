@@ -195,30 +195,46 @@ def _cap(ctx: SpaceContext) -> dict[str, Any]:
 
 def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Verify (docs/how-it-works.md): proceed, or refuse with the evidence."""
-    if not os.path.exists(ctx.config.db):
-        mirror = ctx.state.mirror()
-        if mirror is not None and mirror.rows:
-            return store_absent(args["query"], (
-                f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
-                f"anchored from it are on chain (check --db or SIBYL_MEMORY_DB; `kint pull` "
-                f"restores the anchored rows into a new store)"))
-        return store_absent(args["query"], (
-            f"the store {ctx.config.db} does not exist yet (Sibyl creates it on the first "
-            f"write, the agent's memory_remember through kint-server; if it should exist, "
-            f"check --db or SIBYL_MEMORY_DB)"))
+    absent = _store_absent(ctx, args["query"])
+    if absent is not None:
+        return absent
     head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable and head.unavailable != ctx.last_head_unavailable:
         # Once per change of reason: the log lives under KINT_HOME and counts against the cap.
         log.info("verify: chain head unavailable (%s); verifying against the local mirror only",
                  head.unavailable)
     ctx.last_head_unavailable = head.unavailable
-    # The store file as it is after the head's read (which may wait on the RPC), looked at
-    # once for both: the client and the connection are each checked against it.
-    store = store_file_id(ctx.config.db)
-    with ctx.reading(store) as conn:
-        return run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
-                          state=ctx.state, query=args["query"], limit=args.get("limit") or 5,
-                          head=head, write_refusal=args.get("write", True) is not False)
+    # The client held from here to the answer: a discard waits for it, and one under way
+    # is waited for, after which the store may be gone (shared_client.py).
+    with ctx.using_client():
+        absent = _store_absent(ctx, args["query"])
+        if absent is not None:
+            return absent
+        # The store file as it is after the head's read (which may wait on the RPC) and
+        # any discard, looked at once for both: the client and the connection are each
+        # checked against it.
+        store = store_file_id(ctx.config.db)
+        with ctx.reading(store) as conn:
+            return run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
+                              state=ctx.state, query=args["query"],
+                              limit=args.get("limit") or 5, head=head,
+                              write_refusal=args.get("write", True) is not False)
+
+
+def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
+    """Verify's answer when the store does not exist (yet, or any more), else None."""
+    if os.path.exists(ctx.config.db):
+        return None
+    mirror = ctx.state.mirror()
+    if mirror is not None and mirror.rows:
+        return store_absent(query, (
+            f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
+            f"anchored from it are on chain (check --db or SIBYL_MEMORY_DB; `kint pull` "
+            f"restores the anchored rows into a new store)"))
+    return store_absent(query, (
+        f"the store {ctx.config.db} does not exist yet (Sibyl creates it on the first "
+        f"write, the agent's memory_remember through kint-server; if it should exist, "
+        f"check --db or SIBYL_MEMORY_DB)"))
 
 
 def _cache_reader(ctx: SpaceContext) -> Any:

@@ -15,7 +15,6 @@ attributes it reads are the worker's, named below.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from kint.tenant_worker.own_memory import MemoryReading
     from kint.tenant_worker.space import SpaceContext
     from kint.tenant_worker.store_sharers import LaterLooks
+    from kint.tenant_worker.wake_pipe import WakePipe
 
 # How long after a session's lapse the beat that no longer counts it comes: past the
 # lapse, so that the beat surely forgets it.
@@ -54,7 +54,7 @@ class Heartbeat:
     _active_at: float
     _next_beat: float
     _beat_wanted: bool
-    _wake_w: int
+    wake_pipe: WakePipe
     _send: Callable[..., None]
 
     def _beat(self, now: float) -> None:
@@ -91,10 +91,7 @@ class Heartbeat:
         idle cadence. The flag goes before the byte, so the turn that reads the byte
         finds it."""
         self._beat_wanted = True
-        try:
-            os.write(self._wake_w, b"\0")
-        except OSError:  # full (so readable already), or closed: the worker is exiting
-            pass
+        self.wake_pipe.wake()  # nothing once closed: an op outliving the stop grace
 
     def _busy_now(self) -> None:
         """A request went to the pool or its reply came back: beat within a second."""

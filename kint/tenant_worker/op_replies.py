@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.own_memory import MemoryReading
     from kint.tenant_worker.space import SpaceContext
+    from kint.tenant_worker.wake_pipe import WakePipe
 
 log = logging.getLogger("kint.worker")
 
@@ -96,7 +96,7 @@ class OpReplies:
     _pid: int
     _token: str
     _answers: collections.deque[list[bytes]]
-    _wake_w: int
+    wake_pipe: WakePipe
     _busy_now: Callable[[], None]
 
     def _reply_message(self, internal_id: str, reply: Reply,
@@ -134,10 +134,7 @@ class OpReplies:
         internal_id, frames = answer
         self._answers.append(frames)
         self._done(internal_id)
-        try:
-            os.write(self._wake_w, b"\0")
-        except OSError:  # full (so readable already), or closed: the worker is exiting
-            pass
+        self.wake_pipe.wake()  # nothing once closed: an op outliving the stop grace
 
     def _forward_answers(self) -> None:
         """Send the pool's answers that wait, in order (main thread)."""

@@ -41,6 +41,7 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
+from kint.open_files import WORKER_START_FDS, open_files, out_of_files
 from kint.paths import worker_lock_path
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
@@ -56,6 +57,7 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
 from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
 from kint.tenant_worker.store_sharers import LaterLooks
+from kint.tenant_worker.wake_pipe import WakePipe
 from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
 from kint.zmq_frames import recv_frames, send_frames
 
@@ -117,9 +119,8 @@ class Worker(Heartbeat, OpReplies):
         # A signal writes a byte here (signal.set_wakeup_fd), as does a pool thread with
         # an answer, which wakes the loop's poll: so an idle worker sleeps until its next
         # beat, not a second at a time, and still stops at once on SIGTERM.
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        # Safe to wake after the worker closed it (wake_pipe.py).
+        self.wake_pipe = WakePipe()
         # When a request last went to the pool or a reply came back (main thread only).
         self._active_at = time.monotonic()
         # When the next beat is due (monotonic).
@@ -147,10 +148,7 @@ class Worker(Heartbeat, OpReplies):
     def _on_wake(self) -> None:
         """The wake pipe's bytes (a signal, the pool's answers, a beat asked for): read
         first, so a byte written after this look wakes the next poll."""
-        try:
-            os.read(self._wake_r, 4096)
-        except BlockingIOError:
-            pass
+        self.wake_pipe.drain()
         if self._beat_wanted:
             self._beat_wanted = False
             self._next_beat = min(self._next_beat, time.monotonic())
@@ -233,7 +231,7 @@ class Worker(Heartbeat, OpReplies):
         self._send({"kind": "hello", "space": cfg.space16})
         poller = zmq.Poller()
         poller.register(self.dealer, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self.wake_pipe.read_fd, zmq.POLLIN)
         # What every turn uses, looked up once (a turn comes with every request); `zmq_poll`
         # is what `Poller.poll` calls, without its argument checks.
         dealer, items, dispatch, monotonic = self.dealer, poller.sockets, self._dispatch, \
@@ -300,8 +298,7 @@ class Worker(Heartbeat, OpReplies):
         signal.set_wakeup_fd(-1)
         self.pool.shutdown()
         self.counts.shutdown()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self.wake_pipe.close()
         self.dealer.close()
         self.zctx.term()
 
@@ -311,6 +308,9 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
     EXIT_REFUSED when another worker of the space holds its worker lock.
     `token` is this spawn's secret, made by the supervisor (see kint.protocol.worker_wire)."""
     _die_with_parent()
+    files = open_files()
+    if files is not None and files.limit - files.open < WORKER_START_FDS:
+        os._exit(worker_wire.EXIT_NO_FILES)  # before anything that opens one (worker_wire)
     set_process_name(WORKER)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     try:
@@ -332,8 +332,10 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
                                          "hint": held.hint,
                                          "holder_pid": held.holder.pid}, EXIT_REFUSED)
     except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
+        if out_of_files(err):  # a neighbour thread took the room the check above saw
+            os._exit(worker_wire.EXIT_NO_FILES)
         _cannot_start(config, token, err)
-    signal.set_wakeup_fd(worker._wake_w)  # first: a SIGTERM from here on wakes the loop
+    signal.set_wakeup_fd(worker.wake_pipe.write_fd)  # first: a SIGTERM from here on wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())
     try:
         check_openable(config.db)

@@ -66,7 +66,7 @@ from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import held_keys, renew
-from kint.tenant_worker.discard import discard_local, sibyl_takes_writes
+from kint.tenant_worker.discard import discard_released, sibyl_takes_writes
 from kint.tenant_worker.epoch_walk import Fetched, backfill, epoch_meta, walk
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
@@ -258,7 +258,7 @@ def _start_from(ctx: SpaceContext, local: LocalState,
     if not local.from_first:
         return local.mirror, []
     state = ctx.state
-    backups = discard_local(ctx) if discard else []
+    backups = discard_released(ctx) if discard else []
     if local.kept:  # before the empty mirror: a pull killed after it resumes
         lost_restore.begin(state, local.kept)
     else:

@@ -119,23 +119,35 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     What the push has to say (`--over-skipped not used`) is in the result, or under the
     hint of the refusal met after it was said: a flag given is reported either way."""
     said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
+    # A settled notice said among `said`'s notices (one that owes nothing): used up only
+    # once they reach the caller, in the result or under the refusal's hint. Used up as
+    # the settlement read it, a failure the refusal does not carry them on (a corrupt
+    # state file, met after a rekey's snapshot was sent) lost it unsaid.
+    among_notices: list[bool] = []
     try:
-        return _push_saying(ctx, as_snapshot, hold_reason, said, over_skipped=over_skipped,
-                            dry_run=dry_run, new_key=new_key, confirmations=confirmations,
-                            again=again)
+        result = _push_saying(ctx, as_snapshot, hold_reason, said, among_notices,
+                              over_skipped=over_skipped, dry_run=dry_run, new_key=new_key,
+                              confirmations=confirmations, again=again)
     except (RpcUnavailable, custody_errors.CustodyError, ProtocolError) as err:
         refused_with = err if isinstance(err, ProtocolError) else failure_refusal(err)
         refused_with.hint = hint_with_notices(refused_with.hint, said.get("notices", []))
+        if among_notices:
+            settled_notice.said(ctx)
         raise refused_with from None
+    if among_notices:
+        settled_notice.said(ctx)
+    return result
 
 
 def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
-                 said: dict[str, Any], *, over_skipped: bool, dry_run: bool,
+                 said: dict[str, Any], among_notices: list[bool], *, over_skipped: bool,
+                 dry_run: bool,
                  new_key: tuple[bytes, tuple[Any, ...]] | None,
                  confirmations: int | None, again: bool = False) -> dict[str, Any]:
     """`_push`, filling `said` (the override line, the notices) as it goes. Every refusal
     comes before the first transaction is signed, in the order the module's docstring
-    gives; then the epochs are sent one by one."""
+    gives; then the epochs are sent one by one. A settled notice put among the notices
+    marks `among_notices`, for `_push` to use it up once they are said."""
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
     key, wraps = key_and_wraps(ctx, enrolment.vault_created)
@@ -159,11 +171,13 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
-        if told:  # this refusal says it, the next push need not; else kept for it
-            settled_notice.said(ctx)
         if settled_notice.owes_nothing(overtaken):  # a later push anchored its rows
             said.setdefault("notices", []).append(overtaken.notice())
+            if told:
+                among_notices.append(True)
         else:
+            if told:  # this refusal says it, the next push need not; else kept for it
+                settled_notice.said(ctx)
             # A rekey's snapshot settles a plain push journal here, not in rekey's own
             # settlement (which settles one only beside a rekey journal): its refusal is
             # the rekey's, whose hint told it to run `kint push` again.

@@ -30,7 +30,12 @@ def replay(ctx: SpaceContext, mirror: Mirror, plaintext: Plaintext,
     ends (one export, which the store root needs anyway), and names any written row that
     did not come back byte for byte. Reading each row back after each epoch cost more than
     Sibyl's own writes on a long restore."""
-    client = ctx.client()
+    with ctx.using_client():  # never closed under it (shared_client.py)
+        return _replay(ctx.client(), mirror, plaintext, present, written)
+
+
+def _replay(client: Any, mirror: Mirror, plaintext: Plaintext, present: dict[str, Row],
+            written: dict[str, int]) -> list[str]:
     warnings: list[str] = []
     if plaintext.snapshot:  # the whole state: what it does not carry is gone
         carried = {r.canonical_id for r in plaintext.rows}

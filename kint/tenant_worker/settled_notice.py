@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,20 +96,45 @@ def found(ctx: SpaceContext) -> Found | None:
     another owner, chain or contract than the space's now is dropped; one without them
     (kept before they were written) is taken as the space's."""
     path = _path(ctx)
+    held = _held(path)
+    if held.unread is not None:
+        log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
+                    ctx.config.space16, path, held.unread, removed(path) or ", removed")
+        return None
+    if held.notice is None:
+        return None
+    if held.elsewhere(ctx):
+        log.warning("space %s: %s was kept for another vault (owner, chain id, contract: "
+                    "%s) than this space's now; dropped%s", ctx.config.space16, path,
+                    held.kept_for, removed(path))
+        return None
+    return _as_now(ctx, held.notice)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What reading the notice found, for `found` (which removes what it cannot say) and
+    `waiting` (which only names it): no file (`notice` and `unread` None), a file that
+    does not read (`unread`, why), or the notice and the vault it was kept for."""
+
+    notice: Found | None = None
+    kept_for: Any = None
+    unread: Exception | None = None
+
+    def elsewhere(self, ctx: SpaceContext) -> bool:
+        """Kept for another vault than the space's now (`vault`, which raises when the
+        enrolment does not read); one kept before notices named it is the space's."""
+        return self.kept_for is not None and self.kept_for != vault(ctx)
+
+
+def _held(path: Path) -> _Held:
     try:
         notice, kept_for = _read(path)
     except FileNotFoundError:
-        return None
+        return _Held()
     except UNREAD as err:
-        log.warning("space %s: %s does not read (%s)%s: what it held is in this log",
-                    ctx.config.space16, path, err, removed(path) or ", removed")
-        return None
-    if kept_for is not None and kept_for != vault(ctx):
-        log.warning("space %s: %s was kept for another vault (owner, chain id, contract: "
-                    "%s) than this space's now; dropped%s", ctx.config.space16, path, kept_for,
-                    removed(path))
-        return None
-    return _as_now(ctx, notice)
+        return _Held(unread=err)
+    return _Held(notice, kept_for)
 
 
 def _read(path: Path) -> tuple[Found, Any]:
@@ -161,21 +186,20 @@ def waiting(ctx: SpaceContext) -> str | None:
     from kint.tenant_worker.state_format import CorruptStateFile
 
     path = _path(ctx)
-    try:
-        notice, kept_for = _read(path)
-    except FileNotFoundError:
+    held = _held(path)
+    if held.unread is not None:
+        return (f"{path.name}: it does not read ({held.unread}), and is removed by the next "
+                f"push, pull, rekey or recovery-code")
+    if held.notice is None:
         return None
-    except UNREAD as err:
-        return (f"{path.name}: it does not read ({err}), and is removed by the next push, "
-                f"pull, rekey or recovery-code")
     try:
-        if kept_for is not None and kept_for != vault(ctx):
+        if held.elsewhere(ctx):
             return None
     except (ProtocolError, CorruptStateFile):
         pass
     return (f"{path.name} keeps what settling an interrupted push found, said by no "
-            f"command yet: {_as_now(ctx, notice).describe()}; the next push, pull, rekey or "
-            f"recovery-code says it")
+            f"command yet: {_as_now(ctx, held.notice).describe()}; the next push, pull, "
+            f"rekey or recovery-code says it")
 
 
 def said(ctx: SpaceContext) -> None:

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -26,13 +27,14 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
-from kint.sibyl_client import close_client, store_file_id
+from kint.sibyl_client import store_file_id
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
 from kint.tenant_worker.config import SESSION_TTL_S, WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
+from kint.tenant_worker.shared_client import SpaceClient
 from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 from kint.tenant_worker.store import StoreReader, sqlite_code
@@ -95,10 +97,8 @@ class SpaceContext:
     # the heartbeat names the endpoint a call waits on by its place among them.
     _endpoints: tuple[str, ...] | None = None
     _state: SpaceState | None = None
-    _client: Any = None
-    # The store file (device, inode) the client was built on.
-    _client_store: tuple[int, int] | None = None
-    _client_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The space's Sibyl client, never closed under an op using it (shared_client.py).
+    _shared: SpaceClient = field(init=False)
     # Every thread's read-only connection to the store (`reading`).
     readers: StoreReaders = field(init=False)
     _session: Any = None
@@ -111,6 +111,7 @@ class SpaceContext:
 
     def __post_init__(self) -> None:
         self.readers = StoreReaders(self._connect_ro)
+        self._shared = SpaceClient(self.config.db, self.config.tenant, self.config.home)
 
     @property
     def verify_head_seconds(self) -> float:
@@ -131,30 +132,32 @@ class SpaceContext:
         replaced under it, SQLite would go on writing into the old file, unlinked, and
         every row written there (a pull's replay, a refusal's write-back) would be lost.
         `store`: the store file's identity as the caller read it for this request (one
-        stat for both in a verify, not one each); None: read it here."""
-        with self._client_lock:
-            store = store or store_file_id(self.config.db)
-            if self._client is not None and store != self._client_store:
-                close_client(self._client)
-                self._client = None
-            if self._client is None:
-                from kint.sibyl_client import open_client
+        stat for both in a verify, not one each); None: read it here. Called within
+        `using_client`, which keeps it open until the block ends."""
+        return self._shared.get(store)
 
-                self._client = open_client(self.config.db, self.config.tenant,
-                                           self.config.home)
-                self._client_store = store_file_id(self.config.db)
-            return self._client
+    def using_client(self) -> contextlib.AbstractContextManager[None]:
+        """A block in which the client stays open: a discard waits for it to end, and one
+        in progress is waited for before it begins (shared_client.py)."""
+        return self._shared.using()
+
+    @contextmanager
+    def store_released(self, what: str) -> Iterator[None]:
+        """No client open, and every read-only connection no thread is reading through
+        closed, for the block (a pull that moves the store aside; it builds a new client
+        after); ops that would use the client wait for its end. BUSY naming `what` when
+        an op holds the client past shared_client.RELEASE_WAIT_S."""
+        with self._shared.released(what):
+            busy = self.readers.close_idle()
+            if busy:
+                log.info("space %s: %d read-only connection(s) to the store are in use by "
+                         "other ops and stay open", self.config.space16, busy)
+            yield
 
     def reset_client(self) -> None:
-        """Close the client and every read-only connection no thread is reading through
-        (a pull that moves the store aside; it builds a new client after)."""
-        with self._client_lock:
-            close_client(self._client)
-            self._client = None
-        busy = self.readers.close_idle()
-        if busy:
-            log.info("space %s: %d read-only connection(s) to the store are in use by "
-                     "other ops and stay open", self.config.space16, busy)
+        """`store_released` for a moment: the client and the idle connections closed."""
+        with self.store_released("pull --discard-local"):
+            pass
 
     @contextmanager
     def reading(self, store: tuple[int, int] | None = None) -> Iterator[sqlite3.Connection]:

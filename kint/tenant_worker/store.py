@@ -2,7 +2,8 @@
 
 kint never writes Sibyl's file behind Sibyl's back: every read here goes through a
 `mode=ro` SQLite connection. Row counts are cached against the store's and its WAL's
-size and modification time, so a status call on an unchanged store costs a few stats.
+size and modification time, so a status call on an unchanged store costs a few stats; a
+count read within two seconds of the files' last change is not kept (`settled`).
 
 One exception, SQLite's own crash recovery: a writer killed mid-transaction (an agent, a
 restore cut short) leaves a hot rollback journal, which no read-only connection may undo,
@@ -222,6 +223,22 @@ def _connect_ro(db: str, wait_s: float | None = None) -> sqlite3.Connection:
         raise _cannot_open(db, err, "cannot be opened") from None
 
 
+# How long after the store's files last changed a signature read tells every later commit:
+# a file's mtime moves in the kernel's clock ticks (milliseconds; two seconds on FAT), and
+# a WAL SQLite restarted after a checkpoint is written again inside the size it had, so a
+# commit in the tick of the one before it can leave both files' times and sizes as they
+# were. Read later than this, any later commit lands in a later tick and moves an mtime.
+SETTLED_AFTER_NS = 2_000_000_000
+
+
+def settled(signature: tuple[int, ...]) -> bool:
+    """Whether `signature`, read just now (before the rows a count reads), changes with
+    every commit after it: its files' newest mtime is SETTLED_AFTER_NS or more in the past
+    (the wall clock, which the files' times are on; no system call). A count made after an
+    unsettled one is used once, not kept: the next status counts again, until one settles."""
+    return time.time_ns() - max(signature[0], signature[2]) >= SETTLED_AFTER_NS
+
+
 def store_signature(db: str) -> tuple[int, ...] | None:
     """(the store's mtime and size, its WAL's, the store's device), or None: no store. Any
     write through SQLite changes it, so a figure read from the store holds while it holds
@@ -249,6 +266,8 @@ class StoreReader:
         self.db = db
         self.tenant = tenant
         self._lock = threading.Lock()
+        # The signature the counts were read after, and the counts, kept only when that
+        # signature had settled (`settled`).
         self._cached: tuple[tuple[int, ...], StoreFacts] | None = None
         # The store's signature when a count was last refused by another process's lock,
         # and when (monotonic). See `facts`.
@@ -269,6 +288,7 @@ class StoreReader:
                 from None
         if sig is None:
             return StoreFacts(exists=False, rows=None, size_bytes=None)
+        keep = settled(sig)  # looked at before the rows are read, as `settled` says
         cached = self._cached  # one reference, replaced whole: read without the lock
         if cached is not None and cached[0] == sig:
             return cached[1]
@@ -288,7 +308,10 @@ class StoreReader:
                 raise
             facts = StoreFacts(exists=True, rows=rows, size_bytes=sig[1] + sig[3],
                                device=sig[4])
-            self._cached, self._refused = (sig, facts), None
+            # Read within a tick of the files' last change, a commit after it may not move
+            # them: these counts answer this status only.
+            self._cached = (sig, facts) if keep else None
+            self._refused = None
             return facts
 
     def _count_rows(self, recover: bool = True,

@@ -1,0 +1,96 @@
+"""A command's one-off switch stays that command's (10-configuration.md: `KINT_OFFLINE=1`
+stops `connect`, `rekey` and `recovery-code` from reading the head header; every v0.3.0
+command reads its own environment).
+
+Here a command's request carries its switches, and a supervisor started on demand took the
+whole environment of the command that started it, for its life. So `KINT_OFFLINE=1 kint
+connect`, the first command of a machine, left every later call of every space offline,
+unsaid: v0.3.0's own way back from it (03-new-machine.md, the warning under "Connect
+again": "connect again with the chain reachable, then run `kint recovery-code`") connected
+from the fresh vault's local wraps again ("data key from local wraps"), and recovery-code
+wrote that vault's code, not the real one's, for the user to copy off the machine. A
+supervisor a command starts on demand now leaves out KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC and
+KINT_KEY_TTL (schema.CALL_SWITCHES); `kint supervisor start` keeps them, the service's own
+setting.
+
+Through the real CLI on the session's devchain: machine A anchors an epoch; machine B's
+supervisor is started by B's first command (no test supervisor: the start on demand is
+the subject), which is connect under KINT_OFFLINE=1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chain_machines import (anchored, join_devchain, make_session_key, new_machine, ok,
+                            owner_account, recovery_code, wallet_signature)
+from conftest import make_sandbox
+from kint.custody.vault_message import canonical_payload
+from kint.settings.schema import BY_NAME, CALL_SWITCHES, environment_for
+
+
+def connect(sb, account, **env: str) -> dict:
+    """`kint connect` as an EOA owner does it (the wallet's signature on stdin), with `env`
+    on top of the machine's environment."""
+    signature = wallet_signature(account, canonical_payload(account.address).decode())
+    out = ok(sb.kint("connect", "--owner", account.address, "--signature", "-", "--json",
+                     input=signature + "\n", env=env))
+    return json.loads(out.stdout)
+
+
+def test_the_switches_are_left_out_of_an_on_demand_start_only():
+    env = {"KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
+           "KINT_RPC_TIMEOUT": "30", "KINT_OWNER_KEY": "0x" + "11" * 32, "HOME": "/h"}
+    for name in CALL_SWITCHES:  # each is the call's, and its request carries it
+        assert BY_NAME[name].scope == "call" and BY_NAME[name].sent, name
+    assert environment_for("daemon", env, call_switches=False) == {
+        "KINT_RPC_TIMEOUT": "30", "HOME": "/h"}
+    assert environment_for("daemon", env) == {
+        "KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
+        "KINT_RPC_TIMEOUT": "30", "HOME": "/h"}
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory, chain_home):
+    with anchored(new_machine(tmp_path_factory.mktemp("switch-a"), chain_home),
+                  rule="anchored on A") as a:
+        status = json.loads(ok(a.kint("status", "--json")).stdout)
+        yield a, owner_account(a, status["owner"]), status["space"]
+
+
+def test_a_connect_under_kint_offline_leaves_the_next_one_reading_the_chain(
+        vault, tmp_path, chain_home):
+    a, account, space16 = vault
+    b = make_sandbox(tmp_path / "b", KINT_TENANT=a.tenant)
+    join_devchain(chain_home, b)
+    make_session_key(b)
+    try:
+        fresh = connect(b, account, KINT_OFFLINE="1")
+        assert fresh["source"] == "fresh vault" and fresh["space"] == space16, fresh
+        again = connect(b, account)
+        assert again["source"] == "chain head header", again
+        ok(b.kint("recovery-code"))
+        assert recovery_code(b, space16) == recovery_code(a, space16)
+        started = json.loads(ok(b.kint("supervisor", "status", "--json")).stdout)
+        assert started["supervisor"]["started_with"] == [], started["supervisor"]
+
+        # KINT_KEY_TTL=session: that connect keeps the key in memory only; the next one,
+        # given none, caches it on disk for the default 24 h, as v0.3.0's does.
+        b.shutdown()
+        cache = b.kint_home / f"vault-{space16}.aes"
+        cache.unlink()
+        connect(b, account, KINT_KEY_TTL="session")
+        assert not cache.exists()
+        connect(b, account)
+        assert cache.exists()
+
+        # An explicit start keeps what it was given: the service's own setting.
+        b.shutdown()
+        ok(b.kint("supervisor", "start", env={"KINT_OFFLINE": "1"}))
+        kept = json.loads(ok(b.kint("supervisor", "status", "--json")).stdout)
+        assert kept["supervisor"]["started_with"] == [
+            {"name": "KINT_OFFLINE", "value": "1"}], kept["supervisor"]
+    finally:
+        b.shutdown()
