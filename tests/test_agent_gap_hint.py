@@ -1,8 +1,10 @@
 """memory_push over the gap a pull left at an epoch nobody can open (a leaked session key's
-bytes): the worker refuses GAP with its terminal hint, which names `kint compact
---over-skipped`; kint-server hands it to the agent as the human's step ("stop and tell the
-human: ..."), since 14-agents.md tells an agent never to run that command itself (the
-translation's cases: tests/test_v030_tool_errors.py).
+bytes): the worker refuses GAP with its terminal hint, which says to pull and names `kint
+compact --over-skipped`. kint-server gives the agent the pull as its own call
+(memory_pull, 14-agents.md), and the snapshot, should the pull stop there again, as the
+human's step ("stop and tell the human: ..."), since 14-agents.md tells an agent never to
+run that command itself (the translation's cases: tests/test_v030_tool_errors.py). It
+told the agent to stop and tell the human to run `kint pull`, the agent's own tool.
 
 A real anvil, the machine's real supervisor and worker, a real kint-server driven by the MCP
 SDK's client."""
@@ -19,8 +21,8 @@ from conftest import write_rules
 from mcp_session import AgentProcess
 
 
-def test_memory_push_over_a_gap_tells_the_agent_to_stop_and_tell_the_human(tmp_path,
-                                                                             chain_home):
+def test_memory_push_over_a_gap_has_the_agent_pull_then_hand_the_snapshot_over(tmp_path,
+                                                                               chain_home):
     m = new_machine(tmp_path / "m", chain_home, KINT_QUIET_SECONDS="3600")
     agent = None
     try:
@@ -42,8 +44,12 @@ def test_memory_push_over_a_gap_tells_the_agent_to_stop_and_tell_the_human(tmp_p
         assert refused["error"] == "PUSH_FAILED", refused
         assert "could not apply epoch(s)" in refused["message"], refused
         hint = refused["hint"]
-        assert hint.startswith("stop and tell the human: "), hint
-        assert "`kint compact --over-skipped`" in hint, hint  # the human's command, named
+        assert hint.startswith("call memory_pull: "), hint
+        agents, _, humans = hint.partition("stop and tell the human: ")
+        assert "kint" not in agents, hint
+        assert "`kint compact --over-skipped`" in humans, hint  # the human's command, named
+        # The pull it names stops at the same epoch: the agent's next step is the human's.
+        assert agent.call("memory_pull")["skipped"], hint
     finally:
         if agent is not None:
             agent.close()

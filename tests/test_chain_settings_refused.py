@@ -99,8 +99,9 @@ def test_a_bad_contract_in_the_commands_environment(machine, chain_home):
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["chain_head_unavailable"].startswith(
         "KINT_CONTRACT='0x123' in the environment of this call is not an address")
-    assert ("kint: KINT_CONTRACT='0x123' in this environment is not an address (0x and 40 hex "
-            "characters), so this call's chain work is refused") in status.stderr
+    said = ("kint: KINT_CONTRACT='0x123' in this environment is not an address (0x and 40 hex "
+            "characters), so this call's chain work is refused")  # --json: in its notices
+    assert said in json.loads(status.stdout)["notices"] and said not in status.stderr, status
     assert ok(export).stdout.count("\n") >= 2
     entry = next(e for e in json.loads(ok(shown).stdout)["settings"]
                  if e["name"] == "KINT_CONTRACT")

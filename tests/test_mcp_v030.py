@@ -233,6 +233,40 @@ def test_a_refused_argument_answers_as_sibyls_guard_does(agent):
     assert ours["message"] == "memory_verify: argument 'query' must be a valid string"
 
 
+def _replace(path, data: bytes) -> None:
+    """`data` put at `path` as a new file (0600), as a key rotation renames one over it."""
+    import os
+
+    spare = path.with_name(path.name + ".swap")
+    spare.write_bytes(data)
+    spare.chmod(0o600)
+    os.replace(spare, path)
+
+
+def test_a_session_key_the_local_passphrase_does_not_open_is_the_humans(agent):
+    """A keystore sealed under another local passphrase than the worker's: its refusal's
+    hint (the passphrase to give back) was the worker's own, for a terminal, which
+    kint-server did not know; the agent is told to stop and hand it to the human."""
+    import os
+
+    from kint.custody.session_key import encrypt_keystore
+
+    keystore = agent.box.kint_home / "session.key"
+    kept = keystore.read_bytes()
+    locked, _ = encrypt_keystore(os.urandom(32), "another-local-passphrase", scrypt_n=2**4)
+    assert agent.call("memory_remember", category="rules", name="locked-key",
+                      body={"rule": "waits for the key"})["ok"] is True
+    try:
+        _replace(keystore, locked)
+        refused = agent.failed("memory_push")
+        assert refused["error"] == "KeyError_", refused
+        assert refused["hint"].startswith("stop and tell the human: give back the local "
+                                          "passphrase the key was sealed with"), refused
+    finally:
+        _replace(keystore, kept)
+    assert agent.call("memory_push")["pushed"] == 1  # the key that opens: the row anchored
+
+
 def test_a_missing_data_key_is_key_expired(agent):
     # The cached data key gone (expired, or removed): v0.3.0's KEY_EXPIRED, nothing dropped.
     box = agent.box
@@ -243,7 +277,7 @@ def test_a_missing_data_key_is_key_expired(agent):
     refused = agent.failed("memory_push")
     assert refused["error"] == "KEY_EXPIRED", refused
     assert refused["message"].startswith("the data key on this machine has expired or is missing")
-    assert "kint connect" in refused["hint"]
+    assert refused["hint"] == "call memory_connect", refused  # 14-agents.md, the recipe's 1.
     status = agent.call("memory_status")
     assert status["data_key_cached"] is False and status["unanchored"]["changed"] == 1
     # 16-limits.md, "Keys and what leaks": without the key, verify and history still work.

@@ -451,8 +451,13 @@ def test_config_show_names_the_source_of_every_value(box):
     # A secret: only whether it is set, and the supervisor's is not this command's.
     assert found["KINT_SESSION_PASSPHRASE"]["value"] == "unset"
     assert found["KINT_OWNER_KEY"]["value"] == "unset"
-    assert "KINT_SESSION_PASSPHRASE is set in this environment but the supervisor runs " \
-           "without it" in stderr
+    # Said in the object's `notices` under --json (stderr quiet of it), on stderr without.
+    told = "KINT_SESSION_PASSPHRASE is set in this environment but the supervisor runs without it"
+    assert told not in stderr, stderr
+    shown = box.kint("config", "show", "--json", env={"KINT_SESSION_PASSPHRASE": SECRET})
+    assert any(told in line for line in json.loads(shown.stdout)["notices"]), shown.stdout
+    plain = box.kint("config", "show", env={"KINT_SESSION_PASSPHRASE": SECRET})
+    assert told in plain.stderr and SECRET not in plain.stdout + plain.stderr, plain.stderr
     text = box.kint("config", "show", env={"KINT_OFFLINE": "1"}).stdout
     assert re.search(r"^KINT_OFFLINE +1 +this call$", text, re.M), text
     assert re.search(r"^KINT_WORKER_IDLE_SECONDS +600 +daemon environment$", text, re.M)
@@ -493,11 +498,14 @@ def test_a_value_the_supervisor_does_not_take_is_reported_in_one_line(box):
     supervisor does not take for the call is named with the running value, its source and
     how to change it; the call runs with the supervisor's."""
     env = {name: given for name, (given, _, _) in CLASSES.items()}
-    out = box.kint("status", "--json", env=env)
+    out = box.kint("status", env=env)
     assert out.returncode == 0, out.stderr
     reports = _reports(out.stderr)
-    # The object carries the same lines, for a script that reads stdout alone.
-    assert _reports("\n".join(json.loads(out.stdout)["notices"])) == reports, out.stdout
+    # Under --json the object carries the same lines, for a script that reads stdout alone,
+    # and stderr stays quiet of them.
+    shown = box.kint("status", "--json", env=env)
+    assert _reports("\n".join(json.loads(shown.stdout)["notices"])) == reports, shown.stdout
+    assert _reports(shown.stderr) == [], shown.stderr
     assert len(reports) == len(CLASSES), out.stderr
     label, file = box.tenant, box.kint_home / "config.toml"
     for name, (given, running, how) in CLASSES.items():
@@ -602,9 +610,11 @@ def test_a_setting_that_does_nothing_on_this_platform_is_said_not_dropped(box):
     no_effect = ("kint: KINT_NO_KEYCHAIN=1 in this environment has no effect on "
                  f"{sys.platform}: there is no macOS Keychain here; the local secret is "
                  "KINT_SESSION_PASSPHRASE, else KINT_HOME/local.secret")
-    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "1"})
+    out = box.kint("status", env={"KINT_NO_KEYCHAIN": "1"})
     assert out.returncode == 0, out.stderr
     assert out.stderr.splitlines() == [no_effect], out.stderr
+    out = box.kint("status", "--json", env={"KINT_NO_KEYCHAIN": "1"})
+    assert json.loads(out.stdout)["notices"] == [no_effect] and out.stderr == "", out
     # Set for the machine (here in the config file): `config show` marks it.
     config_file(box, "no_keychain = true\n")
     try:

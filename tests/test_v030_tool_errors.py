@@ -74,9 +74,9 @@ def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
     """14-agents.md, "Anti-patterns to avoid": an agent never runs `kint compact
     --over-skipped` (nor rekey's), and never discards the store without the human. The
     worker's hints for a terminal that name one (push's GAP hint, as the worker writes it
-    for a gap that heals and for a rotated key; a header no kint reads; a store that
-    cannot be read) reach the agent as the human's step, whole, never as its own next
-    call. The translation is kint-server's, in process; the hints are the worker's own."""
+    for a rotated key; a header no kint reads; a store that cannot be read) reach the
+    agent as the human's step, whole, never as its own next call. The translation is
+    kint-server's, in process; the hints are the worker's own."""
     from types import SimpleNamespace
 
     from kint.tenant_worker.head_header import NO_KINT_HEADER_HINT
@@ -84,8 +84,7 @@ def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
 
     unreadable = ("check the store file (kint only reads it); `kint pull --discard-local` "
                   "moves it aside and restores the anchored values")
-    for code, hint in (("GAP", gap_hint(SimpleNamespace(rotated_gap=False, unread_gap=None))),
-                       ("GAP", gap_hint(SimpleNamespace(rotated_gap=True, unread_gap=None))),
+    for code, hint in (("GAP", gap_hint(SimpleNamespace(rotated_gap=True, unread_gap=None))),
                        ("RPC_UNAVAILABLE", NO_KINT_HEADER_HINT),
                        ("INTERNAL", unreadable)):
         mapped = agent_error("memory_push", push_error(
@@ -138,18 +137,103 @@ def test_a_hint_whose_first_step_is_a_pull_gives_the_agent_memory_pull():
     said = agent_error("memory_push", push_error(
         KintError(gap.code.value, gap.message, gap.hint), lambda: True)).hint
     assert said.startswith("call memory_pull again"), said
-    # Where the pull read the epoch and could not open it, the snapshot over it stays the
-    # human's; so does a rekey's step.
+    # Where the pull read the epoch and could not open it, the pull that applies it if it
+    # opens now is the agent's; the snapshot over one that never opens stays the human's.
     never = gap_hint(SimpleNamespace(rotated_gap=False, unread_gap=None))
     assert "--over-skipped" in never
+    said = agent_error("memory_push", KintError("GAP", "gap", never)).hint
+    assert said.startswith("call memory_pull: it applies the epoch"), said
+    agents, _, humans = said.partition("stop and tell the human: ")
+    assert "kint" not in agents and "`kint compact --over-skipped` in their terminal" in \
+        humans, said
     # A hint that starts with a pull but names a step of the human's (the refusal of
     # `--over-skipped` over an unread epoch) is no CHAIN_MOVED and no named hint: it stops
     # the agent too, its first words never a way past the check (review27j).
     over = _refused(refuse_gap, unread, True)
     assert over.hint.startswith("run `kint pull`") and "--over-skipped" in over.hint
-    for hint in (never, "run `kint rekey` again: its snapshot anchors them", over.hint):
+    for hint in ("run `kint rekey` again: its snapshot anchors them", over.hint):
         assert agent_error("memory_push", KintError("GAP", "gap", hint)).hint \
             == f"stop and tell the human: {hint}"
+
+
+def test_a_session_key_that_does_not_open_stops_the_agent_for_the_human():
+    """The worker's refusal of a keystore the local passphrase in force does not open
+    (kint.custody's SessionKeyLocked, as the worker turns it into a reply): the passphrase,
+    or a new key the owner must authorize, is the human's. Its hint lived in worker code
+    kint-server does not import, and reached the agent as the terminal's words."""
+    from pathlib import Path
+
+    from kint.custody.errors import SessionKeyLocked
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    err = as_protocol_error(SessionKeyLocked(Path("/home/u/.kint/session.key"),
+                                             "KINT_SESSION_PASSPHRASE"))
+    assert err.code == ErrorCode.NO_SESSION_KEY
+    for tool in ("memory_push", "memory_pull"):
+        refusal = KintError(err.code.value, err.message, f"{err.hint}\nkint: a notice")
+        mapped = agent_error(tool, push_error(refusal, lambda: True)
+                             if tool == "memory_push" else pull_error(refusal, lambda: True))
+        assert mapped.hint == f"stop and tell the human: {err.hint}\nkint: a notice", \
+            mapped.hint
+
+
+def _worker_hints() -> dict[str, str]:
+    """Every hint kint.protocol.errors names for kint-server to tell apart, by name, and
+    the ones of shared modules a worker or the supervisor sends that name a terminal's step
+    (the open-file limit, a stranger's file, a closed door)."""
+    from kint import protocol
+    from kint.front_closed import CLOSED_HINT
+    from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+    from kint.pid_file_lock import FOREIGN_FILE_HINT
+
+    named = {name: value for name, value in vars(protocol.errors).items()
+             if name.endswith("_HINT") and isinstance(value, str)}
+    return {**named, "CLOSED_HINT": CLOSED_HINT, "ROOM_HINT": ROOM_HINT,
+            "WORKER_ROOM_HINT": WORKER_ROOM_HINT, "FOREIGN_FILE_HINT": FOREIGN_FILE_HINT}
+
+
+def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step():
+    """A hint written for a terminal names `kint ...` steps: handed to an agent as it is,
+    the agent runs them (or cannot, and loops). Each named hint reaches it as a tool call of
+    its own, or as the human's step after "stop and tell the human", under any code."""
+    from kint.tenant_worker.unauthorized_journal import Unauthorized
+
+    hints = _worker_hints()
+    for name in ("SESSION_KEY_LOCKED_HINT", "NO_LOCAL_SECRET_HINT", "SESSION_KEY_CORRUPT_HINT",
+                 "REKEY_JOURNAL_HINT", "UNAUTHORIZED_HINT", "NOT_CONNECTED_HINT",
+                 "NO_DATA_KEY_HINT", "WRAPS_ROTATED_HINT", "SNAPSHOT_TOO_LARGE_HINT"):
+        assert name in hints, name  # where kint-server can see it
+    opens = ("call ", "stop and ", "nothing was ", "this machine has no session key")
+    for name, hint in hints.items():
+        for code in ("BAD_REQUEST", "CORRUPT_STATE"):
+            said = agent_error("memory_status", KintError(code, "refused", hint)).hint
+            assert said != hint and said.startswith(opens), (name, said)
+            asked, _, _ = said.partition("stop and tell the human")
+            assert "`kint" not in asked.replace("`kint session-key create`", ""), (name, said)
+    # A journal its unauthorized key left: the owner's authorization comes first, then a
+    # push or a rekey (the worker's own hints, Unauthorized.hint).
+    for kept in (None, "its transaction may still land"):
+        journal = Unauthorized(2, "0x" + "ab" * 20, "0x" + "cd" * 20, False, kept=kept)
+        for again in ("kint push", "kint rekey"):
+            hint = journal.hint(again)
+            said = agent_error("memory_push", KintError("NOT_CONNECTED", "refused", hint)).hint
+            assert said == f"stop and tell the human: {hint}", said
+
+
+def test_a_busy_supervisor_short_of_open_files_is_no_push_running():
+    """memory_push's BUSY takes v0.3.0's hint, `a push is already running`; the BUSY of a
+    supervisor or worker short of open files (kint.open_files) is no push, and its own
+    hint reaches the agent in the agent's words."""
+    from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+
+    for hint, opens in ((WORKER_ROOM_HINT, "stop and tell the human: "),
+                        (ROOM_HINT, "call memory_push again in a minute; if it fails again")):
+        mapped = agent_error("memory_push", push_error(
+            KintError("BUSY", "out of open files", hint), lambda: True))
+        assert mapped.code == "BUSY" and mapped.hint.startswith(opens), mapped.hint
+    ran = agent_error("memory_push", push_error(
+        KintError("BUSY", "busy", DEFAULT_HINTS[ErrorCode.BUSY]), lambda: True))
+    assert ran.hint == "a push is already running", ran.hint
 
 
 def test_a_wait_behind_a_nonce_held_elsewhere_gives_the_agent_a_pull_after_the_bound():

@@ -13,12 +13,18 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
-from kint.front_closed import STOPPING_HINT
+from kint.front_closed import CLOSED_HINT, STOPPING_HINT
+from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
-                                  RECOVERY_CODE_HINT, REORG_HINT, SESSION_KEY_MISSING_HINT,
-                                  SPACE_RPC_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN, ErrorCode,
+                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
+                                  RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
+                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
+                                  SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
+                                  SPACE_RPC_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
+                                  UNSETTLED_THEN, WRAPS_ROTATED_HINT, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -40,6 +46,9 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
+# A BUSY that is no running work of the space's but the supervisor's open files: v0.3.0's
+# hint for the code ("a push is already running") would send the agent to wait on nothing.
+_NOT_THE_CODES = frozenset({ROOM_HINT, WORKER_ROOM_HINT})
 
 
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
@@ -61,9 +70,33 @@ _AGENT_HINTS = {
     UNREAD_GAP_HINT: "call memory_pull again; if it stops at the same epoch again, stop and "
                      "tell the human: the endpoint does not serve it (rpc_url in config.toml "
                      "names another)",
-    # One at an epoch the pull read and could not open: the snapshot over it is the human's.
-    GAP_NEVER_OPENS_HINT: f"stop and tell the human: {GAP_NEVER_OPENS_HINT}",
+    # One at an epoch the pull read and could not open: the pull that applies it if it
+    # opens now is the agent's own (14-agents.md: memory_pull); the snapshot over one that
+    # never opens is the human's, from their terminal ("Anti-patterns to avoid").
+    GAP_NEVER_OPENS_HINT: "call memory_pull: it applies the epoch if it opens now; if the pull "
+                          "stops at the same epoch again, stop and tell the human: for an "
+                          "epoch that will never open, `kint compact --over-skipped` in their "
+                          "terminal anchors this machine's store over it",
     DEFAULT_HINTS[ErrorCode.NOT_CONNECTED]: CALL_CONNECT,
+    NOT_CONNECTED_HINT: CALL_CONNECT,
+    # 14-agents.md: data_key_cached false sends the agent to memory_connect, no arguments.
+    NO_DATA_KEY_HINT: CALL_CONNECT,
+    # A rotation elsewhere: memory_connect here says connected, and the key that carries the
+    # new data key over is the owner's.
+    WRAPS_ROTATED_HINT: "stop and tell the human: the data key was rotated on another "
+                        "machine; `kint connect` in their terminal, with the owner's "
+                        "signature, the vault passphrase or the new recovery code, carries it "
+                        "here; after that, call {tool} again",
+    # Only memory_push(snapshot=true) asks for one snapshot: a plain memory_push splits.
+    SNAPSHOT_TOO_LARGE_HINT: "nothing was anchored; call memory_push without snapshot: it "
+                             "splits the changes across epochs",
+    # The authorization and the ETH are the owner's (14-agents.md, "What must go back to the
+    # human").
+    UNAUTHORIZED_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
+                       f"{{tool}} again",
+    # Room the supervisor makes itself by stopping idle workers; else its limit, the human's.
+    ROOM_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the human: "
+               f"{ROOM_HINT}",
     DEFAULT_HINTS[ErrorCode.FORK]: "stop and ask the human: memory_pull with discard_local "
                                    "moves the local changes aside and restores the anchored "
                                    "state",
@@ -86,6 +119,12 @@ _AGENT_HINTS = {
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
+    # The local passphrase, a key file kint will not rewrite, the open-file limit the
+    # supervisor started with, kint processes to end, a stranger's file in KINT_HOME: the
+    # human's, at a terminal.
+    **{hint: f"stop and tell the human: {hint}" for hint in (
+        SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
+        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, CLOSED_HINT, FOREIGN_FILE_HINT)},
     # The code came from the human: the agent cannot copy it again itself.
     RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
                         "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
@@ -130,13 +169,16 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 
 # Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
 # anchoring over an epoch that will never open, moving the store aside, rotating the data
-# key. A hint the worker wrote for a terminal that names one of them (a header no kint
-# reads, a store that cannot be read) is the human's to act on: the agent is told to stop
-# and hand it over, never to run it. Not so a hint whose first step is a pull, the agent's
-# own memory_pull (14-agents.md), with the human's step only as the way past a fork the pull
-# may meet: that pull's own refusal says so when it comes. Such hints are known by their
-# code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop" by a word they hold.
-HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey")
+# key; and the owner's authorization of a session key ("What must go back to the human",
+# the worker's hints for a journal its unauthorized key left: UNAUTHORIZED_HINT and what
+# to run after it). A hint the worker wrote for a terminal that names one of them (a
+# header no kint reads, a store that cannot be read) is the human's to act on: the agent
+# is told to stop and hand it over, never to run it. Not so a hint whose first step is a
+# pull, the agent's own memory_pull (14-agents.md), with the human's step only as the way
+# past a fork the pull may meet: that pull's own refusal says so when it comes. Such hints
+# are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop"
+# by a word they hold.
+HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`")
 PULL_STEP = "run `kint pull`"
 
 
@@ -180,6 +222,8 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
     code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
+    if said in _NOT_THE_CODES:  # the supervisor short of open files, no push running
+        hint = said
     if err.code == "NOT_CONNECTED":
         if owner_known():
             code = failed

@@ -141,12 +141,16 @@ def refuse_blank_space_options(tenant: str | None, db: str | None) -> None:
 
 def echo_json(obj: Any, *, notices: bool = True) -> None:
     """Print `obj` as the command's JSON. An object gets `notices`, the worker's lines
-    about settings of the command's calls that were not used, when it printed any
-    (`print_notices`): a script reading stdout alone, as --json is for, was never told
-    them (a success's went to stderr only; a refusal's object already had its own).
-    `notices=False` for an object whose shape is a record's, not a result's (`kint history
-    --block` prints the row version v0.3.0 printed): its lines stay on stderr."""
-    said = _said_notices() if notices else []
+    about settings of the command's calls that were not used, when there were any
+    (`print_notices` keeps them, and under --json says them nowhere else): a script
+    reading stdout alone, as --json is for, is told them there. `notices=False` for an
+    object whose shape is a record's, not a result's (`kint history --block` prints the
+    row version v0.3.0 printed): its lines go on stderr."""
+    said = _said_notices()
+    if not notices:  # a record carries none: they go on stderr, held back till now
+        for line in said:
+            _say(line)
+        said = []
     if isinstance(obj, dict) and said:
         own = list(obj.get("notices") or [])
         obj = {**obj, "notices": own + [line for line in said if line not in own]}
@@ -172,18 +176,26 @@ def sent_settings(args: dict[str, Any]) -> dict[str, Any]:
 def print_notices(result: dict[str, Any]) -> dict[str, Any]:
     """Print, on stderr, the worker's lines about settings it did not use (one each, once
     per command: `kint join` asks its space's worker several times, and each answer says
-    the same of the same environment); the command's --json object carries them too
-    (`echo_json`)."""
-    from kint.settings.complaints import printed
-
+    the same of the same environment). Under --json they go in the command's object
+    instead (`echo_json`, a refusal's too), and stderr stays quiet of them, as it does of a
+    refusal's: a script reads the one object, and one that reads stdout and stderr as one
+    stream (`2>&1`) gets JSON it can parse."""
     said = _said_notices()
     for line in result.pop("notices", None) or []:
-        if line not in printed:
-            printed.add(line)
-            click.echo(line, err=True)
+        if not json_refusals():
+            _say(line)
         if line not in said:
             said.append(line)
     return result
+
+
+def _say(line: str) -> None:
+    """`line` on stderr, unless this command printed it already."""
+    from kint.settings.complaints import printed
+
+    if line not in printed:
+        printed.add(line)
+        click.echo(line, err=True)
 
 
 def resolve_space(obj: Ctx) -> "SpaceRef":

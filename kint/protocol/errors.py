@@ -119,6 +119,50 @@ SESSION_KEY_MISSING_HINT = ("`kint session-key create` makes one and prints its 
                             "which the owner then authorizes (`kint authorize`) and funds "
                             "with a little ETH")
 
+# The worker's hints for a session key or key file that only the human can put right (the
+# local passphrase, the owner's authorization, a key file kint will not rewrite), and for a
+# data key or enrolment that connect gives. Named here, as SESSION_KEY_MISSING_HINT and the
+# hints below, so that kint-server, which never imports the worker, gives an agent its own
+# step for each (kint.agent_server.results): the terminal's words would have it run them.
+# A keystore that does not open with the local passphrase in force: NO_SESSION_KEY's default
+# hint begins `run kint session-key create`, which keeps the key there (`exists: 0x...`) and
+# opens nothing. The passphrase is what is wrong.
+SESSION_KEY_LOCKED_HINT = ("give back the local passphrase the key was sealed with "
+                           "(KINT_SESSION_PASSPHRASE, the Keychain item, or local.secret); if "
+                           "it is lost, `kint session-key rotate` makes a new key (which needs "
+                           "its own authorization)")
+# No local passphrase at all where the session key and the key cache were sealed under one.
+NO_LOCAL_SECRET_HINT = ("this machine's session key and key cache are sealed under its local "
+                        "passphrase (KINT_SESSION_PASSPHRASE, the Keychain on macOS, else "
+                        "KINT_HOME/local.secret): give back the one they were made with; "
+                        "nothing was dropped")
+# A keystore kint cannot read: CORRUPT_STATE's default hint (move it aside, then pull or
+# connect) would leave the machine with no session key and no word of how to get one. The
+# one wording for every command and op that meets it (kint join adds its own "then run kint
+# join again", as it does to every custody hint).
+SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes a new key, "
+                            "which needs the owner's authorization (kint authorize)")
+# A rekey journal that does not open: the one key file kint never rewrites itself.
+REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its source changed; "
+                      "otherwise run `kint connect` (a carried key opens the chain head), "
+                      "then move the file aside")
+# The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
+# default, `kint connect`: this machine is connected, its key cannot write).
+UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
+                     "(direct, page, or payload then submit) and it needs a little ETH; "
+                     "`kint session-key show` says which is missing")
+# A space with no enrolment here (push, pull, verify, history and rekey refuse with it), and
+# a data key not cached (missing or expired): connect gives both.
+NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"
+NO_DATA_KEY_HINT = ("run `kint connect --owner ADDRESS` with the wallet's signature, the vault "
+                    "passphrase or the recovery code")
+# A cached data key this machine's wraps do not hold: the key was rotated on another machine,
+# and a connect with the owner's key (never the agent's to give) carries the new one here.
+WRAPS_ROTATED_HINT = "run `kint connect` again"
+# A snapshot (compact, rekey, memory_push with snapshot) too large for one epoch.
+SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
+                           "`kint push` splits the changes across epochs")
+
 # Hints the worker gives for what only the human can change about the chain endpoint, named
 # here so that kint-server (which never imports the worker) tells an agent to stop and say
 # them: an endpoint without old history (a pull's walk, kint/tenant_worker/walk_history.py)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from kint.custody import errors as e
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import RECOVERY_CODE_HINT, SESSION_KEY_MISSING_HINT
+from kint.protocol.errors import (RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT,
+                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
+                                  SESSION_KEY_MISSING_HINT)
 
 _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.SessionKeyMissing, ErrorCode.NO_SESSION_KEY),
@@ -21,33 +23,11 @@ _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
 )
 
 
-REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its source changed; "
-                      "otherwise run `kint connect` (a carried key opens the chain head), "
-                      "then move the file aside")
-
-
 # A derive signature that is not one (cut short in a copy, another tool's output): what a
 # whole one looks like and how it comes over.
 SIGNATURE_HINT = ("give the whole signature the wallet printed for `kint canonical-payload "
                   "--owner ADDRESS` (0x and 130 hex characters), on stdin with --signature - "
                   "or in a file with --signature-file")
-
-
-# A keystore that does not open with the local passphrase in force: NO_SESSION_KEY's default
-# hint begins `run kint session-key create`, which keeps the key there (`exists: 0x...`) and
-# opens nothing. The passphrase is what is wrong.
-SESSION_KEY_LOCKED_HINT = ("give back the local passphrase the key was sealed with "
-                           "(KINT_SESSION_PASSPHRASE, the Keychain item, or local.secret); if "
-                           "it is lost, `kint session-key rotate` makes a new key (which needs "
-                           "its own authorization)")
-
-
-# A keystore kint cannot read: CORRUPT_STATE's default hint (move it aside, then pull or
-# connect) would leave the machine with no session key and no word of how to get one. The
-# one wording for every command and op that meets it (kint join adds its own "then run kint
-# join again", as it does to every custody hint).
-SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes a new key, "
-                            "which needs the owner's authorization (kint authorize)")
 
 
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:

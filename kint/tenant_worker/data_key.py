@@ -10,17 +10,12 @@ from kint.custody.data_key import dek_id
 from kint.custody.vault_cache import CachedKey, cache_data_key, read_cached_key
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import disk_full
 
 log = logging.getLogger("kint.worker")
-
-
-NO_LOCAL_SECRET_HINT = ("this machine's session key and key cache are sealed under its local "
-                        "passphrase (KINT_SESSION_PASSPHRASE, the Keychain on macOS, else "
-                        "KINT_HOME/local.secret): give back the one they were made with; "
-                        "nothing was dropped")
 
 
 def current_data_key(ctx: SpaceContext) -> bytes:
@@ -37,9 +32,7 @@ def current_data_key(ctx: SpaceContext) -> bytes:
         # exits 3 for it as push does (09-cli.md: "pull too, for the session key").
         raise ProtocolError(ErrorCode.NO_SESSION_KEY, found.message, NO_LOCAL_SECRET_HINT)
     if not isinstance(found, CachedKey):
-        raise ProtocolError(ErrorCode.NO_DATA_KEY, found.message,
-                            "run `kint connect --owner ADDRESS` with the wallet's signature, "
-                            "the vault passphrase or the recovery code")
+        raise ProtocolError(ErrorCode.NO_DATA_KEY, found.message, NO_DATA_KEY_HINT)
     return found.dek
 
 

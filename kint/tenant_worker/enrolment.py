@@ -21,9 +21,9 @@ from kint.paths import atomic_write
 from kint.tenant_worker.state_format import CorruptStateFile, load_json
 
 ENROL_VERSION = 2
-# A space with no enrolment here: what push, pull and rekey refuse with (NOT_CONNECTED).
+# A space with no enrolment here: what push, pull and rekey refuse with (NOT_CONNECTED, its
+# hint kint.protocol.errors.NOT_CONNECTED_HINT).
 NOT_CONNECTED_MESSAGE = "this machine is not connected for this space"
-NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"
 AccountKind = Literal["eoa", "smart"]
 # A kek tag as connect writes it: 16 bytes (kint.custody.wraps.TAG_LEN, not imported: the
 # CLI reads this file without the custody modules), in hex.

@@ -40,7 +40,7 @@ from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapsh
 from kint.outcomes import NOTHING_DROPPED
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
+from kint.protocol.errors import NOTICE_PREFIX, SNAPSHOT_TOO_LARGE_HINT, hint_with_notices
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -65,10 +65,6 @@ from kint.tenant_worker.unanchored import counting_from, note_count
 log = logging.getLogger("kint.worker")
 
 NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
-SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
-                           "`kint push` splits the changes across epochs")
-
-
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
              "exit": "the exit push"}

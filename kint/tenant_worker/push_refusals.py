@@ -19,7 +19,8 @@ from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import GAP_NEVER_OPENS_HINT, UNREAD_GAP_HINT
+from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
+                                  WRAPS_ROTATED_HINT)
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
@@ -35,13 +36,6 @@ log = logging.getLogger("kint.worker")
 # `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
 OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
                        "epoch, so the snapshot chains on the epoch it last saw, as without it")
-# The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
-# default, `kint connect`: this machine is connected, its key cannot write).
-UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
-                     "(direct, page, or payload then submit) and it needs a little ETH; "
-                     "`kint session-key show` says which is missing")
-
-
 def key_and_wraps(ctx: SpaceContext,
                   vault_created: bool) -> tuple[bytes, tuple[Wrap, ...]]:
     """The data key and the wraps every epoch's header carries, refused before anything
@@ -61,7 +55,7 @@ def key_and_wraps(ctx: SpaceContext,
         raise ProtocolError(ErrorCode.NO_DATA_KEY,
                             "this machine's key wraps do not hold the cached data key (the "
                             f"key was rotated on another machine); {NOTHING_DROPPED}",
-                            "run `kint connect` again")
+                            WRAPS_ROTATED_HINT)
     return key, local.wraps
 
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import UNSETTLED_HINT
+from kint.protocol.errors import UNAUTHORIZED_HINT, UNSETTLED_HINT
 from kint.tenant_worker.overtaken import WRITE_BACK, carried_where
-from kint.tenant_worker.push_refusals import UNAUTHORIZED_HINT
 
 
 # What a dropped journal's rows are once a later push anchored them (`anchored_since`).
