@@ -189,7 +189,7 @@ def test_a_supervisor_older_than_the_stops_pid_is_asked_again_without_it():
     kint/protocol/ops.py): the stop asks again without it, as that supervisor's own
     clients did. Such a supervisor cannot be had here (another kint version): a stand-in
     client answers as it would."""
-    from kint.commands.supervisor import _ask_stop
+    from kint.commands.supervisor_stop import _ask_stop
 
     class OlderSupervisor:
         def __init__(self) -> None:
