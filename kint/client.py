@@ -175,15 +175,17 @@ class Client(ClosedDoorChecks):
         sock.connect(f"ipc://{folder / FRONT_SOCKET}")
         return sock
 
-    def _socket(self) -> zmq.Socket:
+    def _socket(self, serving: int | None) -> zmq.Socket:
+        """This client's socket, made now if it has none. `serving`: the pid of the
+        supervisor holding the home as the caller read it, before the connect (one read of
+        the pid file a call)."""
         if self._sock is None:
             folder = socket_dir(self.home)
             front = folder / FRONT_SOCKET
-            # Looked at before the connect: a file there then may yet go before the
-            # connect (the request then said to have maybe reached it), where one looked at
-            # after could have been reached and moved aside since ("not sent" said of a
-            # request delivered).
-            serving = self._holder.pid()
+            # Looked at before the connect (as `serving` was): a file there then may yet
+            # go before the connect (the request then said to have maybe reached it), where
+            # one looked at after could have been reached and moved aside since ("not
+            # sent" said of a request delivered).
             stamp = (moment(), serving) if os.path.exists(front) else None
             self._sock = self._connect()
             self._rcvtimeo = None  # a new socket: no receive timeout set yet
@@ -309,7 +311,7 @@ class Client(ClosedDoorChecks):
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
         if self._sock is None:
-            self._socket()
+            self._socket(serving)
             self._refuse_if_no_file(serving, op)
         elif self._connected_at is None or self._connected_at[1] != serving:
             # A kept socket ZeroMQ reconnects to this supervisor by itself: from now, if
@@ -343,7 +345,7 @@ class Client(ClosedDoorChecks):
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=_without_proofs(args) or {}, timeout_ms=int(timeout_s * 1000),
                           cast=True)
-        _send(self._socket(), _encoded(request), 0)
+        _send(self._socket(serving), _encoded(request), 0)
 
     def progress_line(self, space16: str, op: str, sent_at: float) -> str | None:
         """The space's progress line, when it is of an `op` that began after `sent_at` (this
@@ -369,7 +371,7 @@ class Client(ClosedDoorChecks):
         """Send `request` and wait for its reply until `deadline` (time.monotonic()), the
         end of the call's bound of `bound_s`. `serving` is the pid of the supervisor it
         goes to, watched while waiting (None: not known yet; a ping is not watched)."""
-        sock = self._connect() if fresh_socket else self._socket()
+        sock = self._connect() if fresh_socket else self._socket(serving)
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
         self._stopped_since = None
