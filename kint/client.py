@@ -135,12 +135,13 @@ class Client(ClosedDoorChecks):
         self._holder = HolderWatch(self.home)
         # The socket's folder and path as this client's socket was connected to them.
         self._connected: tuple[str, str] | None = None
-        # (the pid of a supervisor that answered on that socket, the folder, the path, when
-        # it last answered): a supervisor binds in one folder for its whole
-        # life, so once it has answered, its folder is not looked up again; a supervisor
-        # still starting may yet record another. The time tells that supervisor from a
-        # successor with its pid (a closed door's `started`, kint/front_closed.py).
-        self._front: tuple[int, str, str, Moment] | None = None
+        # (the run of a supervisor that answered on that socket, HolderWatch.run: its pid
+        # and its pid file's inode and write time; the folder, the path, when it last
+        # answered): a supervisor binds in one folder for its whole life, so once it has
+        # answered, its folder is not looked up again; a supervisor still starting may
+        # yet record another. A successor with its pid (a container's) is another run;
+        # the time tells them apart by a closed door's `started` (kint/front_closed.py).
+        self._front: tuple[tuple[int, int, int], str, str, Moment] | None = None
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
@@ -201,12 +202,22 @@ class Client(ClosedDoorChecks):
         bound in a fresh one), drop the socket and connect again where it is now. Kept,
         the old socket would wait out every deadline on a path nobody serves, and
         ZeroMQ would keep reconnecting it to a folder that may now be anyone's."""
-        if self._sock is None or (self._front is not None and self._front[0] == serving):
+        if self._sock is None or self._front_of(serving) is not None:
             return
         if self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
             self._sock.close(linger=0)
             self._sock = None
             self._connected = None
+
+    def _front_of(self, serving: int | None
+                  ) -> tuple[tuple[int, int, int], str, str, Moment] | None:
+        """What this client learnt of the supervisor `serving` when it answered, while
+        that is the run the pid file's last look found (a successor with its pid is not
+        it); else None."""
+        front = self._front
+        if front is None or serving is None or front[0][0] != serving:
+            return None
+        return front if front[0] == self._holder.run else None
 
     def serving_pid(self) -> int | None:
         """The pid of the supervisor that holds the home now (-1 when unreadable), or None:
@@ -231,8 +242,9 @@ class Client(ClosedDoorChecks):
         """Whether the front socket is there, in a private folder. `serving` is the pid of
         the supervisor that holds the home: when it has answered this client before, the
         folder it answered from is checked without being looked up again."""
-        if self._front is not None and self._front[0] == serving:
-            _, folder_text, front, _ = self._front
+        known = self._front_of(serving)
+        if known is not None:
+            _, folder_text, front, _ = known
         else:
             folder = socket_dir(self.home)
             folder_text, front = str(folder), str(folder / FRONT_SOCKET)
@@ -290,6 +302,7 @@ class Client(ClosedDoorChecks):
         `bound_s`."""
         self.sent_to = None
         serving = self._holder.pid()
+        run = self._holder.run
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists(serving)):
             # No supervisor holds the home (a stale socket file says nothing), or this
@@ -300,6 +313,7 @@ class Client(ClosedDoorChecks):
             if not self._refuse_if_closed(serving, op, sent=False):
                 self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
                 serving = self._holder.pid()
+                run = self._holder.run
         self._follow(serving)
         left = deadline - time.monotonic()
         if left <= 0:  # starting the supervisor, or the block's calls before, spent it
@@ -319,8 +333,8 @@ class Client(ClosedDoorChecks):
             self._stamp(serving)
         self.sent_to = serving
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
-        if serving is not None and serving > 0 and self._connected is not None:
-            self._front = (serving, *self._connected, moment())
+        if run is not None and run[0] > 0 and run[0] == serving and self._connected is not None:
+            self._front = (run, *self._connected, moment())
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}

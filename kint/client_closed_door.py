@@ -36,8 +36,8 @@ class ClosedDoorChecks:
     home: Path
     _sock: "zmq.Socket | None"
     _connected: tuple[str, str] | None
-    _front: tuple[int, str, str, Moment] | None
     _drop_socket: Callable[[], None]
+    _front_of: Callable[[int | None], "tuple[tuple[int, int, int], str, str, Moment] | None"]
 
     def __init__(self) -> None:
         # (when, the pid of the supervisor serving then) `_sock` was connected,
@@ -73,9 +73,9 @@ class ClosedDoorChecks:
         one it still serves when it takes no new clients (kint/front_closed.py). With its
         note (`closed`, which says when that supervisor took its home), an answer from
         before then was another's with the same pid."""
-        return (self._sock is not None and self._front is not None
-                and self._front[0] == pid
-                and (closed is None or closed.started_by(self._front[3])))
+        front = self._front_of(pid)
+        return (self._sock is not None and front is not None
+                and (closed is None or closed.started_by(front[3])))
 
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients

@@ -18,8 +18,65 @@ test writes the pid file as it would, or sends the `started` it would give.
 
 from __future__ import annotations
 
-from conftest import make_sandbox
-from kint.client import Client
+import os
+import time
+
+from conftest import make_sandbox, pid_alive
+from kint.client import Client, KintError
+from kint.paths import run_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
+
+
+class _OlderThanPid(Client):
+    """A client of a supervisor older than `sup.stop`'s `pid`, as it answers: the stop
+    naming it is refused as an unknown argument. Meanwhile (as the refusal is on its way)
+    another stop ends that supervisor and a command starts the next one: `successor`."""
+
+    def __init__(self, sb) -> None:
+        super().__init__(sb.kint_home, autostart=False)
+        self.sb = sb
+        self.successor: int | None = None
+        self.asked: list = []
+
+    def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+        self.asked.append((op, args))
+        if op != "sup.stop" or not args:
+            return super().call(op, args=args, timeout_s=timeout_s, **kw)
+        first = running_pid(self.sb.kint_home)
+        self.sb.shutdown()  # the other stop
+        assert running_pid(self.sb.kint_home) is None and not pid_alive(first)
+        self.successor = self.sb.start()
+        raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+
+
+def test_the_clients_remembered_socket_folder_is_not_a_same_pid_successors(tmp_path):
+    """The client keeps the folder a supervisor answered from, so as not to look it up at
+    every call. Before, it kept it by pid alone: a successor with the same pid (in a
+    container) was taken for the one that answered. The successor's own pid file write,
+    the same bytes, is made here by the test (the same pid cannot be had otherwise)."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        with sb.client() as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            assert client.serving_pid() == pid
+            assert client._front_of(pid) is not None
+            path = run_dir(sb.kint_home) / PID_FILE
+            held = path.read_bytes()
+            time.sleep(0.05)  # a later write, on any clock the file system keeps
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, held, 0)
+            finally:
+                os.close(fd)
+            assert client.serving_pid() == pid
+            assert client._front_of(pid) is None
+            # and the call after it, to the same supervisor, goes on and is remembered
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            assert client._front_of(pid) is not None
+    finally:
+        sb.shutdown()
 
 
 def test_a_call_reads_the_pid_file_once(tmp_path):
