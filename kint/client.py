@@ -251,14 +251,21 @@ class Client(ClosedDoorChecks):
         return is_private_dir(folder_text) and os.path.exists(front)
 
     def ping(self, timeout_s: float = 1.0) -> bool:
+        return self.ping_answer(timeout_s) is not None
+
+    def ping_answer(self, timeout_s: float = 1.0) -> dict[str, Any] | None:
+        """The supervisor's answer to `sup.ping` on a socket of its own (its pid, uptime
+        and, from session 28, when it took its home), or None when none came within
+        `timeout_s`."""
         if not self.socket_exists() or self._holder.pid() is None:
-            return False
+            return None
         try:
-            self._roundtrip(Request(id=new_request_id(), op="sup.ping", timeout_ms=1000),
-                            time.monotonic() + timeout_s, timeout_s, fresh_socket=True)
+            reply = self._roundtrip(Request(id=new_request_id(), op="sup.ping",
+                                            timeout_ms=1000),
+                                    time.monotonic() + timeout_s, timeout_s, fresh_socket=True)
         except KintError:
-            return False
-        return True
+            return None
+        return reply.result or {}
 
     def ensure_running(self, wait_s: float = 30.0) -> None:
         """Start a supervisor if none answers, waiting up to `wait_s` for it (a call passes

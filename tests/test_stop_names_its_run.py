@@ -21,10 +21,42 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from conftest import make_sandbox, pid_alive
 from kint.client import Client, KintError
 from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
+
+
+def test_a_stop_meant_for_an_earlier_supervisor_with_the_same_pid_is_refused(tmp_path):
+    """Before, `sup.stop` named its supervisor by pid alone: in a container the next one
+    often has the same pid, and a stop queued for the last one stopped it. Its ping says
+    when it took its home; a stop naming another time is refused, its own stops it."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        with sb.client() as client:
+            answer = client.ping_answer(5)
+            assert answer is not None and answer["pid"] == pid, answer
+            assert isinstance(answer["started"], float), answer
+            assert isinstance(answer["started_boot"], float), answer
+            earlier = {"pid": pid, "started": answer["started"] - 60,
+                       "started_boot": answer["started_boot"] - 60}
+            with pytest.raises(KintError) as refused:
+                client.call("sup.stop", args=earlier, timeout_s=10)
+            err = refused.value
+            assert err.code == "BAD_REQUEST", err
+            assert "with the same pid, keeps running" in err.message, err
+            time.sleep(1.0)
+            assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            own = {"pid": pid, "started": answer["started"],
+                   "started_boot": answer["started_boot"]}
+            assert client.call("sup.stop", args=own, timeout_s=60) == {"stopped": True}
+        sb.wait_for(lambda: not pid_alive(pid), timeout=30, what="the supervisor stopped")
+    finally:
+        sb.shutdown()
 
 
 class _OlderThanPid(Client):

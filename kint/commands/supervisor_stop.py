@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -85,7 +86,8 @@ def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> float:
         return STOP_CALL_S + STOP_EXIT_WAIT_S
     # Another stop may begin between the look above and the ping or the call: its door
     # turns this one away, or it exits first.
-    answered = client.ping(autostart.UNREACHABLE_AFTER_S)
+    answer = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
+    answered = answer is not None
     meanwhile = not answered and (_stopping_meanwhile(home, pid)
                                   or _exits_within(home, pid, EXITING_GRACE_S))
     if not answered and not meanwhile:
@@ -94,7 +96,7 @@ def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> float:
         refuse_if_silent(obj)
     try:
         if not meanwhile:
-            _ask_stop(client, pid)
+            _ask_stop(client, pid, answer)
     except KintError as err:
         # Another stop's doing only when this one's sup.stop never went out (its door
         # turned it away) or the supervisor is gone or replaced: its own call's
@@ -145,11 +147,25 @@ def _stopped_by_signal(home: Path, pid: int) -> bool:
     return True
 
 
-def _ask_stop(client: Client, pid: int | None) -> None:
-    """Send `sup.stop` naming the supervisor `pid` it is meant for: another refuses it (one
-    started since, were it delivered late). A supervisor older than that argument refuses
-    the argument itself: asked again without it."""
-    args = {"pid": pid} if pid is not None and pid > 0 else None
+def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The arguments that name the supervisor `pid` to its `sup.stop`: its pid, and when it
+    took its home as its ping (`answer`) said it, where it said it (a supervisor of a kint
+    before session 28 does not: its pid alone names it)."""
+    if pid is None or pid <= 0:
+        return None
+    args: dict[str, Any] = {"pid": pid}
+    if answer is not None and answer.get("pid") == pid:
+        args.update({name: answer[name] for name in ("started", "started_boot")
+                     if isinstance(answer.get(name), (int, float))})
+    return args
+
+
+def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = None) -> None:
+    """Send `sup.stop` naming the supervisor `pid` it is meant for, and when it took its
+    home as its ping said (`answer`): another refuses it (one started since, were it
+    delivered late), one with the same pid too. A supervisor older than the `pid`
+    argument refuses the argument itself: asked again without it."""
+    args = _naming(pid, answer)
     try:
         client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
     except KintError as err:
