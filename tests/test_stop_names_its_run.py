@@ -25,6 +25,7 @@ import pytest
 
 from conftest import make_sandbox, pid_alive
 from kint.client import Client, KintError
+from kint.commands.supervisor_stop import FirstAskedGone, _ask_stop
 from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 
@@ -76,9 +77,82 @@ class _OlderThanPid(Client):
             return super().call(op, args=args, timeout_s=timeout_s, **kw)
         first = running_pid(self.sb.kint_home)
         self.sb.shutdown()  # the other stop
-        assert running_pid(self.sb.kint_home) is None and not pid_alive(first)
+        assert running_pid(self.sb.kint_home) is None
+        self.sb.wait_for(lambda: not pid_alive(first), timeout=30, what="the first exited")
         self.successor = self.sb.start()
         raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+
+
+def test_a_stop_asks_an_older_supervisor_again_only_while_it_holds_the_home(tmp_path):
+    """Before, the stop asked again without `pid` whatever held the home by then: the
+    supervisor started after the first one exited got the bare stop, and stopped."""
+    sb = make_sandbox(tmp_path)
+    try:
+        first = sb.start()
+        client = _OlderThanPid(sb)
+        with client, pytest.raises(FirstAskedGone) as gone:
+            _ask_stop(client, first, client.ping_answer(5))
+        assert client.successor is not None and client.successor != first
+        assert gone.value.successor == client.successor
+        assert [op for op, args in client.asked if op == "sup.stop"] == ["sup.stop"]
+        time.sleep(1.0)
+        assert pid_alive(client.successor) and running_pid(sb.kint_home) == client.successor
+    finally:
+        sb.shutdown()
+
+
+def test_a_same_pid_successor_of_an_older_supervisor_is_not_asked_again(tmp_path):
+    """The pid lock's holder has the pid the stop first asked, but it started after that
+    one refused (in a container the next supervisor often has the same pid): not asked
+    again. The successor's ping is answered here as it would answer (just started); the
+    supervisor behind it is real, and still serves."""
+
+    class SameNumber(_OlderThanPid):
+        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+            self.asked.append((op, args))
+            if op == "sup.stop" and args:
+                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+            return Client.call(self, op, args=args, timeout_s=timeout_s, **kw)
+
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            return answer if not self.asked else {**(answer or {}), "uptime_s": 0.0}
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        client = SameNumber(sb)
+        with client, pytest.raises(FirstAskedGone) as gone:
+            _ask_stop(client, pid, client.ping_answer(5))
+        assert gone.value.successor == pid
+        assert [op for op, args in client.asked if op == "sup.stop"] == ["sup.stop"]
+        time.sleep(1.0)
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+    finally:
+        sb.shutdown()
+
+
+def test_an_older_supervisor_still_holding_the_home_is_asked_again(tmp_path):
+    """The same refusal from the supervisor that still serves (nobody else stopped it):
+    asked again without `pid`, it stops, as that supervisor's own clients stopped it."""
+
+    class StillThere(_OlderThanPid):
+        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+            self.asked.append((op, args))
+            if op == "sup.stop" and args:
+                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+            return Client.call(self, op, args=args, timeout_s=timeout_s, **kw)
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        client = StillThere(sb)
+        with client:
+            _ask_stop(client, pid, client.ping_answer(5))
+        assert [args for op, args in client.asked if op == "sup.stop"][1] is None
+        sb.wait_for(lambda: not pid_alive(pid), timeout=30, what="the supervisor stopped")
+    finally:
+        sb.shutdown()
 
 
 def test_the_clients_remembered_socket_folder_is_not_a_same_pid_successors(tmp_path):

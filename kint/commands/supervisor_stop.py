@@ -48,9 +48,10 @@ def run(obj: Ctx, as_json: bool) -> None:
         _say_none(home, as_json)
         return
     stopping = pid
-    wait_s = _ask(obj, client, home, pid)
-    pid = _wait_gone(home, stopping, wait_s)
-    started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
+    wait_s, successor = _ask(obj, client, home, pid)
+    pid = successor if successor is not None else _wait_gone(home, stopping, wait_s)
+    started = pid if pid is not None and (successor is not None
+                                          or not _same_supervisor(pid, stopping)) else None
     if pid is not None and started is None:
         _refuse_not_gone(obj, home, pid, wait_s)
     if as_json:
@@ -75,15 +76,16 @@ def _say_none(home: Path, as_json: bool) -> None:
     click.echo(f"no supervisor is running for {home}{gone}")
 
 
-def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> float:
+def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> tuple[float, int | None]:
     """Ask the supervisor `pid` to stop (by SIGTERM where its door is closed for want of
-    open files), or find another stop's doing; how long its exit is then waited for."""
+    open files), or find another stop's doing; how long its exit is then waited for, and
+    the pid of a successor with its pid found meanwhile (then nothing is waited for)."""
     from kint.supervisor import autostart
 
     # Asked by SIGTERM, the supervisor gets the whole time `sup.stop` would: the answer's
     # wait (its workers stopped first) and the exit's.
     if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
-        return STOP_CALL_S + STOP_EXIT_WAIT_S
+        return STOP_CALL_S + STOP_EXIT_WAIT_S, None
     # Another stop may begin between the look above and the ping or the call: its door
     # turns this one away, or it exits first.
     answer = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
@@ -97,6 +99,12 @@ def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> float:
     try:
         if not meanwhile:
             _ask_stop(client, pid, answer)
+    except FirstAskedGone as gone:
+        # Another stop ended it: its successor is named by the wait (`_wait_gone`), but
+        # one with its pid only here.
+        if gone.successor is not None and gone.successor == pid:
+            return 0.0, gone.successor
+        meanwhile = True
     except KintError as err:
         # Another stop's doing only when this one's sup.stop never went out (its door
         # turned it away) or the supervisor is gone or replaced: its own call's
@@ -106,7 +114,7 @@ def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> float:
             "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
         if not meanwhile:
             fail(err, obj.debug)
-    return STOP_CALL_S + STOP_EXIT_WAIT_S if meanwhile else STOP_EXIT_WAIT_S
+    return (STOP_CALL_S + STOP_EXIT_WAIT_S if meanwhile else STOP_EXIT_WAIT_S), None
 
 
 def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float) -> None:
@@ -147,6 +155,16 @@ def _stopped_by_signal(home: Path, pid: int) -> bool:
     return True
 
 
+class FirstAskedGone(Exception):
+    """The supervisor a stop first asked no longer holds the home: another stop ended it
+    between its refusal and the stop's asking again. `successor`: the pid of the one
+    holding the home now (None: nobody)."""
+
+    def __init__(self, successor: int | None) -> None:
+        super().__init__(successor)
+        self.successor = successor
+
+
 def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | None:
     """The arguments that name the supervisor `pid` to its `sup.stop`: its pid, and when it
     took its home as its ping (`answer`) said it, where it said it (a supervisor of a kint
@@ -164,15 +182,44 @@ def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = N
     """Send `sup.stop` naming the supervisor `pid` it is meant for, and when it took its
     home as its ping said (`answer`): another refuses it (one started since, were it
     delivered late), one with the same pid too. A supervisor older than the `pid`
-    argument refuses the argument itself: asked again without it."""
+    argument refuses the argument itself: asked again without it, only while it is still
+    the one that refused (`_still_first_asked`; else FirstAskedGone)."""
     args = _naming(pid, answer)
     try:
         client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
     except KintError as err:
-        if (args is None or err.code != "BAD_REQUEST"
+        if (pid is None or args is None or err.code != "BAD_REQUEST"
                 or "unknown argument 'pid'" not in err.message):
             raise
+        _still_first_asked(client, pid, time.monotonic())
         client.call("sup.stop", timeout_s=STOP_CALL_S)
+
+
+def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
+    """Return while the supervisor holding the home is the one that refused the stop's
+    `pid` by `refused_at` (time.monotonic()); FirstAskedGone when another holds it or
+    none does. Asked without `pid`, whichever supervisor reads the stop stops: had the
+    first exited meanwhile (another stop's doing), the one that took the home since would.
+    Such an old supervisor says when it started only by its ping's uptime: `now -
+    uptime_s` on this box's monotonic clock, a little late at most (its answer's way
+    back). One that started after the refusal is a successor, its pid the same or not:
+    the first must have exited before it could take the home."""
+    from kint.supervisor import autostart
+    from kint.supervisor.pidlock import running_pid
+
+    now = running_pid(client.home)
+    if now != pid:
+        raise FirstAskedGone(now)
+    again = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
+    answered_at = time.monotonic()
+    uptime = (again or {}).get("uptime_s")
+    if again is None or not isinstance(uptime, (int, float)):
+        raise SupervisorUnavailable(
+            f"the supervisor (pid {pid}), of a kint older than this one, refused the stop "
+            f"naming it and did not answer again; it was not asked to stop",
+            "run `kint supervisor stop` again")
+    if again.get("pid") != pid or answered_at - uptime >= refused_at:
+        raise FirstAskedGone(again.get("pid") if isinstance(again.get("pid"), int) else None)
 
 
 def _gone_or_replaced(home: Path, pid: int | None) -> bool:
