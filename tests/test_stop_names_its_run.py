@@ -19,14 +19,16 @@ test writes the pid file as it would, or sends the `started` it would give.
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
 
-from conftest import make_sandbox, pid_alive
+from conftest import make_sandbox, pid_alive, serving
 from kint.client import Client, KintError
 from kint.commands.supervisor_stop import FirstAskedGone, _ask_stop
-from kint.paths import run_dir
+from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
+from kint.paths import FRONT_SOCKET, run_dir, socket_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 
 
@@ -153,6 +155,32 @@ def test_an_older_supervisor_still_holding_the_home_is_asked_again(tmp_path):
         sb.wait_for(lambda: not pid_alive(pid), timeout=30, what="the supervisor stopped")
     finally:
         sb.shutdown()
+
+
+def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tmp_path):
+    """Its pid file removed, the supervisor steps down; its socket is still its own (no
+    other supervisor bound there). Before, its stop left the door open (the door was
+    closed only while the lock was its own): for the whole stop (its worker held here,
+    SIGSTOP, as a busy one holds it) a new client connected and waited for nothing."""
+    with serving(tmp_path) as sb:
+        pid = running_pid(sb.kint_home)
+        worker = sb.row(sb.sibyl_db)["pid"]
+        folder = socket_dir(sb.kint_home)
+        assert pid and worker
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            (run_dir(sb.kint_home) / PID_FILE).unlink()
+            sb.wait_for(lambda: (folder / NOTE).exists(), timeout=15,
+                        what="the door closed for the stop")
+            assert not (folder / FRONT_SOCKET).exists() and (folder / CLOSED_SOCKET).exists()
+            from kint.front_closed import _parse_note
+
+            note = _parse_note(folder)
+            assert isinstance(note, FrontClosed) and note.pid == pid and note.stopping, note
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor stepped down")
+        assert not (folder / NOTE).exists() and not (folder / CLOSED_SOCKET).exists()
 
 
 def test_the_clients_remembered_socket_folder_is_not_a_same_pid_successors(tmp_path):
