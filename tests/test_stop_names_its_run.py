@@ -64,8 +64,8 @@ def test_a_stop_meant_for_an_earlier_supervisor_with_the_same_pid_is_refused(tmp
 
 class _OlderThanPid(Client):
     """A client of a supervisor older than `sup.stop`'s `pid`, as it answers: the stop
-    naming it is refused as an unknown argument. Meanwhile (as the refusal is on its way)
-    another stop ends that supervisor and a command starts the next one: `successor`."""
+    naming it is refused as an unknown argument; one without it goes to the supervisor.
+    `meanwhile` runs as the refusal is on its way."""
 
     def __init__(self, sb) -> None:
         super().__init__(sb.kint_home, autostart=False)
@@ -77,12 +77,36 @@ class _OlderThanPid(Client):
         self.asked.append((op, args))
         if op != "sup.stop" or not args:
             return super().call(op, args=args, timeout_s=timeout_s, **kw)
+        self.meanwhile()
+        raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+
+    def meanwhile(self) -> None:
+        pass
+
+
+class _EndedMeanwhile(_OlderThanPid):
+    """Another stop ends the supervisor as its refusal is on its way, and a command starts
+    the next one: `successor`."""
+
+    def meanwhile(self) -> None:
         first = running_pid(self.sb.kint_home)
         self.sb.shutdown()  # the other stop
         assert running_pid(self.sb.kint_home) is None
         self.sb.wait_for(lambda: not pid_alive(first), timeout=30, what="the first exited")
         self.successor = self.sb.start()
-        raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+
+
+def _not_asked_again(client: _OlderThanPid, first: int) -> int:
+    """`_ask_stop` of the supervisor `first` through `client`: FirstAskedGone, no second
+    stop sent, and the supervisor it names still serving a second on; its pid."""
+    with client, pytest.raises(FirstAskedGone) as gone:
+        _ask_stop(client, first, client.ping_answer(5))
+    assert [op for op, _ in client.asked if op == "sup.stop"] == ["sup.stop"]
+    serving = gone.value.successor
+    time.sleep(1.0)
+    assert serving is not None and pid_alive(serving)
+    assert running_pid(client.sb.kint_home) == serving
+    return serving
 
 
 def test_a_stop_asks_an_older_supervisor_again_only_while_it_holds_the_home(tmp_path):
@@ -91,14 +115,8 @@ def test_a_stop_asks_an_older_supervisor_again_only_while_it_holds_the_home(tmp_
     sb = make_sandbox(tmp_path)
     try:
         first = sb.start()
-        client = _OlderThanPid(sb)
-        with client, pytest.raises(FirstAskedGone) as gone:
-            _ask_stop(client, first, client.ping_answer(5))
-        assert client.successor is not None and client.successor != first
-        assert gone.value.successor == client.successor
-        assert [op for op, args in client.asked if op == "sup.stop"] == ["sup.stop"]
-        time.sleep(1.0)
-        assert pid_alive(client.successor) and running_pid(sb.kint_home) == client.successor
+        client = _EndedMeanwhile(sb)
+        assert _not_asked_again(client, first) == client.successor != first
     finally:
         sb.shutdown()
 
@@ -110,12 +128,6 @@ def test_a_same_pid_successor_of_an_older_supervisor_is_not_asked_again(tmp_path
     supervisor behind it is real, and still serves."""
 
     class SameNumber(_OlderThanPid):
-        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
-            self.asked.append((op, args))
-            if op == "sup.stop" and args:
-                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
-            return Client.call(self, op, args=args, timeout_s=timeout_s, **kw)
-
         def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
             answer = super().ping_answer(timeout_s)
             return answer if not self.asked else {**(answer or {}), "uptime_s": 0.0}
@@ -123,13 +135,7 @@ def test_a_same_pid_successor_of_an_older_supervisor_is_not_asked_again(tmp_path
     sb = make_sandbox(tmp_path)
     try:
         pid = sb.start()
-        client = SameNumber(sb)
-        with client, pytest.raises(FirstAskedGone) as gone:
-            _ask_stop(client, pid, client.ping_answer(5))
-        assert gone.value.successor == pid
-        assert [op for op, args in client.asked if op == "sup.stop"] == ["sup.stop"]
-        time.sleep(1.0)
-        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+        assert _not_asked_again(SameNumber(sb), pid) == pid
     finally:
         sb.shutdown()
 
@@ -138,17 +144,10 @@ def test_an_older_supervisor_still_holding_the_home_is_asked_again(tmp_path):
     """The same refusal from the supervisor that still serves (nobody else stopped it):
     asked again without `pid`, it stops, as that supervisor's own clients stopped it."""
 
-    class StillThere(_OlderThanPid):
-        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
-            self.asked.append((op, args))
-            if op == "sup.stop" and args:
-                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
-            return Client.call(self, op, args=args, timeout_s=timeout_s, **kw)
-
     sb = make_sandbox(tmp_path)
     try:
         pid = sb.start()
-        client = StillThere(sb)
+        client = _OlderThanPid(sb)
         with client:
             _ask_stop(client, pid, client.ping_answer(5))
         assert [args for op, args in client.asked if op == "sup.stop"][1] is None
