@@ -29,9 +29,9 @@ The door moves only a socket file that is its supervisor's, and, for want of ope
 only while that one holds its home's pid lock (kint/supervisor/ownership.py): one that lost
 its home (`run/` removed, another supervisor serving there now) and steps down would
 otherwise move, and at its stop unlink, the next one's socket and note. At its stop it
-closes the door on its own socket file (its identity) whether it holds the lock or not:
-its pid file removed, its socket still reaches it alone, and tells its stop's new clients
-so.
+closes the door on its own socket file (its identity) whether it holds the lock or not,
+while no other supervisor does: its pid file removed and nobody started since, its socket
+still reaches it alone, and tells its stop's new clients so.
 """
 
 from __future__ import annotations
@@ -183,9 +183,11 @@ class FrontDoor:
 
     def _moved_is_own(self, path: Path) -> bool:
         """Whether the file moved aside beside `path` is still the one the door moved (its
-        identity), the lock or not: what a stop closes and clears (`close_for_stop`)."""
+        identity), while no other supervisor holds the home, the lock its own or nobody's
+        (its pid file removed): what a stop closes and clears (`close_for_stop`)."""
         return (self._moved is not None
-                and file_id(path.parent / CLOSED_SOCKET) == self._moved)
+                and file_id(path.parent / CLOSED_SOCKET) == self._moved
+                and (self.ownership is None or self.ownership.nobody_else_holds()))
 
     def before_warm_up(self) -> None:
         """Just before the forkserver's warm-up begins, its sockets bound: what the
@@ -303,14 +305,16 @@ class FrontDoor:
         connected are served to the end (`kint supervisor stop`'s answer among them).
         Closed already for want of files, the note says the stop now. A supervisor that
         steps down touches a socket file there only while it is still the one it bound
-        (its identity, as the ownership checks tell it), the lock or not: its pid file
-        removed, it is still the supervisor every client of that socket reaches, and its
-        stop's new clients must be told it stops; a file another supervisor bound since is
-        that one's, and so is its note."""
+        (its identity, as the ownership checks tell it) and no other supervisor holds the
+        home: its pid file removed and nobody started since, it is still the supervisor
+        every client of that socket reaches, and its stop's new clients must be told it
+        stops; once another holds the home, a file there is that one's (its inode number
+        may be the one this supervisor's unlinked file had), and so is its note."""
         if front_path is None:
             return
         if not (self._moved_is_own(front_path) if self.closed is not None
-                else self.ownership is None or self.ownership.socket_is_ours(front_path)):
+                else self.ownership is None or (self.ownership.nobody_else_holds()
+                                                and self.ownership.socket_is_ours(front_path))):
             if self.closed is not None:
                 self.closed = self.closed._replace(stopping=True)
             return

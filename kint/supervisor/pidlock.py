@@ -67,7 +67,7 @@ class Holder(NamedTuple):
 _SHARED_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
 
 
-def _held_bytes(fd: int) -> bytes | None:
+def held_bytes(fd: int) -> bytes | None:
     """The pid file open on `fd`, as bytes, when a supervisor holds its lock; None when
     nobody does (a shared lock taken, and dropped at once)."""
     try:
@@ -88,7 +88,7 @@ def _pid_in(words: list[str]) -> int:
 
 def _holder_of(fd: int) -> Holder | None:
     """Who holds the pid lock open on `fd`."""
-    data = _held_bytes(fd)
+    data = held_bytes(fd)
     if data is None:
         return None
     words = _words(data)
@@ -151,7 +151,7 @@ class HolderWatch:
                 return None
             opened = os.fstat(fd)
             self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
-        data = _held_bytes(self._fd)
+        data = held_bytes(self._fd)
         if data is None:
             self.run = None
             return None
