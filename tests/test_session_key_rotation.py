@@ -27,7 +27,10 @@ def test_a_rotated_key_signs_the_next_push_in_the_same_worker(tmp_path, chain_ho
     (and the old key's revocation) its pushes went on being signed by the old key and were
     refused ("session key 0x... is not authorized") until the worker restarted. It notices
     the keystore file changed and unlocks the new one."""
-    sb = new_machine(tmp_path / "machine", chain_home)
+    # Its head reads get 20 s, not v0.3.0's 2 s: on a loaded two-core box (CI's run at
+    # 0a4739f, load 12) one read ran past 2 s, and a space whose endpoint missed a read is
+    # not read again for 30 s (the tracker's window), so every later status here had none.
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS="20")
     try:
         connected = kjson(sb, "connect", "--dev")
         owner = owner_account(sb, connected["owner"])
@@ -53,11 +56,6 @@ def test_a_rotated_key_signs_the_next_push_in_the_same_worker(tmp_path, chain_ho
         assert second["seq"] == first["seq"] + 1
         assert anchor.w3.eth.get_transaction(second["tx"])["from"] == new
         status = kjson(sb, "status")
-        for _ in range(5):  # the chain's facts come with a head read, which a loaded box
-            if status["chain_head"] is not None:  # (CI's, at load 7) can take past its bound
-                break
-            assert status["chain_head_unavailable"], status
-            status = kjson(sb, "status")
         assert status["worker"]["pid"] == worker, "the worker was restarted"
         # status names the key that signs now, and the chain's facts are that key's
         assert status["session"] == status["session_key"]["address"] == new, status
