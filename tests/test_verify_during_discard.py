@@ -15,7 +15,10 @@ account gate is its NullEntitlementGate, as the test supervisor's workers have i
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,9 +138,11 @@ def test_a_discard_an_op_holds_past_its_wait_is_busy_and_moves_nothing(tmp_path,
         assert discard.discard_released(ctx) and not Path(ctx.config.db).exists()
 
 
-def _held_discard(monkeypatch) -> tuple[threading.Event, threading.Event]:
-    """The discard held inside its block (the client closed, the store not moved yet)
-    until `go` is set: (holding, go)."""
+@contextmanager
+def _discard_held(tmp_path, monkeypatch, token: bytes) -> Iterator[tuple[Any, dict]]:
+    """(the space's context, the answers) while a discard on a thread of its own is held
+    inside its block (the client closed, the store not moved yet); let go on leaving,
+    its answer then in `answers["discard"]`."""
     from kint.tenant_worker import discard
 
     real_discard = discard.discard_local
@@ -148,57 +153,44 @@ def _held_discard(monkeypatch) -> tuple[threading.Event, threading.Event]:
         assert go.wait(30)
         return real_discard(ctx)
 
+    _null_gate(monkeypatch)
     monkeypatch.setattr(discard, "discard_local", held_discard)
-    return holding, go
+    with bare_worker(tmp_path, token) as (worker, _router):
+        answers: dict[str, object] = {}
+        discarding = _on_thread(answers, "discard", discard.discard_released, worker.ctx)
+        try:
+            assert wait_until(lambda: holding.is_set() or "discard" in answers, timeout=30)
+            assert holding.is_set(), answers
+            yield worker.ctx, answers
+        finally:
+            go.set()
+            discarding.join(30)
+        assert isinstance(answers["discard"], list), answers
 
 
 def test_a_verify_asked_during_the_discard_waits_for_it(tmp_path, monkeypatch):
     """A verify that comes while the discard holds the store does not build a client on
     the store being moved: it waits, and then says the store does not exist."""
-    from kint.tenant_worker import discard, handlers
+    from kint.tenant_worker import handlers
 
-    _null_gate(monkeypatch)
-    holding, go = _held_discard(monkeypatch)
     _inside, leave, calls = _held_search(monkeypatch)
     leave.set()
-    with bare_worker(tmp_path, b"\x0e" * 32) as (worker, _router):
-        ctx = worker.ctx
-        answers: dict[str, object] = {}
-        discarding = _on_thread(answers, "discard", discard.discard_released, ctx)
-        try:
-            assert wait_until(lambda: holding.is_set() or "discard" in answers, timeout=30)
-            assert holding.is_set(), answers
-            verifying = _on_thread(answers, "verify", handlers.verify, ctx, QUERY)
-            verifying.join(1.0)
-            assert "verify" not in answers and not calls  # it waits, no search made
-        finally:
-            go.set()
-            discarding.join(30)
-        verifying.join(30)
-        assert isinstance(answers["discard"], list), answers
-        assert "does not exist" in str(answers["verify"]), answers
-        assert not calls
+    with _discard_held(tmp_path, monkeypatch, b"\x0e" * 32) as (ctx, answers):
+        verifying = _on_thread(answers, "verify", handlers.verify, ctx, QUERY)
+        verifying.join(1.0)
+        assert "verify" not in answers and not calls  # it waits, no search made
+    verifying.join(30)
+    assert "does not exist" in str(answers["verify"]), answers
+    assert not calls
 
 
 def test_a_verify_waiting_past_a_discard_that_does_not_end_is_busy(tmp_path, monkeypatch):
     """The op's wait for the discard is bounded too (USING_WAIT_S; a second here)."""
-    from kint.tenant_worker import discard, handlers, shared_client
+    from kint.tenant_worker import handlers, shared_client
 
-    _null_gate(monkeypatch)
     monkeypatch.setattr(shared_client, "USING_WAIT_S", 1.0)
-    holding, go = _held_discard(monkeypatch)
-    with bare_worker(tmp_path, b"\x0f" * 32) as (worker, _router):
-        ctx = worker.ctx
-        answers: dict[str, object] = {}
-        discarding = _on_thread(answers, "discard", discard.discard_released, ctx)
-        try:
-            assert wait_until(lambda: holding.is_set() or "discard" in answers, timeout=30)
-            assert holding.is_set(), answers
-            with pytest.raises(ProtocolError) as err:
-                handlers.verify(ctx, QUERY)
-        finally:
-            go.set()
-            discarding.join(30)
-        assert err.value.code == ErrorCode.BUSY, err.value
-        assert "pull --discard-local" in err.value.message, err.value.message
-        assert isinstance(answers["discard"], list), answers
+    with _discard_held(tmp_path, monkeypatch, b"\x0f" * 32) as (ctx, _answers):
+        with pytest.raises(ProtocolError) as err:
+            handlers.verify(ctx, QUERY)
+    assert err.value.code == ErrorCode.BUSY, err.value
+    assert "pull --discard-local" in err.value.message, err.value.message
