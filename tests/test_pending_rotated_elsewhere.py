@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from web3 import Web3
@@ -128,7 +129,12 @@ def test_a_nonce_that_waits_at_the_other_endpoint_is_not_filled_nor_called_never
     transaction reaches the first endpoint both are mined and epoch 2 is recorded (by the
     settlement, or, its receipt wait run out, by the pull after it). With one rotate, N-1
     was filled by a transfer to self, the user's transaction at N-1 cancelled; with two,
-    the push was refused at once, N-1 "never sent"."""
+    the push was refused at once, N-1 "never sent".
+
+    The pull is sent while the settlement waits, and the transaction passed on once the
+    pull is there: it waits for the worker's own settlement and then settles what is left,
+    where it was refused BUSY ("a push, pull or connect is already running"), as CI's pull
+    was when it came between the settlement's end and its letting go of the space."""
     url, other, upstream = node
     s = Space(waiting_box, f"elsewhere-{rotates}", "--rpc-urls", f"{upstream},{url}")
     since = s.w3.eth.block_number
@@ -150,22 +156,28 @@ def test_a_nonce_that_waits_at_the_other_endpoint_is_not_filled_nor_called_never
     log = s.a.kint_home / "supervisor.log"
     said = (f"nonce {hole} of the previous session key {s.old} waits at the endpoint "
             f"{url}, not yet at the one this space sends through: not filled")
-    try:
-        s.release()
-        s.a.wait_for(lambda: said in log.read_text(), timeout=30,
-                     what="the settlement saying the nonce waits at the other endpoint")
-        assert "was never sent" not in log.read_text()
-        assert s.pending.exists()
-    finally:
-        # The other node passes it on: both are mined, and the settlement records epoch 2
-        # (refused as a spent nonce when a filler took it: the assertions below say so),
-        # or the pull does, once the settlement's receipt wait has run out.
-        with contextlib.suppress(Web3RPCError):
-            s.w3.eth.send_raw_transaction(sent.raw_transaction)
-        s.a.wait_for(lambda: not s.pending.exists()
-                     or "is left for the next push, pull" in log.read_text(), timeout=60,
-                     what="the settlement's end (a pull meanwhile is refused BUSY)")
-        pulled = kdb(s.a, s.db, "pull")
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            s.release()
+            s.a.wait_for(lambda: said in log.read_text(), timeout=30,
+                         what="the settlement saying the nonce waits at the other endpoint")
+            assert "was never sent" not in log.read_text()
+            assert s.pending.exists()
+            pulling = pool.submit(kdb, s.a, s.db, "pull")
+            # Its receipt wait has a few seconds left: the pull is in flight beside it
+            # (on a box slow enough to start the command past them, the pull settles
+            # the journal itself once the transaction is passed on below).
+            s.a.wait_for(lambda: pulling.done() or any(
+                op["name"] == "pull" for op in s.a.row(s.db)["ops"]), timeout=60,
+                what="the pull in the worker")
+        finally:
+            # The other node passes it on: both are mined, and the settlement records
+            # epoch 2 (refused as a spent nonce when a filler took it: the assertions
+            # below say so), or the pull does, once the settlement's receipt wait has run
+            # out.
+            with contextlib.suppress(Web3RPCError):
+                s.w3.eth.send_raw_transaction(sent.raw_transaction)
+        pulled = pulling.result()
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     assert not s.pending.exists()
     assert "was never sent" not in log.read_text()

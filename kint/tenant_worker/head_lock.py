@@ -4,7 +4,8 @@ machine take turns on a space's head instead of racing. Between machines, the ch
 decides.
 
 `head_op` is how an op takes it: first this worker's own lock (a second head-moving op of
-the space is refused BUSY at once), then the file."""
+the space is refused BUSY at once), then the file. `settlement_op` is how a worker's start
+settlement takes them: an op that comes meanwhile waits for it, as for the file."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ RETRY_S = 0.2
 WAIT_S = 30.0
 MESSAGE = "another kint process holds the head lock for this space"
 IN_THIS_WORKER = "a push, pull or connect is already running for this space"
+# The op a worker's start settlement names in `head_op_began` (rekey_settle.settle_at_start).
+SETTLEMENT = "settlement of an interrupted push or rekey"
 BUSY_HINT = ("wait for it to end (`kint supervisor status` shows it while it runs), then try "
              "again")
 
@@ -68,7 +71,13 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
     lock past its wait. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends."""
     if not ctx.head_ops.acquire(blocking=False):
-        raise busy(ctx.head_op_began)
+        running = ctx.head_op_began
+        # The worker's own start settlement is no command the user could wait for: it
+        # settles what this op would settle first, and a command sent just after a
+        # restart was refused BUSY naming "a push, pull or connect" nobody ran (or, as
+        # the settlement let go, none).
+        if not (ctx.settling and ctx.head_ops.acquire(timeout=WAIT_S)):
+            raise busy(running)
     ctx.head_op_began = (op, time.monotonic())
     try:
         if lock_file:
@@ -82,3 +91,23 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
         ctx.progress = None
         ctx.head_op_began = None
         ctx.head_ops.release()
+
+
+@contextmanager
+def settlement_op(ctx: "SpaceContext") -> Iterator[None]:
+    """The worker's start settlement: both locks, waited for (a command that holds them
+    goes first), `ctx.settling` while held so that a command coming meanwhile waits for it
+    rather than being refused (`head_op`), named SETTLEMENT in the beat and in the BUSY of
+    a command that waited out WAIT_S. HeadLockBusy when the file stays held."""
+    try:
+        with ctx.head_ops:
+            ctx.settling = True
+            ctx.head_op_began = (SETTLEMENT, time.monotonic())
+            try:
+                with head_lock(ctx.state.files["head_lock"]):
+                    yield
+            finally:
+                ctx.progress = None
+                ctx.head_op_began = None
+    finally:  # once let go: an op that found the lock held until now waits, not refused
+        ctx.settling = False

@@ -187,12 +187,12 @@ def settle_at_start(ctx: SpaceContext) -> None:
     watermark `connected` asks of a space on another contract) is left the same way,
     logged as one line, not as an op that escaped its handler: the next op names it as
     CORRUPT_STATE, and a start has no caller to report it to."""
-    from kint.tenant_worker.head_lock import HeadLockBusy, head_lock
+    from kint.tenant_worker.head_lock import HeadLockBusy, settlement_op
 
     if not (ctx.state.files["pending"].exists() or rekey_in_progress(ctx)):
         return
     try:
-        with ctx.head_ops, head_lock(ctx.state.files["head_lock"]):
+        with settlement_op(ctx):
             settle_journals(ctx, told=False)  # no command to say it: kept for the next
     except (ProtocolError, RpcUnavailable, HeadLockBusy, CustodyError,
             CorruptStateFile) as err:

@@ -62,6 +62,9 @@ class SpaceContext:
     tracker: RpcTracker = field(default_factory=RpcTracker)
     # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
     head_ops: threading.Lock = field(default_factory=threading.Lock)
+    # While the worker's start settlement holds `head_ops`: an op then waits for it
+    # (head_lock.settlement_op).
+    settling: bool = False
     # Set once this space is connected: the watcher then says why it cannot count.
     enrolment_checked: bool = False
     # The last reason verify could not read the head (logged once per change).
