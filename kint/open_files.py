@@ -152,6 +152,11 @@ WORKER_ROOM_HINT = ("raise the open-file limit the supervisor starts with (`ulim
                     "then run `kint supervisor stop`, and the command again")
 
 
+SYSTEM_FILES_HINT = ("the system's table of open files is full, whatever each process's "
+                     "limit: end the programs holding many files, or raise fs.file-max "
+                     "(sysctl); then run the command again")
+
+
 START_ROOM_HINT = ("start it with a higher open-file limit (`ulimit -n` in its shell, "
                    "LimitNOFILE= in its systemd unit)")
 
@@ -162,19 +167,30 @@ def out_of_files(err: BaseException) -> bool:
     return getattr(err, "errno", None) in OUT_OF_FILES
 
 
+def _causes(err: BaseException) -> list[BaseException]:
+    """`err`, and the errors it was raised from or while handling, each once."""
+    seen: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and all(cause is not s for s in seen):
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return seen
+
+
 def ran_out_of_files(err: BaseException) -> bool:
     """Whether `err`, or an error it was raised from or while handling, is out of
     descriptors; or, for an error that carries no errno (SQLite's "unable to open database
     file"), whether this process is at its limit as it handles it."""
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        if out_of_files(cause):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
+    if any(out_of_files(cause) for cause in _causes(err)):
+        return True
     files = open_files()
     return files is not None and files.open >= files.limit - 1
+
+
+def system_out_of_files(err: BaseException) -> bool:
+    """Whether `err`, or an error in its chain, is the system's table of open files full
+    (ENFILE): no process limit (`ulimit -n`) mends that one."""
+    return any(getattr(cause, "errno", None) == errno.ENFILE for cause in _causes(err))
 
 
 def out_of_files_message(what: str, err: BaseException | str) -> str:

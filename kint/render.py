@@ -83,6 +83,8 @@ def _state(row: dict[str, Any]) -> str:
         return f"{state} (no room)"
     refused = row.get("start_refused")
     if refused:
+        if refused.get("code") == "BUSY":  # the worker began short of open files
+            return f"{state} (no open files)"
         pid = refused.get("holder_pid")
         return f"{state} (held by pid {pid})" if pid else f"{state} (lock held)"
     waits = row.get("waits_for")  # a starting worker's wait for the space's worker lock

@@ -183,13 +183,14 @@ def _worker_hints() -> dict[str, str]:
     (the open-file limit, a stranger's file, a closed door)."""
     from kint import protocol
     from kint.front_closed import CLOSED_HINT
-    from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+    from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
     from kint.pid_file_lock import FOREIGN_FILE_HINT
 
     named = {name: value for name, value in vars(protocol.errors).items()
              if name.endswith("_HINT") and isinstance(value, str)}
     return {**named, "CLOSED_HINT": CLOSED_HINT, "ROOM_HINT": ROOM_HINT,
-            "WORKER_ROOM_HINT": WORKER_ROOM_HINT, "FOREIGN_FILE_HINT": FOREIGN_FILE_HINT}
+            "WORKER_ROOM_HINT": WORKER_ROOM_HINT, "SYSTEM_FILES_HINT": SYSTEM_FILES_HINT,
+            "FOREIGN_FILE_HINT": FOREIGN_FILE_HINT}
 
 
 def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step():
@@ -224,9 +225,10 @@ def test_a_busy_supervisor_short_of_open_files_is_no_push_running():
     """memory_push's BUSY takes v0.3.0's hint, `a push is already running`; the BUSY of a
     supervisor or worker short of open files (kint.open_files) is no push, and its own
     hint reaches the agent in the agent's words."""
-    from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+    from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 
     for hint, opens in ((WORKER_ROOM_HINT, "stop and tell the human: "),
+                        (SYSTEM_FILES_HINT, "stop and tell the human: "),
                         (ROOM_HINT, "call memory_push again in a minute; if it fails again")):
         mapped = agent_error("memory_push", push_error(
             KintError("BUSY", "out of open files", hint), lambda: True))

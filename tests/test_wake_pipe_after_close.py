@@ -45,7 +45,7 @@ def test_a_late_answer_after_close_writes_nothing_into_the_fd_number_reused(tmp_
                 os.dup2(fd, write_fd)
                 os.close(fd)
             release.set()
-            wait_until(ended.is_set, timeout=10)
+            assert wait_until(ended.is_set, timeout=10)
             assert victim.read_bytes() == b""
         finally:
             os.close(write_fd)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 
 import pytest
 
@@ -55,3 +56,37 @@ def test_a_worker_begun_short_of_open_files_is_busy_not_quarantined(sandbox, fre
     assert sandbox.call("status", dbs[1])["store"]["exists"]
     log = (sandbox.kint_home / "supervisor.log").read_text()
     assert "quarantined" not in log, log[-3000:]
+
+
+def test_a_start_short_of_open_files_stays_in_status_until_the_next_start(sandbox):
+    """The refusal stands in `kint supervisor status` (degraded, its own state and hint)
+    until a worker is spawned again: the sweep that drops a worker-lock refusal once the
+    lock is free dropped this one within a sweep too (~0.16 s), though no lock was ever
+    held, saying in supervisor.log that "the worker lock is free again"."""
+    dbs = [sandbox.home / f"s{n}" / "memory.db" for n in range(2)]
+    for db in dbs:
+        db.parent.mkdir(parents=True)
+        write_store(db)
+    supervisor = sandbox.start()
+    sandbox.call("status", dbs[0])
+    forkserver = _forkserver(supervisor)
+    held = len(os.listdir(f"/proc/{forkserver}/fd"))
+    before = resource.prlimit(forkserver, resource.RLIMIT_NOFILE)
+    resource.prlimit(forkserver, resource.RLIMIT_NOFILE, (held + 4, before[1]))
+    try:
+        with pytest.raises(KintError) as err:
+            sandbox.call("status", dbs[1], timeout_s=20)
+        assert err.value.code == "BUSY", (err.value.code, err.value.message)
+    finally:
+        resource.prlimit(forkserver, resource.RLIMIT_NOFILE, before)
+    time.sleep(1.0)  # four sweeps (every 0.25 s)
+    out = sandbox.kint("supervisor", "status")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "idle (no open files)" in out.stdout, out.stdout
+    assert "ulimit -n" in out.stdout, out.stdout
+    row = sandbox.row(dbs[1])
+    assert row["start_refused"]["code"] == "BUSY", row
+    log = (sandbox.kint_home / "supervisor.log").read_text()
+    assert "worker lock is free again" not in log, log[-3000:]
+    assert sandbox.call("status", dbs[1])["store"]["exists"]  # the next start serves
+    assert sandbox.row(dbs[1])["start_refused"] is None

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
-from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
+from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEFERRED_FILL_HINT,
@@ -48,7 +48,7 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 # A BUSY that is no running work of the space's but the supervisor's open files: v0.3.0's
 # hint for the code ("a push is already running") would send the agent to wait on nothing.
-_NOT_THE_CODES = frozenset({ROOM_HINT, WORKER_ROOM_HINT})
+_NOT_THE_CODES = frozenset({ROOM_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT})
 
 
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
@@ -120,11 +120,12 @@ _AGENT_HINTS = {
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
     # The local passphrase, a key file kint will not rewrite, the open-file limit the
-    # supervisor started with, kint processes to end, a stranger's file in KINT_HOME: the
-    # human's, at a terminal.
+    # supervisor started with, the system's table of open files, kint processes to end, a
+    # stranger's file in KINT_HOME: the human's, at a terminal.
     **{hint: f"stop and tell the human: {hint}" for hint in (
         SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
-        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, CLOSED_HINT, FOREIGN_FILE_HINT)},
+        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT, CLOSED_HINT,
+        FOREIGN_FILE_HINT)},
     # The code came from the human: the agent cannot copy it again itself.
     RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
                         "last line of RECOVERY-<space16>.txt) and call {tool} again with it",

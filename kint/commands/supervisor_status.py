@@ -34,9 +34,10 @@ HELP = """One row per space: worker state, op in flight, RPC, head, restarts.
 
 Exit code 0 when every space is ready, busy, starting or idle; 1 when any is hung,
 restarting or quarantined, or was refused a worker for want of open files, or its worker
-refused to start (an older worker of the space holds it), or when the supervisor runs and
-does not answer (stopped or stuck) or takes no new clients for want of open files or as
-it stops; 2 when the supervisor refuses the call; 3 when no supervisor runs."""
+refused to start (an older worker of the space holds it, or it began short of open
+files), or when the supervisor runs and does not answer (stopped or stuck) or takes no new
+clients for want of open files or as it stops; 2 when the supervisor refuses the call; 3
+when no supervisor runs."""
 
 
 def plain_form(argv: list[str]) -> bool | None:

@@ -57,6 +57,9 @@ EXIT_REFUSED = 4
 # store, and the space was quarantined as crashing. Said by the code alone: telling the
 # supervisor more takes descriptors it may not have.
 EXIT_NO_FILES = 5
+# The same, for the system's table of open files found full (ENFILE) as it started: no
+# `ulimit -n` mends that, so its hint is another.
+EXIT_NO_SYSTEM_FILES = 6
 
 # The fields a beat may carry, with the types each may have (None always allowed).
 BEAT_FIELDS: dict[str, tuple[type, ...]] = {

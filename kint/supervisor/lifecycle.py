@@ -21,7 +21,7 @@ from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.open_files import WORKER_ROOM_HINT, out_of_files
+from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT, out_of_files
 from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, StartRefusal, WorkerHandle,
                                     describe_exit, live_sessions)
@@ -174,6 +174,10 @@ class WorkerLifecycle(WorkerRoom):
             reason = (f"the worker of space {handle.space16} could not start: it ran out of "
                       f"open files (the limit it inherited, ulimit -n)")
             handle.start_refused = StartRefusal(ErrorCode.BUSY.value, WORKER_ROOM_HINT, None)
+        elif exitcode == worker_wire.EXIT_NO_SYSTEM_FILES:
+            reason = (f"the worker of space {handle.space16} could not start: it ran out of "
+                      f"open files (the system's table of them is full)")
+            handle.start_refused = StartRefusal(ErrorCode.BUSY.value, SYSTEM_FILES_HINT, None)
         stop_reason = handle.stop_reason
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
@@ -225,15 +229,19 @@ class WorkerLifecycle(WorkerRoom):
 
     def _start_refused(self, handle: WorkerHandle, now: float, reason: str,
                        refusal: StartRefusal) -> None:
-        """The worker refused to start: an older worker of the space, left by a supervisor
-        that died, still runs (stopped or stuck) and holds the space's worker lock
-        (kint.tenant_worker.worker_lock), or it began short of open files
-        (worker_wire.EXIT_NO_FILES: BUSY, as an op that runs out is). Not a crash: a restart would only wait and be
-        refused again, and a quarantine would outlast the old worker's end. The requests
-        waiting for it are answered with the refusal's code and hint, the space is left
-        idle with the reason as its last exit and the refusal in its row until the next
-        spawn (`kint supervisor status`: degraded), and the next request starts a worker
-        again, which serves once the old one is gone.
+        """The worker refused to start, for one of two causes, neither a crash (a restart
+        would only be refused again, and a quarantine would outlast the cause):
+        - an older worker of the space, left by a supervisor that died, still runs
+          (stopped or stuck) and holds the space's worker lock
+          (kint.tenant_worker.worker_lock): WORKER_DOWN naming the holder; the sweep
+          drops the refusal once the lock is free (timed.py);
+        - it began short of open files (worker_wire.EXIT_NO_FILES): BUSY, as an op that
+          runs out is; only a higher limit mends it, so the refusal stands until the
+          next spawn.
+        The requests waiting for it are answered with the refusal's code and hint, the
+        space is left idle with the reason as its last exit and the refusal in its row
+        (`kint supervisor status`: degraded, `idle (held by pid N)` or `idle (no open
+        files)`), and the next request starts a worker again.
 
         Refused at a quarantine's retry, the space stays quarantined, its backoff as it
         was, the next retry one backoff from now: the refusal says nothing of the crashes

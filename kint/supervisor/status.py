@@ -126,7 +126,8 @@ def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
         # Why no worker was started for the last request: no file descriptors to spare.
         "no_room": handle.no_room if not handle.alive else None,
         # Why the last worker started refused to serve: another worker of the space holds
-        # its worker lock (its pid when known), and what to do about it.
+        # its worker lock (its pid when known), or it began short of open files; and what
+        # to do about it.
         "start_refused": (handle.start_refused._asdict()
                           if handle.start_refused is not None and not handle.alive else None),
     }

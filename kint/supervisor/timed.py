@@ -228,11 +228,13 @@ class TimedWork:
                 log.info("space %s: quarantine retry", handle.space16)
                 handle.retry_started_at = now
                 self.spawn(handle)
-            elif handle.start_refused is not None and held_at(
-                    worker_lock_path(self.home, handle.space16)) is False:
+            elif (handle.start_refused is not None
+                  and handle.start_refused.code == ErrorCode.WORKER_DOWN.value
+                  and held_at(worker_lock_path(self.home, handle.space16)) is False):
                 # The worker that held the space is gone: its refusal no longer stands
                 # (status showed the space degraded, naming a pid that may be another
-                # process's by now); the last exit keeps the story.
+                # process's by now); the last exit keeps the story. A start short of open
+                # files (BUSY) never held the lock: its refusal stands until the next spawn.
                 log.info("space %s: the worker lock is free again", handle.space16)
                 handle.start_refused = None
             if (handle.backoff_s is not None and handle.state in SERVING_STATES

@@ -41,7 +41,8 @@ from zmq import zmq_poll
 from kint import settings
 from kint.envsettings import pid_alive
 from kint.logs import setup_file_logging
-from kint.open_files import WORKER_START_FDS, open_files, out_of_files
+from kint.open_files import (WORKER_START_FDS, open_files, ran_out_of_files,
+                              system_out_of_files)
 from kint.paths import worker_lock_path
 from kint.proc_name import WORKER, set_process_name
 from kint.protocol import ErrorCode, ProtocolError
@@ -332,8 +333,11 @@ def run_worker(config: WorkerConfig, token: bytes) -> None:
                                          "hint": held.hint,
                                          "holder_pid": held.holder.pid}, EXIT_REFUSED)
     except Exception as err:  # noqa: BLE001 - whatever it is, the supervisor is told
-        if out_of_files(err):  # a neighbour thread took the room the check above saw
-            os._exit(worker_wire.EXIT_NO_FILES)
+        if ran_out_of_files(err):  # the start took more than the check above left free
+            # (libzmq's own threads open their pollers and signalers; SQLite the store),
+            # or the system's table of open files is full, which no `ulimit -n` mends.
+            os._exit(worker_wire.EXIT_NO_SYSTEM_FILES if system_out_of_files(err)
+                     else worker_wire.EXIT_NO_FILES)
         _cannot_start(config, token, err)
     signal.set_wakeup_fd(worker.wake_pipe.write_fd)  # first: a SIGTERM from here on wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_requested.set())

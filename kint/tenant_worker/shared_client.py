@@ -8,9 +8,10 @@ on another pool thread between its two searches had its connection closed under 
 user got "Cannot operate on a closed database" where the verify had an answer. So each such
 op holds the client for its block (`using`), and a discard's `released` waits for every
 block to end, keeps new ones waiting until the store is moved, and only then lets them
-build a new client (a verify that waited finds the store gone, or the restored one). The
-wait is bounded (RELEASE_WAIT_S): a block that never ends refuses the discard BUSY,
-nothing moved, rather than hang the pull.
+build a new client (a verify that waited finds the store gone, or the restored one). Both
+waits are bounded: a block that never ends refuses the discard BUSY, nothing moved, rather
+than hang the pull (RELEASE_WAIT_S); a discard that never ends refuses the op waiting for
+it BUSY, rather than hold its thread of the worker's pool (USING_WAIT_S).
 
 A store replaced under the client by something else (the client is rebuilt when the file
 is no longer the one it was built on) retires the old client rather than close it: the
@@ -30,6 +31,9 @@ from kint.sibyl_client import close_client, store_file_id
 # How long a discard waits for the ops reading through the client to end: a verify's
 # searches and its refusal's one write (which may wait on Sibyl's own lock for seconds).
 RELEASE_WAIT_S = 30.0
+# How long an op waits for a discard under way: its fold of the WAL (5 s at most, SQLite's
+# busy wait) and the renames, or the wait above on another op.
+USING_WAIT_S = 45.0
 
 
 class SpaceClient:
@@ -40,15 +44,21 @@ class SpaceClient:
         self._store: tuple[int, int] | None = None  # the file it was built on
         self._users = 0  # `using` blocks open
         self._released = 0  # `released` blocks open (a discard, on one thread)
+        self._releasing = ""  # what the last `released` block was for
         self._retired: list[Any] = []  # replaced while in use: closed by the last user
 
     @contextmanager
     def using(self) -> Iterator[None]:
         """A block in which the client `get` returns stays open; a discard in progress is
         waited for first. Never nested on one thread (a discard waiting between the two
-        would wait for the outer one, and the inner one for the discard)."""
+        would wait for the outer one, and the inner one for the discard). BUSY when the
+        discard has not ended within USING_WAIT_S (the op has not begun)."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._released)
+            if not self._cond.wait_for(lambda: not self._released, timeout=USING_WAIT_S):
+                raise ProtocolError(
+                    ErrorCode.BUSY,
+                    f"{self._releasing} has held the store for over {USING_WAIT_S:.0f} s; "
+                    f"this op waited for it, and did not run", "try again once it has ended")
             self._users += 1
         try:
             yield
@@ -88,6 +98,7 @@ class SpaceClient:
         the store let go of) when they do not end within RELEASE_WAIT_S."""
         with self._cond:
             self._released += 1
+            self._releasing = what
             if not self._cond.wait_for(lambda: not self._users, timeout=RELEASE_WAIT_S):
                 self._released -= 1
                 self._cond.notify_all()

@@ -231,12 +231,17 @@ def _connect_ro(db: str, wait_s: float | None = None) -> sqlite3.Connection:
 SETTLED_AFTER_NS = 2_000_000_000
 
 
-def settled(signature: tuple[int, ...]) -> bool:
+def settled(signature: tuple[int, ...]) -> bool | None:
     """Whether `signature`, read just now (before the rows a count reads), changes with
     every commit after it: its files' newest mtime is SETTLED_AFTER_NS or more in the past
     (the wall clock, which the files' times are on; no system call). A count made after an
-    unsettled one is used once, not kept: the next status counts again, until one settles."""
-    return time.time_ns() - max(signature[0], signature[2]) >= SETTLED_AFTER_NS
+    unsettled one is used once, not kept: the next status counts again, until one settles.
+    None: that mtime is SETTLED_AFTER_NS or more ahead of the clock (the clock stepped
+    back; a store copied with its times), which a commit now, stamping the present, moves
+    too; false until the clock caught up (hours maybe), every status counted again till
+    then, so StoreReader keeps such a count once it has seen it steady (`_steady`)."""
+    age = time.time_ns() - max(signature[0], signature[2])
+    return True if age >= SETTLED_AFTER_NS else None if age <= -SETTLED_AFTER_NS else False
 
 
 def store_signature(db: str) -> tuple[int, ...] | None:
@@ -272,6 +277,9 @@ class StoreReader:
         # The store's signature when a count was last refused by another process's lock,
         # and when (monotonic). See `facts`.
         self._refused: tuple[tuple[int, ...], float] | None = None
+        # A signature ahead of the clock a count was made at, and when it was first seen
+        # (monotonic). See `_steady`.
+        self._ahead: tuple[tuple[int, ...], float] | None = None
 
     def facts(self, read: bool = True) -> StoreFacts:
         """The store's facts, its rows counted again when its files changed; with
@@ -289,14 +297,18 @@ class StoreReader:
         if sig is None:
             return StoreFacts(exists=False, rows=None, size_bytes=None)
         keep = settled(sig)  # looked at before the rows are read, as `settled` says
+        # A count kept is used while its signature is settled still: one kept ahead of the
+        # clock is not once the clock comes near it (a commit then may stamp its tick).
         cached = self._cached  # one reference, replaced whole: read without the lock
-        if cached is not None and cached[0] == sig:
+        if cached is not None and cached[0] == sig and keep is not False:
             return cached[1]
         if not read:
             raise StoreNotCounted(self.db)
         with self._lock:
-            if self._cached is not None and self._cached[0] == sig:
-                return self._cached[1]
+            cached = self._cached
+            if cached is not None and cached[0] == sig and keep is not False:
+                return cached[1]
+            seen = time.monotonic()  # as `keep`: before the rows are read
             refused = self._refused
             again = (refused is not None and refused[0] == sig
                      and time.monotonic() - refused[1] < READ_BUSY_WAIT_S)
@@ -310,9 +322,21 @@ class StoreReader:
                                device=sig[4])
             # Read within a tick of the files' last change, a commit after it may not move
             # them: these counts answer this status only.
-            self._cached = (sig, facts) if keep else None
+            self._cached = (sig, facts) if keep or (
+                keep is None and self._steady(sig, seen)) else None
             self._refused = None
             return facts
+
+    def _steady(self, sig: tuple[int, ...], seen: float) -> bool:
+        """Whether `sig`, ahead of the clock, has stood unchanged since SETTLED_AFTER_NS or
+        more before `seen` (the monotonic clock, read before this count's rows): not kept
+        at the first sight, so a store whose times were set ahead by hand (as a test of a
+        commit inside one tick does, `os.utime`) is counted again at least once."""
+        first = self._ahead
+        if first is None or first[0] != sig:
+            self._ahead = (sig, seen)
+            return False
+        return (seen - first[1]) * 1e9 >= SETTLED_AFTER_NS
 
     def _count_rows(self, recover: bool = True,
                     wait_s: float | None = None) -> dict[str, int]:
