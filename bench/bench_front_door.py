@@ -121,15 +121,30 @@ def _at(count: int, blocks: int, rounds: int) -> dict[str, Any]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
+    """The figures at each count, under `counts` (as `main` prints them), with the
+    `target` and `env` run_all.py reads of every benchmark: no target is set, and this
+    one starts no supervisor (its own ROUTER and door in this process)."""
     blocks, rounds = (5, 200) if quick else (15, 400)
-    return {str(count): _at(count, blocks, rounds) for count in COUNTS}
+    counts = {str(count): _at(count, blocks, rounds) for count in COUNTS}
+    return {"counts": counts, "params": {"blocks": blocks, "rounds": rounds, "quick": quick},
+            "target": {"description": "none set; the door now against no look at all, "
+                                      "reported", "met": None},
+            "env": {}}
+
+
+def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """run_all.py's lines: a round with the door now, against no look at all, at each
+    count of descriptors open."""
+    return [(f"front door: a client's round at {row['open']} fds open (us)",
+             f"{row['counted_us']:.0f}", f"no look {row['none_us']:.0f}", "",
+             f"{row['counted_ratio']:.2f}x") for row in result["counts"].values()]
 
 
 def main() -> None:
     result = run("--quick" in sys.argv)
     print(f"{'open fds':>8} {'listing':>9} {'none':>9} {'counted':>9} {'listed':>9} "
           f"{'counted/none':>12} {'listed/none':>11} {'listings c/l':>13}")
-    for row in result.values():
+    for row in result["counts"].values():
         print(f"{row['open']:>8} {row['listing_us']:>7.1f}us {row['none_us']:>7.1f}us "
               f"{row['counted_us']:>7.1f}us {row['listed_us']:>7.1f}us "
               f"{row['counted_ratio']:>12.3f} {row['listed_ratio']:>11.3f} "

@@ -42,6 +42,7 @@ BENCHMARKS: list[tuple[str, str]] = [
     ("footprint", "bench_footprint"),
     ("tenants", "bench_tenants"),
     ("idle", "bench_idle"),
+    ("front_door", "bench_front_door"),
 ]
 # The benchmarks whose table lines this file writes (below); any other gives its own.
 _ROWS_HERE = frozenset({"roundtrip", "spawn", "memory", "verify", "chain", "mcp"})

@@ -27,7 +27,9 @@ from typing import Any, Iterator
 
 import zmq
 
-from kint.front_closed import FrontClosed, Moment, moment, read_note
+from kint.client_closed_door import ClosedDoorChecks
+from kint.client_errors import NO_SUPERVISOR_HINT, KintError, SupervisorUnavailable
+from kint.front_closed import Moment, moment
 from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
                         kint_home, socket_dir)
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
@@ -44,9 +46,6 @@ LIVENESS_EVERY_S = 1.0
 # The status gives a progress line's age to the millisecond: a line of an op that began
 # within this of the call being sent still counts as the call's.
 PROGRESS_AGE_SLACK_S = 0.01
-# How much earlier than a front door's closing a client's connect must have returned to
-# count as accepted: ZeroMQ connects (and reconnects, every 100 ms) after connect() returns.
-CONNECT_SLACK_S = 0.5
 _RCVTIMEO = int(zmq.RCVTIMEO)
 # pyzmq's own send, without the checks its Socket.send adds for DRAFT sockets' routing ids
 # and groups (a DEALER has neither): 0.6 against 2.5 us hot, on every call.
@@ -54,29 +53,8 @@ _send = zmq.backend.Socket.send
 # The hints of the two ways a supervisor fails a call it was sent: it never answered, or
 # it exited first. Named, so that kint-server can say them in an agent's words.
 NO_ANSWER_HINT = "see `kint supervisor status` and the supervisor log"
-NO_SUPERVISOR_HINT = "run `kint supervisor start`, or any command that starts one"
 EXITED_HINT = ("run the command again (it starts a new supervisor); the supervisor log "
                "says why it exited")
-
-
-class KintError(Exception):
-    """What a kint call refused with: a code, one line, and what to do."""
-
-    def __init__(self, code: str, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-
-
-class SupervisorUnavailable(KintError):
-    """No supervisor answers. `CODE` is also what the commands that check for one
-    themselves (`supervisor status`, `supervisor reload`) refuse with."""
-
-    CODE = "SUPERVISOR_UNAVAILABLE"
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(self.CODE, message, hint)
 
 
 # The deadline of the tool call this thread is running, when one is (`bounded`).
@@ -145,8 +123,9 @@ def _without_proofs(args: dict[str, Any] | None) -> dict[str, Any] | None:
                                          else raw for name, raw in sent.items()}}
 
 
-class Client:
+class Client(ClosedDoorChecks):
     def __init__(self, home: Path | None = None, *, autostart: bool = True) -> None:
+        super().__init__()
         self.home = home or kint_home()
         self.autostart = autostart
         self._zctx = zmq.Context.instance()
@@ -156,18 +135,13 @@ class Client:
         self._holder = HolderWatch(self.home)
         # The socket's folder and path as this client's socket was connected to them.
         self._connected: tuple[str, str] | None = None
-        # (the pid of a supervisor that answered on that socket, the folder, the path, when
-        # it last answered): a supervisor binds in one folder for its whole
-        # life, so once it has answered, its folder is not looked up again; a supervisor
-        # still starting may yet record another. The time tells that supervisor from a
-        # successor with its pid (a closed door's `started`, kint/front_closed.py).
-        self._front: tuple[int, str, str, Moment] | None = None
-        # (when, the pid of the supervisor serving then) `_sock` was connected,
-        # or last sent on, to a socket file that was there: that supervisor, if it closed
-        # its front door later (kint/front_closed.py), accepted it. ZeroMQ reconnects the
-        # same socket by itself, so a stamp is another supervisor's proof of nothing: one
-        # with the same pid too, which took the home after the stamp.
-        self._connected_at: tuple[Moment, int | None] | None = None
+        # (the run of a supervisor that answered on that socket, HolderWatch.run: its pid
+        # and its pid file's inode and write time; the folder, the path, when it last
+        # answered): a supervisor binds in one folder for its whole life, so once it has
+        # answered, its folder is not looked up again; a supervisor still starting may
+        # yet record another. A successor with its pid (a container's) is another run;
+        # the time tells them apart by a closed door's `started` (kint/front_closed.py).
+        self._front: tuple[tuple[int, int, int], str, str, Moment] | None = None
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
@@ -202,15 +176,17 @@ class Client:
         sock.connect(f"ipc://{folder / FRONT_SOCKET}")
         return sock
 
-    def _socket(self) -> zmq.Socket:
+    def _socket(self, serving: int | None) -> zmq.Socket:
+        """This client's socket, made now if it has none. `serving`: the pid of the
+        supervisor holding the home as the caller read it, before the connect (one read of
+        the pid file a call)."""
         if self._sock is None:
             folder = socket_dir(self.home)
             front = folder / FRONT_SOCKET
-            # Looked at before the connect: a file there then may yet go before the
-            # connect (the request then said to have maybe reached it), where one looked at
-            # after could have been reached and moved aside since ("not sent" said of a
-            # request delivered).
-            serving = self._holder.pid()
+            # Looked at before the connect (as `serving` was): a file there then may yet
+            # go before the connect (the request then said to have maybe reached it), where
+            # one looked at after could have been reached and moved aside since ("not
+            # sent" said of a request delivered).
             stamp = (moment(), serving) if os.path.exists(front) else None
             self._sock = self._connect()
             self._rcvtimeo = None  # a new socket: no receive timeout set yet
@@ -219,27 +195,6 @@ class Client:
             self._connected_at = stamp
         return self._sock
 
-    def _stamp(self, serving: int | None) -> None:
-        """Note when, and to which supervisor, `_sock` was last connected (or a request
-        sent) while its socket file was there: a stat, once a socket or once a supervisor."""
-        there = self._connected is not None and os.path.exists(self._connected[1])
-        self._connected_at = (moment(), serving) if there else None
-
-    def _refuse_if_no_file(self, serving: int | None, op: str) -> None:
-        """Before `op` goes out on a socket just made with no socket file to connect to:
-        ZeroMQ would queue it and deliver it to whichever supervisor binds there next (a
-        `sup.stop` meant for the one whose door closed for its stop would stop the next).
-        Refused now, nothing sent, where the door is closed or no supervisor runs; a
-        supervisor holding the home that has not bound yet (still starting) gets it once
-        it binds, as before."""
-        if self._connected_at is not None:
-            return
-        self._refuse_if_closed(serving, op, sent=False)
-        if serving is None:
-            self._drop_socket()
-            raise SupervisorUnavailable(f"no supervisor is running for {self.home} "
-                                        f"({op} was not sent)", NO_SUPERVISOR_HINT)
-
     def _follow(self, serving: int | None) -> None:
         """Before a request goes to a supervisor this client has not heard from yet: if
         the socket's folder is no longer the one the socket was connected in (a long
@@ -247,12 +202,22 @@ class Client:
         bound in a fresh one), drop the socket and connect again where it is now. Kept,
         the old socket would wait out every deadline on a path nobody serves, and
         ZeroMQ would keep reconnecting it to a folder that may now be anyone's."""
-        if self._sock is None or (self._front is not None and self._front[0] == serving):
+        if self._sock is None or self._front_of(serving) is not None:
             return
         if self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
             self._sock.close(linger=0)
             self._sock = None
             self._connected = None
+
+    def _front_of(self, serving: int | None
+                  ) -> tuple[tuple[int, int, int], str, str, Moment] | None:
+        """What this client learnt of the supervisor `serving` when it answered, while
+        that is the run the pid file's last look found (a successor with its pid is not
+        it); else None."""
+        front = self._front
+        if front is None or serving is None or front[0][0] != serving:
+            return None
+        return front if front[0] == self._holder.run else None
 
     def serving_pid(self) -> int | None:
         """The pid of the supervisor that holds the home now (-1 when unreadable), or None:
@@ -277,22 +242,30 @@ class Client:
         """Whether the front socket is there, in a private folder. `serving` is the pid of
         the supervisor that holds the home: when it has answered this client before, the
         folder it answered from is checked without being looked up again."""
-        if self._front is not None and self._front[0] == serving:
-            _, folder_text, front, _ = self._front
+        known = self._front_of(serving)
+        if known is not None:
+            _, folder_text, front, _ = known
         else:
             folder = socket_dir(self.home)
             folder_text, front = str(folder), str(folder / FRONT_SOCKET)
         return is_private_dir(folder_text) and os.path.exists(front)
 
     def ping(self, timeout_s: float = 1.0) -> bool:
+        return self.ping_answer(timeout_s) is not None
+
+    def ping_answer(self, timeout_s: float = 1.0) -> dict[str, Any] | None:
+        """The supervisor's answer to `sup.ping` on a socket of its own (its pid, uptime
+        and, from session 28, when it took its home), or None when none came within
+        `timeout_s`."""
         if not self.socket_exists() or self._holder.pid() is None:
-            return False
+            return None
         try:
-            self._roundtrip(Request(id=new_request_id(), op="sup.ping", timeout_ms=1000),
-                            time.monotonic() + timeout_s, timeout_s, fresh_socket=True)
+            reply = self._roundtrip(Request(id=new_request_id(), op="sup.ping",
+                                            timeout_ms=1000),
+                                    time.monotonic() + timeout_s, timeout_s, fresh_socket=True)
         except KintError:
-            return False
-        return True
+            return None
+        return reply.result or {}
 
     def ensure_running(self, wait_s: float = 30.0, on_demand: bool = True) -> None:
         """Start a supervisor if none answers, waiting up to `wait_s` for it (a call passes
@@ -337,6 +310,7 @@ class Client:
         `bound_s`."""
         self.sent_to = None
         serving = self._holder.pid()
+        run = self._holder.run
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists(serving)):
             # No supervisor holds the home (a stale socket file says nothing), or this
@@ -347,6 +321,7 @@ class Client:
             if not self._refuse_if_closed(serving, op, sent=False):
                 self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
                 serving = self._holder.pid()
+                run = self._holder.run
         self._follow(serving)
         left = deadline - time.monotonic()
         if left <= 0:  # starting the supervisor, or the block's calls before, spent it
@@ -358,7 +333,7 @@ class Client:
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=args or {}, timeout_ms=_request_ms(left))
         if self._sock is None:
-            self._socket()
+            self._socket(serving)
             self._refuse_if_no_file(serving, op)
         elif self._connected_at is None or self._connected_at[1] != serving:
             # A kept socket ZeroMQ reconnects to this supervisor by itself: from now, if
@@ -366,8 +341,8 @@ class Client:
             self._stamp(serving)
         self.sent_to = serving
         reply = self._roundtrip(request, deadline, bound_s, serving=serving)
-        if serving is not None and serving > 0 and self._connected is not None:
-            self._front = (serving, *self._connected, moment())
+        if run is not None and run[0] > 0 and run[0] == serving and self._connected is not None:
+            self._front = (run, *self._connected, moment())
         if not reply.ok:
             raise KintError(reply.error or "INTERNAL", reply.message or "", reply.hint)
         return reply.result or {}
@@ -392,7 +367,7 @@ class Client:
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
                           args=_without_proofs(args) or {}, timeout_ms=int(timeout_s * 1000),
                           cast=True)
-        _send(self._socket(), _encoded(request), 0)
+        _send(self._socket(serving), _encoded(request), 0)
 
     def progress_line(self, space16: str, op: str, sent_at: float) -> str | None:
         """The space's progress line, when it is of an `op` that began after `sent_at` (this
@@ -418,7 +393,7 @@ class Client:
         """Send `request` and wait for its reply until `deadline` (time.monotonic()), the
         end of the call's bound of `bound_s`. `serving` is the pid of the supervisor it
         goes to, watched while waiting (None: not known yet; a ping is not watched)."""
-        sock = self._connect() if fresh_socket else self._socket()
+        sock = self._connect() if fresh_socket else self._socket(serving)
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
         self._stopped_since = None
@@ -478,66 +453,12 @@ class Client:
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
-    def answered_by(self, pid: int | None, closed: FrontClosed | None = None) -> bool:
-        """Whether this client holds a connection the supervisor `pid` has answered on:
-        one it still serves when it takes no new clients (kint/front_closed.py). With its
-        note (`closed`, which says when that supervisor took its home), an answer from
-        before then was another's with the same pid."""
-        return (self._sock is not None and self._front is not None
-                and self._front[0] == pid
-                and (closed is None or closed.started_by(self._front[3])))
-
-    def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
-        """Whether the supervisor `pid` has closed its socket to new clients
-        (kint/front_closed.py) while this client holds a connection it accepted (which it
-        still serves: one it answered on, or made to its socket file while it served, half
-        a second before the door closed); BUSY, naming the open-file limit, when this
-        client has none (SUPERVISOR_UNAVAILABLE, saying it stops, where the door closed as
-        its stop began): a connect now finds no socket file, and waiting would only run
-        out the deadline."""
-        closed = read_note(socket_dir(self.home), pid)
-        if closed is None:
-            return False
-        stamp = self._connected_at
-        if closed.stopping and sent and stamp is not None:
-            # Sent to a supervisor that stops, on a socket connected while its file was
-            # there: it answers the clients it let in (`kint supervisor stop` its own stop,
-            # sent a moment before the door closed), and its exit, seen at the next look,
-            # ends the wait of one it did not. A socket that connected to no file (made as
-            # the stop began) delivers nothing: refused at once, not after the whole stop.
-            return True
-        if self.answered_by(pid, closed) or (
-                self._sock is not None and stamp is not None and stamp[1] == pid
-                and closed.started_by(stamp[0])
-                and closed.closed_after(stamp[0], CONNECT_SLACK_S)):
-            # Answered on this connection, or connected to this supervisor's file before
-            # its door closed: accepted, and served (a first request slower than a
-            # liveness look is no refusal). Never one made before it took the home: that
-            # was another supervisor's, even with its pid.
-            return True
-        self._drop_socket()  # connecting to a path that is gone: stop trying
-        unsent = (f"; whether {op} reached it is unknown"
-                  if sent and not (closed.stopping and stamp is None) else
-                  f" ({op} was not sent)")
-        raise KintError(closed.code, closed.message() + unsent, closed.hint)
-
     def _drop_socket(self) -> None:
         """Close the socket at once (linger 0): nothing queued on it is delivered later."""
         if self._sock is not None:
             self._sock.close(linger=0)
             self._sock = None
         self._connected = self._connected_at = None
-
-    def _drop_if_closed(self, pid: int | None) -> str:
-        """At a deadline with no answer: when the supervisor `pid` takes no new clients,
-        drop the socket, so a request queued on it for a connection never made is not
-        run once the door opens again (a retried write would run twice); what to add to
-        the refusal (the door), or nothing."""
-        closed = read_note(socket_dir(self.home), pid)
-        if closed is None:
-            return ""
-        self._drop_socket()
-        return f"; {closed.message()}"
 
     def _refuse_if_stopped(self, pid: int, op: str) -> None:
         """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor

@@ -109,7 +109,8 @@ ENGINE_MODULES = ("web3", "eth_account", "eth_keys", "eth_hash", "sibyl_memory_c
 # (kint.protocol.ops) are not on its way. A module added here is time every fresh status
 # pays: issue 15 asks for the whole command under 100 ms, and click and ZeroMQ take most.
 STATUS_KINT_MODULES = frozenset({
-    "kint", "kint.cli", "kint.client", "kint.commands", "kint.commands.common",
+    "kint", "kint.cli", "kint.client", "kint.client_closed_door", "kint.client_errors",
+    "kint.commands", "kint.commands.common",
     "kint.commands.exit_codes", "kint.commands.supervisor", "kint.commands.supervisor_status",
     "kint.outcomes", "kint.paths", "kint.protocol", "kint.protocol.client_codec",
     "kint.protocol.envelope", "kint.protocol.errors", "kint.protocol.limits", "kint.render",

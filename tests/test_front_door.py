@@ -26,7 +26,8 @@ import pytest
 import zmq
 
 from conftest import SUPPORT, make_sandbox, pid_alive
-from kint.client import CONNECT_SLACK_S, KintError
+from kint.client import KintError
+from kint.client_closed_door import CONNECT_SLACK_S
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import WARM_UP_FDS, OpenFiles

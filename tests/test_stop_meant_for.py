@@ -182,25 +182,3 @@ def test_a_stop_whose_own_call_fails_says_so(tmp_path):
             # Continued, it reads the stop it holds (its own pid) and stops.
             sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the stop it held")
         sb.shutdown()
-
-
-def test_a_supervisor_older_than_the_stops_pid_is_asked_again_without_it():
-    """A supervisor of a kint before this argument refuses it as unknown (its own words,
-    kint/protocol/ops.py): the stop asks again without it, as that supervisor's own
-    clients did. Such a supervisor cannot be had here (another kint version): a stand-in
-    client answers as it would."""
-    from kint.commands.supervisor import _ask_stop
-
-    class OlderSupervisor:
-        def __init__(self) -> None:
-            self.asked: list = []
-
-        def call(self, op: str, args=None, timeout_s: float = 0) -> dict:
-            self.asked.append((op, args))
-            if args:
-                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
-            return {}
-
-    older = OlderSupervisor()
-    _ask_stop(older, 4242)  # type: ignore[arg-type]
-    assert older.asked == [("sup.stop", {"pid": 4242}), ("sup.stop", None)]

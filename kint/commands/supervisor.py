@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import time
-from pathlib import Path
 
 import click
 
 from kint import render
-from kint.client import Client, KintError, SupervisorUnavailable
+from kint.client import KintError, SupervisorUnavailable
 from kint.commands.common import (Ctx, echo_json, fail, json_option, refuse,
                                   usage_error)
 from kint.commands.exit_codes import NO_SUPERVISOR
-from kint.seconds_text import seconds_text
 from kint.commands.supervisor_status import HELP as STATUS_HELP
-from kint.paths import kint_home, log_path
-from kint.protocol import ErrorCode
-
-# How long `stop` waits, once the supervisor answered, for its process to be gone.
-STOP_EXIT_WAIT_S = 10.0
-# How long `stop` waits for the supervisor to answer `sup.stop` (its workers stopped).
-STOP_CALL_S = 60.0
-# How long `stop`, once nobody holds the pid lock, looks for a supervisor that was waiting
-# to take it (_wait_gone).
-SUCCESSOR_GRACE_S = 0.5
-# How long an unanswered supervisor is given to exit before it is called silent: the end
-# of another stop (its note and socket gone, its pid lock held until the process ends).
-EXITING_GRACE_S = 2.0
+from kint.paths import kint_home
 
 
 @click.group("supervisor")
@@ -69,191 +53,10 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
 @click.pass_obj
 def supervisor_stop(obj: Ctx, as_json: bool) -> None:
     """Stop every worker cleanly, then the supervisor."""
-    from kint.supervisor.pidlock import running_pid
+    # Loaded here: `kint supervisor status` loads this module and keeps to the client's.
+    from kint.commands.supervisor_stop import run
 
-    home = kint_home()
-    client = obj.client(autostart=False)
-    pid = running_pid(home)
-    if pid is None and not client.ping(0.5):
-        # A supervisor whose home was removed under it cannot be reached here: it notices
-        # its pid lock gone and stops by itself, with its workers, within a second or two.
-        if as_json:
-            echo_json({"stopped": False, "pid": None, "kint_home": str(home),
-                       "kint_home_exists": home.is_dir(), "started_since": None})
-            return
-        gone = "" if home.is_dir() else f" ({home} does not exist)"
-        click.echo(f"no supervisor is running for {home}{gone}")
-        return
-    from kint.supervisor import autostart
-
-    # Asked by SIGTERM, the supervisor gets the whole time `sup.stop` would: the answer's
-    # wait (its workers stopped first) and the exit's.
-    wait_s = STOP_EXIT_WAIT_S
-    if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
-        stopping = pid
-        wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
-    else:
-        stopping = pid
-        # Another stop (a second `kint supervisor stop`, a signal) may begin between the
-        # look above and the ping or the call: its door turns this one away, or it exits
-        # first. The supervisor stops all the same; this one waits for it as for its own.
-        answered = client.ping(autostart.UNREACHABLE_AFTER_S)
-        meanwhile = not answered and (_stopping_meanwhile(home, pid)
-                                      or _exits_within(home, pid, EXITING_GRACE_S))
-        if not answered and not meanwhile:
-            # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
-            # not after the stop's whole minute as "no answer".
-            _refuse_if_silent(obj)
-        try:
-            if not meanwhile:
-                _ask_stop(client, pid)
-        except KintError as err:
-            # Another stop's doing only when this one's sup.stop never went out (its door
-            # turned it away) or the supervisor is gone or replaced: its own call's
-            # failure (no answer in a minute, a supervisor stopped mid-stop) is said as
-            # before, not followed by SIGTERM and a wait of 70 s more.
-            meanwhile = _gone_or_replaced(home, pid) or (
-                "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
-            if not meanwhile:
-                fail(err, obj.debug)
-        if meanwhile:
-            wait_s = STOP_CALL_S + STOP_EXIT_WAIT_S
-    pid = _wait_gone(home, stopping, wait_s)
-    started = pid if pid is not None and not _same_supervisor(pid, stopping) else None
-    if pid is not None and started is None and autostart.process_stopped(pid):
-        # Stopped (SIGSTOP), it acts on no SIGTERM until continued: said once it has been
-        # for UNREACHABLE_AFTER_S, not after the whole wait as TIMEOUT.
-        fail(SupervisorUnavailable(
-            f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
-            f"exited; it was asked to stop and does once it runs again",
-            f"`kill -CONT {pid}` resumes it; `kill -9 {pid}` ends it (its workers with it)"),
-            obj.debug)
-    if pid is not None and started is None:
-        asked = ("was sent SIGTERM and" if wait_s > STOP_EXIT_WAIT_S else
-                 "stopped its workers but")
-        refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) {asked} has not exited "
-               f"{seconds_text(wait_s)} later",
-               f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
-    if as_json:
-        echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),
-                   "kint_home_exists": home.is_dir(), "started_since": started})
-        return
-    click.echo("supervisor stopped")
-    if started is not None:
-        click.echo(f"another supervisor (pid {started}) has started since: a kint-server or a "
-                   f"command started one; `kint supervisor stop` again stops it")
-
-
-def _stopped_by_signal(home: Path, pid: int) -> bool:
-    """Whether the supervisor `pid` closed its socket to new clients for want of open
-    files (kint/front_closed.py), and was asked to stop by SIGTERM instead: no new
-    connection reaches it, and the stop is what its refusal tells a user to do. It stops
-    on SIGTERM as on `sup.stop`, its workers first."""
-    import signal
-
-    from kint.front_closed import read_note
-    from kint.paths import socket_dir
-
-    if read_note(socket_dir(home), pid) is None:
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass  # gone meanwhile: the wait below finds it so
-    return True
-
-
-def _ask_stop(client: Client, pid: int | None) -> None:
-    """Send `sup.stop` naming the supervisor `pid` it is meant for: another refuses it (one
-    started since, were it delivered late). A supervisor older than that argument refuses
-    the argument itself: asked again without it."""
-    args = {"pid": pid} if pid is not None and pid > 0 else None
-    try:
-        client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
-    except KintError as err:
-        if (args is None or err.code != "BAD_REQUEST"
-                or "unknown argument 'pid'" not in err.message):
-            raise
-        client.call("sup.stop", timeout_s=STOP_CALL_S)
-
-
-def _gone_or_replaced(home: Path, pid: int | None) -> bool:
-    """Whether the supervisor `pid` no longer holds the home: none does, or another."""
-    from kint.supervisor.pidlock import running_pid
-
-    now = running_pid(home)
-    return now is None or (pid is not None and pid > 0 and now != pid)
-
-
-def _stopping_meanwhile(home: Path, pid: int | None) -> bool:
-    """Whether the supervisor `pid`, asked nothing yet by this stop, is gone already or
-    has closed its socket to new clients (stopping, or short of open files: then it is
-    sent SIGTERM, `_stopped_by_signal`): the stop's wait is all that is left to do."""
-    if _gone_or_replaced(home, pid):
-        return True
-    return pid is not None and pid > 0 and _stopped_by_signal(home, pid)
-
-
-def _exits_within(home: Path, pid: int | None, grace_s: float) -> bool:
-    """Whether the supervisor `pid` lets go of the home within `grace_s`: one at the very
-    end of another stop has removed its closed-door note and moved socket, and holds its
-    pid lock only until its exit, answering nothing meanwhile (CI saw a stop's ping
-    refused by the note, the note gone at the next look, the supervisor exiting)."""
-    holder = _wait_gone(home, pid, grace_s)
-    return holder is None or not _same_supervisor(holder, pid)
-
-
-def _refuse_if_silent(obj: Ctx) -> None:
-    """Refuse (exit 2) when a supervisor holds KINT_HOME's pid lock and serves but did not
-    answer: stopped or stuck, it is no "no supervisor is running"."""
-    from kint.supervisor.autostart import unanswering_supervisor
-
-    silent = unanswering_supervisor(kint_home())
-    if silent is not None:
-        fail(SupervisorUnavailable(str(silent), silent.hint), obj.debug)
-
-
-def _same_supervisor(pid: int, stopping: int | None) -> bool:
-    """Whether the pid lock's holder may still be the supervisor that was asked to stop:
-    the same pid, or one of the two unknown (a pid file not readable yet, or none read
-    before the stop), where only its going tells."""
-    return stopping is None or pid in (stopping, -1) or stopping == -1
-
-
-def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
-    """Wait up to `wait_s` for the supervisor asked to stop to let go of its pid
-    lock; the holder then (None: nobody). A supervisor started meanwhile (a kint-server's
-    call, a command's autostart) takes the lock once the old one lets go: its pid is
-    another, and the wait ends there. The lock is not handed over, though: its waiter is
-    woken and takes it when it next runs, so a look in between finds nobody. Nobody is
-    looked for again for SUCCESSOR_GRACE_S, so such a successor is named once its pid file
-    reads (on a busy box a woken process can wait tens of milliseconds for a core). One
-    seen stopped (SIGSTOP) at every look for UNREACHABLE_AFTER_S ends the wait too: it
-    exits only once continued, which nobody here can tell."""
-    from kint.supervisor import autostart
-    from kint.supervisor.pidlock import running_pid
-
-    deadline = time.monotonic() + wait_s
-    stopped_since: float | None = None
-    while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
-        now = time.monotonic()
-        if now >= deadline:
-            return pid
-        if pid <= 0 or not autostart.process_stopped(pid):
-            stopped_since = None
-        elif stopped_since is None:
-            stopped_since = now
-        elif now - stopped_since >= autostart.UNREACHABLE_AFTER_S:
-            return pid
-        time.sleep(0.05)
-    if pid is not None:
-        return pid
-    settled = time.monotonic() + SUCCESSOR_GRACE_S
-    while time.monotonic() < settled:  # the stopped one is gone: only a successor is named
-        time.sleep(0.02)
-        if (pid := running_pid(home)) is not None and pid != -1:
-            return pid
-    return None
+    run(obj, as_json)
 
 
 @supervisor_group.command("reload")
@@ -264,9 +67,11 @@ def supervisor_reload(obj: Ctx, as_json: bool) -> None:
     the file gets wrong is named with its key, and the last good configuration keeps
     serving (exit 2). Exit 3 when no supervisor runs (the next one reads the file as it
     starts), 2 when one runs and does not answer (stopped or stuck)."""
+    from kint.commands.supervisor_stop import refuse_if_silent
+
     client = obj.client(autostart=False)
     if not client.ping(1.0):
-        _refuse_if_silent(obj)
+        refuse_if_silent(obj)
         refuse(SupervisorUnavailable.CODE, f"no supervisor is running for {kint_home()}",
                "the next one reads the config file when it starts", NO_SUPERVISOR)
     try:

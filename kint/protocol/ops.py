@@ -18,7 +18,7 @@ Target = Literal["supervisor", "worker"]
 
 @dataclass(frozen=True)
 class ArgSpec:
-    kind: Literal["str", "int", "bool", "settings"]
+    kind: Literal["str", "int", "float", "bool", "settings"]
     required: bool = False
     max_chars: int = MAX_ARG_STRING_CHARS
     # A string that must say something: verify's query ("" searched for nothing and came
@@ -86,6 +86,9 @@ def _check_arg(op: str, name: str, spec: ArgSpec, value: Any, request_id: str | 
             raise bad(f"must be at least {spec.min_value}")
         if spec.max_value is not None and value > spec.max_value:
             raise bad(f"must be at most {spec.max_value}")
+    elif spec.kind == "float":
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise bad("must be a number")
     elif spec.kind == "bool":
         if not isinstance(value, bool):
             raise bad("must be true or false")
@@ -122,9 +125,12 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("sup.spaces", "supervisor", "the spaces the supervisor knows, with their stores",
            10_000),
     OpSpec("sup.stop", "supervisor", "stop every worker, then the supervisor", 60_000,
-           # The pid of the supervisor the stop is meant for: another refuses it
-           # (kint/supervisor/commands.py, `stop`). Left out, whichever serves stops.
-           args={"pid": ArgSpec("int", min_value=1)}),
+           # The supervisor the stop is meant for, by its pid and when it took its home
+           # (its ping's `started` and `started_boot`): another refuses it, one with the
+           # same pid too (kint/supervisor/commands.py, `stop`). Left out, whichever
+           # serves stops.
+           args={"pid": ArgSpec("int", min_value=1), "started": ArgSpec("float"),
+                 "started_boot": ArgSpec("float")}),
     OpSpec("sup.reload", "supervisor", "read $KINT_HOME/config.toml again now (the workers "
            "read it on their next request)", 10_000),
     OpSpec("sup.restart", "supervisor", "restart the workers of a space id, label or tenant "

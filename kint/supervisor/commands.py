@@ -23,7 +23,16 @@ def ping(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
     import os
 
     return ok_reply(req.id, {"pid": os.getpid(), "version": __version__,
-                             "uptime_s": round(time.monotonic() - sup.started_at, 3)})
+                             "uptime_s": round(time.monotonic() - sup.started_at, 3),
+                             **_run_of(sup)})
+
+
+def _run_of(sup: "Supervisor") -> dict[str, float]:
+    """When this supervisor took its home, as its closed-door note says it (unix time,
+    and on front_closed.boot_time): with its pid, what names it among every supervisor
+    with that pid (in a container the next one often has the same). A stop sends them
+    back (`stop`)."""
+    return {"started": sup.door.started, "started_boot": sup.door.started_boot}
 
 
 def status(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
@@ -52,18 +61,26 @@ def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
     """`kint supervisor stop`: stop every worker cleanly, then the supervisor; answered once
     every worker is down. A commanded stop ends the agent sessions (no succession).
 
-    The stop names the supervisor it is meant for (`pid`): one queued on a socket while no
-    supervisor served it (the last one's door closed for its own stop) is delivered to the
-    next one to bind there, which would stop a supervisor nobody asked to stop. Refused
-    then, that one keeps serving. A stop without `pid` (an older client's) stops this one."""
+    The stop names the supervisor it is meant for (`pid`, and `started` and `started_boot`
+    as its ping gave them): one queued on a socket while no supervisor served it (the last
+    one's door closed for its own stop) is delivered to the next one to bind there, which
+    would stop a supervisor nobody asked to stop; in a container that one often has the
+    same pid. Refused then, that one keeps serving. A stop without them (an older
+    client's, or one asking an older supervisor) stops this one."""
     import os
 
     meant_for = req.args.get("pid")
+    own = _run_of(sup)
     if meant_for is not None and meant_for != os.getpid():
         raise ProtocolError(ErrorCode.BAD_REQUEST,
                             f"sup.stop was meant for the supervisor pid {meant_for}; this "
-                            f"one (pid {os.getpid()}) keeps running",
-                            "`kint supervisor stop` stops the one running now")
+                            f"one (pid {os.getpid()}) keeps running", _STOP_HINT)
+    if any(req.args.get(name) not in (None, value) for name, value in own.items()):
+        raise ProtocolError(ErrorCode.BAD_REQUEST,
+                            f"sup.stop was meant for the supervisor pid {os.getpid()} that "
+                            f"started {_clock(req.args.get('started'))}; this one, started "
+                            f"{_clock(own['started'])} with the same pid, keeps running",
+                            _STOP_HINT)
     sup.add_stop_waiter(identity, req.id)
     # A stop ends the sessions, an upgrade's drain under way too: the next start takes
     # nothing of this one's (kint/supervisor/succession.py).
@@ -71,6 +88,16 @@ def stop(sup: "Supervisor", identity: bytes, req: Request) -> None:
     if not sup.shutting_down:
         sup.begin_shutdown()
     return None
+
+
+_STOP_HINT = "`kint supervisor stop` stops the one running now"
+
+
+def _clock(unix: object) -> str:
+    """A supervisor's start as a refusal says it: the local time, to the millisecond."""
+    if not isinstance(unix, (int, float)):
+        return "at an unknown time"
+    return time.strftime("%H:%M:%S", time.localtime(unix)) + f".{int(unix * 1000) % 1000:03d}"
 
 
 def reload(sup: "Supervisor", identity: bytes, req: Request) -> Reply:

@@ -25,10 +25,13 @@ listing is older than RECOUNT_S, or when the supervisor opened descriptors the
 monitor does not tell (a worker spawned, `recount`). Far from the limit, as a box
 under its raised soft limit always is, a connect costs no listing.
 
-The door moves only a socket file that is its supervisor's, and only while that one holds
-its home's pid lock (kint/supervisor/ownership.py): one that lost its home (`run/` removed,
-another supervisor serving there now) and steps down would otherwise move, and at its stop
-unlink, the next one's socket and note.
+The door moves only a socket file that is its supervisor's, and, for want of open files,
+only while that one holds its home's pid lock (kint/supervisor/ownership.py): one that lost
+its home (`run/` removed, another supervisor serving there now) and steps down would
+otherwise move, and at its stop unlink, the next one's socket and note. At its stop it
+closes the door on its own socket file (its identity) whether it holds the lock or not,
+while no other supervisor does: its pid file removed and nobody started since, its socket
+still reaches it alone, and tells its stop's new clients so.
 """
 
 from __future__ import annotations
@@ -176,8 +179,15 @@ class FrontDoor:
     def _moved_is_ours(self, path: Path) -> bool:
         """Whether the file moved aside beside `path` is still the one the door moved, while
         its supervisor holds its home."""
-        return (self._moved is not None and self._holds()
-                and file_id(path.parent / CLOSED_SOCKET) == self._moved)
+        return self._holds() and self._moved_is_own(path)
+
+    def _moved_is_own(self, path: Path) -> bool:
+        """Whether the file moved aside beside `path` is still the one the door moved (its
+        identity), while no other supervisor holds the home, the lock its own or nobody's
+        (its pid file removed): what a stop closes and clears (`close_for_stop`)."""
+        return (self._moved is not None
+                and file_id(path.parent / CLOSED_SOCKET) == self._moved
+                and (self.ownership is None or self.ownership.nobody_else_holds()))
 
     def before_warm_up(self) -> None:
         """Just before the forkserver's warm-up begins, its sockets bound: what the
@@ -294,12 +304,17 @@ class FrontDoor:
         descriptors a crowd could take the last of them (libzmq's abort). The clients
         connected are served to the end (`kint supervisor stop`'s answer among them).
         Closed already for want of files, the note says the stop now. A supervisor that
-        steps down (its home no longer its own) touches nothing there: the socket file and
-        the note may be the next supervisor's."""
+        steps down touches a socket file there only while it is still the one it bound
+        (its identity, as the ownership checks tell it) and no other supervisor holds the
+        home: its pid file removed and nobody started since, it is still the supervisor
+        every client of that socket reaches, and its stop's new clients must be told it
+        stops; once another holds the home, a file there is that one's (its inode number
+        may be the one this supervisor's unlinked file had), and so is its note."""
         if front_path is None:
             return
-        if not (self._moved_is_ours(front_path) if self.closed is not None
-                else self._ours(front_path)):
+        if not (self._moved_is_own(front_path) if self.closed is not None
+                else self.ownership is None or (self.ownership.nobody_else_holds()
+                                                and self.ownership.socket_is_ours(front_path))):
             if self.closed is not None:
                 self.closed = self.closed._replace(stopping=True)
             return
@@ -332,10 +347,13 @@ class FrontDoor:
 
     def shut(self, front_path: Path | None) -> None:
         """At the supervisor's stop: the moved socket and the note go with it, while they
-        are its own and it holds its home (else they may be the next supervisor's)."""
+        are its own: it holds its home, or the door closed for this stop on its own socket
+        file (`close_for_stop`), still the one at the path (else they may be the next
+        supervisor's)."""
         self.unwatch()
         if self.closed is not None and front_path is not None:
-            if self._moved_is_ours(front_path):
+            if (self._moved_is_own(front_path) if self.closed.stopping
+                    else self._moved_is_ours(front_path)):
                 (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
                 remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
             self.closed = None

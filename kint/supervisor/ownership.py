@@ -56,6 +56,26 @@ class Ownership:
             return True
         return file_id(self.lock_path) == self._lock_id
 
+    def nobody_else_holds(self) -> bool:
+        """Whether no other supervisor holds the home's pid lock: this one still does, or
+        its pid file was removed and nobody has taken the lock since. A socket file's
+        identity alone is no proof once another may have bound there: its inode number
+        can be the one this supervisor's unlinked file had."""
+        if self.holds_lock() or self.lock_path is None:
+            return True
+        from kint.supervisor.pidlock import held_bytes
+
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        try:
+            return held_bytes(fd) is None
+        finally:
+            os.close(fd)
+
     def bound(self, path: Path) -> None:
         """Record the socket file just bound at `path`."""
         ident = file_id(path)

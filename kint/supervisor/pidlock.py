@@ -67,7 +67,7 @@ class Holder(NamedTuple):
 _SHARED_NOW = fcntl.LOCK_SH | fcntl.LOCK_NB
 
 
-def _held_bytes(fd: int) -> bytes | None:
+def held_bytes(fd: int) -> bytes | None:
     """The pid file open on `fd`, as bytes, when a supervisor holds its lock; None when
     nobody does (a shared lock taken, and dropped at once)."""
     try:
@@ -88,7 +88,7 @@ def _pid_in(words: list[str]) -> int:
 
 def _holder_of(fd: int) -> Holder | None:
     """Who holds the pid lock open on `fd`."""
-    data = _held_bytes(fd)
+    data = held_bytes(fd)
     if data is None:
         return None
     words = _words(data)
@@ -127,6 +127,12 @@ class HolderWatch:
         # The pid file's bytes as last read, and the pid they say: read at every look,
         # parsed again only when they change (once per supervisor, and once it serves).
         self._read: tuple[bytes, int] = (b"", -1)
+        # The supervisor run the last look found holding the lock: its pid, and the pid
+        # file's inode and modification time as the look's stat gave them (None when it
+        # found none). A supervisor writes its file as it takes the lock and once it
+        # serves, and never again: a successor with the same pid (a container's) writes
+        # the same bytes, later. What a client keys what it learnt of one supervisor by.
+        self.run: tuple[int, int, int] | None = None
 
     def pid(self) -> int | None:
         """The pid of the live supervisor (-1 when unreadable), or None."""
@@ -134,20 +140,24 @@ class HolderWatch:
             st = os.stat(self._path)
         except FileNotFoundError:
             self.close()
+            self.run = None
             return None
         if self._fd is None or (st.st_dev, st.st_ino) != self._ident:
             self.close()
             try:
                 fd = os.open(self._path, os.O_RDONLY)
             except FileNotFoundError:
+                self.run = None
                 return None
             opened = os.fstat(fd)
             self._fd, self._ident = fd, (opened.st_dev, opened.st_ino)
-        data = _held_bytes(self._fd)
+        data = held_bytes(self._fd)
         if data is None:
+            self.run = None
             return None
         if data != self._read[0]:  # held, by a supervisor new to this watch, or now serving
             self._read = (data, _pid_in(_words(data)))
+        self.run = (self._read[1], st.st_ino, st.st_mtime_ns)
         return self._read[1]
 
     def close(self) -> None:

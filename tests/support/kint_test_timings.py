@@ -22,7 +22,7 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   started by tests/support/run_kint.py, which calls `install_cli`.
 - `KINT_TEST_STOP_EXIT_WAIT_S` (set only by tests): how long `kint supervisor stop` waits,
   once the supervisor answered the stop, for its process to be gone before it says TIMEOUT
-  (`kint.commands.supervisor.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
+  (`kint.commands.supervisor_stop.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
 - `KINT_TEST_SECOND_OPINION_S` (set only by tests): how long a cold start waits before it
   asks the second endpoint again when the two disagree on the head
   (`kint.tenant_worker.cold_start.SECOND_OPINION_RETRY_S`, 3 s), where a test's endpoint
@@ -131,7 +131,7 @@ def install_cli() -> None:
     (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S, KINT_TEST_PID_LOCK_RETRY_S and
     KINT_TEST_POLL_MINIMUM_S for a supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
-    _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor", "STOP_EXIT_WAIT_S")
+    _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor_stop", "STOP_EXIT_WAIT_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
     _lower_poll_minimum()

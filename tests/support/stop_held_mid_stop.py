@@ -28,7 +28,7 @@ _call = Client.call
 
 def _call_as_it_is_held(self: Client, op: str, **kw):
     if op == "sup.stop":
-        self._socket()
+        self._socket(self.serving_pid())
         time.sleep(0.3)  # ZeroMQ connects in its own thread
         pid = running_pid(kint_home())
         assert pid is not None and pid > 0

@@ -1,0 +1,123 @@
+"""What a client does about a supervisor's closed front door (kint/front_closed.py): the
+half of `kint.client.Client` that reads the note, kept apart from the ordinary call path,
+which never reads it while the socket file is there.
+
+A supervisor short of open files, or stopping, moves its socket file aside: a connection
+made before that is still served, one made after reaches nobody (ZeroMQ queues the
+request for whichever supervisor binds there next). So the client remembers when, and to
+which supervisor, its socket was connected while the file was there (`_connected_at`),
+and with that and the note tells a request the supervisor will answer from one it never
+sees: refused at once, naming the door, instead of waiting out the deadline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from kint.client_errors import NO_SUPERVISOR_HINT, KintError, SupervisorUnavailable
+from kint.front_closed import FrontClosed, Moment, moment, read_note
+from kint.paths import socket_dir
+
+if TYPE_CHECKING:
+    import zmq
+
+# How much earlier than a front door's closing a client's connect must have returned to
+# count as accepted: ZeroMQ connects (and reconnects, every 100 ms) after connect() returns.
+CONNECT_SLACK_S = 0.5
+
+
+class ClosedDoorChecks:
+    """A mixin of `Client`: the checks that read a closed door's note. `Client` owns the
+    socket and what it was connected to; these read them."""
+
+    # Client's own, declared for the type checker.
+    home: Path
+    _sock: "zmq.Socket | None"
+    _connected: tuple[str, str] | None
+    _drop_socket: Callable[[], None]
+    _front_of: Callable[[int | None], "tuple[tuple[int, int, int], str, str, Moment] | None"]
+
+    def __init__(self) -> None:
+        # (when, the pid of the supervisor serving then) `_sock` was connected,
+        # or last sent on, to a socket file that was there: that supervisor, if it closed
+        # its front door later (kint/front_closed.py), accepted it. ZeroMQ reconnects the
+        # same socket by itself, so a stamp is another supervisor's proof of nothing: one
+        # with the same pid too, which took the home after the stamp.
+        self._connected_at: tuple[Moment, int | None] | None = None
+
+    def _stamp(self, serving: int | None) -> None:
+        """Note when, and to which supervisor, `_sock` was last connected (or a request
+        sent) while its socket file was there: a stat, once a socket or once a supervisor."""
+        there = self._connected is not None and os.path.exists(self._connected[1])
+        self._connected_at = (moment(), serving) if there else None
+
+    def _refuse_if_no_file(self, serving: int | None, op: str) -> None:
+        """Before `op` goes out on a socket just made with no socket file to connect to:
+        ZeroMQ would queue it and deliver it to whichever supervisor binds there next (a
+        `sup.stop` meant for the one whose door closed for its stop would stop the next).
+        Refused now, nothing sent, where the door is closed or no supervisor runs; a
+        supervisor holding the home that has not bound yet (still starting) gets it once
+        it binds, as before."""
+        if self._connected_at is not None:
+            return
+        self._refuse_if_closed(serving, op, sent=False)
+        if serving is None:
+            self._drop_socket()
+            raise SupervisorUnavailable(f"no supervisor is running for {self.home} "
+                                        f"({op} was not sent)", NO_SUPERVISOR_HINT)
+
+    def answered_by(self, pid: int | None, closed: FrontClosed | None = None) -> bool:
+        """Whether this client holds a connection the supervisor `pid` has answered on:
+        one it still serves when it takes no new clients (kint/front_closed.py). With its
+        note (`closed`, which says when that supervisor took its home), an answer from
+        before then was another's with the same pid."""
+        front = self._front_of(pid)
+        return (self._sock is not None and front is not None
+                and (closed is None or closed.started_by(front[3])))
+
+    def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
+        """Whether the supervisor `pid` has closed its socket to new clients
+        (kint/front_closed.py) while this client holds a connection it accepted (which it
+        still serves: one it answered on, or made to its socket file while it served, half
+        a second before the door closed); BUSY, naming the open-file limit, when this
+        client has none (SUPERVISOR_UNAVAILABLE, saying it stops, where the door closed as
+        its stop began): a connect now finds no socket file, and waiting would only run
+        out the deadline."""
+        closed = read_note(socket_dir(self.home), pid)
+        if closed is None:
+            return False
+        stamp = self._connected_at
+        if closed.stopping and sent and stamp is not None:
+            # Sent to a supervisor that stops, on a socket connected while its file was
+            # there: it answers the clients it let in (`kint supervisor stop` its own stop,
+            # sent a moment before the door closed), and its exit, seen at the next look,
+            # ends the wait of one it did not. A socket that connected to no file (made as
+            # the stop began) delivers nothing: refused at once, not after the whole stop.
+            return True
+        if self.answered_by(pid, closed) or (
+                self._sock is not None and stamp is not None and stamp[1] == pid
+                and closed.started_by(stamp[0])
+                and closed.closed_after(stamp[0], CONNECT_SLACK_S)):
+            # Answered on this connection, or connected to this supervisor's file before
+            # its door closed: accepted, and served (a first request slower than a
+            # liveness look is no refusal). Never one made before it took the home: that
+            # was another supervisor's, even with its pid.
+            return True
+        self._drop_socket()  # connecting to a path that is gone: stop trying
+        unsent = (f"; whether {op} reached it is unknown"
+                  if sent and not (closed.stopping and stamp is None) else
+                  f" ({op} was not sent)")
+        raise KintError(closed.code, closed.message() + unsent, closed.hint)
+
+    def _drop_if_closed(self, pid: int | None) -> str:
+        """At a deadline with no answer: when the supervisor `pid` takes no new clients,
+        drop the socket, so a request queued on it for a connection never made is not
+        run once the door opens again (a retried write would run twice); what to add to
+        the refusal (the door), or nothing."""
+        closed = read_note(socket_dir(self.home), pid)
+        if closed is None:
+            return ""
+        self._drop_socket()
+        return f"; {closed.message()}"

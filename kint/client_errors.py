@@ -1,0 +1,30 @@
+"""What a kint call refuses with: the errors every client raises, kept apart from the
+client itself so that the part of it that reads a closed front door
+(kint/client_closed_door.py) raises them without importing the call path. `kint.client`
+names them too, as every caller imports them."""
+
+from __future__ import annotations
+
+# The hint of a call no supervisor was there to take: named, so that kint-server can say
+# it in an agent's words.
+NO_SUPERVISOR_HINT = "run `kint supervisor start`, or any command that starts one"
+
+
+class KintError(Exception):
+    """What a kint call refused with: a code, one line, and what to do."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+
+
+class SupervisorUnavailable(KintError):
+    """No supervisor answers. `CODE` is also what the commands that check for one
+    themselves (`supervisor status`, `supervisor reload`) refuse with."""
+
+    CODE = "SUPERVISOR_UNAVAILABLE"
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(self.CODE, message, hint)

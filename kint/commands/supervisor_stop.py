@@ -1,0 +1,301 @@
+"""`kint supervisor stop`: what the command does, apart from its click declaration
+(kint.commands.supervisor), which keeps its help.
+
+A stop is a few steps, each of which may find another stop's doing: look who holds the
+home; ping it (a stopped or stuck one is said so at once); ask it `sup.stop`, naming it,
+unless it is stopping meanwhile (its door closed, or gone); then wait for its process to
+let go of the home, naming a successor that took it since. Another stop (a second `kint
+supervisor stop`, a signal) may begin between any two: its door turns this one away, or
+the supervisor exits first; it stops all the same, and this one waits for it as for its
+own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kint.client import Client, KintError, SupervisorUnavailable
+from kint.commands.common import Ctx, echo_json, fail, refuse
+from kint.paths import kint_home, log_path
+from kint.protocol import ErrorCode
+from kint.seconds_text import seconds_text
+
+# How long `stop` waits, once the supervisor answered, for its process to be gone.
+STOP_EXIT_WAIT_S = 10.0
+# How long `stop` waits for the supervisor to answer `sup.stop` (its workers stopped).
+STOP_CALL_S = 60.0
+# How long `stop`, once nobody holds the pid lock, looks for a supervisor that was waiting
+# to take it (_wait_gone).
+SUCCESSOR_GRACE_S = 0.5
+# How long an unanswered supervisor is given to exit before it is called silent: the end
+# of another stop (its note and socket gone, its pid lock held until the process ends).
+EXITING_GRACE_S = 2.0
+
+
+def run(obj: Ctx, as_json: bool) -> None:
+    """Stop the supervisor of KINT_HOME and say so (or that none runs)."""
+    from kint.supervisor.pidlock import running_pid
+
+    home = kint_home()
+    client = obj.client(autostart=False)
+    pid = running_pid(home)
+    if pid is None and not client.ping(0.5):
+        _say_none(home, as_json)
+        return
+    stopping = pid
+    wait_s, successor = _ask(obj, client, home, pid)
+    pid = successor if successor is not None else _wait_gone(home, stopping, wait_s)
+    started = pid if pid is not None and (successor is not None
+                                          or not _same_supervisor(pid, stopping)) else None
+    if pid is not None and started is None:
+        _refuse_not_gone(obj, home, pid, wait_s)
+    if as_json:
+        echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),
+                   "kint_home_exists": home.is_dir(), "started_since": started})
+        return
+    click.echo("supervisor stopped")
+    if started is not None:
+        click.echo(f"another supervisor (pid {started}) has started since: a kint-server or a "
+                   f"command started one; `kint supervisor stop` again stops it")
+
+
+def _say_none(home: Path, as_json: bool) -> None:
+    """No supervisor runs. One whose home was removed under it cannot be reached here: it
+    notices its pid lock gone and stops by itself, with its workers, within a second or
+    two."""
+    if as_json:
+        echo_json({"stopped": False, "pid": None, "kint_home": str(home),
+                   "kint_home_exists": home.is_dir(), "started_since": None})
+        return
+    gone = "" if home.is_dir() else f" ({home} does not exist)"
+    click.echo(f"no supervisor is running for {home}{gone}")
+
+
+def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> tuple[float, int | None]:
+    """Ask the supervisor `pid` to stop (by SIGTERM where its door is closed for want of
+    open files), or find another stop's doing; how long its exit is then waited for, and
+    the pid of a successor with its pid found meanwhile (then nothing is waited for)."""
+    from kint.supervisor import autostart
+
+    # Asked by SIGTERM, the supervisor gets the whole time `sup.stop` would: the answer's
+    # wait (its workers stopped first) and the exit's.
+    if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
+        return STOP_CALL_S + STOP_EXIT_WAIT_S, None
+    # Another stop may begin between the look above and the ping or the call: its door
+    # turns this one away, or it exits first.
+    answer = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
+    answered = answer is not None
+    meanwhile = not answered and (_stopping_meanwhile(home, pid)
+                                  or _exits_within(home, pid, EXITING_GRACE_S))
+    if not answered and not meanwhile:
+        # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
+        # not after the stop's whole minute as "no answer".
+        refuse_if_silent(obj)
+    try:
+        if not meanwhile:
+            _ask_stop(client, pid, answer)
+    except FirstAskedGone as gone:
+        # Another stop ended it: its successor is named by the wait (`_wait_gone`), but
+        # one with its pid only here.
+        if gone.successor is not None and gone.successor == pid:
+            return 0.0, gone.successor
+        meanwhile = True
+    except KintError as err:
+        # Another stop's doing only when this one's sup.stop never went out (its door
+        # turned it away) or the supervisor is gone or replaced: its own call's
+        # failure (no answer in a minute, a supervisor stopped mid-stop) is said as
+        # before, not followed by SIGTERM and a wait of 70 s more.
+        meanwhile = _gone_or_replaced(home, pid) or (
+            "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
+        if not meanwhile:
+            fail(err, obj.debug)
+    return (STOP_CALL_S + STOP_EXIT_WAIT_S if meanwhile else STOP_EXIT_WAIT_S), None
+
+
+def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float) -> None:
+    """The supervisor asked to stop still holds the home after `wait_s`: refused, saying
+    why where it is stopped (SIGSTOP), which acts on no SIGTERM until continued (said once
+    it has been for UNREACHABLE_AFTER_S, not after the whole wait as TIMEOUT)."""
+    from kint.supervisor import autostart
+
+    if autostart.process_stopped(pid):
+        fail(SupervisorUnavailable(
+            f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
+            f"exited; it was asked to stop and does once it runs again",
+            f"`kill -CONT {pid}` resumes it; `kill -9 {pid}` ends it (its workers with it)"),
+            obj.debug)
+    asked = ("was sent SIGTERM and" if wait_s > STOP_EXIT_WAIT_S else
+             "stopped its workers but")
+    refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) {asked} has not exited "
+           f"{seconds_text(wait_s)} later",
+           f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
+
+
+def _stopped_by_signal(home: Path, pid: int) -> bool:
+    """Whether the supervisor `pid` closed its socket to new clients for want of open
+    files (kint/front_closed.py), and was asked to stop by SIGTERM instead: no new
+    connection reaches it, and the stop is what its refusal tells a user to do. It stops
+    on SIGTERM as on `sup.stop`, its workers first."""
+    import signal
+
+    from kint.front_closed import read_note
+    from kint.paths import socket_dir
+
+    if read_note(socket_dir(home), pid) is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # gone meanwhile: the wait below finds it so
+    return True
+
+
+class FirstAskedGone(Exception):
+    """The supervisor a stop first asked no longer holds the home: another stop ended it
+    between its refusal and the stop's asking again. `successor`: the pid of the one
+    holding the home now (None: nobody)."""
+
+    def __init__(self, successor: int | None) -> None:
+        super().__init__(successor)
+        self.successor = successor
+
+
+def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The arguments that name the supervisor `pid` to its `sup.stop`: its pid, and when it
+    took its home as its ping (`answer`) said it, where it said it (a supervisor of a kint
+    before session 28 does not: its pid alone names it)."""
+    if pid is None or pid <= 0:
+        return None
+    args: dict[str, Any] = {"pid": pid}
+    if answer is not None and answer.get("pid") == pid:
+        args.update({name: answer[name] for name in ("started", "started_boot")
+                     if isinstance(answer.get(name), (int, float))})
+    return args
+
+
+def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = None) -> None:
+    """Send `sup.stop` naming the supervisor `pid` it is meant for, and when it took its
+    home as its ping said (`answer`): another refuses it (one started since, were it
+    delivered late), one with the same pid too. A supervisor older than the `pid`
+    argument refuses the argument itself: asked again without it, only while it is still
+    the one that refused (`_still_first_asked`; else FirstAskedGone)."""
+    args = _naming(pid, answer)
+    try:
+        client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
+    except KintError as err:
+        if (pid is None or args is None or err.code != "BAD_REQUEST"
+                or "unknown argument 'pid'" not in err.message):
+            raise
+        _still_first_asked(client, pid, time.monotonic())
+        client.call("sup.stop", timeout_s=STOP_CALL_S)
+
+
+def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
+    """Return while the supervisor holding the home is the one that refused the stop's
+    `pid` by `refused_at` (time.monotonic()); FirstAskedGone when another holds it or
+    none does. Asked without `pid`, whichever supervisor reads the stop stops: had the
+    first exited meanwhile (another stop's doing), the one that took the home since would.
+    Such an old supervisor says when it started only by its ping's uptime: `now -
+    uptime_s` on this box's monotonic clock, a little late at most (its answer's way
+    back). One that started after the refusal is a successor, its pid the same or not:
+    the first must have exited before it could take the home."""
+    from kint.supervisor import autostart
+    from kint.supervisor.pidlock import running_pid
+
+    now = running_pid(client.home)
+    if now != pid:
+        raise FirstAskedGone(now)
+    again = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
+    answered_at = time.monotonic()
+    uptime = (again or {}).get("uptime_s")
+    if again is None or not isinstance(uptime, (int, float)):
+        raise SupervisorUnavailable(
+            f"the supervisor (pid {pid}), of a kint older than this one, refused the stop "
+            f"naming it and did not answer again; it was not asked to stop",
+            "run `kint supervisor stop` again")
+    if again.get("pid") != pid or answered_at - uptime >= refused_at:
+        raise FirstAskedGone(again.get("pid") if isinstance(again.get("pid"), int) else None)
+
+
+def _gone_or_replaced(home: Path, pid: int | None) -> bool:
+    """Whether the supervisor `pid` no longer holds the home: none does, or another."""
+    from kint.supervisor.pidlock import running_pid
+
+    now = running_pid(home)
+    return now is None or (pid is not None and pid > 0 and now != pid)
+
+
+def _stopping_meanwhile(home: Path, pid: int | None) -> bool:
+    """Whether the supervisor `pid`, asked nothing yet by this stop, is gone already or
+    has closed its socket to new clients (stopping, or short of open files: then it is
+    sent SIGTERM, `_stopped_by_signal`): the stop's wait is all that is left to do."""
+    if _gone_or_replaced(home, pid):
+        return True
+    return pid is not None and pid > 0 and _stopped_by_signal(home, pid)
+
+
+def _exits_within(home: Path, pid: int | None, grace_s: float) -> bool:
+    """Whether the supervisor `pid` lets go of the home within `grace_s`: one at the very
+    end of another stop has removed its closed-door note and moved socket, and holds its
+    pid lock only until its exit, answering nothing meanwhile (CI saw a stop's ping
+    refused by the note, the note gone at the next look, the supervisor exiting)."""
+    holder = _wait_gone(home, pid, grace_s)
+    return holder is None or not _same_supervisor(holder, pid)
+
+
+def refuse_if_silent(obj: Ctx) -> None:
+    """Refuse (exit 2) when a supervisor holds KINT_HOME's pid lock and serves but did not
+    answer: stopped or stuck, it is no "no supervisor is running"."""
+    from kint.supervisor.autostart import unanswering_supervisor
+
+    silent = unanswering_supervisor(kint_home())
+    if silent is not None:
+        fail(SupervisorUnavailable(str(silent), silent.hint), obj.debug)
+
+
+def _same_supervisor(pid: int, stopping: int | None) -> bool:
+    """Whether the pid lock's holder may still be the supervisor that was asked to stop:
+    the same pid, or one of the two unknown (a pid file not readable yet, or none read
+    before the stop), where only its going tells."""
+    return stopping is None or pid in (stopping, -1) or stopping == -1
+
+
+def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
+    """Wait up to `wait_s` for the supervisor asked to stop to let go of its pid
+    lock; the holder then (None: nobody). A supervisor started meanwhile (a kint-server's
+    call, a command's autostart) takes the lock once the old one lets go: its pid is
+    another, and the wait ends there. The lock is not handed over, though: its waiter is
+    woken and takes it when it next runs, so a look in between finds nobody. Nobody is
+    looked for again for SUCCESSOR_GRACE_S, so such a successor is named once its pid file
+    reads (on a busy box a woken process can wait tens of milliseconds for a core). One
+    seen stopped (SIGSTOP) at every look for UNREACHABLE_AFTER_S ends the wait too: it
+    exits only once continued, which nobody here can tell."""
+    from kint.supervisor import autostart
+    from kint.supervisor.pidlock import running_pid
+
+    deadline = time.monotonic() + wait_s
+    stopped_since: float | None = None
+    while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
+        now = time.monotonic()
+        if now >= deadline:
+            return pid
+        if pid <= 0 or not autostart.process_stopped(pid):
+            stopped_since = None
+        elif stopped_since is None:
+            stopped_since = now
+        elif now - stopped_since >= autostart.UNREACHABLE_AFTER_S:
+            return pid
+        time.sleep(0.05)
+    if pid is not None:
+        return pid
+    settled = time.monotonic() + SUCCESSOR_GRACE_S
+    while time.monotonic() < settled:  # the stopped one is gone: only a successor is named
+        time.sleep(0.02)
+        if (pid := running_pid(home)) is not None and pid != -1:
+            return pid
+    return None

@@ -1,0 +1,235 @@
+"""A stop reaches the supervisor run it was meant for, and the client tells one supervisor
+from another with its pid: session 27's review leftovers, lane door28.
+
+- `sup.stop` names the supervisor by its pid and when it took its home (its ping's
+  `started` and `started_boot`): one with the same pid refuses it;
+- a stop asking an older supervisor again without `pid` asks only while that one still
+  holds the home: another stop may end it meanwhile, and the next one must not be stopped;
+- a supervisor whose pid file was removed closes its door for its stop on its own socket;
+- the client's remembered socket folder is another supervisor's proof of nothing, one with
+  the same pid too;
+- a call reads the pid file once.
+
+Real supervisors throughout. A supervisor older than the `pid` argument cannot be had here
+(another kint version): a client answers as one would, over a real supervisor. Nor can a
+successor with the same pid (another pid namespace, root only): where one is needed the
+test writes the pid file as it would, or sends the `started` it would give.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import make_sandbox, pid_alive, serving
+from kint.client import Client, KintError
+from kint.commands.supervisor_stop import FirstAskedGone, _ask_stop
+from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
+from kint.paths import FRONT_SOCKET, run_dir, socket_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
+
+
+def test_a_stop_meant_for_an_earlier_supervisor_with_the_same_pid_is_refused(tmp_path):
+    """Before, `sup.stop` named its supervisor by pid alone: in a container the next one
+    often has the same pid, and a stop queued for the last one stopped it. Its ping says
+    when it took its home; a stop naming another time is refused, its own stops it."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        with sb.client() as client:
+            answer = client.ping_answer(5)
+            assert answer is not None and answer["pid"] == pid, answer
+            assert isinstance(answer["started"], float), answer
+            assert isinstance(answer["started_boot"], float), answer
+            earlier = {"pid": pid, "started": answer["started"] - 60,
+                       "started_boot": answer["started_boot"] - 60}
+            with pytest.raises(KintError) as refused:
+                client.call("sup.stop", args=earlier, timeout_s=10)
+            err = refused.value
+            assert err.code == "BAD_REQUEST", err
+            assert "with the same pid, keeps running" in err.message, err
+            time.sleep(1.0)
+            assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            own = {"pid": pid, "started": answer["started"],
+                   "started_boot": answer["started_boot"]}
+            assert client.call("sup.stop", args=own, timeout_s=60) == {"stopped": True}
+        sb.wait_for(lambda: not pid_alive(pid), timeout=30, what="the supervisor stopped")
+    finally:
+        sb.shutdown()
+
+
+class _OlderThanPid(Client):
+    """A client of a supervisor older than `sup.stop`'s `pid`, as it answers: the stop
+    naming it is refused as an unknown argument; one without it goes to the supervisor.
+    `meanwhile` runs as the refusal is on its way."""
+
+    def __init__(self, sb) -> None:
+        super().__init__(sb.kint_home, autostart=False)
+        self.sb = sb
+        self.successor: int | None = None
+        self.asked: list = []
+
+    def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+        self.asked.append((op, args))
+        if op != "sup.stop" or not args:
+            return super().call(op, args=args, timeout_s=timeout_s, **kw)
+        self.meanwhile()
+        raise KintError("BAD_REQUEST", f"{op}: unknown argument 'pid'")
+
+    def meanwhile(self) -> None:
+        pass
+
+
+class _EndedMeanwhile(_OlderThanPid):
+    """Another stop ends the supervisor as its refusal is on its way, and a command starts
+    the next one: `successor`."""
+
+    def meanwhile(self) -> None:
+        first = running_pid(self.sb.kint_home)
+        self.sb.shutdown()  # the other stop
+        assert running_pid(self.sb.kint_home) is None
+        self.sb.wait_for(lambda: not pid_alive(first), timeout=30, what="the first exited")
+        self.successor = self.sb.start()
+
+
+def _not_asked_again(client: _OlderThanPid, first: int) -> int:
+    """`_ask_stop` of the supervisor `first` through `client`: FirstAskedGone, no second
+    stop sent, and the supervisor it names still serving a second on; its pid."""
+    with client, pytest.raises(FirstAskedGone) as gone:
+        _ask_stop(client, first, client.ping_answer(5))
+    assert [op for op, _ in client.asked if op == "sup.stop"] == ["sup.stop"]
+    serving = gone.value.successor
+    time.sleep(1.0)
+    assert serving is not None and pid_alive(serving)
+    assert running_pid(client.sb.kint_home) == serving
+    return serving
+
+
+def test_a_stop_asks_an_older_supervisor_again_only_while_it_holds_the_home(tmp_path):
+    """Before, the stop asked again without `pid` whatever held the home by then: the
+    supervisor started after the first one exited got the bare stop, and stopped."""
+    sb = make_sandbox(tmp_path)
+    try:
+        first = sb.start()
+        client = _EndedMeanwhile(sb)
+        assert _not_asked_again(client, first) == client.successor != first
+    finally:
+        sb.shutdown()
+
+
+def test_a_same_pid_successor_of_an_older_supervisor_is_not_asked_again(tmp_path):
+    """The pid lock's holder has the pid the stop first asked, but it started after that
+    one refused (in a container the next supervisor often has the same pid): not asked
+    again. The successor's ping is answered here as it would answer (just started); the
+    supervisor behind it is real, and still serves."""
+
+    class SameNumber(_OlderThanPid):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            return answer if not self.asked else {**(answer or {}), "uptime_s": 0.0}
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        assert _not_asked_again(SameNumber(sb), pid) == pid
+    finally:
+        sb.shutdown()
+
+
+def test_an_older_supervisor_still_holding_the_home_is_asked_again(tmp_path):
+    """The same refusal from the supervisor that still serves (nobody else stopped it):
+    asked again without `pid`, it stops, as that supervisor's own clients stopped it."""
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        client = _OlderThanPid(sb)
+        with client:
+            _ask_stop(client, pid, client.ping_answer(5))
+        assert [args for op, args in client.asked if op == "sup.stop"][1] is None
+        sb.wait_for(lambda: not pid_alive(pid), timeout=30, what="the supervisor stopped")
+    finally:
+        sb.shutdown()
+
+
+def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tmp_path):
+    """Its pid file removed, the supervisor steps down; its socket is still its own (no
+    other supervisor bound there). Before, its stop left the door open (the door was
+    closed only while the lock was its own): for the whole stop (its worker held here,
+    SIGSTOP, as a busy one holds it) a new client connected and waited for nothing."""
+    with serving(tmp_path) as sb:
+        pid = running_pid(sb.kint_home)
+        worker = sb.row(sb.sibyl_db)["pid"]
+        folder = socket_dir(sb.kint_home)
+        assert pid and worker
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            (run_dir(sb.kint_home) / PID_FILE).unlink()
+            sb.wait_for(lambda: (folder / NOTE).exists(), timeout=15,
+                        what="the door closed for the stop")
+            assert not (folder / FRONT_SOCKET).exists() and (folder / CLOSED_SOCKET).exists()
+            from kint.front_closed import _parse_note
+
+            note = _parse_note(folder)
+            assert isinstance(note, FrontClosed) and note.pid == pid and note.stopping, note
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor stepped down")
+        assert not (folder / NOTE).exists() and not (folder / CLOSED_SOCKET).exists()
+
+
+def test_the_clients_remembered_socket_folder_is_not_a_same_pid_successors(tmp_path):
+    """The client keeps the folder a supervisor answered from, so as not to look it up at
+    every call. Before, it kept it by pid alone: a successor with the same pid (in a
+    container) was taken for the one that answered. The successor's own pid file write,
+    the same bytes, is made here by the test (the same pid cannot be had otherwise)."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        with sb.client() as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            assert client.serving_pid() == pid
+            assert client._front_of(pid) is not None
+            path = run_dir(sb.kint_home) / PID_FILE
+            held = path.read_bytes()
+            time.sleep(0.05)  # a later write, on any clock the file system keeps
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, held, 0)
+            finally:
+                os.close(fd)
+            assert client.serving_pid() == pid
+            assert client._front_of(pid) is None
+            # and the call after it, to the same supervisor, goes on and is remembered
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            assert client._front_of(pid) is not None
+    finally:
+        sb.shutdown()
+
+
+def test_a_call_reads_the_pid_file_once(tmp_path):
+    """Before, a call on a new socket read the pid file twice: once for the call and once
+    more as the socket was made. One read says which supervisor the call is for."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        with Client(sb.kint_home, autostart=False) as client:
+            reads = []
+            read = client._holder.pid
+
+            def counted():
+                reads.append(1)
+                return read()
+
+            client._holder.pid = counted  # type: ignore[method-assign]
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            assert len(reads) == 1
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+            assert len(reads) == 2
+    finally:
+        sb.shutdown()
