@@ -89,7 +89,8 @@ def test_a_connect_under_kint_offline_leaves_the_next_one_reading_the_chain(
 
         # An explicit start keeps what it was given: the service's own setting.
         b.shutdown()
-        ok(b.kint("supervisor", "start", env={"KINT_OFFLINE": "1"}))
+        started = ok(b.kint("supervisor", "start", env={"KINT_OFFLINE": "1"}))
+        assert started.stderr == "", started.stderr  # it started one, with the setting
         kept = json.loads(ok(b.kint("supervisor", "status", "--json")).stdout)
         assert kept["supervisor"]["started_with"] == [
             {"name": "KINT_OFFLINE", "value": "1"}], kept["supervisor"]
