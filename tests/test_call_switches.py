@@ -26,7 +26,8 @@ import pytest
 
 from chain_machines import (anchored, join_devchain, make_session_key, new_machine, ok,
                             owner_account, recovery_code, wallet_signature)
-from conftest import make_sandbox
+from conftest import make_sandbox, write_rules
+from mcp_session import AgentProcess
 from kint.custody.vault_message import canonical_payload
 from kint.settings.schema import BY_NAME, CALL_SWITCHES, environment_for
 
@@ -88,9 +89,42 @@ def test_a_connect_under_kint_offline_leaves_the_next_one_reading_the_chain(
 
         # An explicit start keeps what it was given: the service's own setting.
         b.shutdown()
-        ok(b.kint("supervisor", "start", env={"KINT_OFFLINE": "1"}))
+        started = ok(b.kint("supervisor", "start", env={"KINT_OFFLINE": "1"}))
+        assert started.stderr == "", started.stderr  # it started one, with the setting
         kept = json.loads(ok(b.kint("supervisor", "status", "--json")).stdout)
         assert kept["supervisor"]["started_with"] == [
             {"name": "KINT_OFFLINE", "value": "1"}], kept["supervisor"]
     finally:
         b.shutdown()
+
+
+def test_a_session_key_stays_in_memory_through_plain_pulls_and_pushes(vault):
+    """`KINT_KEY_TTL=session kint connect`, then a plain `kint pull` and `kint push`: each
+    renews the key after it succeeds, and took the space's value for it (the supervisor's,
+    which now lacks the connect's `session`), writing the key to disk (10-configuration.md:
+    with `session` nothing touches the disk). A pull that itself sets KINT_KEY_TTL still
+    caches the key as it asks. So does the watcher's push, for a kint-server whose
+    environment sets none."""
+    a, account, space16 = vault
+    cache = a.kint_home / f"vault-{space16}.aes"
+    connect(a, account, KINT_KEY_TTL="session")
+    assert not cache.exists()
+    ok(a.kint("pull"))
+    assert not cache.exists(), "a plain pull wrote the session-only key to disk"
+    write_rules(a.sibyl_db, a.tenant, kept="in memory only")
+    pushed = json.loads(ok(a.kint("push", "--json")).stdout)
+    assert pushed["pushed"] == 1, pushed
+    assert not cache.exists(), "a plain push wrote the session-only key to disk"
+    # The watcher's push, for a kint-server that sets no KINT_KEY_TTL, likewise.
+    agent = AgentProcess({**a.env, "KINT_QUIET_SECONDS": "1", "KINT_POLL_SECONDS": "1"}).start()
+    try:
+        assert agent.call("memory_remember", category="notes", name="watched",
+                          body={"text": "pushed by the watcher"})["ok"] is True
+        a.wait_for(lambda: a.call("status", a.sibyl_db, args={"chain": True},
+                                  timeout_s=30)["head"]["seq"] == pushed["head_seq"] + 1,
+                   timeout=60, interval=0.5, what="the watcher's push")
+    finally:
+        agent.close()
+    assert not cache.exists(), "the watcher's push wrote the session-only key to disk"
+    ok(a.kint("pull", env={"KINT_KEY_TTL": "1h"}))
+    assert cache.exists()

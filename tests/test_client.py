@@ -324,7 +324,8 @@ def test_starting_a_supervisor_waits_no_longer_than_the_calls_bound(tmp_path, mo
 
     asked: list[float] = []
 
-    def no_supervisor(home, ping, wait_s=30.0):
+    def no_supervisor(home, ping, wait_s=30.0, *, on_demand=True):
+        assert on_demand  # a call's start is on demand: it leaves out the call's switches
         asked.append(wait_s)
         raise autostart.SupervisorNotReachable("did not answer", "start it")
 

@@ -206,6 +206,21 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     plain = sandbox.kint("supervisor", "start")
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout == f"supervisor running, pid {first} ({sandbox.kint_home})\n"
+    assert plain.stderr == ""  # its environment gives no setting the supervisor reads
+    # Settings given to a start that starts nothing are not applied, and it says so (by
+    # name only: a value may be a secret or hold an endpoint's key).
+    given = {"KINT_OFFLINE": "1", "KINT_RPC_URL": "http://127.0.0.1:9/secret-key"}
+    line = (f"kint: a supervisor was already running (pid {first}): this start applied none "
+            f"of this environment's settings (KINT_RPC_URL, KINT_OFFLINE); it keeps the ones "
+            f"it was started with (`kint supervisor status` lists them). To run it with "
+            f"these, `kint supervisor stop`, then `kint supervisor start` again")
+    told = sandbox.kint("supervisor", "start", env=given)
+    assert told.returncode == 0, told.stderr
+    assert told.stderr == line + "\n", told.stderr
+    told = sandbox.kint("supervisor", "start", "--json", env=given)
+    assert json.loads(told.stdout) == {"pid": first, "kint_home": str(sandbox.kint_home),
+                                       "notices": [line]}, told.stdout
+    assert told.stderr == "" and "secret-key" not in told.stdout
 
 
 def test_a_space_stays_bound_to_its_store_across_a_restart(sandbox):

@@ -8,7 +8,7 @@ import click
 
 from kint import render
 from kint.client import KintError, SupervisorUnavailable
-from kint.commands.common import (Ctx, echo_json, fail, json_option, refuse,
+from kint.commands.common import (Ctx, echo_json, fail, json_option, print_notices, refuse,
                                   usage_error)
 from kint.commands.exit_codes import NO_SUPERVISOR
 from kint.commands.supervisor_status import HELP as STATUS_HELP
@@ -27,7 +27,10 @@ def supervisor_group() -> None:
 @json_option("Print the running supervisor's pid and home as JSON.")
 @click.pass_obj
 def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
-    """Start the supervisor of KINT_HOME (nothing happens if one is running)."""
+    """Start the supervisor of KINT_HOME with this environment's settings, kept for its life,
+    KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC and KINT_KEY_TTL too (a start on demand by another
+    command leaves those three out). Beside a running one it starts nothing, applies none
+    of them, and says so."""
     home = kint_home()
     if foreground and as_json:
         usage_error("--json and --foreground both given: --foreground runs the supervisor in "
@@ -36,12 +39,16 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         from kint.supervisor.autostart import run_foreground
 
         sys.exit(run_foreground(home, refuse_beside_running=True))
+    from kint.commands.start_beside import answering_pid, not_applied
+
     client = obj.client()
+    before = answering_pid(home)
     try:
         client.ensure_running(on_demand=False)  # the environment given: the service's
         info = client.call("sup.ping", timeout_s=5)
     except KintError as err:
         fail(err, obj.debug)
+    print_notices({"notices": not_applied(before, info["pid"])})  # one it found running
     if as_json:
         echo_json({"pid": info["pid"], "kint_home": str(home)})
         return

@@ -3,7 +3,8 @@ once and say the same as the code (tests/test_settings.py compares them)."""
 
 from __future__ import annotations
 
-from kint.settings.schema import EXTENSIONS, GROUPS, SETTINGS, V030_DEPARTURES, Setting
+from kint.settings.schema import (CALL_SWITCHES, EXTENSIONS, GROUPS, SETTINGS,
+                                  V030_DEPARTURES, Setting)
 
 BEGIN = "<!-- settings: generated from kint/settings/schema.py (python -m kint.settings.docs) -->"
 END = "<!-- settings: end -->"
@@ -35,7 +36,10 @@ def where_set(s: Setting) -> str:
     if s.in_file:
         table = " (top level, or a space's table)" if s.per_space else ""
         places.append(f"`{s.key}` in config.toml{table}")
-    if "daemon" in s.read_by and s.name != "KINT_HOME":
+    if s.name in CALL_SWITCHES:  # a start on demand leaves them out (autostart.py)
+        places.append("the supervisor's environment, when `kint supervisor start` or the "
+                      "service starts it")
+    elif "daemon" in s.read_by and s.name != "KINT_HOME":
         places.append("the supervisor's environment")
     clients = s.read_by & {"cli", "server"}
     if s.secret and "daemon" in s.read_by:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 
+from kint import settings
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
-from kint.custody.vault_cache import CachedKey, cache_data_key, read_cached_key
+from kint.custody.vault_cache import MEMORY, TTL_ENV, CachedKey, cache_data_key, read_cached_key
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
@@ -67,7 +68,17 @@ def wrapped_for_here(ctx: SpaceContext, wraps: tuple[Wrap, ...]) -> bool:
 
 def renew(ctx: SpaceContext, key: bytes) -> None:
     """After a successful push or pull, the cached key gets a fresh deadline (so a server in
-    use does not lapse)."""
+    use does not lapse).
+
+    A key held in memory only (a connect under KINT_KEY_TTL=session) has no deadline to
+    renew, and stays in memory unless the push or pull itself sets KINT_KEY_TTL: its
+    caller's environment, or for the watcher's pushes the kint-server session's. The
+    space's own value (the supervisor's environment, config.toml, the 24 h default) is
+    not the caller asking for a file: taking it wrote the key of `KINT_KEY_TTL=session
+    kint connect` to disk at the next plain `kint pull` or `kint push`, where v0.3.0's
+    `session` has nothing touch the disk (10-configuration.md)."""
+    if MEMORY.get(ctx.config.space_id) is not None and not _ttl_asked():
+        return
     try:
         cache_data_key(ctx.config.home, ctx.config.space_id, key)
     except custody_errors.CustodyError:
@@ -78,3 +89,9 @@ def renew(ctx: SpaceContext, key: bytes) -> None:
         # A full disk: the cached key keeps its old deadline (the file is replaced whole
         # or not at all), and the push or pull that asked is done.
         log.warning("data key: not renewed, the disk is full (%s)", err.strerror)
+
+
+def _ttl_asked() -> bool:
+    """Whether this push or pull itself gives KINT_KEY_TTL: its request sent one, or the
+    watcher runs with a kint-server session's (sessions._watcher_push)."""
+    return settings.lookup(TTL_ENV).source in (settings.THIS_CALL, settings.SESSION)
