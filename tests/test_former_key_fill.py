@@ -13,7 +13,11 @@ Then `waits_elsewhere`, the look at the space's other endpoint before a hole is 
 one that answers another chain's id (the proxy's `chain_id`) is not heard, and one that
 cannot be reached (a closed loopback port) is asked once, without the retries of normal
 reads, and counted as unanswered, which keeps a nonce seen waiting there waiting within
-the bound (`deferral`). Nothing leaves 127.0.0.1.
+the bound (`deferral`). And the receipt wait (`wait`) whose look saw such a deferral and
+whose endpoint then fails: the proxy answers the key's counts 0 (its `other_chain` mode on
+the space's own chain id: a pool that has not had the key's transactions) while the
+session's anvil, the second endpoint, counts them, then answers every receipt read 429.
+Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -132,3 +136,50 @@ def test_an_unanswered_look_keeps_a_nonce_seen_waiting_within_the_bound(chain_ho
     assert "(which did not answer the last look)" in silent.words(1)
     other, _ = _looking_elsewhere(chain_home, tmp_path, proxy.url)
     assert other.deferral(1) is None  # another key, never seen waiting
+
+
+def test_an_endpoint_failing_after_a_deferral_keeps_the_endpoints_hint(chain_home, proxy,
+                                                                        tmp_path, monkeypatch):
+    """The receipt wait's slow look left the hole to a transaction waiting at the space's
+    other endpoint (the session's anvil counts 3 of the key's nonces; the proxy the space
+    sends through counts none, as an endpoint whose pool has not had them), then that
+    endpoint fails (429 on every receipt read): the wait ends RpcUnavailable, not
+    DeferredWait, whose hint (pass the transaction on, pull once the bound passed) is for
+    a wait the endpoints answered; the mapped refusal carries RPC_UNAVAILABLE's own hint,
+    to check the endpoint. Taken for a timeout, it sent the user past an endpoint that had
+    failed."""
+    from kint.chain.rpc import RpcUnavailable
+    from kint.protocol.errors import DEFERRED_FILL_HINT, ErrorCode
+    from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
+    from kint.tenant_worker.former_key_wait import DeferredWait
+    from kint.tenant_worker.session_sender import Signed
+
+    monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "1")
+    config = load_chain_config(chain_home)
+    anvil = Anchor(config, RpcTracker())
+    key = Account.create()
+    anvil.provider.make_request("anvil_setNonce", [key.address, hex(3)])
+    config = replace(config, rpc_urls=(proxy.url, config.rpc_urls[0]))
+    proxy.set_mode("other_chain", chain_id=config.chain_id)  # counts 0, the chain's id
+
+
+    class FailingAfterTheLook(FormerKey):
+        """The endpoint fails right after the slow look that saw the deferral."""
+
+        def fill_below(self, nonce, deferred=None):
+            filled = super().fill_below(nonce, deferred)
+            assert deferred, "the look saw no deferral"
+            proxy.set_mode("rate_limited", methods=["eth_getTransactionReceipt"], count=1000)
+            return filled
+
+    former = FailingAfterTheLook(Anchor(config, RpcTracker()), key.address, tmp_path,
+                                 "a" * 16)
+    with pytest.raises(RpcUnavailable) as failed:
+        former.wait("0x" + "ab" * 32, Signed(nonce=1, raw=b""))
+    assert not isinstance(failed.value, DeferredWait), failed.value
+    assert str(failed.value).startswith("waiting for a receipt: the endpoint is rate limiting")
+    assert (f"previous session key {key.address}: nonce 0 of that key has waited at the "
+            f"endpoint") in str(failed.value), failed.value
+    refusal = endpoint_failed(failed.value, True, 2, RESEND_WORDS)
+    assert refusal.code == ErrorCode.RPC_UNAVAILABLE and refusal.hint != DEFERRED_FILL_HINT
+    assert refusal.hint == ProtocolError(ErrorCode.RPC_UNAVAILABLE, "").hint, refusal.hint
