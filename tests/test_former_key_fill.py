@@ -183,3 +183,54 @@ def test_an_endpoint_failing_after_a_deferral_keeps_the_endpoints_hint(chain_hom
     refusal = endpoint_failed(failed.value, True, 2, RESEND_WORDS)
     assert refusal.code == ErrorCode.RPC_UNAVAILABLE and refusal.hint != DEFERRED_FILL_HINT
     assert refusal.hint == ProtocolError(ErrorCode.RPC_UNAVAILABLE, "").hint, refusal.hint
+
+
+class _ShortWait(Anchor):
+    """The session's chain with a receipt wait of WAIT_S where the caller gives none (as
+    tests/support/kint_test_faults.py's KINT_TEST_RECEIPT_WAIT does for a worker)."""
+
+    def wait(self, tx_hash, timeout_s=None, **kwargs):
+        return super().wait(tx_hash, WAIT_S if timeout_s is None else timeout_s, **kwargs)
+
+
+# The wait's one look comes by half of it (3 s); the next (at KINT_NONCE_RETRY_SECONDS, 10 s,
+# after it) never comes, so what the look saw is the last look's when the wait runs out.
+WAIT_S = 6.0
+
+
+@pytest.mark.parametrize("cleared", [True, False], ids=["cleared", "still-behind"])
+def test_a_wait_that_runs_out_after_the_hole_cleared_says_so_plainly(chain_home, proxy,
+                                                                      tmp_path, monkeypatch,
+                                                                      cleared):
+    """The receipt wait's only look left the hole to a transaction waiting at the other
+    endpoint, and then the wait runs out (no receipt: the hash is no transaction). When
+    the endpoint the space sends through has since had the key's nonces (the proxy
+    forwards the counts after the look), the wait ends in the plain timeout's words, not
+    DeferredWait's, whose hint sent the user to pass on a transaction that had arrived;
+    still behind, it ends in DeferredWait as before."""
+    from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
+    from kint.tenant_worker.former_key_wait import DeferredWait
+    from kint.tenant_worker.session_sender import Signed
+
+    monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "10")
+    config = load_chain_config(chain_home)
+    key = Account.create()
+    Anchor(config, RpcTracker()).provider.make_request("anvil_setNonce",
+                                                       [key.address, hex(3)])
+    config = replace(config, rpc_urls=(proxy.url, config.rpc_urls[0]))
+    proxy.set_mode("other_chain", chain_id=config.chain_id)  # counts 0, the chain's id
+
+    class LookedOnce(FormerKey):
+        def fill_below(self, nonce, deferred=None):
+            filled = super().fill_below(nonce, deferred)
+            assert deferred, "the look saw no deferral"
+            if cleared:  # the key's nonces reach the endpoint right after the look
+                proxy.forward()
+            return filled
+
+    former = LookedOnce(_ShortWait(config, RpcTracker()), key.address, tmp_path, "a" * 16)
+    with pytest.raises(RpcUnavailable) as ran_out:
+        former.wait("0x" + "ab" * 32, Signed(nonce=1, raw=b""))
+    assert isinstance(ran_out.value, ReceiptTimedOut) is cleared, ran_out.value
+    assert isinstance(ran_out.value, DeferredWait) is not cleared, ran_out.value
+    assert ("it waits behind a nonce" in str(ran_out.value)) is not cleared, ran_out.value
