@@ -138,49 +138,60 @@ def test_an_unanswered_look_keeps_a_nonce_seen_waiting_within_the_bound(chain_ho
     assert other.deferral(1) is None  # another key, never seen waiting
 
 
-def test_an_endpoint_failing_after_a_deferral_keeps_the_endpoints_hint(chain_home, proxy,
-                                                                        tmp_path, monkeypatch):
-    """The receipt wait's slow look left the hole to a transaction waiting at the space's
-    other endpoint (the session's anvil counts 3 of the key's nonces; the proxy the space
-    sends through counts none, as an endpoint whose pool has not had them), then that
-    endpoint fails (429 on every receipt read): the wait ends RpcUnavailable, not
-    DeferredWait, whose hint (pass the transaction on, pull once the bound passed) is for
-    a wait the endpoints answered; the mapped refusal carries RPC_UNAVAILABLE's own hint,
-    to check the endpoint. Taken for a timeout, it sent the user past an endpoint that had
-    failed."""
+
+def _wait_after_a_deferral(chain_home, proxy, tmp_path, after_look,
+                           anchor_type: type[Anchor] = Anchor):
+    """A previous key's receipt wait (`wait`) for a transaction no block holds, whose look
+    leaves the hole to a transaction waiting at the space's other endpoint: the session's
+    anvil counts 3 of the key's nonces, the proxy the space sends through counts none (its
+    `other_chain` mode on the space's own chain id), as an endpoint whose pool has not had
+    them. `after_look` runs right after each look that saw the deferral. Returns what the
+    wait raised and the key's address."""
     from kint.chain.rpc import RpcUnavailable
-    from kint.protocol.errors import DEFERRED_FILL_HINT, ErrorCode
-    from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
-    from kint.tenant_worker.former_key_wait import DeferredWait
     from kint.tenant_worker.session_sender import Signed
 
-    monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "1")
     config = load_chain_config(chain_home)
-    anvil = Anchor(config, RpcTracker())
     key = Account.create()
-    anvil.provider.make_request("anvil_setNonce", [key.address, hex(3)])
+    Anchor(config, RpcTracker()).provider.make_request("anvil_setNonce",
+                                                       [key.address, hex(3)])
     config = replace(config, rpc_urls=(proxy.url, config.rpc_urls[0]))
-    proxy.set_mode("other_chain", chain_id=config.chain_id)  # counts 0, the chain's id
+    proxy.set_mode("other_chain", chain_id=config.chain_id)
 
-
-    class FailingAfterTheLook(FormerKey):
-        """The endpoint fails right after the slow look that saw the deferral."""
-
+    class Looking(FormerKey):
         def fill_below(self, nonce, deferred=None):
             filled = super().fill_below(nonce, deferred)
             assert deferred, "the look saw no deferral"
-            proxy.set_mode("rate_limited", methods=["eth_getTransactionReceipt"], count=1000)
+            after_look()
             return filled
 
-    former = FailingAfterTheLook(Anchor(config, RpcTracker()), key.address, tmp_path,
-                                 "a" * 16)
-    with pytest.raises(RpcUnavailable) as failed:
+    former = Looking(anchor_type(config, RpcTracker()), key.address, tmp_path, "a" * 16)
+    with pytest.raises(RpcUnavailable) as raised:
         former.wait("0x" + "ab" * 32, Signed(nonce=1, raw=b""))
-    assert not isinstance(failed.value, DeferredWait), failed.value
-    assert str(failed.value).startswith("waiting for a receipt: the endpoint is rate limiting")
-    assert (f"previous session key {key.address}: nonce 0 of that key has waited at the "
-            f"endpoint") in str(failed.value), failed.value
-    refusal = endpoint_failed(failed.value, True, 2, RESEND_WORDS)
+    return raised.value, key.address
+
+
+def test_an_endpoint_failing_after_a_deferral_keeps_the_endpoints_hint(chain_home, proxy,
+                                                                        tmp_path, monkeypatch):
+    """The receipt wait's look left the hole to a transaction waiting at the space's other
+    endpoint, then the endpoint the space sends through fails (429 on every receipt read):
+    the wait ends RpcUnavailable, not DeferredWait, whose hint (pass the transaction on,
+    pull once the bound passed) is for a wait the endpoints answered; the mapped refusal
+    carries RPC_UNAVAILABLE's own hint, to check the endpoint. Taken for a timeout, it sent
+    the user past an endpoint that had failed."""
+    from kint.protocol.errors import DEFERRED_FILL_HINT, ErrorCode
+    from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
+    from kint.tenant_worker.former_key_wait import DeferredWait
+
+    monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "1")
+    failed, address = _wait_after_a_deferral(
+        chain_home, proxy, tmp_path,
+        lambda: proxy.set_mode("rate_limited", methods=["eth_getTransactionReceipt"],
+                               count=1000))
+    assert not isinstance(failed, DeferredWait), failed
+    assert str(failed).startswith("waiting for a receipt: the endpoint is rate limiting")
+    assert (f"previous session key {address}: nonce 0 of that key has waited at the "
+            f"endpoint") in str(failed), failed
+    refusal = endpoint_failed(failed, True, 2, RESEND_WORDS)
     assert refusal.code == ErrorCode.RPC_UNAVAILABLE and refusal.hint != DEFERRED_FILL_HINT
     assert refusal.hint == ProtocolError(ErrorCode.RPC_UNAVAILABLE, "").hint, refusal.hint
 
@@ -208,29 +219,13 @@ def test_a_wait_that_runs_out_after_the_hole_cleared_says_so_plainly(chain_home,
     forwards the counts after the look), the wait ends in the plain timeout's words, not
     DeferredWait's, whose hint sent the user to pass on a transaction that had arrived;
     still behind, it ends in DeferredWait as before."""
-    from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
+    from kint.chain.rpc import ReceiptTimedOut
     from kint.tenant_worker.former_key_wait import DeferredWait
-    from kint.tenant_worker.session_sender import Signed
 
     monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "10")
-    config = load_chain_config(chain_home)
-    key = Account.create()
-    Anchor(config, RpcTracker()).provider.make_request("anvil_setNonce",
-                                                       [key.address, hex(3)])
-    config = replace(config, rpc_urls=(proxy.url, config.rpc_urls[0]))
-    proxy.set_mode("other_chain", chain_id=config.chain_id)  # counts 0, the chain's id
-
-    class LookedOnce(FormerKey):
-        def fill_below(self, nonce, deferred=None):
-            filled = super().fill_below(nonce, deferred)
-            assert deferred, "the look saw no deferral"
-            if cleared:  # the key's nonces reach the endpoint right after the look
-                proxy.forward()
-            return filled
-
-    former = LookedOnce(_ShortWait(config, RpcTracker()), key.address, tmp_path, "a" * 16)
-    with pytest.raises(RpcUnavailable) as ran_out:
-        former.wait("0x" + "ab" * 32, Signed(nonce=1, raw=b""))
-    assert isinstance(ran_out.value, ReceiptTimedOut) is cleared, ran_out.value
-    assert isinstance(ran_out.value, DeferredWait) is not cleared, ran_out.value
-    assert ("it waits behind a nonce" in str(ran_out.value)) is not cleared, ran_out.value
+    ran_out, _ = _wait_after_a_deferral(chain_home, proxy, tmp_path,
+                                        proxy.forward if cleared else lambda: None,
+                                        anchor_type=_ShortWait)
+    assert isinstance(ran_out, ReceiptTimedOut) is cleared, ran_out
+    assert isinstance(ran_out, DeferredWait) is not cleared, ran_out
+    assert ("it waits behind a nonce" in str(ran_out)) is not cleared, ran_out
