@@ -13,7 +13,11 @@ Then `waits_elsewhere`, the look at the space's other endpoint before a hole is 
 one that answers another chain's id (the proxy's `chain_id`) is not heard, and one that
 cannot be reached (a closed loopback port) is asked once, without the retries of normal
 reads, and counted as unanswered, which keeps a nonce seen waiting there waiting within
-the bound (`deferral`). Nothing leaves 127.0.0.1.
+the bound (`deferral`). And the receipt wait (`wait`) whose look saw such a deferral and
+whose endpoint then fails: the proxy answers the key's counts 0 (its `other_chain` mode on
+the space's own chain id: a pool that has not had the key's transactions) while the
+session's anvil, the second endpoint, counts them, then answers every receipt read 429.
+Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -132,3 +136,96 @@ def test_an_unanswered_look_keeps_a_nonce_seen_waiting_within_the_bound(chain_ho
     assert "(which did not answer the last look)" in silent.words(1)
     other, _ = _looking_elsewhere(chain_home, tmp_path, proxy.url)
     assert other.deferral(1) is None  # another key, never seen waiting
+
+
+
+def _wait_after_a_deferral(chain_home, proxy, tmp_path, after_look,
+                           anchor_type: type[Anchor] = Anchor):
+    """A previous key's receipt wait (`wait`) for a transaction no block holds, whose look
+    leaves the hole to a transaction waiting at the space's other endpoint: the session's
+    anvil counts 3 of the key's nonces, the proxy the space sends through counts none (its
+    `other_chain` mode on the space's own chain id), as an endpoint whose pool has not had
+    them. `after_look` runs right after each look that saw the deferral. Returns what the
+    wait raised and the key's address."""
+    from kint.chain.rpc import RpcUnavailable
+    from kint.tenant_worker.session_sender import Signed
+
+    config = load_chain_config(chain_home)
+    key = Account.create()
+    Anchor(config, RpcTracker()).provider.make_request("anvil_setNonce",
+                                                       [key.address, hex(3)])
+    config = replace(config, rpc_urls=(proxy.url, config.rpc_urls[0]))
+    proxy.set_mode("other_chain", chain_id=config.chain_id)
+
+    class Looking(FormerKey):
+        def fill_below(self, nonce, deferred=None):
+            filled = super().fill_below(nonce, deferred)
+            assert deferred, "the look saw no deferral"
+            after_look()
+            return filled
+
+    former = Looking(anchor_type(config, RpcTracker()), key.address, tmp_path, "a" * 16)
+    with pytest.raises(RpcUnavailable) as raised:
+        former.wait("0x" + "ab" * 32, Signed(nonce=1, raw=b""))
+    return raised.value, key.address
+
+
+def test_an_endpoint_failing_after_a_deferral_keeps_the_endpoints_hint(chain_home, proxy,
+                                                                        tmp_path, monkeypatch):
+    """The receipt wait's look left the hole to a transaction waiting at the space's other
+    endpoint, then the endpoint the space sends through fails (429 on every receipt read):
+    the wait ends RpcUnavailable, not DeferredWait, whose hint (pass the transaction on,
+    pull once the bound passed) is for a wait the endpoints answered; the mapped refusal
+    carries RPC_UNAVAILABLE's own hint, to check the endpoint. Taken for a timeout, it sent
+    the user past an endpoint that had failed."""
+    from kint.protocol.errors import DEFERRED_FILL_HINT, ErrorCode
+    from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
+    from kint.tenant_worker.former_key_wait import DeferredWait
+
+    monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "1")
+    failed, address = _wait_after_a_deferral(
+        chain_home, proxy, tmp_path,
+        lambda: proxy.set_mode("rate_limited", methods=["eth_getTransactionReceipt"],
+                               count=1000))
+    assert not isinstance(failed, DeferredWait), failed
+    assert str(failed).startswith("waiting for a receipt: the endpoint is rate limiting")
+    assert (f"previous session key {address}: nonce 0 of that key has waited at the "
+            f"endpoint") in str(failed), failed
+    refusal = endpoint_failed(failed, True, 2, RESEND_WORDS)
+    assert refusal.code == ErrorCode.RPC_UNAVAILABLE and refusal.hint != DEFERRED_FILL_HINT
+    assert refusal.hint == ProtocolError(ErrorCode.RPC_UNAVAILABLE, "").hint, refusal.hint
+
+
+class _ShortWait(Anchor):
+    """The session's chain with a receipt wait of WAIT_S where the caller gives none (as
+    tests/support/kint_test_faults.py's KINT_TEST_RECEIPT_WAIT does for a worker)."""
+
+    def wait(self, tx_hash, timeout_s=None, **kwargs):
+        return super().wait(tx_hash, WAIT_S if timeout_s is None else timeout_s, **kwargs)
+
+
+# The wait's one look comes by half of it (3 s); the next (at KINT_NONCE_RETRY_SECONDS, 10 s,
+# after it) never comes, so what the look saw is the last look's when the wait runs out.
+WAIT_S = 6.0
+
+
+@pytest.mark.parametrize("cleared", [True, False], ids=["cleared", "still-behind"])
+def test_a_wait_that_runs_out_after_the_hole_cleared_says_so_plainly(chain_home, proxy,
+                                                                      tmp_path, monkeypatch,
+                                                                      cleared):
+    """The receipt wait's only look left the hole to a transaction waiting at the other
+    endpoint, and then the wait runs out (no receipt: the hash is no transaction). When
+    the endpoint the space sends through has since had the key's nonces (the proxy
+    forwards the counts after the look), the wait ends in the plain timeout's words, not
+    DeferredWait's, whose hint sent the user to pass on a transaction that had arrived;
+    still behind, it ends in DeferredWait as before."""
+    from kint.chain.rpc import ReceiptTimedOut
+    from kint.tenant_worker.former_key_wait import DeferredWait
+
+    monkeypatch.setenv("KINT_NONCE_RETRY_SECONDS", "10")
+    ran_out, _ = _wait_after_a_deferral(chain_home, proxy, tmp_path,
+                                        proxy.forward if cleared else lambda: None,
+                                        anchor_type=_ShortWait)
+    assert isinstance(ran_out, ReceiptTimedOut) is cleared, ran_out
+    assert isinstance(ran_out, DeferredWait) is not cleared, ran_out
+    assert ("it waits behind a nonce" in str(ran_out)) is not cleared, ran_out

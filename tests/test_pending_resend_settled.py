@@ -550,6 +550,33 @@ def test_a_rekey_whose_snapshot_fails_after_the_settlement_keeps_the_notice(box)
         assert not kept.exists()
 
 
+def test_a_rekey_that_fails_after_its_snapshot_landed_keeps_the_notice(box):
+    """The same kept notice (owing nothing) met by `kint rekey`, whose snapshot's push goes
+    through, saying it among its notices, and whose own end then fails: the recovery file
+    cannot be written (a directory stands at its path), INTERNAL. The push's result goes
+    back to the rekey, not the user, so the notice is kept; once the path is free, the next
+    `kint pull` finishes the rekey and says it once. The push used it up as it returned,
+    and the rekey's failure lost it unsaid."""
+    s = Space(box, "revoked-anchored-rekey-ends")
+    signature = _signature(s)
+    with _anchored_since(s, box) as kept:
+        recovery = s.a.kint_home / f"RECOVERY-{s.space16}.txt"
+        recovery.unlink(missing_ok=True)
+        recovery.mkdir()
+        try:
+            out = _unheld(s, "rekey", "--signature", "-", input=signature)
+        finally:
+            recovery.rmdir()
+        assert out.returncode != 0 and "[INTERNAL]" in out.stderr, out.stdout + out.stderr
+        assert "the interrupted push of epoch 2" not in out.stderr, out.stderr
+        assert kept.exists()
+        pulled = jdb(s.a, s.db, "pull")
+        said = [w for w in pulled["warnings"]
+                if w.startswith("the interrupted push of epoch 2 was not sent again")]
+        assert len(said) == 1 and "holds no unanchored change now" in said[0], pulled
+        assert not kept.exists() and recovery.is_file()
+
+
 def test_what_the_start_settlement_dropped_an_agents_memory_push_says(box):
     """The same kept notice met by an agent's memory_push (the push op with the "tool"
     hold reason, as kint-server sends it): its refusal reaches the agent, so it says the

@@ -38,10 +38,10 @@ from test_pending_rotated import Space
 # or refuse.
 RETRY_S = 5
 # The first test's: its settlement never reaches the bound, whatever the box's load. Its
-# receipt wait (KINT_TEST_RECEIPT_WAIT) ends before the wait's second look, at 2 x
-# WAITING_RETRY_S, and after its first, which logs the line the test waits for; the bound is
-# counted from the first sighting, which is that look (one rotate) or the check before the
-# re-send (two), only one send earlier. What the test does after the line (pass the
+# receipt wait (KINT_TEST_RECEIPT_WAIT) ends after the wait's first look, by half the wait
+# (7.5 s), which logs the line the test waits for, and before its second, WAITING_RETRY_S
+# after the first (17.5 s); the bound is counted from the first sighting, which is that
+# look (one rotate) or the check before the re-send (two), only one send earlier. What the test does after the line (pass the
 # transaction on, then `kint pull` to settle what the settlement left, if its wait ran out)
 # races nothing: it raced the bound, 5-10 s after the line, on a loaded box.
 WAITING_RETRY_S = 10

@@ -168,7 +168,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("KINT_NONCE_RETRY_SECONDS", "float", 15.0, "call", CLI_DAEMON, CHAIN,
        "how long a transaction waits before another space's stuck one is pushed through; "
        "twice it, how long a previous session key's nonce that waits at another endpoint "
-       "of the space is waited for before it is filled (a kint extension)", minimum=0.5),
+       "of the space is waited for before it is filled (a kint extension); a previous "
+       "session key's receipt wait looks for such a nonce by half the wait at the latest, "
+       "whatever the setting", minimum=0.5),
     _s("KINT_ANVIL", "path", None, "call", CLI, CHAIN,
        "the anvil binary `kint devchain start` runs",
        "the checkout's pinned npm package, then `anvil` on `PATH`, then "

@@ -165,7 +165,9 @@ class FormerKey:
         while its last look left a hole to a transaction waiting at another endpoint says
         so, with a hint of its own (DeferredWait): the bound on that (DEFER_STEPS x
         KINT_NONCE_RETRY_SECONDS) outlives the 60 s wait from 20 s on, and the refusal
-        said only "may still land", the next one naming the nonce and the endpoint."""
+        said only "may still land", the next one naming the nonce and the endpoint. The
+        hole is read again as the wait runs out (`_still_behind`): one cleared since the
+        last look ends the wait in the plain words."""
         deferred: list[tuple[int, Elsewhere]] = []
 
         def slow() -> None:
@@ -179,12 +181,29 @@ class FormerKey:
             if not deferred:
                 raise
             hole, elsewhere = deferred[-1]
+            behind = self._still_behind(hole) if isinstance(err, ReceiptTimedOut) else None
+            if behind is False:
+                raise  # the way cleared since the last look: the plain timeout's words
             why = (f"{err}: it waits behind a nonce of the previous session key "
                    f"{self.address}: {elsewhere.words(hole)}; until the bound, the fill "
                    f"waits for it")
             # An endpoint that failed meanwhile is the endpoint's hint's to say.
-            raise (DeferredWait(why) if isinstance(err, ReceiptTimedOut)
-                   else RpcUnavailable(why)) from None
+            raise (DeferredWait(why) if behind else RpcUnavailable(why)) from None
+
+    def _still_behind(self, hole: int) -> bool | None:
+        """Whether the hole the receipt wait's last look left (a transaction waiting at
+        another endpoint) still stops the journal's at the endpoint this space sends
+        through, read again as the wait ran out; None when that endpoint does not answer.
+        The last look may be most of a KINT_NONCE_RETRY_SECONDS old: the held nonce may
+        have reached this endpoint since, or the journal's transaction been mined, short
+        of its confirmations. DeferredWait's hint (pass the transaction on, pull once the
+        bound passed) then sent the user after a way that had cleared."""
+        try:
+            return self.held_count() <= hole
+        except RpcUnavailable as err:
+            log.info("space %s: whether nonce %d of the previous session key %s still waits "
+                     "is not known: %s", self.space16, hole, self.address, err)
+            return None
 
     def fill_below(self, nonce: int,
                    deferred: list[tuple[int, Elsewhere]] | None = None) -> list[int]:

@@ -23,7 +23,7 @@ whose key may no longer write, dropped unsent, refuses NOT_CONNECTED naming the 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +104,27 @@ def failure_refusal(err: RpcUnavailable | custody_errors.CustodyError) -> Protoc
     return as_protocol_error(err)
 
 
+@dataclass
+class SettledSaid:
+    """Whether a push put a settled notice that owes nothing (settled_notice.py) among the
+    notices it says: it is used up only once they reach the caller, in the result or under
+    the refusal's hint. Used up as the settlement read it, a failure the refusal does not
+    carry them on (a corrupt state file, met after a rekey's snapshot was sent) lost it
+    unsaid."""
+
+    among: bool = False
+
+    def used_up(self, ctx: SpaceContext) -> None:
+        """The notices reached the caller: the settled one is not said again."""
+        if self.among:
+            settled_notice.said(ctx)
+
+
 def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, *,
           over_skipped: bool = False, dry_run: bool = False,
           new_key: tuple[bytes, tuple[Any, ...]] | None = None,
-          confirmations: int | None = None, again: bool = False) -> dict[str, Any]:
+          confirmations: int | None = None, again: bool = False,
+          settled: SettledSaid | None = None) -> dict[str, Any]:
     """The push itself. `hold_reason` (watcher, exit, tool) marks a server-side push: it
     passes the hold first. A push from a terminal has none and is never held.
     `over_skipped` (compact and rekey from a terminal only) chains a snapshot on the chain
@@ -117,37 +134,35 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     reorganisation dropped (reanchor.py).
 
     What the push has to say (`--over-skipped not used`) is in the result, or under the
-    hint of the refusal met after it was said: a flag given is reported either way."""
+    hint of the refusal met after it was said: a flag given is reported either way. A
+    caller that builds its own result from this one (rekey, which may still fail after
+    the snapshot landed) passes `settled` and uses it up itself once its result is built;
+    a refusal here carries the notices to the caller, so it is used up then either way."""
     said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
-    # A settled notice said among `said`'s notices (one that owes nothing): used up only
-    # once they reach the caller, in the result or under the refusal's hint. Used up as
-    # the settlement read it, a failure the refusal does not carry them on (a corrupt
-    # state file, met after a rekey's snapshot was sent) lost it unsaid.
-    among_notices: list[bool] = []
+    saying = settled if settled is not None else SettledSaid()
     try:
-        result = _push_saying(ctx, as_snapshot, hold_reason, said, among_notices,
+        result = _push_saying(ctx, as_snapshot, hold_reason, said, saying,
                               over_skipped=over_skipped, dry_run=dry_run, new_key=new_key,
                               confirmations=confirmations, again=again)
     except (RpcUnavailable, custody_errors.CustodyError, ProtocolError) as err:
         refused_with = err if isinstance(err, ProtocolError) else failure_refusal(err)
         refused_with.hint = hint_with_notices(refused_with.hint, said.get("notices", []))
-        if among_notices:
-            settled_notice.said(ctx)
+        saying.used_up(ctx)
         raise refused_with from None
-    if among_notices:
-        settled_notice.said(ctx)
+    if settled is None:
+        saying.used_up(ctx)
     return result
 
 
 def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
-                 said: dict[str, Any], among_notices: list[bool], *, over_skipped: bool,
+                 said: dict[str, Any], settled: SettledSaid, *, over_skipped: bool,
                  dry_run: bool,
                  new_key: tuple[bytes, tuple[Any, ...]] | None,
                  confirmations: int | None, again: bool = False) -> dict[str, Any]:
     """`_push`, filling `said` (the override line, the notices) as it goes. Every refusal
     comes before the first transaction is signed, in the order the module's docstring
     gives; then the epochs are sent one by one. A settled notice put among the notices
-    marks `among_notices`, for `_push` to use it up once they are said."""
+    marks `settled`, for `_push` (or its caller) to use it up once they are said."""
     cfg, state = ctx.config, ctx.state
     chain, enrolment = connected(ctx)
     key, wraps = key_and_wraps(ctx, enrolment.vault_created)
@@ -173,8 +188,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
         if settled_notice.owes_nothing(overtaken):  # a later push anchored its rows
             said.setdefault("notices", []).append(overtaken.notice())
-            if told:
-                among_notices.append(True)
+            settled.among = told
         else:
             if told:  # this refusal says it, the next push need not; else kept for it
                 settled_notice.said(ctx)

@@ -39,7 +39,7 @@ from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.connected import connected
-from kint.tenant_worker.push import _push, failure_refusal, went_through
+from kint.tenant_worker.push import SettledSaid, _push, failure_refusal, went_through
 from kint.tenant_worker import settled_notice
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_now, settle_rekey
 from kint.tenant_worker.space import SpaceContext
@@ -157,9 +157,15 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         dek = new_data_key()
         wraps = tuple(wrap_data_key(dek, k.kek, k.kind) for k in supplied)
         save_rekey_journal(cfg.home, cfg.space_id, RekeyJournal(dek, wraps, current_id))
+        # A settled notice the snapshot's push says goes back to this rekey in `pushed`,
+        # not to the user: used up only once the rekey's own result carries it. Used up as
+        # the push returned, a rekey that failed after (the recovery file not written) lost
+        # it unsaid.
+        settled = SettledSaid()
         try:
             pushed = _push(ctx, True, over_skipped=bool(args.get("over_skipped")),
-                           new_key=(dek, wraps), confirmations=args.get("confirmations"))
+                           new_key=(dek, wraps), confirmations=args.get("confirmations"),
+                           settled=settled)
         except BaseException:
             _settle_after_failure(ctx)
             raise
@@ -172,11 +178,13 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         path = recovery_file_path(cfg.home, cfg.space_id)
         log.info("space %s: data key rotated %s -> %s", cfg.space16, current_id.hex(),
                  dek_id(dek).hex())
-        return {"old_dek_id": current_id.hex(), "new_dek_id": dek_id(dek).hex(),
-                "snapshot": pushed["epochs"], "carried": len(wraps),
-                "dropped": [_describe(w) for w in missing], "recovery_file": str(path),
-                "note": OLD_CODE_NOTE, **({"notices": pushed["notices"]}
-                                          if pushed.get("notices") else {})}
+        result = {"old_dek_id": current_id.hex(), "new_dek_id": dek_id(dek).hex(),
+                  "snapshot": pushed["epochs"], "carried": len(wraps),
+                  "dropped": [_describe(w) for w in missing], "recovery_file": str(path),
+                  "note": OLD_CODE_NOTE, **({"notices": pushed["notices"]}
+                                            if pushed.get("notices") else {})}
+        settled.used_up(ctx)
+        return result
 
     return _locked(ctx, run)
 
