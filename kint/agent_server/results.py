@@ -46,9 +46,10 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
-# A BUSY that is no running work of the space's but the supervisor's open files: v0.3.0's
+# A BUSY that is no running work of the space's but the supervisor's open files (a worker
+# it could not start, or its front door closed to new clients for want of them): v0.3.0's
 # hint for the code ("a push is already running") would send the agent to wait on nothing.
-_NOT_THE_CODES = frozenset({ROOM_HINT, WORKER_ROOM_HINT})
+_NO_PUSH_RUNNING_HINTS = frozenset({ROOM_HINT, WORKER_ROOM_HINT, CLOSED_HINT})
 
 
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
@@ -94,9 +95,10 @@ _AGENT_HINTS = {
     # human").
     UNAUTHORIZED_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
                        f"{{tool}} again",
-    # Room the supervisor makes itself by stopping idle workers; else its limit, the human's.
-    ROOM_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the human: "
-               f"{ROOM_HINT}",
+    # Room the supervisor makes itself by stopping idle workers, and a door it opens again as
+    # soon as some clients close; else its limit, or the processes to end, the human's.
+    **{hint: f"call {{tool}} again in a minute; if it fails again, stop and tell the human: "
+             f"{hint}" for hint in (ROOM_HINT, CLOSED_HINT)},
     DEFAULT_HINTS[ErrorCode.FORK]: "stop and ask the human: memory_pull with discard_local "
                                    "moves the local changes aside and restores the anchored "
                                    "state",
@@ -120,11 +122,11 @@ _AGENT_HINTS = {
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
     # The local passphrase, a key file kint will not rewrite, the open-file limit the
-    # supervisor started with, kint processes to end, a stranger's file in KINT_HOME: the
+    # supervisor started with (its workers inherit it), a stranger's file in KINT_HOME: the
     # human's, at a terminal.
     **{hint: f"stop and tell the human: {hint}" for hint in (
         SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
-        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, CLOSED_HINT, FOREIGN_FILE_HINT)},
+        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, FOREIGN_FILE_HINT)},
     # The code came from the human: the agent cannot copy it again itself.
     RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
                         "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
@@ -222,7 +224,7 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
     code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
-    if said in _NOT_THE_CODES:  # the supervisor short of open files, no push running
+    if said in _NO_PUSH_RUNNING_HINTS:  # the supervisor short of open files, no push running
         hint = said
     if err.code == "NOT_CONNECTED":
         if owner_known():
