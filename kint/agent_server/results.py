@@ -21,6 +21,7 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
                                   DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
                                   RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
+                                  ROTATED_KEY_PUSH_HINT,
                                   SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
                                   SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
                                   SPACE_RPC_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
@@ -95,6 +96,9 @@ _AGENT_HINTS = {
     # human").
     UNAUTHORIZED_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
                        f"{{tool}} again",
+    # A journal a rotated session key left is dropped: the agent's own push anchors its rows.
+    ROTATED_KEY_PUSH_HINT: "call memory_push again: it anchors them with this machine's "
+                           "current session key",
     # Room the supervisor makes itself by stopping idle workers, and a door it opens again as
     # soon as some clients close; else its limit, or the processes to end, the human's.
     **{hint: f"call {{tool}} again in a minute; if it fails again, stop and tell the human: "

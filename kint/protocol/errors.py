@@ -151,6 +151,12 @@ REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its sou
 UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
                      "(direct, page, or payload then submit) and it needs a little ETH; "
                      "`kint session-key show` says which is missing")
+# A push refused by the journal of an interrupted push that a previous session key of this
+# machine left (rotated since, and no longer authorized: kint.tenant_worker's
+# unauthorized_journal): the journal is dropped, and the next push anchors its rows with the
+# current key. Named here so that kint-server gives an agent its own call for it.
+ROTATED_KEY_PUSH_HINT = ("run `kint push` again: it anchors them with this machine's current "
+                         "session key")
 # A space with no enrolment here (push, pull, verify, history and rekey refuse with it), and
 # a data key not cached (missing or expired): connect gives both.
 NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"
