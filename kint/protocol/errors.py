@@ -123,7 +123,7 @@ SESSION_KEY_MISSING_HINT = ("`kint session-key create` makes one and prints its 
 # local passphrase, the owner's authorization, a key file kint will not rewrite), and for a
 # data key or enrolment that connect gives. Named here, as SESSION_KEY_MISSING_HINT and the
 # hints below, so that kint-server, which never imports the worker, gives an agent its own
-# step for each (kint.agent_server.results): the terminal's words would have it run them.
+# step for each (kint.agent_server.agent_hints): the terminal's words would have it run them.
 # A keystore that does not open with the local passphrase in force: NO_SESSION_KEY's default
 # hint begins `run kint session-key create`, which keeps the key there (`exists: 0x...`) and
 # opens nothing. The passphrase is what is wrong.
