@@ -11,16 +11,18 @@ tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
 
 from __future__ import annotations
 
+import re
+
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
-from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
-                                  DEFERRED_FILL_HINT,
+from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
+                                  CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, GAP_NEVER_OPENS_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
                                   RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
-                                  ROTATED_KEY_PUSH_HINT,
+                                  REREAD_HINT, ROTATED_KEY_PUSH_HINT,
                                   SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
                                   SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
                                   SPACE_RPC_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
@@ -80,6 +82,16 @@ _AGENT_HINTS = {
     # A journal a rotated session key left is dropped: the agent's own push anchors its rows.
     ROTATED_KEY_PUSH_HINT: "call memory_push again: it anchors them with this machine's "
                            "current session key",
+    # A state file kint will not replace by itself: moving it aside is the human's, the pull
+    # after it the agent's own (a key file's connect is the human's: it takes the secret).
+    CORRUPT_FILE_HINT: "stop and tell the human: kint never replaces a corrupt file by "
+                       "itself, and moving the file named above aside is theirs; after that, "
+                       "call memory_pull (for a key file, `kint connect` in their terminal "
+                       "instead)",
+    CORRUPT_JOURNAL_HINT: "stop and tell the human: moving the file named above aside is "
+                          "theirs; after that, call memory_pull",
+    # An epoch that landed with an event that does not match what was sent: a pull re-reads.
+    REREAD_HINT: "call memory_pull to re-read it",
     # Room the supervisor makes itself by stopping idle workers, and a door it opens again as
     # soon as some clients close; else its limit, or the processes to end, the human's.
     **{hint: f"call {{tool}} again in a minute; if it fails again, stop and tell the human: "
@@ -163,17 +175,35 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 # is told to stop and hand it over, never to run it. Not so a hint whose first step is a
 # pull, the agent's own memory_pull (14-agents.md), with the human's step only as the way
 # past a fork the pull may meet: that pull's own refusal says so when it comes. Such hints
-# are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop"
-# by a word they hold.
+# are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), and mapped before any word
+# they hold could turn them into "stop" (here, or TERMINAL_STEP below).
 HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`")
 PULL_STEP = "run `kint pull`"
+
+# Every command of kint's CLI (tests/test_worker_hints_for_agents.py holds it to the CLI's
+# list), and those an agent runs itself: the diagnostics and the session key it may make
+# (14-agents.md, "What you can do for the user"). Any other a hint still names once the
+# rules above had their say (a hint no one named: a corrupt epoch cache, a lost key's
+# nonce, a stale endpoint's `then run kint pull`) is a terminal's step, which kint-server
+# has no tool for or keeps for the human: the agent is told to stop and hand it over, never
+# given it as its own next step. Stopping where a memory_ call would have done is the safe
+# way to be wrong; a hint worth a call of the agent's own is named in _AGENT_HINTS.
+KINT_COMMANDS = ("authorize", "canonical-payload", "compact", "config", "connect", "demo",
+                 "devchain", "doctor", "export", "history", "join", "pull", "push",
+                 "recovery-code", "rekey", "session-key", "setup", "status", "supervisor",
+                 "verify")
+AGENT_COMMANDS = ("session-key create", "session-key show", "doctor", "status",
+                  "supervisor status", "config show")
+TERMINAL_STEP = re.compile(r"\bkint (?!(?:%s)\b)(?:%s)\b" % (
+    "|".join(map(re.escape, AGENT_COMMANDS)), "|".join(map(re.escape, KINT_COMMANDS))))
 
 
 def _human_only(said: str) -> bool:
     """Whether a hint no earlier rule gave the agent's words names a step of the human's
-    terminal (the CHAIN_MOVED pull and the named hints are mapped before this is asked, so
-    a hint that starts with a pull and names one of those steps stops the agent too)."""
-    return any(step in said for step in HUMAN_ONLY_STEPS)
+    terminal (HUMAN_ONLY_STEPS), or any command of kint's CLI the agent does not run itself
+    (TERMINAL_STEP). The CHAIN_MOVED pull and the named hints are mapped before this is
+    asked, so a hint that starts with a pull and names one of those steps stops the agent."""
+    return any(step in said for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(said))
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
@@ -194,7 +224,8 @@ def agent_error(tool: str, err: KintError) -> KintError:
         # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
         # store or the account (`Run sibyl init in a terminal`, a store's permissions):
         # kint-server cannot put either right, and the hint says what the human does. So
-        # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS).
+        # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command
+        # of a terminal kint-server has no tool for (TERMINAL_STEP).
         hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
     if hint is None:
         return err

@@ -151,6 +151,16 @@ REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its sou
 UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
                      "(direct, page, or payload then submit) and it needs a little ETH; "
                      "`kint session-key show` says which is missing")
+# The worker's hints for a state file it cannot trust (kint.tenant_worker.state_health, and
+# the pending-epoch journal's own, pending_journal.py): moving a file aside is the human's,
+# the pull after it the agent's own memory_pull. And for an epoch that landed with an Epoch
+# event that does not match what was sent (pending.py, reanchor.py): a pull re-reads it.
+# Named here so that kint-server, which never imports the worker, gives an agent its words.
+CORRUPT_FILE_HINT = ("move the file aside and run `kint pull` (or `kint connect` for a key "
+                     "file); kint never replaces a corrupt file by itself")
+CORRUPT_JOURNAL_HINT = "move it aside and run `kint pull`"
+REREAD_HINT = "run `kint pull` to re-read it"
+
 # A push refused by the journal of an interrupted push that a previous session key of this
 # machine left (rotated since, and no longer authorized: kint.tenant_worker's
 # unauthorized_journal): the journal is dropped, and the next push anchors its rows with the
