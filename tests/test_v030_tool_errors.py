@@ -221,18 +221,56 @@ def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step()
             assert said == f"stop and tell the human: {hint}", said
 
 
+def test_a_journal_a_rotated_session_key_left_gives_the_agent_its_own_push():
+    """A push meeting the journal of an interrupted push that a previous session key left
+    (rotated since, no longer authorized) drops it, and refuses saying the next push
+    anchors its rows with the current key. The agent's next push is memory_push: it was
+    told to run `kint push` in a terminal, from memory_push and from the watcher's failed
+    push in memory_status alike. A rekey's refusal of the same journal stays the human's."""
+    from kint.agent_server.results import watcher_failure_hint
+    from kint.tenant_worker.unauthorized_journal import Unauthorized
+
+    journal = Unauthorized(2, "0x" + "ab" * 20, "0x" + "cd" * 20, True)
+    err = journal.refusal()
+    assert err.hint.startswith("run `kint push` again"), err.hint  # the CLI's words kept
+    refusal = KintError(err.code.value, err.message, f"{err.hint}\nkint: a notice")
+    mapped = agent_error("memory_push", push_error(refusal, lambda: True))
+    said = ("call memory_push again: it anchors them with this machine's current session "
+            "key")
+    assert (mapped.code, mapped.hint) == ("PUSH_FAILED", f"{said}\nkint: a notice"), mapped
+    assert watcher_failure_hint({"code": err.code.value, "message": err.message,
+                                 "hint": err.hint}) == said
+    rekey = journal.hint("kint rekey")
+    assert agent_error("memory_push", KintError("NOT_CONNECTED", "refused", rekey)).hint \
+        == f"stop and tell the human: {rekey}"
+
+
 def test_a_busy_supervisor_short_of_open_files_is_no_push_running():
     """memory_push's BUSY takes v0.3.0's hint, `a push is already running`; the BUSY of a
-    supervisor or worker short of open files (kint.open_files) is no push, and its own
-    hint reaches the agent in the agent's words."""
+    supervisor or worker short of open files (kint.open_files), or of a supervisor that
+    closed its front door for want of them (kint.front_closed, as kint.client raises it),
+    is no push, and its own hint reaches the agent in the agent's words: the closed door
+    and the room the supervisor makes are tried again first, since both open by themselves
+    as clients close or idle workers stop. The closed door was answered "a push is already
+    running", which sent the agent to wait on a push that was not there."""
+    import time
+
+    from kint.front_closed import CLOSED_HINT, FrontClosed
     from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 
-    for hint, opens in ((WORKER_ROOM_HINT, "stop and tell the human: "),
-                        (SYSTEM_FILES_HINT, "stop and tell the human: "),
-                        (ROOM_HINT, "call memory_push again in a minute; if it fails again")):
+    door = FrontClosed(4242, 1000, 1024, 900, time.time(), time.time() - 5, False)
+    assert (door.code, door.hint) == ("BUSY", CLOSED_HINT)
+    again = "call memory_push again in a minute; if it fails again, stop and tell the human: "
+    for hint, message, said in (
+            (WORKER_ROOM_HINT, "out of open files", "stop and tell the human: "
+             + WORKER_ROOM_HINT),
+            (SYSTEM_FILES_HINT, "out of open files", "stop and tell the human: "
+             + SYSTEM_FILES_HINT),
+            (ROOM_HINT, "out of open files", again + ROOM_HINT),
+            (CLOSED_HINT, door.message(), again + CLOSED_HINT)):
         mapped = agent_error("memory_push", push_error(
-            KintError("BUSY", "out of open files", hint), lambda: True))
-        assert mapped.code == "BUSY" and mapped.hint.startswith(opens), mapped.hint
+            KintError("BUSY", message, hint), lambda: True))
+        assert (mapped.code, mapped.hint) == ("BUSY", said), mapped.hint
     ran = agent_error("memory_push", push_error(
         KintError("BUSY", "busy", DEFAULT_HINTS[ErrorCode.BUSY]), lambda: True))
     assert ran.hint == "a push is already running", ran.hint

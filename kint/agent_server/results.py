@@ -3,35 +3,23 @@
 The worker answers kint's own ops (`status`, `pull`, `push`) for the command line and for
 kint-server alike; what an agent reads is v0.3.0's contract: its field names, its counts,
 its error codes and the hints that tell the agent its next tool call. This module is that
-translation, in one place, the way kint.commands.exit_codes translates the same error codes
-into v0.3.0's exit statuses. The worker's own extra facts stay in the result beside
-v0.3.0's (docs/harnesses.md, "Where this differs from v0.3.0").
+translation (with kint.agent_server.agent_hints, the hints in an agent's words), the way
+kint.commands.exit_codes translates the same error codes into v0.3.0's exit statuses. The
+worker's own extra facts stay in the result beside v0.3.0's (docs/harnesses.md, "Where
+this differs from v0.3.0").
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
-from kint.front_closed import CLOSED_HINT, STOPPING_HINT
+from kint.agent_server.agent_hints import CALL_CONNECT, CALL_PULL_FIRST, agent_error
+from kint.client import KintError
+from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
-from kint.pid_file_lock import FOREIGN_FILE_HINT
-from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, DEFAULT_HINTS,
-                                  DEFERRED_FILL_HINT,
-                                  DEVCHAIN_RPC_HINT, DISCARD_FROM_AGENT, GAP_NEVER_OPENS_HINT,
-                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
-                                  RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
-                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
-                                  SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
-                                  SPACE_RPC_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
-                                  UNSETTLED_THEN, WRAPS_ROTATED_HINT, ErrorCode,
-                                  hint_with_notices, split_notices)
-from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
-from kint.spaces import STORE_HINT
+from kint.protocol.errors import DISCARD_FROM_AGENT, hint_with_notices, split_notices
 
-# The hints v0.3.0 gives with these codes: each names the agent's next tool call.
-CALL_CONNECT = "call memory_connect"
-CALL_PULL_FIRST = "call memory_pull first"
+# v0.3.0's hints for a push that the space's running work holds up, and for its data key.
 PUSH_RUNNING = "a push is already running"
 KEY_GONE = "the data key on this machine has expired or is missing"
 
@@ -46,173 +34,11 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 # v0.3.0's hints for memory_push's refusals; memory_pull keeps the worker's (a pull's BUSY
 # is a running pull or connect, or a store another process holds, and says what to stop).
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
-# A BUSY that is no running work of the space's but the supervisor's open files: v0.3.0's
+# A BUSY that is no running work of the space's but the supervisor's open files (a worker
+# it could not start, or its front door closed to new clients for want of them): v0.3.0's
 # hint for the code ("a push is already running") would send the agent to wait on nothing.
-_NOT_THE_CODES = frozenset({ROOM_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT})
-
-
-# The generic hints of the worker's and the supervisor's codes speak to a person at a
-# terminal ("run `kint pull` first", "see `kint supervisor status`"); an agent needs its next
-# tool call, or to be told that the next step is the human's. Keyed by the generic hint
-# itself, so a code another mapping renamed (GAP as PUSH_FAILED) is still recognised, and a
-# specific hint (a file, a setting, a process named) is left as the worker gave it.
-_AGENT_HINTS = {
-    DEFAULT_HINTS[ErrorCode.BAD_REQUEST]: "nothing was done; call {tool} again with the value "
-                                          "named above corrected",
-    DEFAULT_HINTS[ErrorCode.TIMEOUT]: "the space's worker goes on with it: call memory_status "
-                                      "in a minute to see whether it is done (a memory_push or "
-                                      "memory_pull meanwhile may answer BUSY)",
-    DEFAULT_HINTS[ErrorCode.WORKER_DOWN]: "the space's worker is being restarted: call {tool} "
-                                          "again in a few seconds",
-    DEFAULT_HINTS[ErrorCode.CHAIN_MOVED]: CALL_PULL_FIRST,
-    DEFAULT_HINTS[ErrorCode.GAP]: "call memory_pull again",
-    # A gap at an epoch the last pull could not read: the agent's own pull may heal it.
-    UNREAD_GAP_HINT: "call memory_pull again; if it stops at the same epoch again, stop and "
-                     "tell the human: the endpoint does not serve it (rpc_url in config.toml "
-                     "names another)",
-    # One at an epoch the pull read and could not open: the pull that applies it if it
-    # opens now is the agent's own (14-agents.md: memory_pull); the snapshot over one that
-    # never opens is the human's, from their terminal ("Anti-patterns to avoid").
-    GAP_NEVER_OPENS_HINT: "call memory_pull: it applies the epoch if it opens now; if the pull "
-                          "stops at the same epoch again, stop and tell the human: for an "
-                          "epoch that will never open, `kint compact --over-skipped` in their "
-                          "terminal anchors this machine's store over it",
-    DEFAULT_HINTS[ErrorCode.NOT_CONNECTED]: CALL_CONNECT,
-    NOT_CONNECTED_HINT: CALL_CONNECT,
-    # 14-agents.md: data_key_cached false sends the agent to memory_connect, no arguments.
-    NO_DATA_KEY_HINT: CALL_CONNECT,
-    # A rotation elsewhere: memory_connect here says connected, and the key that carries the
-    # new data key over is the owner's.
-    WRAPS_ROTATED_HINT: "stop and tell the human: the data key was rotated on another "
-                        "machine; `kint connect` in their terminal, with the owner's "
-                        "signature, the vault passphrase or the new recovery code, carries it "
-                        "here; after that, call {tool} again",
-    # Only memory_push(snapshot=true) asks for one snapshot: a plain memory_push splits.
-    SNAPSHOT_TOO_LARGE_HINT: "nothing was anchored; call memory_push without snapshot: it "
-                             "splits the changes across epochs",
-    # The authorization and the ETH are the owner's (14-agents.md, "What must go back to the
-    # human").
-    UNAUTHORIZED_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
-                       f"{{tool}} again",
-    # Room the supervisor makes itself by stopping idle workers; else its limit, the human's.
-    ROOM_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the human: "
-               f"{ROOM_HINT}",
-    DEFAULT_HINTS[ErrorCode.FORK]: "stop and ask the human: memory_pull with discard_local "
-                                   "moves the local changes aside and restores the anchored "
-                                   "state",
-    DEFAULT_HINTS[ErrorCode.DISK_FULL]: "stop and tell the human: once space is freed, call "
-                                        "{tool} again",
-    EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
-                 "whether the call that failed had run)",
-    # A supervisor that stops ends by itself, in a minute at most (its workers first):
-    # nothing for the human, and no sooner than that is the call worth making again.
-    STOPPING_HINT: "the supervisor is stopping (up to a minute, its workers first), and "
-                   "this call was not sent: call {tool} again in a minute; the next call "
-                   "starts a new supervisor",
-    NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
-                    "supervisor status` shows what the supervisor is doing)",
-    LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",
-    UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
-    STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
-                "must name Sibyl's store file (`kint doctor` checks it)",
-    ARCHIVE_HINT: "call {tool} again in a minute; if it stops at the same epoch, stop and "
-                  "tell the human: the endpoint keeps no history that old, and the space "
-                  "needs an archive endpoint (rpc_url in config.toml)",
-    REORG_HINT: f"stop and tell the human: {REORG_HINT}",
-    # The local passphrase, a key file kint will not rewrite, the open-file limit the
-    # supervisor started with, the system's table of open files, kint processes to end, a
-    # stranger's file in KINT_HOME: the human's, at a terminal.
-    **{hint: f"stop and tell the human: {hint}" for hint in (
-        SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
-        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT, CLOSED_HINT,
-        FOREIGN_FILE_HINT)},
-    # The code came from the human: the agent cannot copy it again itself.
-    RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
-                        "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
-    # So did the owner's address: a mixed case that is not its checksum is a mistyped one.
-    CHECKSUM_HINT: "nothing was done; ask the human for the owner's address again, as their "
-                   "wallet shows it, and call {tool} again with it",
-    DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
-                                              "again, stop and tell the human to "
-                                              + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
-    # A push waiting behind a previous key's nonce held at another endpoint: the wait ends
-    # by itself at the bound, and the transaction is the human's to pass on sooner.
-    DEFERRED_FILL_HINT: "call memory_pull once the bound named above has passed: the nonce "
-                        "is then filled, or what to do is named; sooner only if the human "
-                        "sends that transaction through the endpoint this space sends "
-                        "through",
-    # A devchain that stopped does not come back by itself: the human starts it.
-    DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
-    SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
-                    f"human to {SPACE_RPC_HINT}",
-    # 14-agents.md, "What you can do for the user": the agent may make the key; authorizing
-    # and funding it are the owner's.
-    SESSION_KEY_MISSING_HINT: "this machine has no session key: run `kint session-key create` "
-                              "(it prints the new address), then stop and tell the human: the "
-                              "owner authorizes that address (`kint authorize`) and funds it "
-                              "with a little ETH; after that, call {tool} again",
-}
-# An interrupted push's journal kept while the chain could not be read: memory_pull settles
-# it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
-# its tail (UNSETTLED_THEN), since the check before it names the endpoint in force
-# (kint.tenant_worker.rpc_hint), one of several.
-UNSETTLED_FOR_AGENT = ("call memory_pull in a minute: it settles the interrupted push first; "
-                       "if it fails again, stop and tell the human to {check}")
-# Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
-# the agent is told to stop, with what the human is to do.
-_AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HINTS[code]}"
-                     for code in (ErrorCode.STALE_RPC, ErrorCode.NO_SESSION_KEY,
-                                  ErrorCode.CONFIG_INVALID, ErrorCode.CORRUPT_STATE,
-                                  ErrorCode.QUARANTINED, ErrorCode.SPACE_CONFLICT,
-                                  ErrorCode.UNSUPPORTED_VERSION, ErrorCode.SIBYL_ERROR,
-                                  ErrorCode.INTERNAL)})
-
-
-# Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
-# anchoring over an epoch that will never open, moving the store aside, rotating the data
-# key; and the owner's authorization of a session key ("What must go back to the human",
-# the worker's hints for a journal its unauthorized key left: UNAUTHORIZED_HINT and what
-# to run after it). A hint the worker wrote for a terminal that names one of them (a
-# header no kint reads, a store that cannot be read) is the human's to act on: the agent
-# is told to stop and hand it over, never to run it. Not so a hint whose first step is a
-# pull, the agent's own memory_pull (14-agents.md), with the human's step only as the way
-# past a fork the pull may meet: that pull's own refusal says so when it comes. Such hints
-# are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), never turned into "stop"
-# by a word they hold.
-HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`")
-PULL_STEP = "run `kint pull`"
-
-
-def _human_only(said: str) -> bool:
-    """Whether a hint no earlier rule gave the agent's words names a step of the human's
-    terminal (the CHAIN_MOVED pull and the named hints are mapped before this is asked, so
-    a hint that starts with a pull and names one of those steps stops the agent too)."""
-    return any(step in said for step in HUMAN_ONLY_STEPS)
-
-
-def agent_error(tool: str, err: KintError) -> KintError:
-    """`err` with its generic hint in an agent's words (its next call); any other as it is.
-    The lines about settings of the call that ride under a hint stay under it."""
-    said, notices = split_notices(err.hint)
-    hint = _AGENT_HINTS.get(said or "")
-    if hint is None and said and err.code == ErrorCode.CHAIN_MOVED.value \
-            and said.startswith(PULL_STEP):
-        # Another machine pushed (push_refusals' head check, an overtaken journal's
-        # PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says.
-        hint = "call memory_pull again" if tool == "memory_pull" else CALL_PULL_FIRST
-    if hint is None and said and said.endswith(UNSETTLED_THEN):
-        check = said.removesuffix(UNSETTLED_THEN).replace("{", "{{").replace("}", "}}")
-        hint = UNSETTLED_FOR_AGENT.format(check=check)
-    if hint is None and said and not said.startswith("stop and ") and (err.code in (
-            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said)):
-        # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
-        # store or the account (`Run sibyl init in a terminal`, a store's permissions):
-        # kint-server cannot put either right, and the hint says what the human does. So
-        # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS).
-        hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
-    if hint is None:
-        return err
-    return KintError(err.code, err.message, hint_with_notices(hint.format(tool=tool), notices))
+_NO_PUSH_RUNNING_HINTS = frozenset({ROOM_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT,
+                                    CLOSED_HINT})
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,
@@ -223,7 +49,7 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
     code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
-    if said in _NOT_THE_CODES:  # the supervisor short of open files, no push running
+    if said in _NO_PUSH_RUNNING_HINTS:  # the supervisor short of open files, no push running
         hint = said
     if err.code == "NOT_CONNECTED":
         if owner_known():

@@ -123,7 +123,7 @@ SESSION_KEY_MISSING_HINT = ("`kint session-key create` makes one and prints its 
 # local passphrase, the owner's authorization, a key file kint will not rewrite), and for a
 # data key or enrolment that connect gives. Named here, as SESSION_KEY_MISSING_HINT and the
 # hints below, so that kint-server, which never imports the worker, gives an agent its own
-# step for each (kint.agent_server.results): the terminal's words would have it run them.
+# step for each (kint.agent_server.agent_hints): the terminal's words would have it run them.
 # A keystore that does not open with the local passphrase in force: NO_SESSION_KEY's default
 # hint begins `run kint session-key create`, which keeps the key there (`exists: 0x...`) and
 # opens nothing. The passphrase is what is wrong.
@@ -151,6 +151,22 @@ REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its sou
 UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "
                      "(direct, page, or payload then submit) and it needs a little ETH; "
                      "`kint session-key show` says which is missing")
+# The worker's hints for a state file it cannot trust (kint.tenant_worker.state_health, and
+# the pending-epoch journal's own, pending_journal.py): moving a file aside is the human's,
+# the pull after it the agent's own memory_pull. And for an epoch that landed with an Epoch
+# event that does not match what was sent (pending.py, reanchor.py): a pull re-reads it.
+# Named here so that kint-server, which never imports the worker, gives an agent its words.
+CORRUPT_FILE_HINT = ("move the file aside and run `kint pull` (or `kint connect` for a key "
+                     "file); kint never replaces a corrupt file by itself")
+CORRUPT_JOURNAL_HINT = "move it aside and run `kint pull`"
+REREAD_HINT = "run `kint pull` to re-read it"
+
+# A push refused by the journal of an interrupted push that a previous session key of this
+# machine left (rotated since, and no longer authorized: kint.tenant_worker's
+# unauthorized_journal): the journal is dropped, and the next push anchors its rows with the
+# current key. Named here so that kint-server gives an agent its own call for it.
+ROTATED_KEY_PUSH_HINT = ("run `kint push` again: it anchors them with this machine's current "
+                         "session key")
 # A space with no enrolment here (push, pull, verify, history and rekey refuse with it), and
 # a data key not cached (missing or expired): connect gives both.
 NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"

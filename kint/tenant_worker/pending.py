@@ -46,7 +46,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.dropped_nonce import release_nonce, signed_by
-from kint.protocol.errors import UNSETTLED_HINT
+from kint.protocol.errors import REREAD_HINT, UNSETTLED_HINT
 from kint.tenant_worker.overtaken import UNSETTLED, Overtaken, epoch_at
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.unauthorized_journal import Unauthorized
@@ -70,7 +70,7 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
     if event is None or event.digest != pending.digest or event.seq != pending.seq:
         raise ProtocolError(ErrorCode.INTERNAL,
                             f"epoch {pending.seq} landed but the Epoch event digest does not "
-                            f"match what was sent", "run `kint pull` to re-read it")
+                            f"match what was sent", REREAD_HINT)
     cost = receipt_cost(receipt)
     gas = cost["gas"]
     plaintext = parse_plaintext(pending.plaintext)

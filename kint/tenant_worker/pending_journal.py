@@ -15,6 +15,7 @@ from eth_hash.auto import keccak
 
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import CORRUPT_JOURNAL_HINT
 
 PENDING_VERSION = 2
 
@@ -94,11 +95,11 @@ class PendingEpoch:
         except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
             raise ProtocolError(ErrorCode.CORRUPT_STATE,
                                 f"{path}: is not a pending-epoch file; it was left as it is",
-                                "move it aside and run `kint pull`") from None
+                                CORRUPT_JOURNAL_HINT) from None
         if keccak(pending.envelope).hex() != pending.digest:
             raise ProtocolError(ErrorCode.CORRUPT_STATE,
                                 f"{path}: its envelope does not hash to its digest; it was "
-                                f"left as it is", "move it aside and run `kint pull`")
+                                f"left as it is", CORRUPT_JOURNAL_HINT)
         return pending
 
 

@@ -45,6 +45,7 @@ from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
 from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import REREAD_HINT
 from kint.tenant_worker.behind_head import reorganised_at
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.epoch_cache import EpochMeta
@@ -193,7 +194,7 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
     if event is None or (event.seq, event.digest) != (meta.seq, meta.digest):
         raise ProtocolError(ErrorCode.INTERNAL,
                             f"epoch {meta.seq} landed again but the Epoch event does not "
-                            f"match what was sent", "run `kint pull` to re-read it")
+                            f"match what was sent", REREAD_HINT)
     # The epoch below, where the chain holds it: the one a run cut short after its receipt
     # re-sent but did not record, or one the chain put back in a later block.
     settle_block(ctx, anchor, owner, meta.seq - 1, event.prev_block)

@@ -14,6 +14,7 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import CORRUPT_FILE_HINT
 from kint.tenant_worker.statefiles import CorruptStateFile
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -25,8 +26,7 @@ Handler = Callable[[Any, dict[str, Any]], dict[str, Any]]
 def corrupt_error(err: CorruptStateFile) -> ProtocolError:
     return ProtocolError(ErrorCode.CORRUPT_STATE,
                          f"kint's state file {err.path} {err.why}; nothing was rewritten",
-                         "move the file aside and run `kint pull` (or `kint connect` for a key "
-                         "file); kint never replaces a corrupt file by itself")
+                         CORRUPT_FILE_HINT)
 
 
 def store_full(err: BaseException) -> bool:

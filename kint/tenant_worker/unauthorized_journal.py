@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import UNAUTHORIZED_HINT, UNSETTLED_HINT
+from kint.protocol.errors import ROTATED_KEY_PUSH_HINT, UNAUTHORIZED_HINT, UNSETTLED_HINT
 from kint.tenant_worker.overtaken import WRITE_BACK, carried_where
 
 
@@ -98,9 +98,8 @@ class Unauthorized:
                     f"authorizes the new key; the next push or pull drops this journal, a "
                     f"previous key's then, and `kint push` anchors its rows with the new key")
         if self.rotated:
-            run = ("run `kint rekey` again: its snapshot anchors them" if rekey
-                   else "run `kint push` again: it anchors them")
-            return f"{run} with this machine's current session key"
+            return ("run `kint rekey` again: its snapshot anchors them with this machine's "
+                    "current session key" if rekey else ROTATED_KEY_PUSH_HINT)
         return (f"{UNAUTHORIZED_HINT}; then "
                 + ("`kint rekey` again: its snapshot anchors them" if rekey
                    else "`kint push` anchors them"))
