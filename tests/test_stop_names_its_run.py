@@ -18,14 +18,19 @@ test writes the pid file as it would, or sends the `started` it would give.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
+from unittest.mock import ANY
 
 import pytest
 
 from conftest import make_sandbox, pid_alive, serving
 from kint.client import Client, KintError
+from kint.commands.common import Ctx
 from kint.commands.supervisor_stop import FirstAskedGone, _ask_stop
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
 from kint.paths import FRONT_SOCKET, run_dir, socket_dir
@@ -232,4 +237,143 @@ def test_a_call_reads_the_pid_file_once(tmp_path):
             assert client.call("sup.ping", timeout_s=10)["pid"] == pid
             assert len(reads) == 2
     finally:
+        sb.shutdown()
+
+
+# review28e's findings on door28, lane fix28e.
+
+
+class _StopCtx(Ctx):
+    """The command's context, handing `supervisor_stop.run` the test's client."""
+
+    def __init__(self, client: Client) -> None:
+        super().__init__(None, None, False)
+        self._client = client
+
+    def client(self, autostart: bool = True) -> Client:
+        return self._client
+
+
+def _stop_with(client: Client, monkeypatch, capsys) -> str:
+    """`kint supervisor stop`'s flow (supervisor_stop.run) through `client`: what it
+    printed, once it ended with exit 0 (a refusal exits 2: SystemExit, failing here)."""
+    from kint.commands import supervisor_stop
+
+    monkeypatch.setenv("KINT_HOME", str(client.home))
+    with client:
+        supervisor_stop.run(_StopCtx(client), as_json=False)
+    return capsys.readouterr().out
+
+
+def test_a_stop_read_by_a_same_pid_successor_says_it_started_since(tmp_path, monkeypatch,
+                                                                    capsys):
+    """The stop pinged one supervisor; it exited and a successor with the same pid (a
+    container's) took the home, and refused the stop named for the first's start. Before,
+    the refusal ended the stop with exit 2; with another pid it said "supervisor stopped;
+    another supervisor (pid N) has started since", exit 0: so now with the same one. The
+    supervisor is real; its ping's `started` is given as the first one's would be (60 s
+    earlier), the same pid being out of reach here."""
+
+    class PingedAnEarlierRun(Client):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            return answer and {**answer, "started": answer["started"] - 60,
+                               "started_boot": answer["started_boot"] - 60}
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        out = _stop_with(PingedAnEarlierRun(sb.kint_home, autostart=False), monkeypatch,
+                         capsys)
+        assert "supervisor stopped" in out, out
+        assert f"another supervisor (pid {pid}) has started since" in out, out
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+    finally:
+        sb.shutdown()
+
+
+def _go_on(pid: int) -> None:
+    """Continue the process `pid` (SIGCONT), if it is still there."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_an_older_supervisor_another_stop_ends_mid_stop_is_waited_for(tmp_path, monkeypatch,
+                                                                      capsys):
+    """The older supervisor refused `pid`; before the stop asked again, another stop (a
+    SIGTERM here) closed its door, so the second ping found no socket and no answer.
+    Before, the stop failed "did not answer again; it was not asked to stop", exit 2; a
+    second stop meanwhile is waited for, exit 0 (docs/commands.md). Its worker is held
+    (SIGSTOP) until the ping, so that the stop is still under way then."""
+
+    class StoppedMeanwhile(_OlderThanPid):
+        def meanwhile(self) -> None:
+            os.kill(self.first, signal.SIGTERM)
+            self.sb.wait_for(lambda: (socket_dir(self.sb.kint_home) / NOTE).exists(),
+                             timeout=15, what="the other stop closed the door")
+
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            if self.asked:
+                _go_on(self.worker)
+            return answer
+
+    with serving(tmp_path) as sb:
+        client = StoppedMeanwhile(sb)
+        client.first = running_pid(sb.kint_home)
+        client.worker = sb.row(sb.sibyl_db)["pid"]
+        os.kill(client.worker, signal.SIGSTOP)
+        try:
+            out = _stop_with(client, monkeypatch, capsys)
+        finally:
+            _go_on(client.worker)
+        assert out.strip() == "supervisor stopped", out
+        assert not pid_alive(client.first) and running_pid(sb.kint_home) is None
+        assert [args for op, args in client.asked if op == "sup.stop"] == [
+            {"pid": client.first, "started": ANY, "started_boot": ANY}]
+
+
+def test_a_same_pid_successor_whose_pid_file_does_not_read_yet_is_named(tmp_path,
+                                                                       monkeypatch, capsys):
+    """The older supervisor was ended by another stop as its refusal came back, and the
+    next one, with the same pid (a container's), has taken the lock without having
+    written its pid yet (-1). Before, the stop then waited for it as for "the supervisor
+    asked" (the same pid): the whole 70 s, and said it "was sent SIGTERM", which nothing
+    sent it. The first is gone: the holder is named once its pid reads. The next one here
+    is a process of the test's own that takes the real pid lock, its file empty for a
+    second (write_holder's truncate before its write, held open), and writes the first
+    one's pid, as a same-pid successor does (the same pid cannot be had otherwise)."""
+
+    class EndedForASamePidOne(_OlderThanPid):
+        def meanwhile(self) -> None:
+            first = running_pid(self.sb.kint_home)
+            self.sb.shutdown()
+            self.sb.wait_for(lambda: not pid_alive(first), timeout=30, what="the first exited")
+            self.holder = subprocess.Popen(
+                [sys.executable, "-c", "import os, sys, time\nfrom pathlib import Path\n"
+                 "import kint.pid_file_lock as lock\n"
+                 "from kint.supervisor.pidlock import hold_pid_lock\n"
+                 "home, first = Path(sys.argv[1]), sys.argv[2]\n"
+                 "lock.write_holder = lambda fd, *more: os.pwrite(\n"
+                 "    fd, f'{first} serving\\n'.encode(), 0)\n"
+                 "hold_pid_lock(home, before_named=lambda: (\n"
+                 "    (home / 'run' / 'supervisor.pid').write_bytes(b''),\n"
+                 "    print('held', flush=True), time.sleep(1.0)))\n"
+                 "time.sleep(120)", str(self.sb.kint_home), str(first)],
+                stdout=subprocess.PIPE, text=True)
+            assert self.holder.stdout.readline().strip() == "held"
+            assert running_pid(self.sb.kint_home) == -1
+
+    sb = make_sandbox(tmp_path)
+    client = EndedForASamePidOne(sb)
+    client.holder = None
+    try:
+        first = sb.start()
+        out = _stop_with(client, monkeypatch, capsys)
+        assert client.holder is not None and running_pid(sb.kint_home) == first
+        assert f"another supervisor (pid {first}) has started since" in out, out
+    finally:
+        if client.holder is not None:
+            client.holder.kill()
+            client.holder.wait(30)
         sb.shutdown()
