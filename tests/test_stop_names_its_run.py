@@ -377,3 +377,39 @@ def test_a_same_pid_successor_whose_pid_file_does_not_read_yet_is_named(tmp_path
             client.holder.kill()
             client.holder.wait(30)
         sb.shutdown()
+
+
+@pytest.mark.parametrize("lock", ["held by another", "not held", "missing"])
+def test_nobody_else_holds_the_home_unless_another_holds_its_pid_lock(tmp_path, lock):
+    """`Ownership.nobody_else_holds`, for a supervisor whose own pid file was removed:
+    False while another process holds the pid lock at run/supervisor.pid (the real lock,
+    taken by a process of the test's own), True when the file there is held by nobody or
+    is not there at all. What lets a stepped-down supervisor close its door for its stop
+    on its own socket, and never on another's."""
+    from kint.supervisor.ownership import Ownership
+
+    home = tmp_path / "kint"
+    run = home / "run"
+    run.mkdir(parents=True, mode=0o700)
+    own = os.open(tmp_path / "removed.pid", os.O_RDWR | os.O_CREAT, 0o600)
+    ownership = Ownership(run / PID_FILE, own)
+    holder = None
+    try:
+        if lock != "missing":
+            holder = subprocess.Popen(
+                [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+                 "from kint.supervisor.pidlock import hold_pid_lock\n"
+                 "hold_pid_lock(Path(sys.argv[1])); print('held', flush=True)\n"
+                 "time.sleep(60)", str(home)], stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "held"
+            if lock == "not held":
+                holder.kill()
+                holder.wait(30)
+            assert (run / PID_FILE).exists()
+        assert not ownership.holds_lock()
+        assert ownership.nobody_else_holds() is (lock != "held by another")
+    finally:
+        os.close(own)
+        if holder is not None:
+            holder.kill()
+            holder.wait(30)
