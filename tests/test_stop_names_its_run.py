@@ -8,7 +8,11 @@ from another with its pid: session 27's review leftovers, lane door28.
 - a supervisor whose pid file was removed closes its door for its stop on its own socket;
 - the client's remembered socket folder is another supervisor's proof of nothing, one with
   the same pid too;
-- a call reads the pid file once.
+- a call reads the pid file once;
+- (review28e) a stop refused by a same-pid successor, or meeting another stop of an older
+  supervisor, ends 0; a successor whose pid file does not read yet is named once it does;
+  `Ownership.nobody_else_holds` against a real pid lock; a stepped-down supervisor's
+  clients are told it stops.
 
 Real supervisors throughout. A supervisor older than the `pid` argument cannot be had here
 (another kint version): a client answers as one would, over a real supervisor. Nor can a
@@ -165,7 +169,9 @@ def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tm
     """Its pid file removed, the supervisor steps down; its socket is still its own (no
     other supervisor bound there). Before, its stop left the door open (the door was
     closed only while the lock was its own): for the whole stop (its worker held here,
-    SIGSTOP, as a busy one holds it) a new client connected and waited for nothing."""
+    SIGSTOP, as a busy one holds it) a new client connected and waited for nothing. Then
+    (review28e) its note was read by nobody, no pid file naming it: a new client was told
+    "no supervisor is running", and so was `kint supervisor status`; they say it stops."""
     with serving(tmp_path) as sb:
         pid = running_pid(sb.kint_home)
         worker = sb.row(sb.sibyl_db)["pid"]
@@ -181,6 +187,18 @@ def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tm
 
             note = _parse_note(folder)
             assert isinstance(note, FrontClosed) and note.pid == pid and note.stopping, note
+            # A new client is told it stops (no pid file names it): before, "no
+            # supervisor is running".
+            with Client(sb.kint_home, autostart=False) as client, \
+                    pytest.raises(KintError) as refused:
+                client.call("sup.ping", timeout_s=10)
+            err = refused.value
+            assert err.code == "SUPERVISOR_UNAVAILABLE", err
+            assert f"the supervisor (pid {pid}) is stopping" in err.message, err
+            assert "(sup.ping was not sent)" in err.message, err
+            out = sb.kint("supervisor", "status")
+            assert out.returncode == 1, out.stdout + out.stderr
+            assert f"the supervisor (pid {pid}) is stopping" in out.stderr, out.stderr
         finally:
             os.kill(worker, signal.SIGCONT)
         sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor stepped down")
