@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from kint.client_errors import NO_SUPERVISOR_HINT, KintError, SupervisorUnavailable
-from kint.front_closed import FrontClosed, Moment, moment, read_note
-from kint.paths import socket_dir
+from kint.front_closed import FrontClosed, Moment, moment, read_note, read_stepped_down_note
+from kint.paths import run_dir, socket_dir
+from kint.supervisor.pidlock import PID_FILE
 
 if TYPE_CHECKING:
     import zmq
@@ -65,8 +66,28 @@ class ClosedDoorChecks:
         self._refuse_if_closed(serving, op, sent=False)
         if serving is None:
             self._drop_socket()
+            self._refuse_if_stepped_down(op)
             raise SupervisorUnavailable(f"no supervisor is running for {self.home} "
                                         f"({op} was not sent)", NO_SUPERVISOR_HINT)
+
+    def _refuse_if_stepped_down(self, op: str) -> None:
+        """No supervisor holds the home: one that stepped down may still be stopping
+        (`stepped_down_note`): said so (SUPERVISOR_UNAVAILABLE, call again once it has),
+        not that none runs."""
+        closed = self.stepped_down_note()
+        if closed is not None:
+            raise KintError(closed.code, f"{closed.message()} ({op} was not sent)",
+                            closed.hint)
+
+    def stepped_down_note(self) -> FrontClosed | None:
+        """With no supervisor holding the home and its pid file missing: the note of one
+        whose pid file was removed, which steps down and stops (its workers first, up to
+        a minute), its door closed for its stop on its own socket file. Its note names no
+        pid file's supervisor, so `_refuse_if_closed` does not read it. Looked for only
+        where no holder was found: the ordinary call's path reads no more."""
+        if os.path.exists(run_dir(self.home) / PID_FILE):
+            return None
+        return read_stepped_down_note(socket_dir(self.home))
 
     def answered_by(self, pid: int | None, closed: FrontClosed | None = None) -> bool:
         """Whether this client holds a connection the supervisor `pid` has answered on:

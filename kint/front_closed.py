@@ -170,6 +170,25 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
     return closed if closed is not None and closed.pid == pid else None
 
 
+def read_stepped_down_note(folder: Path) -> FrontClosed | None:
+    """The note in `folder` of a supervisor that stops with no pid file naming it (its pid
+    file removed: it stepped down, and closed its door for its stop on its own socket):
+    its socket moved aside, the note saying it stops, its process still there; None
+    otherwise. Read only where no pid file is there to name a supervisor."""
+    if not is_private_dir(folder) or os.path.exists(folder / FRONT_SOCKET):
+        return None
+    closed = _parse_note(folder)
+    if closed is None or not closed.stopping or not (folder / CLOSED_SOCKET).exists():
+        return None
+    try:
+        os.kill(closed.pid, 0)
+    except ProcessLookupError:
+        return None  # killed mid-stop: its leftovers, cleared by the next one to start
+    except OSError:
+        pass  # another user's process: there all the same
+    return closed
+
+
 def _parse_note(folder: Path) -> FrontClosed | None:
     """The note in `folder` as it is, or None (none, or one that cannot be read)."""
     try:

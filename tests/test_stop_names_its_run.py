@@ -8,7 +8,11 @@ from another with its pid: session 27's review leftovers, lane door28.
 - a supervisor whose pid file was removed closes its door for its stop on its own socket;
 - the client's remembered socket folder is another supervisor's proof of nothing, one with
   the same pid too;
-- a call reads the pid file once.
+- a call reads the pid file once;
+- (review28e) a stop refused by a same-pid successor, or meeting another stop of an older
+  supervisor, ends 0; a successor whose pid file does not read yet is named once it does;
+  `Ownership.nobody_else_holds` against a real pid lock; a stepped-down supervisor's
+  clients are told it stops.
 
 Real supervisors throughout. A supervisor older than the `pid` argument cannot be had here
 (another kint version): a client answers as one would, over a real supervisor. Nor can a
@@ -18,14 +22,19 @@ test writes the pid file as it would, or sends the `started` it would give.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
+from unittest.mock import ANY
 
 import pytest
 
 from conftest import make_sandbox, pid_alive, serving
 from kint.client import Client, KintError
+from kint.commands.common import Ctx
 from kint.commands.supervisor_stop import FirstAskedGone, _ask_stop
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
 from kint.paths import FRONT_SOCKET, run_dir, socket_dir
@@ -160,7 +169,9 @@ def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tm
     """Its pid file removed, the supervisor steps down; its socket is still its own (no
     other supervisor bound there). Before, its stop left the door open (the door was
     closed only while the lock was its own): for the whole stop (its worker held here,
-    SIGSTOP, as a busy one holds it) a new client connected and waited for nothing."""
+    SIGSTOP, as a busy one holds it) a new client connected and waited for nothing. Then
+    (review28e) its note was read by nobody, no pid file naming it: a new client was told
+    "no supervisor is running", and so was `kint supervisor status`; they say it stops."""
     with serving(tmp_path) as sb:
         pid = running_pid(sb.kint_home)
         worker = sb.row(sb.sibyl_db)["pid"]
@@ -176,6 +187,18 @@ def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tm
 
             note = _parse_note(folder)
             assert isinstance(note, FrontClosed) and note.pid == pid and note.stopping, note
+            # A new client is told it stops (no pid file names it): before, "no
+            # supervisor is running".
+            with Client(sb.kint_home, autostart=False) as client, \
+                    pytest.raises(KintError) as refused:
+                client.call("sup.ping", timeout_s=10)
+            err = refused.value
+            assert err.code == "SUPERVISOR_UNAVAILABLE", err
+            assert f"the supervisor (pid {pid}) is stopping" in err.message, err
+            assert "(sup.ping was not sent)" in err.message, err
+            out = sb.kint("supervisor", "status")
+            assert out.returncode == 1, out.stdout + out.stderr
+            assert f"the supervisor (pid {pid}) is stopping" in out.stderr, out.stderr
         finally:
             os.kill(worker, signal.SIGCONT)
         sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor stepped down")
@@ -233,3 +256,178 @@ def test_a_call_reads_the_pid_file_once(tmp_path):
             assert len(reads) == 2
     finally:
         sb.shutdown()
+
+
+# review28e's findings on door28, lane fix28e.
+
+
+class _StopCtx(Ctx):
+    """The command's context, handing `supervisor_stop.run` the test's client."""
+
+    def __init__(self, client: Client) -> None:
+        super().__init__(None, None, False)
+        self._client = client
+
+    def client(self, autostart: bool = True) -> Client:
+        return self._client
+
+
+def _stop_with(client: Client, monkeypatch, capsys) -> str:
+    """`kint supervisor stop`'s flow (supervisor_stop.run) through `client`: what it
+    printed, once it ended with exit 0 (a refusal exits 2: SystemExit, failing here)."""
+    from kint.commands import supervisor_stop
+
+    monkeypatch.setenv("KINT_HOME", str(client.home))
+    with client:
+        supervisor_stop.run(_StopCtx(client), as_json=False)
+    return capsys.readouterr().out
+
+
+def test_a_stop_read_by_a_same_pid_successor_says_it_started_since(tmp_path, monkeypatch,
+                                                                    capsys):
+    """The stop pinged one supervisor; it exited and a successor with the same pid (a
+    container's) took the home, and refused the stop named for the first's start. Before,
+    the refusal ended the stop with exit 2; with another pid it said "supervisor stopped;
+    another supervisor (pid N) has started since", exit 0: so now with the same one. The
+    supervisor is real; its ping's `started` is given as the first one's would be (60 s
+    earlier), the same pid being out of reach here."""
+
+    class PingedAnEarlierRun(Client):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            return answer and {**answer, "started": answer["started"] - 60,
+                               "started_boot": answer["started_boot"] - 60}
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        out = _stop_with(PingedAnEarlierRun(sb.kint_home, autostart=False), monkeypatch,
+                         capsys)
+        assert "supervisor stopped" in out, out
+        assert f"another supervisor (pid {pid}) has started since" in out, out
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+    finally:
+        sb.shutdown()
+
+
+def _go_on(pid: int) -> None:
+    """Continue the process `pid` (SIGCONT), if it is still there."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_an_older_supervisor_another_stop_ends_mid_stop_is_waited_for(tmp_path, monkeypatch,
+                                                                      capsys):
+    """The older supervisor refused `pid`; before the stop asked again, another stop (a
+    SIGTERM here) closed its door, so the second ping found no socket and no answer.
+    Before, the stop failed "did not answer again; it was not asked to stop", exit 2; a
+    second stop meanwhile is waited for, exit 0 (docs/commands.md). Its worker is held
+    (SIGSTOP) until the ping, so that the stop is still under way then."""
+
+    class StoppedMeanwhile(_OlderThanPid):
+        def meanwhile(self) -> None:
+            os.kill(self.first, signal.SIGTERM)
+            self.sb.wait_for(lambda: (socket_dir(self.sb.kint_home) / NOTE).exists(),
+                             timeout=15, what="the other stop closed the door")
+
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            if self.asked:
+                _go_on(self.worker)
+            return answer
+
+    with serving(tmp_path) as sb:
+        client = StoppedMeanwhile(sb)
+        client.first = running_pid(sb.kint_home)
+        client.worker = sb.row(sb.sibyl_db)["pid"]
+        os.kill(client.worker, signal.SIGSTOP)
+        try:
+            out = _stop_with(client, monkeypatch, capsys)
+        finally:
+            _go_on(client.worker)
+        assert out.strip() == "supervisor stopped", out
+        assert not pid_alive(client.first) and running_pid(sb.kint_home) is None
+        assert [args for op, args in client.asked if op == "sup.stop"] == [
+            {"pid": client.first, "started": ANY, "started_boot": ANY}]
+
+
+def test_a_same_pid_successor_whose_pid_file_does_not_read_yet_is_named(tmp_path,
+                                                                       monkeypatch, capsys):
+    """The older supervisor was ended by another stop as its refusal came back, and the
+    next one, with the same pid (a container's), has taken the lock without having
+    written its pid yet (-1). Before, the stop then waited for it as for "the supervisor
+    asked" (the same pid): the whole 70 s, and said it "was sent SIGTERM", which nothing
+    sent it. The first is gone: the holder is named once its pid reads. The next one here
+    is a process of the test's own that takes the real pid lock, its file empty for a
+    second (write_holder's truncate before its write, held open), and writes the first
+    one's pid, as a same-pid successor does (the same pid cannot be had otherwise)."""
+
+    class EndedForASamePidOne(_OlderThanPid):
+        def meanwhile(self) -> None:
+            first = running_pid(self.sb.kint_home)
+            self.sb.shutdown()
+            self.sb.wait_for(lambda: not pid_alive(first), timeout=30, what="the first exited")
+            self.holder = subprocess.Popen(
+                [sys.executable, "-c", "import os, sys, time\nfrom pathlib import Path\n"
+                 "import kint.pid_file_lock as lock\n"
+                 "from kint.supervisor.pidlock import hold_pid_lock\n"
+                 "home, first = Path(sys.argv[1]), sys.argv[2]\n"
+                 "lock.write_holder = lambda fd, *more: os.pwrite(\n"
+                 "    fd, f'{first} serving\\n'.encode(), 0)\n"
+                 "hold_pid_lock(home, before_named=lambda: (\n"
+                 "    (home / 'run' / 'supervisor.pid').write_bytes(b''),\n"
+                 "    print('held', flush=True), time.sleep(1.0)))\n"
+                 "time.sleep(120)", str(self.sb.kint_home), str(first)],
+                stdout=subprocess.PIPE, text=True)
+            assert self.holder.stdout.readline().strip() == "held"
+            assert running_pid(self.sb.kint_home) == -1
+
+    sb = make_sandbox(tmp_path)
+    client = EndedForASamePidOne(sb)
+    client.holder = None
+    try:
+        first = sb.start()
+        out = _stop_with(client, monkeypatch, capsys)
+        assert client.holder is not None and running_pid(sb.kint_home) == first
+        assert f"another supervisor (pid {first}) has started since" in out, out
+    finally:
+        if client.holder is not None:
+            client.holder.kill()
+            client.holder.wait(30)
+        sb.shutdown()
+
+
+@pytest.mark.parametrize("lock", ["held by another", "not held", "missing"])
+def test_nobody_else_holds_the_home_unless_another_holds_its_pid_lock(tmp_path, lock):
+    """`Ownership.nobody_else_holds`, for a supervisor whose own pid file was removed:
+    False while another process holds the pid lock at run/supervisor.pid (the real lock,
+    taken by a process of the test's own), True when the file there is held by nobody or
+    is not there at all. What lets a stepped-down supervisor close its door for its stop
+    on its own socket, and never on another's."""
+    from kint.supervisor.ownership import Ownership
+
+    home = tmp_path / "kint"
+    run = home / "run"
+    run.mkdir(parents=True, mode=0o700)
+    own = os.open(tmp_path / "removed.pid", os.O_RDWR | os.O_CREAT, 0o600)
+    ownership = Ownership(run / PID_FILE, own)
+    holder = None
+    try:
+        if lock != "missing":
+            holder = subprocess.Popen(
+                [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+                 "from kint.supervisor.pidlock import hold_pid_lock\n"
+                 "hold_pid_lock(Path(sys.argv[1])); print('held', flush=True)\n"
+                 "time.sleep(60)", str(home)], stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "held"
+            if lock == "not held":
+                holder.kill()
+                holder.wait(30)
+            assert (run / PID_FILE).exists()
+        assert not ownership.holds_lock()
+        assert ownership.nobody_else_holds() is (lock != "held by another")
+    finally:
+        os.close(own)
+        if holder is not None:
+            holder.kill()
+            holder.wait(30)

@@ -96,7 +96,9 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             from kint.paths import socket_dir
             from kint.supervisor.autostart import unanswering_supervisor
 
-            closed = read_note(socket_dir(home), client.serving_pid())
+            serving = client.serving_pid()
+            closed = (read_note(socket_dir(home), serving) if serving is not None
+                      else client.stepped_down_note())
             if closed is not None:  # it runs, short of open files or stopping: and why
                 if as_json:
                     _refusal_json(closed.code, closed.message(), closed.hint)

@@ -48,19 +48,20 @@ def run(obj: Ctx, as_json: bool) -> None:
         _say_none(home, as_json)
         return
     stopping = pid
-    wait_s, successor = _ask(obj, client, home, pid)
+    wait_s, successor, asked = _ask(obj, client, home, pid)
     pid = successor if successor is not None else _wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and (successor is not None
                                           or not _same_supervisor(pid, stopping)) else None
     if pid is not None and started is None:
-        _refuse_not_gone(obj, home, pid, wait_s)
+        _refuse_not_gone(obj, home, pid, wait_s, asked)
     if as_json:
         echo_json({"stopped": True, "pid": stopping, "kint_home": str(home),
                    "kint_home_exists": home.is_dir(), "started_since": started})
         return
     click.echo("supervisor stopped")
     if started is not None:
-        click.echo(f"another supervisor (pid {started}) has started since: a kint-server or a "
+        named = f" (pid {started})" if started > 0 else ""
+        click.echo(f"another supervisor{named} has started since: a kint-server or a "
                    f"command started one; `kint supervisor stop` again stops it")
 
 
@@ -76,16 +77,18 @@ def _say_none(home: Path, as_json: bool) -> None:
     click.echo(f"no supervisor is running for {home}{gone}")
 
 
-def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> tuple[float, int | None]:
+def _ask(obj: Ctx, client: Client, home: Path,
+         pid: int | None) -> tuple[float, int | None, str]:
     """Ask the supervisor `pid` to stop (by SIGTERM where its door is closed for want of
-    open files), or find another stop's doing; how long its exit is then waited for, and
-    the pid of a successor with its pid found meanwhile (then nothing is waited for)."""
+    open files), or find another stop's doing; how long its exit is then waited for, the
+    pid of a successor found meanwhile (then nothing is waited for), and how it was asked
+    (for a refusal that says so, `_refuse_not_gone`)."""
     from kint.supervisor import autostart
 
     # Asked by SIGTERM, the supervisor gets the whole time `sup.stop` would: the answer's
     # wait (its workers stopped first) and the exit's.
     if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
-        return STOP_CALL_S + STOP_EXIT_WAIT_S, None
+        return STOP_CALL_S + STOP_EXIT_WAIT_S, None, SENT_SIGTERM
     # Another stop may begin between the look above and the ping or the call: its door
     # turns this one away, or it exits first.
     answer = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
@@ -100,10 +103,10 @@ def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> tuple[float, 
         if not meanwhile:
             _ask_stop(client, pid, answer)
     except FirstAskedGone as gone:
-        # Another stop ended it: its successor is named by the wait (`_wait_gone`), but
-        # one with its pid only here.
-        if gone.successor is not None and gone.successor == pid:
-            return 0.0, gone.successor
+        # Another stop ended it: the one holding the home since is a successor, whatever
+        # its pid (the same, in a container), named once its pid file reads.
+        return 0.0, _successor_named(home, gone.successor), ANOTHER_STOP
+    except StoppingMeanwhile:
         meanwhile = True
     except KintError as err:
         # Another stop's doing only when this one's sup.stop never went out (its door
@@ -114,13 +117,30 @@ def _ask(obj: Ctx, client: Client, home: Path, pid: int | None) -> tuple[float, 
             "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
         if not meanwhile:
             fail(err, obj.debug)
-    return (STOP_CALL_S + STOP_EXIT_WAIT_S if meanwhile else STOP_EXIT_WAIT_S), None
+    if meanwhile:
+        return STOP_CALL_S + STOP_EXIT_WAIT_S, None, ANOTHER_STOP
+    return STOP_EXIT_WAIT_S, None, ASKED
 
 
-def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float) -> None:
-    """The supervisor asked to stop still holds the home after `wait_s`: refused, saying
-    why where it is stopped (SIGSTOP), which acts on no SIGTERM until continued (said once
-    it has been for UNREACHABLE_AFTER_S, not after the whole wait as TIMEOUT)."""
+def _successor_named(home: Path, successor: int | None) -> int | None:
+    """The pid of the supervisor that took the home after the one a stop asked (None:
+    nobody holds it now, and the stop's wait looks for one). One that has just taken the
+    lock may not have written its pid yet (-1): read again for up to STOP_EXIT_WAIT_S,
+    then -1 still (a successor all the same, its pid unsaid), never the first one's wait."""
+    from kint.supervisor.pidlock import running_pid
+
+    deadline = time.monotonic() + STOP_EXIT_WAIT_S
+    while successor == -1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+        successor = running_pid(home)
+    return successor
+
+
+def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) -> None:
+    """The supervisor asked to stop (as `asked` says) still holds the home after `wait_s`:
+    refused, saying why where it is stopped (SIGSTOP), which acts on no SIGTERM until
+    continued (said once it has been for UNREACHABLE_AFTER_S, not after the whole wait as
+    TIMEOUT)."""
     from kint.supervisor import autostart
 
     if autostart.process_stopped(pid):
@@ -129,8 +149,6 @@ def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float) -> None:
             f"exited; it was asked to stop and does once it runs again",
             f"`kill -CONT {pid}` resumes it; `kill -9 {pid}` ends it (its workers with it)"),
             obj.debug)
-    asked = ("was sent SIGTERM and" if wait_s > STOP_EXIT_WAIT_S else
-             "stopped its workers but")
     refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) {asked} has not exited "
            f"{seconds_text(wait_s)} later",
            f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
@@ -153,6 +171,17 @@ def _stopped_by_signal(home: Path, pid: int) -> bool:
     except ProcessLookupError:
         pass  # gone meanwhile: the wait below finds it so
     return True
+
+
+# How the supervisor was asked to stop, as a refusal that it has not exited says it.
+SENT_SIGTERM = "was sent SIGTERM and"
+ANOTHER_STOP = "was being stopped by another stop and"
+ASKED = "stopped its workers but"
+
+
+class StoppingMeanwhile(Exception):
+    """The supervisor a stop first asked is stopping by another stop's doing (its door
+    closed, or its exit under way): the stop's wait is all that is left to do."""
 
 
 class FirstAskedGone(Exception):
@@ -181,13 +210,21 @@ def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | 
 def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = None) -> None:
     """Send `sup.stop` naming the supervisor `pid` it is meant for, and when it took its
     home as its ping said (`answer`): another refuses it (one started since, were it
-    delivered late), one with the same pid too. A supervisor older than the `pid`
-    argument refuses the argument itself: asked again without it, only while it is still
-    the one that refused (`_still_first_asked`; else FirstAskedGone)."""
+    delivered late), one with the same pid too (FirstAskedGone: the one pinged is gone).
+    A supervisor older than the `pid` argument refuses the argument itself: asked again
+    without it, only while it is still the one that refused (`_still_first_asked`; else
+    FirstAskedGone, or StoppingMeanwhile)."""
+    from kint.supervisor.pidlock import running_pid
+
     args = _naming(pid, answer)
     try:
         client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
     except KintError as err:
+        if (pid is not None and args is not None and err.code == "BAD_REQUEST"
+                and "with the same pid, keeps running" in err.message):
+            # Read by a supervisor with the pid the ping gave but another start: the one
+            # pinged exited since (another stop's doing) and a successor took the home.
+            raise FirstAskedGone(running_pid(client.home)) from None
         if (pid is None or args is None or err.code != "BAD_REQUEST"
                 or "unknown argument 'pid'" not in err.message):
             raise
@@ -213,6 +250,11 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
     again = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
     answered_at = time.monotonic()
     uptime = (again or {}).get("uptime_s")
+    if again is None and (_stopping_meanwhile(client.home, pid)
+                          or _exits_within(client.home, pid, EXITING_GRACE_S)):
+        # Another stop closed its door, or ended it, since the refusal: stopping all the
+        # same, and the stop's wait names any successor.
+        raise StoppingMeanwhile
     if again is None or not isinstance(uptime, (int, float)):
         raise SupervisorUnavailable(
             f"the supervisor (pid {pid}), of a kint older than this one, refused the stop "
