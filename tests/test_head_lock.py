@@ -6,6 +6,7 @@ holder here is a real second process.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -49,26 +50,59 @@ def test_a_second_process_waits_for_the_head_lock_then_stops_by_name(tmp_path):
         pass
 
 
-class _SeenLock:
-    """The worker's real lock, telling when someone waits on it (an acquire that blocks)."""
+class _SeenTurn(threading.Condition):
+    """The worker's real Condition of its turn on the space (HeadTurn.changed), counting
+    the waits on it, so a test lets go of the space only once its commands wait."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.waited = threading.Event()
+        super().__init__()
+        self.waits = 0
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if blocking:
-            self.waited.set()
-        return self.lock.acquire(blocking, timeout)
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1  # under the Condition's lock
+        return super().wait(timeout)
 
-    def release(self) -> None:
-        self.lock.release()
+    def waiting(self, count: int) -> bool:
+        """Whether `count` waits have begun, looked at for up to 30 s."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with self:
+                if self.waits >= count:
+                    return True
+            time.sleep(0.01)
+        return False
 
-    def __enter__(self) -> bool:
-        return self.lock.acquire()
 
-    def __exit__(self, *exc: object) -> None:
-        self.lock.release()
+def _worker(tmp_path):
+    """A worker not serving: only its space's context is used, its turn's waits counted."""
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.process import Worker
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    cfg = WorkerConfig(space_id="ef" * 32, label="t", tenant="t", db=str(tmp_path / "m.db"),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    worker = Worker(cfg, b"\x01" * 32)
+    worker.ctx.head_ops.changed = seen = _SeenTurn()
+    return worker, seen
+
+
+def _settling(ctx, let_go: threading.Event) -> tuple[threading.Thread, threading.Event]:
+    """The worker's start settlement on a thread of its own, holding the space until
+    `let_go` is set."""
+    from kint.tenant_worker.head_lock import settlement_op
+
+    holding = threading.Event()
+
+    def settle() -> None:
+        with settlement_op(ctx):
+            holding.set()
+            let_go.wait(30)
+
+    settlement = threading.Thread(target=settle)
+    settlement.start()
+    return settlement, holding
 
 
 def test_a_command_during_the_workers_start_settlement_waits_for_it(tmp_path):
@@ -77,42 +111,99 @@ def test_a_command_during_the_workers_start_settlement_waits_for_it(tmp_path):
     push, pull or connect" nobody ran (CI's pull sent as a settlement let go). A second
     command beside a user's op is still BUSY at once."""
     from kint.protocol import ProtocolError
-    from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.head_lock import head_op, settlement_op
-    from kint.tenant_worker.process import Worker
+    from kint.tenant_worker.head_lock import head_op
 
-    home = tmp_path / "kint"
-    home.mkdir(mode=0o700)
-    cfg = WorkerConfig(space_id="ef" * 32, label="t", tenant="t", db=str(tmp_path / "m.db"),
-                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
-                       idle_beat_s=2.5)
-    worker = Worker(cfg, b"\x01" * 32)  # not serving: only its space's context is used
+    worker, seen = _worker(tmp_path)
     ctx = worker.ctx
-    ctx.head_ops = seen = _SeenLock()
+    let_go = threading.Event()
     order: list[str] = []
-    holding = threading.Event()
-
-    def settle() -> None:
-        with settlement_op(ctx):
-            holding.set()
-            seen.waited.wait(30)  # the pull waits on the space: only then let go
-            order.append("settled")
-
-    settlement = threading.Thread(target=settle)
+    settlement, holding = _settling(ctx, let_go)
     try:
-        settlement.start()
         assert holding.wait(30)
-        seen.waited.clear()
+
+        def release() -> None:
+            if seen.waiting(1):  # the pull waits on the space: only then let go
+                order.append("settled")
+            let_go.set()
+
+        releaser = threading.Thread(target=release)
+        releaser.start()
         with head_op(ctx, "pull", lock_file=False):
             order.append(ctx.head_op_began[0])
+        releaser.join(30)
         settlement.join(30)
         assert order == ["settled", "pull"]
-        assert not ctx.settling and ctx.head_op_began is None
+        assert not ctx.head_ops.settling and ctx.head_op_began is None
         with head_op(ctx, "push", lock_file=False):
             with pytest.raises(ProtocolError, match="a push is already running"):
                 with head_op(ctx, "pull", lock_file=False):
                     pytest.fail("a second command ran beside a push")
     finally:
-        seen.waited.set()
+        let_go.set()
         settlement.join(30)
+        worker.close()
+
+
+def test_a_command_behind_the_settlement_is_refused_naming_what_holds_the_space(
+        tmp_path, monkeypatch):
+    """Two commands wait for the start settlement; once it lets go, one takes the space
+    and the other is refused BUSY at once naming it. It went on waiting behind that one,
+    then was refused naming the settlement that had ended, its age counted from the
+    settlement's start (review28f). One that waits the settlement out is refused naming
+    it, by the name `kint supervisor status` shows (SETTLEMENT)."""
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.tenant_worker import head_lock as head_lock_mod
+    from kint.tenant_worker.head_lock import SETTLEMENT, head_op
+
+    monkeypatch.setattr(head_lock_mod, "WAIT_S", 10.0)
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    let_go = threading.Event()
+    answered = threading.Event()  # the refused one's: only then the other lets go
+    said: dict[str, str] = {}
+    holder: list[str] = []
+
+    def command(op: str) -> None:
+        try:
+            with head_op(ctx, op, lock_file=False):
+                holder.append(op)
+                answered.wait(30)
+        except ProtocolError as err:
+            said[op] = f"{err.code.value}: {err.message}"
+            answered.set()
+
+    settlement, holding = _settling(ctx, let_go)
+    commands = [threading.Thread(target=command, args=(op,)) for op in ("pull", "push")]
+    try:
+        assert holding.wait(30)
+        commands[0].start()
+        assert seen.waiting(1)
+        commands[1].start()
+        assert seen.waiting(2)
+        let_go.set()
+        for thread in commands:
+            thread.join(60)
+        assert len(holder) == 1 and len(said) == 1, (holder, said)
+        (refused, message), = said.items()
+        assert refused != holder[0]
+        assert re.fullmatch(f"{ErrorCode.BUSY.value}: a {holder[0]} is already running for "
+                            r"this space \(for \d+ s\)", message), message
+
+        monkeypatch.setattr(head_lock_mod, "WAIT_S", 0.5)
+        let_go.clear()
+        settlement, holding = _settling(ctx, let_go)
+        assert holding.wait(30)
+        with pytest.raises(ProtocolError) as refusal:
+            with head_op(ctx, "pull", lock_file=False):
+                pytest.fail("ran beside the settlement")
+        assert SETTLEMENT == "settlement"
+        assert refusal.value.message.startswith(
+            "a settlement of an interrupted push or rekey is already running for this space")
+        assert "`kint supervisor status` shows it" in refusal.value.hint
+    finally:
+        let_go.set()
+        answered.set()
+        settlement.join(30)
+        for thread in commands:
+            thread.join(30)
         worker.close()

@@ -6,7 +6,6 @@ chain so each answer order is exact; tests/test_overtaken.py makes the race for 
 from __future__ import annotations
 
 import logging
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +20,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import UNSETTLED_HINT
 from kint.tenant_worker import pending as pending_mod
 from kint.tenant_worker import rekey_settle
+from kint.tenant_worker.head_lock import HeadTurn
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.session_sender import SessionSender
 
@@ -254,7 +254,7 @@ def test_a_start_that_drops_a_revoked_keys_journal_says_it_dropped_it(tmp_path, 
     the drop escaped as the refusal, the rekey journal was skipped, and the start logged
     "left for the next push, pull or rekey" over "its journal is dropped"."""
     ctx, chain, sender, book, path = _revoked(tmp_path, lambda tx_hash: None)
-    ctx.head_ops = threading.Lock()
+    ctx.head_ops = HeadTurn()
     ctx.state.files["head_lock"] = tmp_path / "head.lock"
     ctx.tracker = None
     monkeypatch.setattr(rekey_settle, "connected",

@@ -33,6 +33,8 @@ import test_pending_rotated
 from chain_machines import kdb
 from test_pending_rotated import Space
 
+from kint.tenant_worker.head_lock import SETTLEMENT
+
 # KINT_NONCE_RETRY_SECONDS for machine A: the fill waits for a nonce at the other endpoint
 # at most former_key.DEFER_STEPS of them (10 s here), after which the bound's tests fill it
 # or refuse.
@@ -288,6 +290,10 @@ def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, nod
     os.kill(pid, signal.SIGKILL)  # its successor's start settlement is held too
     s.a.wait_for(lambda: s.a.row(s.db)["pid"] not in (None, pid), timeout=30,
                  what="the restarted worker")
+    # `kint supervisor status` names it as a BUSY does, which sends the user there to see
+    # it (it said "resolve_pending").
+    s.a.wait_for(lambda: (s.a.row(s.db)["op"] or {}).get("name") == SETTLEMENT, timeout=30,
+                 what="the held settlement in flight, by its name")
     time.sleep(max(0.0, ended + 2 * RETRY_S - time.monotonic()))  # the bound has passed
     out = kdb(s.a, s.db, "pull")
     assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr

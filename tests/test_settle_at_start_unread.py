@@ -10,10 +10,10 @@ next op names the file (CORRUPT_STATE)."""
 from __future__ import annotations
 
 import logging
-import threading
 from types import SimpleNamespace
 
 from kint.tenant_worker import rekey_settle
+from kint.tenant_worker.head_lock import HeadTurn
 from kint.tenant_worker.state_format import CorruptStateFile
 
 
@@ -22,7 +22,7 @@ def test_an_unread_state_file_leaves_the_journal_for_the_next_op(tmp_path, monke
     pending = tmp_path / "pending-0123456789abcdef.json"
     pending.write_text("{}")
     ctx = SimpleNamespace(
-        head_ops=threading.Lock(),
+        head_ops=HeadTurn(),
         config=SimpleNamespace(space16="0123456789abcdef", home=tmp_path,
                                space_id="01" * 32),
         state=SimpleNamespace(files={"pending": pending,

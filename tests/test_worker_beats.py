@@ -161,7 +161,7 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
     the second is in flight), so status follows them every second, not every 2.5 s."""
     from kint.tenant_worker import rekey_settle
     from kint.tenant_worker.config import WorkerConfig
-    from kint.tenant_worker.head_lock import head_op
+    from kint.tenant_worker.head_lock import SETTLEMENT, head_op
     from kint.tenant_worker.process import Worker
 
     home = tmp_path / "kint"
@@ -194,7 +194,8 @@ def test_a_worker_beats_every_second_while_a_push_it_did_not_get_as_a_request_ru
         monkeypatch.setattr(rekey_settle, "settle_at_start",
                             lambda ctx: seen.append(worker.inflight.snapshot()[:2]))
         worker.settle_at_start()
-        assert seen == [(1, "resolve_pending")]  # in flight while it runs
+        # In flight while it runs, by the name its BUSY gives it (it was "resolve_pending").
+        assert seen == [(1, SETTLEMENT)] and SETTLEMENT == "settlement"
         assert worker.inflight.snapshot()[0] == 0  # and no longer after
     finally:
         worker.close()

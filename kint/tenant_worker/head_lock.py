@@ -3,14 +3,16 @@
 machine take turns on a space's head instead of racing. Between machines, the chain head
 decides.
 
-`head_op` is how an op takes it: first this worker's own lock (a second head-moving op of
-the space is refused BUSY at once), then the file. `settlement_op` is how a worker's start
-settlement takes them: an op that comes meanwhile waits for it, as for the file."""
+`head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
+second head-moving op of the space is refused BUSY at once), then the file. `settlement_op`
+is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
+for the file."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,10 +29,31 @@ RETRY_S = 0.2
 WAIT_S = 30.0
 MESSAGE = "another kint process holds the head lock for this space"
 IN_THIS_WORKER = "a push, pull or connect is already running for this space"
-# The op a worker's start settlement names in `head_op_began` (rekey_settle.settle_at_start).
-SETTLEMENT = "settlement of an interrupted push or rekey"
+# A worker's start settlement's one name (rekey_settle.settle_at_start), wherever a user
+# meets it: in flight (the beat's `op`, so `kint supervisor status`'s OP column and a
+# TIMEOUT's "running settlement") and as the space's holder (`head_op_began`, so a BUSY).
+# It was "resolve_pending" in the first and a sentence in the second, while the BUSY's
+# hint sent the user to the first to see it.
+SETTLEMENT = "settlement"
+# What a BUSY says of an op beyond its name.
+_SAID = {SETTLEMENT: "settlement of an interrupted push or rekey"}
 BUSY_HINT = ("wait for it to end (`kint supervisor status` shows it while it runs), then try "
              "again")
+
+
+class HeadTurn:
+    """This worker's turn on its space's head: held by one head-moving op, or by the start
+    settlement (`settling`), at a time. One Condition guards whether it is held, whether by
+    the settlement, and the holder's name (`ctx.head_op_began`), which change together:
+    with a Lock and a flag set apart, a command that came as the settlement took the space
+    was refused naming no op, one that came as it let go waited 30 s behind the command
+    that took the space next, and one that had waited for it went on waiting behind that
+    command, then was refused naming the settlement that had ended."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.held = False
+        self.settling = False
 
 
 class HeadLockBusy(Exception):
@@ -56,12 +79,43 @@ def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
 def busy(running: tuple[str, float] | None) -> ProtocolError:
     """BUSY naming the op that holds the space, and how long it has run: after a command
     stopped by Ctrl-C, its op goes on, and a second try met "a push, pull or connect" when
-    the user had sent a join. `running` is read once (None when that op just ended)."""
+    the user had sent a join. `running` is read under the turn's Condition (`_take`), which
+    sets and clears it with the turn: None, so IN_THIS_WORKER, only for a holder that
+    named itself nowhere."""
     if running is None:
         return ProtocolError(ErrorCode.BUSY, IN_THIS_WORKER, BUSY_HINT)
     op, began = running
-    return ProtocolError(ErrorCode.BUSY, f"a {op} is already running for this space (for "
-                         f"{max(0, int(time.monotonic() - began))} s)", BUSY_HINT)
+    return ProtocolError(ErrorCode.BUSY, f"a {_SAID.get(op, op)} is already running for this "
+                         f"space (for {max(0, int(time.monotonic() - began))} s)", BUSY_HINT)
+
+
+def _take(ctx: "SpaceContext", op: str) -> None:
+    """The space's turn for `op`, or BUSY naming what holds it, read as it is refused. Only
+    the start settlement is waited for, up to WAIT_S: it is no command the user could wait
+    for, and it settles what this op would settle first (a command sent just after a
+    restart was refused BUSY). Once it lets go, a command it held that finds another one
+    took the space is refused at once, as it would have been had it come then."""
+    turn = ctx.head_ops
+    deadline = time.monotonic() + WAIT_S
+    with turn.changed:
+        while turn.held:
+            left = deadline - time.monotonic()
+            if not turn.settling or left <= 0:
+                raise busy(ctx.head_op_began)
+            turn.changed.wait(left)
+        turn.held = True
+        ctx.head_op_began = (op, time.monotonic())
+
+
+def _let_go(ctx: "SpaceContext") -> None:
+    """The turn given back, with the holder's name and progress line, waking whoever waits
+    for it (the settlement behind a command, commands behind the settlement)."""
+    turn = ctx.head_ops
+    with turn.changed:
+        ctx.progress = None
+        ctx.head_op_began = None
+        turn.held = turn.settling = False
+        turn.changed.notify_all()
 
 
 @contextmanager
@@ -69,16 +123,9 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
     at once when this worker already runs one, BUSY when another process keeps the head
     lock past its wait. The op and when it began go beside its progress line; both are
-    cleared when it ends, however it ends."""
-    if not ctx.head_ops.acquire(blocking=False):
-        running = ctx.head_op_began
-        # The worker's own start settlement is no command the user could wait for: it
-        # settles what this op would settle first, and a command sent just after a
-        # restart was refused BUSY naming "a push, pull or connect" nobody ran (or, as
-        # the settlement let go, none).
-        if not (ctx.settling and ctx.head_ops.acquire(timeout=WAIT_S)):
-            raise busy(running)
-    ctx.head_op_began = (op, time.monotonic())
+    cleared when it ends, however it ends. The worker's start settlement is waited for
+    (`_take`)."""
+    _take(ctx, op)
     try:
         if lock_file:
             with head_lock(ctx.state.files["head_lock"]):
@@ -88,26 +135,24 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
     except HeadLockBusy as err:
         raise ProtocolError(ErrorCode.BUSY, str(err)) from None
     finally:
-        ctx.progress = None
-        ctx.head_op_began = None
-        ctx.head_ops.release()
+        _let_go(ctx)
 
 
 @contextmanager
 def settlement_op(ctx: "SpaceContext") -> Iterator[None]:
-    """The worker's start settlement: both locks, waited for (a command that holds them
-    goes first), `ctx.settling` while held so that a command coming meanwhile waits for it
-    rather than being refused (`head_op`), named SETTLEMENT in the beat and in the BUSY of
-    a command that waited out WAIT_S. HeadLockBusy when the file stays held."""
+    """The worker's start settlement: the space's turn, waited for (a command that holds
+    it goes first) and held as `settling`, so that a command coming meanwhile waits for it
+    rather than being refused (`_take`); then the file. Named SETTLEMENT in the BUSY of a
+    command that waited out WAIT_S (the beat's `op` names it too: the worker counts it in
+    flight under that name, process.Worker.settle_at_start). HeadLockBusy when the file
+    stays held."""
+    turn = ctx.head_ops
+    with turn.changed:
+        turn.changed.wait_for(lambda: not turn.held)
+        turn.held = turn.settling = True
+        ctx.head_op_began = (SETTLEMENT, time.monotonic())
     try:
-        with ctx.head_ops:
-            ctx.settling = True
-            ctx.head_op_began = (SETTLEMENT, time.monotonic())
-            try:
-                with head_lock(ctx.state.files["head_lock"]):
-                    yield
-            finally:
-                ctx.progress = None
-                ctx.head_op_began = None
-    finally:  # once let go: an op that found the lock held until now waits, not refused
-        ctx.settling = False
+        with head_lock(ctx.state.files["head_lock"]):
+            yield
+    finally:
+        _let_go(ctx)

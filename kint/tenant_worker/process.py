@@ -50,6 +50,7 @@ from kint.protocol import worker_wire
 from kint.protocol.envelope import error_reply
 from kint.protocol.server_codec import decode_request
 from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.head_lock import SETTLEMENT
 from kint.tenant_worker.heartbeat import Heartbeat
 from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
@@ -161,7 +162,7 @@ class Worker(Heartbeat, OpReplies):
         stop waits for it."""
         from kint.tenant_worker.rekey_settle import settle_at_start
 
-        self.inflight.start(_PENDING_AT_START, "resolve_pending")
+        self.inflight.start(_PENDING_AT_START, SETTLEMENT)  # its name in a BUSY too
         try:
             settle_at_start(self.ctx)
         finally:

@@ -34,6 +34,7 @@ from kint.tenant_worker.config import SESSION_TTL_S, WorkerConfig
 from kint.tenant_worker.drift import DriftBaseline
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment, load_enrolment
+from kint.tenant_worker.head_lock import HeadTurn
 from kint.tenant_worker.shared_client import SpaceClient
 from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
@@ -60,11 +61,9 @@ class SpaceContext:
     # This worker's pid, asked once (status reports it on every call).
     pid: int = field(default_factory=os.getpid)
     tracker: RpcTracker = field(default_factory=RpcTracker)
-    # Serialises this worker's head-moving ops (push, pull, connect): a second gets BUSY.
-    head_ops: threading.Lock = field(default_factory=threading.Lock)
-    # While the worker's start settlement holds `head_ops`: an op then waits for it
-    # (head_lock.settlement_op).
-    settling: bool = False
+    # Serialises this worker's head-moving ops (push, pull, connect, rekey): a second gets
+    # BUSY; one that comes during the start settlement waits for it (head_lock.HeadTurn).
+    head_ops: HeadTurn = field(default_factory=HeadTurn)
     # Set once this space is connected: the watcher then says why it cannot count.
     enrolment_checked: bool = False
     # The last reason verify could not read the head (logged once per change).
