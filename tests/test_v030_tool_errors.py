@@ -204,13 +204,19 @@ def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step()
                  "REKEY_JOURNAL_HINT", "UNAUTHORIZED_HINT", "NOT_CONNECTED_HINT",
                  "NO_DATA_KEY_HINT", "WRAPS_ROTATED_HINT", "SNAPSHOT_TOO_LARGE_HINT"):
         assert name in hints, name  # where kint-server can see it
-    opens = ("call ", "stop and ", "nothing was ", "this machine has no session key")
+    # Or as a command 14-agents.md gives the agent itself: the session key made, the
+    # recovery code file written again ("What you can do for the user").
+    own = ("`kint session-key create`", "`kint recovery-code`")
+    opens = ("call ", "stop and ", "nothing was ", "this machine has no session key",
+             "run `kint recovery-code`")
     for name, hint in hints.items():
         for code in ("BAD_REQUEST", "CORRUPT_STATE"):
             said = agent_error("memory_status", KintError(code, "refused", hint)).hint
             assert said != hint and said.startswith(opens), (name, said)
             asked, _, _ = said.partition("stop and tell the human")
-            assert "`kint" not in asked.replace("`kint session-key create`", ""), (name, said)
+            for step in own:
+                asked = asked.replace(step, "")
+            assert "`kint" not in asked, (name, said)
     # A journal its unauthorized key left: the owner's authorization comes first, then a
     # push or a rekey (the worker's own hints, Unauthorized.hint).
     for kept in (None, "its transaction may still land"):
@@ -243,6 +249,26 @@ def test_a_journal_a_rotated_session_key_left_gives_the_agent_its_own_push():
     rekey = journal.hint("kint rekey")
     assert agent_error("memory_push", KintError("NOT_CONNECTED", "refused", rekey)).hint \
         == f"stop and tell the human: {rekey}"
+
+
+def test_the_vaults_maker_without_its_recovery_file_is_told_to_write_it_again_itself():
+    """A push on the machine that created the vault refuses while its recovery code file is
+    missing (v0.3.0's rule). Writing it again is a step 14-agents.md gives the agent ("Write
+    the recovery-code file again on a connected machine: `kint recovery-code`. Tell the human
+    where it is. Do not open it"); the agent was told to stop and hand it to the human."""
+    from kint.agent_server.results import watcher_failure_hint
+    from kint.protocol.errors import RECOVERY_FILE_HINT
+
+    refusal = KintError("NOT_CONNECTED", "this machine created the vault but its recovery "
+                        "code file is missing or empty", RECOVERY_FILE_HINT)
+    mapped = agent_error("memory_push", push_error(refusal, lambda: True))
+    assert mapped.hint.startswith("run `kint recovery-code` to write the file again (do not "
+                                  "open it), then tell the human where it is"), mapped.hint
+    assert mapped.hint.endswith("call memory_push again"), mapped.hint
+    assert not mapped.hint.startswith("stop"), mapped.hint
+    failed = {"code": "NOT_CONNECTED", "message": refusal.message, "hint": RECOVERY_FILE_HINT}
+    assert watcher_failure_hint(failed).startswith("run `kint recovery-code`"), \
+        watcher_failure_hint(failed)
 
 
 def test_a_busy_supervisor_short_of_open_files_is_no_push_running():

@@ -27,10 +27,13 @@ from kint.client import KintError
 from kint.protocol.errors import ProtocolError
 
 KINT = Path(__file__).resolve().parent.parent / "kint"
-# 14-agents.md, "What you can do for the user": the agent diagnoses and makes the session
-# key; every other command of the CLI is the human's, or has a memory_ tool of its own.
+# 14-agents.md, "What you can do for the user": the agent diagnoses, makes the session key,
+# writes the recovery code file again, prints the payloads the human signs and sets up the
+# harnesses; every other command of the CLI is the human's, or has a memory_ tool of its own.
 AGENT_RUNS = ("kint session-key create", "kint session-key show", "kint doctor",
-              "kint status", "kint supervisor status", "kint config show")
+              "kint status", "kint supervisor status", "kint config show",
+              "kint recovery-code", "kint canonical-payload", "kint authorize payload",
+              "kint setup")
 # What the agent is told before it is handed the human's part.
 HANDED_OVER = re.compile(r"(stop and )?(tell|ask) the human")
 

@@ -21,7 +21,8 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, GAP_NEVER_OPENS_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
-                                  RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
+                                  RECOVERY_CODE_HINT, RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
+                                  REORG_HINT,
                                   REREAD_HINT, ROTATED_KEY_PUSH_HINT,
                                   SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
                                   SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
@@ -79,6 +80,12 @@ _AGENT_HINTS = {
     # human").
     UNAUTHORIZED_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
                        f"{{tool}} again",
+    # The vault's maker without its recovery code file: writing it again is the agent's own
+    # step (14-agents.md: run it, tell the human where it is, do not open it); copying it off
+    # the machine is the human's.
+    RECOVERY_FILE_HINT: "run `kint recovery-code` to write the file again (do not open it), "
+                        "then tell the human where it is (KINT_HOME/RECOVERY-<space16>.txt) "
+                        "so they copy it off this machine; after that, call {tool} again",
     # A journal a rotated session key left is dropped: the agent's own push anchors its rows.
     ROTATED_KEY_PUSH_HINT: "call memory_push again: it anchors them with this machine's "
                            "current session key",
@@ -181,7 +188,8 @@ HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`ki
 PULL_STEP = "run `kint pull`"
 
 # Every command of kint's CLI (tests/test_worker_hints_for_agents.py holds it to the CLI's
-# list), and those an agent runs itself: the diagnostics and the session key it may make
+# list), and those an agent runs itself: the diagnostics, the session key it may make, the
+# recovery code file written again, the payloads the human signs, the harnesses set up
 # (14-agents.md, "What you can do for the user"). Any other a hint still names once the
 # rules above had their say (a hint no one named: a corrupt epoch cache, a lost key's
 # nonce, a stale endpoint's `then run kint pull`) is a terminal's step, which kint-server
@@ -193,7 +201,8 @@ KINT_COMMANDS = ("authorize", "canonical-payload", "compact", "config", "connect
                  "recovery-code", "rekey", "session-key", "setup", "status", "supervisor",
                  "verify")
 AGENT_COMMANDS = ("session-key create", "session-key show", "doctor", "status",
-                  "supervisor status", "config show")
+                  "supervisor status", "config show", "recovery-code", "canonical-payload",
+                  "authorize payload", "setup")
 TERMINAL_STEP = re.compile(r"\bkint (?!(?:%s)\b)(?:%s)\b" % (
     "|".join(map(re.escape, AGENT_COMMANDS)), "|".join(map(re.escape, KINT_COMMANDS))))
 

@@ -167,6 +167,10 @@ REREAD_HINT = "run `kint pull` to re-read it"
 # current key. Named here so that kint-server gives an agent its own call for it.
 ROTATED_KEY_PUSH_HINT = ("run `kint push` again: it anchors them with this machine's current "
                          "session key")
+# The machine that created the vault pushes only while its recovery code file is there
+# (kint.tenant_worker.push_refusals): writing it again is a step an agent may take itself
+# (14-agents.md, "What you can do for the user"), keeping it off the machine the human's.
+RECOVERY_FILE_HINT = "run `kint recovery-code` to write it again and copy it off the machine"
 # A space with no enrolment here (push, pull, verify, history and rekey refuse with it), and
 # a data key not cached (missing or expired): connect gives both.
 NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"

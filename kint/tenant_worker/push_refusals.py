@@ -19,8 +19,8 @@ from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
-                                  WRAPS_ROTATED_HINT)
+from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, UNAUTHORIZED_HINT,
+                                  UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
@@ -48,7 +48,7 @@ def key_and_wraps(ctx: SpaceContext,
             ErrorCode.NOT_CONNECTED,
             f"this machine created the vault but its recovery code file "
             f"{state.files['recovery']} is missing or empty; {NOTHING_DROPPED}",
-            "run `kint recovery-code` to write it again and copy it off the machine")
+            RECOVERY_FILE_HINT)
     key = current_data_key(ctx)
     local = read_wraps(cfg.home, cfg.space_id)
     if local is None or local.dek_id != dek_id(key):
