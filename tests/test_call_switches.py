@@ -128,3 +128,22 @@ def test_a_session_key_stays_in_memory_through_plain_pulls_and_pushes(vault):
     assert not cache.exists(), "the watcher's push wrote the session-only key to disk"
     ok(a.kint("pull", env={"KINT_KEY_TTL": "1h"}))
     assert cache.exists()
+
+
+def test_a_session_key_stays_in_memory_through_a_plain_rekey(vault):
+    """A plain `kint rekey` after `KINT_KEY_TTL=session kint connect` cached the rotation's
+    new key with the space's value (the supervisor's, lacking the connect's `session`): on
+    disk for 24 h. It now takes the old key's place in memory, as renew() keeps it; the
+    pull after reads with it. (Last in the module: the rotation changes the vault.)"""
+    a, account, space16 = vault
+    cache = a.kint_home / f"vault-{space16}.aes"
+    connect(a, account, KINT_KEY_TTL="session")
+    assert not cache.exists()
+    ok(a.kint("pull"))
+    signature = wallet_signature(account, canonical_payload(account.address).decode())
+    rekeyed = json.loads(ok(a.kint("rekey", "--signature", "-", "--json",
+                                   input=signature + "\n")).stdout)
+    assert rekeyed["old_dek_id"] != rekeyed["new_dek_id"], rekeyed
+    assert not cache.exists(), "a plain rekey wrote the session-only key to disk"
+    ok(a.kint("pull"))
+    assert not cache.exists()
