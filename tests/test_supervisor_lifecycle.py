@@ -230,6 +230,26 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     assert (told.returncode, told.stderr) == (0, ""), told.stderr
 
 
+def test_a_start_beside_a_supervisor_older_than_the_comparison_names_every_setting():
+    """A supervisor from before `sup.ping` took the caller's settings refuses the argument
+    (BAD_REQUEST, `unknown argument`): the start asks it plainly and names every setting
+    its environment gives, rather than failing beside it. No older supervisor is installed
+    here: a stub client answers as its `sup.ping` does."""
+    from kint.client import KintError
+    from kint.commands.start_beside import not_applied, ping_with_settings
+
+    class Older:
+        def call(self, op, *, args=None, timeout_s=None):  # noqa: ANN001, ANN202
+            if args:
+                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'settings'")
+            return {"pid": 4242}
+
+    answer = ping_with_settings(Older())  # type: ignore[arg-type]
+    assert answer == {"pid": 4242}
+    (line,) = not_applied(4242, answer, {"KINT_OFFLINE": "1", "KINT_KEY_TTL": "24h"})
+    assert "none of this environment's settings (KINT_OFFLINE, KINT_KEY_TTL);" in line, line
+
+
 def test_a_start_beside_one_with_the_same_passphrase_says_nothing_of_it(sandbox):
     """KINT_SESSION_PASSPHRASE exported for the supervisor and every command, as
     settings.md says it must be: `kint supervisor start` beside the running supervisor said

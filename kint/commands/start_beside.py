@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from kint.client import Client
+from kint.client import Client, KintError
 from kint.settings.started_with import started_with
 from kint.settings.wire import outgoing
 
@@ -36,6 +36,19 @@ def answering_pid(home: Path) -> int | None:
     return int(answer["pid"]) if answer and "pid" in answer else None
 
 
+def ping_with_settings(client: Client) -> dict[str, Any]:
+    """`sup.ping`'s answer, told which of this environment's settings the supervisor does
+    not run with (`differs`). A supervisor older than that comparison refuses the argument
+    (BAD_REQUEST): it is asked plainly then, and `not_applied` names every setting given,
+    as before, rather than the start failing beside it."""
+    try:
+        return client.call("sup.ping", args={"settings": outgoing()}, timeout_s=5)
+    except KintError as err:
+        if err.code != "BAD_REQUEST":
+            raise
+        return client.call("sup.ping", timeout_s=5)
+
+
 def not_applied(before: int | None, answer: Mapping[str, Any],
                 environ: Mapping[str, str] | None = None) -> list[str]:
     """The line for a start whose `sup.ping` (sent with this environment's settings,
@@ -50,13 +63,14 @@ def not_applied(before: int | None, answer: Mapping[str, Any],
     if before != running or not given:
         return []
     differs = answer.get("differs")
-    if isinstance(differs, list):
+    compared = isinstance(differs, list)
+    if compared:
         sent = outgoing(env)
         given = [name for name in given if name in differs or name not in sent]
     if not given:
         return []
+    which = " that differ from its own" if compared else ""
     return [f"kint: a supervisor was already running (pid {running}): this start applied "
-            f"none of this environment's settings that differ from its own "
-            f"({', '.join(given)}); it keeps the ones it was started with (`kint supervisor "
-            f"status` lists them). To run it with these, `kint supervisor stop`, then "
-            f"`kint supervisor start` again"]
+            f"none of this environment's settings{which} ({', '.join(given)}); it keeps "
+            f"the ones it was started with (`kint supervisor status` lists them). To run "
+            f"it with these, `kint supervisor stop`, then `kint supervisor start` again"]

@@ -39,14 +39,13 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         from kint.supervisor.autostart import run_foreground
 
         sys.exit(run_foreground(home, refuse_beside_running=True))
-    from kint.commands.start_beside import answering_pid, not_applied
-    from kint.settings.wire import outgoing
+    from kint.commands.start_beside import answering_pid, not_applied, ping_with_settings
 
     client = obj.client()
     before = answering_pid(home)
     try:
         client.ensure_running(on_demand=False)  # the environment given: the service's
-        info = client.call("sup.ping", args={"settings": outgoing()}, timeout_s=5)
+        info = ping_with_settings(client)
     except KintError as err:
         fail(err, obj.debug)
     print_notices({"notices": not_applied(before, info)})  # one it found running
