@@ -100,6 +100,22 @@ def open_files() -> OpenFiles | None:
     return None
 
 
+# The system's count of open files: allocated, allocated but unused, and the most (Linux).
+FILE_NR = "/proc/sys/fs/file-nr"
+
+
+def system_table_room() -> bool | None:
+    """Whether the system's table of open files has room for a worker's start again (the
+    cause of ENFILE gone: it is often brief); None where the count cannot be read. Read
+    only while a start refused for want of it stands."""
+    try:
+        with open(FILE_NR, encoding="ascii") as f:
+            allocated, unused, most = (int(n) for n in f.read().split()[:3])
+    except (OSError, ValueError):
+        return None
+    return allocated - unused + FDS_PER_WORKER + MIN_RESERVE <= most
+
+
 # The most descriptors the supervisor raises its soft limit to (below its hard limit).
 RAISE_SOFT_TO = 65536
 

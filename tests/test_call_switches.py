@@ -128,3 +128,45 @@ def test_a_session_key_stays_in_memory_through_plain_pulls_and_pushes(vault):
     assert not cache.exists(), "the watcher's push wrote the session-only key to disk"
     ok(a.kint("pull", env={"KINT_KEY_TTL": "1h"}))
     assert cache.exists()
+
+
+def test_a_kint_server_sessions_ttl_moves_a_memory_key_to_disk_at_its_watchers_push(vault):
+    """The other way renew() is asked for a file: a kint-server whose own environment sets
+    KINT_KEY_TTL (kept as the session's, settings.SESSION) has its watcher's push cache a
+    memory-only key for that long, as v0.3.0's kint-server renews with its own. The
+    session attaches first; the connect after it puts the key in memory."""
+    a, account, space16 = vault
+    cache = a.kint_home / f"vault-{space16}.aes"
+    agent = AgentProcess({**a.env, "KINT_KEY_TTL": "1h", "KINT_QUIET_SECONDS": "1",
+                          "KINT_POLL_SECONDS": "1"}).start()
+    try:
+        connect(a, account, KINT_KEY_TTL="session")
+        assert not cache.exists()
+        head = a.call("status", a.sibyl_db, args={"chain": True}, timeout_s=30)["head"]["seq"]
+        assert agent.call("memory_remember", category="notes", name="watched-ttl",
+                          body={"text": "pushed by a watcher with a TTL"})["ok"] is True
+        a.wait_for(lambda: a.call("status", a.sibyl_db, args={"chain": True},
+                                  timeout_s=30)["head"]["seq"] == head + 1,
+                   timeout=60, interval=0.5, what="the watcher's push")
+        a.wait_for(cache.exists, timeout=10, what="the key cached after the push")
+    finally:
+        agent.close()
+
+
+def test_a_session_key_stays_in_memory_through_a_plain_rekey(vault):
+    """A plain `kint rekey` after `KINT_KEY_TTL=session kint connect` cached the rotation's
+    new key with the space's value (the supervisor's, lacking the connect's `session`): on
+    disk for 24 h. It now takes the old key's place in memory, as renew() keeps it; the
+    pull after reads with it. (Last in the module: the rotation changes the vault.)"""
+    a, account, space16 = vault
+    cache = a.kint_home / f"vault-{space16}.aes"
+    connect(a, account, KINT_KEY_TTL="session")
+    assert not cache.exists()
+    ok(a.kint("pull"))
+    signature = wallet_signature(account, canonical_payload(account.address).decode())
+    rekeyed = json.loads(ok(a.kint("rekey", "--signature", "-", "--json",
+                                   input=signature + "\n")).stdout)
+    assert rekeyed["old_dek_id"] != rekeyed["new_dek_id"], rekeyed
+    assert not cache.exists(), "a plain rekey wrote the session-only key to disk"
+    ok(a.kint("pull"))
+    assert not cache.exists()

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
-from chain_machines import new_machine, ok
+from chain_machines import LOADED_BOX_HEAD_S, new_machine, ok
 from rpc_proxy import LoopbackServer, answer_json, post_json
 from conftest import write_store
 from kint.tenant_worker.config import WorkerConfig
@@ -62,10 +62,7 @@ class KeepAliveCounter(LoopbackServer):
 
 def test_a_run_of_verifies_reads_the_head_over_kept_connections(tmp_path, chain_home):
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    # Its head reads get 20 s, not v0.3.0's 2 s: on a loaded two-core box (CI's run at
-    # 0a4739f, load 12) one read ran past 2 s, and a space whose endpoint missed a read is
-    # not read again for 30 s (the tracker's window), so every later status here had none.
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS="20")
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS=LOADED_BOX_HEAD_S)
     try:
         write_store(sb.sibyl_db, {"release-gate": {"rule": "never ship on a Friday"}})
         with KeepAliveCounter(record["rpc_url"]) as proxy:

@@ -13,18 +13,15 @@ import shutil
 
 import pytest
 
-from chain_machines import RULE_1, devchain_anchor, kjson, new_machine, ok
+from chain_machines import LOADED_BOX_HEAD_S, RULE_1, devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
 from machines_together import side_by_side
 
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    # Its head reads get 20 s, not v0.3.0's 2 s: on a loaded two-core box (CI's run at
-    # 0a4739f, load 12) one read ran past 2 s, and a space whose endpoint missed a read is
-    # not read again for 30 s (the tracker's window), so every later status here had none.
     sb = new_machine(tmp_path_factory.mktemp("quickstart"), chain_home,
-                     KINT_VERIFY_HEAD_SECONDS="20")
+                     KINT_VERIFY_HEAD_SECONDS=LOADED_BOX_HEAD_S)
     try:
         yield sb
     finally:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 
-from chain_machines import SESSION_SCRYPT_N, devchain_anchor, kjson, new_machine, ok, owner_account
+from chain_machines import (LOADED_BOX_HEAD_S, SESSION_SCRYPT_N, devchain_anchor, kjson,
+                            new_machine, ok, owner_account)
 from conftest import write_rules
 from kint.chain import devchain
 from kint.custody import session_key
@@ -27,10 +28,7 @@ def test_a_rotated_key_signs_the_next_push_in_the_same_worker(tmp_path, chain_ho
     (and the old key's revocation) its pushes went on being signed by the old key and were
     refused ("session key 0x... is not authorized") until the worker restarted. It notices
     the keystore file changed and unlocks the new one."""
-    # Its head reads get 20 s, not v0.3.0's 2 s: on a loaded two-core box (CI's run at
-    # 0a4739f, load 12) one read ran past 2 s, and a space whose endpoint missed a read is
-    # not read again for 30 s (the tracker's window), so every later status here had none.
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS="20")
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS=LOADED_BOX_HEAD_S)
     try:
         connected = kjson(sb, "connect", "--dev")
         owner = owner_account(sb, connected["owner"])

@@ -211,7 +211,8 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     # name only: a value may be a secret or hold an endpoint's key).
     given = {"KINT_OFFLINE": "1", "KINT_RPC_URL": "http://127.0.0.1:9/secret-key"}
     line = (f"kint: a supervisor was already running (pid {first}): this start applied none "
-            f"of this environment's settings (KINT_RPC_URL, KINT_OFFLINE); it keeps the ones "
+            f"of this environment's settings that differ from its own (KINT_RPC_URL, "
+            f"KINT_OFFLINE); it keeps the ones "
             f"it was started with (`kint supervisor status` lists them). To run it with "
             f"these, `kint supervisor stop`, then `kint supervisor start` again")
     told = sandbox.kint("supervisor", "start", env=given)
@@ -221,6 +222,50 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     assert json.loads(told.stdout) == {"pid": first, "kint_home": str(sandbox.kint_home),
                                        "notices": [line]}, told.stdout
     assert told.stderr == "" and "secret-key" not in told.stdout
+    # Only the settings that differ from the running one's are named: KINT_KEY_TTL given
+    # as its default (24 h, as seconds) is the one it runs with.
+    told = sandbox.kint("supervisor", "start", env={**given, "KINT_KEY_TTL": "86400"})
+    assert told.stderr == line + "\n", told.stderr
+    told = sandbox.kint("supervisor", "start", env={"KINT_KEY_TTL": "86400"})
+    assert (told.returncode, told.stderr) == (0, ""), told.stderr
+
+
+def test_a_start_beside_a_supervisor_older_than_the_comparison_names_every_setting():
+    """A supervisor from before `sup.ping` took the caller's settings refuses the argument
+    (BAD_REQUEST, `unknown argument`): the start asks it plainly and names every setting
+    its environment gives, rather than failing beside it. No older supervisor is installed
+    here: a stub client answers as its `sup.ping` does."""
+    from kint.client import KintError
+    from kint.commands.start_beside import not_applied, ping_with_settings
+
+    class Older:
+        def call(self, op, *, args=None, timeout_s=None):  # noqa: ANN001, ANN202
+            if args:
+                raise KintError("BAD_REQUEST", f"{op}: unknown argument 'settings'")
+            return {"pid": 4242}
+
+    answer = ping_with_settings(Older())  # type: ignore[arg-type]
+    assert answer == {"pid": 4242}
+    (line,) = not_applied(4242, answer, {"KINT_OFFLINE": "1", "KINT_KEY_TTL": "24h"})
+    assert "none of this environment's settings (KINT_OFFLINE, KINT_KEY_TTL);" in line, line
+
+
+def test_a_start_beside_one_with_the_same_passphrase_says_nothing_of_it(sandbox):
+    """KINT_SESSION_PASSPHRASE exported for the supervisor and every command, as
+    settings.md says it must be: `kint supervisor start` beside the running supervisor said
+    on every start that it applied none of this environment's settings, naming it, and to
+    stop and start again. The same passphrase is the supervisor's own (its proof checked,
+    the passphrase never sent); another one is named."""
+    assert sandbox.kint("supervisor", "start",
+                        env={"KINT_SESSION_PASSPHRASE": "correct horse"}).returncode == 0
+    first = running_pid(sandbox.kint_home)
+    told = sandbox.kint("supervisor", "start", env={"KINT_SESSION_PASSPHRASE": "correct horse"})
+    assert (told.returncode, told.stderr) == (0, ""), told.stderr
+    told = sandbox.kint("supervisor", "start", env={"KINT_SESSION_PASSPHRASE": "other horse"})
+    assert told.returncode == 0, told.stderr
+    assert (f"(pid {first}): this start applied none of this environment's settings that "
+            f"differ from its own (KINT_SESSION_PASSPHRASE)") in told.stderr, told.stderr
+    assert "horse" not in told.stderr + told.stdout
 
 
 def test_a_space_stays_bound_to_its_store_across_a_restart(sandbox):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -30,7 +31,9 @@ from conftest import let_go_on, make_sandbox, pid_alive, wait_until, write_store
 from lock_holders import end as _end, holding
 from support.lifecycle_host import LifecycleHost
 from kint.paths import worker_lock_path
-from kint.protocol.worker_wire import EXIT_REFUSED
+from kint import open_files as open_files_module
+from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT
+from kint.protocol.worker_wire import EXIT_NO_FILES, EXIT_NO_SYSTEM_FILES, EXIT_REFUSED
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import TimedWork
@@ -342,11 +345,10 @@ def _handle() -> WorkerHandle:
     return WorkerHandle(space_id="c4" * 32, label="t@hermes:p1", tenant="t", db="/p1.db")
 
 
-def _exits_refused(host: _RefusalHost, handle: WorkerHandle) -> None:
-    """The space's worker, a real process, exits EXIT_REFUSED with no message read, and
-    the host handles its exit."""
-    proc = multiprocessing.get_context("spawn").Process(target=os._exit,
-                                                        args=(EXIT_REFUSED,))
+def _exits_refused(host: _RefusalHost, handle: WorkerHandle, code: int = EXIT_REFUSED) -> None:
+    """The space's worker, a real process, exits `code` (EXIT_REFUSED, or a start short of
+    open files) with no message read, and the host handles its exit."""
+    proc = multiprocessing.get_context("spawn").Process(target=os._exit, args=(code,))
     proc.start()
     try:
         handle.process, handle.pid, handle.state = proc, proc.pid, "starting"
@@ -376,6 +378,72 @@ def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
     assert f"another worker of the space holds its worker lock {path}" in reply.message
     assert f"lsof {path}" in reply.hint
     assert handle.last_exit == reply.message
+
+
+@pytest.mark.parametrize("code, hint, cause", [
+    (EXIT_NO_FILES, WORKER_ROOM_HINT, "the limit it inherited, ulimit -n"),
+    (EXIT_NO_SYSTEM_FILES, SYSTEM_FILES_HINT, "the system's table of them is full")],
+    ids=["its-limit", "system-table"])
+def test_a_start_short_of_open_files_is_busy_and_no_crash(tmp_path, code, hint, cause):
+    """The worker began short of open files, its own limit's (EXIT_NO_FILES) or the
+    system's table's (EXIT_NO_SYSTEM_FILES, ENFILE): the waiting request is answered BUSY
+    with the hint for that cause, nothing restarts, and the space is idle with the
+    refusal in its row until the next spawn. The worker is a real process exiting with
+    the code."""
+    host, handle = _RefusalHost(tmp_path), _handle()
+    handle.pending["1"] = Pending(internal_id="1", client=b"c", client_id="r1", op="status",
+                                  deadline=time.monotonic() + 30, timeout_ms=30000,
+                                  body=b"{}")
+    _exits_refused(host, handle, code)
+    assert handle.restarts == 0 and handle.state == "idle", (handle.restarts, handle.state)
+    assert [(i, r.error) for i, r in host.answered] == [("1", "BUSY")], host.answered
+    reply = host.answered[0][1]
+    assert reply.hint == hint and cause in reply.message, reply
+    assert handle.start_refused is not None and handle.start_refused.hint == hint
+    assert handle.last_exit == reply.message
+
+
+def test_a_start_short_of_the_systems_files_is_forgotten_once_the_table_has_room(
+        tmp_path, monkeypatch):
+    """ENFILE is often brief: a refusal for it kept until the space's next request left a
+    space nobody asked for again degraded (`kint supervisor status` exit 1) for the
+    supervisor's life. The sweep forgets it once the system's table has room; while it is
+    full, it stands. The table cannot be filled here for real (it is the whole box's): the
+    sweep reads a file in /proc/sys/fs/file-nr's form instead."""
+    file_nr = tmp_path / "file-nr"
+    monkeypatch.setattr(open_files_module, "FILE_NR", str(file_nr))
+    host, handle = _RefusalHost(tmp_path), _handle()
+    host.handles = {handle.space_id: handle}
+    _exits_refused(host, handle, EXIT_NO_SYSTEM_FILES)
+    file_nr.write_text("1000\t0\t1010\n")  # full
+    host._room_sweep()
+    assert handle.start_refused is not None and handle.start_refused.hint == SYSTEM_FILES_HINT
+    file_nr.write_text("1000\t0\t800000\n")
+    host._room_sweep()
+    assert handle.start_refused is None and handle.state == "idle"
+    assert "system's table of them is full" in handle.last_exit  # the story kept
+
+
+@pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[0] == resource.RLIM_INFINITY
+                    or not os.path.isdir("/proc/self/fd"),
+                    reason="no open-file limit to raise, or no /proc to count them in")
+def test_a_start_short_of_files_under_its_limit_is_forgotten_once_the_limit_rose(tmp_path):
+    """The worker inherited the supervisor's limit and ran out under it: the refusal
+    stands while that limit does, and goes once it rose (set for real on this process,
+    and put back), without a request for the space."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    host, handle = _RefusalHost(tmp_path), _handle()
+    host.handles = {handle.space_id: handle}
+    lowered = min(soft - 1, len(os.listdir("/proc/self/fd")) + 128)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard))
+    try:
+        _exits_refused(host, handle, EXIT_NO_FILES)
+        host._room_sweep()
+        assert handle.start_refused is not None and handle.start_refused.limit == lowered
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    host._room_sweep()
+    assert handle.start_refused is None and handle.state == "idle"
 
 
 def test_a_refusal_at_a_quarantines_retry_keeps_the_quarantine_as_it_was(tmp_path):

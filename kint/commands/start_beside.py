@@ -1,46 +1,76 @@
 """What `kint supervisor start` says of the settings its environment gives when a supervisor
-was already running: that it applied none of them.
+was already running: the ones it did not apply, that differ from the running one's.
 
 Why: `kint supervisor start` is how a user gives the supervisor settings for its life (the
 service's own, the one-off switches too: kint.settings.schema.CALL_SWITCHES). Beside a
 running supervisor it starts nothing, so the settings of its environment go nowhere: the
 running one keeps those it was started with. A setting a user gives is honoured or
 reported, never silently dropped, so the start says so in one line (a `notices` entry under
---json), naming the settings only: a value may be a secret or hold an endpoint's key.
+--json), naming the settings only: a value may be a secret or hold an endpoint's key. One
+the running supervisor has already (the same passphrase, exported for both as settings.md
+asks) is no instruction to restart it, so the supervisor compares them (`sup.ping` with
+the settings, kint.settings.wire.differing) and only those that differ are named.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from kint.client import Client, KintError
 from kint.settings.started_with import started_with
+from kint.settings.wire import outgoing
+
+
+# How long the start waits for a running supervisor's answer before it starts: under load a
+# ping can take seconds, and one missed left the start unable to tell it found one running.
+ANSWER_WAIT_S = 10.0
 
 
 def answering_pid(home: Path) -> int | None:
     """The pid of the supervisor answering on `home`'s socket now, or None when none does
-    (asked without starting one)."""
+    (asked without starting one; none is known at once when no pid file names one)."""
     with Client(home, autostart=False) as client:
-        if not client.ping(1.0):
-            return None
-        try:
-            return int(client.call("sup.ping", timeout_s=5)["pid"])
-        except KintError:
-            return None
+        answer = client.ping_answer(ANSWER_WAIT_S)
+    return int(answer["pid"]) if answer and "pid" in answer else None
 
 
-def not_applied(before: int | None, running: int,
+def ping_with_settings(client: Client) -> dict[str, Any]:
+    """`sup.ping`'s answer, told which of this environment's settings the supervisor does
+    not run with (`differs`). A supervisor older than that comparison refuses the argument
+    (BAD_REQUEST): it is asked plainly then, and `not_applied` names every setting given,
+    as before, rather than the start failing beside it."""
+    try:
+        return client.call("sup.ping", args={"settings": outgoing()}, timeout_s=5)
+    except KintError as err:
+        if err.code != "BAD_REQUEST":
+            raise
+        return client.call("sup.ping", timeout_s=5)
+
+
+def not_applied(before: int | None, answer: Mapping[str, Any],
                 environ: Mapping[str, str] | None = None) -> list[str]:
-    """The line for a start that found supervisor `running` already answering (`before`,
-    the pid seen before the start, is the same one) while `environ` (this process's) sets
-    settings it reads; none otherwise (this start started it, with them all)."""
-    given = [entry["name"] for entry in started_with(os.environ if environ is None
-                                                     else environ)]
+    """The line for a start whose `sup.ping` (sent with this environment's settings,
+    `outgoing`) was answered by a supervisor already running (`before`, the pid seen
+    before the start, is the same one): the settings `environ` (this process's) sets that
+    it does not run with. None when this start started it, with them all, or the running
+    one has them all already. A supervisor too old to compare them is taken to differ in
+    each, as is a value too long to be sent."""
+    env = os.environ if environ is None else environ
+    running = int(answer["pid"])
+    given = [entry["name"] for entry in started_with(env)]
     if before != running or not given:
         return []
+    differs = answer.get("differs")
+    compared = isinstance(differs, list)
+    if compared:
+        sent = outgoing(env)
+        given = [name for name in given if name in differs or name not in sent]
+    if not given:
+        return []
+    which = " that differ from its own" if compared else ""
     return [f"kint: a supervisor was already running (pid {running}): this start applied "
-            f"none of this environment's settings ({', '.join(given)}); it keeps the ones it "
-            f"was started with (`kint supervisor status` lists them). To run it with these, "
-            f"`kint supervisor stop`, then `kint supervisor start` again"]
+            f"none of this environment's settings{which} ({', '.join(given)}); it keeps "
+            f"the ones it was started with (`kint supervisor status` lists them). To run "
+            f"it with these, `kint supervisor stop`, then `kint supervisor start` again"]

@@ -30,7 +30,7 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     """Start the supervisor of KINT_HOME with this environment's settings, kept for its life,
     KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC and KINT_KEY_TTL too (a start on demand by another
     command leaves those three out). Beside a running one it starts nothing, applies none
-    of them, and says so."""
+    of them, and names those that differ from its own."""
     home = kint_home()
     if foreground and as_json:
         usage_error("--json and --foreground both given: --foreground runs the supervisor in "
@@ -39,16 +39,16 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         from kint.supervisor.autostart import run_foreground
 
         sys.exit(run_foreground(home, refuse_beside_running=True))
-    from kint.commands.start_beside import answering_pid, not_applied
+    from kint.commands.start_beside import answering_pid, not_applied, ping_with_settings
 
     client = obj.client()
     before = answering_pid(home)
     try:
         client.ensure_running(on_demand=False)  # the environment given: the service's
-        info = client.call("sup.ping", timeout_s=5)
+        info = ping_with_settings(client)
     except KintError as err:
         fail(err, obj.debug)
-    print_notices({"notices": not_applied(before, info["pid"])})  # one it found running
+    print_notices({"notices": not_applied(before, info)})  # one it found running
     if as_json:
         echo_json({"pid": info["pid"], "kint_home": str(home)})
         return

@@ -118,7 +118,9 @@ def _ops(*specs: OpSpec) -> dict[str, OpSpec]:
 
 OPS: dict[str, OpSpec] = _ops(
     # Served by the supervisor itself.
-    OpSpec("sup.ping", "supervisor", "answer if the supervisor is up", 10_000),
+    OpSpec("sup.ping", "supervisor", "answer if the supervisor is up", 10_000,
+           # `kint supervisor start`'s settings, to be told which differ from its own.
+           args={SETTINGS_ARG: ArgSpec("settings")}),
     OpSpec("sup.status", "supervisor", "one row per space: worker state, op, restarts", 10_000,
            # The caller's proof of its KINT_SESSION_PASSPHRASE (kint.settings.secret_proof).
            args={"passphrase": ArgSpec("str", max_chars=128)}),

@@ -189,8 +189,9 @@ SETTINGS: tuple[Setting, ...] = (
        "how long the unwrapped data key stays cached: seconds, or `30d`, `12h`, `15m`; "
        "`session` keeps it in the worker's memory only. Each pull and push renews it; the "
        "watcher's pushes with the newest kint-server session's value, as v0.3.0's "
-       "kint-server renews with its own. A key held in memory stays there unless the pull "
-       "or push itself sets it (the caller's, or that session's, environment)"),
+       "kint-server renews with its own. A key held in memory stays there, and a `kint "
+       "rekey`'s new key takes its place there, unless the pull, push or rekey itself "
+       "sets it (the caller's, or that session's, environment)"),
     _s("KINT_OWNER_KEY", "text", None, "call", CLI, KEYS,
        "the owner's private key, for `kint authorize direct` and `burn-nonce` only; from "
        "the environment only, never argv; unset it afterwards", "unset", secret=True,

@@ -161,6 +161,30 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
     return values, notices
 
 
+def differing(sent: Mapping[str, str]) -> list[str]:
+    """The names among a caller's settings (as `outgoing` makes them) whose value this
+    process does not run with, by apply's comparisons: a secret's proof checked against
+    its own, a value parsed and compared as parsed (`24h` is 86400), one that does not
+    parse counted as differing. Names only: a value may be a secret or hold a key."""
+    cfg, _ = config()
+    values = shared_view(cfg)
+    out = []
+    for name, raw in sorted(sent.items()):
+        setting, running = BY_NAME[name], values[name]
+        if setting.secret:
+            if secret_proof.notice(name, raw, running.value) is not None:
+                out.append(name)
+            continue
+        try:
+            theirs = parse_sent(setting, raw)
+        except BadValue:
+            out.append(name)
+            continue
+        if not same(setting, theirs, running.value):
+            out.append(name)
+    return out
+
+
 def parse_sent(setting: Setting, raw: str) -> Any:
     """A value a client sent, parsed and raised to the setting's minimum (BadValue when it
     does not parse): what the worker runs with for it."""

@@ -19,12 +19,20 @@ Command = Callable[["Supervisor", bytes, Request], "Reply | None"]
 
 def ping(sup: "Supervisor", identity: bytes, req: Request) -> Reply:
     """Answer that the supervisor is up: its pid, version and uptime (`kint supervisor
-    start` prints the pid; a client's liveness check needs only the answer)."""
+    start` prints the pid; a client's liveness check needs only the answer). A caller
+    that sends its settings is told which of them this supervisor does not run with
+    (`differs`, names only): `kint supervisor start` beside it names those it did not
+    apply."""
     import os
 
-    return ok_reply(req.id, {"pid": os.getpid(), "version": __version__,
-                             "uptime_s": round(time.monotonic() - sup.started_at, 3),
-                             **_run_of(sup)})
+    result = {"pid": os.getpid(), "version": __version__,
+              "uptime_s": round(time.monotonic() - sup.started_at, 3), **_run_of(sup)}
+    sent = req.args.get("settings")
+    if sent is not None:
+        from kint.settings.wire import differing
+
+        result["differs"] = differing(sent)
+    return ok_reply(req.id, result)
 
 
 def _run_of(sup: "Supervisor") -> dict[str, float]:

@@ -21,7 +21,7 @@ from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT, out_of_files
+from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT, open_files, out_of_files
 from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, StartRefusal, WorkerHandle,
                                     describe_exit, live_sessions)
@@ -173,7 +173,9 @@ class WorkerLifecycle(WorkerRoom):
         elif exitcode == worker_wire.EXIT_NO_FILES:
             reason = (f"the worker of space {handle.space16} could not start: it ran out of "
                       f"open files (the limit it inherited, ulimit -n)")
-            handle.start_refused = StartRefusal(ErrorCode.BUSY.value, WORKER_ROOM_HINT, None)
+            files = open_files()
+            handle.start_refused = StartRefusal(ErrorCode.BUSY.value, WORKER_ROOM_HINT, None,
+                                                files.limit if files is not None else None)
         elif exitcode == worker_wire.EXIT_NO_SYSTEM_FILES:
             reason = (f"the worker of space {handle.space16} could not start: it ran out of "
                       f"open files (the system's table of them is full)")
@@ -235,9 +237,10 @@ class WorkerLifecycle(WorkerRoom):
           (stopped or stuck) and holds the space's worker lock
           (kint.tenant_worker.worker_lock): WORKER_DOWN naming the holder; the sweep
           drops the refusal once the lock is free (timed.py);
-        - it began short of open files (worker_wire.EXIT_NO_FILES): BUSY, as an op that
-          runs out is; only a higher limit mends it, so the refusal stands until the
-          next spawn.
+        - it began short of open files, under its limit (worker_wire.EXIT_NO_FILES) or
+          the system's table full (worker_wire.EXIT_NO_SYSTEM_FILES, ENFILE): BUSY, as
+          an op that runs out is, with that cause's hint; the sweep forgets the refusal
+          once the supervisor's limit rose or the table has room (room.py).
         The requests waiting for it are answered with the refusal's code and hint, the
         space is left idle with the reason as its last exit and the refusal in its row
         (`kint supervisor status`: degraded, `idle (held by pid N)` or `idle (no open
@@ -248,7 +251,7 @@ class WorkerLifecycle(WorkerRoom):
         the quarantine is for (neither that they are mended, which lifting it would
         assume, every request then starting a worker at once, nor that one more happened,
         which doubling the backoff would count)."""
-        code, hint, _ = refusal
+        code, hint = refusal.code, refusal.hint
         if handle.backoff_s is not None and handle.retry_started_at is not None:
             handle.quarantined_until = now + handle.backoff_s
             handle.state = "quarantined"

@@ -49,7 +49,8 @@ from typing import Any, Callable
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply
 from kint.protocol.worker_wire import BEAT_SECONDS
-from kint.open_files import ROOM_HINT, no_room_message, open_files
+from kint.open_files import (ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT, no_room_message,
+                             open_files, system_table_room)
 from kint.supervisor.workers import WorkerHandle, live_sessions
 
 log = logging.getLogger("kint.supervisor")
@@ -187,6 +188,7 @@ class WorkerRoom:
         that descriptor or two is the next client's), so that status no longer calls that
         space degraded: its next request starts its worker."""
         self._serve_room_wanted()
+        self._files_refusals_sweep()
         refused = [h for h in self.handles.values() if h.no_room is not None and not h.alive]
         if refused:
             files = open_files()
@@ -198,6 +200,29 @@ class WorkerRoom:
                 if changed and (files is None or files.room_for_worker()):
                     handle.no_room = None
                     handle.no_room_seen = None
+
+    def _files_refusals_sweep(self) -> None:
+        """A worker's start refused for want of open files (lifecycle.py: EXIT_NO_FILES,
+        EXIT_NO_SYSTEM_FILES) is forgotten once its cause is gone: the supervisor's limit,
+        which a worker inherits, rose above the one it began under, or the system's table
+        has room again (ENFILE is often brief). Kept until the next request, it left a
+        space nobody asked for again degraded, and `kint supervisor status` at exit 1, for
+        the supervisor's life. The last exit keeps the story."""
+        for handle in self.handles.values():
+            refusal = handle.start_refused
+            if handle.alive or refusal is None or refusal.code != ErrorCode.BUSY.value:
+                continue
+            if refusal.hint == SYSTEM_FILES_HINT:
+                gone = system_table_room() is True
+            elif refusal.hint == WORKER_ROOM_HINT:
+                files = open_files()
+                gone = files is None or (refusal.limit is not None
+                                         and files.limit > refusal.limit)
+            else:
+                continue
+            if gone:
+                log.info("space %s: room for open files again", handle.space16)
+                handle.start_refused = None
 
     def _alive_workers(self) -> int:
         return sum(1 for h in self.handles.values() if h.alive)

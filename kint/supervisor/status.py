@@ -128,7 +128,10 @@ def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
         # Why the last worker started refused to serve: another worker of the space holds
         # its worker lock (its pid when known), or it began short of open files; and what
         # to do about it.
-        "start_refused": (handle.start_refused._asdict()
+        # (The limit a refusal was made under is the sweep's, not the row's.)
+        "start_refused": ({"code": handle.start_refused.code,
+                           "hint": handle.start_refused.hint,
+                           "holder_pid": handle.start_refused.holder_pid}
                           if handle.start_refused is not None and not handle.alive else None),
     }
 

@@ -234,7 +234,8 @@ class TimedWork:
                 # The worker that held the space is gone: its refusal no longer stands
                 # (status showed the space degraded, naming a pid that may be another
                 # process's by now); the last exit keeps the story. A start short of open
-                # files (BUSY) never held the lock: its refusal stands until the next spawn.
+                # files (BUSY) never held the lock: room.py's sweep forgets it once there
+                # is room.
                 log.info("space %s: the worker lock is free again", handle.space16)
                 handle.start_refused = None
             if (handle.backoff_s is not None and handle.state in SERVING_STATES

@@ -62,11 +62,14 @@ def ops_in_flight(beat: dict[str, Any], since: float) -> list[dict[str, Any]]:
 
 class StartRefusal(NamedTuple):
     """A start the worker refused: the code and hint its space's requests get, and the pid
-    of the worker holding the space, None when nobody could name it."""
+    of the worker holding the space, None when nobody could name it. One for want of open
+    files under its limit keeps the supervisor's soft limit then (`limit`, which the worker
+    inherited): a higher one is what mends it (room.py's sweep)."""
 
     code: str
     hint: str
     holder_pid: int | None
+    limit: int | None = None
 
 
 @dataclass(slots=True)

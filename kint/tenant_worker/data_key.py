@@ -8,7 +8,8 @@ import logging
 from kint import settings
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
-from kint.custody.vault_cache import MEMORY, TTL_ENV, CachedKey, cache_data_key, read_cached_key
+from kint.custody.vault_cache import (MEMORY, SESSION as IN_MEMORY, TTL_ENV, CachedKey,
+                                      cache_data_key, read_cached_key)
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
@@ -77,7 +78,7 @@ def renew(ctx: SpaceContext, key: bytes) -> None:
     not the caller asking for a file: taking it wrote the key of `KINT_KEY_TTL=session
     kint connect` to disk at the next plain `kint pull` or `kint push`, where v0.3.0's
     `session` has nothing touch the disk (10-configuration.md)."""
-    if MEMORY.get(ctx.config.space_id) is not None and not _ttl_asked():
+    if _kept_in_memory(ctx):
         return
     try:
         cache_data_key(ctx.config.home, ctx.config.space_id, key)
@@ -89,6 +90,21 @@ def renew(ctx: SpaceContext, key: bytes) -> None:
         # A full disk: the cached key keeps its old deadline (the file is replaced whole
         # or not at all), and the push or pull that asked is done.
         log.warning("data key: not renewed, the disk is full (%s)", err.strerror)
+
+
+def keep_rotated_key(ctx: SpaceContext, key: bytes) -> None:
+    """Cache a rotation's new data key (rekey_settle.keep_new_key) where the old one was
+    held: in memory when the old one was memory-only and this call gives no KINT_KEY_TTL
+    of its own, renew()'s rule. Taking the space's value instead wrote the new key of a
+    plain `kint rekey` after `KINT_KEY_TTL=session kint connect` to disk for 24 h."""
+    cache_data_key(ctx.config.home, ctx.config.space_id, key,
+                   ttl=IN_MEMORY if _kept_in_memory(ctx) else None)
+
+
+def _kept_in_memory(ctx: SpaceContext) -> bool:
+    """Whether the space's key is held in memory only and this call does not ask for it
+    to be cached otherwise."""
+    return MEMORY.get(ctx.config.space_id) is not None and not _ttl_asked()
 
 
 def _ttl_asked() -> bool:

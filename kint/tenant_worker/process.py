@@ -307,7 +307,9 @@ class Worker(Heartbeat, OpReplies):
 
 def run_worker(config: WorkerConfig, token: bytes) -> None:
     """The process target. Exits 0 on a stop, EXIT_FATAL when the space cannot be served,
-    EXIT_REFUSED when another worker of the space holds its worker lock.
+    EXIT_REFUSED when another worker of the space holds its worker lock, EXIT_NO_FILES
+    when it began short of open files under its limit, EXIT_NO_SYSTEM_FILES when the
+    system's table of them was full (ENFILE): each a refusal, never a crash.
     `token` is this spawn's secret, made by the supervisor (see kint.protocol.worker_wire)."""
     _die_with_parent()
     files = open_files()

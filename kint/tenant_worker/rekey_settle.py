@@ -30,11 +30,11 @@ from kint.custody.errors import CustodyError
 from kint.custody.recovery_code import write_recovery_file
 from kint.custody.rekey_journal import (RekeyJournal, load_rekey_journal,
                                         rekey_journal_path, remove_rekey_journal)
-from kint.custody.vault_cache import cache_data_key
 from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.epochs.errors import EpochError
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connected import connected, sender_for
+from kint.tenant_worker.data_key import keep_rotated_key
 from kint.tenant_worker.enrolment import save_enrolment
 from kint.tenant_worker import settled_notice
 from kint.tenant_worker.settled_notice import Found
@@ -111,7 +111,7 @@ def keep_new_key(ctx: SpaceContext, journal: RekeyJournal) -> None:
                             "space has no enrolment", "run `kint connect` first")
     wraps = journal.wraps + _added_since(ctx, journal)
     write_wraps(cfg.home, cfg.space_id, journal.new_dek_id, wraps)
-    cache_data_key(cfg.home, cfg.space_id, journal.dek)
+    keep_rotated_key(ctx, journal.dek)
     write_recovery_file(cfg.home, enrolment.owner, cfg.space_id, journal.dek)
     enrolment.key_tags = [w.tag.hex() for w in wraps]
     enrolment.vault_created = True
