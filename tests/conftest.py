@@ -348,6 +348,17 @@ def sibyl_client(db: Path, tenant: str = TENANT) -> MemoryClient:
                               entitlement_gate=sibyl_testing.NullEntitlementGate())
 
 
+def dated_back(db: str | Path, seconds: float = 60.0) -> None:
+    """A store's files (the database and what SQLite keeps beside it) dated `seconds` back:
+    a worker keeps its counts only for a store whose files are older than a clock tick's
+    doubt (kint.tenant_worker.store.SETTLED_AFTER_NS), so a test that means a status
+    answered from kept counts dates a store it has just written."""
+    for path in (Path(db), Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path.exists():
+            then = time.time() - seconds
+            os.utime(path, (then, then))
+
+
 def write_rules(db: Path, tenant: str, **rules: str) -> None:
     """Rules (entities in category `rules`, body {"rule": ...}) written into `db` for
     `tenant` through Sibyl's own client."""

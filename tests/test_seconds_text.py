@@ -31,7 +31,7 @@ class _Started:
 def test_a_start_given_under_a_second_names_that_bound(tmp_path, monkeypatch):
     """A call with half a second left starts a supervisor that does not answer in time:
     the refusal names the half second, not "0s"."""
-    monkeypatch.setattr(autostart, "spawn_daemon", lambda home: _Started())
+    monkeypatch.setattr(autostart, "spawn_daemon", lambda home, on_demand=True: _Started())
     monkeypatch.setattr(autostart, "holder", lambda home: None)
     home = tmp_path / "kint"
     with pytest.raises(autostart.SupervisorNotReachable) as refused:

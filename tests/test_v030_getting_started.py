@@ -100,6 +100,7 @@ def test_a_deletion_outside_the_entity_tier_is_a_warning_naming_the_missing_sdk_
     # 03-new-machine.md, "Replay through Sibyl's write methods" (and 15-sibyl.md, "The four
     # write methods"): only entities have an SDK delete (`delete_entity`); a deletion in
     # another tier is reported as `no SDK delete for this tier`, deletions before rows.
+    from contextlib import nullcontext
     from types import SimpleNamespace
 
     from kint.epochs.plaintext import Plaintext
@@ -114,8 +115,10 @@ def test_a_deletion_outside_the_entity_tier_is_a_warning_naming_the_missing_sdk_
     present = {canonical_id("state", None, "plan"): object(),
                canonical_id("entity", "rules", "gone"): object()}
     written: dict[str, int] = {}
-    warnings = replay(SimpleNamespace(client=lambda: client), None, plaintext, present,
-                      written)
+    # The space's context, as far as a replay reads it: its Sibyl client, and the block
+    # that keeps it open (no discard meanwhile: nothing to wait for here).
+    space = SimpleNamespace(client=lambda: client, using_client=nullcontext)
+    warnings = replay(space, None, plaintext, present, written)
     assert calls == [("delete_entity", "rules", "gone")]
     assert len(warnings) == 1 and warnings[0].startswith("epoch 2: state plan: "), warnings
     assert "no SDK delete for this tier" in warnings[0], warnings

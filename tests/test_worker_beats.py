@@ -259,22 +259,14 @@ def test_an_answer_the_beating_thread_gives_itself_brings_a_beat_within_a_second
         worker._next_beat = idle_until  # an idle worker's beat, far off
         # Counts are kept only for a store whose files are older than a clock tick's doubt
         # (store.SETTLED_AFTER_NS): this one was written just now, so its files are dated back.
-        _dated_back(worker.config.db)
+        from conftest import dated_back
+
+        dated_back(worker.config.db)
         worker.ctx.store.facts()  # counted: the status is answered on this thread
         worker._dispatch(request_frames("1", "status", {}, worker.config.db))
         header, reply = answer(router)
         assert header["kind"] == "reply" and reply["ok"], reply
         assert worker._next_beat <= time.monotonic() + BEAT_SECONDS
-
-
-def _dated_back(db: str, seconds: float = 60.0) -> None:
-    """The store's files (the database and what SQLite keeps beside it) dated `seconds` back."""
-    import os
-
-    for path in (db, f"{db}-wal", f"{db}-shm"):
-        if os.path.exists(path):
-            then = time.time() - seconds
-            os.utime(path, (then, then))
 
 
 def test_a_worker_whose_last_call_was_a_status_exits_at_its_idle_time_not_its_next_beat(

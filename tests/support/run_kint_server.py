@@ -66,13 +66,17 @@ def _autostart_entitled() -> None:
     """The supervisor a call of this server starts is the test's (see the docstring)."""
     import subprocess
 
+    from kint.settings.schema import environment_for
     from kint.supervisor import autostart
 
-    def spawn(home):  # noqa: ANN001, ANN202 - spawn_daemon's own
+    def spawn(home, *, on_demand=True):  # noqa: ANN001, ANN202 - spawn_daemon's own
+        # The environment kint's own start gives it: a start on demand leaves out the
+        # starting call's switches (KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC, KINT_KEY_TTL).
+        env = environment_for("daemon", os.environ, call_switches=not on_demand)
         proc = subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
                                  str(home)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, env=env)
         threading.Thread(target=proc.wait, daemon=True).start()  # reaped, as kint's is
         return proc
 
