@@ -119,3 +119,33 @@ def test_a_link_at_anvils_log_refuses_the_devchain_start_before_anvil_runs(tmp_p
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"{folder / 'anvil.log'} is a symlink [CORRUPT_STATE]" in out.stderr, out.stderr
     assert not elsewhere.exists() and not (folder / "devchain.json").exists()  # no anvil ran
+
+
+def test_a_supervisors_last_words_are_kept_through_the_next_start(tmp_path):
+    """A supervisor that died without a line in the log (libzmq's abort, a crash before
+    logging) said why on its raw stderr, run/supervisor.stderr, which the next start
+    emptied: the command that started its successor erased the evidence (CI's run at
+    e9194e0 lost a supervisor's that way). The previous one is kept as
+    supervisor.stderr.1, one start, 0600; an empty one is not kept."""
+    sb = make_sandbox(tmp_path / "m")
+    write_store(sb.sibyl_db, tenant=sb.tenant)
+    run = sb.kint_home / "run"
+    try:
+        assert sb.kint("supervisor", "start").returncode == 0
+        # Its worker forkserver warmed up first: one stopped mid-warm-up says so on stderr.
+        sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"],
+                    timeout=60, what="the supervisor's worker forkserver started")
+        assert sb.kint("supervisor", "stop").returncode == 0
+        assert (run / "supervisor.stderr").read_text() == ""
+        assert not (run / "supervisor.stderr.1").exists()  # nothing said: nothing kept
+        last = "Too many open files (src/ipc_listener.cpp:297)\n"
+        (run / "supervisor.stderr").write_text(last)
+        (run / "supervisor.stderr").chmod(0o644)  # as an older kint or a loose umask left it
+        assert sb.kint("supervisor", "start").returncode == 0
+        kept = run / "supervisor.stderr.1"
+        assert kept.read_text() == last
+        assert kept.stat().st_mode & 0o777 == 0o600
+        assert "Too many open files" not in (run / "supervisor.stderr").read_text()
+        assert (run / "supervisor.stderr").stat().st_mode & 0o777 == 0o600
+    finally:
+        sb.shutdown()

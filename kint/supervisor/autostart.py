@@ -169,13 +169,19 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
 
 
 DAEMON_STDERR = "supervisor.stderr"
+# The previous supervisor's raw stderr, kept one start: what a supervisor that died without
+# a line in the log said last (libzmq's abort, a crash before logging was set up).
+PREVIOUS_STDERR = "supervisor.stderr.1"
 
 
 def spawn_daemon(home: Path, *, on_demand: bool = True) -> subprocess.Popen[bytes]:
     """Start a detached supervisor: its own session, no terminal. Its raw stderr (what
     bypasses logging: a crash before logging is set up, interpreter warnings), and its
-    workers', goes to run/supervisor.stderr, emptied at each start: the shared log is
-    rotated by renaming, and a file descriptor held since start would follow the rename.
+    workers', goes to run/supervisor.stderr, new at each start: the shared log is rotated
+    by renaming, and a file descriptor held since start would follow the rename. The
+    previous one, if it said anything, is kept as run/supervisor.stderr.1: emptied, it lost
+    the last words of a supervisor that died silently (an abort inside libzmq) to the very
+    command that started its successor.
     `on_demand` (started for a command's request, not by `kint supervisor start`): the
     command's one-off switches stay its own (schema.CALL_SWITCHES); its request carries
     them."""
@@ -183,8 +189,16 @@ def spawn_daemon(home: Path, *, on_demand: bool = True) -> subprocess.Popen[byte
 
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
-    # Never through a link, nor another user's file: it is emptied, and only then.
-    fd = open_own_file(run_dir(home) / DAEMON_STDERR)
+    # Never through a link, nor another user's file: it is kept aside or emptied, and only
+    # then (the rename moves the name in this user's 0700 folder, never a file elsewhere).
+    stderr_path = run_dir(home) / DAEMON_STDERR
+    fd = open_own_file(stderr_path)
+    said = os.fstat(fd).st_size > 0
+    if said:
+        os.fchmod(fd, 0o600)  # kept, it is this user's alone, as what replaces it is
+        os.close(fd)
+        os.replace(stderr_path, run_dir(home) / PREVIOUS_STDERR)
+        fd = open_own_file(stderr_path)
     try:
         os.ftruncate(fd, 0)
     except OSError:
