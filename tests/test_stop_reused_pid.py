@@ -1,0 +1,86 @@
+"""A stepped-down supervisor killed mid-stop, its pid since given to another process, and a
+stop that meant one supervisor while another answers: session 28's leftovers, lane door29.
+
+- a stepped-down supervisor's note (its pid file removed) whose pid now names a process
+  that began after that supervisor took its home is a leftover: "no supervisor is
+  running", not "is stopping";
+- `kint supervisor stop` whose look at the pid file named nobody (unreadable, -1) names the
+  supervisor its ping found: one started since with the same pid is not stopped, and the
+  stop says so (exit 0).
+
+Real supervisors throughout. A pid cannot be given back on purpose here: where a reused
+pid is needed, the note names a process of the test's own, started after the supervisor
+took its home, as a reused pid's process would have.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_sandbox, pid_alive
+from kint.client import Client, KintError
+from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed, write_note
+from kint.paths import run_dir, socket_dir
+from kint.supervisor.pidlock import PID_FILE
+from support.closed_by_hand import close_by_hand
+
+
+def _killed_mid_step_down(sb) -> FrontClosed:
+    """A real supervisor whose pid file was removed, held (SIGSTOP) with its door closed
+    for its stop as its step-down closes it, then SIGKILLed: its note and moved socket
+    left behind, as one killed mid-step-down leaves them. The note, as it wrote it."""
+    pid = sb.start()
+    with Client(sb.kint_home, autostart=False) as client:
+        answer = client.ping_answer(10)
+    assert answer is not None and answer["pid"] == pid, answer
+    folder = socket_dir(sb.kint_home)
+    os.kill(pid, signal.SIGSTOP)
+    (run_dir(sb.kint_home) / PID_FILE).unlink()
+    note = FrontClosed(pid, 30, 1024, 0, answer["started"] + 1, answer["started"], True,
+                       answer["started_boot"] + 1, answer["started_boot"])
+    close_by_hand(folder, note)
+    os.kill(pid, signal.SIGKILL)
+    sb.wait_for(lambda: not pid_alive(pid), what="the supervisor killed")
+    assert (folder / NOTE).exists() and (folder / CLOSED_SOCKET).exists()
+    return note
+
+
+def _ping_refusal(sb) -> KintError:
+    with Client(sb.kint_home, autostart=False) as client, \
+            pytest.raises(KintError) as refused:
+        client.call("sup.ping", timeout_s=10)
+    return refused.value
+
+
+def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
+    """Before, the note was believed while any process had its pid: a client was told
+    "the supervisor (pid N) is stopping" until the next start cleared the note. A
+    process that began after the note's supervisor took its home is not that supervisor;
+    one that began before it (this test's own process) may be, and is still believed."""
+    sb = make_sandbox(tmp_path)
+    later = None
+    try:
+        note = _killed_mid_step_down(sb)
+        folder = socket_dir(sb.kint_home)
+        later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        write_note(folder, note._replace(pid=later.pid))
+        err = _ping_refusal(sb)
+        assert "no supervisor is running" in err.message, err
+        out = sb.kint("supervisor", "status")
+        assert out.returncode == 3, out.stdout + out.stderr
+        assert "is stopping" not in out.stderr, out.stderr
+        # The check keeps what it was for: a process that began before the note's
+        # supervisor took its home may be that supervisor, still stopping.
+        write_note(folder, note._replace(pid=os.getpid()))
+        err = _ping_refusal(sb)
+        assert f"the supervisor (pid {os.getpid()}) is stopping" in err.message, err
+    finally:
+        if later is not None:
+            later.kill()
+            later.wait(30)
+        sb.shutdown()
