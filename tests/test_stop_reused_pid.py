@@ -84,3 +84,53 @@ def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
             later.kill()
             later.wait(30)
         sb.shutdown()
+
+
+def _rewrite(path, data: bytes) -> None:
+    """The held pid file's bytes replaced in place (its lock and inode kept), as the
+    supervisor holding it writes them."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)
+
+
+def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
+        tmp_path, monkeypatch, capsys):
+    """The pid file did not read as the stop looked (-1: a supervisor that has just taken
+    the home writes its pid a moment later), its ping found one supervisor, and another
+    stop ended that one; the one started since (with the same pid, as in a container)
+    took the home. Before, the stop named nobody, so whichever supervisor read it stopped:
+    the successor, unasked, and the stop said "supervisor stopped". Now it names the one
+    its ping found: the successor refuses it and keeps running, and the stop says the one
+    it meant is gone and names the successor (exit 0). The supervisor is real; its pid
+    file reads as nothing for the stop's first look and is written back as the ping is
+    answered (the successor's pid written), and the ping's `started` is given as the
+    earlier run's would be (60 s before), the same pid being out of reach here."""
+    from test_stop_names_its_run import _stop_with
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+        held = path.read_bytes()
+
+        class PingedAnEarlierRun(Client):
+            def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+                answer = super().ping_answer(timeout_s)
+                _rewrite(path, held)
+                return answer and {**answer, "started": answer["started"] - 60,
+                                   "started_boot": answer["started_boot"] - 60}
+
+        _rewrite(path, b"- serving\n")
+        out = _stop_with(PingedAnEarlierRun(sb.kint_home, autostart=False), monkeypatch,
+                         capsys)
+        assert out.startswith("supervisor stopped\n"), out
+        assert f"another supervisor (pid {pid}) has started since" in out, out
+        assert pid_alive(pid)
+        with Client(sb.kint_home, autostart=False) as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+    finally:
+        sb.shutdown()
