@@ -86,17 +86,6 @@ def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
         sb.shutdown()
 
 
-def _rewrite(path, data: bytes) -> None:
-    """The held pid file's bytes replaced in place (its lock and inode kept), as the
-    supervisor holding it writes them."""
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
-    finally:
-        os.close(fd)
-
-
 def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
         tmp_path, monkeypatch, capsys):
     """The pid file did not read as the stop looked (-1: a supervisor that has just taken
@@ -109,7 +98,7 @@ def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
     file reads as nothing for the stop's first look and is written back as the ping is
     answered (the successor's pid written), and the ping's `started` is given as the
     earlier run's would be (60 s before), the same pid being out of reach here."""
-    from test_stop_names_its_run import _stop_with
+    from test_stop_names_its_run import _rewrite, _stop_with
 
     sb = make_sandbox(tmp_path)
     try:
