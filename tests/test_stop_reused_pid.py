@@ -123,3 +123,39 @@ def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
             assert client.call("sup.ping", timeout_s=10)["pid"] == pid
     finally:
         sb.shutdown()
+
+
+def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_successor(
+        tmp_path, monkeypatch, capsys):
+    """The race the stop's naming is for, with another pid: the stop pinged one supervisor,
+    another stop ended it before this one's `sup.stop` went out, and a command started the
+    next. The next refuses the stop meant for the first (BAD_REQUEST on the wire) and keeps
+    running; the stop says the one it meant stopped and names the successor, exit 0, as
+    docs/commands.md says, never that refusal. Real supervisors; the other stop and the
+    start are made by the test as the ping's answer comes back."""
+    from test_stop_names_its_run import _stop_with
+
+    sb = make_sandbox(tmp_path)
+    started: list[int] = []
+
+    class EndedAfterItsPing(Client):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            if answer is not None and not started:
+                sb.shutdown()  # the other stop
+                sb.wait_for(lambda: not pid_alive(answer["pid"]), what="the first exited")
+                started.append(sb.start())
+            return answer
+
+    try:
+        first = sb.start()
+        out = _stop_with(EndedAfterItsPing(sb.kint_home, autostart=False), monkeypatch, capsys)
+        (successor,) = started
+        assert successor != first
+        assert out.startswith("supervisor stopped\n"), out
+        assert f"another supervisor (pid {successor}) has started since" in out, out
+        assert pid_alive(successor)
+        with Client(sb.kint_home, autostart=False) as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == successor
+    finally:
+        sb.shutdown()
