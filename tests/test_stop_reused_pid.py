@@ -86,6 +86,15 @@ def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
         sb.shutdown()
 
 
+def _named_and_serving(sb, out: str, successor: int) -> None:
+    """The stop said the supervisor it meant stopped and named `successor`, which serves."""
+    assert out.startswith("supervisor stopped\n"), out
+    assert f"another supervisor (pid {successor}) has started since" in out, out
+    assert pid_alive(successor)
+    with Client(sb.kint_home, autostart=False) as client:
+        assert client.call("sup.ping", timeout_s=10)["pid"] == successor
+
+
 def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
         tmp_path, monkeypatch, capsys):
     """The pid file did not read as the stop looked (-1: a supervisor that has just taken
@@ -116,11 +125,7 @@ def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
         _rewrite(path, b"- serving\n")
         out = _stop_with(PingedAnEarlierRun(sb.kint_home, autostart=False), monkeypatch,
                          capsys)
-        assert out.startswith("supervisor stopped\n"), out
-        assert f"another supervisor (pid {pid}) has started since" in out, out
-        assert pid_alive(pid)
-        with Client(sb.kint_home, autostart=False) as client:
-            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+        _named_and_serving(sb, out, pid)
     finally:
         sb.shutdown()
 
@@ -152,10 +157,6 @@ def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_suc
         out = _stop_with(EndedAfterItsPing(sb.kint_home, autostart=False), monkeypatch, capsys)
         (successor,) = started
         assert successor != first
-        assert out.startswith("supervisor stopped\n"), out
-        assert f"another supervisor (pid {successor}) has started since" in out, out
-        assert pid_alive(successor)
-        with Client(sb.kint_home, autostart=False) as client:
-            assert client.call("sup.ping", timeout_s=10)["pid"] == successor
+        _named_and_serving(sb, out, successor)
     finally:
         sb.shutdown()
