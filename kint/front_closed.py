@@ -173,8 +173,9 @@ def read_note(folder: Path, pid: int | None) -> FrontClosed | None:
 def read_stepped_down_note(folder: Path) -> FrontClosed | None:
     """The note in `folder` of a supervisor that stops with no pid file naming it (its pid
     file removed: it stepped down, and closed its door for its stop on its own socket):
-    its socket moved aside, the note saying it stops, its process still there; None
-    otherwise. Read only where no pid file is there to name a supervisor."""
+    its socket moved aside, the note saying it stops, its process still there (not a later
+    one given its pid: `process_began`); None otherwise. Read only where no pid file is
+    there to name a supervisor."""
     if not is_private_dir(folder) or os.path.exists(folder / FRONT_SOCKET):
         return None
     closed = _parse_note(folder)
@@ -186,7 +187,26 @@ def read_stepped_down_note(folder: Path) -> FrontClosed | None:
         return None  # killed mid-stop: its leftovers, cleared by the next one to start
     except OSError:
         pass  # another user's process: there all the same
+    began = process_began(closed.pid)
+    if began is not None and closed.started_boot > 0 and began > closed.started_boot:
+        # Killed mid-stop, its pid since given to a process started after it took its
+        # home: a leftover too, not a supervisor stopping.
+        return None
     return closed
+
+
+def process_began(pid: int) -> float | None:
+    """When the process `pid` began, on `boot_time`'s clock (/proc/PID/stat's start time,
+    in clock ticks since boot, which CLOCK_BOOTTIME also counts), or None where /proc
+    does not say. A supervisor took its home after its process began, so a process on
+    its pid that began after the `started_boot` its note gives is another: the pid
+    reused. Ticks are floored, so the supervisor's own never reads later than its note."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _parse_note(folder: Path) -> FrontClosed | None:

@@ -208,31 +208,58 @@ def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tm
 def test_the_clients_remembered_socket_folder_is_not_a_same_pid_successors(tmp_path):
     """The client keeps the folder a supervisor answered from, so as not to look it up at
     every call. Before, it kept it by pid alone: a successor with the same pid (in a
-    container) was taken for the one that answered. The successor's own pid file write,
-    the same bytes, is made here by the test (the same pid cannot be had otherwise)."""
-    sb = make_sandbox(tmp_path)
+    container) that bound in another folder was taken for the one that answered, and the
+    client's call waited out its deadline on the old folder's path, where nobody serves.
+    A long KINT_HOME: the first supervisor binds in the short folder; stopped, that folder
+    left open to others, the next one binds in a fresh one (tests/test_client.py's
+    follow). Its pid file is then made to name the first one's pid, the same bytes a
+    same-pid successor writes (the same pid cannot be had otherwise): the client's next
+    call is answered by it, at its own folder."""
+    import shutil
+
+    from test_supervisor_socket_dir import _long_sandbox
+
+    sb = _long_sandbox(tmp_path)
+    first_folder = second_folder = None
     try:
-        pid = sb.start()
-        with sb.client() as client:
-            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
-            assert client.serving_pid() == pid
-            assert client._front_of(pid) is not None
+        assert sb.kint("supervisor", "start").returncode == 0
+        first = running_pid(sb.kint_home)
+        first_folder = socket_dir(sb.kint_home)
+        with Client(sb.kint_home, autostart=False) as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == first
+            assert sb.kint("supervisor", "stop").returncode == 0
+            os.chmod(first_folder, 0o777)  # anyone could put a socket there now
+            assert sb.kint("supervisor", "start").returncode == 0
+            second_folder = socket_dir(sb.kint_home)
+            assert second_folder != first_folder
+            successor = running_pid(sb.kint_home)
+            assert successor not in (None, -1, first)
             path = run_dir(sb.kint_home) / PID_FILE
             held = path.read_bytes()
+            assert held.split()[0] == str(successor).encode()
             time.sleep(0.05)  # a later write, on any clock the file system keeps
-            fd = os.open(path, os.O_WRONLY)
+            _rewrite(path, held.replace(str(successor).encode(), str(first).encode(), 1))
             try:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, held, 0)
+                assert running_pid(sb.kint_home) == first
+                assert client.call("sup.ping", timeout_s=10)["pid"] == successor
             finally:
-                os.close(fd)
-            assert client.serving_pid() == pid
-            assert client._front_of(pid) is None
-            # and the call after it, to the same supervisor, goes on and is remembered
-            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
-            assert client._front_of(pid) is not None
+                _rewrite(path, held)  # the clean-up's stop names no pid the test made up
     finally:
         sb.shutdown()
+        for folder in (first_folder, second_folder):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _rewrite(path, data: bytes) -> None:
+    """The held pid file's bytes replaced in place (its lock and inode kept), as the
+    supervisor holding it writes them."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)
 
 
 def test_a_call_reads_the_pid_file_once(tmp_path):

@@ -15,24 +15,46 @@ the settings, kint.settings.wire.differing) and only those that differ are named
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from kint.client import Client, KintError
+from kint.client import Client, KintError, SupervisorUnavailable
+from kint.seconds_text import seconds_text
 from kint.settings.started_with import started_with
 from kint.settings.wire import outgoing
+from kint.supervisor.pidlock import holder
 
 
-# How long the start waits for a running supervisor's answer before it starts: under load a
-# ping can take seconds, and one missed left the start unable to tell it found one running.
-ANSWER_WAIT_S = 10.0
+# How long the start waits for a running supervisor's first answer before it says what it
+# waits for: its whole wait is autostart.UNREACHABLE_AFTER_S (10 s), for under load a ping
+# can take seconds, and one missed left the start unable to tell it found one running.
+SAY_AFTER_S = 1.0
 
 
-def answering_pid(home: Path) -> int | None:
+def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     """The pid of the supervisor answering on `home`'s socket now, or None when none does
-    (asked without starting one; none is known at once when no pid file names one)."""
+    (asked without starting one; none is known at once when no pid file names one, or no
+    socket file is there). One that holds the home and serves but has not answered within
+    SAY_AFTER_S is waited for up to UNREACHABLE_AFTER_S in all, a line through `say`
+    telling the user so (it was a silent 10 s); then SupervisorUnavailable, the refusal
+    the start's own wait would give after as long again (`silent_supervisor`)."""
+    from kint.supervisor import autostart
+
+    wait_s = autostart.UNREACHABLE_AFTER_S
+    deadline = time.monotonic() + wait_s
     with Client(home, autostart=False) as client:
-        answer = client.ping_answer(ANSWER_WAIT_S)
+        answer = client.ping_answer(min(SAY_AFTER_S, wait_s))
+        found = holder(home) if answer is None and client.socket_exists() else None
+        if found is not None and found.serving and found.pid > 0:
+            say(f"kint: waiting for the supervisor (pid {found.pid}) to answer: it holds "
+                f"{home} and has not answered for {seconds_text(SAY_AFTER_S)}"
+                f"{autostart.stopped_note(found.pid)}; it is said stuck if it has not "
+                f"within {seconds_text(wait_s)}")
+            answer = client.ping_answer(max(0.0, deadline - time.monotonic()))
+            silent = autostart.unanswering_supervisor(home) if answer is None else None
+            if silent is not None:
+                raise SupervisorUnavailable(str(silent), silent.hint)
     return int(answer["pid"]) if answer and "pid" in answer else None
 
 

@@ -42,8 +42,8 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     from kint.commands.start_beside import answering_pid, not_applied, ping_with_settings
 
     client = obj.client()
-    before = answering_pid(home)
     try:
+        before = answering_pid(home, lambda line: click.echo(line, err=True))
         client.ensure_running(on_demand=False)  # the environment given: the service's
         info = ping_with_settings(client)
     except KintError as err:

@@ -47,8 +47,7 @@ def run(obj: Ctx, as_json: bool) -> None:
     if pid is None and not client.ping(0.5):
         _say_none(home, as_json)
         return
-    stopping = pid
-    wait_s, successor, asked = _ask(obj, client, home, pid)
+    wait_s, successor, asked, stopping = _ask(obj, client, home, pid)
     pid = successor if successor is not None else _wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and (successor is not None
                                           or not _same_supervisor(pid, stopping)) else None
@@ -78,20 +77,40 @@ def _say_none(home: Path, as_json: bool) -> None:
 
 
 def _ask(obj: Ctx, client: Client, home: Path,
-         pid: int | None) -> tuple[float, int | None, str]:
+         pid: int | None) -> tuple[float, int | None, str, int | None]:
     """Ask the supervisor `pid` to stop (by SIGTERM where its door is closed for want of
     open files), or find another stop's doing; how long its exit is then waited for, the
-    pid of a successor found meanwhile (then nothing is waited for), and how it was asked
-    (for a refusal that says so, `_refuse_not_gone`)."""
+    pid of a successor found meanwhile (then nothing is waited for), how it was asked
+    (for a refusal that says so, `_refuse_not_gone`), and the pid of the supervisor the
+    stop meant (`pid`, or where the pid file named none, the one its ping found)."""
     from kint.supervisor import autostart
 
     # Asked by SIGTERM, the supervisor gets the whole time `sup.stop` would: the answer's
     # wait (its workers stopped first) and the exit's.
     if pid is not None and pid > 0 and _stopped_by_signal(home, pid):
-        return STOP_CALL_S + STOP_EXIT_WAIT_S, None, SENT_SIGTERM
+        return STOP_CALL_S + STOP_EXIT_WAIT_S, None, SENT_SIGTERM, pid
     # Another stop may begin between the look above and the ping or the call: its door
     # turns this one away, or it exits first.
     answer = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
+    pid = _meant(pid, answer)
+    wait_s, successor, asked = _asked(obj, client, home, pid, answer)
+    return wait_s, successor, asked, pid
+
+
+def _meant(pid: int | None, answer: dict[str, Any] | None) -> int | None:
+    """The pid of the supervisor a stop means: the pid file's (`pid`), or where it named
+    none (not written yet, -1, or none held the home at the first look) the one whose
+    ping answered. Unnamed, the stop went to whichever supervisor read it: one started
+    after the one that answered exited (another stop's doing) was stopped, unasked."""
+    named = (answer or {}).get("pid")
+    if (pid is None or pid <= 0) and isinstance(named, int) and named > 0:
+        return named
+    return pid
+
+
+def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
+           answer: dict[str, Any] | None) -> tuple[float, int | None, str]:
+    """`_ask`'s part once the supervisor `pid` was pinged (`answer`, None: no answer)."""
     answered = answer is not None
     meanwhile = not answered and (_stopping_meanwhile(home, pid)
                                   or _exits_within(home, pid, EXITING_GRACE_S))

@@ -314,7 +314,7 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
         return SupervisorNotReachable(closed.message(), closed.hint)
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on "
-        f"{front_address(home)}{_stopped_note(pid)}",
+        f"{front_address(home)}{stopped_note(pid)}",
         f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
 
 
@@ -353,6 +353,6 @@ def process_stopped(pid: int) -> bool:
     return state in ("T", "t")
 
 
-def _stopped_note(pid: int) -> str:
+def stopped_note(pid: int) -> str:
     """' (it is stopped)' when /proc says the process is stopped (SIGSTOP, a debugger)."""
     return f" (it is stopped: `kill -CONT {pid}` resumes it)" if process_stopped(pid) else ""

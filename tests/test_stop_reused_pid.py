@@ -1,0 +1,162 @@
+"""A stepped-down supervisor killed mid-stop, its pid since given to another process, and a
+stop that meant one supervisor while another answers: session 28's leftovers, lane door29.
+
+- a stepped-down supervisor's note (its pid file removed) whose pid now names a process
+  that began after that supervisor took its home is a leftover: "no supervisor is
+  running", not "is stopping";
+- `kint supervisor stop` whose look at the pid file named nobody (unreadable, -1) names the
+  supervisor its ping found: one started since with the same pid is not stopped, and the
+  stop says so (exit 0).
+
+Real supervisors throughout. A pid cannot be given back on purpose here: where a reused
+pid is needed, the note names a process of the test's own, started after the supervisor
+took its home, as a reused pid's process would have.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_sandbox, pid_alive
+from kint.client import Client, KintError
+from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed, write_note
+from kint.paths import run_dir, socket_dir
+from kint.supervisor.pidlock import PID_FILE
+from support.closed_by_hand import close_by_hand
+
+
+def _killed_mid_step_down(sb) -> FrontClosed:
+    """A real supervisor whose pid file was removed, held (SIGSTOP) with its door closed
+    for its stop as its step-down closes it, then SIGKILLed: its note and moved socket
+    left behind, as one killed mid-step-down leaves them. The note, as it wrote it."""
+    pid = sb.start()
+    with Client(sb.kint_home, autostart=False) as client:
+        answer = client.ping_answer(10)
+    assert answer is not None and answer["pid"] == pid, answer
+    folder = socket_dir(sb.kint_home)
+    os.kill(pid, signal.SIGSTOP)
+    (run_dir(sb.kint_home) / PID_FILE).unlink()
+    note = FrontClosed(pid, 30, 1024, 0, answer["started"] + 1, answer["started"], True,
+                       answer["started_boot"] + 1, answer["started_boot"])
+    close_by_hand(folder, note)
+    os.kill(pid, signal.SIGKILL)
+    sb.wait_for(lambda: not pid_alive(pid), what="the supervisor killed")
+    assert (folder / NOTE).exists() and (folder / CLOSED_SOCKET).exists()
+    return note
+
+
+def _ping_refusal(sb) -> KintError:
+    with Client(sb.kint_home, autostart=False) as client, \
+            pytest.raises(KintError) as refused:
+        client.call("sup.ping", timeout_s=10)
+    return refused.value
+
+
+def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
+    """Before, the note was believed while any process had its pid: a client was told
+    "the supervisor (pid N) is stopping" until the next start cleared the note. A
+    process that began after the note's supervisor took its home is not that supervisor;
+    one that began before it (this test's own process) may be, and is still believed."""
+    sb = make_sandbox(tmp_path)
+    later = None
+    try:
+        note = _killed_mid_step_down(sb)
+        folder = socket_dir(sb.kint_home)
+        later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        write_note(folder, note._replace(pid=later.pid))
+        err = _ping_refusal(sb)
+        assert "no supervisor is running" in err.message, err
+        out = sb.kint("supervisor", "status")
+        assert out.returncode == 3, out.stdout + out.stderr
+        assert "is stopping" not in out.stderr, out.stderr
+        # The check keeps what it was for: a process that began before the note's
+        # supervisor took its home may be that supervisor, still stopping.
+        write_note(folder, note._replace(pid=os.getpid()))
+        err = _ping_refusal(sb)
+        assert f"the supervisor (pid {os.getpid()}) is stopping" in err.message, err
+    finally:
+        if later is not None:
+            later.kill()
+            later.wait(30)
+        sb.shutdown()
+
+
+def _named_and_serving(sb, out: str, successor: int) -> None:
+    """The stop said the supervisor it meant stopped and named `successor`, which serves."""
+    assert out.startswith("supervisor stopped\n"), out
+    assert f"another supervisor (pid {successor}) has started since" in out, out
+    assert pid_alive(successor)
+    with Client(sb.kint_home, autostart=False) as client:
+        assert client.call("sup.ping", timeout_s=10)["pid"] == successor
+
+
+def test_a_stop_whose_pid_file_named_nobody_stops_only_the_one_its_ping_found(
+        tmp_path, monkeypatch, capsys):
+    """The pid file did not read as the stop looked (-1: a supervisor that has just taken
+    the home writes its pid a moment later), its ping found one supervisor, and another
+    stop ended that one; the one started since (with the same pid, as in a container)
+    took the home. Before, the stop named nobody, so whichever supervisor read it stopped:
+    the successor, unasked, and the stop said "supervisor stopped". Now it names the one
+    its ping found: the successor refuses it and keeps running, and the stop says the one
+    it meant is gone and names the successor (exit 0). The supervisor is real; its pid
+    file reads as nothing for the stop's first look and is written back as the ping is
+    answered (the successor's pid written), and the ping's `started` is given as the
+    earlier run's would be (60 s before), the same pid being out of reach here."""
+    from test_stop_names_its_run import _rewrite, _stop_with
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+        held = path.read_bytes()
+
+        class PingedAnEarlierRun(Client):
+            def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+                answer = super().ping_answer(timeout_s)
+                _rewrite(path, held)
+                return answer and {**answer, "started": answer["started"] - 60,
+                                   "started_boot": answer["started_boot"] - 60}
+
+        _rewrite(path, b"- serving\n")
+        out = _stop_with(PingedAnEarlierRun(sb.kint_home, autostart=False), monkeypatch,
+                         capsys)
+        _named_and_serving(sb, out, pid)
+    finally:
+        sb.shutdown()
+
+
+def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_successor(
+        tmp_path, monkeypatch, capsys):
+    """The race the stop's naming is for, with another pid: the stop pinged one supervisor,
+    another stop ended it before this one's `sup.stop` went out, and a command started the
+    next. The next refuses the stop meant for the first (BAD_REQUEST on the wire) and keeps
+    running; the stop says the one it meant stopped and names the successor, exit 0, as
+    docs/commands.md says, never that refusal. Real supervisors; the other stop and the
+    start are made by the test as the ping's answer comes back."""
+    from test_stop_names_its_run import _stop_with
+
+    sb = make_sandbox(tmp_path)
+    started: list[int] = []
+
+    class EndedAfterItsPing(Client):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            if answer is not None and not started:
+                sb.shutdown()  # the other stop
+                sb.wait_for(lambda: not pid_alive(answer["pid"]), what="the first exited")
+                started.append(sb.start())
+            return answer
+
+    try:
+        first = sb.start()
+        out = _stop_with(EndedAfterItsPing(sb.kint_home, autostart=False), monkeypatch, capsys)
+        (successor,) = started
+        assert successor != first
+        _named_and_serving(sb, out, successor)
+    finally:
+        sb.shutdown()
