@@ -423,3 +423,56 @@ def test_a_request_and_its_reply_cross_the_supervisor_as_bytes():
     with pytest.raises(ProtocolError) as err:
         worker_wire.decode_from_supervisor(orjson.dumps({"kind": "req", "id": "7"}), big)
     assert err.value.code == ErrorCode.TOO_LARGE
+
+
+def test_a_process_that_holds_orjson_reads_a_reply_with_it_as_json_would(monkeypatch):
+    """A long-lived client reads a reply with orjson, the same dict `json` reads; a reply
+    with a run of 19 digits (an integer past 64 bits, which orjson reads as a float) or
+    one orjson refuses is read by `json`, as is every reply of a process without orjson."""
+    import sys
+
+    read: list[bytes] = []
+
+    class Recording:
+        JSONDecodeError = orjson.JSONDecodeError
+
+        @staticmethod
+        def loads(data):
+            read.append(data)
+            return orjson.loads(data)
+
+    status = encode_reply(ok_reply("r1", {"rows": {"hot": 1000}, "uptime_s": 12.5,
+                                          "label": "caf\u00e9", "none": None, "list": [1, -2]}))
+    big = b'{"id":"r2","ok":true,"result":{"n":18446744073709551616,"m":-9223372036854775809}}'
+    huge = b'{"id":"r3","ok":true,"result":{"x":1e400}}'
+    lone = b'{"id":"r4","ok":true,"result":{"s":"\\ud800"}}'
+    frames = [status, big, huge, lone]
+    monkeypatch.delitem(sys.modules, "orjson")
+    standard = [decode_reply(f) for f in frames]
+    assert not read
+    monkeypatch.setitem(sys.modules, "orjson", Recording)
+    assert [decode_reply(f) for f in frames] == standard
+    assert read == [status, huge, lone]  # the 19 digits' reply never went to orjson
+    assert standard[1].result == {"n": 2 ** 64, "m": -(2 ** 63) - 1}  # exact, not floats
+    assert standard[2].result == {"x": float("inf")}
+    with pytest.raises(ProtocolError) as err:
+        decode_reply(b'{"ok": true, "result": NaN}')
+    assert "not valid JSON" in err.value.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text()
+                    | st.floats(allow_nan=False, allow_infinity=False),
+                    lambda kids: st.lists(kids, max_size=4)
+                    | st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=12))
+def test_fuzz_a_reply_reads_the_same_with_orjson_or_without(value):
+    import json
+    import sys
+
+    frame = json.dumps({"id": "r", "ok": True, "result": {"v": value}}).encode()
+    held = sys.modules.pop("orjson")
+    try:
+        without = decode_reply(frame)
+    finally:
+        sys.modules["orjson"] = held
+    assert decode_reply(frame) == without
