@@ -133,6 +133,26 @@ def test_the_client_refuses_a_request_json_cannot_carry(args):
     assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c2"
 
 
+def _recording_orjson(seen: list) -> type:
+    """A stand-in for the orjson module a client finds in sys.modules: orjson's own
+    coders, each noting in `seen` what it was given."""
+
+    class Recording:
+        JSONEncodeError, JSONDecodeError = orjson.JSONEncodeError, orjson.JSONDecodeError
+
+        @staticmethod
+        def dumps(obj):
+            seen.append(obj)
+            return orjson.dumps(obj)
+
+        @staticmethod
+        def loads(data):
+            seen.append(data)
+            return orjson.loads(data)
+
+    return Recording
+
+
 def test_a_process_that_holds_orjson_encodes_a_request_without_arguments_with_it(monkeypatch):
     """A long-lived client (a command through click, kint-server) has orjson loaded: a
     request without arguments is written by it, the same bytes; one with arguments, or one
@@ -143,15 +163,7 @@ def test_a_process_that_holds_orjson_encodes_a_request_without_arguments_with_it
     from kint.protocol import client_codec
 
     used: list[dict] = []
-
-    class Recording:
-        JSONEncodeError = orjson.JSONEncodeError
-
-        @staticmethod
-        def dumps(obj):
-            used.append(obj)
-            return orjson.dumps(obj)
-
+    Recording = _recording_orjson(used)
     plain = [Request(id="c6", op="status", tenant="ténant", db="/h/m.db", space="s",
                      timeout_ms=57_998),
              Request(id="c7", op="sup.ping", timeout_ms=1000),
@@ -432,15 +444,7 @@ def test_a_process_that_holds_orjson_reads_a_reply_with_it_as_json_would(monkeyp
     import sys
 
     read: list[bytes] = []
-
-    class Recording:
-        JSONDecodeError = orjson.JSONDecodeError
-
-        @staticmethod
-        def loads(data):
-            read.append(data)
-            return orjson.loads(data)
-
+    Recording = _recording_orjson(read)
     status = encode_reply(ok_reply("r1", {"rows": {"hot": 1000}, "uptime_s": 12.5,
                                           "label": "caf\u00e9", "none": None, "list": [1, -2]}))
     big = b'{"id":"r2","ok":true,"result":{"n":18446744073709551616,"m":-9223372036854775809}}'
