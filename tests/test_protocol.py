@@ -133,6 +133,26 @@ def test_the_client_refuses_a_request_json_cannot_carry(args):
     assert err.value.code == ErrorCode.BAD_REQUEST and err.value.request_id == "c2"
 
 
+def _recording_orjson(seen: list) -> type:
+    """A stand-in for the orjson module a client finds in sys.modules: orjson's own
+    coders, each noting in `seen` what it was given."""
+
+    class Recording:
+        JSONEncodeError, JSONDecodeError = orjson.JSONEncodeError, orjson.JSONDecodeError
+
+        @staticmethod
+        def dumps(obj):
+            seen.append(obj)
+            return orjson.dumps(obj)
+
+        @staticmethod
+        def loads(data):
+            seen.append(data)
+            return orjson.loads(data)
+
+    return Recording
+
+
 def test_a_process_that_holds_orjson_encodes_a_request_without_arguments_with_it(monkeypatch):
     """A long-lived client (a command through click, kint-server) has orjson loaded: a
     request without arguments is written by it, the same bytes; one with arguments, or one
@@ -143,15 +163,7 @@ def test_a_process_that_holds_orjson_encodes_a_request_without_arguments_with_it
     from kint.protocol import client_codec
 
     used: list[dict] = []
-
-    class Recording:
-        JSONEncodeError = orjson.JSONEncodeError
-
-        @staticmethod
-        def dumps(obj):
-            used.append(obj)
-            return orjson.dumps(obj)
-
+    Recording = _recording_orjson(used)
     plain = [Request(id="c6", op="status", tenant="ténant", db="/h/m.db", space="s",
                      timeout_ms=57_998),
              Request(id="c7", op="sup.ping", timeout_ms=1000),
@@ -423,3 +435,48 @@ def test_a_request_and_its_reply_cross_the_supervisor_as_bytes():
     with pytest.raises(ProtocolError) as err:
         worker_wire.decode_from_supervisor(orjson.dumps({"kind": "req", "id": "7"}), big)
     assert err.value.code == ErrorCode.TOO_LARGE
+
+
+def test_a_process_that_holds_orjson_reads_a_reply_with_it_as_json_would(monkeypatch):
+    """A long-lived client reads a reply with orjson, the same dict `json` reads; a reply
+    with a run of 19 digits (an integer past 64 bits, which orjson reads as a float) or
+    one orjson refuses is read by `json`, as is every reply of a process without orjson."""
+    import sys
+
+    read: list[bytes] = []
+    Recording = _recording_orjson(read)
+    status = encode_reply(ok_reply("r1", {"rows": {"hot": 1000}, "uptime_s": 12.5,
+                                          "label": "caf\u00e9", "none": None, "list": [1, -2]}))
+    big = b'{"id":"r2","ok":true,"result":{"n":18446744073709551616,"m":-9223372036854775809}}'
+    huge = b'{"id":"r3","ok":true,"result":{"x":1e400}}'
+    lone = b'{"id":"r4","ok":true,"result":{"s":"\\ud800"}}'
+    frames = [status, big, huge, lone]
+    monkeypatch.delitem(sys.modules, "orjson")
+    standard = [decode_reply(f) for f in frames]
+    assert not read
+    monkeypatch.setitem(sys.modules, "orjson", Recording)
+    assert [decode_reply(f) for f in frames] == standard
+    assert read == [status, huge, lone]  # the 19 digits' reply never went to orjson
+    assert standard[1].result == {"n": 2 ** 64, "m": -(2 ** 63) - 1}  # exact, not floats
+    assert standard[2].result == {"x": float("inf")}
+    with pytest.raises(ProtocolError) as err:
+        decode_reply(b'{"ok": true, "result": NaN}')
+    assert "not valid JSON" in err.value.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text()
+                    | st.floats(allow_nan=False, allow_infinity=False),
+                    lambda kids: st.lists(kids, max_size=4)
+                    | st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=12))
+def test_fuzz_a_reply_reads_the_same_with_orjson_or_without(value):
+    import json
+    import sys
+
+    frame = json.dumps({"id": "r", "ok": True, "result": {"v": value}}).encode()
+    held = sys.modules.pop("orjson")
+    try:
+        without = decode_reply(frame)
+    finally:
+        sys.modules["orjson"] = held
+    assert decode_reply(frame) == without

@@ -12,8 +12,12 @@ accepts.
 A process that has loaded orjson already (every command through click, kint-server, a
 benchmark) encodes a request without arguments with it: the same bytes in a tenth of the
 time (0.6 against 5 us hot), in every call of a long-lived client. Anything orjson cannot
-carry goes the standard way, which words the refusal. Replies are still read by `json`:
-orjson reads an integer past 64 bits as a float, where `json` keeps it exact.
+carry goes the standard way, which words the refusal. Such a process reads a reply with
+orjson too (1.6 against 4 us hot for a status reply) unless the reply holds a run of 19
+digits or more: orjson reads an integer past 64 bits as a float, where `json` keeps it
+exact, and every integer of up to 18 digits is within 64 bits. A reply orjson refuses is
+read again by `json`, which accepts what orjson does and more (NaN excepted: refused by
+both), so the refusal and its words are `json`'s as before.
 """
 
 from __future__ import annotations
@@ -104,10 +108,32 @@ def encode_request(request: Request) -> bytes:
                         request_id=request.id)
 
 
+# Every byte a digit as b"0", every other a space: a reply holds a run of 19 digits or
+# more where its translation holds `_LONG_DIGITS` (0.8 us hot for a status reply, where a
+# regular expression's search took 6).
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_DIGITS = b"0" * 19
+
+
+def _read_by_orjson(data: bytes) -> Any:
+    """The reply read by orjson, when this process has loaded it and it reads it as `json`
+    would; else None (`json` reads it then, and words any refusal)."""
+    orjson = sys.modules.get("orjson")  # never imported here (see above)
+    if orjson is None or _LONG_DIGITS in data.translate(_DIGITS_AS_ZEROS):
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def _reply_object(data: bytes) -> dict[str, Any]:
     if len(data) > MAX_MESSAGE_BYTES:
         raise ProtocolError(ErrorCode.INTERNAL, f"malformed reply: message of {len(data)} "
                             f"bytes is over the limit of {MAX_MESSAGE_BYTES}")
+    obj = _read_by_orjson(data)
+    if type(obj) is dict:
+        return obj
     try:
         text = data.decode()  # JSON on the wire is UTF-8
         try:
