@@ -466,3 +466,14 @@ def test_the_archive_hint_sends_every_tool_to_the_pull():
         "call memory_pull in a minute; if it stops at the same epoch")
     assert _said_to("memory_pull", "RPC_UNAVAILABLE", ARCHIVE_HINT).startswith(
         "call memory_pull again in a minute; if it stops at the same epoch")
+
+
+def test_kint_servers_own_refusal_that_hands_a_step_over_is_left_as_it_is():
+    """memory_connect with dev and a passphrase: the agent drops the argument and calls
+    again; the passphrase wrap is the human's. The catch-all saw `kint connect` anywhere in
+    the hint and told the agent to stop and tell the human to drop the passphrase."""
+    from kint.agent_server.tools import DEV_TOOL_REFUSALS
+
+    hint = DEV_TOOL_REFUSALS["passphrase"][1]
+    assert _said_to("memory_connect", "BAD_REQUEST", hint) == hint
+    assert hint.startswith("drop passphrase and call memory_connect again")

@@ -267,12 +267,19 @@ TERMINAL_STEP = re.compile(r"\bkint (?!(?:%s)\b)(?:%s)\b" % (
     "|".join(map(re.escape, AGENT_COMMANDS)), "|".join(map(re.escape, KINT_COMMANDS))))
 
 
+# Where a hint already hands the rest to the human (kint-server's own refusals, written for
+# an agent: `memory_connect` with dev and a passphrase): what follows is the human's.
+HANDED_OVER = re.compile(r"(?:stop and )?(?:tell|ask) the human")
+
+
 def _human_only(said: str) -> bool:
-    """Whether a hint no earlier rule gave the agent's words names a step of the human's
-    terminal (HUMAN_ONLY_STEPS), or any command of kint's CLI the agent does not run itself
-    (TERMINAL_STEP). The CHAIN_MOVED pull and the named hints are mapped before this is
-    asked, so a hint that starts with a pull and names one of those steps stops the agent."""
-    return any(step in said for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(said))
+    """Whether a hint no earlier rule gave the agent's words names, before anything it
+    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS), or any command of
+    kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED pull and the
+    named hints are mapped before this is asked, so a hint that starts with a pull and
+    names one of those steps stops the agent."""
+    asked = HANDED_OVER.split(said, maxsplit=1)[0]
+    return any(step in asked for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(asked))
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
@@ -304,7 +311,7 @@ def _agent_words(tool: str, code: str, said: str) -> str | None:
         # human's.
         hint = ("call {tool} again in a minute; if it fails again, stop and tell the human to "
                 + _literal(said))
-    if hint is None and not said.startswith("stop and ") and (code in (
+    if hint is None and not HANDED_OVER.match(said) and (code in (
             SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said)):
         # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
         # store or the account (`Run sibyl init in a terminal`, a store's permissions):
