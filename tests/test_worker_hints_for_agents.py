@@ -477,3 +477,30 @@ def test_kint_servers_own_refusal_that_hands_a_step_over_is_left_as_it_is():
     hint = DEV_TOOL_REFUSALS["passphrase"][1]
     assert _said_to("memory_connect", "BAD_REQUEST", hint) == hint
     assert hint.startswith("drop passphrase and call memory_connect again")
+
+
+def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
+    """kint-server's start-up pull asks the worker to keep what a settlement found
+    (`unread`); a supervisor of an older kint refuses the argument, and is asked the plain
+    pull. A stand-in session (an older kint cannot be had here) checks the arguments as
+    this kint's pull op did before `unread` (kint.protocol.ops, the same words)."""
+    from dataclasses import replace
+
+    from kint.mcp_server import _start_up_pull
+    from kint.protocol.ops import OPS
+
+    older = replace(OPS["pull"], args={name: spec for name, spec in OPS["pull"].args.items()
+                                       if name != "unread"})
+    sent: list[dict] = []
+
+    class OlderSupervisor:
+        def call(self, op: str, args: dict, timeout_s: float) -> dict:
+            sent.append(args)
+            try:
+                older.validate_args(args, None)
+            except ProtocolError as err:
+                raise KintError(err.code.value, err.message, err.hint) from None
+            return {"message": "pulled"}
+
+    assert _start_up_pull(OlderSupervisor(), 1.0) == {"message": "pulled"}
+    assert sent == [{"unread": True}, {}]
