@@ -136,6 +136,8 @@ def test_unknown_arguments_are_refused_and_nothing_is_pushed(agent):
         assert payload["ok"] is False and payload["error"] == "BAD_REQUEST", payload
         assert payload["message"].startswith(f"{arg} cannot be given with dev: "), payload
         assert payload["hint"] and secret not in json.dumps(payload), payload
+        # The agent's own step first; the passphrase wrap is handed to the human.
+        assert not payload["hint"].startswith("stop and "), payload
     assert agent.call("memory_status")["owner"] is None
 
     assert agent.call("memory_connect", dev=True)["connected"] is True

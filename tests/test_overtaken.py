@@ -249,6 +249,55 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     assert "second" in s.names(moved)
 
 
+def test_an_agents_restore_that_drops_a_journal_names_its_own_tools_for_the_rows(box):
+    """(b) settled by an agent's memory_pull with discard_local, through a real kint-server
+    started before the kill (its start-up pull would meet the journal first): the pull's
+    warning said what to do with the rows for a terminal ("write back ..., then `kint
+    push`"); the agent is given its own tool for them, the human what is still wanted."""
+    from mcp_session import AgentProcess
+
+    s = Space(box, "lost-push-agent")
+    agent = AgentProcess({**s.a.env, "SIBYL_MEMORY_DB": str(s.dba)}).start()
+    try:
+        write(s.dba, s.a.tenant, second="in the push killed before its send")
+        s.kill_a("before_send", "push")
+        assert s.b_pushes("other")["seq"] == 2
+        pulled = agent.call("memory_pull", discard_local=True)
+    finally:
+        agent.close()
+        s.release()
+    said = (pulled.get("warnings") or [repr(pulled)])[0]
+    assert said.startswith("an interrupted push of epoch 2 never landed and never can"), said
+    assert said.endswith("not anchored; ask the human what of it is still wanted; once "
+                         "that is written back, memory_push anchors it"), said
+    assert "`kint push`" not in said, said
+
+
+def test_what_kint_servers_start_up_pull_settled_is_said_to_the_agent(box):
+    """(b) met first by kint-server's own start-up pull, which refuses it as a fork (the
+    rows the journal carried are unanchored and the chain moved) and says so only in
+    kint.log: what the settlement found was used up there, and the agent's memory_status
+    and memory_pull said nothing of it. The start-up pull leaves it kept; the agent's
+    memory_pull says it among its warnings."""
+    from mcp_session import AgentProcess
+
+    s = Space(box, "lost-push-start-up")
+    write(s.dba, s.a.tenant, second="in the push killed before its send")
+    s.kill_a("before_send", "push")
+    assert s.b_pushes("other")["seq"] == 2
+    s.release()
+    agent = AgentProcess({**s.a.env, "SIBYL_MEMORY_DB": str(s.dba)}).start()
+    try:
+        s.a.wait_for(lambda: not s.pending.exists(), timeout=60, what="the settlement")
+        kept = agent.call("memory_status")["settled_notice"]
+        pulled = agent.call("memory_pull", discard_local=True)
+    finally:
+        agent.close()
+    assert kept and "an interrupted push of epoch 2 never landed" in kept, kept
+    said = (pulled.get("warnings") or [repr(pulled)])[0]
+    assert said.startswith("an interrupted push of epoch 2 never landed and never can"), said
+
+
 def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):
     """(b) with A's transaction sent and still waiting at the endpoint: A's session key has
     a nonce below it that nothing has sent (held in A's nonce book by a live process), so

@@ -217,14 +217,20 @@ def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step()
             for step in own:
                 asked = asked.replace(step, "")
             assert "`kint" not in asked, (name, said)
-    # A journal its unauthorized key left: the owner's authorization comes first, then a
-    # push or a rekey (the worker's own hints, Unauthorized.hint).
+    # A journal its unauthorized key left: the owner's authorization comes first (the
+    # human's), then a push, the agent's own memory_push, or a rekey, the human's
+    # (the worker's own hints, Unauthorized.hint).
+    from kint.protocol.errors import UNAUTHORIZED_HINT
+
     for kept in (None, "its transaction may still land"):
         journal = Unauthorized(2, "0x" + "ab" * 20, "0x" + "cd" * 20, False, kept=kept)
-        for again in ("kint push", "kint rekey"):
-            hint = journal.hint(again)
-            said = agent_error("memory_push", KintError("NOT_CONNECTED", "refused", hint)).hint
-            assert said == f"stop and tell the human: {hint}", said
+        hint = journal.hint("kint rekey")  # a kept one's hint names the push for both
+        said = agent_error("memory_push", KintError("NOT_CONNECTED", "refused", hint)).hint
+        assert kept or said == f"stop and tell the human: {hint}", said
+        said = agent_error("memory_push", KintError("NOT_CONNECTED", "refused",
+                                                    journal.hint())).hint
+        assert said.startswith(f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, "
+                               f"call memory_push: it "), said
 
 
 def test_a_journal_a_rotated_session_key_left_gives_the_agent_its_own_push():

@@ -4,10 +4,14 @@ human's: never as a command of a terminal the agent is to run itself.
 The worker writes its hints for a person at a terminal (`run kint pull`, `move the file
 aside`); kint-server hands them to an agent through kint.agent_server.agent_hints. A hint
 that no rule there knew reached the agent as it was, and the agent was sent to run `kint
-pull` (or to move a state file aside, the human's). The guard below reads every hint the
-worker's and the supervisor's refusals are written with (their source, by AST) and runs
-each through memory_push's, memory_pull's and every other tool's translation. In process:
-the translation is plain functions, and the hints are read where they are written.
+pull` (or to move a state file aside, the human's). The guard below reads every hint a
+refusal under kint/ is written with (their source, by AST; kint/commands, the CLI's own,
+excluded) and runs each through memory_push's, memory_pull's and every other tool's
+translation. A hint built at run time (an address, a chain, the endpoint in force) is
+built here with sample values by the code that builds it, and one a refusal passes on
+from another is named with where it comes from: a refusal of either kind the guard does
+not know fails it. In process: the translation is plain functions, and the hints are
+read where they are written.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import ast
 import importlib
 import re
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import Callable, Iterator
 
 import click
 import pytest
 
-from kint.agent_server.agent_hints import AGENT_COMMANDS, KINT_COMMANDS, agent_error
+from kint.agent_server.agent_hints import (AGENT_COMMANDS, KINT_COMMANDS, agent_error,
+                                           agent_notice)
 from kint.agent_server.results import pull_error, push_error
 from kint.client import KintError
 from kint.protocol.errors import ProtocolError
@@ -53,6 +59,9 @@ def _text(module: ModuleType, node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         value = getattr(module, node.id, None)
         return value if isinstance(value, str) else None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # spaces.X
+        value = getattr(getattr(module, node.value.id, None), node.attr, None)
+        return value if isinstance(value, str) else None
     if isinstance(node, ast.JoinedStr):
         parts = [_text(module, part.value) if isinstance(part, ast.FormattedValue)
                  else _text(module, part) for part in node.values]
@@ -63,24 +72,210 @@ def _text(module: ModuleType, node: ast.expr) -> str | None:
     return None
 
 
+# Folders whose refusals never reach kint-server: the CLI's own (kint-server imports none
+# of kint.commands; tests/test_import_graph.py).
+NOT_SCANNED = ("commands",)
+
+# Refusals that pass on a hint another refusal was made with (scanned where that one is
+# made), or words that are already an agent's: (file, the hint's source) -> where from.
+PASSED_ON = {
+    ("agent_server/agent_hints.py", "hint_with_notices(hint.format(tool=tool, pull=pull), "
+                                    "notices)"): "the translation itself",
+    ("agent_server/results.py", "hint_with_notices(hint, notices)"): "the translation itself",
+    ("agent_server/results.py", "mapped.hint"): "the translation itself",
+    ("agent_server/results.py", "hint_with_notices(said, notices)"): "the translation itself",
+    ("agent_server/results.py", "failure['hint']"): "the watcher's push refusal, a worker's",
+    ("agent_server/tools.py", "shared.restore.hint()"): "restore_wait.py's, said to an agent",
+    ("client.py", "err.hint"): "the reply's",
+    ("client.py", "reply.hint"): "the reply's",
+    ("client_closed_door.py", "closed.hint"): "FrontClosed: CLOSED_HINT or STOPPING_HINT",
+    ("protocol/ops.py", "hint"): "an op's argument refused; none is given today",
+    ("tenant_worker/connect.py", "err.hint"): "a connect step's own refusal",
+    ("tenant_worker/discard.py", "err.hint"): "the discard's own refusal",
+    ("tenant_worker/epoch_send.py", "hint"): "DeferredWait's: DEFERRED_FILL_HINT",
+    ("tenant_worker/handlers.py", "err.hint"): "an op's own refusal",
+    ("tenant_worker/handlers.py", "hint if isinstance(hint, str) and hint else None"):
+        "Sibyl's own next step: SIBYL_ERROR, always the human's",
+    ("tenant_worker/rekey.py", "err.hint"): "the rekey's own refusal",
+    ("tenant_worker/space.py", "err.hint"): "kint.chain.config's ChainConfigError",
+    ("tenant_worker/drift.py", "hint"): "HOLD_HINT or NOTHING_ANCHORED_OR_DROPPED",
+    ("tenant_worker/connect_owner.py", "elsewhere.hint"): "enrolled_chain.other_chain's",
+    ("tenant_worker/discard.py", "'; '.join(hints) + ', then try again'"):
+        "the store's holders: pull_error's own BUSY rule (test_mcp_restore)",
+}
+
+
+def _chains() -> list[SimpleNamespace]:
+    """A chain's settings as the hints built from them read them: set by the devchain's
+    record, a space's own endpoints, a config file, the environment."""
+    from kint import settings
+    from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE
+
+    return [SimpleNamespace(rpc_source=source, rpc_where=where, chain_id=8453, devchain=dev,
+                            rpc_urls=["http://127.0.0.1:1/", "http://127.0.0.1:2/"],
+                            anchor="0x" + "12" * 20, contract_source=source,
+                            contract_where=where)
+            for source, where, dev in ((DEVCHAIN_SOURCE, None, True),
+                                       (SPACE_URLS_SOURCE, None, False),
+                                       (settings.FILE, "/home/u/.kint/config.toml", False),
+                                       ("env", None, False))]
+
+
+def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[str, str]]]]:
+    """(file, the hint's source) -> the (code, hint) pairs it is built as, by the code that
+    builds it, with sample values."""
+    from kint.agent_server.tools import DEV_TOOL_REFUSALS
+    from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
+    from kint.chain.chain_id import on_other_chain
+    from kint.protocol.errors import FUND_SESSION_KEY_HINT
+    from kint.tenant_worker.former_key import FormerKey
+    from kint.custody.errors import WrongSigner
+    from kint.protocol.errors import UNSETTLED_HINT, ProtocolError as Refused
+    from kint.tenant_worker import enrolled_chain, recovery_binding, rpc_hint, state_health
+    from kint.tenant_worker.connect_key import not_a_rekey
+    from kint.tenant_worker.custody_errors import wrong_signer_hint
+    from kint.tenant_worker.overtaken import Overtaken
+    from kint.tenant_worker.push_refusals import gap_hint
+
+    def gaps() -> Iterator[tuple[str, str]]:
+        for rotated, unread in ((True, None), (False, "not served"), (False, None)):
+            yield "GAP", gap_hint(SimpleNamespace(rotated_gap=rotated, unread_gap=unread))
+
+    def unauthorized() -> Iterator[tuple[str, str]]:
+        for found in _unauthorized():
+            for again in ("kint push", "kint rekey"):
+                refused = found.refusal(again)
+                yield refused.code.value, refused.hint
+
+    def endpoints() -> Iterator[tuple[str, str]]:
+        for chain in _chains():
+            yield "RPC_UNAVAILABLE", rpc_hint.endpoint_hint(chain)
+            for before in ("", f"fund {ADDRESS} if the refusal says so; "):
+                err = Refused("RPC_UNAVAILABLE", "unsettled", before + UNSETTLED_HINT)
+                rpc_hint.name_the_endpoint(SimpleNamespace(chain=lambda c=chain: c), err)
+                yield err.code.value, err.hint
+
+    def other_chains() -> Iterator[tuple[str, str]]:
+        for chain in _chains():
+            for seen in (0, 3):
+                for enrolment in (SimpleNamespace(chain_id=31337, contract=chain.anchor),
+                                  SimpleNamespace(chain_id=8453, contract="0x" + "34" * 20)):
+                    refused = (enrolled_chain._other_chain_id(enrolment, chain, seen)
+                               if enrolment.chain_id != chain.chain_id else
+                               enrolled_chain._other_contract(enrolment, chain, seen))
+                    yield refused.code.value, refused.hint
+
+    def wrong_chain() -> Iterator[tuple[str, str]]:
+        for chain in _chains():
+            for endpoints in (1, 2):
+                yield "STALE_RPC", on_other_chain(chain, {0: 1, 1: 1}, endpoints)[1]
+
+    def readable() -> Iterator[tuple[str, str]]:
+        for chain_error in (None, Refused("RPC_UNAVAILABLE", "down")):
+            yield "NOT_CONNECTED", recovery_binding._when_readable(chain_error, "then")
+
+    def disk_full() -> Iterator[tuple[str, str]]:
+        for op in ("pull", "push"):
+            yield "DISK_FULL", state_health._disk_full("the store", "ENOSPC", op).hint
+
+    def fills() -> Iterator[tuple[str, str]]:
+        key = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(chain_id=8453)),
+                              address=ADDRESS)
+        for why in (INSUFFICIENT_FUNDS, "reverted"):
+            refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
+            yield refused.code.value, refused.hint
+
+    def not_rekeys() -> Iterator[tuple[str, str]]:
+        for opened in (False, True):
+            refused = not_a_rekey(4, SimpleNamespace(tag=b"\x01" * 8), opened)
+            yield refused.code.value, refused.hint
+
+    return {
+        ("tenant_worker/push_refusals.py", "gap_hint(mirror)"): gaps,
+        ("tenant_worker/unauthorized_journal.py", "self.hint(again)"): unauthorized,
+        ("tenant_worker/join_chain.py", "endpoint_hint(anchor.config)"): endpoints,
+        ("tenant_worker/overtaken.py", "PULL_THEN.format(again=again)"): lambda: (
+            ("CHAIN_MOVED", Overtaken(3, 5, False).refusal(again).hint)
+            for again in ("kint push", "kint rekey")),
+        ("tenant_worker/enrolled_chain.py", "hint + _connect_again(seen, now)"): other_chains,
+        ("tenant_worker/enrolled_chain.py", "_contract_hint(enrolment, chain) + "
+                                            "_connect_again(seen, f'the contract at {now}')"):
+            other_chains,
+        ("tenant_worker/cold_start.py", "found[1]"): wrong_chain,
+        ("tenant_worker/connect_key.py", "hint"): not_rekeys,
+        ("tenant_worker/custody_errors.py", "wrong_signer_hint(err)"): lambda: iter([(
+            "WRONG_KEY", wrong_signer_hint(WrongSigner(ADDRESS, "0x" + "cd" * 20)))]),
+        ("tenant_worker/recovery_binding.py", "_when_readable(chain_error, \"the head epoch's "
+                                              "header hands them over\")"): readable,
+        ("tenant_worker/recovery_binding.py", "_when_readable(chain_error, \"the head epoch's "
+                                              "header checks the code\")"): readable,
+        ("tenant_worker/former_key.py", "fund + FILL_AGAIN_HINT.format(hole=hole)"): fills,
+        ("tenant_worker/session_sender.py", "FUND_SESSION_KEY_HINT.format(chain_id=self.anchor."
+                                            "config.chain_id, address=self.account.address)"):
+            lambda: iter([("NOT_CONNECTED", FUND_SESSION_KEY_HINT.format(chain_id=8453,
+                                                                         address=ADDRESS))]),
+        ("agent_server/tools.py", "hint"): lambda: (
+            ("BAD_REQUEST", hint) for _, hint in DEV_TOOL_REFUSALS.values()),
+        ("tenant_worker/state_health.py", "hint"): disk_full,
+    }
+
+
+ADDRESS = "0x" + "ab" * 20
+
+
+def _unauthorized() -> list:
+    """A killed push's journal whose key may not write, as each way of it is said."""
+    from kint.tenant_worker.unauthorized_journal import Unauthorized
+
+    owner = "0x" + "cd" * 20
+    return [Unauthorized(3, ADDRESS, owner, rotated, kept=kept, unread=unread,
+                         anchored_since=since)
+            for rotated in (False, True)
+            for kept, unread, since in ((None, False, False), ("k", False, False),
+                                        ("k", True, False), (None, False, True))]
+
+
+def _hint_sources(module: ModuleType, node: ast.expr) -> list[str] | None:
+    """The hints `node` gives as the source says them (both ways of a conditional), or
+    None for one built at run time."""
+    if isinstance(node, ast.IfExp):
+        body, orelse = _text(module, node.body), _text(module, node.orelse)
+        return None if body is None or orelse is None else [body, orelse]
+    said = _text(module, node)
+    return None if said is None else [said]
+
+
 def _worker_hints() -> list[tuple[str, int, str, str]]:
-    """(file, line, code, hint) of every ProtocolError and KintError the worker and the
-    supervisor raise with a hint the source gives."""
-    found = []
-    for folder in ("tenant_worker", "supervisor"):
-        for path in sorted((KINT / folder).glob("*.py")):
-            module = importlib.import_module(f"kint.{folder}.{path.stem}")
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.Call) or getattr(
-                        node.func, "id", getattr(node.func, "attr", None)) not in (
-                        "ProtocolError", "KintError"):
-                    continue
-                hint = node.args[2] if len(node.args) > 2 else next(
-                    (k.value for k in node.keywords if k.arg == "hint"), None)
-                said = None if hint is None else _text(module, hint)
-                if said is not None and node.args:
-                    code = ast.unparse(node.args[0]).rpartition(".")[2]
-                    found.append((f"{folder}/{path.name}", node.lineno, code, said))
+    """(file, line, code, hint) of every ProtocolError and KintError raised under kint/
+    (NOT_SCANNED aside) with a hint: the source's, or those a run-time one is built as.
+    A run-time hint neither built (_built_at_run_time) nor PASSED_ON fails."""
+    found, unknown = [], []
+    built = _built_at_run_time()
+    for path in sorted(KINT.rglob("*.py")):
+        where = path.relative_to(KINT).as_posix()
+        if where.split("/")[0] in NOT_SCANNED or path.name == "__main__.py":
+            continue
+        module = importlib.import_module(
+            "kint." + where.removesuffix(".py").replace("/", ".").removesuffix(".__init__"))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or getattr(
+                    node.func, "id", getattr(node.func, "attr", None)) not in (
+                    "ProtocolError", "KintError"):
+                continue
+            hint = node.args[2] if len(node.args) > 2 else next(
+                (k.value for k in node.keywords if k.arg == "hint"), None)
+            if hint is None or not node.args:
+                continue
+            said = _hint_sources(module, hint)
+            code = ast.unparse(node.args[0]).rpartition(".")[2]
+            key = (where, ast.unparse(hint))
+            if said is not None:
+                found += [(where, node.lineno, code, one) for one in said]
+            elif key in built:
+                found += [(where, node.lineno, c, one) for c, one in built[key]()]
+            elif key not in PASSED_ON:
+                unknown.append((where, node.lineno, key[1]))
+    assert not unknown, f"hints built at run time the guard does not build: {unknown}"
     return found
 
 
@@ -103,7 +298,7 @@ def test_the_agents_view_of_the_cli_is_the_clis():
 
 def test_no_worker_hint_hands_an_agent_a_terminals_command():
     hints = _worker_hints()
-    assert len(hints) > 80, len(hints)  # the source read, not a folder missed
+    assert len(hints) > 150, len(hints)  # the source read, not a folder missed
     bad = []
     for where, line, code, hint in hints:
         for tool, mapped in (("memory_push", push_error), ("memory_pull", pull_error),
@@ -158,3 +353,154 @@ def test_an_epoch_whose_event_does_not_match_is_re_read_by_the_agents_pull():
         said = agent_error(tool, mapped(KintError("INTERNAL", "epoch 3 landed but ...",
                                                   REREAD_HINT), lambda: True)).hint
         assert said == "call memory_pull to re-read it", said
+
+
+def _said_to(tool: str, code: str, hint: str) -> str:
+    """What `tool` tells the agent of a worker's refusal with `code` and `hint`."""
+    mapped = {"memory_push": push_error, "memory_pull": pull_error}.get(tool)
+    err = KintError(code, "refused", hint)
+    return agent_error(tool, mapped(err, lambda: True) if mapped else err).hint or ""
+
+
+def test_the_guard_reads_all_of_kint_and_builds_the_run_time_hints():
+    """The scan once read kint/tenant_worker and kint/supervisor only, and a hint built at
+    run time (gap_hint, Unauthorized.hint, the endpoint in force) was no hint to it."""
+    hints = _worker_hints()
+    files = {where for where, *_ in hints}
+    assert {"sibyl_client.py", "agent_server/tools.py", "open_files.py"} & files, files
+    said = {hint for *_, hint in hints}
+    from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, UNAUTHORIZED_KEPT_HINT,
+                                      UNAUTHORIZED_PUSH_HINT)
+
+    assert {GAP_NEVER_OPENS_HINT, UNAUTHORIZED_PUSH_HINT, UNAUTHORIZED_KEPT_HINT} <= said
+    assert any("config.toml and that they answer, then try again" in h for h in said), said
+
+
+def test_an_endpoint_a_config_file_sets_is_tried_again_then_handed_to_the_human():
+    """RPC_UNAVAILABLE's hint names the endpoint in force (kint.tenant_worker.rpc_hint):
+    one a config file sets reached the agent as the terminal's "check ..., then try
+    again", where the generic one and a space's had the agent's retry first."""
+    from kint import settings
+    from kint.tenant_worker.rpc_hint import endpoint_hint
+
+    hint = endpoint_hint(SimpleNamespace(rpc_source=settings.FILE,
+                                         rpc_where="/home/u/.kint/config.toml"))
+    for tool in ("memory_push", "memory_pull"):
+        assert _said_to(tool, "RPC_UNAVAILABLE", hint) == (
+            f"call {tool} again in a minute; if it fails again, stop and tell the human to "
+            f"check the endpoints set in /home/u/.kint/config.toml and that they answer, "
+            f"then try again")
+
+
+def test_a_journal_of_a_key_not_authorized_has_the_agent_push_after_the_owner():
+    """Unauthorized.hint: the owner's authorization is the human's, the push after it the
+    agent's memory_push, where the agent was told to stop with `then kint push ...`."""
+    for found in _unauthorized():
+        if found.rotated or found.anchored_since or found.unread:
+            continue
+        said = _said_to("memory_push", "NOT_CONNECTED", found.refusal().hint)
+        assert said.startswith("stop and tell the human: the owner authorizes"), said
+        assert "after that, call memory_push: it " in said, said
+        assert "`kint push`" not in said, said
+
+
+def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
+    """former_key's refused fill ("run `kint pull`: it fills nonce N again") and pending's
+    "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`" stopped the agent where
+    its own memory_pull is the step; the ETH and the endpoint settings are the human's."""
+    from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
+    from kint.protocol.errors import STALE_JOURNAL_HINT
+    from kint.tenant_worker.former_key import FormerKey
+
+    key = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(chain_id=8453)),
+                          address=ADDRESS)
+    plain = FormerKey._refused_fill(key, 7, 8, ChainRefused("reverted", "refused")).hint
+    assert _said_to("memory_push", "RPC_UNAVAILABLE", plain).startswith(
+        "call memory_pull in a minute: it fills nonce 7 again")
+    funds = FormerKey._refused_fill(key, 7, 8, ChainRefused(INSUFFICIENT_FUNDS, "no")).hint
+    said = _said_to("memory_pull", "RPC_UNAVAILABLE", funds)
+    assert said == (f"stop and tell the human: the previous session key {ADDRESS} needs ETH "
+                    f"on chain 8453 to fill nonce 7, and funding it is the owner's; after "
+                    f"that, call memory_pull: it fills nonce 7 again"), said
+    said = _said_to("memory_push", "STALE_RPC", STALE_JOURNAL_HINT)
+    assert said.startswith("call memory_pull in a minute: it settles the interrupted push"), \
+        said
+    assert "stop and tell the human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings)" in said
+
+
+def test_a_session_key_short_of_eth_is_the_owners_to_fund():
+    """session_sender's "send ETH on chain C to 0x... (`kint status` names it), then try
+    again" names no command the catch-all knows, and reached the agent as its step: the
+    agent holds no wallet. It stops and tells the human the address."""
+    from kint.protocol.errors import FUND_SESSION_KEY_HINT
+
+    hint = FUND_SESSION_KEY_HINT.format(chain_id=31337, address=ADDRESS)
+    assert _said_to("memory_push", "NOT_CONNECTED", hint) == (
+        f"stop and tell the human: this machine's session key {ADDRESS} needs ETH on chain "
+        f"31337, and funding it is the owner's; after that, call memory_push again")
+
+
+def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
+    """A pull that went on past a dropped journal says what to do with its rows for a
+    terminal (`kint push`, `kint status`): memory_pull's reply gives the agent's tools,
+    and the owner's authorization as the human's."""
+    from kint.agent_server.results import pull_result
+    from kint.tenant_worker.overtaken import Overtaken
+
+    notices = [found.notice(moved) for found in _unauthorized() if found.kept is None
+               for moved in (None, "/s/moved.db")]
+    notices += [Overtaken(3, 5, False).notice(moved) for moved in (None, "/s/moved.db")]
+    for notice in notices:
+        said = agent_notice(notice)
+        assert not _terminal_steps(said), said
+    shown = pull_result({"message": "pulled", "warnings": notices})["warnings"]
+    assert shown[-2].endswith("; memory_status counts them, and memory_push anchors them")
+    assert all("`kint push`" not in line for line in shown), shown
+
+
+def test_the_archive_hint_sends_every_tool_to_the_pull():
+    """ARCHIVE_HINT is a pull's walk's: "call memory_status again" healed nothing."""
+    from kint.protocol.errors import ARCHIVE_HINT
+
+    assert _said_to("memory_status", "RPC_UNAVAILABLE", ARCHIVE_HINT).startswith(
+        "call memory_pull in a minute; if it stops at the same epoch")
+    assert _said_to("memory_pull", "RPC_UNAVAILABLE", ARCHIVE_HINT).startswith(
+        "call memory_pull again in a minute; if it stops at the same epoch")
+
+
+def test_kint_servers_own_refusal_that_hands_a_step_over_is_left_as_it_is():
+    """memory_connect with dev and a passphrase: the agent drops the argument and calls
+    again; the passphrase wrap is the human's. The catch-all saw `kint connect` anywhere in
+    the hint and told the agent to stop and tell the human to drop the passphrase."""
+    from kint.agent_server.tools import DEV_TOOL_REFUSALS
+
+    hint = DEV_TOOL_REFUSALS["passphrase"][1]
+    assert _said_to("memory_connect", "BAD_REQUEST", hint) == hint
+    assert hint.startswith("drop passphrase and call memory_connect again")
+
+
+def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
+    """kint-server's start-up pull asks the worker to keep what a settlement found
+    (`unread`); a supervisor of an older kint refuses the argument, and is asked the plain
+    pull. A stand-in session (an older kint cannot be had here) checks the arguments as
+    this kint's pull op did before `unread` (kint.protocol.ops, the same words)."""
+    from dataclasses import replace
+
+    from kint.mcp_server import _start_up_pull
+    from kint.protocol.ops import OPS
+
+    older = replace(OPS["pull"], args={name: spec for name, spec in OPS["pull"].args.items()
+                                       if name != "unread"})
+    sent: list[dict] = []
+
+    class OlderSupervisor:
+        def call(self, op: str, args: dict, timeout_s: float) -> dict:
+            sent.append(args)
+            try:
+                older.validate_args(args, None)
+            except ProtocolError as err:
+                raise KintError(err.code.value, err.message, err.hint) from None
+            return {"message": "pulled"}
+
+    assert _start_up_pull(OlderSupervisor(), 1.0) == {"message": "pulled"}
+    assert sent == [{"unread": True}, {}]

@@ -19,15 +19,18 @@ from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
-                                  DEVCHAIN_RPC_HINT, GAP_NEVER_OPENS_HINT,
+                                  DEVCHAIN_RPC_HINT, FILL_AGAIN_HINT, FORMER_KEY_FUND,
+                                  FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
-                                  RECOVERY_CODE_HINT, RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
-                                  REORG_HINT,
-                                  REREAD_HINT, ROTATED_KEY_PUSH_HINT,
-                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
-                                  SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
-                                  SPACE_RPC_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
-                                  UNSETTLED_THEN, WRAPS_ROTATED_HINT, ErrorCode,
+                                  OVERTAKEN_NOTICE_TAIL, RECOVERY_CODE_HINT,
+                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
+                                  REREAD_HINT, RETRY_THEN, ROTATED_KEY_NOTICE_TAIL,
+                                  ROTATED_KEY_PUSH_HINT, SESSION_KEY_CORRUPT_HINT,
+                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
+                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT,
+                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
+                                  WRAPS_ROTATED_HINT, WRITE_BACK_TAIL, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -80,6 +83,23 @@ _AGENT_HINTS = {
     # human").
     UNAUTHORIZED_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
                        f"{{tool}} again",
+    # A killed push's journal whose key may not write: the same, and the push after it,
+    # which anchors the rows (or sends the kept transaction again), is the agent's own. Not
+    # to authorize that key again is the human's choice, and so is the new key's rotation.
+    UNAUTHORIZED_PUSH_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, "
+                            f"call memory_push: it anchors them",
+    UNAUTHORIZED_KEPT_HINT: f"stop and tell the human: {UNAUTHORIZED_HINT}; after that, call "
+                            f"memory_push: it sends the kept push again. Should the owner "
+                            f"not authorize this key again, `kint session-key rotate` in "
+                            f"their terminal makes a new one for the owner to authorize, and "
+                            f"memory_push then anchors the rows with it",
+    # An interrupted push's journal the endpoint answered for untruly: the agent's pull
+    # settles it once the endpoint answers truly; KINT_RPC_URL is the human's to check.
+    STALE_JOURNAL_HINT: "call memory_pull in a minute: it settles the interrupted push once "
+                        "the endpoint answers truly; if it fails again, stop and tell the "
+                        "human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings) name an "
+                        "endpoint that answers with an old or different chain; they check "
+                        "them, then call memory_pull again",
     # The vault's maker without its recovery code file: writing it again is the agent's own
     # step (14-agents.md: run it, tell the human where it is, do not open it); copying it off
     # the machine is the human's.
@@ -121,7 +141,8 @@ _AGENT_HINTS = {
     UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
-    ARCHIVE_HINT: "call {tool} again in a minute; if it stops at the same epoch, stop and "
+    # A pull's walk meets it, and a pull is what heals it, whichever tool met it.
+    ARCHIVE_HINT: "call {pull} in a minute; if it stops at the same epoch, stop and "
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
@@ -137,9 +158,6 @@ _AGENT_HINTS = {
     # So did the owner's address: a mixed case that is not its checksum is a mistyped one.
     CHECKSUM_HINT: "nothing was done; ask the human for the owner's address again, as their "
                    "wallet shows it, and call {tool} again with it",
-    DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]: "call {tool} again in a minute; if it fails "
-                                              "again, stop and tell the human to "
-                                              + DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE],
     # A push waiting behind a previous key's nonce held at another endpoint: the wait ends
     # by itself at the bound, and the transaction is the human's to pass on sooner.
     DEFERRED_FILL_HINT: "call memory_pull once the bound named above has passed: the nonce "
@@ -148,8 +166,6 @@ _AGENT_HINTS = {
                         "through",
     # A devchain that stopped does not come back by itself: the human starts it.
     DEVCHAIN_RPC_HINT: f"stop and tell the human: {DEVCHAIN_RPC_HINT}",
-    SPACE_RPC_HINT: f"call {{tool}} again in a minute; if it fails again, stop and tell the "
-                    f"human to {SPACE_RPC_HINT}",
     # 14-agents.md, "What you can do for the user": the agent may make the key; authorizing
     # and funding it are the owner's.
     SESSION_KEY_MISSING_HINT: "this machine has no session key: run `kint session-key create` "
@@ -157,6 +173,50 @@ _AGENT_HINTS = {
                               "owner authorizes that address (`kint authorize`) and funds it "
                               "with a little ETH; after that, call {tool} again",
 }
+# Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
+# template in kint.protocol.errors, each value carried into the agent's words.
+_AGENT_TEMPLATES = (
+    # The session key short of ETH: the agent holds no wallet; the owner funds the key.
+    (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
+                            "needs ETH on chain {chain_id}, and funding it is the owner's; "
+                            "after that, call {tool} again"),
+    # A previous key's nonce whose fill the endpoint refused: its ETH is the owner's to
+    # send, the pull that fills it again the agent's own.
+    (FORMER_KEY_FUND + FILL_AGAIN_HINT,
+     "stop and tell the human: the previous session key {address} needs ETH on chain "
+     "{chain_id} to fill nonce {hole}, and funding it is the owner's; after that, call "
+     "memory_pull: it fills nonce {hole} again"),
+    (FILL_AGAIN_HINT, "call memory_pull in a minute: it fills nonce {hole} again; if it is "
+                      "refused the same way, stop and tell the human what it says"),
+)
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """`template` with each `{name}` a group that takes the value said in its place."""
+    parts = re.split(r"\{(\w+)\}", template)
+    return re.compile("".join(re.escape(part) if n % 2 == 0 else f"(?P<{part}>.+?)"
+                              for n, part in enumerate(parts)))
+
+
+_TEMPLATE_PATTERNS = tuple((_pattern(template), words) for template, words in _AGENT_TEMPLATES)
+
+
+def _from_template(said: str) -> str | None:
+    """The agent's words for a hint built from one of _AGENT_TEMPLATES, the values kept (and
+    kept from being read as fields of the words), or None."""
+    for pattern, words in _TEMPLATE_PATTERNS:
+        found = pattern.fullmatch(said)
+        if found is not None:
+            return words.format(tool="{tool}", **{k: _literal(v) for k, v in
+                                                  found.groupdict().items()})
+    return None
+
+
+def _literal(text: str) -> str:
+    """`text` as it is once formatted: its braces doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 # An interrupted push's journal kept while the chain could not be read: memory_pull settles
 # it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
 # its tail (UNSETTLED_THEN), since the check before it names the endpoint in force
@@ -191,11 +251,11 @@ PULL_STEP = "run `kint pull`"
 # list), and those an agent runs itself: the diagnostics, the session key it may make, the
 # recovery code file written again, the payloads the human signs, the harnesses set up
 # (14-agents.md, "What you can do for the user"). Any other a hint still names once the
-# rules above had their say (a hint no one named: a corrupt epoch cache, a lost key's
-# nonce, a stale endpoint's `then run kint pull`) is a terminal's step, which kint-server
-# has no tool for or keeps for the human: the agent is told to stop and hand it over, never
-# given it as its own next step. Stopping where a memory_ call would have done is the safe
-# way to be wrong; a hint worth a call of the agent's own is named in _AGENT_HINTS.
+# rules above had their say (a hint no one named: a corrupt epoch cache, a previous key's
+# keystore to put back) is a terminal's step, which kint-server has no tool for or keeps
+# for the human: the agent is told to stop and hand it over, never given it as its own
+# next step. Stopping where a memory_ call would have done is the safe way to be wrong; a
+# hint worth a call of the agent's own is named in _AGENT_HINTS or _AGENT_TEMPLATES.
 KINT_COMMANDS = ("authorize", "canonical-payload", "compact", "config", "connect", "demo",
                  "devchain", "doctor", "export", "history", "join", "pull", "push",
                  "recovery-code", "rekey", "session-key", "setup", "status", "supervisor",
@@ -207,35 +267,79 @@ TERMINAL_STEP = re.compile(r"\bkint (?!(?:%s)\b)(?:%s)\b" % (
     "|".join(map(re.escape, AGENT_COMMANDS)), "|".join(map(re.escape, KINT_COMMANDS))))
 
 
+# Where a hint already hands the rest to the human (kint-server's own refusals, written for
+# an agent: `memory_connect` with dev and a passphrase): what follows is the human's.
+HANDED_OVER = re.compile(r"(?:stop and )?(?:tell|ask) the human")
+
+
 def _human_only(said: str) -> bool:
-    """Whether a hint no earlier rule gave the agent's words names a step of the human's
-    terminal (HUMAN_ONLY_STEPS), or any command of kint's CLI the agent does not run itself
-    (TERMINAL_STEP). The CHAIN_MOVED pull and the named hints are mapped before this is
-    asked, so a hint that starts with a pull and names one of those steps stops the agent."""
-    return any(step in said for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(said))
+    """Whether a hint no earlier rule gave the agent's words names, before anything it
+    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS), or any command of
+    kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED pull and the
+    named hints are mapped before this is asked, so a hint that starts with a pull and
+    names one of those steps stops the agent."""
+    asked = HANDED_OVER.split(said, maxsplit=1)[0]
+    return any(step in asked for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(asked))
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
     """`err` with its generic hint in an agent's words (its next call); any other as it is.
     The lines about settings of the call that ride under a hint stay under it."""
     said, notices = split_notices(err.hint)
-    hint = _AGENT_HINTS.get(said or "")
-    if hint is None and said and err.code == ErrorCode.CHAIN_MOVED.value \
-            and said.startswith(PULL_STEP):
+    hint = _agent_words(tool, err.code, said) if said else None
+    if hint is None:
+        return err
+    pull = "memory_pull again" if tool == "memory_pull" else "memory_pull"
+    return KintError(err.code, err.message,
+                     hint_with_notices(hint.format(tool=tool, pull=pull), notices))
+
+
+def _agent_words(tool: str, code: str, said: str) -> str | None:
+    """The agent's words for hint `said` of a refusal with `code` (`{tool}` and `{pull}`
+    still to fill), or None to leave it as it is."""
+    hint = _AGENT_HINTS.get(said) or _from_template(said)
+    if hint is None and code == ErrorCode.CHAIN_MOVED.value and said.startswith(PULL_STEP):
         # Another machine pushed (push_refusals' head check, an overtaken journal's
         # PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says.
         hint = "call memory_pull again" if tool == "memory_pull" else CALL_PULL_FIRST
-    if hint is None and said and said.endswith(UNSETTLED_THEN):
-        check = said.removesuffix(UNSETTLED_THEN).replace("{", "{{").replace("}", "}}")
-        hint = UNSETTLED_FOR_AGENT.format(check=check)
-    if hint is None and said and not said.startswith("stop and ") and (err.code in (
+    if hint is None and said.endswith(UNSETTLED_THEN):
+        hint = UNSETTLED_FOR_AGENT.format(check=_literal(said.removesuffix(UNSETTLED_THEN)))
+    if hint is None and code == ErrorCode.RPC_UNAVAILABLE.value and said.startswith(
+            "check ") and said.endswith(RETRY_THEN):
+        # An endpoint to check, whichever (the generic settings, a space's own, a config
+        # file's: kint.tenant_worker.rpc_hint): a passing fault heals; the setting is the
+        # human's.
+        hint = ("call {tool} again in a minute; if it fails again, stop and tell the human to "
+                + _literal(said))
+    if hint is None and not HANDED_OVER.match(said) and (code in (
             SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said)):
         # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
         # store or the account (`Run sibyl init in a terminal`, a store's permissions):
         # kint-server cannot put either right, and the hint says what the human does. So
         # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command
         # of a terminal kint-server has no tool for (TERMINAL_STEP).
-        hint = f"stop and tell the human: {said}".replace("{", "{{").replace("}", "}}")
-    if hint is None:
-        return err
-    return KintError(err.code, err.message, hint_with_notices(hint.format(tool=tool), notices))
+        hint = f"stop and tell the human: {_literal(said)}"
+    return hint
+
+
+# What a pull's warning of a journal it dropped (kint.tenant_worker's overtaken.py,
+# unauthorized_journal.py) says last, for a terminal, about the rows the journal carried:
+# the agent's tools for them, and the owner's authorization handed to the human.
+_NOTICE_TAILS = {
+    OVERTAKEN_NOTICE_TAIL: "memory_status counts them, and memory_push anchors them",
+    WRITE_BACK_TAIL: "ask the human what of it is still wanted; once that is written back, "
+                     "memory_push anchors it",
+    ROTATED_KEY_NOTICE_TAIL: "memory_push anchors them with this machine's current session "
+                             "key",
+    UNAUTHORIZED_PUSH_HINT: f"tell the human: {UNAUTHORIZED_HINT}; after that, memory_push "
+                            f"anchors them",
+}
+
+
+def agent_notice(said: str) -> str:
+    """A pull's warning with its last step in an agent's words; any other as it is."""
+    for tail, words in _NOTICE_TAILS.items():
+        if said.endswith(f"; {tail}"):
+            return said.removesuffix(tail) + words
+    return said
+

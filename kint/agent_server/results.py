@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.agent_server.agent_hints import CALL_CONNECT, CALL_PULL_FIRST, agent_error
+from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, agent_error,
+                                           agent_notice)
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
@@ -103,6 +104,8 @@ def pull_result(worker: dict[str, Any]) -> dict[str, Any]:
                unopenable=worker.get("closed") or [])
     warnings = worker.get("warnings") or []
     if warnings:
+        # A dropped journal's warning names `kint push` for its rows: the agent's own tool.
+        out["warnings"] = [agent_notice(w) for w in warnings]
         out["message"] = f"{worker.get('message')} ({len(warnings)} warning(s))"
     return out
 

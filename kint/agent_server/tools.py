@@ -70,8 +70,9 @@ DEV_TOOL_REFUSALS = {
               "wallet's vault"),
     "passphrase": ("dev opens its vault with its own owner's signature, not a smart "
                    "account's vault passphrase",
-                   "drop passphrase; `kint connect --dev --add-passphrase` in a terminal adds "
-                   "a passphrase wrap to a devchain vault"),
+                   "drop passphrase and call memory_connect again; a passphrase wrap on a "
+                   "devchain vault is the human's to add: tell the human `kint connect --dev "
+                   "--add-passphrase` in their terminal adds one"),
     "recovery_code": ("dev opens its vault with its own owner's signature; a recovery code is "
                       "for a machine without the owner's key",
                       "drop dev, and give owner with recovery_code"),

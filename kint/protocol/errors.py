@@ -69,6 +69,11 @@ SPACE_RPC_CHECK = ("check the endpoints this space was given by `kint connect --
                    "and that they answer")
 DEVCHAIN_RPC_CHECK = ("check that the devchain runs (`kint devchain status`; `kint devchain "
                       "start` starts it)")
+# The tail of every RPC_UNAVAILABLE hint that sends the user to check an endpoint and try
+# the command again (the generic one, a space's, one a config file sets: rpc_hint), by
+# which kint-server knows them all, whatever endpoint they name.
+RETRY_THEN = ", then try again"
+FILE_RPC_CHECK = "check the endpoints set in {where} and that they answer"
 
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
@@ -97,7 +102,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.CORRUPT_STATE: "the file named was left as it is; move it aside and run "
     "`kint pull` (or `kint connect` for a key file)",
     ErrorCode.DISK_FULL: "free some space, then run the command again",
-    ErrorCode.RPC_UNAVAILABLE: f"{RPC_CHECK}, then try again",
+    ErrorCode.RPC_UNAVAILABLE: RPC_CHECK + RETRY_THEN,
     ErrorCode.CHAIN_UNREADABLE: "that is a transport failure, never a verdict on the vault: "
     "nothing was sent or changed; try again, or change the RPC (KINT_RPC_URL)",
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
@@ -161,6 +166,24 @@ CORRUPT_FILE_HINT = ("move the file aside and run `kint pull` (or `kint connect`
 CORRUPT_JOURNAL_HINT = "move it aside and run `kint pull`"
 REREAD_HINT = "run `kint pull` to re-read it"
 
+# A push refused by the journal of a killed push whose key the owner has not authorized (or
+# no longer does: kint.tenant_worker's unauthorized_journal), and a pull's warning when it
+# went on past one it dropped: the authorization is the owner's, the push after it the
+# agent's own. KEPT: its transaction may still land, so the journal waits for the key.
+UNAUTHORIZED_PUSH_HINT = f"{UNAUTHORIZED_HINT}; then `kint push` anchors them"
+UNAUTHORIZED_KEPT_HINT = (f"{UNAUTHORIZED_HINT}; then `kint push` sends it again. Not to "
+                          f"authorize this key again: `kint session-key rotate`, and the owner "
+                          f"authorizes the new key; the next push or pull drops this journal, "
+                          f"a previous key's then, and `kint push` anchors its rows with the "
+                          f"new key")
+# What a pull's warning says of the rows a dropped journal carried (kint.tenant_worker's
+# overtaken.py, unauthorized_journal.py): still in the store, or in the one the pull moved
+# aside. Named here so kint-server tells an agent its own tools for them.
+ROTATED_KEY_NOTICE_TAIL = "`kint push` anchors them with this machine's current session key"
+OVERTAKEN_NOTICE_TAIL = "`kint status` counts them, and `kint push` anchors them"
+WRITE_BACK = "write back from it what is still wanted"
+WRITE_BACK_TAIL = f"{WRITE_BACK}, then `kint push`"
+
 # A push refused by the journal of an interrupted push that a previous session key of this
 # machine left (rotated since, and no longer authorized: kint.tenant_worker's
 # unauthorized_journal): the journal is dropped, and the next push anchors its rows with the
@@ -217,12 +240,25 @@ RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<spa
 UNSETTLED_THEN = ", then run `kint pull`: it settles the interrupted push first"
 UNSETTLED_HINT = RPC_CHECK + UNSETTLED_THEN
 
+# An interrupted push's journal the endpoint answered for with a head or an event that does
+# not fit it (kint.tenant_worker.pending): kept, and settled by a pull through an endpoint
+# that answers truly. The endpoints are the human's to check; the pull is the agent's own.
+STALE_JOURNAL_HINT = "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`"
+# The session key short of ETH for the next transaction (kint.tenant_worker.session_sender):
+# funding it is the owner's, never the agent's. Built with the chain and the address.
+FUND_SESSION_KEY_HINT = ("send ETH on chain {chain_id} to {address} (`kint status` names it)"
+                         + RETRY_THEN)
+# A previous session key's nonce whose fill the endpoint refused (kint.tenant_worker's
+# former_key): the next pull fills it again, after the ETH it may need, which is the owner's.
+FORMER_KEY_FUND = "send ETH on chain {chain_id} to {address}, then "
+FILL_AGAIN_HINT = "run `kint pull`: it fills nonce {hole} again"
+
 # RPC_UNAVAILABLE's hint where no KINT_RPC_URL sets the endpoint that failed, so that the
 # hint names what does (kint.tenant_worker.rpc_hint): the devchain's record, or the
 # endpoints a space was given when it connected.
 DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
                      "whether it runs (`kint devchain start` starts it), then try again")
-SPACE_RPC_HINT = f"{SPACE_RPC_CHECK}, then try again"
+SPACE_RPC_HINT = SPACE_RPC_CHECK + RETRY_THEN
 # RPC_UNAVAILABLE's hint for a receipt wait that ran out while the push waited behind a
 # previous session key's nonce held at another endpoint of the space, within the bound on
 # that wait (kint.tenant_worker.former_key_wait): no endpoint failed, so the generic hint's

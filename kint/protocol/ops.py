@@ -191,7 +191,8 @@ OPS: dict[str, OpSpec] = _ops(
     OpSpec("exit_push", "worker", "one push, under the hold, for a closing kint-server",
            900_000, needs_space=True, args={"session": ArgSpec("str", max_chars=64)}),
     OpSpec("pull", "worker", "restore the chain's epochs into the store", 1_800_000,
-           needs_space=True, args={"full": ArgSpec("bool"), "discard_local": ArgSpec("bool")}),
+           needs_space=True, args={"full": ArgSpec("bool"), "discard_local": ArgSpec("bool"),
+                                   "unread": ArgSpec("bool")}),
     OpSpec("rekey", "worker", "a new data key wrapped under the keys supplied, anchored in a "
            "snapshot, then a new recovery code", 900_000, needs_space=True, args={
                "signature": ArgSpec("str", max_chars=200),

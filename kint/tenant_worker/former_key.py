@@ -52,6 +52,7 @@ from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
 from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import FILL_AGAIN_HINT, FORMER_KEY_FUND
 from kint.paths import space_files
 from kint.settings.urls import redact_url
 from kint.tenant_worker import former_key_wait
@@ -309,14 +310,15 @@ class FormerKey:
             f"the next push anchors them with this machine's key")
 
     def _refused_fill(self, hole: int, nonce: int, err: ChainRefused) -> ProtocolError:
-        fund = (f"send ETH on chain {self.anchor.config.chain_id} to {self.address}, then "
+        fund = (FORMER_KEY_FUND.format(chain_id=self.anchor.config.chain_id,
+                                       address=self.address)
                 if err.error == INSUFFICIENT_FUNDS else "")
         return ProtocolError(
             ErrorCode.RPC_UNAVAILABLE,
             f"the interrupted push's transaction, nonce {nonce} of the previous session key "
             f"{self.address}, waits behind nonce {hole} of that key, which was never sent, "
             f"and the endpoint refused the transaction that fills it ({err}); the "
-            f"journal is kept", f"{fund}run `kint pull`: it fills nonce {hole} again")
+            f"journal is kept", fund + FILL_AGAIN_HINT.format(hole=hole))
 
     def account(self) -> Any | None:
         """The key itself when `session.key.old` holds it and opens here, else None (a

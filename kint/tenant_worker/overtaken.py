@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import UNSETTLED_HINT
+from kint.protocol.errors import OVERTAKEN_NOTICE_TAIL, UNSETTLED_HINT, WRITE_BACK_TAIL
 
 UNSETTLED = "the journal is kept until the chain can be read"
 # What became of a dropped journal's transaction that the endpoint held, waiting to be
@@ -62,9 +62,6 @@ def carried_where(moved_to: str | None) -> str:
     return f"in the store this pull moved aside ({moved_to}), not anchored"
 
 
-# What a pull that moved the store aside says of those changes: they come back only when
-# written again.
-WRITE_BACK = "write back from it what is still wanted"
 
 
 PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
@@ -104,8 +101,8 @@ class Overtaken:
         if self.landed:
             return self.describe()
         if moved_to is not None:
-            return f"{self.describe(moved_to)}; {WRITE_BACK}, then `kint push`"
-        return f"{self.describe()}; `kint status` counts them, and `kint push` anchors them"
+            return f"{self.describe(moved_to)}; {WRITE_BACK_TAIL}"
+        return f"{self.describe()}; {OVERTAKEN_NOTICE_TAIL}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: this machine is behind the

@@ -46,7 +46,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.dropped_nonce import release_nonce, signed_by
-from kint.protocol.errors import REREAD_HINT, UNSETTLED_HINT
+from kint.protocol.errors import REREAD_HINT, STALE_JOURNAL_HINT, UNSETTLED_HINT
 from kint.tenant_worker.overtaken import UNSETTLED, Overtaken, epoch_at
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.unauthorized_journal import Unauthorized
@@ -285,8 +285,7 @@ def _stale_head(head: Head, pending: PendingEpoch) -> ProtocolError:
                          f"the endpoint's head (seq {head.seq}, {head.digest[:12]}) is not "
                          f"the seq {pending.seq - 1} an interrupted push of epoch "
                          f"{pending.seq} was built on: a stale or lying RPC; the journal is "
-                         f"kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
-                         "`kint pull`")
+                         f"kept", STALE_JOURNAL_HINT)
 
 
 def _overtaken(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch, head: Head,
@@ -322,7 +321,7 @@ def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
                             f"digest but names transaction {event.tx_hash[:12]} on prev "
                             f"{event.prev[:12]}, not the {sent[:12]} on {pending.prev[:12]} "
                             f"that was sent; the journal is kept",
-                            "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`")
+                            STALE_JOURNAL_HINT)
     def fetch() -> Any:
         try:
             return anchor.w3.eth.get_transaction_receipt("0x" + event.tx_hash)
@@ -334,6 +333,5 @@ def _record_from_event(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,
                             f"the receipt of transaction {event.tx_hash[:12]}, epoch "
                             f"{pending.seq} of this machine, is not served; the journal is "
-                            f"kept", "check KINT_RPC_URL and KINT_RPC_URL_2, then run "
-                            "`kint pull`")
+                            f"kept", STALE_JOURNAL_HINT)
     record_landed(ctx, anchor, pending, receipt)

@@ -91,17 +91,20 @@ PROVENANCE_HINT = ("free some space: the next pull saves it (after a backfill, t
 def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         with head_op(ctx, "pull"):
-            return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")))
+            return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")),
+                         told=not args.get("unread"))
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
     except custody_errors.CustodyError as err:
         raise as_protocol_error(err) from None
 
 
-def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
+def _pull(ctx: SpaceContext, full: bool, discard: bool, told: bool = True) -> dict[str, Any]:
     """The steps, each refusing before the next can write: freshness, fork, walk and the
     checks of every epoch, then the writes (moving a store aside, each epoch in turn), then
-    what the store holds afterwards."""
+    what the store holds afterwards. `told` false (kint-server's start-up pull, whose
+    answer only its log reads): what a settlement found is kept for the next command that
+    tells its user, as the watcher's push keeps it (rekey_settle.settle_journals)."""
     cfg = ctx.config
     chain, enrolment = connected(ctx)
     held = held_keys(ctx)
@@ -110,7 +113,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     # A push journal the chain passed is settled here too (overtaken.py), and the pull goes
     # on from what it left: a recorded epoch, or the rows it carried, unanchored; so does
     # one whose key may not write, dropped unsent (unauthorized_journal.py).
-    outcome, overtaken = settle_journals(ctx, anchor, owner)
+    outcome, overtaken = settle_journals(ctx, anchor, owner, told=told)
     if outcome == COMPLETED:  # a killed rekey's snapshot: its key opens it
         held = held_keys(ctx)
     ctx.progress = "pull: reading the chain head"  # a joining machine's first wait
@@ -124,7 +127,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
     except ProtocolError as err:
         if overtaken is not None:  # why the store holds changes the chain never saw
             err.message = f"{overtaken.describe()}; {err.message}"
-            settled_notice.said(ctx)
+            if told:
+                settled_notice.said(ctx)
         raise
     # 3. Walk, and 4. check every epoch before anything is written.
     fetched = walk(ctx, anchor, owner, head, local.mirror.head.seq, full, held)
@@ -177,7 +181,7 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool) -> dict[str, Any]:
         result["provenance_unsaved"] = {"message": done.provenance_unsaved,
                                         "hint": PROVENANCE_HINT}
     result["message"] = _summary(done, skipped, len(rows), report, backfilled, closed)
-    if overtaken is not None:  # among the warnings returned: said, not again
+    if overtaken is not None and told:  # among the warnings returned: said, not again
         settled_notice.said(ctx)
     return result
 

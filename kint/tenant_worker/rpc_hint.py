@@ -19,8 +19,8 @@ from __future__ import annotations
 from kint import settings
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
-                                  RPC_CHECK, SPACE_RPC_CHECK, UNSETTLED_HINT, UNSETTLED_THEN,
-                                  ErrorCode, ProtocolError)
+                                  FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
+                                  UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
 from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
@@ -33,7 +33,7 @@ def endpoint_check(chain: ChainConfig) -> str:
     if chain.rpc_source == SPACE_URLS_SOURCE:
         return SPACE_RPC_CHECK
     if chain.rpc_source == settings.FILE and chain.rpc_where:
-        return f"check the endpoints set in {chain.rpc_where} and that they answer"
+        return FILE_RPC_CHECK.format(where=chain.rpc_where)
     return RPC_CHECK
 
 
@@ -41,7 +41,7 @@ def endpoint_hint(chain: ChainConfig) -> str:
     """The hint for an endpoint of `chain` that did not answer, by where it was set."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
         return DEVCHAIN_RPC_HINT
-    return f"{endpoint_check(chain)}, then try again"
+    return endpoint_check(chain) + RETRY_THEN
 
 
 def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:

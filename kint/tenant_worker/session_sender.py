@@ -22,6 +22,7 @@ from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import eth_text
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import FUND_SESSION_KEY_HINT
 
 log = logging.getLogger("kint.worker")
 
@@ -98,8 +99,8 @@ class SessionSender:
                 f"this machine's session key {self.account.address} holds {eth_text(has)} "
                 f"ETH, too little for the next transaction ({eth_text(need)} ETH at most); "
                 f"{nothing_dropped}",
-                f"send ETH on chain {self.anchor.config.chain_id} to {self.account.address} "
-                f"(`kint status` names it), then try again")
+                FUND_SESSION_KEY_HINT.format(chain_id=self.anchor.config.chain_id,
+                                             address=self.account.address))
         signed: list[bytes] = []
 
         def sign_at(nonce: int) -> bytes:

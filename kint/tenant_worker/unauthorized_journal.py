@@ -19,8 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import ROTATED_KEY_PUSH_HINT, UNAUTHORIZED_HINT, UNSETTLED_HINT
-from kint.tenant_worker.overtaken import WRITE_BACK, carried_where
+from kint.protocol.errors import (ROTATED_KEY_NOTICE_TAIL, ROTATED_KEY_PUSH_HINT,
+                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                  UNAUTHORIZED_PUSH_HINT, UNSETTLED_HINT, WRITE_BACK)
+from kint.tenant_worker.overtaken import carried_where
 
 
 # What a dropped journal's rows are once a later push anchored them (`anchored_since`).
@@ -93,16 +95,12 @@ class Unauthorized:
         if self.anchored_since and self.kept is None:  # push and rekey go on past it
             return NOTHING_LEFT
         if self.kept is not None:
-            return (f"{UNAUTHORIZED_HINT}; then `kint push` sends it again. Not to "
-                    f"authorize this key again: `kint session-key rotate`, and the owner "
-                    f"authorizes the new key; the next push or pull drops this journal, a "
-                    f"previous key's then, and `kint push` anchors its rows with the new key")
+            return UNAUTHORIZED_KEPT_HINT
         if self.rotated:
             return ("run `kint rekey` again: its snapshot anchors them with this machine's "
                     "current session key" if rekey else ROTATED_KEY_PUSH_HINT)
-        return (f"{UNAUTHORIZED_HINT}; then "
-                + ("`kint rekey` again: its snapshot anchors them" if rekey
-                   else "`kint push` anchors them"))
+        return (f"{UNAUTHORIZED_HINT}; then `kint rekey` again: its snapshot anchors them"
+                if rekey else UNAUTHORIZED_PUSH_HINT)
 
     def notice(self, moved_to: str | None = None) -> str:
         """What a pull that went on past the dropped journal carries among its warnings:
@@ -113,7 +111,7 @@ class Unauthorized:
             return self.describe(moved_to)
         said = self.describe(moved_to) + (f"; {WRITE_BACK}" if moved_to is not None else "")
         if self.rotated:
-            return f"{said}; `kint push` anchors them with this machine's current session key"
+            return f"{said}; {ROTATED_KEY_NOTICE_TAIL}"
         return f"{said}; {self.hint()}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:

@@ -1,0 +1,49 @@
+"""memory_push with a session key too poor for the next transaction: the worker refuses with
+"send ETH on chain C to 0x... (`kint status` names it), then try again", a hint built at
+run time that names no command, and it reached the agent as it was, as if the agent could
+send ETH. Funding the key is the owner's: kint-server tells the agent to stop and tell the
+human which address needs ETH on which chain, then to push again (the translation's
+cases: tests/test_worker_hints_for_agents.py).
+
+A real anvil (the key's balance set to nothing with anvil_setBalance, as spending it would
+leave it), the machine's real supervisor and worker, a real kint-server driven by the MCP
+SDK's client."""
+
+from __future__ import annotations
+
+import json
+
+from chain_machines import kjson, new_machine
+from conftest import write_rules
+from kint.chain.devchain.powers import fund
+from kint.custody.session_key import session_address
+from mcp_session import AgentProcess
+
+
+def test_memory_push_with_a_session_key_short_of_eth_hands_its_funding_to_the_human(
+        tmp_path, chain_home):
+    m = new_machine(tmp_path / "m", chain_home, KINT_QUIET_SECONDS="3600")
+    agent = None
+    try:
+        write_rules(m.sibyl_db, m.tenant, release="every release needs a green deadlift test")
+        kjson(m, "connect", "--dev")
+        kjson(m, "push")
+        key = session_address(m.kint_home)
+        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        fund(record["rpc_url"], key, 0)
+        write_rules(m.sibyl_db, m.tenant, deploy="every deploy waits for the green build")
+        agent = AgentProcess(m.env).start()
+        refused = agent.failed("memory_push")
+        assert refused["error"] == "PUSH_FAILED", refused
+        assert "too little for the next transaction" in refused["message"], refused
+        assert refused["hint"] == (
+            f"stop and tell the human: this machine's session key {key} needs ETH on chain "
+            f"{record['chain_id']}, and funding it is the owner's; after that, call "
+            f"memory_push again"), refused
+        # The owner funds it: the push the hint names anchors the row.
+        fund(record["rpc_url"], key, 10**17)
+        assert agent.call("memory_push")["pushed"] == 1
+    finally:
+        if agent is not None:
+            agent.close()
+        m.shutdown()
