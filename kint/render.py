@@ -7,6 +7,7 @@ tested and reused (the demo prints the same tables)."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Any
 
@@ -157,6 +158,18 @@ def status_rows(status: dict[str, Any]) -> list[list[str]]:
             f"{row['memory_mib']:.1f}M" if row.get("memory_mib") is not None else "-",
         ])
     return rows
+
+
+def home_short(path: object) -> str:
+    """`path` as a person reads it: under the user's home, `~/...`, as kint v0.3.0's `kint
+    join` names the store (`store ~/.sibyl-memory/memory.db`, 03-new-machine.md); any
+    other path as it is. Escaped (`printable`). For text only: `--json` gives the whole
+    path, which a script opens as it is."""
+    text = str(path)
+    home = os.path.expanduser("~").rstrip(os.sep)
+    if home and (text == home or text.startswith(home + os.sep)):
+        text = "~" + text[len(home):]
+    return printable(text)
 
 
 def printable(text: str) -> str:

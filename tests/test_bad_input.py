@@ -386,6 +386,7 @@ JSON_CASES = [
     # (what, argv, exit status, code): with --json, a refusal is one object on stdout
     ("a push on a machine never connected", ["push", "--json"], 5, "NOT_CONNECTED"),
     ("a pull on a machine never connected", ["pull", "--json"], 5, "NOT_CONNECTED"),
+    ("a compact on a machine never connected", ["compact", "--json"], 5, "NOT_CONNECTED"),
     ("a status of a store that is a folder", ["--db", "/", "status", "--json"], 2,
      "BAD_REQUEST"),
     ("a verify limit of 0, --json after it", ["verify", "q", "--limit", "0", "--json"], 2,

@@ -9,9 +9,10 @@ unsaid: v0.3.0's own way back from it (03-new-machine.md, the warning under "Con
 again": "connect again with the chain reachable, then run `kint recovery-code`") connected
 from the fresh vault's local wraps again ("data key from local wraps"), and recovery-code
 wrote that vault's code, not the real one's, for the user to copy off the machine. A
-supervisor a command starts on demand now leaves out KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC and
-KINT_KEY_TTL (schema.CALL_SWITCHES); `kint supervisor start` keeps them, the service's own
-setting.
+supervisor a command starts on demand now leaves out every call-scope setting it reads
+(schema.CALL_SWITCHES: those three, KINT_RPC_TIMEOUT, KINT_VERIFY_HEAD_SECONDS and
+KINT_NONCE_RETRY_SECONDS too, which the starting command's request carries as well);
+`kint supervisor start` keeps them, the service's own setting.
 
 Through the real CLI on the session's devchain: machine A anchors an epoch; machine B's
 supervisor is started by B's first command (no test supervisor: the start on demand is
@@ -41,16 +42,24 @@ def connect(sb, account, **env: str) -> dict:
     return json.loads(out.stdout)
 
 
+# Each call-scope setting the supervisor reads, with a value a command may give once.
+ONE_OFF = {"KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
+           "KINT_RPC_TIMEOUT": "30", "KINT_VERIFY_HEAD_SECONDS": "7",
+           "KINT_NONCE_RETRY_SECONDS": "40"}
+
+
 def test_the_switches_are_left_out_of_an_on_demand_start_only():
-    env = {"KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
-           "KINT_RPC_TIMEOUT": "30", "KINT_OWNER_KEY": "0x" + "11" * 32, "HOME": "/h"}
+    env = {**ONE_OFF, "KINT_RPC_URL": "http://127.0.0.1:9", "KINT_OWNER_KEY": "0x" + "11" * 32,
+           "HOME": "/h"}
+    assert CALL_SWITCHES == {s.name for s in BY_NAME.values()
+                             if s.scope == "call" and "daemon" in s.read_by} == set(ONE_OFF)
     for name in CALL_SWITCHES:  # each is the call's, and its request carries it
         assert BY_NAME[name].scope == "call" and BY_NAME[name].sent, name
+    # A machine-scope setting stays the starter's (reported to a command that differs).
     assert environment_for("daemon", env, call_switches=False) == {
-        "KINT_RPC_TIMEOUT": "30", "HOME": "/h"}
+        "KINT_RPC_URL": "http://127.0.0.1:9", "HOME": "/h"}
     assert environment_for("daemon", env) == {
-        "KINT_OFFLINE": "1", "KINT_ALLOW_SINGLE_RPC": "1", "KINT_KEY_TTL": "session",
-        "KINT_RPC_TIMEOUT": "30", "HOME": "/h"}
+        **ONE_OFF, "KINT_RPC_URL": "http://127.0.0.1:9", "HOME": "/h"}
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +77,8 @@ def test_a_connect_under_kint_offline_leaves_the_next_one_reading_the_chain(
     join_devchain(chain_home, b)
     make_session_key(b)
     try:
-        fresh = connect(b, account, KINT_OFFLINE="1")
+        # Its first command gives every one-off setting: none outlives it.
+        fresh = connect(b, account, **{**ONE_OFF, "KINT_KEY_TTL": "24h"})
         assert fresh["source"] == "fresh vault" and fresh["space"] == space16, fresh
         again = connect(b, account)
         assert again["source"] == "chain head header", again

@@ -270,11 +270,11 @@ def test_an_epoch_put_back_under_another_machines_newer_one_is_recorded_where_it
     put_back = kjson(a, "push")["epochs"][-1]
     assert kjson(b, "pull")["applied"] == [seq + 1]
     assert meta(b, space16, seq + 1)["block"] == put_back["block"]
-    raw = w3.eth.get_raw_transaction("0x" + put_back["tx"])
+    raw = w3.eth.get_raw_transaction(put_back["tx"])  # the CLI's `0x` form
     assert w3.eth.block_number == put_back["block"], "the block to drop is not the last"
     assert "error" not in w3.provider.make_request("anvil_reorg", [1, []])
     w3.eth.send_raw_transaction(raw)  # mined by automine, a block later
-    landed = w3.eth.wait_for_transaction_receipt("0x" + put_back["tx"], timeout=30,
+    landed = w3.eth.wait_for_transaction_receipt(put_back["tx"], timeout=30,
                                                  poll_latency=0.05)["blockNumber"]
     assert landed > put_back["block"]
     write(a.sibyl_db, a.tenant, **{"on-top": f"the epoch after {seq + 1}, on top"})

@@ -166,6 +166,29 @@ def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
     assert checks["head"]["detail"].endswith("; in step"), checks["head"]
 
 
+def test_a_machine_without_a_session_key_restores_and_its_doctor_warns(story):
+    """No session key on this machine (removed, so that it can never append): a warning,
+    exit 0, as a key not authorized or funded is (02-quickstart.md: doctor warns), since
+    it stops writes only; the restore works without it. It failed, exit 1, for a machine
+    that does all it is kept for."""
+    b = story["b"]
+    key = b.kint_home / "session.key"
+    aside = key.with_name("session.key.aside")
+    key.rename(aside)
+    try:
+        ok(b.kint("pull"))
+        text, checks = doctor(b)
+        assert checks["session key"] == {
+            "name": "session key", "ok": True, "warn": True,
+            "detail": "no session key on this machine",
+            "hint": "run `kint session-key create`, then fund and authorize it, before "
+                    "pushing; pulls and reads need none"}, checks["session key"]
+        assert "[WARN] session key: no session key on this machine" in text.stdout.splitlines()
+        assert text.returncode == 0, text.stdout
+    finally:
+        aside.rename(key)
+
+
 def test_the_recovery_file_of_the_machine_that_created_the_vault(story):
     a = story["a"]
     path = a.kint_home / f"RECOVERY-{story['space16']}.txt"

@@ -132,7 +132,8 @@ def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, chain_home):
     assert lines == [
         f"join: owner {account.address}",
         f"      tenant {b.tenant} (from credentials.json), space {connected['space']}",
-        f"      contract {anchor.address}, store {b.sibyl_db}",
+        # The store under the user's home as `~/...`, as v0.3.0's example prints it.
+        f"      contract {anchor.address}, store ~/.sibyl-memory/memory.db",
         "      this command writes nothing to the chain",
         f"session key: {address} (created; it signs epochs for this machine and can never "
         f"decrypt)",
@@ -303,7 +304,8 @@ def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
             assert joined["vault"]["head_seq"] == 1 and joined["writes"]["on"] is not None
             continue
         lines = _lines(out)
-        assert lines[2] == f"      contract {anchor.address}, store {b.sibyl_db}", lines
+        assert lines[2] == f"      contract {anchor.address}, store ~/.sibyl-memory/memory.db", \
+            lines
         assert lines[5].startswith("vault: head epoch 1 at block "), lines
         assert lines[-1] == "writes: on" or lines[-2] == WRITES_OFF, lines
     # KINT_OFFLINE travels with the call, as every call setting does: join refuses it.

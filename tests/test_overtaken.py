@@ -474,7 +474,7 @@ def test_an_endpoint_that_will_not_serve_or_chain_the_event_settles_nothing(box)
         assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stderr
         assert "whether an interrupted push of epoch 2 landed is not known" in out.stderr
         assert s.pending.exists() and s.mirror_head()[0] == 1
-        px.set_mode("broken_prev", tx="0x" + top["tx"])
+        px.set_mode("broken_prev", tx=top["tx"])  # the CLI's `0x` form
         out = s.pull_a()
         assert out.returncode != 0 and "[STALE_RPC]" in out.stderr, out.stderr
         assert "the endpoint contradicts itself" in out.stderr

@@ -75,17 +75,17 @@ def test_reanchor_refuses_while_the_dropped_transaction_waits(machine, w3):
     kjson(machine, *on(db, "push"))
     write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
-    raw = w3.eth.get_raw_transaction("0x" + epoch["tx"])
+    raw = w3.eth.get_raw_transaction(epoch["tx"])
     write(db, machine.tenant, **{"third": "written after the reorganisation"})
     anvil(w3, "evm_setAutomine", False)
     try:
         drop_last_blocks(w3, epoch["block"], 1)
         w3.eth.send_raw_transaction(raw)  # back in the pool, waiting: nothing is mined now
-        assert w3.eth.get_transaction("0x" + epoch["tx"])["blockNumber"] is None
+        assert w3.eth.get_transaction(epoch["tx"])["blockNumber"] is None
 
         refused = machine.kint(*on(db, "push", "--reanchor"))
         assert refused.returncode == 5 and "[STALE_RPC]" in refused.stderr, refused.stderr
-        assert (f"epoch 2's transaction 0x{epoch['tx'][:12]} is waiting at the endpoint to "
+        assert (f"epoch 2's transaction {epoch['tx'][:14]} is waiting at the endpoint to "
                 f"be mined again, so it lands by itself; --reanchor sent nothing"
                 in refused.stderr), refused.stderr
         assert "run `kint push` once it has landed" in refused.stderr, refused.stderr
@@ -94,12 +94,13 @@ def test_reanchor_refuses_while_the_dropped_transaction_waits(machine, w3):
         anvil(w3, "evm_mine")
     finally:
         anvil(w3, "evm_setAutomine", True)
-    landed = w3.eth.get_transaction_receipt("0x" + epoch["tx"])["blockNumber"]
+    landed = w3.eth.get_transaction_receipt(epoch["tx"])["blockNumber"]
     assert landed == epoch["block"] + 1
 
     (third,) = kjson(machine, *on(db, "push"))["epochs"]
     assert third["seq"] == 3
-    assert (meta_of(machine, db, 2)["block"], meta_of(machine, db, 2)["tx"]) == (
+    # The file keeps the bare hex; the command gives it with its `0x` (tx_text.py).
+    assert (meta_of(machine, db, 2)["block"], "0x" + meta_of(machine, db, 2)["tx"]) == (
         landed, epoch["tx"])
 
 
@@ -110,12 +111,12 @@ def test_a_pull_records_an_epoch_put_back_in_a_later_block(machine, w3):
     watermark (it kept the dropped one)."""
     db = connected_profile(machine, "put-back", **{"release-gate": "ship on green only"})
     (epoch,) = kjson(machine, *on(db, "push"))["epochs"]
-    raw = w3.eth.get_raw_transaction("0x" + epoch["tx"])
+    raw = w3.eth.get_raw_transaction(epoch["tx"])
     drop_last_blocks(w3, epoch["block"], 1)
     w3.eth.send_raw_transaction(raw)  # mined by automine, a block later
     # anvil answers the send before its automine has mined it: wait for the receipt (a
     # receipt asked at once was not found once, in a full run).
-    landed = w3.eth.wait_for_transaction_receipt("0x" + epoch["tx"], timeout=30,
+    landed = w3.eth.wait_for_transaction_receipt(epoch["tx"], timeout=30,
                                                  poll_latency=0.05)["blockNumber"]
     assert landed == epoch["block"] + 1
 
@@ -138,13 +139,13 @@ def test_a_pull_records_every_epoch_put_back_not_the_head_alone(machine, w3):
     (first,) = kjson(machine, *on(db, "push"))["epochs"]
     write(db, machine.tenant, **{"deploy-window": "deploys only before 3pm"})
     (second,) = kjson(machine, *on(db, "push"))["epochs"]
-    raws = [w3.eth.get_raw_transaction("0x" + e["tx"]) for e in (first, second)]
+    raws = [w3.eth.get_raw_transaction(e["tx"]) for e in (first, second)]
     drop_last_blocks(w3, second["block"], second["block"] - first["block"] + 1)
     landed = []
     for raw, epoch in zip(raws, (first, second)):
         w3.eth.send_raw_transaction(raw)  # mined by automine, after the dropped blocks
         landed.append(w3.eth.wait_for_transaction_receipt(
-            "0x" + epoch["tx"], timeout=30, poll_latency=0.05)["blockNumber"])
+            epoch["tx"], timeout=30, poll_latency=0.05)["blockNumber"])
     assert landed[0] > second["block"] and landed[1] > landed[0]
 
     pulled = kjson(machine, *on(db, "pull"))
@@ -166,7 +167,7 @@ def test_a_reanchoring_killed_between_two_epochs_finishes_once(machine, w3, flag
     write(db, machine.tenant, **{"third": "the third epoch's rule"})
     (third,) = kjson(machine, *on(db, "push"))["epochs"]
     owner = kjson(machine, *on(db, "status"))["owner"]
-    session = w3.eth.get_transaction("0x" + third["tx"])["from"]
+    session = w3.eth.get_transaction(third["tx"])["from"]
     drop_last_blocks(w3, third["block"], 2)
 
     space16 = space_id_of(machine.label(db))[:16]
@@ -202,7 +203,7 @@ def test_a_reanchor_whose_send_never_left_sends_the_same_transaction(tmp_path, c
         kjson(m, "push")
         write(m.sibyl_db, m.tenant, **{"deploy-window": "deploys only before 3pm"})
         (epoch,) = kjson(m, "push")["epochs"]
-        session = w3.eth.get_transaction("0x" + epoch["tx"])["from"]
+        session = w3.eth.get_transaction(epoch["tx"])["from"]
         drop_last_blocks(w3, epoch["block"], 1)
         count = w3.eth.get_transaction_count(session)
 
@@ -218,5 +219,5 @@ def test_a_reanchor_whose_send_never_left_sends_the_same_transaction(tmp_path, c
 
         pushed = kjson(m, "push", "--reanchor")
         (again,) = pushed["reanchored"]
-        assert again["seq"] == 2 and again["tx"] == signed, (again, signed)
+        assert again["seq"] == 2 and again["tx"] == "0x" + signed, (again, signed)
         assert w3.eth.get_transaction_count(session) == count + 1

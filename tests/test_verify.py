@@ -116,7 +116,8 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
     assert fields["local_leaf"] == check["local_leaf"]
     assert fields["anchored_leaf"] == anchored_leaf and fields["anchored_seq"] == 2
     assert fields["anchored_block"] == 51081880 and fields["head_block"] == 51081880
-    assert fields["anchored_tx"] == check["anchored_tx"] and fields["at"].endswith("Z")
+    # The entity keeps the worker's bare hex; the command gives it with its `0x`.
+    assert "0x" + fields["anchored_tx"] == check["anchored_tx"] and fields["at"].endswith("Z")
     assert fields["reason"].startswith("entity rules/release-gate: the stored text")
 
     out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category", "rules")
@@ -231,7 +232,7 @@ def test_history_prints_a_deletion_and_takes_no_journal_tier(box):
     for block in ("51081900", "51081999"):
         at = box.kint(*args, "--block", block)
         assert at.returncode == 0, at.stderr
-        assert json.loads(at.stdout) == {"seq": seq, "block": 51081900, "tx": tx,
+        assert json.loads(at.stdout) == {"seq": seq, "block": 51081900, "tx": "0x" + tx,
                                          "deleted": True}
     journal = box.kint("--db", str(db), "history", "journal", "release-gate")
     assert journal.returncode == 2 and journal.stdout == ""

@@ -15,6 +15,7 @@ from kint.commands.connect import (VAULT_PROMPT, extra_passphrase, read_signatur
                                    signature_passphrases)
 from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
 from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
+from kint.commands.tx_text import tx_0x, with_tx_0x
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")
@@ -40,7 +41,7 @@ def anchored_lines(result: dict) -> list[str]:
                 else "") for e in epochs]
     lines.append(f"anchored {len(epochs)} epoch(s); head seq {result['head_seq']}")
     for e in epochs:
-        tx = e["tx"] if str(e["tx"]).startswith("0x") else f"0x{e['tx']}"
+        tx = tx_0x(e["tx"])
         cost = e.get("cost_wei")
         lines.append(f"  epoch {e['seq']}: tx {tx} block {e['block']} bucket {e['bucket']} B "
                      f"rows {e['rows']} del {e['deleted']}"
@@ -51,12 +52,12 @@ def anchored_lines(result: dict) -> list[str]:
 def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
     result = call_with_progress(obj, "push", args, timeout_s=900, command=command)
     if as_json:
-        echo_json(result)
+        echo_json(with_tx_0x(result))
         return
     if result.get("override"):
         click.echo(result["override"])
     for epoch in result.get("reanchored") or []:
-        tx = epoch["tx"] if str(epoch["tx"]).startswith("0x") else f"0x{epoch['tx']}"
+        tx = tx_0x(epoch["tx"])
         click.echo(f"push: epoch {epoch['seq']} anchored again (the chain had lost it): "
                    f"tx {tx} block {epoch['block']}" if not result.get("dry_run") else
                    f"would anchor epoch {epoch['seq']} again (the chain lost it)")
@@ -136,7 +137,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
     result = call_with_progress(obj, "pull", {"full": full, "discard_local": discard_local},
                                 timeout_s=1800, command="pull")
     if as_json:
-        echo_json(result)
+        echo_json(with_tx_0x(result))
         return
     click.echo("\n".join(render_pull.pull_output_lines(result)))
 
@@ -204,11 +205,11 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
                     "--smart-account")
     result = call_with_progress(obj, "rekey", args, timeout_s=900, command="rekey")
     if as_json:
-        echo_json(result)
+        echo_json(with_tx_0x(result))
         return
     snap = result["snapshot"][0]
     click.echo(f"data key {result['old_dek_id']} -> {result['new_dek_id']}")
-    click.echo(f"snapshot epoch {snap['seq']} tx {snap['tx']} block {snap['block']}")
+    click.echo(f"snapshot epoch {snap['seq']} tx {tx_0x(snap['tx'])} block {snap['block']}")
     click.echo(f"keys carried over: {result['carried']}; dropped: "
                f"{', '.join(result['dropped']) or 'none'}")
     click.echo(f"recovery code written to {result['recovery_file']}")

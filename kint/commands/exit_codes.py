@@ -9,7 +9,7 @@ One table, so a script can branch on `$?` the same way against either kint:
 | 2 | an error: bad input, a refusal from `connect`, `authorize`, `rekey`, `recovery-code`; `join` stopped before the restore |
 | 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` and `join` too, for the session key) |
 | 4 | `push`, `compact`, `rekey`: the chain moved; `pull`, `join`: a fork |
-| 5 | `push`, `compact`, `rekey`, `pull`, `join`: any other push or pull refusal (a pull with no cached data key lands here) |
+| 5 | `push`, `compact`, `rekey`, `pull`, `join`: any other push or pull refusal (a pull with no cached data key lands here; so do push, compact and pull on a space never connected, NOT_CONNECTED: v0.3.0's push tool tells no owner from no data key) |
 | 6 | `pull`, `join`: a freshness refusal (a stale RPC, two RPCs that disagree on a cold start) |
 
 (`join` exits with its restore's pull status; docs/commands.md, "Exit status", is this

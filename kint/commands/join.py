@@ -176,7 +176,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     said.lines(f"join: owner {owner}",
                f"      tenant {render.printable(ref.tenant)} (from {source}), space "
                f"{ref.space16}{label}",
-               f"      contract {chain['contract']}, store {ref.db}",
+               f"      contract {chain['contract']}, store {render.home_short(ref.db)}",
                "      this command writes nothing to the chain")
 
     step = STEP_SESSION_KEY  # where a Ctrl-C stops it, named in its refusal

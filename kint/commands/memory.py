@@ -10,6 +10,7 @@ import click
 
 from kint import render_space, render_verify
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
+from kint.commands.tx_text import with_tx_0x
 from kint.rows.canon import VERSIONED_TIERS, row_label
 
 
@@ -23,7 +24,7 @@ def status_cmd(obj: Ctx, as_json: bool) -> None:
     cap Sibyl enforces."""
     result = space_call(obj, "status", {"chain": True}, timeout_s=30)
     if as_json:
-        echo_json(result)
+        echo_json(with_tx_0x(result))
     else:
         click.echo(render_space.space_status_text(result))
 
@@ -46,7 +47,7 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
         click.echo(f"kint: chain head unavailable ({result['head_unavailable']}); verifying "
                    f"against the local mirror only", err=True)
     if as_json:
-        echo_json(result)
+        echo_json(with_tx_0x(result))
         return
     click.echo("\n".join(render_verify.verify_lines(result)))
     sys.exit(0 if result["decision"] == "proceed" else 1)
@@ -94,10 +95,11 @@ def history_cmd(obj: Ctx, tier: str, key: str, category: str | None, block: int 
         click.echo(f"kint: no anchored version of {row_label(tier, category, key)} in this "
                    f"machine's epoch cache (`kint pull --full` fills in older epochs)", err=True)
     if block is not None:
-        echo_json(result["version"], notices=False)  # the record, as v0.3.0 printed it
+        # The record, as v0.3.0 printed it; its hash as every command gives one.
+        echo_json(with_tx_0x(result["version"]), notices=False)
         return
     if as_json:
-        echo_json(result)
+        echo_json(with_tx_0x(result))
         return
     for line in render_verify.history_lines(result):
         click.echo(line)

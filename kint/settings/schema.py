@@ -322,16 +322,20 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 STRICT: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.strict)
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.in_file}
 SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
-# v0.3.0's settings a command reads for itself that decide what it reads, trusts or keeps
-# (KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC, KINT_KEY_TTL), which a command sends with its
-# request: each is that command's alone, as in v0.3.0, where every command reads its own
-# environment. A supervisor a command starts on demand does not take them
-# (autostart.spawn_daemon): it would apply them, unsaid, to every later call of every space
-# that sets none (a connect "with the chain reachable" after `KINT_OFFLINE=1 kint connect`
-# started it read no chain, kept the fresh vault's key and wrote its recovery code; one
-# after `KINT_KEY_TTL=session kint connect` cached no key on disk).
-CALL_SWITCHES: frozenset[str] = frozenset({"KINT_OFFLINE", "KINT_ALLOW_SINGLE_RPC",
-                                           "KINT_KEY_TTL"})
+# Every call-scope setting the supervisor reads (KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC,
+# KINT_KEY_TTL, KINT_RPC_TIMEOUT, KINT_VERIFY_HEAD_SECONDS, KINT_NONCE_RETRY_SECONDS): a
+# command sends its value with its request, so each is that command's alone, as in v0.3.0,
+# where every command reads its own environment. A supervisor a command starts on demand
+# does not take them (autostart.spawn_daemon): it would apply them, unsaid, to every later
+# call of every space that sets none (a connect "with the chain reachable" after
+# `KINT_OFFLINE=1 kint connect` started it read no chain, kept the fresh vault's key and
+# wrote its recovery code; one after `KINT_KEY_TTL=session kint connect` cached no key on
+# disk; after `KINT_RPC_TIMEOUT=60 kint pull` every later call waited a minute on a hung
+# endpoint). The supervisor's own value of each (config.toml, the environment `kint
+# supervisor start` or the service gives it) is what a call that sets none gets, and what
+# its work outside any call (a watcher's push, a transaction's resend) uses.
+CALL_SWITCHES: frozenset[str] = frozenset(s.name for s in SETTINGS
+                                          if s.scope == "call" and "daemon" in s.read_by)
 # The value a client sends for a secret it has (never the secret itself), before the proof
 # that tells the worker whether it is its own (kint.settings.secret_proof).
 SECRET_SET = secret_proof.SECRET_SET

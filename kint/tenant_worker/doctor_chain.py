@@ -184,13 +184,19 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
 
 
 def no_session_key(home: Path) -> dict[str, Any] | None:
-    """The session key's check when there is no key on this machine (no chain needed)."""
+    """The session key's check when there is no key on this machine (no chain needed): a
+    warning, as for a key not authorized or funded (`_session_key`). v0.3.0's docs say
+    nothing of it; what a missing key stops is the same as those two, writes, while a
+    restore and every read work without one (a machine kept to restore from, its key
+    removed so it can never append), so doctor does not exit 1 for it. A key file that
+    cannot be read still fails."""
     from kint.custody.session_key import session_key_exists
 
     if session_key_exists(home):
         return None
-    return check("session key", False, "no session key on this machine",
-                 "run `kint session-key create`")
+    return check("session key", True, "no session key on this machine",
+                 "run `kint session-key create`, then fund and authorize it, before pushing; "
+                 "pulls and reads need none", warn=True)
 
 
 def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:

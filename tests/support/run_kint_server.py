@@ -71,7 +71,7 @@ def _autostart_entitled() -> None:
 
     def spawn(home, *, on_demand=True):  # noqa: ANN001, ANN202 - spawn_daemon's own
         # The environment kint's own start gives it: a start on demand leaves out the
-        # starting call's switches (KINT_OFFLINE, KINT_ALLOW_SINGLE_RPC, KINT_KEY_TTL).
+        # starting call's call-scope settings (schema.CALL_SWITCHES: KINT_OFFLINE, ...).
         env = environment_for("daemon", os.environ, call_switches=not on_demand)
         proc = subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
                                  str(home)], stdin=subprocess.DEVNULL,
