@@ -8,8 +8,8 @@ import logging
 from kint import settings
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
-from kint.custody.vault_cache import (MEMORY, SESSION as IN_MEMORY, TTL_ENV, CachedKey,
-                                      cache_data_key, read_cached_key)
+from kint.custody.vault_cache import (SESSION as IN_MEMORY, TTL_ENV, CachedKey, cache_data_key,
+                                      held_in_memory, read_cached_key)
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
@@ -104,7 +104,7 @@ def keep_rotated_key(ctx: SpaceContext, key: bytes) -> None:
 def _kept_in_memory(ctx: SpaceContext) -> bool:
     """Whether the space's key is held in memory only and this call does not ask for it
     to be cached otherwise."""
-    return MEMORY.get(ctx.config.space_id) is not None and not _ttl_asked()
+    return held_in_memory(ctx.config.space_id) and not _ttl_asked()
 
 
 def _ttl_asked() -> bool:
