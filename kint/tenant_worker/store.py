@@ -311,7 +311,7 @@ class StoreReader:
             seen = time.monotonic()  # as `keep`: before the rows are read
             refused = self._refused
             again = (refused is not None and refused[0] == sig
-                     and time.monotonic() - refused[1] < READ_BUSY_WAIT_S)
+                     and seen - refused[1] < READ_BUSY_WAIT_S)
             try:
                 rows = self._count_rows(wait_s=REFUSED_AGAIN_WAIT_S if again else None)
             except StoreLocked:
