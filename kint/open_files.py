@@ -209,8 +209,13 @@ def system_out_of_files(err: BaseException) -> bool:
     return any(getattr(cause, "errno", None) == errno.ENFILE for cause in _causes(err))
 
 
-def out_of_files_message(what: str, err: BaseException | str) -> str:
-    """`what` failed for want of open files, with this process's count and limit."""
+def out_of_files_message(what: str, err: BaseException | str,
+                         system: bool = False) -> str:
+    """`what` failed for want of open files, with this process's count and limit; with
+    `system`, for the system's table of them full (ENFILE), which no limit of this
+    process's explains."""
+    if system:
+        return f"{what} ran out of open files (the system's table of them is full): {err}"
     files = open_files()
     count = (f" ({files.open} open of its limit of {files.limit}, ulimit -n)"
              if files is not None else " (ulimit -n)")

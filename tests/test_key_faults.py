@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,53 @@ def test_a_rekey_killed_before_its_snapshot_is_signed_did_not_happen(killbox, ch
     assert rekeyed["old_dek_id"] == old["wraps"]
     assert key_files(k, space16, sid)["recovery"] == rekeyed["new_dek_id"]
     assert not journal.exists()
+
+
+@pytest.mark.parametrize("ttl", ["session", "30d"])
+def test_a_rekey_killed_mid_way_keeps_its_new_key_as_the_rekey_would_have(killbox, chain,
+                                                                          ttl):
+    """The key's life is the rekey's, whichever process finishes it (05-keys.md, "The
+    vault key cache": `session` is memory only, never written to disk). A worker killed
+    once the snapshot landed left the key files to its successor, which held no key in
+    memory and had not the rekey's environment: it cached the new key with the space's
+    own value, on disk for 24 h, after `KINT_KEY_TTL=session kint connect`, and for 24 h
+    where `KINT_KEY_TTL=30d kint rekey` asked for 30 days. The rekey's journal now keeps
+    how long the new key is to be kept."""
+    k, flag = killbox
+    db = k.profile_db(f"rekey-killed-ttl-{ttl}")
+    write(db, k.tenant, release=RULE)
+    connect_env, rekey_env = ({"KINT_KEY_TTL": "session"}, {}) if ttl == "session" else (
+        {}, {"KINT_KEY_TTL": ttl})
+    connected = json.loads(ok(k.kint("--db", str(db), "connect", "--dev", "--json",
+                                     env=connect_env)).stdout)
+    space16, owner, sid = connected["space"], connected["owner"], space_id_of(k.label(db))
+    assert [e["seq"] for e in jdb(k, db, "push")["epochs"]] == [1]
+    cache = k.kint_home / f"vault-{space16}.aes"
+    assert cache.exists() == (ttl != "session")
+    pid = k.row(db)["pid"]
+
+    flag.write_text(f"after_rekey_push {space16}")
+    out = k.kint("--db", str(db), "rekey", "--signature", "-", env=rekey_env,
+                 input=rekey_signature(k, db, owner))
+    assert "[WORKER_DOWN]" in out.stderr, out.stdout + out.stderr
+    assert not flag.exists(), "the worker did not reach the step"
+    restarted(k, db, pid)
+    journal = k.kint_home / f"rekey-{space16}.json"
+    k.wait_for(lambda: not journal.exists(), timeout=30,
+               what="the interrupted rekey settled by the restarted worker")
+    new_id = epoch_dek_id(k, space16, 2)
+    assert code_dek_id(k, space16) == new_id  # it completed
+    if ttl == "session":
+        assert not cache.exists(), "the restarted worker wrote the session-only key to disk"
+    else:
+        cached = read_cached_key(k.kint_home, sid)
+        assert dek_id(cached.dek).hex() == new_id
+        assert cached.expires_at > time.time() + 29 * 86400, "not the rekey's 30 days"
+    # The restarted worker holds the new key: a write after is pushed under it.
+    write(db, k.tenant, after=f"written after the rekey killed, {ttl}")
+    assert [e["seq"] for e in jdb(k, db, "push")["epochs"]] == [3]
+    assert epoch_dek_id(k, space16, 3) == new_id
+    assert cache.exists() == (ttl != "session")
 
 
 def test_a_connect_killed_between_its_writes_is_finished_by_the_next(killbox, chain):

@@ -63,6 +63,29 @@ def test_a_journal_opens_only_for_its_space_and_its_local_secret(home, monkeypat
         load_rekey_journal(home, SPACE)
 
 
+def test_a_journal_keeps_how_long_the_new_key_is_kept_and_binds_it(home):
+    """The rekey decides how long its new key is kept (`session`, or seconds) and the
+    journal keeps it for whichever process settles the rotation, bound to the sealed key:
+    edited, the journal does not open. One an older kint wrote has none (settled with the
+    settling call's value), and still opens."""
+    import orjson
+
+    from kint.custody.vault_cache import SESSION
+
+    for ttl in (SESSION, 2_592_000.0):
+        journal = _journal()
+        path = save_rekey_journal(home, SPACE, RekeyJournal(
+            journal.dek, journal.wraps, journal.old_dek_id, key_ttl=ttl))
+        assert load_rekey_journal(home, SPACE).key_ttl == ttl
+    fields = orjson.loads(path.read_bytes())
+    path.write_bytes(orjson.dumps({**fields, "key_ttl": SESSION}))
+    with pytest.raises(RekeyJournalCorrupt, match="does not open"):
+        load_rekey_journal(home, SPACE)
+    older = save_rekey_journal(home, SPACE, _journal())
+    assert "key_ttl" not in orjson.loads(older.read_bytes())
+    assert load_rekey_journal(home, SPACE).key_ttl is None
+
+
 def test_a_journal_that_does_not_open_is_refused_with_what_to_do(tmp_path):
     from kint.protocol import ErrorCode
     from kint.tenant_worker.custody_errors import as_protocol_error

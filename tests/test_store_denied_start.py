@@ -205,7 +205,7 @@ def test_the_heartbeat_keeps_its_last_figure_over_a_closed_store(tmp_path, monke
     monkeypatch.setattr(unanchored, "store_signature", _closed_at(db, [True]))
     tally = unanchored.UnanchoredTally()
     mirror = SimpleNamespace(head=SimpleNamespace(seq=3, digest="ab"))  # all a key reads
-    tally.counted(2, (None, 3, "ab"), 0.0)
+    tally.counted(2, (None, 3, "ab"), 0.0, True)
     fields, start = tally.at_beat(10.0, db, mirror, may_start=True)
     assert fields["unanchored"] == 2 and fields["unanchored_stale"] is True
     assert start is False  # a recount could only fail
@@ -222,7 +222,7 @@ def test_the_heartbeat_keeps_its_last_figure_over_a_store_file_closed_to_this_us
                         lambda path: "Permission denied" if path == db else None)
     tally = unanchored.UnanchoredTally()
     mirror = SimpleNamespace(head=SimpleNamespace(seq=3, digest="ab"))
-    tally.counted(2, (None, 3, "ab"), 0.0)
+    tally.counted(2, (None, 3, "ab"), 0.0, True)
     fields, start = tally.at_beat(10.0, db, mirror, may_start=True)
     assert fields["unanchored"] == 2 and fields["unanchored_stale"] is True
     assert start is False

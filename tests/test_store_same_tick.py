@@ -18,34 +18,19 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
-from contextlib import closing
 
 from conftest import sibyl_client, write_store
+from support.same_tick import restarted_wal, same_tick_commit
 
 TENANT = "kint-test"
-
-
-def _stats(db) -> dict[str, tuple[int, int, int]]:
-    out = {}
-    for suffix in ("", "-wal"):
-        st = os.stat(f"{db}{suffix}")
-        out[suffix] = (st.st_atime_ns, st.st_mtime_ns, st.st_size)
-    return out
 
 
 def test_a_commit_inside_the_same_tick_and_size_is_counted(sandbox):
     db = sandbox.sibyl_db
     write_store(db)
     client = sibyl_client(db)
-    for n in range(40):  # a WAL of many frames
-        client.set_entity("notes", f"bulk-{n}", {"n": n})
-    with closing(sqlite3.connect(db)) as conn:  # every frame into the store
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-    wal_size = os.stat(f"{db}-wal").st_size
-    client.set_entity("notes", "after-restart", {"n": -1})  # the WAL restarts at its start
-    assert os.stat(f"{db}-wal").st_size == wal_size
+    wal_size = restarted_wal(db, client)
 
     def entities() -> int:
         out = sandbox.kint("--db", str(db), "status", "--json")
@@ -61,12 +46,7 @@ def test_a_commit_inside_the_same_tick_and_size_is_counted(sandbox):
     for suffix in ("", "-wal"):
         os.utime(f"{db}{suffix}", ns=(ahead, ahead))
     before = entities()
-    at_count = _stats(db)
-    client.set_entity("notes", "same-tick", {"n": -2})
-    assert os.stat(f"{db}-wal").st_size == wal_size  # within the restarted WAL's size
-    for suffix, (atime, mtime, _size) in at_count.items():
-        os.utime(f"{db}{suffix}", ns=(atime, mtime))  # the same tick of the files' clock
-    assert _stats(db) == at_count
+    same_tick_commit(db, client, wal_size, "same-tick")
     try:
         assert entities() == before + 1
     finally:

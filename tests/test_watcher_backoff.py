@@ -195,12 +195,14 @@ def test_the_wait_doubles_to_fifteen_minutes_and_only_a_push_or_the_config_ends_
         now = t
         watcher.tick(t)
 
-    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))  # a store change
+    # A store change (each its own time a while ago: read two seconds or more after it,
+    # a signature tells every later commit, store.SettledRule).
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - 10 * 10**9))
     tick_at(now)
     assert len(attempts) == 1 and watcher.backoff.failure.wait_s == 60
     start = now
     tick_at(start + 15)  # the next tick: still waiting
-    os.utime(db, ns=(time.time_ns(), time.time_ns() + 2 * 10**9))
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - 9 * 10**9))
     tick_at(start + 30)  # a store change does not end the wait
     assert len(attempts) == 1
     waits = []
@@ -229,12 +231,12 @@ def test_the_wait_doubles_to_fifteen_minutes_and_only_a_push_or_the_config_ends_
 
     # HELD is not a failure: no wait, and the next store change is what lets it push again.
     refusal[0] = ProtocolError(ErrorCode.HELD, "held")
-    os.utime(db, ns=(time.time_ns(), time.time_ns() + 3 * 10**9))
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - 8 * 10**9))
     tick_at(t + 2)
     assert len(attempts) == 11 and watcher.backoff.failure is None
     tick_at(t + 3)
     assert len(attempts) == 11
-    os.utime(db, ns=(time.time_ns(), time.time_ns() + 4 * 10**9))
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - 7 * 10**9))
     tick_at(t + 4)
     assert len(attempts) == 12
 

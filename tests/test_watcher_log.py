@@ -17,8 +17,9 @@ from conftest import write_store
 
 
 def _touch(db, seconds: int) -> None:
-    """A store change: the file's modification time moves."""
-    os.utime(db, ns=(time.time_ns(), time.time_ns() + seconds * 10**9))
+    """A store change: the file's modification time moves (to a time of its own a while
+    ago, as a write the watcher reads two seconds or more after it: store.SettledRule)."""
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - (10 - seconds) * 10**9))
 
 
 def _lines(caplog) -> list[str]:

@@ -353,7 +353,9 @@ def test_the_watchers_push_settling_the_store_brings_a_beat_at_once(tmp_path, mo
     watcher = Watcher(str(db), lambda: (1, 0), push, generation=lambda: 0,
                       settled=lambda: settled.append(True))
     now = time.monotonic()
-    os.utime(db, ns=(time.time_ns(), time.time_ns() + 10**9))
+    # A store change, a while ago: read two seconds or more after it, the signature tells
+    # every later commit (store.SettledRule), and a push through clears the dirty mark.
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - 10 * 10**9))
     watcher.tick(now)
     watcher.tick(now + 301)  # quiet: it pushes, and fails
     assert watcher.dirty and settled == []

@@ -21,6 +21,11 @@ Why it is built this way:
 - Beside it: the new wraps (each already sealed under a key the owner holds) and the old
   and new dek_ids, so the settlement can tell from this machine's recorded epochs whether
   the snapshot landed, and rewrite the wraps file without asking the owner again.
+- How long the new key is to be kept (`key_ttl`: `session`, or seconds) is decided by
+  the rekey that writes the journal, and bound to the sealed key (in the AAD): a worker
+  restarted mid-rotation has neither the old key in memory nor the rekey's environment,
+  and settling with the space's own value wrote a `KINT_KEY_TTL=session` key to disk for
+  24 h. A journal without it (an older kint's) is settled with the settling call's value.
 - 0600, written through an atomic replace with its folder fsynced (`write_private`).
 """
 
@@ -40,6 +45,7 @@ from kint.custody.files import space_file, write_private
 from kint.custody.ids import space_hex
 from kint.custody.keks import hkdf_sha256
 from kint.custody.local_secret import LocalSecret, load_local_secret, local_secret
+from kint.custody.vault_cache import SESSION, Ttl, parse_key_ttl
 from kint.custody.wraps import MalformedWrap, Wrap
 from kint.paths import remove_file
 
@@ -51,11 +57,13 @@ _MAX_BYTES = 1 << 16
 
 @dataclass(frozen=True)
 class RekeyJournal:
-    """A rotation in progress: the new data key, its wraps, and the key it replaces."""
+    """A rotation in progress: the new data key, its wraps, the key it replaces, and how
+    long the new key is to be kept (None: as the settling call says)."""
 
     dek: bytes = field(repr=False)
     wraps: tuple[Wrap, ...]
     old_dek_id: bytes
+    key_ttl: Ttl | None = None
 
     @property
     def new_dek_id(self) -> bytes:
@@ -70,8 +78,16 @@ def _sealing_key(secret: LocalSecret) -> bytes:
     return hkdf_sha256(secret.key_material, b"", JOURNAL_INFO)
 
 
-def _aad(space: str | bytes, new_dek_id: bytes) -> bytes:
-    return JOURNAL_INFO + space_hex(space).encode("ascii") + new_dek_id
+def _aad(space: str | bytes, new_dek_id: bytes, key_ttl: str | None) -> bytes:
+    aad = JOURNAL_INFO + space_hex(space).encode("ascii") + new_dek_id
+    return aad if key_ttl is None else aad + b"|key_ttl=" + key_ttl.encode("ascii")
+
+
+def _ttl_text(ttl: Ttl | None) -> str | None:
+    """The journal's `key_ttl`: `session`, or the seconds as KINT_KEY_TTL reads them."""
+    if ttl is None or ttl == SESSION:
+        return ttl
+    return format(float(ttl), "f")
 
 
 def save_rekey_journal(home: Path | None, space: str | bytes, journal: RekeyJournal, *,
@@ -80,12 +96,16 @@ def save_rekey_journal(home: Path | None, space: str | bytes, journal: RekeyJour
     dek = check_data_key(journal.dek)
     secret = secret or local_secret(home)
     nonce = os.urandom(_NONCE_LEN)
-    sealed = AESGCM(_sealing_key(secret)).encrypt(nonce, dek, _aad(space, dek_id(dek)))
+    ttl = _ttl_text(journal.key_ttl)
+    sealed = AESGCM(_sealing_key(secret)).encrypt(nonce, dek, _aad(space, dek_id(dek), ttl))
     path = rekey_journal_path(home, space)
-    write_private(path, orjson.dumps({
-        "v": JOURNAL_VERSION, "old_dek_id": journal.old_dek_id.hex(),
-        "new_dek_id": dek_id(dek).hex(), "wraps": [w.encode().hex() for w in journal.wraps],
-        "nonce": nonce.hex(), "sealed_key": sealed.hex()}))
+    fields = {"v": JOURNAL_VERSION, "old_dek_id": journal.old_dek_id.hex(),
+              "new_dek_id": dek_id(dek).hex(),
+              "wraps": [w.encode().hex() for w in journal.wraps],
+              "nonce": nonce.hex(), "sealed_key": sealed.hex()}
+    if ttl is not None:
+        fields["key_ttl"] = ttl
+    write_private(path, orjson.dumps(fields))
     return path
 
 
@@ -109,17 +129,21 @@ def load_rekey_journal(home: Path | None, space: str | bytes, *,
         wraps = tuple(Wrap.decode(bytes.fromhex(w)) for w in obj["wraps"])
         nonce = bytes.fromhex(obj["nonce"])
         sealed = bytes.fromhex(obj["sealed_key"])
+        ttl = obj.get("key_ttl")
+        if ttl is not None and not isinstance(ttl, str):
+            raise TypeError("key_ttl")
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError,
             MalformedWrap):
         raise RekeyJournalCorrupt(path, "is not a rekey journal (truncated or garbled)") from None
     secret = secret or load_local_secret(home)
     try:
-        dek = AESGCM(_sealing_key(secret)).decrypt(nonce, sealed, _aad(space, new_id))
+        dek = AESGCM(_sealing_key(secret)).decrypt(nonce, sealed, _aad(space, new_id, ttl))
     except (InvalidTag, ValueError):
         raise RekeyJournalCorrupt(path, "does not open under this machine's local secret "
                                   "(altered, another space's, or the secret's source "
                                   "changed)") from None
-    return RekeyJournal(dek=dek, wraps=wraps, old_dek_id=old_id)
+    return RekeyJournal(dek=dek, wraps=wraps, old_dek_id=old_id,
+                        key_ttl=None if ttl is None else parse_key_ttl(ttl))
 
 
 def remove_rekey_journal(home: Path | None, space: str | bytes) -> None:

@@ -158,6 +158,12 @@ class MemoryKeys:
 MEMORY = MemoryKeys()
 
 
+def held_in_memory(space: str | bytes) -> bool:
+    """Whether this process holds the space's data key in memory only (a connect, renewal
+    or rotation under KINT_KEY_TTL=session): what tells a later renewal to keep it there."""
+    return MEMORY.get(space) is not None
+
+
 # -- the file ------------------------------------------------------------------------------
 
 

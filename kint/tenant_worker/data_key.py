@@ -8,8 +8,9 @@ import logging
 from kint import settings
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
-from kint.custody.vault_cache import (MEMORY, SESSION as IN_MEMORY, TTL_ENV, CachedKey,
-                                      cache_data_key, read_cached_key)
+from kint.custody.vault_cache import (SESSION as IN_MEMORY, TTL_ENV, CachedKey, Ttl,
+                                      cache_data_key, held_in_memory, key_ttl,
+                                      read_cached_key)
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
@@ -92,19 +93,30 @@ def renew(ctx: SpaceContext, key: bytes) -> None:
         log.warning("data key: not renewed, the disk is full (%s)", err.strerror)
 
 
-def keep_rotated_key(ctx: SpaceContext, key: bytes) -> None:
-    """Cache a rotation's new data key (rekey_settle.keep_new_key) where the old one was
-    held: in memory when the old one was memory-only and this call gives no KINT_KEY_TTL
-    of its own, renew()'s rule. Taking the space's value instead wrote the new key of a
-    plain `kint rekey` after `KINT_KEY_TTL=session kint connect` to disk for 24 h."""
+def rotated_key_ttl(ctx: SpaceContext) -> Ttl:
+    """How long a rotation's new data key is to be kept, decided as the rekey begins (its
+    journal keeps it: kint.custody.rekey_journal): in memory when the old one was
+    memory-only and this call gives no KINT_KEY_TTL of its own, renew()'s rule; else
+    this call's value (the space's when it gives none). Taking the space's value instead
+    wrote the new key of a plain `kint rekey` after `KINT_KEY_TTL=session kint connect`
+    to disk for 24 h."""
+    return IN_MEMORY if _kept_in_memory(ctx) else key_ttl()
+
+
+def keep_rotated_key(ctx: SpaceContext, key: bytes, ttl: Ttl | None) -> None:
+    """Cache a rotation's new data key (rekey_settle.keep_new_key) for `ttl`, what the
+    rekey decided (`rotated_key_ttl`), whichever process settles it: a worker restarted
+    mid-rekey holds no key in memory and has not the rekey's environment, and cached a
+    `session` key on disk with the space's 24 h. None (a journal an older kint wrote):
+    decided now."""
     cache_data_key(ctx.config.home, ctx.config.space_id, key,
-                   ttl=IN_MEMORY if _kept_in_memory(ctx) else None)
+                   ttl=rotated_key_ttl(ctx) if ttl is None else ttl)
 
 
 def _kept_in_memory(ctx: SpaceContext) -> bool:
     """Whether the space's key is held in memory only and this call does not ask for it
     to be cached otherwise."""
-    return MEMORY.get(ctx.config.space_id) is not None and not _ttl_asked()
+    return held_in_memory(ctx.config.space_id) and not _ttl_asked()
 
 
 def _ttl_asked() -> bool:

@@ -20,7 +20,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from kint.open_files import WORKER_ROOM_HINT, out_of_files_message, ran_out_of_files
+from kint.open_files import (SYSTEM_FILES_HINT, WORKER_ROOM_HINT, out_of_files_message,
+                             ran_out_of_files, system_out_of_files)
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
@@ -167,21 +168,25 @@ class OpReplies:
             reply = ok_reply(req.id, handler(self.ctx, req.args))
         except ProtocolError as err:  # Sibyl's refusals too (handlers.sibyl_refusal)
             if err.code == ErrorCode.INTERNAL and ran_out_of_files(err):
-                return self._out_of_files(req, err.message)
+                return self._out_of_files(req, err, err.message)
             reply = error_reply(req.id, err.code, err.message, err.hint)
         except StoreNotCounted:  # an inline status's: `run_inline` hands it to the pool
             raise
         except Exception as err:
             if ran_out_of_files(err):
-                return self._out_of_files(req, str(err))
+                return self._out_of_files(req, err, str(err))
             log.error("op failed in space %s", self.config.space16, exc_info=True)
             reply = error_reply(req.id, ErrorCode.INTERNAL, f"{req.op} failed inside the worker")
         return reply
 
-    def _out_of_files(self, req: Request, what_failed: str) -> Reply:
+    def _out_of_files(self, req: Request, err: BaseException, what_failed: str) -> Reply:
         """`req` failed because this worker is out of file descriptors (kint/open_files.py):
-        the box's limit, said as such, never a bug in kint. One warning line, no traceback."""
+        the box's limit, said as such, never a bug in kint. One warning line, no traceback.
+        The process's limit (EMFILE) has the `ulimit -n` hint; the system's table full
+        (ENFILE, `err` or an error in its chain) its own, which no `ulimit -n` mends."""
+        system = system_out_of_files(err)
         message = out_of_files_message(
-            f"{req.op} in the worker of space {self.config.space16}", what_failed)
+            f"{req.op} in the worker of space {self.config.space16}", what_failed, system)
         log.warning("%s", message)
-        return error_reply(req.id, ErrorCode.BUSY, message, WORKER_ROOM_HINT)
+        return error_reply(req.id, ErrorCode.BUSY, message,
+                           SYSTEM_FILES_HINT if system else WORKER_ROOM_HINT)

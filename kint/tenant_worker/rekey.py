@@ -35,7 +35,7 @@ from kint.custody.rekey_journal import RekeyJournal, save_rekey_journal
 from kint.custody.wraps import Wrap, find_wrap, read_wraps, unwrap, wrap_data_key
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.connect_key import SuppliedKey, supplied_keks
-from kint.tenant_worker.data_key import current_data_key
+from kint.tenant_worker.data_key import current_data_key, rotated_key_ttl
 from kint.tenant_worker.head_header import newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.connected import connected
@@ -156,7 +156,8 @@ def rekey(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                 + ": supply those keys too, or pass --drop-missing")
         dek = new_data_key()
         wraps = tuple(wrap_data_key(dek, k.kek, k.kind) for k in supplied)
-        save_rekey_journal(cfg.home, cfg.space_id, RekeyJournal(dek, wraps, current_id))
+        save_rekey_journal(cfg.home, cfg.space_id, RekeyJournal(
+            dek, wraps, current_id, key_ttl=rotated_key_ttl(ctx)))
         # A settled notice the snapshot's push says goes back to this rekey in `pushed`,
         # not to the user: used up only once the rekey's own result carries it. Used up as
         # the push returned, a rekey that failed after (the recovery file not written) lost

@@ -111,7 +111,7 @@ def keep_new_key(ctx: SpaceContext, journal: RekeyJournal) -> None:
                             "space has no enrolment", "run `kint connect` first")
     wraps = journal.wraps + _added_since(ctx, journal)
     write_wraps(cfg.home, cfg.space_id, journal.new_dek_id, wraps)
-    keep_rotated_key(ctx, journal.dek)
+    keep_rotated_key(ctx, journal.dek, journal.key_ttl)
     write_recovery_file(cfg.home, enrolment.owner, cfg.space_id, journal.dek)
     enrolment.key_tags = [w.tag.hex() for w in wraps]
     enrolment.vault_created = True

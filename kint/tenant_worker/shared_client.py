@@ -65,31 +65,41 @@ class SpaceClient:
         finally:
             with self._cond:
                 self._users -= 1
-                retired: list[Any] = []
-                if not self._users:
-                    retired, self._retired = self._retired, []
-                    self._cond.notify_all()
-            for client in retired:
-                close_client(client)
+                retired = self._unused_retired()
+            _close(retired)
+
+    def _unused_retired(self) -> list[Any]:
+        """Under the lock: the retired clients once no block uses them, taken for the
+        caller to close after letting the lock go (a slow close under it held up every
+        `using` entry); a discard waiting for no block to be open is woken."""
+        if self._users:
+            return []
+        retired, self._retired = self._retired, []
+        self._cond.notify_all()
+        return retired
 
     def get(self, store: tuple[int, int] | None = None) -> Any:
         """The client, built on first need and again when the store file is no longer the
-        one it was built on (`store`: as the caller read it; None: read here)."""
-        with self._cond:
-            store = store or store_file_id(self._db)
-            if self._client is not None and store != self._store:
-                self._retired.append(self._client)
-                self._client = None
-                if not self._users:
-                    retired, self._retired = self._retired, []
-                    for client in retired:
-                        close_client(client)
-            if self._client is None:
-                from kint.sibyl_client import open_client
+        one it was built on (`store`: as the caller read it; None: read here, once). The
+        file is recorded as read before the client opened it: one replaced in between
+        rebuilds the client at the next call, never the reverse. Only a store the open
+        created (none before) is looked at again."""
+        retired: list[Any] = []
+        try:
+            with self._cond:
+                store = store or store_file_id(self._db)
+                if self._client is not None and store != self._store:
+                    self._retired.append(self._client)
+                    self._client = None
+                    retired = self._unused_retired()
+                if self._client is None:
+                    from kint.sibyl_client import open_client
 
-                self._client = open_client(self._db, self._tenant, self._home)
-                self._store = store_file_id(self._db)
-            return self._client
+                    self._client = open_client(self._db, self._tenant, self._home)
+                    self._store = store if store is not None else store_file_id(self._db)
+                return self._client
+        finally:
+            _close(retired)
 
     @contextmanager
     def released(self, what: str) -> Iterator[None]:
@@ -108,11 +118,16 @@ class SpaceClient:
                     f"{RELEASE_WAIT_S:.0f} s; nothing was moved", "try again")
             retired = self._retired + [self._client]
             self._client, self._retired = None, []
-        for client in retired:
-            close_client(client)
+        _close(retired)
         try:
             yield
         finally:
             with self._cond:
                 self._released -= 1
                 self._cond.notify_all()
+
+
+def _close(clients: list[Any]) -> None:
+    """Close each of `clients` (outside the lock: Sibyl's close folds its connections)."""
+    for client in clients:
+        close_client(client)

@@ -231,7 +231,7 @@ def _connect_ro(db: str, wait_s: float | None = None) -> sqlite3.Connection:
 SETTLED_AFTER_NS = 2_000_000_000
 
 
-def settled(signature: tuple[int, ...]) -> bool | None:
+def settled(signature: tuple[int, ...] | None) -> bool | None:
     """Whether `signature`, read just now (before the rows a count reads), changes with
     every commit after it: its files' newest mtime is SETTLED_AFTER_NS or more in the past
     (the wall clock, which the files' times are on; no system call). A count made after an
@@ -239,9 +239,40 @@ def settled(signature: tuple[int, ...]) -> bool | None:
     None: that mtime is SETTLED_AFTER_NS or more ahead of the clock (the clock stepped
     back; a store copied with its times), which a commit now, stamping the present, moves
     too; false until the clock caught up (hours maybe), every status counted again till
-    then, so StoreReader keeps such a count once it has seen it steady (`_steady`)."""
+    then, so such a signature tells once it has stood steady (`SettledRule`). No store
+    (None) is settled: the first commit creates it."""
+    if signature is None:
+        return True
     age = time.time_ns() - max(signature[0], signature[2])
     return True if age >= SETTLED_AFTER_NS else None if age <= -SETTLED_AFTER_NS else False
+
+
+class SettledRule:
+    """The two-second rule for what keys on the store's signature (the counts here, the
+    heartbeat's unanchored figure, the watcher's clean mark): whether a signature changes
+    with every commit after it was read, so that an unchanged signature later means no
+    commit since. Its one memory is for a store dated ahead of the clock. Not
+    thread-safe: each user calls it under its own lock, or from one thread."""
+
+    def __init__(self) -> None:
+        # A signature ahead of the clock, and when it was first seen (monotonic).
+        self._ahead: tuple[tuple[int, ...], float] | None = None
+
+    def tells(self, sig: tuple[int, ...] | None, keep: bool | None, seen: float) -> bool:
+        """Whether `sig`, read at `seen` (the monotonic clock) and found `keep` then
+        (`settled(sig)`, looked at as it was read), changes with every later commit. One
+        ahead of the clock tells once it has stood unchanged SETTLED_AFTER_NS or more
+        before `seen`: not at the first sight, so a store whose times were set ahead by
+        hand (as a test of a commit inside one tick does, `os.utime`) is read again at
+        least once."""
+        if keep is not None:
+            return keep
+        assert sig is not None  # settled(None) is True
+        first = self._ahead
+        if first is None or first[0] != sig:
+            self._ahead = (sig, seen)
+            return False
+        return (seen - first[1]) * 1e9 >= SETTLED_AFTER_NS
 
 
 def store_signature(db: str) -> tuple[int, ...] | None:
@@ -277,9 +308,8 @@ class StoreReader:
         # The store's signature when a count was last refused by another process's lock,
         # and when (monotonic). See `facts`.
         self._refused: tuple[tuple[int, ...], float] | None = None
-        # A signature ahead of the clock a count was made at, and when it was first seen
-        # (monotonic). See `_steady`.
-        self._ahead: tuple[tuple[int, ...], float] | None = None
+        # Whether a count's signature tells every later commit (`SettledRule`).
+        self._rule = SettledRule()
 
     def facts(self, read: bool = True) -> StoreFacts:
         """The store's facts, its rows counted again when its files changed; with
@@ -311,7 +341,7 @@ class StoreReader:
             seen = time.monotonic()  # as `keep`: before the rows are read
             refused = self._refused
             again = (refused is not None and refused[0] == sig
-                     and time.monotonic() - refused[1] < READ_BUSY_WAIT_S)
+                     and seen - refused[1] < READ_BUSY_WAIT_S)
             try:
                 rows = self._count_rows(wait_s=REFUSED_AGAIN_WAIT_S if again else None)
             except StoreLocked:
@@ -322,21 +352,9 @@ class StoreReader:
                                device=sig[4])
             # Read within a tick of the files' last change, a commit after it may not move
             # them: these counts answer this status only.
-            self._cached = (sig, facts) if keep or (
-                keep is None and self._steady(sig, seen)) else None
+            self._cached = (sig, facts) if self._rule.tells(sig, keep, seen) else None
             self._refused = None
             return facts
-
-    def _steady(self, sig: tuple[int, ...], seen: float) -> bool:
-        """Whether `sig`, ahead of the clock, has stood unchanged since SETTLED_AFTER_NS or
-        more before `seen` (the monotonic clock, read before this count's rows): not kept
-        at the first sight, so a store whose times were set ahead by hand (as a test of a
-        commit inside one tick does, `os.utime`) is counted again at least once."""
-        first = self._ahead
-        if first is None or first[0] != sig:
-            self._ahead = (sig, seen)
-            return False
-        return (seen - first[1]) * 1e9 >= SETTLED_AFTER_NS
 
     def _count_rows(self, recover: bool = True,
                     wait_s: float | None = None) -> dict[str, int]:

@@ -19,7 +19,11 @@ the worker remembers the last figure any of its ops made (`kint status`'s, the w
 0 after a push) and the key it holds at: the store's signature (its and its WAL's mtime and
 size, read *before* the rows were) and the mirror's head. A beat compares that key with the
 one it reads now (two stats, and the mirror's head as cached); the figure is *fresh* while
-they match. Otherwise the beat reports the last figure marked stale (`unanchored_stale`,
+they match, if its signature was read two seconds or more after the store's files last
+changed (store.SettledRule, the rule the status counts keep to: a commit within a tick of
+the files' clock may leave their times and sizes as they were, so a figure counted then
+could be shown fresh after a change it never saw; such a figure is recounted). Otherwise
+the beat reports the last figure marked stale (`unanchored_stale`,
 `~N` in the table: the count before the last change, still the best figure there is, which
 reads better than a `-` that flickers with every write) and starts one recount on the op
 pool: at most one at a time, only while no op or watcher push runs (it then takes the
@@ -42,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from kint.store_denied import denied_reason
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.store import store_signature
+from kint.tenant_worker.store import SettledRule, settled, store_signature
 
 if TYPE_CHECKING:
     from kint.tenant_worker.apply_journal import HalfDone
@@ -110,28 +114,37 @@ def count_unanchored(ctx: "SpaceContext", mirror: Mirror | None) -> StoreCount:
     return StoreCount(changes, half, local)
 
 
-def counting_from(db: str) -> tuple[tuple[int, ...] | None, float]:
-    """The store's signature and the time, read before an op reads the rows it counts."""
-    return store_signature(db), time.monotonic()
+# The store's signature, when it was read (monotonic) and whether it had settled then
+# (store.settled), read before an op reads the rows it counts.
+Before = tuple[tuple[int, ...] | None, float, bool | None]
 
 
-def note_count(ctx: "SpaceContext", before: tuple[tuple[int, ...] | None, float],
-               mirror: Mirror | None, unanchored: int) -> None:
+def counting_from(db: str) -> Before:
+    """The store's signature, the time, and whether the signature had settled, read
+    before an op reads the rows it counts."""
+    signature = store_signature(db)
+    return signature, time.monotonic(), settled(signature)
+
+
+def note_count(ctx: "SpaceContext", before: Before, mirror: Mirror | None,
+               unanchored: int) -> None:
     """An op counted `unanchored` changes against `mirror` (a push: 0), from rows it read
     after `before` (`counting_from`): the heartbeat reports it until the store or the head
     moves."""
     if mirror is not None:
-        ctx.unanchored.counted(unanchored, key_of(before[0], mirror), before[1])
+        ctx.unanchored.counted(unanchored, key_of(before[0], mirror), before[1], before[2])
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A count (None: no store to count), the key it holds at, and when the signature in
-    that key was read (monotonic)."""
+    """A count (None: no store to count), the key it holds at, when the signature in
+    that key was read (monotonic), and whether that signature tells every commit after it
+    (store.SettledRule): a figure that does not is never fresh."""
 
     count: int | None
     key: Key
     taken: float
+    told: bool
 
 
 class UnanchoredTally:
@@ -145,14 +158,16 @@ class UnanchoredTally:
         self._recounting = False
         self._next_recount = 0.0
         self._troubles: dict[str, str] = {}
+        self._rule = SettledRule()
 
-    def counted(self, count: int | None, key: Key, taken: float) -> None:
-        """Remember a count made from rows read after `taken`, when the key was read. The
-        figure read last wins: a slow recount that ends after a push must not replace the
-        push's 0 with what the store held before it."""
+    def counted(self, count: int | None, key: Key, taken: float, keep: bool | None) -> None:
+        """Remember a count made from rows read after `taken`, when the key was read and
+        found `keep` (store.settled). The figure read last wins: a slow recount that ends
+        after a push must not replace the push's 0 with what the store held before it."""
         with self._lock:
+            told = self._rule.tells(key[0], keep, taken)
             if self._figure is None or taken >= self._figure.taken:
-                self._figure = Figure(count, key, taken)
+                self._figure = Figure(count, key, taken, told)
 
     def cannot_count(self, counter: str, err: Exception, space16: str) -> None:
         """`counter` (WATCHER, HEARTBEAT) could not count: logged unless it said the same
@@ -191,7 +206,7 @@ class UnanchoredTally:
         key: Key | None = None if closed else key_of(signature, mirror)
         with self._lock:
             figure = self._figure
-            fresh = figure is not None and figure.key == key
+            fresh = figure is not None and figure.told and figure.key == key
             start = (key is not None and may_start and not fresh and not self._recounting
                      and now >= self._next_recount)
             if start:
@@ -210,7 +225,7 @@ class UnanchoredTally:
             mirror = ctx.state.mirror()
             if mirror is not None:
                 if store_signature(ctx.config.db) is None:
-                    self.counted(None, key_of(None, mirror), started)  # no store to count
+                    self.counted(None, key_of(None, mirror), started, True)  # no store
                 else:
                     count_unanchored(ctx, mirror)
             self.counts_again(HEARTBEAT)

@@ -16,6 +16,13 @@ change instead of retrying. After a push that failed otherwise it waits out a ba
 (push_backoff.py) before it tries again, however the store changes meanwhile; any push
 of the space that goes through, its own included, ends that wait (`push.went_through`, the
 one place every successful push passes).
+
+The dirty mark is cleared (and a held push's signature kept) only for a signature read two
+seconds or more after the store's files last changed (store.SettledRule, the rule the
+status counts keep to): a commit within one tick of the files' clock, inside the size a
+restarted WAL had, leaves their times and sizes as they were, so a push that read its rows
+just before it was taken for the whole change, and that commit was never pushed until the
+next write. Such a store stays dirty, and the next tick looks at it again.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from kint.protocol import ProtocolError
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
-from kint.tenant_worker.store import store_signature
+from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.space import WATCHER_SETTINGS
 
 log = logging.getLogger("kint.worker")
@@ -74,6 +81,7 @@ class Watcher:
         self._last_change = time.monotonic()
         self._last_size_check = 0.0
         self._held_at_signature: tuple[int, ...] | None = None
+        self._rule = SettledRule()
         # While the store cannot be reached by this user, what the OS said (`_read_signature`).
         self.closed: str | None = None
         self._signature: tuple[int, ...] | None = None
@@ -176,6 +184,7 @@ class Watcher:
             self.backoff.forget("the configuration changed, so the push is tried again "
                                 "without waiting")
         sig = self._read_signature()
+        told = self._rule.tells(sig, settled(sig), now)  # as it was read
         if sig != self._signature:
             self._signature = sig
             if not self.dirty:  # one line per dirty spell, not one per poll of a busy store
@@ -185,7 +194,7 @@ class Watcher:
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
-            self._fire("quiet trigger", sig, now)
+            self._fire("quiet trigger", sig, told, now)
             return
         if now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
@@ -193,26 +202,28 @@ class Watcher:
             if counts is None:
                 return
             if counts == (0, 0):
-                self._nothing_left(sig)
+                self._nothing_left(sig, told)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
-                self._fire("size trigger", sig, now)
+                self._fire("size trigger", sig, told, now)
 
-    def _settle(self, sig: tuple[int, ...] | None) -> None:
+    def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
-        write that lands while the diff or the push runs must not be lost."""
+        write that lands while the diff or the push runs must not be lost. Only a
+        signature that `told` every commit after it says so (the module's docstring)."""
         self._signature = sig
-        if self._read_signature() == sig:
+        if told and self._read_signature() == sig:
             was_dirty, self.dirty = self.dirty, False
             if was_dirty:
                 self._settled()
 
-    def _nothing_left(self, sig: tuple[int, ...] | None) -> None:
+    def _nothing_left(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """The store holds nothing unanchored (another machine's pull replayed, the rows
         were put back): no failed push is left to try again."""
         self.backoff.forget("nothing is left to push, so the failed push is dropped")
-        self._settle(sig)
+        self._settle(sig, told)
 
-    def _fire(self, trigger: str, sig: tuple[int, ...] | None, now: float) -> None:
+    def _fire(self, trigger: str, sig: tuple[int, ...] | None, told: bool,
+              now: float) -> None:
         """Push (as the `watcher`) for `trigger`, `quiet trigger` or `size trigger`, with
         kint v0.3.0's log lines around it (10-configuration.md, "Logs"): what triggered
         the push, then its result. A held push logs its own line (drift.py), a failed one
@@ -223,7 +234,7 @@ class Watcher:
         if counts is None:
             return  # not connected, or no data key: nothing to push with
         if counts == (0, 0):
-            self._nothing_left(sig)
+            self._nothing_left(sig, told)
             return
         started = time.monotonic()
         log.info("watcher: pushing (%s)", trigger)
@@ -233,10 +244,12 @@ class Watcher:
                 log.info("watcher: %s", result["message"])
             # What the push anchored is what the store held at `sig` or later; a change
             # made while it ran shows as a new signature at the next tick.
-            self._settle(sig)
+            self._settle(sig, told)
         except ProtocolError as err:
             if err.code.value == "HELD":
-                self._held_at_signature = sig  # wait for the next store change
+                # Wait for the next store change; one a signature that does not tell every
+                # commit may miss is looked at again at the next tick.
+                self._held_at_signature = sig if told else None
             else:
                 self._failed(err.code.value, err.message, err.hint, now, started)
         except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
