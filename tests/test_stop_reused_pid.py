@@ -16,6 +16,7 @@ took its home, as a reused pid's process would have.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -84,6 +85,42 @@ def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
             later.kill()
             later.wait(30)
         sb.shutdown()
+
+
+def test_a_reused_pid_whose_process_name_is_cut_mid_character_is_not_stopping(tmp_path):
+    """The kernel keeps 15 bytes of a process's name, so a name of é's (two bytes each) is
+    cut inside its eighth: /proc/PID/stat then holds bytes that are not UTF-8. Read as
+    strict UTF-8, the start time was "not known" and the note was believed again ("the
+    supervisor (pid N) is stopping"); a stopped such process was not said stopped either
+    (the read raised). Both read it now (kint.proc_stat). A copy of /bin/sleep so named
+    stands for the process given the killed supervisor's pid."""
+    from kint.supervisor.autostart import stopped_note
+
+    sb = make_sandbox(tmp_path)
+    later = None
+    try:
+        note = _killed_mid_step_down(sb)
+        sleeper = tmp_path / ("\u00e9" * 9)
+        shutil.copy("/bin/sleep", sleeper)
+        later = subprocess.Popen([str(sleeper), "120"])
+        sb.wait_for(lambda: _comm_bytes(later.pid) == "\u00e9".encode() * 7 + b"\xc3",
+                    what="the cut name")
+        write_note(socket_dir(sb.kint_home), note._replace(pid=later.pid))
+        err = _ping_refusal(sb)
+        assert "no supervisor is running" in err.message, err
+        os.kill(later.pid, signal.SIGSTOP)
+        sb.wait_for(lambda: "(it is stopped" in stopped_note(later.pid),
+                    what="the cut name seen stopped")
+    finally:
+        if later is not None:
+            later.kill()
+            later.wait(30)
+        sb.shutdown()
+
+
+def _comm_bytes(pid: int) -> bytes:
+    with open(f"/proc/{pid}/comm", "rb") as fh:
+        return fh.read().rstrip(b"\n")
 
 
 def _named_and_serving(sb, out: str, successor: int) -> None:

@@ -22,6 +22,7 @@ import click
 from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import Ctx, echo_json, fail, refuse
 from kint.paths import kint_home, log_path
+from kint.proc_stat import process_stopped
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 
@@ -160,9 +161,7 @@ def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) 
     refused, saying why where it is stopped (SIGSTOP), which acts on no SIGTERM until
     continued (said once it has been for UNREACHABLE_AFTER_S, not after the whole wait as
     TIMEOUT)."""
-    from kint.supervisor import autostart
-
-    if autostart.process_stopped(pid):
+    if process_stopped(pid):
         fail(SupervisorUnavailable(
             f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
             f"exited; it was asked to stop and does once it runs again",
@@ -345,7 +344,7 @@ def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
         now = time.monotonic()
         if now >= deadline:
             return pid
-        if pid <= 0 or not autostart.process_stopped(pid):
+        if pid <= 0 or not process_stopped(pid):
             stopped_since = None
         elif stopped_since is None:
             stopped_since = now
