@@ -197,3 +197,43 @@ def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_suc
         _named_and_serving(sb, out, successor)
     finally:
         sb.shutdown()
+
+
+def test_a_stop_no_look_named_names_the_one_its_pid_file_names_by_then(tmp_path, monkeypatch,
+                                                                        capsys):
+    """Neither the pid file's first look (-1: just started, its pid not written) nor the
+    ping (unanswered: still starting) named a supervisor. Before, its `sup.stop` went out
+    unnamed after the stop's looks (seconds), by when the pid file named it: a successor
+    started as that stop went out (another stop ended the first) read it and stopped,
+    unasked. Now the pid file is read again and names it: the successor refuses and keeps
+    running, and the stop says it stopped and names it (exit 0). Real supervisors; the
+    ping is answered None as a supervisor still starting answers nothing (stubbed: one
+    cannot be held between its bind and its first answer here), its pid written back then
+    without `serving`; the other stop and the start are the test's."""
+    from test_stop_names_its_run import _rewrite, _stop_with
+
+    sb = make_sandbox(tmp_path)
+    started: list[int] = []
+    try:
+        first = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+
+        class StillStarting(Client):
+            def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+                _rewrite(path, f"{first}\n".encode())  # its pid written, not serving yet
+                return None
+
+            def call(self, op, **kw):  # type: ignore[override]
+                if op == "sup.stop" and not started:
+                    sb.shutdown()  # the other stop
+                    sb.wait_for(lambda: not pid_alive(first), what="the first exited")
+                    started.append(sb.start())
+                return super().call(op, **kw)
+
+        _rewrite(path, b"-\n")
+        out = _stop_with(StillStarting(sb.kint_home, autostart=False), monkeypatch, capsys)
+        (successor,) = started
+        assert successor != first
+        _named_and_serving(sb, out, successor)
+    finally:
+        sb.shutdown()
