@@ -175,8 +175,6 @@ def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_suc
     running; the stop says the one it meant stopped and names the successor, exit 0, as
     docs/commands.md says, never that refusal. Real supervisors; the other stop and the
     start are made by the test as the ping's answer comes back."""
-    from test_stop_names_its_run import _stop_with
-
     sb = make_sandbox(tmp_path)
     started: list[int] = []
 
@@ -184,19 +182,35 @@ def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_suc
         def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
             answer = super().ping_answer(timeout_s)
             if answer is not None and not started:
-                sb.shutdown()  # the other stop
-                sb.wait_for(lambda: not pid_alive(answer["pid"]), what="the first exited")
-                started.append(sb.start())
+                _ended_and_replaced(sb, answer["pid"], started)
             return answer
 
     try:
         first = sb.start()
-        out = _stop_with(EndedAfterItsPing(sb.kint_home, autostart=False), monkeypatch, capsys)
-        (successor,) = started
-        assert successor != first
-        _named_and_serving(sb, out, successor)
+        _stop_finds_a_successor(sb, EndedAfterItsPing(sb.kint_home, autostart=False), first,
+                                started, monkeypatch, capsys)
     finally:
         sb.shutdown()
+
+
+def _ended_and_replaced(sb, first: int, started: list[int]) -> None:
+    """Another stop ends the supervisor `first`, and a command starts the next: its pid
+    added to `started`."""
+    sb.shutdown()  # the other stop
+    sb.wait_for(lambda: not pid_alive(first), what="the first exited")
+    started.append(sb.start())
+
+
+def _stop_finds_a_successor(sb, client: Client, first: int, started: list[int], monkeypatch,
+                            capsys) -> None:
+    """A stop through `client`, during which the supervisor `first` was replaced by the
+    one `started` names: it says so, and that one serves on."""
+    from test_stop_names_its_run import _stop_with
+
+    out = _stop_with(client, monkeypatch, capsys)
+    (successor,) = started
+    assert successor != first
+    _named_and_serving(sb, out, successor)
 
 
 def test_a_stop_no_look_named_names_the_one_its_pid_file_names_by_then(tmp_path, monkeypatch,
@@ -210,7 +224,7 @@ def test_a_stop_no_look_named_names_the_one_its_pid_file_names_by_then(tmp_path,
     ping is answered None as a supervisor still starting answers nothing (stubbed: one
     cannot be held between its bind and its first answer here), its pid written back then
     without `serving`; the other stop and the start are the test's."""
-    from test_stop_names_its_run import _rewrite, _stop_with
+    from test_stop_names_its_run import _rewrite
 
     sb = make_sandbox(tmp_path)
     started: list[int] = []
@@ -225,15 +239,11 @@ def test_a_stop_no_look_named_names_the_one_its_pid_file_names_by_then(tmp_path,
 
             def call(self, op, **kw):  # type: ignore[override]
                 if op == "sup.stop" and not started:
-                    sb.shutdown()  # the other stop
-                    sb.wait_for(lambda: not pid_alive(first), what="the first exited")
-                    started.append(sb.start())
+                    _ended_and_replaced(sb, first, started)
                 return super().call(op, **kw)
 
         _rewrite(path, b"-\n")
-        out = _stop_with(StillStarting(sb.kint_home, autostart=False), monkeypatch, capsys)
-        (successor,) = started
-        assert successor != first
-        _named_and_serving(sb, out, successor)
+        _stop_finds_a_successor(sb, StillStarting(sb.kint_home, autostart=False), first,
+                                started, monkeypatch, capsys)
     finally:
         sb.shutdown()
