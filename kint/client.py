@@ -467,8 +467,8 @@ class Client(ClosedDoorChecks):
         bound and words as a command's start finds one stopped (kint.supervisor.autostart),
         where waiting out the request's whole deadline (up to 100 s for an agent's tool
         call) said only that no answer came."""
-        from kint.supervisor.autostart import (UNREACHABLE_AFTER_S, process_stopped,
-                                               silent_supervisor)
+        from kint.proc_stat import process_stopped
+        from kint.supervisor.autostart import UNREACHABLE_AFTER_S, silent_supervisor
 
         if not process_stopped(pid):
             self._stopped_since = None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
+from kint.proc_stat import read_stat, seconds_after_boot
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
@@ -200,13 +201,11 @@ def process_began(pid: int) -> float | None:
     in clock ticks since boot, which CLOCK_BOOTTIME also counts), or None where /proc
     does not say. A supervisor took its home after its process began, so a process on
     its pid that began after the `started_boot` its note gives is another: the pid
-    reused. Ticks are floored, so the supervisor's own never reads later than its note."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-        return ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
+    reused. Ticks are floored, so the supervisor's own never reads later than its note.
+    A name the kernel cut mid-character reads all the same (kint.proc_stat): it made this
+    None, and the note was believed again."""
+    stat = read_stat(pid)
+    return None if stat is None else seconds_after_boot(stat.start_ticks)
 
 
 def _parse_note(folder: Path) -> FrontClosed | None:

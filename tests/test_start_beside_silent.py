@@ -7,18 +7,48 @@ beside a stopped or stuck one that wait was silent, and the start's own wait for
 then gave it as long again before its refusal. Now a line on stderr says what it waits for
 once a second has gone unanswered, and the refusal comes at the end of that one wait.
 
+Lane fix29a: the line comes after a second only beside a supervisor /proc says is stopped,
+after 4 s beside one that runs (a busy one's ping can take over a second); never under
+--json, whose stderr stays quiet; and the wait's other ends: the supervisor answers after
+the line (the start ends 0), it exits during the wait (the start goes on and starts one),
+it holds the home but is not serving yet (no line, not waited for here).
+
 A real supervisor, held with SIGSTOP; the command runs through tests/support/run_kint.py
-with the 10 s cut to 2 (KINT_TEST_UNREACHABLE_AFTER_S).
+with the 10 s cut (KINT_TEST_UNREACHABLE_AFTER_S) where the test waits it out.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 
-from conftest import SUPPORT, make_sandbox
+from conftest import SUPPORT, make_sandbox, pid_alive
+from kint.commands import start_beside
+from kint.paths import run_dir
+from kint.supervisor.pidlock import PID_FILE
+
+WAITING = "kint: waiting for the supervisor"
+
+
+def _start(sb, *args: str, cut_s: float | None = None) -> subprocess.Popen[str]:
+    """`kint supervisor start ARGS` begun, its output piped; the wait cut to `cut_s`."""
+    env = dict(sb.env)
+    if cut_s is not None:
+        env["KINT_TEST_UNREACHABLE_AFTER_S"] = str(cut_s)
+    return subprocess.Popen([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor",
+                             "start", *args], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+
+def _beside_running(said: list[str]) -> list[str]:
+    """The lines of a start beside a running supervisor less its wait line, which a busy
+    box may give it (a ping over 4 s): said of one that runs, never that it is stopped."""
+    assert all("(it is stopped" not in line for line in said if line.startswith(WAITING)), said
+    return [line for line in said if not line.startswith(WAITING)]
 
 
 def test_a_start_beside_a_stopped_supervisor_says_what_it_waits_for(tmp_path):
@@ -47,6 +77,121 @@ def test_a_start_beside_a_stopped_supervisor_says_what_it_waits_for(tmp_path):
         again = sb.kint("supervisor", "start")
         assert again.returncode == 0, again.stdout + again.stderr
         assert again.stdout == f"supervisor running, pid {pid} ({sb.kint_home})\n", again.stdout
-        assert "waiting for the supervisor" not in again.stderr, again.stderr
+        assert _beside_running(again.stderr.splitlines()) == [], again.stderr
+    finally:
+        sb.shutdown()
+
+
+def test_under_json_the_start_beside_a_stopped_supervisor_keeps_stderr_quiet(tmp_path):
+    """Before, the wait line went to stderr under --json too, which docs/commands.md does
+    not list among the lines that stay there: a script reading both streams as one got a
+    line before its object. Now the object alone, the refusal in it, exit 2."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            out, err = _start(sb, "--json", cut_s=2).communicate(timeout=120)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert err == "", err
+        refusal = json.loads(out)
+        assert refusal["error"] == "SUPERVISOR_UNAVAILABLE", out
+        assert f"the supervisor (pid {pid}) runs but does not answer" in refusal["message"]
+    finally:
+        sb.shutdown()
+
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stderr is not None
+    return proc.stderr.readline().rstrip("\n")
+
+
+def test_a_start_whose_stopped_supervisor_answers_after_the_line_ends_0(tmp_path):
+    """The line said, the supervisor continued: its answer ends the wait, and the start
+    says it runs, exit 0, as a start beside a running one does."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            proc = _start(sb)
+            line = _first_line(proc)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+        assert line.startswith(f"{WAITING} (pid {pid}) to answer") and "1s (it is stopped" in line
+        assert (proc.returncode, out, err) == (0, f"supervisor running, pid {pid} "
+                                                  f"({sb.kint_home})\n", ""), (out, err)
+    finally:
+        sb.shutdown()
+
+
+def test_a_start_whose_supervisor_exits_during_the_wait_starts_one(tmp_path):
+    """The line said, the supervisor killed: nobody holds the home when the wait ends, so
+    it is no stuck supervisor to refuse; the start goes on and starts a new one, exit 0."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        os.kill(pid, signal.SIGSTOP)
+        proc = _start(sb, cut_s=3)
+        line = _first_line(proc)
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+        assert line.startswith(f"{WAITING} (pid {pid}) to answer"), line
+        assert proc.returncode == 0, (out, err)
+        assert out.startswith("supervisor running, pid ") and f"pid {pid} " not in out, out
+        assert err == "", err
+        assert not pid_alive(pid)
+    finally:
+        sb.shutdown()
+
+
+def test_a_running_supervisor_slow_to_answer_is_not_said_waited_for_at_1s(tmp_path,
+                                                                          monkeypatch):
+    """Under load a ping can take over a second (fix28g saw it): beside a supervisor that
+    runs, the line waits 4 s, where it came at 1 s and told of a stuck one. A real
+    supervisor is held with SIGSTOP for 1.5 s; /proc would say it is stopped, so the
+    start's look at its state is made to say it runs (stubbed: a busy supervisor cannot be
+    made to answer late on purpose here)."""
+    monkeypatch.setattr(start_beside, "process_stopped", lambda pid: False)
+    sb = make_sandbox(tmp_path)
+    said: list[str] = []
+    try:
+        pid = sb.start()
+        os.kill(pid, signal.SIGSTOP)
+        timer = threading.Timer(1.5, os.kill, (pid, signal.SIGCONT))
+        timer.start()
+        try:
+            found = start_beside.answering_pid(sb.kint_home, said.append)
+        finally:
+            timer.join()
+            os.kill(pid, signal.SIGCONT)
+        assert (found, said) == (pid, []), said
+    finally:
+        sb.shutdown()
+
+
+def test_a_supervisor_not_serving_yet_is_not_waited_for_here(tmp_path):
+    """One that holds the home with its socket bound but has not marked its pid file
+    serving (between its bind and its resume after an upgrade) is left to the start's own
+    wait: no line, no answer known. A real supervisor, SIGSTOPped, its pid file written
+    back without `serving` for the look."""
+    from test_stop_names_its_run import _rewrite
+
+    sb = make_sandbox(tmp_path)
+    said: list[str] = []
+    try:
+        pid = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+        held = path.read_bytes()
+        os.kill(pid, signal.SIGSTOP)
+        _rewrite(path, f"{pid}\n".encode())
+        try:
+            found = start_beside.answering_pid(sb.kint_home, said.append)
+        finally:
+            _rewrite(path, held)
+            os.kill(pid, signal.SIGCONT)
+        assert (found, said) == (None, []), said
     finally:
         sb.shutdown()

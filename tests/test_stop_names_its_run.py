@@ -165,6 +165,25 @@ def test_an_older_supervisor_still_holding_the_home_is_asked_again(tmp_path):
         sb.shutdown()
 
 
+def test_an_older_supervisor_whose_pid_file_does_not_read_is_asked_again(tmp_path):
+    """The same, its pid file reading as nothing (-1, corrupt): before, -1 was taken for
+    another supervisor holding the home, and the stop said "supervisor stopped; another
+    supervisor has started since" and stopped nothing. A pid file that does not read names
+    nobody: the ping says it is the one that refused, asked again, it stops."""
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        _rewrite(run_dir(sb.kint_home) / PID_FILE, b"- serving\n")
+        client = _OlderThanPid(sb)
+        with client:
+            _ask_stop(client, pid, client.ping_answer(5))
+        stops = [args for op, args in client.asked if op == "sup.stop"]
+        assert stops[0]["pid"] == pid and stops[1:] == [None], client.asked
+        sb.wait_for(lambda: not pid_alive(pid), timeout=30, what="the supervisor stopped")
+    finally:
+        sb.shutdown()
+
+
 def test_a_supervisor_whose_pid_file_was_removed_closes_its_door_for_its_stop(tmp_path):
     """Its pid file removed, the supervisor steps down; its socket is still its own (no
     other supervisor bound there). Before, its stop left the door open (the door was

@@ -16,6 +16,7 @@ took its home, as a reused pid's process would have.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +87,42 @@ def test_a_killed_stepped_down_supervisors_reused_pid_is_not_stopping(tmp_path):
         sb.shutdown()
 
 
+def test_a_reused_pid_whose_process_name_is_cut_mid_character_is_not_stopping(tmp_path):
+    """The kernel keeps 15 bytes of a process's name, so a name of é's (two bytes each) is
+    cut inside its eighth: /proc/PID/stat then holds bytes that are not UTF-8. Read as
+    strict UTF-8, the start time was "not known" and the note was believed again ("the
+    supervisor (pid N) is stopping"); a stopped such process was not said stopped either
+    (the read raised). Both read it now (kint.proc_stat). A copy of /bin/sleep so named
+    stands for the process given the killed supervisor's pid."""
+    from kint.supervisor.autostart import stopped_note
+
+    sb = make_sandbox(tmp_path)
+    later = None
+    try:
+        note = _killed_mid_step_down(sb)
+        sleeper = tmp_path / ("\u00e9" * 9)
+        shutil.copy("/bin/sleep", sleeper)
+        later = subprocess.Popen([str(sleeper), "120"])
+        sb.wait_for(lambda: _comm_bytes(later.pid) == "\u00e9".encode() * 7 + b"\xc3",
+                    what="the cut name")
+        write_note(socket_dir(sb.kint_home), note._replace(pid=later.pid))
+        err = _ping_refusal(sb)
+        assert "no supervisor is running" in err.message, err
+        os.kill(later.pid, signal.SIGSTOP)
+        sb.wait_for(lambda: "(it is stopped" in stopped_note(later.pid),
+                    what="the cut name seen stopped")
+    finally:
+        if later is not None:
+            later.kill()
+            later.wait(30)
+        sb.shutdown()
+
+
+def _comm_bytes(pid: int) -> bytes:
+    with open(f"/proc/{pid}/comm", "rb") as fh:
+        return fh.read().rstrip(b"\n")
+
+
 def _named_and_serving(sb, out: str, successor: int) -> None:
     """The stop said the supervisor it meant stopped and named `successor`, which serves."""
     assert out.startswith("supervisor stopped\n"), out
@@ -138,8 +175,6 @@ def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_suc
     running; the stop says the one it meant stopped and names the successor, exit 0, as
     docs/commands.md says, never that refusal. Real supervisors; the other stop and the
     start are made by the test as the ping's answer comes back."""
-    from test_stop_names_its_run import _stop_with
-
     sb = make_sandbox(tmp_path)
     started: list[int] = []
 
@@ -147,16 +182,68 @@ def test_a_stop_whose_supervisor_another_stop_ended_after_its_ping_names_the_suc
         def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
             answer = super().ping_answer(timeout_s)
             if answer is not None and not started:
-                sb.shutdown()  # the other stop
-                sb.wait_for(lambda: not pid_alive(answer["pid"]), what="the first exited")
-                started.append(sb.start())
+                _ended_and_replaced(sb, answer["pid"], started)
             return answer
 
     try:
         first = sb.start()
-        out = _stop_with(EndedAfterItsPing(sb.kint_home, autostart=False), monkeypatch, capsys)
-        (successor,) = started
-        assert successor != first
-        _named_and_serving(sb, out, successor)
+        _stop_finds_a_successor(sb, EndedAfterItsPing(sb.kint_home, autostart=False), first,
+                                started, monkeypatch, capsys)
+    finally:
+        sb.shutdown()
+
+
+def _ended_and_replaced(sb, first: int, started: list[int]) -> None:
+    """Another stop ends the supervisor `first`, and a command starts the next: its pid
+    added to `started`."""
+    sb.shutdown()  # the other stop
+    sb.wait_for(lambda: not pid_alive(first), what="the first exited")
+    started.append(sb.start())
+
+
+def _stop_finds_a_successor(sb, client: Client, first: int, started: list[int], monkeypatch,
+                            capsys) -> None:
+    """A stop through `client`, during which the supervisor `first` was replaced by the
+    one `started` names: it says so, and that one serves on."""
+    from test_stop_names_its_run import _stop_with
+
+    out = _stop_with(client, monkeypatch, capsys)
+    (successor,) = started
+    assert successor != first
+    _named_and_serving(sb, out, successor)
+
+
+def test_a_stop_no_look_named_names_the_one_its_pid_file_names_by_then(tmp_path, monkeypatch,
+                                                                        capsys):
+    """Neither the pid file's first look (-1: just started, its pid not written) nor the
+    ping (unanswered: still starting) named a supervisor. Before, its `sup.stop` went out
+    unnamed after the stop's looks (seconds), by when the pid file named it: a successor
+    started as that stop went out (another stop ended the first) read it and stopped,
+    unasked. Now the pid file is read again and names it: the successor refuses and keeps
+    running, and the stop says it stopped and names it (exit 0). Real supervisors; the
+    ping is answered None as a supervisor still starting answers nothing (stubbed: one
+    cannot be held between its bind and its first answer here), its pid written back then
+    without `serving`; the other stop and the start are the test's."""
+    from test_stop_names_its_run import _rewrite
+
+    sb = make_sandbox(tmp_path)
+    started: list[int] = []
+    try:
+        first = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+
+        class StillStarting(Client):
+            def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+                _rewrite(path, f"{first}\n".encode())  # its pid written, not serving yet
+                return None
+
+            def call(self, op, **kw):  # type: ignore[override]
+                if op == "sup.stop" and not started:
+                    _ended_and_replaced(sb, first, started)
+                return super().call(op, **kw)
+
+        _rewrite(path, b"-\n")
+        _stop_finds_a_successor(sb, StillStarting(sb.kint_home, autostart=False), first,
+                                started, monkeypatch, capsys)
     finally:
         sb.shutdown()

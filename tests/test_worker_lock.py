@@ -41,7 +41,8 @@ from kint.supervisor.workers import Pending, WorkerHandle
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
-from kint.tenant_worker.store_sharers import process_stopped, worker_start
+from kint.proc_stat import process_stopped
+from kint.tenant_worker.store_sharers import worker_start
 from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock
 
 SPACE16 = "c4594b48e156226b"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kint.client import Client, KintError, SupervisorUnavailable
+from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
 from kint.settings.started_with import started_with
 from kint.settings.wire import outgoing
@@ -29,7 +30,11 @@ from kint.supervisor.pidlock import holder
 # How long the start waits for a running supervisor's first answer before it says what it
 # waits for: its whole wait is autostart.UNREACHABLE_AFTER_S (10 s), for under load a ping
 # can take seconds, and one missed left the start unable to tell it found one running.
+# SAY_AFTER_S for one /proc says is stopped (SIGSTOP, a debugger): it answers nothing until
+# continued. SAY_BUSY_AFTER_S for one that runs: pings over 1 s were seen under load (fix28g),
+# and a line at 1 s beside a merely busy supervisor told of a wait that was none.
 SAY_AFTER_S = 1.0
+SAY_BUSY_AFTER_S = 4.0
 
 
 def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
@@ -37,25 +42,47 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     (asked without starting one; none is known at once when no pid file names one, or no
     socket file is there). One that holds the home and serves but has not answered within
     SAY_AFTER_S is waited for up to UNREACHABLE_AFTER_S in all, a line through `say`
-    telling the user so (it was a silent 10 s); then SupervisorUnavailable, the refusal
-    the start's own wait would give after as long again (`silent_supervisor`)."""
+    telling the user so (it was a silent 10 s) once it has not answered for SAY_AFTER_S
+    while stopped, SAY_BUSY_AFTER_S otherwise; then SupervisorUnavailable, the refusal the
+    start's own wait would give after as long again (`silent_supervisor`). One that holds
+    the home but is not serving yet (still starting) is not waited for here: the start's
+    own wait is. `say` may drop the line (--json keeps stderr quiet)."""
     from kint.supervisor import autostart
 
     wait_s = autostart.UNREACHABLE_AFTER_S
-    deadline = time.monotonic() + wait_s
+    began = time.monotonic()
     with Client(home, autostart=False) as client:
         answer = client.ping_answer(min(SAY_AFTER_S, wait_s))
-        found = holder(home) if answer is None and client.socket_exists() else None
-        if found is not None and found.serving and found.pid > 0:
-            say(f"kint: waiting for the supervisor (pid {found.pid}) to answer: it holds "
-                f"{home} and has not answered for {seconds_text(SAY_AFTER_S)}"
-                f"{autostart.stopped_note(found.pid)}; it is said stuck if it has not "
+        pid = _silent_holder(client, home, answer)
+        said_s = SAY_AFTER_S
+        if pid is not None and not process_stopped(pid):
+            said_s = SAY_BUSY_AFTER_S
+            answer = client.ping_answer(_left(began, min(said_s, wait_s)))
+            pid = _silent_holder(client, home, answer)
+        if pid is not None:
+            say(f"kint: waiting for the supervisor (pid {pid}) to answer: it holds "
+                f"{home} and has not answered for {seconds_text(min(said_s, wait_s))}"
+                f"{autostart.stopped_note(pid)}; it is said stuck if it has not "
                 f"within {seconds_text(wait_s)}")
-            answer = client.ping_answer(max(0.0, deadline - time.monotonic()))
+            answer = client.ping_answer(_left(began, wait_s))
             silent = autostart.unanswering_supervisor(home) if answer is None else None
             if silent is not None:
                 raise SupervisorUnavailable(str(silent), silent.hint)
     return int(answer["pid"]) if answer and "pid" in answer else None
+
+
+def _silent_holder(client: Client, home: Path, answer: dict[str, Any] | None) -> int | None:
+    """The pid of the supervisor holding `home` and serving when its ping went unanswered
+    (`answer` None) and its socket file is there; None otherwise."""
+    if answer is not None or not client.socket_exists():
+        return None
+    found = holder(home)
+    return found.pid if found is not None and found.serving and found.pid > 0 else None
+
+
+def _left(began: float, wait_s: float) -> float:
+    """What is left of `wait_s` counted from `began` (time.monotonic()), none once past."""
+    return max(0.0, began + wait_s - time.monotonic())
 
 
 def ping_with_settings(client: Client) -> dict[str, Any]:

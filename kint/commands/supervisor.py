@@ -43,7 +43,9 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
 
     client = obj.client()
     try:
-        before = answering_pid(home, lambda line: click.echo(line, err=True))
+        # Under --json stderr stays quiet, as print_notices keeps it: a script that reads
+        # both streams as one gets the object alone (docs/commands.md).
+        before = answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
         client.ensure_running(on_demand=False)  # the environment given: the service's
         info = ping_with_settings(client)
     except KintError as err:

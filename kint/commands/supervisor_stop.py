@@ -22,6 +22,7 @@ import click
 from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import Ctx, echo_json, fail, refuse
 from kint.paths import kint_home, log_path
+from kint.proc_stat import process_stopped
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 
@@ -35,6 +36,9 @@ SUCCESSOR_GRACE_S = 0.5
 # How long an unanswered supervisor is given to exit before it is called silent: the end
 # of another stop (its note and socket gone, its pid lock held until the process ends).
 EXITING_GRACE_S = 2.0
+# How long a pid file that does not read is read again before it is taken for one that
+# never will (corrupt) rather than a new holder's not written yet (written within moments).
+PID_WRITE_GRACE_S = 3.0
 
 
 def run(obj: Ctx, as_json: bool) -> None:
@@ -92,9 +96,7 @@ def _ask(obj: Ctx, client: Client, home: Path,
     # Another stop may begin between the look above and the ping or the call: its door
     # turns this one away, or it exits first.
     answer = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
-    pid = _meant(pid, answer)
-    wait_s, successor, asked = _asked(obj, client, home, pid, answer)
-    return wait_s, successor, asked, pid
+    return _asked(obj, client, home, _meant(pid, answer), answer)
 
 
 def _meant(pid: int | None, answer: dict[str, Any] | None) -> int | None:
@@ -109,8 +111,11 @@ def _meant(pid: int | None, answer: dict[str, Any] | None) -> int | None:
 
 
 def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
-           answer: dict[str, Any] | None) -> tuple[float, int | None, str]:
-    """`_ask`'s part once the supervisor `pid` was pinged (`answer`, None: no answer)."""
+           answer: dict[str, Any] | None) -> tuple[float, int | None, str, int | None]:
+    """`_ask`'s part once the supervisor `pid` was pinged (`answer`, None: no answer),
+    with the pid the stop then meant."""
+    from kint.supervisor.pidlock import running_pid
+
     answered = answer is not None
     meanwhile = not answered and (_stopping_meanwhile(home, pid)
                                   or _exits_within(home, pid, EXITING_GRACE_S))
@@ -118,6 +123,21 @@ def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
         # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
         # not after the stop's whole minute as "no answer".
         refuse_if_silent(obj)
+        if pid is None or pid <= 0:
+            # Named by neither the pid file's first look nor a ping: one just started has
+            # written its pid by now (the looks above took seconds), and is named by it
+            # rather than the stop going to whichever supervisor reads it.
+            pid = _meant(pid, {"pid": running_pid(home)})
+    wait_s, successor, asked = _stop_or_meanwhile(obj, client, home, pid, answer, meanwhile)
+    return wait_s, successor, asked, pid
+
+
+def _stop_or_meanwhile(obj: Ctx, client: Client, home: Path, pid: int | None,
+                       answer: dict[str, Any] | None,
+                       meanwhile: bool) -> tuple[float, int | None, str]:
+    """Send the stop to the supervisor `pid` unless it stops `meanwhile` (another stop's
+    doing), or find that it did: how long its exit is then waited for, the pid of a
+    successor found meanwhile, how it was asked."""
     try:
         if not meanwhile:
             _ask_stop(client, pid, answer)
@@ -146,13 +166,19 @@ def _successor_named(home: Path, successor: int | None) -> int | None:
     nobody holds it now, and the stop's wait looks for one). One that has just taken the
     lock may not have written its pid yet (-1): read again for up to STOP_EXIT_WAIT_S,
     then -1 still (a successor all the same, its pid unsaid), never the first one's wait."""
+    return _read_past_unwritten(home, successor, STOP_EXIT_WAIT_S)
+
+
+def _read_past_unwritten(home: Path, pid: int | None, wait_s: float) -> int | None:
+    """`pid`, as the pid file read, read again while it reads -1 (its holder has not
+    written its pid yet) for up to `wait_s`: what it reads then."""
     from kint.supervisor.pidlock import running_pid
 
-    deadline = time.monotonic() + STOP_EXIT_WAIT_S
-    while successor == -1 and time.monotonic() < deadline:
+    deadline = time.monotonic() + wait_s
+    while pid == -1 and time.monotonic() < deadline:
         time.sleep(0.02)
-        successor = running_pid(home)
-    return successor
+        pid = running_pid(home)
+    return pid
 
 
 def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) -> None:
@@ -160,9 +186,7 @@ def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) 
     refused, saying why where it is stopped (SIGSTOP), which acts on no SIGTERM until
     continued (said once it has been for UNREACHABLE_AFTER_S, not after the whole wait as
     TIMEOUT)."""
-    from kint.supervisor import autostart
-
-    if autostart.process_stopped(pid):
+    if process_stopped(pid):
         fail(SupervisorUnavailable(
             f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
             f"exited; it was asked to stop and does once it runs again",
@@ -259,12 +283,19 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
     Such an old supervisor says when it started only by its ping's uptime: `now -
     uptime_s` on this box's monotonic clock, a little late at most (its answer's way
     back). One that started after the refusal is a successor, its pid the same or not:
-    the first must have exited before it could take the home."""
+    the first must have exited before it could take the home. A pid file that does not
+    read (-1) is a successor's not written yet when it reads within PID_WRITE_GRACE_S (the
+    first wrote its own long before); one that never reads (corrupt) names nobody, and
+    the ping tells: it was taken for a successor, and the stop stopped nothing."""
     from kint.supervisor import autostart
     from kint.supervisor.pidlock import running_pid
 
     now = running_pid(client.home)
-    if now != pid:
+    if now == -1:
+        now = _read_past_unwritten(client.home, now, PID_WRITE_GRACE_S)
+        if now != -1:
+            raise FirstAskedGone(now)
+    elif now != pid:
         raise FirstAskedGone(now)
     again = client.ping_answer(autostart.UNREACHABLE_AFTER_S)
     answered_at = time.monotonic()
@@ -345,7 +376,7 @@ def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
         now = time.monotonic()
         if now >= deadline:
             return pid
-        if pid <= 0 or not autostart.process_stopped(pid):
+        if pid <= 0 or not process_stopped(pid):
             stopped_since = None
         elif stopped_since is None:
             stopped_since = now

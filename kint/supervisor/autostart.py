@@ -29,6 +29,7 @@ from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
 from kint.proc_name import SUPERVISOR, set_process_name
+from kint.proc_stat import process_stopped
 from kint.pid_file_lock import flock_by, open_own_file
 from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
                         log_path, run_dir, socket_dir)
@@ -340,17 +341,6 @@ def _last_words(home: Path) -> str:
     # A refusal the daemon printed ends with its hint: the line before says what happened.
     said = [line for line in lines if not line.startswith("hint: ")] or lines
     return f": {said[-1].strip().removeprefix('kint: error: ')[:300]}" if said else ""
-
-
-def process_stopped(pid: int) -> bool:
-    """Whether /proc says `pid` is stopped (SIGSTOP, a debugger); False where there is no
-    /proc to ask, or no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            state = fh.read().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state in ("T", "t")
 
 
 def stopped_note(pid: int) -> str:

@@ -18,6 +18,8 @@ import os
 import shutil
 import subprocess
 
+from kint.proc_stat import read_stat
+
 
 LSOF_TIMEOUT_S = 10.0
 
@@ -90,12 +92,8 @@ def same_parent(pids: list[int]) -> list[int]:
     parent = os.getppid()
     found = []
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and fields[1] == str(parent):
+        stat = read_stat(pid)
+        if stat is not None and stat.ppid == parent:
             found.append(pid)
     return found
 
@@ -106,7 +104,7 @@ def describe(pids: list[int]) -> str:
     parts = []
     for pid in pids[:5]:
         try:
-            with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
+            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
                 parts.append(f"{pid} ({fh.read().strip()})")
         except OSError:
             parts.append(str(pid))

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 from kint.paths import log_path
 from kint.proc_name import WORKER
+from kint.proc_stat import read_stat
 from kint.tenant_worker.store_holders import other_holders, same_parent
 
 LOG_NAME = log_path(Path("/")).name
@@ -170,34 +171,12 @@ def worker_start(pid: int) -> str | None:
 
 def process_start(pid: int, name: str | None = None) -> str | None:
     """The start time of `pid` (clock ticks after boot), None when it is gone, unreadable
-    or, with `name`, named otherwise: field 22 of /proc/PID/stat (proc(5))."""
-    after_name = _stat_after_name(pid, name)
-    return after_name[19] if after_name is not None and len(after_name) > 19 else None
-
-
-def process_stopped(pid: int) -> bool:
-    """Whether `pid` is stopped (state T: SIGSTOP, a Ctrl-Z) or stopped by a debugger (t):
-    it lets go of nothing until continued, so a worker waiting for what it holds need not
-    wait its whole bound (kint.tenant_worker.worker_lock). False when it is gone, or where
-    there is no /proc (macOS): not known there."""
-    after_name = _stat_after_name(pid)
-    return bool(after_name) and after_name[0] in ("T", "t")
-
-
-def _stat_after_name(pid: int, name: str | None = None) -> list[str] | None:
-    """The fields of /proc/PID/stat after the process's name, from field 3 (its state) on;
-    None when it is gone, unreadable or, with `name`, named otherwise. One read: the file
-    holds both the name, in parentheses as field 2, and the rest. The name may hold spaces
-    or parentheses, so the fields after it are counted from its last ')'."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
+    or, with `name`, named otherwise: field 22 of /proc/PID/stat (kint.proc_stat), its
+    name and start read in one look."""
+    stat = read_stat(pid)
+    if stat is None or (name is not None and stat.name != name):
         return None
-    opened, closed = stat.find("("), stat.rfind(")")
-    if opened < 0 or closed < opened or (name is not None and stat[opened + 1:closed] != name):
-        return None
-    return stat[closed + 1:].split()
+    return str(stat.start_ticks)
 
 
 def _home_of(pid: int) -> str | None:

@@ -42,11 +42,12 @@ from typing import NamedTuple
 
 from kint.envsettings import pid_alive
 from kint.pid_file_lock import NotOwnFile, flock_by, open_own_file, write_holder
+from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
 from kint.tenant_worker import lock_table
 from kint.tenant_worker.lock_table import TableReader, holds_flock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
-from kint.tenant_worker.store_sharers import process_stopped, worker_start
+from kint.tenant_worker.store_sharers import worker_start
 
 # How long a starting worker waits for the lock: the longest an old worker that is neither
 # stopped nor stuck outlives its supervisor. Well under the supervisor's start timeout

@@ -12,25 +12,25 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from kint.proc_stat import read_stat
+
 
 def _linux_identity(pid: int) -> dict[str, Any] | None:
+    stat = read_stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             raw = fh.read()
-        state, starttime = fields[0], fields[19]
-    except (OSError, IndexError):
+    except OSError:
         return None
-    if state in (b"Z", b"X"):  # exited; a zombie is no anvil
+    if stat is None or stat.state in ("Z", "X"):  # gone or exited; a zombie is no anvil
         return None
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot = ""
     cmdline = [part.decode(errors="surrogateescape") for part in raw.split(b"\0")[:-1]]
-    # Field 22 (starttime, clock ticks since boot) is fields[19] counted after the name.
-    return {"cmdline": cmdline, "started": f"{boot}:{starttime.decode()}"}
+    # Field 22 (starttime, clock ticks since boot), as /proc writes it.
+    return {"cmdline": cmdline, "started": f"{boot}:{stat.start_ticks}"}
 
 
 def _ps_identity(pid: int) -> dict[str, Any] | None:
