@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
-from kint.proc_stat import read_stat, seconds_after_boot
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"
@@ -203,7 +202,11 @@ def process_began(pid: int) -> float | None:
     its pid that began after the `started_boot` its note gives is another: the pid
     reused. Ticks are floored, so the supervisor's own never reads later than its note.
     A name the kernel cut mid-character reads all the same (kint.proc_stat): it made this
-    None, and the note was believed again."""
+    None, and the note was believed again. Imported here, not at the top: every client
+    loads this module, and only one that found a stepped-down note asks (the plain status
+    loads no module it does not use, tests/test_cli.py)."""
+    from kint.proc_stat import read_stat, seconds_after_boot
+
     stat = read_stat(pid)
     return None if stat is None else seconds_after_boot(stat.start_ticks)
 
