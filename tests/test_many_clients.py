@@ -137,8 +137,16 @@ def _clients_settle_at(sb, count: int) -> dict:
     """`sup.status`'s `front` once its count of clients reads `count` (this call's own
     connection among them): a client that left is counted until the supervisor's loop
     reads its disconnect, a moment after."""
-    return sb.wait_for(lambda: (front := sb.call("sup.status")["supervisor"]["front"])[
-        "clients"] == count and front, timeout=20, what=f"{count} client(s) counted")
+    seen: list[dict] = []
+
+    def settled() -> dict | None:
+        seen[:] = [sb.call("sup.status")["supervisor"]["front"]]
+        return seen[0] if seen[0]["clients"] == count else None
+
+    try:
+        return sb.wait_for(settled, timeout=20, what=f"{count} client(s) counted")
+    except AssertionError as err:
+        raise AssertionError(f"{err}; the door said {seen}") from None
 
 
 def test_the_clients_are_counted_from_the_start(sb):
