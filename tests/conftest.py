@@ -33,6 +33,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from support.ctrl_c import let_ctrl_c_through
+
+# First: the processes this suite starts take Ctrl-C even where the suite was started with
+# it ignored (a background job of a shell without job control).
+let_ctrl_c_through()
+
 # The worker's name under pytest-xdist ("gw0", ...); None in the controller or a plain run.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 # What the run's processes share (the devchain, the chain's turn lock): made by the first

@@ -12,7 +12,8 @@ import sys
 import threading
 from pathlib import Path
 
-from conftest import make_sandbox, wait_until
+from conftest import make_sandbox, pid_alive, wait_until
+from kint.supervisor.pidlock import running_pid
 
 SUPPORT = Path(__file__).parent / "support"
 
@@ -82,3 +83,35 @@ def test_a_preload_module_the_forkserver_cannot_import_is_named(tmp_path):
         assert f"pip install --force-reinstall {checkout}`" in reachable["hint"], reachable
     finally:
         sb.shutdown()
+
+
+def test_a_supervisor_stopped_while_its_forkserver_imports_leaves_no_traceback(tmp_path):
+    """Stopped while the worker forkserver still imports (a stop right after the start):
+    the warm-up's request waits in the forkserver's socket, the descriptors it carries keep
+    the forkserver from seeing the supervisor gone, and once its imports end it forks the
+    warm-up's child anyway, whose answer meets a closed pipe. That child now ends
+    quietly; before, its BrokenPipeError traceback landed on the supervisor's raw stderr,
+    which the next start kept as run/supervisor.stderr.1 as if a death's last words.
+    The preload is held here until the supervisor is gone; unheld, a stop right after
+    the start came first about one time in three."""
+    sb = make_sandbox(tmp_path / "machine")
+    hold = tmp_path / "let-the-preload-go"
+    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
+    importing = Path(f"{hold}.forkserver")
+    try:
+        _start(sb, "held_preload")
+        # The forkserver's pid, once it reached the held import (its heavier ones first:
+        # the warm-up's request was sent as it started).
+        forkserver = int(sb.wait_for(lambda: importing.exists() and importing.read_text(),
+                                     timeout=60, what="the forkserver importing"))
+        supervisor = running_pid(sb.kint_home)
+        sb.shutdown()
+        sb.wait_for(lambda: not pid_alive(supervisor), what="the supervisor gone")
+    finally:
+        hold.touch()
+        sb.shutdown()
+    # It forks the warm-up's child, which holds it until that child has ended.
+    sb.wait_for(lambda: not pid_alive(forkserver), timeout=60,
+                what="the forkserver gone with its first child")
+    said = (sb.root / "supervisor.err").read_text()
+    assert "Traceback" not in said and "BrokenPipeError" not in said, said

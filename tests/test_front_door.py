@@ -460,3 +460,56 @@ def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
         door.shut(None)
         front.close(linger=0)
         ctx.term()
+
+
+def test_clients_that_leave_as_the_front_socket_is_bound_again_are_not_counted_twice(
+        tmp_path):
+    """The supervisor binds its front socket again once its file was removed (the moved
+    socket gone, tests/test_many_clients.py): the door takes what its monitor told, then
+    knows nobody connected (`unbinding`), since the unbind ends every connection. Clients
+    that left just then, their disconnects told after that, were counted out a second
+    time: the count went below zero and stayed off for the supervisor's life (`kint
+    supervisor status`, the note, the warm-up's room; seen in test_many_clients under
+    load, the count never back at 1). A real ROUTER and DEALERs of this process, the door
+    as the supervisor builds it; the clients close between the door's count and the
+    unbind, the window widened to the whole step."""
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    path = tmp_path / FRONT_SOCKET
+    clients: list[zmq.Socket] = []
+
+    def settled() -> int:
+        """The count once the monitor has been quiet for half a second."""
+        while door.monitor is not None and door.monitor.poll(500):
+            door.on_events(None)
+        return door.clients
+
+    try:
+        door.prepare()
+        assert door.monitor is not None, "no open-file limit here"
+        front.bind(f"ipc://{path}")
+        for _ in range(3):
+            clients.append(ctx.socket(zmq.DEALER))
+            clients[-1].setsockopt(zmq.LINGER, 0)
+            clients[-1].connect(f"ipc://{path}")
+        assert settled() == 3
+        door.unbinding()
+        for client in clients:
+            client.close(linger=0)
+        assert door.monitor.poll(10_000)  # their leaving told, after the door's count
+        front.unbind(f"ipc://{path}")
+        front.bind(f"ipc://{path}")
+        clients = [ctx.socket(zmq.DEALER)]
+        clients[0].setsockopt(zmq.LINGER, 0)
+        clients[0].connect(f"ipc://{path}")
+        assert settled() == 1
+        clients[0].close(linger=0)
+        assert settled() == 0
+    finally:
+        for client in clients:
+            client.close(linger=0)
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()

@@ -110,8 +110,9 @@ class FrontDoor:
         self.monitor: zmq.Socket | None = None
         self.closed: FrontClosed | None = None
         self.episodes = 0
-        # Clients connected now, as the monitor told their accepts and disconnects.
-        self.clients = 0
+        # The connections of the clients connected now, by descriptor, as the monitor told
+        # their accepts and disconnects (`clients`).
+        self._connected: set[int] = set()
         self._limit: int | None = None
         # (open descriptors, clients, time.monotonic()) at the last listing; None: list
         # at the next look.
@@ -135,21 +136,37 @@ class FrontDoor:
         self._count()
         self.look(front_path)
 
+    @property
+    def clients(self) -> int:
+        """Clients connected now, as the monitor told their accepts and disconnects."""
+        return len(self._connected)
+
     def _count(self) -> None:
+        """Each event names its connection's descriptor: a disconnect is counted only for
+        a connection the door counted in. A plain tally took every disconnect off, those
+        of connections an unbind had already forgotten (`unbinding`) too, and went below
+        zero for good."""
         while self.monitor is not None:
             try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)["event"]
+                told = recv_monitor_message(self.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 break
-            self.clients += 1 if event == zmq.EVENT_ACCEPTED else -1
+            if told["event"] == zmq.EVENT_ACCEPTED:
+                self._connected.add(int(told["value"]))
+            else:
+                self._connected.discard(int(told["value"]))
 
     def unbinding(self) -> None:
         """Before the front socket is unbound to be bound again (its file removed or
         replaced): an unbind ends every connection made through it, and the monitor tells
         none of those ends (the clients that reconnect are told as accepted again). What
-        it told before counts; then nobody is connected."""
+        it told before counts; then nobody is connected. A client that left just as the
+        unbind came may still be told as disconnected: its connection is not counted
+        any more, so it is not taken off twice (`_count`). The monitor tells events in
+        order, so a descriptor that a new connection reuses is told disconnected for the
+        old one before it is told accepted for the new one."""
         self._count()
-        self.clients = 0
+        self._connected.clear()
         self._listed = None
 
     def recount(self) -> None:

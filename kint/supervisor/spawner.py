@@ -64,8 +64,16 @@ def _missing_preloads(names: list[str], conn: Any) -> None:
         except BaseException as err:  # noqa: BLE001 - any failure is the answer sought
             why = f"{type(err).__name__}: {err}"
         missing.append(f"{name} ({why})")
-    conn.send(missing)
-    conn.close()
+    try:
+        conn.send(missing)
+    except (BrokenPipeError, ConnectionResetError):
+        # The supervisor that asked has stopped: a stop right after its start, the
+        # forkserver still importing, forks this child anyway (the request waiting in its
+        # socket carries descriptors that keep it from seeing the supervisor gone). Nobody
+        # is left to tell; a traceback on the supervisor's stderr would read as a crash's.
+        pass
+    finally:
+        conn.close()
 
 
 def _run_worker(config: WorkerConfig, token: bytes) -> None:
