@@ -25,8 +25,8 @@ import json
 
 import pytest
 
-from chain_machines import (anchored, join_devchain, make_session_key, new_machine, ok,
-                            owner_account, recovery_code, wallet_signature)
+from chain_machines import (anchored, join_devchain, machine_behind_proxy, make_session_key,
+                            new_machine, ok, owner_account, recovery_code, wallet_signature)
 from conftest import make_sandbox, write_rules
 from mcp_session import AgentProcess
 from kint.custody.vault_message import canonical_payload
@@ -161,6 +161,38 @@ def test_a_kint_server_sessions_ttl_moves_a_memory_key_to_disk_at_its_watchers_p
         a.wait_for(cache.exists, timeout=10, what="the key cached after the push")
     finally:
         agent.close()
+
+
+def test_a_kint_server_sessions_rpc_timeout_bounds_its_watchers_push(tmp_path, chain_home):
+    """A kint-server whose entry sets KINT_RPC_TIMEOUT starts the supervisor on demand,
+    which takes none of its call-scope settings: the watcher's pushes, which no call
+    carries, ran with the space's value (here config.toml's 0.5 s), unsaid, where v0.3.0's
+    kint-server pushes with its own. The session's value is kept with it on attach, as its
+    KINT_KEY_TTL is (sessions._watcher_push): an endpoint that takes 2 s to give the nonce
+    no longer fails every automatic push. KINT_NONCE_RETRY_SECONDS goes the same way (one
+    tuple, space.PUSH_SETTINGS); a stuck nonce to show it is beyond this test."""
+    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+        (sb.kint_home / "config.toml").write_text("rpc_timeout = 0.5\n")
+        sb.shutdown()  # the kint-server's first call starts one, the way kint's start does
+        proxy.set_mode("delay_methods", methods=["eth_getTransactionCount"], seconds=2)
+        agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "60", "KINT_QUIET_SECONDS": "1",
+                              "KINT_POLL_SECONDS": "1",
+                              "KINT_TEST_AUTOSTART_ENTITLED": "1"}).start()
+        try:
+            started = json.loads(ok(sb.kint("supervisor", "status", "--json")).stdout)
+            assert "KINT_RPC_TIMEOUT" not in {
+                e["name"] for e in started["supervisor"]["started_with"]}, started
+            assert agent.call("memory_remember", category="notes", name="slow-nonce",
+                              body={"text": "pushed by the watcher"})["ok"] is True
+            done = sb.wait_for(
+                lambda: ((s := agent.call("memory_status"))["watcher_failure"]
+                         or (s["mirror"] or {}).get("seq")) and s,
+                timeout=60, interval=0.5, what="the watcher's push, or its failure")
+            assert done["watcher_failure"] is None, done["watcher_failure"]
+            assert done["mirror"]["seq"] == 1, done["mirror"]
+        finally:
+            proxy.forward()
+            agent.close()
 
 
 def test_a_session_key_stays_in_memory_through_a_plain_rekey(vault):

@@ -77,6 +77,19 @@ def serving_machine(tmp_path_factory):
         yield sb
 
 
+def test_doctor_on_a_machine_never_connected_warns_that_it_has_no_session_key(serving_machine):
+    """No session key on a machine never connected (only read here): the warning a
+    connected machine gets (it stops writes only; `kint join` makes one), not a failure of
+    its own. The enrolment row is what fails there, and says what to run."""
+    out = serving_machine.kint("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    key = checks["session key"]
+    assert (key["ok"], key.get("warn"), key["detail"]) == (
+        True, True, "no session key on this machine"), key
+    assert [name for name, c in checks.items() if not c["ok"]] == ["enrolment"], checks
+    assert out.returncode == 1, out.stdout
+
+
 def test_errors_are_two_lines_without_a_traceback(serving_machine):
     sandbox = serving_machine
     out = sandbox.kint("supervisor", "restart", "no-such-space")

@@ -21,6 +21,11 @@ from machines_together import new_machines, side_by_side
 from rpc_proxy import RpcProxy
 
 NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchain
+# The session key's row on a machine without one: a warning, whatever the chain does.
+NO_SESSION_KEY = {"name": "session key", "ok": True, "warn": True,
+                  "detail": "no session key on this machine",
+                  "hint": "run `kint session-key create`, then fund and authorize it, before "
+                          "pushing; pulls and reads need none"}
 
 
 @pytest.fixture(scope="module")
@@ -178,11 +183,7 @@ def test_a_machine_without_a_session_key_restores_and_its_doctor_warns(story):
     try:
         ok(b.kint("pull"))
         text, checks = doctor(b)
-        assert checks["session key"] == {
-            "name": "session key", "ok": True, "warn": True,
-            "detail": "no session key on this machine",
-            "hint": "run `kint session-key create`, then fund and authorize it, before "
-                    "pushing; pulls and reads need none"}, checks["session key"]
+        assert checks["session key"] == NO_SESSION_KEY, checks["session key"]
         assert "[WARN] session key: no session key on this machine" in text.stdout.splitlines()
         assert text.returncode == 0, text.stdout
     finally:
@@ -393,6 +394,18 @@ def test_a_hung_primary_costs_doctor_one_bounded_call(story):
                 assert not checks[name]["ok"]
             # Local checks still say what they know.
             assert checks["unanchored changes"]["detail"] == "none"
+            # So does a missing session key: the warning a machine whose chain answers gets
+            # (no chain needed to see it), where the head's failure keeps the exit status 1.
+            key = a.kint_home / "session.key"
+            aside = key.with_name("session.key.aside")
+            key.rename(aside)
+            try:
+                out = a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "1"}, timeout=120)
+            finally:
+                aside.rename(key)
+            checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+            assert checks["session key"] == NO_SESSION_KEY, checks["session key"]
+            assert out.returncode == 1 and not checks["head"]["ok"], out.stdout
 
             # A primary that answers its first call and hangs on the next: nothing more is
             # asked of it.

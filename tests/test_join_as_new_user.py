@@ -9,6 +9,7 @@ One anvil for the session (`kint devchain start`); nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -251,3 +252,10 @@ def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(vaul
                             "on this machine"), lines
     pulled = kjson(wiped, "pull", "--full")
     assert (pulled["skipped"], [c["seq"] for c in pulled["closed"]]) == ([], [1]), pulled
+    # `--json`'s restore is `kint pull --json`'s object: its hashes `0x` and 64 hex digits
+    # (the worker's bare ones were printed as they came).
+    again = json.loads(ok(wiped.kint("join", "--owner", owner.address, "--signature", "-",
+                                     "--full", "--no-setup", "--json",
+                                     input=wallet_signature(owner, payload) + "\n")).stdout)
+    assert again["restore"]["closed"] == pulled["closed"], (again["restore"], pulled)
+    assert re.fullmatch("0x[0-9a-f]{64}", pulled["closed"][0]["tx"]), pulled["closed"]

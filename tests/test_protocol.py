@@ -7,7 +7,7 @@ import json
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kint.protocol import ErrorCode, ProtocolError
@@ -464,7 +464,26 @@ def test_a_process_that_holds_orjson_reads_a_reply_with_it_as_json_would(monkeyp
     assert "not valid JSON" in err.value.message
 
 
+def _typed(value):
+    """`value` with each leaf's type beside it and each float as its repr, keys in their
+    order: `==` alone takes 1 for 1.0, True for 1 and -0.0 for 0.0, so a reader that
+    turned one into the other would compare equal."""
+    if isinstance(value, dict):
+        return ("dict", [(key, _typed(child)) for key, child in value.items()])
+    if isinstance(value, list):
+        return ("list", [_typed(child) for child in value])
+    return (type(value).__name__, repr(value) if isinstance(value, float) else value)
+
+
+def test_typed_tells_apart_what_equality_takes_as_one():
+    for one, other in ((1, 1.0), (True, 1), (-0.0, 0.0), ({"a": 1, "b": 2}, {"b": 2, "a": 1})):
+        assert one == other and _typed(one) != _typed(other), (one, other)
+
+
 @settings(max_examples=200, deadline=None)
+@example(-0.0).via("a negative zero stays one")
+@example([1, 1.0, True, 0, False, -0.0, 0.0, 1e-320]).via("numbers keep their types")
+@example({"b": 1, "a": 2}).via("keys keep their order")
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text()
                     | st.floats(allow_nan=False, allow_infinity=False),
                     lambda kids: st.lists(kids, max_size=4)
@@ -479,4 +498,6 @@ def test_fuzz_a_reply_reads_the_same_with_orjson_or_without(value):
         without = decode_reply(frame)
     finally:
         sys.modules["orjson"] = held
-    assert decode_reply(frame) == without
+    read = decode_reply(frame)
+    assert read.ok is True and read.id == without.id == "r"
+    assert _typed(read.result) == _typed(without.result)

@@ -48,6 +48,7 @@ from kint.commands.join_stops import (STEP_CONNECT, STEP_HARNESSES, STEP_REPORT,
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import refusing_secrets_with, signature_options
 from kint.commands.setup import SetupError
+from kint.commands.tx_text import with_tx_0x
 from kint.harnesses.env_checks import parse_env, pin_flag
 from kint.paths import kint_home
 
@@ -203,4 +204,5 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
     except KeyboardInterrupt:  # at a step of join's own, not a worker's request
         interrupted(step)()
     if as_json:
-        echo_json(said.result)
+        # The restore's epochs carry the worker's bare hashes: `0x` as `kint pull --json`.
+        echo_json(with_tx_0x(said.result))

@@ -29,8 +29,8 @@ def supervisor_group() -> None:
 def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     """Start the supervisor of KINT_HOME with this environment's settings, kept for its life,
     the call-scope settings it reads too (KINT_OFFLINE, KINT_RPC_TIMEOUT, ...: a start on
-    demand by another command leaves those out). Beside a running one it starts nothing, applies none
-    of them, and names those that differ from its own."""
+    demand by another command leaves those out). Beside a running one it starts nothing,
+    applies none of them, and names those that differ from its own."""
     home = kint_home()
     if foreground and as_json:
         usage_error("--json and --foreground both given: --foreground runs the supervisor in "

@@ -16,8 +16,12 @@ carry goes the standard way, which words the refusal. Such a process reads a rep
 orjson too (1.6 against 4 us hot for a status reply) unless the reply holds a run of 19
 digits or more: orjson reads an integer past 64 bits as a float, where `json` keeps it
 exact, and every integer of up to 18 digits is within 64 bits. A reply orjson refuses is
-read again by `json`, which accepts what orjson does and more (NaN excepted: refused by
-both), so the refusal and its words are `json`'s as before.
+read again by `json`, so the refusal and its words are `json`'s as before. `json` reads
+much that orjson refuses (a number past a double's range, a lone surrogate; NaN neither
+reads), but not all that orjson reads: nesting deeper than Python's recursion limit leaves
+room for (a little under 1000 levels, where orjson reads 1024) is read on orjson's path and
+refused on `json`'s. kint's own server never nests so deep (orjson, its encoder, writes at
+most 254 levels), so only a foreign peer's reply could be read one way and refused the other.
 """
 
 from __future__ import annotations

@@ -336,7 +336,8 @@ SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
 # disk; after `KINT_RPC_TIMEOUT=60 kint pull` every later call waited a minute on a hung
 # endpoint). The supervisor's own value of each (config.toml, the environment `kint
 # supervisor start` or the service gives it) is what a call that sets none gets, and what
-# its work outside any call (a watcher's push, a transaction's resend) uses.
+# its work outside any call (a transaction's resend) uses; a watcher's push takes a
+# kint-server session's values of those a push reads first (tenant_worker.space.PUSH_SETTINGS).
 CALL_SWITCHES: frozenset[str] = frozenset(s.name for s in SETTINGS
                                           if s.scope == "call" and "daemon" in s.read_by)
 # The value a client sends for a secret it has (never the secret itself), before the proof

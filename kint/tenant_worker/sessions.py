@@ -21,7 +21,7 @@ from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
 from kint.tenant_worker.rpc_hint import name_the_endpoint
-from kint.tenant_worker.space import SESSION_SETTINGS, SpaceContext
+from kint.tenant_worker.space import PUSH_SETTINGS, SESSION_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
 
@@ -62,13 +62,15 @@ def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
 
 
 def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
-    """The watcher's push, outside any request: it renews the data key with the newest
-    session's KINT_KEY_TTL (its kint-server's environment), else the space's, as v0.3.0's
-    kint-server renews with its own. Without it a harness's `30d` was cut to the
-    space's 24 h by the first automatic push. Its refusal names the endpoint in force
-    (rpc_hint), as a request's does in handlers.with_settings: status shows this hint as
-    the watcher's failure, which sent a space connected with `--rpc-urls` to KINT_RPC_URL."""
-    with settings.overlay({"KINT_KEY_TTL": ctx.watcher_setting("KINT_KEY_TTL")}):
+    """The watcher's push, outside any request: it runs with the newest session's value
+    of each call-scope setting a push reads (space.PUSH_SETTINGS, from its kint-server's
+    environment), else the space's, as v0.3.0's kint-server pushes with its own. Without
+    it a harness's KINT_KEY_TTL=30d was cut to the space's 24 h by the first automatic
+    push, and its KINT_RPC_TIMEOUT and KINT_NONCE_RETRY_SECONDS went unused, unsaid. Its
+    refusal names the endpoint in force (rpc_hint), as a request's does in
+    handlers.with_settings: status shows this hint as the watcher's failure, which sent a
+    space connected with `--rpc-urls` to KINT_RPC_URL."""
+    with settings.overlay({name: ctx.watcher_setting(name) for name in PUSH_SETTINGS}):
         try:
             return server_push(ctx, reason)
         except ProtocolError as err:
@@ -77,8 +79,8 @@ def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
 
 
 def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
-    """Keep the watcher timings and key TTL a session's kint-server sent when it first
-    attached (its own environment: the harness's MCP configuration); the newest live
+    """Keep the watcher timings and push settings a session's kint-server sent when it
+    first attached (its own environment: the harness's MCP configuration); the newest live
     session's are the ones the watcher runs with. A line for each of this session's that
     is not used."""
     now = time.monotonic()
@@ -92,7 +94,7 @@ def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
     for name, mine in own.items():
         running = ctx.watcher_setting(name)
         if not same(mine.setting, mine.value, running.value):
-            # A call-scope setting (the key's TTL) still governs this session's own calls;
+            # A call-scope setting (PUSH_SETTINGS) still governs this session's own calls;
             # only the watcher's pushes, which no call carries, take the newest session's.
             where = ("is not used by the watcher's pushes (this session's own calls use it)"
                      if mine.setting.scope == "call" else "is not used")

@@ -46,10 +46,15 @@ log = logging.getLogger("kint.worker")
 
 WATCHER_SETTINGS = ("KINT_QUIET_SECONDS", "KINT_POLL_SECONDS", "KINT_SIZE_TRIGGER_BYTES",
                     "KINT_PUSH_RETRY_SECONDS")
-# What a kint-server session's attach leaves for the watcher: its timings, and the
-# KINT_KEY_TTL the watcher's pushes renew the data key with (v0.3.0's kint-server renews
-# with the one in its own environment).
-SESSION_SETTINGS = WATCHER_SETTINGS + ("KINT_KEY_TTL",)
+# The call-scope settings a push reads, which no call carries to the watcher's pushes: a
+# session's attach leaves them for those pushes, as v0.3.0's kint-server pushed with its
+# own environment's. KINT_KEY_TTL renews the data key (a harness's `30d` is not cut to the
+# space's 24 h); KINT_RPC_TIMEOUT bounds each chain read and KINT_NONCE_RETRY_SECONDS a
+# stuck transaction's wait (a supervisor a kint-server starts on demand takes neither:
+# autostart leaves every call-scope setting out of it).
+PUSH_SETTINGS = ("KINT_KEY_TTL", "KINT_RPC_TIMEOUT", "KINT_NONCE_RETRY_SECONDS")
+# What a kint-server session's attach leaves for the watcher: its timings and PUSH_SETTINGS.
+SESSION_SETTINGS = WATCHER_SETTINGS + PUSH_SETTINGS
 CHAIN_SETTINGS = STRICT
 
 
