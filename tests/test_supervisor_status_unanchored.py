@@ -331,7 +331,10 @@ def test_the_table_marks_a_stale_count_and_names_a_failed_push():
     assert [r[column("UNANCHORED")] for r in rows] == ["-", "4", "~4", "0"]
     assert [r[column("OP")] for r in rows] == ["-", "-", "push failed x3", "verify 0.2s"]
     text = render.supervisor_status_text(status)
-    assert "~N unanchored: counted before" in text
+    # Its reasons, the two-second one too: a count made just after a write is `~N` while
+    # neither the store nor the head has moved since (store.SettledRule).
+    assert ("~N unanchored: counted before the store or the head last moved, or within two "
+            "seconds of the store's last write") in text
     assert (f"watcher of {'b' * 16}: push failed 4.0s ago (RPC_UNAVAILABLE): the "
             f"endpoint\\nhung; 3 failed attempts, next attempt in 20.0s") in text
     fresh_only = {**status, "spaces": status["spaces"][:2]}
