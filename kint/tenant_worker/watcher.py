@@ -12,7 +12,8 @@ for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the 
 unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When that diff finds
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
-change instead of retrying. After a push that failed otherwise it waits out a backoff
+change instead of retrying (one held within 2 s of the store's last write is tried again at
+the next tick: below). After a push that failed otherwise it waits out a backoff
 (push_backoff.py) before it tries again, however the store changes meanwhile; any push
 of the space that goes through, its own included, ends that wait (`push.went_through`, the
 one place every successful push passes).
