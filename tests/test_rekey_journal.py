@@ -86,6 +86,51 @@ def test_a_journal_keeps_how_long_the_new_key_is_kept_and_binds_it(home):
     assert load_rekey_journal(home, SPACE).key_ttl is None
 
 
+def test_a_journal_with_its_key_ttl_is_a_version_an_older_kint_does_not_read(home):
+    """A journal with `key_ttl` is version 2: an older kint reads version 1 only, and took
+    one with the field for altered or sealed under another secret (the AAD binds it), which
+    sent the user the wrong way; as version 2 it is one it does not read, left in place
+    (kint 71f1910 says "is not a rekey journal (truncated or garbled)"). This kint reads
+    both (and a version 1 with the field, as kint wrote it for a while), refuses a version
+    2 without it, and names a newer version as one."""
+    import orjson
+
+    from kint.custody.vault_cache import SESSION
+
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, RekeyJournal(
+        journal.dek, journal.wraps, journal.old_dek_id, key_ttl=SESSION))
+    fields = orjson.loads(path.read_bytes())
+    assert fields["v"] == 2 and fields["key_ttl"] == SESSION
+    path.write_bytes(orjson.dumps({**fields, "v": 1}))
+    assert load_rekey_journal(home, SPACE).key_ttl == SESSION
+    path.write_bytes(orjson.dumps({k: v for k, v in fields.items() if k != "key_ttl"}))
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)  # a version 2 without its key_ttl
+    path.write_bytes(orjson.dumps({**fields, "v": 3}))
+    with pytest.raises(RekeyJournalCorrupt, match="written by a newer kint .journal version 3"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()
+    older = save_rekey_journal(home, SPACE, _journal())  # no key_ttl: still version 1
+    assert orjson.loads(older.read_bytes())["v"] == 1
+
+
+@pytest.mark.parametrize("ttl", [86400, 86400.0, ["session"], {"s": 1}, True])
+def test_a_journal_whose_key_ttl_is_not_text_is_corrupt(home, ttl):
+    """`key_ttl` is `session` or the seconds as text; any other JSON value is a journal
+    that was garbled, never a TTL guessed from it."""
+    import orjson
+
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, RekeyJournal(
+        journal.dek, journal.wraps, journal.old_dek_id, key_ttl=86400.0))
+    fields = orjson.loads(path.read_bytes())
+    path.write_bytes(orjson.dumps({**fields, "key_ttl": ttl}))
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()
+
+
 def test_a_journal_that_does_not_open_is_refused_with_what_to_do(tmp_path):
     from kint.protocol import ErrorCode
     from kint.tenant_worker.custody_errors import as_protocol_error
