@@ -147,6 +147,10 @@ def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
     rewrites the wraps file: it keeps that wrap, and the enrolment names it. Before, the
     journal's wraps replaced the file, and the added passphrase stopped opening the
     vault at the next push."""
+    import time
+
+    from kint.custody.vault_cache import (DEFAULT_TTL_SECONDS, MEMORY, read_cached_key,
+                                          vault_cache_path)
     from kint.custody.wraps import KIND_PASSPHRASE, read_wraps, write_wraps
     from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
@@ -167,15 +171,29 @@ def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
         space=SPACE, tenant="t", owner=owner, account="eoa", contract="0x" + "22" * 20,
         chain_id=31337, key_tags=[w.tag.hex() for w in journal.wraps + (added,)]))
 
+    assert journal.key_ttl is None  # as an older kint's journal: the settling call decides
     keep_new_key(ctx, journal)
     kept = read_wraps(home, SPACE)
     assert kept is not None and kept.dek_id == journal.new_dek_id
     assert kept.wraps == journal.wraps + (added,)
     enrolment = load_enrolment(ctx.state.files["enrol"])
     assert enrolment.key_tags == [w.tag.hex() for w in kept.wraps]
+    # No key held in memory and no KINT_KEY_TTL: the space's own value, 24 h on disk.
+    cached = read_cached_key(home, SPACE)
+    assert cached.where == "file" and cached.dek == journal.dek
+    assert abs(cached.expires_at - (time.time() + DEFAULT_TTL_SECONDS)) < 600
 
-    # Wraps under another data key (the one the rotation replaced) are not carried.
+    # Wraps under another data key (the one the rotation replaced) are not carried. The
+    # old key held in memory only (KINT_KEY_TTL=session): the new one is kept there too,
+    # never on disk (renew()'s rule, data_key.rotated_key_ttl).
     old = wrap_data_key(new_data_key(), new_data_key(), KIND_PASSPHRASE)
     write_wraps(home, SPACE, b"\x01" * 8, (old,))
-    keep_new_key(ctx, journal)
-    assert read_wraps(home, SPACE).wraps == journal.wraps
+    MEMORY.put(SPACE, new_data_key())
+    try:
+        keep_new_key(ctx, journal)
+        assert read_wraps(home, SPACE).wraps == journal.wraps
+        cached = read_cached_key(home, SPACE)
+        assert cached.where == "memory" and cached.dek == journal.dek
+        assert not vault_cache_path(home, SPACE).exists()
+    finally:
+        MEMORY.forget(SPACE)
