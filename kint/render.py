@@ -126,7 +126,8 @@ def _op(op: dict[str, Any] | None, progress: str | None,
 
 def _unanchored(row: dict[str, Any]) -> str:
     """The UNANCHORED column: the count, `~N` when the store or the head moved since it was
-    made (the worker recounts; the line under the table says so), `-` when none was made."""
+    made, or it was made within two seconds of the store's last write (the worker
+    recounts; the line under the table says so), `-` when none was made."""
     count = row.get("unanchored")
     if count is None:
         return "-"
@@ -215,8 +216,9 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
     text = head + "\n" + table(STATUS_COLUMNS, status_rows(status))
     spaces = status["spaces"]
     if any(r.get("unanchored") is not None and r.get("unanchored_stale") for r in spaces):
-        text += ("\n~N unanchored: counted before the store or the head last moved; a running "
-                 "worker recounts within seconds")
+        text += ("\n~N unanchored: counted before the store or the head last moved, or "
+                 "within two seconds of the store's last write; a running worker recounts "
+                 "within seconds")
     for row in spaces:
         shared = row.get("store_shared")
         if shared:  # the worker's words, which quote paths: escaped as the cells are

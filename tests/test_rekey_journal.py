@@ -86,6 +86,51 @@ def test_a_journal_keeps_how_long_the_new_key_is_kept_and_binds_it(home):
     assert load_rekey_journal(home, SPACE).key_ttl is None
 
 
+def test_a_journal_with_its_key_ttl_is_a_version_an_older_kint_does_not_read(home):
+    """A journal with `key_ttl` is version 2: an older kint reads version 1 only, and took
+    one with the field for altered or sealed under another secret (the AAD binds it), which
+    sent the user the wrong way; as version 2 it is one it does not read, left in place
+    (kint 71f1910 says "is not a rekey journal (truncated or garbled)"). This kint reads
+    both (and a version 1 with the field, as kint wrote it for a while), refuses a version
+    2 without it, and names a newer version as one."""
+    import orjson
+
+    from kint.custody.vault_cache import SESSION
+
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, RekeyJournal(
+        journal.dek, journal.wraps, journal.old_dek_id, key_ttl=SESSION))
+    fields = orjson.loads(path.read_bytes())
+    assert fields["v"] == 2 and fields["key_ttl"] == SESSION
+    path.write_bytes(orjson.dumps({**fields, "v": 1}))
+    assert load_rekey_journal(home, SPACE).key_ttl == SESSION
+    path.write_bytes(orjson.dumps({k: v for k, v in fields.items() if k != "key_ttl"}))
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)  # a version 2 without its key_ttl
+    path.write_bytes(orjson.dumps({**fields, "v": 3}))
+    with pytest.raises(RekeyJournalCorrupt, match="written by a newer kint .journal version 3"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()
+    older = save_rekey_journal(home, SPACE, _journal())  # no key_ttl: still version 1
+    assert orjson.loads(older.read_bytes())["v"] == 1
+
+
+@pytest.mark.parametrize("ttl", [86400, 86400.0, ["session"], {"s": 1}, True])
+def test_a_journal_whose_key_ttl_is_not_text_is_corrupt(home, ttl):
+    """`key_ttl` is `session` or the seconds as text; any other JSON value is a journal
+    that was garbled, never a TTL guessed from it."""
+    import orjson
+
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, RekeyJournal(
+        journal.dek, journal.wraps, journal.old_dek_id, key_ttl=86400.0))
+    fields = orjson.loads(path.read_bytes())
+    path.write_bytes(orjson.dumps({**fields, "key_ttl": ttl}))
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()
+
+
 def test_a_journal_that_does_not_open_is_refused_with_what_to_do(tmp_path):
     from kint.protocol import ErrorCode
     from kint.tenant_worker.custody_errors import as_protocol_error
@@ -102,6 +147,10 @@ def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
     rewrites the wraps file: it keeps that wrap, and the enrolment names it. Before, the
     journal's wraps replaced the file, and the added passphrase stopped opening the
     vault at the next push."""
+    import time
+
+    from kint.custody.vault_cache import (DEFAULT_TTL_SECONDS, MEMORY, read_cached_key,
+                                          vault_cache_path)
     from kint.custody.wraps import KIND_PASSPHRASE, read_wraps, write_wraps
     from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
@@ -122,15 +171,29 @@ def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
         space=SPACE, tenant="t", owner=owner, account="eoa", contract="0x" + "22" * 20,
         chain_id=31337, key_tags=[w.tag.hex() for w in journal.wraps + (added,)]))
 
+    assert journal.key_ttl is None  # as an older kint's journal: the settling call decides
     keep_new_key(ctx, journal)
     kept = read_wraps(home, SPACE)
     assert kept is not None and kept.dek_id == journal.new_dek_id
     assert kept.wraps == journal.wraps + (added,)
     enrolment = load_enrolment(ctx.state.files["enrol"])
     assert enrolment.key_tags == [w.tag.hex() for w in kept.wraps]
+    # No key held in memory and no KINT_KEY_TTL: the space's own value, 24 h on disk.
+    cached = read_cached_key(home, SPACE)
+    assert cached.where == "file" and cached.dek == journal.dek
+    assert abs(cached.expires_at - (time.time() + DEFAULT_TTL_SECONDS)) < 600
 
-    # Wraps under another data key (the one the rotation replaced) are not carried.
+    # Wraps under another data key (the one the rotation replaced) are not carried. The
+    # old key held in memory only (KINT_KEY_TTL=session): the new one is kept there too,
+    # never on disk (renew()'s rule, data_key.rotated_key_ttl).
     old = wrap_data_key(new_data_key(), new_data_key(), KIND_PASSPHRASE)
     write_wraps(home, SPACE, b"\x01" * 8, (old,))
-    keep_new_key(ctx, journal)
-    assert read_wraps(home, SPACE).wraps == journal.wraps
+    MEMORY.put(SPACE, new_data_key())
+    try:
+        keep_new_key(ctx, journal)
+        assert read_wraps(home, SPACE).wraps == journal.wraps
+        cached = read_cached_key(home, SPACE)
+        assert cached.where == "memory" and cached.dek == journal.dek
+        assert not vault_cache_path(home, SPACE).exists()
+    finally:
+        MEMORY.forget(SPACE)

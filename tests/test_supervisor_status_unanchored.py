@@ -21,6 +21,7 @@ import os
 import time
 
 import orjson
+import pytest
 
 from chain_machines import new_machine, ok
 from conftest import dated_back, sibyl_client, wait_until, write_store
@@ -44,6 +45,9 @@ RECOUNT_S = 1
 # it, this for the last part, which waits it out: longer than the 1-2 s between two
 # recounts of a store that keeps changing, so recounts that kept the worker alive would.
 IDLE_S = 3
+# How many times a test whose premise is a step done within a files' tick does it again
+# when the box stalled past that tick, before it gives up.
+PREMISE_ATTEMPTS = 5
 
 
 def _cell(text: str, space16: str, column: str) -> str:
@@ -285,7 +289,9 @@ def test_a_figure_counted_within_a_tick_of_a_write_is_recounted(tmp_path, chain_
     Real parts: the devchain's anvil, the test supervisor, the space's worker, Sibyl's
     client writing the store. By hand, as in tests/test_store_same_tick.py, the one thing
     that cannot be timed here: the files' times are set just ahead of the clock (a count
-    then is inside their tick) and, after the second commit, back to what they were."""
+    then is inside their tick) and, after the second commit, back to what they were. That
+    those counts were inside the tick is checked after, and the setup done again when a
+    stalled box missed it: no bound on how long a step takes is asserted."""
     sb = new_machine(tmp_path / "machine", chain_home,
                      KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
                      KINT_TEST_RECOUNT_INTERVAL_S=str(RECOUNT_S))
@@ -294,15 +300,20 @@ def test_a_figure_counted_within_a_tick_of_a_write_is_recounted(tmp_path, chain_
         sb.call("status", db)
         sb.call("connect", db, args={"dev": True}, timeout_s=300)
         client = sibyl_client(db, sb.tenant)
-        wal_size = restarted_wal(db, client)
-        ahead = time.time_ns() + 1_900_000_000  # within the two seconds' doubt
-        for suffix in ("", "-wal"):
-            os.utime(f"{db}{suffix}", ns=(ahead, ahead))
-        before = sb.call("status", db, args={"chain": True})["unanchored"]  # status's count
-        same_tick_commit(db, client, wal_size, "same-tick")
-        # Every count so far read the signature inside its files' tick (the premise; a box
-        # stalled for seconds between the two commits would break it, not the product).
-        assert time.time_ns() < ahead + 2_000_000_000
+        for attempt in range(PREMISE_ATTEMPTS):
+            wal_size = restarted_wal(db, client)
+            ahead = time.time_ns() + 1_900_000_000  # within the two seconds' doubt
+            for suffix in ("", "-wal"):
+                os.utime(f"{db}{suffix}", ns=(ahead, ahead))
+            before = sb.call("status", db, args={"chain": True})["unanchored"]  # its count
+            same_tick_commit(db, client, wal_size, f"same-tick-{attempt}")
+            # The premise: every count so far read the signature inside its files' tick. A
+            # box stalled for seconds between the dating and the second commit misses it
+            # (the product's known limit, not a bug): done again, never a failure.
+            if time.time_ns() < ahead + 2_000_000_000:
+                break
+        else:
+            pytest.fail(f"the box stalled past the files' tick {PREMISE_ATTEMPTS} times")
         sb.wait_for(lambda: (r := sb.row(db))["unanchored"] == before + 1
                     and r["unanchored_stale"] is False,
                     what="the commit inside the tick counted", **WAIT)
@@ -331,7 +342,10 @@ def test_the_table_marks_a_stale_count_and_names_a_failed_push():
     assert [r[column("UNANCHORED")] for r in rows] == ["-", "4", "~4", "0"]
     assert [r[column("OP")] for r in rows] == ["-", "-", "push failed x3", "verify 0.2s"]
     text = render.supervisor_status_text(status)
-    assert "~N unanchored: counted before" in text
+    # Its reasons, the two-second one too: a count made just after a write is `~N` while
+    # neither the store nor the head has moved since (store.SettledRule).
+    assert ("~N unanchored: counted before the store or the head last moved, or within two "
+            "seconds of the store's last write") in text
     assert (f"watcher of {'b' * 16}: push failed 4.0s ago (RPC_UNAVAILABLE): the "
             f"endpoint\\nhung; 3 failed attempts, next attempt in 20.0s") in text
     fresh_only = {**status, "spaces": status["spaces"][:2]}

@@ -26,6 +26,10 @@ Why it is built this way:
   restarted mid-rotation has neither the old key in memory nor the rekey's environment,
   and settling with the space's own value wrote a `KINT_KEY_TTL=session` key to disk for
   24 h. A journal without it (an older kint's) is settled with the settling call's value.
+  A journal with it is version 2, so that an older kint, which reads version 1 only and
+  would find the AAD changed, refuses it as a version it does not read rather than as one
+  altered or sealed under another secret; this kint reads both, and names a newer version
+  as such.
 - 0600, written through an atomic replace with its folder fsynced (`write_private`).
 """
 
@@ -50,7 +54,10 @@ from kint.custody.wraps import MalformedWrap, Wrap
 from kint.paths import remove_file
 
 JOURNAL_INFO = b"kint-rekey-journal-v1"
-JOURNAL_VERSION = 1
+# Version 1: no `key_ttl`; version 2: with it (and 1 with it, as kint wrote it for a
+# while, is read as 2).
+JOURNAL_VERSION = 2
+_READ_VERSIONS = (1, 2)
 _NONCE_LEN = 12
 _MAX_BYTES = 1 << 16
 
@@ -99,7 +106,7 @@ def save_rekey_journal(home: Path | None, space: str | bytes, journal: RekeyJour
     ttl = _ttl_text(journal.key_ttl)
     sealed = AESGCM(_sealing_key(secret)).encrypt(nonce, dek, _aad(space, dek_id(dek), ttl))
     path = rekey_journal_path(home, space)
-    fields = {"v": JOURNAL_VERSION, "old_dek_id": journal.old_dek_id.hex(),
+    fields = {"v": 1 if ttl is None else JOURNAL_VERSION, "old_dek_id": journal.old_dek_id.hex(),
               "new_dek_id": dek_id(dek).hex(),
               "wraps": [w.encode().hex() for w in journal.wraps],
               "nonce": nonce.hex(), "sealed_key": sealed.hex()}
@@ -122,7 +129,12 @@ def load_rekey_journal(home: Path | None, space: str | bytes, *,
         return None
     try:
         obj = orjson.loads(raw)
-        if obj.get("v") != JOURNAL_VERSION or len(raw) > _MAX_BYTES:
+        version = obj.get("v")
+        if _newer(version):
+            raise RekeyJournalCorrupt(path, f"was written by a newer kint (journal version "
+                                      f"{version}; this kint reads versions 1 and 2): "
+                                      f"settle it with that kint")
+        if version not in _READ_VERSIONS or len(raw) > _MAX_BYTES:
             raise ValueError("version")
         new_id = bytes.fromhex(obj["new_dek_id"])
         old_id = bytes.fromhex(obj["old_dek_id"])
@@ -130,7 +142,7 @@ def load_rekey_journal(home: Path | None, space: str | bytes, *,
         nonce = bytes.fromhex(obj["nonce"])
         sealed = bytes.fromhex(obj["sealed_key"])
         ttl = obj.get("key_ttl")
-        if ttl is not None and not isinstance(ttl, str):
+        if (ttl is not None and not isinstance(ttl, str)) or (version == 2 and ttl is None):
             raise TypeError("key_ttl")
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError,
             MalformedWrap):
@@ -144,6 +156,12 @@ def load_rekey_journal(home: Path | None, space: str | bytes, *,
                                   "changed)") from None
     return RekeyJournal(dek=dek, wraps=wraps, old_dek_id=old_id,
                         key_ttl=None if ttl is None else parse_key_ttl(ttl))
+
+
+def _newer(version: object) -> bool:
+    """Whether `version` is one a later kint wrote (an integer past JOURNAL_VERSION)."""
+    return (isinstance(version, int) and not isinstance(version, bool)
+            and version > JOURNAL_VERSION)
 
 
 def remove_rekey_journal(home: Path | None, space: str | bytes) -> None:

@@ -27,8 +27,9 @@ DEGRADED_STATES = frozenset({"hung", "restarting", "quarantined"})
 
 def _unanchored(handle: WorkerHandle, since: float) -> dict[str, Any]:
     """The last beat's count of unanchored row changes: `unanchored_stale` when the store
-    or the head moved since it was made (the worker recounts), or when no worker runs to
-    see them move; its age as of now. All null before any count (not connected)."""
+    or the head moved since it was made, or it was made within two seconds of the store's
+    last write (the worker recounts), or when no worker runs to see them move; its age as
+    of now. All null before any count (not connected)."""
     beat = handle.beat
     count = beat.get("unanchored")
     if count is None:

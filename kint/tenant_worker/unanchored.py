@@ -22,7 +22,10 @@ one it reads now (two stats, and the mirror's head as cached); the figure is *fr
 they match, if its signature was read two seconds or more after the store's files last
 changed (store.SettledRule, the rule the status counts keep to: a commit within a tick of
 the files' clock may leave their times and sizes as they were, so a figure counted then
-could be shown fresh after a change it never saw; such a figure is recounted). Otherwise
+could be shown fresh after a change it never saw; such a figure is recounted), and while
+that signature still does (one ahead of the clock, which told by standing steady, no longer
+does once the clock comes within two seconds of its times: recounted, as the status counts
+are). Otherwise
 the beat reports the last figure marked stale (`unanchored_stale`,
 `~N` in the table: the count before the last change, still the best figure there is, which
 reads better than a `-` that flickers with every write) and starts one recount on the op
@@ -204,9 +207,14 @@ class UnanchoredTally:
         except PermissionError:
             signature, closed = None, True
         key: Key | None = None if closed else key_of(signature, mirror)
+        # The figure's signature told every later commit when counted; one that did so by
+        # standing steady ahead of the clock stops once the clock nears its times
+        # (StoreReader's `keep is not False`). No system call: the wall clock's vDSO read.
+        doubted = settled(signature) is False
         with self._lock:
             figure = self._figure
-            fresh = figure is not None and figure.told and figure.key == key
+            fresh = (figure is not None and figure.told and figure.key == key
+                     and not doubted)
             start = (key is not None and may_start and not fresh and not self._recounting
                      and now >= self._next_recount)
             if start:

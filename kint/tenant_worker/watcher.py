@@ -12,7 +12,8 @@ for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the 
 unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When that diff finds
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
-change instead of retrying. After a push that failed otherwise it waits out a backoff
+change instead of retrying (one held within 2 s of the store's last write is tried again at
+the next tick: below). After a push that failed otherwise it waits out a backoff
 (push_backoff.py) before it tries again, however the store changes meanwhile; any push
 of the space that goes through, its own included, ends that wait (`push.went_through`, the
 one place every successful push passes).
@@ -22,7 +23,10 @@ seconds or more after the store's files last changed (store.SettledRule, the rul
 status counts keep to): a commit within one tick of the files' clock, inside the size a
 restarted WAL had, leaves their times and sizes as they were, so a push that read its rows
 just before it was taken for the whole change, and that commit was never pushed until the
-next write. Such a store stays dirty, and the next tick looks at it again.
+next write. Such a store stays dirty, and the next tick looks at it again. A signature
+ahead of the clock tells once it has stood two seconds (the monotonic clock); once the
+clock comes within two seconds of its times it no longer does, and a store clean (or a
+push held) at it is looked at again, as after a change (as the status counts are).
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ class Watcher:
         self._last_size_check = 0.0
         self._held_at_signature: tuple[int, ...] | None = None
         self._rule = SettledRule()
+        # The last signature that told every later commit (`_rule`), while it is the store's.
+        self._told_at: tuple[int, ...] | None = None
         # While the store cannot be reached by this user, what the OS said (`_read_signature`).
         self.closed: str | None = None
         self._signature: tuple[int, ...] | None = None
@@ -184,13 +190,18 @@ class Watcher:
             self.backoff.forget("the configuration changed, so the push is tried again "
                                 "without waiting")
         sig = self._read_signature()
-        told = self._rule.tells(sig, settled(sig), now)  # as it was read
+        keep = settled(sig)
+        told = self._rule.tells(sig, keep, now)  # as it was read
         if sig != self._signature:
             self._signature = sig
             if not self.dirty:  # one line per dirty spell, not one per poll of a busy store
                 log.info("watcher: store changed")
             self.dirty = True
             self._last_change = now
+        elif keep is False and sig == self._told_at:
+            self._doubted(now)
+        if told:
+            self._told_at = sig
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
@@ -205,6 +216,19 @@ class Watcher:
                 self._nothing_left(sig, told)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
                 self._fire("size trigger", sig, told, now)
+
+    def _doubted(self, now: float) -> None:
+        """The signature that told every later commit, and at which the store may have been
+        marked clean (or a push held), no longer does: its files' times, ahead of the clock
+        when it told by standing steady (store.SettledRule), are now within two seconds of
+        it (or the clock stepped back), and a commit now may leave them as they were.
+        Looked at again as after a change, once; a store still dirty is left as it is."""
+        self._told_at = self._held_at_signature = None
+        if not self.dirty:
+            log.info("watcher: the store's files are dated within 2 s of the clock, so a "
+                     "change may not show; looking at the store again")
+            self.dirty = True
+            self._last_change = now
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
