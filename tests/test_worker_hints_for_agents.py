@@ -443,7 +443,10 @@ def test_a_session_key_short_of_eth_is_the_owners_to_fund():
 def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
     """A pull that went on past a dropped journal says what to do with its rows for a
     terminal (`kint push`, `kint status`): memory_pull's reply gives the agent's tools,
-    and the owner's authorization as the human's."""
+    and the owner's authorization as the human's. Rows in a store the pull moved aside are
+    the human's to say what is written back, whichever journal carried them: an unauthorized
+    or rotated key's told the agent to write back itself, and that a push anchored rows
+    still in that store."""
     from kint.agent_server.results import pull_result
     from kint.tenant_worker.overtaken import Overtaken
 
@@ -453,6 +456,10 @@ def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
     for notice in notices:
         said = agent_notice(notice)
         assert not _terminal_steps(said), said
+        if "/s/moved.db" in notice:  # what is written back is the human's, for every journal
+            assert "write back" not in said and "ask the human what of it is still wanted" \
+                in said, said
+            assert "memory_push anchors them" not in said, said  # rows still in that store
     shown = pull_result({"message": "pulled", "warnings": notices})["warnings"]
     assert shown[-2].endswith("; memory_status counts them, and memory_push anchors them")
     assert all("`kint push`" not in line for line in shown), shown

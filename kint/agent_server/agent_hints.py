@@ -30,7 +30,7 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT
                                   SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT,
                                   UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
-                                  WRAPS_ROTATED_HINT, WRITE_BACK_TAIL, ErrorCode,
+                                  WRAPS_ROTATED_HINT, WRITE_BACK, WRITE_BACK_TAIL, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -325,21 +325,31 @@ def _agent_words(tool: str, code: str, said: str) -> str | None:
 # What a pull's warning of a journal it dropped (kint.tenant_worker's overtaken.py,
 # unauthorized_journal.py) says last, for a terminal, about the rows the journal carried:
 # the agent's tools for them, and the owner's authorization handed to the human.
+ASK_WANTED = "ask the human what of it is still wanted"
+_WRITTEN_BACK = f"{ASK_WANTED}; once that is written back, memory_push anchors it"
 _NOTICE_TAILS = {
     OVERTAKEN_NOTICE_TAIL: "memory_status counts them, and memory_push anchors them",
-    WRITE_BACK_TAIL: "ask the human what of it is still wanted; once that is written back, "
-                     "memory_push anchors it",
+    WRITE_BACK_TAIL: _WRITTEN_BACK,
     ROTATED_KEY_NOTICE_TAIL: "memory_push anchors them with this machine's current session "
                              "key",
     UNAUTHORIZED_PUSH_HINT: f"tell the human: {UNAUTHORIZED_HINT}; after that, memory_push "
                             f"anchors them",
 }
+# The same for rows in a store the pull moved aside (`--discard-local`), which the warning
+# says as WRITE_BACK then the step after it: what is written back from that store is the
+# human's to say, as for a journal the chain passed, and no push anchors rows still in it.
+_MOVED_ASIDE_TAILS = {
+    f"{WRITE_BACK}; {ROTATED_KEY_NOTICE_TAIL}": f"{_WRITTEN_BACK} with this machine's "
+                                                f"current session key",
+    f"{WRITE_BACK}; {UNAUTHORIZED_PUSH_HINT}": f"{ASK_WANTED}; tell the human too: "
+                                               f"{UNAUTHORIZED_HINT}; once both are done, "
+                                               f"memory_push anchors it",
+}
 
 
 def agent_notice(said: str) -> str:
     """A pull's warning with its last step in an agent's words; any other as it is."""
-    for tail, words in _NOTICE_TAILS.items():
+    for tail, words in (*_MOVED_ASIDE_TAILS.items(), *_NOTICE_TAILS.items()):
         if said.endswith(f"; {tail}"):
             return said.removesuffix(tail) + words
     return said
-
