@@ -85,11 +85,9 @@ PASSED_ON = {
     ("agent_server/results.py", "mapped.hint"): "the translation itself",
     ("agent_server/results.py", "hint_with_notices(said, notices)"): "the translation itself",
     ("agent_server/results.py", "failure['hint']"): "the watcher's push refusal, a worker's",
-    ("agent_server/tools.py", "shared.restore.hint()"): "restore_wait.py's, said to an agent",
     ("client.py", "err.hint"): "the reply's",
     ("client.py", "reply.hint"): "the reply's",
     ("client_closed_door.py", "closed.hint"): "FrontClosed: CLOSED_HINT or STOPPING_HINT",
-    ("protocol/ops.py", "hint"): "an op's argument refused; none is given today",
     ("tenant_worker/connect.py", "err.hint"): "a connect step's own refusal",
     ("tenant_worker/discard.py", "err.hint"): "the discard's own refusal",
     ("tenant_worker/epoch_send.py", "hint"): "DeferredWait's: DEFERRED_FILL_HINT",
@@ -97,7 +95,6 @@ PASSED_ON = {
     ("tenant_worker/handlers.py", "hint if isinstance(hint, str) and hint else None"):
         "Sibyl's own next step: SIBYL_ERROR, always the human's",
     ("tenant_worker/rekey.py", "err.hint"): "the rekey's own refusal",
-    ("tenant_worker/space.py", "err.hint"): "kint.chain.config's ChainConfigError",
     ("tenant_worker/drift.py", "hint"): "HOLD_HINT or NOTHING_ANCHORED_OR_DROPPED",
     ("tenant_worker/connect_owner.py", "elsewhere.hint"): "enrolled_chain.other_chain's",
     ("tenant_worker/discard.py", "'; '.join(hints) + ', then try again'"):
@@ -185,6 +182,32 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
             yield refused.code.value, refused.hint
 
+    def chain_settings() -> Iterator[tuple[str, str]]:
+        # kint.chain.config's errors, passed on by SpaceContext.chain: a refused chain
+        # setting, wherever it was set (kint-server's own environment: its MCP config).
+        from kint.chain.config import CorruptDevchainRecord, RefusedChainSetting
+        from kint.settings import BY_NAME, FILE
+        from kint.settings.loader import DAEMON_ENV, THIS_CALL, Value, refusal
+
+        yield CorruptDevchainRecord.code, CorruptDevchainRecord.hint
+        for source in (THIS_CALL, DAEMON_ENV, FILE):
+            refused = RefusedChainSetting(*refusal(Value(
+                BY_NAME["KINT_CONTRACT"], None, source, "/home/u/.kint/config.toml",
+                refused="KINT_CONTRACT=0x12 is not an address")))
+            yield refused.code, refused.hint
+
+    def op_arguments() -> Iterator[tuple[str, str]]:
+        from kint.settings.secret_proof import malformed
+
+        yield "BAD_REQUEST", malformed("KINT_PASSPHRASE")[1]
+
+    def restores() -> Iterator[tuple[str, str]]:
+        from kint.agent_server.restore_wait import RestoreUnderWay
+
+        for stays in (True, False):
+            under_way = SimpleNamespace(worker_stays=stays, resumed=False, worker_pid=7)
+            yield "RESTORE_RUNNING", RestoreUnderWay.hint(under_way)
+
     def not_rekeys() -> Iterator[tuple[str, str]]:
         for opened in (False, True):
             refused = not_a_rekey(4, SimpleNamespace(tag=b"\x01" * 8), opened)
@@ -217,6 +240,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("agent_server/tools.py", "hint"): lambda: (
             ("BAD_REQUEST", hint) for _, hint in DEV_TOOL_REFUSALS.values()),
         ("tenant_worker/state_health.py", "hint"): disk_full,
+        ("tenant_worker/space.py", "err.hint"): chain_settings,
+        ("protocol/ops.py", "hint"): op_arguments,
+        ("agent_server/tools.py", "shared.restore.hint()"): restores,
     }
 
 
@@ -289,6 +315,21 @@ def _terminal_steps(said: str) -> list[str]:
     return re.findall(rf"\bkint (?:{commands})\b", asked)
 
 
+# The human's steps no command of kint's names (agent_hints.HUMAN_ONLY_WORDS): ETH to send,
+# a setting to correct where a process was started or to point at an endpoint, a process
+# to signal, a file's mode, space on the disk. Held against every hint as said to the agent.
+HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`chmod "
+                         r"|point KINT_|point kint at|free some space|KINT_[A-Z_0-9]+|config\.toml"
+                         r"|config file|\bin (?:this command's|the supervisor's|the service's) "
+                         r"environment")
+
+
+def _human_steps(said: str) -> list[str]:
+    """The human's steps without a command that `said` gives before it hands anything to
+    the human."""
+    return HUMAN_WORDS.findall(HANDED_OVER.split(said, maxsplit=1)[0])
+
+
 def test_the_agents_view_of_the_cli_is_the_clis():
     """The translation knows a terminal's command by the CLI's own list: a command added to
     the CLI and named in a hint would otherwise pass to the agent as its next step."""
@@ -307,7 +348,7 @@ def test_no_worker_hint_hands_an_agent_a_terminals_command():
             if mapped is not None:
                 err = mapped(err, lambda: True)
             said = agent_error(tool, err).hint or ""
-            if _terminal_steps(said):
+            if _terminal_steps(said) or _human_steps(said):
                 bad.append((where, line, tool, said))
     assert not bad, "\n".join(map(str, bad))
 
@@ -421,7 +462,11 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     said = _said_to("memory_pull", "RPC_UNAVAILABLE", funds)
     assert said == (f"stop and tell the human: the previous session key {ADDRESS} needs ETH "
                     f"on chain 8453 to fill nonce 7, and funding it is the owner's; after "
-                    f"that, call memory_pull: it fills nonce 7 again"), said
+                    f"that, call memory_pull again: it fills nonce 7 again"), said
+    # From memory_pull, the pull is its own call again (`{pull}`, which a template's words
+    # could not name: KeyError).
+    assert _said_to("memory_pull", "RPC_UNAVAILABLE", plain).startswith(
+        "call memory_pull again in a minute: it fills nonce 7 again")
     said = _said_to("memory_push", "STALE_RPC", STALE_JOURNAL_HINT)
     assert said.startswith("call memory_pull in a minute: it settles the interrupted push"), \
         said
@@ -511,3 +556,28 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
 
     assert _start_up_pull(OlderSupervisor(), 1.0) == {"message": "pulled"}
     assert sent == [{"unread": True}, {}]
+
+
+def test_a_human_step_no_command_names_is_the_humans():
+    """A setting (kint-server's own environment: a bad KINT_CONTRACT in its MCP
+    configuration, passed on by SpaceContext.chain), space on a full disk, an endpoint to
+    point a setting at: none names a `kint` command, and each reached the agent as its own
+    next step. A header the endpoint would not serve is tried again first."""
+    from kint.chain.chain_id import on_other_chain
+    from kint.protocol.errors import (DEFAULT_HINTS, DISK_FULL_PULL_TAIL, HEADER_TRANSPORT_HINT,
+                                      ErrorCode)
+    from kint.settings import BY_NAME
+    from kint.settings.loader import THIS_CALL, Value, refusal
+
+    _, env = refusal(Value(BY_NAME["KINT_CONTRACT"], None, THIS_CALL,
+                           refused="KINT_CONTRACT=0x12 in this call is not an address"))
+    assert _said_to("memory_push", "CONFIG_INVALID", env) == f"stop and tell the human: {env}"
+    full = DEFAULT_HINTS[ErrorCode.DISK_FULL] + DISK_FULL_PULL_TAIL
+    assert _said_to("memory_pull", "DISK_FULL", full) == (
+        "stop and tell the human: once space is freed, call memory_pull again: it picks up "
+        "where this one stopped (nothing to discard)")
+    chain = _chains()[3]
+    point = on_other_chain(chain, {0: 1, 1: 1}, 2)[1]
+    assert _said_to("memory_pull", "STALE_RPC", point) == f"stop and tell the human: {point}"
+    assert _said_to("memory_pull", "RPC_UNAVAILABLE", HEADER_TRANSPORT_HINT).startswith(
+        "call memory_pull again in a minute: that is a transport failure")
